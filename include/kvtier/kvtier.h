@@ -1,0 +1,262 @@
+/*
+ * kvtier — embeddable LLM text generation with a three-tier KV cache.
+ *
+ * The only public header. C99, fixed-width types, opaque handles.
+ *
+ * Conventions (apply to every function below unless it says otherwise):
+ *  - Fallible calls return kvt_status. KVT_OK is 0; every other value is an error.
+ *  - A failed call changes nothing observable: no handle is created, no sequence is
+ *    added, no other sequence is affected. Output parameters are left untouched unless
+ *    the function documents otherwise.
+ *  - Every input (strings, arrays) is copied before the call returns; the caller keeps
+ *    ownership of its buffers.
+ *  - Messages: calls on a context leave a message readable with kvt_context_errmsg /
+ *    kvt_context_errmsg_copy; calls that create a handle take an optional caller buffer
+ *    (errbuf, errbuf_len) that receives a NUL-terminated message on failure.
+ *  - Nothing throws, aborts or exits across this boundary.
+ *
+ * Threading: handles of different contexts are independent. Within one context, one
+ * thread at a time may call kvt_step / kvt_generate; kvt_sequence_add, kvt_sequence_cancel,
+ * the kvt_sequence_* readers and the stats calls are safe from any thread at any time.
+ * kvt_options, kvt_request and kvt_events objects are not synchronised: one thread each.
+ * kvt_model is immutable after loading and may be shared by any number of contexts and
+ * threads.
+ */
+#ifndef KVTIER_KVTIER_H_
+#define KVTIER_KVTIER_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define KVT_API
+#elif defined(__GNUC__)
+#define KVT_API __attribute__((visibility("default")))
+#else
+#define KVT_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- version */
+
+#define KVT_VERSION_MAJOR 0
+#define KVT_VERSION_MINOR 1
+#define KVT_VERSION_PATCH 0
+#define KVT_VERSION_STRING "0.1.0"
+
+/* Run-time version of the loaded library (may differ from the header's macros). */
+KVT_API int32_t kvt_version_major(void);
+KVT_API int32_t kvt_version_minor(void);
+KVT_API int32_t kvt_version_patch(void);
+KVT_API const char* kvt_version_string(void);
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum kvt_status {
+  KVT_OK = 0,
+  KVT_ERR_INVALID_ARGUMENT = 1, /* a parameter is null, out of range or malformed */
+  KVT_ERR_NOT_FOUND = 2,        /* unknown sequence id, missing file or tensor */
+  KVT_ERR_UNSUPPORTED = 3,      /* architecture, dtype, tokenizer or backend not supported */
+  KVT_ERR_CAPACITY = 4,         /* the request can never fit in the configured memory */
+  KVT_ERR_BUSY = 5,             /* the waiting queue is full: retry later (back-pressure) */
+  KVT_ERR_IO = 6,               /* a file could not be read or written */
+  KVT_ERR_CORRUPT = 7,          /* a file or stored block failed validation */
+  KVT_ERR_OUT_OF_MEMORY = 8,    /* an allocation at creation time failed */
+  KVT_ERR_STATE = 9,            /* the call is not valid in the object's current state */
+  KVT_ERR_BACKEND = 10,         /* the compute backend failed (e.g. CUDA error) */
+  KVT_ERR_INTERNAL = 11         /* a bug in kvtier: please report it */
+} kvt_status;
+
+/* A static English name for a status ("KVT_ERR_BUSY"); never NULL. */
+KVT_API const char* kvt_status_string(kvt_status status);
+
+/* Why a sequence stopped. */
+typedef enum kvt_finish_reason {
+  KVT_FINISH_REASON_NONE = 0,      /* still running */
+  KVT_FINISH_REASON_STOP = 1,      /* a stop/eos token (or stop string) was produced */
+  KVT_FINISH_REASON_LENGTH = 2,    /* max_new_tokens reached, or the context is full */
+  KVT_FINISH_REASON_CANCELLED = 3, /* kvt_sequence_cancel */
+  KVT_FINISH_REASON_ERROR = 4      /* the sequence failed alone; see kvt_sequence_error */
+} kvt_finish_reason;
+
+/* Where a sequence is in its life. */
+typedef enum kvt_sequence_state {
+  KVT_SEQUENCE_STATE_WAITING = 0,  /* admitted, not yet scheduled */
+  KVT_SEQUENCE_STATE_RUNNING = 1,  /* prefilling or decoding */
+  KVT_SEQUENCE_STATE_PAUSED = 2,   /* preempted: KV swapped out or dropped for recompute */
+  KVT_SEQUENCE_STATE_FINISHED = 3  /* see its finish reason */
+} kvt_sequence_state;
+
+/* Marks an event that carries no token (a sequence cancelled or failed between steps). */
+#define KVT_NO_TOKEN (-1)
+
+/* Number of kvtier handles (models, contexts, options, requests, events) currently alive
+ * in this process. Bindings use it to prove they release everything. */
+KVT_API int64_t kvt_live_handles(void);
+
+/* ---------------------------------------------------------------- options */
+
+/* Context options. Every setter validates its value and returns KVT_ERR_INVALID_ARGUMENT
+ * (message in kvt_options_errmsg) for unknown keys or out-of-range values; the option
+ * keeps its previous value then. Keys and defaults:
+ *   "backend"            string  "auto" | "cpu" | "cuda"                  default "auto"
+ *   "threads"            int     CPU threads, 0 = all cores               default 0
+ *   "gpu_kv_bytes"       int     device-tier KV budget, bytes             default 256 MiB
+ *   "host_kv_bytes"      int     host-tier KV budget, bytes, 0 = off      default 0
+ *   "disk_kv_bytes"      int     disk-tier KV budget, bytes, 0 = off      default 0
+ *   "disk_path"          string  file backing the disk tier               default ""
+ *   "block_tokens"       int     tokens per KV block, 1..1024             default 16
+ *   "max_tokens_per_step" int    token budget of one step                 default 512
+ *   "max_running"        int     sequences in one batch, 1..65536         default 256
+ *   "max_waiting"        int     waiting queue bound (KVT_ERR_BUSY), >= 1 default 1024
+ *   "preemption"         string  "auto" | "swap" | "recompute"            default "auto"
+ *   "gpu_mem_limit"      int     total device bytes (weights+KV+work), 0 = no cap  default 0
+ * Sizes are plain byte counts; kvt_options_set_string also accepts "64MiB", "2GiB", ... for
+ * the *_bytes and gpu_mem_limit keys. */
+typedef struct kvt_options kvt_options;
+
+KVT_API kvt_status kvt_options_create(kvt_options** out);
+KVT_API void kvt_options_free(kvt_options* options); /* NULL is ignored */
+KVT_API kvt_status kvt_options_set_int(kvt_options* options, const char* key, int64_t value);
+KVT_API kvt_status kvt_options_set_string(kvt_options* options, const char* key,
+                                          const char* value);
+/* Message of the last failed setter on this object ("" if none). Valid until the next call
+ * on the object. */
+KVT_API const char* kvt_options_errmsg(const kvt_options* options);
+
+/* ---------------------------------------------------------------- model */
+
+/* A loaded checkpoint: config, weights (memory-mapped), tokenizer when present.
+ * Reference-counted: contexts hold a reference, so kvt_model_free may be called at any
+ * time after the last kvt_context_create that uses it. */
+typedef struct kvt_model kvt_model;
+
+/* Loads an HF checkpoint directory (config.json, *.safetensors or a sharded index).
+ * Errors: KVT_ERR_NOT_FOUND (missing directory/file/tensor), KVT_ERR_CORRUPT (malformed
+ * file), KVT_ERR_UNSUPPORTED (architecture or dtype), KVT_ERR_INVALID_ARGUMENT (null). */
+KVT_API kvt_status kvt_model_load(const char* directory, kvt_model** out, char* errbuf,
+                                  int32_t errbuf_len);
+KVT_API void kvt_model_free(kvt_model* model); /* drops the caller's reference; NULL ok */
+KVT_API int32_t kvt_model_vocab_size(const kvt_model* model);
+/* Copies a JSON summary (architecture, shapes, weight bytes, KV bytes per token) into buf
+ * (NUL-terminated when buf_len > 0); *out_len receives the full length without the NUL. */
+KVT_API kvt_status kvt_model_info_json(const kvt_model* model, char* buf, int32_t buf_len,
+                                       int32_t* out_len);
+
+/* ---------------------------------------------------------------- request */
+
+/* Everything about one generation request except the context. Defaults: greedy
+ * (temperature 0), top_k 0 (off), top_p 1, seed 0, max_new_tokens 16, no stop ids beyond
+ * the model's eos ids, priority 0, ignore_eos 0. */
+typedef struct kvt_request kvt_request;
+
+KVT_API kvt_status kvt_request_create(kvt_request** out);
+KVT_API void kvt_request_free(kvt_request* request); /* NULL is ignored */
+/* Prompt token ids (copied). Must be non-empty; ids are checked against the vocabulary
+ * when the request is added. */
+KVT_API kvt_status kvt_request_set_prompt_tokens(kvt_request* request, const int32_t* tokens,
+                                                 int32_t num_tokens);
+KVT_API kvt_status kvt_request_set_max_new_tokens(kvt_request* request, int32_t n); /* >= 1 */
+KVT_API kvt_status kvt_request_set_temperature(kvt_request* request, float t);   /* >= 0 */
+KVT_API kvt_status kvt_request_set_top_k(kvt_request* request, int32_t k);       /* >= 0 */
+KVT_API kvt_status kvt_request_set_top_p(kvt_request* request, float p);         /* (0, 1] */
+KVT_API kvt_status kvt_request_set_seed(kvt_request* request, int64_t seed);
+/* Extra stop token ids (copied), in addition to the model's eos ids. */
+KVT_API kvt_status kvt_request_set_stop_tokens(kvt_request* request, const int32_t* tokens,
+                                               int32_t num_tokens);
+/* When non-zero the model's eos ids do not stop the sequence (benchmarks). */
+KVT_API kvt_status kvt_request_set_ignore_eos(kvt_request* request, int32_t ignore);
+/* Higher runs first and is preempted last. */
+KVT_API kvt_status kvt_request_set_priority(kvt_request* request, int32_t priority);
+KVT_API const char* kvt_request_errmsg(const kvt_request* request);
+
+/* ---------------------------------------------------------------- context */
+
+/* One engine: KV pools, scheduler, sequences. Pools are allocated whole here. */
+typedef struct kvt_context kvt_context;
+
+/* Errors: KVT_ERR_INVALID_ARGUMENT, KVT_ERR_UNSUPPORTED (backend not usable),
+ * KVT_ERR_OUT_OF_MEMORY / KVT_ERR_CAPACITY (budgets cannot be allocated), KVT_ERR_IO. */
+KVT_API kvt_status kvt_context_create(kvt_model* model, const kvt_options* options,
+                                      kvt_context** out, char* errbuf, int32_t errbuf_len);
+/* Frees the context and every sequence in it. NULL is ignored. Must not race a kvt_step. */
+KVT_API void kvt_context_free(kvt_context* context);
+/* Message of the last failed call on this context ("" if none). The pointer stays valid
+ * until the next failing call on the context; from several threads use the _copy form. */
+KVT_API const char* kvt_context_errmsg(const kvt_context* context);
+/* Copies that message into buf (NUL-terminated when buf_len > 0); returns its full length. */
+KVT_API int32_t kvt_context_errmsg_copy(const kvt_context* context, char* buf, int32_t buf_len);
+
+/* ---------------------------------------------------------------- sequences */
+
+/* Admits a sequence. On success *out_id receives its id (> 0, never reused in a context).
+ * Errors: KVT_ERR_INVALID_ARGUMENT (no prompt, token out of vocabulary, ...),
+ * KVT_ERR_CAPACITY (prompt + max_new_tokens can never fit in all tiers together),
+ * KVT_ERR_BUSY (waiting queue full; nothing was added). */
+KVT_API kvt_status kvt_sequence_add(kvt_context* context, const kvt_request* request,
+                                    int64_t* out_id);
+/* Cancels a waiting, running or paused sequence; its KV blocks are released by the next
+ * kvt_step, which reports an event with KVT_FINISH_REASON_CANCELLED. Cancelling a finished
+ * sequence is KVT_ERR_STATE; an unknown id is KVT_ERR_NOT_FOUND. */
+KVT_API kvt_status kvt_sequence_cancel(kvt_context* context, int64_t id);
+/* State and finish reason (KVT_FINISH_REASON_NONE while not finished). */
+KVT_API kvt_status kvt_sequence_status(kvt_context* context, int64_t id, int32_t* state,
+                                       int32_t* finish_reason);
+/* Copies up to buf_len generated tokens (not the prompt) into buf; *out_len receives the
+ * total number generated so far (may exceed buf_len). buf may be NULL when buf_len is 0. */
+KVT_API kvt_status kvt_sequence_tokens(kvt_context* context, int64_t id, int32_t* buf,
+                                       int32_t buf_len, int32_t* out_len);
+/* Forgets a finished sequence's record (tokens, state). Records of finished sequences are
+ * kept until released or until the context is freed. KVT_ERR_STATE if not finished. */
+KVT_API kvt_status kvt_sequence_release(kvt_context* context, int64_t id);
+/* Number of sequences not yet finished (waiting, running or paused). */
+KVT_API int32_t kvt_context_num_unfinished(kvt_context* context);
+
+/* ---------------------------------------------------------------- stepping */
+
+/* Tokens and finishes reported by one kvt_step. Reused across steps: each kvt_step clears
+ * it before filling it. */
+typedef struct kvt_events kvt_events;
+
+KVT_API kvt_status kvt_events_create(kvt_events** out);
+KVT_API void kvt_events_free(kvt_events* events); /* NULL is ignored */
+KVT_API int32_t kvt_events_count(const kvt_events* events);
+/* Event i (0 <= i < count): the sequence, the token it produced (KVT_NO_TOKEN for a
+ * cancellation or failure reported without a token) and its finish reason (NONE while the
+ * sequence goes on). Any output pointer may be NULL. */
+KVT_API kvt_status kvt_events_get(const kvt_events* events, int32_t i, int64_t* seq_id,
+                                  int32_t* token, int32_t* finish_reason);
+
+/* Runs one scheduler iteration: admits, preempts/resumes, runs one forward over the
+ * scheduled batch, samples, and reports the produced tokens in events (may be NULL).
+ * Returns KVT_OK with zero events when nothing is runnable. A failure of one sequence is
+ * reported as its KVT_FINISH_REASON_ERROR event, not as the step's status; a non-OK status
+ * means the step as a whole failed (backend error) and no sequence advanced. */
+KVT_API kvt_status kvt_step(kvt_context* context, kvt_events* events);
+
+/* Convenience: adds the request, steps the context until that sequence finishes (other
+ * sequences progress too, their events are not reported), copies up to buf_len generated
+ * tokens into buf, and releases the sequence's record. *out_len gets the total generated,
+ * *finish_reason (may be NULL) why it stopped. */
+KVT_API kvt_status kvt_generate(kvt_context* context, const kvt_request* request, int32_t* buf,
+                                int32_t buf_len, int32_t* out_len, int32_t* finish_reason);
+
+/* ---------------------------------------------------------------- statistics */
+
+/* Copies the context statistics as a JSON object into buf (NUL-terminated when
+ * buf_len > 0); *out_len gets the full length without the NUL. Call with buf_len 0 first to
+ * size the buffer. */
+KVT_API kvt_status kvt_context_stats_json(kvt_context* context, char* buf, int32_t buf_len,
+                                          int32_t* out_len);
+/* One statistic by its JSON name (e.g. "steps", "tiers.gpu.used_bytes" for nested
+ * fields). KVT_ERR_NOT_FOUND for an unknown name. */
+KVT_API kvt_status kvt_context_stat(kvt_context* context, const char* name, int64_t* value);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KVTIER_KVTIER_H_ */

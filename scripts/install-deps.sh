@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs everything kvtier needs to build and test on Debian 12, from Debian's packages.
+# Idempotent: re-running it only installs what is missing.
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libabsl-dev libgtest-dev libgmock-dev nlohmann-json3-dev
+  libicu-dev
+)
+# Node.js + npm are only needed for the tokenizer test oracles; a machine that already has
+# node (e.g. from NodeSource, whose nodejs bundles npm) keeps it.
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,119 @@
+// C API: kvt_options — key/value setters over EngineOptions, validated per key.
+#include <functional>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "api/handles.h"
+#include "common/byte_size.h"
+
+namespace {
+
+using kvtier::EngineOptions;
+
+struct IntKey {
+  int64_t min;
+  int64_t max;
+  std::function<void(EngineOptions&, int64_t)> set;
+};
+
+const std::map<std::string, IntKey>& IntKeys() {
+  static const auto* keys = new std::map<std::string, IntKey>{
+      {"threads", {0, 4096, [](EngineOptions& o, int64_t v) { o.num_threads = static_cast<int32_t>(v); }}},
+      {"gpu_kv_bytes", {1, INT64_MAX, [](EngineOptions& o, int64_t v) { o.gpu_kv_bytes = v; }}},
+      {"host_kv_bytes", {0, INT64_MAX, [](EngineOptions& o, int64_t v) { o.host_kv_bytes = v; }}},
+      {"disk_kv_bytes", {0, INT64_MAX, [](EngineOptions& o, int64_t v) { o.disk_kv_bytes = v; }}},
+      {"block_tokens", {1, 1024, [](EngineOptions& o, int64_t v) { o.block_tokens = v; }}},
+      {"max_tokens_per_step", {1, 1 << 20, [](EngineOptions& o, int64_t v) { o.max_tokens_per_step = v; }}},
+      {"max_running", {1, 65536, [](EngineOptions& o, int64_t v) { o.max_running = v; }}},
+      {"max_waiting", {1, 1 << 24, [](EngineOptions& o, int64_t v) { o.max_waiting = v; }}},
+      {"gpu_mem_limit", {0, INT64_MAX, [](EngineOptions& o, int64_t v) { o.gpu_mem_limit = v; }}},
+  };
+  return *keys;
+}
+
+bool IsByteKey(const std::string& key) {
+  return key == "gpu_kv_bytes" || key == "host_kv_bytes" || key == "disk_kv_bytes" || key == "gpu_mem_limit";
+}
+
+kvt_status Fail(kvt_options* options, std::string message) {
+  options->error = std::move(message);
+  return KVT_ERR_INVALID_ARGUMENT;
+}
+
+}  // namespace
+
+extern "C" {
+
+KVT_API kvt_status kvt_options_create(kvt_options** out) {
+  if (out == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return kvtier::api::Guard([&] {
+    *out = new kvt_options();
+    return KVT_OK;
+  });
+}
+
+KVT_API void kvt_options_free(kvt_options* options) { delete options; }
+
+KVT_API kvt_status kvt_options_set_int(kvt_options* options, const char* key, int64_t value) {
+  if (options == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return kvtier::api::Guard([&] {
+    if (key == nullptr) return Fail(options, "option key is NULL");
+    auto it = IntKeys().find(key);
+    if (it == IntKeys().end()) {
+      if (std::string(key) == "backend" || std::string(key) == "disk_path" || std::string(key) == "preemption") {
+        return Fail(options, absl::StrCat("option '", key, "' takes a string: use kvt_options_set_string"));
+      }
+      return Fail(options, absl::StrCat("unknown option '", key, "'"));
+    }
+    if (value < it->second.min || value > it->second.max) {
+      return Fail(options, absl::StrCat("option '", key, "' must be in [", it->second.min, ", ", it->second.max,
+                                        "], got ", value));
+    }
+    it->second.set(options->engine, value);
+    options->error.clear();
+    return KVT_OK;
+  });
+}
+
+KVT_API kvt_status kvt_options_set_string(kvt_options* options, const char* key, const char* value) {
+  if (options == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return kvtier::api::Guard([&] {
+    if (key == nullptr) return Fail(options, "option key is NULL");
+    if (value == nullptr) return Fail(options, absl::StrCat("value of option '", key, "' is NULL"));
+    const std::string k = key, v = value;
+    if (k == "backend") {
+      if (v != "auto" && v != "cpu" && v != "cuda") {
+        return Fail(options, absl::StrCat("option 'backend' must be auto, cpu or cuda, got '", v, "'"));
+      }
+      options->engine.backend = v;
+    } else if (k == "disk_path") {
+      options->engine.disk_path = v;
+    } else if (k == "preemption") {
+      if (v == "auto") options->engine.preemption = kvtier::PreemptionMode::kAuto;
+      else if (v == "swap") options->engine.preemption = kvtier::PreemptionMode::kSwap;
+      else if (v == "recompute") options->engine.preemption = kvtier::PreemptionMode::kRecompute;
+      else return Fail(options, absl::StrCat("option 'preemption' must be auto, swap or recompute, got '", v, "'"));
+    } else if (IntKeys().count(k)) {
+      int64_t parsed = 0;
+      if (IsByteKey(k)) {
+        auto bytes = kvtier::ParseByteSize(v);
+        if (!bytes.ok()) return Fail(options, absl::StrCat("option '", k, "': ", bytes.status().message()));
+        parsed = *bytes;
+      } else if (!absl::SimpleAtoi(v, &parsed)) {
+        return Fail(options, absl::StrCat("option '", k, "' needs an integer, got '", v, "'"));
+      }
+      return kvt_options_set_int(options, key, parsed);
+    } else {
+      return Fail(options, absl::StrCat("unknown option '", k, "'"));
+    }
+    options->error.clear();
+    return KVT_OK;
+  });
+}
+
+KVT_API const char* kvt_options_errmsg(const kvt_options* options) {
+  return options == nullptr ? "options handle is NULL" : options->error.c_str();
+}
+
+}  // extern "C"

@@ -1,0 +1,106 @@
+// C API: kvt_request — prompt and sampling parameters of one generation request.
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "api/handles.h"
+
+namespace {
+
+kvt_status Fail(kvt_request* request, std::string message) {
+  request->error = std::move(message);
+  return KVT_ERR_INVALID_ARGUMENT;
+}
+
+kvt_status Ok(kvt_request* request) {
+  request->error.clear();
+  return KVT_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+KVT_API kvt_status kvt_request_create(kvt_request** out) {
+  if (out == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return kvtier::api::Guard([&] {
+    *out = new kvt_request();
+    return KVT_OK;
+  });
+}
+
+KVT_API void kvt_request_free(kvt_request* request) { delete request; }
+
+KVT_API kvt_status kvt_request_set_prompt_tokens(kvt_request* request, const int32_t* tokens, int32_t num_tokens) {
+  if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return kvtier::api::Guard([&] {
+    if (num_tokens <= 0) return Fail(request, absl::StrCat("the prompt needs at least one token, got ", num_tokens));
+    if (tokens == nullptr) return Fail(request, "prompt tokens pointer is NULL");
+    request->prompt.assign(tokens, tokens + num_tokens);
+    return Ok(request);
+  });
+}
+
+KVT_API kvt_status kvt_request_set_max_new_tokens(kvt_request* request, int32_t n) {
+  if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  if (n < 1) return Fail(request, absl::StrCat("max_new_tokens must be >= 1, got ", n));
+  request->params.max_new_tokens = n;
+  return Ok(request);
+}
+
+KVT_API kvt_status kvt_request_set_temperature(kvt_request* request, float t) {
+  if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  if (!(t >= 0.0f) || !std::isfinite(t)) return Fail(request, absl::StrCat("temperature must be finite and >= 0, got ", t));
+  request->params.temperature = t;
+  return Ok(request);
+}
+
+KVT_API kvt_status kvt_request_set_top_k(kvt_request* request, int32_t k) {
+  if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  if (k < 0) return Fail(request, absl::StrCat("top_k must be >= 0, got ", k));
+  request->params.top_k = k;
+  return Ok(request);
+}
+
+KVT_API kvt_status kvt_request_set_top_p(kvt_request* request, float p) {
+  if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  if (!(p > 0.0f && p <= 1.0f)) return Fail(request, absl::StrCat("top_p must be in (0, 1], got ", p));
+  request->params.top_p = p;
+  return Ok(request);
+}
+
+KVT_API kvt_status kvt_request_set_seed(kvt_request* request, int64_t seed) {
+  if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  request->params.seed = static_cast<uint64_t>(seed);
+  return Ok(request);
+}
+
+KVT_API kvt_status kvt_request_set_stop_tokens(kvt_request* request, const int32_t* tokens, int32_t num_tokens) {
+  if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return kvtier::api::Guard([&] {
+    if (num_tokens < 0) return Fail(request, absl::StrCat("number of stop tokens must be >= 0, got ", num_tokens));
+    if (num_tokens > 0 && tokens == nullptr) return Fail(request, "stop tokens pointer is NULL");
+    for (int32_t i = 0; i < num_tokens; ++i) {
+      if (tokens[i] < 0) return Fail(request, absl::StrCat("stop token ", i, " is negative (", tokens[i], ")"));
+    }
+    request->params.stop_token_ids.assign(tokens, tokens + num_tokens);
+    return Ok(request);
+  });
+}
+
+KVT_API kvt_status kvt_request_set_ignore_eos(kvt_request* request, int32_t ignore) {
+  if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  request->params.ignore_eos = ignore != 0;
+  return Ok(request);
+}
+
+KVT_API kvt_status kvt_request_set_priority(kvt_request* request, int32_t priority) {
+  if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  request->params.priority = priority;
+  return Ok(request);
+}
+
+KVT_API const char* kvt_request_errmsg(const kvt_request* request) {
+  return request == nullptr ? "request handle is NULL" : request->error.c_str();
+}
+
+}  // extern "C"

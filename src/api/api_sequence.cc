@@ -1,0 +1,99 @@
+// C API: sequences — add, cancel, read state and tokens, release, generate.
+#include "absl/strings/str_cat.h"
+#include "api/handles.h"
+
+using kvtier::api::Guard;
+using kvtier::api::SetContextError;
+
+extern "C" {
+
+KVT_API kvt_status kvt_sequence_add(kvt_context* context, const kvt_request* request, int64_t* out_id) {
+  if (context == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return Guard([&] {
+    if (request == nullptr || out_id == nullptr) {
+      return SetContextError(context, absl::InvalidArgumentError(request == nullptr ? "request handle is NULL"
+                                                                                    : "output id pointer is NULL"));
+    }
+    auto id = context->engine->Add(request->prompt, request->params);
+    if (!id.ok()) return SetContextError(context, id.status());
+    *out_id = *id;
+    return KVT_OK;
+  });
+}
+
+KVT_API kvt_status kvt_sequence_cancel(kvt_context* context, int64_t id) {
+  if (context == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return Guard([&] { return SetContextError(context, context->engine->Cancel(id)); });
+}
+
+KVT_API kvt_status kvt_sequence_status(kvt_context* context, int64_t id, int32_t* state, int32_t* finish_reason) {
+  if (context == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return Guard([&] {
+    return SetContextError(context, context->engine->ReadSequence(id, [&](const kvtier::Sequence& seq) {
+      if (state != nullptr) *state = static_cast<int32_t>(seq.state);
+      if (finish_reason != nullptr) *finish_reason = static_cast<int32_t>(seq.finish);
+    }));
+  });
+}
+
+KVT_API kvt_status kvt_sequence_tokens(kvt_context* context, int64_t id, int32_t* buf, int32_t buf_len,
+                                       int32_t* out_len) {
+  if (context == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return Guard([&] {
+    if (buf_len < 0 || (buf == nullptr && buf_len > 0)) {
+      return SetContextError(context, absl::InvalidArgumentError("token buffer is NULL or its length negative"));
+    }
+    return SetContextError(context, context->engine->ReadSequence(id, [&](const kvtier::Sequence& seq) {
+      const int64_t n = seq.num_generated();
+      const int64_t copy = std::min<int64_t>(n, buf_len);
+      for (int64_t i = 0; i < copy; ++i) buf[i] = seq.tokens[static_cast<size_t>(seq.num_prompt_tokens + i)];
+      if (out_len != nullptr) *out_len = static_cast<int32_t>(n);
+    }));
+  });
+}
+
+KVT_API kvt_status kvt_sequence_release(kvt_context* context, int64_t id) {
+  if (context == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return Guard([&] { return SetContextError(context, context->engine->Release(id)); });
+}
+
+KVT_API int32_t kvt_context_num_unfinished(kvt_context* context) {
+  if (context == nullptr) return 0;
+  return static_cast<int32_t>(context->engine->NumUnfinished());
+}
+
+KVT_API kvt_status kvt_generate(kvt_context* context, const kvt_request* request, int32_t* buf, int32_t buf_len,
+                                int32_t* out_len, int32_t* finish_reason) {
+  if (context == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return Guard([&] {
+    if (buf_len < 0 || (buf == nullptr && buf_len > 0)) {
+      return SetContextError(context, absl::InvalidArgumentError("token buffer is NULL or its length negative"));
+    }
+    int64_t id = 0;
+    if (kvt_status s = kvt_sequence_add(context, request, &id); s != KVT_OK) return s;
+    while (true) {
+      bool done = false;
+      absl::Status read = context->engine->ReadSequence(id, [&](const kvtier::Sequence& seq) { done = seq.finished(); });
+      if (!read.ok()) return SetContextError(context, read);
+      if (done) break;
+      context->scratch_events.clear();
+      absl::Status step = context->engine->Step(&context->scratch_events);
+      if (!step.ok()) {
+        context->engine->Cancel(id).IgnoreError();
+        return SetContextError(context, step);
+      }
+    }
+    absl::Status read = context->engine->ReadSequence(id, [&](const kvtier::Sequence& seq) {
+      const int64_t n = seq.num_generated();
+      for (int64_t i = 0; i < std::min<int64_t>(n, buf_len); ++i) {
+        buf[i] = seq.tokens[static_cast<size_t>(seq.num_prompt_tokens + i)];
+      }
+      if (out_len != nullptr) *out_len = static_cast<int32_t>(n);
+      if (finish_reason != nullptr) *finish_reason = static_cast<int32_t>(seq.finish);
+    });
+    context->engine->Release(id).IgnoreError();
+    return SetContextError(context, read);
+  });
+}
+
+}  // extern "C"

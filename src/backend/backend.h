@@ -1,0 +1,96 @@
+// Backend: runs the model forward over a ragged batch, reading and writing paged KV in its
+// own device-tier block pool. It never decides policy (which blocks, which sequences): the
+// engine and the KV manager tell it. One thread drives a backend at a time.
+#ifndef KVTIER_BACKEND_BACKEND_H_
+#define KVTIER_BACKEND_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "backend/kv_layout.h"
+
+namespace kvtier {
+
+class Checkpoint;
+
+// One sequence's part of a step: `tokens` are fed at positions start_position,
+// start_position+1, ...; positions [0, start_position) are already in the KV cache. Their
+// K/V are read through `block_table` (device-tier block ids; entry j covers positions
+// [j*block_tokens, (j+1)*block_tokens)), which already covers every position this chunk
+// writes. No padding: chunks have any length >= 1.
+struct SequenceChunk {
+  std::span<const int32_t> tokens;
+  int64_t start_position = 0;
+  std::span<const int32_t> block_table;
+  bool need_logits = false;  // return logits of the chunk's last token
+};
+
+struct ForwardBatch {
+  std::vector<SequenceChunk> chunks;
+};
+
+// A host<->device copy of one whole block. `host` points at KvLayout::BlockBytes() bytes.
+struct BlockCopy {
+  int32_t device_block = 0;
+  void* host = nullptr;
+};
+
+struct BackendOptions {
+  int32_t num_threads = 0;    // CPU backend: 0 = hardware concurrency
+  int64_t block_tokens = 16;  // KV block size in tokens
+  // CUDA: workspace is sized once for this many tokens and chunks per forward; larger
+  // batches still run, as several sequential sub-steps.
+  int64_t max_tokens_per_step = 2048;
+  int64_t max_sequences = 256;
+  // CUDA: cap on device memory held (weights + workspace + KV pool); 0 = the card's.
+  int64_t gpu_mem_limit_bytes = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string_view name() const = 0;  // "cpu", "cuda"
+  // Layout of a KV block on this backend (dtype: f32 on CPU, the compute dtype on CUDA).
+  virtual const KvLayout& kv_layout() const = 0;
+  virtual int64_t vocab_size() const = 0;
+
+  // Allocates the device-tier KV pool once; no allocation happens after this while
+  // stepping. ResourceExhausted when it does not fit.
+  virtual absl::Status AllocateKvPool(int64_t num_blocks) = 0;
+  virtual int64_t num_kv_blocks() const = 0;
+
+  // Runs one forward over the batch: appends each chunk's K/V to its blocks and writes one
+  // row of vocab_size() logits per chunk with need_logits (in chunk order) into *logits
+  // (resized). InvalidArgument for a malformed batch (block table too short, token out
+  // of range); Internal / Unavailable for a backend failure.
+  virtual absl::Status Forward(const ForwardBatch& batch, std::vector<float>* logits) = 0;
+
+  // Tier moves: whole blocks between the device pool and host memory. Synchronous here;
+  // backends with copy engines may overlap them internally but return only when done.
+  virtual absl::Status CopyBlocksToHost(std::span<const BlockCopy> copies) = 0;
+  virtual absl::Status CopyBlocksFromHost(std::span<const BlockCopy> copies) = 0;
+  // Device-tier block to device-tier block (prefix-cache copy-on-write).
+  virtual absl::Status CopyBlock(int32_t src_block, int32_t dst_block) = 0;
+
+  // Bytes of device memory the backend holds (weights + KV pool + workspace).
+  virtual int64_t device_bytes_in_use() const = 0;
+  // Device allocations made after AllocateKvPool returned (must stay 0).
+  virtual int64_t allocations_after_init() const = 0;
+};
+
+// Creates the backend named "cpu" or "cuda" ("auto" picks cuda when usable, else cpu).
+// Unimplemented when the named backend is not built or not usable, naming why.
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view name,
+                                                       const Checkpoint& checkpoint,
+                                                       const BackendOptions& options);
+
+}  // namespace kvtier
+
+#endif  // KVTIER_BACKEND_BACKEND_H_

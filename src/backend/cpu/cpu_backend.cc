@@ -1,0 +1,319 @@
+// CpuBackend: the Llama-family decoder over a ragged batch with cpu_ops (cpu_backend.h).
+// Thread-compatible: one thread drives it; ops inside split work over its ThreadPool.
+#include "backend/cpu/cpu_backend.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "backend/cpu/cpu_ops.h"
+#include "common/status_macros.h"
+#include "model/checkpoint.h"
+
+namespace kvtier {
+namespace {
+
+// Activation rows preallocated at creation; larger batches grow the scratch once.
+constexpr int64_t kInitialScratchTokens = 256;
+
+int64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(pages) * page_size;
+}
+
+}  // namespace
+
+int64_t CpuBackend::Scratch::Bytes() const {
+  int64_t floats = 0;
+  for (const std::vector<float>* v : {&hidden, &normed, &q, &k, &v, &attention, &gate, &up}) {
+    floats += static_cast<int64_t>(v->size());
+  }
+  return floats * static_cast<int64_t>(sizeof(float)) +
+         static_cast<int64_t>(tokens.size() * sizeof(int32_t) +
+                              positions.size() * sizeof(int64_t));
+}
+
+absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const Checkpoint& checkpoint,
+                                                               const BackendOptions& options) {
+  const ModelConfig& config = checkpoint.config();
+  if (options.block_tokens <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block_tokens must be positive, got ", options.block_tokens));
+  }
+  if (config.num_kv_heads <= 0 || config.num_heads % config.num_kv_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_attention_heads (", config.num_heads,
+        ") must be a multiple of num_key_value_heads (", config.num_kv_heads, ")"));
+  }
+  if (config.head_dim <= 0 || config.head_dim % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("head_dim must be positive and even for RoPE, got ", config.head_dim));
+  }
+  ASSIGN_OR_RETURN(CpuWeights weights, LoadCpuWeights(checkpoint));
+  return std::unique_ptr<CpuBackend>(new CpuBackend(config, std::move(weights), options));
+}
+
+CpuBackend::CpuBackend(const ModelConfig& config, CpuWeights weights,
+                       const BackendOptions& options)
+    : config_(config),
+      weights_(std::move(weights)),
+      inv_freq_(config.head_dim / 2),
+      pool_(std::make_unique<ThreadPool>(options.num_threads)) {
+  layout_.num_layers = config.num_layers;
+  layout_.num_kv_heads = config.num_kv_heads;
+  layout_.head_dim = config.head_dim;
+  layout_.block_tokens = options.block_tokens;
+  layout_.dtype = DType::kF32;
+  RopeInverseFrequencies(config.head_dim, config.rope_theta, config.rope_scaling,
+                         inv_freq_.data());
+  EnsureScratch(std::min<int64_t>(kInitialScratchTokens, config.max_position_embeddings));
+  scratch_growths_ = 0;
+}
+
+absl::Status CpuBackend::AllocateKvPool(int64_t num_blocks) {
+  if (kv_pool_ != nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("KV pool already allocated (", num_blocks_, " blocks)"));
+  }
+  if (num_blocks <= 0 || num_blocks > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV pool block count must be in [1, 2^31), got ", num_blocks));
+  }
+  const int64_t block_bytes = static_cast<int64_t>(layout_.BlockBytes());
+  const int64_t physical = PhysicalMemoryBytes();
+  if (num_blocks > physical / block_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "KV pool of ", num_blocks, " blocks x ", block_bytes, " bytes exceeds the ", physical,
+        " bytes of physical memory"));
+  }
+  const int64_t elements = num_blocks * layout_.ElementsPerBlock();
+  // Value-initialised: every page is touched now, not first during a step.
+  kv_pool_.reset(new (std::nothrow) float[elements]());
+  if (kv_pool_ == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate KV pool of ", num_blocks,
+                                                     " blocks (", num_blocks * block_bytes,
+                                                     " bytes)"));
+  }
+  num_blocks_ = num_blocks;
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::ValidateBlock(int32_t block, const std::string& what) const {
+  if (block < 0 || block >= num_blocks_) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": block id ", block,
+                                                   " out of range [0, ", num_blocks_, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::ValidateBatch(const ForwardBatch& batch) const {
+  // Blocks written this step: two chunks writing one block would corrupt each other.
+  absl::flat_hash_set<int32_t> written_blocks;
+  const int64_t block_tokens = layout_.block_tokens;
+  for (size_t c = 0; c < batch.chunks.size(); ++c) {
+    const SequenceChunk& chunk = batch.chunks[c];
+    const std::string name = absl::StrCat("chunk ", c);
+    const int64_t len = static_cast<int64_t>(chunk.tokens.size());
+    if (len == 0) return absl::InvalidArgumentError(absl::StrCat(name, ": no tokens"));
+    if (chunk.start_position < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": negative start_position ", chunk.start_position));
+    }
+    const int64_t end_position = chunk.start_position + len;
+    if (end_position > config_.max_position_embeddings) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": positions up to ", end_position, " exceed max_position_embeddings ",
+          config_.max_position_embeddings));
+    }
+    for (int64_t i = 0; i < len; ++i) {
+      if (chunk.tokens[i] < 0 || chunk.tokens[i] >= config_.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat(name, ": token ", chunk.tokens[i],
+                                                       " at index ", i, " out of range [0, ",
+                                                       config_.vocab_size, ")"));
+      }
+    }
+    const int64_t blocks_needed = (end_position + block_tokens - 1) / block_tokens;
+    if (static_cast<int64_t>(chunk.block_table.size()) < blocks_needed) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": block table has ", chunk.block_table.size(), " blocks, positions up to ",
+          end_position, " need ", blocks_needed));
+    }
+    for (int64_t j = 0; j < blocks_needed; ++j) {
+      RETURN_IF_ERROR(ValidateBlock(chunk.block_table[j], name));
+    }
+    for (int64_t j = chunk.start_position / block_tokens; j < blocks_needed; ++j) {
+      if (!written_blocks.insert(chunk.block_table[j]).second) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name, ": block ", chunk.block_table[j], " is written twice in one batch"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+void CpuBackend::EnsureScratch(int64_t num_tokens) {
+  if (num_tokens <= scratch_.capacity_tokens) return;
+  ++scratch_growths_;
+  const auto size = [num_tokens](int64_t width) { return static_cast<size_t>(num_tokens * width); };
+  scratch_.hidden.resize(size(config_.hidden_size));
+  scratch_.normed.resize(size(config_.hidden_size));
+  scratch_.q.resize(size(config_.q_dim()));
+  scratch_.k.resize(size(config_.kv_dim()));
+  scratch_.v.resize(size(config_.kv_dim()));
+  scratch_.attention.resize(size(config_.q_dim()));
+  scratch_.gate.resize(size(config_.intermediate_size));
+  scratch_.up.resize(size(config_.intermediate_size));
+  scratch_.tokens.resize(size(1));
+  scratch_.positions.resize(size(1));
+  scratch_.capacity_tokens = num_tokens;
+}
+
+absl::Status CpuBackend::Forward(const ForwardBatch& batch, std::vector<float>* logits) {
+  if (kv_pool_ == nullptr) {
+    return absl::FailedPreconditionError("Forward called before AllocateKvPool");
+  }
+  RETURN_IF_ERROR(ValidateBatch(batch));
+  int64_t num_tokens = 0;
+  for (const SequenceChunk& chunk : batch.chunks) num_tokens += chunk.tokens.size();
+  EnsureScratch(num_tokens);
+
+  int64_t row = 0;
+  for (const SequenceChunk& chunk : batch.chunks) {
+    for (size_t i = 0; i < chunk.tokens.size(); ++i, ++row) {
+      scratch_.tokens[row] = chunk.tokens[i];
+      scratch_.positions[row] = chunk.start_position + static_cast<int64_t>(i);
+    }
+  }
+  EmbeddingLookup(weights_.embed_tokens.data(), scratch_.tokens.data(), num_tokens,
+                  config_.hidden_size, scratch_.hidden.data());
+  for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
+    RunLayer(layer, batch, num_tokens);
+  }
+  ComputeLogits(batch, logits);
+  return absl::OkStatus();
+}
+
+void CpuBackend::RunLayer(int64_t layer, const ForwardBatch& batch, int64_t num_tokens) {
+  const CpuLayerWeights& w = weights_.layers[layer];
+  const int64_t hidden = config_.hidden_size;
+  const int64_t q_dim = config_.q_dim();
+  const int64_t kv_dim = config_.kv_dim();
+  const int64_t inter = config_.intermediate_size;
+  const double eps = config_.rms_norm_eps;
+  ThreadPool* pool = pool_.get();
+  float* x = scratch_.hidden.data();
+  float* normed = scratch_.normed.data();
+  float* q = scratch_.q.data();
+  float* k = scratch_.k.data();
+  float* v = scratch_.v.data();
+  auto bias = [](const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); };
+
+  // Attention block.
+  RmsNorm(x, w.input_norm.data(), num_tokens, hidden, eps, normed, pool);
+  MatMulTransposed(normed, w.q_proj.data(), bias(w.q_bias), num_tokens, hidden, q_dim, q, pool);
+  MatMulTransposed(normed, w.k_proj.data(), bias(w.k_bias), num_tokens, hidden, kv_dim, k, pool);
+  MatMulTransposed(normed, w.v_proj.data(), bias(w.v_bias), num_tokens, hidden, kv_dim, v, pool);
+  if (config_.qk_norm) {  // Qwen3: per-head RMSNorm before RoPE
+    RmsNorm(q, w.q_norm.data(), num_tokens * config_.num_heads, config_.head_dim, eps, q, pool);
+    RmsNorm(k, w.k_norm.data(), num_tokens * config_.num_kv_heads, config_.head_dim, eps, k,
+            pool);
+  }
+  const int64_t* positions = scratch_.positions.data();
+  ApplyRope(q, positions, num_tokens, config_.num_heads, config_.head_dim, inv_freq_.data());
+  ApplyRope(k, positions, num_tokens, config_.num_kv_heads, config_.head_dim, inv_freq_.data());
+  int64_t row = 0;
+  for (const SequenceChunk& chunk : batch.chunks) {
+    const int64_t len = static_cast<int64_t>(chunk.tokens.size());
+    WriteKv(layout_, kv_pool_.get(), chunk.block_table, layer, chunk.start_position, len,
+            k + row * kv_dim, v + row * kv_dim);
+    PagedAttention(layout_, kv_pool_.get(), chunk.block_table, layer, chunk.start_position, len,
+                   config_.num_heads, q + row * q_dim, scratch_.attention.data() + row * q_dim,
+                   pool);
+    row += len;
+  }
+  MatMulTransposed(scratch_.attention.data(), w.o_proj.data(), bias(w.o_bias), num_tokens,
+                   q_dim, hidden, normed, pool);
+  AddInPlace(x, normed, num_tokens * hidden);
+
+  // MLP block.
+  RmsNorm(x, w.post_attention_norm.data(), num_tokens, hidden, eps, normed, pool);
+  float* gate = scratch_.gate.data();
+  MatMulTransposed(normed, w.gate_proj.data(), nullptr, num_tokens, hidden, inter, gate, pool);
+  MatMulTransposed(normed, w.up_proj.data(), nullptr, num_tokens, hidden, inter,
+                   scratch_.up.data(), pool);
+  SiluMul(gate, scratch_.up.data(), num_tokens * inter, gate);
+  MatMulTransposed(gate, w.down_proj.data(), nullptr, num_tokens, inter, hidden, normed, pool);
+  AddInPlace(x, normed, num_tokens * hidden);
+}
+
+void CpuBackend::ComputeLogits(const ForwardBatch& batch, std::vector<float>* logits) {
+  const int64_t hidden = config_.hidden_size;
+  // Gather the last row of each chunk that wants logits; norm and project only those.
+  int64_t num_rows = 0;
+  int64_t row_end = 0;
+  for (const SequenceChunk& chunk : batch.chunks) {
+    row_end += static_cast<int64_t>(chunk.tokens.size());
+    if (!chunk.need_logits) continue;
+    std::memcpy(scratch_.normed.data() + num_rows * hidden,
+                scratch_.hidden.data() + (row_end - 1) * hidden, hidden * sizeof(float));
+    ++num_rows;
+  }
+  logits->resize(static_cast<size_t>(num_rows * config_.vocab_size));
+  if (num_rows == 0) return;
+  float* normed = scratch_.normed.data();
+  RmsNorm(normed, weights_.final_norm.data(), num_rows, hidden, config_.rms_norm_eps, normed,
+          pool_.get());
+  MatMulTransposed(normed, weights_.LmHead(), nullptr, num_rows, hidden, config_.vocab_size,
+                   logits->data(), pool_.get());
+}
+
+absl::Status CpuBackend::CopyBlocksToHost(std::span<const BlockCopy> copies) {
+  for (const BlockCopy& copy : copies) {
+    RETURN_IF_ERROR(ValidateBlock(copy.device_block, "CopyBlocksToHost"));
+    if (copy.host == nullptr) return absl::InvalidArgumentError("CopyBlocksToHost: null host");
+  }
+  for (const BlockCopy& copy : copies) {
+    std::memcpy(copy.host, BlockData(copy.device_block), layout_.BlockBytes());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::CopyBlocksFromHost(std::span<const BlockCopy> copies) {
+  for (const BlockCopy& copy : copies) {
+    RETURN_IF_ERROR(ValidateBlock(copy.device_block, "CopyBlocksFromHost"));
+    if (copy.host == nullptr) return absl::InvalidArgumentError("CopyBlocksFromHost: null host");
+  }
+  for (const BlockCopy& copy : copies) {
+    std::memcpy(kv_pool_.get() + copy.device_block * layout_.ElementsPerBlock(), copy.host,
+                layout_.BlockBytes());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::CopyBlock(int32_t src_block, int32_t dst_block) {
+  RETURN_IF_ERROR(ValidateBlock(src_block, "CopyBlock source"));
+  RETURN_IF_ERROR(ValidateBlock(dst_block, "CopyBlock destination"));
+  if (src_block == dst_block) return absl::OkStatus();
+  std::memcpy(kv_pool_.get() + dst_block * layout_.ElementsPerBlock(), BlockData(src_block),
+              layout_.BlockBytes());
+  return absl::OkStatus();
+}
+
+const float* CpuBackend::BlockData(int32_t block) const {
+  return kv_pool_.get() + static_cast<int64_t>(block) * layout_.ElementsPerBlock();
+}
+
+int64_t CpuBackend::device_bytes_in_use() const {
+  return weights_.Bytes() + num_blocks_ * static_cast<int64_t>(layout_.BlockBytes()) +
+         scratch_.Bytes();
+}
+
+}  // namespace kvtier

@@ -1,0 +1,97 @@
+// CpuBackend: the reference Backend — the Llama-family forward in fp32 over a ragged batch,
+// with its "device" KV tier in ordinary memory. One thread drives it at a time (Backend).
+#ifndef KVTIER_BACKEND_CPU_CPU_BACKEND_H_
+#define KVTIER_BACKEND_CPU_CPU_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "backend/backend.h"
+#include "backend/cpu/cpu_weights.h"
+#include "backend/kv_layout.h"
+#include "common/thread_pool.h"
+#include "model/config.h"
+
+namespace kvtier {
+
+class Checkpoint;
+
+// Weights are widened to fp32 once at creation. Activations live in scratch buffers sized
+// for the largest batch seen so far (they grow, never shrink); the KV pool is allocated
+// once by AllocateKvPool, so stepping never allocates KV memory.
+class CpuBackend final : public Backend {
+ public:
+  // InvalidArgument when a tensor the config needs is missing or misshapen.
+  static absl::StatusOr<std::unique_ptr<CpuBackend>> Create(const Checkpoint& checkpoint,
+                                                            const BackendOptions& options);
+
+  std::string_view name() const override { return "cpu"; }
+  const KvLayout& kv_layout() const override { return layout_; }
+  int64_t vocab_size() const override { return config_.vocab_size; }
+
+  absl::Status AllocateKvPool(int64_t num_blocks) override;
+  int64_t num_kv_blocks() const override { return num_blocks_; }
+
+  absl::Status Forward(const ForwardBatch& batch, std::vector<float>* logits) override;
+
+  absl::Status CopyBlocksToHost(std::span<const BlockCopy> copies) override;
+  absl::Status CopyBlocksFromHost(std::span<const BlockCopy> copies) override;
+  absl::Status CopyBlock(int32_t src_block, int32_t dst_block) override;
+
+  int64_t device_bytes_in_use() const override;
+  // Only the KV pool counts as "device" allocation; it is never reallocated, so always 0.
+  int64_t allocations_after_init() const override { return 0; }
+
+  // Times the activation scratch had to grow for a larger batch (informational).
+  int64_t scratch_growths() const { return scratch_growths_; }
+  const ModelConfig& config() const { return config_; }
+  // Block `block`'s elements ([layer][k|v][kv_head][token][head_dim]); for tests.
+  const float* BlockData(int32_t block) const;
+
+ private:
+  // Activations of one forward, each (tokens, width) row-major.
+  struct Scratch {
+    int64_t capacity_tokens = 0;
+    std::vector<float> hidden;     // (tokens, hidden): the residual stream
+    std::vector<float> normed;     // (tokens, hidden): norm output, then o/down output
+    std::vector<float> q;          // (tokens, q_dim)
+    std::vector<float> k;          // (tokens, kv_dim)
+    std::vector<float> v;          // (tokens, kv_dim)
+    std::vector<float> attention;  // (tokens, q_dim)
+    std::vector<float> gate;       // (tokens, intermediate)
+    std::vector<float> up;         // (tokens, intermediate)
+    std::vector<int32_t> tokens;   // (tokens)
+    std::vector<int64_t> positions;  // (tokens)
+    int64_t Bytes() const;
+  };
+
+  CpuBackend(const ModelConfig& config, CpuWeights weights, const BackendOptions& options);
+
+  absl::Status ValidateBatch(const ForwardBatch& batch) const;
+  absl::Status ValidateBlock(int32_t block, const std::string& what) const;
+  void EnsureScratch(int64_t num_tokens);
+  void RunLayer(int64_t layer, const ForwardBatch& batch, int64_t num_tokens);
+  void ComputeLogits(const ForwardBatch& batch, std::vector<float>* logits);
+
+  const ModelConfig config_;
+  const CpuWeights weights_;
+  KvLayout layout_;
+  std::vector<float> inv_freq_;  // (head_dim / 2)
+  std::unique_ptr<ThreadPool> pool_;
+
+  std::unique_ptr<float[]> kv_pool_;  // (num_blocks_, layout_.ElementsPerBlock())
+  int64_t num_blocks_ = 0;
+
+  Scratch scratch_;
+  int64_t scratch_growths_ = 0;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_BACKEND_CPU_CPU_BACKEND_H_

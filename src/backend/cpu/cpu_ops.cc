@@ -1,0 +1,274 @@
+// Reference fp32 operators of the Llama-family forward (semantics in cpu_ops.h). Stateless;
+// thread-safe. Every output element is computed by one thread in a fixed order, so results
+// do not depend on the thread count or on which other rows share a call.
+#include "backend/cpu/cpu_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numbers>
+#include <vector>
+
+#include "common/thread_pool.h"
+
+namespace kvtier {
+namespace {
+
+// Runs fn over [0, n) on the pool, or inline without one.
+void For(ThreadPool* pool, int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  if (pool == nullptr) {
+    if (n > 0) fn(0, n);
+    return;
+  }
+  pool->ParallelFor(n, fn);
+}
+
+// Dot products in fp32 with kLanes independent partial sums per output: the fixed lane
+// structure lets the compiler vectorise without -ffast-math while keeping the summation
+// order defined. DotRows computes several outputs sharing one weight row with exactly the
+// same order per output as Dot, so a row's result never depends on how rows are grouped.
+constexpr int kLanes = 8;
+
+float FoldLanes(float* acc) {
+  for (int width = kLanes / 2; width > 0; width /= 2) {
+    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
+  }
+  return acc[0];
+}
+
+float Dot(const float* a, const float* b, int64_t n) {
+  float acc[kLanes] = {};
+  int64_t k = 0;
+  for (; k + kLanes <= n; k += kLanes) {
+    for (int l = 0; l < kLanes; ++l) acc[l] += a[k + l] * b[k + l];
+  }
+  for (int l = 0; k < n; ++k, ++l) acc[l] += a[k] * b[k];
+  return FoldLanes(acc);
+}
+
+// out[r * out_stride] = Dot(x + r * x_stride, w, n) for r < kRows.
+template <int kRows>
+void DotRows(const float* x, int64_t x_stride, const float* w, int64_t n, float* out,
+             int64_t out_stride) {
+  float acc[kRows][kLanes] = {};
+  int64_t k = 0;
+  for (; k + kLanes <= n; k += kLanes) {
+    for (int r = 0; r < kRows; ++r) {
+      for (int l = 0; l < kLanes; ++l) acc[r][l] += x[r * x_stride + k + l] * w[k + l];
+    }
+  }
+  for (int l = 0; k < n; ++k, ++l) {
+    for (int r = 0; r < kRows; ++r) acc[r][l] += x[r * x_stride + k] * w[k];
+  }
+  for (int r = 0; r < kRows; ++r) out[r * out_stride] = FoldLanes(acc[r]);
+}
+
+// y[i] += a * x[i].
+void Axpy(float a, const float* x, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+}  // namespace
+
+void EmbeddingLookup(const float* table, const int32_t* tokens, int64_t rows, int64_t dim,
+                     float* out) {
+  for (int64_t t = 0; t < rows; ++t) {
+    std::memcpy(out + t * dim, table + static_cast<int64_t>(tokens[t]) * dim,
+                static_cast<size_t>(dim) * sizeof(float));
+  }
+}
+
+void AddInPlace(float* x, const float* y, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) x[i] += y[i];
+}
+
+void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, double eps,
+             float* out, ThreadPool* pool) {
+  // HF LlamaRMSNorm in fp32: weight * (x * rsqrt(mean(x^2) + eps)).
+  const float eps_f = static_cast<float>(eps);
+  For(pool, rows, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const float* xr = x + t * dim;
+      float* outr = out + t * dim;
+      const float mean_square = Dot(xr, xr, dim) / static_cast<float>(dim);
+      const float inv_rms = 1.0f / std::sqrt(mean_square + eps_f);
+      for (int64_t i = 0; i < dim; ++i) outr[i] = weight[i] * (xr[i] * inv_rms);
+    }
+  });
+}
+
+namespace {
+
+// Output features [n0, n1) for every row. Cloned for AVX2 (picked at load time): the lane
+// structure of Dot fixes every operation, and contraction into FMA is off, so each clone
+// produces the same bits, only faster.
+__attribute__((target_clones("avx2", "default"))) void MatMulTile(
+    const float* x, const float* w, const float* bias, int64_t rows, int64_t k_dim,
+    int64_t n_dim, int64_t n0, int64_t n1, float* out) {
+  constexpr int kRowGroup = 4;  // rows that share each weight load
+  int64_t t = 0;
+  for (; t + kRowGroup <= rows; t += kRowGroup) {
+    for (int64_t n = n0; n < n1; ++n) {
+      DotRows<kRowGroup>(x + t * k_dim, k_dim, w + n * k_dim, k_dim, out + t * n_dim + n,
+                         n_dim);
+    }
+  }
+  for (; t < rows; ++t) {
+    for (int64_t n = n0; n < n1; ++n) {
+      out[t * n_dim + n] = Dot(x + t * k_dim, w + n * k_dim, k_dim);
+    }
+  }
+  if (bias != nullptr) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t n = n0; n < n1; ++n) out[r * n_dim + n] += bias[n];
+    }
+  }
+}
+
+}  // namespace
+
+void MatMulTransposed(const float* x, const float* w, const float* bias, int64_t rows,
+                      int64_t k_dim, int64_t n_dim, float* out, ThreadPool* pool) {
+  // Work items are tiles of kTile weight rows; each tile is applied to every input row, so
+  // a tile is read from memory once and then served from cache for all rows.
+  constexpr int64_t kTile = 16;
+  const int64_t num_tiles = (n_dim + kTile - 1) / kTile;
+  For(pool, num_tiles, [&](int64_t tile_begin, int64_t tile_end) {
+    const int64_t n_end = std::min(n_dim, tile_end * kTile);
+    for (int64_t n0 = tile_begin * kTile; n0 < n_end; n0 += kTile) {
+      MatMulTile(x, w, bias, rows, k_dim, n_dim, n0, std::min(n_end, n0 + kTile), out);
+    }
+  });
+}
+
+void RopeInverseFrequencies(int64_t head_dim, double theta,
+                            const std::optional<Llama3RopeScaling>& scaling, float* inv_freq) {
+  // Mirrors transformers' float32 tensor arithmetic step by step: python scalars become
+  // float32 operands, `s / t` is reciprocal(t) * s, and pow is rounded once to float.
+  const int64_t half = head_dim / 2;
+  const float base = static_cast<float>(theta);
+  for (int64_t i = 0; i < half; ++i) {
+    // _compute_default_rope_parameters: 1.0 / (base ** (arange(0, dim, 2).float() / dim)).
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+    const float power = static_cast<float>(std::pow(static_cast<double>(base), exponent));
+    inv_freq[i] = 1.0f / power;
+  }
+  if (!scaling.has_value()) return;
+
+  // _compute_llama3_parameters.
+  const float factor = static_cast<float>(scaling->factor);
+  const double old_context_len =
+      static_cast<double>(scaling->original_max_position_embeddings);
+  const float low_freq_wavelen = static_cast<float>(old_context_len / scaling->low_freq_factor);
+  const float high_freq_wavelen =
+      static_cast<float>(old_context_len / scaling->high_freq_factor);
+  const float two_pi = static_cast<float>(2.0 * std::numbers::pi);
+  const float low_freq_factor = static_cast<float>(scaling->low_freq_factor);
+  const float freq_factor_span =
+      static_cast<float>(scaling->high_freq_factor - scaling->low_freq_factor);
+  for (int64_t i = 0; i < half; ++i) {
+    const float inv = inv_freq[i];
+    const float wavelen = (1.0f / inv) * two_pi;
+    // wavelen > low_freq_wavelen: divide by factor; wavelen < high_freq_wavelen: keep.
+    const float inv_llama = wavelen > low_freq_wavelen ? inv / factor : inv;
+    const bool is_medium_freq = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
+    if (is_medium_freq) {
+      const float smooth =
+          ((1.0f / wavelen) * static_cast<float>(old_context_len) - low_freq_factor) /
+          freq_factor_span;
+      inv_freq[i] = (1.0f - smooth) * inv_llama / factor + smooth * inv_llama;
+    } else {
+      inv_freq[i] = inv_llama;
+    }
+  }
+}
+
+void ApplyRope(float* x, const int64_t* positions, int64_t rows, int64_t num_heads,
+               int64_t head_dim, const float* inv_freq) {
+  // HF: freqs = inv_freq * float(position); q * cos + rotate_half(q) * sin, all fp32.
+  const int64_t half = head_dim / 2;
+  std::vector<float> cos_row(half), sin_row(half);
+  for (int64_t t = 0; t < rows; ++t) {
+    const float position = static_cast<float>(positions[t]);
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = inv_freq[i] * position;
+      cos_row[i] = std::cos(angle);
+      sin_row[i] = std::sin(angle);
+    }
+    for (int64_t h = 0; h < num_heads; ++h) {
+      float* xh = x + (t * num_heads + h) * head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const float x1 = xh[i];
+        const float x2 = xh[i + half];
+        xh[i] = x1 * cos_row[i] + (-x2) * sin_row[i];
+        xh[i + half] = x2 * cos_row[i] + x1 * sin_row[i];
+      }
+    }
+  }
+}
+
+void SiluMul(const float* gate, const float* up, int64_t count, float* out) {
+  for (int64_t i = 0; i < count; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void WriteKv(const KvLayout& layout, float* kv_pool, std::span<const int32_t> block_table,
+             int64_t layer, int64_t start_position, int64_t rows, const float* k, const float* v) {
+  const int64_t block_elements = layout.ElementsPerBlock();
+  const size_t row_bytes = static_cast<size_t>(layout.head_dim) * sizeof(float);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t position = start_position + r;
+    float* block = kv_pool + block_table[position / layout.block_tokens] * block_elements;
+    const int64_t token = position % layout.block_tokens;
+    for (int64_t h = 0; h < layout.num_kv_heads; ++h) {
+      const int64_t src = (r * layout.num_kv_heads + h) * layout.head_dim;
+      std::memcpy(block + layout.ElementOffset(layer, 0, h, token), k + src, row_bytes);
+      std::memcpy(block + layout.ElementOffset(layer, 1, h, token), v + src, row_bytes);
+    }
+  }
+}
+
+void PagedAttention(const KvLayout& layout, const float* kv_pool,
+                    std::span<const int32_t> block_table, int64_t layer, int64_t start_position,
+                    int64_t rows, int64_t num_heads, const float* q, float* out,
+                    ThreadPool* pool) {
+  const int64_t head_dim = layout.head_dim;
+  const int64_t group = num_heads / layout.num_kv_heads;
+  const int64_t block_elements = layout.ElementsPerBlock();
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+  auto key_or_value = [&](int64_t kv, int64_t kv_head, int64_t position) {
+    const float* block = kv_pool + block_table[position / layout.block_tokens] * block_elements;
+    return block + layout.ElementOffset(layer, kv, kv_head, position % layout.block_tokens);
+  };
+  For(pool, rows * num_heads, [&](int64_t begin, int64_t end) {
+    std::vector<float> probs(start_position + rows);
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t r = item / num_heads;
+      const int64_t h = item % num_heads;
+      const int64_t kv_head = h / group;
+      const int64_t num_keys = start_position + r + 1;  // causal: positions [0, own]
+      const float* qh = q + (r * num_heads + h) * head_dim;
+      float max_score = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < num_keys; ++j) {
+        probs[j] = Dot(qh, key_or_value(0, kv_head, j), head_dim) * scale;
+        max_score = std::max(max_score, probs[j]);
+      }
+      float sum = 0.0f;
+      for (int64_t j = 0; j < num_keys; ++j) {
+        probs[j] = std::exp(probs[j] - max_score);
+        sum += probs[j];
+      }
+      const float inv_sum = 1.0f / sum;
+      float* oh = out + (r * num_heads + h) * head_dim;
+      std::fill(oh, oh + head_dim, 0.0f);
+      for (int64_t j = 0; j < num_keys; ++j) {
+        Axpy(probs[j] * inv_sum, key_or_value(1, kv_head, j), head_dim, oh);
+      }
+    }
+  });
+}
+
+}  // namespace kvtier

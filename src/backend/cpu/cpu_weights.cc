@@ -1,0 +1,95 @@
+// Loading of the fp32 weight copy (cpu_weights.h). Thread-compatible.
+#include "backend/cpu/cpu_weights.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "model/checkpoint.h"
+
+namespace kvtier {
+namespace {
+
+absl::Status Load(const Checkpoint& checkpoint, const std::string& name,
+                  const std::vector<int64_t>& shape, std::vector<float>* out) {
+  ASSIGN_OR_RETURN(TensorView tensor, checkpoint.Tensor(name));
+  if (tensor.shape != shape) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", name, " has shape [",
+                                                   absl::StrJoin(tensor.shape, ", "),
+                                                   "], expected [", absl::StrJoin(shape, ", "),
+                                                   "]"));
+  }
+  ToFloat32(tensor, out);
+  return absl::OkStatus();
+}
+
+int64_t VectorBytes(const std::vector<float>& v) {
+  return static_cast<int64_t>(v.size() * sizeof(float));
+}
+
+}  // namespace
+
+int64_t CpuWeights::Bytes() const {
+  int64_t bytes = VectorBytes(embed_tokens) + VectorBytes(final_norm) + VectorBytes(lm_head);
+  for (const CpuLayerWeights& l : layers) {
+    for (const std::vector<float>* v :
+         {&l.input_norm, &l.q_proj, &l.k_proj, &l.v_proj, &l.q_bias, &l.k_bias, &l.v_bias,
+          &l.q_norm, &l.k_norm, &l.o_proj, &l.o_bias, &l.post_attention_norm, &l.gate_proj,
+          &l.up_proj, &l.down_proj}) {
+      bytes += VectorBytes(*v);
+    }
+  }
+  return bytes;
+}
+
+absl::StatusOr<CpuWeights> LoadCpuWeights(const Checkpoint& checkpoint) {
+  const ModelConfig& c = checkpoint.config();
+  const int64_t hidden = c.hidden_size;
+  CpuWeights w;
+  RETURN_IF_ERROR(Load(checkpoint, "model.embed_tokens.weight", {c.vocab_size, hidden},
+                       &w.embed_tokens));
+  w.layers.resize(c.num_layers);
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    CpuLayerWeights& l = w.layers[i];
+    const std::string p = absl::StrCat("model.layers.", i, ".");
+    RETURN_IF_ERROR(Load(checkpoint, p + "input_layernorm.weight", {hidden}, &l.input_norm));
+    RETURN_IF_ERROR(Load(checkpoint, p + "self_attn.q_proj.weight", {c.q_dim(), hidden},
+                         &l.q_proj));
+    RETURN_IF_ERROR(Load(checkpoint, p + "self_attn.k_proj.weight", {c.kv_dim(), hidden},
+                         &l.k_proj));
+    RETURN_IF_ERROR(Load(checkpoint, p + "self_attn.v_proj.weight", {c.kv_dim(), hidden},
+                         &l.v_proj));
+    if (c.attention_bias) {
+      RETURN_IF_ERROR(Load(checkpoint, p + "self_attn.q_proj.bias", {c.q_dim()}, &l.q_bias));
+      RETURN_IF_ERROR(Load(checkpoint, p + "self_attn.k_proj.bias", {c.kv_dim()}, &l.k_bias));
+      RETURN_IF_ERROR(Load(checkpoint, p + "self_attn.v_proj.bias", {c.kv_dim()}, &l.v_bias));
+    }
+    if (c.qk_norm) {
+      RETURN_IF_ERROR(Load(checkpoint, p + "self_attn.q_norm.weight", {c.head_dim}, &l.q_norm));
+      RETURN_IF_ERROR(Load(checkpoint, p + "self_attn.k_norm.weight", {c.head_dim}, &l.k_norm));
+    }
+    RETURN_IF_ERROR(Load(checkpoint, p + "self_attn.o_proj.weight", {hidden, c.q_dim()},
+                         &l.o_proj));
+    if (c.attention_bias && c.architecture != Architecture::kQwen2) {
+      RETURN_IF_ERROR(Load(checkpoint, p + "self_attn.o_proj.bias", {hidden}, &l.o_bias));
+    }
+    RETURN_IF_ERROR(Load(checkpoint, p + "post_attention_layernorm.weight", {hidden},
+                         &l.post_attention_norm));
+    RETURN_IF_ERROR(Load(checkpoint, p + "mlp.gate_proj.weight", {c.intermediate_size, hidden},
+                         &l.gate_proj));
+    RETURN_IF_ERROR(Load(checkpoint, p + "mlp.up_proj.weight", {c.intermediate_size, hidden},
+                         &l.up_proj));
+    RETURN_IF_ERROR(Load(checkpoint, p + "mlp.down_proj.weight", {hidden, c.intermediate_size},
+                         &l.down_proj));
+  }
+  RETURN_IF_ERROR(Load(checkpoint, "model.norm.weight", {hidden}, &w.final_norm));
+  if (!c.tie_word_embeddings) {
+    RETURN_IF_ERROR(Load(checkpoint, "lm_head.weight", {c.vocab_size, hidden}, &w.lm_head));
+  }
+  return w;
+}
+
+}  // namespace kvtier

@@ -1,0 +1,47 @@
+// CpuWeights: every tensor the Llama-family forward reads, widened to fp32 once. Immutable
+// after LoadCpuWeights; thread-safe to read.
+#ifndef KVTIER_BACKEND_CPU_CPU_WEIGHTS_H_
+#define KVTIER_BACKEND_CPU_CPU_WEIGHTS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kvtier {
+
+class Checkpoint;
+
+// Matrices are HF Linear layout (out_features, in_features), row-major. Optional tensors
+// are empty when the architecture has none.
+struct CpuLayerWeights {
+  std::vector<float> input_norm;               // (hidden)
+  std::vector<float> q_proj;                   // (q_dim, hidden)
+  std::vector<float> k_proj;                   // (kv_dim, hidden)
+  std::vector<float> v_proj;                   // (kv_dim, hidden)
+  std::vector<float> q_bias, k_bias, v_bias;   // (q_dim), (kv_dim), (kv_dim): attention_bias
+  std::vector<float> q_norm, k_norm;           // (head_dim): qk_norm
+  std::vector<float> o_proj;                   // (hidden, q_dim)
+  std::vector<float> o_bias;  // (hidden): attention_bias on Llama/Qwen3, never on Qwen2
+  std::vector<float> post_attention_norm;      // (hidden)
+  std::vector<float> gate_proj;                // (intermediate, hidden)
+  std::vector<float> up_proj;                  // (intermediate, hidden)
+  std::vector<float> down_proj;                // (hidden, intermediate)
+};
+
+struct CpuWeights {
+  std::vector<float> embed_tokens;  // (vocab, hidden)
+  std::vector<CpuLayerWeights> layers;
+  std::vector<float> final_norm;    // (hidden)
+  std::vector<float> lm_head;       // (vocab, hidden); empty when tied to embed_tokens
+
+  const float* LmHead() const { return lm_head.empty() ? embed_tokens.data() : lm_head.data(); }
+  int64_t Bytes() const;
+};
+
+// InvalidArgument / NotFound naming the tensor when one is missing or has the wrong shape.
+absl::StatusOr<CpuWeights> LoadCpuWeights(const Checkpoint& checkpoint);
+
+}  // namespace kvtier
+
+#endif  // KVTIER_BACKEND_CPU_CPU_WEIGHTS_H_

@@ -1,0 +1,176 @@
+// CudaBackend: the Llama-family forward on one NVIDIA GPU — bf16 weights resident (fused
+// QKV and gate|up), cuBLAS GEMMs with fp32 accumulation, own kernels for the rest, paged KV
+// in bf16. One thread drives it at a time (Backend).
+//
+// Invariant: every device buffer is allocated by Create (weights, workspace sized for
+// BackendOptions::max_tokens_per_step / max_sequences) or by AllocateKvPool (the pool);
+// a step never allocates. A batch larger than the workspace is run as several sequential
+// sub-steps (a long chunk is cut into consecutive pieces), so any valid batch runs.
+#ifndef KVTIER_BACKEND_CUDA_CUDA_BACKEND_H_
+#define KVTIER_BACKEND_CUDA_CUDA_BACKEND_H_
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "backend/backend.h"
+#include "backend/cuda/attention_plan.h"
+#include "backend/cuda/kernels.h"
+#include "backend/kv_layout.h"
+#include "model/config.h"
+
+namespace kvtier {
+
+class Checkpoint;
+
+namespace cuda {
+
+// Splits a batch into pieces of at most max_tokens tokens and max_chunks chunks, in order;
+// a chunk cut in two keeps its block table, the later piece starting where the earlier
+// ended, and only the last piece keeps need_logits. Pure host code.
+std::vector<ForwardBatch> SplitBatch(const ForwardBatch& batch, int64_t max_tokens,
+                                     int64_t max_chunks);
+
+}  // namespace cuda
+
+class CudaBackend final : public Backend {
+ public:
+  // Unavailable: no usable GPU or driver. Unimplemented: a shape the kernels do not support
+  // (named). ResourceExhausted: weights + workspace over gpu_mem_limit_bytes or the card.
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const Checkpoint& checkpoint,
+                                                             const BackendOptions& options);
+  // Same model shape with random weights generated on the device (benchmarks, tests).
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> CreateWithRandomWeights(
+      const ModelConfig& config, const BackendOptions& options, uint64_t seed);
+  ~CudaBackend() override;
+
+  std::string_view name() const override { return "cuda"; }
+  const KvLayout& kv_layout() const override { return layout_; }
+  int64_t vocab_size() const override { return config_.vocab_size; }
+
+  absl::Status AllocateKvPool(int64_t num_blocks) override;
+  int64_t num_kv_blocks() const override { return num_blocks_; }
+
+  absl::Status Forward(const ForwardBatch& batch, std::vector<float>* logits) override;
+  // Forward, then greedy sampling on the GPU: one token id per chunk with need_logits (in
+  // chunk order, lowest index on ties); only the ids are copied back.
+  absl::Status ForwardGreedy(const ForwardBatch& batch, std::vector<int32_t>* token_ids);
+
+  absl::Status CopyBlocksToHost(std::span<const BlockCopy> copies) override;
+  absl::Status CopyBlocksFromHost(std::span<const BlockCopy> copies) override;
+  absl::Status CopyBlock(int32_t src_block, int32_t dst_block) override;
+
+  int64_t device_bytes_in_use() const override { return device_bytes_; }
+  int64_t allocations_after_init() const override { return allocations_after_init_; }
+
+  // Page-locked host memory for the host KV tier (fast, asynchronous copies).
+  absl::StatusOr<void*> AllocatePinnedHost(size_t bytes);
+  void FreePinnedHost(void* ptr);
+
+  const ModelConfig& config() const { return config_; }
+  // Device pointer of block `block` (KvLayout bytes); for tests.
+  const void* BlockDevicePointer(int32_t block) const;
+
+  // name, expected element count, device destination, fp32 (else bf16).
+  using WeightLoader =
+      std::function<absl::Status(const std::string&, int64_t, void*, bool)>;
+
+ private:
+  struct LayerWeights {
+    cuda::bf16* qkv = nullptr;      // (q_dim + 2*kv_dim, hidden)
+    float* qkv_bias = nullptr;      // (q_dim + 2*kv_dim) or null
+    float* q_norm = nullptr;        // (head_dim) or null
+    float* k_norm = nullptr;        // (head_dim) or null
+    cuda::bf16* o = nullptr;        // (hidden, q_dim)
+    cuda::bf16* gate_up = nullptr;  // (2*intermediate, hidden): gate rows then up rows
+    cuda::bf16* down = nullptr;     // (hidden, intermediate)
+    float* input_norm = nullptr;    // (hidden)
+    float* post_norm = nullptr;     // (hidden)
+  };
+  // Activations of one step, each (tokens, width) row-major, sized for max_tokens_.
+  struct Workspace {
+    float* residual = nullptr;      // (tokens, hidden) fp32 residual stream
+    cuda::bf16* normed = nullptr;   // (tokens, hidden)
+    cuda::bf16* wide = nullptr;     // (tokens, max(qkv width, 2*intermediate)): qkv, gate|up
+    cuda::bf16* q = nullptr;        // (tokens, q_dim) after norm + RoPE
+    cuda::bf16* attn = nullptr;     // (tokens, q_dim)
+    cuda::bf16* proj = nullptr;     // (tokens, hidden): o_proj / down_proj output
+    cuda::bf16* act = nullptr;      // (tokens, intermediate)
+    float* logits = nullptr;        // (logit rows, vocab)
+    int32_t* token_ids = nullptr;   // (logit rows) greedy result
+    float* partial_out = nullptr;   // (slots, num_heads, head_dim)
+    float* partial_ml = nullptr;    // (slots, num_heads, 2)
+    void* cublas = nullptr;         // cuBLAS workspace
+    uint8_t* meta = nullptr;        // per-step metadata (device copy of meta_host_)
+  };
+  // Offsets of the per-step metadata inside meta_host_ / Workspace::meta.
+  struct MetaLayout {
+    size_t ids, pos, chunk, num_splits, partial_base, logit_rows, indptr, indices, items, bytes;
+  };
+
+  CudaBackend(const ModelConfig& config, const BackendOptions& options);
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> CreateImpl(const ModelConfig& config,
+                                                                 const BackendOptions& options,
+                                                                 const WeightLoader& loader);
+  absl::Status Init(const WeightLoader& loader);
+  absl::StatusOr<void*> DeviceAlloc(size_t bytes, const char* what);
+  int64_t WorkspaceBytes() const;
+  int64_t WeightBytes() const;
+  absl::Status ValidateBatch(const ForwardBatch& batch) const;
+  absl::Status ValidateBlock(int32_t block) const;
+  // Runs one piece (fits the workspace); leaves logits or ids on the host.
+  absl::Status RunStep(const ForwardBatch& piece, std::vector<float>* logits,
+                       std::vector<int32_t>* token_ids);
+  absl::Status Gemm(const cuda::bf16* x, const cuda::bf16* w, int rows, int k, int n, void* out,
+                    bool out_f32);
+  template <typename Fn>
+  absl::Status RunAll(const ForwardBatch& batch, Fn&& run_piece);
+
+  const ModelConfig config_;
+  const BackendOptions options_;
+  KvLayout layout_;
+  int64_t max_tokens_ = 0;     // tokens per sub-step
+  int64_t max_chunks_ = 0;     // chunks (and logit rows) per sub-step
+  int64_t partial_slots_ = 0;
+  int64_t max_table_entries_ = 0;
+  int64_t max_items_ = 0;
+  cuda::AttentionPlanOptions plan_options_;
+
+  cudaStream_t stream_ = nullptr;       // compute
+  cudaStream_t copy_stream_ = nullptr;  // tier moves
+  cudaEvent_t compute_done_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+
+  std::vector<void*> allocations_;
+  int64_t device_bytes_ = 0;
+  int64_t allocations_after_init_ = 0;
+  bool init_done_ = false;
+
+  cuda::bf16* embed_ = nullptr;    // (vocab, hidden)
+  cuda::bf16* lm_head_ = nullptr;  // (vocab, hidden); == embed_ when tied
+  float* final_norm_ = nullptr;    // (hidden)
+  float* inv_freq_ = nullptr;      // (head_dim / 2)
+  std::vector<LayerWeights> layers_;
+  Workspace ws_;
+  uint8_t* meta_host_ = nullptr;   // pinned, MetaLayout-capacity bytes
+  size_t meta_capacity_ = 0;
+
+  cuda::bf16* kv_pool_ = nullptr;  // (num_blocks_, layout_.ElementsPerBlock())
+  int64_t num_blocks_ = 0;
+
+  cuda::AttentionPlan plan_;              // reused every step
+  std::vector<cuda::ChunkShape> shapes_;  // reused every step
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_BACKEND_CUDA_CUDA_BACKEND_H_

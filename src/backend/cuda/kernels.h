@@ -1,0 +1,133 @@
+// CUDA kernels of the Llama-family forward, behind plain host launchers (bf16 activations,
+// fp32 accumulation). Each launcher enqueues on `stream` and returns at once; the
+// semantics of each match an operator of backend/cpu/cpu_ops.h (tests/backend_cuda).
+// Stateless; thread-safe as long as callers use distinct buffers.
+#ifndef KVTIER_BACKEND_CUDA_KERNELS_H_
+#define KVTIER_BACKEND_CUDA_KERNELS_H_
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace kvtier::cuda {
+
+using bf16 = __nv_bfloat16;
+
+// The paged KV pool of one backend as the kernels see it (FlashInfer's paged_kv_t):
+// block ids of chunk c are indices[indptr[c] .. indptr[c+1]), entry j covering positions
+// [j*block_tokens, (j+1)*block_tokens). Passed by value.
+struct PagedKv {
+  bf16* pool = nullptr;             // (num_blocks, block_elements): KvLayout of every block
+  const int32_t* indices = nullptr;  // (indptr[num_chunks]) flattened block tables
+  const int32_t* indptr = nullptr;   // (num_chunks + 1)
+  int64_t block_elements = 0;       // KvLayout::ElementsPerBlock()
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t block_tokens = 0;
+};
+
+// Per-token facts of one step: token t belongs to chunk chunk[t] at position pos[t].
+struct StepTokens {
+  const int32_t* chunk = nullptr;  // (num_tokens)
+  const int32_t* pos = nullptr;    // (num_tokens)
+  int32_t num_tokens = 0;
+};
+
+// One attention work unit (one CTA per item per kv head): query tokens
+// [token_begin, token_begin + num_tokens) — consecutive positions of one chunk — and the
+// query heads [group_begin, group_begin + group_count) of each kv head's group, against KV
+// positions [kv_begin, kv_end) (split `split` of the tokens' context).
+struct AttentionItem {
+  int32_t chunk = 0;
+  int32_t token_begin = 0;
+  int32_t kv_begin = 0;
+  int32_t kv_end = 0;
+  int16_t num_tokens = 0;
+  int16_t group_begin = 0;
+  int16_t group_count = 0;
+  int16_t split = 0;
+};
+
+// Where split-K partial results go. Token t with num_splits[t] > 1 owns partial slots
+// partial_base[t] .. + num_splits[t]; others are written to the output directly.
+struct AttentionSplits {
+  const int32_t* num_splits = nullptr;    // (num_tokens)
+  const int32_t* partial_base = nullptr;  // (num_tokens)
+  float* partial_out = nullptr;           // (slots, num_heads, head_dim) unnormalised
+  float* partial_ml = nullptr;            // (slots, num_heads, 2): running max (log2), sum
+};
+
+// Rows of query heads handled by one attention CTA for a head_dim (see AttentionPlan).
+int AttentionMaxRows(int head_dim);
+// True when head_dim is supported by the attention kernels (even, <= 256, splits into
+// lanes evenly).
+bool AttentionSupportsHeadDim(int head_dim);
+
+// residual[t, :] = float(table[ids[t], :]).  table: (vocab, dim) bf16; residual: (rows, dim).
+cudaError_t EmbeddingGather(const int32_t* ids, const bf16* table, int rows, int dim,
+                            float* residual, cudaStream_t stream);
+
+// For output row r (source row s = row_map ? row_map[r] : r): when `add` is given,
+// residual[s, :] += float(add[s, :]) (written back); then
+// out[r, :] = bf16(residual[s, :] * rsqrt(mean(residual[s]^2) + eps) * weight).
+cudaError_t AddRmsNorm(float* residual, const bf16* add, const float* weight,
+                       const int32_t* row_map, int rows, int dim, float eps, bf16* out,
+                       cudaStream_t stream);
+
+// Post-processing of the fused QKV projection qkv: (rows, (num_heads + 2*num_kv_heads) *
+// head_dim) bf16, per token: + bias (f32, optional), per-head RMSNorm of q and k with
+// q_norm / k_norm (f32 (head_dim), optional, Qwen3), RoPE (rotate_half, angle
+// pos[t] * inv_freq[i]) on q and k; q goes to q_out (rows, num_heads, head_dim) and k, v
+// are stored at their positions in layer `layer` of the paged pool.
+struct QkvPostParams {
+  const bf16* qkv = nullptr;
+  const float* bias = nullptr;
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
+  const float* inv_freq = nullptr;  // (head_dim / 2)
+  float norm_eps = 1e-6f;
+  int32_t num_heads = 0;
+  int32_t layer = 0;
+  bf16* q_out = nullptr;
+};
+cudaError_t QkvPost(const QkvPostParams& params, StepTokens tokens, PagedKv kv,
+                    cudaStream_t stream);
+
+// Causal attention of every step token over its chunk's paged KV (positions <= its own),
+// GQA, scale 1/sqrt(head_dim), softmax in fp32. q: (tokens, num_heads, head_dim) bf16;
+// out: (tokens, num_heads, head_dim) bf16. Runs `num_items` items, then merges split-K
+// partials. `max_splits` bounds num_splits of any token (sizes the merge).
+struct AttentionParams {
+  const bf16* q = nullptr;
+  bf16* out = nullptr;
+  const AttentionItem* items = nullptr;
+  int32_t num_items = 0;
+  int32_t num_heads = 0;
+  int32_t layer = 0;
+  int32_t max_rows = 0;     // largest num_tokens * group_count over the items
+  bool any_split = false;   // some token has num_splits > 1: run the merge pass
+};
+cudaError_t PagedAttention(const AttentionParams& params, StepTokens tokens, PagedKv kv,
+                           AttentionSplits splits, cudaStream_t stream);
+
+// out[t, i] = silu(gate_up[t, i]) * gate_up[t, dim + i].  gate_up: (rows, 2*dim);
+// out: (rows, dim).
+cudaError_t SiluMul(const bf16* gate_up, int rows, int dim, bf16* out, cudaStream_t stream);
+
+// ids[r] = argmax_j logits[r, j] (lowest index on ties).  logits: (rows, vocab) f32.
+cudaError_t ArgmaxRows(const float* logits, int rows, int vocab, int32_t* ids,
+                       cudaStream_t stream);
+
+// Conversions and fills used for weights and tests.
+cudaError_t ConvertF32ToBf16(const float* in, int64_t count, bf16* out, cudaStream_t stream);
+cudaError_t ConvertBf16ToF32(const bf16* in, int64_t count, float* out, cudaStream_t stream);
+// out[i] = offset + scale * u(i), u uniform in [-1, 1) from a hash of (seed, i).
+cudaError_t FillRandomBf16(bf16* out, int64_t count, uint64_t seed, float offset, float scale,
+                           cudaStream_t stream);
+cudaError_t FillRandomF32(float* out, int64_t count, uint64_t seed, float offset, float scale,
+                          cudaStream_t stream);
+
+}  // namespace kvtier::cuda
+
+#endif  // KVTIER_BACKEND_CUDA_KERNELS_H_

@@ -1,0 +1,263 @@
+// Implementation of Engine (engine.h).
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace kvtier {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Checkpoint> checkpoint,
+                                                       const EngineOptions& options) {
+  if (checkpoint == nullptr) return absl::InvalidArgumentError("no model");
+  RETURN_IF_ERROR(options.Validate());
+  if (options.host_kv_bytes > 0 || options.disk_kv_bytes > 0) {
+    return absl::UnimplementedError(
+        "host and disk KV tiers are not available in this build yet: set host_kv_bytes and "
+        "disk_kv_bytes to 0");
+  }
+  BackendOptions backend_options;
+  backend_options.num_threads = options.num_threads;
+  backend_options.block_tokens = options.block_tokens;
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
+                   CreateBackend(options.backend, *checkpoint, backend_options));
+  const int64_t block_bytes = static_cast<int64_t>(backend->kv_layout().BlockBytes());
+  const int64_t num_blocks = options.gpu_kv_bytes / block_bytes;
+  if (num_blocks < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("gpu_kv_bytes ", options.gpu_kv_bytes,
+                                                   " holds no KV block (one block of ", options.block_tokens,
+                                                   " tokens is ", block_bytes, " bytes)"));
+  }
+  RETURN_IF_ERROR(backend->AllocateKvPool(num_blocks));
+  return std::unique_ptr<Engine>(new Engine(std::move(checkpoint), options, std::move(backend)));
+}
+
+Engine::Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions& options,
+               std::unique_ptr<Backend> backend)
+    : checkpoint_(std::move(checkpoint)),
+      options_(options),
+      backend_(std::move(backend)),
+      eos_token_ids_(checkpoint_->config().eos_token_ids),
+      kv_(backend_->num_kv_blocks(), options.block_tokens),
+      scheduler_(SchedulerOptions{options.max_tokens_per_step, options.max_running}, &kv_) {}
+
+Engine::~Engine() = default;
+
+absl::StatusOr<SequenceId> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& params) {
+  RETURN_IF_ERROR(params.Validate());
+  const ModelConfig& config = checkpoint_->config();
+  if (prompt.empty()) return absl::InvalidArgumentError("the prompt is empty");
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= config.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt token ", i, " is ", prompt[i],
+                                                     ", outside the vocabulary [0, ", config.vocab_size, ")"));
+    }
+  }
+  for (int32_t id : params.stop_token_ids) {
+    if (id < 0 || id >= config.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("stop token ", id, " is outside the vocabulary [0, ",
+                                                     config.vocab_size, ")"));
+    }
+  }
+  const int64_t prompt_len = static_cast<int64_t>(prompt.size());
+  if (prompt_len >= config.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat("the prompt has ", prompt_len, " tokens; the model's context is ",
+                                                   config.max_position_embeddings, " positions"));
+  }
+  // The longest the sequence can get: its KV must fit in the device tier at once.
+  const int64_t max_len = std::min<int64_t>(prompt_len + params.max_new_tokens, config.max_position_embeddings);
+  absl::MutexLock lock(&mu_);
+  const int64_t blocks_needed = kv_.BlocksForTokens(max_len);
+  if (blocks_needed > kv_.num_device_blocks()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "sequence of up to ", max_len, " tokens needs ", blocks_needed, " KV blocks (",
+        blocks_needed * static_cast<int64_t>(backend_->kv_layout().BlockBytes()), " bytes) but the device tier has ",
+        kv_.num_device_blocks(), " blocks (", options_.gpu_kv_bytes, " bytes budget)"));
+  }
+  if (scheduler_.num_waiting() >= options_.max_waiting) {
+    return absl::UnavailableError(absl::StrCat("the waiting queue is full (", options_.max_waiting,
+                                               " sequences): retry after some finish"));
+  }
+  const SequenceId id = next_id_++;
+  auto seq = std::make_unique<Sequence>(id, id, std::move(prompt), params);
+  scheduler_.Enqueue(seq.get());
+  sequences_.emplace(id, std::move(seq));
+  ++num_unfinished_;
+  return id;
+}
+
+absl::Status Engine::Cancel(SequenceId id) {
+  absl::MutexLock lock(&mu_);
+  auto it = sequences_.find(id);
+  if (it == sequences_.end()) return absl::NotFoundError(absl::StrCat("no sequence ", id));
+  Sequence& seq = *it->second;
+  if (seq.finished()) return absl::FailedPreconditionError(absl::StrCat("sequence ", id, " already finished"));
+  if (seq.cancel_requested) return absl::OkStatus();
+  seq.cancel_requested = true;
+  pending_cancels_.push_back(id);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::ReadSequence(SequenceId id, const std::function<void(const Sequence&)>& fn) {
+  absl::MutexLock lock(&mu_);
+  auto it = sequences_.find(id);
+  if (it == sequences_.end()) return absl::NotFoundError(absl::StrCat("no sequence ", id));
+  fn(*it->second);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::Release(SequenceId id) {
+  absl::MutexLock lock(&mu_);
+  auto it = sequences_.find(id);
+  if (it == sequences_.end()) return absl::NotFoundError(absl::StrCat("no sequence ", id));
+  if (!it->second->finished()) {
+    return absl::FailedPreconditionError(absl::StrCat("sequence ", id, " has not finished: cancel it first"));
+  }
+  sequences_.erase(it);
+  return absl::OkStatus();
+}
+
+int64_t Engine::NumUnfinished() {
+  absl::MutexLock lock(&mu_);
+  return num_unfinished_;
+}
+
+void Engine::FinishLocked(Sequence* seq, FinishReason reason, std::optional<int32_t> token,
+                          std::vector<StepEvent>* events) {
+  scheduler_.Remove(seq);
+  seq->state = SequenceState::kFinished;
+  seq->finish = reason;
+  --num_unfinished_;
+  ++counters_.finished;
+  if (reason == FinishReason::kCancelled) ++counters_.cancelled;
+  if (reason == FinishReason::kError) ++counters_.failed;
+  events->push_back({seq->id, token, reason});
+}
+
+bool Engine::IsStopToken(const Sequence& seq, int32_t token) const {
+  if (std::find(seq.params.stop_token_ids.begin(), seq.params.stop_token_ids.end(), token) !=
+      seq.params.stop_token_ids.end()) {
+    return true;
+  }
+  return !seq.params.ignore_eos &&
+         std::find(eos_token_ids_.begin(), eos_token_ids_.end(), token) != eos_token_ids_.end();
+}
+
+void Engine::CommitTokenLocked(Sequence* seq, std::span<const float> logits, std::vector<StepEvent>* events) {
+  const int32_t token = SampleToken(logits, seq->params, seq->rng, &sample_scratch_);
+  seq->tokens.push_back(token);
+  ++counters_.generated_tokens;
+  if (IsStopToken(*seq, token)) {
+    FinishLocked(seq, FinishReason::kStop, token, events);
+  } else if (seq->num_generated() >= seq->params.max_new_tokens ||
+             seq->num_tokens() >= checkpoint_->config().max_position_embeddings) {
+    FinishLocked(seq, FinishReason::kLength, token, events);
+  } else {
+    events->push_back({seq->id, token, FinishReason::kNone});
+  }
+}
+
+absl::Status Engine::Step(std::vector<StepEvent>* events) {
+  const auto step_start = std::chrono::steady_clock::now();
+  Schedule schedule;
+  ForwardBatch batch;
+  {
+    absl::MutexLock lock(&mu_);
+    for (SequenceId id : pending_cancels_) {
+      auto it = sequences_.find(id);
+      if (it != sequences_.end() && !it->second->finished()) {
+        FinishLocked(it->second.get(), FinishReason::kCancelled, std::nullopt, events);
+      }
+    }
+    pending_cancels_.clear();
+    schedule = scheduler_.Next();
+    // Spans stay valid while unlocked: only this thread appends tokens or changes block
+    // tables, and running sequences cannot be released.
+    for (const ScheduledChunk& chunk : schedule.chunks) {
+      Sequence* seq = chunk.sequence;
+      batch.chunks.push_back(SequenceChunk{
+          std::span<const int32_t>(seq->tokens).subspan(static_cast<size_t>(chunk.start),
+                                                        static_cast<size_t>(chunk.length)),
+          chunk.start, kv_.BlockTable(seq->id), chunk.need_logits});
+    }
+    counters_.schedule_seconds += SecondsSince(step_start);
+  }
+  if (batch.chunks.empty()) return absl::OkStatus();
+
+  const auto compute_start = std::chrono::steady_clock::now();
+  absl::Status forward = backend_->Forward(batch, &logits_);
+  const double compute_seconds = SecondsSince(compute_start);
+
+  absl::MutexLock lock(&mu_);
+  counters_.compute_seconds += compute_seconds;
+  if (!forward.ok()) return forward;
+  ++counters_.steps;
+  ++counters_.forwards;
+  const size_t vocab = static_cast<size_t>(backend_->vocab_size());
+  size_t logits_row = 0;
+  for (const ScheduledChunk& chunk : schedule.chunks) {
+    Sequence* seq = chunk.sequence;
+    seq->num_computed += chunk.length;
+    if (chunk.length > 1 || chunk.start < seq->num_prompt_tokens) counters_.prompt_tokens_computed += chunk.length;
+    std::span<const float> row;
+    if (chunk.need_logits) row = std::span<const float>(logits_).subspan(vocab * logits_row++, vocab);
+    if (seq->cancel_requested) continue;  // finished at the start of the next step
+    if (chunk.need_logits) CommitTokenLocked(seq, row, events);
+  }
+  counters_.step_seconds += SecondsSince(step_start);
+  return absl::OkStatus();
+}
+
+nlohmann::json Engine::Stats() {
+  absl::MutexLock lock(&mu_);
+  const int64_t block_bytes = static_cast<int64_t>(backend_->kv_layout().BlockBytes());
+  auto tier = [&](int64_t capacity_blocks, int64_t used_blocks, int64_t peak_blocks) {
+    return nlohmann::json{{"capacity_bytes", capacity_blocks * block_bytes},
+                          {"used_bytes", used_blocks * block_bytes},
+                          {"peak_bytes", peak_blocks * block_bytes},
+                          {"capacity_blocks", capacity_blocks},
+                          {"used_blocks", used_blocks}};
+  };
+  nlohmann::json stats;
+  stats["backend"] = std::string(backend_->name());
+  stats["block_tokens"] = options_.block_tokens;
+  stats["block_bytes"] = block_bytes;
+  stats["steps"] = counters_.steps;
+  stats["prompt_tokens_computed"] = counters_.prompt_tokens_computed;
+  stats["generated_tokens"] = counters_.generated_tokens;
+  stats["sequences"] = {{"running", scheduler_.num_running()},
+                        {"waiting", scheduler_.num_waiting()},
+                        {"unfinished", num_unfinished_},
+                        {"finished", counters_.finished},
+                        {"cancelled", counters_.cancelled},
+                        {"failed", counters_.failed}};
+  stats["tiers"] = {{"gpu", tier(kv_.num_device_blocks(), kv_.num_used_device_blocks(), kv_.peak_used_device_blocks())},
+                    {"host", tier(0, 0, 0)},
+                    {"disk", tier(0, 0, 0)}};
+  stats["preemptions"] = scheduler_.num_preemptions();
+  stats["recomputes"] = scheduler_.num_preemptions();
+  stats["swaps_out"] = 0;
+  stats["swaps_in"] = 0;
+  stats["swap_out_bytes"] = 0;
+  stats["swap_in_bytes"] = 0;
+  stats["prefix_hits"] = {{"gpu", 0}, {"host", 0}, {"disk", 0}};
+  stats["corrupt_blocks_detected"] = 0;
+  stats["gpu_allocs_after_init"] = backend_->allocations_after_init();
+  stats["device_bytes_in_use"] = backend_->device_bytes_in_use();
+  stats["time"] = {{"step_seconds", counters_.step_seconds},
+                   {"compute_seconds", counters_.compute_seconds},
+                   {"schedule_seconds", counters_.schedule_seconds},
+                   {"copy_wait_seconds", 0.0}};
+  return stats;
+}
+
+}  // namespace kvtier

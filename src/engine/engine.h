@@ -1,0 +1,107 @@
+// Engine: one context's generation loop — sequences, scheduler, KV cache manager, backend,
+// sampler. The step reads like the paper: schedule, forward, sample, commit.
+// Thread-safety: Add, Cancel, ReadSequence, Release, Stats may be called from any thread
+// at any time; Step from one thread at a time. The forward runs without the lock held, so
+// adds and reads are not blocked by compute.
+#ifndef KVTIER_ENGINE_ENGINE_H_
+#define KVTIER_ENGINE_ENGINE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "backend/backend.h"
+#include "engine/engine_options.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "kv/kv_cache_manager.h"
+#include "model/checkpoint.h"
+#include "nlohmann/json.hpp"
+
+namespace kvtier {
+
+struct StepEvent {
+  SequenceId sequence = 0;
+  std::optional<int32_t> token;  // absent for a cancellation or failure without a token
+  FinishReason finish = FinishReason::kNone;
+};
+
+class Engine {
+ public:
+  // Builds the backend, allocates the KV pools whole. InvalidArgument for bad options,
+  // Unimplemented for an unusable backend, ResourceExhausted when budgets do not fit.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(std::shared_ptr<const Checkpoint> checkpoint,
+                                                         const EngineOptions& options);
+  ~Engine();
+
+  // Admits a sequence. InvalidArgument (empty prompt, id out of vocabulary, prompt too
+  // long), ResourceExhausted (can never fit), Unavailable (waiting queue full).
+  absl::StatusOr<SequenceId> Add(std::vector<int32_t> prompt, const SamplingParams& params);
+  // NotFound for an unknown id, FailedPrecondition for a finished sequence.
+  absl::Status Cancel(SequenceId id);
+  // Calls fn with the sequence under the lock. NotFound for an unknown/released id.
+  absl::Status ReadSequence(SequenceId id, const std::function<void(const Sequence&)>& fn);
+  // Forgets a finished sequence. NotFound / FailedPrecondition (not finished).
+  absl::Status Release(SequenceId id);
+  int64_t NumUnfinished();
+
+  // One iteration. Appends what happened to *events. A non-OK status means the forward
+  // failed and no sequence advanced.
+  absl::Status Step(std::vector<StepEvent>* events);
+
+  nlohmann::json Stats();
+  const Backend& backend() const { return *backend_; }
+
+ private:
+  Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions& options,
+         std::unique_ptr<Backend> backend);
+
+  // Finishes a sequence: frees its blocks, records why, reports an event.
+  void FinishLocked(Sequence* seq, FinishReason reason, std::optional<int32_t> token,
+                    std::vector<StepEvent>* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Samples after a chunk that reached the sequence's last token; decides whether it stops.
+  void CommitTokenLocked(Sequence* seq, std::span<const float> logits, std::vector<StepEvent>* events)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IsStopToken(const Sequence& seq, int32_t token) const;
+
+  const std::shared_ptr<const Checkpoint> checkpoint_;
+  const EngineOptions options_;
+  const std::unique_ptr<Backend> backend_;
+  std::vector<int32_t> eos_token_ids_;
+
+  absl::Mutex mu_;
+  KvCacheManager kv_ ABSL_GUARDED_BY(mu_);
+  Scheduler scheduler_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<SequenceId, std::unique_ptr<Sequence>> sequences_ ABSL_GUARDED_BY(mu_);
+  SequenceId next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t num_unfinished_ ABSL_GUARDED_BY(mu_) = 0;
+  // Cancellations requested since the last step, applied at its start.
+  std::vector<SequenceId> pending_cancels_ ABSL_GUARDED_BY(mu_);
+
+  // Owned by the stepping thread (reused across steps, never shrunk).
+  std::vector<float> logits_;
+  std::vector<std::pair<float, int32_t>> sample_scratch_;
+
+  struct Counters {
+    int64_t steps = 0;
+    int64_t forwards = 0;
+    int64_t prompt_tokens_computed = 0;
+    int64_t generated_tokens = 0;
+    int64_t finished = 0;
+    int64_t cancelled = 0;
+    int64_t failed = 0;
+    double step_seconds = 0;
+    double compute_seconds = 0;
+    double schedule_seconds = 0;
+  } counters_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_ENGINE_ENGINE_H_

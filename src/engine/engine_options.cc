@@ -1,0 +1,37 @@
+// Implementation of EngineOptions::Validate.
+#include "engine/engine_options.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace kvtier {
+
+absl::Status EngineOptions::Validate() const {
+  if (backend != "auto" && backend != "cpu" && backend != "cuda") {
+    return absl::InvalidArgumentError(absl::StrCat("backend must be auto, cpu or cuda, got '", backend, "'"));
+  }
+  if (num_threads < 0 || num_threads > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("threads must be in [0, 4096], got ", num_threads));
+  }
+  if (gpu_kv_bytes <= 0) return absl::InvalidArgumentError(absl::StrCat("gpu_kv_bytes must be > 0, got ", gpu_kv_bytes));
+  if (host_kv_bytes < 0) return absl::InvalidArgumentError(absl::StrCat("host_kv_bytes must be >= 0, got ", host_kv_bytes));
+  if (disk_kv_bytes < 0) return absl::InvalidArgumentError(absl::StrCat("disk_kv_bytes must be >= 0, got ", disk_kv_bytes));
+  if (disk_kv_bytes > 0 && disk_path.empty()) {
+    return absl::InvalidArgumentError("disk_kv_bytes > 0 needs a disk_path");
+  }
+  if (block_tokens < 1 || block_tokens > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat("block_tokens must be in [1, 1024], got ", block_tokens));
+  }
+  if (max_tokens_per_step < 1 || max_tokens_per_step > (1 << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat("max_tokens_per_step must be in [1, 1048576], got ", max_tokens_per_step));
+  }
+  if (max_running < 1 || max_running > 65536) {
+    return absl::InvalidArgumentError(absl::StrCat("max_running must be in [1, 65536], got ", max_running));
+  }
+  if (max_waiting < 1 || max_waiting > (1 << 24)) {
+    return absl::InvalidArgumentError(absl::StrCat("max_waiting must be in [1, 16777216], got ", max_waiting));
+  }
+  if (gpu_mem_limit < 0) return absl::InvalidArgumentError(absl::StrCat("gpu_mem_limit must be >= 0, got ", gpu_mem_limit));
+  return absl::OkStatus();
+}
+
+}  // namespace kvtier

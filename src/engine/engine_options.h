@@ -1,0 +1,35 @@
+// EngineOptions: everything a context is created with. Plain value type; validated by
+// Validate() before an Engine is built.
+#ifndef KVTIER_ENGINE_ENGINE_OPTIONS_H_
+#define KVTIER_ENGINE_ENGINE_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace kvtier {
+
+enum class PreemptionMode { kAuto, kSwap, kRecompute };
+
+struct EngineOptions {
+  std::string backend = "auto";  // "auto" | "cpu" | "cuda"
+  int32_t num_threads = 0;       // CPU backend threads, 0 = all cores
+  int64_t gpu_kv_bytes = 256ll << 20;
+  int64_t host_kv_bytes = 0;
+  int64_t disk_kv_bytes = 0;
+  std::string disk_path;
+  int64_t block_tokens = 16;
+  int64_t max_tokens_per_step = 512;
+  int64_t max_running = 256;
+  int64_t max_waiting = 1024;
+  PreemptionMode preemption = PreemptionMode::kAuto;
+  int64_t gpu_mem_limit = 0;  // 0 = no cap
+
+  // InvalidArgument naming the option when a value is out of range or inconsistent.
+  absl::Status Validate() const;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_ENGINE_ENGINE_OPTIONS_H_

@@ -1,0 +1,29 @@
+// SamplingParams: how one sequence picks its tokens and when it stops. Plain value type.
+#ifndef KVTIER_ENGINE_SAMPLING_PARAMS_H_
+#define KVTIER_ENGINE_SAMPLING_PARAMS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace kvtier {
+
+struct SamplingParams {
+  float temperature = 0.0f;  // 0 = greedy
+  int32_t top_k = 0;         // 0 = off
+  float top_p = 1.0f;        // 1 = off
+  uint64_t seed = 0;
+  int32_t max_new_tokens = 16;
+  std::vector<int32_t> stop_token_ids;  // in addition to the model's eos ids
+  bool ignore_eos = false;
+  int32_t priority = 0;  // higher runs first, is preempted last
+
+  bool greedy() const { return temperature == 0.0f || top_k == 1; }
+  // InvalidArgument naming the field when out of range.
+  absl::Status Validate() const;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_ENGINE_SAMPLING_PARAMS_H_

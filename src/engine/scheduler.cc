@@ -1,0 +1,87 @@
+// Implementation of Scheduler (scheduler.h).
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+namespace kvtier {
+namespace {
+
+bool RunsBefore(const Sequence* a, const Sequence* b) {
+  if (a->params.priority != b->params.priority) return a->params.priority > b->params.priority;
+  return a->arrival < b->arrival;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(const SchedulerOptions& options, KvCacheManager* kv)
+    : options_(options), kv_(kv) {}
+
+void Scheduler::InsertWaiting(Sequence* sequence) {
+  waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), sequence, RunsBefore), sequence);
+}
+
+void Scheduler::Enqueue(Sequence* sequence) {
+  sequence->state = SequenceState::kWaiting;
+  InsertWaiting(sequence);
+}
+
+void Scheduler::Remove(Sequence* sequence) {
+  std::erase(running_, sequence);
+  std::erase(waiting_, sequence);
+  kv_->Release(sequence->id);
+}
+
+void Scheduler::Preempt(Sequence* victim, Schedule* schedule) {
+  std::erase(running_, victim);
+  kv_->Release(victim->id);
+  victim->num_computed = 0;
+  victim->state = SequenceState::kPaused;
+  InsertWaiting(victim);
+  schedule->preempted.push_back(victim);
+  ++num_preemptions_;
+}
+
+Schedule Scheduler::Next() {
+  Schedule schedule;
+  int64_t budget = options_.max_tokens_per_step;
+
+  // 1. Running sequences, in order: decodes (1 token) and unfinished chunked prefills.
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Sequence* seq = running_[i];
+    const int64_t length = std::min(seq->num_uncomputed(), budget);
+    const int64_t end = seq->num_computed + length;
+    bool self_preempted = false;
+    while (kv_->NewBlocksNeeded(seq->id, end) > kv_->num_free_device_blocks()) {
+      Sequence* victim = running_.back();  // lowest priority, most recently admitted
+      Preempt(victim, &schedule);
+      if (victim == seq) {
+        self_preempted = true;
+        break;
+      }
+    }
+    if (self_preempted) break;  // everything after it was preempted first
+    kv_->Reserve(seq->id, end).IgnoreError();  // cannot fail: checked above
+    schedule.chunks.push_back({seq, seq->num_computed, length, end == seq->num_tokens()});
+    budget -= length;
+    ++i;
+  }
+
+  // 2. Waiting (new or paused) sequences, while the budget, batch and free blocks allow.
+  //    A waiting sequence never preempts a running one.
+  while (!waiting_.empty() && budget > 0 &&
+         static_cast<int64_t>(running_.size()) < options_.max_running) {
+    Sequence* seq = waiting_.front();
+    const int64_t length = std::min(seq->num_uncomputed(), budget);
+    const int64_t end = seq->num_computed + length;
+    if (kv_->NewBlocksNeeded(seq->id, end) > kv_->num_free_device_blocks()) break;
+    kv_->Reserve(seq->id, end).IgnoreError();
+    waiting_.erase(waiting_.begin());
+    seq->state = SequenceState::kRunning;
+    running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, RunsBefore), seq);
+    schedule.chunks.push_back({seq, seq->num_computed, length, end == seq->num_tokens()});
+    budget -= length;
+  }
+  return schedule;
+}
+
+}  // namespace kvtier

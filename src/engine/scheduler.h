@@ -1,0 +1,64 @@
+// Scheduler: decides, each step, which sequences run and how many of their tokens, under a
+// token budget and the KV cache manager's answer to "can these positions be held". Running
+// decodes go first, then chunked prefill of running and waiting sequences. When device
+// blocks run short the lowest-priority, most recently admitted running sequence is paused.
+// It never touches memory itself. Not thread-safe: driven under the engine lock.
+#ifndef KVTIER_ENGINE_SCHEDULER_H_
+#define KVTIER_ENGINE_SCHEDULER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/sequence.h"
+#include "kv/kv_cache_manager.h"
+
+namespace kvtier {
+
+struct SchedulerOptions {
+  int64_t max_tokens_per_step = 512;
+  int64_t max_running = 256;
+};
+
+// One sequence's share of a step: feed tokens [start, start + length).
+struct ScheduledChunk {
+  Sequence* sequence = nullptr;
+  int64_t start = 0;
+  int64_t length = 0;
+  bool need_logits = false;  // the chunk reaches the sequence's last token: sample after it
+};
+
+struct Schedule {
+  std::vector<ScheduledChunk> chunks;
+  std::vector<Sequence*> preempted;  // paused this step (their KV was dropped)
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerOptions& options, KvCacheManager* kv);
+
+  // Queues a new sequence (state kWaiting).
+  void Enqueue(Sequence* sequence);
+  // Takes a sequence out of every queue (finished or cancelled) and frees its blocks.
+  void Remove(Sequence* sequence);
+  Schedule Next();
+
+  int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+
+ private:
+  // Pauses `victim`: drops its KV (it will be recomputed) and queues it again.
+  void Preempt(Sequence* victim, Schedule* schedule);
+  void InsertWaiting(Sequence* sequence);
+
+  SchedulerOptions options_;
+  KvCacheManager* kv_;
+  // Both ordered by (priority desc, arrival asc): the back is the first to be preempted.
+  std::vector<Sequence*> running_;
+  std::vector<Sequence*> waiting_;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_ENGINE_SCHEDULER_H_

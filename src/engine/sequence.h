@@ -1,0 +1,45 @@
+// Sequence: one generation request's state — its tokens, how many of them are in the KV
+// cache, its life-cycle state. Owned by the Engine; read and written under the engine lock.
+#ifndef KVTIER_ENGINE_SEQUENCE_H_
+#define KVTIER_ENGINE_SEQUENCE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "engine/sampling_params.h"
+#include "kv/kv_cache_manager.h"
+
+namespace kvtier {
+
+enum class SequenceState { kWaiting = 0, kRunning = 1, kPaused = 2, kFinished = 3 };
+enum class FinishReason { kNone = 0, kStop = 1, kLength = 2, kCancelled = 3, kError = 4 };
+
+struct Sequence {
+  Sequence(SequenceId id, int64_t arrival, std::vector<int32_t> prompt, SamplingParams params)
+      : id(id), arrival(arrival), params(std::move(params)), tokens(std::move(prompt)),
+        num_prompt_tokens(static_cast<int64_t>(tokens.size())), rng(this->params.seed) {}
+
+  const SequenceId id;
+  const int64_t arrival;         // admission order: earlier arrivals are preempted last
+  const SamplingParams params;
+  std::vector<int32_t> tokens;   // prompt, then generated tokens
+  const int64_t num_prompt_tokens;
+  int64_t num_computed = 0;      // positions [0, num_computed) have K/V in the cache
+  SequenceState state = SequenceState::kWaiting;
+  FinishReason finish = FinishReason::kNone;
+  std::string error;             // why it failed, for FinishReason::kError
+  bool cancel_requested = false;
+  Rng rng;
+
+  int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+  int64_t num_generated() const { return num_tokens() - num_prompt_tokens; }
+  // Tokens still to feed before the next sample (1 while decoding).
+  int64_t num_uncomputed() const { return num_tokens() - num_computed; }
+  bool finished() const { return state == SequenceState::kFinished; }
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_ENGINE_SEQUENCE_H_

@@ -1,0 +1,49 @@
+// BlockPool: the ids of one tier's fixed set of KV blocks, with reference counts and a free
+// queue. Metadata only — the bytes live with whoever owns the tier (backend / host / disk).
+// Not thread-safe: owned by the KV cache manager, which is driven under the engine's lock.
+#ifndef KVTIER_KV_BLOCK_POOL_H_
+#define KVTIER_KV_BLOCK_POOL_H_
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace kvtier {
+
+using BlockId = int32_t;
+
+// Invariant: every id in [0, num_blocks) is either in the free queue with ref count 0, or
+// out of it with ref count >= 1. Allocation takes from the front, release appends to the
+// back (FIFO), so a just-freed block is reused last — the prefix cache relies on that to
+// keep recently used content alive longest.
+class BlockPool {
+ public:
+  explicit BlockPool(int64_t num_blocks);
+
+  int64_t num_blocks() const { return static_cast<int64_t>(ref_counts_.size()); }
+  int64_t num_free() const { return static_cast<int64_t>(free_.size()); }
+  int64_t num_used() const { return num_blocks() - num_free(); }
+  int64_t peak_used() const { return peak_used_; }
+
+  // A free block with ref count 1, or nullopt when none is free.
+  std::optional<BlockId> Allocate();
+  void AddRef(BlockId id);
+  // Drops one reference; the block returns to the free queue at 0. Returns true then.
+  bool Release(BlockId id);
+  int32_t ref_count(BlockId id) const { return ref_counts_[static_cast<size_t>(id)]; }
+
+  // Checks the invariant above; Internal error describing the first violation.
+  absl::Status VerifyIntegrity() const;
+
+ private:
+  std::vector<int32_t> ref_counts_;  // (num_blocks)
+  std::deque<BlockId> free_;
+  int64_t peak_used_ = 0;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_KV_BLOCK_POOL_H_

@@ -1,0 +1,209 @@
+// Checkpoint::Open: config.json + safetensors (single or sharded) + shape checks +
+// fingerprint (checkpoint.h). Immutable after Open; thread-safe reads.
+#include "model/checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "model/safetensors.h"
+#include "model/stable_hash.h"
+#include "nlohmann/json.hpp"
+
+namespace kvtier {
+namespace {
+
+constexpr size_t kFingerprintSampleBytes = 4096;
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool IsFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, " not found"));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path));
+  return buffer.str();
+}
+
+// Same code, message prefixed with where it happened.
+absl::Status Annotate(const absl::Status& status, const std::string& where) {
+  return absl::Status(status.code(), absl::StrCat(where, ": ", status.message()));
+}
+
+// weight_map of model.safetensors.index.json -> {tensor: shard file name}.
+absl::StatusOr<std::map<std::string, std::string>> ReadIndex(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) {
+    return absl::DataLossError(absl::StrCat(path, " is not a valid JSON object"));
+  }
+  auto map = json.find("weight_map");
+  if (map == json.end() || !map->is_object()) {
+    return absl::DataLossError(absl::StrCat(path, " has no 'weight_map' object"));
+  }
+  std::map<std::string, std::string> out;
+  for (auto it = map->begin(); it != map->end(); ++it) {
+    if (!it->is_string()) {
+      return absl::DataLossError(absl::StrCat(path, ": weight_map entry '", it.key(), "' is not a file name"));
+    }
+    std::string shard = it->get<std::string>();
+    // Shards live in the model directory; refuse paths that would escape it.
+    if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..") {
+      return absl::DataLossError(
+          absl::StrCat(path, ": weight_map entry '", it.key(), "' names an invalid shard '", shard, "'"));
+    }
+    out[it.key()] = std::move(shard);
+  }
+  return out;
+}
+
+uint64_t HashConfig(const ModelConfig& c, uint64_t h) {
+  // Fixed field order and formatting: independent of how config.json was written.
+  std::string canonical = absl::StrCat(
+      std::string(ArchitectureName(c.architecture)), "|", c.hidden_size, "|", c.num_layers, "|", c.num_heads, "|",
+      c.num_kv_heads, "|", c.head_dim, "|", c.intermediate_size, "|", c.vocab_size, "|",
+      c.max_position_embeddings, "|", c.rms_norm_eps, "|", c.rope_theta, "|", int{c.tie_word_embeddings}, "|",
+      int{c.attention_bias}, "|", int{c.qk_norm}, "|", c.sliding_window.value_or(0));
+  if (c.rope_scaling) {
+    absl::StrAppend(&canonical, "|llama3|", c.rope_scaling->factor, "|", c.rope_scaling->low_freq_factor, "|",
+                    c.rope_scaling->high_freq_factor, "|", c.rope_scaling->original_max_position_embeddings);
+  }
+  return Fnv1a64(canonical, h);
+}
+
+}  // namespace
+
+Checkpoint::~Checkpoint() = default;
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& directory) {
+  if (!IsDirectory(directory)) {
+    return absl::NotFoundError(absl::StrCat("model directory ", directory, " does not exist or is not a directory"));
+  }
+  std::unique_ptr<Checkpoint> ckpt(new Checkpoint());
+  ckpt->directory_ = directory;
+  const std::string config_path = directory + "/config.json";
+  if (!IsFile(config_path)) return absl::NotFoundError(absl::StrCat(config_path, " not found"));
+  ASSIGN_OR_RETURN(std::string config_text, ReadFile(config_path));
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(config_text);
+  if (!config.ok()) return Annotate(config.status(), config_path);
+  ckpt->config_ = *std::move(config);
+
+  // Open the safetensors files; `expected_in` says which file the index puts each tensor in.
+  std::map<std::string, std::string> expected_in;
+  const std::string index_path = directory + "/model.safetensors.index.json";
+  const std::string single_path = directory + "/model.safetensors";
+  std::vector<std::string> files;
+  if (IsFile(index_path)) {
+    ASSIGN_OR_RETURN(expected_in, ReadIndex(index_path));
+    std::set<std::string> shards;
+    for (const auto& [name, shard] : expected_in) shards.insert(shard);
+    for (const std::string& shard : shards) {
+      const std::string path = directory + "/" + shard;
+      if (!IsFile(path)) {
+        return absl::NotFoundError(absl::StrCat("shard ", shard, " named by ", index_path, " not found"));
+      }
+      files.push_back(path);
+    }
+  } else if (IsFile(single_path)) {
+    files.push_back(single_path);
+  } else {
+    return absl::NotFoundError(
+        absl::StrCat("no model.safetensors or model.safetensors.index.json in ", directory));
+  }
+
+  std::map<std::string, const SafetensorsFile::UnsupportedTensor*> unsupported;
+  for (const std::string& path : files) {
+    ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(path));
+    for (const TensorView& t : file->tensors()) {
+      if (!ckpt->tensors_.emplace(t.name, t).second) {
+        return absl::DataLossError(absl::StrCat("tensor '", t.name, "' appears in more than one file (again in ", path, ")"));
+      }
+    }
+    for (const auto& t : file->unsupported_tensors()) unsupported[t.name] = &t;
+    ckpt->files_.push_back(std::move(file));
+  }
+  for (const auto& [name, shard] : expected_in) {
+    if (!ckpt->tensors_.contains(name) && !unsupported.contains(name)) {
+      return absl::DataLossError(absl::StrCat("tensor '", name, "' is listed in ", index_path, " under ", shard,
+                                              " but that shard does not contain it"));
+    }
+  }
+
+  const std::string arch(ArchitectureName(ckpt->config_.architecture));
+  for (const ExpectedTensor& want : ExpectedTensors(ckpt->config_)) {
+    auto it = ckpt->tensors_.find(want.name);
+    if (it == ckpt->tensors_.end()) {
+      if (auto u = unsupported.find(want.name); u != unsupported.end()) {
+        return absl::UnimplementedError(absl::StrCat("tensor '", want.name, "' has dtype ", u->second->dtype,
+                                                     " (supported: F32, F16, BF16) in ", directory));
+      }
+      return absl::NotFoundError(
+          absl::StrCat("tensor '", want.name, "' required by ", arch, " is missing from ", directory));
+    }
+    if (it->second.shape != want.shape) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", want.name, "' has shape ", ShapeString(it->second.shape),
+                                                     ", expected ", ShapeString(want.shape), " for this ", arch,
+                                                     " config (", directory, ")"));
+    }
+  }
+
+  // Fingerprint: config, then every tensor's name/dtype/shape and sampled bytes, by name.
+  uint64_t h = HashConfig(ckpt->config_, kFnv64Offset);
+  for (const std::string& name : ckpt->TensorNames()) {
+    const TensorView& t = ckpt->tensors_.at(name);
+    h = Fnv1a64(absl::StrCat(name, "|", std::string(DTypeName(t.dtype)), "|", ShapeString(t.shape), "|"), h);
+    const size_t n = t.nbytes();
+    const size_t head = std::min(n, kFingerprintSampleBytes);
+    h = Fnv1a64(t.data, head, h);
+    if (n > head) {
+      const size_t tail = std::min(n - head, kFingerprintSampleBytes);
+      h = Fnv1a64(t.data + n - tail, tail, h);
+    }
+  }
+  ckpt->fingerprint_ = h;
+  return ckpt;
+}
+
+absl::StatusOr<TensorView> Checkpoint::Tensor(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) {
+    return absl::NotFoundError(absl::StrCat("tensor '", name, "' not found in ", directory_));
+  }
+  return it->second;
+}
+
+std::vector<std::string> Checkpoint::TensorNames() const {
+  std::vector<std::string> names;
+  names.reserve(tensors_.size());
+  for (const auto& [name, view] : tensors_) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+int64_t Checkpoint::TotalTensorBytes() const {
+  int64_t total = 0;
+  for (const auto& [name, view] : tensors_) total += static_cast<int64_t>(view.nbytes());
+  return total;
+}
+
+}  // namespace kvtier

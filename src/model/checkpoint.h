@@ -1,0 +1,65 @@
+// Checkpoint: an HF model directory opened for reading — config.json plus safetensors
+// tensors memory-mapped (single file or sharded via model.safetensors.index.json).
+// Immutable after Open; thread-safe for concurrent reads.
+#ifndef KVTIER_MODEL_CHECKPOINT_H_
+#define KVTIER_MODEL_CHECKPOINT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "model/config.h"
+#include "model/tensor.h"
+
+namespace kvtier {
+
+class SafetensorsFile;  // model/safetensors.h
+
+class Checkpoint {
+ public:
+  // NotFound: directory, config.json or a shard missing. DataLoss: malformed safetensors
+  // (header length past end of file, bad JSON, offsets out of range or overlapping, size
+  // not matching dtype x shape, unknown dtype) or index naming a missing shard.
+  // InvalidArgument / Unimplemented: from ParseModelConfig. Also checks that every tensor
+  // the architecture needs is present with the expected shape (InvalidArgument naming the
+  // tensor, its shape and the expected one) and that its dtype is F32/F16/BF16.
+  static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& directory);
+  ~Checkpoint();
+
+  const ModelConfig& config() const { return config_; }
+  const std::string& directory() const { return directory_; }
+  // NotFound naming the tensor when absent.
+  absl::StatusOr<TensorView> Tensor(const std::string& name) const;
+  bool Has(const std::string& name) const { return tensors_.contains(name); }
+  std::vector<std::string> TensorNames() const;
+  int64_t TotalTensorBytes() const;
+  // A stable 64-bit fingerprint of config + tensor names/shapes/dtypes + sampled weight
+  // bytes: distinguishes models for the persistent disk tier.
+  uint64_t Fingerprint() const { return fingerprint_; }
+
+ private:
+  Checkpoint() = default;
+  std::string directory_;
+  ModelConfig config_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  absl::flat_hash_map<std::string, TensorView> tensors_;
+  uint64_t fingerprint_ = 0;
+};
+
+// Tensor names the forward reads, in HF naming, with their expected shapes for a config:
+// model.embed_tokens.weight [vocab, hidden]; per layer i model.layers.{i}.input_layernorm.weight
+// [hidden], self_attn.{q,k,v,o}_proj.weight, {q,k,v}_proj.bias (attention_bias), self_attn.
+// o_proj.bias [hidden] (attention_bias on Llama/Qwen3 only: HF's Qwen2 has no o_proj bias),
+// self_attn.{q,k}_norm.weight [head_dim] (qk_norm), post_attention_layernorm.weight,
+// mlp.{gate,up,down}_proj.weight; model.norm.weight; lm_head.weight [vocab, hidden] unless tied.
+struct ExpectedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& config);
+
+}  // namespace kvtier
+
+#endif  // KVTIER_MODEL_CHECKPOINT_H_

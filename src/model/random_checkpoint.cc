@@ -1,0 +1,254 @@
+// Random-weight checkpoint writer and presets (random_checkpoint.h). Stateless; thread-safe.
+#include "model/random_checkpoint.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "model/checkpoint.h"
+#include "model/safetensors_writer.h"
+#include "model/stable_hash.h"
+#include "nlohmann/json.hpp"
+
+namespace kvtier {
+namespace {
+
+// How a tensor's elements are drawn: center + half_width * uniform(-1, 1).
+struct WeightRule {
+  uint64_t key;
+  float center;
+  float half_width;
+};
+
+WeightRule RuleFor(uint64_t seed, const std::string& name, const std::vector<int64_t>& shape) {
+  WeightRule rule;
+  rule.key = SplitMix64(seed ^ Fnv1a64(name));
+  if (absl::EndsWith(name, "norm.weight")) {  // RMSNorm gains: near 1, but not exactly
+    rule.center = 1.0f;
+    rule.half_width = 0.2f;
+  } else if (absl::EndsWith(name, ".bias")) {  // large enough that a dropped bias shows
+    rule.center = 0.0f;
+    rule.half_width = 0.5f;
+  } else {  // matrices: std 1/sqrt(fan_in) keeps activations O(1) at any width
+    const double fan_in = shape.size() >= 2 ? static_cast<double>(shape[1]) : 1.0;
+    rule.center = 0.0f;
+    rule.half_width = static_cast<float>(std::sqrt(3.0 / fan_in));
+  }
+  return rule;
+}
+
+inline float Draw(const WeightRule& rule, int64_t index) {
+  // Counter-based: splitmix64 stream position `index` of the tensor's key.
+  const uint64_t bits = SplitMix64(rule.key + static_cast<uint64_t>(index) * 0x9e3779b97f4a7c15ull);
+  const float u = (static_cast<float>(bits >> 40) + 0.5f) * (1.0f / 8388608.0f) - 1.0f;  // (-1, 1)
+  return rule.center + rule.half_width * u;
+}
+
+std::string TorchDtype(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return "float32";
+    case DType::kF16:
+      return "float16";
+    case DType::kBF16:
+      return "bfloat16";
+  }
+  return "float32";
+}
+
+RandomCheckpointSpec Tiny(Architecture arch) {
+  RandomCheckpointSpec s;
+  s.arch = arch;
+  if (arch == Architecture::kQwen3) s.tie_embeddings = true;
+  return s;
+}
+
+RandomCheckpointSpec Real(Architecture arch, int64_t hidden, int64_t layers, int64_t heads, int64_t kv_heads,
+                          int64_t head_dim, int64_t intermediate, int64_t vocab, int64_t max_positions,
+                          double rope_theta, bool tie) {
+  RandomCheckpointSpec s;
+  s.arch = arch;
+  s.hidden = hidden;
+  s.layers = layers;
+  s.heads = heads;
+  s.kv_heads = kv_heads;
+  s.head_dim = head_dim;
+  s.intermediate = intermediate;
+  s.vocab = vocab;
+  s.max_positions = max_positions;
+  s.rope_theta = rope_theta;
+  s.tie_embeddings = tie;
+  s.dtype = DType::kBF16;
+  s.max_shard_bytes = int64_t{5} << 30;  // HF's default 5 GB shards
+  return s;
+}
+
+std::vector<std::pair<std::string, RandomCheckpointSpec>> Presets() {
+  std::vector<std::pair<std::string, RandomCheckpointSpec>> presets;
+  presets.emplace_back("tiny-llama", Tiny(Architecture::kLlama));
+  presets.emplace_back("tiny-mistral", Tiny(Architecture::kMistral));
+  presets.emplace_back("tiny-qwen2", Tiny(Architecture::kQwen2));
+  presets.emplace_back("tiny-qwen3", Tiny(Architecture::kQwen3));
+  RandomCheckpointSpec small = Tiny(Architecture::kLlama);
+  small.hidden = 256;
+  small.layers = 4;
+  small.heads = 8;
+  small.kv_heads = 2;
+  small.head_dim = 32;
+  small.intermediate = 768;
+  small.vocab = 4096;
+  presets.emplace_back("small-llama", small);
+
+  RandomCheckpointSpec l3_8b =
+      Real(Architecture::kLlama, 4096, 32, 32, 8, 128, 14336, 128256, 131072, 500000.0, false);
+  l3_8b.rope_scaling = Llama3RopeScaling{8.0, 1.0, 4.0, 8192};
+  l3_8b.bos_token_id = 128000;
+  l3_8b.eos_token_ids = {128001};
+  presets.emplace_back("llama3-8b", l3_8b);
+  RandomCheckpointSpec l32_1b =
+      Real(Architecture::kLlama, 2048, 16, 32, 8, 64, 8192, 128256, 131072, 500000.0, true);
+  l32_1b.rope_scaling = Llama3RopeScaling{32.0, 1.0, 4.0, 8192};
+  l32_1b.bos_token_id = 128000;
+  l32_1b.eos_token_ids = {128001, 128008, 128009};
+  presets.emplace_back("llama3.2-1b", l32_1b);
+  RandomCheckpointSpec mistral =
+      Real(Architecture::kMistral, 4096, 32, 32, 8, 128, 14336, 32768, 32768, 1000000.0, false);
+  presets.emplace_back("mistral-7b", mistral);
+  RandomCheckpointSpec qwen25 =
+      Real(Architecture::kQwen2, 896, 24, 14, 2, 64, 4864, 151936, 32768, 1000000.0, true);
+  qwen25.bos_token_id = 151643;
+  qwen25.eos_token_ids = {151643};
+  qwen25.rms_norm_eps = 1e-6;
+  presets.emplace_back("qwen2.5-0.5b", qwen25);
+  RandomCheckpointSpec qwen3 =
+      Real(Architecture::kQwen3, 1024, 28, 16, 8, 128, 3072, 151936, 40960, 1000000.0, true);
+  qwen3.bos_token_id = 151643;
+  qwen3.eos_token_ids = {151645};
+  qwen3.rms_norm_eps = 1e-6;
+  presets.emplace_back("qwen3-0.6b", qwen3);
+  return presets;
+}
+
+absl::Status WriteText(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+// Removes model files a previous write may have left (a stale index would shadow a new
+// single-file checkpoint).
+absl::Status RemoveOldWeights(const std::string& directory) {
+  static const std::regex kShard(R"(model-\d+-of-\d+\.safetensors(\.tmp)?)");
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(directory, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "model.safetensors" || name == "model.safetensors.index.json" || std::regex_match(name, kShard)) {
+      std::filesystem::remove(entry.path(), ec);
+      if (ec) return absl::InternalError(absl::StrCat("cannot remove ", entry.path().string(), ": ", ec.message()));
+    }
+  }
+  if (ec) return absl::InternalError(absl::StrCat("cannot list ", directory, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RandomCheckpointSpec> RandomCheckpointPreset(std::string_view name) {
+  for (auto& [preset, spec] : Presets()) {
+    if (preset == name) return spec;
+  }
+  return absl::NotFoundError(absl::StrCat("unknown model preset '", std::string(name), "' (known: ",
+                                          absl::StrJoin(RandomCheckpointPresetNames(), ", "), ")"));
+}
+
+std::vector<std::string> RandomCheckpointPresetNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, spec] : Presets()) names.push_back(name);
+  return names;
+}
+
+absl::StatusOr<ModelConfig> RandomCheckpointConfig(const RandomCheckpointSpec& spec) {
+  ModelConfig c;
+  c.architecture = spec.arch;
+  c.hidden_size = spec.hidden;
+  c.num_layers = spec.layers;
+  c.num_heads = spec.heads;
+  c.num_kv_heads = spec.kv_heads;
+  c.head_dim = spec.head_dim;
+  c.intermediate_size = spec.intermediate;
+  c.vocab_size = spec.vocab;
+  c.max_position_embeddings = spec.max_positions;
+  c.rms_norm_eps = spec.rms_norm_eps;
+  c.rope_theta = spec.rope_theta;
+  c.rope_scaling = spec.rope_scaling;
+  c.tie_word_embeddings = spec.tie_embeddings;
+  c.attention_bias = spec.arch == Architecture::kQwen2 ||
+                     (spec.attention_bias && (spec.arch == Architecture::kLlama || spec.arch == Architecture::kQwen3));
+  c.qk_norm = spec.arch == Architecture::kQwen3;
+  c.torch_dtype = TorchDtype(spec.dtype);
+  c.bos_token_id = spec.bos_token_id;
+  c.eos_token_ids = spec.eos_token_ids;
+  // Round trip through the parser: the written config.json must be one kvtier accepts.
+  return ParseModelConfig(ModelConfigToJson(c));
+}
+
+float RandomWeight(uint64_t seed, const std::string& name, const std::vector<int64_t>& shape, int64_t index) {
+  return Draw(RuleFor(seed, name, shape), index);
+}
+
+absl::Status WriteRandomCheckpoint(const RandomCheckpointSpec& spec, const std::string& directory) {
+  ASSIGN_OR_RETURN(ModelConfig config, RandomCheckpointConfig(spec));
+  std::error_code ec;
+  std::filesystem::create_directories(directory, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create directory ", directory, ": ", ec.message()));
+  RETURN_IF_ERROR(RemoveOldWeights(directory));
+  RETURN_IF_ERROR(WriteText(directory + "/config.json", ModelConfigToJson(config)));
+
+  nlohmann::ordered_json generation;
+  generation["_from_model_config"] = true;
+  if (config.bos_token_id) generation["bos_token_id"] = *config.bos_token_id;
+  if (config.eos_token_ids.size() == 1) {
+    generation["eos_token_id"] = config.eos_token_ids[0];
+  } else if (!config.eos_token_ids.empty()) {
+    generation["eos_token_id"] = config.eos_token_ids;
+  }
+  RETURN_IF_ERROR(WriteText(directory + "/generation_config.json", generation.dump(2) + "\n"));
+
+  std::vector<TensorToWrite> tensors;
+  for (ExpectedTensor& expected : ExpectedTensors(config)) {
+    TensorToWrite t;
+    t.name = std::move(expected.name);
+    t.shape = std::move(expected.shape);
+    t.dtype = spec.dtype;
+    const WeightRule rule = RuleFor(spec.seed, t.name, t.shape);
+    const DType dtype = spec.dtype;
+    t.produce = [rule, dtype](int64_t first, int64_t count, uint8_t* out) {
+      for (int64_t i = 0; i < count; ++i) {
+        const float v = Draw(rule, first + i);
+        if (dtype == DType::kF32) {
+          std::memcpy(out + 4 * i, &v, 4);
+        } else {
+          const uint16_t bits = dtype == DType::kBF16 ? FloatToBf16(v) : FloatToFp16(v);
+          out[2 * i] = static_cast<uint8_t>(bits);
+          out[2 * i + 1] = static_cast<uint8_t>(bits >> 8);
+        }
+      }
+    };
+    tensors.push_back(std::move(t));
+  }
+  SafetensorsWriteOptions options;
+  options.max_shard_bytes = spec.max_shard_bytes;
+  options.num_threads = spec.num_threads;
+  return WriteSafetensorsCheckpoint(directory, tensors, options);
+}
+
+}  // namespace kvtier

@@ -1,0 +1,64 @@
+// Random-weight HF checkpoints for tests and benchmarks (no model can be downloaded here).
+// Every weight is a pure function of (seed, tensor name, element index), so the bytes do
+// not depend on thread count, chunking or sharding. Functions are thread-safe.
+#ifndef KVTIER_MODEL_RANDOM_CHECKPOINT_H_
+#define KVTIER_MODEL_RANDOM_CHECKPOINT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "model/config.h"
+#include "model/tensor.h"
+
+namespace kvtier {
+
+struct RandomCheckpointSpec {
+  Architecture arch = Architecture::kLlama;
+  int64_t hidden = 64;
+  int64_t layers = 2;
+  int64_t heads = 4;
+  int64_t kv_heads = 2;
+  int64_t head_dim = 16;
+  int64_t intermediate = 128;
+  int64_t vocab = 512;
+  int64_t max_positions = 2048;
+  DType dtype = DType::kF32;
+  uint64_t seed = 1;
+  bool tie_embeddings = false;
+  std::optional<Llama3RopeScaling> rope_scaling;
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-5;
+  // Llama/Qwen3 only (Qwen2 always has q/k/v biases; Mistral never).
+  bool attention_bias = false;
+  int64_t max_shard_bytes = 0;  // 0 = single model.safetensors
+  std::optional<int32_t> bos_token_id = 1;
+  std::vector<int32_t> eos_token_ids = {2};
+  int num_threads = 0;  // 0 = hardware_concurrency; does not change the bytes
+};
+
+// Named presets: "tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3" (2 layers,
+// hidden 64, fp32), "small-llama" (4 layers, hidden 256), "llama3-8b", "llama3.2-1b",
+// "mistral-7b", "qwen2.5-0.5b", "qwen3-0.6b" (real shapes, bf16). NotFound naming the
+// preset and listing the known ones otherwise.
+absl::StatusOr<RandomCheckpointSpec> RandomCheckpointPreset(std::string_view name);
+std::vector<std::string> RandomCheckpointPresetNames();
+
+// The config a spec describes, validated through ParseModelConfig (InvalidArgument).
+absl::StatusOr<ModelConfig> RandomCheckpointConfig(const RandomCheckpointSpec& spec);
+
+// Value of element `index` of tensor `name` (before conversion to the stored dtype):
+// matrices uniform with std 1/sqrt(fan_in), RMSNorm weights 1 +- 0.2, biases +- 0.5.
+float RandomWeight(uint64_t seed, const std::string& name, const std::vector<int64_t>& shape, int64_t index);
+
+// Writes config.json, generation_config.json and the safetensors into `directory`
+// (created if missing; existing model files are replaced).
+absl::Status WriteRandomCheckpoint(const RandomCheckpointSpec& spec, const std::string& directory);
+
+}  // namespace kvtier
+
+#endif  // KVTIER_MODEL_RANDOM_CHECKPOINT_H_

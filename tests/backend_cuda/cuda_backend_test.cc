@@ -1,0 +1,347 @@
+// CudaBackend against CpuBackend on tiny random checkpoints (bf16 weights, so both see the
+// same numbers): ragged mixed prefill/decode steps, chunked prefill, a prefix hit, batch
+// splitting, GPU greedy sampling, tier copies, memory caps and the dlopen module entry.
+// Skips without a GPU.
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda_module.h"
+#include "cuda_test_util.h"
+#include "gtest/gtest.h"
+#include "model/checkpoint.h"
+#include "model/random_checkpoint.h"
+
+namespace kvtier {
+namespace {
+
+using cuda_test::RelativeError;
+
+constexpr double kLogitTolerance = 3e-2;
+
+std::string TempDir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/kvtier_cuda_" + name + "_" +
+                          std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::unique_ptr<Checkpoint> MakeCheckpoint(RandomCheckpointSpec spec, const std::string& name) {
+  spec.dtype = DType::kBF16;
+  const std::string dir = TempDir(name);
+  EXPECT_TRUE(WriteRandomCheckpoint(spec, dir).ok());
+  auto checkpoint = Checkpoint::Open(dir);
+  EXPECT_TRUE(checkpoint.ok()) << checkpoint.status();
+  return checkpoint.ok() ? std::move(checkpoint).value() : nullptr;
+}
+
+int32_t Argmax(const float* row, int64_t n) {
+  return static_cast<int32_t>(std::max_element(row, row + n) - row);
+}
+
+// Sequences sharing one block-id space on both backends.
+struct Seq {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> table;
+  int64_t cached = 0;
+};
+struct Feed {
+  int seq;
+  int64_t count;  // tokens to feed from seq.tokens[cached]
+  bool logits;
+};
+
+struct Stats {
+  double max_rel_error = 0;
+  int rows = 0;
+  int argmax_mismatch = 0;
+};
+
+// Runs one step on both backends, checks logits, advances the sequences and appends the
+// CPU's greedy token to every sequence that got logits.
+void Step(Backend& cpu, Backend& gpu, std::vector<Seq>& seqs, const std::vector<Feed>& feeds,
+          Stats* stats) {
+  ForwardBatch batch;
+  for (const Feed& f : feeds) {
+    Seq& s = seqs[f.seq];
+    SequenceChunk c;
+    c.tokens = std::span<const int32_t>(s.tokens).subspan(s.cached, f.count);
+    c.start_position = s.cached;
+    c.block_table = s.table;
+    c.need_logits = f.logits;
+    batch.chunks.push_back(c);
+  }
+  std::vector<float> ref, got;
+  ASSERT_TRUE(cpu.Forward(batch, &ref).ok());
+  absl::Status st = gpu.Forward(batch, &got);
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_EQ(ref.size(), got.size());
+  const int64_t vocab = cpu.vocab_size();
+  int row = 0;
+  std::vector<int32_t> next;
+  for (const Feed& f : feeds) {
+    if (!f.logits) continue;
+    const std::vector<float> r(ref.begin() + row * vocab, ref.begin() + (row + 1) * vocab);
+    const std::vector<float> g(got.begin() + row * vocab, got.begin() + (row + 1) * vocab);
+    const double err = RelativeError(g, r);
+    stats->max_rel_error = std::max(stats->max_rel_error, err);
+    EXPECT_LT(err, kLogitTolerance) << "seq " << f.seq << " at " << seqs[f.seq].cached;
+    const int32_t a = Argmax(r.data(), vocab), b = Argmax(g.data(), vocab);
+    if (a != b) {
+      ++stats->argmax_mismatch;
+      // Only a near tie may flip: the CPU's margin must be within the error seen.
+      EXPECT_LT(std::abs(r[a] - r[b]), 0.05 * (std::abs(r[a]) + 1)) << "argmax " << a << " vs " << b;
+    }
+    ++stats->rows;
+    next.push_back(a);
+    ++row;
+  }
+  row = 0;
+  for (const Feed& f : feeds) {
+    Seq& s = seqs[f.seq];
+    s.cached += f.count;
+    if (f.logits && s.cached == static_cast<int64_t>(s.tokens.size())) s.tokens.push_back(next[row]);
+    if (f.logits) ++row;
+  }
+}
+
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override { KVT_SKIP_WITHOUT_CUDA(); }
+  std::mt19937 rng_{std::random_device{}()};
+
+  // The scenario: prefill (one chunked), then a mixed step with a prefix hit, then decodes.
+  Stats RunScenario(Backend& cpu, Backend& gpu, int64_t vocab, std::vector<Seq>* out = nullptr) {
+    const int kBlocks = 40;
+    EXPECT_TRUE(cpu.AllocateKvPool(kBlocks).ok());
+    EXPECT_TRUE(gpu.AllocateKvPool(kBlocks).ok());
+    std::vector<int32_t> ids(kBlocks);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng_);
+    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(vocab) - 1);
+    std::vector<Seq> seqs(4);
+    const int lengths[4] = {20, 7, 33, 0};
+    for (int i = 0; i < 4; ++i) {
+      for (int j = 0; j < lengths[i]; ++j) seqs[i].tokens.push_back(tok(rng_));
+      seqs[i].table.assign(ids.begin() + i * 6, ids.begin() + (i + 1) * 6);
+    }
+    // D shares A's first (full) block: its first 16 tokens are A's.
+    seqs[3].tokens.assign(seqs[0].tokens.begin(), seqs[0].tokens.begin() + 16);
+    for (int j = 0; j < 5; ++j) seqs[3].tokens.push_back(tok(rng_));
+    seqs[3].table[0] = seqs[0].table[0];
+    seqs[3].cached = 16;
+
+    Stats stats;
+    Step(cpu, gpu, seqs, {{0, 20, true}, {1, 4, false}, {2, 33, true}}, &stats);
+    Step(cpu, gpu, seqs, {{0, 1, true}, {1, 3, true}, {2, 1, true}, {3, 5, true}}, &stats);
+    for (int i = 0; i < 5; ++i) {
+      Step(cpu, gpu, seqs, {{0, 1, true}, {1, 1, true}, {2, 1, true}, {3, 1, true}}, &stats);
+    }
+    if (out != nullptr) *out = seqs;
+    return stats;
+  }
+};
+
+struct ModelCase {
+  std::string preset;
+  bool llama3_scaling;
+  bool tied;
+};
+
+class CudaBackendModelTest : public CudaBackendTest,
+                             public ::testing::WithParamInterface<ModelCase> {};
+
+TEST_P(CudaBackendModelTest, MatchesCpuBackend) {
+  const ModelCase mc = GetParam();
+  auto spec = RandomCheckpointPreset(mc.preset);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->seed = rng_();
+  spec->tie_embeddings = mc.tied;
+  if (mc.llama3_scaling) spec->rope_scaling = Llama3RopeScaling{8.0, 1.0, 4.0, 32};
+  auto checkpoint = MakeCheckpoint(*spec, mc.preset);
+  ASSERT_NE(checkpoint, nullptr);
+  BackendOptions options;
+  auto cpu = CpuBackend::Create(*checkpoint, options);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto gpu = CudaBackend::Create(*checkpoint, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  std::vector<Seq> seqs;
+  const Stats stats = RunScenario(**cpu, **gpu, checkpoint->config().vocab_size, &seqs);
+  std::printf("[%s] logits rows %d, max relative error %.3g, argmax mismatches %d\n",
+              mc.preset.c_str(), stats.rows, stats.max_rel_error, stats.argmax_mismatch);
+  EXPECT_LE(stats.argmax_mismatch, stats.rows / 10);
+  EXPECT_EQ((*gpu)->allocations_after_init(), 0);
+
+  // The KV the GPU wrote matches the CPU's at every cached position (bf16 tolerance).
+  const KvLayout& layout = (*gpu)->kv_layout();
+  std::vector<uint16_t> block(layout.ElementsPerBlock());
+  std::vector<float> got, want;
+  for (const Seq& s : seqs) {
+    for (int64_t pos = 0; pos < s.cached; ++pos) {
+      const int32_t b = s.table[pos / layout.block_tokens];
+      BlockCopy copy{b, block.data()};
+      ASSERT_TRUE((*gpu)->CopyBlocksToHost({&copy, 1}).ok());
+      const float* ref = (*cpu)->BlockData(b);
+      for (int64_t layer = 0; layer < layout.num_layers; ++layer) {
+        for (int64_t kv = 0; kv < 2; ++kv) {
+          for (int64_t h = 0; h < layout.num_kv_heads; ++h) {
+            const int64_t off = layout.ElementOffset(layer, kv, h, pos % layout.block_tokens);
+            for (int64_t i = 0; i < layout.head_dim; ++i) {
+              got.push_back(Bf16ToFloat(block[off + i]));
+              want.push_back(ref[off + i]);
+            }
+          }
+        }
+      }
+    }
+  }
+  ASSERT_FALSE(want.empty());
+  EXPECT_LT(RelativeError(got, want), 2e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
+                         ::testing::Values(ModelCase{"tiny-llama", false, false},
+                                           ModelCase{"tiny-llama", true, true},
+                                           ModelCase{"tiny-mistral", false, false},
+                                           ModelCase{"tiny-qwen2", false, false},
+                                           ModelCase{"tiny-qwen3", false, true},
+                                           ModelCase{"small-llama", false, false}),
+                         [](const ::testing::TestParamInfo<ModelCase>& info) {
+                           std::string n = info.param.preset + (info.param.llama3_scaling ? "_llama3" : "") +
+                                           (info.param.tied ? "_tied" : "");
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+TEST_F(CudaBackendTest, SmallWorkspaceSplitsBatchesAndGreedyMatchesLogits) {
+  auto spec = RandomCheckpointPreset("tiny-llama");
+  ASSERT_TRUE(spec.ok());
+  spec->seed = rng_();
+  auto checkpoint = MakeCheckpoint(*spec, "split");
+  ASSERT_NE(checkpoint, nullptr);
+  auto cpu = CpuBackend::Create(*checkpoint, BackendOptions());
+  ASSERT_TRUE(cpu.ok());
+  BackendOptions small;
+  small.max_tokens_per_step = 8;
+  small.max_sequences = 2;
+  auto gpu = CudaBackend::Create(*checkpoint, small);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const Stats stats = RunScenario(**cpu, **gpu, checkpoint->config().vocab_size);
+  EXPECT_GT(stats.rows, 0);
+  EXPECT_EQ((*gpu)->allocations_after_init(), 0);
+
+  // Greedy on the GPU = argmax of the GPU's own logits for the same batch.
+  std::vector<int32_t> tokens = {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+  std::vector<int32_t> table = {30, 31};
+  ForwardBatch batch;
+  batch.chunks.push_back({tokens, 0, table, true});
+  batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1), 11, table, true});
+  std::vector<float> logits;
+  ASSERT_TRUE((*gpu)->Forward(batch, &logits).ok());
+  std::vector<int32_t> ids;
+  ASSERT_TRUE((*gpu)->ForwardGreedy(batch, &ids).ok());
+  const int64_t vocab = (*gpu)->vocab_size();
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[0], Argmax(logits.data(), vocab));
+  EXPECT_EQ(ids[1], Argmax(logits.data() + vocab, vocab));
+}
+
+TEST_F(CudaBackendTest, CopiesBlocksBetweenTiersAndRejectsBadInput) {
+  auto spec = RandomCheckpointPreset("tiny-qwen3");
+  ASSERT_TRUE(spec.ok());
+  auto checkpoint = MakeCheckpoint(*spec, "copies");
+  ASSERT_NE(checkpoint, nullptr);
+  auto gpu = CudaBackend::Create(*checkpoint, BackendOptions());
+  ASSERT_TRUE(gpu.ok());
+  CudaBackend& b = **gpu;
+  std::vector<float> logits;
+  std::vector<int32_t> tokens = {1, 2, 3};
+  std::vector<int32_t> table = {0};
+  ForwardBatch batch;
+  batch.chunks.push_back({tokens, 0, table, true});
+  EXPECT_EQ(b.Forward(batch, &logits).code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(b.AllocateKvPool(8).ok());
+  const size_t bytes = b.kv_layout().BlockBytes();
+  auto pinned = b.AllocatePinnedHost(2 * bytes);
+  ASSERT_TRUE(pinned.ok());
+  uint8_t* host = static_cast<uint8_t*>(*pinned);
+  for (size_t i = 0; i < bytes; ++i) host[i] = static_cast<uint8_t>(rng_());
+  BlockCopy in{5, host};
+  ASSERT_TRUE(b.CopyBlocksFromHost({&in, 1}).ok());
+  ASSERT_TRUE(b.CopyBlock(5, 2).ok());
+  BlockCopy out{2, host + bytes};
+  ASSERT_TRUE(b.CopyBlocksToHost({&out, 1}).ok());
+  EXPECT_EQ(std::memcmp(host, host + bytes, bytes), 0);
+  b.FreePinnedHost(host);
+
+  EXPECT_EQ(b.CopyBlock(0, 8).code(), absl::StatusCode::kInvalidArgument);
+  std::vector<int32_t> bad_tokens = {1, static_cast<int32_t>(b.vocab_size())};
+  batch.chunks[0].tokens = bad_tokens;
+  EXPECT_EQ(b.Forward(batch, &logits).code(), absl::StatusCode::kInvalidArgument);
+  std::vector<int32_t> long_tokens(17, 1);
+  batch.chunks[0].tokens = long_tokens;  // needs 2 blocks, table has 1
+  EXPECT_EQ(b.Forward(batch, &logits).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(b.allocations_after_init(), 0);
+  EXPECT_EQ(b.AllocateKvPool(4).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(CudaBackendTest, HonoursDeviceMemoryLimit) {
+  auto spec = RandomCheckpointPreset("tiny-llama");
+  ASSERT_TRUE(spec.ok());
+  auto checkpoint = MakeCheckpoint(*spec, "limit");
+  ASSERT_NE(checkpoint, nullptr);
+  BackendOptions tiny;
+  tiny.gpu_mem_limit_bytes = 1 << 20;
+  auto refused = CudaBackend::Create(*checkpoint, tiny);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("exceed"), std::string::npos) << refused.status();
+
+  auto probe = CudaBackend::Create(*checkpoint, BackendOptions());
+  ASSERT_TRUE(probe.ok());
+  const int64_t base = (*probe)->device_bytes_in_use();
+  const int64_t block = static_cast<int64_t>((*probe)->kv_layout().BlockBytes());
+  probe->reset();
+  BackendOptions capped;
+  capped.gpu_mem_limit_bytes = base + 10 * block;
+  auto gpu = CudaBackend::Create(*checkpoint, capped);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_EQ((*gpu)->AllocateKvPool(11).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE((*gpu)->AllocateKvPool(10).ok());
+  EXPECT_LE((*gpu)->device_bytes_in_use(), capped.gpu_mem_limit_bytes);
+}
+
+TEST_F(CudaBackendTest, ModuleEntryPointCreatesBackend) {
+  void* module = dlopen(KVTIER_CUDA_MODULE_PATH, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(module, nullptr) << dlerror();
+  auto create = reinterpret_cast<CreateCudaBackendFn>(dlsym(module, kCudaModuleSymbol));
+  ASSERT_NE(create, nullptr) << dlerror();
+  auto spec = RandomCheckpointPreset("tiny-llama");
+  ASSERT_TRUE(spec.ok());
+  auto checkpoint = MakeCheckpoint(*spec, "module");
+  ASSERT_NE(checkpoint, nullptr);
+  {
+    auto wrong = create(kCudaModuleAbiVersion + 1, *checkpoint, BackendOptions());
+    EXPECT_FALSE(wrong.ok());
+    auto backend = create(kCudaModuleAbiVersion, *checkpoint, BackendOptions());
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    EXPECT_EQ((*backend)->name(), "cuda");
+    EXPECT_GT((*backend)->device_bytes_in_use(), 0);
+  }
+  dlclose(module);
+}
+
+}  // namespace
+}  // namespace kvtier

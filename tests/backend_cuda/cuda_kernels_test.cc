@@ -1,0 +1,417 @@
+// Every CUDA kernel against the CPU reference operators (backend/cpu/cpu_ops.h) on fresh
+// random inputs, outputs poisoned with NaN before each run. Skips without a GPU.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/attention_plan.h"
+#include "backend/cuda/kernels.h"
+#include "backend/kv_layout.h"
+#include "cuda_test_util.h"
+#include "gtest/gtest.h"
+
+namespace kvtier::cuda {
+namespace {
+
+using cuda_test::Bf16Data;
+using cuda_test::Bf16ToF32;
+using cuda_test::DeviceArray;
+using cuda_test::RandomBf16;
+using cuda_test::RandomF32;
+using cuda_test::RelativeError;
+
+constexpr double kBf16Tolerance = 1e-2;
+
+class CudaKernelsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { KVT_SKIP_WITHOUT_CUDA(); }
+  std::mt19937 rng_{std::random_device{}()};
+};
+
+TEST_F(CudaKernelsTest, EmbeddingGatherMatchesReference) {
+  const int vocab = 100, dim = 72, rows = 9;
+  Bf16Data table = RandomBf16(vocab * dim, rng_);
+  std::vector<int32_t> ids(rows);
+  for (int32_t& id : ids) id = std::uniform_int_distribution<int>(0, vocab - 1)(rng_);
+  DeviceArray<uint16_t> d_table(table.bits.size());
+  d_table.Upload(table.bits);
+  DeviceArray<int32_t> d_ids(rows);
+  d_ids.Upload(ids);
+  DeviceArray<float> d_out(rows * dim);
+  ASSERT_EQ(EmbeddingGather(d_ids.get(), reinterpret_cast<bf16*>(d_table.get()), rows, dim,
+                            d_out.get(), nullptr),
+            cudaSuccess);
+  std::vector<float> ref(rows * dim);
+  EmbeddingLookup(table.values.data(), ids.data(), rows, dim, ref.data());
+  EXPECT_EQ(d_out.Download(), ref);
+}
+
+TEST_F(CudaKernelsTest, AddRmsNormMatchesReference) {
+  const int rows = 7, dim = 200;
+  const float eps = 1e-5f;
+  for (bool with_add : {false, true}) {
+    std::vector<float> residual = RandomF32(rows * dim, rng_, -2, 2);
+    Bf16Data add = RandomBf16(rows * dim, rng_);
+    std::vector<float> weight = RandomF32(dim, rng_, 0.5f, 1.5f);
+    DeviceArray<float> d_res(rows * dim), d_w(dim);
+    d_res.Upload(residual);
+    d_w.Upload(weight);
+    DeviceArray<uint16_t> d_add(rows * dim), d_out(rows * dim);
+    d_add.Upload(add.bits);
+    ASSERT_EQ(AddRmsNorm(d_res.get(), with_add ? reinterpret_cast<bf16*>(d_add.get()) : nullptr,
+                         d_w.get(), nullptr, rows, dim, eps,
+                         reinterpret_cast<bf16*>(d_out.get()), nullptr),
+              cudaSuccess);
+    std::vector<float> x = residual;
+    if (with_add) AddInPlace(x.data(), add.values.data(), rows * dim);
+    std::vector<float> ref(rows * dim);
+    RmsNorm(x.data(), weight.data(), rows, dim, eps, ref.data(), nullptr);
+    EXPECT_LT(RelativeError(Bf16ToF32(d_out.Download()), ref), kBf16Tolerance);
+    EXPECT_LT(RelativeError(d_res.Download(), x), 1e-6);
+  }
+}
+
+TEST_F(CudaKernelsTest, AddRmsNormSelectsRows) {
+  const int rows = 6, dim = 64;
+  std::vector<float> residual = RandomF32(rows * dim, rng_, -2, 2);
+  std::vector<float> weight = RandomF32(dim, rng_, 0.5f, 1.5f);
+  const std::vector<int32_t> row_map = {5, 2};
+  DeviceArray<float> d_res(rows * dim), d_w(dim);
+  d_res.Upload(residual);
+  d_w.Upload(weight);
+  DeviceArray<int32_t> d_map(2);
+  d_map.Upload(row_map);
+  DeviceArray<uint16_t> d_out(2 * dim);
+  ASSERT_EQ(AddRmsNorm(d_res.get(), nullptr, d_w.get(), d_map.get(), 2, dim, 1e-6f,
+                       reinterpret_cast<bf16*>(d_out.get()), nullptr),
+            cudaSuccess);
+  std::vector<float> selected, ref(2 * dim);
+  for (int r : row_map) {
+    selected.insert(selected.end(), residual.begin() + r * dim, residual.begin() + (r + 1) * dim);
+  }
+  RmsNorm(selected.data(), weight.data(), 2, dim, 1e-6, ref.data(), nullptr);
+  EXPECT_LT(RelativeError(Bf16ToF32(d_out.Download()), ref), kBf16Tolerance);
+}
+
+TEST_F(CudaKernelsTest, SiluMulMatchesReference) {
+  const int rows = 5, dim = 300;
+  Bf16Data gate_up = RandomBf16(rows * 2 * dim, rng_, -4, 4);
+  DeviceArray<uint16_t> d_in(gate_up.bits.size()), d_out(rows * dim);
+  d_in.Upload(gate_up.bits);
+  ASSERT_EQ(SiluMul(reinterpret_cast<bf16*>(d_in.get()), rows, dim,
+                    reinterpret_cast<bf16*>(d_out.get()), nullptr),
+            cudaSuccess);
+  std::vector<float> gate, up, ref(rows * dim);
+  for (int r = 0; r < rows; ++r) {
+    gate.insert(gate.end(), gate_up.values.begin() + r * 2 * dim,
+                gate_up.values.begin() + r * 2 * dim + dim);
+    up.insert(up.end(), gate_up.values.begin() + r * 2 * dim + dim,
+              gate_up.values.begin() + (r + 1) * 2 * dim);
+  }
+  SiluMul(gate.data(), up.data(), rows * dim, ref.data());
+  EXPECT_LT(RelativeError(Bf16ToF32(d_out.Download()), ref), kBf16Tolerance);
+}
+
+TEST_F(CudaKernelsTest, ArgmaxRowsMatchesReference) {
+  const int rows = 4, vocab = 50000;
+  std::vector<float> logits = RandomF32(rows * vocab, rng_, -10, 10);
+  DeviceArray<float> d_logits(logits.size());
+  d_logits.Upload(logits);
+  DeviceArray<int32_t> d_ids(rows);
+  ASSERT_EQ(ArgmaxRows(d_logits.get(), rows, vocab, d_ids.get(), nullptr), cudaSuccess);
+  const std::vector<int32_t> ids = d_ids.Download();
+  for (int r = 0; r < rows; ++r) {
+    const auto begin = logits.begin() + static_cast<int64_t>(r) * vocab;
+    EXPECT_EQ(ids[r], std::max_element(begin, begin + vocab) - begin);
+  }
+}
+
+// A paged-KV world: chunks with shuffled block tables over one pool, both on the host
+// (f32 reference) and on the device (bf16).
+struct PagedWorld {
+  KvLayout layout;
+  int num_heads = 0;
+  std::vector<ChunkShape> chunks;
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<int32_t> indptr, indices, token_chunk, token_pos;
+  int64_t num_blocks = 0;
+  int num_tokens = 0;
+
+  PagedWorld(int heads, int kv_heads, int head_dim, int block_tokens,
+             std::vector<ChunkShape> shapes, std::mt19937& rng)
+      : num_heads(heads), chunks(std::move(shapes)) {
+    layout.num_layers = 2;
+    layout.num_kv_heads = kv_heads;
+    layout.head_dim = head_dim;
+    layout.block_tokens = block_tokens;
+    layout.dtype = DType::kBF16;
+    int64_t needed = 0;
+    for (const ChunkShape& c : chunks) {
+      needed += (c.start_position + c.num_tokens + block_tokens - 1) / block_tokens;
+    }
+    num_blocks = needed + 3;
+    std::vector<int32_t> ids(num_blocks);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    int64_t next = 0;
+    indptr.push_back(0);
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      const int64_t n =
+          (chunks[c].start_position + chunks[c].num_tokens + block_tokens - 1) / block_tokens;
+      tables.emplace_back(ids.begin() + next, ids.begin() + next + n);
+      next += n;
+      indices.insert(indices.end(), tables.back().begin(), tables.back().end());
+      indptr.push_back(static_cast<int32_t>(indices.size()));
+      for (int i = 0; i < chunks[c].num_tokens; ++i) {
+        token_chunk.push_back(static_cast<int32_t>(c));
+        token_pos.push_back(static_cast<int32_t>(chunks[c].start_position + i));
+      }
+      num_tokens += chunks[c].num_tokens;
+    }
+  }
+};
+
+struct AttentionCase {
+  int heads, kv_heads, head_dim, block_tokens, split_tokens;
+};
+
+class PagedAttentionTest : public CudaKernelsTest,
+                           public ::testing::WithParamInterface<AttentionCase> {};
+
+TEST_P(PagedAttentionTest, MatchesReferenceOnShuffledBlocks) {
+  const AttentionCase p = GetParam();
+  // Long decode (split-K), prefill from 0, chunked prefill / prefix hit (start > 0), short
+  // decode, a chunk crossing many blocks.
+  PagedWorld w(p.heads, p.kv_heads, p.head_dim, p.block_tokens,
+               {{1, 3000}, {37, 0}, {20, 50}, {1, 4}, {9, 700}}, rng_);
+  const int layer = 1;
+  const int64_t pool_elems = w.num_blocks * w.layout.ElementsPerBlock();
+  Bf16Data pool = RandomBf16(pool_elems, rng_, -2, 2);
+  Bf16Data q = RandomBf16(static_cast<size_t>(w.num_tokens) * p.heads * p.head_dim, rng_, -2, 2);
+
+  AttentionPlanOptions o;
+  o.num_heads = p.heads;
+  o.num_kv_heads = p.kv_heads;
+  o.max_rows = AttentionMaxRows(p.head_dim);
+  o.split_tokens = p.split_tokens;
+  o.partial_slots = 4096;
+  AttentionPlan plan;
+  ASSERT_TRUE(PlanAttention(w.chunks, o, &plan).ok());
+
+  DeviceArray<uint16_t> d_pool(pool_elems), d_q(q.bits.size()), d_out(q.bits.size());
+  d_pool.Upload(pool.bits);
+  d_q.Upload(q.bits);
+  DeviceArray<int32_t> d_indptr(w.indptr.size()), d_indices(w.indices.size()),
+      d_chunk(w.num_tokens), d_pos(w.num_tokens), d_splits(w.num_tokens), d_base(w.num_tokens);
+  d_indptr.Upload(w.indptr);
+  d_indices.Upload(w.indices);
+  d_chunk.Upload(w.token_chunk);
+  d_pos.Upload(w.token_pos);
+  d_splits.Upload(plan.num_splits);
+  d_base.Upload(plan.partial_base);
+  DeviceArray<AttentionItem> d_items(plan.items.size());
+  d_items.Upload(plan.items);
+  DeviceArray<float> d_partial(o.partial_slots * p.heads * p.head_dim),
+      d_ml(o.partial_slots * p.heads * 2);
+
+  PagedKv kv;
+  kv.pool = reinterpret_cast<bf16*>(d_pool.get());
+  kv.indices = d_indices.get();
+  kv.indptr = d_indptr.get();
+  kv.block_elements = w.layout.ElementsPerBlock();
+  kv.num_kv_heads = p.kv_heads;
+  kv.head_dim = p.head_dim;
+  kv.block_tokens = p.block_tokens;
+  AttentionParams params;
+  params.q = reinterpret_cast<bf16*>(d_q.get());
+  params.out = reinterpret_cast<bf16*>(d_out.get());
+  params.items = d_items.get();
+  params.num_items = static_cast<int32_t>(plan.items.size());
+  params.num_heads = p.heads;
+  params.layer = layer;
+  params.max_rows = plan.max_rows;
+  params.any_split = plan.any_split;
+  ASSERT_EQ(PagedAttention(params, StepTokens{d_chunk.get(), d_pos.get(), w.num_tokens}, kv,
+                           AttentionSplits{d_splits.get(), d_base.get(), d_partial.get(),
+                                           d_ml.get()},
+                           nullptr),
+            cudaSuccess);
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  const std::vector<float> out = Bf16ToF32(d_out.Download());
+
+  KvLayout f32_layout = w.layout;
+  f32_layout.dtype = DType::kF32;
+  int64_t token = 0;
+  for (size_t c = 0; c < w.chunks.size(); ++c) {
+    const int rows = w.chunks[c].num_tokens;
+    const size_t row_elems = static_cast<size_t>(p.heads) * p.head_dim;
+    std::vector<float> ref(rows * row_elems);
+    PagedAttention(f32_layout, pool.values.data(), w.tables[c], layer,
+                   w.chunks[c].start_position, rows, p.heads,
+                   q.values.data() + token * row_elems, ref.data(), nullptr);
+    const std::vector<float> got(out.begin() + token * row_elems,
+                                 out.begin() + (token + rows) * row_elems);
+    EXPECT_LT(RelativeError(got, ref), kBf16Tolerance)
+        << "chunk " << c << " start " << w.chunks[c].start_position << " rows " << rows;
+    token += rows;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, PagedAttentionTest,
+    ::testing::Values(AttentionCase{8, 2, 128, 16, 256},    // Llama-3 GQA, split-K
+                      AttentionCase{8, 2, 128, 16, 100000}, // no split
+                      AttentionCase{4, 4, 64, 16, 128},     // MHA
+                      AttentionCase{32, 1, 32, 8, 512},     // MQA: group > rows per CTA
+                      AttentionCase{12, 4, 80, 16, 300},    // head_dim 80
+                      AttentionCase{4, 2, 16, 16, 64},      // tiny head_dim
+                      AttentionCase{16, 8, 256, 32, 1024}), // head_dim 256
+    [](const ::testing::TestParamInfo<AttentionCase>& info) {
+      const AttentionCase& c = info.param;
+      return "h" + std::to_string(c.heads) + "kv" + std::to_string(c.kv_heads) + "d" +
+             std::to_string(c.head_dim) + "bt" + std::to_string(c.block_tokens) + "s" +
+             std::to_string(c.split_tokens);
+    });
+
+struct QkvCase {
+  int heads, kv_heads, head_dim;
+  bool bias, qk_norm, llama3;
+};
+
+class QkvPostTest : public CudaKernelsTest, public ::testing::WithParamInterface<QkvCase> {};
+
+// Bias, q/k norm, RoPE and the KV write against AddInPlace / RmsNorm / ApplyRope / WriteKv.
+TEST_P(QkvPostTest, MatchesReference) {
+  const QkvCase p = GetParam();
+  PagedWorld w(p.heads, p.kv_heads, p.head_dim, 16, {{13, 0}, {1, 40}, {6, 9000}}, rng_);
+  const int layer = 1;
+  const int d = p.head_dim, q_dim = p.heads * d, kv_dim = p.kv_heads * d;
+  const int width = q_dim + 2 * kv_dim;
+  const int t_count = w.num_tokens;
+  Bf16Data qkv = RandomBf16(static_cast<size_t>(t_count) * width, rng_, -2, 2);
+  std::vector<float> bias = RandomF32(width, rng_, -0.5f, 0.5f);
+  std::vector<float> q_norm = RandomF32(d, rng_, 0.8f, 1.2f);
+  std::vector<float> k_norm = RandomF32(d, rng_, 0.8f, 1.2f);
+  std::optional<Llama3RopeScaling> scaling;
+  if (p.llama3) scaling = Llama3RopeScaling{8.0, 1.0, 4.0, 8192};
+  std::vector<float> inv_freq(d / 2);
+  RopeInverseFrequencies(d, 500000.0, scaling, inv_freq.data());
+  const float eps = 1e-6f;
+
+  const int64_t pool_elems = w.num_blocks * w.layout.ElementsPerBlock();
+  DeviceArray<uint16_t> d_qkv(qkv.bits.size()), d_q(static_cast<size_t>(t_count) * q_dim),
+      d_pool(pool_elems);
+  d_qkv.Upload(qkv.bits);
+  DeviceArray<float> d_bias(width), d_qn(d), d_kn(d), d_freq(d / 2);
+  d_bias.Upload(bias);
+  d_qn.Upload(q_norm);
+  d_kn.Upload(k_norm);
+  d_freq.Upload(inv_freq);
+  DeviceArray<int32_t> d_indptr(w.indptr.size()), d_indices(w.indices.size()),
+      d_chunk(t_count), d_pos(t_count);
+  d_indptr.Upload(w.indptr);
+  d_indices.Upload(w.indices);
+  d_chunk.Upload(w.token_chunk);
+  d_pos.Upload(w.token_pos);
+
+  QkvPostParams params;
+  params.qkv = reinterpret_cast<bf16*>(d_qkv.get());
+  params.bias = p.bias ? d_bias.get() : nullptr;
+  params.q_norm = p.qk_norm ? d_qn.get() : nullptr;
+  params.k_norm = p.qk_norm ? d_kn.get() : nullptr;
+  params.inv_freq = d_freq.get();
+  params.norm_eps = eps;
+  params.num_heads = p.heads;
+  params.layer = layer;
+  params.q_out = reinterpret_cast<bf16*>(d_q.get());
+  PagedKv kv;
+  kv.pool = reinterpret_cast<bf16*>(d_pool.get());
+  kv.indices = d_indices.get();
+  kv.indptr = d_indptr.get();
+  kv.block_elements = w.layout.ElementsPerBlock();
+  kv.num_kv_heads = p.kv_heads;
+  kv.head_dim = d;
+  kv.block_tokens = 16;
+  ASSERT_EQ(QkvPost(params, StepTokens{d_chunk.get(), d_pos.get(), t_count}, kv, nullptr),
+            cudaSuccess);
+  CUDA_ASSERT(cudaDeviceSynchronize());
+
+  // Reference.
+  std::vector<float> q(static_cast<size_t>(t_count) * q_dim), k(static_cast<size_t>(t_count) * kv_dim),
+      v(static_cast<size_t>(t_count) * kv_dim);
+  for (int t = 0; t < t_count; ++t) {
+    std::vector<float> row(qkv.values.begin() + static_cast<int64_t>(t) * width,
+                           qkv.values.begin() + static_cast<int64_t>(t + 1) * width);
+    if (p.bias) AddInPlace(row.data(), bias.data(), width);
+    std::copy(row.begin(), row.begin() + q_dim, q.begin() + t * q_dim);
+    std::copy(row.begin() + q_dim, row.begin() + q_dim + kv_dim, k.begin() + t * kv_dim);
+    std::copy(row.begin() + q_dim + kv_dim, row.end(), v.begin() + t * kv_dim);
+  }
+  if (p.qk_norm) {
+    RmsNorm(q.data(), q_norm.data(), t_count * p.heads, d, eps, q.data(), nullptr);
+    RmsNorm(k.data(), k_norm.data(), t_count * p.kv_heads, d, eps, k.data(), nullptr);
+  }
+  std::vector<int64_t> positions(w.token_pos.begin(), w.token_pos.end());
+  ApplyRope(q.data(), positions.data(), t_count, p.heads, d, inv_freq.data());
+  ApplyRope(k.data(), positions.data(), t_count, p.kv_heads, d, inv_freq.data());
+  EXPECT_LT(RelativeError(Bf16ToF32(d_q.Download()), q), kBf16Tolerance);
+
+  KvLayout f32_layout = w.layout;
+  f32_layout.dtype = DType::kF32;
+  std::vector<float> ref_pool(pool_elems, NAN);
+  int64_t token = 0;
+  for (size_t c = 0; c < w.chunks.size(); ++c) {
+    WriteKv(f32_layout, ref_pool.data(), w.tables[c], layer, w.chunks[c].start_position,
+            w.chunks[c].num_tokens, k.data() + token * kv_dim, v.data() + token * kv_dim);
+    token += w.chunks[c].num_tokens;
+  }
+  const std::vector<float> pool = Bf16ToF32(d_pool.Download());
+  std::vector<float> got, want;
+  int64_t mismatched_nan = 0;
+  for (int64_t i = 0; i < pool_elems; ++i) {
+    if (std::isnan(ref_pool[i])) {
+      if (!std::isnan(pool[i])) ++mismatched_nan;  // written where nothing should be
+      continue;
+    }
+    got.push_back(pool[i]);
+    want.push_back(ref_pool[i]);
+  }
+  EXPECT_EQ(mismatched_nan, 0);
+  EXPECT_EQ(static_cast<int64_t>(want.size()), 2LL * t_count * kv_dim);
+  EXPECT_LT(RelativeError(got, want), kBf16Tolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Variants, QkvPostTest,
+    ::testing::Values(QkvCase{8, 2, 128, false, false, false}, QkvCase{8, 2, 128, false, false, true},
+                      QkvCase{4, 2, 64, true, false, false}, QkvCase{16, 8, 128, false, true, false},
+                      QkvCase{4, 4, 16, true, true, true}, QkvCase{8, 4, 256, false, true, false}),
+    [](const ::testing::TestParamInfo<QkvCase>& info) {
+      const QkvCase& c = info.param;
+      return "h" + std::to_string(c.heads) + "kv" + std::to_string(c.kv_heads) + "d" +
+             std::to_string(c.head_dim) + (c.bias ? "_bias" : "") + (c.qk_norm ? "_qknorm" : "") +
+             (c.llama3 ? "_llama3" : "");
+    });
+
+TEST_F(CudaKernelsTest, ConversionsAndFillsRoundTrip) {
+  const int64_t n = 1000;
+  DeviceArray<float> d_f(n), d_back(n);
+  DeviceArray<uint16_t> d_b(n);
+  ASSERT_EQ(FillRandomF32(d_f.get(), n, 7, 0.0f, 3.0f, nullptr), cudaSuccess);
+  ASSERT_EQ(ConvertF32ToBf16(d_f.get(), n, reinterpret_cast<bf16*>(d_b.get()), nullptr),
+            cudaSuccess);
+  ASSERT_EQ(ConvertBf16ToF32(reinterpret_cast<bf16*>(d_b.get()), n, d_back.get(), nullptr),
+            cudaSuccess);
+  const std::vector<float> f = d_f.Download();
+  for (float x : f) ASSERT_TRUE(std::isfinite(x) && std::abs(x) <= 3.0f);
+  EXPECT_LT(RelativeError(d_back.Download(), f), 1e-2);
+  ASSERT_EQ(FillRandomBf16(reinterpret_cast<bf16*>(d_b.get()), n, 7, 1.0f, 0.5f, nullptr),
+            cudaSuccess);
+  for (float x : Bf16ToF32(d_b.Download())) ASSERT_TRUE(x >= 0.49f && x <= 1.51f);
+}
+
+}  // namespace
+}  // namespace kvtier::cuda

@@ -1,0 +1,114 @@
+// Helpers of the CUDA tests: device detection (tests skip without a GPU), RAII device
+// arrays, bf16-representable random data and relative-error checks. Not thread-safe.
+#ifndef KVTIER_TESTS_BACKEND_CUDA_CUDA_TEST_UTIL_H_
+#define KVTIER_TESTS_BACKEND_CUDA_CUDA_TEST_UTIL_H_
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "model/tensor.h"
+
+namespace kvtier::cuda_test {
+
+// Empty when a CUDA device is usable, else why not.
+inline std::string NoCudaDeviceReason() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("no CUDA device: ") + cudaGetErrorString(err);
+  }
+  if (count == 0) return "no CUDA device present";
+  return "";
+}
+
+#define KVT_SKIP_WITHOUT_CUDA()                                          \
+  do {                                                                   \
+    const std::string kvt_reason_ = ::kvtier::cuda_test::NoCudaDeviceReason(); \
+    if (!kvt_reason_.empty()) GTEST_SKIP() << kvt_reason_;               \
+  } while (0)
+
+#define CUDA_ASSERT(expr) ASSERT_EQ((expr), cudaSuccess) << cudaGetErrorString(expr)
+
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t count) : count_(count) {
+    if (cudaMalloc(&ptr_, std::max<size_t>(count, 1) * sizeof(T)) != cudaSuccess) ptr_ = nullptr;
+    Poison();
+  }
+  ~DeviceArray() { cudaFree(ptr_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  T* get() const { return static_cast<T*>(ptr_); }
+  size_t size() const { return count_; }
+  // 0xFF bytes: NaN as f32 and as bf16.
+  void Poison() { cudaMemset(ptr_, 0xFF, count_ * sizeof(T)); }
+  void Upload(const std::vector<T>& host) {
+    cudaMemcpy(ptr_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  std::vector<T> Download() const {
+    std::vector<T> host(count_);
+    cudaDeviceSynchronize();
+    cudaMemcpy(host.data(), ptr_, count_ * sizeof(T), cudaMemcpyDeviceToHost);
+    return host;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t count_ = 0;
+};
+
+// Random values representable in bf16: `bits` for the device, `values` for the reference.
+struct Bf16Data {
+  std::vector<uint16_t> bits;
+  std::vector<float> values;
+};
+inline Bf16Data RandomBf16(size_t count, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Bf16Data d;
+  d.bits.resize(count);
+  d.values.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    d.bits[i] = FloatToBf16(dist(rng));
+    d.values[i] = Bf16ToFloat(d.bits[i]);
+  }
+  return d;
+}
+inline std::vector<float> RandomF32(size_t count, std::mt19937& rng, float lo = -1.0f,
+                                    float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(count);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+inline std::vector<float> Bf16ToF32(const std::vector<uint16_t>& bits) {
+  std::vector<float> v(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) v[i] = Bf16ToFloat(bits[i]);
+  return v;
+}
+
+// ||out - ref|| / ||ref||; infinity when out has a non-finite value.
+inline double RelativeError(const std::vector<float>& out, const std::vector<float>& ref) {
+  if (out.size() != ref.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!std::isfinite(out[i])) return INFINITY;
+    const double d = static_cast<double>(out[i]) - ref[i];
+    num += d * d;
+    den += static_cast<double>(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+}  // namespace kvtier::cuda_test
+
+#endif  // KVTIER_TESTS_BACKEND_CUDA_CUDA_TEST_UTIL_H_

@@ -1,0 +1,197 @@
+/* Pure-C test of the public API: drives the whole life cycle through libkvtier.so exactly
+ * as a C service would, including the documented failure paths. Usage: c_api_test MODEL_DIR */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvtier/kvtier.h"
+
+static int failures = 0;
+static int checks = 0;
+
+#define CHECK(cond)                                                 \
+  do {                                                              \
+    ++checks;                                                       \
+    if (!(cond)) {                                                  \
+      ++failures;                                                   \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                               \
+  } while (0)
+
+#define CHECK_STATUS(expr, expected)                                             \
+  do {                                                                           \
+    kvt_status got_ = (expr);                                                    \
+    ++checks;                                                                    \
+    if (got_ != (expected)) {                                                    \
+      ++failures;                                                                \
+      fprintf(stderr, "%s:%d: %s returned %s, expected %s\n", __FILE__, __LINE__, #expr, \
+              kvt_status_string(got_), kvt_status_string(expected));             \
+    }                                                                            \
+  } while (0)
+
+static void test_version(void) {
+  CHECK(kvt_version_major() == KVT_VERSION_MAJOR);
+  CHECK(kvt_version_minor() == KVT_VERSION_MINOR);
+  CHECK(strcmp(kvt_version_string(), KVT_VERSION_STRING) == 0);
+  CHECK(strcmp(kvt_status_string(KVT_ERR_BUSY), "KVT_ERR_BUSY") == 0);
+  CHECK(strcmp(kvt_status_string((kvt_status)999), "KVT_ERR_UNKNOWN_STATUS") == 0);
+}
+
+static void test_options(void) {
+  kvt_options* o = NULL;
+  CHECK_STATUS(kvt_options_create(&o), KVT_OK);
+  CHECK_STATUS(kvt_options_set_int(o, "block_tokens", 8), KVT_OK);
+  CHECK_STATUS(kvt_options_set_int(o, "block_tokens", 0), KVT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(kvt_options_errmsg(o), "block_tokens") != NULL);
+  CHECK_STATUS(kvt_options_set_int(o, "no_such_option", 1), KVT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(kvt_options_errmsg(o), "no_such_option") != NULL);
+  CHECK_STATUS(kvt_options_set_string(o, "gpu_kv_bytes", "2MiB"), KVT_OK);
+  CHECK_STATUS(kvt_options_set_string(o, "gpu_kv_bytes", "lots"), KVT_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(kvt_options_set_string(o, "backend", "tpu"), KVT_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(kvt_options_set_string(o, "backend", NULL), KVT_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(kvt_options_set_int(NULL, "threads", 1), KVT_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(kvt_options_create(NULL), KVT_ERR_INVALID_ARGUMENT);
+  kvt_options_free(o);
+  kvt_options_free(NULL);
+}
+
+static void test_model_errors(void) {
+  kvt_model* m = NULL;
+  char err[256];
+  CHECK_STATUS(kvt_model_load("/nonexistent/kvtier/model", &m, err, sizeof err), KVT_ERR_NOT_FOUND);
+  CHECK(m == NULL);
+  CHECK(strlen(err) > 0);
+  CHECK_STATUS(kvt_model_load(NULL, &m, err, sizeof err), KVT_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(kvt_model_load("/tmp", NULL, NULL, 0), KVT_ERR_INVALID_ARGUMENT);
+}
+
+static int generate_all(kvt_context* ctx, kvt_events* ev, int64_t* ids, int n, int32_t out[][64], int32_t* lens,
+                        int32_t* reasons) {
+  int steps = 0;
+  while (kvt_context_num_unfinished(ctx) > 0 && steps < 10000) {
+    int i;
+    if (kvt_step(ctx, ev) != KVT_OK) return -1;
+    for (i = 0; i < kvt_events_count(ev); ++i) {
+      int64_t seq;
+      int32_t token, reason;
+      int k;
+      kvt_events_get(ev, i, &seq, &token, &reason);
+      for (k = 0; k < n; ++k) {
+        if (ids[k] != seq) continue;
+        if (token != KVT_NO_TOKEN && lens[k] < 64) out[k][lens[k]++] = token;
+        if (reason != KVT_FINISH_REASON_NONE) reasons[k] = reason;
+      }
+    }
+    ++steps;
+  }
+  return steps;
+}
+
+static void test_generation(const char* model_dir) {
+  char err[512];
+  kvt_model* model = NULL;
+  kvt_options* opts = NULL;
+  kvt_context* ctx = NULL;
+  kvt_events* ev = NULL;
+  kvt_request* req = NULL;
+  int32_t prompt[3][5] = {{5, 6, 7, 8, 9}, {10, 11, 12, 13, 14}, {20, 21, 22, 23, 24}};
+  int64_t ids[3];
+  int32_t out[3][64];
+  int32_t lens[3] = {0, 0, 0};
+  int32_t reasons[3] = {0, 0, 0};
+  int32_t solo[64];
+  int32_t solo_len = 0, solo_reason = 0, state = -1, reason = -1, n = 0;
+  int64_t value = 0;
+  int i;
+  char stats[8192];
+  int32_t stats_len = 0;
+
+  CHECK_STATUS(kvt_model_load(model_dir, &model, err, sizeof err), KVT_OK);
+  if (model == NULL) {
+    fprintf(stderr, "cannot load %s: %s\n", model_dir, err);
+    return;
+  }
+  CHECK(kvt_model_vocab_size(model) > 0);
+  CHECK_STATUS(kvt_model_info_json(model, stats, sizeof stats, &stats_len), KVT_OK);
+  CHECK(strstr(stats, "LlamaForCausalLM") != NULL);
+  kvt_options_create(&opts);
+  kvt_options_set_string(opts, "backend", "cpu");
+  kvt_options_set_int(opts, "threads", 2);
+  CHECK_STATUS(kvt_context_create(model, opts, &ctx, err, sizeof err), KVT_OK);
+  kvt_model_free(model); /* the context keeps the model alive */
+  kvt_events_create(&ev);
+  kvt_request_create(&req);
+  CHECK_STATUS(kvt_request_set_max_new_tokens(req, 6), KVT_OK);
+  CHECK_STATUS(kvt_request_set_ignore_eos(req, 1), KVT_OK);
+
+  /* Failure paths: each returns a status and a message, and adds nothing. */
+  CHECK_STATUS(kvt_sequence_add(ctx, req, &ids[0]), KVT_ERR_INVALID_ARGUMENT); /* no prompt */
+  CHECK(strstr(kvt_context_errmsg(ctx), "empty") != NULL);
+  CHECK_STATUS(kvt_request_set_prompt_tokens(req, prompt[0], 0), KVT_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(kvt_request_set_max_new_tokens(req, 0), KVT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(kvt_request_errmsg(req), "max_new_tokens") != NULL);
+  {
+    int32_t bad[2] = {1, 1 << 30};
+    CHECK_STATUS(kvt_request_set_prompt_tokens(req, bad, 2), KVT_OK);
+    CHECK_STATUS(kvt_sequence_add(ctx, req, &ids[0]), KVT_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(kvt_context_errmsg(ctx), "vocabulary") != NULL);
+  }
+  CHECK_STATUS(kvt_sequence_add(ctx, NULL, &ids[0]), KVT_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(kvt_sequence_cancel(ctx, 424242), KVT_ERR_NOT_FOUND);
+  CHECK_STATUS(kvt_sequence_status(ctx, 424242, &state, &reason), KVT_ERR_NOT_FOUND);
+  CHECK_STATUS(kvt_step(NULL, ev), KVT_ERR_INVALID_ARGUMENT);
+  CHECK(kvt_context_num_unfinished(ctx) == 0);
+
+  /* Solo run via the blocking call. */
+  CHECK_STATUS(kvt_request_set_prompt_tokens(req, prompt[1], 5), KVT_OK);
+  CHECK_STATUS(kvt_generate(ctx, req, solo, 64, &solo_len, &solo_reason), KVT_OK);
+  CHECK(solo_len == 6);
+  CHECK(solo_reason == KVT_FINISH_REASON_LENGTH);
+
+  /* Three at once; the second must match its solo run; the third is cancelled. */
+  for (i = 0; i < 3; ++i) {
+    CHECK_STATUS(kvt_request_set_prompt_tokens(req, prompt[i], 5), KVT_OK);
+    CHECK_STATUS(kvt_sequence_add(ctx, req, &ids[i]), KVT_OK);
+  }
+  CHECK_STATUS(kvt_sequence_status(ctx, ids[0], &state, &reason), KVT_OK);
+  CHECK(state == KVT_SEQUENCE_STATE_WAITING);
+  CHECK_STATUS(kvt_sequence_cancel(ctx, ids[2]), KVT_OK);
+  CHECK(generate_all(ctx, ev, ids, 3, out, lens, reasons) > 0);
+  CHECK(lens[1] == solo_len);
+  CHECK(memcmp(out[1], solo, sizeof(int32_t) * (size_t)solo_len) == 0);
+  CHECK(reasons[2] == KVT_FINISH_REASON_CANCELLED);
+  CHECK_STATUS(kvt_sequence_cancel(ctx, ids[2]), KVT_ERR_STATE);
+  CHECK_STATUS(kvt_sequence_tokens(ctx, ids[1], NULL, 0, &n), KVT_OK);
+  CHECK(n == 6);
+  CHECK_STATUS(kvt_sequence_status(ctx, ids[1], &state, &reason), KVT_OK);
+  CHECK(state == KVT_SEQUENCE_STATE_FINISHED && reason == KVT_FINISH_REASON_LENGTH);
+  CHECK_STATUS(kvt_sequence_release(ctx, ids[1]), KVT_OK);
+  CHECK_STATUS(kvt_sequence_tokens(ctx, ids[1], NULL, 0, &n), KVT_ERR_NOT_FOUND);
+
+  CHECK_STATUS(kvt_context_stats_json(ctx, stats, sizeof stats, &stats_len), KVT_OK);
+  CHECK(stats_len > 0 && strstr(stats, "\"tiers\"") != NULL);
+  CHECK_STATUS(kvt_context_stat(ctx, "tiers.gpu.used_bytes", &value), KVT_OK);
+  CHECK(value == 0);
+  CHECK_STATUS(kvt_context_stat(ctx, "generated_tokens", &value), KVT_OK);
+  CHECK(value >= 12);
+  CHECK_STATUS(kvt_context_stat(ctx, "no.such.stat", &value), KVT_ERR_NOT_FOUND);
+
+  kvt_request_free(req);
+  kvt_events_free(ev);
+  kvt_context_free(ctx);
+  kvt_options_free(opts);
+  CHECK(kvt_live_handles() == 0);
+}
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s MODEL_DIR\n", argv[0]);
+    return 2;
+  }
+  test_version();
+  test_options();
+  test_model_errors();
+  test_generation(argv[1]);
+  printf("%d passed, %d failed\n", checks - failures, failures);
+  return failures == 0 ? 0 : 1;
+}

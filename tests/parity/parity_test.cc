@@ -1,0 +1,125 @@
+// Parity with HuggingFace transformers: regenerates each golden checkpoint with our
+// mkmodel, runs the CPU reference backend (prefill and decode paths) and the engine, and
+// requires logits within 1e-4 relative error and identical greedy tokens.
+// Goldens: tests/parity/goldens.json, written by scripts/make_goldens.py on the GPU machine.
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "backend/backend.h"
+#include "engine/engine.h"
+#include "gtest/gtest.h"
+#include "model/checkpoint.h"
+#include "nlohmann/json.hpp"
+#include "testing/test_model.h"
+
+namespace kvtier {
+namespace {
+
+std::string g_kvtier_cli;  // argv[1]: the kvtier CLI used to write the checkpoints
+
+double RelativeError(const std::vector<float>& got, const std::vector<double>& want) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+nlohmann::json LoadGoldens() {
+  std::ifstream in(std::string(KVTIER_SOURCE_DIR) + "/tests/parity/goldens.json");
+  if (!in) return nullptr;
+  return nlohmann::json::parse(in);
+}
+
+std::string WriteModel(const std::string& name, const std::vector<std::string>& args) {
+  std::string dir = testing::TestTempDir() + "/parity-" + name;
+  std::string command = "'" + g_kvtier_cli + "' mkmodel --out '" + dir + "'";
+  for (const auto& a : args) command += " '" + a + "'";
+  EXPECT_EQ(std::system((command + " > /dev/null").c_str()), 0) << command;
+  return dir;
+}
+
+class ParityTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ParityTest, MatchesTransformers) {
+  static const nlohmann::json goldens = LoadGoldens();
+  ASSERT_FALSE(goldens.is_null()) << "tests/parity/goldens.json is missing: run scripts/make_goldens.py";
+  const nlohmann::json& model = goldens["models"][GetParam()];
+  const std::string dir = WriteModel(GetParam(), model["mkmodel_args"].get<std::vector<std::string>>());
+  auto checkpoint = testing::OpenCheckpoint(dir);
+  ASSERT_NE(checkpoint, nullptr);
+
+  BackendOptions backend_options;
+  backend_options.block_tokens = 16;
+  auto backend = CreateBackend("cpu", *checkpoint, backend_options);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ASSERT_TRUE((*backend)->AllocateKvPool(16).ok());
+  std::vector<int32_t> table(16);
+  for (int i = 0; i < 16; ++i) table[static_cast<size_t>(i)] = 15 - i;  // non-contiguous blocks
+
+  EngineOptions options;
+  options.backend = "cpu";
+  options.block_tokens = 8;
+  auto engine = Engine::Create(checkpoint, options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+
+  for (const nlohmann::json& c : model["cases"]) {
+    const auto prompt = c["prompt"].get<std::vector<int32_t>>();
+    const auto greedy = c["greedy"].get<std::vector<int32_t>>();
+    SCOPED_TRACE("prompt of " + std::to_string(prompt.size()) + " tokens");
+
+    // Prefill path: the whole prompt as one chunk.
+    std::vector<float> logits;
+    ForwardBatch batch;
+    batch.chunks.push_back({prompt, 0, table, true});
+    ASSERT_TRUE((*backend)->Forward(batch, &logits).ok());
+    const double prefill_error = RelativeError(logits, c["last_logits"].get<std::vector<double>>());
+    EXPECT_LT(prefill_error, 1e-4);
+
+    // Decode path: the greedy tokens fed one at a time after the prompt.
+    for (size_t i = 0; i + 1 < greedy.size(); ++i) {
+      ForwardBatch step;
+      step.chunks.push_back({std::span<const int32_t>(&greedy[i], 1), static_cast<int64_t>(prompt.size() + i),
+                             table, true});
+      ASSERT_TRUE((*backend)->Forward(step, &logits).ok());
+    }
+    const double decode_error = RelativeError(logits, c["final_logits"].get<std::vector<double>>());
+    EXPECT_LT(decode_error, 1e-4);
+    std::printf("[parity] %s prompt %zu: prefill rel err %.2e, decode rel err %.2e\n", GetParam().c_str(),
+                prompt.size(), prefill_error, decode_error);
+
+    // The engine's greedy continuation.
+    SamplingParams params;
+    params.max_new_tokens = static_cast<int32_t>(greedy.size());
+    params.ignore_eos = true;
+    auto id = (*engine)->Add(prompt, params);
+    ASSERT_TRUE(id.ok()) << id.status();
+    std::vector<StepEvent> events;
+    while ((*engine)->NumUnfinished() > 0) ASSERT_TRUE((*engine)->Step(&events).ok());
+    std::vector<int32_t> got;
+    ASSERT_TRUE((*engine)->ReadSequence(*id, [&](const Sequence& s) {
+      got.assign(s.tokens.begin() + s.num_prompt_tokens, s.tokens.end());
+    }).ok());
+    EXPECT_EQ(got, greedy);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Goldens, ParityTest,
+                         ::testing::Values("llama-gqa-rope3", "mistral-sharded-bf16", "qwen2-bias-tied",
+                                           "qwen3-qknorm"));
+
+}  // namespace
+}  // namespace kvtier
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s PATH_TO_KVTIER_CLI\n", argv[0]);
+    return 2;
+  }
+  kvtier::g_kvtier_cli = argv[1];
+  return RUN_ALL_TESTS();
+}

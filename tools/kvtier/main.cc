@@ -1,0 +1,47 @@
+// kvtier CLI entry point: dispatches to the registered subcommands (see command.h).
+#include <cstdio>
+#include <cstring>
+
+#include "command.h"
+#include "kvtier/kvtier.h"
+
+namespace kvtier::cli {
+
+std::map<std::string, Command>& Commands() {
+  static auto* commands = new std::map<std::string, Command>();
+  return *commands;
+}
+
+namespace {
+
+void PrintUsage(FILE* out) {
+  std::fprintf(out, "kvtier %s — LLM generation with a three-tier KV cache\n\n", KVT_VERSION_STRING);
+  std::fprintf(out, "usage: kvtier <command> [flags]\n\ncommands:\n");
+  for (const auto& [name, command] : Commands()) {
+    std::fprintf(out, "  %-12s %s\n", name.c_str(), command.summary.c_str());
+  }
+  std::fprintf(out, "\n'kvtier <command> --help' describes a command's flags.\n");
+}
+
+}  // namespace
+}  // namespace kvtier::cli
+
+int main(int argc, char** argv) {
+  using kvtier::cli::Commands;
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
+      std::strcmp(argv[1], "help") == 0) {
+    kvtier::cli::PrintUsage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "version") == 0) {
+    std::printf("kvtier %s\n", kvt_version_string());
+    return 0;
+  }
+  auto it = Commands().find(argv[1]);
+  if (it == Commands().end()) {
+    std::fprintf(stderr, "kvtier: unknown command '%s'\n\n", argv[1]);
+    kvtier::cli::PrintUsage(stderr);
+    return 2;
+  }
+  return it->second.run(argc - 1, argv + 1);
+}
