@@ -8,20 +8,20 @@
 #ifndef KVTIER_COMMON_ERRORS_H_
 #define KVTIER_COMMON_ERRORS_H_
 
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 
 namespace kvtier {
 
 // A file read/write failed (short write, EIO, full disk).
-inline absl::Status IoError(std::string_view message) {
+inline absl::Status IoError(absl::string_view message) {
   return absl::Status(absl::StatusCode::kUnknown, message);
 }
 inline bool IsIoError(const absl::Status& s) { return s.code() == absl::StatusCode::kUnknown; }
 
 // The compute backend failed (CUDA error, cuBLAS error): the step did not happen.
-inline absl::Status BackendError(std::string_view message) {
+inline absl::Status BackendError(absl::string_view message) {
   return absl::Status(absl::StatusCode::kAborted, message);
 }
 

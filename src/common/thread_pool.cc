@@ -25,9 +25,10 @@ ThreadPool::ThreadPool(int num_threads) : num_threads_(ResolveThreads(num_thread
 
 ThreadPool::~ThreadPool() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
+  work_cv_.notify_all();
   for (std::thread& worker : workers_) worker.join();
 }
 
@@ -39,21 +40,21 @@ void ThreadPool::ParallelFor(int64_t n,
     fn(0, n);
     return;
   }
-  absl::MutexLock run_lock(&run_mu_);
+  std::lock_guard<std::mutex> run_lock(run_mu_);
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     job_ = &fn;
     job_n_ = n;
     job_ranges_ = ranges;
     pending_ = ranges - 1;
     ++generation_;
   }
+  work_cv_.notify_all();
   inside_parallel_for = true;
   fn(0, n / ranges);
   inside_parallel_for = false;
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](int* pending) { return *pending == 0; }, &pending_));
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [this] { return pending_ == 0; });
   job_ = nullptr;
 }
 
@@ -65,11 +66,10 @@ void ThreadPool::WorkerLoop(int worker_index) {
     int64_t n;
     int ranges;
     {
-      absl::MutexLock lock(&mu_);
-      auto ready = [this, &seen_generation]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [this, seen_generation] {
         return stop_ || generation_ != seen_generation;
-      };
-      mu_.Await(absl::Condition(&ready));
+      });
       if (stop_) return;
       seen_generation = generation_;
       job = job_;
@@ -80,8 +80,8 @@ void ThreadPool::WorkerLoop(int worker_index) {
     const int64_t begin = n * worker_index / ranges;
     const int64_t end = n * (worker_index + 1) / ranges;
     (*job)(begin, end);
-    absl::MutexLock lock(&mu_);
-    --pending_;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--pending_ == 0) done_cv_.notify_one();
   }
 }
 

@@ -4,13 +4,14 @@
 #ifndef KVTIER_COMMON_THREAD_POOL_H_
 #define KVTIER_COMMON_THREAD_POOL_H_
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 
 namespace kvtier {
 
@@ -39,8 +40,12 @@ class ThreadPool {
   const int num_threads_;
   std::vector<std::thread> workers_;
 
-  absl::Mutex run_mu_;  // held for a whole ParallelFor: one job in flight at a time
-  absl::Mutex mu_;
+  // std::mutex rather than absl::Mutex: the system abseil is not built with ThreadSanitizer
+  // annotations, so TSan builds could not see absl's happens-before edges.
+  std::mutex run_mu_;  // held for a whole ParallelFor: one job in flight at a time
+  std::mutex mu_;
+  std::condition_variable work_cv_;  // a job was published, or stop_
+  std::condition_variable done_cv_;  // pending_ reached 0
   const std::function<void(int64_t, int64_t)>* job_ ABSL_GUARDED_BY(mu_) = nullptr;
   int64_t job_n_ ABSL_GUARDED_BY(mu_) = 0;
   int job_ranges_ ABSL_GUARDED_BY(mu_) = 0;

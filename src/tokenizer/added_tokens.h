@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "tokenizer/json_fields.h"
+#include "tokenizer/strings.h"
 
 namespace kvtier::tokenizer {
 
@@ -55,7 +56,7 @@ class AddedTokens {
   int32_t Child(int32_t node, unsigned char byte) const;
 
   std::vector<AddedToken> tokens_;
-  absl::flat_hash_map<std::string, size_t> by_content_;
+  StringMap<size_t> by_content_;
   std::vector<TrieNode> trie_;
 };
 

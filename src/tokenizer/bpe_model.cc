@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "tokenizer/strings.h"
 #include "tokenizer/unicode.h"
 
 namespace kvtier::tokenizer {
@@ -141,7 +142,7 @@ absl::Status BpeModel::EmitPiece(std::string_view piece, int32_t symbol,
   }
   if (!unk_id_.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "tokenizer: '", piece, "' is not in the vocabulary and the model has no unk_token"));
+        "tokenizer: '", Av(piece), "' is not in the vocabulary and the model has no unk_token"));
   }
   ids->push_back(*unk_id_);
   return absl::OkStatus();

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "tokenizer/json_fields.h"
+#include "tokenizer/strings.h"
 
 namespace kvtier::tokenizer {
 
@@ -59,7 +60,7 @@ class BpeModel {
     return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
   }
 
-  absl::flat_hash_map<std::string, int32_t> symbol_of_;
+  StringMap<int32_t> symbol_of_;
   std::vector<int32_t> token_of_symbol_;  // token id, or -1 when the symbol is no token
   absl::flat_hash_map<uint64_t, MergeInfo> merges_;
   std::vector<std::string> id_to_token_;
@@ -74,7 +75,7 @@ class BpeModel {
   static constexpr size_t kMaxCachedWordBytes = 256;
   static constexpr size_t kMaxCacheEntries = 1 << 17;
   mutable absl::Mutex cache_mu_;
-  mutable absl::flat_hash_map<std::string, std::vector<int32_t>> cache_ ABSL_GUARDED_BY(cache_mu_);
+  mutable StringMap<std::vector<int32_t>> cache_ ABSL_GUARDED_BY(cache_mu_);
 };
 
 }  // namespace kvtier::tokenizer

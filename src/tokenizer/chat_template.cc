@@ -4,6 +4,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "tokenizer/strings.h"
 #include "tokenizer/unicode.h"
 
 namespace kvtier::tokenizer {
@@ -19,7 +20,7 @@ absl::Status CheckRole(const ChatMessage& m) {
 std::string FormatLlama3(absl::Span<const ChatMessage> messages, const ChatOptions& options) {
   std::string out = options.bos_token;
   for (const ChatMessage& m : messages) {
-    absl::StrAppend(&out, "<|start_header_id|>", m.role, "<|end_header_id|>\n\n", Trim(m.content),
+    absl::StrAppend(&out, "<|start_header_id|>", m.role, "<|end_header_id|>\n\n", Av(Trim(m.content)),
                     "<|eot_id|>");
   }
   if (options.add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
@@ -51,7 +52,7 @@ absl::StatusOr<std::string> FormatInst(bool llama2, absl::Span<const ChatMessage
     bool expect_user = (i - first) % 2 == 0;
     if (m.role != (expect_user ? "user" : "assistant")) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "chat: ", ChatFormatName(llama2 ? ChatFormat::kLlama2 : ChatFormat::kMistral),
+          "chat: ", Av(ChatFormatName(llama2 ? ChatFormat::kLlama2 : ChatFormat::kMistral)),
           " needs alternating user/assistant messages (after an optional first system message); "
           "message ", i, " is '", m.role, "'"));
     }
@@ -63,7 +64,7 @@ absl::StatusOr<std::string> FormatInst(bool llama2, absl::Span<const ChatMessage
       }
       absl::StrAppend(&out, options.bos_token, "[INST] ", content, " [/INST]");
     } else if (llama2) {
-      absl::StrAppend(&out, " ", Trim(m.content), " ", options.eos_token);
+      absl::StrAppend(&out, " ", Av(Trim(m.content)), " ", options.eos_token);
     } else {
       absl::StrAppend(&out, m.content, options.eos_token);
     }
@@ -86,10 +87,10 @@ std::string_view ChatFormatName(ChatFormat format) {
 
 ChatFormat DetectChatFormat(std::string_view jinja_template,
                             const std::function<bool(std::string_view)>& has_token) {
-  if (absl::StrContains(jinja_template, "<|start_header_id|>")) return ChatFormat::kLlama3;
-  if (absl::StrContains(jinja_template, "<|im_start|>")) return ChatFormat::kChatMl;
-  if (absl::StrContains(jinja_template, "<<SYS>>")) return ChatFormat::kLlama2;
-  if (absl::StrContains(jinja_template, "[INST]")) return ChatFormat::kMistral;
+  if (absl::StrContains(Av(jinja_template), "<|start_header_id|>")) return ChatFormat::kLlama3;
+  if (absl::StrContains(Av(jinja_template), "<|im_start|>")) return ChatFormat::kChatMl;
+  if (absl::StrContains(Av(jinja_template), "<<SYS>>")) return ChatFormat::kLlama2;
+  if (absl::StrContains(Av(jinja_template), "[INST]")) return ChatFormat::kMistral;
   if (!jinja_template.empty()) return ChatFormat::kNone;
   if (has_token("<|start_header_id|>")) return ChatFormat::kLlama3;
   if (has_token("<|im_start|>")) return ChatFormat::kChatMl;

@@ -27,7 +27,7 @@ class SequenceDecoder final : public Decoder {
 // added tokens pass through as they are and split the byte runs.
 class ByteLevelDecoder final : public Decoder {
  public:
-  explicit ByteLevelDecoder(const absl::flat_hash_set<std::string>* added) : added_(added) {}
+  explicit ByteLevelDecoder(const StringSet* added) : added_(added) {}
   void DecodeChain(std::vector<std::string>* tokens) const override {
     const ByteLevelTable& table = ByteLevelTable::Get();
     std::vector<std::string> out;
@@ -55,7 +55,7 @@ class ByteLevelDecoder final : public Decoder {
   }
 
  private:
-  const absl::flat_hash_set<std::string>* added_;
+  const StringSet* added_;
 };
 
 class ReplaceDecoder final : public Decoder {
@@ -166,7 +166,7 @@ class MetaspaceDecoder final : public Decoder {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Decoder>> Decoder::FromJson(
-    const Json& config, const absl::flat_hash_set<std::string>* added_contents) {
+    const Json& config, const StringSet* added_contents) {
   if (config.is_null()) return nullptr;
   constexpr std::string_view kWhere = "decoder";
   ASSIGN_OR_RETURN(std::string type, StringField(config, "type", kWhere));

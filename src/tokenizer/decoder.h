@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "tokenizer/json_fields.h"
+#include "tokenizer/strings.h"
 
 namespace kvtier::tokenizer {
 
@@ -22,7 +23,7 @@ class Decoder {
   // Null config: nullptr. Other types: Unimplemented. added_contents: the contents of all
   // added tokens, which ByteLevel passes through undecoded; it must outlive the decoder.
   static absl::StatusOr<std::unique_ptr<Decoder>> FromJson(
-      const Json& config, const absl::flat_hash_set<std::string>* added_contents);
+      const Json& config, const StringSet* added_contents);
 
   virtual void DecodeChain(std::vector<std::string>* tokens) const = 0;
 };

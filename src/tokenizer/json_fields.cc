@@ -3,20 +3,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "tokenizer/strings.h"
 
 namespace kvtier::tokenizer {
 namespace {
 
 absl::Status WrongType(std::string_view where, std::string_view key, std::string_view want) {
   return absl::InvalidArgumentError(
-      absl::StrCat("tokenizer file: field '", where, ".", key, "' must be ", want));
+      absl::StrCat("tokenizer file: field '", Av(where), ".", Av(key), "' must be ", Av(want)));
 }
 
 }  // namespace
 
 absl::StatusOr<const Json*> Field(const Json& obj, std::string_view key, std::string_view where) {
   if (!obj.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat("tokenizer file: '", where, "' must be an object"));
+    return absl::InvalidArgumentError(absl::StrCat("tokenizer file: '", Av(where), "' must be an object"));
   }
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return nullptr;
@@ -27,7 +28,7 @@ absl::StatusOr<std::string> StringField(const Json& obj, std::string_view key, s
   ASSIGN_OR_RETURN(const Json* v, Field(obj, key, where));
   if (v == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("tokenizer file: missing field '", where, ".", key, "'"));
+        absl::StrCat("tokenizer file: missing field '", Av(where), ".", Av(key), "'"));
   }
   if (!v->is_string()) return WrongType(where, key, "a string");
   return v->get<std::string>();
@@ -37,7 +38,7 @@ absl::StatusOr<const Json*> ArrayField(const Json& obj, std::string_view key, st
   ASSIGN_OR_RETURN(const Json* v, Field(obj, key, where));
   if (v == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("tokenizer file: missing field '", where, ".", key, "'"));
+        absl::StrCat("tokenizer file: missing field '", Av(where), ".", Av(key), "'"));
   }
   if (!v->is_array()) return WrongType(where, key, "an array");
   return v;

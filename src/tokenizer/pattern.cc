@@ -3,12 +3,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "tokenizer/strings.h"
 
 namespace kvtier::tokenizer {
 
 absl::StatusOr<Pattern> Pattern::FromJson(const Json& pattern, std::string_view where) {
   Pattern p;
-  std::string field = absl::StrCat(where, ".pattern");
+  std::string field = absl::StrCat(Av(where), ".pattern");
   ASSIGN_OR_RETURN(std::optional<std::string> literal, OptStringField(pattern, "String", field));
   ASSIGN_OR_RETURN(std::optional<std::string> regex, OptStringField(pattern, "Regex", field));
   if (literal.has_value()) {

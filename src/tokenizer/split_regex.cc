@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "tokenizer/strings.h"
 #include "tokenizer/unicode.h"
 
 namespace kvtier::tokenizer {
@@ -148,7 +149,7 @@ constexpr std::string_view kJsNonSpaceSet =
 // \s / \S mean what they mean in JavaScript.
 std::string ToIcuPattern(std::string_view pattern) {
   std::string p = absl::StrReplaceAll(
-      pattern, {{"(?i:'s|'t|'re|'ve|'m|'ll|'d)",
+      Av(pattern), {{"(?i:'s|'t|'re|'ve|'m|'ll|'d)",
                  "(?:'([sS]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD]))"},
                 {"\\#", "#"}, {"\\&", "&"}, {"\\~", "~"}});
   std::string out;
@@ -218,7 +219,7 @@ absl::StatusOr<std::unique_ptr<SplitRegex>> SplitRegex::CreateIcu(std::string_vi
       icu::UnicodeString::fromUTF8(icu_pattern), 0, parse_error, err));
   if (U_FAILURE(err)) {
     return absl::InvalidArgumentError(absl::StrCat("pre_tokenizer pattern: cannot compile regex '",
-                                                   pattern, "': ", u_errorName(err)));
+                                                   Av(pattern), "': ", u_errorName(err)));
   }
   return std::unique_ptr<SplitRegex>(new IcuSplitRegex(std::move(compiled)));
 }

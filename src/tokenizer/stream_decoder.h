@@ -2,7 +2,9 @@
 // UTF-8 character and concatenate to Decode(all ids). It decodes a short window of recent
 // ids twice (with and without the newest) and emits the difference, holding text back while
 // it ends in an incomplete character (U+FFFD from a partial byte sequence); the window
-// keeps decoder context such as sentencepiece's leading-space strip consistent.
+// keeps decoder context such as sentencepiece's leading-space strip consistent. When the
+// tokenizer cleans up spaces (" ." -> "."), that runs on the text stream, holding back a
+// tail a later rule could still change.
 // One instance per sequence; not thread-safe. The tokenizer must outlive it.
 #ifndef KVTIER_TOKENIZER_STREAM_DECODER_H_
 #define KVTIER_TOKENIZER_STREAM_DECODER_H_
@@ -32,7 +34,14 @@ class StreamDecoder {
 
  private:
   const Tokenizer* tokenizer_;
-  DecodeOptions options_;
+  absl::StatusOr<std::string> AddRaw(int32_t id);
+  absl::StatusOr<std::string> FlushRaw();
+  // Runs clean-up on text up to the last point no rule can match across.
+  std::string CleanUp(std::string raw, bool final);
+
+  DecodeOptions options_;  // clean-up off: done by CleanUp instead
+  bool clean_up_ = false;
+  std::string pending_;  // raw text not yet cleaned up and emitted
   std::vector<int32_t> ids_;
   size_t prefix_offset_ = 0;  // start of the decode window
   size_t read_offset_ = 0;    // ids before this are emitted

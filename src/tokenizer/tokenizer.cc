@@ -26,18 +26,17 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return buffer.str();
 }
 
-// transformers' clean_up_tokenization, applied in the same order.
-std::string CleanUpTokenization(std::string text) {
+}  // namespace
+
+std::string CleanUpTokenizationSpaces(std::string text) {
   static constexpr std::pair<std::string_view, std::string_view> kRules[] = {
       {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
       {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
   for (const auto& [from, to] : kRules) {
-    if (text.find(from) != std::string::npos) text = absl::StrReplaceAll(text, {{from, to}});
+    if (text.find(from) != std::string::npos) text = absl::StrReplaceAll(text, {{Av(from), Av(to)}});
   }
   return text;
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view tokenizer_json,
                                                                std::string_view tokenizer_config_json,
@@ -153,7 +152,7 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text,
   if (!IsValidUtf8(text)) return absl::InvalidArgumentError("tokenizer: text is not valid UTF-8");
   std::string rewritten;
   if (llama_non_legacy_ && !text.empty()) {
-    rewritten = absl::StrCat(kSpieceUnderline, absl::StrReplaceAll(text, {{kSpieceUnderline, " "}}));
+    rewritten = absl::StrCat(Av(kSpieceUnderline), absl::StrReplaceAll(Av(text), {{Av(kSpieceUnderline), " "}}));
     text = rewritten;
   }
   std::vector<Section> sections;
@@ -210,7 +209,9 @@ absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int32_t> ids,
   } else {
     text = absl::StrJoin(tokens, " ");
   }
-  if (config_.clean_up_tokenization_spaces) text = CleanUpTokenization(std::move(text));
+  if (options.clean_up_tokenization_spaces.value_or(config_.clean_up_tokenization_spaces)) {
+    text = CleanUpTokenizationSpaces(std::move(text));
+  }
   return text;
 }
 

@@ -22,6 +22,7 @@
 #include "tokenizer/normalizer.h"
 #include "tokenizer/post_processor.h"
 #include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/strings.h"
 #include "tokenizer/tokenizer_config.h"
 
 namespace kvtier::tokenizer {
@@ -37,7 +38,14 @@ struct EncodeOptions {
 
 struct DecodeOptions {
   bool skip_special_tokens = false;
+  // transformers' clean_up_tokenization (" ." -> "." ...); nullopt: as the tokenizer's
+  // config says (clean_up_tokenization_spaces, default true).
+  std::optional<bool> clean_up_tokenization_spaces;
 };
+
+// transformers' clean_up_tokenization: removes the space before . ? ! , and English
+// contractions, one rule after another.
+std::string CleanUpTokenizationSpaces(std::string text);
 
 class Tokenizer {
  public:
@@ -90,8 +98,8 @@ class Tokenizer {
   std::unique_ptr<PostProcessor> post_processor_;
   std::unique_ptr<Decoder> decoder_;
   AddedTokens added_;
-  absl::flat_hash_set<std::string> added_contents_;    // every added token (ByteLevel decoder)
-  absl::flat_hash_set<std::string> special_contents_;  // special added + additional_special_tokens
+  StringSet added_contents_;    // every added token (ByteLevel decoder)
+  StringSet special_contents_;  // special added + additional_special_tokens
   TokenizerConfig config_;
   bool llama_non_legacy_ = false;  // transformers' LlamaTokenizer with legacy = false
   std::optional<int32_t> bos_id_, eos_id_;

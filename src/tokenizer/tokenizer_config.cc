@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "tokenizer/json_fields.h"
+#include "tokenizer/strings.h"
 
 namespace kvtier::tokenizer {
 namespace {
@@ -20,7 +21,7 @@ absl::StatusOr<std::optional<std::string>> TokenName(const Json& config, std::st
     }
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "tokenizer file: field 'tokenizer_config.", key, "' must be a string or an AddedToken object"));
+      "tokenizer file: field 'tokenizer_config.", Av(key), "' must be a string or an AddedToken object"));
 }
 
 absl::StatusOr<std::optional<bool>> OptBool(const Json& config, std::string_view key) {
@@ -28,7 +29,7 @@ absl::StatusOr<std::optional<bool>> OptBool(const Json& config, std::string_view
   if (v == nullptr) return std::optional<bool>();
   if (!v->is_boolean()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("tokenizer file: field 'tokenizer_config.", key, "' must be a boolean"));
+        absl::StrCat("tokenizer file: field 'tokenizer_config.", Av(key), "' must be a boolean"));
   }
   return std::optional<bool>(v->get<bool>());
 }

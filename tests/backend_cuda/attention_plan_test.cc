@@ -48,7 +48,7 @@ void CheckCoverage(const std::vector<ChunkShape>& chunks, const AttentionPlanOpt
       const auto& cover = seen[{static_cast<int>(t), g}];
       ASSERT_EQ(cover.size(), static_cast<size_t>(pos[t] + 1)) << "token " << t;
       for (int c : cover) ASSERT_EQ(c, 1) << "token " << t << " head " << g;
-      EXPECT_EQ(splits_seen[{static_cast<int>(t), g}].size(),
+      EXPECT_EQ((splits_seen[{static_cast<int>(t), g}].size()),
                 static_cast<size_t>(plan.num_splits[t]));
     }
     if (plan.num_splits[t] > 1) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -324,7 +325,9 @@ TEST_F(CudaBackendTest, HonoursDeviceMemoryLimit) {
 }
 
 TEST_F(CudaBackendTest, ModuleEntryPointCreatesBackend) {
-  void* module = dlopen(KVTIER_CUDA_MODULE_PATH, RTLD_NOW | RTLD_LOCAL);
+  // KVTIER_CUDA_MODULE overrides the build-tree path (binaries run elsewhere).
+  const char* path = std::getenv("KVTIER_CUDA_MODULE");
+  void* module = dlopen(path != nullptr ? path : KVTIER_CUDA_MODULE_PATH, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(module, nullptr) << dlerror();
   auto create = reinterpret_cast<CreateCudaBackendFn>(dlsym(module, kCudaModuleSymbol));
   ASSERT_NE(create, nullptr) << dlerror();

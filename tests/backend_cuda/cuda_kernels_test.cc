@@ -111,7 +111,7 @@ TEST_F(CudaKernelsTest, SiluMulMatchesReference) {
     up.insert(up.end(), gate_up.values.begin() + r * 2 * dim + dim,
               gate_up.values.begin() + (r + 1) * 2 * dim);
   }
-  SiluMul(gate.data(), up.data(), rows * dim, ref.data());
+  ::kvtier::SiluMul(gate.data(), up.data(), rows * dim, ref.data());
   EXPECT_LT(RelativeError(Bf16ToF32(d_out.Download()), ref), kBf16Tolerance);
 }
 
@@ -249,7 +249,7 @@ TEST_P(PagedAttentionTest, MatchesReferenceOnShuffledBlocks) {
     const int rows = w.chunks[c].num_tokens;
     const size_t row_elems = static_cast<size_t>(p.heads) * p.head_dim;
     std::vector<float> ref(rows * row_elems);
-    PagedAttention(f32_layout, pool.values.data(), w.tables[c], layer,
+    ::kvtier::PagedAttention(f32_layout, pool.values.data(), w.tables[c], layer,
                    w.chunks[c].start_position, rows, p.heads,
                    q.values.data() + token * row_elems, ref.data(), nullptr);
     const std::vector<float> got(out.begin() + token * row_elems,

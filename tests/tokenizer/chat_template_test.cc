@@ -10,7 +10,7 @@ const std::vector<ChatMessage> kChat = {
     {"system", "Be brief."}, {"user", "Hi!"}, {"assistant", "Hello."}, {"user", "Bye?"}};
 
 TEST(ChatTemplateTest, Llama3) {
-  auto s = FormatChat(ChatFormat::kLlama3, kChat, {.bos_token = "<|begin_of_text|>"});
+  auto s = FormatChat(ChatFormat::kLlama3, kChat, ChatOptions{true, "<|begin_of_text|>", ""});
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(*s,
             "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
@@ -21,7 +21,7 @@ TEST(ChatTemplateTest, Llama3) {
 }
 
 TEST(ChatTemplateTest, ChatMl) {
-  auto s = FormatChat(ChatFormat::kChatMl, kChat, {.add_generation_prompt = false});
+  auto s = FormatChat(ChatFormat::kChatMl, kChat, ChatOptions{false, "", ""});
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(*s,
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n"
@@ -29,7 +29,7 @@ TEST(ChatTemplateTest, ChatMl) {
 }
 
 TEST(ChatTemplateTest, Llama2AndMistral) {
-  ChatOptions options{.bos_token = "<s>", .eos_token = "</s>"};
+  ChatOptions options{true, "<s>", "</s>"};
   EXPECT_EQ(*FormatChat(ChatFormat::kLlama2, kChat, options),
             "<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi! [/INST] Hello. </s><s>[INST] Bye? [/INST]");
   EXPECT_EQ(*FormatChat(ChatFormat::kMistral, kChat, options),

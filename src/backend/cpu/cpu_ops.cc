@@ -30,14 +30,14 @@ void For(ThreadPool* pool, int64_t n, const std::function<void(int64_t, int64_t)
 // same order per output as Dot, so a row's result never depends on how rows are grouped.
 constexpr int kLanes = 8;
 
-float FoldLanes(float* acc) {
+[[gnu::always_inline]] inline float FoldLanes(float* acc) {
   for (int width = kLanes / 2; width > 0; width /= 2) {
     for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
   }
   return acc[0];
 }
 
-float Dot(const float* a, const float* b, int64_t n) {
+[[gnu::always_inline]] inline float Dot(const float* a, const float* b, int64_t n) {
   float acc[kLanes] = {};
   int64_t k = 0;
   for (; k + kLanes <= n; k += kLanes) {
@@ -49,8 +49,8 @@ float Dot(const float* a, const float* b, int64_t n) {
 
 // out[r * out_stride] = Dot(x + r * x_stride, w, n) for r < kRows.
 template <int kRows>
-void DotRows(const float* x, int64_t x_stride, const float* w, int64_t n, float* out,
-             int64_t out_stride) {
+[[gnu::always_inline]] inline void DotRows(const float* x, int64_t x_stride, const float* w,
+                                           int64_t n, float* out, int64_t out_stride) {
   float acc[kRows][kLanes] = {};
   int64_t k = 0;
   for (; k + kLanes <= n; k += kLanes) {
@@ -100,12 +100,11 @@ void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, dou
 
 namespace {
 
-// Output features [n0, n1) for every row. Cloned for AVX2 (picked at load time): the lane
-// structure of Dot fixes every operation, and contraction into FMA is off, so each clone
-// produces the same bits, only faster.
-__attribute__((target_clones("avx2", "default"))) void MatMulTile(
-    const float* x, const float* w, const float* bias, int64_t rows, int64_t k_dim,
-    int64_t n_dim, int64_t n0, int64_t n1, float* out) {
+// Output features [n0, n1) for every row.
+[[gnu::always_inline]] inline void MatMulTileBody(const float* x, const float* w,
+                                                  const float* bias, int64_t rows,
+                                                  int64_t k_dim, int64_t n_dim, int64_t n0,
+                                                  int64_t n1, float* out) {
   constexpr int kRowGroup = 4;  // rows that share each weight load
   int64_t t = 0;
   for (; t + kRowGroup <= rows; t += kRowGroup) {
@@ -126,6 +125,34 @@ __attribute__((target_clones("avx2", "default"))) void MatMulTile(
   }
 }
 
+using MatMulTileFn = void (*)(const float*, const float*, const float*, int64_t, int64_t,
+                              int64_t, int64_t, int64_t, float*);
+
+void MatMulTileBaseline(const float* x, const float* w, const float* bias, int64_t rows,
+                        int64_t k_dim, int64_t n_dim, int64_t n0, int64_t n1, float* out) {
+  MatMulTileBody(x, w, bias, rows, k_dim, n_dim, n0, n1, out);
+}
+
+#if defined(__x86_64__)
+// The same code compiled for AVX2, chosen at run time. The lane structure of Dot fixes
+// every operation and contraction into FMA is off, so it produces the same bits, faster.
+// (Explicit dispatch, not target_clones: ifunc resolvers crash under sanitizers.)
+__attribute__((target("avx2"))) void MatMulTileAvx2(const float* x, const float* w,
+                                                    const float* bias, int64_t rows,
+                                                    int64_t k_dim, int64_t n_dim, int64_t n0,
+                                                    int64_t n1, float* out) {
+  MatMulTileBody(x, w, bias, rows, k_dim, n_dim, n0, n1, out);
+}
+#endif
+
+MatMulTileFn SelectMatMulTile() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) return MatMulTileAvx2;
+#endif
+  return MatMulTileBaseline;
+}
+
 }  // namespace
 
 void MatMulTransposed(const float* x, const float* w, const float* bias, int64_t rows,
@@ -134,10 +161,11 @@ void MatMulTransposed(const float* x, const float* w, const float* bias, int64_t
   // a tile is read from memory once and then served from cache for all rows.
   constexpr int64_t kTile = 16;
   const int64_t num_tiles = (n_dim + kTile - 1) / kTile;
+  static const MatMulTileFn tile_fn = SelectMatMulTile();
   For(pool, num_tiles, [&](int64_t tile_begin, int64_t tile_end) {
     const int64_t n_end = std::min(n_dim, tile_end * kTile);
     for (int64_t n0 = tile_begin * kTile; n0 < n_end; n0 += kTile) {
-      MatMulTile(x, w, bias, rows, k_dim, n_dim, n0, std::min(n_end, n0 + kTile), out);
+      tile_fn(x, w, bias, rows, k_dim, n_dim, n0, std::min(n_end, n0 + kTile), out);
     }
   });
 }

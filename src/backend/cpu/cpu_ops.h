@@ -30,17 +30,20 @@ void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, dou
 
 // out[t, n] = sum_k x[t, k] * w[n, k] (+ bias[n]).  x: (rows, k_dim), w: (n_dim, k_dim)
 // row-major as in HF Linear, bias: (n_dim) or nullptr, out: (rows, n_dim).
+// Sums in fp32 over 8 interleaved partial sums folded pairwise; each output's bits depend
+// only on its own row and weights, never on the thread count or the other rows.
 void MatMulTransposed(const float* x, const float* w, const float* bias, int64_t rows,
                       int64_t k_dim, int64_t n_dim, float* out, ThreadPool* pool);
 
 // Inverse frequencies of RoPE for head_dim (head_dim/2 values), with llama3 scaling when
-// given (HF _compute_llama3_parameters).
+// given (HF _compute_llama3_parameters), reproducing transformers' float32 arithmetic.
 void RopeInverseFrequencies(int64_t head_dim, double theta,
                             const std::optional<Llama3RopeScaling>& scaling, float* inv_freq);
 
 // Applies rotary embedding in place, HF "rotate_half" convention: for i < head_dim/2,
 // (x[i], x[i + head_dim/2]) rotated by angle position * inv_freq[i].
 // x: (rows, num_heads, head_dim); positions: (rows).
+// As HF in fp32: angle = inv_freq[i] * float(position), then cosf/sinf.
 void ApplyRope(float* x, const int64_t* positions, int64_t rows, int64_t num_heads,
                int64_t head_dim, const float* inv_freq);
 
