@@ -104,7 +104,8 @@ KVT_API int64_t kvt_live_handles(void);
  * keeps its previous value then. Keys and defaults:
  *   "backend"            string  "auto" | "cpu" | "cuda"                  default "auto"
  *   "threads"            int     CPU threads, 0 = all cores               default 0
- *   "gpu_kv_bytes"       int     device-tier KV budget, bytes             default 256 MiB
+ *   "gpu_kv_bytes"       int     device-tier KV budget, bytes; 0 = all that
+ *                                gpu_mem_limit leaves after weights+workspace default 256 MiB
  *   "host_kv_bytes"      int     host-tier KV budget, bytes, 0 = off      default 0
  *   "disk_kv_bytes"      int     disk-tier KV budget, bytes, 0 = off      default 0
  *   "disk_path"          string  file backing the disk tier               default ""

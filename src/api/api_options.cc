@@ -20,7 +20,7 @@ struct IntKey {
 const std::map<std::string, IntKey>& IntKeys() {
   static const auto* keys = new std::map<std::string, IntKey>{
       {"threads", {0, 4096, [](EngineOptions& o, int64_t v) { o.num_threads = static_cast<int32_t>(v); }}},
-      {"gpu_kv_bytes", {1, INT64_MAX, [](EngineOptions& o, int64_t v) { o.gpu_kv_bytes = v; }}},
+      {"gpu_kv_bytes", {0, INT64_MAX, [](EngineOptions& o, int64_t v) { o.gpu_kv_bytes = v; }}},
       {"host_kv_bytes", {0, INT64_MAX, [](EngineOptions& o, int64_t v) { o.host_kv_bytes = v; }}},
       {"disk_kv_bytes", {0, INT64_MAX, [](EngineOptions& o, int64_t v) { o.disk_kv_bytes = v; }}},
       {"block_tokens", {1, 1024, [](EngineOptions& o, int64_t v) { o.block_tokens = v; }}},

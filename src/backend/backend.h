@@ -4,6 +4,7 @@
 #ifndef KVTIER_BACKEND_BACKEND_H_
 #define KVTIER_BACKEND_BACKEND_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -71,6 +72,15 @@ class Backend {
   // (resized). InvalidArgument for a malformed batch (block table too short, token out
   // of range); Internal / Unavailable for a backend failure.
   virtual absl::Status Forward(const ForwardBatch& batch, std::vector<float>* logits) = 0;
+
+  // Forward, then the greedy token (first maximum) of each logits row, in chunk order.
+  // Backends that can pick it on the device override this so only ids come back.
+  virtual absl::Status ForwardGreedy(const ForwardBatch& batch, std::vector<int32_t>* token_ids);
+
+  // Host-tier memory: page-locked where the backend copies faster from it (CUDA), plain
+  // otherwise. Allocated once when a context is created; freed with FreeHostMemory.
+  virtual absl::StatusOr<void*> AllocateHostMemory(size_t bytes);
+  virtual void FreeHostMemory(void* ptr);
 
   // Tier moves: whole blocks between the device pool and host memory. Synchronous here;
   // backends with copy engines may overlap them internally but return only when done.

@@ -28,12 +28,27 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   BackendOptions backend_options;
   backend_options.num_threads = options.num_threads;
   backend_options.block_tokens = options.block_tokens;
+  backend_options.max_tokens_per_step = options.max_tokens_per_step;
+  backend_options.max_sequences = options.max_running;
+  backend_options.gpu_mem_limit_bytes = options.gpu_mem_limit;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                    CreateBackend(options.backend, *checkpoint, backend_options));
   const int64_t block_bytes = static_cast<int64_t>(backend->kv_layout().BlockBytes());
-  const int64_t num_blocks = options.gpu_kv_bytes / block_bytes;
+  int64_t kv_bytes = options.gpu_kv_bytes;
+  if (kv_bytes == 0) {
+    // What the cap leaves after weights and workspace, less a small margin for the
+    // CUDA context's own allocations inside the cap.
+    constexpr int64_t kMargin = 256ll << 20;
+    kv_bytes = options.gpu_mem_limit - backend->device_bytes_in_use() - (backend->name() == "cuda" ? kMargin : 0);
+    if (kv_bytes < block_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat("gpu_mem_limit ", options.gpu_mem_limit, " leaves ", kv_bytes,
+                                                       " bytes for KV after ", backend->device_bytes_in_use(),
+                                                       " bytes of weights and workspace"));
+    }
+  }
+  const int64_t num_blocks = kv_bytes / block_bytes;
   if (num_blocks < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("gpu_kv_bytes ", options.gpu_kv_bytes,
+    return absl::InvalidArgumentError(absl::StrCat("gpu_kv_bytes ", kv_bytes,
                                                    " holds no KV block (one block of ", options.block_tokens,
                                                    " tokens is ", block_bytes, " bytes)"));
   }
@@ -81,7 +96,7 @@ absl::StatusOr<SequenceId> Engine::Add(std::vector<int32_t> prompt, const Sampli
     return absl::ResourceExhaustedError(absl::StrCat(
         "sequence of up to ", max_len, " tokens needs ", blocks_needed, " KV blocks (",
         blocks_needed * static_cast<int64_t>(backend_->kv_layout().BlockBytes()), " bytes) but the device tier has ",
-        kv_.num_device_blocks(), " blocks (", options_.gpu_kv_bytes, " bytes budget)"));
+        kv_.num_device_blocks(), " blocks (", kv_.num_device_blocks() * static_cast<int64_t>(backend_->kv_layout().BlockBytes()), " bytes)"));
   }
   if (scheduler_.num_waiting() >= options_.max_waiting) {
     return absl::UnavailableError(absl::StrCat("the waiting queue is full (", options_.max_waiting,
@@ -152,8 +167,7 @@ bool Engine::IsStopToken(const Sequence& seq, int32_t token) const {
          std::find(eos_token_ids_.begin(), eos_token_ids_.end(), token) != eos_token_ids_.end();
 }
 
-void Engine::CommitTokenLocked(Sequence* seq, std::span<const float> logits, std::vector<StepEvent>* events) {
-  const int32_t token = SampleToken(logits, seq->params, seq->rng, &sample_scratch_);
+void Engine::CommitTokenLocked(Sequence* seq, int32_t token, std::vector<StepEvent>* events) {
   seq->tokens.push_back(token);
   ++counters_.generated_tokens;
   if (IsStopToken(*seq, token)) {
@@ -193,8 +207,15 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
   }
   if (batch.chunks.empty()) return absl::OkStatus();
 
+  // When every sampled sequence is greedy the backend picks the tokens itself (on the GPU
+  // only ids then cross the bus); otherwise it returns logits rows for the sampler.
+  bool all_greedy = true;
+  for (const ScheduledChunk& chunk : schedule.chunks) {
+    if (chunk.need_logits && !chunk.sequence->params.greedy()) all_greedy = false;
+  }
   const auto compute_start = std::chrono::steady_clock::now();
-  absl::Status forward = backend_->Forward(batch, &logits_);
+  absl::Status forward = all_greedy ? backend_->ForwardGreedy(batch, &greedy_tokens_)
+                                    : backend_->Forward(batch, &logits_);
   const double compute_seconds = SecondsSince(compute_start);
 
   absl::MutexLock lock(&mu_);
@@ -208,10 +229,14 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
     Sequence* seq = chunk.sequence;
     seq->num_computed += chunk.length;
     if (chunk.length > 1 || chunk.start < seq->num_prompt_tokens) counters_.prompt_tokens_computed += chunk.length;
-    std::span<const float> row;
-    if (chunk.need_logits) row = std::span<const float>(logits_).subspan(vocab * logits_row++, vocab);
+    if (!chunk.need_logits) continue;
+    const size_t row = logits_row++;
     if (seq->cancel_requested) continue;  // finished at the start of the next step
-    if (chunk.need_logits) CommitTokenLocked(seq, row, events);
+    const int32_t token =
+        all_greedy ? greedy_tokens_[row]
+                   : SampleToken(std::span<const float>(logits_).subspan(vocab * row, vocab), seq->params,
+                                 seq->rng, &sample_scratch_);
+    CommitTokenLocked(seq, token, events);
   }
   counters_.step_seconds += SecondsSince(step_start);
   return absl::OkStatus();

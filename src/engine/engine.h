@@ -65,8 +65,9 @@ class Engine {
   // Finishes a sequence: frees its blocks, records why, reports an event.
   void FinishLocked(Sequence* seq, FinishReason reason, std::optional<int32_t> token,
                     std::vector<StepEvent>* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Samples after a chunk that reached the sequence's last token; decides whether it stops.
-  void CommitTokenLocked(Sequence* seq, std::span<const float> logits, std::vector<StepEvent>* events)
+  // Appends the token sampled after a chunk that reached the sequence's last token and
+  // decides whether the sequence stops.
+  void CommitTokenLocked(Sequence* seq, int32_t token, std::vector<StepEvent>* events)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IsStopToken(const Sequence& seq, int32_t token) const;
 
@@ -85,7 +86,8 @@ class Engine {
   std::vector<SequenceId> pending_cancels_ ABSL_GUARDED_BY(mu_);
 
   // Owned by the stepping thread (reused across steps, never shrunk).
-  std::vector<float> logits_;
+  std::vector<float> logits_;          // (rows, vocab) when some sequence samples
+  std::vector<int32_t> greedy_tokens_;  // (rows) when every sequence is greedy
   std::vector<std::pair<float, int32_t>> sample_scratch_;
 
   struct Counters {

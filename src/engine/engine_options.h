@@ -15,6 +15,8 @@ enum class PreemptionMode { kAuto, kSwap, kRecompute };
 struct EngineOptions {
   std::string backend = "auto";  // "auto" | "cpu" | "cuda"
   int32_t num_threads = 0;       // CPU backend threads, 0 = all cores
+  // Device-tier KV budget. 0 = everything gpu_mem_limit leaves after weights and
+  // workspace (needs gpu_mem_limit > 0).
   int64_t gpu_kv_bytes = 256ll << 20;
   int64_t host_kv_bytes = 0;
   int64_t disk_kv_bytes = 0;

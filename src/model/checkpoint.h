@@ -19,12 +19,14 @@ class SafetensorsFile;  // model/safetensors.h
 
 class Checkpoint {
  public:
-  // NotFound: directory, config.json or a shard missing. DataLoss: malformed safetensors
+  // NotFound: directory, config.json, the weights or a shard named by the index missing,
+  // or a tensor the architecture needs absent (named). DataLoss: malformed safetensors
   // (header length past end of file, bad JSON, offsets out of range or overlapping, size
-  // not matching dtype x shape, unknown dtype) or index naming a missing shard.
-  // InvalidArgument / Unimplemented: from ParseModelConfig. Also checks that every tensor
-  // the architecture needs is present with the expected shape (InvalidArgument naming the
-  // tensor, its shape and the expected one) and that its dtype is F32/F16/BF16.
+  // not matching dtype x shape) or an index entry whose shard lacks the tensor.
+  // InvalidArgument / Unimplemented: from ParseModelConfig (message prefixed with the
+  // config.json path). A needed tensor with the wrong shape: InvalidArgument naming the
+  // tensor, its shape and the expected one; with a dtype other than F32/F16/BF16 (I64,
+  // F64, a dtype this reader does not know): Unimplemented naming tensor and dtype.
   static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& directory);
   ~Checkpoint();
 

@@ -275,7 +275,7 @@ TEST_F(CudaBackendTest, CopiesBlocksBetweenTiersAndRejectsBadInput) {
   EXPECT_EQ(b.Forward(batch, &logits).code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(b.AllocateKvPool(8).ok());
   const size_t bytes = b.kv_layout().BlockBytes();
-  auto pinned = b.AllocatePinnedHost(2 * bytes);
+  auto pinned = b.AllocateHostMemory(2 * bytes);
   ASSERT_TRUE(pinned.ok());
   uint8_t* host = static_cast<uint8_t*>(*pinned);
   for (size_t i = 0; i < bytes; ++i) host[i] = static_cast<uint8_t>(rng_());
@@ -285,7 +285,7 @@ TEST_F(CudaBackendTest, CopiesBlocksBetweenTiersAndRejectsBadInput) {
   BlockCopy out{2, host + bytes};
   ASSERT_TRUE(b.CopyBlocksToHost({&out, 1}).ok());
   EXPECT_EQ(std::memcmp(host, host + bytes, bytes), 0);
-  b.FreePinnedHost(host);
+  b.FreeHostMemory(host);
 
   EXPECT_EQ(b.CopyBlock(0, 8).code(), absl::StatusCode::kInvalidArgument);
   std::vector<int32_t> bad_tokens = {1, static_cast<int32_t>(b.vocab_size())};

@@ -140,7 +140,7 @@ TEST_P(OracleTest, MatchesTransformersJs) {
 
     // Streaming, with and without skipping special tokens.
     for (bool skip_special : {false, true}) {
-      DecodeOptions optionsDecodeOptions{skip_special, std::nullopt};
+      DecodeOptions options{skip_special, std::nullopt};
       StreamDecoder stream(&t, options);
       std::string joined;
       bool ok = true;

@@ -38,7 +38,7 @@ TEST_P(StreamDecoderTest, ByteLevelPiecesAreWholeCharacters) {
   std::string text = "<|bos|>hello 👨‍👩‍👧 你好 the 日本語 <|eot|>🤖! it ' s ok . yes , isn 't  ' m  ?";
   auto ids = (*t)->Encode(text, EncodeOptions{false, true});
   ASSERT_TRUE(ids.ok());
-  DecodeOptions optionsDecodeOptions{GetParam(), std::nullopt};
+  DecodeOptions options{GetParam(), std::nullopt};
   std::vector<std::string> pieces = Stream(**t, *ids, options);
   int non_empty = 0;
   for (const std::string& piece : pieces) {
@@ -56,7 +56,7 @@ TEST_P(StreamDecoderTest, SentencePieceKeepsSpacesAndBytes) {
   std::string text = "hello world 🤖 hello é</s> world";
   auto ids = (*t)->Encode(text);
   ASSERT_TRUE(ids.ok());
-  DecodeOptions optionsDecodeOptions{GetParam(), std::nullopt};
+  DecodeOptions options{GetParam(), std::nullopt};
   std::vector<std::string> pieces = Stream(**t, *ids, options);
   for (const std::string& piece : pieces) EXPECT_TRUE(IsValidUtf8(piece));
   EXPECT_EQ(Join(pieces), *(*t)->Decode(*ids, options));

@@ -635,7 +635,7 @@ absl::Status CudaBackend::CopyBlock(int32_t src_block, int32_t dst_block) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<void*> CudaBackend::AllocatePinnedHost(size_t bytes) {
+absl::StatusOr<void*> CudaBackend::AllocateHostMemory(size_t bytes) {
   void* ptr = nullptr;
   const cudaError_t err = cudaHostAlloc(&ptr, bytes, cudaHostAllocDefault);
   if (err != cudaSuccess) {
@@ -646,7 +646,7 @@ absl::StatusOr<void*> CudaBackend::AllocatePinnedHost(size_t bytes) {
   return ptr;
 }
 
-void CudaBackend::FreePinnedHost(void* ptr) {
+void CudaBackend::FreeHostMemory(void* ptr) {
   if (ptr != nullptr) cudaFreeHost(ptr);
 }
 

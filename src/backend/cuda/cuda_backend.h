@@ -63,7 +63,7 @@ class CudaBackend final : public Backend {
   absl::Status Forward(const ForwardBatch& batch, std::vector<float>* logits) override;
   // Forward, then greedy sampling on the GPU: one token id per chunk with need_logits (in
   // chunk order, lowest index on ties); only the ids are copied back.
-  absl::Status ForwardGreedy(const ForwardBatch& batch, std::vector<int32_t>* token_ids);
+  absl::Status ForwardGreedy(const ForwardBatch& batch, std::vector<int32_t>* token_ids) override;
 
   absl::Status CopyBlocksToHost(std::span<const BlockCopy> copies) override;
   absl::Status CopyBlocksFromHost(std::span<const BlockCopy> copies) override;
@@ -73,8 +73,8 @@ class CudaBackend final : public Backend {
   int64_t allocations_after_init() const override { return allocations_after_init_; }
 
   // Page-locked host memory for the host KV tier (fast, asynchronous copies).
-  absl::StatusOr<void*> AllocatePinnedHost(size_t bytes);
-  void FreePinnedHost(void* ptr);
+  absl::StatusOr<void*> AllocateHostMemory(size_t bytes) override;
+  void FreeHostMemory(void* ptr) override;
 
   const ModelConfig& config() const { return config_; }
   // Device pointer of block `block` (KvLayout bytes); for tests.

@@ -1,0 +1,11 @@
+/* C# typemaps for kvtier.i: token arrays and scalar outs become pinned C# arrays,
+ * byte buffers become byte[]. */
+%include <arrays_csharp.i>
+
+/* Keep const char* a string: the char* buffer typemap below would otherwise match it. */
+%apply char* { const char* };
+CSHARP_ARRAYS(char, byte)
+%apply int INPUT[] { const int32_t* };
+%apply int INOUT[] { int32_t* };
+%apply long long INOUT[] { int64_t* };
+%apply char INOUT[] { char* };

@@ -1,0 +1,19 @@
+/* Go typemaps for kvtier.i: token arrays and scalar outs become slices passed without a
+ * copy (cgo allows it: they hold no Go pointers), byte buffers become []byte. An empty
+ * slice passes NULL, as the C API allows for buf_len 0. */
+%define KVT_GO_SLICE(CTYPE, GOTYPE)
+%typemap(gotype) CTYPE %{[]GOTYPE%}
+%typemap(in) CTYPE %{ $1 = ($1_ltype)($input.len > 0 ? $input.array : 0); %}
+%typemap(out) CTYPE ""
+%typemap(goout) CTYPE ""
+%typemap(freearg) CTYPE ""
+%typemap(argout) CTYPE ""
+%enddef
+
+/* Keep const char* a Go string: the char* buffer typemap below would otherwise match it. */
+%apply char* { const char* };
+
+KVT_GO_SLICE(const int32_t*, int32)
+KVT_GO_SLICE(int32_t*, int32)
+KVT_GO_SLICE(int64_t*, int64)
+KVT_GO_SLICE(char*, byte)

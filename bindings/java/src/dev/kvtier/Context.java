@@ -1,0 +1,276 @@
+// One engine: KV pools, scheduler, sequences. Thread-safety: add, cancel, the sequence
+// readers and the statistics may be called from any thread while one thread drives step();
+// close() waits for every call in progress and ends every open Sequence.
+package dev.kvtier;
+
+import dev.kvtier.swig.SWIGTYPE_p_kvt_context;
+import dev.kvtier.swig.SWIGTYPE_p_kvt_events;
+import dev.kvtier.swig.SWIGTYPE_p_kvt_options;
+import dev.kvtier.swig.SWIGTYPE_p_kvt_request;
+import dev.kvtier.swig.SWIGTYPE_p_p_kvt_context;
+import dev.kvtier.swig.SWIGTYPE_p_p_kvt_events;
+import dev.kvtier.swig.kvtier;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+
+public final class Context implements AutoCloseable {
+  private SWIGTYPE_p_kvt_context handle;
+  private SWIGTYPE_p_kvt_events events;
+  // Read lock: any call using the handle. Write lock: close().
+  private final ReentrantReadWriteLock life = new ReentrantReadWriteLock();
+  private final ReentrantLock stepper = new ReentrantLock();
+  // Open sequences by id; guarded by itself. An add registers its Sequence while holding
+  // it, and step() dispatches while holding it, so no event reaches an unknown id.
+  private final Map<Long, Sequence> open = new HashMap<>();
+
+  private Context(SWIGTYPE_p_kvt_context handle, SWIGTYPE_p_kvt_events events) {
+    this.handle = handle;
+    this.events = events;
+  }
+
+  /** Creates a context on a model; options may be null (defaults). */
+  public static Context create(Model model, ContextOptions options) {
+    SWIGTYPE_p_kvt_options o = (options == null ? new ContextOptions() : options).toNative();
+    SWIGTYPE_p_p_kvt_context box = kvtier.new_kvt_context_box();
+    SWIGTYPE_p_p_kvt_events ebox = kvtier.new_kvt_events_box();
+    try {
+      byte[] err = new byte[1024];
+      Kvtier.check(kvtier.kvt_context_create(model.handle(), o, box, err, err.length),
+          Kvtier.cString(err));
+      SWIGTYPE_p_kvt_context c = kvtier.kvt_context_box_value(box);
+      int st = kvtier.kvt_events_create(ebox);
+      if (st != 0) {
+        kvtier.kvt_context_free(c);
+        Kvtier.check(st, "kvt_events_create");
+      }
+      return new Context(c, kvtier.kvt_events_box_value(ebox));
+    } finally {
+      kvtier.delete_kvt_events_box(ebox);
+      kvtier.delete_kvt_context_box(box);
+      kvtier.kvt_options_free(o);
+    }
+  }
+
+  /** Admits a sequence; read its events from the returned Sequence (close it when done). */
+  public Sequence add(Request request) {
+    SWIGTYPE_p_kvt_request r = request.toNative();
+    try {
+      SWIGTYPE_p_kvt_context c = acquire();
+      try {
+        long[] id = new long[1];
+        synchronized (open) {
+          check(kvtier.kvt_sequence_add(c, r, id));
+          Sequence s = new Sequence(this, id[0], request.maxEvents());
+          open.put(id[0], s);
+          return s;
+        }
+      } finally {
+        life.readLock().unlock();
+      }
+    } finally {
+      kvtier.kvt_request_free(r);
+    }
+  }
+
+  /** Runs one scheduler iteration; returns its events (also delivered to the Sequences). */
+  public List<Event> step() {
+    SWIGTYPE_p_kvt_context c = acquire();
+    stepper.lock();
+    try {
+      check(kvtier.kvt_step(c, events));
+      int n = kvtier.kvt_events_count(events);
+      List<Event> out = new ArrayList<>(n);
+      long[] seq = new long[1];
+      int[] token = new int[1];
+      int[] reason = new int[1];
+      for (int i = 0; i < n; ++i) {
+        Kvtier.check(kvtier.kvt_events_get(events, i, seq, token, reason), "kvt_events_get");
+        out.add(new Event(seq[0], token[0], FinishReason.fromCode(reason[0])));
+      }
+      synchronized (open) {
+        for (Event e : out) {
+          Sequence s = open.get(e.sequenceId());
+          if (s != null && s.deliver(e)) {
+            open.remove(e.sequenceId());
+            kvtier.kvt_sequence_release(c, e.sequenceId());
+          }
+        }
+      }
+      return out;
+    } finally {
+      stepper.unlock();
+      life.readLock().unlock();
+    }
+  }
+
+  /** Steps until no sequence is unfinished; returns the number of steps. */
+  public int runUntilIdle() {
+    int steps = 0;
+    while (numUnfinished() > 0) {
+      step();
+      ++steps;
+    }
+    return steps;
+  }
+
+  /** Blocking generation (kvt_generate): other sequences progress too. */
+  public Generation generate(Request request) {
+    SWIGTYPE_p_kvt_request r = request.toNative();
+    SWIGTYPE_p_kvt_context c = acquire();
+    stepper.lock();
+    try {
+      int[] buf = new int[request.maxEvents()];
+      int[] len = new int[1];
+      int[] reason = new int[1];
+      check(kvtier.kvt_generate(c, r, buf, buf.length, len, reason));
+      return new Generation(Arrays.copyOf(buf, Math.min(len[0], buf.length)),
+          FinishReason.fromCode(reason[0]));
+    } finally {
+      stepper.unlock();
+      life.readLock().unlock();
+      kvtier.kvt_request_free(r);
+    }
+  }
+
+  public void cancel(long id) {
+    SWIGTYPE_p_kvt_context c = acquire();
+    try {
+      check(kvtier.kvt_sequence_cancel(c, id));
+    } finally {
+      life.readLock().unlock();
+    }
+  }
+
+  public SequenceState state(long id) {
+    return SequenceState.fromCode(status(id)[0]);
+  }
+
+  public FinishReason finishReason(long id) {
+    return FinishReason.fromCode(status(id)[1]);
+  }
+
+  private int[] status(long id) {
+    SWIGTYPE_p_kvt_context c = acquire();
+    try {
+      int[] state = new int[1];
+      int[] reason = new int[1];
+      check(kvtier.kvt_sequence_status(c, id, state, reason));
+      return new int[] {state[0], reason[0]};
+    } finally {
+      life.readLock().unlock();
+    }
+  }
+
+  /** The tokens generated so far by a sequence whose record is kept. */
+  public int[] tokens(long id) {
+    SWIGTYPE_p_kvt_context c = acquire();
+    try {
+      int[] len = new int[1];
+      check(kvtier.kvt_sequence_tokens(c, id, new int[0], 0, len));
+      int[] buf = new int[len[0]];
+      check(kvtier.kvt_sequence_tokens(c, id, buf, buf.length, len));
+      return Arrays.copyOf(buf, Math.min(len[0], buf.length));
+    } finally {
+      life.readLock().unlock();
+    }
+  }
+
+  public int numUnfinished() {
+    SWIGTYPE_p_kvt_context c = acquire();
+    try {
+      return kvtier.kvt_context_num_unfinished(c);
+    } finally {
+      life.readLock().unlock();
+    }
+  }
+
+  /** Statistics as a JSON object. */
+  public String statsJson() {
+    SWIGTYPE_p_kvt_context c = acquire();
+    try {
+      int[] len = new int[1];
+      check(kvtier.kvt_context_stats_json(c, new byte[1], 1, len));
+      byte[] buf = new byte[len[0] + 256];
+      check(kvtier.kvt_context_stats_json(c, buf, buf.length, len));
+      return Kvtier.cString(buf);
+    } finally {
+      life.readLock().unlock();
+    }
+  }
+
+  /** One statistic by its JSON name, e.g. "tiers.gpu.used_bytes". */
+  public long stat(String name) {
+    SWIGTYPE_p_kvt_context c = acquire();
+    try {
+      long[] value = new long[1];
+      check(kvtier.kvt_context_stat(c, name, value));
+      return value[0];
+    } finally {
+      life.readLock().unlock();
+    }
+  }
+
+  /** Called by Sequence.close(): forget a finished sequence, or cancel a running one
+   *  whose record step() releases when it finishes. */
+  void closeSequence(Sequence s) {
+    SWIGTYPE_p_kvt_context c;
+    life.readLock().lock();
+    try {
+      c = handle;
+      if (c == null) return;
+      synchronized (open) {
+        if (!open.containsKey(s.id())) return;
+        if (s.isFinished()) {
+          open.remove(s.id());
+          kvtier.kvt_sequence_release(c, s.id());
+        } else {
+          kvtier.kvt_sequence_cancel(c, s.id());
+        }
+      }
+    } finally {
+      life.readLock().unlock();
+    }
+  }
+
+  @Override
+  public void close() {
+    life.writeLock().lock();
+    try {
+      if (handle == null) return;
+      synchronized (open) {
+        for (Sequence s : open.values()) {
+          s.deliver(new Event(s.id(), Event.NO_TOKEN, FinishReason.CANCELLED));
+        }
+        open.clear();
+      }
+      kvtier.kvt_events_free(events);
+      kvtier.kvt_context_free(handle);
+      events = null;
+      handle = null;
+    } finally {
+      life.writeLock().unlock();
+    }
+  }
+
+  /** Takes the read lock and returns the handle; throws if closed. */
+  private SWIGTYPE_p_kvt_context acquire() {
+    life.readLock().lock();
+    if (handle == null) {
+      life.readLock().unlock();
+      throw new IllegalStateException("context is closed");
+    }
+    return handle;
+  }
+
+  private void check(int status) {
+    if (status == 0) return;
+    byte[] buf = new byte[1024];
+    kvtier.kvt_context_errmsg_copy(handle, buf, buf.length);
+    throw new KvtierException(status, Kvtier.cString(buf));
+  }
+}

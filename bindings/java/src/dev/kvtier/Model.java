@@ -1,0 +1,50 @@
+// A loaded checkpoint. Immutable and shareable by any number of contexts and threads;
+// contexts keep their own reference, so it may be closed once they are created.
+package dev.kvtier;
+
+import dev.kvtier.swig.SWIGTYPE_p_kvt_model;
+import dev.kvtier.swig.SWIGTYPE_p_p_kvt_model;
+import dev.kvtier.swig.kvtier;
+
+public final class Model implements AutoCloseable {
+  private SWIGTYPE_p_kvt_model handle;
+
+  private Model(SWIGTYPE_p_kvt_model handle) { this.handle = handle; }
+
+  /** Loads an HF checkpoint directory; throws KvtierException (NOT_FOUND, CORRUPT, ...). */
+  public static Model load(String directory) {
+    if (directory == null) throw new KvtierException(1, "directory is null");
+    SWIGTYPE_p_p_kvt_model box = kvtier.new_kvt_model_box();
+    try {
+      byte[] err = new byte[1024];
+      Kvtier.check(kvtier.kvt_model_load(directory, box, err, err.length), Kvtier.cString(err));
+      return new Model(kvtier.kvt_model_box_value(box));
+    } finally {
+      kvtier.delete_kvt_model_box(box);
+    }
+  }
+
+  public int vocabSize() { return kvtier.kvt_model_vocab_size(handle()); }
+
+  /** JSON summary: architecture, shapes, weight bytes, KV bytes per token. */
+  public String infoJson() {
+    int[] len = new int[1];
+    Kvtier.check(kvtier.kvt_model_info_json(handle(), new byte[1], 1, len), "info_json");
+    byte[] buf = new byte[len[0] + 1];
+    Kvtier.check(kvtier.kvt_model_info_json(handle(), buf, buf.length, len), "info_json");
+    return Kvtier.cString(buf);
+  }
+
+  synchronized SWIGTYPE_p_kvt_model handle() {
+    if (handle == null) throw new IllegalStateException("model is closed");
+    return handle;
+  }
+
+  @Override
+  public synchronized void close() {
+    if (handle != null) {
+      kvtier.kvt_model_free(handle);
+      handle = null;
+    }
+  }
+}

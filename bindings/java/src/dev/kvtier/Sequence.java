@@ -1,0 +1,98 @@
+// A sequence added to a Context: its events arrive as the driving thread steps, and are
+// read here by iteration (blocking until the next event) from any one thread.
+// close() cancels it if still running and forgets its record.
+package dev.kvtier;
+
+import java.util.Iterator;
+import java.util.NoSuchElementException;
+import java.util.Spliterator;
+import java.util.Spliterators;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
+import java.util.stream.Stream;
+import java.util.stream.StreamSupport;
+
+public final class Sequence implements AutoCloseable, Iterable<Event> {
+  private final Context context;
+  private final long id;
+  // Sized to the most events the sequence can report, so step() never blocks on it.
+  private final BlockingQueue<Event> queue;
+  private volatile FinishReason finish = FinishReason.NONE;
+  private boolean consumedFinal;
+
+  Sequence(Context context, long id, int capacity) {
+    this.context = context;
+    this.id = id;
+    this.queue = new ArrayBlockingQueue<>(capacity);
+  }
+
+  public long id() { return id; }
+
+  public boolean isFinished() { return finish != FinishReason.NONE; }
+
+  /** NONE until the final event has been delivered. */
+  public FinishReason finishReason() { return finish; }
+
+  /** Asks the engine to stop it; the next step reports CANCELLED. */
+  public void cancel() { context.cancel(id); }
+
+  /** Blocks for the next event; null once the final event has been returned. */
+  public Event take() throws InterruptedException {
+    synchronized (this) {
+      if (consumedFinal) return null;
+    }
+    Event e = queue.take();
+    if (e.isFinal()) {
+      synchronized (this) { consumedFinal = true; }
+    }
+    return e;
+  }
+
+  /** Events until (and including) the final one; blocks while the context is stepped. */
+  @Override
+  public Iterator<Event> iterator() {
+    return new Iterator<Event>() {
+      private Event next;
+
+      @Override
+      public boolean hasNext() {
+        if (next == null) {
+          try {
+            next = take();
+          } catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted", ex);
+          }
+        }
+        return next != null;
+      }
+
+      @Override
+      public Event next() {
+        if (!hasNext()) throw new NoSuchElementException();
+        Event e = next;
+        next = null;
+        return e;
+      }
+    };
+  }
+
+  public Stream<Event> stream() {
+    return StreamSupport.stream(
+        Spliterators.spliteratorUnknownSize(iterator(), Spliterator.ORDERED), false);
+  }
+
+  /** Tokens produced so far (from the engine's record). */
+  public int[] tokens() { return context.tokens(id); }
+
+  @Override
+  public void close() { context.closeSequence(this); }
+
+  /** Called by the context with its lock held; true when this was the final event. */
+  boolean deliver(Event e) {
+    if (isFinished()) return false;
+    queue.offer(e);
+    if (e.isFinal()) finish = e.finishReason();
+    return e.isFinal();
+  }
+}

@@ -1,0 +1,33 @@
+// Portable default implementations of optional Backend methods.
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "backend/backend.h"
+
+namespace kvtier {
+
+absl::Status Backend::ForwardGreedy(const ForwardBatch& batch, std::vector<int32_t>* token_ids) {
+  std::vector<float> logits;
+  if (absl::Status s = Forward(batch, &logits); !s.ok()) return s;
+  const size_t vocab = static_cast<size_t>(vocab_size());
+  token_ids->clear();
+  for (size_t row = 0; row * vocab < logits.size(); ++row) {
+    const float* r = logits.data() + row * vocab;
+    size_t best = 0;
+    for (size_t i = 1; i < vocab; ++i) {
+      if (r[i] > r[best]) best = i;
+    }
+    token_ids->push_back(static_cast<int32_t>(best));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> Backend::AllocateHostMemory(size_t bytes) {
+  void* ptr = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+  if (ptr == nullptr) return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes of host memory"));
+  return ptr;
+}
+
+void Backend::FreeHostMemory(void* ptr) { std::free(ptr); }
+
+}  // namespace kvtier
