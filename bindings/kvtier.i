@@ -10,7 +10,7 @@
  *   int64_t*        scalar out         -> []int64 / long[] / long[]
  *   char*           byte buffer out    -> []byte / byte[] / byte[]
  *   kvt_<x>**       handle out         -> a box made and read with the functions below
- *   kvt_status      plain int (the idiomatic layers turn it into errors/exceptions)
+ *   enums           plain int constants (the idiomatic layers turn statuses into errors)
  */
 %module kvtier
 
@@ -28,8 +28,6 @@
 #elif defined(SWIGCSHARP)
 %include "kvtier_csharp.i"
 #endif
-
-%apply int { kvt_status };
 
 /* Boxes for the handle out-parameters: new_X(), X_value(box), delete_X(box). */
 %pointer_functions(kvt_model*, kvt_model_box);

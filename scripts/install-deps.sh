@@ -6,6 +6,8 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libabsl-dev libgtest-dev libgmock-dev nlohmann-json3-dev
   libicu-dev
+  dpkg-dev fakeroot file lintian abigail-tools
+  swig golang-go openjdk-17-jdk-headless junit5 mono-mcs nunit-console libnunit-cil-dev
 )
 # Node.js + npm are only needed for the tokenizer test oracles; a machine that already has
 # node (e.g. from NodeSource, whose nodejs bundles npm) keeps it.

@@ -1,6 +1,7 @@
 /* C# typemaps for kvtier.i: token arrays and scalar outs become pinned C# arrays,
  * byte buffers become byte[]. */
 %include <arrays_csharp.i>
+%include <enumsimple.swg>
 
 /* Keep const char* a string: the char* buffer typemap below would otherwise match it. */
 %apply char* { const char* };

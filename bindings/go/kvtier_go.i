@@ -12,8 +12,15 @@
 
 /* Keep const char* a Go string: the char* buffer typemap below would otherwise match it. */
 %apply char* { const char* };
+%typemap(freearg) const char* %{ free($1); %}
 
 KVT_GO_SLICE(const int32_t*, int32)
 KVT_GO_SLICE(int32_t*, int32)
 KVT_GO_SLICE(int64_t*, int64)
 KVT_GO_SLICE(char*, byte)
+
+/* Link the generated package against libkvtier; -I/-L come from CGO_CFLAGS/CGO_LDFLAGS
+ * (or the system paths once libkvtier-dev is installed). */
+%insert(cgo_comment_typedefs) %{
+#cgo LDFLAGS: -lkvtier
+%}

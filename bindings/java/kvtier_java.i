@@ -2,12 +2,15 @@
  * copied back after the call), byte buffers become byte[]. */
 %include <arrays_java.i>
 %include <various.i>
+%include <enumtypeunsafe.swg>
 
 /* Keep const char* a String: the char* buffer typemap below would otherwise match it. */
 %apply char* { const char* };
 %apply int[] { const int32_t*, int32_t* };
 %apply long long[] { int64_t* };
 %apply char* BYTE { char* };
+%typemap(argout) const char* ""
+%typemap(freearg) const char* { if ($1) JCALL2(ReleaseStringUTFChars, jenv, $input, (const char*)$1); }
 
 /* Load the JNI library once, from the system property kvtier.jni.library (a file path)
  * when set, else "kvtier_jni" from java.library.path. */

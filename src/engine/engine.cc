@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "model/stable_hash.h"
 
 namespace kvtier {
 namespace {
@@ -20,11 +21,6 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
                                                        const EngineOptions& options) {
   if (checkpoint == nullptr) return absl::InvalidArgumentError("no model");
   RETURN_IF_ERROR(options.Validate());
-  if (options.host_kv_bytes > 0 || options.disk_kv_bytes > 0) {
-    return absl::UnimplementedError(
-        "host and disk KV tiers are not available in this build yet: set host_kv_bytes and "
-        "disk_kv_bytes to 0");
-  }
   BackendOptions backend_options;
   backend_options.num_threads = options.num_threads;
   backend_options.block_tokens = options.block_tokens;
@@ -53,17 +49,35 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
                                                    " tokens is ", block_bytes, " bytes)"));
   }
   RETURN_IF_ERROR(backend->AllocateKvPool(num_blocks));
-  return std::unique_ptr<Engine>(new Engine(std::move(checkpoint), options, std::move(backend)));
+  KvCacheOptions kv_options;
+  kv_options.block_tokens = options.block_tokens;
+  kv_options.device_blocks = num_blocks;
+  kv_options.host_blocks = options.host_kv_bytes / block_bytes;
+  kv_options.disk_blocks = options.disk_kv_bytes / block_bytes;
+  kv_options.disk_path = options.disk_path;
+  kv_options.file_io = options.file_io;
+  kv_options.prefix_cache = options.prefix_cache;
+  // Cached KV is only valid for the same weights, block geometry and KV element type.
+  const KvLayout& layout = backend->kv_layout();
+  const std::string geometry = absl::StrCat(checkpoint->Fingerprint(), "/", layout.block_tokens, "/",
+                                            std::string(DTypeName(layout.dtype)), "/", std::string(backend->name()));
+  kv_options.model_fingerprint = Fnv1a64(geometry.data(), geometry.size());
+  ASSIGN_OR_RETURN(std::unique_ptr<KvCacheManager> kv, KvCacheManager::Create(kv_options, backend.get()));
+  return std::unique_ptr<Engine>(new Engine(std::move(checkpoint), options, std::move(backend), std::move(kv)));
 }
 
 Engine::Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions& options,
-               std::unique_ptr<Backend> backend)
+               std::unique_ptr<Backend> backend, std::unique_ptr<KvCacheManager> kv)
     : checkpoint_(std::move(checkpoint)),
       options_(options),
       backend_(std::move(backend)),
       eos_token_ids_(checkpoint_->config().eos_token_ids),
-      kv_(backend_->num_kv_blocks(), options.block_tokens),
-      scheduler_(SchedulerOptions{options.max_tokens_per_step, options.max_running}, &kv_) {}
+      kv_(std::move(kv)),
+      policy_(options.preemption, static_cast<int64_t>(backend_->kv_layout().BlockBytes()),
+              kv_->capacity_blocks(Tier::kHost) + kv_->capacity_blocks(Tier::kDisk) > 0),
+      scheduler_(SchedulerOptions{options.max_tokens_per_step, options.max_running,
+                                  std::min<int64_t>(options.watermark_blocks, kv_->num_device_blocks() / 8)},
+                 kv_.get(), &policy_) {}
 
 Engine::~Engine() = default;
 
@@ -91,12 +105,13 @@ absl::StatusOr<SequenceId> Engine::Add(std::vector<int32_t> prompt, const Sampli
   // The longest the sequence can get: its KV must fit in the device tier at once.
   const int64_t max_len = std::min<int64_t>(prompt_len + params.max_new_tokens, config.max_position_embeddings);
   absl::MutexLock lock(&mu_);
-  const int64_t blocks_needed = kv_.BlocksForTokens(max_len);
-  if (blocks_needed > kv_.num_device_blocks()) {
+  const int64_t blocks_needed = kv_->BlocksForTokens(max_len);
+  if (blocks_needed > kv_->num_device_blocks()) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "sequence of up to ", max_len, " tokens needs ", blocks_needed, " KV blocks (",
         blocks_needed * static_cast<int64_t>(backend_->kv_layout().BlockBytes()), " bytes) but the device tier has ",
-        kv_.num_device_blocks(), " blocks (", kv_.num_device_blocks() * static_cast<int64_t>(backend_->kv_layout().BlockBytes()), " bytes)"));
+        kv_->num_device_blocks(), " blocks (", kv_->num_device_blocks() * static_cast<int64_t>(kv_->block_bytes()),
+        " bytes); it must fit on the device tier to run"));
   }
   if (scheduler_.num_waiting() >= options_.max_waiting) {
     return absl::UnavailableError(absl::StrCat("the waiting queue is full (", options_.max_waiting,
@@ -201,7 +216,7 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
       batch.chunks.push_back(SequenceChunk{
           std::span<const int32_t>(seq->tokens).subspan(static_cast<size_t>(chunk.start),
                                                         static_cast<size_t>(chunk.length)),
-          chunk.start, kv_.BlockTable(seq->id), chunk.need_logits});
+          chunk.start, kv_->BlockTable(seq->id), chunk.need_logits});
     }
     counters_.schedule_seconds += SecondsSince(step_start);
   }
@@ -228,6 +243,7 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
   for (const ScheduledChunk& chunk : schedule.chunks) {
     Sequence* seq = chunk.sequence;
     seq->num_computed += chunk.length;
+    kv_->OnComputed(seq->id, seq->tokens, seq->num_computed);
     if (chunk.length > 1 || chunk.start < seq->num_prompt_tokens) counters_.prompt_tokens_computed += chunk.length;
     if (!chunk.need_logits) continue;
     const size_t row = logits_row++;
@@ -238,20 +254,34 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
                                  seq->rng, &sample_scratch_);
     CommitTokenLocked(seq, token, events);
   }
+  int64_t step_tokens = 0;
+  for (const ScheduledChunk& chunk : schedule.chunks) step_tokens += chunk.length;
+  policy_.ObserveCompute(step_tokens, compute_seconds);
+  policy_.ObserveCopyBandwidth(kv_->measured_swap_bandwidth());
+  kv_->PersistIndexIfDirty();
   counters_.step_seconds += SecondsSince(step_start);
   return absl::OkStatus();
 }
 
+absl::Status Engine::VerifyIntegrity() {
+  absl::MutexLock lock(&mu_);
+  return kv_->VerifyIntegrity();
+}
+
 nlohmann::json Engine::Stats() {
   absl::MutexLock lock(&mu_);
-  const int64_t block_bytes = static_cast<int64_t>(backend_->kv_layout().BlockBytes());
-  auto tier = [&](int64_t capacity_blocks, int64_t used_blocks, int64_t peak_blocks) {
-    return nlohmann::json{{"capacity_bytes", capacity_blocks * block_bytes},
-                          {"used_bytes", used_blocks * block_bytes},
-                          {"peak_bytes", peak_blocks * block_bytes},
-                          {"capacity_blocks", capacity_blocks},
-                          {"used_blocks", used_blocks}};
-  };
+  const int64_t block_bytes = static_cast<int64_t>(kv_->block_bytes());
+  const KvCacheCounters& kv = kv_->counters();
+  nlohmann::json tiers;
+  for (Tier t : {Tier::kDevice, Tier::kHost, Tier::kDisk}) {
+    tiers[TierName(t)] = {{"capacity_bytes", kv_->capacity_blocks(t) * block_bytes},
+                          {"used_bytes", kv_->used_blocks(t) * block_bytes},
+                          {"peak_bytes", kv_->peak_blocks(t) * block_bytes},
+                          {"capacity_blocks", kv_->capacity_blocks(t)},
+                          {"used_blocks", kv_->used_blocks(t)},
+                          {"cached_bytes", kv_->cached_blocks(t) * block_bytes},
+                          {"demoted_blocks", kv.blocks_demoted[static_cast<int>(t)]}};
+  }
   nlohmann::json stats;
   stats["backend"] = std::string(backend_->name());
   stats["block_tokens"] = options_.block_tokens;
@@ -265,23 +295,24 @@ nlohmann::json Engine::Stats() {
                         {"finished", counters_.finished},
                         {"cancelled", counters_.cancelled},
                         {"failed", counters_.failed}};
-  stats["tiers"] = {{"gpu", tier(kv_.num_device_blocks(), kv_.num_used_device_blocks(), kv_.peak_used_device_blocks())},
-                    {"host", tier(0, 0, 0)},
-                    {"disk", tier(0, 0, 0)}};
+  stats["tiers"] = tiers;
   stats["preemptions"] = scheduler_.num_preemptions();
-  stats["recomputes"] = scheduler_.num_preemptions();
-  stats["swaps_out"] = 0;
-  stats["swaps_in"] = 0;
-  stats["swap_out_bytes"] = 0;
-  stats["swap_in_bytes"] = 0;
-  stats["prefix_hits"] = {{"gpu", 0}, {"host", 0}, {"disk", 0}};
-  stats["corrupt_blocks_detected"] = 0;
+  stats["recomputes"] = scheduler_.num_recomputes();
+  stats["swaps_out"] = kv.swaps_out;
+  stats["swaps_in"] = kv.swaps_in;
+  stats["swap_out_bytes"] = kv.swap_out_bytes;
+  stats["swap_in_bytes"] = kv.swap_in_bytes;
+  stats["blocks_dropped"] = kv.blocks_dropped;
+  stats["prefix_hits"] = {{"gpu", kv.prefix_hits[0]}, {"host", kv.prefix_hits[1]}, {"disk", kv.prefix_hits[2]}};
+  stats["prefix_hit_tokens"] = kv.prefix_hit_tokens;
+  stats["corrupt_blocks_detected"] = kv.corrupt_blocks_detected;
+  stats["io_errors"] = kv.io_errors;
   stats["gpu_allocs_after_init"] = backend_->allocations_after_init();
   stats["device_bytes_in_use"] = backend_->device_bytes_in_use();
   stats["time"] = {{"step_seconds", counters_.step_seconds},
                    {"compute_seconds", counters_.compute_seconds},
                    {"schedule_seconds", counters_.schedule_seconds},
-                   {"copy_wait_seconds", 0.0}};
+                   {"copy_wait_seconds", kv.copy_seconds}};
   return stats;
 }
 

@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "backend/backend.h"
 #include "engine/engine_options.h"
+#include "engine/preemption_policy.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "kv/kv_cache_manager.h"
@@ -56,11 +57,13 @@ class Engine {
   absl::Status Step(std::vector<StepEvent>* events);
 
   nlohmann::json Stats();
+  // The KV cache manager's invariants (tests call it after every step).
+  absl::Status VerifyIntegrity();
   const Backend& backend() const { return *backend_; }
 
  private:
   Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions& options,
-         std::unique_ptr<Backend> backend);
+         std::unique_ptr<Backend> backend, std::unique_ptr<KvCacheManager> kv);
 
   // Finishes a sequence: frees its blocks, records why, reports an event.
   void FinishLocked(Sequence* seq, FinishReason reason, std::optional<int32_t> token,
@@ -77,7 +80,9 @@ class Engine {
   std::vector<int32_t> eos_token_ids_;
 
   absl::Mutex mu_;
-  KvCacheManager kv_ ABSL_GUARDED_BY(mu_);
+  // Declared after backend_: destroyed first, while it can still copy blocks out.
+  const std::unique_ptr<KvCacheManager> kv_ ABSL_PT_GUARDED_BY(mu_);
+  CostModelPolicy policy_ ABSL_GUARDED_BY(mu_);
   Scheduler scheduler_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<SequenceId, std::unique_ptr<Sequence>> sequences_ ABSL_GUARDED_BY(mu_);
   SequenceId next_id_ ABSL_GUARDED_BY(mu_) = 1;

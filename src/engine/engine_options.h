@@ -10,6 +10,8 @@
 
 namespace kvtier {
 
+class FileIo;
+
 enum class PreemptionMode { kAuto, kSwap, kRecompute };
 
 struct EngineOptions {
@@ -27,6 +29,11 @@ struct EngineOptions {
   int64_t max_waiting = 1024;
   PreemptionMode preemption = PreemptionMode::kAuto;
   int64_t gpu_mem_limit = 0;  // 0 = no cap
+  bool prefix_cache = true;
+  // Device blocks kept free for running decodes when admitting waiting sequences.
+  int64_t watermark_blocks = 1;
+  // File system for the disk tier; nullptr = the real one (tests inject faults here).
+  FileIo* file_io = nullptr;
 
   // InvalidArgument naming the option when a value is out of range or inconsistent.
   absl::Status Validate() const;

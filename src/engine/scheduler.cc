@@ -13,8 +13,8 @@ bool RunsBefore(const Sequence* a, const Sequence* b) {
 
 }  // namespace
 
-Scheduler::Scheduler(const SchedulerOptions& options, KvCacheManager* kv)
-    : options_(options), kv_(kv) {}
+Scheduler::Scheduler(const SchedulerOptions& options, KvCacheManager* kv, const PreemptionPolicy* policy)
+    : options_(options), kv_(kv), policy_(policy) {}
 
 void Scheduler::InsertWaiting(Sequence* sequence) {
   waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), sequence, RunsBefore), sequence);
@@ -31,14 +31,46 @@ void Scheduler::Remove(Sequence* sequence) {
   kv_->Release(sequence->id);
 }
 
+void Scheduler::DropForRecompute(Sequence* seq) {
+  kv_->Release(seq->id);
+  seq->num_computed = 0;
+  ++num_recomputes_;
+}
+
 void Scheduler::Preempt(Sequence* victim, Schedule* schedule) {
   std::erase(running_, victim);
-  kv_->Release(victim->id);
-  victim->num_computed = 0;
+  const int64_t blocks = static_cast<int64_t>(kv_->BlockTable(victim->id).size());
+  const bool swap = policy_ != nullptr && policy_->ShouldSwap(*victim, blocks);
+  if (!swap || !kv_->SwapOut(victim->id).ok()) DropForRecompute(victim);
   victim->state = SequenceState::kPaused;
   InsertWaiting(victim);
   schedule->preempted.push_back(victim);
   ++num_preemptions_;
+}
+
+bool Scheduler::PrepareWaiting(Sequence* seq, int64_t budget, int64_t* length) {
+  const int64_t available = kv_->num_available_device_blocks() - options_.watermark_blocks;
+  if (kv_->IsSwappedOut(seq->id)) {
+    if (kv_->SwappedBlocks(seq->id) > available) return false;
+    // A corrupt or unreadable swapped copy is dropped: the sequence recomputes instead.
+    if (!kv_->SwapIn(seq->id).ok()) {
+      seq->num_computed = 0;
+      ++num_recomputes_;
+    }
+  }
+  const bool fresh = seq->num_computed == 0 && kv_->BlockTable(seq->id).empty();
+  if (fresh) seq->num_computed = kv_->MatchPrefix(seq->id, seq->tokens);
+  *length = std::min(seq->num_uncomputed(), budget);
+  const int64_t end = seq->num_computed + *length;
+  if (kv_->NewBlocksNeeded(seq->id, end) > kv_->num_available_device_blocks() - options_.watermark_blocks) {
+    if (fresh) {  // give matched prefix blocks back to the cache while it waits
+      kv_->Release(seq->id);
+      seq->num_computed = 0;
+    }
+    return false;
+  }
+  kv_->Reserve(seq->id, end).IgnoreError();  // cannot fail: checked above
+  return true;
 }
 
 Schedule Scheduler::Next() {
@@ -51,7 +83,7 @@ Schedule Scheduler::Next() {
     const int64_t length = std::min(seq->num_uncomputed(), budget);
     const int64_t end = seq->num_computed + length;
     bool self_preempted = false;
-    while (kv_->NewBlocksNeeded(seq->id, end) > kv_->num_free_device_blocks()) {
+    while (kv_->NewBlocksNeeded(seq->id, end) > kv_->num_available_device_blocks()) {
       Sequence* victim = running_.back();  // lowest priority, most recently admitted
       Preempt(victim, &schedule);
       if (victim == seq) {
@@ -71,10 +103,9 @@ Schedule Scheduler::Next() {
   while (!waiting_.empty() && budget > 0 &&
          static_cast<int64_t>(running_.size()) < options_.max_running) {
     Sequence* seq = waiting_.front();
-    const int64_t length = std::min(seq->num_uncomputed(), budget);
+    int64_t length = 0;
+    if (!PrepareWaiting(seq, budget, &length)) break;
     const int64_t end = seq->num_computed + length;
-    if (kv_->NewBlocksNeeded(seq->id, end) > kv_->num_free_device_blocks()) break;
-    kv_->Reserve(seq->id, end).IgnoreError();
     waiting_.erase(waiting_.begin());
     seq->state = SequenceState::kRunning;
     running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, RunsBefore), seq);

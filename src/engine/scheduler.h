@@ -17,6 +17,17 @@ namespace kvtier {
 struct SchedulerOptions {
   int64_t max_tokens_per_step = 512;
   int64_t max_running = 256;
+  // Device blocks kept free when admitting or resuming waiting sequences, so running
+  // decodes do not have to preempt on the next step.
+  int64_t watermark_blocks = 0;
+};
+
+// Decides, per preempted sequence, whether its KV is swapped out or dropped and later
+// recomputed. Implemented by the engine's cost model.
+class PreemptionPolicy {
+ public:
+  virtual ~PreemptionPolicy() = default;
+  virtual bool ShouldSwap(const Sequence& victim, int64_t blocks) const = 0;
 };
 
 // One sequence's share of a step: feed tokens [start, start + length).
@@ -29,12 +40,13 @@ struct ScheduledChunk {
 
 struct Schedule {
   std::vector<ScheduledChunk> chunks;
-  std::vector<Sequence*> preempted;  // paused this step (their KV was dropped)
+  std::vector<Sequence*> preempted;  // paused this step (KV swapped out or dropped)
 };
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerOptions& options, KvCacheManager* kv);
+  // `policy` may be null (always recompute); both must outlive the scheduler.
+  Scheduler(const SchedulerOptions& options, KvCacheManager* kv, const PreemptionPolicy* policy);
 
   // Queues a new sequence (state kWaiting).
   void Enqueue(Sequence* sequence);
@@ -45,18 +57,26 @@ class Scheduler {
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  int64_t num_recomputes() const { return num_recomputes_; }
 
  private:
-  // Pauses `victim`: drops its KV (it will be recomputed) and queues it again.
+  // Pauses `victim`: swaps its KV out (policy permitting, room permitting) or drops it for
+  // recompute, and queues it again.
   void Preempt(Sequence* victim, Schedule* schedule);
+  // Makes a waiting sequence's first `end` positions holdable on the device: swaps it in
+  // or matches its prefix, then reserves. False (and nothing held) when it cannot run now.
+  bool PrepareWaiting(Sequence* seq, int64_t budget, int64_t* length);
+  void DropForRecompute(Sequence* seq);
   void InsertWaiting(Sequence* sequence);
 
   SchedulerOptions options_;
   KvCacheManager* kv_;
+  const PreemptionPolicy* policy_;
   // Both ordered by (priority desc, arrival asc): the back is the first to be preempted.
   std::vector<Sequence*> running_;
   std::vector<Sequence*> waiting_;
   int64_t num_preemptions_ = 0;
+  int64_t num_recomputes_ = 0;
 };
 
 }  // namespace kvtier

@@ -20,6 +20,16 @@ std::optional<BlockId> BlockPool::Allocate() {
   return id;
 }
 
+bool BlockPool::AllocateSpecific(BlockId id) {
+  if (id < 0 || id >= num_blocks() || ref_counts_[static_cast<size_t>(id)] != 0) return false;
+  auto it = std::find(free_.begin(), free_.end(), id);
+  if (it == free_.end()) return false;
+  free_.erase(it);
+  ref_counts_[static_cast<size_t>(id)] = 1;
+  peak_used_ = std::max(peak_used_, num_used());
+  return true;
+}
+
 void BlockPool::AddRef(BlockId id) { ++ref_counts_[static_cast<size_t>(id)]; }
 
 bool BlockPool::Release(BlockId id) {

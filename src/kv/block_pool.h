@@ -30,6 +30,9 @@ class BlockPool {
 
   // A free block with ref count 1, or nullopt when none is free.
   std::optional<BlockId> Allocate();
+  // Takes a specific free block (recovering persisted state at start-up). False when the
+  // block is not free.
+  bool AllocateSpecific(BlockId id);
   void AddRef(BlockId id);
   // Drops one reference; the block returns to the free queue at 0. Returns true then.
   bool Release(BlockId id);

@@ -1,61 +1,553 @@
 // Implementation of KvCacheManager (kv_cache_manager.h).
 #include "kv/kv_cache_manager.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
+#include "backend/backend.h"
+#include "common/errors.h"
+#include "common/status_macros.h"
+#include "model/stable_hash.h"
+#include "storage/disk_block_store.h"
 
 namespace kvtier {
+namespace {
 
-KvCacheManager::KvCacheManager(int64_t num_device_blocks, int64_t block_tokens)
-    : block_tokens_(block_tokens), device_pool_(num_device_blocks) {}
+class CopyTimer {
+ public:
+  explicit CopyTimer(double* total) : total_(total), start_(std::chrono::steady_clock::now()) {}
+  ~CopyTimer() { *total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
 
-int64_t KvCacheManager::NewBlocksNeeded(SequenceId seq, int64_t num_tokens) const {
-  auto it = tables_.find(seq);
-  int64_t have = it == tables_.end() ? 0 : static_cast<int64_t>(it->second.size());
-  int64_t need = BlocksForTokens(num_tokens) - have;
-  return need > 0 ? need : 0;
+ private:
+  double* total_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// Disk slots of swapped (uncached) blocks carry a tag instead of a content hash, so a slot
+// read back is still checked to be the one written.
+uint64_t SwapTag(SequenceId seq, size_t index) {
+  return SplitMix64(static_cast<uint64_t>(seq) * 0x9e3779b97f4a7c15ull + index + 0x5ea5ull);
 }
 
-absl::Status KvCacheManager::Reserve(SequenceId seq, int64_t num_tokens) {
-  int64_t need = NewBlocksNeeded(seq, num_tokens);
-  if (need > device_pool_.num_free()) {
-    return absl::ResourceExhaustedError(absl::StrCat("sequence ", seq, " needs ", need,
-                                                     " more KV blocks, ", device_pool_.num_free(), " free"));
+}  // namespace
+
+const char* TierName(Tier tier) {
+  switch (tier) {
+    case Tier::kDevice: return "gpu";
+    case Tier::kHost: return "host";
+    case Tier::kDisk: return "disk";
   }
-  std::vector<BlockId>& table = tables_[seq];
-  for (int64_t i = 0; i < need; ++i) table.push_back(*device_pool_.Allocate());
+  return "?";
+}
+
+KvCacheManager::KvCacheManager(const KvCacheOptions& options, Backend* backend)
+    : options_(options),
+      backend_(backend),
+      block_bytes_(backend->kv_layout().BlockBytes()),
+      device_(options.device_blocks),
+      host_(options.host_blocks),
+      disk_(options.disk_blocks) {}
+
+absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvCacheOptions& options,
+                                                                       Backend* backend) {
+  if (backend->num_kv_blocks() != options.device_blocks) {
+    return absl::InternalError(absl::StrCat("device pool has ", backend->num_kv_blocks(), " blocks, expected ",
+                                            options.device_blocks));
+  }
+  if (options.disk_blocks > 0 && options.disk_path.empty()) {
+    return absl::InvalidArgumentError("the disk tier needs a disk_path");
+  }
+  std::unique_ptr<KvCacheManager> kv(new KvCacheManager(options, backend));
+  if (options.host_blocks > 0) {
+    ASSIGN_OR_RETURN(void* memory,
+                     backend->AllocateHostMemory(static_cast<size_t>(options.host_blocks) * kv->block_bytes_));
+    kv->host_memory_ = static_cast<uint8_t*>(memory);
+  }
+  if (options.disk_blocks > 0) {
+    kv->staging_.resize(kv->block_bytes_);
+    DiskStoreOptions disk;
+    disk.path = options.disk_path;
+    disk.num_slots = options.disk_blocks;
+    disk.block_bytes = kv->block_bytes_;
+    disk.model_fingerprint = options.model_fingerprint;
+    disk.block_tokens = options.block_tokens;
+    disk.io = options.file_io;
+    ASSIGN_OR_RETURN(kv->disk_store_, DiskBlockStore::Open(disk));
+    // Prefix blocks persisted by an earlier context over the same file and model.
+    for (const DiskIndexEntry& entry : kv->disk_store_->recovered_entries()) {
+      const int32_t slot = static_cast<int32_t>(entry.slot);
+      const BlockHash hash{entry.block_hash};
+      if (entry.token_count != options.block_tokens || kv->cache(Tier::kDisk).by_hash.contains(hash) ||
+          !kv->disk_.AllocateSpecific(slot)) {
+        continue;
+      }
+      kv->cache(Tier::kDisk).by_hash[hash] = slot;
+      kv->cache(Tier::kDisk).hash_of[slot] = hash;
+      kv->disk_lru_.PushBack(slot);
+    }
+  }
+  return kv;
+}
+
+KvCacheManager::~KvCacheManager() {
+  if (disk_store_ != nullptr) {
+    // Keep what the prefix cache holds for the next context: device and host entries not
+    // yet on disk are written there while slots last.
+    std::vector<std::pair<int32_t, BlockHash>> device_entries(cache(Tier::kDevice).hash_of.begin(),
+                                                              cache(Tier::kDevice).hash_of.end());
+    std::vector<std::pair<int32_t, BlockHash>> host_entries(cache(Tier::kHost).hash_of.begin(),
+                                                            cache(Tier::kHost).hash_of.end());
+    for (const auto& [slot, hash] : host_entries) {
+      if (cache(Tier::kDisk).by_hash.contains(hash) || disk_.num_free() == 0) continue;
+      int32_t disk_slot = *disk_.Allocate();
+      if (disk_store_->Write(disk_slot, hash.value, static_cast<int32_t>(options_.block_tokens), HostSlot(slot)).ok()) {
+        cache(Tier::kDisk).by_hash[hash] = disk_slot;
+        cache(Tier::kDisk).hash_of[disk_slot] = hash;
+        disk_index_dirty_ = true;
+      } else {
+        disk_.Release(disk_slot);
+      }
+    }
+    for (const auto& [block, hash] : device_entries) {
+      if (cache(Tier::kDisk).by_hash.contains(hash) || disk_.num_free() == 0) continue;
+      int32_t disk_slot = *disk_.Allocate();
+      if (CopyDeviceToDisk(block, disk_slot, hash.value).ok()) {
+        cache(Tier::kDisk).by_hash[hash] = disk_slot;
+        cache(Tier::kDisk).hash_of[disk_slot] = hash;
+        disk_index_dirty_ = true;
+      } else {
+        disk_.Release(disk_slot);
+      }
+    }
+    PersistIndexIfDirty();
+  }
+  if (host_memory_ != nullptr) backend_->FreeHostMemory(host_memory_);
+}
+
+int64_t KvCacheManager::capacity_blocks(Tier tier) const {
+  switch (tier) {
+    case Tier::kDevice: return device_.num_blocks();
+    case Tier::kHost: return host_.num_blocks();
+    case Tier::kDisk: return disk_.num_blocks();
+  }
+  return 0;
+}
+
+int64_t KvCacheManager::used_blocks(Tier tier) const {
+  switch (tier) {
+    case Tier::kDevice: return device_.num_used() - device_lru_.size();
+    case Tier::kHost: return host_.num_used() - host_lru_.size();
+    case Tier::kDisk: return disk_.num_used() - disk_lru_.size();
+  }
+  return 0;
+}
+
+int64_t KvCacheManager::cached_blocks(Tier tier) const {
+  return static_cast<int64_t>(cache(tier).hash_of.size());
+}
+
+int64_t KvCacheManager::peak_blocks(Tier tier) const {
+  switch (tier) {
+    case Tier::kDevice: return device_.peak_used();
+    case Tier::kHost: return host_.peak_used();
+    case Tier::kDisk: return disk_.peak_used();
+  }
+  return 0;
+}
+
+double KvCacheManager::measured_swap_bandwidth() const {
+  return counters_.copy_seconds > 0 ? static_cast<double>(swap_bytes_timed_) / counters_.copy_seconds : 0.0;
+}
+
+int64_t KvCacheManager::NewBlocksNeeded(SequenceId seq, int64_t num_tokens) const {
+  auto it = sequences_.find(seq);
+  const int64_t have = it == sequences_.end() ? 0 : static_cast<int64_t>(it->second.table.size());
+  return std::max<int64_t>(0, BlocksForTokens(num_tokens) - have);
+}
+
+std::span<const BlockId> KvCacheManager::BlockTable(SequenceId seq) const {
+  auto it = sequences_.find(seq);
+  if (it == sequences_.end()) return {};
+  return it->second.table;
+}
+
+int64_t KvCacheManager::SwappedBlocks(SequenceId seq) const {
+  auto it = swapped_.find(seq);
+  return it == swapped_.end() ? 0 : static_cast<int64_t>(it->second.size());
+}
+
+// ---------------------------------------------------------------- allocation & eviction
+
+void KvCacheManager::DropCached(Tier tier, int32_t slot) {
+  TierCache& c = cache(tier);
+  auto it = c.hash_of.find(slot);
+  if (it == c.hash_of.end()) return;
+  auto by = c.by_hash.find(it->second);
+  if (by != c.by_hash.end() && by->second == slot) c.by_hash.erase(by);
+  c.hash_of.erase(it);
+  if (tier == Tier::kDisk) disk_index_dirty_ = true;
+}
+
+std::optional<BlockId> KvCacheManager::AllocateDevice() {
+  if (auto id = device_.Allocate()) return id;
+  std::optional<int32_t> victim = device_lru_.PopFront();
+  if (!victim) return std::nullopt;
+  Demote(Tier::kDevice, *victim, cache(Tier::kDevice).hash_of.at(*victim));
+  DropCached(Tier::kDevice, *victim);
+  device_.Release(*victim);  // the cache's reference: the block is free now
+  return device_.Allocate();
+}
+
+std::optional<int32_t> KvCacheManager::AllocateHost() {
+  if (host_.num_blocks() == 0) return std::nullopt;
+  if (auto id = host_.Allocate()) return id;
+  std::optional<int32_t> victim = host_lru_.PopFront();
+  if (!victim) return std::nullopt;
+  Demote(Tier::kHost, *victim, cache(Tier::kHost).hash_of.at(*victim));
+  DropCached(Tier::kHost, *victim);
+  host_.Release(*victim);
+  return host_.Allocate();
+}
+
+std::optional<int32_t> KvCacheManager::AllocateDisk() {
+  if (disk_.num_blocks() == 0) return std::nullopt;
+  if (auto id = disk_.Allocate()) return id;
+  std::optional<int32_t> victim = disk_lru_.PopFront();
+  if (!victim) return std::nullopt;
+  ++counters_.blocks_dropped;
+  ++counters_.blocks_demoted[static_cast<int>(Tier::kDisk)];
+  DropCached(Tier::kDisk, *victim);
+  disk_.Release(*victim);
+  return disk_.Allocate();
+}
+
+void KvCacheManager::Demote(Tier tier, int32_t slot, BlockHash hash) {
+  ++counters_.blocks_demoted[static_cast<int>(tier)];
+  if (tier == Tier::kDevice && host_.num_blocks() > 0) {
+    if (cache(Tier::kHost).by_hash.contains(hash)) return;  // already one tier down
+    if (std::optional<int32_t> host_slot = AllocateHost()) {
+      if (CopyDeviceToHostSlot(slot, *host_slot).ok()) {
+        cache(Tier::kHost).by_hash[hash] = *host_slot;
+        cache(Tier::kHost).hash_of[*host_slot] = hash;
+        host_lru_.PushBack(*host_slot);
+        return;
+      }
+      host_.Release(*host_slot);
+    }
+  }
+  if (tier != Tier::kDisk && disk_.num_blocks() > 0) {
+    if (cache(Tier::kDisk).by_hash.contains(hash)) return;
+    if (std::optional<int32_t> disk_slot = AllocateDisk()) {
+      absl::Status written =
+          tier == Tier::kDevice
+              ? CopyDeviceToDisk(slot, *disk_slot, hash.value)
+              : disk_store_->Write(*disk_slot, hash.value, static_cast<int32_t>(options_.block_tokens), HostSlot(slot));
+      if (written.ok()) {
+        cache(Tier::kDisk).by_hash[hash] = *disk_slot;
+        cache(Tier::kDisk).hash_of[*disk_slot] = hash;
+        disk_lru_.PushBack(*disk_slot);
+        disk_index_dirty_ = true;
+        return;
+      }
+      ++counters_.io_errors;
+      disk_.Release(*disk_slot);
+    }
+  }
+  ++counters_.blocks_dropped;
+}
+
+// ---------------------------------------------------------------- copies
+
+absl::Status KvCacheManager::CopyDeviceToHostSlot(BlockId block, int32_t host_slot) {
+  CopyTimer timer(&counters_.copy_seconds);
+  swap_bytes_timed_ += static_cast<int64_t>(block_bytes_);
+  BlockCopy copy{block, HostSlot(host_slot)};
+  return backend_->CopyBlocksToHost(std::span<const BlockCopy>(&copy, 1));
+}
+
+absl::Status KvCacheManager::CopyHostSlotToDevice(int32_t host_slot, BlockId block) {
+  CopyTimer timer(&counters_.copy_seconds);
+  swap_bytes_timed_ += static_cast<int64_t>(block_bytes_);
+  BlockCopy copy{block, HostSlot(host_slot)};
+  return backend_->CopyBlocksFromHost(std::span<const BlockCopy>(&copy, 1));
+}
+
+absl::Status KvCacheManager::CopyDeviceToDisk(BlockId block, int32_t disk_slot, uint64_t tag) {
+  CopyTimer timer(&counters_.copy_seconds);
+  swap_bytes_timed_ += static_cast<int64_t>(block_bytes_);
+  BlockCopy copy{block, staging_.data()};
+  RETURN_IF_ERROR(backend_->CopyBlocksToHost(std::span<const BlockCopy>(&copy, 1)));
+  return disk_store_->Write(disk_slot, tag, static_cast<int32_t>(options_.block_tokens), staging_.data());
+}
+
+absl::Status KvCacheManager::CopyDiskToDevice(int32_t disk_slot, uint64_t tag, BlockId block) {
+  CopyTimer timer(&counters_.copy_seconds);
+  swap_bytes_timed_ += static_cast<int64_t>(block_bytes_);
+  absl::Status read = disk_store_->Read(disk_slot, tag, staging_.data());
+  if (absl::IsDataLoss(read)) ++counters_.corrupt_blocks_detected;
+  if (IsIoError(read)) ++counters_.io_errors;
+  RETURN_IF_ERROR(read);
+  BlockCopy copy{block, staging_.data()};
+  return backend_->CopyBlocksFromHost(std::span<const BlockCopy>(&copy, 1));
+}
+
+void KvCacheManager::PersistIndexIfDirty() {
+  if (disk_store_ == nullptr || !disk_index_dirty_) return;
+  std::vector<DiskIndexEntry> entries;
+  for (const auto& [slot, hash] : cache(Tier::kDisk).hash_of) {
+    entries.push_back(DiskIndexEntry{slot, hash.value, static_cast<int32_t>(options_.block_tokens)});
+  }
+  if (disk_store_->SaveIndex(entries).ok()) {
+    disk_index_dirty_ = false;
+  } else {
+    ++counters_.io_errors;
+  }
+}
+
+// ---------------------------------------------------------------- sequences
+
+absl::Status KvCacheManager::Reserve(SequenceId seq, int64_t num_tokens) {
+  const int64_t need = NewBlocksNeeded(seq, num_tokens);
+  if (need > num_available_device_blocks()) {
+    return absl::ResourceExhaustedError(absl::StrCat("sequence ", seq, " needs ", need, " more KV blocks, ",
+                                                     num_available_device_blocks(), " available"));
+  }
+  std::vector<BlockId>& table = sequences_[seq].table;
+  for (int64_t i = 0; i < need; ++i) table.push_back(*AllocateDevice());
   return absl::OkStatus();
 }
 
 void KvCacheManager::Release(SequenceId seq) {
-  auto it = tables_.find(seq);
-  if (it == tables_.end()) return;
-  for (BlockId id : it->second) device_pool_.Release(id);
-  tables_.erase(it);
+  if (auto it = sequences_.find(seq); it != sequences_.end()) {
+    for (BlockId block : it->second.table) {
+      device_.Release(block);
+      if (device_.ref_count(block) == 1 && cache(Tier::kDevice).hash_of.contains(block)) device_lru_.PushBack(block);
+    }
+    sequences_.erase(it);
+  }
+  if (auto it = swapped_.find(seq); it != swapped_.end()) {
+    for (const SlotRef& ref : it->second) (ref.tier == Tier::kHost ? host_ : disk_).Release(ref.slot);
+    swapped_.erase(it);
+  }
 }
 
-std::span<const BlockId> KvCacheManager::BlockTable(SequenceId seq) const {
-  auto it = tables_.find(seq);
-  if (it == tables_.end()) return {};
-  return it->second;
+void KvCacheManager::OnComputed(SequenceId seq, std::span<const int32_t> tokens, int64_t num_computed) {
+  if (!options_.prefix_cache) return;
+  auto it = sequences_.find(seq);
+  if (it == sequences_.end()) return;
+  SequenceBlocks& blocks = it->second;
+  const int64_t full = std::min<int64_t>(num_computed / options_.block_tokens, static_cast<int64_t>(blocks.table.size()));
+  TierCache& device_cache = cache(Tier::kDevice);
+  for (int64_t i = static_cast<int64_t>(blocks.hashes.size()); i < full; ++i) {
+    std::optional<BlockHash> parent;
+    if (i > 0) parent = blocks.hashes[static_cast<size_t>(i - 1)];
+    const BlockHash hash = BlockHash::Chain(
+        parent, tokens.subspan(static_cast<size_t>(i * options_.block_tokens), static_cast<size_t>(options_.block_tokens)),
+        options_.model_fingerprint);
+    blocks.hashes.push_back(hash);
+    const BlockId block = blocks.table[static_cast<size_t>(i)];
+    if (device_cache.by_hash.contains(hash) || device_cache.hash_of.contains(block)) continue;
+    device_cache.by_hash[hash] = block;
+    device_cache.hash_of[block] = hash;
+    device_.AddRef(block);  // the cache's own reference
+  }
 }
+
+int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tokens) {
+  if (!options_.prefix_cache || tokens.size() < 2) return 0;
+  SequenceBlocks& blocks = sequences_[seq];
+  if (!blocks.table.empty()) return 0;
+  const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens;
+  std::optional<BlockHash> parent;
+  for (int64_t i = 0; i < max_blocks; ++i) {
+    const BlockHash hash = BlockHash::Chain(
+        parent, tokens.subspan(static_cast<size_t>(i * options_.block_tokens), static_cast<size_t>(options_.block_tokens)),
+        options_.model_fingerprint);
+    TierCache& device_cache = cache(Tier::kDevice);
+    if (auto hit = device_cache.by_hash.find(hash); hit != device_cache.by_hash.end()) {
+      device_.AddRef(hit->second);
+      device_lru_.Erase(hit->second);
+      blocks.table.push_back(hit->second);
+      ++counters_.prefix_hits[static_cast<int>(Tier::kDevice)];
+    } else {
+      const bool in_host = cache(Tier::kHost).by_hash.contains(hash);
+      const bool in_disk = !in_host && cache(Tier::kDisk).by_hash.contains(hash);
+      if (!in_host && !in_disk) break;
+      const Tier tier = in_host ? Tier::kHost : Tier::kDisk;
+      const int32_t slot = cache(tier).by_hash.at(hash);
+      LruSet& lru = in_host ? host_lru_ : disk_lru_;
+      lru.Erase(slot);  // not evictable while we read it
+      std::optional<BlockId> block = num_available_device_blocks() > 0 ? AllocateDevice() : std::nullopt;
+      absl::Status copied = absl::ResourceExhaustedError("no device block");
+      if (block) copied = in_host ? CopyHostSlotToDevice(slot, *block) : CopyDiskToDevice(slot, hash.value, *block);
+      if (!copied.ok()) {
+        if (block) device_.Release(*block);
+        if (absl::IsDataLoss(copied)) {  // never used as data: forget the slot
+          DropCached(tier, slot);
+          disk_.Release(slot);
+        } else {
+          lru.PushBack(slot);
+        }
+        break;
+      }
+      lru.PushBack(slot);  // the lower-tier copy stays cached too
+      device_cache.by_hash[hash] = *block;
+      device_cache.hash_of[*block] = hash;
+      device_.AddRef(*block);
+      blocks.table.push_back(*block);
+      ++counters_.prefix_hits[static_cast<int>(tier)];
+    }
+    blocks.hashes.push_back(hash);
+    parent = hash;
+  }
+  const int64_t matched = static_cast<int64_t>(blocks.table.size()) * options_.block_tokens;
+  counters_.prefix_hit_tokens += matched;
+  return matched;
+}
+
+absl::Status KvCacheManager::SwapOut(SequenceId seq) {
+  auto it = sequences_.find(seq);
+  if (it == sequences_.end() || it->second.table.empty()) return absl::OkStatus();
+  const std::vector<BlockId>& table = it->second.table;
+  std::vector<SlotRef> slots;
+  auto rollback = [&] {
+    for (const SlotRef& ref : slots) (ref.tier == Tier::kHost ? host_ : disk_).Release(ref.slot);
+  };
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (std::optional<int32_t> host_slot = AllocateHost()) {
+      slots.push_back({Tier::kHost, *host_slot});
+    } else if (std::optional<int32_t> disk_slot = AllocateDisk()) {
+      slots.push_back({Tier::kDisk, *disk_slot});
+    } else {
+      rollback();
+      return absl::ResourceExhaustedError(absl::StrCat("no host or disk room to swap out sequence ", seq));
+    }
+  }
+  std::vector<BlockCopy> host_copies;
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (slots[i].tier == Tier::kHost) host_copies.push_back({table[i], HostSlot(slots[i].slot)});
+  }
+  {
+    CopyTimer timer(&counters_.copy_seconds);
+    swap_bytes_timed_ += static_cast<int64_t>(host_copies.size() * block_bytes_);
+    if (absl::Status s = backend_->CopyBlocksToHost(host_copies); !s.ok()) {
+      rollback();
+      return s;
+    }
+  }
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (slots[i].tier != Tier::kDisk) continue;
+    if (absl::Status s = CopyDeviceToDisk(table[i], slots[i].slot, SwapTag(seq, i)); !s.ok()) {
+      ++counters_.io_errors;
+      rollback();
+      return s;
+    }
+  }
+  ++counters_.swaps_out;
+  counters_.swap_out_bytes += static_cast<int64_t>(table.size() * block_bytes_);
+  for (BlockId block : table) {
+    device_.Release(block);
+    if (device_.ref_count(block) == 1 && cache(Tier::kDevice).hash_of.contains(block)) device_lru_.PushBack(block);
+  }
+  it->second.table.clear();
+  swapped_[seq] = std::move(slots);
+  return absl::OkStatus();
+}
+
+absl::Status KvCacheManager::SwapIn(SequenceId seq) {
+  auto it = swapped_.find(seq);
+  if (it == swapped_.end()) return absl::OkStatus();
+  const std::vector<SlotRef>& slots = it->second;
+  if (static_cast<int64_t>(slots.size()) > num_available_device_blocks()) {
+    return absl::ResourceExhaustedError(absl::StrCat("sequence ", seq, " needs ", slots.size(),
+                                                     " device blocks to swap in"));
+  }
+  SequenceBlocks& blocks = sequences_[seq];
+  for (size_t i = 0; i < slots.size(); ++i) blocks.table.push_back(*AllocateDevice());
+  std::vector<BlockCopy> host_copies;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].tier == Tier::kHost) host_copies.push_back({blocks.table[i], HostSlot(slots[i].slot)});
+  }
+  absl::Status status;
+  {
+    CopyTimer timer(&counters_.copy_seconds);
+    swap_bytes_timed_ += static_cast<int64_t>(host_copies.size() * block_bytes_);
+    status = backend_->CopyBlocksFromHost(host_copies);
+  }
+  for (size_t i = 0; i < slots.size() && status.ok(); ++i) {
+    if (slots[i].tier == Tier::kDisk) status = CopyDiskToDevice(slots[i].slot, SwapTag(seq, i), blocks.table[i]);
+  }
+  ++counters_.swaps_in;
+  counters_.swap_in_bytes += static_cast<int64_t>(slots.size() * block_bytes_);
+  if (!status.ok()) {
+    // The swapped copy cannot be trusted: drop everything; the caller recomputes.
+    Release(seq);
+    return status;
+  }
+  for (const SlotRef& ref : slots) (ref.tier == Tier::kHost ? host_ : disk_).Release(ref.slot);
+  swapped_.erase(it);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- integrity
 
 absl::Status KvCacheManager::VerifyIntegrity() const {
-  if (absl::Status s = device_pool_.VerifyIntegrity(); !s.ok()) return s;
-  std::vector<int32_t> refs(static_cast<size_t>(device_pool_.num_blocks()), 0);
-  for (const auto& [seq, table] : tables_) {
-    for (BlockId id : table) {
-      if (id < 0 || id >= device_pool_.num_blocks()) {
-        return absl::InternalError(absl::StrCat("sequence ", seq, " holds block ", id, " out of range"));
+  RETURN_IF_ERROR(device_.VerifyIntegrity());
+  RETURN_IF_ERROR(host_.VerifyIntegrity());
+  RETURN_IF_ERROR(disk_.VerifyIntegrity());
+  std::vector<int32_t> device_refs(static_cast<size_t>(device_.num_blocks()), 0);
+  for (const auto& [seq, blocks] : sequences_) {
+    for (BlockId block : blocks.table) {
+      if (block < 0 || block >= device_.num_blocks()) {
+        return absl::InternalError(absl::StrCat("sequence ", seq, " holds device block ", block, " out of range"));
       }
-      ++refs[static_cast<size_t>(id)];
+      ++device_refs[static_cast<size_t>(block)];
+    }
+    if (blocks.hashes.size() > blocks.table.size() && !swapped_.contains(seq)) {
+      return absl::InternalError(absl::StrCat("sequence ", seq, " has more hashes than blocks"));
     }
   }
-  for (BlockId id = 0; id < device_pool_.num_blocks(); ++id) {
-    if (refs[static_cast<size_t>(id)] != device_pool_.ref_count(id)) {
-      return absl::InternalError(absl::StrCat("block ", id, " ref count ", device_pool_.ref_count(id),
-                                              " but referenced by ", refs[static_cast<size_t>(id)], " tables"));
+  for (const auto& [block, hash] : cache(Tier::kDevice).hash_of) ++device_refs[static_cast<size_t>(block)];
+  for (BlockId b = 0; b < device_.num_blocks(); ++b) {
+    if (device_refs[static_cast<size_t>(b)] != device_.ref_count(b)) {
+      return absl::InternalError(absl::StrCat("device block ", b, " ref count ", device_.ref_count(b), " but ",
+                                              device_refs[static_cast<size_t>(b)], " holders"));
+    }
+    const bool cached = cache(Tier::kDevice).hash_of.contains(b);
+    if (device_lru_.Contains(b) != (cached && device_.ref_count(b) == 1)) {
+      return absl::InternalError(absl::StrCat("device block ", b, " LRU membership wrong"));
     }
   }
+  auto check_lower = [&](Tier tier, const BlockPool& pool, const LruSet& lru) -> absl::Status {
+    std::vector<int32_t> refs(static_cast<size_t>(pool.num_blocks()), 0);
+    for (const auto& [slot, hash] : cache(tier).hash_of) {
+      ++refs[static_cast<size_t>(slot)];
+      if (!lru.Contains(slot)) return absl::InternalError(absl::StrCat(TierName(tier), " cached slot ", slot, " not in LRU"));
+      auto by = cache(tier).by_hash.find(hash);
+      if (by == cache(tier).by_hash.end() || by->second != slot) {
+        return absl::InternalError(absl::StrCat(TierName(tier), " slot ", slot, " hash index mismatch"));
+      }
+    }
+    for (const auto& [seq, slots] : swapped_) {
+      for (const SlotRef& ref : slots) {
+        if (ref.tier == tier) ++refs[static_cast<size_t>(ref.slot)];
+      }
+    }
+    if (lru.size() != static_cast<int64_t>(cache(tier).hash_of.size())) {
+      return absl::InternalError(absl::StrCat(TierName(tier), " LRU has ", lru.size(), " entries, cache ",
+                                              cache(tier).hash_of.size()));
+    }
+    for (int32_t s = 0; s < pool.num_blocks(); ++s) {
+      if (refs[static_cast<size_t>(s)] != pool.ref_count(s)) {
+        return absl::InternalError(absl::StrCat(TierName(tier), " slot ", s, " ref count ", pool.ref_count(s), " but ",
+                                                refs[static_cast<size_t>(s)], " holders"));
+      }
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(check_lower(Tier::kHost, host_, host_lru_));
+  RETURN_IF_ERROR(check_lower(Tier::kDisk, disk_, disk_lru_));
   return absl::OkStatus();
 }
 

@@ -8,7 +8,6 @@ namespace kvtier::tokenizer {
 StopStringMatcher::StopStringMatcher(std::vector<std::string> stop_strings) {
   for (std::string& s : stop_strings) {
     if (s.empty()) continue;
-    max_stop_len_ = std::max(max_stop_len_, s.size());
     stops_.push_back(std::move(s));
   }
 }

@@ -32,7 +32,6 @@ class StopStringMatcher {
 
  private:
   std::vector<std::string> stops_;
-  size_t max_stop_len_ = 0;
   std::string held_;
   bool stopped_ = false;
 };

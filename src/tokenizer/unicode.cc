@@ -3,6 +3,7 @@
 
 #include <unicode/normalizer2.h>
 #include <unicode/uchar.h>
+#include <unicode/bytestream.h>
 #include <unicode/unistr.h>
 #include <unicode/locid.h>
 
@@ -164,15 +165,18 @@ absl::StatusOr<std::string> NormalizeUnicode(std::string_view text, NormalForm f
     case NormalForm::kNfkd: normalizer = icu::Normalizer2::getNFKDInstance(err); break;
   }
   if (U_FAILURE(err)) return absl::InternalError("ICU normalizer unavailable");
-  icu::UnicodeString source = icu::UnicodeString::fromUTF8(
-      icu::StringPiece(text.data(), static_cast<int32_t>(text.size())));
-  // Fast path: most text is already normalized.
-  if (normalizer->isNormalized(source, err) && U_SUCCESS(err)) return std::string(text);
+  // Fast paths: ASCII and already-normalized text (the common case) need no copy through
+  // UTF-16.
+  bool ascii = true;
+  for (unsigned char c : text) ascii = ascii && c < 0x80;
+  if (ascii) return std::string(text);
+  icu::StringPiece piece(text.data(), static_cast<int32_t>(text.size()));
+  if (normalizer->isNormalizedUTF8(piece, err) && U_SUCCESS(err)) return std::string(text);
   err = U_ZERO_ERROR;
-  icu::UnicodeString result = normalizer->normalize(source, err);
-  if (U_FAILURE(err)) return absl::InvalidArgumentError("Unicode normalization failed");
   std::string out;
-  result.toUTF8String(out);
+  icu::StringByteSink<std::string> sink(&out);
+  normalizer->normalizeUTF8(0, piece, sink, nullptr, err);
+  if (U_FAILURE(err)) return absl::InvalidArgumentError("Unicode normalization failed");
   return out;
 }
 

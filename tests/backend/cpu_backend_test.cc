@@ -518,6 +518,25 @@ TEST_P(CpuBackendTest, PoolAllocationAndAccounting) {
   EXPECT_EQ(backend.allocations_after_init(), 0);
 }
 
+TEST_P(CpuBackendTest, ScratchGrowsOnlyForLargerBatches) {
+  BackendOptions options;
+  options.block_tokens = kBlockTokens;
+  options.max_tokens_per_step = 4;
+  absl::StatusOr<std::unique_ptr<CpuBackend>> created = CpuBackend::Create(checkpoint(), options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  CpuBackend& backend = **created;
+  ASSERT_TRUE(backend.AllocateKvPool(kNumBlocks).ok());
+  const int64_t before = backend.device_bytes_in_use();
+  RunBatch(backend, {{{1, 2, 3}, 0, {0}}});
+  EXPECT_EQ(backend.scratch_growths(), 0);
+  RunBatch(backend, {{RandomTokens(9, vocab(), rng_), 0, {1, 2, 3}}});
+  EXPECT_EQ(backend.scratch_growths(), 1);
+  EXPECT_GT(backend.device_bytes_in_use(), before);
+  RunBatch(backend, {{{4, 5}, 0, {4}}});
+  EXPECT_EQ(backend.scratch_growths(), 1);
+  EXPECT_EQ(backend.allocations_after_init(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Architectures, CpuBackendTest, testing::ValuesIn(Cases()),
                          [](const testing::TestParamInfo<ArchCase>& info) {
                            return info.param.name;

@@ -129,6 +129,52 @@ TEST_F(CudaKernelsTest, ArgmaxRowsMatchesReference) {
   }
 }
 
+// The decode GEMV against a double-precision host dot product, every row count, k with
+// and without a tail (k % 1024 != 0), bf16 and f32 outputs; outputs poisoned first.
+TEST_F(CudaKernelsTest, GemvSmallRowsMatchesReference) {
+  for (int k : {4096, 1032, 72}) {
+    for (int rows = 1; rows <= kGemvMaxRows; ++rows) {
+      for (bool f32 : {false, true}) {
+        const int n = 77;
+        Bf16Data x = RandomBf16(static_cast<size_t>(rows) * k, rng_);
+        Bf16Data w = RandomBf16(static_cast<size_t>(n) * k, rng_);
+        DeviceArray<uint16_t> d_x(x.bits.size()), d_w(w.bits.size());
+        d_x.Upload(x.bits);
+        d_w.Upload(w.bits);
+        std::vector<float> ref(static_cast<size_t>(rows) * n);
+        for (int r = 0; r < rows; ++r) {
+          for (int j = 0; j < n; ++j) {
+            double sum = 0;
+            for (int i = 0; i < k; ++i) {
+              sum += static_cast<double>(x.values[static_cast<size_t>(r) * k + i]) * w.values[static_cast<size_t>(j) * k + i];
+            }
+            ref[static_cast<size_t>(r) * n + j] = static_cast<float>(sum);
+          }
+        }
+        const auto* dx = reinterpret_cast<const bf16*>(d_x.get());
+        const auto* dw = reinterpret_cast<const bf16*>(d_w.get());
+        ASSERT_TRUE(GemvSupported(rows, k, dx, dw));
+        std::vector<float> got;
+        if (f32) {
+          DeviceArray<float> d_out(ref.size());
+          d_out.Upload(std::vector<float>(ref.size(), NAN));
+          ASSERT_EQ(GemvSmallRows(dx, dw, rows, k, n, d_out.get(), true, nullptr), cudaSuccess);
+          got = d_out.Download();
+          EXPECT_LT(RelativeError(got, ref), 1e-5) << "k " << k << " rows " << rows;
+        } else {
+          DeviceArray<uint16_t> d_out(ref.size());
+          d_out.Upload(std::vector<uint16_t>(ref.size(), 0x7fc0));
+          ASSERT_EQ(GemvSmallRows(dx, dw, rows, k, n, d_out.get(), false, nullptr), cudaSuccess);
+          got = Bf16ToF32(d_out.Download());
+          EXPECT_LT(RelativeError(got, ref), kBf16Tolerance) << "k " << k << " rows " << rows;
+        }
+      }
+    }
+  }
+  EXPECT_FALSE(GemvSupported(kGemvMaxRows + 1, 4096, nullptr, nullptr));
+  EXPECT_FALSE(GemvSupported(1, 4100, nullptr, nullptr));
+}
+
 // A paged-KV world: chunks with shuffled block tables over one pool, both on the host
 // (f32 reference) and on the device (bf16).
 struct PagedWorld {

@@ -2,6 +2,7 @@
 #include "engine/scheduler.h"
 
 #include "gtest/gtest.h"
+#include "testing/fake_backend.h"
 
 namespace kvtier {
 namespace {
@@ -12,6 +13,20 @@ std::unique_ptr<Sequence> MakeSequence(SequenceId id, int64_t prompt_len, int32_
   return std::make_unique<Sequence>(id, id, std::vector<int32_t>(static_cast<size_t>(prompt_len), 1), params);
 }
 
+// A KV manager over a fake backend with `blocks` device blocks of `block_tokens`.
+struct Kv {
+  Kv(int64_t blocks, int64_t block_tokens) : backend(block_tokens) {
+    EXPECT_TRUE(backend.AllocateKvPool(blocks).ok());
+    KvCacheOptions options;
+    options.block_tokens = block_tokens;
+    options.device_blocks = blocks;
+    manager = *KvCacheManager::Create(options, &backend);
+  }
+  KvCacheManager* operator->() { return manager.get(); }
+  testing::FakeBackend backend;
+  std::unique_ptr<KvCacheManager> manager;
+};
+
 // Applies a schedule as the engine would, with a fixed "sampled" token.
 void Commit(const Schedule& schedule) {
   for (const ScheduledChunk& c : schedule.chunks) {
@@ -21,8 +36,8 @@ void Commit(const Schedule& schedule) {
 }
 
 TEST(SchedulerTest, ChunksPrefillUnderTheTokenBudget) {
-  KvCacheManager kv(100, 4);
-  Scheduler scheduler({/*max_tokens_per_step=*/5, /*max_running=*/8}, &kv);
+  Kv kv(100, 4);
+  Scheduler scheduler({/*max_tokens_per_step=*/5, /*max_running=*/8}, kv.manager.get(), nullptr);
   auto a = MakeSequence(1, 12);
   scheduler.Enqueue(a.get());
   Schedule s1 = scheduler.Next();
@@ -44,8 +59,8 @@ TEST(SchedulerTest, ChunksPrefillUnderTheTokenBudget) {
 }
 
 TEST(SchedulerTest, DecodesGoBeforeNewPrefills) {
-  KvCacheManager kv(100, 4);
-  Scheduler scheduler({/*max_tokens_per_step=*/4, /*max_running=*/8}, &kv);
+  Kv kv(100, 4);
+  Scheduler scheduler({/*max_tokens_per_step=*/4, /*max_running=*/8}, kv.manager.get(), nullptr);
   auto a = MakeSequence(1, 3);
   scheduler.Enqueue(a.get());
   Commit(scheduler.Next());  // a prefilled, now decoding
@@ -60,14 +75,14 @@ TEST(SchedulerTest, DecodesGoBeforeNewPrefills) {
 }
 
 TEST(SchedulerTest, PreemptsLowestPriorityMostRecentFirst) {
-  KvCacheManager kv(/*num_device_blocks=*/3, /*block_tokens=*/2);
-  Scheduler scheduler({/*max_tokens_per_step=*/64, /*max_running=*/8}, &kv);
+  Kv kv(3, 2);
+  Scheduler scheduler({/*max_tokens_per_step=*/64, /*max_running=*/8}, kv.manager.get(), nullptr);
   auto high = MakeSequence(1, 2, /*priority=*/5);
   auto old_low = MakeSequence(2, 2);
   auto new_low = MakeSequence(3, 2);
   for (auto* s : {high.get(), old_low.get(), new_low.get()}) scheduler.Enqueue(s);
   Commit(scheduler.Next());  // each holds one full block and has a sampled token
-  EXPECT_EQ(kv.num_free_device_blocks(), 0);
+  EXPECT_EQ(kv->num_available_device_blocks(), 0);
   Schedule s = scheduler.Next();  // everyone needs a second block: someone must go
   ASSERT_FALSE(s.preempted.empty());
   EXPECT_EQ(s.preempted[0], new_low.get());
@@ -75,12 +90,12 @@ TEST(SchedulerTest, PreemptsLowestPriorityMostRecentFirst) {
   EXPECT_EQ(new_low->num_computed, 0);
   EXPECT_EQ(s.chunks[0].sequence, high.get());
   EXPECT_EQ(scheduler.num_preemptions(), static_cast<int64_t>(s.preempted.size()));
-  EXPECT_TRUE(kv.VerifyIntegrity().ok());
+  EXPECT_TRUE(kv->VerifyIntegrity().ok());
 }
 
 TEST(SchedulerTest, RespectsMaxRunning) {
-  KvCacheManager kv(100, 4);
-  Scheduler scheduler({/*max_tokens_per_step=*/100, /*max_running=*/2}, &kv);
+  Kv kv(100, 4);
+  Scheduler scheduler({/*max_tokens_per_step=*/100, /*max_running=*/2}, kv.manager.get(), nullptr);
   auto a = MakeSequence(1, 2), b = MakeSequence(2, 2), c = MakeSequence(3, 2);
   for (auto* s : {a.get(), b.get(), c.get()}) scheduler.Enqueue(s);
   Schedule s = scheduler.Next();

@@ -19,8 +19,8 @@
 namespace kvtier {
 namespace {
 
-// Activation rows preallocated at creation; larger batches grow the scratch once.
-constexpr int64_t kInitialScratchTokens = 256;
+// Activation rows preallocated at creation when the options give no step size.
+constexpr int64_t kDefaultScratchTokens = 256;
 
 int64_t PhysicalMemoryBytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);
@@ -74,7 +74,9 @@ CpuBackend::CpuBackend(const ModelConfig& config, CpuWeights weights,
   layout_.dtype = DType::kF32;
   RopeInverseFrequencies(config.head_dim, config.rope_theta, config.rope_scaling,
                          inv_freq_.data());
-  EnsureScratch(std::min<int64_t>(kInitialScratchTokens, config.max_position_embeddings));
+  // Sized for the engine's step budget; a larger batch grows it (counted, never shrunk).
+  EnsureScratch(options.max_tokens_per_step > 0 ? options.max_tokens_per_step
+                                                : kDefaultScratchTokens);
   scratch_growths_ = 0;
 }
 

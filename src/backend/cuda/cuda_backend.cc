@@ -436,6 +436,10 @@ absl::Status CudaBackend::ForwardGreedy(const ForwardBatch& batch,
 absl::Status CudaBackend::Gemm(const bf16* x, const bf16* w, int rows, int k, int n, void* out,
                                bool out_f32) {
   // Row-major out(rows, n) = x(rows, k) * w(n, k)^T, i.e. column-major out^T = w^T' * x'.
+  if (cuda::GemvSupported(rows, k, x, w)) {
+    CUDA_RETURN_IF_ERROR(cuda::GemvSmallRows(x, w, rows, k, n, out, out_f32, stream_));
+    return absl::OkStatus();
+  }
   const float alpha = 1.0f, beta = 0.0f;
   CUBLAS_RETURN_IF_ERROR(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &alpha, w,
                                       CUDA_R_16BF, k, x, CUDA_R_16BF, k, &beta, out,

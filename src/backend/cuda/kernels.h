@@ -119,6 +119,14 @@ cudaError_t SiluMul(const bf16* gate_up, int rows, int dim, bf16* out, cudaStrea
 cudaError_t ArgmaxRows(const float* logits, int rows, int vocab, int32_t* ids,
                        cudaStream_t stream);
 
+// Small-batch GEMM for decode: out(rows, n) = x(rows, k) * w(n, k)^T, fp32 accumulation,
+// out bf16 (or f32 when out_f32). Only when GemvSupported: 1 <= rows <= kGemvMaxRows,
+// k % 8 == 0, x and w 16-byte aligned (rows of x and w then are too).
+constexpr int kGemvMaxRows = 8;
+bool GemvSupported(int rows, int k, const void* x, const void* w);
+cudaError_t GemvSmallRows(const bf16* x, const bf16* w, int rows, int k, int n, void* out,
+                          bool out_f32, cudaStream_t stream);
+
 // Conversions and fills used for weights and tests.
 cudaError_t ConvertF32ToBf16(const float* in, int64_t count, bf16* out, cudaStream_t stream);
 cudaError_t ConvertBf16ToF32(const bf16* in, int64_t count, float* out, cudaStream_t stream);

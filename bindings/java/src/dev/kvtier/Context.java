@@ -95,7 +95,7 @@ public final class Context implements AutoCloseable {
       synchronized (open) {
         for (Event e : out) {
           Sequence s = open.get(e.sequenceId());
-          if (s != null && s.deliver(e)) {
+          if (s != null && s.deliver(e) && s.closeRequested) {
             open.remove(e.sequenceId());
             kvtier.kvt_sequence_release(c, e.sequenceId());
           }
@@ -118,22 +118,12 @@ public final class Context implements AutoCloseable {
     return steps;
   }
 
-  /** Blocking generation (kvt_generate): other sequences progress too. */
+  /** Blocking generation: adds the request and steps until it finishes (other sequences
+   *  progress too, and their events still reach their Sequences). */
   public Generation generate(Request request) {
-    SWIGTYPE_p_kvt_request r = request.toNative();
-    SWIGTYPE_p_kvt_context c = acquire();
-    stepper.lock();
-    try {
-      int[] buf = new int[request.maxEvents()];
-      int[] len = new int[1];
-      int[] reason = new int[1];
-      check(kvtier.kvt_generate(c, r, buf, buf.length, len, reason));
-      return new Generation(Arrays.copyOf(buf, Math.min(len[0], buf.length)),
-          FinishReason.fromCode(reason[0]));
-    } finally {
-      stepper.unlock();
-      life.readLock().unlock();
-      kvtier.kvt_request_free(r);
+    try (Sequence s = add(request)) {
+      while (!s.isFinished()) step();
+      return new Generation(s.tokens(), s.finishReason());
     }
   }
 
@@ -229,6 +219,7 @@ public final class Context implements AutoCloseable {
           open.remove(s.id());
           kvtier.kvt_sequence_release(c, s.id());
         } else {
+          s.closeRequested = true;
           kvtier.kvt_sequence_cancel(c, s.id());
         }
       }

@@ -7,7 +7,7 @@ import java.util.Iterator;
 import java.util.NoSuchElementException;
 import java.util.Spliterator;
 import java.util.Spliterators;
-import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.BlockingQueue;
 import java.util.stream.Stream;
 import java.util.stream.StreamSupport;
@@ -15,15 +15,16 @@ import java.util.stream.StreamSupport;
 public final class Sequence implements AutoCloseable, Iterable<Event> {
   private final Context context;
   private final long id;
-  // Sized to the most events the sequence can report, so step() never blocks on it.
+  // Unbounded (a sequence reports at most max_new_tokens + 1 events): step() never blocks.
   private final BlockingQueue<Event> queue;
   private volatile FinishReason finish = FinishReason.NONE;
   private boolean consumedFinal;
+  boolean closeRequested; // guarded by the context's map of open sequences
 
   Sequence(Context context, long id, int capacity) {
     this.context = context;
     this.id = id;
-    this.queue = new ArrayBlockingQueue<>(capacity);
+    this.queue = new LinkedBlockingQueue<>();
   }
 
   public long id() { return id; }

@@ -1,0 +1,269 @@
+// One engine: KV pools, scheduler, sequences. Add, Cancel, the sequence readers and the
+// statistics may be called from any thread while one thread drives Step(); Dispose waits for
+// the calls in progress and ends every open Sequence.
+using System;
+using System.Collections.Generic;
+using System.Threading;
+using Kvtier.Native;
+
+namespace Kvtier
+{
+    public sealed class Context : IDisposable
+    {
+        private SWIGTYPE_p_kvt_context handle;
+        private SWIGTYPE_p_kvt_events events;
+        // Read: any call using the handle. Write: Dispose.
+        private readonly ReaderWriterLockSlim life = new ReaderWriterLockSlim(LockRecursionPolicy.SupportsRecursion);
+        private readonly object stepper = new object();
+        // Open sequences by id. Add registers while holding it and Step dispatches while
+        // holding it, so no event reaches an unknown id.
+        private readonly Dictionary<long, Sequence> open = new Dictionary<long, Sequence>();
+
+        private Context(SWIGTYPE_p_kvt_context c, SWIGTYPE_p_kvt_events e) { handle = c; events = e; }
+
+        /// <summary>Creates a context on a model; options may be null (defaults).</summary>
+        public static Context Create(Model model, ContextOptions options = null)
+        {
+            SWIGTYPE_p_kvt_options o = (options ?? new ContextOptions()).ToNative();
+            SWIGTYPE_p_p_kvt_context box = kvtier.new_kvt_context_box();
+            SWIGTYPE_p_p_kvt_events ebox = kvtier.new_kvt_events_box();
+            try
+            {
+                var err = new byte[1024];
+                KvtierException.Check(kvtier.kvt_context_create(model.Swig, o, box, err, err.Length),
+                                       Library.CString(err));
+                SWIGTYPE_p_kvt_context c = kvtier.kvt_context_box_value(box);
+                int st = kvtier.kvt_events_create(ebox);
+                if (st != 0)
+                {
+                    kvtier.kvt_context_free(c);
+                    KvtierException.Check(st, "kvt_events_create");
+                }
+                return new Context(c, kvtier.kvt_events_box_value(ebox));
+            }
+            finally
+            {
+                kvtier.delete_kvt_events_box(ebox);
+                kvtier.delete_kvt_context_box(box);
+                kvtier.kvt_options_free(o);
+            }
+        }
+
+        /// <summary>Admits a sequence; read its events by enumerating it, dispose it when done.</summary>
+        public Sequence Add(Request request)
+        {
+            SWIGTYPE_p_kvt_request r = request.ToNative();
+            try
+            {
+                SWIGTYPE_p_kvt_context c = Acquire();
+                try
+                {
+                    var id = new long[1];
+                    lock (open)
+                    {
+                        Check(kvtier.kvt_sequence_add(c, r, id));
+                        var s = new Sequence(this, id[0], request.MaxEvents);
+                        open[id[0]] = s;
+                        return s;
+                    }
+                }
+                finally { life.ExitReadLock(); }
+            }
+            finally { kvtier.kvt_request_free(r); }
+        }
+
+        /// <summary>Runs one scheduler iteration; returns its events (also delivered to the Sequences).</summary>
+        public List<Event> Step()
+        {
+            SWIGTYPE_p_kvt_context c = Acquire();
+            try
+            {
+                lock (stepper)
+                {
+                    Check(kvtier.kvt_step(c, events));
+                    int n = kvtier.kvt_events_count(events);
+                    var list = new List<Event>(n);
+                    var seq = new long[1];
+                    var token = new int[1];
+                    var reason = new int[1];
+                    for (int i = 0; i < n; ++i)
+                    {
+                        KvtierException.Check(kvtier.kvt_events_get(events, i, seq, token, reason), "kvt_events_get");
+                        list.Add(new Event(seq[0], token[0], (FinishReason)reason[0]));
+                    }
+                    lock (open)
+                    {
+                        foreach (Event e in list)
+                        {
+                            Sequence s;
+                            if (open.TryGetValue(e.SequenceId, out s) && s.Deliver(e) && s.CloseRequested)
+                            {
+                                open.Remove(e.SequenceId);
+                                kvtier.kvt_sequence_release(c, e.SequenceId);
+                            }
+                        }
+                    }
+                    return list;
+                }
+            }
+            finally { life.ExitReadLock(); }
+        }
+
+        /// <summary>Steps until no sequence is unfinished; returns the number of steps.</summary>
+        public int RunUntilIdle()
+        {
+            int steps = 0;
+            while (NumUnfinished > 0) { Step(); ++steps; }
+            return steps;
+        }
+
+        /// <summary>Blocking generation: adds the request and steps until it finishes.</summary>
+        public Generation Generate(Request request)
+        {
+            using (Sequence s = Add(request))
+            {
+                while (!s.IsFinished) Step();
+                return new Generation(s.Tokens(), s.FinishReason);
+            }
+        }
+
+        public void Cancel(long id)
+        {
+            SWIGTYPE_p_kvt_context c = Acquire();
+            try { Check(kvtier.kvt_sequence_cancel(c, id)); }
+            finally { life.ExitReadLock(); }
+        }
+
+        public SequenceState State(long id)
+        {
+            SWIGTYPE_p_kvt_context c = Acquire();
+            try
+            {
+                var state = new int[1];
+                var reason = new int[1];
+                Check(kvtier.kvt_sequence_status(c, id, state, reason));
+                return (SequenceState)state[0];
+            }
+            finally { life.ExitReadLock(); }
+        }
+
+        /// <summary>Tokens generated so far by a sequence whose record is kept.</summary>
+        public int[] Tokens(long id)
+        {
+            SWIGTYPE_p_kvt_context c = Acquire();
+            try
+            {
+                var len = new int[1];
+                Check(kvtier.kvt_sequence_tokens(c, id, new int[0], 0, len));
+                var buf = new int[len[0]];
+                Check(kvtier.kvt_sequence_tokens(c, id, buf, buf.Length, len));
+                if (len[0] < buf.Length) Array.Resize(ref buf, len[0]);
+                return buf;
+            }
+            finally { life.ExitReadLock(); }
+        }
+
+        public int NumUnfinished
+        {
+            get
+            {
+                SWIGTYPE_p_kvt_context c = Acquire();
+                try { return kvtier.kvt_context_num_unfinished(c); }
+                finally { life.ExitReadLock(); }
+            }
+        }
+
+        /// <summary>Statistics as a JSON object.</summary>
+        public string StatsJson()
+        {
+            SWIGTYPE_p_kvt_context c = Acquire();
+            try
+            {
+                var len = new int[1];
+                Check(kvtier.kvt_context_stats_json(c, new byte[1], 1, len));
+                var buf = new byte[len[0] + 256];
+                Check(kvtier.kvt_context_stats_json(c, buf, buf.Length, len));
+                return Library.CString(buf);
+            }
+            finally { life.ExitReadLock(); }
+        }
+
+        /// <summary>One statistic by its JSON name, e.g. "tiers.gpu.used_bytes".</summary>
+        public long Stat(string name)
+        {
+            SWIGTYPE_p_kvt_context c = Acquire();
+            try
+            {
+                var value = new long[1];
+                Check(kvtier.kvt_context_stat(c, name, value));
+                return value[0];
+            }
+            finally { life.ExitReadLock(); }
+        }
+
+        /// <summary>Sequence.Dispose: forget a finished sequence, or cancel a running one
+        /// whose record Step releases when it finishes.</summary>
+        internal void CloseSequence(Sequence s)
+        {
+            life.EnterReadLock();
+            try
+            {
+                if (handle == null) return;
+                lock (open)
+                {
+                    if (!open.ContainsKey(s.Id)) return;
+                    if (s.IsFinished)
+                    {
+                        open.Remove(s.Id);
+                        kvtier.kvt_sequence_release(handle, s.Id);
+                    }
+                    else
+                    {
+                        s.CloseRequested = true;
+                        kvtier.kvt_sequence_cancel(handle, s.Id);
+                    }
+                }
+            }
+            finally { life.ExitReadLock(); }
+        }
+
+        public void Dispose()
+        {
+            life.EnterWriteLock();
+            try
+            {
+                if (handle == null) return;
+                lock (open)
+                {
+                    foreach (Sequence s in open.Values)
+                        s.Deliver(new Event(s.Id, Event.NoToken, FinishReason.Cancelled));
+                    open.Clear();
+                }
+                kvtier.kvt_events_free(events);
+                kvtier.kvt_context_free(handle);
+                events = null;
+                handle = null;
+            }
+            finally { life.ExitWriteLock(); }
+        }
+
+        private SWIGTYPE_p_kvt_context Acquire()
+        {
+            life.EnterReadLock();
+            if (handle == null)
+            {
+                life.ExitReadLock();
+                throw new ObjectDisposedException("Context");
+            }
+            return handle;
+        }
+
+        private void Check(int status)
+        {
+            if (status == 0) return;
+            var buf = new byte[1024];
+            kvtier.kvt_context_errmsg_copy(handle, buf, buf.Length);
+            throw new KvtierException(status, Library.CString(buf));
+        }
+    }
+}

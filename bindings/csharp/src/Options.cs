@@ -1,0 +1,122 @@
+// Context options and generation requests: plain C# objects turned into native kvt_options /
+// kvt_request only for the duration of one call. Not synchronised: one thread at a time.
+using System;
+using System.Collections.Generic;
+using Kvtier.Native;
+
+namespace Kvtier
+{
+    public sealed class ContextOptions
+    {
+        private readonly List<KeyValuePair<string, object>> values = new List<KeyValuePair<string, object>>();
+
+        /// <summary>Any key of kvt_options_set_int (see kvtier.h).</summary>
+        public ContextOptions Set(string key, long value) { values.Add(new KeyValuePair<string, object>(key, value)); return this; }
+        /// <summary>Any key of kvt_options_set_string; sizes accept "64MiB".</summary>
+        public ContextOptions Set(string key, string value) { values.Add(new KeyValuePair<string, object>(key, value)); return this; }
+
+        public ContextOptions Backend(string backend) => Set("backend", backend);
+        public ContextOptions Threads(int threads) => Set("threads", threads);
+        public ContextOptions GpuKvBytes(long bytes) => Set("gpu_kv_bytes", bytes);
+        public ContextOptions HostKvBytes(long bytes) => Set("host_kv_bytes", bytes);
+        public ContextOptions DiskKvBytes(long bytes) => Set("disk_kv_bytes", bytes);
+        public ContextOptions DiskPath(string path) => Set("disk_path", path);
+        public ContextOptions BlockTokens(int tokens) => Set("block_tokens", tokens);
+        public ContextOptions MaxRunning(int n) => Set("max_running", n);
+        public ContextOptions MaxWaiting(int n) => Set("max_waiting", n);
+
+        /// <summary>A native kvt_options with these values; the caller frees it.</summary>
+        internal SWIGTYPE_p_kvt_options ToNative()
+        {
+            SWIGTYPE_p_p_kvt_options box = kvtier.new_kvt_options_box();
+            SWIGTYPE_p_kvt_options o;
+            try
+            {
+                KvtierException.Check(kvtier.kvt_options_create(box), "kvt_options_create");
+                o = kvtier.kvt_options_box_value(box);
+            }
+            finally
+            {
+                kvtier.delete_kvt_options_box(box);
+            }
+            try
+            {
+                foreach (var kv in values)
+                {
+                    int st = kv.Value is long l ? kvtier.kvt_options_set_int(o, kv.Key, l)
+                                                : kvtier.kvt_options_set_string(o, kv.Key, (string)kv.Value);
+                    KvtierException.Check(st, kvtier.kvt_options_errmsg(o));
+                }
+            }
+            catch
+            {
+                kvtier.kvt_options_free(o);
+                throw;
+            }
+            return o;
+        }
+    }
+
+    public sealed class Request
+    {
+        private int[] prompt = new int[0];
+        private int? maxNewTokens, topK, priority;
+        private float? temperature, topP;
+        private long? seed;
+        private int[] stopTokens;
+        private bool? ignoreEos;
+
+        public Request(params int[] prompt) { this.prompt = (int[])prompt.Clone(); }
+
+        public Request Prompt(params int[] tokens) { prompt = (int[])tokens.Clone(); return this; }
+        public Request MaxNewTokens(int n) { maxNewTokens = n; return this; }
+        public Request Temperature(float t) { temperature = t; return this; }
+        public Request TopK(int k) { topK = k; return this; }
+        public Request TopP(float p) { topP = p; return this; }
+        public Request Seed(long s) { seed = s; return this; }
+        public Request StopTokens(params int[] tokens) { stopTokens = (int[])tokens.Clone(); return this; }
+        public Request IgnoreEos(bool ignore) { ignoreEos = ignore; return this; }
+        public Request Priority(int p) { priority = p; return this; }
+
+        internal int MaxEvents => (maxNewTokens ?? 16) + 2;
+
+        /// <summary>A native kvt_request with these values; the caller frees it.</summary>
+        internal SWIGTYPE_p_kvt_request ToNative()
+        {
+            SWIGTYPE_p_p_kvt_request box = kvtier.new_kvt_request_box();
+            SWIGTYPE_p_kvt_request r;
+            try
+            {
+                KvtierException.Check(kvtier.kvt_request_create(box), "kvt_request_create");
+                r = kvtier.kvt_request_box_value(box);
+            }
+            finally
+            {
+                kvtier.delete_kvt_request_box(box);
+            }
+            try
+            {
+                if (prompt.Length > 0) Check(r, kvtier.kvt_request_set_prompt_tokens(r, prompt, prompt.Length));
+                if (maxNewTokens.HasValue) Check(r, kvtier.kvt_request_set_max_new_tokens(r, maxNewTokens.Value));
+                if (temperature.HasValue) Check(r, kvtier.kvt_request_set_temperature(r, temperature.Value));
+                if (topK.HasValue) Check(r, kvtier.kvt_request_set_top_k(r, topK.Value));
+                if (topP.HasValue) Check(r, kvtier.kvt_request_set_top_p(r, topP.Value));
+                if (seed.HasValue) Check(r, kvtier.kvt_request_set_seed(r, seed.Value));
+                if (stopTokens != null) Check(r, kvtier.kvt_request_set_stop_tokens(r, stopTokens, stopTokens.Length));
+                if (ignoreEos.HasValue) Check(r, kvtier.kvt_request_set_ignore_eos(r, ignoreEos.Value ? 1 : 0));
+                if (priority.HasValue) Check(r, kvtier.kvt_request_set_priority(r, priority.Value));
+            }
+            catch
+            {
+                kvtier.kvt_request_free(r);
+                throw;
+            }
+            return r;
+        }
+
+        private static void Check(SWIGTYPE_p_kvt_request r, int status)
+        {
+            KvtierException.Check(status, kvtier.kvt_request_errmsg(r));
+        }
+    }
+}

@@ -1,0 +1,178 @@
+// NUnit tests of the C# binding, mirroring tests/c_api/c_api_test.c. The model directory
+// comes from KVTIER_TEST_MODEL, the CLI used as the reference from KVTIER_CLI.
+using System;
+using System.Collections.Concurrent;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Linq;
+using System.Text.RegularExpressions;
+using System.Threading;
+using NUnit.Framework;
+
+namespace Kvtier.Tests
+{
+    [TestFixture]
+    public class KvtierTests
+    {
+        static readonly string ModelDir = Environment.GetEnvironmentVariable("KVTIER_TEST_MODEL");
+
+        static ContextOptions Cpu() => new ContextOptions().Backend("cpu").Threads(2);
+
+        [TearDown]
+        public void NoLeaks()
+        {
+            Assert.AreEqual(0, Library.LiveHandles, "native handles leaked");
+        }
+
+        [Test]
+        public void Version()
+        {
+            Assert.AreEqual(0, Library.VersionMajor);
+            StringAssert.StartsWith(Library.VersionMajor + ".", Library.Version);
+            Assert.AreEqual("KVT_ERR_BUSY", Library.StatusString(Status.Busy));
+        }
+
+        [Test]
+        public void BadInputThrowsWithMessage()
+        {
+            var e = Assert.Throws<KvtierException>(() => Model.Load("/nonexistent/kvtier"));
+            Assert.AreEqual(Status.NotFound, e.Status);
+            Assert.IsNotEmpty(e.Detail);
+            using (Model m = Model.Load(ModelDir))
+            {
+                e = Assert.Throws<KvtierException>(() => Context.Create(m, Cpu().BlockTokens(0)).Dispose());
+                Assert.AreEqual(Status.InvalidArgument, e.Status);
+                StringAssert.Contains("block_tokens", e.Message);
+                e = Assert.Throws<KvtierException>(() => Context.Create(m, Cpu().Set("no_such_option", 1)).Dispose());
+                StringAssert.Contains("no_such_option", e.Message);
+                using (Context c = Context.Create(m, Cpu()))
+                {
+                    e = Assert.Throws<KvtierException>(() => c.Add(new Request()));
+                    Assert.AreEqual(Status.InvalidArgument, e.Status);
+                    StringAssert.Contains("empty", e.Message);
+                    e = Assert.Throws<KvtierException>(() => c.Add(new Request(1, 1 << 30)));
+                    StringAssert.Contains("vocabulary", e.Message);
+                    e = Assert.Throws<KvtierException>(() => c.Add(new Request(1, 2).MaxNewTokens(0)));
+                    StringAssert.Contains("max_new_tokens", e.Message);
+                    e = Assert.Throws<KvtierException>(() => c.Cancel(424242));
+                    Assert.AreEqual(Status.NotFound, e.Status);
+                    e = Assert.Throws<KvtierException>(() => c.Stat("no.such.stat"));
+                    Assert.AreEqual(Status.NotFound, e.Status);
+                    Assert.AreEqual(0, c.NumUnfinished);
+                }
+            }
+        }
+
+        /// <summary>Tokens the C API produces for the same request, via the kvtier CLI.</summary>
+        static int[] CliTokens(string promptIds, int maxTokens, float temperature, long seed)
+        {
+            var psi = new ProcessStartInfo(Environment.GetEnvironmentVariable("KVTIER_CLI"),
+                string.Format(System.Globalization.CultureInfo.InvariantCulture,
+                    "run --model {0} --prompt-ids {1} --max-tokens {2} --ignore-eos --backend cpu --temperature {3} --seed {4} --json",
+                    ModelDir, promptIds, maxTokens, temperature, seed))
+            { UseShellExecute = false, RedirectStandardOutput = true };
+            using (Process p = Process.Start(psi))
+            {
+                string output = p.StandardOutput.ReadToEnd();
+                p.WaitForExit();
+                Assert.AreEqual(0, p.ExitCode, output);
+                Match m = Regex.Match(output, "\"tokens\":\\s*\\[([^\\]]*)\\]");
+                Assert.IsTrue(m.Success, output);
+                return m.Groups[1].Value.Split(',').Select(s => s.Trim()).Where(s => s.Length > 0)
+                    .Select(int.Parse).ToArray();
+            }
+        }
+
+        [Test]
+        public void GenerationEqualsTheCApi()
+        {
+            int[] greedy = CliTokens("5,6,7,8,9", 8, 0f, 0);
+            int[] sampled = CliTokens("10,11,12,13,14", 8, 0.8f, 42);
+            using (Model m = Model.Load(ModelDir))
+            using (Context c = Context.Create(m, Cpu()))
+            {
+                Assert.Greater(m.VocabSize, 0);
+                StringAssert.Contains("LlamaForCausalLM", m.InfoJson());
+                m.Dispose(); // the context keeps its own reference
+                Generation g = c.Generate(new Request(5, 6, 7, 8, 9).MaxNewTokens(8).IgnoreEos(true));
+                CollectionAssert.AreEqual(greedy, g.Tokens);
+                Assert.AreEqual(FinishReason.Length, g.FinishReason);
+
+                var req = new Request(10, 11, 12, 13, 14).MaxNewTokens(8).IgnoreEos(true).Temperature(0.8f).Seed(42);
+                using (Sequence s = c.Add(req))
+                using (Sequence other = c.Add(new Request(20, 21, 22).MaxNewTokens(8)))
+                {
+                    Assert.AreEqual(SequenceState.Waiting, c.State(s.Id));
+                    other.Cancel();
+                    c.RunUntilIdle();
+                    int[] streamed = s.Where(e => e.HasToken).Select(e => e.Token).ToArray();
+                    CollectionAssert.AreEqual(sampled, streamed);
+                    CollectionAssert.AreEqual(sampled, s.Tokens());
+                    Assert.AreEqual(FinishReason.Length, s.FinishReason);
+                    Assert.AreEqual(FinishReason.Cancelled, other.Last().FinishReason);
+                    var err = Assert.Throws<KvtierException>(() => other.Cancel());
+                    Assert.AreEqual(Status.State, err.Status);
+                }
+                StringAssert.Contains("\"tiers\"", c.StatsJson());
+                Assert.AreEqual(0, c.Stat("tiers.gpu.used_bytes"));
+                Assert.GreaterOrEqual(c.Stat("generated_tokens"), 16);
+            }
+        }
+
+        [Test]
+        public void ManyThreadsAddAndCancelWhileOneSteps()
+        {
+            const int threads = 8, perThread = 12;
+            using (Model m = Model.Load(ModelDir))
+            using (Context c = Context.Create(m, Cpu().MaxWaiting(4096)))
+            {
+                int done = 0, finished = 0, cancelled = 0;
+                var reasons = new ConcurrentDictionary<long, FinishReason>();
+                var errors = new ConcurrentQueue<Exception>();
+                var driver = new Thread(() =>
+                {
+                    while (Volatile.Read(ref done) == 0 || c.NumUnfinished > 0)
+                        if (c.Step().Count == 0) Thread.Yield();
+                });
+                driver.Start();
+                var workers = new List<Thread>();
+                for (int t = 0; t < threads; ++t)
+                {
+                    int seed = t;
+                    var w = new Thread(() =>
+                    {
+                        try
+                        {
+                            for (int i = 0; i < perThread; ++i)
+                            {
+                                using (Sequence s = c.Add(new Request(1 + seed, 2 + i, 3).MaxNewTokens(4 + i % 5).IgnoreEos(true)))
+                                {
+                                    if (i % 3 == 0)
+                                    {
+                                        try { s.Cancel(); }
+                                        catch (KvtierException ex) when (ex.Status == Status.State) { } // finished first
+                                    }
+                                    if (i % 4 == 1) continue; // disposed while running: cancelled and released
+                                    Event last = s.Last();
+                                    reasons[s.Id] = last.FinishReason;
+                                    if (last.FinishReason == FinishReason.Cancelled) Interlocked.Increment(ref cancelled);
+                                    else if (last.FinishReason == FinishReason.Length) Interlocked.Increment(ref finished);
+                                }
+                            }
+                        }
+                        catch (Exception ex) { errors.Enqueue(ex); }
+                    });
+                    workers.Add(w);
+                    w.Start();
+                }
+                foreach (var w in workers) w.Join();
+                Volatile.Write(ref done, 1);
+                driver.Join();
+                Assert.IsEmpty(errors, string.Join("\n", errors));
+                Assert.AreEqual(0, c.NumUnfinished);
+                Assert.AreEqual(reasons.Count, finished + cancelled);
+                Assert.Greater(finished, 0);
+            }
+        }
+    }
+}

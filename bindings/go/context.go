@@ -1,0 +1,332 @@
+package kvtier
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"kvtier/internal/capi"
+)
+
+// Context is one engine: KV pools, scheduler, sequences. Add, Cancel, the readers and the
+// statistics are safe from any goroutine while one goroutine drives Step (or Run); Close
+// waits for the calls in progress and ends every open Sequence.
+type Context struct {
+	life   sync.RWMutex // read: any call using h; write: Close
+	h      capi.Struct_SS_kvt_context
+	ev     capi.Struct_SS_kvt_events
+	stepMu sync.Mutex
+	// open sequences by id. Add registers while holding mu and Step dispatches while
+	// holding it, so no event reaches an unknown id.
+	mu   sync.Mutex
+	open map[int64]*Sequence
+	wake chan struct{} // a token when a sequence is added (wakes Run)
+}
+
+// NewContext creates a context on a model; opts may be nil (defaults).
+func NewContext(m *Model, opts *Options) (*Context, error) {
+	o, err := opts.native()
+	if err != nil {
+		return nil, err
+	}
+	defer capi.Kvt_options_free(o)
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.h == nil {
+		return nil, &Error{StatusState, "model is closed"}
+	}
+	box := capi.New_kvt_context_box()
+	defer capi.Delete_kvt_context_box(box)
+	errbuf := make([]byte, 1024)
+	if st := capi.Kvt_context_create(m.h, o, box, errbuf, len(errbuf)); st != 0 {
+		return nil, newError(st, cString(errbuf))
+	}
+	h := capi.Kvt_context_box_value(box)
+	ebox := capi.New_kvt_events_box()
+	defer capi.Delete_kvt_events_box(ebox)
+	if st := capi.Kvt_events_create(ebox); st != 0 {
+		capi.Kvt_context_free(h)
+		return nil, newError(st, "kvt_events_create")
+	}
+	return &Context{h: h, ev: capi.Kvt_events_box_value(ebox), open: map[int64]*Sequence{},
+		wake: make(chan struct{}, 1)}, nil
+}
+
+var errClosed = &Error{StatusState, "context is closed"}
+
+// acquire takes the read lock; false (lock released) when the context is closed.
+func (c *Context) acquire() bool {
+	c.life.RLock()
+	if c.h == nil {
+		c.life.RUnlock()
+		return false
+	}
+	return true
+}
+
+func (c *Context) fail(st capi.Enum_SS_kvt_status) error {
+	if st == 0 {
+		return nil
+	}
+	buf := make([]byte, 1024)
+	capi.Kvt_context_errmsg_copy(c.h, buf, len(buf))
+	return newError(st, cString(buf))
+}
+
+// Add admits a sequence. Its events arrive on seq.Events() as the context is stepped;
+// Close the Sequence when done with it.
+func (c *Context) Add(req Request) (*Sequence, error) {
+	r, err := req.native()
+	if err != nil {
+		return nil, err
+	}
+	defer capi.Kvt_request_free(r)
+	if !c.acquire() {
+		return nil, errClosed
+	}
+	defer c.life.RUnlock()
+	id := []int64{0}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.fail(capi.Kvt_sequence_add(c.h, r, id)); err != nil {
+		return nil, err
+	}
+	s := &Sequence{ctx: c, id: id[0], events: make(chan Event, req.maxEvents()+1)}
+	c.open[id[0]] = s
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return s, nil
+}
+
+// Step runs one scheduler iteration and returns its events (also delivered to the
+// Sequences). Only one Step runs at a time.
+func (c *Context) Step() ([]Event, error) {
+	if !c.acquire() {
+		return nil, errClosed
+	}
+	defer c.life.RUnlock()
+	c.stepMu.Lock()
+	defer c.stepMu.Unlock()
+	if err := c.fail(capi.Kvt_step(c.h, c.ev)); err != nil {
+		return nil, err
+	}
+	n := capi.Kvt_events_count(c.ev)
+	out := make([]Event, 0, n)
+	seq, tok, reason := []int64{0}, []int32{0}, []int32{0}
+	for i := 0; i < n; i++ {
+		if st := capi.Kvt_events_get(c.ev, i, seq, tok, reason); st != 0 {
+			return nil, newError(st, "kvt_events_get")
+		}
+		out = append(out, Event{SequenceID: seq[0], Token: tok[0], Finish: FinishReason(reason[0])})
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range out {
+		if s := c.open[e.SequenceID]; s != nil && s.deliver(e) && s.closeRequested {
+			delete(c.open, e.SequenceID)
+			capi.Kvt_sequence_release(c.h, e.SequenceID)
+		}
+	}
+	return out, nil
+}
+
+// Run drives the context until ctx is done: it steps while sequences are unfinished and
+// waits for the next Add otherwise. It returns ctx.Err(), or the error of a failed step.
+func (c *Context) Run(ctx context.Context) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if c.NumUnfinished() == 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-c.wake:
+			case <-time.After(10 * time.Millisecond):
+			}
+			continue
+		}
+		if _, err := c.Step(); err != nil {
+			return err
+		}
+	}
+}
+
+// Stream adds a request and returns its events; the channel is closed after the final
+// event. Cancelling ctx cancels the sequence. Someone must drive the context (Run).
+func (c *Context) Stream(ctx context.Context, req Request) (<-chan Event, error) {
+	s, err := c.Add(req)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan Event, cap(s.events))
+	go func() {
+		defer close(out)
+		defer s.Close()
+		done := ctx.Done()
+		for {
+			select {
+			case e, ok := <-s.events:
+				if !ok {
+					return
+				}
+				out <- e
+				if e.Final() {
+					return
+				}
+			case <-done:
+				s.Cancel() // the final event (cancelled) follows
+				done = nil
+			}
+		}
+	}()
+	return out, nil
+}
+
+// Generate adds a request and steps the context until it finishes (other sequences
+// progress too); cancelling ctx cancels the sequence.
+func (c *Context) Generate(ctx context.Context, req Request) ([]int32, FinishReason, error) {
+	s, err := c.Add(req)
+	if err != nil {
+		return nil, FinishNone, err
+	}
+	defer s.Close()
+	cancelled := false
+	for !s.Finished() {
+		if !cancelled && ctx.Err() != nil {
+			s.Cancel()
+			cancelled = true
+		}
+		if _, err := c.Step(); err != nil {
+			return nil, FinishNone, err
+		}
+	}
+	toks, err := s.Tokens()
+	if err != nil {
+		return nil, FinishNone, err
+	}
+	return toks, s.FinishReason(), nil
+}
+
+// Cancel cancels a waiting, running or paused sequence; the next step reports it.
+func (c *Context) Cancel(id int64) error {
+	if !c.acquire() {
+		return errClosed
+	}
+	defer c.life.RUnlock()
+	return c.fail(capi.Kvt_sequence_cancel(c.h, id))
+}
+
+// State returns a sequence's state and finish reason.
+func (c *Context) State(id int64) (SequenceState, FinishReason, error) {
+	if !c.acquire() {
+		return 0, 0, errClosed
+	}
+	defer c.life.RUnlock()
+	state, reason := []int32{0}, []int32{0}
+	if err := c.fail(capi.Kvt_sequence_status(c.h, id, state, reason)); err != nil {
+		return 0, 0, err
+	}
+	return SequenceState(state[0]), FinishReason(reason[0]), nil
+}
+
+// Tokens returns the tokens generated so far by a sequence whose record is kept.
+func (c *Context) Tokens(id int64) ([]int32, error) {
+	if !c.acquire() {
+		return nil, errClosed
+	}
+	defer c.life.RUnlock()
+	n := []int32{0}
+	if err := c.fail(capi.Kvt_sequence_tokens(c.h, id, nil, 0, n)); err != nil {
+		return nil, err
+	}
+	buf := make([]int32, n[0])
+	if err := c.fail(capi.Kvt_sequence_tokens(c.h, id, buf, len(buf), n)); err != nil {
+		return nil, err
+	}
+	if int(n[0]) < len(buf) {
+		buf = buf[:n[0]]
+	}
+	return buf, nil
+}
+
+// NumUnfinished is the number of sequences waiting, running or paused.
+func (c *Context) NumUnfinished() int {
+	if !c.acquire() {
+		return 0
+	}
+	defer c.life.RUnlock()
+	return capi.Kvt_context_num_unfinished(c.h)
+}
+
+// StatsJSON returns the statistics as a JSON object.
+func (c *Context) StatsJSON() (string, error) {
+	if !c.acquire() {
+		return "", errClosed
+	}
+	defer c.life.RUnlock()
+	n := []int32{0}
+	if err := c.fail(capi.Kvt_context_stats_json(c.h, nil, 0, n)); err != nil {
+		return "", err
+	}
+	buf := make([]byte, n[0]+256)
+	if err := c.fail(capi.Kvt_context_stats_json(c.h, buf, len(buf), n)); err != nil {
+		return "", err
+	}
+	return cString(buf), nil
+}
+
+// Stat returns one statistic by its JSON name, e.g. "tiers.gpu.used_bytes".
+func (c *Context) Stat(name string) (int64, error) {
+	if !c.acquire() {
+		return 0, errClosed
+	}
+	defer c.life.RUnlock()
+	v := []int64{0}
+	if err := c.fail(capi.Kvt_context_stat(c.h, name, v)); err != nil {
+		return 0, err
+	}
+	return v[0], nil
+}
+
+// closeSequence forgets a finished sequence, or cancels a running one whose record Step
+// releases when it finishes.
+func (c *Context) closeSequence(s *Sequence) {
+	if !c.acquire() {
+		return
+	}
+	defer c.life.RUnlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open[s.id] != s {
+		return
+	}
+	if s.Finished() {
+		delete(c.open, s.id)
+		capi.Kvt_sequence_release(c.h, s.id)
+	} else {
+		s.closeRequested = true
+		capi.Kvt_sequence_cancel(c.h, s.id)
+	}
+}
+
+// Close frees the context; open Sequences receive a final cancelled event.
+func (c *Context) Close() error {
+	c.life.Lock()
+	defer c.life.Unlock()
+	if c.h == nil {
+		return nil
+	}
+	c.mu.Lock()
+	for id, s := range c.open {
+		s.deliver(Event{SequenceID: id, Token: NoToken, Finish: FinishCancelled})
+	}
+	c.open = map[int64]*Sequence{}
+	c.mu.Unlock()
+	capi.Kvt_events_free(c.ev)
+	capi.Kvt_context_free(c.h)
+	c.h, c.ev = nil, nil
+	return nil
+}

@@ -1,0 +1,3 @@
+module kvtier
+
+go 1.19

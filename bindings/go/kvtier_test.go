@@ -1,0 +1,279 @@
+// Tests of the Go binding, mirroring tests/c_api/c_api_test.c. The model directory comes
+// from KVTIER_TEST_MODEL, the CLI used as the reference from KVTIER_CLI.
+package kvtier
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var modelDir = os.Getenv("KVTIER_TEST_MODEL")
+
+func cpu() *Options { return &Options{Backend: "cpu", Threads: 2} }
+
+func checkNoLeaks(t *testing.T) {
+	t.Helper()
+	if n := LiveHandles(); n != 0 {
+		t.Fatalf("%d native handles leaked", n)
+	}
+}
+
+func wantError(t *testing.T, err error, status Status, substr string) {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("got %v, want a *kvtier.Error", err)
+	}
+	if e.Status != status || !strings.Contains(e.Error(), substr) {
+		t.Fatalf("got %v, want %v containing %q", e, status, substr)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	major, _, _ := VersionNumbers()
+	if major != 0 || !strings.HasPrefix(Version(), "0.") {
+		t.Fatalf("version %q major %d", Version(), major)
+	}
+	if StatusBusy.String() != "KVT_ERR_BUSY" {
+		t.Fatal(StatusBusy.String())
+	}
+}
+
+func TestBadInputReturnsErrors(t *testing.T) {
+	defer checkNoLeaks(t)
+	_, err := LoadModel("/nonexistent/kvtier")
+	wantError(t, err, StatusNotFound, "")
+	m, err := LoadModel(modelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	_, err = NewContext(m, &Options{Backend: "cpu", Ints: map[string]int64{"block_tokens": -1}})
+	wantError(t, err, StatusInvalidArgument, "block_tokens")
+	_, err = NewContext(m, &Options{Ints: map[string]int64{"no_such_option": 1}})
+	wantError(t, err, StatusInvalidArgument, "no_such_option")
+	c, err := NewContext(m, cpu())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Add(Request{})
+	wantError(t, err, StatusInvalidArgument, "empty")
+	_, err = c.Add(Request{Prompt: []int32{1, 1 << 30}})
+	wantError(t, err, StatusInvalidArgument, "vocabulary")
+	_, err = c.Add(Request{Prompt: []int32{1, 2}, MaxNewTokens: -1})
+	wantError(t, err, StatusInvalidArgument, "max_new_tokens")
+	wantError(t, c.Cancel(424242), StatusNotFound, "")
+	_, err = c.Stat("no.such.stat")
+	wantError(t, err, StatusNotFound, "")
+	if c.NumUnfinished() != 0 {
+		t.Fatal("a failed add left a sequence")
+	}
+}
+
+// cliTokens is what the C API produces for the same request, via the kvtier CLI.
+func cliTokens(t *testing.T, prompt string, maxTokens int, temperature float32, seed int64) []int32 {
+	t.Helper()
+	out, err := exec.Command(os.Getenv("KVTIER_CLI"), "run", "--model", modelDir, "--prompt-ids", prompt,
+		"--max-tokens", fmt.Sprint(maxTokens), "--ignore-eos", "--backend", "cpu",
+		"--temperature", fmt.Sprint(temperature), "--seed", fmt.Sprint(seed), "--json").Output()
+	if err != nil {
+		t.Fatalf("kvtier run: %v", err)
+	}
+	var parsed struct {
+		Sequences []struct {
+			Tokens []int32 `json:"tokens"`
+		} `json:"sequences"`
+	}
+	if err := json.Unmarshal(out, &parsed); err != nil || len(parsed.Sequences) != 1 {
+		t.Fatalf("kvtier run output: %v\n%s", err, out)
+	}
+	return parsed.Sequences[0].Tokens
+}
+
+func TestGenerationEqualsTheCAPI(t *testing.T) {
+	defer checkNoLeaks(t)
+	greedy := cliTokens(t, "5,6,7,8,9", 8, 0, 0)
+	sampled := cliTokens(t, "10,11,12,13,14", 8, 0.8, 42)
+	m, err := LoadModel(modelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.VocabSize() <= 0 {
+		t.Fatal("vocab size")
+	}
+	if info, err := m.InfoJSON(); err != nil || !strings.Contains(info, "LlamaForCausalLM") {
+		t.Fatalf("info %q %v", info, err)
+	}
+	c, err := NewContext(m, cpu())
+	m.Close() // the context keeps its own reference
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	toks, reason, err := c.Generate(context.Background(),
+		Request{Prompt: []int32{5, 6, 7, 8, 9}, MaxNewTokens: 8, IgnoreEOS: true})
+	if err != nil || !reflect.DeepEqual(toks, greedy) || reason != FinishLength {
+		t.Fatalf("Generate = %v %v %v, want %v", toks, reason, err, greedy)
+	}
+
+	// Streamed through Run, alongside a sequence cancelled through its context.Context.
+	runCtx, stopRun := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- c.Run(runCtx) }()
+	cancelCtx, cancel := context.WithCancel(context.Background())
+	cancel()
+	other, err := c.Stream(cancelCtx, Request{Prompt: []int32{20, 21, 22}, MaxNewTokens: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := c.Stream(context.Background(), Request{Prompt: []int32{10, 11, 12, 13, 14},
+		MaxNewTokens: 8, IgnoreEOS: true, Temperature: 0.8, Seed: 42})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streamed []int32
+	var last Event
+	for e := range events {
+		if e.HasToken() {
+			streamed = append(streamed, e.Token)
+		}
+		last = e
+	}
+	if !reflect.DeepEqual(streamed, sampled) || last.Finish != FinishLength {
+		t.Fatalf("streamed %v (%v), want %v", streamed, last.Finish, sampled)
+	}
+	for e := range other {
+		last = e
+	}
+	if last.Finish != FinishCancelled {
+		t.Fatalf("cancelled stream ended with %v", last.Finish)
+	}
+	stopRun()
+	if err := <-runDone; !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	stats, err := c.StatsJSON()
+	if err != nil || !strings.Contains(stats, `"tiers"`) {
+		t.Fatalf("stats %q %v", stats, err)
+	}
+	if v, err := c.Stat("tiers.gpu.used_bytes"); err != nil || v != 0 {
+		t.Fatalf("gpu used %d %v", v, err)
+	}
+	if v, err := c.Stat("generated_tokens"); err != nil || v < 16 {
+		t.Fatalf("generated %d %v", v, err)
+	}
+}
+
+func TestManyGoroutinesAddAndCancelWhileOneSteps(t *testing.T) {
+	defer checkNoLeaks(t)
+	m, err := LoadModel(modelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c, err := NewContext(m, &Options{Backend: "cpu", Threads: 2, MaxWaiting: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	runCtx, stopRun := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- c.Run(runCtx) }()
+
+	const goroutines, perGoroutine = 16, 12
+	var finished, cancelled, other atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines*perGoroutine)
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < perGoroutine; i++ {
+				req := Request{Prompt: []int32{int32(1 + g), int32(2 + i), 3}, MaxNewTokens: 4 + i%5, IgnoreEOS: true}
+				switch i % 3 {
+				case 0: // cancelled through its context.Context
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i)*time.Millisecond)
+					ch, err := c.Stream(ctx, req)
+					if err != nil {
+						errs <- err
+						cancel()
+						continue
+					}
+					var last Event
+					for e := range ch {
+						last = e
+					}
+					cancel()
+					count(last, &finished, &cancelled, &other)
+				case 1: // closed while running: cancelled and released
+					s, err := c.Add(req)
+					if err != nil {
+						errs <- err
+						continue
+					}
+					s.Close()
+				default: // cancelled directly, or left to finish
+					s, err := c.Add(req)
+					if err != nil {
+						errs <- err
+						continue
+					}
+					if i%2 == 0 {
+						if err := s.Cancel(); err != nil && !isStatus(err, StatusState) {
+							errs <- err
+						}
+					}
+					var last Event
+					for e := range s.Events() {
+						last = e
+					}
+					s.Close()
+					count(last, &finished, &cancelled, &other)
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for c.NumUnfinished() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	stopRun()
+	<-runDone
+	if c.NumUnfinished() != 0 || other.Load() != 0 || finished.Load() == 0 {
+		t.Fatalf("unfinished %d, finished %d, cancelled %d, other %d", c.NumUnfinished(),
+			finished.Load(), cancelled.Load(), other.Load())
+	}
+	t.Logf("finished %d, cancelled %d", finished.Load(), cancelled.Load())
+}
+
+func count(last Event, finished, cancelled, other *atomic.Int32) {
+	switch last.Finish {
+	case FinishLength:
+		finished.Add(1)
+	case FinishCancelled:
+		cancelled.Add(1)
+	default:
+		other.Add(1)
+	}
+}
+
+func isStatus(err error, s Status) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == s
+}

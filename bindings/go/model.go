@@ -1,0 +1,64 @@
+package kvtier
+
+import (
+	"sync"
+
+	"kvtier/internal/capi"
+)
+
+// Model is a loaded checkpoint: immutable and safe for concurrent use. Contexts keep their
+// own reference, so a Model may be closed as soon as its contexts are created.
+type Model struct {
+	mu sync.RWMutex
+	h  capi.Struct_SS_kvt_model // nil once closed
+}
+
+// LoadModel loads an HF checkpoint directory (config.json, *.safetensors).
+func LoadModel(dir string) (*Model, error) {
+	box := capi.New_kvt_model_box()
+	defer capi.Delete_kvt_model_box(box)
+	errbuf := make([]byte, 1024)
+	if st := capi.Kvt_model_load(dir, box, errbuf, len(errbuf)); st != 0 {
+		return nil, newError(st, cString(errbuf))
+	}
+	return &Model{h: capi.Kvt_model_box_value(box)}, nil
+}
+
+// VocabSize is the vocabulary size (0 once closed).
+func (m *Model) VocabSize() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.h == nil {
+		return 0
+	}
+	return capi.Kvt_model_vocab_size(m.h)
+}
+
+// InfoJSON is a JSON summary: architecture, shapes, weight bytes, KV bytes per token.
+func (m *Model) InfoJSON() (string, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.h == nil {
+		return "", &Error{StatusState, "model is closed"}
+	}
+	n := []int32{0}
+	if st := capi.Kvt_model_info_json(m.h, nil, 0, n); st != 0 {
+		return "", newError(st, "kvt_model_info_json")
+	}
+	buf := make([]byte, n[0]+1)
+	if st := capi.Kvt_model_info_json(m.h, buf, len(buf), n); st != 0 {
+		return "", newError(st, "kvt_model_info_json")
+	}
+	return cString(buf), nil
+}
+
+// Close drops this reference to the model. Calling it again does nothing.
+func (m *Model) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.h != nil {
+		capi.Kvt_model_free(m.h)
+		m.h = nil
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package kvtier
+
+import "kvtier/internal/capi"
+
+// Options configure a context; the zero value of a field keeps the library default.
+// Any key of kvtier.h (e.g. "preemption", "max_tokens_per_step") can be given in Ints or
+// Strings; sizes in Strings accept "64MiB".
+type Options struct {
+	Backend     string // "auto" | "cpu" | "cuda"
+	Threads     int
+	GPUKVBytes  int64
+	HostKVBytes int64
+	DiskKVBytes int64
+	DiskPath    string
+	BlockTokens int
+	MaxRunning  int
+	MaxWaiting  int
+	Ints        map[string]int64
+	Strings     map[string]string
+}
+
+func (o *Options) native() (capi.Struct_SS_kvt_options, error) {
+	box := capi.New_kvt_options_box()
+	defer capi.Delete_kvt_options_box(box)
+	if st := capi.Kvt_options_create(box); st != 0 {
+		return nil, newError(st, "kvt_options_create")
+	}
+	h := capi.Kvt_options_box_value(box)
+	if o == nil {
+		return h, nil
+	}
+	ints := map[string]int64{}
+	strs := map[string]string{}
+	put := func(k string, v int64) {
+		if v != 0 {
+			ints[k] = v
+		}
+	}
+	put("threads", int64(o.Threads))
+	put("gpu_kv_bytes", o.GPUKVBytes)
+	put("host_kv_bytes", o.HostKVBytes)
+	put("disk_kv_bytes", o.DiskKVBytes)
+	put("block_tokens", int64(o.BlockTokens))
+	put("max_running", int64(o.MaxRunning))
+	put("max_waiting", int64(o.MaxWaiting))
+	if o.Backend != "" {
+		strs["backend"] = o.Backend
+	}
+	if o.DiskPath != "" {
+		strs["disk_path"] = o.DiskPath
+	}
+	for k, v := range o.Ints {
+		ints[k] = v
+	}
+	for k, v := range o.Strings {
+		strs[k] = v
+	}
+	for k, v := range ints {
+		if st := capi.Kvt_options_set_int(h, k, v); st != 0 {
+			err := newError(st, capi.Kvt_options_errmsg(h))
+			capi.Kvt_options_free(h)
+			return nil, err
+		}
+	}
+	for k, v := range strs {
+		if st := capi.Kvt_options_set_string(h, k, v); st != 0 {
+			err := newError(st, capi.Kvt_options_errmsg(h))
+			capi.Kvt_options_free(h)
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// Request is one generation request. Zero fields keep the library defaults (greedy,
+// 16 new tokens, the model's eos ids stop).
+type Request struct {
+	Prompt       []int32
+	MaxNewTokens int
+	Temperature  float32
+	TopK         int
+	TopP         float32
+	Seed         int64
+	StopTokens   []int32
+	IgnoreEOS    bool
+	Priority     int
+}
+
+func (r *Request) maxEvents() int {
+	if r.MaxNewTokens > 0 {
+		return r.MaxNewTokens + 2
+	}
+	return 18
+}
+
+func (r *Request) native() (capi.Struct_SS_kvt_request, error) {
+	box := capi.New_kvt_request_box()
+	defer capi.Delete_kvt_request_box(box)
+	if st := capi.Kvt_request_create(box); st != 0 {
+		return nil, newError(st, "kvt_request_create")
+	}
+	h := capi.Kvt_request_box_value(box)
+	steps := []func() capi.Enum_SS_kvt_status{}
+	if len(r.Prompt) > 0 {
+		steps = append(steps, func() capi.Enum_SS_kvt_status {
+			return capi.Kvt_request_set_prompt_tokens(h, r.Prompt, len(r.Prompt))
+		})
+	}
+	if r.MaxNewTokens != 0 {
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_max_new_tokens(h, r.MaxNewTokens) })
+	}
+	if r.Temperature != 0 {
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_temperature(h, r.Temperature) })
+	}
+	if r.TopK != 0 {
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_top_k(h, r.TopK) })
+	}
+	if r.TopP != 0 {
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_top_p(h, r.TopP) })
+	}
+	if r.Seed != 0 {
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_seed(h, r.Seed) })
+	}
+	if len(r.StopTokens) > 0 {
+		steps = append(steps, func() capi.Enum_SS_kvt_status {
+			return capi.Kvt_request_set_stop_tokens(h, r.StopTokens, len(r.StopTokens))
+		})
+	}
+	if r.IgnoreEOS {
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_ignore_eos(h, 1) })
+	}
+	if r.Priority != 0 {
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_priority(h, r.Priority) })
+	}
+	for _, step := range steps {
+		if st := step(); st != 0 {
+			err := newError(st, capi.Kvt_request_errmsg(h))
+			capi.Kvt_request_free(h)
+			return nil, err
+		}
+	}
+	return h, nil
+}

@@ -1,0 +1,180 @@
+// JUnit 5 tests of the Java binding, mirroring tests/c_api/c_api_test.c. The model directory
+// comes from KVTIER_TEST_MODEL, the CLI used as the reference from KVTIER_CLI.
+package dev.kvtier;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+class KvtierTest {
+  static final String MODEL = System.getenv("KVTIER_TEST_MODEL");
+
+  static ContextOptions cpu() { return new ContextOptions().backend("cpu").threads(2); }
+
+  @AfterEach
+  void noLeaks() {
+    assertEquals(0, Kvtier.liveHandles(), "native handles leaked");
+  }
+
+  @Test
+  void version() {
+    assertEquals(0, Kvtier.versionMajor());
+    assertTrue(Kvtier.version().startsWith(Kvtier.versionMajor() + "."));
+    assertEquals("KVT_ERR_BUSY", Kvtier.statusString(Status.BUSY.code()));
+  }
+
+  @Test
+  void badInputRaisesWithMessage() {
+    KvtierException e = assertThrows(KvtierException.class, () -> Model.load("/nonexistent/kvtier"));
+    assertEquals(Status.NOT_FOUND, e.status());
+    assertFalse(e.detail().isEmpty());
+    try (Model m = Model.load(MODEL)) {
+      e = assertThrows(KvtierException.class,
+          () -> Context.create(m, cpu().blockTokens(0)).close());
+      assertEquals(Status.INVALID_ARGUMENT, e.status());
+      assertTrue(e.getMessage().contains("block_tokens"), e.getMessage());
+      e = assertThrows(KvtierException.class,
+          () -> Context.create(m, cpu().set("no_such_option", 1)).close());
+      assertTrue(e.getMessage().contains("no_such_option"), e.getMessage());
+      try (Context c = Context.create(m, cpu())) {
+        e = assertThrows(KvtierException.class, () -> c.add(new Request()));
+        assertEquals(Status.INVALID_ARGUMENT, e.status());
+        assertTrue(e.getMessage().contains("empty"), e.getMessage());
+        e = assertThrows(KvtierException.class, () -> c.add(new Request(1, 1 << 30)));
+        assertTrue(e.getMessage().contains("vocabulary"), e.getMessage());
+        e = assertThrows(KvtierException.class, () -> c.add(new Request(1, 2).maxNewTokens(0)));
+        assertTrue(e.getMessage().contains("max_new_tokens"), e.getMessage());
+        e = assertThrows(KvtierException.class, () -> c.cancel(424242));
+        assertEquals(Status.NOT_FOUND, e.status());
+        e = assertThrows(KvtierException.class, () -> c.stat("no.such.stat"));
+        assertEquals(Status.NOT_FOUND, e.status());
+        assertEquals(0, c.numUnfinished());
+      }
+    }
+  }
+
+  /** Tokens the C API produces for the same request, via the kvtier CLI. */
+  static int[] cliTokens(String promptIds, int maxTokens, float temperature, long seed)
+      throws Exception {
+    Process p = new ProcessBuilder(System.getenv("KVTIER_CLI"), "run", "--model", MODEL,
+        "--prompt-ids", promptIds, "--max-tokens", String.valueOf(maxTokens), "--ignore-eos",
+        "--backend", "cpu", "--temperature", String.valueOf(temperature), "--seed",
+        String.valueOf(seed), "--json").redirectErrorStream(true).start();
+    StringBuilder out = new StringBuilder();
+    try (BufferedReader r = new BufferedReader(
+        new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
+      for (String line; (line = r.readLine()) != null;) out.append(line).append('\n');
+    }
+    assertEquals(0, p.waitFor(), out.toString());
+    Matcher m = Pattern.compile("\"tokens\":\\s*\\[([^\\]]*)\\]").matcher(out);
+    assertTrue(m.find(), out.toString());
+    return Arrays.stream(m.group(1).split(",")).map(String::trim).filter(s -> !s.isEmpty())
+        .mapToInt(Integer::parseInt).toArray();
+  }
+
+  @Test
+  void generationEqualsTheCApi() throws Exception {
+    int[] expectedGreedy = cliTokens("5,6,7,8,9", 8, 0f, 0);
+    int[] expectedSampled = cliTokens("10,11,12,13,14", 8, 0.8f, 42);
+    try (Model m = Model.load(MODEL)) {
+      assertTrue(m.vocabSize() > 0);
+      assertTrue(m.infoJson().contains("LlamaForCausalLM"));
+      try (Context c = Context.create(m, cpu())) {
+        m.close(); // the context keeps its own reference
+        Generation g = c.generate(new Request(5, 6, 7, 8, 9).maxNewTokens(8).ignoreEos(true));
+        assertArrayEquals(expectedGreedy, g.tokens());
+        assertEquals(FinishReason.LENGTH, g.finishReason());
+
+        // Streamed, alongside a cancelled sequence.
+        Request sampled = new Request(10, 11, 12, 13, 14).maxNewTokens(8).ignoreEos(true)
+            .temperature(0.8f).seed(42);
+        try (Sequence s = c.add(sampled);
+             Sequence other = c.add(new Request(20, 21, 22).maxNewTokens(8))) {
+          assertEquals(SequenceState.WAITING, c.state(s.id()));
+          other.cancel();
+          c.runUntilIdle();
+          List<Integer> streamed = new ArrayList<>();
+          for (Event e : s) if (e.hasToken()) streamed.add(e.token());
+          assertArrayEquals(expectedSampled, streamed.stream().mapToInt(i -> i).toArray());
+          assertArrayEquals(expectedSampled, s.tokens());
+          assertEquals(FinishReason.LENGTH, s.finishReason());
+          assertEquals(FinishReason.CANCELLED,
+              other.stream().reduce((a, b) -> b).get().finishReason());
+          KvtierException e = assertThrows(KvtierException.class, other::cancel);
+          assertEquals(Status.STATE, e.status());
+        }
+        assertTrue(c.statsJson().contains("\"tiers\""));
+        assertEquals(0, c.stat("tiers.gpu.used_bytes"));
+        assertTrue(c.stat("generated_tokens") >= 16);
+      }
+    }
+  }
+
+  @Test
+  void manyThreadsAddAndCancelWhileOneSteps() throws Exception {
+    final int threads = 8;
+    final int perThread = 12;
+    try (Model m = Model.load(MODEL);
+         Context c = Context.create(m, cpu().set("max_waiting", 4096))) {
+      AtomicBoolean done = new AtomicBoolean();
+      AtomicInteger finished = new AtomicInteger();
+      AtomicInteger cancelled = new AtomicInteger();
+      ConcurrentHashMap<Long, FinishReason> reasons = new ConcurrentHashMap<>();
+      Thread driver = new Thread(() -> {
+        while (!done.get() || c.numUnfinished() > 0) {
+          if (c.step().isEmpty()) Thread.onSpinWait();
+        }
+      });
+      driver.start();
+      List<Thread> workers = new ArrayList<>();
+      List<Throwable> errors = java.util.Collections.synchronizedList(new ArrayList<>());
+      for (int t = 0; t < threads; ++t) {
+        final int seed = t;
+        Thread w = new Thread(() -> {
+          try {
+            for (int i = 0; i < perThread; ++i) {
+              try (Sequence s = c.add(new Request(1 + seed, 2 + i, 3).maxNewTokens(4 + i % 5)
+                  .ignoreEos(true))) {
+                if (i % 3 == 0) {
+                  try {
+                    s.cancel();
+                  } catch (KvtierException e) {
+                    assertEquals(Status.STATE, e.status()); // it finished first
+                  }
+                }
+                if (i % 4 == 1) continue; // closed while running: cancelled and released
+                Event last = s.stream().reduce((a, b) -> b).get();
+                reasons.put(s.id(), last.finishReason());
+                if (last.finishReason() == FinishReason.CANCELLED) cancelled.incrementAndGet();
+                else if (last.finishReason() == FinishReason.LENGTH) finished.incrementAndGet();
+              }
+            }
+          } catch (Throwable e) {
+            errors.add(e);
+          }
+        });
+        workers.add(w);
+        w.start();
+      }
+      for (Thread w : workers) w.join();
+      done.set(true);
+      driver.join();
+      assertTrue(errors.isEmpty(), errors.toString());
+      assertEquals(0, c.numUnfinished());
+      assertEquals(reasons.size(), finished.get() + cancelled.get(), reasons.toString());
+      assertTrue(finished.get() > 0);
+    }
+  }
+}

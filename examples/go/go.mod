@@ -1,0 +1,3 @@
+module kvtier-example-go
+
+go 1.19

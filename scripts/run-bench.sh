@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# What the device call runs for `kvtier bench`: the ceilings and the seed baseline
+# (../shared/anchors, copied into the carry folder because ../shared does not travel),
+# then every workload, all in one call on the GPU machine. Writes into OUT_DIR:
+#   bench.json (the results), bench.txt (table + log), ceilings.txt, baseline.txt.
+# The random Llama-3-8B checkpoint is written on the machine's local disk while the
+# Python anchors use the GPU (the write needs only CPU and disk).
+# usage: scripts/run-bench.sh CARRY_DIR OUT_DIR   (CARRY_DIR from scripts/device-carry.sh,
+#        plus CARRY_DIR/anchors/*.py and CARRY_DIR/COMMIT)
+# env: WORKLOADS (default all), TIME_LIMIT per workload in s (default 90),
+#      SKIP_ANCHORS=1 to skip ceilings.py / hf_baseline.py, MODEL_DIR (default /tmp/kvtier-bench/llama3-8b)
+set -uo pipefail
+carry=${1:?usage: scripts/run-bench.sh CARRY_DIR OUT_DIR}
+out=${2:?usage: scripts/run-bench.sh CARRY_DIR OUT_DIR}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export PYTHONUNBUFFERED=1
+kvtier="$carry/bin/kvtier"
+model=${MODEL_DIR:-/tmp/kvtier-bench/llama3-8b}
+commit=$(cat "$carry/COMMIT" 2>/dev/null || echo unknown)
+t0=$(date +%s)
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/machine.txt"
+
+# 1. Checkpoints in the background (CPU + disk only).
+( if [ ! -f "$model/config.json" ]; then
+    "$kvtier" mkmodel --preset llama3-8b --out "$model" > "$out/mkmodel.txt" 2>&1
+  fi ) &
+mk_pid=$!
+
+# 2. Anchors on the GPU meanwhile.
+: > "$out/ceilings.txt"; : > "$out/baseline.txt"
+if [ "${SKIP_ANCHORS:-0}" != 1 ]; then
+  timeout 120 python3 "$carry/anchors/ceilings.py" > "$out/ceilings.txt" 2>&1 || echo "ceilings.py failed rc=$?" >> "$out/ceilings.txt"
+  echo "anchors: ceilings done at $(( $(date +%s) - t0 )) s"
+  timeout 120 python3 "$carry/anchors/hf_baseline.py" W1 > "$out/baseline.txt" 2>&1 || echo "hf W1 failed rc=$?" >> "$out/baseline.txt"
+  echo "anchors: hf W1 done at $(( $(date +%s) - t0 )) s"
+  timeout 120 python3 "$carry/anchors/hf_baseline.py" W2 --batch 64 >> "$out/baseline.txt" 2>&1 || echo "hf W2 failed rc=$?" >> "$out/baseline.txt"
+  echo "anchors: hf W2 done at $(( $(date +%s) - t0 )) s"
+fi
+wait "$mk_pid"
+echo "checkpoint ready at $(( $(date +%s) - t0 )) s"; tail -3 "$out/mkmodel.txt" 2>/dev/null
+
+# 3. The workloads.
+"$kvtier" bench --workload "${WORKLOADS:-all}" --model "$model" --ceilings "$out/ceilings.txt" \
+  --baseline "$out/baseline.txt" --json "$out/bench.json" --commit "$commit" \
+  --time-limit "${TIME_LIMIT:-90}" 2>&1 | tee "$out/bench.txt"
+echo "run-bench: done at $(( $(date +%s) - t0 )) s"

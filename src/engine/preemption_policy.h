@@ -1,0 +1,47 @@
+// CostModelPolicy: swap or recompute, per preempted sequence, by measured cost — bytes
+// over the measured copy bandwidth (out and back) against tokens times the measured
+// compute time per token. The engine feeds it measurements after every step.
+// Not thread-safe: used under the engine lock.
+#ifndef KVTIER_ENGINE_PREEMPTION_POLICY_H_
+#define KVTIER_ENGINE_PREEMPTION_POLICY_H_
+
+#include <cstdint>
+
+#include "engine/engine_options.h"
+#include "engine/scheduler.h"
+
+namespace kvtier {
+
+class CostModelPolicy final : public PreemptionPolicy {
+ public:
+  CostModelPolicy(PreemptionMode mode, int64_t block_bytes, bool can_swap)
+      : mode_(mode), block_bytes_(block_bytes), can_swap_(can_swap) {}
+
+  bool ShouldSwap(const Sequence& victim, int64_t blocks) const override {
+    if (!can_swap_ || mode_ == PreemptionMode::kRecompute) return false;
+    if (mode_ == PreemptionMode::kSwap) return true;
+    const double swap_seconds = 2.0 * static_cast<double>(blocks * block_bytes_) / bytes_per_second_;
+    const double recompute_seconds = static_cast<double>(victim.num_computed) * seconds_per_token_;
+    return swap_seconds < recompute_seconds;
+  }
+
+  // Exponential moving averages of what the engine measured.
+  void ObserveCompute(int64_t tokens, double seconds) {
+    if (tokens > 0 && seconds > 0) seconds_per_token_ = 0.8 * seconds_per_token_ + 0.2 * (seconds / tokens);
+  }
+  void ObserveCopyBandwidth(double bytes_per_second) {
+    if (bytes_per_second > 0) bytes_per_second_ = bytes_per_second;
+  }
+
+ private:
+  PreemptionMode mode_;
+  int64_t block_bytes_;
+  bool can_swap_;
+  // Starting guesses until measured: a host memcpy-class link and a small model's cost.
+  double bytes_per_second_ = 10e9;
+  double seconds_per_token_ = 1e-4;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_ENGINE_PREEMPTION_POLICY_H_

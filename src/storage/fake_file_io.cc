@@ -1,0 +1,257 @@
+// FakeFileIo: in-memory files behind one mutex, with armed faults. Thread-safe.
+#include "storage/fake_file_io.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/errors.h"
+
+namespace kvtier {
+
+// An open fake file: the shared bytes plus the path it was opened under (for messages).
+class FakeFileIo::File final : public RandomAccessFile {
+ public:
+  File(FakeFileIo* io, std::string path, Bytes bytes)
+      : io_(io), path_(std::move(path)), bytes_(std::move(bytes)) {}
+
+  absl::Status Pread(int64_t offset, size_t n, void* out) override {
+    return io_->Pread(path_, bytes_, offset, n, out);
+  }
+  absl::Status Pwrite(int64_t offset, const void* data, size_t n) override {
+    return io_->Pwrite(path_, bytes_, offset, data, n);
+  }
+  absl::Status Sync() override { return io_->Sync(path_); }
+  absl::StatusOr<int64_t> Size() override {
+    absl::MutexLock lock(&io_->mu_);
+    return static_cast<int64_t>(bytes_->size());
+  }
+
+ private:
+  FakeFileIo* const io_;
+  const std::string path_;
+  const Bytes bytes_;
+};
+
+FakeFileIo::FakeFileIo() = default;
+FakeFileIo::~FakeFileIo() = default;
+
+absl::Status FakeFileIo::CheckSpace(const std::string& path, int64_t grow) {
+  if (!capacity_.has_value()) return absl::OkStatus();
+  const bool already_full = used_ > *capacity_;
+  if (already_full || (grow > 0 && used_ + grow > *capacity_)) {
+    ++counters_.no_space;
+    return IoError(absl::StrCat("writing ", path, ": No space left on device (disk of ",
+                                *capacity_, " bytes, ", used_, " used, ", std::max<int64_t>(grow, 0),
+                                " more needed)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<RandomAccessFile>> FakeFileIo::OpenForReadWrite(
+    const std::string& path, int64_t size) {
+  if (size < 0) return absl::InvalidArgumentError(absl::StrCat("negative size for ", path));
+  absl::MutexLock lock(&mu_);
+  auto it = files_.find(path);
+  const int64_t old_size = it == files_.end() ? 0 : static_cast<int64_t>(it->second->size());
+  if (size > old_size) {
+    if (capacity_.has_value() && used_ + (size - old_size) > *capacity_) {
+      ++counters_.no_space;
+      return IoError(absl::StrCat("preallocating ", size, " bytes for ", path,
+                                  ": No space left on device"));
+    }
+  }
+  if (it == files_.end()) it = files_.emplace(path, std::make_shared<std::string>()).first;
+  if (size > old_size) {
+    it->second->resize(static_cast<size_t>(size), '\0');
+    used_ += size - old_size;
+  }
+  return std::unique_ptr<RandomAccessFile>(new File(this, path, it->second));
+}
+
+absl::StatusOr<std::string> FakeFileIo::ReadWholeFile(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  auto it = files_.find(path);
+  if (it == files_.end()) return absl::NotFoundError(absl::StrCat("opening ", path, ": no such file"));
+  if (fail_reads_ > 0) {
+    --fail_reads_;
+    ++counters_.failed_reads;
+    return IoError(absl::StrCat("reading ", path, ": Input/output error (injected)"));
+  }
+  return *it->second;
+}
+
+absl::Status FakeFileIo::WriteFileAtomically(const std::string& path,
+                                             const std::string& contents) {
+  absl::MutexLock lock(&mu_);
+  const std::string tmp = path + ".tmp";
+  if (fail_writes_ > 0) {
+    --fail_writes_;
+    ++counters_.failed_writes;
+    return IoError(absl::StrCat("writing ", tmp, ": Input/output error (injected)"));
+  }
+  // The new file exists next to the old one until the rename.
+  auto tmp_it = files_.find(tmp);
+  const int64_t old_tmp = tmp_it == files_.end() ? 0 : static_cast<int64_t>(tmp_it->second->size());
+  if (absl::Status s = CheckSpace(tmp, static_cast<int64_t>(contents.size()) - old_tmp); !s.ok()) {
+    return s;
+  }
+  if (fail_syncs_ > 0) {
+    --fail_syncs_;
+    ++counters_.failed_syncs;
+    return IoError(absl::StrCat("syncing ", tmp, ": Input/output error (injected)"));
+  }
+  auto it = files_.find(path);
+  if (it != files_.end()) {
+    used_ -= static_cast<int64_t>(it->second->size());
+    files_.erase(it);
+  }
+  if (tmp_it != files_.end()) {
+    used_ -= old_tmp;
+    files_.erase(tmp);
+  }
+  files_[path] = std::make_shared<std::string>(contents);
+  used_ += static_cast<int64_t>(contents.size());
+  return absl::OkStatus();
+}
+
+bool FakeFileIo::Exists(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  return files_.contains(path);
+}
+
+absl::Status FakeFileIo::Pread(const std::string& path, const Bytes& bytes, int64_t offset,
+                               size_t n, void* out) {
+  absl::MutexLock lock(&mu_);
+  if (fail_reads_ > 0) {
+    --fail_reads_;
+    ++counters_.failed_reads;
+    return IoError(absl::StrCat("reading ", n, " bytes at ", offset, " from ", path,
+                                ": Input/output error (injected)"));
+  }
+  const auto size = static_cast<int64_t>(bytes->size());
+  if (offset < 0 || offset > size || static_cast<int64_t>(n) > size - offset) {
+    return IoError(absl::StrCat("short read at ", offset, " from ", path, " (file of ", size,
+                                " bytes, ", n, " wanted)"));
+  }
+  std::memcpy(out, bytes->data() + offset, n);
+  return absl::OkStatus();
+}
+
+absl::Status FakeFileIo::Pwrite(const std::string& path, const Bytes& bytes, int64_t offset,
+                                const void* data, size_t n) {
+  absl::MutexLock lock(&mu_);
+  if (offset < 0) return absl::InvalidArgumentError(absl::StrCat("negative offset for ", path));
+  if (fail_writes_ > 0) {
+    --fail_writes_;
+    ++counters_.failed_writes;
+    return IoError(absl::StrCat("writing ", n, " bytes at ", offset, " to ", path,
+                                ": Input/output error (injected)"));
+  }
+  // Bytes held open by a file whose path was renamed over are not counted as used.
+  auto it = files_.find(path);
+  const bool counted = it != files_.end() && it->second == bytes;
+  const auto old_size = static_cast<int64_t>(bytes->size());
+  const int64_t full_end = offset + static_cast<int64_t>(n);
+  if (absl::Status s = CheckSpace(path, counted ? full_end - old_size : 0); !s.ok()) return s;
+  size_t to_write = n;
+  absl::Status result;
+  if (short_write_.has_value()) {
+    to_write = std::min(n, *short_write_);
+    short_write_.reset();
+    ++counters_.short_writes;
+    result = IoError(absl::StrCat("short write at ", offset, " to ", path, ": ", to_write,
+                                  " of ", n, " bytes (injected)"));
+  } else if (torn_write_.has_value()) {
+    to_write = std::min(n, *torn_write_);
+    torn_write_.reset();
+    ++counters_.torn_writes;
+  }
+  const int64_t grow = offset + static_cast<int64_t>(to_write) - old_size;
+  if (grow > 0) {
+    bytes->resize(static_cast<size_t>(old_size + grow), '\0');
+    if (counted) used_ += grow;
+  }
+  std::memcpy(bytes->data() + offset, data, to_write);
+  return result;
+}
+
+absl::Status FakeFileIo::Sync(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  if (fail_syncs_ > 0) {
+    --fail_syncs_;
+    ++counters_.failed_syncs;
+    return IoError(absl::StrCat("syncing ", path, ": Input/output error (injected)"));
+  }
+  return absl::OkStatus();
+}
+
+void FakeFileIo::set_capacity_bytes(std::optional<int64_t> capacity) {
+  absl::MutexLock lock(&mu_);
+  capacity_ = capacity;
+}
+void FakeFileIo::FailNextWrites(int n) {
+  absl::MutexLock lock(&mu_);
+  fail_writes_ = n;
+}
+void FakeFileIo::ShortWriteNext(size_t n) {
+  absl::MutexLock lock(&mu_);
+  short_write_ = n;
+}
+void FakeFileIo::TornWriteNext(size_t n) {
+  absl::MutexLock lock(&mu_);
+  torn_write_ = n;
+}
+void FakeFileIo::FailNextReads(int n) {
+  absl::MutexLock lock(&mu_);
+  fail_reads_ = n;
+}
+void FakeFileIo::FailNextSyncs(int n) {
+  absl::MutexLock lock(&mu_);
+  fail_syncs_ = n;
+}
+
+absl::Status FakeFileIo::FlipBit(const std::string& path, int64_t byte_offset, int bit) {
+  absl::MutexLock lock(&mu_);
+  auto it = files_.find(path);
+  if (it == files_.end()) return absl::NotFoundError(absl::StrCat("no file ", path));
+  if (byte_offset < 0 || byte_offset >= static_cast<int64_t>(it->second->size()) || bit < 0 ||
+      bit > 7) {
+    return absl::OutOfRangeError(absl::StrCat("no bit ", bit, " of byte ", byte_offset, " in ",
+                                              path, " (", it->second->size(), " bytes)"));
+  }
+  (*it->second)[static_cast<size_t>(byte_offset)] ^= static_cast<char>(1u << bit);
+  ++counters_.bit_flips;
+  return absl::OkStatus();
+}
+
+absl::Status FakeFileIo::Truncate(const std::string& path, int64_t size) {
+  absl::MutexLock lock(&mu_);
+  auto it = files_.find(path);
+  if (it == files_.end()) return absl::NotFoundError(absl::StrCat("no file ", path));
+  if (size < 0) return absl::InvalidArgumentError("negative size");
+  used_ += size - static_cast<int64_t>(it->second->size());
+  it->second->resize(static_cast<size_t>(size), '\0');
+  ++counters_.truncations;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> FakeFileIo::Contents(const std::string& path) const {
+  absl::MutexLock lock(&mu_);
+  auto it = files_.find(path);
+  if (it == files_.end()) return absl::NotFoundError(absl::StrCat("no file ", path));
+  return *it->second;
+}
+
+int64_t FakeFileIo::used_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return used_;
+}
+
+FakeFileIo::FaultCounters FakeFileIo::fault_counters() const {
+  absl::MutexLock lock(&mu_);
+  return counters_;
+}
+
+}  // namespace kvtier

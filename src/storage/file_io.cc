@@ -1,0 +1,196 @@
+// POSIX FileIo: pread/pwrite/fdatasync on one descriptor per open file. Stateless;
+// thread-safe (positioned I/O shares no offset).
+#include "storage/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/errors.h"
+
+namespace kvtier {
+
+RandomAccessFile::~RandomAccessFile() = default;
+FileIo::~FileIo() = default;
+
+namespace {
+
+absl::Status ErrnoError(const std::string& what, const std::string& path, int err) {
+  if (err == ENOENT) return absl::NotFoundError(absl::StrCat(what, " ", path, ": ", std::strerror(err)));
+  return IoError(absl::StrCat(what, " ", path, ": ", std::strerror(err)));
+}
+
+std::string DirName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+absl::Status SyncDirectoryOf(const std::string& path) {
+  const std::string dir = DirName(path);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("opening directory", dir, errno);
+  absl::Status status;
+  if (::fsync(fd) != 0) status = ErrnoError("syncing directory", dir, errno);
+  ::close(fd);
+  return status;
+}
+
+// Writes all n bytes at offset (retrying partial writes and EINTR).
+absl::Status PwriteAll(int fd, const std::string& path, int64_t offset, const void* data,
+                       size_t n) {
+  const auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t done = ::pwrite(fd, p, n, static_cast<off_t>(offset));
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      return IoError(absl::StrCat("writing ", n, " bytes at ", offset, " to ", path, ": ",
+                                  std::strerror(errno)));
+    }
+    if (done == 0) {
+      return IoError(absl::StrCat("short write at ", offset, " to ", path));
+    }
+    p += done;
+    offset += done;
+    n -= static_cast<size_t>(done);
+  }
+  return absl::OkStatus();
+}
+
+class PosixFile final : public RandomAccessFile {
+ public:
+  PosixFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  ~PosixFile() override { ::close(fd_); }
+
+  absl::Status Pread(int64_t offset, size_t n, void* out) override {
+    auto* p = static_cast<char*>(out);
+    while (n > 0) {
+      const ssize_t done = ::pread(fd_, p, n, static_cast<off_t>(offset));
+      if (done < 0) {
+        if (errno == EINTR) continue;
+        return IoError(absl::StrCat("reading ", n, " bytes at ", offset, " from ", path_, ": ",
+                                    std::strerror(errno)));
+      }
+      if (done == 0) {
+        return IoError(absl::StrCat("short read at ", offset, " from ", path_,
+                                    " (end of file, ", n, " bytes missing)"));
+      }
+      p += done;
+      offset += done;
+      n -= static_cast<size_t>(done);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Pwrite(int64_t offset, const void* data, size_t n) override {
+    return PwriteAll(fd_, path_, offset, data, n);
+  }
+
+  absl::Status Sync() override {
+    if (::fdatasync(fd_) != 0) return ErrnoError("syncing", path_, errno);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<int64_t> Size() override {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) return ErrnoError("stat of", path_, errno);
+    return static_cast<int64_t>(st.st_size);
+  }
+
+ private:
+  const int fd_;
+  const std::string path_;
+};
+
+class PosixFileIo final : public FileIo {
+ public:
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> OpenForReadWrite(const std::string& path,
+                                                                     int64_t size) override {
+    if (size < 0) return absl::InvalidArgumentError(absl::StrCat("negative size for ", path));
+    bool created = false;
+    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+      fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      created = fd >= 0;
+      if (fd < 0 && errno == EEXIST) fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    }
+    if (fd < 0) return IoError(absl::StrCat("opening ", path, ": ", std::strerror(errno)));
+    auto file = std::make_unique<PosixFile>(fd, path);
+    auto fail = [&](absl::Status status) {
+      file.reset();
+      if (created) ::unlink(path.c_str());
+      return status;
+    };
+    struct stat st;
+    if (::fstat(fd, &st) != 0) return fail(ErrnoError("stat of", path, errno));
+    if (st.st_size < size) {
+      // posix_fallocate returns the error number instead of setting errno.
+      const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
+      if (err != 0) {
+        return fail(IoError(absl::StrCat("preallocating ", size, " bytes for ", path, ": ",
+                                         std::strerror(err))));
+      }
+      if (::fsync(fd) != 0) return fail(ErrnoError("syncing", path, errno));
+    }
+    if (created) {
+      absl::Status status = SyncDirectoryOf(path);
+      if (!status.ok()) return fail(std::move(status));
+    }
+    return std::unique_ptr<RandomAccessFile>(std::move(file));
+  }
+
+  absl::StatusOr<std::string> ReadWholeFile(const std::string& path) override {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoError("opening", path, errno);
+    std::string contents;
+    char buffer[1 << 16];
+    while (true) {
+      const ssize_t done = ::read(fd, buffer, sizeof(buffer));
+      if (done < 0) {
+        if (errno == EINTR) continue;
+        const int err = errno;
+        ::close(fd);
+        return IoError(absl::StrCat("reading ", path, ": ", std::strerror(err)));
+      }
+      if (done == 0) break;
+      contents.append(buffer, static_cast<size_t>(done));
+    }
+    ::close(fd);
+    return contents;
+  }
+
+  absl::Status WriteFileAtomically(const std::string& path,
+                                   const std::string& contents) override {
+    const std::string tmp = path + ".tmp";
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return IoError(absl::StrCat("creating ", tmp, ": ", std::strerror(errno)));
+    absl::Status status = PwriteAll(fd, tmp, 0, contents.data(), contents.size());
+    if (status.ok() && ::fsync(fd) != 0) status = ErrnoError("syncing", tmp, errno);
+    if (::close(fd) != 0 && status.ok()) status = ErrnoError("closing", tmp, errno);
+    if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+      status = IoError(absl::StrCat("renaming ", tmp, " to ", path, ": ", std::strerror(errno)));
+    }
+    if (!status.ok()) {
+      ::unlink(tmp.c_str());
+      return status;
+    }
+    return SyncDirectoryOf(path);
+  }
+
+  bool Exists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
+};
+
+}  // namespace
+
+FileIo* DefaultFileIo() {
+  static FileIo* const io = new PosixFileIo();  // never destroyed: usable during exit
+  return io;
+}
+
+}  // namespace kvtier

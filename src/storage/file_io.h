@@ -1,0 +1,54 @@
+// FileIo: the disk tier's only door to the file system (LevelDB Env-style), so that full
+// disks, short writes, EIO and bit flips can be injected deterministically (FakeFileIo).
+// Implementations must be thread-safe; a RandomAccessFile may be used from several threads
+// at once (positioned I/O, no shared offset).
+#ifndef KVTIER_STORAGE_FILE_IO_H_
+#define KVTIER_STORAGE_FILE_IO_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace kvtier {
+
+// An open file read and written at explicit offsets. Every failure is an IoError (absl
+// kUnknown) naming the file, except where noted.
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile();
+  // Reads exactly n bytes at offset into out; fewer (end of file) is an IoError.
+  virtual absl::Status Pread(int64_t offset, size_t n, void* out) = 0;
+  // Writes exactly n bytes at offset; a short write is an IoError (some bytes may be written).
+  virtual absl::Status Pwrite(int64_t offset, const void* data, size_t n) = 0;
+  // Makes the data written so far durable (fdatasync).
+  virtual absl::Status Sync() = 0;
+  virtual absl::StatusOr<int64_t> Size() = 0;
+};
+
+class FileIo {
+ public:
+  virtual ~FileIo();
+  // Opens `path` for reading and writing, creating it if missing, and makes sure it is at least
+  // `size` bytes with the space reserved (posix_fallocate): a full disk is an IoError naming
+  // the path and the size, and a file created by this call is removed again then.
+  virtual absl::StatusOr<std::unique_ptr<RandomAccessFile>> OpenForReadWrite(
+      const std::string& path, int64_t size) = 0;
+  // The whole file; NotFound when it does not exist, IoError when reading fails.
+  virtual absl::StatusOr<std::string> ReadWholeFile(const std::string& path) = 0;
+  // Write-new-then-rename: writes path + ".tmp", syncs it, renames it over `path`, syncs the
+  // directory. After a crash `path` holds either the old or the new contents, never a mix.
+  virtual absl::Status WriteFileAtomically(const std::string& path,
+                                           const std::string& contents) = 0;
+  virtual bool Exists(const std::string& path) = 0;
+};
+
+// The POSIX implementation. Stateless and thread-safe; lives for the whole process.
+FileIo* DefaultFileIo();
+
+}  // namespace kvtier
+
+#endif  // KVTIER_STORAGE_FILE_IO_H_

@@ -1,0 +1,162 @@
+// KvCacheManager unit tests over a fake backend: all-or-nothing reservation, swap round
+// trips preserve block bytes (host and disk), prefix matching, and invariants under
+// thousands of random operations.
+#include "kv/kv_cache_manager.h"
+
+#include <cstring>
+#include <random>
+
+#include "gtest/gtest.h"
+#include "storage/fake_file_io.h"
+#include "testing/fake_backend.h"
+
+namespace kvtier {
+namespace {
+
+using testing::FakeBackend;
+
+struct Fixture {
+  Fixture(int64_t device, int64_t host, int64_t disk, int64_t block_tokens = 4) : backend(block_tokens) {
+    EXPECT_TRUE(backend.AllocateKvPool(device).ok());
+    KvCacheOptions options;
+    options.block_tokens = block_tokens;
+    options.device_blocks = device;
+    options.host_blocks = host;
+    options.disk_blocks = disk;
+    options.disk_path = "/fake/kv";
+    options.file_io = &io;
+    options.model_fingerprint = 42;
+    auto created = KvCacheManager::Create(options, &backend);
+    EXPECT_TRUE(created.ok()) << created.status();
+    kv = std::move(*created);
+  }
+  // Fills the sequence's device blocks with a pattern derived from (seq, block index).
+  void Stamp(SequenceId seq) {
+    auto table = kv->BlockTable(seq);
+    for (size_t i = 0; i < table.size(); ++i) {
+      std::memset(backend.Block(table[i]), static_cast<int>((seq * 31 + static_cast<int64_t>(i)) & 0xff),
+                  backend.kv_layout().BlockBytes());
+    }
+  }
+  bool Check(SequenceId seq) {
+    auto table = kv->BlockTable(seq);
+    for (size_t i = 0; i < table.size(); ++i) {
+      const uint8_t want = static_cast<uint8_t>((seq * 31 + static_cast<int64_t>(i)) & 0xff);
+      const uint8_t* p = backend.Block(table[i]);
+      for (size_t b = 0; b < backend.kv_layout().BlockBytes(); ++b) {
+        if (p[b] != want) return false;
+      }
+    }
+    return true;
+  }
+  FakeFileIo io;
+  FakeBackend backend;
+  std::unique_ptr<KvCacheManager> kv;
+};
+
+TEST(KvCacheManagerTest, ReserveIsAllOrNothing) {
+  Fixture f(3, 0, 0);
+  ASSERT_TRUE(f.kv->Reserve(1, 8).ok());
+  EXPECT_EQ(f.kv->BlockTable(1).size(), 2u);
+  absl::Status s = f.kv->Reserve(2, 8);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("needs 2"), std::string::npos) << s;
+  EXPECT_TRUE(f.kv->BlockTable(2).empty());
+  ASSERT_TRUE(f.kv->Reserve(1, 9).ok());
+  EXPECT_EQ(f.kv->num_available_device_blocks(), 0);
+  f.kv->Release(1);
+  EXPECT_EQ(f.kv->num_available_device_blocks(), 3);
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
+}
+
+TEST(KvCacheManagerTest, SwapRoundTripPreservesBytesThroughHostAndDisk) {
+  Fixture f(/*device=*/6, /*host=*/2, /*disk=*/8);
+  ASSERT_TRUE(f.kv->Reserve(7, 20).ok());  // 5 blocks: 2 go to host, 3 to disk
+  f.Stamp(7);
+  ASSERT_TRUE(f.kv->SwapOut(7).ok());
+  EXPECT_TRUE(f.kv->IsSwappedOut(7));
+  EXPECT_EQ(f.kv->used_blocks(Tier::kHost), 2);
+  EXPECT_EQ(f.kv->used_blocks(Tier::kDisk), 3);
+  ASSERT_TRUE(f.kv->Reserve(8, 24).ok());  // someone else scribbles over the device blocks
+  f.Stamp(8);
+  f.kv->Release(8);
+  ASSERT_TRUE(f.kv->SwapIn(7).ok());
+  EXPECT_TRUE(f.Check(7));
+  EXPECT_EQ(f.kv->used_blocks(Tier::kHost), 0);
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
+}
+
+TEST(KvCacheManagerTest, CorruptSwappedDiskCopyIsDetected) {
+  Fixture f(/*device=*/4, /*host=*/0, /*disk=*/8);
+  ASSERT_TRUE(f.kv->Reserve(3, 8).ok());
+  f.Stamp(3);
+  ASSERT_TRUE(f.kv->SwapOut(3).ok());
+  auto contents = f.io.Contents("/fake/kv");
+  ASSERT_TRUE(contents.ok());
+  for (int64_t offset = 100; offset < static_cast<int64_t>(contents->size()); offset += 4096) {
+    ASSERT_TRUE(f.io.FlipBit("/fake/kv", offset, 3).ok());
+  }
+  absl::Status s = f.kv->SwapIn(3);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_FALSE(f.kv->IsSwappedOut(3));
+  EXPECT_TRUE(f.kv->BlockTable(3).empty());
+  EXPECT_GT(f.kv->counters().corrupt_blocks_detected, 0);
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
+}
+
+TEST(KvCacheManagerTest, PrefixMatchSharesDeviceBlocksAndLeavesOneTokenToCompute) {
+  Fixture f(8, 0, 0);
+  std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  ASSERT_TRUE(f.kv->Reserve(1, 12).ok());
+  f.kv->OnComputed(1, tokens, 12);
+  f.kv->Release(1);  // its three full blocks stay cached
+  EXPECT_EQ(f.kv->num_available_device_blocks(), 8);
+  EXPECT_EQ(f.kv->MatchPrefix(2, tokens), 8);  // 12 tokens: at most 2 blocks, one token left
+  std::vector<int32_t> other = {1, 2, 3, 4, 9, 9, 9, 9, 9};
+  EXPECT_EQ(f.kv->MatchPrefix(3, other), 4);
+  EXPECT_EQ(f.kv->BlockTable(3)[0], f.kv->BlockTable(2)[0]);
+  EXPECT_EQ(f.kv->counters().prefix_hits[0], 3);
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
+}
+
+TEST(KvCacheManagerTest, RandomOperationsKeepInvariants) {
+  for (uint32_t seed : {1u, 2u, 3u, 4u}) {
+    Fixture f(/*device=*/10, /*host=*/4, /*disk=*/12, /*block_tokens=*/3);
+    std::mt19937 rng(seed);
+    std::map<SequenceId, std::vector<int32_t>> tokens;
+    for (int op = 0; op < 3000; ++op) {
+      const SequenceId seq = static_cast<SequenceId>(rng() % 6);
+      auto& t = tokens[seq];
+      switch (rng() % 6) {
+        case 0:
+          f.kv->Release(seq);
+          t.clear();
+          break;
+        case 1:
+          if (!f.kv->IsSwappedOut(seq)) f.kv->SwapOut(seq).IgnoreError();
+          break;
+        case 2:
+          if (f.kv->IsSwappedOut(seq) && !f.kv->SwapIn(seq).ok()) t.clear();
+          break;
+        case 3:
+          if (!f.kv->IsSwappedOut(seq) && f.kv->BlockTable(seq).empty()) {
+            t.clear();
+            for (int i = 0; i < 10; ++i) t.push_back(static_cast<int32_t>(rng() % 3));  // collide often
+            f.kv->MatchPrefix(seq, t);
+          }
+          break;
+        default:
+          if (!f.kv->IsSwappedOut(seq)) {
+            const int64_t n = static_cast<int64_t>(f.kv->BlockTable(seq).size()) * 3 + static_cast<int64_t>(rng() % 4);
+            while (static_cast<int64_t>(t.size()) < n) t.push_back(static_cast<int32_t>(rng() % 3));
+            if (f.kv->Reserve(seq, n).ok()) f.kv->OnComputed(seq, t, n);
+          }
+      }
+      absl::Status s = f.kv->VerifyIntegrity();
+      ASSERT_TRUE(s.ok()) << s << " seed " << seed << " op " << op;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvtier

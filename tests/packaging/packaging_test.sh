@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# Packaging checks run by ctest (tests/packaging/CMakeLists.txt). One step per call:
+#   exports   LIB                    only kvt_* exported; SONAME; no CUDA in NEEDED; no undefined
+#   debs      BUILD WORK             cpack -G DEB into WORK/debs, extract them into WORK/root
+#   lintian   WORK                   lintian on WORK/debs/*.deb: no errors
+#   model     WORK CLI               kvtier mkmodel (the packaged CLI, else CLI) -> WORK/model
+#   example-pkgconfig SRC WORK       build examples/c with make + pkg-config against WORK/root, run
+#   example-cmake     SRC WORK       build examples/c with find_package(kvtier) against WORK/root, run
+# Exit 77 (ctest SKIP_RETURN_CODE) when a needed tool is missing, saying which.
+set -euo pipefail
+step=${1:?step}
+shift
+
+need() {
+  for tool in "$@"; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+      echo "SKIPPED: '$tool' not found (scripts/install-deps.sh installs it)"
+      exit 77
+    fi
+  done
+}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+libdir_of() {  # the directory holding libkvtier.so.N inside an extracted root
+  local lib
+  lib=$(find "$1/usr" -name 'libkvtier.so.[0-9]' | head -1)
+  [ -n "$lib" ] || fail "no libkvtier.so.N under $1/usr"
+  dirname "$lib"
+}
+
+# Checks the dynamic-symbol hygiene of one libkvtier.so (build tree or packaged).
+check_exports() {
+  local lib=$1
+  echo "== $lib"
+  local extra
+  # Defined dynamic symbols: only kvt_* plus the version node KVTIER_0 itself.
+  extra=$(nm -D --defined-only "$lib" | awk '{print $NF}' | sed 's/@.*//' \
+          | grep -v -e '^kvt_' -e '^KVTIER_[0-9]*$' || true)
+  [ -z "$extra" ] || fail "symbols other than kvt_* exported by $lib:"$'\n'"$extra"
+  local n
+  n=$(nm -D --defined-only "$lib" | grep -c ' kvt_' || true)
+  [ "$n" -gt 0 ] || fail "no kvt_* symbols exported by $lib"
+  echo "exports: $n kvt_* symbols, nothing else"
+  # Every kvt_ symbol carries the KVTIER_0 version from the version script.
+  if nm -D --defined-only --with-symbol-versions "$lib" 2>/dev/null | grep ' kvt_' | grep -qv '@@KVTIER_'; then
+    fail "kvt_* symbols without the KVTIER_ version node (version script not applied?)"
+  fi
+  local dyn
+  dyn=$(readelf -d "$lib")
+  echo "$dyn" | grep -E 'NEEDED|SONAME|RPATH|RUNPATH' || true
+  echo "$dyn" | grep -q 'Library soname: \[libkvtier\.so\.[0-9]*\]' || fail "SONAME is not libkvtier.so.N"
+  if echo "$dyn" | grep NEEDED | grep -Eiq 'libcuda|libcudart|libcublas|libnvidia|libnvrtc'; then
+    fail "$lib has a hard dependency on CUDA libraries (must only dlopen the CUDA module)"
+  fi
+  # -Wl,--no-undefined: every undefined symbol must be provided by a NEEDED library.
+  local undef
+  undef=$(ldd -r "$lib" 2>&1 | grep -i 'undefined symbol' || true)
+  [ -z "$undef" ] || fail "unresolved symbols in $lib:"$'\n'"$undef"
+  echo "no CUDA in NEEDED, no unresolved symbols"
+}
+
+case "$step" in
+exports)
+  need nm readelf ldd
+  check_exports "$1"
+  ;;
+
+debs)
+  need cpack dpkg-deb dpkg-shlibdeps fakeroot file
+  build=$1 work=$2
+  rm -rf "$work/debs" "$work/root"
+  mkdir -p "$work/debs" "$work/root"
+  cpack -G DEB --config "$build/CPackConfig.cmake" -B "$work/debs" >"$work/cpack.log" 2>&1 \
+    || { cat "$work/cpack.log"; fail "cpack -G DEB failed"; }
+  mapfile -t debs < <(ls "$work"/debs/*.deb)
+  [ "${#debs[@]}" -gt 0 ] || fail "cpack made no .deb"
+  for deb in "${debs[@]}"; do
+    echo "== $(basename "$deb")"
+    dpkg-deb -f "$deb" Package Version Architecture Section Depends Suggests
+    dpkg-deb -c "$deb" | awk '{print "   ", $1, $6, $7, $8}'
+    dpkg-deb -x "$deb" "$work/root"
+  done
+  names=$(for d in "${debs[@]}"; do dpkg-deb -f "$d" Package; done)
+  for want in libkvtier0 libkvtier-dev; do
+    grep -qx "$want" <<<"$names" || fail "package $want was not made"
+  done
+  if [ -n "$(find "$build" -name libkvtier_cuda.so -print -quit)" ]; then
+    grep -qx libkvtier-cuda0 <<<"$names" || fail "the CUDA module was built but libkvtier-cuda0 was not made"
+  fi
+  # Dependencies: shlibs generated for the runtime, the -dev pinned to the same version.
+  rt=$(ls "$work"/debs/libkvtier0_*.deb)
+  dev=$(ls "$work"/debs/libkvtier-dev_*.deb)
+  version=$(dpkg-deb -f "$rt" Version)
+  dpkg-deb -f "$rt" Depends | grep -q 'libc6' || fail "libkvtier0 Depends lacks libc6 (dpkg-shlibdeps did not run?)"
+  dpkg-deb -f "$dev" Depends | grep -qF "libkvtier0 (= $version)" || fail "libkvtier-dev does not depend on libkvtier0 (= $version)"
+  mkdir -p "$work/ctl" && dpkg-deb -e "$rt" "$work/ctl"
+  grep -q '^libkvtier [0-9]* libkvtier0' "$work/ctl/shlibs" || fail "libkvtier0 has no shlibs file"
+  echo "libkvtier0 shlibs: $(cat "$work/ctl/shlibs")"
+  # Installed layout.
+  root=$work/root
+  libdir=$(libdir_of "$root")
+  for f in usr/include/kvtier/kvtier.h; do [ -f "$root/$f" ] || fail "missing $f"; done
+  [ -L "$libdir/libkvtier.so" ] || fail "no libkvtier.so link in $libdir"
+  [ -f "$libdir/pkgconfig/kvtier.pc" ] || fail "no kvtier.pc in $libdir/pkgconfig"
+  grep -qx 'prefix=/usr' "$libdir/pkgconfig/kvtier.pc" || fail "kvtier.pc prefix is not /usr"
+  for f in kvtierConfig.cmake kvtierConfigVersion.cmake kvtierTargets.cmake; do
+    [ -f "$libdir/cmake/kvtier/$f" ] || fail "missing $libdir/cmake/kvtier/$f"
+  done
+  for d in "$root"/usr/share/doc/*/; do
+    [ -f "$d/copyright" ] && [ -f "$d/changelog.Debian.gz" ] || fail "$d lacks copyright/changelog.Debian.gz"
+  done
+  check_exports "$libdir/libkvtier.so.0"
+  echo "packages: $(echo $names)"
+  ;;
+
+lintian)
+  need lintian
+  work=$1
+  out=$work/lintian.txt
+  rc=0
+  lintian --allow-root --tag-display-limit 0 --display-info "$work"/debs/*.deb >"$out" 2>&1 || rc=$?
+  cat "$out"
+  echo "lintian: exit $rc; $(grep -c '^E:' "$out" || true) errors, $(grep -c '^W:' "$out" || true) warnings, $(grep -c '^I:' "$out" || true) info"
+  if grep -q '^E:' "$out"; then fail "lintian reports errors"; fi
+  # lintian exits 1 for errors (checked above) and 2 when it could not run.
+  [ "$rc" -le 1 ] || fail "lintian failed to run (exit $rc)"
+  ;;
+
+model)
+  work=$1 cli=$2
+  root=$work/root
+  if [ -x "$root/usr/bin/kvtier" ]; then
+    cli=$root/usr/bin/kvtier  # the packaged CLI (links only system libraries)
+  fi
+  rm -rf "$work/model"
+  "$cli" mkmodel --preset tiny-llama --seed 7 --out "$work/model"
+  [ -f "$work/model/config.json" ] || fail "mkmodel made no config.json"
+  echo "model made with $cli"
+  ;;
+
+example-pkgconfig|example-cmake)
+  src=$1 work=$2
+  root=$work/root
+  libdir=$(libdir_of "$root")
+  [ ! -e /usr/include/kvtier/kvtier.h ] || echo "note: a system-wide kvtier.h exists; checking paths explicitly"
+  dir=$work/${step#example-}
+  rm -rf "$dir" && mkdir -p "$dir"
+  cp "$src"/examples/c/* "$dir/"   # a copy: nothing of the source tree is on any path
+  if [ "$step" = example-pkgconfig ]; then
+    need make cc pkg-config
+    # Only the root's kvtier.pc is visible; its /usr paths are mapped into the root.
+    export PKG_CONFIG_LIBDIR=$libdir/pkgconfig PKG_CONFIG_PATH="" PKG_CONFIG_SYSROOT_DIR=$root
+    echo "pkg-config --cflags --libs kvtier: $(pkg-config --cflags --libs kvtier)"
+    make -C "$dir" 2>&1 | tee "$dir/build.log"
+    exe=$dir/kvtier_example
+  else
+    need cmake cc
+    gen=()
+    command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+    cmake -S "$dir" -B "$dir/build" "${gen[@]}" -DCMAKE_PREFIX_PATH="$root/usr" \
+      -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF \
+      -DCMAKE_BUILD_TYPE=Release 2>&1 | tee "$dir/build.log"
+    found=$(grep '^kvtier_DIR' "$dir/build/CMakeCache.txt" | cut -d= -f2)
+    echo "kvtier_DIR=$found"
+    case "$found" in "$root"/*) ;; *) fail "find_package(kvtier) found $found, not the package root";; esac
+    cmake --build "$dir/build" --verbose 2>&1 | tee -a "$dir/build.log"
+    exe=$dir/build/kvtier_example
+  fi
+  # The work dir may itself lie in a build dir inside the source tree: mask it, then no
+  # other path into the source tree may appear on any compile/link line.
+  if sed "s#$work#WORK#g" "$dir/build.log" | grep -F -- "$src" >&2; then
+    fail "the source tree ($src) appears on a compile/link line (above)"
+  fi
+  grep -F -- "-I$root/usr/include" "$dir/build.log" >/dev/null || grep -F -- "$root/usr/include" "$dir/build.log" >/dev/null \
+    || fail "the build did not use the packaged header"
+  export LD_LIBRARY_PATH=$libdir
+  resolved=$(ldd "$exe" | awk '/libkvtier\.so/ {print $3}')
+  echo "libkvtier resolved to: $resolved"
+  case "$resolved" in "$root"/*) ;; *) fail "the example does not use the packaged libkvtier ($resolved)";; esac
+  "$exe" "$work/model" 8
+  ;;
+
+*)
+  echo "unknown step $step" >&2
+  exit 2
+  ;;
+esac
