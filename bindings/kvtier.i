@@ -10,11 +10,13 @@
  *   int64_t*        scalar out         -> []int64 / long[] / long[]
  *   char*           byte buffer out    -> []byte / byte[] / byte[]
  *   kvt_<x>**       handle out         -> a box made and read with the functions below
+ *   (const char* text, int32_t text_len)  UTF-8 text in -> string / byte[] / byte[]
  *   enums           plain int constants (the idiomatic layers turn statuses into errors)
  */
 %module kvtier
 
 %{
+#include <string.h>
 #include "kvtier/kvtier.h"
 %}
 
@@ -36,4 +38,24 @@
 %pointer_functions(kvt_context*, kvt_context_box);
 %pointer_functions(kvt_events*, kvt_events_box);
 
+/* kvt_events_text returns a pointer into the events object; bindings copy it instead. */
+%ignore kvt_events_text;
+
 %include "kvtier/kvtier.h"
+
+%inline %{
+/* kvt_events_text, copied: event i's text into buf (NUL-terminated when buf_len > 0).
+ * Returns the text's full length in bytes, or -status when kvt_events_text fails. */
+int32_t kvt_events_text_copy(const kvt_events* events, int32_t i, char* buf, int32_t buf_len) {
+  const char* text = NULL;
+  int32_t len = 0;
+  kvt_status status = kvt_events_text(events, i, &text, &len);
+  if (status != KVT_OK) return -(int32_t)status;
+  if (buf_len > 0) {
+    int32_t n = len < buf_len - 1 ? len : buf_len - 1;
+    if (n > 0) memcpy(buf, text, (size_t)n);
+    buf[n] = '\0';
+  }
+  return len;
+}
+%}

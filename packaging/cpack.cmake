@@ -1,6 +1,7 @@
 # CPack: one Debian package per install component. Included by packaging/install.cmake.
 # Build the packages with `cpack -G DEB` in the build directory (or scripts/package.sh);
 # they land in <build>/packages/.
+set(KVT_PACKAGING_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(KVTIER_PACKAGE_MAINTAINER "kvtier maintainers <kvtier@example.org>"
     CACHE STRING "Maintainer field of the Debian packages (Name <email>)")
 set(KVTIER_DEB_RELEASE 1 CACHE STRING "Debian revision of the packages")
@@ -41,11 +42,11 @@ kvtier runs large-language-model text generation inside your program behind a
 small, stable C API.
 
 This package contains libkvtier_cuda.so, the CUDA backend that libkvtier.so
-loads at run time when the \"cuda\" or \"auto\" backend is asked for. It needs
+loads at run time when the cuda or auto backend is asked for. It needs
 the NVIDIA driver and a CUDA toolkit (libcublas) that the dynamic loader can
 find, e.g. NVIDIA's CUDA installation in /usr/local/cuda with its ld.so.conf.d
 entry. Neither comes from a Debian package, so they are not declared as
-dependencies. Without them, the \"auto\" backend falls back to the CPU.")
+dependencies. Without them, the auto backend falls back to the CPU.")
 
 set(kvt_pkg_tools kvtier-tools)
 set(kvt_section_tools utils)
@@ -107,64 +108,75 @@ if(NOT kvt_gzip_rc EQUAL 0)
   message(WARNING "kvtier packaging: gzip failed; packages will lack changelog.Debian.gz")
 endif()
 
-get_cmake_property(kvt_used_components COMPONENTS)
-set(CPACK_COMPONENTS_ALL "")
-foreach(comp runtime dev cuda tools java csharp go)
-  if(NOT comp IN_LIST kvt_used_components)
-    continue()
-  endif()
-  list(APPEND CPACK_COMPONENTS_ALL ${comp})
-  string(TOUPPER ${comp} COMP)
-  set(pkg ${kvt_pkg_${comp}})
-  set(CPACK_DEBIAN_${COMP}_PACKAGE_NAME ${pkg})
-  set(CPACK_DEBIAN_${COMP}_PACKAGE_SECTION ${kvt_section_${comp}})
-  set(CPACK_DEBIAN_${COMP}_DESCRIPTION "${kvt_desc_${comp}}")
-  set(CPACK_COMPONENT_${COMP}_DESCRIPTION "${kvt_desc_${comp}}")
-  if(DEFINED kvt_depends_${comp})
-    set(CPACK_DEBIAN_${COMP}_PACKAGE_DEPENDS "${kvt_depends_${comp}}")
-  endif()
-  if(DEFINED kvt_suggests_${comp} AND "cuda" IN_LIST kvt_used_components)
-    set(CPACK_DEBIAN_${COMP}_PACKAGE_SUGGESTS "${kvt_suggests_${comp}}")
-  endif()
-  if(DEFINED kvt_shlibdeps_${comp})
-    set(CPACK_DEBIAN_${COMP}_PACKAGE_SHLIBDEPS ${kvt_shlibdeps_${comp}})
-  endif()
-  if(DEFINED kvt_control_extra_${comp})
-    # dpkg-deb wants the control member named "triggers".
-    configure_file(${kvt_control_extra_${comp}} ${kvt_doc_dir}/${comp}/triggers COPYONLY)
-    set(CPACK_DEBIAN_${COMP}_PACKAGE_CONTROL_EXTRA ${kvt_doc_dir}/${comp}/triggers)
-  endif()
-  if(DEFINED kvt_arch_${comp})
-    set(CPACK_DEBIAN_${COMP}_PACKAGE_ARCHITECTURE ${kvt_arch_${comp}})
-  endif()
-  install(FILES ${CMAKE_CURRENT_LIST_DIR}/debian/copyright ${kvt_doc_dir}/changelog.Debian.gz
-    DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/${pkg} COMPONENT ${comp})
-  if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/debian/${pkg}.lintian-overrides)
-    install(FILES ${CMAKE_CURRENT_LIST_DIR}/debian/${pkg}.lintian-overrides
-      DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/lintian/overrides RENAME ${pkg} COMPONENT ${comp})
-  endif()
-endforeach()
+# The component list and CPack's configuration are made at the end of the top-level
+# directory (deferred call), so install() rules added after include(packaging/install.cmake),
+# e.g. by bindings/, are packaged too. CPack reads the variables of this function's scope.
+function(kvt_configure_cpack)
+  get_cmake_property(kvt_used_components COMPONENTS)
+  set(CPACK_COMPONENTS_ALL "")
+  foreach(comp runtime dev cuda tools java csharp go)
+    if(NOT comp IN_LIST kvt_used_components)
+      continue()
+    endif()
+    list(APPEND CPACK_COMPONENTS_ALL ${comp})
+    string(TOUPPER ${comp} COMP)
+    set(pkg ${kvt_pkg_${comp}})
+    set(CPACK_DEBIAN_${COMP}_PACKAGE_NAME ${pkg})
+    set(CPACK_DEBIAN_${COMP}_PACKAGE_SECTION ${kvt_section_${comp}})
+    set(CPACK_DEBIAN_${COMP}_DESCRIPTION "${kvt_desc_${comp}}")
+    set(CPACK_COMPONENT_${COMP}_DESCRIPTION "${kvt_desc_${comp}}")
+    if(DEFINED kvt_depends_${comp})
+      set(CPACK_DEBIAN_${COMP}_PACKAGE_DEPENDS "${kvt_depends_${comp}}")
+    endif()
+    if(DEFINED kvt_suggests_${comp} AND "cuda" IN_LIST kvt_used_components)
+      set(CPACK_DEBIAN_${COMP}_PACKAGE_SUGGESTS "${kvt_suggests_${comp}}")
+    endif()
+    if(DEFINED kvt_shlibdeps_${comp})
+      set(CPACK_DEBIAN_${COMP}_PACKAGE_SHLIBDEPS ${kvt_shlibdeps_${comp}})
+    endif()
+    if(DEFINED kvt_control_extra_${comp})
+      # dpkg-deb wants the control member named "triggers".
+      configure_file(${kvt_control_extra_${comp}} ${kvt_doc_dir}/${comp}/triggers COPYONLY)
+      set(CPACK_DEBIAN_${COMP}_PACKAGE_CONTROL_EXTRA ${kvt_doc_dir}/${comp}/triggers)
+    endif()
+    if(DEFINED kvt_arch_${comp})
+      set(CPACK_DEBIAN_${COMP}_PACKAGE_ARCHITECTURE ${kvt_arch_${comp}})
+    endif()
+    install(FILES ${KVT_PACKAGING_DIR}/debian/copyright ${kvt_doc_dir}/changelog.Debian.gz
+      DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/${pkg} COMPONENT ${comp})
+    if(EXISTS ${KVT_PACKAGING_DIR}/debian/${pkg}.lintian-overrides)
+      install(FILES ${KVT_PACKAGING_DIR}/debian/${pkg}.lintian-overrides
+        DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/lintian/overrides RENAME ${pkg} COMPONENT ${comp})
+    endif()
+  endforeach()
 
-set(CPACK_GENERATOR DEB)
-set(CPACK_PACKAGE_NAME kvtier)
-set(CPACK_PACKAGE_VENDOR "The kvtier authors")
-set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
-set(CPACK_PACKAGE_CONTACT "${KVTIER_PACKAGE_MAINTAINER}")
-# No CPACK_PACKAGE_DESCRIPTION_SUMMARY: CPack would prepend it to every component's
-# description (lintian: description-synopsis-is-duplicated).
-set(CPACK_RESOURCE_FILE_LICENSE ${PROJECT_SOURCE_DIR}/LICENSE)
-set(CPACK_PACKAGE_DIRECTORY ${PROJECT_BINARY_DIR}/packages)
-set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
-set(CPACK_SET_DESTDIR ON)       # install with DESTDIR so kvtier.pc gets prefix=/usr
-set(CPACK_STRIP_FILES ON)       # lintian: unstripped-binary-or-object
-set(CPACK_DEB_COMPONENT_INSTALL ON)
-set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
-set(CPACK_DEBIAN_PACKAGE_RELEASE ${KVTIER_DEB_RELEASE})
-set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${KVTIER_PACKAGE_MAINTAINER}")
-set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
-set(CPACK_DEBIAN_PACKAGE_SECTION libs)
-set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)       # shlibs + ldconfig trigger for libkvtier0
-set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
-set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
-include(CPack)
+  set(CPACK_GENERATOR DEB)
+  set(CPACK_PACKAGE_NAME kvtier)
+  set(CPACK_PACKAGE_VENDOR "The kvtier authors")
+  set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+  set(CPACK_PACKAGE_CONTACT "${KVTIER_PACKAGE_MAINTAINER}")
+  # No CPACK_PACKAGE_DESCRIPTION_SUMMARY: CPack would prepend it to every component's
+  # description (lintian: description-synopsis-is-duplicated).
+  set(CPACK_RESOURCE_FILE_LICENSE ${PROJECT_SOURCE_DIR}/LICENSE)
+  set(CPACK_PACKAGE_DIRECTORY ${PROJECT_BINARY_DIR}/packages)
+  # Packages install under /usr whatever CMAKE_INSTALL_PREFIX the build tree has; configure
+  # with -DCMAKE_INSTALL_PREFIX=/usr (scripts/package.sh does) for the multiarch libdir
+  # lib/<triplet> (GNUInstallDirs picks it only for prefix /usr; otherwise it is lib/).
+  # CPack installs with DESTDIR so that kvtier.pc gets prefix=/usr, not the staging dir.
+  set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+  set(CPACK_INSTALL_PREFIX /usr)
+  set(CPACK_SET_DESTDIR ON)
+  set(CPACK_STRIP_FILES ON)       # lintian: unstripped-binary-or-object
+  set(CPACK_DEB_COMPONENT_INSTALL ON)
+  set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+  set(CPACK_DEBIAN_PACKAGE_RELEASE ${KVTIER_DEB_RELEASE})
+  set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${KVTIER_PACKAGE_MAINTAINER}")
+  set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+  set(CPACK_DEBIAN_PACKAGE_SECTION libs)
+  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+  set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)       # shlibs file for libkvtier0
+  set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
+  set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+  include(CPack)
+endfunction()
+cmake_language(DEFER CALL kvt_configure_cpack)

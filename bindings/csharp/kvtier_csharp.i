@@ -10,3 +10,5 @@ CSHARP_ARRAYS(char, byte)
 %apply int INOUT[] { int32_t* };
 %apply long long INOUT[] { int64_t* };
 %apply char INOUT[] { char* };
+/* UTF-8 text with its length: the caller passes the encoded bytes and their count. */
+%apply char INPUT[] { const char* text };

@@ -14,6 +14,9 @@
 %apply char* { const char* };
 %typemap(freearg) const char* %{ free($1); %}
 
+/* UTF-8 text with its length: one Go string, passed without a copy (the C API copies). */
+%apply (char *STRING, size_t LENGTH) { (const char* text, int32_t text_len) };
+
 KVT_GO_SLICE(const int32_t*, int32)
 KVT_GO_SLICE(int32_t*, int32)
 KVT_GO_SLICE(int64_t*, int64)

@@ -9,6 +9,8 @@
 %apply int[] { const int32_t*, int32_t* };
 %apply long long[] { int64_t* };
 %apply char* BYTE { char* };
+/* UTF-8 text with its length: a byte[] (exact UTF-8; JNI strings are modified UTF-8). */
+%apply (const char *STRING, size_t LENGTH) { (const char* text, int32_t text_len) };
 %typemap(argout) const char* ""
 %typemap(freearg) const char* { if ($1) JCALL2(ReleaseStringUTFChars, jenv, $input, (const char*)$1); }
 

@@ -1,6 +1,6 @@
 /* kvtier C example: load a checkpoint, generate a few tokens for two prompts, print them.
  *
- *   usage: kvtier_example MODEL_DIR [MAX_NEW_TOKENS]
+ *   usage: kvtier_example MODEL_DIR [MAX_NEW_TOKENS] [BACKEND]     (BACKEND: auto, cpu, cuda)
  *
  * Make a small random-weight model to try it:  kvtier mkmodel --preset tiny-llama --out /tmp/tiny
  * Build with pkg-config (Makefile) or CMake (CMakeLists.txt, find_package(kvtier)). */
@@ -11,10 +11,11 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s MODEL_DIR [MAX_NEW_TOKENS]\n", argv[0]);
+    fprintf(stderr, "usage: %s MODEL_DIR [MAX_NEW_TOKENS] [auto|cpu|cuda]\n", argv[0]);
     return 2;
   }
   const int32_t max_new = argc > 2 ? (int32_t)atoi(argv[2]) : 8;
+  const char* backend = argc > 3 ? argv[3] : "auto"; /* auto: CUDA module if usable, else CPU */
   printf("kvtier header %s, library %s\n", KVT_VERSION_STRING, kvt_version_string());
   if (kvt_version_major() != KVT_VERSION_MAJOR) {
     fprintf(stderr, "library major version %d does not match the header's %d\n",
@@ -30,7 +31,12 @@ int main(int argc, char** argv) {
   }
   kvt_options* opts = NULL;
   kvt_options_create(&opts);
-  kvt_options_set_string(opts, "backend", "auto"); /* CUDA module if usable, else CPU */
+  if (kvt_options_set_string(opts, "backend", backend) != KVT_OK) {
+    fprintf(stderr, "backend: %s\n", kvt_options_errmsg(opts));
+    kvt_options_free(opts);
+    kvt_model_free(model);
+    return 2;
+  }
   kvt_options_set_int(opts, "threads", 2);
   kvt_context* ctx = NULL;
   if (kvt_context_create(model, opts, &ctx, err, (int32_t)sizeof err) != KVT_OK) {

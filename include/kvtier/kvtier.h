@@ -147,6 +147,22 @@ KVT_API int32_t kvt_model_vocab_size(const kvt_model* model);
 KVT_API kvt_status kvt_model_info_json(const kvt_model* model, char* buf, int32_t buf_len,
                                        int32_t* out_len);
 
+/* 1 when the model directory had a tokenizer.json (text in and out works), else 0. */
+KVT_API int32_t kvt_model_has_tokenizer(const kvt_model* model);
+/* Encodes UTF-8 text (text_len bytes) into token ids; special-token strings in the text are
+ * recognised; add_special_tokens != 0 adds what the tokenizer's template adds (e.g. BOS).
+ * Copies up to buf_len ids into buf; *out_len gets the total count (call with buf_len 0 to
+ * size). Errors: KVT_ERR_UNSUPPORTED (no tokenizer), KVT_ERR_INVALID_ARGUMENT (invalid
+ * UTF-8, NULL pointers); message in errbuf. */
+KVT_API kvt_status kvt_model_tokenize(const kvt_model* model, const char* text, int32_t text_len,
+                                      int32_t add_special_tokens, int32_t* buf, int32_t buf_len,
+                                      int32_t* out_len, char* errbuf, int32_t errbuf_len);
+/* Decodes ids into UTF-8 text copied into buf (NUL-terminated when buf_len > 0); *out_len
+ * gets the full length. KVT_ERR_INVALID_ARGUMENT for an id outside the vocabulary. */
+KVT_API kvt_status kvt_model_detokenize(const kvt_model* model, const int32_t* ids, int32_t num_ids,
+                                        int32_t skip_special_tokens, char* buf, int32_t buf_len,
+                                        int32_t* out_len, char* errbuf, int32_t errbuf_len);
+
 /* ---------------------------------------------------------------- request */
 
 /* Everything about one generation request except the context. Defaults: greedy
@@ -160,6 +176,17 @@ KVT_API void kvt_request_free(kvt_request* request); /* NULL is ignored */
  * when the request is added. */
 KVT_API kvt_status kvt_request_set_prompt_tokens(kvt_request* request, const int32_t* tokens,
                                                  int32_t num_tokens);
+/* Prompt as UTF-8 text (copied), tokenized with the model's tokenizer when added (BOS as the
+ * tokenizer adds it). Replaces a previously set prompt of any kind. */
+KVT_API kvt_status kvt_request_set_prompt_text(kvt_request* request, const char* text, int32_t text_len);
+/* Appends a chat message (role "system", "user" or "assistant"); the prompt becomes the
+ * model family's chat format (built-in templates: Llama-3, ChatML/Qwen, Mistral, Llama-2)
+ * with the assistant turn opened. Replaces a token or text prompt. */
+KVT_API kvt_status kvt_request_add_chat_message(kvt_request* request, const char* role, const char* content);
+/* Adds a stop string (copied): generation stops when the decoded text contains it, matched
+ * across token boundaries; the stop string itself is not part of the output text. Needs a
+ * model with a tokenizer (KVT_ERR_INVALID_ARGUMENT when added otherwise). */
+KVT_API kvt_status kvt_request_add_stop_string(kvt_request* request, const char* text, int32_t text_len);
 KVT_API kvt_status kvt_request_set_max_new_tokens(kvt_request* request, int32_t n); /* >= 1 */
 KVT_API kvt_status kvt_request_set_temperature(kvt_request* request, float t);   /* >= 0 */
 KVT_API kvt_status kvt_request_set_top_k(kvt_request* request, int32_t k);       /* >= 0 */
@@ -210,6 +237,11 @@ KVT_API kvt_status kvt_sequence_status(kvt_context* context, int64_t id, int32_t
  * total number generated so far (may exceed buf_len). buf may be NULL when buf_len is 0. */
 KVT_API kvt_status kvt_sequence_tokens(kvt_context* context, int64_t id, int32_t* buf,
                                        int32_t buf_len, int32_t* out_len);
+/* Copies the generated text so far (NUL-terminated when buf_len > 0); *out_len gets its full
+ * length. Text never splits a UTF-8 character; a stop string is not included.
+ * KVT_ERR_UNSUPPORTED when the model has no tokenizer. */
+KVT_API kvt_status kvt_sequence_text(kvt_context* context, int64_t id, char* buf, int32_t buf_len,
+                                     int32_t* out_len);
 /* Forgets a finished sequence's record (tokens, state). Records of finished sequences are
  * kept until released or until the context is freed. KVT_ERR_STATE if not finished. */
 KVT_API kvt_status kvt_sequence_release(kvt_context* context, int64_t id);
@@ -230,6 +262,11 @@ KVT_API int32_t kvt_events_count(const kvt_events* events);
  * sequence goes on). Any output pointer may be NULL. */
 KVT_API kvt_status kvt_events_get(const kvt_events* events, int32_t i, int64_t* seq_id,
                                   int32_t* token, int32_t* finish_reason);
+
+/* The text that event i's token completed (UTF-8, may be empty; never a partial character),
+ * as a pointer into the events object valid until the next kvt_step that fills it, and its
+ * length. Empty when the model has no tokenizer. */
+KVT_API kvt_status kvt_events_text(const kvt_events* events, int32_t i, const char** text, int32_t* text_len);
 
 /* Runs one scheduler iteration: admits, preempts/resumes, runs one forward over the
  * scheduled batch, samples, and reports the produced tokens in events (may be NULL).

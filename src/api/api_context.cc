@@ -17,7 +17,7 @@ KVT_API kvt_status kvt_context_create(kvt_model* model, const kvt_options* optio
   }
   return Guard([&] {
     kvtier::EngineOptions engine_options = options == nullptr ? kvtier::EngineOptions() : options->engine;
-    auto engine = kvtier::Engine::Create(model->checkpoint, engine_options);
+    auto engine = kvtier::Engine::Create(model->checkpoint, engine_options, model->tokenizer);
     if (!engine.ok()) {
       CopyToBuffer(std::string(engine.status().message()), errbuf, errbuf_len);
       return kvtier::api::ToKvtStatus(engine.status(), kvtier::api::CallKind::kCreate);

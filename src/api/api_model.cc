@@ -1,4 +1,6 @@
 // C API: kvt_model — loading a checkpoint directory, reference counting, model info.
+#include <fstream>
+
 #include "absl/strings/str_cat.h"
 #include "api/handles.h"
 #include "nlohmann/json.hpp"
@@ -17,8 +19,18 @@ KVT_API kvt_status kvt_model_load(const char* directory, kvt_model** out, char* 
       CopyToBuffer(std::string(checkpoint.status().message()), errbuf, errbuf_len);
       return kvtier::api::ToKvtStatus(checkpoint.status(), kvtier::api::CallKind::kCreate);
     }
+    std::shared_ptr<const kvtier::tokenizer::Tokenizer> tokenizer;
+    if (std::ifstream(std::string(directory) + "/tokenizer.json").good()) {
+      auto loaded = kvtier::tokenizer::Tokenizer::FromDirectory(directory);
+      if (!loaded.ok()) {
+        CopyToBuffer("tokenizer.json: " + std::string(loaded.status().message()), errbuf, errbuf_len);
+        return kvtier::api::ToKvtStatus(loaded.status(), kvtier::api::CallKind::kCreate);
+      }
+      tokenizer = std::move(*loaded);
+    }
     auto* model = new kvt_model();
     model->checkpoint = std::move(*checkpoint);
+    model->tokenizer = std::move(tokenizer);
     *out = model;
     CopyToBuffer("", errbuf, errbuf_len);
     return KVT_OK;
@@ -53,6 +65,64 @@ KVT_API kvt_status kvt_model_info_json(const kvt_model* model, char* buf, int32_
     const std::string text = info.dump();
     if (out_len != nullptr) *out_len = static_cast<int32_t>(text.size());
     kvtier::api::CopyToBuffer(text, buf, buf_len);
+    return KVT_OK;
+  });
+}
+
+KVT_API int32_t kvt_model_has_tokenizer(const kvt_model* model) {
+  return model != nullptr && model->tokenizer != nullptr ? 1 : 0;
+}
+
+KVT_API kvt_status kvt_model_tokenize(const kvt_model* model, const char* text, int32_t text_len,
+                                      int32_t add_special_tokens, int32_t* buf, int32_t buf_len, int32_t* out_len,
+                                      char* errbuf, int32_t errbuf_len) {
+  using kvtier::api::CopyToBuffer;
+  if (model == nullptr || (text == nullptr && text_len > 0) || text_len < 0 || buf_len < 0 ||
+      (buf == nullptr && buf_len > 0)) {
+    CopyToBuffer("model, text or buffer is NULL, or a length is negative", errbuf, errbuf_len);
+    return KVT_ERR_INVALID_ARGUMENT;
+  }
+  return kvtier::api::Guard([&] {
+    if (model->tokenizer == nullptr) {
+      CopyToBuffer("this model has no tokenizer.json", errbuf, errbuf_len);
+      return KVT_ERR_UNSUPPORTED;
+    }
+    kvtier::tokenizer::EncodeOptions options;
+    options.add_special_tokens = add_special_tokens != 0;
+    auto ids = model->tokenizer->Encode(std::string_view(text == nullptr ? "" : text, static_cast<size_t>(text_len)), options);
+    if (!ids.ok()) {
+      CopyToBuffer(std::string(ids.status().message()), errbuf, errbuf_len);
+      return kvtier::api::ToKvtStatus(ids.status());
+    }
+    for (size_t i = 0; i < ids->size() && i < static_cast<size_t>(buf_len); ++i) buf[i] = (*ids)[i];
+    if (out_len != nullptr) *out_len = static_cast<int32_t>(ids->size());
+    return KVT_OK;
+  });
+}
+
+KVT_API kvt_status kvt_model_detokenize(const kvt_model* model, const int32_t* ids, int32_t num_ids,
+                                        int32_t skip_special_tokens, char* buf, int32_t buf_len, int32_t* out_len,
+                                        char* errbuf, int32_t errbuf_len) {
+  using kvtier::api::CopyToBuffer;
+  if (model == nullptr || (ids == nullptr && num_ids > 0) || num_ids < 0 || buf_len < 0 ||
+      (buf == nullptr && buf_len > 0)) {
+    CopyToBuffer("model, ids or buffer is NULL, or a length is negative", errbuf, errbuf_len);
+    return KVT_ERR_INVALID_ARGUMENT;
+  }
+  return kvtier::api::Guard([&] {
+    if (model->tokenizer == nullptr) {
+      CopyToBuffer("this model has no tokenizer.json", errbuf, errbuf_len);
+      return KVT_ERR_UNSUPPORTED;
+    }
+    kvtier::tokenizer::DecodeOptions options;
+    options.skip_special_tokens = skip_special_tokens != 0;
+    auto text = model->tokenizer->Decode(absl::Span<const int32_t>(ids, static_cast<size_t>(num_ids)), options);
+    if (!text.ok()) {
+      CopyToBuffer(std::string(text.status().message()), errbuf, errbuf_len);
+      return kvtier::api::ToKvtStatus(text.status());
+    }
+    if (out_len != nullptr) *out_len = static_cast<int32_t>(text->size());
+    CopyToBuffer(*text, buf, buf_len);
     return KVT_OK;
   });
 }

@@ -36,6 +36,41 @@ KVT_API kvt_status kvt_request_set_prompt_tokens(kvt_request* request, const int
     if (num_tokens <= 0) return Fail(request, absl::StrCat("the prompt needs at least one token, got ", num_tokens));
     if (tokens == nullptr) return Fail(request, "prompt tokens pointer is NULL");
     request->prompt.assign(tokens, tokens + num_tokens);
+    request->prompt_kind = kvt_request::PromptKind::kTokens;
+    return Ok(request);
+  });
+}
+
+KVT_API kvt_status kvt_request_set_prompt_text(kvt_request* request, const char* text, int32_t text_len) {
+  if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return kvtier::api::Guard([&] {
+    if (text == nullptr || text_len <= 0) return Fail(request, "the prompt text is NULL or empty");
+    request->prompt_text.assign(text, static_cast<size_t>(text_len));
+    request->prompt_kind = kvt_request::PromptKind::kText;
+    return Ok(request);
+  });
+}
+
+KVT_API kvt_status kvt_request_add_chat_message(kvt_request* request, const char* role, const char* content) {
+  if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return kvtier::api::Guard([&] {
+    if (role == nullptr || content == nullptr) return Fail(request, "chat role or content is NULL");
+    const std::string r = role;
+    if (r != "system" && r != "user" && r != "assistant") {
+      return Fail(request, absl::StrCat("chat role must be system, user or assistant, got '", r, "'"));
+    }
+    if (request->prompt_kind != kvt_request::PromptKind::kChat) request->chat.clear();
+    request->chat.push_back({r, content});
+    request->prompt_kind = kvt_request::PromptKind::kChat;
+    return Ok(request);
+  });
+}
+
+KVT_API kvt_status kvt_request_add_stop_string(kvt_request* request, const char* text, int32_t text_len) {
+  if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return kvtier::api::Guard([&] {
+    if (text == nullptr || text_len <= 0) return Fail(request, "the stop string is NULL or empty");
+    request->params.stop_strings.emplace_back(text, static_cast<size_t>(text_len));
     return Ok(request);
   });
 }

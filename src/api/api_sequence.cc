@@ -14,7 +14,27 @@ KVT_API kvt_status kvt_sequence_add(kvt_context* context, const kvt_request* req
       return SetContextError(context, absl::InvalidArgumentError(request == nullptr ? "request handle is NULL"
                                                                                     : "output id pointer is NULL"));
     }
-    auto id = context->engine->Add(request->prompt, request->params);
+    std::vector<int32_t> prompt = request->prompt;
+    const auto& tokenizer = context->model->tokenizer;
+    if (request->prompt_kind == kvt_request::PromptKind::kText ||
+        request->prompt_kind == kvt_request::PromptKind::kChat) {
+      if (tokenizer == nullptr) {
+        return SetContextError(context, absl::UnimplementedError(
+                                            "a text or chat prompt needs a tokenizer, and this model has no tokenizer.json"));
+      }
+      std::string text = request->prompt_text;
+      kvtier::tokenizer::EncodeOptions encode;
+      if (request->prompt_kind == kvt_request::PromptKind::kChat) {
+        auto formatted = tokenizer->ApplyChatTemplate(request->chat, /*add_generation_prompt=*/true);
+        if (!formatted.ok()) return SetContextError(context, formatted.status());
+        text = std::move(*formatted);
+        encode.add_special_tokens = false;  // the template already holds BOS and markers
+      }
+      auto ids = tokenizer->Encode(text, encode);
+      if (!ids.ok()) return SetContextError(context, ids.status());
+      prompt = std::move(*ids);
+    }
+    auto id = context->engine->Add(std::move(prompt), request->params);
     if (!id.ok()) return SetContextError(context, id.status());
     *out_id = *id;
     return KVT_OK;
@@ -48,6 +68,22 @@ KVT_API kvt_status kvt_sequence_tokens(kvt_context* context, int64_t id, int32_t
       const int64_t copy = std::min<int64_t>(n, buf_len);
       for (int64_t i = 0; i < copy; ++i) buf[i] = seq.tokens[static_cast<size_t>(seq.num_prompt_tokens + i)];
       if (out_len != nullptr) *out_len = static_cast<int32_t>(n);
+    }));
+  });
+}
+
+KVT_API kvt_status kvt_sequence_text(kvt_context* context, int64_t id, char* buf, int32_t buf_len, int32_t* out_len) {
+  if (context == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return Guard([&] {
+    if (buf_len < 0 || (buf == nullptr && buf_len > 0)) {
+      return SetContextError(context, absl::InvalidArgumentError("text buffer is NULL or its length negative"));
+    }
+    if (context->model->tokenizer == nullptr) {
+      return SetContextError(context, absl::UnimplementedError("this model has no tokenizer.json: no text"));
+    }
+    return SetContextError(context, context->engine->ReadSequence(id, [&](const kvtier::Sequence& seq) {
+      if (out_len != nullptr) *out_len = static_cast<int32_t>(seq.text.size());
+      kvtier::api::CopyToBuffer(seq.text, buf, buf_len);
     }));
   });
 }

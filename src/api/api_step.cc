@@ -27,6 +27,16 @@ KVT_API kvt_status kvt_events_get(const kvt_events* events, int32_t i, int64_t* 
   return KVT_OK;
 }
 
+KVT_API kvt_status kvt_events_text(const kvt_events* events, int32_t i, const char** text, int32_t* text_len) {
+  if (events == nullptr || i < 0 || i >= static_cast<int32_t>(events->events.size()) || text == nullptr) {
+    return KVT_ERR_INVALID_ARGUMENT;
+  }
+  const std::string& piece = events->events[static_cast<size_t>(i)].text;
+  *text = piece.c_str();
+  if (text_len != nullptr) *text_len = static_cast<int32_t>(piece.size());
+  return KVT_OK;
+}
+
 KVT_API kvt_status kvt_step(kvt_context* context, kvt_events* events) {
   if (context == nullptr) return KVT_ERR_INVALID_ARGUMENT;
   return kvtier::api::Guard([&] {

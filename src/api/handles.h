@@ -17,6 +17,8 @@
 #include "engine/sampling_params.h"
 #include "kvtier/kvtier.h"
 #include "model/checkpoint.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvtier::api {
 
@@ -46,8 +48,14 @@ struct kvt_options : kvtier::api::CountedHandle {
   std::string error;
 };
 
+// The prompt is given as token ids, as text, or as chat messages (the last one set wins);
+// text and messages are tokenized with the context's model when the request is added.
 struct kvt_request : kvtier::api::CountedHandle {
+  enum class PromptKind { kNone, kTokens, kText, kChat };
+  PromptKind prompt_kind = PromptKind::kNone;
   std::vector<int32_t> prompt;
+  std::string prompt_text;
+  std::vector<kvtier::tokenizer::ChatMessage> chat;
   kvtier::SamplingParams params;
   std::string error;
 };
@@ -55,6 +63,7 @@ struct kvt_request : kvtier::api::CountedHandle {
 // Reference-counted: the user's handle and every context each hold one reference.
 struct kvt_model : kvtier::api::CountedHandle {
   std::shared_ptr<const kvtier::Checkpoint> checkpoint;
+  std::shared_ptr<const kvtier::tokenizer::Tokenizer> tokenizer;  // null without tokenizer.json
   std::atomic<int32_t> references{1};
 };
 

@@ -18,7 +18,8 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Checkpoint> checkpoint,
-                                                       const EngineOptions& options) {
+                                                       const EngineOptions& options,
+                                                       std::shared_ptr<const tokenizer::Tokenizer> tokenizer) {
   if (checkpoint == nullptr) return absl::InvalidArgumentError("no model");
   RETURN_IF_ERROR(options.Validate());
   BackendOptions backend_options;
@@ -63,21 +64,31 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
                                             std::string(DTypeName(layout.dtype)), "/", std::string(backend->name()));
   kv_options.model_fingerprint = Fnv1a64(geometry.data(), geometry.size());
   ASSIGN_OR_RETURN(std::unique_ptr<KvCacheManager> kv, KvCacheManager::Create(kv_options, backend.get()));
-  return std::unique_ptr<Engine>(new Engine(std::move(checkpoint), options, std::move(backend), std::move(kv)));
+  return std::unique_ptr<Engine>(
+      new Engine(std::move(checkpoint), options, std::move(backend), std::move(kv), std::move(tokenizer)));
 }
 
 Engine::Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions& options,
-               std::unique_ptr<Backend> backend, std::unique_ptr<KvCacheManager> kv)
+               std::unique_ptr<Backend> backend, std::unique_ptr<KvCacheManager> kv,
+               std::shared_ptr<const tokenizer::Tokenizer> tokenizer)
     : checkpoint_(std::move(checkpoint)),
       options_(options),
       backend_(std::move(backend)),
+      tokenizer_(std::move(tokenizer)),
       eos_token_ids_(checkpoint_->config().eos_token_ids),
       kv_(std::move(kv)),
       policy_(options.preemption, static_cast<int64_t>(backend_->kv_layout().BlockBytes()),
               kv_->capacity_blocks(Tier::kHost) + kv_->capacity_blocks(Tier::kDisk) > 0),
       scheduler_(SchedulerOptions{options.max_tokens_per_step, options.max_running,
                                   std::min<int64_t>(options.watermark_blocks, kv_->num_device_blocks() / 8)},
-                 kv_.get(), &policy_) {}
+                 kv_.get(), &policy_) {
+  // The tokenizer's generation stop ids (generation_config.json) end sequences too.
+  if (tokenizer_ != nullptr) {
+    for (int32_t id : tokenizer_->stop_ids()) {
+      if (std::find(eos_token_ids_.begin(), eos_token_ids_.end(), id) == eos_token_ids_.end()) eos_token_ids_.push_back(id);
+    }
+  }
+}
 
 Engine::~Engine() = default;
 
@@ -96,6 +107,9 @@ absl::StatusOr<SequenceId> Engine::Add(std::vector<int32_t> prompt, const Sampli
       return absl::InvalidArgumentError(absl::StrCat("stop token ", id, " is outside the vocabulary [0, ",
                                                      config.vocab_size, ")"));
     }
+  }
+  if (!params.stop_strings.empty() && tokenizer_ == nullptr) {
+    return absl::InvalidArgumentError("stop strings need a tokenizer, and this model has no tokenizer.json");
   }
   const int64_t prompt_len = static_cast<int64_t>(prompt.size());
   if (prompt_len >= config.max_position_embeddings) {
@@ -119,6 +133,12 @@ absl::StatusOr<SequenceId> Engine::Add(std::vector<int32_t> prompt, const Sampli
   }
   const SequenceId id = next_id_++;
   auto seq = std::make_unique<Sequence>(id, id, std::move(prompt), params);
+  if (tokenizer_ != nullptr) {
+    tokenizer::DecodeOptions decode;
+    decode.skip_special_tokens = true;
+    seq->detokenizer = std::make_unique<tokenizer::StreamDecoder>(tokenizer_.get(), decode, seq->tokens);
+    if (!params.stop_strings.empty()) seq->stop_strings = std::make_unique<tokenizer::StopStringMatcher>(params.stop_strings);
+  }
   scheduler_.Enqueue(seq.get());
   sequences_.emplace(id, std::move(seq));
   ++num_unfinished_;
@@ -170,7 +190,7 @@ void Engine::FinishLocked(Sequence* seq, FinishReason reason, std::optional<int3
   ++counters_.finished;
   if (reason == FinishReason::kCancelled) ++counters_.cancelled;
   if (reason == FinishReason::kError) ++counters_.failed;
-  events->push_back({seq->id, token, reason});
+  if (events != nullptr) events->push_back({seq->id, token, reason, {}});
 }
 
 bool Engine::IsStopToken(const Sequence& seq, int32_t token) const {
@@ -182,17 +202,52 @@ bool Engine::IsStopToken(const Sequence& seq, int32_t token) const {
          std::find(eos_token_ids_.begin(), eos_token_ids_.end(), token) != eos_token_ids_.end();
 }
 
+bool Engine::AppendTextLocked(Sequence* seq, int32_t token, StepEvent* event) {
+  if (seq->detokenizer == nullptr) return false;
+  absl::StatusOr<std::string> piece = seq->detokenizer->Add(token);
+  if (!piece.ok()) return false;  // an id the tokenizer lacks (vocab larger than tokenizer): no text
+  if (seq->stop_strings == nullptr) {
+    event->text = std::move(*piece);
+  } else {
+    tokenizer::StopStringMatcher::Result r = seq->stop_strings->Add(*piece);
+    event->text = std::move(r.text);
+    if (r.stop_index.has_value()) {
+      seq->text += event->text;
+      return true;
+    }
+  }
+  seq->text += event->text;
+  return false;
+}
+
+void Engine::FlushTextLocked(Sequence* seq, StepEvent* event) {
+  if (seq->detokenizer == nullptr || (seq->stop_strings != nullptr && seq->stop_strings->stopped())) return;
+  std::string tail = seq->detokenizer->Flush().value_or("");
+  if (seq->stop_strings != nullptr) {
+    tokenizer::StopStringMatcher::Result r = seq->stop_strings->Add(tail);
+    tail = std::move(r.text);
+    if (!r.stop_index.has_value()) tail += seq->stop_strings->Flush();
+  }
+  event->text += tail;
+  seq->text += tail;
+}
+
 void Engine::CommitTokenLocked(Sequence* seq, int32_t token, std::vector<StepEvent>* events) {
   seq->tokens.push_back(token);
   ++counters_.generated_tokens;
-  if (IsStopToken(*seq, token)) {
-    FinishLocked(seq, FinishReason::kStop, token, events);
+  StepEvent event{seq->id, token, FinishReason::kNone, {}};
+  const bool stop_string = AppendTextLocked(seq, token, &event);
+  if (stop_string || IsStopToken(*seq, token)) {
+    event.finish = FinishReason::kStop;
   } else if (seq->num_generated() >= seq->params.max_new_tokens ||
              seq->num_tokens() >= checkpoint_->config().max_position_embeddings) {
-    FinishLocked(seq, FinishReason::kLength, token, events);
-  } else {
-    events->push_back({seq->id, token, FinishReason::kNone});
+    event.finish = FinishReason::kLength;
   }
+  if (event.finish != FinishReason::kNone) {
+    FlushTextLocked(seq, &event);
+    FinishLocked(seq, event.finish, std::nullopt, nullptr);
+  }
+  events->push_back(std::move(event));
 }
 
 absl::Status Engine::Step(std::vector<StepEvent>* events) {

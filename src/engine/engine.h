@@ -23,6 +23,7 @@
 #include "engine/sequence.h"
 #include "kv/kv_cache_manager.h"
 #include "model/checkpoint.h"
+#include "tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 
 namespace kvtier {
@@ -31,14 +32,17 @@ struct StepEvent {
   SequenceId sequence = 0;
   std::optional<int32_t> token;  // absent for a cancellation or failure without a token
   FinishReason finish = FinishReason::kNone;
+  std::string text;  // decoded text this token completes (with a tokenizer; may be empty)
 };
 
 class Engine {
  public:
   // Builds the backend, allocates the KV pools whole. InvalidArgument for bad options,
   // Unimplemented for an unusable backend, ResourceExhausted when budgets do not fit.
-  static absl::StatusOr<std::unique_ptr<Engine>> Create(std::shared_ptr<const Checkpoint> checkpoint,
-                                                         const EngineOptions& options);
+  // `tokenizer` may be null: then no text is produced and stop strings are refused.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(
+      std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions& options,
+      std::shared_ptr<const tokenizer::Tokenizer> tokenizer = nullptr);
   ~Engine();
 
   // Admits a sequence. InvalidArgument (empty prompt, id out of vocabulary, prompt too
@@ -63,9 +67,16 @@ class Engine {
 
  private:
   Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions& options,
-         std::unique_ptr<Backend> backend, std::unique_ptr<KvCacheManager> kv);
+         std::unique_ptr<Backend> backend, std::unique_ptr<KvCacheManager> kv,
+         std::shared_ptr<const tokenizer::Tokenizer> tokenizer);
+  // Streams the token's text into the sequence and the event; true when a stop string
+  // completed.
+  bool AppendTextLocked(Sequence* seq, int32_t token, StepEvent* event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Emits text held back (incomplete characters, stop-string candidates) at the end.
+  void FlushTextLocked(Sequence* seq, StepEvent* event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Finishes a sequence: frees its blocks, records why, reports an event.
+  // Finishes a sequence: frees its blocks, records why, reports an event (unless events is
+  // null: the caller reports it).
   void FinishLocked(Sequence* seq, FinishReason reason, std::optional<int32_t> token,
                     std::vector<StepEvent>* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends the token sampled after a chunk that reached the sequence's last token and
@@ -77,6 +88,7 @@ class Engine {
   const std::shared_ptr<const Checkpoint> checkpoint_;
   const EngineOptions options_;
   const std::unique_ptr<Backend> backend_;
+  const std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
   std::vector<int32_t> eos_token_ids_;
 
   absl::Mutex mu_;

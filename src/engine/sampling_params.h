@@ -3,6 +3,7 @@
 #define KVTIER_ENGINE_SAMPLING_PARAMS_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -16,6 +17,7 @@ struct SamplingParams {
   uint64_t seed = 0;
   int32_t max_new_tokens = 16;
   std::vector<int32_t> stop_token_ids;  // in addition to the model's eos ids
+  std::vector<std::string> stop_strings;  // matched on the decoded text (needs a tokenizer)
   bool ignore_eos = false;
   int32_t priority = 0;  // higher runs first, is preempted last
 

@@ -4,12 +4,15 @@
 #define KVTIER_ENGINE_SEQUENCE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
 #include "kv/kv_cache_manager.h"
+#include "tokenizer/stop_strings.h"
+#include "tokenizer/stream_decoder.h"
 
 namespace kvtier {
 
@@ -32,6 +35,10 @@ struct Sequence {
   std::string error;             // why it failed, for FinishReason::kError
   bool cancel_requested = false;
   Rng rng;
+  // Text of the generated tokens, streamed (only with a tokenizer).
+  std::unique_ptr<tokenizer::StreamDecoder> detokenizer;
+  std::unique_ptr<tokenizer::StopStringMatcher> stop_strings;
+  std::string text;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_generated() const { return num_tokens() - num_prompt_tokens; }

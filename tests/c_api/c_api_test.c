@@ -183,15 +183,110 @@ static void test_generation(const char* model_dir) {
   CHECK(kvt_live_handles() == 0);
 }
 
+/* Generates from a text prompt; returns the streamed text (concatenated event pieces). */
+static int generate_text(kvt_context* ctx, kvt_request* req, char* out, size_t cap, int32_t* reason) {
+  kvt_events* ev = NULL;
+  int64_t id = 0;
+  size_t used = 0;
+  char full[4096];
+  int32_t full_len = 0;
+  kvt_events_create(&ev);
+  if (kvt_sequence_add(ctx, req, &id) != KVT_OK) {
+    kvt_events_free(ev);
+    return -1;
+  }
+  while (kvt_context_num_unfinished(ctx) > 0) {
+    int i;
+    if (kvt_step(ctx, ev) != KVT_OK) break;
+    for (i = 0; i < kvt_events_count(ev); ++i) {
+      const char* piece;
+      int32_t len;
+      kvt_events_get(ev, i, NULL, NULL, reason);
+      CHECK_STATUS(kvt_events_text(ev, i, &piece, &len), KVT_OK);
+      if (used + (size_t)len < cap) {
+        memcpy(out + used, piece, (size_t)len);
+        used += (size_t)len;
+      }
+    }
+  }
+  out[used] = '\0';
+  /* The streamed pieces concatenate to the sequence's text. */
+  CHECK_STATUS(kvt_sequence_text(ctx, id, full, sizeof full, &full_len), KVT_OK);
+  CHECK((size_t)full_len == used && memcmp(full, out, used) == 0);
+  kvt_sequence_release(ctx, id);
+  kvt_events_free(ev);
+  return (int)used;
+}
+
+static void test_text(const char* model_dir) {
+  char err[512], text[4096], stopped[4096], decoded[256];
+  kvt_model* model = NULL;
+  kvt_context* ctx = NULL;
+  kvt_options* opts = NULL;
+  kvt_request* req = NULL;
+  int32_t ids[64], n = 0, len = 0, reason = 0;
+  const int32_t expected[] = {256, 72, 101, 108, 108, 111};
+  int text_len, stopped_len;
+  const char* cut;
+
+  CHECK_STATUS(kvt_model_load(model_dir, &model, err, sizeof err), KVT_OK);
+  if (model == NULL) return;
+  CHECK(kvt_model_has_tokenizer(model) == 1);
+  CHECK_STATUS(kvt_model_tokenize(model, "Hello", 5, 1, ids, 64, &n, err, sizeof err), KVT_OK);
+  CHECK(n == 6 && memcmp(ids, expected, sizeof expected) == 0);
+  CHECK_STATUS(kvt_model_detokenize(model, ids, n, 1, decoded, sizeof decoded, &len, err, sizeof err), KVT_OK);
+  CHECK(len == 5 && strcmp(decoded, "Hello") == 0);
+  ids[0] = 1 << 20;
+  CHECK_STATUS(kvt_model_detokenize(model, ids, 1, 1, decoded, sizeof decoded, &len, err, sizeof err),
+               KVT_ERR_INVALID_ARGUMENT);
+  CHECK(strlen(err) > 0);
+  CHECK_STATUS(kvt_model_tokenize(model, "\xff\xfe", 2, 1, ids, 64, &n, err, sizeof err), KVT_ERR_INVALID_ARGUMENT);
+
+  kvt_options_create(&opts);
+  kvt_options_set_string(opts, "backend", "cpu");
+  CHECK_STATUS(kvt_context_create(model, opts, &ctx, err, sizeof err), KVT_OK);
+  kvt_request_create(&req);
+  kvt_request_set_max_new_tokens(req, 24);
+  kvt_request_set_ignore_eos(req, 1);
+  CHECK_STATUS(kvt_request_set_prompt_text(req, "Tiers at work", 13), KVT_OK);
+  text_len = generate_text(ctx, req, text, sizeof text, &reason);
+  CHECK(text_len > 0);
+  CHECK(reason == KVT_FINISH_REASON_LENGTH);
+  /* Stop at a character from the middle of that text: the output is what came before it. */
+  if (text_len > 4) {
+    const char* at = text + text_len / 2;
+    size_t stop_len = 1;
+    while (((unsigned char)*at & 0xC0) == 0x80) --at; /* start of a UTF-8 character */
+    while (((unsigned char)at[stop_len] & 0xC0) == 0x80) ++stop_len;
+    CHECK_STATUS(kvt_request_add_stop_string(req, at, (int32_t)stop_len), KVT_OK);
+    stopped_len = generate_text(ctx, req, stopped, sizeof stopped, &reason);
+    {
+      char needle[8] = {0};
+      memcpy(needle, at, stop_len);
+      cut = strstr(text, needle);
+    }
+    CHECK(reason == KVT_FINISH_REASON_STOP);
+    CHECK(cut != NULL && stopped_len == (int)(cut - text) && memcmp(stopped, text, (size_t)stopped_len) == 0);
+  }
+  CHECK_STATUS(kvt_request_add_chat_message(req, "robot", "hi"), KVT_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(kvt_request_set_prompt_text(req, NULL, 3), KVT_ERR_INVALID_ARGUMENT);
+  kvt_request_free(req);
+  kvt_context_free(ctx);
+  kvt_options_free(opts);
+  kvt_model_free(model);
+  CHECK(kvt_live_handles() == 0);
+}
+
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s MODEL_DIR\n", argv[0]);
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s MODEL_DIR TEXT_MODEL_DIR\n", argv[0]);
     return 2;
   }
   test_version();
   test_options();
   test_model_errors();
   test_generation(argv[1]);
+  test_text(argv[2]);
   printf("%d passed, %d failed\n", checks - failures, failures);
   return failures == 0 ? 0 : 1;
 }

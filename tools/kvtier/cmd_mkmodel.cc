@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "args.h"
 #include "command.h"
+#include "tokenizer/byte_tokenizer_writer.h"
 #include "common/status_macros.h"
 #include "model/random_checkpoint.h"
 
@@ -33,6 +34,8 @@ void PrintHelp() {
       "  --attention-bias       q/k/v/o biases (llama, qwen3)\n"
       "  --shard-bytes SIZE     shard the weights (e.g. 64MiB); 0 = one file\n"
       "  --bos-id N  --eos-id N (repeatable)\n"
+      "  --tokenizer none|bytes   also write a byte-level tokenizer.json (ids 0..255 = bytes,\n"
+      "                           256 = bos, 257 = eos; needs --vocab >= 258)\n"
       "  --threads N            writer threads (default: all cores)\n",
       absl::StrJoin(RandomCheckpointPresetNames(), ", ").c_str());
 }
@@ -118,7 +121,7 @@ int MkmodelMain(int argc, char** argv) {
   auto args = Args::Parse(argc, argv,
                           {"out", "preset", "arch", "hidden", "layers", "heads", "kv-heads", "head-dim",
                            "intermediate", "vocab", "max-positions", "dtype", "seed", "rope-theta",
-                           "rope-scaling", "rms-norm-eps", "shard-bytes", "bos-id", "eos-id", "threads"},
+                           "rope-scaling", "rms-norm-eps", "shard-bytes", "bos-id", "eos-id", "threads", "tokenizer"},
                           {"help", "tie-embeddings", "untie-embeddings", "attention-bias"});
   if (!args.ok()) {
     std::fprintf(stderr, "kvtier mkmodel: %s\n", std::string(args.status().message()).c_str());
@@ -142,6 +145,19 @@ int MkmodelMain(int argc, char** argv) {
     std::fprintf(stderr, "kvtier mkmodel: %s\n", std::string(spec.status().message()).c_str());
     return spec.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
   }
+  const std::string tokenizer = args->GetOr("tokenizer", "none");
+  if (tokenizer != "none" && tokenizer != "bytes") {
+    std::fprintf(stderr, "kvtier mkmodel: --tokenizer must be none or bytes, got '%s'\n", tokenizer.c_str());
+    return 2;
+  }
+  if (tokenizer == "bytes") {
+    if (spec->vocab < tokenizer::kByteTokenizerVocabSize) {
+      std::fprintf(stderr, "kvtier mkmodel: --tokenizer bytes needs --vocab >= %d\n", tokenizer::kByteTokenizerVocabSize);
+      return 2;
+    }
+    if (!args->Has("bos-id")) spec->bos_token_id = tokenizer::kByteTokenizerBosId;
+    if (!args->Has("eos-id")) spec->eos_token_ids = {tokenizer::kByteTokenizerEosId};
+  }
   auto config = RandomCheckpointConfig(*spec);
   if (!config.ok()) {
     std::fprintf(stderr, "kvtier mkmodel: %s\n", std::string(config.status().message()).c_str());
@@ -152,6 +168,12 @@ int MkmodelMain(int argc, char** argv) {
   if (!status.ok()) {
     std::fprintf(stderr, "kvtier mkmodel: %s\n", std::string(status.message()).c_str());
     return 1;
+  }
+  if (tokenizer == "bytes") {
+    if (absl::Status t = tokenizer::WriteByteTokenizer(*out); !t.ok()) {
+      std::fprintf(stderr, "kvtier mkmodel: %s\n", std::string(t.message()).c_str());
+      return 1;
+    }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const int64_t params = config->NumParameters();

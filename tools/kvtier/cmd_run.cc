@@ -16,11 +16,15 @@
 namespace kvtier::cli {
 namespace {
 
-constexpr char kUsage[] = R"(usage: kvtier run --model DIR --prompt-ids 1,2,3 [--prompt-ids ...] [flags]
+constexpr char kUsage[] = R"(usage: kvtier run --model DIR (--prompt-ids 1,2,3 | --prompt TEXT)... [flags]
 
-Generates for every --prompt-ids (one sequence each, all at once) and prints the tokens.
+Generates for every prompt (one sequence each, all at once) and streams the output: text
+when the model has a tokenizer.json, token ids otherwise.
   --model DIR              HF checkpoint directory (config.json + safetensors)
   --prompt-ids LIST        comma-separated token ids; repeat for more sequences
+  --prompt TEXT            a text prompt (needs tokenizer.json); repeatable
+  --chat                   wrap each --prompt as a user message in the model's chat format
+  --stop TEXT              stop string (repeatable; needs tokenizer.json)
   --max-tokens N           new tokens per sequence (default 16)
   --temperature T          0 = greedy (default 0)
   --top-k K / --top-p P    sampling filters (default off)
@@ -37,7 +41,7 @@ Generates for every --prompt-ids (one sequence each, all at once) and prints the
   --max-tokens-per-step N  token budget of one step (default 512)
   --max-running N          sequences per batch (default 256)
   --preemption MODE        auto|swap|recompute (default auto)
-  --json                   print one JSON object: sequences and stats
+  --json                   print one JSON object: sequences (tokens, text) and stats
 )";
 
 int Fail(const std::string& message) {
@@ -85,10 +89,10 @@ const char* FinishName(int32_t reason) {
 
 int RunMain(int argc, char** argv) {
   auto args = Args::Parse(argc, argv,
-                          {"model", "prompt-ids", "max-tokens", "temperature", "top-k", "top-p", "seed", "stop-id",
+                          {"model", "prompt-ids", "prompt", "stop", "max-tokens", "temperature", "top-k", "top-p", "seed", "stop-id",
                            "backend", "threads", "gpu-kv-bytes", "host-kv-bytes", "disk-kv-bytes", "disk-path",
                            "block-tokens", "max-tokens-per-step", "max-running", "preemption"},
-                          {"json", "ignore-eos", "help"});
+                          {"json", "ignore-eos", "help", "chat"});
   if (!args.ok()) {
     std::fprintf(stderr, "kvtier run: %s\n\n%s", std::string(args.status().message()).c_str(), kUsage);
     return 2;
@@ -97,8 +101,8 @@ int RunMain(int argc, char** argv) {
     std::printf("%s", kUsage);
     return 0;
   }
-  if (!args->Has("model") || !args->Has("prompt-ids")) {
-    std::fprintf(stderr, "kvtier run: --model and --prompt-ids are required\n\n%s", kUsage);
+  if (!args->Has("model") || (!args->Has("prompt-ids") && !args->Has("prompt"))) {
+    std::fprintf(stderr, "kvtier run: --model and --prompt-ids or --prompt are required\n\n%s", kUsage);
     return 2;
   }
   const bool json = args->Has("json");
@@ -141,15 +145,28 @@ int RunMain(int argc, char** argv) {
 
   std::vector<int64_t> ids;
   std::map<int64_t, std::vector<int32_t>> generated;
+  std::map<int64_t, std::string> texts;
   std::map<int64_t, int32_t> finish;
-  const std::vector<std::string> prompts = args->GetAll("prompt-ids");
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    auto prompt = ParseIds(prompts[i]);
-    if (!prompt.ok()) return Fail(std::string(prompt.status().message()));
+  const std::vector<std::string> id_prompts = args->GetAll("prompt-ids");
+  const std::vector<std::string> text_prompts = args->GetAll("prompt");
+  const bool text = kvt_model_has_tokenizer(h.model) != 0;
+  for (size_t i = 0; i < id_prompts.size() + text_prompts.size(); ++i) {
     kvt_request* r = nullptr;
     kvt_request_create(&r);
     h.requests.push_back(r);
-    kvt_status s = kvt_request_set_prompt_tokens(r, prompt->data(), static_cast<int32_t>(prompt->size()));
+    kvt_status s = KVT_OK;
+    if (i < id_prompts.size()) {
+      auto prompt = ParseIds(id_prompts[i]);
+      if (!prompt.ok()) return Fail(std::string(prompt.status().message()));
+      s = kvt_request_set_prompt_tokens(r, prompt->data(), static_cast<int32_t>(prompt->size()));
+    } else {
+      const std::string& p = text_prompts[i - id_prompts.size()];
+      s = args->Has("chat") ? kvt_request_add_chat_message(r, "user", p.c_str())
+                            : kvt_request_set_prompt_text(r, p.data(), static_cast<int32_t>(p.size()));
+    }
+    for (const std::string& stop : args->GetAll("stop")) {
+      if (s == KVT_OK) s = kvt_request_add_stop_string(r, stop.data(), static_cast<int32_t>(stop.size()));
+    }
     if (s == KVT_OK) s = kvt_request_set_max_new_tokens(r, static_cast<int32_t>(*max_tokens));
     if (s == KVT_OK) s = kvt_request_set_temperature(r, static_cast<float>(*temperature));
     if (s == KVT_OK) s = kvt_request_set_top_k(r, static_cast<int32_t>(*top_k));
@@ -174,9 +191,17 @@ int RunMain(int argc, char** argv) {
       int64_t seq = 0;
       int32_t token = 0, reason = 0;
       kvt_events_get(h.events, i, &seq, &token, &reason);
+      const char* piece = nullptr;
+      int32_t piece_len = 0;
+      kvt_events_text(h.events, i, &piece, &piece_len);
       if (token != KVT_NO_TOKEN) generated[seq].push_back(token);
+      texts[seq].append(piece, static_cast<size_t>(piece_len));
       if (reason != KVT_FINISH_REASON_NONE) finish[seq] = reason;
-      if (!json && token != KVT_NO_TOKEN) std::printf("seq %lld: token %d\n", static_cast<long long>(seq), token);
+      if (!json && text && piece_len > 0) {
+        std::printf("seq %lld: %s\n", static_cast<long long>(seq), nlohmann::json(std::string(piece, static_cast<size_t>(piece_len))).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+      } else if (!json && token != KVT_NO_TOKEN) {
+        std::printf("seq %lld: token %d\n", static_cast<long long>(seq), token);
+      }
       if (!json && reason != KVT_FINISH_REASON_NONE) {
         std::printf("seq %lld: finished (%s)\n", static_cast<long long>(seq), FinishName(reason));
       }
@@ -194,16 +219,23 @@ int RunMain(int argc, char** argv) {
     nlohmann::json out;
     out["sequences"] = nlohmann::json::array();
     for (int64_t id : ids) {
-      out["sequences"].push_back({{"id", id}, {"tokens", generated[id]}, {"finish_reason", FinishName(finish[id])}});
+      nlohmann::json entry = {{"id", id}, {"tokens", generated[id]}, {"finish_reason", FinishName(finish[id])}};
+      if (text) entry["text"] = texts[id];
+      out["sequences"].push_back(entry);
     }
     out["stats"] = stats;
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
   std::printf("\n");
   for (int64_t id : ids) {
-    std::printf("seq %lld [%s]: %s\n", static_cast<long long>(id), FinishName(finish[id]),
-                absl::StrJoin(generated[id], " ").c_str());
+    if (text) {
+      std::printf("seq %lld [%s]: %s\n", static_cast<long long>(id), FinishName(finish[id]),
+                  nlohmann::json(texts[id]).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else {
+      std::printf("seq %lld [%s]: %s\n", static_cast<long long>(id), FinishName(finish[id]),
+                  absl::StrJoin(generated[id], " ").c_str());
+    }
   }
   std::printf("\n%-6s %16s %16s %16s\n", "tier", "capacity_bytes", "used_bytes", "peak_bytes");
   for (const char* tier : {"gpu", "host", "disk"}) {

@@ -62,7 +62,7 @@ namespace Kvtier
                     lock (open)
                     {
                         Check(kvtier.kvt_sequence_add(c, r, id));
-                        var s = new Sequence(this, id[0], request.MaxEvents);
+                        var s = new Sequence(this, id[0]);
                         open[id[0]] = s;
                         return s;
                     }

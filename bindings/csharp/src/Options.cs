@@ -78,8 +78,6 @@ namespace Kvtier
         public Request IgnoreEos(bool ignore) { ignoreEos = ignore; return this; }
         public Request Priority(int p) { priority = p; return this; }
 
-        internal int MaxEvents => (maxNewTokens ?? 16) + 2;
-
         /// <summary>A native kvt_request with these values; the caller frees it.</summary>
         internal SWIGTYPE_p_kvt_request ToNative()
         {

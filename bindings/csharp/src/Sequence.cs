@@ -11,12 +11,12 @@ namespace Kvtier
     public sealed class Sequence : IEnumerable<Event>, IDisposable
     {
         private readonly Context context;
-        // Holds at most every event the sequence can report, so Step never blocks on it.
+        // Unbounded (at most max_new_tokens + 1 events): Step never blocks on it.
         private readonly BlockingCollection<Event> queue = new BlockingCollection<Event>();
         private volatile int finish; // FinishReason, None until the final event is delivered
         internal bool CloseRequested; // guarded by the context's map of open sequences
 
-        internal Sequence(Context context, long id, int maxEvents)
+        internal Sequence(Context context, long id)
         {
             this.context = context;
             Id = id;

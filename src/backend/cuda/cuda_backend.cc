@@ -231,21 +231,36 @@ absl::Status CudaBackend::Init(const WeightLoader& loader) {
   CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&compute_done_, cudaEventDisableTiming));
   CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas_));
   CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas_, stream_));
+  // The CUDA runtime's own device memory (context, module images, cuBLAS) counts against
+  // gpu_mem_limit too: measured once per process, right after the context exists (what the
+  // device shows in use then, at most 1 GiB), plus 128 MiB for modules loaded lazily later.
+  // Without it the process held ~590 MiB more than the backend counted (H200, W3).
+  static const int64_t runtime_overhead = [] {
+    size_t free_now = 0, total_now = 0;
+    if (cudaMemGetInfo(&free_now, &total_now) != cudaSuccess) {
+      cudaGetLastError();
+      return int64_t{512} << 20;
+    }
+    return std::clamp<int64_t>(static_cast<int64_t>(total_now - free_now), 0, int64_t{1} << 30) +
+           (int64_t{128} << 20);
+  }();
+  device_bytes_ += runtime_overhead;
 
   // Metadata capacity: token arrays, chunk arrays, block tables, items.
   meta_capacity_ = Align(5 * max_tokens_ * 4) + 2 * Align((max_chunks_ + 1) * 4) +
                    Align(max_table_entries_ * 4) +
                    Align(max_items_ * sizeof(cuda::AttentionItem)) + 4 * 256;
 
-  const int64_t needed = WeightBytes() + WorkspaceBytes();
+  const int64_t needed = device_bytes_ + WeightBytes() + WorkspaceBytes();
   if (options_.gpu_mem_limit_bytes > 0 && needed > options_.gpu_mem_limit_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "cuda backend: weights (", WeightBytes(), " bytes) + workspace (", WorkspaceBytes(),
-        " bytes) exceed gpu_mem_limit_bytes ", options_.gpu_mem_limit_bytes));
+        "cuda backend: runtime (", device_bytes_, " bytes) + weights (", WeightBytes(),
+        " bytes) + workspace (", WorkspaceBytes(), " bytes) exceed gpu_mem_limit_bytes ",
+        options_.gpu_mem_limit_bytes));
   }
   size_t free_bytes = 0, total_bytes = 0;
   CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
-  if (needed > static_cast<int64_t>(free_bytes)) {
+  if (WeightBytes() + WorkspaceBytes() > static_cast<int64_t>(free_bytes)) {
     return absl::ResourceExhaustedError(absl::StrCat("cuda backend: weights + workspace need ",
                                                      needed, " bytes, ", free_bytes,
                                                      " free on the device"));

@@ -65,7 +65,7 @@ public final class Context implements AutoCloseable {
         long[] id = new long[1];
         synchronized (open) {
           check(kvtier.kvt_sequence_add(c, r, id));
-          Sequence s = new Sequence(this, id[0], request.maxEvents());
+          Sequence s = new Sequence(this, id[0]);
           open.put(id[0], s);
           return s;
         }
@@ -90,7 +90,7 @@ public final class Context implements AutoCloseable {
       int[] reason = new int[1];
       for (int i = 0; i < n; ++i) {
         Kvtier.check(kvtier.kvt_events_get(events, i, seq, token, reason), "kvt_events_get");
-        out.add(new Event(seq[0], token[0], FinishReason.fromCode(reason[0])));
+        out.add(new Event(seq[0], token[0], eventText(i), FinishReason.fromCode(reason[0])));
       }
       synchronized (open) {
         for (Event e : out) {
@@ -106,6 +106,18 @@ public final class Context implements AutoCloseable {
       stepper.unlock();
       life.readLock().unlock();
     }
+  }
+
+  private byte[] textBuf = new byte[256]; // guarded by stepper
+
+  private String eventText(int i) {
+    int n = kvtier.kvt_events_text_copy(events, i, textBuf, textBuf.length);
+    if (n < 0) throw new KvtierException(-n, "kvt_events_text");
+    if (n >= textBuf.length) {
+      textBuf = new byte[n + 1];
+      kvtier.kvt_events_text_copy(events, i, textBuf, textBuf.length);
+    }
+    return new String(textBuf, 0, n, java.nio.charset.StandardCharsets.UTF_8);
   }
 
   /** Steps until no sequence is unfinished; returns the number of steps. */
@@ -165,6 +177,21 @@ public final class Context implements AutoCloseable {
       int[] buf = new int[len[0]];
       check(kvtier.kvt_sequence_tokens(c, id, buf, buf.length, len));
       return Arrays.copyOf(buf, Math.min(len[0], buf.length));
+    } finally {
+      life.readLock().unlock();
+    }
+  }
+
+  /** The text generated so far by a sequence whose record is kept (UNSUPPORTED without a
+   *  tokenizer). */
+  public String text(long id) {
+    SWIGTYPE_p_kvt_context c = acquire();
+    try {
+      int[] len = new int[1];
+      check(kvtier.kvt_sequence_text(c, id, new byte[1], 1, len));
+      byte[] buf = new byte[len[0] + 1];
+      check(kvtier.kvt_sequence_text(c, id, buf, buf.length, len));
+      return new String(buf, 0, Math.min(len[0], buf.length - 1), java.nio.charset.StandardCharsets.UTF_8);
     } finally {
       life.readLock().unlock();
     }
@@ -235,7 +262,7 @@ public final class Context implements AutoCloseable {
       if (handle == null) return;
       synchronized (open) {
         for (Sequence s : open.values()) {
-          s.deliver(new Event(s.id(), Event.NO_TOKEN, FinishReason.CANCELLED));
+          s.deliver(new Event(s.id(), Event.NO_TOKEN, "", FinishReason.CANCELLED));
         }
         open.clear();
       }

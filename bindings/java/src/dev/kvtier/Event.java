@@ -1,7 +1,8 @@
 // One event of a step: a sequence produced a token and/or finished.
 package dev.kvtier;
 
-public record Event(long sequenceId, int token, FinishReason finishReason) {
+// text: what the token completed (UTF-8 safe; "" when none or the model has no tokenizer).
+public record Event(long sequenceId, int token, String text, FinishReason finishReason) {
   /** KVT_NO_TOKEN: the event of a cancellation or failure reported without a token. */
   public static final int NO_TOKEN = -1;
 

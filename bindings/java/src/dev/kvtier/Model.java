@@ -5,6 +5,7 @@ package dev.kvtier;
 import dev.kvtier.swig.SWIGTYPE_p_kvt_model;
 import dev.kvtier.swig.SWIGTYPE_p_p_kvt_model;
 import dev.kvtier.swig.kvtier;
+import java.nio.charset.StandardCharsets;
 
 public final class Model implements AutoCloseable {
   private SWIGTYPE_p_kvt_model handle;
@@ -33,6 +34,36 @@ public final class Model implements AutoCloseable {
     byte[] buf = new byte[len[0] + 1];
     Kvtier.check(kvtier.kvt_model_info_json(handle(), buf, buf.length, len), "info_json");
     return Kvtier.cString(buf);
+  }
+
+  /** True when the checkpoint had a tokenizer.json (text in and out works). */
+  public boolean hasTokenizer() { return kvtier.kvt_model_has_tokenizer(handle()) != 0; }
+
+  /** Encodes text into token ids (addSpecialTokens: what the tokenizer's template adds). */
+  public int[] tokenize(String text, boolean addSpecialTokens) {
+    byte[] utf8 = text.getBytes(StandardCharsets.UTF_8);
+    int[] len = new int[1];
+    byte[] err = new byte[1024];
+    int special = addSpecialTokens ? 1 : 0;
+    Kvtier.check(kvtier.kvt_model_tokenize(handle(), utf8, special, new int[0], 0, len, err,
+        err.length), Kvtier.cString(err));
+    int[] ids = new int[len[0]];
+    Kvtier.check(kvtier.kvt_model_tokenize(handle(), utf8, special, ids, ids.length, len, err,
+        err.length), Kvtier.cString(err));
+    return ids;
+  }
+
+  /** Decodes token ids into text. */
+  public String detokenize(int[] ids, boolean skipSpecialTokens) {
+    int[] len = new int[1];
+    byte[] err = new byte[1024];
+    int skip = skipSpecialTokens ? 1 : 0;
+    Kvtier.check(kvtier.kvt_model_detokenize(handle(), ids, ids.length, skip, new byte[1], 1, len,
+        err, err.length), Kvtier.cString(err));
+    byte[] buf = new byte[len[0] + 1];
+    Kvtier.check(kvtier.kvt_model_detokenize(handle(), ids, ids.length, skip, buf, buf.length, len,
+        err, err.length), Kvtier.cString(err));
+    return new String(buf, 0, len[0], StandardCharsets.UTF_8);
   }
 
   synchronized SWIGTYPE_p_kvt_model handle() {

@@ -9,6 +9,9 @@ import dev.kvtier.swig.kvtier;
 
 public final class Request {
   private int[] prompt = new int[0];
+  private String promptText;
+  private final java.util.List<String[]> chat = new java.util.ArrayList<>();
+  private final java.util.List<String> stopStrings = new java.util.ArrayList<>();
   private Integer maxNewTokens;
   private Float temperature;
   private Integer topK;
@@ -23,6 +26,19 @@ public final class Request {
   public Request(int... prompt) { prompt(prompt); }
 
   public Request prompt(int... tokens) { this.prompt = tokens.clone(); return this; }
+  /** The prompt as text, tokenized by the model's tokenizer when added. */
+  public Request promptText(String text) { this.promptText = text; return this; }
+
+  /** Appends a chat message (role "system", "user" or "assistant"): the prompt becomes the
+   *  model family's chat format with the assistant turn opened. */
+  public Request chatMessage(String role, String content) {
+    chat.add(new String[] {role, content});
+    return this;
+  }
+
+  /** Stops generation when the decoded text contains this string (not part of the output). */
+  public Request stopString(String text) { stopStrings.add(text); return this; }
+
   public Request maxNewTokens(int n) { this.maxNewTokens = n; return this; }
   public Request temperature(float t) { this.temperature = t; return this; }
   public Request topK(int k) { this.topK = k; return this; }
@@ -31,9 +47,6 @@ public final class Request {
   public Request stopTokens(int... tokens) { this.stopTokens = tokens.clone(); return this; }
   public Request ignoreEos(boolean ignore) { this.ignoreEos = ignore; return this; }
   public Request priority(int priority) { this.priority = priority; return this; }
-
-  /** Upper bound of the events one sequence of this request reports. */
-  int maxEvents() { return (maxNewTokens == null ? 16 : maxNewTokens) + 2; }
 
   /** A native kvt_request holding these values; the caller frees it. */
   SWIGTYPE_p_kvt_request toNative() {
@@ -47,6 +60,9 @@ public final class Request {
     }
     try {
       if (prompt.length > 0) check(r, kvtier.kvt_request_set_prompt_tokens(r, prompt, prompt.length));
+      if (promptText != null) check(r, kvtier.kvt_request_set_prompt_text(r, utf8(promptText)));
+      for (String[] m : chat) check(r, kvtier.kvt_request_add_chat_message(r, m[0], m[1]));
+      for (String stop : stopStrings) check(r, kvtier.kvt_request_add_stop_string(r, utf8(stop)));
       if (maxNewTokens != null) check(r, kvtier.kvt_request_set_max_new_tokens(r, maxNewTokens));
       if (temperature != null) check(r, kvtier.kvt_request_set_temperature(r, temperature));
       if (topK != null) check(r, kvtier.kvt_request_set_top_k(r, topK));
@@ -62,6 +78,10 @@ public final class Request {
       throw ex;
     }
     return r;
+  }
+
+  private static byte[] utf8(String s) {
+    return s.getBytes(java.nio.charset.StandardCharsets.UTF_8);
   }
 
   private static void check(SWIGTYPE_p_kvt_request r, int status) {

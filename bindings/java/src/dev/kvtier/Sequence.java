@@ -21,7 +21,7 @@ public final class Sequence implements AutoCloseable, Iterable<Event> {
   private boolean consumedFinal;
   boolean closeRequested; // guarded by the context's map of open sequences
 
-  Sequence(Context context, long id, int capacity) {
+  Sequence(Context context, long id) {
     this.context = context;
     this.id = id;
     this.queue = new LinkedBlockingQueue<>();
@@ -85,6 +85,9 @@ public final class Sequence implements AutoCloseable, Iterable<Event> {
 
   /** Tokens produced so far (from the engine's record). */
   public int[] tokens() { return context.tokens(id); }
+
+  /** Text produced so far (UNSUPPORTED when the model has no tokenizer). */
+  public String text() { return context.text(id); }
 
   @Override
   public void close() { context.closeSequence(this); }

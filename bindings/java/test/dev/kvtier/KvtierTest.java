@@ -123,6 +123,37 @@ class KvtierTest {
   }
 
   @Test
+  void textApi() {
+    try (Model plain = Model.load(MODEL)) {
+      assertFalse(plain.hasTokenizer());
+      KvtierException e = assertThrows(KvtierException.class, () -> plain.tokenize("hi", false));
+      assertEquals(Status.UNSUPPORTED, e.status());
+    }
+    try (Model m = Model.load(System.getenv("KVTIER_TEST_TEXT_MODEL"))) {
+      assertTrue(m.hasTokenizer());
+      String text = "h\u00e9llo \u2713 \ud83d\ude42"; // 1-, 2-, 3- and 4-byte UTF-8 characters
+      int[] ids = m.tokenize(text, false);
+      assertEquals(text.getBytes(StandardCharsets.UTF_8).length, ids.length); // bytes, no merges
+      assertEquals(text, m.detokenize(ids, false));
+      assertTrue(m.tokenize(text, true).length > ids.length); // BOS
+      KvtierException e = assertThrows(KvtierException.class,
+          () -> m.detokenize(new int[] {1 << 30}, false));
+      assertEquals(Status.INVALID_ARGUMENT, e.status());
+      try (Context c = Context.create(m, cpu())) {
+        Generation byIds = c.generate(new Request(m.tokenize("Hello", true)).maxNewTokens(6)
+            .ignoreEos(true));
+        try (Sequence s = c.add(new Request().promptText("Hello").maxNewTokens(6).ignoreEos(true))) {
+          c.runUntilIdle();
+          StringBuilder streamed = new StringBuilder();
+          for (Event ev : s) streamed.append(ev.text());
+          assertArrayEquals(byIds.tokens(), s.tokens());
+          assertEquals(s.text(), streamed.toString());
+        }
+      }
+    }
+  }
+
+  @Test
   void manyThreadsAddAndCancelWhileOneSteps() throws Exception {
     final int threads = 8;
     final int perThread = 12;
