@@ -1,6 +1,7 @@
 # Install rules and Debian packaging for kvtier. Included once, near the end of the
-# top-level CMakeLists.txt (after every target and every other install() rule exists, so
-# the CPack component list below sees all of them).
+# top-level CMakeLists.txt, after the kvtier / kvtier_cuda targets exist. The CPack
+# component list is made at the end of the top-level directory (packaging/cpack.cmake), so
+# install() rules added later (bindings/) are packaged too.
 #
 # Components (one Debian package each, see packaging/cpack.cmake):
 #   runtime  libkvtier.so.<major>, libkvtier.so.<version>            -> libkvtier0

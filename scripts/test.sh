@@ -12,7 +12,7 @@ if [ -x "$root/scripts/setup-tokenizer-oracle.sh" ]; then "$root/scripts/setup-t
 jobs=$(nproc)
 
 echo "== build: RelWithDebInfo"
-"$root/scripts/build.sh" "$root/build-test"
+"$root/scripts/build.sh" "$root/build-test" -DKVTIER_BINDINGS_GO=ON -DKVTIER_BINDINGS_JAVA=ON -DKVTIER_BINDINGS_CSHARP=ON
 echo "== tests: RelWithDebInfo"
 ctest --test-dir "$root/build-test" --output-on-failure -j "$jobs"
 

@@ -12,10 +12,11 @@ import (
 // statistics are safe from any goroutine while one goroutine drives Step (or Run); Close
 // waits for the calls in progress and ends every open Sequence.
 type Context struct {
-	life   sync.RWMutex // read: any call using h; write: Close
-	h      capi.Struct_SS_kvt_context
-	ev     capi.Struct_SS_kvt_events
-	stepMu sync.Mutex
+	life    sync.RWMutex // read: any call using h; write: Close
+	h       capi.Struct_SS_kvt_context
+	ev      capi.Struct_SS_kvt_events
+	stepMu  sync.Mutex
+	textBuf []byte // guarded by stepMu
 	// open sequences by id. Add registers while holding mu and Step dispatches while
 	// holding it, so no event reaches an unknown id.
 	mu   sync.Mutex
@@ -119,7 +120,11 @@ func (c *Context) Step() ([]Event, error) {
 		if st := capi.Kvt_events_get(c.ev, i, seq, tok, reason); st != 0 {
 			return nil, newError(st, "kvt_events_get")
 		}
-		out = append(out, Event{SequenceID: seq[0], Token: tok[0], Finish: FinishReason(reason[0])})
+		text, err := c.eventText(i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Event{SequenceID: seq[0], Token: tok[0], Text: text, Finish: FinishReason(reason[0])})
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -130,6 +135,21 @@ func (c *Context) Step() ([]Event, error) {
 		}
 	}
 	return out, nil
+}
+
+func (c *Context) eventText(i int) (string, error) {
+	if c.textBuf == nil {
+		c.textBuf = make([]byte, 256)
+	}
+	n := capi.Kvt_events_text_copy(c.ev, i, c.textBuf, len(c.textBuf))
+	if n < 0 {
+		return "", newError(capi.Enum_SS_kvt_status(-n), "kvt_events_text")
+	}
+	if n >= len(c.textBuf) {
+		c.textBuf = make([]byte, n+1)
+		capi.Kvt_events_text_copy(c.ev, i, c.textBuf, len(c.textBuf))
+	}
+	return string(c.textBuf[:n]), nil
 }
 
 // Run drives the context until ctx is done: it steps while sequences are unfinished and
@@ -250,6 +270,27 @@ func (c *Context) Tokens(id int64) ([]int32, error) {
 		buf = buf[:n[0]]
 	}
 	return buf, nil
+}
+
+// Text returns the text generated so far by a sequence whose record is kept
+// (StatusUnsupported when the model has no tokenizer).
+func (c *Context) Text(id int64) (string, error) {
+	if !c.acquire() {
+		return "", errClosed
+	}
+	defer c.life.RUnlock()
+	n := []int32{0}
+	if err := c.fail(capi.Kvt_sequence_text(c.h, id, nil, 0, n)); err != nil {
+		return "", err
+	}
+	buf := make([]byte, n[0]+1)
+	if err := c.fail(capi.Kvt_sequence_text(c.h, id, buf, len(buf), n)); err != nil {
+		return "", err
+	}
+	if int(n[0]) > len(buf)-1 {
+		n[0] = int32(len(buf) - 1)
+	}
+	return string(buf[:n[0]]), nil
 }
 
 // NumUnfinished is the number of sequences waiting, running or paused.

@@ -85,6 +85,7 @@ const NoToken = -1
 type Event struct {
 	SequenceID int64
 	Token      int32
+	Text       string // what the token completed (never a partial character); "" when none
 	Finish     FinishReason
 }
 

@@ -175,6 +175,72 @@ func TestGenerationEqualsTheCAPI(t *testing.T) {
 	}
 }
 
+func TestTextAPI(t *testing.T) {
+	defer checkNoLeaks(t)
+	plain, err := LoadModel(modelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.HasTokenizer() {
+		t.Fatal("the plain model has no tokenizer")
+	}
+	_, err = plain.Tokenize("hi", false)
+	wantError(t, err, StatusUnsupported, "")
+	plain.Close()
+
+	m, err := LoadModel(os.Getenv("KVTIER_TEST_TEXT_MODEL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if !m.HasTokenizer() {
+		t.Fatal("no tokenizer")
+	}
+	text := "h\u00e9llo \u2713 \U0001F642" // 1-, 2-, 3- and 4-byte UTF-8 characters
+	ids, err := m.Tokenize(text, false)
+	if err != nil || len(ids) != len(text) { // bytes, no merges
+		t.Fatalf("Tokenize = %v %v", ids, err)
+	}
+	if back, err := m.Detokenize(ids, false); err != nil || back != text {
+		t.Fatalf("Detokenize = %q %v", back, err)
+	}
+	if withBOS, _ := m.Tokenize(text, true); len(withBOS) <= len(ids) {
+		t.Fatal("no BOS added")
+	}
+	_, err = m.Detokenize([]int32{1 << 30}, false)
+	wantError(t, err, StatusInvalidArgument, "")
+
+	c, err := NewContext(m, cpu())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	prompt, _ := m.Tokenize("Hello", true)
+	byIDs, _, err := c.Generate(context.Background(), Request{Prompt: prompt, MaxNewTokens: 6, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Add(Request{PromptText: "Hello", MaxNewTokens: 6, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for c.NumUnfinished() > 0 {
+		if _, err := c.Step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var streamed strings.Builder
+	for e := range s.Events() {
+		streamed.WriteString(e.Text)
+	}
+	toks, _ := s.Tokens()
+	full, err := s.Text()
+	if err != nil || !reflect.DeepEqual(toks, byIDs) || full != streamed.String() {
+		t.Fatalf("text prompt gave %v %q (streamed %q) %v, token prompt gave %v", toks, full, streamed.String(), err, byIDs)
+	}
+}
+
 func TestManyGoroutinesAddAndCancelWhileOneSteps(t *testing.T) {
 	defer checkNoLeaks(t)
 	m, err := LoadModel(modelDir)

@@ -52,6 +52,60 @@ func (m *Model) InfoJSON() (string, error) {
 	return cString(buf), nil
 }
 
+// HasTokenizer reports whether the checkpoint had a tokenizer.json (text in and out works).
+func (m *Model) HasTokenizer() bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.h != nil && capi.Kvt_model_has_tokenizer(m.h) != 0
+}
+
+// Tokenize encodes UTF-8 text into token ids; addSpecial adds what the tokenizer's
+// template adds (e.g. BOS).
+func (m *Model) Tokenize(text string, addSpecial bool) ([]int32, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.h == nil {
+		return nil, &Error{StatusState, "model is closed"}
+	}
+	special := 0
+	if addSpecial {
+		special = 1
+	}
+	n := []int32{0}
+	errbuf := make([]byte, 1024)
+	if st := capi.Kvt_model_tokenize(m.h, text, special, nil, 0, n, errbuf, len(errbuf)); st != 0 {
+		return nil, newError(st, cString(errbuf))
+	}
+	ids := make([]int32, n[0])
+	if st := capi.Kvt_model_tokenize(m.h, text, special, ids, len(ids), n, errbuf, len(errbuf)); st != 0 {
+		return nil, newError(st, cString(errbuf))
+	}
+	return ids, nil
+}
+
+// Detokenize decodes token ids into UTF-8 text.
+func (m *Model) Detokenize(ids []int32, skipSpecial bool) (string, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.h == nil {
+		return "", &Error{StatusState, "model is closed"}
+	}
+	skip := 0
+	if skipSpecial {
+		skip = 1
+	}
+	n := []int32{0}
+	errbuf := make([]byte, 1024)
+	if st := capi.Kvt_model_detokenize(m.h, ids, len(ids), skip, nil, 0, n, errbuf, len(errbuf)); st != 0 {
+		return "", newError(st, cString(errbuf))
+	}
+	buf := make([]byte, n[0]+1)
+	if st := capi.Kvt_model_detokenize(m.h, ids, len(ids), skip, buf, len(buf), n, errbuf, len(errbuf)); st != 0 {
+		return "", newError(st, cString(errbuf))
+	}
+	return string(buf[:n[0]]), nil
+}
+
 // Close drops this reference to the model. Calling it again does nothing.
 func (m *Model) Close() error {
 	m.mu.Lock()

@@ -76,6 +76,9 @@ func (o *Options) native() (capi.Struct_SS_kvt_options, error) {
 // 16 new tokens, the model's eos ids stop).
 type Request struct {
 	Prompt       []int32
+	PromptText   string        // the prompt as text, tokenized by the model's tokenizer
+	Chat         []ChatMessage // the prompt as chat messages, in the model family's format
+	StopStrings  []string      // stop when the decoded text contains one (not part of the output)
 	MaxNewTokens int
 	Temperature  float32
 	TopK         int
@@ -84,6 +87,11 @@ type Request struct {
 	StopTokens   []int32
 	IgnoreEOS    bool
 	Priority     int
+}
+
+// ChatMessage is one message of a chat prompt (role "system", "user" or "assistant").
+type ChatMessage struct {
+	Role, Content string
 }
 
 func (r *Request) maxEvents() int {
@@ -105,6 +113,17 @@ func (r *Request) native() (capi.Struct_SS_kvt_request, error) {
 		steps = append(steps, func() capi.Enum_SS_kvt_status {
 			return capi.Kvt_request_set_prompt_tokens(h, r.Prompt, len(r.Prompt))
 		})
+	}
+	if r.PromptText != "" {
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_prompt_text(h, r.PromptText) })
+	}
+	for _, m := range r.Chat {
+		m := m
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_add_chat_message(h, m.Role, m.Content) })
+	}
+	for _, stop := range r.StopStrings {
+		stop := stop
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_add_stop_string(h, stop) })
 	}
 	if r.MaxNewTokens != 0 {
 		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_max_new_tokens(h, r.MaxNewTokens) })

@@ -32,6 +32,9 @@ func (s *Sequence) Cancel() error { return s.ctx.Cancel(s.id) }
 // Tokens returns the tokens generated so far.
 func (s *Sequence) Tokens() ([]int32, error) { return s.ctx.Tokens(s.id) }
 
+// Text returns the text generated so far.
+func (s *Sequence) Text() (string, error) { return s.ctx.Text(s.id) }
+
 // Close releases the sequence (cancelling it first if it is still running).
 func (s *Sequence) Close() error {
 	s.ctx.closeSequence(s)

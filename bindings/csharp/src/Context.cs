@@ -89,7 +89,7 @@ namespace Kvtier
                     for (int i = 0; i < n; ++i)
                     {
                         KvtierException.Check(kvtier.kvt_events_get(events, i, seq, token, reason), "kvt_events_get");
-                        list.Add(new Event(seq[0], token[0], (FinishReason)reason[0]));
+                        list.Add(new Event(seq[0], token[0], EventText(i), (FinishReason)reason[0]));
                     }
                     lock (open)
                     {
@@ -107,6 +107,20 @@ namespace Kvtier
                 }
             }
             finally { life.ExitReadLock(); }
+        }
+
+        private byte[] textBuf = new byte[256]; // guarded by stepper
+
+        private string EventText(int i)
+        {
+            int n = kvtier.kvt_events_text_copy(events, i, textBuf, textBuf.Length);
+            if (n < 0) throw new KvtierException(-n, "kvt_events_text");
+            if (n >= textBuf.Length)
+            {
+                textBuf = new byte[n + 1];
+                kvtier.kvt_events_text_copy(events, i, textBuf, textBuf.Length);
+            }
+            return System.Text.Encoding.UTF8.GetString(textBuf, 0, n);
         }
 
         /// <summary>Steps until no sequence is unfinished; returns the number of steps.</summary>
@@ -159,6 +173,21 @@ namespace Kvtier
                 Check(kvtier.kvt_sequence_tokens(c, id, buf, buf.Length, len));
                 if (len[0] < buf.Length) Array.Resize(ref buf, len[0]);
                 return buf;
+            }
+            finally { life.ExitReadLock(); }
+        }
+
+        /// <summary>Text generated so far by a sequence whose record is kept (Unsupported without a tokenizer).</summary>
+        public string Text(long id)
+        {
+            SWIGTYPE_p_kvt_context c = Acquire();
+            try
+            {
+                var len = new int[1];
+                Check(kvtier.kvt_sequence_text(c, id, new byte[1], 1, len));
+                var buf = new byte[len[0] + 1];
+                Check(kvtier.kvt_sequence_text(c, id, buf, buf.Length, len));
+                return System.Text.Encoding.UTF8.GetString(buf, 0, Math.Min(len[0], buf.Length - 1));
             }
             finally { life.ExitReadLock(); }
         }
@@ -236,7 +265,7 @@ namespace Kvtier
                 lock (open)
                 {
                     foreach (Sequence s in open.Values)
-                        s.Deliver(new Event(s.Id, Event.NoToken, FinishReason.Cancelled));
+                        s.Deliver(new Event(s.Id, Event.NoToken, "", FinishReason.Cancelled));
                     open.Clear();
                 }
                 kvtier.kvt_events_free(events);

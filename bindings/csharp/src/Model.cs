@@ -57,6 +57,38 @@ namespace Kvtier
             return Library.CString(buf);
         }
 
+        /// <summary>True when the checkpoint had a tokenizer.json (text in and out works).</summary>
+        public bool HasTokenizer => kvtier.kvt_model_has_tokenizer(Swig) != 0;
+
+        /// <summary>Encodes text into token ids (addSpecialTokens: what the tokenizer's template adds).</summary>
+        public int[] Tokenize(string text, bool addSpecialTokens)
+        {
+            byte[] utf8 = System.Text.Encoding.UTF8.GetBytes(text);
+            var len = new int[1];
+            var err = new byte[1024];
+            int special = addSpecialTokens ? 1 : 0;
+            KvtierException.Check(kvtier.kvt_model_tokenize(Swig, utf8, utf8.Length, special, new int[0], 0, len, err, err.Length),
+                                   Library.CString(err));
+            var ids = new int[len[0]];
+            KvtierException.Check(kvtier.kvt_model_tokenize(Swig, utf8, utf8.Length, special, ids, ids.Length, len, err, err.Length),
+                                   Library.CString(err));
+            return ids;
+        }
+
+        /// <summary>Decodes token ids into text.</summary>
+        public string Detokenize(int[] ids, bool skipSpecialTokens)
+        {
+            var len = new int[1];
+            var err = new byte[1024];
+            int skip = skipSpecialTokens ? 1 : 0;
+            KvtierException.Check(kvtier.kvt_model_detokenize(Swig, ids, ids.Length, skip, new byte[1], 1, len, err, err.Length),
+                                   Library.CString(err));
+            var buf = new byte[len[0] + 1];
+            KvtierException.Check(kvtier.kvt_model_detokenize(Swig, ids, ids.Length, skip, buf, buf.Length, len, err, err.Length),
+                                   Library.CString(err));
+            return System.Text.Encoding.UTF8.GetString(buf, 0, len[0]);
+        }
+
         internal SWIGTYPE_p_kvt_model Swig
         {
             get

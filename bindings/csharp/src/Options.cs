@@ -65,10 +65,19 @@ namespace Kvtier
         private long? seed;
         private int[] stopTokens;
         private bool? ignoreEos;
+        private string promptText;
+        private readonly List<KeyValuePair<string, string>> chat = new List<KeyValuePair<string, string>>();
+        private readonly List<string> stopStrings = new List<string>();
 
         public Request(params int[] prompt) { this.prompt = (int[])prompt.Clone(); }
 
         public Request Prompt(params int[] tokens) { prompt = (int[])tokens.Clone(); return this; }
+        /// <summary>The prompt as text, tokenized by the model's tokenizer when added.</summary>
+        public Request PromptText(string text) { promptText = text; return this; }
+        /// <summary>Appends a chat message (role "system", "user" or "assistant").</summary>
+        public Request ChatMessage(string role, string content) { chat.Add(new KeyValuePair<string, string>(role, content)); return this; }
+        /// <summary>Stops generation when the decoded text contains this string.</summary>
+        public Request StopString(string text) { stopStrings.Add(text); return this; }
         public Request MaxNewTokens(int n) { maxNewTokens = n; return this; }
         public Request Temperature(float t) { temperature = t; return this; }
         public Request TopK(int k) { topK = k; return this; }
@@ -95,6 +104,17 @@ namespace Kvtier
             try
             {
                 if (prompt.Length > 0) Check(r, kvtier.kvt_request_set_prompt_tokens(r, prompt, prompt.Length));
+                if (promptText != null)
+                {
+                    byte[] t = System.Text.Encoding.UTF8.GetBytes(promptText);
+                    Check(r, kvtier.kvt_request_set_prompt_text(r, t, t.Length));
+                }
+                foreach (var m in chat) Check(r, kvtier.kvt_request_add_chat_message(r, m.Key, m.Value));
+                foreach (string stop in stopStrings)
+                {
+                    byte[] t = System.Text.Encoding.UTF8.GetBytes(stop);
+                    Check(r, kvtier.kvt_request_add_stop_string(r, t, t.Length));
+                }
                 if (maxNewTokens.HasValue) Check(r, kvtier.kvt_request_set_max_new_tokens(r, maxNewTokens.Value));
                 if (temperature.HasValue) Check(r, kvtier.kvt_request_set_temperature(r, temperature.Value));
                 if (topK.HasValue) Check(r, kvtier.kvt_request_set_top_k(r, topK.Value));

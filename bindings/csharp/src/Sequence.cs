@@ -44,6 +44,9 @@ namespace Kvtier
 
         IEnumerator IEnumerable.GetEnumerator() => GetEnumerator();
 
+        /// <summary>Text produced so far (Unsupported when the model has no tokenizer).</summary>
+        public string Text() => context.Text(Id);
+
         public void Dispose() { context.CloseSequence(this); }
 
         /// <summary>Called by the context with its lock held; true when this was the final event.</summary>

@@ -43,14 +43,17 @@ namespace Kvtier
 
         public long SequenceId { get; }
         public int Token { get; }
+        /// <summary>What the token completed (never a partial character; "" when none).</summary>
+        public string Text { get; }
         public FinishReason FinishReason { get; }
         public bool HasToken => Token != NoToken;
         public bool IsFinal => FinishReason != FinishReason.None;
 
-        internal Event(long sequenceId, int token, FinishReason reason)
+        internal Event(long sequenceId, int token, string text, FinishReason reason)
         {
             SequenceId = sequenceId;
             Token = token;
+            Text = text;
             FinishReason = reason;
         }
     }

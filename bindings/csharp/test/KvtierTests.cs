@@ -120,6 +120,39 @@ namespace Kvtier.Tests
         }
 
         [Test]
+        public void TextApi()
+        {
+            using (Model plain = Model.Load(ModelDir))
+            {
+                Assert.IsFalse(plain.HasTokenizer);
+                var err = Assert.Throws<KvtierException>(() => plain.Tokenize("hi", false));
+                Assert.AreEqual(Status.Unsupported, err.Status);
+            }
+            using (Model m = Model.Load(Environment.GetEnvironmentVariable("KVTIER_TEST_TEXT_MODEL")))
+            {
+                Assert.IsTrue(m.HasTokenizer);
+                string text = "h\u00e9llo \u2713 \U0001F642"; // 1-, 2-, 3- and 4-byte UTF-8 characters
+                int[] ids = m.Tokenize(text, false);
+                Assert.AreEqual(System.Text.Encoding.UTF8.GetByteCount(text), ids.Length); // bytes, no merges
+                Assert.AreEqual(text, m.Detokenize(ids, false));
+                Assert.Greater(m.Tokenize(text, true).Length, ids.Length); // BOS
+                var err = Assert.Throws<KvtierException>(() => m.Detokenize(new[] { 1 << 30 }, false));
+                Assert.AreEqual(Status.InvalidArgument, err.Status);
+                using (Context c = Context.Create(m, Cpu()))
+                {
+                    Generation byIds = c.Generate(new Request(m.Tokenize("Hello", true)).MaxNewTokens(6).IgnoreEos(true));
+                    using (Sequence s = c.Add(new Request().PromptText("Hello").MaxNewTokens(6).IgnoreEos(true)))
+                    {
+                        c.RunUntilIdle();
+                        string streamed = string.Concat(s.Select(e => e.Text));
+                        CollectionAssert.AreEqual(byIds.Tokens, s.Tokens());
+                        Assert.AreEqual(s.Text(), streamed);
+                    }
+                }
+            }
+        }
+
+        [Test]
         public void ManyThreadsAddAndCancelWhileOneSteps()
         {
             const int threads = 8, perThread = 12;
