@@ -238,7 +238,10 @@ TEST(SoakTest, AddCancelStepUnderFaults) {
           const int p = static_cast<int>(rng() % kNumPrompts);
           auto id = engine.Add(prompts[p].tokens, Greedy(prompts[p].max_new));
           if (!id.ok()) {
-            ASSERT_EQ(id.status().code(), absl::StatusCode::kUnavailable) << id.status();
+            if (id.status().code() != absl::StatusCode::kUnavailable) {
+              ADD_FAILURE() << id.status();
+              break;
+            }
             ++busy;
             std::this_thread::sleep_for(std::chrono::microseconds(200));
             continue;
