@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything, builds, and runs every test suite: the normal build (CUDA code
 # compiled where nvcc exists; GPU tests skip without a GPU), then the whole suite again
-# under AddressSanitizer + UBSan.
+# under AddressSanitizer + UBSan with the fuzz targets run for a bounded time
+# (KVTIER_FUZZ_SECONDS each, default 20), then the threaded tests under ThreadSanitizer.
 # usage: scripts/test.sh [--no-sanitizers]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,10 +18,41 @@ echo "== tests: RelWithDebInfo"
 ctest --test-dir "$root/build-test" --output-on-failure -j "$jobs"
 
 if [ "$sanitizers" = 1 ]; then
-  echo "== build: AddressSanitizer + UBSan"
-  "$root/scripts/build.sh" "$root/build-asan" -DKVTIER_SANITIZE=address -DKVTIER_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug
-  echo "== tests: AddressSanitizer + UBSan"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$root/build-asan" --output-on-failure -j "$jobs"
+  # One clang build serves the whole suite under ASan+UBSan (LeakSanitizer included) and the
+  # libFuzzer targets (KVTIER_FUZZ). See RELIABILITY.md for what each job covers.
+  asan="$root/build-rel-asan"
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  echo "== build: AddressSanitizer + UBSan (clang, with libFuzzer targets)"
+  CC=clang-14 CXX=clang++-14 "$root/scripts/build.sh" "$asan" -DKVTIER_SANITIZE=address \
+    -DKVTIER_CUDA=OFF -DKVTIER_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug
+  echo "== tests: AddressSanitizer + UBSan (whole suite, soak, fuzz corpus replays)"
+  ctest --test-dir "$asan" --output-on-failure -j "$jobs"
+
+  fuzz_seconds=${KVTIER_FUZZ_SECONDS:-20}
+  mkdir -p "$asan/fuzz-artifacts"
+  for target in safetensors_fuzz config_fuzz tokenizer_fuzz disk_slot_fuzz c_api_fuzz; do
+    echo "== fuzz: $target for ${fuzz_seconds}s"
+    work="$asan/fuzz-corpus/$target"
+    mkdir -p "$work"
+    # New inputs go to the scratch corpus; the committed seeds are read. A crash leaves its
+    # input in fuzz-artifacts/ and fails the job.
+    "$asan/tests/fuzz/$target" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -timeout=30 \
+      -print_final_stats=1 -artifact_prefix="$asan/fuzz-artifacts/$target-" \
+      "$work" "$root/tests/fuzz/corpus/$target" 2>&1 | grep -v '^#[0-9]' || {
+      echo "fuzz target $target failed; inputs in $asan/fuzz-artifacts" >&2; exit 1; }
+  done
+
+  # ThreadSanitizer: only what runs threads (engine, C API, soak), in its own build.
+  tsan="$root/build-rel-tsan"
+  generator=()
+  command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+  echo "== build: ThreadSanitizer (clang; engine_test, c_api_test, soak_test)"
+  CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$tsan" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DKVTIER_SANITIZE=thread -DKVTIER_CUDA=OFF "-DKVTIER_TEST_DIRS=engine;c_api;soak"
+  cmake --build "$tsan" -j "$jobs" --target engine_test c_api_test soak_test kvtier_cli
+  echo "== tests: ThreadSanitizer"
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/soak/tsan.supp" \
+    ctest --test-dir "$tsan" --output-on-failure -j "$jobs"
 fi
 echo "== all test suites passed"

@@ -199,6 +199,10 @@ KVT_API kvt_status kvt_request_set_stop_tokens(kvt_request* request, const int32
 KVT_API kvt_status kvt_request_set_ignore_eos(kvt_request* request, int32_t ignore);
 /* Higher runs first and is preempted last. */
 KVT_API kvt_status kvt_request_set_priority(kvt_request* request, int32_t priority);
+/* When non-zero, the prompt's full KV blocks stay on the device tier once computed (never
+ * evicted, so later requests sharing the prefix always hit) until
+ * kvt_context_unpin_prefixes. Pinned blocks reduce what other sequences can use. */
+KVT_API kvt_status kvt_request_set_pin_prefix(kvt_request* request, int32_t pin);
 KVT_API const char* kvt_request_errmsg(const kvt_request* request);
 
 /* ---------------------------------------------------------------- context */
@@ -281,6 +285,9 @@ KVT_API kvt_status kvt_step(kvt_context* context, kvt_events* events);
  * *finish_reason (may be NULL) why it stopped. */
 KVT_API kvt_status kvt_generate(kvt_context* context, const kvt_request* request, int32_t* buf,
                                 int32_t buf_len, int32_t* out_len, int32_t* finish_reason);
+
+/* Releases every pinned prefix of the context; the blocks stay cached but evictable. */
+KVT_API kvt_status kvt_context_unpin_prefixes(kvt_context* context);
 
 /* ---------------------------------------------------------------- statistics */
 

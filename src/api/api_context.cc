@@ -52,6 +52,14 @@ KVT_API int32_t kvt_context_errmsg_copy(const kvt_context* context, char* buf, i
   return static_cast<int32_t>(context->error.size());
 }
 
+KVT_API kvt_status kvt_context_unpin_prefixes(kvt_context* context) {
+  if (context == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return Guard([&] {
+    context->engine->UnpinPrefixes();
+    return KVT_OK;
+  });
+}
+
 KVT_API kvt_status kvt_context_stats_json(kvt_context* context, char* buf, int32_t buf_len, int32_t* out_len) {
   if (context == nullptr) return KVT_ERR_INVALID_ARGUMENT;
   return Guard([&] {

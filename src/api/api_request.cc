@@ -134,6 +134,12 @@ KVT_API kvt_status kvt_request_set_priority(kvt_request* request, int32_t priori
   return Ok(request);
 }
 
+KVT_API kvt_status kvt_request_set_pin_prefix(kvt_request* request, int32_t pin) {
+  if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  request->params.pin_prefix = pin != 0;
+  return Ok(request);
+}
+
 KVT_API const char* kvt_request_errmsg(const kvt_request* request) {
   return request == nullptr ? "request handle is NULL" : request->error.c_str();
 }

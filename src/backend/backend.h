@@ -86,6 +86,15 @@ class Backend {
   // backends with copy engines may overlap them internally but return only when done.
   virtual absl::Status CopyBlocksToHost(std::span<const BlockCopy> copies) = 0;
   virtual absl::Status CopyBlocksFromHost(std::span<const BlockCopy> copies) = 0;
+  // Starts host -> device copies that the NEXT forward may read, overlapping them with the
+  // current one where the backend has a copy engine. The host bytes must stay unchanged
+  // until WaitForPrefetches returns (device -> host copies issued later are ordered after
+  // these). Default: a synchronous CopyBlocksFromHost.
+  virtual absl::Status PrefetchBlocksFromHost(std::span<const BlockCopy> copies) {
+    return CopyBlocksFromHost(copies);
+  }
+  // Orders every later forward after the prefetches started so far.
+  virtual absl::Status WaitForPrefetches() { return absl::OkStatus(); }
   // Device-tier block to device-tier block (prefix-cache copy-on-write).
   virtual absl::Status CopyBlock(int32_t src_block, int32_t dst_block) = 0;
 

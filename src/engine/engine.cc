@@ -120,12 +120,12 @@ absl::StatusOr<SequenceId> Engine::Add(std::vector<int32_t> prompt, const Sampli
   const int64_t max_len = std::min<int64_t>(prompt_len + params.max_new_tokens, config.max_position_embeddings);
   absl::MutexLock lock(&mu_);
   const int64_t blocks_needed = kv_->BlocksForTokens(max_len);
-  if (blocks_needed > kv_->num_device_blocks()) {
+  if (blocks_needed > kv_->num_device_blocks() - kv_->num_pinned_blocks()) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "sequence of up to ", max_len, " tokens needs ", blocks_needed, " KV blocks (",
         blocks_needed * static_cast<int64_t>(backend_->kv_layout().BlockBytes()), " bytes) but the device tier has ",
         kv_->num_device_blocks(), " blocks (", kv_->num_device_blocks() * static_cast<int64_t>(kv_->block_bytes()),
-        " bytes); it must fit on the device tier to run"));
+        " bytes), ", kv_->num_pinned_blocks(), " of them pinned; it must fit on the device tier to run"));
   }
   if (scheduler_.num_waiting() >= options_.max_waiting) {
     return absl::UnavailableError(absl::StrCat("the waiting queue is full (", options_.max_waiting,
@@ -263,6 +263,8 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
       }
     }
     pending_cancels_.clear();
+    // Blocks prefetched during the previous step are read from this step on.
+    if (absl::Status wait = backend_->WaitForPrefetches(); !wait.ok()) return wait;
     schedule = scheduler_.Next();
     // Spans stay valid while unlocked: only this thread appends tokens or changes block
     // tables, and running sequences cannot be released.
@@ -299,6 +301,10 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
     Sequence* seq = chunk.sequence;
     seq->num_computed += chunk.length;
     kv_->OnComputed(seq->id, seq->tokens, seq->num_computed);
+    if (seq->params.pin_prefix && !seq->prefix_pinned && seq->num_computed >= seq->num_prompt_tokens) {
+      kv_->PinPrefix(seq->id, seq->num_prompt_tokens / kv_->block_tokens());
+      seq->prefix_pinned = true;
+    }
     if (chunk.length > 1 || chunk.start < seq->num_prompt_tokens) counters_.prompt_tokens_computed += chunk.length;
     if (!chunk.need_logits) continue;
     const size_t row = logits_row++;
@@ -313,9 +319,15 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
   for (const ScheduledChunk& chunk : schedule.chunks) step_tokens += chunk.length;
   policy_.ObserveCompute(step_tokens, compute_seconds);
   policy_.ObserveCopyBandwidth(kv_->measured_swap_bandwidth());
+  scheduler_.PrefetchWaiting();
   kv_->PersistIndexIfDirty();
   counters_.step_seconds += SecondsSince(step_start);
   return absl::OkStatus();
+}
+
+void Engine::UnpinPrefixes() {
+  absl::MutexLock lock(&mu_);
+  kv_->UnpinAll();
 }
 
 absl::Status Engine::VerifyIntegrity() {
@@ -355,11 +367,13 @@ nlohmann::json Engine::Stats() {
   stats["recomputes"] = scheduler_.num_recomputes();
   stats["swaps_out"] = kv.swaps_out;
   stats["swaps_in"] = kv.swaps_in;
+  stats["swap_prefetches"] = kv.prefetches;
   stats["swap_out_bytes"] = kv.swap_out_bytes;
   stats["swap_in_bytes"] = kv.swap_in_bytes;
   stats["blocks_dropped"] = kv.blocks_dropped;
   stats["prefix_hits"] = {{"gpu", kv.prefix_hits[0]}, {"host", kv.prefix_hits[1]}, {"disk", kv.prefix_hits[2]}};
   stats["prefix_hit_tokens"] = kv.prefix_hit_tokens;
+  stats["pinned_blocks"] = kv_->num_pinned_blocks();
   stats["corrupt_blocks_detected"] = kv.corrupt_blocks_detected;
   stats["io_errors"] = kv.io_errors;
   stats["gpu_allocs_after_init"] = backend_->allocations_after_init();

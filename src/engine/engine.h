@@ -61,6 +61,8 @@ class Engine {
   absl::Status Step(std::vector<StepEvent>* events);
 
   nlohmann::json Stats();
+  // Releases every pinned prefix (they stay cached, evictable again).
+  void UnpinPrefixes();
   // The KV cache manager's invariants (tests call it after every step).
   absl::Status VerifyIntegrity();
   const Backend& backend() const { return *backend_; }

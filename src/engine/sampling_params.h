@@ -20,6 +20,7 @@ struct SamplingParams {
   std::vector<std::string> stop_strings;  // matched on the decoded text (needs a tokenizer)
   bool ignore_eos = false;
   int32_t priority = 0;  // higher runs first, is preempted last
+  bool pin_prefix = false;  // keep the prompt's full blocks on the device once computed
 
   bool greedy() const { return temperature == 0.0f || top_k == 1; }
   // InvalidArgument naming the field when out of range.

@@ -112,7 +112,23 @@ Schedule Scheduler::Next() {
     schedule.chunks.push_back({seq, seq->num_computed, length, end == seq->num_tokens()});
     budget -= length;
   }
+  PrefetchWaiting();
   return schedule;
+}
+
+void Scheduler::PrefetchWaiting() {
+  int64_t available = kv_->num_available_device_blocks() - options_.watermark_blocks;
+  for (Sequence* seq : waiting_) {
+    if (!kv_->IsSwappedOut(seq->id)) continue;
+    const int64_t blocks = kv_->SwappedBlocks(seq->id);
+    // Room for its blocks plus the next chunk's new block, or stop: order is kept.
+    if (blocks + 1 > available) break;
+    if (!kv_->SwapIn(seq->id, /*prefetch=*/true).ok()) {
+      DropForRecompute(seq);
+      continue;
+    }
+    available -= blocks;
+  }
 }
 
 }  // namespace kvtier

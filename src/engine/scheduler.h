@@ -53,6 +53,10 @@ class Scheduler {
   // Takes a sequence out of every queue (finished or cancelled) and frees its blocks.
   void Remove(Sequence* sequence);
   Schedule Next();
+  // Starts swapping in the paused sequences next in line while device blocks are free
+  // (called at the end of a step, when finished sequences have returned theirs, and after
+  // scheduling), so their blocks are back before the step that runs them.
+  void PrefetchWaiting();
 
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
@@ -66,6 +70,7 @@ class Scheduler {
   // Makes a waiting sequence's first `end` positions holdable on the device: swaps it in
   // or matches its prefix, then reserves. False (and nothing held) when it cannot run now.
   bool PrepareWaiting(Sequence* seq, int64_t budget, int64_t* length);
+
   void DropForRecompute(Sequence* seq);
   void InsertWaiting(Sequence* sequence);
 

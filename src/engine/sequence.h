@@ -34,6 +34,7 @@ struct Sequence {
   FinishReason finish = FinishReason::kNone;
   std::string error;             // why it failed, for FinishReason::kError
   bool cancel_requested = false;
+  bool prefix_pinned = false;
   Rng rng;
   // Text of the generated tokens, streamed (only with a tokenizer).
   std::unique_ptr<tokenizer::StreamDecoder> detokenizer;

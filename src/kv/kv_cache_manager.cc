@@ -406,6 +406,30 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
   return matched;
 }
 
+void KvCacheManager::PinPrefix(SequenceId seq, int64_t num_blocks) {
+  auto it = sequences_.find(seq);
+  if (it == sequences_.end()) return;
+  const SequenceBlocks& blocks = it->second;
+  const TierCache& device_cache = cache(Tier::kDevice);
+  const int64_t n = std::min<int64_t>(num_blocks, static_cast<int64_t>(blocks.hashes.size()));
+  for (int64_t i = 0; i < n; ++i) {
+    const BlockHash hash = blocks.hashes[static_cast<size_t>(i)];
+    auto cached = device_cache.by_hash.find(hash);
+    if (pinned_.contains(hash) || cached == device_cache.by_hash.end()) continue;
+    device_.AddRef(cached->second);
+    device_lru_.Erase(cached->second);
+    pinned_[hash] = cached->second;
+  }
+}
+
+void KvCacheManager::UnpinAll() {
+  for (const auto& [hash, block] : pinned_) {
+    device_.Release(block);
+    if (device_.ref_count(block) == 1 && cache(Tier::kDevice).hash_of.contains(block)) device_lru_.PushBack(block);
+  }
+  pinned_.clear();
+}
+
 absl::Status KvCacheManager::SwapOut(SequenceId seq) {
   auto it = sequences_.find(seq);
   if (it == sequences_.end() || it->second.table.empty()) return absl::OkStatus();
@@ -455,7 +479,7 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
   return absl::OkStatus();
 }
 
-absl::Status KvCacheManager::SwapIn(SequenceId seq) {
+absl::Status KvCacheManager::SwapIn(SequenceId seq, bool prefetch) {
   auto it = swapped_.find(seq);
   if (it == swapped_.end()) return absl::OkStatus();
   const std::vector<SlotRef>& slots = it->second;
@@ -473,8 +497,9 @@ absl::Status KvCacheManager::SwapIn(SequenceId seq) {
   {
     CopyTimer timer(&counters_.copy_seconds);
     swap_bytes_timed_ += static_cast<int64_t>(host_copies.size() * block_bytes_);
-    status = backend_->CopyBlocksFromHost(host_copies);
+    status = prefetch ? backend_->PrefetchBlocksFromHost(host_copies) : backend_->CopyBlocksFromHost(host_copies);
   }
+  if (prefetch) ++counters_.prefetches;
   for (size_t i = 0; i < slots.size() && status.ok(); ++i) {
     if (slots[i].tier == Tier::kDisk) status = CopyDiskToDevice(slots[i].slot, SwapTag(seq, i), blocks.table[i]);
   }
@@ -509,6 +534,13 @@ absl::Status KvCacheManager::VerifyIntegrity() const {
     }
   }
   for (const auto& [block, hash] : cache(Tier::kDevice).hash_of) ++device_refs[static_cast<size_t>(block)];
+  for (const auto& [hash, block] : pinned_) {
+    ++device_refs[static_cast<size_t>(block)];
+    auto cached = cache(Tier::kDevice).by_hash.find(hash);
+    if (cached == cache(Tier::kDevice).by_hash.end() || cached->second != block) {
+      return absl::InternalError(absl::StrCat("pinned block ", block, " is not the cached block of its hash"));
+    }
+  }
   for (BlockId b = 0; b < device_.num_blocks(); ++b) {
     if (device_refs[static_cast<size_t>(b)] != device_.ref_count(b)) {
       return absl::InternalError(absl::StrCat("device block ", b, " ref count ", device_.ref_count(b), " but ",

@@ -49,6 +49,7 @@ struct KvCacheOptions {
 struct KvCacheCounters {
   int64_t swaps_out = 0;            // sequences swapped out
   int64_t swaps_in = 0;
+  int64_t prefetches = 0;           // swap-ins started a step ahead of use
   int64_t swap_out_bytes = 0;
   int64_t swap_in_bytes = 0;
   int64_t blocks_demoted[kNumTiers] = {0, 0, 0};  // cached blocks moved down from the tier
@@ -97,6 +98,12 @@ class KvCacheManager {
   // completed blocks become prefix-cache entries.
   void OnComputed(SequenceId seq, std::span<const int32_t> tokens, int64_t num_computed);
 
+  // Pins the sequence's first `num_blocks` full blocks (which must be computed): the cache
+  // keeps them on the device tier, never evicted, until UnpinAll. Idempotent per block.
+  void PinPrefix(SequenceId seq, int64_t num_blocks);
+  void UnpinAll();
+  int64_t num_pinned_blocks() const { return static_cast<int64_t>(pinned_.size()); }
+
   // Swap: moves every device block of the sequence to host slots (disk slots when host is
   // full). ResourceExhausted when neither tier has room (the caller recomputes instead);
   // IoError when a disk write fails (nothing is lost: the device blocks are kept).
@@ -106,7 +113,9 @@ class KvCacheManager {
   // Brings a swapped-out sequence back to device blocks. ResourceExhausted when too few
   // device blocks; DataLoss/IoError when a disk copy is corrupt or unreadable — the swapped
   // copy is then discarded and the caller must recompute the sequence from scratch.
-  absl::Status SwapIn(SequenceId seq);
+  // With `prefetch`, host copies are only started (Backend::PrefetchBlocksFromHost): the
+  // blocks may be read from the next step on, after Backend::WaitForPrefetches.
+  absl::Status SwapIn(SequenceId seq, bool prefetch = false);
 
   // Writes the disk tier's index (write-new-then-rename) if it changed since the last call.
   void PersistIndexIfDirty();
@@ -178,6 +187,8 @@ class KvCacheManager {
   // Unreferenced cached blocks per tier, LRU first. A cached device block holds one
   // reference of its own (the cache's), so "unreferenced" means ref count 1 there.
   LruSet device_lru_;
+  // Pinned prefix blocks: hash -> device block, each holding one reference of the pin.
+  absl::flat_hash_map<BlockHash, BlockId> pinned_;
   LruSet host_lru_;
   LruSet disk_lru_;
   KvCacheCounters counters_;

@@ -1,6 +1,8 @@
 // Fuzzes what the disk tier reads back: a slot's bytes (header + payload) and the index file.
 // A DiskBlockStore over FakeFileIo holds one valid block in slot 1; the fuzzer overwrites slot
-// 1's bytes (first byte even) or the index file (first byte odd). Read must return OK only
+// 1's bytes or the index file, either wholesale (first byte % 4 == 0 / 1) or by XOR-ing
+// bytes at fuzzed offsets of the valid ones (== 2 / 3, three bytes per edit: offset lo,
+// offset hi, mask), so both garbage and near-valid headers are tried. Read must return OK only
 // with the original block; anything else is DataLoss/IoError, never a crash or a bad read.
 // A reopened store must accept only index entries that are in range.
 #include <cstddef>
@@ -30,6 +32,8 @@ kvtier::DiskStoreOptions Options(kvtier::FakeFileIo* io) {
   return o;
 }
 
+size_t DiskBlockStoreHeaderAndBlock() { return kvtier::DiskBlockStore::kSlotHeaderBytes + kBlockBytes; }
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -42,12 +46,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!(*store)->Write(1, kHash, 4, block.data()).ok()) std::abort();
   if (!(*store)->SaveIndex({{1, kHash, 4}}).ok()) std::abort();
 
-  if ((data[0] & 1) == 0) {
+  const int mode = data[0] % 4;
+  // Valid bytes with the edits applied (modes 2 and 3); the raw input otherwise.
+  auto edited = [&](std::string bytes) {
+    for (size_t i = 1; i + 2 < size; i += 3) {
+      const size_t offset = (data[i] | (data[i + 1] << 8)) % std::max<size_t>(bytes.size(), 1);
+      if (!bytes.empty()) bytes[offset] = static_cast<char>(bytes[offset] ^ data[i + 2]);
+    }
+    return bytes;
+  };
+  if (mode == 0 || mode == 2) {
     const int64_t slot_bytes = (*store)->slot_bytes();
-    const size_t n = std::min<size_t>(size - 1, static_cast<size_t>(slot_bytes));
     auto file = io.OpenForReadWrite("/fuzz/kv.bin", (*store)->file_bytes());
     if (!file.ok()) std::abort();
-    if (n > 0 && !(*file)->Pwrite(slot_bytes, data + 1, n).ok()) std::abort();
+    if (mode == 0) {
+      const size_t n = std::min<size_t>(size - 1, static_cast<size_t>(slot_bytes));
+      if (n > 0 && !(*file)->Pwrite(slot_bytes, data + 1, n).ok()) std::abort();
+    } else {
+      auto contents = io.Contents("/fuzz/kv.bin");
+      if (!contents.ok()) std::abort();
+      const std::string slot = edited(contents->substr(static_cast<size_t>(slot_bytes),
+                                                       DiskBlockStoreHeaderAndBlock()));
+      if (!(*file)->Pwrite(slot_bytes, slot.data(), slot.size()).ok()) std::abort();
+    }
     std::vector<uint8_t> out(kBlockBytes);
     absl::Status s = (*store)->Read(1, kHash, out.data());
     if (s.ok() && std::memcmp(out.data(), block.data(), kBlockBytes) != 0) {
@@ -61,7 +82,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   store->reset();
-  std::string index(reinterpret_cast<const char*>(data + 1), size - 1);
+  std::string index;
+  if (mode == 1) {
+    index.assign(reinterpret_cast<const char*>(data + 1), size - 1);
+  } else {
+    auto contents = io.Contents("/fuzz/kv.bin.index");
+    if (!contents.ok()) std::abort();
+    index = edited(*contents);
+  }
   if (!io.WriteFileAtomically("/fuzz/kv.bin.index", index).ok()) std::abort();
   auto reopened = kvtier::DiskBlockStore::Open(Options(&io));
   if (!reopened.ok()) std::abort();  // a bad index never fails the open

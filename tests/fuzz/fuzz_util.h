@@ -13,15 +13,20 @@
 
 namespace kvtier::fuzz {
 
-// Created once; removed at exit.
+// Created once; removed at exit (the string is never destroyed, so the exit handler can
+// still read it).
 inline const std::string& TempDir() {
-  static const std::string dir = [] {
-    std::string d = std::filesystem::temp_directory_path() / ("kvtier-fuzz-" + std::to_string(getpid()));
-    std::filesystem::create_directories(d);
-    std::atexit([] { std::error_code ec; std::filesystem::remove_all(TempDir(), ec); });
+  static const std::string* const dir = [] {
+    auto* d = new std::string(std::filesystem::temp_directory_path() /
+                              ("kvtier-fuzz-" + std::to_string(getpid())));
+    std::filesystem::create_directories(*d);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(TempDir(), ec);
+    });
     return d;
   }();
-  return dir;
+  return *dir;
 }
 
 inline void WriteFile(const std::string& path, const uint8_t* data, size_t size) {
