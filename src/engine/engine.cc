@@ -187,6 +187,7 @@ void Engine::FinishLocked(Sequence* seq, FinishReason reason, std::optional<int3
   seq->state = SequenceState::kFinished;
   seq->finish = reason;
   --num_unfinished_;
+  // "finished" counts every end, like the FINISHED state; the reasons split it.
   ++counters_.finished;
   if (reason == FinishReason::kCancelled) ++counters_.cancelled;
   if (reason == FinishReason::kError) ++counters_.failed;
@@ -360,6 +361,7 @@ nlohmann::json Engine::Stats() {
                         {"waiting", scheduler_.num_waiting()},
                         {"unfinished", num_unfinished_},
                         {"finished", counters_.finished},
+                        {"completed", counters_.finished - counters_.cancelled - counters_.failed},
                         {"cancelled", counters_.cancelled},
                         {"failed", counters_.failed}};
   stats["tiers"] = tiers;
@@ -382,6 +384,14 @@ nlohmann::json Engine::Stats() {
                    {"compute_seconds", counters_.compute_seconds},
                    {"schedule_seconds", counters_.schedule_seconds},
                    {"copy_wait_seconds", kv.copy_seconds}};
+  const BackendCopyStats copies = backend_->copy_stats();
+  stats["backend_copies"] = {{"prefetch_batches", copies.prefetch_batches},
+                             {"prefetch_bytes", copies.prefetch_bytes},
+                             {"prefetch_copy_seconds", copies.prefetch_copy_seconds},
+                             {"prefetch_stall_seconds", copies.prefetch_stall_seconds},
+                             {"sync_batches", copies.sync_batches},
+                             {"sync_bytes", copies.sync_bytes},
+                             {"sync_copy_seconds", copies.sync_copy_seconds}};
   return stats;
 }
 

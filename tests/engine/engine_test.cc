@@ -233,6 +233,7 @@ TEST(EngineTest, AddAndCancelFromOtherThreadsWhileStepping) {
   closer.join();
   nlohmann::json stats = engine->Stats();
   EXPECT_EQ(stats["sequences"]["finished"].get<int>(), added.load());
+  EXPECT_EQ(stats["sequences"]["completed"].get<int>() + stats["sequences"]["cancelled"].get<int>(), added.load());
   EXPECT_EQ(stats["tiers"]["gpu"]["used_bytes"], 0);
 }
 
