@@ -8,7 +8,8 @@
 # usage: scripts/run-bench.sh CARRY_DIR OUT_DIR   (CARRY_DIR from scripts/device-carry.sh,
 #        plus CARRY_DIR/anchors/*.py and CARRY_DIR/COMMIT)
 # env: WORKLOADS (default all), TIME_LIMIT per workload in s (default 90),
-#      SKIP_ANCHORS=1 to skip ceilings.py / hf_baseline.py, MODEL_DIR (default /tmp/kvtier-bench/llama3-8b)
+#      SKIP_ANCHORS=1 to skip ceilings.py / hf_baseline.py, MODEL_DIR (default /tmp/kvtier-bench/llama3-8b),
+#      TIER_TIME_LIMIT for W5/W6/W6b in s (default 120), TIER_DIR (default MODEL_DIR/../tiers)
 set -uo pipefail
 carry=${1:?usage: scripts/run-bench.sh CARRY_DIR OUT_DIR}
 out=${2:?usage: scripts/run-bench.sh CARRY_DIR OUT_DIR}
@@ -40,8 +41,27 @@ fi
 wait "$mk_pid"
 echo "checkpoint ready at $(( $(date +%s) - t0 )) s"; tail -3 "$out/mkmodel.txt" 2>/dev/null
 
-# 3. The workloads.
+# 3. The workloads. W5/W6 put their disk tiers on the machine's local disk next to the
+#    checkpoint; W6b runs in a NEW process over W6's disk file (hits after a restart) and
+#    is merged into bench.json (workloads.W6b, table, missed_targets).
+tiers=${TIER_DIR:-$(dirname "$model")/tiers}
 "$kvtier" bench --workload "${WORKLOADS:-all}" --model "$model" --ceilings "$out/ceilings.txt" \
   --baseline "$out/baseline.txt" --json "$out/bench.json" --commit "$commit" \
-  --time-limit "${TIME_LIMIT:-90}" 2>&1 | tee "$out/bench.txt"
+  --time-limit "${TIME_LIMIT:-90}" --tier-dir "$tiers" --tier-time-limit "${TIER_TIME_LIMIT:-120}" 2>&1 | tee "$out/bench.txt"
+case ",${WORKLOADS:-all}," in
+  *,all,*|*,W6,*)
+    echo "run-bench: W6b (new process) at $(( $(date +%s) - t0 )) s"
+    "$kvtier" bench --workload W6b --model "$model" --json "$out/bench-w6b.json" --commit "$commit" \
+      --time-limit "${TIME_LIMIT:-90}" --tier-dir "$tiers" --tier-time-limit "${TIER_TIME_LIMIT:-120}" 2>&1 | tee -a "$out/bench.txt"
+    python3 - "$out/bench.json" "$out/bench-w6b.json" <<'PY' || echo "run-bench: W6b merge failed"
+import json, sys
+main, extra = (json.load(open(p)) for p in sys.argv[1:3])
+main["workloads"].update(extra.get("workloads", {}))
+main["table"] = main.get("table", []) + extra.get("table", [])
+main["missed_targets"] = main.get("missed_targets", []) + extra.get("missed_targets", [])
+json.dump(main, open(sys.argv[1], "w"), indent=2)
+PY
+    ;;
+esac
+rm -rf "$tiers"
 echo "run-bench: done at $(( $(date +%s) - t0 )) s"

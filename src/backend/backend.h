@@ -42,6 +42,17 @@ struct BlockCopy {
   void* host = nullptr;
 };
 
+// Device-side timing of tier copies (backends with copy engines; zeros elsewhere).
+struct BackendCopyStats {
+  int64_t prefetch_batches = 0;
+  int64_t prefetch_bytes = 0;
+  double prefetch_copy_seconds = 0;   // copy-engine time of PrefetchBlocksFromHost copies
+  double prefetch_stall_seconds = 0;  // time a forward waited on the device for them
+  int64_t sync_batches = 0;
+  int64_t sync_bytes = 0;
+  double sync_copy_seconds = 0;  // copy-engine time of the synchronous tier copies (host blocked)
+};
+
 struct BackendOptions {
   int32_t num_threads = 0;    // CPU backend: 0 = hardware concurrency
   int64_t block_tokens = 16;  // KV block size in tokens
@@ -95,6 +106,8 @@ class Backend {
   }
   // Orders every later forward after the prefetches started so far.
   virtual absl::Status WaitForPrefetches() { return absl::OkStatus(); }
+  // Timing of the tier copies so far (for the "copy time hidden behind compute" figure).
+  virtual BackendCopyStats copy_stats() const { return {}; }
   // Device-tier block to device-tier block (prefix-cache copy-on-write).
   virtual absl::Status CopyBlock(int32_t src_block, int32_t dst_block) = 0;
 

@@ -298,6 +298,77 @@ TEST_F(CudaBackendTest, CopiesBlocksBetweenTiersAndRejectsBadInput) {
   EXPECT_EQ(b.AllocateKvPool(4).code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_F(CudaBackendTest, PrefetchedBlocksReadLikeSynchronousCopies) {
+  auto spec = RandomCheckpointPreset("tiny-llama");
+  ASSERT_TRUE(spec.ok());
+  spec->seed = rng_();
+  auto checkpoint = MakeCheckpoint(*spec, "prefetch");
+  ASSERT_NE(checkpoint, nullptr);
+  auto gpu = CudaBackend::Create(*checkpoint, BackendOptions());
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  CudaBackend& b = **gpu;
+  ASSERT_TRUE(b.AllocateKvPool(16).ok());
+  const int64_t bt = b.kv_layout().block_tokens;
+  const size_t bytes = b.kv_layout().BlockBytes();
+  // Prefill 2.5 blocks into blocks 0..2, then move them out to pinned host memory.
+  std::vector<int32_t> prompt(static_cast<size_t>(2 * bt + bt / 2));
+  for (auto& t : prompt) t = static_cast<int32_t>(rng_() % static_cast<uint32_t>(b.vocab_size()));
+  std::vector<int32_t> table0 = {0, 1, 2};
+  ForwardBatch prefill;
+  prefill.chunks.push_back({prompt, 0, table0, true});
+  std::vector<float> logits;
+  ASSERT_TRUE(b.Forward(prefill, &logits).ok());
+  auto pinned = b.AllocateHostMemory(4 * bytes);
+  ASSERT_TRUE(pinned.ok());
+  uint8_t* host = static_cast<uint8_t*>(*pinned);
+  std::vector<BlockCopy> out = {{0, host}, {1, host + bytes}, {2, host + 2 * bytes}};
+  ASSERT_TRUE(b.CopyBlocksToHost(out).ok());
+  // Poison the destinations of both paths.
+  for (size_t i = 0; i < bytes; ++i) host[3 * bytes + i] = static_cast<uint8_t>(rng_());
+  for (int32_t blk : {4, 5, 6, 8, 9, 10}) {
+    BlockCopy junk{blk, host + 3 * bytes};
+    ASSERT_TRUE(b.CopyBlocksFromHost({&junk, 1}).ok());
+  }
+  const std::vector<int32_t> next = {static_cast<int32_t>(prompt.size() % 7 + 1)};
+  auto decode = [&](const std::vector<int32_t>& table, std::vector<float>* result) {
+    ForwardBatch batch;
+    batch.chunks.push_back({next, static_cast<int64_t>(prompt.size()), table, true});
+    return b.Forward(batch, result);
+  };
+  // Synchronous path.
+  std::vector<int32_t> table_sync = {4, 5, 6};
+  std::vector<BlockCopy> in_sync = {{4, host}, {5, host + bytes}, {6, host + 2 * bytes}};
+  ASSERT_TRUE(b.CopyBlocksFromHost(in_sync).ok());
+  std::vector<float> want;
+  ASSERT_TRUE(decode(table_sync, &want).ok());
+  // Prefetch path: copies only started, the forward waits for them on the device.
+  std::vector<int32_t> table_pre = {8, 9, 10};
+  std::vector<BlockCopy> in_pre = {{8, host}, {9, host + bytes}, {10, host + 2 * bytes}};
+  const BackendCopyStats before = b.copy_stats();
+  ASSERT_TRUE(b.PrefetchBlocksFromHost(in_pre).ok());
+  ASSERT_TRUE(b.WaitForPrefetches().ok());
+  // A prefetch started after the wait (for a later step) does not disturb this one.
+  BlockCopy later{12, host + 3 * bytes};
+  ASSERT_TRUE(b.PrefetchBlocksFromHost({&later, 1}).ok());
+  std::vector<float> got;
+  ASSERT_TRUE(decode(table_pre, &got).ok());
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0);
+  // Nothing the forward read differs from the synchronous copy.
+  ASSERT_TRUE(b.WaitForPrefetches().ok());
+  std::vector<BlockCopy> back = {{8, host + 3 * bytes}};
+  ASSERT_TRUE(b.CopyBlocksToHost(back).ok());
+  EXPECT_EQ(std::memcmp(host, host + 3 * bytes, bytes), 0);
+  const BackendCopyStats after = b.copy_stats();
+  EXPECT_GE(after.prefetch_batches - before.prefetch_batches, 1);
+  EXPECT_GE(after.prefetch_bytes - before.prefetch_bytes, static_cast<int64_t>(3 * bytes));
+  EXPECT_GT(after.prefetch_copy_seconds, before.prefetch_copy_seconds);
+  EXPECT_GE(after.prefetch_stall_seconds, 0.0);
+  EXPECT_GT(after.sync_copy_seconds, 0.0);
+  EXPECT_EQ(b.allocations_after_init(), 0);
+  b.FreeHostMemory(host);
+}
+
 TEST_F(CudaBackendTest, HonoursDeviceMemoryLimit) {
   auto spec = RandomCheckpointPreset("tiny-llama");
   ASSERT_TRUE(spec.ok());

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -61,7 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kvt_options_set_int(options, "gpu_kv_bytes", (1 + in.U8() % 32) * block_tokens * token_bytes);
   kvt_options_set_int(options, "host_kv_bytes", (in.U8() % 16) * block_tokens * token_bytes);
   kvt_options_set_int(options, "max_tokens_per_step", 1 + in.U8() % 64);
-  kvt_options_set_int(options, "max_running", 1 + in.U8() % 8);
+  kvt_options_set_int(options, "max_running", 1 + in.U8() % 4);
   kvt_options_set_int(options, "max_waiting", 1 + in.U8() % 16);
   static const char* const kPreemption[] = {"auto", "swap", "recompute", "bogus"};
   kvt_options_set_string(options, "preemption", kPreemption[in.U8() % 4]);
@@ -87,7 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   };
   std::vector<int32_t> buf(64);
   std::vector<char> text(64);
-  for (int op = 0; op < 256 && !in.empty(); ++op) {
+  for (int op = 0; op < 64 && !in.empty(); ++op) {
     switch (in.U8() % 10) {
       case 0:
       case 1: {  // add
@@ -96,16 +97,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const uint8_t kind = in.U8();
         if (kind % 4 == 0) {
           std::string t;
-          for (int n = in.U8() % 24; n > 0; --n) t.push_back(static_cast<char>(in.U8()));
+          for (int n = in.U8() % 12; n > 0; --n) t.push_back(static_cast<char>(in.U8()));
           kvt_request_set_prompt_text(req, t.data(), static_cast<int32_t>(t.size()));
         } else if (kind % 4 == 1) {
           kvt_request_add_chat_message(req, (in.U8() & 1) ? "user" : "robot", "hi there");
         } else {
-          std::vector<int32_t> prompt(in.U8() % 40);
+          std::vector<int32_t> prompt(in.U8() % 14);
           for (auto& t : prompt) t = (in.U8() == 0) ? static_cast<int32_t>(in.U32()) : in.U8();
           kvt_request_set_prompt_tokens(req, prompt.data(), static_cast<int32_t>(prompt.size()));
         }
-        kvt_request_set_max_new_tokens(req, static_cast<int32_t>(in.U8() % 12) - 1);
+        kvt_request_set_max_new_tokens(req, static_cast<int32_t>(in.U8() % 6) - 1);  // -1, 0 invalid
         if (kind & 0x10) kvt_request_set_temperature(req, static_cast<float>(in.U8()) / 64.0f - 0.5f);
         if (kind & 0x20) kvt_request_set_top_k(req, static_cast<int32_t>(in.U8()) - 8);
         if (kind & 0x40) kvt_request_set_top_p(req, static_cast<float>(in.U8()) / 200.0f);
@@ -185,6 +186,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // count as used.
     std::fprintf(stderr, "gpu used_bytes %lld after drain\n", static_cast<long long>(used));
     std::abort();
+  }
+  if (std::getenv("KVTIER_FUZZ_VERBOSE") != nullptr) {
+    int64_t steps = 0, generated = 0;
+    kvt_context_stat(ctx, "steps", &steps);
+    kvt_context_stat(ctx, "generated_tokens", &generated);
+    std::fprintf(stderr, "c_api_fuzz: %zu sequences, %lld steps, %lld tokens\n", ids.size(),
+                 static_cast<long long>(steps), static_cast<long long>(generated));
   }
   kvt_events_free(events);
   kvt_context_free(ctx);

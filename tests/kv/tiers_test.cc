@@ -139,7 +139,9 @@ TEST(TiersTest, RecomputeAndAutoAreExact) {
     EXPECT_EQ(RunAll(*engine, prompts, 16), expected);
     nlohmann::json s = engine->Stats();
     EXPECT_GT(s["preemptions"].get<int64_t>(), 0);
-    if (mode == PreemptionMode::kRecompute) EXPECT_EQ(s["swaps_out"], 0);
+    if (mode == PreemptionMode::kRecompute) {
+      EXPECT_EQ(s["swaps_out"], 0);
+    }
   }
 }
 

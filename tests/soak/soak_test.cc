@@ -5,10 +5,11 @@
 // Pass: no crash; every completed sequence identical to its solo run (a cancelled one's
 // tokens a prefix of it); the KV manager's invariants after every step; no block in use on
 // any tier once drained; statistics adding up; resident memory flat after warm-up.
-// Environment: KVTIER_SOAK_SEQUENCES=N (default 10000; 2000 under ThreadSanitizer),
+// Environment: KVTIER_SOAK_SEQUENCES=N (default 10000; 2000 under ASan or TSan),
 // KVTIER_SOAK_LONG=1 (200000 sequences), KVTIER_SOAK_SEED=S.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -149,8 +150,10 @@ const char* const kFaultNames[] = {"eio_write", "short_write", "torn_write", "ei
 
 TEST(SoakTest, AddCancelStepUnderFaults) {
   const bool long_mode = EnvInt("KVTIER_SOAK_LONG", 0) != 0;
-#ifdef KVTIER_SOAK_TSAN
+#if defined(KVTIER_SOAK_TSAN)
   const int64_t default_sequences = 2000;
+#elif defined(KVTIER_SOAK_ASAN)
+  const int64_t default_sequences = 2000;  // Debug + ASan: about 10x slower per step
 #else
   const int64_t default_sequences = 10000;
 #endif
@@ -196,6 +199,7 @@ TEST(SoakTest, AddCancelStepUnderFaults) {
     o.max_running = 8;
     o.max_waiting = 32;
     o.preemption = modes[round % 3];
+    const int64_t cancelled_before = totals.cancelled, failed_before = totals.failed;
     auto created = Engine::Create(checkpoint, o);
     ASSERT_TRUE(created.ok()) << created.status();
     Engine& engine = **created;
@@ -361,10 +365,10 @@ TEST(SoakTest, AddCancelStepUnderFaults) {
       EXPECT_EQ(st["tiers"][tier]["used_blocks"].get<int64_t>(), 0) << tier << ": " << st.dump();
     }
     EXPECT_EQ(st["sequences"]["unfinished"].get<int64_t>(), 0);
-    EXPECT_EQ(st["sequences"]["finished"].get<int64_t>() + st["sequences"]["cancelled"].get<int64_t>() +
-                  st["sequences"]["failed"].get<int64_t>(),
-              added.load())
-        << st.dump();
+    // "finished" counts every end (completed, cancelled, failed).
+    EXPECT_EQ(st["sequences"]["finished"].get<int64_t>(), added.load()) << st.dump();
+    EXPECT_EQ(st["sequences"]["cancelled"].get<int64_t>(), totals.cancelled - cancelled_before) << st.dump();
+    EXPECT_EQ(st["sequences"]["failed"].get<int64_t>(), totals.failed - failed_before) << st.dump();
     EXPECT_LE(st["tiers"]["gpu"]["peak_bytes"].get<int64_t>(), 14 * block_bytes);
     stat_preemptions += st["preemptions"].get<int64_t>();
     stat_recomputes += st["recomputes"].get<int64_t>();
@@ -418,7 +422,7 @@ TEST(SoakTest, AddCancelStepUnderFaults) {
   EXPECT_EQ(totals.completed + totals.cancelled + totals.failed, totals.added);
   EXPECT_GT(totals.completed, 0);
   EXPECT_GT(totals.cancelled, 0);
-  if (total_sequences >= 2000) {
+  if (total_sequences >= 1000) {
     EXPECT_GT(stat_preemptions, 0);
     EXPECT_GT(stat_swaps_out, 0);
     EXPECT_GT(stat_recomputes, 0);

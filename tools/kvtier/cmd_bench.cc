@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -47,6 +48,10 @@ Runs the WORKLOADS.md workloads through the C API and prints figure / limit / ba
   --commit SHA         git commit to record (default: git rev-parse HEAD)
   --time-limit S       per-workload wall-clock cap in seconds (default 150)
   --backend NAME       GPU workloads' backend (default cuda)
+  --tier-dir DIR       where W5/W6 put their disk-tier files (default ./bench-tiers)
+  --tier-time-limit S  per-workload cap for W5/W6/W6b (default: --time-limit)
+W6 leaves DIR/w6.kvdisk behind; `--workload W6b` in a NEW process then runs the same
+prompts over that file (disk hits after a restart). W6b is not part of `all`.
 )";
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
@@ -88,6 +93,8 @@ struct WorkloadSpec {
   int prompt = 512;
   int gen = 256;
   std::map<std::string, std::string> options;  // C API option key -> value
+  std::vector<std::vector<int32_t>> prompts;   // given prompts (else num_seqs random ones)
+  bool warmup = true;                          // one short sequence before timing
 };
 
 struct RunResult {
@@ -97,6 +104,7 @@ struct RunResult {
   double ttft_s = 0;                 // first add -> first token of the first sequence
   double all_first_s = 0;            // first add -> every sequence has its first token
   double decode_s = 0;               // all_first -> last finish
+  double mean_ttft_s = 0;            // mean over sequences of add -> its first token
   int64_t generated = 0;             // all tokens produced
   int64_t decode_tokens = 0;         // tokens produced after all_first
   int64_t steps = 0;
@@ -107,29 +115,52 @@ struct RunResult {
 struct Handles {
   kvt_options* options = nullptr;
   kvt_context* context = nullptr;
+  bool owns_context = true;
   kvt_events* events = nullptr;
   std::vector<kvt_request*> requests;
   ~Handles() {
     for (kvt_request* r : requests) kvt_request_free(r);
     kvt_events_free(events);
-    kvt_context_free(context);
+    if (owns_context) kvt_context_free(context);
     kvt_options_free(options);
   }
 };
 
-RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit, GpuMemorySampler* sampler) {
+json ContextStats(kvt_context* context) {
+  int32_t len = 0;
+  kvt_context_stats_json(context, nullptr, 0, &len);
+  std::string text(static_cast<size_t>(len) + 1, '\0');
+  kvt_context_stats_json(context, text.data(), len + 1, &len);
+  text.resize(static_cast<size_t>(len));
+  try {
+    return json::parse(text);
+  } catch (...) {
+    return json();
+  }
+}
+
+// Runs `w` in a fresh context (created from w.options, freed at the end) or, when
+// `existing` is given, in that context (left alive; w.options ignored).
+RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit, GpuMemorySampler* sampler,
+                      kvt_context* existing = nullptr) {
   RunResult r;
   Handles h;
   char err[2048] = {0};
+  if (existing != nullptr) {
+    h.context = existing;
+    h.owns_context = false;
+  }
   kvt_options_create(&h.options);
   for (const auto& [key, value] : w.options) {
+    if (existing != nullptr) break;
     if (kvt_options_set_string(h.options, key.c_str(), value.c_str()) != KVT_OK) {
       r.error = "option " + key + ": " + kvt_options_errmsg(h.options);
       return r;
     }
   }
   if (sampler) sampler->ResetPeaks();
-  if (kvt_status s = kvt_context_create(model, h.options, &h.context, err, sizeof err); s != KVT_OK) {
+  if (kvt_status s = existing != nullptr ? KVT_OK : kvt_context_create(model, h.options, &h.context, err, sizeof err);
+      s != KVT_OK) {
     r.error = std::string("context: ") + kvt_status_string(s) + ": " + err;
     return r;
   }
@@ -137,7 +168,7 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> dist(1, vocab - 1);
   // Warm-up: one short sequence (kernels, cuBLAS heuristics, graphs) before timing.
-  {
+  if (w.warmup) {
     kvt_request* warm = nullptr;
     kvt_request_create(&warm);
     std::vector<int32_t> p(16);
@@ -153,14 +184,17 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
       return r;
     }
   }
-  std::vector<std::vector<int32_t>> prompts(w.num_seqs, std::vector<int32_t>(w.prompt));
-  for (auto& p : prompts)
-    for (auto& t : p) t = dist(rng);
+  std::vector<std::vector<int32_t>> prompts = w.prompts;
+  if (prompts.empty()) {
+    prompts.assign(w.num_seqs, std::vector<int32_t>(w.prompt));
+    for (auto& p : prompts)
+      for (auto& t : p) t = dist(rng);
+  }
   for (int i = 0; i < w.num_seqs; ++i) {
     kvt_request* req = nullptr;
     kvt_request_create(&req);
     h.requests.push_back(req);
-    kvt_request_set_prompt_tokens(req, prompts[i].data(), w.prompt);
+    kvt_request_set_prompt_tokens(req, prompts[i].data(), static_cast<int32_t>(prompts[i].size()));
     kvt_request_set_max_new_tokens(req, w.gen);
     kvt_request_set_ignore_eos(req, 1);
   }
@@ -195,6 +229,7 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
       ++r.generated;
       if (have_all_first) ++r.decode_tokens;
       if (produced[seq]++ == 0) {
+        r.mean_ttft_s += Seconds(t0, now) / w.num_seqs;
         if (!have_first) {
           have_first = true;
           r.ttft_s = Seconds(t0, now);
@@ -219,15 +254,7 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
   r.wall_s = Seconds(t0, t_end);
   r.all_first_s = Seconds(t0, t_all_first);
   r.decode_s = Seconds(t_all_first, t_end);
-  int32_t len = 0;
-  kvt_context_stats_json(h.context, nullptr, 0, &len);
-  std::string text(static_cast<size_t>(len) + 1, '\0');
-  kvt_context_stats_json(h.context, text.data(), len + 1, &len);
-  text.resize(static_cast<size_t>(len));
-  try {
-    r.stats = json::parse(text);
-  } catch (...) {
-  }
+  r.stats = ContextStats(h.context);
   if (sampler) {
     std::this_thread::sleep_for(std::chrono::milliseconds(250));  // one more sample
     r.peak_process_mib = sampler->peak_process_mib();
@@ -275,10 +302,219 @@ absl::StatusOr<std::string> EnsureCheckpoint(const std::string& preset, const st
   return dir;
 }
 
+double JsonNum(const json& j, std::initializer_list<const char*> path) {
+  const json* at = &j;
+  for (const char* key : path) {
+    if (!at->is_object() || !at->contains(key)) return NAN;
+    at = &(*at)[key];
+  }
+  return at->is_number() ? at->get<double>() : NAN;
+}
+
+template <typename Record>
+void RunW5(kvt_model* model, WorkloadSpec w, const std::string& tier_dir, double time_limit, GpuMemorySampler* sampler,
+           const Record& record, json* out, std::vector<Row>* rows) {
+  const std::string id = "W5";
+  std::filesystem::create_directories(tier_dir);
+  const std::string disk = tier_dir + "/w5.kvdisk";
+  std::filesystem::remove(disk);
+  w.options["gpu_kv_bytes"] = "4GiB";
+  w.options["host_kv_bytes"] = "16GiB";
+  w.options["disk_kv_bytes"] = "32GiB";
+  w.options["disk_path"] = disk;
+  w.options["preemption"] = "auto";
+  RunResult r = RunWorkload(model, w, time_limit, sampler);
+  std::error_code ec;
+  std::filesystem::remove(disk, ec);  // 32 GiB: make room for W6
+  std::filesystem::remove(disk + ".index", ec);
+  json j = record(id, w, r);
+  const double tps = r.ok ? r.generated / r.wall_s : NAN;
+  const json& st = r.stats;
+  const double out_gb = JsonNum(st, {"swap_out_bytes"}) / 1e9, in_gb = JsonNum(st, {"swap_in_bytes"}) / 1e9;
+  const double pre = JsonNum(st, {"backend_copies", "prefetch_copy_seconds"});
+  const double stall = JsonNum(st, {"backend_copies", "prefetch_stall_seconds"});
+  const double sync = JsonNum(st, {"backend_copies", "sync_copy_seconds"});
+  // Copy-engine time of every host<->device tier copy (events on the copy stream); hidden =
+  // the part no forward and no host thread waited for: prefetch time minus the time the
+  // compute stream stalled on it. Synchronous copies (swap-out, disk staging) count as
+  // fully exposed.
+  const double hidden_all = (pre + sync) > 0 ? (pre - stall) / (pre + sync) : NAN;
+  const double hidden_prefetch = pre > 0 ? 1.0 - stall / pre : NAN;
+  j["completed"] = r.ok;
+  j["finished_sequences"] = JsonNum(st, {"sequences", "finished"});
+  j["failed_sequences"] = JsonNum(st, {"sequences", "failed"});
+  j["output_tok_s"] = tps;
+  j["swap_out_GB"] = out_gb;
+  j["swap_in_GB"] = in_gb;
+  j["recomputes"] = JsonNum(st, {"recomputes"});
+  j["copy_hidden_share"] = hidden_all;
+  j["copy_hidden_share_definition"] =
+      "(prefetch copy-engine s - compute-stream stall s on prefetches) / (prefetch + synchronous tier copy "
+      "copy-engine s); all from CUDA events on the copy / compute streams";
+  j["prefetch_hidden_share"] = hidden_prefetch;
+  j["host_copy_wait_seconds"] = JsonNum(st, {"time", "copy_wait_seconds"});
+  (*out)["workloads"][id] = j;
+  const std::string err = r.ok ? "" : r.error;
+  rows->push_back({id, "completes (256 seqs, 0 errors)", "", r.ok ? 1.0 : 0.0, 1.0, NAN, 1.0, true, err});
+  rows->push_back({id, "output tok/s (GPU KV 4 GiB)", "tok/s", tps, NAN, NAN, NAN, true,
+                   "finished " + Fmt(JsonNum(st, {"sequences", "finished"}), 0)});
+  rows->push_back({id, "swap out GB", "GB", out_gb, NAN, NAN, NAN, true,
+                   "swaps_out " + Fmt(JsonNum(st, {"swaps_out"}), 0) + ", tiers peak host " +
+                       Fmt(JsonNum(st, {"tiers", "host", "peak_bytes"}) / 1e9, 1) + " GB, disk " +
+                       Fmt(JsonNum(st, {"tiers", "disk", "peak_bytes"}) / 1e9, 1) + " GB"});
+  rows->push_back({id, "swap in GB", "GB", in_gb, NAN, NAN, NAN, true,
+                   "swaps_in " + Fmt(JsonNum(st, {"swaps_in"}), 0) + ", prefetched " +
+                       Fmt(JsonNum(st, {"swap_prefetches"}), 0)});
+  rows->push_back({id, "recomputes", "", JsonNum(st, {"recomputes"}), NAN, NAN, NAN, false,
+                   "preemptions " + Fmt(JsonNum(st, {"preemptions"}), 0)});
+  rows->push_back({id, "copy time hidden (all tier copies)", "", hidden_all, 1.0, NAN, 0.7, true,
+                   "copy engine " + Fmt(pre + sync, 2) + " s (prefetch " + Fmt(pre, 2) + ", sync " + Fmt(sync, 2) +
+                       "), stall " + Fmt(stall, 3) + " s"});
+  rows->push_back({id, "copy time hidden (swap-in prefetches)", "", hidden_prefetch, 1.0, NAN, NAN, true, ""});
+}
+
+// W6: 128 sequences sharing a 4096-token prefix + 128 own tokens. Phases in one context:
+// (a) one sequence with a prefix never seen (recompute), (b) one sequence that computes
+// the shared prefix, (c) one more sequence over it (cached), (d) all 128 at once. The
+// context is freed (its cache flushed to the disk file). W6b (a new process) runs (c) and
+// (d) again in a new context over the same file.
+template <typename Record>
+void RunW6(kvt_model* model, bool restart, WorkloadSpec w, const std::string& tier_dir, double time_limit,
+           const Record& record, json* out, std::vector<Row>* rows) {
+  const std::string id = restart ? "W6b" : "W6";
+  std::filesystem::create_directories(tier_dir);
+  const std::string disk = tier_dir + "/w6.kvdisk";
+  if (!restart) {
+    std::error_code ec;
+    std::filesystem::remove(disk, ec);
+    std::filesystem::remove(disk + ".index", ec);
+  }
+  w.options["gpu_kv_bytes"] = "8GiB";
+  w.options["host_kv_bytes"] = "8GiB";
+  w.options["disk_kv_bytes"] = "16GiB";
+  w.options["disk_path"] = disk;
+  w.options["preemption"] = "auto";
+  const int kPrefix = 4096, kOwn = 128;
+  const int32_t vocab = kvt_model_vocab_size(model);
+  std::mt19937 rng(4096);  // same prompts in W6 and W6b
+  std::uniform_int_distribution<int32_t> dist(1, vocab - 1);
+  auto random_tokens = [&](int n) {
+    std::vector<int32_t> v(n);
+    for (auto& t : v) t = dist(rng);
+    return v;
+  };
+  const std::vector<int32_t> prefix = random_tokens(kPrefix);
+  auto with_prefix = [&](const std::vector<int32_t>& p) {
+    std::vector<int32_t> v = p;
+    auto own = random_tokens(kOwn);
+    v.insert(v.end(), own.begin(), own.end());
+    return v;
+  };
+  std::vector<std::vector<int32_t>> batch_prompts;
+  for (int i = 0; i < 128; ++i) batch_prompts.push_back(with_prefix(prefix));
+  const std::vector<int32_t> first = with_prefix(prefix), second = with_prefix(prefix);
+  const std::vector<int32_t> unseen = with_prefix(random_tokens(kPrefix));
+
+  json j = {{"options", w.options}, {"prefix_tokens", kPrefix}, {"own_tokens", kOwn}, {"gen", w.gen}};
+  auto fail = [&](const std::string& what) {
+    j["ok"] = false;
+    j["error"] = what;
+    (*out)["workloads"][id] = j;
+    rows->push_back({id, "failed", "", NAN, NAN, NAN, NAN, true, what});
+  };
+  kvt_options* options = nullptr;
+  kvt_options_create(&options);
+  for (const auto& [key, value] : w.options) kvt_options_set_string(options, key.c_str(), value.c_str());
+  kvt_context* ctx = nullptr;
+  char err[2048] = {0};
+  const auto t_create = Clock::now();
+  kvt_status cs = kvt_context_create(model, options, &ctx, err, sizeof err);
+  kvt_options_free(options);
+  if (cs != KVT_OK) return fail(std::string("context: ") + err);
+  j["context_create_s"] = Seconds(t_create, Clock::now());
+  auto phase = [&](const char* name, std::vector<std::vector<int32_t>> prompts, bool warm) -> RunResult {
+    WorkloadSpec p = w;
+    p.num_seqs = static_cast<int>(prompts.size());
+    p.prompts = std::move(prompts);
+    p.warmup = warm;
+    const json before = ContextStats(ctx);
+    RunResult r = RunWorkload(model, p, time_limit, nullptr, ctx);
+    json pj = record(id, p, r);
+    pj["mean_ttft_s"] = r.mean_ttft_s;
+    pj.erase("options");
+    for (const char* tier : {"gpu", "host", "disk"}) {
+      pj["prefix_hit_blocks"][tier] = JsonNum(r.stats, {"prefix_hits", tier}) - JsonNum(before, {"prefix_hits", tier});
+    }
+    pj["prefix_hit_tokens"] = JsonNum(r.stats, {"prefix_hit_tokens"}) - JsonNum(before, {"prefix_hit_tokens"});
+    pj["prompt_tokens_computed"] =
+        JsonNum(r.stats, {"prompt_tokens_computed"}) - JsonNum(before, {"prompt_tokens_computed"});
+    j["phases"][name] = pj;
+    return r;
+  };
+  RunResult unseen_r, cold_r;
+  if (!restart) {
+    unseen_r = phase("unseen_prefix_1seq", {unseen}, true);
+    cold_r = phase("first_over_prefix_1seq", {first}, false);
+  }
+  RunResult cached_r = phase(restart ? "after_restart_1seq" : "cached_prefix_1seq", {second}, restart);
+  RunResult batch_r = phase("batch_128", batch_prompts, false);
+  const json final_stats = ContextStats(ctx);
+  j["stats"] = final_stats;
+  const auto t_free = Clock::now();
+  kvt_context_free(ctx);  // flushes the cached blocks to the disk file
+  j["context_free_s"] = Seconds(t_free, Clock::now());
+  const bool ok = cached_r.ok && batch_r.ok && (restart || (unseen_r.ok && cold_r.ok));
+  j["ok"] = ok;
+  std::string err_text;
+  for (const RunResult* r : {&unseen_r, &cold_r, &cached_r, &batch_r}) {
+    if (!r->error.empty()) err_text += r->error + "; ";
+  }
+  j["error"] = err_text;
+  // Hit rates over the prompt's full blocks (prefix + own; own blocks never hit).
+  const double block_tokens = JsonNum(final_stats, {"block_tokens"});
+  const double blocks_per_prompt = std::floor((kPrefix + kOwn) / block_tokens);
+  const json& bp = j["phases"]["batch_128"];
+  const json& cp = j["phases"][restart ? "after_restart_1seq" : "cached_prefix_1seq"];
+  for (const char* tier : {"gpu", "host", "disk"}) {
+    j["batch_hit_rate"][tier] = bp["prefix_hit_blocks"][tier].get<double>() / (128 * blocks_per_prompt);
+    j["single_hit_rate"][tier] = cp["prefix_hit_blocks"][tier].get<double>() / blocks_per_prompt;
+  }
+  j["ttft_cached_1seq_s"] = cached_r.ttft_s;
+  j["batch_mean_ttft_s"] = batch_r.mean_ttft_s;
+  j["batch_all_first_token_s"] = batch_r.all_first_s;
+  j["batch_output_tok_s"] = batch_r.ok ? batch_r.generated / batch_r.wall_s : NAN;
+  if (!restart) {
+    j["ttft_unseen_1seq_s"] = unseen_r.ttft_s;
+    j["ttft_speedup_cached_vs_recompute"] = cached_r.ttft_s > 0 ? unseen_r.ttft_s / cached_r.ttft_s : NAN;
+  }
+  (*out)["workloads"][id] = j;
+  const std::string note = ok ? "" : err_text;
+  auto hit_note = [&](const json& rates) {
+    return "gpu " + Fmt(rates["gpu"].get<double>(), 3) + ", host " + Fmt(rates["host"].get<double>(), 3) + ", disk " +
+           Fmt(rates["disk"].get<double>(), 3);
+  };
+  if (!restart) {
+    const double speedup = j["ttft_speedup_cached_vs_recompute"].get<double>();
+    rows->push_back({id, "TTFT 1 seq, prefix recomputed s", "s", unseen_r.ttft_s, NAN, NAN, NAN, false, note});
+    rows->push_back({id, "TTFT 1 seq, prefix cached s", "s", cached_r.ttft_s, NAN, NAN, NAN, false,
+                     "hit rate " + hit_note(j["single_hit_rate"])});
+    rows->push_back({id, "TTFT speedup cached vs recompute", "x", speedup, NAN, NAN, 10.0, true, ""});
+  } else {
+    rows->push_back({id, "TTFT 1 seq after restart s", "s", cached_r.ttft_s, NAN, NAN, NAN, false,
+                     "hit rate " + hit_note(j["single_hit_rate"])});
+    rows->push_back({id, "disk hit blocks after restart (1 seq)", "blocks", cp["prefix_hit_blocks"]["disk"].get<double>(),
+                     NAN, NAN, 1.0, true, "of " + Fmt(blocks_per_prompt, 0) + " full prompt blocks"});
+  }
+  rows->push_back({id, "batch 128: mean TTFT s", "s", batch_r.mean_ttft_s, NAN, NAN, NAN, false,
+                   "hit rate " + hit_note(j["batch_hit_rate"])});
+  rows->push_back({id, "batch 128: output tok/s", "tok/s", j["batch_output_tok_s"].get<double>(), NAN, NAN, NAN, true,
+                   "all first tokens at " + Fmt(batch_r.all_first_s, 2) + " s"});
+}
+
 int BenchMain(int argc, char** argv) {
   auto args = Args::Parse(argc, argv,
                           {"workload", "model", "model-cache", "small-model", "json", "ceilings", "baseline",
-                           "commit", "time-limit", "backend"},
+                           "commit", "time-limit", "backend", "tier-dir", "tier-time-limit"},
                           {"help"});
   if (!args.ok()) {
     std::fprintf(stderr, "kvtier bench: %s\n\n%s", std::string(args.status().message()).c_str(), kUsage);
@@ -305,6 +541,12 @@ int BenchMain(int argc, char** argv) {
     return 2;
   }
   const std::string backend = args->GetOr("backend", "cuda");
+  const std::string tier_dir = args->GetOr("tier-dir", "bench-tiers");
+  auto tier_time_limit = args->GetDouble("tier-time-limit", *time_limit);
+  if (!tier_time_limit.ok()) {
+    std::fprintf(stderr, "kvtier bench: %s\n", std::string(tier_time_limit.status().message()).c_str());
+    return 2;
+  }
 
   Ceilings ceil;
   json ceilings_json;
@@ -416,11 +658,6 @@ int BenchMain(int argc, char** argv) {
   for (const std::string& id : workloads) {
     write_partial();
     std::fprintf(stderr, "bench: %s ... (%.0f s)\n", id.c_str(), Seconds(bench_start, Clock::now()));
-    if (id == "W5" || id == "W6") {
-      out["workloads"][id] = {{"ok", false}, {"error", "not run (needs tier manager)"}};
-      rows.push_back({id, "not run (needs tier manager)", "", NAN, NAN, NAN, NAN, true, ""});
-      continue;
-    }
     if (id == "W7") {
       std::string dir = args->GetOr("small-model", "");
       if (dir.empty()) {
@@ -532,6 +769,11 @@ int BenchMain(int argc, char** argv) {
                       ceil.hbm_Bps / (kWeightBytes + (T + 32) * kKvPerToken), base("W4", "decode_tok_s"), 170, true, ""});
       rows.push_back({id, "peak GPU MiB (nvidia-smi)", "MiB", static_cast<double>(r.peak_process_mib), 24.0 * 1024, NAN,
                       24.0 * 1024, false, ""});
+    } else if (id == "W5") {
+      RunW5(big, gpu_spec(id, 256, 1024, 256), tier_dir, *tier_time_limit, sampling ? &sampler : nullptr, record, &out,
+            &rows);
+    } else if (id == "W6" || id == "W6b") {
+      RunW6(big, id == "W6b", gpu_spec(id, 128, 4096 + 128, 64), tier_dir, *tier_time_limit, record, &out, &rows);
     } else {
       std::fprintf(stderr, "bench: unknown workload %s\n", id.c_str());
       return 2;

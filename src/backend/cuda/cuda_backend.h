@@ -13,8 +13,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -67,6 +69,13 @@ class CudaBackend final : public Backend {
 
   absl::Status CopyBlocksToHost(std::span<const BlockCopy> copies) override;
   absl::Status CopyBlocksFromHost(std::span<const BlockCopy> copies) override;
+  // Host -> device copies on the copy stream, timed by events; the host does not wait.
+  absl::Status PrefetchBlocksFromHost(std::span<const BlockCopy> copies) override;
+  // Marks the prefetches started so far; the next forward's first kernel waits for them on
+  // the device (cudaStreamWaitEvent), never the host. Prefetches started after this call
+  // (e.g. while the step is scheduled) overlap that forward.
+  absl::Status WaitForPrefetches() override;
+  BackendCopyStats copy_stats() const override;
   absl::Status CopyBlock(int32_t src_block, int32_t dst_block) override;
 
   int64_t device_bytes_in_use() const override { return device_bytes_; }
@@ -132,6 +141,13 @@ class CudaBackend final : public Backend {
                        std::vector<int32_t>* token_ids);
   absl::Status Gemm(const cuda::bf16* x, const cuda::bf16* w, int rows, int k, int n, void* out,
                     bool out_f32);
+  // Timing events come from a pool created at Init (no creation while stepping).
+  absl::StatusOr<cudaEvent_t> TakeEvent();
+  // Folds finished prefetch / stall timings into copy_stats_; `block` waits for all.
+  absl::Status HarvestTimings(bool block);
+  // Enqueues the pending prefetch wait (if any) on the compute stream.
+  absl::Status ApplyPrefetchWait();
+  absl::Status TimedSyncCopies(std::span<const BlockCopy> copies, cudaMemcpyKind kind);
   template <typename Fn>
   absl::Status RunAll(const ForwardBatch& batch, Fn&& run_piece);
 
@@ -148,6 +164,24 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;       // compute
   cudaStream_t copy_stream_ = nullptr;  // tier moves
   cudaEvent_t compute_done_ = nullptr;
+  // Tier-copy timing (all events timing-enabled, from event_pool_).
+  struct CopyTiming {
+    cudaEvent_t start = nullptr, end = nullptr;
+    int64_t bytes = 0;
+  };
+  struct StallTiming {
+    cudaEvent_t ready = nullptr;  // compute stream reached the wait
+    cudaEvent_t mark = nullptr;   // copy stream finished the prefetches waited for
+  };
+  std::vector<cudaEvent_t> all_events_;
+  std::vector<cudaEvent_t> event_pool_;
+  std::deque<CopyTiming> prefetches_in_flight_;
+  std::deque<StallTiming> stalls_in_flight_;
+  cudaEvent_t pending_wait_mark_ = nullptr;  // set by WaitForPrefetches, used by the next forward
+  bool prefetch_since_wait_ = false;
+  cudaEvent_t sync_start_ = nullptr, sync_end_ = nullptr;
+  mutable std::mutex stats_mu_;
+  BackendCopyStats copy_stats_;
   cublasHandle_t cublas_ = nullptr;
 
   std::vector<void*> allocations_;
