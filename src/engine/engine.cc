@@ -301,7 +301,7 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
   for (const ScheduledChunk& chunk : schedule.chunks) {
     Sequence* seq = chunk.sequence;
     seq->num_computed += chunk.length;
-    kv_->OnComputed(seq->id, seq->tokens, seq->num_computed);
+    kv_->OnComputed(seq->id, seq->tokens, seq->num_computed, seq->params.priority);
     if (seq->params.pin_prefix && !seq->prefix_pinned && seq->num_computed >= seq->num_prompt_tokens) {
       kv_->PinPrefix(seq->id, seq->num_prompt_tokens / kv_->block_tokens());
       seq->prefix_pinned = true;

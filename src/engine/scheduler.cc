@@ -59,7 +59,7 @@ bool Scheduler::PrepareWaiting(Sequence* seq, int64_t budget, int64_t* length) {
     }
   }
   const bool fresh = seq->num_computed == 0 && kv_->BlockTable(seq->id).empty();
-  if (fresh) seq->num_computed = kv_->MatchPrefix(seq->id, seq->tokens);
+  if (fresh) seq->num_computed = kv_->MatchPrefix(seq->id, seq->tokens, seq->params.priority);
   *length = std::min(seq->num_uncomputed(), budget);
   const int64_t end = seq->num_computed + *length;
   if (kv_->NewBlocksNeeded(seq->id, end) > kv_->num_available_device_blocks() - options_.watermark_blocks) {

@@ -179,14 +179,30 @@ int64_t KvCacheManager::SwappedBlocks(SequenceId seq) const {
 
 // ---------------------------------------------------------------- allocation & eviction
 
+int32_t KvCacheManager::PriorityOf(BlockHash hash) const {
+  auto it = hash_priority_.find(hash);
+  return it == hash_priority_.end() ? 0 : it->second;
+}
+
+void KvCacheManager::RaisePriority(BlockHash hash, int32_t priority) {
+  if (priority == 0 && !hash_priority_.contains(hash)) return;
+  int32_t& p = hash_priority_[hash];
+  p = std::max(p, priority);
+}
+
 void KvCacheManager::DropCached(Tier tier, int32_t slot) {
   TierCache& c = cache(tier);
   auto it = c.hash_of.find(slot);
   if (it == c.hash_of.end()) return;
-  auto by = c.by_hash.find(it->second);
+  const BlockHash hash = it->second;
+  auto by = c.by_hash.find(hash);
   if (by != c.by_hash.end() && by->second == slot) c.by_hash.erase(by);
   c.hash_of.erase(it);
   if (tier == Tier::kDisk) disk_index_dirty_ = true;
+  if (!cache(Tier::kDevice).by_hash.contains(hash) && !cache(Tier::kHost).by_hash.contains(hash) &&
+      !cache(Tier::kDisk).by_hash.contains(hash)) {
+    hash_priority_.erase(hash);
+  }
 }
 
 std::optional<BlockId> KvCacheManager::AllocateDevice() {
@@ -230,7 +246,7 @@ void KvCacheManager::Demote(Tier tier, int32_t slot, BlockHash hash) {
       if (CopyDeviceToHostSlot(slot, *host_slot).ok()) {
         cache(Tier::kHost).by_hash[hash] = *host_slot;
         cache(Tier::kHost).hash_of[*host_slot] = hash;
-        host_lru_.PushBack(*host_slot);
+        host_lru_.PushBack(*host_slot, PriorityOf(hash));
         return;
       }
       host_.Release(*host_slot);
@@ -246,7 +262,7 @@ void KvCacheManager::Demote(Tier tier, int32_t slot, BlockHash hash) {
       if (written.ok()) {
         cache(Tier::kDisk).by_hash[hash] = *disk_slot;
         cache(Tier::kDisk).hash_of[*disk_slot] = hash;
-        disk_lru_.PushBack(*disk_slot);
+        disk_lru_.PushBack(*disk_slot, PriorityOf(hash));
         disk_index_dirty_ = true;
         return;
       }
@@ -322,7 +338,9 @@ void KvCacheManager::Release(SequenceId seq) {
   if (auto it = sequences_.find(seq); it != sequences_.end()) {
     for (BlockId block : it->second.table) {
       device_.Release(block);
-      if (device_.ref_count(block) == 1 && cache(Tier::kDevice).hash_of.contains(block)) device_lru_.PushBack(block);
+      if (device_.ref_count(block) == 1 && cache(Tier::kDevice).hash_of.contains(block)) {
+        device_lru_.PushBack(block, PriorityOf(cache(Tier::kDevice).hash_of.at(block)));
+      }
     }
     sequences_.erase(it);
   }
@@ -332,7 +350,8 @@ void KvCacheManager::Release(SequenceId seq) {
   }
 }
 
-void KvCacheManager::OnComputed(SequenceId seq, std::span<const int32_t> tokens, int64_t num_computed) {
+void KvCacheManager::OnComputed(SequenceId seq, std::span<const int32_t> tokens, int64_t num_computed,
+                                int32_t priority) {
   if (!options_.prefix_cache) return;
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;
@@ -348,13 +367,14 @@ void KvCacheManager::OnComputed(SequenceId seq, std::span<const int32_t> tokens,
     blocks.hashes.push_back(hash);
     const BlockId block = blocks.table[static_cast<size_t>(i)];
     if (device_cache.by_hash.contains(hash) || device_cache.hash_of.contains(block)) continue;
+    RaisePriority(hash, priority);
     device_cache.by_hash[hash] = block;
     device_cache.hash_of[block] = hash;
     device_.AddRef(block);  // the cache's own reference
   }
 }
 
-int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tokens) {
+int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tokens, int32_t priority) {
   if (!options_.prefix_cache || tokens.size() < 2) return 0;
   SequenceBlocks& blocks = sequences_[seq];
   if (!blocks.table.empty()) return 0;
@@ -365,6 +385,9 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
         parent, tokens.subspan(static_cast<size_t>(i * options_.block_tokens), static_cast<size_t>(options_.block_tokens)),
         options_.model_fingerprint);
     TierCache& device_cache = cache(Tier::kDevice);
+    const bool cached_anywhere = device_cache.by_hash.contains(hash) || cache(Tier::kHost).by_hash.contains(hash) ||
+                                 cache(Tier::kDisk).by_hash.contains(hash);
+    if (cached_anywhere) RaisePriority(hash, priority);
     if (auto hit = device_cache.by_hash.find(hash); hit != device_cache.by_hash.end()) {
       device_.AddRef(hit->second);
       device_lru_.Erase(hit->second);
@@ -387,11 +410,11 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
           DropCached(tier, slot);
           disk_.Release(slot);
         } else {
-          lru.PushBack(slot);
+          lru.PushBack(slot, PriorityOf(hash));
         }
         break;
       }
-      lru.PushBack(slot);  // the lower-tier copy stays cached too
+      lru.PushBack(slot, PriorityOf(hash));  // the lower-tier copy stays cached too
       device_cache.by_hash[hash] = *block;
       device_cache.hash_of[*block] = hash;
       device_.AddRef(*block);
@@ -425,7 +448,9 @@ void KvCacheManager::PinPrefix(SequenceId seq, int64_t num_blocks) {
 void KvCacheManager::UnpinAll() {
   for (const auto& [hash, block] : pinned_) {
     device_.Release(block);
-    if (device_.ref_count(block) == 1 && cache(Tier::kDevice).hash_of.contains(block)) device_lru_.PushBack(block);
+    if (device_.ref_count(block) == 1 && cache(Tier::kDevice).hash_of.contains(block)) {
+      device_lru_.PushBack(block, PriorityOf(cache(Tier::kDevice).hash_of.at(block)));
+    }
   }
   pinned_.clear();
 }
@@ -472,7 +497,9 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
   counters_.swap_out_bytes += static_cast<int64_t>(table.size() * block_bytes_);
   for (BlockId block : table) {
     device_.Release(block);
-    if (device_.ref_count(block) == 1 && cache(Tier::kDevice).hash_of.contains(block)) device_lru_.PushBack(block);
+    if (device_.ref_count(block) == 1 && cache(Tier::kDevice).hash_of.contains(block)) {
+      device_lru_.PushBack(block, PriorityOf(cache(Tier::kDevice).hash_of.at(block)));
+    }
   }
   it->second.table.clear();
   swapped_[seq] = std::move(slots);

@@ -93,10 +93,11 @@ class KvCacheManager {
   // blocks found in any tier (device hits shared, host/disk hits copied up) and returns the
   // number of tokens covered. Always leaves at least one token to compute. Never evicts a
   // referenced block; stops at the first miss, corrupt block or shortage.
-  int64_t MatchPrefix(SequenceId seq, std::span<const int32_t> tokens);
+  // `priority` (the sequence's) raises the eviction priority of the blocks it reuses.
+  int64_t MatchPrefix(SequenceId seq, std::span<const int32_t> tokens, int32_t priority = 0);
   // Records that positions [0, num_computed) of the sequence hold valid K/V, so its newly
-  // completed blocks become prefix-cache entries.
-  void OnComputed(SequenceId seq, std::span<const int32_t> tokens, int64_t num_computed);
+  // completed blocks become prefix-cache entries, evicted after those of lower priority.
+  void OnComputed(SequenceId seq, std::span<const int32_t> tokens, int64_t num_computed, int32_t priority = 0);
 
   // Pins the sequence's first `num_blocks` full blocks (which must be computed): the cache
   // keeps them on the device tier, never evicted, until UnpinAll. Idempotent per block.
@@ -152,6 +153,9 @@ class KvCacheManager {
   };
 
   KvCacheManager(const KvCacheOptions& options, Backend* backend);
+  // Eviction priority of a cached content hash (0 when never raised).
+  int32_t PriorityOf(BlockHash hash) const;
+  void RaisePriority(BlockHash hash, int32_t priority);
 
   // A free device block, evicting the LRU unreferenced cached block if needed.
   std::optional<BlockId> AllocateDevice();
@@ -184,6 +188,7 @@ class KvCacheManager {
   absl::flat_hash_map<SequenceId, SequenceBlocks> sequences_;
   absl::flat_hash_map<SequenceId, std::vector<SlotRef>> swapped_;
   TierCache caches_[kNumTiers];
+  absl::flat_hash_map<BlockHash, int32_t> hash_priority_;  // only hashes cached somewhere
   // Unreferenced cached blocks per tier, LRU first. A cached device block holds one
   // reference of its own (the cache's), so "unreferenced" means ref count 1 there.
   LruSet device_lru_;

@@ -1,10 +1,13 @@
-// LruSet: an ordered set of ids with O(1) insert-at-back, erase and pop-front — the
-// eviction order of one tier's unreferenced cached blocks. Not thread-safe.
+// LruSet: the eviction order of one tier's unreferenced cached blocks — least recently
+// used first, and among those the lowest priority first (a block keeps the highest
+// priority of the sequences that made or reused it). O(log P) insert, erase and pop for P
+// distinct priorities. Not thread-safe.
 #ifndef KVTIER_KV_LRU_SET_H_
 #define KVTIER_KV_LRU_SET_H_
 
 #include <cstdint>
 #include <list>
+#include <map>
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
@@ -13,38 +16,46 @@ namespace kvtier {
 
 class LruSet {
  public:
-  void PushBack(int32_t id) {
+  // Adds id as the most recently used of its priority (no-op if present).
+  void PushBack(int32_t id, int32_t priority = 0) {
     if (where_.contains(id)) return;
-    order_.push_back(id);
-    where_[id] = std::prev(order_.end());
+    std::list<int32_t>& order = by_priority_[priority];
+    order.push_back(id);
+    where_[id] = {priority, std::prev(order.end())};
   }
   void Erase(int32_t id) {
     auto it = where_.find(id);
     if (it == where_.end()) return;
-    order_.erase(it->second);
+    auto level = by_priority_.find(it->second.priority);
+    level->second.erase(it->second.position);
+    if (level->second.empty()) by_priority_.erase(level);
     where_.erase(it);
   }
   bool Contains(int32_t id) const { return where_.contains(id); }
-  // The least recently used id that `skip` does not reject, removed from the set.
+  // The next victim that `skip` does not reject, removed from the set.
   template <typename Skip>
   std::optional<int32_t> PopFront(Skip skip) {
-    for (auto it = order_.begin(); it != order_.end(); ++it) {
-      if (skip(*it)) continue;
-      int32_t id = *it;
-      where_.erase(id);
-      order_.erase(it);
-      return id;
+    for (auto& [priority, order] : by_priority_) {
+      for (int32_t id : order) {
+        if (skip(id)) continue;
+        Erase(id);
+        return id;
+      }
     }
     return std::nullopt;
   }
   std::optional<int32_t> PopFront() {
     return PopFront([](int32_t) { return false; });
   }
-  int64_t size() const { return static_cast<int64_t>(order_.size()); }
+  int64_t size() const { return static_cast<int64_t>(where_.size()); }
 
  private:
-  std::list<int32_t> order_;
-  absl::flat_hash_map<int32_t, std::list<int32_t>::iterator> where_;
+  struct Where {
+    int32_t priority;
+    std::list<int32_t>::iterator position;
+  };
+  std::map<int32_t, std::list<int32_t>> by_priority_;  // lowest priority first
+  absl::flat_hash_map<int32_t, Where> where_;
 };
 
 }  // namespace kvtier

@@ -119,6 +119,22 @@ TEST(KvCacheManagerTest, PrefixMatchSharesDeviceBlocksAndLeavesOneTokenToCompute
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 
+TEST(KvCacheManagerTest, EvictsLowPriorityCachedBlocksFirst) {
+  Fixture f(/*device=*/3, /*host=*/0, /*disk=*/0);
+  std::vector<int32_t> important = {1, 1, 1, 1, 9};
+  std::vector<int32_t> casual = {2, 2, 2, 2, 9};
+  ASSERT_TRUE(f.kv->Reserve(1, 4).ok());
+  f.kv->OnComputed(1, important, 4, /*priority=*/5);
+  f.kv->Release(1);
+  ASSERT_TRUE(f.kv->Reserve(2, 4).ok());  // used more recently, but priority 0
+  f.kv->OnComputed(2, casual, 4, /*priority=*/0);
+  f.kv->Release(2);
+  ASSERT_TRUE(f.kv->Reserve(3, 8).ok());  // needs two blocks: one free, one evicted
+  EXPECT_EQ(f.kv->MatchPrefix(4, important), 4);  // the high-priority prefix survived
+  EXPECT_EQ(f.kv->MatchPrefix(5, casual), 0);
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
+}
+
 TEST(KvCacheManagerTest, RandomOperationsKeepInvariants) {
   for (uint32_t seed : {1u, 2u, 3u, 4u}) {
     Fixture f(/*device=*/10, /*host=*/4, /*disk=*/12, /*block_tokens=*/3);
