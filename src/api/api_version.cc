@@ -1,4 +1,6 @@
 // C API: version and status names.
+#include <cstring>
+
 #include "api/handles.h"
 
 extern "C" {
@@ -9,7 +11,12 @@ KVT_API int32_t kvt_version_patch(void) { return KVT_VERSION_PATCH; }
 KVT_API const char* kvt_version_string(void) { return KVT_VERSION_STRING; }
 
 KVT_API const char* kvt_status_string(kvt_status status) {
-  switch (status) {
+  // A C caller may pass any int (C enums are ints); outside the enumerators' range that
+  // is not a valid C++ enum value, so read the bits as an integer first.
+  int32_t value = 0;
+  static_assert(sizeof(status) == sizeof(value));
+  std::memcpy(&value, &status, sizeof value);
+  switch (value) {
     case KVT_OK: return "KVT_OK";
     case KVT_ERR_INVALID_ARGUMENT: return "KVT_ERR_INVALID_ARGUMENT";
     case KVT_ERR_NOT_FOUND: return "KVT_ERR_NOT_FOUND";
