@@ -94,9 +94,14 @@ set(kvt_depends_cuda "${kvt_pkg_runtime} (= ${KVTIER_DEB_VERSION}), libc6, libgc
 set(kvt_suggests_runtime "${kvt_pkg_cuda} (= ${KVTIER_DEB_VERSION})")
 # The CLI links the core statically; it uses the CUDA module when installed.
 set(kvt_suggests_tools "${kvt_pkg_cuda} (= ${KVTIER_DEB_VERSION})")
+# Bindings: the JNI and C# glue libraries get their dependencies from dpkg-shlibdeps too
+# (libc6); libkvtier.so.0 belongs to no installed package while building, so the exact
+# libkvtier0 is declared here. No Java runtime for libkvtier-java: Debian Java policy says
+# libraries do not depend on one (lintian: needless-dependency-on-jre); the program using
+# the jar brings it (the jar is Java 17 bytecode).
 set(kvt_depends_java "${kvt_pkg_runtime} (= ${KVTIER_DEB_VERSION})")
-set(kvt_depends_csharp "${kvt_pkg_runtime} (= ${KVTIER_DEB_VERSION})")
-set(kvt_depends_go "${kvt_pkg_dev} (= ${KVTIER_DEB_VERSION})")
+set(kvt_depends_csharp "${kvt_pkg_runtime} (= ${KVTIER_DEB_VERSION}), mono-runtime")
+set(kvt_depends_go "${kvt_pkg_dev} (= ${KVTIER_DEB_VERSION}), golang-go")
 set(kvt_arch_go all)
 
 # --- Per-package documentation Debian requires: copyright and changelog.Debian.gz.
@@ -174,6 +179,14 @@ function(kvt_configure_cpack)
   set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
   set(CPACK_DEBIAN_PACKAGE_SECTION libs)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+  # The bindings' glue libraries (JNI, C#) link libkvtier.so.0, which no installed package
+  # provides while building: dpkg-shlibdeps finds it in the build tree (-l) and skips it
+  # (--ignore-missing-info); those packages declare libkvtier0 (= version) themselves.
+  get_target_property(kvt_lib_dir kvtier LIBRARY_OUTPUT_DIRECTORY)
+  if(NOT kvt_lib_dir)
+    set(kvt_lib_dir ${PROJECT_BINARY_DIR})
+  endif()
+  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${kvt_lib_dir})
   set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)       # shlibs file for libkvtier0
   set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
   set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)

@@ -47,3 +47,20 @@ kvt_add_binding_test(csharp_binding_test
 kvt_add_binding_test(csharp_example
   COMMAND ${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${cdir}
           ${KVT_MONO} ${cdir}/ServiceExample.exe ${kvt_bind_model})
+
+# Install (Debian package libkvtier-cil, see packaging/): Kvtier.dll, its SWIG glue library
+# and a dllmap in /usr/lib/cli/kvtier (Debian CLI policy). Mono looks for a dllmap'ed
+# library in the assembly's directory first, so the glue is found there; it links
+# libkvtier.so.0, found by the dynamic loader. "kvtier" maps to the core library itself.
+set(kvt_cli_dir lib/cli/kvtier)
+file(MAKE_DIRECTORY ${cdir}/install)
+file(WRITE ${cdir}/install/Kvtier.dll.config [=[<configuration>
+  <dllmap dll="kvtier_csharp" target="libkvtier_csharp.so"/>
+  <dllmap dll="kvtier" target="libkvtier.so.0"/>
+</configuration>
+]=])
+install(FILES ${cdir}/Kvtier.dll ${cdir}/install/Kvtier.dll.config
+  DESTINATION ${kvt_cli_dir} PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ
+  COMPONENT csharp)
+install(TARGETS kvtier_csharp LIBRARY DESTINATION ${kvt_cli_dir}
+  PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ COMPONENT csharp)

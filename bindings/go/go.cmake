@@ -45,3 +45,18 @@ kvt_add_binding_test(go_binding_test
   COMMAND ${kvt_go_env} ${KVT_GO} test -count=1 -v .
   WORKING_DIRECTORY ${gmod})
 kvt_add_binding_test(go_example COMMAND ${gdir}/kvtier-example-go ${kvt_bind_model})
+
+# Install (Debian package golang-kvtier-dev, Architecture all, see packaging/): the module's
+# sources with the SWIG-generated cgo package internal/capi (so no swig is needed to use
+# it), in GOPATH layout under /usr/share/gocode/src/<module path> (Debian Go policy). cgo
+# links -lkvtier and finds kvtier.h in /usr/include (libkvtier-dev). The SWIG interface is
+# shipped in swig/ (no Go files there) for regenerating internal/capi.
+set(kvt_go_install ${CMAKE_INSTALL_DATADIR}/gocode/src/kvtier)
+file(GLOB kvt_go_pkg_src CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/go/*.go)
+list(FILTER kvt_go_pkg_src EXCLUDE REGEX "_test\\.go$")
+install(FILES ${kvt_go_pkg_src} ${CMAKE_CURRENT_SOURCE_DIR}/go/go.mod
+  DESTINATION ${kvt_go_install} COMPONENT go)
+install(DIRECTORY ${gmod}/internal/capi/ DESTINATION ${kvt_go_install}/internal/capi
+  COMPONENT go FILES_MATCHING PATTERN "*.go" PATTERN "*.c" PATTERN "*.h")
+install(FILES ${kvt_swig_i} ${CMAKE_CURRENT_SOURCE_DIR}/go/kvtier_go.i
+  DESTINATION ${kvt_go_install}/swig COMPONENT go)

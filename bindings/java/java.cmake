@@ -60,3 +60,15 @@ kvt_add_binding_test(java_binding_test
 kvt_add_binding_test(java_example
   COMMAND ${Java_JAVA_EXECUTABLE} -Dkvtier.jni.library=$<TARGET_FILE:kvtier_jni>
           -cp ${jdir}/kvtier.jar:${jdir}/example-classes ServiceExample ${kvt_bind_model})
+
+# Install (Debian package libkvtier-java, see packaging/): the jar under its versioned name
+# with the kvtier.jar link (Debian Java policy), the JNI library in <libdir>/jni, which is on
+# OpenJDK's default java.library.path on Debian (/usr/lib/<triplet>/jni), so
+# System.loadLibrary("kvtier_jni") finds it without options.
+file(MAKE_DIRECTORY ${jdir}/install)
+file(CREATE_LINK kvtier-${PROJECT_VERSION}.jar ${jdir}/install/kvtier.jar SYMBOLIC)
+install(FILES ${jdir}/kvtier.jar DESTINATION ${CMAKE_INSTALL_DATADIR}/java
+  RENAME kvtier-${PROJECT_VERSION}.jar COMPONENT java)
+install(FILES ${jdir}/install/kvtier.jar DESTINATION ${CMAKE_INSTALL_DATADIR}/java COMPONENT java)
+install(TARGETS kvtier_jni LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/jni
+  PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ COMPONENT java)

@@ -6,6 +6,11 @@
 #   model     WORK CLI               kvtier mkmodel (the packaged CLI, else CLI) -> WORK/model
 #   example-pkgconfig SRC WORK       build examples/c with make + pkg-config against WORK/root, run
 #   example-cmake     SRC WORK       build examples/c with find_package(kvtier) against WORK/root, run
+#   java-example      SRC WORK       build examples/java against the packaged jar, run it
+#   csharp-example    SRC WORK       build examples/csharp against the packaged assembly, run it
+#   go-build          WORK           build (go vet) the packaged Go source package
+# KVT_PKG_BINDINGS (env, "java csharp go" or a part): the bindings built in the tree, whose
+# packages `debs` then requires and checks.
 # Exit 77 (ctest SKIP_RETURN_CODE) when a needed tool is missing, saying which.
 set -euo pipefail
 step=${1:?step}
@@ -90,6 +95,7 @@ debs)
   rt=$(ls "$work"/debs/libkvtier0_*.deb)
   dev=$(ls "$work"/debs/libkvtier-dev_*.deb)
   version=$(dpkg-deb -f "$rt" Version)
+  version_up=${version%-*}  # upstream version (file names)
   dpkg-deb -f "$rt" Depends | grep -q 'libc6' || fail "libkvtier0 Depends lacks libc6 (dpkg-shlibdeps did not run?)"
   dpkg-deb -f "$dev" Depends | grep -qF "libkvtier0 (= $version)" || fail "libkvtier-dev does not depend on libkvtier0 (= $version)"
   mkdir -p "$work/ctl" && dpkg-deb -e "$rt" "$work/ctl"
@@ -109,6 +115,56 @@ debs)
     [ -f "$d/copyright" ] && [ -f "$d/changelog.Debian.gz" ] || fail "$d lacks copyright/changelog.Debian.gz"
   done
   check_exports "$libdir/libkvtier.so.0"
+  # Bindings built in this tree (KVT_PKG_BINDINGS="java csharp go", set by CMake): their
+  # packages, contents and dependencies.
+  for b in ${KVT_PKG_BINDINGS:-}; do
+    case "$b" in
+    java)   pkg=libkvtier-java;    arch=any ;;
+    csharp) pkg=libkvtier-cil;     arch=any ;;
+    go)     pkg=golang-kvtier-dev; arch=all ;;
+    *) fail "unknown binding $b" ;;
+    esac
+    grep -qx "$pkg" <<<"$names" || fail "the $b binding was built but $pkg was not made"
+    deb=$(ls "$work"/debs/${pkg}_*.deb)
+    deps=$(dpkg-deb -f "$deb" Depends)
+    if [ "$arch" = all ]; then
+      [ "$(dpkg-deb -f "$deb" Architecture)" = all ] || fail "$pkg is not Architecture: all"
+    fi
+    case "$b" in
+    java)
+      grep -qF "libkvtier0 (= $version)" <<<"$deps" || fail "$pkg does not depend on libkvtier0 (= $version)"
+      grep -q 'libc6' <<<"$deps" || fail "$pkg Depends lacks libc6 (dpkg-shlibdeps did not run on the JNI library?)"
+      [ -f "$root/usr/share/java/kvtier-$version_up.jar" ] || fail "missing /usr/share/java/kvtier-$version_up.jar"
+      [ "$(readlink "$root/usr/share/java/kvtier.jar")" = "kvtier-$version_up.jar" ] \
+        || fail "/usr/share/java/kvtier.jar is not a link to kvtier-$version_up.jar"
+      [ -f "$libdir/jni/libkvtier_jni.so" ] || fail "missing $libdir/jni/libkvtier_jni.so"
+      readelf -d "$libdir/jni/libkvtier_jni.so" | grep -q 'NEEDED.*libkvtier\.so\.0' \
+        || fail "libkvtier_jni.so does not link libkvtier.so.0"
+      ;;
+    csharp)
+      grep -qF "libkvtier0 (= $version)" <<<"$deps" || fail "$pkg does not depend on libkvtier0 (= $version)"
+      grep -q 'libc6' <<<"$deps" || fail "$pkg Depends lacks libc6 (dpkg-shlibdeps did not run on the glue library?)"
+      grep -q 'mono-runtime' <<<"$deps" || fail "$pkg does not depend on mono-runtime"
+      cli=$root/usr/lib/cli/kvtier
+      for f in Kvtier.dll Kvtier.dll.config libkvtier_csharp.so; do
+        [ -f "$cli/$f" ] || fail "missing /usr/lib/cli/kvtier/$f"
+      done
+      grep -q 'dll="kvtier_csharp" target="libkvtier_csharp.so"' "$cli/Kvtier.dll.config" \
+        || fail "Kvtier.dll.config lacks the kvtier_csharp dllmap"
+      grep -q 'target="libkvtier.so.0"' "$cli/Kvtier.dll.config" || fail "Kvtier.dll.config lacks the libkvtier.so.0 dllmap"
+      ;;
+    go)
+      grep -qF "libkvtier-dev (= $version)" <<<"$deps" || fail "$pkg does not depend on libkvtier-dev (= $version)"
+      grep -q 'golang-go' <<<"$deps" || fail "$pkg does not depend on golang-go"
+      gsrc=$root/usr/share/gocode/src/kvtier
+      for f in go.mod kvtier.go internal/capi/kvtier_wrap.c swig/kvtier.i; do
+        [ -f "$gsrc/$f" ] || fail "missing /usr/share/gocode/src/kvtier/$f"
+      done
+      ls "$gsrc"/internal/capi/*.go >/dev/null 2>&1 || fail "no generated Go files in internal/capi"
+      ;;
+    esac
+    echo "$pkg: Depends: $deps"
+  done
   echo "packages: $(echo $names)"
   ;;
 
@@ -177,6 +233,53 @@ example-pkgconfig|example-cmake)
   echo "libkvtier resolved to: $resolved"
   case "$resolved" in "$root"/*) ;; *) fail "the example does not use the packaged libkvtier ($resolved)";; esac
   "$exe" "$work/model" 8
+  ;;
+
+java-example)
+  # examples/java compiled against the packaged jar and run with the packaged JNI library.
+  need javac java
+  src=$1 work=$2
+  root=$work/root
+  libdir=$(libdir_of "$root")
+  jar=$root/usr/share/java/kvtier.jar
+  [ -e "$jar" ] || fail "no packaged $jar"
+  dir=$work/java
+  rm -rf "$dir" && mkdir -p "$dir"
+  cp "$src"/examples/java/*.java "$dir/"
+  javac -encoding UTF-8 -cp "$jar" -d "$dir/classes" "$dir"/*.java
+  LD_LIBRARY_PATH=$libdir java -Djava.library.path="$libdir/jni" -cp "$jar:$dir/classes" \
+    ServiceExample "$work/model"
+  ;;
+
+csharp-example)
+  # examples/csharp compiled against the packaged assembly and run: Mono loads the glue
+  # library through the packaged dllmap from the assembly's directory.
+  need mcs mono
+  src=$1 work=$2
+  root=$work/root
+  libdir=$(libdir_of "$root")
+  cli=$root/usr/lib/cli/kvtier
+  [ -f "$cli/Kvtier.dll" ] || fail "no packaged $cli/Kvtier.dll"
+  dir=$work/csharp
+  rm -rf "$dir" && mkdir -p "$dir"
+  mcs -nologo -r:"$cli/Kvtier.dll" -out:"$dir/ServiceExample.exe" "$src"/examples/csharp/*.cs
+  MONO_PATH=$cli LD_LIBRARY_PATH=$libdir mono "$dir/ServiceExample.exe" "$work/model"
+  ;;
+
+go-build)
+  # The packaged Go source package builds (GOPATH mode, as Debian's gocode layout) against
+  # the packaged header and library, with no network and nothing of the source tree.
+  need go
+  work=$1
+  root=$work/root
+  libdir=$(libdir_of "$root")
+  dir=$work/go
+  rm -rf "$dir" && mkdir -p "$dir"
+  cd "$dir"
+  env GOCACHE="$dir/cache" GOPATH="$root/usr/share/gocode" GO111MODULE=off GOFLAGS= GOPROXY=off \
+    CGO_ENABLED=1 CGO_CFLAGS="-I$root/usr/include" CGO_LDFLAGS="-L$libdir" \
+    go vet kvtier
+  echo "go vet kvtier: OK (built against $root)"
   ;;
 
 *)
