@@ -187,6 +187,15 @@ func (c *Context) Stream(ctx context.Context, req Request) (<-chan Event, error)
 		defer s.Close()
 		done := ctx.Done()
 		for {
+			// A cancelled ctx wins over events already waiting.
+			if done != nil {
+				select {
+				case <-done:
+					s.Cancel() // the final event (cancelled) follows
+					done = nil
+				default:
+				}
+			}
 			select {
 			case e, ok := <-s.events:
 				if !ok {

@@ -133,7 +133,8 @@ func TestGenerationEqualsTheCAPI(t *testing.T) {
 	go func() { runDone <- c.Run(runCtx) }()
 	cancelCtx, cancel := context.WithCancel(context.Background())
 	cancel()
-	other, err := c.Stream(cancelCtx, Request{Prompt: []int32{20, 21, 22}, MaxNewTokens: 8})
+	// Long enough that the stepping goroutine cannot finish it before the cancel lands.
+	other, err := c.Stream(cancelCtx, Request{Prompt: []int32{20, 21, 22}, MaxNewTokens: 1000, IgnoreEOS: true})
 	if err != nil {
 		t.Fatal(err)
 	}
