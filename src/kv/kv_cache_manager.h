@@ -160,7 +160,8 @@ class KvCacheManager {
   // A free device block, evicting the LRU unreferenced cached block if needed.
   std::optional<BlockId> AllocateDevice();
   // A free slot in host (or disk) for cached or swapped data, evicting LRU cached entries
-  // (host ones demoted to disk). `pinned_hashes` must not be evicted.
+  // (host ones demoted to disk). Pinned blocks are never candidates: the pin holds a
+  // reference, so they are not in any LRU set.
   std::optional<int32_t> AllocateHost();
   std::optional<int32_t> AllocateDisk();
   // Moves the content of a cached block being evicted from `tier` one tier down.

@@ -32,20 +32,12 @@ class LruSet {
     where_.erase(it);
   }
   bool Contains(int32_t id) const { return where_.contains(id); }
-  // The next victim that `skip` does not reject, removed from the set.
-  template <typename Skip>
-  std::optional<int32_t> PopFront(Skip skip) {
-    for (auto& [priority, order] : by_priority_) {
-      for (int32_t id : order) {
-        if (skip(id)) continue;
-        Erase(id);
-        return id;
-      }
-    }
-    return std::nullopt;
-  }
+  // The next victim (least recently used of the lowest priority), removed from the set.
   std::optional<int32_t> PopFront() {
-    return PopFront([](int32_t) { return false; });
+    if (by_priority_.empty()) return std::nullopt;
+    const int32_t id = by_priority_.begin()->second.front();
+    Erase(id);
+    return id;
   }
   int64_t size() const { return static_cast<int64_t>(where_.size()); }
 
