@@ -51,6 +51,11 @@ struct BackendCopyStats {
   int64_t sync_batches = 0;
   int64_t sync_bytes = 0;
   double sync_copy_seconds = 0;  // copy-engine time of the synchronous tier copies (host blocked)
+  // Asynchronous device -> host copies (StartCopiesToHost): swap-out, prefix-cache write-back.
+  int64_t async_out_batches = 0;
+  int64_t async_out_bytes = 0;
+  double async_out_copy_seconds = 0;  // copy-engine time of those copies
+  double async_out_wait_seconds = 0;  // host time spent in WaitForCopies (exposed)
 };
 
 struct BackendOptions {
@@ -106,6 +111,19 @@ class Backend {
   }
   // Orders every later forward after the prefetches started so far.
   virtual absl::Status WaitForPrefetches() { return absl::OkStatus(); }
+  // Starts device -> host copies and returns at once with a ticket (> 0). The copies read
+  // the blocks as every forward and copy started so far left them, and write each host
+  // buffer after every host -> device copy started so far has read it. Until
+  // CopiesDone(ticket) says true (or WaitForCopies returns) the caller must neither read
+  // nor write the host bytes, nor let a forward or another copy write the device blocks.
+  // Tickets complete in the order they were started: a done ticket implies all earlier.
+  // Default: the synchronous CopyBlocksToHost, returning a ticket that is already done.
+  virtual absl::StatusOr<int64_t> StartCopiesToHost(std::span<const BlockCopy> copies);
+  // Non-blocking: whether the ticket's copies (and all earlier ones) have landed.
+  // InvalidArgument for a ticket never returned; Internal when the copies failed.
+  virtual absl::StatusOr<bool> CopiesDone(int64_t ticket);
+  // Blocks the host until CopiesDone(ticket); the wait is counted as exposed copy time.
+  virtual absl::Status WaitForCopies(int64_t ticket);
   // Timing of the tier copies so far (for the "copy time hidden behind compute" figure).
   virtual BackendCopyStats copy_stats() const { return {}; }
   // Device-tier block to device-tier block (prefix-cache copy-on-write).

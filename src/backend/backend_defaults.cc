@@ -30,4 +30,17 @@ absl::StatusOr<void*> Backend::AllocateHostMemory(size_t bytes) {
 
 void Backend::FreeHostMemory(void* ptr) { std::free(ptr); }
 
+// Synchronous backends copy at once; every ticket they hand out (1) is already done.
+absl::StatusOr<int64_t> Backend::StartCopiesToHost(std::span<const BlockCopy> copies) {
+  if (absl::Status s = CopyBlocksToHost(copies); !s.ok()) return s;
+  return 1;
+}
+
+absl::StatusOr<bool> Backend::CopiesDone(int64_t ticket) {
+  if (ticket != 1) return absl::InvalidArgumentError(absl::StrCat("unknown copy ticket ", ticket));
+  return true;
+}
+
+absl::Status Backend::WaitForCopies(int64_t ticket) { return CopiesDone(ticket).status(); }
+
 }  // namespace kvtier

@@ -30,6 +30,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   backend_options.gpu_mem_limit_bytes = options.gpu_mem_limit;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                    CreateBackend(options.backend, *checkpoint, backend_options));
+  if (options.wrap_backend) backend = options.wrap_backend(std::move(backend));
   const int64_t block_bytes = static_cast<int64_t>(backend->kv_layout().BlockBytes());
   int64_t kv_bytes = options.gpu_kv_bytes;
   if (kv_bytes == 0) {
@@ -267,6 +268,8 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
     // Blocks prefetched during the previous step are read from this step on.
     if (absl::Status wait = backend_->WaitForPrefetches(); !wait.ok()) return wait;
     schedule = scheduler_.Next();
+    // Write-back of cached blocks to the host tier, overlapping this step's forward.
+    kv_->StartBackgroundCopies();
     // Spans stay valid while unlocked: only this thread appends tokens or changes block
     // tables, and running sequences cannot be released.
     for (const ScheduledChunk& chunk : schedule.chunks) {
@@ -383,7 +386,11 @@ nlohmann::json Engine::Stats() {
   stats["time"] = {{"step_seconds", counters_.step_seconds},
                    {"compute_seconds", counters_.compute_seconds},
                    {"schedule_seconds", counters_.schedule_seconds},
-                   {"copy_wait_seconds", kv.copy_seconds}};
+                   {"copy_wait_seconds", kv.copy_seconds},
+                   {"copy_stall_seconds", kv.copy_stall_seconds}};
+  stats["async_copy_batches"] = kv.async_copy_batches;
+  stats["blocks_written_back"] = kv.blocks_written_back;
+  stats["evictions_copied"] = kv.evictions_copied;
   const BackendCopyStats copies = backend_->copy_stats();
   stats["backend_copies"] = {{"prefetch_batches", copies.prefetch_batches},
                              {"prefetch_bytes", copies.prefetch_bytes},
@@ -391,7 +398,11 @@ nlohmann::json Engine::Stats() {
                              {"prefetch_stall_seconds", copies.prefetch_stall_seconds},
                              {"sync_batches", copies.sync_batches},
                              {"sync_bytes", copies.sync_bytes},
-                             {"sync_copy_seconds", copies.sync_copy_seconds}};
+                             {"sync_copy_seconds", copies.sync_copy_seconds},
+                             {"async_out_batches", copies.async_out_batches},
+                             {"async_out_bytes", copies.async_out_bytes},
+                             {"async_out_copy_seconds", copies.async_out_copy_seconds},
+                             {"async_out_wait_seconds", copies.async_out_wait_seconds}};
   return stats;
 }
 

@@ -4,12 +4,15 @@
 #define KVTIER_ENGINE_ENGINE_OPTIONS_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 
 namespace kvtier {
 
+class Backend;
 class FileIo;
 
 enum class PreemptionMode { kAuto, kSwap, kRecompute };
@@ -34,6 +37,8 @@ struct EngineOptions {
   int64_t watermark_blocks = 1;
   // File system for the disk tier; nullptr = the real one (tests inject faults here).
   FileIo* file_io = nullptr;
+  // Tests: wraps the created backend (e.g. to delay its asynchronous copies); empty = none.
+  std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>)> wrap_backend;
 
   // InvalidArgument naming the option when a value is out of range or inconsistent.
   absl::Status Validate() const;

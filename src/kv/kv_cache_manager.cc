@@ -24,13 +24,18 @@ class CopyTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
-// Disk slots of swapped (uncached) blocks carry a tag instead of a content hash, so a slot
-// read back is still checked to be the one written.
-uint64_t SwapTag(SequenceId seq, size_t index) {
-  return SplitMix64(static_cast<uint64_t>(seq) * 0x9e3779b97f4a7c15ull + index + 0x5ea5ull);
-}
+// Staging buffers for async device -> disk copies (the bytes land there, the disk write
+// follows when the copy is done). Few: device -> disk is the rare path (host tier full of
+// swapped blocks, or off); a swap-out that runs out waits for the oldest copies.
+constexpr int64_t kStagingBlocks = 16;
 
 }  // namespace
+
+// Disk slots of swapped (uncached) blocks carry a tag instead of a content hash, so a slot
+// read back is still checked to be the one written.
+uint64_t KvCacheManager::SwapTag(SequenceId seq, size_t index) {
+  return SplitMix64(static_cast<uint64_t>(seq) * 0x9e3779b97f4a7c15ull + index + 0x5ea5ull);
+}
 
 const char* TierName(Tier tier) {
   switch (tier) {
@@ -66,6 +71,10 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
   }
   if (options.disk_blocks > 0) {
     kv->staging_.resize(kv->block_bytes_);
+    const int64_t staging = std::min<int64_t>(kStagingBlocks, options.disk_blocks);
+    ASSIGN_OR_RETURN(void* memory, backend->AllocateHostMemory(static_cast<size_t>(staging) * kv->block_bytes_));
+    kv->staging_memory_ = static_cast<uint8_t*>(memory);
+    for (int32_t i = 0; i < staging; ++i) kv->free_staging_.push_back(i);
     DiskStoreOptions disk;
     disk.path = options.disk_path;
     disk.num_slots = options.disk_blocks;
@@ -91,6 +100,7 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
 }
 
 KvCacheManager::~KvCacheManager() {
+  DrainCopies();  // lands swap-outs and write-backs (the host slots they fill are freed below)
   if (disk_store_ != nullptr) {
     // Keep what the prefix cache holds for the next context: device and host entries not
     // yet on disk are written there while slots last.
@@ -123,6 +133,7 @@ KvCacheManager::~KvCacheManager() {
     PersistIndexIfDirty();
   }
   if (host_memory_ != nullptr) backend_->FreeHostMemory(host_memory_);
+  if (staging_memory_ != nullptr) backend_->FreeHostMemory(staging_memory_);
 }
 
 int64_t KvCacheManager::capacity_blocks(Tier tier) const {
@@ -137,7 +148,8 @@ int64_t KvCacheManager::capacity_blocks(Tier tier) const {
 int64_t KvCacheManager::used_blocks(Tier tier) const {
   switch (tier) {
     case Tier::kDevice: return device_.num_used() - device_lru_.size();
-    case Tier::kHost: return host_.num_used() - host_lru_.size();
+    // Slots being filled by a write-back hold cache content, not a sequence's.
+    case Tier::kHost: return host_.num_used() - host_lru_.size() - static_cast<int64_t>(writeback_slots_.size());
     case Tier::kDisk: return disk_.num_used() - disk_lru_.size();
   }
   return 0;
@@ -174,7 +186,7 @@ std::span<const BlockId> KvCacheManager::BlockTable(SequenceId seq) const {
 
 int64_t KvCacheManager::SwappedBlocks(SequenceId seq) const {
   auto it = swapped_.find(seq);
-  return it == swapped_.end() ? 0 : static_cast<int64_t>(it->second.size());
+  return it == swapped_.end() ? 0 : static_cast<int64_t>(it->second.slots.size());
 }
 
 // ---------------------------------------------------------------- allocation & eviction
@@ -205,16 +217,6 @@ void KvCacheManager::DropCached(Tier tier, int32_t slot) {
   }
 }
 
-std::optional<BlockId> KvCacheManager::AllocateDevice() {
-  if (auto id = device_.Allocate()) return id;
-  std::optional<int32_t> victim = device_lru_.PopFront();
-  if (!victim) return std::nullopt;
-  Demote(Tier::kDevice, *victim, cache(Tier::kDevice).hash_of.at(*victim));
-  DropCached(Tier::kDevice, *victim);
-  device_.Release(*victim);  // the cache's reference: the block is free now
-  return device_.Allocate();
-}
-
 std::optional<int32_t> KvCacheManager::AllocateHost() {
   if (host_.num_blocks() == 0) return std::nullopt;
   if (auto id = host_.Allocate()) return id;
@@ -239,26 +241,14 @@ std::optional<int32_t> KvCacheManager::AllocateDisk() {
 }
 
 void KvCacheManager::Demote(Tier tier, int32_t slot, BlockHash hash) {
+  // Only host slots come here (device victims: AllocateDeviceBlocks; disk: dropped). The
+  // host bytes are complete: a slot is in the host cache only once its copy has landed.
   ++counters_.blocks_demoted[static_cast<int>(tier)];
-  if (tier == Tier::kDevice && host_.num_blocks() > 0) {
-    if (cache(Tier::kHost).by_hash.contains(hash)) return;  // already one tier down
-    if (std::optional<int32_t> host_slot = AllocateHost()) {
-      if (CopyDeviceToHostSlot(slot, *host_slot).ok()) {
-        cache(Tier::kHost).by_hash[hash] = *host_slot;
-        cache(Tier::kHost).hash_of[*host_slot] = hash;
-        host_lru_.PushBack(*host_slot, PriorityOf(hash));
-        return;
-      }
-      host_.Release(*host_slot);
-    }
-  }
-  if (tier != Tier::kDisk && disk_.num_blocks() > 0) {
+  if (tier == Tier::kHost && disk_.num_blocks() > 0) {
     if (cache(Tier::kDisk).by_hash.contains(hash)) return;
     if (std::optional<int32_t> disk_slot = AllocateDisk()) {
       absl::Status written =
-          tier == Tier::kDevice
-              ? CopyDeviceToDisk(slot, *disk_slot, hash.value)
-              : disk_store_->Write(*disk_slot, hash.value, static_cast<int32_t>(options_.block_tokens), HostSlot(slot));
+          disk_store_->Write(*disk_slot, hash.value, static_cast<int32_t>(options_.block_tokens), HostSlot(slot));
       if (written.ok()) {
         cache(Tier::kDisk).by_hash[hash] = *disk_slot;
         cache(Tier::kDisk).hash_of[*disk_slot] = hash;
@@ -275,14 +265,10 @@ void KvCacheManager::Demote(Tier tier, int32_t slot, BlockHash hash) {
 
 // ---------------------------------------------------------------- copies
 
-absl::Status KvCacheManager::CopyDeviceToHostSlot(BlockId block, int32_t host_slot) {
-  CopyTimer timer(&counters_.copy_seconds);
-  swap_bytes_timed_ += static_cast<int64_t>(block_bytes_);
-  BlockCopy copy{block, HostSlot(host_slot)};
-  return backend_->CopyBlocksToHost(std::span<const BlockCopy>(&copy, 1));
-}
-
+// Synchronous copies go behind the async ones on a copy engine: land those first, so the
+// host's wait for them is counted as a stall, not hidden inside a "synchronous" copy.
 absl::Status KvCacheManager::CopyHostSlotToDevice(int32_t host_slot, BlockId block) {
+  DrainCopies();
   CopyTimer timer(&counters_.copy_seconds);
   swap_bytes_timed_ += static_cast<int64_t>(block_bytes_);
   BlockCopy copy{block, HostSlot(host_slot)};
@@ -290,6 +276,7 @@ absl::Status KvCacheManager::CopyHostSlotToDevice(int32_t host_slot, BlockId blo
 }
 
 absl::Status KvCacheManager::CopyDeviceToDisk(BlockId block, int32_t disk_slot, uint64_t tag) {
+  DrainCopies();
   CopyTimer timer(&counters_.copy_seconds);
   swap_bytes_timed_ += static_cast<int64_t>(block_bytes_);
   BlockCopy copy{block, staging_.data()};
@@ -298,6 +285,7 @@ absl::Status KvCacheManager::CopyDeviceToDisk(BlockId block, int32_t disk_slot, 
 }
 
 absl::Status KvCacheManager::CopyDiskToDevice(int32_t disk_slot, uint64_t tag, BlockId block) {
+  DrainCopies();
   CopyTimer timer(&counters_.copy_seconds);
   swap_bytes_timed_ += static_cast<int64_t>(block_bytes_);
   absl::Status read = disk_store_->Read(disk_slot, tag, staging_.data());
@@ -329,8 +317,9 @@ absl::Status KvCacheManager::Reserve(SequenceId seq, int64_t num_tokens) {
     return absl::ResourceExhaustedError(absl::StrCat("sequence ", seq, " needs ", need, " more KV blocks, ",
                                                      num_available_device_blocks(), " available"));
   }
+  const std::vector<BlockId> blocks = AllocateDeviceBlocks(need);
   std::vector<BlockId>& table = sequences_[seq].table;
-  for (int64_t i = 0; i < need; ++i) table.push_back(*AllocateDevice());
+  table.insert(table.end(), blocks.begin(), blocks.end());
   return absl::OkStatus();
 }
 
@@ -345,7 +334,8 @@ void KvCacheManager::Release(SequenceId seq) {
     sequences_.erase(it);
   }
   if (auto it = swapped_.find(seq); it != swapped_.end()) {
-    for (const SlotRef& ref : it->second) (ref.tier == Tier::kHost ? host_ : disk_).Release(ref.slot);
+    // Copies still filling these slots are ignored when they land (FinishBatch).
+    for (const SlotRef& ref : it->second.slots) (ref.tier == Tier::kHost ? host_ : disk_).Release(ref.slot);
     swapped_.erase(it);
   }
 }
@@ -371,6 +361,13 @@ void KvCacheManager::OnComputed(SequenceId seq, std::span<const int32_t> tokens,
     device_cache.by_hash[hash] = block;
     device_cache.hash_of[block] = hash;
     device_.AddRef(block);  // the cache's own reference
+    // Written back to host while its sequence runs, when the host tier has room for a copy
+    // of the whole device tier (else only the coldest unreferenced blocks are, see
+    // StartBackgroundCopies). Bounded: stale entries are skipped there.
+    if (host_.num_blocks() >= device_.num_blocks()) {
+      writeback_queue_.push_back({block, hash});
+      if (static_cast<int64_t>(writeback_queue_.size()) > 2 * device_.num_blocks()) writeback_queue_.pop_front();
+    }
   }
 }
 
@@ -401,7 +398,8 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
       const int32_t slot = cache(tier).by_hash.at(hash);
       LruSet& lru = in_host ? host_lru_ : disk_lru_;
       lru.Erase(slot);  // not evictable while we read it
-      std::optional<BlockId> block = num_available_device_blocks() > 0 ? AllocateDevice() : std::nullopt;
+      std::optional<BlockId> block;
+      if (num_available_device_blocks() > 0) block = AllocateDeviceBlocks(1).front();
       absl::Status copied = absl::ResourceExhaustedError("no device block");
       if (block) copied = in_host ? CopyHostSlotToDevice(slot, *block) : CopyDiskToDevice(slot, hash.value, *block);
       if (!copied.ok()) {
@@ -458,9 +456,10 @@ void KvCacheManager::UnpinAll() {
 absl::Status KvCacheManager::SwapOut(SequenceId seq) {
   auto it = sequences_.find(seq);
   if (it == sequences_.end() || it->second.table.empty()) return absl::OkStatus();
-  const std::vector<BlockId>& table = it->second.table;
+  FinishCopies(0);
+  const std::vector<BlockId> table = it->second.table;
   std::vector<SlotRef> slots;
-  auto rollback = [&] {
+  auto release_slots = [&] {
     for (const SlotRef& ref : slots) (ref.tier == Tier::kHost ? host_ : disk_).Release(ref.slot);
   };
   for (size_t i = 0; i < table.size(); ++i) {
@@ -469,29 +468,81 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
     } else if (std::optional<int32_t> disk_slot = AllocateDisk()) {
       slots.push_back({Tier::kDisk, *disk_slot});
     } else {
-      rollback();
+      release_slots();
       return absl::ResourceExhaustedError(absl::StrCat("no host or disk room to swap out sequence ", seq));
     }
   }
-  std::vector<BlockCopy> host_copies;
-  for (size_t i = 0; i < table.size(); ++i) {
-    if (slots[i].tier == Tier::kHost) host_copies.push_back({table[i], HostSlot(slots[i].slot)});
-  }
-  {
-    CopyTimer timer(&counters_.copy_seconds);
-    swap_bytes_timed_ += static_cast<int64_t>(host_copies.size() * block_bytes_);
-    if (absl::Status s = backend_->CopyBlocksToHost(host_copies); !s.ok()) {
-      rollback();
-      return s;
+  const uint64_t generation = ++swap_generation_;
+  swapped_[seq] = SwapState{slots, generation, 0, absl::OkStatus()};
+  // Batches of 2, 4, 8, ... blocks, in the order the pool hands the blocks out again: first
+  // those that become free (uncached: the back of the free queue), then cached ones (the
+  // back of the device LRU, in table order), then blocks other sequences still share. The
+  // preempting sequence, which takes blocks at once, then waits only for the first small
+  // batch; the rest lands while the forward runs.
+  std::vector<size_t> order;
+  for (int pass = 0; pass < 3; ++pass) {
+    for (size_t i = 0; i < table.size(); ++i) {
+      const bool cached = cache(Tier::kDevice).hash_of.contains(table[i]);
+      const int32_t others = device_.ref_count(table[i]) - 1 - (cached ? 1 : 0);
+      const int rank = others > 0 ? 2 : (cached ? 1 : 0);
+      if (rank == pass) order.push_back(i);
     }
   }
-  for (size_t i = 0; i < table.size(); ++i) {
-    if (slots[i].tier != Tier::kDisk) continue;
-    if (absl::Status s = CopyDeviceToDisk(table[i], slots[i].slot, SwapTag(seq, i)); !s.ok()) {
-      ++counters_.io_errors;
-      rollback();
-      return s;
+  std::vector<PendingCopy> batch;
+  size_t batch_size = 2;
+  absl::Status status;
+  auto flush = [&] {
+    if (batch.empty() || !status.ok()) return;
+    std::vector<PendingCopy> copies = std::move(batch);
+    batch.clear();
+    std::vector<int32_t> staging;
+    for (const PendingCopy& c : copies) {
+      if (c.staging >= 0) staging.push_back(c.staging);
     }
+    absl::StatusOr<int64_t> ticket = StartBatch(std::move(copies));
+    if (!ticket.ok()) {
+      status = ticket.status();
+      free_staging_.insert(free_staging_.end(), staging.begin(), staging.end());
+      return;
+    }
+    swapped_.at(seq).last_ticket = *ticket;
+  };
+  for (size_t i : order) {
+    if (!status.ok()) break;
+    PendingCopy c;
+    c.kind = slots[i].tier == Tier::kHost ? PendingKind::kSwapToHost : PendingKind::kSwapToDisk;
+    c.block = table[i];
+    c.slot = slots[i].slot;
+    c.seq = seq;
+    c.generation = generation;
+    c.index = i;
+    if (c.kind == PendingKind::kSwapToDisk) {
+      if (free_staging_.empty()) flush();
+      // Landing the oldest copies writes their staged blocks to disk and frees the buffers.
+      while (free_staging_.empty() && !pending_.empty()) FinishCopies(pending_.front().ticket);
+      if (free_staging_.empty()) {
+        status = absl::InternalError("kv cache: no staging buffer for a disk swap");
+        break;
+      }
+      c.staging = free_staging_.back();
+      free_staging_.pop_back();
+    }
+    batch.push_back(c);
+    if (batch.size() >= batch_size) {
+      flush();
+      batch_size *= 2;
+    }
+  }
+  flush();
+  if (!status.ok()) {
+    // Nothing is lost: the device blocks are kept. Copies already started still read them
+    // (fenced by reading_ticket_) and are ignored when they land.
+    for (const PendingCopy& c : batch) {
+      if (c.staging >= 0) free_staging_.push_back(c.staging);
+    }
+    swapped_.erase(seq);
+    release_slots();
+    return status;
   }
   ++counters_.swaps_out;
   counters_.swap_out_bytes += static_cast<int64_t>(table.size() * block_bytes_);
@@ -501,25 +552,35 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
       device_lru_.PushBack(block, PriorityOf(cache(Tier::kDevice).hash_of.at(block)));
     }
   }
-  it->second.table.clear();
-  swapped_[seq] = std::move(slots);
+  sequences_.at(seq).table.clear();
+  FinishCopies(0);  // synchronous backends: everything has landed (disk writes happen now)
   return absl::OkStatus();
 }
 
 absl::Status KvCacheManager::SwapIn(SequenceId seq, bool prefetch) {
   auto it = swapped_.find(seq);
   if (it == swapped_.end()) return absl::OkStatus();
-  const std::vector<SlotRef>& slots = it->second;
+  // Swap-in-able only once its swap-out copies have landed (normally a step ago).
+  if (it->second.last_ticket != 0) FinishCopies(it->second.last_ticket);
+  it = swapped_.find(seq);
+  if (!it->second.failed.ok()) {
+    const absl::Status failed = it->second.failed;
+    Release(seq);
+    return failed;
+  }
+  const std::vector<SlotRef>& slots = it->second.slots;
   if (static_cast<int64_t>(slots.size()) > num_available_device_blocks()) {
     return absl::ResourceExhaustedError(absl::StrCat("sequence ", seq, " needs ", slots.size(),
                                                      " device blocks to swap in"));
   }
   SequenceBlocks& blocks = sequences_[seq];
-  for (size_t i = 0; i < slots.size(); ++i) blocks.table.push_back(*AllocateDevice());
+  const std::vector<BlockId> got = AllocateDeviceBlocks(static_cast<int64_t>(slots.size()));
+  blocks.table.insert(blocks.table.end(), got.begin(), got.end());
   std::vector<BlockCopy> host_copies;
   for (size_t i = 0; i < slots.size(); ++i) {
     if (slots[i].tier == Tier::kHost) host_copies.push_back({blocks.table[i], HostSlot(slots[i].slot)});
   }
+  if (!prefetch) DrainCopies();
   absl::Status status;
   {
     CopyTimer timer(&counters_.copy_seconds);
@@ -588,9 +649,17 @@ absl::Status KvCacheManager::VerifyIntegrity() const {
         return absl::InternalError(absl::StrCat(TierName(tier), " slot ", slot, " hash index mismatch"));
       }
     }
-    for (const auto& [seq, slots] : swapped_) {
-      for (const SlotRef& ref : slots) {
+    for (const auto& [seq, swap] : swapped_) {
+      for (const SlotRef& ref : swap.slots) {
         if (ref.tier == tier) ++refs[static_cast<size_t>(ref.slot)];
+      }
+    }
+    if (tier == Tier::kHost) {
+      for (const auto& [slot, ticket] : writeback_slots_) {
+        if (cache(tier).hash_of.contains(slot)) {
+          return absl::InternalError(absl::StrCat("host slot ", slot, " is cached while its copy is in flight"));
+        }
+        ++refs[static_cast<size_t>(slot)];
       }
     }
     if (lru.size() != static_cast<int64_t>(cache(tier).hash_of.size())) {

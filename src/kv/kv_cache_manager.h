@@ -4,15 +4,25 @@
 // hash, in any tier) and the swapped-out blocks of paused sequences. The scheduler asks it
 // "can these positions be held", "match this prompt", "swap this one out"; it never walks
 // a pool itself. Moves between tiers are whole-block copies through the backend.
+//
+// Device -> host copies are asynchronous (Backend::StartCopiesToHost): a swap-out starts
+// its copies and returns; cached full blocks (immutable) are written back to the host tier
+// ahead of their eviction while the forward runs (StartBackgroundCopies), so evicting them
+// later costs no copy. What an in-flight copy reads or writes is fenced until its ticket
+// is done: its device blocks are not handed out for writing (AllocateDeviceBlocks waits,
+// counting the stall), host slots of a swap are read (swap-in) and disk slots written only
+// after it, and a written-back host slot joins the host cache only then.
 // Not thread-safe: driven under the engine lock by the stepping thread.
 #ifndef KVTIER_KV_KV_CACHE_MANAGER_H_
 #define KVTIER_KV_KV_CACHE_MANAGER_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -58,7 +68,11 @@ struct KvCacheCounters {
   int64_t prefix_hit_tokens = 0;
   int64_t corrupt_blocks_detected = 0;
   int64_t io_errors = 0;
-  double copy_seconds = 0;          // time spent moving blocks between tiers
+  double copy_seconds = 0;          // host time spent moving blocks between tiers (incl. stalls)
+  int64_t async_copy_batches = 0;   // Backend::StartCopiesToHost calls
+  int64_t blocks_written_back = 0;  // cached device blocks copied to host ahead of eviction
+  int64_t evictions_copied = 0;     // evicted device blocks still needing a copy then (host waited)
+  double copy_stall_seconds = 0;    // host time waiting for async copies (part of copy_seconds)
 };
 
 class KvCacheManager {
@@ -106,20 +120,33 @@ class KvCacheManager {
   int64_t num_pinned_blocks() const { return static_cast<int64_t>(pinned_.size()); }
 
   // Swap: moves every device block of the sequence to host slots (disk slots when host is
-  // full). ResourceExhausted when neither tier has room (the caller recomputes instead);
-  // IoError when a disk write fails (nothing is lost: the device blocks are kept).
+  // full). ResourceExhausted when neither tier has room (the caller recomputes instead).
+  // The copies are only started (in a few batches, smallest first, so that a pool short of
+  // blocks right now waits for few); the device blocks are free for others at once (handed
+  // out only once their copy has landed) and the disk writes happen when the copies land.
+  // A failed copy or disk write is reported by SwapIn (the caller recomputes then).
   absl::Status SwapOut(SequenceId seq);
   bool IsSwappedOut(SequenceId seq) const { return swapped_.contains(seq); }
   int64_t SwappedBlocks(SequenceId seq) const;
-  // Brings a swapped-out sequence back to device blocks. ResourceExhausted when too few
-  // device blocks; DataLoss/IoError when a disk copy is corrupt or unreadable — the swapped
-  // copy is then discarded and the caller must recompute the sequence from scratch.
+  // Brings a swapped-out sequence back to device blocks (first waiting for its swap-out
+  // copies if still in flight). ResourceExhausted when too few device blocks;
+  // DataLoss/IoError when a disk copy is corrupt or unreadable, or the swap-out failed —
+  // the swapped copy is then discarded and the caller must recompute the sequence.
   // With `prefetch`, host copies are only started (Backend::PrefetchBlocksFromHost): the
   // blocks may be read from the next step on, after Backend::WaitForPrefetches.
   absl::Status SwapIn(SequenceId seq, bool prefetch = false);
 
   // Writes the disk tier's index (write-new-then-rename) if it changed since the last call.
   void PersistIndexIfDirty();
+
+  // Called once a step is scheduled, right before its forward: lands the copies that have
+  // finished, then starts the write-back to host slots of cached device blocks that have no
+  // lower-tier copy yet (the coldest unreferenced ones first), so they overlap the forward.
+  // Without a host tier (or prefix cache) it only lands copies.
+  void StartBackgroundCopies();
+  // Lands finished async copies without waiting (also done inside every operation).
+  void PollCopies() { FinishCopies(0); }
+  int64_t num_copies_in_flight() const { return static_cast<int64_t>(pending_.size()); }
 
   // Bytes per block; used/peak blocks per tier.
   size_t block_bytes() const { return block_bytes_; }
@@ -142,6 +169,32 @@ class KvCacheManager {
     Tier tier;
     int32_t slot;
   };
+  // A swapped-out sequence: its slots, and the state of the copies filling them.
+  struct SwapState {
+    std::vector<SlotRef> slots;  // in block order
+    uint64_t generation = 0;     // distinguishes swap-outs of the same sequence id
+    int64_t last_ticket = 0;     // the swap-out's last copy batch; 0 when all landed
+    absl::Status failed;         // a copy or disk write failed: unusable
+  };
+  // One block of an in-flight device -> host copy, and what to do with it once landed.
+  enum class PendingKind { kCacheToHost, kSwapToHost, kSwapToDisk };
+  struct PendingCopy {
+    PendingKind kind = PendingKind::kCacheToHost;
+    BlockId block = 0;          // device block read
+    int32_t slot = 0;           // host slot (kCacheToHost, kSwapToHost) or disk slot
+    int32_t staging = -1;       // staging buffer the bytes land in (kSwapToDisk)
+    BlockHash hash{};           // kCacheToHost: the content's hash
+    int32_t priority = 0;       // kCacheToHost: eviction priority it had
+    bool evicted = false;       // kCacheToHost: the device copy is gone (failure = dropped)
+    SequenceId seq = 0;         // swaps
+    uint64_t generation = 0;    // swaps: SwapState::generation
+    size_t index = 0;           // swaps: block index (disk tag)
+  };
+  struct PendingBatch {
+    int64_t ticket = 0;
+    std::vector<PendingCopy> copies;
+  };
+
   struct SequenceBlocks {
     std::vector<BlockId> table;         // device blocks, in position order
     std::vector<BlockHash> hashes;      // hashes of the first hashes.size() full blocks
@@ -153,21 +206,49 @@ class KvCacheManager {
   };
 
   KvCacheManager(const KvCacheOptions& options, Backend* backend);
+  static uint64_t SwapTag(SequenceId seq, size_t index);
   // Eviction priority of a cached content hash (0 when never raised).
   int32_t PriorityOf(BlockHash hash) const;
   void RaisePriority(BlockHash hash, int32_t priority);
 
-  // A free device block, evicting the LRU unreferenced cached block if needed.
-  std::optional<BlockId> AllocateDevice();
+  // n device blocks to write (caller checked num_available_device_blocks): free ones first,
+  // then LRU unreferenced cached blocks, evicted down the tiers. A victim with a lower-tier
+  // copy (written back) is free to take; the others are copied in one batch the host waits
+  // for. Blocks an async copy still reads are waited for (stall counted).
+  std::vector<BlockId> AllocateDeviceBlocks(int64_t n);
+  // Eviction of device victims without a lower-tier copy: one batch to host slots (disk
+  // slots, synchronously, when the host has no room), waited for.
+  struct DirtyVictim {
+    BlockId block;
+    BlockHash hash;
+    int32_t priority;
+  };
+  void DemoteDirtyDeviceBlocks(const std::vector<DirtyVictim>& victims);
+  // Starts one async batch; on success it is queued in pending_ and its device blocks are
+  // fenced. Returns the ticket.
+  absl::StatusOr<int64_t> StartBatch(std::vector<PendingCopy> copies);
+  // Lands every pending batch that is done; with wait_ticket > 0 the host first waits for
+  // that ticket (the stall is counted).
+  void FinishCopies(int64_t wait_ticket);
+  void DrainCopies() {
+    if (!pending_.empty()) FinishCopies(pending_.back().ticket);
+  }
+  void FinishBatch(const PendingBatch& batch, const absl::Status& copied);
+  uint8_t* Staging(int32_t index) const { return staging_memory_ + static_cast<size_t>(index) * block_bytes_; }
+  bool HasLowerCopy(BlockHash hash) const {
+    return cache(Tier::kHost).by_hash.contains(hash) || cache(Tier::kDisk).by_hash.contains(hash);
+  }
+  // Blocks of write-back per StartBackgroundCopies (see there).
+  int64_t WriteBackBudget() const;
   // A free slot in host (or disk) for cached or swapped data, evicting LRU cached entries
   // (host ones demoted to disk). Pinned blocks are never candidates: the pin holds a
   // reference, so they are not in any LRU set.
   std::optional<int32_t> AllocateHost();
   std::optional<int32_t> AllocateDisk();
-  // Moves the content of a cached block being evicted from `tier` one tier down.
+  // Moves the content of a cached host slot being evicted one tier down (device victims
+  // go through AllocateDeviceBlocks).
   void Demote(Tier tier, int32_t slot, BlockHash hash);
   void DropCached(Tier tier, int32_t slot);
-  absl::Status CopyDeviceToHostSlot(BlockId block, int32_t host_slot);
   absl::Status CopyHostSlotToDevice(int32_t host_slot, BlockId block);
   absl::Status CopyDeviceToDisk(BlockId block, int32_t disk_slot, uint64_t tag);
   absl::Status CopyDiskToDevice(int32_t disk_slot, uint64_t tag, BlockId block);
@@ -182,12 +263,23 @@ class KvCacheManager {
   BlockPool host_;
   BlockPool disk_;
   uint8_t* host_memory_ = nullptr;      // (host_blocks, block_bytes) from the backend
-  std::vector<uint8_t> staging_;        // one block, for disk <-> device moves
+  std::vector<uint8_t> staging_;        // one block, for synchronous disk <-> device moves
+  uint8_t* staging_memory_ = nullptr;   // kStagingBlocks blocks from the backend (async -> disk)
+  std::vector<int32_t> free_staging_;
   std::unique_ptr<DiskBlockStore> disk_store_;
   bool disk_index_dirty_ = false;
 
   absl::flat_hash_map<SequenceId, SequenceBlocks> sequences_;
-  absl::flat_hash_map<SequenceId, std::vector<SlotRef>> swapped_;
+  absl::flat_hash_map<SequenceId, SwapState> swapped_;
+  uint64_t swap_generation_ = 0;
+  // Async device -> host copies in flight, oldest first (tickets complete in this order).
+  std::deque<PendingBatch> pending_;
+  // Device block -> the newest ticket reading it: not handed out for writing before it lands.
+  absl::flat_hash_map<BlockId, int64_t> reading_ticket_;
+  // Host slots being filled by a write-back (held, in no cache map until they land).
+  absl::flat_hash_map<int32_t, int64_t> writeback_slots_;
+  // Device blocks cached since the last StartBackgroundCopies, with their hash then.
+  std::deque<std::pair<BlockId, BlockHash>> writeback_queue_;
   TierCache caches_[kNumTiers];
   absl::flat_hash_map<BlockHash, int32_t> hash_priority_;  // only hashes cached somewhere
   // Unreferenced cached blocks per tier, LRU first. A cached device block holds one

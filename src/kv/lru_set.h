@@ -40,6 +40,16 @@ class LruSet {
     return id;
   }
   int64_t size() const { return static_cast<int64_t>(where_.size()); }
+  // Calls fn(id) in eviction order (PopFront's order) until it returns false. fn must not
+  // change the set.
+  template <typename Fn>
+  void ForEachInEvictionOrder(Fn&& fn) const {
+    for (const auto& [priority, order] : by_priority_) {
+      for (int32_t id : order) {
+        if (!fn(id)) return;
+      }
+    }
+  }
 
  private:
   struct Where {

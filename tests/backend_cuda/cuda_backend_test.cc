@@ -159,7 +159,18 @@ struct ModelCase {
   std::string preset;
   bool llama3_scaling;
   bool tied;
+  // Attention shape overrides (0 = the preset's): head_dim 64/128 runs the fast decode and
+  // prefill attention kernels, the presets' 16/32 the generic one.
+  int64_t head_dim = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
 };
+
+void ApplyAttentionShape(const ModelCase& mc, RandomCheckpointSpec* spec) {
+  if (mc.head_dim > 0) spec->head_dim = mc.head_dim;
+  if (mc.heads > 0) spec->heads = mc.heads;
+  if (mc.kv_heads > 0) spec->kv_heads = mc.kv_heads;
+}
 
 class CudaBackendModelTest : public CudaBackendTest,
                              public ::testing::WithParamInterface<ModelCase> {};
@@ -171,6 +182,7 @@ TEST_P(CudaBackendModelTest, MatchesCpuBackend) {
   spec->seed = rng_();
   spec->tie_embeddings = mc.tied;
   if (mc.llama3_scaling) spec->rope_scaling = Llama3RopeScaling{8.0, 1.0, 4.0, 32};
+  ApplyAttentionShape(mc, &*spec);
   auto checkpoint = MakeCheckpoint(*spec, mc.preset);
   ASSERT_NE(checkpoint, nullptr);
   BackendOptions options;
@@ -180,8 +192,10 @@ TEST_P(CudaBackendModelTest, MatchesCpuBackend) {
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   std::vector<Seq> seqs;
   const Stats stats = RunScenario(**cpu, **gpu, checkpoint->config().vocab_size, &seqs);
-  std::printf("[%s] logits rows %d, max relative error %.3g, argmax mismatches %d\n",
-              mc.preset.c_str(), stats.rows, stats.max_rel_error, stats.argmax_mismatch);
+  std::printf("[%s] logits rows %d, max relative error %.3g, argmax mismatches %d, %s attention\n",
+              mc.preset.c_str(), stats.rows, stats.max_rel_error, stats.argmax_mismatch,
+              (*gpu)->fast_attention() ? "fast" : "generic");
+  EXPECT_EQ((*gpu)->fast_attention(), mc.head_dim == 64 || mc.head_dim == 128);
   EXPECT_LE(stats.argmax_mismatch, stats.rows / 10);
   EXPECT_EQ((*gpu)->allocations_after_init(), 0);
 
@@ -218,10 +232,18 @@ INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
                                            ModelCase{"tiny-mistral", false, false},
                                            ModelCase{"tiny-qwen2", false, false},
                                            ModelCase{"tiny-qwen3", false, true},
-                                           ModelCase{"small-llama", false, false}),
+                                           ModelCase{"small-llama", false, false},
+                                           ModelCase{"small-llama", false, false, 64, 4, 1},
+                                           ModelCase{"tiny-qwen3", false, true, 128, 4, 2},
+                                           ModelCase{"tiny-qwen2", false, false, 64, 7, 1}),
                          [](const ::testing::TestParamInfo<ModelCase>& info) {
                            std::string n = info.param.preset + (info.param.llama3_scaling ? "_llama3" : "") +
-                                           (info.param.tied ? "_tied" : "");
+                                           (info.param.tied ? "_tied" : "") +
+                                           (info.param.head_dim > 0
+                                                ? "_hd" + std::to_string(info.param.head_dim) +
+                                                      "_g" + std::to_string(info.param.heads /
+                                                                            info.param.kv_heads)
+                                                : "");
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
@@ -257,6 +279,80 @@ TEST_F(CudaBackendTest, SmallWorkspaceSplitsBatchesAndGreedyMatchesLogits) {
   ASSERT_EQ(ids.size(), 2u);
   EXPECT_EQ(ids[0], Argmax(logits.data(), vocab));
   EXPECT_EQ(ids[1], Argmax(logits.data() + vocab, vocab));
+}
+
+// Decode steps replayed from CUDA graphs (padded to a batch bucket) pick the same tokens
+// as the same steps run eagerly, for batches that need no padding, padding within the GEMV
+// sizes (3 -> 4) and padding on the cuBLAS path (12 -> 16); contexts grow across steps so
+// every replay reads new positions and block tables.
+TEST_F(CudaBackendTest, DecodeGraphsMatchEagerSteps) {
+  auto spec = RandomCheckpointPreset("small-llama");
+  ASSERT_TRUE(spec.ok());
+  spec->seed = rng_();
+  spec->head_dim = 64;
+  spec->heads = 4;
+  spec->kv_heads = 1;
+  auto checkpoint = MakeCheckpoint(*spec, "graphs");
+  ASSERT_NE(checkpoint, nullptr);
+  auto gpu = CudaBackend::Create(*checkpoint, BackendOptions());
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  CudaBackend& b = **gpu;
+  ASSERT_TRUE(b.fast_attention());
+  const int kSeqs = 12, kBlocksPerSeq = 8;
+  ASSERT_TRUE(b.AllocateKvPool(kSeqs * kBlocksPerSeq).ok());
+  std::vector<int32_t> ids(kSeqs * kBlocksPerSeq);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng_);
+  const int64_t vocab = b.vocab_size();
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(vocab) - 1);
+  std::uniform_int_distribution<int> len(3, 40);
+  int64_t replays = 0;
+  for (int batch_size : {1, 3, 12}) {
+    std::vector<Seq> seqs(batch_size);
+    ForwardBatch prefill;
+    for (int i = 0; i < batch_size; ++i) {
+      const int n = len(rng_);
+      for (int j = 0; j < n; ++j) seqs[i].tokens.push_back(tok(rng_));
+      seqs[i].table.assign(ids.begin() + i * kBlocksPerSeq, ids.begin() + (i + 1) * kBlocksPerSeq);
+      prefill.chunks.push_back({seqs[i].tokens, 0, seqs[i].table, true});
+    }
+    std::vector<int32_t> next;
+    ASSERT_TRUE(b.ForwardGreedy(prefill, &next).ok());
+    for (int i = 0; i < batch_size; ++i) {
+      seqs[i].cached = static_cast<int64_t>(seqs[i].tokens.size());
+      seqs[i].tokens.push_back(next[i]);
+    }
+    for (int step = 0; step < 6; ++step) {
+      ForwardBatch batch;
+      for (Seq& s : seqs) {
+        batch.chunks.push_back({std::span<const int32_t>(s.tokens).subspan(s.cached, 1), s.cached,
+                                s.table, true});
+      }
+      b.SetDecodeGraphs(true);
+      std::vector<int32_t> graph_ids;
+      ASSERT_TRUE(b.ForwardGreedy(batch, &graph_ids).ok());
+      ASSERT_EQ(graph_ids.size(), static_cast<size_t>(batch_size));
+      b.SetDecodeGraphs(false);
+      std::vector<float> logits;  // the same step eagerly (rewrites the same KV positions)
+      ASSERT_TRUE(b.Forward(batch, &logits).ok());
+      for (int i = 0; i < batch_size; ++i) {
+        const float* row = logits.data() + i * vocab;
+        const float best = *std::max_element(row, row + vocab);
+        // Up to 8 rows both paths run the same kernels per row: identical. Beyond, cuBLAS
+        // may pick another algorithm for the padded size: a near tie may flip.
+        const float slack = batch_size <= 8 ? 0.0f : 2e-2f * (std::abs(best) + 1.0f);
+        EXPECT_GE(row[graph_ids[i]], best - slack) << "batch " << batch_size << " row " << i;
+      }
+      for (int i = 0; i < batch_size; ++i) {
+        seqs[i].cached += 1;
+        seqs[i].tokens.push_back(graph_ids[i]);
+      }
+    }
+    EXPECT_GT(b.graph_replays(), replays) << b.graph_error();
+    replays = b.graph_replays();
+  }
+  EXPECT_EQ(b.graph_error(), "");
+  EXPECT_EQ(b.allocations_after_init(), 0);
 }
 
 TEST_F(CudaBackendTest, CopiesBlocksBetweenTiersAndRejectsBadInput) {
@@ -365,6 +461,98 @@ TEST_F(CudaBackendTest, PrefetchedBlocksReadLikeSynchronousCopies) {
   EXPECT_GT(after.prefetch_copy_seconds, before.prefetch_copy_seconds);
   EXPECT_GE(after.prefetch_stall_seconds, 0.0);
   EXPECT_GT(after.sync_copy_seconds, 0.0);
+  EXPECT_EQ(b.allocations_after_init(), 0);
+  b.FreeHostMemory(host);
+}
+
+TEST_F(CudaBackendTest, AsyncCopiesToHostLandTheBytesInOrderAndRejectBadInput) {
+  auto spec = RandomCheckpointPreset("tiny-llama");
+  ASSERT_TRUE(spec.ok());
+  spec->seed = rng_();
+  auto checkpoint = MakeCheckpoint(*spec, "async_out");
+  ASSERT_NE(checkpoint, nullptr);
+  auto gpu = CudaBackend::Create(*checkpoint, BackendOptions());
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  CudaBackend& b = **gpu;
+  ASSERT_TRUE(b.AllocateKvPool(16).ok());
+  const int64_t bt = b.kv_layout().block_tokens;
+  const size_t bytes = b.kv_layout().BlockBytes();
+  std::vector<int32_t> prompt(static_cast<size_t>(3 * bt));
+  for (auto& t : prompt) t = static_cast<int32_t>(rng_() % static_cast<uint32_t>(b.vocab_size()));
+  std::vector<int32_t> table = {0, 1, 2};
+  ForwardBatch prefill;
+  prefill.chunks.push_back({prompt, 0, table, true});
+  std::vector<float> logits;
+  ASSERT_TRUE(b.Forward(prefill, &logits).ok());
+  auto pinned = b.AllocateHostMemory(12 * bytes);
+  ASSERT_TRUE(pinned.ok());
+  uint8_t* host = static_cast<uint8_t*>(*pinned);
+  uint8_t* want = host;               // 3 blocks: synchronous copies of 0, 1, 2
+  uint8_t* run = host + 3 * bytes;    // 3 blocks: one async batch of consecutive blocks
+  uint8_t* mixed = host + 6 * bytes;  // 2 blocks: async 2 then 0 (not consecutive)
+  uint8_t* spare = host + 8 * bytes;  // 4 blocks: ordering and event-pool checks
+  std::vector<BlockCopy> sync_out = {{0, want}, {1, want + bytes}, {2, want + 2 * bytes}};
+  ASSERT_TRUE(b.CopyBlocksToHost(sync_out).ok());
+  for (size_t i = 3 * bytes; i < 12 * bytes; ++i) host[i] = static_cast<uint8_t>(rng_());  // poison
+  const BackendCopyStats before = b.copy_stats();
+
+  std::vector<BlockCopy> consecutive = {{0, run}, {1, run + bytes}, {2, run + 2 * bytes}};
+  auto t1 = b.StartCopiesToHost(consecutive);
+  ASSERT_TRUE(t1.ok()) << t1.status();
+  std::vector<BlockCopy> scattered = {{2, mixed}, {0, mixed + bytes}};
+  auto t2 = b.StartCopiesToHost(scattered);
+  ASSERT_TRUE(t2.ok()) << t2.status();
+  EXPECT_GT(*t2, *t1);
+  auto polled = b.CopiesDone(*t1);
+  ASSERT_TRUE(polled.ok()) << polled.status();  // true or false: both are fine here
+  ASSERT_TRUE(b.WaitForCopies(*t2).ok());
+  auto done1 = b.CopiesDone(*t1);
+  ASSERT_TRUE(done1.ok());
+  EXPECT_TRUE(*done1);  // tickets complete in order
+  EXPECT_EQ(std::memcmp(run, want, 3 * bytes), 0);
+  EXPECT_EQ(std::memcmp(mixed, want + 2 * bytes, bytes), 0);
+  EXPECT_EQ(std::memcmp(mixed + bytes, want, bytes), 0);
+
+  // A device -> host copy started after a prefetch from the same host bytes writes them only
+  // after the prefetch read them.
+  std::memcpy(spare, want + bytes, bytes);  // block 1's bytes
+  BlockCopy prefetch{8, spare};
+  ASSERT_TRUE(b.PrefetchBlocksFromHost({&prefetch, 1}).ok());
+  BlockCopy overwrite{0, spare};
+  auto t3 = b.StartCopiesToHost({&overwrite, 1});
+  ASSERT_TRUE(t3.ok());
+  ASSERT_TRUE(b.WaitForCopies(*t3).ok());
+  ASSERT_TRUE(b.WaitForPrefetches().ok());
+  BlockCopy check{8, spare + bytes};
+  ASSERT_TRUE(b.CopyBlocksToHost({&check, 1}).ok());
+  EXPECT_EQ(std::memcmp(spare + bytes, want + bytes, bytes), 0);  // block 8 got block 1's bytes
+  EXPECT_EQ(std::memcmp(spare, want, bytes), 0);                  // then block 0's landed
+
+  // More batches in flight than the timing-event pool holds: the oldest are waited for.
+  int64_t last = 0;
+  for (int i = 0; i < 300; ++i) {
+    BlockCopy one{i % 3, spare + 2 * bytes};
+    auto t = b.StartCopiesToHost({&one, 1});
+    ASSERT_TRUE(t.ok()) << t.status() << " batch " << i;
+    last = *t;
+  }
+  ASSERT_TRUE(b.WaitForCopies(last).ok());
+  EXPECT_EQ(std::memcmp(spare + 2 * bytes, want + (299 % 3) * bytes, bytes), 0);
+
+  // Bad input: blocks out of range, tickets never handed out.
+  BlockCopy bad{16, spare};
+  EXPECT_EQ(b.StartCopiesToHost({&bad, 1}).status().code(), absl::StatusCode::kInvalidArgument);
+  bad.device_block = -1;
+  EXPECT_EQ(b.StartCopiesToHost({&bad, 1}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(b.CopiesDone(0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(b.CopiesDone(last + 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(b.WaitForCopies(last + 100).code(), absl::StatusCode::kInvalidArgument);
+
+  const BackendCopyStats after = b.copy_stats();
+  EXPECT_EQ(after.async_out_batches - before.async_out_batches, 303);
+  EXPECT_EQ(after.async_out_bytes - before.async_out_bytes, static_cast<int64_t>(306 * bytes));
+  EXPECT_GT(after.async_out_copy_seconds, before.async_out_copy_seconds);
+  EXPECT_GE(after.async_out_wait_seconds, before.async_out_wait_seconds);
   EXPECT_EQ(b.allocations_after_init(), 0);
   b.FreeHostMemory(host);
 }

@@ -19,6 +19,74 @@ double MedianMs(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// The decode GEMVs of one layer (and the LM head) alone, one row, weights rotated through a
+// 4 GiB buffer so they come from HBM as in a real step: achieved bandwidth per shape.
+void TimeGemvShapes(const ModelConfig& c) {
+  const int64_t h = c.hidden_size, inter = c.intermediate_size;
+  const int64_t qkv = c.q_dim() + 2 * c.kv_dim();
+  struct Shape {
+    const char* name;
+    int64_t n, k;
+  } shapes[] = {{"qkv", qkv, h}, {"o", h, c.q_dim()}, {"gate_up", 2 * inter, h},
+                {"down", h, inter}, {"lm_head", c.vocab_size, h}};
+  const size_t buffer_bytes = size_t{4} << 30;
+  cuda::bf16* w = nullptr;
+  cuda::bf16* x = nullptr;
+  void* out = nullptr;
+  cublasHandle_t cublas = nullptr;
+  if (cudaMalloc(&w, buffer_bytes) != cudaSuccess || cudaMalloc(&x, 64 * inter * 2) != cudaSuccess ||
+      cudaMalloc(&out, 64 * c.vocab_size * 4) != cudaSuccess ||
+      cublasCreate(&cublas) != CUBLAS_STATUS_SUCCESS) {
+    std::printf("gemv: allocation failed\n");
+    return;
+  }
+  cuda::FillRandomBf16(w, buffer_bytes / 2, 11, 0.0f, 0.05f, nullptr);
+  cuda::FillRandomBf16(x, 64 * inter, 12, 0.0f, 1.0f, nullptr);
+  cudaEvent_t start, end;
+  cudaEventCreate(&start);
+  cudaEventCreate(&end);
+  for (const Shape& s : shapes) {
+    const size_t bytes = static_cast<size_t>(s.n * s.k * 2);
+    const int64_t copies = std::max<int64_t>(1, static_cast<int64_t>(buffer_bytes / bytes));
+    for (int variant = 0; variant < 7; ++variant) {
+      // GEMV at 1, 2, 4, 8 rows; cuBLAS at 2, 8, 64 rows: where the GEMV stops paying.
+      static constexpr int kRows[7] = {1, 2, 4, 8, 2, 8, 64};
+      const int rows = kRows[variant];
+      const bool gemv = variant < 4;
+      std::vector<double> us;
+      for (int i = 0; i < 60; ++i) {
+        const cuda::bf16* wi = w + (i % copies) * s.n * s.k;
+        cudaEventRecord(start, nullptr);
+        if (gemv) {
+          cuda::GemvSmallRows(x, wi, rows, static_cast<int>(s.k), static_cast<int>(s.n), out,
+                              s.n == c.vocab_size, nullptr);
+        } else {  // what CudaBackend::Gemm runs for larger batches
+          const float alpha = 1.0f, beta = 0.0f;
+          cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(s.n), rows,
+                       static_cast<int>(s.k), &alpha, wi, CUDA_R_16BF, static_cast<int>(s.k), x,
+                       CUDA_R_16BF, static_cast<int>(s.k), &beta, out,
+                       s.n == c.vocab_size ? CUDA_R_32F : CUDA_R_16BF, static_cast<int>(s.n),
+                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        }
+        cudaEventRecord(end, nullptr);
+        cudaEventSynchronize(end);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, start, end);
+        if (i >= 10) us.push_back(ms * 1000.0);
+      }
+      const double med = MedianMs(us);
+      std::printf("%-6s %-8s rows %2d  n %6lld k %6lld  %8.1f us  %6.2f TB/s\n",
+                  gemv ? "gemv" : "cublas", s.name, rows,
+                  static_cast<long long>(s.n), static_cast<long long>(s.k), med,
+                  bytes / (med * 1e-6) / 1e12);
+    }
+  }
+  cublasDestroy(cublas);
+  cudaFree(w);
+  cudaFree(x);
+  cudaFree(out);
+}
+
 int Main(int argc, char** argv) {
   const std::string preset = argc > 1 ? argv[1] : "llama3-8b";
   auto spec = RandomCheckpointPreset(preset);
@@ -79,18 +147,28 @@ int Main(int argc, char** argv) {
     batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 512), 0, tables[0], true});
     time_batch("W1 prefill 512 (1 seq)", batch, 5, 512, true);
   }
-  {
-    ForwardBatch batch;
-    batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1), 600, tables[0], true});
-    time_batch("W1 decode, 1 seq at 600", batch, 30, 1, true);
-  }
-  {
-    ForwardBatch batch;
-    for (int s = 0; s < 64; ++s) {
-      batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1), 640, tables[s], true});
+  for (bool graphs : {false, true}) {
+    b.SetDecodeGraphs(graphs);
+    const std::string suffix = graphs ? " [graph]" : " [eager]";
+    {
+      ForwardBatch batch;
+      batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1), 600, tables[0], true});
+      time_batch(("W1 decode, 1 seq at 600" + suffix).c_str(), batch, 30, 1, true);
     }
-    time_batch("W2 decode, 64 seqs at 640", batch, 20, 64, true);
+    {
+      ForwardBatch batch;
+      for (int s = 0; s < 64; ++s) {
+        batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1), 640, tables[s], true});
+      }
+      time_batch(("W2 decode, 64 seqs at 640" + suffix).c_str(), batch, 20, 64, true);
+    }
+    {
+      ForwardBatch batch;
+      batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1), 32767, long_table, true});
+      time_batch(("W4 decode, 1 seq at 32767" + suffix).c_str(), batch, 20, 1, true);
+    }
   }
+  if (!b.graph_error().empty()) std::printf("graphs turned off: %s\n", b.graph_error().c_str());
   {
     ForwardBatch batch;
     for (int s = 0; s < 64; ++s) {
@@ -100,15 +178,11 @@ int Main(int argc, char** argv) {
   }
   {
     ForwardBatch batch;
-    batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1), 32767, long_table, true});
-    time_batch("W4 decode, 1 seq at 32767", batch, 20, 1, true);
-  }
-  {
-    ForwardBatch batch;
     batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 2048), 30000, long_table, true});
     time_batch("W4 prefill chunk 2048 at 30000", batch, 2, 2048, true);
   }
   std::printf("allocations after init: %lld\n", static_cast<long long>(b.allocations_after_init()));
+  TimeGemvShapes(*config);
   return 0;
 }
 

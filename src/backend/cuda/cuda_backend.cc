@@ -2,6 +2,7 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -128,7 +129,9 @@ CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   if (copy_stream_ != nullptr) cudaStreamSynchronize(copy_stream_);
   for (void* p : allocations_) cudaFree(p);
+  for (auto& [bucket, exec] : graphs_) cudaGraphExecDestroy(exec);
   if (meta_host_ != nullptr) cudaFreeHost(meta_host_);
+  if (ids_host_ != nullptr) cudaFreeHost(ids_host_);
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (compute_done_ != nullptr) cudaEventDestroy(compute_done_);
   for (cudaEvent_t e : all_events_) cudaEventDestroy(e);
@@ -206,7 +209,8 @@ int64_t CudaBackend::WorkspaceBytes() const {
   const int64_t wide = std::max(config_.q_dim() + 2 * config_.kv_dim(), 2 * inter);
   return t * h * 4 + t * h * 2 + t * wide * 2 + 2 * t * config_.q_dim() * 2 + t * h * 2 +
          t * inter * 2 + max_chunks_ * config_.vocab_size * 4 + max_chunks_ * 4 +
-         partial_slots_ * config_.num_heads * (config_.head_dim + 2) * 4 + (32 << 20) +
+         (fast_attention_ ? 0 : partial_slots_ * config_.num_heads * (config_.head_dim + 2) * 4) +
+         (32 << 20) +
          static_cast<int64_t>(meta_capacity_) + 64 * 256;
 }
 
@@ -262,10 +266,31 @@ absl::Status CudaBackend::Init(const WeightLoader& loader) {
   }();
   device_bytes_ += runtime_overhead;
 
-  // Metadata capacity: token arrays, chunk arrays, block tables, items.
-  meta_capacity_ = Align(5 * max_tokens_ * 4) + 2 * Align((max_chunks_ + 1) * 4) +
-                   Align(max_table_entries_ * 4) +
-                   Align(max_items_ * sizeof(cuda::AttentionItem)) + 4 * 256;
+  cudaDeviceProp props{};
+  CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, 0));
+  sm_count_ = props.multiProcessorCount;
+  const int32_t heads = static_cast<int32_t>(config_.num_heads);
+  const int32_t kv_heads = static_cast<int32_t>(config_.num_kv_heads);
+  const int32_t head_dim = static_cast<int32_t>(config_.head_dim);
+  fast_attention_ = cuda::DecodeAttentionSupported(head_dim, heads, kv_heads) &&
+                    cuda::PrefillAttentionSupported(head_dim, heads, kv_heads) &&
+                    layout_.block_tokens >= 8 && layout_.block_tokens <= 64 &&
+                    (layout_.block_tokens & (layout_.block_tokens - 1)) == 0;
+  if (const char* env = std::getenv("KVTIER_CUDA_GRAPHS"); env != nullptr && env[0] == '0') {
+    graphs_enabled_ = false;
+  }
+  if (const char* env = std::getenv("KVTIER_CUDA_FAST_ATTENTION");
+      env != nullptr && env[0] == '0') {
+    fast_attention_ = false;
+  }
+  prefill_tile_tokens_ = cuda::PrefillTileTokens(head_dim, heads / kv_heads);
+
+  // Metadata capacity: token arrays (ids, pos, chunk, decode rows, splits, partial bases),
+  // chunk arrays, items or prefill tiles, block tables.
+  meta_capacity_ = 6 * Align(max_tokens_ * 4) + 2 * Align((max_chunks_ + 1) * 4) +
+                   Align(max_items_ * sizeof(cuda::AttentionItem)) +
+                   Align((max_tokens_ + max_chunks_) * sizeof(cuda::PrefillTile)) +
+                   Align(max_table_entries_ * 4) + 4 * 256;
 
   const int64_t needed = device_bytes_ + WeightBytes() + WorkspaceBytes();
   if (options_.gpu_mem_limit_bytes > 0 && needed > options_.gpu_mem_limit_bytes) {
@@ -364,16 +389,39 @@ absl::Status CudaBackend::Init(const WeightLoader& loader) {
   ASSIGN_OR_RETURN(ws_.logits, alloc_f32(max_chunks_ * config_.vocab_size, "logits"));
   ASSIGN_OR_RETURN(void* ids, DeviceAlloc(max_chunks_ * sizeof(int32_t), "token ids"));
   ws_.token_ids = static_cast<int32_t*>(ids);
-  ASSIGN_OR_RETURN(ws_.partial_out,
-                   alloc_f32(partial_slots_ * config_.num_heads * config_.head_dim, "partials"));
-  ASSIGN_OR_RETURN(ws_.partial_ml, alloc_f32(partial_slots_ * config_.num_heads * 2, "partials"));
+  if (!fast_attention_) {  // the generic attention's split partials
+    ASSIGN_OR_RETURN(ws_.partial_out,
+                     alloc_f32(partial_slots_ * config_.num_heads * config_.head_dim, "partials"));
+    ASSIGN_OR_RETURN(ws_.partial_ml, alloc_f32(partial_slots_ * config_.num_heads * 2, "partials"));
+  }
   constexpr size_t kCublasWorkspace = 32 << 20;
   ASSIGN_OR_RETURN(ws_.cublas, DeviceAlloc(kCublasWorkspace, "cublas workspace"));
   CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(cublas_, ws_.cublas, kCublasWorkspace));
+  if (fast_attention_) {
+    // Decode partials for the largest split count any decode batch size may pick.
+    size_t out_floats = 1, ml_floats = 1;
+    for (int32_t r = 1; r <= max_chunks_; ++r) {
+      const int32_t splits = cuda::DecodeMaxSplits(r, kv_heads, sm_count_);
+      out_floats = std::max(out_floats, cuda::DecodePartialFloats(r, splits, heads, head_dim));
+      ml_floats = std::max(ml_floats, cuda::DecodePartialMlFloats(r, splits, heads));
+    }
+    ASSIGN_OR_RETURN(decode_partial_out_, alloc_f32(out_floats, "decode partials"));
+    ASSIGN_OR_RETURN(decode_partial_ml_, alloc_f32(ml_floats, "decode partials"));
+    // Split counters: zero once; every launch leaves them at zero (graph replays too).
+    const size_t counters = cuda::DecodeCounterInts(static_cast<int32_t>(max_chunks_), kv_heads);
+    ASSIGN_OR_RETURN(void* c, DeviceAlloc(counters * sizeof(uint32_t), "decode split counters"));
+    decode_split_counters_ = static_cast<uint32_t*>(c);
+    CUDA_RETURN_IF_ERROR(cudaMemset(decode_split_counters_, 0, counters * sizeof(uint32_t)));
+  }
   ASSIGN_OR_RETURN(void* meta, DeviceAlloc(meta_capacity_, "step metadata"));
   ws_.meta = static_cast<uint8_t*>(meta);
   CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&meta_host_), meta_capacity_,
                                      cudaHostAllocDefault));
+  CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&ids_host_),
+                                     max_chunks_ * sizeof(int32_t), cudaHostAllocDefault));
+  // The scratch block (KV of graph padding rows) is allocated with the pool, one block past
+  // it; reserve its bytes now so the pool the engine sizes from device_bytes_in_use() fits.
+  device_bytes_ += static_cast<int64_t>(layout_.BlockBytes());
   CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   return absl::OkStatus();
 }
@@ -381,7 +429,7 @@ absl::Status CudaBackend::Init(const WeightLoader& loader) {
 absl::Status CudaBackend::AllocateKvPool(int64_t num_blocks) {
   if (kv_pool_ != nullptr) return absl::FailedPreconditionError("KV pool already allocated");
   if (num_blocks <= 0) return absl::InvalidArgumentError("num_blocks must be positive");
-  const size_t bytes = static_cast<size_t>(num_blocks) * layout_.BlockBytes();
+  const size_t bytes = static_cast<size_t>(num_blocks + 1) * layout_.BlockBytes();
   size_t free_bytes = 0, total_bytes = 0;
   CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
   if (bytes > free_bytes) {
@@ -389,9 +437,15 @@ absl::Status CudaBackend::AllocateKvPool(int64_t num_blocks) {
                                                      " blocks needs ", bytes, " bytes, ",
                                                      free_bytes, " free on the device"));
   }
-  ASSIGN_OR_RETURN(void* pool, DeviceAlloc(bytes, "KV pool"));
-  kv_pool_ = static_cast<bf16*>(pool);
+  device_bytes_ -= static_cast<int64_t>(layout_.BlockBytes());  // the reservation of Init
+  absl::StatusOr<void*> pool = DeviceAlloc(bytes, "KV pool");
+  if (!pool.ok()) {
+    device_bytes_ += static_cast<int64_t>(layout_.BlockBytes());
+    return pool.status();
+  }
+  kv_pool_ = static_cast<bf16*>(*pool);
   num_blocks_ = num_blocks;
+  scratch_block_ = static_cast<int32_t>(num_blocks);
   init_done_ = true;
   return absl::OkStatus();
 }
@@ -462,178 +516,6 @@ absl::Status CudaBackend::ForwardGreedy(const ForwardBatch& batch,
   token_ids->clear();
   return RunAll(batch,
                 [&](const ForwardBatch& piece) { return RunStep(piece, nullptr, token_ids); });
-}
-
-absl::Status CudaBackend::Gemm(const bf16* x, const bf16* w, int rows, int k, int n, void* out,
-                               bool out_f32) {
-  // Row-major out(rows, n) = x(rows, k) * w(n, k)^T, i.e. column-major out^T = w^T' * x'.
-  if (cuda::GemvSupported(rows, k, x, w)) {
-    CUDA_RETURN_IF_ERROR(cuda::GemvSmallRows(x, w, rows, k, n, out, out_f32, stream_));
-    return absl::OkStatus();
-  }
-  const float alpha = 1.0f, beta = 0.0f;
-  CUBLAS_RETURN_IF_ERROR(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &alpha, w,
-                                      CUDA_R_16BF, k, x, CUDA_R_16BF, k, &beta, out,
-                                      out_f32 ? CUDA_R_32F : CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
-                                      CUBLAS_GEMM_DEFAULT));
-  return absl::OkStatus();
-}
-
-absl::Status CudaBackend::RunStep(const ForwardBatch& piece, std::vector<float>* logits,
-                                  std::vector<int32_t>* token_ids) {
-  const int64_t num_chunks = static_cast<int64_t>(piece.chunks.size());
-  shapes_.resize(num_chunks);
-  int64_t num_tokens = 0, num_entries = 0, num_logits = 0;
-  for (int64_t c = 0; c < num_chunks; ++c) {
-    const SequenceChunk& chunk = piece.chunks[c];
-    shapes_[c].num_tokens = static_cast<int32_t>(chunk.tokens.size());
-    shapes_[c].start_position = chunk.start_position;
-    num_tokens += static_cast<int64_t>(chunk.tokens.size());
-    num_entries += (chunk.start_position + static_cast<int64_t>(chunk.tokens.size()) +
-                    layout_.block_tokens - 1) /
-                   layout_.block_tokens;
-    if (chunk.need_logits) ++num_logits;
-  }
-  if (num_tokens == 0) return absl::OkStatus();
-  RETURN_IF_ERROR(cuda::PlanAttention(shapes_, plan_options_, &plan_));
-  if (num_entries > max_table_entries_ ||
-      static_cast<int64_t>(plan_.items.size()) > max_items_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cuda backend: step needs ", num_entries, " block-table entries (capacity ",
-                     max_table_entries_, ") and ", plan_.items.size(),
-                     " attention items (capacity ", max_items_, ")"));
-  }
-
-  // Step metadata: one pinned buffer, one host-to-device copy.
-  MetaLayout m;
-  size_t at = 0;
-  auto take = [&](size_t bytes) {
-    const size_t offset = at;
-    at += Align(bytes);
-    return offset;
-  };
-  m.ids = take(num_tokens * 4);
-  m.pos = take(num_tokens * 4);
-  m.chunk = take(num_tokens * 4);
-  m.num_splits = take(num_tokens * 4);
-  m.partial_base = take(num_tokens * 4);
-  m.logit_rows = take(std::max<int64_t>(num_logits, 1) * 4);
-  m.indptr = take((num_chunks + 1) * 4);
-  m.indices = take(num_entries * 4);
-  m.items = take(plan_.items.size() * sizeof(cuda::AttentionItem));
-  m.bytes = at;
-  if (m.bytes > meta_capacity_) return absl::InternalError("step metadata over capacity");
-  auto host = [&](size_t offset) { return reinterpret_cast<int32_t*>(meta_host_ + offset); };
-  int32_t* ids = host(m.ids);
-  int32_t* pos = host(m.pos);
-  int32_t* chunk_of = host(m.chunk);
-  int32_t* logit_rows = host(m.logit_rows);
-  int32_t* indptr = host(m.indptr);
-  int32_t* indices = host(m.indices);
-  int64_t t = 0, entry = 0, logit = 0;
-  for (int64_t c = 0; c < num_chunks; ++c) {
-    const SequenceChunk& chunk = piece.chunks[c];
-    for (size_t i = 0; i < chunk.tokens.size(); ++i, ++t) {
-      ids[t] = chunk.tokens[i];
-      pos[t] = static_cast<int32_t>(chunk.start_position + static_cast<int64_t>(i));
-      chunk_of[t] = static_cast<int32_t>(c);
-    }
-    if (chunk.need_logits) logit_rows[logit++] = static_cast<int32_t>(t - 1);
-    indptr[c] = static_cast<int32_t>(entry);
-    const int64_t blocks = (chunk.start_position + static_cast<int64_t>(chunk.tokens.size()) +
-                            layout_.block_tokens - 1) /
-                           layout_.block_tokens;
-    for (int64_t j = 0; j < blocks; ++j) indices[entry++] = chunk.block_table[j];
-  }
-  indptr[num_chunks] = static_cast<int32_t>(entry);
-  std::memcpy(host(m.num_splits), plan_.num_splits.data(), num_tokens * 4);
-  std::memcpy(host(m.partial_base), plan_.partial_base.data(), num_tokens * 4);
-  std::memcpy(meta_host_ + m.items, plan_.items.data(),
-              plan_.items.size() * sizeof(cuda::AttentionItem));
-  RETURN_IF_ERROR(ApplyPrefetchWait());
-  CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(ws_.meta, meta_host_, m.bytes, cudaMemcpyHostToDevice, stream_));
-  auto dev = [&](size_t offset) { return reinterpret_cast<int32_t*>(ws_.meta + offset); };
-
-  cuda::StepTokens step_tokens{dev(m.chunk), dev(m.pos), static_cast<int32_t>(num_tokens)};
-  cuda::PagedKv kv;
-  kv.pool = kv_pool_;
-  kv.indices = dev(m.indices);
-  kv.indptr = dev(m.indptr);
-  kv.block_elements = layout_.ElementsPerBlock();
-  kv.num_kv_heads = static_cast<int32_t>(config_.num_kv_heads);
-  kv.head_dim = static_cast<int32_t>(config_.head_dim);
-  kv.block_tokens = static_cast<int32_t>(layout_.block_tokens);
-  cuda::AttentionSplits splits{dev(m.num_splits), dev(m.partial_base), ws_.partial_out,
-                               ws_.partial_ml};
-
-  const int rows = static_cast<int>(num_tokens);
-  const int h = static_cast<int>(config_.hidden_size);
-  const int inter = static_cast<int>(config_.intermediate_size);
-  const int q_dim = static_cast<int>(config_.q_dim());
-  const int qkv = static_cast<int>(config_.q_dim() + 2 * config_.kv_dim());
-  const float eps = static_cast<float>(config_.rms_norm_eps);
-
-  CUDA_RETURN_IF_ERROR(
-      cuda::EmbeddingGather(dev(m.ids), embed_, rows, h, ws_.residual, stream_));
-  for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
-    const LayerWeights& w = layers_[layer];
-    CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, layer == 0 ? nullptr : ws_.proj,
-                                          w.input_norm, nullptr, rows, h, eps, ws_.normed,
-                                          stream_));
-    RETURN_IF_ERROR(Gemm(ws_.normed, w.qkv, rows, h, qkv, ws_.wide, false));
-    cuda::QkvPostParams post;
-    post.qkv = ws_.wide;
-    post.bias = w.qkv_bias;
-    post.q_norm = w.q_norm;
-    post.k_norm = w.k_norm;
-    post.inv_freq = inv_freq_;
-    post.norm_eps = eps;
-    post.num_heads = static_cast<int32_t>(config_.num_heads);
-    post.layer = static_cast<int32_t>(layer);
-    post.q_out = ws_.q;
-    CUDA_RETURN_IF_ERROR(cuda::QkvPost(post, step_tokens, kv, stream_));
-    cuda::AttentionParams attn;
-    attn.q = ws_.q;
-    attn.out = ws_.attn;
-    attn.items = reinterpret_cast<const cuda::AttentionItem*>(ws_.meta + m.items);
-    attn.num_items = static_cast<int32_t>(plan_.items.size());
-    attn.num_heads = static_cast<int32_t>(config_.num_heads);
-    attn.layer = static_cast<int32_t>(layer);
-    attn.max_rows = plan_.max_rows;
-    attn.any_split = plan_.any_split;
-    CUDA_RETURN_IF_ERROR(cuda::PagedAttention(attn, step_tokens, kv, splits, stream_));
-    RETURN_IF_ERROR(Gemm(ws_.attn, w.o, rows, q_dim, h, ws_.proj, false));
-    CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, ws_.proj, w.post_norm, nullptr, rows,
-                                          h, eps, ws_.normed, stream_));
-    RETURN_IF_ERROR(Gemm(ws_.normed, w.gate_up, rows, h, 2 * inter, ws_.wide, false));
-    CUDA_RETURN_IF_ERROR(cuda::SiluMul(ws_.wide, rows, inter, ws_.act, stream_));
-    RETURN_IF_ERROR(Gemm(ws_.act, w.down, rows, inter, h, ws_.proj, false));
-  }
-  if (num_logits > 0) {
-    const int n = static_cast<int>(num_logits);
-    CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, ws_.proj, final_norm_, dev(m.logit_rows),
-                                          n, h, eps, ws_.normed, stream_));
-    const int vocab = static_cast<int>(config_.vocab_size);
-    RETURN_IF_ERROR(Gemm(ws_.normed, lm_head_, n, h, vocab, ws_.logits, true));
-    if (token_ids != nullptr) {
-      CUDA_RETURN_IF_ERROR(cuda::ArgmaxRows(ws_.logits, n, vocab, ws_.token_ids, stream_));
-      const size_t old = token_ids->size();
-      token_ids->resize(old + n);
-      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(token_ids->data() + old, ws_.token_ids,
-                                           n * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                                           stream_));
-    } else {
-      const size_t old = logits->size();
-      logits->resize(old + static_cast<size_t>(n) * vocab);
-      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits->data() + old, ws_.logits,
-                                           static_cast<size_t>(n) * vocab * sizeof(float),
-                                           cudaMemcpyDeviceToHost, stream_));
-    }
-  }
-  CUDA_RETURN_IF_ERROR(cudaEventRecord(compute_done_, stream_));
-  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  return HarvestTimings(/*block=*/false);
 }
 
 absl::Status CudaBackend::TimedSyncCopies(std::span<const BlockCopy> copies, cudaMemcpyKind kind) {

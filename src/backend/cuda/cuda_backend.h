@@ -20,12 +20,15 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "backend/backend.h"
 #include "backend/cuda/attention_plan.h"
+#include "backend/cuda/decode_attention.h"
+#include "backend/cuda/prefill_attention.h"
 #include "backend/cuda/kernels.h"
 #include "backend/kv_layout.h"
 #include "model/config.h"
@@ -77,6 +80,25 @@ class CudaBackend final : public Backend {
   absl::Status WaitForPrefetches() override;
   BackendCopyStats copy_stats() const override;
   absl::Status CopyBlock(int32_t src_block, int32_t dst_block) override;
+  // Async device -> host copies on the copy stream (cuda_backend_copies.cc): after the last
+  // forward, timed by pool events; only WaitForCopies blocks the host (counted as a stall).
+  absl::StatusOr<int64_t> StartCopiesToHost(std::span<const BlockCopy> copies) override;
+  absl::StatusOr<bool> CopiesDone(int64_t ticket) override;
+  absl::Status WaitForCopies(int64_t ticket) override;
+
+ private:
+  struct AsyncCopyBatch {
+    int64_t ticket = 0;
+    cudaEvent_t start = nullptr, end = nullptr;
+    int64_t bytes = 0;
+  };
+  // Folds landed async batches (in order) into copy_stats_ and returns their events.
+  absl::Status HarvestAsyncCopies();
+  std::deque<AsyncCopyBatch> async_out_in_flight_;
+  int64_t next_async_ticket_ = 1;
+  int64_t async_done_through_ = 0;
+
+ public:
 
   int64_t device_bytes_in_use() const override { return device_bytes_; }
   int64_t allocations_after_init() const override { return allocations_after_init_; }
@@ -86,6 +108,15 @@ class CudaBackend final : public Backend {
   void FreeHostMemory(void* ptr) override;
 
   const ModelConfig& config() const { return config_; }
+  // Decode steps replayed as CUDA graphs (default on unless KVTIER_CUDA_GRAPHS=0); off runs
+  // every step eagerly (tests compare the two; benchmarks measure the gain).
+  void SetDecodeGraphs(bool on) { graphs_enabled_ = on; }
+  bool decode_graphs() const { return graphs_enabled_; }
+  // Why decode graphs were turned off after a failed capture ("" if they were not).
+  const std::string& graph_error() const { return graph_error_; }
+  // The config runs on DecodeAttention + PrefillAttention (else the generic kernel).
+  bool fast_attention() const { return fast_attention_; }
+  int64_t graph_replays() const { return graph_replays_; }
   // Device pointer of block `block` (KvLayout bytes); for tests.
   const void* BlockDevicePointer(int32_t block) const;
 
@@ -121,9 +152,27 @@ class CudaBackend final : public Backend {
     void* cublas = nullptr;         // cuBLAS workspace
     uint8_t* meta = nullptr;        // per-step metadata (device copy of meta_host_)
   };
-  // Offsets of the per-step metadata inside meta_host_ / Workspace::meta.
+  // Offsets of the per-step metadata inside meta_host_ / Workspace::meta. The block-table
+  // indices come last: a step copies only the bytes it uses, and a captured decode graph,
+  // whose arrays sit at fixed offsets for its batch bucket, reads tables of any length.
   struct MetaLayout {
-    size_t ids, pos, chunk, num_splits, partial_base, logit_rows, indptr, indices, items, bytes;
+    size_t ids = 0, pos = 0, chunk = 0, rows = 0, logit_rows = 0, indptr = 0, num_splits = 0,
+           partial_base = 0, items = 0, tiles = 0, indices = 0, bytes = 0;
+  };
+  // How a step's attention runs: decode rows on DecodeAttention and multi-token chunks on
+  // PrefillAttention (kFast), or everything on the generic PagedAttention (kGeneric, for
+  // shapes the fast kernels do not support).
+  enum class AttentionPath { kFast, kGeneric };
+  // Everything EnqueueForward needs; a pure function of the batch bucket for graph steps.
+  struct StepLaunch {
+    MetaLayout meta;
+    int32_t rows = 0;          // step tokens incl. padding
+    int32_t logit_rows = 0;
+    int32_t decode_rows = 0;   // kFast: 1-token chunks (meta.rows)
+    int32_t decode_splits = 1;
+    int32_t prefill_tiles = 0;  // kFast: tiles at meta.tiles
+    AttentionPath path = AttentionPath::kFast;
+    bool greedy = false;       // argmax on the device, ids to ids_host_
   };
 
   CudaBackend(const ModelConfig& config, const BackendOptions& options);
@@ -150,6 +199,17 @@ class CudaBackend final : public Backend {
   absl::Status TimedSyncCopies(std::span<const BlockCopy> copies, cudaMemcpyKind kind);
   template <typename Fn>
   absl::Status RunAll(const ForwardBatch& batch, Fn&& run_piece);
+  // Writes the step's metadata into meta_host_ (padding chunks up to `padded_chunks` with
+  // one-token chunks on the scratch block) and returns how to launch it.
+  absl::StatusOr<StepLaunch> PrepareStep(const ForwardBatch& piece, int64_t padded_chunks,
+                                         bool greedy);
+  // Enqueues the forward of a prepared step on stream_ (capturable: no host sync inside);
+  // logits go to logits_out (host) unless the step is greedy.
+  absl::Status EnqueueForward(const StepLaunch& step, float* logits_out);
+  // The instantiated decode graph of a batch bucket, captured on first use.
+  absl::StatusOr<cudaGraphExec_t> DecodeGraph(const StepLaunch& step);
+  // Smallest graph bucket >= chunks, or 0 when no graph covers it.
+  int64_t GraphBucket(int64_t chunks) const;
 
   const ModelConfig config_;
   const BackendOptions options_;
@@ -201,8 +261,23 @@ class CudaBackend final : public Backend {
   cuda::bf16* kv_pool_ = nullptr;  // (num_blocks_, layout_.ElementsPerBlock())
   int64_t num_blocks_ = 0;
 
+  int32_t scratch_block_ = -1;  // pool block past num_blocks_: KV of graph padding rows
+  bool fast_attention_ = false;  // the config fits DecodeAttention + PrefillAttention
+  bool graphs_enabled_ = true;   // KVTIER_CUDA_GRAPHS=0 turns decode graphs off
+  int32_t sm_count_ = 0;
+  int32_t prefill_tile_tokens_ = 0;
+  std::string graph_error_;      // why graphs were turned off, when a capture failed
+  int64_t graph_replays_ = 0;
+  int32_t* ids_host_ = nullptr;  // pinned (max_chunks_) greedy ids of the last step
+  float* decode_partial_out_ = nullptr;
+  float* decode_partial_ml_ = nullptr;
+  uint32_t* decode_split_counters_ = nullptr;
+  std::vector<std::pair<int64_t, cudaGraphExec_t>> graphs_;  // (bucket, graph)
+
   cuda::AttentionPlan plan_;              // reused every step
   std::vector<cuda::ChunkShape> shapes_;  // reused every step
+  std::vector<cuda::PrefillChunk> prefill_chunks_;  // reused every step
+  std::vector<cuda::PrefillTile> prefill_tiles_;    // reused every step
 };
 
 }  // namespace kvtier

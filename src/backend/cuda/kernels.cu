@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.h"
 
 namespace kvtier::cuda {
 namespace {
@@ -34,6 +35,8 @@ __device__ float BlockSum(float v) {
 
 __global__ void EmbeddingGatherKernel(const int32_t* ids, const bf16* table, int dim,
                                       float* residual) {
+  PdlWait();
+  PdlLaunchDependents();
   const int64_t row = blockIdx.x;
   const bf16* src = table + static_cast<int64_t>(ids[row]) * dim;
   float* dst = residual + row * dim;
@@ -42,6 +45,8 @@ __global__ void EmbeddingGatherKernel(const int32_t* ids, const bf16* table, int
 
 __global__ void AddRmsNormKernel(float* residual, const bf16* add, const float* weight,
                                  const int32_t* row_map, int dim, float eps, bf16* out) {
+  PdlWait();
+  PdlLaunchDependents();
   const int64_t r = blockIdx.x;
   const int64_t s = row_map != nullptr ? row_map[r] : r;
   float* x = residual + s * dim;
@@ -64,6 +69,8 @@ __global__ void AddRmsNormKernel(float* residual, const bf16* add, const float* 
 // One warp per (token, head) of the fused q|k|v row; lane handles pairs (i, i + half) for
 // i = lane + 32j, so head_dim <= 256.
 __global__ void QkvPostKernel(QkvPostParams p, StepTokens tokens, PagedKv kv) {
+  PdlWait();
+  PdlLaunchDependents();
   constexpr int kPairsPerLane = 4;
   const int t = blockIdx.x;
   const int lane = threadIdx.x & 31;
@@ -139,6 +146,8 @@ __global__ void QkvPostKernel(QkvPostParams p, StepTokens tokens, PagedKv kv) {
 }
 
 __global__ void SiluMulKernel(const bf16* gate_up, int64_t rows, int dim, bf16* out) {
+  PdlWait();
+  PdlLaunchDependents();
   const int64_t total = rows * dim;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -150,6 +159,8 @@ __global__ void SiluMulKernel(const bf16* gate_up, int64_t rows, int dim, bf16* 
 }
 
 __global__ void ArgmaxRowsKernel(const float* logits, int vocab, int32_t* ids) {
+  PdlWait();
+  PdlLaunchDependents();
   __shared__ float best_val[32];
   __shared__ int best_idx[32];
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
@@ -243,7 +254,10 @@ int GridFor(int64_t count, int threads) {
 cudaError_t EmbeddingGather(const int32_t* ids, const bf16* table, int rows, int dim,
                             float* residual, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  EmbeddingGatherKernel<<<rows, kRowThreads, 0, stream>>>(ids, table, dim, residual);
+  const cudaError_t err =
+      LaunchPdl(EmbeddingGatherKernel, dim3(rows), dim3(kRowThreads), 0, stream, ids, table, dim,
+                residual);
+  if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
 
@@ -251,8 +265,9 @@ cudaError_t AddRmsNorm(float* residual, const bf16* add, const float* weight,
                        const int32_t* row_map, int rows, int dim, float eps, bf16* out,
                        cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  AddRmsNormKernel<<<rows, kRowThreads, 0, stream>>>(residual, add, weight, row_map, dim, eps,
-                                                     out);
+  const cudaError_t err = LaunchPdl(AddRmsNormKernel, dim3(rows), dim3(kRowThreads), 0, stream,
+                                    residual, add, weight, row_map, dim, eps, out);
+  if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
 
@@ -260,21 +275,27 @@ cudaError_t QkvPost(const QkvPostParams& params, StepTokens tokens, PagedKv kv,
                     cudaStream_t stream) {
   if (tokens.num_tokens == 0) return cudaSuccess;
   if (kv.head_dim > 256 || kv.head_dim % 2 != 0) return cudaErrorInvalidValue;
-  QkvPostKernel<<<tokens.num_tokens, kRowThreads, 0, stream>>>(params, tokens, kv);
+  const cudaError_t err = LaunchPdl(QkvPostKernel, dim3(tokens.num_tokens), dim3(kRowThreads),
+                                    0, stream, params, tokens, kv);
+  if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
 
 cudaError_t SiluMul(const bf16* gate_up, int rows, int dim, bf16* out, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(rows) * dim;
   if (total == 0) return cudaSuccess;
-  SiluMulKernel<<<GridFor(total, 256), 256, 0, stream>>>(gate_up, rows, dim, out);
+  const cudaError_t err = LaunchPdl(SiluMulKernel, dim3(GridFor(total, 256)), dim3(256), 0,
+                                    stream, gate_up, static_cast<int64_t>(rows), dim, out);
+  if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
 
 cudaError_t ArgmaxRows(const float* logits, int rows, int vocab, int32_t* ids,
                        cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  ArgmaxRowsKernel<<<rows, 1024, 0, stream>>>(logits, vocab, ids);
+  const cudaError_t err =
+      LaunchPdl(ArgmaxRowsKernel, dim3(rows), dim3(1024), 0, stream, logits, vocab, ids);
+  if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
 

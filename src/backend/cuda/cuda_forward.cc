@@ -1,0 +1,372 @@
+// CudaBackend's forward (see cuda_backend.h): step metadata, the layer loop, and decode
+// steps replayed as CUDA graphs.
+//
+// Why graphs: a decode step of a Llama-3-8B-shape model is ~300 launches whose kernels are
+// each a few microseconds; launched one by one from the host, the gaps between them cost
+// as much as the weight stream itself (W1: 7.8 ms/step against a ~4 ms limit). A pure
+// decode step is a fixed sequence of launches for a given batch size, so it is captured
+// once per batch bucket and replayed: only the metadata (token ids, positions, block
+// tables) changes, and it lives in device memory at offsets fixed for the bucket. Padding
+// rows up to the bucket are one-token chunks on a scratch block nobody reads.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "common/status_macros.h"
+
+namespace kvtier {
+namespace {
+
+using cuda::bf16;
+
+size_t AlignMeta(size_t x) { return (x + 255) & ~size_t{255}; }
+
+// Graph buckets: every size up to 8 rows is its own GEMV instantiation anyway; above it,
+// steps of 8 to 64 and of 32 beyond, so padding wastes little.
+int64_t BucketFor(int64_t chunks) {
+  if (chunks <= 8) {
+    int64_t b = 1;
+    while (b < chunks) b *= 2;
+    return b;
+  }
+  if (chunks <= 64) return (chunks + 7) / 8 * 8;
+  return (chunks + 31) / 32 * 32;
+}
+
+}  // namespace
+
+int64_t CudaBackend::GraphBucket(int64_t chunks) const {
+  if (chunks <= 0) return 0;
+  const int64_t bucket = BucketFor(chunks);
+  return bucket <= max_chunks_ ? bucket : 0;
+}
+
+absl::Status CudaBackend::Gemm(const bf16* x, const bf16* w, int rows, int k, int n, void* out,
+                               bool out_f32) {
+  // Row-major out(rows, n) = x(rows, k) * w(n, k)^T, i.e. column-major out^T = w^T' * x'.
+  if (cuda::GemvSupported(rows, k, x, w)) {
+    CUDA_RETURN_IF_ERROR(cuda::GemvSmallRows(x, w, rows, k, n, out, out_f32, stream_));
+    return absl::OkStatus();
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  CUBLAS_RETURN_IF_ERROR(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &alpha, w,
+                                      CUDA_R_16BF, k, x, CUDA_R_16BF, k, &beta, out,
+                                      out_f32 ? CUDA_R_32F : CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
+                                      CUBLAS_GEMM_DEFAULT));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(const ForwardBatch& piece,
+                                                                  int64_t padded_chunks,
+                                                                  bool greedy) {
+  const int64_t num_chunks = static_cast<int64_t>(piece.chunks.size());
+  const int64_t padded = std::max(num_chunks, padded_chunks);
+  const int64_t pads = padded - num_chunks;
+  StepLaunch step;
+  step.greedy = greedy;
+  step.path = fast_attention_ ? AttentionPath::kFast : AttentionPath::kGeneric;
+
+  int64_t num_tokens = pads, num_entries = pads, num_logits = pads, decode_rows = 0;
+  for (const SequenceChunk& chunk : piece.chunks) {
+    const int64_t n = static_cast<int64_t>(chunk.tokens.size());
+    num_tokens += n;
+    num_entries += (chunk.start_position + n + layout_.block_tokens - 1) / layout_.block_tokens;
+    if (chunk.need_logits) ++num_logits;
+    if (n == 1) ++decode_rows;
+  }
+  decode_rows += pads;
+  if (num_entries > max_table_entries_) {
+    return absl::ResourceExhaustedError(absl::StrCat("cuda backend: step needs ", num_entries,
+                                                     " block-table entries (capacity ",
+                                                     max_table_entries_, ")"));
+  }
+
+  // Attention work: the generic plan, or prefill tiles of the multi-token chunks.
+  if (step.path == AttentionPath::kGeneric) {
+    shapes_.resize(padded);
+    for (int64_t c = 0; c < padded; ++c) {
+      shapes_[c].num_tokens =
+          c < num_chunks ? static_cast<int32_t>(piece.chunks[c].tokens.size()) : 1;
+      shapes_[c].start_position = c < num_chunks ? piece.chunks[c].start_position : 0;
+    }
+    RETURN_IF_ERROR(cuda::PlanAttention(shapes_, plan_options_, &plan_));
+    if (static_cast<int64_t>(plan_.items.size()) > max_items_) {
+      return absl::ResourceExhaustedError(absl::StrCat("cuda backend: step needs ",
+                                                       plan_.items.size(),
+                                                       " attention items (capacity ",
+                                                       max_items_, ")"));
+    }
+  } else {
+    prefill_chunks_.clear();
+    int64_t token = 0;
+    for (int64_t c = 0; c < num_chunks; ++c) {
+      const SequenceChunk& chunk = piece.chunks[c];
+      const int64_t n = static_cast<int64_t>(chunk.tokens.size());
+      if (n > 1) {
+        prefill_chunks_.push_back({static_cast<int32_t>(c), static_cast<int32_t>(token),
+                                   static_cast<int32_t>(n), chunk.start_position});
+      }
+      token += n;
+    }
+    prefill_tiles_.clear();
+    cuda::PlanPrefillTiles(prefill_chunks_, prefill_tile_tokens_, &prefill_tiles_);
+  }
+
+  // Layout: fixed-size arrays first (a pure function of the bucket for graph steps), the
+  // block-table indices last.
+  MetaLayout& m = step.meta;
+  size_t at = 0;
+  auto take = [&](size_t bytes) {
+    const size_t offset = at;
+    at += AlignMeta(bytes);
+    return offset;
+  };
+  m.ids = take(num_tokens * 4);
+  m.pos = take(num_tokens * 4);
+  m.chunk = take(num_tokens * 4);
+  m.rows = take(std::max<int64_t>(decode_rows, 1) * 4);
+  m.logit_rows = take(std::max<int64_t>(num_logits, 1) * 4);
+  m.indptr = take((padded + 1) * 4);
+  if (step.path == AttentionPath::kGeneric) {
+    m.num_splits = take(num_tokens * 4);
+    m.partial_base = take(num_tokens * 4);
+    m.items = take(plan_.items.size() * sizeof(cuda::AttentionItem));
+  } else {
+    m.tiles = take(prefill_tiles_.size() * sizeof(cuda::PrefillTile));
+  }
+  m.indices = take(num_entries * 4);
+  m.bytes = at;
+  if (m.bytes > meta_capacity_) return absl::InternalError("step metadata over capacity");
+
+  auto host = [&](size_t offset) { return reinterpret_cast<int32_t*>(meta_host_ + offset); };
+  int32_t* ids = host(m.ids);
+  int32_t* pos = host(m.pos);
+  int32_t* chunk_of = host(m.chunk);
+  int32_t* rows = host(m.rows);
+  int32_t* logit_rows = host(m.logit_rows);
+  int32_t* indptr = host(m.indptr);
+  int32_t* indices = host(m.indices);
+  int64_t t = 0, entry = 0, logit = 0, row = 0;
+  for (int64_t c = 0; c < padded; ++c) {
+    indptr[c] = static_cast<int32_t>(entry);
+    if (c >= num_chunks) {  // padding: token 0 at position 0 of the scratch block
+      ids[t] = 0;
+      pos[t] = 0;
+      chunk_of[t] = static_cast<int32_t>(c);
+      rows[row++] = static_cast<int32_t>(t);
+      logit_rows[logit++] = static_cast<int32_t>(t);
+      indices[entry++] = scratch_block_;
+      ++t;
+      continue;
+    }
+    const SequenceChunk& chunk = piece.chunks[c];
+    const int64_t n = static_cast<int64_t>(chunk.tokens.size());
+    if (n == 1) rows[row++] = static_cast<int32_t>(t);
+    for (int64_t i = 0; i < n; ++i, ++t) {
+      ids[t] = chunk.tokens[i];
+      pos[t] = static_cast<int32_t>(chunk.start_position + i);
+      chunk_of[t] = static_cast<int32_t>(c);
+    }
+    if (chunk.need_logits) logit_rows[logit++] = static_cast<int32_t>(t - 1);
+    const int64_t blocks = (chunk.start_position + n + layout_.block_tokens - 1) /
+                           layout_.block_tokens;
+    for (int64_t j = 0; j < blocks; ++j) indices[entry++] = chunk.block_table[j];
+  }
+  indptr[padded] = static_cast<int32_t>(entry);
+  if (step.path == AttentionPath::kGeneric) {
+    std::memcpy(host(m.num_splits), plan_.num_splits.data(), num_tokens * 4);
+    std::memcpy(host(m.partial_base), plan_.partial_base.data(), num_tokens * 4);
+    std::memcpy(meta_host_ + m.items, plan_.items.data(),
+                plan_.items.size() * sizeof(cuda::AttentionItem));
+  } else {
+    std::memcpy(meta_host_ + m.tiles, prefill_tiles_.data(),
+                prefill_tiles_.size() * sizeof(cuda::PrefillTile));
+  }
+
+  step.rows = static_cast<int32_t>(num_tokens);
+  step.logit_rows = static_cast<int32_t>(num_logits);
+  step.decode_rows = step.path == AttentionPath::kFast ? static_cast<int32_t>(decode_rows) : 0;
+  step.decode_splits =
+      step.decode_rows > 0
+          ? cuda::DecodeMaxSplits(step.decode_rows, static_cast<int32_t>(config_.num_kv_heads),
+                                  sm_count_)
+          : 1;
+  step.prefill_tiles = static_cast<int32_t>(prefill_tiles_.size());
+  return step;
+}
+
+absl::Status CudaBackend::EnqueueForward(const StepLaunch& step, float* logits_out) {
+  auto dev = [&](size_t offset) { return reinterpret_cast<int32_t*>(ws_.meta + offset); };
+  const MetaLayout& m = step.meta;
+  cuda::StepTokens step_tokens{dev(m.chunk), dev(m.pos), step.rows};
+  cuda::PagedKv kv;
+  kv.pool = kv_pool_;
+  kv.indices = dev(m.indices);
+  kv.indptr = dev(m.indptr);
+  kv.block_elements = layout_.ElementsPerBlock();
+  kv.num_kv_heads = static_cast<int32_t>(config_.num_kv_heads);
+  kv.head_dim = static_cast<int32_t>(config_.head_dim);
+  kv.block_tokens = static_cast<int32_t>(layout_.block_tokens);
+
+  const int rows = step.rows;
+  const int h = static_cast<int>(config_.hidden_size);
+  const int inter = static_cast<int>(config_.intermediate_size);
+  const int q_dim = static_cast<int>(config_.q_dim());
+  const int qkv = static_cast<int>(config_.q_dim() + 2 * config_.kv_dim());
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  const int32_t num_heads = static_cast<int32_t>(config_.num_heads);
+
+  CUDA_RETURN_IF_ERROR(
+      cuda::EmbeddingGather(dev(m.ids), embed_, rows, h, ws_.residual, stream_));
+  for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
+    const LayerWeights& w = layers_[layer];
+    CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, layer == 0 ? nullptr : ws_.proj,
+                                          w.input_norm, nullptr, rows, h, eps, ws_.normed,
+                                          stream_));
+    RETURN_IF_ERROR(Gemm(ws_.normed, w.qkv, rows, h, qkv, ws_.wide, false));
+    cuda::QkvPostParams post;
+    post.qkv = ws_.wide;
+    post.bias = w.qkv_bias;
+    post.q_norm = w.q_norm;
+    post.k_norm = w.k_norm;
+    post.inv_freq = inv_freq_;
+    post.norm_eps = eps;
+    post.num_heads = num_heads;
+    post.layer = static_cast<int32_t>(layer);
+    post.q_out = ws_.q;
+    CUDA_RETURN_IF_ERROR(cuda::QkvPost(post, step_tokens, kv, stream_));
+    if (step.path == AttentionPath::kFast) {
+      if (step.decode_rows > 0) {
+        cuda::DecodeAttentionParams attn;
+        attn.q = ws_.q;
+        attn.out = ws_.attn;
+        attn.rows = dev(m.rows);
+        attn.num_rows = step.decode_rows;
+        attn.num_heads = num_heads;
+        attn.layer = static_cast<int32_t>(layer);
+        attn.max_splits = step.decode_splits;
+        attn.partial_out = decode_partial_out_;
+        attn.partial_ml = decode_partial_ml_;
+        attn.split_counters = decode_split_counters_;
+        CUDA_RETURN_IF_ERROR(cuda::DecodeAttention(attn, step_tokens, kv, stream_));
+      }
+      if (step.prefill_tiles > 0) {
+        cuda::PrefillAttentionParams attn;
+        attn.q = ws_.q;
+        attn.out = ws_.attn;
+        attn.tiles = reinterpret_cast<const cuda::PrefillTile*>(ws_.meta + m.tiles);
+        attn.num_tiles = step.prefill_tiles;
+        attn.num_heads = num_heads;
+        attn.layer = static_cast<int32_t>(layer);
+        CUDA_RETURN_IF_ERROR(cuda::PrefillAttention(attn, kv, stream_));
+      }
+    } else {
+      cuda::AttentionSplits splits{dev(m.num_splits), dev(m.partial_base), ws_.partial_out,
+                                   ws_.partial_ml};
+      cuda::AttentionParams attn;
+      attn.q = ws_.q;
+      attn.out = ws_.attn;
+      attn.items = reinterpret_cast<const cuda::AttentionItem*>(ws_.meta + m.items);
+      attn.num_items = static_cast<int32_t>(plan_.items.size());
+      attn.num_heads = num_heads;
+      attn.layer = static_cast<int32_t>(layer);
+      attn.max_rows = plan_.max_rows;
+      attn.any_split = plan_.any_split;
+      CUDA_RETURN_IF_ERROR(cuda::PagedAttention(attn, step_tokens, kv, splits, stream_));
+    }
+    RETURN_IF_ERROR(Gemm(ws_.attn, w.o, rows, q_dim, h, ws_.proj, false));
+    CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, ws_.proj, w.post_norm, nullptr, rows,
+                                          h, eps, ws_.normed, stream_));
+    RETURN_IF_ERROR(Gemm(ws_.normed, w.gate_up, rows, h, 2 * inter, ws_.wide, false));
+    CUDA_RETURN_IF_ERROR(cuda::SiluMul(ws_.wide, rows, inter, ws_.act, stream_));
+    RETURN_IF_ERROR(Gemm(ws_.act, w.down, rows, inter, h, ws_.proj, false));
+  }
+  if (step.logit_rows == 0) return absl::OkStatus();
+  const int n = step.logit_rows;
+  CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, ws_.proj, final_norm_, dev(m.logit_rows),
+                                        n, h, eps, ws_.normed, stream_));
+  const int vocab = static_cast<int>(config_.vocab_size);
+  RETURN_IF_ERROR(Gemm(ws_.normed, lm_head_, n, h, vocab, ws_.logits, true));
+  if (step.greedy) {
+    CUDA_RETURN_IF_ERROR(cuda::ArgmaxRows(ws_.logits, n, vocab, ws_.token_ids, stream_));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ids_host_, ws_.token_ids, n * sizeof(int32_t),
+                                         cudaMemcpyDeviceToHost, stream_));
+  } else if (logits_out != nullptr) {
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits_out, ws_.logits,
+                                         static_cast<size_t>(n) * vocab * sizeof(float),
+                                         cudaMemcpyDeviceToHost, stream_));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<cudaGraphExec_t> CudaBackend::DecodeGraph(const StepLaunch& step) {
+  for (const auto& [bucket, exec] : graphs_) {
+    if (bucket == step.rows) return exec;
+  }
+  CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  const absl::Status enqueued = EnqueueForward(step, nullptr);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+  if (!enqueued.ok() || ended != cudaSuccess) {
+    cudaGetLastError();
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    if (!enqueued.ok()) return enqueued;
+    CUDA_RETURN_IF_ERROR(ended);
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  CUDA_RETURN_IF_ERROR(made);
+  graphs_.emplace_back(step.rows, exec);
+  return exec;
+}
+
+absl::Status CudaBackend::RunStep(const ForwardBatch& piece, std::vector<float>* logits,
+                                  std::vector<int32_t>* token_ids) {
+  const int64_t num_chunks = static_cast<int64_t>(piece.chunks.size());
+  if (num_chunks == 0) return absl::OkStatus();
+  const bool greedy = token_ids != nullptr;
+  bool decode_only = true;
+  int64_t real_logits = 0;
+  for (const SequenceChunk& chunk : piece.chunks) {
+    decode_only = decode_only && chunk.tokens.size() == 1 && chunk.need_logits;
+    if (chunk.need_logits) ++real_logits;
+  }
+  const int64_t bucket =
+      graphs_enabled_ && fast_attention_ && greedy && decode_only ? GraphBucket(num_chunks) : 0;
+  ASSIGN_OR_RETURN(StepLaunch step, PrepareStep(piece, bucket, greedy));
+
+  RETURN_IF_ERROR(ApplyPrefetchWait());
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(ws_.meta, meta_host_, step.meta.bytes, cudaMemcpyHostToDevice, stream_));
+  bool ran = false;
+  if (bucket > 0) {
+    absl::StatusOr<cudaGraphExec_t> exec = DecodeGraph(step);
+    if (exec.ok()) {
+      CUDA_RETURN_IF_ERROR(cudaGraphLaunch(*exec, stream_));
+      ++graph_replays_;
+      ran = true;
+    } else {
+      // A graph that cannot be captured is not an error of the step: run it eagerly and
+      // keep graphs off from now on (graph_error_ says why).
+      graphs_enabled_ = false;
+      graph_error_ = std::string(exec.status().message());
+    }
+  }
+  float* logits_out = nullptr;
+  if (!greedy && step.logit_rows > 0) {
+    const size_t old = logits->size();
+    logits->resize(old + static_cast<size_t>(step.logit_rows) * config_.vocab_size);
+    logits_out = logits->data() + old;
+  }
+  if (!ran) RETURN_IF_ERROR(EnqueueForward(step, logits_out));
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(compute_done_, stream_));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  if (greedy) token_ids->insert(token_ids->end(), ids_host_, ids_host_ + real_logits);
+  return HarvestTimings(/*block=*/false);
+}
+
+}  // namespace kvtier

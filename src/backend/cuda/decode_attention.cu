@@ -1,0 +1,444 @@
+// Decode attention (see decode_attention.h): one query token per row against its paged
+// context, graph-capturable and bandwidth-bound.
+//
+// Grid (rows, kv heads, max_splits), 4 warps per CTA. Each CTA reads its row's position
+// from device memory, derives how many splits the row really uses (SplitOf: at least
+// kMinSplitTokens positions per split, ranges in whole 16-position tiles) and exits when its
+// split is empty, so launch dimensions never depend on context lengths.
+//
+// A warp takes 16-position tiles (warp w: tiles w, w+4, ...) and does both products on the
+// tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate), which keeps the per-position
+// cost to a few instructions and needs no per-position shuffle reduction:
+//   S (16 x 16)  = Q (16 rows = the GQA group's heads, zero-padded) . K^T
+//   O^T (D x 8)  += V^T (D x 16) . P^T (16 x 8 heads)
+// The S accumulator of rows 0..7 is exactly the B fragment P^T of the second product, so P
+// never leaves registers, and O^T needs no padded rows (32 fp32 registers for D = 128).
+// All heads of the group share each K/V load (K/V are read once per kv head).
+//
+// K and V go straight from global memory into fragments with 16-byte loads (8 KB per warp
+// and tile in flight for D = 128; no shared memory staging). That works because a dot
+// product does not care about the order of its terms: each lane loads 16-byte pieces of a
+// K row and Q row in the same permuted order (KPiece below), and V is loaded in 16-byte pieces
+// of 8 consecutive dims whose fragment pairs are rebuilt with byte permutes (VDim below);
+// the permutation of O's dims is undone when writing out. Block ids of the next tile are
+// fetched while the current tile computes, so the table lookup stays off the critical path.
+//
+// Warps combine through shared memory; a row with one split writes `out` directly. Otherwise
+// each CTA writes an unnormalised partial (O, max, sum), and the last CTA of the (row, kv
+// head) to arrive (atomic counter) merges all splits and resets the counter to zero, so one
+// kernel per layer suffices and replays of a captured graph find the counters zeroed.
+//
+// Launched with programmatic dependent launch (pdl.h): the metadata chain (rows -> pos,
+// chunk -> indptr -> first block ids: four dependent loads, ~2 us) runs before PdlWait,
+// overlapping the previous kernel's tail; q, KV, partials and counters are touched only
+// after it.
+#include "backend/cuda/decode_attention.h"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cuda/pdl.h"
+
+namespace kvtier::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kTile = 16;                        // positions per warp iteration (mma N / K)
+constexpr int kMaxGroup = 8;                     // query heads per kv head (mma N of P.V)
+constexpr int kMinSplitTokens = kWarps * kTile;  // every warp of a split gets >= 1 tile
+constexpr int kMaxSplitsCap = 64;                // DecodeMaxSplits' largest answer
+constexpr unsigned kFull = 0xffffffffu;
+
+static_assert(kDecodeMaxSplitsLimit >= kMaxSplitsCap, "heuristic exceeds the kernel limit");
+
+struct SplitRange {
+  int begin = 0;  // first position
+  int end = 0;    // one past the last position
+  int count = 0;  // splits the row uses
+};
+
+// Splits of a context of `ctx` positions: as many as max_splits allows with at least
+// kMinSplitTokens positions each, every split a whole number of kWarps tiles (balanced
+// warps) and none empty. Computed identically by every CTA of the row.
+__device__ __forceinline__ SplitRange SplitOf(int ctx, int split, int max_splits) {
+  const int tiles = (ctx + kTile - 1) / kTile;
+  int count = min(max_splits, (ctx + kMinSplitTokens - 1) / kMinSplitTokens);
+  int per = (tiles + count - 1) / count;
+  per = (per + kWarps - 1) / kWarps * kWarps;
+  count = (tiles + per - 1) / per;
+  SplitRange r;
+  r.begin = split * per * kTile;
+  r.end = min(ctx, (split + 1) * per * kTile);
+  r.count = count;
+  return r;
+}
+
+__device__ __forceinline__ void Mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                    uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// KV is read exactly once: stream it past L1 and let L2 evict it first. (An L2::256B
+// prefetch hint on these loads measured no better on the H200.)
+__device__ __forceinline__ uint4 LoadStream(const bf16* p) {
+  return __ldcs(reinterpret_cast<const uint4*>(p));
+}
+
+// 32-bit word w of a register array of 16-byte pieces (w a compile-time constant after
+// unrolling, so the array stays in registers).
+template <int N>
+__device__ __forceinline__ uint32_t Word(const uint4 (&a)[N], int w) {
+  const uint4 v = a[w / 4];
+  switch (w % 4) {
+    case 0: return v.x;
+    case 1: return v.y;
+    case 2: return v.z;
+    default: return v.w;
+  }
+}
+
+// bf16 pair (element e of x, element e of y) -- x, y hold 8 bf16 per 16-byte piece.
+template <int N>
+__device__ __forceinline__ uint32_t PairOf(const uint4 (&x)[N], const uint4 (&y)[N], int e) {
+  return __byte_perm(Word(x, e / 2), Word(y, e / 2), (e & 1) ? 0x7632 : 0x5410);
+}
+
+__device__ __forceinline__ uint32_t PackBf16(float lo, float hi, float* rounded_sum) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  *rounded_sum += __low2float(v) + __high2float(v);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Q/K layout per lane (g = lane / 4, t = lane % 4): local element e in [0, D/4) of a row is
+// dim KDim(e); 16-byte piece j covers dims 8 * (4j + t) .. + 8 (4 lanes: 64 contiguous
+// bytes per load instruction). k-step s of S = Q.K^T uses local words 2s (logical k 2t,
+// 2t+1) and 2s+1 (k 2t+8, 2t+9) of both Q (A operand) and K (B operand).
+__device__ __forceinline__ int KPiece(int j, int t) { return 8 * (4 * j + t); }
+// V layout per lane: local element e in [0, D/8) of a position is dim VDim(e); piece j
+// covers dims 8 * (8j + g) .. + 8 (8 lanes: 128 contiguous bytes per load instruction).
+// O^T m-tile i row g holds element i, row g + 8 element D/16 + i.
+__device__ __forceinline__ int VDim(int e, int g) { return 8 * (8 * (e / 8) + g) + e % 8; }
+
+// The explicit min-blocks of 1 stops ptxas from capping the D = 64 instance at 96
+// registers with a spill (it then takes 111); D = 128 takes 168 either way (3 CTAs / SM).
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    DecodeAttentionKernel(DecodeAttentionParams p, StepTokens tok, PagedKv kv, int group,
+                          float scale_log2, int bt_shift) {
+  constexpr int kMTiles = D / 16;   // k-steps of S, m-tiles of O^T
+  constexpr int kKPieces = D / 32;  // 16-byte K (and Q) loads per position per lane
+  constexpr int kVPieces = D / 64;  // 16-byte V loads per position per lane
+  constexpr int kD4 = D / 4;
+  __shared__ __align__(16) float s_o[kWarps][kMaxGroup][D];
+  __shared__ float s_m[kWarps][kMaxGroup], s_l[kWarps][kMaxGroup];
+  __shared__ float s_w[kMaxGroup][kDecodeMaxSplitsLimit];
+  __shared__ bool s_last;
+
+  const int row = blockIdx.x, kv_head = blockIdx.y, split = blockIdx.z;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int token = p.rows[row];
+  const int ctx = tok.pos[token] + 1;
+  const SplitRange range = SplitOf(ctx, split, p.max_splits);
+  if (split >= range.count) return;
+  const int32_t* table = kv.indices + kv.indptr[tok.chunk[token]];
+
+  const int bt = kv.block_tokens;
+  const int64_t k_head =
+      (static_cast<int64_t>(p.layer) * 2 * kv.num_kv_heads + kv_head) * bt * D;
+  const int64_t v_delta = static_cast<int64_t>(kv.num_kv_heads) * bt * D;
+  const int last = range.end - 1;
+  // This lane's positions in a tile: K rows g, g+8 (S columns); V rows 2t, 2t+1, 2t+8,
+  // 2t+9 (P^T rows). Clamped to the range so tail loads stay inside the table (their
+  // scores are masked to -inf below).
+  auto tile_positions = [&](int p0, int (&pp)[6]) {
+    pp[0] = p0 + g;
+    pp[1] = p0 + g + 8;
+    pp[2] = p0 + 2 * t;
+    pp[3] = p0 + 2 * t + 1;
+    pp[4] = p0 + 2 * t + 8;
+    pp[5] = p0 + 2 * t + 9;
+#pragma unroll
+    for (int i = 0; i < 6; ++i) pp[i] = min(pp[i], last);
+  };
+  auto lookup = [&](int p0, int32_t (&blk)[6]) {
+    int pp[6];
+    tile_positions(p0, pp);
+#pragma unroll
+    for (int i = 0; i < 6; ++i) blk[i] = table[bt_shift >= 0 ? pp[i] >> bt_shift : pp[i] / bt];
+  };
+  auto row_ptr = [&](int32_t block, int pos) {
+    const int in_block = bt_shift >= 0 ? (pos & (bt - 1)) : pos % bt;
+    return kv.pool + static_cast<int64_t>(block) * kv.block_elements + k_head +
+           static_cast<int64_t>(in_block) * D;
+  };
+
+  float o[kMTiles][4];
+#pragma unroll
+  for (int i = 0; i < kMTiles; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m = -INFINITY, l = 0.0f;  // of head g (shared by the lane quad); l lane-partial
+
+  const int num_tiles = (range.end - range.begin + kTile - 1) / kTile;
+  int32_t blk[6] = {0, 0, 0, 0, 0, 0};
+  if (warp < num_tiles) lookup(range.begin + warp * kTile, blk);
+
+  // Everything below may read what earlier kernels wrote (q, this token's K/V, partials).
+  PdlWait();
+  PdlLaunchDependents();
+  // Q rows of the group (A operand rows 0..group-1; rows >= group and 8..15 are zero).
+  uint4 q[kKPieces];
+#pragma unroll
+  for (int j = 0; j < kKPieces; ++j) q[j] = make_uint4(0, 0, 0, 0);
+  if (g < group) {
+    const bf16* qp =
+        p.q + (static_cast<int64_t>(token) * p.num_heads + kv_head * group + g) * D;
+#pragma unroll
+    for (int j = 0; j < kKPieces; ++j) q[j] = *reinterpret_cast<const uint4*>(qp + KPiece(j, t));
+  }
+  for (int tile = warp; tile < num_tiles; tile += kWarps) {
+    const int p0 = range.begin + tile * kTile;
+    int pp[6];
+    tile_positions(p0, pp);
+    uint4 kr[2][kKPieces], vr[4][kVPieces];
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      const bf16* kp = row_ptr(blk[n], pp[n]);
+#pragma unroll
+      for (int j = 0; j < kKPieces; ++j) kr[n][j] = LoadStream(kp + KPiece(j, t));
+    }
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const bf16* vp = row_ptr(blk[2 + r], pp[2 + r]) + v_delta;
+#pragma unroll
+      for (int j = 0; j < kVPieces; ++j) vr[r][j] = LoadStream(vp + 8 * (8 * j + g));
+    }
+    if (tile + kWarps < num_tiles) lookup(p0 + kWarps * kTile, blk);
+
+    // S: lane holds S[head g][positions 2t, 2t+1] (n = 0) and [8+2t, 8+2t+1] (n = 1).
+    float s[2][4];
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kMTiles; ++k) {
+        Mma(s[n], Word(q, 2 * k), 0u, Word(q, 2 * k + 1), 0u, Word(kr[n], 2 * k),
+            Word(kr[n], 2 * k + 1));
+      }
+    }
+    float x[4] = {s[0][0], s[0][1], s[1][0], s[1][1]};
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int pos = p0 + 2 * t + (j & 1) + (j >> 1) * 8;
+      x[j] = pos < range.end ? x[j] * scale_log2 : -INFINITY;
+      tile_max = fmaxf(tile_max, x[j]);
+    }
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(kFull, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(kFull, tile_max, 2));
+    const float m_new = fmaxf(m, tile_max);  // finite: position p0 is always valid
+    const float correction = exp2f(m - m_new);
+    float tile_sum = 0.0f;
+    const uint32_t pb0 = PackBf16(exp2f(x[0] - m_new), exp2f(x[1] - m_new), &tile_sum);
+    const uint32_t pb1 = PackBf16(exp2f(x[2] - m_new), exp2f(x[3] - m_new), &tile_sum);
+    l = l * correction + tile_sum;
+    m = m_new;
+    // O^T columns of this lane are heads 2t and 2t+1: fetch their corrections.
+    const float c0 = __shfl_sync(kFull, correction, 8 * t);
+    const float c1 = __shfl_sync(kFull, correction, 8 * t + 4);
+#pragma unroll
+    for (int i = 0; i < kMTiles; ++i) {
+      o[i][0] *= c0;
+      o[i][1] *= c1;
+      o[i][2] *= c0;
+      o[i][3] *= c1;
+      Mma(o[i], PairOf(vr[0], vr[1], i), PairOf(vr[0], vr[1], kMTiles + i),
+          PairOf(vr[2], vr[3], i), PairOf(vr[2], vr[3], kMTiles + i), pb0, pb1);
+    }
+  }
+
+  // Combine the warps (a warp without tiles contributes m = -inf, l = 0, O = 0).
+  l += __shfl_xor_sync(kFull, l, 1);
+  l += __shfl_xor_sync(kFull, l, 2);
+  if (t == 0) {
+    s_m[warp][g] = m;
+    s_l[warp][g] = l;
+  }
+#pragma unroll
+  for (int i = 0; i < kMTiles; ++i) {
+    const int d0 = VDim(i, g), d1 = VDim(kMTiles + i, g);
+    s_o[warp][2 * t][d0] = o[i][0];
+    s_o[warp][2 * t + 1][d0] = o[i][1];
+    s_o[warp][2 * t][d1] = o[i][2];
+    s_o[warp][2 * t + 1][d1] = o[i][3];
+  }
+  __syncthreads();
+
+  const bool direct = range.count == 1;
+  const int64_t slot0 = static_cast<int64_t>(row) * p.max_splits;
+  const int64_t slot = slot0 + split;
+  for (int idx = threadIdx.x; idx < group * kD4; idx += kThreads) {
+    const int h = idx / kD4, d = (idx % kD4) * 4;
+    float m_max = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) m_max = fmaxf(m_max, s_m[w][h]);
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float l_sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float mw = s_m[w][h];
+      if (mw == -INFINITY) continue;
+      const float c = exp2f(mw - m_max);
+      const float4 v = *reinterpret_cast<const float4*>(&s_o[w][h][d]);
+      acc.x += c * v.x;
+      acc.y += c * v.y;
+      acc.z += c * v.z;
+      acc.w += c * v.w;
+      l_sum += c * s_l[w][h];
+    }
+    const int head = kv_head * group + h;
+    if (direct) {
+      const float inv = 1.0f / l_sum;
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
+      const __nv_bfloat162 hi = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
+      uint2 packed;
+      packed.x = *reinterpret_cast<const uint32_t*>(&lo);
+      packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+      *reinterpret_cast<uint2*>(p.out + (static_cast<int64_t>(token) * p.num_heads + head) * D +
+                                d) = packed;
+    } else {
+      const int64_t at = slot * p.num_heads + head;
+      *reinterpret_cast<float4*>(p.partial_out + at * D + d) = acc;
+      if (d == 0) *reinterpret_cast<float2*>(p.partial_ml + at * 2) = make_float2(m_max, l_sum);
+    }
+  }
+  if (direct) return;
+
+  // Publish the partial, then count arrivals; the last CTA of the (row, kv head) merges.
+  uint32_t* counter = p.split_counters + row * kv.num_kv_heads + kv_head;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    s_last = atomicAdd(counter, 1u) == static_cast<uint32_t>(range.count - 1);
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+
+  // Per head: weights exp2(m_s - M) / L of every split (L2 reads: other CTAs' stores).
+  for (int h = warp; h < group; h += kWarps) {
+    const int head = kv_head * group + h;
+    float m_max = -INFINITY;
+    for (int sidx = lane; sidx < range.count; sidx += 32) {
+      m_max = fmaxf(m_max, __ldcg(p.partial_ml + ((slot0 + sidx) * p.num_heads + head) * 2));
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) m_max = fmaxf(m_max, __shfl_xor_sync(kFull, m_max, off));
+    float l_sum = 0.0f;
+    for (int sidx = lane; sidx < range.count; sidx += 32) {
+      const float2 ml = __ldcg(reinterpret_cast<const float2*>(
+          p.partial_ml + ((slot0 + sidx) * p.num_heads + head) * 2));
+      const float c = exp2f(ml.x - m_max);
+      s_w[h][sidx] = c;
+      l_sum += c * ml.y;
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) l_sum += __shfl_xor_sync(kFull, l_sum, off);
+    const float inv = 1.0f / l_sum;
+    for (int sidx = lane; sidx < range.count; sidx += 32) s_w[h][sidx] *= inv;
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < group * kD4; idx += kThreads) {
+    const int h = idx / kD4, d = (idx % kD4) * 4;
+    const int head = kv_head * group + h;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+    for (int sidx = 0; sidx < range.count; ++sidx) {
+      const float w = s_w[h][sidx];
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(
+          p.partial_out + ((slot0 + sidx) * p.num_heads + head) * D + d));
+      acc.x += w * v.x;
+      acc.y += w * v.y;
+      acc.z += w * v.z;
+      acc.w += w * v.w;
+    }
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(acc.x, acc.y);
+    const __nv_bfloat162 hi = __floats2bfloat162_rn(acc.z, acc.w);
+    uint2 packed;
+    packed.x = *reinterpret_cast<const uint32_t*>(&lo);
+    packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+    *reinterpret_cast<uint2*>(p.out + (static_cast<int64_t>(token) * p.num_heads + head) * D + d) =
+        packed;
+  }
+  if (threadIdx.x == 0) *counter = 0;  // ready for the next launch (all arrivals are in)
+}
+
+}  // namespace
+
+bool DecodeAttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads) {
+  if (head_dim != 64 && head_dim != 128) return false;
+  if (num_kv_heads <= 0 || num_heads <= 0 || num_heads % num_kv_heads != 0) return false;
+  return num_heads / num_kv_heads <= kMaxGroup;
+}
+
+// Splits so that rows * kv heads * splits fills about ONE wave of resident CTAs
+// (kResidentCtasPerSm: 168 registers x 128 threads for head_dim 128) and never spills into a
+// partial second wave: a CTA's warps walk their tiles one latency at a time, so a second
+// wave costs a whole CTA time. Measured on the H200 (Llama-3-8B shape, median us per layer,
+// stream launches / graph of 32 launches with PDL):
+//   1 row, 32k:   24 splits 45.3/42.0 (192 CTAs), 32: 42.7/47.4, 48: 44.6/41.0 (384 CTAs),
+//                 64: 53.3/50.3 (512 CTAs, 1.3 waves), 128: 55.5/52.9 (these two before PDL)
+//   64 rows, 512..768: 1 split 54.2/50.4 (3.1-3.4 TB/s), 2: 57.3/53.2
+// Each row still uses no more splits than ctx / kMinSplitTokens (decided in the kernel).
+int32_t DecodeMaxSplits(int32_t num_rows, int32_t num_kv_heads, int32_t sm_count) {
+  constexpr int64_t kResidentCtasPerSm = 3;
+  const int64_t pairs = std::max<int64_t>(1, int64_t{num_rows} * std::max(1, num_kv_heads));
+  const int64_t wave = kResidentCtasPerSm * std::max(1, sm_count);
+  return static_cast<int32_t>(std::clamp<int64_t>(wave / pairs, 1, kMaxSplitsCap));
+}
+
+size_t DecodePartialFloats(int32_t num_rows, int32_t max_splits, int32_t num_heads,
+                           int32_t head_dim) {
+  return static_cast<size_t>(num_rows) * max_splits * num_heads * head_dim;
+}
+
+size_t DecodePartialMlFloats(int32_t num_rows, int32_t max_splits, int32_t num_heads) {
+  return static_cast<size_t>(num_rows) * max_splits * num_heads * 2;
+}
+
+size_t DecodeCounterInts(int32_t num_rows, int32_t num_kv_heads) {
+  return static_cast<size_t>(num_rows) * num_kv_heads;
+}
+
+cudaError_t DecodeAttention(const DecodeAttentionParams& params, StepTokens tokens, PagedKv kv,
+                            cudaStream_t stream) {
+  if (params.num_rows == 0) return cudaSuccess;
+  if (!DecodeAttentionSupported(kv.head_dim, params.num_heads, kv.num_kv_heads) ||
+      kv.block_tokens <= 0 || params.num_rows < 0 || params.max_splits < 1 ||
+      params.max_splits > kDecodeMaxSplitsLimit || kv.num_kv_heads > 65535) {
+    return cudaErrorInvalidValue;
+  }
+  if (params.max_splits > 1 && (params.partial_out == nullptr || params.partial_ml == nullptr ||
+                                params.split_counters == nullptr)) {
+    return cudaErrorInvalidValue;
+  }
+  const int group = params.num_heads / kv.num_kv_heads;
+  int bt_shift = -1;
+  if ((kv.block_tokens & (kv.block_tokens - 1)) == 0) {
+    bt_shift = 0;
+    while ((1 << bt_shift) < kv.block_tokens) ++bt_shift;
+  }
+  const float scale_log2 =
+      static_cast<float>(M_LOG2E / std::sqrt(static_cast<double>(kv.head_dim)));
+  const dim3 grid(params.num_rows, kv.num_kv_heads, params.max_splits);
+  auto kernel = kv.head_dim == 128 ? DecodeAttentionKernel<128> : DecodeAttentionKernel<64>;
+  return LaunchPdl(kernel, grid, dim3(kThreads), 0, stream, params, tokens, kv, group,
+                   scale_log2, bt_shift);
+}
+
+}  // namespace kvtier::cuda

@@ -1,0 +1,60 @@
+// Decode attention: one query token per sequence against its whole paged context, GQA,
+// split-K over the context with an in-kernel choice of splits. Every launch dimension
+// depends only on host constants (rows, max_splits, heads), never on context lengths, so
+// a decode step can be captured once in a CUDA graph and replayed with new positions and
+// block tables in device memory.
+#ifndef KVTIER_BACKEND_CUDA_DECODE_ATTENTION_H_
+#define KVTIER_BACKEND_CUDA_DECODE_ATTENTION_H_
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cuda/kernels.h"
+
+namespace kvtier::cuda {
+
+struct DecodeAttentionParams {
+  const bf16* q = nullptr;       // (step tokens, num_heads, head_dim)
+  bf16* out = nullptr;           // (step tokens, num_heads, head_dim)
+  const int32_t* rows = nullptr;  // (num_rows) step token index of each decode query
+  int32_t num_rows = 0;          // decode queries; fixed per captured graph
+  int32_t num_heads = 0;
+  int32_t layer = 0;
+  int32_t max_splits = 1;        // upper bound of splits per row (grid size)
+  float* partial_out = nullptr;  // DecodePartialFloats(num_rows, max_splits, ...) floats
+  float* partial_ml = nullptr;   // DecodePartialMlFloats(num_rows, max_splits, ...) floats
+  // DecodeCounterInts(num_rows, num_kv_heads) counters, zeroed ONCE when allocated
+  // (cudaMemset); the last split CTA of each (row, kv head) merges the partials and resets
+  // its counter, so every launch leaves them zero again (graph replays need nothing).
+  // Partials and counters may be shared by launches that run in order on one stream.
+  // Unused (may be null) when max_splits == 1.
+  uint32_t* split_counters = nullptr;
+};
+
+// Row token t = rows[i] attends to KV positions [0, tokens.pos[t]] of chunk tokens.chunk[t]
+// (its own K/V already written), scale 1/sqrt(head_dim), softmax in fp32. Grid
+// (num_rows, num_kv_heads, max_splits); one kernel, no host-side planning.
+// Launched with programmatic dependent launch (pdl.h): rows, tokens.pos, tokens.chunk,
+// kv.indptr and kv.indices are read BEFORE PdlWait, so the kernel launched right before this
+// one must not write them (host copies and kernels further back are fine); q, the KV pool,
+// partials and counters are read after it.
+cudaError_t DecodeAttention(const DecodeAttentionParams& params, StepTokens tokens, PagedKv kv,
+                            cudaStream_t stream);
+
+// Host heuristic: splits per row so that rows * kv heads * splits fills the GPU.
+int32_t DecodeMaxSplits(int32_t num_rows, int32_t num_kv_heads, int32_t sm_count);
+// Sizes of the partial buffers for (num_rows, max_splits).
+size_t DecodePartialFloats(int32_t num_rows, int32_t max_splits, int32_t num_heads,
+                           int32_t head_dim);
+size_t DecodePartialMlFloats(int32_t num_rows, int32_t max_splits, int32_t num_heads);
+size_t DecodeCounterInts(int32_t num_rows, int32_t num_kv_heads);
+// Largest max_splits DecodeAttention accepts.
+constexpr int32_t kDecodeMaxSplitsLimit = 128;
+// head_dim / GQA shapes the kernel supports.
+bool DecodeAttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
+
+}  // namespace kvtier::cuda
+
+#endif  // KVTIER_BACKEND_CUDA_DECODE_ATTENTION_H_

@@ -1,0 +1,60 @@
+// Programmatic dependent launch (Hopper): a kernel launched with LaunchPdl may start while
+// the kernel before it on the stream is still finishing, so its launch latency and the
+// ramp-up of its memory traffic hide behind the previous kernel's tail. Decode steps are
+// chains of ~300 short kernels, so this is worth a few hundred microseconds per step.
+//
+// Contract for a kernel launched with LaunchPdl: it may read, before PdlWait(), only data
+// no earlier kernel of the step writes (weights); PdlWait() returns once every earlier
+// kernel has completed and its writes are visible. PdlLaunchDependents() lets the next
+// kernel begin its own prologue; kernels call it right after PdlWait(), so at most one
+// kernel runs ahead. Both are no-ops on a kernel launched normally and below sm_90.
+#ifndef KVTIER_BACKEND_CUDA_PDL_H_
+#define KVTIER_BACKEND_CUDA_PDL_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <utility>
+
+namespace kvtier::cuda {
+
+__device__ __forceinline__ void PdlWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void PdlLaunchDependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// KVTIER_CUDA_PDL=0 launches every kernel plainly (for measuring what PDL gives).
+inline bool PdlEnabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("KVTIER_CUDA_PDL");
+    return env == nullptr || env[0] != '0';
+  }();
+  return enabled;
+}
+
+template <typename... KernelArgs, typename... Args>
+cudaError_t LaunchPdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
+                      cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = PdlEnabled() ? 1 : 0;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace kvtier::cuda
+
+#endif  // KVTIER_BACKEND_CUDA_PDL_H_

@@ -1,0 +1,344 @@
+// Tensor-core prefill attention (semantics in prefill_attention.h), FlashAttention-2 style.
+//
+// One CTA = one PrefillTile x one kv head: 4 warps x 16 query rows = kPrefillTileRows rows,
+// row r = (token r / group, query head r % group of the kv head's group). Each warp keeps its
+// 16 rows' Q fragments, S (16 x 64) and O (16 x head_dim) accumulators in registers. K and V
+// tiles of 64 positions are gathered from the paged pool with cp.async into shared memory,
+// double-buffered (tile j+1 loads while tile j computes), rows XOR-swizzled in 16-byte
+// chunks so that ldmatrix reads 8 rows without bank conflicts. Q·K^T and P·V run on
+// mma.sync m16n8k16 bf16 with fp32 accumulation; the softmax is online in the log2 domain
+// (log2 e folded into the scale); only the KV tiles crossing the tile's first position are
+// masked, and tiles past the last position are never visited.
+//
+// Why 64 rows and 4 warps: on the short prefills that matter for TTFT (512 tokens of
+// Llama-3-8B = 256 CTAs of 64 rows) 128-row CTAs would leave the 132 SMs half idle and
+// lengthen the causal tail; 64 rows keep K/V reuse at 64x and leave registers for
+// 2-3 CTAs per SM, which hide the cp.async latency the simple 2-stage pipeline exposes.
+#include "backend/cuda/prefill_attention.h"
+
+#include <cmath>
+#include <cstdint>
+
+namespace kvtier::cuda {
+namespace {
+
+constexpr int kWarps = kPrefillTileRows / 16;
+constexpr int kThreads = kWarps * 32;
+constexpr int kKvTile = 64;  // KV positions per shared-memory stage
+static_assert(kPrefillTileRows == kKvTile, "the Q staging reuses one K stage");
+
+__device__ __forceinline__ uint32_t SmemAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte async copy; when !on, writes 16 zero bytes and reads nothing.
+__device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src, bool on) {
+  const int src_bytes = on ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void CpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void Ldmatrix4(uint32_t address, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+__device__ __forceinline__ void Ldmatrix4Trans(uint32_t address, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+// c (16x8 f32) += a (16x16 bf16, row) * b (16x8 bf16, col).
+__device__ __forceinline__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Element offset of 16-byte chunk `chunk` of row `row` in a swizzled (rows, D) bf16 tile.
+template <int D>
+__device__ __forceinline__ int Swizzled(int row, int chunk) {
+  return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    PrefillAttentionKernel(PrefillAttentionParams p, PagedKv kv, int group, int bt_shift,
+                           float scale_log2) {
+  constexpr int kTileElems = kKvTile * D;  // one K or V stage
+  constexpr int kChunksPerRow = D / 8;
+  constexpr int kRowsPerPass = kThreads / kChunksPerRow;
+  constexpr int kPasses = kKvTile / kRowsPerPass;
+  constexpr int kDSteps = D / 16;  // k-steps of Q·K^T, pairs of n-tiles of P·V
+  // Stage s: K at [2s], V at [2s + 1] (kTileElems each). Q is staged in stage 1's K.
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  bf16* smem = reinterpret_cast<bf16*>(smem_raw);
+
+  const PrefillTile tile = p.tiles[blockIdx.x];
+  if (tile.num_tokens <= 0) return;
+  const int kv_head = blockIdx.y;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int kv_end = tile.first_pos + tile.num_tokens;  // positions [0, kv_end) are read
+  const int num_kv_tiles = (kv_end + kKvTile - 1) / kKvTile;
+  const int32_t* table = kv.indices + kv.indptr[tile.chunk];
+  const int64_t k_head_offset =
+      (static_cast<int64_t>(p.layer) * 2 * kv.num_kv_heads + kv_head) * kv.block_tokens * D;
+  const int64_t v_delta = static_cast<int64_t>(kv.num_kv_heads) * kv.block_tokens * D;
+  const int in_block_mask = kv.block_tokens - 1;
+  const int load_chunk = tid % kChunksPerRow;
+  const int load_row0 = tid / kChunksPerRow;
+
+  // Rows beyond the tile's tokens (and beyond the context) are zero-filled, so that no
+  // stale or unwritten pool bytes (possibly NaN) meet a zero softmax weight.
+  auto load_kv = [&](int kv_tile, int stage) {
+    bf16* sk = smem + 2 * stage * kTileElems;
+    bf16* sv = sk + kTileElems;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int row = load_row0 + i * kRowsPerPass;
+      const int pos = kv_tile * kKvTile + row;
+      const bool on = pos < kv_end;
+      const bf16* src = kv.pool;
+      if (on) {
+        const int64_t block = __ldg(table + (pos >> bt_shift));
+        src = kv.pool + block * kv.block_elements + k_head_offset +
+              static_cast<int64_t>(pos & in_block_mask) * D + load_chunk * 8;
+      }
+      const int offset = Swizzled<D>(row, load_chunk);
+      CpAsync16(SmemAddress(sk + offset), src, on);
+      CpAsync16(SmemAddress(sv + offset), on ? src + v_delta : src, on);
+    }
+  };
+
+  {  // Q rows -> stage 1's K buffer (free until tile 1 is prefetched).
+    bf16* sq = smem + 2 * kTileElems;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int row = load_row0 + i * kRowsPerPass;
+      const int token = row / group;
+      const bool on = token < tile.num_tokens;
+      const bf16* src = p.q;
+      if (on) {
+        const int head = kv_head * group + (row - token * group);
+        src = p.q + (static_cast<int64_t>(tile.token_begin + token) * p.num_heads + head) * D +
+              load_chunk * 8;
+      }
+      CpAsync16(SmemAddress(sq + Swizzled<D>(row, load_chunk)), src, on);
+    }
+    CpAsyncCommit();
+  }
+  load_kv(0, 0);
+  CpAsyncCommit();
+
+  // This thread's two accumulator rows: g and g + 8 of the warp's 16.
+  const int row_lo = warp * 16 + (lane >> 2);
+  const bool warp_active = warp * 16 < tile.num_tokens * group;
+  int row_pos[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int token = min((row_lo + 8 * h) / group, tile.num_tokens - 1);
+    row_pos[h] = tile.first_pos + token;
+  }
+
+  uint32_t q_frag[kDSteps][4];
+  CpAsyncWait<1>();
+  __syncthreads();
+  {
+    const bf16* sq = smem + 2 * kTileElems;
+    const int row = warp * 16 + (lane & 15);
+#pragma unroll
+    for (int kk = 0; kk < kDSteps; ++kk) {
+      Ldmatrix4(SmemAddress(sq + Swizzled<D>(row, kk * 2 + (lane >> 4))), q_frag[kk]);
+    }
+  }
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[n][e] = 0.0f;
+  }
+  float m[2] = {-INFINITY, -INFINITY};  // running max of scaled scores (log2 domain)
+  float l[2] = {0.0f, 0.0f};            // this thread's part of the running sum
+
+  for (int j = 0; j < num_kv_tiles; ++j) {
+    const int stage = j & 1;
+    CpAsyncWait<0>();
+    __syncthreads();  // tile j visible to all; everyone is done with tile j-1 and with Q
+    if (j + 1 < num_kv_tiles) load_kv(j + 1, stage ^ 1);
+    CpAsyncCommit();
+    if (!warp_active) continue;
+    const bf16* sk = smem + 2 * stage * kTileElems;
+    const bf16* sv = sk + kTileElems;
+
+    float s[kKvTile / 8][4];
+#pragma unroll
+    for (int n = 0; n < kKvTile / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] = 0.0f;
+    }
+#pragma unroll
+    for (int kk = 0; kk < kDSteps; ++kk) {
+#pragma unroll
+      for (int np = 0; np < kKvTile / 16; ++np) {
+        uint32_t b[4];
+        const int row = np * 16 + (lane & 7) + ((lane >> 4) << 3);
+        Ldmatrix4(SmemAddress(sk + Swizzled<D>(row, kk * 2 + ((lane >> 3) & 1))), b);
+        Mma(s[2 * np], q_frag[kk], b[0], b[1]);
+        Mma(s[2 * np + 1], q_frag[kk], b[2], b[3]);
+      }
+    }
+
+    const int tile_pos = j * kKvTile;
+    if (tile_pos + kKvTile - 1 > tile.first_pos) {  // crosses the diagonal: causal mask
+#pragma unroll
+      for (int n = 0; n < kKvTile / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int pos = tile_pos + n * 8 + (lane & 3) * 2 + (e & 1);
+          if (pos > row_pos[e >> 1]) s[n][e] = -INFINITY;
+        }
+      }
+    }
+
+    // Online softmax. Tile 0 always holds position 0, so m is finite from then on and a
+    // fully masked row in a later tile only gets weights exp2(-inf) = 0.
+    float correction[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float row_max = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < kKvTile / 8; ++n) {
+        row_max = fmaxf(row_max, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
+      }
+      row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
+      row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
+      const float m_new = fmaxf(m[h], row_max * scale_log2);
+      correction[h] = exp2f(m[h] - m_new);
+      m[h] = m_new;
+      float row_sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < kKvTile / 8; ++n) {
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          s[n][e] = exp2f(fmaf(s[n][e], scale_log2, -m_new));
+          row_sum += s[n][e];
+        }
+      }
+      l[h] = l[h] * correction[h] + row_sum;
+    }
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      o[n][0] *= correction[0];
+      o[n][1] *= correction[0];
+      o[n][2] *= correction[1];
+      o[n][3] *= correction[1];
+    }
+
+    // P (the S accumulators, as bf16 A fragments) · V.
+#pragma unroll
+    for (int kk = 0; kk < kKvTile / 16; ++kk) {
+      uint32_t a[4];
+      a[0] = PackBf16(s[2 * kk][0], s[2 * kk][1]);
+      a[1] = PackBf16(s[2 * kk][2], s[2 * kk][3]);
+      a[2] = PackBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      a[3] = PackBf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      const int row = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+#pragma unroll
+      for (int dn = 0; dn < kDSteps; ++dn) {
+        uint32_t b[4];
+        Ldmatrix4Trans(SmemAddress(sv + Swizzled<D>(row, dn * 2 + (lane >> 4))), b);
+        Mma(o[2 * dn], a, b[0], b[1]);
+        Mma(o[2 * dn + 1], a, b[2], b[3]);
+      }
+    }
+  }
+  CpAsyncWait<0>();
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+  }
+  if (!warp_active) return;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row_lo + 8 * h;
+    const int token = row / group;
+    if (token >= tile.num_tokens) continue;
+    const int head = kv_head * group + (row - token * group);
+    bf16* dst = p.out + (static_cast<int64_t>(tile.token_begin + token) * p.num_heads + head) * D +
+                (lane & 3) * 2;
+    const float inv = 1.0f / l[h];
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      *reinterpret_cast<__nv_bfloat162*>(dst + n * 8) =
+          __floats2bfloat162_rn(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
+    }
+  }
+}
+
+template <int D>
+cudaError_t LaunchHeadDim(const PrefillAttentionParams& p, PagedKv kv, int group,
+                          int bt_shift, cudaStream_t stream) {
+  auto kernel = PrefillAttentionKernel<D>;
+  const int smem = static_cast<int>(4 * kKvTile * D * sizeof(bf16));
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) return err;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             cudaSharedmemCarveoutMaxShared);
+  if (err != cudaSuccess) return err;
+  const float scale_log2 =
+      static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)) * M_LOG2E);
+  const dim3 grid(static_cast<unsigned>(p.num_tiles), static_cast<unsigned>(kv.num_kv_heads));
+  kernel<<<grid, kThreads, smem, stream>>>(p, kv, group, bt_shift, scale_log2);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool PrefillAttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads) {
+  if (head_dim != 64 && head_dim != 128) return false;
+  if (num_kv_heads <= 0 || num_heads <= 0 || num_heads % num_kv_heads != 0) return false;
+  return num_heads / num_kv_heads <= kPrefillTileRows;
+}
+
+cudaError_t PrefillAttention(const PrefillAttentionParams& params, PagedKv kv,
+                             cudaStream_t stream) {
+  if (params.num_tiles == 0) return cudaSuccess;
+  if (!PrefillAttentionSupported(kv.head_dim, params.num_heads, kv.num_kv_heads)) {
+    return cudaErrorInvalidValue;
+  }
+  const int bt = kv.block_tokens;
+  if (bt <= 0 || (bt & (bt - 1)) != 0) return cudaErrorInvalidValue;
+  // 16-byte cp.async sources: q rows and pool rows must be 16-byte aligned.
+  if (reinterpret_cast<uintptr_t>(params.q) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(kv.pool) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(params.out) % 4 != 0) {
+    return cudaErrorInvalidValue;
+  }
+  int bt_shift = 0;
+  while ((1 << bt_shift) < bt) ++bt_shift;
+  const int group = params.num_heads / kv.num_kv_heads;
+  if (kv.head_dim == 128) return LaunchHeadDim<128>(params, kv, group, bt_shift, stream);
+  return LaunchHeadDim<64>(params, kv, group, bt_shift, stream);
+}
+
+}  // namespace kvtier::cuda

@@ -1,0 +1,63 @@
+// Prefill attention on the tensor cores: causal attention of a chunk's query tokens over
+// its paged KV (prefix hits and earlier chunks included), FlashAttention-2 style (online
+// softmax in fp32, Q·K^T and P·V on mma.sync bf16). One CTA = one tile (a run of
+// consecutive query tokens of one chunk x all query heads of one kv head's group).
+#ifndef KVTIER_BACKEND_CUDA_PREFILL_ATTENTION_H_
+#define KVTIER_BACKEND_CUDA_PREFILL_ATTENTION_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+#if __cplusplus >= 202002L
+#include <span>
+#endif
+
+#include "backend/cuda/kernels.h"
+
+namespace kvtier::cuda {
+
+// Step tokens [token_begin, token_begin + num_tokens) of chunk `chunk`, consecutive
+// positions starting at first_pos; they attend to KV positions [0, first_pos + i].
+struct PrefillTile {
+  int32_t chunk = 0;
+  int32_t token_begin = 0;
+  int32_t num_tokens = 0;
+  int32_t first_pos = 0;
+};
+
+struct PrefillChunk {
+  int32_t chunk = 0;        // index in the step
+  int32_t token_begin = 0;  // step token index of its first token
+  int32_t num_tokens = 0;
+  int64_t start_position = 0;
+};
+
+// Query rows (tokens x group heads) of one CTA.
+inline constexpr int32_t kPrefillTileRows = 64;
+
+// Query tokens per tile for a GQA group size (rows = tokens * group fill the CTA):
+// kPrefillTileRows / group, 0 when the group does not fit (group > kPrefillTileRows).
+// Every tile passed to PrefillAttention must hold at most this many tokens.
+int32_t PrefillTileTokens(int32_t head_dim, int32_t group);
+#if __cplusplus >= 202002L  // the .cu files are compiled as C++17 (no std::span)
+// Appends the tiles of `chunks` (host, pure); longest-running tiles first.
+void PlanPrefillTiles(std::span<const PrefillChunk> chunks, int32_t tile_tokens,
+                      std::vector<PrefillTile>* tiles);
+#endif
+
+struct PrefillAttentionParams {
+  const bf16* q = nullptr;  // (step tokens, num_heads, head_dim)
+  bf16* out = nullptr;      // (step tokens, num_heads, head_dim)
+  const PrefillTile* tiles = nullptr;  // device
+  int32_t num_tiles = 0;
+  int32_t num_heads = 0;
+  int32_t layer = 0;
+};
+cudaError_t PrefillAttention(const PrefillAttentionParams& params, PagedKv kv,
+                             cudaStream_t stream);
+bool PrefillAttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
+
+}  // namespace kvtier::cuda
+
+#endif  // KVTIER_BACKEND_CUDA_PREFILL_ATTENTION_H_

@@ -1,0 +1,263 @@
+// KvCacheManager, part 2 (kv_cache_manager.h): handing out device blocks for writing, and
+// the asynchronous device -> host copies — swap-out batches, write-back of cached blocks
+// ahead of eviction — with what happens when each lands. Sequence operations and
+// invariants are in kv_cache_manager.cc.
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "backend/backend.h"
+#include "kv/kv_cache_manager.h"
+#include "storage/disk_block_store.h"
+
+namespace kvtier {
+
+// ---------------------------------------------------------------- device allocation
+
+std::vector<BlockId> KvCacheManager::AllocateDeviceBlocks(int64_t n) {
+  FinishCopies(0);
+  std::vector<BlockId> blocks;
+  std::vector<DirtyVictim> dirty;
+  int64_t wait_ticket = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    std::optional<BlockId> id = device_.Allocate();
+    if (!id) {
+      std::optional<int32_t> victim = device_lru_.PopFront();
+      if (!victim) break;  // callers check num_available_device_blocks first
+      // A write-back of the victim still in flight lands first: then it needs no copy.
+      if (auto r = reading_ticket_.find(*victim); r != reading_ticket_.end()) FinishCopies(r->second);
+      const BlockHash hash = cache(Tier::kDevice).hash_of.at(*victim);
+      ++counters_.blocks_demoted[static_cast<int>(Tier::kDevice)];
+      if (HasLowerCopy(hash)) {
+        // Already one tier down (written back ahead, or demoted before): nothing to copy.
+      } else if (host_.num_blocks() > 0 || disk_.num_blocks() > 0) {
+        dirty.push_back({*victim, hash, PriorityOf(hash)});
+      } else {
+        ++counters_.blocks_dropped;
+      }
+      DropCached(Tier::kDevice, *victim);
+      device_.Release(*victim);  // the cache's reference: the block is free now
+      id = device_.Allocate();   // the victim itself (the free queue was empty)
+    }
+    // Freed while an async copy (a swap-out) still reads it: FIFO reuse makes that the last
+    // resort, and the wait then covers only the small first batches of the swap-out.
+    if (auto r = reading_ticket_.find(*id); r != reading_ticket_.end()) wait_ticket = std::max(wait_ticket, r->second);
+    blocks.push_back(*id);
+  }
+  if (wait_ticket > 0) FinishCopies(wait_ticket);
+  // Victims are copied before this returns: the caller's forward may overwrite them.
+  if (!dirty.empty()) DemoteDirtyDeviceBlocks(dirty);
+  return blocks;
+}
+
+void KvCacheManager::DemoteDirtyDeviceBlocks(const std::vector<DirtyVictim>& victims) {
+  counters_.evictions_copied += static_cast<int64_t>(victims.size());
+  std::vector<PendingCopy> to_host;
+  std::vector<DirtyVictim> to_disk;
+  for (const DirtyVictim& v : victims) {
+    std::optional<int32_t> slot = AllocateHost();
+    if (!slot) {
+      to_disk.push_back(v);
+      continue;
+    }
+    writeback_slots_[*slot] = 0;
+    PendingCopy c;
+    c.kind = PendingKind::kCacheToHost;
+    c.block = v.block;
+    c.slot = *slot;
+    c.hash = v.hash;
+    c.priority = v.priority;
+    c.evicted = true;
+    to_host.push_back(c);
+  }
+  if (!to_host.empty()) {
+    const std::vector<PendingCopy> copies = to_host;
+    absl::StatusOr<int64_t> ticket = StartBatch(to_host);
+    if (ticket.ok()) {
+      FinishCopies(*ticket);  // lands them in the host cache (or counts them dropped)
+    } else {
+      for (const PendingCopy& c : copies) {
+        writeback_slots_.erase(c.slot);
+        host_.Release(c.slot);
+        to_disk.push_back({c.block, c.hash, c.priority});
+      }
+    }
+  }
+  for (const DirtyVictim& v : to_disk) {
+    if (disk_.num_blocks() > 0 && !cache(Tier::kDisk).by_hash.contains(v.hash)) {
+      if (std::optional<int32_t> disk_slot = AllocateDisk()) {
+        if (CopyDeviceToDisk(v.block, *disk_slot, v.hash.value).ok()) {
+          RaisePriority(v.hash, v.priority);
+          cache(Tier::kDisk).by_hash[v.hash] = *disk_slot;
+          cache(Tier::kDisk).hash_of[*disk_slot] = v.hash;
+          disk_lru_.PushBack(*disk_slot, PriorityOf(v.hash));
+          disk_index_dirty_ = true;
+          continue;
+        }
+        ++counters_.io_errors;
+        disk_.Release(*disk_slot);
+      }
+    }
+    ++counters_.blocks_dropped;
+  }
+}
+
+// ---------------------------------------------------------------- async device -> host
+
+absl::StatusOr<int64_t> KvCacheManager::StartBatch(std::vector<PendingCopy> copies) {
+  std::vector<BlockCopy> blocks;
+  blocks.reserve(copies.size());
+  for (const PendingCopy& c : copies) {
+    blocks.push_back({c.block, c.kind == PendingKind::kSwapToDisk ? Staging(c.staging) : HostSlot(c.slot)});
+  }
+  absl::StatusOr<int64_t> ticket;
+  {
+    // Host time only (enqueueing, on backends with copy engines); the cost model's
+    // bandwidth is what the host pays per byte, which is what it weighs against recompute.
+    const auto start = std::chrono::steady_clock::now();
+    ticket = backend_->StartCopiesToHost(blocks);
+    counters_.copy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  if (!ticket.ok()) return ticket.status();
+  swap_bytes_timed_ += static_cast<int64_t>(copies.size() * block_bytes_);
+  ++counters_.async_copy_batches;
+  for (const PendingCopy& c : copies) {
+    reading_ticket_[c.block] = *ticket;
+    if (c.kind == PendingKind::kCacheToHost) writeback_slots_[c.slot] = *ticket;
+  }
+  pending_.push_back({*ticket, std::move(copies)});
+  return *ticket;
+}
+
+void KvCacheManager::FinishCopies(int64_t wait_ticket) {
+  if (wait_ticket > 0 && !pending_.empty() && pending_.front().ticket <= wait_ticket) {
+    const auto start = std::chrono::steady_clock::now();
+    const absl::Status waited = backend_->WaitForCopies(wait_ticket);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    counters_.copy_seconds += seconds;
+    counters_.copy_stall_seconds += seconds;
+    while (!pending_.empty() && pending_.front().ticket <= wait_ticket) {
+      const PendingBatch batch = std::move(pending_.front());
+      pending_.pop_front();
+      FinishBatch(batch, waited);
+    }
+  }
+  while (!pending_.empty()) {
+    const absl::StatusOr<bool> done = backend_->CopiesDone(pending_.front().ticket);
+    if (done.ok() && !*done) break;
+    const PendingBatch batch = std::move(pending_.front());
+    pending_.pop_front();
+    FinishBatch(batch, done.status());
+  }
+}
+
+void KvCacheManager::FinishBatch(const PendingBatch& batch, const absl::Status& copied) {
+  for (const PendingCopy& c : batch.copies) {
+    if (auto r = reading_ticket_.find(c.block); r != reading_ticket_.end() && r->second <= batch.ticket) {
+      reading_ticket_.erase(r);
+    }
+    if (c.kind == PendingKind::kCacheToHost) {
+      writeback_slots_.erase(c.slot);
+      TierCache& host = cache(Tier::kHost);
+      if (copied.ok() && !host.by_hash.contains(c.hash)) {
+        RaisePriority(c.hash, c.priority);
+        host.by_hash[c.hash] = c.slot;
+        host.hash_of[c.slot] = c.hash;
+        host_lru_.PushBack(c.slot, PriorityOf(c.hash));
+        if (!c.evicted) ++counters_.blocks_written_back;
+      } else {
+        host_.Release(c.slot);
+        if (!copied.ok() && c.evicted) ++counters_.blocks_dropped;
+      }
+      continue;
+    }
+    // A swap: only if the sequence still holds this swap-out (a release frees the slots at
+    // once; its late copies are then ignored, and FIFO copies keep reused host slots right).
+    auto it = swapped_.find(c.seq);
+    if (it != swapped_.end() && it->second.generation == c.generation) {
+      SwapState& swap = it->second;
+      if (!copied.ok() && swap.failed.ok()) swap.failed = copied;
+      if (copied.ok() && swap.failed.ok() && c.kind == PendingKind::kSwapToDisk) {
+        absl::Status written =
+            disk_store_->Write(c.slot, SwapTag(c.seq, c.index), static_cast<int32_t>(options_.block_tokens),
+                               Staging(c.staging));
+        if (!written.ok()) {
+          ++counters_.io_errors;
+          swap.failed = written;
+        }
+      }
+      if (swap.last_ticket <= batch.ticket) swap.last_ticket = 0;
+    }
+    if (c.staging >= 0) free_staging_.push_back(c.staging);
+  }
+}
+
+int64_t KvCacheManager::WriteBackBudget() const {
+  // Per step: enough to keep ahead of the blocks a step caches or evicts (a full-budget
+  // prefill step caches max_tokens_per_step / block_tokens), small enough that one batch
+  // (~2 MiB a block on an 8B model: 256 blocks ~ 10 ms at 50 GB/s) fits inside a forward.
+  return std::max<int64_t>(64, device_.num_blocks() / 8);
+}
+
+void KvCacheManager::StartBackgroundCopies() {
+  FinishCopies(0);
+  if (host_.num_blocks() == 0 || !options_.prefix_cache) return;
+  const int64_t budget = WriteBackBudget();
+  int64_t taken = 0;
+  // Two batches: the coldest unreferenced blocks (the next victims: their batch lands first,
+  // so an early eviction waits for it only), then blocks cached since earlier calls that
+  // running sequences still hold: immutable too, and the victims once their sequence
+  // finishes. Host work stays O(budget + newly cached blocks) per step.
+  std::vector<PendingCopy> cold, held;
+  absl::flat_hash_set<BlockId> chosen;
+  auto consider = [&](BlockId block, std::vector<PendingCopy>* out) {
+    auto h = cache(Tier::kDevice).hash_of.find(block);
+    if (h == cache(Tier::kDevice).hash_of.end() || HasLowerCopy(h->second) || reading_ticket_.contains(block) ||
+        !chosen.insert(block).second) {
+      return;
+    }
+    PendingCopy c;
+    c.kind = PendingKind::kCacheToHost;
+    c.block = block;
+    c.hash = h->second;
+    c.priority = PriorityOf(h->second);
+    out->push_back(c);
+    ++taken;
+  };
+  int64_t examined = 0;  // the next `budget` victims, clean or not
+  device_lru_.ForEachInEvictionOrder([&](int32_t block) {
+    if (examined++ >= budget) return false;
+    consider(block, &cold);
+    return true;
+  });
+  while (taken < budget && !writeback_queue_.empty()) {
+    const auto [block, hash] = writeback_queue_.front();
+    writeback_queue_.pop_front();
+    auto h = cache(Tier::kDevice).hash_of.find(block);
+    if (h != cache(Tier::kDevice).hash_of.end() && h->second == hash) consider(block, &held);
+  }
+  for (std::vector<PendingCopy>* batch : {&cold, &held}) {
+    size_t n = 0;
+    for (; n < batch->size(); ++n) {
+      // May demote a host LRU entry to disk, as the eviction of this block would later.
+      std::optional<int32_t> slot = AllocateHost();
+      if (!slot) break;
+      (*batch)[n].slot = *slot;
+      writeback_slots_[*slot] = 0;
+    }
+    batch->resize(n);
+    if (batch->empty()) continue;
+    const std::vector<PendingCopy> copies = *batch;
+    if (!StartBatch(std::move(*batch)).ok()) {
+      for (const PendingCopy& c : copies) {
+        writeback_slots_.erase(c.slot);
+        host_.Release(c.slot);
+      }
+      break;
+    }
+  }
+  FinishCopies(0);  // synchronous backends: landed already
+}
+
+}  // namespace kvtier

@@ -1,0 +1,396 @@
+// Tensor-core prefill attention: the host tile planning, the kernel against a host
+// reference (fp32 scores, fp64 softmax) on shuffled block tables and ragged chunks, and a
+// timing of one Llama-3-8B layer against the CUDA-core PagedAttention. GPU tests skip
+// without a device.
+#include "backend/cuda/prefill_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cuda/attention_plan.h"
+#include "backend/cuda/kernels.h"
+#include "backend/kv_layout.h"
+#include "cuda_test_util.h"
+#include "gtest/gtest.h"
+
+namespace kvtier::cuda {
+namespace {
+
+using cuda_test::Bf16Data;
+using cuda_test::Bf16ToF32;
+using cuda_test::DeviceArray;
+using cuda_test::RandomBf16;
+using cuda_test::RelativeError;
+
+constexpr double kBf16Tolerance = 1e-2;
+
+TEST(PrefillPlanTest, TileTokensFillTheRows) {
+  EXPECT_EQ(PrefillTileTokens(128, 1), 64);
+  EXPECT_EQ(PrefillTileTokens(128, 4), 16);
+  EXPECT_EQ(PrefillTileTokens(64, 7), 9);  // 63 rows used
+  EXPECT_EQ(PrefillTileTokens(128, 8), 8);
+  EXPECT_EQ(PrefillTileTokens(128, 64), 1);
+  EXPECT_EQ(PrefillTileTokens(128, 65), 0);
+  EXPECT_TRUE(PrefillAttentionSupported(128, 32, 8));
+  EXPECT_TRUE(PrefillAttentionSupported(64, 28, 4));
+  EXPECT_FALSE(PrefillAttentionSupported(80, 32, 8));
+  EXPECT_FALSE(PrefillAttentionSupported(256, 32, 8));
+  EXPECT_FALSE(PrefillAttentionSupported(128, 30, 8));
+}
+
+TEST(PrefillPlanTest, TilesCoverEveryTokenLongestFirst) {
+  const std::vector<PrefillChunk> chunks = {
+      {0, 0, 1, 40}, {1, 1, 37, 0}, {2, 38, 16, 1000}, {3, 54, 17, 5}};
+  std::vector<PrefillTile> tiles = {PrefillTile{9, 9, 9, 9}};  // appended after this
+  PlanPrefillTiles(chunks, 16, &tiles);
+  ASSERT_EQ(tiles.front().chunk, 9);
+  std::vector<int> seen(71, 0);
+  for (size_t i = 1; i < tiles.size(); ++i) {
+    const PrefillTile& t = tiles[i];
+    ASSERT_GE(t.num_tokens, 1);
+    ASSERT_LE(t.num_tokens, 16);
+    const PrefillChunk& c = chunks[t.chunk];
+    EXPECT_EQ(t.first_pos, c.start_position + (t.token_begin - c.token_begin));
+    for (int k = 0; k < t.num_tokens; ++k) ++seen[t.token_begin + k];
+    if (i > 1) {
+      EXPECT_GE(tiles[i - 1].first_pos + tiles[i - 1].num_tokens, t.first_pos + t.num_tokens);
+    }
+  }
+  for (int n : seen) EXPECT_EQ(n, 1);
+  EXPECT_EQ(tiles.size(), 1u + 1 + 3 + 1 + 2);
+}
+
+// Chunks with shuffled (non-contiguous) block tables over one bf16 pool of 2 layers.
+struct PrefillWorld {
+  KvLayout layout;
+  int num_heads = 0;
+  std::vector<PrefillChunk> chunks;
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<int32_t> indptr, indices, token_chunk, token_pos;
+  int64_t num_blocks = 0;
+  int num_tokens = 0;
+
+  // shapes: (num_tokens, start_position) per chunk.
+  PrefillWorld(int heads, int kv_heads, int head_dim, int block_tokens,
+               const std::vector<std::pair<int, int64_t>>& shapes, std::mt19937& rng)
+      : num_heads(heads) {
+    layout.num_layers = 2;
+    layout.num_kv_heads = kv_heads;
+    layout.head_dim = head_dim;
+    layout.block_tokens = block_tokens;
+    layout.dtype = DType::kBF16;
+    std::vector<int64_t> blocks_of;
+    for (const auto& [n, start] : shapes) {
+      blocks_of.push_back((start + n + block_tokens - 1) / block_tokens);
+      num_blocks += blocks_of.back();
+    }
+    num_blocks += 3;  // unused blocks in between
+    std::vector<int32_t> ids(num_blocks);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng);
+    int64_t next = 0;
+    indptr.push_back(0);
+    for (size_t c = 0; c < shapes.size(); ++c) {
+      const auto [n, start] = shapes[c];
+      chunks.push_back(PrefillChunk{static_cast<int32_t>(c), num_tokens, n, start});
+      tables.emplace_back(ids.begin() + next, ids.begin() + next + blocks_of[c]);
+      next += blocks_of[c];
+      indices.insert(indices.end(), tables.back().begin(), tables.back().end());
+      indptr.push_back(static_cast<int32_t>(indices.size()));
+      for (int i = 0; i < n; ++i) {
+        token_chunk.push_back(static_cast<int32_t>(c));
+        token_pos.push_back(static_cast<int32_t>(start + i));
+      }
+      num_tokens += n;
+    }
+  }
+  int64_t PoolElements() const { return num_blocks * layout.ElementsPerBlock(); }
+  size_t QElements() const { return static_cast<size_t>(num_tokens) * num_heads * layout.head_dim; }
+};
+
+// The world's index arrays and tiles on the device.
+struct DeviceWorld {
+  DeviceArray<int32_t> indptr, indices;
+  DeviceArray<PrefillTile> tiles;
+  int32_t num_tiles = 0;
+  explicit DeviceWorld(const PrefillWorld& w)
+      : indptr(w.indptr.size()), indices(w.indices.size()), tiles(w.num_tokens) {
+    indptr.Upload(w.indptr);
+    indices.Upload(w.indices);
+    const int group = w.num_heads / static_cast<int>(w.layout.num_kv_heads);
+    std::vector<PrefillTile> plan;
+    PlanPrefillTiles(w.chunks, PrefillTileTokens(static_cast<int>(w.layout.head_dim), group),
+                     &plan);
+    num_tiles = static_cast<int32_t>(plan.size());
+    tiles.Upload(plan);
+  }
+  PagedKv Kv(const PrefillWorld& w, void* pool) const {
+    PagedKv kv;
+    kv.pool = static_cast<bf16*>(pool);
+    kv.indices = indices.get();
+    kv.indptr = indptr.get();
+    kv.block_elements = w.layout.ElementsPerBlock();
+    kv.num_kv_heads = static_cast<int32_t>(w.layout.num_kv_heads);
+    kv.head_dim = static_cast<int32_t>(w.layout.head_dim);
+    kv.block_tokens = static_cast<int32_t>(w.layout.block_tokens);
+    return kv;
+  }
+};
+
+// Causal GQA attention over the world's pool (bf16 values as f32): fp32 dot products,
+// fp64 softmax and sums. One thread per query head.
+std::vector<float> ReferenceAttention(const PrefillWorld& w, const std::vector<float>& pool,
+                                      const std::vector<float>& q, int layer) {
+  const int d = static_cast<int>(w.layout.head_dim), heads = w.num_heads;
+  const int group = heads / static_cast<int>(w.layout.num_kv_heads);
+  const int64_t bt = w.layout.block_tokens;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  std::vector<float> out(w.QElements());
+  auto run_head = [&](int h) {
+    std::vector<double> score;
+    std::vector<double> acc(d);
+    for (const PrefillChunk& c : w.chunks) {
+      const std::vector<int32_t>& table = w.tables[c.chunk];
+      for (int i = 0; i < c.num_tokens; ++i) {
+        const int64_t t = c.token_begin + i, pos = c.start_position + i;
+        const float* qr = q.data() + (t * heads + h) * d;
+        score.assign(pos + 1, 0.0);
+        double max_score = -INFINITY;
+        for (int64_t p = 0; p <= pos; ++p) {
+          const float* k = pool.data() + table[p / bt] * w.layout.ElementsPerBlock() +
+                           w.layout.ElementOffset(layer, 0, h / group, p % bt);
+          float dot = 0.0f;
+          for (int e = 0; e < d; ++e) dot += qr[e] * k[e];
+          score[p] = dot * scale;
+          max_score = std::max(max_score, score[p]);
+        }
+        std::fill(acc.begin(), acc.end(), 0.0);
+        double sum = 0.0;
+        for (int64_t p = 0; p <= pos; ++p) {
+          const double weight = std::exp(score[p] - max_score);
+          sum += weight;
+          const float* v = pool.data() + table[p / bt] * w.layout.ElementsPerBlock() +
+                           w.layout.ElementOffset(layer, 1, h / group, p % bt);
+          for (int e = 0; e < d; ++e) acc[e] += weight * v[e];
+        }
+        for (int e = 0; e < d; ++e) out[(t * heads + h) * d + e] = static_cast<float>(acc[e] / sum);
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int h = 0; h < heads; ++h) threads.emplace_back(run_head, h);
+  for (std::thread& th : threads) th.join();
+  return out;
+}
+
+struct PrefillCase {
+  int heads, kv_heads, head_dim, block_tokens;
+};
+
+class PrefillAttentionTest : public ::testing::TestWithParam<PrefillCase> {
+ protected:
+  void SetUp() override { KVT_SKIP_WITHOUT_CUDA(); }
+  std::mt19937 rng_{std::random_device{}()};
+};
+
+TEST_P(PrefillAttentionTest, MatchesReferenceOnShuffledBlocks) {
+  const PrefillCase p = GetParam();
+  // (tokens, start): a lone token, short chunks off the block grid, a chunk of exactly one
+  // tile, one just past a tile, prefix hits / later chunks deep into the context.
+  PrefillWorld w(p.heads, p.kv_heads, p.head_dim, p.block_tokens,
+                 {{1, 0}, {3, 5}, {16, 0}, {17, 100}, {100, 1000}, {600, 1037}, {1, 2000},
+                  {64, 64}},
+                 rng_);
+  const int layer = 1;
+  Bf16Data pool = RandomBf16(w.PoolElements(), rng_, -2, 2);
+  Bf16Data q = RandomBf16(w.QElements(), rng_, -2, 2);
+  DeviceArray<uint16_t> d_pool(pool.bits.size()), d_q(q.bits.size()), d_out(q.bits.size());
+  d_pool.Upload(pool.bits);
+  d_q.Upload(q.bits);
+  DeviceWorld dw(w);
+
+  PrefillAttentionParams params;
+  params.q = reinterpret_cast<const bf16*>(d_q.get());
+  params.out = reinterpret_cast<bf16*>(d_out.get());
+  params.tiles = dw.tiles.get();
+  params.num_tiles = dw.num_tiles;
+  params.num_heads = p.heads;
+  params.layer = layer;
+  ASSERT_TRUE(PrefillAttentionSupported(p.head_dim, p.heads, p.kv_heads));
+  d_out.Poison();
+  ASSERT_EQ(PrefillAttention(params, dw.Kv(w, d_pool.get()), nullptr), cudaSuccess);
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  const std::vector<float> out = Bf16ToF32(d_out.Download());
+  const std::vector<float> ref = ReferenceAttention(w, pool.values, q.values, layer);
+
+  const size_t row = static_cast<size_t>(p.heads) * p.head_dim;
+  for (const PrefillChunk& c : w.chunks) {  // every element written (no NaN) and close
+    const std::vector<float> got(out.begin() + c.token_begin * row,
+                                 out.begin() + (c.token_begin + c.num_tokens) * row);
+    const std::vector<float> want(ref.begin() + c.token_begin * row,
+                                  ref.begin() + (c.token_begin + c.num_tokens) * row);
+    double max_abs = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      max_abs = std::max(max_abs, static_cast<double>(std::fabs(got[i] - want[i])));
+    }
+    EXPECT_LT(RelativeError(got, want), kBf16Tolerance)
+        << "chunk " << c.chunk << " start " << c.start_position << " tokens " << c.num_tokens;
+    EXPECT_LT(max_abs, 3e-2) << "chunk " << c.chunk;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, PrefillAttentionTest,
+    ::testing::Values(PrefillCase{8, 2, 128, 16},    // Llama-3 GQA 4
+                      PrefillCase{4, 4, 64, 16},     // MHA, head_dim 64
+                      PrefillCase{14, 2, 128, 16},   // group 7: 9 tokens, 63 of 64 rows
+                      PrefillCase{8, 2, 128, 32},    // other block size
+                      PrefillCase{6, 2, 64, 8},      // group 3, blocks of 8
+                      PrefillCase{32, 1, 64, 16}),   // MQA: 2 tokens per tile
+    [](const ::testing::TestParamInfo<PrefillCase>& info) {
+      const PrefillCase& c = info.param;
+      return "h" + std::to_string(c.heads) + "kv" + std::to_string(c.kv_heads) + "d" +
+             std::to_string(c.head_dim) + "bt" + std::to_string(c.block_tokens);
+    });
+
+TEST(PrefillAttentionArgsTest, RejectsUnsupportedShapes) {
+  PrefillAttentionParams params;
+  params.num_tiles = 1;
+  params.num_heads = 8;
+  PagedKv kv;
+  kv.num_kv_heads = 2;
+  kv.head_dim = 96;
+  kv.block_tokens = 16;
+  EXPECT_EQ(PrefillAttention(params, kv, nullptr), cudaErrorInvalidValue);
+  kv.head_dim = 128;
+  kv.block_tokens = 24;
+  EXPECT_EQ(PrefillAttention(params, kv, nullptr), cudaErrorInvalidValue);
+}
+
+// Median of `runs` timed launches (after warm-up), in microseconds.
+template <typename Launch>
+double MedianMicros(Launch&& launch, int warmup, int runs) {
+  cudaEvent_t begin, end;
+  cudaEventCreate(&begin);
+  cudaEventCreate(&end);
+  for (int i = 0; i < warmup; ++i) launch();
+  cudaDeviceSynchronize();
+  std::vector<float> ms;
+  for (int i = 0; i < runs; ++i) {
+    cudaEventRecord(begin);
+    launch();
+    cudaEventRecord(end);
+    cudaEventSynchronize(end);
+    float t = 0;
+    cudaEventElapsedTime(&t, begin, end);
+    ms.push_back(t);
+  }
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2] * 1000.0;
+}
+
+struct TimingCase {
+  int tokens;
+  int64_t start;
+  int old_runs;  // the old kernel takes ~100 ms per layer on the long case
+};
+
+class PrefillAttentionTiming : public ::testing::TestWithParam<TimingCase> {
+ protected:
+  void SetUp() override { KVT_SKIP_WITHOUT_CUDA(); }
+  std::mt19937 rng_{12345};
+};
+
+// One layer of Llama-3-8B attention (32 heads, 8 kv heads, head_dim 128, blocks of 16):
+// the new kernel vs PagedAttention (as cuda_backend plans it) on the same inputs.
+TEST_P(PrefillAttentionTiming, Llama3Layer) {
+  const TimingCase tc = GetParam();
+  const int heads = 32, kv_heads = 8, d = 128;
+  PrefillWorld w(heads, kv_heads, d, 16, {{tc.tokens, tc.start}}, rng_);
+  DeviceArray<uint16_t> d_pool(w.PoolElements()), d_q(w.QElements()), d_new(w.QElements()),
+      d_old(w.QElements());
+  // V around 0.5 so that outputs are far from 0 and relative errors mean something.
+  CUDA_ASSERT(FillRandomBf16(reinterpret_cast<bf16*>(d_pool.get()), w.PoolElements(), 1, 0.5f,
+                             1.0f, nullptr));
+  CUDA_ASSERT(FillRandomBf16(reinterpret_cast<bf16*>(d_q.get()), w.QElements(), 2, 0.0f, 2.0f,
+                             nullptr));
+  DeviceWorld dw(w);
+  const PagedKv kv = dw.Kv(w, d_pool.get());
+  PrefillAttentionParams params;
+  params.q = reinterpret_cast<const bf16*>(d_q.get());
+  params.out = reinterpret_cast<bf16*>(d_new.get());
+  params.tiles = dw.tiles.get();
+  params.num_tiles = dw.num_tiles;
+  params.num_heads = heads;
+  params.layer = 1;
+  CUDA_ASSERT(PrefillAttention(params, kv, nullptr));
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  const double new_us =
+      MedianMicros([&] { PrefillAttention(params, kv, nullptr); }, 3, 20);
+  CUDA_ASSERT(cudaGetLastError());
+
+  // The old kernel, planned like CudaBackend (partial slots for 2048 tokens x 2).
+  AttentionPlanOptions o;
+  o.num_heads = heads;
+  o.num_kv_heads = kv_heads;
+  o.max_rows = AttentionMaxRows(d);
+  o.partial_slots = 4096;
+  AttentionPlan plan;
+  const std::vector<ChunkShape> shapes = {{tc.tokens, tc.start}};
+  ASSERT_TRUE(PlanAttention(shapes, o, &plan).ok());
+  DeviceArray<int32_t> d_chunk(w.num_tokens), d_pos(w.num_tokens), d_splits(w.num_tokens),
+      d_base(w.num_tokens);
+  d_chunk.Upload(w.token_chunk);
+  d_pos.Upload(w.token_pos);
+  d_splits.Upload(plan.num_splits);
+  d_base.Upload(plan.partial_base);
+  DeviceArray<AttentionItem> d_items(plan.items.size());
+  d_items.Upload(plan.items);
+  DeviceArray<float> d_partial(o.partial_slots * heads * d), d_ml(o.partial_slots * heads * 2);
+  AttentionParams old;
+  old.q = params.q;
+  old.out = reinterpret_cast<bf16*>(d_old.get());
+  old.items = d_items.get();
+  old.num_items = static_cast<int32_t>(plan.items.size());
+  old.num_heads = heads;
+  old.layer = 1;
+  old.max_rows = plan.max_rows;
+  old.any_split = plan.any_split;
+  const StepTokens tokens{d_chunk.get(), d_pos.get(), w.num_tokens};
+  const AttentionSplits splits{d_splits.get(), d_base.get(), d_partial.get(), d_ml.get()};
+  const double old_us =
+      MedianMicros([&] { PagedAttention(old, tokens, kv, splits, nullptr); }, 1, tc.old_runs);
+  CUDA_ASSERT(cudaDeviceSynchronize());
+
+  const double rel = RelativeError(Bf16ToF32(d_new.Download()), Bf16ToF32(d_old.Download()));
+  // Causal FLOPs: 4 * d * heads * sum over query tokens of their context length.
+  const double pairs = static_cast<double>(tc.tokens) * tc.start +
+                       0.5 * tc.tokens * (tc.tokens + 1.0);
+  const double flops = 4.0 * d * heads * pairs;
+  std::printf(
+      "[prefill-attention] Llama-3-8B layer, %d tokens at %lld (%d tiles x %d kv heads): "
+      "new %.1f us (%.1f TFLOP/s), old PagedAttention %.1f us (%.1f TFLOP/s), %.1fx; "
+      "new vs old rel err %.2e\n",
+      tc.tokens, static_cast<long long>(tc.start), dw.num_tiles, kv_heads, new_us,
+      flops / new_us * 1e-6, old_us, flops / old_us * 1e-6, old_us / new_us, rel);
+  EXPECT_LT(rel, kBf16Tolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(Llama3, PrefillAttentionTiming,
+                         ::testing::Values(TimingCase{512, 0, 20}, TimingCase{2048, 30720, 3},
+                                           TimingCase{2048, 0, 10}),
+                         [](const ::testing::TestParamInfo<TimingCase>& info) {
+                           return "t" + std::to_string(info.param.tokens) + "at" +
+                                  std::to_string(info.param.start);
+                         });
+
+}  // namespace
+}  // namespace kvtier::cuda
