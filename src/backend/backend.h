@@ -82,6 +82,10 @@ class Backend {
   // stepping. ResourceExhausted when it does not fit.
   virtual absl::Status AllocateKvPool(int64_t num_blocks) = 0;
   virtual int64_t num_kv_blocks() const = 0;
+  // Called once after AllocateKvPool, before the first forward: backends with lazily
+  // loaded code or captured launch sequences run their first forwards here (on memory no
+  // sequence uses), so the first request does not pay for them. Default: nothing.
+  virtual absl::Status WarmUp() { return absl::OkStatus(); }
 
   // Runs one forward over the batch: appends each chunk's K/V to its blocks and writes one
   // row of vocab_size() logits per chunk with need_logits (in chunk order) into *logits

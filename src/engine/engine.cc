@@ -51,6 +51,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
                                                    " tokens is ", block_bytes, " bytes)"));
   }
   RETURN_IF_ERROR(backend->AllocateKvPool(num_blocks));
+  RETURN_IF_ERROR(backend->WarmUp());
   KvCacheOptions kv_options;
   kv_options.block_tokens = options.block_tokens;
   kv_options.device_blocks = num_blocks;
