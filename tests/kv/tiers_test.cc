@@ -8,89 +8,33 @@
 
 #include "engine/engine.h"
 #include "gtest/gtest.h"
+#include "kv/tier_test_util.h"
 #include "storage/fake_file_io.h"
 #include "testing/test_model.h"
 
 namespace kvtier {
 namespace {
 
+using testing::Greedy;
 using testing::OpenCheckpoint;
+using testing::Prompt;
+using testing::Reference;
+using testing::RunAll;
+using testing::TierOptions;
+using testing::TierTestBlockBytes;
 using testing::TinyLlamaDir;
 
-constexpr int64_t kBlockTokens = 4;
-
-int64_t BlockBytes() {
-  static const int64_t bytes = [] {
-    EngineOptions o;
-    o.backend = "cpu";
-    o.block_tokens = kBlockTokens;
-    auto e = Engine::Create(OpenCheckpoint(TinyLlamaDir()), o);
-    return static_cast<int64_t>((*e)->backend().kv_layout().BlockBytes());
-  }();
-  return bytes;
-}
+int64_t BlockBytes() { return TierTestBlockBytes(); }
 
 EngineOptions Options(int64_t gpu_blocks, int64_t host_blocks = 0, int64_t disk_blocks = 0,
                       const std::string& disk_path = "") {
-  EngineOptions o;
-  o.backend = "cpu";
-  o.num_threads = 2;
-  o.block_tokens = kBlockTokens;
-  o.gpu_kv_bytes = gpu_blocks * BlockBytes();
-  o.host_kv_bytes = host_blocks * BlockBytes();
-  o.disk_kv_bytes = disk_blocks * BlockBytes();
-  o.disk_path = disk_path;
-  return o;
+  return TierOptions(gpu_blocks, host_blocks, disk_blocks, disk_path);
 }
 
 std::unique_ptr<Engine> Make(const EngineOptions& o) {
   auto e = Engine::Create(OpenCheckpoint(TinyLlamaDir()), o);
   EXPECT_TRUE(e.ok()) << e.status();
   return e.ok() ? std::move(*e) : nullptr;
-}
-
-std::vector<int32_t> Prompt(int seed, int length, const std::vector<int32_t>& prefix = {}) {
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  std::vector<int32_t> ids = prefix;
-  for (int i = 0; i < length; ++i) ids.push_back(static_cast<int32_t>(3 + rng() % 500));
-  return ids;
-}
-
-SamplingParams Greedy(int n) {
-  SamplingParams p;
-  p.max_new_tokens = n;
-  p.ignore_eos = true;
-  return p;
-}
-
-// Runs every prompt to the end, checking invariants after each step; tokens by input order.
-std::vector<std::vector<int32_t>> RunAll(Engine& engine, const std::vector<std::vector<int32_t>>& prompts, int max_new) {
-  std::vector<SequenceId> ids;
-  for (const auto& p : prompts) {
-    auto id = engine.Add(p, Greedy(max_new));
-    EXPECT_TRUE(id.ok()) << id.status();
-    ids.push_back(*id);
-  }
-  std::map<SequenceId, std::vector<int32_t>> out;
-  std::vector<StepEvent> events;
-  for (int step = 0; step < 20000 && engine.NumUnfinished() > 0; ++step) {
-    events.clear();
-    EXPECT_TRUE(engine.Step(&events).ok());
-    for (const auto& e : events) {
-      if (e.token) out[e.sequence].push_back(*e.token);
-    }
-    absl::Status integrity = engine.VerifyIntegrity();
-    EXPECT_TRUE(integrity.ok()) << integrity << " at step " << step;
-    if (!integrity.ok()) break;
-  }
-  std::vector<std::vector<int32_t>> result;
-  for (SequenceId id : ids) result.push_back(out[id]);
-  return result;
-}
-
-std::vector<std::vector<int32_t>> Reference(const std::vector<std::vector<int32_t>>& prompts, int max_new) {
-  auto engine = Make(Options(4096));
-  return RunAll(*engine, prompts, max_new);
 }
 
 std::vector<std::vector<int32_t>> SomePrompts(int n, int seed) {

@@ -1,0 +1,99 @@
+// Helpers of the engine-level tier tests (tiers_test.cc, async_copies_test.cc): engine
+// options over the tiny Llama on the CPU backend with tiers sized in blocks, prompts,
+// greedy sampling, and running prompts to the end while checking the KV invariants after
+// every step. Not thread-safe.
+#ifndef KVTIER_TESTS_KV_TIER_TEST_UTIL_H_
+#define KVTIER_TESTS_KV_TIER_TEST_UTIL_H_
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "gtest/gtest.h"
+#include "testing/test_model.h"
+
+namespace kvtier::testing {
+
+inline constexpr int64_t kTierTestBlockTokens = 4;
+
+// Bytes of one KV block of the tiny Llama on the CPU backend.
+inline int64_t TierTestBlockBytes() {
+  static const int64_t bytes = [] {
+    EngineOptions o;
+    o.backend = "cpu";
+    o.block_tokens = kTierTestBlockTokens;
+    auto e = Engine::Create(OpenCheckpoint(TinyLlamaDir()), o);
+    return static_cast<int64_t>((*e)->backend().kv_layout().BlockBytes());
+  }();
+  return bytes;
+}
+
+inline EngineOptions TierOptions(int64_t gpu_blocks, int64_t host_blocks = 0,
+                                 int64_t disk_blocks = 0, const std::string& disk_path = "") {
+  EngineOptions o;
+  o.backend = "cpu";
+  o.num_threads = 2;
+  o.block_tokens = kTierTestBlockTokens;
+  o.gpu_kv_bytes = gpu_blocks * TierTestBlockBytes();
+  o.host_kv_bytes = host_blocks * TierTestBlockBytes();
+  o.disk_kv_bytes = disk_blocks * TierTestBlockBytes();
+  o.disk_path = disk_path;
+  return o;
+}
+
+inline std::vector<int32_t> Prompt(int seed, int length,
+                                   const std::vector<int32_t>& prefix = {}) {
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::vector<int32_t> ids = prefix;
+  for (int i = 0; i < length; ++i) ids.push_back(static_cast<int32_t>(3 + rng() % 500));
+  return ids;
+}
+
+inline SamplingParams Greedy(int n) {
+  SamplingParams p;
+  p.max_new_tokens = n;
+  p.ignore_eos = true;
+  return p;
+}
+
+// Runs every prompt to the end, checking invariants after each step; tokens by input order.
+inline std::vector<std::vector<int32_t>> RunAll(Engine& engine,
+                                                const std::vector<std::vector<int32_t>>& prompts,
+                                                int max_new) {
+  std::vector<SequenceId> ids;
+  for (const auto& p : prompts) {
+    auto id = engine.Add(p, Greedy(max_new));
+    EXPECT_TRUE(id.ok()) << id.status();
+    ids.push_back(*id);
+  }
+  std::map<SequenceId, std::vector<int32_t>> out;
+  std::vector<StepEvent> events;
+  for (int step = 0; step < 20000 && engine.NumUnfinished() > 0; ++step) {
+    events.clear();
+    EXPECT_TRUE(engine.Step(&events).ok());
+    for (const auto& e : events) {
+      if (e.token) out[e.sequence].push_back(*e.token);
+    }
+    absl::Status integrity = engine.VerifyIntegrity();
+    EXPECT_TRUE(integrity.ok()) << integrity << " at step " << step;
+    if (!integrity.ok()) break;
+  }
+  std::vector<std::vector<int32_t>> result;
+  for (SequenceId id : ids) result.push_back(out[id]);
+  return result;
+}
+
+// The tokens of an unlimited-memory run (4096 device blocks).
+inline std::vector<std::vector<int32_t>> Reference(
+    const std::vector<std::vector<int32_t>>& prompts, int max_new) {
+  auto e = Engine::Create(OpenCheckpoint(TinyLlamaDir()), TierOptions(4096));
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? RunAll(**e, prompts, max_new) : std::vector<std::vector<int32_t>>{};
+}
+
+}  // namespace kvtier::testing
+
+#endif  // KVTIER_TESTS_KV_TIER_TEST_UTIL_H_
