@@ -388,10 +388,18 @@ nlohmann::json Engine::Stats() {
                    {"compute_seconds", counters_.compute_seconds},
                    {"schedule_seconds", counters_.schedule_seconds},
                    {"copy_wait_seconds", kv.copy_seconds},
-                   {"copy_stall_seconds", kv.copy_stall_seconds}};
+                   {"copy_stall_seconds", kv.copy_stall_seconds},
+                   {"disk_write_wait_seconds", kv.disk_write_wait_seconds}};
   stats["async_copy_batches"] = kv.async_copy_batches;
   stats["blocks_written_back"] = kv.blocks_written_back;
   stats["evictions_copied"] = kv.evictions_copied;
+  // Host -> disk: blocks the I/O thread wrote ahead of their host eviction, host evictions
+  // that found their block on disk / wrote it on the stepping thread / waited for the I/O
+  // thread (time.disk_write_wait_seconds).
+  stats["disk_blocks_written_back"] = kv.disk_blocks_written_back;
+  stats["host_evictions_on_disk"] = kv.host_evictions_on_disk;
+  stats["host_evictions_written"] = kv.host_evictions_written;
+  stats["disk_write_waits"] = kv.disk_write_waits;
   const BackendCopyStats copies = backend_->copy_stats();
   stats["backend_copies"] = {{"prefetch_batches", copies.prefetch_batches},
                              {"prefetch_bytes", copies.prefetch_bytes},

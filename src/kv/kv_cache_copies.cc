@@ -1,7 +1,9 @@
 // KvCacheManager, part 2 (kv_cache_manager.h): handing out device blocks for writing, and
 // the asynchronous device -> host copies — swap-out batches, write-back of cached blocks
-// ahead of eviction — with what happens when each lands. Sequence operations and
-// invariants are in kv_cache_manager.cc.
+// ahead of eviction — with what happens when each lands, and the host -> disk write-back
+// on the I/O thread (DiskWriter). Sequence operations and invariants are in
+// kv_cache_manager.cc. Disk writes of swapped blocks (FinishBatch) and of device victims
+// the host cannot take (DemoteDirtyDeviceBlocks) stay synchronous: rare paths.
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -12,6 +14,12 @@
 #include "storage/disk_block_store.h"
 
 namespace kvtier {
+namespace {
+
+// Steps without host -> disk write-back after a failed write (see StartDiskWriteBack).
+constexpr int64_t kDiskWritePauseSteps = 16;
+
+}  // namespace
 
 // ---------------------------------------------------------------- device allocation
 
@@ -202,6 +210,7 @@ int64_t KvCacheManager::WriteBackBudget() const {
 
 void KvCacheManager::StartBackgroundCopies() {
   FinishCopies(0);
+  FinishDiskWrites(0);
   if (host_.num_blocks() == 0 || !options_.prefix_cache) return;
   const int64_t budget = WriteBackBudget();
   int64_t taken = 0;
@@ -258,6 +267,94 @@ void KvCacheManager::StartBackgroundCopies() {
     }
   }
   FinishCopies(0);  // synchronous backends: landed already
+  // After the host slots above were taken: the host LRU now starts with the next victims.
+  StartDiskWriteBack();
+}
+
+// ---------------------------------------------------------------- host -> disk (I/O thread)
+
+void KvCacheManager::StartDiskWriteBack() {
+  if (disk_writer_ == nullptr) return;
+  // Which host blocks: the `target` coldest cached ones (the victims of the next `target`
+  // host allocations beyond the free slots) should be on disk or on their way there. A
+  // step takes up to WriteBackBudget() host slots for device write-back, plus swap-outs, so
+  // twice that keeps the I/O thread busy across a step while evictions find their blocks
+  // written. Nothing is written while the host tier has that many free slots: writing
+  // blocks that may never be evicted would only take disk slots (and evict disk entries).
+  // The queue is bounded by the same number (and half the disk tier), so a slow disk
+  // makes evictions wait for one job at a time instead of queueing unboundedly.
+  // A failed write pauses write-back for a while: a full or failing disk is not hammered
+  // every step (evictions meanwhile write synchronously, as without the I/O thread).
+  if (disk_write_pause_steps_ > 0) {
+    --disk_write_pause_steps_;
+    return;
+  }
+  const int64_t target = 2 * WriteBackBudget();
+  const int64_t victims = target - host_.num_free();
+  if (victims <= 0) return;
+  const int64_t max_in_flight = std::max<int64_t>(1, std::min<int64_t>(target, disk_.num_blocks() / 2));
+  std::vector<int32_t> to_write;
+  int64_t examined = 0;
+  int64_t room = max_in_flight - static_cast<int64_t>(disk_writes_.size());
+  host_lru_.ForEachInEvictionOrder([&](int32_t slot) {
+    if (examined++ >= victims || room <= 0) return false;
+    if (host_slot_disk_job_.contains(slot) ||
+        cache(Tier::kDisk).by_hash.contains(cache(Tier::kHost).hash_of.at(slot))) {
+      return true;
+    }
+    to_write.push_back(slot);
+    --room;
+    return true;
+  });
+  for (int32_t host_slot : to_write) {
+    // May drop the disk LRU entry, as this block's eviction from the host would later.
+    std::optional<int32_t> disk_slot = AllocateDisk();
+    if (!disk_slot) break;  // every disk slot is held (swaps, writes in flight)
+    const BlockHash hash = cache(Tier::kHost).hash_of.at(host_slot);
+    const int64_t job = disk_writer_->Submit(*disk_slot, hash.value, static_cast<int32_t>(options_.block_tokens),
+                                             HostSlot(host_slot));
+    disk_writes_[job] = DiskWrite{*disk_slot, host_slot, hash};
+    host_slot_disk_job_[host_slot] = job;
+  }
+}
+
+void KvCacheManager::FinishDiskWrites(int64_t wait_job) {
+  if (disk_writer_ == nullptr || disk_writes_.empty()) return;
+  LandDiskWrites();
+  // Still in flight after landing what is done: only then does the host wait (and count it).
+  if (wait_job > 0 && disk_writes_.contains(wait_job)) {
+    const auto start = std::chrono::steady_clock::now();
+    disk_writer_->Wait(wait_job);
+    counters_.disk_write_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++counters_.disk_write_waits;
+    LandDiskWrites();
+  }
+}
+
+void KvCacheManager::LandDiskWrites() {
+  for (const DiskWriter::Finished& done : disk_writer_->TakeFinished()) {
+    auto it = disk_writes_.find(done.job);
+    if (it == disk_writes_.end()) continue;
+    const DiskWrite write = it->second;
+    disk_writes_.erase(it);
+    host_slot_disk_job_.erase(write.host_slot);
+    TierCache& disk = cache(Tier::kDisk);
+    if (done.status.ok() && !disk.by_hash.contains(write.hash)) {
+      disk.by_hash[write.hash] = write.disk_slot;
+      disk.hash_of[write.disk_slot] = write.hash;
+      // The host copy is still cached (a host eviction waits for its write), so the hash
+      // still has its priority.
+      disk_lru_.PushBack(write.disk_slot, PriorityOf(write.hash));
+      disk_index_dirty_ = true;
+      ++counters_.disk_blocks_written_back;
+    } else {
+      if (!done.status.ok()) {
+        ++counters_.io_errors;
+        disk_write_pause_steps_ = kDiskWritePauseSteps;
+      }
+      disk_.Release(write.disk_slot);
+    }
+  }
 }
 
 }  // namespace kvtier

@@ -95,12 +95,21 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
       kv->cache(Tier::kDisk).hash_of[slot] = hash;
       kv->disk_lru_.PushBack(slot);
     }
+    // Host -> disk writes leave the stepping thread only where there is a host tier to
+    // write from (without one, blocks reach disk from the device through staging buffers).
+    if (options.host_blocks > 0 && options.prefix_cache) {
+      kv->disk_writer_ = std::make_unique<DiskWriter>(kv->disk_store_.get());
+    }
   }
   return kv;
 }
 
 KvCacheManager::~KvCacheManager() {
   DrainCopies();  // lands swap-outs and write-backs (the host slots they fill are freed below)
+  // Lands the disk writes in flight (their slots join the disk cache, so they are persisted
+  // below), then stops the I/O thread before the store closes and the host memory is freed.
+  DrainDiskWrites();
+  disk_writer_.reset();
   if (disk_store_ != nullptr) {
     // Keep what the prefix cache holds for the next context: device and host entries not
     // yet on disk are written there while slots last.
@@ -150,7 +159,8 @@ int64_t KvCacheManager::used_blocks(Tier tier) const {
     case Tier::kDevice: return device_.num_used() - device_lru_.size();
     // Slots being filled by a write-back hold cache content, not a sequence's.
     case Tier::kHost: return host_.num_used() - host_lru_.size() - static_cast<int64_t>(writeback_slots_.size());
-    case Tier::kDisk: return disk_.num_used() - disk_lru_.size();
+    // Slots being written by the I/O thread hold cache content too.
+    case Tier::kDisk: return disk_.num_used() - disk_lru_.size() - static_cast<int64_t>(disk_writes_.size());
   }
   return 0;
 }
@@ -222,6 +232,10 @@ std::optional<int32_t> KvCacheManager::AllocateHost() {
   if (auto id = host_.Allocate()) return id;
   std::optional<int32_t> victim = host_lru_.PopFront();
   if (!victim) return std::nullopt;
+  // Its write to disk is still in flight (queued too late, or the disk is slow): wait for
+  // it rather than write the block a second time here; landed, it is on disk (or failed,
+  // and Demote writes it synchronously).
+  if (auto job = host_slot_disk_job_.find(*victim); job != host_slot_disk_job_.end()) FinishDiskWrites(job->second);
   Demote(Tier::kHost, *victim, cache(Tier::kHost).hash_of.at(*victim));
   DropCached(Tier::kHost, *victim);
   host_.Release(*victim);
@@ -245,8 +259,12 @@ void KvCacheManager::Demote(Tier tier, int32_t slot, BlockHash hash) {
   // host bytes are complete: a slot is in the host cache only once its copy has landed.
   ++counters_.blocks_demoted[static_cast<int>(tier)];
   if (tier == Tier::kHost && disk_.num_blocks() > 0) {
-    if (cache(Tier::kDisk).by_hash.contains(hash)) return;
+    if (cache(Tier::kDisk).by_hash.contains(hash)) {
+      ++counters_.host_evictions_on_disk;  // written back ahead (or demoted before): no write
+      return;
+    }
     if (std::optional<int32_t> disk_slot = AllocateDisk()) {
+      ++counters_.host_evictions_written;
       absl::Status written =
           disk_store_->Write(*disk_slot, hash.value, static_cast<int32_t>(options_.block_tokens), HostSlot(slot));
       if (written.ok()) {
@@ -652,6 +670,27 @@ absl::Status KvCacheManager::VerifyIntegrity() const {
     for (const auto& [seq, swap] : swapped_) {
       for (const SlotRef& ref : swap.slots) {
         if (ref.tier == tier) ++refs[static_cast<size_t>(ref.slot)];
+      }
+    }
+    if (tier == Tier::kDisk) {
+      // Slots the I/O thread writes: held, not cached yet; their host source is cached.
+      for (const auto& [job, write] : disk_writes_) {
+        if (cache(tier).hash_of.contains(write.disk_slot)) {
+          return absl::InternalError(absl::StrCat("disk slot ", write.disk_slot, " is cached while its write is in flight"));
+        }
+        auto source = cache(Tier::kHost).hash_of.find(write.host_slot);
+        if (source == cache(Tier::kHost).hash_of.end() || source->second != write.hash) {
+          return absl::InternalError(absl::StrCat("host slot ", write.host_slot, " left the host cache while job ", job,
+                                                  " writes it to disk"));
+        }
+        auto back = host_slot_disk_job_.find(write.host_slot);
+        if (back == host_slot_disk_job_.end() || back->second != job) {
+          return absl::InternalError(absl::StrCat("disk write job ", job, " is not indexed by its host slot"));
+        }
+        ++refs[static_cast<size_t>(write.disk_slot)];
+      }
+      if (host_slot_disk_job_.size() != disk_writes_.size()) {
+        return absl::InternalError("disk write index sizes differ");
       }
     }
     if (tier == Tier::kHost) {

@@ -12,7 +12,18 @@
 // is done: its device blocks are not handed out for writing (AllocateDeviceBlocks waits,
 // counting the stall), host slots of a swap are read (swap-in) and disk slots written only
 // after it, and a written-back host slot joins the host cache only then.
-// Not thread-safe: driven under the engine lock by the stepping thread.
+//
+// Host -> disk writes run on an I/O thread (DiskWriter): each step the coldest cached host
+// blocks without a disk copy are queued for writing (StartBackgroundCopies), so that the
+// host tier's eviction of them later costs no write. While such a write is in flight its
+// host slot stays in the host cache (only read: by the writer and by prefix hits) and is
+// never freed or rewritten — evicting it first waits for the write, counted in
+// disk_write_waits/disk_write_wait_seconds — and its disk slot is held but in no cache map;
+// it joins the disk cache when the step that finds the write done lands it (or is
+// released, with io_errors counted, when the write failed; write-back then pauses for a
+// few steps).
+// Not thread-safe: driven under the engine lock by the stepping thread (the DiskWriter's
+// thread touches only its job's host bytes and disk slot).
 #ifndef KVTIER_KV_KV_CACHE_MANAGER_H_
 #define KVTIER_KV_KV_CACHE_MANAGER_H_
 
@@ -30,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
+#include "kv/disk_writer.h"
 #include "kv/lru_set.h"
 
 namespace kvtier {
@@ -73,6 +85,11 @@ struct KvCacheCounters {
   int64_t blocks_written_back = 0;  // cached device blocks copied to host ahead of eviction
   int64_t evictions_copied = 0;     // evicted device blocks still needing a copy then (host waited)
   double copy_stall_seconds = 0;    // host time waiting for async copies (part of copy_seconds)
+  int64_t disk_blocks_written_back = 0;  // cached host blocks written to disk by the I/O thread
+  int64_t host_evictions_on_disk = 0;    // host victims already on disk: evicted without a write
+  int64_t host_evictions_written = 0;    // host victims written to disk at eviction (stepping thread)
+  int64_t disk_write_waits = 0;          // host evictions that waited for their in-flight write
+  double disk_write_wait_seconds = 0;    // host time those waits took
 };
 
 class KvCacheManager {
@@ -144,9 +161,18 @@ class KvCacheManager {
   // lower-tier copy yet (the coldest unreferenced ones first), so they overlap the forward.
   // Without a host tier (or prefix cache) it only lands copies.
   void StartBackgroundCopies();
-  // Lands finished async copies without waiting (also done inside every operation).
-  void PollCopies() { FinishCopies(0); }
+  // Lands finished async copies and disk writes without waiting (copies are also landed
+  // inside every operation; disk writes at step start and when an eviction needs one).
+  void PollCopies() {
+    FinishCopies(0);
+    FinishDiskWrites(0);
+  }
   int64_t num_copies_in_flight() const { return static_cast<int64_t>(pending_.size()); }
+  int64_t num_disk_writes_in_flight() const { return static_cast<int64_t>(disk_writes_.size()); }
+  // Blocks until every queued disk write has finished, and lands them (tests, shutdown).
+  void DrainDiskWrites() {
+    if (disk_writer_ != nullptr) FinishDiskWrites(disk_writer_->last_submitted());
+  }
 
   // Bytes per block; used/peak blocks per tier.
   size_t block_bytes() const { return block_bytes_; }
@@ -240,6 +266,12 @@ class KvCacheManager {
   }
   // Blocks of write-back per StartBackgroundCopies (see there).
   int64_t WriteBackBudget() const;
+  // Host -> disk write-back through disk_writer_ (kv_cache_copies.cc): queues writes of the
+  // coldest cached host blocks without a disk copy; lands finished writes (after waiting
+  // for job `wait_job` when > 0, counted as a disk write wait).
+  void StartDiskWriteBack();
+  void FinishDiskWrites(int64_t wait_job);
+  void LandDiskWrites();  // the finished writes: into the disk cache, or released
   // A free slot in host (or disk) for cached or swapped data, evicting LRU cached entries
   // (host ones demoted to disk). Pinned blocks are never candidates: the pin holds a
   // reference, so they are not in any LRU set.
@@ -268,6 +300,17 @@ class KvCacheManager {
   std::vector<int32_t> free_staging_;
   std::unique_ptr<DiskBlockStore> disk_store_;
   bool disk_index_dirty_ = false;
+  // Host -> disk writes in flight (only with both a host and a disk tier). Declared after
+  // disk_store_ so that it is destroyed (its thread joined) first.
+  std::unique_ptr<DiskWriter> disk_writer_;
+  struct DiskWrite {
+    int32_t disk_slot;  // held (ref 1), in no cache map until the write lands
+    int32_t host_slot;  // stays in the host cache, not freed or rewritten until then
+    BlockHash hash;
+  };
+  absl::flat_hash_map<int64_t, DiskWrite> disk_writes_;          // job -> its write
+  absl::flat_hash_map<int32_t, int64_t> host_slot_disk_job_;     // host slot -> its job
+  int64_t disk_write_pause_steps_ = 0;  // steps without write-back left after a failed write
 
   absl::flat_hash_map<SequenceId, SequenceBlocks> sequences_;
   absl::flat_hash_map<SequenceId, SwapState> swapped_;

@@ -24,7 +24,7 @@ class FakeFileIo::File final : public RandomAccessFile {
   }
   absl::Status Sync() override { return io_->Sync(path_); }
   absl::StatusOr<int64_t> Size() override {
-    absl::MutexLock lock(&io_->mu_);
+    std::lock_guard<std::mutex> lock(io_->mu_);
     return static_cast<int64_t>(bytes_->size());
   }
 
@@ -52,7 +52,7 @@ absl::Status FakeFileIo::CheckSpace(const std::string& path, int64_t grow) {
 absl::StatusOr<std::unique_ptr<RandomAccessFile>> FakeFileIo::OpenForReadWrite(
     const std::string& path, int64_t size) {
   if (size < 0) return absl::InvalidArgumentError(absl::StrCat("negative size for ", path));
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = files_.find(path);
   const int64_t old_size = it == files_.end() ? 0 : static_cast<int64_t>(it->second->size());
   if (size > old_size) {
@@ -71,7 +71,7 @@ absl::StatusOr<std::unique_ptr<RandomAccessFile>> FakeFileIo::OpenForReadWrite(
 }
 
 absl::StatusOr<std::string> FakeFileIo::ReadWholeFile(const std::string& path) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = files_.find(path);
   if (it == files_.end()) return absl::NotFoundError(absl::StrCat("opening ", path, ": no such file"));
   if (fail_reads_ > 0) {
@@ -84,7 +84,7 @@ absl::StatusOr<std::string> FakeFileIo::ReadWholeFile(const std::string& path) {
 
 absl::Status FakeFileIo::WriteFileAtomically(const std::string& path,
                                              const std::string& contents) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   const std::string tmp = path + ".tmp";
   if (fail_writes_ > 0) {
     --fail_writes_;
@@ -117,13 +117,13 @@ absl::Status FakeFileIo::WriteFileAtomically(const std::string& path,
 }
 
 bool FakeFileIo::Exists(const std::string& path) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return files_.contains(path);
 }
 
 absl::Status FakeFileIo::Pread(const std::string& path, const Bytes& bytes, int64_t offset,
                                size_t n, void* out) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (fail_reads_ > 0) {
     --fail_reads_;
     ++counters_.failed_reads;
@@ -141,7 +141,7 @@ absl::Status FakeFileIo::Pread(const std::string& path, const Bytes& bytes, int6
 
 absl::Status FakeFileIo::Pwrite(const std::string& path, const Bytes& bytes, int64_t offset,
                                 const void* data, size_t n) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (offset < 0) return absl::InvalidArgumentError(absl::StrCat("negative offset for ", path));
   if (fail_writes_ > 0) {
     --fail_writes_;
@@ -178,7 +178,7 @@ absl::Status FakeFileIo::Pwrite(const std::string& path, const Bytes& bytes, int
 }
 
 absl::Status FakeFileIo::Sync(const std::string& path) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (fail_syncs_ > 0) {
     --fail_syncs_;
     ++counters_.failed_syncs;
@@ -188,32 +188,32 @@ absl::Status FakeFileIo::Sync(const std::string& path) {
 }
 
 void FakeFileIo::set_capacity_bytes(std::optional<int64_t> capacity) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   capacity_ = capacity;
 }
 void FakeFileIo::FailNextWrites(int n) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   fail_writes_ = n;
 }
 void FakeFileIo::ShortWriteNext(size_t n) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   short_write_ = n;
 }
 void FakeFileIo::TornWriteNext(size_t n) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   torn_write_ = n;
 }
 void FakeFileIo::FailNextReads(int n) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   fail_reads_ = n;
 }
 void FakeFileIo::FailNextSyncs(int n) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   fail_syncs_ = n;
 }
 
 absl::Status FakeFileIo::FlipBit(const std::string& path, int64_t byte_offset, int bit) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = files_.find(path);
   if (it == files_.end()) return absl::NotFoundError(absl::StrCat("no file ", path));
   if (byte_offset < 0 || byte_offset >= static_cast<int64_t>(it->second->size()) || bit < 0 ||
@@ -227,7 +227,7 @@ absl::Status FakeFileIo::FlipBit(const std::string& path, int64_t byte_offset, i
 }
 
 absl::Status FakeFileIo::Truncate(const std::string& path, int64_t size) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = files_.find(path);
   if (it == files_.end()) return absl::NotFoundError(absl::StrCat("no file ", path));
   if (size < 0) return absl::InvalidArgumentError("negative size");
@@ -238,19 +238,19 @@ absl::Status FakeFileIo::Truncate(const std::string& path, int64_t size) {
 }
 
 absl::StatusOr<std::string> FakeFileIo::Contents(const std::string& path) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = files_.find(path);
   if (it == files_.end()) return absl::NotFoundError(absl::StrCat("no file ", path));
   return *it->second;
 }
 
 int64_t FakeFileIo::used_bytes() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return used_;
 }
 
 FakeFileIo::FaultCounters FakeFileIo::fault_counters() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return counters_;
 }
 

@@ -7,12 +7,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "storage/file_io.h"
 
 namespace kvtier {
@@ -86,7 +86,10 @@ class FakeFileIo final : public FileIo {
                       const void* data, size_t n);
   absl::Status Sync(const std::string& path);
 
-  mutable absl::Mutex mu_;
+  // std::mutex, not absl::Mutex: the system abseil is not built with ThreadSanitizer
+  // annotations, and this fake is used from the KV manager's disk I/O thread and the
+  // stepping thread at once (the TSan CI job runs the soak test over it).
+  mutable std::mutex mu_;
   absl::flat_hash_map<std::string, Bytes> files_ ABSL_GUARDED_BY(mu_);
   int64_t used_ ABSL_GUARDED_BY(mu_) = 0;  // sum of sizes of the files in files_
   std::optional<int64_t> capacity_ ABSL_GUARDED_BY(mu_);
