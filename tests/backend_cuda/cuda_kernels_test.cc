@@ -12,6 +12,7 @@
 #include "backend/kv_layout.h"
 #include "cuda_test_util.h"
 #include "gtest/gtest.h"
+#include "paged_world.h"
 
 namespace kvtier::cuda {
 namespace {
@@ -21,6 +22,7 @@ using cuda_test::Bf16ToF32;
 using cuda_test::DeviceArray;
 using cuda_test::RandomBf16;
 using cuda_test::RandomF32;
+using cuda_test::PagedWorld;
 using cuda_test::RelativeError;
 
 constexpr double kBf16Tolerance = 1e-2;
@@ -174,51 +176,6 @@ TEST_F(CudaKernelsTest, GemvSmallRowsMatchesReference) {
   EXPECT_FALSE(GemvSupported(kGemvMaxRows + 1, 4096, nullptr, nullptr));
   EXPECT_FALSE(GemvSupported(1, 4100, nullptr, nullptr));
 }
-
-// A paged-KV world: chunks with shuffled block tables over one pool, both on the host
-// (f32 reference) and on the device (bf16).
-struct PagedWorld {
-  KvLayout layout;
-  int num_heads = 0;
-  std::vector<ChunkShape> chunks;
-  std::vector<std::vector<int32_t>> tables;
-  std::vector<int32_t> indptr, indices, token_chunk, token_pos;
-  int64_t num_blocks = 0;
-  int num_tokens = 0;
-
-  PagedWorld(int heads, int kv_heads, int head_dim, int block_tokens,
-             std::vector<ChunkShape> shapes, std::mt19937& rng)
-      : num_heads(heads), chunks(std::move(shapes)) {
-    layout.num_layers = 2;
-    layout.num_kv_heads = kv_heads;
-    layout.head_dim = head_dim;
-    layout.block_tokens = block_tokens;
-    layout.dtype = DType::kBF16;
-    int64_t needed = 0;
-    for (const ChunkShape& c : chunks) {
-      needed += (c.start_position + c.num_tokens + block_tokens - 1) / block_tokens;
-    }
-    num_blocks = needed + 3;
-    std::vector<int32_t> ids(num_blocks);
-    std::iota(ids.begin(), ids.end(), 0);
-    std::shuffle(ids.begin(), ids.end(), rng);
-    int64_t next = 0;
-    indptr.push_back(0);
-    for (size_t c = 0; c < chunks.size(); ++c) {
-      const int64_t n =
-          (chunks[c].start_position + chunks[c].num_tokens + block_tokens - 1) / block_tokens;
-      tables.emplace_back(ids.begin() + next, ids.begin() + next + n);
-      next += n;
-      indices.insert(indices.end(), tables.back().begin(), tables.back().end());
-      indptr.push_back(static_cast<int32_t>(indices.size()));
-      for (int i = 0; i < chunks[c].num_tokens; ++i) {
-        token_chunk.push_back(static_cast<int32_t>(c));
-        token_pos.push_back(static_cast<int32_t>(chunks[c].start_position + i));
-      }
-      num_tokens += chunks[c].num_tokens;
-    }
-  }
-};
 
 struct AttentionCase {
   int heads, kv_heads, head_dim, block_tokens, split_tokens;

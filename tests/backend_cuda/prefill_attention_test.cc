@@ -18,6 +18,7 @@
 #include "backend/kv_layout.h"
 #include "cuda_test_util.h"
 #include "gtest/gtest.h"
+#include "paged_world.h"
 
 namespace kvtier::cuda {
 namespace {
@@ -66,52 +67,27 @@ TEST(PrefillPlanTest, TilesCoverEveryTokenLongestFirst) {
   EXPECT_EQ(tiles.size(), 1u + 1 + 3 + 1 + 2);
 }
 
-// Chunks with shuffled (non-contiguous) block tables over one bf16 pool of 2 layers.
-struct PrefillWorld {
-  KvLayout layout;
-  int num_heads = 0;
-  std::vector<PrefillChunk> chunks;
-  std::vector<std::vector<int32_t>> tables;
-  std::vector<int32_t> indptr, indices, token_chunk, token_pos;
-  int64_t num_blocks = 0;
-  int num_tokens = 0;
+// A PagedWorld whose chunks are also described as the prefill kernel's planner sees them.
+struct PrefillWorld : cuda_test::PagedWorld {
+  std::vector<PrefillChunk> prefill_chunks;
 
   // shapes: (num_tokens, start_position) per chunk.
   PrefillWorld(int heads, int kv_heads, int head_dim, int block_tokens,
                const std::vector<std::pair<int, int64_t>>& shapes, std::mt19937& rng)
-      : num_heads(heads) {
-    layout.num_layers = 2;
-    layout.num_kv_heads = kv_heads;
-    layout.head_dim = head_dim;
-    layout.block_tokens = block_tokens;
-    layout.dtype = DType::kBF16;
-    std::vector<int64_t> blocks_of;
-    for (const auto& [n, start] : shapes) {
-      blocks_of.push_back((start + n + block_tokens - 1) / block_tokens);
-      num_blocks += blocks_of.back();
-    }
-    num_blocks += 3;  // unused blocks in between
-    std::vector<int32_t> ids(num_blocks);
-    std::iota(ids.begin(), ids.end(), 0);
-    std::shuffle(ids.begin(), ids.end(), rng);
-    int64_t next = 0;
-    indptr.push_back(0);
-    for (size_t c = 0; c < shapes.size(); ++c) {
-      const auto [n, start] = shapes[c];
-      chunks.push_back(PrefillChunk{static_cast<int32_t>(c), num_tokens, n, start});
-      tables.emplace_back(ids.begin() + next, ids.begin() + next + blocks_of[c]);
-      next += blocks_of[c];
-      indices.insert(indices.end(), tables.back().begin(), tables.back().end());
-      indptr.push_back(static_cast<int32_t>(indices.size()));
-      for (int i = 0; i < n; ++i) {
-        token_chunk.push_back(static_cast<int32_t>(c));
-        token_pos.push_back(static_cast<int32_t>(start + i));
-      }
-      num_tokens += n;
+      : PagedWorld(heads, kv_heads, head_dim, block_tokens, Shapes(shapes), rng) {
+    int32_t token = 0;
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      prefill_chunks.push_back(PrefillChunk{static_cast<int32_t>(c), token,
+                                            chunks[c].num_tokens, chunks[c].start_position});
+      token += chunks[c].num_tokens;
     }
   }
-  int64_t PoolElements() const { return num_blocks * layout.ElementsPerBlock(); }
-  size_t QElements() const { return static_cast<size_t>(num_tokens) * num_heads * layout.head_dim; }
+
+  static std::vector<ChunkShape> Shapes(const std::vector<std::pair<int, int64_t>>& shapes) {
+    std::vector<ChunkShape> out;
+    for (const auto& [n, start] : shapes) out.push_back(ChunkShape{n, start});
+    return out;
+  }
 };
 
 // The world's index arrays and tiles on the device.
@@ -125,7 +101,7 @@ struct DeviceWorld {
     indices.Upload(w.indices);
     const int group = w.num_heads / static_cast<int>(w.layout.num_kv_heads);
     std::vector<PrefillTile> plan;
-    PlanPrefillTiles(w.chunks, PrefillTileTokens(static_cast<int>(w.layout.head_dim), group),
+    PlanPrefillTiles(w.prefill_chunks, PrefillTileTokens(static_cast<int>(w.layout.head_dim), group),
                      &plan);
     num_tiles = static_cast<int32_t>(plan.size());
     tiles.Upload(plan);
@@ -155,7 +131,7 @@ std::vector<float> ReferenceAttention(const PrefillWorld& w, const std::vector<f
   auto run_head = [&](int h) {
     std::vector<double> score;
     std::vector<double> acc(d);
-    for (const PrefillChunk& c : w.chunks) {
+    for (const PrefillChunk& c : w.prefill_chunks) {
       const std::vector<int32_t>& table = w.tables[c.chunk];
       for (int i = 0; i < c.num_tokens; ++i) {
         const int64_t t = c.token_begin + i, pos = c.start_position + i;
@@ -230,7 +206,7 @@ TEST_P(PrefillAttentionTest, MatchesReferenceOnShuffledBlocks) {
   const std::vector<float> ref = ReferenceAttention(w, pool.values, q.values, layer);
 
   const size_t row = static_cast<size_t>(p.heads) * p.head_dim;
-  for (const PrefillChunk& c : w.chunks) {  // every element written (no NaN) and close
+  for (const PrefillChunk& c : w.prefill_chunks) {  // every element written (no NaN) and close
     const std::vector<float> got(out.begin() + c.token_begin * row,
                                  out.begin() + (c.token_begin + c.num_tokens) * row);
     const std::vector<float> want(ref.begin() + c.token_begin * row,

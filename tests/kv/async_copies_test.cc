@@ -25,6 +25,7 @@ using testing::OpenCheckpoint;
 using testing::Prompt;
 using testing::Reference;
 using testing::RunAll;
+using testing::RunRandomOps;
 using testing::TierOptions;
 using testing::TinyLlamaDir;
 
@@ -149,27 +150,7 @@ TEST(AsyncCopiesTest, DeferredRandomAddCancelStepKeepsInvariants) {
     o.preemption = seed == 2 ? PreemptionMode::kSwap : PreemptionMode::kAuto;
     DeferredCopyBackend* deferred = nullptr;
     auto engine = MakeDeferred(o, &deferred, 1 + static_cast<int>(seed % 3));
-    std::mt19937 rng(seed);
-    std::vector<SequenceId> live;
-    const std::vector<int32_t> shared = Prompt(500, 8);
-    std::vector<StepEvent> events;
-    for (int op = 0; op < 700; ++op) {
-      const uint32_t r = rng() % 10;
-      if (r < 3) {
-        auto id = engine->Add(Prompt(static_cast<int>(rng()), 1 + rng() % 12, rng() % 2 ? shared : std::vector<int32_t>{}),
-                              Greedy(1 + static_cast<int>(rng() % 10)));
-        if (id.ok()) live.push_back(*id);
-      } else if (r < 4 && !live.empty()) {
-        engine->Cancel(live[rng() % live.size()]).IgnoreError();
-      } else {
-        events.clear();
-        ASSERT_TRUE(engine->Step(&events).ok());
-      }
-      absl::Status integrity = engine->VerifyIntegrity();
-      ASSERT_TRUE(integrity.ok()) << integrity << " seed " << seed << " op " << op;
-    }
-    while (engine->NumUnfinished() > 0) ASSERT_TRUE(engine->Step(&events).ok());
-    ASSERT_TRUE(engine->VerifyIntegrity().ok());
+    ASSERT_NO_FATAL_FAILURE(RunRandomOps(*engine, seed, 700));
     EXPECT_GT(deferred->counts().started_batches, 0);
   }
 }

@@ -86,6 +86,34 @@ inline std::vector<std::vector<int32_t>> RunAll(Engine& engine,
   return result;
 }
 
+// `ops` random operations seeded by `seed` — add (half of them over a shared 8-token
+// prefix), cancel, step — with the KV invariants checked after each, then every sequence
+// run to the end. Fatal gtest failures: call it inside ASSERT_NO_FATAL_FAILURE.
+inline void RunRandomOps(Engine& engine, uint32_t seed, int ops) {
+  std::mt19937 rng(seed);
+  std::vector<SequenceId> live;
+  const std::vector<int32_t> shared = Prompt(500, 8);
+  std::vector<StepEvent> events;
+  for (int op = 0; op < ops; ++op) {
+    const uint32_t r = rng() % 10;
+    if (r < 3) {
+      auto id = engine.Add(Prompt(static_cast<int>(rng()), 1 + rng() % 12,
+                                  rng() % 2 ? shared : std::vector<int32_t>{}),
+                           Greedy(1 + static_cast<int>(rng() % 10)));
+      if (id.ok()) live.push_back(*id);
+    } else if (r < 4 && !live.empty()) {
+      engine.Cancel(live[rng() % live.size()]).IgnoreError();
+    } else {
+      events.clear();
+      ASSERT_TRUE(engine.Step(&events).ok());
+    }
+    absl::Status integrity = engine.VerifyIntegrity();
+    ASSERT_TRUE(integrity.ok()) << integrity << " seed " << seed << " op " << op;
+  }
+  while (engine.NumUnfinished() > 0) ASSERT_TRUE(engine.Step(&events).ok());
+  ASSERT_TRUE(engine.VerifyIntegrity().ok());
+}
+
 // The tokens of an unlimited-memory run (4096 device blocks).
 inline std::vector<std::vector<int32_t>> Reference(
     const std::vector<std::vector<int32_t>>& prompts, int max_new) {

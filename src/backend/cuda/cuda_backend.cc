@@ -55,8 +55,6 @@ namespace {
 
 using cuda::bf16;
 
-size_t Align(size_t x) { return (x + 255) & ~size_t{255}; }
-
 std::string LayerName(int64_t layer, const char* suffix) {
   return absl::StrCat("model.layers.", layer, ".", suffix);
 }
@@ -287,10 +285,11 @@ absl::Status CudaBackend::Init(const WeightLoader& loader) {
 
   // Metadata capacity: token arrays (ids, pos, chunk, decode rows, splits, partial bases),
   // chunk arrays, items or prefill tiles, block tables.
-  meta_capacity_ = 6 * Align(max_tokens_ * 4) + 2 * Align((max_chunks_ + 1) * 4) +
-                   Align(max_items_ * sizeof(cuda::AttentionItem)) +
-                   Align((max_tokens_ + max_chunks_) * sizeof(cuda::PrefillTile)) +
-                   Align(max_table_entries_ * 4) + 4 * 256;
+  using cuda::AlignMetaBytes;
+  meta_capacity_ = 6 * AlignMetaBytes(max_tokens_ * 4) + 2 * AlignMetaBytes((max_chunks_ + 1) * 4) +
+                   AlignMetaBytes(max_items_ * sizeof(cuda::AttentionItem)) +
+                   AlignMetaBytes((max_tokens_ + max_chunks_) * sizeof(cuda::PrefillTile)) +
+                   AlignMetaBytes(max_table_entries_ * 4) + 4 * 256;
 
   const int64_t needed = device_bytes_ + WeightBytes() + WorkspaceBytes();
   if (options_.gpu_mem_limit_bytes > 0 && needed > options_.gpu_mem_limit_bytes) {

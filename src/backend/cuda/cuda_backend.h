@@ -39,6 +39,9 @@ class Checkpoint;
 
 namespace cuda {
 
+// Rounds a byte count up to the 256-byte alignment every step-metadata array keeps.
+constexpr size_t AlignMetaBytes(size_t x) { return (x + 255) & ~size_t{255}; }
+
 // Splits a batch into pieces of at most max_tokens tokens and max_chunks chunks, in order;
 // a chunk cut in two keeps its block table, the later piece starting where the earlier
 // ended, and only the last piece keeps need_logits. Pure host code.

@@ -22,8 +22,6 @@ namespace {
 
 using cuda::bf16;
 
-size_t AlignMeta(size_t x) { return (x + 255) & ~size_t{255}; }
-
 constexpr int kGemvRowsLimit = 2;
 
 // Graph buckets: every size up to 8 rows is its own GEMV instantiation anyway; above it,
@@ -154,7 +152,7 @@ absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(const ForwardBa
   size_t at = 0;
   auto take = [&](size_t bytes) {
     const size_t offset = at;
-    at += AlignMeta(bytes);
+    at += cuda::AlignMetaBytes(bytes);
     return offset;
   };
   m.ids = take(num_tokens * 4);
