@@ -4,8 +4,13 @@
 // programmatic dependent launch (KVTIER_CUDA_PDL decides, so run it twice). Also each GEMV
 // shape alone. Answers: how far is the GEMV from HBM bandwidth, and what do launch gaps cost.
 //
-// Build (here): nvcc -O3 -std=c++17 -arch=sm_90 -Isrc bench/micro/decode_chain.cu \
-//   src/backend/cuda/gemv.cu src/backend/cuda/kernels.cu -o decode_chain
+// Session 5 adds the bulk-copy GEMV experiment (gemv_stream.cu here) to the chain and the
+// per-shape table; KVTIER_CUDA_PDL_EARLY=0 turns off the early trigger of the norm/SiLU
+// kernels (pdl.h).
+//
+// Build (here): nvcc -O3 -std=c++17 -arch=sm_90 -Isrc --expt-relaxed-constexpr \
+//   bench/micro/decode_chain.cu bench/micro/gemv_stream.cu src/backend/cuda/gemv.cu \
+//   src/backend/cuda/kernels.cu -lcublas -o decode_chain
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -14,6 +19,7 @@
 #include <vector>
 
 #include "backend/cuda/kernels.h"
+#include "gemv_stream.h"
 #include "backend/cuda/pdl.h"
 
 using kvtier::cuda::bf16;
@@ -27,6 +33,15 @@ namespace kc = kvtier::cuda;
       std::exit(1);                                                               \
     }                                                                             \
   } while (0)
+
+// The chain's GEMV: the warp GEMV, or the bulk-copy GEMV when g_stream.
+static bool g_stream = false;
+static cudaError_t Gemv(const bf16* x, const bf16* w, int rows, int k, int n, void* out,
+                        bool f32, cudaStream_t s) {
+  return g_stream && kc::StreamGemvSupported(rows, k, n, x, w)
+             ? kc::StreamGemv(x, w, rows, k, n, out, f32, s)
+             : kc::GemvSmallRows(x, w, rows, k, n, out, f32, s);
+}
 
 // Variant GEMV for one row: persistent grid, each warp strides over columns, U loads of 16
 // bytes in flight per lane, ld.global.nc with an L2 256-byte prefetch hint.
@@ -186,6 +201,7 @@ void RunSplit(const bf16* x, const bf16* w, int k, int n, bf16* out, cudaStream_
 }
 
 int main() {
+  CHECK(kc::PrepareStreamGemv());
   const int h = 4096, inter = 14336, qkv = 6144, vocab = 128256, layers = 32;
   struct Layer {
     bf16 *qkv, *o, *gate_up, *down;
@@ -227,15 +243,15 @@ int main() {
   auto step = [&]() {
     for (int i = 0; i < layers; ++i) {
       CHECK(kc::AddRmsNorm(residual, i == 0 ? nullptr : proj, norm_w, nullptr, 1, h, 1e-5f, normed, s));
-      CHECK(kc::GemvSmallRows(normed, L[i].qkv, 1, h, qkv, wide, false, s));
-      CHECK(kc::GemvSmallRows(wide, L[i].o, 1, h, h, proj, false, s));  // stands in for attention out
+      CHECK(Gemv(normed, L[i].qkv, 1, h, qkv, wide, false, s));
+      CHECK(Gemv(wide, L[i].o, 1, h, h, proj, false, s));  // stands in for attention out
       CHECK(kc::AddRmsNorm(residual, proj, norm_w, nullptr, 1, h, 1e-5f, normed, s));
-      CHECK(kc::GemvSmallRows(normed, L[i].gate_up, 1, h, 2 * inter, wide, false, s));
+      CHECK(Gemv(normed, L[i].gate_up, 1, h, 2 * inter, wide, false, s));
       CHECK(kc::SiluMul(wide, 1, inter, act, s));
-      CHECK(kc::GemvSmallRows(act, L[i].down, 1, inter, h, proj, false, s));
+      CHECK(Gemv(act, L[i].down, 1, inter, h, proj, false, s));
     }
     CHECK(kc::AddRmsNorm(residual, proj, norm_w, nullptr, 1, h, 1e-5f, normed, s));
-    CHECK(kc::GemvSmallRows(normed, lm, 1, h, vocab, logits, true, s));
+    CHECK(Gemv(normed, lm, 1, h, vocab, logits, true, s));
     CHECK(kc::ArgmaxRows(logits, 1, vocab, ids, s));
   };
   cudaEvent_t a, b;
@@ -288,6 +304,18 @@ int main() {
   CHECK(cudaStreamEndCapture(s, &graph));
   CHECK(cudaGraphInstantiate(&exec, graph, 0));
   time([&] { CHECK(cudaGraphLaunch(exec, s)); }, "chain graph");
+  g_stream = true;
+  time(step, "chain eager, stream GEMV");
+  {
+    cudaGraph_t g;
+    cudaGraphExec_t e;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    step();
+    CHECK(cudaStreamEndCapture(s, &g));
+    CHECK(cudaGraphInstantiate(&e, g, 0));
+    time([&] { CHECK(cudaGraphLaunch(e, s)); }, "chain graph, stream GEMV");
+  }
+  g_stream = false;
   std::printf("limit at 4.17 TB/s: %.3f ms/step\n", weight_bytes / 4.17e12 * 1e3);
 
   // The same chain for 64 rows (W2's decode batch) on cuBLAS, as CudaBackend::Gemm runs it.
@@ -397,6 +425,9 @@ int main() {
   for (const Shape& sh : shapes) {
     time_shape(sh, "current", [&](const bf16* w) {
       CHECK(kc::GemvSmallRows(wide, w, 1, sh.k, sh.n, proj, false, s));
+    });
+    time_shape(sh, "stream (bulk copies)", [&](const bf16* w) {
+      CHECK(kc::StreamGemv(wide, w, 1, sh.k, sh.n, proj, false, s));
     });
     time_shape(sh, "split 2 warps U2", [&](const bf16* w) { RunSplit<2, 2>(wide, w, sh.k, sh.n, proj, s); });
     time_shape(sh, "split 2 warps U4", [&](const bf16* w) { RunSplit<2, 4>(wide, w, sh.k, sh.n, proj, s); });

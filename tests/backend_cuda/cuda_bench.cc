@@ -48,24 +48,29 @@ void TimeGemvShapes(const ModelConfig& c) {
   for (const Shape& s : shapes) {
     const size_t bytes = static_cast<size_t>(s.n * s.k * 2);
     const int64_t copies = std::max<int64_t>(1, static_cast<int64_t>(buffer_bytes / bytes));
-    for (int variant = 0; variant < 7; ++variant) {
-      // GEMV at 1, 2, 4, 8 rows; cuBLAS at 2, 8, 64 rows: where the GEMV stops paying.
-      static constexpr int kRows[7] = {1, 2, 4, 8, 2, 8, 64};
-      const int rows = kRows[variant];
-      const bool gemv = variant < 4;
+    // The warp GEMV and cuBLAS at the batch sizes where one overtakes the other.
+    enum Kind { kGemv, kCublas };
+    static constexpr struct {
+      Kind kind;
+      int rows;
+    } kVariants[] = {{kGemv, 1},   {kGemv, 2},   {kGemv, 4},   {kGemv, 8},
+                     {kCublas, 2}, {kCublas, 4}, {kCublas, 8}, {kCublas, 64}};
+    for (const auto& variant : kVariants) {
+      const int rows = variant.rows;
+      const bool f32 = s.n == c.vocab_size;
       std::vector<double> us;
       for (int i = 0; i < 60; ++i) {
         const cuda::bf16* wi = w + (i % copies) * s.n * s.k;
         cudaEventRecord(start, nullptr);
-        if (gemv) {
+        if (variant.kind == kGemv) {
           cuda::GemvSmallRows(x, wi, rows, static_cast<int>(s.k), static_cast<int>(s.n), out,
-                              s.n == c.vocab_size, nullptr);
+                              f32, nullptr);
         } else {  // what CudaBackend::Gemm runs for larger batches
           const float alpha = 1.0f, beta = 0.0f;
           cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(s.n), rows,
                        static_cast<int>(s.k), &alpha, wi, CUDA_R_16BF, static_cast<int>(s.k), x,
                        CUDA_R_16BF, static_cast<int>(s.k), &beta, out,
-                       s.n == c.vocab_size ? CUDA_R_32F : CUDA_R_16BF, static_cast<int>(s.n),
+                       f32 ? CUDA_R_32F : CUDA_R_16BF, static_cast<int>(s.n),
                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         }
         cudaEventRecord(end, nullptr);
@@ -76,7 +81,7 @@ void TimeGemvShapes(const ModelConfig& c) {
       }
       const double med = MedianMs(us);
       std::printf("%-6s %-8s rows %2d  n %6lld k %6lld  %8.1f us  %6.2f TB/s\n",
-                  gemv ? "gemv" : "cublas", s.name, rows,
+                  variant.kind == kGemv ? "gemv" : "cublas", s.name, rows,
                   static_cast<long long>(s.n), static_cast<long long>(s.k), med,
                   bytes / (med * 1e-6) / 1e12);
     }

@@ -43,10 +43,10 @@ __global__ void EmbeddingGatherKernel(const int32_t* ids, const bf16* table, int
   for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = __bfloat162float(src[i]);
 }
 
+template <bool kEarly>
 __global__ void AddRmsNormKernel(float* residual, const bf16* add, const float* weight,
                                  const int32_t* row_map, int dim, float eps, bf16* out) {
-  PdlWait();
-  PdlLaunchDependents();
+  PdlEnter<kEarly>();
   const int64_t r = blockIdx.x;
   const int64_t s = row_map != nullptr ? row_map[r] : r;
   float* x = residual + s * dim;
@@ -68,9 +68,9 @@ __global__ void AddRmsNormKernel(float* residual, const bf16* add, const float* 
 
 // One warp per (token, head) of the fused q|k|v row; lane handles pairs (i, i + half) for
 // i = lane + 32j, so head_dim <= 256.
+template <bool kEarly>
 __global__ void QkvPostKernel(QkvPostParams p, StepTokens tokens, PagedKv kv) {
-  PdlWait();
-  PdlLaunchDependents();
+  PdlEnter<kEarly>();
   constexpr int kPairsPerLane = 4;
   const int t = blockIdx.x;
   const int lane = threadIdx.x & 31;
@@ -145,9 +145,9 @@ __global__ void QkvPostKernel(QkvPostParams p, StepTokens tokens, PagedKv kv) {
   }
 }
 
+template <bool kEarly>
 __global__ void SiluMulKernel(const bf16* gate_up, int64_t rows, int dim, bf16* out) {
-  PdlWait();
-  PdlLaunchDependents();
+  PdlEnter<kEarly>();
   const int64_t total = rows * dim;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -265,8 +265,9 @@ cudaError_t AddRmsNorm(float* residual, const bf16* add, const float* weight,
                        const int32_t* row_map, int rows, int dim, float eps, bf16* out,
                        cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  const cudaError_t err = LaunchPdl(AddRmsNormKernel, dim3(rows), dim3(kRowThreads), 0, stream,
-                                    residual, add, weight, row_map, dim, eps, out);
+  const cudaError_t err =
+      LaunchPdl(PdlEarlyTrigger() ? AddRmsNormKernel<true> : AddRmsNormKernel<false>, dim3(rows),
+                dim3(kRowThreads), 0, stream, residual, add, weight, row_map, dim, eps, out);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
@@ -275,8 +276,9 @@ cudaError_t QkvPost(const QkvPostParams& params, StepTokens tokens, PagedKv kv,
                     cudaStream_t stream) {
   if (tokens.num_tokens == 0) return cudaSuccess;
   if (kv.head_dim > 256 || kv.head_dim % 2 != 0) return cudaErrorInvalidValue;
-  const cudaError_t err = LaunchPdl(QkvPostKernel, dim3(tokens.num_tokens), dim3(kRowThreads),
-                                    0, stream, params, tokens, kv);
+  const cudaError_t err =
+      LaunchPdl(PdlEarlyTrigger() ? QkvPostKernel<true> : QkvPostKernel<false>,
+                dim3(tokens.num_tokens), dim3(kRowThreads), 0, stream, params, tokens, kv);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
@@ -284,8 +286,10 @@ cudaError_t QkvPost(const QkvPostParams& params, StepTokens tokens, PagedKv kv,
 cudaError_t SiluMul(const bf16* gate_up, int rows, int dim, bf16* out, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(rows) * dim;
   if (total == 0) return cudaSuccess;
-  const cudaError_t err = LaunchPdl(SiluMulKernel, dim3(GridFor(total, 256)), dim3(256), 0,
-                                    stream, gate_up, static_cast<int64_t>(rows), dim, out);
+  const cudaError_t err =
+      LaunchPdl(PdlEarlyTrigger() ? SiluMulKernel<true> : SiluMulKernel<false>,
+                dim3(GridFor(total, 256)), dim3(256), 0, stream, gate_up,
+                static_cast<int64_t>(rows), dim, out);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }

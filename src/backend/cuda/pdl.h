@@ -6,8 +6,12 @@
 // Contract for a kernel launched with LaunchPdl: it may read, before PdlWait(), only data
 // no earlier kernel of the step writes (weights); PdlWait() returns once every earlier
 // kernel has completed and its writes are visible. PdlLaunchDependents() lets the next
-// kernel begin its own prologue; kernels call it right after PdlWait(), so at most one
-// kernel runs ahead. Both are no-ops on a kernel launched normally and below sm_90.
+// kernel begin its own prologue. Most kernels call it right after PdlWait(); the short
+// ones between two projections call it before (PdlEnter<true>), so the next GEMV's CTAs
+// are launched while the previous GEMV is still streaming and fill its tail with their
+// own weight loads. That is still safe: the next kernel's PdlWait() returns only after
+// this one completed, which in turn waited for everything before it. Both are no-ops on a
+// kernel launched normally and below sm_90.
 #ifndef KVTIER_BACKEND_CUDA_PDL_H_
 #define KVTIER_BACKEND_CUDA_PDL_H_
 
@@ -28,6 +32,27 @@ __device__ __forceinline__ void PdlLaunchDependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+
+// kEarly: trigger the next kernel before waiting for the previous one (see above).
+template <bool kEarly>
+__device__ __forceinline__ void PdlEnter() {
+  if constexpr (kEarly) {
+    PdlLaunchDependents();
+    PdlWait();
+  } else {
+    PdlWait();
+    PdlLaunchDependents();
+  }
+}
+
+// KVTIER_CUDA_PDL_EARLY=0 keeps every kernel to "wait, then trigger" (for measuring).
+inline bool PdlEarlyTrigger() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("KVTIER_CUDA_PDL_EARLY");
+    return env == nullptr || env[0] != '0';
+  }();
+  return enabled;
 }
 
 // KVTIER_CUDA_PDL=0 launches every kernel plainly (for measuring what PDL gives).
