@@ -227,6 +227,8 @@ int main() {
   CHECK(cudaMalloc(&norm_w, h * 4));
   CHECK(cudaMalloc(&logits, size_t(vocab) * 4));
   CHECK(cudaMalloc(&ids, 4));
+  void* argmax_scratch = nullptr;
+  CHECK(cudaMalloc(&argmax_scratch, kc::ArgmaxScratchBytes(64)));
   CHECK(kc::FillRandomF32(residual, h, 3, 0.0f, 1.0f, nullptr));
   CHECK(kc::FillRandomF32(norm_w, h, 4, 1.0f, 0.1f, nullptr));
   normed = alloc_bf16(h);
@@ -252,7 +254,7 @@ int main() {
     }
     CHECK(kc::AddRmsNorm(residual, proj, norm_w, nullptr, 1, h, 1e-5f, normed, s));
     CHECK(Gemv(normed, lm, 1, h, vocab, logits, true, s));
-    CHECK(kc::ArgmaxRows(logits, 1, vocab, ids, s));
+    CHECK(kc::ArgmaxRows(logits, 1, vocab, argmax_scratch, ids, s));
   };
   cudaEvent_t a, b;
   CHECK(cudaEventCreate(&a));
@@ -285,7 +287,7 @@ int main() {
     }
     CHECK(kc::AddRmsNorm(residual, proj, norm_w, nullptr, 1, h, 1e-5f, normed, s));
     CHECK(kc::GemvSmallRows(normed, lm, 1, h, vocab, logits, true, s));
-    CHECK(kc::ArgmaxRows(logits, 1, vocab, ids, s));
+    CHECK(kc::ArgmaxRows(logits, 1, vocab, argmax_scratch, ids, s));
   };
   {
     cudaGraph_t g;
@@ -360,7 +362,7 @@ int main() {
       }
       CHECK(kc::AddRmsNorm(res64, proj64, norm_w, nullptr, R, h, 1e-5f, normed64, s));
       gemm(normed64, lm, h, vocab, logits64, true);
-      CHECK(kc::ArgmaxRows(logits64, R, vocab, ids64, s));
+      CHECK(kc::ArgmaxRows(logits64, R, vocab, argmax_scratch, ids64, s));
     };
     time(step64, "chain64 eager (cuBLAS)");
     cudaGraph_t g64;

@@ -1,8 +1,13 @@
 // Times CudaBackend prefill and decode steps on a real model shape with random weights
 // generated on the device (no checkpoint on disk). Usage: kvtier_cuda_bench [preset].
 // Prints one line per case: median ms per step and tokens/s. Not a test.
+// KVTIER_BENCH_PROFILE=w1|w2|w4: only that decode case, one graph step between
+// cudaProfilerStart/Stop (for `ncu --profile-from-start off`), nothing else.
+#include <cuda_profiler_api.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -147,6 +152,27 @@ int Main(int argc, char** argv) {
     std::printf("%-36s %9.3f ms/step %11.1f tokens/s\n", name, med, tokens_per_step * 1000.0 / med);
   };
 
+  if (const char* which = std::getenv("KVTIER_BENCH_PROFILE"); which != nullptr) {
+    const std::string w = which;
+    ForwardBatch batch;
+    const int rows = w == "w2" ? 64 : 1;
+    for (int s = 0; s < rows; ++s) {
+      const bool long_ctx = w == "w4";
+      batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1),
+                              long_ctx ? 32767 : (rows == 1 ? 600 : 640),
+                              long_ctx ? long_table : tables[s], true});
+    }
+    std::vector<int32_t> ids;
+    for (int i = 0; i < 3; ++i) {
+      if (auto st = b.ForwardGreedy(batch, &ids); !st.ok()) return std::printf("%s\n", st.ToString().c_str()), 1;
+    }
+    cudaProfilerStart();
+    const absl::Status st = b.ForwardGreedy(batch, &ids);
+    cudaProfilerStop();
+    std::printf("profiled one %s decode step (%s), graph replays %lld\n", w.c_str(),
+                st.ok() ? "ok" : st.ToString().c_str(), static_cast<long long>(b.graph_replays()));
+    return st.ok() ? 0 : 1;
+  }
   {
     ForwardBatch batch;
     batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 512), 0, tables[0], true});

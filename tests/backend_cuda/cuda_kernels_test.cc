@@ -51,28 +51,33 @@ TEST_F(CudaKernelsTest, EmbeddingGatherMatchesReference) {
   EXPECT_EQ(d_out.Download(), ref);
 }
 
+// dim 203: the scalar kernel; 200, 4096, 8192: the vector kernel with 1, 2 and 4 chunks
+// per thread; 12288: scalar again (too wide for the vector kernel's registers).
 TEST_F(CudaKernelsTest, AddRmsNormMatchesReference) {
-  const int rows = 7, dim = 200;
+  const int rows = 7;
   const float eps = 1e-5f;
-  for (bool with_add : {false, true}) {
-    std::vector<float> residual = RandomF32(rows * dim, rng_, -2, 2);
-    Bf16Data add = RandomBf16(rows * dim, rng_);
-    std::vector<float> weight = RandomF32(dim, rng_, 0.5f, 1.5f);
-    DeviceArray<float> d_res(rows * dim), d_w(dim);
-    d_res.Upload(residual);
-    d_w.Upload(weight);
-    DeviceArray<uint16_t> d_add(rows * dim), d_out(rows * dim);
-    d_add.Upload(add.bits);
-    ASSERT_EQ(AddRmsNorm(d_res.get(), with_add ? reinterpret_cast<bf16*>(d_add.get()) : nullptr,
-                         d_w.get(), nullptr, rows, dim, eps,
-                         reinterpret_cast<bf16*>(d_out.get()), nullptr),
-              cudaSuccess);
-    std::vector<float> x = residual;
-    if (with_add) AddInPlace(x.data(), add.values.data(), rows * dim);
-    std::vector<float> ref(rows * dim);
-    RmsNorm(x.data(), weight.data(), rows, dim, eps, ref.data(), nullptr);
-    EXPECT_LT(RelativeError(Bf16ToF32(d_out.Download()), ref), kBf16Tolerance);
-    EXPECT_LT(RelativeError(d_res.Download(), x), 1e-6);
+  for (int dim : {200, 203, 4096, 8192, 12288}) {
+    for (bool with_add : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "dim " << dim << " add " << with_add);
+      std::vector<float> residual = RandomF32(rows * dim, rng_, -2, 2);
+      Bf16Data add = RandomBf16(rows * dim, rng_);
+      std::vector<float> weight = RandomF32(dim, rng_, 0.5f, 1.5f);
+      DeviceArray<float> d_res(rows * dim), d_w(dim);
+      d_res.Upload(residual);
+      d_w.Upload(weight);
+      DeviceArray<uint16_t> d_add(rows * dim), d_out(rows * dim);
+      d_add.Upload(add.bits);
+      ASSERT_EQ(AddRmsNorm(d_res.get(), with_add ? reinterpret_cast<bf16*>(d_add.get()) : nullptr,
+                           d_w.get(), nullptr, rows, dim, eps,
+                           reinterpret_cast<bf16*>(d_out.get()), nullptr),
+                cudaSuccess);
+      std::vector<float> x = residual;
+      if (with_add) AddInPlace(x.data(), add.values.data(), rows * dim);
+      std::vector<float> ref(rows * dim);
+      RmsNorm(x.data(), weight.data(), rows, dim, eps, ref.data(), nullptr);
+      EXPECT_LT(RelativeError(Bf16ToF32(d_out.Download()), ref), kBf16Tolerance);
+      EXPECT_LT(RelativeError(d_res.Download(), x), 1e-6);
+    }
   }
 }
 
@@ -98,36 +103,49 @@ TEST_F(CudaKernelsTest, AddRmsNormSelectsRows) {
   EXPECT_LT(RelativeError(Bf16ToF32(d_out.Download()), ref), kBf16Tolerance);
 }
 
+// dim 300: the scalar kernel; 1032: the 16-byte vector kernel.
 TEST_F(CudaKernelsTest, SiluMulMatchesReference) {
-  const int rows = 5, dim = 300;
-  Bf16Data gate_up = RandomBf16(rows * 2 * dim, rng_, -4, 4);
-  DeviceArray<uint16_t> d_in(gate_up.bits.size()), d_out(rows * dim);
-  d_in.Upload(gate_up.bits);
-  ASSERT_EQ(SiluMul(reinterpret_cast<bf16*>(d_in.get()), rows, dim,
-                    reinterpret_cast<bf16*>(d_out.get()), nullptr),
-            cudaSuccess);
-  std::vector<float> gate, up, ref(rows * dim);
-  for (int r = 0; r < rows; ++r) {
-    gate.insert(gate.end(), gate_up.values.begin() + r * 2 * dim,
-                gate_up.values.begin() + r * 2 * dim + dim);
-    up.insert(up.end(), gate_up.values.begin() + r * 2 * dim + dim,
-              gate_up.values.begin() + (r + 1) * 2 * dim);
+  const int rows = 5;
+  for (int dim : {300, 1032}) {
+    SCOPED_TRACE(testing::Message() << "dim " << dim);
+    Bf16Data gate_up = RandomBf16(rows * 2 * dim, rng_, -4, 4);
+    DeviceArray<uint16_t> d_in(gate_up.bits.size()), d_out(rows * dim);
+    d_in.Upload(gate_up.bits);
+    ASSERT_EQ(SiluMul(reinterpret_cast<bf16*>(d_in.get()), rows, dim,
+                      reinterpret_cast<bf16*>(d_out.get()), nullptr),
+              cudaSuccess);
+    std::vector<float> gate, up, ref(rows * dim);
+    for (int r = 0; r < rows; ++r) {
+      gate.insert(gate.end(), gate_up.values.begin() + r * 2 * dim,
+                  gate_up.values.begin() + r * 2 * dim + dim);
+      up.insert(up.end(), gate_up.values.begin() + r * 2 * dim + dim,
+                gate_up.values.begin() + (r + 1) * 2 * dim);
+    }
+    ::kvtier::SiluMul(gate.data(), up.data(), rows * dim, ref.data());
+    EXPECT_LT(RelativeError(Bf16ToF32(d_out.Download()), ref), kBf16Tolerance);
   }
-  ::kvtier::SiluMul(gate.data(), up.data(), rows * dim, ref.data());
-  EXPECT_LT(RelativeError(Bf16ToF32(d_out.Download()), ref), kBf16Tolerance);
 }
 
+// vocab 128256 (Llama-3): 16-byte loads; 50000 and 37: slices not 16-byte aligned (scalar
+// loads; 37 leaves most slices empty). Values drawn from a few levels, so every row has
+// ties for its maximum: the lowest index must win.
 TEST_F(CudaKernelsTest, ArgmaxRowsMatchesReference) {
-  const int rows = 4, vocab = 50000;
-  std::vector<float> logits = RandomF32(rows * vocab, rng_, -10, 10);
-  DeviceArray<float> d_logits(logits.size());
-  d_logits.Upload(logits);
-  DeviceArray<int32_t> d_ids(rows);
-  ASSERT_EQ(ArgmaxRows(d_logits.get(), rows, vocab, d_ids.get(), nullptr), cudaSuccess);
-  const std::vector<int32_t> ids = d_ids.Download();
-  for (int r = 0; r < rows; ++r) {
-    const auto begin = logits.begin() + static_cast<int64_t>(r) * vocab;
-    EXPECT_EQ(ids[r], std::max_element(begin, begin + vocab) - begin);
+  const int rows = 5;
+  for (int vocab : {128256, 50000, 37}) {
+    std::vector<float> logits(static_cast<size_t>(rows) * vocab);
+    for (float& v : logits) v = static_cast<float>(std::uniform_int_distribution<int>(-20, 20)(rng_));
+    DeviceArray<float> d_logits(logits.size());
+    d_logits.Upload(logits);
+    DeviceArray<int32_t> d_ids(rows);
+    d_ids.Upload(std::vector<int32_t>(rows, -1));
+    DeviceArray<uint8_t> scratch(ArgmaxScratchBytes(rows));
+    ASSERT_EQ(ArgmaxRows(d_logits.get(), rows, vocab, scratch.get(), d_ids.get(), nullptr),
+              cudaSuccess);
+    const std::vector<int32_t> ids = d_ids.Download();
+    for (int r = 0; r < rows; ++r) {
+      const auto begin = logits.begin() + static_cast<int64_t>(r) * vocab;
+      EXPECT_EQ(ids[r], std::max_element(begin, begin + vocab) - begin) << "vocab " << vocab;
+    }
   }
 }
 

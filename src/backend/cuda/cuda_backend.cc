@@ -388,6 +388,9 @@ absl::Status CudaBackend::Init(const WeightLoader& loader) {
   ASSIGN_OR_RETURN(ws_.logits, alloc_f32(max_chunks_ * config_.vocab_size, "logits"));
   ASSIGN_OR_RETURN(void* ids, DeviceAlloc(max_chunks_ * sizeof(int32_t), "token ids"));
   ws_.token_ids = static_cast<int32_t*>(ids);
+  ASSIGN_OR_RETURN(ws_.argmax_scratch,
+                   DeviceAlloc(cuda::ArgmaxScratchBytes(static_cast<int>(max_chunks_)),
+                               "argmax partials"));
   if (!fast_attention_) {  // the generic attention's split partials
     ASSIGN_OR_RETURN(ws_.partial_out,
                      alloc_f32(partial_slots_ * config_.num_heads * config_.head_dim, "partials"));

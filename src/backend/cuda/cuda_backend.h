@@ -155,6 +155,7 @@ class CudaBackend final : public Backend {
     cuda::bf16* act = nullptr;      // (tokens, intermediate)
     float* logits = nullptr;        // (logit rows, vocab)
     int32_t* token_ids = nullptr;   // (logit rows) greedy result
+    void* argmax_scratch = nullptr;  // cuda::ArgmaxScratchBytes(logit rows)
     float* partial_out = nullptr;   // (slots, num_heads, head_dim)
     float* partial_ml = nullptr;    // (slots, num_heads, 2)
     void* cublas = nullptr;         // cuBLAS workspace

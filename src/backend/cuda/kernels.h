@@ -115,8 +115,12 @@ cudaError_t PagedAttention(const AttentionParams& params, StepTokens tokens, Pag
 // out: (rows, dim).
 cudaError_t SiluMul(const bf16* gate_up, int rows, int dim, bf16* out, cudaStream_t stream);
 
-// ids[r] = argmax_j logits[r, j] (lowest index on ties).  logits: (rows, vocab) f32.
-cudaError_t ArgmaxRows(const float* logits, int rows, int vocab, int32_t* ids,
+// ids[r] = argmax_j logits[r, j] (lowest index on ties; NaN never wins).  logits:
+// (rows, vocab) f32, 16-byte aligned; scratch: ArgmaxScratchBytes(rows) of device memory
+// (per-slice partial results).
+constexpr int kArgmaxSplits = 32;
+size_t ArgmaxScratchBytes(int rows);
+cudaError_t ArgmaxRows(const float* logits, int rows, int vocab, void* scratch, int32_t* ids,
                        cudaStream_t stream);
 
 // Small-batch GEMM for decode: out(rows, n) = x(rows, k) * w(n, k)^T, fp32 accumulation,
