@@ -33,22 +33,26 @@ class CudaKernelsTest : public ::testing::Test {
   std::mt19937 rng_{std::random_device{}()};
 };
 
+// dim 72 and 4096: the 16-byte vector kernel; 76 and 9000: the scalar one.
 TEST_F(CudaKernelsTest, EmbeddingGatherMatchesReference) {
-  const int vocab = 100, dim = 72, rows = 9;
-  Bf16Data table = RandomBf16(vocab * dim, rng_);
-  std::vector<int32_t> ids(rows);
-  for (int32_t& id : ids) id = std::uniform_int_distribution<int>(0, vocab - 1)(rng_);
-  DeviceArray<uint16_t> d_table(table.bits.size());
-  d_table.Upload(table.bits);
-  DeviceArray<int32_t> d_ids(rows);
-  d_ids.Upload(ids);
-  DeviceArray<float> d_out(rows * dim);
-  ASSERT_EQ(EmbeddingGather(d_ids.get(), reinterpret_cast<bf16*>(d_table.get()), rows, dim,
-                            d_out.get(), nullptr),
-            cudaSuccess);
-  std::vector<float> ref(rows * dim);
-  EmbeddingLookup(table.values.data(), ids.data(), rows, dim, ref.data());
-  EXPECT_EQ(d_out.Download(), ref);
+  const int vocab = 100, rows = 9;
+  for (int dim : {72, 76, 4096, 9000}) {
+    SCOPED_TRACE(testing::Message() << "dim " << dim);
+    Bf16Data table = RandomBf16(vocab * dim, rng_);
+    std::vector<int32_t> ids(rows);
+    for (int32_t& id : ids) id = std::uniform_int_distribution<int>(0, vocab - 1)(rng_);
+    DeviceArray<uint16_t> d_table(table.bits.size());
+    d_table.Upload(table.bits);
+    DeviceArray<int32_t> d_ids(rows);
+    d_ids.Upload(ids);
+    DeviceArray<float> d_out(rows * dim);
+    ASSERT_EQ(EmbeddingGather(d_ids.get(), reinterpret_cast<bf16*>(d_table.get()), rows, dim,
+                              d_out.get(), nullptr),
+              cudaSuccess);
+    std::vector<float> ref(rows * dim);
+    EmbeddingLookup(table.values.data(), ids.data(), rows, dim, ref.data());
+    EXPECT_EQ(d_out.Download(), ref);
+  }
 }
 
 // dim 203: the scalar kernel; 200, 4096, 8192: the vector kernel with 1, 2 and 4 chunks
@@ -193,6 +197,40 @@ TEST_F(CudaKernelsTest, GemvSmallRowsMatchesReference) {
   }
   EXPECT_FALSE(GemvSupported(kGemvMaxRows + 1, 4096, nullptr, nullptr));
   EXPECT_FALSE(GemvSupported(1, 4100, nullptr, nullptr));
+}
+
+// The fused gate|up GEMV + SiluMul against silu(g) * u from double-precision dot products;
+// k with and without a tail, 1 and 2 rows; output poisoned first.
+TEST_F(CudaKernelsTest, GemvSiluMulMatchesReference) {
+  const int inter = 77;
+  for (int k : {4096, 1032, 72}) {
+    for (int rows = 1; rows <= 2; ++rows) {
+      SCOPED_TRACE(testing::Message() << "k " << k << " rows " << rows);
+      Bf16Data x = RandomBf16(static_cast<size_t>(rows) * k, rng_);
+      Bf16Data w = RandomBf16(static_cast<size_t>(2 * inter) * k, rng_);
+      DeviceArray<uint16_t> d_x(x.bits.size()), d_w(w.bits.size()), d_out(rows * inter);
+      d_x.Upload(x.bits);
+      d_w.Upload(w.bits);
+      std::vector<float> ref(static_cast<size_t>(rows) * inter);
+      for (int r = 0; r < rows; ++r) {
+        for (int c = 0; c < inter; ++c) {
+          double g = 0, u = 0;
+          for (int i = 0; i < k; ++i) {
+            const double xv = x.values[static_cast<size_t>(r) * k + i];
+            g += xv * w.values[static_cast<size_t>(c) * k + i];
+            u += xv * w.values[static_cast<size_t>(inter + c) * k + i];
+          }
+          ref[static_cast<size_t>(r) * inter + c] = static_cast<float>(g / (1 + std::exp(-g)) * u);
+        }
+      }
+      ASSERT_EQ(GemvSiluMul(reinterpret_cast<const bf16*>(d_x.get()),
+                            reinterpret_cast<const bf16*>(d_w.get()), rows, k, inter,
+                            reinterpret_cast<bf16*>(d_out.get()), nullptr),
+                cudaSuccess);
+      EXPECT_LT(RelativeError(Bf16ToF32(d_out.Download()), ref), kBf16Tolerance);
+    }
+  }
+  EXPECT_EQ(GemvSiluMul(nullptr, nullptr, 3, 4096, 8, nullptr, nullptr), cudaErrorInvalidValue);
 }
 
 struct AttentionCase {

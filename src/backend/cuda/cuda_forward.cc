@@ -311,8 +311,13 @@ absl::Status CudaBackend::EnqueueForward(const StepLaunch& step, float* logits_o
     RETURN_IF_ERROR(Gemm(ws_.attn, w.o, rows, q_dim, h, ws_.proj, false));
     CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, ws_.proj, w.post_norm, nullptr, rows,
                                           h, eps, ws_.normed, stream_));
-    RETURN_IF_ERROR(Gemm(ws_.normed, w.gate_up, rows, h, 2 * inter, ws_.wide, false));
-    CUDA_RETURN_IF_ERROR(cuda::SiluMul(ws_.wide, rows, inter, ws_.act, stream_));
+    if (rows <= kGemvRowsLimit && cuda::GemvSupported(rows, h, ws_.normed, w.gate_up)) {
+      CUDA_RETURN_IF_ERROR(
+          cuda::GemvSiluMul(ws_.normed, w.gate_up, rows, h, inter, ws_.act, stream_));
+    } else {
+      RETURN_IF_ERROR(Gemm(ws_.normed, w.gate_up, rows, h, 2 * inter, ws_.wide, false));
+      CUDA_RETURN_IF_ERROR(cuda::SiluMul(ws_.wide, rows, inter, ws_.act, stream_));
+    }
     RETURN_IF_ERROR(Gemm(ws_.act, w.down, rows, inter, h, ws_.proj, false));
   }
   if (step.logit_rows == 0) return absl::OkStatus();

@@ -130,6 +130,11 @@ constexpr int kGemvMaxRows = 8;
 bool GemvSupported(int rows, int k, const void* x, const void* w);
 cudaError_t GemvSmallRows(const bf16* x, const bf16* w, int rows, int k, int n, void* out,
                           bool out_f32, cudaStream_t stream);
+// out(rows, inter) = silu(x * gate^T) * (x * up^T) for w_gate_up = [gate; up] of shape
+// (2 * inter, k): the gate|up projection and SiluMul in one decode kernel, fp32 until the
+// bf16 output. 1 <= rows <= 2, otherwise as GemvSupported.
+cudaError_t GemvSiluMul(const bf16* x, const bf16* w_gate_up, int rows, int k, int inter,
+                        bf16* out, cudaStream_t stream);
 
 // Conversions and fills used for weights and tests.
 cudaError_t ConvertF32ToBf16(const float* in, int64_t count, bf16* out, cudaStream_t stream);
