@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "backend/kv_layout.h"
+#include "backend/row_sampling.h"
 
 namespace kvtier {
 
@@ -96,6 +97,13 @@ class Backend {
   // Forward, then the greedy token (first maximum) of each logits row, in chunk order.
   // Backends that can pick it on the device override this so only ids come back.
   virtual absl::Status ForwardGreedy(const ForwardBatch& batch, std::vector<int32_t>* token_ids);
+
+  // Forward, then each logits row's token sampled as SampleRow does with rows[r] (one per
+  // chunk with need_logits, in chunk order; greedy rows allowed), into *token_ids.
+  // InvalidArgument as ValidateRowSampling says (before any work). Backends that can
+  // sample on the device override this so only ids come back.
+  virtual absl::Status ForwardSampled(const ForwardBatch& batch, std::span<const RowSampling> rows,
+                                      std::vector<int32_t>* token_ids);
 
   // Host-tier memory: page-locked where the backend copies faster from it (CUDA), plain
   // otherwise. Allocated once when a context is created; freed with FreeHostMemory.

@@ -22,6 +22,23 @@ absl::Status Backend::ForwardGreedy(const ForwardBatch& batch, std::vector<int32
   return absl::OkStatus();
 }
 
+absl::Status Backend::ForwardSampled(const ForwardBatch& batch, std::span<const RowSampling> rows,
+                                     std::vector<int32_t>* token_ids) {
+  size_t logit_rows = 0;
+  for (const SequenceChunk& chunk : batch.chunks) logit_rows += chunk.need_logits ? 1 : 0;
+  if (absl::Status s = ValidateRowSampling(rows, logit_rows); !s.ok()) return s;
+  std::vector<float> logits;
+  if (absl::Status s = Forward(batch, &logits); !s.ok()) return s;
+  const size_t vocab = static_cast<size_t>(vocab_size());
+  std::vector<std::pair<float, int32_t>> scratch;
+  token_ids->clear();
+  for (size_t row = 0; row < rows.size(); ++row) {
+    token_ids->push_back(
+        SampleRow(std::span<const float>(logits).subspan(row * vocab, vocab), rows[row], &scratch));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<void*> Backend::AllocateHostMemory(size_t bytes) {
   void* ptr = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
   if (ptr == nullptr) return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes of host memory"));

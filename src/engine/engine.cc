@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "engine/sampler.h"
 #include "model/stable_hash.h"
 
 namespace kvtier {
@@ -284,15 +285,21 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
   }
   if (batch.chunks.empty()) return absl::OkStatus();
 
-  // When every sampled sequence is greedy the backend picks the tokens itself (on the GPU
-  // only ids then cross the bus); otherwise it returns logits rows for the sampler.
+  // The backend picks the tokens itself (on the GPU only ids cross the bus). Each sampled
+  // row carries its sequence's draw for this token, taken here, so a sequence's tokens
+  // depend on its seed only, whichever backend and batch it runs in.
   bool all_greedy = true;
+  sampling_rows_.clear();
   for (const ScheduledChunk& chunk : schedule.chunks) {
-    if (chunk.need_logits && !chunk.sequence->params.greedy()) all_greedy = false;
+    if (!chunk.need_logits) continue;
+    Sequence* seq = chunk.sequence;
+    if (!seq->params.greedy()) all_greedy = false;
+    sampling_rows_.push_back(DrawRowSampling(seq->params, seq->rng));
   }
   const auto compute_start = std::chrono::steady_clock::now();
-  absl::Status forward = all_greedy ? backend_->ForwardGreedy(batch, &greedy_tokens_)
-                                    : backend_->Forward(batch, &logits_);
+  absl::Status forward = all_greedy
+                             ? backend_->ForwardGreedy(batch, &step_tokens_)
+                             : backend_->ForwardSampled(batch, sampling_rows_, &step_tokens_);
   const double compute_seconds = SecondsSince(compute_start);
 
   absl::MutexLock lock(&mu_);
@@ -300,7 +307,6 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
   if (!forward.ok()) return forward;
   ++counters_.steps;
   ++counters_.forwards;
-  const size_t vocab = static_cast<size_t>(backend_->vocab_size());
   size_t logits_row = 0;
   for (const ScheduledChunk& chunk : schedule.chunks) {
     Sequence* seq = chunk.sequence;
@@ -314,11 +320,7 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
     if (!chunk.need_logits) continue;
     const size_t row = logits_row++;
     if (seq->cancel_requested) continue;  // finished at the start of the next step
-    const int32_t token =
-        all_greedy ? greedy_tokens_[row]
-                   : SampleToken(std::span<const float>(logits_).subspan(vocab * row, vocab), seq->params,
-                                 seq->rng, &sample_scratch_);
-    CommitTokenLocked(seq, token, events);
+    CommitTokenLocked(seq, step_tokens_[row], events);
   }
   int64_t step_tokens = 0;
   for (const ScheduledChunk& chunk : schedule.chunks) step_tokens += chunk.length;

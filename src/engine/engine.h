@@ -105,9 +105,8 @@ class Engine {
   std::vector<SequenceId> pending_cancels_ ABSL_GUARDED_BY(mu_);
 
   // Owned by the stepping thread (reused across steps, never shrunk).
-  std::vector<float> logits_;          // (rows, vocab) when some sequence samples
-  std::vector<int32_t> greedy_tokens_;  // (rows) when every sequence is greedy
-  std::vector<std::pair<float, int32_t>> sample_scratch_;
+  std::vector<RowSampling> sampling_rows_;  // (logits rows) of the current step
+  std::vector<int32_t> step_tokens_;         // (logits rows) the tokens the backend picked
 
   struct Counters {
     int64_t steps = 0;

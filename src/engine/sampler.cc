@@ -1,7 +1,6 @@
 // Implementation of SampleToken and SamplingParams::Validate.
 #include "engine/sampler.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -22,59 +21,18 @@ absl::Status SamplingParams::Validate() const {
   return absl::OkStatus();
 }
 
+RowSampling DrawRowSampling(const SamplingParams& params, Rng& rng) {
+  RowSampling row;
+  row.temperature = params.temperature;
+  row.top_k = params.top_k;
+  row.top_p = params.top_p;
+  row.u = params.greedy() ? 0.0 : rng.NextUnit();
+  return row;
+}
+
 int32_t SampleToken(std::span<const float> logits, const SamplingParams& params, Rng& rng,
                     std::vector<std::pair<float, int32_t>>* scratch) {
-  const int32_t vocab = static_cast<int32_t>(logits.size());
-  if (params.greedy()) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < vocab; ++i) {
-      if (logits[i] > logits[best]) best = i;
-    }
-    return best;
-  }
-  // Candidates sorted by logit, descending (ties by lower id first, for determinism).
-  auto& cand = *scratch;
-  cand.resize(static_cast<size_t>(vocab));
-  for (int32_t i = 0; i < vocab; ++i) cand[static_cast<size_t>(i)] = {logits[i], i};
-  auto by_logit = [](const auto& a, const auto& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  size_t keep = cand.size();
-  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < keep) {
-    keep = static_cast<size_t>(params.top_k);
-    std::partial_sort(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(keep), cand.end(), by_logit);
-  } else {
-    std::sort(cand.begin(), cand.end(), by_logit);
-  }
-  // Softmax over the kept candidates, in double for a stable cumulative sum.
-  const double inv_t = 1.0 / static_cast<double>(params.temperature);
-  const double max_logit = cand[0].first;
-  std::vector<double> probs(keep);
-  double total = 0;
-  for (size_t i = 0; i < keep; ++i) {
-    probs[i] = std::exp((cand[i].first - max_logit) * inv_t);
-    total += probs[i];
-  }
-  if (params.top_p < 1.0f) {
-    double mass = 0;
-    size_t cut = keep;
-    for (size_t i = 0; i < keep; ++i) {
-      mass += probs[i] / total;
-      if (mass >= params.top_p) {
-        cut = i + 1;
-        break;
-      }
-    }
-    keep = cut;
-    total = 0;
-    for (size_t i = 0; i < keep; ++i) total += probs[i];
-  }
-  double u = rng.NextUnit() * total;
-  for (size_t i = 0; i < keep; ++i) {
-    u -= probs[i];
-    if (u < 0) return cand[i].second;
-  }
-  return cand[keep - 1].second;
+  return SampleRow(logits, DrawRowSampling(params, rng), scratch);
 }
 
 }  // namespace kvtier

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/row_sampling.h"
 #include "engine/sampling_params.h"
 
 namespace kvtier {
@@ -25,9 +26,14 @@ class Rng {
   std::mt19937_64 engine_;
 };
 
+// The sequence's parameters for its next token, with the token's one draw from rng taken
+// now (none when greedy), so the draws do not depend on where the sampling runs.
+RowSampling DrawRowSampling(const SamplingParams& params, Rng& rng);
+
 // Greedy: the first index of the maximum. Otherwise softmax(logits / T) restricted to the
 // top_k most likely and then to the smallest prefix whose mass reaches top_p, renormalised,
-// sampled with one draw from rng. `scratch` avoids per-call allocation.
+// sampled with one draw from rng (SampleRow with DrawRowSampling's draw). `scratch` avoids
+// per-call allocation.
 int32_t SampleToken(std::span<const float> logits, const SamplingParams& params, Rng& rng,
                     std::vector<std::pair<float, int32_t>>* scratch);
 

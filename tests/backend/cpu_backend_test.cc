@@ -388,6 +388,39 @@ TEST_P(CpuBackendTest, RaggedBatchGivesEachSequenceItsSoloLogits) {
   EXPECT_EQ(a_one_thread, a_alone);
 }
 
+// The default ForwardSampled = Forward + SampleRow per logits row with that row's draw;
+// malformed sampling rows are refused before the forward (no KV written).
+TEST_P(CpuBackendTest, ForwardSampledSamplesEachRowWithItsDraw) {
+  std::unique_ptr<CpuBackend> backend = MakeBackend(checkpoint());
+  BlockIds ids(rng_);
+  const std::vector<int32_t> a = RandomTokens(9, vocab(), rng_);
+  const std::vector<int32_t> b = RandomTokens(4, vocab(), rng_);
+  const std::vector<Chunk> chunks = {{a, 0, ids.Take(9)}, {b, 0, ids.Take(4)}};
+  const std::vector<float> logits = RunBatch(*backend, chunks);
+  const std::vector<RowSampling> rows = {{0.9f, 5, 0.8f, 0.37}, {0.0f, 0, 1.0f, 0.0}};
+  ForwardBatch batch;
+  for (const Chunk& c : chunks) batch.chunks.push_back({c.tokens, c.start, c.table, c.need_logits});
+  std::vector<int32_t> tokens;
+  ASSERT_TRUE(backend->ForwardSampled(batch, rows, &tokens).ok());
+  ASSERT_EQ(tokens.size(), 2u);
+  std::vector<std::pair<float, int32_t>> scratch;
+  const size_t v = static_cast<size_t>(vocab());
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(tokens[r], SampleRow(std::span<const float>(logits).subspan(r * v, v), rows[r], &scratch));
+  }
+  std::vector<RowSampling> bad = rows;
+  bad[0].u = -0.1;
+  EXPECT_EQ(backend->ForwardSampled(batch, bad, &tokens).code(), absl::StatusCode::kInvalidArgument);
+  bad = rows;
+  bad[1].temperature = -1.0f;
+  EXPECT_EQ(backend->ForwardSampled(batch, bad, &tokens).code(), absl::StatusCode::kInvalidArgument);
+  bad = rows;
+  bad[0].top_k = -2;
+  EXPECT_EQ(backend->ForwardSampled(batch, bad, &tokens).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend->ForwardSampled(batch, std::span<const RowSampling>(rows).first(1), &tokens).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_P(CpuBackendTest, BlockTableOrderDoesNotMatter) {
   std::unique_ptr<CpuBackend> backend = MakeBackend(checkpoint());
   const std::vector<int32_t> prompt = RandomTokens(15, vocab(), rng_);

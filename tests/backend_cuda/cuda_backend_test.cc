@@ -23,6 +23,7 @@
 #include "cuda_test_util.h"
 #include "gtest/gtest.h"
 #include "model/checkpoint.h"
+#include "sampling_check.h"
 #include "model/random_checkpoint.h"
 
 namespace kvtier {
@@ -281,6 +282,64 @@ TEST_F(CudaBackendTest, SmallWorkspaceSplitsBatchesAndGreedyMatchesLogits) {
   ASSERT_EQ(ids.size(), 2u);
   EXPECT_EQ(ids[0], Argmax(logits.data(), vocab));
   EXPECT_EQ(ids[1], Argmax(logits.data() + vocab, vocab));
+}
+
+// Sampling on the device = the host reference sampling the backend's own logits for the
+// same batch (up to rounding), in pieces too (the small workspace splits the batch); mixed
+// greedy and sampled rows; bad sampling rows are refused before any work.
+TEST_F(CudaBackendTest, SampledTokensMatchHostSamplingOfTheSameLogits) {
+  auto spec = RandomCheckpointPreset("tiny-llama");
+  ASSERT_TRUE(spec.ok());
+  spec->seed = rng_();
+  auto checkpoint = MakeCheckpoint(*spec, "sampled");
+  ASSERT_NE(checkpoint, nullptr);
+  BackendOptions small;
+  small.max_tokens_per_step = 16;
+  small.max_sequences = 3;
+  auto gpu = CudaBackend::Create(*checkpoint, small);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_TRUE((*gpu)->AllocateKvPool(64).ok());
+  std::vector<int32_t> tokens = {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+  std::vector<std::vector<int32_t>> tables = {{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}};
+  ForwardBatch prefill;  // positions 0..10 of every table
+  for (const auto& table : tables) prefill.chunks.push_back({tokens, 0, table, false});
+  std::vector<float> unused;
+  ASSERT_TRUE((*gpu)->Forward(prefill, &unused).ok());
+  ForwardBatch batch;
+  batch.chunks.push_back({tokens, 0, tables[0], true});
+  for (int i = 1; i < 5; ++i) {
+    batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(i, 1), 11, tables[i], true});
+  }
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const std::vector<RowSampling> rows = {{0.0f, 0, 1.0f, 0.0},
+                                         {1.0f, 0, 1.0f, unit(rng_)},
+                                         {0.8f, 20, 0.9f, unit(rng_)},
+                                         {1.5f, 0, 0.5f, unit(rng_)},
+                                         {1.0f, 3, 1.0f, unit(rng_)}};
+  std::vector<float> logits;
+  ASSERT_TRUE((*gpu)->Forward(batch, &logits).ok());
+  std::vector<int32_t> ids;
+  ASSERT_TRUE((*gpu)->ForwardSampled(batch, rows, &ids).ok());
+  const int64_t vocab = (*gpu)->vocab_size();
+  ASSERT_EQ(ids.size(), rows.size());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    EXPECT_TRUE(cuda_test::SampledLikeReference(
+        std::span<const float>(logits).subspan(r * vocab, vocab), rows[r], ids[r]))
+        << "row " << r;
+  }
+  std::vector<int32_t> again;
+  ASSERT_TRUE((*gpu)->ForwardSampled(batch, rows, &again).ok());
+  EXPECT_EQ(again, ids);  // the same draws give the same tokens
+
+  std::vector<RowSampling> bad = rows;
+  bad[2].u = 1.0;
+  EXPECT_EQ((*gpu)->ForwardSampled(batch, bad, &ids).code(), absl::StatusCode::kInvalidArgument);
+  bad = rows;
+  bad[1].top_p = 0.0f;
+  EXPECT_EQ((*gpu)->ForwardSampled(batch, bad, &ids).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*gpu)->ForwardSampled(batch, std::span<const RowSampling>(rows).subspan(1), &ids).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*gpu)->allocations_after_init(), 0);
 }
 
 // Decode steps replayed from CUDA graphs (padded to a batch bucket) pick the same tokens

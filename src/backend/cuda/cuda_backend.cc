@@ -289,6 +289,7 @@ absl::Status CudaBackend::Init(const WeightLoader& loader) {
   meta_capacity_ = 6 * AlignMetaBytes(max_tokens_ * 4) + 2 * AlignMetaBytes((max_chunks_ + 1) * 4) +
                    AlignMetaBytes(max_items_ * sizeof(cuda::AttentionItem)) +
                    AlignMetaBytes((max_tokens_ + max_chunks_) * sizeof(cuda::PrefillTile)) +
+                   AlignMetaBytes(max_chunks_ * sizeof(cuda::SampleParams)) +
                    AlignMetaBytes(max_table_entries_ * 4) + 4 * 256;
 
   const int64_t needed = device_bytes_ + WeightBytes() + WorkspaceBytes();
@@ -518,6 +519,23 @@ absl::Status CudaBackend::ForwardGreedy(const ForwardBatch& batch,
   token_ids->clear();
   return RunAll(batch,
                 [&](const ForwardBatch& piece) { return RunStep(piece, nullptr, token_ids); });
+}
+
+absl::Status CudaBackend::ForwardSampled(const ForwardBatch& batch,
+                                         std::span<const RowSampling> rows,
+                                         std::vector<int32_t>* token_ids) {
+  size_t logit_rows = 0;
+  for (const SequenceChunk& chunk : batch.chunks) logit_rows += chunk.need_logits ? 1 : 0;
+  RETURN_IF_ERROR(ValidateRowSampling(rows, logit_rows));
+  token_ids->clear();
+  size_t next_row = 0;  // pieces keep chunk order: each takes the next rows
+  return RunAll(batch, [&](const ForwardBatch& piece) {
+    size_t piece_rows = 0;
+    for (const SequenceChunk& chunk : piece.chunks) piece_rows += chunk.need_logits ? 1 : 0;
+    const std::span<const RowSampling> mine = rows.subspan(next_row, piece_rows);
+    next_row += piece_rows;
+    return RunStep(piece, nullptr, token_ids, mine);
+  });
 }
 
 absl::Status CudaBackend::TimedSyncCopies(std::span<const BlockCopy> copies, cudaMemcpyKind kind) {

@@ -77,6 +77,10 @@ class CudaBackend final : public Backend {
   // Forward, then greedy sampling on the GPU: one token id per chunk with need_logits (in
   // chunk order, lowest index on ties); only the ids are copied back.
   absl::Status ForwardGreedy(const ForwardBatch& batch, std::vector<int32_t>* token_ids) override;
+  // Forward, then each row sampled on the GPU (cuda::SampleRows: top-k / top-p / temperature
+  // by radix select, no sort); only the ids are copied back.
+  absl::Status ForwardSampled(const ForwardBatch& batch, std::span<const RowSampling> rows,
+                              std::vector<int32_t>* token_ids) override;
 
   absl::Status CopyBlocksToHost(std::span<const BlockCopy> copies) override;
   absl::Status CopyBlocksFromHost(std::span<const BlockCopy> copies) override;
@@ -166,7 +170,7 @@ class CudaBackend final : public Backend {
   // whose arrays sit at fixed offsets for its batch bucket, reads tables of any length.
   struct MetaLayout {
     size_t ids = 0, pos = 0, chunk = 0, rows = 0, logit_rows = 0, indptr = 0, num_splits = 0,
-           partial_base = 0, items = 0, tiles = 0, indices = 0, bytes = 0;
+           partial_base = 0, items = 0, tiles = 0, sampling = 0, indices = 0, bytes = 0;
   };
   // How a step's attention runs: decode rows on DecodeAttention and multi-token chunks on
   // PrefillAttention (kFast), or everything on the generic PagedAttention (kGeneric, for
@@ -182,6 +186,7 @@ class CudaBackend final : public Backend {
     int32_t prefill_tiles = 0;  // kFast: tiles at meta.tiles
     AttentionPath path = AttentionPath::kFast;
     bool greedy = false;       // argmax on the device, ids to ids_host_
+    bool sampled = false;      // SampleRows with meta.sampling instead of the argmax
   };
 
   CudaBackend(const ModelConfig& config, const BackendOptions& options);
@@ -194,9 +199,11 @@ class CudaBackend final : public Backend {
   int64_t WeightBytes() const;
   absl::Status ValidateBatch(const ForwardBatch& batch) const;
   absl::Status ValidateBlock(int32_t block) const;
-  // Runs one piece (fits the workspace); leaves logits or ids on the host.
+  // Runs one piece (fits the workspace); leaves logits or ids on the host. With token_ids,
+  // greedy ids unless `sampling` (one row per logits row of the piece) is given.
   absl::Status RunStep(const ForwardBatch& piece, std::vector<float>* logits,
-                       std::vector<int32_t>* token_ids);
+                       std::vector<int32_t>* token_ids,
+                       std::span<const RowSampling> sampling = {});
   absl::Status Gemm(const cuda::bf16* x, const cuda::bf16* w, int rows, int k, int n, void* out,
                     bool out_f32);
   // Timing events come from a pool created at Init (no creation while stepping).
@@ -211,7 +218,7 @@ class CudaBackend final : public Backend {
   // Writes the step's metadata into meta_host_ (padding chunks up to `padded_chunks` with
   // one-token chunks on the scratch block) and returns how to launch it.
   absl::StatusOr<StepLaunch> PrepareStep(const ForwardBatch& piece, int64_t padded_chunks,
-                                         bool greedy);
+                                         bool greedy, std::span<const RowSampling> sampling);
   // Enqueues the forward of a prepared step on stream_ (capturable: no host sync inside);
   // logits go to logits_out (host) unless the step is greedy.
   absl::Status EnqueueForward(const StepLaunch& step, float* logits_out);

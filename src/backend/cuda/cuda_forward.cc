@@ -90,14 +90,15 @@ absl::Status CudaBackend::Gemm(const bf16* x, const bf16* w, int rows, int k, in
   return absl::OkStatus();
 }
 
-absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(const ForwardBatch& piece,
-                                                                  int64_t padded_chunks,
-                                                                  bool greedy) {
+absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(
+    const ForwardBatch& piece, int64_t padded_chunks, bool greedy,
+    std::span<const RowSampling> sampling) {
   const int64_t num_chunks = static_cast<int64_t>(piece.chunks.size());
   const int64_t padded = std::max(num_chunks, padded_chunks);
   const int64_t pads = padded - num_chunks;
   StepLaunch step;
   step.greedy = greedy;
+  step.sampled = greedy && !sampling.empty();
   step.path = fast_attention_ ? AttentionPath::kFast : AttentionPath::kGeneric;
 
   int64_t num_tokens = pads, num_entries = pads, num_logits = pads, decode_rows = 0;
@@ -168,6 +169,7 @@ absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(const ForwardBa
   } else {
     m.tiles = take(prefill_tiles_.size() * sizeof(cuda::PrefillTile));
   }
+  if (step.sampled) m.sampling = take(num_logits * sizeof(cuda::SampleParams));
   m.indices = take(num_entries * 4);
   m.bytes = at;
   if (m.bytes > meta_capacity_) return absl::InternalError("step metadata over capacity");
@@ -217,6 +219,19 @@ absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(const ForwardBa
                 prefill_tiles_.size() * sizeof(cuda::PrefillTile));
   }
 
+  if (step.sampled) {
+    if (static_cast<int64_t>(sampling.size()) != num_logits) {
+      return absl::InternalError("cuda backend: sampling rows do not match the logits rows");
+    }
+    auto* params = reinterpret_cast<cuda::SampleParams*>(meta_host_ + m.sampling);
+    for (int64_t r = 0; r < num_logits; ++r) {
+      params[r] = cuda::SampleParams{};
+      params[r].temperature = sampling[r].temperature;
+      params[r].top_k = sampling[r].top_k;
+      params[r].top_p = sampling[r].top_p;
+      params[r].u = sampling[r].u;
+    }
+  }
   step.rows = static_cast<int32_t>(num_tokens);
   step.logit_rows = static_cast<int32_t>(num_logits);
   step.decode_rows = step.path == AttentionPath::kFast ? static_cast<int32_t>(decode_rows) : 0;
@@ -326,7 +341,13 @@ absl::Status CudaBackend::EnqueueForward(const StepLaunch& step, float* logits_o
                                         n, h, eps, ws_.normed, stream_));
   const int vocab = static_cast<int>(config_.vocab_size);
   RETURN_IF_ERROR(Gemm(ws_.normed, lm_head_, n, h, vocab, ws_.logits, true));
-  if (step.greedy) {
+  if (step.sampled) {
+    CUDA_RETURN_IF_ERROR(cuda::SampleRows(
+        ws_.logits, n, vocab, reinterpret_cast<const cuda::SampleParams*>(ws_.meta + m.sampling),
+        ws_.token_ids, stream_));
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ids_host_, ws_.token_ids, n * sizeof(int32_t),
+                                         cudaMemcpyDeviceToHost, stream_));
+  } else if (step.greedy) {
     CUDA_RETURN_IF_ERROR(cuda::ArgmaxRows(ws_.logits, n, vocab, ws_.argmax_scratch, ws_.token_ids, stream_));
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ids_host_, ws_.token_ids, n * sizeof(int32_t),
                                          cudaMemcpyDeviceToHost, stream_));
@@ -361,7 +382,8 @@ absl::StatusOr<cudaGraphExec_t> CudaBackend::DecodeGraph(const StepLaunch& step)
 }
 
 absl::Status CudaBackend::RunStep(const ForwardBatch& piece, std::vector<float>* logits,
-                                  std::vector<int32_t>* token_ids) {
+                                  std::vector<int32_t>* token_ids,
+                                  std::span<const RowSampling> sampling) {
   const int64_t num_chunks = static_cast<int64_t>(piece.chunks.size());
   if (num_chunks == 0) return absl::OkStatus();
   const bool greedy = token_ids != nullptr;
@@ -372,8 +394,10 @@ absl::Status CudaBackend::RunStep(const ForwardBatch& piece, std::vector<float>*
     if (chunk.need_logits) ++real_logits;
   }
   const int64_t bucket =
-      graphs_enabled_ && fast_attention_ && greedy && decode_only ? GraphBucket(num_chunks) : 0;
-  ASSIGN_OR_RETURN(StepLaunch step, PrepareStep(piece, bucket, greedy));
+      graphs_enabled_ && fast_attention_ && greedy && sampling.empty() && decode_only
+          ? GraphBucket(num_chunks)
+          : 0;
+  ASSIGN_OR_RETURN(StepLaunch step, PrepareStep(piece, bucket, greedy, sampling));
 
   RETURN_IF_ERROR(ApplyPrefetchWait());
   CUDA_RETURN_IF_ERROR(

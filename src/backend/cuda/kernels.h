@@ -123,6 +123,20 @@ size_t ArgmaxScratchBytes(int rows);
 cudaError_t ArgmaxRows(const float* logits, int rows, int vocab, void* scratch, int32_t* ids,
                        cudaStream_t stream);
 
+// One row's sampling parameters as SampleRows reads them (kvtier::RowSampling's fields).
+struct SampleParams {
+  float temperature = 0.0f;  // 0 = greedy
+  int32_t top_k = 0;         // 0 = off
+  float top_p = 1.0f;        // 1 = off
+  int32_t reserved = 0;
+  double u = 0.0;            // the draw in [0, 1)
+};
+// ids[r] = the token kvtier::SampleRow (backend/row_sampling.h) picks from logits row r with
+// params[r], up to rounding at the cut and draw boundaries (sampling.cu). logits: (rows,
+// vocab) f32; params and ids in device memory.
+cudaError_t SampleRows(const float* logits, int rows, int vocab, const SampleParams* params,
+                       int32_t* ids, cudaStream_t stream);
+
 // Small-batch GEMM for decode: out(rows, n) = x(rows, k) * w(n, k)^T, fp32 accumulation,
 // out bf16 (or f32 when out_f32). Only when GemvSupported: 1 <= rows <= kGemvMaxRows,
 // k % 8 == 0, x and w 16-byte aligned (rows of x and w then are too).

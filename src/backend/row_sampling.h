@@ -1,0 +1,40 @@
+// How one logits row becomes a token: the sampling parameters plus the sequence's uniform
+// draw for this token, so a backend can sample on its own device and return only ids.
+// SampleRow is the reference (and the host implementation): every backend must pick the
+// token it picks, up to floating-point rounding at the cut and draw boundaries.
+#ifndef KVTIER_BACKEND_ROW_SAMPLING_H_
+#define KVTIER_BACKEND_ROW_SAMPLING_H_
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace kvtier {
+
+struct RowSampling {
+  float temperature = 0.0f;  // 0 = greedy
+  int32_t top_k = 0;         // 0 = off; 1 = greedy
+  float top_p = 1.0f;        // 1 = off
+  double u = 0.0;            // the draw, in [0, 1); unused when greedy
+
+  bool greedy() const { return temperature == 0.0f || top_k == 1; }
+};
+
+// InvalidArgument naming the row and field unless rows.size() == logit_rows and every row
+// has a finite temperature >= 0, top_k >= 0, top_p in (0, 1] and u in [0, 1).
+absl::Status ValidateRowSampling(std::span<const RowSampling> rows, size_t logit_rows);
+
+// Greedy: the first index of the maximum. Otherwise: candidates ordered by logit
+// (descending, ties by lower id), the first top_k kept, probabilities
+// exp((logit - max) / temperature) in double, then the shortest prefix whose share of the
+// mass reaches top_p; the token is the first whose cumulative mass exceeds u * (kept mass).
+// `scratch` avoids per-call allocation.
+int32_t SampleRow(std::span<const float> logits, const RowSampling& sampling,
+                  std::vector<std::pair<float, int32_t>>* scratch);
+
+}  // namespace kvtier
+
+#endif  // KVTIER_BACKEND_ROW_SAMPLING_H_
