@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstdio>
 #include <string>
@@ -133,14 +134,25 @@ int Main(int argc, char** argv) {
     long_table.push_back(static_cast<int32_t>(64 * per_seq + j));
   }
 
+  // mode: greedy ids, logits to the host, or ids sampled on the device (T 0.8, top-k 50,
+  // top-p 0.95: what a chat service would send).
+  enum Mode { kGreedy, kLogits, kSampled };
+  std::vector<RowSampling> sampling;
   auto time_batch = [&](const char* name, const ForwardBatch& batch, int reps, int64_t tokens_per_step,
-                        bool greedy) {
+                        Mode mode) {
     std::vector<double> ms;
     std::vector<float> logits;
     std::vector<int32_t> ids;
+    sampling.assign(batch.chunks.size(), RowSampling{0.8f, 50, 0.95f, 0.0});
     for (int i = 0; i < reps + 2; ++i) {
+      for (size_t j = 0; j < sampling.size(); ++j) {
+        const double x = i * 0.618034 + j * 0.1;  // draws spread over [0, 1)
+        sampling[j].u = x - std::floor(x);
+      }
       const auto start = std::chrono::steady_clock::now();
-      const absl::Status st = greedy ? b.ForwardGreedy(batch, &ids) : b.Forward(batch, &logits);
+      const absl::Status st = mode == kGreedy  ? b.ForwardGreedy(batch, &ids)
+                              : mode == kLogits ? b.Forward(batch, &logits)
+                                                : b.ForwardSampled(batch, sampling, &ids);
       const auto end = std::chrono::steady_clock::now();
       if (!st.ok()) {
         std::printf("%s: %s\n", name, st.ToString().c_str());
@@ -176,7 +188,7 @@ int Main(int argc, char** argv) {
   {
     ForwardBatch batch;
     batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 512), 0, tables[0], true});
-    time_batch("W1 prefill 512 (1 seq)", batch, 5, 512, true);
+    time_batch("W1 prefill 512 (1 seq)", batch, 5, 512, kGreedy);
   }
   for (bool graphs : {false, true}) {
     b.SetDecodeGraphs(graphs);
@@ -184,20 +196,31 @@ int Main(int argc, char** argv) {
     {
       ForwardBatch batch;
       batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1), 600, tables[0], true});
-      time_batch(("W1 decode, 1 seq at 600" + suffix).c_str(), batch, 30, 1, true);
+      time_batch(("W1 decode, 1 seq at 600" + suffix).c_str(), batch, 30, 1, kGreedy);
     }
     {
       ForwardBatch batch;
       for (int s = 0; s < 64; ++s) {
         batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1), 640, tables[s], true});
       }
-      time_batch(("W2 decode, 64 seqs at 640" + suffix).c_str(), batch, 20, 64, true);
+      time_batch(("W2 decode, 64 seqs at 640" + suffix).c_str(), batch, 20, 64, kGreedy);
     }
     {
       ForwardBatch batch;
       batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1), 32767, long_table, true});
-      time_batch(("W4 decode, 1 seq at 32767" + suffix).c_str(), batch, 20, 1, true);
+      time_batch(("W4 decode, 1 seq at 32767" + suffix).c_str(), batch, 20, 1, kGreedy);
     }
+  }
+  {  // sampled decode: eager steps (graphs are captured for greedy steps only)
+    ForwardBatch w1, w2;
+    w1.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1), 600, tables[0], true});
+    for (int s = 0; s < 64; ++s) {
+      w2.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1), 640, tables[s], true});
+    }
+    time_batch("W1 decode, 1 seq at 600 [sampled]", w1, 30, 1, kSampled);
+    time_batch("W2 decode, 64 seqs at 640 [sampled]", w2, 20, 64, kSampled);
+    // What sampling cost before: every logits row to the host (the host's sort not timed).
+    time_batch("W2 decode, 64 seqs at 640 [logits out]", w2, 5, 64, kLogits);
   }
   if (!b.graph_error().empty()) std::printf("graphs turned off: %s\n", b.graph_error().c_str());
   {
@@ -205,12 +228,12 @@ int Main(int argc, char** argv) {
     for (int s = 0; s < 64; ++s) {
       batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 512), 0, tables[s], true});
     }
-    time_batch("W2 prefill 64 x 512", batch, 2, 64 * 512, true);
+    time_batch("W2 prefill 64 x 512", batch, 2, 64 * 512, kGreedy);
   }
   {
     ForwardBatch batch;
     batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 2048), 30000, long_table, true});
-    time_batch("W4 prefill chunk 2048 at 30000", batch, 2, 2048, true);
+    time_batch("W4 prefill chunk 2048 at 30000", batch, 2, 2048, kGreedy);
   }
   std::printf("allocations after init: %lld\n", static_cast<long long>(b.allocations_after_init()));
   TimeGemvShapes(*config);
