@@ -1,7 +1,7 @@
 // SampleRows (the device sampler) against SampleRow, the host reference, on fresh random
 // logits: peaked, flat and tied rows; vocabularies of 37 (most candidates in few key
-// bins), 1000 and 128256 (Llama-3); greedy, temperature only, top-k, top-p and both; draws
-// from 0 to just below 1. Picks must agree up to rounding (sampling_check.h). Skips
+// bins), 1000 and 128256 (Llama-3); greedy, temperature only, top-k (up to 1024 sorted in
+// shared memory, beyond by selects), top-p and both; draws from 0 to just below 1. Picks must agree up to rounding (sampling_check.h). Skips
 // without a GPU.
 #include <cmath>
 #include <random>
@@ -31,6 +31,7 @@ TEST(SampleRowsTest, MatchesHostReference) {
       {0.0f, 0, 1.0f, 0.0},  {1.0f, 1, 1.0f, 0.0},  {1.0f, 0, 1.0f, 0.0},
       {0.7f, 40, 1.0f, 0.0}, {1.3f, 0, 0.9f, 0.0},  {0.5f, 200, 0.8f, 0.0},
       {1.0f, 5, 0.3f, 0.0},  {2.0f, 0, 0.05f, 0.0}, {0.05f, 0, 1.0f, 0.0},
+      {1.0f, 1024, 0.95f, 0.0}, {0.9f, 2000, 0.9f, 0.0},  // largest compact top_k; beyond
   };
   const std::vector<double> draws = {0.0, 0.1234, 0.5, 0.9, 0.999999};
   const Shape shapes[] = {{"peaked", 4.0f, false}, {"flat", 0.3f, false}, {"ties", 3.0f, true}};

@@ -9,6 +9,8 @@
 //   top-k:  the k-th largest key (count k);
 //   top-p:  the key where the cumulative probability first reaches top_p * mass;
 //   draw:   the key where it first exceeds u * (kept mass).
+// (With top_k <= 1024, only the first select runs: the kept keys are then sorted in shared
+// memory and the cut and the draw walk them, as SampleRow does.)
 // A radix select answers each in 8 passes over the row, 8 key bits per pass: a histogram
 // (count and probability mass) of the next byte among keys that match the bytes chosen so
 // far, then the byte where the running total crosses the target. One CTA per row; the row
@@ -31,6 +33,10 @@ constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
 constexpr int kBins = 256;
 constexpr int kHistograms = 8;  // warps w and w + 8k share one: less atomic contention
+// top_k up to this many: the kept candidates are sorted in shared memory and the cut and
+// the draw walk them in order (SampleRow's own arithmetic), instead of two more selects
+// over the whole row (W2 sampled decode: 7.1 ms/step with selects only, 6.7 greedy).
+constexpr int kCompactMax = kThreads;
 
 struct SelectState {
   unsigned int count[kHistograms][kBins];
@@ -40,6 +46,12 @@ struct SelectState {
   bool take_last;      // rounding left the target unreached: follow the smallest keys
   uint64_t key_max[kWarps];
   double sum[kWarps];
+  // The compact path (top_k <= kCompactMax).
+  int num_kept;
+  int cut;
+  int pick;
+  uint64_t kept[kCompactMax];
+  double cum[kCompactMax];
 };
 
 // NaN logits get the smallest keys: they never win (as in SampleRow's greedy scan).
@@ -201,6 +213,78 @@ __device__ uint64_t Select(const RowView& row, uint64_t floor, double target, bo
   return s.prefix;
 }
 
+// Inclusive prefix sum over the block (one value per thread, kThreads of them).
+__device__ double BlockInclusiveScan(double v, SelectState& s) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const double o = __shfl_up_sync(0xffffffffu, v, offset);
+    if (lane >= offset) v += o;
+  }
+  if (lane == 31) s.sum[warp] = v;
+  __syncthreads();
+  double before = 0;
+  for (int w = 0; w < warp; ++w) before += s.sum[w];
+  __syncthreads();
+  return before + v;
+}
+
+// top_k <= kCompactMax: gathers the keys >= floor (exactly top_k of them), sorts them
+// (bitonic, descending = SampleRow's order), then does SampleRow's softmax, top-p cut and
+// draw on them in double. Returns the picked token.
+__device__ int SampleCompact(const RowView& row, uint64_t floor, int top_k, float temperature,
+                             float top_p, double u, SelectState& s) {
+  if (threadIdx.x == 0) s.num_kept = 0;
+  s.kept[threadIdx.x] = 0;  // padding sorts last
+  __syncthreads();
+  for (int i = threadIdx.x; i < row.vocab; i += kThreads) {
+    const uint64_t key = OrderKey(row.logits[i], i);
+    if (key >= floor) {
+      const int at = atomicAdd(&s.num_kept, 1);
+      if (at < kCompactMax) s.kept[at] = key;
+    }
+  }
+  __syncthreads();
+  const int n = min(s.num_kept, min(top_k, kCompactMax));
+  for (int size = 2; size <= kCompactMax; size <<= 1) {
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      const int i = threadIdx.x, j = i ^ stride;
+      if (j > i) {
+        const bool descending = (i & size) == 0;
+        const uint64_t a = s.kept[i], b = s.kept[j];
+        if (descending ? a < b : a > b) {
+          s.kept[i] = b;
+          s.kept[j] = a;
+        }
+      }
+      __syncthreads();
+    }
+  }
+  const int i = threadIdx.x;
+  const double max_logit = LogitOf(s.kept[0]);
+  const double p =
+      i < n ? exp((static_cast<double>(LogitOf(s.kept[i])) - max_logit) / static_cast<double>(temperature))
+            : 0.0;
+  const double cum = BlockInclusiveScan(p, s);
+  s.cum[i] = cum;
+  if (i == 0) {
+    s.cut = n;
+    s.pick = -1;
+  }
+  __syncthreads();
+  const double total = s.cum[n - 1];
+  if (top_p < 1.0f && i < n && cum / total >= top_p && (i == 0 || s.cum[i - 1] / total < top_p)) {
+    s.cut = i + 1;
+  }
+  __syncthreads();
+  const int cut = s.cut;
+  const double target = u * s.cum[cut - 1];
+  if (i < cut && cum > target && (i == 0 || s.cum[i - 1] <= target)) s.pick = i;
+  __syncthreads();
+  const int pick = s.pick >= 0 ? s.pick : cut - 1;  // rounding: SampleRow's last candidate
+  return IdOf(s.kept[pick]);
+}
+
 __global__ void __launch_bounds__(kThreads)
     SampleRowsKernel(const float* logits, int vocab, const SampleParams* params, int32_t* ids) {
   __shared__ SelectState s;
@@ -224,6 +308,11 @@ __global__ void __launch_bounds__(kThreads)
   row.inv_t = static_cast<float>(1.0 / static_cast<double>(p.temperature));
   uint64_t floor = 0;
   if (p.top_k > 0 && p.top_k < vocab) floor = Select<false>(row, 0, p.top_k, false, s);
+  if (p.top_k > 0 && p.top_k <= kCompactMax) {
+    const int token = SampleCompact(row, floor, p.top_k, p.temperature, p.top_p, p.u, s);
+    if (threadIdx.x == 0) ids[blockIdx.x] = token;
+    return;
+  }
   double total = KeptMass(row, floor, s);
   if (p.top_p < 1.0f) {
     const uint64_t cut = Select<true>(row, floor, static_cast<double>(p.top_p) * total, false, s);
