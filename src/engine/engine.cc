@@ -391,7 +391,8 @@ nlohmann::json Engine::Stats() {
                    {"schedule_seconds", counters_.schedule_seconds},
                    {"copy_wait_seconds", kv.copy_seconds},
                    {"copy_stall_seconds", kv.copy_stall_seconds},
-                   {"disk_write_wait_seconds", kv.disk_write_wait_seconds}};
+                   {"disk_write_wait_seconds", kv.disk_write_wait_seconds},
+                   {"disk_read_ahead_wait_seconds", kv.disk_read_ahead_wait_seconds}};
   stats["async_copy_batches"] = kv.async_copy_batches;
   stats["blocks_written_back"] = kv.blocks_written_back;
   stats["evictions_copied"] = kv.evictions_copied;
@@ -402,6 +403,10 @@ nlohmann::json Engine::Stats() {
   stats["host_evictions_on_disk"] = kv.host_evictions_on_disk;
   stats["host_evictions_written"] = kv.host_evictions_written;
   stats["disk_write_waits"] = kv.disk_write_waits;
+  // Disk -> host: blocks the other I/O thread read ahead for waiting sequences, and uses
+  // that had to wait for such a read (time.disk_read_ahead_wait_seconds).
+  stats["disk_read_aheads"] = kv.disk_read_aheads;
+  stats["disk_read_ahead_waits"] = kv.disk_read_ahead_waits;
   const BackendCopyStats copies = backend_->copy_stats();
   stats["backend_copies"] = {{"prefetch_batches", copies.prefetch_batches},
                              {"prefetch_bytes", copies.prefetch_bytes},

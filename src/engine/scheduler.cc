@@ -129,6 +129,14 @@ void Scheduler::PrefetchWaiting() {
     }
     available -= blocks;
   }
+  // The next sequences in line: what they will need from disk is read into host slots on
+  // the KV manager's I/O thread meanwhile (a no-op without host and disk tiers).
+  constexpr int kReadAheadSequences = 2;
+  int read_ahead = 0;
+  for (Sequence* seq : waiting_) {
+    if (read_ahead++ == kReadAheadSequences) break;
+    kv_->ReadAhead(seq->id, seq->tokens);
+  }
 }
 
 }  // namespace kvtier

@@ -55,7 +55,8 @@ class Scheduler {
   Schedule Next();
   // Starts swapping in the paused sequences next in line while device blocks are free
   // (called at the end of a step, when finished sequences have returned theirs, and after
-  // scheduling), so their blocks are back before the step that runs them.
+  // scheduling), so their blocks are back before the step that runs them; and has the KV
+  // manager read ahead from disk what the next two waiting sequences will need.
   void PrefetchWaiting();
 
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }

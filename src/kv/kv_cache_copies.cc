@@ -1,7 +1,7 @@
 // KvCacheManager, part 2 (kv_cache_manager.h): handing out device blocks for writing, and
 // the asynchronous device -> host copies — swap-out batches, write-back of cached blocks
 // ahead of eviction — with what happens when each lands, and the host -> disk write-back
-// on the I/O thread (DiskWriter). Sequence operations and invariants are in
+// on the I/O thread (DiskIoThread). Sequence operations and invariants are in
 // kv_cache_manager.cc. Disk writes of swapped blocks (FinishBatch) and of device victims
 // the host cannot take (DemoteDirtyDeviceBlocks) stay synchronous: rare paths.
 #include <algorithm>
@@ -211,6 +211,7 @@ int64_t KvCacheManager::WriteBackBudget() const {
 void KvCacheManager::StartBackgroundCopies() {
   FinishCopies(0);
   FinishDiskWrites(0);
+  FinishDiskReads(0);
   if (host_.num_blocks() == 0 || !options_.prefix_cache) return;
   const int64_t budget = WriteBackBudget();
   int64_t taken = 0;
@@ -311,7 +312,7 @@ void KvCacheManager::StartDiskWriteBack() {
     std::optional<int32_t> disk_slot = AllocateDisk();
     if (!disk_slot) break;  // every disk slot is held (swaps, writes in flight)
     const BlockHash hash = cache(Tier::kHost).hash_of.at(host_slot);
-    const int64_t job = disk_writer_->Submit(*disk_slot, hash.value, static_cast<int32_t>(options_.block_tokens),
+    const int64_t job = disk_writer_->SubmitWrite(*disk_slot, hash.value, static_cast<int32_t>(options_.block_tokens),
                                              HostSlot(host_slot));
     disk_writes_[job] = DiskWrite{*disk_slot, host_slot, hash};
     host_slot_disk_job_[host_slot] = job;
@@ -332,7 +333,7 @@ void KvCacheManager::FinishDiskWrites(int64_t wait_job) {
 }
 
 void KvCacheManager::LandDiskWrites() {
-  for (const DiskWriter::Finished& done : disk_writer_->TakeFinished()) {
+  for (const DiskIoThread::Finished& done : disk_writer_->TakeFinished()) {
     auto it = disk_writes_.find(done.job);
     if (it == disk_writes_.end()) continue;
     const DiskWrite write = it->second;

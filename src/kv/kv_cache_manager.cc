@@ -98,14 +98,18 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
     // Host -> disk writes leave the stepping thread only where there is a host tier to
     // write from (without one, blocks reach disk from the device through staging buffers).
     if (options.host_blocks > 0 && options.prefix_cache) {
-      kv->disk_writer_ = std::make_unique<DiskWriter>(kv->disk_store_.get());
+      kv->disk_writer_ = std::make_unique<DiskIoThread>(kv->disk_store_.get());
     }
+    // Disk -> host read-ahead lands in host slots: only with a host tier.
+    if (options.host_blocks > 0) kv->disk_reader_ = std::make_unique<DiskIoThread>(kv->disk_store_.get());
   }
   return kv;
 }
 
 KvCacheManager::~KvCacheManager() {
   DrainCopies();  // lands swap-outs and write-backs (the host slots they fill are freed below)
+  DrainDiskReads();  // the reader writes into host slots: done before they are freed
+  disk_reader_.reset();
   // Lands the disk writes in flight (their slots join the disk cache, so they are persisted
   // below), then stops the I/O thread before the store closes and the host memory is freed.
   DrainDiskWrites();
@@ -353,7 +357,11 @@ void KvCacheManager::Release(SequenceId seq) {
   }
   if (auto it = swapped_.find(seq); it != swapped_.end()) {
     // Copies still filling these slots are ignored when they land (FinishBatch).
-    for (const SlotRef& ref : it->second.slots) (ref.tier == Tier::kHost ? host_ : disk_).Release(ref.slot);
+    for (const SlotRef& ref : it->second.slots) {
+      // A disk slot being read ahead is freed by its read when it lands.
+      if (ref.tier == Tier::kDisk && disk_slot_read_job_.contains(ref.slot)) continue;
+      (ref.tier == Tier::kHost ? host_ : disk_).Release(ref.slot);
+    }
     swapped_.erase(it);
   }
 }
@@ -399,6 +407,8 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
     const BlockHash hash = BlockHash::Chain(
         parent, tokens.subspan(static_cast<size_t>(i * options_.block_tokens), static_cast<size_t>(options_.block_tokens)),
         options_.model_fingerprint);
+    // Being read ahead from disk: wait for it, then it is a host hit.
+    if (auto job = prefix_read_job_.find(hash); job != prefix_read_job_.end()) FinishDiskReads(job->second);
     TierCache& device_cache = cache(Tier::kDevice);
     const bool cached_anywhere = device_cache.by_hash.contains(hash) || cache(Tier::kHost).by_hash.contains(hash) ||
                                  cache(Tier::kDisk).by_hash.contains(hash);
@@ -581,6 +591,18 @@ absl::Status KvCacheManager::SwapIn(SequenceId seq, bool prefetch) {
   // Swap-in-able only once its swap-out copies have landed (normally a step ago).
   if (it->second.last_ticket != 0) FinishCopies(it->second.last_ticket);
   it = swapped_.find(seq);
+  // Blocks being read ahead from disk: wait for them (they land as host slots).
+  int64_t last_read = 0;
+  for (const SlotRef& ref : it->second.slots) {
+    if (ref.tier != Tier::kDisk) continue;
+    if (auto job = disk_slot_read_job_.find(ref.slot); job != disk_slot_read_job_.end()) {
+      last_read = std::max(last_read, job->second);
+    }
+  }
+  if (last_read > 0) {
+    FinishDiskReads(last_read);
+    it = swapped_.find(seq);
+  }
   if (!it->second.failed.ok()) {
     const absl::Status failed = it->second.failed;
     Release(seq);
@@ -661,7 +683,11 @@ absl::Status KvCacheManager::VerifyIntegrity() const {
     std::vector<int32_t> refs(static_cast<size_t>(pool.num_blocks()), 0);
     for (const auto& [slot, hash] : cache(tier).hash_of) {
       ++refs[static_cast<size_t>(slot)];
-      if (!lru.Contains(slot)) return absl::InternalError(absl::StrCat(TierName(tier), " cached slot ", slot, " not in LRU"));
+      const bool being_read = tier == Tier::kDisk && disk_slot_read_job_.contains(slot);
+      if (lru.Contains(slot) == being_read) {
+        return absl::InternalError(absl::StrCat(TierName(tier), " cached slot ", slot,
+                                                being_read ? " in LRU while read ahead" : " not in LRU"));
+      }
       auto by = cache(tier).by_hash.find(hash);
       if (by == cache(tier).by_hash.end() || by->second != slot) {
         return absl::InternalError(absl::StrCat(TierName(tier), " slot ", slot, " hash index mismatch"));
@@ -693,6 +719,27 @@ absl::Status KvCacheManager::VerifyIntegrity() const {
         return absl::InternalError("disk write index sizes differ");
       }
     }
+    // Read-ahead: host slots held until landed; disk slots of released swaps held by them.
+    for (const auto& [job, read] : disk_reads_) {
+      if (tier == Tier::kHost) {
+        if (cache(tier).hash_of.contains(read.host_slot)) {
+          return absl::InternalError(absl::StrCat("host slot ", read.host_slot, " is cached while read job ", job, " fills it"));
+        }
+        ++refs[static_cast<size_t>(read.host_slot)];
+      } else {
+        auto back = disk_slot_read_job_.find(read.disk_slot);
+        if (back == disk_slot_read_job_.end() || back->second != job) {
+          return absl::InternalError(absl::StrCat("disk read job ", job, " is not indexed by its disk slot"));
+        }
+        if (!read.swap && !cache(tier).hash_of.contains(read.disk_slot)) {
+          return absl::InternalError(absl::StrCat("disk slot ", read.disk_slot, " left the disk cache while read ahead"));
+        }
+        if (read.swap && SwapReadOrphaned(read)) ++refs[static_cast<size_t>(read.disk_slot)];
+      }
+    }
+    if (tier == Tier::kDisk && disk_slot_read_job_.size() != disk_reads_.size()) {
+      return absl::InternalError("disk read index sizes differ");
+    }
     if (tier == Tier::kHost) {
       for (const auto& [slot, ticket] : writeback_slots_) {
         if (cache(tier).hash_of.contains(slot)) {
@@ -701,7 +748,11 @@ absl::Status KvCacheManager::VerifyIntegrity() const {
         ++refs[static_cast<size_t>(slot)];
       }
     }
-    if (lru.size() != static_cast<int64_t>(cache(tier).hash_of.size())) {
+    int64_t cached_out_of_lru = 0;
+    if (tier == Tier::kDisk) {
+      for (const auto& [job, read] : disk_reads_) cached_out_of_lru += read.swap ? 0 : 1;
+    }
+    if (lru.size() + cached_out_of_lru != static_cast<int64_t>(cache(tier).hash_of.size())) {
       return absl::InternalError(absl::StrCat(TierName(tier), " LRU has ", lru.size(), " entries, cache ",
                                               cache(tier).hash_of.size()));
     }

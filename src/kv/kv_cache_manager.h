@@ -13,7 +13,7 @@
 // counting the stall), host slots of a swap are read (swap-in) and disk slots written only
 // after it, and a written-back host slot joins the host cache only then.
 //
-// Host -> disk writes run on an I/O thread (DiskWriter): each step the coldest cached host
+// Host -> disk writes run on an I/O thread (DiskIoThread): each step the coldest cached host
 // blocks without a disk copy are queued for writing (StartBackgroundCopies), so that the
 // host tier's eviction of them later costs no write. While such a write is in flight its
 // host slot stays in the host cache (only read: by the writer and by prefix hits) and is
@@ -22,8 +22,18 @@
 // it joins the disk cache when the step that finds the write done lands it (or is
 // released, with io_errors counted, when the write failed; write-back then pauses for a
 // few steps).
-// Not thread-safe: driven under the engine lock by the stepping thread (the DiskWriter's
-// thread touches only its job's host bytes and disk slot).
+// Disk -> host reads run on a second I/O thread (ReadAhead): for a sequence about to be
+// scheduled, the blocks it will need from disk (those of a swap-out that went to disk, or
+// the prompt blocks only the disk tier caches) are read into host slots ahead of use; when
+// a step finds them landed they are host copies, and the swap-in or prefix match moves them
+// host -> device like any other. While such a read is in flight its host slot is held (in
+// no cache map, never handed out) and its disk slot is neither evicted nor reused: a prefix
+// block's slot stays cached but leaves the disk LRU until the read lands; a swapped
+// sequence released meanwhile leaves its disk slot to the read, which frees it on landing.
+// A step that needs a block still being read waits for it (disk_read_ahead_waits). Disk
+// reads nobody read ahead (a lone new request's prefix, no host room) stay synchronous.
+// Not thread-safe: driven under the engine lock by the stepping thread (the I/O threads
+// touch only their jobs' host bytes and disk slots).
 #ifndef KVTIER_KV_KV_CACHE_MANAGER_H_
 #define KVTIER_KV_KV_CACHE_MANAGER_H_
 
@@ -41,7 +51,7 @@
 #include "absl/status/statusor.h"
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
-#include "kv/disk_writer.h"
+#include "kv/disk_io_thread.h"
 #include "kv/lru_set.h"
 
 namespace kvtier {
@@ -90,6 +100,9 @@ struct KvCacheCounters {
   int64_t host_evictions_written = 0;    // host victims written to disk at eviction (stepping thread)
   int64_t disk_write_waits = 0;          // host evictions that waited for their in-flight write
   double disk_write_wait_seconds = 0;    // host time those waits took
+  int64_t disk_read_aheads = 0;          // disk blocks read into host slots by the I/O thread
+  int64_t disk_read_ahead_waits = 0;     // uses that waited for their read to land
+  double disk_read_ahead_wait_seconds = 0;
 };
 
 class KvCacheManager {
@@ -153,6 +166,18 @@ class KvCacheManager {
   // blocks may be read from the next step on, after Backend::WaitForPrefetches.
   absl::Status SwapIn(SequenceId seq, bool prefetch = false);
 
+  // Disk -> host read-ahead on the I/O thread for a waiting sequence (see the top): its
+  // swapped-out disk blocks once their swap-out has landed, or, when it holds nothing yet,
+  // the prompt's full blocks cached only on disk (`tokens`: its tokens, as MatchPrefix gets
+  // them). Host slots are taken as a host eviction would; bounded per call and in flight.
+  // Without both a host and a disk tier: nothing.
+  void ReadAhead(SequenceId seq, std::span<const int32_t> tokens);
+  int64_t num_disk_reads_in_flight() const { return static_cast<int64_t>(disk_reads_.size()); }
+  // Blocks until every read-ahead has finished, and lands them (tests, shutdown).
+  void DrainDiskReads() {
+    if (disk_reader_ != nullptr) FinishDiskReads(disk_reader_->last_submitted());
+  }
+
   // Writes the disk tier's index (write-new-then-rename) if it changed since the last call.
   void PersistIndexIfDirty();
 
@@ -166,6 +191,7 @@ class KvCacheManager {
   void PollCopies() {
     FinishCopies(0);
     FinishDiskWrites(0);
+    FinishDiskReads(0);
   }
   int64_t num_copies_in_flight() const { return static_cast<int64_t>(pending_.size()); }
   int64_t num_disk_writes_in_flight() const { return static_cast<int64_t>(disk_writes_.size()); }
@@ -272,6 +298,10 @@ class KvCacheManager {
   void StartDiskWriteBack();
   void FinishDiskWrites(int64_t wait_job);
   void LandDiskWrites();  // the finished writes: into the disk cache, or released
+  // Disk -> host read-ahead (kv_cache_read_ahead.cc): lands finished reads (after waiting
+  // for job `wait_job` when > 0, counted as a read-ahead wait).
+  void FinishDiskReads(int64_t wait_job);
+  void LandDiskReads();
   // A free slot in host (or disk) for cached or swapped data, evicting LRU cached entries
   // (host ones demoted to disk). Pinned blocks are never candidates: the pin holds a
   // reference, so they are not in any LRU set.
@@ -302,13 +332,30 @@ class KvCacheManager {
   bool disk_index_dirty_ = false;
   // Host -> disk writes in flight (only with both a host and a disk tier). Declared after
   // disk_store_ so that it is destroyed (its thread joined) first.
-  std::unique_ptr<DiskWriter> disk_writer_;
+  std::unique_ptr<DiskIoThread> disk_writer_;
+  struct DiskRead {
+    int32_t disk_slot;   // cached (prefix) or held by the swap; not evicted nor reused meanwhile
+    int32_t host_slot;   // held (ref 1), in no cache map until the read lands
+    BlockHash hash{};    // prefix reads: the content
+    bool swap = false;   // a swapped sequence's block (else a prefix block)
+    SequenceId seq = 0;  // swaps: whose, which swap-out, which block
+    uint64_t generation = 0;
+    size_t index = 0;
+  };
+  // The read of a swapped block whose sequence no longer holds it (released, or swapped
+  // anew): its disk slot belongs to the read until it lands.
+  bool SwapReadOrphaned(const DiskRead& read) const;
   struct DiskWrite {
     int32_t disk_slot;  // held (ref 1), in no cache map until the write lands
     int32_t host_slot;  // stays in the host cache, not freed or rewritten until then
     BlockHash hash;
   };
   absl::flat_hash_map<int64_t, DiskWrite> disk_writes_;          // job -> its write
+  // Disk -> host reads in flight (both tiers present); destroyed before disk_writer_.
+  std::unique_ptr<DiskIoThread> disk_reader_;
+  absl::flat_hash_map<int64_t, DiskRead> disk_reads_;           // job -> its read
+  absl::flat_hash_map<int32_t, int64_t> disk_slot_read_job_;    // disk slot -> its read
+  absl::flat_hash_map<BlockHash, int64_t> prefix_read_job_;     // prefix reads: hash -> job
   absl::flat_hash_map<int32_t, int64_t> host_slot_disk_job_;     // host slot -> its job
   int64_t disk_write_pause_steps_ = 0;  // steps without write-back left after a failed write
 

@@ -1,4 +1,4 @@
-// Host -> disk writes on the I/O thread (DiskWriter, KvCacheManager::StartDiskWriteBack):
+// Host -> disk writes on the I/O thread (DiskIoThread, KvCacheManager::StartDiskWriteBack):
 // the writer itself; then engine runs under host and disk pressure whose tokens must equal
 // an unlimited-memory run's while the disk is fast, slow, failing or full, with the KV
 // invariants checked after every step; and the point of it all: host evictions find their
@@ -13,7 +13,8 @@
 
 #include "engine/engine.h"
 #include "gtest/gtest.h"
-#include "kv/disk_writer.h"
+#include "kv/disk_io_thread.h"
+#include "kv/slow_file_io.h"
 #include "kv/tier_test_util.h"
 #include "storage/disk_block_store.h"
 #include "storage/fake_file_io.h"
@@ -27,10 +28,11 @@ using testing::OpenCheckpoint;
 using testing::Prompt;
 using testing::Reference;
 using testing::RunAll;
+using testing::SlowFileIo;
 using testing::TierOptions;
 using testing::TinyLlamaDir;
 
-// ---------------------------------------------------------------- DiskWriter
+// ---------------------------------------------------------------- DiskIoThread
 
 std::unique_ptr<DiskBlockStore> OpenStore(FakeFileIo* io, size_t block_bytes, int64_t slots) {
   DiskStoreOptions o;
@@ -44,20 +46,20 @@ std::unique_ptr<DiskBlockStore> OpenStore(FakeFileIo* io, size_t block_bytes, in
   return store.ok() ? std::move(*store) : nullptr;
 }
 
-TEST(DiskWriterTest, WritesInOrderAndReportsEachResult) {
+TEST(DiskIoThreadTest, WritesInOrderAndReportsEachResult) {
   FakeFileIo io;
   constexpr size_t kBytes = 512;
   auto store = OpenStore(&io, kBytes, 16);
   std::vector<std::vector<uint8_t>> blocks;
   for (int i = 0; i < 12; ++i) blocks.push_back(std::vector<uint8_t>(kBytes, static_cast<uint8_t>(7 * i + 1)));
-  DiskWriter writer(store.get());
+  DiskIoThread writer(store.get());
   std::vector<int64_t> jobs;
-  for (int i = 0; i < 12; ++i) jobs.push_back(writer.Submit(i, 1000 + i, 4, blocks[i].data()));
+  for (int i = 0; i < 12; ++i) jobs.push_back(writer.SubmitWrite(i, 1000 + i, 4, blocks[i].data()));
   writer.Wait(jobs[3]);  // the first four at least are done
-  std::vector<DiskWriter::Finished> done = writer.TakeFinished();
+  std::vector<DiskIoThread::Finished> done = writer.TakeFinished();
   ASSERT_GE(done.size(), 4u);
   writer.WaitAll();
-  for (DiskWriter::Finished& f : writer.TakeFinished()) done.push_back(std::move(f));
+  for (DiskIoThread::Finished& f : writer.TakeFinished()) done.push_back(std::move(f));
   ASSERT_EQ(done.size(), 12u);
   for (size_t i = 0; i < done.size(); ++i) {
     EXPECT_EQ(done[i].job, jobs[i]);
@@ -68,9 +70,9 @@ TEST(DiskWriterTest, WritesInOrderAndReportsEachResult) {
   }
   // Faults are consumed by the I/O thread's writes, in submission order.
   io.FailNextWrites(2);
-  const int64_t a = writer.Submit(12, 1, 4, blocks[0].data());
-  const int64_t b = writer.Submit(13, 2, 4, blocks[1].data());
-  const int64_t c = writer.Submit(14, 3, 4, blocks[2].data());
+  const int64_t a = writer.SubmitWrite(12, 1, 4, blocks[0].data());
+  const int64_t b = writer.SubmitWrite(13, 2, 4, blocks[1].data());
+  const int64_t c = writer.SubmitWrite(14, 3, 4, blocks[2].data());
   writer.Wait(c);
   done = writer.TakeFinished();
   ASSERT_EQ(done.size(), 3u);
@@ -82,56 +84,20 @@ TEST(DiskWriterTest, WritesInOrderAndReportsEachResult) {
   EXPECT_TRUE(done[2].status.ok()) << done[2].status;
 }
 
-TEST(DiskWriterTest, DestructionRunsQueuedJobs) {
+TEST(DiskIoThreadTest, DestructionRunsQueuedJobs) {
   FakeFileIo io;
   constexpr size_t kBytes = 256;
   auto store = OpenStore(&io, kBytes, 8);
   std::vector<uint8_t> block(kBytes, 0x5a);
   {
-    DiskWriter writer(store.get());
-    for (int i = 0; i < 8; ++i) writer.Submit(i, 50 + i, 4, block.data());
+    DiskIoThread writer(store.get());
+    for (int i = 0; i < 8; ++i) writer.SubmitWrite(i, 50 + i, 4, block.data());
   }
   std::vector<uint8_t> back(kBytes);
   for (int i = 0; i < 8; ++i) EXPECT_TRUE(store->Read(i, 50 + i, back.data()).ok()) << i;
 }
 
 // ---------------------------------------------------------------- engine runs
-
-// A FileIo whose block writes take `delay` (a slow disk); everything else is FakeFileIo's.
-class SlowFileIo final : public FileIo {
- public:
-  SlowFileIo(FakeFileIo* inner, std::chrono::microseconds delay) : inner_(inner), delay_(delay) {}
-  absl::StatusOr<std::unique_ptr<RandomAccessFile>> OpenForReadWrite(const std::string& path, int64_t size) override {
-    auto file = inner_->OpenForReadWrite(path, size);
-    if (!file.ok()) return file.status();
-    return std::unique_ptr<RandomAccessFile>(new File(std::move(*file), delay_));
-  }
-  absl::StatusOr<std::string> ReadWholeFile(const std::string& path) override { return inner_->ReadWholeFile(path); }
-  absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) override {
-    return inner_->WriteFileAtomically(path, contents);
-  }
-  bool Exists(const std::string& path) override { return inner_->Exists(path); }
-
- private:
-  class File final : public RandomAccessFile {
-   public:
-    File(std::unique_ptr<RandomAccessFile> inner, std::chrono::microseconds delay)
-        : inner_(std::move(inner)), delay_(delay) {}
-    absl::Status Pread(int64_t offset, size_t n, void* out) override { return inner_->Pread(offset, n, out); }
-    absl::Status Pwrite(int64_t offset, const void* data, size_t n) override {
-      if (n > DiskBlockStore::kSlotHeaderBytes) std::this_thread::sleep_for(delay_);  // payloads only
-      return inner_->Pwrite(offset, data, n);
-    }
-    absl::Status Sync() override { return inner_->Sync(); }
-    absl::StatusOr<int64_t> Size() override { return inner_->Size(); }
-
-   private:
-    std::unique_ptr<RandomAccessFile> inner_;
-    std::chrono::microseconds delay_;
-  };
-  FakeFileIo* inner_;
-  std::chrono::microseconds delay_;
-};
 
 // W5 in miniature: 48 sequences of 80 tokens (20 blocks each, ~960 cached blocks made),
 // device tier for ~3 of them, host 256 blocks, disk 1024: the host tier churns, so most of
@@ -195,7 +161,7 @@ TEST(DiskWriteBackTest, SlowDiskIsExactAndCountsWaits) {
   auto prompts = ChurnPrompts();
   auto expected = Reference(prompts, 16);
   FakeFileIo fake;
-  SlowFileIo io(&fake, std::chrono::microseconds(1500));
+  SlowFileIo io(&fake, std::chrono::microseconds(1500), std::chrono::microseconds(0));
   auto engine = MakeEngine(ChurnOptions(&io));
   ASSERT_NE(engine, nullptr);
   EXPECT_EQ(RunAll(*engine, prompts, 16), expected);  // invariants checked every step
@@ -212,7 +178,7 @@ TEST(DiskWriteBackTest, FailingAndFullDiskNeverCorruptOutput) {
   auto prompts = ChurnPrompts();
   auto expected = Reference(prompts, 16);
   FakeFileIo fake;
-  SlowFileIo io(&fake, std::chrono::microseconds(200));  // keep some writes in flight
+  SlowFileIo io(&fake, std::chrono::microseconds(200), std::chrono::microseconds(0));  // keep some writes in flight
   auto engine = MakeEngine(ChurnOptions(&io));
   ASSERT_NE(engine, nullptr);
   std::vector<SequenceId> ids;
@@ -251,7 +217,7 @@ TEST(DiskWriteBackTest, WritesInFlightAtShutdownArePersisted) {
   std::vector<std::vector<int32_t>> later = {Prompt(78, 3, shared)};
   auto expected = Reference(later, 4);
   FakeFileIo fake;
-  SlowFileIo io(&fake, std::chrono::microseconds(500));
+  SlowFileIo io(&fake, std::chrono::microseconds(500), std::chrono::microseconds(0));
   {
     EngineOptions o = TierOptions(/*gpu=*/16, /*host=*/12, /*disk=*/256, "/fake/persist.kv");
     o.file_io = &io;

@@ -86,6 +86,42 @@ TEST(KvCacheManagerTest, SwapRoundTripPreservesBytesThroughHostAndDisk) {
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 
+// Disk -> host read-ahead of a swapped sequence's disk blocks (on the I/O thread): they land
+// as host slots, a swap-in then returns the same bytes; a sequence released while its
+// reads are in flight leaves the slots to the reads, which free them when they land.
+TEST(KvCacheManagerTest, SwappedDiskBlocksAreReadAheadIntoHostSlots) {
+  Fixture f(/*device=*/8, /*host=*/12, /*disk=*/32);
+  ASSERT_TRUE(f.kv->Reserve(1, 32).ok());  // 8 blocks, all to host
+  ASSERT_TRUE(f.kv->SwapOut(1).ok());
+  ASSERT_TRUE(f.kv->Reserve(2, 24).ok());  // 6 blocks: 4 to host, 2 to disk
+  f.Stamp(2);
+  ASSERT_TRUE(f.kv->SwapOut(2).ok());
+  ASSERT_TRUE(f.kv->Reserve(3, 32).ok());  // 8 blocks, all to disk
+  f.Stamp(3);
+  ASSERT_TRUE(f.kv->SwapOut(3).ok());
+  EXPECT_EQ(f.kv->used_blocks(Tier::kDisk), 10);
+  f.kv->Release(1);  // host room for read-ahead
+
+  f.kv->ReadAhead(2, {});
+  f.kv->DrainDiskReads();
+  EXPECT_EQ(f.kv->counters().disk_read_aheads, 2);
+  EXPECT_EQ(f.kv->used_blocks(Tier::kDisk), 8);  // seq 2's disk slots are host slots now
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
+  ASSERT_TRUE(f.kv->SwapIn(2).ok());
+  EXPECT_TRUE(f.Check(2));
+  EXPECT_EQ(f.kv->counters().corrupt_blocks_detected, 0);
+
+  f.kv->ReadAhead(3, {});  // at most a quarter of the host tier in flight: 3 blocks
+  EXPECT_EQ(f.kv->num_disk_reads_in_flight() + f.kv->counters().disk_read_aheads, 2 + 3);
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
+  f.kv->Release(3);  // reads may still be in flight: they own the disk slots now
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
+  f.kv->DrainDiskReads();
+  EXPECT_EQ(f.kv->used_blocks(Tier::kDisk), 0);
+  EXPECT_EQ(f.kv->num_disk_reads_in_flight(), 0);
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
+}
+
 TEST(KvCacheManagerTest, CorruptSwappedDiskCopyIsDetected) {
   Fixture f(/*device=*/4, /*host=*/0, /*disk=*/8);
   ASSERT_TRUE(f.kv->Reserve(3, 8).ok());

@@ -1,0 +1,91 @@
+// DiskIoThread: one I/O thread that moves whole blocks between the disk tier and host-tier
+// memory (DiskBlockStore::Write: pwrite + fdatasync, ~2 ms per 2 MiB block; Read: pread +
+// checksum), so that the stepping thread does not. The KV manager owns two: one writes
+// cached host blocks to disk ahead of their eviction, the other reads disk blocks into host
+// slots ahead of their use (a waiting sequence's prefix hits on disk, the blocks of a
+// sequence swapped out to disk), so reads never queue behind writes. The manager submits
+// jobs, polls for finished ones at step start (non-blocking), and blocks only when it needs
+// a job's result now (Wait).
+//
+// The host bytes a job reads or writes (a host slot, pinned on CUDA) must stay allocated,
+// and unchanged by anyone else, until the job is reported finished; so must its disk slot.
+// The manager guarantees both (kv_cache_manager.h), so jobs may run concurrently with the
+// stepping thread's own synchronous disk I/O on other slots: DiskBlockStore is thread-safe
+// for distinct slots (positioned I/O, atomic counters), as are both FileIo implementations
+// (POSIX pread/pwrite; FakeFileIo's one mutex).
+//
+// Thread-safety: Submit*, TakeFinished, Wait and WaitAll are called by one thread (the
+// owner); the I/O thread only runs jobs. Jobs finish in submission order (FIFO).
+#ifndef KVTIER_KV_DISK_IO_THREAD_H_
+#define KVTIER_KV_DISK_IO_THREAD_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+
+namespace kvtier {
+
+class DiskBlockStore;
+
+class DiskIoThread {
+ public:
+  struct Finished {
+    int64_t job = 0;
+    absl::Status status;  // Write's or Read's result
+  };
+
+  // `store` must outlive the thread. Starts the I/O thread.
+  explicit DiskIoThread(DiskBlockStore* store);
+  // Runs the jobs still queued, then joins the thread (their results are discarded).
+  ~DiskIoThread();
+  DiskIoThread(const DiskIoThread&) = delete;
+  DiskIoThread& operator=(const DiskIoThread&) = delete;
+
+  // Queues Write(slot, tag, token_count, data); returns the job's id (> 0, increasing).
+  int64_t SubmitWrite(int64_t slot, uint64_t tag, int32_t token_count, const void* data);
+  // Queues Read(slot, tag, dest) (dest: one block); returns the job's id.
+  int64_t SubmitRead(int64_t slot, uint64_t tag, void* dest);
+  // The jobs finished since the last call, in submission order. Never blocks on I/O (only
+  // on the queue's mutex, which the I/O thread holds for a few instructions).
+  std::vector<Finished> TakeFinished();
+  // Blocks until job `job` (and every earlier one) has finished; TakeFinished reports it.
+  void Wait(int64_t job);
+  void WaitAll() { Wait(last_submitted_); }
+  int64_t last_submitted() const { return last_submitted_; }
+
+ private:
+  struct Job {
+    int64_t id;
+    bool read;
+    int64_t slot;
+    uint64_t tag;
+    int32_t token_count;  // writes
+    const void* data;     // writes: the source
+    void* dest;           // reads: the destination
+  };
+  int64_t Submit(const Job& job);
+  void Run();
+
+  DiskBlockStore* const store_;
+  int64_t last_submitted_ = 0;  // owner thread only
+  // std::mutex, not absl::Mutex: the system abseil is not built with ThreadSanitizer
+  // annotations, so TSan could not see absl's happens-before edges (as in ThreadPool).
+  std::mutex mu_;
+  std::condition_variable work_cv_;  // a job was queued, or stop_
+  std::condition_variable done_cv_;  // last_finished_ advanced
+  std::deque<Job> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<Finished> finished_ ABSL_GUARDED_BY(mu_);
+  int64_t last_finished_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: started after every member above is initialised
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_KV_DISK_IO_THREAD_H_
