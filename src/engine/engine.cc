@@ -403,8 +403,10 @@ nlohmann::json Engine::Stats() {
   stats["host_evictions_on_disk"] = kv.host_evictions_on_disk;
   stats["host_evictions_written"] = kv.host_evictions_written;
   stats["disk_write_waits"] = kv.disk_write_waits;
-  // Disk -> host: blocks the other I/O thread read ahead for waiting sequences, and uses
+  // Swapped blocks written to disk by the I/O thread. Disk -> host: blocks the other I/O
+  // thread read ahead for waiting sequences, and uses
   // that had to wait for such a read (time.disk_read_ahead_wait_seconds).
+  stats["disk_swap_writes"] = kv.disk_swap_writes;
   stats["disk_read_aheads"] = kv.disk_read_aheads;
   stats["disk_read_ahead_waits"] = kv.disk_read_ahead_waits;
   const BackendCopyStats copies = backend_->copy_stats();

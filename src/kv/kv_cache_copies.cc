@@ -2,8 +2,9 @@
 // the asynchronous device -> host copies — swap-out batches, write-back of cached blocks
 // ahead of eviction — with what happens when each lands, and the host -> disk write-back
 // on the I/O thread (DiskIoThread). Sequence operations and invariants are in
-// kv_cache_manager.cc. Disk writes of swapped blocks (FinishBatch) and of device victims
-// the host cannot take (DemoteDirtyDeviceBlocks) stay synchronous: rare paths.
+// kv_cache_manager.cc. Swapped blocks staged for disk are written on the I/O thread too
+// (FinishBatch submits, LandDiskWrites lands); disk writes of device victims the host
+// cannot take (DemoteDirtyDeviceBlocks) stay synchronous: a rare path.
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -187,13 +188,13 @@ void KvCacheManager::FinishBatch(const PendingBatch& batch, const absl::Status& 
       SwapState& swap = it->second;
       if (!copied.ok() && swap.failed.ok()) swap.failed = copied;
       if (copied.ok() && swap.failed.ok() && c.kind == PendingKind::kSwapToDisk) {
-        absl::Status written =
-            disk_store_->Write(c.slot, SwapTag(c.seq, c.index), static_cast<int32_t>(options_.block_tokens),
-                               Staging(c.staging));
-        if (!written.ok()) {
-          ++counters_.io_errors;
-          swap.failed = written;
-        }
+        // Staged: the I/O thread writes it; the buffer is free again when the write lands.
+        const int64_t job = disk_writer_->SubmitWrite(c.slot, SwapTag(c.seq, c.index),
+                                                      static_cast<int32_t>(options_.block_tokens), Staging(c.staging));
+        swap_writes_[job] = SwapWrite{c.seq, c.generation, c.index, c.slot, c.staging};
+        disk_slot_write_job_[c.slot] = job;
+        if (swap.last_ticket <= batch.ticket) swap.last_ticket = 0;
+        continue;
       }
       if (swap.last_ticket <= batch.ticket) swap.last_ticket = 0;
     }
@@ -320,10 +321,10 @@ void KvCacheManager::StartDiskWriteBack() {
 }
 
 void KvCacheManager::FinishDiskWrites(int64_t wait_job) {
-  if (disk_writer_ == nullptr || disk_writes_.empty()) return;
+  if (disk_writer_ == nullptr || (disk_writes_.empty() && swap_writes_.empty())) return;
   LandDiskWrites();
   // Still in flight after landing what is done: only then does the host wait (and count it).
-  if (wait_job > 0 && disk_writes_.contains(wait_job)) {
+  if (wait_job > 0 && (disk_writes_.contains(wait_job) || swap_writes_.contains(wait_job))) {
     const auto start = std::chrono::steady_clock::now();
     disk_writer_->Wait(wait_job);
     counters_.disk_write_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -332,8 +333,34 @@ void KvCacheManager::FinishDiskWrites(int64_t wait_job) {
   }
 }
 
+bool KvCacheManager::SwapWriteOrphaned(const SwapWrite& write) const {
+  auto it = swapped_.find(write.seq);
+  if (it == swapped_.end() || it->second.generation != write.generation) return true;
+  const std::vector<SlotRef>& slots = it->second.slots;
+  return write.index >= slots.size() || slots[write.index].tier != Tier::kDisk ||
+         slots[write.index].slot != write.disk_slot;
+}
+
 void KvCacheManager::LandDiskWrites() {
   for (const DiskIoThread::Finished& done : disk_writer_->TakeFinished()) {
+    if (auto sw = swap_writes_.find(done.job); sw != swap_writes_.end()) {
+      const SwapWrite write = sw->second;
+      swap_writes_.erase(sw);
+      disk_slot_write_job_.erase(write.disk_slot);
+      free_staging_.push_back(write.staging);
+      if (SwapWriteOrphaned(write)) {  // released meanwhile: the write held the disk slot
+        disk_.Release(write.disk_slot);
+        continue;
+      }
+      if (done.status.ok()) {
+        ++counters_.disk_swap_writes;
+      } else {
+        ++counters_.io_errors;
+        SwapState& swap = swapped_.at(write.seq);
+        if (swap.failed.ok()) swap.failed = done.status;  // SwapIn reports it: recompute
+      }
+      continue;
+    }
     auto it = disk_writes_.find(done.job);
     if (it == disk_writes_.end()) continue;
     const DiskWrite write = it->second;

@@ -95,11 +95,9 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
       kv->cache(Tier::kDisk).hash_of[slot] = hash;
       kv->disk_lru_.PushBack(slot);
     }
-    // Host -> disk writes leave the stepping thread only where there is a host tier to
-    // write from (without one, blocks reach disk from the device through staging buffers).
-    if (options.host_blocks > 0 && options.prefix_cache) {
-      kv->disk_writer_ = std::make_unique<DiskIoThread>(kv->disk_store_.get());
-    }
+    // Disk writes (swapped blocks; with a host tier, the write-back of cached host blocks)
+    // leave the stepping thread.
+    kv->disk_writer_ = std::make_unique<DiskIoThread>(kv->disk_store_.get());
     // Disk -> host read-ahead lands in host slots: only with a host tier.
     if (options.host_blocks > 0) kv->disk_reader_ = std::make_unique<DiskIoThread>(kv->disk_store_.get());
   }
@@ -358,8 +356,11 @@ void KvCacheManager::Release(SequenceId seq) {
   if (auto it = swapped_.find(seq); it != swapped_.end()) {
     // Copies still filling these slots are ignored when they land (FinishBatch).
     for (const SlotRef& ref : it->second.slots) {
-      // A disk slot being read ahead is freed by its read when it lands.
-      if (ref.tier == Tier::kDisk && disk_slot_read_job_.contains(ref.slot)) continue;
+      // A disk slot being read ahead or written is freed by its job when it lands.
+      if (ref.tier == Tier::kDisk &&
+          (disk_slot_read_job_.contains(ref.slot) || disk_slot_write_job_.contains(ref.slot))) {
+        continue;
+      }
       (ref.tier == Tier::kHost ? host_ : disk_).Release(ref.slot);
     }
     swapped_.erase(it);
@@ -548,6 +549,12 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
       if (free_staging_.empty()) flush();
       // Landing the oldest copies writes their staged blocks to disk and frees the buffers.
       while (free_staging_.empty() && !pending_.empty()) FinishCopies(pending_.front().ticket);
+      // Or the oldest swap write still holding its buffer.
+      while (free_staging_.empty() && !swap_writes_.empty()) {
+        int64_t oldest = 0;
+        for (const auto& [job, write] : swap_writes_) oldest = oldest == 0 ? job : std::min(oldest, job);
+        FinishDiskWrites(oldest);
+      }
       if (free_staging_.empty()) {
         status = absl::InternalError("kv cache: no staging buffer for a disk swap");
         break;
@@ -591,6 +598,23 @@ absl::Status KvCacheManager::SwapIn(SequenceId seq, bool prefetch) {
   // Swap-in-able only once its swap-out copies have landed (normally a step ago).
   if (it->second.last_ticket != 0) FinishCopies(it->second.last_ticket);
   it = swapped_.find(seq);
+  // Blocks still being written to disk: wait for the writes (a failed one fails the swap).
+  int64_t last_write = 0;
+  for (const SlotRef& ref : it->second.slots) {
+    if (ref.tier != Tier::kDisk) continue;
+    if (auto job = disk_slot_write_job_.find(ref.slot); job != disk_slot_write_job_.end()) {
+      last_write = std::max(last_write, job->second);
+    }
+  }
+  if (last_write > 0) {
+    FinishDiskWrites(last_write);
+    it = swapped_.find(seq);
+  }
+  if (!it->second.failed.ok()) {
+    const absl::Status failed = it->second.failed;
+    Release(seq);
+    return failed;
+  }
   // Blocks being read ahead from disk: wait for them (they land as host slots).
   int64_t last_read = 0;
   for (const SlotRef& ref : it->second.slots) {
@@ -739,6 +763,18 @@ absl::Status KvCacheManager::VerifyIntegrity() const {
     }
     if (tier == Tier::kDisk && disk_slot_read_job_.size() != disk_reads_.size()) {
       return absl::InternalError("disk read index sizes differ");
+    }
+    if (tier == Tier::kDisk) {
+      for (const auto& [job, write] : swap_writes_) {
+        auto back = disk_slot_write_job_.find(write.disk_slot);
+        if (back == disk_slot_write_job_.end() || back->second != job) {
+          return absl::InternalError(absl::StrCat("swap write job ", job, " is not indexed by its disk slot"));
+        }
+        if (SwapWriteOrphaned(write)) ++refs[static_cast<size_t>(write.disk_slot)];
+      }
+      if (disk_slot_write_job_.size() != swap_writes_.size()) {
+        return absl::InternalError("swap write index sizes differ");
+      }
     }
     if (tier == Tier::kHost) {
       for (const auto& [slot, ticket] : writeback_slots_) {

@@ -13,7 +13,10 @@
 // counting the stall), host slots of a swap are read (swap-in) and disk slots written only
 // after it, and a written-back host slot joins the host cache only then.
 //
-// Host -> disk writes run on an I/O thread (DiskIoThread): each step the coldest cached host
+// Disk writes run on an I/O thread (DiskIoThread). Swapped blocks bound for disk are staged
+// by their device -> host copy and written by it once the copy lands; until the write lands
+// the staging buffer is held and a swap-in (or read-ahead) of the block waits for it, and a
+// release leaves the disk slot to the write. Each step, too, the coldest cached host
 // blocks without a disk copy are queued for writing (StartBackgroundCopies), so that the
 // host tier's eviction of them later costs no write. While such a write is in flight its
 // host slot stays in the host cache (only read: by the writer and by prefix hits) and is
@@ -100,6 +103,7 @@ struct KvCacheCounters {
   int64_t host_evictions_written = 0;    // host victims written to disk at eviction (stepping thread)
   int64_t disk_write_waits = 0;          // host evictions that waited for their in-flight write
   double disk_write_wait_seconds = 0;    // host time those waits took
+  int64_t disk_swap_writes = 0;          // swapped blocks written to disk by the I/O thread
   int64_t disk_read_aheads = 0;          // disk blocks read into host slots by the I/O thread
   int64_t disk_read_ahead_waits = 0;     // uses that waited for their read to land
   double disk_read_ahead_wait_seconds = 0;
@@ -167,9 +171,10 @@ class KvCacheManager {
   absl::Status SwapIn(SequenceId seq, bool prefetch = false);
 
   // Disk -> host read-ahead on the I/O thread for a waiting sequence (see the top): its
-  // swapped-out disk blocks once their swap-out has landed, or, when it holds nothing yet,
-  // the prompt's full blocks cached only on disk (`tokens`: its tokens, as MatchPrefix gets
-  // them). Host slots are taken as a host eviction would; bounded per call and in flight.
+  // swapped-out disk blocks once their swap-out and disk writes have landed, or, when it
+  // holds nothing yet, the prompt's full blocks cached only on disk (`tokens`: its tokens,
+  // as MatchPrefix gets them). Host slots are taken as a host eviction would; bounded per
+  // call and in flight.
   // Without both a host and a disk tier: nothing.
   void ReadAhead(SequenceId seq, std::span<const int32_t> tokens);
   int64_t num_disk_reads_in_flight() const { return static_cast<int64_t>(disk_reads_.size()); }
@@ -194,7 +199,9 @@ class KvCacheManager {
     FinishDiskReads(0);
   }
   int64_t num_copies_in_flight() const { return static_cast<int64_t>(pending_.size()); }
-  int64_t num_disk_writes_in_flight() const { return static_cast<int64_t>(disk_writes_.size()); }
+  int64_t num_disk_writes_in_flight() const {
+    return static_cast<int64_t>(disk_writes_.size() + swap_writes_.size());
+  }
   // Blocks until every queued disk write has finished, and lands them (tests, shutdown).
   void DrainDiskWrites() {
     if (disk_writer_ != nullptr) FinishDiskWrites(disk_writer_->last_submitted());
@@ -345,12 +352,24 @@ class KvCacheManager {
   // The read of a swapped block whose sequence no longer holds it (released, or swapped
   // anew): its disk slot belongs to the read until it lands.
   bool SwapReadOrphaned(const DiskRead& read) const;
+  // A swapped block on its way to disk: its staging buffer is held until the write lands;
+  // its disk slot belongs to the swap (or to the write, once the swap is released).
+  struct SwapWrite {
+    SequenceId seq = 0;
+    uint64_t generation = 0;
+    size_t index = 0;
+    int32_t disk_slot = 0;
+    int32_t staging = 0;
+  };
+  bool SwapWriteOrphaned(const SwapWrite& write) const;
   struct DiskWrite {
     int32_t disk_slot;  // held (ref 1), in no cache map until the write lands
     int32_t host_slot;  // stays in the host cache, not freed or rewritten until then
     BlockHash hash;
   };
   absl::flat_hash_map<int64_t, DiskWrite> disk_writes_;          // job -> its write
+  absl::flat_hash_map<int64_t, SwapWrite> swap_writes_;          // job -> a swapped block's write
+  absl::flat_hash_map<int32_t, int64_t> disk_slot_write_job_;    // swap writes: disk slot -> job
   // Disk -> host reads in flight (both tiers present); destroyed before disk_writer_.
   std::unique_ptr<DiskIoThread> disk_reader_;
   absl::flat_hash_map<int64_t, DiskRead> disk_reads_;           // job -> its read

@@ -29,7 +29,10 @@ void KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens) 
     if (it->second.last_ticket != 0 || !it->second.failed.ok()) return;
     for (size_t i = 0; i < it->second.slots.size(); ++i) {
       const SlotRef ref = it->second.slots[i];
-      if (ref.tier != Tier::kDisk || disk_slot_read_job_.contains(ref.slot)) continue;
+      if (ref.tier != Tier::kDisk || disk_slot_read_job_.contains(ref.slot) ||
+          disk_slot_write_job_.contains(ref.slot)) {
+        continue;  // already being read, or not written yet
+      }
       const std::optional<int32_t> host_slot = take_host();  // may evict: look `it` up again
       if (!host_slot) return;
       it = swapped_.find(seq);

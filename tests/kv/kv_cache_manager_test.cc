@@ -101,6 +101,9 @@ TEST(KvCacheManagerTest, SwappedDiskBlocksAreReadAheadIntoHostSlots) {
   ASSERT_TRUE(f.kv->SwapOut(3).ok());
   EXPECT_EQ(f.kv->used_blocks(Tier::kDisk), 10);
   f.kv->Release(1);  // host room for read-ahead
+  f.kv->ReadAhead(2, {});  // nothing yet: its blocks are still being written to disk
+  EXPECT_EQ(f.kv->num_disk_reads_in_flight(), 0);
+  f.kv->DrainDiskWrites();
 
   f.kv->ReadAhead(2, {});
   f.kv->DrainDiskReads();
@@ -127,6 +130,7 @@ TEST(KvCacheManagerTest, CorruptSwappedDiskCopyIsDetected) {
   ASSERT_TRUE(f.kv->Reserve(3, 8).ok());
   f.Stamp(3);
   ASSERT_TRUE(f.kv->SwapOut(3).ok());
+  f.kv->DrainDiskWrites();  // the I/O thread writes the swapped blocks
   auto contents = f.io.Contents("/fake/kv");
   ASSERT_TRUE(contents.ok());
   for (int64_t offset = 100; offset < static_cast<int64_t>(contents->size()); offset += 4096) {
