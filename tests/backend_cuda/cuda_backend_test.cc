@@ -124,7 +124,8 @@ class CudaBackendTest : public ::testing::Test {
   void SetUp() override { KVT_SKIP_WITHOUT_CUDA(); }
   std::mt19937 rng_{std::random_device{}()};
 
-  // The scenario: prefill (one chunked), then a mixed step with a prefix hit, then decodes.
+  // The scenario: prefill (one chunked), then a mixed step with a prefix hit, then decodes
+  // of 4, 1 and 2 rows.
   Stats RunScenario(Backend& cpu, Backend& gpu, int64_t vocab, std::vector<Seq>* out = nullptr) {
     const int kBlocks = 40;
     EXPECT_TRUE(cpu.AllocateKvPool(kBlocks).ok());
@@ -150,6 +151,12 @@ class CudaBackendTest : public ::testing::Test {
     Step(cpu, gpu, seqs, {{0, 1, true}, {1, 3, true}, {2, 1, true}, {3, 5, true}}, &stats);
     for (int i = 0; i < 5; ++i) {
       Step(cpu, gpu, seqs, {{0, 1, true}, {1, 1, true}, {2, 1, true}, {3, 1, true}}, &stats);
+    }
+    // Decode steps of 1 and 2 rows: the GEMV path (and, on the fast path, the fused
+    // gate|up + SiLU GEMV) instead of cuBLAS.
+    for (int i = 0; i < 2; ++i) {
+      Step(cpu, gpu, seqs, {{0, 1, true}}, &stats);
+      Step(cpu, gpu, seqs, {{1, 1, true}, {2, 1, true}}, &stats);
     }
     if (out != nullptr) *out = seqs;
     return stats;
