@@ -333,14 +333,6 @@ void KvCacheManager::FinishDiskWrites(int64_t wait_job) {
   }
 }
 
-bool KvCacheManager::SwapWriteOrphaned(const SwapWrite& write) const {
-  auto it = swapped_.find(write.seq);
-  if (it == swapped_.end() || it->second.generation != write.generation) return true;
-  const std::vector<SlotRef>& slots = it->second.slots;
-  return write.index >= slots.size() || slots[write.index].tier != Tier::kDisk ||
-         slots[write.index].slot != write.disk_slot;
-}
-
 void KvCacheManager::LandDiskWrites() {
   for (const DiskIoThread::Finished& done : disk_writer_->TakeFinished()) {
     if (auto sw = swap_writes_.find(done.job); sw != swap_writes_.end()) {
@@ -348,7 +340,8 @@ void KvCacheManager::LandDiskWrites() {
       swap_writes_.erase(sw);
       disk_slot_write_job_.erase(write.disk_slot);
       free_staging_.push_back(write.staging);
-      if (SwapWriteOrphaned(write)) {  // released meanwhile: the write held the disk slot
+      if (!SwapHoldsDiskSlot(write.seq, write.generation, write.index, write.disk_slot)) {
+        // Released meanwhile: the write held the disk slot.
         disk_.Release(write.disk_slot);
         continue;
       }

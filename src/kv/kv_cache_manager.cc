@@ -378,9 +378,7 @@ void KvCacheManager::OnComputed(SequenceId seq, std::span<const int32_t> tokens,
   for (int64_t i = static_cast<int64_t>(blocks.hashes.size()); i < full; ++i) {
     std::optional<BlockHash> parent;
     if (i > 0) parent = blocks.hashes[static_cast<size_t>(i - 1)];
-    const BlockHash hash = BlockHash::Chain(
-        parent, tokens.subspan(static_cast<size_t>(i * options_.block_tokens), static_cast<size_t>(options_.block_tokens)),
-        options_.model_fingerprint);
+    const BlockHash hash = PromptBlockHash(parent, tokens, i);
     blocks.hashes.push_back(hash);
     const BlockId block = blocks.table[static_cast<size_t>(i)];
     if (device_cache.by_hash.contains(hash) || device_cache.hash_of.contains(block)) continue;
@@ -405,9 +403,7 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
   const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens;
   std::optional<BlockHash> parent;
   for (int64_t i = 0; i < max_blocks; ++i) {
-    const BlockHash hash = BlockHash::Chain(
-        parent, tokens.subspan(static_cast<size_t>(i * options_.block_tokens), static_cast<size_t>(options_.block_tokens)),
-        options_.model_fingerprint);
+    const BlockHash hash = PromptBlockHash(parent, tokens, i);
     // Being read ahead from disk: wait for it, then it is a host hit.
     if (auto job = prefix_read_job_.find(hash); job != prefix_read_job_.end()) FinishDiskReads(job->second);
     TierCache& device_cache = cache(Tier::kDevice);
@@ -599,14 +595,7 @@ absl::Status KvCacheManager::SwapIn(SequenceId seq, bool prefetch) {
   if (it->second.last_ticket != 0) FinishCopies(it->second.last_ticket);
   it = swapped_.find(seq);
   // Blocks still being written to disk: wait for the writes (a failed one fails the swap).
-  int64_t last_write = 0;
-  for (const SlotRef& ref : it->second.slots) {
-    if (ref.tier != Tier::kDisk) continue;
-    if (auto job = disk_slot_write_job_.find(ref.slot); job != disk_slot_write_job_.end()) {
-      last_write = std::max(last_write, job->second);
-    }
-  }
-  if (last_write > 0) {
+  if (const int64_t last_write = NewestJobOnSlots(it->second.slots, disk_slot_write_job_); last_write > 0) {
     FinishDiskWrites(last_write);
     it = swapped_.find(seq);
   }
@@ -616,14 +605,7 @@ absl::Status KvCacheManager::SwapIn(SequenceId seq, bool prefetch) {
     return failed;
   }
   // Blocks being read ahead from disk: wait for them (they land as host slots).
-  int64_t last_read = 0;
-  for (const SlotRef& ref : it->second.slots) {
-    if (ref.tier != Tier::kDisk) continue;
-    if (auto job = disk_slot_read_job_.find(ref.slot); job != disk_slot_read_job_.end()) {
-      last_read = std::max(last_read, job->second);
-    }
-  }
-  if (last_read > 0) {
+  if (const int64_t last_read = NewestJobOnSlots(it->second.slots, disk_slot_read_job_); last_read > 0) {
     FinishDiskReads(last_read);
     it = swapped_.find(seq);
   }
@@ -665,6 +647,33 @@ absl::Status KvCacheManager::SwapIn(SequenceId seq, bool prefetch) {
   for (const SlotRef& ref : slots) (ref.tier == Tier::kHost ? host_ : disk_).Release(ref.slot);
   swapped_.erase(it);
   return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- shared helpers
+
+bool KvCacheManager::SwapHoldsDiskSlot(SequenceId seq, uint64_t generation, size_t index,
+                                       int32_t disk_slot) const {
+  auto it = swapped_.find(seq);
+  if (it == swapped_.end() || it->second.generation != generation) return false;
+  const std::vector<SlotRef>& slots = it->second.slots;
+  return index < slots.size() && slots[index].tier == Tier::kDisk && slots[index].slot == disk_slot;
+}
+
+int64_t KvCacheManager::NewestJobOnSlots(const std::vector<SlotRef>& slots,
+                                         const absl::flat_hash_map<int32_t, int64_t>& jobs) const {
+  int64_t newest = 0;
+  for (const SlotRef& ref : slots) {
+    if (ref.tier != Tier::kDisk) continue;
+    if (auto job = jobs.find(ref.slot); job != jobs.end()) newest = std::max(newest, job->second);
+  }
+  return newest;
+}
+
+BlockHash KvCacheManager::PromptBlockHash(std::optional<BlockHash> parent, std::span<const int32_t> tokens,
+                                          int64_t i) const {
+  return BlockHash::Chain(
+      parent, tokens.subspan(static_cast<size_t>(i * options_.block_tokens), static_cast<size_t>(options_.block_tokens)),
+      options_.model_fingerprint);
 }
 
 // ---------------------------------------------------------------- integrity
@@ -758,7 +767,9 @@ absl::Status KvCacheManager::VerifyIntegrity() const {
         if (!read.swap && !cache(tier).hash_of.contains(read.disk_slot)) {
           return absl::InternalError(absl::StrCat("disk slot ", read.disk_slot, " left the disk cache while read ahead"));
         }
-        if (read.swap && SwapReadOrphaned(read)) ++refs[static_cast<size_t>(read.disk_slot)];
+        if (read.swap && !SwapHoldsDiskSlot(read.seq, read.generation, read.index, read.disk_slot)) {
+          ++refs[static_cast<size_t>(read.disk_slot)];
+        }
       }
     }
     if (tier == Tier::kDisk && disk_slot_read_job_.size() != disk_reads_.size()) {
@@ -770,7 +781,9 @@ absl::Status KvCacheManager::VerifyIntegrity() const {
         if (back == disk_slot_write_job_.end() || back->second != job) {
           return absl::InternalError(absl::StrCat("swap write job ", job, " is not indexed by its disk slot"));
         }
-        if (SwapWriteOrphaned(write)) ++refs[static_cast<size_t>(write.disk_slot)];
+        if (!SwapHoldsDiskSlot(write.seq, write.generation, write.index, write.disk_slot)) {
+          ++refs[static_cast<size_t>(write.disk_slot)];
+        }
       }
       if (disk_slot_write_job_.size() != swap_writes_.size()) {
         return absl::InternalError("swap write index sizes differ");

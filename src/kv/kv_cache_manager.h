@@ -349,9 +349,15 @@ class KvCacheManager {
     uint64_t generation = 0;
     size_t index = 0;
   };
-  // The read of a swapped block whose sequence no longer holds it (released, or swapped
-  // anew): its disk slot belongs to the read until it lands.
-  bool SwapReadOrphaned(const DiskRead& read) const;
+  // Whether swap-out `generation` of `seq` still holds disk slot `disk_slot` as block
+  // `index`. A disk read or write of a swapped block whose swap no longer holds it (released,
+  // or swapped anew) owns the slot until it lands.
+  bool SwapHoldsDiskSlot(SequenceId seq, uint64_t generation, size_t index, int32_t disk_slot) const;
+  // The newest job of `jobs` (disk slot -> job) on the swap's disk slots; 0 when none.
+  int64_t NewestJobOnSlots(const std::vector<SlotRef>& slots,
+                           const absl::flat_hash_map<int32_t, int64_t>& jobs) const;
+  // Hash of full block i of `tokens` chained on its parent's, as the prefix cache keys it.
+  BlockHash PromptBlockHash(std::optional<BlockHash> parent, std::span<const int32_t> tokens, int64_t i) const;
   // A swapped block on its way to disk: its staging buffer is held until the write lands;
   // its disk slot belongs to the swap (or to the write, once the swap is released).
   struct SwapWrite {
@@ -361,7 +367,6 @@ class KvCacheManager {
     int32_t disk_slot = 0;
     int32_t staging = 0;
   };
-  bool SwapWriteOrphaned(const SwapWrite& write) const;
   struct DiskWrite {
     int32_t disk_slot;  // held (ref 1), in no cache map until the write lands
     int32_t host_slot;  // stays in the host cache, not freed or rewritten until then

@@ -57,9 +57,7 @@ void KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens) 
   const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens;
   std::optional<BlockHash> parent;
   for (int64_t i = 0; i < max_blocks; ++i) {
-    const BlockHash hash = BlockHash::Chain(
-        parent, tokens.subspan(static_cast<size_t>(i * options_.block_tokens), static_cast<size_t>(options_.block_tokens)),
-        options_.model_fingerprint);
+    const BlockHash hash = PromptBlockHash(parent, tokens, i);
     parent = hash;
     if (cache(Tier::kDevice).by_hash.contains(hash) || cache(Tier::kHost).by_hash.contains(hash) ||
         prefix_read_job_.contains(hash)) {
@@ -86,14 +84,6 @@ void KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens) 
   }
 }
 
-bool KvCacheManager::SwapReadOrphaned(const DiskRead& read) const {
-  auto it = swapped_.find(read.seq);
-  if (it == swapped_.end() || it->second.generation != read.generation) return true;
-  const std::vector<SlotRef>& slots = it->second.slots;
-  return read.index >= slots.size() || slots[read.index].tier != Tier::kDisk ||
-         slots[read.index].slot != read.disk_slot;
-}
-
 void KvCacheManager::FinishDiskReads(int64_t wait_job) {
   if (disk_reader_ == nullptr || disk_reads_.empty()) return;
   LandDiskReads();
@@ -117,7 +107,8 @@ void KvCacheManager::LandDiskReads() {
     if (absl::IsDataLoss(done.status)) ++counters_.corrupt_blocks_detected;
     if (!done.status.ok() && !absl::IsDataLoss(done.status)) ++counters_.io_errors;
     if (read.swap) {
-      if (SwapReadOrphaned(read)) {  // released meanwhile: the read held the disk slot
+      if (!SwapHoldsDiskSlot(read.seq, read.generation, read.index, read.disk_slot)) {
+        // Released meanwhile: the read held the disk slot.
         host_.Release(read.host_slot);
         disk_.Release(read.disk_slot);
         continue;
