@@ -337,8 +337,8 @@ class KvCacheManager {
   std::vector<int32_t> free_staging_;
   std::unique_ptr<DiskBlockStore> disk_store_;
   bool disk_index_dirty_ = false;
-  // Host -> disk writes in flight (only with both a host and a disk tier). Declared after
-  // disk_store_ so that it is destroyed (its thread joined) first.
+  // Disk writes in flight (with a disk tier): host-tier write-back and swapped blocks.
+  // Declared after disk_store_ so that it is destroyed (its thread joined) first.
   std::unique_ptr<DiskIoThread> disk_writer_;
   struct DiskRead {
     int32_t disk_slot;   // cached (prefix) or held by the swap; not evicted nor reused meanwhile
@@ -375,7 +375,7 @@ class KvCacheManager {
   absl::flat_hash_map<int64_t, DiskWrite> disk_writes_;          // job -> its write
   absl::flat_hash_map<int64_t, SwapWrite> swap_writes_;          // job -> a swapped block's write
   absl::flat_hash_map<int32_t, int64_t> disk_slot_write_job_;    // swap writes: disk slot -> job
-  // Disk -> host reads in flight (both tiers present); destroyed before disk_writer_.
+  // Disk -> host reads in flight (both tiers present); reset first in the destructor.
   std::unique_ptr<DiskIoThread> disk_reader_;
   absl::flat_hash_map<int64_t, DiskRead> disk_reads_;           // job -> its read
   absl::flat_hash_map<int32_t, int64_t> disk_slot_read_job_;    // disk slot -> its read
