@@ -59,6 +59,12 @@ bool Scheduler::PrepareWaiting(Sequence* seq, int64_t budget, int64_t* length) {
     }
   }
   const bool fresh = seq->num_computed == 0 && kv_->BlockTable(seq->id).empty();
+  if (fresh && !running_.empty()) {
+    // Others keep the step busy: rather than read its disk-cached prefix on the stepping
+    // thread, start reading it ahead and admit it once the reads have landed.
+    kv_->ReadAhead(seq->id, seq->tokens);
+    if (kv_->PrefixBeingRead(seq->tokens)) return false;
+  }
   if (fresh) seq->num_computed = kv_->MatchPrefix(seq->id, seq->tokens, seq->params.priority);
   *length = std::min(seq->num_uncomputed(), budget);
   const int64_t end = seq->num_computed + *length;

@@ -84,6 +84,23 @@ void KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens) 
   }
 }
 
+bool KvCacheManager::PrefixBeingRead(std::span<const int32_t> tokens) {
+  FinishDiskReads(0);
+  if (prefix_read_job_.empty() || tokens.size() < 2) return false;
+  const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens;
+  std::optional<BlockHash> parent;
+  for (int64_t i = 0; i < max_blocks; ++i) {
+    const BlockHash hash = PromptBlockHash(parent, tokens, i);
+    parent = hash;
+    if (prefix_read_job_.contains(hash)) return true;
+    if (!cache(Tier::kDevice).by_hash.contains(hash) && !cache(Tier::kHost).by_hash.contains(hash) &&
+        !cache(Tier::kDisk).by_hash.contains(hash)) {
+      return false;
+    }
+  }
+  return false;
+}
+
 void KvCacheManager::FinishDiskReads(int64_t wait_job) {
   if (disk_reader_ == nullptr || disk_reads_.empty()) return;
   LandDiskReads();

@@ -118,5 +118,42 @@ TEST(DiskReadAheadTest, FailingAndCorruptReadsAreMissesNotData) {
   EXPECT_GT(Get(s, "io_errors"), 0) << s.dump();
 }
 
+// A request whose prefix is on disk arrives while another sequence decodes: it waits a
+// step or two for its read-ahead instead of reading the disk on the stepping thread (no
+// disk prefix hits, no waits), and both outputs stay exact.
+TEST(DiskReadAheadTest, NewRequestWaitsForItsDiskPrefixWhileOthersRun) {
+  const auto prompts = DiskPrefixPrompts();
+  const std::vector<int32_t> busy = Prompt(900, 8);
+  const auto expected = Reference({busy, prompts[0]}, 12);
+  FakeFileIo fake;
+  CachePrefixesOnDisk(&fake, prompts);
+  SlowFileIo io(&fake, std::chrono::microseconds(0), std::chrono::microseconds(500));
+  EngineOptions o = PrefixOptions(&io);
+  o.max_running = 4;
+  auto engine = MakeEngine(o);
+  ASSERT_NE(engine, nullptr);
+  std::map<SequenceId, std::vector<int32_t>> out;
+  std::vector<StepEvent> events;
+  const SequenceId first = *engine->Add(busy, Greedy(12));
+  SequenceId second = -1;
+  for (int step = 0; step < 2000 && engine->NumUnfinished() > 0; ++step) {
+    if (step == 3) second = *engine->Add(prompts[0], Greedy(12));
+    events.clear();
+    ASSERT_TRUE(engine->Step(&events).ok());
+    for (const auto& e : events) {
+      if (e.token) out[e.sequence].push_back(*e.token);
+    }
+    const absl::Status integrity = engine->VerifyIntegrity();
+    ASSERT_TRUE(integrity.ok()) << integrity << " at step " << step;
+  }
+  EXPECT_EQ(out[first], expected[0]);
+  EXPECT_EQ(out[second], expected[1]);
+  const nlohmann::json s = engine->Stats();
+  Log("NewRequestWaitsForItsDiskPrefixWhileOthersRun", s);
+  EXPECT_EQ(s["prefix_hits"]["disk"].get<int64_t>(), 0) << s.dump();
+  EXPECT_GE(s["prefix_hits"]["host"].get<int64_t>(), 8) << s.dump();
+  EXPECT_EQ(Get(s, "disk_read_ahead_waits"), 0) << s.dump();
+}
+
 }  // namespace
 }  // namespace kvtier
