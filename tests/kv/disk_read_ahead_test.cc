@@ -118,9 +118,9 @@ TEST(DiskReadAheadTest, FailingAndCorruptReadsAreMissesNotData) {
   EXPECT_GT(Get(s, "io_errors"), 0) << s.dump();
 }
 
-// A request whose prefix is on disk arrives while another sequence decodes: it waits a
-// step or two for its read-ahead instead of reading the disk on the stepping thread (no
-// disk prefix hits, no waits), and both outputs stay exact.
+// A request whose prefix is on disk arrives while another sequence decodes: it waits for
+// its read-ahead instead of reading the disk on the stepping thread at admission (no disk
+// prefix hits), and both outputs stay exact.
 TEST(DiskReadAheadTest, NewRequestWaitsForItsDiskPrefixWhileOthersRun) {
   const auto prompts = DiskPrefixPrompts();
   const std::vector<int32_t> busy = Prompt(900, 8);
@@ -150,9 +150,11 @@ TEST(DiskReadAheadTest, NewRequestWaitsForItsDiskPrefixWhileOthersRun) {
   EXPECT_EQ(out[second], expected[1]);
   const nlohmann::json s = engine->Stats();
   Log("NewRequestWaitsForItsDiskPrefixWhileOthersRun", s);
+  // Admitted at once (the old way), its 8 prefix blocks would have been disk hits read at
+  // admission; read ahead first, they are host hits. (Whether the reads land before the
+  // other sequence finishes, so that nothing waits, depends on the machine: not asserted.)
   EXPECT_EQ(s["prefix_hits"]["disk"].get<int64_t>(), 0) << s.dump();
   EXPECT_GE(s["prefix_hits"]["host"].get<int64_t>(), 8) << s.dump();
-  EXPECT_EQ(Get(s, "disk_read_ahead_waits"), 0) << s.dump();
 }
 
 }  // namespace
