@@ -35,6 +35,12 @@ struct SequenceChunk {
 
 struct ForwardBatch {
   std::vector<SequenceChunk> chunks;
+  // Chunks with need_logits: the logits rows (and sampled tokens) a forward produces.
+  size_t num_logit_rows() const {
+    size_t n = 0;
+    for (const SequenceChunk& chunk : chunks) n += chunk.need_logits ? 1 : 0;
+    return n;
+  }
 };
 
 // A host<->device copy of one whole block. `host` points at KvLayout::BlockBytes() bytes.

@@ -24,9 +24,7 @@ absl::Status Backend::ForwardGreedy(const ForwardBatch& batch, std::vector<int32
 
 absl::Status Backend::ForwardSampled(const ForwardBatch& batch, std::span<const RowSampling> rows,
                                      std::vector<int32_t>* token_ids) {
-  size_t logit_rows = 0;
-  for (const SequenceChunk& chunk : batch.chunks) logit_rows += chunk.need_logits ? 1 : 0;
-  if (absl::Status s = ValidateRowSampling(rows, logit_rows); !s.ok()) return s;
+  if (absl::Status s = ValidateRowSampling(rows, batch.num_logit_rows()); !s.ok()) return s;
   std::vector<float> logits;
   if (absl::Status s = Forward(batch, &logits); !s.ok()) return s;
   const size_t vocab = static_cast<size_t>(vocab_size());

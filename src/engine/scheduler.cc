@@ -62,8 +62,7 @@ bool Scheduler::PrepareWaiting(Sequence* seq, int64_t budget, int64_t* length) {
   if (fresh && !running_.empty()) {
     // Others keep the step busy: rather than read its disk-cached prefix on the stepping
     // thread, start reading it ahead and admit it once the reads have landed.
-    kv_->ReadAhead(seq->id, seq->tokens);
-    if (kv_->PrefixBeingRead(seq->tokens)) return false;
+    if (kv_->ReadAhead(seq->id, seq->tokens)) return false;
   }
   if (fresh) seq->num_computed = kv_->MatchPrefix(seq->id, seq->tokens, seq->params.priority);
   *length = std::min(seq->num_uncomputed(), budget);

@@ -35,7 +35,7 @@
 // sequence released meanwhile leaves its disk slot to the read, which frees it on landing.
 // A step that needs a block still being read waits for it (disk_read_ahead_waits); the
 // scheduler lets a new request whose prefix is being read wait while others run
-// (PrefixBeingRead). Disk reads nobody read ahead (a request admitted when nothing else
+// (ReadAhead's result). Disk reads nobody read ahead (a request admitted when nothing else
 // runs, no host room) stay synchronous.
 // Not thread-safe: driven under the engine lock by the stepping thread (the I/O threads
 // touch only their jobs' host bytes and disk slots).
@@ -176,14 +176,11 @@ class KvCacheManager {
   // swapped-out disk blocks once their swap-out and disk writes have landed, or, when it
   // holds nothing yet, the prompt's full blocks cached only on disk (`tokens`: its tokens,
   // as MatchPrefix gets them). Host slots are taken as a host eviction would; bounded per
-  // call and in flight.
-  // Without both a host and a disk tier: nothing.
-  void ReadAhead(SequenceId seq, std::span<const int32_t> tokens);
+  // call and in flight. Without both a host and a disk tier: nothing.
+  // Returns whether one of the sequence's prefix blocks is being read when it returns:
+  // the scheduler then lets it wait a step rather than read it on the stepping thread.
+  bool ReadAhead(SequenceId seq, std::span<const int32_t> tokens);
   int64_t num_disk_reads_in_flight() const { return static_cast<int64_t>(disk_reads_.size()); }
-  // Whether some full block of this prompt (along its cached chain) is being read ahead
-  // from disk right now (lands finished reads first): the scheduler then lets the sequence
-  // wait a step rather than read the block on the stepping thread.
-  bool PrefixBeingRead(std::span<const int32_t> tokens);
   // Blocks until every read-ahead has finished, and lands them (tests, shutdown).
   void DrainDiskReads() {
     if (disk_reader_ != nullptr) FinishDiskReads(disk_reader_->last_submitted());

@@ -10,8 +10,8 @@
 
 namespace kvtier {
 
-void KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens) {
-  if (disk_reader_ == nullptr) return;
+bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens) {
+  if (disk_reader_ == nullptr) return false;
   LandDiskReads();
   // Per call one write-back budget of blocks; in flight at most a quarter of the host tier,
   // so read-ahead never displaces most of what the host caches.
@@ -26,7 +26,7 @@ void KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens) 
 
   if (auto it = swapped_.find(seq); it != swapped_.end()) {
     // Only once the swap-out has landed: its disk blocks are written when its copies land.
-    if (it->second.last_ticket != 0 || !it->second.failed.ok()) return;
+    if (it->second.last_ticket != 0 || !it->second.failed.ok()) return false;
     for (size_t i = 0; i < it->second.slots.size(); ++i) {
       const SlotRef ref = it->second.slots[i];
       if (ref.tier != Tier::kDisk || disk_slot_read_job_.contains(ref.slot) ||
@@ -34,7 +34,7 @@ void KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens) 
         continue;  // already being read, or not written yet
       }
       const std::optional<int32_t> host_slot = take_host();  // may evict: look `it` up again
-      if (!host_slot) return;
+      if (!host_slot) return false;
       it = swapped_.find(seq);
       const int64_t job = disk_reader_->SubmitRead(ref.slot, SwapTag(seq, i), HostSlot(*host_slot));
       DiskRead read;
@@ -47,29 +47,31 @@ void KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens) 
       disk_reads_[job] = read;
       disk_slot_read_job_[ref.slot] = job;
     }
-    return;
+    return false;
   }
 
   // Prefix blocks, for a sequence that holds none yet: the chain up to the first block not
   // cached anywhere (as MatchPrefix walks it).
-  if (!options_.prefix_cache || tokens.size() < 2) return;
-  if (auto held = sequences_.find(seq); held != sequences_.end() && !held->second.table.empty()) return;
+  if (!options_.prefix_cache || tokens.size() < 2) return false;
+  if (auto held = sequences_.find(seq); held != sequences_.end() && !held->second.table.empty()) return false;
+  bool reading = false;  // some block of the chain is being read
   const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens;
   std::optional<BlockHash> parent;
   for (int64_t i = 0; i < max_blocks; ++i) {
     const BlockHash hash = PromptBlockHash(parent, tokens, i);
     parent = hash;
-    if (cache(Tier::kDevice).by_hash.contains(hash) || cache(Tier::kHost).by_hash.contains(hash) ||
-        prefix_read_job_.contains(hash)) {
+    if (prefix_read_job_.contains(hash)) {
+      reading = true;
       continue;
     }
-    if (!cache(Tier::kDisk).by_hash.contains(hash)) return;
+    if (cache(Tier::kDevice).by_hash.contains(hash) || cache(Tier::kHost).by_hash.contains(hash)) continue;
+    if (!cache(Tier::kDisk).by_hash.contains(hash)) return reading;
     const std::optional<int32_t> host_slot = take_host();
-    if (!host_slot) return;
+    if (!host_slot) return reading;
     auto on_disk = cache(Tier::kDisk).by_hash.find(hash);  // the host eviction may have dropped it
     if (on_disk == cache(Tier::kDisk).by_hash.end()) {
       host_.Release(*host_slot);
-      return;
+      return reading;
     }
     const int32_t disk_slot = on_disk->second;
     disk_lru_.Erase(disk_slot);  // neither evicted nor reused while read
@@ -81,24 +83,9 @@ void KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens) 
     disk_reads_[job] = read;
     disk_slot_read_job_[disk_slot] = job;
     prefix_read_job_[hash] = job;
+    reading = true;
   }
-}
-
-bool KvCacheManager::PrefixBeingRead(std::span<const int32_t> tokens) {
-  FinishDiskReads(0);
-  if (prefix_read_job_.empty() || tokens.size() < 2) return false;
-  const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens;
-  std::optional<BlockHash> parent;
-  for (int64_t i = 0; i < max_blocks; ++i) {
-    const BlockHash hash = PromptBlockHash(parent, tokens, i);
-    parent = hash;
-    if (prefix_read_job_.contains(hash)) return true;
-    if (!cache(Tier::kDevice).by_hash.contains(hash) && !cache(Tier::kHost).by_hash.contains(hash) &&
-        !cache(Tier::kDisk).by_hash.contains(hash)) {
-      return false;
-    }
-  }
-  return false;
+  return reading;
 }
 
 void KvCacheManager::FinishDiskReads(int64_t wait_job) {

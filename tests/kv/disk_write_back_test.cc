@@ -18,19 +18,18 @@
 #include "kv/tier_test_util.h"
 #include "storage/disk_block_store.h"
 #include "storage/fake_file_io.h"
-#include "testing/test_model.h"
 
 namespace kvtier {
 namespace {
 
+using testing::Get;
 using testing::Greedy;
-using testing::OpenCheckpoint;
+using testing::MakeEngine;
 using testing::Prompt;
 using testing::Reference;
 using testing::RunAll;
 using testing::SlowFileIo;
 using testing::TierOptions;
-using testing::TinyLlamaDir;
 
 // ---------------------------------------------------------------- DiskIoThread
 
@@ -116,13 +115,6 @@ EngineOptions ChurnOptions(FileIo* io) {
   return o;
 }
 
-std::unique_ptr<Engine> MakeEngine(const EngineOptions& o) {
-  auto e = Engine::Create(OpenCheckpoint(TinyLlamaDir()), o);
-  EXPECT_TRUE(e.ok()) << e.status();
-  return e.ok() ? std::move(*e) : nullptr;
-}
-
-int64_t Get(const nlohmann::json& s, const char* key) { return s[key].get<int64_t>(); }
 
 // One line of the host -> disk counters, for the log (timings vary with the machine).
 void Log(const char* what, const nlohmann::json& s) {

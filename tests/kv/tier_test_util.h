@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -113,6 +114,16 @@ inline void RunRandomOps(Engine& engine, uint32_t seed, int ops) {
   while (engine.NumUnfinished() > 0) ASSERT_TRUE(engine.Step(&events).ok());
   ASSERT_TRUE(engine.VerifyIntegrity().ok());
 }
+
+// An engine over the tiny Llama with these options (nullptr, and a test failure, if not).
+inline std::unique_ptr<Engine> MakeEngine(const EngineOptions& o) {
+  auto e = Engine::Create(OpenCheckpoint(TinyLlamaDir()), o);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
+// An integer field of Engine::Stats().
+inline int64_t Get(const nlohmann::json& stats, const char* key) { return stats[key].get<int64_t>(); }
 
 // The tokens of an unlimited-memory run (4096 device blocks).
 inline std::vector<std::vector<int32_t>> Reference(

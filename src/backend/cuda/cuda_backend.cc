@@ -524,16 +524,12 @@ absl::Status CudaBackend::ForwardGreedy(const ForwardBatch& batch,
 absl::Status CudaBackend::ForwardSampled(const ForwardBatch& batch,
                                          std::span<const RowSampling> rows,
                                          std::vector<int32_t>* token_ids) {
-  size_t logit_rows = 0;
-  for (const SequenceChunk& chunk : batch.chunks) logit_rows += chunk.need_logits ? 1 : 0;
-  RETURN_IF_ERROR(ValidateRowSampling(rows, logit_rows));
+  RETURN_IF_ERROR(ValidateRowSampling(rows, batch.num_logit_rows()));
   token_ids->clear();
   size_t next_row = 0;  // pieces keep chunk order: each takes the next rows
   return RunAll(batch, [&](const ForwardBatch& piece) {
-    size_t piece_rows = 0;
-    for (const SequenceChunk& chunk : piece.chunks) piece_rows += chunk.need_logits ? 1 : 0;
-    const std::span<const RowSampling> mine = rows.subspan(next_row, piece_rows);
-    next_row += piece_rows;
+    const std::span<const RowSampling> mine = rows.subspan(next_row, piece.num_logit_rows());
+    next_row += mine.size();
     return RunStep(piece, nullptr, token_ids, mine);
   });
 }

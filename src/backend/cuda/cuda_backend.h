@@ -185,7 +185,7 @@ class CudaBackend final : public Backend {
     int32_t decode_splits = 1;
     int32_t prefill_tiles = 0;  // kFast: tiles at meta.tiles
     AttentionPath path = AttentionPath::kFast;
-    bool greedy = false;       // argmax on the device, ids to ids_host_
+    bool greedy = false;       // ids picked on the device (argmax, or sampled), to ids_host_
     bool sampled = false;      // SampleRows with meta.sampling instead of the argmax
   };
 

@@ -341,14 +341,15 @@ absl::Status CudaBackend::EnqueueForward(const StepLaunch& step, float* logits_o
                                         n, h, eps, ws_.normed, stream_));
   const int vocab = static_cast<int>(config_.vocab_size);
   RETURN_IF_ERROR(Gemm(ws_.normed, lm_head_, n, h, vocab, ws_.logits, true));
-  if (step.sampled) {
-    CUDA_RETURN_IF_ERROR(cuda::SampleRows(
-        ws_.logits, n, vocab, reinterpret_cast<const cuda::SampleParams*>(ws_.meta + m.sampling),
-        ws_.token_ids, stream_));
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ids_host_, ws_.token_ids, n * sizeof(int32_t),
-                                         cudaMemcpyDeviceToHost, stream_));
-  } else if (step.greedy) {
-    CUDA_RETURN_IF_ERROR(cuda::ArgmaxRows(ws_.logits, n, vocab, ws_.argmax_scratch, ws_.token_ids, stream_));
+  if (step.greedy) {  // token ids picked on the device (sampled or argmax); only they come back
+    if (step.sampled) {
+      CUDA_RETURN_IF_ERROR(cuda::SampleRows(
+          ws_.logits, n, vocab, reinterpret_cast<const cuda::SampleParams*>(ws_.meta + m.sampling),
+          ws_.token_ids, stream_));
+    } else {
+      CUDA_RETURN_IF_ERROR(
+          cuda::ArgmaxRows(ws_.logits, n, vocab, ws_.argmax_scratch, ws_.token_ids, stream_));
+    }
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ids_host_, ws_.token_ids, n * sizeof(int32_t),
                                          cudaMemcpyDeviceToHost, stream_));
   } else if (logits_out != nullptr) {
