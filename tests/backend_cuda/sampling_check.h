@@ -1,7 +1,8 @@
 // Checks a device-sampled token against SampleRow (backend/row_sampling.h), the host
 // reference, allowing for rounding: the device sums float probabilities in another order,
-// so a draw (or top-p cut) that falls within `tol` of the mass between two neighbouring
-// candidates may pick either neighbour.
+// so the token may be any kept candidate whose cumulative-mass interval holds the draw's
+// target within `tol` of the mass, and a top-p cut whose share is within `tol` of top_p
+// may come out one candidate longer or shorter.
 #ifndef KVTIER_TESTS_BACKEND_CUDA_SAMPLING_CHECK_H_
 #define KVTIER_TESTS_BACKEND_CUDA_SAMPLING_CHECK_H_
 
@@ -52,9 +53,12 @@ inline ::testing::AssertionResult SampledLikeReference(std::span<const float> lo
   const size_t pos = static_cast<size_t>(std::find(order.begin(), order.end(), token) - order.begin());
   const size_t ref = static_cast<size_t>(std::find(order.begin(), order.end(), want) - order.begin());
   const double slack = tol * cum[keep];
-  // A neighbour across a draw boundary within rounding.
-  if (pos + 1 == ref && std::abs(cum[ref] - target) <= slack) return ::testing::AssertionSuccess();
-  if (pos == ref + 1 && std::abs(cum[pos] - target) <= slack) return ::testing::AssertionSuccess();
+  // Any kept candidate whose share of the cumulative mass [cum[pos], cum[pos + 1]) holds the
+  // target up to rounding: the neighbour at an exact boundary, or, where the tail is dense
+  // (u near 1, 128k candidates of tiny mass), one several ranks away.
+  if (pos < cut && cum[pos] - slack <= target && target <= cum[pos + 1] + slack) {
+    return ::testing::AssertionSuccess();
+  }
   // Or a cut one candidate longer or shorter, when the cut's share is within rounding.
   if (s.top_p < 1.0f && pos <= cut && std::abs(cum[cut - 1] / cum[keep] - s.top_p) <= tol) {
     return ::testing::AssertionSuccess();
