@@ -34,6 +34,10 @@ MODELS = {
                         "--kv-heads", "1", "--head-dim", "16", "--intermediate", "96",
                         "--vocab", "448", "--max-positions", "1024", "--tie-embeddings",
                         "--rope-theta", "1000000", "--dtype", "fp32", "--seed", "13"],
+    # Llama stored fp16 (the loader's fp16 path; the CUDA backend then runs in fp16).
+    "llama-fp16": ["--arch", "llama", "--hidden", "64", "--layers", "2", "--heads", "4",
+                   "--kv-heads", "2", "--head-dim", "16", "--intermediate", "128",
+                   "--vocab", "320", "--max-positions", "1024", "--dtype", "fp16", "--seed", "15"],
     # Qwen3: q/k RMSNorm, head_dim != hidden / heads.
     "qwen3-qknorm": ["--arch", "qwen3", "--hidden", "64", "--layers", "2", "--heads", "4",
                      "--kv-heads", "2", "--head-dim", "32", "--intermediate", "128",

@@ -9,7 +9,9 @@
 #        plus CARRY_DIR/anchors/*.py and CARRY_DIR/COMMIT)
 # env: WORKLOADS (default all), TIME_LIMIT per workload in s (default 90),
 #      SKIP_ANCHORS=1 to skip ceilings.py / hf_baseline.py, MODEL_DIR (default /tmp/kvtier-bench/llama3-8b),
-#      TIER_TIME_LIMIT for W5/W6/W6b in s (default 120), TIER_DIR (default MODEL_DIR/../tiers)
+#      TIER_TIME_LIMIT for W5/W6/W6b in s (default 120), TIER_DIR (default MODEL_DIR/../tiers),
+#      F16_WORKLOADS (default W1,W2; "none" to skip): the same workloads again on an fp16
+#      checkpoint (weights, activations and KV held in fp16), into bench-f16.json.
 set -uo pipefail
 carry=${1:?usage: scripts/run-bench.sh CARRY_DIR OUT_DIR}
 out=${2:?usage: scripts/run-bench.sh CARRY_DIR OUT_DIR}
@@ -64,4 +66,16 @@ PY
     ;;
 esac
 rm -rf "$tiers"
+
+# 4. fp16: the same shape written as an fp16 checkpoint, loaded by the normal path (the CUDA
+#    backend then holds weights and KV in fp16), for F16_WORKLOADS.
+f16_workloads=${F16_WORKLOADS:-W1,W2}
+if [ "$f16_workloads" != none ]; then
+  model16="${model}-f16"
+  echo "run-bench: fp16 checkpoint at $(( $(date +%s) - t0 )) s"
+  [ -f "$model16/config.json" ] || "$kvtier" mkmodel --preset llama3-8b --dtype fp16 --out "$model16" > "$out/mkmodel-f16.txt" 2>&1
+  "$kvtier" bench --workload "$f16_workloads" --model "$model16" --ceilings "$out/ceilings.txt" \
+    --baseline "$out/baseline.txt" --json "$out/bench-f16.json" --commit "$commit" \
+    --time-limit "${TIME_LIMIT:-90}" 2>&1 | tee "$out/bench-f16.txt"
+fi
 echo "run-bench: done at $(( $(date +%s) - t0 )) s"

@@ -210,7 +210,7 @@ int main() {
   auto alloc_bf16 = [](size_t n) {
     bf16* p = nullptr;
     CHECK(cudaMalloc(&p, n * 2));
-    CHECK(kc::FillRandomBf16(p, n, n, 0.0f, 0.02f, nullptr));
+    CHECK(kc::FillRandom(p, n, n, 0.0f, 0.02f, nullptr));
     return p;
   };
   for (auto& l : L) {

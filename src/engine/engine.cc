@@ -384,6 +384,10 @@ nlohmann::json Engine::Stats() {
   stats["pinned_blocks"] = kv_->num_pinned_blocks();
   stats["corrupt_blocks_detected"] = kv.corrupt_blocks_detected;
   stats["io_errors"] = kv.io_errors;
+  stats["backend"] = std::string(backend_->name());
+  // What the KV (and, on CUDA, weights and activations) are held in: F32 on the CPU, the
+  // checkpoint's BF16 or F16 on CUDA.
+  stats["kv_dtype"] = std::string(DTypeName(backend_->kv_layout().dtype));
   stats["gpu_allocs_after_init"] = backend_->allocations_after_init();
   stats["device_bytes_in_use"] = backend_->device_bytes_in_use();
   stats["time"] = {{"step_seconds", counters_.step_seconds},

@@ -1,5 +1,5 @@
-// CudaBackend against CpuBackend on tiny random checkpoints (bf16 weights, so both see the
-// same numbers): ragged mixed prefill/decode steps, chunked prefill, a prefix hit, batch
+// CudaBackend against CpuBackend on tiny random checkpoints (bf16 or fp16 weights, so both
+// see the same numbers; the GPU holds and computes in the checkpoint's 16-bit dtype): ragged mixed prefill/decode steps, chunked prefill, a prefix hit, batch
 // splitting, GPU greedy sampling, tier copies, memory caps and the dlopen module entry.
 // Skips without a GPU.
 #include <dlfcn.h>
@@ -40,8 +40,9 @@ std::string TempDir(const std::string& name) {
   return dir;
 }
 
-std::unique_ptr<Checkpoint> MakeCheckpoint(RandomCheckpointSpec spec, const std::string& name) {
-  spec.dtype = DType::kBF16;
+std::unique_ptr<Checkpoint> MakeCheckpoint(RandomCheckpointSpec spec, const std::string& name,
+                                           DType dtype = DType::kBF16) {
+  spec.dtype = dtype;
   const std::string dir = TempDir(name);
   EXPECT_TRUE(WriteRandomCheckpoint(spec, dir).ok());
   auto checkpoint = Checkpoint::Open(dir);
@@ -172,6 +173,7 @@ struct ModelCase {
   int64_t head_dim = 0;
   int64_t heads = 0;
   int64_t kv_heads = 0;
+  DType dtype = DType::kBF16;  // of the checkpoint, and so of the GPU's weights and KV
 };
 
 void ApplyAttentionShape(const ModelCase& mc, RandomCheckpointSpec* spec) {
@@ -191,25 +193,33 @@ TEST_P(CudaBackendModelTest, MatchesCpuBackend) {
   spec->tie_embeddings = mc.tied;
   if (mc.llama3_scaling) spec->rope_scaling = Llama3RopeScaling{8.0, 1.0, 4.0, 32};
   ApplyAttentionShape(mc, &*spec);
-  auto checkpoint = MakeCheckpoint(*spec, mc.preset);
+  auto checkpoint = MakeCheckpoint(*spec, mc.preset, mc.dtype);
   ASSERT_NE(checkpoint, nullptr);
   BackendOptions options;
   auto cpu = CpuBackend::Create(*checkpoint, options);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   auto gpu = CudaBackend::Create(*checkpoint, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_EQ((*gpu)->kv_layout().dtype, mc.dtype);
   std::vector<Seq> seqs;
   const Stats stats = RunScenario(**cpu, **gpu, checkpoint->config().vocab_size, &seqs);
-  std::printf("[%s] logits rows %d, max relative error %.3g, argmax mismatches %d, %s attention\n",
-              mc.preset.c_str(), stats.rows, stats.max_rel_error, stats.argmax_mismatch,
+  std::printf("[%s %s] logits rows %d, max relative error %.3g, argmax mismatches %d, %s attention\n",
+              mc.preset.c_str(), std::string(DTypeName(mc.dtype)).c_str(), stats.rows,
+              stats.max_rel_error, stats.argmax_mismatch,
               (*gpu)->fast_attention() ? "fast" : "generic");
   EXPECT_EQ((*gpu)->fast_attention(), mc.head_dim == 64 || mc.head_dim == 128);
+  // fp16 keeps 3 more mantissa bits than bf16: its logits are ~5x closer to the fp32 CPU's
+  // (H200: at most 2.2e-3 against 1.0e-2 .. 1.6e-2 for bf16), so a path that rounded
+  // through bf16 would fail here.
+  if (mc.dtype == DType::kF16) {
+    EXPECT_LT(stats.max_rel_error, 6e-3);
+  }
   // Each mismatch was checked above to be a near tie (random weights make many); the cap
   // catches a systematic drift (rows / 10 failed on ties alone: small-llama, 3 of 26).
   EXPECT_LE(stats.argmax_mismatch, stats.rows / 5);
   EXPECT_EQ((*gpu)->allocations_after_init(), 0);
 
-  // The KV the GPU wrote matches the CPU's at every cached position (bf16 tolerance).
+  // The KV the GPU wrote matches the CPU's at every cached position (16-bit tolerance).
   const KvLayout& layout = (*gpu)->kv_layout();
   std::vector<uint16_t> block(layout.ElementsPerBlock());
   std::vector<float> got, want;
@@ -224,7 +234,8 @@ TEST_P(CudaBackendModelTest, MatchesCpuBackend) {
           for (int64_t h = 0; h < layout.num_kv_heads; ++h) {
             const int64_t off = layout.ElementOffset(layer, kv, h, pos % layout.block_tokens);
             for (int64_t i = 0; i < layout.head_dim; ++i) {
-              got.push_back(Bf16ToFloat(block[off + i]));
+              got.push_back(layout.dtype == DType::kF16 ? Fp16ToFloat(block[off + i])
+                                                        : Bf16ToFloat(block[off + i]));
               want.push_back(ref[off + i]);
             }
           }
@@ -245,7 +256,14 @@ INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
                                            ModelCase{"small-llama", false, false},
                                            ModelCase{"small-llama", false, false, 64, 4, 1},
                                            ModelCase{"tiny-qwen3", false, true, 128, 4, 2},
-                                           ModelCase{"tiny-qwen2", false, false, 64, 7, 1}),
+                                           ModelCase{"tiny-qwen2", false, false, 64, 7, 1},
+                                           // fp16 checkpoints: held and computed in fp16.
+                                           ModelCase{"tiny-llama", true, false, 0, 0, 0,
+                                                     DType::kF16},
+                                           ModelCase{"small-llama", false, false, 64, 4, 1,
+                                                     DType::kF16},
+                                           ModelCase{"tiny-qwen3", false, true, 128, 4, 2,
+                                                     DType::kF16}),
                          [](const ::testing::TestParamInfo<ModelCase>& info) {
                            std::string n = info.param.preset + (info.param.llama3_scaling ? "_llama3" : "") +
                                            (info.param.tied ? "_tied" : "") +
@@ -253,7 +271,8 @@ INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
                                                 ? "_hd" + std::to_string(info.param.head_dim) +
                                                       "_g" + std::to_string(info.param.heads /
                                                                             info.param.kv_heads)
-                                                : "");
+                                                : "") +
+                                           (info.param.dtype == DType::kF16 ? "_f16" : "");
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
@@ -352,78 +371,81 @@ TEST_F(CudaBackendTest, SampledTokensMatchHostSamplingOfTheSameLogits) {
 // Decode steps replayed from CUDA graphs (padded to a batch bucket) pick the same tokens
 // as the same steps run eagerly, for batches that need no padding, padding within the GEMV
 // sizes (3 -> 4) and padding on the cuBLAS path (12 -> 16); contexts grow across steps so
-// every replay reads new positions and block tables.
+// every replay reads new positions and block tables. bf16 and fp16 checkpoints.
 TEST_F(CudaBackendTest, DecodeGraphsMatchEagerSteps) {
-  auto spec = RandomCheckpointPreset("small-llama");
-  ASSERT_TRUE(spec.ok());
-  spec->seed = rng_();
-  spec->head_dim = 64;
-  spec->heads = 4;
-  spec->kv_heads = 1;
-  auto checkpoint = MakeCheckpoint(*spec, "graphs");
-  ASSERT_NE(checkpoint, nullptr);
-  auto gpu = CudaBackend::Create(*checkpoint, BackendOptions());
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  CudaBackend& b = **gpu;
-  ASSERT_TRUE(b.fast_attention());
-  const int kSeqs = 12, kBlocksPerSeq = 8;
-  ASSERT_TRUE(b.AllocateKvPool(kSeqs * kBlocksPerSeq).ok());
-  // The engine warms up every backend (all decode graphs captured, garbage in the scratch
-  // block): nothing of it may show in the results below.
-  ASSERT_TRUE(b.WarmUp().ok());
-  std::vector<int32_t> ids(kSeqs * kBlocksPerSeq);
-  std::iota(ids.begin(), ids.end(), 0);
-  std::shuffle(ids.begin(), ids.end(), rng_);
-  const int64_t vocab = b.vocab_size();
-  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(vocab) - 1);
-  std::uniform_int_distribution<int> len(3, 40);
-  int64_t replays = 0;
-  for (int batch_size : {1, 3, 12}) {
-    std::vector<Seq> seqs(batch_size);
-    ForwardBatch prefill;
-    for (int i = 0; i < batch_size; ++i) {
-      const int n = len(rng_);
-      for (int j = 0; j < n; ++j) seqs[i].tokens.push_back(tok(rng_));
-      seqs[i].table.assign(ids.begin() + i * kBlocksPerSeq, ids.begin() + (i + 1) * kBlocksPerSeq);
-      prefill.chunks.push_back({seqs[i].tokens, 0, seqs[i].table, true});
-    }
-    std::vector<int32_t> next;
-    ASSERT_TRUE(b.ForwardGreedy(prefill, &next).ok());
-    for (int i = 0; i < batch_size; ++i) {
-      seqs[i].cached = static_cast<int64_t>(seqs[i].tokens.size());
-      seqs[i].tokens.push_back(next[i]);
-    }
-    for (int step = 0; step < 6; ++step) {
-      ForwardBatch batch;
-      for (Seq& s : seqs) {
-        batch.chunks.push_back({std::span<const int32_t>(s.tokens).subspan(s.cached, 1), s.cached,
-                                s.table, true});
-      }
-      b.SetDecodeGraphs(true);
-      std::vector<int32_t> graph_ids;
-      ASSERT_TRUE(b.ForwardGreedy(batch, &graph_ids).ok());
-      ASSERT_EQ(graph_ids.size(), static_cast<size_t>(batch_size));
-      b.SetDecodeGraphs(false);
-      std::vector<float> logits;  // the same step eagerly (rewrites the same KV positions)
-      ASSERT_TRUE(b.Forward(batch, &logits).ok());
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(std::string(DTypeName(dtype)));
+    auto spec = RandomCheckpointPreset("small-llama");
+    ASSERT_TRUE(spec.ok());
+    spec->seed = rng_();
+    spec->head_dim = 64;
+    spec->heads = 4;
+    spec->kv_heads = 1;
+    auto checkpoint = MakeCheckpoint(*spec, "graphs", dtype);
+    ASSERT_NE(checkpoint, nullptr);
+    auto gpu = CudaBackend::Create(*checkpoint, BackendOptions());
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    CudaBackend& b = **gpu;
+    ASSERT_TRUE(b.fast_attention());
+    const int kSeqs = 12, kBlocksPerSeq = 8;
+    ASSERT_TRUE(b.AllocateKvPool(kSeqs * kBlocksPerSeq).ok());
+    // The engine warms up every backend (all decode graphs captured, garbage in the scratch
+    // block): nothing of it may show in the results below.
+    ASSERT_TRUE(b.WarmUp().ok());
+    std::vector<int32_t> ids(kSeqs * kBlocksPerSeq);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng_);
+    const int64_t vocab = b.vocab_size();
+    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(vocab) - 1);
+    std::uniform_int_distribution<int> len(3, 40);
+    int64_t replays = 0;
+    for (int batch_size : {1, 3, 12}) {
+      std::vector<Seq> seqs(batch_size);
+      ForwardBatch prefill;
       for (int i = 0; i < batch_size; ++i) {
-        const float* row = logits.data() + i * vocab;
-        const float best = *std::max_element(row, row + vocab);
-        // Up to 8 rows both paths run the same kernels per row: identical. Beyond, cuBLAS
-        // may pick another algorithm for the padded size: a near tie may flip.
-        const float slack = batch_size <= 8 ? 0.0f : 2e-2f * (std::abs(best) + 1.0f);
-        EXPECT_GE(row[graph_ids[i]], best - slack) << "batch " << batch_size << " row " << i;
+        const int n = len(rng_);
+        for (int j = 0; j < n; ++j) seqs[i].tokens.push_back(tok(rng_));
+        seqs[i].table.assign(ids.begin() + i * kBlocksPerSeq, ids.begin() + (i + 1) * kBlocksPerSeq);
+        prefill.chunks.push_back({seqs[i].tokens, 0, seqs[i].table, true});
       }
+      std::vector<int32_t> next;
+      ASSERT_TRUE(b.ForwardGreedy(prefill, &next).ok());
       for (int i = 0; i < batch_size; ++i) {
-        seqs[i].cached += 1;
-        seqs[i].tokens.push_back(graph_ids[i]);
+        seqs[i].cached = static_cast<int64_t>(seqs[i].tokens.size());
+        seqs[i].tokens.push_back(next[i]);
       }
+      for (int step = 0; step < 6; ++step) {
+        ForwardBatch batch;
+        for (Seq& s : seqs) {
+          batch.chunks.push_back({std::span<const int32_t>(s.tokens).subspan(s.cached, 1), s.cached,
+                                  s.table, true});
+        }
+        b.SetDecodeGraphs(true);
+        std::vector<int32_t> graph_ids;
+        ASSERT_TRUE(b.ForwardGreedy(batch, &graph_ids).ok());
+        ASSERT_EQ(graph_ids.size(), static_cast<size_t>(batch_size));
+        b.SetDecodeGraphs(false);
+        std::vector<float> logits;  // the same step eagerly (rewrites the same KV positions)
+        ASSERT_TRUE(b.Forward(batch, &logits).ok());
+        for (int i = 0; i < batch_size; ++i) {
+          const float* row = logits.data() + i * vocab;
+          const float best = *std::max_element(row, row + vocab);
+          // Up to 8 rows both paths run the same kernels per row: identical. Beyond, cuBLAS
+          // may pick another algorithm for the padded size: a near tie may flip.
+          const float slack = batch_size <= 8 ? 0.0f : 2e-2f * (std::abs(best) + 1.0f);
+          EXPECT_GE(row[graph_ids[i]], best - slack) << "batch " << batch_size << " row " << i;
+        }
+        for (int i = 0; i < batch_size; ++i) {
+          seqs[i].cached += 1;
+          seqs[i].tokens.push_back(graph_ids[i]);
+        }
+      }
+      EXPECT_GT(b.graph_replays(), replays) << b.graph_error();
+      replays = b.graph_replays();
     }
-    EXPECT_GT(b.graph_replays(), replays) << b.graph_error();
-    replays = b.graph_replays();
+    EXPECT_EQ(b.graph_error(), "");
+    EXPECT_EQ(b.allocations_after_init(), 0);
   }
-  EXPECT_EQ(b.graph_error(), "");
-  EXPECT_EQ(b.allocations_after_init(), 0);
 }
 
 TEST_F(CudaBackendTest, CopiesBlocksBetweenTiersAndRejectsBadInput) {

@@ -46,8 +46,8 @@ void TimeGemvShapes(const ModelConfig& c) {
     std::printf("gemv: allocation failed\n");
     return;
   }
-  cuda::FillRandomBf16(w, buffer_bytes / 2, 11, 0.0f, 0.05f, nullptr);
-  cuda::FillRandomBf16(x, 64 * inter, 12, 0.0f, 1.0f, nullptr);
+  cuda::FillRandom(w, buffer_bytes / 2, 11, 0.0f, 0.05f, nullptr);
+  cuda::FillRandom(x, 64 * inter, 12, 0.0f, 1.0f, nullptr);
   cudaEvent_t start, end;
   cudaEventCreate(&start);
   cudaEventCreate(&end);
@@ -105,8 +105,12 @@ int Main(int argc, char** argv) {
   auto config = RandomCheckpointConfig(*spec);
   if (!config.ok()) return std::printf("%s\n", config.status().ToString().c_str()), 1;
   BackendOptions options;
+  // KVTIER_BENCH_DTYPE=f16: weights, activations and KV in fp16 (as an fp16 checkpoint runs).
+  const char* dtype_env = std::getenv("KVTIER_BENCH_DTYPE");
+  const bool f16 = dtype_env != nullptr && std::string(dtype_env) == "f16";
   auto t0 = std::chrono::steady_clock::now();
-  auto created = CudaBackend::CreateWithRandomWeights(*config, options, 1);
+  auto created = CudaBackend::CreateWithRandomWeights(*config, options, 1,
+                                                      f16 ? DType::kF16 : DType::kBF16);
   if (!created.ok()) return std::printf("%s\n", created.status().ToString().c_str()), 1;
   CudaBackend& b = **created;
   const int64_t bt = b.kv_layout().block_tokens;
@@ -114,13 +118,18 @@ int Main(int argc, char** argv) {
   if (auto st = b.AllocateKvPool(num_blocks); !st.ok()) {
     return std::printf("%s\n", st.ToString().c_str()), 1;
   }
-  cuda::FillRandomBf16(static_cast<cuda::bf16*>(const_cast<void*>(b.BlockDevicePointer(0))),
-                       num_blocks * b.kv_layout().ElementsPerBlock(), 5, 0.0f, 1.0f, nullptr);
+  void* pool = const_cast<void*>(b.BlockDevicePointer(0));
+  const int64_t pool_elements = num_blocks * b.kv_layout().ElementsPerBlock();
+  if (f16) {
+    cuda::FillRandom(static_cast<cuda::f16*>(pool), pool_elements, 5, 0.0f, 1.0f, nullptr);
+  } else {
+    cuda::FillRandom(static_cast<cuda::bf16*>(pool), pool_elements, 5, 0.0f, 1.0f, nullptr);
+  }
   cudaDeviceSynchronize();
   const double setup_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("model %s: %.2f GiB device memory (weights+workspace+KV), setup %.1f s\n",
-              preset.c_str(), b.device_bytes_in_use() / 1073741824.0, setup_s);
+  std::printf("model %s (%s): %.2f GiB device memory (weights+workspace+KV), setup %.1f s\n",
+              preset.c_str(), f16 ? "f16" : "bf16", b.device_bytes_in_use() / 1073741824.0, setup_s);
 
   std::vector<int32_t> tokens(32768, 7);
   // Sequence s owns blocks [s*blocks_per_seq, ...); the long sequence the last 2048+.

@@ -1,5 +1,6 @@
 // Every CUDA kernel against the CPU reference operators (backend/cpu/cpu_ops.h) on fresh
-// random inputs, outputs poisoned with NaN before each run. Skips without a GPU.
+// random inputs, outputs poisoned with NaN before each run, for each 16-bit element type
+// (bf16, fp16) with its own error bound. Skips without a GPU.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -17,15 +18,14 @@
 namespace kvtier::cuda {
 namespace {
 
-using cuda_test::Bf16Data;
-using cuda_test::Bf16ToF32;
+using cuda_test::Data16;
+using cuda_test::Random16;
+using cuda_test::ToF32;
+using cuda_test::Tolerance;
 using cuda_test::DeviceArray;
-using cuda_test::RandomBf16;
 using cuda_test::RandomF32;
 using cuda_test::PagedWorld;
 using cuda_test::RelativeError;
-
-constexpr double kBf16Tolerance = 1e-2;
 
 class CudaKernelsTest : public ::testing::Test {
  protected:
@@ -35,99 +35,107 @@ class CudaKernelsTest : public ::testing::Test {
 
 // dim 72 and 4096: the 16-byte vector kernel; 76 and 9000: the scalar one.
 TEST_F(CudaKernelsTest, EmbeddingGatherMatchesReference) {
-  const int vocab = 100, rows = 9;
-  for (int dim : {72, 76, 4096, 9000}) {
-    SCOPED_TRACE(testing::Message() << "dim " << dim);
-    Bf16Data table = RandomBf16(vocab * dim, rng_);
-    std::vector<int32_t> ids(rows);
-    for (int32_t& id : ids) id = std::uniform_int_distribution<int>(0, vocab - 1)(rng_);
-    DeviceArray<uint16_t> d_table(table.bits.size());
-    d_table.Upload(table.bits);
-    DeviceArray<int32_t> d_ids(rows);
-    d_ids.Upload(ids);
-    DeviceArray<float> d_out(rows * dim);
-    ASSERT_EQ(EmbeddingGather(d_ids.get(), reinterpret_cast<bf16*>(d_table.get()), rows, dim,
-                              d_out.get(), nullptr),
-              cudaSuccess);
-    std::vector<float> ref(rows * dim);
-    EmbeddingLookup(table.values.data(), ids.data(), rows, dim, ref.data());
-    EXPECT_EQ(d_out.Download(), ref);
-  }
+  cuda_test::ForEachElem([&]<typename T>() {
+    const int vocab = 100, rows = 9;
+    for (int dim : {72, 76, 4096, 9000}) {
+      SCOPED_TRACE(testing::Message() << "dim " << dim);
+      Data16 table = Random16<T>(vocab * dim, rng_);
+      std::vector<int32_t> ids(rows);
+      for (int32_t& id : ids) id = std::uniform_int_distribution<int>(0, vocab - 1)(rng_);
+      DeviceArray<uint16_t> d_table(table.bits.size());
+      d_table.Upload(table.bits);
+      DeviceArray<int32_t> d_ids(rows);
+      d_ids.Upload(ids);
+      DeviceArray<float> d_out(rows * dim);
+      ASSERT_EQ(EmbeddingGather(d_ids.get(), reinterpret_cast<T*>(d_table.get()), rows, dim,
+                                d_out.get(), nullptr),
+                cudaSuccess);
+      std::vector<float> ref(rows * dim);
+      EmbeddingLookup(table.values.data(), ids.data(), rows, dim, ref.data());
+      EXPECT_EQ(d_out.Download(), ref);
+    }
+  });
 }
 
 // dim 203: the scalar kernel; 200, 4096, 8192: the vector kernel with 1, 2 and 4 chunks
 // per thread; 12288: scalar again (too wide for the vector kernel's registers).
 TEST_F(CudaKernelsTest, AddRmsNormMatchesReference) {
-  const int rows = 7;
-  const float eps = 1e-5f;
-  for (int dim : {200, 203, 4096, 8192, 12288}) {
-    for (bool with_add : {false, true}) {
-      SCOPED_TRACE(testing::Message() << "dim " << dim << " add " << with_add);
-      std::vector<float> residual = RandomF32(rows * dim, rng_, -2, 2);
-      Bf16Data add = RandomBf16(rows * dim, rng_);
-      std::vector<float> weight = RandomF32(dim, rng_, 0.5f, 1.5f);
-      DeviceArray<float> d_res(rows * dim), d_w(dim);
-      d_res.Upload(residual);
-      d_w.Upload(weight);
-      DeviceArray<uint16_t> d_add(rows * dim), d_out(rows * dim);
-      d_add.Upload(add.bits);
-      ASSERT_EQ(AddRmsNorm(d_res.get(), with_add ? reinterpret_cast<bf16*>(d_add.get()) : nullptr,
-                           d_w.get(), nullptr, rows, dim, eps,
-                           reinterpret_cast<bf16*>(d_out.get()), nullptr),
-                cudaSuccess);
-      std::vector<float> x = residual;
-      if (with_add) AddInPlace(x.data(), add.values.data(), rows * dim);
-      std::vector<float> ref(rows * dim);
-      RmsNorm(x.data(), weight.data(), rows, dim, eps, ref.data(), nullptr);
-      EXPECT_LT(RelativeError(Bf16ToF32(d_out.Download()), ref), kBf16Tolerance);
-      EXPECT_LT(RelativeError(d_res.Download(), x), 1e-6);
+  cuda_test::ForEachElem([&]<typename T>() {
+    const int rows = 7;
+    const float eps = 1e-5f;
+    for (int dim : {200, 203, 4096, 8192, 12288}) {
+      for (bool with_add : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "dim " << dim << " add " << with_add);
+        std::vector<float> residual = RandomF32(rows * dim, rng_, -2, 2);
+        Data16 add = Random16<T>(rows * dim, rng_);
+        std::vector<float> weight = RandomF32(dim, rng_, 0.5f, 1.5f);
+        DeviceArray<float> d_res(rows * dim), d_w(dim);
+        d_res.Upload(residual);
+        d_w.Upload(weight);
+        DeviceArray<uint16_t> d_add(rows * dim), d_out(rows * dim);
+        d_add.Upload(add.bits);
+        ASSERT_EQ(AddRmsNorm(d_res.get(), with_add ? reinterpret_cast<T*>(d_add.get()) : nullptr,
+                             d_w.get(), nullptr, rows, dim, eps,
+                             reinterpret_cast<T*>(d_out.get()), nullptr),
+                  cudaSuccess);
+        std::vector<float> x = residual;
+        if (with_add) AddInPlace(x.data(), add.values.data(), rows * dim);
+        std::vector<float> ref(rows * dim);
+        RmsNorm(x.data(), weight.data(), rows, dim, eps, ref.data(), nullptr);
+        EXPECT_LT(RelativeError(ToF32<T>(d_out.Download()), ref), Tolerance<T>());
+        EXPECT_LT(RelativeError(d_res.Download(), x), 1e-6);
+      }
     }
-  }
+  });
 }
 
 TEST_F(CudaKernelsTest, AddRmsNormSelectsRows) {
-  const int rows = 6, dim = 64;
-  std::vector<float> residual = RandomF32(rows * dim, rng_, -2, 2);
-  std::vector<float> weight = RandomF32(dim, rng_, 0.5f, 1.5f);
-  const std::vector<int32_t> row_map = {5, 2};
-  DeviceArray<float> d_res(rows * dim), d_w(dim);
-  d_res.Upload(residual);
-  d_w.Upload(weight);
-  DeviceArray<int32_t> d_map(2);
-  d_map.Upload(row_map);
-  DeviceArray<uint16_t> d_out(2 * dim);
-  ASSERT_EQ(AddRmsNorm(d_res.get(), nullptr, d_w.get(), d_map.get(), 2, dim, 1e-6f,
-                       reinterpret_cast<bf16*>(d_out.get()), nullptr),
-            cudaSuccess);
-  std::vector<float> selected, ref(2 * dim);
-  for (int r : row_map) {
-    selected.insert(selected.end(), residual.begin() + r * dim, residual.begin() + (r + 1) * dim);
-  }
-  RmsNorm(selected.data(), weight.data(), 2, dim, 1e-6, ref.data(), nullptr);
-  EXPECT_LT(RelativeError(Bf16ToF32(d_out.Download()), ref), kBf16Tolerance);
+  cuda_test::ForEachElem([&]<typename T>() {
+    const int rows = 6, dim = 64;
+    std::vector<float> residual = RandomF32(rows * dim, rng_, -2, 2);
+    std::vector<float> weight = RandomF32(dim, rng_, 0.5f, 1.5f);
+    const std::vector<int32_t> row_map = {5, 2};
+    DeviceArray<float> d_res(rows * dim), d_w(dim);
+    d_res.Upload(residual);
+    d_w.Upload(weight);
+    DeviceArray<int32_t> d_map(2);
+    d_map.Upload(row_map);
+    DeviceArray<uint16_t> d_out(2 * dim);
+    ASSERT_EQ(AddRmsNorm<T>(d_res.get(), nullptr, d_w.get(), d_map.get(), 2, dim, 1e-6f,
+                         reinterpret_cast<T*>(d_out.get()), nullptr),
+              cudaSuccess);
+    std::vector<float> selected, ref(2 * dim);
+    for (int r : row_map) {
+      selected.insert(selected.end(), residual.begin() + r * dim, residual.begin() + (r + 1) * dim);
+    }
+    RmsNorm(selected.data(), weight.data(), 2, dim, 1e-6, ref.data(), nullptr);
+    EXPECT_LT(RelativeError(ToF32<T>(d_out.Download()), ref), Tolerance<T>());
+  });
 }
 
 // dim 300: the scalar kernel; 1032: the 16-byte vector kernel.
 TEST_F(CudaKernelsTest, SiluMulMatchesReference) {
-  const int rows = 5;
-  for (int dim : {300, 1032}) {
-    SCOPED_TRACE(testing::Message() << "dim " << dim);
-    Bf16Data gate_up = RandomBf16(rows * 2 * dim, rng_, -4, 4);
-    DeviceArray<uint16_t> d_in(gate_up.bits.size()), d_out(rows * dim);
-    d_in.Upload(gate_up.bits);
-    ASSERT_EQ(SiluMul(reinterpret_cast<bf16*>(d_in.get()), rows, dim,
-                      reinterpret_cast<bf16*>(d_out.get()), nullptr),
-              cudaSuccess);
-    std::vector<float> gate, up, ref(rows * dim);
-    for (int r = 0; r < rows; ++r) {
-      gate.insert(gate.end(), gate_up.values.begin() + r * 2 * dim,
-                  gate_up.values.begin() + r * 2 * dim + dim);
-      up.insert(up.end(), gate_up.values.begin() + r * 2 * dim + dim,
-                gate_up.values.begin() + (r + 1) * 2 * dim);
+  cuda_test::ForEachElem([&]<typename T>() {
+    const int rows = 5;
+    for (int dim : {300, 1032}) {
+      SCOPED_TRACE(testing::Message() << "dim " << dim);
+      Data16 gate_up = Random16<T>(rows * 2 * dim, rng_, -4, 4);
+      DeviceArray<uint16_t> d_in(gate_up.bits.size()), d_out(rows * dim);
+      d_in.Upload(gate_up.bits);
+      ASSERT_EQ(SiluMul(reinterpret_cast<T*>(d_in.get()), rows, dim,
+                        reinterpret_cast<T*>(d_out.get()), nullptr),
+                cudaSuccess);
+      std::vector<float> gate, up, ref(rows * dim);
+      for (int r = 0; r < rows; ++r) {
+        gate.insert(gate.end(), gate_up.values.begin() + r * 2 * dim,
+                    gate_up.values.begin() + r * 2 * dim + dim);
+        up.insert(up.end(), gate_up.values.begin() + r * 2 * dim + dim,
+                  gate_up.values.begin() + (r + 1) * 2 * dim);
+      }
+      ::kvtier::SiluMul(gate.data(), up.data(), rows * dim, ref.data());
+      EXPECT_LT(RelativeError(ToF32<T>(d_out.Download()), ref), Tolerance<T>());
     }
-    ::kvtier::SiluMul(gate.data(), up.data(), rows * dim, ref.data());
-    EXPECT_LT(RelativeError(Bf16ToF32(d_out.Download()), ref), kBf16Tolerance);
-  }
+  });
 }
 
 // vocab 128256 (Llama-3): 16-byte loads; 50000 and 37: slices not 16-byte aligned (scalar
@@ -154,83 +162,87 @@ TEST_F(CudaKernelsTest, ArgmaxRowsMatchesReference) {
 }
 
 // The decode GEMV against a double-precision host dot product, every row count, k with
-// and without a tail (k % 1024 != 0), bf16 and f32 outputs; outputs poisoned first.
+// and without a tail (k % 1024 != 0), 16-bit and f32 outputs; outputs poisoned first.
 TEST_F(CudaKernelsTest, GemvSmallRowsMatchesReference) {
-  for (int k : {4096, 1032, 72}) {
-    for (int rows = 1; rows <= kGemvMaxRows; ++rows) {
-      for (bool f32 : {false, true}) {
-        const int n = 77;
-        Bf16Data x = RandomBf16(static_cast<size_t>(rows) * k, rng_);
-        Bf16Data w = RandomBf16(static_cast<size_t>(n) * k, rng_);
-        DeviceArray<uint16_t> d_x(x.bits.size()), d_w(w.bits.size());
-        d_x.Upload(x.bits);
-        d_w.Upload(w.bits);
-        std::vector<float> ref(static_cast<size_t>(rows) * n);
-        for (int r = 0; r < rows; ++r) {
-          for (int j = 0; j < n; ++j) {
-            double sum = 0;
-            for (int i = 0; i < k; ++i) {
-              sum += static_cast<double>(x.values[static_cast<size_t>(r) * k + i]) * w.values[static_cast<size_t>(j) * k + i];
+  cuda_test::ForEachElem([&]<typename T>() {
+    for (int k : {4096, 1032, 72}) {
+      for (int rows = 1; rows <= kGemvMaxRows; ++rows) {
+        for (bool f32 : {false, true}) {
+          const int n = 77;
+          Data16 x = Random16<T>(static_cast<size_t>(rows) * k, rng_);
+          Data16 w = Random16<T>(static_cast<size_t>(n) * k, rng_);
+          DeviceArray<uint16_t> d_x(x.bits.size()), d_w(w.bits.size());
+          d_x.Upload(x.bits);
+          d_w.Upload(w.bits);
+          std::vector<float> ref(static_cast<size_t>(rows) * n);
+          for (int r = 0; r < rows; ++r) {
+            for (int j = 0; j < n; ++j) {
+              double sum = 0;
+              for (int i = 0; i < k; ++i) {
+                sum += static_cast<double>(x.values[static_cast<size_t>(r) * k + i]) * w.values[static_cast<size_t>(j) * k + i];
+              }
+              ref[static_cast<size_t>(r) * n + j] = static_cast<float>(sum);
             }
-            ref[static_cast<size_t>(r) * n + j] = static_cast<float>(sum);
           }
-        }
-        const auto* dx = reinterpret_cast<const bf16*>(d_x.get());
-        const auto* dw = reinterpret_cast<const bf16*>(d_w.get());
-        ASSERT_TRUE(GemvSupported(rows, k, dx, dw));
-        std::vector<float> got;
-        if (f32) {
-          DeviceArray<float> d_out(ref.size());
-          d_out.Upload(std::vector<float>(ref.size(), NAN));
-          ASSERT_EQ(GemvSmallRows(dx, dw, rows, k, n, d_out.get(), true, nullptr), cudaSuccess);
-          got = d_out.Download();
-          EXPECT_LT(RelativeError(got, ref), 1e-5) << "k " << k << " rows " << rows;
-        } else {
-          DeviceArray<uint16_t> d_out(ref.size());
-          d_out.Upload(std::vector<uint16_t>(ref.size(), 0x7fc0));
-          ASSERT_EQ(GemvSmallRows(dx, dw, rows, k, n, d_out.get(), false, nullptr), cudaSuccess);
-          got = Bf16ToF32(d_out.Download());
-          EXPECT_LT(RelativeError(got, ref), kBf16Tolerance) << "k " << k << " rows " << rows;
+          const auto* dx = reinterpret_cast<const T*>(d_x.get());
+          const auto* dw = reinterpret_cast<const T*>(d_w.get());
+          ASSERT_TRUE(GemvSupported(rows, k, dx, dw));
+          std::vector<float> got;
+          if (f32) {
+            DeviceArray<float> d_out(ref.size());
+            d_out.Upload(std::vector<float>(ref.size(), NAN));
+            ASSERT_EQ(GemvSmallRows(dx, dw, rows, k, n, d_out.get(), true, nullptr), cudaSuccess);
+            got = d_out.Download();
+            EXPECT_LT(RelativeError(got, ref), 1e-5) << "k " << k << " rows " << rows;
+          } else {
+            DeviceArray<uint16_t> d_out(ref.size());
+            d_out.Upload(std::vector<uint16_t>(ref.size(), 0xffff));
+            ASSERT_EQ(GemvSmallRows(dx, dw, rows, k, n, d_out.get(), false, nullptr), cudaSuccess);
+            got = ToF32<T>(d_out.Download());
+            EXPECT_LT(RelativeError(got, ref), Tolerance<T>()) << "k " << k << " rows " << rows;
+          }
         }
       }
     }
-  }
-  EXPECT_FALSE(GemvSupported(kGemvMaxRows + 1, 4096, nullptr, nullptr));
-  EXPECT_FALSE(GemvSupported(1, 4100, nullptr, nullptr));
+    EXPECT_FALSE(GemvSupported(kGemvMaxRows + 1, 4096, nullptr, nullptr));
+    EXPECT_FALSE(GemvSupported(1, 4100, nullptr, nullptr));
+  });
 }
 
 // The fused gate|up GEMV + SiluMul against silu(g) * u from double-precision dot products;
 // k with and without a tail, 1 and 2 rows; output poisoned first.
 TEST_F(CudaKernelsTest, GemvSiluMulMatchesReference) {
-  const int inter = 77;
-  for (int k : {4096, 1032, 72}) {
-    for (int rows = 1; rows <= 2; ++rows) {
-      SCOPED_TRACE(testing::Message() << "k " << k << " rows " << rows);
-      Bf16Data x = RandomBf16(static_cast<size_t>(rows) * k, rng_);
-      Bf16Data w = RandomBf16(static_cast<size_t>(2 * inter) * k, rng_);
-      DeviceArray<uint16_t> d_x(x.bits.size()), d_w(w.bits.size()), d_out(rows * inter);
-      d_x.Upload(x.bits);
-      d_w.Upload(w.bits);
-      std::vector<float> ref(static_cast<size_t>(rows) * inter);
-      for (int r = 0; r < rows; ++r) {
-        for (int c = 0; c < inter; ++c) {
-          double g = 0, u = 0;
-          for (int i = 0; i < k; ++i) {
-            const double xv = x.values[static_cast<size_t>(r) * k + i];
-            g += xv * w.values[static_cast<size_t>(c) * k + i];
-            u += xv * w.values[static_cast<size_t>(inter + c) * k + i];
+  cuda_test::ForEachElem([&]<typename T>() {
+    const int inter = 77;
+    for (int k : {4096, 1032, 72}) {
+      for (int rows = 1; rows <= 2; ++rows) {
+        SCOPED_TRACE(testing::Message() << "k " << k << " rows " << rows);
+        Data16 x = Random16<T>(static_cast<size_t>(rows) * k, rng_);
+        Data16 w = Random16<T>(static_cast<size_t>(2 * inter) * k, rng_);
+        DeviceArray<uint16_t> d_x(x.bits.size()), d_w(w.bits.size()), d_out(rows * inter);
+        d_x.Upload(x.bits);
+        d_w.Upload(w.bits);
+        std::vector<float> ref(static_cast<size_t>(rows) * inter);
+        for (int r = 0; r < rows; ++r) {
+          for (int c = 0; c < inter; ++c) {
+            double g = 0, u = 0;
+            for (int i = 0; i < k; ++i) {
+              const double xv = x.values[static_cast<size_t>(r) * k + i];
+              g += xv * w.values[static_cast<size_t>(c) * k + i];
+              u += xv * w.values[static_cast<size_t>(inter + c) * k + i];
+            }
+            ref[static_cast<size_t>(r) * inter + c] = static_cast<float>(g / (1 + std::exp(-g)) * u);
           }
-          ref[static_cast<size_t>(r) * inter + c] = static_cast<float>(g / (1 + std::exp(-g)) * u);
         }
+        ASSERT_EQ(GemvSiluMul(reinterpret_cast<const T*>(d_x.get()),
+                              reinterpret_cast<const T*>(d_w.get()), rows, k, inter,
+                              reinterpret_cast<T*>(d_out.get()), nullptr),
+                  cudaSuccess);
+        EXPECT_LT(RelativeError(ToF32<T>(d_out.Download()), ref), Tolerance<T>());
       }
-      ASSERT_EQ(GemvSiluMul(reinterpret_cast<const bf16*>(d_x.get()),
-                            reinterpret_cast<const bf16*>(d_w.get()), rows, k, inter,
-                            reinterpret_cast<bf16*>(d_out.get()), nullptr),
-                cudaSuccess);
-      EXPECT_LT(RelativeError(Bf16ToF32(d_out.Download()), ref), kBf16Tolerance);
     }
-  }
-  EXPECT_EQ(GemvSiluMul(nullptr, nullptr, 3, 4096, 8, nullptr, nullptr), cudaErrorInvalidValue);
+    EXPECT_EQ(GemvSiluMul<T>(nullptr, nullptr, 3, 4096, 8, nullptr, nullptr), cudaErrorInvalidValue);
+  });
 }
 
 struct AttentionCase {
@@ -241,82 +253,84 @@ class PagedAttentionTest : public CudaKernelsTest,
                            public ::testing::WithParamInterface<AttentionCase> {};
 
 TEST_P(PagedAttentionTest, MatchesReferenceOnShuffledBlocks) {
-  const AttentionCase p = GetParam();
-  // Long decode (split-K), prefill from 0, chunked prefill / prefix hit (start > 0), short
-  // decode, a chunk crossing many blocks.
-  PagedWorld w(p.heads, p.kv_heads, p.head_dim, p.block_tokens,
-               {{1, 3000}, {37, 0}, {20, 50}, {1, 4}, {9, 700}}, rng_);
-  const int layer = 1;
-  const int64_t pool_elems = w.num_blocks * w.layout.ElementsPerBlock();
-  Bf16Data pool = RandomBf16(pool_elems, rng_, -2, 2);
-  Bf16Data q = RandomBf16(static_cast<size_t>(w.num_tokens) * p.heads * p.head_dim, rng_, -2, 2);
+  cuda_test::ForEachElem([&]<typename T>() {
+    const AttentionCase p = GetParam();
+    // Long decode (split-K), prefill from 0, chunked prefill / prefix hit (start > 0), short
+    // decode, a chunk crossing many blocks.
+    PagedWorld w(p.heads, p.kv_heads, p.head_dim, p.block_tokens,
+                 {{1, 3000}, {37, 0}, {20, 50}, {1, 4}, {9, 700}}, rng_);
+    const int layer = 1;
+    const int64_t pool_elems = w.num_blocks * w.layout.ElementsPerBlock();
+    Data16 pool = Random16<T>(pool_elems, rng_, -2, 2);
+    Data16 q = Random16<T>(static_cast<size_t>(w.num_tokens) * p.heads * p.head_dim, rng_, -2, 2);
 
-  AttentionPlanOptions o;
-  o.num_heads = p.heads;
-  o.num_kv_heads = p.kv_heads;
-  o.max_rows = AttentionMaxRows(p.head_dim);
-  o.split_tokens = p.split_tokens;
-  o.partial_slots = 4096;
-  AttentionPlan plan;
-  ASSERT_TRUE(PlanAttention(w.chunks, o, &plan).ok());
+    AttentionPlanOptions o;
+    o.num_heads = p.heads;
+    o.num_kv_heads = p.kv_heads;
+    o.max_rows = AttentionMaxRows(p.head_dim);
+    o.split_tokens = p.split_tokens;
+    o.partial_slots = 4096;
+    AttentionPlan plan;
+    ASSERT_TRUE(PlanAttention(w.chunks, o, &plan).ok());
 
-  DeviceArray<uint16_t> d_pool(pool_elems), d_q(q.bits.size()), d_out(q.bits.size());
-  d_pool.Upload(pool.bits);
-  d_q.Upload(q.bits);
-  DeviceArray<int32_t> d_indptr(w.indptr.size()), d_indices(w.indices.size()),
-      d_chunk(w.num_tokens), d_pos(w.num_tokens), d_splits(w.num_tokens), d_base(w.num_tokens);
-  d_indptr.Upload(w.indptr);
-  d_indices.Upload(w.indices);
-  d_chunk.Upload(w.token_chunk);
-  d_pos.Upload(w.token_pos);
-  d_splits.Upload(plan.num_splits);
-  d_base.Upload(plan.partial_base);
-  DeviceArray<AttentionItem> d_items(plan.items.size());
-  d_items.Upload(plan.items);
-  DeviceArray<float> d_partial(o.partial_slots * p.heads * p.head_dim),
-      d_ml(o.partial_slots * p.heads * 2);
+    DeviceArray<uint16_t> d_pool(pool_elems), d_q(q.bits.size()), d_out(q.bits.size());
+    d_pool.Upload(pool.bits);
+    d_q.Upload(q.bits);
+    DeviceArray<int32_t> d_indptr(w.indptr.size()), d_indices(w.indices.size()),
+        d_chunk(w.num_tokens), d_pos(w.num_tokens), d_splits(w.num_tokens), d_base(w.num_tokens);
+    d_indptr.Upload(w.indptr);
+    d_indices.Upload(w.indices);
+    d_chunk.Upload(w.token_chunk);
+    d_pos.Upload(w.token_pos);
+    d_splits.Upload(plan.num_splits);
+    d_base.Upload(plan.partial_base);
+    DeviceArray<AttentionItem> d_items(plan.items.size());
+    d_items.Upload(plan.items);
+    DeviceArray<float> d_partial(o.partial_slots * p.heads * p.head_dim),
+        d_ml(o.partial_slots * p.heads * 2);
 
-  PagedKv kv;
-  kv.pool = reinterpret_cast<bf16*>(d_pool.get());
-  kv.indices = d_indices.get();
-  kv.indptr = d_indptr.get();
-  kv.block_elements = w.layout.ElementsPerBlock();
-  kv.num_kv_heads = p.kv_heads;
-  kv.head_dim = p.head_dim;
-  kv.block_tokens = p.block_tokens;
-  AttentionParams params;
-  params.q = reinterpret_cast<bf16*>(d_q.get());
-  params.out = reinterpret_cast<bf16*>(d_out.get());
-  params.items = d_items.get();
-  params.num_items = static_cast<int32_t>(plan.items.size());
-  params.num_heads = p.heads;
-  params.layer = layer;
-  params.max_rows = plan.max_rows;
-  params.any_split = plan.any_split;
-  ASSERT_EQ(PagedAttention(params, StepTokens{d_chunk.get(), d_pos.get(), w.num_tokens}, kv,
-                           AttentionSplits{d_splits.get(), d_base.get(), d_partial.get(),
-                                           d_ml.get()},
-                           nullptr),
-            cudaSuccess);
-  CUDA_ASSERT(cudaDeviceSynchronize());
-  const std::vector<float> out = Bf16ToF32(d_out.Download());
+    PagedKv<T> kv;
+    kv.pool = reinterpret_cast<T*>(d_pool.get());
+    kv.indices = d_indices.get();
+    kv.indptr = d_indptr.get();
+    kv.block_elements = w.layout.ElementsPerBlock();
+    kv.num_kv_heads = p.kv_heads;
+    kv.head_dim = p.head_dim;
+    kv.block_tokens = p.block_tokens;
+    AttentionParams<T> params;
+    params.q = reinterpret_cast<T*>(d_q.get());
+    params.out = reinterpret_cast<T*>(d_out.get());
+    params.items = d_items.get();
+    params.num_items = static_cast<int32_t>(plan.items.size());
+    params.num_heads = p.heads;
+    params.layer = layer;
+    params.max_rows = plan.max_rows;
+    params.any_split = plan.any_split;
+    ASSERT_EQ(PagedAttention(params, StepTokens{d_chunk.get(), d_pos.get(), w.num_tokens}, kv,
+                             AttentionSplits{d_splits.get(), d_base.get(), d_partial.get(),
+                                             d_ml.get()},
+                             nullptr),
+              cudaSuccess);
+    CUDA_ASSERT(cudaDeviceSynchronize());
+    const std::vector<float> out = ToF32<T>(d_out.Download());
 
-  KvLayout f32_layout = w.layout;
-  f32_layout.dtype = DType::kF32;
-  int64_t token = 0;
-  for (size_t c = 0; c < w.chunks.size(); ++c) {
-    const int rows = w.chunks[c].num_tokens;
-    const size_t row_elems = static_cast<size_t>(p.heads) * p.head_dim;
-    std::vector<float> ref(rows * row_elems);
-    ::kvtier::PagedAttention(f32_layout, pool.values.data(), w.tables[c], layer,
-                   w.chunks[c].start_position, rows, p.heads,
-                   q.values.data() + token * row_elems, ref.data(), nullptr);
-    const std::vector<float> got(out.begin() + token * row_elems,
-                                 out.begin() + (token + rows) * row_elems);
-    EXPECT_LT(RelativeError(got, ref), kBf16Tolerance)
-        << "chunk " << c << " start " << w.chunks[c].start_position << " rows " << rows;
-    token += rows;
-  }
+    KvLayout f32_layout = w.layout;
+    f32_layout.dtype = DType::kF32;
+    int64_t token = 0;
+    for (size_t c = 0; c < w.chunks.size(); ++c) {
+      const int rows = w.chunks[c].num_tokens;
+      const size_t row_elems = static_cast<size_t>(p.heads) * p.head_dim;
+      std::vector<float> ref(rows * row_elems);
+      ::kvtier::PagedAttention(f32_layout, pool.values.data(), w.tables[c], layer,
+                     w.chunks[c].start_position, rows, p.heads,
+                     q.values.data() + token * row_elems, ref.data(), nullptr);
+      const std::vector<float> got(out.begin() + token * row_elems,
+                                   out.begin() + (token + rows) * row_elems);
+      EXPECT_LT(RelativeError(got, ref), Tolerance<T>())
+          << "chunk " << c << " start " << w.chunks[c].start_position << " rows " << rows;
+      token += rows;
+    }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -344,103 +358,105 @@ class QkvPostTest : public CudaKernelsTest, public ::testing::WithParamInterface
 
 // Bias, q/k norm, RoPE and the KV write against AddInPlace / RmsNorm / ApplyRope / WriteKv.
 TEST_P(QkvPostTest, MatchesReference) {
-  const QkvCase p = GetParam();
-  PagedWorld w(p.heads, p.kv_heads, p.head_dim, 16, {{13, 0}, {1, 40}, {6, 9000}}, rng_);
-  const int layer = 1;
-  const int d = p.head_dim, q_dim = p.heads * d, kv_dim = p.kv_heads * d;
-  const int width = q_dim + 2 * kv_dim;
-  const int t_count = w.num_tokens;
-  Bf16Data qkv = RandomBf16(static_cast<size_t>(t_count) * width, rng_, -2, 2);
-  std::vector<float> bias = RandomF32(width, rng_, -0.5f, 0.5f);
-  std::vector<float> q_norm = RandomF32(d, rng_, 0.8f, 1.2f);
-  std::vector<float> k_norm = RandomF32(d, rng_, 0.8f, 1.2f);
-  std::optional<Llama3RopeScaling> scaling;
-  if (p.llama3) scaling = Llama3RopeScaling{8.0, 1.0, 4.0, 8192};
-  std::vector<float> inv_freq(d / 2);
-  RopeInverseFrequencies(d, 500000.0, scaling, inv_freq.data());
-  const float eps = 1e-6f;
+  cuda_test::ForEachElem([&]<typename T>() {
+    const QkvCase p = GetParam();
+    PagedWorld w(p.heads, p.kv_heads, p.head_dim, 16, {{13, 0}, {1, 40}, {6, 9000}}, rng_);
+    const int layer = 1;
+    const int d = p.head_dim, q_dim = p.heads * d, kv_dim = p.kv_heads * d;
+    const int width = q_dim + 2 * kv_dim;
+    const int t_count = w.num_tokens;
+    Data16 qkv = Random16<T>(static_cast<size_t>(t_count) * width, rng_, -2, 2);
+    std::vector<float> bias = RandomF32(width, rng_, -0.5f, 0.5f);
+    std::vector<float> q_norm = RandomF32(d, rng_, 0.8f, 1.2f);
+    std::vector<float> k_norm = RandomF32(d, rng_, 0.8f, 1.2f);
+    std::optional<Llama3RopeScaling> scaling;
+    if (p.llama3) scaling = Llama3RopeScaling{8.0, 1.0, 4.0, 8192};
+    std::vector<float> inv_freq(d / 2);
+    RopeInverseFrequencies(d, 500000.0, scaling, inv_freq.data());
+    const float eps = 1e-6f;
 
-  const int64_t pool_elems = w.num_blocks * w.layout.ElementsPerBlock();
-  DeviceArray<uint16_t> d_qkv(qkv.bits.size()), d_q(static_cast<size_t>(t_count) * q_dim),
-      d_pool(pool_elems);
-  d_qkv.Upload(qkv.bits);
-  DeviceArray<float> d_bias(width), d_qn(d), d_kn(d), d_freq(d / 2);
-  d_bias.Upload(bias);
-  d_qn.Upload(q_norm);
-  d_kn.Upload(k_norm);
-  d_freq.Upload(inv_freq);
-  DeviceArray<int32_t> d_indptr(w.indptr.size()), d_indices(w.indices.size()),
-      d_chunk(t_count), d_pos(t_count);
-  d_indptr.Upload(w.indptr);
-  d_indices.Upload(w.indices);
-  d_chunk.Upload(w.token_chunk);
-  d_pos.Upload(w.token_pos);
+    const int64_t pool_elems = w.num_blocks * w.layout.ElementsPerBlock();
+    DeviceArray<uint16_t> d_qkv(qkv.bits.size()), d_q(static_cast<size_t>(t_count) * q_dim),
+        d_pool(pool_elems);
+    d_qkv.Upload(qkv.bits);
+    DeviceArray<float> d_bias(width), d_qn(d), d_kn(d), d_freq(d / 2);
+    d_bias.Upload(bias);
+    d_qn.Upload(q_norm);
+    d_kn.Upload(k_norm);
+    d_freq.Upload(inv_freq);
+    DeviceArray<int32_t> d_indptr(w.indptr.size()), d_indices(w.indices.size()),
+        d_chunk(t_count), d_pos(t_count);
+    d_indptr.Upload(w.indptr);
+    d_indices.Upload(w.indices);
+    d_chunk.Upload(w.token_chunk);
+    d_pos.Upload(w.token_pos);
 
-  QkvPostParams params;
-  params.qkv = reinterpret_cast<bf16*>(d_qkv.get());
-  params.bias = p.bias ? d_bias.get() : nullptr;
-  params.q_norm = p.qk_norm ? d_qn.get() : nullptr;
-  params.k_norm = p.qk_norm ? d_kn.get() : nullptr;
-  params.inv_freq = d_freq.get();
-  params.norm_eps = eps;
-  params.num_heads = p.heads;
-  params.layer = layer;
-  params.q_out = reinterpret_cast<bf16*>(d_q.get());
-  PagedKv kv;
-  kv.pool = reinterpret_cast<bf16*>(d_pool.get());
-  kv.indices = d_indices.get();
-  kv.indptr = d_indptr.get();
-  kv.block_elements = w.layout.ElementsPerBlock();
-  kv.num_kv_heads = p.kv_heads;
-  kv.head_dim = d;
-  kv.block_tokens = 16;
-  ASSERT_EQ(QkvPost(params, StepTokens{d_chunk.get(), d_pos.get(), t_count}, kv, nullptr),
-            cudaSuccess);
-  CUDA_ASSERT(cudaDeviceSynchronize());
+    QkvPostParams<T> params;
+    params.qkv = reinterpret_cast<T*>(d_qkv.get());
+    params.bias = p.bias ? d_bias.get() : nullptr;
+    params.q_norm = p.qk_norm ? d_qn.get() : nullptr;
+    params.k_norm = p.qk_norm ? d_kn.get() : nullptr;
+    params.inv_freq = d_freq.get();
+    params.norm_eps = eps;
+    params.num_heads = p.heads;
+    params.layer = layer;
+    params.q_out = reinterpret_cast<T*>(d_q.get());
+    PagedKv<T> kv;
+    kv.pool = reinterpret_cast<T*>(d_pool.get());
+    kv.indices = d_indices.get();
+    kv.indptr = d_indptr.get();
+    kv.block_elements = w.layout.ElementsPerBlock();
+    kv.num_kv_heads = p.kv_heads;
+    kv.head_dim = d;
+    kv.block_tokens = 16;
+    ASSERT_EQ(QkvPost(params, StepTokens{d_chunk.get(), d_pos.get(), t_count}, kv, nullptr),
+              cudaSuccess);
+    CUDA_ASSERT(cudaDeviceSynchronize());
 
-  // Reference.
-  std::vector<float> q(static_cast<size_t>(t_count) * q_dim), k(static_cast<size_t>(t_count) * kv_dim),
-      v(static_cast<size_t>(t_count) * kv_dim);
-  for (int t = 0; t < t_count; ++t) {
-    std::vector<float> row(qkv.values.begin() + static_cast<int64_t>(t) * width,
-                           qkv.values.begin() + static_cast<int64_t>(t + 1) * width);
-    if (p.bias) AddInPlace(row.data(), bias.data(), width);
-    std::copy(row.begin(), row.begin() + q_dim, q.begin() + t * q_dim);
-    std::copy(row.begin() + q_dim, row.begin() + q_dim + kv_dim, k.begin() + t * kv_dim);
-    std::copy(row.begin() + q_dim + kv_dim, row.end(), v.begin() + t * kv_dim);
-  }
-  if (p.qk_norm) {
-    RmsNorm(q.data(), q_norm.data(), t_count * p.heads, d, eps, q.data(), nullptr);
-    RmsNorm(k.data(), k_norm.data(), t_count * p.kv_heads, d, eps, k.data(), nullptr);
-  }
-  std::vector<int64_t> positions(w.token_pos.begin(), w.token_pos.end());
-  ApplyRope(q.data(), positions.data(), t_count, p.heads, d, inv_freq.data());
-  ApplyRope(k.data(), positions.data(), t_count, p.kv_heads, d, inv_freq.data());
-  EXPECT_LT(RelativeError(Bf16ToF32(d_q.Download()), q), kBf16Tolerance);
-
-  KvLayout f32_layout = w.layout;
-  f32_layout.dtype = DType::kF32;
-  std::vector<float> ref_pool(pool_elems, NAN);
-  int64_t token = 0;
-  for (size_t c = 0; c < w.chunks.size(); ++c) {
-    WriteKv(f32_layout, ref_pool.data(), w.tables[c], layer, w.chunks[c].start_position,
-            w.chunks[c].num_tokens, k.data() + token * kv_dim, v.data() + token * kv_dim);
-    token += w.chunks[c].num_tokens;
-  }
-  const std::vector<float> pool = Bf16ToF32(d_pool.Download());
-  std::vector<float> got, want;
-  int64_t mismatched_nan = 0;
-  for (int64_t i = 0; i < pool_elems; ++i) {
-    if (std::isnan(ref_pool[i])) {
-      if (!std::isnan(pool[i])) ++mismatched_nan;  // written where nothing should be
-      continue;
+    // Reference.
+    std::vector<float> q(static_cast<size_t>(t_count) * q_dim), k(static_cast<size_t>(t_count) * kv_dim),
+        v(static_cast<size_t>(t_count) * kv_dim);
+    for (int t = 0; t < t_count; ++t) {
+      std::vector<float> row(qkv.values.begin() + static_cast<int64_t>(t) * width,
+                             qkv.values.begin() + static_cast<int64_t>(t + 1) * width);
+      if (p.bias) AddInPlace(row.data(), bias.data(), width);
+      std::copy(row.begin(), row.begin() + q_dim, q.begin() + t * q_dim);
+      std::copy(row.begin() + q_dim, row.begin() + q_dim + kv_dim, k.begin() + t * kv_dim);
+      std::copy(row.begin() + q_dim + kv_dim, row.end(), v.begin() + t * kv_dim);
     }
-    got.push_back(pool[i]);
-    want.push_back(ref_pool[i]);
-  }
-  EXPECT_EQ(mismatched_nan, 0);
-  EXPECT_EQ(static_cast<int64_t>(want.size()), 2LL * t_count * kv_dim);
-  EXPECT_LT(RelativeError(got, want), kBf16Tolerance);
+    if (p.qk_norm) {
+      RmsNorm(q.data(), q_norm.data(), t_count * p.heads, d, eps, q.data(), nullptr);
+      RmsNorm(k.data(), k_norm.data(), t_count * p.kv_heads, d, eps, k.data(), nullptr);
+    }
+    std::vector<int64_t> positions(w.token_pos.begin(), w.token_pos.end());
+    ApplyRope(q.data(), positions.data(), t_count, p.heads, d, inv_freq.data());
+    ApplyRope(k.data(), positions.data(), t_count, p.kv_heads, d, inv_freq.data());
+    EXPECT_LT(RelativeError(ToF32<T>(d_q.Download()), q), Tolerance<T>());
+
+    KvLayout f32_layout = w.layout;
+    f32_layout.dtype = DType::kF32;
+    std::vector<float> ref_pool(pool_elems, NAN);
+    int64_t token = 0;
+    for (size_t c = 0; c < w.chunks.size(); ++c) {
+      WriteKv(f32_layout, ref_pool.data(), w.tables[c], layer, w.chunks[c].start_position,
+              w.chunks[c].num_tokens, k.data() + token * kv_dim, v.data() + token * kv_dim);
+      token += w.chunks[c].num_tokens;
+    }
+    const std::vector<float> pool = ToF32<T>(d_pool.Download());
+    std::vector<float> got, want;
+    int64_t mismatched_nan = 0;
+    for (int64_t i = 0; i < pool_elems; ++i) {
+      if (std::isnan(ref_pool[i])) {
+        if (!std::isnan(pool[i])) ++mismatched_nan;  // written where nothing should be
+        continue;
+      }
+      got.push_back(pool[i]);
+      want.push_back(ref_pool[i]);
+    }
+    EXPECT_EQ(mismatched_nan, 0);
+    EXPECT_EQ(static_cast<int64_t>(want.size()), 2LL * t_count * kv_dim);
+    EXPECT_LT(RelativeError(got, want), Tolerance<T>());
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -456,20 +472,27 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST_F(CudaKernelsTest, ConversionsAndFillsRoundTrip) {
-  const int64_t n = 1000;
-  DeviceArray<float> d_f(n), d_back(n);
-  DeviceArray<uint16_t> d_b(n);
-  ASSERT_EQ(FillRandomF32(d_f.get(), n, 7, 0.0f, 3.0f, nullptr), cudaSuccess);
-  ASSERT_EQ(ConvertF32ToBf16(d_f.get(), n, reinterpret_cast<bf16*>(d_b.get()), nullptr),
-            cudaSuccess);
-  ASSERT_EQ(ConvertBf16ToF32(reinterpret_cast<bf16*>(d_b.get()), n, d_back.get(), nullptr),
-            cudaSuccess);
-  const std::vector<float> f = d_f.Download();
-  for (float x : f) ASSERT_TRUE(std::isfinite(x) && std::abs(x) <= 3.0f);
-  EXPECT_LT(RelativeError(d_back.Download(), f), 1e-2);
-  ASSERT_EQ(FillRandomBf16(reinterpret_cast<bf16*>(d_b.get()), n, 7, 1.0f, 0.5f, nullptr),
-            cudaSuccess);
-  for (float x : Bf16ToF32(d_b.Download())) ASSERT_TRUE(x >= 0.49f && x <= 1.51f);
+  cuda_test::ForEachElem([&]<typename T>() {
+    const int64_t n = 1000;
+    DeviceArray<float> d_f(n), d_back(n);
+    DeviceArray<uint16_t> d_b(n);
+    ASSERT_EQ(FillRandom(d_f.get(), n, 7, 0.0f, 3.0f, nullptr), cudaSuccess);
+    ASSERT_EQ(ConvertFromF32(d_f.get(), n, reinterpret_cast<T*>(d_b.get()), nullptr),
+              cudaSuccess);
+    ASSERT_EQ(ConvertToF32<T>(reinterpret_cast<T*>(d_b.get()), n, d_back.get(), nullptr),
+              cudaSuccess);
+    const std::vector<float> f = d_f.Download();
+    for (float x : f) ASSERT_TRUE(std::isfinite(x) && std::abs(x) <= 3.0f);
+    // Round to nearest even, bit for bit as the host conversion of model/tensor.h.
+    const std::vector<uint16_t> bits = d_b.Download();
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(bits[i], cuda_test::Elem16<T>::Bits(f[i])) << "element " << i << " = " << f[i];
+    }
+    EXPECT_EQ(d_back.Download(), ToF32<T>(bits));
+    ASSERT_EQ(FillRandom(reinterpret_cast<T*>(d_b.get()), n, 7, 1.0f, 0.5f, nullptr),
+              cudaSuccess);
+    for (float x : ToF32<T>(d_b.Download())) ASSERT_TRUE(x >= 0.49f && x <= 1.51f);
+  });
 }
 
 }  // namespace

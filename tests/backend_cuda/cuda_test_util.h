@@ -1,5 +1,6 @@
 // Helpers of the CUDA tests: device detection (tests skip without a GPU), RAII device
-// arrays, bf16-representable random data and relative-error checks. Not thread-safe.
+// arrays, bf16/fp16-representable random data, the per-dtype loop and tolerances, and
+// relative-error checks. Not thread-safe.
 #ifndef KVTIER_TESTS_BACKEND_CUDA_CUDA_TEST_UTIL_H_
 #define KVTIER_TESTS_BACKEND_CUDA_CUDA_TEST_UTIL_H_
 
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/kernels.h"
 #include "gtest/gtest.h"
 #include "model/tensor.h"
 
@@ -50,7 +52,7 @@ class DeviceArray {
   DeviceArray& operator=(const DeviceArray&) = delete;
   T* get() const { return static_cast<T*>(ptr_); }
   size_t size() const { return count_; }
-  // 0xFF bytes: NaN as f32 and as bf16.
+  // 0xFF bytes: NaN as f32, bf16 and fp16.
   void Poison() { cudaMemset(ptr_, 0xFF, count_ * sizeof(T)); }
   void Upload(const std::vector<T>& host) {
     cudaMemcpy(ptr_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
@@ -93,6 +95,66 @@ inline std::vector<float> RandomF32(size_t count, std::mt19937& rng, float lo = 
 inline std::vector<float> Bf16ToF32(const std::vector<uint16_t>& bits) {
   std::vector<float> v(bits.size());
   for (size_t i = 0; i < bits.size(); ++i) v[i] = Bf16ToFloat(bits[i]);
+  return v;
+}
+
+// Host-side facts of a 16-bit element type the kernels are instantiated for.
+template <typename T>
+struct Elem16;
+template <>
+struct Elem16<cuda::bf16> {
+  static constexpr const char* kName = "bf16";
+  // Relative error bound of a kernel's output against the fp32 reference: a few roundings
+  // to 8 significant bits.
+  static constexpr double kTolerance = 1e-2;
+  static uint16_t Bits(float v) { return FloatToBf16(v); }
+  static float Value(uint16_t bits) { return Bf16ToFloat(bits); }
+};
+template <>
+struct Elem16<cuda::f16> {
+  static constexpr const char* kName = "f16";
+  // 11 significant bits: 8x tighter than bf16, so a kernel that rounds through bf16 fails.
+  static constexpr double kTolerance = 2.5e-3;
+  static uint16_t Bits(float v) { return FloatToFp16(v); }
+  static float Value(uint16_t bits) { return Fp16ToFloat(bits); }
+};
+template <typename T>
+constexpr double Tolerance() { return Elem16<T>::kTolerance; }
+
+// Runs fn.template operator()<T>() for T = bf16, then f16, each under a trace naming it.
+template <typename Fn>
+void ForEachElem(Fn&& fn) {
+  {
+    SCOPED_TRACE(Elem16<cuda::bf16>::kName);
+    fn.template operator()<cuda::bf16>();
+  }
+  {
+    SCOPED_TRACE(Elem16<cuda::f16>::kName);
+    fn.template operator()<cuda::f16>();
+  }
+}
+
+// Random values representable in T: `bits` for the device, `values` for the reference.
+struct Data16 {
+  std::vector<uint16_t> bits;
+  std::vector<float> values;
+};
+template <typename T>
+Data16 Random16(size_t count, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Data16 d;
+  d.bits.resize(count);
+  d.values.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    d.bits[i] = Elem16<T>::Bits(dist(rng));
+    d.values[i] = Elem16<T>::Value(d.bits[i]);
+  }
+  return d;
+}
+template <typename T>
+std::vector<float> ToF32(const std::vector<uint16_t>& bits) {
+  std::vector<float> v(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) v[i] = Elem16<T>::Value(bits[i]);
   return v;
 }
 

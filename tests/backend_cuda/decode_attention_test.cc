@@ -1,5 +1,5 @@
 // DecodeAttention (backend/cuda/decode_attention.h) against an fp64 host reference on
-// shuffled paged blocks, fresh random inputs and NaN-poisoned outputs; a CUDA-graph replay
+// shuffled paged blocks, fresh random inputs and NaN-poisoned outputs, bf16 and fp16; a CUDA-graph replay
 // test (positions, tables and q change in device memory between replays); and, only with
 // KVTIER_DECODE_BENCH=1, timings on the Llama-3-8B shape against the old PagedAttention.
 #include <cuda_runtime.h>
@@ -25,11 +25,13 @@ namespace {
 
 using cuda_test::Bf16Data;
 using cuda_test::Bf16ToF32;
+using cuda_test::Data16;
 using cuda_test::DeviceArray;
+using cuda_test::Random16;
 using cuda_test::RandomBf16;
 using cuda_test::RelativeError;
-
-constexpr double kBf16Tolerance = 1e-2;
+using cuda_test::ToF32;
+using cuda_test::Tolerance;
 constexpr uint16_t kPoisonBits = 0xFFFF;
 
 // Decode rows, row i in chunk i with a shuffled block table of `capacity` positions (at
@@ -85,7 +87,8 @@ struct DecodeWorld {
   bool IsRow(int token) const { return std::find(rows.begin(), rows.end(), token) != rows.end(); }
 };
 
-// fp64 reference of decode row i: (num_heads, head_dim).
+// fp64 reference of decode row i: (num_heads, head_dim); the pool holds T elements.
+template <typename T>
 std::vector<float> Reference(const DecodeWorld& w, const std::vector<uint16_t>& pool,
                              const std::vector<float>& q, int layer, int i) {
   const KvLayout& L = w.layout;
@@ -104,7 +107,7 @@ std::vector<float> Reference(const DecodeWorld& w, const std::vector<uint16_t>& 
     for (int j = 0; j < ctx; ++j) {
       const uint16_t* k = pool.data() + table[j / bt] * epb + L.ElementOffset(layer, 0, kvh, j % bt);
       double s = 0;
-      for (int e = 0; e < d; ++e) s += static_cast<double>(qh[e]) * Bf16ToFloat(k[e]);
+      for (int e = 0; e < d; ++e) s += static_cast<double>(qh[e]) * cuda_test::Elem16<T>::Value(k[e]);
       score[j] = s * scale;
       mx = std::max(mx, score[j]);
     }
@@ -114,7 +117,7 @@ std::vector<float> Reference(const DecodeWorld& w, const std::vector<uint16_t>& 
       const double p = std::exp(score[j] - mx);
       sum += p;
       const uint16_t* v = pool.data() + table[j / bt] * epb + L.ElementOffset(layer, 1, kvh, j % bt);
-      for (int e = 0; e < d; ++e) acc[e] += p * Bf16ToFloat(v[e]);
+      for (int e = 0; e < d; ++e) acc[e] += p * cuda_test::Elem16<T>::Value(v[e]);
     }
     for (int e = 0; e < d; ++e) out[static_cast<size_t>(h) * d + e] = static_cast<float>(acc[e] / sum);
   }
@@ -153,9 +156,10 @@ struct DeviceDecode {
     pos.Upload(w.token_pos);
     indices.Upload(w.indices);
   }
-  PagedKv Kv(const DecodeWorld& w) const {
-    PagedKv kv;
-    kv.pool = reinterpret_cast<bf16*>(pool.get());
+  template <typename T>
+  PagedKv<T> Kv(const DecodeWorld& w) const {
+    PagedKv<T> kv;
+    kv.pool = reinterpret_cast<T*>(pool.get());
     kv.indices = indices.get();
     kv.indptr = indptr.get();
     kv.block_elements = w.layout.ElementsPerBlock();
@@ -164,10 +168,11 @@ struct DeviceDecode {
     kv.block_tokens = static_cast<int32_t>(w.layout.block_tokens);
     return kv;
   }
-  DecodeAttentionParams Params(const DecodeWorld& w, int layer, int max_splits) const {
-    DecodeAttentionParams p;
-    p.q = reinterpret_cast<const bf16*>(q.get());
-    p.out = reinterpret_cast<bf16*>(out.get());
+  template <typename T>
+  DecodeAttentionParams<T> Params(const DecodeWorld& w, int layer, int max_splits) const {
+    DecodeAttentionParams<T> p;
+    p.q = reinterpret_cast<const T*>(q.get());
+    p.out = reinterpret_cast<T*>(out.get());
     p.rows = rows.get();
     p.num_rows = static_cast<int32_t>(w.rows.size());
     p.num_heads = w.num_heads;
@@ -191,23 +196,25 @@ int SmCount() {
 
 // Every decode row matches the reference; every element of a non-decode token is still the
 // poison.
+template <typename T>
 std::vector<std::vector<float>> References(const DecodeWorld& w, const std::vector<uint16_t>& pool,
                                            const std::vector<float>& q, int layer) {
   std::vector<std::vector<float>> refs;
   for (size_t i = 0; i < w.rows.size(); ++i) {
-    refs.push_back(Reference(w, pool, q, layer, static_cast<int>(i)));
+    refs.push_back(Reference<T>(w, pool, q, layer, static_cast<int>(i)));
   }
   return refs;
 }
 
+template <typename T>
 void ExpectMatches(const DecodeWorld& w, const std::vector<std::vector<float>>& refs,
                    const std::vector<uint16_t>& out, const std::string& what) {
   const size_t row_elems = static_cast<size_t>(w.num_heads) * w.layout.head_dim;
   for (size_t i = 0; i < w.rows.size(); ++i) {
     const std::vector<uint16_t> bits(out.begin() + w.rows[i] * row_elems,
                                      out.begin() + (w.rows[i] + 1) * row_elems);
-    const double err = RelativeError(Bf16ToF32(bits), refs[i]);
-    EXPECT_LT(err, kBf16Tolerance) << what << ": row " << i << " ctx " << w.contexts[i];
+    const double err = RelativeError(ToF32<T>(bits), refs[i]);
+    EXPECT_LT(err, Tolerance<T>()) << what << ": row " << i << " ctx " << w.contexts[i];
   }
   for (int t = 0; t < w.num_tokens; ++t) {
     if (w.IsRow(t)) continue;
@@ -238,21 +245,24 @@ TEST_P(DecodeAttentionTest, MatchesReferenceOnShuffledBlocks) {
       c.max_splits > 0 ? c.max_splits : DecodeMaxSplits(num_rows, c.kv_heads, SmCount());
   const int layer = 1;
   DeviceDecode dev(w, max_splits);
-  CUDA_ASSERT(FillRandomBf16(reinterpret_cast<bf16*>(dev.pool.get()), dev.pool.size(),
-                             rng_(), 0.0f, 2.0f, nullptr));
-  const std::vector<uint16_t> pool = dev.pool.Download();
-  const Bf16Data q = RandomBf16(dev.q.size(), rng_, -2, 2);
-  dev.q.Upload(q.bits);
-  const std::vector<std::vector<float>> refs = References(w, pool, q.values, layer);
-  // Twice: the second launch proves the split counters were left at zero.
-  for (int run = 0; run < 2; ++run) {
-    dev.out.Poison();
-    ASSERT_EQ(DecodeAttention(dev.Params(w, layer, max_splits), dev.Tokens(w), dev.Kv(w), nullptr),
-              cudaSuccess);
-    CUDA_ASSERT(cudaDeviceSynchronize());
-    ExpectMatches(w, refs, dev.out.Download(),
-                  "run " + std::to_string(run) + " max_splits " + std::to_string(max_splits));
-  }
+  cuda_test::ForEachElem([&]<typename T>() {
+    CUDA_ASSERT(FillRandom(reinterpret_cast<T*>(dev.pool.get()), dev.pool.size(), rng_(), 0.0f,
+                           2.0f, nullptr));
+    const std::vector<uint16_t> pool = dev.pool.Download();
+    const Data16 q = Random16<T>(dev.q.size(), rng_, -2, 2);
+    dev.q.Upload(q.bits);
+    const std::vector<std::vector<float>> refs = References<T>(w, pool, q.values, layer);
+    // Twice: the second launch proves the split counters were left at zero.
+    for (int run = 0; run < 2; ++run) {
+      dev.out.Poison();
+      ASSERT_EQ(DecodeAttention(dev.Params<T>(w, layer, max_splits), dev.Tokens(w),
+                                dev.Kv<T>(w), nullptr),
+                cudaSuccess);
+      CUDA_ASSERT(cudaDeviceSynchronize());
+      ExpectMatches<T>(w, refs, dev.out.Download(),
+                       "run " + std::to_string(run) + " max_splits " + std::to_string(max_splits));
+    }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -295,8 +305,8 @@ TEST(DecodeAttentionGraph, ReplaysWithNewPositionsAndTables) {
                 capacity, rng);
   const int max_splits = DecodeMaxSplits(static_cast<int32_t>(w.rows.size()), kv_heads, SmCount());
   DeviceDecode dev(w, max_splits);
-  CUDA_ASSERT(FillRandomBf16(reinterpret_cast<bf16*>(dev.pool.get()), dev.pool.size(), rng(),
-                             0.0f, 2.0f, nullptr));
+  CUDA_ASSERT(FillRandom(reinterpret_cast<bf16*>(dev.pool.get()), dev.pool.size(), rng(),
+                         0.0f, 2.0f, nullptr));
   const std::vector<uint16_t> pool = dev.pool.Download();
 
   cudaStream_t stream;
@@ -304,7 +314,8 @@ TEST(DecodeAttentionGraph, ReplaysWithNewPositionsAndTables) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CUDA_ASSERT(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  ASSERT_EQ(DecodeAttention(dev.Params(w, layer, max_splits), dev.Tokens(w), dev.Kv(w), stream),
+  ASSERT_EQ(DecodeAttention(dev.Params<bf16>(w, layer, max_splits), dev.Tokens(w),
+                            dev.Kv<bf16>(w), stream),
             cudaSuccess);
   CUDA_ASSERT(cudaStreamEndCapture(stream, &graph));
   CUDA_ASSERT(cudaGraphInstantiate(&exec, graph, 0));
@@ -318,7 +329,8 @@ TEST(DecodeAttentionGraph, ReplaysWithNewPositionsAndTables) {
     CUDA_ASSERT(cudaDeviceSynchronize());
     CUDA_ASSERT(cudaGraphLaunch(exec, stream));
     CUDA_ASSERT(cudaStreamSynchronize(stream));
-    ExpectMatches(w, References(w, pool, q.values, layer), dev.out.Download(), "replay " + std::to_string(step));
+    ExpectMatches<bf16>(w, References<bf16>(w, pool, q.values, layer), dev.out.Download(),
+                        "replay " + std::to_string(step));
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
@@ -406,17 +418,17 @@ TEST(DecodeAttentionBench, Llama3Shapes) {
     DeviceDecode dev(w, kDecodeMaxSplitsLimit);
     ASSERT_NE(dev.pool.get(), nullptr) << "pool allocation failed";
     CUDA_ASSERT(cudaDeviceSynchronize());  // the poison memsets ran on the legacy stream
-    CUDA_ASSERT(FillRandomBf16(reinterpret_cast<bf16*>(dev.pool.get()), dev.pool.size(), 7,
-                               0.0f, 2.0f, stream));
-    CUDA_ASSERT(FillRandomBf16(reinterpret_cast<bf16*>(dev.q.get()), dev.q.size(), 8, 0.0f,
-                               2.0f, stream));
+    CUDA_ASSERT(FillRandom(reinterpret_cast<bf16*>(dev.pool.get()), dev.pool.size(), 7, 0.0f,
+                           2.0f, stream));
+    CUDA_ASSERT(FillRandom(reinterpret_cast<bf16*>(dev.q.get()), dev.q.size(), 8, 0.0f, 2.0f,
+                           stream));
     double kv_bytes = 0;
     for (int r = 0; r < bc.rows; ++r) kv_bytes += 2.0 * base[r] * kv_heads * head_dim * 2;
-    const PagedKv kv = dev.Kv(w);
+    const PagedKv<bf16> kv = dev.Kv<bf16>(w);
     const StepTokens tokens = dev.Tokens(w);
 
     auto run_new = [&](int i, int max_splits) {
-      DecodeAttentionParams p = dev.Params(w, i % layers, max_splits);
+      DecodeAttentionParams<bf16> p = dev.Params<bf16>(w, i % layers, max_splits);
       p.rows = dev.rows.get() + (i % bc.copies) * bc.rows;
       p.num_rows = bc.rows;
       EXPECT_EQ(DecodeAttention(p, tokens, kv, stream), cudaSuccess);
@@ -452,7 +464,7 @@ TEST(DecodeAttentionBench, Llama3Shapes) {
     d_bases.Upload(bases);
     CUDA_ASSERT(cudaDeviceSynchronize());
     auto run_old = [&](int i) {
-      AttentionParams p;
+      AttentionParams<bf16> p;
       p.q = reinterpret_cast<const bf16*>(dev.q.get());
       p.out = reinterpret_cast<bf16*>(old_out.get());
       p.items = d_items.get() + (i % bc.copies) * plan.items.size();
@@ -486,7 +498,7 @@ TEST(DecodeAttentionBench, Llama3Shapes) {
     const double diff =
         RelativeError(Bf16ToF32(std::vector<uint16_t>(a.begin(), a.begin() + n)),
                       Bf16ToF32(std::vector<uint16_t>(b.begin(), b.begin() + n)));
-    EXPECT_LT(diff, kBf16Tolerance);
+    EXPECT_LT(diff, Tolerance<bf16>());
     auto tbs = [&](double us) { return kv_bytes / (us * 1e-6) / 1e12; };
     std::printf("[decode-bench] %s rows=%d ctx=%d..%d KV=%.1fMB max_splits=%d | new stream %.2f us "
                 "%.2f TB/s, graph %.2f us %.2f TB/s | old stream %.2f us %.2f TB/s, graph %.2f us "

@@ -23,13 +23,13 @@
 namespace kvtier::cuda {
 namespace {
 
-using cuda_test::Bf16Data;
 using cuda_test::Bf16ToF32;
+using cuda_test::Data16;
 using cuda_test::DeviceArray;
-using cuda_test::RandomBf16;
+using cuda_test::Random16;
 using cuda_test::RelativeError;
-
-constexpr double kBf16Tolerance = 1e-2;
+using cuda_test::ToF32;
+using cuda_test::Tolerance;
 
 TEST(PrefillPlanTest, TileTokensFillTheRows) {
   EXPECT_EQ(PrefillTileTokens(128, 1), 64);
@@ -106,9 +106,10 @@ struct DeviceWorld {
     num_tiles = static_cast<int32_t>(plan.size());
     tiles.Upload(plan);
   }
-  PagedKv Kv(const PrefillWorld& w, void* pool) const {
-    PagedKv kv;
-    kv.pool = static_cast<bf16*>(pool);
+  template <typename T>
+  PagedKv<T> Kv(const PrefillWorld& w, void* pool) const {
+    PagedKv<T> kv;
+    kv.pool = static_cast<T*>(pool);
     kv.indices = indices.get();
     kv.indptr = indptr.get();
     kv.block_elements = w.layout.ElementsPerBlock();
@@ -119,7 +120,7 @@ struct DeviceWorld {
   }
 };
 
-// Causal GQA attention over the world's pool (bf16 values as f32): fp32 dot products,
+// Causal GQA attention over the world's pool (16-bit values as f32): fp32 dot products,
 // fp64 softmax and sums. One thread per query head.
 std::vector<float> ReferenceAttention(const PrefillWorld& w, const std::vector<float>& pool,
                                       const std::vector<float>& q, int layer) {
@@ -183,42 +184,44 @@ TEST_P(PrefillAttentionTest, MatchesReferenceOnShuffledBlocks) {
                  {{1, 0}, {3, 5}, {16, 0}, {17, 100}, {100, 1000}, {600, 1037}, {1, 2000},
                   {64, 64}},
                  rng_);
-  const int layer = 1;
-  Bf16Data pool = RandomBf16(w.PoolElements(), rng_, -2, 2);
-  Bf16Data q = RandomBf16(w.QElements(), rng_, -2, 2);
-  DeviceArray<uint16_t> d_pool(pool.bits.size()), d_q(q.bits.size()), d_out(q.bits.size());
-  d_pool.Upload(pool.bits);
-  d_q.Upload(q.bits);
-  DeviceWorld dw(w);
+  cuda_test::ForEachElem([&]<typename T>() {
+    const int layer = 1;
+    Data16 pool = Random16<T>(w.PoolElements(), rng_, -2, 2);
+    Data16 q = Random16<T>(w.QElements(), rng_, -2, 2);
+    DeviceArray<uint16_t> d_pool(pool.bits.size()), d_q(q.bits.size()), d_out(q.bits.size());
+    d_pool.Upload(pool.bits);
+    d_q.Upload(q.bits);
+    DeviceWorld dw(w);
 
-  PrefillAttentionParams params;
-  params.q = reinterpret_cast<const bf16*>(d_q.get());
-  params.out = reinterpret_cast<bf16*>(d_out.get());
-  params.tiles = dw.tiles.get();
-  params.num_tiles = dw.num_tiles;
-  params.num_heads = p.heads;
-  params.layer = layer;
-  ASSERT_TRUE(PrefillAttentionSupported(p.head_dim, p.heads, p.kv_heads));
-  d_out.Poison();
-  ASSERT_EQ(PrefillAttention(params, dw.Kv(w, d_pool.get()), nullptr), cudaSuccess);
-  CUDA_ASSERT(cudaDeviceSynchronize());
-  const std::vector<float> out = Bf16ToF32(d_out.Download());
-  const std::vector<float> ref = ReferenceAttention(w, pool.values, q.values, layer);
+    PrefillAttentionParams<T> params;
+    params.q = reinterpret_cast<const T*>(d_q.get());
+    params.out = reinterpret_cast<T*>(d_out.get());
+    params.tiles = dw.tiles.get();
+    params.num_tiles = dw.num_tiles;
+    params.num_heads = p.heads;
+    params.layer = layer;
+    ASSERT_TRUE(PrefillAttentionSupported(p.head_dim, p.heads, p.kv_heads));
+    d_out.Poison();
+    ASSERT_EQ(PrefillAttention(params, dw.Kv<T>(w, d_pool.get()), nullptr), cudaSuccess);
+    CUDA_ASSERT(cudaDeviceSynchronize());
+    const std::vector<float> out = ToF32<T>(d_out.Download());
+    const std::vector<float> ref = ReferenceAttention(w, pool.values, q.values, layer);
 
-  const size_t row = static_cast<size_t>(p.heads) * p.head_dim;
-  for (const PrefillChunk& c : w.prefill_chunks) {  // every element written (no NaN) and close
-    const std::vector<float> got(out.begin() + c.token_begin * row,
-                                 out.begin() + (c.token_begin + c.num_tokens) * row);
-    const std::vector<float> want(ref.begin() + c.token_begin * row,
-                                  ref.begin() + (c.token_begin + c.num_tokens) * row);
-    double max_abs = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      max_abs = std::max(max_abs, static_cast<double>(std::fabs(got[i] - want[i])));
+    const size_t row = static_cast<size_t>(p.heads) * p.head_dim;
+    for (const PrefillChunk& c : w.prefill_chunks) {  // every element written (no NaN) and close
+      const std::vector<float> got(out.begin() + c.token_begin * row,
+                                   out.begin() + (c.token_begin + c.num_tokens) * row);
+      const std::vector<float> want(ref.begin() + c.token_begin * row,
+                                    ref.begin() + (c.token_begin + c.num_tokens) * row);
+      double max_abs = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        max_abs = std::max(max_abs, static_cast<double>(std::fabs(got[i] - want[i])));
+      }
+      EXPECT_LT(RelativeError(got, want), Tolerance<T>())
+          << "chunk " << c.chunk << " start " << c.start_position << " tokens " << c.num_tokens;
+      EXPECT_LT(max_abs, 3e-2) << "chunk " << c.chunk;
     }
-    EXPECT_LT(RelativeError(got, want), kBf16Tolerance)
-        << "chunk " << c.chunk << " start " << c.start_position << " tokens " << c.num_tokens;
-    EXPECT_LT(max_abs, 3e-2) << "chunk " << c.chunk;
-  }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -236,10 +239,10 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(PrefillAttentionArgsTest, RejectsUnsupportedShapes) {
-  PrefillAttentionParams params;
+  PrefillAttentionParams<bf16> params;
   params.num_tiles = 1;
   params.num_heads = 8;
-  PagedKv kv;
+  PagedKv<bf16> kv;
   kv.num_kv_heads = 2;
   kv.head_dim = 96;
   kv.block_tokens = 16;
@@ -294,13 +297,13 @@ TEST_P(PrefillAttentionTiming, Llama3Layer) {
   DeviceArray<uint16_t> d_pool(w.PoolElements()), d_q(w.QElements()), d_new(w.QElements()),
       d_old(w.QElements());
   // V around 0.5 so that outputs are far from 0 and relative errors mean something.
-  CUDA_ASSERT(FillRandomBf16(reinterpret_cast<bf16*>(d_pool.get()), w.PoolElements(), 1, 0.5f,
-                             1.0f, nullptr));
-  CUDA_ASSERT(FillRandomBf16(reinterpret_cast<bf16*>(d_q.get()), w.QElements(), 2, 0.0f, 2.0f,
-                             nullptr));
+  CUDA_ASSERT(FillRandom(reinterpret_cast<bf16*>(d_pool.get()), w.PoolElements(), 1, 0.5f,
+                         1.0f, nullptr));
+  CUDA_ASSERT(FillRandom(reinterpret_cast<bf16*>(d_q.get()), w.QElements(), 2, 0.0f, 2.0f,
+                         nullptr));
   DeviceWorld dw(w);
-  const PagedKv kv = dw.Kv(w, d_pool.get());
-  PrefillAttentionParams params;
+  const PagedKv<bf16> kv = dw.Kv<bf16>(w, d_pool.get());
+  PrefillAttentionParams<bf16> params;
   params.q = reinterpret_cast<const bf16*>(d_q.get());
   params.out = reinterpret_cast<bf16*>(d_new.get());
   params.tiles = dw.tiles.get();
@@ -331,7 +334,7 @@ TEST_P(PrefillAttentionTiming, Llama3Layer) {
   DeviceArray<AttentionItem> d_items(plan.items.size());
   d_items.Upload(plan.items);
   DeviceArray<float> d_partial(o.partial_slots * heads * d), d_ml(o.partial_slots * heads * 2);
-  AttentionParams old;
+  AttentionParams<bf16> old;
   old.q = params.q;
   old.out = reinterpret_cast<bf16*>(d_old.get());
   old.items = d_items.get();
@@ -357,7 +360,7 @@ TEST_P(PrefillAttentionTiming, Llama3Layer) {
       "new vs old rel err %.2e\n",
       tc.tokens, static_cast<long long>(tc.start), dw.num_tiles, kv_heads, new_us,
       flops / new_us * 1e-6, old_us, flops / old_us * 1e-6, old_us / new_us, rel);
-  EXPECT_LT(rel, kBf16Tolerance);
+  EXPECT_LT(rel, Tolerance<bf16>());
 }
 
 INSTANTIATE_TEST_SUITE_P(Llama3, PrefillAttentionTiming,

@@ -129,6 +129,8 @@ TEST(EngineTest, RecomputePreemptionIsExact) {
   nlohmann::json stats = engine->Stats();
   EXPECT_GT(stats["preemptions"].get<int64_t>(), 0);
   EXPECT_LE(stats["tiers"]["gpu"]["peak_bytes"].get<int64_t>(), block_bytes * 9);
+  EXPECT_EQ(stats["backend"], "cpu");
+  EXPECT_EQ(stats["kv_dtype"], "F32");
 }
 
 TEST(EngineTest, SeededSamplingIsReproducibleInAnyBatch) {

@@ -634,6 +634,7 @@ int BenchMain(int argc, char** argv) {
       return false;
     }
     out["model_load_s"] = Seconds(t0, Clock::now());
+    out["model_dir"] = dir;
     return true;
   };
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cuda/elem.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace kvtier::cuda {
@@ -19,35 +20,31 @@ int LaneElements(int head_dim) {
   return e;
 }
 
-template <int E>
-__device__ __forceinline__ void LoadRow(const bf16* p, bool on, float (&out)[E]) {
+template <typename T, int E>
+__device__ __forceinline__ void LoadRow(const T* p, bool on, float (&out)[E]) {
   if (!on) {
 #pragma unroll
     for (int e = 0; e < E; ++e) out[e] = 0.0f;
     return;
   }
   if constexpr (E == 8) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(p);
-    const bf16* b = reinterpret_cast<const bf16*>(&raw);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) out[e] = __bfloat162float(b[e]);
+    Unpack8<T>(*reinterpret_cast<const uint4*>(p), out);
   } else if constexpr (E == 4) {
     const uint2 raw = *reinterpret_cast<const uint2*>(p);
-    const bf16* b = reinterpret_cast<const bf16*>(&raw);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) out[e] = __bfloat162float(b[e]);
+    const float2 lo = UnpackFloat2<T>(raw.x), hi = UnpackFloat2<T>(raw.y);
+    out[0] = lo.x, out[1] = lo.y, out[2] = hi.x, out[3] = hi.y;
   } else if constexpr (E == 2) {
-    const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+    const float2 f = UnpackFloat2<T>(*reinterpret_cast<const uint32_t*>(p));
     out[0] = f.x;
     out[1] = f.y;
   } else {
-    out[0] = __bfloat162float(p[0]);
+    out[0] = ToFloat(p[0]);
   }
 }
 
-template <int E, int kRows>
+template <typename T, int E, int kRows>
 __global__ void __launch_bounds__(kWarps * 32)
-    PagedAttentionKernel(AttentionParams p, StepTokens tok, PagedKv kv, AttentionSplits sp,
+    PagedAttentionKernel(AttentionParams<T> p, StepTokens tok, PagedKv<T> kv, AttentionSplits sp,
                          float scale_log2) {
   extern __shared__ float smem[];  // (kWarps, kRows, head_dim + 2): acc | m | l
   const AttentionItem item = p.items[blockIdx.x];
@@ -69,7 +66,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int t = item.token_begin + r / item.group_count;
       const int h = kv_head * group + item.group_begin + r % item.group_count;
       qpos[r] = tok.pos[t];
-      LoadRow<E>(p.q + (static_cast<int64_t>(t) * p.num_heads + h) * d + lane * E, lane_on,
+      LoadRow<T, E>(p.q + (static_cast<int64_t>(t) * p.num_heads + h) * d + lane * E, lane_on,
                  q[r]);
 #pragma unroll
       for (int e = 0; e < E; ++e) q[r][e] *= scale_log2;
@@ -91,11 +88,11 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t v_offset = static_cast<int64_t>(kv.num_kv_heads) * kv.block_tokens * d;
   for (int pos = item.kv_begin + warp; pos < item.kv_end; pos += kWarps) {
     const int32_t block = table[pos / kv.block_tokens];
-    const bf16* kp = kv.pool + static_cast<int64_t>(block) * kv.block_elements + head_offset +
+    const T* kp = kv.pool + static_cast<int64_t>(block) * kv.block_elements + head_offset +
                      (pos % kv.block_tokens) * d + lane * E;
     float k[E], v[E];
-    LoadRow<E>(kp, lane_on, k);
-    LoadRow<E>(kp + v_offset, lane_on, v);
+    LoadRow<T, E>(kp, lane_on, k);
+    LoadRow<T, E>(kp + v_offset, lane_on, v);
     float s[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
@@ -170,13 +167,14 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     } else {
       p.out[(static_cast<int64_t>(t) * p.num_heads + h) * d + i] =
-          __float2bfloat16(out_sum / l_sum);
+          FromFloat<T>(out_sum / l_sum);
     }
   }
 }
 
 // One CTA per (token, head) with more than one split: the log-sum-exp merge of partials.
-__global__ void MergeSplitsKernel(AttentionSplits sp, int num_heads, int head_dim, bf16* out) {
+template <typename T>
+__global__ void MergeSplitsKernel(AttentionSplits sp, int num_heads, int head_dim, T* out) {
   const int t = blockIdx.x, h = blockIdx.y;
   const int n = sp.num_splits[t];
   if (n <= 1) return;
@@ -195,15 +193,15 @@ __global__ void MergeSplitsKernel(AttentionSplits sp, int num_heads, int head_di
       if (ms == -INFINITY) continue;
       o += sp.partial_out[((base + s) * num_heads + h) * head_dim + i] * exp2f(ms - m_max);
     }
-    out[(static_cast<int64_t>(t) * num_heads + h) * head_dim + i] = __float2bfloat16(o / l_sum);
+    out[(static_cast<int64_t>(t) * num_heads + h) * head_dim + i] = FromFloat<T>(o / l_sum);
   }
 }
 
-template <int E, int kRows>
-cudaError_t LaunchRows(const AttentionParams& p, StepTokens tok, PagedKv kv,
+template <typename T, int E, int kRows>
+cudaError_t LaunchRows(const AttentionParams<T>& p, StepTokens tok, PagedKv<T> kv,
                        AttentionSplits sp, cudaStream_t stream) {
   const size_t smem = sizeof(float) * kWarps * kRows * (kv.head_dim + 2);
-  auto kernel = PagedAttentionKernel<E, kRows>;
+  auto kernel = PagedAttentionKernel<T, E, kRows>;
   if (smem > 48 * 1024) {
     const cudaError_t err =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -217,15 +215,15 @@ cudaError_t LaunchRows(const AttentionParams& p, StepTokens tok, PagedKv kv,
   return cudaGetLastError();
 }
 
-template <int E>
-cudaError_t LaunchE(int max_rows, const AttentionParams& p, StepTokens tok, PagedKv kv,
+template <typename T, int E>
+cudaError_t LaunchE(int max_rows, const AttentionParams<T>& p, StepTokens tok, PagedKv<T> kv,
                     AttentionSplits sp, cudaStream_t stream) {
-  if (max_rows <= 1) return LaunchRows<E, 1>(p, tok, kv, sp, stream);
-  if (max_rows <= 2) return LaunchRows<E, 2>(p, tok, kv, sp, stream);
-  if (max_rows <= 4) return LaunchRows<E, 4>(p, tok, kv, sp, stream);
-  if (max_rows <= 8) return LaunchRows<E, 8>(p, tok, kv, sp, stream);
+  if (max_rows <= 1) return LaunchRows<T, E, 1>(p, tok, kv, sp, stream);
+  if (max_rows <= 2) return LaunchRows<T, E, 2>(p, tok, kv, sp, stream);
+  if (max_rows <= 4) return LaunchRows<T, E, 4>(p, tok, kv, sp, stream);
+  if (max_rows <= 8) return LaunchRows<T, E, 8>(p, tok, kv, sp, stream);
   if constexpr (E < 8) {
-    if (max_rows <= 16) return LaunchRows<E, 16>(p, tok, kv, sp, stream);
+    if (max_rows <= 16) return LaunchRows<T, E, 16>(p, tok, kv, sp, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -240,24 +238,31 @@ bool AttentionSupportsHeadDim(int head_dim) {
 }
 
 // max_rows of the launch is carried in the items: the largest num_tokens * group_count.
-cudaError_t PagedAttention(const AttentionParams& params, StepTokens tokens, PagedKv kv,
+template <typename T>
+cudaError_t PagedAttention(const AttentionParams<T>& params, StepTokens tokens, PagedKv<T> kv,
                            AttentionSplits splits, cudaStream_t stream) {
   if (params.num_items == 0) return cudaSuccess;
   if (!AttentionSupportsHeadDim(kv.head_dim)) return cudaErrorInvalidValue;
   const int max_rows = params.max_rows;
   cudaError_t err;
   switch (LaneElements(kv.head_dim)) {
-    case 1: err = LaunchE<1>(max_rows, params, tokens, kv, splits, stream); break;
-    case 2: err = LaunchE<2>(max_rows, params, tokens, kv, splits, stream); break;
-    case 4: err = LaunchE<4>(max_rows, params, tokens, kv, splits, stream); break;
-    case 8: err = LaunchE<8>(max_rows, params, tokens, kv, splits, stream); break;
+    case 1: err = LaunchE<T, 1>(max_rows, params, tokens, kv, splits, stream); break;
+    case 2: err = LaunchE<T, 2>(max_rows, params, tokens, kv, splits, stream); break;
+    case 4: err = LaunchE<T, 4>(max_rows, params, tokens, kv, splits, stream); break;
+    case 8: err = LaunchE<T, 8>(max_rows, params, tokens, kv, splits, stream); break;
     default: return cudaErrorInvalidValue;
   }
   if (err != cudaSuccess || !params.any_split) return err;
   dim3 grid(tokens.num_tokens, params.num_heads);
-  MergeSplitsKernel<<<grid, 128, 0, stream>>>(splits, params.num_heads, kv.head_dim,
+  MergeSplitsKernel<T><<<grid, 128, 0, stream>>>(splits, params.num_heads, kv.head_dim,
                                               params.out);
   return cudaGetLastError();
 }
+
+#define KVTIER_INSTANTIATE(T)                                                            \
+  template cudaError_t PagedAttention<T>(const AttentionParams<T>&, StepTokens, PagedKv<T>, \
+                                         AttentionSplits, cudaStream_t);
+KVTIER_CUDA_INSTANTIATE_ELEM(KVTIER_INSTANTIATE)
+#undef KVTIER_INSTANTIATE
 
 }  // namespace kvtier::cuda

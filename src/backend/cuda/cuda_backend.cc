@@ -53,34 +53,34 @@ std::vector<ForwardBatch> SplitBatch(const ForwardBatch& batch, int64_t max_toke
 
 namespace {
 
-using cuda::bf16;
-
 std::string LayerName(int64_t layer, const char* suffix) {
   return absl::StrCat("model.layers.", layer, ".", suffix);
 }
 
-// Copies a checkpoint tensor to the device, converted to bf16 or fp32.
+// Copies a checkpoint tensor to the device, converted to `as` (kF32, kBF16 or kF16).
 absl::Status LoadFromCheckpoint(const Checkpoint& checkpoint, const std::string& name,
-                                int64_t num_elements, void* dst, bool as_f32) {
+                                int64_t num_elements, void* dst, DType as) {
   ASSIGN_OR_RETURN(TensorView tensor, checkpoint.Tensor(name));
   if (tensor.num_elements() != num_elements) {
     return absl::InvalidArgumentError(absl::StrCat("tensor ", name, " has ",
                                                    tensor.num_elements(), " elements, expected ",
                                                    num_elements));
   }
-  if (!as_f32 && tensor.dtype == DType::kBF16) {
+  if (tensor.dtype == as) {  // stored as it will be held: one copy
     CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, tensor.data, tensor.nbytes(), cudaMemcpyHostToDevice));
     return absl::OkStatus();
   }
   std::vector<float> f32;
   ToFloat32(tensor, &f32);
-  if (as_f32) {
+  if (as == DType::kF32) {
     CUDA_RETURN_IF_ERROR(
         cudaMemcpy(dst, f32.data(), f32.size() * sizeof(float), cudaMemcpyHostToDevice));
     return absl::OkStatus();
   }
   std::vector<uint16_t> b16(f32.size());
-  for (size_t i = 0; i < f32.size(); ++i) b16[i] = FloatToBf16(f32[i]);
+  for (size_t i = 0; i < f32.size(); ++i) {
+    b16[i] = as == DType::kF16 ? FloatToFp16(f32[i]) : FloatToBf16(f32[i]);
+  }
   CUDA_RETURN_IF_ERROR(
       cudaMemcpy(dst, b16.data(), b16.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
   return absl::OkStatus();
@@ -100,13 +100,13 @@ absl::Status CheckDevice() {
 
 }  // namespace
 
-CudaBackend::CudaBackend(const ModelConfig& config, const BackendOptions& options)
+CudaBackend::CudaBackend(const ModelConfig& config, const BackendOptions& options, DType dtype)
     : config_(config), options_(options) {
   layout_.num_layers = config.num_layers;
   layout_.num_kv_heads = config.num_kv_heads;
   layout_.head_dim = config.head_dim;
   layout_.block_tokens = options.block_tokens;
-  layout_.dtype = DType::kBF16;
+  layout_.dtype = dtype;
   max_tokens_ = std::max<int64_t>(1, options.max_tokens_per_step);
   max_chunks_ = std::clamp<int64_t>(options.max_sequences, 1, max_tokens_);
   partial_slots_ = std::max<int64_t>(max_tokens_, 16 * max_chunks_);
@@ -137,29 +137,38 @@ CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
+DType CudaBackend::ComputeDTypeOf(const Checkpoint& checkpoint) {
+  absl::StatusOr<TensorView> embed = checkpoint.Tensor("model.embed_tokens.weight");
+  if (embed.ok() && embed->dtype != DType::kF32) return embed->dtype;
+  return checkpoint.config().torch_dtype == "float16" ? DType::kF16 : DType::kBF16;
+}
+
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const Checkpoint& checkpoint,
                                                                  const BackendOptions& options) {
-  return CreateImpl(checkpoint.config(), options,
-                    [&checkpoint](const std::string& name, int64_t n, void* dst, bool as_f32) {
-                      return LoadFromCheckpoint(checkpoint, name, n, dst, as_f32);
+  return CreateImpl(checkpoint.config(), options, ComputeDTypeOf(checkpoint),
+                    [&checkpoint](const std::string& name, int64_t n, void* dst, DType as) {
+                      return LoadFromCheckpoint(checkpoint, name, n, dst, as);
                     });
 }
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::CreateWithRandomWeights(
-    const ModelConfig& config, const BackendOptions& options, uint64_t seed) {
+    const ModelConfig& config, const BackendOptions& options, uint64_t seed, DType dtype) {
   uint64_t counter = seed * 1000003;
-  return CreateImpl(config, options,
-                    [&counter](const std::string& name, int64_t n, void* dst, bool as_f32) {
+  return CreateImpl(config, options, dtype,
+                    [&counter](const std::string& name, int64_t n, void* dst, DType as) {
                       ++counter;
                       cudaError_t err;
-                      if (as_f32) {
+                      if (as == DType::kF32) {
                         const bool is_norm = name.find("norm") != std::string::npos;
-                        err = cuda::FillRandomF32(static_cast<float*>(dst), n, counter,
-                                                  is_norm ? 1.0f : 0.0f, is_norm ? 0.1f : 0.02f,
-                                                  nullptr);
+                        err = cuda::FillRandom(static_cast<float*>(dst), n, counter,
+                                               is_norm ? 1.0f : 0.0f, is_norm ? 0.1f : 0.02f,
+                                               nullptr);
+                      } else if (as == DType::kF16) {
+                        err = cuda::FillRandom(static_cast<cuda::f16*>(dst), n, counter, 0.0f,
+                                               0.035f, nullptr);
                       } else {
-                        err = cuda::FillRandomBf16(static_cast<bf16*>(dst), n, counter, 0.0f,
-                                                   0.035f, nullptr);
+                        err = cuda::FillRandom(static_cast<cuda::bf16*>(dst), n, counter, 0.0f,
+                                               0.035f, nullptr);
                       }
                       CUDA_RETURN_IF_ERROR(err);
                       return absl::OkStatus();
@@ -167,7 +176,12 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::CreateWithRandomWeight
 }
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::CreateImpl(
-    const ModelConfig& config, const BackendOptions& options, const WeightLoader& loader) {
+    const ModelConfig& config, const BackendOptions& options, DType dtype,
+    const WeightLoader& loader) {
+  if (dtype != DType::kBF16 && dtype != DType::kF16) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda backend: compute dtype must be BF16 or F16, not ", std::string(DTypeName(dtype))));
+  }
   RETURN_IF_ERROR(CheckDevice());
   if (config.num_kv_heads <= 0 || config.num_heads % config.num_kv_heads != 0) {
     return absl::UnimplementedError(absl::StrCat("cuda backend: num_heads ", config.num_heads,
@@ -187,7 +201,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::CreateImpl(
     return absl::UnimplementedError(
         "cuda backend: an o_proj bias (attention_bias on a non-Qwen2 model) is not supported yet; use --backend cpu");
   }
-  std::unique_ptr<CudaBackend> backend(new CudaBackend(config, options));
+  std::unique_ptr<CudaBackend> backend(new CudaBackend(config, options, dtype));
   RETURN_IF_ERROR(backend->Init(loader));
   return backend;
 }
@@ -310,64 +324,66 @@ absl::Status CudaBackend::Init(const WeightLoader& loader) {
   const int64_t h = config_.hidden_size, inter = config_.intermediate_size;
   const int64_t q_dim = config_.q_dim(), kv_dim = config_.kv_dim();
   const int64_t qkv = q_dim + 2 * kv_dim;
-  auto alloc_bf16 = [&](int64_t n, const char* what) -> absl::StatusOr<bf16*> {
-    ASSIGN_OR_RETURN(void* p, DeviceAlloc(n * sizeof(bf16), what));
-    return static_cast<bf16*>(p);
+  auto alloc_16 = [&](int64_t n, const char* what) -> absl::StatusOr<Raw16*> {
+    ASSIGN_OR_RETURN(void* p, DeviceAlloc(n * sizeof(Raw16), what));
+    return static_cast<Raw16*>(p);
   };
+  const DType w16 = layout_.dtype;
+  constexpr DType f32 = DType::kF32;
   auto alloc_f32 = [&](int64_t n, const char* what) -> absl::StatusOr<float*> {
     ASSIGN_OR_RETURN(void* p, DeviceAlloc(n * sizeof(float), what));
     return static_cast<float*>(p);
   };
 
   // Weights.
-  ASSIGN_OR_RETURN(embed_, alloc_bf16(config_.vocab_size * h, "embeddings"));
-  RETURN_IF_ERROR(loader("model.embed_tokens.weight", config_.vocab_size * h, embed_, false));
+  ASSIGN_OR_RETURN(embed_, alloc_16(config_.vocab_size * h, "embeddings"));
+  RETURN_IF_ERROR(loader("model.embed_tokens.weight", config_.vocab_size * h, embed_, w16));
   if (config_.tie_word_embeddings) {
     lm_head_ = embed_;
   } else {
-    ASSIGN_OR_RETURN(lm_head_, alloc_bf16(config_.vocab_size * h, "lm_head"));
-    RETURN_IF_ERROR(loader("lm_head.weight", config_.vocab_size * h, lm_head_, false));
+    ASSIGN_OR_RETURN(lm_head_, alloc_16(config_.vocab_size * h, "lm_head"));
+    RETURN_IF_ERROR(loader("lm_head.weight", config_.vocab_size * h, lm_head_, w16));
   }
   ASSIGN_OR_RETURN(final_norm_, alloc_f32(h, "final norm"));
-  RETURN_IF_ERROR(loader("model.norm.weight", h, final_norm_, true));
+  RETURN_IF_ERROR(loader("model.norm.weight", h, final_norm_, f32));
   layers_.resize(config_.num_layers);
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     LayerWeights& w = layers_[i];
-    ASSIGN_OR_RETURN(w.qkv, alloc_bf16(qkv * h, "qkv weights"));
-    RETURN_IF_ERROR(loader(LayerName(i, "self_attn.q_proj.weight"), q_dim * h, w.qkv, false));
+    ASSIGN_OR_RETURN(w.qkv, alloc_16(qkv * h, "qkv weights"));
+    RETURN_IF_ERROR(loader(LayerName(i, "self_attn.q_proj.weight"), q_dim * h, w.qkv, w16));
     RETURN_IF_ERROR(
-        loader(LayerName(i, "self_attn.k_proj.weight"), kv_dim * h, w.qkv + q_dim * h, false));
+        loader(LayerName(i, "self_attn.k_proj.weight"), kv_dim * h, w.qkv + q_dim * h, w16));
     RETURN_IF_ERROR(loader(LayerName(i, "self_attn.v_proj.weight"), kv_dim * h,
-                           w.qkv + (q_dim + kv_dim) * h, false));
+                           w.qkv + (q_dim + kv_dim) * h, w16));
     if (config_.attention_bias) {
       ASSIGN_OR_RETURN(w.qkv_bias, alloc_f32(qkv, "qkv bias"));
-      RETURN_IF_ERROR(loader(LayerName(i, "self_attn.q_proj.bias"), q_dim, w.qkv_bias, true));
+      RETURN_IF_ERROR(loader(LayerName(i, "self_attn.q_proj.bias"), q_dim, w.qkv_bias, f32));
       RETURN_IF_ERROR(
-          loader(LayerName(i, "self_attn.k_proj.bias"), kv_dim, w.qkv_bias + q_dim, true));
+          loader(LayerName(i, "self_attn.k_proj.bias"), kv_dim, w.qkv_bias + q_dim, f32));
       RETURN_IF_ERROR(loader(LayerName(i, "self_attn.v_proj.bias"), kv_dim,
-                             w.qkv_bias + q_dim + kv_dim, true));
+                             w.qkv_bias + q_dim + kv_dim, f32));
     }
     if (config_.qk_norm) {
       ASSIGN_OR_RETURN(w.q_norm, alloc_f32(config_.head_dim, "q norm"));
       ASSIGN_OR_RETURN(w.k_norm, alloc_f32(config_.head_dim, "k norm"));
       RETURN_IF_ERROR(
-          loader(LayerName(i, "self_attn.q_norm.weight"), config_.head_dim, w.q_norm, true));
+          loader(LayerName(i, "self_attn.q_norm.weight"), config_.head_dim, w.q_norm, f32));
       RETURN_IF_ERROR(
-          loader(LayerName(i, "self_attn.k_norm.weight"), config_.head_dim, w.k_norm, true));
+          loader(LayerName(i, "self_attn.k_norm.weight"), config_.head_dim, w.k_norm, f32));
     }
-    ASSIGN_OR_RETURN(w.o, alloc_bf16(h * q_dim, "o weights"));
-    RETURN_IF_ERROR(loader(LayerName(i, "self_attn.o_proj.weight"), h * q_dim, w.o, false));
-    ASSIGN_OR_RETURN(w.gate_up, alloc_bf16(2 * inter * h, "gate/up weights"));
-    RETURN_IF_ERROR(loader(LayerName(i, "mlp.gate_proj.weight"), inter * h, w.gate_up, false));
+    ASSIGN_OR_RETURN(w.o, alloc_16(h * q_dim, "o weights"));
+    RETURN_IF_ERROR(loader(LayerName(i, "self_attn.o_proj.weight"), h * q_dim, w.o, w16));
+    ASSIGN_OR_RETURN(w.gate_up, alloc_16(2 * inter * h, "gate/up weights"));
+    RETURN_IF_ERROR(loader(LayerName(i, "mlp.gate_proj.weight"), inter * h, w.gate_up, w16));
     RETURN_IF_ERROR(
-        loader(LayerName(i, "mlp.up_proj.weight"), inter * h, w.gate_up + inter * h, false));
-    ASSIGN_OR_RETURN(w.down, alloc_bf16(h * inter, "down weights"));
-    RETURN_IF_ERROR(loader(LayerName(i, "mlp.down_proj.weight"), h * inter, w.down, false));
+        loader(LayerName(i, "mlp.up_proj.weight"), inter * h, w.gate_up + inter * h, w16));
+    ASSIGN_OR_RETURN(w.down, alloc_16(h * inter, "down weights"));
+    RETURN_IF_ERROR(loader(LayerName(i, "mlp.down_proj.weight"), h * inter, w.down, w16));
     ASSIGN_OR_RETURN(w.input_norm, alloc_f32(h, "input norm"));
-    RETURN_IF_ERROR(loader(LayerName(i, "input_layernorm.weight"), h, w.input_norm, true));
+    RETURN_IF_ERROR(loader(LayerName(i, "input_layernorm.weight"), h, w.input_norm, f32));
     ASSIGN_OR_RETURN(w.post_norm, alloc_f32(h, "post-attention norm"));
     RETURN_IF_ERROR(
-        loader(LayerName(i, "post_attention_layernorm.weight"), h, w.post_norm, true));
+        loader(LayerName(i, "post_attention_layernorm.weight"), h, w.post_norm, f32));
   }
   std::vector<float> inv_freq(config_.head_dim / 2);
   RopeInverseFrequencies(config_.head_dim, config_.rope_theta, config_.rope_scaling,
@@ -380,12 +396,12 @@ absl::Status CudaBackend::Init(const WeightLoader& loader) {
   const int64_t t = max_tokens_;
   const int64_t wide = std::max(qkv, 2 * inter);
   ASSIGN_OR_RETURN(ws_.residual, alloc_f32(t * h, "residual"));
-  ASSIGN_OR_RETURN(ws_.normed, alloc_bf16(t * h, "normed"));
-  ASSIGN_OR_RETURN(ws_.wide, alloc_bf16(t * wide, "qkv/gate_up"));
-  ASSIGN_OR_RETURN(ws_.q, alloc_bf16(t * q_dim, "q"));
-  ASSIGN_OR_RETURN(ws_.attn, alloc_bf16(t * q_dim, "attention out"));
-  ASSIGN_OR_RETURN(ws_.proj, alloc_bf16(t * h, "projection out"));
-  ASSIGN_OR_RETURN(ws_.act, alloc_bf16(t * inter, "activation"));
+  ASSIGN_OR_RETURN(ws_.normed, alloc_16(t * h, "normed"));
+  ASSIGN_OR_RETURN(ws_.wide, alloc_16(t * wide, "qkv/gate_up"));
+  ASSIGN_OR_RETURN(ws_.q, alloc_16(t * q_dim, "q"));
+  ASSIGN_OR_RETURN(ws_.attn, alloc_16(t * q_dim, "attention out"));
+  ASSIGN_OR_RETURN(ws_.proj, alloc_16(t * h, "projection out"));
+  ASSIGN_OR_RETURN(ws_.act, alloc_16(t * inter, "activation"));
   ASSIGN_OR_RETURN(ws_.logits, alloc_f32(max_chunks_ * config_.vocab_size, "logits"));
   ASSIGN_OR_RETURN(void* ids, DeviceAlloc(max_chunks_ * sizeof(int32_t), "token ids"));
   ws_.token_ids = static_cast<int32_t*>(ids);
@@ -446,7 +462,7 @@ absl::Status CudaBackend::AllocateKvPool(int64_t num_blocks) {
     device_bytes_ += static_cast<int64_t>(layout_.BlockBytes());
     return pool.status();
   }
-  kv_pool_ = static_cast<bf16*>(*pool);
+  kv_pool_ = static_cast<Raw16*>(*pool);
   num_blocks_ = num_blocks;
   scratch_block_ = static_cast<int32_t>(num_blocks);
   init_done_ = true;

@@ -1,6 +1,7 @@
-// CudaBackend: the Llama-family forward on one NVIDIA GPU — bf16 weights resident (fused
-// QKV and gate|up), cuBLAS GEMMs with fp32 accumulation, own kernels for the rest, paged KV
-// in bf16. One thread drives it at a time (Backend).
+// CudaBackend: the Llama-family forward on one NVIDIA GPU — 16-bit weights resident in the
+// checkpoint's dtype (fp16 checkpoints stay fp16; bf16 and fp32 ones run in bf16), fused QKV
+// and gate|up, cuBLAS GEMMs with fp32 accumulation, own kernels for the rest, paged KV in
+// the same 16-bit dtype. One thread drives it at a time (Backend).
 //
 // Invariant: every device buffer is allocated by Create (weights, workspace sized for
 // BackendOptions::max_tokens_per_step / max_sequences) or by AllocateKvPool (the pool);
@@ -56,9 +57,14 @@ class CudaBackend final : public Backend {
   // (named). ResourceExhausted: weights + workspace over gpu_mem_limit_bytes or the card.
   static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const Checkpoint& checkpoint,
                                                              const BackendOptions& options);
-  // Same model shape with random weights generated on the device (benchmarks, tests).
+  // Same model shape with random weights generated on the device (benchmarks, tests), held
+  // as `dtype` (kBF16 or kF16).
   static absl::StatusOr<std::unique_ptr<CudaBackend>> CreateWithRandomWeights(
-      const ModelConfig& config, const BackendOptions& options, uint64_t seed);
+      const ModelConfig& config, const BackendOptions& options, uint64_t seed,
+      DType dtype = DType::kBF16);
+  // The 16-bit dtype a checkpoint runs in: kF16 for fp16 weights (or an fp32 checkpoint
+  // whose config says float16), else kBF16.
+  static DType ComputeDTypeOf(const Checkpoint& checkpoint);
   ~CudaBackend() override;
 
   std::string_view name() const override { return "cuda"; }
@@ -132,31 +138,35 @@ class CudaBackend final : public Backend {
   // Device pointer of block `block` (KvLayout bytes); for tests.
   const void* BlockDevicePointer(int32_t block) const;
 
-  // name, expected element count, device destination, fp32 (else bf16).
+  // name, expected element count, device destination, dtype to store (kF32 or the
+  // backend's 16-bit dtype).
   using WeightLoader =
-      std::function<absl::Status(const std::string&, int64_t, void*, bool)>;
+      std::function<absl::Status(const std::string&, int64_t, void*, DType)>;
 
  private:
+  // 16-bit device arrays (weights, activations, KV) hold elements of layout_.dtype; the
+  // forward views them as cuda::bf16 or cuda::f16 (EnqueueForwardAs).
+  using Raw16 = uint16_t;
   struct LayerWeights {
-    cuda::bf16* qkv = nullptr;      // (q_dim + 2*kv_dim, hidden)
+    Raw16* qkv = nullptr;           // (q_dim + 2*kv_dim, hidden)
     float* qkv_bias = nullptr;      // (q_dim + 2*kv_dim) or null
     float* q_norm = nullptr;        // (head_dim) or null
     float* k_norm = nullptr;        // (head_dim) or null
-    cuda::bf16* o = nullptr;        // (hidden, q_dim)
-    cuda::bf16* gate_up = nullptr;  // (2*intermediate, hidden): gate rows then up rows
-    cuda::bf16* down = nullptr;     // (hidden, intermediate)
+    Raw16* o = nullptr;             // (hidden, q_dim)
+    Raw16* gate_up = nullptr;       // (2*intermediate, hidden): gate rows then up rows
+    Raw16* down = nullptr;          // (hidden, intermediate)
     float* input_norm = nullptr;    // (hidden)
     float* post_norm = nullptr;     // (hidden)
   };
   // Activations of one step, each (tokens, width) row-major, sized for max_tokens_.
   struct Workspace {
     float* residual = nullptr;      // (tokens, hidden) fp32 residual stream
-    cuda::bf16* normed = nullptr;   // (tokens, hidden)
-    cuda::bf16* wide = nullptr;     // (tokens, max(qkv width, 2*intermediate)): qkv, gate|up
-    cuda::bf16* q = nullptr;        // (tokens, q_dim) after norm + RoPE
-    cuda::bf16* attn = nullptr;     // (tokens, q_dim)
-    cuda::bf16* proj = nullptr;     // (tokens, hidden): o_proj / down_proj output
-    cuda::bf16* act = nullptr;      // (tokens, intermediate)
+    Raw16* normed = nullptr;        // (tokens, hidden)
+    Raw16* wide = nullptr;          // (tokens, max(qkv width, 2*intermediate)): qkv, gate|up
+    Raw16* q = nullptr;             // (tokens, q_dim) after norm + RoPE
+    Raw16* attn = nullptr;          // (tokens, q_dim)
+    Raw16* proj = nullptr;          // (tokens, hidden): o_proj / down_proj output
+    Raw16* act = nullptr;           // (tokens, intermediate)
     float* logits = nullptr;        // (logit rows, vocab)
     int32_t* token_ids = nullptr;   // (logit rows) greedy result
     void* argmax_scratch = nullptr;  // cuda::ArgmaxScratchBytes(logit rows)
@@ -189,9 +199,10 @@ class CudaBackend final : public Backend {
     bool sampled = false;      // SampleRows with meta.sampling instead of the argmax
   };
 
-  CudaBackend(const ModelConfig& config, const BackendOptions& options);
+  CudaBackend(const ModelConfig& config, const BackendOptions& options, DType dtype);
   static absl::StatusOr<std::unique_ptr<CudaBackend>> CreateImpl(const ModelConfig& config,
                                                                  const BackendOptions& options,
+                                                                 DType dtype,
                                                                  const WeightLoader& loader);
   absl::Status Init(const WeightLoader& loader);
   absl::StatusOr<void*> DeviceAlloc(size_t bytes, const char* what);
@@ -204,8 +215,8 @@ class CudaBackend final : public Backend {
   absl::Status RunStep(const ForwardBatch& piece, std::vector<float>* logits,
                        std::vector<int32_t>* token_ids,
                        std::span<const RowSampling> sampling = {});
-  absl::Status Gemm(const cuda::bf16* x, const cuda::bf16* w, int rows, int k, int n, void* out,
-                    bool out_f32);
+  template <typename T>
+  absl::Status Gemm(const T* x, const T* w, int rows, int k, int n, void* out, bool out_f32);
   // Timing events come from a pool created at Init (no creation while stepping).
   absl::StatusOr<cudaEvent_t> TakeEvent();
   // Folds finished prefetch / stall timings into copy_stats_; `block` waits for all.
@@ -222,6 +233,8 @@ class CudaBackend final : public Backend {
   // Enqueues the forward of a prepared step on stream_ (capturable: no host sync inside);
   // logits go to logits_out (host) unless the step is greedy.
   absl::Status EnqueueForward(const StepLaunch& step, float* logits_out);
+  template <typename T>
+  absl::Status EnqueueForwardAs(const StepLaunch& step, float* logits_out);
   // The instantiated decode graph of a batch bucket, captured on first use.
   absl::StatusOr<cudaGraphExec_t> DecodeGraph(const StepLaunch& step);
   // Smallest graph bucket >= chunks, or 0 when no graph covers it.
@@ -265,8 +278,8 @@ class CudaBackend final : public Backend {
   int64_t allocations_after_init_ = 0;
   bool init_done_ = false;
 
-  cuda::bf16* embed_ = nullptr;    // (vocab, hidden)
-  cuda::bf16* lm_head_ = nullptr;  // (vocab, hidden); == embed_ when tied
+  Raw16* embed_ = nullptr;         // (vocab, hidden)
+  Raw16* lm_head_ = nullptr;       // (vocab, hidden); == embed_ when tied
   float* final_norm_ = nullptr;    // (hidden)
   float* inv_freq_ = nullptr;      // (head_dim / 2)
   std::vector<LayerWeights> layers_;
@@ -274,7 +287,7 @@ class CudaBackend final : public Backend {
   uint8_t* meta_host_ = nullptr;   // pinned, MetaLayout-capacity bytes
   size_t meta_capacity_ = 0;
 
-  cuda::bf16* kv_pool_ = nullptr;  // (num_blocks_, layout_.ElementsPerBlock())
+  Raw16* kv_pool_ = nullptr;       // (num_blocks_, layout_.ElementsPerBlock())
   int64_t num_blocks_ = 0;
 
   int32_t scratch_block_ = -1;  // pool block past num_blocks_: KV of graph padding rows

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_backend.h"
@@ -20,9 +21,12 @@
 namespace kvtier {
 namespace {
 
-using cuda::bf16;
-
 constexpr int kGemvRowsLimit = 2;
+
+template <typename T>
+constexpr cudaDataType_t CublasType() {
+  return std::is_same_v<T, cuda::f16> ? CUDA_R_16F : CUDA_R_16BF;
+}
 
 // Graph buckets: every size up to 8 rows is its own GEMV instantiation anyway; above it,
 // steps of 8 to 64 and of 32 beyond, so padding wastes little.
@@ -72,7 +76,8 @@ absl::Status CudaBackend::WarmUp() {
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::Gemm(const bf16* x, const bf16* w, int rows, int k, int n, void* out,
+template <typename T>
+absl::Status CudaBackend::Gemm(const T* x, const T* w, int rows, int k, int n, void* out,
                                bool out_f32) {
   // Row-major out(rows, n) = x(rows, k) * w(n, k)^T, i.e. column-major out^T = w^T' * x'.
   // The CUDA-core GEMV beats cuBLAS only up to 2 rows (H200, Llama-3-8B shapes, weights
@@ -83,9 +88,10 @@ absl::Status CudaBackend::Gemm(const bf16* x, const bf16* w, int rows, int k, in
     return absl::OkStatus();
   }
   const float alpha = 1.0f, beta = 0.0f;
+  constexpr cudaDataType_t type = CublasType<T>();
   CUBLAS_RETURN_IF_ERROR(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &alpha, w,
-                                      CUDA_R_16BF, k, x, CUDA_R_16BF, k, &beta, out,
-                                      out_f32 ? CUDA_R_32F : CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
+                                      type, k, x, type, k, &beta, out,
+                                      out_f32 ? CUDA_R_32F : type, n, CUBLAS_COMPUTE_32F,
                                       CUBLAS_GEMM_DEFAULT));
   return absl::OkStatus();
 }
@@ -245,11 +251,19 @@ absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(
 }
 
 absl::Status CudaBackend::EnqueueForward(const StepLaunch& step, float* logits_out) {
+  return layout_.dtype == DType::kF16 ? EnqueueForwardAs<cuda::f16>(step, logits_out)
+                                      : EnqueueForwardAs<cuda::bf16>(step, logits_out);
+}
+
+template <typename T>
+absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits_out) {
   auto dev = [&](size_t offset) { return reinterpret_cast<int32_t*>(ws_.meta + offset); };
+  // The 16-bit arrays as the element type of this backend (layout_.dtype).
+  auto as = [](Raw16* p) { return reinterpret_cast<T*>(p); };
   const MetaLayout& m = step.meta;
   cuda::StepTokens step_tokens{dev(m.chunk), dev(m.pos), step.rows};
-  cuda::PagedKv kv;
-  kv.pool = kv_pool_;
+  cuda::PagedKv<T> kv;
+  kv.pool = as(kv_pool_);
   kv.indices = dev(m.indices);
   kv.indptr = dev(m.indptr);
   kv.block_elements = layout_.ElementsPerBlock();
@@ -266,15 +280,15 @@ absl::Status CudaBackend::EnqueueForward(const StepLaunch& step, float* logits_o
   const int32_t num_heads = static_cast<int32_t>(config_.num_heads);
 
   CUDA_RETURN_IF_ERROR(
-      cuda::EmbeddingGather(dev(m.ids), embed_, rows, h, ws_.residual, stream_));
+      cuda::EmbeddingGather(dev(m.ids), as(embed_), rows, h, ws_.residual, stream_));
   for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
     const LayerWeights& w = layers_[layer];
-    CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, layer == 0 ? nullptr : ws_.proj,
-                                          w.input_norm, nullptr, rows, h, eps, ws_.normed,
+    CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, layer == 0 ? nullptr : as(ws_.proj),
+                                          w.input_norm, nullptr, rows, h, eps, as(ws_.normed),
                                           stream_));
-    RETURN_IF_ERROR(Gemm(ws_.normed, w.qkv, rows, h, qkv, ws_.wide, false));
-    cuda::QkvPostParams post;
-    post.qkv = ws_.wide;
+    RETURN_IF_ERROR(Gemm(as(ws_.normed), as(w.qkv), rows, h, qkv, ws_.wide, false));
+    cuda::QkvPostParams<T> post;
+    post.qkv = as(ws_.wide);
     post.bias = w.qkv_bias;
     post.q_norm = w.q_norm;
     post.k_norm = w.k_norm;
@@ -282,13 +296,13 @@ absl::Status CudaBackend::EnqueueForward(const StepLaunch& step, float* logits_o
     post.norm_eps = eps;
     post.num_heads = num_heads;
     post.layer = static_cast<int32_t>(layer);
-    post.q_out = ws_.q;
+    post.q_out = as(ws_.q);
     CUDA_RETURN_IF_ERROR(cuda::QkvPost(post, step_tokens, kv, stream_));
     if (step.path == AttentionPath::kFast) {
       if (step.decode_rows > 0) {
-        cuda::DecodeAttentionParams attn;
-        attn.q = ws_.q;
-        attn.out = ws_.attn;
+        cuda::DecodeAttentionParams<T> attn;
+        attn.q = as(ws_.q);
+        attn.out = as(ws_.attn);
         attn.rows = dev(m.rows);
         attn.num_rows = step.decode_rows;
         attn.num_heads = num_heads;
@@ -300,9 +314,9 @@ absl::Status CudaBackend::EnqueueForward(const StepLaunch& step, float* logits_o
         CUDA_RETURN_IF_ERROR(cuda::DecodeAttention(attn, step_tokens, kv, stream_));
       }
       if (step.prefill_tiles > 0) {
-        cuda::PrefillAttentionParams attn;
-        attn.q = ws_.q;
-        attn.out = ws_.attn;
+        cuda::PrefillAttentionParams<T> attn;
+        attn.q = as(ws_.q);
+        attn.out = as(ws_.attn);
         attn.tiles = reinterpret_cast<const cuda::PrefillTile*>(ws_.meta + m.tiles);
         attn.num_tiles = step.prefill_tiles;
         attn.num_heads = num_heads;
@@ -312,9 +326,9 @@ absl::Status CudaBackend::EnqueueForward(const StepLaunch& step, float* logits_o
     } else {
       cuda::AttentionSplits splits{dev(m.num_splits), dev(m.partial_base), ws_.partial_out,
                                    ws_.partial_ml};
-      cuda::AttentionParams attn;
-      attn.q = ws_.q;
-      attn.out = ws_.attn;
+      cuda::AttentionParams<T> attn;
+      attn.q = as(ws_.q);
+      attn.out = as(ws_.attn);
       attn.items = reinterpret_cast<const cuda::AttentionItem*>(ws_.meta + m.items);
       attn.num_items = static_cast<int32_t>(plan_.items.size());
       attn.num_heads = num_heads;
@@ -323,24 +337,24 @@ absl::Status CudaBackend::EnqueueForward(const StepLaunch& step, float* logits_o
       attn.any_split = plan_.any_split;
       CUDA_RETURN_IF_ERROR(cuda::PagedAttention(attn, step_tokens, kv, splits, stream_));
     }
-    RETURN_IF_ERROR(Gemm(ws_.attn, w.o, rows, q_dim, h, ws_.proj, false));
-    CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, ws_.proj, w.post_norm, nullptr, rows,
-                                          h, eps, ws_.normed, stream_));
+    RETURN_IF_ERROR(Gemm(as(ws_.attn), as(w.o), rows, q_dim, h, ws_.proj, false));
+    CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, as(ws_.proj), w.post_norm, nullptr,
+                                          rows, h, eps, as(ws_.normed), stream_));
     if (rows <= kGemvRowsLimit && cuda::GemvSupported(rows, h, ws_.normed, w.gate_up)) {
-      CUDA_RETURN_IF_ERROR(
-          cuda::GemvSiluMul(ws_.normed, w.gate_up, rows, h, inter, ws_.act, stream_));
+      CUDA_RETURN_IF_ERROR(cuda::GemvSiluMul(as(ws_.normed), as(w.gate_up), rows, h, inter,
+                                             as(ws_.act), stream_));
     } else {
-      RETURN_IF_ERROR(Gemm(ws_.normed, w.gate_up, rows, h, 2 * inter, ws_.wide, false));
-      CUDA_RETURN_IF_ERROR(cuda::SiluMul(ws_.wide, rows, inter, ws_.act, stream_));
+      RETURN_IF_ERROR(Gemm(as(ws_.normed), as(w.gate_up), rows, h, 2 * inter, ws_.wide, false));
+      CUDA_RETURN_IF_ERROR(cuda::SiluMul(as(ws_.wide), rows, inter, as(ws_.act), stream_));
     }
-    RETURN_IF_ERROR(Gemm(ws_.act, w.down, rows, inter, h, ws_.proj, false));
+    RETURN_IF_ERROR(Gemm(as(ws_.act), as(w.down), rows, inter, h, ws_.proj, false));
   }
   if (step.logit_rows == 0) return absl::OkStatus();
   const int n = step.logit_rows;
-  CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, ws_.proj, final_norm_, dev(m.logit_rows),
-                                        n, h, eps, ws_.normed, stream_));
+  CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, as(ws_.proj), final_norm_,
+                                        dev(m.logit_rows), n, h, eps, as(ws_.normed), stream_));
   const int vocab = static_cast<int>(config_.vocab_size);
-  RETURN_IF_ERROR(Gemm(ws_.normed, lm_head_, n, h, vocab, ws_.logits, true));
+  RETURN_IF_ERROR(Gemm(as(ws_.normed), as(lm_head_), n, h, vocab, ws_.logits, true));
   if (step.greedy) {  // token ids picked on the device (sampled or argmax); only they come back
     if (step.sampled) {
       CUDA_RETURN_IF_ERROR(cuda::SampleRows(

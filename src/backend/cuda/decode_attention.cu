@@ -7,7 +7,7 @@
 // split is empty, so launch dimensions never depend on context lengths.
 //
 // A warp takes 16-position tiles (warp w: tiles w, w+4, ...) and does both products on the
-// tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate), which keeps the per-position
+// tensor cores (mma.sync m16n8k16, bf16 or fp16 in, fp32 accumulate), which keeps the per-position
 // cost to a few instructions and needs no per-position shuffle reduction:
 //   S (16 x 16)  = Q (16 rows = the GQA group's heads, zero-padded) . K^T
 //   O^T (D x 8)  += V^T (D x 16) . P^T (16 x 8 heads)
@@ -34,11 +34,11 @@
 // after it.
 #include "backend/cuda/decode_attention.h"
 
-#include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cuda/elem.cuh"
 #include "backend/cuda/pdl.h"
 
 namespace kvtier::cuda {
@@ -76,17 +76,16 @@ __device__ __forceinline__ SplitRange SplitOf(int ctx, int split, int max_splits
   return r;
 }
 
+template <typename T>
 __device__ __forceinline__ void Mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
                                     uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  MmaM16N8K16<T>(c, {a0, a1, a2, a3}, {b0, b1});
 }
 
 // KV is read exactly once: stream it past L1 and let L2 evict it first. (An L2::256B
 // prefetch hint on these loads measured no better on the H200.)
-__device__ __forceinline__ uint4 LoadStream(const bf16* p) {
+template <typename T>
+__device__ __forceinline__ uint4 LoadStream(const T* p) {
   return __ldcs(reinterpret_cast<const uint4*>(p));
 }
 
@@ -103,16 +102,19 @@ __device__ __forceinline__ uint32_t Word(const uint4 (&a)[N], int w) {
   }
 }
 
-// bf16 pair (element e of x, element e of y) -- x, y hold 8 bf16 per 16-byte piece.
+// 16-bit pair (element e of x, element e of y) -- x, y hold 8 elements per 16-byte piece.
 template <int N>
 __device__ __forceinline__ uint32_t PairOf(const uint4 (&x)[N], const uint4 (&y)[N], int e) {
   return __byte_perm(Word(x, e / 2), Word(y, e / 2), (e & 1) ? 0x7632 : 0x5410);
 }
 
-__device__ __forceinline__ uint32_t PackBf16(float lo, float hi, float* rounded_sum) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  *rounded_sum += __low2float(v) + __high2float(v);
-  return *reinterpret_cast<const uint32_t*>(&v);
+// The pair packed as T; adds the rounded values (what the mma multiplies) to *rounded_sum.
+template <typename T>
+__device__ __forceinline__ uint32_t PackRounded(float lo, float hi, float* rounded_sum) {
+  const uint32_t bits = PackFloat2<T>(lo, hi);
+  const float2 r = UnpackFloat2<T>(bits);
+  *rounded_sum += r.x + r.y;
+  return bits;
 }
 
 // Q/K layout per lane (g = lane / 4, t = lane % 4): local element e in [0, D/4) of a row is
@@ -127,9 +129,9 @@ __device__ __forceinline__ int VDim(int e, int g) { return 8 * (8 * (e / 8) + g)
 
 // The explicit min-blocks of 1 stops ptxas from capping the D = 64 instance at 96
 // registers with a spill (it then takes 111); D = 128 takes 168 either way (3 CTAs / SM).
-template <int D>
+template <typename T, int D>
 __global__ void __launch_bounds__(kThreads, 1)
-    DecodeAttentionKernel(DecodeAttentionParams p, StepTokens tok, PagedKv kv, int group,
+    DecodeAttentionKernel(DecodeAttentionParams<T> p, StepTokens tok, PagedKv<T> kv, int group,
                           float scale_log2, int bt_shift) {
   constexpr int kMTiles = D / 16;   // k-steps of S, m-tiles of O^T
   constexpr int kKPieces = D / 32;  // 16-byte K (and Q) loads per position per lane
@@ -196,7 +198,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int j = 0; j < kKPieces; ++j) q[j] = make_uint4(0, 0, 0, 0);
   if (g < group) {
-    const bf16* qp =
+    const T* qp =
         p.q + (static_cast<int64_t>(token) * p.num_heads + kv_head * group + g) * D;
 #pragma unroll
     for (int j = 0; j < kKPieces; ++j) q[j] = *reinterpret_cast<const uint4*>(qp + KPiece(j, t));
@@ -208,13 +210,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint4 kr[2][kKPieces], vr[4][kVPieces];
 #pragma unroll
     for (int n = 0; n < 2; ++n) {
-      const bf16* kp = row_ptr(blk[n], pp[n]);
+      const T* kp = row_ptr(blk[n], pp[n]);
 #pragma unroll
       for (int j = 0; j < kKPieces; ++j) kr[n][j] = LoadStream(kp + KPiece(j, t));
     }
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-      const bf16* vp = row_ptr(blk[2 + r], pp[2 + r]) + v_delta;
+      const T* vp = row_ptr(blk[2 + r], pp[2 + r]) + v_delta;
 #pragma unroll
       for (int j = 0; j < kVPieces; ++j) vr[r][j] = LoadStream(vp + 8 * (8 * j + g));
     }
@@ -227,7 +229,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
       for (int k = 0; k < kMTiles; ++k) {
-        Mma(s[n], Word(q, 2 * k), 0u, Word(q, 2 * k + 1), 0u, Word(kr[n], 2 * k),
+        Mma<T>(s[n], Word(q, 2 * k), 0u, Word(q, 2 * k + 1), 0u, Word(kr[n], 2 * k),
             Word(kr[n], 2 * k + 1));
       }
     }
@@ -244,8 +246,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const float m_new = fmaxf(m, tile_max);  // finite: position p0 is always valid
     const float correction = exp2f(m - m_new);
     float tile_sum = 0.0f;
-    const uint32_t pb0 = PackBf16(exp2f(x[0] - m_new), exp2f(x[1] - m_new), &tile_sum);
-    const uint32_t pb1 = PackBf16(exp2f(x[2] - m_new), exp2f(x[3] - m_new), &tile_sum);
+    const uint32_t pb0 = PackRounded<T>(exp2f(x[0] - m_new), exp2f(x[1] - m_new), &tile_sum);
+    const uint32_t pb1 = PackRounded<T>(exp2f(x[2] - m_new), exp2f(x[3] - m_new), &tile_sum);
     l = l * correction + tile_sum;
     m = m_new;
     // O^T columns of this lane are heads 2t and 2t+1: fetch their corrections.
@@ -257,7 +259,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       o[i][1] *= c1;
       o[i][2] *= c0;
       o[i][3] *= c1;
-      Mma(o[i], PairOf(vr[0], vr[1], i), PairOf(vr[0], vr[1], kMTiles + i),
+      Mma<T>(o[i], PairOf(vr[0], vr[1], i), PairOf(vr[0], vr[1], kMTiles + i),
           PairOf(vr[2], vr[3], i), PairOf(vr[2], vr[3], kMTiles + i), pb0, pb1);
     }
   }
@@ -304,11 +306,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int head = kv_head * group + h;
     if (direct) {
       const float inv = 1.0f / l_sum;
-      const __nv_bfloat162 lo = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
-      const __nv_bfloat162 hi = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
-      uint2 packed;
-      packed.x = *reinterpret_cast<const uint32_t*>(&lo);
-      packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+      const uint2 packed =
+          make_uint2(PackFloat2<T>(acc.x * inv, acc.y * inv), PackFloat2<T>(acc.z * inv, acc.w * inv));
       *reinterpret_cast<uint2*>(p.out + (static_cast<int64_t>(token) * p.num_heads + head) * D +
                                 d) = packed;
     } else {
@@ -367,11 +366,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       acc.z += w * v.z;
       acc.w += w * v.w;
     }
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(acc.x, acc.y);
-    const __nv_bfloat162 hi = __floats2bfloat162_rn(acc.z, acc.w);
-    uint2 packed;
-    packed.x = *reinterpret_cast<const uint32_t*>(&lo);
-    packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+    const uint2 packed = make_uint2(PackFloat2<T>(acc.x, acc.y), PackFloat2<T>(acc.z, acc.w));
     *reinterpret_cast<uint2*>(p.out + (static_cast<int64_t>(token) * p.num_heads + head) * D + d) =
         packed;
   }
@@ -415,8 +410,9 @@ size_t DecodeCounterInts(int32_t num_rows, int32_t num_kv_heads) {
   return static_cast<size_t>(num_rows) * num_kv_heads;
 }
 
-cudaError_t DecodeAttention(const DecodeAttentionParams& params, StepTokens tokens, PagedKv kv,
-                            cudaStream_t stream) {
+template <typename T>
+cudaError_t DecodeAttention(const DecodeAttentionParams<T>& params, StepTokens tokens,
+                            PagedKv<T> kv, cudaStream_t stream) {
   if (params.num_rows == 0) return cudaSuccess;
   if (!DecodeAttentionSupported(kv.head_dim, params.num_heads, kv.num_kv_heads) ||
       kv.block_tokens <= 0 || params.num_rows < 0 || params.max_splits < 1 ||
@@ -436,9 +432,15 @@ cudaError_t DecodeAttention(const DecodeAttentionParams& params, StepTokens toke
   const float scale_log2 =
       static_cast<float>(M_LOG2E / std::sqrt(static_cast<double>(kv.head_dim)));
   const dim3 grid(params.num_rows, kv.num_kv_heads, params.max_splits);
-  auto kernel = kv.head_dim == 128 ? DecodeAttentionKernel<128> : DecodeAttentionKernel<64>;
+  auto kernel = kv.head_dim == 128 ? DecodeAttentionKernel<T, 128> : DecodeAttentionKernel<T, 64>;
   return LaunchPdl(kernel, grid, dim3(kThreads), 0, stream, params, tokens, kv, group,
                    scale_log2, bt_shift);
 }
+
+#define KVTIER_INSTANTIATE(T)                                                        \
+  template cudaError_t DecodeAttention<T>(const DecodeAttentionParams<T>&, StepTokens, \
+                                          PagedKv<T>, cudaStream_t);
+KVTIER_CUDA_INSTANTIATE_ELEM(KVTIER_INSTANTIATE)
+#undef KVTIER_INSTANTIATE
 
 }  // namespace kvtier::cuda

@@ -15,9 +15,10 @@
 
 namespace kvtier::cuda {
 
+template <typename T>
 struct DecodeAttentionParams {
-  const bf16* q = nullptr;       // (step tokens, num_heads, head_dim)
-  bf16* out = nullptr;           // (step tokens, num_heads, head_dim)
+  const T* q = nullptr;          // (step tokens, num_heads, head_dim)
+  T* out = nullptr;              // (step tokens, num_heads, head_dim)
   const int32_t* rows = nullptr;  // (num_rows) step token index of each decode query
   int32_t num_rows = 0;          // decode queries; fixed per captured graph
   int32_t num_heads = 0;
@@ -40,8 +41,9 @@ struct DecodeAttentionParams {
 // kv.indptr and kv.indices are read BEFORE PdlWait, so the kernel launched right before this
 // one must not write them (host copies and kernels further back are fine); q, the KV pool,
 // partials and counters are read after it.
-cudaError_t DecodeAttention(const DecodeAttentionParams& params, StepTokens tokens, PagedKv kv,
-                            cudaStream_t stream);
+template <typename T>
+cudaError_t DecodeAttention(const DecodeAttentionParams<T>& params, StepTokens tokens,
+                            PagedKv<T> kv, cudaStream_t stream);
 
 // Host heuristic: splits per row so that rows * kv heads * splits fills the GPU.
 int32_t DecodeMaxSplits(int32_t num_rows, int32_t num_kv_heads, int32_t sm_count);

@@ -3,6 +3,7 @@
 // and dots it with every activation row (read through L1). Semantics in kernels.h.
 #include <cstdint>
 
+#include "backend/cuda/elem.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.h"
 
@@ -12,26 +13,16 @@ namespace {
 constexpr int kGemvWarps = 8;
 constexpr int kGemvUnroll = 2;
 
-__device__ __forceinline__ void Unpack8(const uint4& v, float (&f)[8]) {
-  const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 t = __bfloat1622float2(p[i]);
-    f[2 * i] = t.x;
-    f[2 * i + 1] = t.y;
-  }
-}
-
-template <int R>
-__device__ __forceinline__ void Accumulate(const uint4& wv, const bf16* __restrict__ x, int k,
+template <typename T, int R>
+__device__ __forceinline__ void Accumulate(const uint4& wv, const T* __restrict__ x, int k,
                                            int vec, float (&acc)[R]) {
   float wf[8];
-  Unpack8(wv, wf);
+  Unpack8<T>(wv, wf);
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const uint4 xv = __ldg(reinterpret_cast<const uint4*>(x + static_cast<int64_t>(r) * k) + vec);
     float xf[8];
-    Unpack8(xv, xf);
+    Unpack8<T>(xv, xf);
 #pragma unroll
     for (int e = 0; e < 8; ++e) acc[r] = fmaf(wf[e], xf[e], acc[r]);
   }
@@ -42,9 +33,9 @@ __device__ __forceinline__ void Accumulate(const uint4& wv, const bf16* __restri
 // on the H200 (bench/micro/decode_chain.cu, one row, Llama-3-8B shapes from HBM): 3.56 ->
 // 3.88 TB/s on gate|up, 2.45 -> 2.77 on qkv against the unpipelined version; unrolling 4
 // instead of 2 did not help (more registers, fewer warps).
-template <int R, bool kF32Out>
+template <typename T, int R, bool kF32Out>
 __global__ void __launch_bounds__(kGemvWarps * 32)
-    GemvKernel(const bf16* __restrict__ x, const bf16* __restrict__ w, int k, int n, void* out) {
+    GemvKernel(const T* __restrict__ x, const T* __restrict__ w, int k, int n, void* out) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int col = blockIdx.x * kGemvWarps + warp;
   const bool on = col < n;
@@ -72,14 +63,14 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
       for (int u = 0; u < kGemvUnroll; ++u) next[u] = __ldcs(wrow + at + 32 * kGemvUnroll + 32 * u);
     }
 #pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) Accumulate<R>(cur[u], x, k, at + 32 * u, acc);
+    for (int u = 0; u < kGemvUnroll; ++u) Accumulate<T, R>(cur[u], x, k, at + 32 * u, acc);
     if (b + 1 < batches) {
 #pragma unroll
       for (int u = 0; u < kGemvUnroll; ++u) cur[u] = next[u];
     }
   }
   for (int i = batches * 32 * kGemvUnroll + lane; i < vecs; i += 32) {
-    Accumulate<R>(__ldcs(wrow + i), x, k, i, acc);
+    Accumulate<T, R>(__ldcs(wrow + i), x, k, i, acc);
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -96,7 +87,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     if constexpr (kF32Out) {
       static_cast<float*>(out)[at] = v;
     } else {
-      static_cast<bf16*>(out)[at] = __float2bfloat16(v);
+      static_cast<T*>(out)[at] = FromFloat<T>(v);
     }
   }
 }
@@ -105,10 +96,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 // (gate) and inter + c (up) of the (2 * inter, k) matrix and writes only the product, so
 // the decode step has no separate SiluMul kernel (a dependent ~3 us step per layer) and
 // writes half the output. Both rows are software-pipelined as in GemvKernel.
-template <int R>
+template <typename T, int R>
 __global__ void __launch_bounds__(kGemvWarps * 32)
-    GemvSiluMulKernel(const bf16* __restrict__ x, const bf16* __restrict__ w, int k, int inter,
-                      bf16* __restrict__ out) {
+    GemvSiluMulKernel(const T* __restrict__ x, const T* __restrict__ w, int k, int inter,
+                      T* __restrict__ out) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int col = blockIdx.x * kGemvWarps + warp;
   const bool on = col < inter;
@@ -143,8 +134,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     }
 #pragma unroll
     for (int u = 0; u < kGemvUnroll; ++u) {
-      Accumulate<R>(gcur[u], x, k, at + 32 * u, gacc);
-      Accumulate<R>(ucur[u], x, k, at + 32 * u, uacc);
+      Accumulate<T, R>(gcur[u], x, k, at + 32 * u, gacc);
+      Accumulate<T, R>(ucur[u], x, k, at + 32 * u, uacc);
     }
     if (b + 1 < batches) {
 #pragma unroll
@@ -155,8 +146,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     }
   }
   for (int i = batches * 32 * kGemvUnroll + lane; i < vecs; i += 32) {
-    Accumulate<R>(__ldcs(grow + i), x, k, i, gacc);
-    Accumulate<R>(__ldcs(urow + i), x, k, i, uacc);
+    Accumulate<T, R>(__ldcs(grow + i), x, k, i, gacc);
+    Accumulate<T, R>(__ldcs(urow + i), x, k, i, uacc);
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -175,40 +166,41 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
         u = uacc[r];
       }
     }
-    out[static_cast<int64_t>(lane) * inter + col] = __float2bfloat16(g / (1.0f + expf(-g)) * u);
+    out[static_cast<int64_t>(lane) * inter + col] = FromFloat<T>(g / (1.0f + expf(-g)) * u);
   }
 }
 
-template <int R>
-cudaError_t LaunchGemv(const bf16* x, const bf16* w, int k, int n, void* out, bool out_f32,
+template <typename T, int R>
+cudaError_t LaunchGemv(const T* x, const T* w, int k, int n, void* out, bool out_f32,
                        cudaStream_t stream) {
   const dim3 grid((n + kGemvWarps - 1) / kGemvWarps);
   const cudaError_t err =
-      out_f32 ? LaunchPdl(GemvKernel<R, true>, grid, dim3(kGemvWarps * 32), 0, stream, x, w, k, n,
-                          out)
-              : LaunchPdl(GemvKernel<R, false>, grid, dim3(kGemvWarps * 32), 0, stream, x, w, k,
-                          n, out);
+      out_f32 ? LaunchPdl(GemvKernel<T, R, true>, grid, dim3(kGemvWarps * 32), 0, stream, x, w,
+                          k, n, out)
+              : LaunchPdl(GemvKernel<T, R, false>, grid, dim3(kGemvWarps * 32), 0, stream, x, w,
+                          k, n, out);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
 
-template <int R>
-cudaError_t LaunchGemvSiluMul(const bf16* x, const bf16* w, int k, int inter, bf16* out,
+template <typename T, int R>
+cudaError_t LaunchGemvSiluMul(const T* x, const T* w, int k, int inter, T* out,
                               cudaStream_t stream) {
   const dim3 grid((inter + kGemvWarps - 1) / kGemvWarps);
   const cudaError_t err =
-      LaunchPdl(GemvSiluMulKernel<R>, grid, dim3(kGemvWarps * 32), 0, stream, x, w, k, inter, out);
+      LaunchPdl(GemvSiluMulKernel<T, R>, grid, dim3(kGemvWarps * 32), 0, stream, x, w, k, inter, out);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
 
 }  // namespace
 
-cudaError_t GemvSiluMul(const bf16* x, const bf16* w_gate_up, int rows, int k, int inter,
-                        bf16* out, cudaStream_t stream) {
+template <typename T>
+cudaError_t GemvSiluMul(const T* x, const T* w_gate_up, int rows, int k, int inter, T* out,
+                        cudaStream_t stream) {
   if (rows < 1 || rows > 2 || !GemvSupported(rows, k, x, w_gate_up)) return cudaErrorInvalidValue;
-  return rows == 1 ? LaunchGemvSiluMul<1>(x, w_gate_up, k, inter, out, stream)
-                   : LaunchGemvSiluMul<2>(x, w_gate_up, k, inter, out, stream);
+  return rows == 1 ? LaunchGemvSiluMul<T, 1>(x, w_gate_up, k, inter, out, stream)
+                   : LaunchGemvSiluMul<T, 2>(x, w_gate_up, k, inter, out, stream);
 }
 
 bool GemvSupported(int rows, int k, const void* x, const void* w) {
@@ -216,19 +208,27 @@ bool GemvSupported(int rows, int k, const void* x, const void* w) {
          reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
 }
 
-cudaError_t GemvSmallRows(const bf16* x, const bf16* w, int rows, int k, int n, void* out,
+template <typename T>
+cudaError_t GemvSmallRows(const T* x, const T* w, int rows, int k, int n, void* out,
                           bool out_f32, cudaStream_t stream) {
   if (!GemvSupported(rows, k, x, w)) return cudaErrorInvalidValue;
   switch (rows) {
-    case 1: return LaunchGemv<1>(x, w, k, n, out, out_f32, stream);
-    case 2: return LaunchGemv<2>(x, w, k, n, out, out_f32, stream);
-    case 3: return LaunchGemv<3>(x, w, k, n, out, out_f32, stream);
-    case 4: return LaunchGemv<4>(x, w, k, n, out, out_f32, stream);
-    case 5: return LaunchGemv<5>(x, w, k, n, out, out_f32, stream);
-    case 6: return LaunchGemv<6>(x, w, k, n, out, out_f32, stream);
-    case 7: return LaunchGemv<7>(x, w, k, n, out, out_f32, stream);
-    default: return LaunchGemv<8>(x, w, k, n, out, out_f32, stream);
+    case 1: return LaunchGemv<T, 1>(x, w, k, n, out, out_f32, stream);
+    case 2: return LaunchGemv<T, 2>(x, w, k, n, out, out_f32, stream);
+    case 3: return LaunchGemv<T, 3>(x, w, k, n, out, out_f32, stream);
+    case 4: return LaunchGemv<T, 4>(x, w, k, n, out, out_f32, stream);
+    case 5: return LaunchGemv<T, 5>(x, w, k, n, out, out_f32, stream);
+    case 6: return LaunchGemv<T, 6>(x, w, k, n, out, out_f32, stream);
+    case 7: return LaunchGemv<T, 7>(x, w, k, n, out, out_f32, stream);
+    default: return LaunchGemv<T, 8>(x, w, k, n, out, out_f32, stream);
   }
 }
+
+#define KVTIER_INSTANTIATE(T)                                                                 \
+  template cudaError_t GemvSiluMul<T>(const T*, const T*, int, int, int, T*, cudaStream_t);  \
+  template cudaError_t GemvSmallRows<T>(const T*, const T*, int, int, int, void*, bool,      \
+                                        cudaStream_t);
+KVTIER_CUDA_INSTANTIATE_ELEM(KVTIER_INSTANTIATE)
+#undef KVTIER_INSTANTIATE
 
 }  // namespace kvtier::cuda

@@ -2,6 +2,7 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "backend/cuda/elem.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.h"
 
@@ -33,20 +34,22 @@ __device__ float BlockSum(float v) {
   return total;
 }
 
-__global__ void EmbeddingGatherKernel(const int32_t* ids, const bf16* table, int dim,
+template <typename T>
+__global__ void EmbeddingGatherKernel(const int32_t* ids, const T* table, int dim,
                                       float* residual) {
   PdlWait();
   PdlLaunchDependents();
   const int64_t row = blockIdx.x;
-  const bf16* src = table + static_cast<int64_t>(ids[row]) * dim;
+  const T* src = table + static_cast<int64_t>(ids[row]) * dim;
   float* dst = residual + row * dim;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = __bfloat162float(src[i]);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = ToFloat(src[i]);
 }
 
 // EmbeddingGather for dim % 8 == 0 and dim <= 8 * 4 * kRowThreads: the table row (weights,
 // at an id from the step metadata) is read before the PDL wait, 16 bytes per load.
+template <typename T>
 __global__ void __launch_bounds__(kRowThreads)
-    EmbeddingGatherVecKernel(const int32_t* ids, const bf16* table, int dim, float* residual) {
+    EmbeddingGatherVecKernel(const int32_t* ids, const T* table, int dim, float* residual) {
   constexpr int J = 4;
   const int64_t row = blockIdx.x;
   const int chunks = dim / 8;
@@ -64,18 +67,17 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int j = 0; j < J; ++j) {
     const int c = threadIdx.x + j * kRowThreads;
     if (c < chunks) {
-      const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&v[j]);
-      const float2 a = __bfloat1622float2(p[0]), b = __bfloat1622float2(p[1]);
-      const float2 e = __bfloat1622float2(p[2]), f = __bfloat1622float2(p[3]);
-      dst[2 * c] = make_float4(a.x, a.y, b.x, b.y);
-      dst[2 * c + 1] = make_float4(e.x, e.y, f.x, f.y);
+      float f[8];
+      Unpack8<T>(v[j], f);
+      dst[2 * c] = make_float4(f[0], f[1], f[2], f[3]);
+      dst[2 * c + 1] = make_float4(f[4], f[5], f[6], f[7]);
     }
   }
 }
 
-template <bool kEarly>
-__global__ void AddRmsNormKernel(float* residual, const bf16* add, const float* weight,
-                                 const int32_t* row_map, int dim, float eps, bf16* out) {
+template <typename T, bool kEarly>
+__global__ void AddRmsNormKernel(float* residual, const T* add, const float* weight,
+                                 const int32_t* row_map, int dim, float eps, T* out) {
   PdlEnter<kEarly>();
   const int64_t r = blockIdx.x;
   const int64_t s = row_map != nullptr ? row_map[r] : r;
@@ -84,15 +86,15 @@ __global__ void AddRmsNormKernel(float* residual, const bf16* add, const float* 
   for (int i = threadIdx.x; i < dim; i += blockDim.x) {
     float v = x[i];
     if (add != nullptr) {
-      v += __bfloat162float(add[s * dim + i]);
+      v += ToFloat(add[s * dim + i]);
       x[i] = v;
     }
     sum_sq += v * v;
   }
   const float inv_rms = rsqrtf(BlockSum(sum_sq) / static_cast<float>(dim) + eps);
-  bf16* o = out + r * dim;
+  T* o = out + r * dim;
   for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-    o[i] = __float2bfloat16(weight[i] * (x[i] * inv_rms));
+    o[i] = FromFloat<T>(weight[i] * (x[i] * inv_rms));
   }
 }
 
@@ -101,10 +103,10 @@ __global__ void AddRmsNormKernel(float* residual, const bf16* add, const float* 
 // trip instead of one per loop iteration (the loop above, with its stores between loads,
 // took ~15 us per row on the H200 under ncu: 1 ms of a W1 decode step), and the norm
 // weights and the row map (step metadata) are read before the PDL wait.
-template <bool kEarly, int J>
+template <typename T, bool kEarly, int J>
 __global__ void __launch_bounds__(kRowThreads)
-    AddRmsNormVecKernel(float* residual, const bf16* add, const float* weight,
-                        const int32_t* row_map, int dim, float eps, bf16* out) {
+    AddRmsNormVecKernel(float* residual, const T* add, const float* weight,
+                        const int32_t* row_map, int dim, float eps, T* out) {
   const int64_t r = blockIdx.x;
   const int chunks = dim / 8;
   float wt[J][8];
@@ -142,13 +144,10 @@ __global__ void __launch_bounds__(kRowThreads)
       v[j][0] = lo[j].x, v[j][1] = lo[j].y, v[j][2] = lo[j].z, v[j][3] = lo[j].w;
       v[j][4] = hi[j].x, v[j][5] = hi[j].y, v[j][6] = hi[j].z, v[j][7] = hi[j].w;
       if (a != nullptr) {
-        const __nv_bfloat162* ap = reinterpret_cast<const __nv_bfloat162*>(&av[j]);
+        float f[8];
+        Unpack8<T>(av[j], f);
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float2 f = __bfloat1622float2(ap[i]);
-          v[j][2 * i] += f.x;
-          v[j][2 * i + 1] += f.y;
-        }
+        for (int i = 0; i < 8; ++i) v[j][i] += f[i];
         x[2 * c] = make_float4(v[j][0], v[j][1], v[j][2], v[j][3]);
         x[2 * c + 1] = make_float4(v[j][4], v[j][5], v[j][6], v[j][7]);
       }
@@ -162,14 +161,10 @@ __global__ void __launch_bounds__(kRowThreads)
   for (int j = 0; j < J; ++j) {
     const int c = threadIdx.x + j * kRowThreads;
     if (c < chunks) {
-      uint4 packed;
-      __nv_bfloat162* pp = reinterpret_cast<__nv_bfloat162*>(&packed);
+      float y[8];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        pp[i] = __floats2bfloat162_rn(wt[j][2 * i] * (v[j][2 * i] * inv_rms),
-                                      wt[j][2 * i + 1] * (v[j][2 * i + 1] * inv_rms));
-      }
-      o[c] = packed;
+      for (int i = 0; i < 8; ++i) y[i] = wt[j][i] * (v[j][i] * inv_rms);
+      o[c] = Pack8<T>(y);
     }
   }
 }
@@ -179,8 +174,8 @@ __global__ void __launch_bounds__(kRowThreads)
 // position, the block lookup (step metadata) and the RoPE frequencies are read before the
 // PDL wait. (One CTA per token looping over the heads took ~12 us per step token on the
 // H200 under ncu, 0.37 ms of a W1 decode step.)
-template <bool kEarly>
-__global__ void QkvPostKernel(QkvPostParams p, StepTokens tokens, PagedKv kv) {
+template <typename T, bool kEarly>
+__global__ void QkvPostKernel(QkvPostParams<T> p, StepTokens tokens, PagedKv<T> kv) {
   constexpr int kPairsPerLane = 4;
   const int t = blockIdx.x;
   const int lane = threadIdx.x & 31;
@@ -191,7 +186,7 @@ __global__ void QkvPostKernel(QkvPostParams p, StepTokens tokens, PagedKv kv) {
   const int pos = tokens.pos[t];
   const int chunk = tokens.chunk[t];
   const int32_t block = kv.indices[kv.indptr[chunk] + pos / kv.block_tokens];
-  bf16* block_base = kv.pool + static_cast<int64_t>(block) * kv.block_elements;
+  T* block_base = kv.pool + static_cast<int64_t>(block) * kv.block_elements;
   float angle[kPairsPerLane];
 #pragma unroll
   for (int j = 0; j < kPairsPerLane; ++j) {
@@ -203,7 +198,7 @@ __global__ void QkvPostKernel(QkvPostParams p, StepTokens tokens, PagedKv kv) {
   {
     const bool is_q = head < p.num_heads;
     const bool is_k = !is_q && head < p.num_heads + kv.num_kv_heads;
-    const bf16* in = p.qkv + static_cast<int64_t>(t) * width + head * d;
+    const T* in = p.qkv + static_cast<int64_t>(t) * width + head * d;
     const float* bias = p.bias != nullptr ? p.bias + head * d : nullptr;
     float x1[kPairsPerLane], x2[kPairsPerLane];
     float sum_sq = 0.0f;
@@ -212,8 +207,8 @@ __global__ void QkvPostKernel(QkvPostParams p, StepTokens tokens, PagedKv kv) {
       const int i = lane + 32 * j;
       x1[j] = x2[j] = 0.0f;
       if (i < half) {
-        x1[j] = __bfloat162float(in[i]);
-        x2[j] = __bfloat162float(in[i + half]);
+        x1[j] = ToFloat(in[i]);
+        x2[j] = ToFloat(in[i + half]);
         if (bias != nullptr) {
           x1[j] += bias[i];
           x2[j] += bias[i + half];
@@ -233,7 +228,7 @@ __global__ void QkvPostKernel(QkvPostParams p, StepTokens tokens, PagedKv kv) {
         }
       }
     }
-    bf16* dst;
+    T* dst;
     if (is_q) {
       dst = p.q_out + (static_cast<int64_t>(t) * p.num_heads + head) * d;
     } else {
@@ -256,29 +251,29 @@ __global__ void QkvPostKernel(QkvPostParams p, StepTokens tokens, PagedKv kv) {
           y1 = x1[j] * c + (-x2[j]) * s;
           y2 = x2[j] * c + x1[j] * s;
         }
-        dst[i] = __float2bfloat16(y1);
-        dst[i + half] = __float2bfloat16(y2);
+        dst[i] = FromFloat<T>(y1);
+        dst[i + half] = FromFloat<T>(y2);
       }
     }
   }
 }
 
-template <bool kEarly>
-__global__ void SiluMulKernel(const bf16* gate_up, int64_t rows, int dim, bf16* out) {
+template <typename T, bool kEarly>
+__global__ void SiluMulKernel(const T* gate_up, int64_t rows, int dim, T* out) {
   PdlEnter<kEarly>();
   const int64_t total = rows * dim;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = idx / dim, i = idx % dim;
-    const float g = __bfloat162float(gate_up[r * 2 * dim + i]);
-    const float u = __bfloat162float(gate_up[r * 2 * dim + dim + i]);
-    out[idx] = __float2bfloat16(g / (1.0f + expf(-g)) * u);
+    const float g = ToFloat(gate_up[r * 2 * dim + i]);
+    const float u = ToFloat(gate_up[r * 2 * dim + dim + i]);
+    out[idx] = FromFloat<T>(g / (1.0f + expf(-g)) * u);
   }
 }
 
 // SiluMul for dim % 8 == 0: 16-byte loads and stores, 8 outputs per thread.
-template <bool kEarly>
-__global__ void SiluMulVecKernel(const bf16* gate_up, int64_t rows, int dim, bf16* out) {
+template <typename T, bool kEarly>
+__global__ void SiluMulVecKernel(const T* gate_up, int64_t rows, int dim, T* out) {
   PdlEnter<kEarly>();
   const int chunks = dim / 8;
   const int64_t total = rows * chunks;
@@ -288,18 +283,12 @@ __global__ void SiluMulVecKernel(const bf16* gate_up, int64_t rows, int dim, bf1
     const int64_t c = idx - r * chunks;
     const uint4* row = reinterpret_cast<const uint4*>(gate_up + r * 2 * dim);
     const uint4 g = row[c], u = row[chunks + c];
-    const __nv_bfloat162* gp = reinterpret_cast<const __nv_bfloat162*>(&g);
-    const __nv_bfloat162* up = reinterpret_cast<const __nv_bfloat162*>(&u);
-    uint4 packed;
-    __nv_bfloat162* pp = reinterpret_cast<__nv_bfloat162*>(&packed);
+    float gf[8], uf[8], y[8];
+    Unpack8<T>(g, gf);
+    Unpack8<T>(u, uf);
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float2 gf = __bfloat1622float2(gp[k]);
-      const float2 uf = __bfloat1622float2(up[k]);
-      pp[k] = __floats2bfloat162_rn(gf.x / (1.0f + expf(-gf.x)) * uf.x,
-                                    gf.y / (1.0f + expf(-gf.y)) * uf.y);
-    }
-    reinterpret_cast<uint4*>(out)[idx] = packed;
+    for (int k = 0; k < 8; ++k) y[k] = gf[k] / (1.0f + expf(-gf[k])) * uf[k];
+    reinterpret_cast<uint4*>(out)[idx] = Pack8<T>(y);
   }
 }
 
@@ -411,17 +400,19 @@ __global__ void ArgmaxMergeKernel(const ArgmaxPartial* partials, int32_t* ids) {
   if (lane == 0) ids[blockIdx.x] = idx == 0x7fffffff ? 0 : idx;
 }
 
-__global__ void F32ToBf16Kernel(const float* in, int64_t count, bf16* out) {
+template <typename T>
+__global__ void FromF32Kernel(const float* in, int64_t count, T* out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = __float2bfloat16(in[i]);
+    out[i] = FromFloat<T>(in[i]);
   }
 }
 
-__global__ void Bf16ToF32Kernel(const bf16* in, int64_t count, float* out) {
+template <typename T>
+__global__ void ToF32Kernel(const T* in, int64_t count, float* out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = __bfloat162float(in[i]);
+    out[i] = ToFloat(in[i]);
   }
 }
 
@@ -439,10 +430,10 @@ __global__ void FillRandomKernel(T* out, int64_t count, uint64_t seed, float off
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float v = offset + scale * HashUniform(seed, static_cast<uint64_t>(i));
-    if constexpr (sizeof(T) == 2) {
-      out[i] = __float2bfloat16(v);
-    } else {
+    if constexpr (std::is_same_v<T, float>) {
       out[i] = v;
+    } else {
+      out[i] = FromFloat<T>(v);
     }
   }
 }
@@ -454,21 +445,23 @@ int GridFor(int64_t count, int threads) {
 
 }  // namespace
 
-cudaError_t EmbeddingGather(const int32_t* ids, const bf16* table, int rows, int dim,
+template <typename T>
+cudaError_t EmbeddingGather(const int32_t* ids, const T* table, int rows, int dim,
                             float* residual, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   const bool vec = dim % 8 == 0 && dim <= 8 * 4 * kRowThreads &&
                    reinterpret_cast<uintptr_t>(table) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(residual) % 16 == 0;
   const cudaError_t err =
-      LaunchPdl(vec ? EmbeddingGatherVecKernel : EmbeddingGatherKernel, dim3(rows),
+      LaunchPdl(vec ? EmbeddingGatherVecKernel<T> : EmbeddingGatherKernel<T>, dim3(rows),
                 dim3(kRowThreads), 0, stream, ids, table, dim, residual);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
 
-cudaError_t AddRmsNorm(float* residual, const bf16* add, const float* weight,
-                       const int32_t* row_map, int rows, int dim, float eps, bf16* out,
+template <typename T>
+cudaError_t AddRmsNorm(float* residual, const T* add, const float* weight,
+                       const int32_t* row_map, int rows, int dim, float eps, T* out,
                        cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   const bool early = PdlEarlyTrigger();
@@ -477,13 +470,13 @@ cudaError_t AddRmsNorm(float* residual, const bf16* add, const float* weight,
                    reinterpret_cast<uintptr_t>(weight) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(out) % 16 == 0;
   const int chunks_per_thread = (dim / 8 + kRowThreads - 1) / kRowThreads;
-  auto kernel = early ? AddRmsNormKernel<true> : AddRmsNormKernel<false>;
+  auto kernel = early ? AddRmsNormKernel<T, true> : AddRmsNormKernel<T, false>;
   if (vec && chunks_per_thread <= 1) {
-    kernel = early ? AddRmsNormVecKernel<true, 1> : AddRmsNormVecKernel<false, 1>;
+    kernel = early ? AddRmsNormVecKernel<T, true, 1> : AddRmsNormVecKernel<T, false, 1>;
   } else if (vec && chunks_per_thread <= 2) {
-    kernel = early ? AddRmsNormVecKernel<true, 2> : AddRmsNormVecKernel<false, 2>;
+    kernel = early ? AddRmsNormVecKernel<T, true, 2> : AddRmsNormVecKernel<T, false, 2>;
   } else if (vec && chunks_per_thread <= 4) {
-    kernel = early ? AddRmsNormVecKernel<true, 4> : AddRmsNormVecKernel<false, 4>;
+    kernel = early ? AddRmsNormVecKernel<T, true, 4> : AddRmsNormVecKernel<T, false, 4>;
   }
   const cudaError_t err = LaunchPdl(kernel, dim3(rows), dim3(kRowThreads), 0, stream, residual,
                                     add, weight, row_map, dim, eps, out);
@@ -491,7 +484,8 @@ cudaError_t AddRmsNorm(float* residual, const bf16* add, const float* weight,
   return cudaGetLastError();
 }
 
-cudaError_t QkvPost(const QkvPostParams& params, StepTokens tokens, PagedKv kv,
+template <typename T>
+cudaError_t QkvPost(const QkvPostParams<T>& params, StepTokens tokens, PagedKv<T> kv,
                     cudaStream_t stream) {
   if (tokens.num_tokens == 0) return cudaSuccess;
   if (kv.head_dim > 256 || kv.head_dim % 2 != 0) return cudaErrorInvalidValue;
@@ -499,27 +493,28 @@ cudaError_t QkvPost(const QkvPostParams& params, StepTokens tokens, PagedKv kv,
   const int total_heads = params.num_heads + 2 * kv.num_kv_heads;
   const dim3 grid(tokens.num_tokens, (total_heads + kQkvWarps - 1) / kQkvWarps);
   const cudaError_t err =
-      LaunchPdl(PdlEarlyTrigger() ? QkvPostKernel<true> : QkvPostKernel<false>, grid,
+      LaunchPdl(PdlEarlyTrigger() ? QkvPostKernel<T, true> : QkvPostKernel<T, false>, grid,
                 dim3(kQkvWarps * 32), 0, stream, params, tokens, kv);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
 
-cudaError_t SiluMul(const bf16* gate_up, int rows, int dim, bf16* out, cudaStream_t stream) {
+template <typename T>
+cudaError_t SiluMul(const T* gate_up, int rows, int dim, T* out, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(rows) * dim;
   if (total == 0) return cudaSuccess;
   const bool early = PdlEarlyTrigger();
   if (dim % 8 == 0 && reinterpret_cast<uintptr_t>(gate_up) % 16 == 0 &&
       reinterpret_cast<uintptr_t>(out) % 16 == 0) {
     const cudaError_t err =
-        LaunchPdl(early ? SiluMulVecKernel<true> : SiluMulVecKernel<false>,
+        LaunchPdl(early ? SiluMulVecKernel<T, true> : SiluMulVecKernel<T, false>,
                   dim3(GridFor(total / 8, 256)), dim3(256), 0, stream, gate_up,
                   static_cast<int64_t>(rows), dim, out);
     if (err != cudaSuccess) return err;
     return cudaGetLastError();
   }
   const cudaError_t err =
-      LaunchPdl(early ? SiluMulKernel<true> : SiluMulKernel<false>,
+      LaunchPdl(early ? SiluMulKernel<T, true> : SiluMulKernel<T, false>,
                 dim3(GridFor(total, 256)), dim3(256), 0, stream, gate_up,
                 static_cast<int64_t>(rows), dim, out);
   if (err != cudaSuccess) return err;
@@ -547,32 +542,41 @@ cudaError_t ArgmaxRows(const float* logits, int rows, int vocab, void* scratch, 
   return cudaGetLastError();
 }
 
-cudaError_t ConvertF32ToBf16(const float* in, int64_t count, bf16* out, cudaStream_t stream) {
+template <typename T>
+cudaError_t ConvertFromF32(const float* in, int64_t count, T* out, cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
-  F32ToBf16Kernel<<<GridFor(count, 256), 256, 0, stream>>>(in, count, out);
+  FromF32Kernel<T><<<GridFor(count, 256), 256, 0, stream>>>(in, count, out);
   return cudaGetLastError();
 }
 
-cudaError_t ConvertBf16ToF32(const bf16* in, int64_t count, float* out, cudaStream_t stream) {
+template <typename T>
+cudaError_t ConvertToF32(const T* in, int64_t count, float* out, cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
-  Bf16ToF32Kernel<<<GridFor(count, 256), 256, 0, stream>>>(in, count, out);
+  ToF32Kernel<T><<<GridFor(count, 256), 256, 0, stream>>>(in, count, out);
   return cudaGetLastError();
 }
 
-cudaError_t FillRandomBf16(bf16* out, int64_t count, uint64_t seed, float offset, float scale,
-                           cudaStream_t stream) {
+template <typename T>
+cudaError_t FillRandom(T* out, int64_t count, uint64_t seed, float offset, float scale,
+                       cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
-  FillRandomKernel<bf16><<<GridFor(count, 256), 256, 0, stream>>>(out, count, seed, offset,
-                                                                  scale);
+  FillRandomKernel<T><<<GridFor(count, 256), 256, 0, stream>>>(out, count, seed, offset, scale);
   return cudaGetLastError();
 }
 
-cudaError_t FillRandomF32(float* out, int64_t count, uint64_t seed, float offset, float scale,
-                          cudaStream_t stream) {
-  if (count == 0) return cudaSuccess;
-  FillRandomKernel<float><<<GridFor(count, 256), 256, 0, stream>>>(out, count, seed, offset,
-                                                                   scale);
-  return cudaGetLastError();
-}
+#define KVTIER_INSTANTIATE(T)                                                                \
+  template cudaError_t EmbeddingGather<T>(const int32_t*, const T*, int, int, float*,        \
+                                          cudaStream_t);                                     \
+  template cudaError_t AddRmsNorm<T>(float*, const T*, const float*, const int32_t*, int, int, \
+                                     float, T*, cudaStream_t);                               \
+  template cudaError_t QkvPost<T>(const QkvPostParams<T>&, StepTokens, PagedKv<T>,           \
+                                  cudaStream_t);                                             \
+  template cudaError_t SiluMul<T>(const T*, int, int, T*, cudaStream_t);                     \
+  template cudaError_t ConvertFromF32<T>(const float*, int64_t, T*, cudaStream_t);           \
+  template cudaError_t ConvertToF32<T>(const T*, int64_t, float*, cudaStream_t);             \
+  template cudaError_t FillRandom<T>(T*, int64_t, uint64_t, float, float, cudaStream_t);
+KVTIER_CUDA_INSTANTIATE_ELEM(KVTIER_INSTANTIATE)
+#undef KVTIER_INSTANTIATE
+template cudaError_t FillRandom<float>(float*, int64_t, uint64_t, float, float, cudaStream_t);
 
 }  // namespace kvtier::cuda

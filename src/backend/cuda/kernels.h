@@ -1,11 +1,14 @@
-// CUDA kernels of the Llama-family forward, behind plain host launchers (bf16 activations,
-// fp32 accumulation). Each launcher enqueues on `stream` and returns at once; the
-// semantics of each match an operator of backend/cpu/cpu_ops.h (tests/backend_cuda).
-// Stateless; thread-safe as long as callers use distinct buffers.
+// CUDA kernels of the Llama-family forward, behind plain host launchers (16-bit weights,
+// activations and KV, fp32 accumulation). Each launcher enqueues on `stream` and returns at
+// once; the semantics of each match an operator of backend/cpu/cpu_ops.h
+// (tests/backend_cuda). Launchers templated on T are instantiated for T = bf16 and T = f16
+// (the checkpoint's dtype: weights stay resident as stored). Stateless; thread-safe as long
+// as callers use distinct buffers.
 #ifndef KVTIER_BACKEND_CUDA_KERNELS_H_
 #define KVTIER_BACKEND_CUDA_KERNELS_H_
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -13,12 +16,14 @@
 namespace kvtier::cuda {
 
 using bf16 = __nv_bfloat16;
+using f16 = __half;
 
 // The paged KV pool of one backend as the kernels see it (FlashInfer's paged_kv_t):
 // block ids of chunk c are indices[indptr[c] .. indptr[c+1]), entry j covering positions
 // [j*block_tokens, (j+1)*block_tokens). Passed by value.
+template <typename T>
 struct PagedKv {
-  bf16* pool = nullptr;             // (num_blocks, block_elements): KvLayout of every block
+  T* pool = nullptr;                // (num_blocks, block_elements): KvLayout of every block
   const int32_t* indices = nullptr;  // (indptr[num_chunks]) flattened block tables
   const int32_t* indptr = nullptr;   // (num_chunks + 1)
   int64_t block_elements = 0;       // KvLayout::ElementsPerBlock()
@@ -64,24 +69,27 @@ int AttentionMaxRows(int head_dim);
 // lanes evenly).
 bool AttentionSupportsHeadDim(int head_dim);
 
-// residual[t, :] = float(table[ids[t], :]).  table: (vocab, dim) bf16; residual: (rows, dim).
-cudaError_t EmbeddingGather(const int32_t* ids, const bf16* table, int rows, int dim,
+// residual[t, :] = float(table[ids[t], :]).  table: (vocab, dim); residual: (rows, dim).
+template <typename T>
+cudaError_t EmbeddingGather(const int32_t* ids, const T* table, int rows, int dim,
                             float* residual, cudaStream_t stream);
 
 // For output row r (source row s = row_map ? row_map[r] : r): when `add` is given,
 // residual[s, :] += float(add[s, :]) (written back); then
-// out[r, :] = bf16(residual[s, :] * rsqrt(mean(residual[s]^2) + eps) * weight).
-cudaError_t AddRmsNorm(float* residual, const bf16* add, const float* weight,
-                       const int32_t* row_map, int rows, int dim, float eps, bf16* out,
+// out[r, :] = T(residual[s, :] * rsqrt(mean(residual[s]^2) + eps) * weight).
+template <typename T>
+cudaError_t AddRmsNorm(float* residual, const T* add, const float* weight,
+                       const int32_t* row_map, int rows, int dim, float eps, T* out,
                        cudaStream_t stream);
 
 // Post-processing of the fused QKV projection qkv: (rows, (num_heads + 2*num_kv_heads) *
-// head_dim) bf16, per token: + bias (f32, optional), per-head RMSNorm of q and k with
+// head_dim), per token: + bias (f32, optional), per-head RMSNorm of q and k with
 // q_norm / k_norm (f32 (head_dim), optional, Qwen3), RoPE (rotate_half, angle
 // pos[t] * inv_freq[i]) on q and k; q goes to q_out (rows, num_heads, head_dim) and k, v
 // are stored at their positions in layer `layer` of the paged pool.
+template <typename T>
 struct QkvPostParams {
-  const bf16* qkv = nullptr;
+  const T* qkv = nullptr;
   const float* bias = nullptr;
   const float* q_norm = nullptr;
   const float* k_norm = nullptr;
@@ -89,18 +97,20 @@ struct QkvPostParams {
   float norm_eps = 1e-6f;
   int32_t num_heads = 0;
   int32_t layer = 0;
-  bf16* q_out = nullptr;
+  T* q_out = nullptr;
 };
-cudaError_t QkvPost(const QkvPostParams& params, StepTokens tokens, PagedKv kv,
+template <typename T>
+cudaError_t QkvPost(const QkvPostParams<T>& params, StepTokens tokens, PagedKv<T> kv,
                     cudaStream_t stream);
 
 // Causal attention of every step token over its chunk's paged KV (positions <= its own),
-// GQA, scale 1/sqrt(head_dim), softmax in fp32. q: (tokens, num_heads, head_dim) bf16;
-// out: (tokens, num_heads, head_dim) bf16. Runs `num_items` items, then merges split-K
+// GQA, scale 1/sqrt(head_dim), softmax in fp32. q: (tokens, num_heads, head_dim);
+// out: (tokens, num_heads, head_dim). Runs `num_items` items, then merges split-K
 // partials. `max_splits` bounds num_splits of any token (sizes the merge).
+template <typename T>
 struct AttentionParams {
-  const bf16* q = nullptr;
-  bf16* out = nullptr;
+  const T* q = nullptr;
+  T* out = nullptr;
   const AttentionItem* items = nullptr;
   int32_t num_items = 0;
   int32_t num_heads = 0;
@@ -108,12 +118,14 @@ struct AttentionParams {
   int32_t max_rows = 0;     // largest num_tokens * group_count over the items
   bool any_split = false;   // some token has num_splits > 1: run the merge pass
 };
-cudaError_t PagedAttention(const AttentionParams& params, StepTokens tokens, PagedKv kv,
+template <typename T>
+cudaError_t PagedAttention(const AttentionParams<T>& params, StepTokens tokens, PagedKv<T> kv,
                            AttentionSplits splits, cudaStream_t stream);
 
 // out[t, i] = silu(gate_up[t, i]) * gate_up[t, dim + i].  gate_up: (rows, 2*dim);
 // out: (rows, dim).
-cudaError_t SiluMul(const bf16* gate_up, int rows, int dim, bf16* out, cudaStream_t stream);
+template <typename T>
+cudaError_t SiluMul(const T* gate_up, int rows, int dim, T* out, cudaStream_t stream);
 
 // ids[r] = argmax_j logits[r, j] (lowest index on ties; NaN never wins).  logits:
 // (rows, vocab) f32, 16-byte aligned; scratch: ArgmaxScratchBytes(rows) of device memory
@@ -138,26 +150,30 @@ cudaError_t SampleRows(const float* logits, int rows, int vocab, const SamplePar
                        int32_t* ids, cudaStream_t stream);
 
 // Small-batch GEMM for decode: out(rows, n) = x(rows, k) * w(n, k)^T, fp32 accumulation,
-// out bf16 (or f32 when out_f32). Only when GemvSupported: 1 <= rows <= kGemvMaxRows,
+// out T (or f32 when out_f32). Only when GemvSupported: 1 <= rows <= kGemvMaxRows,
 // k % 8 == 0, x and w 16-byte aligned (rows of x and w then are too).
 constexpr int kGemvMaxRows = 8;
 bool GemvSupported(int rows, int k, const void* x, const void* w);
-cudaError_t GemvSmallRows(const bf16* x, const bf16* w, int rows, int k, int n, void* out,
+template <typename T>
+cudaError_t GemvSmallRows(const T* x, const T* w, int rows, int k, int n, void* out,
                           bool out_f32, cudaStream_t stream);
 // out(rows, inter) = silu(x * gate^T) * (x * up^T) for w_gate_up = [gate; up] of shape
 // (2 * inter, k): the gate|up projection and SiluMul in one decode kernel, fp32 until the
-// bf16 output. 1 <= rows <= 2, otherwise as GemvSupported.
-cudaError_t GemvSiluMul(const bf16* x, const bf16* w_gate_up, int rows, int k, int inter,
-                        bf16* out, cudaStream_t stream);
+// 16-bit output. 1 <= rows <= 2, otherwise as GemvSupported.
+template <typename T>
+cudaError_t GemvSiluMul(const T* x, const T* w_gate_up, int rows, int k, int inter, T* out,
+                        cudaStream_t stream);
 
 // Conversions and fills used for weights and tests.
-cudaError_t ConvertF32ToBf16(const float* in, int64_t count, bf16* out, cudaStream_t stream);
-cudaError_t ConvertBf16ToF32(const bf16* in, int64_t count, float* out, cudaStream_t stream);
-// out[i] = offset + scale * u(i), u uniform in [-1, 1) from a hash of (seed, i).
-cudaError_t FillRandomBf16(bf16* out, int64_t count, uint64_t seed, float offset, float scale,
-                           cudaStream_t stream);
-cudaError_t FillRandomF32(float* out, int64_t count, uint64_t seed, float offset, float scale,
-                          cudaStream_t stream);
+template <typename T>
+cudaError_t ConvertFromF32(const float* in, int64_t count, T* out, cudaStream_t stream);
+template <typename T>
+cudaError_t ConvertToF32(const T* in, int64_t count, float* out, cudaStream_t stream);
+// out[i] = offset + scale * u(i), u uniform in [-1, 1) from a hash of (seed, i); T is bf16,
+// f16 or float.
+template <typename T>
+cudaError_t FillRandom(T* out, int64_t count, uint64_t seed, float offset, float scale,
+                       cudaStream_t stream);
 
 }  // namespace kvtier::cuda
 

@@ -6,7 +6,7 @@
 // tiles of 64 positions are gathered from the paged pool with cp.async into shared memory,
 // double-buffered (tile j+1 loads while tile j computes), rows XOR-swizzled in 16-byte
 // chunks so that ldmatrix reads 8 rows without bank conflicts. Q·K^T and P·V run on
-// mma.sync m16n8k16 bf16 with fp32 accumulation; the softmax is online in the log2 domain
+// mma.sync m16n8k16 (bf16 or fp16 in) with fp32 accumulation; the softmax is online in the log2 domain
 // (log2 e folded into the scale); only the KV tiles crossing the tile's first position are
 // masked, and tiles past the last position are never visited.
 //
@@ -18,6 +18,8 @@
 
 #include <cmath>
 #include <cstdint>
+
+#include "backend/cuda/elem.cuh"
 
 namespace kvtier::cuda {
 namespace {
@@ -57,29 +59,21 @@ __device__ __forceinline__ void Ldmatrix4Trans(uint32_t address, uint32_t (&r)[4
                : "r"(address));
 }
 
-// c (16x8 f32) += a (16x16 bf16, row) * b (16x8 bf16, col).
+template <typename T>
 __device__ __forceinline__ void Mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                     uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  MmaM16N8K16<T>(c, a, {b0, b1});
 }
 
-__device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-// Element offset of 16-byte chunk `chunk` of row `row` in a swizzled (rows, D) bf16 tile.
+// Element offset of 16-byte chunk `chunk` of row `row` in a swizzled (rows, D) 16-bit tile.
 template <int D>
 __device__ __forceinline__ int Swizzled(int row, int chunk) {
   return row * D + ((chunk ^ (row & 7)) << 3);
 }
 
-template <int D>
+template <typename T, int D>
 __global__ void __launch_bounds__(kThreads)
-    PrefillAttentionKernel(PrefillAttentionParams p, PagedKv kv, int group, int bt_shift,
+    PrefillAttentionKernel(PrefillAttentionParams<T> p, PagedKv<T> kv, int group, int bt_shift,
                            float scale_log2) {
   constexpr int kTileElems = kKvTile * D;  // one K or V stage
   constexpr int kChunksPerRow = D / 8;
@@ -88,7 +82,7 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kDSteps = D / 16;  // k-steps of Q·K^T, pairs of n-tiles of P·V
   // Stage s: K at [2s], V at [2s + 1] (kTileElems each). Q is staged in stage 1's K.
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  bf16* smem = reinterpret_cast<bf16*>(smem_raw);
+  T* smem = reinterpret_cast<T*>(smem_raw);
 
   const PrefillTile tile = p.tiles[blockIdx.x];
   if (tile.num_tokens <= 0) return;
@@ -107,14 +101,14 @@ __global__ void __launch_bounds__(kThreads)
   // Rows beyond the tile's tokens (and beyond the context) are zero-filled, so that no
   // stale or unwritten pool bytes (possibly NaN) meet a zero softmax weight.
   auto load_kv = [&](int kv_tile, int stage) {
-    bf16* sk = smem + 2 * stage * kTileElems;
-    bf16* sv = sk + kTileElems;
+    T* sk = smem + 2 * stage * kTileElems;
+    T* sv = sk + kTileElems;
 #pragma unroll
     for (int i = 0; i < kPasses; ++i) {
       const int row = load_row0 + i * kRowsPerPass;
       const int pos = kv_tile * kKvTile + row;
       const bool on = pos < kv_end;
-      const bf16* src = kv.pool;
+      const T* src = kv.pool;
       if (on) {
         const int64_t block = __ldg(table + (pos >> bt_shift));
         src = kv.pool + block * kv.block_elements + k_head_offset +
@@ -127,13 +121,13 @@ __global__ void __launch_bounds__(kThreads)
   };
 
   {  // Q rows -> stage 1's K buffer (free until tile 1 is prefetched).
-    bf16* sq = smem + 2 * kTileElems;
+    T* sq = smem + 2 * kTileElems;
 #pragma unroll
     for (int i = 0; i < kPasses; ++i) {
       const int row = load_row0 + i * kRowsPerPass;
       const int token = row / group;
       const bool on = token < tile.num_tokens;
-      const bf16* src = p.q;
+      const T* src = p.q;
       if (on) {
         const int head = kv_head * group + (row - token * group);
         src = p.q + (static_cast<int64_t>(tile.token_begin + token) * p.num_heads + head) * D +
@@ -160,7 +154,7 @@ __global__ void __launch_bounds__(kThreads)
   CpAsyncWait<1>();
   __syncthreads();
   {
-    const bf16* sq = smem + 2 * kTileElems;
+    const T* sq = smem + 2 * kTileElems;
     const int row = warp * 16 + (lane & 15);
 #pragma unroll
     for (int kk = 0; kk < kDSteps; ++kk) {
@@ -184,8 +178,8 @@ __global__ void __launch_bounds__(kThreads)
     if (j + 1 < num_kv_tiles) load_kv(j + 1, stage ^ 1);
     CpAsyncCommit();
     if (!warp_active) continue;
-    const bf16* sk = smem + 2 * stage * kTileElems;
-    const bf16* sv = sk + kTileElems;
+    const T* sk = smem + 2 * stage * kTileElems;
+    const T* sv = sk + kTileElems;
 
     float s[kKvTile / 8][4];
 #pragma unroll
@@ -200,8 +194,8 @@ __global__ void __launch_bounds__(kThreads)
         uint32_t b[4];
         const int row = np * 16 + (lane & 7) + ((lane >> 4) << 3);
         Ldmatrix4(SmemAddress(sk + Swizzled<D>(row, kk * 2 + ((lane >> 3) & 1))), b);
-        Mma(s[2 * np], q_frag[kk], b[0], b[1]);
-        Mma(s[2 * np + 1], q_frag[kk], b[2], b[3]);
+        Mma<T>(s[2 * np], q_frag[kk], b[0], b[1]);
+        Mma<T>(s[2 * np + 1], q_frag[kk], b[2], b[3]);
       }
     }
 
@@ -251,21 +245,21 @@ __global__ void __launch_bounds__(kThreads)
       o[n][3] *= correction[1];
     }
 
-    // P (the S accumulators, as bf16 A fragments) · V.
+    // P (the S accumulators, as 16-bit A fragments) · V.
 #pragma unroll
     for (int kk = 0; kk < kKvTile / 16; ++kk) {
       uint32_t a[4];
-      a[0] = PackBf16(s[2 * kk][0], s[2 * kk][1]);
-      a[1] = PackBf16(s[2 * kk][2], s[2 * kk][3]);
-      a[2] = PackBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[3] = PackBf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      a[0] = PackFloat2<T>(s[2 * kk][0], s[2 * kk][1]);
+      a[1] = PackFloat2<T>(s[2 * kk][2], s[2 * kk][3]);
+      a[2] = PackFloat2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      a[3] = PackFloat2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
       const int row = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
 #pragma unroll
       for (int dn = 0; dn < kDSteps; ++dn) {
         uint32_t b[4];
         Ldmatrix4Trans(SmemAddress(sv + Swizzled<D>(row, dn * 2 + (lane >> 4))), b);
-        Mma(o[2 * dn], a, b[0], b[1]);
-        Mma(o[2 * dn + 1], a, b[2], b[3]);
+        Mma<T>(o[2 * dn], a, b[0], b[1]);
+        Mma<T>(o[2 * dn + 1], a, b[2], b[3]);
       }
     }
   }
@@ -283,22 +277,22 @@ __global__ void __launch_bounds__(kThreads)
     const int token = row / group;
     if (token >= tile.num_tokens) continue;
     const int head = kv_head * group + (row - token * group);
-    bf16* dst = p.out + (static_cast<int64_t>(tile.token_begin + token) * p.num_heads + head) * D +
+    T* dst = p.out + (static_cast<int64_t>(tile.token_begin + token) * p.num_heads + head) * D +
                 (lane & 3) * 2;
     const float inv = 1.0f / l[h];
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) {
-      *reinterpret_cast<__nv_bfloat162*>(dst + n * 8) =
-          __floats2bfloat162_rn(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
+      *reinterpret_cast<uint32_t*>(dst + n * 8) =
+          PackFloat2<T>(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
     }
   }
 }
 
-template <int D>
-cudaError_t LaunchHeadDim(const PrefillAttentionParams& p, PagedKv kv, int group,
+template <typename T, int D>
+cudaError_t LaunchHeadDim(const PrefillAttentionParams<T>& p, PagedKv<T> kv, int group,
                           int bt_shift, cudaStream_t stream) {
-  auto kernel = PrefillAttentionKernel<D>;
-  const int smem = static_cast<int>(4 * kKvTile * D * sizeof(bf16));
+  auto kernel = PrefillAttentionKernel<T, D>;
+  const int smem = static_cast<int>(4 * kKvTile * D * sizeof(T));
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
@@ -320,7 +314,8 @@ bool PrefillAttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_
   return num_heads / num_kv_heads <= kPrefillTileRows;
 }
 
-cudaError_t PrefillAttention(const PrefillAttentionParams& params, PagedKv kv,
+template <typename T>
+cudaError_t PrefillAttention(const PrefillAttentionParams<T>& params, PagedKv<T> kv,
                              cudaStream_t stream) {
   if (params.num_tiles == 0) return cudaSuccess;
   if (!PrefillAttentionSupported(kv.head_dim, params.num_heads, kv.num_kv_heads)) {
@@ -337,8 +332,14 @@ cudaError_t PrefillAttention(const PrefillAttentionParams& params, PagedKv kv,
   int bt_shift = 0;
   while ((1 << bt_shift) < bt) ++bt_shift;
   const int group = params.num_heads / kv.num_kv_heads;
-  if (kv.head_dim == 128) return LaunchHeadDim<128>(params, kv, group, bt_shift, stream);
-  return LaunchHeadDim<64>(params, kv, group, bt_shift, stream);
+  if (kv.head_dim == 128) return LaunchHeadDim<T, 128>(params, kv, group, bt_shift, stream);
+  return LaunchHeadDim<T, 64>(params, kv, group, bt_shift, stream);
 }
+
+#define KVTIER_INSTANTIATE(T)                                                         \
+  template cudaError_t PrefillAttention<T>(const PrefillAttentionParams<T>&, PagedKv<T>, \
+                                           cudaStream_t);
+KVTIER_CUDA_INSTANTIATE_ELEM(KVTIER_INSTANTIATE)
+#undef KVTIER_INSTANTIATE
 
 }  // namespace kvtier::cuda

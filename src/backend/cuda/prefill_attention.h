@@ -1,6 +1,6 @@
 // Prefill attention on the tensor cores: causal attention of a chunk's query tokens over
 // its paged KV (prefix hits and earlier chunks included), FlashAttention-2 style (online
-// softmax in fp32, Q·K^T and P·V on mma.sync bf16). One CTA = one tile (a run of
+// softmax in fp32, Q·K^T and P·V on mma.sync, bf16 or fp16 in). One CTA = one tile (a run of
 // consecutive query tokens of one chunk x all query heads of one kv head's group).
 #ifndef KVTIER_BACKEND_CUDA_PREFILL_ATTENTION_H_
 #define KVTIER_BACKEND_CUDA_PREFILL_ATTENTION_H_
@@ -46,15 +46,17 @@ void PlanPrefillTiles(std::span<const PrefillChunk> chunks, int32_t tile_tokens,
                       std::vector<PrefillTile>* tiles);
 #endif
 
+template <typename T>
 struct PrefillAttentionParams {
-  const bf16* q = nullptr;  // (step tokens, num_heads, head_dim)
-  bf16* out = nullptr;      // (step tokens, num_heads, head_dim)
+  const T* q = nullptr;  // (step tokens, num_heads, head_dim)
+  T* out = nullptr;      // (step tokens, num_heads, head_dim)
   const PrefillTile* tiles = nullptr;  // device
   int32_t num_tiles = 0;
   int32_t num_heads = 0;
   int32_t layer = 0;
 };
-cudaError_t PrefillAttention(const PrefillAttentionParams& params, PagedKv kv,
+template <typename T>
+cudaError_t PrefillAttention(const PrefillAttentionParams<T>& params, PagedKv<T> kv,
                              cudaStream_t stream);
 bool PrefillAttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
 
