@@ -109,7 +109,7 @@ TEST_P(ParityTest, MatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Goldens, ParityTest,
                          ::testing::Values("llama-gqa-rope3", "mistral-sharded-bf16", "qwen2-bias-tied",
-                                           "qwen3-qknorm"));
+                                           "qwen3-qknorm", "llama-fp16"));
 
 }  // namespace
 }  // namespace kvtier
