@@ -2,6 +2,7 @@
 // warp streams one weight row (an output column) with 16-byte loads, several in flight,
 // and dots it with every activation row (read through L1). Semantics in kernels.h.
 #include <cstdint>
+#include <cstdlib>
 
 #include "backend/cuda/elem.cuh"
 #include "backend/cuda/kernels.h"
@@ -12,6 +13,10 @@ namespace {
 
 constexpr int kGemvWarps = 8;
 constexpr int kGemvUnroll = 2;
+// Pieces per lane loaded before the PDL wait. H200, kvtier_cuda_bench W1 graph step (two
+// rounds, one machine): 2 -> 4.238 / 4.211 ms, 4 -> 4.154 / 4.143 ms, 8 -> 4.88 ms, 16 ->
+// 5.01 ms (94 and 128 registers: 2 CTAs per SM instead of 4, and the stream stalls).
+constexpr int kGemvDefaultPrefetch = 4;
 
 template <typename T, int R>
 __device__ __forceinline__ void Accumulate(const uint4& wv, const T* __restrict__ x, int k,
@@ -33,7 +38,12 @@ __device__ __forceinline__ void Accumulate(const uint4& wv, const T* __restrict_
 // on the H200 (bench/micro/decode_chain.cu, one row, Llama-3-8B shapes from HBM): 3.56 ->
 // 3.88 TB/s on gate|up, 2.45 -> 2.77 on qkv against the unpipelined version; unrolling 4
 // instead of 2 did not help (more registers, fewer warps).
-template <typename T, int R, bool kF32Out>
+//
+// The first kPre 16-byte pieces of each lane's weights are loaded before the PDL wait:
+// weights never depend on the previous kernel, so while a latency-bound kernel (a norm,
+// QkvPost, the decode attention) runs, the next projection's CTAs already stream their
+// weights into registers instead of idling at the wait.
+template <typename T, int R, bool kF32Out, int kPre>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     GemvKernel(const T* __restrict__ x, const T* __restrict__ w, int k, int n, void* out) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -41,22 +51,31 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   const bool on = col < n;
   const uint4* wrow = reinterpret_cast<const uint4*>(w + static_cast<int64_t>(on ? col : 0) * k);
   const int vecs = k / 8;
-  const int batches = vecs / (32 * kGemvUnroll);
+  const int pre_n = on ? min(kPre, vecs / 32) : 0;  // whole 32-lane groups only
+  const int base = pre_n * 32;
+  const int batches = (vecs - base) / (32 * kGemvUnroll);
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-  // The first weight loads go out before waiting for the previous kernel (weights never
-  // depend on it): with PDL they overlap that kernel's tail.
-  uint4 cur[kGemvUnroll];
-  if (on && batches > 0) {
+  uint4 pre[kPre];
 #pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) cur[u] = __ldcs(wrow + lane + 32 * u);
+  for (int u = 0; u < kPre; ++u) {
+    if (u < pre_n) pre[u] = __ldcs(wrow + lane + 32 * u);
   }
   PdlWait();
   PdlLaunchDependents();
   if (!on) return;
+  uint4 cur[kGemvUnroll];
+  if (batches > 0) {
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) cur[u] = __ldcs(wrow + base + lane + 32 * u);
+  }
+#pragma unroll
+  for (int u = 0; u < kPre; ++u) {
+    if (u < pre_n) Accumulate<T, R>(pre[u], x, k, lane + 32 * u, acc);
+  }
   for (int b = 0; b < batches; ++b) {
-    const int at = b * 32 * kGemvUnroll + lane;
+    const int at = base + b * 32 * kGemvUnroll + lane;
     uint4 next[kGemvUnroll];
     if (b + 1 < batches) {
 #pragma unroll
@@ -69,7 +88,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
       for (int u = 0; u < kGemvUnroll; ++u) cur[u] = next[u];
     }
   }
-  for (int i = batches * 32 * kGemvUnroll + lane; i < vecs; i += 32) {
+  for (int i = base + batches * 32 * kGemvUnroll + lane; i < vecs; i += 32) {
     Accumulate<T, R>(__ldcs(wrow + i), x, k, i, acc);
   }
 #pragma unroll
@@ -96,7 +115,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 // (gate) and inter + c (up) of the (2 * inter, k) matrix and writes only the product, so
 // the decode step has no separate SiluMul kernel (a dependent ~3 us step per layer) and
 // writes half the output. Both rows are software-pipelined as in GemvKernel.
-template <typename T, int R>
+template <typename T, int R, int kPre>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     GemvSiluMulKernel(const T* __restrict__ x, const T* __restrict__ w, int k, int inter,
                       T* __restrict__ out) {
@@ -107,23 +126,40 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   const uint4* grow = reinterpret_cast<const uint4*>(w + row * k);
   const uint4* urow = reinterpret_cast<const uint4*>(w + (row + inter) * k);
   const int vecs = k / 8;
-  const int batches = vecs / (32 * kGemvUnroll);
+  const int pre_n = on ? min(kPre, vecs / 32) : 0;  // as GemvKernel, for each of the two rows
+  const int base = pre_n * 32;
+  const int batches = (vecs - base) / (32 * kGemvUnroll);
   float gacc[R], uacc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) gacc[r] = uacc[r] = 0.0f;
-  uint4 gcur[kGemvUnroll], ucur[kGemvUnroll];
-  if (on && batches > 0) {
+  uint4 gpre[kPre], upre[kPre];
 #pragma unroll
-    for (int u = 0; u < kGemvUnroll; ++u) {
-      gcur[u] = __ldcs(grow + lane + 32 * u);
-      ucur[u] = __ldcs(urow + lane + 32 * u);
+  for (int u = 0; u < kPre; ++u) {
+    if (u < pre_n) {
+      gpre[u] = __ldcs(grow + lane + 32 * u);
+      upre[u] = __ldcs(urow + lane + 32 * u);
     }
   }
   PdlWait();
   PdlLaunchDependents();
   if (!on) return;
+  uint4 gcur[kGemvUnroll], ucur[kGemvUnroll];
+  if (batches > 0) {
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u) {
+      gcur[u] = __ldcs(grow + base + lane + 32 * u);
+      ucur[u] = __ldcs(urow + base + lane + 32 * u);
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < kPre; ++u) {
+    if (u < pre_n) {
+      Accumulate<T, R>(gpre[u], x, k, lane + 32 * u, gacc);
+      Accumulate<T, R>(upre[u], x, k, lane + 32 * u, uacc);
+    }
+  }
   for (int b = 0; b < batches; ++b) {
-    const int at = b * 32 * kGemvUnroll + lane;
+    const int at = base + b * 32 * kGemvUnroll + lane;
     uint4 gnext[kGemvUnroll], unext[kGemvUnroll];
     if (b + 1 < batches) {
 #pragma unroll
@@ -145,7 +181,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
       }
     }
   }
-  for (int i = batches * 32 * kGemvUnroll + lane; i < vecs; i += 32) {
+  for (int i = base + batches * 32 * kGemvUnroll + lane; i < vecs; i += 32) {
     Accumulate<T, R>(__ldcs(grow + i), x, k, i, gacc);
     Accumulate<T, R>(__ldcs(urow + i), x, k, i, uacc);
   }
@@ -170,15 +206,33 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   }
 }
 
+// 16-byte pieces per lane loaded before the PDL wait (KVTIER_CUDA_GEMV_PREFETCH: 2, 4 or 8;
+// for measuring).
+int GemvPrefetch() {
+  static const int pieces = [] {
+    const char* env = std::getenv("KVTIER_CUDA_GEMV_PREFETCH");
+    const int v = env != nullptr ? std::atoi(env) : kGemvDefaultPrefetch;
+    return v >= 8 ? 8 : v >= 4 ? 4 : 2;
+  }();
+  return pieces;
+}
+
+template <typename T, int R, bool kF32Out>
+cudaError_t LaunchGemvOut(const T* x, const T* w, int k, int n, void* out, cudaStream_t stream) {
+  const dim3 grid((n + kGemvWarps - 1) / kGemvWarps);
+  const dim3 block(kGemvWarps * 32);
+  switch (GemvPrefetch()) {
+    case 8: return LaunchPdl(GemvKernel<T, R, kF32Out, 8>, grid, block, 0, stream, x, w, k, n, out);
+    case 4: return LaunchPdl(GemvKernel<T, R, kF32Out, 4>, grid, block, 0, stream, x, w, k, n, out);
+    default: return LaunchPdl(GemvKernel<T, R, kF32Out, 2>, grid, block, 0, stream, x, w, k, n, out);
+  }
+}
+
 template <typename T, int R>
 cudaError_t LaunchGemv(const T* x, const T* w, int k, int n, void* out, bool out_f32,
                        cudaStream_t stream) {
-  const dim3 grid((n + kGemvWarps - 1) / kGemvWarps);
-  const cudaError_t err =
-      out_f32 ? LaunchPdl(GemvKernel<T, R, true>, grid, dim3(kGemvWarps * 32), 0, stream, x, w,
-                          k, n, out)
-              : LaunchPdl(GemvKernel<T, R, false>, grid, dim3(kGemvWarps * 32), 0, stream, x, w,
-                          k, n, out);
+  const cudaError_t err = out_f32 ? LaunchGemvOut<T, R, true>(x, w, k, n, out, stream)
+                                  : LaunchGemvOut<T, R, false>(x, w, k, n, out, stream);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
@@ -187,8 +241,13 @@ template <typename T, int R>
 cudaError_t LaunchGemvSiluMul(const T* x, const T* w, int k, int inter, T* out,
                               cudaStream_t stream) {
   const dim3 grid((inter + kGemvWarps - 1) / kGemvWarps);
-  const cudaError_t err =
-      LaunchPdl(GemvSiluMulKernel<T, R>, grid, dim3(kGemvWarps * 32), 0, stream, x, w, k, inter, out);
+  const dim3 block(kGemvWarps * 32);
+  cudaError_t err;
+  switch (GemvPrefetch()) {
+    case 8: err = LaunchPdl(GemvSiluMulKernel<T, R, 8>, grid, block, 0, stream, x, w, k, inter, out); break;
+    case 4: err = LaunchPdl(GemvSiluMulKernel<T, R, 4>, grid, block, 0, stream, x, w, k, inter, out); break;
+    default: err = LaunchPdl(GemvSiluMulKernel<T, R, 2>, grid, block, 0, stream, x, w, k, inter, out); break;
+  }
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
