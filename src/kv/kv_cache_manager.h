@@ -42,7 +42,7 @@
 // copied to its device block as it lands (ReadDiskBlocksToDevice), so file reads overlap
 // one another's device copies; the stepping thread waits for the last.
 // Device victims the host tier cannot take (no host tier, or full) are copied device ->
-// staging in one batch the host waits for (the caller may overwrite the device block), then
+// staging in batches the host waits for (the caller may overwrite the device block), then
 // written to disk by the writer thread. Until that write lands the staging buffer and the
 // disk slot are held, the slot in no cache map (so neither evicted nor read); a prefix
 // match of the block first waits for the write, then reads it back as a disk hit. A failed
@@ -315,7 +315,7 @@ class KvCacheManager {
   void FinishBatch(const PendingBatch& batch, const absl::Status& copied);
   uint8_t* Staging(int32_t index) const { return staging_memory_ + static_cast<size_t>(index) * block_bytes_; }
   // A free staging buffer, first landing the oldest copies and then waiting for the oldest
-  // disk write that hold one; nullopt only when none is held by anything (no disk tier).
+  // disk write holding one; nullopt only when none is held by anything (no disk tier).
   // Callers hand their own unstarted copies' buffers in first (they would wait forever).
   std::optional<int32_t> AcquireStaging();
   bool HasLowerCopy(BlockHash hash) const {
@@ -367,7 +367,7 @@ class KvCacheManager {
   BlockPool disk_;
   uint8_t* host_memory_ = nullptr;      // (host_blocks, block_bytes) from the backend
   std::vector<uint8_t> staging_;        // one block, for the device -> disk writes at shutdown
-  uint8_t* staging_memory_ = nullptr;   // kStagingBlocks blocks from the backend (async -> disk)
+  uint8_t* staging_memory_ = nullptr;   // kStagingBlocks blocks from the backend (device <-> disk)
   std::vector<int32_t> free_staging_;
   int32_t num_staging_ = 0;             // each buffer is free or held by exactly one user
   std::unique_ptr<DiskBlockStore> disk_store_;
