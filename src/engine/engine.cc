@@ -407,12 +407,16 @@ nlohmann::json Engine::Stats() {
   stats["host_evictions_on_disk"] = kv.host_evictions_on_disk;
   stats["host_evictions_written"] = kv.host_evictions_written;
   stats["disk_write_waits"] = kv.disk_write_waits;
-  // Swapped blocks written to disk by the I/O thread. Disk -> host: blocks the other I/O
-  // thread read ahead for waiting sequences, and uses
-  // that had to wait for such a read (time.disk_read_ahead_wait_seconds).
+  // Swapped blocks, and evicted device blocks the host tier could not take, written to disk
+  // by the I/O thread. Disk -> host: blocks the other I/O thread read ahead for waiting
+  // sequences, and uses that had to wait for such a read (time.disk_read_ahead_wait_seconds).
+  // Disk -> device: blocks nobody read ahead, read by that thread at their use (prefix hit,
+  // swap-in) through staging buffers.
   stats["disk_swap_writes"] = kv.disk_swap_writes;
+  stats["disk_demote_writes"] = kv.disk_demote_writes;
   stats["disk_read_aheads"] = kv.disk_read_aheads;
   stats["disk_read_ahead_waits"] = kv.disk_read_ahead_waits;
+  stats["disk_staged_reads"] = kv.disk_staged_reads;
   const BackendCopyStats copies = backend_->copy_stats();
   stats["backend_copies"] = {{"prefetch_batches", copies.prefetch_batches},
                              {"prefetch_bytes", copies.prefetch_bytes},

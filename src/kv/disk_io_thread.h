@@ -1,14 +1,16 @@
 // DiskIoThread: one I/O thread that moves whole blocks between the disk tier and host-tier
 // memory (DiskBlockStore::Write: pwrite + fdatasync, ~2 ms per 2 MiB block; Read: pread +
 // checksum), so that the stepping thread does not. The KV manager owns two: one writes
-// cached host blocks to disk ahead of their eviction, the other reads disk blocks into host
-// slots ahead of their use (a waiting sequence's prefix hits on disk, the blocks of a
-// sequence swapped out to disk), so reads never queue behind writes. The manager submits
-// jobs, polls for finished ones at step start (non-blocking), and blocks only when it needs
-// a job's result now (Wait).
+// cached host blocks to disk ahead of their eviction, and swapped or evicted device blocks
+// from staging buffers; the other reads disk blocks into host slots ahead of their use (a
+// waiting sequence's prefix hits on disk, the blocks of a sequence swapped out to disk), or
+// into staging buffers at their use, so reads never queue behind writes. The manager
+// submits jobs, polls for finished ones at step start (non-blocking), and blocks only when
+// it needs a job's result now (Wait).
 //
-// The host bytes a job reads or writes (a host slot, pinned on CUDA) must stay allocated,
-// and unchanged by anyone else, until the job is reported finished; so must its disk slot.
+// The host bytes a job reads or writes (a host slot or a staging buffer, pinned on CUDA)
+// must stay allocated, and unchanged by anyone else, until the job is reported finished; so
+// must its disk slot.
 // The manager guarantees both (kv_cache_manager.h), so jobs may run concurrently with the
 // stepping thread's own synchronous disk I/O on other slots: DiskBlockStore is thread-safe
 // for distinct slots (positioned I/O, atomic counters), as are both FileIo implementations

@@ -2,9 +2,9 @@
 // the asynchronous device -> host copies — swap-out batches, write-back of cached blocks
 // ahead of eviction — with what happens when each lands, and the host -> disk write-back
 // on the I/O thread (DiskIoThread). Sequence operations and invariants are in
-// kv_cache_manager.cc. Swapped blocks staged for disk are written on the I/O thread too
-// (FinishBatch submits, LandDiskWrites lands); disk writes of device victims the host
-// cannot take (DemoteDirtyDeviceBlocks) stay synchronous: a rare path.
+// kv_cache_manager.cc. Swapped blocks staged for disk, and device victims the host cannot
+// take (DemoteToDisk), are written on the I/O thread too (FinishBatch submits,
+// LandDiskWrites lands).
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -93,23 +93,73 @@ void KvCacheManager::DemoteDirtyDeviceBlocks(const std::vector<DirtyVictim>& vic
       }
     }
   }
-  for (const DirtyVictim& v : to_disk) {
-    if (disk_.num_blocks() > 0 && !cache(Tier::kDisk).by_hash.contains(v.hash)) {
-      if (std::optional<int32_t> disk_slot = AllocateDisk()) {
-        if (CopyDeviceToDisk(v.block, *disk_slot, v.hash.value).ok()) {
-          RaisePriority(v.hash, v.priority);
-          cache(Tier::kDisk).by_hash[v.hash] = *disk_slot;
-          cache(Tier::kDisk).hash_of[*disk_slot] = v.hash;
-          disk_lru_.PushBack(*disk_slot, PriorityOf(v.hash));
-          disk_index_dirty_ = true;
-          continue;
-        }
-        ++counters_.io_errors;
-        disk_.Release(*disk_slot);
-      }
+  DemoteToDisk(to_disk);
+}
+
+void KvCacheManager::DemoteToDisk(const std::vector<DirtyVictim>& victims) {
+  // Batches of device -> staging copies, each waited for (the caller may overwrite the
+  // device blocks once AllocateDeviceBlocks returns); landing one submits its disk writes
+  // (FinishBatch). A batch ends when the staging buffers run out: the next victim's buffer
+  // is then the oldest write's, once it lands.
+  std::vector<PendingCopy> batch;
+  auto flush = [&] {
+    if (batch.empty()) return;
+    const std::vector<PendingCopy> copies = batch;
+    absl::StatusOr<int64_t> ticket = StartBatch(std::move(batch));
+    batch.clear();
+    if (ticket.ok()) {
+      FinishCopies(*ticket);
+      return;
     }
-    ++counters_.blocks_dropped;
+    for (const PendingCopy& c : copies) {
+      free_staging_.push_back(c.staging);
+      disk_.Release(c.slot);
+      ++counters_.io_errors;
+      ++counters_.blocks_dropped;
+    }
+  };
+  for (const DirtyVictim& v : victims) {
+    if (disk_.num_blocks() == 0) {
+      ++counters_.blocks_dropped;
+      continue;
+    }
+    // On disk already, or on its way there (evicted before, recomputed since): no second copy.
+    if (cache(Tier::kDisk).by_hash.contains(v.hash) || demote_write_job_.contains(v.hash)) continue;
+    if (free_staging_.empty()) flush();
+    // The buffer first: waiting for a write may free disk slots too.
+    const std::optional<int32_t> staging = AcquireStaging();
+    const std::optional<int32_t> disk_slot = staging ? AllocateDisk() : std::nullopt;
+    if (!disk_slot) {  // every disk slot is held (swaps, writes in flight)
+      if (staging) free_staging_.push_back(*staging);
+      ++counters_.blocks_dropped;
+      continue;
+    }
+    PendingCopy c;
+    c.kind = PendingKind::kDemoteToDisk;
+    c.block = v.block;
+    c.slot = *disk_slot;
+    c.staging = *staging;
+    c.hash = v.hash;
+    c.priority = v.priority;
+    batch.push_back(c);
   }
+  flush();
+}
+
+std::optional<int32_t> KvCacheManager::AcquireStaging() {
+  // Landing the oldest copies writes their staged blocks to disk (or frees the buffers).
+  while (free_staging_.empty() && !pending_.empty()) FinishCopies(pending_.front().ticket);
+  // Or the oldest disk write still holding its buffer (jobs finish in submission order).
+  while (free_staging_.empty() && (!swap_writes_.empty() || !demote_writes_.empty())) {
+    int64_t oldest = 0;
+    for (const auto& [job, write] : swap_writes_) oldest = oldest == 0 ? job : std::min(oldest, job);
+    for (const auto& [job, write] : demote_writes_) oldest = oldest == 0 ? job : std::min(oldest, job);
+    FinishDiskWrites(oldest);
+  }
+  if (free_staging_.empty()) return std::nullopt;
+  const int32_t staging = free_staging_.back();
+  free_staging_.pop_back();
+  return staging;
 }
 
 // ---------------------------------------------------------------- async device -> host
@@ -118,7 +168,7 @@ absl::StatusOr<int64_t> KvCacheManager::StartBatch(std::vector<PendingCopy> copi
   std::vector<BlockCopy> blocks;
   blocks.reserve(copies.size());
   for (const PendingCopy& c : copies) {
-    blocks.push_back({c.block, c.kind == PendingKind::kSwapToDisk ? Staging(c.staging) : HostSlot(c.slot)});
+    blocks.push_back({c.block, c.staging >= 0 ? Staging(c.staging) : HostSlot(c.slot)});
   }
   absl::StatusOr<int64_t> ticket;
   {
@@ -165,6 +215,21 @@ void KvCacheManager::FinishBatch(const PendingBatch& batch, const absl::Status& 
   for (const PendingCopy& c : batch.copies) {
     if (auto r = reading_ticket_.find(c.block); r != reading_ticket_.end() && r->second <= batch.ticket) {
       reading_ticket_.erase(r);
+    }
+    if (c.kind == PendingKind::kDemoteToDisk) {
+      if (copied.ok()) {
+        // Staged: the I/O thread writes it; until then the slot is in no cache map.
+        const int64_t job = disk_writer_->SubmitWrite(c.slot, c.hash.value, static_cast<int32_t>(options_.block_tokens),
+                                                      Staging(c.staging));
+        demote_writes_[job] = DemoteWrite{c.slot, c.staging, c.hash, c.priority};
+        demote_write_job_[c.hash] = job;
+      } else {
+        free_staging_.push_back(c.staging);
+        disk_.Release(c.slot);
+        ++counters_.io_errors;
+        ++counters_.blocks_dropped;
+      }
+      continue;
     }
     if (c.kind == PendingKind::kCacheToHost) {
       writeback_slots_.erase(c.slot);
@@ -321,10 +386,11 @@ void KvCacheManager::StartDiskWriteBack() {
 }
 
 void KvCacheManager::FinishDiskWrites(int64_t wait_job) {
-  if (disk_writer_ == nullptr || (disk_writes_.empty() && swap_writes_.empty())) return;
+  if (disk_writer_ == nullptr || num_disk_writes_in_flight() == 0) return;
   LandDiskWrites();
   // Still in flight after landing what is done: only then does the host wait (and count it).
-  if (wait_job > 0 && (disk_writes_.contains(wait_job) || swap_writes_.contains(wait_job))) {
+  if (wait_job > 0 &&
+      (disk_writes_.contains(wait_job) || swap_writes_.contains(wait_job) || demote_writes_.contains(wait_job))) {
     const auto start = std::chrono::steady_clock::now();
     disk_writer_->Wait(wait_job);
     counters_.disk_write_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -351,6 +417,28 @@ void KvCacheManager::LandDiskWrites() {
         ++counters_.io_errors;
         SwapState& swap = swapped_.at(write.seq);
         if (swap.failed.ok()) swap.failed = done.status;  // SwapIn reports it: recompute
+      }
+      continue;
+    }
+    if (auto dw = demote_writes_.find(done.job); dw != demote_writes_.end()) {
+      const DemoteWrite write = dw->second;
+      demote_writes_.erase(dw);
+      demote_write_job_.erase(write.hash);
+      free_staging_.push_back(write.staging);
+      TierCache& disk = cache(Tier::kDisk);
+      if (done.status.ok() && !disk.by_hash.contains(write.hash)) {
+        RaisePriority(write.hash, write.priority);  // dropped with its device entry
+        disk.by_hash[write.hash] = write.disk_slot;
+        disk.hash_of[write.disk_slot] = write.hash;
+        disk_lru_.PushBack(write.disk_slot, PriorityOf(write.hash));
+        disk_index_dirty_ = true;
+        ++counters_.disk_demote_writes;
+      } else {
+        if (!done.status.ok()) {  // its only copy: lost
+          ++counters_.io_errors;
+          ++counters_.blocks_dropped;
+        }
+        disk_.Release(write.disk_slot);
       }
       continue;
     }

@@ -24,9 +24,10 @@ class CopyTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
-// Staging buffers for async device -> disk copies (the bytes land there, the disk write
-// follows when the copy is done). Few: device -> disk is the rare path (host tier full of
-// swapped blocks, or off); a swap-out that runs out waits for the oldest copies.
+// Staging buffers between the device and the disk I/O threads: async device -> disk copies
+// (the bytes land there, the disk write follows when the copy is done) and disk -> device
+// reads at a block's use. Few: these are the paths without host room (host tier full of
+// swapped blocks, or off); a user that runs out waits for the oldest copy or write.
 constexpr int64_t kStagingBlocks = 16;
 
 }  // namespace
@@ -75,6 +76,7 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
     ASSIGN_OR_RETURN(void* memory, backend->AllocateHostMemory(static_cast<size_t>(staging) * kv->block_bytes_));
     kv->staging_memory_ = static_cast<uint8_t*>(memory);
     for (int32_t i = 0; i < staging; ++i) kv->free_staging_.push_back(i);
+    kv->num_staging_ = static_cast<int32_t>(staging);
     DiskStoreOptions disk;
     disk.path = options.disk_path;
     disk.num_slots = options.disk_blocks;
@@ -95,11 +97,11 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
       kv->cache(Tier::kDisk).hash_of[slot] = hash;
       kv->disk_lru_.PushBack(slot);
     }
-    // Disk writes (swapped blocks; with a host tier, the write-back of cached host blocks)
-    // leave the stepping thread.
+    // Disk writes (swapped and demoted blocks; with a host tier, the write-back of cached
+    // host blocks) and reads (read-ahead into host slots, with a host tier; staged reads at
+    // a block's use) leave the stepping thread.
     kv->disk_writer_ = std::make_unique<DiskIoThread>(kv->disk_store_.get());
-    // Disk -> host read-ahead lands in host slots: only with a host tier.
-    if (options.host_blocks > 0) kv->disk_reader_ = std::make_unique<DiskIoThread>(kv->disk_store_.get());
+    kv->disk_reader_ = std::make_unique<DiskIoThread>(kv->disk_store_.get());
   }
   return kv;
 }
@@ -162,7 +164,8 @@ int64_t KvCacheManager::used_blocks(Tier tier) const {
     // Slots being filled by a write-back hold cache content, not a sequence's.
     case Tier::kHost: return host_.num_used() - host_lru_.size() - static_cast<int64_t>(writeback_slots_.size());
     // Slots being written by the I/O thread hold cache content too.
-    case Tier::kDisk: return disk_.num_used() - disk_lru_.size() - static_cast<int64_t>(disk_writes_.size());
+    case Tier::kDisk:
+      return disk_.num_used() - disk_lru_.size() - static_cast<int64_t>(disk_writes_.size() + demote_writes_.size());
   }
   return 0;
 }
@@ -304,18 +307,6 @@ absl::Status KvCacheManager::CopyDeviceToDisk(BlockId block, int32_t disk_slot, 
   return disk_store_->Write(disk_slot, tag, static_cast<int32_t>(options_.block_tokens), staging_.data());
 }
 
-absl::Status KvCacheManager::CopyDiskToDevice(int32_t disk_slot, uint64_t tag, BlockId block) {
-  DrainCopies();
-  CopyTimer timer(&counters_.copy_seconds);
-  swap_bytes_timed_ += static_cast<int64_t>(block_bytes_);
-  absl::Status read = disk_store_->Read(disk_slot, tag, staging_.data());
-  if (absl::IsDataLoss(read)) ++counters_.corrupt_blocks_detected;
-  if (IsIoError(read)) ++counters_.io_errors;
-  RETURN_IF_ERROR(read);
-  BlockCopy copy{block, staging_.data()};
-  return backend_->CopyBlocksFromHost(std::span<const BlockCopy>(&copy, 1));
-}
-
 void KvCacheManager::PersistIndexIfDirty() {
   if (disk_store_ == nullptr || !disk_index_dirty_) return;
   std::vector<DiskIndexEntry> entries;
@@ -401,11 +392,19 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
   SequenceBlocks& blocks = sequences_[seq];
   if (!blocks.table.empty()) return 0;
   const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens;
+  std::vector<Tier> hit_tier;  // per matched block
+  // Disk hits are read after the walk, all at once (ReadDiskBlocksToDevice): until then
+  // their device blocks are in the table but not cached, and their slots out of the disk
+  // LRU (neither evicted nor reused).
+  std::vector<StagedRead> reads;
+  std::vector<size_t> read_index;  // table index of each read
   std::optional<BlockHash> parent;
   for (int64_t i = 0; i < max_blocks; ++i) {
     const BlockHash hash = PromptBlockHash(parent, tokens, i);
     // Being read ahead from disk: wait for it, then it is a host hit.
     if (auto job = prefix_read_job_.find(hash); job != prefix_read_job_.end()) FinishDiskReads(job->second);
+    // Being written to disk since its device eviction: wait for the write, then a disk hit.
+    if (auto job = demote_write_job_.find(hash); job != demote_write_job_.end()) FinishDiskWrites(job->second);
     TierCache& device_cache = cache(Tier::kDevice);
     const bool cached_anywhere = device_cache.by_hash.contains(hash) || cache(Tier::kHost).by_hash.contains(hash) ||
                                  cache(Tier::kDisk).by_hash.contains(hash);
@@ -414,7 +413,7 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
       device_.AddRef(hit->second);
       device_lru_.Erase(hit->second);
       blocks.table.push_back(hit->second);
-      ++counters_.prefix_hits[static_cast<int>(Tier::kDevice)];
+      hit_tier.push_back(Tier::kDevice);
     } else {
       const bool in_host = cache(Tier::kHost).by_hash.contains(hash);
       const bool in_disk = !in_host && cache(Tier::kDisk).by_hash.contains(hash);
@@ -425,29 +424,62 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
       lru.Erase(slot);  // not evictable while we read it
       std::optional<BlockId> block;
       if (num_available_device_blocks() > 0) block = AllocateDeviceBlocks(1).front();
-      absl::Status copied = absl::ResourceExhaustedError("no device block");
-      if (block) copied = in_host ? CopyHostSlotToDevice(slot, *block) : CopyDiskToDevice(slot, hash.value, *block);
-      if (!copied.ok()) {
-        if (block) device_.Release(*block);
-        if (absl::IsDataLoss(copied)) {  // never used as data: forget the slot
-          DropCached(tier, slot);
-          disk_.Release(slot);
-        } else {
-          lru.PushBack(slot, PriorityOf(hash));
-        }
+      if (!block) {
+        lru.PushBack(slot, PriorityOf(hash));
         break;
       }
-      lru.PushBack(slot, PriorityOf(hash));  // the lower-tier copy stays cached too
-      device_cache.by_hash[hash] = *block;
-      device_cache.hash_of[*block] = hash;
-      device_.AddRef(*block);
+      if (in_disk) {
+        reads.push_back({slot, hash.value, *block});
+        read_index.push_back(blocks.table.size());
+      } else {
+        const absl::Status copied = CopyHostSlotToDevice(slot, *block);
+        lru.PushBack(slot, PriorityOf(hash));  // the host copy stays cached too
+        if (!copied.ok()) {
+          device_.Release(*block);
+          break;
+        }
+        device_cache.by_hash[hash] = *block;
+        device_cache.hash_of[*block] = hash;
+        device_.AddRef(*block);
+      }
       blocks.table.push_back(*block);
-      ++counters_.prefix_hits[static_cast<int>(tier)];
+      hit_tier.push_back(tier);
     }
     blocks.hashes.push_back(hash);
     parent = hash;
   }
-  const int64_t matched = static_cast<int64_t>(blocks.table.size()) * options_.block_tokens;
+  size_t keep = blocks.table.size();
+  const std::vector<absl::Status> read = ReadDiskBlocksToDevice(reads);
+  for (size_t r = 0; r < reads.size(); ++r) {
+    const size_t index = read_index[r];
+    const BlockHash hash = blocks.hashes[index];
+    if (absl::IsDataLoss(read[r])) {  // never used as data: forget the slot
+      DropCached(Tier::kDisk, reads[r].disk_slot);
+      disk_.Release(reads[r].disk_slot);
+    } else {
+      disk_lru_.PushBack(reads[r].disk_slot, PriorityOf(hash));  // the disk copy stays cached too
+    }
+    if (!read[r].ok()) {
+      keep = std::min(keep, index);
+      continue;
+    }
+    cache(Tier::kDevice).by_hash[hash] = reads[r].block;
+    cache(Tier::kDevice).hash_of[reads[r].block] = hash;
+    device_.AddRef(reads[r].block);
+  }
+  // The prefix ends before the first block that could not be read. The blocks after it go
+  // back as a release would leave them: those read (or hit) stay cached, the others free.
+  for (size_t i = keep; i < blocks.table.size(); ++i) {
+    const BlockId block = blocks.table[i];
+    device_.Release(block);
+    if (device_.ref_count(block) == 1 && cache(Tier::kDevice).hash_of.contains(block)) {
+      device_lru_.PushBack(block, PriorityOf(cache(Tier::kDevice).hash_of.at(block)));
+    }
+  }
+  blocks.table.resize(keep);
+  blocks.hashes.resize(keep);
+  for (size_t i = 0; i < keep; ++i) ++counters_.prefix_hits[static_cast<int>(hit_tier[i])];
+  const int64_t matched = static_cast<int64_t>(keep) * options_.block_tokens;
   counters_.prefix_hit_tokens += matched;
   return matched;
 }
@@ -542,21 +574,13 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
     c.generation = generation;
     c.index = i;
     if (c.kind == PendingKind::kSwapToDisk) {
-      if (free_staging_.empty()) flush();
-      // Landing the oldest copies writes their staged blocks to disk and frees the buffers.
-      while (free_staging_.empty() && !pending_.empty()) FinishCopies(pending_.front().ticket);
-      // Or the oldest swap write still holding its buffer.
-      while (free_staging_.empty() && !swap_writes_.empty()) {
-        int64_t oldest = 0;
-        for (const auto& [job, write] : swap_writes_) oldest = oldest == 0 ? job : std::min(oldest, job);
-        FinishDiskWrites(oldest);
-      }
-      if (free_staging_.empty()) {
+      if (free_staging_.empty()) flush();  // its buffers come back as its writes land
+      const std::optional<int32_t> staging = AcquireStaging();
+      if (!staging) {
         status = absl::InternalError("kv cache: no staging buffer for a disk swap");
         break;
       }
-      c.staging = free_staging_.back();
-      free_staging_.pop_back();
+      c.staging = *staging;
     }
     batch.push_back(c);
     if (batch.size() >= batch_size) {
@@ -634,8 +658,15 @@ absl::Status KvCacheManager::SwapIn(SequenceId seq, bool prefetch) {
     status = prefetch ? backend_->PrefetchBlocksFromHost(host_copies) : backend_->CopyBlocksFromHost(host_copies);
   }
   if (prefetch) ++counters_.prefetches;
+  std::vector<StagedRead> reads;  // the blocks nobody read ahead
   for (size_t i = 0; i < slots.size() && status.ok(); ++i) {
-    if (slots[i].tier == Tier::kDisk) status = CopyDiskToDevice(slots[i].slot, SwapTag(seq, i), blocks.table[i]);
+    if (slots[i].tier == Tier::kDisk) reads.push_back({slots[i].slot, SwapTag(seq, i), blocks.table[i]});
+  }
+  for (const absl::Status& read : ReadDiskBlocksToDevice(reads)) {
+    if (!read.ok()) {
+      status = read;
+      break;
+    }
   }
   ++counters_.swaps_in;
   counters_.swap_in_bytes += static_cast<int64_t>(slots.size() * block_bytes_);
@@ -788,6 +819,21 @@ absl::Status KvCacheManager::VerifyIntegrity() const {
       if (disk_slot_write_job_.size() != swap_writes_.size()) {
         return absl::InternalError("swap write index sizes differ");
       }
+      // Demoted device blocks being written: slots held, neither cached nor readable yet.
+      for (const auto& [job, write] : demote_writes_) {
+        if (cache(tier).hash_of.contains(write.disk_slot)) {
+          return absl::InternalError(absl::StrCat("disk slot ", write.disk_slot, " is cached while demote write ", job,
+                                                  " is in flight"));
+        }
+        auto back = demote_write_job_.find(write.hash);
+        if (back == demote_write_job_.end() || back->second != job) {
+          return absl::InternalError(absl::StrCat("demote write job ", job, " is not indexed by its hash"));
+        }
+        ++refs[static_cast<size_t>(write.disk_slot)];
+      }
+      if (demote_write_job_.size() != demote_writes_.size()) {
+        return absl::InternalError("demote write index sizes differ");
+      }
     }
     if (tier == Tier::kHost) {
       for (const auto& [slot, ticket] : writeback_slots_) {
@@ -815,6 +861,25 @@ absl::Status KvCacheManager::VerifyIntegrity() const {
   };
   RETURN_IF_ERROR(check_lower(Tier::kHost, host_, host_lru_));
   RETURN_IF_ERROR(check_lower(Tier::kDisk, disk_, disk_lru_));
+  // Staging buffers: each free, or held by one copy in flight or one disk write (a read
+  // holds one only inside ReadDiskBlocksToDevice).
+  std::vector<int32_t> staging_holders(static_cast<size_t>(num_staging_), 0);
+  auto hold = [&](int32_t staging) {
+    if (staging >= 0 && staging < num_staging_) ++staging_holders[static_cast<size_t>(staging)];
+  };
+  for (int32_t staging : free_staging_) hold(staging);
+  for (const PendingBatch& batch : pending_) {
+    for (const PendingCopy& c : batch.copies) hold(c.staging);
+  }
+  for (const auto& [job, write] : swap_writes_) hold(write.staging);
+  for (const auto& [job, write] : demote_writes_) hold(write.staging);
+  for (int32_t s = 0; s < num_staging_; ++s) {
+    if (staging_holders[static_cast<size_t>(s)] != 1) {
+      return absl::InternalError(absl::StrCat("staging buffer ", s, " has ", staging_holders[static_cast<size_t>(s)],
+                                              " holders"));
+    }
+  }
+  if (!staged_read_results_.empty()) return absl::InternalError("staged disk reads outlived their call");
   return absl::OkStatus();
 }
 

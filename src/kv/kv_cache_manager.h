@@ -35,8 +35,18 @@
 // sequence released meanwhile leaves its disk slot to the read, which frees it on landing.
 // A step that needs a block still being read waits for it (disk_read_ahead_waits); the
 // scheduler lets a new request whose prefix is being read wait while others run
-// (ReadAhead's result). Disk reads nobody read ahead (a request admitted when nothing else
-// runs, no host room) stay synchronous.
+// (ReadAhead's result).
+// Disk blocks nobody read ahead (a request admitted when nothing else runs, no host tier or
+// no host room) are read at their use, but still on the reader thread: all the disk blocks
+// a prefix match or a swap-in needs are submitted at once into staging buffers, and each is
+// copied to its device block as it lands (ReadDiskBlocksToDevice), so file reads overlap
+// one another's device copies; the stepping thread waits for the last.
+// Device victims the host tier cannot take (no host tier, or full) are copied device ->
+// staging in batches the host waits for (the caller may overwrite the device block), then
+// written to disk by the writer thread. Until that write lands the staging buffer and the
+// disk slot are held, the slot in no cache map (so neither evicted nor read); a prefix
+// match of the block first waits for the write, then reads it back as a disk hit. A failed
+// write drops the block (io_errors, blocks_dropped).
 // Not thread-safe: driven under the engine lock by the stepping thread (the I/O threads
 // touch only their jobs' host bytes and disk slots).
 #ifndef KVTIER_KV_KV_CACHE_MANAGER_H_
@@ -103,9 +113,13 @@ struct KvCacheCounters {
   int64_t disk_blocks_written_back = 0;  // cached host blocks written to disk by the I/O thread
   int64_t host_evictions_on_disk = 0;    // host victims already on disk: evicted without a write
   int64_t host_evictions_written = 0;    // host victims written to disk at eviction (stepping thread)
-  int64_t disk_write_waits = 0;          // host evictions that waited for their in-flight write
+  int64_t disk_write_waits = 0;          // uses (host evictions, swap-ins, prefix hits, staging
+                                         // buffers) that waited for an in-flight disk write
   double disk_write_wait_seconds = 0;    // host time those waits took
   int64_t disk_swap_writes = 0;          // swapped blocks written to disk by the I/O thread
+  int64_t disk_demote_writes = 0;        // device victims written to disk by the I/O thread
+  int64_t disk_staged_reads = 0;         // disk blocks read at their use (prefix hit, swap-in)
+                                         // by the I/O thread through staging buffers
   int64_t disk_read_aheads = 0;          // disk blocks read into host slots by the I/O thread
   int64_t disk_read_ahead_waits = 0;     // uses that waited for their read to land
   double disk_read_ahead_wait_seconds = 0;
@@ -203,7 +217,7 @@ class KvCacheManager {
   }
   int64_t num_copies_in_flight() const { return static_cast<int64_t>(pending_.size()); }
   int64_t num_disk_writes_in_flight() const {
-    return static_cast<int64_t>(disk_writes_.size() + swap_writes_.size());
+    return static_cast<int64_t>(disk_writes_.size() + swap_writes_.size() + demote_writes_.size());
   }
   // Blocks until every queued disk write has finished, and lands them (tests, shutdown).
   void DrainDiskWrites() {
@@ -239,14 +253,15 @@ class KvCacheManager {
     absl::Status failed;         // a copy or disk write failed: unusable
   };
   // One block of an in-flight device -> host copy, and what to do with it once landed.
-  enum class PendingKind { kCacheToHost, kSwapToHost, kSwapToDisk };
+  // kDemoteToDisk: an evicted cached block bound for disk (DemoteDirtyDeviceBlocks).
+  enum class PendingKind { kCacheToHost, kSwapToHost, kSwapToDisk, kDemoteToDisk };
   struct PendingCopy {
     PendingKind kind = PendingKind::kCacheToHost;
     BlockId block = 0;          // device block read
     int32_t slot = 0;           // host slot (kCacheToHost, kSwapToHost) or disk slot
-    int32_t staging = -1;       // staging buffer the bytes land in (kSwapToDisk)
-    BlockHash hash{};           // kCacheToHost: the content's hash
-    int32_t priority = 0;       // kCacheToHost: eviction priority it had
+    int32_t staging = -1;       // staging buffer the bytes land in (kSwapToDisk, kDemoteToDisk)
+    BlockHash hash{};           // kCacheToHost, kDemoteToDisk: the content's hash
+    int32_t priority = 0;       // kCacheToHost, kDemoteToDisk: eviction priority it had
     bool evicted = false;       // kCacheToHost: the device copy is gone (failure = dropped)
     SequenceId seq = 0;         // swaps
     uint64_t generation = 0;    // swaps: SwapState::generation
@@ -278,14 +293,16 @@ class KvCacheManager {
   // copy (written back) is free to take; the others are copied in one batch the host waits
   // for. Blocks an async copy still reads are waited for (stall counted).
   std::vector<BlockId> AllocateDeviceBlocks(int64_t n);
-  // Eviction of device victims without a lower-tier copy: one batch to host slots (disk
-  // slots, synchronously, when the host has no room), waited for.
+  // Eviction of device victims without a lower-tier copy: one batch to host slots, waited
+  // for; those the host has no room for go to disk slots through staging buffers (batches
+  // waited for too) and the writer thread (see the top).
   struct DirtyVictim {
     BlockId block;
     BlockHash hash;
     int32_t priority;
   };
   void DemoteDirtyDeviceBlocks(const std::vector<DirtyVictim>& victims);
+  void DemoteToDisk(const std::vector<DirtyVictim>& victims);
   // Starts one async batch; on success it is queued in pending_ and its device blocks are
   // fenced. Returns the ticket.
   absl::StatusOr<int64_t> StartBatch(std::vector<PendingCopy> copies);
@@ -297,6 +314,10 @@ class KvCacheManager {
   }
   void FinishBatch(const PendingBatch& batch, const absl::Status& copied);
   uint8_t* Staging(int32_t index) const { return staging_memory_ + static_cast<size_t>(index) * block_bytes_; }
+  // A free staging buffer, first landing the oldest copies and then waiting for the oldest
+  // disk write holding one; nullopt only when none is held by anything (no disk tier).
+  // Callers hand their own unstarted copies' buffers in first (they would wait forever).
+  std::optional<int32_t> AcquireStaging();
   bool HasLowerCopy(BlockHash hash) const {
     return cache(Tier::kHost).by_hash.contains(hash) || cache(Tier::kDisk).by_hash.contains(hash);
   }
@@ -323,7 +344,17 @@ class KvCacheManager {
   void DropCached(Tier tier, int32_t slot);
   absl::Status CopyHostSlotToDevice(int32_t host_slot, BlockId block);
   absl::Status CopyDeviceToDisk(BlockId block, int32_t disk_slot, uint64_t tag);
-  absl::Status CopyDiskToDevice(int32_t disk_slot, uint64_t tag, BlockId block);
+  // Disk -> device through staging buffers on the reader thread (kv_cache_staged_reads.cc):
+  // every read is submitted as far as buffers allow, each landed read copied to its device
+  // block at once; returns each read's status, in order (DataLoss: corrupt, counted in
+  // corrupt_blocks_detected; other failures in io_errors). The disk slots must not be
+  // written meanwhile (no write in flight on them).
+  struct StagedRead {
+    int32_t disk_slot;
+    uint64_t tag;   // content hash, or SwapTag
+    BlockId block;  // written only if the read succeeds
+  };
+  std::vector<absl::Status> ReadDiskBlocksToDevice(const std::vector<StagedRead>& reads);
   uint8_t* HostSlot(int32_t slot) const { return host_memory_ + static_cast<size_t>(slot) * block_bytes_; }
   TierCache& cache(Tier tier) { return caches_[static_cast<int>(tier)]; }
   const TierCache& cache(Tier tier) const { return caches_[static_cast<int>(tier)]; }
@@ -335,12 +366,13 @@ class KvCacheManager {
   BlockPool host_;
   BlockPool disk_;
   uint8_t* host_memory_ = nullptr;      // (host_blocks, block_bytes) from the backend
-  std::vector<uint8_t> staging_;        // one block, for synchronous disk <-> device moves
-  uint8_t* staging_memory_ = nullptr;   // kStagingBlocks blocks from the backend (async -> disk)
+  std::vector<uint8_t> staging_;        // one block, for the device -> disk writes at shutdown
+  uint8_t* staging_memory_ = nullptr;   // kStagingBlocks blocks from the backend (device <-> disk)
   std::vector<int32_t> free_staging_;
+  int32_t num_staging_ = 0;             // each buffer is free or held by exactly one user
   std::unique_ptr<DiskBlockStore> disk_store_;
   bool disk_index_dirty_ = false;
-  // Disk writes in flight (with a disk tier): host-tier write-back and swapped blocks.
+  // Disk writes in flight (with a disk tier): host-tier write-back, swapped and demoted blocks.
   // Declared after disk_store_ so that it is destroyed (its thread joined) first.
   std::unique_ptr<DiskIoThread> disk_writer_;
   struct DiskRead {
@@ -375,15 +407,28 @@ class KvCacheManager {
     int32_t host_slot;  // stays in the host cache, not freed or rewritten until then
     BlockHash hash;
   };
+  // An evicted device block on its way to disk (DemoteToDisk): its staging buffer holds
+  // the bytes; its disk slot is held (ref 1), in no cache map until the write lands.
+  struct DemoteWrite {
+    int32_t disk_slot;
+    int32_t staging;
+    BlockHash hash;
+    int32_t priority;  // the block's, raised again when it joins the disk cache
+  };
   absl::flat_hash_map<int64_t, DiskWrite> disk_writes_;          // job -> its write
+  absl::flat_hash_map<int64_t, DemoteWrite> demote_writes_;      // job -> a demoted block's write
+  absl::flat_hash_map<BlockHash, int64_t> demote_write_job_;     // demoted block's hash -> job
   absl::flat_hash_map<int64_t, SwapWrite> swap_writes_;          // job -> a swapped block's write
   absl::flat_hash_map<int32_t, int64_t> disk_slot_write_job_;    // swap writes: disk slot -> job
-  // Disk -> host reads in flight (both tiers present); reset first in the destructor.
+  // Disk reads (with a disk tier): read-ahead into host slots (with a host tier too) and
+  // ReadDiskBlocksToDevice's staged reads; reset first in the destructor.
   std::unique_ptr<DiskIoThread> disk_reader_;
   absl::flat_hash_map<int64_t, DiskRead> disk_reads_;           // job -> its read
   absl::flat_hash_map<int32_t, int64_t> disk_slot_read_job_;    // disk slot -> its read
   absl::flat_hash_map<BlockHash, int64_t> prefix_read_job_;     // prefix reads: hash -> job
   absl::flat_hash_map<int32_t, int64_t> host_slot_disk_job_;     // host slot -> its job
+  // ReadDiskBlocksToDevice's jobs on disk_reader_: their results, once LandDiskReads took them.
+  absl::flat_hash_map<int64_t, std::optional<absl::Status>> staged_read_results_;
   int64_t disk_write_pause_steps_ = 0;  // steps without write-back left after a failed write
 
   absl::flat_hash_map<SequenceId, SequenceBlocks> sequences_;

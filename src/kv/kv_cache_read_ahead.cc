@@ -11,7 +11,7 @@
 namespace kvtier {
 
 bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens) {
-  if (disk_reader_ == nullptr) return false;
+  if (disk_reader_ == nullptr || host_.num_blocks() == 0) return false;
   LandDiskReads();
   // Per call one write-back budget of blocks; in flight at most a quarter of the host tier,
   // so read-ahead never displaces most of what the host caches.
@@ -51,7 +51,8 @@ bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens) 
   }
 
   // Prefix blocks, for a sequence that holds none yet: the chain up to the first block not
-  // cached anywhere (as MatchPrefix walks it).
+  // cached anywhere (as MatchPrefix walks it). A block still being written to disk since its
+  // device eviction ends the chain here: MatchPrefix waits for that write.
   if (!options_.prefix_cache || tokens.size() < 2) return false;
   if (auto held = sequences_.find(seq); held != sequences_.end() && !held->second.table.empty()) return false;
   bool reading = false;  // some block of the chain is being read
@@ -103,6 +104,10 @@ void KvCacheManager::FinishDiskReads(int64_t wait_job) {
 
 void KvCacheManager::LandDiskReads() {
   for (const DiskIoThread::Finished& done : disk_reader_->TakeFinished()) {
+    if (auto staged = staged_read_results_.find(done.job); staged != staged_read_results_.end()) {
+      staged->second = done.status;  // ReadDiskBlocksToDevice counts and uses it
+      continue;
+    }
     auto it = disk_reads_.find(done.job);
     if (it == disk_reads_.end()) continue;
     const DiskRead read = it->second;

@@ -88,6 +88,29 @@ TEST(AsyncCopiesTest, DeferredSwapToDiskIsExact) {
   EXPECT_GT(deferred->counts().started_batches, 0);
 }
 
+// Without a host tier, evicted prefix blocks go device -> staging -> disk. The copies land
+// only when waited for (polls 1000): were the eviction not to wait for them before handing
+// the blocks out, they would copy what the next forward wrote, and the later prompt, which
+// reads the prefix back from disk, would differ from the reference.
+TEST(AsyncCopiesTest, DeferredDemoteToDiskIsExact) {
+  const std::vector<int32_t> shared = Prompt(98, 16);  // four full blocks
+  std::vector<std::vector<int32_t>> first = {Prompt(4, 3, shared)};
+  std::vector<std::vector<int32_t>> later = {Prompt(5, 5, shared)};
+  auto expected = Reference(later, 8);
+  FakeFileIo io;
+  EngineOptions o = Options(/*gpu=*/12, /*host=*/0, /*disk=*/64, "/fake/demote.kv");
+  o.file_io = &io;
+  DeferredCopyBackend* deferred = nullptr;
+  auto engine = MakeDeferred(o, &deferred, /*polls_before_done=*/1000);
+  RunAll(*engine, first, 4);
+  for (int i = 0; i < 2; ++i) RunAll(*engine, {Prompt(51 + i, 30)}, 4);  // evicts the shared blocks
+  EXPECT_EQ(RunAll(*engine, later, 8), expected);
+  nlohmann::json s = engine->Stats();
+  EXPECT_GT(s["disk_demote_writes"].get<int64_t>(), 0) << s.dump();
+  EXPECT_EQ(s["prefix_hits"]["disk"].get<int64_t>(), 4) << s.dump();
+  EXPECT_GT(deferred->counts().waits, 0);
+}
+
 TEST(AsyncCopiesTest, WrittenBackPrefixIsReusedFromHostAndEvictionCopiesNothing) {
   const std::vector<int32_t> shared = Prompt(99, 16);  // four full blocks
   std::vector<std::vector<int32_t>> first = {Prompt(1, 3, shared)};

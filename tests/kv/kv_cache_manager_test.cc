@@ -3,56 +3,16 @@
 // thousands of random operations.
 #include "kv/kv_cache_manager.h"
 
-#include <cstring>
+#include <map>
 #include <random>
 
 #include "gtest/gtest.h"
-#include "storage/fake_file_io.h"
-#include "testing/fake_backend.h"
+#include "kv/manager_fixture.h"
 
 namespace kvtier {
 namespace {
 
-using testing::FakeBackend;
-
-struct Fixture {
-  Fixture(int64_t device, int64_t host, int64_t disk, int64_t block_tokens = 4) : backend(block_tokens) {
-    EXPECT_TRUE(backend.AllocateKvPool(device).ok());
-    KvCacheOptions options;
-    options.block_tokens = block_tokens;
-    options.device_blocks = device;
-    options.host_blocks = host;
-    options.disk_blocks = disk;
-    options.disk_path = "/fake/kv";
-    options.file_io = &io;
-    options.model_fingerprint = 42;
-    auto created = KvCacheManager::Create(options, &backend);
-    EXPECT_TRUE(created.ok()) << created.status();
-    kv = std::move(*created);
-  }
-  // Fills the sequence's device blocks with a pattern derived from (seq, block index).
-  void Stamp(SequenceId seq) {
-    auto table = kv->BlockTable(seq);
-    for (size_t i = 0; i < table.size(); ++i) {
-      std::memset(backend.Block(table[i]), static_cast<int>((seq * 31 + static_cast<int64_t>(i)) & 0xff),
-                  backend.kv_layout().BlockBytes());
-    }
-  }
-  bool Check(SequenceId seq) {
-    auto table = kv->BlockTable(seq);
-    for (size_t i = 0; i < table.size(); ++i) {
-      const uint8_t want = static_cast<uint8_t>((seq * 31 + static_cast<int64_t>(i)) & 0xff);
-      const uint8_t* p = backend.Block(table[i]);
-      for (size_t b = 0; b < backend.kv_layout().BlockBytes(); ++b) {
-        if (p[b] != want) return false;
-      }
-    }
-    return true;
-  }
-  FakeFileIo io;
-  FakeBackend backend;
-  std::unique_ptr<KvCacheManager> kv;
-};
+using Fixture = testing::ManagerFixture;
 
 TEST(KvCacheManagerTest, ReserveIsAllOrNothing) {
   Fixture f(3, 0, 0);
@@ -175,42 +135,64 @@ TEST(KvCacheManagerTest, EvictsLowPriorityCachedBlocksFirst) {
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 
+// 3000 random operations on six sequences whose tokens collide often, VerifyIntegrity after
+// each. With `faults`, disk writes and reads fail now and then (the I/O threads meet them).
+void RunRandomOperations(Fixture& f, uint32_t seed, bool faults) {
+  std::mt19937 rng(seed);
+  std::map<SequenceId, std::vector<int32_t>> tokens;
+  for (int op = 0; op < 3000; ++op) {
+    const SequenceId seq = static_cast<SequenceId>(rng() % 6);
+    auto& t = tokens[seq];
+    if (faults && rng() % 16 == 0) (rng() % 2 ? f.io.FailNextWrites(1) : f.io.FailNextReads(1));
+    switch (rng() % 6) {
+      case 0:
+        f.kv->Release(seq);
+        t.clear();
+        break;
+      case 1:
+        if (!f.kv->IsSwappedOut(seq)) f.kv->SwapOut(seq).IgnoreError();
+        break;
+      case 2:
+        if (f.kv->IsSwappedOut(seq) && !f.kv->SwapIn(seq).ok()) t.clear();
+        break;
+      case 3:
+        if (!f.kv->IsSwappedOut(seq) && f.kv->BlockTable(seq).empty()) {
+          t.clear();
+          for (int i = 0; i < 10; ++i) t.push_back(static_cast<int32_t>(rng() % 3));  // collide often
+          f.kv->MatchPrefix(seq, t);
+        }
+        break;
+      default:
+        if (!f.kv->IsSwappedOut(seq)) {
+          const int64_t n = static_cast<int64_t>(f.kv->BlockTable(seq).size()) * 3 + static_cast<int64_t>(rng() % 4);
+          while (static_cast<int64_t>(t.size()) < n) t.push_back(static_cast<int32_t>(rng() % 3));
+          if (f.kv->Reserve(seq, n).ok()) f.kv->OnComputed(seq, t, n);
+        }
+    }
+    absl::Status s = f.kv->VerifyIntegrity();
+    ASSERT_TRUE(s.ok()) << s << " seed " << seed << " op " << op;
+  }
+}
+
 TEST(KvCacheManagerTest, RandomOperationsKeepInvariants) {
   for (uint32_t seed : {1u, 2u, 3u, 4u}) {
     Fixture f(/*device=*/10, /*host=*/4, /*disk=*/12, /*block_tokens=*/3);
-    std::mt19937 rng(seed);
-    std::map<SequenceId, std::vector<int32_t>> tokens;
-    for (int op = 0; op < 3000; ++op) {
-      const SequenceId seq = static_cast<SequenceId>(rng() % 6);
-      auto& t = tokens[seq];
-      switch (rng() % 6) {
-        case 0:
-          f.kv->Release(seq);
-          t.clear();
-          break;
-        case 1:
-          if (!f.kv->IsSwappedOut(seq)) f.kv->SwapOut(seq).IgnoreError();
-          break;
-        case 2:
-          if (f.kv->IsSwappedOut(seq) && !f.kv->SwapIn(seq).ok()) t.clear();
-          break;
-        case 3:
-          if (!f.kv->IsSwappedOut(seq) && f.kv->BlockTable(seq).empty()) {
-            t.clear();
-            for (int i = 0; i < 10; ++i) t.push_back(static_cast<int32_t>(rng() % 3));  // collide often
-            f.kv->MatchPrefix(seq, t);
-          }
-          break;
-        default:
-          if (!f.kv->IsSwappedOut(seq)) {
-            const int64_t n = static_cast<int64_t>(f.kv->BlockTable(seq).size()) * 3 + static_cast<int64_t>(rng() % 4);
-            while (static_cast<int64_t>(t.size()) < n) t.push_back(static_cast<int32_t>(rng() % 3));
-            if (f.kv->Reserve(seq, n).ok()) f.kv->OnComputed(seq, t, n);
-          }
-      }
-      absl::Status s = f.kv->VerifyIntegrity();
-      ASSERT_TRUE(s.ok()) << s << " seed " << seed << " op " << op;
-    }
+    ASSERT_NO_FATAL_FAILURE(RunRandomOperations(f, seed, /*faults=*/false));
+  }
+}
+
+// Without a host tier every dirty device victim goes to disk through the writer thread and
+// every disk hit or disk swap-in is a staged read; a slow disk keeps writes in flight across
+// operations, failing writes and reads exercise the failure paths.
+TEST(KvCacheManagerTest, RandomOperationsWithoutHostTierKeepInvariants) {
+  for (uint32_t seed : {5u, 6u, 7u}) {
+    Fixture f(/*device=*/10, /*host=*/0, /*disk=*/12, /*block_tokens=*/3,
+              /*write_delay=*/std::chrono::microseconds(seed == 7 ? 200 : 0));
+    ASSERT_NO_FATAL_FAILURE(RunRandomOperations(f, seed, /*faults=*/seed != 5));
+    f.kv->DrainDiskWrites();
+    EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
+    EXPECT_GT(f.kv->counters().disk_demote_writes, 0) << "seed " << seed;
+    EXPECT_GT(f.kv->counters().disk_staged_reads, 0) << "seed " << seed;
   }
 }
 

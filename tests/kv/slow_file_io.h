@@ -37,17 +37,22 @@ class SlowFileIo final : public FileIo {
          std::chrono::microseconds read_delay)
         : inner_(std::move(inner)), write_delay_(write_delay), read_delay_(read_delay) {}
     absl::Status Pread(int64_t offset, size_t n, void* out) override {
-      if (n > DiskBlockStore::kSlotHeaderBytes) std::this_thread::sleep_for(read_delay_);  // payloads only
+      if (IsPayload(offset)) std::this_thread::sleep_for(read_delay_);
       return inner_->Pread(offset, n, out);
     }
     absl::Status Pwrite(int64_t offset, const void* data, size_t n) override {
-      if (n > DiskBlockStore::kSlotHeaderBytes) std::this_thread::sleep_for(write_delay_);
+      if (IsPayload(offset)) std::this_thread::sleep_for(write_delay_);
       return inner_->Pwrite(offset, data, n);
     }
     absl::Status Sync() override { return inner_->Sync(); }
     absl::StatusOr<int64_t> Size() override { return inner_->Size(); }
 
    private:
+    // A slot's header starts it (aligned); its block payload follows the header. By offset,
+    // not size: a test block may be as small as a header.
+    static bool IsPayload(int64_t offset) {
+      return offset % static_cast<int64_t>(DiskBlockStore::kSlotAlignment) != 0;
+    }
     std::unique_ptr<RandomAccessFile> inner_;
     std::chrono::microseconds write_delay_, read_delay_;
   };
