@@ -389,8 +389,10 @@ void KvCacheManager::FinishDiskWrites(int64_t wait_job) {
   if (disk_writer_ == nullptr || num_disk_writes_in_flight() == 0) return;
   LandDiskWrites();
   // Still in flight after landing what is done: only then does the host wait (and count it).
-  if (wait_job > 0 &&
-      (disk_writes_.contains(wait_job) || swap_writes_.contains(wait_job) || demote_writes_.contains(wait_job))) {
+  const auto eviction = eviction_write_results_.find(wait_job);
+  const bool eviction_pending = eviction != eviction_write_results_.end() && !eviction->second.has_value();
+  if (wait_job > 0 && (disk_writes_.contains(wait_job) || swap_writes_.contains(wait_job) ||
+                       demote_writes_.contains(wait_job) || eviction_pending)) {
     const auto start = std::chrono::steady_clock::now();
     disk_writer_->Wait(wait_job);
     counters_.disk_write_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -401,6 +403,10 @@ void KvCacheManager::FinishDiskWrites(int64_t wait_job) {
 
 void KvCacheManager::LandDiskWrites() {
   for (const DiskIoThread::Finished& done : disk_writer_->TakeFinished()) {
+    if (auto ew = eviction_write_results_.find(done.job); ew != eviction_write_results_.end()) {
+      ew->second = done.status;  // Demote takes it
+      continue;
+    }
     if (auto sw = swap_writes_.find(done.job); sw != swap_writes_.end()) {
       const SwapWrite write = sw->second;
       swap_writes_.erase(sw);

@@ -268,10 +268,21 @@ void KvCacheManager::Demote(Tier tier, int32_t slot, BlockHash hash) {
       ++counters_.host_evictions_on_disk;  // written back ahead (or demoted before): no write
       return;
     }
+    // On its way there from a device demotion: that write lands it (no second copy).
+    if (auto demoting = demote_write_job_.find(hash); demoting != demote_write_job_.end()) {
+      FinishDiskWrites(demoting->second);
+      if (cache(Tier::kDisk).by_hash.contains(hash)) {
+        ++counters_.host_evictions_on_disk;
+        return;
+      }
+    }
     if (std::optional<int32_t> disk_slot = AllocateDisk()) {
       ++counters_.host_evictions_written;
-      absl::Status written =
-          disk_store_->Write(*disk_slot, hash.value, static_cast<int32_t>(options_.block_tokens), HostSlot(slot));
+      absl::Status written = WriteEvictedHostSlot(slot, *disk_slot, hash);
+      if (written.ok() && cache(Tier::kDisk).by_hash.contains(hash)) {  // landed meanwhile
+        disk_.Release(*disk_slot);
+        return;
+      }
       if (written.ok()) {
         cache(Tier::kDisk).by_hash[hash] = *disk_slot;
         cache(Tier::kDisk).hash_of[*disk_slot] = hash;
@@ -284,6 +295,22 @@ void KvCacheManager::Demote(Tier tier, int32_t slot, BlockHash hash) {
     }
   }
   ++counters_.blocks_dropped;
+}
+
+absl::Status KvCacheManager::WriteEvictedHostSlot(int32_t host_slot, int32_t disk_slot, BlockHash hash) {
+  const int32_t tokens = static_cast<int32_t>(options_.block_tokens);
+  if (disk_writer_ == nullptr) return disk_store_->Write(disk_slot, hash.value, tokens, HostSlot(host_slot));
+  // The write-back did not get to this block: the writer thread writes it now, behind the
+  // writes already queued (the disk takes them in order anyway), and the eviction waits for
+  // it, since the host slot is reused as soon as Demote returns. The stepping thread waits
+  // but never touches the file.
+  const int64_t job = disk_writer_->SubmitWrite(disk_slot, hash.value, tokens, HostSlot(host_slot));
+  eviction_write_results_[job] = std::nullopt;
+  FinishDiskWrites(job);
+  auto result = eviction_write_results_.find(job);
+  absl::Status status = result->second.value_or(absl::InternalError("kv cache: eviction write not reported"));
+  eviction_write_results_.erase(result);
+  return status;
 }
 
 // ---------------------------------------------------------------- copies

@@ -112,7 +112,7 @@ struct KvCacheCounters {
   double copy_stall_seconds = 0;    // host time waiting for async copies (part of copy_seconds)
   int64_t disk_blocks_written_back = 0;  // cached host blocks written to disk by the I/O thread
   int64_t host_evictions_on_disk = 0;    // host victims already on disk: evicted without a write
-  int64_t host_evictions_written = 0;    // host victims written to disk at eviction (stepping thread)
+  int64_t host_evictions_written = 0;    // host victims written to disk at eviction (writer thread, waited for)
   int64_t disk_write_waits = 0;          // uses (host evictions, swap-ins, prefix hits, staging
                                          // buffers) that waited for an in-flight disk write
   double disk_write_wait_seconds = 0;    // host time those waits took
@@ -217,7 +217,8 @@ class KvCacheManager {
   }
   int64_t num_copies_in_flight() const { return static_cast<int64_t>(pending_.size()); }
   int64_t num_disk_writes_in_flight() const {
-    return static_cast<int64_t>(disk_writes_.size() + swap_writes_.size() + demote_writes_.size());
+    return static_cast<int64_t>(disk_writes_.size() + swap_writes_.size() + demote_writes_.size() +
+                                eviction_write_results_.size());
   }
   // Blocks until every queued disk write has finished, and lands them (tests, shutdown).
   void DrainDiskWrites() {
@@ -341,6 +342,9 @@ class KvCacheManager {
   // Moves the content of a cached host slot being evicted one tier down (device victims
   // go through AllocateDeviceBlocks).
   void Demote(Tier tier, int32_t slot, BlockHash hash);
+  // Writes a host victim's block to disk_slot on the writer thread and waits for it (the
+  // slot is reused right after); straight to the store when there is no writer.
+  absl::Status WriteEvictedHostSlot(int32_t host_slot, int32_t disk_slot, BlockHash hash);
   void DropCached(Tier tier, int32_t slot);
   absl::Status CopyHostSlotToDevice(int32_t host_slot, BlockId block);
   absl::Status CopyDeviceToDisk(BlockId block, int32_t disk_slot, uint64_t tag);
@@ -429,6 +433,9 @@ class KvCacheManager {
   absl::flat_hash_map<int32_t, int64_t> host_slot_disk_job_;     // host slot -> its job
   // ReadDiskBlocksToDevice's jobs on disk_reader_: their results, once LandDiskReads took them.
   absl::flat_hash_map<int64_t, std::optional<absl::Status>> staged_read_results_;
+  // Demote's writes of host victims on disk_writer_: their results, once LandDiskWrites took
+  // them (Demote waits for its own and erases it).
+  absl::flat_hash_map<int64_t, std::optional<absl::Status>> eviction_write_results_;
   int64_t disk_write_pause_steps_ = 0;  // steps without write-back left after a failed write
 
   absl::flat_hash_map<SequenceId, SequenceBlocks> sequences_;

@@ -202,6 +202,39 @@ TEST(DiskWriteBackTest, FailingAndFullDiskNeverCorruptOutput) {
   EXPECT_GT(Get(s, "disk_blocks_written_back"), 0) << s.dump();
 }
 
+// Evictions from a full host tier whose write-back did not happen (paused after a failed
+// write) write their block at eviction: on the writer thread, which the stepping thread
+// waits for. No block payload is read or written on the stepping thread while it steps.
+TEST(DiskWriteBackTest, EvictionWritesRunOnTheWriterThread) {
+  auto prompts = ChurnPrompts();
+  auto expected = Reference(prompts, 16);
+  FakeFileIo fake;
+  SlowFileIo io(&fake, std::chrono::microseconds(0), std::chrono::microseconds(0));
+  io.Watch(std::this_thread::get_id());
+  auto engine = MakeEngine(ChurnOptions(&io));
+  ASSERT_NE(engine, nullptr);
+  std::vector<SequenceId> ids;
+  for (const auto& p : prompts) ids.push_back(*engine->Add(p, Greedy(16)));
+  std::map<SequenceId, std::vector<int32_t>> out;
+  std::vector<StepEvent> events;
+  for (int step = 0; step < 20000 && engine->NumUnfinished() > 0; ++step) {
+    if (step % 10 == 1) fake.FailNextWrites(1);  // pauses the write-back for a while
+    events.clear();
+    ASSERT_TRUE(engine->Step(&events).ok());
+    for (const auto& e : events) {
+      if (e.token) out[e.sequence].push_back(*e.token);
+    }
+    absl::Status integrity = engine->VerifyIntegrity();
+    ASSERT_TRUE(integrity.ok()) << integrity << " at step " << step;
+  }
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(out[ids[i]], expected[i]) << "sequence " << i;
+  nlohmann::json s = engine->Stats();
+  Log("EvictionWritesRunOnTheWriterThread", s);
+  EXPECT_GT(Get(s, "host_evictions_written"), 0) << s.dump();
+  EXPECT_GT(Get(s, "io_errors"), 0) << s.dump();
+  EXPECT_EQ(io.payload_io_on_watched_thread(), 0) << s.dump();
+}
+
 // Destroying the context lands the writes in flight and persists them: a second context
 // over the same file finds the prefix on disk.
 TEST(DiskWriteBackTest, WritesInFlightAtShutdownArePersisted) {

@@ -1,8 +1,11 @@
 // A FileIo over FakeFileIo whose block payload writes and reads take a fixed delay (a slow
-// disk), for the tests of the KV manager's disk I/O threads. Thread-safe as FakeFileIo is.
+// disk), for the tests of the KV manager's disk I/O threads; it also counts the payload
+// reads and writes made on one watched thread (the stepping thread: they should be none).
+// Thread-safe as FakeFileIo is.
 #ifndef KVTIER_TESTS_KV_SLOW_FILE_IO_H_
 #define KVTIER_TESTS_KV_SLOW_FILE_IO_H_
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -19,10 +22,14 @@ class SlowFileIo final : public FileIo {
  public:
   SlowFileIo(FakeFileIo* inner, std::chrono::microseconds write_delay, std::chrono::microseconds read_delay)
       : inner_(inner), write_delay_(write_delay), read_delay_(read_delay) {}
+  // Payload I/O made on `thread` from now on is counted (files opened before included).
+  void Watch(std::thread::id thread) { watched_->thread = thread; }
+  int64_t payload_io_on_watched_thread() const { return watched_->count.load(); }
+
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> OpenForReadWrite(const std::string& path, int64_t size) override {
     auto file = inner_->OpenForReadWrite(path, size);
     if (!file.ok()) return file.status();
-    return std::unique_ptr<RandomAccessFile>(new File(std::move(*file), write_delay_, read_delay_));
+    return std::unique_ptr<RandomAccessFile>(new File(std::move(*file), write_delay_, read_delay_, watched_));
   }
   absl::StatusOr<std::string> ReadWholeFile(const std::string& path) override { return inner_->ReadWholeFile(path); }
   absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) override {
@@ -31,17 +38,22 @@ class SlowFileIo final : public FileIo {
   bool Exists(const std::string& path) override { return inner_->Exists(path); }
 
  private:
+  // Set before the engine's threads start (Watch), read after: no race on `thread`.
+  struct Watched {
+    std::thread::id thread;
+    std::atomic<int64_t> count{0};
+  };
   class File final : public RandomAccessFile {
    public:
     File(std::unique_ptr<RandomAccessFile> inner, std::chrono::microseconds write_delay,
-         std::chrono::microseconds read_delay)
-        : inner_(std::move(inner)), write_delay_(write_delay), read_delay_(read_delay) {}
+         std::chrono::microseconds read_delay, std::shared_ptr<Watched> watched)
+        : inner_(std::move(inner)), write_delay_(write_delay), read_delay_(read_delay), watched_(std::move(watched)) {}
     absl::Status Pread(int64_t offset, size_t n, void* out) override {
-      if (IsPayload(offset)) std::this_thread::sleep_for(read_delay_);
+      if (IsPayload(offset)) Payload(read_delay_);
       return inner_->Pread(offset, n, out);
     }
     absl::Status Pwrite(int64_t offset, const void* data, size_t n) override {
-      if (IsPayload(offset)) std::this_thread::sleep_for(write_delay_);
+      if (IsPayload(offset)) Payload(write_delay_);
       return inner_->Pwrite(offset, data, n);
     }
     absl::Status Sync() override { return inner_->Sync(); }
@@ -53,11 +65,17 @@ class SlowFileIo final : public FileIo {
     static bool IsPayload(int64_t offset) {
       return offset % static_cast<int64_t>(DiskBlockStore::kSlotAlignment) != 0;
     }
+    void Payload(std::chrono::microseconds delay) {
+      if (std::this_thread::get_id() == watched_->thread) ++watched_->count;
+      std::this_thread::sleep_for(delay);
+    }
     std::unique_ptr<RandomAccessFile> inner_;
     std::chrono::microseconds write_delay_, read_delay_;
+    std::shared_ptr<Watched> watched_;
   };
   FakeFileIo* inner_;
   std::chrono::microseconds write_delay_, read_delay_;
+  std::shared_ptr<Watched> watched_ = std::make_shared<Watched>();
 };
 
 }  // namespace kvtier::testing
