@@ -1,4 +1,5 @@
-// DiskIoThread (disk_io_thread.h): a FIFO of block reads and writes drained by one thread.
+// DiskIoThread (disk_io_thread.h): a FIFO of block reads and writes (and index saves)
+// drained by one thread.
 // The mutex guards only the queue and the results; the I/O itself runs unlocked.
 #include "kv/disk_io_thread.h"
 
@@ -29,11 +30,32 @@ int64_t DiskIoThread::Submit(const Job& job) {
 }
 
 int64_t DiskIoThread::SubmitWrite(int64_t slot, uint64_t tag, int32_t token_count, const void* data) {
-  return Submit(Job{++last_submitted_, false, slot, tag, token_count, data, nullptr});
+  Job job;
+  job.id = ++last_submitted_;
+  job.kind = Kind::kWrite;
+  job.slot = slot;
+  job.tag = tag;
+  job.token_count = token_count;
+  job.data = data;
+  return Submit(job);
 }
 
 int64_t DiskIoThread::SubmitRead(int64_t slot, uint64_t tag, void* dest) {
-  return Submit(Job{++last_submitted_, true, slot, tag, 0, nullptr, dest});
+  Job job;
+  job.id = ++last_submitted_;
+  job.kind = Kind::kRead;
+  job.slot = slot;
+  job.tag = tag;
+  job.dest = dest;
+  return Submit(job);
+}
+
+int64_t DiskIoThread::SubmitSaveIndex(std::vector<DiskIndexEntry> entries) {
+  Job job;
+  job.id = ++last_submitted_;
+  job.kind = Kind::kSaveIndex;
+  job.index = std::make_shared<const std::vector<DiskIndexEntry>>(std::move(entries));
+  return Submit(job);
 }
 
 std::vector<DiskIoThread::Finished> DiskIoThread::TakeFinished() {
@@ -54,8 +76,12 @@ void DiskIoThread::Run() {
     const Job job = queue_.front();
     queue_.pop_front();
     lock.unlock();
-    absl::Status done = job.read ? store_->Read(job.slot, job.tag, job.dest)
-                                 : store_->Write(job.slot, job.tag, job.token_count, job.data);
+    absl::Status done;
+    switch (job.kind) {
+      case Kind::kRead: done = store_->Read(job.slot, job.tag, job.dest); break;
+      case Kind::kWrite: done = store_->Write(job.slot, job.tag, job.token_count, job.data); break;
+      case Kind::kSaveIndex: done = store_->SaveIndex(*job.index); break;
+    }
     lock.lock();
     finished_.push_back(Finished{job.id, std::move(done)});
     last_finished_ = job.id;

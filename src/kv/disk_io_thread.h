@@ -10,7 +10,7 @@
 //
 // The host bytes a job reads or writes (a host slot or a staging buffer, pinned on CUDA)
 // must stay allocated, and unchanged by anyone else, until the job is reported finished; so
-// must its disk slot.
+// must its disk slot. Index saves carry their own copy of the entries.
 // The manager guarantees both (kv_cache_manager.h), so jobs may run concurrently with the
 // stepping thread's own synchronous disk I/O on other slots: DiskBlockStore is thread-safe
 // for distinct slots (positioned I/O, atomic counters), as are both FileIo implementations
@@ -24,12 +24,14 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "storage/disk_index.h"
 
 namespace kvtier {
 
@@ -53,6 +55,9 @@ class DiskIoThread {
   int64_t SubmitWrite(int64_t slot, uint64_t tag, int32_t token_count, const void* data);
   // Queues Read(slot, tag, dest) (dest: one block); returns the job's id.
   int64_t SubmitRead(int64_t slot, uint64_t tag, void* dest);
+  // Queues SaveIndex(entries) (the disk tier's index file, written new then renamed);
+  // returns the job's id. Behind the block writes queued before it.
+  int64_t SubmitSaveIndex(std::vector<DiskIndexEntry> entries);
   // The jobs finished since the last call, in submission order. Never blocks on I/O (only
   // on the queue's mutex, which the I/O thread holds for a few instructions).
   std::vector<Finished> TakeFinished();
@@ -62,14 +67,16 @@ class DiskIoThread {
   int64_t last_submitted() const { return last_submitted_; }
 
  private:
+  enum class Kind { kWrite, kRead, kSaveIndex };
   struct Job {
-    int64_t id;
-    bool read;
-    int64_t slot;
-    uint64_t tag;
-    int32_t token_count;  // writes
-    const void* data;     // writes: the source
-    void* dest;           // reads: the destination
+    int64_t id = 0;
+    Kind kind = Kind::kWrite;
+    int64_t slot = 0;
+    uint64_t tag = 0;
+    int32_t token_count = 0;      // writes
+    const void* data = nullptr;   // writes: the source
+    void* dest = nullptr;         // reads: the destination
+    std::shared_ptr<const std::vector<DiskIndexEntry>> index;  // kSaveIndex
   };
   int64_t Submit(const Job& job);
   void Run();

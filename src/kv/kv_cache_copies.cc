@@ -392,7 +392,7 @@ void KvCacheManager::FinishDiskWrites(int64_t wait_job) {
   const auto eviction = eviction_write_results_.find(wait_job);
   const bool eviction_pending = eviction != eviction_write_results_.end() && !eviction->second.has_value();
   if (wait_job > 0 && (disk_writes_.contains(wait_job) || swap_writes_.contains(wait_job) ||
-                       demote_writes_.contains(wait_job) || eviction_pending)) {
+                       demote_writes_.contains(wait_job) || eviction_pending || wait_job == index_save_job_)) {
     const auto start = std::chrono::steady_clock::now();
     disk_writer_->Wait(wait_job);
     counters_.disk_write_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -405,6 +405,14 @@ void KvCacheManager::LandDiskWrites() {
   for (const DiskIoThread::Finished& done : disk_writer_->TakeFinished()) {
     if (auto ew = eviction_write_results_.find(done.job); ew != eviction_write_results_.end()) {
       ew->second = done.status;  // Demote takes it
+      continue;
+    }
+    if (done.job == index_save_job_) {
+      index_save_job_ = 0;
+      if (!done.status.ok()) {  // saved again by the next PersistIndexIfDirty
+        ++counters_.io_errors;
+        disk_index_dirty_ = true;
+      }
       continue;
     }
     if (auto sw = swap_writes_.find(done.job); sw != swap_writes_.end()) {

@@ -143,7 +143,7 @@ KvCacheManager::~KvCacheManager() {
         disk_.Release(disk_slot);
       }
     }
-    PersistIndexIfDirty();
+    PersistIndexIfDirty(/*now=*/true);
   }
   if (host_memory_ != nullptr) backend_->FreeHostMemory(host_memory_);
   if (staging_memory_ != nullptr) backend_->FreeHostMemory(staging_memory_);
@@ -334,16 +334,28 @@ absl::Status KvCacheManager::CopyDeviceToDisk(BlockId block, int32_t disk_slot, 
   return disk_store_->Write(disk_slot, tag, static_cast<int32_t>(options_.block_tokens), staging_.data());
 }
 
-void KvCacheManager::PersistIndexIfDirty() {
+void KvCacheManager::PersistIndexIfDirty(bool now) {
   if (disk_store_ == nullptr || !disk_index_dirty_) return;
+  // The file is rewritten whole (fsync, rename, directory fsync: milliseconds): the engine
+  // asks every step, so it goes to the writer thread, at most one save at a time. The
+  // entries are blocks whose writes have landed, so the index never names a block that is
+  // not on disk yet (a slot rewritten later fails its tag check on read, as any stale one).
+  if (!now && disk_writer_ != nullptr) {
+    if (index_save_job_ > 0) LandDiskWrites();
+    if (index_save_job_ > 0) return;  // still saving: the next call saves what changed since
+  }
   std::vector<DiskIndexEntry> entries;
   for (const auto& [slot, hash] : cache(Tier::kDisk).hash_of) {
     entries.push_back(DiskIndexEntry{slot, hash.value, static_cast<int32_t>(options_.block_tokens)});
   }
-  if (disk_store_->SaveIndex(entries).ok()) {
-    disk_index_dirty_ = false;
-  } else {
+  disk_index_dirty_ = false;
+  if (!now && disk_writer_ != nullptr) {
+    index_save_job_ = disk_writer_->SubmitSaveIndex(std::move(entries));
+    return;
+  }
+  if (!disk_store_->SaveIndex(entries).ok()) {
     ++counters_.io_errors;
+    disk_index_dirty_ = true;
   }
 }
 

@@ -200,8 +200,10 @@ class KvCacheManager {
     if (disk_reader_ != nullptr) FinishDiskReads(disk_reader_->last_submitted());
   }
 
-  // Writes the disk tier's index (write-new-then-rename) if it changed since the last call.
-  void PersistIndexIfDirty();
+  // Writes the disk tier's index (write-new-then-rename) if it changed since the last call:
+  // on the writer thread, one save in flight at a time (a change meanwhile is saved by the
+  // next call after it lands); synchronously when there is no writer or `now` (shutdown).
+  void PersistIndexIfDirty(bool now = false);
 
   // Called once a step is scheduled, right before its forward: lands the copies that have
   // finished, then starts the write-back to host slots of cached device blocks that have no
@@ -218,7 +220,7 @@ class KvCacheManager {
   int64_t num_copies_in_flight() const { return static_cast<int64_t>(pending_.size()); }
   int64_t num_disk_writes_in_flight() const {
     return static_cast<int64_t>(disk_writes_.size() + swap_writes_.size() + demote_writes_.size() +
-                                eviction_write_results_.size());
+                                eviction_write_results_.size() + (index_save_job_ > 0 ? 1 : 0));
   }
   // Blocks until every queued disk write has finished, and lands them (tests, shutdown).
   void DrainDiskWrites() {
@@ -436,6 +438,7 @@ class KvCacheManager {
   // Demote's writes of host victims on disk_writer_: their results, once LandDiskWrites took
   // them (Demote waits for its own and erases it).
   absl::flat_hash_map<int64_t, std::optional<absl::Status>> eviction_write_results_;
+  int64_t index_save_job_ = 0;  // the index save on disk_writer_ not yet landed (0: none)
   int64_t disk_write_pause_steps_ = 0;  // steps without write-back left after a failed write
 
   absl::flat_hash_map<SequenceId, SequenceBlocks> sequences_;

@@ -83,6 +83,29 @@ TEST(DiskIoThreadTest, WritesInOrderAndReportsEachResult) {
   EXPECT_TRUE(done[2].status.ok()) << done[2].status;
 }
 
+// An index save runs behind the writes queued before it; reopening the store recovers it.
+TEST(DiskIoThreadTest, SavesTheIndexBehindEarlierWrites) {
+  FakeFileIo io;
+  constexpr size_t kBytes = 256;
+  std::vector<uint8_t> block(kBytes, 0x33);
+  {
+    auto store = OpenStore(&io, kBytes, 8);
+    DiskIoThread writer(store.get());
+    writer.SubmitWrite(2, 70, 4, block.data());
+    writer.SubmitWrite(5, 71, 4, block.data());
+    const int64_t save = writer.SubmitSaveIndex({{2, 70, 4}, {5, 71, 4}});
+    writer.Wait(save);
+    const std::vector<DiskIoThread::Finished> done = writer.TakeFinished();
+    ASSERT_EQ(done.size(), 3u);
+    EXPECT_EQ(done[2].job, save);
+    EXPECT_TRUE(done[2].status.ok()) << done[2].status;
+  }
+  auto reopened = OpenStore(&io, kBytes, 8);
+  ASSERT_NE(reopened, nullptr);
+  ASSERT_EQ(reopened->recovered_entries().size(), 2u) << reopened->index_ignored_reason();
+  EXPECT_EQ(reopened->recovered_entries()[1].block_hash, 71u);
+}
+
 TEST(DiskIoThreadTest, DestructionRunsQueuedJobs) {
   FakeFileIo io;
   constexpr size_t kBytes = 256;
@@ -204,7 +227,8 @@ TEST(DiskWriteBackTest, FailingAndFullDiskNeverCorruptOutput) {
 
 // Evictions from a full host tier whose write-back did not happen (paused after a failed
 // write) write their block at eviction: on the writer thread, which the stepping thread
-// waits for. No block payload is read or written on the stepping thread while it steps.
+// waits for. No block payload is read or written, and no index saved, on the stepping
+// thread while it steps.
 TEST(DiskWriteBackTest, EvictionWritesRunOnTheWriterThread) {
   auto prompts = ChurnPrompts();
   auto expected = Reference(prompts, 16);
@@ -233,6 +257,7 @@ TEST(DiskWriteBackTest, EvictionWritesRunOnTheWriterThread) {
   EXPECT_GT(Get(s, "host_evictions_written"), 0) << s.dump();
   EXPECT_GT(Get(s, "io_errors"), 0) << s.dump();
   EXPECT_EQ(io.payload_io_on_watched_thread(), 0) << s.dump();
+  EXPECT_EQ(io.index_writes_on_watched_thread(), 0) << s.dump();  // the index: writer thread too
 }
 
 // Destroying the context lands the writes in flight and persists them: a second context

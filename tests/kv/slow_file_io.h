@@ -1,6 +1,7 @@
 // A FileIo over FakeFileIo whose block payload writes and reads take a fixed delay (a slow
 // disk), for the tests of the KV manager's disk I/O threads; it also counts the payload
-// reads and writes made on one watched thread (the stepping thread: they should be none).
+// reads and writes, and the index file writes, made on one watched thread (the stepping
+// thread: they should be none while it steps).
 // Thread-safe as FakeFileIo is.
 #ifndef KVTIER_TESTS_KV_SLOW_FILE_IO_H_
 #define KVTIER_TESTS_KV_SLOW_FILE_IO_H_
@@ -25,6 +26,7 @@ class SlowFileIo final : public FileIo {
   // Payload I/O made on `thread` from now on is counted (files opened before included).
   void Watch(std::thread::id thread) { watched_->thread = thread; }
   int64_t payload_io_on_watched_thread() const { return watched_->count.load(); }
+  int64_t index_writes_on_watched_thread() const { return watched_->index_writes.load(); }
 
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> OpenForReadWrite(const std::string& path, int64_t size) override {
     auto file = inner_->OpenForReadWrite(path, size);
@@ -33,6 +35,7 @@ class SlowFileIo final : public FileIo {
   }
   absl::StatusOr<std::string> ReadWholeFile(const std::string& path) override { return inner_->ReadWholeFile(path); }
   absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) override {
+    if (std::this_thread::get_id() == watched_->thread) ++watched_->index_writes;
     return inner_->WriteFileAtomically(path, contents);
   }
   bool Exists(const std::string& path) override { return inner_->Exists(path); }
@@ -41,7 +44,8 @@ class SlowFileIo final : public FileIo {
   // Set before the engine's threads start (Watch), read after: no race on `thread`.
   struct Watched {
     std::thread::id thread;
-    std::atomic<int64_t> count{0};
+    std::atomic<int64_t> count{0};         // block payload reads and writes
+    std::atomic<int64_t> index_writes{0};  // whole-file writes (the disk index)
   };
   class File final : public RandomAccessFile {
    public:
