@@ -340,9 +340,16 @@ void KvCacheManager::PersistIndexIfDirty(bool now) {
   // asks every step, so it goes to the writer thread, at most one save at a time. The
   // entries are blocks whose writes have landed, so the index never names a block that is
   // not on disk yet (a slot rewritten later fails its tag check on read, as any stale one).
+  // And at most once a second: a restart finds the cached blocks by the index, so a crash
+  // loses at most the last second's entries (a stale entry fails its tag check on read;
+  // freeing the context saves it synchronously); saving it every step took the writer
+  // thread away from the block writes that evictions wait for (W5, H200: 22.2 s of eviction
+  // waits against 17.7 with the index saved on the stepping thread).
+  const auto now_time = std::chrono::steady_clock::now();
   if (!now && disk_writer_ != nullptr) {
     if (index_save_job_ > 0) LandDiskWrites();
     if (index_save_job_ > 0) return;  // still saving: the next call saves what changed since
+    if (now_time - last_index_save_ < kIndexSaveInterval) return;
   }
   std::vector<DiskIndexEntry> entries;
   for (const auto& [slot, hash] : cache(Tier::kDisk).hash_of) {
@@ -351,6 +358,7 @@ void KvCacheManager::PersistIndexIfDirty(bool now) {
   disk_index_dirty_ = false;
   if (!now && disk_writer_ != nullptr) {
     index_save_job_ = disk_writer_->SubmitSaveIndex(std::move(entries));
+    last_index_save_ = now_time;
     return;
   }
   if (!disk_store_->SaveIndex(entries).ok()) {

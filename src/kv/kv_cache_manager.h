@@ -52,6 +52,7 @@
 #ifndef KVTIER_KV_KV_CACHE_MANAGER_H_
 #define KVTIER_KV_KV_CACHE_MANAGER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -200,9 +201,10 @@ class KvCacheManager {
     if (disk_reader_ != nullptr) FinishDiskReads(disk_reader_->last_submitted());
   }
 
-  // Writes the disk tier's index (write-new-then-rename) if it changed since the last call:
-  // on the writer thread, one save in flight at a time (a change meanwhile is saved by the
-  // next call after it lands); synchronously when there is no writer or `now` (shutdown).
+  // Writes the disk tier's index (write-new-then-rename) if it changed since the last save:
+  // on the writer thread, one save in flight at a time and at most one per
+  // kIndexSaveInterval (a change meanwhile is saved by a later call); synchronously when
+  // there is no writer or `now` (shutdown).
   void PersistIndexIfDirty(bool now = false);
 
   // Called once a step is scheduled, right before its forward: lands the copies that have
@@ -439,6 +441,8 @@ class KvCacheManager {
   // them (Demote waits for its own and erases it).
   absl::flat_hash_map<int64_t, std::optional<absl::Status>> eviction_write_results_;
   int64_t index_save_job_ = 0;  // the index save on disk_writer_ not yet landed (0: none)
+  static constexpr std::chrono::milliseconds kIndexSaveInterval{1000};  // between index saves
+  std::chrono::steady_clock::time_point last_index_save_{};
   int64_t disk_write_pause_steps_ = 0;  // steps without write-back left after a failed write
 
   absl::flat_hash_map<SequenceId, SequenceBlocks> sequences_;
