@@ -342,9 +342,9 @@ void KvCacheManager::PersistIndexIfDirty(bool now) {
   // not on disk yet (a slot rewritten later fails its tag check on read, as any stale one).
   // And at most once a second: a restart finds the cached blocks by the index, so a crash
   // loses at most the last second's entries (a stale entry fails its tag check on read;
-  // freeing the context saves it synchronously); saving it every step took the writer
-  // thread away from the block writes that evictions wait for (W5, H200: 22.2 s of eviction
-  // waits against 17.7 with the index saved on the stepping thread).
+  // freeing the context saves it synchronously); saved every step, it would queue a
+  // whole-file write and two fsyncs per step in front of the block writes that evictions
+  // wait for.
   const auto now_time = std::chrono::steady_clock::now();
   if (!now && disk_writer_ != nullptr) {
     if (index_save_job_ > 0) LandDiskWrites();
