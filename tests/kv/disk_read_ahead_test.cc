@@ -90,21 +90,11 @@ TEST(DiskReadAheadTest, FailingAndCorruptReadsAreMissesNotData) {
   SlowFileIo io(&fake, std::chrono::microseconds(0), std::chrono::microseconds(100));
   auto engine = MakeEngine(PrefixOptions(&io));
   ASSERT_NE(engine, nullptr);
-  std::vector<SequenceId> ids;
-  for (const auto& p : prompts) ids.push_back(*engine->Add(p, Greedy(6)));
-  std::map<SequenceId, std::vector<int32_t>> out;
-  std::vector<StepEvent> events;
-  for (int step = 0; step < 2000 && engine->NumUnfinished() > 0; ++step) {
-    if (step % 3 == 1) fake.FailNextReads(2);
-    events.clear();
-    ASSERT_TRUE(engine->Step(&events).ok());
-    for (const auto& e : events) {
-      if (e.token) out[e.sequence].push_back(*e.token);
-    }
-    const absl::Status integrity = engine->VerifyIntegrity();
-    ASSERT_TRUE(integrity.ok()) << integrity << " at step " << step;
-  }
-  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(out[ids[i]], expected[i]) << "sequence " << i;
+  EXPECT_EQ(RunAll(*engine, prompts, 6,
+                   [&](int step) {
+                     if (step % 3 == 1) fake.FailNextReads(2);
+                   }),
+            expected);
   const nlohmann::json s = engine->Stats();
   Log("FailingAndCorruptReadsAreMissesNotData", s);
   EXPECT_GT(Get(s, "io_errors"), 0) << s.dump();

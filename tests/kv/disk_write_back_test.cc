@@ -196,11 +196,7 @@ TEST(DiskWriteBackTest, FailingAndFullDiskNeverCorruptOutput) {
   SlowFileIo io(&fake, std::chrono::microseconds(200), std::chrono::microseconds(0));  // keep some writes in flight
   auto engine = MakeEngine(ChurnOptions(&io));
   ASSERT_NE(engine, nullptr);
-  std::vector<SequenceId> ids;
-  for (const auto& p : prompts) ids.push_back(*engine->Add(p, Greedy(16)));
-  std::map<SequenceId, std::vector<int32_t>> out;
-  std::vector<StepEvent> events;
-  for (int step = 0; step < 20000 && engine->NumUnfinished() > 0; ++step) {
+  const auto got = RunAll(*engine, prompts, 16, [&](int step) {
     switch (step % 10) {
       case 1: fake.FailNextWrites(3); break;
       case 3: fake.FailNextSyncs(2); break;
@@ -209,16 +205,9 @@ TEST(DiskWriteBackTest, FailingAndFullDiskNeverCorruptOutput) {
       case 8: fake.FailNextReads(1); break;
       default: break;
     }
-    events.clear();
-    ASSERT_TRUE(engine->Step(&events).ok());
-    for (const auto& e : events) {
-      if (e.token) out[e.sequence].push_back(*e.token);
-    }
-    absl::Status integrity = engine->VerifyIntegrity();
-    ASSERT_TRUE(integrity.ok()) << integrity << " at step " << step;
-  }
+  });
   fake.set_capacity_bytes(std::nullopt);
-  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(out[ids[i]], expected[i]) << "sequence " << i;
+  EXPECT_EQ(got, expected);
   nlohmann::json s = engine->Stats();
   Log("FailingAndFullDiskNeverCorruptOutput", s);
   EXPECT_GT(Get(s, "io_errors"), 0) << s.dump();
@@ -237,21 +226,11 @@ TEST(DiskWriteBackTest, EvictionWritesRunOnTheWriterThread) {
   io.Watch(std::this_thread::get_id());
   auto engine = MakeEngine(ChurnOptions(&io));
   ASSERT_NE(engine, nullptr);
-  std::vector<SequenceId> ids;
-  for (const auto& p : prompts) ids.push_back(*engine->Add(p, Greedy(16)));
-  std::map<SequenceId, std::vector<int32_t>> out;
-  std::vector<StepEvent> events;
-  for (int step = 0; step < 20000 && engine->NumUnfinished() > 0; ++step) {
-    if (step % 10 == 1) fake.FailNextWrites(1);  // pauses the write-back for a while
-    events.clear();
-    ASSERT_TRUE(engine->Step(&events).ok());
-    for (const auto& e : events) {
-      if (e.token) out[e.sequence].push_back(*e.token);
-    }
-    absl::Status integrity = engine->VerifyIntegrity();
-    ASSERT_TRUE(integrity.ok()) << integrity << " at step " << step;
-  }
-  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(out[ids[i]], expected[i]) << "sequence " << i;
+  EXPECT_EQ(RunAll(*engine, prompts, 16,
+                   [&](int step) {
+                     if (step % 10 == 1) fake.FailNextWrites(1);  // pauses the write-back a while
+                   }),
+            expected);
   nlohmann::json s = engine->Stats();
   Log("EvictionWritesRunOnTheWriterThread", s);
   EXPECT_GT(Get(s, "host_evictions_written"), 0) << s.dump();

@@ -6,6 +6,7 @@
 #define KVTIER_TESTS_KV_TIER_TEST_UTIL_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -61,9 +62,11 @@ inline SamplingParams Greedy(int n) {
 }
 
 // Runs every prompt to the end, checking invariants after each step; tokens by input order.
+// `before_step(step)`, when given, runs before each step (fault injection).
 inline std::vector<std::vector<int32_t>> RunAll(Engine& engine,
                                                 const std::vector<std::vector<int32_t>>& prompts,
-                                                int max_new) {
+                                                int max_new,
+                                                const std::function<void(int)>& before_step = {}) {
   std::vector<SequenceId> ids;
   for (const auto& p : prompts) {
     auto id = engine.Add(p, Greedy(max_new));
@@ -73,6 +76,7 @@ inline std::vector<std::vector<int32_t>> RunAll(Engine& engine,
   std::map<SequenceId, std::vector<int32_t>> out;
   std::vector<StepEvent> events;
   for (int step = 0; step < 20000 && engine.NumUnfinished() > 0; ++step) {
+    if (before_step) before_step(step);
     events.clear();
     EXPECT_TRUE(engine.Step(&events).ok());
     for (const auto& e : events) {
