@@ -386,13 +386,10 @@ void KvCacheManager::StartDiskWriteBack() {
 }
 
 void KvCacheManager::FinishDiskWrites(int64_t wait_job) {
-  if (disk_writer_ == nullptr || num_disk_writes_in_flight() == 0) return;
+  if (num_disk_writes_in_flight() == 0) return;
   LandDiskWrites();
   // Still in flight after landing what is done: only then does the host wait (and count it).
-  const auto eviction = eviction_write_results_.find(wait_job);
-  const bool eviction_pending = eviction != eviction_write_results_.end() && !eviction->second.has_value();
-  if (wait_job > 0 && (disk_writes_.contains(wait_job) || swap_writes_.contains(wait_job) ||
-                       demote_writes_.contains(wait_job) || eviction_pending || wait_job == index_save_job_)) {
+  if (wait_job > writes_landed_through_) {
     const auto start = std::chrono::steady_clock::now();
     disk_writer_->Wait(wait_job);
     counters_.disk_write_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -403,6 +400,7 @@ void KvCacheManager::FinishDiskWrites(int64_t wait_job) {
 
 void KvCacheManager::LandDiskWrites() {
   for (const DiskIoThread::Finished& done : disk_writer_->TakeFinished()) {
+    writes_landed_through_ = done.job;
     if (auto ew = eviction_write_results_.find(done.job); ew != eviction_write_results_.end()) {
       ew->second = done.status;  // Demote takes it
       continue;
@@ -439,13 +437,9 @@ void KvCacheManager::LandDiskWrites() {
       demote_writes_.erase(dw);
       demote_write_job_.erase(write.hash);
       free_staging_.push_back(write.staging);
-      TierCache& disk = cache(Tier::kDisk);
-      if (done.status.ok() && !disk.by_hash.contains(write.hash)) {
+      if (done.status.ok() && !cache(Tier::kDisk).by_hash.contains(write.hash)) {
         RaisePriority(write.hash, write.priority);  // dropped with its device entry
-        disk.by_hash[write.hash] = write.disk_slot;
-        disk.hash_of[write.disk_slot] = write.hash;
-        disk_lru_.PushBack(write.disk_slot, PriorityOf(write.hash));
-        disk_index_dirty_ = true;
+        CacheOnDisk(write.disk_slot, write.hash);
         ++counters_.disk_demote_writes;
       } else {
         if (!done.status.ok()) {  // its only copy: lost
@@ -461,14 +455,10 @@ void KvCacheManager::LandDiskWrites() {
     const DiskWrite write = it->second;
     disk_writes_.erase(it);
     host_slot_disk_job_.erase(write.host_slot);
-    TierCache& disk = cache(Tier::kDisk);
-    if (done.status.ok() && !disk.by_hash.contains(write.hash)) {
-      disk.by_hash[write.hash] = write.disk_slot;
-      disk.hash_of[write.disk_slot] = write.hash;
+    if (done.status.ok() && !cache(Tier::kDisk).by_hash.contains(write.hash)) {
       // The host copy is still cached (a host eviction waits for its write), so the hash
       // still has its priority.
-      disk_lru_.PushBack(write.disk_slot, PriorityOf(write.hash));
-      disk_index_dirty_ = true;
+      CacheOnDisk(write.disk_slot, write.hash);
       ++counters_.disk_blocks_written_back;
     } else {
       if (!done.status.ok()) {

@@ -71,7 +71,6 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
     kv->host_memory_ = static_cast<uint8_t*>(memory);
   }
   if (options.disk_blocks > 0) {
-    kv->staging_.resize(kv->block_bytes_);
     const int64_t staging = std::min<int64_t>(kStagingBlocks, options.disk_blocks);
     ASSIGN_OR_RETURN(void* memory, backend->AllocateHostMemory(static_cast<size_t>(staging) * kv->block_bytes_));
     kv->staging_memory_ = static_cast<uint8_t*>(memory);
@@ -284,10 +283,7 @@ void KvCacheManager::Demote(Tier tier, int32_t slot, BlockHash hash) {
         return;
       }
       if (written.ok()) {
-        cache(Tier::kDisk).by_hash[hash] = *disk_slot;
-        cache(Tier::kDisk).hash_of[*disk_slot] = hash;
-        disk_lru_.PushBack(*disk_slot, PriorityOf(hash));
-        disk_index_dirty_ = true;
+        CacheOnDisk(*disk_slot, hash);
         return;
       }
       ++counters_.io_errors;
@@ -295,6 +291,14 @@ void KvCacheManager::Demote(Tier tier, int32_t slot, BlockHash hash) {
     }
   }
   ++counters_.blocks_dropped;
+}
+
+void KvCacheManager::CacheOnDisk(int32_t disk_slot, BlockHash hash) {
+  TierCache& disk = cache(Tier::kDisk);
+  disk.by_hash[hash] = disk_slot;
+  disk.hash_of[disk_slot] = hash;
+  disk_lru_.PushBack(disk_slot, PriorityOf(hash));
+  disk_index_dirty_ = true;
 }
 
 absl::Status KvCacheManager::WriteEvictedHostSlot(int32_t host_slot, int32_t disk_slot, BlockHash hash) {
@@ -329,9 +333,16 @@ absl::Status KvCacheManager::CopyDeviceToDisk(BlockId block, int32_t disk_slot, 
   DrainCopies();
   CopyTimer timer(&counters_.copy_seconds);
   swap_bytes_timed_ += static_cast<int64_t>(block_bytes_);
-  BlockCopy copy{block, staging_.data()};
-  RETURN_IF_ERROR(backend_->CopyBlocksToHost(std::span<const BlockCopy>(&copy, 1)));
-  return disk_store_->Write(disk_slot, tag, static_cast<int32_t>(options_.block_tokens), staging_.data());
+  // Shutdown only (nothing else in flight): any staging buffer is free.
+  const std::optional<int32_t> staging = AcquireStaging();
+  if (!staging) return absl::InternalError("kv cache: no staging buffer");
+  const BlockCopy copy{block, Staging(*staging)};
+  absl::Status status = backend_->CopyBlocksToHost(std::span<const BlockCopy>(&copy, 1));
+  if (status.ok()) {
+    status = disk_store_->Write(disk_slot, tag, static_cast<int32_t>(options_.block_tokens), Staging(*staging));
+  }
+  free_staging_.push_back(*staging);
+  return status;
 }
 
 void KvCacheManager::PersistIndexIfDirty(bool now) {

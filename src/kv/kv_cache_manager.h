@@ -220,9 +220,9 @@ class KvCacheManager {
     FinishDiskReads(0);
   }
   int64_t num_copies_in_flight() const { return static_cast<int64_t>(pending_.size()); }
+  // Jobs submitted to the writer thread and not landed yet (blocks of every kind, index).
   int64_t num_disk_writes_in_flight() const {
-    return static_cast<int64_t>(disk_writes_.size() + swap_writes_.size() + demote_writes_.size() +
-                                eviction_write_results_.size() + (index_save_job_ > 0 ? 1 : 0));
+    return disk_writer_ != nullptr ? disk_writer_->last_submitted() - writes_landed_through_ : 0;
   }
   // Blocks until every queued disk write has finished, and lands them (tests, shutdown).
   void DrainDiskWrites() {
@@ -350,7 +350,10 @@ class KvCacheManager {
   // slot is reused right after); straight to the store when there is no writer.
   absl::Status WriteEvictedHostSlot(int32_t host_slot, int32_t disk_slot, BlockHash hash);
   void DropCached(Tier tier, int32_t slot);
+  // Enters a block written to disk_slot into the disk cache (LRU at its hash's priority).
+  void CacheOnDisk(int32_t disk_slot, BlockHash hash);
   absl::Status CopyHostSlotToDevice(int32_t host_slot, BlockId block);
+  // Device -> staging buffer -> disk, synchronously: at shutdown only.
   absl::Status CopyDeviceToDisk(BlockId block, int32_t disk_slot, uint64_t tag);
   // Disk -> device through staging buffers on the reader thread (kv_cache_staged_reads.cc):
   // every read is submitted as far as buffers allow, each landed read copied to its device
@@ -374,7 +377,6 @@ class KvCacheManager {
   BlockPool host_;
   BlockPool disk_;
   uint8_t* host_memory_ = nullptr;      // (host_blocks, block_bytes) from the backend
-  std::vector<uint8_t> staging_;        // one block, for the device -> disk writes at shutdown
   uint8_t* staging_memory_ = nullptr;   // kStagingBlocks blocks from the backend (device <-> disk)
   std::vector<int32_t> free_staging_;
   int32_t num_staging_ = 0;             // each buffer is free or held by exactly one user
@@ -441,6 +443,8 @@ class KvCacheManager {
   // them (Demote waits for its own and erases it).
   absl::flat_hash_map<int64_t, std::optional<absl::Status>> eviction_write_results_;
   int64_t index_save_job_ = 0;  // the index save on disk_writer_ not yet landed (0: none)
+  // The writer's jobs finish in submission order: every job up to this one has landed.
+  int64_t writes_landed_through_ = 0;
   static constexpr std::chrono::milliseconds kIndexSaveInterval{1000};  // between index saves
   std::chrono::steady_clock::time_point last_index_save_{};
   int64_t disk_write_pause_steps_ = 0;  // steps without write-back left after a failed write
