@@ -69,32 +69,11 @@ class DeviceArray {
   size_t count_ = 0;
 };
 
-// Random values representable in bf16: `bits` for the device, `values` for the reference.
-struct Bf16Data {
-  std::vector<uint16_t> bits;
-  std::vector<float> values;
-};
-inline Bf16Data RandomBf16(size_t count, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  Bf16Data d;
-  d.bits.resize(count);
-  d.values.resize(count);
-  for (size_t i = 0; i < count; ++i) {
-    d.bits[i] = FloatToBf16(dist(rng));
-    d.values[i] = Bf16ToFloat(d.bits[i]);
-  }
-  return d;
-}
 inline std::vector<float> RandomF32(size_t count, std::mt19937& rng, float lo = -1.0f,
                                     float hi = 1.0f) {
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(count);
   for (float& x : v) x = dist(rng);
-  return v;
-}
-inline std::vector<float> Bf16ToF32(const std::vector<uint16_t>& bits) {
-  std::vector<float> v(bits.size());
-  for (size_t i = 0; i < bits.size(); ++i) v[i] = Bf16ToFloat(bits[i]);
   return v;
 }
 

@@ -23,12 +23,9 @@
 namespace kvtier::cuda {
 namespace {
 
-using cuda_test::Bf16Data;
-using cuda_test::Bf16ToF32;
 using cuda_test::Data16;
 using cuda_test::DeviceArray;
 using cuda_test::Random16;
-using cuda_test::RandomBf16;
 using cuda_test::RelativeError;
 using cuda_test::ToF32;
 using cuda_test::Tolerance;
@@ -323,7 +320,7 @@ TEST(DecodeAttentionGraph, ReplaysWithNewPositionsAndTables) {
   for (size_t step = 0; step < steps.size(); ++step) {
     w.Reassign(steps[step], rng);
     dev.UploadStep(w);
-    const Bf16Data q = RandomBf16(dev.q.size(), rng, -2, 2);
+    const Data16 q = Random16<bf16>(dev.q.size(), rng, -2, 2);
     dev.q.Upload(q.bits);
     dev.out.Poison();
     CUDA_ASSERT(cudaDeviceSynchronize());
@@ -496,8 +493,8 @@ TEST(DecodeAttentionBench, Llama3Shapes) {
     const size_t n = static_cast<size_t>(bc.rows) * heads * head_dim;
     const std::vector<uint16_t> a = dev.out.Download(), b = old_out.Download();
     const double diff =
-        RelativeError(Bf16ToF32(std::vector<uint16_t>(a.begin(), a.begin() + n)),
-                      Bf16ToF32(std::vector<uint16_t>(b.begin(), b.begin() + n)));
+        RelativeError(ToF32<bf16>(std::vector<uint16_t>(a.begin(), a.begin() + n)),
+                      ToF32<bf16>(std::vector<uint16_t>(b.begin(), b.begin() + n)));
     EXPECT_LT(diff, Tolerance<bf16>());
     auto tbs = [&](double us) { return kv_bytes / (us * 1e-6) / 1e12; };
     std::printf("[decode-bench] %s rows=%d ctx=%d..%d KV=%.1fMB max_splits=%d | new stream %.2f us "

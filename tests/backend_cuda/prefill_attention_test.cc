@@ -23,7 +23,6 @@
 namespace kvtier::cuda {
 namespace {
 
-using cuda_test::Bf16ToF32;
 using cuda_test::Data16;
 using cuda_test::DeviceArray;
 using cuda_test::Random16;
@@ -349,7 +348,7 @@ TEST_P(PrefillAttentionTiming, Llama3Layer) {
       MedianMicros([&] { PagedAttention(old, tokens, kv, splits, nullptr); }, 1, tc.old_runs);
   CUDA_ASSERT(cudaDeviceSynchronize());
 
-  const double rel = RelativeError(Bf16ToF32(d_new.Download()), Bf16ToF32(d_old.Download()));
+  const double rel = RelativeError(ToF32<bf16>(d_new.Download()), ToF32<bf16>(d_old.Download()));
   // Causal FLOPs: 4 * d * heads * sum over query tokens of their context length.
   const double pairs = static_cast<double>(tc.tokens) * tc.start +
                        0.5 * tc.tokens * (tc.tokens + 1.0);
