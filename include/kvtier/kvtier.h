@@ -249,6 +249,11 @@ KVT_API kvt_status kvt_sequence_tokens(kvt_context* context, int64_t id, int32_t
  * KVT_ERR_UNSUPPORTED when the model has no tokenizer. */
 KVT_API kvt_status kvt_sequence_text(kvt_context* context, int64_t id, char* buf, int32_t buf_len,
                                      int32_t* out_len);
+/* Why a sequence finished with KVT_FINISH_REASON_ERROR (e.g. it can never get the device
+ * blocks its next chunk needs because pinned prefixes hold them), NUL-terminated when
+ * buf_len > 0; *out_len gets the full length, 0 when it did not fail. */
+KVT_API kvt_status kvt_sequence_error(kvt_context* context, int64_t id, char* buf, int32_t buf_len,
+                                      int32_t* out_len);
 /* Forgets a finished sequence's record (tokens, state). Records of finished sequences are
  * kept until released or until the context is freed. KVT_ERR_STATE if not finished. */
 KVT_API kvt_status kvt_sequence_release(kvt_context* context, int64_t id);

@@ -88,6 +88,19 @@ KVT_API kvt_status kvt_sequence_text(kvt_context* context, int64_t id, char* buf
   });
 }
 
+KVT_API kvt_status kvt_sequence_error(kvt_context* context, int64_t id, char* buf, int32_t buf_len, int32_t* out_len) {
+  if (context == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return Guard([&] {
+    if (buf_len < 0 || (buf == nullptr && buf_len > 0)) {
+      return SetContextError(context, absl::InvalidArgumentError("error buffer is NULL or its length negative"));
+    }
+    return SetContextError(context, context->engine->ReadSequence(id, [&](const kvtier::Sequence& seq) {
+      if (out_len != nullptr) *out_len = static_cast<int32_t>(seq.error.size());
+      kvtier::api::CopyToBuffer(seq.error, buf, buf_len);
+    }));
+  });
+}
+
 KVT_API kvt_status kvt_sequence_release(kvt_context* context, int64_t id) {
   if (context == nullptr) return KVT_ERR_INVALID_ARGUMENT;
   return Guard([&] { return SetContextError(context, context->engine->Release(id)); });

@@ -1,7 +1,8 @@
-// Implementation of ParseByteSize (byte_size.h).
+// Implementation of ParseByteSize and FormatByteSize (byte_size.h).
 #include "common/byte_size.h"
 
 #include <cmath>
+#include <cstdio>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -30,6 +31,20 @@ absl::StatusOr<int64_t> ParseByteSize(const std::string& text) {
     return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a byte size (e.g. 512MiB)"));
   }
   return static_cast<int64_t>(std::llround(value * scale));
+}
+
+std::string FormatByteSize(int64_t bytes) {
+  static constexpr const char* kUnits[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (unit + 1 < 6 && value >= 1024.0) {
+    value /= 1024.0;
+    ++unit;
+  }
+  if (unit == 0) return absl::StrCat(bytes, " bytes");
+  char number[32];
+  std::snprintf(number, sizeof number, "%.1f", value);
+  return absl::StrCat(number, " ", kUnits[unit], " (", bytes, " bytes)");
 }
 
 }  // namespace kvtier

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "engine/sampler.h"
+#include "kv/tier_budgets.h"
 #include "model/stable_hash.h"
 
 namespace kvtier {
@@ -23,6 +24,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
                                                        std::shared_ptr<const tokenizer::Tokenizer> tokenizer) {
   if (checkpoint == nullptr) return absl::InvalidArgumentError("no model");
   RETURN_IF_ERROR(options.Validate());
+  // A budget the machine cannot hold is refused before the weights are loaded (the KV
+  // manager checks again with the exact file size).
+  RETURN_IF_ERROR(CheckTierBudgetsFit(options.host_kv_bytes, options.disk_kv_bytes, options.disk_path, options.file_io));
   BackendOptions backend_options;
   backend_options.num_threads = options.num_threads;
   backend_options.block_tokens = options.block_tokens;
@@ -270,6 +274,7 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
     // Blocks prefetched during the previous step are read from this step on.
     if (absl::Status wait = backend_->WaitForPrefetches(); !wait.ok()) return wait;
     schedule = scheduler_.Next();
+    for (Sequence* seq : schedule.unrunnable) FinishLocked(seq, FinishReason::kError, std::nullopt, events);
     // Write-back of cached blocks to the host tier, overlapping this step's forward.
     kv_->StartBackgroundCopies();
     // Spans stay valid while unlocked: only this thread appends tokens or changes block
@@ -339,6 +344,7 @@ void Engine::UnpinPrefixes() {
 
 absl::Status Engine::VerifyIntegrity() {
   absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(scheduler_.VerifyIntegrity());
   return kv_->VerifyIntegrity();
 }
 
@@ -373,6 +379,7 @@ nlohmann::json Engine::Stats() {
   stats["tiers"] = tiers;
   stats["preemptions"] = scheduler_.num_preemptions();
   stats["recomputes"] = scheduler_.num_recomputes();
+  stats["prefetches_reclaimed"] = scheduler_.num_prefetches_reclaimed();
   stats["swaps_out"] = kv.swaps_out;
   stats["swaps_in"] = kv.swaps_in;
   stats["swap_prefetches"] = kv.prefetches;

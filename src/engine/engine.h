@@ -63,7 +63,8 @@ class Engine {
   nlohmann::json Stats();
   // Releases every pinned prefix (they stay cached, evictable again).
   void UnpinPrefixes();
-  // The KV cache manager's invariants (tests call it after every step).
+  // The scheduler's invariants (progress included) and the KV cache manager's (tests call
+  // it after every step).
   absl::Status VerifyIntegrity();
   const Backend& backend() const { return *backend_; }
 

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 namespace kvtier {
 namespace {
 
@@ -37,19 +39,29 @@ void Scheduler::DropForRecompute(Sequence* seq) {
   ++num_recomputes_;
 }
 
+void Scheduler::ReleaseDeviceBlocks(Sequence* seq) {
+  const int64_t blocks = static_cast<int64_t>(kv_->BlockTable(seq->id).size());
+  const bool swap = policy_ != nullptr && policy_->ShouldSwap(*seq, blocks);
+  if (!swap || !kv_->SwapOut(seq->id).ok()) DropForRecompute(seq);
+}
+
 void Scheduler::Preempt(Sequence* victim, Schedule* schedule) {
   std::erase(running_, victim);
-  const int64_t blocks = static_cast<int64_t>(kv_->BlockTable(victim->id).size());
-  const bool swap = policy_ != nullptr && policy_->ShouldSwap(*victim, blocks);
-  if (!swap || !kv_->SwapOut(victim->id).ok()) DropForRecompute(victim);
+  ReleaseDeviceBlocks(victim);
   victim->state = SequenceState::kPaused;
   InsertWaiting(victim);
   schedule->preempted.push_back(victim);
   ++num_preemptions_;
 }
 
-bool Scheduler::PrepareWaiting(Sequence* seq, int64_t budget, int64_t* length) {
-  const int64_t available = kv_->num_available_device_blocks() - options_.watermark_blocks;
+int64_t Scheduler::BlocksToStart(const Sequence& seq) const {
+  if (kv_->IsSwappedOut(seq.id)) return kv_->SwappedBlocks(seq.id) + 1;  // + the next chunk's new block
+  const int64_t end = std::min(seq.num_tokens(), seq.num_computed + options_.max_tokens_per_step);
+  return kv_->NewBlocksNeeded(seq.id, end);
+}
+
+bool Scheduler::PrepareWaiting(Sequence* seq, int64_t budget, int64_t keep_free, int64_t* length) {
+  const int64_t available = kv_->num_available_device_blocks() - keep_free;
   if (kv_->IsSwappedOut(seq->id)) {
     if (kv_->SwappedBlocks(seq->id) > available) return false;
     // A corrupt or unreadable swapped copy is dropped: the sequence recomputes instead.
@@ -67,20 +79,57 @@ bool Scheduler::PrepareWaiting(Sequence* seq, int64_t budget, int64_t* length) {
   if (fresh) seq->num_computed = kv_->MatchPrefix(seq->id, seq->tokens, seq->params.priority);
   *length = std::min(seq->num_uncomputed(), budget);
   const int64_t end = seq->num_computed + *length;
-  if (kv_->NewBlocksNeeded(seq->id, end) > kv_->num_available_device_blocks() - options_.watermark_blocks) {
+  if (kv_->NewBlocksNeeded(seq->id, end) > kv_->num_available_device_blocks() - keep_free ||
+      !kv_->Reserve(seq->id, end).ok()) {
     if (fresh) {  // give matched prefix blocks back to the cache while it waits
-      kv_->Release(seq->id);
+      kv_->UnmatchPrefix(seq->id);
       seq->num_computed = 0;
     }
     return false;
   }
-  kv_->Reserve(seq->id, end).IgnoreError();  // cannot fail: checked above
   return true;
+}
+
+bool Scheduler::ReclaimPrefetched(const Sequence* keep) {
+  for (auto it = waiting_.rbegin(); it != waiting_.rend(); ++it) {
+    if (*it == keep || kv_->BlockTable((*it)->id).empty()) continue;
+    ReleaseDeviceBlocks(*it);
+    ++num_prefetches_reclaimed_;
+    return true;
+  }
+  return false;
+}
+
+void Scheduler::Admit(Sequence* seq, int64_t length, Schedule* schedule) {
+  const int64_t end = seq->num_computed + length;
+  std::erase(waiting_, seq);
+  seq->state = SequenceState::kRunning;
+  running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, RunsBefore), seq);
+  schedule->chunks.push_back({seq, seq->num_computed, length, end == seq->num_tokens()});
+}
+
+void Scheduler::EnsureProgress(int64_t budget, Schedule* schedule) {
+  Sequence* head = waiting_.front();
+  while (ReclaimPrefetched(head)) {}
+  int64_t length = 0;
+  if (PrepareWaiting(head, budget, /*keep_free=*/0, &length)) {
+    Admit(head, length, schedule);
+    return;
+  }
+  // Every device block is free or evictable now but for the pinned ones (and the head's
+  // own): the head needs more than the pins leave, and nothing but the caller unpinning
+  // would change that. The engine finishes it (its blocks are released then).
+  head->error = absl::StrCat("sequence ", head->id, " cannot run: its next chunk needs more device KV blocks than the ",
+                             kv_->num_device_blocks() - kv_->num_pinned_blocks(), " of ", kv_->num_device_blocks(),
+                             " that pinned prefixes leave (unpin prefixes to make room)");
+  std::erase(waiting_, head);
+  schedule->unrunnable.push_back(head);
 }
 
 Schedule Scheduler::Next() {
   Schedule schedule;
   int64_t budget = options_.max_tokens_per_step;
+  const bool had_work = !running_.empty() || !waiting_.empty();
 
   // 1. Running sequences, in order: decodes (1 token) and unfinished chunked prefills.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
@@ -88,7 +137,11 @@ Schedule Scheduler::Next() {
     const int64_t length = std::min(seq->num_uncomputed(), budget);
     const int64_t end = seq->num_computed + length;
     bool self_preempted = false;
-    while (kv_->NewBlocksNeeded(seq->id, end) > kv_->num_available_device_blocks()) {
+    // The blocks, or the lowest in line gives its own up: first paused sequences holding
+    // prefetched blocks (a waiting sequence never keeps blocks from a running one), then
+    // running ones from the back (possibly this sequence).
+    while (!kv_->Reserve(seq->id, end).ok()) {
+      if (ReclaimPrefetched(nullptr)) continue;
       Sequence* victim = running_.back();  // lowest priority, most recently admitted
       Preempt(victim, &schedule);
       if (victim == seq) {
@@ -97,7 +150,6 @@ Schedule Scheduler::Next() {
       }
     }
     if (self_preempted) break;  // everything after it was preempted first
-    kv_->Reserve(seq->id, end).IgnoreError();  // cannot fail: checked above
     schedule.chunks.push_back({seq, seq->num_computed, length, end == seq->num_tokens()});
     budget -= length;
     ++i;
@@ -109,30 +161,36 @@ Schedule Scheduler::Next() {
          static_cast<int64_t>(running_.size()) < options_.max_running) {
     Sequence* seq = waiting_.front();
     int64_t length = 0;
-    if (!PrepareWaiting(seq, budget, &length)) break;
-    const int64_t end = seq->num_computed + length;
-    waiting_.erase(waiting_.begin());
-    seq->state = SequenceState::kRunning;
-    running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, RunsBefore), seq);
-    schedule.chunks.push_back({seq, seq->num_computed, length, end == seq->num_tokens()});
+    if (!PrepareWaiting(seq, budget, options_.watermark_blocks, &length)) break;
+    Admit(seq, length, &schedule);
     budget -= length;
   }
+
+  // 3. Progress: nothing runs, yet sequences wait (see the top).
+  if (running_.empty() && !waiting_.empty() && budget > 0) EnsureProgress(budget, &schedule);
+  if (had_work && budget > 0 && schedule.chunks.empty() && schedule.unrunnable.empty()) ++num_stalled_schedules_;
   PrefetchWaiting();
   return schedule;
 }
 
 void Scheduler::PrefetchWaiting() {
+  // In queue order, while room lasts: the sequences ahead of a paused one are counted with
+  // the blocks they will take to start, so a prefetch never takes what an earlier sequence
+  // in line needs (it would then wait behind blocks held for those after it).
   int64_t available = kv_->num_available_device_blocks() - options_.watermark_blocks;
+  // Running sequences first: the blocks their next chunk will take.
+  for (const Sequence* seq : running_) {
+    available -= kv_->NewBlocksNeeded(seq->id, std::min(seq->num_tokens(), seq->num_computed + options_.max_tokens_per_step) + 1);
+  }
   for (Sequence* seq : waiting_) {
+    const int64_t blocks = BlocksToStart(*seq);
+    if (blocks > available) break;
+    available -= blocks;
     if (!kv_->IsSwappedOut(seq->id)) continue;
-    const int64_t blocks = kv_->SwappedBlocks(seq->id);
-    // Room for its blocks plus the next chunk's new block, or stop: order is kept.
-    if (blocks + 1 > available) break;
     if (!kv_->SwapIn(seq->id, /*prefetch=*/true).ok()) {
       DropForRecompute(seq);
-      continue;
+      available += blocks;
     }
-    available -= blocks;
   }
   // The next sequences in line: what they will need from disk is read into host slots on
   // the KV manager's I/O thread meanwhile (a no-op without host and disk tiers).
@@ -142,6 +200,30 @@ void Scheduler::PrefetchWaiting() {
     if (read_ahead++ == kReadAheadSequences) break;
     kv_->ReadAhead(seq->id, seq->tokens);
   }
+}
+
+absl::Status Scheduler::VerifyIntegrity() const {
+  if (num_stalled_schedules_ > 0) {
+    return absl::InternalError(absl::StrCat("the scheduler made no progress in ", num_stalled_schedules_,
+                                            " step(s) while sequences were queued (", running_.size(),
+                                            " running, ", waiting_.size(), " waiting now)"));
+  }
+  auto ordered = [](const std::vector<Sequence*>& queue) {
+    return std::is_sorted(queue.begin(), queue.end(), RunsBefore);
+  };
+  if (!ordered(running_) || !ordered(waiting_)) return absl::InternalError("a scheduler queue is out of order");
+  for (const Sequence* seq : running_) {
+    if (std::find(waiting_.begin(), waiting_.end(), seq) != waiting_.end()) {
+      return absl::InternalError(absl::StrCat("sequence ", seq->id, " is both running and waiting"));
+    }
+    if (seq->state != SequenceState::kRunning || kv_->IsSwappedOut(seq->id)) {
+      return absl::InternalError(absl::StrCat("running sequence ", seq->id, " is not running on the device"));
+    }
+  }
+  for (const Sequence* seq : waiting_) {
+    if (seq->finished()) return absl::InternalError(absl::StrCat("finished sequence ", seq->id, " is queued"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace kvtier

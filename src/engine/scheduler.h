@@ -3,12 +3,24 @@
 // decodes go first, then chunked prefill of running and waiting sequences. When device
 // blocks run short the lowest-priority, most recently admitted running sequence is paused.
 // It never touches memory itself. Not thread-safe: driven under the engine lock.
+//
+// Progress (liveness): whenever Next() is called with a sequence waiting or running and a
+// token budget > 0, the schedule it returns holds at least one chunk, or names a sequence
+// that can never run (Schedule::unrunnable: the device blocks its next chunk needs exceed
+// what the caller's pinned prefixes leave). So every unfinished sequence advances or
+// finishes within a bounded number of steps. What could hold the queue's head back while
+// nothing runs — device blocks prefetched for paused sequences behind it, the watermark —
+// is given up for it (Next(), step 3). Prefetched blocks never hold a running sequence back
+// either: they are taken back before any running sequence is preempted. And prefetching
+// keeps queue order: a paused sequence is swapped in ahead of time only where the running
+// sequences' next chunks and the sequences before it in line leave room.
 #ifndef KVTIER_ENGINE_SCHEDULER_H_
 #define KVTIER_ENGINE_SCHEDULER_H_
 
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "engine/sequence.h"
 #include "kv/kv_cache_manager.h"
 
@@ -41,6 +53,9 @@ struct ScheduledChunk {
 struct Schedule {
   std::vector<ScheduledChunk> chunks;
   std::vector<Sequence*> preempted;  // paused this step (KV swapped out or dropped)
+  // Taken out of the queues: they can never run with the blocks pinned now (see the top).
+  // The engine finishes them with an error.
+  std::vector<Sequence*> unrunnable;
 };
 
 class Scheduler {
@@ -63,14 +78,38 @@ class Scheduler {
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
   int64_t num_recomputes() const { return num_recomputes_; }
+  // Paused sequences whose prefetched blocks were taken back (for a running sequence, or
+  // for the queue's head).
+  int64_t num_prefetches_reclaimed() const { return num_prefetches_reclaimed_; }
+
+  // The queue invariants (both queues ordered, no sequence in both, running sequences
+  // neither swapped out nor finished) and the progress guarantee above: Internal error
+  // naming the first violation, e.g. a Next() that scheduled nothing while work was queued.
+  absl::Status VerifyIntegrity() const;
 
  private:
   // Pauses `victim`: swaps its KV out (policy permitting, room permitting) or drops it for
   // recompute, and queues it again.
   void Preempt(Sequence* victim, Schedule* schedule);
-  // Makes a waiting sequence's first `end` positions holdable on the device: swaps it in
-  // or matches its prefix, then reserves. False (and nothing held) when it cannot run now.
-  bool PrepareWaiting(Sequence* seq, int64_t budget, int64_t* length);
+  // Gives up `seq`'s device blocks the way a preemption would (swap or drop), without
+  // touching the queues.
+  void ReleaseDeviceBlocks(Sequence* seq);
+  // Has the waiting sequence lowest in line that holds device blocks (a prefetched swap-in)
+  // other than `keep` give them up (ReleaseDeviceBlocks). False when there is none.
+  bool ReclaimPrefetched(const Sequence* keep);
+  // Makes a waiting sequence's next chunk holdable on the device, keeping `keep_free`
+  // blocks free: swaps it in or matches its prefix, then reserves. False (and nothing new
+  // held) when it cannot run now.
+  bool PrepareWaiting(Sequence* seq, int64_t budget, int64_t keep_free, int64_t* length);
+  // Moves a prepared waiting sequence (the queue's head) to running and schedules its chunk.
+  void Admit(Sequence* seq, int64_t length, Schedule* schedule);
+  // Step 3 of Next(): nothing runs and the head of the queue could not be prepared. Takes
+  // back the blocks waiting sequences behind it hold, then admits it without the
+  // watermark; if even that fails it can never run (unrunnable).
+  void EnsureProgress(int64_t budget, Schedule* schedule);
+  // Device blocks a waiting sequence that holds none would take for its next chunk,
+  // before any prefix reuse (an upper bound).
+  int64_t BlocksToStart(const Sequence& seq) const;
 
   void DropForRecompute(Sequence* seq);
   void InsertWaiting(Sequence* sequence);
@@ -83,6 +122,10 @@ class Scheduler {
   std::vector<Sequence*> waiting_;
   int64_t num_preemptions_ = 0;
   int64_t num_recomputes_ = 0;
+  int64_t num_prefetches_reclaimed_ = 0;
+  // Next() calls that returned no chunk and no unrunnable sequence while sequences were
+  // queued: the progress guarantee broken (VerifyIntegrity reports it).
+  int64_t num_stalled_schedules_ = 0;
 };
 
 }  // namespace kvtier

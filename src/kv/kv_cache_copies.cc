@@ -254,7 +254,7 @@ void KvCacheManager::FinishBatch(const PendingBatch& batch, const absl::Status& 
       if (!copied.ok() && swap.failed.ok()) swap.failed = copied;
       if (copied.ok() && swap.failed.ok() && c.kind == PendingKind::kSwapToDisk) {
         // Staged: the I/O thread writes it; the buffer is free again when the write lands.
-        const int64_t job = disk_writer_->SubmitWrite(c.slot, SwapTag(c.seq, c.index),
+        const int64_t job = disk_writer_->SubmitWrite(c.slot, SwapTag(c.seq, c.generation, c.index),
                                                       static_cast<int32_t>(options_.block_tokens), Staging(c.staging));
         swap_writes_[job] = SwapWrite{c.seq, c.generation, c.index, c.slot, c.staging};
         disk_slot_write_job_[c.slot] = job;

@@ -2,12 +2,15 @@
 #include "kv/kv_cache_manager.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "backend/backend.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
+#include "kv/tier_budgets.h"
 #include "model/stable_hash.h"
 #include "storage/disk_block_store.h"
 
@@ -33,10 +36,26 @@ constexpr int64_t kStagingBlocks = 16;
 }  // namespace
 
 // Disk slots of swapped (uncached) blocks carry a tag instead of a content hash, so a slot
-// read back is still checked to be the one written.
-uint64_t KvCacheManager::SwapTag(SequenceId seq, size_t index) {
-  return SplitMix64(static_cast<uint64_t>(seq) * 0x9e3779b97f4a7c15ull + index + 0x5ea5ull);
+// read back is still checked to be the one written: by this manager (sequence ids restart
+// at 1 in every context), for this swap-out of the sequence, as this block.
+uint64_t KvCacheManager::SwapTag(SequenceId seq, uint64_t generation, size_t index) const {
+  uint64_t tag = SplitMix64(instance_tag_ ^ static_cast<uint64_t>(seq));
+  tag = SplitMix64(tag ^ generation);
+  return SplitMix64(tag ^ static_cast<uint64_t>(index));
 }
+
+namespace {
+
+// Distinct for every manager created, in this process or another.
+uint64_t NewInstanceTag() {
+  static std::atomic<uint64_t> counter{0};
+  std::random_device device;
+  const uint64_t random = (static_cast<uint64_t>(device()) << 32) ^ device();
+  const uint64_t time = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  return SplitMix64(random ^ SplitMix64(time + counter.fetch_add(1)));
+}
+
+}  // namespace
 
 const char* TierName(Tier tier) {
   switch (tier) {
@@ -53,7 +72,8 @@ KvCacheManager::KvCacheManager(const KvCacheOptions& options, Backend* backend)
       block_bytes_(backend->kv_layout().BlockBytes()),
       device_(options.device_blocks),
       host_(options.host_blocks),
-      disk_(options.disk_blocks) {}
+      disk_(options.disk_blocks),
+      instance_tag_(NewInstanceTag()) {}
 
 absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvCacheOptions& options,
                                                                        Backend* backend) {
@@ -64,6 +84,11 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
   if (options.disk_blocks > 0 && options.disk_path.empty()) {
     return absl::InvalidArgumentError("the disk tier needs a disk_path");
   }
+  // Before the pools' bookkeeping (proportional to the block counts) is allocated.
+  const size_t block_bytes = backend->kv_layout().BlockBytes();
+  RETURN_IF_ERROR(CheckTierBudgetsFit(options.host_blocks * static_cast<int64_t>(block_bytes),
+                                      options.disk_blocks * DiskBlockStore::SlotBytes(block_bytes),
+                                      options.disk_path, options.file_io));
   std::unique_ptr<KvCacheManager> kv(new KvCacheManager(options, backend));
   if (options.host_blocks > 0) {
     ASSIGN_OR_RETURN(void* memory,
@@ -536,10 +561,21 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
   }
   blocks.table.resize(keep);
   blocks.hashes.resize(keep);
-  for (size_t i = 0; i < keep; ++i) ++counters_.prefix_hits[static_cast<int>(hit_tier[i])];
+  for (size_t i = 0; i < keep; ++i) ++blocks.matched[static_cast<int>(hit_tier[i])];
+  for (int t = 0; t < kNumTiers; ++t) counters_.prefix_hits[t] += blocks.matched[t];
   const int64_t matched = static_cast<int64_t>(keep) * options_.block_tokens;
   counters_.prefix_hit_tokens += matched;
   return matched;
+}
+
+void KvCacheManager::UnmatchPrefix(SequenceId seq) {
+  if (auto it = sequences_.find(seq); it != sequences_.end()) {
+    for (int t = 0; t < kNumTiers; ++t) {
+      counters_.prefix_hits[t] -= it->second.matched[t];
+      counters_.prefix_hit_tokens -= it->second.matched[t] * options_.block_tokens;
+    }
+  }
+  Release(seq);
 }
 
 void KvCacheManager::PinPrefix(SequenceId seq, int64_t num_blocks) {
@@ -718,7 +754,7 @@ absl::Status KvCacheManager::SwapIn(SequenceId seq, bool prefetch) {
   if (prefetch) ++counters_.prefetches;
   std::vector<StagedRead> reads;  // the blocks nobody read ahead
   for (size_t i = 0; i < slots.size() && status.ok(); ++i) {
-    if (slots[i].tier == Tier::kDisk) reads.push_back({slots[i].slot, SwapTag(seq, i), blocks.table[i]});
+    if (slots[i].tier == Tier::kDisk) reads.push_back({slots[i].slot, SwapTag(seq, it->second.generation, i), blocks.table[i]});
   }
   for (const absl::Status& read : ReadDiskBlocksToDevice(reads)) {
     if (!read.ok()) {

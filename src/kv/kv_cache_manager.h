@@ -147,7 +147,8 @@ class KvCacheManager {
   // Device blocks the sequence must still get to hold positions [0, num_tokens).
   int64_t NewBlocksNeeded(SequenceId seq, int64_t num_tokens) const;
   // Grows the sequence's device block table to cover [0, num_tokens), evicting unreferenced
-  // cached blocks (demoted down the tiers) as needed. All or nothing: ResourceExhausted.
+  // cached blocks (demoted down the tiers) as needed. All or nothing: ResourceExhausted,
+  // and nothing changed, when too few device blocks are available.
   absl::Status Reserve(SequenceId seq, int64_t num_tokens);
   // Returns the sequence's device blocks and any swapped-out copies. Hashed full blocks
   // stay behind as prefix-cache entries.
@@ -160,6 +161,10 @@ class KvCacheManager {
   // referenced block; stops at the first miss, corrupt block or shortage.
   // `priority` (the sequence's) raises the eviction priority of the blocks it reuses.
   int64_t MatchPrefix(SequenceId seq, std::span<const int32_t> tokens, int32_t priority = 0);
+  // Gives a MatchPrefix result back unused (the sequence could not start yet): releases
+  // its blocks, which stay cached, and takes its hits out of the counters, so a sequence
+  // that waits is not counted as a hit on every step.
+  void UnmatchPrefix(SequenceId seq);
   // Records that positions [0, num_computed) of the sequence hold valid K/V, so its newly
   // completed blocks become prefix-cache entries, evicted after those of lower priority.
   void OnComputed(SequenceId seq, std::span<const int32_t> tokens, int64_t num_computed, int32_t priority = 0);
@@ -280,6 +285,8 @@ class KvCacheManager {
   struct SequenceBlocks {
     std::vector<BlockId> table;         // device blocks, in position order
     std::vector<BlockHash> hashes;      // hashes of the first hashes.size() full blocks
+    // The blocks MatchPrefix found per tier (UnmatchPrefix uncounts them).
+    int64_t matched[kNumTiers] = {0, 0, 0};
   };
   // One cache tier's hash index: hash -> slot, slot -> hash, LRU of evictable slots.
   struct TierCache {
@@ -288,7 +295,7 @@ class KvCacheManager {
   };
 
   KvCacheManager(const KvCacheOptions& options, Backend* backend);
-  static uint64_t SwapTag(SequenceId seq, size_t index);
+  uint64_t SwapTag(SequenceId seq, uint64_t generation, size_t index) const;
   // Eviction priority of a cached content hash (0 when never raised).
   int32_t PriorityOf(BlockHash hash) const;
   void RaisePriority(BlockHash hash, int32_t priority);
@@ -376,6 +383,7 @@ class KvCacheManager {
   BlockPool device_;
   BlockPool host_;
   BlockPool disk_;
+  const uint64_t instance_tag_;  // random: keys SwapTag to this manager
   uint8_t* host_memory_ = nullptr;      // (host_blocks, block_bytes) from the backend
   uint8_t* staging_memory_ = nullptr;   // kStagingBlocks blocks from the backend (device <-> disk)
   std::vector<int32_t> free_staging_;

@@ -36,7 +36,7 @@ bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens) 
       const std::optional<int32_t> host_slot = take_host();  // may evict: look `it` up again
       if (!host_slot) return false;
       it = swapped_.find(seq);
-      const int64_t job = disk_reader_->SubmitRead(ref.slot, SwapTag(seq, i), HostSlot(*host_slot));
+      const int64_t job = disk_reader_->SubmitRead(ref.slot, SwapTag(seq, it->second.generation, i), HostSlot(*host_slot));
       DiskRead read;
       read.disk_slot = ref.slot;
       read.host_slot = *host_slot;

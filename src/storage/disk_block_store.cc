@@ -92,9 +92,7 @@ DiskBlockStore::DiskBlockStore(std::string path, const DiskGeometry& geometry, F
                                std::unique_ptr<RandomAccessFile> file)
     : path_(std::move(path)),
       geometry_(geometry),
-      slot_bytes_(static_cast<int64_t>((kSlotHeaderBytes + geometry.block_bytes +
-                                        kSlotAlignment - 1) /
-                                       kSlotAlignment * kSlotAlignment)),
+      slot_bytes_(SlotBytes(static_cast<size_t>(geometry.block_bytes))),
       io_(io),
       file_(std::move(file)) {}
 

@@ -67,6 +67,10 @@ class DiskBlockStore {
   size_t block_bytes() const { return static_cast<size_t>(geometry_.block_bytes); }
   // Bytes one slot takes in the file (header + block, rounded up to kSlotAlignment).
   int64_t slot_bytes() const { return slot_bytes_; }
+  static int64_t SlotBytes(size_t block_bytes) {
+    return static_cast<int64_t>((kSlotHeaderBytes + block_bytes + kSlotAlignment - 1) / kSlotAlignment *
+                                kSlotAlignment);
+  }
   int64_t file_bytes() const { return slot_bytes_ * geometry_.num_slots; }
   const std::string& path() const { return path_; }
   std::string index_path() const { return path_ + ".index"; }

@@ -15,6 +15,10 @@ class FakeFileIo::File final : public RandomAccessFile {
  public:
   File(FakeFileIo* io, std::string path, Bytes bytes)
       : io_(io), path_(std::move(path)), bytes_(std::move(bytes)) {}
+  ~File() override {
+    std::lock_guard<std::mutex> lock(io_->mu_);
+    io_->locked_.erase(path_);
+  }
 
   absl::Status Pread(int64_t offset, size_t n, void* out) override {
     return io_->Pread(path_, bytes_, offset, n, out);
@@ -53,6 +57,11 @@ absl::StatusOr<std::unique_ptr<RandomAccessFile>> FakeFileIo::OpenForReadWrite(
     const std::string& path, int64_t size) {
   if (size < 0) return absl::InvalidArgumentError(absl::StrCat("negative size for ", path));
   std::lock_guard<std::mutex> lock(mu_);
+  if (locked_.contains(path)) {
+    return absl::UnavailableError(absl::StrCat(path, " is in use by another kvtier context (in this process or another): a "
+                                               "disk tier file serves one context at a time; give each context its own "
+                                               "disk_path"));
+  }
   auto it = files_.find(path);
   const int64_t old_size = it == files_.end() ? 0 : static_cast<int64_t>(it->second->size());
   if (size > old_size) {
@@ -67,7 +76,16 @@ absl::StatusOr<std::unique_ptr<RandomAccessFile>> FakeFileIo::OpenForReadWrite(
     it->second->resize(static_cast<size_t>(size), '\0');
     used_ += size - old_size;
   }
+  locked_.insert(path);
   return std::unique_ptr<RandomAccessFile>(new File(this, path, it->second));
+}
+
+absl::StatusOr<int64_t> FakeFileIo::SpaceForFile(const std::string& path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = files_.find(path);
+  const int64_t size = it == files_.end() ? 0 : static_cast<int64_t>(it->second->size());
+  if (!capacity_.has_value()) return int64_t{1} << 62;
+  return std::max<int64_t>(0, *capacity_ - used_) + size;
 }
 
 absl::StatusOr<std::string> FakeFileIo::ReadWholeFile(const std::string& path) {

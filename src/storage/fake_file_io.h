@@ -13,13 +13,15 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "storage/file_io.h"
 
 namespace kvtier {
 
 // Faults are armed by the knobs below and consumed by the next matching operations on any
 // file, in call order. Files are shared strings: an open file keeps its bytes even when its
-// path is renamed over (POSIX unlink semantics). Bytes never written read as zero.
+// path is renamed over (POSIX unlink semantics). Bytes never written read as zero. An open
+// file locks its path as the POSIX one does (flock): a second open of it is Unavailable.
 class FakeFileIo final : public FileIo {
  public:
   // How many faults of each kind were injected (armed faults not yet consumed do not count).
@@ -45,6 +47,8 @@ class FakeFileIo final : public FileIo {
   absl::Status WriteFileAtomically(const std::string& path,
                                    const std::string& contents) override;
   bool Exists(const std::string& path) override;
+  // capacity - used + the file's size; a very large number when the capacity is unlimited.
+  absl::StatusOr<int64_t> SpaceForFile(const std::string& path) override;
 
   // --- Fault knobs.
   // Total bytes the disk holds (sum of all file sizes); nullopt = unlimited (the default).
@@ -91,6 +95,8 @@ class FakeFileIo final : public FileIo {
   // stepping thread at once (the TSan CI job runs the soak test over it).
   mutable std::mutex mu_;
   absl::flat_hash_map<std::string, Bytes> files_ ABSL_GUARDED_BY(mu_);
+  // Paths an open File holds locked (OpenForReadWrite's exclusive lock).
+  absl::flat_hash_set<std::string> locked_ ABSL_GUARDED_BY(mu_);
   int64_t used_ ABSL_GUARDED_BY(mu_) = 0;  // sum of sizes of the files in files_
   std::optional<int64_t> capacity_ ABSL_GUARDED_BY(mu_);
   int fail_writes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -3,7 +3,9 @@
 #include "storage/file_io.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -127,6 +129,16 @@ class PosixFileIo final : public FileIo {
       if (created) ::unlink(path.c_str());
       return status;
     };
+    // flock, not fcntl: its lock belongs to the open file description, so a second open in
+    // the same process conflicts too (a POSIX record lock would be shared by the process).
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      if (errno == EWOULDBLOCK) {
+        return fail(absl::UnavailableError(absl::StrCat(
+            path, " is in use by another kvtier context (in this process or another): a disk tier file serves one "
+                  "context at a time; give each context its own disk_path")));
+      }
+      return fail(ErrnoError("locking", path, errno));
+    }
     struct stat st;
     if (::fstat(fd, &st) != 0) return fail(ErrnoError("stat of", path, errno));
     if (st.st_size < size) {
@@ -143,6 +155,16 @@ class PosixFileIo final : public FileIo {
       if (!status.ok()) return fail(std::move(status));
     }
     return std::unique_ptr<RandomAccessFile>(std::move(file));
+  }
+
+  absl::StatusOr<int64_t> SpaceForFile(const std::string& path) override {
+    const std::string dir = DirName(path);
+    struct statvfs fs;
+    if (::statvfs(dir.c_str(), &fs) != 0) return ErrnoError("examining the file system of", dir, errno);
+    int64_t space = static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) space += static_cast<int64_t>(st.st_size);
+    return space;
   }
 
   absl::StatusOr<std::string> ReadWholeFile(const std::string& path) override {

@@ -35,8 +35,15 @@ class FileIo {
   // Opens `path` for reading and writing, creating it if missing, and makes sure it is at least
   // `size` bytes with the space reserved (posix_fallocate): a full disk is an IoError naming
   // the path and the size, and a file created by this call is removed again then.
+  // The returned file holds an exclusive lock on `path` until it is destroyed: while it
+  // lives, another open of the same file — from this process or another — fails with
+  // Unavailable (and changes nothing), so two owners never allocate the same slots.
   virtual absl::StatusOr<std::unique_ptr<RandomAccessFile>> OpenForReadWrite(
       const std::string& path, int64_t size) = 0;
+  // The most bytes a file at `path` could hold: the space free to this user on the file
+  // system of its directory plus the file's current size (0 when missing). IoError when
+  // the directory cannot be examined.
+  virtual absl::StatusOr<int64_t> SpaceForFile(const std::string& path) = 0;
   // The whole file; NotFound when it does not exist, IoError when reading fails.
   virtual absl::StatusOr<std::string> ReadWholeFile(const std::string& path) = 0;
   // Write-new-then-rename: writes path + ".tmp", syncs it, renames it over `path`, syncs the

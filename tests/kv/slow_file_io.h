@@ -39,6 +39,7 @@ class SlowFileIo final : public FileIo {
     return inner_->WriteFileAtomically(path, contents);
   }
   bool Exists(const std::string& path) override { return inner_->Exists(path); }
+  absl::StatusOr<int64_t> SpaceForFile(const std::string& path) override { return inner_->SpaceForFile(path); }
 
  private:
   // Set before the engine's threads start (Watch), read after: no race on `thread`.

@@ -67,6 +67,9 @@ TEST_P(DiskBlockStoreTest, GeometryAndPreallocation) {
   EXPECT_EQ(store->slot_bytes() % DiskBlockStore::kSlotAlignment, 0);
   EXPECT_TRUE(store->recovered_entries().empty());
   EXPECT_EQ(store->counters().index_ignored, 0);
+  // The store holds the file locked; closed, the file keeps its preallocated size.
+  EXPECT_TRUE(absl::IsUnavailable(io()->OpenForReadWrite(path(), 0).status()));
+  store.reset();
   auto file = io()->OpenForReadWrite(path(), 0);
   ASSERT_TRUE(file.ok());
   EXPECT_EQ(*(*file)->Size(), kSlots * 8192);
@@ -245,6 +248,7 @@ TEST_P(DiskBlockStoreTest, ConcurrentWritersAndReaders) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(store->counters().writes, kSlots * 5);
   EXPECT_EQ(store->counters().reads, kSlots * 5);
+  store.reset();  // the file is locked while open
   EXPECT_EQ(OpenOrDie(options())->recovered_entries().size(), 1u);
 }
 
@@ -363,11 +367,17 @@ TEST_F(DiskBlockStoreFaultTest, BitFlipAnywhereInSlotIsDataLoss) {
 TEST_F(DiskBlockStoreFaultTest, SlotCopiedToAnotherSlotIsDataLoss) {
   auto store = Open();
   ASSERT_TRUE(store->Write(0, 5, 16, Block(0).data()).ok());
-  // A misdirected write: slot 0's bytes land in slot 1, same hash expected.
+  // A misdirected write: slot 0's bytes land in slot 1, same hash expected (made while
+  // the store is closed: it holds its file locked).
   const std::string bytes = *io_.Contents(kPath);
-  auto file = io_.OpenForReadWrite(kPath, 0);
-  ASSERT_TRUE((*file)->Pwrite(store->slot_bytes(), bytes.data(),
-                              static_cast<size_t>(store->slot_bytes())).ok());
+  const int64_t slot_bytes = store->slot_bytes();
+  store.reset();
+  {
+    auto file = io_.OpenForReadWrite(kPath, 0);
+    ASSERT_TRUE(file.ok()) << file.status();
+    ASSERT_TRUE((*file)->Pwrite(slot_bytes, bytes.data(), static_cast<size_t>(slot_bytes)).ok());
+  }
+  store = Open();
   absl::Status s = store->Read(1, 5, out_.data());
   EXPECT_TRUE(absl::IsDataLoss(s)) << s;
 }
@@ -404,11 +414,13 @@ TEST_F(DiskBlockStoreFaultTest, TruncatedOrUnreadableIndexIsIgnored) {
   EXPECT_EQ(store->counters().index_ignored, 1);
   EXPECT_EQ(store->counters().io_errors, 0);
   ASSERT_TRUE(store->SaveIndex({{0, 5, 16}}).ok());
+  store.reset();  // the file is locked while open
   io_.FailNextReads(1);
   auto unreadable = Open();
   EXPECT_TRUE(unreadable->recovered_entries().empty());
   EXPECT_EQ(unreadable->counters().index_ignored, 1);
   EXPECT_EQ(unreadable->counters().io_errors, 1);
+  unreadable.reset();
   EXPECT_EQ(Open()->recovered_entries().size(), 1u);
 }
 
@@ -417,6 +429,7 @@ TEST_F(DiskBlockStoreFaultTest, FailedIndexSaveKeepsThePreviousIndex) {
   ASSERT_TRUE(store->SaveIndex({{0, 5, 16}}).ok());
   io_.FailNextSyncs(1);
   EXPECT_TRUE(IsIoError(store->SaveIndex({{1, 6, 16}})));
+  store.reset();  // the file is locked while open
   const std::vector<DiskIndexEntry> expected = {{0, 5, 16}};
   EXPECT_EQ(Open()->recovered_entries(), expected);
 }

@@ -32,7 +32,13 @@ TEST(FakeFileIoTest, OpenPreallocatesZerosAndRoundTrips) {
   ASSERT_TRUE(file->Sync().ok());
   ASSERT_TRUE(file->Pread(5, 5, buf).ok());
   EXPECT_EQ(std::string(buf, 5), "hello");
-  // Reopening never shrinks and keeps the bytes.
+  // Open, the file is locked: a second open is refused and changes nothing.
+  absl::Status locked = io.OpenForReadWrite("/d/a", 200).status();
+  EXPECT_TRUE(absl::IsUnavailable(locked)) << locked;
+  EXPECT_NE(locked.message().find("/d/a"), std::string::npos) << locked;
+  EXPECT_EQ(io.used_bytes(), 100);
+  // Closed, reopening never shrinks and keeps the bytes.
+  file.reset();
   auto again = OpenOrDie(io, "/d/a", 10);
   ASSERT_TRUE(again->Pread(5, 5, buf).ok());
   EXPECT_EQ(std::string(buf, 5), "hello");

@@ -35,6 +35,11 @@ TEST(PosixFileIoTest, OpenPreallocatesAndRoundTrips) {
   EXPECT_EQ(std::string(buf, 7), "payload");
   absl::Status past_end = (*file)->Pread(8190, 7, buf);
   EXPECT_TRUE(IsIoError(past_end)) << past_end;
+  // Open, the file is locked against other opens, in this process too.
+  absl::Status locked = io->OpenForReadWrite(path, 16384).status();
+  EXPECT_TRUE(absl::IsUnavailable(locked)) << locked;
+  EXPECT_NE(locked.message().find(path), std::string::npos) << locked;
+  EXPECT_EQ(*(*file)->Size(), 8192) << "a refused open changed the file";
   file->reset();
   // Reopening with a smaller size keeps the file and its bytes.
   auto again = io->OpenForReadWrite(path, 10);
