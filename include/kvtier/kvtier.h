@@ -108,7 +108,8 @@ KVT_API int64_t kvt_live_handles(void);
  *                                gpu_mem_limit leaves after weights+workspace default 256 MiB
  *   "host_kv_bytes"      int     host-tier KV budget, bytes, 0 = off      default 0
  *   "disk_kv_bytes"      int     disk-tier KV budget, bytes, 0 = off      default 0
- *   "disk_path"          string  file backing the disk tier               default ""
+ *   "disk_path"          string  file backing the disk tier; one context  default ""
+ *                                holds it at a time (locked while the context lives)
  *   "block_tokens"       int     tokens per KV block, 1..1024             default 16
  *   "max_tokens_per_step" int    token budget of one step                 default 512
  *   "max_running"        int     sequences in one batch, 1..65536         default 256
@@ -214,7 +215,11 @@ KVT_API const char* kvt_request_errmsg(const kvt_request* request);
 typedef struct kvt_context kvt_context;
 
 /* Errors: KVT_ERR_INVALID_ARGUMENT, KVT_ERR_UNSUPPORTED (backend not usable),
- * KVT_ERR_OUT_OF_MEMORY / KVT_ERR_CAPACITY (budgets cannot be allocated), KVT_ERR_IO. */
+ * KVT_ERR_OUT_OF_MEMORY / KVT_ERR_CAPACITY (budgets cannot be allocated; a host_kv_bytes
+ * above the machine's physical memory, or a disk tier larger than its file system's free
+ * space, is refused at once, before anything is allocated), KVT_ERR_BUSY (disk_path is held
+ * by another context, in this process or another: give each context its own file),
+ * KVT_ERR_IO. Nothing is left allocated after an error. */
 KVT_API kvt_status kvt_context_create(kvt_model* model, const kvt_options* options,
                                       kvt_context** out, char* errbuf, int32_t errbuf_len);
 /* Frees the context and every sequence in it. NULL is ignored. Must not race a kvt_step. */
@@ -282,7 +287,11 @@ KVT_API kvt_status kvt_events_text(const kvt_events* events, int32_t i, const ch
 
 /* Runs one scheduler iteration: admits, preempts/resumes, runs one forward over the
  * scheduled batch, samples, and reports the produced tokens in events (may be NULL).
- * Returns KVT_OK with zero events when nothing is runnable. A failure of one sequence is
+ * Returns KVT_OK with zero events when no sequence is unfinished. Progress is guaranteed:
+ * while sequences are unfinished every step computes some of them (a step may produce no
+ * event while long prompts are prefilled in chunks), so a loop on
+ * kvt_context_num_unfinished() ends; a sequence that can never run because pinned prefixes
+ * hold the blocks it needs finishes with KVT_FINISH_REASON_ERROR. A failure of one sequence is
  * reported as its KVT_FINISH_REASON_ERROR event, not as the step's status; a non-OK status
  * means the step as a whole failed (backend error) and no sequence advanced. */
 KVT_API kvt_status kvt_step(kvt_context* context, kvt_events* events);

@@ -165,6 +165,15 @@ static void test_generation(const char* model_dir) {
   CHECK(n == 6);
   CHECK_STATUS(kvt_sequence_status(ctx, ids[1], &state, &reason), KVT_OK);
   CHECK(state == KVT_SEQUENCE_STATE_FINISHED && reason == KVT_FINISH_REASON_LENGTH);
+  {
+    /* No error for a sequence that did not fail; bad buffers and ids are refused. */
+    char error[64] = "x";
+    int32_t error_len = -1;
+    CHECK_STATUS(kvt_sequence_error(ctx, ids[1], error, sizeof error, &error_len), KVT_OK);
+    CHECK(error_len == 0 && error[0] == '\0');
+    CHECK_STATUS(kvt_sequence_error(ctx, ids[1], NULL, 4, &error_len), KVT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(kvt_sequence_error(ctx, 424242, error, sizeof error, &error_len), KVT_ERR_NOT_FOUND);
+  }
   CHECK_STATUS(kvt_sequence_release(ctx, ids[1]), KVT_OK);
   CHECK_STATUS(kvt_sequence_tokens(ctx, ids[1], NULL, 0, &n), KVT_ERR_NOT_FOUND);
 

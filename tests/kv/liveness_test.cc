@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -315,6 +316,15 @@ TEST(LivenessTest, SecondProcessOnOneDiskFileIsRefusedUntilTheFirstExits) {
 
 // ---------------------------------------------------------------- budgets
 
+int64_t ResidentBytes() {
+  long pages = 0, resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<int64_t>(resident) * sysconf(_SC_PAGE_SIZE);
+}
+
 // Budgets the machine cannot hold are refused before anything is allocated: at once, and
 // without the memory growth proportional to the budget.
 TEST(LivenessTest, BudgetsBeyondTheMachineAreRefusedAtOnce) {
@@ -334,9 +344,11 @@ TEST(LivenessTest, BudgetsBeyondTheMachineAreRefusedAtOnce) {
     o.host_kv_bytes = c.host;
     o.disk_kv_bytes = c.disk;
     o.disk_path = c.disk > 0 ? path : "";
+    const int64_t resident_before = ResidentBytes();
     const auto start = std::chrono::steady_clock::now();
     auto engine = Engine::Create(Model(), o);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(ResidentBytes() - resident_before, int64_t{4} << 20) << "resident memory grew refusing " << c.names;
     ASSERT_FALSE(engine.ok());
     EXPECT_TRUE(absl::IsResourceExhausted(engine.status())) << engine.status();
     EXPECT_NE(engine.status().message().find(c.names), std::string::npos) << engine.status();
