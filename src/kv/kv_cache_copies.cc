@@ -4,7 +4,7 @@
 // on the I/O thread (DiskIoThread). Sequence operations and invariants are in
 // kv_cache_manager.cc. Swapped blocks staged for disk, and device victims the host cannot
 // take (DemoteToDisk), are written on the I/O thread too (FinishBatch submits,
-// LandDiskWrites lands).
+// LandDiskJob lands, kv_cache_disk_jobs.cc).
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -15,12 +15,6 @@
 #include "storage/disk_block_store.h"
 
 namespace kvtier {
-namespace {
-
-// Steps without host -> disk write-back after a failed write (see StartDiskWriteBack).
-constexpr int64_t kDiskWritePauseSteps = 16;
-
-}  // namespace
 
 // ---------------------------------------------------------------- device allocation
 
@@ -30,28 +24,28 @@ std::vector<BlockId> KvCacheManager::AllocateDeviceBlocks(int64_t n) {
   std::vector<DirtyVictim> dirty;
   int64_t wait_ticket = 0;
   for (int64_t i = 0; i < n; ++i) {
-    std::optional<BlockId> id = device_.Allocate();
+    std::optional<BlockId> id = pool(Tier::kDevice).Allocate();
     if (!id) {
-      std::optional<int32_t> victim = device_lru_.PopFront();
+      std::optional<int32_t> victim = lru(Tier::kDevice).PopFront();
       if (!victim) break;  // callers check num_available_device_blocks first
       // A write-back of the victim still in flight lands first: then it needs no copy.
-      if (auto r = reading_ticket_.find(*victim); r != reading_ticket_.end()) FinishCopies(r->second);
-      const BlockHash hash = cache(Tier::kDevice).hash_of.at(*victim);
+      if (auto r = copies_.reading_ticket.find(*victim); r != copies_.reading_ticket.end()) FinishCopies(r->second);
+      const BlockHash hash = state(Tier::kDevice).hash_of.at(*victim);
       ++counters_.blocks_demoted[static_cast<int>(Tier::kDevice)];
       if (HasLowerCopy(hash)) {
         // Already one tier down (written back ahead, or demoted before): nothing to copy.
-      } else if (host_.num_blocks() > 0 || disk_.num_blocks() > 0) {
+      } else if (pool(Tier::kHost).num_blocks() > 0 || pool(Tier::kDisk).num_blocks() > 0) {
         dirty.push_back({*victim, hash, PriorityOf(hash)});
       } else {
         ++counters_.blocks_dropped;
       }
       DropCached(Tier::kDevice, *victim);
-      device_.Release(*victim);  // the cache's reference: the block is free now
-      id = device_.Allocate();   // the victim itself (the free queue was empty)
+      pool(Tier::kDevice).Release(*victim);  // the cache's reference: the block is free now
+      id = pool(Tier::kDevice).Allocate();   // the victim itself (the free queue was empty)
     }
     // Freed while an async copy (a swap-out) still reads it: FIFO reuse makes that the last
     // resort, and the wait then covers only the small first batches of the swap-out.
-    if (auto r = reading_ticket_.find(*id); r != reading_ticket_.end()) wait_ticket = std::max(wait_ticket, r->second);
+    if (auto r = copies_.reading_ticket.find(*id); r != copies_.reading_ticket.end()) wait_ticket = std::max(wait_ticket, r->second);
     blocks.push_back(*id);
   }
   if (wait_ticket > 0) FinishCopies(wait_ticket);
@@ -70,7 +64,7 @@ void KvCacheManager::DemoteDirtyDeviceBlocks(const std::vector<DirtyVictim>& vic
       to_disk.push_back(v);
       continue;
     }
-    writeback_slots_[*slot] = 0;
+    copies_.writeback_slots[*slot] = 0;
     PendingCopy c;
     c.kind = PendingKind::kCacheToHost;
     c.block = v.block;
@@ -87,8 +81,8 @@ void KvCacheManager::DemoteDirtyDeviceBlocks(const std::vector<DirtyVictim>& vic
       FinishCopies(*ticket);  // lands them in the host cache (or counts them dropped)
     } else {
       for (const PendingCopy& c : copies) {
-        writeback_slots_.erase(c.slot);
-        host_.Release(c.slot);
+        copies_.writeback_slots.erase(c.slot);
+        pool(Tier::kHost).Release(c.slot);
         to_disk.push_back({c.block, c.hash, c.priority});
       }
     }
@@ -112,25 +106,25 @@ void KvCacheManager::DemoteToDisk(const std::vector<DirtyVictim>& victims) {
       return;
     }
     for (const PendingCopy& c : copies) {
-      free_staging_.push_back(c.staging);
-      disk_.Release(c.slot);
+      staging_.free.push_back(c.staging);
+      pool(Tier::kDisk).Release(c.slot);
       ++counters_.io_errors;
       ++counters_.blocks_dropped;
     }
   };
   for (const DirtyVictim& v : victims) {
-    if (disk_.num_blocks() == 0) {
+    if (pool(Tier::kDisk).num_blocks() == 0) {
       ++counters_.blocks_dropped;
       continue;
     }
     // On disk already, or on its way there (evicted before, recomputed since): no second copy.
-    if (cache(Tier::kDisk).by_hash.contains(v.hash) || demote_write_job_.contains(v.hash)) continue;
-    if (free_staging_.empty()) flush();
+    if (state(Tier::kDisk).by_hash.contains(v.hash) || disk_tier_.jobs->DemoteWriteOf(v.hash)) continue;
+    if (staging_.free.empty()) flush();
     // The buffer first: waiting for a write may free disk slots too.
     const std::optional<int32_t> staging = AcquireStaging();
     const std::optional<int32_t> disk_slot = staging ? AllocateDisk() : std::nullopt;
     if (!disk_slot) {  // every disk slot is held (swaps, writes in flight)
-      if (staging) free_staging_.push_back(*staging);
+      if (staging) staging_.free.push_back(*staging);
       ++counters_.blocks_dropped;
       continue;
     }
@@ -148,17 +142,21 @@ void KvCacheManager::DemoteToDisk(const std::vector<DirtyVictim>& victims) {
 
 std::optional<int32_t> KvCacheManager::AcquireStaging() {
   // Landing the oldest copies writes their staged blocks to disk (or frees the buffers).
-  while (free_staging_.empty() && !pending_.empty()) FinishCopies(pending_.front().ticket);
-  // Or the oldest disk write still holding its buffer (jobs finish in submission order).
-  while (free_staging_.empty() && (!swap_writes_.empty() || !demote_writes_.empty())) {
-    int64_t oldest = 0;
-    for (const auto& [job, write] : swap_writes_) oldest = oldest == 0 ? job : std::min(oldest, job);
-    for (const auto& [job, write] : demote_writes_) oldest = oldest == 0 ? job : std::min(oldest, job);
-    FinishDiskWrites(oldest);
+  while (staging_.free.empty() && !copies_.batches.empty()) FinishCopies(copies_.batches.front().ticket);
+  // Or the oldest disk write still holding its buffer (the writer finishes in order).
+  while (staging_.free.empty() && disk_tier_.jobs != nullptr) {
+    std::optional<DiskJobId> oldest;
+    auto older = [&](DiskJobId id) {
+      if (!oldest || id.seq < oldest->seq) oldest = id;
+    };
+    disk_tier_.jobs->ForEach<SwapWriteJob>([&](DiskJobId id, const SwapWriteJob&) { older(id); });
+    disk_tier_.jobs->ForEach<DemoteWriteJob>([&](DiskJobId id, const DemoteWriteJob&) { older(id); });
+    if (!oldest) break;
+    AwaitDiskJob(oldest);
   }
-  if (free_staging_.empty()) return std::nullopt;
-  const int32_t staging = free_staging_.back();
-  free_staging_.pop_back();
+  if (staging_.free.empty()) return std::nullopt;
+  const int32_t staging = staging_.free.back();
+  staging_.free.pop_back();
   return staging;
 }
 
@@ -179,69 +177,67 @@ absl::StatusOr<int64_t> KvCacheManager::StartBatch(std::vector<PendingCopy> copi
     counters_.copy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   if (!ticket.ok()) return ticket.status();
-  swap_bytes_timed_ += static_cast<int64_t>(copies.size() * block_bytes_);
+  counters_.swap_bytes_timed += static_cast<int64_t>(copies.size() * block_bytes_);
   ++counters_.async_copy_batches;
   for (const PendingCopy& c : copies) {
-    reading_ticket_[c.block] = *ticket;
-    if (c.kind == PendingKind::kCacheToHost) writeback_slots_[c.slot] = *ticket;
+    copies_.reading_ticket[c.block] = *ticket;
+    if (c.kind == PendingKind::kCacheToHost) copies_.writeback_slots[c.slot] = *ticket;
   }
-  pending_.push_back({*ticket, std::move(copies)});
+  copies_.batches.push_back({*ticket, std::move(copies)});
   return *ticket;
 }
 
 void KvCacheManager::FinishCopies(int64_t wait_ticket) {
-  if (wait_ticket > 0 && !pending_.empty() && pending_.front().ticket <= wait_ticket) {
+  if (wait_ticket > 0 && !copies_.batches.empty() && copies_.batches.front().ticket <= wait_ticket) {
     const auto start = std::chrono::steady_clock::now();
     const absl::Status waited = backend_->WaitForCopies(wait_ticket);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     counters_.copy_seconds += seconds;
     counters_.copy_stall_seconds += seconds;
-    while (!pending_.empty() && pending_.front().ticket <= wait_ticket) {
-      const PendingBatch batch = std::move(pending_.front());
-      pending_.pop_front();
+    while (!copies_.batches.empty() && copies_.batches.front().ticket <= wait_ticket) {
+      const PendingBatch batch = std::move(copies_.batches.front());
+      copies_.batches.pop_front();
       FinishBatch(batch, waited);
     }
   }
-  while (!pending_.empty()) {
-    const absl::StatusOr<bool> done = backend_->CopiesDone(pending_.front().ticket);
+  while (!copies_.batches.empty()) {
+    const absl::StatusOr<bool> done = backend_->CopiesDone(copies_.batches.front().ticket);
     if (done.ok() && !*done) break;
-    const PendingBatch batch = std::move(pending_.front());
-    pending_.pop_front();
+    const PendingBatch batch = std::move(copies_.batches.front());
+    copies_.batches.pop_front();
     FinishBatch(batch, done.status());
   }
 }
 
 void KvCacheManager::FinishBatch(const PendingBatch& batch, const absl::Status& copied) {
   for (const PendingCopy& c : batch.copies) {
-    if (auto r = reading_ticket_.find(c.block); r != reading_ticket_.end() && r->second <= batch.ticket) {
-      reading_ticket_.erase(r);
+    if (auto r = copies_.reading_ticket.find(c.block); r != copies_.reading_ticket.end() && r->second <= batch.ticket) {
+      copies_.reading_ticket.erase(r);
     }
     if (c.kind == PendingKind::kDemoteToDisk) {
       if (copied.ok()) {
         // Staged: the I/O thread writes it; until then the slot is in no cache map.
-        const int64_t job = disk_writer_->SubmitWrite(c.slot, c.hash.value, static_cast<int32_t>(options_.block_tokens),
-                                                      Staging(c.staging));
-        demote_writes_[job] = DemoteWrite{c.slot, c.staging, c.hash, c.priority};
-        demote_write_job_[c.hash] = job;
+        disk_tier_.jobs->SubmitWrite(DemoteWriteJob{c.slot, c.staging, c.hash, c.priority}, c.slot, c.hash.value,
+                                     static_cast<int32_t>(options_.block_tokens), Staging(c.staging));
       } else {
-        free_staging_.push_back(c.staging);
-        disk_.Release(c.slot);
+        staging_.free.push_back(c.staging);
+        pool(Tier::kDisk).Release(c.slot);
         ++counters_.io_errors;
         ++counters_.blocks_dropped;
       }
       continue;
     }
     if (c.kind == PendingKind::kCacheToHost) {
-      writeback_slots_.erase(c.slot);
-      TierCache& host = cache(Tier::kHost);
+      copies_.writeback_slots.erase(c.slot);
+      TierState& host = state(Tier::kHost);
       if (copied.ok() && !host.by_hash.contains(c.hash)) {
         RaisePriority(c.hash, c.priority);
         host.by_hash[c.hash] = c.slot;
         host.hash_of[c.slot] = c.hash;
-        host_lru_.PushBack(c.slot, PriorityOf(c.hash));
+        lru(Tier::kHost).PushBack(c.slot, PriorityOf(c.hash));
         if (!c.evicted) ++counters_.blocks_written_back;
       } else {
-        host_.Release(c.slot);
+        pool(Tier::kHost).Release(c.slot);
         if (!copied.ok() && c.evicted) ++counters_.blocks_dropped;
       }
       continue;
@@ -254,16 +250,15 @@ void KvCacheManager::FinishBatch(const PendingBatch& batch, const absl::Status& 
       if (!copied.ok() && swap.failed.ok()) swap.failed = copied;
       if (copied.ok() && swap.failed.ok() && c.kind == PendingKind::kSwapToDisk) {
         // Staged: the I/O thread writes it; the buffer is free again when the write lands.
-        const int64_t job = disk_writer_->SubmitWrite(c.slot, SwapTag(c.seq, c.generation, c.index),
-                                                      static_cast<int32_t>(options_.block_tokens), Staging(c.staging));
-        swap_writes_[job] = SwapWrite{c.seq, c.generation, c.index, c.slot, c.staging};
-        disk_slot_write_job_[c.slot] = job;
+        disk_tier_.jobs->SubmitWrite(SwapWriteJob{c.seq, c.generation, c.index, c.slot, c.staging}, c.slot,
+                                     SwapTag(c.seq, c.generation, c.index), static_cast<int32_t>(options_.block_tokens),
+                                     Staging(c.staging));
         if (swap.last_ticket <= batch.ticket) swap.last_ticket = 0;
         continue;
       }
       if (swap.last_ticket <= batch.ticket) swap.last_ticket = 0;
     }
-    if (c.staging >= 0) free_staging_.push_back(c.staging);
+    if (c.staging >= 0) staging_.free.push_back(c.staging);
   }
 }
 
@@ -271,14 +266,13 @@ int64_t KvCacheManager::WriteBackBudget() const {
   // Per step: enough to keep ahead of the blocks a step caches or evicts (a full-budget
   // prefill step caches max_tokens_per_step / block_tokens), small enough that one batch
   // (~2 MiB a block on an 8B model: 256 blocks ~ 10 ms at 50 GB/s) fits inside a forward.
-  return std::max<int64_t>(64, device_.num_blocks() / 8);
+  return std::max<int64_t>(64, pool(Tier::kDevice).num_blocks() / 8);
 }
 
 void KvCacheManager::StartBackgroundCopies() {
   FinishCopies(0);
-  FinishDiskWrites(0);
-  FinishDiskReads(0);
-  if (host_.num_blocks() == 0 || !options_.prefix_cache) return;
+  LandDiskJobs();
+  if (pool(Tier::kHost).num_blocks() == 0 || !options_.prefix_cache) return;
   const int64_t budget = WriteBackBudget();
   int64_t taken = 0;
   // Two batches: the coldest unreferenced blocks (the next victims: their batch lands first,
@@ -288,8 +282,8 @@ void KvCacheManager::StartBackgroundCopies() {
   std::vector<PendingCopy> cold, held;
   absl::flat_hash_set<BlockId> chosen;
   auto consider = [&](BlockId block, std::vector<PendingCopy>* out) {
-    auto h = cache(Tier::kDevice).hash_of.find(block);
-    if (h == cache(Tier::kDevice).hash_of.end() || HasLowerCopy(h->second) || reading_ticket_.contains(block) ||
+    auto h = state(Tier::kDevice).hash_of.find(block);
+    if (h == state(Tier::kDevice).hash_of.end() || HasLowerCopy(h->second) || copies_.reading_ticket.contains(block) ||
         !chosen.insert(block).second) {
       return;
     }
@@ -302,7 +296,7 @@ void KvCacheManager::StartBackgroundCopies() {
     ++taken;
   };
   int64_t examined = 0;  // the next `budget` victims, clean or not
-  device_lru_.ForEachInEvictionOrder([&](int32_t block) {
+  lru(Tier::kDevice).ForEachInEvictionOrder([&](int32_t block) {
     if (examined++ >= budget) return false;
     consider(block, &cold);
     return true;
@@ -310,8 +304,8 @@ void KvCacheManager::StartBackgroundCopies() {
   while (taken < budget && !writeback_queue_.empty()) {
     const auto [block, hash] = writeback_queue_.front();
     writeback_queue_.pop_front();
-    auto h = cache(Tier::kDevice).hash_of.find(block);
-    if (h != cache(Tier::kDevice).hash_of.end() && h->second == hash) consider(block, &held);
+    auto h = state(Tier::kDevice).hash_of.find(block);
+    if (h != state(Tier::kDevice).hash_of.end() && h->second == hash) consider(block, &held);
   }
   for (std::vector<PendingCopy>* batch : {&cold, &held}) {
     size_t n = 0;
@@ -320,15 +314,15 @@ void KvCacheManager::StartBackgroundCopies() {
       std::optional<int32_t> slot = AllocateHost();
       if (!slot) break;
       (*batch)[n].slot = *slot;
-      writeback_slots_[*slot] = 0;
+      copies_.writeback_slots[*slot] = 0;
     }
     batch->resize(n);
     if (batch->empty()) continue;
     const std::vector<PendingCopy> copies = *batch;
     if (!StartBatch(std::move(*batch)).ok()) {
       for (const PendingCopy& c : copies) {
-        writeback_slots_.erase(c.slot);
-        host_.Release(c.slot);
+        copies_.writeback_slots.erase(c.slot);
+        pool(Tier::kHost).Release(c.slot);
       }
       break;
     }
@@ -341,7 +335,7 @@ void KvCacheManager::StartBackgroundCopies() {
 // ---------------------------------------------------------------- host -> disk (I/O thread)
 
 void KvCacheManager::StartDiskWriteBack() {
-  if (disk_writer_ == nullptr) return;
+  if (disk_tier_.jobs == nullptr) return;
   // Which host blocks: the `target` coldest cached ones (the victims of the next `target`
   // host allocations beyond the free slots) should be on disk or on their way there. A
   // step takes up to WriteBackBudget() host slots for device write-back, plus swap-outs, so
@@ -352,21 +346,21 @@ void KvCacheManager::StartDiskWriteBack() {
   // makes evictions wait for one job at a time instead of queueing unboundedly.
   // A failed write pauses write-back for a while: a full or failing disk is not hammered
   // every step (evictions meanwhile write synchronously, as without the I/O thread).
-  if (disk_write_pause_steps_ > 0) {
-    --disk_write_pause_steps_;
+  if (disk_tier_.write_pause_steps > 0) {
+    --disk_tier_.write_pause_steps;
     return;
   }
   const int64_t target = 2 * WriteBackBudget();
-  const int64_t victims = target - host_.num_free();
+  const int64_t victims = target - pool(Tier::kHost).num_free();
   if (victims <= 0) return;
-  const int64_t max_in_flight = std::max<int64_t>(1, std::min<int64_t>(target, disk_.num_blocks() / 2));
+  const int64_t max_in_flight = std::max<int64_t>(1, std::min<int64_t>(target, pool(Tier::kDisk).num_blocks() / 2));
   std::vector<int32_t> to_write;
   int64_t examined = 0;
-  int64_t room = max_in_flight - static_cast<int64_t>(disk_writes_.size());
-  host_lru_.ForEachInEvictionOrder([&](int32_t slot) {
+  int64_t room = max_in_flight - disk_tier_.jobs->Count<WriteBackJob>();
+  lru(Tier::kHost).ForEachInEvictionOrder([&](int32_t slot) {
     if (examined++ >= victims || room <= 0) return false;
-    if (host_slot_disk_job_.contains(slot) ||
-        cache(Tier::kDisk).by_hash.contains(cache(Tier::kHost).hash_of.at(slot))) {
+    if (disk_tier_.jobs->WriteBackOfHostSlot(slot) ||
+        state(Tier::kDisk).by_hash.contains(state(Tier::kHost).hash_of.at(slot))) {
       return true;
     }
     to_write.push_back(slot);
@@ -377,96 +371,9 @@ void KvCacheManager::StartDiskWriteBack() {
     // May drop the disk LRU entry, as this block's eviction from the host would later.
     std::optional<int32_t> disk_slot = AllocateDisk();
     if (!disk_slot) break;  // every disk slot is held (swaps, writes in flight)
-    const BlockHash hash = cache(Tier::kHost).hash_of.at(host_slot);
-    const int64_t job = disk_writer_->SubmitWrite(*disk_slot, hash.value, static_cast<int32_t>(options_.block_tokens),
-                                             HostSlot(host_slot));
-    disk_writes_[job] = DiskWrite{*disk_slot, host_slot, hash};
-    host_slot_disk_job_[host_slot] = job;
-  }
-}
-
-void KvCacheManager::FinishDiskWrites(int64_t wait_job) {
-  if (num_disk_writes_in_flight() == 0) return;
-  LandDiskWrites();
-  // Still in flight after landing what is done: only then does the host wait (and count it).
-  if (wait_job > writes_landed_through_) {
-    const auto start = std::chrono::steady_clock::now();
-    disk_writer_->Wait(wait_job);
-    counters_.disk_write_wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    ++counters_.disk_write_waits;
-    LandDiskWrites();
-  }
-}
-
-void KvCacheManager::LandDiskWrites() {
-  for (const DiskIoThread::Finished& done : disk_writer_->TakeFinished()) {
-    writes_landed_through_ = done.job;
-    if (auto ew = eviction_write_results_.find(done.job); ew != eviction_write_results_.end()) {
-      ew->second = done.status;  // Demote takes it
-      continue;
-    }
-    if (done.job == index_save_job_) {
-      index_save_job_ = 0;
-      if (!done.status.ok()) {  // saved again by the next PersistIndexIfDirty
-        ++counters_.io_errors;
-        disk_index_dirty_ = true;
-      }
-      continue;
-    }
-    if (auto sw = swap_writes_.find(done.job); sw != swap_writes_.end()) {
-      const SwapWrite write = sw->second;
-      swap_writes_.erase(sw);
-      disk_slot_write_job_.erase(write.disk_slot);
-      free_staging_.push_back(write.staging);
-      if (!SwapHoldsDiskSlot(write.seq, write.generation, write.index, write.disk_slot)) {
-        // Released meanwhile: the write held the disk slot.
-        disk_.Release(write.disk_slot);
-        continue;
-      }
-      if (done.status.ok()) {
-        ++counters_.disk_swap_writes;
-      } else {
-        ++counters_.io_errors;
-        SwapState& swap = swapped_.at(write.seq);
-        if (swap.failed.ok()) swap.failed = done.status;  // SwapIn reports it: recompute
-      }
-      continue;
-    }
-    if (auto dw = demote_writes_.find(done.job); dw != demote_writes_.end()) {
-      const DemoteWrite write = dw->second;
-      demote_writes_.erase(dw);
-      demote_write_job_.erase(write.hash);
-      free_staging_.push_back(write.staging);
-      if (done.status.ok() && !cache(Tier::kDisk).by_hash.contains(write.hash)) {
-        RaisePriority(write.hash, write.priority);  // dropped with its device entry
-        CacheOnDisk(write.disk_slot, write.hash);
-        ++counters_.disk_demote_writes;
-      } else {
-        if (!done.status.ok()) {  // its only copy: lost
-          ++counters_.io_errors;
-          ++counters_.blocks_dropped;
-        }
-        disk_.Release(write.disk_slot);
-      }
-      continue;
-    }
-    auto it = disk_writes_.find(done.job);
-    if (it == disk_writes_.end()) continue;
-    const DiskWrite write = it->second;
-    disk_writes_.erase(it);
-    host_slot_disk_job_.erase(write.host_slot);
-    if (done.status.ok() && !cache(Tier::kDisk).by_hash.contains(write.hash)) {
-      // The host copy is still cached (a host eviction waits for its write), so the hash
-      // still has its priority.
-      CacheOnDisk(write.disk_slot, write.hash);
-      ++counters_.disk_blocks_written_back;
-    } else {
-      if (!done.status.ok()) {
-        ++counters_.io_errors;
-        disk_write_pause_steps_ = kDiskWritePauseSteps;
-      }
-      disk_.Release(write.disk_slot);
-    }
+    const BlockHash hash = state(Tier::kHost).hash_of.at(host_slot);
+    disk_tier_.jobs->SubmitWrite(WriteBackJob{*disk_slot, host_slot, hash}, *disk_slot, hash.value,
+                                 static_cast<int32_t>(options_.block_tokens), HostSlot(host_slot));
   }
 }
 

@@ -70,9 +70,7 @@ KvCacheManager::KvCacheManager(const KvCacheOptions& options, Backend* backend)
     : options_(options),
       backend_(backend),
       block_bytes_(backend->kv_layout().BlockBytes()),
-      device_(options.device_blocks),
-      host_(options.host_blocks),
-      disk_(options.disk_blocks),
+      tiers_{TierState(options.device_blocks), TierState(options.host_blocks), TierState(options.disk_blocks)},
       instance_tag_(NewInstanceTag()) {}
 
 absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvCacheOptions& options,
@@ -98,9 +96,9 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
   if (options.disk_blocks > 0) {
     const int64_t staging = std::min<int64_t>(kStagingBlocks, options.disk_blocks);
     ASSIGN_OR_RETURN(void* memory, backend->AllocateHostMemory(static_cast<size_t>(staging) * kv->block_bytes_));
-    kv->staging_memory_ = static_cast<uint8_t*>(memory);
-    for (int32_t i = 0; i < staging; ++i) kv->free_staging_.push_back(i);
-    kv->num_staging_ = static_cast<int32_t>(staging);
+    kv->staging_.memory = static_cast<uint8_t*>(memory);
+    for (int32_t i = 0; i < staging; ++i) kv->staging_.free.push_back(i);
+    kv->staging_.count = static_cast<int32_t>(staging);
     DiskStoreOptions disk;
     disk.path = options.disk_path;
     disk.num_slots = options.disk_blocks;
@@ -108,24 +106,23 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
     disk.model_fingerprint = options.model_fingerprint;
     disk.block_tokens = options.block_tokens;
     disk.io = options.file_io;
-    ASSIGN_OR_RETURN(kv->disk_store_, DiskBlockStore::Open(disk));
+    ASSIGN_OR_RETURN(kv->disk_tier_.store, DiskBlockStore::Open(disk));
     // Prefix blocks persisted by an earlier context over the same file and model.
-    for (const DiskIndexEntry& entry : kv->disk_store_->recovered_entries()) {
+    for (const DiskIndexEntry& entry : kv->disk_tier_.store->recovered_entries()) {
       const int32_t slot = static_cast<int32_t>(entry.slot);
       const BlockHash hash{entry.block_hash};
-      if (entry.token_count != options.block_tokens || kv->cache(Tier::kDisk).by_hash.contains(hash) ||
-          !kv->disk_.AllocateSpecific(slot)) {
+      if (entry.token_count != options.block_tokens || kv->state(Tier::kDisk).by_hash.contains(hash) ||
+          !kv->pool(Tier::kDisk).AllocateSpecific(slot)) {
         continue;
       }
-      kv->cache(Tier::kDisk).by_hash[hash] = slot;
-      kv->cache(Tier::kDisk).hash_of[slot] = hash;
-      kv->disk_lru_.PushBack(slot);
+      kv->state(Tier::kDisk).by_hash[hash] = slot;
+      kv->state(Tier::kDisk).hash_of[slot] = hash;
+      kv->lru(Tier::kDisk).PushBack(slot);
     }
     // Disk writes (swapped and demoted blocks; with a host tier, the write-back of cached
     // host blocks) and reads (read-ahead into host slots, with a host tier; staged reads at
     // a block's use) leave the stepping thread.
-    kv->disk_writer_ = std::make_unique<DiskIoThread>(kv->disk_store_.get());
-    kv->disk_reader_ = std::make_unique<DiskIoThread>(kv->disk_store_.get());
+    kv->disk_tier_.jobs = std::make_unique<DiskJobs>(kv->disk_tier_.store.get());
   }
   return kv;
 }
@@ -133,82 +130,65 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
 KvCacheManager::~KvCacheManager() {
   DrainCopies();  // lands swap-outs and write-backs (the host slots they fill are freed below)
   DrainDiskReads();  // the reader writes into host slots: done before they are freed
-  disk_reader_.reset();
   // Lands the disk writes in flight (their slots join the disk cache, so they are persisted
-  // below), then stops the I/O thread before the store closes and the host memory is freed.
+  // below), then stops the I/O threads before the store closes and the host memory is freed.
   DrainDiskWrites();
-  disk_writer_.reset();
-  if (disk_store_ != nullptr) {
+  disk_tier_.jobs.reset();
+  if (disk_tier_.store != nullptr) {
     // Keep what the prefix cache holds for the next context: device and host entries not
     // yet on disk are written there while slots last.
-    std::vector<std::pair<int32_t, BlockHash>> device_entries(cache(Tier::kDevice).hash_of.begin(),
-                                                              cache(Tier::kDevice).hash_of.end());
-    std::vector<std::pair<int32_t, BlockHash>> host_entries(cache(Tier::kHost).hash_of.begin(),
-                                                            cache(Tier::kHost).hash_of.end());
+    std::vector<std::pair<int32_t, BlockHash>> device_entries(state(Tier::kDevice).hash_of.begin(),
+                                                              state(Tier::kDevice).hash_of.end());
+    std::vector<std::pair<int32_t, BlockHash>> host_entries(state(Tier::kHost).hash_of.begin(),
+                                                            state(Tier::kHost).hash_of.end());
     for (const auto& [slot, hash] : host_entries) {
-      if (cache(Tier::kDisk).by_hash.contains(hash) || disk_.num_free() == 0) continue;
-      int32_t disk_slot = *disk_.Allocate();
-      if (disk_store_->Write(disk_slot, hash.value, static_cast<int32_t>(options_.block_tokens), HostSlot(slot)).ok()) {
-        cache(Tier::kDisk).by_hash[hash] = disk_slot;
-        cache(Tier::kDisk).hash_of[disk_slot] = hash;
-        disk_index_dirty_ = true;
+      if (state(Tier::kDisk).by_hash.contains(hash) || pool(Tier::kDisk).num_free() == 0) continue;
+      int32_t disk_slot = *pool(Tier::kDisk).Allocate();
+      if (disk_tier_.store->Write(disk_slot, hash.value, static_cast<int32_t>(options_.block_tokens), HostSlot(slot)).ok()) {
+        state(Tier::kDisk).by_hash[hash] = disk_slot;
+        state(Tier::kDisk).hash_of[disk_slot] = hash;
+        disk_tier_.index_dirty = true;
       } else {
-        disk_.Release(disk_slot);
+        pool(Tier::kDisk).Release(disk_slot);
       }
     }
     for (const auto& [block, hash] : device_entries) {
-      if (cache(Tier::kDisk).by_hash.contains(hash) || disk_.num_free() == 0) continue;
-      int32_t disk_slot = *disk_.Allocate();
+      if (state(Tier::kDisk).by_hash.contains(hash) || pool(Tier::kDisk).num_free() == 0) continue;
+      int32_t disk_slot = *pool(Tier::kDisk).Allocate();
       if (CopyDeviceToDisk(block, disk_slot, hash.value).ok()) {
-        cache(Tier::kDisk).by_hash[hash] = disk_slot;
-        cache(Tier::kDisk).hash_of[disk_slot] = hash;
-        disk_index_dirty_ = true;
+        state(Tier::kDisk).by_hash[hash] = disk_slot;
+        state(Tier::kDisk).hash_of[disk_slot] = hash;
+        disk_tier_.index_dirty = true;
       } else {
-        disk_.Release(disk_slot);
+        pool(Tier::kDisk).Release(disk_slot);
       }
     }
     PersistIndexIfDirty(/*now=*/true);
   }
   if (host_memory_ != nullptr) backend_->FreeHostMemory(host_memory_);
-  if (staging_memory_ != nullptr) backend_->FreeHostMemory(staging_memory_);
+  if (staging_.memory != nullptr) backend_->FreeHostMemory(staging_.memory);
 }
 
-int64_t KvCacheManager::capacity_blocks(Tier tier) const {
-  switch (tier) {
-    case Tier::kDevice: return device_.num_blocks();
-    case Tier::kHost: return host_.num_blocks();
-    case Tier::kDisk: return disk_.num_blocks();
-  }
-  return 0;
-}
+int64_t KvCacheManager::capacity_blocks(Tier tier) const { return pool(tier).num_blocks(); }
 
 int64_t KvCacheManager::used_blocks(Tier tier) const {
-  switch (tier) {
-    case Tier::kDevice: return device_.num_used() - device_lru_.size();
-    // Slots being filled by a write-back hold cache content, not a sequence's.
-    case Tier::kHost: return host_.num_used() - host_lru_.size() - static_cast<int64_t>(writeback_slots_.size());
-    // Slots being written by the I/O thread hold cache content too.
-    case Tier::kDisk:
-      return disk_.num_used() - disk_lru_.size() - static_cast<int64_t>(disk_writes_.size() + demote_writes_.size());
+  int64_t cache_content = 0;  // held for cache content, not by a sequence
+  // Host slots being filled by a write-back; disk slots being written by the I/O thread.
+  if (tier == Tier::kHost) cache_content = static_cast<int64_t>(copies_.writeback_slots.size());
+  if (tier == Tier::kDisk && disk_tier_.jobs != nullptr) {
+    cache_content = disk_tier_.jobs->Count<WriteBackJob>() + disk_tier_.jobs->Count<DemoteWriteJob>();
   }
-  return 0;
+  return pool(tier).num_used() - lru(tier).size() - cache_content;
 }
 
 int64_t KvCacheManager::cached_blocks(Tier tier) const {
-  return static_cast<int64_t>(cache(tier).hash_of.size());
+  return static_cast<int64_t>(state(tier).hash_of.size());
 }
 
-int64_t KvCacheManager::peak_blocks(Tier tier) const {
-  switch (tier) {
-    case Tier::kDevice: return device_.peak_used();
-    case Tier::kHost: return host_.peak_used();
-    case Tier::kDisk: return disk_.peak_used();
-  }
-  return 0;
-}
+int64_t KvCacheManager::peak_blocks(Tier tier) const { return pool(tier).peak_used(); }
 
 double KvCacheManager::measured_swap_bandwidth() const {
-  return counters_.copy_seconds > 0 ? static_cast<double>(swap_bytes_timed_) / counters_.copy_seconds : 0.0;
+  return counters_.copy_seconds > 0 ? static_cast<double>(counters_.swap_bytes_timed) / counters_.copy_seconds : 0.0;
 }
 
 int64_t KvCacheManager::NewBlocksNeeded(SequenceId seq, int64_t num_tokens) const {
@@ -242,60 +222,60 @@ void KvCacheManager::RaisePriority(BlockHash hash, int32_t priority) {
 }
 
 void KvCacheManager::DropCached(Tier tier, int32_t slot) {
-  TierCache& c = cache(tier);
+  TierState& c = state(tier);
   auto it = c.hash_of.find(slot);
   if (it == c.hash_of.end()) return;
   const BlockHash hash = it->second;
   auto by = c.by_hash.find(hash);
   if (by != c.by_hash.end() && by->second == slot) c.by_hash.erase(by);
   c.hash_of.erase(it);
-  if (tier == Tier::kDisk) disk_index_dirty_ = true;
-  if (!cache(Tier::kDevice).by_hash.contains(hash) && !cache(Tier::kHost).by_hash.contains(hash) &&
-      !cache(Tier::kDisk).by_hash.contains(hash)) {
+  if (tier == Tier::kDisk) disk_tier_.index_dirty = true;
+  if (!state(Tier::kDevice).by_hash.contains(hash) && !state(Tier::kHost).by_hash.contains(hash) &&
+      !state(Tier::kDisk).by_hash.contains(hash)) {
     hash_priority_.erase(hash);
   }
 }
 
 std::optional<int32_t> KvCacheManager::AllocateHost() {
-  if (host_.num_blocks() == 0) return std::nullopt;
-  if (auto id = host_.Allocate()) return id;
-  std::optional<int32_t> victim = host_lru_.PopFront();
+  if (pool(Tier::kHost).num_blocks() == 0) return std::nullopt;
+  if (auto id = pool(Tier::kHost).Allocate()) return id;
+  std::optional<int32_t> victim = lru(Tier::kHost).PopFront();
   if (!victim) return std::nullopt;
   // Its write to disk is still in flight (queued too late, or the disk is slow): wait for
   // it rather than write the block a second time here; landed, it is on disk (or failed,
   // and Demote writes it synchronously).
-  if (auto job = host_slot_disk_job_.find(*victim); job != host_slot_disk_job_.end()) FinishDiskWrites(job->second);
-  Demote(Tier::kHost, *victim, cache(Tier::kHost).hash_of.at(*victim));
+  if (disk_tier_.jobs != nullptr) AwaitDiskJob(disk_tier_.jobs->WriteBackOfHostSlot(*victim));
+  Demote(Tier::kHost, *victim, state(Tier::kHost).hash_of.at(*victim));
   DropCached(Tier::kHost, *victim);
-  host_.Release(*victim);
-  return host_.Allocate();
+  pool(Tier::kHost).Release(*victim);
+  return pool(Tier::kHost).Allocate();
 }
 
 std::optional<int32_t> KvCacheManager::AllocateDisk() {
-  if (disk_.num_blocks() == 0) return std::nullopt;
-  if (auto id = disk_.Allocate()) return id;
-  std::optional<int32_t> victim = disk_lru_.PopFront();
+  if (pool(Tier::kDisk).num_blocks() == 0) return std::nullopt;
+  if (auto id = pool(Tier::kDisk).Allocate()) return id;
+  std::optional<int32_t> victim = lru(Tier::kDisk).PopFront();
   if (!victim) return std::nullopt;
   ++counters_.blocks_dropped;
   ++counters_.blocks_demoted[static_cast<int>(Tier::kDisk)];
   DropCached(Tier::kDisk, *victim);
-  disk_.Release(*victim);
-  return disk_.Allocate();
+  pool(Tier::kDisk).Release(*victim);
+  return pool(Tier::kDisk).Allocate();
 }
 
 void KvCacheManager::Demote(Tier tier, int32_t slot, BlockHash hash) {
   // Only host slots come here (device victims: AllocateDeviceBlocks; disk: dropped). The
   // host bytes are complete: a slot is in the host cache only once its copy has landed.
   ++counters_.blocks_demoted[static_cast<int>(tier)];
-  if (tier == Tier::kHost && disk_.num_blocks() > 0) {
-    if (cache(Tier::kDisk).by_hash.contains(hash)) {
+  if (tier == Tier::kHost && pool(Tier::kDisk).num_blocks() > 0) {
+    if (state(Tier::kDisk).by_hash.contains(hash)) {
       ++counters_.host_evictions_on_disk;  // written back ahead (or demoted before): no write
       return;
     }
     // On its way there from a device demotion: that write lands it (no second copy).
-    if (auto demoting = demote_write_job_.find(hash); demoting != demote_write_job_.end()) {
-      FinishDiskWrites(demoting->second);
-      if (cache(Tier::kDisk).by_hash.contains(hash)) {
+    if (std::optional<DiskJobId> demoting = disk_tier_.jobs->DemoteWriteOf(hash)) {
+      AwaitDiskJob(demoting);
+      if (state(Tier::kDisk).by_hash.contains(hash)) {
         ++counters_.host_evictions_on_disk;
         return;
       }
@@ -303,8 +283,8 @@ void KvCacheManager::Demote(Tier tier, int32_t slot, BlockHash hash) {
     if (std::optional<int32_t> disk_slot = AllocateDisk()) {
       ++counters_.host_evictions_written;
       absl::Status written = WriteEvictedHostSlot(slot, *disk_slot, hash);
-      if (written.ok() && cache(Tier::kDisk).by_hash.contains(hash)) {  // landed meanwhile
-        disk_.Release(*disk_slot);
+      if (written.ok() && state(Tier::kDisk).by_hash.contains(hash)) {  // landed meanwhile
+        pool(Tier::kDisk).Release(*disk_slot);
         return;
       }
       if (written.ok()) {
@@ -312,34 +292,29 @@ void KvCacheManager::Demote(Tier tier, int32_t slot, BlockHash hash) {
         return;
       }
       ++counters_.io_errors;
-      disk_.Release(*disk_slot);
+      pool(Tier::kDisk).Release(*disk_slot);
     }
   }
   ++counters_.blocks_dropped;
 }
 
 void KvCacheManager::CacheOnDisk(int32_t disk_slot, BlockHash hash) {
-  TierCache& disk = cache(Tier::kDisk);
+  TierState& disk = state(Tier::kDisk);
   disk.by_hash[hash] = disk_slot;
   disk.hash_of[disk_slot] = hash;
-  disk_lru_.PushBack(disk_slot, PriorityOf(hash));
-  disk_index_dirty_ = true;
+  lru(Tier::kDisk).PushBack(disk_slot, PriorityOf(hash));
+  disk_tier_.index_dirty = true;
 }
 
 absl::Status KvCacheManager::WriteEvictedHostSlot(int32_t host_slot, int32_t disk_slot, BlockHash hash) {
   const int32_t tokens = static_cast<int32_t>(options_.block_tokens);
-  if (disk_writer_ == nullptr) return disk_store_->Write(disk_slot, hash.value, tokens, HostSlot(host_slot));
+  if (disk_tier_.jobs == nullptr) return disk_tier_.store->Write(disk_slot, hash.value, tokens, HostSlot(host_slot));
   // The write-back did not get to this block: the writer thread writes it now, behind the
   // writes already queued (the disk takes them in order anyway), and the eviction waits for
   // it, since the host slot is reused as soon as Demote returns. The stepping thread waits
   // but never touches the file.
-  const int64_t job = disk_writer_->SubmitWrite(disk_slot, hash.value, tokens, HostSlot(host_slot));
-  eviction_write_results_[job] = std::nullopt;
-  FinishDiskWrites(job);
-  auto result = eviction_write_results_.find(job);
-  absl::Status status = result->second.value_or(absl::InternalError("kv cache: eviction write not reported"));
-  eviction_write_results_.erase(result);
-  return status;
+  return AwaitResult(
+      disk_tier_.jobs->SubmitWrite(EvictionWriteJob{}, disk_slot, hash.value, tokens, HostSlot(host_slot)));
 }
 
 // ---------------------------------------------------------------- copies
@@ -349,7 +324,7 @@ absl::Status KvCacheManager::WriteEvictedHostSlot(int32_t host_slot, int32_t dis
 absl::Status KvCacheManager::CopyHostSlotToDevice(int32_t host_slot, BlockId block) {
   DrainCopies();
   CopyTimer timer(&counters_.copy_seconds);
-  swap_bytes_timed_ += static_cast<int64_t>(block_bytes_);
+  counters_.swap_bytes_timed += static_cast<int64_t>(block_bytes_);
   BlockCopy copy{block, HostSlot(host_slot)};
   return backend_->CopyBlocksFromHost(std::span<const BlockCopy>(&copy, 1));
 }
@@ -357,21 +332,21 @@ absl::Status KvCacheManager::CopyHostSlotToDevice(int32_t host_slot, BlockId blo
 absl::Status KvCacheManager::CopyDeviceToDisk(BlockId block, int32_t disk_slot, uint64_t tag) {
   DrainCopies();
   CopyTimer timer(&counters_.copy_seconds);
-  swap_bytes_timed_ += static_cast<int64_t>(block_bytes_);
+  counters_.swap_bytes_timed += static_cast<int64_t>(block_bytes_);
   // Shutdown only (nothing else in flight): any staging buffer is free.
   const std::optional<int32_t> staging = AcquireStaging();
   if (!staging) return absl::InternalError("kv cache: no staging buffer");
   const BlockCopy copy{block, Staging(*staging)};
   absl::Status status = backend_->CopyBlocksToHost(std::span<const BlockCopy>(&copy, 1));
   if (status.ok()) {
-    status = disk_store_->Write(disk_slot, tag, static_cast<int32_t>(options_.block_tokens), Staging(*staging));
+    status = disk_tier_.store->Write(disk_slot, tag, static_cast<int32_t>(options_.block_tokens), Staging(*staging));
   }
-  free_staging_.push_back(*staging);
+  staging_.free.push_back(*staging);
   return status;
 }
 
 void KvCacheManager::PersistIndexIfDirty(bool now) {
-  if (disk_store_ == nullptr || !disk_index_dirty_) return;
+  if (disk_tier_.store == nullptr || !disk_tier_.index_dirty) return;
   // The file is rewritten whole (fsync, rename, directory fsync: milliseconds): the engine
   // asks every step, so it goes to the writer thread, at most one save at a time. The
   // entries are blocks whose writes have landed, so the index never names a block that is
@@ -382,24 +357,24 @@ void KvCacheManager::PersistIndexIfDirty(bool now) {
   // whole-file write and two fsyncs per step in front of the block writes that evictions
   // wait for.
   const auto now_time = std::chrono::steady_clock::now();
-  if (!now && disk_writer_ != nullptr) {
-    if (index_save_job_ > 0) LandDiskWrites();
-    if (index_save_job_ > 0) return;  // still saving: the next call saves what changed since
-    if (now_time - last_index_save_ < kIndexSaveInterval) return;
+  if (!now && disk_tier_.jobs != nullptr) {
+    if (disk_tier_.index_save.has_value()) LandDiskJobs();
+    if (disk_tier_.index_save.has_value()) return;  // still saving: the next call saves what changed since
+    if (now_time - disk_tier_.last_index_save < kIndexSaveInterval) return;
   }
   std::vector<DiskIndexEntry> entries;
-  for (const auto& [slot, hash] : cache(Tier::kDisk).hash_of) {
+  for (const auto& [slot, hash] : state(Tier::kDisk).hash_of) {
     entries.push_back(DiskIndexEntry{slot, hash.value, static_cast<int32_t>(options_.block_tokens)});
   }
-  disk_index_dirty_ = false;
-  if (!now && disk_writer_ != nullptr) {
-    index_save_job_ = disk_writer_->SubmitSaveIndex(std::move(entries));
-    last_index_save_ = now_time;
+  disk_tier_.index_dirty = false;
+  if (!now && disk_tier_.jobs != nullptr) {
+    disk_tier_.index_save = disk_tier_.jobs->SubmitSaveIndex(std::move(entries));
+    disk_tier_.last_index_save = now_time;
     return;
   }
-  if (!disk_store_->SaveIndex(entries).ok()) {
+  if (!disk_tier_.store->SaveIndex(entries).ok()) {
     ++counters_.io_errors;
-    disk_index_dirty_ = true;
+    disk_tier_.index_dirty = true;
   }
 }
 
@@ -420,9 +395,9 @@ absl::Status KvCacheManager::Reserve(SequenceId seq, int64_t num_tokens) {
 void KvCacheManager::Release(SequenceId seq) {
   if (auto it = sequences_.find(seq); it != sequences_.end()) {
     for (BlockId block : it->second.table) {
-      device_.Release(block);
-      if (device_.ref_count(block) == 1 && cache(Tier::kDevice).hash_of.contains(block)) {
-        device_lru_.PushBack(block, PriorityOf(cache(Tier::kDevice).hash_of.at(block)));
+      pool(Tier::kDevice).Release(block);
+      if (pool(Tier::kDevice).ref_count(block) == 1 && state(Tier::kDevice).hash_of.contains(block)) {
+        lru(Tier::kDevice).PushBack(block, PriorityOf(state(Tier::kDevice).hash_of.at(block)));
       }
     }
     sequences_.erase(it);
@@ -432,10 +407,10 @@ void KvCacheManager::Release(SequenceId seq) {
     for (const SlotRef& ref : it->second.slots) {
       // A disk slot being read ahead or written is freed by its job when it lands.
       if (ref.tier == Tier::kDisk &&
-          (disk_slot_read_job_.contains(ref.slot) || disk_slot_write_job_.contains(ref.slot))) {
+          (disk_tier_.jobs->ReadOnSlot(ref.slot) || disk_tier_.jobs->SwapWriteOnSlot(ref.slot))) {
         continue;
       }
-      (ref.tier == Tier::kHost ? host_ : disk_).Release(ref.slot);
+      pool(ref.tier).Release(ref.slot);
     }
     swapped_.erase(it);
   }
@@ -448,7 +423,7 @@ void KvCacheManager::OnComputed(SequenceId seq, std::span<const int32_t> tokens,
   if (it == sequences_.end()) return;
   SequenceBlocks& blocks = it->second;
   const int64_t full = std::min<int64_t>(num_computed / options_.block_tokens, static_cast<int64_t>(blocks.table.size()));
-  TierCache& device_cache = cache(Tier::kDevice);
+  TierState& device_cache = state(Tier::kDevice);
   for (int64_t i = static_cast<int64_t>(blocks.hashes.size()); i < full; ++i) {
     std::optional<BlockHash> parent;
     if (i > 0) parent = blocks.hashes[static_cast<size_t>(i - 1)];
@@ -459,13 +434,13 @@ void KvCacheManager::OnComputed(SequenceId seq, std::span<const int32_t> tokens,
     RaisePriority(hash, priority);
     device_cache.by_hash[hash] = block;
     device_cache.hash_of[block] = hash;
-    device_.AddRef(block);  // the cache's own reference
+    pool(Tier::kDevice).AddRef(block);  // the cache's own reference
     // Written back to host while its sequence runs, when the host tier has room for a copy
     // of the whole device tier (else only the coldest unreferenced blocks are, see
     // StartBackgroundCopies). Bounded: stale entries are skipped there.
-    if (host_.num_blocks() >= device_.num_blocks()) {
+    if (pool(Tier::kHost).num_blocks() >= pool(Tier::kDevice).num_blocks()) {
       writeback_queue_.push_back({block, hash});
-      if (static_cast<int64_t>(writeback_queue_.size()) > 2 * device_.num_blocks()) writeback_queue_.pop_front();
+      if (static_cast<int64_t>(writeback_queue_.size()) > 2 * pool(Tier::kDevice).num_blocks()) writeback_queue_.pop_front();
     }
   }
 }
@@ -485,30 +460,29 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
   for (int64_t i = 0; i < max_blocks; ++i) {
     const BlockHash hash = PromptBlockHash(parent, tokens, i);
     // Being read ahead from disk: wait for it, then it is a host hit.
-    if (auto job = prefix_read_job_.find(hash); job != prefix_read_job_.end()) FinishDiskReads(job->second);
+    if (disk_tier_.jobs != nullptr) AwaitDiskJob(disk_tier_.jobs->PrefixReadOf(hash));
     // Being written to disk since its device eviction: wait for the write, then a disk hit.
-    if (auto job = demote_write_job_.find(hash); job != demote_write_job_.end()) FinishDiskWrites(job->second);
-    TierCache& device_cache = cache(Tier::kDevice);
-    const bool cached_anywhere = device_cache.by_hash.contains(hash) || cache(Tier::kHost).by_hash.contains(hash) ||
-                                 cache(Tier::kDisk).by_hash.contains(hash);
+    if (disk_tier_.jobs != nullptr) AwaitDiskJob(disk_tier_.jobs->DemoteWriteOf(hash));
+    TierState& device_cache = state(Tier::kDevice);
+    const bool cached_anywhere = device_cache.by_hash.contains(hash) || state(Tier::kHost).by_hash.contains(hash) ||
+                                 state(Tier::kDisk).by_hash.contains(hash);
     if (cached_anywhere) RaisePriority(hash, priority);
     if (auto hit = device_cache.by_hash.find(hash); hit != device_cache.by_hash.end()) {
-      device_.AddRef(hit->second);
-      device_lru_.Erase(hit->second);
+      pool(Tier::kDevice).AddRef(hit->second);
+      lru(Tier::kDevice).Erase(hit->second);
       blocks.table.push_back(hit->second);
       hit_tier.push_back(Tier::kDevice);
     } else {
-      const bool in_host = cache(Tier::kHost).by_hash.contains(hash);
-      const bool in_disk = !in_host && cache(Tier::kDisk).by_hash.contains(hash);
+      const bool in_host = state(Tier::kHost).by_hash.contains(hash);
+      const bool in_disk = !in_host && state(Tier::kDisk).by_hash.contains(hash);
       if (!in_host && !in_disk) break;
       const Tier tier = in_host ? Tier::kHost : Tier::kDisk;
-      const int32_t slot = cache(tier).by_hash.at(hash);
-      LruSet& lru = in_host ? host_lru_ : disk_lru_;
-      lru.Erase(slot);  // not evictable while we read it
+      const int32_t slot = state(tier).by_hash.at(hash);
+      lru(tier).Erase(slot);  // not evictable while we read it
       std::optional<BlockId> block;
       if (num_available_device_blocks() > 0) block = AllocateDeviceBlocks(1).front();
       if (!block) {
-        lru.PushBack(slot, PriorityOf(hash));
+        lru(tier).PushBack(slot, PriorityOf(hash));
         break;
       }
       if (in_disk) {
@@ -516,14 +490,14 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
         read_index.push_back(blocks.table.size());
       } else {
         const absl::Status copied = CopyHostSlotToDevice(slot, *block);
-        lru.PushBack(slot, PriorityOf(hash));  // the host copy stays cached too
+        lru(tier).PushBack(slot, PriorityOf(hash));  // the host copy stays cached too
         if (!copied.ok()) {
-          device_.Release(*block);
+          pool(Tier::kDevice).Release(*block);
           break;
         }
         device_cache.by_hash[hash] = *block;
         device_cache.hash_of[*block] = hash;
-        device_.AddRef(*block);
+        pool(Tier::kDevice).AddRef(*block);
       }
       blocks.table.push_back(*block);
       hit_tier.push_back(tier);
@@ -538,25 +512,25 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
     const BlockHash hash = blocks.hashes[index];
     if (absl::IsDataLoss(read[r])) {  // never used as data: forget the slot
       DropCached(Tier::kDisk, reads[r].disk_slot);
-      disk_.Release(reads[r].disk_slot);
+      pool(Tier::kDisk).Release(reads[r].disk_slot);
     } else {
-      disk_lru_.PushBack(reads[r].disk_slot, PriorityOf(hash));  // the disk copy stays cached too
+      lru(Tier::kDisk).PushBack(reads[r].disk_slot, PriorityOf(hash));  // the disk copy stays cached too
     }
     if (!read[r].ok()) {
       keep = std::min(keep, index);
       continue;
     }
-    cache(Tier::kDevice).by_hash[hash] = reads[r].block;
-    cache(Tier::kDevice).hash_of[reads[r].block] = hash;
-    device_.AddRef(reads[r].block);
+    state(Tier::kDevice).by_hash[hash] = reads[r].block;
+    state(Tier::kDevice).hash_of[reads[r].block] = hash;
+    pool(Tier::kDevice).AddRef(reads[r].block);
   }
   // The prefix ends before the first block that could not be read. The blocks after it go
   // back as a release would leave them: those read (or hit) stay cached, the others free.
   for (size_t i = keep; i < blocks.table.size(); ++i) {
     const BlockId block = blocks.table[i];
-    device_.Release(block);
-    if (device_.ref_count(block) == 1 && cache(Tier::kDevice).hash_of.contains(block)) {
-      device_lru_.PushBack(block, PriorityOf(cache(Tier::kDevice).hash_of.at(block)));
+    pool(Tier::kDevice).Release(block);
+    if (pool(Tier::kDevice).ref_count(block) == 1 && state(Tier::kDevice).hash_of.contains(block)) {
+      lru(Tier::kDevice).PushBack(block, PriorityOf(state(Tier::kDevice).hash_of.at(block)));
     }
   }
   blocks.table.resize(keep);
@@ -582,23 +556,23 @@ void KvCacheManager::PinPrefix(SequenceId seq, int64_t num_blocks) {
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;
   const SequenceBlocks& blocks = it->second;
-  const TierCache& device_cache = cache(Tier::kDevice);
+  const TierState& device_cache = state(Tier::kDevice);
   const int64_t n = std::min<int64_t>(num_blocks, static_cast<int64_t>(blocks.hashes.size()));
   for (int64_t i = 0; i < n; ++i) {
     const BlockHash hash = blocks.hashes[static_cast<size_t>(i)];
     auto cached = device_cache.by_hash.find(hash);
     if (pinned_.contains(hash) || cached == device_cache.by_hash.end()) continue;
-    device_.AddRef(cached->second);
-    device_lru_.Erase(cached->second);
+    pool(Tier::kDevice).AddRef(cached->second);
+    lru(Tier::kDevice).Erase(cached->second);
     pinned_[hash] = cached->second;
   }
 }
 
 void KvCacheManager::UnpinAll() {
   for (const auto& [hash, block] : pinned_) {
-    device_.Release(block);
-    if (device_.ref_count(block) == 1 && cache(Tier::kDevice).hash_of.contains(block)) {
-      device_lru_.PushBack(block, PriorityOf(cache(Tier::kDevice).hash_of.at(block)));
+    pool(Tier::kDevice).Release(block);
+    if (pool(Tier::kDevice).ref_count(block) == 1 && state(Tier::kDevice).hash_of.contains(block)) {
+      lru(Tier::kDevice).PushBack(block, PriorityOf(state(Tier::kDevice).hash_of.at(block)));
     }
   }
   pinned_.clear();
@@ -611,7 +585,7 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
   const std::vector<BlockId> table = it->second.table;
   std::vector<SlotRef> slots;
   auto release_slots = [&] {
-    for (const SlotRef& ref : slots) (ref.tier == Tier::kHost ? host_ : disk_).Release(ref.slot);
+    for (const SlotRef& ref : slots) pool(ref.tier).Release(ref.slot);
   };
   for (size_t i = 0; i < table.size(); ++i) {
     if (std::optional<int32_t> host_slot = AllocateHost()) {
@@ -633,8 +607,8 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
   std::vector<size_t> order;
   for (int pass = 0; pass < 3; ++pass) {
     for (size_t i = 0; i < table.size(); ++i) {
-      const bool cached = cache(Tier::kDevice).hash_of.contains(table[i]);
-      const int32_t others = device_.ref_count(table[i]) - 1 - (cached ? 1 : 0);
+      const bool cached = state(Tier::kDevice).hash_of.contains(table[i]);
+      const int32_t others = pool(Tier::kDevice).ref_count(table[i]) - 1 - (cached ? 1 : 0);
       const int rank = others > 0 ? 2 : (cached ? 1 : 0);
       if (rank == pass) order.push_back(i);
     }
@@ -653,7 +627,7 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
     absl::StatusOr<int64_t> ticket = StartBatch(std::move(copies));
     if (!ticket.ok()) {
       status = ticket.status();
-      free_staging_.insert(free_staging_.end(), staging.begin(), staging.end());
+      staging_.free.insert(staging_.free.end(), staging.begin(), staging.end());
       return;
     }
     swapped_.at(seq).last_ticket = *ticket;
@@ -668,7 +642,7 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
     c.generation = generation;
     c.index = i;
     if (c.kind == PendingKind::kSwapToDisk) {
-      if (free_staging_.empty()) flush();  // its buffers come back as its writes land
+      if (staging_.free.empty()) flush();  // its buffers come back as its writes land
       const std::optional<int32_t> staging = AcquireStaging();
       if (!staging) {
         status = absl::InternalError("kv cache: no staging buffer for a disk swap");
@@ -685,9 +659,9 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
   flush();
   if (!status.ok()) {
     // Nothing is lost: the device blocks are kept. Copies already started still read them
-    // (fenced by reading_ticket_) and are ignored when they land.
+    // (fenced by copies_.reading_ticket) and are ignored when they land.
     for (const PendingCopy& c : batch) {
-      if (c.staging >= 0) free_staging_.push_back(c.staging);
+      if (c.staging >= 0) staging_.free.push_back(c.staging);
     }
     swapped_.erase(seq);
     release_slots();
@@ -696,9 +670,9 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
   ++counters_.swaps_out;
   counters_.swap_out_bytes += static_cast<int64_t>(table.size() * block_bytes_);
   for (BlockId block : table) {
-    device_.Release(block);
-    if (device_.ref_count(block) == 1 && cache(Tier::kDevice).hash_of.contains(block)) {
-      device_lru_.PushBack(block, PriorityOf(cache(Tier::kDevice).hash_of.at(block)));
+    pool(Tier::kDevice).Release(block);
+    if (pool(Tier::kDevice).ref_count(block) == 1 && state(Tier::kDevice).hash_of.contains(block)) {
+      lru(Tier::kDevice).PushBack(block, PriorityOf(state(Tier::kDevice).hash_of.at(block)));
     }
   }
   sequences_.at(seq).table.clear();
@@ -707,26 +681,9 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
 }
 
 absl::Status KvCacheManager::SwapIn(SequenceId seq, bool prefetch) {
+  if (!swapped_.contains(seq)) return absl::OkStatus();
+  SettleSwap(seq);
   auto it = swapped_.find(seq);
-  if (it == swapped_.end()) return absl::OkStatus();
-  // Swap-in-able only once its swap-out copies have landed (normally a step ago).
-  if (it->second.last_ticket != 0) FinishCopies(it->second.last_ticket);
-  it = swapped_.find(seq);
-  // Blocks still being written to disk: wait for the writes (a failed one fails the swap).
-  if (const int64_t last_write = NewestJobOnSlots(it->second.slots, disk_slot_write_job_); last_write > 0) {
-    FinishDiskWrites(last_write);
-    it = swapped_.find(seq);
-  }
-  if (!it->second.failed.ok()) {
-    const absl::Status failed = it->second.failed;
-    Release(seq);
-    return failed;
-  }
-  // Blocks being read ahead from disk: wait for them (they land as host slots).
-  if (const int64_t last_read = NewestJobOnSlots(it->second.slots, disk_slot_read_job_); last_read > 0) {
-    FinishDiskReads(last_read);
-    it = swapped_.find(seq);
-  }
   if (!it->second.failed.ok()) {
     const absl::Status failed = it->second.failed;
     Release(seq);
@@ -748,7 +705,7 @@ absl::Status KvCacheManager::SwapIn(SequenceId seq, bool prefetch) {
   absl::Status status;
   {
     CopyTimer timer(&counters_.copy_seconds);
-    swap_bytes_timed_ += static_cast<int64_t>(host_copies.size() * block_bytes_);
+    counters_.swap_bytes_timed += static_cast<int64_t>(host_copies.size() * block_bytes_);
     status = prefetch ? backend_->PrefetchBlocksFromHost(host_copies) : backend_->CopyBlocksFromHost(host_copies);
   }
   if (prefetch) ++counters_.prefetches;
@@ -769,7 +726,7 @@ absl::Status KvCacheManager::SwapIn(SequenceId seq, bool prefetch) {
     Release(seq);
     return status;
   }
-  for (const SlotRef& ref : slots) (ref.tier == Tier::kHost ? host_ : disk_).Release(ref.slot);
+  for (const SlotRef& ref : slots) pool(ref.tier).Release(ref.slot);
   swapped_.erase(it);
   return absl::OkStatus();
 }
@@ -784,14 +741,22 @@ bool KvCacheManager::SwapHoldsDiskSlot(SequenceId seq, uint64_t generation, size
   return index < slots.size() && slots[index].tier == Tier::kDisk && slots[index].slot == disk_slot;
 }
 
-int64_t KvCacheManager::NewestJobOnSlots(const std::vector<SlotRef>& slots,
-                                         const absl::flat_hash_map<int32_t, int64_t>& jobs) const {
-  int64_t newest = 0;
-  for (const SlotRef& ref : slots) {
+void KvCacheManager::SettleSwap(SequenceId seq) {
+  // Its swap-out copies first (normally landed a step ago): landing them submits its disk
+  // writes.
+  if (const int64_t ticket = swapped_.at(seq).last_ticket; ticket != 0) FinishCopies(ticket);
+  if (disk_tier_.jobs == nullptr) return;
+  // Then the newest write and read-ahead on its disk slots (each thread finishes in order).
+  std::optional<DiskJobId> last_write, last_read;
+  for (const SlotRef& ref : swapped_.at(seq).slots) {
     if (ref.tier != Tier::kDisk) continue;
-    if (auto job = jobs.find(ref.slot); job != jobs.end()) newest = std::max(newest, job->second);
+    for (auto [job, last] : {std::pair{disk_tier_.jobs->SwapWriteOnSlot(ref.slot), &last_write},
+                             std::pair{disk_tier_.jobs->ReadOnSlot(ref.slot), &last_read}}) {
+      if (job && (!*last || (*last)->seq < job->seq)) *last = job;
+    }
   }
-  return newest;
+  AwaitDiskJob(last_write);
+  AwaitDiskJob(last_read);
 }
 
 BlockHash KvCacheManager::PromptBlockHash(std::optional<BlockHash> parent, std::span<const int32_t> tokens,
@@ -799,182 +764,6 @@ BlockHash KvCacheManager::PromptBlockHash(std::optional<BlockHash> parent, std::
   return BlockHash::Chain(
       parent, tokens.subspan(static_cast<size_t>(i * options_.block_tokens), static_cast<size_t>(options_.block_tokens)),
       options_.model_fingerprint);
-}
-
-// ---------------------------------------------------------------- integrity
-
-absl::Status KvCacheManager::VerifyIntegrity() const {
-  RETURN_IF_ERROR(device_.VerifyIntegrity());
-  RETURN_IF_ERROR(host_.VerifyIntegrity());
-  RETURN_IF_ERROR(disk_.VerifyIntegrity());
-  std::vector<int32_t> device_refs(static_cast<size_t>(device_.num_blocks()), 0);
-  for (const auto& [seq, blocks] : sequences_) {
-    for (BlockId block : blocks.table) {
-      if (block < 0 || block >= device_.num_blocks()) {
-        return absl::InternalError(absl::StrCat("sequence ", seq, " holds device block ", block, " out of range"));
-      }
-      ++device_refs[static_cast<size_t>(block)];
-    }
-    if (blocks.hashes.size() > blocks.table.size() && !swapped_.contains(seq)) {
-      return absl::InternalError(absl::StrCat("sequence ", seq, " has more hashes than blocks"));
-    }
-  }
-  for (const auto& [block, hash] : cache(Tier::kDevice).hash_of) ++device_refs[static_cast<size_t>(block)];
-  for (const auto& [hash, block] : pinned_) {
-    ++device_refs[static_cast<size_t>(block)];
-    auto cached = cache(Tier::kDevice).by_hash.find(hash);
-    if (cached == cache(Tier::kDevice).by_hash.end() || cached->second != block) {
-      return absl::InternalError(absl::StrCat("pinned block ", block, " is not the cached block of its hash"));
-    }
-  }
-  for (BlockId b = 0; b < device_.num_blocks(); ++b) {
-    if (device_refs[static_cast<size_t>(b)] != device_.ref_count(b)) {
-      return absl::InternalError(absl::StrCat("device block ", b, " ref count ", device_.ref_count(b), " but ",
-                                              device_refs[static_cast<size_t>(b)], " holders"));
-    }
-    const bool cached = cache(Tier::kDevice).hash_of.contains(b);
-    if (device_lru_.Contains(b) != (cached && device_.ref_count(b) == 1)) {
-      return absl::InternalError(absl::StrCat("device block ", b, " LRU membership wrong"));
-    }
-  }
-  auto check_lower = [&](Tier tier, const BlockPool& pool, const LruSet& lru) -> absl::Status {
-    std::vector<int32_t> refs(static_cast<size_t>(pool.num_blocks()), 0);
-    for (const auto& [slot, hash] : cache(tier).hash_of) {
-      ++refs[static_cast<size_t>(slot)];
-      const bool being_read = tier == Tier::kDisk && disk_slot_read_job_.contains(slot);
-      if (lru.Contains(slot) == being_read) {
-        return absl::InternalError(absl::StrCat(TierName(tier), " cached slot ", slot,
-                                                being_read ? " in LRU while read ahead" : " not in LRU"));
-      }
-      auto by = cache(tier).by_hash.find(hash);
-      if (by == cache(tier).by_hash.end() || by->second != slot) {
-        return absl::InternalError(absl::StrCat(TierName(tier), " slot ", slot, " hash index mismatch"));
-      }
-    }
-    for (const auto& [seq, swap] : swapped_) {
-      for (const SlotRef& ref : swap.slots) {
-        if (ref.tier == tier) ++refs[static_cast<size_t>(ref.slot)];
-      }
-    }
-    if (tier == Tier::kDisk) {
-      // Slots the I/O thread writes: held, not cached yet; their host source is cached.
-      for (const auto& [job, write] : disk_writes_) {
-        if (cache(tier).hash_of.contains(write.disk_slot)) {
-          return absl::InternalError(absl::StrCat("disk slot ", write.disk_slot, " is cached while its write is in flight"));
-        }
-        auto source = cache(Tier::kHost).hash_of.find(write.host_slot);
-        if (source == cache(Tier::kHost).hash_of.end() || source->second != write.hash) {
-          return absl::InternalError(absl::StrCat("host slot ", write.host_slot, " left the host cache while job ", job,
-                                                  " writes it to disk"));
-        }
-        auto back = host_slot_disk_job_.find(write.host_slot);
-        if (back == host_slot_disk_job_.end() || back->second != job) {
-          return absl::InternalError(absl::StrCat("disk write job ", job, " is not indexed by its host slot"));
-        }
-        ++refs[static_cast<size_t>(write.disk_slot)];
-      }
-      if (host_slot_disk_job_.size() != disk_writes_.size()) {
-        return absl::InternalError("disk write index sizes differ");
-      }
-    }
-    // Read-ahead: host slots held until landed; disk slots of released swaps held by them.
-    for (const auto& [job, read] : disk_reads_) {
-      if (tier == Tier::kHost) {
-        if (cache(tier).hash_of.contains(read.host_slot)) {
-          return absl::InternalError(absl::StrCat("host slot ", read.host_slot, " is cached while read job ", job, " fills it"));
-        }
-        ++refs[static_cast<size_t>(read.host_slot)];
-      } else {
-        auto back = disk_slot_read_job_.find(read.disk_slot);
-        if (back == disk_slot_read_job_.end() || back->second != job) {
-          return absl::InternalError(absl::StrCat("disk read job ", job, " is not indexed by its disk slot"));
-        }
-        if (!read.swap && !cache(tier).hash_of.contains(read.disk_slot)) {
-          return absl::InternalError(absl::StrCat("disk slot ", read.disk_slot, " left the disk cache while read ahead"));
-        }
-        if (read.swap && !SwapHoldsDiskSlot(read.seq, read.generation, read.index, read.disk_slot)) {
-          ++refs[static_cast<size_t>(read.disk_slot)];
-        }
-      }
-    }
-    if (tier == Tier::kDisk && disk_slot_read_job_.size() != disk_reads_.size()) {
-      return absl::InternalError("disk read index sizes differ");
-    }
-    if (tier == Tier::kDisk) {
-      for (const auto& [job, write] : swap_writes_) {
-        auto back = disk_slot_write_job_.find(write.disk_slot);
-        if (back == disk_slot_write_job_.end() || back->second != job) {
-          return absl::InternalError(absl::StrCat("swap write job ", job, " is not indexed by its disk slot"));
-        }
-        if (!SwapHoldsDiskSlot(write.seq, write.generation, write.index, write.disk_slot)) {
-          ++refs[static_cast<size_t>(write.disk_slot)];
-        }
-      }
-      if (disk_slot_write_job_.size() != swap_writes_.size()) {
-        return absl::InternalError("swap write index sizes differ");
-      }
-      // Demoted device blocks being written: slots held, neither cached nor readable yet.
-      for (const auto& [job, write] : demote_writes_) {
-        if (cache(tier).hash_of.contains(write.disk_slot)) {
-          return absl::InternalError(absl::StrCat("disk slot ", write.disk_slot, " is cached while demote write ", job,
-                                                  " is in flight"));
-        }
-        auto back = demote_write_job_.find(write.hash);
-        if (back == demote_write_job_.end() || back->second != job) {
-          return absl::InternalError(absl::StrCat("demote write job ", job, " is not indexed by its hash"));
-        }
-        ++refs[static_cast<size_t>(write.disk_slot)];
-      }
-      if (demote_write_job_.size() != demote_writes_.size()) {
-        return absl::InternalError("demote write index sizes differ");
-      }
-    }
-    if (tier == Tier::kHost) {
-      for (const auto& [slot, ticket] : writeback_slots_) {
-        if (cache(tier).hash_of.contains(slot)) {
-          return absl::InternalError(absl::StrCat("host slot ", slot, " is cached while its copy is in flight"));
-        }
-        ++refs[static_cast<size_t>(slot)];
-      }
-    }
-    int64_t cached_out_of_lru = 0;
-    if (tier == Tier::kDisk) {
-      for (const auto& [job, read] : disk_reads_) cached_out_of_lru += read.swap ? 0 : 1;
-    }
-    if (lru.size() + cached_out_of_lru != static_cast<int64_t>(cache(tier).hash_of.size())) {
-      return absl::InternalError(absl::StrCat(TierName(tier), " LRU has ", lru.size(), " entries, cache ",
-                                              cache(tier).hash_of.size()));
-    }
-    for (int32_t s = 0; s < pool.num_blocks(); ++s) {
-      if (refs[static_cast<size_t>(s)] != pool.ref_count(s)) {
-        return absl::InternalError(absl::StrCat(TierName(tier), " slot ", s, " ref count ", pool.ref_count(s), " but ",
-                                                refs[static_cast<size_t>(s)], " holders"));
-      }
-    }
-    return absl::OkStatus();
-  };
-  RETURN_IF_ERROR(check_lower(Tier::kHost, host_, host_lru_));
-  RETURN_IF_ERROR(check_lower(Tier::kDisk, disk_, disk_lru_));
-  // Staging buffers: each free, or held by one copy in flight or one disk write (a read
-  // holds one only inside ReadDiskBlocksToDevice).
-  std::vector<int32_t> staging_holders(static_cast<size_t>(num_staging_), 0);
-  auto hold = [&](int32_t staging) {
-    if (staging >= 0 && staging < num_staging_) ++staging_holders[static_cast<size_t>(staging)];
-  };
-  for (int32_t staging : free_staging_) hold(staging);
-  for (const PendingBatch& batch : pending_) {
-    for (const PendingCopy& c : batch.copies) hold(c.staging);
-  }
-  for (const auto& [job, write] : swap_writes_) hold(write.staging);
-  for (const auto& [job, write] : demote_writes_) hold(write.staging);
-  for (int32_t s = 0; s < num_staging_; ++s) {
-    if (staging_holders[static_cast<size_t>(s)] != 1) {
-      return absl::InternalError(absl::StrCat("staging buffer ", s, " has ", staging_holders[static_cast<size_t>(s)],
-                                              " holders"));
-    }
-  }
-  if (!staged_read_results_.empty()) return absl::InternalError("staged disk reads outlived their call");
-  return absl::OkStatus();
 }
 
 }  // namespace kvtier

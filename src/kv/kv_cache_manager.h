@@ -67,7 +67,7 @@
 #include "absl/status/statusor.h"
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
-#include "kv/disk_io_thread.h"
+#include "kv/disk_jobs.h"
 #include "kv/lru_set.h"
 
 namespace kvtier {
@@ -124,6 +124,7 @@ struct KvCacheCounters {
   int64_t disk_read_aheads = 0;          // disk blocks read into host slots by the I/O thread
   int64_t disk_read_ahead_waits = 0;     // uses that waited for their read to land
   double disk_read_ahead_wait_seconds = 0;
+  int64_t swap_bytes_timed = 0;          // bytes of the moves copy_seconds timed (bandwidth)
 };
 
 class KvCacheManager {
@@ -138,11 +139,15 @@ class KvCacheManager {
   int64_t BlocksForTokens(int64_t num_tokens) const {
     return (num_tokens + options_.block_tokens - 1) / options_.block_tokens;
   }
-  int64_t num_device_blocks() const { return device_.num_blocks(); }
+  int64_t num_device_blocks() const { return pool(Tier::kDevice).num_blocks(); }
   // Free device blocks plus unreferenced cached ones (which can be evicted on demand).
-  int64_t num_available_device_blocks() const { return device_.num_free() + device_lru_.size(); }
+  int64_t num_available_device_blocks() const {
+    return pool(Tier::kDevice).num_free() + lru(Tier::kDevice).size();
+  }
   // Blocks that any tier can hold at once (admission: a sequence beyond this never fits).
-  int64_t total_blocks() const { return device_.num_blocks() + host_.num_blocks() + disk_.num_blocks(); }
+  int64_t total_blocks() const {
+    return pool(Tier::kDevice).num_blocks() + pool(Tier::kHost).num_blocks() + pool(Tier::kDisk).num_blocks();
+  }
 
   // Device blocks the sequence must still get to hold positions [0, num_tokens).
   int64_t NewBlocksNeeded(SequenceId seq, int64_t num_tokens) const;
@@ -200,10 +205,14 @@ class KvCacheManager {
   // Returns whether one of the sequence's prefix blocks is being read when it returns:
   // the scheduler then lets it wait a step rather than read it on the stepping thread.
   bool ReadAhead(SequenceId seq, std::span<const int32_t> tokens);
-  int64_t num_disk_reads_in_flight() const { return static_cast<int64_t>(disk_reads_.size()); }
+  int64_t num_disk_reads_in_flight() const {
+    return disk_tier_.jobs == nullptr
+               ? 0
+               : disk_tier_.jobs->Count<PrefixReadJob>() + disk_tier_.jobs->Count<SwapReadJob>();
+  }
   // Blocks until every read-ahead has finished, and lands them (tests, shutdown).
   void DrainDiskReads() {
-    if (disk_reader_ != nullptr) FinishDiskReads(disk_reader_->last_submitted());
+    if (disk_tier_.jobs != nullptr) AwaitDiskJob(disk_tier_.jobs->last_read());
   }
 
   // Writes the disk tier's index (write-new-then-rename) if it changed since the last save:
@@ -221,17 +230,16 @@ class KvCacheManager {
   // inside every operation; disk writes at step start and when an eviction needs one).
   void PollCopies() {
     FinishCopies(0);
-    FinishDiskWrites(0);
-    FinishDiskReads(0);
+    LandDiskJobs();
   }
-  int64_t num_copies_in_flight() const { return static_cast<int64_t>(pending_.size()); }
+  int64_t num_copies_in_flight() const { return static_cast<int64_t>(copies_.batches.size()); }
   // Jobs submitted to the writer thread and not landed yet (blocks of every kind, index).
   int64_t num_disk_writes_in_flight() const {
-    return disk_writer_ != nullptr ? disk_writer_->last_submitted() - writes_landed_through_ : 0;
+    return disk_tier_.jobs != nullptr ? disk_tier_.jobs->num_writes_in_flight() : 0;
   }
   // Blocks until every queued disk write has finished, and lands them (tests, shutdown).
   void DrainDiskWrites() {
-    if (disk_writer_ != nullptr) FinishDiskWrites(disk_writer_->last_submitted());
+    if (disk_tier_.jobs != nullptr) AwaitDiskJob(disk_tier_.jobs->last_write());
   }
 
   // Bytes per block; used/peak blocks per tier.
@@ -281,6 +289,14 @@ class KvCacheManager {
     int64_t ticket = 0;
     std::vector<PendingCopy> copies;
   };
+  // Async device -> host copies in flight, oldest first (tickets complete in this order).
+  struct InFlightCopies {
+    std::deque<PendingBatch> batches;
+    // Device block -> the newest ticket reading it: not handed out for writing before it lands.
+    absl::flat_hash_map<BlockId, int64_t> reading_ticket;
+    // Host slots being filled by a write-back (held, in no cache map until they land).
+    absl::flat_hash_map<int32_t, int64_t> writeback_slots;
+  };
 
   struct SequenceBlocks {
     std::vector<BlockId> table;         // device blocks, in position order
@@ -288,17 +304,52 @@ class KvCacheManager {
     // The blocks MatchPrefix found per tier (UnmatchPrefix uncounts them).
     int64_t matched[kNumTiers] = {0, 0, 0};
   };
-  // One cache tier's hash index: hash -> slot, slot -> hash, LRU of evictable slots.
-  struct TierCache {
+  // One tier: its blocks (ids, ref counts, free queue), its prefix-cache index (hash ->
+  // slot, slot -> hash) and the eviction order of its unreferenced cached slots. A cached
+  // device block holds one reference of its own (the cache's), so "unreferenced" means ref
+  // count 1 there; host and disk cached slots hold none but the cache's entry.
+  struct TierState {
+    explicit TierState(int64_t num_blocks) : pool(num_blocks) {}
+    BlockPool pool;
+    LruSet lru;
     absl::flat_hash_map<BlockHash, int32_t> by_hash;
     absl::flat_hash_map<int32_t, BlockHash> hash_of;
   };
+  // Staging buffers between the device and the disk I/O threads (pinned on CUDA): each free
+  // or held by exactly one copy in flight or one disk job.
+  struct StagingBuffers {
+    uint8_t* memory = nullptr;  // (count, block_bytes)
+    int32_t count = 0;
+    std::vector<int32_t> free;
+  };
+  // The disk tier: the slot file and its I/O in flight. `jobs` is declared after `store`,
+  // so that its threads are joined before the store closes.
+  struct DiskTier {
+    std::unique_ptr<DiskBlockStore> store;
+    std::unique_ptr<DiskJobs> jobs;
+    bool index_dirty = false;
+    std::optional<DiskJobId> index_save;  // the index save not landed yet
+    std::chrono::steady_clock::time_point last_index_save{};
+    int64_t write_pause_steps = 0;  // steps without write-back left after a failed write
+  };
 
   KvCacheManager(const KvCacheOptions& options, Backend* backend);
+  // The tag a swapped block's disk slot carries instead of a content hash, so that a slot
+  // read back is checked to be the one written (by this manager, swap-out and block).
   uint64_t SwapTag(SequenceId seq, uint64_t generation, size_t index) const;
   // Eviction priority of a cached content hash (0 when never raised).
   int32_t PriorityOf(BlockHash hash) const;
   void RaisePriority(BlockHash hash, int32_t priority);
+
+  TierState& state(Tier tier) { return tiers_[static_cast<int>(tier)]; }
+  const TierState& state(Tier tier) const { return tiers_[static_cast<int>(tier)]; }
+  BlockPool& pool(Tier tier) { return state(tier).pool; }
+  const BlockPool& pool(Tier tier) const { return state(tier).pool; }
+  LruSet& lru(Tier tier) { return state(tier).lru; }
+  const LruSet& lru(Tier tier) const { return state(tier).lru; }
+  // Returns one reference of a device block; a cached block left with only the cache's
+  // becomes evictable (LRU at its hash's priority).
+  void ReleaseDeviceBlock(BlockId block);
 
   // n device blocks to write (caller checked num_available_device_blocks): free ones first,
   // then LRU unreferenced cached blocks, evicted down the tiers. A victim with a lower-tier
@@ -315,36 +366,42 @@ class KvCacheManager {
   };
   void DemoteDirtyDeviceBlocks(const std::vector<DirtyVictim>& victims);
   void DemoteToDisk(const std::vector<DirtyVictim>& victims);
-  // Starts one async batch; on success it is queued in pending_ and its device blocks are
-  // fenced. Returns the ticket.
+  // Starts one async batch; on success it is queued and its device blocks are fenced.
+  // Returns the ticket.
   absl::StatusOr<int64_t> StartBatch(std::vector<PendingCopy> copies);
   // Lands every pending batch that is done; with wait_ticket > 0 the host first waits for
   // that ticket (the stall is counted).
   void FinishCopies(int64_t wait_ticket);
   void DrainCopies() {
-    if (!pending_.empty()) FinishCopies(pending_.back().ticket);
+    if (!copies_.batches.empty()) FinishCopies(copies_.batches.back().ticket);
   }
   void FinishBatch(const PendingBatch& batch, const absl::Status& copied);
-  uint8_t* Staging(int32_t index) const { return staging_memory_ + static_cast<size_t>(index) * block_bytes_; }
+  uint8_t* Staging(int32_t index) const {
+    return staging_.memory + static_cast<size_t>(index) * block_bytes_;
+  }
   // A free staging buffer, first landing the oldest copies and then waiting for the oldest
   // disk write holding one; nullopt only when none is held by anything (no disk tier).
   // Callers hand their own unstarted copies' buffers in first (they would wait forever).
   std::optional<int32_t> AcquireStaging();
   bool HasLowerCopy(BlockHash hash) const {
-    return cache(Tier::kHost).by_hash.contains(hash) || cache(Tier::kDisk).by_hash.contains(hash);
+    return state(Tier::kHost).by_hash.contains(hash) || state(Tier::kDisk).by_hash.contains(hash);
   }
   // Blocks of write-back per StartBackgroundCopies (see there).
   int64_t WriteBackBudget() const;
-  // Host -> disk write-back through disk_writer_ (kv_cache_copies.cc): queues writes of the
-  // coldest cached host blocks without a disk copy; lands finished writes (after waiting
-  // for job `wait_job` when > 0, counted as a disk write wait).
+  // Host -> disk write-back on the writer thread (kv_cache_copies.cc): queues writes of the
+  // coldest cached host blocks without a disk copy.
   void StartDiskWriteBack();
-  void FinishDiskWrites(int64_t wait_job);
-  void LandDiskWrites();  // the finished writes: into the disk cache, or released
-  // Disk -> host read-ahead (kv_cache_read_ahead.cc): lands finished reads (after waiting
-  // for job `wait_job` when > 0, counted as a read-ahead wait).
-  void FinishDiskReads(int64_t wait_job);
-  void LandDiskReads();
+  // Disk jobs (kv_cache_disk_jobs.cc): lands every finished one, each by its kind — the one
+  // place a disk job's effects happen.
+  void LandDiskJobs();
+  void LandDiskJob(DiskJobs::Landed& landed);
+  // A failed disk read counted: corrupt (DataLoss) or an I/O error.
+  void CountReadFailure(const absl::Status& status);
+  // Lands what has finished; then, if `job` is still in flight, waits for it (counted as a
+  // disk write or read-ahead wait) and lands it.
+  void AwaitDiskJob(std::optional<DiskJobId> job);
+  // The status of an awaited job (eviction write, staged read) once landed.
+  absl::Status AwaitResult(DiskJobId job);
   // A free slot in host (or disk) for cached or swapped data, evicting LRU cached entries
   // (host ones demoted to disk). Pinned blocks are never candidates: the pin holds a
   // reference, so they are not in any LRU set.
@@ -374,111 +431,39 @@ class KvCacheManager {
   };
   std::vector<absl::Status> ReadDiskBlocksToDevice(const std::vector<StagedRead>& reads);
   uint8_t* HostSlot(int32_t slot) const { return host_memory_ + static_cast<size_t>(slot) * block_bytes_; }
-  TierCache& cache(Tier tier) { return caches_[static_cast<int>(tier)]; }
-  const TierCache& cache(Tier tier) const { return caches_[static_cast<int>(tier)]; }
-
-  const KvCacheOptions options_;
-  Backend* const backend_;
-  size_t block_bytes_ = 0;
-  BlockPool device_;
-  BlockPool host_;
-  BlockPool disk_;
-  const uint64_t instance_tag_;  // random: keys SwapTag to this manager
-  uint8_t* host_memory_ = nullptr;      // (host_blocks, block_bytes) from the backend
-  uint8_t* staging_memory_ = nullptr;   // kStagingBlocks blocks from the backend (device <-> disk)
-  std::vector<int32_t> free_staging_;
-  int32_t num_staging_ = 0;             // each buffer is free or held by exactly one user
-  std::unique_ptr<DiskBlockStore> disk_store_;
-  bool disk_index_dirty_ = false;
-  // Disk writes in flight (with a disk tier): host-tier write-back, swapped and demoted blocks.
-  // Declared after disk_store_ so that it is destroyed (its thread joined) first.
-  std::unique_ptr<DiskIoThread> disk_writer_;
-  struct DiskRead {
-    int32_t disk_slot;   // cached (prefix) or held by the swap; not evicted nor reused meanwhile
-    int32_t host_slot;   // held (ref 1), in no cache map until the read lands
-    BlockHash hash{};    // prefix reads: the content
-    bool swap = false;   // a swapped sequence's block (else a prefix block)
-    SequenceId seq = 0;  // swaps: whose, which swap-out, which block
-    uint64_t generation = 0;
-    size_t index = 0;
-  };
   // Whether swap-out `generation` of `seq` still holds disk slot `disk_slot` as block
   // `index`. A disk read or write of a swapped block whose swap no longer holds it (released,
   // or swapped anew) owns the slot until it lands.
   bool SwapHoldsDiskSlot(SequenceId seq, uint64_t generation, size_t index, int32_t disk_slot) const;
-  // The newest job of `jobs` (disk slot -> job) on the swap's disk slots; 0 when none.
-  int64_t NewestJobOnSlots(const std::vector<SlotRef>& slots,
-                           const absl::flat_hash_map<int32_t, int64_t>& jobs) const;
+  // Waits for what a swapped sequence's slots still wait on — its swap-out copies, then
+  // the disk writes and read-aheads of its disk slots — and lands it all (a failure is
+  // left in its SwapState::failed).
+  void SettleSwap(SequenceId seq);
   // Hash of full block i of `tokens` chained on its parent's, as the prefix cache keys it.
   BlockHash PromptBlockHash(std::optional<BlockHash> parent, std::span<const int32_t> tokens, int64_t i) const;
-  // A swapped block on its way to disk: its staging buffer is held until the write lands;
-  // its disk slot belongs to the swap (or to the write, once the swap is released).
-  struct SwapWrite {
-    SequenceId seq = 0;
-    uint64_t generation = 0;
-    size_t index = 0;
-    int32_t disk_slot = 0;
-    int32_t staging = 0;
-  };
-  struct DiskWrite {
-    int32_t disk_slot;  // held (ref 1), in no cache map until the write lands
-    int32_t host_slot;  // stays in the host cache, not freed or rewritten until then
-    BlockHash hash;
-  };
-  // An evicted device block on its way to disk (DemoteToDisk): its staging buffer holds
-  // the bytes; its disk slot is held (ref 1), in no cache map until the write lands.
-  struct DemoteWrite {
-    int32_t disk_slot;
-    int32_t staging;
-    BlockHash hash;
-    int32_t priority;  // the block's, raised again when it joins the disk cache
-  };
-  absl::flat_hash_map<int64_t, DiskWrite> disk_writes_;          // job -> its write
-  absl::flat_hash_map<int64_t, DemoteWrite> demote_writes_;      // job -> a demoted block's write
-  absl::flat_hash_map<BlockHash, int64_t> demote_write_job_;     // demoted block's hash -> job
-  absl::flat_hash_map<int64_t, SwapWrite> swap_writes_;          // job -> a swapped block's write
-  absl::flat_hash_map<int32_t, int64_t> disk_slot_write_job_;    // swap writes: disk slot -> job
-  // Disk reads (with a disk tier): read-ahead into host slots (with a host tier too) and
-  // ReadDiskBlocksToDevice's staged reads; reset first in the destructor.
-  std::unique_ptr<DiskIoThread> disk_reader_;
-  absl::flat_hash_map<int64_t, DiskRead> disk_reads_;           // job -> its read
-  absl::flat_hash_map<int32_t, int64_t> disk_slot_read_job_;    // disk slot -> its read
-  absl::flat_hash_map<BlockHash, int64_t> prefix_read_job_;     // prefix reads: hash -> job
-  absl::flat_hash_map<int32_t, int64_t> host_slot_disk_job_;     // host slot -> its job
-  // ReadDiskBlocksToDevice's jobs on disk_reader_: their results, once LandDiskReads took them.
-  absl::flat_hash_map<int64_t, std::optional<absl::Status>> staged_read_results_;
-  // Demote's writes of host victims on disk_writer_: their results, once LandDiskWrites took
-  // them (Demote waits for its own and erases it).
-  absl::flat_hash_map<int64_t, std::optional<absl::Status>> eviction_write_results_;
-  int64_t index_save_job_ = 0;  // the index save on disk_writer_ not yet landed (0: none)
-  // The writer's jobs finish in submission order: every job up to this one has landed.
-  int64_t writes_landed_through_ = 0;
-  static constexpr std::chrono::milliseconds kIndexSaveInterval{1000};  // between index saves
-  std::chrono::steady_clock::time_point last_index_save_{};
-  int64_t disk_write_pause_steps_ = 0;  // steps without write-back left after a failed write
+  // The invariants of the host and disk tiers (kv_cache_integrity.cc).
+  absl::Status VerifyLowerTier(Tier tier) const;
 
+  static constexpr std::chrono::milliseconds kIndexSaveInterval{1000};  // between index saves
+
+  const KvCacheOptions options_;
+  Backend* const backend_;
+  const size_t block_bytes_;
+  TierState tiers_[kNumTiers];
+  const uint64_t instance_tag_;     // random: keys SwapTag to this manager
+  uint8_t* host_memory_ = nullptr;  // (host_blocks, block_bytes) from the backend
+  StagingBuffers staging_;          // from the backend, with a disk tier
+  DiskTier disk_tier_;
+  InFlightCopies copies_;
   absl::flat_hash_map<SequenceId, SequenceBlocks> sequences_;
   absl::flat_hash_map<SequenceId, SwapState> swapped_;
   uint64_t swap_generation_ = 0;
-  // Async device -> host copies in flight, oldest first (tickets complete in this order).
-  std::deque<PendingBatch> pending_;
-  // Device block -> the newest ticket reading it: not handed out for writing before it lands.
-  absl::flat_hash_map<BlockId, int64_t> reading_ticket_;
-  // Host slots being filled by a write-back (held, in no cache map until they land).
-  absl::flat_hash_map<int32_t, int64_t> writeback_slots_;
   // Device blocks cached since the last StartBackgroundCopies, with their hash then.
   std::deque<std::pair<BlockId, BlockHash>> writeback_queue_;
-  TierCache caches_[kNumTiers];
   absl::flat_hash_map<BlockHash, int32_t> hash_priority_;  // only hashes cached somewhere
-  // Unreferenced cached blocks per tier, LRU first. A cached device block holds one
-  // reference of its own (the cache's), so "unreferenced" means ref count 1 there.
-  LruSet device_lru_;
   // Pinned prefix blocks: hash -> device block, each holding one reference of the pin.
   absl::flat_hash_map<BlockHash, BlockId> pinned_;
-  LruSet host_lru_;
-  LruSet disk_lru_;
   KvCacheCounters counters_;
-  int64_t swap_bytes_timed_ = 0;
 };
 
 }  // namespace kvtier

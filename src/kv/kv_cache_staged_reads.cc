@@ -22,43 +22,38 @@ std::vector<absl::Status> KvCacheManager::ReadDiskBlocksToDevice(const std::vect
   const auto start = std::chrono::steady_clock::now();
   struct InFlight {
     size_t index;  // into reads
-    int64_t job;
+    DiskJobId job;
     int32_t staging;
   };
   std::deque<InFlight> in_flight;  // submission order, which is the reader's finishing order
   auto land_oldest = [&] {
     const InFlight r = in_flight.front();
     in_flight.pop_front();
-    disk_reader_->Wait(r.job);
-    LandDiskReads();  // takes r's result (and any read-ahead's) off the reader
-    auto result = staged_read_results_.find(r.job);
-    absl::Status status = result->second.value_or(absl::InternalError("kv cache: staged read not reported"));
-    staged_read_results_.erase(result);
-    if (absl::IsDataLoss(status)) ++counters_.corrupt_blocks_detected;
-    if (IsIoError(status)) ++counters_.io_errors;
+    absl::Status status = AwaitResult(r.job);  // lands any read-ahead finished before it too
+    CountReadFailure(status);
     if (status.ok()) {
       const BlockCopy copy{reads[r.index].block, Staging(r.staging)};
       status = backend_->CopyBlocksFromHost(std::span<const BlockCopy>(&copy, 1));
       if (status.ok()) ++counters_.disk_staged_reads;
     }
-    free_staging_.push_back(r.staging);
+    staging_.free.push_back(r.staging);
     results[r.index] = status;
   };
   for (size_t i = 0; i < reads.size(); ++i) {
     // Out of buffers: the oldest read of ours frees one soonest; else copies or writes do.
-    if (free_staging_.empty() && !in_flight.empty()) land_oldest();
+    if (staging_.free.empty() && !in_flight.empty()) land_oldest();
     const std::optional<int32_t> staging = AcquireStaging();
     if (!staging) {
       results[i] = absl::InternalError("kv cache: no staging buffer for a disk read");
       continue;
     }
-    const int64_t job = disk_reader_->SubmitRead(reads[i].disk_slot, reads[i].tag, Staging(*staging));
-    staged_read_results_[job] = std::nullopt;
+    const DiskJobId job =
+        disk_tier_.jobs->SubmitRead(StagedReadJob{}, reads[i].disk_slot, reads[i].tag, Staging(*staging));
     in_flight.push_back({i, job, *staging});
   }
   while (!in_flight.empty()) land_oldest();
   counters_.copy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  swap_bytes_timed_ += static_cast<int64_t>(reads.size() * block_bytes_);
+  counters_.swap_bytes_timed += static_cast<int64_t>(reads.size() * block_bytes_);
   return results;
 }
 

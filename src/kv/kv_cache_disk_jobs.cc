@@ -1,0 +1,142 @@
+// KvCacheManager's disk jobs landing (the contract is at the top of kv_cache_manager.h):
+// the one place where a finished disk job takes effect, by its kind — a written block joins
+// the disk cache or gives its slot back, a read-ahead block becomes a host copy, a failure
+// is counted and marks what it failed — and the waits for a job in flight. Stepping thread.
+#include <chrono>
+#include <type_traits>
+
+#include "kv/kv_cache_manager.h"
+
+namespace kvtier {
+namespace {
+
+// Steps without host -> disk write-back after a failed write (see StartDiskWriteBack).
+constexpr int64_t kDiskWritePauseSteps = 16;
+
+}  // namespace
+
+void KvCacheManager::CountReadFailure(const absl::Status& status) {
+  if (absl::IsDataLoss(status)) ++counters_.corrupt_blocks_detected;
+  if (!status.ok() && !absl::IsDataLoss(status)) ++counters_.io_errors;
+}
+
+void KvCacheManager::LandDiskJobs() {
+  if (disk_tier_.jobs == nullptr) return;
+  for (DiskJobs::Landed& landed : disk_tier_.jobs->TakeFinished()) LandDiskJob(landed);
+}
+
+void KvCacheManager::AwaitDiskJob(std::optional<DiskJobId> job) {
+  if (disk_tier_.jobs == nullptr) return;
+  LandDiskJobs();
+  // Still in flight after landing what is done: only then does the host wait (and count it).
+  if (!job.has_value() || !disk_tier_.jobs->InFlight(*job)) return;
+  const auto start = std::chrono::steady_clock::now();
+  disk_tier_.jobs->Wait(*job);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (job->read) {
+    counters_.disk_read_ahead_wait_seconds += seconds;
+    ++counters_.disk_read_ahead_waits;
+  } else {
+    counters_.disk_write_wait_seconds += seconds;
+    ++counters_.disk_write_waits;
+  }
+  LandDiskJobs();
+}
+
+absl::Status KvCacheManager::AwaitResult(DiskJobId job) {
+  if (disk_tier_.jobs->InFlight(job)) {
+    disk_tier_.jobs->Wait(job);
+    LandDiskJobs();
+  }
+  return disk_tier_.jobs->TakeResult(job).value_or(absl::InternalError("kv cache: disk job not reported"));
+}
+
+void KvCacheManager::LandDiskJob(DiskJobs::Landed& landed) {
+  const absl::Status& status = landed.status;
+  std::visit(
+      [&](auto& job) {
+        using Kind = std::decay_t<decltype(job)>;
+        if constexpr (std::is_same_v<Kind, WriteBackJob>) {
+          if (status.ok() && !state(Tier::kDisk).by_hash.contains(job.hash)) {
+            // The host copy is still cached (a host eviction waits for its write), so the
+            // hash still has its priority.
+            CacheOnDisk(job.disk_slot, job.hash);
+            ++counters_.disk_blocks_written_back;
+          } else {
+            if (!status.ok()) {
+              ++counters_.io_errors;
+              disk_tier_.write_pause_steps = kDiskWritePauseSteps;
+            }
+            pool(Tier::kDisk).Release(job.disk_slot);
+          }
+        } else if constexpr (std::is_same_v<Kind, SwapWriteJob>) {
+          staging_.free.push_back(job.staging);
+          if (!SwapHoldsDiskSlot(job.seq, job.generation, job.index, job.disk_slot)) {
+            pool(Tier::kDisk).Release(job.disk_slot);  // released meanwhile: the write held the slot
+          } else if (status.ok()) {
+            ++counters_.disk_swap_writes;
+          } else {
+            ++counters_.io_errors;
+            SwapState& swap = swapped_.at(job.seq);
+            if (swap.failed.ok()) swap.failed = status;  // SwapIn reports it: recompute
+          }
+        } else if constexpr (std::is_same_v<Kind, DemoteWriteJob>) {
+          staging_.free.push_back(job.staging);
+          if (status.ok() && !state(Tier::kDisk).by_hash.contains(job.hash)) {
+            RaisePriority(job.hash, job.priority);  // dropped with its device entry
+            CacheOnDisk(job.disk_slot, job.hash);
+            ++counters_.disk_demote_writes;
+          } else {
+            if (!status.ok()) {  // its only copy: lost
+              ++counters_.io_errors;
+              ++counters_.blocks_dropped;
+            }
+            pool(Tier::kDisk).Release(job.disk_slot);
+          }
+        } else if constexpr (std::is_same_v<Kind, IndexSaveJob>) {
+          disk_tier_.index_save.reset();
+          if (!status.ok()) {  // saved again by the next PersistIndexIfDirty
+            ++counters_.io_errors;
+            disk_tier_.index_dirty = true;
+          }
+        } else if constexpr (std::is_same_v<Kind, PrefixReadJob>) {
+          CountReadFailure(status);
+          if (absl::IsDataLoss(status)) {  // never used as data: forget the slot
+            DropCached(Tier::kDisk, job.disk_slot);
+            pool(Tier::kDisk).Release(job.disk_slot);
+          } else {
+            lru(Tier::kDisk).PushBack(job.disk_slot, PriorityOf(job.hash));
+          }
+          TierState& host = state(Tier::kHost);
+          if (status.ok() && !host.by_hash.contains(job.hash)) {
+            host.by_hash[job.hash] = job.host_slot;
+            host.hash_of[job.host_slot] = job.hash;
+            lru(Tier::kHost).PushBack(job.host_slot, PriorityOf(job.hash));
+            ++counters_.disk_read_aheads;
+          } else {
+            pool(Tier::kHost).Release(job.host_slot);
+          }
+        } else if constexpr (std::is_same_v<Kind, SwapReadJob>) {
+          CountReadFailure(status);
+          if (!SwapHoldsDiskSlot(job.seq, job.generation, job.index, job.disk_slot)) {
+            // Released meanwhile: the read held the disk slot.
+            pool(Tier::kHost).Release(job.host_slot);
+            pool(Tier::kDisk).Release(job.disk_slot);
+            return;
+          }
+          SwapState& swap = swapped_.at(job.seq);
+          if (status.ok()) {
+            swap.slots[job.index] = SlotRef{Tier::kHost, job.host_slot};
+            pool(Tier::kDisk).Release(job.disk_slot);
+            ++counters_.disk_read_aheads;
+          } else {
+            pool(Tier::kHost).Release(job.host_slot);
+            if (swap.failed.ok()) swap.failed = status;  // SwapIn reports it: recompute
+          }
+        }
+        // EvictionWriteJob, StagedReadJob: their callers wait for them and take the result.
+      },
+      landed.job);
+}
+
+}  // namespace kvtier
