@@ -1,4 +1,5 @@
 // Implementation of KvCacheManager (kv_cache_manager.h).
+#include "kv/copy_timer.h"
 #include "kv/kv_cache_manager.h"
 
 #include <algorithm>
@@ -17,16 +18,6 @@
 namespace kvtier {
 namespace {
 
-class CopyTimer {
- public:
-  explicit CopyTimer(double* total) : total_(total), start_(std::chrono::steady_clock::now()) {}
-  ~CopyTimer() { *total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
-
- private:
-  double* total_;
-  std::chrono::steady_clock::time_point start_;
-};
-
 // Staging buffers between the device and the disk I/O threads: async device -> disk copies
 // (the bytes land there, the disk write follows when the copy is done) and disk -> device
 // reads at a block's use. Few: these are the paths without host room (host tier full of
@@ -34,15 +25,6 @@ class CopyTimer {
 constexpr int64_t kStagingBlocks = 16;
 
 }  // namespace
-
-// Disk slots of swapped (uncached) blocks carry a tag instead of a content hash, so a slot
-// read back is still checked to be the one written: by this manager (sequence ids restart
-// at 1 in every context), for this swap-out of the sequence, as this block.
-uint64_t KvCacheManager::SwapTag(SequenceId seq, uint64_t generation, size_t index) const {
-  uint64_t tag = SplitMix64(instance_tag_ ^ static_cast<uint64_t>(seq));
-  tag = SplitMix64(tag ^ generation);
-  return SplitMix64(tag ^ static_cast<uint64_t>(index));
-}
 
 namespace {
 
@@ -208,115 +190,6 @@ int64_t KvCacheManager::SwappedBlocks(SequenceId seq) const {
   return it == swapped_.end() ? 0 : static_cast<int64_t>(it->second.slots.size());
 }
 
-// ---------------------------------------------------------------- allocation & eviction
-
-int32_t KvCacheManager::PriorityOf(BlockHash hash) const {
-  auto it = hash_priority_.find(hash);
-  return it == hash_priority_.end() ? 0 : it->second;
-}
-
-void KvCacheManager::RaisePriority(BlockHash hash, int32_t priority) {
-  if (priority == 0 && !hash_priority_.contains(hash)) return;
-  int32_t& p = hash_priority_[hash];
-  p = std::max(p, priority);
-}
-
-void KvCacheManager::DropCached(Tier tier, int32_t slot) {
-  TierState& c = state(tier);
-  auto it = c.hash_of.find(slot);
-  if (it == c.hash_of.end()) return;
-  const BlockHash hash = it->second;
-  auto by = c.by_hash.find(hash);
-  if (by != c.by_hash.end() && by->second == slot) c.by_hash.erase(by);
-  c.hash_of.erase(it);
-  if (tier == Tier::kDisk) disk_tier_.index_dirty = true;
-  if (!state(Tier::kDevice).by_hash.contains(hash) && !state(Tier::kHost).by_hash.contains(hash) &&
-      !state(Tier::kDisk).by_hash.contains(hash)) {
-    hash_priority_.erase(hash);
-  }
-}
-
-std::optional<int32_t> KvCacheManager::AllocateHost() {
-  if (pool(Tier::kHost).num_blocks() == 0) return std::nullopt;
-  if (auto id = pool(Tier::kHost).Allocate()) return id;
-  std::optional<int32_t> victim = lru(Tier::kHost).PopFront();
-  if (!victim) return std::nullopt;
-  // Its write to disk is still in flight (queued too late, or the disk is slow): wait for
-  // it rather than write the block a second time here; landed, it is on disk (or failed,
-  // and Demote writes it synchronously).
-  if (disk_tier_.jobs != nullptr) AwaitDiskJob(disk_tier_.jobs->WriteBackOfHostSlot(*victim));
-  Demote(Tier::kHost, *victim, state(Tier::kHost).hash_of.at(*victim));
-  DropCached(Tier::kHost, *victim);
-  pool(Tier::kHost).Release(*victim);
-  return pool(Tier::kHost).Allocate();
-}
-
-std::optional<int32_t> KvCacheManager::AllocateDisk() {
-  if (pool(Tier::kDisk).num_blocks() == 0) return std::nullopt;
-  if (auto id = pool(Tier::kDisk).Allocate()) return id;
-  std::optional<int32_t> victim = lru(Tier::kDisk).PopFront();
-  if (!victim) return std::nullopt;
-  ++counters_.blocks_dropped;
-  ++counters_.blocks_demoted[static_cast<int>(Tier::kDisk)];
-  DropCached(Tier::kDisk, *victim);
-  pool(Tier::kDisk).Release(*victim);
-  return pool(Tier::kDisk).Allocate();
-}
-
-void KvCacheManager::Demote(Tier tier, int32_t slot, BlockHash hash) {
-  // Only host slots come here (device victims: AllocateDeviceBlocks; disk: dropped). The
-  // host bytes are complete: a slot is in the host cache only once its copy has landed.
-  ++counters_.blocks_demoted[static_cast<int>(tier)];
-  if (tier == Tier::kHost && pool(Tier::kDisk).num_blocks() > 0) {
-    if (state(Tier::kDisk).by_hash.contains(hash)) {
-      ++counters_.host_evictions_on_disk;  // written back ahead (or demoted before): no write
-      return;
-    }
-    // On its way there from a device demotion: that write lands it (no second copy).
-    if (std::optional<DiskJobId> demoting = disk_tier_.jobs->DemoteWriteOf(hash)) {
-      AwaitDiskJob(demoting);
-      if (state(Tier::kDisk).by_hash.contains(hash)) {
-        ++counters_.host_evictions_on_disk;
-        return;
-      }
-    }
-    if (std::optional<int32_t> disk_slot = AllocateDisk()) {
-      ++counters_.host_evictions_written;
-      absl::Status written = WriteEvictedHostSlot(slot, *disk_slot, hash);
-      if (written.ok() && state(Tier::kDisk).by_hash.contains(hash)) {  // landed meanwhile
-        pool(Tier::kDisk).Release(*disk_slot);
-        return;
-      }
-      if (written.ok()) {
-        CacheOnDisk(*disk_slot, hash);
-        return;
-      }
-      ++counters_.io_errors;
-      pool(Tier::kDisk).Release(*disk_slot);
-    }
-  }
-  ++counters_.blocks_dropped;
-}
-
-void KvCacheManager::CacheOnDisk(int32_t disk_slot, BlockHash hash) {
-  TierState& disk = state(Tier::kDisk);
-  disk.by_hash[hash] = disk_slot;
-  disk.hash_of[disk_slot] = hash;
-  lru(Tier::kDisk).PushBack(disk_slot, PriorityOf(hash));
-  disk_tier_.index_dirty = true;
-}
-
-absl::Status KvCacheManager::WriteEvictedHostSlot(int32_t host_slot, int32_t disk_slot, BlockHash hash) {
-  const int32_t tokens = static_cast<int32_t>(options_.block_tokens);
-  if (disk_tier_.jobs == nullptr) return disk_tier_.store->Write(disk_slot, hash.value, tokens, HostSlot(host_slot));
-  // The write-back did not get to this block: the writer thread writes it now, behind the
-  // writes already queued (the disk takes them in order anyway), and the eviction waits for
-  // it, since the host slot is reused as soon as Demote returns. The stepping thread waits
-  // but never touches the file.
-  return AwaitResult(
-      disk_tier_.jobs->SubmitWrite(EvictionWriteJob{}, disk_slot, hash.value, tokens, HostSlot(host_slot)));
-}
-
 // ---------------------------------------------------------------- copies
 
 // Synchronous copies go behind the async ones on a copy engine: land those first, so the
@@ -380,6 +253,14 @@ void KvCacheManager::PersistIndexIfDirty(bool now) {
 
 // ---------------------------------------------------------------- sequences
 
+void KvCacheManager::ReleaseDeviceBlock(BlockId block) {
+  pool(Tier::kDevice).Release(block);
+  auto cached = state(Tier::kDevice).hash_of.find(block);
+  if (cached != state(Tier::kDevice).hash_of.end() && pool(Tier::kDevice).ref_count(block) == 1) {
+    lru(Tier::kDevice).PushBack(block, PriorityOf(cached->second));
+  }
+}
+
 absl::Status KvCacheManager::Reserve(SequenceId seq, int64_t num_tokens) {
   const int64_t need = NewBlocksNeeded(seq, num_tokens);
   if (need > num_available_device_blocks()) {
@@ -395,10 +276,7 @@ absl::Status KvCacheManager::Reserve(SequenceId seq, int64_t num_tokens) {
 void KvCacheManager::Release(SequenceId seq) {
   if (auto it = sequences_.find(seq); it != sequences_.end()) {
     for (BlockId block : it->second.table) {
-      pool(Tier::kDevice).Release(block);
-      if (pool(Tier::kDevice).ref_count(block) == 1 && state(Tier::kDevice).hash_of.contains(block)) {
-        lru(Tier::kDevice).PushBack(block, PriorityOf(state(Tier::kDevice).hash_of.at(block)));
-      }
+      ReleaseDeviceBlock(block);
     }
     sequences_.erase(it);
   }
@@ -528,10 +406,7 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
   // back as a release would leave them: those read (or hit) stay cached, the others free.
   for (size_t i = keep; i < blocks.table.size(); ++i) {
     const BlockId block = blocks.table[i];
-    pool(Tier::kDevice).Release(block);
-    if (pool(Tier::kDevice).ref_count(block) == 1 && state(Tier::kDevice).hash_of.contains(block)) {
-      lru(Tier::kDevice).PushBack(block, PriorityOf(state(Tier::kDevice).hash_of.at(block)));
-    }
+    ReleaseDeviceBlock(block);
   }
   blocks.table.resize(keep);
   blocks.hashes.resize(keep);
@@ -570,193 +445,9 @@ void KvCacheManager::PinPrefix(SequenceId seq, int64_t num_blocks) {
 
 void KvCacheManager::UnpinAll() {
   for (const auto& [hash, block] : pinned_) {
-    pool(Tier::kDevice).Release(block);
-    if (pool(Tier::kDevice).ref_count(block) == 1 && state(Tier::kDevice).hash_of.contains(block)) {
-      lru(Tier::kDevice).PushBack(block, PriorityOf(state(Tier::kDevice).hash_of.at(block)));
-    }
+    ReleaseDeviceBlock(block);
   }
   pinned_.clear();
-}
-
-absl::Status KvCacheManager::SwapOut(SequenceId seq) {
-  auto it = sequences_.find(seq);
-  if (it == sequences_.end() || it->second.table.empty()) return absl::OkStatus();
-  FinishCopies(0);
-  const std::vector<BlockId> table = it->second.table;
-  std::vector<SlotRef> slots;
-  auto release_slots = [&] {
-    for (const SlotRef& ref : slots) pool(ref.tier).Release(ref.slot);
-  };
-  for (size_t i = 0; i < table.size(); ++i) {
-    if (std::optional<int32_t> host_slot = AllocateHost()) {
-      slots.push_back({Tier::kHost, *host_slot});
-    } else if (std::optional<int32_t> disk_slot = AllocateDisk()) {
-      slots.push_back({Tier::kDisk, *disk_slot});
-    } else {
-      release_slots();
-      return absl::ResourceExhaustedError(absl::StrCat("no host or disk room to swap out sequence ", seq));
-    }
-  }
-  const uint64_t generation = ++swap_generation_;
-  swapped_[seq] = SwapState{slots, generation, 0, absl::OkStatus()};
-  // Batches of 2, 4, 8, ... blocks, in the order the pool hands the blocks out again: first
-  // those that become free (uncached: the back of the free queue), then cached ones (the
-  // back of the device LRU, in table order), then blocks other sequences still share. The
-  // preempting sequence, which takes blocks at once, then waits only for the first small
-  // batch; the rest lands while the forward runs.
-  std::vector<size_t> order;
-  for (int pass = 0; pass < 3; ++pass) {
-    for (size_t i = 0; i < table.size(); ++i) {
-      const bool cached = state(Tier::kDevice).hash_of.contains(table[i]);
-      const int32_t others = pool(Tier::kDevice).ref_count(table[i]) - 1 - (cached ? 1 : 0);
-      const int rank = others > 0 ? 2 : (cached ? 1 : 0);
-      if (rank == pass) order.push_back(i);
-    }
-  }
-  std::vector<PendingCopy> batch;
-  size_t batch_size = 2;
-  absl::Status status;
-  auto flush = [&] {
-    if (batch.empty() || !status.ok()) return;
-    std::vector<PendingCopy> copies = std::move(batch);
-    batch.clear();
-    std::vector<int32_t> staging;
-    for (const PendingCopy& c : copies) {
-      if (c.staging >= 0) staging.push_back(c.staging);
-    }
-    absl::StatusOr<int64_t> ticket = StartBatch(std::move(copies));
-    if (!ticket.ok()) {
-      status = ticket.status();
-      staging_.free.insert(staging_.free.end(), staging.begin(), staging.end());
-      return;
-    }
-    swapped_.at(seq).last_ticket = *ticket;
-  };
-  for (size_t i : order) {
-    if (!status.ok()) break;
-    PendingCopy c;
-    c.kind = slots[i].tier == Tier::kHost ? PendingKind::kSwapToHost : PendingKind::kSwapToDisk;
-    c.block = table[i];
-    c.slot = slots[i].slot;
-    c.seq = seq;
-    c.generation = generation;
-    c.index = i;
-    if (c.kind == PendingKind::kSwapToDisk) {
-      if (staging_.free.empty()) flush();  // its buffers come back as its writes land
-      const std::optional<int32_t> staging = AcquireStaging();
-      if (!staging) {
-        status = absl::InternalError("kv cache: no staging buffer for a disk swap");
-        break;
-      }
-      c.staging = *staging;
-    }
-    batch.push_back(c);
-    if (batch.size() >= batch_size) {
-      flush();
-      batch_size *= 2;
-    }
-  }
-  flush();
-  if (!status.ok()) {
-    // Nothing is lost: the device blocks are kept. Copies already started still read them
-    // (fenced by copies_.reading_ticket) and are ignored when they land.
-    for (const PendingCopy& c : batch) {
-      if (c.staging >= 0) staging_.free.push_back(c.staging);
-    }
-    swapped_.erase(seq);
-    release_slots();
-    return status;
-  }
-  ++counters_.swaps_out;
-  counters_.swap_out_bytes += static_cast<int64_t>(table.size() * block_bytes_);
-  for (BlockId block : table) {
-    pool(Tier::kDevice).Release(block);
-    if (pool(Tier::kDevice).ref_count(block) == 1 && state(Tier::kDevice).hash_of.contains(block)) {
-      lru(Tier::kDevice).PushBack(block, PriorityOf(state(Tier::kDevice).hash_of.at(block)));
-    }
-  }
-  sequences_.at(seq).table.clear();
-  FinishCopies(0);  // synchronous backends: everything has landed (disk writes happen now)
-  return absl::OkStatus();
-}
-
-absl::Status KvCacheManager::SwapIn(SequenceId seq, bool prefetch) {
-  if (!swapped_.contains(seq)) return absl::OkStatus();
-  SettleSwap(seq);
-  auto it = swapped_.find(seq);
-  if (!it->second.failed.ok()) {
-    const absl::Status failed = it->second.failed;
-    Release(seq);
-    return failed;
-  }
-  const std::vector<SlotRef>& slots = it->second.slots;
-  if (static_cast<int64_t>(slots.size()) > num_available_device_blocks()) {
-    return absl::ResourceExhaustedError(absl::StrCat("sequence ", seq, " needs ", slots.size(),
-                                                     " device blocks to swap in"));
-  }
-  SequenceBlocks& blocks = sequences_[seq];
-  const std::vector<BlockId> got = AllocateDeviceBlocks(static_cast<int64_t>(slots.size()));
-  blocks.table.insert(blocks.table.end(), got.begin(), got.end());
-  std::vector<BlockCopy> host_copies;
-  for (size_t i = 0; i < slots.size(); ++i) {
-    if (slots[i].tier == Tier::kHost) host_copies.push_back({blocks.table[i], HostSlot(slots[i].slot)});
-  }
-  if (!prefetch) DrainCopies();
-  absl::Status status;
-  {
-    CopyTimer timer(&counters_.copy_seconds);
-    counters_.swap_bytes_timed += static_cast<int64_t>(host_copies.size() * block_bytes_);
-    status = prefetch ? backend_->PrefetchBlocksFromHost(host_copies) : backend_->CopyBlocksFromHost(host_copies);
-  }
-  if (prefetch) ++counters_.prefetches;
-  std::vector<StagedRead> reads;  // the blocks nobody read ahead
-  for (size_t i = 0; i < slots.size() && status.ok(); ++i) {
-    if (slots[i].tier == Tier::kDisk) reads.push_back({slots[i].slot, SwapTag(seq, it->second.generation, i), blocks.table[i]});
-  }
-  for (const absl::Status& read : ReadDiskBlocksToDevice(reads)) {
-    if (!read.ok()) {
-      status = read;
-      break;
-    }
-  }
-  ++counters_.swaps_in;
-  counters_.swap_in_bytes += static_cast<int64_t>(slots.size() * block_bytes_);
-  if (!status.ok()) {
-    // The swapped copy cannot be trusted: drop everything; the caller recomputes.
-    Release(seq);
-    return status;
-  }
-  for (const SlotRef& ref : slots) pool(ref.tier).Release(ref.slot);
-  swapped_.erase(it);
-  return absl::OkStatus();
-}
-
-// ---------------------------------------------------------------- shared helpers
-
-bool KvCacheManager::SwapHoldsDiskSlot(SequenceId seq, uint64_t generation, size_t index,
-                                       int32_t disk_slot) const {
-  auto it = swapped_.find(seq);
-  if (it == swapped_.end() || it->second.generation != generation) return false;
-  const std::vector<SlotRef>& slots = it->second.slots;
-  return index < slots.size() && slots[index].tier == Tier::kDisk && slots[index].slot == disk_slot;
-}
-
-void KvCacheManager::SettleSwap(SequenceId seq) {
-  // Its swap-out copies first (normally landed a step ago): landing them submits its disk
-  // writes.
-  if (const int64_t ticket = swapped_.at(seq).last_ticket; ticket != 0) FinishCopies(ticket);
-  if (disk_tier_.jobs == nullptr) return;
-  // Then the newest write and read-ahead on its disk slots (each thread finishes in order).
-  std::optional<DiskJobId> last_write, last_read;
-  for (const SlotRef& ref : swapped_.at(seq).slots) {
-    if (ref.tier != Tier::kDisk) continue;
-    for (auto [job, last] : {std::pair{disk_tier_.jobs->SwapWriteOnSlot(ref.slot), &last_write},
-                             std::pair{disk_tier_.jobs->ReadOnSlot(ref.slot), &last_read}}) {
-      if (job && (!*last || (*last)->seq < job->seq)) *last = job;
-    }
-  }
-  AwaitDiskJob(last_write);
-  AwaitDiskJob(last_read);
 }
 
 BlockHash KvCacheManager::PromptBlockHash(std::optional<BlockHash> parent, std::span<const int32_t> tokens,

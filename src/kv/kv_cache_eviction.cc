@@ -1,0 +1,116 @@
+// KvCacheManager's host and disk tiers as caches (the contract is in kv_cache_manager.h):
+// taking a slot, evicting the least recently used cached entry when none is free (a host
+// victim moves down to disk, a disk victim is dropped), and each hash's eviction priority.
+#include "kv/kv_cache_manager.h"
+#include "storage/disk_block_store.h"
+
+namespace kvtier {
+
+int32_t KvCacheManager::PriorityOf(BlockHash hash) const {
+  auto it = hash_priority_.find(hash);
+  return it == hash_priority_.end() ? 0 : it->second;
+}
+
+void KvCacheManager::RaisePriority(BlockHash hash, int32_t priority) {
+  if (priority == 0 && !hash_priority_.contains(hash)) return;
+  int32_t& p = hash_priority_[hash];
+  p = std::max(p, priority);
+}
+
+void KvCacheManager::DropCached(Tier tier, int32_t slot) {
+  TierState& c = state(tier);
+  auto it = c.hash_of.find(slot);
+  if (it == c.hash_of.end()) return;
+  const BlockHash hash = it->second;
+  auto by = c.by_hash.find(hash);
+  if (by != c.by_hash.end() && by->second == slot) c.by_hash.erase(by);
+  c.hash_of.erase(it);
+  if (tier == Tier::kDisk) disk_tier_.index_dirty = true;
+  if (!state(Tier::kDevice).by_hash.contains(hash) && !state(Tier::kHost).by_hash.contains(hash) &&
+      !state(Tier::kDisk).by_hash.contains(hash)) {
+    hash_priority_.erase(hash);
+  }
+}
+
+std::optional<int32_t> KvCacheManager::AllocateHost() {
+  if (pool(Tier::kHost).num_blocks() == 0) return std::nullopt;
+  if (auto id = pool(Tier::kHost).Allocate()) return id;
+  std::optional<int32_t> victim = lru(Tier::kHost).PopFront();
+  if (!victim) return std::nullopt;
+  // Its write to disk is still in flight (queued too late, or the disk is slow): wait for
+  // it rather than write the block a second time here; landed, it is on disk (or failed,
+  // and Demote writes it synchronously).
+  if (disk_tier_.jobs != nullptr) AwaitDiskJob(disk_tier_.jobs->WriteBackOfHostSlot(*victim));
+  Demote(Tier::kHost, *victim, state(Tier::kHost).hash_of.at(*victim));
+  DropCached(Tier::kHost, *victim);
+  pool(Tier::kHost).Release(*victim);
+  return pool(Tier::kHost).Allocate();
+}
+
+std::optional<int32_t> KvCacheManager::AllocateDisk() {
+  if (pool(Tier::kDisk).num_blocks() == 0) return std::nullopt;
+  if (auto id = pool(Tier::kDisk).Allocate()) return id;
+  std::optional<int32_t> victim = lru(Tier::kDisk).PopFront();
+  if (!victim) return std::nullopt;
+  ++counters_.blocks_dropped;
+  ++counters_.blocks_demoted[static_cast<int>(Tier::kDisk)];
+  DropCached(Tier::kDisk, *victim);
+  pool(Tier::kDisk).Release(*victim);
+  return pool(Tier::kDisk).Allocate();
+}
+
+void KvCacheManager::Demote(Tier tier, int32_t slot, BlockHash hash) {
+  // Only host slots come here (device victims: AllocateDeviceBlocks; disk: dropped). The
+  // host bytes are complete: a slot is in the host cache only once its copy has landed.
+  ++counters_.blocks_demoted[static_cast<int>(tier)];
+  if (tier == Tier::kHost && pool(Tier::kDisk).num_blocks() > 0) {
+    if (state(Tier::kDisk).by_hash.contains(hash)) {
+      ++counters_.host_evictions_on_disk;  // written back ahead (or demoted before): no write
+      return;
+    }
+    // On its way there from a device demotion: that write lands it (no second copy).
+    if (std::optional<DiskJobId> demoting = disk_tier_.jobs->DemoteWriteOf(hash)) {
+      AwaitDiskJob(demoting);
+      if (state(Tier::kDisk).by_hash.contains(hash)) {
+        ++counters_.host_evictions_on_disk;
+        return;
+      }
+    }
+    if (std::optional<int32_t> disk_slot = AllocateDisk()) {
+      ++counters_.host_evictions_written;
+      absl::Status written = WriteEvictedHostSlot(slot, *disk_slot, hash);
+      if (written.ok() && state(Tier::kDisk).by_hash.contains(hash)) {  // landed meanwhile
+        pool(Tier::kDisk).Release(*disk_slot);
+        return;
+      }
+      if (written.ok()) {
+        CacheOnDisk(*disk_slot, hash);
+        return;
+      }
+      ++counters_.io_errors;
+      pool(Tier::kDisk).Release(*disk_slot);
+    }
+  }
+  ++counters_.blocks_dropped;
+}
+
+void KvCacheManager::CacheOnDisk(int32_t disk_slot, BlockHash hash) {
+  TierState& disk = state(Tier::kDisk);
+  disk.by_hash[hash] = disk_slot;
+  disk.hash_of[disk_slot] = hash;
+  lru(Tier::kDisk).PushBack(disk_slot, PriorityOf(hash));
+  disk_tier_.index_dirty = true;
+}
+
+absl::Status KvCacheManager::WriteEvictedHostSlot(int32_t host_slot, int32_t disk_slot, BlockHash hash) {
+  const int32_t tokens = static_cast<int32_t>(options_.block_tokens);
+  if (disk_tier_.jobs == nullptr) return disk_tier_.store->Write(disk_slot, hash.value, tokens, HostSlot(host_slot));
+  // The write-back did not get to this block: the writer thread writes it now, behind the
+  // writes already queued (the disk takes them in order anyway), and the eviction waits for
+  // it, since the host slot is reused as soon as Demote returns. The stepping thread waits
+  // but never touches the file.
+  return AwaitResult(
+      disk_tier_.jobs->SubmitWrite(EvictionWriteJob{}, disk_slot, hash.value, tokens, HostSlot(host_slot)));
+}
+
+}  // namespace kvtier
