@@ -126,14 +126,7 @@ absl::StatusOr<SequenceId> Engine::Add(std::vector<int32_t> prompt, const Sampli
   // The longest the sequence can get: its KV must fit in the device tier at once.
   const int64_t max_len = std::min<int64_t>(prompt_len + params.max_new_tokens, config.max_position_embeddings);
   absl::MutexLock lock(&mu_);
-  const int64_t blocks_needed = kv_->BlocksForTokens(max_len);
-  if (blocks_needed > kv_->num_device_blocks() - kv_->num_pinned_blocks()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "sequence of up to ", max_len, " tokens needs ", blocks_needed, " KV blocks (",
-        blocks_needed * static_cast<int64_t>(backend_->kv_layout().BlockBytes()), " bytes) but the device tier has ",
-        kv_->num_device_blocks(), " blocks (", kv_->num_device_blocks() * static_cast<int64_t>(kv_->block_bytes()),
-        " bytes), ", kv_->num_pinned_blocks(), " of them pinned; it must fit on the device tier to run"));
-  }
+  RETURN_IF_ERROR(scheduler_.CheckFits(max_len));
   if (scheduler_.num_waiting() >= options_.max_waiting) {
     return absl::UnavailableError(absl::StrCat("the waiting queue is full (", options_.max_waiting,
                                                " sequences): retry after some finish"));
@@ -261,35 +254,43 @@ void Engine::CommitTokenLocked(Sequence* seq, int32_t token, std::vector<StepEve
 absl::Status Engine::Step(std::vector<StepEvent>* events) {
   const auto step_start = std::chrono::steady_clock::now();
   Schedule schedule;
-  ForwardBatch batch;
   {
     absl::MutexLock lock(&mu_);
-    for (SequenceId id : pending_cancels_) {
-      auto it = sequences_.find(id);
-      if (it != sequences_.end() && !it->second->finished()) {
-        FinishLocked(it->second.get(), FinishReason::kCancelled, std::nullopt, events);
-      }
-    }
-    pending_cancels_.clear();
-    // Blocks prefetched during the previous step are read from this step on.
-    if (absl::Status wait = backend_->WaitForPrefetches(); !wait.ok()) return wait;
-    schedule = scheduler_.Next();
+    ApplyCancelsLocked(events);
+    ASSIGN_OR_RETURN(schedule, scheduler_.Next());
     for (Sequence* seq : schedule.unrunnable) FinishLocked(seq, FinishReason::kError, std::nullopt, events);
-    // Write-back of cached blocks to the host tier, overlapping this step's forward.
-    kv_->StartBackgroundCopies();
-    // Spans stay valid while unlocked: only this thread appends tokens or changes block
-    // tables, and running sequences cannot be released.
-    for (const ScheduledChunk& chunk : schedule.chunks) {
-      Sequence* seq = chunk.sequence;
-      batch.chunks.push_back(SequenceChunk{
-          std::span<const int32_t>(seq->tokens).subspan(static_cast<size_t>(chunk.start),
-                                                        static_cast<size_t>(chunk.length)),
-          chunk.start, kv_->BlockTable(seq->id), chunk.need_logits});
-    }
     counters_.schedule_seconds += SecondsSince(step_start);
   }
-  if (batch.chunks.empty()) return absl::OkStatus();
+  if (schedule.chunks.empty()) return absl::OkStatus();
+  // Unlocked: adds and reads are not blocked by compute. The chunks' tokens and blocks stay
+  // valid: only this thread appends tokens or changes block tables, and running sequences
+  // cannot be released.
+  const absl::Status forward = Forward(schedule);
+  absl::MutexLock lock(&mu_);
+  if (!forward.ok()) return forward;
+  CommitLocked(schedule, events);
+  counters_.step_seconds += SecondsSince(step_start);
+  return absl::OkStatus();
+}
 
+void Engine::ApplyCancelsLocked(std::vector<StepEvent>* events) {
+  for (SequenceId id : pending_cancels_) {
+    auto it = sequences_.find(id);
+    if (it != sequences_.end() && !it->second->finished()) {
+      FinishLocked(it->second.get(), FinishReason::kCancelled, std::nullopt, events);
+    }
+  }
+  pending_cancels_.clear();
+}
+
+absl::Status Engine::Forward(const Schedule& schedule) {
+  ForwardBatch batch;
+  for (const ScheduledChunk& chunk : schedule.chunks) {
+    batch.chunks.push_back(SequenceChunk{
+        std::span<const int32_t>(chunk.sequence->tokens)
+            .subspan(static_cast<size_t>(chunk.start), static_cast<size_t>(chunk.length)),
+        chunk.start, chunk.blocks, chunk.need_logits});
+  }
   // The backend picks the tokens itself (on the GPU only ids cross the bus). Each sampled
   // row carries its sequence's draw for this token, taken here, so a sequence's tokens
   // depend on its seed only, whichever backend and batch it runs in.
@@ -302,50 +303,40 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
     sampling_rows_.push_back(DrawRowSampling(seq->params, seq->rng));
   }
   const auto compute_start = std::chrono::steady_clock::now();
-  absl::Status forward = all_greedy
-                             ? backend_->ForwardGreedy(batch, &step_tokens_)
-                             : backend_->ForwardSampled(batch, sampling_rows_, &step_tokens_);
-  const double compute_seconds = SecondsSince(compute_start);
+  const absl::Status forward = all_greedy ? backend_->ForwardGreedy(batch, &step_tokens_)
+                                          : backend_->ForwardSampled(batch, sampling_rows_, &step_tokens_);
+  last_compute_seconds_ = SecondsSince(compute_start);
+  return forward;
+}
 
-  absl::MutexLock lock(&mu_);
-  counters_.compute_seconds += compute_seconds;
-  if (!forward.ok()) return forward;
+void Engine::CommitLocked(const Schedule& schedule, std::vector<StepEvent>* events) {
+  counters_.compute_seconds += last_compute_seconds_;
   ++counters_.steps;
   ++counters_.forwards;
+  scheduler_.Commit(schedule);
   size_t logits_row = 0;
+  int64_t step_tokens = 0;
   for (const ScheduledChunk& chunk : schedule.chunks) {
     Sequence* seq = chunk.sequence;
-    seq->num_computed += chunk.length;
-    kv_->OnComputed(seq->id, seq->tokens, seq->num_computed, seq->params.priority);
-    if (seq->params.pin_prefix && !seq->prefix_pinned && seq->num_computed >= seq->num_prompt_tokens) {
-      kv_->PinPrefix(seq->id, seq->num_prompt_tokens / kv_->block_tokens());
-      seq->prefix_pinned = true;
-    }
+    step_tokens += chunk.length;
     if (chunk.length > 1 || chunk.start < seq->num_prompt_tokens) counters_.prompt_tokens_computed += chunk.length;
     if (!chunk.need_logits) continue;
     const size_t row = logits_row++;
     if (seq->cancel_requested) continue;  // finished at the start of the next step
     CommitTokenLocked(seq, step_tokens_[row], events);
   }
-  int64_t step_tokens = 0;
-  for (const ScheduledChunk& chunk : schedule.chunks) step_tokens += chunk.length;
-  policy_.ObserveCompute(step_tokens, compute_seconds);
-  policy_.ObserveCopyBandwidth(kv_->measured_swap_bandwidth());
-  scheduler_.PrefetchWaiting();
-  kv_->PersistIndexIfDirty();
-  counters_.step_seconds += SecondsSince(step_start);
-  return absl::OkStatus();
+  policy_.ObserveCompute(step_tokens, last_compute_seconds_);
+  scheduler_.EndStep();
 }
 
 void Engine::UnpinPrefixes() {
   absl::MutexLock lock(&mu_);
-  kv_->UnpinAll();
+  scheduler_.UnpinPrefixes();
 }
 
 absl::Status Engine::VerifyIntegrity() {
   absl::MutexLock lock(&mu_);
-  RETURN_IF_ERROR(scheduler_.VerifyIntegrity());
-  return kv_->VerifyIntegrity();
+  return scheduler_.VerifyIntegrity();
 }
 
 nlohmann::json Engine::Stats() {

@@ -1,5 +1,6 @@
 // Engine: one context's generation loop — sequences, scheduler, KV cache manager, backend,
-// sampler. The step reads like the paper: schedule, forward, sample, commit.
+// sampler. The step reads like the paper: schedule, forward (the backend samples), commit.
+// Only the scheduler drives the KV manager; the engine reads its statistics.
 // Thread-safety: Add, Cancel, ReadSequence, Release, Stats may be called from any thread
 // at any time; Step from one thread at a time. The forward runs without the lock held, so
 // adds and reads are not blocked by compute.
@@ -78,6 +79,14 @@ class Engine {
   // Emits text held back (incomplete characters, stop-string candidates) at the end.
   void FlushTextLocked(Sequence* seq, StepEvent* event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // The cancellations requested since the last step: finished now, with their events.
+  void ApplyCancelsLocked(std::vector<StepEvent>* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs the backend over the scheduled chunks (unlocked; stepping thread only): the sampled
+  // tokens in step_tokens_, the compute time in last_compute_seconds_.
+  absl::Status Forward(const Schedule& schedule);
+  // Records a forward: the scheduler commits the KV positions, each sampled token is
+  // appended (finishing its sequence when it stops), the next step is prepared.
+  void CommitLocked(const Schedule& schedule, std::vector<StepEvent>* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Finishes a sequence: frees its blocks, records why, reports an event (unless events is
   // null: the caller reports it).
   void FinishLocked(Sequence* seq, FinishReason reason, std::optional<int32_t> token,
@@ -108,6 +117,7 @@ class Engine {
   // Owned by the stepping thread (reused across steps, never shrunk).
   std::vector<RowSampling> sampling_rows_;  // (logits rows) of the current step
   std::vector<int32_t> step_tokens_;         // (logits rows) the tokens the backend picked
+  double last_compute_seconds_ = 0;          // the last Forward's
 
   struct Counters {
     int64_t steps = 0;

@@ -29,7 +29,7 @@ class CostModelPolicy final : public PreemptionPolicy {
   void ObserveCompute(int64_t tokens, double seconds) {
     if (tokens > 0 && seconds > 0) seconds_per_token_ = 0.8 * seconds_per_token_ + 0.2 * (seconds / tokens);
   }
-  void ObserveCopyBandwidth(double bytes_per_second) {
+  void ObserveCopyBandwidth(double bytes_per_second) override {
     if (bytes_per_second > 0) bytes_per_second_ = bytes_per_second;
   }
 

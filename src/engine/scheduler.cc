@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace kvtier {
 namespace {
@@ -15,8 +16,18 @@ bool RunsBefore(const Sequence* a, const Sequence* b) {
 
 }  // namespace
 
-Scheduler::Scheduler(const SchedulerOptions& options, KvCacheManager* kv, const PreemptionPolicy* policy)
+Scheduler::Scheduler(const SchedulerOptions& options, KvCacheManager* kv, PreemptionPolicy* policy)
     : options_(options), kv_(kv), policy_(policy) {}
+
+absl::Status Scheduler::CheckFits(int64_t max_tokens) const {
+  const int64_t blocks_needed = kv_->BlocksForTokens(max_tokens);
+  const int64_t block_bytes = static_cast<int64_t>(kv_->block_bytes());
+  if (blocks_needed <= kv_->num_device_blocks() - kv_->num_pinned_blocks()) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "sequence of up to ", max_tokens, " tokens needs ", blocks_needed, " KV blocks (", blocks_needed * block_bytes,
+      " bytes) but the device tier has ", kv_->num_device_blocks(), " blocks (", kv_->num_device_blocks() * block_bytes,
+      " bytes), ", kv_->num_pinned_blocks(), " of them pinned; it must fit on the device tier to run"));
+}
 
 void Scheduler::InsertWaiting(Sequence* sequence) {
   waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), sequence, RunsBefore), sequence);
@@ -45,12 +56,11 @@ void Scheduler::ReleaseDeviceBlocks(Sequence* seq) {
   if (!swap || !kv_->SwapOut(seq->id).ok()) DropForRecompute(seq);
 }
 
-void Scheduler::Preempt(Sequence* victim, Schedule* schedule) {
+void Scheduler::Preempt(Sequence* victim) {
   std::erase(running_, victim);
   ReleaseDeviceBlocks(victim);
   victim->state = SequenceState::kPaused;
   InsertWaiting(victim);
-  schedule->preempted.push_back(victim);
   ++num_preemptions_;
 }
 
@@ -126,7 +136,36 @@ void Scheduler::EnsureProgress(int64_t budget, Schedule* schedule) {
   schedule->unrunnable.push_back(head);
 }
 
-Schedule Scheduler::Next() {
+absl::StatusOr<Schedule> Scheduler::Next() {
+  // Blocks prefetched during the previous step are read from this step on.
+  RETURN_IF_ERROR(kv_->WaitForPrefetches());
+  Schedule schedule = Decide();
+  // Write-back of cached blocks to the host tier, overlapping this step's forward.
+  kv_->StartBackgroundCopies();
+  // The tables are final now: nothing changes them before Commit.
+  for (ScheduledChunk& chunk : schedule.chunks) chunk.blocks = kv_->BlockTable(chunk.sequence->id);
+  return schedule;
+}
+
+void Scheduler::Commit(const Schedule& schedule) {
+  for (const ScheduledChunk& chunk : schedule.chunks) {
+    Sequence* seq = chunk.sequence;
+    seq->num_computed += chunk.length;
+    kv_->OnComputed(seq->id, seq->tokens, seq->num_computed, seq->params.priority);
+    if (seq->params.pin_prefix && !seq->prefix_pinned && seq->num_computed >= seq->num_prompt_tokens) {
+      kv_->PinPrefix(seq->id, seq->num_prompt_tokens / kv_->block_tokens());
+      seq->prefix_pinned = true;
+    }
+  }
+}
+
+void Scheduler::EndStep() {
+  if (policy_ != nullptr) policy_->ObserveCopyBandwidth(kv_->measured_swap_bandwidth());
+  PrefetchWaiting();
+  kv_->PersistIndexIfDirty();
+}
+
+Schedule Scheduler::Decide() {
   Schedule schedule;
   int64_t budget = options_.max_tokens_per_step;
   const bool had_work = !running_.empty() || !waiting_.empty();
@@ -143,7 +182,7 @@ Schedule Scheduler::Next() {
     while (!kv_->Reserve(seq->id, end).ok()) {
       if (ReclaimPrefetched(nullptr)) continue;
       Sequence* victim = running_.back();  // lowest priority, most recently admitted
-      Preempt(victim, &schedule);
+      Preempt(victim);
       if (victim == seq) {
         self_preempted = true;
         break;
@@ -169,7 +208,7 @@ Schedule Scheduler::Next() {
   // 3. Progress: nothing runs, yet sequences wait (see the top).
   if (running_.empty() && !waiting_.empty() && budget > 0) EnsureProgress(budget, &schedule);
   if (had_work && budget > 0 && schedule.chunks.empty() && schedule.unrunnable.empty()) ++num_stalled_schedules_;
-  PrefetchWaiting();
+  PrefetchWaiting();  // into what is still free: copies that overlap this step's forward
   return schedule;
 }
 
@@ -223,7 +262,7 @@ absl::Status Scheduler::VerifyIntegrity() const {
   for (const Sequence* seq : waiting_) {
     if (seq->finished()) return absl::InternalError(absl::StrCat("finished sequence ", seq->id, " is queued"));
   }
-  return absl::OkStatus();
+  return kv_->VerifyIntegrity();
 }
 
 }  // namespace kvtier

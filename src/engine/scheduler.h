@@ -18,9 +18,11 @@
 #define KVTIER_ENGINE_SCHEDULER_H_
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "engine/sequence.h"
 #include "kv/kv_cache_manager.h"
 
@@ -40,6 +42,8 @@ class PreemptionPolicy {
  public:
   virtual ~PreemptionPolicy() = default;
   virtual bool ShouldSwap(const Sequence& victim, int64_t blocks) const = 0;
+  // The swap bandwidth the KV manager measured so far (bytes/s; 0 before any swap).
+  virtual void ObserveCopyBandwidth(double bytes_per_second) {}
 };
 
 // One sequence's share of a step: feed tokens [start, start + length).
@@ -48,11 +52,12 @@ struct ScheduledChunk {
   int64_t start = 0;
   int64_t length = 0;
   bool need_logits = false;  // the chunk reaches the sequence's last token: sample after it
+  // The sequence's device block table, covering the chunk; valid until the step's Commit.
+  std::span<const BlockId> blocks;
 };
 
 struct Schedule {
   std::vector<ScheduledChunk> chunks;
-  std::vector<Sequence*> preempted;  // paused this step (KV swapped out or dropped)
   // Taken out of the queues: they can never run with the blocks pinned now (see the top).
   // The engine finishes them with an error.
   std::vector<Sequence*> unrunnable;
@@ -61,18 +66,30 @@ struct Schedule {
 class Scheduler {
  public:
   // `policy` may be null (always recompute); both must outlive the scheduler.
-  Scheduler(const SchedulerOptions& options, KvCacheManager* kv, const PreemptionPolicy* policy);
+  Scheduler(const SchedulerOptions& options, KvCacheManager* kv, PreemptionPolicy* policy);
 
+  // ResourceExhausted (with the numbers) when a sequence of up to max_tokens tokens could
+  // never be held by the device tier, whatever else runs; the admission check.
+  absl::Status CheckFits(int64_t max_tokens) const;
   // Queues a new sequence (state kWaiting).
   void Enqueue(Sequence* sequence);
   // Takes a sequence out of every queue (finished or cancelled) and frees its blocks.
   void Remove(Sequence* sequence);
-  Schedule Next();
-  // Starts swapping in the paused sequences next in line while device blocks are free
-  // (called at the end of a step, when finished sequences have returned theirs, and after
-  // scheduling), so their blocks are back before the step that runs them; and has the KV
-  // manager read ahead from disk what the next two waiting sequences will need.
-  void PrefetchWaiting();
+
+  // A step, in three calls: Next() decides what runs (holding its blocks), the caller runs
+  // the forward over the chunks, Commit() records it, the caller commits sampled tokens
+  // (finishing sequences with Remove), EndStep() prepares the next step.
+  // Next() first waits for the blocks prefetched at the end of the previous step; a failed
+  // prefetch copy is returned (the backend's error) and nothing is scheduled.
+  absl::StatusOr<Schedule> Next();
+  // The chunks' positions hold K/V now: their full blocks become prefix-cache entries, and
+  // a prompt asking for it is pinned once computed.
+  void Commit(const Schedule& schedule);
+  // After the step's finished sequences are removed: prefetches the paused sequences next
+  // in line into the blocks they returned, and persists the disk tier's index.
+  void EndStep();
+  // Releases every pinned prefix (they stay cached, evictable again).
+  void UnpinPrefixes() { kv_->UnpinAll(); }
 
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
@@ -83,14 +100,22 @@ class Scheduler {
   int64_t num_prefetches_reclaimed() const { return num_prefetches_reclaimed_; }
 
   // The queue invariants (both queues ordered, no sequence in both, running sequences
-  // neither swapped out nor finished) and the progress guarantee above: Internal error
-  // naming the first violation, e.g. a Next() that scheduled nothing while work was queued.
+  // neither swapped out nor finished), the progress guarantee above and the KV manager's
+  // invariants: Internal error naming the first violation, e.g. a Next() that scheduled
+  // nothing while work was queued.
   absl::Status VerifyIntegrity() const;
 
  private:
+  // Decides the step (Next() without the waits and copies around it).
+  Schedule Decide();
+  // Starts swapping in the paused sequences next in line while device blocks are free
+  // (after scheduling, and at the end of a step when finished sequences have returned
+  // theirs), so their blocks are back before the step that runs them; and has the KV
+  // manager read ahead from disk what the next two waiting sequences will need.
+  void PrefetchWaiting();
   // Pauses `victim`: swaps its KV out (policy permitting, room permitting) or drops it for
   // recompute, and queues it again.
-  void Preempt(Sequence* victim, Schedule* schedule);
+  void Preempt(Sequence* victim);
   // Gives up `seq`'s device blocks the way a preemption would (swap or drop), without
   // touching the queues.
   void ReleaseDeviceBlocks(Sequence* seq);
@@ -116,7 +141,7 @@ class Scheduler {
 
   SchedulerOptions options_;
   KvCacheManager* kv_;
-  const PreemptionPolicy* policy_;
+  PreemptionPolicy* policy_;
   // Both ordered by (priority desc, arrival asc): the back is the first to be preempted.
   std::vector<Sequence*> running_;
   std::vector<Sequence*> waiting_;

@@ -221,6 +221,9 @@ class KvCacheManager {
   // there is no writer or `now` (shutdown).
   void PersistIndexIfDirty(bool now = false);
 
+  // Blocks until the host -> device copies SwapIn(prefetch = true) started have landed (the
+  // blocks may be read from then on); the backend's error when one failed.
+  absl::Status WaitForPrefetches();
   // Called once a step is scheduled, right before its forward: lands the copies that have
   // finished, then starts the write-back to host slots of cached device blocks that have no
   // lower-tier copy yet (the coldest unreferenced ones first), so they overlap the forward.

@@ -12,8 +12,9 @@ namespace kvtier {
 
 bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens) {
   if (disk_tier_.jobs == nullptr || pool(Tier::kHost).num_blocks() == 0) return false;
+  // What finished lands at step start (StartBackgroundCopies); not here, so that a step's
+  // read-ahead decisions follow from that one point.
   DiskJobs& jobs = *disk_tier_.jobs;
-  LandDiskJobs();
   // Per call one write-back budget of blocks; in flight at most a quarter of the host tier,
   // so read-ahead never displaces most of what the host caches.
   int64_t budget = std::min<int64_t>(WriteBackBudget(),

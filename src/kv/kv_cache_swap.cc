@@ -121,6 +121,8 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
   return absl::OkStatus();
 }
 
+absl::Status KvCacheManager::WaitForPrefetches() { return backend_->WaitForPrefetches(); }
+
 absl::Status KvCacheManager::SwapIn(SequenceId seq, bool prefetch) {
   if (!swapped_.contains(seq)) return absl::OkStatus();
   SettleSwap(seq);
