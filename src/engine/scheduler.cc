@@ -137,35 +137,8 @@ void Scheduler::EnsureProgress(int64_t budget, Schedule* schedule) {
 }
 
 absl::StatusOr<Schedule> Scheduler::Next() {
-  // Blocks prefetched during the previous step are read from this step on.
+  // 0. Blocks prefetched during the previous step are read from this step on.
   RETURN_IF_ERROR(kv_->WaitForPrefetches());
-  Schedule schedule = Decide();
-  // Write-back of cached blocks to the host tier, overlapping this step's forward.
-  kv_->StartBackgroundCopies();
-  // The tables are final now: nothing changes them before Commit.
-  for (ScheduledChunk& chunk : schedule.chunks) chunk.blocks = kv_->BlockTable(chunk.sequence->id);
-  return schedule;
-}
-
-void Scheduler::Commit(const Schedule& schedule) {
-  for (const ScheduledChunk& chunk : schedule.chunks) {
-    Sequence* seq = chunk.sequence;
-    seq->num_computed += chunk.length;
-    kv_->OnComputed(seq->id, seq->tokens, seq->num_computed, seq->params.priority);
-    if (seq->params.pin_prefix && !seq->prefix_pinned && seq->num_computed >= seq->num_prompt_tokens) {
-      kv_->PinPrefix(seq->id, seq->num_prompt_tokens / kv_->block_tokens());
-      seq->prefix_pinned = true;
-    }
-  }
-}
-
-void Scheduler::EndStep() {
-  if (policy_ != nullptr) policy_->ObserveCopyBandwidth(kv_->measured_swap_bandwidth());
-  PrefetchWaiting();
-  kv_->PersistIndexIfDirty();
-}
-
-Schedule Scheduler::Decide() {
   Schedule schedule;
   int64_t budget = options_.max_tokens_per_step;
   const bool had_work = !running_.empty() || !waiting_.empty();
@@ -208,9 +181,33 @@ Schedule Scheduler::Decide() {
   // 3. Progress: nothing runs, yet sequences wait (see the top).
   if (running_.empty() && !waiting_.empty() && budget > 0) EnsureProgress(budget, &schedule);
   if (had_work && budget > 0 && schedule.chunks.empty() && schedule.unrunnable.empty()) ++num_stalled_schedules_;
-  PrefetchWaiting();  // into what is still free: copies that overlap this step's forward
+  // 4. Into what is still free, the paused sequences next in line (copies that overlap this
+  //    step's forward), and the write-back of cached blocks to the host tier.
+  PrefetchWaiting();
+  kv_->StartBackgroundCopies();
+  // The tables are final now: nothing changes them before Commit.
+  for (ScheduledChunk& chunk : schedule.chunks) chunk.blocks = kv_->BlockTable(chunk.sequence->id);
   return schedule;
 }
+
+void Scheduler::Commit(const Schedule& schedule) {
+  for (const ScheduledChunk& chunk : schedule.chunks) {
+    Sequence* seq = chunk.sequence;
+    seq->num_computed += chunk.length;
+    kv_->OnComputed(seq->id, seq->tokens, seq->num_computed, seq->params.priority);
+    if (seq->params.pin_prefix && !seq->prefix_pinned && seq->num_computed >= seq->num_prompt_tokens) {
+      kv_->PinPrefix(seq->id, seq->num_prompt_tokens / kv_->block_tokens());
+      seq->prefix_pinned = true;
+    }
+  }
+}
+
+void Scheduler::EndStep() {
+  if (policy_ != nullptr) policy_->ObserveCopyBandwidth(kv_->measured_swap_bandwidth());
+  PrefetchWaiting();
+  kv_->PersistIndexIfDirty();
+}
+
 
 void Scheduler::PrefetchWaiting() {
   // In queue order, while room lasts: the sequences ahead of a paused one are counted with

@@ -106,8 +106,6 @@ class Scheduler {
   absl::Status VerifyIntegrity() const;
 
  private:
-  // Decides the step (Next() without the waits and copies around it).
-  Schedule Decide();
   // Starts swapping in the paused sequences next in line while device blocks are free
   // (after scheduling, and at the end of a step when finished sequences have returned
   // theirs), so their blocks are back before the step that runs them; and has the KV

@@ -1,5 +1,6 @@
 // FileIo: the disk tier's only door to the file system (LevelDB Env-style), so that full
-// disks, short writes, EIO and bit flips can be injected deterministically (FakeFileIo).
+// disks, short writes, EIO and bit flips can be injected deterministically (FakeFileIo, in
+// tests/testing).
 // Implementations must be thread-safe; a RandomAccessFile may be used from several threads
 // at once (positioned I/O, no shared offset).
 #ifndef KVTIER_STORAGE_FILE_IO_H_

@@ -13,7 +13,7 @@
 
 #include "fuzz_util.h"
 #include "storage/disk_block_store.h"
-#include "storage/fake_file_io.h"
+#include "testing/fake_file_io.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include "kv/deferred_copy_backend.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/tier_test_util.h"
-#include "storage/fake_file_io.h"
+#include "testing/fake_file_io.h"
 #include "testing/fake_backend.h"
 #include "testing/test_model.h"
 

@@ -16,7 +16,7 @@
 #include "kv/manager_fixture.h"
 #include "kv/slow_file_io.h"
 #include "kv/tier_test_util.h"
-#include "storage/fake_file_io.h"
+#include "testing/fake_file_io.h"
 
 namespace kvtier {
 namespace {

@@ -17,7 +17,7 @@
 #include "kv/slow_file_io.h"
 #include "kv/tier_test_util.h"
 #include "storage/disk_block_store.h"
-#include "storage/fake_file_io.h"
+#include "testing/fake_file_io.h"
 
 namespace kvtier {
 namespace {

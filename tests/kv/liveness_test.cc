@@ -27,7 +27,7 @@
 #include "engine/engine.h"
 #include "gtest/gtest.h"
 #include "kv/tier_budgets.h"
-#include "storage/fake_file_io.h"
+#include "testing/fake_file_io.h"
 #include "testing/test_model.h"
 
 #if defined(__has_feature)

@@ -14,7 +14,7 @@
 #include "kv/kv_cache_manager.h"
 #include "kv/slow_file_io.h"
 #include "storage/disk_block_store.h"
-#include "storage/fake_file_io.h"
+#include "testing/fake_file_io.h"
 #include "testing/fake_backend.h"
 
 namespace kvtier::testing {

@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "storage/disk_block_store.h"
-#include "storage/fake_file_io.h"
+#include "testing/fake_file_io.h"
 #include "storage/file_io.h"
 
 namespace kvtier::testing {

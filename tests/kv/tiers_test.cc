@@ -9,7 +9,7 @@
 #include "engine/engine.h"
 #include "gtest/gtest.h"
 #include "kv/tier_test_util.h"
-#include "storage/fake_file_io.h"
+#include "testing/fake_file_io.h"
 #include "testing/test_model.h"
 
 namespace kvtier {

@@ -24,7 +24,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "engine/engine.h"
 #include "gtest/gtest.h"
-#include "storage/fake_file_io.h"
+#include "testing/fake_file_io.h"
 #include "testing/test_model.h"
 
 #if defined(__has_feature)

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "common/errors.h"
-#include "storage/fake_file_io.h"
+#include "testing/fake_file_io.h"
 #include "temp_dir.h"
 
 namespace kvtier {

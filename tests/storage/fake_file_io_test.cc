@@ -1,4 +1,4 @@
-#include "storage/fake_file_io.h"
+#include "testing/fake_file_io.h"
 
 #include <cstring>
 #include <memory>

@@ -1,5 +1,5 @@
 // FakeFileIo: in-memory files behind one mutex, with armed faults. Thread-safe.
-#include "storage/fake_file_io.h"
+#include "testing/fake_file_io.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,8 +1,10 @@
 // FakeFileIo: an in-memory FileIo (LevelDB memenv) with fault injection, so that every
 // disk-tier failure — full disk, EIO, short and torn writes, bit flips, truncation — is tested
-// deterministically. Thread-safe (one mutex); files opened from it must not outlive it.
-#ifndef KVTIER_STORAGE_FAKE_FILE_IO_H_
-#define KVTIER_STORAGE_FAKE_FILE_IO_H_
+// deterministically. Test-only (tests/testing, the kvtier_testing library): the library
+// itself never fakes its disk. Thread-safe (one mutex); files opened from it must not
+// outlive it.
+#ifndef KVTIER_TESTS_TESTING_FAKE_FILE_IO_H_
+#define KVTIER_TESTS_TESTING_FAKE_FILE_IO_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -109,4 +111,4 @@ class FakeFileIo final : public FileIo {
 
 }  // namespace kvtier
 
-#endif  // KVTIER_STORAGE_FAKE_FILE_IO_H_
+#endif  // KVTIER_TESTS_TESTING_FAKE_FILE_IO_H_
