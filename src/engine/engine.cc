@@ -267,6 +267,7 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
   // cannot be released.
   const absl::Status forward = Forward(schedule);
   absl::MutexLock lock(&mu_);
+  counters_.compute_seconds += last_compute_seconds_;
   if (!forward.ok()) return forward;
   CommitLocked(schedule, events);
   counters_.step_seconds += SecondsSince(step_start);
@@ -310,7 +311,6 @@ absl::Status Engine::Forward(const Schedule& schedule) {
 }
 
 void Engine::CommitLocked(const Schedule& schedule, std::vector<StepEvent>* events) {
-  counters_.compute_seconds += last_compute_seconds_;
   ++counters_.steps;
   ++counters_.forwards;
   scheduler_.Commit(schedule);
