@@ -59,7 +59,7 @@ void KvCacheManager::DemoteDirtyDeviceBlocks(const std::vector<DirtyVictim>& vic
   std::vector<PendingCopy> to_host;
   std::vector<DirtyVictim> to_disk;
   for (const DirtyVictim& v : victims) {
-    std::optional<int32_t> slot = AllocateHost();
+    std::optional<int32_t> slot = AllocateSlot(Tier::kHost);
     if (!slot) {
       to_disk.push_back(v);
       continue;
@@ -122,7 +122,7 @@ void KvCacheManager::DemoteToDisk(const std::vector<DirtyVictim>& victims) {
     if (staging_.free.empty()) flush();
     // The buffer first: waiting for a write may free disk slots too.
     const std::optional<int32_t> staging = AcquireStaging();
-    const std::optional<int32_t> disk_slot = staging ? AllocateDisk() : std::nullopt;
+    const std::optional<int32_t> disk_slot = staging ? AllocateSlot(Tier::kDisk) : std::nullopt;
     if (!disk_slot) {  // every disk slot is held (swaps, writes in flight)
       if (staging) staging_.free.push_back(*staging);
       ++counters_.blocks_dropped;
@@ -311,7 +311,7 @@ void KvCacheManager::StartBackgroundCopies() {
     size_t n = 0;
     for (; n < batch->size(); ++n) {
       // May demote a host LRU entry to disk, as the eviction of this block would later.
-      std::optional<int32_t> slot = AllocateHost();
+      std::optional<int32_t> slot = AllocateSlot(Tier::kHost);
       if (!slot) break;
       (*batch)[n].slot = *slot;
       copies_.writeback_slots[*slot] = 0;
@@ -369,7 +369,7 @@ void KvCacheManager::StartDiskWriteBack() {
   });
   for (int32_t host_slot : to_write) {
     // May drop the disk LRU entry, as this block's eviction from the host would later.
-    std::optional<int32_t> disk_slot = AllocateDisk();
+    std::optional<int32_t> disk_slot = AllocateSlot(Tier::kDisk);
     if (!disk_slot) break;  // every disk slot is held (swaps, writes in flight)
     const BlockHash hash = state(Tier::kHost).hash_of.at(host_slot);
     disk_tier_.jobs->SubmitWrite(WriteBackJob{*disk_slot, host_slot, hash}, *disk_slot, hash.value,

@@ -32,64 +32,49 @@ void KvCacheManager::DropCached(Tier tier, int32_t slot) {
   }
 }
 
-std::optional<int32_t> KvCacheManager::AllocateHost() {
-  if (pool(Tier::kHost).num_blocks() == 0) return std::nullopt;
-  if (auto id = pool(Tier::kHost).Allocate()) return id;
-  std::optional<int32_t> victim = lru(Tier::kHost).PopFront();
+std::optional<int32_t> KvCacheManager::AllocateSlot(Tier tier) {
+  BlockPool& slots = pool(tier);
+  if (slots.num_blocks() == 0) return std::nullopt;
+  if (auto id = slots.Allocate()) return id;
+  std::optional<int32_t> victim = lru(tier).PopFront();
   if (!victim) return std::nullopt;
-  // Its write to disk is still in flight (queued too late, or the disk is slow): wait for
-  // it rather than write the block a second time here; landed, it is on disk (or failed,
-  // and Demote writes it synchronously).
-  if (disk_tier_.jobs != nullptr) AwaitDiskJob(disk_tier_.jobs->WriteBackOfHostSlot(*victim));
-  Demote(Tier::kHost, *victim, state(Tier::kHost).hash_of.at(*victim));
-  DropCached(Tier::kHost, *victim);
-  pool(Tier::kHost).Release(*victim);
-  return pool(Tier::kHost).Allocate();
+  Offload(tier, *victim);
+  DropCached(tier, *victim);
+  slots.Release(*victim);
+  return slots.Allocate();
 }
 
-std::optional<int32_t> KvCacheManager::AllocateDisk() {
-  if (pool(Tier::kDisk).num_blocks() == 0) return std::nullopt;
-  if (auto id = pool(Tier::kDisk).Allocate()) return id;
-  std::optional<int32_t> victim = lru(Tier::kDisk).PopFront();
-  if (!victim) return std::nullopt;
-  ++counters_.blocks_dropped;
-  ++counters_.blocks_demoted[static_cast<int>(Tier::kDisk)];
-  DropCached(Tier::kDisk, *victim);
-  pool(Tier::kDisk).Release(*victim);
-  return pool(Tier::kDisk).Allocate();
-}
-
-void KvCacheManager::Demote(Tier tier, int32_t slot, BlockHash hash) {
-  // Only host slots come here (device victims: AllocateDeviceBlocks; disk: dropped). The
-  // host bytes are complete: a slot is in the host cache only once its copy has landed.
+void KvCacheManager::Offload(Tier tier, int32_t slot) {
   ++counters_.blocks_demoted[static_cast<int>(tier)];
-  if (tier == Tier::kHost && pool(Tier::kDisk).num_blocks() > 0) {
-    if (state(Tier::kDisk).by_hash.contains(hash)) {
-      ++counters_.host_evictions_on_disk;  // written back ahead (or demoted before): no write
+  // The last tier drops it.
+  if (tier != Tier::kHost || pool(Tier::kDisk).num_blocks() == 0) {
+    ++counters_.blocks_dropped;
+    return;
+  }
+  // The host bytes are complete: a slot is in the host cache only once its copy landed.
+  const BlockHash hash = state(Tier::kHost).hash_of.at(slot);
+  // Its write-back to disk still in flight (queued too late, or a slow disk): wait for it
+  // rather than write the block a second time; landed, it is on disk (or failed, and it is
+  // written below). The same for a device demotion of the same content on its way there.
+  AwaitDiskJob(disk_tier_.jobs->WriteBackOfHostSlot(slot));
+  AwaitDiskJob(disk_tier_.jobs->DemoteWriteOf(hash));
+  if (state(Tier::kDisk).by_hash.contains(hash)) {
+    ++counters_.host_evictions_on_disk;  // written back ahead (or demoted before): no write
+    return;
+  }
+  if (std::optional<int32_t> disk_slot = AllocateSlot(Tier::kDisk)) {
+    ++counters_.host_evictions_written;
+    absl::Status written = WriteEvictedHostSlot(slot, *disk_slot, hash);
+    if (written.ok() && state(Tier::kDisk).by_hash.contains(hash)) {  // landed meanwhile
+      pool(Tier::kDisk).Release(*disk_slot);
       return;
     }
-    // On its way there from a device demotion: that write lands it (no second copy).
-    if (std::optional<DiskJobId> demoting = disk_tier_.jobs->DemoteWriteOf(hash)) {
-      AwaitDiskJob(demoting);
-      if (state(Tier::kDisk).by_hash.contains(hash)) {
-        ++counters_.host_evictions_on_disk;
-        return;
-      }
+    if (written.ok()) {
+      CacheOnDisk(*disk_slot, hash);
+      return;
     }
-    if (std::optional<int32_t> disk_slot = AllocateDisk()) {
-      ++counters_.host_evictions_written;
-      absl::Status written = WriteEvictedHostSlot(slot, *disk_slot, hash);
-      if (written.ok() && state(Tier::kDisk).by_hash.contains(hash)) {  // landed meanwhile
-        pool(Tier::kDisk).Release(*disk_slot);
-        return;
-      }
-      if (written.ok()) {
-        CacheOnDisk(*disk_slot, hash);
-        return;
-      }
-      ++counters_.io_errors;
-      pool(Tier::kDisk).Release(*disk_slot);
-    }
+    ++counters_.io_errors;
+    pool(Tier::kDisk).Release(*disk_slot);
   }
   ++counters_.blocks_dropped;
 }

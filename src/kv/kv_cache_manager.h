@@ -405,14 +405,14 @@ class KvCacheManager {
   void AwaitDiskJob(std::optional<DiskJobId> job);
   // The status of an awaited job (eviction write, staged read) once landed.
   absl::Status AwaitResult(DiskJobId job);
-  // A free slot in host (or disk) for cached or swapped data, evicting LRU cached entries
-  // (host ones demoted to disk). Pinned blocks are never candidates: the pin holds a
-  // reference, so they are not in any LRU set.
-  std::optional<int32_t> AllocateHost();
-  std::optional<int32_t> AllocateDisk();
-  // Moves the content of a cached host slot being evicted one tier down (device victims
-  // go through AllocateDeviceBlocks).
-  void Demote(Tier tier, int32_t slot, BlockHash hash);
+  // A free slot of the host or disk tier for cached or swapped data, evicting the LRU
+  // cached entry (Offload) when none is free. Pinned blocks are never candidates: the pin
+  // holds a reference, so they are not in any LRU set.
+  std::optional<int32_t> AllocateSlot(Tier tier);
+  // Moves the content of a cached slot being evicted from `tier` one tier down: a host
+  // block to disk (unless already there), from the last tier it is dropped. Device victims
+  // go through AllocateDeviceBlocks.
+  void Offload(Tier tier, int32_t slot);
   // Writes a host victim's block to disk_slot on the writer thread and waits for it (the
   // slot is reused right after); straight to the store when there is no writer.
   absl::Status WriteEvictedHostSlot(int32_t host_slot, int32_t disk_slot, BlockHash hash);

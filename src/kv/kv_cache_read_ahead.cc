@@ -21,7 +21,7 @@ bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens) 
                                      pool(Tier::kHost).num_blocks() / 4 - num_disk_reads_in_flight());
   auto take_host = [&]() -> std::optional<int32_t> {
     if (budget <= 0) return std::nullopt;
-    std::optional<int32_t> slot = AllocateHost();
+    std::optional<int32_t> slot = AllocateSlot(Tier::kHost);
     if (slot) --budget;
     return slot;
   };

@@ -32,9 +32,9 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
     for (const SlotRef& ref : slots) pool(ref.tier).Release(ref.slot);
   };
   for (size_t i = 0; i < table.size(); ++i) {
-    if (std::optional<int32_t> host_slot = AllocateHost()) {
+    if (std::optional<int32_t> host_slot = AllocateSlot(Tier::kHost)) {
       slots.push_back({Tier::kHost, *host_slot});
-    } else if (std::optional<int32_t> disk_slot = AllocateDisk()) {
+    } else if (std::optional<int32_t> disk_slot = AllocateSlot(Tier::kDisk)) {
       slots.push_back({Tier::kDisk, *disk_slot});
     } else {
       release_slots();
