@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda_options.h"
 #include "gtest/gtest.h"
 #include "model/tensor.h"
 
@@ -39,6 +40,10 @@ inline std::string NoCudaDeviceReason() {
   } while (0)
 
 #define CUDA_ASSERT(expr) ASSERT_EQ((expr), cudaSuccess) << cudaGetErrorString(expr)
+
+// Kernels are tested as the backend launches them by default; tests of a launcher whose
+// options pick other kernel variants (GEMV prefetch depth, PDL early trigger) try those too.
+inline constexpr CudaLaunchOptions kDefaultLaunch{};
 
 template <typename T>
 class DeviceArray {

@@ -25,6 +25,7 @@ namespace {
 
 using cuda_test::Data16;
 using cuda_test::DeviceArray;
+using cuda_test::kDefaultLaunch;
 using cuda_test::Random16;
 using cuda_test::RelativeError;
 using cuda_test::ToF32;
@@ -253,7 +254,7 @@ TEST_P(DecodeAttentionTest, MatchesReferenceOnShuffledBlocks) {
     for (int run = 0; run < 2; ++run) {
       dev.out.Poison();
       ASSERT_EQ(DecodeAttention(dev.Params<T>(w, layer, max_splits), dev.Tokens(w),
-                                dev.Kv<T>(w), nullptr),
+                                dev.Kv<T>(w), nullptr, kDefaultLaunch),
                 cudaSuccess);
       CUDA_ASSERT(cudaDeviceSynchronize());
       ExpectMatches<T>(w, refs, dev.out.Download(),
@@ -312,7 +313,7 @@ TEST(DecodeAttentionGraph, ReplaysWithNewPositionsAndTables) {
   cudaGraphExec_t exec;
   CUDA_ASSERT(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   ASSERT_EQ(DecodeAttention(dev.Params<bf16>(w, layer, max_splits), dev.Tokens(w),
-                            dev.Kv<bf16>(w), stream),
+                            dev.Kv<bf16>(w), stream, kDefaultLaunch),
             cudaSuccess);
   CUDA_ASSERT(cudaStreamEndCapture(stream, &graph));
   CUDA_ASSERT(cudaGraphInstantiate(&exec, graph, 0));
@@ -428,7 +429,7 @@ TEST(DecodeAttentionBench, Llama3Shapes) {
       DecodeAttentionParams<bf16> p = dev.Params<bf16>(w, i % layers, max_splits);
       p.rows = dev.rows.get() + (i % bc.copies) * bc.rows;
       p.num_rows = bc.rows;
-      EXPECT_EQ(DecodeAttention(p, tokens, kv, stream), cudaSuccess);
+      EXPECT_EQ(DecodeAttention(p, tokens, kv, stream, kDefaultLaunch), cudaSuccess);
     };
 
     // Old kernel: planned once for copy 0's rows; copy k's items point at its chunks/tokens.

@@ -2,8 +2,6 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -101,7 +99,7 @@ absl::Status CheckDevice() {
 }  // namespace
 
 CudaBackend::CudaBackend(const ModelConfig& config, const BackendOptions& options, DType dtype)
-    : config_(config), options_(options) {
+    : config_(config), options_(options), graphs_enabled_(options.cuda.decode_graphs) {
   layout_.num_layers = config.num_layers;
   layout_.num_kv_heads = config.num_kv_heads;
   layout_.head_dim = config.head_dim;
@@ -287,14 +285,8 @@ absl::Status CudaBackend::Init(const WeightLoader& loader) {
   fast_attention_ = cuda::DecodeAttentionSupported(head_dim, heads, kv_heads) &&
                     cuda::PrefillAttentionSupported(head_dim, heads, kv_heads) &&
                     layout_.block_tokens >= 8 && layout_.block_tokens <= 64 &&
-                    (layout_.block_tokens & (layout_.block_tokens - 1)) == 0;
-  if (const char* env = std::getenv("KVTIER_CUDA_GRAPHS"); env != nullptr && env[0] == '0') {
-    graphs_enabled_ = false;
-  }
-  if (const char* env = std::getenv("KVTIER_CUDA_FAST_ATTENTION");
-      env != nullptr && env[0] == '0') {
-    fast_attention_ = false;
-  }
+                    (layout_.block_tokens & (layout_.block_tokens - 1)) == 0 &&
+                    options_.cuda.fast_attention;
   prefill_tile_tokens_ = cuda::PrefillTileTokens(head_dim, heads / kv_heads);
 
   // Metadata capacity: token arrays (ids, pos, chunk, decode rows, splits, partial bases),

@@ -412,7 +412,8 @@ size_t DecodeCounterInts(int32_t num_rows, int32_t num_kv_heads) {
 
 template <typename T>
 cudaError_t DecodeAttention(const DecodeAttentionParams<T>& params, StepTokens tokens,
-                            PagedKv<T> kv, cudaStream_t stream) {
+                            PagedKv<T> kv, cudaStream_t stream,
+                            const CudaLaunchOptions& launch) {
   if (params.num_rows == 0) return cudaSuccess;
   if (!DecodeAttentionSupported(kv.head_dim, params.num_heads, kv.num_kv_heads) ||
       kv.block_tokens <= 0 || params.num_rows < 0 || params.max_splits < 1 ||
@@ -433,13 +434,14 @@ cudaError_t DecodeAttention(const DecodeAttentionParams<T>& params, StepTokens t
       static_cast<float>(M_LOG2E / std::sqrt(static_cast<double>(kv.head_dim)));
   const dim3 grid(params.num_rows, kv.num_kv_heads, params.max_splits);
   auto kernel = kv.head_dim == 128 ? DecodeAttentionKernel<T, 128> : DecodeAttentionKernel<T, 64>;
-  return LaunchPdl(kernel, grid, dim3(kThreads), 0, stream, params, tokens, kv, group,
+  return LaunchPdl(launch, kernel, grid, dim3(kThreads), 0, stream, params, tokens, kv, group,
                    scale_log2, bt_shift);
 }
 
 #define KVTIER_INSTANTIATE(T)                                                        \
   template cudaError_t DecodeAttention<T>(const DecodeAttentionParams<T>&, StepTokens, \
-                                          PagedKv<T>, cudaStream_t);
+                                          PagedKv<T>, cudaStream_t,                    \
+                                          const CudaLaunchOptions&);
 KVTIER_CUDA_INSTANTIATE_ELEM(KVTIER_INSTANTIATE)
 #undef KVTIER_INSTANTIATE
 

@@ -326,13 +326,14 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 cudaError_t SampleRows(const float* logits, int rows, int vocab, const SampleParams* params,
-                       int32_t* ids, cudaStream_t stream) {
+                       int32_t* ids, cudaStream_t stream, const CudaLaunchOptions& launch) {
   if (rows == 0) return cudaSuccess;
   if (vocab <= 0 || logits == nullptr || params == nullptr || ids == nullptr) {
     return cudaErrorInvalidValue;
   }
   const cudaError_t err =
-      LaunchPdl(SampleRowsKernel, dim3(rows), dim3(kThreads), 0, stream, logits, vocab, params, ids);
+      LaunchPdl(launch, SampleRowsKernel, dim3(rows), dim3(kThreads), 0, stream, logits, vocab,
+                params, ids);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
