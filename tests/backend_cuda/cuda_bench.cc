@@ -3,6 +3,7 @@
 // Prints one line per case: median ms per step and tokens/s. Not a test.
 // KVTIER_BENCH_PROFILE=w1|w2|w4: only that decode case, one graph step between
 // cudaProfilerStart/Stop (for `ncu --profile-from-start off`), nothing else.
+// KVTIER_DECODE_BENCH=1: only the decode attention kernel's timings (decode_attention_bench.h).
 // The backend's switches come from the same KVTIER_CUDA_* variables as the kvtier CLI's
 // (README.md, "Diagnostics").
 #include <cuda_profiler_api.h>
@@ -18,6 +19,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda_options.h"
+#include "decode_attention_bench.h"
 #include "model/random_checkpoint.h"
 
 namespace kvtier {
@@ -124,6 +126,9 @@ void TimeGemvShapes(const ModelConfig& c, const CudaLaunchOptions& launch) {
 int Main(int argc, char** argv) {
   BackendOptions options;
   options.cuda = CudaOptionsFromEnvironment();
+  if (const char* v = std::getenv("KVTIER_DECODE_BENCH"); v != nullptr && std::string(v) == "1") {
+    return cuda::TimeDecodeAttention(options.cuda.launch);
+  }
   const std::string preset = argc > 1 ? argv[1] : "llama3-8b";
   auto spec = RandomCheckpointPreset(preset);
   if (!spec.ok()) return std::printf("%s\n", spec.status().ToString().c_str()), 1;
