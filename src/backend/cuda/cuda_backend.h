@@ -74,9 +74,9 @@ class CudaBackend final : public Backend {
   absl::Status AllocateKvPool(int64_t num_blocks) override;
   int64_t num_kv_blocks() const override { return num_blocks_; }
   // Prefills of 512 and max_tokens_per_step tokens and one decode step per graph bucket,
-  // all on the scratch block: loads the kernels (CUDA loads modules lazily: the first
-  // forward of a process took 26 ms instead of 13 on W1), lets cuBLAS settle on its kernels
-  // and captures every decode graph. ~0.2 s for Llama-3-8B on an H200.
+  // all on the scratch block: loads the kernels (CUDA loads modules lazily, which made the
+  // first forward of a process much slower than the next: NOTES.md, session 4), lets
+  // cuBLAS settle on its kernels and captures every decode graph.
   absl::Status WarmUp() override;
 
   absl::Status Forward(const ForwardBatch& batch, std::vector<float>* logits) override;

@@ -3,7 +3,7 @@
 //
 // Why graphs: a decode step of a Llama-3-8B-shape model is ~300 launches whose kernels are
 // each a few microseconds; launched one by one from the host, the gaps between them cost
-// as much as the weight stream itself (W1: 7.8 ms/step against a ~4 ms limit). A pure
+// about as much as the weight stream itself (NOTES.md, session 2; bench/results/). A pure
 // decode step is a fixed sequence of launches for a given batch size, so it is captured
 // once per batch bucket and replayed: only the metadata (token ids, positions, block
 // tables) changes, and it lives in device memory at offsets fixed for the bucket. Padding
@@ -80,9 +80,9 @@ template <typename T>
 absl::Status CudaBackend::Gemm(const T* x, const T* w, int rows, int k, int n, void* out,
                                bool out_f32) {
   // Row-major out(rows, n) = x(rows, k) * w(n, k)^T, i.e. column-major out^T = w^T' * x'.
-  // The CUDA-core GEMV beats cuBLAS only up to 2 rows (H200, Llama-3-8B shapes, weights
-  // from HBM: at 4 rows qkv 32.3 vs 28 us, gate|up 82 vs 64 us; at 8 rows 2x slower):
-  // beyond that the dot products, not the weight stream, bound it.
+  // The CUDA-core GEMV beats cuBLAS only up to kGemvRowsLimit rows: beyond that the dot
+  // products, not the weight stream, bound it (kvtier_cuda_bench's per-shape table of both,
+  // e.g. bench/results/2026-11-29-h200-gpu-sampling-compact-backend.txt).
   if (rows <= kGemvRowsLimit && cuda::GemvSupported(rows, k, x, w)) {
     CUDA_RETURN_IF_ERROR(
         cuda::GemvSmallRows(x, w, rows, k, n, out, out_f32, stream_, options_.cuda.launch));

@@ -101,8 +101,8 @@ __global__ void AddRmsNormKernel(float* residual, const T* add, const float* wei
 // The same for dim % 8 == 0 and dim <= kRowThreads * 8 * J, the decode hot path: every
 // load of the row goes out before any of it is used, so the kernel costs one memory round
 // trip instead of one per loop iteration (the loop above, with its stores between loads,
-// took ~15 us per row on the H200 under ncu: 1 ms of a W1 decode step), and the norm
-// weights and the row map (step metadata) are read before the PDL wait.
+// is latency-bound on the decode path: ncu figures in src/backend/cuda/NOTES.md, session
+// 5), and the norm weights and the row map (step metadata) are read before the PDL wait.
 template <typename T, bool kEarly, int J>
 __global__ void __launch_bounds__(kRowThreads)
     AddRmsNormVecKernel(float* residual, const T* add, const float* weight,
@@ -172,8 +172,8 @@ __global__ void __launch_bounds__(kRowThreads)
 // One warp per (token, head) of the fused q|k|v row: grid (tokens, head groups of
 // kQkvWarps); lane handles pairs (i, i + half) for i = lane + 32j, so head_dim <= 256. The
 // position, the block lookup (step metadata) and the RoPE frequencies are read before the
-// PDL wait. (One CTA per token looping over the heads took ~12 us per step token on the
-// H200 under ncu, 0.37 ms of a W1 decode step.)
+// PDL wait. (One CTA per token looping over the heads was latency-bound: a noticeable
+// share of a one-sequence decode step; NOTES.md, session 5.)
 template <typename T, bool kEarly>
 __global__ void QkvPostKernel(QkvPostParams<T> p, StepTokens tokens, PagedKv<T> kv) {
   constexpr int kPairsPerLane = 4;
@@ -294,7 +294,8 @@ __global__ void SiluMulVecKernel(const T* gate_up, int64_t rows, int dim, T* out
 
 // Argmax in two kernels: kArgmaxSplits CTAs per row each scan a slice (every load issued
 // before the compares, 16 bytes at a time), then one warp per row merges the slices. One
-// CTA per row scanning 128k logits took ~51 us on the H200 (a W1 decode step is ~4.8 ms).
+// CTA per row scanning a 128k vocabulary left most SMs idle on a one-sequence decode step,
+// on its critical path (NOTES.md, session 5).
 struct ArgmaxPartial {
   float value;
   int32_t index;

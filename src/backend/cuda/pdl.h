@@ -1,7 +1,8 @@
 // Programmatic dependent launch (Hopper): a kernel launched with LaunchPdl may start while
 // the kernel before it on the stream is still finishing, so its launch latency and the
 // ramp-up of its memory traffic hide behind the previous kernel's tail. Decode steps are
-// chains of ~300 short kernels, so this is worth a few hundred microseconds per step.
+// long chains of short kernels (about ten per layer), so the hidden gaps add up over a step
+// (what it gives: bench/results/, src/backend/cuda/NOTES.md).
 //
 // Contract for a kernel launched with LaunchPdl: it may read, before PdlWait(), only data
 // no earlier kernel of the step writes (weights); PdlWait() returns once every earlier
