@@ -233,8 +233,8 @@ int main() {
   CHECK(cudaMalloc(&ids, 4));
   void* argmax_scratch = nullptr;
   CHECK(cudaMalloc(&argmax_scratch, kc::ArgmaxScratchBytes(64)));
-  CHECK(kc::FillRandomF32(residual, h, 3, 0.0f, 1.0f, nullptr));
-  CHECK(kc::FillRandomF32(norm_w, h, 4, 1.0f, 0.1f, nullptr));
+  CHECK(kc::FillRandom<float>(residual, h, 3, 0.0f, 1.0f, nullptr));
+  CHECK(kc::FillRandom<float>(norm_w, h, 4, 1.0f, 0.1f, nullptr));
   normed = alloc_bf16(h);
   wide = alloc_bf16(2 * inter);
   act = alloc_bf16(inter);
@@ -334,7 +334,7 @@ int main() {
     CHECK(cudaMalloc(&res64, size_t(R) * h * 4));
     CHECK(cudaMalloc(&logits64, size_t(R) * vocab * 4));
     CHECK(cudaMalloc(&ids64, R * 4));
-    CHECK(kc::FillRandomF32(res64, size_t(R) * h, 5, 0.0f, 1.0f, nullptr));
+    CHECK(kc::FillRandom<float>(res64, size_t(R) * h, 5, 0.0f, 1.0f, nullptr));
     normed64 = alloc_bf16(size_t(R) * h);
     wide64 = alloc_bf16(size_t(R) * 2 * inter);
     act64 = alloc_bf16(size_t(R) * inter);
