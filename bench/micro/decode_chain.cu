@@ -21,6 +21,7 @@
 #include "backend/cuda/kernels.h"
 #include "gemv_stream.h"
 #include "backend/cuda/pdl.h"
+#include "launch_env.h"
 
 using kvtier::cuda::bf16;
 namespace kc = kvtier::cuda;
@@ -34,13 +35,16 @@ namespace kc = kvtier::cuda;
     }                                                                             \
   } while (0)
 
+// How the chain's kernels are launched (KVTIER_CUDA_PDL, ... as launch_env.h reads them).
+static const kvtier::CudaLaunchOptions g_launch = LaunchOptionsFromEnv();
+
 // The chain's GEMV: the warp GEMV, or the bulk-copy GEMV when g_stream.
 static bool g_stream = false;
 static cudaError_t Gemv(const bf16* x, const bf16* w, int rows, int k, int n, void* out,
                         bool f32, cudaStream_t s) {
   return g_stream && kc::StreamGemvSupported(rows, k, n, x, w)
              ? kc::StreamGemv(x, w, rows, k, n, out, f32, s)
-             : kc::GemvSmallRows(x, w, rows, k, n, out, f32, s);
+             : kc::GemvSmallRows(x, w, rows, k, n, out, f32, s, g_launch);
 }
 
 // Variant GEMV for one row: persistent grid, each warp strides over columns, U loads of 16
@@ -135,13 +139,13 @@ __global__ void __launch_bounds__(256) GemvPipelined(const bf16* __restrict__ x,
 
 template <int U, bool kStream>
 void RunPipelined(const bf16* x, const bf16* w, int k, int n, bf16* out, cudaStream_t s) {
-  CHECK(kc::LaunchPdl(GemvPipelined<U, kStream>, dim3((n + 7) / 8), dim3(256), 0, s, x, w, k, n, out));
+  CHECK(kc::LaunchPdl(g_launch, GemvPipelined<U, kStream>, dim3((n + 7) / 8), dim3(256), 0, s, x, w, k, n, out));
 }
 
 template <int U>
 void RunPersistent(const bf16* x, const bf16* w, int k, int n, bf16* out, int blocks,
                    cudaStream_t s) {
-  CHECK(kc::LaunchPdl(GemvPersistent<U>, dim3(blocks), dim3(256), 0, s, x, w, k, n, out));
+  CHECK(kc::LaunchPdl(g_launch, GemvPersistent<U>, dim3(blocks), dim3(256), 0, s, x, w, k, n, out));
 }
 
 // WPC warps share one weight row (interleaved 512-byte chunks), each software-pipelined
@@ -197,7 +201,7 @@ __global__ void __launch_bounds__(256) GemvSplit(const bf16* __restrict__ x,
 template <int WPC, int U>
 void RunSplit(const bf16* x, const bf16* w, int k, int n, bf16* out, cudaStream_t s) {
   const int cols_per_cta = 8 / WPC;
-  CHECK(kc::LaunchPdl(GemvSplit<WPC, U>, dim3((n + cols_per_cta - 1) / cols_per_cta), dim3(256), 0, s, x, w, k, n, out));
+  CHECK(kc::LaunchPdl(g_launch, GemvSplit<WPC, U>, dim3((n + cols_per_cta - 1) / cols_per_cta), dim3(256), 0, s, x, w, k, n, out));
 }
 
 int main() {
@@ -229,8 +233,8 @@ int main() {
   CHECK(cudaMalloc(&ids, 4));
   void* argmax_scratch = nullptr;
   CHECK(cudaMalloc(&argmax_scratch, kc::ArgmaxScratchBytes(64)));
-  CHECK(kc::FillRandomF32(residual, h, 3, 0.0f, 1.0f, nullptr));
-  CHECK(kc::FillRandomF32(norm_w, h, 4, 1.0f, 0.1f, nullptr));
+  CHECK(kc::FillRandom<float>(residual, h, 3, 0.0f, 1.0f, nullptr));
+  CHECK(kc::FillRandom<float>(norm_w, h, 4, 1.0f, 0.1f, nullptr));
   normed = alloc_bf16(h);
   wide = alloc_bf16(2 * inter);
   act = alloc_bf16(inter);
@@ -244,17 +248,17 @@ int main() {
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   auto step = [&]() {
     for (int i = 0; i < layers; ++i) {
-      CHECK(kc::AddRmsNorm(residual, i == 0 ? nullptr : proj, norm_w, nullptr, 1, h, 1e-5f, normed, s));
+      CHECK(kc::AddRmsNorm(residual, i == 0 ? nullptr : proj, norm_w, nullptr, 1, h, 1e-5f, normed, s, g_launch));
       CHECK(Gemv(normed, L[i].qkv, 1, h, qkv, wide, false, s));
       CHECK(Gemv(wide, L[i].o, 1, h, h, proj, false, s));  // stands in for attention out
-      CHECK(kc::AddRmsNorm(residual, proj, norm_w, nullptr, 1, h, 1e-5f, normed, s));
+      CHECK(kc::AddRmsNorm(residual, proj, norm_w, nullptr, 1, h, 1e-5f, normed, s, g_launch));
       CHECK(Gemv(normed, L[i].gate_up, 1, h, 2 * inter, wide, false, s));
-      CHECK(kc::SiluMul(wide, 1, inter, act, s));
+      CHECK(kc::SiluMul(wide, 1, inter, act, s, g_launch));
       CHECK(Gemv(act, L[i].down, 1, inter, h, proj, false, s));
     }
-    CHECK(kc::AddRmsNorm(residual, proj, norm_w, nullptr, 1, h, 1e-5f, normed, s));
+    CHECK(kc::AddRmsNorm(residual, proj, norm_w, nullptr, 1, h, 1e-5f, normed, s, g_launch));
     CHECK(Gemv(normed, lm, 1, h, vocab, logits, true, s));
-    CHECK(kc::ArgmaxRows(logits, 1, vocab, argmax_scratch, ids, s));
+    CHECK(kc::ArgmaxRows(logits, 1, vocab, argmax_scratch, ids, s, g_launch));
   };
   cudaEvent_t a, b;
   CHECK(cudaEventCreate(&a));
@@ -273,21 +277,21 @@ int main() {
     std::sort(ms.begin(), ms.end());
     const float med = ms[ms.size() / 2];
     std::printf("%-34s %7.3f ms/step  %6.2f TB/s weights  (pdl %s)\n", name, med,
-                weight_bytes / (med * 1e-3) / 1e12, kc::PdlEnabled() ? "on" : "off");
+                weight_bytes / (med * 1e-3) / 1e12, g_launch.pdl ? "on" : "off");
   };
   auto step_split = [&]() {
     for (int i = 0; i < layers; ++i) {
-      CHECK(kc::AddRmsNorm(residual, i == 0 ? nullptr : proj, norm_w, nullptr, 1, h, 1e-5f, normed, s));
+      CHECK(kc::AddRmsNorm(residual, i == 0 ? nullptr : proj, norm_w, nullptr, 1, h, 1e-5f, normed, s, g_launch));
       RunSplit<2, 2>(normed, L[i].qkv, h, qkv, wide, s);
       RunSplit<2, 2>(wide, L[i].o, h, h, proj, s);
-      CHECK(kc::AddRmsNorm(residual, proj, norm_w, nullptr, 1, h, 1e-5f, normed, s));
-      CHECK(kc::GemvSmallRows(normed, L[i].gate_up, 1, h, 2 * inter, wide, false, s));
-      CHECK(kc::SiluMul(wide, 1, inter, act, s));
+      CHECK(kc::AddRmsNorm(residual, proj, norm_w, nullptr, 1, h, 1e-5f, normed, s, g_launch));
+      CHECK(kc::GemvSmallRows(normed, L[i].gate_up, 1, h, 2 * inter, wide, false, s, g_launch));
+      CHECK(kc::SiluMul(wide, 1, inter, act, s, g_launch));
       RunSplit<4, 2>(act, L[i].down, inter, h, proj, s);
     }
-    CHECK(kc::AddRmsNorm(residual, proj, norm_w, nullptr, 1, h, 1e-5f, normed, s));
-    CHECK(kc::GemvSmallRows(normed, lm, 1, h, vocab, logits, true, s));
-    CHECK(kc::ArgmaxRows(logits, 1, vocab, argmax_scratch, ids, s));
+    CHECK(kc::AddRmsNorm(residual, proj, norm_w, nullptr, 1, h, 1e-5f, normed, s, g_launch));
+    CHECK(kc::GemvSmallRows(normed, lm, 1, h, vocab, logits, true, s, g_launch));
+    CHECK(kc::ArgmaxRows(logits, 1, vocab, argmax_scratch, ids, s, g_launch));
   };
   {
     cudaGraph_t g;
@@ -330,7 +334,7 @@ int main() {
     CHECK(cudaMalloc(&res64, size_t(R) * h * 4));
     CHECK(cudaMalloc(&logits64, size_t(R) * vocab * 4));
     CHECK(cudaMalloc(&ids64, R * 4));
-    CHECK(kc::FillRandomF32(res64, size_t(R) * h, 5, 0.0f, 1.0f, nullptr));
+    CHECK(kc::FillRandom<float>(res64, size_t(R) * h, 5, 0.0f, 1.0f, nullptr));
     normed64 = alloc_bf16(size_t(R) * h);
     wide64 = alloc_bf16(size_t(R) * 2 * inter);
     act64 = alloc_bf16(size_t(R) * inter);
@@ -352,17 +356,17 @@ int main() {
     };
     auto step64 = [&]() {
       for (int i = 0; i < layers; ++i) {
-        CHECK(kc::AddRmsNorm(res64, i == 0 ? nullptr : proj64, norm_w, nullptr, R, h, 1e-5f, normed64, s));
+        CHECK(kc::AddRmsNorm(res64, i == 0 ? nullptr : proj64, norm_w, nullptr, R, h, 1e-5f, normed64, s, g_launch));
         gemm(normed64, L[i].qkv, h, qkv, wide64, false);
         gemm(wide64, L[i].o, h, h, proj64, false);
-        CHECK(kc::AddRmsNorm(res64, proj64, norm_w, nullptr, R, h, 1e-5f, normed64, s));
+        CHECK(kc::AddRmsNorm(res64, proj64, norm_w, nullptr, R, h, 1e-5f, normed64, s, g_launch));
         gemm(normed64, L[i].gate_up, h, 2 * inter, wide64, false);
-        CHECK(kc::SiluMul(wide64, R, inter, act64, s));
+        CHECK(kc::SiluMul(wide64, R, inter, act64, s, g_launch));
         gemm(act64, L[i].down, inter, h, proj64, false);
       }
-      CHECK(kc::AddRmsNorm(res64, proj64, norm_w, nullptr, R, h, 1e-5f, normed64, s));
+      CHECK(kc::AddRmsNorm(res64, proj64, norm_w, nullptr, R, h, 1e-5f, normed64, s, g_launch));
       gemm(normed64, lm, h, vocab, logits64, true);
-      CHECK(kc::ArgmaxRows(logits64, R, vocab, argmax_scratch, ids64, s));
+      CHECK(kc::ArgmaxRows(logits64, R, vocab, argmax_scratch, ids64, s, g_launch));
     };
     time(step64, "chain64 eager (cuBLAS)");
     cudaGraph_t g64;
@@ -426,7 +430,7 @@ int main() {
   };
   for (const Shape& sh : shapes) {
     time_shape(sh, "current", [&](const bf16* w) {
-      CHECK(kc::GemvSmallRows(wide, w, 1, sh.k, sh.n, proj, false, s));
+      CHECK(kc::GemvSmallRows(wide, w, 1, sh.k, sh.n, proj, false, s, g_launch));
     });
     time_shape(sh, "stream (bulk copies)", [&](const bf16* w) {
       CHECK(kc::StreamGemv(wide, w, 1, sh.k, sh.n, proj, false, s));

@@ -28,6 +28,7 @@
 
 #include "gemv_stream.h"
 #include "backend/cuda/pdl.h"
+#include "launch_env.h"
 
 namespace kvtier::cuda {
 namespace {
@@ -263,7 +264,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 template <int R, bool kF32Out>
 cudaError_t LaunchOne(const bf16* x, const bf16* w, int k, int n, void* out, int ctas,
                       cudaStream_t stream) {
-  return LaunchPdl(StreamGemvKernel<R, kF32Out>, dim3(ctas), dim3(kThreads),
+  static const CudaLaunchOptions launch = LaunchOptionsFromEnv();
+  return LaunchPdl(launch, StreamGemvKernel<R, kF32Out>, dim3(ctas), dim3(kThreads),
                    SmemBytes((n + ctas - 1) / ctas, R, k), stream, x, w, k, n, out);
 }
 

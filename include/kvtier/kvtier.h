@@ -117,7 +117,20 @@ KVT_API int64_t kvt_live_handles(void);
  *   "preemption"         string  "auto" | "swap" | "recompute"            default "auto"
  *   "gpu_mem_limit"      int     total device bytes (weights+KV+work), 0 = no cap  default 0
  * Sizes are plain byte counts; kvt_options_set_string also accepts "64MiB", "2GiB", ... for
- * the *_bytes and gpu_mem_limit keys. */
+ * the *_bytes and gpu_mem_limit keys.
+ * CUDA diagnostics, each 0 or 1 except the last: switches between equivalent ways of
+ * running the same forward, to measure what a feature gives or to rule it out when chasing
+ * a problem (the CPU backend ignores them; the kvtier CLI sets them from the KVTIER_CUDA_*
+ * environment variables, see README.md):
+ *   "cuda_graphs"        int     decode steps replayed as CUDA graphs     default 1
+ *   "cuda_fast_attention" int    decode/prefill attention kernels where
+ *                                the model's shape fits, else the generic default 1
+ *   "cuda_pdl"           int     programmatic dependent launch            default 1
+ *   "cuda_pdl_early"     int     short kernels between projections start
+ *                                the next kernel before their own wait    default 1
+ *   "cuda_gemv_prefetch" int     16-byte weight pieces per lane the decode
+ *                                GEMV loads before its wait: 2, 4 or 8
+ *                                (3 acts as 2, 5..7 as 4)                 default 4 */
 typedef struct kvt_options kvt_options;
 
 KVT_API kvt_status kvt_options_create(kvt_options** out);

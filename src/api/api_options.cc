@@ -28,6 +28,13 @@ const std::map<std::string, IntKey>& IntKeys() {
       {"max_running", {1, 65536, [](EngineOptions& o, int64_t v) { o.max_running = v; }}},
       {"max_waiting", {1, 1 << 24, [](EngineOptions& o, int64_t v) { o.max_waiting = v; }}},
       {"gpu_mem_limit", {0, INT64_MAX, [](EngineOptions& o, int64_t v) { o.gpu_mem_limit = v; }}},
+      // CUDA backend switches (backend/cuda_options.h): 1 = on (the default), 0 = off.
+      {"cuda_graphs", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.decode_graphs = v != 0; }}},
+      {"cuda_fast_attention", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.fast_attention = v != 0; }}},
+      {"cuda_pdl", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.pdl = v != 0; }}},
+      {"cuda_pdl_early", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.pdl_early_trigger = v != 0; }}},
+      {"cuda_gemv_prefetch",
+       {2, 8, [](EngineOptions& o, int64_t v) { o.cuda.launch.gemv_prefetch = static_cast<int32_t>(v); }}},
   };
   return *keys;
 }

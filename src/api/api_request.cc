@@ -1,8 +1,7 @@
 // C API: kvt_request — prompt and sampling parameters of one generation request.
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
 #include "api/handles.h"
+#include "backend/sampling_ranges.h"
 
 namespace {
 
@@ -84,21 +83,21 @@ KVT_API kvt_status kvt_request_set_max_new_tokens(kvt_request* request, int32_t 
 
 KVT_API kvt_status kvt_request_set_temperature(kvt_request* request, float t) {
   if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
-  if (!(t >= 0.0f) || !std::isfinite(t)) return Fail(request, absl::StrCat("temperature must be finite and >= 0, got ", t));
+  if (absl::Status s = kvtier::ValidateTemperature(t); !s.ok()) return Fail(request, std::string(s.message()));
   request->params.temperature = t;
   return Ok(request);
 }
 
 KVT_API kvt_status kvt_request_set_top_k(kvt_request* request, int32_t k) {
   if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
-  if (k < 0) return Fail(request, absl::StrCat("top_k must be >= 0, got ", k));
+  if (absl::Status s = kvtier::ValidateTopK(k); !s.ok()) return Fail(request, std::string(s.message()));
   request->params.top_k = k;
   return Ok(request);
 }
 
 KVT_API kvt_status kvt_request_set_top_p(kvt_request* request, float p) {
   if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
-  if (!(p > 0.0f && p <= 1.0f)) return Fail(request, absl::StrCat("top_p must be in (0, 1], got ", p));
+  if (absl::Status s = kvtier::ValidateTopP(p); !s.ok()) return Fail(request, std::string(s.message()));
   request->params.top_p = p;
   return Ok(request);
 }

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "backend/cuda_options.h"
 #include "backend/kv_layout.h"
 #include "backend/row_sampling.h"
 
@@ -74,6 +75,8 @@ struct BackendOptions {
   int64_t max_sequences = 256;
   // CUDA: cap on device memory held (weights + workspace + KV pool); 0 = the card's.
   int64_t gpu_mem_limit_bytes = 0;
+  // CUDA: switches between equivalent ways of running the forward (for measuring).
+  CudaOptions cuda;
 };
 
 class Backend {

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "backend/sampling_ranges.h"
 
 namespace kvtier {
 
@@ -15,16 +16,11 @@ absl::Status ValidateRowSampling(std::span<const RowSampling> rows, size_t logit
   }
   for (size_t r = 0; r < rows.size(); ++r) {
     const RowSampling& s = rows[r];
-    if (!(s.temperature >= 0.0f) || !std::isfinite(s.temperature)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sampling row ", r, ": temperature must be finite and >= 0, got ", s.temperature));
-    }
-    if (s.top_k < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("sampling row ", r, ": top_k must be >= 0, got ", s.top_k));
-    }
-    if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sampling row ", r, ": top_p must be in (0, 1], got ", s.top_p));
+    for (const absl::Status& range :
+         {ValidateTemperature(s.temperature), ValidateTopK(s.top_k), ValidateTopP(s.top_p)}) {
+      if (!range.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("sampling row ", r, ": ", range.message()));
+      }
     }
     if (!(s.u >= 0.0 && s.u < 1.0)) {
       return absl::InvalidArgumentError(absl::StrCat("sampling row ", r, ": u must be in [0, 1), got ", s.u));

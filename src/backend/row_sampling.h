@@ -24,7 +24,7 @@ struct RowSampling {
 };
 
 // InvalidArgument naming the row and field unless rows.size() == logit_rows and every row
-// has a finite temperature >= 0, top_k >= 0, top_p in (0, 1] and u in [0, 1).
+// has its temperature, top_k and top_p in range (sampling_ranges.h) and u in [0, 1).
 absl::Status ValidateRowSampling(std::span<const RowSampling> rows, size_t logit_rows);
 
 // Greedy: the first index of the maximum. Otherwise: candidates ordered by logit

@@ -33,6 +33,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   backend_options.max_tokens_per_step = options.max_tokens_per_step;
   backend_options.max_sequences = options.max_running;
   backend_options.gpu_mem_limit_bytes = options.gpu_mem_limit;
+  backend_options.cuda = options.cuda;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                    CreateBackend(options.backend, *checkpoint, backend_options));
   if (options.wrap_backend) backend = options.wrap_backend(std::move(backend));

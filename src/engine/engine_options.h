@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "backend/cuda_options.h"
 
 namespace kvtier {
 
@@ -35,6 +36,8 @@ struct EngineOptions {
   bool prefix_cache = true;
   // Device blocks kept free for running decodes when admitting waiting sequences.
   int64_t watermark_blocks = 1;
+  // CUDA backend switches (BackendOptions::cuda), passed to the backend unchanged.
+  CudaOptions cuda;
   // File system for the disk tier; nullptr = the real one (tests inject faults here).
   FileIo* file_io = nullptr;
   // Tests: wraps the created backend (e.g. to delay its asynchronous copies); empty = none.

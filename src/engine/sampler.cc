@@ -1,20 +1,16 @@
 // Implementation of SampleToken and SamplingParams::Validate.
 #include "engine/sampler.h"
 
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
+#include "backend/sampling_ranges.h"
+#include "common/status_macros.h"
 
 namespace kvtier {
 
 absl::Status SamplingParams::Validate() const {
-  if (!(temperature >= 0.0f) || !std::isfinite(temperature)) {
-    return absl::InvalidArgumentError(absl::StrCat("temperature must be a finite number >= 0, got ", temperature));
-  }
-  if (top_k < 0) return absl::InvalidArgumentError(absl::StrCat("top_k must be >= 0, got ", top_k));
-  if (!(top_p > 0.0f && top_p <= 1.0f)) {
-    return absl::InvalidArgumentError(absl::StrCat("top_p must be in (0, 1], got ", top_p));
-  }
+  RETURN_IF_ERROR(ValidateTemperature(temperature));
+  RETURN_IF_ERROR(ValidateTopK(top_k));
+  RETURN_IF_ERROR(ValidateTopP(top_p));
   if (max_new_tokens < 1) {
     return absl::InvalidArgumentError(absl::StrCat("max_new_tokens must be >= 1, got ", max_new_tokens));
   }

@@ -23,7 +23,8 @@ struct SamplingParams {
   bool pin_prefix = false;  // keep the prompt's full blocks on the device once computed
 
   bool greedy() const { return temperature == 0.0f || top_k == 1; }
-  // InvalidArgument naming the field when out of range.
+  // InvalidArgument naming the field when out of range: temperature, top_k and top_p as
+  // backend/sampling_ranges.h says (the one statement of those ranges), max_new_tokens >= 1.
   absl::Status Validate() const;
 };
 

@@ -3,6 +3,9 @@
 // Prints one line per case: median ms per step and tokens/s. Not a test.
 // KVTIER_BENCH_PROFILE=w1|w2|w4: only that decode case, one graph step between
 // cudaProfilerStart/Stop (for `ncu --profile-from-start off`), nothing else.
+// KVTIER_DECODE_BENCH=1: only the decode attention kernel's timings (decode_attention_bench.h).
+// The backend's switches come from the same KVTIER_CUDA_* variables as the kvtier CLI's
+// (README.md, "Diagnostics").
 #include <cuda_profiler_api.h>
 
 #include <algorithm>
@@ -15,10 +18,32 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda_options.h"
+#include "decode_attention_bench.h"
 #include "model/random_checkpoint.h"
 
 namespace kvtier {
 namespace {
+
+// KVTIER_CUDA_GRAPHS, _FAST_ATTENTION, _PDL and _PDL_EARLY turn their switch off when they
+// start with '0'; KVTIER_CUDA_GEMV_PREFETCH=2|4|8 (rounded down; below 2: 2). As the CLI's
+// cuda_env.cc reads them, for scripts that set them for both programs.
+CudaOptions CudaOptionsFromEnvironment() {
+  auto off = [](const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr && value[0] == '0';
+  };
+  CudaOptions options;
+  options.decode_graphs = !off("KVTIER_CUDA_GRAPHS");
+  options.fast_attention = !off("KVTIER_CUDA_FAST_ATTENTION");
+  options.launch.pdl = !off("KVTIER_CUDA_PDL");
+  options.launch.pdl_early_trigger = !off("KVTIER_CUDA_PDL_EARLY");
+  if (const char* value = std::getenv("KVTIER_CUDA_GEMV_PREFETCH"); value != nullptr) {
+    const int pieces = std::atoi(value);
+    options.launch.gemv_prefetch = pieces >= 8 ? 8 : pieces >= 4 ? 4 : 2;
+  }
+  return options;
+}
 
 double MedianMs(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -27,7 +52,7 @@ double MedianMs(std::vector<double> v) {
 
 // The decode GEMVs of one layer (and the LM head) alone, one row, weights rotated through a
 // 4 GiB buffer so they come from HBM as in a real step: achieved bandwidth per shape.
-void TimeGemvShapes(const ModelConfig& c) {
+void TimeGemvShapes(const ModelConfig& c, const CudaLaunchOptions& launch) {
   const int64_t h = c.hidden_size, inter = c.intermediate_size;
   const int64_t qkv = c.q_dim() + 2 * c.kv_dim();
   struct Shape {
@@ -70,7 +95,7 @@ void TimeGemvShapes(const ModelConfig& c) {
         cudaEventRecord(start, nullptr);
         if (variant.kind == kGemv) {
           cuda::GemvSmallRows(x, wi, rows, static_cast<int>(s.k), static_cast<int>(s.n), out,
-                              f32, nullptr);
+                              f32, nullptr, launch);
         } else {  // what CudaBackend::Gemm runs for larger batches
           const float alpha = 1.0f, beta = 0.0f;
           cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(s.n), rows,
@@ -99,12 +124,16 @@ void TimeGemvShapes(const ModelConfig& c) {
 }
 
 int Main(int argc, char** argv) {
+  BackendOptions options;
+  options.cuda = CudaOptionsFromEnvironment();
+  if (const char* v = std::getenv("KVTIER_DECODE_BENCH"); v != nullptr && std::string(v) == "1") {
+    return cuda::TimeDecodeAttention(options.cuda.launch);
+  }
   const std::string preset = argc > 1 ? argv[1] : "llama3-8b";
   auto spec = RandomCheckpointPreset(preset);
   if (!spec.ok()) return std::printf("%s\n", spec.status().ToString().c_str()), 1;
   auto config = RandomCheckpointConfig(*spec);
   if (!config.ok()) return std::printf("%s\n", config.status().ToString().c_str()), 1;
-  BackendOptions options;
   // KVTIER_BENCH_DTYPE=f16: weights, activations and KV in fp16 (as an fp16 checkpoint runs).
   const char* dtype_env = std::getenv("KVTIER_BENCH_DTYPE");
   const bool f16 = dtype_env != nullptr && std::string(dtype_env) == "f16";
@@ -245,7 +274,7 @@ int Main(int argc, char** argv) {
     time_batch("W4 prefill chunk 2048 at 30000", batch, 2, 2048, kGreedy);
   }
   std::printf("allocations after init: %lld\n", static_cast<long long>(b.allocations_after_init()));
-  TimeGemvShapes(*config);
+  TimeGemvShapes(*config, options.cuda.launch);
   return 0;
 }
 

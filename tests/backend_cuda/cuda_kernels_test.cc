@@ -26,6 +26,28 @@ using cuda_test::DeviceArray;
 using cuda_test::RandomF32;
 using cuda_test::PagedWorld;
 using cuda_test::RelativeError;
+using cuda_test::kDefaultLaunch;
+
+// The GEMV's launch variants: each prefetch depth is a kernel of its own; PDL off too.
+std::vector<CudaLaunchOptions> GemvLaunches() {
+  std::vector<CudaLaunchOptions> launches;
+  for (int32_t prefetch : {2, 4, 8}) {
+    CudaLaunchOptions launch;
+    launch.gemv_prefetch = prefetch;
+    launches.push_back(launch);
+  }
+  CudaLaunchOptions plain;
+  plain.pdl = false;
+  launches.push_back(plain);
+  return launches;
+}
+
+// The norm / SiLU launch variants: the early-trigger kernel and the wait-first one.
+CudaLaunchOptions EarlyTrigger(bool early) {
+  CudaLaunchOptions launch;
+  launch.pdl_early_trigger = early;
+  return launch;
+}
 
 class CudaKernelsTest : public ::testing::Test {
  protected:
@@ -48,7 +70,7 @@ TEST_F(CudaKernelsTest, EmbeddingGatherMatchesReference) {
       d_ids.Upload(ids);
       DeviceArray<float> d_out(rows * dim);
       ASSERT_EQ(EmbeddingGather(d_ids.get(), reinterpret_cast<T*>(d_table.get()), rows, dim,
-                                d_out.get(), nullptr),
+                                d_out.get(), nullptr, kDefaultLaunch),
                 cudaSuccess);
       std::vector<float> ref(rows * dim);
       EmbeddingLookup(table.values.data(), ids.data(), rows, dim, ref.data());
@@ -65,25 +87,28 @@ TEST_F(CudaKernelsTest, AddRmsNormMatchesReference) {
     const float eps = 1e-5f;
     for (int dim : {200, 203, 4096, 8192, 12288}) {
       for (bool with_add : {false, true}) {
-        SCOPED_TRACE(testing::Message() << "dim " << dim << " add " << with_add);
-        std::vector<float> residual = RandomF32(rows * dim, rng_, -2, 2);
-        Data16 add = Random16<T>(rows * dim, rng_);
-        std::vector<float> weight = RandomF32(dim, rng_, 0.5f, 1.5f);
-        DeviceArray<float> d_res(rows * dim), d_w(dim);
-        d_res.Upload(residual);
-        d_w.Upload(weight);
-        DeviceArray<uint16_t> d_add(rows * dim), d_out(rows * dim);
-        d_add.Upload(add.bits);
-        ASSERT_EQ(AddRmsNorm(d_res.get(), with_add ? reinterpret_cast<T*>(d_add.get()) : nullptr,
-                             d_w.get(), nullptr, rows, dim, eps,
-                             reinterpret_cast<T*>(d_out.get()), nullptr),
-                  cudaSuccess);
-        std::vector<float> x = residual;
-        if (with_add) AddInPlace(x.data(), add.values.data(), rows * dim);
-        std::vector<float> ref(rows * dim);
-        RmsNorm(x.data(), weight.data(), rows, dim, eps, ref.data(), nullptr);
-        EXPECT_LT(RelativeError(ToF32<T>(d_out.Download()), ref), Tolerance<T>());
-        EXPECT_LT(RelativeError(d_res.Download(), x), 1e-6);
+        for (bool early : {true, false}) {
+          SCOPED_TRACE(testing::Message() << "dim " << dim << " add " << with_add << " early "
+                                          << early);
+          std::vector<float> residual = RandomF32(rows * dim, rng_, -2, 2);
+          Data16 add = Random16<T>(rows * dim, rng_);
+          std::vector<float> weight = RandomF32(dim, rng_, 0.5f, 1.5f);
+          DeviceArray<float> d_res(rows * dim), d_w(dim);
+          d_res.Upload(residual);
+          d_w.Upload(weight);
+          DeviceArray<uint16_t> d_add(rows * dim), d_out(rows * dim);
+          d_add.Upload(add.bits);
+          ASSERT_EQ(AddRmsNorm(d_res.get(), with_add ? reinterpret_cast<T*>(d_add.get()) : nullptr,
+                               d_w.get(), nullptr, rows, dim, eps,
+                               reinterpret_cast<T*>(d_out.get()), nullptr, EarlyTrigger(early)),
+                    cudaSuccess);
+          std::vector<float> x = residual;
+          if (with_add) AddInPlace(x.data(), add.values.data(), rows * dim);
+          std::vector<float> ref(rows * dim);
+          RmsNorm(x.data(), weight.data(), rows, dim, eps, ref.data(), nullptr);
+          EXPECT_LT(RelativeError(ToF32<T>(d_out.Download()), ref), Tolerance<T>());
+          EXPECT_LT(RelativeError(d_res.Download(), x), 1e-6);
+        }
       }
     }
   });
@@ -102,7 +127,7 @@ TEST_F(CudaKernelsTest, AddRmsNormSelectsRows) {
     d_map.Upload(row_map);
     DeviceArray<uint16_t> d_out(2 * dim);
     ASSERT_EQ(AddRmsNorm<T>(d_res.get(), nullptr, d_w.get(), d_map.get(), 2, dim, 1e-6f,
-                         reinterpret_cast<T*>(d_out.get()), nullptr),
+                            reinterpret_cast<T*>(d_out.get()), nullptr, kDefaultLaunch),
               cudaSuccess);
     std::vector<float> selected, ref(2 * dim);
     for (int r : row_map) {
@@ -118,22 +143,24 @@ TEST_F(CudaKernelsTest, SiluMulMatchesReference) {
   cuda_test::ForEachElem([&]<typename T>() {
     const int rows = 5;
     for (int dim : {300, 1032}) {
-      SCOPED_TRACE(testing::Message() << "dim " << dim);
-      Data16 gate_up = Random16<T>(rows * 2 * dim, rng_, -4, 4);
-      DeviceArray<uint16_t> d_in(gate_up.bits.size()), d_out(rows * dim);
-      d_in.Upload(gate_up.bits);
-      ASSERT_EQ(SiluMul(reinterpret_cast<T*>(d_in.get()), rows, dim,
-                        reinterpret_cast<T*>(d_out.get()), nullptr),
-                cudaSuccess);
-      std::vector<float> gate, up, ref(rows * dim);
-      for (int r = 0; r < rows; ++r) {
-        gate.insert(gate.end(), gate_up.values.begin() + r * 2 * dim,
-                    gate_up.values.begin() + r * 2 * dim + dim);
-        up.insert(up.end(), gate_up.values.begin() + r * 2 * dim + dim,
-                  gate_up.values.begin() + (r + 1) * 2 * dim);
+      for (bool early : {true, false}) {
+        SCOPED_TRACE(testing::Message() << "dim " << dim << " early " << early);
+        Data16 gate_up = Random16<T>(rows * 2 * dim, rng_, -4, 4);
+        DeviceArray<uint16_t> d_in(gate_up.bits.size()), d_out(rows * dim);
+        d_in.Upload(gate_up.bits);
+        ASSERT_EQ(SiluMul(reinterpret_cast<T*>(d_in.get()), rows, dim,
+                          reinterpret_cast<T*>(d_out.get()), nullptr, EarlyTrigger(early)),
+                  cudaSuccess);
+        std::vector<float> gate, up, ref(rows * dim);
+        for (int r = 0; r < rows; ++r) {
+          gate.insert(gate.end(), gate_up.values.begin() + r * 2 * dim,
+                      gate_up.values.begin() + r * 2 * dim + dim);
+          up.insert(up.end(), gate_up.values.begin() + r * 2 * dim + dim,
+                    gate_up.values.begin() + (r + 1) * 2 * dim);
+        }
+        ::kvtier::SiluMul(gate.data(), up.data(), rows * dim, ref.data());
+        EXPECT_LT(RelativeError(ToF32<T>(d_out.Download()), ref), Tolerance<T>());
       }
-      ::kvtier::SiluMul(gate.data(), up.data(), rows * dim, ref.data());
-      EXPECT_LT(RelativeError(ToF32<T>(d_out.Download()), ref), Tolerance<T>());
     }
   });
 }
@@ -151,7 +178,8 @@ TEST_F(CudaKernelsTest, ArgmaxRowsMatchesReference) {
     DeviceArray<int32_t> d_ids(rows);
     d_ids.Upload(std::vector<int32_t>(rows, -1));
     DeviceArray<uint8_t> scratch(ArgmaxScratchBytes(rows));
-    ASSERT_EQ(ArgmaxRows(d_logits.get(), rows, vocab, scratch.get(), d_ids.get(), nullptr),
+    ASSERT_EQ(ArgmaxRows(d_logits.get(), rows, vocab, scratch.get(), d_ids.get(), nullptr,
+                         kDefaultLaunch),
               cudaSuccess);
     const std::vector<int32_t> ids = d_ids.Download();
     for (int r = 0; r < rows; ++r) {
@@ -162,44 +190,51 @@ TEST_F(CudaKernelsTest, ArgmaxRowsMatchesReference) {
 }
 
 // The decode GEMV against a double-precision host dot product, every row count, k with
-// and without a tail (k % 1024 != 0), 16-bit and f32 outputs; outputs poisoned first.
+// and without a tail (k % 1024 != 0), 16-bit and f32 outputs, each prefetch depth and PDL
+// off; outputs poisoned first.
 TEST_F(CudaKernelsTest, GemvSmallRowsMatchesReference) {
   cuda_test::ForEachElem([&]<typename T>() {
-    for (int k : {4096, 1032, 72}) {
-      for (int rows = 1; rows <= kGemvMaxRows; ++rows) {
-        for (bool f32 : {false, true}) {
-          const int n = 77;
-          Data16 x = Random16<T>(static_cast<size_t>(rows) * k, rng_);
-          Data16 w = Random16<T>(static_cast<size_t>(n) * k, rng_);
-          DeviceArray<uint16_t> d_x(x.bits.size()), d_w(w.bits.size());
-          d_x.Upload(x.bits);
-          d_w.Upload(w.bits);
-          std::vector<float> ref(static_cast<size_t>(rows) * n);
-          for (int r = 0; r < rows; ++r) {
-            for (int j = 0; j < n; ++j) {
-              double sum = 0;
-              for (int i = 0; i < k; ++i) {
-                sum += static_cast<double>(x.values[static_cast<size_t>(r) * k + i]) * w.values[static_cast<size_t>(j) * k + i];
+    for (const CudaLaunchOptions& launch : GemvLaunches()) {
+      SCOPED_TRACE(testing::Message() << "gemv_prefetch " << launch.gemv_prefetch << " pdl "
+                                      << launch.pdl);
+      for (int k : {4096, 1032, 72}) {
+        for (int rows = 1; rows <= kGemvMaxRows; ++rows) {
+          for (bool f32 : {false, true}) {
+            const int n = 77;
+            Data16 x = Random16<T>(static_cast<size_t>(rows) * k, rng_);
+            Data16 w = Random16<T>(static_cast<size_t>(n) * k, rng_);
+            DeviceArray<uint16_t> d_x(x.bits.size()), d_w(w.bits.size());
+            d_x.Upload(x.bits);
+            d_w.Upload(w.bits);
+            std::vector<float> ref(static_cast<size_t>(rows) * n);
+            for (int r = 0; r < rows; ++r) {
+              for (int j = 0; j < n; ++j) {
+                double sum = 0;
+                for (int i = 0; i < k; ++i) {
+                  sum += static_cast<double>(x.values[static_cast<size_t>(r) * k + i]) * w.values[static_cast<size_t>(j) * k + i];
+                }
+                ref[static_cast<size_t>(r) * n + j] = static_cast<float>(sum);
               }
-              ref[static_cast<size_t>(r) * n + j] = static_cast<float>(sum);
             }
-          }
-          const auto* dx = reinterpret_cast<const T*>(d_x.get());
-          const auto* dw = reinterpret_cast<const T*>(d_w.get());
-          ASSERT_TRUE(GemvSupported(rows, k, dx, dw));
-          std::vector<float> got;
-          if (f32) {
-            DeviceArray<float> d_out(ref.size());
-            d_out.Upload(std::vector<float>(ref.size(), NAN));
-            ASSERT_EQ(GemvSmallRows(dx, dw, rows, k, n, d_out.get(), true, nullptr), cudaSuccess);
-            got = d_out.Download();
-            EXPECT_LT(RelativeError(got, ref), 1e-5) << "k " << k << " rows " << rows;
-          } else {
-            DeviceArray<uint16_t> d_out(ref.size());
-            d_out.Upload(std::vector<uint16_t>(ref.size(), 0xffff));
-            ASSERT_EQ(GemvSmallRows(dx, dw, rows, k, n, d_out.get(), false, nullptr), cudaSuccess);
-            got = ToF32<T>(d_out.Download());
-            EXPECT_LT(RelativeError(got, ref), Tolerance<T>()) << "k " << k << " rows " << rows;
+            const auto* dx = reinterpret_cast<const T*>(d_x.get());
+            const auto* dw = reinterpret_cast<const T*>(d_w.get());
+            ASSERT_TRUE(GemvSupported(rows, k, dx, dw));
+            std::vector<float> got;
+            if (f32) {
+              DeviceArray<float> d_out(ref.size());
+              d_out.Upload(std::vector<float>(ref.size(), NAN));
+              ASSERT_EQ(GemvSmallRows(dx, dw, rows, k, n, d_out.get(), true, nullptr, launch),
+                        cudaSuccess);
+              got = d_out.Download();
+              EXPECT_LT(RelativeError(got, ref), 1e-5) << "k " << k << " rows " << rows;
+            } else {
+              DeviceArray<uint16_t> d_out(ref.size());
+              d_out.Upload(std::vector<uint16_t>(ref.size(), 0xffff));
+              ASSERT_EQ(GemvSmallRows(dx, dw, rows, k, n, d_out.get(), false, nullptr, launch),
+                        cudaSuccess);
+              got = ToF32<T>(d_out.Download());
+              EXPECT_LT(RelativeError(got, ref), Tolerance<T>()) << "k " << k << " rows " << rows;
+            }
           }
         }
       }
@@ -210,38 +245,44 @@ TEST_F(CudaKernelsTest, GemvSmallRowsMatchesReference) {
 }
 
 // The fused gate|up GEMV + SiluMul against silu(g) * u from double-precision dot products;
-// k with and without a tail, 1 and 2 rows; output poisoned first.
+// k with and without a tail, 1 and 2 rows, each prefetch depth and PDL off; output
+// poisoned first.
 TEST_F(CudaKernelsTest, GemvSiluMulMatchesReference) {
   cuda_test::ForEachElem([&]<typename T>() {
     const int inter = 77;
-    for (int k : {4096, 1032, 72}) {
-      for (int rows = 1; rows <= 2; ++rows) {
-        SCOPED_TRACE(testing::Message() << "k " << k << " rows " << rows);
-        Data16 x = Random16<T>(static_cast<size_t>(rows) * k, rng_);
-        Data16 w = Random16<T>(static_cast<size_t>(2 * inter) * k, rng_);
-        DeviceArray<uint16_t> d_x(x.bits.size()), d_w(w.bits.size()), d_out(rows * inter);
-        d_x.Upload(x.bits);
-        d_w.Upload(w.bits);
-        std::vector<float> ref(static_cast<size_t>(rows) * inter);
-        for (int r = 0; r < rows; ++r) {
-          for (int c = 0; c < inter; ++c) {
-            double g = 0, u = 0;
-            for (int i = 0; i < k; ++i) {
-              const double xv = x.values[static_cast<size_t>(r) * k + i];
-              g += xv * w.values[static_cast<size_t>(c) * k + i];
-              u += xv * w.values[static_cast<size_t>(inter + c) * k + i];
+    for (const CudaLaunchOptions& launch : GemvLaunches()) {
+      SCOPED_TRACE(testing::Message() << "gemv_prefetch " << launch.gemv_prefetch << " pdl "
+                                      << launch.pdl);
+      for (int k : {4096, 1032, 72}) {
+        for (int rows = 1; rows <= 2; ++rows) {
+          SCOPED_TRACE(testing::Message() << "k " << k << " rows " << rows);
+          Data16 x = Random16<T>(static_cast<size_t>(rows) * k, rng_);
+          Data16 w = Random16<T>(static_cast<size_t>(2 * inter) * k, rng_);
+          DeviceArray<uint16_t> d_x(x.bits.size()), d_w(w.bits.size()), d_out(rows * inter);
+          d_x.Upload(x.bits);
+          d_w.Upload(w.bits);
+          std::vector<float> ref(static_cast<size_t>(rows) * inter);
+          for (int r = 0; r < rows; ++r) {
+            for (int c = 0; c < inter; ++c) {
+              double g = 0, u = 0;
+              for (int i = 0; i < k; ++i) {
+                const double xv = x.values[static_cast<size_t>(r) * k + i];
+                g += xv * w.values[static_cast<size_t>(c) * k + i];
+                u += xv * w.values[static_cast<size_t>(inter + c) * k + i];
+              }
+              ref[static_cast<size_t>(r) * inter + c] = static_cast<float>(g / (1 + std::exp(-g)) * u);
             }
-            ref[static_cast<size_t>(r) * inter + c] = static_cast<float>(g / (1 + std::exp(-g)) * u);
           }
+          ASSERT_EQ(GemvSiluMul(reinterpret_cast<const T*>(d_x.get()),
+                                reinterpret_cast<const T*>(d_w.get()), rows, k, inter,
+                                reinterpret_cast<T*>(d_out.get()), nullptr, launch),
+                    cudaSuccess);
+          EXPECT_LT(RelativeError(ToF32<T>(d_out.Download()), ref), Tolerance<T>());
         }
-        ASSERT_EQ(GemvSiluMul(reinterpret_cast<const T*>(d_x.get()),
-                              reinterpret_cast<const T*>(d_w.get()), rows, k, inter,
-                              reinterpret_cast<T*>(d_out.get()), nullptr),
-                  cudaSuccess);
-        EXPECT_LT(RelativeError(ToF32<T>(d_out.Download()), ref), Tolerance<T>());
       }
     }
-    EXPECT_EQ(GemvSiluMul<T>(nullptr, nullptr, 3, 4096, 8, nullptr, nullptr), cudaErrorInvalidValue);
+    EXPECT_EQ(GemvSiluMul<T>(nullptr, nullptr, 3, 4096, 8, nullptr, nullptr, kDefaultLaunch),
+              cudaErrorInvalidValue);
   });
 }
 
@@ -409,7 +450,8 @@ TEST_P(QkvPostTest, MatchesReference) {
     kv.num_kv_heads = p.kv_heads;
     kv.head_dim = d;
     kv.block_tokens = 16;
-    ASSERT_EQ(QkvPost(params, StepTokens{d_chunk.get(), d_pos.get(), t_count}, kv, nullptr),
+    ASSERT_EQ(QkvPost(params, StepTokens{d_chunk.get(), d_pos.get(), t_count}, kv, nullptr,
+                      kDefaultLaunch),
               cudaSuccess);
     CUDA_ASSERT(cudaDeviceSynchronize());
 

@@ -17,6 +17,7 @@ namespace kvtier::cuda {
 namespace {
 
 using cuda_test::DeviceArray;
+using cuda_test::kDefaultLaunch;
 
 struct Shape {
   const char* name;
@@ -65,7 +66,8 @@ TEST(SampleRowsTest, MatchesHostReference) {
       DeviceArray<SampleParams> d_params(n);
       d_params.Upload(device_params);
       DeviceArray<int32_t> d_ids(n);
-      ASSERT_EQ(SampleRows(d_logits.get(), n, vocab, d_params.get(), d_ids.get(), nullptr),
+      ASSERT_EQ(SampleRows(d_logits.get(), n, vocab, d_params.get(), d_ids.get(), nullptr,
+                           kDefaultLaunch),
                 cudaSuccess);
       const std::vector<int32_t> ids = d_ids.Download();
       int exact = 0;
@@ -84,8 +86,9 @@ TEST(SampleRowsTest, MatchesHostReference) {
 
 TEST(SampleRowsTest, RejectsBadArguments) {
   KVT_SKIP_WITHOUT_CUDA();
-  EXPECT_EQ(SampleRows(nullptr, 1, 10, nullptr, nullptr, nullptr), cudaErrorInvalidValue);
-  EXPECT_EQ(SampleRows(nullptr, 0, 10, nullptr, nullptr, nullptr), cudaSuccess);
+  EXPECT_EQ(SampleRows(nullptr, 1, 10, nullptr, nullptr, nullptr, kDefaultLaunch),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(SampleRows(nullptr, 0, 10, nullptr, nullptr, nullptr, kDefaultLaunch), cudaSuccess);
 }
 
 }  // namespace

@@ -49,6 +49,14 @@ static void test_options(void) {
   CHECK_STATUS(kvt_options_set_string(o, "gpu_kv_bytes", "lots"), KVT_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(kvt_options_set_string(o, "backend", "tpu"), KVT_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(kvt_options_set_string(o, "backend", NULL), KVT_ERR_INVALID_ARGUMENT);
+  /* CUDA diagnostics: switches are 0 or 1, the GEMV prefetch depth 2..8. */
+  CHECK_STATUS(kvt_options_set_int(o, "cuda_graphs", 0), KVT_OK);
+  CHECK_STATUS(kvt_options_set_int(o, "cuda_pdl", 2), KVT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(kvt_options_errmsg(o), "cuda_pdl") != NULL);
+  CHECK_STATUS(kvt_options_set_string(o, "cuda_fast_attention", "0"), KVT_OK);
+  CHECK_STATUS(kvt_options_set_int(o, "cuda_pdl_early", 1), KVT_OK);
+  CHECK_STATUS(kvt_options_set_int(o, "cuda_gemv_prefetch", 8), KVT_OK);
+  CHECK_STATUS(kvt_options_set_int(o, "cuda_gemv_prefetch", 16), KVT_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(kvt_options_set_int(NULL, "threads", 1), KVT_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(kvt_options_create(NULL), KVT_ERR_INVALID_ARGUMENT);
   kvt_options_free(o);

@@ -1,5 +1,5 @@
 // Tests of SampleToken: greedy, seeded reproducibility, top-k / top-p support, and that
-// temperature sampling follows the softmax distribution.
+// temperature sampling follows the softmax distribution; SamplingParams::Validate.
 #include "engine/sampler.h"
 
 #include <cmath>
@@ -85,6 +85,25 @@ TEST(SamplerTest, ValidateRejectsOutOfRange) {
   p = SamplingParams();
   p.top_k = -2;
   EXPECT_FALSE(p.Validate().ok());
+}
+
+// The ranges are stated once (backend/sampling_ranges.h): a request the engine accepts is
+// one the backend samples, and the other way round.
+TEST(SamplerTest, ValidateAgreesWithRowSampling) {
+  const float kNaN = std::nanf("");
+  for (float temperature : {0.0f, 0.5f, -0.5f, kNaN, INFINITY}) {
+    for (int32_t top_k : {0, 3, -1}) {
+      for (float top_p : {1.0f, 0.3f, 0.0f, 1.5f, kNaN}) {
+        SamplingParams params;
+        params.temperature = temperature;
+        params.top_k = top_k;
+        params.top_p = top_p;
+        const RowSampling row{temperature, top_k, top_p, 0.5};
+        EXPECT_EQ(params.Validate().ok(), ValidateRowSampling({&row, 1}, 1).ok())
+            << temperature << " " << top_k << " " << top_p;
+      }
+    }
+  }
 }
 
 }  // namespace

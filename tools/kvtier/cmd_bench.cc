@@ -24,6 +24,7 @@
 #include "args.h"
 #include "bench_gpu_sampler.h"
 #include "command.h"
+#include "cuda_env.h"
 #include "kvtier/kvtier.h"
 #include "model/random_checkpoint.h"
 #include "nlohmann/json.hpp"
@@ -151,6 +152,10 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
     h.owns_context = false;
   }
   kvt_options_create(&h.options);
+  if (existing == nullptr && SetCudaOptionsFromEnvironment(h.options) != KVT_OK) {
+    r.error = std::string("KVTIER_CUDA_*: ") + kvt_options_errmsg(h.options);
+    return r;
+  }
   for (const auto& [key, value] : w.options) {
     if (existing != nullptr) break;
     if (kvt_options_set_string(h.options, key.c_str(), value.c_str()) != KVT_OK) {
@@ -441,6 +446,11 @@ void RunW6(kvt_model* model, bool restart, WorkloadSpec w, const std::string& ti
   };
   kvt_options* options = nullptr;
   kvt_options_create(&options);
+  if (SetCudaOptionsFromEnvironment(options) != KVT_OK) {
+    const std::string what = std::string("KVTIER_CUDA_*: ") + kvt_options_errmsg(options);
+    kvt_options_free(options);
+    return fail(what);
+  }
   for (const auto& [key, value] : w.options) kvt_options_set_string(options, key.c_str(), value.c_str());
   kvt_context* ctx = nullptr;
   char err[2048] = {0};

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "args.h"
 #include "command.h"
+#include "cuda_env.h"
 #include "kvtier/kvtier.h"
 #include "nlohmann/json.hpp"
 
@@ -112,6 +113,9 @@ int RunMain(int argc, char** argv) {
     return Fail(std::string(kvt_status_string(s)) + ": " + err);
   }
   kvt_options_create(&h.options);
+  if (SetCudaOptionsFromEnvironment(h.options) != KVT_OK) {
+    return Fail(std::string("KVTIER_CUDA_*: ") + kvt_options_errmsg(h.options));
+  }
   std::map<std::string, std::string> string_options = {
       {"backend", "backend"}, {"disk-path", "disk_path"}, {"preemption", "preemption"},
       {"gpu-kv-bytes", "gpu_kv_bytes"}, {"host-kv-bytes", "host_kv_bytes"}, {"disk-kv-bytes", "disk_kv_bytes"},

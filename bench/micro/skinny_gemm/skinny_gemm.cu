@@ -37,6 +37,7 @@
 #include <cstdint>
 
 #include "backend/cuda/pdl.h"
+#include "../launch_env.h"
 #include "skinny_gemm.h"
 
 namespace kvtier::cuda {
@@ -470,7 +471,8 @@ cudaError_t LaunchSkinny(const bf16* x, const bf16* w, int m, int k, int n, void
   p.partials = reinterpret_cast<float*>(static_cast<char*>(workspace) + kCounterBytes);
   const int grid = static_cast<int>(std::min<int64_t>(static_cast<int64_t>(sms) * CTAS, p.total_steps));
   const cudaError_t err =
-      LaunchPdl(kernel, dim3(grid), dim3(kThreads), C::kSmemBytes, stream, p);
+      LaunchPdl(LaunchOptionsFromEnv(), kernel, dim3(grid), dim3(kThreads), C::kSmemBytes,
+                stream, p);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }

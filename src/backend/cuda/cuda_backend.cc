@@ -1,9 +1,9 @@
-// CudaBackend (see cuda_backend.h): creation, weights, step metadata, the layer loop.
+// CudaBackend (see cuda_backend.h): creation, weights, workspace, the KV pool, batch
+// validation and splitting. The layer loop is in cuda_forward.cc, the tier copies in
+// cuda_backend_copies.cc.
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -101,7 +101,7 @@ absl::Status CheckDevice() {
 }  // namespace
 
 CudaBackend::CudaBackend(const ModelConfig& config, const BackendOptions& options, DType dtype)
-    : config_(config), options_(options) {
+    : config_(config), options_(options), graphs_enabled_(options.cuda.decode_graphs) {
   layout_.num_layers = config.num_layers;
   layout_.num_kv_heads = config.num_kv_heads;
   layout_.head_dim = config.head_dim;
@@ -287,14 +287,8 @@ absl::Status CudaBackend::Init(const WeightLoader& loader) {
   fast_attention_ = cuda::DecodeAttentionSupported(head_dim, heads, kv_heads) &&
                     cuda::PrefillAttentionSupported(head_dim, heads, kv_heads) &&
                     layout_.block_tokens >= 8 && layout_.block_tokens <= 64 &&
-                    (layout_.block_tokens & (layout_.block_tokens - 1)) == 0;
-  if (const char* env = std::getenv("KVTIER_CUDA_GRAPHS"); env != nullptr && env[0] == '0') {
-    graphs_enabled_ = false;
-  }
-  if (const char* env = std::getenv("KVTIER_CUDA_FAST_ATTENTION");
-      env != nullptr && env[0] == '0') {
-    fast_attention_ = false;
-  }
+                    (layout_.block_tokens & (layout_.block_tokens - 1)) == 0 &&
+                    options_.cuda.fast_attention;
   prefill_tile_tokens_ = cuda::PrefillTileTokens(head_dim, heads / kv_heads);
 
   // Metadata capacity: token arrays (ids, pos, chunk, decode rows, splits, partial bases),
@@ -548,172 +542,6 @@ absl::Status CudaBackend::ForwardSampled(const ForwardBatch& batch,
     next_row += mine.size();
     return RunStep(piece, nullptr, token_ids, mine);
   });
-}
-
-absl::Status CudaBackend::TimedSyncCopies(std::span<const BlockCopy> copies, cudaMemcpyKind kind) {
-  for (const BlockCopy& c : copies) RETURN_IF_ERROR(ValidateBlock(c.device_block));
-  if (copies.empty()) return absl::OkStatus();
-  // After the last forward (compute_done_) and, on the copy stream, after every prefetch.
-  CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy_stream_, compute_done_, 0));
-  const size_t bytes = layout_.BlockBytes();
-  CUDA_RETURN_IF_ERROR(cudaEventRecord(sync_start_, copy_stream_));
-  for (const BlockCopy& c : copies) {
-    void* dev = const_cast<void*>(BlockDevicePointer(c.device_block));
-    if (kind == cudaMemcpyDeviceToHost) {
-      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(c.host, dev, bytes, kind, copy_stream_));
-    } else {
-      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dev, c.host, bytes, kind, copy_stream_));
-    }
-  }
-  CUDA_RETURN_IF_ERROR(cudaEventRecord(sync_end_, copy_stream_));
-  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(copy_stream_));
-  // sync_start_ completes only after earlier prefetches on the copy stream: no double count.
-  RETURN_IF_ERROR(HarvestTimings(/*block=*/false));
-  float ms = 0;
-  CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, sync_start_, sync_end_));
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  ++copy_stats_.sync_batches;
-  copy_stats_.sync_bytes += static_cast<int64_t>(bytes * copies.size());
-  copy_stats_.sync_copy_seconds += ms * 1e-3;
-  return absl::OkStatus();
-}
-
-absl::Status CudaBackend::CopyBlocksToHost(std::span<const BlockCopy> copies) {
-  return TimedSyncCopies(copies, cudaMemcpyDeviceToHost);
-}
-
-absl::Status CudaBackend::CopyBlocksFromHost(std::span<const BlockCopy> copies) {
-  return TimedSyncCopies(copies, cudaMemcpyHostToDevice);
-}
-
-absl::StatusOr<cudaEvent_t> CudaBackend::TakeEvent() {
-  if (event_pool_.empty()) RETURN_IF_ERROR(HarvestTimings(/*block=*/true));
-  if (event_pool_.empty()) return absl::InternalError("cuda backend: timing event pool exhausted");
-  cudaEvent_t e = event_pool_.back();
-  event_pool_.pop_back();
-  return e;
-}
-
-absl::Status CudaBackend::PrefetchBlocksFromHost(std::span<const BlockCopy> copies) {
-  for (const BlockCopy& c : copies) RETURN_IF_ERROR(ValidateBlock(c.device_block));
-  if (copies.empty()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(cudaEvent_t start, TakeEvent());
-  ASSIGN_OR_RETURN(cudaEvent_t end, TakeEvent());
-  // The destination blocks were free: the last forward (compute_done_) is their last reader.
-  CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy_stream_, compute_done_, 0));
-  CUDA_RETURN_IF_ERROR(cudaEventRecord(start, copy_stream_));
-  const size_t bytes = layout_.BlockBytes();
-  for (const BlockCopy& c : copies) {
-    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(const_cast<void*>(BlockDevicePointer(c.device_block)),
-                                         c.host, bytes, cudaMemcpyHostToDevice, copy_stream_));
-  }
-  CUDA_RETURN_IF_ERROR(cudaEventRecord(end, copy_stream_));
-  prefetches_in_flight_.push_back({start, end, static_cast<int64_t>(bytes * copies.size())});
-  prefetch_since_wait_ = true;
-  return absl::OkStatus();
-}
-
-absl::Status CudaBackend::WaitForPrefetches() {
-  if (!prefetch_since_wait_) return absl::OkStatus();
-  prefetch_since_wait_ = false;
-  if (pending_wait_mark_ == nullptr) {
-    ASSIGN_OR_RETURN(pending_wait_mark_, TakeEvent());
-  }
-  // Re-recording moves the mark past every copy enqueued so far on the copy stream.
-  CUDA_RETURN_IF_ERROR(cudaEventRecord(pending_wait_mark_, copy_stream_));
-  return absl::OkStatus();
-}
-
-absl::Status CudaBackend::ApplyPrefetchWait() {
-  if (pending_wait_mark_ == nullptr) return absl::OkStatus();
-  ASSIGN_OR_RETURN(cudaEvent_t ready, TakeEvent());
-  CUDA_RETURN_IF_ERROR(cudaEventRecord(ready, stream_));
-  CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, pending_wait_mark_, 0));
-  stalls_in_flight_.push_back({ready, pending_wait_mark_});
-  pending_wait_mark_ = nullptr;
-  return absl::OkStatus();
-}
-
-absl::Status CudaBackend::HarvestTimings(bool block) {
-  auto done = [&](cudaEvent_t e) -> absl::StatusOr<bool> {
-    if (block) {
-      CUDA_RETURN_IF_ERROR(cudaEventSynchronize(e));
-      return true;
-    }
-    const cudaError_t err = cudaEventQuery(e);
-    if (err == cudaErrorNotReady) {
-      cudaGetLastError();
-      return false;
-    }
-    CUDA_RETURN_IF_ERROR(err);
-    return true;
-  };
-  while (!prefetches_in_flight_.empty()) {
-    const CopyTiming t = prefetches_in_flight_.front();
-    ASSIGN_OR_RETURN(bool finished, done(t.end));
-    if (!finished) break;
-    float ms = 0;
-    CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, t.start, t.end));
-    {
-      std::lock_guard<std::mutex> lock(stats_mu_);
-      ++copy_stats_.prefetch_batches;
-      copy_stats_.prefetch_bytes += t.bytes;
-      copy_stats_.prefetch_copy_seconds += ms * 1e-3;
-    }
-    event_pool_.push_back(t.start);
-    event_pool_.push_back(t.end);
-    prefetches_in_flight_.pop_front();
-  }
-  while (!stalls_in_flight_.empty()) {
-    const StallTiming t = stalls_in_flight_.front();
-    ASSIGN_OR_RETURN(bool ready_done, done(t.ready));
-    if (!ready_done) break;
-    ASSIGN_OR_RETURN(bool mark_done, done(t.mark));
-    if (!mark_done) break;
-    // Positive when the copies ended after the compute stream reached the wait: the
-    // forward's first kernel was held back that long.
-    float ms = 0;
-    CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, t.ready, t.mark));
-    {
-      std::lock_guard<std::mutex> lock(stats_mu_);
-      copy_stats_.prefetch_stall_seconds += std::max(0.0f, ms) * 1e-3;
-    }
-    event_pool_.push_back(t.ready);
-    event_pool_.push_back(t.mark);
-    stalls_in_flight_.pop_front();
-  }
-  return absl::OkStatus();
-}
-
-BackendCopyStats CudaBackend::copy_stats() const {
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  return copy_stats_;
-}
-
-absl::Status CudaBackend::CopyBlock(int32_t src_block, int32_t dst_block) {
-  RETURN_IF_ERROR(ValidateBlock(src_block));
-  RETURN_IF_ERROR(ValidateBlock(dst_block));
-  CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy_stream_, compute_done_, 0));
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(const_cast<void*>(BlockDevicePointer(dst_block)),
-                                       BlockDevicePointer(src_block), layout_.BlockBytes(),
-                                       cudaMemcpyDeviceToDevice, copy_stream_));
-  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(copy_stream_));
-  return absl::OkStatus();
-}
-
-absl::StatusOr<void*> CudaBackend::AllocateHostMemory(size_t bytes) {
-  void* ptr = nullptr;
-  const cudaError_t err = cudaHostAlloc(&ptr, bytes, cudaHostAllocDefault);
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    return absl::ResourceExhaustedError(absl::StrCat("cudaHostAlloc of ", bytes,
-                                                     " bytes failed: ", cudaGetErrorString(err)));
-  }
-  return ptr;
-}
-
-void CudaBackend::FreeHostMemory(void* ptr) {
-  if (ptr != nullptr) cudaFreeHost(ptr);
 }
 
 }  // namespace kvtier

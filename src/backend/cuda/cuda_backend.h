@@ -74,9 +74,9 @@ class CudaBackend final : public Backend {
   absl::Status AllocateKvPool(int64_t num_blocks) override;
   int64_t num_kv_blocks() const override { return num_blocks_; }
   // Prefills of 512 and max_tokens_per_step tokens and one decode step per graph bucket,
-  // all on the scratch block: loads the kernels (CUDA loads modules lazily: the first
-  // forward of a process took 26 ms instead of 13 on W1), lets cuBLAS settle on its kernels
-  // and captures every decode graph. ~0.2 s for Llama-3-8B on an H200.
+  // all on the scratch block: loads the kernels (CUDA loads modules lazily, which made the
+  // first forward of a process much slower than the next: NOTES.md, session 4), lets
+  // cuBLAS settle on its kernels and captures every decode graph.
   absl::Status WarmUp() override;
 
   absl::Status Forward(const ForwardBatch& batch, std::vector<float>* logits) override;
@@ -126,13 +126,14 @@ class CudaBackend final : public Backend {
   void FreeHostMemory(void* ptr) override;
 
   const ModelConfig& config() const { return config_; }
-  // Decode steps replayed as CUDA graphs (default on unless KVTIER_CUDA_GRAPHS=0); off runs
-  // every step eagerly (tests compare the two; benchmarks measure the gain).
+  // Decode steps replayed as CUDA graphs (from CudaOptions::decode_graphs at Create); off
+  // runs every step eagerly (tests compare the two; benchmarks measure the gain).
   void SetDecodeGraphs(bool on) { graphs_enabled_ = on; }
   bool decode_graphs() const { return graphs_enabled_; }
   // Why decode graphs were turned off after a failed capture ("" if they were not).
   const std::string& graph_error() const { return graph_error_; }
-  // The config runs on DecodeAttention + PrefillAttention (else the generic kernel).
+  // The config runs on DecodeAttention + PrefillAttention (else the generic kernel): its
+  // shape fits them and CudaOptions::fast_attention allows them.
   bool fast_attention() const { return fast_attention_; }
   int64_t graph_replays() const { return graph_replays_; }
   // Device pointer of block `block` (KvLayout bytes); for tests.
@@ -292,7 +293,7 @@ class CudaBackend final : public Backend {
 
   int32_t scratch_block_ = -1;  // pool block past num_blocks_: KV of graph padding rows
   bool fast_attention_ = false;  // the config fits DecodeAttention + PrefillAttention
-  bool graphs_enabled_ = true;   // KVTIER_CUDA_GRAPHS=0 turns decode graphs off
+  bool graphs_enabled_ = true;   // CudaOptions::decode_graphs, then SetDecodeGraphs
   int32_t sm_count_ = 0;
   int32_t prefill_tile_tokens_ = 0;
   std::string graph_error_;      // why graphs were turned off, when a capture failed

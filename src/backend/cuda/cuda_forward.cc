@@ -3,7 +3,7 @@
 //
 // Why graphs: a decode step of a Llama-3-8B-shape model is ~300 launches whose kernels are
 // each a few microseconds; launched one by one from the host, the gaps between them cost
-// as much as the weight stream itself (W1: 7.8 ms/step against a ~4 ms limit). A pure
+// about as much as the weight stream itself (NOTES.md, session 2; bench/results/). A pure
 // decode step is a fixed sequence of launches for a given batch size, so it is captured
 // once per batch bucket and replayed: only the metadata (token ids, positions, block
 // tables) changes, and it lives in device memory at offsets fixed for the bucket. Padding
@@ -80,11 +80,12 @@ template <typename T>
 absl::Status CudaBackend::Gemm(const T* x, const T* w, int rows, int k, int n, void* out,
                                bool out_f32) {
   // Row-major out(rows, n) = x(rows, k) * w(n, k)^T, i.e. column-major out^T = w^T' * x'.
-  // The CUDA-core GEMV beats cuBLAS only up to 2 rows (H200, Llama-3-8B shapes, weights
-  // from HBM: at 4 rows qkv 32.3 vs 28 us, gate|up 82 vs 64 us; at 8 rows 2x slower):
-  // beyond that the dot products, not the weight stream, bound it.
+  // The CUDA-core GEMV beats cuBLAS only up to kGemvRowsLimit rows: beyond that the dot
+  // products, not the weight stream, bound it (kvtier_cuda_bench's per-shape table of both,
+  // e.g. bench/results/2026-11-29-h200-gpu-sampling-compact-backend.txt).
   if (rows <= kGemvRowsLimit && cuda::GemvSupported(rows, k, x, w)) {
-    CUDA_RETURN_IF_ERROR(cuda::GemvSmallRows(x, w, rows, k, n, out, out_f32, stream_));
+    CUDA_RETURN_IF_ERROR(
+        cuda::GemvSmallRows(x, w, rows, k, n, out, out_f32, stream_, options_.cuda.launch));
     return absl::OkStatus();
   }
   const float alpha = 1.0f, beta = 0.0f;
@@ -279,13 +280,14 @@ absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const int32_t num_heads = static_cast<int32_t>(config_.num_heads);
 
+  const CudaLaunchOptions& launch = options_.cuda.launch;
   CUDA_RETURN_IF_ERROR(
-      cuda::EmbeddingGather(dev(m.ids), as(embed_), rows, h, ws_.residual, stream_));
+      cuda::EmbeddingGather(dev(m.ids), as(embed_), rows, h, ws_.residual, stream_, launch));
   for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
     const LayerWeights& w = layers_[layer];
     CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, layer == 0 ? nullptr : as(ws_.proj),
                                           w.input_norm, nullptr, rows, h, eps, as(ws_.normed),
-                                          stream_));
+                                          stream_, launch));
     RETURN_IF_ERROR(Gemm(as(ws_.normed), as(w.qkv), rows, h, qkv, ws_.wide, false));
     cuda::QkvPostParams<T> post;
     post.qkv = as(ws_.wide);
@@ -297,7 +299,7 @@ absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits
     post.num_heads = num_heads;
     post.layer = static_cast<int32_t>(layer);
     post.q_out = as(ws_.q);
-    CUDA_RETURN_IF_ERROR(cuda::QkvPost(post, step_tokens, kv, stream_));
+    CUDA_RETURN_IF_ERROR(cuda::QkvPost(post, step_tokens, kv, stream_, launch));
     if (step.path == AttentionPath::kFast) {
       if (step.decode_rows > 0) {
         cuda::DecodeAttentionParams<T> attn;
@@ -311,7 +313,7 @@ absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits
         attn.partial_out = decode_partial_out_;
         attn.partial_ml = decode_partial_ml_;
         attn.split_counters = decode_split_counters_;
-        CUDA_RETURN_IF_ERROR(cuda::DecodeAttention(attn, step_tokens, kv, stream_));
+        CUDA_RETURN_IF_ERROR(cuda::DecodeAttention(attn, step_tokens, kv, stream_, launch));
       }
       if (step.prefill_tiles > 0) {
         cuda::PrefillAttentionParams<T> attn;
@@ -339,30 +341,32 @@ absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits
     }
     RETURN_IF_ERROR(Gemm(as(ws_.attn), as(w.o), rows, q_dim, h, ws_.proj, false));
     CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, as(ws_.proj), w.post_norm, nullptr,
-                                          rows, h, eps, as(ws_.normed), stream_));
+                                          rows, h, eps, as(ws_.normed), stream_, launch));
     if (rows <= kGemvRowsLimit && cuda::GemvSupported(rows, h, ws_.normed, w.gate_up)) {
       CUDA_RETURN_IF_ERROR(cuda::GemvSiluMul(as(ws_.normed), as(w.gate_up), rows, h, inter,
-                                             as(ws_.act), stream_));
+                                             as(ws_.act), stream_, launch));
     } else {
       RETURN_IF_ERROR(Gemm(as(ws_.normed), as(w.gate_up), rows, h, 2 * inter, ws_.wide, false));
-      CUDA_RETURN_IF_ERROR(cuda::SiluMul(as(ws_.wide), rows, inter, as(ws_.act), stream_));
+      CUDA_RETURN_IF_ERROR(
+          cuda::SiluMul(as(ws_.wide), rows, inter, as(ws_.act), stream_, launch));
     }
     RETURN_IF_ERROR(Gemm(as(ws_.act), as(w.down), rows, inter, h, ws_.proj, false));
   }
   if (step.logit_rows == 0) return absl::OkStatus();
   const int n = step.logit_rows;
   CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, as(ws_.proj), final_norm_,
-                                        dev(m.logit_rows), n, h, eps, as(ws_.normed), stream_));
+                                        dev(m.logit_rows), n, h, eps, as(ws_.normed), stream_,
+                                        launch));
   const int vocab = static_cast<int>(config_.vocab_size);
   RETURN_IF_ERROR(Gemm(as(ws_.normed), as(lm_head_), n, h, vocab, ws_.logits, true));
   if (step.greedy) {  // token ids picked on the device (sampled or argmax); only they come back
     if (step.sampled) {
       CUDA_RETURN_IF_ERROR(cuda::SampleRows(
           ws_.logits, n, vocab, reinterpret_cast<const cuda::SampleParams*>(ws_.meta + m.sampling),
-          ws_.token_ids, stream_));
+          ws_.token_ids, stream_, launch));
     } else {
-      CUDA_RETURN_IF_ERROR(
-          cuda::ArgmaxRows(ws_.logits, n, vocab, ws_.argmax_scratch, ws_.token_ids, stream_));
+      CUDA_RETURN_IF_ERROR(cuda::ArgmaxRows(ws_.logits, n, vocab, ws_.argmax_scratch,
+                                            ws_.token_ids, stream_, launch));
     }
     CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ids_host_, ws_.token_ids, n * sizeof(int32_t),
                                          cudaMemcpyDeviceToHost, stream_));

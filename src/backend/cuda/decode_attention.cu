@@ -29,9 +29,9 @@
 // kernel per layer suffices and replays of a captured graph find the counters zeroed.
 //
 // Launched with programmatic dependent launch (pdl.h): the metadata chain (rows -> pos,
-// chunk -> indptr -> first block ids: four dependent loads, ~2 us) runs before PdlWait,
-// overlapping the previous kernel's tail; q, KV, partials and counters are touched only
-// after it.
+// chunk -> indptr -> first block ids: four dependent loads, four memory latencies) runs
+// before PdlWait, overlapping the previous kernel's tail; q, KV, partials and counters are
+// touched only after it.
 #include "backend/cuda/decode_attention.h"
 
 
@@ -83,7 +83,7 @@ __device__ __forceinline__ void Mma(float (&c)[4], uint32_t a0, uint32_t a1, uin
 }
 
 // KV is read exactly once: stream it past L1 and let L2 evict it first. (An L2::256B
-// prefetch hint on these loads measured no better on the H200.)
+// prefetch hint on these loads measured no better.)
 template <typename T>
 __device__ __forceinline__ uint4 LoadStream(const T* p) {
   return __ldcs(reinterpret_cast<const uint4*>(p));
@@ -384,12 +384,11 @@ bool DecodeAttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_k
 // Splits so that rows * kv heads * splits fills about ONE wave of resident CTAs
 // (kResidentCtasPerSm: 168 registers x 128 threads for head_dim 128) and never spills into a
 // partial second wave: a CTA's warps walk their tiles one latency at a time, so a second
-// wave costs a whole CTA time. Measured on the H200 (Llama-3-8B shape, median us per layer,
-// stream launches / graph of 32 launches with PDL):
-//   1 row, 32k:   24 splits 45.3/42.0 (192 CTAs), 32: 42.7/47.4, 48: 44.6/41.0 (384 CTAs),
-//                 64: 53.3/50.3 (512 CTAs, 1.3 waves), 128: 55.5/52.9 (these two before PDL)
-//   64 rows, 512..768: 1 split 54.2/50.4 (3.1-3.4 TB/s), 2: 57.3/53.2
-// Each row still uses no more splits than ctx / kMinSplitTokens (decided in the kernel).
+// wave costs a whole CTA time: more splits than one wave holds measured slower for a long
+// single row, and a second split slower for a batch that already fills the GPU
+// (bench/results/2026-11-29-h200-decode-splits.txt; `KVTIER_DECODE_BENCH=1
+// kvtier_cuda_bench` sweeps max_splits). Each row still uses no more splits than
+// ctx / kMinSplitTokens (decided in the kernel).
 int32_t DecodeMaxSplits(int32_t num_rows, int32_t num_kv_heads, int32_t sm_count) {
   constexpr int64_t kResidentCtasPerSm = 3;
   const int64_t pairs = std::max<int64_t>(1, int64_t{num_rows} * std::max(1, num_kv_heads));
@@ -412,7 +411,8 @@ size_t DecodeCounterInts(int32_t num_rows, int32_t num_kv_heads) {
 
 template <typename T>
 cudaError_t DecodeAttention(const DecodeAttentionParams<T>& params, StepTokens tokens,
-                            PagedKv<T> kv, cudaStream_t stream) {
+                            PagedKv<T> kv, cudaStream_t stream,
+                            const CudaLaunchOptions& launch) {
   if (params.num_rows == 0) return cudaSuccess;
   if (!DecodeAttentionSupported(kv.head_dim, params.num_heads, kv.num_kv_heads) ||
       kv.block_tokens <= 0 || params.num_rows < 0 || params.max_splits < 1 ||
@@ -433,13 +433,14 @@ cudaError_t DecodeAttention(const DecodeAttentionParams<T>& params, StepTokens t
       static_cast<float>(M_LOG2E / std::sqrt(static_cast<double>(kv.head_dim)));
   const dim3 grid(params.num_rows, kv.num_kv_heads, params.max_splits);
   auto kernel = kv.head_dim == 128 ? DecodeAttentionKernel<T, 128> : DecodeAttentionKernel<T, 64>;
-  return LaunchPdl(kernel, grid, dim3(kThreads), 0, stream, params, tokens, kv, group,
+  return LaunchPdl(launch, kernel, grid, dim3(kThreads), 0, stream, params, tokens, kv, group,
                    scale_log2, bt_shift);
 }
 
 #define KVTIER_INSTANTIATE(T)                                                        \
   template cudaError_t DecodeAttention<T>(const DecodeAttentionParams<T>&, StepTokens, \
-                                          PagedKv<T>, cudaStream_t);
+                                          PagedKv<T>, cudaStream_t,                    \
+                                          const CudaLaunchOptions&);
 KVTIER_CUDA_INSTANTIATE_ELEM(KVTIER_INSTANTIATE)
 #undef KVTIER_INSTANTIATE
 

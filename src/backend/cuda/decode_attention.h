@@ -43,7 +43,8 @@ struct DecodeAttentionParams {
 // partials and counters are read after it.
 template <typename T>
 cudaError_t DecodeAttention(const DecodeAttentionParams<T>& params, StepTokens tokens,
-                            PagedKv<T> kv, cudaStream_t stream);
+                            PagedKv<T> kv, cudaStream_t stream,
+                            const CudaLaunchOptions& launch);
 
 // Host heuristic: splits per row so that rows * kv heads * splits fills the GPU.
 int32_t DecodeMaxSplits(int32_t num_rows, int32_t num_kv_heads, int32_t sm_count);

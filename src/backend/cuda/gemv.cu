@@ -2,7 +2,6 @@
 // warp streams one weight row (an output column) with 16-byte loads, several in flight,
 // and dots it with every activation row (read through L1). Semantics in kernels.h.
 #include <cstdint>
-#include <cstdlib>
 
 #include "backend/cuda/elem.cuh"
 #include "backend/cuda/kernels.h"
@@ -13,10 +12,6 @@ namespace {
 
 constexpr int kGemvWarps = 8;
 constexpr int kGemvUnroll = 2;
-// Pieces per lane loaded before the PDL wait. H200, kvtier_cuda_bench W1 graph step (two
-// rounds, one machine): 2 -> 4.238 / 4.211 ms, 4 -> 4.154 / 4.143 ms, 8 -> 4.88 ms, 16 ->
-// 5.01 ms (94 and 128 registers: 2 CTAs per SM instead of 4, and the stream stalls).
-constexpr int kGemvDefaultPrefetch = 4;
 
 template <typename T, int R>
 __device__ __forceinline__ void Accumulate(const uint4& wv, const T* __restrict__ x, int k,
@@ -34,10 +29,10 @@ __device__ __forceinline__ void Accumulate(const uint4& wv, const T* __restrict_
 }
 
 // Software-pipelined over the weight row: the loads of batch b+1 go out before batch b is
-// consumed, so every lane keeps kGemvUnroll..2*kGemvUnroll 16-byte loads in flight. Measured
-// on the H200 (bench/micro/decode_chain.cu, one row, Llama-3-8B shapes from HBM): 3.56 ->
-// 3.88 TB/s on gate|up, 2.45 -> 2.77 on qkv against the unpipelined version; unrolling 4
-// instead of 2 did not help (more registers, fewer warps).
+// consumed, so every lane keeps kGemvUnroll..2*kGemvUnroll 16-byte loads in flight, which
+// brings the weight stream closer to the memory bandwidth than one batch at a time. An
+// unroll of 2, not 4: more registers per warp leave fewer warps per SM to hide latency.
+// Measurements (bench/micro/decode_chain.cu): src/backend/cuda/NOTES.md, bench/results/.
 //
 // The first kPre 16-byte pieces of each lane's weights are loaded before the PDL wait:
 // weights never depend on the previous kernel, so while a latency-bound kernel (a norm,
@@ -113,7 +108,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 
 // The gate|up projection with SiLU(gate) * up fused in: warp c dots x with weight rows c
 // (gate) and inter + c (up) of the (2 * inter, k) matrix and writes only the product, so
-// the decode step has no separate SiluMul kernel (a dependent ~3 us step per layer) and
+// the decode step has no separate SiluMul kernel (one more dependent step per layer) and
 // writes half the output. Both rows are software-pipelined as in GemvKernel.
 template <typename T, int R, int kPre>
 __global__ void __launch_bounds__(kGemvWarps * 32)
@@ -206,47 +201,62 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   }
 }
 
-// 16-byte pieces per lane loaded before the PDL wait (KVTIER_CUDA_GEMV_PREFETCH: 2, 4 or 8;
-// for measuring).
-int GemvPrefetch() {
-  static const int pieces = [] {
-    const char* env = std::getenv("KVTIER_CUDA_GEMV_PREFETCH");
-    const int v = env != nullptr ? std::atoi(env) : kGemvDefaultPrefetch;
-    return v >= 8 ? 8 : v >= 4 ? 4 : 2;
-  }();
-  return pieces;
+// 16-byte pieces per lane loaded before the PDL wait (kPre): CudaLaunchOptions::
+// gemv_prefetch rounded down to an instantiated 2, 4 or 8. More pieces keep more of the
+// weight stream going while the previous kernel finishes, but at 8 the kernel needs so many
+// registers that fewer CTAs fit on an SM and the stream stalls; the default (4) is the
+// best measured (src/backend/cuda/NOTES.md, "GEMV: more weights loaded before the PDL wait").
+int GemvPrefetchPieces(const CudaLaunchOptions& launch) {
+  const int requested = launch.gemv_prefetch;
+  return requested >= 8 ? 8 : requested >= 4 ? 4 : 2;
 }
 
 template <typename T, int R, bool kF32Out>
-cudaError_t LaunchGemvOut(const T* x, const T* w, int k, int n, void* out, cudaStream_t stream) {
+cudaError_t LaunchGemvOut(const T* x, const T* w, int k, int n, void* out, cudaStream_t stream,
+                          const CudaLaunchOptions& launch) {
   const dim3 grid((n + kGemvWarps - 1) / kGemvWarps);
   const dim3 block(kGemvWarps * 32);
-  switch (GemvPrefetch()) {
-    case 8: return LaunchPdl(GemvKernel<T, R, kF32Out, 8>, grid, block, 0, stream, x, w, k, n, out);
-    case 4: return LaunchPdl(GemvKernel<T, R, kF32Out, 4>, grid, block, 0, stream, x, w, k, n, out);
-    default: return LaunchPdl(GemvKernel<T, R, kF32Out, 2>, grid, block, 0, stream, x, w, k, n, out);
+  switch (GemvPrefetchPieces(launch)) {
+    case 8:
+      return LaunchPdl(launch, GemvKernel<T, R, kF32Out, 8>, grid, block, 0, stream, x, w, k, n,
+                       out);
+    case 4:
+      return LaunchPdl(launch, GemvKernel<T, R, kF32Out, 4>, grid, block, 0, stream, x, w, k, n,
+                       out);
+    default:
+      return LaunchPdl(launch, GemvKernel<T, R, kF32Out, 2>, grid, block, 0, stream, x, w, k, n,
+                       out);
   }
 }
 
 template <typename T, int R>
 cudaError_t LaunchGemv(const T* x, const T* w, int k, int n, void* out, bool out_f32,
-                       cudaStream_t stream) {
-  const cudaError_t err = out_f32 ? LaunchGemvOut<T, R, true>(x, w, k, n, out, stream)
-                                  : LaunchGemvOut<T, R, false>(x, w, k, n, out, stream);
+                       cudaStream_t stream, const CudaLaunchOptions& launch) {
+  const cudaError_t err = out_f32 ? LaunchGemvOut<T, R, true>(x, w, k, n, out, stream, launch)
+                                  : LaunchGemvOut<T, R, false>(x, w, k, n, out, stream, launch);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
 
 template <typename T, int R>
 cudaError_t LaunchGemvSiluMul(const T* x, const T* w, int k, int inter, T* out,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, const CudaLaunchOptions& launch) {
   const dim3 grid((inter + kGemvWarps - 1) / kGemvWarps);
   const dim3 block(kGemvWarps * 32);
   cudaError_t err;
-  switch (GemvPrefetch()) {
-    case 8: err = LaunchPdl(GemvSiluMulKernel<T, R, 8>, grid, block, 0, stream, x, w, k, inter, out); break;
-    case 4: err = LaunchPdl(GemvSiluMulKernel<T, R, 4>, grid, block, 0, stream, x, w, k, inter, out); break;
-    default: err = LaunchPdl(GemvSiluMulKernel<T, R, 2>, grid, block, 0, stream, x, w, k, inter, out); break;
+  switch (GemvPrefetchPieces(launch)) {
+    case 8:
+      err = LaunchPdl(launch, GemvSiluMulKernel<T, R, 8>, grid, block, 0, stream, x, w, k, inter,
+                      out);
+      break;
+    case 4:
+      err = LaunchPdl(launch, GemvSiluMulKernel<T, R, 4>, grid, block, 0, stream, x, w, k, inter,
+                      out);
+      break;
+    default:
+      err = LaunchPdl(launch, GemvSiluMulKernel<T, R, 2>, grid, block, 0, stream, x, w, k, inter,
+                      out);
+      break;
   }
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
@@ -256,10 +266,10 @@ cudaError_t LaunchGemvSiluMul(const T* x, const T* w, int k, int inter, T* out,
 
 template <typename T>
 cudaError_t GemvSiluMul(const T* x, const T* w_gate_up, int rows, int k, int inter, T* out,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, const CudaLaunchOptions& launch) {
   if (rows < 1 || rows > 2 || !GemvSupported(rows, k, x, w_gate_up)) return cudaErrorInvalidValue;
-  return rows == 1 ? LaunchGemvSiluMul<T, 1>(x, w_gate_up, k, inter, out, stream)
-                   : LaunchGemvSiluMul<T, 2>(x, w_gate_up, k, inter, out, stream);
+  return rows == 1 ? LaunchGemvSiluMul<T, 1>(x, w_gate_up, k, inter, out, stream, launch)
+                   : LaunchGemvSiluMul<T, 2>(x, w_gate_up, k, inter, out, stream, launch);
 }
 
 bool GemvSupported(int rows, int k, const void* x, const void* w) {
@@ -269,24 +279,25 @@ bool GemvSupported(int rows, int k, const void* x, const void* w) {
 
 template <typename T>
 cudaError_t GemvSmallRows(const T* x, const T* w, int rows, int k, int n, void* out,
-                          bool out_f32, cudaStream_t stream) {
+                          bool out_f32, cudaStream_t stream, const CudaLaunchOptions& launch) {
   if (!GemvSupported(rows, k, x, w)) return cudaErrorInvalidValue;
   switch (rows) {
-    case 1: return LaunchGemv<T, 1>(x, w, k, n, out, out_f32, stream);
-    case 2: return LaunchGemv<T, 2>(x, w, k, n, out, out_f32, stream);
-    case 3: return LaunchGemv<T, 3>(x, w, k, n, out, out_f32, stream);
-    case 4: return LaunchGemv<T, 4>(x, w, k, n, out, out_f32, stream);
-    case 5: return LaunchGemv<T, 5>(x, w, k, n, out, out_f32, stream);
-    case 6: return LaunchGemv<T, 6>(x, w, k, n, out, out_f32, stream);
-    case 7: return LaunchGemv<T, 7>(x, w, k, n, out, out_f32, stream);
-    default: return LaunchGemv<T, 8>(x, w, k, n, out, out_f32, stream);
+    case 1: return LaunchGemv<T, 1>(x, w, k, n, out, out_f32, stream, launch);
+    case 2: return LaunchGemv<T, 2>(x, w, k, n, out, out_f32, stream, launch);
+    case 3: return LaunchGemv<T, 3>(x, w, k, n, out, out_f32, stream, launch);
+    case 4: return LaunchGemv<T, 4>(x, w, k, n, out, out_f32, stream, launch);
+    case 5: return LaunchGemv<T, 5>(x, w, k, n, out, out_f32, stream, launch);
+    case 6: return LaunchGemv<T, 6>(x, w, k, n, out, out_f32, stream, launch);
+    case 7: return LaunchGemv<T, 7>(x, w, k, n, out, out_f32, stream, launch);
+    default: return LaunchGemv<T, 8>(x, w, k, n, out, out_f32, stream, launch);
   }
 }
 
-#define KVTIER_INSTANTIATE(T)                                                                 \
-  template cudaError_t GemvSiluMul<T>(const T*, const T*, int, int, int, T*, cudaStream_t);  \
-  template cudaError_t GemvSmallRows<T>(const T*, const T*, int, int, int, void*, bool,      \
-                                        cudaStream_t);
+#define KVTIER_INSTANTIATE(T)                                                               \
+  template cudaError_t GemvSiluMul<T>(const T*, const T*, int, int, int, T*, cudaStream_t, \
+                                      const CudaLaunchOptions&);                           \
+  template cudaError_t GemvSmallRows<T>(const T*, const T*, int, int, int, void*, bool,    \
+                                        cudaStream_t, const CudaLaunchOptions&);
 KVTIER_CUDA_INSTANTIATE_ELEM(KVTIER_INSTANTIATE)
 #undef KVTIER_INSTANTIATE
 

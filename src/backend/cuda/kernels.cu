@@ -101,8 +101,8 @@ __global__ void AddRmsNormKernel(float* residual, const T* add, const float* wei
 // The same for dim % 8 == 0 and dim <= kRowThreads * 8 * J, the decode hot path: every
 // load of the row goes out before any of it is used, so the kernel costs one memory round
 // trip instead of one per loop iteration (the loop above, with its stores between loads,
-// took ~15 us per row on the H200 under ncu: 1 ms of a W1 decode step), and the norm
-// weights and the row map (step metadata) are read before the PDL wait.
+// is latency-bound on the decode path: ncu figures in src/backend/cuda/NOTES.md, session
+// 5), and the norm weights and the row map (step metadata) are read before the PDL wait.
 template <typename T, bool kEarly, int J>
 __global__ void __launch_bounds__(kRowThreads)
     AddRmsNormVecKernel(float* residual, const T* add, const float* weight,
@@ -172,8 +172,8 @@ __global__ void __launch_bounds__(kRowThreads)
 // One warp per (token, head) of the fused q|k|v row: grid (tokens, head groups of
 // kQkvWarps); lane handles pairs (i, i + half) for i = lane + 32j, so head_dim <= 256. The
 // position, the block lookup (step metadata) and the RoPE frequencies are read before the
-// PDL wait. (One CTA per token looping over the heads took ~12 us per step token on the
-// H200 under ncu, 0.37 ms of a W1 decode step.)
+// PDL wait. (One CTA per token looping over the heads was latency-bound: a noticeable
+// share of a one-sequence decode step; NOTES.md, session 5.)
 template <typename T, bool kEarly>
 __global__ void QkvPostKernel(QkvPostParams<T> p, StepTokens tokens, PagedKv<T> kv) {
   constexpr int kPairsPerLane = 4;
@@ -294,7 +294,8 @@ __global__ void SiluMulVecKernel(const T* gate_up, int64_t rows, int dim, T* out
 
 // Argmax in two kernels: kArgmaxSplits CTAs per row each scan a slice (every load issued
 // before the compares, 16 bytes at a time), then one warp per row merges the slices. One
-// CTA per row scanning 128k logits took ~51 us on the H200 (a W1 decode step is ~4.8 ms).
+// CTA per row scanning a 128k vocabulary left most SMs idle on a one-sequence decode step,
+// on its critical path (NOTES.md, session 5).
 struct ArgmaxPartial {
   float value;
   int32_t index;
@@ -447,14 +448,15 @@ int GridFor(int64_t count, int threads) {
 
 template <typename T>
 cudaError_t EmbeddingGather(const int32_t* ids, const T* table, int rows, int dim,
-                            float* residual, cudaStream_t stream) {
+                            float* residual, cudaStream_t stream,
+                            const CudaLaunchOptions& launch) {
   if (rows == 0) return cudaSuccess;
   const bool vec = dim % 8 == 0 && dim <= 8 * 4 * kRowThreads &&
                    reinterpret_cast<uintptr_t>(table) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(residual) % 16 == 0;
   const cudaError_t err =
-      LaunchPdl(vec ? EmbeddingGatherVecKernel<T> : EmbeddingGatherKernel<T>, dim3(rows),
-                dim3(kRowThreads), 0, stream, ids, table, dim, residual);
+      LaunchPdl(launch, vec ? EmbeddingGatherVecKernel<T> : EmbeddingGatherKernel<T>,
+                dim3(rows), dim3(kRowThreads), 0, stream, ids, table, dim, residual);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
@@ -462,9 +464,9 @@ cudaError_t EmbeddingGather(const int32_t* ids, const T* table, int rows, int di
 template <typename T>
 cudaError_t AddRmsNorm(float* residual, const T* add, const float* weight,
                        const int32_t* row_map, int rows, int dim, float eps, T* out,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, const CudaLaunchOptions& launch) {
   if (rows == 0) return cudaSuccess;
-  const bool early = PdlEarlyTrigger();
+  const bool early = launch.pdl_early_trigger;
   const bool vec = dim % 8 == 0 && reinterpret_cast<uintptr_t>(residual) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(add) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(weight) % 16 == 0 &&
@@ -478,43 +480,45 @@ cudaError_t AddRmsNorm(float* residual, const T* add, const float* weight,
   } else if (vec && chunks_per_thread <= 4) {
     kernel = early ? AddRmsNormVecKernel<T, true, 4> : AddRmsNormVecKernel<T, false, 4>;
   }
-  const cudaError_t err = LaunchPdl(kernel, dim3(rows), dim3(kRowThreads), 0, stream, residual,
-                                    add, weight, row_map, dim, eps, out);
+  const cudaError_t err = LaunchPdl(launch, kernel, dim3(rows), dim3(kRowThreads), 0, stream,
+                                    residual, add, weight, row_map, dim, eps, out);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t QkvPost(const QkvPostParams<T>& params, StepTokens tokens, PagedKv<T> kv,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, const CudaLaunchOptions& launch) {
   if (tokens.num_tokens == 0) return cudaSuccess;
   if (kv.head_dim > 256 || kv.head_dim % 2 != 0) return cudaErrorInvalidValue;
   constexpr int kQkvWarps = 4;
   const int total_heads = params.num_heads + 2 * kv.num_kv_heads;
   const dim3 grid(tokens.num_tokens, (total_heads + kQkvWarps - 1) / kQkvWarps);
   const cudaError_t err =
-      LaunchPdl(PdlEarlyTrigger() ? QkvPostKernel<T, true> : QkvPostKernel<T, false>, grid,
-                dim3(kQkvWarps * 32), 0, stream, params, tokens, kv);
+      LaunchPdl(launch,
+                launch.pdl_early_trigger ? QkvPostKernel<T, true> : QkvPostKernel<T, false>,
+                grid, dim3(kQkvWarps * 32), 0, stream, params, tokens, kv);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
 
 template <typename T>
-cudaError_t SiluMul(const T* gate_up, int rows, int dim, T* out, cudaStream_t stream) {
+cudaError_t SiluMul(const T* gate_up, int rows, int dim, T* out, cudaStream_t stream,
+                    const CudaLaunchOptions& launch) {
   const int64_t total = static_cast<int64_t>(rows) * dim;
   if (total == 0) return cudaSuccess;
-  const bool early = PdlEarlyTrigger();
+  const bool early = launch.pdl_early_trigger;
   if (dim % 8 == 0 && reinterpret_cast<uintptr_t>(gate_up) % 16 == 0 &&
       reinterpret_cast<uintptr_t>(out) % 16 == 0) {
     const cudaError_t err =
-        LaunchPdl(early ? SiluMulVecKernel<T, true> : SiluMulVecKernel<T, false>,
+        LaunchPdl(launch, early ? SiluMulVecKernel<T, true> : SiluMulVecKernel<T, false>,
                   dim3(GridFor(total / 8, 256)), dim3(256), 0, stream, gate_up,
                   static_cast<int64_t>(rows), dim, out);
     if (err != cudaSuccess) return err;
     return cudaGetLastError();
   }
   const cudaError_t err =
-      LaunchPdl(early ? SiluMulKernel<T, true> : SiluMulKernel<T, false>,
+      LaunchPdl(launch, early ? SiluMulKernel<T, true> : SiluMulKernel<T, false>,
                 dim3(GridFor(total, 256)), dim3(256), 0, stream, gate_up,
                 static_cast<int64_t>(rows), dim, out);
   if (err != cudaSuccess) return err;
@@ -526,17 +530,17 @@ size_t ArgmaxScratchBytes(int rows) {
 }
 
 cudaError_t ArgmaxRows(const float* logits, int rows, int vocab, void* scratch, int32_t* ids,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, const CudaLaunchOptions& launch) {
   if (rows == 0) return cudaSuccess;
   if (vocab <= 0 || scratch == nullptr || reinterpret_cast<uintptr_t>(logits) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(scratch) % alignof(ArgmaxPartial) != 0) {
     return cudaErrorInvalidValue;
   }
   auto* partials = static_cast<ArgmaxPartial*>(scratch);
-  cudaError_t err = LaunchPdl(ArgmaxPartialKernel, dim3(rows, kArgmaxSplits),
+  cudaError_t err = LaunchPdl(launch, ArgmaxPartialKernel, dim3(rows, kArgmaxSplits),
                               dim3(kArgmaxThreads), 0, stream, logits, vocab, partials);
   if (err != cudaSuccess) return err;
-  err = LaunchPdl(ArgmaxMergeKernel, dim3(rows), dim3(32), 0, stream,
+  err = LaunchPdl(launch, ArgmaxMergeKernel, dim3(rows), dim3(32), 0, stream,
                   static_cast<const ArgmaxPartial*>(partials), ids);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
@@ -566,12 +570,13 @@ cudaError_t FillRandom(T* out, int64_t count, uint64_t seed, float offset, float
 
 #define KVTIER_INSTANTIATE(T)                                                                \
   template cudaError_t EmbeddingGather<T>(const int32_t*, const T*, int, int, float*,        \
-                                          cudaStream_t);                                     \
+                                          cudaStream_t, const CudaLaunchOptions&);           \
   template cudaError_t AddRmsNorm<T>(float*, const T*, const float*, const int32_t*, int, int, \
-                                     float, T*, cudaStream_t);                               \
+                                     float, T*, cudaStream_t, const CudaLaunchOptions&);     \
   template cudaError_t QkvPost<T>(const QkvPostParams<T>&, StepTokens, PagedKv<T>,           \
-                                  cudaStream_t);                                             \
-  template cudaError_t SiluMul<T>(const T*, int, int, T*, cudaStream_t);                     \
+                                  cudaStream_t, const CudaLaunchOptions&);                   \
+  template cudaError_t SiluMul<T>(const T*, int, int, T*, cudaStream_t,                      \
+                                  const CudaLaunchOptions&);                                 \
   template cudaError_t ConvertFromF32<T>(const float*, int64_t, T*, cudaStream_t);           \
   template cudaError_t ConvertToF32<T>(const T*, int64_t, float*, cudaStream_t);             \
   template cudaError_t FillRandom<T>(T*, int64_t, uint64_t, float, float, cudaStream_t);

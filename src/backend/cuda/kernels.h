@@ -2,8 +2,9 @@
 // activations and KV, fp32 accumulation). Each launcher enqueues on `stream` and returns at
 // once; the semantics of each match an operator of backend/cpu/cpu_ops.h
 // (tests/backend_cuda). Launchers templated on T are instantiated for T = bf16 and T = f16
-// (the checkpoint's dtype: weights stay resident as stored). Stateless; thread-safe as long
-// as callers use distinct buffers.
+// (the checkpoint's dtype: weights stay resident as stored). Launchers of kernels that use
+// programmatic dependent launch take CudaLaunchOptions: it changes how they launch, never
+// what they compute. Stateless; thread-safe as long as callers use distinct buffers.
 #ifndef KVTIER_BACKEND_CUDA_KERNELS_H_
 #define KVTIER_BACKEND_CUDA_KERNELS_H_
 
@@ -12,6 +13,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "backend/cuda_options.h"
 
 namespace kvtier::cuda {
 
@@ -72,7 +75,8 @@ bool AttentionSupportsHeadDim(int head_dim);
 // residual[t, :] = float(table[ids[t], :]).  table: (vocab, dim); residual: (rows, dim).
 template <typename T>
 cudaError_t EmbeddingGather(const int32_t* ids, const T* table, int rows, int dim,
-                            float* residual, cudaStream_t stream);
+                            float* residual, cudaStream_t stream,
+                            const CudaLaunchOptions& launch);
 
 // For output row r (source row s = row_map ? row_map[r] : r): when `add` is given,
 // residual[s, :] += float(add[s, :]) (written back); then
@@ -80,7 +84,7 @@ cudaError_t EmbeddingGather(const int32_t* ids, const T* table, int rows, int di
 template <typename T>
 cudaError_t AddRmsNorm(float* residual, const T* add, const float* weight,
                        const int32_t* row_map, int rows, int dim, float eps, T* out,
-                       cudaStream_t stream);
+                       cudaStream_t stream, const CudaLaunchOptions& launch);
 
 // Post-processing of the fused QKV projection qkv: (rows, (num_heads + 2*num_kv_heads) *
 // head_dim), per token: + bias (f32, optional), per-head RMSNorm of q and k with
@@ -101,7 +105,7 @@ struct QkvPostParams {
 };
 template <typename T>
 cudaError_t QkvPost(const QkvPostParams<T>& params, StepTokens tokens, PagedKv<T> kv,
-                    cudaStream_t stream);
+                    cudaStream_t stream, const CudaLaunchOptions& launch);
 
 // Causal attention of every step token over its chunk's paged KV (positions <= its own),
 // GQA, scale 1/sqrt(head_dim), softmax in fp32. q: (tokens, num_heads, head_dim);
@@ -125,7 +129,8 @@ cudaError_t PagedAttention(const AttentionParams<T>& params, StepTokens tokens, 
 // out[t, i] = silu(gate_up[t, i]) * gate_up[t, dim + i].  gate_up: (rows, 2*dim);
 // out: (rows, dim).
 template <typename T>
-cudaError_t SiluMul(const T* gate_up, int rows, int dim, T* out, cudaStream_t stream);
+cudaError_t SiluMul(const T* gate_up, int rows, int dim, T* out, cudaStream_t stream,
+                    const CudaLaunchOptions& launch);
 
 // ids[r] = argmax_j logits[r, j] (lowest index on ties; NaN never wins).  logits:
 // (rows, vocab) f32, 16-byte aligned; scratch: ArgmaxScratchBytes(rows) of device memory
@@ -133,7 +138,7 @@ cudaError_t SiluMul(const T* gate_up, int rows, int dim, T* out, cudaStream_t st
 constexpr int kArgmaxSplits = 32;
 size_t ArgmaxScratchBytes(int rows);
 cudaError_t ArgmaxRows(const float* logits, int rows, int vocab, void* scratch, int32_t* ids,
-                       cudaStream_t stream);
+                       cudaStream_t stream, const CudaLaunchOptions& launch);
 
 // One row's sampling parameters as SampleRows reads them (kvtier::RowSampling's fields).
 struct SampleParams {
@@ -147,7 +152,7 @@ struct SampleParams {
 // params[r], up to rounding at the cut and draw boundaries (sampling.cu). logits: (rows,
 // vocab) f32; params and ids in device memory.
 cudaError_t SampleRows(const float* logits, int rows, int vocab, const SampleParams* params,
-                       int32_t* ids, cudaStream_t stream);
+                       int32_t* ids, cudaStream_t stream, const CudaLaunchOptions& launch);
 
 // Small-batch GEMM for decode: out(rows, n) = x(rows, k) * w(n, k)^T, fp32 accumulation,
 // out T (or f32 when out_f32). Only when GemvSupported: 1 <= rows <= kGemvMaxRows,
@@ -156,13 +161,13 @@ constexpr int kGemvMaxRows = 8;
 bool GemvSupported(int rows, int k, const void* x, const void* w);
 template <typename T>
 cudaError_t GemvSmallRows(const T* x, const T* w, int rows, int k, int n, void* out,
-                          bool out_f32, cudaStream_t stream);
+                          bool out_f32, cudaStream_t stream, const CudaLaunchOptions& launch);
 // out(rows, inter) = silu(x * gate^T) * (x * up^T) for w_gate_up = [gate; up] of shape
 // (2 * inter, k): the gate|up projection and SiluMul in one decode kernel, fp32 until the
 // 16-bit output. 1 <= rows <= 2, otherwise as GemvSupported.
 template <typename T>
 cudaError_t GemvSiluMul(const T* x, const T* w_gate_up, int rows, int k, int inter, T* out,
-                        cudaStream_t stream);
+                        cudaStream_t stream, const CudaLaunchOptions& launch);
 
 // Conversions and fills used for weights and tests.
 template <typename T>

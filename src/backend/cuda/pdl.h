@@ -1,7 +1,8 @@
 // Programmatic dependent launch (Hopper): a kernel launched with LaunchPdl may start while
 // the kernel before it on the stream is still finishing, so its launch latency and the
 // ramp-up of its memory traffic hide behind the previous kernel's tail. Decode steps are
-// chains of ~300 short kernels, so this is worth a few hundred microseconds per step.
+// long chains of short kernels (about ten per layer), so the hidden gaps add up over a step
+// (what it gives: bench/results/, src/backend/cuda/NOTES.md).
 //
 // Contract for a kernel launched with LaunchPdl: it may read, before PdlWait(), only data
 // no earlier kernel of the step writes (weights); PdlWait() returns once every earlier
@@ -17,8 +18,9 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
 #include <utility>
+
+#include "backend/cuda_options.h"
 
 namespace kvtier::cuda {
 
@@ -34,7 +36,8 @@ __device__ __forceinline__ void PdlLaunchDependents() {
 #endif
 }
 
-// kEarly: trigger the next kernel before waiting for the previous one (see above).
+// kEarly: trigger the next kernel before waiting for the previous one (see above); launchers
+// pick the kernel with kEarly = CudaLaunchOptions::pdl_early_trigger.
 template <bool kEarly>
 __device__ __forceinline__ void PdlEnter() {
   if constexpr (kEarly) {
@@ -46,27 +49,11 @@ __device__ __forceinline__ void PdlEnter() {
   }
 }
 
-// KVTIER_CUDA_PDL_EARLY=0 keeps every kernel to "wait, then trigger" (for measuring).
-inline bool PdlEarlyTrigger() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("KVTIER_CUDA_PDL_EARLY");
-    return env == nullptr || env[0] != '0';
-  }();
-  return enabled;
-}
-
-// KVTIER_CUDA_PDL=0 launches every kernel plainly (for measuring what PDL gives).
-inline bool PdlEnabled() {
-  static const bool enabled = [] {
-    const char* env = std::getenv("KVTIER_CUDA_PDL");
-    return env == nullptr || env[0] != '0';
-  }();
-  return enabled;
-}
-
+// Launches `kernel` with programmatic dependent launch allowed, or plainly when launch.pdl
+// is false (the kernel's PdlWait / PdlLaunchDependents are then no-ops).
 template <typename... KernelArgs, typename... Args>
-cudaError_t LaunchPdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
-                      cudaStream_t stream, Args&&... args) {
+cudaError_t LaunchPdl(const CudaLaunchOptions& launch, void (*kernel)(KernelArgs...), dim3 grid,
+                      dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
@@ -74,7 +61,7 @@ cudaError_t LaunchPdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size
   config.stream = stream;
   cudaLaunchAttribute attribute[1];
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = PdlEnabled() ? 1 : 0;
+  attribute[0].val.programmaticStreamSerializationAllowed = launch.pdl ? 1 : 0;
   config.attrs = attribute;
   config.numAttrs = 1;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);

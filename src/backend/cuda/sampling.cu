@@ -35,7 +35,8 @@ constexpr int kBins = 256;
 constexpr int kHistograms = 8;  // warps w and w + 8k share one: less atomic contention
 // top_k up to this many: the kept candidates are sorted in shared memory and the cut and
 // the draw walk them in order (SampleRow's own arithmetic), instead of two more selects
-// over the whole row (W2 sampled decode: 7.1 ms/step with selects only, 6.7 greedy).
+// over the whole row, which made a sampled decode step measurably slower than a greedy one
+// (bench/results/2026-11-29-h200-gpu-sampling-backend.txt against -compact-backend.txt).
 constexpr int kCompactMax = kThreads;
 
 struct SelectState {
@@ -326,13 +327,14 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 cudaError_t SampleRows(const float* logits, int rows, int vocab, const SampleParams* params,
-                       int32_t* ids, cudaStream_t stream) {
+                       int32_t* ids, cudaStream_t stream, const CudaLaunchOptions& launch) {
   if (rows == 0) return cudaSuccess;
   if (vocab <= 0 || logits == nullptr || params == nullptr || ids == nullptr) {
     return cudaErrorInvalidValue;
   }
   const cudaError_t err =
-      LaunchPdl(SampleRowsKernel, dim3(rows), dim3(kThreads), 0, stream, logits, vocab, params, ids);
+      LaunchPdl(launch, SampleRowsKernel, dim3(rows), dim3(kThreads), 0, stream, logits, vocab,
+                params, ids);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }

@@ -1,0 +1,38 @@
+// CudaOptions: the CUDA backend's switches between equivalent ways of running the same
+// forward (same tokens, logits equal up to rounding). The defaults are the fast path; each
+// switch exists to measure what its feature gives, or to rule the feature out when chasing
+// a problem. Plain values, part of BackendOptions; the CPU backend ignores them. Kept free
+// of C++20 headers because the kernels (nvcc, C++17) take CudaLaunchOptions directly.
+#ifndef KVTIER_BACKEND_CUDA_OPTIONS_H_
+#define KVTIER_BACKEND_CUDA_OPTIONS_H_
+
+#include <cstdint>
+
+namespace kvtier {
+
+// How the kernel launchers (backend/cuda/kernels.h) enqueue their kernels.
+struct CudaLaunchOptions {
+  // Programmatic dependent launch (backend/cuda/pdl.h): a kernel may start while the one
+  // before it on the stream is still finishing. false launches every kernel plainly.
+  bool pdl = true;
+  // With pdl: the short kernels between two projections let the next kernel start before
+  // their own wait. false keeps every kernel to "wait, then trigger".
+  bool pdl_early_trigger = true;
+  // 16-byte weight pieces per lane the decode GEMV loads before its PDL wait: 2, 4 or 8
+  // (other values round down to one of these; below 2 gives 2).
+  int32_t gemv_prefetch = 4;
+};
+
+struct CudaOptions {
+  // Decode steps replayed as CUDA graphs (captured by WarmUp or on first use); false runs
+  // every step eagerly.
+  bool decode_graphs = true;
+  // DecodeAttention + PrefillAttention where the model's shape fits them; false runs every
+  // step's attention on the generic PagedAttention kernel.
+  bool fast_attention = true;
+  CudaLaunchOptions launch;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_BACKEND_CUDA_OPTIONS_H_

@@ -1,0 +1,119 @@
+// Test data of the CUDA tests and benchmarks, without gtest: RAII device arrays,
+// bf16/fp16-representable random data with per-dtype tolerances, and relative-error checks.
+// Not thread-safe.
+#ifndef KVTIER_TESTS_BACKEND_CUDA_CUDA_TEST_DATA_H_
+#define KVTIER_TESTS_BACKEND_CUDA_CUDA_TEST_DATA_H_
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/kernels.h"
+#include "model/tensor.h"
+
+namespace kvtier::cuda_test {
+
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t count) : count_(count) {
+    if (cudaMalloc(&ptr_, std::max<size_t>(count, 1) * sizeof(T)) != cudaSuccess) ptr_ = nullptr;
+    Poison();
+  }
+  ~DeviceArray() { cudaFree(ptr_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  T* get() const { return static_cast<T*>(ptr_); }
+  size_t size() const { return count_; }
+  // 0xFF bytes: NaN as f32, bf16 and fp16.
+  void Poison() { cudaMemset(ptr_, 0xFF, count_ * sizeof(T)); }
+  void Upload(const std::vector<T>& host) {
+    cudaMemcpy(ptr_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  std::vector<T> Download() const {
+    std::vector<T> host(count_);
+    cudaDeviceSynchronize();
+    cudaMemcpy(host.data(), ptr_, count_ * sizeof(T), cudaMemcpyDeviceToHost);
+    return host;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t count_ = 0;
+};
+
+inline std::vector<float> RandomF32(size_t count, std::mt19937& rng, float lo = -1.0f,
+                                    float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(count);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Host-side facts of a 16-bit element type the kernels are instantiated for.
+template <typename T>
+struct Elem16;
+template <>
+struct Elem16<cuda::bf16> {
+  static constexpr const char* kName = "bf16";
+  // Relative error bound of a kernel's output against the fp32 reference: a few roundings
+  // to 8 significant bits.
+  static constexpr double kTolerance = 1e-2;
+  static uint16_t Bits(float v) { return FloatToBf16(v); }
+  static float Value(uint16_t bits) { return Bf16ToFloat(bits); }
+};
+template <>
+struct Elem16<cuda::f16> {
+  static constexpr const char* kName = "f16";
+  // 11 significant bits: 8x tighter than bf16, so a kernel that rounds through bf16 fails.
+  static constexpr double kTolerance = 2.5e-3;
+  static uint16_t Bits(float v) { return FloatToFp16(v); }
+  static float Value(uint16_t bits) { return Fp16ToFloat(bits); }
+};
+template <typename T>
+constexpr double Tolerance() { return Elem16<T>::kTolerance; }
+
+// Random values representable in T: `bits` for the device, `values` for the reference.
+struct Data16 {
+  std::vector<uint16_t> bits;
+  std::vector<float> values;
+};
+template <typename T>
+Data16 Random16(size_t count, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Data16 d;
+  d.bits.resize(count);
+  d.values.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    d.bits[i] = Elem16<T>::Bits(dist(rng));
+    d.values[i] = Elem16<T>::Value(d.bits[i]);
+  }
+  return d;
+}
+template <typename T>
+std::vector<float> ToF32(const std::vector<uint16_t>& bits) {
+  std::vector<float> v(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) v[i] = Elem16<T>::Value(bits[i]);
+  return v;
+}
+
+// ||out - ref|| / ||ref||; infinity when out has a non-finite value.
+inline double RelativeError(const std::vector<float>& out, const std::vector<float>& ref) {
+  if (out.size() != ref.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!std::isfinite(out[i])) return INFINITY;
+    const double d = static_cast<double>(out[i]) - ref[i];
+    num += d * d;
+    den += static_cast<double>(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+}  // namespace kvtier::cuda_test
+
+#endif  // KVTIER_TESTS_BACKEND_CUDA_CUDA_TEST_DATA_H_

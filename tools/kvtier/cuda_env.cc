@@ -1,0 +1,33 @@
+// SetCudaOptionsFromEnvironment (cuda_env.h).
+#include "cuda_env.h"
+
+#include <cstdlib>
+
+namespace kvtier::cli {
+
+kvt_status SetCudaOptionsFromEnvironment(kvt_options* options) {
+  struct Switch {
+    const char* variable;
+    const char* key;
+  };
+  static constexpr Switch kSwitches[] = {
+      {"KVTIER_CUDA_GRAPHS", "cuda_graphs"},
+      {"KVTIER_CUDA_FAST_ATTENTION", "cuda_fast_attention"},
+      {"KVTIER_CUDA_PDL", "cuda_pdl"},
+      {"KVTIER_CUDA_PDL_EARLY", "cuda_pdl_early"},
+  };
+  for (const Switch& s : kSwitches) {
+    const char* value = std::getenv(s.variable);
+    if (value == nullptr) continue;
+    if (kvt_status st = kvt_options_set_int(options, s.key, value[0] == '0' ? 0 : 1); st != KVT_OK) {
+      return st;
+    }
+  }
+  if (const char* value = std::getenv("KVTIER_CUDA_GEMV_PREFETCH"); value != nullptr) {
+    const int pieces = std::atoi(value);
+    return kvt_options_set_int(options, "cuda_gemv_prefetch", pieces >= 8 ? 8 : pieces >= 4 ? 4 : 2);
+  }
+  return KVT_OK;
+}
+
+}  // namespace kvtier::cli

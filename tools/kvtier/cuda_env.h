@@ -1,0 +1,20 @@
+// The CUDA diagnostics environment variables (README.md, "Diagnostics") as context options.
+// The library never reads the environment; `kvtier run` and `kvtier bench` read it here and
+// pass the switches on through the C API, so scripts that set the variables keep working.
+#ifndef KVTIER_TOOLS_KVTIER_CUDA_ENV_H_
+#define KVTIER_TOOLS_KVTIER_CUDA_ENV_H_
+
+#include "kvtier/kvtier.h"
+
+namespace kvtier::cli {
+
+// For each variable that is set: KVTIER_CUDA_GRAPHS, KVTIER_CUDA_FAST_ATTENTION,
+// KVTIER_CUDA_PDL and KVTIER_CUDA_PDL_EARLY set their cuda_* key to 0 when their value
+// starts with '0', else 1; KVTIER_CUDA_GEMV_PREFETCH sets cuda_gemv_prefetch to its number
+// rounded down to 2, 4 or 8 (below 2: 2). Returns the first failing setter's status
+// (message in kvt_options_errmsg), else KVT_OK.
+kvt_status SetCudaOptionsFromEnvironment(kvt_options* options);
+
+}  // namespace kvtier::cli
+
+#endif  // KVTIER_TOOLS_KVTIER_CUDA_ENV_H_
