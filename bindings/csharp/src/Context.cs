@@ -25,8 +25,10 @@ namespace Kvtier
         // holding it, so no event reaches an unknown id.
         private readonly Dictionary<long, Sequence> open = new Dictionary<long, Sequence>();
         // Released by Add, so that Run wakes for a new sequence instead of polling.
-        // At most one permit: Add releases it (holding the lock of open) only when it is free.
+        // At most one permit: Add releases it (holding the lock of open) only when it is free;
+        // Dispose too, so that a Run waiting for work ends.
         private readonly SemaphoreSlim added = new SemaphoreSlim(0, 1);
+        private volatile bool disposed;
 
         private Context(ContextHandle c, EventsHandle e) { handle = c; events = e; }
 
@@ -156,21 +158,25 @@ namespace Kvtier
             return steps;
         }
 
-        /// <summary>Drives the context until cancellationToken is cancelled: steps while
-        /// sequences are unfinished and sleeps until the next Add otherwise. Returns when
-        /// cancelled; sequences still unfinished then stay in the context.</summary>
+        /// <summary>Drives the context until cancellationToken is cancelled or the context is
+        /// disposed: steps while sequences are unfinished and sleeps until the next Add
+        /// otherwise. Sequences still unfinished when it returns stay in the context.</summary>
         public void Run(CancellationToken cancellationToken)
         {
-            while (!cancellationToken.IsCancellationRequested)
+            try
             {
-                if (NumUnfinished > 0)
+                while (!cancellationToken.IsCancellationRequested && !disposed)
                 {
-                    Step();
-                    continue;
+                    if (NumUnfinished > 0)
+                    {
+                        Step();
+                        continue;
+                    }
+                    added.Wait(cancellationToken);
                 }
-                try { added.Wait(cancellationToken); }
-                catch (OperationCanceledException) { return; }
             }
+            catch (OperationCanceledException) { }
+            catch (ObjectDisposedException) when (disposed) { } // disposed between two checks
         }
 
         /// <summary>Blocking generation: adds the request and steps until it finishes.</summary>
@@ -337,6 +343,11 @@ namespace Kvtier
                 handle.Dispose();
                 events = null;
                 handle = null;
+                disposed = true;
+                lock (open)
+                {
+                    if (added.CurrentCount == 0) added.Release();
+                }
             }
             finally { life.ExitWriteLock(); }
         }

@@ -192,6 +192,23 @@ namespace Kvtier.Tests
         }
 
         [Test]
+        public void RunEndsWhenTheContextIsDisposed()
+        {
+            using (Model m = Model.Load(ModelDir))
+            {
+                Context c = Context.Create(m, Cpu());
+                var driver = new Thread(() => c.Run(CancellationToken.None));
+                driver.Start();
+                using (Sequence s = c.Add(new Request(1, 2, 3).MaxNewTokens(3).IgnoreEos(true)))
+                {
+                    Assert.AreEqual(3, s.Count(e => e.HasToken)); // stepped by the driver
+                }
+                c.Dispose();
+                Assert.IsTrue(driver.Join(TimeSpan.FromSeconds(30)), "Run did not return after Dispose");
+            }
+        }
+
+        [Test]
         public void ManyThreadsAddAndCancelWhileOneSteps()
         {
             const int threads = 8, perThread = 12;
