@@ -24,9 +24,8 @@ namespace Kvtier
         // Open sequences by id. Add registers while holding it and Step dispatches while
         // holding it, so no event reaches an unknown id.
         private readonly Dictionary<long, Sequence> open = new Dictionary<long, Sequence>();
-        // Released by Add, so that Run wakes for a new sequence instead of polling.
-        // At most one permit: Add releases it (holding the lock of open) only when it is free;
-        // Dispose too, so that a Run waiting for work ends.
+        // Wakes a Run waiting for work instead of polling: Add releases it (holding the lock of
+        // open, and only when free: at most one permit), and so does Dispose, to end that Run.
         private readonly SemaphoreSlim added = new SemaphoreSlim(0, 1);
         private volatile bool disposed;
 
