@@ -8,6 +8,16 @@
 find_program(KVT_GO go REQUIRED)
 
 set(kvt_go_path github.com/kvtier/kvtier/bindings/go)
+# Semantic import versioning: releases are tagged bindings/go/v<version>, and from major
+# version 2 on the module path must end in /v<major> (go get refuses a v2 tag otherwise).
+if(PROJECT_VERSION_MAJOR GREATER_EQUAL 2)
+  set(kvt_go_path ${kvt_go_path}/v${PROJECT_VERSION_MAJOR})
+endif()
+file(STRINGS ${CMAKE_CURRENT_SOURCE_DIR}/go/go.mod kvt_go_module REGEX "^module ")
+if(NOT kvt_go_module STREQUAL "module ${kvt_go_path}")
+  message(FATAL_ERROR "bindings/go/go.mod says '${kvt_go_module}'; version ${PROJECT_VERSION} needs "
+                      "'module ${kvt_go_path}' (and the imports and docs to match)")
+endif()
 set(gdir ${kvt_bind_out}/go)
 set(gtree ${gdir}/tree)                 # mirrors the repository: bindings/go, examples/go
 set(gmod ${gtree}/bindings/go)
