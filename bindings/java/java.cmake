@@ -136,6 +136,10 @@ kvt_add_binding_test(java_self_contained
   COMMAND bash ${kvt_java_proof} jar ${Java_JAVA_EXECUTABLE} ${kvt_jar_native} ${jdir}/example-classes ${kvt_bind_model})
 kvt_add_binding_test(java_maven_install
   COMMAND bash ${kvt_java_proof} maven ${PROJECT_SOURCE_DIR}/scripts/maven-install.sh ${jmvn} ${kvt_bind_model})
+if(kvt_bind_tests)
+  # 77: skipped, saying why (a system kvtier_jni would be loaded instead; no mvn).
+  set_tests_properties(java_self_contained java_maven_install PROPERTIES SKIP_RETURN_CODE 77)
+endif()
 
 # Install (Debian package libkvtier-java, see packaging/): the jar under its versioned name
 # with the kvtier.jar link (Debian Java policy), its pom in Debian's Maven repository layout
