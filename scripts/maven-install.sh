@@ -58,7 +58,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
   --repo) repo=${2:?--repo DIR}; shift 2 ;;
   --print-settings) settings; exit 0 ;;
-  -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
   *) dir=$1; shift ;;
   esac
 done
