@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs everything kvtier needs to build and test on Debian 12, from Debian's packages.
+# Installs everything kvtier needs to build, document and test on Debian 12, from Debian's
+# packages.
 # Idempotent: re-running it only installs what is missing.
 set -euo pipefail
 packages=(
@@ -9,6 +10,10 @@ packages=(
   libicu-dev
   dpkg-dev fakeroot file lintian abigail-tools
   swig golang-go openjdk-17-jdk-headless junit5 mono-mcs nunit-console libnunit-cil-dev
+  doxygen
+  # Maven, with the plugins its tests use resolved offline from /usr/share/maven-repo:
+  # scripts/maven-install.sh (install plugin) and a consumer project (compiler, resources).
+  maven libmaven-install-plugin-java libmaven-compiler-plugin-java libmaven-resources-plugin-java
 )
 # Node.js + npm are only needed for the tokenizer test oracles; a machine that already has
 # node (e.g. from NodeSource, whose nodejs bundles npm) keeps it.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Debian packages: libkvtier0, libkvtier-dev, libkvtier-cuda0 (where nvcc
-# exists), kvtier-tools (and the bindings' packages once they install anything), then
-# checks them with lintian and the library with the ABI check.
+# exists), kvtier-tools, libkvtier-doc (where doxygen exists), and the bindings' packages
+# when configured with -DKVTIER_BINDINGS_<LANG>=ON; then checks them with lintian and the
+# library with the ABI check.
 # usage: scripts/package.sh [BUILD_DIR] [extra cmake args...]   (default BUILD_DIR: build-deb)
 # The .deb files land in BUILD_DIR/packages/.
 set -euo pipefail

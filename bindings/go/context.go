@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"kvtier/internal/capi"
+	"github.com/kvtier/kvtier/bindings/go/internal/capi"
 )
 
 // Context is one engine: KV pools, scheduler, sequences. Add, Cancel, the readers and the

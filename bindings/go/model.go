@@ -3,7 +3,7 @@ package kvtier
 import (
 	"sync"
 
-	"kvtier/internal/capi"
+	"github.com/kvtier/kvtier/bindings/go/internal/capi"
 )
 
 // Model is a loaded checkpoint: immutable and safe for concurrent use. Contexts keep their

@@ -1,6 +1,6 @@
 package kvtier
 
-import "kvtier/internal/capi"
+import "github.com/kvtier/kvtier/bindings/go/internal/capi"
 
 // Options configure a context; the zero value of a field keeps the library default.
 // Any key of kvtier.h (e.g. "preemption", "max_tokens_per_step") can be given in Ints or

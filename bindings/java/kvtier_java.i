@@ -14,15 +14,11 @@
 %typemap(argout) const char* ""
 %typemap(freearg) const char* { if ($1) JCALL2(ReleaseStringUTFChars, jenv, $input, (const char*)$1); }
 
-/* Load the JNI library once, from the system property kvtier.jni.library (a file path)
- * when set, else "kvtier_jni" from java.library.path. */
+/* Load the JNI library once, before the first native call (NativeLoader.java: the file named
+ * by -Dkvtier.jni.library, else kvtier_jni from java.library.path, else the copies the
+ * self-contained jar carries). */
 %pragma(java) jniclasscode=%{
   static {
-    String path = System.getProperty("kvtier.jni.library");
-    if (path != null && !path.isEmpty()) {
-      System.load(path);
-    } else {
-      System.loadLibrary("kvtier_jni");
-    }
+    NativeLoader.load();
   }
 %}

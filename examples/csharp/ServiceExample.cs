@@ -1,6 +1,8 @@
-// A small service built on the kvtier C# binding: one thread drives the engine, request
-// threads each add a sequence and stream its tokens as they are produced, then the context
-// statistics are printed. Usage: mono ServiceExample.exe MODEL_DIR
+// A small service built on the kvtier C# binding: one thread drives the engine
+// (Context.Run until its CancellationToken is cancelled), request threads each add a sequence
+// and stream its tokens as they are produced, one request is cancelled by its deadline (a
+// CancellationToken), then the context statistics are printed.
+// Usage: mono ServiceExample.exe MODEL_DIR
 using System;
 using System.Collections.Generic;
 using System.Text;
@@ -20,12 +22,8 @@ public static class ServiceExample
         using (Model model = Model.Load(args[0]))
         using (Context ctx = Context.Create(model, new ContextOptions().Backend("cpu").Set("gpu_kv_bytes", "4MiB")))
         {
-            int stopping = 0;
-            var engine = new Thread(() =>
-            {
-                while (Volatile.Read(ref stopping) == 0 || ctx.NumUnfinished > 0)
-                    if (ctx.Step().Count == 0) Thread.Yield();
-            });
+            var stop = new CancellationTokenSource();
+            var engine = new Thread(() => ctx.Run(stop.Token));
             engine.Start();
 
             var clients = new List<Thread>();
@@ -36,17 +34,28 @@ public static class ServiceExample
                 {
                     var req = new Request(1 + client, 20 + client, 30, 40).MaxNewTokens(10)
                         .Temperature(0.7f).Seed(client).IgnoreEos(true);
+                    // An impatient client: its token cancels the sequence after 1 ms.
+                    var deadline = client == 3 ? new CancellationTokenSource(TimeSpan.FromMilliseconds(1))
+                                               : new CancellationTokenSource();
+                    using (deadline)
                     using (Sequence seq = ctx.Add(req))
                     {
                         var line = new StringBuilder();
-                        foreach (Event e in seq)
+                        try
                         {
-                            if (e.HasToken)
+                            foreach (Event e in seq.Events(deadline.Token))
                             {
-                                line.Append(' ').Append(e.Token);
-                                Console.WriteLine("request {0} token {1}", client, e.Token);
+                                if (e.HasToken)
+                                {
+                                    line.Append(' ').Append(e.Token);
+                                    Console.WriteLine("request {0} token {1}", client, e.Token);
+                                }
+                                if (e.IsFinal) Console.WriteLine("request {0} done ({1}):{2}", client, e.FinishReason, line);
                             }
-                            if (e.IsFinal) Console.WriteLine("request {0} done ({1}):{2}", client, e.FinishReason, line);
+                        }
+                        catch (OperationCanceledException)
+                        {
+                            Console.WriteLine("request {0} cancelled by its deadline:{1}", client, line);
                         }
                     }
                 });
@@ -54,7 +63,7 @@ public static class ServiceExample
                 t.Start();
             }
             foreach (var t in clients) t.Join();
-            Volatile.Write(ref stopping, 1);
+            stop.Cancel();
             engine.Join();
             Console.WriteLine("stats " + ctx.StatsJson());
             Console.WriteLine("generated_tokens " + ctx.Stat("generated_tokens"));

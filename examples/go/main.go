@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"kvtier"
+	kvtier "github.com/kvtier/kvtier/bindings/go"
 )
 
 func main() {

@@ -1,5 +1,6 @@
-/*
- * kvtier — embeddable LLM text generation with a three-tier KV cache.
+/**
+ * @file kvtier/kvtier.h
+ * @brief kvtier — embeddable LLM text generation with a three-tier KV cache.
  *
  * The only public header. C99, fixed-width types, opaque handles.
  *
@@ -42,64 +43,68 @@ extern "C" {
 
 /* ---------------------------------------------------------------- version */
 
-#define KVT_VERSION_MAJOR 0
-#define KVT_VERSION_MINOR 1
-#define KVT_VERSION_PATCH 0
-#define KVT_VERSION_STRING "0.1.0"
+#define KVT_VERSION_MAJOR 0         /**< major version of this header (the SONAME's number) */
+#define KVT_VERSION_MINOR 1         /**< minor version of this header */
+#define KVT_VERSION_PATCH 0         /**< patch version of this header */
+#define KVT_VERSION_STRING "0.1.0"  /**< this header's version as a string */
 
-/* Run-time version of the loaded library (may differ from the header's macros). */
+/** Major version of the loaded library (may differ from the header's macros). */
 KVT_API int32_t kvt_version_major(void);
+/** Minor version of the loaded library. */
 KVT_API int32_t kvt_version_minor(void);
+/** Patch version of the loaded library. */
 KVT_API int32_t kvt_version_patch(void);
+/** Version of the loaded library as a static string, e.g. "0.1.0". */
 KVT_API const char* kvt_version_string(void);
 
 /* ---------------------------------------------------------------- status */
 
+/** The result of every fallible call: KVT_OK or the error's kind. */
 typedef enum kvt_status {
-  KVT_OK = 0,
-  KVT_ERR_INVALID_ARGUMENT = 1, /* a parameter is null, out of range or malformed */
-  KVT_ERR_NOT_FOUND = 2,        /* unknown sequence id, missing file or tensor */
-  KVT_ERR_UNSUPPORTED = 3,      /* architecture, dtype, tokenizer or backend not supported */
-  KVT_ERR_CAPACITY = 4,         /* the request can never fit in the configured memory */
-  KVT_ERR_BUSY = 5,             /* the waiting queue is full: retry later (back-pressure) */
-  KVT_ERR_IO = 6,               /* a file could not be read or written */
-  KVT_ERR_CORRUPT = 7,          /* a file or stored block failed validation */
-  KVT_ERR_OUT_OF_MEMORY = 8,    /* an allocation at creation time failed */
-  KVT_ERR_STATE = 9,            /* the call is not valid in the object's current state */
-  KVT_ERR_BACKEND = 10,         /* the compute backend failed (e.g. CUDA error) */
-  KVT_ERR_INTERNAL = 11         /* a bug in kvtier: please report it */
+  KVT_OK = 0,                   /**< success */
+  KVT_ERR_INVALID_ARGUMENT = 1, /**< a parameter is null, out of range or malformed */
+  KVT_ERR_NOT_FOUND = 2,        /**< unknown sequence id, missing file or tensor */
+  KVT_ERR_UNSUPPORTED = 3,      /**< architecture, dtype, tokenizer or backend not supported */
+  KVT_ERR_CAPACITY = 4,         /**< the request can never fit in the configured memory */
+  KVT_ERR_BUSY = 5,             /**< the waiting queue is full: retry later (back-pressure) */
+  KVT_ERR_IO = 6,               /**< a file could not be read or written */
+  KVT_ERR_CORRUPT = 7,          /**< a file or stored block failed validation */
+  KVT_ERR_OUT_OF_MEMORY = 8,    /**< an allocation at creation time failed */
+  KVT_ERR_STATE = 9,            /**< the call is not valid in the object's current state */
+  KVT_ERR_BACKEND = 10,         /**< the compute backend failed (e.g. CUDA error) */
+  KVT_ERR_INTERNAL = 11         /**< a bug in kvtier: please report it */
 } kvt_status;
 
-/* A static English name for a status ("KVT_ERR_BUSY"); never NULL. */
+/** A static English name for a status ("KVT_ERR_BUSY"); never NULL. */
 KVT_API const char* kvt_status_string(kvt_status status);
 
-/* Why a sequence stopped. */
+/** Why a sequence stopped. */
 typedef enum kvt_finish_reason {
-  KVT_FINISH_REASON_NONE = 0,      /* still running */
-  KVT_FINISH_REASON_STOP = 1,      /* a stop/eos token (or stop string) was produced */
-  KVT_FINISH_REASON_LENGTH = 2,    /* max_new_tokens reached, or the context is full */
-  KVT_FINISH_REASON_CANCELLED = 3, /* kvt_sequence_cancel */
-  KVT_FINISH_REASON_ERROR = 4      /* the sequence failed alone; see kvt_sequence_error */
+  KVT_FINISH_REASON_NONE = 0,      /**< still running */
+  KVT_FINISH_REASON_STOP = 1,      /**< a stop/eos token (or stop string) was produced */
+  KVT_FINISH_REASON_LENGTH = 2,    /**< max_new_tokens reached, or the context is full */
+  KVT_FINISH_REASON_CANCELLED = 3, /**< kvt_sequence_cancel */
+  KVT_FINISH_REASON_ERROR = 4      /**< the sequence failed alone; the others go on */
 } kvt_finish_reason;
 
-/* Where a sequence is in its life. */
+/** Where a sequence is in its life. */
 typedef enum kvt_sequence_state {
-  KVT_SEQUENCE_STATE_WAITING = 0,  /* admitted, not yet scheduled */
-  KVT_SEQUENCE_STATE_RUNNING = 1,  /* prefilling or decoding */
-  KVT_SEQUENCE_STATE_PAUSED = 2,   /* preempted: KV swapped out or dropped for recompute */
-  KVT_SEQUENCE_STATE_FINISHED = 3  /* see its finish reason */
+  KVT_SEQUENCE_STATE_WAITING = 0,  /**< admitted, not yet scheduled */
+  KVT_SEQUENCE_STATE_RUNNING = 1,  /**< prefilling or decoding */
+  KVT_SEQUENCE_STATE_PAUSED = 2,   /**< preempted: KV swapped out or dropped for recompute */
+  KVT_SEQUENCE_STATE_FINISHED = 3  /**< see its finish reason */
 } kvt_sequence_state;
 
-/* Marks an event that carries no token (a sequence cancelled or failed between steps). */
+/** Marks an event that carries no token (a sequence cancelled or failed between steps). */
 #define KVT_NO_TOKEN (-1)
 
-/* Number of kvtier handles (models, contexts, options, requests, events) currently alive
+/** Number of kvtier handles (models, contexts, options, requests, events) currently alive
  * in this process. Bindings use it to prove they release everything. */
 KVT_API int64_t kvt_live_handles(void);
 
 /* ---------------------------------------------------------------- options */
 
-/* Context options. Every setter validates its value and returns KVT_ERR_INVALID_ARGUMENT
+/** Context options. Every setter validates its value and returns KVT_ERR_INVALID_ARGUMENT
  * (message in kvt_options_errmsg) for unknown keys or out-of-range values; the option
  * keeps its previous value then. Keys and defaults:
  *   "backend"            string  "auto" | "cpu" | "cuda"                  default "auto"
@@ -133,37 +138,41 @@ KVT_API int64_t kvt_live_handles(void);
  *                                (3 acts as 2, 5..7 as 4)                 default 4 */
 typedef struct kvt_options kvt_options;
 
+/** Creates an options object holding every default into *out. */
 KVT_API kvt_status kvt_options_create(kvt_options** out);
-KVT_API void kvt_options_free(kvt_options* options); /* NULL is ignored */
+KVT_API void kvt_options_free(kvt_options* options); /**< NULL is ignored */
+/** Sets an integer option (any key above; sizes in bytes). */
 KVT_API kvt_status kvt_options_set_int(kvt_options* options, const char* key, int64_t value);
+/** Sets a string option, or an integer one from its text ("64MiB", "2GiB", "512"). */
 KVT_API kvt_status kvt_options_set_string(kvt_options* options, const char* key,
                                           const char* value);
-/* Message of the last failed setter on this object ("" if none). Valid until the next call
+/** Message of the last failed setter on this object ("" if none). Valid until the next call
  * on the object. */
 KVT_API const char* kvt_options_errmsg(const kvt_options* options);
 
 /* ---------------------------------------------------------------- model */
 
-/* A loaded checkpoint: config, weights (memory-mapped), tokenizer when present.
+/** A loaded checkpoint: config, weights (memory-mapped), tokenizer when present.
  * Reference-counted: contexts hold a reference, so kvt_model_free may be called at any
  * time after the last kvt_context_create that uses it. */
 typedef struct kvt_model kvt_model;
 
-/* Loads an HF checkpoint directory (config.json, *.safetensors or a sharded index).
+/** Loads an HF checkpoint directory (config.json, *.safetensors or a sharded index).
  * Errors: KVT_ERR_NOT_FOUND (missing directory/file/tensor), KVT_ERR_CORRUPT (malformed
  * file), KVT_ERR_UNSUPPORTED (architecture or dtype), KVT_ERR_INVALID_ARGUMENT (null). */
 KVT_API kvt_status kvt_model_load(const char* directory, kvt_model** out, char* errbuf,
                                   int32_t errbuf_len);
-KVT_API void kvt_model_free(kvt_model* model); /* drops the caller's reference; NULL ok */
+KVT_API void kvt_model_free(kvt_model* model); /**< drops the caller's reference; NULL ok */
+/** Number of token ids in the vocabulary (ids are 0 .. size - 1). */
 KVT_API int32_t kvt_model_vocab_size(const kvt_model* model);
-/* Copies a JSON summary (architecture, shapes, weight bytes, KV bytes per token) into buf
+/** Copies a JSON summary (architecture, shapes, weight bytes, KV bytes per token) into buf
  * (NUL-terminated when buf_len > 0); *out_len receives the full length without the NUL. */
 KVT_API kvt_status kvt_model_info_json(const kvt_model* model, char* buf, int32_t buf_len,
                                        int32_t* out_len);
 
-/* 1 when the model directory had a tokenizer.json (text in and out works), else 0. */
+/** 1 when the model directory had a tokenizer.json (text in and out works), else 0. */
 KVT_API int32_t kvt_model_has_tokenizer(const kvt_model* model);
-/* Encodes UTF-8 text (text_len bytes) into token ids; special-token strings in the text are
+/** Encodes UTF-8 text (text_len bytes) into token ids; special-token strings in the text are
  * recognised; add_special_tokens != 0 adds what the tokenizer's template adds (e.g. BOS).
  * Copies up to buf_len ids into buf; *out_len gets the total count (call with buf_len 0 to
  * size). Errors: KVT_ERR_UNSUPPORTED (no tokenizer), KVT_ERR_INVALID_ARGUMENT (invalid
@@ -171,7 +180,7 @@ KVT_API int32_t kvt_model_has_tokenizer(const kvt_model* model);
 KVT_API kvt_status kvt_model_tokenize(const kvt_model* model, const char* text, int32_t text_len,
                                       int32_t add_special_tokens, int32_t* buf, int32_t buf_len,
                                       int32_t* out_len, char* errbuf, int32_t errbuf_len);
-/* Decodes ids into UTF-8 text copied into buf (NUL-terminated when buf_len > 0); *out_len
+/** Decodes ids into UTF-8 text copied into buf (NUL-terminated when buf_len > 0); *out_len
  * gets the full length. KVT_ERR_INVALID_ARGUMENT for an id outside the vocabulary. */
 KVT_API kvt_status kvt_model_detokenize(const kvt_model* model, const int32_t* ids, int32_t num_ids,
                                         int32_t skip_special_tokens, char* buf, int32_t buf_len,
@@ -179,55 +188,59 @@ KVT_API kvt_status kvt_model_detokenize(const kvt_model* model, const int32_t* i
 
 /* ---------------------------------------------------------------- request */
 
-/* Everything about one generation request except the context. Defaults: greedy
+/** Everything about one generation request except the context. Defaults: greedy
  * (temperature 0), top_k 0 (off), top_p 1, seed 0, max_new_tokens 16, no stop ids beyond
  * the model's eos ids, priority 0, ignore_eos 0. */
 typedef struct kvt_request kvt_request;
 
+/** Creates a request holding every default into *out. */
 KVT_API kvt_status kvt_request_create(kvt_request** out);
-KVT_API void kvt_request_free(kvt_request* request); /* NULL is ignored */
-/* Prompt token ids (copied). Must be non-empty; ids are checked against the vocabulary
+KVT_API void kvt_request_free(kvt_request* request); /**< NULL is ignored */
+/** Prompt token ids (copied). Must be non-empty; ids are checked against the vocabulary
  * when the request is added. */
 KVT_API kvt_status kvt_request_set_prompt_tokens(kvt_request* request, const int32_t* tokens,
                                                  int32_t num_tokens);
-/* Prompt as UTF-8 text (copied), tokenized with the model's tokenizer when added (BOS as the
+/** Prompt as UTF-8 text (copied), tokenized with the model's tokenizer when added (BOS as the
  * tokenizer adds it). Replaces a previously set prompt of any kind. */
 KVT_API kvt_status kvt_request_set_prompt_text(kvt_request* request, const char* text, int32_t text_len);
-/* Appends a chat message (role "system", "user" or "assistant"); the prompt becomes the
+/** Appends a chat message (role "system", "user" or "assistant"); the prompt becomes the
  * model family's chat format (built-in templates: Llama-3, ChatML/Qwen, Mistral, Llama-2)
  * with the assistant turn opened. Replaces a token or text prompt. */
 KVT_API kvt_status kvt_request_add_chat_message(kvt_request* request, const char* role, const char* content);
-/* Adds a stop string (copied): generation stops when the decoded text contains it, matched
+/** Adds a stop string (copied): generation stops when the decoded text contains it, matched
  * across token boundaries; the stop string itself is not part of the output text. Needs a
  * model with a tokenizer (KVT_ERR_INVALID_ARGUMENT when added otherwise). */
 KVT_API kvt_status kvt_request_add_stop_string(kvt_request* request, const char* text, int32_t text_len);
-KVT_API kvt_status kvt_request_set_max_new_tokens(kvt_request* request, int32_t n); /* >= 1 */
-KVT_API kvt_status kvt_request_set_temperature(kvt_request* request, float t);   /* >= 0 */
-KVT_API kvt_status kvt_request_set_top_k(kvt_request* request, int32_t k);       /* >= 0 */
-KVT_API kvt_status kvt_request_set_top_p(kvt_request* request, float p);         /* (0, 1] */
+KVT_API kvt_status kvt_request_set_max_new_tokens(kvt_request* request, int32_t n); /**< >= 1 */
+KVT_API kvt_status kvt_request_set_temperature(kvt_request* request, float t);   /**< >= 0 */
+KVT_API kvt_status kvt_request_set_top_k(kvt_request* request, int32_t k);       /**< >= 0 */
+KVT_API kvt_status kvt_request_set_top_p(kvt_request* request, float p);         /**< (0, 1] */
+/** Sampling seed: the same seed gives the same tokens. */
 KVT_API kvt_status kvt_request_set_seed(kvt_request* request, int64_t seed);
-/* Extra stop token ids (copied), in addition to the model's eos ids. */
+/** Extra stop token ids (copied), in addition to the model's eos ids. */
 KVT_API kvt_status kvt_request_set_stop_tokens(kvt_request* request, const int32_t* tokens,
                                                int32_t num_tokens);
-/* When non-zero the model's eos ids do not stop the sequence (benchmarks). */
+/** When non-zero the model's eos ids do not stop the sequence (benchmarks). */
 KVT_API kvt_status kvt_request_set_ignore_eos(kvt_request* request, int32_t ignore);
-/* Higher runs first and is preempted last. */
+/** Higher runs first and is preempted last. */
 KVT_API kvt_status kvt_request_set_priority(kvt_request* request, int32_t priority);
-/* When non-zero, the prompt's full KV blocks stay on the device tier once computed (never
+/** When non-zero, the prompt's full KV blocks stay on the device tier once computed (never
  * evicted, so later requests sharing the prefix always hit) until
  * kvt_context_unpin_prefixes. Pinned blocks reduce what other sequences can use. */
 KVT_API kvt_status kvt_request_set_pin_prefix(kvt_request* request, int32_t pin);
+/** Message of the last failed setter on this request ("" if none). Valid until the next call
+ * on the object. */
 KVT_API const char* kvt_request_errmsg(const kvt_request* request);
 
 /* ---------------------------------------------------------------- context */
 
-/* One engine: KV pools, scheduler, sequences. Pools are allocated whole here. On the
+/** One engine: KV pools, scheduler, sequences. Pools are allocated whole here. On the
  * CUDA backend, creation also runs warm-up forwards on a scratch block (kernel loading,
  * one captured decode graph per batch size; about 0.2 s for an 8B model on an H200) so
  * that the first request is as fast as the rest. */
 typedef struct kvt_context kvt_context;
 
-/* Errors: KVT_ERR_INVALID_ARGUMENT, KVT_ERR_UNSUPPORTED (backend not usable),
+/** Errors: KVT_ERR_INVALID_ARGUMENT, KVT_ERR_UNSUPPORTED (backend not usable),
  * KVT_ERR_OUT_OF_MEMORY / KVT_ERR_CAPACITY (budgets cannot be allocated; a host_kv_bytes
  * above the machine's physical memory, or a disk tier larger than its file system's free
  * space, is refused at once, before anything is allocated), KVT_ERR_BUSY (disk_path is held
@@ -235,70 +248,72 @@ typedef struct kvt_context kvt_context;
  * KVT_ERR_IO. Nothing is left allocated after an error. */
 KVT_API kvt_status kvt_context_create(kvt_model* model, const kvt_options* options,
                                       kvt_context** out, char* errbuf, int32_t errbuf_len);
-/* Frees the context and every sequence in it. NULL is ignored. Must not race a kvt_step. */
+/** Frees the context and every sequence in it. NULL is ignored. Must not race a kvt_step. */
 KVT_API void kvt_context_free(kvt_context* context);
-/* Message of the last failed call on this context ("" if none). The pointer stays valid
+/** Message of the last failed call on this context ("" if none). The pointer stays valid
  * until the next failing call on the context; from several threads use the _copy form. */
 KVT_API const char* kvt_context_errmsg(const kvt_context* context);
-/* Copies that message into buf (NUL-terminated when buf_len > 0); returns its full length. */
+/** Copies that message into buf (NUL-terminated when buf_len > 0); returns its full length. */
 KVT_API int32_t kvt_context_errmsg_copy(const kvt_context* context, char* buf, int32_t buf_len);
 
 /* ---------------------------------------------------------------- sequences */
 
-/* Admits a sequence. On success *out_id receives its id (> 0, never reused in a context).
+/** Admits a sequence. On success *out_id receives its id (> 0, never reused in a context).
  * Errors: KVT_ERR_INVALID_ARGUMENT (no prompt, token out of vocabulary, ...),
  * KVT_ERR_CAPACITY (prompt + max_new_tokens can never fit in all tiers together),
  * KVT_ERR_BUSY (waiting queue full; nothing was added). */
 KVT_API kvt_status kvt_sequence_add(kvt_context* context, const kvt_request* request,
                                     int64_t* out_id);
-/* Cancels a waiting, running or paused sequence; its KV blocks are released by the next
+/** Cancels a waiting, running or paused sequence; its KV blocks are released by the next
  * kvt_step, which reports an event with KVT_FINISH_REASON_CANCELLED. Cancelling a finished
  * sequence is KVT_ERR_STATE; an unknown id is KVT_ERR_NOT_FOUND. */
 KVT_API kvt_status kvt_sequence_cancel(kvt_context* context, int64_t id);
-/* State and finish reason (KVT_FINISH_REASON_NONE while not finished). */
+/** State and finish reason (KVT_FINISH_REASON_NONE while not finished). */
 KVT_API kvt_status kvt_sequence_status(kvt_context* context, int64_t id, int32_t* state,
                                        int32_t* finish_reason);
-/* Copies up to buf_len generated tokens (not the prompt) into buf; *out_len receives the
+/** Copies up to buf_len generated tokens (not the prompt) into buf; *out_len receives the
  * total number generated so far (may exceed buf_len). buf may be NULL when buf_len is 0. */
 KVT_API kvt_status kvt_sequence_tokens(kvt_context* context, int64_t id, int32_t* buf,
                                        int32_t buf_len, int32_t* out_len);
-/* Copies the generated text so far (NUL-terminated when buf_len > 0); *out_len gets its full
+/** Copies the generated text so far (NUL-terminated when buf_len > 0); *out_len gets its full
  * length. Text never splits a UTF-8 character; a stop string is not included.
  * KVT_ERR_UNSUPPORTED when the model has no tokenizer. */
 KVT_API kvt_status kvt_sequence_text(kvt_context* context, int64_t id, char* buf, int32_t buf_len,
                                      int32_t* out_len);
-/* Why a sequence finished with KVT_FINISH_REASON_ERROR (e.g. it can never get the device
+/** Why a sequence finished with KVT_FINISH_REASON_ERROR (e.g. it can never get the device
  * blocks its next chunk needs because pinned prefixes hold them), NUL-terminated when
  * buf_len > 0; *out_len gets the full length, 0 when it did not fail. */
 KVT_API kvt_status kvt_sequence_error(kvt_context* context, int64_t id, char* buf, int32_t buf_len,
                                       int32_t* out_len);
-/* Forgets a finished sequence's record (tokens, state). Records of finished sequences are
+/** Forgets a finished sequence's record (tokens, state). Records of finished sequences are
  * kept until released or until the context is freed. KVT_ERR_STATE if not finished. */
 KVT_API kvt_status kvt_sequence_release(kvt_context* context, int64_t id);
-/* Number of sequences not yet finished (waiting, running or paused). */
+/** Number of sequences not yet finished (waiting, running or paused). */
 KVT_API int32_t kvt_context_num_unfinished(kvt_context* context);
 
 /* ---------------------------------------------------------------- stepping */
 
-/* Tokens and finishes reported by one kvt_step. Reused across steps: each kvt_step clears
+/** Tokens and finishes reported by one kvt_step. Reused across steps: each kvt_step clears
  * it before filling it. */
 typedef struct kvt_events kvt_events;
 
+/** Creates an empty events object into *out. */
 KVT_API kvt_status kvt_events_create(kvt_events** out);
-KVT_API void kvt_events_free(kvt_events* events); /* NULL is ignored */
+KVT_API void kvt_events_free(kvt_events* events); /**< NULL is ignored */
+/** Number of events the last kvt_step reported. */
 KVT_API int32_t kvt_events_count(const kvt_events* events);
-/* Event i (0 <= i < count): the sequence, the token it produced (KVT_NO_TOKEN for a
+/** Event i (0 <= i < count): the sequence, the token it produced (KVT_NO_TOKEN for a
  * cancellation or failure reported without a token) and its finish reason (NONE while the
  * sequence goes on). Any output pointer may be NULL. */
 KVT_API kvt_status kvt_events_get(const kvt_events* events, int32_t i, int64_t* seq_id,
                                   int32_t* token, int32_t* finish_reason);
 
-/* The text that event i's token completed (UTF-8, may be empty; never a partial character),
+/** The text that event i's token completed (UTF-8, may be empty; never a partial character),
  * as a pointer into the events object valid until the next kvt_step that fills it, and its
  * length. Empty when the model has no tokenizer. */
 KVT_API kvt_status kvt_events_text(const kvt_events* events, int32_t i, const char** text, int32_t* text_len);
 
-/* Runs one scheduler iteration: admits, preempts/resumes, runs one forward over the
+/** Runs one scheduler iteration: admits, preempts/resumes, runs one forward over the
  * scheduled batch, samples, and reports the produced tokens in events (may be NULL).
  * Returns KVT_OK with zero events when no sequence is unfinished. Progress is guaranteed:
  * while sequences are unfinished every step computes some of them (a step may produce no
@@ -309,24 +324,24 @@ KVT_API kvt_status kvt_events_text(const kvt_events* events, int32_t i, const ch
  * means the step as a whole failed (backend error) and no sequence advanced. */
 KVT_API kvt_status kvt_step(kvt_context* context, kvt_events* events);
 
-/* Convenience: adds the request, steps the context until that sequence finishes (other
+/** Convenience: adds the request, steps the context until that sequence finishes (other
  * sequences progress too, their events are not reported), copies up to buf_len generated
  * tokens into buf, and releases the sequence's record. *out_len gets the total generated,
  * *finish_reason (may be NULL) why it stopped. */
 KVT_API kvt_status kvt_generate(kvt_context* context, const kvt_request* request, int32_t* buf,
                                 int32_t buf_len, int32_t* out_len, int32_t* finish_reason);
 
-/* Releases every pinned prefix of the context; the blocks stay cached but evictable. */
+/** Releases every pinned prefix of the context; the blocks stay cached but evictable. */
 KVT_API kvt_status kvt_context_unpin_prefixes(kvt_context* context);
 
 /* ---------------------------------------------------------------- statistics */
 
-/* Copies the context statistics as a JSON object into buf (NUL-terminated when
+/** Copies the context statistics as a JSON object into buf (NUL-terminated when
  * buf_len > 0); *out_len gets the full length without the NUL. Call with buf_len 0 first to
  * size the buffer. */
 KVT_API kvt_status kvt_context_stats_json(kvt_context* context, char* buf, int32_t buf_len,
                                           int32_t* out_len);
-/* One statistic by its JSON name (e.g. "steps", "tiers.gpu.used_bytes" for nested
+/** One statistic by its JSON name (e.g. "steps", "tiers.gpu.used_bytes" for nested
  * fields). KVT_ERR_NOT_FOUND for an unknown name. */
 KVT_API kvt_status kvt_context_stat(kvt_context* context, const char* name, int64_t* value);
 

@@ -6,11 +6,16 @@
 #   model     WORK CLI               kvtier mkmodel (the packaged CLI, else CLI) -> WORK/model
 #   example-pkgconfig SRC WORK       build examples/c with make + pkg-config against WORK/root, run
 #   example-cmake     SRC WORK       build examples/c with find_package(kvtier) against WORK/root, run
-#   java-example      SRC WORK       build examples/java against the packaged jar, run it
+#   java-example      SRC WORK       build examples/java against the packaged jar, run it; the
+#                                    packaged maven-install.sh fills a scratch Maven repository
 #   csharp-example    SRC WORK       build examples/csharp against the packaged assembly, run it
-#   go-build          WORK           build (go vet) the packaged Go source package
+#   go-build          SRC WORK       build (go vet) the packaged Go source package in GOPATH
+#                                    mode, and a module outside the tree that replaces the
+#                                    module path with it (built and run)
+#   manpage           CLI MANPAGE    kvtier(1) describes every command and flag CLI prints
 # KVT_PKG_BINDINGS (env, "java csharp go" or a part): the bindings built in the tree, whose
-# packages `debs` then requires and checks.
+# packages `debs` then requires and checks. KVT_PKG_DOCS=1 (env): the C API reference was
+# built, so libkvtier-doc must exist.
 # Exit 77 (ctest SKIP_RETURN_CODE) when a needed tool is missing, saying which.
 set -euo pipefail
 step=${1:?step}
@@ -114,12 +119,29 @@ debs)
   for d in "$root"/usr/share/doc/*/; do
     [ -f "$d/copyright" ] && [ -f "$d/changelog.Debian.gz" ] || fail "$d lacks copyright/changelog.Debian.gz"
   done
+  if grep -qx kvtier-tools <<<"$names"; then
+    [ -f "$root/usr/share/man/man1/kvtier.1.gz" ] || fail "kvtier-tools lacks /usr/share/man/man1/kvtier.1.gz"
+    gzip -t "$root/usr/share/man/man1/kvtier.1.gz" || fail "kvtier.1.gz is not a gzip file"
+  fi
+  if [ "${KVT_PKG_DOCS:-0}" = 1 ]; then
+    grep -qx libkvtier-doc <<<"$names" || fail "the C API reference was built but libkvtier-doc was not made"
+    deb=$(ls "$work"/debs/libkvtier-doc_*.deb)
+    [ "$(dpkg-deb -f "$deb" Architecture)" = all ] || fail "libkvtier-doc is not Architecture: all"
+    dpkg-deb -f "$deb" Depends | grep -q libjs-jquery || fail "libkvtier-doc does not depend on libjs-jquery"
+    html=$root/usr/share/doc/libkvtier-doc/html
+    [ -f "$html/index.html" ] || fail "libkvtier-doc lacks html/index.html"
+    grep -q 'kvt_step' "$html/kvtier_8h.html" || fail "libkvtier-doc's kvtier_8h.html does not document kvt_step"
+    [ "$(readlink "$html/jquery.js")" = ../../../javascript/jquery/jquery.js ] \
+      || fail "libkvtier-doc's jquery.js is not a link to libjs-jquery's"
+    echo "libkvtier-doc: $(find "$html" -name '*.html' | wc -l) pages"
+  fi
   check_exports "$libdir/libkvtier.so.0"
   # Bindings built in this tree (KVT_PKG_BINDINGS="java csharp go", set by CMake): their
   # packages, contents and dependencies.
   for b in ${KVT_PKG_BINDINGS:-}; do
     case "$b" in
-    java)   pkg=libkvtier-java;    arch=any ;;
+    java)   pkg=libkvtier-java;    arch=any
+            grep -qx libkvtier-java-doc <<<"$names" || fail "the java binding was built but libkvtier-java-doc was not made" ;;
     csharp) pkg=libkvtier-cil;     arch=any ;;
     go)     pkg=golang-kvtier-dev; arch=all ;;
     *) fail "unknown binding $b" ;;
@@ -140,27 +162,44 @@ debs)
       [ -f "$libdir/jni/libkvtier_jni.so" ] || fail "missing $libdir/jni/libkvtier_jni.so"
       readelf -d "$libdir/jni/libkvtier_jni.so" | grep -q 'NEEDED.*libkvtier\.so\.0' \
         || fail "libkvtier_jni.so does not link libkvtier.so.0"
+      # Maven coordinates: the pom in Debian's repository layout, the jar linked beside it,
+      # the pom inside the jar too.
+      mrepo=$root/usr/share/maven-repo/dev/kvtier/kvtier/$version_up
+      grep -q '<groupId>dev.kvtier</groupId>' "$mrepo/kvtier-$version_up.pom" \
+        && grep -q "<version>$version_up</version>" "$mrepo/kvtier-$version_up.pom" \
+        || fail "missing or wrong $mrepo/kvtier-$version_up.pom"
+      [ "$(readlink "$mrepo/kvtier-$version_up.jar")" = "../../../../../java/kvtier-$version_up.jar" ] \
+        || fail "$mrepo/kvtier-$version_up.jar is not a link to /usr/share/java/kvtier-$version_up.jar"
+      jar tf "$root/usr/share/java/kvtier-$version_up.jar" | grep -q 'META-INF/maven/dev.kvtier/kvtier/pom.xml' \
+        || fail "the jar does not carry its pom"
+      [ -x "$root/usr/share/libkvtier-java/maven-install.sh" ] || fail "missing /usr/share/libkvtier-java/maven-install.sh"
+      [ -f "$root/usr/share/doc/libkvtier-java/api/dev/kvtier/Context.html" ] \
+        || fail "libkvtier-java-doc lacks the javadoc of dev.kvtier.Context"
       ;;
     csharp)
       grep -qF "libkvtier0 (= $version)" <<<"$deps" || fail "$pkg does not depend on libkvtier0 (= $version)"
       grep -q 'libc6' <<<"$deps" || fail "$pkg Depends lacks libc6 (dpkg-shlibdeps did not run on the glue library?)"
       grep -q 'mono-runtime' <<<"$deps" || fail "$pkg does not depend on mono-runtime"
       cli=$root/usr/lib/cli/kvtier
-      for f in Kvtier.dll Kvtier.dll.config libkvtier_csharp.so; do
+      for f in Kvtier.dll Kvtier.xml libkvtier_csharp.so; do
         [ -f "$cli/$f" ] || fail "missing /usr/lib/cli/kvtier/$f"
       done
-      grep -q 'dll="kvtier_csharp" target="libkvtier_csharp.so"' "$cli/Kvtier.dll.config" \
-        || fail "Kvtier.dll.config lacks the kvtier_csharp dllmap"
-      grep -q 'target="libkvtier.so.0"' "$cli/Kvtier.dll.config" || fail "Kvtier.dll.config lacks the libkvtier.so.0 dllmap"
+      # The glue is found by name beside the assembly (Mono and .NET alike), not by a dllmap.
+      [ ! -e "$cli/Kvtier.dll.config" ] || fail "Kvtier.dll.config (a Mono dllmap) is packaged"
+      grep -q '<member name="M:Kvtier.Context.Step"' "$cli/Kvtier.xml" || fail "Kvtier.xml does not document Context.Step"
       ;;
     go)
       grep -qF "libkvtier-dev (= $version)" <<<"$deps" || fail "$pkg does not depend on libkvtier-dev (= $version)"
       grep -q 'golang-go' <<<"$deps" || fail "$pkg does not depend on golang-go"
-      gsrc=$root/usr/share/gocode/src/kvtier
-      for f in go.mod kvtier.go internal/capi/kvtier_wrap.c swig/kvtier.i; do
-        [ -f "$gsrc/$f" ] || fail "missing /usr/share/gocode/src/kvtier/$f"
+      gpath=github.com/kvtier/kvtier/bindings/go
+      gsrc=$root/usr/share/gocode/src/$gpath
+      for f in go.mod doc.go kvtier.go example_test.go internal/capi/kvtier.go internal/capi/kvtier_wrap.c swig/kvtier.i; do
+        [ -f "$gsrc/$f" ] || fail "missing /usr/share/gocode/src/$gpath/$f"
       done
-      ls "$gsrc"/internal/capi/*.go >/dev/null 2>&1 || fail "no generated Go files in internal/capi"
+      grep -qx "module $gpath" "$gsrc/go.mod" || fail "the packaged go.mod does not declare module $gpath"
+      grep -q "^func Example" "$gsrc/example_test.go" || fail "the packaged example_test.go has no Example functions"
+      grep -q "^package kvtier // import \"$gpath\"" "$root/usr/share/doc/golang-kvtier-dev/reference.txt" \
+        || fail "golang-kvtier-dev lacks its reference.txt (go doc -all)"
       ;;
     esac
     echo "$pkg: Depends: $deps"
@@ -177,6 +216,13 @@ lintian)
   cat "$out"
   echo "lintian: exit $rc; $(grep -c '^E:' "$out" || true) errors, $(grep -c '^W:' "$out" || true) warnings, $(grep -c '^I:' "$out" || true) info"
   if grep -q '^E:' "$out"; then fail "lintian reports errors"; fi
+  # The CLI has its manual page, and the page itself is clean.
+  if grep -E '^[EWI]: [^ ]+: (no-manual-page|manpage-|groff-message)' "$out"; then
+    fail "lintian reports problems with the manual page (above)"
+  fi
+  if grep -E '^[EWI]: [^ ]+: embedded-javascript-library' "$out"; then
+    fail "a documentation package embeds a JavaScript library Debian packages (above)"
+  fi
   # lintian exits 1 for errors (checked above) and 2 when it could not run.
   [ "$rc" -le 1 ] || fail "lintian failed to run (exit $rc)"
   ;;
@@ -249,6 +295,19 @@ java-example)
   javac -encoding UTF-8 -cp "$jar" -d "$dir/classes" "$dir"/*.java
   LD_LIBRARY_PATH=$libdir java -Djava.library.path="$libdir/jni" -cp "$jar:$dir/classes" \
     ServiceExample "$work/model"
+  # The packaged script installs the packaged pom and jar into a Maven repository.
+  if command -v mvn >/dev/null 2>&1; then
+    mrepo=$(ls -d "$root"/usr/share/maven-repo/dev/kvtier/kvtier/[0-9]*)
+    version=$(basename "$mrepo")
+    bash "$root/usr/share/libkvtier-java/maven-install.sh" --repo "$dir/m2" "$mrepo"
+    for f in kvtier-$version.pom kvtier-$version.jar; do
+      [ -f "$dir/m2/dev/kvtier/kvtier/$version/$f" ] || fail "maven-install.sh did not install $f"
+    done
+    cmp "$dir/m2/dev/kvtier/kvtier/$version/kvtier-$version.jar" "$root/usr/share/java/kvtier-$version.jar" \
+      || fail "the jar in the Maven repository is not the packaged one"
+  else
+    echo "note: mvn not found; the packaged maven-install.sh was not run"
+  fi
   ;;
 
 csharp-example)
@@ -263,23 +322,49 @@ csharp-example)
   dir=$work/csharp
   rm -rf "$dir" && mkdir -p "$dir"
   mcs -nologo -r:"$cli/Kvtier.dll" -out:"$dir/ServiceExample.exe" "$src"/examples/csharp/*.cs
+  # LD_LIBRARY_PATH holds only the packaged libkvtier.so.0 (not installed system-wide here);
+  # Mono finds libkvtier_csharp.so by name beside Kvtier.dll, with no dllmap.
   MONO_PATH=$cli LD_LIBRARY_PATH=$libdir mono "$dir/ServiceExample.exe" "$work/model"
   ;;
 
 go-build)
-  # The packaged Go source package builds (GOPATH mode, as Debian's gocode layout) against
-  # the packaged header and library, with no network and nothing of the source tree.
+  # The packaged Go source package builds against the packaged header and library, with no
+  # network and nothing of the source tree: in GOPATH mode (Debian's gocode layout), and as
+  # the module a program outside the tree uses through `replace` (built and run).
   need go
-  work=$1
+  src=$1 work=$2
   root=$work/root
   libdir=$(libdir_of "$root")
+  gpath=github.com/kvtier/kvtier/bindings/go
   dir=$work/go
   rm -rf "$dir" && mkdir -p "$dir"
   cd "$dir"
-  env GOCACHE="$dir/cache" GOPATH="$root/usr/share/gocode" GO111MODULE=off GOFLAGS= GOPROXY=off \
-    CGO_ENABLED=1 CGO_CFLAGS="-I$root/usr/include" CGO_LDFLAGS="-L$libdir" \
-    go vet kvtier
-  echo "go vet kvtier: OK (built against $root)"
+  export GOCACHE="$dir/cache" GOPROXY=off GOFLAGS= CGO_ENABLED=1 \
+    CGO_CFLAGS="-I$root/usr/include" CGO_LDFLAGS="-L$libdir -Wl,-rpath,$libdir"
+  env GOPATH="$root/usr/share/gocode" GO111MODULE=off go vet "$gpath"
+  echo "go vet $gpath: OK (GOPATH mode, built against $root)"
+  bash "$src/bindings/go/testdata/consumer/consumer.sh" "$root/usr/share/gocode/src/$gpath" "$work/model"
+  ;;
+
+manpage)
+  # Every command `kvtier --help` lists is a section of kvtier(1), every flag a command's
+  # --help prints appears in it, and groff formats it without a warning.
+  need groff
+  cli=$1 page=$2
+  text=$(sed 's/\\-/-/g' "$page")
+  commands=$("$cli" --help | awk '/^commands:/{c=1; next} c&&/^  [a-z]/{print $1} /^$/{if(c) c=0}')
+  [ -n "$commands" ] || fail "no commands in '$cli --help'"
+  missing=()
+  for c in $commands; do
+    grep -q "^\.SS \"$c" <<<"$text" || missing+=("command $c")
+    for flag in $("$cli" "$c" --help | grep -o -- '--[a-z][a-z0-9-]*' | sort -u); do
+      grep -qE -- "$flag([^a-z0-9-]|\$)" <<<"$text" || missing+=("$c $flag")
+    done
+  done
+  [ "${#missing[@]}" -eq 0 ] || fail "kvtier.1 does not describe: ${missing[*]}"
+  warnings=$(groff -man -ww -z "$page" 2>&1)
+  [ -z "$warnings" ] || fail "groff warns about kvtier.1:"$'\n'"$warnings"
+  echo "kvtier.1 describes the commands $(echo $commands) and all their flags"
   ;;
 
 *)

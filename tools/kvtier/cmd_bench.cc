@@ -1,4 +1,4 @@
-// `kvtier bench`: runs the workloads of WORKLOADS.md through the public C API (what users
+// `kvtier bench`: runs the workloads of docs/WORKLOADS.md through the public C API (what users
 // get), prints a table (figure, hardware limit, ratio, seed baseline, ratio) and writes
 // JSON. GPU memory is read from outside the process (nvidia-smi) to prove a cap holds.
 // Runs once per process; not thread-safe.
@@ -37,7 +37,7 @@ using nlohmann::json;
 
 constexpr char kUsage[] = R"(usage: kvtier bench [--workload W1,W2,W3,W4,W5,W6,W7|all] [flags]
 
-Runs the WORKLOADS.md workloads through the C API and prints figure / limit / baseline.
+Runs the workloads of docs/WORKLOADS.md through the C API and prints figure / limit / baseline.
   --workload LIST      comma-separated (repeatable); default all
   --model DIR          Llama-3-8B-shape checkpoint; absent: a random one is written
                        once into --model-cache (kvtier mkmodel --preset llama3-8b)
@@ -274,11 +274,11 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
   return r;
 }
 
-// Hardware limits derived from the ceilings (WORKLOADS.md's derivation).
+// Hardware limits derived from the ceilings (docs/WORKLOADS.md).
 struct Ceilings {
   double hbm_Bps = 4.17e12;
   double gemm_flops = 757e12;
-  std::string source = "WORKLOADS.md (2026-11-29)";
+  std::string source = "docs/WORKLOADS.md (2026-11-29)";
 };
 
 struct Row {
@@ -854,6 +854,6 @@ int BenchMain(int argc, char** argv) {
 
 }  // namespace
 
-KVTIER_REGISTER_COMMAND("bench", "run the WORKLOADS.md benchmarks (table + JSON)", BenchMain);
+KVTIER_REGISTER_COMMAND("bench", "run the docs/WORKLOADS.md benchmarks (table + JSON)", BenchMain);
 
 }  // namespace kvtier::cli

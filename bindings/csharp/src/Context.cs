@@ -1,58 +1,82 @@
 // One engine: KV pools, scheduler, sequences. Add, Cancel, the sequence readers and the
-// statistics may be called from any thread while one thread drives Step(); Dispose waits for
-// the calls in progress and ends every open Sequence.
+// statistics may be called from any thread while one thread drives Step() or Run(); Dispose
+// waits for the calls in progress and ends every open Sequence.
 using System;
 using System.Collections.Generic;
+using System.Text.RegularExpressions;
 using System.Threading;
 using Kvtier.Native;
 
 namespace Kvtier
 {
+    /// <summary>One engine: KV memory pools allocated whole at creation, a scheduler, sequences.
+    /// One thread drives it (Step, Run, RunUntilIdle, Generate); any thread may Add, Cancel,
+    /// read sequences and statistics. Dispose frees the pools at once; a Context never disposed
+    /// is freed by its finalizer.</summary>
     public sealed class Context : IDisposable
     {
-        private SWIGTYPE_p_kvt_context handle;
-        private SWIGTYPE_p_kvt_events events;
+        // null once disposed. The handles' finalizers free what Dispose was not called for.
+        private ContextHandle handle;
+        private EventsHandle events;
         // Read: any call using the handle. Write: Dispose.
         private readonly ReaderWriterLockSlim life = new ReaderWriterLockSlim(LockRecursionPolicy.SupportsRecursion);
         private readonly object stepper = new object();
         // Open sequences by id. Add registers while holding it and Step dispatches while
         // holding it, so no event reaches an unknown id.
         private readonly Dictionary<long, Sequence> open = new Dictionary<long, Sequence>();
+        // Wakes a Run waiting for work instead of polling: Add releases it (holding the lock of
+        // open, and only when free: at most one permit), and so does Dispose, to end that Run.
+        private readonly SemaphoreSlim added = new SemaphoreSlim(0, 1);
+        private volatile bool disposed;
 
-        private Context(SWIGTYPE_p_kvt_context c, SWIGTYPE_p_kvt_events e) { handle = c; events = e; }
+        private Context(ContextHandle c, EventsHandle e) { handle = c; events = e; }
 
         /// <summary>Creates a context on a model; options may be null (defaults).</summary>
         public static Context Create(Model model, ContextOptions options = null)
         {
-            SWIGTYPE_p_kvt_options o = (options ?? new ContextOptions()).ToNative();
-            SWIGTYPE_p_p_kvt_context box = kvtier.new_kvt_context_box();
-            SWIGTYPE_p_p_kvt_events ebox = kvtier.new_kvt_events_box();
-            try
+            using (OptionsHandle o = (options ?? new ContextOptions()).ToNative())
             {
-                var err = new byte[1024];
-                KvtierException.Check(kvtier.kvt_context_create(model.Swig, o, box, err, err.Length),
-                                       Library.CString(err));
-                SWIGTYPE_p_kvt_context c = kvtier.kvt_context_box_value(box);
-                int st = kvtier.kvt_events_create(ebox);
-                if (st != 0)
+                SWIGTYPE_p_p_kvt_context box = kvtier.new_kvt_context_box();
+                SWIGTYPE_p_p_kvt_events ebox = kvtier.new_kvt_events_box();
+                try
                 {
-                    kvtier.kvt_context_free(c);
-                    KvtierException.Check(st, "kvt_events_create");
+                    var err = new byte[1024];
+                    KvtierException.Check(model.Use(m => kvtier.kvt_context_create(m, o.Swig, box, err, err.Length)),
+                                           Library.CString(err));
+                    var c = new ContextHandle(kvtier.kvt_context_box_value(box));
+                    int st = kvtier.kvt_events_create(ebox);
+                    if (st != 0)
+                    {
+                        c.Dispose();
+                        KvtierException.Check(st, "kvt_events_create");
+                    }
+                    var context = new Context(c, new EventsHandle(kvtier.kvt_events_box_value(ebox)));
+                    c.AddMemoryPressure(context.HostMemoryBytes());
+                    return context;
                 }
-                return new Context(c, kvtier.kvt_events_box_value(ebox));
+                finally
+                {
+                    kvtier.delete_kvt_events_box(ebox);
+                    kvtier.delete_kvt_context_box(box);
+                }
             }
-            finally
-            {
-                kvtier.delete_kvt_events_box(ebox);
-                kvtier.delete_kvt_context_box(box);
-                kvtier.kvt_options_free(o);
-            }
+        }
+
+        // Bytes of ordinary or pinned host memory the context holds: the host tier's pool, and
+        // on the CPU backend everything it allocated as "device" memory (the device tier's pool
+        // and the workspace), which is host memory there.
+        private long HostMemoryBytes()
+        {
+            long bytes = Stat("tiers.host.capacity_bytes");
+            if (Regex.IsMatch(StatsJson(), "\"backend\"\\s*:\\s*\"cpu\""))
+                bytes += Stat("device_bytes_in_use");
+            return bytes;
         }
 
         /// <summary>Admits a sequence; read its events by enumerating it, dispose it when done.</summary>
         public Sequence Add(Request request)
         {
-            SWIGTYPE_p_kvt_request r = request.ToNative();
+            RequestHandle r = request.ToNative();
             try
             {
                 SWIGTYPE_p_kvt_context c = Acquire();
@@ -61,15 +85,16 @@ namespace Kvtier
                     var id = new long[1];
                     lock (open)
                     {
-                        Check(kvtier.kvt_sequence_add(c, r, id));
+                        Check(kvtier.kvt_sequence_add(c, r.Swig, id));
                         var s = new Sequence(this, id[0]);
                         open[id[0]] = s;
+                        if (added.CurrentCount == 0) added.Release();
                         return s;
                     }
                 }
                 finally { life.ExitReadLock(); }
             }
-            finally { kvtier.kvt_request_free(r); }
+            finally { r.Dispose(); }
         }
 
         /// <summary>Runs one scheduler iteration; returns its events (also delivered to the Sequences).</summary>
@@ -80,6 +105,7 @@ namespace Kvtier
             {
                 lock (stepper)
                 {
+                    SWIGTYPE_p_kvt_events events = this.events.Swig;
                     Check(kvtier.kvt_step(c, events));
                     int n = kvtier.kvt_events_count(events);
                     var list = new List<Event>(n);
@@ -89,7 +115,7 @@ namespace Kvtier
                     for (int i = 0; i < n; ++i)
                     {
                         KvtierException.Check(kvtier.kvt_events_get(events, i, seq, token, reason), "kvt_events_get");
-                        list.Add(new Event(seq[0], token[0], EventText(i), (FinishReason)reason[0]));
+                        list.Add(new Event(seq[0], token[0], EventText(events, i), (FinishReason)reason[0]));
                     }
                     lock (open)
                     {
@@ -111,7 +137,7 @@ namespace Kvtier
 
         private byte[] textBuf = new byte[256]; // guarded by stepper
 
-        private string EventText(int i)
+        private string EventText(SWIGTYPE_p_kvt_events events, int i)
         {
             int n = kvtier.kvt_events_text_copy(events, i, textBuf, textBuf.Length);
             if (n < 0) throw new KvtierException(-n, "kvt_events_text");
@@ -131,16 +157,55 @@ namespace Kvtier
             return steps;
         }
 
+        /// <summary>Drives the context until cancellationToken is cancelled or the context is
+        /// disposed: steps while sequences are unfinished and sleeps until the next Add
+        /// otherwise. Sequences still unfinished when it returns stay in the context.</summary>
+        public void Run(CancellationToken cancellationToken)
+        {
+            try
+            {
+                while (!cancellationToken.IsCancellationRequested && !disposed)
+                {
+                    if (NumUnfinished > 0)
+                    {
+                        Step();
+                        continue;
+                    }
+                    added.Wait(cancellationToken);
+                }
+            }
+            catch (OperationCanceledException) { }
+            catch (ObjectDisposedException) when (disposed) { } // disposed between two checks
+        }
+
         /// <summary>Blocking generation: adds the request and steps until it finishes.</summary>
-        public Generation Generate(Request request)
+        public Generation Generate(Request request) => Generate(request, CancellationToken.None);
+
+        /// <summary>Blocking generation that cancellationToken can stop: the sequence is then
+        /// cancelled, stepped to its end (its KV memory freed) and OperationCanceledException
+        /// thrown.</summary>
+        public Generation Generate(Request request, CancellationToken cancellationToken)
         {
             using (Sequence s = Add(request))
             {
-                while (!s.IsFinished) Step();
+                bool cancelled = false;
+                while (!s.IsFinished)
+                {
+                    if (!cancelled && cancellationToken.IsCancellationRequested)
+                    {
+                        cancelled = true;
+                        try { s.Cancel(); }
+                        catch (KvtierException e) when (e.Status == Status.State) { } // finished first
+                    }
+                    Step();
+                }
+                if (cancelled) cancellationToken.ThrowIfCancellationRequested();
                 return new Generation(s.Tokens(), s.FinishReason);
             }
         }
 
+        /// <summary>Cancels a waiting, running or paused sequence; the next step reports it.
+        /// Throws Status.State for a finished sequence, Status.NotFound for an unknown id.</summary>
         public void Cancel(long id)
         {
             SWIGTYPE_p_kvt_context c = Acquire();
@@ -148,6 +213,7 @@ namespace Kvtier
             finally { life.ExitReadLock(); }
         }
 
+        /// <summary>Where a sequence is in its life.</summary>
         public SequenceState State(long id)
         {
             SWIGTYPE_p_kvt_context c = Acquire();
@@ -192,6 +258,7 @@ namespace Kvtier
             finally { life.ExitReadLock(); }
         }
 
+        /// <summary>Sequences waiting, running or paused.</summary>
         public int NumUnfinished
         {
             get
@@ -244,18 +311,21 @@ namespace Kvtier
                     if (s.IsFinished)
                     {
                         open.Remove(s.Id);
-                        kvtier.kvt_sequence_release(handle, s.Id);
+                        kvtier.kvt_sequence_release(handle.Swig, s.Id);
                     }
                     else
                     {
                         s.CloseRequested = true;
-                        kvtier.kvt_sequence_cancel(handle, s.Id);
+                        kvtier.kvt_sequence_cancel(handle.Swig, s.Id);
                     }
                 }
             }
             finally { life.ExitReadLock(); }
         }
 
+        /// <summary>Frees the context and its memory pools; open Sequences receive a final
+        /// Cancelled event. Waits for calls in progress on other threads. Calling it again does
+        /// nothing.</summary>
         public void Dispose()
         {
             life.EnterWriteLock();
@@ -268,14 +338,22 @@ namespace Kvtier
                         s.Deliver(new Event(s.Id, Event.NoToken, "", FinishReason.Cancelled));
                     open.Clear();
                 }
-                kvtier.kvt_events_free(events);
-                kvtier.kvt_context_free(handle);
+                events.Dispose();
+                handle.Dispose();
                 events = null;
                 handle = null;
+                disposed = true;
+                lock (open)
+                {
+                    if (added.CurrentCount == 0) added.Release();
+                }
             }
             finally { life.ExitWriteLock(); }
         }
 
+        // Takes the read lock and returns the native context; the caller releases the lock.
+        // Holding it keeps Dispose (the write lock) out; the finalizer cannot run while this
+        // object is in use.
         private SWIGTYPE_p_kvt_context Acquire()
         {
             life.EnterReadLock();
@@ -284,14 +362,14 @@ namespace Kvtier
                 life.ExitReadLock();
                 throw new ObjectDisposedException("Context");
             }
-            return handle;
+            return handle.Swig;
         }
 
         private void Check(int status)
         {
             if (status == 0) return;
             var buf = new byte[1024];
-            kvtier.kvt_context_errmsg_copy(handle, buf, buf.Length);
+            kvtier.kvt_context_errmsg_copy(handle.Swig, buf, buf.Length);
             throw new KvtierException(status, Library.CString(buf));
         }
     }

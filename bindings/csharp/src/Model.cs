@@ -1,25 +1,12 @@
 // A loaded checkpoint: immutable, shareable by any number of contexts and threads. Contexts
 // hold their own reference, so it may be disposed once they are created.
 using System;
-using System.Runtime.InteropServices;
 using Kvtier.Native;
 
 namespace Kvtier
 {
-    /// <summary>Owns one native kvt_model reference; released exactly once.</summary>
-    internal sealed class ModelHandle : SafeHandle
-    {
-        internal ModelHandle(IntPtr p) : base(IntPtr.Zero, true) { SetHandle(p); }
-        public override bool IsInvalid => handle == IntPtr.Zero;
-        internal SWIGTYPE_p_kvt_model Swig => new SWIGTYPE_p_kvt_model(handle, false);
-
-        protected override bool ReleaseHandle()
-        {
-            kvtier.kvt_model_free(new SWIGTYPE_p_kvt_model(handle, false));
-            return true;
-        }
-    }
-
+    /// <summary>A loaded checkpoint. Dispose drops this reference (contexts hold their own);
+    /// a Model never disposed is released by its finalizer.</summary>
     public sealed class Model : IDisposable
     {
         private readonly ModelHandle handle;
@@ -36,8 +23,7 @@ namespace Kvtier
                 var err = new byte[1024];
                 KvtierException.Check(kvtier.kvt_model_load(directory, box, err, err.Length),
                                        Library.CString(err));
-                SWIGTYPE_p_kvt_model m = kvtier.kvt_model_box_value(box);
-                return new Model(new ModelHandle(SWIGTYPE_p_kvt_model.getCPtr(m).Handle));
+                return new Model(new ModelHandle(kvtier.kvt_model_box_value(box)));
             }
             finally
             {
@@ -45,59 +31,56 @@ namespace Kvtier
             }
         }
 
-        public int VocabSize => kvtier.kvt_model_vocab_size(Swig);
+        /// <summary>The vocabulary size (token ids are 0 .. VocabSize - 1).</summary>
+        public int VocabSize => handle.Use(m => kvtier.kvt_model_vocab_size(m));
 
         /// <summary>JSON summary: architecture, shapes, weight bytes, KV bytes per token.</summary>
-        public string InfoJson()
+        public string InfoJson() => handle.Use(m =>
         {
             var len = new int[1];
-            KvtierException.Check(kvtier.kvt_model_info_json(Swig, new byte[1], 1, len), "info_json");
+            KvtierException.Check(kvtier.kvt_model_info_json(m, new byte[1], 1, len), "info_json");
             var buf = new byte[len[0] + 1];
-            KvtierException.Check(kvtier.kvt_model_info_json(Swig, buf, buf.Length, len), "info_json");
+            KvtierException.Check(kvtier.kvt_model_info_json(m, buf, buf.Length, len), "info_json");
             return Library.CString(buf);
-        }
+        });
 
         /// <summary>True when the checkpoint had a tokenizer.json (text in and out works).</summary>
-        public bool HasTokenizer => kvtier.kvt_model_has_tokenizer(Swig) != 0;
+        public bool HasTokenizer => handle.Use(m => kvtier.kvt_model_has_tokenizer(m) != 0);
 
         /// <summary>Encodes text into token ids (addSpecialTokens: what the tokenizer's template adds).</summary>
-        public int[] Tokenize(string text, bool addSpecialTokens)
+        public int[] Tokenize(string text, bool addSpecialTokens) => handle.Use(m =>
         {
             byte[] utf8 = System.Text.Encoding.UTF8.GetBytes(text);
             var len = new int[1];
             var err = new byte[1024];
             int special = addSpecialTokens ? 1 : 0;
-            KvtierException.Check(kvtier.kvt_model_tokenize(Swig, utf8, utf8.Length, special, new int[0], 0, len, err, err.Length),
+            KvtierException.Check(kvtier.kvt_model_tokenize(m, utf8, utf8.Length, special, new int[0], 0, len, err, err.Length),
                                    Library.CString(err));
             var ids = new int[len[0]];
-            KvtierException.Check(kvtier.kvt_model_tokenize(Swig, utf8, utf8.Length, special, ids, ids.Length, len, err, err.Length),
+            KvtierException.Check(kvtier.kvt_model_tokenize(m, utf8, utf8.Length, special, ids, ids.Length, len, err, err.Length),
                                    Library.CString(err));
             return ids;
-        }
+        });
 
         /// <summary>Decodes token ids into text.</summary>
-        public string Detokenize(int[] ids, bool skipSpecialTokens)
+        public string Detokenize(int[] ids, bool skipSpecialTokens) => handle.Use(m =>
         {
             var len = new int[1];
             var err = new byte[1024];
             int skip = skipSpecialTokens ? 1 : 0;
-            KvtierException.Check(kvtier.kvt_model_detokenize(Swig, ids, ids.Length, skip, new byte[1], 1, len, err, err.Length),
+            KvtierException.Check(kvtier.kvt_model_detokenize(m, ids, ids.Length, skip, new byte[1], 1, len, err, err.Length),
                                    Library.CString(err));
             var buf = new byte[len[0] + 1];
-            KvtierException.Check(kvtier.kvt_model_detokenize(Swig, ids, ids.Length, skip, buf, buf.Length, len, err, err.Length),
+            KvtierException.Check(kvtier.kvt_model_detokenize(m, ids, ids.Length, skip, buf, buf.Length, len, err, err.Length),
                                    Library.CString(err));
             return System.Text.Encoding.UTF8.GetString(buf, 0, len[0]);
-        }
+        });
 
-        internal SWIGTYPE_p_kvt_model Swig
-        {
-            get
-            {
-                if (handle.IsClosed) throw new ObjectDisposedException("Model");
-                return handle.Swig;
-            }
-        }
+        /// <summary>Calls f with the native model, which stays alive during the call.</summary>
+        internal T Use<T>(Func<SWIGTYPE_p_kvt_model, T> f) => handle.Use(f);
 
+        /// <summary>Drops this reference to the model; contexts created on it keep theirs.
+        /// Calling it again does nothing.</summary>
         public void Dispose() { handle.Dispose(); }
     }
 }

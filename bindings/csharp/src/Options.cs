@@ -6,6 +6,9 @@ using Kvtier.Native;
 
 namespace Kvtier
 {
+    /// <summary>Options of a context: KV budgets per tier, backend, scheduling limits. Any key
+    /// of kvt_options_set_int / kvt_options_set_string (kvtier.h) can be set; the named
+    /// setters cover the common ones. Each setter returns this object, for chaining.</summary>
     public sealed class ContextOptions
     {
         private readonly List<KeyValuePair<string, object>> values = new List<KeyValuePair<string, object>>();
@@ -15,25 +18,34 @@ namespace Kvtier
         /// <summary>Any key of kvt_options_set_string; sizes accept "64MiB".</summary>
         public ContextOptions Set(string key, string value) { values.Add(new KeyValuePair<string, object>(key, value)); return this; }
 
+        /// <summary>"auto" (CUDA when a GPU is usable, else CPU), "cpu" or "cuda".</summary>
         public ContextOptions Backend(string backend) => Set("backend", backend);
+        /// <summary>CPU threads; 0 uses every core.</summary>
         public ContextOptions Threads(int threads) => Set("threads", threads);
+        /// <summary>Device-tier KV budget in bytes (default 256 MiB).</summary>
         public ContextOptions GpuKvBytes(long bytes) => Set("gpu_kv_bytes", bytes);
+        /// <summary>Host-tier KV budget in bytes; 0 (the default) turns the tier off.</summary>
         public ContextOptions HostKvBytes(long bytes) => Set("host_kv_bytes", bytes);
+        /// <summary>Disk-tier KV budget in bytes; 0 (the default) turns the tier off.</summary>
         public ContextOptions DiskKvBytes(long bytes) => Set("disk_kv_bytes", bytes);
+        /// <summary>The file backing the disk tier.</summary>
         public ContextOptions DiskPath(string path) => Set("disk_path", path);
+        /// <summary>Tokens per KV block, 1..1024 (default 16).</summary>
         public ContextOptions BlockTokens(int tokens) => Set("block_tokens", tokens);
+        /// <summary>Most sequences in one batch (default 256).</summary>
         public ContextOptions MaxRunning(int n) => Set("max_running", n);
+        /// <summary>Bound of the waiting queue; beyond it Add throws Status.Busy (default 1024).</summary>
         public ContextOptions MaxWaiting(int n) => Set("max_waiting", n);
 
-        /// <summary>A native kvt_options with these values; the caller frees it.</summary>
-        internal SWIGTYPE_p_kvt_options ToNative()
+        /// <summary>A native kvt_options with these values; the caller disposes it.</summary>
+        internal OptionsHandle ToNative()
         {
             SWIGTYPE_p_p_kvt_options box = kvtier.new_kvt_options_box();
-            SWIGTYPE_p_kvt_options o;
+            OptionsHandle o;
             try
             {
                 KvtierException.Check(kvtier.kvt_options_create(box), "kvt_options_create");
-                o = kvtier.kvt_options_box_value(box);
+                o = new OptionsHandle(kvtier.kvt_options_box_value(box));
             }
             finally
             {
@@ -43,20 +55,24 @@ namespace Kvtier
             {
                 foreach (var kv in values)
                 {
-                    int st = kv.Value is long l ? kvtier.kvt_options_set_int(o, kv.Key, l)
-                                                : kvtier.kvt_options_set_string(o, kv.Key, (string)kv.Value);
-                    KvtierException.Check(st, kvtier.kvt_options_errmsg(o));
+                    int st = kv.Value is long l ? kvtier.kvt_options_set_int(o.Swig, kv.Key, l)
+                                                : kvtier.kvt_options_set_string(o.Swig, kv.Key, (string)kv.Value);
+                    KvtierException.Check(st, kvtier.kvt_options_errmsg(o.Swig));
                 }
             }
             catch
             {
-                kvtier.kvt_options_free(o);
+                o.Dispose();
                 throw;
             }
             return o;
         }
     }
 
+    /// <summary>One generation request: the prompt (token ids, text or chat messages), how many
+    /// tokens to generate, sampling and stop conditions. Unset values keep the library's
+    /// defaults (greedy, 16 new tokens, the model's eos ids stop). Each setter returns this
+    /// object, for chaining.</summary>
     public sealed class Request
     {
         private int[] prompt = new int[0];
@@ -69,8 +85,10 @@ namespace Kvtier
         private readonly List<KeyValuePair<string, string>> chat = new List<KeyValuePair<string, string>>();
         private readonly List<string> stopStrings = new List<string>();
 
+        /// <summary>A request whose prompt is these token ids (none: set a text or chat prompt).</summary>
         public Request(params int[] prompt) { this.prompt = (int[])prompt.Clone(); }
 
+        /// <summary>The prompt as token ids.</summary>
         public Request Prompt(params int[] tokens) { prompt = (int[])tokens.Clone(); return this; }
         /// <summary>The prompt as text, tokenized by the model's tokenizer when added.</summary>
         public Request PromptText(string text) { promptText = text; return this; }
@@ -78,29 +96,38 @@ namespace Kvtier
         public Request ChatMessage(string role, string content) { chat.Add(new KeyValuePair<string, string>(role, content)); return this; }
         /// <summary>Stops generation when the decoded text contains this string.</summary>
         public Request StopString(string text) { stopStrings.Add(text); return this; }
+        /// <summary>Tokens to generate at most, >= 1 (default 16).</summary>
         public Request MaxNewTokens(int n) { maxNewTokens = n; return this; }
+        /// <summary>Sampling temperature, >= 0; 0 (the default) is greedy.</summary>
         public Request Temperature(float t) { temperature = t; return this; }
+        /// <summary>Samples among the k most likely tokens; 0 (the default) is off.</summary>
         public Request TopK(int k) { topK = k; return this; }
+        /// <summary>Nucleus sampling threshold in (0, 1]; 1 (the default) is off.</summary>
         public Request TopP(float p) { topP = p; return this; }
+        /// <summary>Sampling seed: the same seed gives the same tokens.</summary>
         public Request Seed(long s) { seed = s; return this; }
+        /// <summary>Extra stop token ids, in addition to the model's eos ids.</summary>
         public Request StopTokens(params int[] tokens) { stopTokens = (int[])tokens.Clone(); return this; }
+        /// <summary>When true, the model's eos ids do not stop the sequence.</summary>
         public Request IgnoreEos(bool ignore) { ignoreEos = ignore; return this; }
+        /// <summary>Higher runs first and is preempted last (default 0).</summary>
         public Request Priority(int p) { priority = p; return this; }
 
-        /// <summary>A native kvt_request with these values; the caller frees it.</summary>
-        internal SWIGTYPE_p_kvt_request ToNative()
+        /// <summary>A native kvt_request with these values; the caller disposes it.</summary>
+        internal RequestHandle ToNative()
         {
             SWIGTYPE_p_p_kvt_request box = kvtier.new_kvt_request_box();
-            SWIGTYPE_p_kvt_request r;
+            RequestHandle handle;
             try
             {
                 KvtierException.Check(kvtier.kvt_request_create(box), "kvt_request_create");
-                r = kvtier.kvt_request_box_value(box);
+                handle = new RequestHandle(kvtier.kvt_request_box_value(box));
             }
             finally
             {
                 kvtier.delete_kvt_request_box(box);
             }
+            SWIGTYPE_p_kvt_request r = handle.Swig;
             try
             {
                 if (prompt.Length > 0) Check(r, kvtier.kvt_request_set_prompt_tokens(r, prompt, prompt.Length));
@@ -126,10 +153,10 @@ namespace Kvtier
             }
             catch
             {
-                kvtier.kvt_request_free(r);
+                handle.Dispose();
                 throw;
             }
-            return r;
+            return handle;
         }
 
         private static void Check(SWIGTYPE_p_kvt_request r, int status)

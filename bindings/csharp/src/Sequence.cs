@@ -5,9 +5,13 @@ using System;
 using System.Collections;
 using System.Collections.Concurrent;
 using System.Collections.Generic;
+using System.Threading;
 
 namespace Kvtier
 {
+    /// <summary>A sequence being generated. Enumerate it (or <see cref="Events"/>) for its
+    /// events as they are produced; the enumeration ends after the final event. Dispose it when
+    /// done: a sequence still running is cancelled.</summary>
     public sealed class Sequence : IEnumerable<Event>, IDisposable
     {
         private readonly Context context;
@@ -22,8 +26,11 @@ namespace Kvtier
             Id = id;
         }
 
+        /// <summary>The sequence id (> 0, never reused in a context).</summary>
         public long Id { get; }
+        /// <summary>True once the final event has been delivered.</summary>
         public bool IsFinished => finish != (int)FinishReason.None;
+        /// <summary>Why it stopped; None until the final event has been delivered.</summary>
         public FinishReason FinishReason => (FinishReason)finish;
 
         /// <summary>Asks the engine to stop it; the next step reports Cancelled.</summary>
@@ -33,20 +40,31 @@ namespace Kvtier
         public int[] Tokens() => context.Tokens(Id);
 
         /// <summary>Events until (and including) the final one; blocks while the context is stepped.</summary>
-        public IEnumerator<Event> GetEnumerator()
-        {
-            foreach (Event e in queue.GetConsumingEnumerable())
-            {
-                yield return e;
-                if (e.IsFinal) yield break;
-            }
-        }
+        public IEnumerator<Event> GetEnumerator() => Events(CancellationToken.None).GetEnumerator();
 
         IEnumerator IEnumerable.GetEnumerator() => GetEnumerator();
+
+        /// <summary>Events until (and including) the final one, blocking while the context is
+        /// stepped. When cancellationToken is cancelled the sequence is cancelled in the engine
+        /// (its KV memory is freed by the next step) and the enumeration throws
+        /// OperationCanceledException.</summary>
+        public IEnumerable<Event> Events(CancellationToken cancellationToken)
+        {
+            using (cancellationToken.Register(CancelUnlessFinished))
+            {
+                foreach (Event e in queue.GetConsumingEnumerable(cancellationToken))
+                {
+                    yield return e;
+                    if (e.IsFinal) yield break;
+                }
+            }
+        }
 
         /// <summary>Text produced so far (Unsupported when the model has no tokenizer).</summary>
         public string Text() => context.Text(Id);
 
+        /// <summary>Forgets the sequence's record; a sequence still running is cancelled first and
+        /// forgotten when its final event arrives.</summary>
         public void Dispose() { context.CloseSequence(this); }
 
         /// <summary>Called by the context with its lock held; true when this was the final event.</summary>
@@ -60,6 +78,16 @@ namespace Kvtier
                 queue.CompleteAdding();
             }
             return e.IsFinal;
+        }
+
+        // A token's cancellation callback: the sequence may have finished, or its context been
+        // disposed, in the meantime; neither is an error here.
+        private void CancelUnlessFinished()
+        {
+            if (IsFinished) return;
+            try { context.Cancel(Id); }
+            catch (KvtierException e) when (e.Status == Status.State || e.Status == Status.NotFound) { }
+            catch (ObjectDisposedException) { }
         }
     }
 }

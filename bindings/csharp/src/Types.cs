@@ -6,20 +6,66 @@ namespace Kvtier
     /// <summary>Status codes of the C API (kvt_status).</summary>
     public enum Status
     {
-        Ok = 0, InvalidArgument = 1, NotFound = 2, Unsupported = 3, Capacity = 4, Busy = 5,
-        IO = 6, Corrupt = 7, OutOfMemory = 8, State = 9, Backend = 10, Internal = 11
+        /// <summary>Success (never in a KvtierException).</summary>
+        Ok = 0,
+        /// <summary>A parameter is out of range or malformed.</summary>
+        InvalidArgument = 1,
+        /// <summary>Unknown sequence id, missing file or tensor.</summary>
+        NotFound = 2,
+        /// <summary>Architecture, dtype, tokenizer or backend not supported.</summary>
+        Unsupported = 3,
+        /// <summary>The request can never fit in the configured memory.</summary>
+        Capacity = 4,
+        /// <summary>The waiting queue is full: retry later (back-pressure).</summary>
+        Busy = 5,
+        /// <summary>A file could not be read or written.</summary>
+        IO = 6,
+        /// <summary>A file or stored block failed validation.</summary>
+        Corrupt = 7,
+        /// <summary>An allocation at creation time failed.</summary>
+        OutOfMemory = 8,
+        /// <summary>The call is not valid in the object's current state.</summary>
+        State = 9,
+        /// <summary>The compute backend failed (e.g. a CUDA error).</summary>
+        Backend = 10,
+        /// <summary>A bug in kvtier: please report it.</summary>
+        Internal = 11
     }
 
     /// <summary>Why a sequence stopped (kvt_finish_reason).</summary>
-    public enum FinishReason { None = 0, Stop = 1, Length = 2, Cancelled = 3, Error = 4 }
+    public enum FinishReason
+    {
+        /// <summary>Still running.</summary>
+        None = 0,
+        /// <summary>A stop/eos token or a stop string was produced.</summary>
+        Stop = 1,
+        /// <summary>MaxNewTokens reached, or the context is full.</summary>
+        Length = 2,
+        /// <summary>Cancelled (Cancel, a cancelled token, Dispose).</summary>
+        Cancelled = 3,
+        /// <summary>The sequence failed alone.</summary>
+        Error = 4
+    }
 
     /// <summary>Where a sequence is in its life (kvt_sequence_state).</summary>
-    public enum SequenceState { Waiting = 0, Running = 1, Paused = 2, Finished = 3 }
+    public enum SequenceState
+    {
+        /// <summary>Admitted, not yet scheduled.</summary>
+        Waiting = 0,
+        /// <summary>Prefilling or decoding.</summary>
+        Running = 1,
+        /// <summary>Preempted: KV swapped out or dropped for recompute.</summary>
+        Paused = 2,
+        /// <summary>See its finish reason.</summary>
+        Finished = 3
+    }
 
     /// <summary>The error of every failing kvtier call: the status and the library's message.</summary>
     public class KvtierException : Exception
     {
+        /// <summary>The C API status.</summary>
         public Status Status { get; }
+        /// <summary>The library's message alone, without the status name.</summary>
         public string Detail { get; }
 
         internal KvtierException(int code, string detail)
@@ -41,12 +87,17 @@ namespace Kvtier
         /// <summary>KVT_NO_TOKEN: a cancellation or failure reported without a token.</summary>
         public const int NoToken = -1;
 
+        /// <summary>The sequence the event belongs to.</summary>
         public long SequenceId { get; }
+        /// <summary>The token produced, or NoToken.</summary>
         public int Token { get; }
         /// <summary>What the token completed (never a partial character; "" when none).</summary>
         public string Text { get; }
+        /// <summary>Why the sequence stopped; None while it goes on.</summary>
         public FinishReason FinishReason { get; }
+        /// <summary>True when the event carries a token.</summary>
         public bool HasToken => Token != NoToken;
+        /// <summary>True for the sequence's last event.</summary>
         public bool IsFinal => FinishReason != FinishReason.None;
 
         internal Event(long sequenceId, int token, string text, FinishReason reason)
@@ -61,7 +112,9 @@ namespace Kvtier
     /// <summary>The result of a blocking generation.</summary>
     public sealed class Generation
     {
+        /// <summary>The generated tokens (not the prompt).</summary>
         public int[] Tokens { get; }
+        /// <summary>Why generation stopped.</summary>
         public FinishReason FinishReason { get; }
 
         internal Generation(int[] tokens, FinishReason reason)
@@ -74,15 +127,20 @@ namespace Kvtier
     /// <summary>Library-wide calls: version, the live-handle counter.</summary>
     public static class Library
     {
+        /// <summary>Run-time version of the loaded native library, e.g. "0.1.0".</summary>
         public static string Version => Native.kvtier.kvt_version_string();
+        /// <summary>Major version of the loaded native library.</summary>
         public static int VersionMajor => Native.kvtier.kvt_version_major();
+        /// <summary>Minor version of the loaded native library.</summary>
         public static int VersionMinor => Native.kvtier.kvt_version_minor();
+        /// <summary>Patch version of the loaded native library.</summary>
         public static int VersionPatch => Native.kvtier.kvt_version_patch();
 
         /// <summary>"KVT_ERR_BUSY" for Status.Busy.</summary>
         public static string StatusString(Status status) => Native.kvtier.kvt_status_string((int)status);
 
-        /// <summary>Native handles alive in this process; 0 once everything is disposed.</summary>
+        /// <summary>Native handles alive in this process; 0 once everything is disposed or
+        /// finalized.</summary>
         public static long LiveHandles => Native.kvtier.kvt_live_handles();
 
         /// <summary>The NUL-terminated UTF-8 string at the start of buf.</summary>

@@ -153,6 +153,62 @@ namespace Kvtier.Tests
         }
 
         [Test]
+        public void CancellationTokenStopsStreamingAndGeneration()
+        {
+            using (Model m = Model.Load(ModelDir))
+            using (Context c = Context.Create(m, Cpu()))
+            using (var stop = new CancellationTokenSource())
+            {
+                var driver = new Thread(() => c.Run(stop.Token));
+                driver.Start();
+                using (var cts = new CancellationTokenSource())
+                using (Sequence s = c.Add(new Request(1, 2, 3).MaxNewTokens(1000).IgnoreEos(true)))
+                {
+                    int seen = 0;
+                    Assert.Throws<OperationCanceledException>(() =>
+                    {
+                        foreach (Event e in s.Events(cts.Token))
+                            if (e.HasToken && ++seen == 2) cts.Cancel();
+                    });
+                    Assert.AreEqual(2, seen);
+                    // The token cancelled the sequence in the engine: the driver's next step ends it.
+                    Event last = s.Last();
+                    Assert.AreEqual(FinishReason.Cancelled, last.FinishReason);
+                    Assert.Less(s.Tokens().Length, 1000);
+                }
+                stop.Cancel();
+                driver.Join(); // Run returns once its token is cancelled
+            }
+            using (Model m = Model.Load(ModelDir))
+            using (Context c = Context.Create(m, Cpu()))
+            {
+                var cancelled = new CancellationToken(true);
+                Assert.Throws<OperationCanceledException>(
+                    () => c.Generate(new Request(1, 2, 3).MaxNewTokens(1000).IgnoreEos(true), cancelled));
+                Assert.AreEqual(0, c.NumUnfinished, "the cancelled generation was stepped to its end");
+                Generation g = c.Generate(new Request(1, 2, 3).MaxNewTokens(3).IgnoreEos(true), CancellationToken.None);
+                Assert.AreEqual(3, g.Tokens.Length);
+            }
+        }
+
+        [Test]
+        public void RunEndsWhenTheContextIsDisposed()
+        {
+            using (Model m = Model.Load(ModelDir))
+            {
+                Context c = Context.Create(m, Cpu());
+                var driver = new Thread(() => c.Run(CancellationToken.None));
+                driver.Start();
+                using (Sequence s = c.Add(new Request(1, 2, 3).MaxNewTokens(3).IgnoreEos(true)))
+                {
+                    Assert.AreEqual(3, s.Count(e => e.HasToken)); // stepped by the driver
+                }
+                c.Dispose();
+                Assert.IsTrue(driver.Join(TimeSpan.FromSeconds(30)), "Run did not return after Dispose");
+            }
+        }
+
+        [Test]
         public void ManyThreadsAddAndCancelWhileOneSteps()
         {
             const int threads = 8, perThread = 12;

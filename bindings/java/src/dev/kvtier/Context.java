@@ -18,6 +18,12 @@ import java.util.Map;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 
+/**
+ * One engine: KV memory pools allocated whole at creation, a scheduler, sequences. One thread
+ * drives it ({@link #step()}, {@link #runUntilIdle()}, {@link #generate}); any thread may add
+ * and cancel sequences and read their state and the statistics. Close it when done: its
+ * memory pools are freed at once.
+ */
 public final class Context implements AutoCloseable {
   private SWIGTYPE_p_kvt_context handle;
   private SWIGTYPE_p_kvt_events events;
@@ -33,7 +39,14 @@ public final class Context implements AutoCloseable {
     this.events = events;
   }
 
-  /** Creates a context on a model; options may be null (defaults). */
+  /**
+   * Creates a context: allocates its KV pools from the budgets.
+   *
+   * @param model the model (the context keeps its own reference)
+   * @param options the options; null for the defaults
+   * @return the context; close it when done
+   * @throws KvtierException INVALID_ARGUMENT, UNSUPPORTED (backend), OUT_OF_MEMORY, CAPACITY
+   */
   public static Context create(Model model, ContextOptions options) {
     SWIGTYPE_p_kvt_options o = (options == null ? new ContextOptions() : options).toNative();
     SWIGTYPE_p_p_kvt_context box = kvtier.new_kvt_context_box();
@@ -56,7 +69,13 @@ public final class Context implements AutoCloseable {
     }
   }
 
-  /** Admits a sequence; read its events from the returned Sequence (close it when done). */
+  /**
+   * Admits a sequence.
+   *
+   * @param request the request (copied: it may be reused)
+   * @return the sequence, whose events arrive as the context is stepped; close it when done
+   * @throws KvtierException INVALID_ARGUMENT, CAPACITY (can never fit), BUSY (queue full)
+   */
   public Sequence add(Request request) {
     SWIGTYPE_p_kvt_request r = request.toNative();
     try {
@@ -77,7 +96,12 @@ public final class Context implements AutoCloseable {
     }
   }
 
-  /** Runs one scheduler iteration; returns its events (also delivered to the Sequences). */
+  /**
+   * Runs one scheduler iteration.
+   *
+   * @return its events (also delivered to their Sequences); empty when nothing is runnable
+   * @throws KvtierException BACKEND when the step as a whole failed
+   */
   public List<Event> step() {
     SWIGTYPE_p_kvt_context c = acquire();
     stepper.lock();
@@ -120,7 +144,11 @@ public final class Context implements AutoCloseable {
     return new String(textBuf, 0, n, java.nio.charset.StandardCharsets.UTF_8);
   }
 
-  /** Steps until no sequence is unfinished; returns the number of steps. */
+  /**
+   * Steps until no sequence is unfinished.
+   *
+   * @return the number of steps
+   */
   public int runUntilIdle() {
     int steps = 0;
     while (numUnfinished() > 0) {
@@ -130,8 +158,13 @@ public final class Context implements AutoCloseable {
     return steps;
   }
 
-  /** Blocking generation: adds the request and steps until it finishes (other sequences
-   *  progress too, and their events still reach their Sequences). */
+  /**
+   * Blocking generation: adds the request and steps until it finishes (other sequences
+   * progress too, and their events still reach their Sequences).
+   *
+   * @param request the request
+   * @return the generated tokens and why generation stopped
+   */
   public Generation generate(Request request) {
     try (Sequence s = add(request)) {
       while (!s.isFinished()) step();
@@ -139,6 +172,12 @@ public final class Context implements AutoCloseable {
     }
   }
 
+  /**
+   * Cancels a waiting, running or paused sequence; the next step reports it.
+   *
+   * @param id the sequence id
+   * @throws KvtierException STATE when it has finished, NOT_FOUND for an unknown id
+   */
   public void cancel(long id) {
     SWIGTYPE_p_kvt_context c = acquire();
     try {
@@ -148,10 +187,22 @@ public final class Context implements AutoCloseable {
     }
   }
 
+  /**
+   * Where a sequence is in its life.
+   *
+   * @param id the sequence id
+   * @return its state
+   */
   public SequenceState state(long id) {
     return SequenceState.fromCode(status(id)[0]);
   }
 
+  /**
+   * Why a sequence stopped.
+   *
+   * @param id the sequence id
+   * @return {@link FinishReason#NONE} while it is not finished
+   */
   public FinishReason finishReason(long id) {
     return FinishReason.fromCode(status(id)[1]);
   }
@@ -168,7 +219,12 @@ public final class Context implements AutoCloseable {
     }
   }
 
-  /** The tokens generated so far by a sequence whose record is kept. */
+  /**
+   * The tokens generated so far by a sequence whose record is kept.
+   *
+   * @param id the sequence id
+   * @return the generated tokens
+   */
   public int[] tokens(long id) {
     SWIGTYPE_p_kvt_context c = acquire();
     try {
@@ -182,8 +238,13 @@ public final class Context implements AutoCloseable {
     }
   }
 
-  /** The text generated so far by a sequence whose record is kept (UNSUPPORTED without a
-   *  tokenizer). */
+  /**
+   * The text generated so far by a sequence whose record is kept.
+   *
+   * @param id the sequence id
+   * @return the generated text
+   * @throws KvtierException UNSUPPORTED when the model has no tokenizer
+   */
   public String text(long id) {
     SWIGTYPE_p_kvt_context c = acquire();
     try {
@@ -197,6 +258,11 @@ public final class Context implements AutoCloseable {
     }
   }
 
+  /**
+   * The sequences not yet finished.
+   *
+   * @return the number waiting, running or paused
+   */
   public int numUnfinished() {
     SWIGTYPE_p_kvt_context c = acquire();
     try {
@@ -206,7 +272,11 @@ public final class Context implements AutoCloseable {
     }
   }
 
-  /** Statistics as a JSON object. */
+  /**
+   * The statistics: per-tier capacity and use, swaps, prefix hits, step times, ...
+   *
+   * @return a JSON object
+   */
   public String statsJson() {
     SWIGTYPE_p_kvt_context c = acquire();
     try {
@@ -220,7 +290,13 @@ public final class Context implements AutoCloseable {
     }
   }
 
-  /** One statistic by its JSON name, e.g. "tiers.gpu.used_bytes". */
+  /**
+   * One statistic.
+   *
+   * @param name its JSON name, nested names joined by dots, e.g. {@code "tiers.gpu.used_bytes"}
+   * @return its value
+   * @throws KvtierException NOT_FOUND for an unknown name
+   */
   public long stat(String name) {
     SWIGTYPE_p_kvt_context c = acquire();
     try {
@@ -255,6 +331,10 @@ public final class Context implements AutoCloseable {
     }
   }
 
+  /**
+   * Frees the context and its memory pools; open Sequences receive a final CANCELLED event.
+   * Waits for calls in progress on other threads. Calling it again does nothing.
+   */
   @Override
   public void close() {
     life.writeLock().lock();

@@ -1,8 +1,18 @@
 // Why a sequence stopped (kvt_finish_reason).
 package dev.kvtier;
 
+/** Why a sequence stopped, with the order of {@code kvt_finish_reason}. */
 public enum FinishReason {
-  NONE, STOP, LENGTH, CANCELLED, ERROR;
+  /** Still running. */
+  NONE,
+  /** A stop/eos token or a stop string was produced. */
+  STOP,
+  /** {@link Request#maxNewTokens} reached, or the context is full. */
+  LENGTH,
+  /** Cancelled: {@link Sequence#cancel}, {@link Sequence#close} or {@link Context#close}. */
+  CANCELLED,
+  /** The sequence failed alone. */
+  ERROR;
 
   static FinishReason fromCode(int code) {
     FinishReason[] all = values();

@@ -4,22 +4,54 @@ package dev.kvtier;
 import dev.kvtier.swig.kvtier;
 import java.nio.charset.StandardCharsets;
 
+/**
+ * Library-wide calls: the version of the loaded native library, status names, the live-handle
+ * counter.
+ */
 public final class Kvtier {
   private Kvtier() {}
 
-  /** Run-time version of the loaded native library, e.g. "0.1.0". */
+  /**
+   * The run-time version of the loaded native library.
+   *
+   * @return e.g. {@code "0.1.0"}
+   */
   public static String version() { return kvtier.kvt_version_string(); }
 
+  /**
+   * The major version of the loaded native library.
+   *
+   * @return the major version
+   */
   public static int versionMajor() { return kvtier.kvt_version_major(); }
 
+  /**
+   * The minor version of the loaded native library.
+   *
+   * @return the minor version
+   */
   public static int versionMinor() { return kvtier.kvt_version_minor(); }
 
+  /**
+   * The patch version of the loaded native library.
+   *
+   * @return the patch version
+   */
   public static int versionPatch() { return kvtier.kvt_version_patch(); }
 
-  /** "KVT_ERR_BUSY" for a status code. */
+  /**
+   * The C name of a status code.
+   *
+   * @param code a {@code kvt_status} value
+   * @return e.g. {@code "KVT_ERR_BUSY"}
+   */
   public static String statusString(int code) { return kvtier.kvt_status_string(code); }
 
-  /** Native handles alive in this process; 0 once everything is closed. */
+  /**
+   * The native handles alive in this process.
+   *
+   * @return 0 once every Model and Context is closed
+   */
   public static long liveHandles() { return kvtier.kvt_live_handles(); }
 
   /** The NUL-terminated UTF-8 string at the start of buf. */

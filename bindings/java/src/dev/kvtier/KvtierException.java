@@ -1,8 +1,12 @@
 // The error of every failing kvtier call: the C status plus the message the library left.
 package dev.kvtier;
 
+/** The error of every failing kvtier call: the C API status and the library's message. */
 public class KvtierException extends RuntimeException {
+  private static final long serialVersionUID = 1L;
+  /** The C API status. */
   private final Status status;
+  /** The library's message. */
   private final String detail;
 
   KvtierException(int code, String detail) {
@@ -11,9 +15,17 @@ public class KvtierException extends RuntimeException {
     this.detail = detail;
   }
 
-  /** The C API status. */
+  /**
+   * The C API status.
+   *
+   * @return the status
+   */
   public Status status() { return status; }
 
-  /** The library's message alone, without the status name. */
+  /**
+   * The library's message alone, without the status name.
+   *
+   * @return the message
+   */
   public String detail() { return detail; }
 }

@@ -7,12 +7,22 @@ import dev.kvtier.swig.SWIGTYPE_p_p_kvt_model;
 import dev.kvtier.swig.kvtier;
 import java.nio.charset.StandardCharsets;
 
+/**
+ * A loaded checkpoint: immutable, safe to share between threads and contexts. Contexts keep
+ * their own reference, so a model may be closed once its contexts are created.
+ */
 public final class Model implements AutoCloseable {
   private SWIGTYPE_p_kvt_model handle;
 
   private Model(SWIGTYPE_p_kvt_model handle) { this.handle = handle; }
 
-  /** Loads an HF checkpoint directory; throws KvtierException (NOT_FOUND, CORRUPT, ...). */
+  /**
+   * Loads an HF checkpoint directory (config.json, *.safetensors, tokenizer.json when present).
+   *
+   * @param directory the checkpoint directory
+   * @return the model; close it when done
+   * @throws KvtierException NOT_FOUND, CORRUPT, UNSUPPORTED (architecture or dtype), ...
+   */
   public static Model load(String directory) {
     if (directory == null) throw new KvtierException(1, "directory is null");
     SWIGTYPE_p_p_kvt_model box = kvtier.new_kvt_model_box();
@@ -25,9 +35,18 @@ public final class Model implements AutoCloseable {
     }
   }
 
+  /**
+   * The vocabulary size.
+   *
+   * @return token ids are 0 .. vocabSize() - 1
+   */
   public int vocabSize() { return kvtier.kvt_model_vocab_size(handle()); }
 
-  /** JSON summary: architecture, shapes, weight bytes, KV bytes per token. */
+  /**
+   * A JSON summary of the checkpoint.
+   *
+   * @return architecture, shapes, weight bytes, KV bytes per token
+   */
   public String infoJson() {
     int[] len = new int[1];
     Kvtier.check(kvtier.kvt_model_info_json(handle(), new byte[1], 1, len), "info_json");
@@ -36,10 +55,21 @@ public final class Model implements AutoCloseable {
     return Kvtier.cString(buf);
   }
 
-  /** True when the checkpoint had a tokenizer.json (text in and out works). */
+  /**
+   * Whether the checkpoint had a tokenizer.json (text in and out works).
+   *
+   * @return true when it had one
+   */
   public boolean hasTokenizer() { return kvtier.kvt_model_has_tokenizer(handle()) != 0; }
 
-  /** Encodes text into token ids (addSpecialTokens: what the tokenizer's template adds). */
+  /**
+   * Encodes text into token ids.
+   *
+   * @param text the text
+   * @param addSpecialTokens add what the tokenizer's template adds (e.g. BOS)
+   * @return the token ids
+   * @throws KvtierException UNSUPPORTED without a tokenizer
+   */
   public int[] tokenize(String text, boolean addSpecialTokens) {
     byte[] utf8 = text.getBytes(StandardCharsets.UTF_8);
     int[] len = new int[1];
@@ -53,7 +83,14 @@ public final class Model implements AutoCloseable {
     return ids;
   }
 
-  /** Decodes token ids into text. */
+  /**
+   * Decodes token ids into text.
+   *
+   * @param ids the token ids
+   * @param skipSpecialTokens leave special tokens (BOS, EOS, ...) out of the text
+   * @return the text
+   * @throws KvtierException INVALID_ARGUMENT for an id outside the vocabulary
+   */
   public String detokenize(int[] ids, boolean skipSpecialTokens) {
     int[] len = new int[1];
     byte[] err = new byte[1024];
@@ -71,6 +108,7 @@ public final class Model implements AutoCloseable {
     return handle;
   }
 
+  /** Drops this reference to the model; contexts keep theirs. Calling it again does nothing. */
   @Override
   public synchronized void close() {
     if (handle != null) {

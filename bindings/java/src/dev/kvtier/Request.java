@@ -7,6 +7,12 @@ import dev.kvtier.swig.SWIGTYPE_p_kvt_request;
 import dev.kvtier.swig.SWIGTYPE_p_p_kvt_request;
 import dev.kvtier.swig.kvtier;
 
+/**
+ * One generation request: the prompt (token ids, text or chat messages), how many tokens to
+ * generate, sampling and stop conditions. Values not set keep the library's defaults
+ * (greedy, 16 new tokens, the model's eos ids stop). Every setter returns this object, for
+ * chaining.
+ */
 public final class Request {
   private int[] prompt = new int[0];
   private String promptText;
@@ -21,31 +27,116 @@ public final class Request {
   private Boolean ignoreEos;
   private Integer priority;
 
+  /** A request without a prompt yet. */
   public Request() {}
 
+  /**
+   * A request whose prompt is these token ids.
+   *
+   * @param prompt the prompt's token ids
+   */
   public Request(int... prompt) { prompt(prompt); }
 
+  /**
+   * Sets the prompt as token ids.
+   *
+   * @param tokens the token ids (copied)
+   * @return this
+   */
   public Request prompt(int... tokens) { this.prompt = tokens.clone(); return this; }
-  /** The prompt as text, tokenized by the model's tokenizer when added. */
+
+  /**
+   * Sets the prompt as text, tokenized by the model's tokenizer when the request is added.
+   *
+   * @param text the prompt
+   * @return this
+   */
   public Request promptText(String text) { this.promptText = text; return this; }
 
-  /** Appends a chat message (role "system", "user" or "assistant"): the prompt becomes the
-   *  model family's chat format with the assistant turn opened. */
+  /**
+   * Appends a chat message: the prompt becomes the model family's chat format with the
+   * assistant turn opened.
+   *
+   * @param role {@code "system"}, {@code "user"} or {@code "assistant"}
+   * @param content the message
+   * @return this
+   */
   public Request chatMessage(String role, String content) {
     chat.add(new String[] {role, content});
     return this;
   }
 
-  /** Stops generation when the decoded text contains this string (not part of the output). */
+  /**
+   * Stops generation when the decoded text contains this string (which is not part of the
+   * output). Needs a model with a tokenizer.
+   *
+   * @param text the stop string
+   * @return this
+   */
   public Request stopString(String text) { stopStrings.add(text); return this; }
 
+  /**
+   * Bounds the generated tokens (default 16).
+   *
+   * @param n at least 1
+   * @return this
+   */
   public Request maxNewTokens(int n) { this.maxNewTokens = n; return this; }
+
+  /**
+   * Sets the sampling temperature (default 0: greedy).
+   *
+   * @param t at least 0
+   * @return this
+   */
   public Request temperature(float t) { this.temperature = t; return this; }
+
+  /**
+   * Samples among the k most likely tokens (default 0: off).
+   *
+   * @param k at least 0
+   * @return this
+   */
   public Request topK(int k) { this.topK = k; return this; }
+
+  /**
+   * Sets the nucleus sampling threshold (default 1: off).
+   *
+   * @param p in (0, 1]
+   * @return this
+   */
   public Request topP(float p) { this.topP = p; return this; }
+
+  /**
+   * Sets the sampling seed: the same seed gives the same tokens.
+   *
+   * @param seed the seed
+   * @return this
+   */
   public Request seed(long seed) { this.seed = seed; return this; }
+
+  /**
+   * Adds stop token ids to the model's eos ids.
+   *
+   * @param tokens the token ids (copied)
+   * @return this
+   */
   public Request stopTokens(int... tokens) { this.stopTokens = tokens.clone(); return this; }
+
+  /**
+   * Whether the model's eos ids stop the sequence.
+   *
+   * @param ignore true: they do not
+   * @return this
+   */
   public Request ignoreEos(boolean ignore) { this.ignoreEos = ignore; return this; }
+
+  /**
+   * Sets the priority (default 0): higher runs first and is preempted last.
+   *
+   * @param priority the priority
+   * @return this
+   */
   public Request priority(int priority) { this.priority = priority; return this; }
 
   /** A native kvt_request holding these values; the caller frees it. */

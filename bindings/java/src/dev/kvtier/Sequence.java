@@ -12,6 +12,11 @@ import java.util.concurrent.BlockingQueue;
 import java.util.stream.Stream;
 import java.util.stream.StreamSupport;
 
+/**
+ * A sequence being generated. Its events arrive as the context is stepped; iterate over it
+ * (or {@link #stream()}, {@link #take()}) from one thread to read them, blocking until the
+ * next one. Close it when done: a sequence still running is cancelled.
+ */
 public final class Sequence implements AutoCloseable, Iterable<Event> {
   private final Context context;
   private final long id;
@@ -27,17 +32,40 @@ public final class Sequence implements AutoCloseable, Iterable<Event> {
     this.queue = new LinkedBlockingQueue<>();
   }
 
+  /**
+   * The sequence id.
+   *
+   * @return the id (&gt; 0, never reused in a context)
+   */
   public long id() { return id; }
 
+  /**
+   * Whether the final event has been delivered.
+   *
+   * @return true once finished
+   */
   public boolean isFinished() { return finish != FinishReason.NONE; }
 
-  /** NONE until the final event has been delivered. */
+  /**
+   * Why the sequence stopped.
+   *
+   * @return {@link FinishReason#NONE} until the final event has been delivered
+   */
   public FinishReason finishReason() { return finish; }
 
-  /** Asks the engine to stop it; the next step reports CANCELLED. */
+  /**
+   * Asks the engine to stop the sequence; the next step reports {@link FinishReason#CANCELLED}.
+   *
+   * @throws KvtierException STATE when it has already finished
+   */
   public void cancel() { context.cancel(id); }
 
-  /** Blocks for the next event; null once the final event has been returned. */
+  /**
+   * Waits for the next event.
+   *
+   * @return the event; null once the final event has been returned
+   * @throws InterruptedException when the waiting thread is interrupted
+   */
   public Event take() throws InterruptedException {
     synchronized (this) {
       if (consumedFinal) return null;
@@ -49,7 +77,11 @@ public final class Sequence implements AutoCloseable, Iterable<Event> {
     return e;
   }
 
-  /** Events until (and including) the final one; blocks while the context is stepped. */
+  /**
+   * The events until (and including) the final one; blocks while the context is stepped.
+   *
+   * @return an iterator over the events
+   */
   @Override
   public Iterator<Event> iterator() {
     return new Iterator<Event>() {
@@ -78,17 +110,35 @@ public final class Sequence implements AutoCloseable, Iterable<Event> {
     };
   }
 
+  /**
+   * The events as a sequential stream (see {@link #iterator()}).
+   *
+   * @return a stream of the events
+   */
   public Stream<Event> stream() {
     return StreamSupport.stream(
         Spliterators.spliteratorUnknownSize(iterator(), Spliterator.ORDERED), false);
   }
 
-  /** Tokens produced so far (from the engine's record). */
+  /**
+   * The tokens produced so far (from the engine's record).
+   *
+   * @return the generated tokens
+   */
   public int[] tokens() { return context.tokens(id); }
 
-  /** Text produced so far (UNSUPPORTED when the model has no tokenizer). */
+  /**
+   * The text produced so far.
+   *
+   * @return the generated text
+   * @throws KvtierException UNSUPPORTED when the model has no tokenizer
+   */
   public String text() { return context.text(id); }
 
+  /**
+   * Forgets the sequence's record; a sequence still running is cancelled first and forgotten
+   * when its final event arrives.
+   */
   @Override
   public void close() { context.closeSequence(this); }
 
