@@ -1666,6 +1666,31 @@ intgo _wrap_kvt_sequence_text_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go
 }
 
 
+intgo _wrap_kvt_sequence_error_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
+  kvt_context *arg1 = (kvt_context *) 0 ;
+  int64_t arg2 ;
+  char *arg3 = (char *) 0 ;
+  int32_t arg4 ;
+  int32_t *arg5 = (int32_t *) 0 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_context **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (char *)(_swig_go_2.len > 0 ? _swig_go_2.array : 0); 
+  arg4 = (int32_t)_swig_go_3; 
+  arg5 = (int32_t *)(_swig_go_4.len > 0 ? _swig_go_4.array : 0); 
+  
+  result = (kvt_status)kvt_sequence_error(arg1,arg2,arg3,arg4,arg5);
+  _swig_go_result = (intgo)result; 
+  
+  
+  
+  
+  return _swig_go_result;
+}
+
+
 intgo _wrap_kvt_sequence_release_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, long long _swig_go_1) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   int64_t arg2 ;
