@@ -115,7 +115,7 @@ void Scheduler::Admit(Sequence* seq, int64_t length, Schedule* schedule) {
   std::erase(waiting_, seq);
   seq->state = SequenceState::kRunning;
   running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, RunsBefore), seq);
-  schedule->chunks.push_back({seq, seq->num_computed, length, end == seq->num_tokens()});
+  schedule->chunks.push_back({seq, seq->num_computed, length, end == seq->num_tokens(), {}});
 }
 
 void Scheduler::EnsureProgress(int64_t budget, Schedule* schedule) {
@@ -162,7 +162,7 @@ absl::StatusOr<Schedule> Scheduler::Next() {
       }
     }
     if (self_preempted) break;  // everything after it was preempted first
-    schedule.chunks.push_back({seq, seq->num_computed, length, end == seq->num_tokens()});
+    schedule.chunks.push_back({seq, seq->num_computed, length, end == seq->num_tokens(), {}});
     budget -= length;
     ++i;
   }
