@@ -56,9 +56,10 @@ DiskJobId DiskJobs::SubmitSaveIndex(std::vector<DiskIndexEntry> entries) {
   return Register(false, writer_->SubmitSaveIndex(std::move(entries)), IndexSaveJob{});
 }
 
-std::vector<DiskJobs::Landed> DiskJobs::TakeFinished() {
+std::vector<DiskJobs::Landed> DiskJobs::TakeFinished(DiskThreads which) {
   std::vector<Landed> landed;
   for (bool read : {false, true}) {
+    if (which == (read ? DiskThreads::kWriter : DiskThreads::kReader)) continue;
     for (DiskIoThread::Finished& done : (read ? reader_ : writer_)->TakeFinished()) {
       const DiskJobId id{read, done.job};
       auto it = jobs_.find(id);

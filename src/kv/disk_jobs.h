@@ -76,6 +76,9 @@ struct StagedReadJob {};
 using DiskJob = std::variant<WriteBackJob, SwapWriteJob, DemoteWriteJob, EvictionWriteJob, IndexSaveJob,
                              PrefixReadJob, SwapReadJob, StagedReadJob>;
 
+// Which I/O thread(s) an operation concerns.
+enum class DiskThreads { kWriter, kReader, kBoth };
+
 // A job's identity: which thread runs it and its number there (threads number from 1).
 struct DiskJobId {
   bool read = false;
@@ -104,9 +107,10 @@ class DiskJobs {
   DiskJobId SubmitRead(DiskJob job, int32_t disk_slot, uint64_t tag, void* dest);
   DiskJobId SubmitSaveIndex(std::vector<DiskIndexEntry> entries);
 
-  // Finished jobs, each thread's in submission order, out of the registry and its indexes
-  // (an awaited job's status stays for TakeResult). Never blocks on I/O.
-  std::vector<Landed> TakeFinished();
+  // Finished jobs of `which` thread(s), each thread's in submission order, out of the
+  // registry and its indexes (an awaited job's status stays for TakeResult). Never blocks
+  // on I/O.
+  std::vector<Landed> TakeFinished(DiskThreads which = DiskThreads::kBoth);
   // Blocks until the job (and every earlier one of its thread) has finished; TakeFinished
   // then reports it.
   void Wait(DiskJobId id);

@@ -20,16 +20,17 @@ void KvCacheManager::CountReadFailure(const absl::Status& status) {
   if (!status.ok() && !absl::IsDataLoss(status)) ++counters_.io_errors;
 }
 
-void KvCacheManager::LandDiskJobs() {
+void KvCacheManager::LandDiskJobs(DiskThreads which) {
   if (disk_tier_.jobs == nullptr) return;
-  for (DiskJobs::Landed& landed : disk_tier_.jobs->TakeFinished()) LandDiskJob(landed);
+  for (DiskJobs::Landed& landed : disk_tier_.jobs->TakeFinished(which)) LandDiskJob(landed);
 }
 
 void KvCacheManager::AwaitDiskJob(std::optional<DiskJobId> job) {
-  if (disk_tier_.jobs == nullptr) return;
-  LandDiskJobs();
+  if (disk_tier_.jobs == nullptr || !job.has_value()) return;
+  const DiskThreads thread = job->read ? DiskThreads::kReader : DiskThreads::kWriter;
+  LandDiskJobs(thread);
   // Still in flight after landing what is done: only then does the host wait (and count it).
-  if (!job.has_value() || !disk_tier_.jobs->InFlight(*job)) return;
+  if (!disk_tier_.jobs->InFlight(*job)) return;
   const auto start = std::chrono::steady_clock::now();
   disk_tier_.jobs->Wait(*job);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -40,13 +41,13 @@ void KvCacheManager::AwaitDiskJob(std::optional<DiskJobId> job) {
     counters_.disk_write_wait_seconds += seconds;
     ++counters_.disk_write_waits;
   }
-  LandDiskJobs();
+  LandDiskJobs(thread);
 }
 
 absl::Status KvCacheManager::AwaitResult(DiskJobId job) {
   if (disk_tier_.jobs->InFlight(job)) {
     disk_tier_.jobs->Wait(job);
-    LandDiskJobs();
+    LandDiskJobs(job.read ? DiskThreads::kReader : DiskThreads::kWriter);
   }
   return disk_tier_.jobs->TakeResult(job).value_or(absl::InternalError("kv cache: disk job not reported"));
 }

@@ -231,7 +231,7 @@ void KvCacheManager::PersistIndexIfDirty(bool now) {
   // wait for.
   const auto now_time = std::chrono::steady_clock::now();
   if (!now && disk_tier_.jobs != nullptr) {
-    if (disk_tier_.index_save.has_value()) LandDiskJobs();
+    if (disk_tier_.index_save.has_value()) LandDiskJobs(DiskThreads::kWriter);
     if (disk_tier_.index_save.has_value()) return;  // still saving: the next call saves what changed since
     if (now_time - disk_tier_.last_index_save < kIndexSaveInterval) return;
   }

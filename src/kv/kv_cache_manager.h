@@ -396,12 +396,12 @@ class KvCacheManager {
   void StartDiskWriteBack();
   // Disk jobs (kv_cache_disk_jobs.cc): lands every finished one, each by its kind — the one
   // place a disk job's effects happen.
-  void LandDiskJobs();
+  void LandDiskJobs(DiskThreads which = DiskThreads::kBoth);
   void LandDiskJob(DiskJobs::Landed& landed);
   // A failed disk read counted: corrupt (DataLoss) or an I/O error.
   void CountReadFailure(const absl::Status& status);
-  // Lands what has finished; then, if `job` is still in flight, waits for it (counted as a
-  // disk write or read-ahead wait) and lands it.
+  // When there is a job: lands what its thread has finished; then, if the job is still in
+  // flight, waits for it (counted as a disk write or read-ahead wait) and lands it.
   void AwaitDiskJob(std::optional<DiskJobId> job);
   // The status of an awaited job (eviction write, staged read) once landed.
   absl::Status AwaitResult(DiskJobId job);

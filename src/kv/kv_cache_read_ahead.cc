@@ -12,8 +12,9 @@ namespace kvtier {
 
 bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens) {
   if (disk_tier_.jobs == nullptr || pool(Tier::kHost).num_blocks() == 0) return false;
-  // What finished lands at step start (StartBackgroundCopies); not here, so that a step's
-  // read-ahead decisions follow from that one point.
+  // Landed reads are host copies (and free read budget): a waiting sequence whose prefix
+  // reads have finished is admitted this step, not the next.
+  LandDiskJobs(DiskThreads::kReader);
   DiskJobs& jobs = *disk_tier_.jobs;
   // Per call one write-back budget of blocks; in flight at most a quarter of the host tier,
   // so read-ahead never displaces most of what the host caches.
