@@ -1,6 +1,6 @@
 // DiskIoThread: one I/O thread that moves whole blocks between the disk tier and host-tier
-// memory (DiskBlockStore::Write: pwrite + fdatasync, ~2 ms per 2 MiB block; Read: pread +
-// checksum), so that the stepping thread does not. The KV manager owns two: one writes
+// memory (DiskBlockStore::Write: pwrite + fdatasync, milliseconds per block; Read: pread +
+// checksum), so that the stepping thread does not. The KV manager has two (through DiskJobs): one writes
 // cached host blocks to disk ahead of their eviction, and swapped or evicted device blocks
 // from staging buffers; the other reads disk blocks into host slots ahead of their use (a
 // waiting sequence's prefix hits on disk, the blocks of a sequence swapped out to disk), or
@@ -17,7 +17,7 @@
 // (POSIX pread/pwrite; FakeFileIo's one mutex).
 //
 // Thread-safety: Submit*, TakeFinished, Wait and WaitAll are called by one thread (the
-// owner); the I/O thread only runs jobs. Jobs finish in submission order (FIFO).
+// owner, DiskJobs); the I/O thread only runs jobs. Jobs finish in submission order (FIFO).
 #ifndef KVTIER_KV_DISK_IO_THREAD_H_
 #define KVTIER_KV_DISK_IO_THREAD_H_
 

@@ -265,7 +265,7 @@ void KvCacheManager::FinishBatch(const PendingBatch& batch, const absl::Status& 
 int64_t KvCacheManager::WriteBackBudget() const {
   // Per step: enough to keep ahead of the blocks a step caches or evicts (a full-budget
   // prefill step caches max_tokens_per_step / block_tokens), small enough that one batch
-  // (~2 MiB a block on an 8B model: 256 blocks ~ 10 ms at 50 GB/s) fits inside a forward.
+  // of host copies fits inside a forward (blocks of an 8B model are megabytes each).
   return std::max<int64_t>(64, pool(Tier::kDevice).num_blocks() / 8);
 }
 
