@@ -1,10 +1,11 @@
 // DiskIoThread: one I/O thread that moves whole blocks between the disk tier and host-tier
 // memory (DiskBlockStore::Write: pwrite + fdatasync, milliseconds per block; Read: pread +
-// checksum), so that the stepping thread does not. The KV manager has two (through DiskJobs): one writes
-// cached host blocks to disk ahead of their eviction, and swapped or evicted device blocks
-// from staging buffers; the other reads disk blocks into host slots ahead of their use (a
-// waiting sequence's prefix hits on disk, the blocks of a sequence swapped out to disk), or
-// into staging buffers at their use, so reads never queue behind writes. The manager
+// checksum), so that the stepping thread does not. The KV manager has two, through
+// DiskJobs: one writes cached host blocks to disk ahead of their eviction, and swapped or
+// evicted device blocks from staging buffers; the other reads disk blocks into host slots
+// ahead of their use (a waiting sequence's prefix hits on disk, the blocks of a sequence
+// swapped out to disk), or into staging buffers at their use, so reads never queue behind
+// writes. The manager
 // submits jobs, polls for finished ones at step start (non-blocking), and blocks only when
 // it needs a job's result now (Wait).
 //
