@@ -97,7 +97,10 @@ std::optional<DiskJobId> DiskJobs::last_read() const {
 absl::Status DiskJobs::VerifyIntegrity() const {
   int64_t in_flight[2] = {0, 0};
   size_t indexed = 0;
-  for (const auto& [id, job] : jobs_) {
+  for (const auto& entry : jobs_) {
+    // Not a structured binding: clang 14 cannot capture one in the lambda below.
+    const DiskJobId id = entry.first;
+    const DiskJob& job = entry.second;
     ++in_flight[id.read ? 1 : 0];
     auto indexed_as = [&](const auto& map, const auto& key) -> absl::Status {
       auto it = map.find(key);
