@@ -244,6 +244,18 @@ absl::Status FakeFileIo::FlipBit(const std::string& path, int64_t byte_offset, i
   return absl::OkStatus();
 }
 
+absl::Status FakeFileIo::Overwrite(const std::string& path, int64_t offset, std::string_view bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = files_.find(path);
+  if (it == files_.end()) return absl::NotFoundError(absl::StrCat("no file ", path));
+  if (offset < 0 || offset + static_cast<int64_t>(bytes.size()) > static_cast<int64_t>(it->second->size())) {
+    return absl::OutOfRangeError(absl::StrCat("bytes [", offset, ", ", offset + static_cast<int64_t>(bytes.size()),
+                                              ") are not all in ", path, " (", it->second->size(), " bytes)"));
+  }
+  it->second->replace(static_cast<size_t>(offset), bytes.size(), bytes);
+  return absl::OkStatus();
+}
+
 absl::Status FakeFileIo::Truncate(const std::string& path, int64_t size) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = files_.find(path);

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -70,6 +71,10 @@ class FakeFileIo final : public FileIo {
   void FailNextSyncs(int n);
   // Flips one bit of a file's stored bytes. NotFound / OutOfRange when there is no such byte.
   absl::Status FlipBit(const std::string& path, int64_t byte_offset, int bit);
+  // Replaces a file's stored bytes at [offset, offset + bytes.size()), as another writer or
+  // a misdirected write would, even while the file is open (and locked). OutOfRange past
+  // the end, NotFound without the file.
+  absl::Status Overwrite(const std::string& path, int64_t offset, std::string_view bytes);
   // Cuts (or zero-extends) a file to `size` bytes.
   absl::Status Truncate(const std::string& path, int64_t size);
 
