@@ -66,6 +66,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   kv_options.disk_path = options.disk_path;
   kv_options.file_io = options.file_io;
   kv_options.prefix_cache = options.prefix_cache;
+  kv_options.preparation = options.tier_preparation;
   // Cached KV is only valid for the same weights, block geometry and KV element type.
   const KvLayout& layout = backend->kv_layout();
   const std::string geometry = absl::StrCat(checkpoint->Fingerprint(), "/", layout.block_tokens, "/",
@@ -257,6 +258,7 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
   Schedule schedule;
   {
     absl::MutexLock lock(&mu_);
+    kv_->AdmitPreparedSlots();  // host and disk slots prepared in the background since the last step
     ApplyCancelsLocked(events);
     ASSIGN_OR_RETURN(schedule, scheduler_.Next());
     for (Sequence* seq : schedule.unrunnable) FinishLocked(seq, FinishReason::kError, std::nullopt, events);
@@ -352,7 +354,11 @@ nlohmann::json Engine::Stats() {
                           {"capacity_blocks", kv_->capacity_blocks(t)},
                           {"used_blocks", kv_->used_blocks(t)},
                           {"cached_bytes", kv_->cached_blocks(t) * block_bytes},
-                          {"demoted_blocks", kv.blocks_demoted[static_cast<int>(t)]}};
+                          {"demoted_blocks", kv.blocks_demoted[static_cast<int>(t)]},
+                          // Usable now: the host tier is pinned and the disk file reserved in
+                          // the background after creation; capacity_bytes once done.
+                          {"ready_bytes", kv_->ready_blocks(t) * block_bytes}};
+    if (!kv_->preparation_error(t).empty()) tiers[TierName(t)]["preparation_error"] = kv_->preparation_error(t);
   }
   nlohmann::json stats;
   stats["backend"] = std::string(backend_->name());

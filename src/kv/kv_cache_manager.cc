@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -52,7 +53,9 @@ KvCacheManager::KvCacheManager(const KvCacheOptions& options, Backend* backend)
     : options_(options),
       backend_(backend),
       block_bytes_(backend->kv_layout().BlockBytes()),
-      tiers_{TierState(options.device_blocks), TierState(options.host_blocks), TierState(options.disk_blocks)},
+      // The lower tiers' slots become available as they are prepared (AdmitPreparedSlots).
+      tiers_{TierState(options.device_blocks, options.device_blocks), TierState(options.host_blocks, 0),
+             TierState(options.disk_blocks, 0)},
       instance_tag_(NewInstanceTag()) {}
 
 absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvCacheOptions& options,
@@ -71,9 +74,11 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
                                       options.disk_path, options.file_io));
   std::unique_ptr<KvCacheManager> kv(new KvCacheManager(options, backend));
   if (options.host_blocks > 0) {
-    ASSIGN_OR_RETURN(void* memory,
-                     backend->AllocateHostMemory(static_cast<size_t>(options.host_blocks) * kv->block_bytes_));
-    kv->host_memory_ = static_cast<uint8_t*>(memory);
+    // Reserved now, pinned in the background (see the top of kv_cache_manager.h).
+    ASSIGN_OR_RETURN(kv->host_region_,
+                     HostTierMemory::Create(backend, static_cast<size_t>(options.host_blocks) * kv->block_bytes_,
+                                            static_cast<size_t>(std::max<int64_t>(options.preparation.host_chunk_bytes, 1))));
+    kv->host_memory_ = kv->host_region_->base();
   }
   if (options.disk_blocks > 0) {
     const int64_t staging = std::min<int64_t>(kStagingBlocks, options.disk_blocks);
@@ -88,7 +93,16 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
     disk.model_fingerprint = options.model_fingerprint;
     disk.block_tokens = options.block_tokens;
     disk.io = options.file_io;
+    // The file's first slots are reserved before Open returns, the rest in the background.
+    const int64_t slot_bytes = DiskBlockStore::SlotBytes(kv->block_bytes_);
+    disk.slots_reserved_at_open = std::max<int64_t>(options.preparation.disk_bytes_at_create, 0) / slot_bytes;
     ASSIGN_OR_RETURN(kv->disk_tier_.store, DiskBlockStore::Open(disk));
+    DiskBlockStore* store = kv->disk_tier_.store.get();
+    kv->disk_tier_.preparer = std::make_unique<ChunkedPreparer>(
+        store->slots_in_file_at_open(), options.disk_blocks,
+        std::max<int64_t>(1, std::max<int64_t>(options.preparation.disk_chunk_bytes, 0) / slot_bytes),
+        [store](int64_t begin, int64_t end) { return store->PreallocateSlots(begin, end); });
+    kv->AdmitPreparedSlots();  // before the recovered entries: their slots must be available
     // Prefix blocks persisted by an earlier context over the same file and model.
     for (const DiskIndexEntry& entry : kv->disk_tier_.store->recovered_entries()) {
       const int32_t slot = static_cast<int32_t>(entry.slot);
@@ -106,16 +120,52 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
     // a block's use) leave the stepping thread.
     kv->disk_tier_.jobs = std::make_unique<DiskJobs>(kv->disk_tier_.store.get());
   }
+  kv->AdmitPreparedSlots();
   return kv;
 }
 
+void KvCacheManager::AdmitPreparedSlots() {
+  // A preparation's end is noted once: its error kept (and a disk one counted as an I/O
+  // error), so a stats reader sees why a tier stopped short of its budget.
+  auto note_end = [this](Tier tier, bool done, const std::function<absl::Status()>& status) {
+    Preparation& p = preparation_[static_cast<int>(tier)];
+    if (p.ended || !done) return;
+    p.ended = true;
+    const absl::Status failure = status();
+    if (failure.ok()) return;
+    p.error = std::string(failure.message());
+    if (tier == Tier::kDisk) ++counters_.io_errors;
+  };
+  if (host_region_ != nullptr) {
+    // Read done() first: a preparation done then has its final ready_bytes() already.
+    const bool done = host_region_->done();
+    pool(Tier::kHost).MakeAvailable(static_cast<int64_t>(host_region_->ready_bytes() / block_bytes_));
+    note_end(Tier::kHost, done, [this] { return host_region_->status(); });
+  }
+  if (disk_tier_.preparer != nullptr) {
+    const bool done = disk_tier_.preparer->done();
+    pool(Tier::kDisk).MakeAvailable(disk_tier_.preparer->ready());
+    note_end(Tier::kDisk, done, [this] { return disk_tier_.preparer->status(); });
+  }
+}
+
+void KvCacheManager::WaitForPreparedTiers() {
+  if (host_region_ != nullptr) host_region_->WaitUntilDone();
+  if (disk_tier_.preparer != nullptr) disk_tier_.preparer->Wait();
+  AdmitPreparedSlots();
+}
+
 KvCacheManager::~KvCacheManager() {
+  // Nothing more is prepared: the chunks in progress finish while the rest is drained.
+  if (host_region_ != nullptr) host_region_->CancelPinning();
+  if (disk_tier_.preparer != nullptr) disk_tier_.preparer->Cancel();
   DrainCopies();  // lands swap-outs and write-backs (the host slots they fill are freed below)
   DrainDiskReads();  // the reader writes into host slots: done before they are freed
   // Lands the disk writes in flight (their slots join the disk cache, so they are persisted
   // below), then stops the I/O threads before the store closes and the host memory is freed.
   DrainDiskWrites();
   disk_tier_.jobs.reset();
+  disk_tier_.preparer.reset();  // waits for the chunk being reserved: then no thread uses the store
   if (disk_tier_.store != nullptr) {
     // Keep what the prefix cache holds for the next context: device and host entries not
     // yet on disk are written there while slots last.
@@ -147,7 +197,7 @@ KvCacheManager::~KvCacheManager() {
     }
     PersistIndexIfDirty(/*now=*/true);
   }
-  if (host_memory_ != nullptr) backend_->FreeHostMemory(host_memory_);
+  host_region_.reset();  // unpins what was pinned, releases the region
   if (staging_.memory != nullptr) backend_->FreeHostMemory(staging_.memory);
 }
 

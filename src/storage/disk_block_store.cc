@@ -2,6 +2,7 @@
 // the header): counters are atomics, SaveIndex holds index_mu_.
 #include "storage/disk_block_store.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -78,12 +79,17 @@ absl::StatusOr<std::unique_ptr<DiskBlockStore>> DiskBlockStore::Open(
   geometry.block_tokens = options.block_tokens;
   geometry.model_fingerprint = options.model_fingerprint;
   FileIo* io = options.io != nullptr ? options.io : DefaultFileIo();
+  const int64_t reserved_slots =
+      std::clamp<int64_t>(options.slots_reserved_at_open.value_or(options.num_slots), 0, options.num_slots);
   ASSIGN_OR_RETURN(
       std::unique_ptr<RandomAccessFile> file,
       io->OpenForReadWrite(options.path,
-                           static_cast<int64_t>(slot_bytes) * options.num_slots));
+                           static_cast<int64_t>(slot_bytes) * reserved_slots));
+  ASSIGN_OR_RETURN(const int64_t file_size, file->Size());
   std::unique_ptr<DiskBlockStore> store(
       new DiskBlockStore(options.path, geometry, io, std::move(file)));
+  store->slots_in_file_at_open_ =
+      std::min<int64_t>(options.num_slots, file_size / static_cast<int64_t>(slot_bytes));
   store->LoadIndex();
   return store;
 }
@@ -125,6 +131,14 @@ absl::Status DiskBlockStore::CheckSlot(int64_t slot) const {
 absl::Status DiskBlockStore::CountIo(absl::Status status) {
   if (IsIoError(status)) io_errors_.fetch_add(1, std::memory_order_relaxed);
   return status;
+}
+
+absl::Status DiskBlockStore::PreallocateSlots(int64_t begin, int64_t end) {
+  if (begin < 0 || end > geometry_.num_slots || begin > end) {
+    return absl::InvalidArgumentError(absl::StrCat("disk slots [", begin, ", ", end, ") outside [0, ",
+                                                   geometry_.num_slots, "]"));
+  }
+  return CountIo(file_->Allocate(begin * slot_bytes_, (end - begin) * slot_bytes_));
 }
 
 absl::Status DiskBlockStore::Write(int64_t slot, uint64_t block_hash, int32_t token_count,
