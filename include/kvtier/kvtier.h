@@ -234,10 +234,19 @@ KVT_API const char* kvt_request_errmsg(const kvt_request* request);
 
 /* ---------------------------------------------------------------- context */
 
-/** One engine: KV pools, scheduler, sequences. Pools are allocated whole here. On the
- * CUDA backend, creation also runs warm-up forwards on a scratch block (kernel loading,
- * one captured decode graph per batch size; about 0.2 s for an 8B model on an H200) so
- * that the first request is as fast as the rest. */
+/** One engine: KV pools, scheduler, sequences. The device pool is allocated whole here.
+ * The host and disk tiers do not make creation wait, whatever their sizes: the host tier's
+ * memory is reserved here and (CUDA) pinned on a background thread a chunk at a time; the
+ * disk file is opened, locked and reserved up to its first 64 MiB here, the rest in the
+ * background. Their budgets hold from the start (admission, capacity_bytes), and their
+ * slots are used as they become ready (statistics tiers.host.ready_bytes and
+ * tiers.disk.ready_bytes, updated each step): until then a swap that finds no ready slot
+ * goes to the next tier or recomputes, as when the tier is full. A disk that fills up
+ * before its file is reserved leaves the disk tier at what was reserved
+ * (tiers.disk.preparation_error, io_errors); freeing the context stops the preparation.
+ * On the CUDA backend, creation also runs warm-up forwards on a scratch block (kernel
+ * loading, one captured decode graph per batch size; about 0.2 s for an 8B model on an
+ * H200) so that the first request is as fast as the rest. */
 typedef struct kvt_context kvt_context;
 
 /** Errors: KVT_ERR_INVALID_ARGUMENT, KVT_ERR_UNSUPPORTED (backend not usable),

@@ -90,13 +90,13 @@ class Gate {
 class PinLedger {
  public:
   Gate& gate() { return gate_; }
-  int64_t pins() const { return Locked([&] { return pins_; }); }
-  int64_t unpins() const { return Locked([&] { return unpins_; }); }
-  int64_t releases() const { return Locked([&] { return releases_; }); }
+  int64_t pins() const { return Read(pins_); }
+  int64_t unpins() const { return Read(unpins_); }
+  int64_t releases() const { return Read(releases_); }
   // Regions released while a chunk of them was still pinned (must stay 0).
-  int64_t released_while_pinned() const { return Locked([&] { return released_while_pinned_; }); }
+  int64_t released_while_pinned() const { return Read(released_while_pinned_); }
   // Copies that touched reserved host memory not pinned (yet or any more); must stay 0.
-  int64_t unpinned_copies() const { return Locked([&] { return unpinned_copies_; }); }
+  int64_t unpinned_copies() const { return Read(unpinned_copies_); }
 
   void Reserved(const void* base, size_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -143,10 +143,9 @@ class PinLedger {
 
  private:
   static uintptr_t Address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
-  template <typename F>
-  auto Locked(F f) const {
+  int64_t Read(const int64_t& counter) const {
     std::lock_guard<std::mutex> lock(mu_);
-    return f();
+    return counter;
   }
 
   Gate gate_;

@@ -28,7 +28,6 @@ namespace kvtier {
 namespace {
 
 using testing::FakeBackend;
-using testing::FakeFileIo;
 using testing::Gate;
 using testing::GatedFileIo;
 using testing::GatedPinBackend;
@@ -403,7 +402,7 @@ TEST(TierPreparationEngineTest, AContextUsedWhileItsHostTierIsPinnedMatchesOneTh
   EXPECT_GT(s["swaps_out"].get<int64_t>(), 0) << s.dump();
   EXPECT_EQ(s["swaps_in"], s["swaps_out"]);
   EXPECT_GT(steps_swapped_while_partial, 0) << s.dump();
-  EXPECT_LT(ledger->pins(), chunks);  // still pinning: the free below cancels it
+  EXPECT_LT(ledger->pins(), chunks) << "steps " << s["steps"] << ", partial " << steps_swapped_while_partial;  // still pinning: the free below cancels it
   EXPECT_EQ(ledger->unpinned_copies(), 0);
 
   std::thread free_it([&] { engine.reset(); });

@@ -19,7 +19,6 @@
 namespace kvtier {
 namespace {
 
-using ::kvtier::testing::FakeFileIo;
 using ::kvtier::testing::StorageTempDir;
 
 TEST(DiskPreallocationTest, PosixAllocateGrowsTheFileAndReservesItsSpace) {

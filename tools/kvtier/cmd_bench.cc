@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -53,6 +54,8 @@ Runs the workloads of docs/WORKLOADS.md through the C API and prints figure / li
   --tier-time-limit S  per-workload cap for W5/W6/W6b (default: --time-limit)
 W6 leaves DIR/w6.kvdisk behind; `--workload W6b` in a NEW process then runs the same
 prompts over that file (disk hits after a restart). W6b is not part of `all`.
+C<N> (e.g. C0,C1,C32): context creation with an N GiB host tier and an 8 GiB disk tier in
+--tier-dir, on --backend (cpu: the small model); not part of `all`.
 )";
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
@@ -111,6 +114,7 @@ struct RunResult {
   int64_t steps = 0;
   json stats;
   int64_t peak_process_mib = 0, peak_device_mib = 0;
+  double context_create_s = NAN;     // kvt_context_create (NAN when run in an existing context)
 };
 
 struct Handles {
@@ -164,11 +168,13 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
     }
   }
   if (sampler) sampler->ResetPeaks();
+  const auto t_create = Clock::now();
   if (kvt_status s = existing != nullptr ? KVT_OK : kvt_context_create(model, h.options, &h.context, err, sizeof err);
       s != KVT_OK) {
     r.error = std::string("context: ") + kvt_status_string(s) + ": " + err;
     return r;
   }
+  if (existing == nullptr) r.context_create_s = Seconds(t_create, Clock::now());
   const int32_t vocab = kvt_model_vocab_size(model);
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> dist(1, vocab - 1);
@@ -538,6 +544,127 @@ void RunW6(kvt_model* model, bool restart, WorkloadSpec w, const std::string& ti
                    "all first tokens at " + Fmt(batch_r.all_first_s, 2) + " s"});
 }
 
+// C<N>: creating a context with an N GiB host tier and an 8 GiB disk tier (a new file in
+// --tier-dir). Figures: kvt_context_create (context_create_s), the first token of a
+// 16-token prompt right after it (first_token_s, from creation), the host tier pinned and
+// the disk file reserved in the background (host_ready_s, disk_ready_s: stats
+// tiers.*.ready_bytes reaching capacity_bytes while the context steps idle, from
+// creation), and kvt_context_free (context_free_s). With C0 in the same run, each C<N>
+// also reports tier_overhead_s = its creation minus C0's (what the tier sizes add).
+std::optional<int64_t> ContextCreateHostGib(const std::string& id) {
+  if (id.size() < 2 || id[0] != 'C' || id.size() > 6) return std::nullopt;
+  for (size_t i = 1; i < id.size(); ++i) {
+    if (id[i] < '0' || id[i] > '9') return std::nullopt;
+  }
+  return std::stoll(id.substr(1));
+}
+
+void RunContextCreate(kvt_model* model, const std::string& id, int64_t host_gib, const std::string& backend,
+                      const std::string& gpu_kv, const std::string& tier_dir, double time_limit,
+                      std::map<std::string, double>* create_s, json* out, std::vector<Row>* rows) {
+  std::filesystem::create_directories(tier_dir);
+  const std::string disk = tier_dir + "/ctx-create.kvdisk";
+  std::error_code ec;
+  std::filesystem::remove(disk, ec);
+  std::filesystem::remove(disk + ".index", ec);
+  const std::map<std::string, std::string> options = {{"backend", backend},
+                                                      {"gpu_kv_bytes", gpu_kv},
+                                                      {"host_kv_bytes", std::to_string(host_gib) + "GiB"},
+                                                      {"disk_kv_bytes", "8GiB"},
+                                                      {"disk_path", disk}};
+  json j = {{"options", options}, {"host_gib", host_gib}, {"ok", false}};
+  auto fail = [&](const std::string& what) {
+    j["error"] = what;
+    (*out)["workloads"][id] = j;
+    rows->push_back({id, "failed", "", NAN, NAN, NAN, NAN, true, what});
+  };
+  kvt_options* o = nullptr;
+  kvt_options_create(&o);
+  if (SetCudaOptionsFromEnvironment(o) != KVT_OK) {
+    const std::string what = std::string("KVTIER_CUDA_*: ") + kvt_options_errmsg(o);
+    kvt_options_free(o);
+    return fail(what);
+  }
+  for (const auto& [key, value] : options) {
+    if (kvt_options_set_string(o, key.c_str(), value.c_str()) != KVT_OK) {
+      const std::string what = "option " + key + ": " + kvt_options_errmsg(o);
+      kvt_options_free(o);
+      return fail(what);
+    }
+  }
+  kvt_context* ctx = nullptr;
+  char err[2048] = {0};
+  const auto t0 = Clock::now();
+  const kvt_status cs = kvt_context_create(model, o, &ctx, err, sizeof err);
+  const double created = Seconds(t0, Clock::now());
+  kvt_options_free(o);
+  if (cs != KVT_OK) return fail(std::string("context: ") + kvt_status_string(cs) + ": " + err);
+  j["context_create_s"] = created;
+  (*create_s)[id] = created;
+  // The first token right after creation, while the tiers are still being prepared.
+  kvt_request* req = nullptr;
+  kvt_request_create(&req);
+  std::vector<int32_t> prompt(16);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(1 + i);
+  kvt_request_set_prompt_tokens(req, prompt.data(), static_cast<int32_t>(prompt.size()));
+  kvt_request_set_max_new_tokens(req, 1);
+  int32_t token = 0, len = 0;
+  const kvt_status gs = kvt_generate(ctx, req, &token, 1, &len, nullptr);
+  kvt_request_free(req);
+  j["first_token_s"] = Seconds(t0, Clock::now());
+  std::string error = gs == KVT_OK ? "" : std::string("generate: ") + kvt_status_string(gs) + ": " + kvt_context_errmsg(ctx);
+  // Idle steps pick up what the background threads prepared (stats are exact per step).
+  kvt_events* events = nullptr;
+  kvt_events_create(&events);
+  json host_ready = nullptr, disk_ready = nullptr, stats;
+  while (error.empty() && (host_ready.is_null() || disk_ready.is_null())) {
+    if (kvt_status ss = kvt_step(ctx, events); ss != KVT_OK) {
+      error = std::string("step: ") + kvt_status_string(ss) + ": " + kvt_context_errmsg(ctx);
+      break;
+    }
+    stats = ContextStats(ctx);
+    const double now = Seconds(t0, Clock::now());
+    auto ready = [&](const char* tier) {
+      return JsonNum(stats, {"tiers", tier, "ready_bytes"}) >= JsonNum(stats, {"tiers", tier, "capacity_bytes"});
+    };
+    if (host_ready.is_null() && ready("host")) host_ready = now;
+    if (disk_ready.is_null() && ready("disk")) disk_ready = now;
+    for (const char* tier : {"host", "disk"}) {
+      if (stats["tiers"][tier].contains("preparation_error")) {
+        error = std::string(tier) + ": " + stats["tiers"][tier]["preparation_error"].get<std::string>();
+      }
+    }
+    if (now > time_limit) {
+      error = "time limit " + Fmt(time_limit, 0) + " s reached before the tiers were ready";
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  kvt_events_free(events);
+  j["host_ready_s"] = host_ready;
+  j["disk_ready_s"] = disk_ready;
+  j["tiers"] = stats.is_object() ? stats["tiers"] : json(nullptr);
+  const auto t_free = Clock::now();
+  kvt_context_free(ctx);
+  j["context_free_s"] = Seconds(t_free, Clock::now());
+  std::filesystem::remove(disk, ec);
+  std::filesystem::remove(disk + ".index", ec);
+  j["ok"] = error.empty();
+  j["error"] = error;
+  std::string note = "first token " + Fmt(j["first_token_s"].get<double>(), 3) + " s, host ready " +
+                     (host_ready.is_null() ? std::string("-") : Fmt(host_ready.get<double>(), 2)) + " s, disk ready " +
+                     (disk_ready.is_null() ? std::string("-") : Fmt(disk_ready.get<double>(), 2)) + " s, free " +
+                     Fmt(j["context_free_s"].get<double>(), 2) + " s";
+  if (auto c0 = create_s->find("C0"); c0 != create_s->end() && id != "C0") {
+    j["tier_overhead_s"] = created - c0->second;
+    note += ", C0 " + Fmt(c0->second, 3) + " s";
+  }
+  if (!error.empty()) note += "; " + error;
+  (*out)["workloads"][id] = j;
+  rows->push_back({id, "context create s (host " + std::to_string(host_gib) + " GiB)", "s", created, NAN, NAN, 1.0,
+                   false, note});
+}
+
 int BenchMain(int argc, char** argv) {
   auto args = Args::Parse(argc, argv,
                           {"workload", "model", "model-cache", "small-model", "json", "ceilings", "baseline",
@@ -654,6 +781,7 @@ int BenchMain(int argc, char** argv) {
               {"all_first_token_s", r.all_first_s}, {"decode_s", r.decode_s}, {"generated", r.generated},
               {"decode_tokens", r.decode_tokens}, {"steps", r.steps},
               {"gpu_peak_process_mib_nvidia_smi", r.peak_process_mib}, {"gpu_peak_device_mib_nvidia_smi", r.peak_device_mib}};
+    if (!std::isnan(r.context_create_s)) j["context_create_s"] = r.context_create_s;
     if (!r.stats.is_null()) {
       j["gpu_allocs_after_init"] = r.stats.value("gpu_allocs_after_init", -1);
       j["preemptions"] = r.stats.value("preemptions", -1);
@@ -683,9 +811,37 @@ int BenchMain(int argc, char** argv) {
       f << out.dump(2) << "\n";
     }
   };
+  std::map<std::string, double> context_create_s;  // C<N> workload -> creation time
   for (const std::string& id : workloads) {
     write_partial();
     std::fprintf(stderr, "bench: %s ... (%.0f s)\n", id.c_str(), Seconds(bench_start, Clock::now()));
+    if (std::optional<int64_t> host_gib = ContextCreateHostGib(id)) {
+      // The CPU backend runs the small model (W7's); the GPU one the 8B model.
+      kvt_model* model = nullptr;
+      if (backend == "cpu") {
+        std::string dir = args->GetOr("small-model", "");
+        if (dir.empty()) {
+          auto made = EnsureCheckpoint("small-llama", "bench-model/small-llama");
+          if (!made.ok()) {
+            out["workloads"][id] = {{"ok", false}, {"error", std::string(made.status().message())}};
+            continue;
+          }
+          dir = *made;
+        }
+        char err[1024];
+        if (kvt_model_load(dir.c_str(), &model, err, sizeof err) != KVT_OK) {
+          out["workloads"][id] = {{"ok", false}, {"error", err}};
+          continue;
+        }
+      } else if (!load_big()) {
+        out["workloads"][id] = {{"ok", false}, {"error", "model load failed"}};
+        continue;
+      }
+      RunContextCreate(model != nullptr ? model : big, id, *host_gib, backend, backend == "cpu" ? "64MiB" : "1GiB",
+                       tier_dir, *tier_time_limit, &context_create_s, &out, &rows);
+      if (model != nullptr) kvt_model_free(model);
+      continue;
+    }
     if (id == "W7") {
       std::string dir = args->GetOr("small-model", "");
       if (dir.empty()) {
