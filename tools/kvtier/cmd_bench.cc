@@ -601,6 +601,19 @@ void RunContextCreate(kvt_model* model, const std::string& id, int64_t host_gib,
   if (cs != KVT_OK) return fail(std::string("context: ") + kvt_status_string(cs) + ": " + err);
   j["context_create_s"] = created;
   (*create_s)[id] = created;
+  json host_ready = nullptr, disk_ready = nullptr, stats;
+  // A tier ready when first seen at or above its capacity: right after creation (a backend
+  // that does not pin, a file reserved before), else at an idle step below.
+  auto observe = [&] {
+    stats = ContextStats(ctx);
+    const double now = Seconds(t0, Clock::now());
+    auto ready = [&](const char* tier) {
+      return JsonNum(stats, {"tiers", tier, "ready_bytes"}) >= JsonNum(stats, {"tiers", tier, "capacity_bytes"});
+    };
+    if (host_ready.is_null() && ready("host")) host_ready = now;
+    if (disk_ready.is_null() && ready("disk")) disk_ready = now;
+  };
+  observe();
   // The first token right after creation, while the tiers are still being prepared.
   kvt_request* req = nullptr;
   kvt_request_create(&req);
@@ -616,19 +629,13 @@ void RunContextCreate(kvt_model* model, const std::string& id, int64_t host_gib,
   // Idle steps pick up what the background threads prepared (stats are exact per step).
   kvt_events* events = nullptr;
   kvt_events_create(&events);
-  json host_ready = nullptr, disk_ready = nullptr, stats;
   while (error.empty() && (host_ready.is_null() || disk_ready.is_null())) {
     if (kvt_status ss = kvt_step(ctx, events); ss != KVT_OK) {
       error = std::string("step: ") + kvt_status_string(ss) + ": " + kvt_context_errmsg(ctx);
       break;
     }
-    stats = ContextStats(ctx);
+    observe();
     const double now = Seconds(t0, Clock::now());
-    auto ready = [&](const char* tier) {
-      return JsonNum(stats, {"tiers", tier, "ready_bytes"}) >= JsonNum(stats, {"tiers", tier, "capacity_bytes"});
-    };
-    if (host_ready.is_null() && ready("host")) host_ready = now;
-    if (disk_ready.is_null() && ready("disk")) disk_ready = now;
     for (const char* tier : {"host", "disk"}) {
       if (stats["tiers"][tier].contains("preparation_error")) {
         error = std::string(tier) + ": " + stats["tiers"][tier]["preparation_error"].get<std::string>();
