@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <functional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -122,37 +121,6 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
   }
   kv->AdmitPreparedSlots();
   return kv;
-}
-
-void KvCacheManager::AdmitPreparedSlots() {
-  // A preparation's end is noted once: its error kept (and a disk one counted as an I/O
-  // error), so a stats reader sees why a tier stopped short of its budget.
-  auto note_end = [this](Tier tier, bool done, const std::function<absl::Status()>& status) {
-    Preparation& p = preparation_[static_cast<int>(tier)];
-    if (p.ended || !done) return;
-    p.ended = true;
-    const absl::Status failure = status();
-    if (failure.ok()) return;
-    p.error = std::string(failure.message());
-    if (tier == Tier::kDisk) ++counters_.io_errors;
-  };
-  if (host_region_ != nullptr) {
-    // Read done() first: a preparation done then has its final ready_bytes() already.
-    const bool done = host_region_->done();
-    pool(Tier::kHost).MakeAvailable(static_cast<int64_t>(host_region_->ready_bytes() / block_bytes_));
-    note_end(Tier::kHost, done, [this] { return host_region_->status(); });
-  }
-  if (disk_tier_.preparer != nullptr) {
-    const bool done = disk_tier_.preparer->done();
-    pool(Tier::kDisk).MakeAvailable(disk_tier_.preparer->ready());
-    note_end(Tier::kDisk, done, [this] { return disk_tier_.preparer->status(); });
-  }
-}
-
-void KvCacheManager::WaitForPreparedTiers() {
-  if (host_region_ != nullptr) host_region_->WaitUntilDone();
-  if (disk_tier_.preparer != nullptr) disk_tier_.preparer->Wait();
-  AdmitPreparedSlots();
 }
 
 KvCacheManager::~KvCacheManager() {

@@ -481,6 +481,8 @@ class KvCacheManager {
   BlockHash PromptBlockHash(std::optional<BlockHash> parent, std::span<const int32_t> tokens, int64_t i) const;
   // The invariants of the host and disk tiers (kv_cache_integrity.cc).
   absl::Status VerifyLowerTier(Tier tier) const;
+  // Records how a tier's background preparation ended (kv_cache_preparation.cc).
+  void NotePreparationEnd(Tier tier, const absl::Status& status);
 
   static constexpr std::chrono::milliseconds kIndexSaveInterval{1000};  // between index saves
 
