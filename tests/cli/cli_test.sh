@@ -80,7 +80,7 @@ check() {
 # The tiny random model the groups share (written by mkmodel: tested in its own group).
 model=$work/model
 make_model() {
-  "$kvtier" mkmodel --force --preset tiny-llama --seed 7 --out "$model" >/dev/null || {
+  "$kvtier" mkmodel --force --preset tiny-llama --seed 7 --out "$model" >/dev/null 2>&1 || {
     echo "FAIL: cannot make the test model"
     exit 1
   }
@@ -230,6 +230,7 @@ signal)
     disk=$work/kv-$sig.disk
     rm -f "$disk" "$disk".*
     "$kvtier" run --model "$model" --backend cpu --prompt-ids "$prompt" --max-tokens 1900 --ignore-eos \
+      --prompt-ids "$prompt,3" --prompt-ids "$prompt,4" --prompt-ids "$prompt,5" --prompt-ids "$prompt,6" \
       --prompt-ids "$prompt,7" --prompt-ids "$prompt,8" --prompt-ids "$prompt,9" \
       --max-running 1 --max-tokens-per-step 16 --disk-kv-bytes 8MiB --disk-path "$disk" \
       >"$work/out" 2>"$work/err" &
@@ -262,7 +263,7 @@ bench)
   usage_error bench "W7 needs --small-model DIR or --make-model DIR" --workload W7
   usage_error bench "W5, W6 and W6b need --tier-dir DIR for their disk-tier files (32.0 GiB for W5, 16.0 GiB for W6)" --workload W5 --model "$model"
   rm -rf "$work/occupied" && mkdir -p "$work/occupied/small-llama" && echo notes >"$work/occupied/small-llama/notes.txt"
-  expect 1 err "kvtier bench: $work/occupied/small-llama is not empty and holds no complete small-llama checkpoint (config.json is missing); bench writes a checkpoint only into an empty directory: remove it or pass another --make-model DIR" --workload W7 --make-model "$work/occupied"
+  expect 1 err "kvtier bench: $work/occupied/small-llama is not empty and holds no complete small-llama checkpoint (config.json is missing); bench writes a checkpoint only into an empty directory: remove it or pass another --make-model DIR" bench --workload W7 --make-model "$work/occupied"
   check "bench left the occupied directory alone" test "$(ls "$work/occupied/small-llama")" = notes.txt
   # Not enough room: a file system with less free space than W5's disk tier, if there is one.
   small_fs=""
@@ -286,6 +287,26 @@ bench)
   check "bench wrote the small model" test -f "$work/models/small-llama/config.json"
   check "bench wrote the JSON" grep -q '"W7"' "$work/bench.json"
   expect 0 err "bench: writes no checkpoint and no disk tier (only --json, if given)" bench --workload W7 --make-model "$work/models" --time-limit 120
+  # SIGINT while W7 generates: its sequences are cancelled, its context freed, the results so
+  # far written, exit 130.
+  rm -f "$work/bench.json"
+  "$kvtier" bench --workload W7 --small-model "$work/models/small-llama" --json "$work/bench.json" \
+    >"$work/out" 2>"$work/err" &
+  pid=$!
+  for _ in $(seq 1 600); do
+    grep -q '^bench: W7 \.\.\.' "$work/err" 2>/dev/null && break
+    sleep 0.05
+  done
+  kill -s INT "$pid"
+  wait "$pid"
+  status=$?
+  checks=$((checks + 1))
+  if [ "$status" -eq 130 ] && grep -qxF "kvtier bench: interrupted by SIGINT: the running workload's sequences were cancelled and its context freed" "$work/err"; then
+    echo "ok: bench SIGINT -> exit 130"
+  else
+    fail "bench SIGINT: exit status $status (expected 130) or no interruption message"
+  fi
+  check "bench SIGINT: the JSON says so" grep -q '"interrupted_by": "SIGINT"' "$work/bench.json"
   ;;
 
 *)

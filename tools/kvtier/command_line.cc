@@ -11,7 +11,7 @@
 namespace kvtier::cli {
 
 CommandLine::CommandLine(std::string command, std::string description)
-    : command_(std::move(command)), app_(std::move(description), "kvtier " + command_) {
+    : command_(std::move(command)), app_(std::move(description) + "\n", "kvtier " + command_) {
   app_.set_help_flag("-h,--help", "print this help and exit");
   // Leftovers are reported by Parse in this file's own words (unknown option / unexpected
   // argument) rather than as CLI11's ExtrasError.
