@@ -63,8 +63,9 @@ expect_re() {
 usage_error() {
   local command=$1 message=$2
   shift 2
+  local before=$failures
   expect 2 err "kvtier $command: $message" "$command" "$@"
-  if [ "$status" -eq 2 ] && ! grep -qxF "Try 'kvtier $command --help'." "$work/err"; then
+  if [ "$failures" -eq "$before" ] && ! grep -qxF "Try 'kvtier $command --help'." "$work/err"; then
     fail "kvtier $command $*: no pointer to --help"
   fi
 }
@@ -262,6 +263,7 @@ bench)
   usage_error bench "W1-W6 need --model DIR (a Llama-3-8B-shape checkpoint) or --make-model DIR (writes a random one, about 15 GiB, into DIR/llama3-8b)"
   usage_error bench "W7 needs --small-model DIR or --make-model DIR" --workload W7
   usage_error bench "W5, W6 and W6b need --tier-dir DIR for their disk-tier files (32.0 GiB for W5, 16.0 GiB for W6)" --workload W5 --model "$model"
+  expect 1 err "kvtier bench: --model: $work/nowhere holds no config.json" bench --workload W1 --model "$work/nowhere"
   rm -rf "$work/occupied" && mkdir -p "$work/occupied/small-llama" && echo notes >"$work/occupied/small-llama/notes.txt"
   expect 1 err "kvtier bench: $work/occupied/small-llama is not empty and holds no complete small-llama checkpoint (config.json is missing); bench writes a checkpoint only into an empty directory: remove it or pass another --make-model DIR" bench --workload W7 --make-model "$work/occupied"
   check "bench left the occupied directory alone" test "$(ls "$work/occupied/small-llama")" = notes.txt

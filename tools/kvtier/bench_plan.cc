@@ -51,6 +51,14 @@ absl::StatusOr<bool> NeedsWriting(const std::string& preset, const std::string& 
 
 bool Has(const BenchPlanInput& input, const char* id) { return input.workloads.count(id) > 0; }
 
+// A checkpoint directory given on the command line: checked now rather than when its
+// workload comes, possibly after a long run.
+absl::Status CheckGiven(const char* flag, const std::string& dir) {
+  std::error_code ec;
+  if (fs::is_regular_file(fs::path(dir) / "config.json", ec)) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(flag, ": ", dir, " holds no config.json"));
+}
+
 }  // namespace
 
 absl::StatusOr<BenchPlan> PlanBench(const BenchPlanInput& input) {
@@ -59,6 +67,7 @@ absl::StatusOr<BenchPlan> PlanBench(const BenchPlanInput& input) {
                                        [](const std::string& id) { return id != "W7"; });
   if (needs_model) {
     if (!input.model.empty()) {
+      if (absl::Status s = CheckGiven("--model", input.model); !s.ok()) return s;
       plan.model_dir = input.model;
     } else if (!input.make_model_dir.empty()) {
       plan.model_dir = (fs::path(input.make_model_dir) / kModelPreset).string();
@@ -73,6 +82,7 @@ absl::StatusOr<BenchPlan> PlanBench(const BenchPlanInput& input) {
   }
   if (Has(input, "W7")) {
     if (!input.small_model.empty()) {
+      if (absl::Status s = CheckGiven("--small-model", input.small_model); !s.ok()) return s;
       plan.small_model_dir = input.small_model;
     } else if (!input.make_model_dir.empty()) {
       plan.small_model_dir = (fs::path(input.make_model_dir) / kSmallModelPreset).string();

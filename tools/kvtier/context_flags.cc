@@ -132,7 +132,11 @@ std::string ContextFlags::InFlagTerms(const std::string& message) {
       for (const ContextOption& option : kOptions) {
         const std::string_view key = option.key;
         const size_t end = i + key.size();
-        if (message.compare(i, key.size(), key) == 0 && IsRightBoundary(message, end)) {
+        // Keys that are plain words ("backend", "threads") count only when quoted as a key
+        // ('backend'), so "the CUDA backend module" stays prose.
+        const bool is_key = key.find('_') != std::string_view::npos ||
+                            (i > 0 && message[i - 1] == '\'' && end < message.size() && message[end] == '\'');
+        if (is_key && message.compare(i, key.size(), key) == 0 && IsRightBoundary(message, end)) {
           out += FlagOf(option.key);
           i = end;
           replaced = true;

@@ -29,6 +29,7 @@ class ContextFlags {
 
   // `message` with each context option key it names replaced by the key's flag:
   // "gpu_kv_bytes 0 needs gpu_mem_limit > 0" -> "--gpu-kv-bytes 0 needs --gpu-mem-limit > 0".
+  // Keys that are plain words (backend, threads, preemption) only when quoted: 'backend'.
   static std::string InFlagTerms(const std::string& message);
 
   // "--gpu-mem-limit" for "gpu_mem_limit".
