@@ -285,10 +285,10 @@ bench)
   # W7 end to end: the small model is written (said first), then reused.
   rm -rf "$work/models"
   expect_re 0 err '^bench:   +[0-9.]+ GiB  small-llama checkpoint: ' bench --workload W7 --make-model "$work/models" \
-    --time-limit 120 --json "$work/bench.json"
+    --time-limit 5 --json "$work/bench.json"
   check "bench wrote the small model" test -f "$work/models/small-llama/config.json"
   check "bench wrote the JSON" grep -q '"W7"' "$work/bench.json"
-  expect 0 err "bench: writes no checkpoint and no disk tier (only --json, if given)" bench --workload W7 --make-model "$work/models" --time-limit 120
+  expect 0 err "bench: writes no checkpoint and no disk tier (only --json, if given)" bench --workload W7 --make-model "$work/models" --time-limit 1
   # SIGINT while W7 generates: its sequences are cancelled, its context freed, the results so
   # far written, exit 130.
   rm -f "$work/bench.json"
