@@ -278,9 +278,11 @@ int RunMain(int argc, char** argv) {
   if (signal_number != 0) {
     kvt_context_free(h.context);  // saves the cached blocks and the disk index
     h.context = nullptr;
+    const std::string disk = f.context.Get("disk_kv_bytes");
+    const bool disk_tier = !disk.empty() && disk != "0";
     return cl.Fail(InterruptExitStatus(signal_number),
-                   absl::StrCat("interrupted by ", InterruptName(signal_number),
-                                ": sequences cancelled, context freed (disk cache saved)"));
+                   absl::StrCat("interrupted by ", InterruptName(signal_number), ": sequences cancelled, context freed",
+                                disk_tier ? " (disk cache saved)" : ""));
   }
   return kExitOk;
 }
