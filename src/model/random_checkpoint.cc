@@ -205,7 +205,8 @@ float RandomWeight(uint64_t seed, const std::string& name, const std::vector<int
   return Draw(RuleFor(seed, name, shape), index);
 }
 
-absl::Status WriteRandomCheckpoint(const RandomCheckpointSpec& spec, const std::string& directory) {
+absl::Status WriteRandomCheckpoint(const RandomCheckpointSpec& spec, const std::string& directory,
+                                   const ProgressFn& progress) {
   ASSIGN_OR_RETURN(ModelConfig config, RandomCheckpointConfig(spec));
   std::error_code ec;
   std::filesystem::create_directories(directory, ec);
@@ -248,6 +249,7 @@ absl::Status WriteRandomCheckpoint(const RandomCheckpointSpec& spec, const std::
   SafetensorsWriteOptions options;
   options.max_shard_bytes = spec.max_shard_bytes;
   options.num_threads = spec.num_threads;
+  options.progress = progress;
   return WriteSafetensorsCheckpoint(directory, tensors, options);
 }
 

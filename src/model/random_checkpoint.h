@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/progress.h"
 #include "model/config.h"
 #include "model/tensor.h"
 
@@ -56,8 +57,10 @@ absl::StatusOr<ModelConfig> RandomCheckpointConfig(const RandomCheckpointSpec& s
 float RandomWeight(uint64_t seed, const std::string& name, const std::vector<int64_t>& shape, int64_t index);
 
 // Writes config.json, generation_config.json and the safetensors into `directory`
-// (created if missing; existing model files are replaced).
-absl::Status WriteRandomCheckpoint(const RandomCheckpointSpec& spec, const std::string& directory);
+// (created if missing; existing model files are replaced). `progress` (may be empty) hears
+// the stage "weights" (tensor bytes written); Cancelled when it asks to stop.
+absl::Status WriteRandomCheckpoint(const RandomCheckpointSpec& spec, const std::string& directory,
+                                   const ProgressFn& progress = {});
 
 }  // namespace kvtier
 

@@ -68,8 +68,14 @@ std::string BuildHeader(const std::vector<const TensorToWrite*>& tensors, const 
   return text;
 }
 
+// Bytes written so far of a whole checkpoint, for options.progress.
+struct WriteProgress {
+  std::atomic<int64_t> written{0};
+  int64_t total = 0;
+};
+
 absl::Status WriteFile(const std::string& path, const std::vector<const TensorToWrite*>& tensors,
-                       const SafetensorsWriteOptions& options) {
+                       const SafetensorsWriteOptions& options, WriteProgress* progress) {
   const std::string header = BuildHeader(tensors, options);
   uint8_t length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
@@ -111,7 +117,9 @@ absl::Status WriteFile(const std::string& path, const std::vector<const TensorTo
     std::atomic<size_t> next{0};
     std::atomic<bool> failed{false};
     std::mutex mu;
-    auto worker = [&]() {
+    // The calling thread reports progress after each of its own jobs (progress is heard
+    // on the calling thread only).
+    auto worker = [&](bool reports) {
       std::vector<uint8_t> buffer;
       for (size_t j = next.fetch_add(1); j < jobs.size() && !failed.load(); j = next.fetch_add(1)) {
         const Job& job = jobs[j];
@@ -119,6 +127,8 @@ absl::Status WriteFile(const std::string& path, const std::vector<const TensorTo
         buffer.resize(bytes);
         job.tensor->produce(job.first, job.count, buffer.data());
         absl::Status s = PwriteAll(fd, buffer.data(), bytes, job.file_offset, tmp);
+        const int64_t written = progress->written.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
+        if (s.ok() && reports) s = ReportProgress(options.progress, "weights", std::min(written, progress->total), progress->total);
         if (!s.ok()) {
           std::lock_guard<std::mutex> lock(mu);
           if (status.ok()) status = s;
@@ -127,8 +137,8 @@ absl::Status WriteFile(const std::string& path, const std::vector<const TensorTo
       }
     };
     std::vector<std::thread> pool;
-    for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
-    worker();
+    for (int i = 1; i < threads; ++i) pool.emplace_back(worker, false);
+    worker(true);
     for (std::thread& t : pool) t.join();
   }
   if (::close(fd) != 0 && status.ok()) status = ErrnoError("cannot close", tmp, errno);
@@ -179,8 +189,14 @@ absl::Status WriteSafetensorsFile(const std::string& path, const std::vector<Ten
                                   const SafetensorsWriteOptions& options) {
   RETURN_IF_ERROR(Validate(tensors));
   std::vector<const TensorToWrite*> all;
-  for (const TensorToWrite& t : tensors) all.push_back(&t);
-  return WriteFile(path, all, options);
+  WriteProgress progress;
+  for (const TensorToWrite& t : tensors) {
+    all.push_back(&t);
+    progress.total += t.nbytes();
+  }
+  RETURN_IF_ERROR(ReportProgress(options.progress, "weights", 0, progress.total));
+  RETURN_IF_ERROR(WriteFile(path, all, options, &progress));
+  return ReportProgress(options.progress, "weights", progress.total, progress.total);
 }
 
 absl::Status WriteSafetensorsCheckpoint(const std::string& directory, const std::vector<TensorToWrite>& tensors,
@@ -198,18 +214,25 @@ absl::Status WriteSafetensorsCheckpoint(const std::string& directory, const std:
     shard_bytes += t.nbytes();
     total_bytes += t.nbytes();
   }
-  if (shards.size() == 1) return WriteFile(directory + "/model.safetensors", shards[0], options);
+  WriteProgress progress;
+  progress.total = total_bytes;
+  RETURN_IF_ERROR(ReportProgress(options.progress, "weights", 0, total_bytes));
+  if (shards.size() == 1) {
+    RETURN_IF_ERROR(WriteFile(directory + "/model.safetensors", shards[0], options, &progress));
+    return ReportProgress(options.progress, "weights", total_bytes, total_bytes);
+  }
 
   nlohmann::json weight_map = nlohmann::json::object();
   for (size_t i = 0; i < shards.size(); ++i) {
     const std::string name = absl::StrFormat("model-%05d-of-%05d.safetensors", i + 1, shards.size());
-    RETURN_IF_ERROR(WriteFile(directory + "/" + name, shards[i], options));
+    RETURN_IF_ERROR(WriteFile(directory + "/" + name, shards[i], options, &progress));
     for (const TensorToWrite* t : shards[i]) weight_map[t->name] = name;
   }
   nlohmann::json index;
   index["metadata"] = {{"total_size", total_bytes}};
   index["weight_map"] = weight_map;
-  return WriteText(directory + "/model.safetensors.index.json", index.dump(2) + "\n");
+  RETURN_IF_ERROR(WriteText(directory + "/model.safetensors.index.json", index.dump(2) + "\n"));
+  return ReportProgress(options.progress, "weights", total_bytes, total_bytes);
 }
 
 }  // namespace kvtier

@@ -28,6 +28,7 @@
 #include "kvtier/kvtier.h"
 #include "model/random_checkpoint.h"
 #include "nlohmann/json.hpp"
+#include "progress_bar.h"
 
 namespace kvtier::cli {
 namespace {
@@ -164,6 +165,8 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
     }
   }
   if (sampler) sampler->ResetPeaks();
+  ProgressBar progress("bench " + w.id);
+  kvt_options_set_progress_callback(h.options, ProgressBar::Callback, &progress);
   if (kvt_status s = existing != nullptr ? KVT_OK : kvt_context_create(model, h.options, &h.context, err, sizeof err);
       s != KVT_OK) {
     r.error = std::string("context: ") + kvt_status_string(s) + ": " + err;
@@ -218,6 +221,8 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
   int with_first = 0;
   Clock::time_point t_all_first = t0;
   int64_t errors = 0;
+  int finished = 0;
+  progress.Update("sequences", 0, w.num_seqs);
   while (kvt_context_num_unfinished(h.context) > 0) {
     if (kvt_status s = kvt_step(h.context, h.events); s != KVT_OK) {
       r.error = std::string("step: ") + kvt_status_string(s) + ": " + kvt_context_errmsg(h.context);
@@ -230,6 +235,7 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
       int32_t token = 0, reason = 0;
       kvt_events_get(h.events, i, &seq, &token, &reason);
       if (reason == KVT_FINISH_REASON_ERROR || reason == KVT_FINISH_REASON_CANCELLED) ++errors;
+      if (reason != KVT_FINISH_REASON_NONE) progress.Update("sequences", ++finished, w.num_seqs);
       if (token == KVT_NO_TOKEN) continue;
       ++r.generated;
       if (have_all_first) ++r.decode_tokens;
@@ -301,7 +307,12 @@ absl::StatusOr<std::string> EnsureCheckpoint(const std::string& preset, const st
   if (!spec.ok()) return spec.status();
   const auto t0 = Clock::now();
   std::fprintf(stderr, "bench: writing random %s checkpoint to %s ...\n", preset.c_str(), dir.c_str());
-  absl::Status s = WriteRandomCheckpoint(*spec, dir);
+  ProgressBar progress("bench: writing " + preset);
+  absl::Status s = WriteRandomCheckpoint(*spec, dir, [&progress](std::string_view stage, int64_t done, int64_t total) {
+    progress.Update(std::string(stage), done, total);
+    return true;
+  });
+  progress.Finish();
   if (!s.ok()) return s;
   std::fprintf(stderr, "bench: wrote %s in %.1f s\n", dir.c_str(), Seconds(t0, Clock::now()));
   return dir;
@@ -639,7 +650,8 @@ int BenchMain(int argc, char** argv) {
     }
     char err[1024];
     const auto t0 = Clock::now();
-    if (kvt_model_load(dir.c_str(), &big, err, sizeof err) != KVT_OK) {
+    ProgressBar loading("bench: loading " + dir);
+    if (kvt_model_load_with_progress(dir.c_str(), ProgressBar::Callback, &loading, &big, err, sizeof err) != KVT_OK) {
       std::fprintf(stderr, "bench: load %s: %s\n", dir.c_str(), err);
       return false;
     }

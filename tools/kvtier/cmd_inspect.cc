@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "args.h"
 #include "command.h"
+#include "engine/request_defaults.h"
 #include "model/checkpoint.h"
 #include "nlohmann/json.hpp"
 
@@ -18,10 +19,11 @@ void PrintHelp() {
       "usage: kvtier inspect --model DIR [--json]\n\n"
       "Opens an HF checkpoint directory (validating config and every tensor) and prints\n"
       "its architecture, shapes, parameter count, stored weight bytes, fingerprint and\n"
-      "KV-cache bytes per token.\n");
+      "KV-cache bytes per token, and the request defaults in force: generation_config.json's\n"
+      "sampling fields as kvtier applies them to a request that does not set them.\n");
 }
 
-nlohmann::ordered_json Describe(const Checkpoint& ckpt) {
+nlohmann::ordered_json Describe(const Checkpoint& ckpt, const RequestDefaults& defaults) {
   const ModelConfig& c = ckpt.config();
   // K and V, every layer, every kv head: bytes one token occupies in the cache.
   const int64_t kv_elements_per_token = c.num_layers * 2 * c.num_kv_heads * c.head_dim;
@@ -60,6 +62,7 @@ nlohmann::ordered_json Describe(const Checkpoint& ckpt) {
   j["fingerprint"] = absl::StrFormat("%016x", ckpt.Fingerprint());
   j["kv_bytes_per_token_fp32"] = kv_elements_per_token * 4;
   j["kv_bytes_per_token_bf16"] = kv_elements_per_token * 2;
+  j["generation_defaults"] = RequestDefaultsJson(defaults, ckpt.generation_config());
   return j;
 }
 
@@ -84,7 +87,13 @@ int InspectMain(int argc, char** argv) {
     std::fprintf(stderr, "kvtier inspect: %s\n", std::string(ckpt.status().message()).c_str());
     return 1;
   }
-  nlohmann::ordered_json j = Describe(**ckpt);
+  // The same defaults kvt_model_load takes (and the same refusal of bad values).
+  auto defaults = RequestDefaultsFrom((*ckpt)->generation_config());
+  if (!defaults.ok()) {
+    std::fprintf(stderr, "kvtier inspect: %s/%s\n", model->c_str(), std::string(defaults.status().message()).c_str());
+    return 1;
+  }
+  nlohmann::ordered_json j = Describe(**ckpt, *defaults);
   if (args->GetOr("json", "false") != "false") {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;

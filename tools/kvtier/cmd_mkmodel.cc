@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "args.h"
 #include "command.h"
+#include "progress_bar.h"
 #include "tokenizer/byte_tokenizer_writer.h"
 #include "common/status_macros.h"
 #include "model/random_checkpoint.h"
@@ -164,7 +165,12 @@ int MkmodelMain(int argc, char** argv) {
     return 1;
   }
   const auto start = std::chrono::steady_clock::now();
-  absl::Status status = WriteRandomCheckpoint(*spec, *out);
+  ProgressBar writing("writing " + *out);
+  absl::Status status = WriteRandomCheckpoint(*spec, *out, [&writing](std::string_view stage, int64_t done, int64_t total) {
+    writing.Update(std::string(stage), done, total);
+    return true;
+  });
+  writing.Finish();
   if (!status.ok()) {
     std::fprintf(stderr, "kvtier mkmodel: %s\n", std::string(status.message()).c_str());
     return 1;

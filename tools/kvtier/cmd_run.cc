@@ -13,6 +13,7 @@
 #include "cuda_env.h"
 #include "kvtier/kvtier.h"
 #include "nlohmann/json.hpp"
+#include "progress_bar.h"
 
 namespace kvtier::cli {
 namespace {
@@ -26,9 +27,11 @@ when the model has a tokenizer.json, token ids otherwise.
   --prompt TEXT            a text prompt (needs tokenizer.json); repeatable
   --chat                   wrap each --prompt as a user message in the model's chat format
   --stop TEXT              stop string (repeatable; needs tokenizer.json)
-  --max-tokens N           new tokens per sequence (default 16)
-  --temperature T          0 = greedy (default 0)
-  --top-k K / --top-p P    sampling filters (default off)
+  --max-tokens N           new tokens per sequence
+  --temperature T          0 = greedy
+  --top-k K / --top-p P    sampling filters
+                           (sampling flags not given take the model's generation_config.json
+                           defaults, else 16 tokens, greedy, no filters: see kvtier inspect)
   --seed S                 per-sequence seed base; sequence i uses S+i (default 0)
   --stop-id ID             extra stop token (repeatable)
   --ignore-eos             do not stop at the model's eos ids
@@ -43,6 +46,8 @@ when the model has a tokenizer.json, token ids otherwise.
   --max-running N          sequences per batch (default 256)
   --preemption MODE        auto|swap|recompute (default auto)
   --json                   print one JSON object: sequences (tokens, text) and stats
+  --metrics FILE           write the statistics in the Prometheus text format to FILE
+                           ("-": stdout) when done
 )";
 
 int Fail(const std::string& message) {
@@ -78,6 +83,19 @@ struct Handles {
   }
 };
 
+// The context's statistics in the Prometheus text format, to path ("-": stdout).
+bool WriteMetrics(kvt_context* context, const std::string& path) {
+  int32_t len = 0;
+  if (kvt_context_metrics_text(context, nullptr, 0, &len) != KVT_OK) return false;
+  std::string text(static_cast<size_t>(len) + 1, '\0');
+  if (kvt_context_metrics_text(context, text.data(), len + 1, &len) != KVT_OK) return false;
+  text.resize(static_cast<size_t>(len));
+  FILE* out = path == "-" ? stdout : std::fopen(path.c_str(), "w");
+  if (out == nullptr) return false;
+  const bool written = std::fwrite(text.data(), 1, text.size(), out) == text.size();
+  return (path == "-" ? std::fflush(out) == 0 : std::fclose(out) == 0) && written;
+}
+
 const char* FinishName(int32_t reason) {
   switch (reason) {
     case KVT_FINISH_REASON_STOP: return "stop";
@@ -92,7 +110,7 @@ int RunMain(int argc, char** argv) {
   auto args = Args::Parse(argc, argv,
                           {"model", "prompt-ids", "prompt", "stop", "max-tokens", "temperature", "top-k", "top-p", "seed", "stop-id",
                            "backend", "threads", "gpu-kv-bytes", "host-kv-bytes", "disk-kv-bytes", "disk-path",
-                           "block-tokens", "max-tokens-per-step", "max-running", "preemption"},
+                           "block-tokens", "max-tokens-per-step", "max-running", "preemption", "metrics"},
                           {"json", "ignore-eos", "help", "chat"});
   if (!args.ok()) {
     std::fprintf(stderr, "kvtier run: %s\n\n%s", std::string(args.status().message()).c_str(), kUsage);
@@ -109,7 +127,10 @@ int RunMain(int argc, char** argv) {
   const bool json = args->Has("json");
   Handles h;
   char err[1024];
-  if (kvt_status s = kvt_model_load(args->Get("model")->c_str(), &h.model, err, sizeof err); s != KVT_OK) {
+  ProgressBar loading("loading model");
+  if (kvt_status s = kvt_model_load_with_progress(args->Get("model")->c_str(), ProgressBar::Callback, &loading,
+                                                  &h.model, err, sizeof err);
+      s != KVT_OK) {
     return Fail(std::string(kvt_status_string(s)) + ": " + err);
   }
   kvt_options_create(&h.options);
@@ -128,9 +149,11 @@ int RunMain(int argc, char** argv) {
       }
     }
   }
+  kvt_options_set_progress_callback(h.options, ProgressBar::Callback, &loading);
   if (kvt_status s = kvt_context_create(h.model, h.options, &h.context, err, sizeof err); s != KVT_OK) {
     return Fail(std::string(kvt_status_string(s)) + ": " + err);
   }
+  loading.Finish();
 
   auto max_tokens = args->GetInt("max-tokens", 16);
   auto temperature = args->GetDouble("temperature", 0.0);
@@ -171,10 +194,11 @@ int RunMain(int argc, char** argv) {
     for (const std::string& stop : args->GetAll("stop")) {
       if (s == KVT_OK) s = kvt_request_add_stop_string(r, stop.data(), static_cast<int32_t>(stop.size()));
     }
-    if (s == KVT_OK) s = kvt_request_set_max_new_tokens(r, static_cast<int32_t>(*max_tokens));
-    if (s == KVT_OK) s = kvt_request_set_temperature(r, static_cast<float>(*temperature));
-    if (s == KVT_OK) s = kvt_request_set_top_k(r, static_cast<int32_t>(*top_k));
-    if (s == KVT_OK) s = kvt_request_set_top_p(r, static_cast<float>(*top_p));
+    // Only the flags given: the others keep the model's defaults (generation_config.json).
+    if (s == KVT_OK && args->Has("max-tokens")) s = kvt_request_set_max_new_tokens(r, static_cast<int32_t>(*max_tokens));
+    if (s == KVT_OK && args->Has("temperature")) s = kvt_request_set_temperature(r, static_cast<float>(*temperature));
+    if (s == KVT_OK && args->Has("top-k")) s = kvt_request_set_top_k(r, static_cast<int32_t>(*top_k));
+    if (s == KVT_OK && args->Has("top-p")) s = kvt_request_set_top_p(r, static_cast<float>(*top_p));
     if (s == KVT_OK) s = kvt_request_set_seed(r, *seed + static_cast<int64_t>(i));
     if (s == KVT_OK) s = kvt_request_set_stop_tokens(r, stop_ids.data(), static_cast<int32_t>(stop_ids.size()));
     if (s == KVT_OK) s = kvt_request_set_ignore_eos(r, args->Has("ignore-eos") ? 1 : 0);
@@ -218,6 +242,9 @@ int RunMain(int argc, char** argv) {
   kvt_context_stats_json(h.context, stats_text.data(), stats_len + 1, &stats_len);
   stats_text.resize(static_cast<size_t>(stats_len));
   nlohmann::json stats = nlohmann::json::parse(stats_text);
+  if (auto path = args->Get("metrics")) {
+    if (!WriteMetrics(h.context, *path)) return Fail("--metrics: cannot write " + *path);
+  }
 
   if (json) {
     nlohmann::json out;
