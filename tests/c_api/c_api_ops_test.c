@@ -2,7 +2,7 @@
  * service uses them: the log callback, progress callbacks that can cancel, the Prometheus
  * metrics text and generation_config.json defaults.
  * Usage: c_api_ops_test MODEL_DIR SCRATCH_DIR (MODEL_DIR: the tiny Llama of mkmodel). */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,17 +307,23 @@ static int make_variant(const char* model_dir, const char* scratch, const char* 
                         char* out, size_t cap) {
   char from[1024], to[1024];
   const char* files[] = {"config.json", "model.safetensors"};
+  char* model = realpath(model_dir, NULL); /* the links must not depend on the working directory */
   FILE* f;
   size_t i;
+  if (model == NULL) return 0;
   snprintf(out, cap, "%s/%s", scratch, name);
   mkdir(scratch, 0755);
   mkdir(out, 0755);
   for (i = 0; i < 2; ++i) {
-    snprintf(from, sizeof from, "%s/%s", model_dir, files[i]);
+    snprintf(from, sizeof from, "%s/%s", model, files[i]);
     snprintf(to, sizeof to, "%s/%s", out, files[i]);
     unlink(to);
-    if (symlink(from, to) != 0) return 0;
+    if (symlink(from, to) != 0) {
+      free(model);
+      return 0;
+    }
   }
+  free(model);
   snprintf(to, sizeof to, "%s/generation_config.json", out);
   f = fopen(to, "w");
   if (f == NULL) return 0;
