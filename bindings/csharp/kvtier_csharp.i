@@ -25,7 +25,7 @@ CSHARP_ARRAYS(char, byte)
 %typemap(ctype) TYPE "void*"
 %typemap(imtype) TYPE "global::System.IntPtr"
 %typemap(cstype) TYPE "global::System.IntPtr"
-%typemap(in) TYPE %{ $1 = (TYPE)$input; %}
+%typemap(in) TYPE %{ $1 = ($1_ltype)$input; %}
 %typemap(csin) TYPE "$csinput"
 %enddef
 KVT_CS_INTPTR(kvt_log_fn)
