@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The CLI's operational output: progress on stderr when it is not a terminal (plain lines
-for mkmodel, model loading and context creation; nothing on stdout), and `kvtier inspect`
+for mkmodel, model loading and context creation; nothing on stdout), the library's warnings
+on stderr (KVTIER_LOG), and `kvtier inspect`
 showing the request defaults from generation_config.json (and refusing a bad value).
 
 Usage: cli_ops_test.py KVTIER_CLI WORK_DIR
@@ -37,6 +38,15 @@ def main() -> int:
     for stage in ("tensors", "weights", "kv_pools", "warmup"):
         expect(re.search(rf"^loading model: {stage} .*\([0-9.]+ s\)$", run.stderr, re.M),
                f"run: a line for the stage {stage}, got {run.stderr!r}")
+
+    # The library's warnings reach stderr through the CLI's log callback (KVTIER_LOG).
+    args = [cli, "run", "--model", str(model), "--backend", "cpu", "--threads", "2", "--prompt-ids", "1,2",
+            "--max-tokens", "1", "--host-kv-bytes", "100"]
+    warned = subprocess.run(args, capture_output=True, text=True, check=True)
+    expect(re.search(r"^kvtier: warning: host tier disabled: host_kv_bytes 100 holds no KV block of [0-9]+ bytes$",
+                     warned.stderr, re.M), f"run: the disabled tier's warning, got {warned.stderr!r}")
+    quiet = subprocess.run(args, capture_output=True, text=True, check=True, env={"KVTIER_LOG": "off"})
+    expect("host tier" not in quiet.stderr, f"KVTIER_LOG=off: {quiet.stderr!r}")
 
     (model / "generation_config.json").write_text(
         json.dumps({"do_sample": True, "temperature": 0.6, "top_p": 0.9, "eos_token_id": [2, 5]}))
