@@ -79,7 +79,8 @@ func levelToC(level LogLevel) int32 {
 // SetLogFunc sends the library's messages at minLevel and above to fn, for the whole
 // process (nil: off, the default; the library never writes to stderr by itself). fn may
 // be called from any goroutine or thread, several at once — the library's disk I/O threads
-// log too — so it must be safe for concurrent use and return quickly. Once SetLogFunc
+// log too — so it must be safe for concurrent use, return quickly and not call kvtier (a
+// context's lock may be held while it runs). Once SetLogFunc
 // returns, the previous function is never called again. With Go 1.21 or later, log/slog
 // takes the messages as they are:
 //

@@ -393,9 +393,9 @@ typedef void (*kvt_log_fn)(void* user_data, int32_t level, const char* message);
  * above; callback NULL turns logging off (the default: the library writes nothing, to
  * stderr or anywhere, by itself). The callback may be called from any thread — the thread
  * of the call that logs, or the library's own disk I/O threads — and from several at once:
- * it must be thread-safe, return quickly and must not call kvt_set_log_callback (that call
- * returns KVT_ERR_STATE); messages the library would log from inside the callback are
- * dropped. Once kvt_set_log_callback returns, the previous callback is not running and is
+ * it must be thread-safe and return quickly, and must not call into kvtier: some messages
+ * are logged while a context's internal lock is held (kvt_set_log_callback from inside
+ * returns KVT_ERR_STATE; messages the library would log from inside are dropped). Once kvt_set_log_callback returns, the previous callback is not running and is
  * never called again, so its user_data may be freed. Messages: a backend fallback
  * ("auto" using the CPU, and why), a tier disabled by its options, a corrupt disk block
  * detected, a failed disk write, a disk index that could not be used.

@@ -33,8 +33,8 @@ namespace Kvtier
 
         /// <summary>Sends the library's messages at minLevel and above to handler (null: off).
         /// The handler may be called from any thread, several at once — the library's disk I/O
-        /// threads log too — so it must be thread-safe and return quickly; what it throws is
-        /// dropped. Once SetHandler returns, the previous handler is never called again.</summary>
+        /// threads log too — so it must be thread-safe, return quickly and not call kvtier (a
+        /// context's lock may be held while it runs); what it throws is dropped. Once SetHandler returns, the previous handler is never called again.</summary>
         public static void SetHandler(Action<LogLevel, string> newHandler, LogLevel minLevel = LogLevel.Info)
         {
             lock (gate)

@@ -12,7 +12,8 @@ import java.util.logging.Logger;
  * logger named {@value #LOGGER_NAME}, where the application's handlers and levels apply as
  * to any other logger. Messages are off until {@link #setLevel} turns them on (the library
  * never writes to stderr by itself). Records are logged from whichever thread the library
- * logs on, including its own disk I/O threads.
+ * logs on, including its own disk I/O threads, sometimes while a context's lock is held: a
+ * handler must not call back into kvtier.
  *
  * <p>Levels: the library's DEBUG, INFO, WARN and ERROR become {@link Level#FINE},
  * {@link Level#INFO}, {@link Level#WARNING} and {@link Level#SEVERE}.
