@@ -60,6 +60,43 @@ class OpsTest {
     assertEquals(3, Logging.nativeLevel(Level.SEVERE));
   }
 
+  /** A corrupt disk block is found by the library's disk I/O thread, which logs it: the
+   *  record reaches java.util.logging from a thread the JVM did not start. */
+  @Test
+  void messagesFromTheLibrarysOwnThreads(@TempDir Path dir) throws Exception {
+    List<LogRecord> records = new ArrayList<>();
+    Handler handler = new Handler() {
+      @Override public synchronized void publish(LogRecord r) { records.add(r); }
+      @Override public void flush() {}
+      @Override public void close() {}
+    };
+    Path disk = dir.resolve("kv.disk");
+    ContextOptions options = cpu().blockTokens(4).diskKvBytes(16L << 20).diskPath(disk.toString());
+    int[] prompt = new int[24];
+    for (int i = 0; i < prompt.length; ++i) prompt[i] = 3 + (i * 37) % 200;
+    Logging.logger().addHandler(handler);
+    try (Model m = Model.load(MODEL)) {
+      try (Context c = Context.create(m, options)) {
+        c.generate(new Request(prompt).maxNewTokens(2).ignoreEos(true));
+      }  // freeing the context writes its cached prefix blocks to the disk tier
+      byte[] bytes = Files.readAllBytes(disk);
+      for (int i = 200; i < bytes.length; i += 1024) bytes[i] ^= 0x10;
+      Files.write(disk, bytes);
+      Logging.setLevel(Level.WARNING);
+      try (Context c = Context.create(m, options)) {
+        c.generate(new Request(prompt).maxNewTokens(2).ignoreEos(true));
+        assertTrue(c.stat("corrupt_blocks_detected") > 0, c.statsJson());
+      }
+    } finally {
+      Logging.setLevel(Level.OFF);
+      Logging.logger().removeHandler(handler);
+    }
+    synchronized (handler) {
+      assertTrue(records.stream().anyMatch(r -> r.getLevel() == Level.WARNING
+          && r.getMessage().contains("corrupt block detected")), "no record of the corrupt block");
+    }
+  }
+
   /** Each stage runs from 0 to its total, in the order given. */
   static void checkStages(List<Object[]> reports, String... want) {
     List<String> got = new ArrayList<>();
