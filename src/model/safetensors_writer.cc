@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -117,9 +118,9 @@ absl::Status WriteFile(const std::string& path, const std::vector<const TensorTo
     std::atomic<size_t> next{0};
     std::atomic<bool> failed{false};
     std::mutex mu;
-    // The calling thread reports progress after each of its own jobs (progress is heard
-    // on the calling thread only).
-    auto worker = [&](bool reports) {
+    std::condition_variable job_done;
+    int workers_left = threads;  // guarded by mu
+    auto worker = [&]() {
       std::vector<uint8_t> buffer;
       for (size_t j = next.fetch_add(1); j < jobs.size() && !failed.load(); j = next.fetch_add(1)) {
         const Job& job = jobs[j];
@@ -127,18 +128,45 @@ absl::Status WriteFile(const std::string& path, const std::vector<const TensorTo
         buffer.resize(bytes);
         job.tensor->produce(job.first, job.count, buffer.data());
         absl::Status s = PwriteAll(fd, buffer.data(), bytes, job.file_offset, tmp);
-        const int64_t written = progress->written.fetch_add(static_cast<int64_t>(bytes)) + static_cast<int64_t>(bytes);
-        if (s.ok() && reports) s = ReportProgress(options.progress, "weights", std::min(written, progress->total), progress->total);
+        progress->written.fetch_add(static_cast<int64_t>(bytes));
+        std::lock_guard<std::mutex> lock(mu);
         if (!s.ok()) {
-          std::lock_guard<std::mutex> lock(mu);
           if (status.ok()) status = s;
           failed = true;
         }
+        job_done.notify_one();
       }
+      std::lock_guard<std::mutex> lock(mu);
+      --workers_left;
+      job_done.notify_one();
     };
     std::vector<std::thread> pool;
-    for (int i = 1; i < threads; ++i) pool.emplace_back(worker, false);
-    worker(true);
+    if (!options.progress) {
+      for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
+      worker();
+    } else {
+      // Progress is heard on the calling thread only: it reports as the workers finish
+      // their jobs, and relays a cancel to them (they stop taking jobs).
+      for (int i = 0; i < threads; ++i) pool.emplace_back(worker);
+      // At least one report once every job is done, before the file is renamed into place,
+      // so that a cancel at the end still leaves no file.
+      std::unique_lock<std::mutex> lock(mu);
+      int64_t reported = -1;
+      bool done = false;
+      while (!done) {
+        job_done.wait(lock, [&] { return workers_left == 0 || progress->written.load() != reported; });
+        done = workers_left == 0;
+        reported = progress->written.load();
+        lock.unlock();
+        absl::Status heard =
+            ReportProgress(options.progress, "weights", std::min(reported, progress->total), progress->total);
+        lock.lock();
+        if (!heard.ok() && !failed.load()) {
+          if (status.ok()) status = heard;
+          failed = true;
+        }
+      }
+    }
     for (std::thread& t : pool) t.join();
   }
   if (::close(fd) != 0 && status.ok()) status = ErrnoError("cannot close", tmp, errno);
