@@ -366,8 +366,8 @@ KVT_API kvt_status kvt_context_stat(kvt_context* context, const char* name, int6
 /** Copies the context statistics in the Prometheus text exposition format (version 0.0.4)
  * into buf (NUL-terminated when buf_len > 0); *out_len gets the full length without the
  * NUL (call with buf_len 0 first to size the buffer). Serve it on /metrics as it is
- * (Content-Type: text/plain; version=0.0.4). Metrics are named kvtier_*: counters
- * (_total), gauges (tier capacity and usage by tier label, sequences by state) and
+ * (Content-Type: text/plain; version=0.0.4). Metric names begin with `kvtier_`: counters
+ * (ending in `_total`), gauges (tier capacity and usage by tier label, sequences by state) and
  * histograms of time to first token, inter-token latency and step duration with fixed
  * buckets; docs/METRICS.md lists each metric, its statistic and the bucket layouts. The same
  * numbers are in kvt_context_stats_json ("histograms" holds the bucket counts). */
