@@ -83,11 +83,16 @@ TEST(ProgressBarTest, PipeGetsQuartersOfASlowStage) {
   EXPECT_THAT(text, testing::ContainsRegex("bench W1: sequences 8/8 \\([0-9.]+ s\\)\n$"));
 }
 
-TEST(ProgressBarTest, CallbackNeverCancels) {
+TEST(ProgressBarTest, CallbackCancelsOnlyWhenAsked) {
   Captured out;
   ProgressBar bar("x", out.file(), false);
-  EXPECT_EQ(ProgressBar::Callback(&bar, "files", 0, 1), 0);
-  EXPECT_EQ(ProgressBar::Callback(&bar, "files", 1, 1), 0);
+  EXPECT_EQ(ProgressBar::Callback(&bar, "files", 0, 2), 0);
+  bool interrupted = false;
+  bar.CancelWhen([&interrupted] { return interrupted; });
+  EXPECT_EQ(ProgressBar::Callback(&bar, "files", 1, 2), 0);
+  interrupted = true;
+  EXPECT_NE(ProgressBar::Callback(&bar, "files", 2, 2), 0);
+  EXPECT_THAT(out.text(), HasSubstr("x: files 2/2"));  // the report is still shown
 }
 
 }  // namespace

@@ -97,8 +97,9 @@ void ProgressBar::Finish() {
 }
 
 int32_t ProgressBar::Callback(void* user_data, const char* stage, int64_t done, int64_t total) {
-  static_cast<ProgressBar*>(user_data)->Update(stage, done, total);
-  return 0;
+  auto* bar = static_cast<ProgressBar*>(user_data);
+  bar->Update(stage, done, total);
+  return bar->cancel_ && bar->cancel_() ? 1 : 0;
 }
 
 }  // namespace kvtier::cli

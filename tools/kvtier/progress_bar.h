@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 namespace kvtier::cli {
@@ -27,7 +28,12 @@ class ProgressBar {
   // Ends the current line on a terminal (later output starts on a fresh line).
   void Finish();
 
-  // A kvt_progress_fn whose user_data is a ProgressBar: reports and never cancels.
+  // Makes Callback ask the reporting call to stop once `cancel` returns true (e.g. when a
+  // SIGINT was caught: the load or context creation then ends with KVT_ERR_CANCELLED).
+  void CancelWhen(std::function<bool()> cancel) { cancel_ = std::move(cancel); }
+
+  // A kvt_progress_fn whose user_data is a ProgressBar: reports, and cancels when the
+  // CancelWhen predicate says so (never without one).
   static int32_t Callback(void* user_data, const char* stage, int64_t done, int64_t total);
 
  private:
@@ -43,6 +49,7 @@ class ProgressBar {
   bool line_open_ = false;        // terminals: a bar is on the current line
   std::chrono::steady_clock::time_point stage_start_;
   std::chrono::steady_clock::time_point last_draw_;
+  std::function<bool()> cancel_;  // empty: never cancels
 };
 
 }  // namespace kvtier::cli
