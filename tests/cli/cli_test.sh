@@ -142,6 +142,7 @@ usage)
   usage_error run "unexpected argument 'stray'" --model $m --prompt-ids 1 stray
   usage_error run "unexpected argument '3,4'" --model $m --prompt-ids 1,2 3,4
   usage_error run "--json takes no value" --model $m --prompt-ids 1 --json=1
+  usage_error run "--metrics: needs a value (FILE)" --model $m --prompt-ids 1 --metrics
   usage_error run "--model is required" --prompt-ids 1
   usage_error run "give at least one --prompt-ids or --prompt" --model $m
   usage_error mkmodel "--layers: -1 is out of range [1, 2147483647]" --out "$work/unused" --layers -1
@@ -220,6 +221,10 @@ run)
   expect_re 0 out '"finish_reason": "length"' run --model "$model" --backend cpu --prompt-ids 1,2,3 --prompt-ids 4 --max-tokens 2 --json
   expect_re 2 err '^kvtier run: sequence 0: .*vocab' run --model "$model" --backend cpu --prompt-ids 1,2,999999 --max-tokens 2
   expect_re 1 err '^kvtier run: ' run --model "$work/no-such-model" --prompt-ids 1
+  expect 1 err "kvtier run: --metrics: cannot write $work/no-such-dir/m.prom" run --model "$model" --backend cpu \
+    --prompt-ids 1,2 --max-tokens 1 --metrics "$work/no-such-dir/m.prom"
+  expect 0 out 'kvtier_generated_tokens_total 1' run --model "$model" --backend cpu --prompt-ids 1,2 \
+    --max-tokens 1 --ignore-eos --json --metrics -
   ;;
 
 signal)

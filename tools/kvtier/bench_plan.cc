@@ -5,12 +5,15 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <string>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "bench_context.h"
 #include "bench_tiers.h"
 #include "disk_space.h"
 #include "model/random_checkpoint.h"
+#include "progress_bar.h"
 
 namespace kvtier::cli::bench {
 namespace {
@@ -178,7 +181,14 @@ absl::Status WritePlannedCheckpoints(const BenchPlan& plan, FILE* log) {
     if (!spec.ok()) return spec.status();
     const auto t0 = std::chrono::steady_clock::now();
     std::fprintf(log, "bench: writing a random %s checkpoint to %s ...\n", preset, dir.c_str());
-    if (absl::Status s = WriteRandomCheckpoint(*spec, dir); !s.ok()) return s;
+    ProgressBar progress(std::string("bench: writing ") + preset);
+    absl::Status written =
+        WriteRandomCheckpoint(*spec, dir, [&progress](std::string_view stage, int64_t done, int64_t total) {
+          progress.Update(std::string(stage), done, total);
+          return true;
+        });
+    progress.Finish();
+    if (!written.ok()) return written;
     std::fprintf(log, "bench: wrote %s in %.1f s\n", dir.c_str(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }

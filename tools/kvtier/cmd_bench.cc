@@ -22,6 +22,7 @@
 #include "command.h"
 #include "command_line.h"
 #include "interrupt.h"
+#include "progress_bar.h"
 
 namespace kvtier::cli {
 namespace {
@@ -254,7 +255,12 @@ int BenchMain(int argc, char** argv) {
     if (model == nullptr) {
       char err[1024];
       const auto t0 = bench::Clock::now();
-      if (kvt_model_load(plan->model_dir.c_str(), &model, err, sizeof err) != KVT_OK) {
+      ProgressBar loading("bench: loading " + plan->model_dir);
+      loading.CancelWhen([] { return InterruptSignal() != 0; });  // a signal stops the load too
+      const kvt_status loaded = kvt_model_load_with_progress(plan->model_dir.c_str(), ProgressBar::Callback, &loading,
+                                                             &model, err, sizeof err);
+      loading.Finish();
+      if (loaded != KVT_OK) {
         std::fprintf(stderr, "bench: load %s: %s\n", plan->model_dir.c_str(), err);
         s.out["workloads"][id] = {{"ok", false}, {"error", std::string("model load failed: ") + err}};
         continue;
