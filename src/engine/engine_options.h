@@ -40,6 +40,9 @@ struct EngineOptions {
   CudaOptions cuda;
   // File system for the disk tier; nullptr = the real one (tests inject faults here).
   FileIo* file_io = nullptr;
+  // Tests of other disk paths: full blocks are not written to disk soon after filling
+  // (crash durability, KvCacheOptions::write_behind) but only when evicted or at shutdown.
+  bool disk_write_behind = true;
   // Tests: wraps the created backend (e.g. to delay its asynchronous copies); empty = none.
   std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>)> wrap_backend;
 

@@ -1,0 +1,102 @@
+// KvCacheManager's write-behind (the contract is at the top of kv_cache_manager.h): every
+// block cached on the device is written to the disk tier soon after, so that a crash keeps
+// it, without a step ever waiting for the disk. Stepping thread only.
+#include <algorithm>
+
+#include "kv/kv_cache_manager.h"
+
+namespace kvtier {
+namespace {
+
+// Bytes of write-behind writes in flight at most (and blocks, below): what a crash can
+// lose beyond the queue, and what the writer has queued ahead of an eviction's write.
+constexpr int64_t kWriteBehindBytesInFlight = 64ll << 20;
+constexpr int64_t kWriteBehindMaxBlocks = 32;
+
+}  // namespace
+
+int64_t KvCacheManager::WriteBehindLimit() const {
+  return std::clamp<int64_t>(kWriteBehindBytesInFlight / static_cast<int64_t>(block_bytes_), 2, kWriteBehindMaxBlocks);
+}
+
+void KvCacheManager::FinishStep(bool idle) {
+  FinishCopies(0);
+  LandDiskJobs();
+  if (write_behind_.pause_steps > 0) --write_behind_.pause_steps;
+  StartWriteBehind(idle);
+}
+
+void KvCacheManager::StartWriteBehind(bool idle) {
+  if (disk_tier_.jobs == nullptr || write_behind_.buffers.count == 0 || write_behind_.queue.empty()) return;
+  if (write_behind_.pause_steps > 0) return;  // a write failed: the disk is not hammered every step
+  DiskJobs& jobs = *disk_tier_.jobs;
+  const int64_t limit = WriteBehindLimit();
+  int64_t in_flight = jobs.Count<PersistWriteJob>() + jobs.Count<WriteBackJob>();
+  // The writer is busy with writes a step may wait for (evictions, swaps): those first.
+  if (!idle && jobs.num_writes_in_flight() - in_flight >= limit) {
+    ++counters_.write_behind_skipped_busy;
+    return;
+  }
+  std::vector<PendingCopy> batch;
+  std::deque<std::pair<BlockId, BlockHash>>& queue = write_behind_.queue;
+  // Idle: nothing else needs the writer, so every block with a host copy goes; the others
+  // as far as the write-behind buffers last.
+  while (!queue.empty() && (idle || in_flight < limit)) {
+    const auto [block, hash] = queue.front();
+    // On disk, or on its way there: done.
+    if (state(Tier::kDisk).by_hash.contains(hash) || jobs.PersistWriteOf(hash) || jobs.DemoteWriteOf(hash)) {
+      queue.pop_front();
+      continue;
+    }
+    if (auto host = state(Tier::kHost).by_hash.find(hash); host != state(Tier::kHost).by_hash.end()) {
+      // From its host copy (stays cached, not rewritten, while written: as a write-back).
+      if (!jobs.WriteBackOfHostSlot(host->second)) {
+        const std::optional<int32_t> disk_slot = AllocateSlot(Tier::kDisk);
+        if (!disk_slot) break;  // every disk slot is held (swaps, writes in flight)
+        const int32_t host_slot = host->second;  // AllocateSlot changes no host entry
+        jobs.SubmitWrite(WriteBackJob{*disk_slot, host_slot, hash}, *disk_slot, hash.digest,
+                         StoredTokens(Tier::kHost, host_slot), HostSlot(host_slot));
+        ++in_flight;
+      }
+      queue.pop_front();
+      continue;
+    }
+    auto cached = state(Tier::kDevice).hash_of.find(block);
+    if (cached == state(Tier::kDevice).hash_of.end() || cached->second != hash) {
+      queue.pop_front();  // evicted meanwhile (and demoted, or dropped) or reused
+      continue;
+    }
+    // A copy of it to the host tier is in flight: its host copy serves once landed.
+    if (copies_.reading_ticket.contains(block) || write_behind_.buffers.free.empty() || in_flight >= limit) break;
+    const std::optional<int32_t> disk_slot = AllocateSlot(Tier::kDisk);
+    if (!disk_slot) break;
+    PendingCopy c;
+    c.kind = PendingKind::kPersistToDisk;
+    c.block = block;
+    c.slot = *disk_slot;
+    c.staging = write_behind_.buffers.free.back();
+    write_behind_.buffers.free.pop_back();
+    c.hash = hash;
+    const std::span<const int32_t> tokens = StoredTokens(Tier::kDevice, block);
+    c.tokens.assign(tokens.begin(), tokens.end());
+    batch.push_back(std::move(c));
+    ++in_flight;
+    queue.pop_front();
+  }
+  if (batch.empty()) return;
+  const std::vector<PendingCopy> copies = batch;
+  const absl::StatusOr<int64_t> ticket = StartBatch(std::move(batch));
+  if (!ticket.ok()) {
+    for (const PendingCopy& c : copies) {
+      write_behind_.buffers.free.push_back(c.staging);
+      pool(Tier::kDisk).Release(c.slot);
+    }
+    ++counters_.io_errors;
+    return;
+  }
+  // Landing submits the disk writes. Idle, no forward follows to overlap the copies: wait
+  // for them, so the writes start now.
+  FinishCopies(idle ? *ticket : 0);
+}
+
+}  // namespace kvtier
