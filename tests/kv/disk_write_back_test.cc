@@ -232,7 +232,8 @@ TEST(DiskWriteBackTest, EvictionWritesRunOnTheWriterThread) {
   auto expected = Reference(prompts, 16);
   FakeFileIo fake;
   SlowFileIo io(&fake, std::chrono::microseconds(0), std::chrono::microseconds(0));
-  auto engine = MakeEngine(ChurnOptions(&io));
+  // Without write-behind, which would have put most blocks on disk before their eviction.
+  auto engine = MakeEngine(ChurnOptions(&io, /*write_behind=*/false));
   ASSERT_NE(engine, nullptr);
   io.Watch(std::this_thread::get_id());  // from the first step on (opening writes the index)
   EXPECT_EQ(RunAll(*engine, prompts, 16,

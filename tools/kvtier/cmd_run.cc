@@ -32,6 +32,7 @@ when the model has a tokenizer.json, token ids otherwise.
   --seed S                 per-sequence seed base; sequence i uses S+i (default 0)
   --stop-id ID             extra stop token (repeatable)
   --ignore-eos             do not stop at the model's eos ids
+  --cache-namespace NS     share cached prompt prefixes only within NS (default "")
   --backend auto|cpu|cuda  (default auto)
   --threads N              CPU threads, 0 = all (default 0)
   --gpu-kv-bytes SIZE      device-tier KV budget, e.g. 64MiB (default 256MiB)
@@ -92,7 +93,7 @@ int RunMain(int argc, char** argv) {
   auto args = Args::Parse(argc, argv,
                           {"model", "prompt-ids", "prompt", "stop", "max-tokens", "temperature", "top-k", "top-p", "seed", "stop-id",
                            "backend", "threads", "gpu-kv-bytes", "host-kv-bytes", "disk-kv-bytes", "disk-path",
-                           "block-tokens", "max-tokens-per-step", "max-running", "preemption"},
+                           "block-tokens", "max-tokens-per-step", "max-running", "preemption", "cache-namespace"},
                           {"json", "ignore-eos", "help", "chat"});
   if (!args.ok()) {
     std::fprintf(stderr, "kvtier run: %s\n\n%s", std::string(args.status().message()).c_str(), kUsage);
@@ -178,6 +179,7 @@ int RunMain(int argc, char** argv) {
     if (s == KVT_OK) s = kvt_request_set_seed(r, *seed + static_cast<int64_t>(i));
     if (s == KVT_OK) s = kvt_request_set_stop_tokens(r, stop_ids.data(), static_cast<int32_t>(stop_ids.size()));
     if (s == KVT_OK) s = kvt_request_set_ignore_eos(r, args->Has("ignore-eos") ? 1 : 0);
+    if (s == KVT_OK) s = kvt_request_set_cache_namespace(r, args->GetOr("cache-namespace", "").c_str());
     if (s != KVT_OK) return Fail("sequence " + std::to_string(i) + ": " + kvt_request_errmsg(r));
     int64_t id = 0;
     if (kvt_status a = kvt_sequence_add(h.context, r, &id); a != KVT_OK) {
