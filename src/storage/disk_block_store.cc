@@ -160,51 +160,78 @@ absl::Status DiskBlockStore::CountIo(absl::Status status) {
 
 absl::Status DiskBlockStore::Write(int64_t slot, const Sha256Digest& key, std::span<const int32_t> tokens,
                                    const void* data, Content content) {
-  RETURN_IF_ERROR(CheckSlot(slot));
-  if (data == nullptr) return absl::InvalidArgumentError("disk write: null data");
-  if (static_cast<int64_t>(tokens.size()) > geometry_.block_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat("disk slot ", slot, ": ", tokens.size(),
-                                                   " tokens, more than a block's ", geometry_.block_tokens));
-  }
+  const WriteRequest request{slot, key, tokens, data, content};
+  return WriteBatch(std::span<const WriteRequest>(&request, 1)).front();
+}
+
+std::vector<absl::Status> DiskBlockStore::WriteBatch(std::span<const WriteRequest> requests) {
+  std::vector<absl::Status> results(requests.size());
   const size_t n = block_bytes();
-  SlotHeader h;
-  h.model_fingerprint = geometry_.model_fingerprint;
-  h.block_bytes = n;
-  h.slot = slot;
-  h.key = key;
-  h.tokens.assign(tokens.begin(), tokens.end());
-  h.payload_crc = crc32c::Value(data, n);
-  std::vector<uint8_t> header(header_bytes_);
-  EncodeSlotHeader(h, header_bytes_, header.data());
-  const int64_t offset = slot * slot_bytes_;
-  {
-    // The slot is about to hold something else: out of the index first, so that a
-    // compaction meanwhile never records it with its old key.
-    std::lock_guard<std::mutex> lock(index_mu_);
-    index_.erase(slot);
-  }
-  RETURN_IF_ERROR(CountIo(file_->Pwrite(offset + static_cast<int64_t>(header_bytes_), data, n)));
-  RETURN_IF_ERROR(CountIo(file_->Pwrite(offset, header.data(), header_bytes_)));
-  RETURN_IF_ERROR(CountIo(file_->Sync()));
-  writes_.fetch_add(1, std::memory_order_relaxed);
-  bytes_written_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
-  if (content == Content::kCached) {
-    std::lock_guard<std::mutex> lock(index_mu_);
-    index_[slot] = key;
-    const DiskIndexEntry record{slot, key};
-    if (journal_current_ && journal_ != nullptr) {
-      if (CountIo(journal_->Append(std::span<const DiskIndexEntry>(&record, 1))).ok()) {
-        journal_records_.fetch_add(1, std::memory_order_relaxed);
-      } else {
-        journal_current_ = false;  // the next compaction records it
-      }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const WriteRequest& r = requests[i];
+    results[i] = CheckSlot(r.slot);
+    if (results[i].ok() && r.data == nullptr) results[i] = absl::InvalidArgumentError("disk write: null data");
+    if (results[i].ok() && static_cast<int64_t>(r.tokens.size()) > geometry_.block_tokens) {
+      results[i] = absl::InvalidArgumentError(absl::StrCat("disk slot ", r.slot, ": ", r.tokens.size(),
+                                                           " tokens, more than a block's ", geometry_.block_tokens));
     }
-    // Compaction when the journal outgrows the index (amortised: a snapshot per
-    // index-size records), or at once when the journal missed a record.
-    const int64_t records = journal_ != nullptr ? journal_->num_records() : 0;
-    if (!journal_current_ || records > 1024 + 2 * static_cast<int64_t>(index_.size())) (void)CompactLocked();
   }
-  return absl::OkStatus();
+  {
+    // The slots are about to hold something else: out of the index first, so that a
+    // compaction meanwhile never records them with their old keys.
+    std::lock_guard<std::mutex> lock(index_mu_);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (results[i].ok()) index_.erase(requests[i].slot);
+    }
+  }
+  std::vector<uint8_t> header(header_bytes_);
+  bool any = false;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!results[i].ok()) continue;
+    const WriteRequest& r = requests[i];
+    SlotHeader h;
+    h.model_fingerprint = geometry_.model_fingerprint;
+    h.block_bytes = n;
+    h.slot = r.slot;
+    h.key = r.key;
+    h.tokens.assign(r.tokens.begin(), r.tokens.end());
+    h.payload_crc = crc32c::Value(r.data, n);
+    EncodeSlotHeader(h, header_bytes_, header.data());
+    const int64_t offset = r.slot * slot_bytes_;
+    results[i] = CountIo(file_->Pwrite(offset + static_cast<int64_t>(header_bytes_), r.data, n));
+    if (results[i].ok()) results[i] = CountIo(file_->Pwrite(offset, header.data(), header_bytes_));
+    any = any || results[i].ok();
+  }
+  if (!any) return results;
+  // One sync for them all: each is durable only once it returned.
+  if (const absl::Status synced = CountIo(file_->Sync()); !synced.ok()) {
+    for (absl::Status& result : results) {
+      if (result.ok()) result = synced;
+    }
+    return results;
+  }
+  std::vector<DiskIndexEntry> records;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!results[i].ok()) continue;
+    writes_.fetch_add(1, std::memory_order_relaxed);
+    bytes_written_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
+    if (requests[i].content == Content::kCached) records.push_back({requests[i].slot, requests[i].key});
+  }
+  if (records.empty()) return results;
+  std::lock_guard<std::mutex> lock(index_mu_);
+  for (const DiskIndexEntry& e : records) index_[e.slot] = e.key;
+  if (journal_current_ && journal_ != nullptr) {
+    if (CountIo(journal_->Append(records)).ok()) {
+      journal_records_.fetch_add(static_cast<int64_t>(records.size()), std::memory_order_relaxed);
+    } else {
+      journal_current_ = false;  // the next compaction records them
+    }
+  }
+  // Compaction when the journal outgrows the index (amortised: a snapshot per index-size
+  // records), or at once when the journal missed records.
+  const int64_t journaled = journal_ != nullptr ? journal_->num_records() : 0;
+  if (!journal_current_ || journaled > 1024 + 2 * static_cast<int64_t>(index_.size())) (void)CompactLocked();
+  return results;
 }
 
 absl::Status DiskBlockStore::Read(int64_t slot, const Sha256Digest& key, std::span<const int32_t> tokens, void* out) {

@@ -119,6 +119,18 @@ class DiskBlockStore {
   absl::Status Write(int64_t slot, const Sha256Digest& key, std::span<const int32_t> tokens, const void* data,
                      Content content);
 
+  // Write for several slots at once (distinct, none being read meanwhile), with one sync of
+  // the slot file and one journal append for all (group commit): each request's result, in
+  // order. A failed sync fails every request it covered.
+  struct WriteRequest {
+    int64_t slot;
+    Sha256Digest key;
+    std::span<const int32_t> tokens;
+    const void* data;
+    Content content;
+  };
+  std::vector<absl::Status> WriteBatch(std::span<const WriteRequest> requests);
+
   // Reads `slot` into out (block_bytes() bytes) after checking its header: magic, version,
   // header CRC, model fingerprint, block size and slot (DataLoss "slot N: ..." when one
   // does not match: corrupt, foreign or torn), key (NotFound: the slot holds another
