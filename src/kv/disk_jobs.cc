@@ -47,8 +47,9 @@ void DiskJobs::Index(DiskJobId id, const DiskJob& job, bool add) {
 
 DiskJobId DiskJobs::SubmitWrite(DiskJob job, int32_t disk_slot, const Sha256Digest& key,
                                 std::span<const int32_t> tokens, const void* data) {
-  const auto content = std::holds_alternative<SwapWriteJob>(job) ? DiskBlockStore::Content::kPrivate
-                                                                 : DiskBlockStore::Content::kCached;
+  const auto content = std::holds_alternative<SwapWriteJob>(job)     ? DiskBlockStore::Content::kPrivate
+                       : std::holds_alternative<RenewRecordJob>(job) ? DiskBlockStore::Content::kRecordOnly
+                                                                     : DiskBlockStore::Content::kCached;
   return Register(false, writer_->SubmitWrite(disk_slot, key, tokens, data, content), std::move(job));
 }
 

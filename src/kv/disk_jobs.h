@@ -80,8 +80,16 @@ struct SwapReadJob {
 // A block read at its use into a staging buffer; the reader waits for it (TakeResult).
 struct StagedReadJob {};
 
+// A cached disk block used again (recomputed or hit): its index record is renewed, so that
+// a restart evicts it after the blocks written since. Holds nothing: should the slot be
+// rewritten meanwhile, the writer runs the rewrite after it (FIFO), and the record of the
+// rewrite wins.
+struct RenewRecordJob {
+  int32_t disk_slot;
+};
+
 using DiskJob = std::variant<WriteBackJob, SwapWriteJob, DemoteWriteJob, EvictionWriteJob, PersistWriteJob,
-                             PrefixReadJob, SwapReadJob, StagedReadJob>;
+                             RenewRecordJob, PrefixReadJob, SwapReadJob, StagedReadJob>;
 
 // Which I/O thread(s) an operation concerns.
 enum class DiskThreads { kWriter, kReader, kBoth };
@@ -111,7 +119,8 @@ class DiskJobs {
   ~DiskJobs();
 
   // Writes `data` with its key and tokens into disk_slot; a SwapWriteJob's content is
-  // private to the swap, every other kind's is cached (recorded in the disk index).
+  // private to the swap, every other kind's is cached (recorded in the disk index); a
+  // RenewRecordJob writes no data (nullptr, no tokens), only the record.
   DiskJobId SubmitWrite(DiskJob job, int32_t disk_slot, const Sha256Digest& key, std::span<const int32_t> tokens,
                         const void* data);
   // Reads disk_slot into dest if it holds `key` with `tokens` (DiskBlockStore::Read).

@@ -155,6 +155,7 @@ void KvCacheManager::LandDiskJob(DiskJobs::Landed& landed) {
           }
         }
         // EvictionWriteJob, StagedReadJob: their callers wait for them and take the result.
+        // RenewRecordJob: nothing to land (a slot rewritten meanwhile is NotFound: fine).
       },
       landed.job);
 }

@@ -86,6 +86,13 @@ void KvCacheManager::CacheOnDisk(int32_t disk_slot, BlockHash hash) {
   lru(Tier::kDisk).PushBack(disk_slot, PriorityOf(hash));
 }
 
+void KvCacheManager::TouchOnDisk(BlockHash hash) {
+  auto on_disk = state(Tier::kDisk).by_hash.find(hash);
+  if (on_disk == state(Tier::kDisk).by_hash.end() || !lru(Tier::kDisk).Contains(on_disk->second)) return;
+  lru(Tier::kDisk).Erase(on_disk->second);
+  lru(Tier::kDisk).PushBack(on_disk->second, PriorityOf(hash));
+}
+
 void KvCacheManager::ForgetDiskSlot(int32_t disk_slot) {
   DropCached(Tier::kDisk, disk_slot);
   pool(Tier::kDisk).Release(disk_slot);

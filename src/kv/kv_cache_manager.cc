@@ -315,14 +315,7 @@ void KvCacheManager::OnComputed(SequenceId seq, std::span<const int32_t> tokens,
     device_cache.hash_of[block] = hash;
     SetStoredTokens(Tier::kDevice, block, BlockTokens(tokens, i));
     pool(Tier::kDevice).AddRef(block);  // the cache's own reference
-    // Written to disk soon (crash durability), see the top.
-    if (disk_tier_.jobs != nullptr && write_behind_.buffers.count > 0) {
-      write_behind_.queue.push_back({block, hash});
-      if (static_cast<int64_t>(write_behind_.queue.size()) > 2 * pool(Tier::kDevice).num_blocks()) {
-        write_behind_.queue.pop_front();
-        ++counters_.write_behind_dropped;
-      }
-    }
+    QueueWriteBehind(block, hash);  // on disk soon (crash durability), see the top
     // Written back to host while its sequence runs, when the host tier has room for a copy
     // of the whole device tier (else only the coldest unreferenced blocks are, see
     // StartBackgroundCopies). Bounded: stale entries are skipped there.
@@ -376,6 +369,7 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
     if (cached_anywhere) RaisePriority(hash, priority);
     if (auto hit = device_cache.by_hash.find(hash); hit != device_cache.by_hash.end()) {
       if (!StoredTokensMatch(Tier::kDevice, hit->second, block_tokens)) break;
+      TouchOnDisk(hash);
       pool(Tier::kDevice).AddRef(hit->second);
       lru(Tier::kDevice).Erase(hit->second);
       blocks.table.push_back(hit->second);
@@ -408,6 +402,7 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
         device_cache.hash_of[*block] = hash;
         SetStoredTokens(Tier::kDevice, *block, block_tokens);
         pool(Tier::kDevice).AddRef(*block);
+        QueueWriteBehind(*block, hash);
       }
       blocks.table.push_back(*block);
       hit_tier.push_back(tier);
@@ -432,6 +427,7 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
     state(Tier::kDevice).hash_of[reads[r].block] = hash;
     SetStoredTokens(Tier::kDevice, reads[r].block, reads[r].tokens);
     pool(Tier::kDevice).AddRef(reads[r].block);
+    QueueWriteBehind(reads[r].block, hash);  // its record is renewed: the disk's newest
   }
   // The prefix ends before the first block that could not be read. The blocks after it go
   // back as a release would leave them: those read (or hit) stay cached, the others free.

@@ -250,9 +250,10 @@ class KvCacheManager {
   }
 
   // Called at the end of every step: lands what finished and starts the write-behind of
-  // the blocks the step filled (see the top). `idle` (nothing left to run): what is queued
-  // is started as far as write-behind buffers and host copies allow, waiting only for the
-  // device copies, so that an idle context's blocks reach disk without another step.
+  // the blocks the step filled (see the top). `idle` (nothing left to run): everything
+  // queued is started — blocks with a host copy at once, the others as write-behind
+  // buffers come free, waiting up to 200 ms for earlier writes to free them — so that an
+  // idle context's blocks reach disk without another step.
   void FinishStep(bool idle);
 
   // Blocks until the host -> device copies SwapIn(prefetch = true) started have landed (the
@@ -504,6 +505,11 @@ class KvCacheManager {
   void DropCached(Tier tier, int32_t slot);
   // Enters a block written to disk_slot into the disk cache (LRU at its hash's priority).
   void CacheOnDisk(int32_t disk_slot, BlockHash hash);
+  // The block was used (recomputed or hit): its disk copy, if any, becomes the most recently
+  // used there too (a block in use is not the disk's next victim).
+  void TouchOnDisk(BlockHash hash);
+  // Queues a block just cached on the device for write-behind (see the top).
+  void QueueWriteBehind(BlockId block, BlockHash hash);
   absl::Status CopyHostSlotToDevice(int32_t host_slot, BlockId block);
   // Device -> staging buffer -> disk, synchronously: at shutdown only.
   absl::Status CopyDeviceToDisk(BlockId block, int32_t disk_slot, BlockHash hash);

@@ -2,6 +2,8 @@
 // block cached on the device is written to the disk tier soon after, so that a crash keeps
 // it, without a step ever waiting for the disk. Stepping thread only.
 #include <algorithm>
+#include <chrono>
+#include <optional>
 
 #include "kv/kv_cache_manager.h"
 
@@ -12,8 +14,21 @@ namespace {
 // lose beyond the queue, and what the writer has queued ahead of an eviction's write.
 constexpr int64_t kWriteBehindBytesInFlight = 64ll << 20;
 constexpr int64_t kWriteBehindMaxBlocks = 32;
+// The step that leaves the context idle waits at most this long for write-behind writes to
+// free buffers for the blocks still queued (an idle context steps no more; the caller has
+// nothing left to wait for but this).
+constexpr std::chrono::milliseconds kIdleDrainBudget{200};
 
 }  // namespace
+
+void KvCacheManager::QueueWriteBehind(BlockId block, BlockHash hash) {
+  if (disk_tier_.jobs == nullptr || write_behind_.buffers.count == 0) return;
+  write_behind_.queue.push_back({block, hash});
+  if (static_cast<int64_t>(write_behind_.queue.size()) > 2 * pool(Tier::kDevice).num_blocks()) {
+    write_behind_.queue.pop_front();
+    ++counters_.write_behind_dropped;
+  }
+}
 
 int64_t KvCacheManager::WriteBehindLimit() const {
   return std::clamp<int64_t>(kWriteBehindBytesInFlight / static_cast<int64_t>(block_bytes_), 2, kWriteBehindMaxBlocks);
@@ -24,6 +39,18 @@ void KvCacheManager::FinishStep(bool idle) {
   LandDiskJobs();
   if (write_behind_.pause_steps > 0) --write_behind_.pause_steps;
   StartWriteBehind(idle);
+  if (!idle || disk_tier_.jobs == nullptr) return;
+  const auto deadline = std::chrono::steady_clock::now() + kIdleDrainBudget;
+  while (!write_behind_.queue.empty() && write_behind_.pause_steps == 0 && write_behind_.buffers.free.empty() &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::optional<DiskJobId> oldest;
+    disk_tier_.jobs->ForEach<PersistWriteJob>([&](DiskJobId id, const PersistWriteJob&) {
+      if (!oldest || id.seq < oldest->seq) oldest = id;
+    });
+    if (!oldest) break;
+    AwaitDiskJob(oldest);  // frees its buffer
+    StartWriteBehind(/*idle=*/true);
+  }
 }
 
 void KvCacheManager::StartWriteBehind(bool idle) {
@@ -33,7 +60,7 @@ void KvCacheManager::StartWriteBehind(bool idle) {
   const int64_t limit = WriteBehindLimit();
   int64_t in_flight = jobs.Count<PersistWriteJob>() + jobs.Count<WriteBackJob>();
   // The writer is busy with writes a step may wait for (evictions, swaps): those first.
-  if (!idle && jobs.num_writes_in_flight() - in_flight >= limit) {
+  if (!idle && jobs.num_writes_in_flight() - in_flight - jobs.Count<RenewRecordJob>() >= limit) {
     ++counters_.write_behind_skipped_busy;
     return;
   }
@@ -43,8 +70,16 @@ void KvCacheManager::StartWriteBehind(bool idle) {
   // as far as the write-behind buffers last.
   while (!queue.empty() && (idle || in_flight < limit)) {
     const auto [block, hash] = queue.front();
-    // On disk, or on its way there: done.
-    if (state(Tier::kDisk).by_hash.contains(hash) || jobs.PersistWriteOf(hash) || jobs.DemoteWriteOf(hash)) {
+    // On disk already (written before, recomputed or hit now): in use again, so its record
+    // is renewed, or a restart would take it for one of the oldest blocks.
+    if (auto on_disk = state(Tier::kDisk).by_hash.find(hash); on_disk != state(Tier::kDisk).by_hash.end()) {
+      TouchOnDisk(hash);
+      jobs.SubmitWrite(RenewRecordJob{on_disk->second}, on_disk->second, hash.digest, {}, nullptr);
+      queue.pop_front();
+      continue;
+    }
+    // On its way there: done.
+    if (jobs.PersistWriteOf(hash) || jobs.DemoteWriteOf(hash)) {
       queue.pop_front();
       continue;
     }

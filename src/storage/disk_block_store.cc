@@ -92,7 +92,7 @@ void DiskBlockStore::Recover(bool existed) {
     if (snapshot.ok()) {
       scan = false;
       generation_ = snapshot->journal_generation;
-      for (const DiskIndexEntry& e : snapshot->entries) index_[e.slot] = e.key;
+      for (const DiskIndexEntry& e : snapshot->entries) Record(e);
     } else {
       if (absl::IsFailedPrecondition(snapshot.status())) scan = false;
       Ignore(index, snapshot.status());
@@ -107,7 +107,7 @@ void DiskBlockStore::Recover(bool existed) {
     absl::StatusOr<JournalReplay> replay =
         records.ok() ? DecodeJournal(*records, generation_, geometry_.num_slots) : records.status();
     if (replay.ok()) {
-      for (const DiskIndexEntry& e : replay->records) index_[e.slot] = e.key;
+      for (const DiskIndexEntry& e : replay->records) Record(e);
       journal_replayed_ = static_cast<int64_t>(replay->records.size());
     } else if (!absl::IsFailedPrecondition(replay.status())) {
       // Its records are lost (another generation is not: the snapshot holds it already).
@@ -119,9 +119,7 @@ void DiskBlockStore::Recover(bool existed) {
     index_.clear();
     ScanSlots();
   }
-  for (const auto& [slot, key] : index_) recovered_.push_back({slot, key});
-  std::sort(recovered_.begin(), recovered_.end(),
-            [](const DiskIndexEntry& a, const DiskIndexEntry& b) { return a.slot < b.slot; });
+  recovered_ = IndexInWriteOrder();
 }
 
 void DiskBlockStore::ScanSlots() {
@@ -139,7 +137,7 @@ void DiskBlockStore::ScanSlots() {
         h->slot != slot || static_cast<int64_t>(h->tokens.size()) != geometry_.block_tokens) {
       continue;
     }
-    index_[slot] = h->key;
+    Record({slot, h->key});  // slot order: their age is not known
   }
   if (older_format_slots_ > 0) {
     Ignore(path_, absl::FailedPreconditionError(absl::StrCat(older_format_slots_, " slots of an older format version")));
@@ -170,6 +168,7 @@ std::vector<absl::Status> DiskBlockStore::WriteBatch(std::span<const WriteReques
   for (size_t i = 0; i < requests.size(); ++i) {
     const WriteRequest& r = requests[i];
     results[i] = CheckSlot(r.slot);
+    if (r.content == Content::kRecordOnly) continue;
     if (results[i].ok() && r.data == nullptr) results[i] = absl::InvalidArgumentError("disk write: null data");
     if (results[i].ok() && static_cast<int64_t>(r.tokens.size()) > geometry_.block_tokens) {
       results[i] = absl::InvalidArgumentError(absl::StrCat("disk slot ", r.slot, ": ", r.tokens.size(),
@@ -181,14 +180,24 @@ std::vector<absl::Status> DiskBlockStore::WriteBatch(std::span<const WriteReques
     // compaction meanwhile never records them with their old keys.
     std::lock_guard<std::mutex> lock(index_mu_);
     for (size_t i = 0; i < requests.size(); ++i) {
-      if (results[i].ok()) index_.erase(requests[i].slot);
+      if (!results[i].ok()) continue;
+      if (requests[i].content != Content::kRecordOnly) {
+        index_.erase(requests[i].slot);
+      } else if (auto it = index_.find(requests[i].slot); it == index_.end() || it->second.key != requests[i].key) {
+        results[i] = absl::NotFoundError(absl::StrCat("disk slot ", requests[i].slot, " no longer holds the block"));
+      }
     }
   }
   std::vector<uint8_t> header(header_bytes_);
   bool any = false;
+  bool renew = false;
   for (size_t i = 0; i < requests.size(); ++i) {
     if (!results[i].ok()) continue;
     const WriteRequest& r = requests[i];
+    if (r.content == Content::kRecordOnly) {
+      renew = true;
+      continue;
+    }
     SlotHeader h;
     h.model_fingerprint = geometry_.model_fingerprint;
     h.block_bytes = n;
@@ -202,24 +211,27 @@ std::vector<absl::Status> DiskBlockStore::WriteBatch(std::span<const WriteReques
     if (results[i].ok()) results[i] = CountIo(file_->Pwrite(offset, header.data(), header_bytes_));
     any = any || results[i].ok();
   }
-  if (!any) return results;
+  if (!any && !renew) return results;
   // One sync for them all: each is durable only once it returned.
-  if (const absl::Status synced = CountIo(file_->Sync()); !synced.ok()) {
-    for (absl::Status& result : results) {
-      if (result.ok()) result = synced;
+  if (any) {
+    if (const absl::Status synced = CountIo(file_->Sync()); !synced.ok()) {
+      for (size_t i = 0; i < requests.size(); ++i) {
+        if (results[i].ok() && requests[i].content != Content::kRecordOnly) results[i] = synced;
+      }
     }
-    return results;
   }
   std::vector<DiskIndexEntry> records;
   for (size_t i = 0; i < requests.size(); ++i) {
     if (!results[i].ok()) continue;
-    writes_.fetch_add(1, std::memory_order_relaxed);
-    bytes_written_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
-    if (requests[i].content == Content::kCached) records.push_back({requests[i].slot, requests[i].key});
+    if (requests[i].content != Content::kRecordOnly) {
+      writes_.fetch_add(1, std::memory_order_relaxed);
+      bytes_written_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
+    }
+    if (requests[i].content != Content::kPrivate) records.push_back({requests[i].slot, requests[i].key});
   }
   if (records.empty()) return results;
   std::lock_guard<std::mutex> lock(index_mu_);
-  for (const DiskIndexEntry& e : records) index_[e.slot] = e.key;
+  for (const DiskIndexEntry& e : records) Record(e);
   if (journal_current_ && journal_ != nullptr) {
     if (CountIo(journal_->Append(records)).ok()) {
       journal_records_.fetch_add(static_cast<int64_t>(records.size()), std::memory_order_relaxed);
@@ -277,6 +289,19 @@ void DiskBlockStore::Forget(int64_t slot) {
   index_.erase(slot);
 }
 
+void DiskBlockStore::Record(const DiskIndexEntry& entry) { index_[entry.slot] = {entry.key, next_order_++}; }
+
+std::vector<DiskIndexEntry> DiskBlockStore::IndexInWriteOrder() const {
+  std::vector<std::pair<uint64_t, DiskIndexEntry>> ordered;
+  ordered.reserve(index_.size());
+  for (const auto& [slot, block] : index_) ordered.push_back({block.order, {slot, block.key}});
+  std::sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<DiskIndexEntry> entries;
+  entries.reserve(ordered.size());
+  for (const auto& [order, entry] : ordered) entries.push_back(entry);
+  return entries;
+}
+
 absl::Status DiskBlockStore::Compact() {
   std::lock_guard<std::mutex> lock(index_mu_);
   return CompactLocked();
@@ -287,10 +312,7 @@ absl::Status DiskBlockStore::CompactLocked() {
   // (of the old generation) are ignored next to it, and the snapshot holds them all.
   DiskIndexSnapshot snapshot;
   snapshot.journal_generation = NewGeneration(generation_);
-  snapshot.entries.reserve(index_.size());
-  for (const auto& [slot, key] : index_) snapshot.entries.push_back({slot, key});
-  std::sort(snapshot.entries.begin(), snapshot.entries.end(),
-            [](const DiskIndexEntry& a, const DiskIndexEntry& b) { return a.slot < b.slot; });
+  snapshot.entries = IndexInWriteOrder();
   RETURN_IF_ERROR(CountIo(io_->WriteFileAtomically(index_path(), EncodeDiskIndex(geometry_, snapshot))));
   compactions_.fetch_add(1, std::memory_order_relaxed);
   generation_ = snapshot.journal_generation;

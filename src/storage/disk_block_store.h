@@ -48,7 +48,8 @@ struct DiskStoreOptions {
 //
 // Index: a block written as kCached content appends a record (slot, key) to the journal
 // once the slot is synced, and syncs the record (so a block is found after a crash once
-// Write returned). The journal is folded into a new snapshot at Open and whenever it has
+// Write returned). Snapshots list the entries in write order, oldest first, and so does
+// recovered_entries(): a restart's eviction order continues the one before it. The journal is folded into a new snapshot at Open and whenever it has
 // grown past twice the index (compaction; Compact at shutdown). At Open the snapshot is
 // read and the records of its generation replayed, up to the first torn or invalid one.
 // A snapshot that is missing or unreadable while the slot file existed is rebuilt by
@@ -64,8 +65,10 @@ class DiskBlockStore {
 
   // What a slot's content is to the index.
   enum class Content {
-    kCached,   // a prefix-cache block: recorded in the index (found again after a restart)
-    kPrivate,  // a swapped-out block: not recorded; the slot leaves the index
+    kCached,      // a prefix-cache block: recorded in the index (found again after a restart)
+    kPrivate,     // a swapped-out block: not recorded; the slot leaves the index
+    kRecordOnly,  // WriteBatch only: the slot already holds this cached block (no data); its
+                  // record is renewed, so a restart evicts it after the blocks written before
   };
 
   struct Counters {
@@ -121,7 +124,8 @@ class DiskBlockStore {
 
   // Write for several slots at once (distinct, none being read meanwhile), with one sync of
   // the slot file and one journal append for all (group commit): each request's result, in
-  // order. A failed sync fails every request it covered.
+  // order. A failed sync fails every request it covered. A kRecordOnly request writes no
+  // data: NotFound when the index does not hold its slot with its key (any more).
   struct WriteRequest {
     int64_t slot;
     Sha256Digest key;
@@ -139,7 +143,8 @@ class DiskBlockStore {
   // IoError when the read itself fails. out's bytes are unspecified on error.
   absl::Status Read(int64_t slot, const Sha256Digest& key, std::span<const int32_t> tokens, void* out);
 
-  // The entries found at Open (snapshot + journal, or the slot scan), by slot.
+  // The entries found at Open (snapshot + journal, or the slot scan), oldest written first
+  // (by slot after a scan, which cannot tell).
   const std::vector<DiskIndexEntry>& recovered_entries() const { return recovered_; }
   // Why (part of) the index was ignored at Open (empty when none was), for logs.
   const std::string& index_ignored_reason() const { return index_ignored_reason_; }
@@ -164,6 +169,8 @@ class DiskBlockStore {
   void ScanSlots();
   void Ignore(const std::string& what, const absl::Status& status);
   absl::Status CompactLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(index_mu_);
+  void Record(const DiskIndexEntry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(index_mu_);
+  std::vector<DiskIndexEntry> IndexInWriteOrder() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(index_mu_);
   // Counts an IoError result and passes any status through.
   absl::Status CountIo(absl::Status status);
 
@@ -179,7 +186,14 @@ class DiskBlockStore {
   // std::mutex, not absl::Mutex: the system abseil is not built with ThreadSanitizer
   // annotations, and Write runs on the KV manager's I/O thread and, at shutdown, its owner.
   std::mutex index_mu_;
-  absl::flat_hash_map<int64_t, Sha256Digest> index_ ABSL_GUARDED_BY(index_mu_);  // slot -> key
+  // slot -> the key of its block, and when it was recorded (the index is kept in write
+  // order, so that a restart evicts the oldest blocks first).
+  struct IndexedBlock {
+    Sha256Digest key;
+    uint64_t order = 0;
+  };
+  absl::flat_hash_map<int64_t, IndexedBlock> index_ ABSL_GUARDED_BY(index_mu_);
+  uint64_t next_order_ ABSL_GUARDED_BY(index_mu_) = 0;
   std::unique_ptr<DiskJournal> journal_ ABSL_GUARDED_BY(index_mu_);  // null when it could not be opened
   uint64_t generation_ ABSL_GUARDED_BY(index_mu_) = 0;
   bool journal_current_ ABSL_GUARDED_BY(index_mu_) = false;  // every entry is in the snapshot or journal

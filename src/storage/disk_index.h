@@ -35,7 +35,7 @@ struct DiskGeometry {
 
 struct DiskIndexSnapshot {
   uint64_t journal_generation = 0;  // the journal whose records follow this snapshot
-  std::vector<DiskIndexEntry> entries;
+  std::vector<DiskIndexEntry> entries;  // oldest written first
 };
 
 // 1: 64-bit block hashes (recognised, never used). 2: SHA-256 block keys and a journal.

@@ -8,8 +8,10 @@
 //                              position has returned, so no later than it was full
 // Usage: kv_crash_child MODEL_DIR DISK_PATH ROUND HOST_KV_BYTES
 // Requests are the same in every run of a round (CrashPrompt); some rounds reuse prompts
-// of earlier rounds, so the child itself reads blocks an earlier, killed child wrote.
+// of earlier rounds, so the child itself reads blocks an earlier, killed child wrote. After
+// kCrashRequestsPerRound requests it idles without stepping until killed.
 #include <time.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -56,7 +58,12 @@ int main(int argc, char** argv) {
   std::map<int, int64_t> tokens_of, reported_of;    // request -> tokens so far, full blocks reported
   int next = 0;
   while (true) {
-    while (static_cast<int>(request_of.size()) < kvtier::testing::kCrashConcurrency) {
+    if (request_of.empty() && next == kvtier::testing::kCrashRequestsPerRound) {
+      std::fflush(stdout);
+      pause();  // idle, as a service with nothing to do, until killed
+    }
+    while (static_cast<int>(request_of.size()) < kvtier::testing::kCrashConcurrency &&
+           next < kvtier::testing::kCrashRequestsPerRound) {
       const std::vector<int32_t> prompt = kvtier::testing::CrashPrompt(round, next);
       kvt_request* request = nullptr;
       kvt_request_create(&request);

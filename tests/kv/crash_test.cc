@@ -52,6 +52,7 @@ int EnvInt(const char* name, int fallback) {
 // What the child reported about one request.
 struct ChildRequest {
   std::vector<int32_t> tokens;              // prompt, then generated
+  size_t prompt_size = 0;
   std::vector<std::pair<int64_t, int64_t>> full;  // (blocks full, when)
 };
 
@@ -75,6 +76,7 @@ void Parse(const std::string& line, ChildRun* run) {
     std::vector<int32_t>& tokens = run->requests[k].tokens;
     std::istringstream list(ids);
     for (std::string id; std::getline(list, id, ',');) tokens.push_back(std::stoi(id));
+    run->requests[k].prompt_size = tokens.size();
   } else if (kind == "G") {
     int k = 0, token = 0;
     in >> k >> token;
@@ -198,6 +200,7 @@ struct Totals {
   int64_t checked_requests = 0;
   int64_t wrong_outputs = 0;  // restart output != uncached output
   int64_t child_diverged = 0; // the child's own tokens != uncached output
+  int64_t child_tokens_checked = 0;
   int64_t corrupt_detected = 0, token_mismatches = 0, stale_entries = 0;
 };
 
@@ -225,7 +228,7 @@ TEST(CrashTest, SigkilledChildLosesNoBlockFullTwoSecondsBefore) {
     kvt_context* restarted = OpenContext(model, disk);
     ASSERT_NE(restarted, nullptr);
     const int64_t recovered = Stat(restarted, "disk_index.recovered_blocks");
-    int64_t due = 0, found = 0;
+    int64_t due = 0, found = 0, checked_child_tokens = 0;
     for (const auto& [k, request] : run.requests) {
       int64_t n = 0;
       for (const auto& [blocks, when] : request.full) {
@@ -239,11 +242,20 @@ TEST(CrashTest, SigkilledChildLosesNoBlockFullTwoSecondsBefore) {
       const std::vector<int32_t> got = Generate(restarted, prompt, 4);
       due += n;
       found += std::min(n, Hits(restarted) - before);
+      if (Hits(restarted) - before < n) {
+        std::printf("  round %d request %d (%s prompt): %lld of its %lld blocks due found\n", round, k,
+                    round > 0 && k % 3 == 2 ? "reused" : "fresh", static_cast<long long>(Hits(restarted) - before),
+                    static_cast<long long>(n));
+      }
       const std::vector<int32_t> expected = Generate(reference, prompt, 4);
       ++t.checked_requests;
       if (got != expected) ++t.wrong_outputs;
-      // The child's own continuation, as far as it got: from an uncached run too.
-      const size_t known = std::min<size_t>(4, request.tokens.size() - prompt.size());
+      // The tokens the child generated after that prefix, as far as it got: an uncached run's
+      // too (where the prefix ends inside the child's prompt, the next tokens were given).
+      const size_t known = prompt.size() < request.prompt_size
+                               ? 0
+                               : std::min<size_t>(expected.size(), request.tokens.size() - prompt.size());
+      checked_child_tokens += static_cast<int64_t>(known);
       if (!std::equal(expected.begin(), expected.begin() + static_cast<ptrdiff_t>(known),
                       request.tokens.begin() + static_cast<ptrdiff_t>(prompt.size()))) {
         ++t.child_diverged;
@@ -268,6 +280,7 @@ TEST(CrashTest, SigkilledChildLosesNoBlockFullTwoSecondsBefore) {
                 100.0 * share);
     EXPECT_GE(share, kRequiredShare) << "round " << round;
     ++t.rounds;
+    t.child_tokens_checked += checked_child_tokens;
     t.blocks_due += due;
     t.blocks_found += found;
     t.worst_share = std::min(t.worst_share, share);
@@ -276,12 +289,13 @@ TEST(CrashTest, SigkilledChildLosesNoBlockFullTwoSecondsBefore) {
   kvt_model_free(model);
   std::printf("crash test: %d kill rounds, %lld of %lld blocks full >= 2 s before the kill found after the "
               "restart (%.2f%%; worst round %.1f%%), %lld restarted requests checked, wrong outputs %lld, child "
-              "outputs diverging from an uncached run %lld, corrupt slots detected %lld, token mismatches %lld, "
-              "stale index entries %lld\n",
+              "outputs diverging from an uncached run %lld (of %lld tokens checked), corrupt slots detected %lld, "
+              "token mismatches %lld, stale index entries %lld\n",
               t.rounds, static_cast<long long>(t.blocks_found), static_cast<long long>(t.blocks_due),
               t.blocks_due == 0 ? 100.0 : 100.0 * static_cast<double>(t.blocks_found) / static_cast<double>(t.blocks_due),
               100.0 * t.worst_share, static_cast<long long>(t.checked_requests), static_cast<long long>(t.wrong_outputs),
-              static_cast<long long>(t.child_diverged), static_cast<long long>(t.corrupt_detected),
+              static_cast<long long>(t.child_diverged), static_cast<long long>(t.child_tokens_checked),
+              static_cast<long long>(t.corrupt_detected),
               static_cast<long long>(t.token_mismatches), static_cast<long long>(t.stale_entries));
   EXPECT_GT(t.blocks_due, 0) << "no block was full 2 s before a kill: the test checked nothing";
   EXPECT_EQ(t.wrong_outputs, 0);

@@ -15,6 +15,9 @@ namespace kvtier::testing {
 inline constexpr int kCrashBlockTokens = 16;
 inline constexpr int kCrashConcurrency = 4;  // sequences in flight
 inline constexpr int kCrashNewTokens = 40;   // per request
+// Requests per round: then the child goes idle (no more steps, as a service with nothing to
+// do), so the idle flush is tested too, and a round's blocks fit the disk tier many times.
+inline constexpr int kCrashRequestsPerRound = 300;
 
 // The options of every context over the crash test's disk file: the same disk geometry
 // (block tokens, disk budget, model) in the child and the test's verifying context.

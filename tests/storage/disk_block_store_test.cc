@@ -525,6 +525,25 @@ TEST_F(DiskBlockStoreFaultTest, WriteBatchCommitsTogether) {
   EXPECT_EQ(out_, Block(1));
 }
 
+TEST_F(DiskBlockStoreFaultTest, RenewedRecordsKeepTheRestartsEvictionOrder) {
+  {
+    auto store = Open();
+    for (uint32_t n = 0; n < 4; ++n) ASSERT_TRUE(WriteBlock(*store, n, n).ok());
+    // Block 0 was used again: renewed, it is the newest now; a renewal of a slot that holds
+    // another block is refused and changes nothing.
+    const std::vector<DiskBlockStore::WriteRequest> renew = {{0, Key(0), {}, nullptr, Content::kRecordOnly},
+                                                             {1, Key(9), {}, nullptr, Content::kRecordOnly}};
+    const std::vector<absl::Status> results = store->WriteBatch(renew);
+    EXPECT_TRUE(results[0].ok()) << results[0];
+    EXPECT_TRUE(absl::IsNotFound(results[1])) << results[1];
+    EXPECT_EQ(store->counters().writes, 4);  // no data written
+  }
+  auto store = Open();  // replayed from the journal: oldest first
+  EXPECT_EQ(store->recovered_entries(), Entries({{1, 1}, {2, 2}, {3, 3}, {0, 0}}));
+  store.reset();
+  EXPECT_EQ(Open()->recovered_entries(), Entries({{1, 1}, {2, 2}, {3, 3}, {0, 0}}));  // and from the snapshot
+}
+
 TEST_F(DiskBlockStoreFaultTest, TornJournalTailEndsTheReplay) {
   {
     auto store = Open();
