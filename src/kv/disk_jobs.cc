@@ -107,8 +107,8 @@ absl::Status DiskJobs::VerifyIntegrity() const {
     auto indexed_as = [&](const auto& map, const auto& key) -> absl::Status {
       auto it = map.find(key);
       if (it == map.end() || !(it->second == id)) {
-        return absl::InternalError(absl::StrCat("disk job ", id.read ? "read " : "write ", id.seq,
-                                                " is missing from its index"));
+        return absl::InternalError(absl::StrCat("disk job ", id.read ? "read " : "write ", id.seq, " (kind ",
+                                                job.index(), ") is missing from its index"));
       }
       ++indexed;
       return absl::OkStatus();

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <optional>
 
+#include "absl/container/flat_hash_set.h"
 #include "kv/kv_cache_manager.h"
 
 namespace kvtier {
@@ -65,6 +66,7 @@ void KvCacheManager::StartWriteBehind(bool idle) {
     return;
   }
   std::vector<PendingCopy> batch;
+  absl::flat_hash_set<BlockHash> in_batch;  // a block queued twice (recomputed, hit) is copied once
   std::deque<std::pair<BlockId, BlockHash>>& queue = write_behind_.queue;
   // Idle: nothing else needs the writer, so every block with a host copy goes; the others
   // as far as the write-behind buffers last.
@@ -79,7 +81,7 @@ void KvCacheManager::StartWriteBehind(bool idle) {
       continue;
     }
     // On its way there: done.
-    if (jobs.PersistWriteOf(hash) || jobs.DemoteWriteOf(hash)) {
+    if (jobs.PersistWriteOf(hash) || jobs.DemoteWriteOf(hash) || in_batch.contains(hash)) {
       queue.pop_front();
       continue;
     }
@@ -115,6 +117,7 @@ void KvCacheManager::StartWriteBehind(bool idle) {
     const std::span<const int32_t> tokens = StoredTokens(Tier::kDevice, block);
     c.tokens.assign(tokens.begin(), tokens.end());
     batch.push_back(std::move(c));
+    in_batch.insert(hash);
     ++in_flight;
     queue.pop_front();
   }
