@@ -39,18 +39,28 @@ void KvCacheManager::FinishStep(bool idle) {
   FinishCopies(0);
   LandDiskJobs();
   if (write_behind_.pause_steps > 0) --write_behind_.pause_steps;
-  StartWriteBehind(idle);
-  if (!idle || disk_tier_.jobs == nullptr) return;
+  if (!idle || disk_tier_.jobs == nullptr) {
+    StartWriteBehind(/*idle=*/false);
+    return;
+  }
   const auto deadline = std::chrono::steady_clock::now() + kIdleDrainBudget;
-  while (!write_behind_.queue.empty() && write_behind_.pause_steps == 0 && write_behind_.buffers.free.empty() &&
-         std::chrono::steady_clock::now() < deadline) {
+  while (!write_behind_.queue.empty() && write_behind_.pause_steps == 0) {
+    const size_t queued = write_behind_.queue.size();
+    StartWriteBehind(/*idle=*/true);
+    if (write_behind_.queue.size() < queued) continue;
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    // No progress: the next block waits for a copy reading it, a write-behind buffer or a
+    // disk slot; the copies land first, then the oldest write-behind write frees a buffer.
+    if (!copies_.batches.empty()) {
+      DrainCopies();
+      continue;
+    }
     std::optional<DiskJobId> oldest;
     disk_tier_.jobs->ForEach<PersistWriteJob>([&](DiskJobId id, const PersistWriteJob&) {
       if (!oldest || id.seq < oldest->seq) oldest = id;
     });
     if (!oldest) break;
-    AwaitDiskJob(oldest);  // frees its buffer
-    StartWriteBehind(/*idle=*/true);
+    AwaitDiskJob(oldest);
   }
 }
 
@@ -104,7 +114,9 @@ void KvCacheManager::StartWriteBehind(bool idle) {
       continue;
     }
     // A copy of it to the host tier is in flight: its host copy serves once landed.
-    if (copies_.reading_ticket.contains(block) || write_behind_.buffers.free.empty() || in_flight >= limit) break;
+    if (copies_.reading_ticket.contains(block) || write_behind_.buffers.free.empty() || (!idle && in_flight >= limit)) {
+      break;
+    }
     const std::optional<int32_t> disk_slot = AllocateSlot(Tier::kDisk);
     if (!disk_slot) break;
     PendingCopy c;
