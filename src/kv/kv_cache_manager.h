@@ -14,7 +14,10 @@
 // Write-behind (crash durability): each block cached on the device is queued, and at the
 // start and end of every step the oldest queued blocks without a disk copy are written to
 // disk on the writer thread — from their host copy when there is one, else copied device ->
-// a write-behind buffer first — where the store records them in its journal. Bounded: at
+// a write-behind buffer first — where the store records them in its journal. A block
+// already on disk when cached again (recomputed, or a hit) has its disk copy made the most
+// recently used, and its journal record renewed, so that neither this context nor a
+// restart evicts it as an old block. Bounded: at
 // most WriteBehindLimit() such writes in flight, none started while the writer already has
 // that many other writes queued (counted in write_behind_skipped_busy), the queue holds the
 // newest 2 x device blocks (older ones dropped, counted, and written later only by

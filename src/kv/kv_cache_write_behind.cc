@@ -24,6 +24,13 @@ constexpr std::chrono::milliseconds kIdleDrainBudget{200};
 
 void KvCacheManager::QueueWriteBehind(BlockId block, BlockHash hash) {
   if (disk_tier_.jobs == nullptr || write_behind_.buffers.count == 0) return;
+  // On disk already (written before; recomputed or hit now): in use again, so its record is
+  // renewed at once, or a restart would take it for one of the oldest blocks.
+  if (auto on_disk = state(Tier::kDisk).by_hash.find(hash); on_disk != state(Tier::kDisk).by_hash.end()) {
+    TouchOnDisk(hash);
+    disk_tier_.jobs->SubmitWrite(RenewRecordJob{on_disk->second}, on_disk->second, hash.digest, {}, nullptr);
+    return;
+  }
   write_behind_.queue.push_back({block, hash});
   if (static_cast<int64_t>(write_behind_.queue.size()) > 2 * pool(Tier::kDevice).num_blocks()) {
     write_behind_.queue.pop_front();
@@ -78,47 +85,52 @@ void KvCacheManager::StartWriteBehind(bool idle) {
   std::vector<PendingCopy> batch;
   absl::flat_hash_set<BlockHash> in_batch;  // a block queued twice (recomputed, hit) is copied once
   std::deque<std::pair<BlockId, BlockHash>>& queue = write_behind_.queue;
-  // Idle: nothing else needs the writer, so every block with a host copy goes; the others
-  // as far as the write-behind buffers last.
-  while (!queue.empty() && (idle || in_flight < limit)) {
-    const auto [block, hash] = queue.front();
-    // On disk already (written before, recomputed or hit now): in use again, so its record
-    // is renewed, or a restart would take it for one of the oldest blocks.
-    if (auto on_disk = state(Tier::kDisk).by_hash.find(hash); on_disk != state(Tier::kDisk).by_hash.end()) {
-      TouchOnDisk(hash);
-      jobs.SubmitWrite(RenewRecordJob{on_disk->second}, on_disk->second, hash.digest, {}, nullptr);
-      queue.pop_front();
+  // Blocks that cannot go yet (a copy reads them, no buffer or room in flight) are skipped,
+  // kept in order at the front, so that those behind them with a host copy still go. The
+  // scan is bounded per step; idle, nothing else needs the writer: everything is tried.
+  std::deque<std::pair<BlockId, BlockHash>> waiting;
+  size_t budget = idle ? queue.size() : static_cast<size_t>(2 * limit);
+  while (!queue.empty() && budget-- > 0) {
+    const std::pair<BlockId, BlockHash> entry = queue.front();
+    queue.pop_front();
+    const auto [block, hash] = entry;
+    // On disk (since queued), or on its way there: done.
+    if (state(Tier::kDisk).by_hash.contains(hash) || jobs.PersistWriteOf(hash) || jobs.DemoteWriteOf(hash) ||
+        in_batch.contains(hash)) {
       continue;
     }
-    // On its way there: done.
-    if (jobs.PersistWriteOf(hash) || jobs.DemoteWriteOf(hash) || in_batch.contains(hash)) {
-      queue.pop_front();
-      continue;
-    }
+    const bool room = idle || in_flight < limit;
     if (auto host = state(Tier::kHost).by_hash.find(hash); host != state(Tier::kHost).by_hash.end()) {
       // From its host copy (stays cached, not rewritten, while written: as a write-back).
-      if (!jobs.WriteBackOfHostSlot(host->second)) {
-        const std::optional<int32_t> disk_slot = AllocateSlot(Tier::kDisk);
-        if (!disk_slot) break;  // every disk slot is held (swaps, writes in flight)
-        const int32_t host_slot = host->second;  // AllocateSlot changes no host entry
-        jobs.SubmitWrite(WriteBackJob{*disk_slot, host_slot, hash}, *disk_slot, hash.digest,
-                         StoredTokens(Tier::kHost, host_slot), HostSlot(host_slot));
-        ++in_flight;
+      if (jobs.WriteBackOfHostSlot(host->second)) continue;  // on its way
+      if (!room) {
+        waiting.push_back(entry);
+        continue;
       }
-      queue.pop_front();
+      const int32_t host_slot = host->second;  // AllocateSlot changes no host entry
+      const std::optional<int32_t> disk_slot = AllocateSlot(Tier::kDisk);
+      if (!disk_slot) {  // every disk slot is held (swaps, writes in flight)
+        waiting.push_back(entry);
+        break;
+      }
+      jobs.SubmitWrite(WriteBackJob{*disk_slot, host_slot, hash}, *disk_slot, hash.digest,
+                       StoredTokens(Tier::kHost, host_slot), HostSlot(host_slot));
+      ++in_flight;
       continue;
     }
     auto cached = state(Tier::kDevice).hash_of.find(block);
-    if (cached == state(Tier::kDevice).hash_of.end() || cached->second != hash) {
-      queue.pop_front();  // evicted meanwhile (and demoted, or dropped) or reused
+    if (cached == state(Tier::kDevice).hash_of.end() || cached->second != hash) continue;  // evicted or reused
+    // A copy of it to the host tier in flight (its host copy serves once landed), or no
+    // buffer or room: later.
+    if (copies_.reading_ticket.contains(block) || write_behind_.buffers.free.empty() || !room) {
+      waiting.push_back(entry);
       continue;
     }
-    // A copy of it to the host tier is in flight: its host copy serves once landed.
-    if (copies_.reading_ticket.contains(block) || write_behind_.buffers.free.empty() || (!idle && in_flight >= limit)) {
+    const std::optional<int32_t> disk_slot = AllocateSlot(Tier::kDisk);
+    if (!disk_slot) {
+      waiting.push_back(entry);
       break;
     }
-    const std::optional<int32_t> disk_slot = AllocateSlot(Tier::kDisk);
-    if (!disk_slot) break;
     PendingCopy c;
     c.kind = PendingKind::kPersistToDisk;
     c.block = block;
@@ -131,8 +143,8 @@ void KvCacheManager::StartWriteBehind(bool idle) {
     batch.push_back(std::move(c));
     in_batch.insert(hash);
     ++in_flight;
-    queue.pop_front();
   }
+  queue.insert(queue.begin(), waiting.begin(), waiting.end());
   if (batch.empty()) return;
   const std::vector<PendingCopy> copies = batch;
   const absl::StatusOr<int64_t> ticket = StartBatch(std::move(batch));
