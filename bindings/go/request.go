@@ -21,6 +21,8 @@ type Options struct {
 	MaxWaiting  int
 	Ints        map[string]int64
 	Strings     map[string]string
+	// Progress, when set, hears NewContext's stages and may cancel it (see ProgressFunc).
+	Progress ProgressFunc
 }
 
 func (o *Options) native() (capi.Struct_SS_kvt_options, error) {
@@ -76,8 +78,9 @@ func (o *Options) native() (capi.Struct_SS_kvt_options, error) {
 	return h, nil
 }
 
-// Request is one generation request. Zero fields keep the library defaults (greedy,
-// 16 new tokens, the model's eos ids stop).
+// Request is one generation request. Zero fields keep the defaults: the model's
+// generation_config.json where it has them (see Model.InfoJSON), else greedy, 16 new
+// tokens; the model's eos ids stop. Greedy forces temperature 0 over a sampling default.
 type Request struct {
 	Prompt       []int32
 	PromptText   string        // the prompt as text, tokenized by the model's tokenizer
@@ -91,6 +94,10 @@ type Request struct {
 	StopTokens   []int32
 	IgnoreEOS    bool
 	Priority     int
+	Greedy       bool // temperature 0 whatever the model's defaults say (Temperature is ignored)
+	// PinPrefix keeps the prompt's full KV blocks on the device tier once computed (never
+	// evicted) until Context.UnpinPrefixes.
+	PinPrefix bool
 	// CacheNamespace ("" = the default one): cached prompt prefixes are shared only between
 	// requests of the same namespace, so one tenant's requests never reuse another's. It
 	// never changes the generated tokens. At most 256 bytes of UTF-8, no NUL.
@@ -136,7 +143,9 @@ func (r *Request) native() (capi.Struct_SS_kvt_request, error) {
 	if r.MaxNewTokens != 0 {
 		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_max_new_tokens(h, r.MaxNewTokens) })
 	}
-	if r.Temperature != 0 {
+	if r.Greedy {
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_temperature(h, 0) })
+	} else if r.Temperature != 0 {
 		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_temperature(h, r.Temperature) })
 	}
 	if r.TopK != 0 {
@@ -166,6 +175,9 @@ func (r *Request) native() (capi.Struct_SS_kvt_request, error) {
 			return nil, &Error{Status: StatusInvalidArgument, Message: "the cache namespace contains a NUL byte"}
 		}
 		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_cache_namespace(h, r.CacheNamespace) })
+	}
+	if r.PinPrefix {
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_pin_prefix(h, 1) })
 	}
 	for _, step := range steps {
 		if st := step(); st != 0 {

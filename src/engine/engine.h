@@ -7,6 +7,7 @@
 #ifndef KVTIER_ENGINE_ENGINE_H_
 #define KVTIER_ENGINE_ENGINE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "backend/backend.h"
 #include "engine/engine_options.h"
+#include "engine/latency_histograms.h"
 #include "engine/preemption_policy.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
@@ -93,8 +95,8 @@ class Engine {
                     std::vector<StepEvent>* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends the token sampled after a chunk that reached the sequence's last token and
   // decides whether the sequence stops.
-  void CommitTokenLocked(Sequence* seq, int32_t token, std::vector<StepEvent>* events)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CommitTokenLocked(Sequence* seq, int32_t token, std::chrono::steady_clock::time_point now,
+                         std::vector<StepEvent>* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IsStopToken(const Sequence& seq, int32_t token) const;
 
   const std::shared_ptr<const Checkpoint> checkpoint_;
@@ -131,6 +133,7 @@ class Engine {
     double compute_seconds = 0;
     double schedule_seconds = 0;
   } counters_ ABSL_GUARDED_BY(mu_);
+  LatencyHistograms latencies_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kvtier

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <type_traits>
 
+#include "common/log.h"
 #include "kv/kv_cache_manager.h"
 
 namespace kvtier {
@@ -75,6 +76,8 @@ void KvCacheManager::LandDiskJob(DiskJobs::Landed& landed) {
             if (!status.ok()) {
               ++counters_.io_errors;
               disk_tier_.write_pause_steps = kDiskWritePauseSteps;
+              Log(LogLevel::kWarn, "disk tier: host -> disk write-back paused for ", kDiskWritePauseSteps,
+                  " steps after a failed write: ", status.message());
             } else {
               disk_tier_.store->Forget(job.disk_slot);  // a second copy: the first one stays
             }
@@ -115,6 +118,8 @@ void KvCacheManager::LandDiskJob(DiskJobs::Landed& landed) {
             if (!status.ok()) {  // the device copy is still cached: only durability is lost
               ++counters_.io_errors;
               write_behind_.pause_steps = kDiskWritePauseSteps;
+              Log(LogLevel::kWarn, "disk tier: write-behind paused for ", kDiskWritePauseSteps,
+                  " steps after a failed write: ", status.message());
             } else {
               disk_tier_.store->Forget(job.disk_slot);  // a second copy: the first one stays
             }

@@ -67,8 +67,23 @@
 // disk slot are held, the slot in no cache map (so neither evicted nor read); a prefix
 // match of the block first waits for the write, then reads it back as a disk hit. A failed
 // write drops the block (io_errors, blocks_dropped).
+// Tier preparation: Create returns before the lower tiers are ready, whatever their size.
+// The host region is reserved at once and, on backends that pin host memory (CUDA), pinned
+// on a background thread a chunk at a time (HostTierMemory); the disk file is opened,
+// locked and reserved up to TierPreparationOptions::disk_bytes_at_create, the rest on a
+// second background thread (ChunkedPreparer over DiskBlockStore::PreallocateSlots). The
+// budgets are fixed and exact from the start (capacity, admission), but a tier's pool hands
+// out only the slots prepared so far: AdmitPreparedSlots (at every step, and before a slot
+// is taken) makes the newly prepared ones free, on the stepping thread, so counts, stats and
+// VerifyIntegrity stay exact while chunks arrive. Nothing waits for preparation: a host
+// slot wanted before its chunk is pinned is not there, as when the host tier is full (a
+// swap goes to disk or recomputes, a write-back or read-ahead is skipped). A preparation
+// that fails (pinning refused, a disk found full late) stops there for good: the tier keeps
+// what was prepared, the failure is in preparation_error() (a disk one counted in
+// io_errors once). Destruction cancels both, waiting at most for the chunk in progress.
 // Not thread-safe: driven under the engine lock by the stepping thread (the I/O threads
-// touch only their jobs' host bytes and disk slots).
+// touch only their jobs' host bytes and disk slots; the preparation threads only pin host
+// memory the pools do not hand out yet and reserve file space no slot uses yet).
 #ifndef KVTIER_KV_KV_CACHE_MANAGER_H_
 #define KVTIER_KV_KV_CACHE_MANAGER_H_
 
@@ -89,8 +104,11 @@
 #include "kv/block_hash.h"
 #include "kv/block_key_chain.h"
 #include "kv/block_pool.h"
+#include "kv/chunked_preparer.h"
 #include "kv/disk_jobs.h"
+#include "kv/host_tier_memory.h"
 #include "kv/lru_set.h"
+#include "kv/tier_preparation.h"
 
 namespace kvtier {
 
@@ -114,6 +132,7 @@ struct KvCacheOptions {
   uint64_t model_fingerprint = 0;   // keys the prefix cache and the disk file
   bool prefix_cache = true;
   bool write_behind = true;         // with a disk tier: full blocks written to disk soon (see the top)
+  TierPreparationOptions preparation;  // host pinning and disk reservation in the background
 };
 
 // Counters the statistics report; monotonically increasing except *_used.
@@ -271,6 +290,7 @@ class KvCacheManager {
   // inside every operation; disk writes at step start and end, and when an eviction needs
   // one).
   void PollCopies() {
+    AdmitPreparedSlots();
     FinishCopies(0);
     LandDiskJobs();
   }
@@ -283,6 +303,19 @@ class KvCacheManager {
   void DrainDiskWrites() {
     if (disk_tier_.jobs != nullptr) AwaitDiskJob(disk_tier_.jobs->last_write());
   }
+
+  // Makes the host and disk slots prepared in the background since the last call usable
+  // (see the top), and notes a preparation that failed. Cheap: two atomic loads when
+  // nothing changed. Called by every step and before a host or disk slot is taken.
+  void AdmitPreparedSlots();
+  // Blocks until both preparations have ended (complete, failed), then admits what they
+  // prepared: tests, and callers that want the whole tiers before they start.
+  void WaitForPreparedTiers();
+  // Slots of the tier usable now (prepared and admitted): capacity_blocks once prepared.
+  int64_t ready_blocks(Tier tier) const { return pool(tier).num_available(); }
+  // Why the tier's preparation stopped early, once AdmitPreparedSlots has seen it; empty
+  // otherwise.
+  const std::string& preparation_error(Tier tier) const { return preparation_[static_cast<int>(tier)].error; }
 
   // Bytes per block; used/peak blocks per tier.
   size_t block_bytes() const { return block_bytes_; }
@@ -361,8 +394,8 @@ class KvCacheManager {
   // Device and host keep each cached slot's token ids (block_tokens per slot, valid while
   // the slot is cached); the disk keeps them in its slot headers.
   struct TierState {
-    TierState(int64_t num_blocks, int64_t tokens_per_slot)
-        : pool(num_blocks), tokens(static_cast<size_t>(num_blocks * tokens_per_slot)) {}
+    TierState(int64_t num_blocks, int64_t num_available, int64_t tokens_per_slot)
+        : pool(num_blocks, num_available), tokens(static_cast<size_t>(num_blocks * tokens_per_slot)) {}
     BlockPool pool;
     LruSet lru;
     absl::flat_hash_map<BlockHash, int32_t> by_hash;
@@ -380,6 +413,8 @@ class KvCacheManager {
   // so that its threads are joined before the store closes.
   struct DiskTier {
     std::unique_ptr<DiskBlockStore> store;
+    // Reserves the file's slots past what Open reserved (null when none were left).
+    std::unique_ptr<ChunkedPreparer> preparer;
     std::unique_ptr<DiskJobs> jobs;
     int64_t write_pause_steps = 0;  // steps without write-back left after a failed write
   };
@@ -541,6 +576,8 @@ class KvCacheManager {
   absl::Status VerifyLowerTier(Tier tier) const;
   // Staging or write-behind buffers: each free or held by exactly one holder.
   absl::Status VerifyBuffers() const;
+  // Records how a tier's background preparation ended (kv_cache_preparation.cc).
+  void NotePreparationEnd(Tier tier, const absl::Status& status);
 
   const KvCacheOptions options_;
   Backend* const backend_;
@@ -548,7 +585,14 @@ class KvCacheManager {
   TierState tiers_[kNumTiers];
   const uint64_t instance_tag_;     // random: keys SwapTag to this manager
   const BlockHash default_scope_;   // the default namespace's key scope
-  uint8_t* host_memory_ = nullptr;  // (host_blocks, block_bytes) from the backend
+  std::unique_ptr<HostTierMemory> host_region_;  // null without a host tier
+  uint8_t* host_memory_ = nullptr;  // (host_blocks, block_bytes): host_region_'s bytes
+  // How each lower tier's preparation ended, once AdmitPreparedSlots saw it end.
+  struct Preparation {
+    bool ended = false;
+    std::string error;
+  };
+  Preparation preparation_[kNumTiers];
   StagingBuffers staging_;          // from the backend, with a disk tier
   WriteBehind write_behind_;        // with a disk tier (its buffers from the backend)
   DiskTier disk_tier_;

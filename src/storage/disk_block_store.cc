@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "storage/crc32c.h"
 
@@ -51,10 +52,13 @@ absl::StatusOr<std::unique_ptr<DiskBlockStore>> DiskBlockStore::Open(const DiskS
   geometry.model_fingerprint = options.model_fingerprint;
   FileIo* io = options.io != nullptr ? options.io : DefaultFileIo();
   const bool existed = io->Exists(options.path);
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<RandomAccessFile> file,
-      io->OpenForReadWrite(options.path, static_cast<int64_t>(slot_bytes) * options.num_slots));
+  const int64_t reserved_slots =
+      std::clamp<int64_t>(options.slots_reserved_at_open.value_or(options.num_slots), 0, options.num_slots);
+  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
+                   io->OpenForReadWrite(options.path, static_cast<int64_t>(slot_bytes) * reserved_slots));
+  ASSIGN_OR_RETURN(const int64_t file_size, file->Size());
   std::unique_ptr<DiskBlockStore> store(new DiskBlockStore(options.path, geometry, io, std::move(file)));
+  store->slots_in_file_at_open_ = std::min<int64_t>(options.num_slots, file_size / static_cast<int64_t>(slot_bytes));
   store->Recover(existed);
   // A fresh snapshot of what was recovered, and a journal to continue it. Failing that the
   // store still works; what it writes is found again only after a later compaction.
@@ -78,6 +82,7 @@ void DiskBlockStore::Ignore(const std::string& what, const absl::Status& status)
   index_ignored_.fetch_add(1, std::memory_order_relaxed);
   if (!index_ignored_reason_.empty()) index_ignored_reason_ += "; ";
   absl::StrAppend(&index_ignored_reason_, what, ": ", status.message());
+  Log(LogLevel::kWarn, "disk tier: ", what, ": ", status.message(), "; the cached blocks it lists are not used");
 }
 
 void DiskBlockStore::Recover(bool existed) {
@@ -124,7 +129,8 @@ void DiskBlockStore::Recover(bool existed) {
 
 void DiskBlockStore::ScanSlots() {
   std::vector<uint8_t> header(header_bytes_);
-  for (int64_t slot = 0; slot < geometry_.num_slots; ++slot) {
+  // The slots the file holds (a file still being prepared has none past its end).
+  for (int64_t slot = 0; slot < slots_in_file_at_open_; ++slot) {
     if (!file_->Pread(slot * slot_bytes_, header_bytes_, header.data()).ok()) {
       io_errors_.fetch_add(1, std::memory_order_relaxed);
       continue;
@@ -154,6 +160,14 @@ absl::Status DiskBlockStore::CheckSlot(int64_t slot) const {
 absl::Status DiskBlockStore::CountIo(absl::Status status) {
   if (IsIoError(status)) io_errors_.fetch_add(1, std::memory_order_relaxed);
   return status;
+}
+
+absl::Status DiskBlockStore::PreallocateSlots(int64_t begin, int64_t end) {
+  if (begin < 0 || end > geometry_.num_slots || begin > end) {
+    return absl::InvalidArgumentError(absl::StrCat("disk slots [", begin, ", ", end, ") outside [0, ",
+                                                   geometry_.num_slots, "]"));
+  }
+  return CountIo(file_->Allocate(begin * slot_bytes_, (end - begin) * slot_bytes_));
 }
 
 absl::Status DiskBlockStore::Write(int64_t slot, const Sha256Digest& key, std::span<const int32_t> tokens,
@@ -211,10 +225,18 @@ std::vector<absl::Status> DiskBlockStore::WriteBatch(std::span<const WriteReques
     if (results[i].ok()) results[i] = CountIo(file_->Pwrite(offset, header.data(), header_bytes_));
     any = any || results[i].ok();
   }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (IsIoError(results[i])) {
+      Log(LogLevel::kWarn, "disk tier: write of slot ", requests[i].slot, " to ", path_,
+          " failed: ", results[i].message(), "; the block is not kept on disk");
+    }
+  }
   if (!any && !renew) return results;
   // One sync for them all: each is durable only once it returned.
   if (any) {
     if (const absl::Status synced = CountIo(file_->Sync()); !synced.ok()) {
+      Log(LogLevel::kWarn, "disk tier: syncing ", path_, " failed: ", synced.message(),
+          "; the blocks just written are not kept on disk");
       for (size_t i = 0; i < requests.size(); ++i) {
         if (results[i].ok() && requests[i].content != Content::kRecordOnly) results[i] = synced;
       }
@@ -254,7 +276,10 @@ absl::Status DiskBlockStore::Read(int64_t slot, const Sha256Digest& key, std::sp
   RETURN_IF_ERROR(CountIo(file_->Pread(offset, header_bytes_, header.data())));
   auto corrupt = [&](absl::string_view what) {
     corrupt_detected_.fetch_add(1, std::memory_order_relaxed);
-    return absl::DataLossError(absl::StrCat("slot ", slot, " of ", path_, ": ", what));
+    absl::Status status = absl::DataLossError(absl::StrCat("slot ", slot, " of ", path_, ": ", what));
+    Log(LogLevel::kWarn, "disk tier: corrupt block detected: ", status.message(),
+        "; not used (a miss: the tokens are recomputed)");
+    return status;
   };
   absl::StatusOr<SlotHeader> h = DecodeSlotHeader(header.data(), header_bytes_);
   if (!h.ok()) return corrupt(h.status().message());
@@ -273,6 +298,7 @@ absl::Status DiskBlockStore::Read(int64_t slot, const Sha256Digest& key, std::sp
   }
   if (!std::equal(h->tokens.begin(), h->tokens.end(), tokens.begin(), tokens.end())) {
     token_mismatches_.fetch_add(1, std::memory_order_relaxed);
+    Log(LogLevel::kWarn, "disk tier: slot ", slot, " of ", path_, " holds the block's key with other tokens; refused");
     return absl::FailedPreconditionError(absl::StrCat("slot ", slot, " of ", path_, " holds block ",
                                                       key.Hex().substr(0, 16), " with other tokens: refused"));
   }
@@ -313,7 +339,12 @@ absl::Status DiskBlockStore::CompactLocked() {
   DiskIndexSnapshot snapshot;
   snapshot.journal_generation = NewGeneration(generation_);
   snapshot.entries = IndexInWriteOrder();
-  RETURN_IF_ERROR(CountIo(io_->WriteFileAtomically(index_path(), EncodeDiskIndex(geometry_, snapshot))));
+  if (absl::Status saved = CountIo(io_->WriteFileAtomically(index_path(), EncodeDiskIndex(geometry_, snapshot)));
+      !saved.ok()) {
+    Log(LogLevel::kWarn, "disk tier: saving the index ", index_path(), " failed: ", saved.message(),
+        "; the journal keeps what was written since the last save");
+    return saved;
+  }
   compactions_.fetch_add(1, std::memory_order_relaxed);
   generation_ = snapshot.journal_generation;
   absl::Status restarted;

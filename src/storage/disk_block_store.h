@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -36,6 +37,10 @@ struct DiskStoreOptions {
   uint64_t model_fingerprint = 0;
   int64_t block_tokens = 0;   // > 0: tokens per block (the most a slot header holds)
   FileIo* io = nullptr;       // nullptr = DefaultFileIo(); must outlive the store
+  // Slots whose space Open reserves before it returns; nullopt = all of them. The caller
+  // reserves the others with PreallocateSlots before it uses them (the KV manager does it
+  // on a background thread, so that a large file does not hold up context creation).
+  std::optional<int64_t> slots_reserved_at_open;
 };
 
 // Slot layout: slot i starts at i * slot_bytes() (a multiple of 4096); its first
@@ -89,9 +94,11 @@ class DiskBlockStore {
     int64_t older_format_slots = 0;  // of those, slots of an older format version (ignored)
   };
 
-  // Creates/preallocates `path` (num_slots * slot_bytes()) and recovers its index (see the
-  // class comment); a lost, corrupt or foreign index never fails the open. InvalidArgument
-  // for bad options; IoError when the file cannot be created or preallocated (full disk).
+  // Creates/preallocates `path` (num_slots * slot_bytes(), or the slots_reserved_at_open
+  // first slots of it) and recovers its index (see the class comment; a lost index is
+  // rebuilt from the headers of the slots in the file); a lost, corrupt or foreign index
+  // never fails the open. InvalidArgument for bad options; IoError when the file cannot be
+  // created or preallocated (full disk).
   static absl::StatusOr<std::unique_ptr<DiskBlockStore>> Open(const DiskStoreOptions& options);
 
   DiskBlockStore(const DiskBlockStore&) = delete;
@@ -112,6 +119,16 @@ class DiskBlockStore {
   const std::string& path() const { return path_; }
   std::string index_path() const { return path_ + ".index"; }
   std::string journal_path() const { return path_ + ".journal"; }
+
+  // Slots the file had room for when Open returned (its size then, in whole slots): at
+  // least slots_reserved_at_open, all of them for a file prepared by an earlier store.
+  int64_t slots_in_file_at_open() const { return slots_in_file_at_open_; }
+  // Reserves the space of slots [begin, end) in the file (posix_fallocate). Slots are
+  // written only once reserved: then a full disk shows here, not as a failed block write.
+  // Not synced: a slot's Write syncs what reading it back needs. May run concurrently with
+  // Read and Write of other slots. IoError when the disk is full; InvalidArgument for a bad
+  // range.
+  absl::Status PreallocateSlots(int64_t begin, int64_t end);
 
   // Writes block_bytes() bytes of `data` into `slot` with its header (key, tokens) and makes
   // them durable (Sync); kCached content is then recorded in the journal (synced too)
@@ -180,6 +197,7 @@ class DiskBlockStore {
   const int64_t slot_bytes_;
   FileIo* const io_;
   const std::unique_ptr<RandomAccessFile> file_;
+  int64_t slots_in_file_at_open_ = 0;      // set in Open, then immutable
   std::vector<DiskIndexEntry> recovered_;  // set in Open, then immutable
   std::string index_ignored_reason_;       // set in Open, then immutable
 
