@@ -12,6 +12,8 @@ CSHARP_ARRAYS(char, byte)
 %apply char INOUT[] { char* };
 /* UTF-8 text with its length: the caller passes the encoded bytes and their count. */
 %apply char INPUT[] { const char* text };
+/* The cache namespace: exact UTF-8 too, NUL-terminated by the caller (Options.cs). */
+%apply char INPUT[] { const char* ns };
 
 /* The low layer is internal to Kvtier.dll: users see only the hand-written Kvtier namespace,
  * whose public members all carry XML documentation (mcs -doc, CS1591 is an error). */

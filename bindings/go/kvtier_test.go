@@ -81,6 +81,66 @@ func TestBadInputReturnsErrors(t *testing.T) {
 	}
 }
 
+func TestCacheNamespacesShareNoPrefix(t *testing.T) {
+	defer checkNoLeaks(t)
+	prompt := make([]int32, 40) // two full blocks of 16, plus 8 tokens
+	for i := range prompt {
+		prompt[i] = int32(3 + (i*7)%200)
+	}
+	m, err := LoadModel(modelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c, err := NewContext(m, cpu())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	gen := func(ns string) []int32 {
+		t.Helper()
+		toks, _, err := c.Generate(context.Background(),
+			Request{Prompt: prompt, MaxNewTokens: 4, IgnoreEOS: true, CacheNamespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return toks
+	}
+	gpuHits := func() int64 {
+		t.Helper()
+		v, err := c.Stat("prefix_hits.gpu")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	a := gen("tenant-a")
+	if gpuHits() != 0 {
+		t.Fatal("hits on a cold cache")
+	}
+	b := gen("tenant-b")
+	if gpuHits() != 0 {
+		t.Fatal("tenant-b reused tenant-a's blocks")
+	}
+	again := gen("tenant-a")
+	if gpuHits() != 2 {
+		t.Fatalf("tenant-a reused %d blocks, want 2", gpuHits())
+	}
+	if !reflect.DeepEqual(a, b) || !reflect.DeepEqual(a, again) {
+		t.Fatalf("a namespace changed the tokens: %v %v %v", a, b, again)
+	}
+	gen("t\u00e9nant-\U0001F600")
+	_, err = c.Add(Request{Prompt: prompt, CacheNamespace: "a\x00b"})
+	wantError(t, err, StatusInvalidArgument, "NUL")
+	_, err = c.Add(Request{Prompt: prompt, CacheNamespace: "\xff"})
+	wantError(t, err, StatusInvalidArgument, "UTF-8")
+	_, err = c.Add(Request{Prompt: prompt, CacheNamespace: strings.Repeat("x", 257)})
+	wantError(t, err, StatusInvalidArgument, "256")
+	if c.NumUnfinished() != 0 {
+		t.Fatal("a refused add left a sequence")
+	}
+}
+
 // cliTokens is what the C API produces for the same request, via the kvtier CLI.
 func cliTokens(t *testing.T, prompt string, maxTokens int, temperature float32, seed int64) []int32 {
 	t.Helper()

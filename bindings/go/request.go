@@ -1,6 +1,10 @@
 package kvtier
 
-import "github.com/kvtier/kvtier/bindings/go/internal/capi"
+import (
+	"strings"
+
+	"github.com/kvtier/kvtier/bindings/go/internal/capi"
+)
 
 // Options configure a context; the zero value of a field keeps the library default.
 // Any key of kvtier.h (e.g. "preemption", "max_tokens_per_step") can be given in Ints or
@@ -94,6 +98,10 @@ type Request struct {
 	// PinPrefix keeps the prompt's full KV blocks on the device tier once computed (never
 	// evicted) until Context.UnpinPrefixes.
 	PinPrefix bool
+	// CacheNamespace ("" = the default one): cached prompt prefixes are shared only between
+	// requests of the same namespace, so one tenant's requests never reuse another's. It
+	// never changes the generated tokens. At most 256 bytes of UTF-8, no NUL.
+	CacheNamespace string
 }
 
 // ChatMessage is one message of a chat prompt (role "system", "user" or "assistant").
@@ -159,6 +167,14 @@ func (r *Request) native() (capi.Struct_SS_kvt_request, error) {
 	}
 	if r.Priority != 0 {
 		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_priority(h, r.Priority) })
+	}
+	if r.CacheNamespace != "" {
+		// A C string: a NUL inside would cut it short, and name another namespace.
+		if strings.IndexByte(r.CacheNamespace, 0) >= 0 {
+			capi.Kvt_request_free(h)
+			return nil, &Error{Status: StatusInvalidArgument, Message: "the cache namespace contains a NUL byte"}
+		}
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_cache_namespace(h, r.CacheNamespace) })
 	}
 	if r.PinPrefix {
 		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_pin_prefix(h, 1) })

@@ -11,6 +11,8 @@
 %apply char* BYTE { char* };
 /* UTF-8 text with its length: a byte[] (exact UTF-8; JNI strings are modified UTF-8). */
 %apply (const char *STRING, size_t LENGTH) { (const char* text, int32_t text_len) };
+/* The cache namespace: exact UTF-8 too, as a NUL-terminated byte[] (Request.java). */
+%apply char* BYTE { const char* ns };
 %typemap(argout) const char* ""
 %typemap(freearg) const char* { if ($1) JCALL2(ReleaseStringUTFChars, jenv, $input, (const char*)$1); }
 

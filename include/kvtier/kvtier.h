@@ -195,7 +195,7 @@ KVT_API kvt_status kvt_model_detokenize(const kvt_model* model, const int32_t* i
 
 /** Everything about one generation request except the context. Defaults: greedy
  * (temperature 0), top_k 0 (off), top_p 1, seed 0, max_new_tokens 16, no stop ids beyond
- * the model's eos ids, priority 0, ignore_eos 0 — except where the model's
+ * the model's eos ids, priority 0, ignore_eos 0, the default cache namespace — except where the model's
  * generation_config.json says otherwise: a field the request does not set takes the
  * checkpoint's value when the sequence is added, a field it sets always wins.
  * generation_config.json as transformers reads it: "do_sample": true gives the file's
@@ -244,6 +244,13 @@ KVT_API kvt_status kvt_request_set_priority(kvt_request* request, int32_t priori
  * evicted, so later requests sharing the prefix always hit) until
  * kvt_context_unpin_prefixes. Pinned blocks reduce what other sequences can use. */
 KVT_API kvt_status kvt_request_set_pin_prefix(kvt_request* request, int32_t pin);
+/** Cache namespace (copied; "" is the default): prompt-prefix KV blocks are shared only
+ * between requests of the same namespace, in every tier and across restarts over the same
+ * disk file, so one tenant's requests never reuse (or learn, by timing) another's cached
+ * prompts. It changes which blocks are shared, never the generated tokens. UTF-8 without
+ * NUL, at most 256 bytes; KVT_ERR_INVALID_ARGUMENT otherwise (the request keeps its
+ * previous namespace). */
+KVT_API kvt_status kvt_request_set_cache_namespace(kvt_request* request, const char* ns);
 /** Message of the last failed setter on this request ("" if none). Valid until the next call
  * on the object. */
 KVT_API const char* kvt_request_errmsg(const kvt_request* request);

@@ -2,6 +2,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/handles.h"
 #include "backend/sampling_ranges.h"
+#include "kv/block_hash.h"
 
 namespace {
 
@@ -141,6 +142,17 @@ KVT_API kvt_status kvt_request_set_pin_prefix(kvt_request* request, int32_t pin)
   if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
   request->params.pin_prefix = pin != 0;
   return Ok(request);
+}
+
+KVT_API kvt_status kvt_request_set_cache_namespace(kvt_request* request, const char* ns) {
+  if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return kvtier::api::Guard([&] {
+    if (ns == nullptr) return Fail(request, "the cache namespace is NULL (use \"\" for the default one)");
+    const std::string_view text(ns);
+    if (absl::Status s = kvtier::ValidateCacheNamespace(text); !s.ok()) return Fail(request, std::string(s.message()));
+    request->params.cache_namespace.assign(text);
+    return Ok(request);
+  });
 }
 
 KVT_API const char* kvt_request_errmsg(const kvt_request* request) {

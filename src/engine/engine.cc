@@ -84,6 +84,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   kv_options.disk_path = options.disk_path;
   kv_options.file_io = options.file_io;
   kv_options.prefix_cache = options.prefix_cache;
+  kv_options.write_behind = options.disk_write_behind;
   kv_options.preparation = options.tier_preparation;
   // Cached KV is only valid for the same weights, block geometry and KV element type.
   const KvLayout& layout = backend->kv_layout();
@@ -130,6 +131,7 @@ Engine::~Engine() = default;
 
 absl::StatusOr<SequenceId> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& params) {
   RETURN_IF_ERROR(params.Validate());
+  RETURN_IF_ERROR(ValidateCacheNamespace(params.cache_namespace));
   const ModelConfig& config = checkpoint_->config();
   if (prompt.empty()) return absl::InvalidArgumentError("the prompt is empty");
   for (size_t i = 0; i < prompt.size(); ++i) {
@@ -162,6 +164,7 @@ absl::StatusOr<SequenceId> Engine::Add(std::vector<int32_t> prompt, const Sampli
   }
   const SequenceId id = next_id_++;
   auto seq = std::make_unique<Sequence>(id, id, std::move(prompt), params);
+  seq->block_keys = kv_->KeyChain(params.cache_namespace);
   if (tokenizer_ != nullptr) {
     tokenizer::DecodeOptions decode;
     decode.skip_special_tokens = true;
@@ -425,7 +428,26 @@ nlohmann::json Engine::Stats() {
   stats["prefix_hit_tokens"] = kv.prefix_hit_tokens;
   stats["pinned_blocks"] = kv_->num_pinned_blocks();
   stats["corrupt_blocks_detected"] = kv.corrupt_blocks_detected;
+  // Prefix-cache trust: hits refused because the block's stored tokens differ from the
+  // request's (any tier), and disk index entries whose slot held another block (a miss).
+  stats["prefix_token_mismatch"] = kv.prefix_token_mismatch;
+  stats["disk_stale_entries"] = kv.disk_stale_entries;
   stats["io_errors"] = kv.io_errors;
+  // Crash durability: full blocks written to disk by write-behind; steps it yielded to a
+  // busy writer; queued blocks it dropped (written at eviction or shutdown instead). The
+  // disk index as found when the context was created, and its journal since.
+  stats["blocks_persisted"] = kv.blocks_persisted;
+  stats["write_behind_skipped_busy"] = kv.write_behind_skipped_busy;
+  stats["write_behind_dropped"] = kv.write_behind_dropped;
+  const DiskStoreCounters disk = kv_->disk_store_counters();
+  stats["disk_index"] = {{"recovered_blocks", disk.recovered_blocks},
+                         {"journal_replayed", disk.journal_replayed},
+                         {"slots_scanned", disk.slots_scanned},
+                         {"ignored", disk.index_ignored},
+                         {"older_format_slots", disk.older_format_slots},
+                         {"journal_records", disk.journal_records},
+                         {"compactions", disk.compactions}};
+  stats["disk_index_ignored_reason"] = kv_->disk_index_ignored_reason();
   stats["backend"] = std::string(backend_->name());
   // What the KV (and, on CUDA, weights and activations) are held in: F32 on the CPU, the
   // checkpoint's BF16 or F16 on CUDA.

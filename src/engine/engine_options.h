@@ -42,6 +42,9 @@ struct EngineOptions {
   CudaOptions cuda;
   // File system for the disk tier; nullptr = the real one (tests inject faults here).
   FileIo* file_io = nullptr;
+  // Tests of other disk paths: full blocks are not written to disk soon after filling
+  // (crash durability, KvCacheOptions::write_behind) but only when evicted or at shutdown.
+  bool disk_write_behind = true;
   // How the host and disk tiers are prepared in the background after creation (chunk sizes;
   // tests make them small).
   TierPreparationOptions tier_preparation;

@@ -21,6 +21,9 @@ struct SamplingParams {
   bool ignore_eos = false;
   int32_t priority = 0;  // higher runs first, is preempted last
   bool pin_prefix = false;  // keep the prompt's full blocks on the device once computed
+  // Prefix-cache blocks are shared only between sequences of the same namespace ("" is the
+  // default one): UTF-8 without NUL, at most kMaxCacheNamespaceBytes (kv/block_hash.h).
+  std::string cache_namespace;
 
   bool greedy() const { return temperature == 0.0f || top_k == 1; }
   // InvalidArgument naming the field when out of range: temperature, top_k and top_p as

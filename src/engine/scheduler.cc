@@ -84,9 +84,9 @@ bool Scheduler::PrepareWaiting(Sequence* seq, int64_t budget, int64_t keep_free,
   if (fresh && !running_.empty()) {
     // Others keep the step busy: rather than read its disk-cached prefix on the stepping
     // thread, start reading it ahead and admit it once the reads have landed.
-    if (kv_->ReadAhead(seq->id, seq->tokens)) return false;
+    if (kv_->ReadAhead(seq->id, seq->tokens, seq->keys())) return false;
   }
-  if (fresh) seq->num_computed = kv_->MatchPrefix(seq->id, seq->tokens, seq->params.priority);
+  if (fresh) seq->num_computed = kv_->MatchPrefix(seq->id, seq->tokens, seq->params.priority, seq->keys());
   *length = std::min(seq->num_uncomputed(), budget);
   const int64_t end = seq->num_computed + *length;
   if (kv_->NewBlocksNeeded(seq->id, end) > kv_->num_available_device_blocks() - keep_free ||
@@ -194,7 +194,7 @@ void Scheduler::Commit(const Schedule& schedule) {
   for (const ScheduledChunk& chunk : schedule.chunks) {
     Sequence* seq = chunk.sequence;
     seq->num_computed += chunk.length;
-    kv_->OnComputed(seq->id, seq->tokens, seq->num_computed, seq->params.priority);
+    kv_->OnComputed(seq->id, seq->tokens, seq->num_computed, seq->params.priority, seq->keys());
     if (seq->params.pin_prefix && !seq->prefix_pinned && seq->num_computed >= seq->num_prompt_tokens) {
       kv_->PinPrefix(seq->id, seq->num_prompt_tokens / kv_->block_tokens());
       seq->prefix_pinned = true;
@@ -205,7 +205,7 @@ void Scheduler::Commit(const Schedule& schedule) {
 void Scheduler::EndStep() {
   if (policy_ != nullptr) policy_->ObserveCopyBandwidth(kv_->measured_swap_bandwidth());
   PrefetchWaiting();
-  kv_->PersistIndexIfDirty();
+  kv_->FinishStep(/*idle=*/running_.empty() && waiting_.empty());
 }
 
 
@@ -234,7 +234,7 @@ void Scheduler::PrefetchWaiting() {
   int read_ahead = 0;
   for (Sequence* seq : waiting_) {
     if (read_ahead++ == kReadAheadSequences) break;
-    kv_->ReadAhead(seq->id, seq->tokens);
+    kv_->ReadAhead(seq->id, seq->tokens, seq->keys());
   }
 }
 

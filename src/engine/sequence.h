@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct Sequence {
   std::string error;             // why it failed, for FinishReason::kError
   bool cancel_requested = false;
   bool prefix_pinned = false;
+  // The prefix-cache keys of its blocks, in its cache namespace (params.cache_namespace),
+  // set by the engine; unset (tests): the default namespace's, computed on each use.
+  std::optional<BlockKeyChain> block_keys;
   Rng rng;
   // Text of the generated tokens, streamed (only with a tokenizer).
   std::unique_ptr<tokenizer::StreamDecoder> detokenizer;
@@ -50,6 +54,7 @@ struct Sequence {
   // Tokens still to feed before the next sample (1 while decoding).
   int64_t num_uncomputed() const { return num_tokens() - num_computed; }
   bool finished() const { return state == SequenceState::kFinished; }
+  BlockKeyChain* keys() { return block_keys.has_value() ? &*block_keys : nullptr; }
 };
 
 }  // namespace kvtier

@@ -1,6 +1,7 @@
 // DiskIoThread: one I/O thread that moves whole blocks between the disk tier and host-tier
-// memory (DiskBlockStore::Write: pwrite + fdatasync, milliseconds per block; Read: pread +
-// checksum), so that the stepping thread does not. The KV manager has two, through
+// memory (DiskBlockStore::Write: pwrite + fdatasync, and for cached blocks the index
+// journal's append + fdatasync, milliseconds per block; Read: pread + checks), so that the
+// stepping thread does not. The KV manager has two, through
 // DiskJobs: one writes cached host blocks to disk ahead of their eviction, and swapped or
 // evicted device blocks from staging buffers; the other reads disk blocks into host slots
 // ahead of their use (a waiting sequence's prefix hits on disk, the blocks of a sequence
@@ -11,11 +12,15 @@
 //
 // The host bytes a job reads or writes (a host slot or a staging buffer, pinned on CUDA)
 // must stay allocated, and unchanged by anyone else, until the job is reported finished; so
-// must its disk slot. Index saves carry their own copy of the entries.
+// must its disk slot. Jobs carry their own copy of the key and tokens.
 // The manager guarantees both (kv_cache_manager.h), so jobs may run concurrently with the
 // stepping thread's own synchronous disk I/O on other slots: DiskBlockStore is thread-safe
 // for distinct slots (positioned I/O, atomic counters), as are both FileIo implementations
 // (POSIX pread/pwrite; FakeFileIo's one mutex).
+//
+// Writes queued back to back run as one DiskBlockStore::WriteBatch (one sync of the slot
+// file and of the index journal for up to kMaxWriteBatch blocks: group commit), so a
+// writer that falls behind catches up instead of paying two syncs per block.
 //
 // Thread-safety: Submit*, TakeFinished, Wait and WaitAll are called by one thread (the
 // owner, DiskJobs); the I/O thread only runs jobs. Jobs finish in submission order (FIFO).
@@ -27,16 +32,16 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "storage/disk_index.h"
+#include "common/sha256.h"
+#include "storage/disk_block_store.h"
 
 namespace kvtier {
-
-class DiskBlockStore;
 
 class DiskIoThread {
  public:
@@ -52,13 +57,11 @@ class DiskIoThread {
   DiskIoThread(const DiskIoThread&) = delete;
   DiskIoThread& operator=(const DiskIoThread&) = delete;
 
-  // Queues Write(slot, tag, token_count, data); returns the job's id (> 0, increasing).
-  int64_t SubmitWrite(int64_t slot, uint64_t tag, int32_t token_count, const void* data);
-  // Queues Read(slot, tag, dest) (dest: one block); returns the job's id.
-  int64_t SubmitRead(int64_t slot, uint64_t tag, void* dest);
-  // Queues SaveIndex(entries) (the disk tier's index file, written new then renamed);
-  // returns the job's id. Behind the block writes queued before it.
-  int64_t SubmitSaveIndex(std::vector<DiskIndexEntry> entries);
+  // Queues Write(slot, key, tokens, data, content); returns the job's id (> 0, increasing).
+  int64_t SubmitWrite(int64_t slot, const Sha256Digest& key, std::span<const int32_t> tokens, const void* data,
+                      DiskBlockStore::Content content);
+  // Queues Read(slot, key, tokens, dest) (dest: one block); returns the job's id.
+  int64_t SubmitRead(int64_t slot, const Sha256Digest& key, std::span<const int32_t> tokens, void* dest);
   // The jobs finished since the last call, in submission order. Never blocks on I/O (only
   // on the queue's mutex, which the I/O thread holds for a few instructions).
   std::vector<Finished> TakeFinished();
@@ -68,18 +71,18 @@ class DiskIoThread {
   int64_t last_submitted() const { return last_submitted_; }
 
  private:
-  enum class Kind { kWrite, kRead, kSaveIndex };
   struct Job {
     int64_t id = 0;
-    Kind kind = Kind::kWrite;
+    bool write = false;
     int64_t slot = 0;
-    uint64_t tag = 0;
-    int32_t token_count = 0;      // writes
+    Sha256Digest key;
+    std::vector<int32_t> tokens;  // written, or expected
+    DiskBlockStore::Content content = DiskBlockStore::Content::kCached;  // writes
     const void* data = nullptr;   // writes: the source
     void* dest = nullptr;         // reads: the destination
-    std::shared_ptr<const std::vector<DiskIndexEntry>> index;  // kSaveIndex
   };
-  int64_t Submit(const Job& job);
+  static constexpr size_t kMaxWriteBatch = 32;  // writes committed together at most
+  int64_t Submit(Job job);
   void Run();
 
   DiskBlockStore* const store_;

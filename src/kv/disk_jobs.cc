@@ -37,6 +37,7 @@ void DiskJobs::Index(DiskJobId id, const DiskJob& job, bool add) {
   if (const auto* j = std::get_if<WriteBackJob>(&job)) set(write_back_by_host_slot_, j->host_slot);
   if (const auto* j = std::get_if<SwapWriteJob>(&job)) set(swap_write_by_slot_, j->disk_slot);
   if (const auto* j = std::get_if<DemoteWriteJob>(&job)) set(demote_write_by_hash_, j->hash);
+  if (const auto* j = std::get_if<PersistWriteJob>(&job)) set(persist_write_by_hash_, j->hash);
   if (const auto* j = std::get_if<PrefixReadJob>(&job)) {
     set(read_by_slot_, j->disk_slot);
     set(prefix_read_by_hash_, j->hash);
@@ -44,16 +45,17 @@ void DiskJobs::Index(DiskJobId id, const DiskJob& job, bool add) {
   if (const auto* j = std::get_if<SwapReadJob>(&job)) set(read_by_slot_, j->disk_slot);
 }
 
-DiskJobId DiskJobs::SubmitWrite(DiskJob job, int32_t disk_slot, uint64_t tag, int32_t token_count, const void* data) {
-  return Register(false, writer_->SubmitWrite(disk_slot, tag, token_count, data), std::move(job));
+DiskJobId DiskJobs::SubmitWrite(DiskJob job, int32_t disk_slot, const Sha256Digest& key,
+                                std::span<const int32_t> tokens, const void* data) {
+  const auto content = std::holds_alternative<SwapWriteJob>(job)     ? DiskBlockStore::Content::kPrivate
+                       : std::holds_alternative<RenewRecordJob>(job) ? DiskBlockStore::Content::kRecordOnly
+                                                                     : DiskBlockStore::Content::kCached;
+  return Register(false, writer_->SubmitWrite(disk_slot, key, tokens, data, content), std::move(job));
 }
 
-DiskJobId DiskJobs::SubmitRead(DiskJob job, int32_t disk_slot, uint64_t tag, void* dest) {
-  return Register(true, reader_->SubmitRead(disk_slot, tag, dest), std::move(job));
-}
-
-DiskJobId DiskJobs::SubmitSaveIndex(std::vector<DiskIndexEntry> entries) {
-  return Register(false, writer_->SubmitSaveIndex(std::move(entries)), IndexSaveJob{});
+DiskJobId DiskJobs::SubmitRead(DiskJob job, int32_t disk_slot, const Sha256Digest& key,
+                               std::span<const int32_t> tokens, void* dest) {
+  return Register(true, reader_->SubmitRead(disk_slot, key, tokens, dest), std::move(job));
 }
 
 std::vector<DiskJobs::Landed> DiskJobs::TakeFinished(DiskThreads which) {
@@ -105,8 +107,8 @@ absl::Status DiskJobs::VerifyIntegrity() const {
     auto indexed_as = [&](const auto& map, const auto& key) -> absl::Status {
       auto it = map.find(key);
       if (it == map.end() || !(it->second == id)) {
-        return absl::InternalError(absl::StrCat("disk job ", id.read ? "read " : "write ", id.seq,
-                                                " is missing from its index"));
+        return absl::InternalError(absl::StrCat("disk job ", id.read ? "read " : "write ", id.seq, " (kind ",
+                                                job.index(), ") is missing from its index"));
       }
       ++indexed;
       return absl::OkStatus();
@@ -115,6 +117,7 @@ absl::Status DiskJobs::VerifyIntegrity() const {
     if (const auto* j = std::get_if<WriteBackJob>(&job)) s = indexed_as(write_back_by_host_slot_, j->host_slot);
     if (const auto* j = std::get_if<SwapWriteJob>(&job)) s = indexed_as(swap_write_by_slot_, j->disk_slot);
     if (const auto* j = std::get_if<DemoteWriteJob>(&job)) s = indexed_as(demote_write_by_hash_, j->hash);
+    if (const auto* j = std::get_if<PersistWriteJob>(&job)) s = indexed_as(persist_write_by_hash_, j->hash);
     if (const auto* j = std::get_if<PrefixReadJob>(&job)) {
       s = indexed_as(read_by_slot_, j->disk_slot);
       if (s.ok()) s = indexed_as(prefix_read_by_hash_, j->hash);
@@ -123,7 +126,8 @@ absl::Status DiskJobs::VerifyIntegrity() const {
     if (!s.ok()) return s;
   }
   const size_t index_entries = write_back_by_host_slot_.size() + swap_write_by_slot_.size() +
-                               demote_write_by_hash_.size() + read_by_slot_.size() + prefix_read_by_hash_.size();
+                               demote_write_by_hash_.size() + persist_write_by_hash_.size() + read_by_slot_.size() +
+                               prefix_read_by_hash_.size();
   if (indexed != index_entries) {
     return absl::InternalError(absl::StrCat("disk job indexes hold ", index_entries, " entries for ", indexed,
                                             " indexed jobs"));

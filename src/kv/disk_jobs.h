@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <variant>
 #include <vector>
 
@@ -53,8 +54,14 @@ struct DemoteWriteJob {
 };
 // A host victim written at its eviction; the eviction waits for it (TakeResult).
 struct EvictionWriteJob {};
-// The disk index, written new then renamed.
-struct IndexSaveJob {};
+// Write-behind: a cached device block written to disk soon after it became full (so that
+// it survives a crash), from a write-behind staging buffer; its disk slot is held, in no
+// cache map, until landed. The device copy stays cached meanwhile.
+struct PersistWriteJob {
+  int32_t disk_slot;
+  int32_t staging;  // in the write-behind buffers
+  BlockHash hash;
+};
 // A prefix block read from disk into a held host slot ahead of its use; its disk slot stays
 // cached but out of the disk LRU until landed.
 struct PrefixReadJob {
@@ -73,8 +80,16 @@ struct SwapReadJob {
 // A block read at its use into a staging buffer; the reader waits for it (TakeResult).
 struct StagedReadJob {};
 
-using DiskJob = std::variant<WriteBackJob, SwapWriteJob, DemoteWriteJob, EvictionWriteJob, IndexSaveJob,
-                             PrefixReadJob, SwapReadJob, StagedReadJob>;
+// A cached disk block used again (recomputed or hit): its index record is renewed, so that
+// a restart evicts it after the blocks written since. Holds nothing: should the slot be
+// rewritten meanwhile, the writer runs the rewrite after it (FIFO), and the record of the
+// rewrite wins.
+struct RenewRecordJob {
+  int32_t disk_slot;
+};
+
+using DiskJob = std::variant<WriteBackJob, SwapWriteJob, DemoteWriteJob, EvictionWriteJob, PersistWriteJob,
+                             RenewRecordJob, PrefixReadJob, SwapReadJob, StagedReadJob>;
 
 // Which I/O thread(s) an operation concerns.
 enum class DiskThreads { kWriter, kReader, kBoth };
@@ -95,7 +110,7 @@ class DiskJobs {
   struct Landed {
     DiskJobId id;
     DiskJob job;
-    absl::Status status;  // the Write's, Read's or SaveIndex's result
+    absl::Status status;  // the Write's or Read's result
   };
 
   // `store` must outlive this. Starts both I/O threads.
@@ -103,9 +118,14 @@ class DiskJobs {
   // Stops the reader, then the writer (each runs what is queued first).
   ~DiskJobs();
 
-  DiskJobId SubmitWrite(DiskJob job, int32_t disk_slot, uint64_t tag, int32_t token_count, const void* data);
-  DiskJobId SubmitRead(DiskJob job, int32_t disk_slot, uint64_t tag, void* dest);
-  DiskJobId SubmitSaveIndex(std::vector<DiskIndexEntry> entries);
+  // Writes `data` with its key and tokens into disk_slot; a SwapWriteJob's content is
+  // private to the swap, every other kind's is cached (recorded in the disk index); a
+  // RenewRecordJob writes no data (nullptr, no tokens), only the record.
+  DiskJobId SubmitWrite(DiskJob job, int32_t disk_slot, const Sha256Digest& key, std::span<const int32_t> tokens,
+                        const void* data);
+  // Reads disk_slot into dest if it holds `key` with `tokens` (DiskBlockStore::Read).
+  DiskJobId SubmitRead(DiskJob job, int32_t disk_slot, const Sha256Digest& key, std::span<const int32_t> tokens,
+                       void* dest);
 
   // Finished jobs of `which` thread(s), each thread's in submission order, out of the
   // registry and its indexes (an awaited job's status stays for TakeResult). Never blocks
@@ -129,6 +149,7 @@ class DiskJobs {
   std::optional<DiskJobId> SwapWriteOnSlot(int32_t disk_slot) const { return Find(swap_write_by_slot_, disk_slot); }
   std::optional<DiskJobId> ReadOnSlot(int32_t disk_slot) const { return Find(read_by_slot_, disk_slot); }
   std::optional<DiskJobId> DemoteWriteOf(BlockHash hash) const { return Find(demote_write_by_hash_, hash); }
+  std::optional<DiskJobId> PersistWriteOf(BlockHash hash) const { return Find(persist_write_by_hash_, hash); }
   std::optional<DiskJobId> PrefixReadOf(BlockHash hash) const { return Find(prefix_read_by_hash_, hash); }
   std::optional<DiskJobId> WriteBackOfHostSlot(int32_t host_slot) const {
     return Find(write_back_by_host_slot_, host_slot);
@@ -169,6 +190,7 @@ class DiskJobs {
   absl::flat_hash_map<int32_t, DiskJobId> swap_write_by_slot_;
   absl::flat_hash_map<int32_t, DiskJobId> read_by_slot_;  // prefix and swap read-ahead
   absl::flat_hash_map<BlockHash, DiskJobId> demote_write_by_hash_;
+  absl::flat_hash_map<BlockHash, DiskJobId> persist_write_by_hash_;
   absl::flat_hash_map<BlockHash, DiskJobId> prefix_read_by_hash_;
   absl::flat_hash_map<int32_t, DiskJobId> write_back_by_host_slot_;
 };

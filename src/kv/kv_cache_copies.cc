@@ -35,7 +35,8 @@ std::vector<BlockId> KvCacheManager::AllocateDeviceBlocks(int64_t n) {
       if (HasLowerCopy(hash)) {
         // Already one tier down (written back ahead, or demoted before): nothing to copy.
       } else if (pool(Tier::kHost).num_blocks() > 0 || pool(Tier::kDisk).num_blocks() > 0) {
-        dirty.push_back({*victim, hash, PriorityOf(hash)});
+        const std::span<const int32_t> tokens = StoredTokens(Tier::kDevice, *victim);
+        dirty.push_back({*victim, hash, PriorityOf(hash), Tokens(tokens.begin(), tokens.end())});
       } else {
         ++counters_.blocks_dropped;
       }
@@ -70,9 +71,10 @@ void KvCacheManager::DemoteDirtyDeviceBlocks(const std::vector<DirtyVictim>& vic
     c.block = v.block;
     c.slot = *slot;
     c.hash = v.hash;
+    c.tokens = v.tokens;
     c.priority = v.priority;
     c.evicted = true;
-    to_host.push_back(c);
+    to_host.push_back(std::move(c));
   }
   if (!to_host.empty()) {
     const std::vector<PendingCopy> copies = to_host;
@@ -83,7 +85,7 @@ void KvCacheManager::DemoteDirtyDeviceBlocks(const std::vector<DirtyVictim>& vic
       for (const PendingCopy& c : copies) {
         copies_.writeback_slots.erase(c.slot);
         pool(Tier::kHost).Release(c.slot);
-        to_disk.push_back({c.block, c.hash, c.priority});
+        to_disk.push_back({c.block, c.hash, c.priority, c.tokens});
       }
     }
   }
@@ -117,8 +119,12 @@ void KvCacheManager::DemoteToDisk(const std::vector<DirtyVictim>& victims) {
       ++counters_.blocks_dropped;
       continue;
     }
-    // On disk already, or on its way there (evicted before, recomputed since): no second copy.
-    if (state(Tier::kDisk).by_hash.contains(v.hash) || disk_tier_.jobs->DemoteWriteOf(v.hash)) continue;
+    // On disk already, or on its way there (evicted before and recomputed since, or by
+    // write-behind): no second copy.
+    if (state(Tier::kDisk).by_hash.contains(v.hash) || disk_tier_.jobs->DemoteWriteOf(v.hash) ||
+        disk_tier_.jobs->PersistWriteOf(v.hash)) {
+      continue;
+    }
     if (staging_.free.empty()) flush();
     // The buffer first: waiting for a write may free disk slots too.
     const std::optional<int32_t> staging = AcquireStaging();
@@ -134,8 +140,9 @@ void KvCacheManager::DemoteToDisk(const std::vector<DirtyVictim>& victims) {
     c.slot = *disk_slot;
     c.staging = *staging;
     c.hash = v.hash;
+    c.tokens = v.tokens;
     c.priority = v.priority;
-    batch.push_back(c);
+    batch.push_back(std::move(c));
   }
   flush();
 }
@@ -166,7 +173,10 @@ absl::StatusOr<int64_t> KvCacheManager::StartBatch(std::vector<PendingCopy> copi
   std::vector<BlockCopy> blocks;
   blocks.reserve(copies.size());
   for (const PendingCopy& c : copies) {
-    blocks.push_back({c.block, c.staging >= 0 ? Staging(c.staging) : HostSlot(c.slot)});
+    uint8_t* destination = c.kind == PendingKind::kPersistToDisk ? WriteBehindBuffer(c.staging)
+                           : c.staging >= 0                      ? Staging(c.staging)
+                                                                 : HostSlot(c.slot);
+    blocks.push_back({c.block, destination});
   }
   absl::StatusOr<int64_t> ticket;
   {
@@ -214,11 +224,23 @@ void KvCacheManager::FinishBatch(const PendingBatch& batch, const absl::Status& 
     if (auto r = copies_.reading_ticket.find(c.block); r != copies_.reading_ticket.end() && r->second <= batch.ticket) {
       copies_.reading_ticket.erase(r);
     }
+    if (c.kind == PendingKind::kPersistToDisk) {
+      if (copied.ok()) {
+        // The I/O thread writes it (and the store journals it); the device copy stays cached.
+        disk_tier_.jobs->SubmitWrite(PersistWriteJob{c.slot, c.staging, c.hash}, c.slot, c.hash.digest, c.tokens,
+                                     WriteBehindBuffer(c.staging));
+      } else {
+        write_behind_.buffers.free.push_back(c.staging);
+        pool(Tier::kDisk).Release(c.slot);
+        ++counters_.io_errors;
+      }
+      continue;
+    }
     if (c.kind == PendingKind::kDemoteToDisk) {
       if (copied.ok()) {
         // Staged: the I/O thread writes it; until then the slot is in no cache map.
-        disk_tier_.jobs->SubmitWrite(DemoteWriteJob{c.slot, c.staging, c.hash, c.priority}, c.slot, c.hash.value,
-                                     static_cast<int32_t>(options_.block_tokens), Staging(c.staging));
+        disk_tier_.jobs->SubmitWrite(DemoteWriteJob{c.slot, c.staging, c.hash, c.priority}, c.slot, c.hash.digest,
+                                     c.tokens, Staging(c.staging));
       } else {
         staging_.free.push_back(c.staging);
         pool(Tier::kDisk).Release(c.slot);
@@ -234,6 +256,7 @@ void KvCacheManager::FinishBatch(const PendingBatch& batch, const absl::Status& 
         RaisePriority(c.hash, c.priority);
         host.by_hash[c.hash] = c.slot;
         host.hash_of[c.slot] = c.hash;
+        SetStoredTokens(Tier::kHost, c.slot, c.tokens);
         lru(Tier::kHost).PushBack(c.slot, PriorityOf(c.hash));
         if (!c.evicted) ++counters_.blocks_written_back;
       } else {
@@ -251,8 +274,7 @@ void KvCacheManager::FinishBatch(const PendingBatch& batch, const absl::Status& 
       if (copied.ok() && swap.failed.ok() && c.kind == PendingKind::kSwapToDisk) {
         // Staged: the I/O thread writes it; the buffer is free again when the write lands.
         disk_tier_.jobs->SubmitWrite(SwapWriteJob{c.seq, c.generation, c.index, c.slot, c.staging}, c.slot,
-                                     SwapTag(c.seq, c.generation, c.index), static_cast<int32_t>(options_.block_tokens),
-                                     Staging(c.staging));
+                                     SwapTag(c.seq, c.generation, c.index), {}, Staging(c.staging));
         if (swap.last_ticket <= batch.ticket) swap.last_ticket = 0;
         continue;
       }
@@ -273,7 +295,10 @@ void KvCacheManager::StartBackgroundCopies() {
   AdmitPreparedSlots();
   FinishCopies(0);
   LandDiskJobs();
-  if (pool(Tier::kHost).num_blocks() == 0 || !options_.prefix_cache) return;
+  if (pool(Tier::kHost).num_blocks() == 0 || !options_.prefix_cache) {
+    StartWriteBehind(/*idle=*/false);
+    return;
+  }
   const int64_t budget = WriteBackBudget();
   int64_t taken = 0;
   // Two batches: the coldest unreferenced blocks (the next victims: their batch lands first,
@@ -292,8 +317,10 @@ void KvCacheManager::StartBackgroundCopies() {
     c.kind = PendingKind::kCacheToHost;
     c.block = block;
     c.hash = h->second;
+    const std::span<const int32_t> tokens = StoredTokens(Tier::kDevice, block);
+    c.tokens.assign(tokens.begin(), tokens.end());
     c.priority = PriorityOf(h->second);
-    out->push_back(c);
+    out->push_back(std::move(c));
     ++taken;
   };
   int64_t examined = 0;  // the next `budget` victims, clean or not
@@ -331,6 +358,7 @@ void KvCacheManager::StartBackgroundCopies() {
   FinishCopies(0);  // synchronous backends: landed already
   // After the host slots above were taken: the host LRU now starts with the next victims.
   StartDiskWriteBack();
+  StartWriteBehind(/*idle=*/false);
 }
 
 // ---------------------------------------------------------------- host -> disk (I/O thread)
@@ -373,8 +401,8 @@ void KvCacheManager::StartDiskWriteBack() {
     std::optional<int32_t> disk_slot = AllocateSlot(Tier::kDisk);
     if (!disk_slot) break;  // every disk slot is held (swaps, writes in flight)
     const BlockHash hash = state(Tier::kHost).hash_of.at(host_slot);
-    disk_tier_.jobs->SubmitWrite(WriteBackJob{*disk_slot, host_slot, hash}, *disk_slot, hash.value,
-                                 static_cast<int32_t>(options_.block_tokens), HostSlot(host_slot));
+    disk_tier_.jobs->SubmitWrite(WriteBackJob{*disk_slot, host_slot, hash}, *disk_slot, hash.digest,
+                                 StoredTokens(Tier::kHost, host_slot), HostSlot(host_slot));
   }
 }
 

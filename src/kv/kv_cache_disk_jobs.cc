@@ -17,8 +17,16 @@ constexpr int64_t kDiskWritePauseSteps = 16;
 }  // namespace
 
 void KvCacheManager::CountReadFailure(const absl::Status& status) {
-  if (absl::IsDataLoss(status)) ++counters_.corrupt_blocks_detected;
-  if (!status.ok() && !absl::IsDataLoss(status)) ++counters_.io_errors;
+  if (status.ok()) return;
+  if (absl::IsDataLoss(status)) {
+    ++counters_.corrupt_blocks_detected;
+  } else if (absl::IsFailedPrecondition(status)) {
+    ++counters_.prefix_token_mismatch;  // the key's slot holds other tokens: refused
+  } else if (absl::IsNotFound(status)) {
+    ++counters_.disk_stale_entries;  // the slot holds another block now
+  } else {
+    ++counters_.io_errors;
+  }
 }
 
 void KvCacheManager::LandDiskJobs(DiskThreads which) {
@@ -70,6 +78,8 @@ void KvCacheManager::LandDiskJob(DiskJobs::Landed& landed) {
               disk_tier_.write_pause_steps = kDiskWritePauseSteps;
               Log(LogLevel::kWarn, "disk tier: host -> disk write-back paused for ", kDiskWritePauseSteps,
                   " steps after a failed write: ", status.message());
+            } else {
+              disk_tier_.store->Forget(job.disk_slot);  // a second copy: the first one stays
             }
             pool(Tier::kDisk).Release(job.disk_slot);
           }
@@ -94,20 +104,31 @@ void KvCacheManager::LandDiskJob(DiskJobs::Landed& landed) {
             if (!status.ok()) {  // its only copy: lost
               ++counters_.io_errors;
               ++counters_.blocks_dropped;
+            } else {
+              disk_tier_.store->Forget(job.disk_slot);  // a second copy: the first one stays
             }
             pool(Tier::kDisk).Release(job.disk_slot);
           }
-        } else if constexpr (std::is_same_v<Kind, IndexSaveJob>) {
-          disk_tier_.index_save.reset();
-          if (!status.ok()) {  // saved again by the next PersistIndexIfDirty
-            ++counters_.io_errors;
-            disk_tier_.index_dirty = true;
+        } else if constexpr (std::is_same_v<Kind, PersistWriteJob>) {
+          write_behind_.buffers.free.push_back(job.staging);
+          if (status.ok() && !state(Tier::kDisk).by_hash.contains(job.hash)) {
+            CacheOnDisk(job.disk_slot, job.hash);
+            ++counters_.blocks_persisted;
+          } else {
+            if (!status.ok()) {  // the device copy is still cached: only durability is lost
+              ++counters_.io_errors;
+              write_behind_.pause_steps = kDiskWritePauseSteps;
+              Log(LogLevel::kWarn, "disk tier: write-behind paused for ", kDiskWritePauseSteps,
+                  " steps after a failed write: ", status.message());
+            } else {
+              disk_tier_.store->Forget(job.disk_slot);  // a second copy: the first one stays
+            }
+            pool(Tier::kDisk).Release(job.disk_slot);
           }
         } else if constexpr (std::is_same_v<Kind, PrefixReadJob>) {
           CountReadFailure(status);
-          if (absl::IsDataLoss(status)) {  // never used as data: forget the slot
-            DropCached(Tier::kDisk, job.disk_slot);
-            pool(Tier::kDisk).Release(job.disk_slot);
+          if (absl::IsDataLoss(status) || absl::IsNotFound(status)) {  // never used as data: forget the slot
+            ForgetDiskSlot(job.disk_slot);
           } else {
             lru(Tier::kDisk).PushBack(job.disk_slot, PriorityOf(job.hash));
           }
@@ -139,6 +160,7 @@ void KvCacheManager::LandDiskJob(DiskJobs::Landed& landed) {
           }
         }
         // EvictionWriteJob, StagedReadJob: their callers wait for them and take the result.
+        // RenewRecordJob: nothing to land (a slot rewritten meanwhile is NotFound: fine).
       },
       landed.job);
 }

@@ -25,7 +25,6 @@ void KvCacheManager::DropCached(Tier tier, int32_t slot) {
   auto by = c.by_hash.find(hash);
   if (by != c.by_hash.end() && by->second == slot) c.by_hash.erase(by);
   c.hash_of.erase(it);
-  if (tier == Tier::kDisk) disk_tier_.index_dirty = true;
   if (!state(Tier::kDevice).by_hash.contains(hash) && !state(Tier::kHost).by_hash.contains(hash) &&
       !state(Tier::kDisk).by_hash.contains(hash)) {
     hash_priority_.erase(hash);
@@ -61,6 +60,7 @@ void KvCacheManager::Offload(Tier tier, int32_t slot) {
   // written below). The same for a device demotion of the same content on its way there.
   AwaitDiskJob(disk_tier_.jobs->WriteBackOfHostSlot(slot));
   AwaitDiskJob(disk_tier_.jobs->DemoteWriteOf(hash));
+  AwaitDiskJob(disk_tier_.jobs->PersistWriteOf(hash));
   if (state(Tier::kDisk).by_hash.contains(hash)) {
     ++counters_.host_evictions_on_disk;  // written back ahead (or demoted before): no write
     return;
@@ -87,18 +87,32 @@ void KvCacheManager::CacheOnDisk(int32_t disk_slot, BlockHash hash) {
   disk.by_hash[hash] = disk_slot;
   disk.hash_of[disk_slot] = hash;
   lru(Tier::kDisk).PushBack(disk_slot, PriorityOf(hash));
-  disk_tier_.index_dirty = true;
+}
+
+void KvCacheManager::TouchOnDisk(BlockHash hash) {
+  auto on_disk = state(Tier::kDisk).by_hash.find(hash);
+  if (on_disk == state(Tier::kDisk).by_hash.end() || !lru(Tier::kDisk).Contains(on_disk->second)) return;
+  lru(Tier::kDisk).Erase(on_disk->second);
+  lru(Tier::kDisk).PushBack(on_disk->second, PriorityOf(hash));
+}
+
+void KvCacheManager::ForgetDiskSlot(int32_t disk_slot) {
+  DropCached(Tier::kDisk, disk_slot);
+  pool(Tier::kDisk).Release(disk_slot);
+  disk_tier_.store->Forget(disk_slot);
 }
 
 absl::Status KvCacheManager::WriteEvictedHostSlot(int32_t host_slot, int32_t disk_slot, BlockHash hash) {
-  const int32_t tokens = static_cast<int32_t>(options_.block_tokens);
-  if (disk_tier_.jobs == nullptr) return disk_tier_.store->Write(disk_slot, hash.value, tokens, HostSlot(host_slot));
+  const std::span<const int32_t> tokens = StoredTokens(Tier::kHost, host_slot);
+  if (disk_tier_.jobs == nullptr) {
+    return disk_tier_.store->Write(disk_slot, hash.digest, tokens, HostSlot(host_slot), DiskBlockStore::Content::kCached);
+  }
   // The write-back did not get to this block: the writer thread writes it now, behind the
   // writes already queued (the disk takes them in order anyway), and the eviction waits for
   // it, since the host slot is reused as soon as Demote returns. The stepping thread waits
   // but never touches the file.
   return AwaitResult(
-      disk_tier_.jobs->SubmitWrite(EvictionWriteJob{}, disk_slot, hash.value, tokens, HostSlot(host_slot)));
+      disk_tier_.jobs->SubmitWrite(EvictionWriteJob{}, disk_slot, hash.digest, tokens, HostSlot(host_slot)));
 }
 
 }  // namespace kvtier

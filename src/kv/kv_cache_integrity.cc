@@ -1,7 +1,8 @@
 // KvCacheManager::VerifyIntegrity (kv_cache_manager.h): every reference count on every tier
 // accounted for by exactly its holders — sequences, swaps, the prefix cache, pins, copies
-// and disk jobs in flight — and the cache maps, LRU sets, staging buffers and the disk job
-// registry in agreement. Tests call it after every operation.
+// and disk jobs in flight — and the cache maps, LRU sets, staging and write-behind buffers,
+// the write-behind queue and the disk job registry in agreement. Tests call it after every
+// operation.
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kv/kv_cache_manager.h"
@@ -44,24 +45,48 @@ absl::Status KvCacheManager::VerifyIntegrity() const {
   }
   RETURN_IF_ERROR(VerifyLowerTier(Tier::kHost));
   RETURN_IF_ERROR(VerifyLowerTier(Tier::kDisk));
+  RETURN_IF_ERROR(VerifyBuffers());
+  if (static_cast<int64_t>(write_behind_.queue.size()) > 2 * device.num_blocks()) {
+    return absl::InternalError(absl::StrCat("the write-behind queue holds ", write_behind_.queue.size(),
+                                            " blocks, more than twice the device tier"));
+  }
+  // Stored tokens exist for every cached device and host slot.
+  for (Tier tier : {Tier::kDevice, Tier::kHost}) {
+    if (static_cast<int64_t>(state(tier).tokens.size()) != pool(tier).num_blocks() * options_.block_tokens) {
+      return absl::InternalError(absl::StrCat(TierName(tier), " tier keeps ", state(tier).tokens.size(),
+                                              " stored tokens for ", pool(tier).num_blocks(), " slots"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KvCacheManager::VerifyBuffers() const {
   // Staging buffers: each free, or held by one copy in flight or one disk write (a read
-  // holds one only inside ReadDiskBlocksToDevice).
-  std::vector<int32_t> staging_holders(static_cast<size_t>(staging_.count), 0);
-  auto hold = [&](int32_t staging) {
-    if (staging >= 0 && staging < staging_.count) ++staging_holders[static_cast<size_t>(staging)];
+  // holds one only inside ReadDiskBlocksToDevice). Write-behind buffers: each free, or held
+  // by one write-behind copy or write.
+  const StagingBuffers* pools[2] = {&staging_, &write_behind_.buffers};
+  std::vector<int32_t> holders[2];
+  for (int p = 0; p < 2; ++p) holders[p].assign(static_cast<size_t>(pools[p]->count), 0);
+  auto hold = [&](int p, int32_t buffer) {
+    if (buffer >= 0 && buffer < pools[p]->count) ++holders[p][static_cast<size_t>(buffer)];
   };
-  for (int32_t staging : staging_.free) hold(staging);
+  for (int p = 0; p < 2; ++p) {
+    for (int32_t buffer : pools[p]->free) hold(p, buffer);
+  }
   for (const PendingBatch& batch : copies_.batches) {
-    for (const PendingCopy& c : batch.copies) hold(c.staging);
+    for (const PendingCopy& c : batch.copies) hold(c.kind == PendingKind::kPersistToDisk ? 1 : 0, c.staging);
   }
   if (disk_tier_.jobs != nullptr) {
-    disk_tier_.jobs->ForEach<SwapWriteJob>([&](DiskJobId, const SwapWriteJob& w) { hold(w.staging); });
-    disk_tier_.jobs->ForEach<DemoteWriteJob>([&](DiskJobId, const DemoteWriteJob& w) { hold(w.staging); });
+    disk_tier_.jobs->ForEach<SwapWriteJob>([&](DiskJobId, const SwapWriteJob& w) { hold(0, w.staging); });
+    disk_tier_.jobs->ForEach<DemoteWriteJob>([&](DiskJobId, const DemoteWriteJob& w) { hold(0, w.staging); });
+    disk_tier_.jobs->ForEach<PersistWriteJob>([&](DiskJobId, const PersistWriteJob& w) { hold(1, w.staging); });
   }
-  for (int32_t s = 0; s < staging_.count; ++s) {
-    if (staging_holders[static_cast<size_t>(s)] != 1) {
-      return absl::InternalError(absl::StrCat("staging buffer ", s, " has ", staging_holders[static_cast<size_t>(s)],
-                                              " holders"));
+  for (int p = 0; p < 2; ++p) {
+    for (int32_t b = 0; b < pools[p]->count; ++b) {
+      if (holders[p][static_cast<size_t>(b)] != 1) {
+        return absl::InternalError(absl::StrCat(p == 0 ? "staging" : "write-behind", " buffer ", b, " has ",
+                                                holders[p][static_cast<size_t>(b)], " holders"));
+      }
     }
   }
   return absl::OkStatus();
@@ -121,13 +146,22 @@ absl::Status KvCacheManager::VerifyLowerTier(Tier tier) const {
         }
       });
     } else {
-      // Slots being written: held, not cached until landed.
+      // Slots being written (or about to be: a write-behind copy in flight): held, not
+      // cached until landed.
+      for (const PendingBatch& batch : copies_.batches) {
+        for (const PendingCopy& c : batch.copies) {
+          if (c.kind != PendingKind::kPersistToDisk) continue;
+          if (t.hash_of.contains(c.slot)) fail(absl::StrCat("disk slot ", c.slot, " is cached while a write-behind copy fills it"));
+          held(c.slot);
+        }
+      }
       auto written = [&](DiskJobId id, int32_t disk_slot) {
         if (t.hash_of.contains(disk_slot)) fail(absl::StrCat("disk slot ", disk_slot, " is cached while job ", id.seq, " writes it"));
         held(disk_slot);
       };
       jobs->ForEach<WriteBackJob>([&](DiskJobId id, const WriteBackJob& w) { written(id, w.disk_slot); });
       jobs->ForEach<DemoteWriteJob>([&](DiskJobId id, const DemoteWriteJob& w) { written(id, w.disk_slot); });
+      jobs->ForEach<PersistWriteJob>([&](DiskJobId id, const PersistWriteJob& w) { written(id, w.disk_slot); });
       // Slots of released swaps are held by their jobs until those land.
       jobs->ForEach<SwapWriteJob>([&](DiskJobId, const SwapWriteJob& w) {
         if (!SwapHoldsDiskSlot(w.seq, w.generation, w.index, w.disk_slot)) held(w.disk_slot);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <random>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "backend/backend.h"
@@ -23,6 +24,10 @@ namespace {
 // reads at a block's use. Few: these are the paths without host room (host tier full of
 // swapped blocks, or off); a user that runs out waits for the oldest copy or write.
 constexpr int64_t kStagingBlocks = 16;
+// Write-behind buffers (device -> buffer -> disk for cached blocks with no host copy): up to
+// this many blocks, within kWriteBehindBufferBytes.
+constexpr int64_t kWriteBehindBlocks = 16;
+constexpr int64_t kWriteBehindBufferBytes = 64ll << 20;
 
 }  // namespace
 
@@ -53,9 +58,10 @@ KvCacheManager::KvCacheManager(const KvCacheOptions& options, Backend* backend)
       backend_(backend),
       block_bytes_(backend->kv_layout().BlockBytes()),
       // The lower tiers' slots become available as they are prepared (AdmitPreparedSlots).
-      tiers_{TierState(options.device_blocks, options.device_blocks), TierState(options.host_blocks, 0),
-             TierState(options.disk_blocks, 0)},
-      instance_tag_(NewInstanceTag()) {}
+      tiers_{TierState(options.device_blocks, options.device_blocks, options.block_tokens),
+             TierState(options.host_blocks, 0, options.block_tokens), TierState(options.disk_blocks, 0, 0)},
+      instance_tag_(NewInstanceTag()),
+      default_scope_(BlockKeyScope(options.model_fingerprint, backend->kv_layout(), "")) {}
 
 absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvCacheOptions& options,
                                                                        Backend* backend) {
@@ -69,7 +75,7 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
   // Before the pools' bookkeeping (proportional to the block counts) is allocated.
   const size_t block_bytes = backend->kv_layout().BlockBytes();
   RETURN_IF_ERROR(CheckTierBudgetsFit(options.host_blocks * static_cast<int64_t>(block_bytes),
-                                      options.disk_blocks * DiskBlockStore::SlotBytes(block_bytes),
+                                      options.disk_blocks * DiskBlockStore::SlotBytes(block_bytes, options.block_tokens),
                                       options.disk_path, options.file_io));
   std::unique_ptr<KvCacheManager> kv(new KvCacheManager(options, backend));
   if (options.host_blocks > 0) {
@@ -85,6 +91,16 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
     kv->staging_.memory = static_cast<uint8_t*>(memory);
     for (int32_t i = 0; i < staging; ++i) kv->staging_.free.push_back(i);
     kv->staging_.count = static_cast<int32_t>(staging);
+    if (options.write_behind && options.prefix_cache) {
+      const int64_t buffers = std::clamp<int64_t>(kWriteBehindBufferBytes / static_cast<int64_t>(kv->block_bytes_), 1,
+                                                  kWriteBehindBlocks);
+      ASSIGN_OR_RETURN(void* buffer_memory,
+                       backend->AllocateHostMemory(static_cast<size_t>(buffers) * kv->block_bytes_));
+      StagingBuffers& wb = kv->write_behind_.buffers;
+      wb.memory = static_cast<uint8_t*>(buffer_memory);
+      wb.count = static_cast<int32_t>(buffers);
+      for (int32_t i = 0; i < wb.count; ++i) wb.free.push_back(i);
+    }
     DiskStoreOptions disk;
     disk.path = options.disk_path;
     disk.num_slots = options.disk_blocks;
@@ -93,7 +109,7 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
     disk.block_tokens = options.block_tokens;
     disk.io = options.file_io;
     // The file's first slots are reserved before Open returns, the rest in the background.
-    const int64_t slot_bytes = DiskBlockStore::SlotBytes(kv->block_bytes_);
+    const int64_t slot_bytes = DiskBlockStore::SlotBytes(kv->block_bytes_, options.block_tokens);
     disk.slots_reserved_at_open = std::max<int64_t>(options.preparation.disk_bytes_at_create, 0) / slot_bytes;
     ASSIGN_OR_RETURN(kv->disk_tier_.store, DiskBlockStore::Open(disk));
     DiskBlockStore* store = kv->disk_tier_.store.get();
@@ -102,12 +118,12 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
         std::max<int64_t>(1, std::max<int64_t>(options.preparation.disk_chunk_bytes, 0) / slot_bytes),
         [store](int64_t begin, int64_t end) { return store->PreallocateSlots(begin, end); });
     kv->AdmitPreparedSlots();  // before the recovered entries: their slots must be available
-    // Prefix blocks persisted by an earlier context over the same file and model.
+    // Prefix blocks persisted by an earlier context over the same file and model (their
+    // keys cover the model, layout and namespace; their slots are checked when read).
     for (const DiskIndexEntry& entry : kv->disk_tier_.store->recovered_entries()) {
       const int32_t slot = static_cast<int32_t>(entry.slot);
-      const BlockHash hash{entry.block_hash};
-      if (entry.token_count != options.block_tokens || kv->state(Tier::kDisk).by_hash.contains(hash) ||
-          !kv->pool(Tier::kDisk).AllocateSpecific(slot)) {
+      const BlockHash hash{entry.key};
+      if (kv->state(Tier::kDisk).by_hash.contains(hash) || !kv->pool(Tier::kDisk).AllocateSpecific(slot)) {
         continue;
       }
       kv->state(Tier::kDisk).by_hash[hash] = slot;
@@ -144,10 +160,12 @@ KvCacheManager::~KvCacheManager() {
     for (const auto& [slot, hash] : host_entries) {
       if (state(Tier::kDisk).by_hash.contains(hash) || pool(Tier::kDisk).num_free() == 0) continue;
       int32_t disk_slot = *pool(Tier::kDisk).Allocate();
-      if (disk_tier_.store->Write(disk_slot, hash.value, static_cast<int32_t>(options_.block_tokens), HostSlot(slot)).ok()) {
+      if (disk_tier_.store
+              ->Write(disk_slot, hash.digest, StoredTokens(Tier::kHost, slot), HostSlot(slot),
+                      DiskBlockStore::Content::kCached)
+              .ok()) {
         state(Tier::kDisk).by_hash[hash] = disk_slot;
         state(Tier::kDisk).hash_of[disk_slot] = hash;
-        disk_tier_.index_dirty = true;
       } else {
         pool(Tier::kDisk).Release(disk_slot);
       }
@@ -155,18 +173,19 @@ KvCacheManager::~KvCacheManager() {
     for (const auto& [block, hash] : device_entries) {
       if (state(Tier::kDisk).by_hash.contains(hash) || pool(Tier::kDisk).num_free() == 0) continue;
       int32_t disk_slot = *pool(Tier::kDisk).Allocate();
-      if (CopyDeviceToDisk(block, disk_slot, hash.value).ok()) {
+      if (CopyDeviceToDisk(block, disk_slot, hash).ok()) {
         state(Tier::kDisk).by_hash[hash] = disk_slot;
         state(Tier::kDisk).hash_of[disk_slot] = hash;
-        disk_tier_.index_dirty = true;
       } else {
         pool(Tier::kDisk).Release(disk_slot);
       }
     }
-    PersistIndexIfDirty(/*now=*/true);
+    // The journal holds every block written; a snapshot makes the next open quick.
+    (void)disk_tier_.store->Compact();
   }
   host_region_.reset();  // unpins what was pinned, releases the region
   if (staging_.memory != nullptr) backend_->FreeHostMemory(staging_.memory);
+  if (write_behind_.buffers.memory != nullptr) backend_->FreeHostMemory(write_behind_.buffers.memory);
 }
 
 int64_t KvCacheManager::capacity_blocks(Tier tier) const { return pool(tier).num_blocks(); }
@@ -176,7 +195,11 @@ int64_t KvCacheManager::used_blocks(Tier tier) const {
   // Host slots being filled by a write-back; disk slots being written by the I/O thread.
   if (tier == Tier::kHost) cache_content = static_cast<int64_t>(copies_.writeback_slots.size());
   if (tier == Tier::kDisk && disk_tier_.jobs != nullptr) {
-    cache_content = disk_tier_.jobs->Count<WriteBackJob>() + disk_tier_.jobs->Count<DemoteWriteJob>();
+    cache_content = disk_tier_.jobs->Count<WriteBackJob>() + disk_tier_.jobs->Count<DemoteWriteJob>() +
+                    disk_tier_.jobs->Count<PersistWriteJob>();
+    for (const PendingBatch& batch : copies_.batches) {
+      for (const PendingCopy& c : batch.copies) cache_content += c.kind == PendingKind::kPersistToDisk ? 1 : 0;
+    }
   }
   return pool(tier).num_used() - lru(tier).size() - cache_content;
 }
@@ -220,7 +243,7 @@ absl::Status KvCacheManager::CopyHostSlotToDevice(int32_t host_slot, BlockId blo
   return backend_->CopyBlocksFromHost(std::span<const BlockCopy>(&copy, 1));
 }
 
-absl::Status KvCacheManager::CopyDeviceToDisk(BlockId block, int32_t disk_slot, uint64_t tag) {
+absl::Status KvCacheManager::CopyDeviceToDisk(BlockId block, int32_t disk_slot, BlockHash hash) {
   DrainCopies();
   CopyTimer timer(&counters_.copy_seconds);
   counters_.swap_bytes_timed += static_cast<int64_t>(block_bytes_);
@@ -230,43 +253,19 @@ absl::Status KvCacheManager::CopyDeviceToDisk(BlockId block, int32_t disk_slot, 
   const BlockCopy copy{block, Staging(*staging)};
   absl::Status status = backend_->CopyBlocksToHost(std::span<const BlockCopy>(&copy, 1));
   if (status.ok()) {
-    status = disk_tier_.store->Write(disk_slot, tag, static_cast<int32_t>(options_.block_tokens), Staging(*staging));
+    status = disk_tier_.store->Write(disk_slot, hash.digest, StoredTokens(Tier::kDevice, block), Staging(*staging),
+                                     DiskBlockStore::Content::kCached);
   }
   staging_.free.push_back(*staging);
   return status;
 }
 
-void KvCacheManager::PersistIndexIfDirty(bool now) {
-  if (disk_tier_.store == nullptr || !disk_tier_.index_dirty) return;
-  // The file is rewritten whole (fsync, rename, directory fsync: milliseconds): the engine
-  // asks every step, so it goes to the writer thread, at most one save at a time. The
-  // entries are blocks whose writes have landed, so the index never names a block that is
-  // not on disk yet (a slot rewritten later fails its tag check on read, as any stale one).
-  // And at most once a second: a restart finds the cached blocks by the index, so a crash
-  // loses at most the last second's entries (a stale entry fails its tag check on read;
-  // freeing the context saves it synchronously); saved every step, it would queue a
-  // whole-file write and two fsyncs per step in front of the block writes that evictions
-  // wait for.
-  const auto now_time = std::chrono::steady_clock::now();
-  if (!now && disk_tier_.jobs != nullptr) {
-    if (disk_tier_.index_save.has_value()) LandDiskJobs(DiskThreads::kWriter);
-    if (disk_tier_.index_save.has_value()) return;  // still saving: the next call saves what changed since
-    if (now_time - disk_tier_.last_index_save < kIndexSaveInterval) return;
-  }
-  std::vector<DiskIndexEntry> entries;
-  for (const auto& [slot, hash] : state(Tier::kDisk).hash_of) {
-    entries.push_back(DiskIndexEntry{slot, hash.value, static_cast<int32_t>(options_.block_tokens)});
-  }
-  disk_tier_.index_dirty = false;
-  if (!now && disk_tier_.jobs != nullptr) {
-    disk_tier_.index_save = disk_tier_.jobs->SubmitSaveIndex(std::move(entries));
-    disk_tier_.last_index_save = now_time;
-    return;
-  }
-  if (!disk_tier_.store->SaveIndex(entries).ok()) {
-    ++counters_.io_errors;
-    disk_tier_.index_dirty = true;
-  }
+DiskStoreCounters KvCacheManager::disk_store_counters() const {
+  return disk_tier_.store != nullptr ? disk_tier_.store->counters() : DiskStoreCounters{};
+}
+
+std::string KvCacheManager::disk_index_ignored_reason() const {
+  return disk_tier_.store != nullptr ? disk_tier_.store->index_ignored_reason() : std::string();
 }
 
 // ---------------------------------------------------------------- sequences
@@ -313,24 +312,27 @@ void KvCacheManager::Release(SequenceId seq) {
 }
 
 void KvCacheManager::OnComputed(SequenceId seq, std::span<const int32_t> tokens, int64_t num_computed,
-                                int32_t priority) {
+                                int32_t priority, BlockKeyChain* keys) {
   if (!options_.prefix_cache) return;
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;
   SequenceBlocks& blocks = it->second;
   const int64_t full = std::min<int64_t>(num_computed / options_.block_tokens, static_cast<int64_t>(blocks.table.size()));
+  if (static_cast<int64_t>(blocks.hashes.size()) >= full) return;
+  std::optional<BlockKeyChain> own_keys;
+  if (keys == nullptr) keys = &own_keys.emplace(default_scope_);
   TierState& device_cache = state(Tier::kDevice);
   for (int64_t i = static_cast<int64_t>(blocks.hashes.size()); i < full; ++i) {
-    std::optional<BlockHash> parent;
-    if (i > 0) parent = blocks.hashes[static_cast<size_t>(i - 1)];
-    const BlockHash hash = PromptBlockHash(parent, tokens, i);
+    const BlockHash hash = keys->Key(tokens, options_.block_tokens, i);
     blocks.hashes.push_back(hash);
     const BlockId block = blocks.table[static_cast<size_t>(i)];
     if (device_cache.by_hash.contains(hash) || device_cache.hash_of.contains(block)) continue;
     RaisePriority(hash, priority);
     device_cache.by_hash[hash] = block;
     device_cache.hash_of[block] = hash;
+    SetStoredTokens(Tier::kDevice, block, BlockTokens(tokens, i));
     pool(Tier::kDevice).AddRef(block);  // the cache's own reference
+    QueueWriteBehind(block, hash);  // on disk soon (crash durability), see the top
     // Written back to host while its sequence runs, when the host tier has room for a copy
     // of the whole device tier (else only the coldest unreferenced blocks are, see
     // StartBackgroundCopies). Bounded: stale entries are skipped there.
@@ -341,10 +343,25 @@ void KvCacheManager::OnComputed(SequenceId seq, std::span<const int32_t> tokens,
   }
 }
 
-int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tokens, int32_t priority) {
+BlockKeyChain KvCacheManager::KeyChain(std::string_view cache_namespace) const {
+  if (cache_namespace.empty()) return BlockKeyChain(default_scope_);
+  return BlockKeyChain(BlockKeyScope(options_.model_fingerprint, backend_->kv_layout(), cache_namespace));
+}
+
+bool KvCacheManager::StoredTokensMatch(Tier tier, int32_t slot, std::span<const int32_t> tokens) {
+  const std::span<const int32_t> stored = std::as_const(*this).StoredTokens(tier, slot);
+  if (std::equal(stored.begin(), stored.end(), tokens.begin(), tokens.end())) return true;
+  ++counters_.prefix_token_mismatch;
+  return false;
+}
+
+int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tokens, int32_t priority,
+                                    BlockKeyChain* keys) {
   if (!options_.prefix_cache || tokens.size() < 2) return 0;
   SequenceBlocks& blocks = sequences_[seq];
   if (!blocks.table.empty()) return 0;
+  std::optional<BlockKeyChain> own_keys;
+  if (keys == nullptr) keys = &own_keys.emplace(default_scope_);
   const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens;
   std::vector<Tier> hit_tier;  // per matched block
   // Disk hits are read after the walk, all at once (ReadDiskBlocksToDevice): until then
@@ -352,18 +369,24 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
   // LRU (neither evicted nor reused).
   std::vector<StagedRead> reads;
   std::vector<size_t> read_index;  // table index of each read
-  std::optional<BlockHash> parent;
   for (int64_t i = 0; i < max_blocks; ++i) {
-    const BlockHash hash = PromptBlockHash(parent, tokens, i);
+    const BlockHash hash = keys->Key(tokens, options_.block_tokens, i);
+    const std::span<const int32_t> block_tokens = BlockTokens(tokens, i);
     // Being read ahead from disk: wait for it, then it is a host hit.
     if (disk_tier_.jobs != nullptr) AwaitDiskJob(disk_tier_.jobs->PrefixReadOf(hash));
     // Being written to disk since its device eviction: wait for the write, then a disk hit.
     if (disk_tier_.jobs != nullptr) AwaitDiskJob(disk_tier_.jobs->DemoteWriteOf(hash));
     TierState& device_cache = state(Tier::kDevice);
+    // Its only copy being written to disk by write-behind: the same.
+    if (disk_tier_.jobs != nullptr && !device_cache.by_hash.contains(hash) && !state(Tier::kHost).by_hash.contains(hash)) {
+      AwaitDiskJob(disk_tier_.jobs->PersistWriteOf(hash));
+    }
     const bool cached_anywhere = device_cache.by_hash.contains(hash) || state(Tier::kHost).by_hash.contains(hash) ||
                                  state(Tier::kDisk).by_hash.contains(hash);
     if (cached_anywhere) RaisePriority(hash, priority);
     if (auto hit = device_cache.by_hash.find(hash); hit != device_cache.by_hash.end()) {
+      if (!StoredTokensMatch(Tier::kDevice, hit->second, block_tokens)) break;
+      TouchOnDisk(hash);
       pool(Tier::kDevice).AddRef(hit->second);
       lru(Tier::kDevice).Erase(hit->second);
       blocks.table.push_back(hit->second);
@@ -374,6 +397,7 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
       if (!in_host && !in_disk) break;
       const Tier tier = in_host ? Tier::kHost : Tier::kDisk;
       const int32_t slot = state(tier).by_hash.at(hash);
+      if (in_host && !StoredTokensMatch(Tier::kHost, slot, block_tokens)) break;
       lru(tier).Erase(slot);  // not evictable while we read it
       std::optional<BlockId> block;
       if (num_available_device_blocks() > 0) block = AllocateDeviceBlocks(1).front();
@@ -382,7 +406,7 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
         break;
       }
       if (in_disk) {
-        reads.push_back({slot, hash.value, *block});
+        reads.push_back({slot, hash.digest, Tokens(block_tokens.begin(), block_tokens.end()), *block});
         read_index.push_back(blocks.table.size());
       } else {
         const absl::Status copied = CopyHostSlotToDevice(slot, *block);
@@ -393,22 +417,22 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
         }
         device_cache.by_hash[hash] = *block;
         device_cache.hash_of[*block] = hash;
+        SetStoredTokens(Tier::kDevice, *block, block_tokens);
         pool(Tier::kDevice).AddRef(*block);
+        QueueWriteBehind(*block, hash);
       }
       blocks.table.push_back(*block);
       hit_tier.push_back(tier);
     }
     blocks.hashes.push_back(hash);
-    parent = hash;
   }
   size_t keep = blocks.table.size();
   const std::vector<absl::Status> read = ReadDiskBlocksToDevice(reads);
   for (size_t r = 0; r < reads.size(); ++r) {
     const size_t index = read_index[r];
     const BlockHash hash = blocks.hashes[index];
-    if (absl::IsDataLoss(read[r])) {  // never used as data: forget the slot
-      DropCached(Tier::kDisk, reads[r].disk_slot);
-      pool(Tier::kDisk).Release(reads[r].disk_slot);
+    if (absl::IsDataLoss(read[r]) || absl::IsNotFound(read[r])) {  // never used as data: forget the slot
+      ForgetDiskSlot(reads[r].disk_slot);
     } else {
       lru(Tier::kDisk).PushBack(reads[r].disk_slot, PriorityOf(hash));  // the disk copy stays cached too
     }
@@ -418,7 +442,9 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
     }
     state(Tier::kDevice).by_hash[hash] = reads[r].block;
     state(Tier::kDevice).hash_of[reads[r].block] = hash;
+    SetStoredTokens(Tier::kDevice, reads[r].block, reads[r].tokens);
     pool(Tier::kDevice).AddRef(reads[r].block);
+    QueueWriteBehind(reads[r].block, hash);  // its record is renewed: the disk's newest
   }
   // The prefix ends before the first block that could not be read. The blocks after it go
   // back as a release would leave them: those read (or hit) stay cached, the others free.
@@ -466,13 +492,6 @@ void KvCacheManager::UnpinAll() {
     ReleaseDeviceBlock(block);
   }
   pinned_.clear();
-}
-
-BlockHash KvCacheManager::PromptBlockHash(std::optional<BlockHash> parent, std::span<const int32_t> tokens,
-                                          int64_t i) const {
-  return BlockHash::Chain(
-      parent, tokens.subspan(static_cast<size_t>(i * options_.block_tokens), static_cast<size_t>(options_.block_tokens)),
-      options_.model_fingerprint);
 }
 
 }  // namespace kvtier

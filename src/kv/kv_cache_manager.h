@@ -1,9 +1,29 @@
 // KvCacheManager: the front end of KV memory over three tiers — device (the backend's
 // pool), host (one region from the backend, pinned on CUDA) and disk (a file of slots).
 // It owns every sequence's block table, the prefix cache (full blocks keyed by chained
-// hash, in any tier) and the swapped-out blocks of paused sequences. The scheduler asks it
-// "can these positions be held", "match this prompt", "swap this one out"; it never walks
-// a pool itself. Moves between tiers are whole-block copies through the backend.
+// SHA-256, block_hash.h, in any tier) and the swapped-out blocks of paused sequences. The
+// scheduler asks it "can these positions be held", "match this prompt", "swap this one
+// out"; it never walks a pool itself. Moves between tiers are whole-block copies through
+// the backend.
+//
+// Prefix blocks are shared only between sequences of the same cache namespace (the key's
+// scope). Every cached block keeps its token ids (device and host: next to the cache maps;
+// disk: in the slot header), and every hit from any tier compares them with the request's:
+// a block whose tokens differ is a miss (prefix_token_mismatch), never used.
+//
+// Write-behind (crash durability): each block cached on the device is queued, and at the
+// start and end of every step the oldest queued blocks without a disk copy are written to
+// disk on the writer thread — from their host copy when there is one, else copied device ->
+// a write-behind buffer first — where the store records them in its journal. A block
+// already on disk when cached again (recomputed, or a hit) has its disk copy made the most
+// recently used, and its journal record renewed, so that neither this context nor a
+// restart evicts it as an old block. Bounded: at
+// most WriteBehindLimit() such writes in flight, none started while the writer already has
+// that many other writes queued (counted in write_behind_skipped_busy), the queue holds the
+// newest 2 x device blocks (older ones dropped, counted, and written later only by
+// eviction or shutdown). So while the context steps and the disk keeps up with the rate at
+// which blocks fill, a full block is durable within a step plus the writer's time for the
+// blocks queued before it; a step never waits for it.
 //
 // Device -> host copies are asynchronous (Backend::StartCopiesToHost): a swap-out starts
 // its copies and returns; cached full blocks (immutable) are written back to the host tier
@@ -74,6 +94,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -81,6 +102,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kv/block_hash.h"
+#include "kv/block_key_chain.h"
 #include "kv/block_pool.h"
 #include "kv/chunked_preparer.h"
 #include "kv/disk_jobs.h"
@@ -91,8 +113,8 @@
 namespace kvtier {
 
 class Backend;
-class DiskBlockStore;
 class FileIo;
+using DiskStoreCounters = DiskBlockStore::Counters;
 
 using SequenceId = int64_t;
 
@@ -109,6 +131,7 @@ struct KvCacheOptions {
   FileIo* file_io = nullptr;        // nullptr = the real file system
   uint64_t model_fingerprint = 0;   // keys the prefix cache and the disk file
   bool prefix_cache = true;
+  bool write_behind = true;         // with a disk tier: full blocks written to disk soon (see the top)
   TierPreparationOptions preparation;  // host pinning and disk reservation in the background
 };
 
@@ -124,6 +147,8 @@ struct KvCacheCounters {
   int64_t prefix_hits[kNumTiers] = {0, 0, 0};     // blocks reused from each tier
   int64_t prefix_hit_tokens = 0;
   int64_t corrupt_blocks_detected = 0;
+  int64_t prefix_token_mismatch = 0;  // hits refused: the block's stored tokens differ from the request's
+  int64_t disk_stale_entries = 0;     // disk index entries whose slot holds another block now (a miss)
   int64_t io_errors = 0;
   double copy_seconds = 0;          // host time spent moving blocks between tiers (incl. stalls)
   int64_t async_copy_batches = 0;   // Backend::StartCopiesToHost calls
@@ -144,6 +169,9 @@ struct KvCacheCounters {
   int64_t disk_read_ahead_waits = 0;     // uses that waited for their read to land
   double disk_read_ahead_wait_seconds = 0;
   int64_t swap_bytes_timed = 0;          // bytes of the moves copy_seconds timed (bandwidth)
+  int64_t blocks_persisted = 0;          // write-behind: full blocks written to disk soon after filling
+  int64_t write_behind_skipped_busy = 0; // steps whose write-behind waited for a busy writer
+  int64_t write_behind_dropped = 0;      // queued blocks dropped from a full write-behind queue
 };
 
 class KvCacheManager {
@@ -179,19 +207,28 @@ class KvCacheManager {
   void Release(SequenceId seq);
   std::span<const BlockId> BlockTable(SequenceId seq) const;
 
+  // The key chain of a sequence in `cache_namespace` ("" is the default namespace; the
+  // caller validated it, ValidateCacheNamespace). The sequence keeps it and passes it to
+  // MatchPrefix, OnComputed and ReadAhead with its tokens, so each block's key is computed
+  // once; without one (nullptr) those compute the default namespace's keys each call.
+  BlockKeyChain KeyChain(std::string_view cache_namespace) const;
+
   // Prefix reuse for a sequence with no blocks yet: maps the longest run of its full
   // blocks found in any tier (device hits shared, host/disk hits copied up) and returns the
   // number of tokens covered. Always leaves at least one token to compute. Never evicts a
-  // referenced block; stops at the first miss, corrupt block or shortage.
-  // `priority` (the sequence's) raises the eviction priority of the blocks it reuses.
-  int64_t MatchPrefix(SequenceId seq, std::span<const int32_t> tokens, int32_t priority = 0);
+  // referenced block; stops at the first miss, corrupt block, block with other tokens, or
+  // shortage. `priority` (the sequence's) raises the eviction priority of the blocks it
+  // reuses.
+  int64_t MatchPrefix(SequenceId seq, std::span<const int32_t> tokens, int32_t priority = 0,
+                      BlockKeyChain* keys = nullptr);
   // Gives a MatchPrefix result back unused (the sequence could not start yet): releases
   // its blocks, which stay cached, and takes its hits out of the counters, so a sequence
   // that waits is not counted as a hit on every step.
   void UnmatchPrefix(SequenceId seq);
   // Records that positions [0, num_computed) of the sequence hold valid K/V, so its newly
   // completed blocks become prefix-cache entries, evicted after those of lower priority.
-  void OnComputed(SequenceId seq, std::span<const int32_t> tokens, int64_t num_computed, int32_t priority = 0);
+  void OnComputed(SequenceId seq, std::span<const int32_t> tokens, int64_t num_computed, int32_t priority = 0,
+                  BlockKeyChain* keys = nullptr);
 
   // Pins the sequence's first `num_blocks` full blocks (which must be computed): the cache
   // keeps them on the device tier, never evicted, until UnpinAll. Idempotent per block.
@@ -223,7 +260,7 @@ class KvCacheManager {
   // call and in flight. Without both a host and a disk tier: nothing.
   // Returns whether one of the sequence's prefix blocks is being read when it returns:
   // the scheduler then lets it wait a step rather than read it on the stepping thread.
-  bool ReadAhead(SequenceId seq, std::span<const int32_t> tokens);
+  bool ReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys = nullptr);
   int64_t num_disk_reads_in_flight() const {
     return disk_tier_.jobs == nullptr
                ? 0
@@ -234,11 +271,12 @@ class KvCacheManager {
     if (disk_tier_.jobs != nullptr) AwaitDiskJob(disk_tier_.jobs->last_read());
   }
 
-  // Writes the disk tier's index (write-new-then-rename) if it changed since the last save:
-  // on the writer thread, one save in flight at a time and at most one per
-  // kIndexSaveInterval (a change meanwhile is saved by a later call); synchronously when
-  // there is no writer or `now` (shutdown).
-  void PersistIndexIfDirty(bool now = false);
+  // Called at the end of every step: lands what finished and starts the write-behind of
+  // the blocks the step filled (see the top). `idle` (nothing left to run): everything
+  // queued is started — blocks with a host copy at once, the others as write-behind
+  // buffers come free, waiting up to 200 ms for earlier writes to free them — so that an
+  // idle context's blocks reach disk without another step.
+  void FinishStep(bool idle);
 
   // Blocks until the host -> device copies SwapIn(prefetch = true) started have landed (the
   // blocks may be read from then on); the backend's error when one failed.
@@ -249,7 +287,8 @@ class KvCacheManager {
   // Without a host tier (or prefix cache) it only lands copies.
   void StartBackgroundCopies();
   // Lands finished async copies and disk writes without waiting (copies are also landed
-  // inside every operation; disk writes at step start and when an eviction needs one).
+  // inside every operation; disk writes at step start and end, and when an eviction needs
+  // one).
   void PollCopies() {
     AdmitPreparedSlots();
     FinishCopies(0);
@@ -287,6 +326,10 @@ class KvCacheManager {
   int64_t cached_blocks(Tier tier) const;
   int64_t peak_blocks(Tier tier) const;
   const KvCacheCounters& counters() const { return counters_; }
+  // The disk store's own counters (index recovery, journal), zero without a disk tier; and
+  // why part of its index was ignored when it was opened ("" when none was).
+  DiskStoreCounters disk_store_counters() const;
+  std::string disk_index_ignored_reason() const;
   // Measured bytes/second of swaps (for the preemption cost model); 0 before any swap.
   double measured_swap_bandwidth() const;
 
@@ -299,6 +342,7 @@ class KvCacheManager {
     Tier tier;
     int32_t slot;
   };
+  using Tokens = std::vector<int32_t>;
   // A swapped-out sequence: its slots, and the state of the copies filling them.
   struct SwapState {
     std::vector<SlotRef> slots;  // in block order
@@ -308,13 +352,16 @@ class KvCacheManager {
   };
   // One block of an in-flight device -> host copy, and what to do with it once landed.
   // kDemoteToDisk: an evicted cached block bound for disk (DemoteDirtyDeviceBlocks).
-  enum class PendingKind { kCacheToHost, kSwapToHost, kSwapToDisk, kDemoteToDisk };
+  // kPersistToDisk: a cached block's write-behind (into a write-behind buffer).
+  enum class PendingKind { kCacheToHost, kSwapToHost, kSwapToDisk, kDemoteToDisk, kPersistToDisk };
   struct PendingCopy {
     PendingKind kind = PendingKind::kCacheToHost;
     BlockId block = 0;          // device block read
     int32_t slot = 0;           // host slot (kCacheToHost, kSwapToHost) or disk slot
-    int32_t staging = -1;       // staging buffer the bytes land in (kSwapToDisk, kDemoteToDisk)
-    BlockHash hash{};           // kCacheToHost, kDemoteToDisk: the content's hash
+    int32_t staging = -1;       // staging buffer the bytes land in (kSwapToDisk, kDemoteToDisk), or
+                                // write-behind buffer (kPersistToDisk)
+    BlockHash hash{};           // cached kinds: the content's key
+    Tokens tokens;              // cached kinds: the content's tokens
     int32_t priority = 0;       // kCacheToHost, kDemoteToDisk: eviction priority it had
     bool evicted = false;       // kCacheToHost: the device copy is gone (failure = dropped)
     SequenceId seq = 0;         // swaps
@@ -344,12 +391,16 @@ class KvCacheManager {
   // slot, slot -> hash) and the eviction order of its unreferenced cached slots. A cached
   // device block holds one reference of its own (the cache's), so "unreferenced" means ref
   // count 1 there; host and disk cached slots hold none but the cache's entry.
+  // Device and host keep each cached slot's token ids (block_tokens per slot, valid while
+  // the slot is cached); the disk keeps them in its slot headers.
   struct TierState {
-    TierState(int64_t num_blocks, int64_t num_available) : pool(num_blocks, num_available) {}
+    TierState(int64_t num_blocks, int64_t num_available, int64_t tokens_per_slot)
+        : pool(num_blocks, num_available), tokens(static_cast<size_t>(num_blocks * tokens_per_slot)) {}
     BlockPool pool;
     LruSet lru;
     absl::flat_hash_map<BlockHash, int32_t> by_hash;
     absl::flat_hash_map<int32_t, BlockHash> hash_of;
+    std::vector<int32_t> tokens;  // (num_blocks, block_tokens); empty for the disk
   };
   // Staging buffers between the device and the disk I/O threads (pinned on CUDA): each free
   // or held by exactly one copy in flight or one disk job.
@@ -365,16 +416,39 @@ class KvCacheManager {
     // Reserves the file's slots past what Open reserved (null when none were left).
     std::unique_ptr<ChunkedPreparer> preparer;
     std::unique_ptr<DiskJobs> jobs;
-    bool index_dirty = false;
-    std::optional<DiskJobId> index_save;  // the index save not landed yet
-    std::chrono::steady_clock::time_point last_index_save{};
     int64_t write_pause_steps = 0;  // steps without write-back left after a failed write
+  };
+  // Write-behind (see the top): device blocks cached since, with their key then, oldest
+  // first (entries whose block changed or reached disk meanwhile are skipped), and its own
+  // buffers, so that it never takes a staging buffer a swap or eviction waits for.
+  struct WriteBehind {
+    std::deque<std::pair<BlockId, BlockHash>> queue;
+    StagingBuffers buffers;
+    int64_t pause_steps = 0;  // steps without write-behind left after a failed write
   };
 
   KvCacheManager(const KvCacheOptions& options, Backend* backend);
-  // The tag a swapped block's disk slot carries instead of a content hash, so that a slot
+  // The tag a swapped block's disk slot carries instead of a content key, so that a slot
   // read back is checked to be the one written (by this manager, swap-out and block).
-  uint64_t SwapTag(SequenceId seq, uint64_t generation, size_t index) const;
+  Sha256Digest SwapTag(SequenceId seq, uint64_t generation, size_t index) const;
+  // The stored token ids of a cached device or host slot.
+  std::span<int32_t> StoredTokens(Tier tier, int32_t slot) {
+    return std::span<int32_t>(state(tier).tokens).subspan(static_cast<size_t>(slot * options_.block_tokens),
+                                                          static_cast<size_t>(options_.block_tokens));
+  }
+  std::span<const int32_t> StoredTokens(Tier tier, int32_t slot) const {
+    return std::span<const int32_t>(state(tier).tokens)
+        .subspan(static_cast<size_t>(slot * options_.block_tokens), static_cast<size_t>(options_.block_tokens));
+  }
+  void SetStoredTokens(Tier tier, int32_t slot, std::span<const int32_t> tokens) {
+    std::copy(tokens.begin(), tokens.end(), StoredTokens(tier, slot).begin());
+  }
+  // Whether a cached device or host slot holds exactly `tokens`; a mismatch is counted.
+  bool StoredTokensMatch(Tier tier, int32_t slot, std::span<const int32_t> tokens);
+  // Tokens of full block i of `tokens`.
+  std::span<const int32_t> BlockTokens(std::span<const int32_t> tokens, int64_t i) const {
+    return tokens.subspan(static_cast<size_t>(i * options_.block_tokens), static_cast<size_t>(options_.block_tokens));
+  }
   // Eviction priority of a cached content hash (0 when never raised).
   int32_t PriorityOf(BlockHash hash) const;
   void RaisePriority(BlockHash hash, int32_t priority);
@@ -401,6 +475,7 @@ class KvCacheManager {
     BlockId block;
     BlockHash hash;
     int32_t priority;
+    Tokens tokens;
   };
   void DemoteDirtyDeviceBlocks(const std::vector<DirtyVictim>& victims);
   void DemoteToDisk(const std::vector<DirtyVictim>& victims);
@@ -417,18 +492,29 @@ class KvCacheManager {
   uint8_t* Staging(int32_t index) const {
     return staging_.memory + static_cast<size_t>(index) * block_bytes_;
   }
+  uint8_t* WriteBehindBuffer(int32_t index) const {
+    return write_behind_.buffers.memory + static_cast<size_t>(index) * block_bytes_;
+  }
   // A free staging buffer, first landing the oldest copies and then waiting for the oldest
   // disk write holding one; nullopt only when none is held by anything (no disk tier).
   // Callers hand their own unstarted copies' buffers in first (they would wait forever).
   std::optional<int32_t> AcquireStaging();
+  // On host or disk, or on its way to disk by write-behind.
   bool HasLowerCopy(BlockHash hash) const {
-    return state(Tier::kHost).by_hash.contains(hash) || state(Tier::kDisk).by_hash.contains(hash);
+    return state(Tier::kHost).by_hash.contains(hash) || state(Tier::kDisk).by_hash.contains(hash) ||
+           (disk_tier_.jobs != nullptr && disk_tier_.jobs->PersistWriteOf(hash).has_value());
   }
   // Blocks of write-back per StartBackgroundCopies (see there).
   int64_t WriteBackBudget() const;
   // Host -> disk write-back on the writer thread (kv_cache_copies.cc): queues writes of the
   // coldest cached host blocks without a disk copy.
   void StartDiskWriteBack();
+  // Write-behind (kv_cache_write_behind.cc, see the top): starts the writes of the oldest
+  // queued blocks not on disk yet; `idle`: as many as buffers allow, waiting for the device
+  // copies.
+  void StartWriteBehind(bool idle);
+  // Write-behind writes in flight at once, and the writer queue depth it yields to.
+  int64_t WriteBehindLimit() const;
   // Disk jobs (kv_cache_disk_jobs.cc): lands every finished one, each by its kind — the one
   // place a disk job's effects happen.
   void LandDiskJobs(DiskThreads which = DiskThreads::kBoth);
@@ -451,12 +537,20 @@ class KvCacheManager {
   // Writes a host victim's block to disk_slot on the writer thread and waits for it (the
   // slot is reused right after); straight to the store when there is no writer.
   absl::Status WriteEvictedHostSlot(int32_t host_slot, int32_t disk_slot, BlockHash hash);
+  // Forgets a disk cache entry whose slot did not hold its block (stale or corrupt): out of
+  // the cache, the pool and the store's index.
+  void ForgetDiskSlot(int32_t disk_slot);
   void DropCached(Tier tier, int32_t slot);
   // Enters a block written to disk_slot into the disk cache (LRU at its hash's priority).
   void CacheOnDisk(int32_t disk_slot, BlockHash hash);
+  // The block was used (recomputed or hit): its disk copy, if any, becomes the most recently
+  // used there too (a block in use is not the disk's next victim).
+  void TouchOnDisk(BlockHash hash);
+  // Queues a block just cached on the device for write-behind (see the top).
+  void QueueWriteBehind(BlockId block, BlockHash hash);
   absl::Status CopyHostSlotToDevice(int32_t host_slot, BlockId block);
   // Device -> staging buffer -> disk, synchronously: at shutdown only.
-  absl::Status CopyDeviceToDisk(BlockId block, int32_t disk_slot, uint64_t tag);
+  absl::Status CopyDeviceToDisk(BlockId block, int32_t disk_slot, BlockHash hash);
   // Disk -> device through staging buffers on the reader thread (kv_cache_staged_reads.cc):
   // every read is submitted as far as buffers allow, each landed read copied to its device
   // block at once; returns each read's status, in order (DataLoss: corrupt, counted in
@@ -464,8 +558,9 @@ class KvCacheManager {
   // written meanwhile (no write in flight on them).
   struct StagedRead {
     int32_t disk_slot;
-    uint64_t tag;   // content hash, or SwapTag
-    BlockId block;  // written only if the read succeeds
+    Sha256Digest key;  // content key, or SwapTag
+    Tokens tokens;     // the content's expected tokens (none for a swapped block)
+    BlockId block;     // written only if the read succeeds
   };
   std::vector<absl::Status> ReadDiskBlocksToDevice(const std::vector<StagedRead>& reads);
   uint8_t* HostSlot(int32_t slot) const { return host_memory_ + static_cast<size_t>(slot) * block_bytes_; }
@@ -477,20 +572,19 @@ class KvCacheManager {
   // the disk writes and read-aheads of its disk slots — and lands it all (a failure is
   // left in its SwapState::failed).
   void SettleSwap(SequenceId seq);
-  // Hash of full block i of `tokens` chained on its parent's, as the prefix cache keys it.
-  BlockHash PromptBlockHash(std::optional<BlockHash> parent, std::span<const int32_t> tokens, int64_t i) const;
   // The invariants of the host and disk tiers (kv_cache_integrity.cc).
   absl::Status VerifyLowerTier(Tier tier) const;
+  // Staging or write-behind buffers: each free or held by exactly one holder.
+  absl::Status VerifyBuffers() const;
   // Records how a tier's background preparation ended (kv_cache_preparation.cc).
   void NotePreparationEnd(Tier tier, const absl::Status& status);
-
-  static constexpr std::chrono::milliseconds kIndexSaveInterval{1000};  // between index saves
 
   const KvCacheOptions options_;
   Backend* const backend_;
   const size_t block_bytes_;
   TierState tiers_[kNumTiers];
   const uint64_t instance_tag_;     // random: keys SwapTag to this manager
+  const BlockHash default_scope_;   // the default namespace's key scope
   std::unique_ptr<HostTierMemory> host_region_;  // null without a host tier
   uint8_t* host_memory_ = nullptr;  // (host_blocks, block_bytes): host_region_'s bytes
   // How each lower tier's preparation ended, once AdmitPreparedSlots saw it end.
@@ -500,6 +594,7 @@ class KvCacheManager {
   };
   Preparation preparation_[kNumTiers];
   StagingBuffers staging_;          // from the backend, with a disk tier
+  WriteBehind write_behind_;        // with a disk tier (its buffers from the backend)
   DiskTier disk_tier_;
   InFlightCopies copies_;
   absl::flat_hash_map<SequenceId, SequenceBlocks> sequences_;

@@ -10,7 +10,7 @@
 
 namespace kvtier {
 
-bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens) {
+bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys) {
   if (disk_tier_.jobs == nullptr || pool(Tier::kHost).num_blocks() == 0) return false;
   // Landed reads are host copies (and free read budget): a waiting sequence whose prefix
   // reads have finished is admitted this step, not the next.
@@ -44,7 +44,7 @@ bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens) 
       const std::optional<int32_t> host_slot = take_host();
       if (!host_slot) break;
       jobs.SubmitRead(SwapReadJob{disk_slot, *host_slot, seq, generation, index}, disk_slot,
-                      SwapTag(seq, generation, index), HostSlot(*host_slot));
+                      SwapTag(seq, generation, index), {}, HostSlot(*host_slot));
     }
     return false;
   }
@@ -55,11 +55,11 @@ bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens) 
   if (!options_.prefix_cache || tokens.size() < 2) return false;
   if (auto held = sequences_.find(seq); held != sequences_.end() && !held->second.table.empty()) return false;
   bool reading = false;  // some block of the chain is being read
+  std::optional<BlockKeyChain> own_keys;
+  if (keys == nullptr) keys = &own_keys.emplace(default_scope_);
   const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens;
-  std::optional<BlockHash> parent;
   for (int64_t i = 0; i < max_blocks; ++i) {
-    const BlockHash hash = PromptBlockHash(parent, tokens, i);
-    parent = hash;
+    const BlockHash hash = keys->Key(tokens, options_.block_tokens, i);
     if (jobs.PrefixReadOf(hash)) {
       reading = true;
       continue;
@@ -75,7 +75,11 @@ bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens) 
     }
     const int32_t disk_slot = on_disk->second;
     lru(Tier::kDisk).Erase(disk_slot);  // neither evicted nor reused while read
-    jobs.SubmitRead(PrefixReadJob{disk_slot, *host_slot, hash}, disk_slot, hash.value, HostSlot(*host_slot));
+    // The host slot is the read's alone until it lands: its tokens are those the read checks.
+    const std::span<const int32_t> block_tokens = BlockTokens(tokens, i);
+    SetStoredTokens(Tier::kHost, *host_slot, block_tokens);
+    jobs.SubmitRead(PrefixReadJob{disk_slot, *host_slot, hash}, disk_slot, hash.digest, block_tokens,
+                    HostSlot(*host_slot));
     reading = true;
   }
   return reading;

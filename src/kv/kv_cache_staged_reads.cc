@@ -47,8 +47,8 @@ std::vector<absl::Status> KvCacheManager::ReadDiskBlocksToDevice(const std::vect
       results[i] = absl::InternalError("kv cache: no staging buffer for a disk read");
       continue;
     }
-    const DiskJobId job =
-        disk_tier_.jobs->SubmitRead(StagedReadJob{}, reads[i].disk_slot, reads[i].tag, Staging(*staging));
+    const DiskJobId job = disk_tier_.jobs->SubmitRead(StagedReadJob{}, reads[i].disk_slot, reads[i].key,
+                                                      reads[i].tokens, Staging(*staging));
     in_flight.push_back({i, job, *staging});
   }
   while (!in_flight.empty()) land_oldest();

@@ -16,10 +16,11 @@ namespace kvtier {
 // Disk slots of swapped (uncached) blocks carry a tag instead of a content hash, so a slot
 // read back is still checked to be the one written: by this manager (sequence ids restart
 // at 1 in every context), for this swap-out of the sequence, as this block.
-uint64_t KvCacheManager::SwapTag(SequenceId seq, uint64_t generation, size_t index) const {
-  uint64_t tag = SplitMix64(instance_tag_ ^ static_cast<uint64_t>(seq));
-  tag = SplitMix64(tag ^ generation);
-  return SplitMix64(tag ^ static_cast<uint64_t>(index));
+Sha256Digest KvCacheManager::SwapTag(SequenceId seq, uint64_t generation, size_t index) const {
+  Sha256 h;
+  h.Update("kvtier swap tag", 16);
+  h.UpdateU64(instance_tag_).UpdateU64(static_cast<uint64_t>(seq)).UpdateU64(generation).UpdateU64(index);
+  return h.Finish();
 }
 
 absl::Status KvCacheManager::SwapOut(SequenceId seq) {
@@ -154,7 +155,9 @@ absl::Status KvCacheManager::SwapIn(SequenceId seq, bool prefetch) {
   if (prefetch) ++counters_.prefetches;
   std::vector<StagedRead> reads;  // the blocks nobody read ahead
   for (size_t i = 0; i < slots.size() && status.ok(); ++i) {
-    if (slots[i].tier == Tier::kDisk) reads.push_back({slots[i].slot, SwapTag(seq, it->second.generation, i), blocks.table[i]});
+    if (slots[i].tier == Tier::kDisk) {
+      reads.push_back({slots[i].slot, SwapTag(seq, it->second.generation, i), {}, blocks.table[i]});
+    }
   }
   for (const absl::Status& read : ReadDiskBlocksToDevice(reads)) {
     if (!read.ok()) {

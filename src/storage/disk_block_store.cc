@@ -1,78 +1,49 @@
-// DiskBlockStore: slot header encoding, checked reads and durable writes. Thread-safe (see
-// the header): counters are atomics, SaveIndex holds index_mu_.
+// DiskBlockStore: checked reads and durable writes of slots, and the index's recovery at
+// Open, journal appends and compaction. Thread-safe (see the header): counters are atomics,
+// the index and journal are under index_mu_.
 #include "storage/disk_block_store.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/log.h"
 #include "common/status_macros.h"
-#include "storage/coding.h"
 #include "storage/crc32c.h"
 
 namespace kvtier {
 namespace {
 
-constexpr uint32_t kSlotMagic = 0x42545642u;  // "BVTB" in file order
-constexpr uint32_t kSlotVersion = 1;
-
-// Header field offsets (little-endian). Bytes [52, 60) are reserved zeros.
-constexpr size_t kMagicAt = 0;
-constexpr size_t kVersionAt = 4;
-constexpr size_t kFingerprintAt = 8;
-constexpr size_t kHashAt = 16;
-constexpr size_t kBlockBytesAt = 24;
-constexpr size_t kSlotAt = 32;
-constexpr size_t kTokenCountAt = 40;
-constexpr size_t kPayloadCrcAt = 44;
-constexpr size_t kHeaderCrcAt = 60;
-static_assert(kHeaderCrcAt + 4 == DiskBlockStore::kSlotHeaderBytes);
-
-struct SlotHeader {
-  uint64_t fingerprint = 0;
-  uint64_t hash = 0;
-  uint64_t block_bytes = 0;
-  int64_t slot = 0;
-  int32_t token_count = 0;
-  uint32_t payload_crc = 0;
-};
-
-void EncodeHeader(const SlotHeader& h, uint8_t* p) {
-  std::memset(p, 0, DiskBlockStore::kSlotHeaderBytes);
-  coding::PutFixed32(p + kMagicAt, kSlotMagic);
-  coding::PutFixed32(p + kVersionAt, kSlotVersion);
-  coding::PutFixed64(p + kFingerprintAt, h.fingerprint);
-  coding::PutFixed64(p + kHashAt, h.hash);
-  coding::PutFixed64(p + kBlockBytesAt, h.block_bytes);
-  coding::PutFixed64(p + kSlotAt, static_cast<uint64_t>(h.slot));
-  coding::PutFixed32(p + kTokenCountAt, static_cast<uint32_t>(h.token_count));
-  coding::PutFixed32(p + kPayloadCrcAt, h.payload_crc);
-  coding::PutFixed32(p + kHeaderCrcAt, crc32c::Value(p, kHeaderCrcAt));
+// A generation no journal of this file (or of one it replaced) had: random, so that records
+// of an earlier journal left past the current end never pass for current ones.
+uint64_t NewGeneration(uint64_t current) {
+  std::random_device device;
+  uint64_t g = (static_cast<uint64_t>(device()) << 32) ^ device();
+  g ^= static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  return g == current ? g + 1 : g;
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<DiskBlockStore>> DiskBlockStore::Open(
-    const DiskStoreOptions& options) {
+absl::StatusOr<std::unique_ptr<DiskBlockStore>> DiskBlockStore::Open(const DiskStoreOptions& options) {
   if (options.path.empty()) return absl::InvalidArgumentError("disk store: empty path");
-  if (options.num_slots <= 0 || options.block_bytes == 0 || options.block_tokens < 0) {
+  if (options.num_slots <= 0 || options.block_bytes == 0 || options.block_tokens <= 0 ||
+      options.block_tokens > (1 << 20)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "disk store ", options.path, ": need num_slots > 0 and block_bytes > 0 (got ",
-        options.num_slots, " slots of ", options.block_bytes, " bytes, block_tokens ",
-        options.block_tokens, ")"));
+        "disk store ", options.path, ": need num_slots > 0, block_bytes > 0 and block_tokens in [1, 2^20] (got ",
+        options.num_slots, " slots of ", options.block_bytes, " bytes, block_tokens ", options.block_tokens, ")"));
   }
   constexpr auto kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-  const uint64_t raw = kSlotHeaderBytes + static_cast<uint64_t>(options.block_bytes);
+  const uint64_t raw = SlotHeaderBytes(options.block_tokens) + static_cast<uint64_t>(options.block_bytes);
   const uint64_t slot_bytes = (raw + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
-  if (options.block_bytes > kMax / 2 ||
-      slot_bytes > kMax / static_cast<uint64_t>(options.num_slots)) {
-    return absl::InvalidArgumentError(absl::StrCat("disk store ", options.path, ": ",
-                                                   options.num_slots, " slots of ",
-                                                   options.block_bytes, " bytes overflow"));
+  if (options.block_bytes > kMax / 2 || slot_bytes > kMax / static_cast<uint64_t>(options.num_slots)) {
+    return absl::InvalidArgumentError(absl::StrCat("disk store ", options.path, ": ", options.num_slots,
+                                                   " slots of ", options.block_bytes, " bytes overflow"));
   }
   DiskGeometry geometry;
   geometry.num_slots = options.num_slots;
@@ -80,18 +51,18 @@ absl::StatusOr<std::unique_ptr<DiskBlockStore>> DiskBlockStore::Open(
   geometry.block_tokens = options.block_tokens;
   geometry.model_fingerprint = options.model_fingerprint;
   FileIo* io = options.io != nullptr ? options.io : DefaultFileIo();
+  const bool existed = io->Exists(options.path);
   const int64_t reserved_slots =
       std::clamp<int64_t>(options.slots_reserved_at_open.value_or(options.num_slots), 0, options.num_slots);
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<RandomAccessFile> file,
-      io->OpenForReadWrite(options.path,
-                           static_cast<int64_t>(slot_bytes) * reserved_slots));
+  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
+                   io->OpenForReadWrite(options.path, static_cast<int64_t>(slot_bytes) * reserved_slots));
   ASSIGN_OR_RETURN(const int64_t file_size, file->Size());
-  std::unique_ptr<DiskBlockStore> store(
-      new DiskBlockStore(options.path, geometry, io, std::move(file)));
-  store->slots_in_file_at_open_ =
-      std::min<int64_t>(options.num_slots, file_size / static_cast<int64_t>(slot_bytes));
-  store->LoadIndex();
+  std::unique_ptr<DiskBlockStore> store(new DiskBlockStore(options.path, geometry, io, std::move(file)));
+  store->slots_in_file_at_open_ = std::min<int64_t>(options.num_slots, file_size / static_cast<int64_t>(slot_bytes));
+  store->Recover(existed);
+  // A fresh snapshot of what was recovered, and a journal to continue it. Failing that the
+  // store still works; what it writes is found again only after a later compaction.
+  (void)store->Compact();
   return store;
 }
 
@@ -99,33 +70,89 @@ DiskBlockStore::DiskBlockStore(std::string path, const DiskGeometry& geometry, F
                                std::unique_ptr<RandomAccessFile> file)
     : path_(std::move(path)),
       geometry_(geometry),
-      slot_bytes_(SlotBytes(static_cast<size_t>(geometry.block_bytes))),
+      header_bytes_(SlotHeaderBytes(geometry.block_tokens)),
+      slot_bytes_(SlotBytes(static_cast<size_t>(geometry.block_bytes), geometry.block_tokens)),
       io_(io),
       file_(std::move(file)) {}
 
 DiskBlockStore::~DiskBlockStore() = default;
 
-void DiskBlockStore::LoadIndex() {
-  const std::string index = index_path();
-  if (!io_->Exists(index)) return;
-  absl::StatusOr<std::string> contents = io_->ReadWholeFile(index);
-  if (absl::IsNotFound(contents.status())) return;  // removed since Exists
-  absl::StatusOr<std::vector<DiskIndexEntry>> entries =
-      contents.ok() ? DecodeDiskIndex(*contents, geometry_) : contents.status();
-  if (entries.ok()) {
-    recovered_ = *std::move(entries);
-    return;
-  }
-  if (IsIoError(entries.status())) io_errors_.fetch_add(1, std::memory_order_relaxed);
+void DiskBlockStore::Ignore(const std::string& what, const absl::Status& status) {
+  if (IsIoError(status)) io_errors_.fetch_add(1, std::memory_order_relaxed);
   index_ignored_.fetch_add(1, std::memory_order_relaxed);
-  index_ignored_reason_ = absl::StrCat(index, ": ", entries.status().message());
-  Log(LogLevel::kWarn, "disk tier: index ", index_ignored_reason_, "; the cached blocks it listed are not used");
+  if (!index_ignored_reason_.empty()) index_ignored_reason_ += "; ";
+  absl::StrAppend(&index_ignored_reason_, what, ": ", status.message());
+  Log(LogLevel::kWarn, "disk tier: ", what, ": ", status.message(), "; the cached blocks it lists are not used");
+}
+
+void DiskBlockStore::Recover(bool existed) {
+  std::lock_guard<std::mutex> lock(index_mu_);
+  // The snapshot. Missing or unreadable: the slot headers say what the file holds. Of
+  // another model, geometry or an older format: nothing in the file is ours.
+  bool scan = existed;
+  const std::string index = index_path();
+  absl::StatusOr<std::string> contents = io_->Exists(index) ? io_->ReadWholeFile(index) : absl::NotFoundError("");
+  if (contents.ok()) {
+    absl::StatusOr<DiskIndexSnapshot> snapshot = DecodeDiskIndex(*contents, geometry_);
+    if (snapshot.ok()) {
+      scan = false;
+      generation_ = snapshot->journal_generation;
+      for (const DiskIndexEntry& e : snapshot->entries) Record(e);
+    } else {
+      if (absl::IsFailedPrecondition(snapshot.status())) scan = false;
+      Ignore(index, snapshot.status());
+    }
+  } else if (!absl::IsNotFound(contents.status())) {
+    Ignore(index, contents.status());
+  }
+  // The journal of the snapshot's generation: what was written since.
+  const std::string journal = journal_path();
+  if (!scan && contents.ok() && index_ignored_.load() == 0 && io_->Exists(journal)) {
+    absl::StatusOr<std::string> records = io_->ReadWholeFile(journal);
+    absl::StatusOr<JournalReplay> replay =
+        records.ok() ? DecodeJournal(*records, generation_, geometry_.num_slots) : records.status();
+    if (replay.ok()) {
+      for (const DiskIndexEntry& e : replay->records) Record(e);
+      journal_replayed_ = static_cast<int64_t>(replay->records.size());
+    } else if (!absl::IsFailedPrecondition(replay.status())) {
+      // Its records are lost (another generation is not: the snapshot holds it already).
+      Ignore(journal, replay.status());
+      scan = true;
+    }
+  }
+  if (scan) {
+    index_.clear();
+    ScanSlots();
+  }
+  recovered_ = IndexInWriteOrder();
+}
+
+void DiskBlockStore::ScanSlots() {
+  std::vector<uint8_t> header(header_bytes_);
+  // The slots the file holds (a file still being prepared has none past its end).
+  for (int64_t slot = 0; slot < slots_in_file_at_open_; ++slot) {
+    if (!file_->Pread(slot * slot_bytes_, header_bytes_, header.data()).ok()) {
+      io_errors_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    ++slots_scanned_;
+    absl::StatusOr<SlotHeader> h = DecodeSlotHeader(header.data(), header_bytes_);
+    if (absl::IsFailedPrecondition(h.status())) ++older_format_slots_;
+    // Cached blocks only (a swapped block has no tokens); the payload is checked on read.
+    if (!h.ok() || h->model_fingerprint != geometry_.model_fingerprint || h->block_bytes != geometry_.block_bytes ||
+        h->slot != slot || static_cast<int64_t>(h->tokens.size()) != geometry_.block_tokens) {
+      continue;
+    }
+    Record({slot, h->key});  // slot order: their age is not known
+  }
+  if (older_format_slots_ > 0) {
+    Ignore(path_, absl::FailedPreconditionError(absl::StrCat(older_format_slots_, " slots of an older format version")));
+  }
 }
 
 absl::Status DiskBlockStore::CheckSlot(int64_t slot) const {
   if (slot < 0 || slot >= geometry_.num_slots) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("disk slot ", slot, " outside [0, ", geometry_.num_slots, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("disk slot ", slot, " outside [0, ", geometry_.num_slots, ")"));
   }
   return absl::OkStatus();
 }
@@ -143,97 +170,193 @@ absl::Status DiskBlockStore::PreallocateSlots(int64_t begin, int64_t end) {
   return CountIo(file_->Allocate(begin * slot_bytes_, (end - begin) * slot_bytes_));
 }
 
-absl::Status DiskBlockStore::Write(int64_t slot, uint64_t block_hash, int32_t token_count,
-                                   const void* data) {
-  RETURN_IF_ERROR(CheckSlot(slot));
-  if (data == nullptr) return absl::InvalidArgumentError("disk write: null data");
-  if (token_count < 0 || (geometry_.block_tokens > 0 && token_count > geometry_.block_tokens)) {
-    return absl::InvalidArgumentError(absl::StrCat("disk slot ", slot, ": token count ",
-                                                   token_count, " outside [0, ",
-                                                   geometry_.block_tokens, "]"));
-  }
-  const size_t n = block_bytes();
-  SlotHeader h;
-  h.fingerprint = geometry_.model_fingerprint;
-  h.hash = block_hash;
-  h.block_bytes = n;
-  h.slot = slot;
-  h.token_count = token_count;
-  h.payload_crc = crc32c::Value(data, n);
-  uint8_t header[kSlotHeaderBytes];
-  EncodeHeader(h, header);
-  const int64_t offset = slot * slot_bytes_;
-  auto failed = [&](const absl::Status& status) {
-    Log(LogLevel::kWarn, "disk tier: write of slot ", slot, " to ", path_, " failed: ", status.message(),
-        "; the block is not kept on disk");
-    return status;
-  };
-  absl::Status written = CountIo(file_->Pwrite(offset + static_cast<int64_t>(kSlotHeaderBytes), data, n));
-  if (written.ok()) written = CountIo(file_->Pwrite(offset, header, kSlotHeaderBytes));
-  if (written.ok()) written = CountIo(file_->Sync());
-  if (!written.ok()) return failed(written);
-  writes_.fetch_add(1, std::memory_order_relaxed);
-  bytes_written_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
-  return absl::OkStatus();
+absl::Status DiskBlockStore::Write(int64_t slot, const Sha256Digest& key, std::span<const int32_t> tokens,
+                                   const void* data, Content content) {
+  const WriteRequest request{slot, key, tokens, data, content};
+  return WriteBatch(std::span<const WriteRequest>(&request, 1)).front();
 }
 
-absl::Status DiskBlockStore::Read(int64_t slot, uint64_t expected_hash, void* out) {
+std::vector<absl::Status> DiskBlockStore::WriteBatch(std::span<const WriteRequest> requests) {
+  std::vector<absl::Status> results(requests.size());
+  const size_t n = block_bytes();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const WriteRequest& r = requests[i];
+    results[i] = CheckSlot(r.slot);
+    if (r.content == Content::kRecordOnly) continue;
+    if (results[i].ok() && r.data == nullptr) results[i] = absl::InvalidArgumentError("disk write: null data");
+    if (results[i].ok() && static_cast<int64_t>(r.tokens.size()) > geometry_.block_tokens) {
+      results[i] = absl::InvalidArgumentError(absl::StrCat("disk slot ", r.slot, ": ", r.tokens.size(),
+                                                           " tokens, more than a block's ", geometry_.block_tokens));
+    }
+  }
+  {
+    // The slots are about to hold something else: out of the index first, so that a
+    // compaction meanwhile never records them with their old keys.
+    std::lock_guard<std::mutex> lock(index_mu_);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (!results[i].ok()) continue;
+      if (requests[i].content != Content::kRecordOnly) {
+        index_.erase(requests[i].slot);
+      } else if (auto it = index_.find(requests[i].slot); it == index_.end() || it->second.key != requests[i].key) {
+        results[i] = absl::NotFoundError(absl::StrCat("disk slot ", requests[i].slot, " no longer holds the block"));
+      }
+    }
+  }
+  std::vector<uint8_t> header(header_bytes_);
+  bool any = false;
+  bool renew = false;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!results[i].ok()) continue;
+    const WriteRequest& r = requests[i];
+    if (r.content == Content::kRecordOnly) {
+      renew = true;
+      continue;
+    }
+    SlotHeader h;
+    h.model_fingerprint = geometry_.model_fingerprint;
+    h.block_bytes = n;
+    h.slot = r.slot;
+    h.key = r.key;
+    h.tokens.assign(r.tokens.begin(), r.tokens.end());
+    h.payload_crc = crc32c::Value(r.data, n);
+    EncodeSlotHeader(h, header_bytes_, header.data());
+    const int64_t offset = r.slot * slot_bytes_;
+    results[i] = CountIo(file_->Pwrite(offset + static_cast<int64_t>(header_bytes_), r.data, n));
+    if (results[i].ok()) results[i] = CountIo(file_->Pwrite(offset, header.data(), header_bytes_));
+    any = any || results[i].ok();
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (IsIoError(results[i])) {
+      Log(LogLevel::kWarn, "disk tier: write of slot ", requests[i].slot, " to ", path_,
+          " failed: ", results[i].message(), "; the block is not kept on disk");
+    }
+  }
+  if (!any && !renew) return results;
+  // One sync for them all: each is durable only once it returned.
+  if (any) {
+    if (const absl::Status synced = CountIo(file_->Sync()); !synced.ok()) {
+      Log(LogLevel::kWarn, "disk tier: syncing ", path_, " failed: ", synced.message(),
+          "; the blocks just written are not kept on disk");
+      for (size_t i = 0; i < requests.size(); ++i) {
+        if (results[i].ok() && requests[i].content != Content::kRecordOnly) results[i] = synced;
+      }
+    }
+  }
+  std::vector<DiskIndexEntry> records;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!results[i].ok()) continue;
+    if (requests[i].content != Content::kRecordOnly) {
+      writes_.fetch_add(1, std::memory_order_relaxed);
+      bytes_written_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
+    }
+    if (requests[i].content != Content::kPrivate) records.push_back({requests[i].slot, requests[i].key});
+  }
+  if (records.empty()) return results;
+  std::lock_guard<std::mutex> lock(index_mu_);
+  for (const DiskIndexEntry& e : records) Record(e);
+  if (journal_current_ && journal_ != nullptr) {
+    if (CountIo(journal_->Append(records)).ok()) {
+      journal_records_.fetch_add(static_cast<int64_t>(records.size()), std::memory_order_relaxed);
+    } else {
+      journal_current_ = false;  // the next compaction records them
+    }
+  }
+  // Compaction when the journal outgrows the index (amortised: a snapshot per index-size
+  // records), or at once when the journal missed records.
+  const int64_t journaled = journal_ != nullptr ? journal_->num_records() : 0;
+  if (!journal_current_ || journaled > 1024 + 2 * static_cast<int64_t>(index_.size())) (void)CompactLocked();
+  return results;
+}
+
+absl::Status DiskBlockStore::Read(int64_t slot, const Sha256Digest& key, std::span<const int32_t> tokens, void* out) {
   RETURN_IF_ERROR(CheckSlot(slot));
   if (out == nullptr) return absl::InvalidArgumentError("disk read: null output");
   const int64_t offset = slot * slot_bytes_;
-  uint8_t header[kSlotHeaderBytes];
-  RETURN_IF_ERROR(CountIo(file_->Pread(offset, kSlotHeaderBytes, header)));
-  auto corrupt = [&](const std::string& what) {
+  std::vector<uint8_t> header(header_bytes_);
+  RETURN_IF_ERROR(CountIo(file_->Pread(offset, header_bytes_, header.data())));
+  auto corrupt = [&](absl::string_view what) {
     corrupt_detected_.fetch_add(1, std::memory_order_relaxed);
     absl::Status status = absl::DataLossError(absl::StrCat("slot ", slot, " of ", path_, ": ", what));
     Log(LogLevel::kWarn, "disk tier: corrupt block detected: ", status.message(),
         "; not used (a miss: the tokens are recomputed)");
     return status;
   };
-  if (coding::GetFixed32(header + kMagicAt) != kSlotMagic) {
-    return corrupt("bad magic (empty, foreign or overwritten slot)");
-  }
-  if (coding::GetFixed32(header + kHeaderCrcAt) != crc32c::Value(header, kHeaderCrcAt)) {
-    return corrupt("header checksum mismatch");
-  }
-  const uint32_t version = coding::GetFixed32(header + kVersionAt);
-  if (version != kSlotVersion) return corrupt(absl::StrCat("unknown format version ", version));
-  const uint64_t fingerprint = coding::GetFixed64(header + kFingerprintAt);
-  if (fingerprint != geometry_.model_fingerprint) {
-    return corrupt(absl::StrCat("written for model fingerprint ", fingerprint, ", not ",
+  absl::StatusOr<SlotHeader> h = DecodeSlotHeader(header.data(), header_bytes_);
+  if (!h.ok()) return corrupt(h.status().message());
+  if (h->model_fingerprint != geometry_.model_fingerprint) {
+    return corrupt(absl::StrCat("written for model fingerprint ", h->model_fingerprint, ", not ",
                                 geometry_.model_fingerprint));
   }
-  const uint64_t block_bytes = coding::GetFixed64(header + kBlockBytesAt);
-  if (block_bytes != geometry_.block_bytes) {
-    return corrupt(absl::StrCat("holds a block of ", block_bytes, " bytes, not ",
-                                geometry_.block_bytes));
+  if (h->block_bytes != geometry_.block_bytes) {
+    return corrupt(absl::StrCat("holds a block of ", h->block_bytes, " bytes, not ", geometry_.block_bytes));
   }
-  const auto header_slot = static_cast<int64_t>(coding::GetFixed64(header + kSlotAt));
-  if (header_slot != slot) return corrupt(absl::StrCat("header names slot ", header_slot));
-  const uint64_t hash = coding::GetFixed64(header + kHashAt);
-  if (hash != expected_hash) {
-    return corrupt(absl::StrCat("holds block hash ", hash, ", not the expected ", expected_hash));
+  if (h->slot != slot) return corrupt(absl::StrCat("header names slot ", h->slot));
+  if (h->key != key) {
+    stale_detected_.fetch_add(1, std::memory_order_relaxed);
+    return absl::NotFoundError(absl::StrCat("slot ", slot, " of ", path_, " holds block ", h->key.Hex().substr(0, 16),
+                                            ", not ", key.Hex().substr(0, 16)));
   }
-  const size_t n = block_bytes;
-  RETURN_IF_ERROR(CountIo(file_->Pread(offset + static_cast<int64_t>(kSlotHeaderBytes), n, out)));
-  if (crc32c::Value(out, n) != coding::GetFixed32(header + kPayloadCrcAt)) {
-    return corrupt("payload checksum mismatch");
+  if (!std::equal(h->tokens.begin(), h->tokens.end(), tokens.begin(), tokens.end())) {
+    token_mismatches_.fetch_add(1, std::memory_order_relaxed);
+    Log(LogLevel::kWarn, "disk tier: slot ", slot, " of ", path_, " holds the block's key with other tokens; refused");
+    return absl::FailedPreconditionError(absl::StrCat("slot ", slot, " of ", path_, " holds block ",
+                                                      key.Hex().substr(0, 16), " with other tokens: refused"));
   }
+  const size_t n = h->block_bytes;
+  RETURN_IF_ERROR(CountIo(file_->Pread(offset + static_cast<int64_t>(header_bytes_), n, out)));
+  if (crc32c::Value(out, n) != h->payload_crc) return corrupt("payload checksum mismatch");
   reads_.fetch_add(1, std::memory_order_relaxed);
   bytes_read_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
-absl::Status DiskBlockStore::SaveIndex(const std::vector<DiskIndexEntry>& entries) {
-  RETURN_IF_ERROR(ValidateDiskIndexEntries(geometry_, entries));
-  const std::string contents = EncodeDiskIndex(geometry_, entries);
-  absl::MutexLock lock(&index_mu_);
-  absl::Status saved = CountIo(io_->WriteFileAtomically(index_path(), contents));
-  if (!saved.ok()) {
+void DiskBlockStore::Forget(int64_t slot) {
+  std::lock_guard<std::mutex> lock(index_mu_);
+  index_.erase(slot);
+}
+
+void DiskBlockStore::Record(const DiskIndexEntry& entry) { index_[entry.slot] = {entry.key, next_order_++}; }
+
+std::vector<DiskIndexEntry> DiskBlockStore::IndexInWriteOrder() const {
+  std::vector<std::pair<uint64_t, DiskIndexEntry>> ordered;
+  ordered.reserve(index_.size());
+  for (const auto& [slot, block] : index_) ordered.push_back({block.order, {slot, block.key}});
+  std::sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<DiskIndexEntry> entries;
+  entries.reserve(ordered.size());
+  for (const auto& [order, entry] : ordered) entries.push_back(entry);
+  return entries;
+}
+
+absl::Status DiskBlockStore::Compact() {
+  std::lock_guard<std::mutex> lock(index_mu_);
+  return CompactLocked();
+}
+
+absl::Status DiskBlockStore::CompactLocked() {
+  // Snapshot first, with the next generation: until the journal is restarted, its records
+  // (of the old generation) are ignored next to it, and the snapshot holds them all.
+  DiskIndexSnapshot snapshot;
+  snapshot.journal_generation = NewGeneration(generation_);
+  snapshot.entries = IndexInWriteOrder();
+  if (absl::Status saved = CountIo(io_->WriteFileAtomically(index_path(), EncodeDiskIndex(geometry_, snapshot)));
+      !saved.ok()) {
     Log(LogLevel::kWarn, "disk tier: saving the index ", index_path(), " failed: ", saved.message(),
-        "; it is saved again at the next step that changes it");
+        "; the journal keeps what was written since the last save");
+    return saved;
   }
-  return saved;
+  compactions_.fetch_add(1, std::memory_order_relaxed);
+  generation_ = snapshot.journal_generation;
+  absl::Status restarted;
+  if (journal_ == nullptr) {
+    absl::StatusOr<std::unique_ptr<DiskJournal>> opened = DiskJournal::Open(io_, journal_path(), generation_);
+    if (opened.ok()) journal_ = std::move(*opened);
+    restarted = opened.status();
+  } else {
+    restarted = journal_->Restart(generation_);
+  }
+  journal_current_ = CountIo(restarted).ok();
+  return restarted;
 }
 
 DiskBlockStore::Counters DiskBlockStore::counters() const {
@@ -243,8 +366,16 @@ DiskBlockStore::Counters DiskBlockStore::counters() const {
   c.bytes_written = bytes_written_.load(std::memory_order_relaxed);
   c.bytes_read = bytes_read_.load(std::memory_order_relaxed);
   c.corrupt_detected = corrupt_detected_.load(std::memory_order_relaxed);
+  c.stale_detected = stale_detected_.load(std::memory_order_relaxed);
+  c.token_mismatches = token_mismatches_.load(std::memory_order_relaxed);
   c.io_errors = io_errors_.load(std::memory_order_relaxed);
   c.index_ignored = index_ignored_.load(std::memory_order_relaxed);
+  c.journal_records = journal_records_.load(std::memory_order_relaxed);
+  c.compactions = compactions_.load(std::memory_order_relaxed);
+  c.recovered_blocks = static_cast<int64_t>(recovered_.size());
+  c.journal_replayed = journal_replayed_;
+  c.slots_scanned = slots_scanned_;
+  c.older_format_slots = older_format_slots_;
   return c;
 }
 

@@ -294,6 +294,67 @@ static void test_text(const char* model_dir) {
   CHECK(kvt_live_handles() == 0);
 }
 
+/* Cache namespaces: sequences share prompt-prefix blocks only within one; the tokens never
+ * depend on it; invalid namespaces are refused with a message and change nothing. */
+static void test_cache_namespace(const char* model_dir) {
+  char err[512];
+  char long_ns[258];
+  kvt_model* model = NULL;
+  kvt_options* opts = NULL;
+  kvt_context* ctx = NULL;
+  kvt_request* req = NULL;
+  int32_t prompt[40];
+  int32_t out[3][8];
+  int32_t len = 0, reason = 0;
+  int64_t hits = -1;
+  const char* names[3] = {"tenant-a", "tenant-b", "tenant-a"};
+  const int64_t expected_hits[3] = {0, 0, 2}; /* two full blocks of 16 reused the third time */
+  int i;
+
+  for (i = 0; i < 40; ++i) prompt[i] = 3 + (i * 7) % 200;
+  CHECK_STATUS(kvt_model_load(model_dir, &model, err, sizeof err), KVT_OK);
+  if (model == NULL) return;
+  kvt_options_create(&opts);
+  kvt_options_set_string(opts, "backend", "cpu");
+  kvt_options_set_int(opts, "threads", 2);
+  CHECK_STATUS(kvt_context_create(model, opts, &ctx, err, sizeof err), KVT_OK);
+  kvt_model_free(model);
+  kvt_options_free(opts);
+  kvt_request_create(&req);
+  kvt_request_set_prompt_tokens(req, prompt, 40);
+  kvt_request_set_max_new_tokens(req, 8);
+  kvt_request_set_ignore_eos(req, 1);
+  for (i = 0; i < 3; ++i) {
+    CHECK_STATUS(kvt_request_set_cache_namespace(req, names[i]), KVT_OK);
+    CHECK_STATUS(kvt_generate(ctx, req, out[i], 8, &len, &reason), KVT_OK);
+    CHECK(len == 8);
+    CHECK_STATUS(kvt_context_stat(ctx, "prefix_hits.gpu", &hits), KVT_OK);
+    CHECK(hits == expected_hits[i]);
+  }
+  CHECK(memcmp(out[0], out[1], sizeof out[0]) == 0);
+  CHECK(memcmp(out[0], out[2], sizeof out[0]) == 0);
+  CHECK_STATUS(kvt_context_stat(ctx, "prefix_token_mismatch", &hits), KVT_OK);
+  CHECK(hits == 0);
+
+  CHECK_STATUS(kvt_request_set_cache_namespace(req, "\xff"), KVT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(kvt_request_errmsg(req), "UTF-8") != NULL);
+  CHECK_STATUS(kvt_request_set_cache_namespace(req, NULL), KVT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(kvt_request_errmsg(req), "NULL") != NULL);
+  memset(long_ns, 'x', 257);
+  long_ns[257] = '\0';
+  CHECK_STATUS(kvt_request_set_cache_namespace(req, long_ns), KVT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(kvt_request_errmsg(req), "256") != NULL);
+  CHECK_STATUS(kvt_request_set_cache_namespace(NULL, "a"), KVT_ERR_INVALID_ARGUMENT);
+  /* The request kept "tenant-a": a fourth run hits again. */
+  CHECK_STATUS(kvt_generate(ctx, req, out[0], 8, &len, &reason), KVT_OK);
+  CHECK_STATUS(kvt_context_stat(ctx, "prefix_hits.gpu", &hits), KVT_OK);
+  CHECK(hits == 4);
+  CHECK_STATUS(kvt_request_set_cache_namespace(req, ""), KVT_OK);
+  kvt_request_free(req);
+  kvt_context_free(ctx);
+  CHECK(kvt_live_handles() == 0);
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s MODEL_DIR TEXT_MODEL_DIR\n", argv[0]);
@@ -303,6 +364,7 @@ int main(int argc, char** argv) {
   test_options();
   test_model_errors();
   test_generation(argv[1]);
+  test_cache_namespace(argv[1]);
   test_text(argv[2]);
   printf("%d passed, %d failed\n", checks - failures, failures);
   return failures == 0 ? 0 : 1;

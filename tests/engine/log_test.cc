@@ -148,6 +148,7 @@ TEST_F(LogTest, CorruptDiskBlockAndFailedWriteAreLogged) {
   auto make = [&] {
     EngineOptions o = testing::TierOptions(/*gpu_blocks=*/64, /*host_blocks=*/0, /*disk_blocks=*/64, path);
     o.file_io = &io;
+    o.disk_write_behind = false;  // the blocks reach the disk when the context is freed
     auto engine = Engine::Create(testing::OpenCheckpoint(testing::TinyLlamaDir()), o);
     EXPECT_TRUE(engine.ok()) << engine.status();
     return std::move(*engine);
@@ -158,7 +159,8 @@ TEST_F(LogTest, CorruptDiskBlockAndFailedWriteAreLogged) {
   }
   EXPECT_TRUE(captured_.With("corrupt").empty());
   // Damage every slot's bytes past its header.
-  const int64_t slot_bytes = DiskBlockStore::SlotBytes(static_cast<size_t>(testing::TierTestBlockBytes()));
+  const int64_t slot_bytes = DiskBlockStore::SlotBytes(static_cast<size_t>(testing::TierTestBlockBytes()),
+                                                        testing::kTierTestBlockTokens);
   for (int64_t slot = 0; slot < 64; ++slot) ASSERT_TRUE(io.FlipBit(path, slot * slot_bytes + 200, 3).ok());
   {
     auto engine = make();

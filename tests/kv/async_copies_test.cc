@@ -100,6 +100,7 @@ TEST(AsyncCopiesTest, DeferredDemoteToDiskIsExact) {
   FakeFileIo io;
   EngineOptions o = Options(/*gpu=*/12, /*host=*/0, /*disk=*/64, "/fake/demote.kv");
   o.file_io = &io;
+  o.disk_write_behind = false;  // else the blocks are on disk before their eviction
   DeferredCopyBackend* deferred = nullptr;
   auto engine = MakeDeferred(o, &deferred, /*polls_before_done=*/1000);
   RunAll(*engine, first, 4);

@@ -242,7 +242,9 @@ void RunPrefixThroughDisk(FileIo* io, const char* what) {
   const PrefixRun run;
   const auto expected_first = Reference(run.first, 4);
   const auto expected_later = Reference(run.later, 4);
-  auto engine = MakeEngine(NoHostOptions(io));
+  EngineOptions o = NoHostOptions(io);
+  o.disk_write_behind = false;  // the blocks reach disk at their eviction (demote writes)
+  auto engine = MakeEngine(o);
   ASSERT_NE(engine, nullptr);
   EXPECT_EQ(RunAll(*engine, run.first, 4), expected_first);  // invariants checked every step
   for (int i = 0; i < 5; ++i) RunAll(*engine, {Prompt(80 + i, 30)}, 2);
@@ -252,6 +254,26 @@ void RunPrefixThroughDisk(FileIo* io, const char* what) {
   EXPECT_GT(Get(s, "disk_demote_writes"), 0) << s.dump();
   EXPECT_EQ(s["prefix_hits"]["disk"].get<int64_t>(), 8) << s.dump();
   EXPECT_GE(Get(s, "disk_staged_reads"), 8) << s.dump();
+  EXPECT_EQ(Get(s, "io_errors"), 0) << s.dump();
+}
+
+// With write-behind the prefix blocks are on disk soon after they fill: their eviction
+// writes nothing, and the later prompt reads them back as before.
+TEST(DiskStagingEngineTest, WriteBehindPutsBlocksOnDiskBeforeTheirEviction) {
+  FakeFileIo io;
+  const PrefixRun run;
+  const auto expected_first = Reference(run.first, 4);
+  const auto expected_later = Reference(run.later, 4);
+  auto engine = MakeEngine(NoHostOptions(&io));
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(RunAll(*engine, run.first, 4), expected_first);
+  for (int i = 0; i < 5; ++i) RunAll(*engine, {Prompt(80 + i, 30)}, 2);
+  EXPECT_EQ(RunAll(*engine, run.later, 4), expected_later);
+  const nlohmann::json s = engine->Stats();
+  Log("WriteBehindPutsBlocksOnDiskBeforeTheirEviction", s);
+  EXPECT_EQ(Get(s, "disk_demote_writes"), 0) << s.dump();
+  EXPECT_GT(Get(s, "blocks_persisted"), 8) << s.dump();
+  EXPECT_EQ(s["prefix_hits"]["disk"].get<int64_t>(), 8) << s.dump();
   EXPECT_EQ(Get(s, "io_errors"), 0) << s.dump();
 }
 

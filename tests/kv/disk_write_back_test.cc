@@ -45,6 +45,9 @@ std::unique_ptr<DiskBlockStore> OpenStore(FakeFileIo* io, size_t block_bytes, in
   return store.ok() ? std::move(*store) : nullptr;
 }
 
+Sha256Digest Key(uint64_t n) { return Sha256::Of(&n, sizeof n); }
+std::vector<int32_t> Tokens(int32_t n) { return {n, n + 1, n + 2, n + 3}; }
+
 TEST(DiskIoThreadTest, WritesInOrderAndReportsEachResult) {
   FakeFileIo io;
   constexpr size_t kBytes = 512;
@@ -53,7 +56,9 @@ TEST(DiskIoThreadTest, WritesInOrderAndReportsEachResult) {
   for (int i = 0; i < 12; ++i) blocks.push_back(std::vector<uint8_t>(kBytes, static_cast<uint8_t>(7 * i + 1)));
   DiskIoThread writer(store.get());
   std::vector<int64_t> jobs;
-  for (int i = 0; i < 12; ++i) jobs.push_back(writer.SubmitWrite(i, 1000 + i, 4, blocks[i].data()));
+  for (int i = 0; i < 12; ++i) {
+    jobs.push_back(writer.SubmitWrite(i, Key(1000 + i), Tokens(i), blocks[i].data(), DiskBlockStore::Content::kCached));
+  }
   writer.Wait(jobs[3]);  // the first four at least are done
   std::vector<DiskIoThread::Finished> done = writer.TakeFinished();
   ASSERT_GE(done.size(), 4u);
@@ -64,14 +69,14 @@ TEST(DiskIoThreadTest, WritesInOrderAndReportsEachResult) {
     EXPECT_EQ(done[i].job, jobs[i]);
     EXPECT_TRUE(done[i].status.ok()) << done[i].status;
     std::vector<uint8_t> back(kBytes);
-    ASSERT_TRUE(store->Read(static_cast<int64_t>(i), 1000 + i, back.data()).ok());
+    ASSERT_TRUE(store->Read(static_cast<int64_t>(i), Key(1000 + i), Tokens(static_cast<int32_t>(i)), back.data()).ok());
     EXPECT_EQ(back, blocks[i]);
   }
   // Faults are consumed by the I/O thread's writes, in submission order.
   io.FailNextWrites(2);
-  const int64_t a = writer.SubmitWrite(12, 1, 4, blocks[0].data());
-  const int64_t b = writer.SubmitWrite(13, 2, 4, blocks[1].data());
-  const int64_t c = writer.SubmitWrite(14, 3, 4, blocks[2].data());
+  const int64_t a = writer.SubmitWrite(12, Key(1), Tokens(1), blocks[0].data(), DiskBlockStore::Content::kCached);
+  const int64_t b = writer.SubmitWrite(13, Key(2), Tokens(2), blocks[1].data(), DiskBlockStore::Content::kCached);
+  const int64_t c = writer.SubmitWrite(14, Key(3), Tokens(3), blocks[2].data(), DiskBlockStore::Content::kCached);
   writer.Wait(c);
   done = writer.TakeFinished();
   ASSERT_EQ(done.size(), 3u);
@@ -83,27 +88,27 @@ TEST(DiskIoThreadTest, WritesInOrderAndReportsEachResult) {
   EXPECT_TRUE(done[2].status.ok()) << done[2].status;
 }
 
-// An index save runs behind the writes queued before it; reopening the store recovers it.
-TEST(DiskIoThreadTest, SavesTheIndexBehindEarlierWrites) {
+// Cached writes are journaled by the writer as they land: a store reopened after the
+// writer stopped (nothing saved on the way out) finds them; private (swap) writes it does not.
+TEST(DiskIoThreadTest, CachedWritesAreJournaled) {
   FakeFileIo io;
   constexpr size_t kBytes = 256;
   std::vector<uint8_t> block(kBytes, 0x33);
   {
     auto store = OpenStore(&io, kBytes, 8);
     DiskIoThread writer(store.get());
-    writer.SubmitWrite(2, 70, 4, block.data());
-    writer.SubmitWrite(5, 71, 4, block.data());
-    const int64_t save = writer.SubmitSaveIndex({{2, 70, 4}, {5, 71, 4}});
-    writer.Wait(save);
+    writer.SubmitWrite(2, Key(70), Tokens(70), block.data(), DiskBlockStore::Content::kCached);
+    writer.SubmitWrite(5, Key(71), Tokens(71), block.data(), DiskBlockStore::Content::kCached);
+    writer.SubmitWrite(6, Key(72), {}, block.data(), DiskBlockStore::Content::kPrivate);
+    writer.WaitAll();
     const std::vector<DiskIoThread::Finished> done = writer.TakeFinished();
     ASSERT_EQ(done.size(), 3u);
-    EXPECT_EQ(done[2].job, save);
-    EXPECT_TRUE(done[2].status.ok()) << done[2].status;
+    for (const DiskIoThread::Finished& f : done) EXPECT_TRUE(f.status.ok()) << f.status;
   }
   auto reopened = OpenStore(&io, kBytes, 8);
   ASSERT_NE(reopened, nullptr);
   ASSERT_EQ(reopened->recovered_entries().size(), 2u) << reopened->index_ignored_reason();
-  EXPECT_EQ(reopened->recovered_entries()[1].block_hash, 71u);
+  EXPECT_EQ(reopened->recovered_entries()[1].key, Key(71));
 }
 
 TEST(DiskIoThreadTest, DestructionRunsQueuedJobs) {
@@ -113,10 +118,12 @@ TEST(DiskIoThreadTest, DestructionRunsQueuedJobs) {
   std::vector<uint8_t> block(kBytes, 0x5a);
   {
     DiskIoThread writer(store.get());
-    for (int i = 0; i < 8; ++i) writer.SubmitWrite(i, 50 + i, 4, block.data());
+    for (int i = 0; i < 8; ++i) {
+      writer.SubmitWrite(i, Key(50 + i), Tokens(i), block.data(), DiskBlockStore::Content::kCached);
+    }
   }
   std::vector<uint8_t> back(kBytes);
-  for (int i = 0; i < 8; ++i) EXPECT_TRUE(store->Read(i, 50 + i, back.data()).ok()) << i;
+  for (int i = 0; i < 8; ++i) EXPECT_TRUE(store->Read(i, Key(50 + i), Tokens(i), back.data()).ok()) << i;
 }
 
 // ---------------------------------------------------------------- engine runs
@@ -130,11 +137,12 @@ std::vector<std::vector<int32_t>> ChurnPrompts() {
   return prompts;
 }
 
-EngineOptions ChurnOptions(FileIo* io) {
+EngineOptions ChurnOptions(FileIo* io, bool write_behind = true) {
   EngineOptions o = TierOptions(/*gpu=*/64, /*host=*/256, /*disk=*/1024, "/fake/churn.kv");
   o.file_io = io;
   o.max_tokens_per_step = 128;
   o.preemption = PreemptionMode::kAuto;
+  o.disk_write_behind = write_behind;
   return o;
 }
 
@@ -155,7 +163,8 @@ TEST(DiskWriteBackTest, HostEvictionsFindTheirBlocksOnDisk) {
   auto prompts = ChurnPrompts();
   auto expected = Reference(prompts, 16);
   FakeFileIo io;
-  auto engine = MakeEngine(ChurnOptions(&io));
+  // Without write-behind (which puts blocks on disk before they reach the host tier at all).
+  auto engine = MakeEngine(ChurnOptions(&io, /*write_behind=*/false));
   ASSERT_NE(engine, nullptr);
   EXPECT_EQ(RunAll(*engine, prompts, 16), expected);
   nlohmann::json s = engine->Stats();
@@ -216,16 +225,17 @@ TEST(DiskWriteBackTest, FailingAndFullDiskNeverCorruptOutput) {
 
 // Evictions from a full host tier whose write-back did not happen (paused after a failed
 // write) write their block at eviction: on the writer thread, which the stepping thread
-// waits for. No block payload is read or written, and no index saved, on the stepping
-// thread while it steps.
+// waits for. No block payload is read or written, and no index record written, on the
+// stepping thread while it steps.
 TEST(DiskWriteBackTest, EvictionWritesRunOnTheWriterThread) {
   auto prompts = ChurnPrompts();
   auto expected = Reference(prompts, 16);
   FakeFileIo fake;
   SlowFileIo io(&fake, std::chrono::microseconds(0), std::chrono::microseconds(0));
-  io.Watch(std::this_thread::get_id());
-  auto engine = MakeEngine(ChurnOptions(&io));
+  // Without write-behind, which would have put most blocks on disk before their eviction.
+  auto engine = MakeEngine(ChurnOptions(&io, /*write_behind=*/false));
   ASSERT_NE(engine, nullptr);
+  io.Watch(std::this_thread::get_id());  // from the first step on (opening writes the index)
   EXPECT_EQ(RunAll(*engine, prompts, 16,
                    [&](int step) {
                      if (step % 10 == 1) fake.FailNextWrites(1);  // pauses the write-back a while
@@ -236,7 +246,7 @@ TEST(DiskWriteBackTest, EvictionWritesRunOnTheWriterThread) {
   EXPECT_GT(Get(s, "host_evictions_written"), 0) << s.dump();
   EXPECT_GT(Get(s, "io_errors"), 0) << s.dump();
   EXPECT_EQ(io.payload_io_on_watched_thread(), 0) << s.dump();
-  EXPECT_EQ(io.index_writes_on_watched_thread(), 0) << s.dump();  // the index: writer thread too
+  EXPECT_EQ(io.index_writes_on_watched_thread(), 0) << s.dump();  // the journal: writer thread too
 }
 
 // Destroying the context lands the writes in flight and persists them: a second context

@@ -93,7 +93,9 @@ TEST(KvCacheManagerTest, CorruptSwappedDiskCopyIsDetected) {
   f.kv->DrainDiskWrites();  // the I/O thread writes the swapped blocks
   auto contents = f.io.Contents("/fake/kv");
   ASSERT_TRUE(contents.ok());
-  for (int64_t offset = 100; offset < static_cast<int64_t>(contents->size()); offset += 4096) {
+  // A bit of every slot's payload.
+  for (int64_t offset = f.DiskPayloadOffset(0) + 10; offset < static_cast<int64_t>(contents->size());
+       offset += f.DiskPayloadOffset(1) - f.DiskPayloadOffset(0)) {
     ASSERT_TRUE(f.io.FlipBit("/fake/kv", offset, 3).ok());
   }
   absl::Status s = f.kv->SwapIn(3);

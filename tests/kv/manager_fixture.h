@@ -36,6 +36,15 @@ struct ManagerFixture {
     auto created = KvCacheManager::Create(options, &backend);
     EXPECT_TRUE(created.ok()) << created.status();
     kv = std::move(*created);
+    kv_options = options;
+  }
+  // Frees the manager (what it caches is persisted on disk) and creates it again over the
+  // same disk file and device pool: a restart.
+  void Reopen() {
+    kv.reset();
+    auto created = KvCacheManager::Create(kv_options, &backend);
+    ASSERT_TRUE(created.ok()) << created.status();
+    kv = std::move(*created);
   }
   // Fills the sequence's device blocks with a pattern derived from (pattern, block index);
   // the pattern is the sequence id unless given.
@@ -62,14 +71,15 @@ struct ManagerFixture {
   }
   // Byte offset of disk slot `slot`'s block payload in the disk file (DiskBlockStore layout).
   int64_t DiskPayloadOffset(int32_t slot) const {
-    const int64_t raw = static_cast<int64_t>(DiskBlockStore::kSlotHeaderBytes + kv->block_bytes());
-    const int64_t align = static_cast<int64_t>(DiskBlockStore::kSlotAlignment);
-    return slot * ((raw + align - 1) / align * align) + static_cast<int64_t>(DiskBlockStore::kSlotHeaderBytes);
+    const int64_t block_tokens = kv->block_tokens();
+    return slot * DiskBlockStore::SlotBytes(kv->block_bytes(), block_tokens) +
+           static_cast<int64_t>(SlotHeaderBytes(block_tokens));
   }
   FakeFileIo io;
   FakeBackend backend;
   SlowFileIo slow;
   std::unique_ptr<KvCacheManager> kv;
+  KvCacheOptions kv_options;
 };
 
 }  // namespace kvtier::testing

@@ -1,7 +1,7 @@
 // A FileIo over FakeFileIo whose block payload writes and reads take a fixed delay (a slow
 // disk), for the tests of the KV manager's disk I/O threads; it also counts the payload
-// reads and writes, and the index file writes, made on one watched thread (the stepping
-// thread: they should be none while it steps).
+// reads and writes, and the index writes (snapshots and journal appends), made on one
+// watched thread (the stepping thread: they should be none while it steps).
 // Thread-safe as FakeFileIo is.
 #ifndef KVTIER_TESTS_KV_SLOW_FILE_IO_H_
 #define KVTIER_TESTS_KV_SLOW_FILE_IO_H_
@@ -31,7 +31,8 @@ class SlowFileIo final : public FileIo {
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> OpenForReadWrite(const std::string& path, int64_t size) override {
     auto file = inner_->OpenForReadWrite(path, size);
     if (!file.ok()) return file.status();
-    return std::unique_ptr<RandomAccessFile>(new File(std::move(*file), write_delay_, read_delay_, watched_));
+    const bool journal = path.size() >= 8 && path.compare(path.size() - 8, 8, ".journal") == 0;
+    return std::unique_ptr<RandomAccessFile>(new File(std::move(*file), write_delay_, read_delay_, watched_, journal));
   }
   absl::StatusOr<std::string> ReadWholeFile(const std::string& path) override { return inner_->ReadWholeFile(path); }
   absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) override {
@@ -46,18 +47,23 @@ class SlowFileIo final : public FileIo {
   struct Watched {
     std::thread::id thread;
     std::atomic<int64_t> count{0};         // block payload reads and writes
-    std::atomic<int64_t> index_writes{0};  // whole-file writes (the disk index)
+    std::atomic<int64_t> index_writes{0};  // snapshot writes and journal appends
   };
   class File final : public RandomAccessFile {
    public:
     File(std::unique_ptr<RandomAccessFile> inner, std::chrono::microseconds write_delay,
-         std::chrono::microseconds read_delay, std::shared_ptr<Watched> watched)
-        : inner_(std::move(inner)), write_delay_(write_delay), read_delay_(read_delay), watched_(std::move(watched)) {}
+         std::chrono::microseconds read_delay, std::shared_ptr<Watched> watched, bool journal)
+        : inner_(std::move(inner)),
+          write_delay_(write_delay),
+          read_delay_(read_delay),
+          watched_(std::move(watched)),
+          journal_(journal) {}
     absl::Status Pread(int64_t offset, size_t n, void* out) override {
       if (IsPayload(offset)) Payload(read_delay_);
       return inner_->Pread(offset, n, out);
     }
     absl::Status Pwrite(int64_t offset, const void* data, size_t n) override {
+      if (journal_ && std::this_thread::get_id() == watched_->thread) ++watched_->index_writes;
       if (IsPayload(offset)) Payload(write_delay_);
       return inner_->Pwrite(offset, data, n);
     }
@@ -68,8 +74,8 @@ class SlowFileIo final : public FileIo {
    private:
     // A slot's header starts it (aligned); its block payload follows the header. By offset,
     // not size: a test block may be as small as a header.
-    static bool IsPayload(int64_t offset) {
-      return offset % static_cast<int64_t>(DiskBlockStore::kSlotAlignment) != 0;
+    bool IsPayload(int64_t offset) const {
+      return !journal_ && offset % static_cast<int64_t>(DiskBlockStore::kSlotAlignment) != 0;
     }
     void Payload(std::chrono::microseconds delay) {
       if (std::this_thread::get_id() == watched_->thread) ++watched_->count;
@@ -78,6 +84,7 @@ class SlowFileIo final : public FileIo {
     std::unique_ptr<RandomAccessFile> inner_;
     std::chrono::microseconds write_delay_, read_delay_;
     std::shared_ptr<Watched> watched_;
+    const bool journal_;  // the disk index's journal: no payload
   };
   FakeFileIo* inner_;
   std::chrono::microseconds write_delay_, read_delay_;

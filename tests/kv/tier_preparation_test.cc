@@ -262,7 +262,7 @@ TEST(TierPreparationManagerTest, SwapsUseHostSlotsOnlyOnceTheirChunkIsPinned) {
 }
 
 TEST(TierPreparationManagerTest, DiskSlotsJoinAsTheFileIsReservedAndALateFullDiskStopsThere) {
-  const int64_t slot = DiskBlockStore::SlotBytes(kPage);
+  const int64_t slot = DiskBlockStore::SlotBytes(kPage, kBlockTokens);
   TierPreparationOptions preparation;
   preparation.disk_bytes_at_create = 2 * slot;  // two slots before Create returns
   preparation.disk_chunk_bytes = 2 * slot;      // then two at a time
@@ -306,7 +306,7 @@ TEST(TierPreparationManagerTest, DiskSlotsJoinAsTheFileIsReservedAndALateFullDis
 }
 
 TEST(TierPreparationManagerTest, APartlyReservedFileFromAnEarlierContextServesItsPrefix) {
-  const int64_t slot = DiskBlockStore::SlotBytes(kPage);
+  const int64_t slot = DiskBlockStore::SlotBytes(kPage, kBlockTokens);
   TierPreparationOptions preparation;
   preparation.disk_bytes_at_create = 3 * slot;
   preparation.disk_chunk_bytes = slot;
@@ -421,7 +421,7 @@ TEST(TierPreparationEngineTest, SwapsToADiskFileStillBeingReservedAreExact) {
   EngineOptions o = TierOptions(/*gpu=*/14, /*host=*/0, /*disk=*/64, "/fake/prepared.kv");
   o.file_io = &io;
   o.preemption = PreemptionMode::kSwap;
-  const int64_t slot = DiskBlockStore::SlotBytes(static_cast<size_t>(TierTestBlockBytes()));
+  const int64_t slot = DiskBlockStore::SlotBytes(static_cast<size_t>(TierTestBlockBytes()), testing::kTierTestBlockTokens);
   o.tier_preparation.disk_bytes_at_create = 0;
   o.tier_preparation.disk_chunk_bytes = 2 * slot;
   auto created = Engine::Create(OpenCheckpoint(TinyLlamaDir()), o);

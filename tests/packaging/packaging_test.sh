@@ -102,6 +102,7 @@ debs)
   version=$(dpkg-deb -f "$rt" Version)
   version_up=${version%-*}  # upstream version (file names)
   dpkg-deb -f "$rt" Depends | grep -q 'libc6' || fail "libkvtier0 Depends lacks libc6 (dpkg-shlibdeps did not run?)"
+  dpkg-deb -f "$rt" Depends | grep -q 'libssl3' || fail "libkvtier0 Depends lacks libssl3 (libcrypto: SHA-256 block keys)"
   dpkg-deb -f "$dev" Depends | grep -qF "libkvtier0 (= $version)" || fail "libkvtier-dev does not depend on libkvtier0 (= $version)"
   mkdir -p "$work/ctl" && dpkg-deb -e "$rt" "$work/ctl"
   grep -q '^libkvtier [0-9]* libkvtier0' "$work/ctl/shlibs" || fail "libkvtier0 has no shlibs file"

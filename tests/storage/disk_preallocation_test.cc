@@ -78,15 +78,18 @@ TEST(DiskPreallocationTest, StoreReservesItsFirstSlotsAtOpenAndTheRestOnRequest)
   ASSERT_TRUE(store.ok()) << store.status();
   DiskBlockStore& s = **store;
   EXPECT_EQ(s.slots_in_file_at_open(), 2);
-  EXPECT_EQ(io.used_bytes(), 2 * s.slot_bytes());
+  auto file_size = [&] { return static_cast<int64_t>(io.Contents("/d/slots")->size()); };
+  EXPECT_EQ(file_size(), 2 * s.slot_bytes());
   std::vector<uint8_t> block(1000, 0x5a), back(1000);
-  ASSERT_TRUE(s.Write(1, 77, 4, block.data()).ok());
+  const Sha256Digest k77 = Sha256::Of("77", 2), k78 = Sha256::Of("78", 2);
+  const std::vector<int32_t> tokens = {1, 2, 3, 4};
+  ASSERT_TRUE(s.Write(1, k77, tokens, block.data(), DiskBlockStore::Content::kCached).ok());
   ASSERT_TRUE(s.PreallocateSlots(2, 4).ok());
-  EXPECT_EQ(io.used_bytes(), 4 * s.slot_bytes());
-  ASSERT_TRUE(s.Write(3, 78, 4, block.data()).ok());
-  ASSERT_TRUE(s.Read(1, 77, back.data()).ok());
+  EXPECT_EQ(file_size(), 4 * s.slot_bytes());
+  ASSERT_TRUE(s.Write(3, k78, tokens, block.data(), DiskBlockStore::Content::kCached).ok());
+  ASSERT_TRUE(s.Read(1, k77, tokens, back.data()).ok());
   EXPECT_EQ(back, block);
-  ASSERT_TRUE(s.Read(3, 78, back.data()).ok());
+  ASSERT_TRUE(s.Read(3, k78, tokens, back.data()).ok());
   EXPECT_TRUE(absl::IsInvalidArgument(s.PreallocateSlots(4, 7)));
   EXPECT_TRUE(absl::IsInvalidArgument(s.PreallocateSlots(3, 2)));
 
@@ -94,7 +97,7 @@ TEST(DiskPreallocationTest, StoreReservesItsFirstSlotsAtOpenAndTheRestOnRequest)
   absl::Status full = s.PreallocateSlots(4, 6);
   EXPECT_TRUE(IsIoError(full)) << full;
   EXPECT_EQ(s.counters().io_errors, 1);
-  ASSERT_TRUE(s.Read(3, 78, back.data()).ok()) << "the reserved slots still serve";
+  ASSERT_TRUE(s.Read(3, k78, tokens, back.data()).ok()) << "the reserved slots still serve";
 }
 
 TEST(DiskPreallocationTest, AFileReservedBeforeCountsWhole) {

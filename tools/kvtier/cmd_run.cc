@@ -40,6 +40,7 @@ struct RunFlags {
   int32_t max_tokens = 16, top_k = 0;
   double temperature = 0, top_p = 1;
   int64_t seed = 0;
+  std::string cache_namespace;
   std::string metrics;  // --metrics FILE ("-": stdout); empty: none
   ContextFlags context;
   const CLI::App* app = nullptr;  // for Given
@@ -66,6 +67,8 @@ void AddFlags(CommandLine* cl, RunFlags* f) {
   cl->AddInt("--seed", &f->seed, 0, INT64_MAX, "seed base: sequence i uses S+i (default 0)", "S");
   cl->AddInts("--stop-id", &f->stop_ids, 0, INT32_MAX, "extra stop token (repeatable)", "ID");
   cl->AddSwitch("--ignore-eos", &f->ignore_eos, "do not stop at the model's eos ids");
+  cl->AddString("--cache-namespace", &f->cache_namespace, "share cached prompt prefixes only within NS (default \"\")",
+                "NS");
   cl->AddSwitch("--json", &f->json, "print one JSON object: sequences (tokens, text) and stats");
   cl->AddString("--metrics", &f->metrics,
                 "write the statistics in the Prometheus text format to FILE (\"-\": stdout) when done", "FILE");
@@ -227,6 +230,7 @@ std::string MakeRequest(const RunFlags& f, size_t i, kvt_request* r) {
   if (s == KVT_OK) s = kvt_request_set_seed(r, static_cast<int64_t>(seed));
   if (s == KVT_OK) s = kvt_request_set_stop_tokens(r, f.stop_ids.data(), static_cast<int32_t>(f.stop_ids.size()));
   if (s == KVT_OK) s = kvt_request_set_ignore_eos(r, f.ignore_eos ? 1 : 0);
+  if (s == KVT_OK) s = kvt_request_set_cache_namespace(r, f.cache_namespace.c_str());
   return s == KVT_OK ? "" : kvt_request_errmsg(r);
 }
 

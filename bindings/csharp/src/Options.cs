@@ -91,6 +91,7 @@ namespace Kvtier
         private string promptText;
         private readonly List<KeyValuePair<string, string>> chat = new List<KeyValuePair<string, string>>();
         private readonly List<string> stopStrings = new List<string>();
+        private string cacheNamespace;
 
         /// <summary>A request whose prompt is these token ids (none: set a text or chat prompt).</summary>
         public Request(params int[] prompt) { this.prompt = (int[])prompt.Clone(); }
@@ -119,6 +120,11 @@ namespace Kvtier
         public Request IgnoreEos(bool ignore) { ignoreEos = ignore; return this; }
         /// <summary>Higher runs first and is preempted last (default 0).</summary>
         public Request Priority(int p) { priority = p; return this; }
+        /// <summary>Cache namespace (default ""): cached prompt prefixes are shared only between
+        /// requests of the same namespace, so one tenant's requests never reuse another's. It
+        /// never changes the generated tokens. At most 256 bytes of UTF-8, no NUL character;
+        /// checked when the request is added (KvtierException, Status.InvalidArgument).</summary>
+        public Request CacheNamespace(string ns) { cacheNamespace = ns; return this; }
         /// <summary>Keeps the prompt's full KV blocks on the device tier once computed (never
         /// evicted) until Context.UnpinPrefixes.</summary>
         public Request PinPrefix(bool pin) { pinPrefix = pin; return this; }
@@ -160,6 +166,16 @@ namespace Kvtier
                 if (stopTokens != null) Check(r, kvtier.kvt_request_set_stop_tokens(r, stopTokens, stopTokens.Length));
                 if (ignoreEos.HasValue) Check(r, kvtier.kvt_request_set_ignore_eos(r, ignoreEos.Value ? 1 : 0));
                 if (priority.HasValue) Check(r, kvtier.kvt_request_set_priority(r, priority.Value));
+                if (cacheNamespace != null)
+                {
+                    // A C string: a NUL inside would cut it short.
+                    if (cacheNamespace.IndexOf('\0') >= 0)
+                    {
+                        throw new KvtierException((int)Status.InvalidArgument, "the cache namespace contains a NUL character");
+                    }
+                    byte[] ns = System.Text.Encoding.UTF8.GetBytes(cacheNamespace + "\0");
+                    Check(r, kvtier.kvt_request_set_cache_namespace(r, ns));
+                }
                 if (pinPrefix.HasValue) Check(r, kvtier.kvt_request_set_pin_prefix(r, pinPrefix.Value ? 1 : 0));
             }
             catch

@@ -63,6 +63,33 @@ namespace Kvtier.Tests
             }
         }
 
+        [Test]
+        public void CacheNamespacesShareNoPrefix()
+        {
+            int[] prompt = Enumerable.Range(0, 40).Select(i => 3 + (i * 7) % 200).ToArray();  // two full blocks
+            using (Model m = Model.Load(ModelDir))
+            using (Context c = Context.Create(m, Cpu()))
+            {
+                int[] a = c.Generate(new Request(prompt).MaxNewTokens(4).IgnoreEos(true).CacheNamespace("tenant-a")).Tokens;
+                Assert.AreEqual(0, c.Stat("prefix_hits.gpu"));
+                int[] b = c.Generate(new Request(prompt).MaxNewTokens(4).IgnoreEos(true).CacheNamespace("tenant-b")).Tokens;
+                Assert.AreEqual(0, c.Stat("prefix_hits.gpu"));  // tenant-a's blocks are not tenant-b's
+                int[] again = c.Generate(new Request(prompt).MaxNewTokens(4).IgnoreEos(true).CacheNamespace("tenant-a")).Tokens;
+                Assert.AreEqual(2, c.Stat("prefix_hits.gpu"));
+                CollectionAssert.AreEqual(a, b);  // a namespace never changes the tokens
+                CollectionAssert.AreEqual(a, again);
+                // Any Unicode text is a namespace (sent as exact UTF-8); NUL and overlong ones are refused.
+                c.Generate(new Request(prompt).MaxNewTokens(1).CacheNamespace("t\u00e9nant-\U0001F600"));
+                var e = Assert.Throws<KvtierException>(() => c.Add(new Request(prompt).CacheNamespace("a\0b")));
+                Assert.AreEqual(Status.InvalidArgument, e.Status);
+                StringAssert.Contains("NUL", e.Message);
+                e = Assert.Throws<KvtierException>(() => c.Add(new Request(prompt).CacheNamespace(new string('x', 257))));
+                Assert.AreEqual(Status.InvalidArgument, e.Status);
+                StringAssert.Contains("256", e.Message);
+                Assert.AreEqual(0, c.NumUnfinished);
+            }
+        }
+
         /// <summary>Tokens the C API produces for the same request, via the kvtier CLI.</summary>
         static int[] CliTokens(string promptIds, int maxTokens, float temperature, long seed)
         {

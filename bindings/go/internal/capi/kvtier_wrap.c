@@ -1493,6 +1493,27 @@ intgo _wrap_kvt_request_set_pin_prefix_capi_5d2bad5dfa31c4c4(struct kvt_request 
 }
 
 
+intgo _wrap_kvt_request_set_cache_namespace_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1) {
+  kvt_request *arg1 = (kvt_request *) 0 ;
+  char *arg2 = (char *) 0 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_request **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  result = (kvt_status)kvt_request_set_cache_namespace(arg1,(char const *)arg2);
+  _swig_go_result = (intgo)result; 
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_kvt_request_errmsg_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   char *result = 0 ;

@@ -27,6 +27,7 @@ public final class Request {
   private int[] stopTokens;
   private Boolean ignoreEos;
   private Integer priority;
+  private String cacheNamespace;
   private Boolean pinPrefix;
 
   /** A request without a prompt yet. */
@@ -150,6 +151,18 @@ public final class Request {
    */
   public Request pinPrefix(boolean pin) { this.pinPrefix = pin; return this; }
 
+  /**
+   * Sets the cache namespace (default {@code ""}): cached prompt prefixes are shared only
+   * between requests of the same namespace, so one tenant's requests never reuse another's.
+   * It never changes the generated tokens. At most 256 bytes of UTF-8, no NUL character;
+   * checked when the request is added ({@link KvtierException} with
+   * {@link Status#INVALID_ARGUMENT}).
+   *
+   * @param namespace the namespace
+   * @return this
+   */
+  public Request cacheNamespace(String namespace) { this.cacheNamespace = namespace; return this; }
+
   /** A native kvt_request holding these values; the caller frees it. */
   SWIGTYPE_p_kvt_request toNative() {
     SWIGTYPE_p_p_kvt_request box = kvtier.new_kvt_request_box();
@@ -175,6 +188,7 @@ public final class Request {
       }
       if (ignoreEos != null) check(r, kvtier.kvt_request_set_ignore_eos(r, ignoreEos ? 1 : 0));
       if (priority != null) check(r, kvtier.kvt_request_set_priority(r, priority));
+      if (cacheNamespace != null) check(r, kvtier.kvt_request_set_cache_namespace(r, utf8z(cacheNamespace)));
       if (pinPrefix != null) check(r, kvtier.kvt_request_set_pin_prefix(r, pinPrefix ? 1 : 0));
     } catch (RuntimeException ex) {
       kvtier.kvt_request_free(r);
@@ -185,6 +199,15 @@ public final class Request {
 
   private static byte[] utf8(String s) {
     return s.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+  }
+
+  /** UTF-8 with a terminating NUL, for a C string; a NUL inside would cut it short. */
+  private static byte[] utf8z(String s) {
+    if (s.indexOf('\0') >= 0) {
+      throw new KvtierException(Status.INVALID_ARGUMENT.code(), "the cache namespace contains a NUL character");
+    }
+    byte[] bytes = utf8(s);
+    return java.util.Arrays.copyOf(bytes, bytes.length + 1);
   }
 
   private static void check(SWIGTYPE_p_kvt_request r, int status) {

@@ -65,6 +65,32 @@ class KvtierTest {
     }
   }
 
+  @Test
+  void cacheNamespacesShareNoPrefix() {
+    int[] prompt = new int[40];  // two full blocks of 16, plus 8 tokens
+    for (int i = 0; i < prompt.length; ++i) prompt[i] = 3 + (i * 7) % 200;
+    try (Model m = Model.load(MODEL); Context c = Context.create(m, cpu())) {
+      int[] a = c.generate(new Request(prompt).maxNewTokens(4).ignoreEos(true).cacheNamespace("tenant-a")).tokens();
+      assertEquals(0, c.stat("prefix_hits.gpu"));
+      int[] b = c.generate(new Request(prompt).maxNewTokens(4).ignoreEos(true).cacheNamespace("tenant-b")).tokens();
+      assertEquals(0, c.stat("prefix_hits.gpu"));  // tenant-a's blocks are not tenant-b's
+      int[] again = c.generate(new Request(prompt).maxNewTokens(4).ignoreEos(true).cacheNamespace("tenant-a")).tokens();
+      assertEquals(2, c.stat("prefix_hits.gpu"));
+      assertArrayEquals(a, b);  // a namespace never changes the tokens
+      assertArrayEquals(a, again);
+      // Any Unicode text is a namespace (sent as exact UTF-8); NUL and overlong ones are refused.
+      c.generate(new Request(prompt).maxNewTokens(1).cacheNamespace("t\u00e9nant-\ud83d\ude00"));
+      KvtierException e = assertThrows(KvtierException.class,
+          () -> c.add(new Request(prompt).cacheNamespace("a\0b")));
+      assertEquals(Status.INVALID_ARGUMENT, e.status());
+      assertTrue(e.getMessage().contains("NUL"), e.getMessage());
+      e = assertThrows(KvtierException.class, () -> c.add(new Request(prompt).cacheNamespace("x".repeat(257))));
+      assertEquals(Status.INVALID_ARGUMENT, e.status());
+      assertTrue(e.getMessage().contains("256"), e.getMessage());
+      assertEquals(0, c.numUnfinished());
+    }
+  }
+
   /** Tokens the C API produces for the same request, via the kvtier CLI. */
   static int[] cliTokens(String promptIds, int maxTokens, float temperature, long seed)
       throws Exception {
