@@ -2,6 +2,7 @@
 // the library like any other), printing tokens as they stream and the statistics.
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "cuda_env.h"
 #include "kvtier/kvtier.h"
 #include "nlohmann/json.hpp"
+#include "sampling_flags.h"
 
 namespace kvtier::cli {
 namespace {
@@ -42,7 +44,7 @@ when the model has a tokenizer.json, token ids otherwise.
   --max-tokens-per-step N  token budget of one step (default 512)
   --max-running N          sequences per batch (default 256)
   --preemption MODE        auto|swap|recompute (default auto)
-  --json                   print one JSON object: sequences (tokens, text) and stats
+  --json                   print one JSON object: sequences (tokens, text, logprobs) and stats
 )";
 
 int Fail(const std::string& message) {
@@ -89,17 +91,18 @@ const char* FinishName(int32_t reason) {
 }
 
 int RunMain(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv,
-                          {"model", "prompt-ids", "prompt", "stop", "max-tokens", "temperature", "top-k", "top-p", "seed", "stop-id",
-                           "backend", "threads", "gpu-kv-bytes", "host-kv-bytes", "disk-kv-bytes", "disk-path",
-                           "block-tokens", "max-tokens-per-step", "max-running", "preemption"},
-                          {"json", "ignore-eos", "help", "chat"});
+  std::set<std::string> value_flags = {"model", "prompt-ids", "prompt", "stop", "max-tokens", "temperature", "top-k",
+                                       "top-p", "seed", "stop-id", "backend", "threads", "gpu-kv-bytes", "host-kv-bytes",
+                                       "disk-kv-bytes", "disk-path", "block-tokens", "max-tokens-per-step", "max-running",
+                                       "preemption"};
+  value_flags.insert(kSamplingFlags.begin(), kSamplingFlags.end());
+  auto args = Args::Parse(argc, argv, value_flags, {"json", "ignore-eos", "help", "chat"});
   if (!args.ok()) {
-    std::fprintf(stderr, "kvtier run: %s\n\n%s", std::string(args.status().message()).c_str(), kUsage);
+    std::fprintf(stderr, "kvtier run: %s\n\n%s%s", std::string(args.status().message()).c_str(), kUsage, kSamplingUsage);
     return 2;
   }
   if (args->Has("help")) {
-    std::printf("%s", kUsage);
+    std::printf("%s%s", kUsage, kSamplingUsage);
     return 0;
   }
   if (!args->Has("model") || (!args->Has("prompt-ids") && !args->Has("prompt"))) {
@@ -148,6 +151,8 @@ int RunMain(int argc, char** argv) {
   }
 
   std::vector<int64_t> ids;
+  std::map<int64_t, std::vector<int32_t>> prompts;  // of the first completion of each prompt, when known
+  std::map<int64_t, nlohmann::json> logprobs;  // per sequence, with --logprobs
   std::map<int64_t, std::vector<int32_t>> generated;
   std::map<int64_t, std::string> texts;
   std::map<int64_t, int32_t> finish;
@@ -159,14 +164,22 @@ int RunMain(int argc, char** argv) {
     kvt_request_create(&r);
     h.requests.push_back(r);
     kvt_status s = KVT_OK;
+    std::vector<int32_t> prompt_ids;
     if (i < id_prompts.size()) {
       auto prompt = ParseIds(id_prompts[i]);
       if (!prompt.ok()) return Fail(std::string(prompt.status().message()));
+      prompt_ids = *prompt;
       s = kvt_request_set_prompt_tokens(r, prompt->data(), static_cast<int32_t>(prompt->size()));
     } else {
       const std::string& p = text_prompts[i - id_prompts.size()];
       s = args->Has("chat") ? kvt_request_add_chat_message(r, "user", p.c_str())
                             : kvt_request_set_prompt_text(r, p.data(), static_cast<int32_t>(p.size()));
+      if (!args->Has("chat")) {  // the ids the request's tokenization gives (BOS as the tokenizer adds it)
+        int32_t n = 0;
+        kvt_model_tokenize(h.model, p.data(), static_cast<int32_t>(p.size()), 1, nullptr, 0, &n, nullptr, 0);
+        prompt_ids.resize(static_cast<size_t>(n));
+        kvt_model_tokenize(h.model, p.data(), static_cast<int32_t>(p.size()), 1, prompt_ids.data(), n, &n, nullptr, 0);
+      }
     }
     for (const std::string& stop : args->GetAll("stop")) {
       if (s == KVT_OK) s = kvt_request_add_stop_string(r, stop.data(), static_cast<int32_t>(stop.size()));
@@ -179,11 +192,15 @@ int RunMain(int argc, char** argv) {
     if (s == KVT_OK) s = kvt_request_set_stop_tokens(r, stop_ids.data(), static_cast<int32_t>(stop_ids.size()));
     if (s == KVT_OK) s = kvt_request_set_ignore_eos(r, args->Has("ignore-eos") ? 1 : 0);
     if (s != KVT_OK) return Fail("sequence " + std::to_string(i) + ": " + kvt_request_errmsg(r));
+    if (absl::Status flags = ApplySamplingFlags(*args, r); !flags.ok()) return Fail(std::string(flags.message()));
     int64_t id = 0;
     if (kvt_status a = kvt_sequence_add(h.context, r, &id); a != KVT_OK) {
       return Fail("sequence " + std::to_string(i) + ": " + kvt_status_string(a) + ": " + kvt_context_errmsg(h.context));
     }
-    ids.push_back(id);
+    // --n: the prompt's completions have the ids that follow the first.
+    const int64_t completions = args->Has("n") ? *args->GetInt("n", 1) : 1;
+    if (!prompt_ids.empty()) prompts[id] = prompt_ids;
+    for (int64_t c = 0; c < completions; ++c) ids.push_back(id + c);
   }
 
   kvt_events_create(&h.events);
@@ -199,12 +216,18 @@ int RunMain(int argc, char** argv) {
       int32_t piece_len = 0;
       kvt_events_text(h.events, i, &piece, &piece_len);
       if (token != KVT_NO_TOKEN) generated[seq].push_back(token);
+      const nlohmann::json lp = token != KVT_NO_TOKEN ? EventLogprobsJson(h.events, i, token) : nlohmann::json();
+      if (!lp.is_null()) logprobs[seq].push_back(lp);
       texts[seq].append(piece, static_cast<size_t>(piece_len));
       if (reason != KVT_FINISH_REASON_NONE) finish[seq] = reason;
       if (!json && text && piece_len > 0) {
         std::printf("seq %lld: %s\n", static_cast<long long>(seq), nlohmann::json(std::string(piece, static_cast<size_t>(piece_len))).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
       } else if (!json && token != KVT_NO_TOKEN) {
         std::printf("seq %lld: token %d\n", static_cast<long long>(seq), token);
+      }
+      if (!json && !lp.is_null()) {
+        std::printf("seq %lld: logprob %.6f, top %s\n", static_cast<long long>(seq), lp["logprob"].get<double>(),
+                    lp["top"].dump().c_str());
       }
       if (!json && reason != KVT_FINISH_REASON_NONE) {
         std::printf("seq %lld: finished (%s)\n", static_cast<long long>(seq), FinishName(reason));
@@ -225,6 +248,15 @@ int RunMain(int argc, char** argv) {
     for (int64_t id : ids) {
       nlohmann::json entry = {{"id", id}, {"tokens", generated[id]}, {"finish_reason", FinishName(finish[id])}};
       if (text) entry["text"] = texts[id];
+      if (args->Has("logprobs")) entry["logprobs"] = logprobs.count(id) ? logprobs[id] : nlohmann::json::array();
+      if (args->Has("prompt-logprobs")) {
+        const auto prompt = prompts.find(id);
+        const nlohmann::json scored =
+            prompt != prompts.end()
+                ? PromptLogprobsJson(h.context, id, prompt->second.data(), static_cast<int32_t>(prompt->second.size()))
+                : PromptLogprobsJson(h.context, id, nullptr, 0);
+        if (!scored.is_null()) entry["prompt_logprobs"] = scored;
+      }
       out["sequences"].push_back(entry);
     }
     out["stats"] = stats;
