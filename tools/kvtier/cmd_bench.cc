@@ -51,6 +51,9 @@ Runs the workloads of docs/WORKLOADS.md through the C API and prints figure / li
   --backend NAME       GPU workloads' backend (default cuda)
   --tier-dir DIR       where W5/W6 put their disk-tier files (default ./bench-tiers)
   --tier-time-limit S  per-workload cap for W5/W6/W6b (default: --time-limit)
+  --sampler-controls   W2 runs a second time right after, with log-probabilities (5
+                       alternatives) and every penalty and a logit bias on (W2s; target
+                       >= 90% of the plain W2 decode tokens/s); JSON workloads.W2_sampler_controls
 W6 leaves DIR/w6.kvdisk behind; `--workload W6b` in a NEW process then runs the same
 prompts over that file (disk hits after a restart). W6b is not part of `all`.
 )";
@@ -96,6 +99,9 @@ struct WorkloadSpec {
   std::map<std::string, std::string> options;  // C API option key -> value
   std::vector<std::vector<int32_t>> prompts;   // given prompts (else num_seqs random ones)
   bool warmup = true;                          // one short sequence before timing
+  // The sampler chain on (--sampler-controls): each request reports log-probabilities with
+  // 5 alternatives (read from every event) and has every penalty and a logit bias on.
+  bool sampler_controls = false;
 };
 
 struct RunResult {
@@ -202,6 +208,15 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
     kvt_request_set_prompt_tokens(req, prompts[i].data(), static_cast<int32_t>(prompts[i].size()));
     kvt_request_set_max_new_tokens(req, w.gen);
     kvt_request_set_ignore_eos(req, 1);
+    if (w.sampler_controls) {
+      const int32_t bias_tokens[3] = {1, 2, 3};
+      const float biases[3] = {1.5f, -2.0f, -100.0f};
+      kvt_request_set_logprobs(req, 5);
+      kvt_request_set_repetition_penalty(req, 1.1f);
+      kvt_request_set_presence_penalty(req, 0.2f);
+      kvt_request_set_frequency_penalty(req, 0.2f);
+      kvt_request_set_logit_bias(req, bias_tokens, biases, 3);
+    }
   }
   kvt_events_create(&h.events);
   std::map<int64_t, int> produced;
@@ -231,6 +246,14 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
       kvt_events_get(h.events, i, &seq, &token, &reason);
       if (reason == KVT_FINISH_REASON_ERROR || reason == KVT_FINISH_REASON_CANCELLED) ++errors;
       if (token == KVT_NO_TOKEN) continue;
+      if (w.sampler_controls) {  // read as a consumer would
+        float logprob = 0, top_logprobs[5];
+        int32_t num_top = 0, top_tokens[5], n = 0;
+        if (kvt_events_logprob(h.events, i, &logprob, &num_top) != KVT_OK ||
+            kvt_events_top_logprobs(h.events, i, top_tokens, top_logprobs, 5, &n) != KVT_OK || n != 5) {
+          ++errors;
+        }
+      }
       ++r.generated;
       if (have_all_first) ++r.decode_tokens;
       if (produced[seq]++ == 0) {
@@ -542,7 +565,7 @@ int BenchMain(int argc, char** argv) {
   auto args = Args::Parse(argc, argv,
                           {"workload", "model", "model-cache", "small-model", "json", "ceilings", "baseline",
                            "commit", "time-limit", "backend", "tier-dir", "tier-time-limit"},
-                          {"help"});
+                          {"help", "sampler-controls"});
   if (!args.ok()) {
     std::fprintf(stderr, "kvtier bench: %s\n\n%s", std::string(args.status().message()).c_str(), kUsage);
     return 2;
@@ -754,6 +777,23 @@ int BenchMain(int argc, char** argv) {
           64.0 * 256 / (64.0 * 512 * kFlopsPerToken / ceil.gemm_flops + 256 * step_bytes / ceil.hbm_Bps);
       rows.push_back({id, "decode tok/s (64 seqs)", "tok/s", decode, decode_limit, base("W2", "decode_tok_s"), 9600, true, r.error});
       rows.push_back({id, "end-to-end output tok/s", "tok/s", e2e, e2e_limit, base("W2", "e2e_tok_s"), 6000, true, ""});
+      if (args->Has("sampler-controls")) {
+        // The same workload with the sampler chain on, in the same process right after:
+        // target >= 90% of the plain run's decode tokens/s.
+        WorkloadSpec wc = w;
+        wc.sampler_controls = true;
+        RunResult rc = RunWorkload(big, wc, *time_limit, sampling ? &sampler : nullptr);
+        json jc = record(id, wc, rc);
+        const double decode_c = rc.ok ? rc.decode_tokens / rc.decode_s : NAN;
+        jc["decode_tok_s"] = decode_c;
+        jc["e2e_output_tok_s"] = rc.ok ? rc.generated / rc.wall_s : NAN;
+        jc["decode_ratio_to_plain"] = decode_c / decode;
+        jc["sampler_controls"] = {{"logprobs", 5}, {"repetition_penalty", 1.1}, {"presence_penalty", 0.2},
+                                  {"frequency_penalty", 0.2}, {"logit_bias_tokens", 3}};
+        out["workloads"]["W2_sampler_controls"] = jc;
+        rows.push_back({"W2s", "decode tok/s, logprobs 5 + penalties", "tok/s", decode_c, decode_limit, decode,
+                        0.9 * decode, true, rc.error});
+      }
     } else if (id == "W3") {
       WorkloadSpec capped = gpu_spec(id, 32, 2048, 128);
       capped.options["gpu_mem_limit"] = "24GiB";
