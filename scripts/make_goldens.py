@@ -174,8 +174,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--kvtier", required=True, help="path of the kvtier CLI")
     parser.add_argument("--out", required=True)
-    parser.add_argument("--check-unchanged", help="an earlier goldens.json: fail unless every value it holds "
-                        "comes out the same (new keys are allowed)")
+    parser.add_argument("--check-unchanged", help="an earlier goldens.json: exit 1 (after writing --out) unless "
+                        "every value it holds came out the same (new keys are allowed)")
     args = parser.parse_args()
 
     import torch
@@ -212,6 +212,9 @@ def main():
                               "final_logits": final_logits, "sampling": sampling})
                 print(f"{name}: prompt {len(prompt)} -> {greedy[:8]}...", flush=True)
             goldens["models"][name] = {"mkmodel_args": mk_args, "cases": cases}
+    with open(args.out, "w") as f:
+        json.dump(goldens, f)
+    print(f"wrote {args.out}")
     if args.check_unchanged:
         with open(args.check_unchanged) as f:
             before = json.load(f)
@@ -221,9 +224,6 @@ def main():
             print(f"values changed against {args.check_unchanged}: {changed[:10]} ({len(changed)} in all)")
             return 1
         print(f"every value of {args.check_unchanged} came out the same")
-    with open(args.out, "w") as f:
-        json.dump(goldens, f)
-    print(f"wrote {args.out}")
 
 
 def diff_paths(before, after, path):

@@ -93,7 +93,7 @@ bool Scheduler::PrepareWaiting(Sequence* seq, int64_t budget, int64_t keep_free,
     }
   }
   const bool fresh = seq->num_computed == 0 && kv_->BlockTable(seq->id).empty();
-  if (fresh && !running_.empty()) {
+  if (fresh && !running_.empty() && !seq->scoring_prompt()) {
     // Others keep the step busy: rather than read its disk-cached prefix on the stepping
     // thread, start reading it ahead and admit it once the reads have landed.
     if (kv_->ReadAhead(seq->id, seq->tokens)) return false;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -57,10 +58,12 @@ std::vector<TokenAdjustment> RandomAdjustments(std::mt19937& rng, int vocab, int
   return out;
 }
 
-DeviceSamplerChain::Allocator TestAllocator(std::vector<DeviceArray<uint8_t>>* keep) {
+using DeviceMemory = std::vector<std::unique_ptr<DeviceArray<uint8_t>>>;
+
+DeviceSamplerChain::Allocator TestAllocator(DeviceMemory* keep) {
   return [keep](size_t bytes, const char*) -> absl::StatusOr<void*> {
-    keep->emplace_back(bytes);
-    return static_cast<void*>(keep->back().get());
+    keep->push_back(std::make_unique<DeviceArray<uint8_t>>(bytes));
+    return static_cast<void*>(keep->back()->get());
   };
 }
 
@@ -212,7 +215,7 @@ TEST(SamplerChainKernelsTest, DeviceSamplerChainMatchesSampleOnHost) {
   SamplingResult want;
   SampleOnHost(host_logits, vocab, batch, &want);
 
-  std::vector<DeviceArray<uint8_t>> memory;
+  DeviceMemory memory;
   auto chain = DeviceSamplerChain::Create(rows, vocab, TestAllocator(&memory));
   ASSERT_TRUE(chain.ok()) << chain.status();
   DeviceArray<float> d_logits(logits.size());
@@ -239,7 +242,9 @@ TEST(SamplerChainKernelsTest, DeviceSamplerChainMatchesSampleOnHost) {
     const LogprobEntry& g = got.sample_logprobs[i];
     const LogprobEntry& w = want.sample_logprobs[i];
     EXPECT_EQ(g.token, got.tokens[i]);
-    if (got.tokens[i] == want.tokens[i]) EXPECT_NEAR(g.logprob, w.logprob, 1e-5) << "sample " << i;
+    if (got.tokens[i] == want.tokens[i]) {
+      EXPECT_NEAR(g.logprob, w.logprob, 1e-5) << "sample " << i;
+    }
     ASSERT_EQ(g.top_count, w.top_count);
     for (int k = 0; k < g.top_count; ++k) {
       EXPECT_EQ(got.top[static_cast<size_t>(g.top_begin + k)].token, want.top[static_cast<size_t>(w.top_begin + k)].token);
@@ -300,7 +305,9 @@ TEST(SamplerChainKernelsTest, BackendForwardAndSampleMatchesHostChainOfItsLogits
     const int64_t replays = (*gpu)->graph_replays();
     SamplingResult got;
     ASSERT_TRUE((*gpu)->ForwardAndSample(batch, sampling, &got).ok());
-    if (decode_only) EXPECT_GT((*gpu)->graph_replays(), replays);
+    if (decode_only) {
+      EXPECT_GT((*gpu)->graph_replays(), replays);
+    }
     for (size_t i = 0; i < sampling.samples.size(); ++i) {
       const SampleSpec& s = sampling.samples[i];
       EXPECT_TRUE(cuda_test::SampledLikeReference(
@@ -352,7 +359,8 @@ TEST(SamplerChainKernelsTest, MatchesTransformersGoldens) {
         SCOPED_TRACE(name + " / " + p["name"].get<std::string>());
         SamplingParams params;
         params.repetition_penalty = p.value("repetition_penalty", 1.0f);
-        for (const auto& [token, bias] : p.value("logit_bias", nlohmann::json::object()).items()) {
+        const nlohmann::json bias_map = p.value("logit_bias", nlohmann::json::object());  // (a named value: items() does not own it)
+        for (const auto& [token, bias] : bias_map.items()) {
           params.logit_bias.emplace_back(std::stoi(token), bias.get<float>());
         }
         TokenHistory history(params, prompt);
@@ -369,7 +377,7 @@ TEST(SamplerChainKernelsTest, MatchesTransformersGoldens) {
           s.u = u;
           batch.samples.push_back({0, s, 0});
         }
-        std::vector<DeviceArray<uint8_t>> memory;
+        DeviceMemory memory;
         auto chain = DeviceSamplerChain::Create(1, vocab, TestAllocator(&memory));
         ASSERT_TRUE(chain.ok());
         d_logits.Upload(logits);

@@ -82,7 +82,8 @@ TEST_P(SamplingParityTest, MatchesTransformers) {
       SCOPED_TRACE(p["name"].get<std::string>());
       SamplingParams params;
       params.repetition_penalty = p.value("repetition_penalty", 1.0f);
-      for (const auto& [token, bias] : p.value("logit_bias", nlohmann::json::object()).items()) {
+      const nlohmann::json bias_map = p.value("logit_bias", nlohmann::json::object());  // (a named value: items() does not own it)
+      for (const auto& [token, bias] : bias_map.items()) {
         params.logit_bias.emplace_back(std::stoi(token), bias.get<float>());
       }
       std::vector<TokenAdjustment> adjustments;
