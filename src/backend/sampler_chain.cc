@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "backend/sampling_ranges.h"
 
@@ -60,7 +59,15 @@ absl::Status ValidateSamplingBatch(const SamplingBatch& batch, size_t logit_rows
     return absl::InvalidArgumentError(
         absl::StrCat(batch.row_adjustments.size(), " adjustment ranges for ", logit_rows, " logits rows"));
   }
-  absl::flat_hash_set<int32_t> seen;
+  // Each token once per row: a bit per vocabulary entry, set for the row, then cleared.
+  std::vector<uint64_t> seen(static_cast<size_t>((vocab + 63) / 64), 0);
+  auto first_time = [&](int32_t token) {
+    uint64_t& word = seen[static_cast<size_t>(token) / 64];
+    const uint64_t bit = uint64_t{1} << (token % 64);
+    const bool fresh = (word & bit) == 0;
+    word |= bit;
+    return fresh;
+  };
   for (size_t r = 0; r < logit_rows; ++r) {
     const AdjustmentRange range = batch.row_adjustments[r];
     if (range.begin < 0 || range.count < 0 ||
@@ -68,16 +75,16 @@ absl::Status ValidateSamplingBatch(const SamplingBatch& batch, size_t logit_rows
       return absl::InvalidArgumentError(absl::StrCat("row ", r, ": adjustments [", range.begin, ", +", range.count,
                                                      ") outside the ", batch.adjustments.size(), " given"));
     }
-    seen.clear();
-    for (int32_t j = range.begin; j < range.begin + range.count; ++j) {
-      const TokenAdjustment& a = batch.adjustments[static_cast<size_t>(j)];
-      if (bad_token(a.token) || !seen.insert(a.token).second || !std::isfinite(a.bias) ||
+    const std::span<const TokenAdjustment> row(batch.adjustments.data() + range.begin, static_cast<size_t>(range.count));
+    for (const TokenAdjustment& a : row) {
+      if (bad_token(a.token) || !first_time(a.token) || !std::isfinite(a.bias) ||
           !std::isfinite(a.subtract) || !(a.repetition > 0.0f) || !std::isfinite(a.repetition)) {
         return absl::InvalidArgumentError(absl::StrCat("row ", r, ": adjustment of token ", a.token,
                                                        " is invalid or repeated (bias ", a.bias, ", repetition ",
                                                        a.repetition, ", subtract ", a.subtract, ")"));
       }
     }
+    for (const TokenAdjustment& a : row) seen[static_cast<size_t>(a.token) / 64] = 0;
   }
   return absl::OkStatus();
 }

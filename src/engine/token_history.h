@@ -26,23 +26,25 @@ class TokenHistory {
   // Records a generated token.
   void AddGenerated(int32_t token);
   // Appends one TokenAdjustment per token that the penalties or the bias change (each
-  // token once, in first-seen order, bias-only tokens first).
-  void AppendAdjustments(std::vector<TokenAdjustment>* out) const;
+  // token once, in first-seen order, bias tokens first). A copy of a list kept current
+  // token by token: a step costs one copy, not a walk over the context.
+  void AppendAdjustments(std::vector<TokenAdjustment>* out) const {
+    out->insert(out->end(), adjustments_.begin(), adjustments_.end());
+  }
 
  private:
-  struct Entry {
-    int32_t token;
-    bool in_context = false;  // in the prompt or generated
-    int32_t generated = 0;    // times generated
-    float bias = 0.0f;
-  };
-  Entry& At(int32_t token);
+  // The token's adjustment, added (a no-op one) when new.
+  TokenAdjustment& At(int32_t token);
 
   const SamplingParams& params_;
-  const bool track_context_;  // a penalty is on
+  // Which tokens can be changed: the context's (repetition penalty on), the generated ones
+  // (frequency or presence penalty on), the biased ones.
+  const bool track_context_;
+  const bool track_generated_;
   const bool active_;
-  std::vector<Entry> entries_;
-  absl::flat_hash_map<int32_t, int32_t> index_;  // token -> entries_ index
+  std::vector<TokenAdjustment> adjustments_;
+  std::vector<int32_t> generated_;               // per adjustments_ entry: times generated
+  absl::flat_hash_map<int32_t, int32_t> index_;  // token -> adjustments_ index
 };
 
 }  // namespace kvtier

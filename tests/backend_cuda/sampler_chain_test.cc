@@ -261,7 +261,16 @@ TEST(SamplerChainKernelsTest, DeviceSamplerChainMatchesSampleOnHost) {
 // batch replayed as a graph, with samples sharing a row; logprobs of the raw rows.
 TEST(SamplerChainKernelsTest, BackendForwardAndSampleMatchesHostChainOfItsLogits) {
   KVT_SKIP_WITHOUT_CUDA();
-  auto checkpoint = testing::OpenCheckpoint(testing::TinyLlamaDir(31));
+  // head_dim 64: the fast attention kernels, so decode steps replay graphs.
+  RandomCheckpointSpec spec;
+  spec.hidden = 128;
+  spec.heads = 2;
+  spec.kv_heads = 1;
+  spec.head_dim = 64;
+  spec.intermediate = 256;
+  spec.vocab = 1000;
+  spec.seed = 31;
+  auto checkpoint = testing::OpenCheckpoint(testing::WriteTestModel("chain-fast-attention-31", spec));
   BackendOptions options;
   options.max_tokens_per_step = 64;
   options.max_sequences = 8;
@@ -269,6 +278,7 @@ TEST(SamplerChainKernelsTest, BackendForwardAndSampleMatchesHostChainOfItsLogits
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   ASSERT_TRUE((*gpu)->AllocateKvPool(64).ok());
   ASSERT_TRUE((*gpu)->WarmUp().ok());
+  ASSERT_TRUE((*gpu)->fast_attention());
   const int64_t vocab = (*gpu)->vocab_size();
   std::mt19937 rng(15);
   std::uniform_real_distribution<double> unit(0.0, 1.0);

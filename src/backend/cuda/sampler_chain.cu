@@ -7,7 +7,11 @@
 namespace kvtier::cuda {
 namespace {
 
-using namespace row_select;  // NOLINT: the select machinery of sampling.cu
+using row_select::IdOf;
+using row_select::kThreads;
+using row_select::kWarps;
+using row_select::LogitOf;
+using row_select::OrderKey;
 
 // kvtier::AdjustLogit with one rounding per operation (the _rn intrinsics are never fused
 // into a multiply-add), so the device and the host give the same bits.
@@ -34,57 +38,72 @@ __global__ void AdjustLogitsKernel(float* logits, int vocab, const AdjustRange* 
 
 constexpr int kMaxTop = 20;
 
+// The largest key of the block; every thread gets it. `scratch`: kWarps entries.
+__device__ uint64_t BlockMax(uint64_t v, uint64_t* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const uint64_t o = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = o > v ? o : v;
+  }
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  uint64_t best = 0;
+  for (int w = 0; w < kWarps; ++w) best = scratch[w] > best ? scratch[w] : best;
+  __syncthreads();
+  return best;
+}
+
+// Two passes over the row: each thread keeps its own n largest keys, the block takes the
+// n largest of those in n rounds of a block maximum (the first is the row's maximum); then
+// the sum of exp(logit - max), in float per thread and double across threads.
 __global__ void __launch_bounds__(kThreads)
     RowLogprobsKernel(const float* logits, int vocab, const LogprobTask* tasks, float* lse,
                       int32_t* top_ids, float* top_logprobs) {
-  __shared__ SelectState s;
+  __shared__ uint64_t scratch[kWarps];
   __shared__ uint64_t top[kMaxTop];
-  __shared__ int num_top;
+  __shared__ double sums[kWarps];
   const LogprobTask task = tasks[blockIdx.x];
-  RowView row;
-  row.logits = logits + static_cast<int64_t>(task.logits_row) * vocab;
-  row.vocab = vocab;
-  uint64_t best = 0;
-  for (int i = threadIdx.x; i < vocab; i += kThreads) {
-    const uint64_t key = OrderKey(row.logits[i], i);
-    best = key > best ? key : best;
-  }
-  best = BlockMaxKey(best, s);
-  const float max_logit = LogitOf(best);
-  double sum = 0;
-  for (int i = threadIdx.x; i < vocab; i += kThreads) sum += exp(static_cast<double>(row.logits[i]) - max_logit);
-  sum = BlockSum(sum, s);
-  const double row_lse = static_cast<double>(max_logit) + log(sum);
-  if (threadIdx.x == 0) lse[blockIdx.x] = static_cast<float>(row_lse);
+  const float* row = logits + static_cast<int64_t>(task.logits_row) * vocab;
   const int n = min(task.top_n, min(vocab, kMaxTop));
-  if (n <= 0) return;
-  // The n largest keys: the n-th by a count select, then those at or above it (exactly n:
-  // keys are distinct), sorted.
-  const uint64_t floor = n == 1 ? best : Select<false>(row, 0, n, false, s);
-  if (threadIdx.x == 0) num_top = 0;
-  __syncthreads();
+  const int keep = max(n, 1);  // the maximum at least
+  uint64_t mine[kMaxTop];      // descending
+  int count = 0;
   for (int i = threadIdx.x; i < vocab; i += kThreads) {
-    const uint64_t key = OrderKey(row.logits[i], i);
-    if (key >= floor) {
-      const int at = atomicAdd(&num_top, 1);
-      if (at < kMaxTop) top[at] = key;
-    }
+    const uint64_t key = OrderKey(row[i], i);
+    if (count == keep && key <= mine[keep - 1]) continue;
+    int j = count < keep ? count++ : keep - 1;
+    for (; j > 0 && mine[j - 1] < key; --j) mine[j] = mine[j - 1];
+    mine[j] = key;
   }
+  int head = 0;
+  for (int r = 0; r < keep; ++r) {
+    const uint64_t best = BlockMax(head < count ? mine[head] : 0, scratch);
+    if (head < count && mine[head] == best) ++head;  // keys are distinct: one thread owns it
+    if (threadIdx.x == 0) top[r] = best;
+  }
+  __syncthreads();
+  const float max_logit = LogitOf(top[0]);
+  float sum = 0.0f;
+  for (int i = threadIdx.x; i < vocab; i += kThreads) sum += expf(row[i] - max_logit);
+  double total = sum;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) total += __shfl_xor_sync(0xffffffffu, total, offset);
+  if ((threadIdx.x & 31) == 0) sums[threadIdx.x >> 5] = total;
   __syncthreads();
   if (threadIdx.x == 0) {
-    for (int i = 1; i < n; ++i) {  // insertion sort, descending
-      const uint64_t key = top[i];
-      int j = i;
-      for (; j > 0 && top[j - 1] < key; --j) top[j] = top[j - 1];
-      top[j] = key;
-    }
+    double all = 0;
+    for (int w = 0; w < kWarps; ++w) all += sums[w];
+    const double row_lse = static_cast<double>(max_logit) + log(all);
+    lse[blockIdx.x] = static_cast<float>(row_lse);
+    sums[0] = row_lse;
   }
   __syncthreads();
-  if (threadIdx.x < n) {
+  if (static_cast<int>(threadIdx.x) < n) {
     const uint64_t key = top[threadIdx.x];
     top_ids[task.top_offset + threadIdx.x] = IdOf(key);
     top_logprobs[task.top_offset + threadIdx.x] =
-        static_cast<float>(static_cast<double>(LogitOf(key)) - row_lse);
+        static_cast<float>(static_cast<double>(LogitOf(key)) - sums[0]);
   }
 }
 
