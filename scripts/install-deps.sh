@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   clang-14 libclang-rt-14-dev llvm-14
   libabsl-dev libgtest-dev libgmock-dev nlohmann-json3-dev
+  libcli11-dev  # the kvtier CLI's argument parser (header-only: a build dependency only)
   libicu-dev
   dpkg-dev fakeroot file lintian abigail-tools
   swig golang-go openjdk-17-jdk-headless junit5 mono-mcs nunit-console libnunit-cil-dev

@@ -183,12 +183,14 @@ absl::Status WriteSafetensorsFile(const std::string& path, const std::vector<Ten
   return WriteFile(path, all, options);
 }
 
-absl::Status WriteSafetensorsCheckpoint(const std::string& directory, const std::vector<TensorToWrite>& tensors,
-                                        const SafetensorsWriteOptions& options) {
-  RETURN_IF_ERROR(Validate(tensors));
+namespace {
+
+// The tensors of each file WriteSafetensorsCheckpoint writes, in order: one group for
+// model.safetensors, or one per shard.
+std::vector<std::vector<const TensorToWrite*>> PlanShards(const std::vector<TensorToWrite>& tensors,
+                                                          const SafetensorsWriteOptions& options) {
   std::vector<std::vector<const TensorToWrite*>> shards(1);
   int64_t shard_bytes = 0;
-  int64_t total_bytes = 0;
   for (const TensorToWrite& t : tensors) {
     if (options.max_shard_bytes > 0 && !shards.back().empty() && shard_bytes + t.nbytes() > options.max_shard_bytes) {
       shards.emplace_back();
@@ -196,15 +198,41 @@ absl::Status WriteSafetensorsCheckpoint(const std::string& directory, const std:
     }
     shards.back().push_back(&t);
     shard_bytes += t.nbytes();
-    total_bytes += t.nbytes();
   }
+  return shards;
+}
+
+std::string ShardName(size_t index, size_t count) {
+  return absl::StrFormat("model-%05d-of-%05d.safetensors", index + 1, count);
+}
+
+}  // namespace
+
+std::vector<std::string> SafetensorsCheckpointFiles(const std::vector<TensorToWrite>& tensors,
+                                                    const SafetensorsWriteOptions& options) {
+  const size_t count = PlanShards(tensors, options).size();
+  if (count == 1) return {"model.safetensors"};
+  std::vector<std::string> names;
+  for (size_t i = 0; i < count; ++i) names.push_back(ShardName(i, count));
+  names.push_back("model.safetensors.index.json");
+  return names;
+}
+
+absl::Status WriteSafetensorsCheckpoint(const std::string& directory, const std::vector<TensorToWrite>& tensors,
+                                        const SafetensorsWriteOptions& options) {
+  RETURN_IF_ERROR(Validate(tensors));
+  const std::vector<std::vector<const TensorToWrite*>> shards = PlanShards(tensors, options);
   if (shards.size() == 1) return WriteFile(directory + "/model.safetensors", shards[0], options);
 
+  int64_t total_bytes = 0;
   nlohmann::json weight_map = nlohmann::json::object();
   for (size_t i = 0; i < shards.size(); ++i) {
-    const std::string name = absl::StrFormat("model-%05d-of-%05d.safetensors", i + 1, shards.size());
+    const std::string name = ShardName(i, shards.size());
     RETURN_IF_ERROR(WriteFile(directory + "/" + name, shards[i], options));
-    for (const TensorToWrite* t : shards[i]) weight_map[t->name] = name;
+    for (const TensorToWrite* t : shards[i]) {
+      weight_map[t->name] = name;
+      total_bytes += t->nbytes();
+    }
   }
   nlohmann::json index;
   index["metadata"] = {{"total_size", total_bytes}};

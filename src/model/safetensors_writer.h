@@ -42,6 +42,11 @@ struct SafetensorsWriteOptions {
 absl::Status WriteSafetensorsFile(const std::string& path, const std::vector<TensorToWrite>& tensors,
                                   const SafetensorsWriteOptions& options);
 
+// The names of the files WriteSafetensorsCheckpoint writes for these tensors and options
+// (model.safetensors, or the shards then model.safetensors.index.json).
+std::vector<std::string> SafetensorsCheckpointFiles(const std::vector<TensorToWrite>& tensors,
+                                                    const SafetensorsWriteOptions& options);
+
 // Writes the tensors into `directory` (which must exist) as model.safetensors, or as
 // shards + model.safetensors.index.json when options.max_shard_bytes > 0 and the tensors
 // do not fit in one shard. Returns InvalidArgument for duplicate names or a bad shape.

@@ -33,7 +33,7 @@ inline const nlohmann::json& Goldens() {
 inline std::string WriteModel(const std::string& name, const std::vector<std::string>& args) {
   std::string dir = testing::TestTempDir() + "/parity-" + name;
   if (std::ifstream(dir + "/config.json")) return dir;
-  std::string command = "'" + KvtierCli() + "' mkmodel --out '" + dir + "'";
+  std::string command = "'" + KvtierCli() + "' mkmodel --force --out '" + dir + "'";
   for (const auto& a : args) command += " '" + a + "'";
   EXPECT_EQ(std::system((command + " > /dev/null").c_str()), 0) << command;
   return dir;

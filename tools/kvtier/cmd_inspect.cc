@@ -5,21 +5,18 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "args.h"
 #include "command.h"
+#include "command_line.h"
 #include "model/checkpoint.h"
 #include "nlohmann/json.hpp"
 
 namespace kvtier::cli {
 namespace {
 
-void PrintHelp() {
-  std::printf(
-      "usage: kvtier inspect --model DIR [--json]\n\n"
-      "Opens an HF checkpoint directory (validating config and every tensor) and prints\n"
-      "its architecture, shapes, parameter count, stored weight bytes, fingerprint and\n"
-      "KV-cache bytes per token.\n");
-}
+constexpr char kDescription[] =
+    "Opens an HF checkpoint directory (validating config and every tensor) and prints its\n"
+    "architecture, shapes, parameter count, stored weight bytes, fingerprint and KV-cache\n"
+    "bytes per token.";
 
 nlohmann::ordered_json Describe(const Checkpoint& ckpt) {
   const ModelConfig& c = ckpt.config();
@@ -64,36 +61,24 @@ nlohmann::ordered_json Describe(const Checkpoint& ckpt) {
 }
 
 int InspectMain(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv, {"model"}, {"help", "json"});
-  if (!args.ok()) {
-    std::fprintf(stderr, "kvtier inspect: %s\n", std::string(args.status().message()).c_str());
-    return 2;
-  }
-  if (args->Has("help")) {
-    PrintHelp();
-    return 0;
-  }
-  std::optional<std::string> model = args->Get("model");
-  if (!model && args->positional().size() == 1) model = args->positional()[0];
-  if (!model) {
-    std::fprintf(stderr, "kvtier inspect: --model DIR is required (see --help)\n");
-    return 2;
-  }
-  auto ckpt = Checkpoint::Open(*model);
-  if (!ckpt.ok()) {
-    std::fprintf(stderr, "kvtier inspect: %s\n", std::string(ckpt.status().message()).c_str());
-    return 1;
-  }
+  CommandLine cl("inspect", kDescription);
+  std::string model;
+  bool json = false;
+  cl.AddString("--model", &model, "HF checkpoint directory", "DIR")->required();
+  cl.AddSwitch("--json", &json, "print one JSON object");
+  if (auto status = cl.Parse(argc, argv)) return *status;
+  auto ckpt = Checkpoint::Open(model);
+  if (!ckpt.ok()) return cl.Fail(kExitFailure, ckpt.status().message());
   nlohmann::ordered_json j = Describe(**ckpt);
-  if (args->GetOr("json", "false") != "false") {
+  if (json) {
     std::printf("%s\n", j.dump(2).c_str());
-    return 0;
+    return kExitOk;
   }
   for (auto it = j.begin(); it != j.end(); ++it) {
     std::string value = it->is_string() ? it->get<std::string>() : it->dump();
     std::printf("%-26s %s\n", it.key().c_str(), value.c_str());
   }
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace

@@ -11,8 +11,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "args.h"
 #include "command.h"
+#include "command_line.h"
+#include "context_flags.h"
 #include "cuda_env.h"
 #include "kvtier/kvtier.h"
 #include "nlohmann/json.hpp"
@@ -20,28 +21,27 @@
 namespace kvtier::cli {
 namespace {
 
-constexpr char kUsage[] = R"(usage: kvtier perplexity --model DIR (--text FILE | --tokens FILE) [flags]
+constexpr char kDescription[] =
+    "Scores a text with the model: the mean negative log-likelihood (natural log) of every token\n"
+    "from the second on given the tokens before it, and its exponent, the perplexity (what\n"
+    "transformers reports as exp(loss) with labels = input ids). A text longer than --window\n"
+    "tokens is cut into consecutive windows, each scored on its own (a window's first token has\n"
+    "no context and is not scored); the windows run as one batch, each prefilled in chunks.";
 
-Scores a text with the model: the mean negative log-likelihood (natural log) of every token
-from the second on given the tokens before it, and its exponent, the perplexity (what
-transformers reports as exp(loss) with labels = input ids). A text longer than --window
-tokens is cut into consecutive windows, each scored on its own (a window's first token
-has no context and is not scored); the windows run as one batch, each prefilled in chunks.
-  --model DIR              HF checkpoint directory
-  --text FILE              UTF-8 text, tokenized with the model's tokenizer (BOS as it adds it)
-  --tokens FILE            token ids (separated by spaces, commas or newlines) instead
-  --window N               tokens per window, >= 2 (default: the model's context - 1, at most 4096)
-  --backend auto|cpu|cuda  (default auto)
-  --threads N              CPU threads, 0 = all (default 0)
-  --gpu-kv-bytes SIZE      device-tier KV budget (default 256MiB)
-  --block-tokens N         tokens per KV block (default 16)
-  --max-tokens-per-step N  prefill chunk budget per step (default 512)
-  --json                   print {"tokens", "scored_tokens", "windows", "mean_nll", "perplexity"}
-)";
+struct PerplexityFlags {
+  std::string model, text, tokens;
+  int64_t window = 0;  // 0: the model's context - 1, at most 4096
+  bool json = false;
+  ContextFlags context;
+};
 
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "kvtier perplexity: %s\n", message.c_str());
-  return 1;
+void AddFlags(CommandLine* cl, PerplexityFlags* f) {
+  cl->AddString("--model", &f->model, "HF checkpoint directory", "DIR")->required();
+  cl->AddString("--text", &f->text, "UTF-8 text, tokenized with the model's tokenizer (BOS as it adds it)", "FILE");
+  cl->AddString("--tokens", &f->tokens, "token ids (separated by spaces, commas or newlines) instead", "FILE");
+  cl->AddInt("--window", &f->window, 2, INT32_MAX, "tokens per window (default: the model's context - 1, at most 4096)");
+  cl->AddSwitch("--json", &f->json, "print {tokens, scored_tokens, windows, window, mean_nll, perplexity}");
+  f->context.AddTo(cl);
 }
 
 struct Handles {
@@ -78,36 +78,26 @@ absl::StatusOr<std::vector<int32_t>> ParseTokens(const std::string& text) {
 }
 
 int PerplexityMain(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv,
-                          {"model", "text", "tokens", "window", "backend", "threads", "gpu-kv-bytes", "block-tokens",
-                           "max-tokens-per-step"},
-                          {"json", "help"});
-  if (!args.ok()) {
-    std::fprintf(stderr, "kvtier perplexity: %s\n\n%s", std::string(args.status().message()).c_str(), kUsage);
-    return 2;
-  }
-  if (args->Has("help")) {
-    std::printf("%s", kUsage);
-    return 0;
-  }
-  if (!args->Has("model") || args->Has("text") == args->Has("tokens")) {
-    std::fprintf(stderr, "kvtier perplexity: --model and one of --text or --tokens are required\n\n%s", kUsage);
-    return 2;
-  }
+  CommandLine cl("perplexity", kDescription);
+  PerplexityFlags f;
+  AddFlags(&cl, &f);
+  if (auto status = cl.Parse(argc, argv)) return *status;
+  if (f.text.empty() == f.tokens.empty()) return cl.UsageError("give one of --text or --tokens");
+  auto Fail = [&](const std::string& message) { return cl.Fail(kExitFailure, message); };
   Handles h;
   char err[1024];
-  if (kvt_status s = kvt_model_load(args->Get("model")->c_str(), &h.model, err, sizeof err); s != KVT_OK) {
+  if (kvt_status s = kvt_model_load(f.model.c_str(), &h.model, err, sizeof err); s != KVT_OK) {
     return Fail(std::string(kvt_status_string(s)) + ": " + err);
   }
   std::vector<int32_t> ids;
-  if (args->Has("tokens")) {
-    auto text = ReadFile(*args->Get("tokens"));
+  if (!f.tokens.empty()) {
+    auto text = ReadFile(f.tokens);
     if (!text.ok()) return Fail(std::string(text.status().message()));
     auto parsed = ParseTokens(*text);
     if (!parsed.ok()) return Fail(std::string(parsed.status().message()));
     ids = std::move(*parsed);
   } else {
-    auto text = ReadFile(*args->Get("text"));
+    auto text = ReadFile(f.text);
     if (!text.ok()) return Fail(std::string(text.status().message()));
     const int32_t len = static_cast<int32_t>(text->size());
     int32_t n = 0;
@@ -124,26 +114,18 @@ int PerplexityMain(int argc, char** argv) {
   kvt_model_info_json(h.model, info.data(), static_cast<int32_t>(info.size()), &info_len);
   info.resize(std::min<size_t>(static_cast<size_t>(info_len), info.size()));
   const int64_t context = nlohmann::json::parse(info, nullptr, false).value("max_position_embeddings", int64_t{2048});
-  auto window = args->GetInt("window", std::min<int64_t>(context - 1, 4096));
-  if (!window.ok()) return Fail(std::string(window.status().message()));
-  if (*window < 2 || *window >= context) {
-    return Fail("--window must be in [2, " + std::to_string(context - 1) + "] (the model's context - 1)");
+  const int64_t window = f.window > 0 ? f.window : std::min<int64_t>(context - 1, 4096);
+  if (window < 2 || window >= context) {
+    return cl.UsageError("--window must be in [2, " + std::to_string(context - 1) + "] (the model's context - 1)");
   }
 
   kvt_options_create(&h.options);
-  if (SetCudaOptionsFromEnvironment(h.options) != KVT_OK) return Fail(std::string("KVTIER_CUDA_*: ") + kvt_options_errmsg(h.options));
-  const std::pair<const char*, const char*> options[] = {{"backend", "backend"}, {"threads", "threads"},
-                                                         {"gpu-kv-bytes", "gpu_kv_bytes"}, {"block-tokens", "block_tokens"},
-                                                         {"max-tokens-per-step", "max_tokens_per_step"}};
-  for (const auto& [flag, key] : options) {
-    if (auto value = args->Get(flag)) {
-      if (kvt_options_set_string(h.options, key, value->c_str()) != KVT_OK) {
-        return Fail(std::string("--") + flag + ": " + kvt_options_errmsg(h.options));
-      }
-    }
+  if (SetCudaOptionsFromEnvironment(h.options) != KVT_OK) {
+    return cl.Fail(kExitUsage, std::string("KVTIER_CUDA_*: ") + kvt_options_errmsg(h.options));
   }
+  if (std::string error = f.context.Apply(h.options); !error.empty()) return cl.Fail(kExitUsage, error);
   if (kvt_status s = kvt_context_create(h.model, h.options, &h.context, err, sizeof err); s != KVT_OK) {
-    return Fail(std::string(kvt_status_string(s)) + ": " + err);
+    return Fail(std::string(kvt_status_string(s)) + ": " + ContextFlags::InFlagTerms(err));
   }
   kvt_events_create(&h.events);
   kvt_request_create(&h.request);
@@ -154,7 +136,7 @@ int PerplexityMain(int argc, char** argv) {
   // Windows (a last one of a single token would score nothing) are added while the waiting queue takes them (KVT_ERR_BUSY: step, then retry);
   // each finished one is read and released.
   std::deque<size_t> pending;
-  for (size_t start = 0; start + 1 < ids.size(); start += static_cast<size_t>(*window)) pending.push_back(start);
+  for (size_t start = 0; start + 1 < ids.size(); start += static_cast<size_t>(window)) pending.push_back(start);
   const int64_t num_windows = static_cast<int64_t>(pending.size());
   std::vector<int64_t> running;
   double nll = 0;
@@ -163,7 +145,7 @@ int PerplexityMain(int argc, char** argv) {
   while (!pending.empty() || !running.empty()) {
     while (!pending.empty()) {
       const size_t start = pending.front();
-      const size_t len = std::min(ids.size() - start, static_cast<size_t>(*window));  // >= 2
+      const size_t len = std::min(ids.size() - start, static_cast<size_t>(window));  // >= 2
       kvt_request_set_prompt_tokens(h.request, ids.data() + start, static_cast<int32_t>(len));
       int64_t id = 0;
       const kvt_status s = kvt_sequence_add(h.context, h.request, &id);
@@ -199,15 +181,15 @@ int PerplexityMain(int argc, char** argv) {
   }
   const double mean_nll = nll / static_cast<double>(scored);
   const double perplexity = std::exp(mean_nll);
-  if (args->Has("json")) {
+  if (f.json) {
     const nlohmann::json out = {{"tokens", ids.size()}, {"scored_tokens", scored}, {"windows", num_windows},
-                                {"window", *window},     {"mean_nll", mean_nll},   {"perplexity", perplexity}};
+                                {"window", window},     {"mean_nll", mean_nll},   {"perplexity", perplexity}};
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
   std::printf("tokens %zu, scored %lld in %lld window(s) of up to %lld\nmean NLL %.6f nats/token, perplexity %.4f\n",
               ids.size(), static_cast<long long>(scored), static_cast<long long>(num_windows),
-              static_cast<long long>(*window), mean_nll, perplexity);
+              static_cast<long long>(window), mean_nll, perplexity);
   return 0;
 }
 

@@ -20,7 +20,13 @@ void PrintUsage(FILE* out) {
   for (const auto& [name, command] : Commands()) {
     std::fprintf(out, "  %-12s %s\n", name.c_str(), command.summary.c_str());
   }
-  std::fprintf(out, "\n'kvtier <command> --help' describes a command's flags.\n");
+  std::fprintf(out,
+               "\n'kvtier <command> --help' (or -h) describes a command's flags.\n\n"
+               "exit status:\n"
+               "  0    success\n"
+               "  1    the command failed (the reason on standard error)\n"
+               "  2    usage error: unknown option, stray argument, missing or bad value\n"
+               "  130  interrupted by SIGINT (143: SIGTERM); the context was freed first\n");
 }
 
 }  // namespace

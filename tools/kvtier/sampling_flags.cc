@@ -3,75 +3,74 @@
 
 #include <vector>
 
-#include "absl/strings/numbers.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "numbers.h"
 
 namespace kvtier::cli {
 
-const std::set<std::string> kSamplingFlags = {"repetition-penalty", "presence-penalty", "frequency-penalty",
-                                              "min-p", "logit-bias", "logprobs", "prompt-logprobs", "n"};
-
-const char kSamplingUsage[] = R"(  --repetition-penalty P   over prompt and generated tokens, > 0 (default 1 = off)
-  --presence-penalty P     over generated tokens, -2..2 (default 0)
-  --frequency-penalty P    over generated tokens, -2..2 (default 0)
-  --min-p P                keep probabilities >= P x the largest, 0..1 (default 0)
-  --logit-bias ID:BIAS     add BIAS (-100..100) to token ID's logit (repeatable)
-  --logprobs N             each generated token's log-probability and N alternatives
-                           (0..20; in --json output and the streamed lines)
-  --prompt-logprobs N      the prompt tokens' log-probabilities and N alternatives (--json)
-  --n N                    completions per prompt, sharing its KV blocks (default 1);
-                           completion i draws from the prompt's seed + i
-)";
+constexpr int64_t kMaxTopLogprobsFlag = 20;  // kvt_request_set_logprobs's range
 
 namespace {
 
-absl::Status Invalid(const std::string& flag, const std::string& message) {
-  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", message));
+// "ID:BIAS" with ID a token id and BIAS in [-100, 100].
+absl::StatusOr<std::pair<int32_t, float>> ParseBias(absl::string_view text) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  if (parts.size() == 2) {
+    absl::StatusOr<int64_t> token = ParseInteger(parts[0], 0, INT32_MAX);
+    absl::StatusOr<double> bias = ParseReal(parts[1], -100, 100);
+    if (token.ok() && bias.ok()) return std::make_pair(static_cast<int32_t>(*token), static_cast<float>(*bias));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not ID:BIAS (a token id and a bias in [-100, 100])"));
 }
 
 }  // namespace
 
-absl::Status ApplySamplingFlags(const Args& args, kvt_request* r) {
-  using FloatSetter = kvt_status (*)(kvt_request*, float);
-  const std::pair<const char*, FloatSetter> floats[] = {{"repetition-penalty", kvt_request_set_repetition_penalty},
-                                                        {"presence-penalty", kvt_request_set_presence_penalty},
-                                                        {"frequency-penalty", kvt_request_set_frequency_penalty},
-                                                        {"min-p", kvt_request_set_min_p}};
-  for (const auto& [flag, set] : floats) {
-    if (!args.Has(flag)) continue;
-    absl::StatusOr<double> value = args.GetDouble(flag, 0.0);
-    if (!value.ok()) return value.status();
-    if (set(r, static_cast<float>(*value)) != KVT_OK) return Invalid(flag, kvt_request_errmsg(r));
+void SamplingFlags::AddTo(CommandLine* cl) {
+  cl->AddReal("--repetition-penalty", &repetition_penalty, 0, 3.4e38,
+              "over prompt and generated tokens, > 0 (default 1 = off)", true, "P");
+  cl->AddReal("--presence-penalty", &presence_penalty, -2, 2, "over generated tokens, -2..2 (default 0)", false, "P");
+  cl->AddReal("--frequency-penalty", &frequency_penalty, -2, 2, "over generated tokens, -2..2 (default 0)", false,
+              "P");
+  cl->AddReal("--min-p", &min_p, 0, 1, "keep probabilities >= P x the largest, 0..1 (default 0)", false, "P");
+  CommandLine::Normalized(
+      cl->AddStrings("--logit-bias", &logit_bias, "add BIAS (-100..100) to token ID's logit (repeatable)", "ID:BIAS"),
+      [](absl::string_view text) -> absl::StatusOr<std::string> {
+        absl::StatusOr<std::pair<int32_t, float>> bias = ParseBias(text);
+        if (!bias.ok()) return bias.status();
+        return std::string(text);
+      });
+  cl->AddInt("--logprobs", &logprobs, 0, kMaxTopLogprobsFlag,
+             "each generated token's log-probability and N alternatives, 0..20", "N");
+  cl->AddInt("--prompt-logprobs", &prompt_logprobs, 0, kMaxTopLogprobsFlag,
+             "the prompt tokens' log-probabilities and N alternatives, 0..20 (--json)", "N");
+  cl->AddInt("--n", &n, 1, 128, "completions per prompt, sharing its KV blocks; completion i draws from seed + i",
+             "N");
+}
+
+std::string SamplingFlags::Apply(kvt_request* r) const {
+  kvt_status s = KVT_OK;
+  if (repetition_penalty != 1) s = kvt_request_set_repetition_penalty(r, static_cast<float>(repetition_penalty));
+  if (s == KVT_OK && presence_penalty != 0) s = kvt_request_set_presence_penalty(r, static_cast<float>(presence_penalty));
+  if (s == KVT_OK && frequency_penalty != 0) {
+    s = kvt_request_set_frequency_penalty(r, static_cast<float>(frequency_penalty));
   }
-  using IntSetter = kvt_status (*)(kvt_request*, int32_t);
-  const std::pair<const char*, IntSetter> ints[] = {
-      {"logprobs", kvt_request_set_logprobs}, {"prompt-logprobs", kvt_request_set_prompt_logprobs}, {"n", kvt_request_set_n}};
-  for (const auto& [flag, set] : ints) {
-    if (!args.Has(flag)) continue;
-    absl::StatusOr<int64_t> value = args.GetInt(flag, 0);
-    if (!value.ok()) return value.status();
-    if (*value < INT32_MIN || *value > INT32_MAX || set(r, static_cast<int32_t>(*value)) != KVT_OK) {
-      return Invalid(flag, kvt_request_errmsg(r));
+  if (s == KVT_OK && min_p != 0) s = kvt_request_set_min_p(r, static_cast<float>(min_p));
+  if (s == KVT_OK && !logit_bias.empty()) {
+    std::vector<int32_t> tokens;
+    std::vector<float> biases;
+    for (const std::string& entry : logit_bias) {
+      const std::pair<int32_t, float> bias = *ParseBias(entry);  // checked by the parser
+      tokens.push_back(bias.first);
+      biases.push_back(bias.second);
     }
+    s = kvt_request_set_logit_bias(r, tokens.data(), biases.data(), static_cast<int32_t>(tokens.size()));
   }
-  std::vector<int32_t> tokens;
-  std::vector<float> biases;
-  for (const std::string& entry : args.GetAll("logit-bias")) {
-    std::vector<std::string> parts = absl::StrSplit(entry, ':');
-    int32_t token = 0;
-    float bias = 0;
-    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &token) || !absl::SimpleAtof(parts[1], &bias)) {
-      return Invalid("logit-bias", "'" + entry + "' is not ID:BIAS");
-    }
-    tokens.push_back(token);
-    biases.push_back(bias);
-  }
-  if (!tokens.empty() &&
-      kvt_request_set_logit_bias(r, tokens.data(), biases.data(), static_cast<int32_t>(tokens.size())) != KVT_OK) {
-    return Invalid("logit-bias", kvt_request_errmsg(r));
-  }
-  return absl::OkStatus();
+  if (s == KVT_OK && logprobs >= 0) s = kvt_request_set_logprobs(r, logprobs);
+  if (s == KVT_OK && prompt_logprobs >= 0) s = kvt_request_set_prompt_logprobs(r, prompt_logprobs);
+  if (s == KVT_OK && n != 1) s = kvt_request_set_n(r, n);
+  return s == KVT_OK ? "" : kvt_request_errmsg(r);
 }
 
 namespace {

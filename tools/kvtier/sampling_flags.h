@@ -1,27 +1,29 @@
 // The sampler-chain, log-probability and parallel-sampling flags of `kvtier run`: their
-// names, their usage lines, how they set a kvt_request, and the log-probabilities read
-// back as JSON. Not thread-safe (one command at a time).
+// definitions, how they set a kvt_request, and the log-probabilities read back as JSON.
+// Not thread-safe (one command at a time).
 #ifndef KVTIER_TOOLS_KVTIER_SAMPLING_FLAGS_H_
 #define KVTIER_TOOLS_KVTIER_SAMPLING_FLAGS_H_
 
 #include <cstdint>
-#include <set>
 #include <string>
+#include <vector>
 
-#include "absl/status/status.h"
-#include "args.h"
+#include "command_line.h"
 #include "kvtier/kvtier.h"
 #include "nlohmann/json.hpp"
 
 namespace kvtier::cli {
 
-// The flags (all take a value).
-extern const std::set<std::string> kSamplingFlags;
-// Their usage lines, for the command's help.
-extern const char kSamplingUsage[];
+struct SamplingFlags {
+  double repetition_penalty = 1, presence_penalty = 0, frequency_penalty = 0, min_p = 0;
+  std::vector<std::string> logit_bias;  // "ID:BIAS" each, checked when parsed
+  int32_t logprobs = -1, prompt_logprobs = -1, n = 1;
 
-// Sets every sampling flag given on the request; InvalidArgument naming the flag.
-absl::Status ApplySamplingFlags(const Args& args, kvt_request* request);
+  // Adds the flags to `command_line`; values land in this object.
+  void AddTo(CommandLine* command_line);
+  // Sets every flag given on the request; "" or the library's message.
+  std::string Apply(kvt_request* request) const;
+};
 
 // Event i's log-probability as {"token", "logprob", "top": [{"token", "logprob"}...]}, or
 // null when the event carries none.
