@@ -116,12 +116,13 @@ func TestSamplerControlsAndLogprobs(t *testing.T) {
 		{Request{Prompt: []int32{5}, LogitBias: map[int32]float32{1 << 30: 1}}, "vocabulary"},
 		{Request{Prompt: []int32{5}, Logprobs: true, TopLogprobs: 21}, "logprobs"},
 		{Request{Prompt: []int32{5}, PromptLogprobs: true, PromptTopLogprobs: -2}, "prompt_logprobs"},
-		{Request{Prompt: []int32{5}, N: 200}, "n must be"},
 		{Request{Prompt: []int32{5}, N: 2}, "AddCompletions"},
 	} {
 		_, err := c.Add(bad.req)
 		wantError(t, err, StatusInvalidArgument, bad.substr)
 	}
+	_, err = c.AddCompletions(Request{Prompt: []int32{5}, N: 200})
+	wantError(t, err, StatusInvalidArgument, "n must be")
 }
 
 func TestCompletionsEqualTheirSoloRuns(t *testing.T) {

@@ -95,7 +95,6 @@ namespace Kvtier.Tests
                     new KeyValuePair<Request, string>(new Request(5).LogitBias(new Dictionary<int, float> { { 1 << 30, 1f } }), "vocabulary"),
                     new KeyValuePair<Request, string>(new Request(5).Logprobs(21), "logprobs"),
                     new KeyValuePair<Request, string>(new Request(5).PromptLogprobs(-2), "prompt_logprobs"),
-                    new KeyValuePair<Request, string>(new Request(5).N(200), "n must be"),
                     new KeyValuePair<Request, string>(new Request(5).N(2), "AddCompletions"),
                 };
                 foreach (var b in bad)
@@ -104,6 +103,8 @@ namespace Kvtier.Tests
                     Assert.AreEqual(Status.InvalidArgument, e.Status);
                     StringAssert.Contains(b.Value, e.Message);
                 }
+                var tooMany = Assert.Throws<KvtierException>(() => c.AddCompletions(new Request(5).N(200)));
+                StringAssert.Contains("n must be", tooMany.Message);
             }
         }
 
