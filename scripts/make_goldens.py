@@ -8,7 +8,10 @@ loss (labels = input ids: what `kvtier perplexity` reports), compute_transition_
 greedy generate(output_logits=True), and a greedy decode under RepetitionPenalty.
 
 Run on the GPU machine (where torch + transformers are installed):
-    python3 scripts/make_goldens.py --kvtier build/tools/kvtier/kvtier --out tests/parity/goldens.json
+    python3 scripts/make_goldens.py --kvtier build/tools/kvtier/kvtier --out new-goldens.json \
+        --check-unchanged tests/parity/goldens.json
+(--check-unchanged exits 1 when a value the committed file holds came out differently; new
+keys are expected when cases are added.)
 
 Each model is written by our own mkmodel (deterministic from its seed) and loaded by
 transformers' from_pretrained, so the goldens are an independent reference: the test
