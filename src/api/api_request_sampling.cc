@@ -24,7 +24,11 @@ extern "C" {
 
 KVT_API kvt_status kvt_request_set_repetition_penalty(kvt_request* request, float penalty) {
   if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
-  return SetChecked(request, &request->params.repetition_penalty, penalty, kvtier::ValidateRepetitionPenalty(penalty));
+  const kvt_status s =
+      SetChecked(request, &request->params.repetition_penalty, penalty, kvtier::ValidateRepetitionPenalty(penalty));
+  // Set explicitly: it wins over generation_config.json's repetition_penalty.
+  if (s == KVT_OK) request->explicit_fields.repetition_penalty = true;
+  return s;
 }
 
 KVT_API kvt_status kvt_request_set_presence_penalty(kvt_request* request, float penalty) {

@@ -18,6 +18,7 @@
 #include "backend/kv_layout.h"
 #include "backend/row_sampling.h"
 #include "backend/sampler_chain.h"
+#include "common/progress.h"
 
 namespace kvtier {
 
@@ -84,6 +85,9 @@ struct BackendOptions {
   int64_t gpu_mem_limit_bytes = 0;
   // CUDA: switches between equivalent ways of running the forward (for measuring).
   CudaOptions cuda;
+  // Hears the stage "weights" (checkpoint bytes converted or copied to the device) while
+  // the backend is created; creation returns Cancelled when it asks to stop. May be empty.
+  ProgressFn progress;
 };
 
 class Backend {
@@ -131,8 +135,28 @@ class Backend {
 
   // Host-tier memory: page-locked where the backend copies faster from it (CUDA), plain
   // otherwise. Allocated once when a context is created; freed with FreeHostMemory.
+  // Small host buffers (the disk tier's staging buffers): page-locked where the backend
+  // copies faster from it (CUDA), plain otherwise. Allocated once when a context is
+  // created; freed with FreeHostMemory.
   virtual absl::StatusOr<void*> AllocateHostMemory(size_t bytes);
   virtual void FreeHostMemory(void* ptr);
+
+  // The host tier, whatever its size, without making context creation wait for it:
+  // ReserveHostMemory maps `bytes` of address space (page-aligned; nothing committed or
+  // pinned, so it costs the same for 1 GiB and 96 GiB); where PinsHostMemory() says so,
+  // PinHostMemory page-locks a page-aligned part of it (CUDA: cudaHostRegister, which
+  // touches and locks every page: slow for a large tier), and a part is copied to or from
+  // only once its pin returned OK. The KV manager pins a chunk at a time on a background
+  // thread: PinHostMemory and UnpinHostMemory may run on any thread, concurrently with
+  // every other method, so they touch no state those use. UnpinHostMemory takes exactly
+  // the (ptr, bytes) of one successful PinHostMemory; ReleaseHostMemory unmaps the whole
+  // reservation after every pinned part was unpinned. Defaults: anonymous mmap / munmap,
+  // no pinning (plain memory serves the CPU backend as well).
+  virtual bool PinsHostMemory() const { return false; }
+  virtual absl::StatusOr<void*> ReserveHostMemory(size_t bytes);
+  virtual absl::Status PinHostMemory(void* ptr, size_t bytes);
+  virtual void UnpinHostMemory(void* ptr, size_t bytes);
+  virtual void ReleaseHostMemory(void* ptr, size_t bytes);
 
   // Tier moves: whole blocks between the device pool and host memory. Synchronous here;
   // backends with copy engines may overlap them internally but return only when done.

@@ -1,5 +1,9 @@
 // Portable default implementations of optional Backend methods.
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "backend/backend.h"
@@ -53,6 +57,25 @@ absl::StatusOr<void*> Backend::AllocateHostMemory(size_t bytes) {
 }
 
 void Backend::FreeHostMemory(void* ptr) { std::free(ptr); }
+
+absl::StatusOr<void*> Backend::ReserveHostMemory(size_t bytes) {
+  // MAP_NORESERVE: pages are committed as they are first touched (or pinned), so reserving
+  // a large tier takes no time and no memory up front.
+  void* ptr = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (ptr == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot reserve ", bytes, " bytes of host memory: ", std::strerror(errno)));
+  }
+  return ptr;
+}
+
+absl::Status Backend::PinHostMemory(void*, size_t) { return absl::OkStatus(); }
+
+void Backend::UnpinHostMemory(void*, size_t) {}
+
+void Backend::ReleaseHostMemory(void* ptr, size_t bytes) {
+  if (ptr != nullptr) ::munmap(ptr, bytes);
+}
 
 // Synchronous backends copy at once; every ticket they hand out (1) is already done.
 absl::StatusOr<int64_t> Backend::StartCopiesToHost(std::span<const BlockCopy> copies) {

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "engine/sampler.h"
 #include "kv/tier_budgets.h"
@@ -15,6 +16,21 @@ namespace {
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// A host or disk budget too small for one block turns its tier off without an error (0 is
+// how a tier is switched off): say so, since the caller asked for the tier.
+void LogDisabledTiers(const EngineOptions& options, int64_t block_bytes) {
+  if (options.host_kv_bytes > 0 && options.host_kv_bytes < block_bytes) {
+    Log(LogLevel::kWarn, "host tier disabled: host_kv_bytes ", options.host_kv_bytes, " holds no KV block of ",
+        block_bytes, " bytes");
+  }
+  if (options.disk_kv_bytes > 0 && options.disk_kv_bytes < block_bytes) {
+    Log(LogLevel::kWarn, "disk tier disabled: disk_kv_bytes ", options.disk_kv_bytes, " holds no KV block of ",
+        block_bytes, " bytes");
+  } else if (options.disk_kv_bytes == 0 && !options.disk_path.empty()) {
+    Log(LogLevel::kInfo, "disk tier disabled: disk_path is set but disk_kv_bytes is 0");
+  }
 }
 
 }  // namespace
@@ -34,6 +50,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   backend_options.max_sequences = options.max_running;
   backend_options.gpu_mem_limit_bytes = options.gpu_mem_limit;
   backend_options.cuda = options.cuda;
+  backend_options.progress = options.progress;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                    CreateBackend(options.backend, *checkpoint, backend_options));
   if (options.wrap_backend) backend = options.wrap_backend(std::move(backend));
@@ -56,8 +73,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
                                                    " holds no KV block (one block of ", options.block_tokens,
                                                    " tokens is ", block_bytes, " bytes)"));
   }
+  ProgressStage pools(options.progress, "kv_pools", 1);
+  RETURN_IF_ERROR(pools.Begin());
   RETURN_IF_ERROR(backend->AllocateKvPool(num_blocks));
-  RETURN_IF_ERROR(backend->WarmUp());
   KvCacheOptions kv_options;
   kv_options.block_tokens = options.block_tokens;
   kv_options.device_blocks = num_blocks;
@@ -66,12 +84,19 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   kv_options.disk_path = options.disk_path;
   kv_options.file_io = options.file_io;
   kv_options.prefix_cache = options.prefix_cache;
+  kv_options.preparation = options.tier_preparation;
   // Cached KV is only valid for the same weights, block geometry and KV element type.
   const KvLayout& layout = backend->kv_layout();
   const std::string geometry = absl::StrCat(checkpoint->Fingerprint(), "/", layout.block_tokens, "/",
                                             std::string(DTypeName(layout.dtype)), "/", std::string(backend->name()));
   kv_options.model_fingerprint = Fnv1a64(geometry.data(), geometry.size());
+  LogDisabledTiers(options, block_bytes);
   ASSIGN_OR_RETURN(std::unique_ptr<KvCacheManager> kv, KvCacheManager::Create(kv_options, backend.get()));
+  RETURN_IF_ERROR(pools.End());
+  ProgressStage warmup(options.progress, "warmup", 1);
+  RETURN_IF_ERROR(warmup.Begin());
+  RETURN_IF_ERROR(backend->WarmUp());
+  RETURN_IF_ERROR(warmup.End());
   return std::unique_ptr<Engine>(
       new Engine(std::move(checkpoint), options, std::move(backend), std::move(kv), std::move(tokenizer)));
 }
@@ -90,11 +115,14 @@ Engine::Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions
       scheduler_(SchedulerOptions{options.max_tokens_per_step, options.max_running,
                                   std::min<int64_t>(options.watermark_blocks, kv_->num_device_blocks() / 8)},
                  kv_.get(), &policy_) {
-  // The tokenizer's generation stop ids (generation_config.json) end sequences too.
+  // generation_config.json's eos ids, and the tokenizer's generation stop ids, end
+  // sequences too.
+  auto add_stop_id = [this](int32_t id) {
+    if (std::find(eos_token_ids_.begin(), eos_token_ids_.end(), id) == eos_token_ids_.end()) eos_token_ids_.push_back(id);
+  };
+  for (int32_t id : checkpoint_->generation_config().eos_token_ids) add_stop_id(id);
   if (tokenizer_ != nullptr) {
-    for (int32_t id : tokenizer_->stop_ids()) {
-      if (std::find(eos_token_ids_.begin(), eos_token_ids_.end(), id) == eos_token_ids_.end()) eos_token_ids_.push_back(id);
-    }
+    for (int32_t id : tokenizer_->stop_ids()) add_stop_id(id);
   }
 }
 
@@ -270,7 +298,13 @@ void Engine::FlushTextLocked(Sequence* seq, StepEvent* event) {
 }
 
 void Engine::CommitTokenLocked(Sequence* seq, int32_t token, const LogprobEntry* logprobs,
-                               std::vector<StepEvent>* events) {
+                               std::chrono::steady_clock::time_point now, std::vector<StepEvent>* events) {
+  if (seq->num_generated() == 0) {
+    latencies_.time_to_first_token.Observe(std::chrono::duration<double>(now - seq->added_at).count());
+  } else {
+    latencies_.inter_token_latency.Observe(std::chrono::duration<double>(now - seq->last_token_at).count());
+  }
+  seq->last_token_at = now;
   seq->tokens.push_back(token);
   seq->history.AddGenerated(token);
   ++counters_.generated_tokens;
@@ -299,6 +333,7 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
   Schedule schedule;
   {
     absl::MutexLock lock(&mu_);
+    kv_->AdmitPreparedSlots();  // host and disk slots prepared in the background since the last step
     ApplyCancelsLocked(events);
     ASSIGN_OR_RETURN(schedule, scheduler_.Next());
     for (Sequence* seq : schedule.unrunnable) FinishLocked(seq, FinishReason::kError, std::nullopt, events);
@@ -313,7 +348,9 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
   counters_.compute_seconds += last_compute_seconds_;
   if (!forward.ok()) return forward;
   CommitLocked(schedule, events);
-  counters_.step_seconds += SecondsSince(step_start);
+  const double step_seconds = SecondsSince(step_start);
+  counters_.step_seconds += step_seconds;
+  latencies_.step_duration.Observe(step_seconds);
   return absl::OkStatus();
 }
 
@@ -349,7 +386,11 @@ nlohmann::json Engine::Stats() {
                           {"capacity_blocks", kv_->capacity_blocks(t)},
                           {"used_blocks", kv_->used_blocks(t)},
                           {"cached_bytes", kv_->cached_blocks(t) * block_bytes},
-                          {"demoted_blocks", kv.blocks_demoted[static_cast<int>(t)]}};
+                          {"demoted_blocks", kv.blocks_demoted[static_cast<int>(t)]},
+                          // Usable now: the host tier is pinned and the disk file reserved in
+                          // the background after creation; capacity_bytes once done.
+                          {"ready_bytes", kv_->ready_blocks(t) * block_bytes}};
+    if (!kv_->preparation_error(t).empty()) tiers[TierName(t)]["preparation_error"] = kv_->preparation_error(t);
   }
   nlohmann::json stats;
   stats["backend"] = std::string(backend_->name());
@@ -402,6 +443,7 @@ nlohmann::json Engine::Stats() {
                    {"copy_stall_seconds", kv.copy_stall_seconds},
                    {"disk_write_wait_seconds", kv.disk_write_wait_seconds},
                    {"disk_read_ahead_wait_seconds", kv.disk_read_ahead_wait_seconds}};
+  stats["histograms"] = latencies_.ToJson();
   stats["async_copy_batches"] = kv.async_copy_batches;
   stats["blocks_written_back"] = kv.blocks_written_back;
   stats["evictions_copied"] = kv.evictions_copied;

@@ -7,6 +7,7 @@
 #ifndef KVTIER_ENGINE_ENGINE_H_
 #define KVTIER_ENGINE_ENGINE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "backend/backend.h"
 #include "engine/engine_options.h"
+#include "engine/latency_histograms.h"
 #include "engine/preemption_policy.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
@@ -98,14 +100,15 @@ class Engine {
   // its log-probabilities, when asked for: `logprobs` from sampling_result_) and decides
   // whether the sequence stops.
   void CommitTokenLocked(Sequence* seq, int32_t token, const LogprobEntry* logprobs,
-                         std::vector<StepEvent>* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                         std::chrono::steady_clock::time_point now, std::vector<StepEvent>* events)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // engine_forward.cc: the step's sampling requests — one draw per logits row, or the
   // sampler chain's batch when a row needs more (adjustments, log-probabilities, scores,
   // the completions forked at it) — built unlocked by the stepping thread.
   void BuildSampling(const Schedule& schedule, ForwardBatch* batch);
   // The sampled tokens and scores of the step into their sequences (forks included).
-  void CommitSamplesLocked(const Schedule& schedule, std::vector<StepEvent>* events)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CommitSamplesLocked(const Schedule& schedule, std::chrono::steady_clock::time_point now,
+                           std::vector<StepEvent>* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The prompt log-probabilities a scoring chunk produced.
   void CommitScoresLocked(Sequence* seq, const ScheduledChunk& chunk, int32_t first_row, int32_t first_score,
                           int32_t num_scores)
@@ -163,6 +166,7 @@ class Engine {
     double compute_seconds = 0;
     double schedule_seconds = 0;
   } counters_ ABSL_GUARDED_BY(mu_);
+  LatencyHistograms latencies_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kvtier

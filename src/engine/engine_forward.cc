@@ -123,7 +123,7 @@ void Engine::CommitLocked(const Schedule& schedule, std::vector<StepEvent>* even
       counters_.prompt_tokens_computed += chunk.length;
     }
   }
-  CommitSamplesLocked(schedule, events);
+  CommitSamplesLocked(schedule, std::chrono::steady_clock::now(), events);  // every token of the step is delivered now
   policy_.ObserveCompute(step_tokens, last_compute_seconds_);
   scheduler_.EndStep();
 }
@@ -149,7 +149,8 @@ void Engine::CommitScoresLocked(Sequence* seq, const ScheduledChunk& chunk, int3
   }
 }
 
-void Engine::CommitSamplesLocked(const Schedule& schedule, std::vector<StepEvent>* events) {
+void Engine::CommitSamplesLocked(const Schedule& schedule, std::chrono::steady_clock::time_point now,
+                                 std::vector<StepEvent>* events) {
   size_t logits_row = 0;  // the plain path: one row per need_logits chunk
   for (size_t c = 0; c < schedule.chunks.size(); ++c) {
     const ScheduledChunk& chunk = schedule.chunks[c];
@@ -183,12 +184,12 @@ void Engine::CommitSamplesLocked(const Schedule& schedule, std::vector<StepEvent
       scheduler_.Fork(seq, child);
       forked.push_back(child);
     }
-    CommitTokenLocked(seq, token_of(cs.sample), logprobs_of(cs.sample), events);
+    CommitTokenLocked(seq, token_of(cs.sample), logprobs_of(cs.sample), now, events);
     for (size_t i = 0; i < cs.forks.size(); ++i) {
       Sequence* child = cs.forks[i];
       if (std::find(forked.begin(), forked.end(), child) == forked.end()) continue;
       const int32_t sample = cs.sample + 1 + static_cast<int32_t>(i);
-      CommitTokenLocked(child, token_of(sample), logprobs_of(sample), events);
+      CommitTokenLocked(child, token_of(sample), logprobs_of(sample), now, events);
     }
   }
 }

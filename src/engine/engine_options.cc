@@ -34,6 +34,13 @@ absl::Status EngineOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat("max_waiting must be in [1, 16777216], got ", max_waiting));
   }
   if (gpu_mem_limit < 0) return absl::InvalidArgumentError(absl::StrCat("gpu_mem_limit must be >= 0, got ", gpu_mem_limit));
+  if (tier_preparation.host_chunk_bytes < 1 || tier_preparation.disk_chunk_bytes < 1 ||
+      tier_preparation.disk_bytes_at_create < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tier preparation needs chunks of >= 1 byte and >= 0 bytes at creation, got host chunk ",
+        tier_preparation.host_chunk_bytes, ", disk chunk ", tier_preparation.disk_chunk_bytes, ", disk at creation ",
+        tier_preparation.disk_bytes_at_create));
+  }
   return absl::OkStatus();
 }
 

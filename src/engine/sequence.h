@@ -3,6 +3,7 @@
 #ifndef KVTIER_ENGINE_SEQUENCE_H_
 #define KVTIER_ENGINE_SEQUENCE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -59,6 +60,9 @@ struct Sequence {
   std::unique_ptr<tokenizer::StreamDecoder> detokenizer;
   std::unique_ptr<tokenizer::StopStringMatcher> stop_strings;
   std::string text;
+  // When it was added, and when its last token was produced (latency histograms).
+  std::chrono::steady_clock::time_point added_at = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_token_at;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_generated() const { return num_tokens() - num_prompt_tokens; }

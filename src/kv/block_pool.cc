@@ -7,8 +7,13 @@
 
 namespace kvtier {
 
-BlockPool::BlockPool(int64_t num_blocks) : ref_counts_(static_cast<size_t>(num_blocks), 0) {
-  for (BlockId id = 0; id < num_blocks; ++id) free_.push_back(id);
+BlockPool::BlockPool(int64_t num_blocks, int64_t num_available) : ref_counts_(static_cast<size_t>(num_blocks), 0) {
+  MakeAvailable(num_available);
+}
+
+void BlockPool::MakeAvailable(int64_t n) {
+  n = std::min(n, num_blocks());
+  for (; num_available_ < n; ++num_available_) free_.push_back(static_cast<BlockId>(num_available_));
 }
 
 std::optional<BlockId> BlockPool::Allocate() {
@@ -21,7 +26,7 @@ std::optional<BlockId> BlockPool::Allocate() {
 }
 
 bool BlockPool::AllocateSpecific(BlockId id) {
-  if (id < 0 || id >= num_blocks() || ref_counts_[static_cast<size_t>(id)] != 0) return false;
+  if (id < 0 || id >= num_available_ || ref_counts_[static_cast<size_t>(id)] != 0) return false;
   auto it = std::find(free_.begin(), free_.end(), id);
   if (it == free_.end()) return false;
   free_.erase(it);
@@ -50,8 +55,13 @@ absl::Status BlockPool::VerifyIntegrity() const {
     }
   }
   for (size_t id = 0; id < ref_counts_.size(); ++id) {
-    if (!in_free[id] && ref_counts_[id] <= 0) {
+    const bool available = static_cast<int64_t>(id) < num_available_;
+    if (available && !in_free[id] && ref_counts_[id] <= 0) {
       return absl::InternalError(absl::StrCat("block ", id, " is neither free nor referenced"));
+    }
+    if (!available && (in_free[id] || ref_counts_[id] != 0)) {
+      return absl::InternalError(absl::StrCat("block ", id, " is used before it is available (", num_available_,
+                                              " of ", ref_counts_.size(), " are)"));
     }
   }
   return absl::OkStatus();

@@ -15,18 +15,31 @@ namespace kvtier {
 
 using BlockId = int32_t;
 
-// Invariant: every id in [0, num_blocks) is either in the free queue with ref count 0, or
-// out of it with ref count >= 1. Allocation takes from the front, release appends to the
+// A pool may start with only its first ids available and grow to num_blocks later
+// (MakeAvailable): the host and disk tiers become usable a chunk at a time while their
+// memory is pinned and their file reserved in the background. num_blocks is the budget
+// from the start; the ids not available yet are neither free nor referenced.
+// Invariant: every id in [0, num_available) is either in the free queue with ref count 0,
+// or out of it with ref count >= 1; every id in [num_available, num_blocks) has ref count
+// 0 and is not in the free queue. Allocation takes from the front, release appends to the
 // back (FIFO), so a just-freed block is reused last — the prefix cache relies on that to
 // keep recently used content alive longest.
 class BlockPool {
  public:
-  explicit BlockPool(int64_t num_blocks);
+  // Every block available at once.
+  explicit BlockPool(int64_t num_blocks) : BlockPool(num_blocks, num_blocks) {}
+  // The first num_available blocks available (clamped to [0, num_blocks]).
+  BlockPool(int64_t num_blocks, int64_t num_available);
 
   int64_t num_blocks() const { return static_cast<int64_t>(ref_counts_.size()); }
+  int64_t num_available() const { return num_available_; }
   int64_t num_free() const { return static_cast<int64_t>(free_.size()); }
-  int64_t num_used() const { return num_blocks() - num_free(); }
+  int64_t num_used() const { return num_available_ - num_free(); }
   int64_t peak_used() const { return peak_used_; }
+
+  // Makes ids [num_available, min(n, num_blocks)) available, appended to the free queue in
+  // id order. Never shrinks the pool: n at or below num_available changes nothing.
+  void MakeAvailable(int64_t n);
 
   // A free block with ref count 1, or nullopt when none is free.
   std::optional<BlockId> Allocate();
@@ -44,6 +57,7 @@ class BlockPool {
  private:
   std::vector<int32_t> ref_counts_;  // (num_blocks)
   std::deque<BlockId> free_;
+  int64_t num_available_ = 0;
   int64_t peak_used_ = 0;
 };
 

@@ -270,6 +270,7 @@ int64_t KvCacheManager::WriteBackBudget() const {
 }
 
 void KvCacheManager::StartBackgroundCopies() {
+  AdmitPreparedSlots();
   FinishCopies(0);
   LandDiskJobs();
   if (pool(Tier::kHost).num_blocks() == 0 || !options_.prefix_cache) return;

@@ -35,6 +35,9 @@ void KvCacheManager::DropCached(Tier tier, int32_t slot) {
 std::optional<int32_t> KvCacheManager::AllocateSlot(Tier tier) {
   BlockPool& slots = pool(tier);
   if (slots.num_blocks() == 0) return std::nullopt;
+  // Slots prepared since the last step count too; those still being prepared do not (as
+  // if the tier were full: the caller falls back, nothing waits).
+  if (slots.num_free() == 0 && slots.num_available() < slots.num_blocks()) AdmitPreparedSlots();
   if (auto id = slots.Allocate()) return id;
   std::optional<int32_t> victim = lru(tier).PopFront();
   if (!victim) return std::nullopt;

@@ -52,7 +52,9 @@ KvCacheManager::KvCacheManager(const KvCacheOptions& options, Backend* backend)
     : options_(options),
       backend_(backend),
       block_bytes_(backend->kv_layout().BlockBytes()),
-      tiers_{TierState(options.device_blocks), TierState(options.host_blocks), TierState(options.disk_blocks)},
+      // The lower tiers' slots become available as they are prepared (AdmitPreparedSlots).
+      tiers_{TierState(options.device_blocks, options.device_blocks), TierState(options.host_blocks, 0),
+             TierState(options.disk_blocks, 0)},
       instance_tag_(NewInstanceTag()) {}
 
 absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvCacheOptions& options,
@@ -71,9 +73,11 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
                                       options.disk_path, options.file_io));
   std::unique_ptr<KvCacheManager> kv(new KvCacheManager(options, backend));
   if (options.host_blocks > 0) {
-    ASSIGN_OR_RETURN(void* memory,
-                     backend->AllocateHostMemory(static_cast<size_t>(options.host_blocks) * kv->block_bytes_));
-    kv->host_memory_ = static_cast<uint8_t*>(memory);
+    // Reserved now, pinned in the background (see the top of kv_cache_manager.h).
+    ASSIGN_OR_RETURN(kv->host_region_,
+                     HostTierMemory::Create(backend, static_cast<size_t>(options.host_blocks) * kv->block_bytes_,
+                                            static_cast<size_t>(std::max<int64_t>(options.preparation.host_chunk_bytes, 1))));
+    kv->host_memory_ = kv->host_region_->base();
   }
   if (options.disk_blocks > 0) {
     const int64_t staging = std::min<int64_t>(kStagingBlocks, options.disk_blocks);
@@ -88,7 +92,16 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
     disk.model_fingerprint = options.model_fingerprint;
     disk.block_tokens = options.block_tokens;
     disk.io = options.file_io;
+    // The file's first slots are reserved before Open returns, the rest in the background.
+    const int64_t slot_bytes = DiskBlockStore::SlotBytes(kv->block_bytes_);
+    disk.slots_reserved_at_open = std::max<int64_t>(options.preparation.disk_bytes_at_create, 0) / slot_bytes;
     ASSIGN_OR_RETURN(kv->disk_tier_.store, DiskBlockStore::Open(disk));
+    DiskBlockStore* store = kv->disk_tier_.store.get();
+    kv->disk_tier_.preparer = std::make_unique<ChunkedPreparer>(
+        store->slots_in_file_at_open(), options.disk_blocks,
+        std::max<int64_t>(1, std::max<int64_t>(options.preparation.disk_chunk_bytes, 0) / slot_bytes),
+        [store](int64_t begin, int64_t end) { return store->PreallocateSlots(begin, end); });
+    kv->AdmitPreparedSlots();  // before the recovered entries: their slots must be available
     // Prefix blocks persisted by an earlier context over the same file and model.
     for (const DiskIndexEntry& entry : kv->disk_tier_.store->recovered_entries()) {
       const int32_t slot = static_cast<int32_t>(entry.slot);
@@ -106,16 +119,21 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
     // a block's use) leave the stepping thread.
     kv->disk_tier_.jobs = std::make_unique<DiskJobs>(kv->disk_tier_.store.get());
   }
+  kv->AdmitPreparedSlots();
   return kv;
 }
 
 KvCacheManager::~KvCacheManager() {
+  // Nothing more is prepared: the chunks in progress finish while the rest is drained.
+  if (host_region_ != nullptr) host_region_->CancelPinning();
+  if (disk_tier_.preparer != nullptr) disk_tier_.preparer->Cancel();
   DrainCopies();  // lands swap-outs and write-backs (the host slots they fill are freed below)
   DrainDiskReads();  // the reader writes into host slots: done before they are freed
   // Lands the disk writes in flight (their slots join the disk cache, so they are persisted
   // below), then stops the I/O threads before the store closes and the host memory is freed.
   DrainDiskWrites();
   disk_tier_.jobs.reset();
+  disk_tier_.preparer.reset();  // waits for the chunk being reserved: then no thread uses the store
   if (disk_tier_.store != nullptr) {
     // Keep what the prefix cache holds for the next context: device and host entries not
     // yet on disk are written there while slots last.
@@ -147,7 +165,7 @@ KvCacheManager::~KvCacheManager() {
     }
     PersistIndexIfDirty(/*now=*/true);
   }
-  if (host_memory_ != nullptr) backend_->FreeHostMemory(host_memory_);
+  host_region_.reset();  // unpins what was pinned, releases the region
   if (staging_.memory != nullptr) backend_->FreeHostMemory(staging_.memory);
 }
 

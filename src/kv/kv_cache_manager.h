@@ -47,8 +47,23 @@
 // disk slot are held, the slot in no cache map (so neither evicted nor read); a prefix
 // match of the block first waits for the write, then reads it back as a disk hit. A failed
 // write drops the block (io_errors, blocks_dropped).
+// Tier preparation: Create returns before the lower tiers are ready, whatever their size.
+// The host region is reserved at once and, on backends that pin host memory (CUDA), pinned
+// on a background thread a chunk at a time (HostTierMemory); the disk file is opened,
+// locked and reserved up to TierPreparationOptions::disk_bytes_at_create, the rest on a
+// second background thread (ChunkedPreparer over DiskBlockStore::PreallocateSlots). The
+// budgets are fixed and exact from the start (capacity, admission), but a tier's pool hands
+// out only the slots prepared so far: AdmitPreparedSlots (at every step, and before a slot
+// is taken) makes the newly prepared ones free, on the stepping thread, so counts, stats and
+// VerifyIntegrity stay exact while chunks arrive. Nothing waits for preparation: a host
+// slot wanted before its chunk is pinned is not there, as when the host tier is full (a
+// swap goes to disk or recomputes, a write-back or read-ahead is skipped). A preparation
+// that fails (pinning refused, a disk found full late) stops there for good: the tier keeps
+// what was prepared, the failure is in preparation_error() (a disk one counted in
+// io_errors once). Destruction cancels both, waiting at most for the chunk in progress.
 // Not thread-safe: driven under the engine lock by the stepping thread (the I/O threads
-// touch only their jobs' host bytes and disk slots).
+// touch only their jobs' host bytes and disk slots; the preparation threads only pin host
+// memory the pools do not hand out yet and reserve file space no slot uses yet).
 #ifndef KVTIER_KV_KV_CACHE_MANAGER_H_
 #define KVTIER_KV_KV_CACHE_MANAGER_H_
 
@@ -67,8 +82,11 @@
 #include "absl/status/statusor.h"
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
+#include "kv/chunked_preparer.h"
 #include "kv/disk_jobs.h"
+#include "kv/host_tier_memory.h"
 #include "kv/lru_set.h"
+#include "kv/tier_preparation.h"
 
 namespace kvtier {
 
@@ -91,6 +109,7 @@ struct KvCacheOptions {
   FileIo* file_io = nullptr;        // nullptr = the real file system
   uint64_t model_fingerprint = 0;   // keys the prefix cache and the disk file
   bool prefix_cache = true;
+  TierPreparationOptions preparation;  // host pinning and disk reservation in the background
 };
 
 // Counters the statistics report; monotonically increasing except *_used.
@@ -243,6 +262,7 @@ class KvCacheManager {
   // Lands finished async copies and disk writes without waiting (copies are also landed
   // inside every operation; disk writes at step start and when an eviction needs one).
   void PollCopies() {
+    AdmitPreparedSlots();
     FinishCopies(0);
     LandDiskJobs();
   }
@@ -255,6 +275,19 @@ class KvCacheManager {
   void DrainDiskWrites() {
     if (disk_tier_.jobs != nullptr) AwaitDiskJob(disk_tier_.jobs->last_write());
   }
+
+  // Makes the host and disk slots prepared in the background since the last call usable
+  // (see the top), and notes a preparation that failed. Cheap: two atomic loads when
+  // nothing changed. Called by every step and before a host or disk slot is taken.
+  void AdmitPreparedSlots();
+  // Blocks until both preparations have ended (complete, failed), then admits what they
+  // prepared: tests, and callers that want the whole tiers before they start.
+  void WaitForPreparedTiers();
+  // Slots of the tier usable now (prepared and admitted): capacity_blocks once prepared.
+  int64_t ready_blocks(Tier tier) const { return pool(tier).num_available(); }
+  // Why the tier's preparation stopped early, once AdmitPreparedSlots has seen it; empty
+  // otherwise.
+  const std::string& preparation_error(Tier tier) const { return preparation_[static_cast<int>(tier)].error; }
 
   // Bytes per block; used/peak blocks per tier.
   size_t block_bytes() const { return block_bytes_; }
@@ -323,7 +356,7 @@ class KvCacheManager {
   // device block holds one reference of its own (the cache's), so "unreferenced" means ref
   // count 1 there; host and disk cached slots hold none but the cache's entry.
   struct TierState {
-    explicit TierState(int64_t num_blocks) : pool(num_blocks) {}
+    TierState(int64_t num_blocks, int64_t num_available) : pool(num_blocks, num_available) {}
     BlockPool pool;
     LruSet lru;
     absl::flat_hash_map<BlockHash, int32_t> by_hash;
@@ -340,6 +373,8 @@ class KvCacheManager {
   // so that its threads are joined before the store closes.
   struct DiskTier {
     std::unique_ptr<DiskBlockStore> store;
+    // Reserves the file's slots past what Open reserved (null when none were left).
+    std::unique_ptr<ChunkedPreparer> preparer;
     std::unique_ptr<DiskJobs> jobs;
     bool index_dirty = false;
     std::optional<DiskJobId> index_save;  // the index save not landed yet
@@ -457,6 +492,8 @@ class KvCacheManager {
   BlockHash PromptBlockHash(std::optional<BlockHash> parent, std::span<const int32_t> tokens, int64_t i) const;
   // The invariants of the host and disk tiers (kv_cache_integrity.cc).
   absl::Status VerifyLowerTier(Tier tier) const;
+  // Records how a tier's background preparation ended (kv_cache_preparation.cc).
+  void NotePreparationEnd(Tier tier, const absl::Status& status);
 
   static constexpr std::chrono::milliseconds kIndexSaveInterval{1000};  // between index saves
 
@@ -465,7 +502,14 @@ class KvCacheManager {
   const size_t block_bytes_;
   TierState tiers_[kNumTiers];
   const uint64_t instance_tag_;     // random: keys SwapTag to this manager
-  uint8_t* host_memory_ = nullptr;  // (host_blocks, block_bytes) from the backend
+  std::unique_ptr<HostTierMemory> host_region_;  // null without a host tier
+  uint8_t* host_memory_ = nullptr;  // (host_blocks, block_bytes): host_region_'s bytes
+  // How each lower tier's preparation ended, once AdmitPreparedSlots saw it end.
+  struct Preparation {
+    bool ended = false;
+    std::string error;
+  };
+  Preparation preparation_[kNumTiers];
   StagingBuffers staging_;          // from the backend, with a disk tier
   DiskTier disk_tier_;
   InFlightCopies copies_;

@@ -232,7 +232,8 @@ absl::StatusOr<std::vector<std::string>> RandomCheckpointFiles(const RandomCheck
   return files;
 }
 
-absl::Status WriteRandomCheckpoint(const RandomCheckpointSpec& spec, const std::string& directory) {
+absl::Status WriteRandomCheckpoint(const RandomCheckpointSpec& spec, const std::string& directory,
+                                   const ProgressFn& progress) {
   ASSIGN_OR_RETURN(ModelConfig config, RandomCheckpointConfig(spec));
   ASSIGN_OR_RETURN(std::vector<std::string> files, RandomCheckpointFiles(spec));
   std::error_code ec;
@@ -258,7 +259,9 @@ absl::Status WriteRandomCheckpoint(const RandomCheckpointSpec& spec, const std::
     generation["eos_token_id"] = config.eos_token_ids;
   }
   RETURN_IF_ERROR(WriteText(directory + "/generation_config.json", generation.dump(2) + "\n"));
-  return WriteSafetensorsCheckpoint(directory, RandomTensors(spec, config), WriteOptions(spec));
+  SafetensorsWriteOptions options = WriteOptions(spec);
+  options.progress = progress;
+  return WriteSafetensorsCheckpoint(directory, RandomTensors(spec, config), options);
 }
 
 }  // namespace kvtier

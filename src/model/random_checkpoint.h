@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/progress.h"
 #include "model/config.h"
 #include "model/tensor.h"
 
@@ -62,8 +63,10 @@ absl::StatusOr<std::vector<std::string>> RandomCheckpointFiles(const RandomCheck
 // Writes those files into `directory` (created if missing), replacing files of the same
 // names and deleting nothing. FailedPrecondition, before anything is written, when a
 // model.safetensors.index.json it would not replace exists there (it would shadow the new
-// single-file weights).
-absl::Status WriteRandomCheckpoint(const RandomCheckpointSpec& spec, const std::string& directory);
+// single-file weights). `progress` (may be empty) hears the stage "weights" (tensor bytes
+// written); Cancelled when it asks to stop.
+absl::Status WriteRandomCheckpoint(const RandomCheckpointSpec& spec, const std::string& directory,
+                                   const ProgressFn& progress = {});
 
 }  // namespace kvtier
 

@@ -2,12 +2,14 @@
 // the header): counters are atomics, SaveIndex holds index_mu_.
 #include "storage/disk_block_store.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "storage/coding.h"
 #include "storage/crc32c.h"
@@ -78,12 +80,17 @@ absl::StatusOr<std::unique_ptr<DiskBlockStore>> DiskBlockStore::Open(
   geometry.block_tokens = options.block_tokens;
   geometry.model_fingerprint = options.model_fingerprint;
   FileIo* io = options.io != nullptr ? options.io : DefaultFileIo();
+  const int64_t reserved_slots =
+      std::clamp<int64_t>(options.slots_reserved_at_open.value_or(options.num_slots), 0, options.num_slots);
   ASSIGN_OR_RETURN(
       std::unique_ptr<RandomAccessFile> file,
       io->OpenForReadWrite(options.path,
-                           static_cast<int64_t>(slot_bytes) * options.num_slots));
+                           static_cast<int64_t>(slot_bytes) * reserved_slots));
+  ASSIGN_OR_RETURN(const int64_t file_size, file->Size());
   std::unique_ptr<DiskBlockStore> store(
       new DiskBlockStore(options.path, geometry, io, std::move(file)));
+  store->slots_in_file_at_open_ =
+      std::min<int64_t>(options.num_slots, file_size / static_cast<int64_t>(slot_bytes));
   store->LoadIndex();
   return store;
 }
@@ -112,6 +119,7 @@ void DiskBlockStore::LoadIndex() {
   if (IsIoError(entries.status())) io_errors_.fetch_add(1, std::memory_order_relaxed);
   index_ignored_.fetch_add(1, std::memory_order_relaxed);
   index_ignored_reason_ = absl::StrCat(index, ": ", entries.status().message());
+  Log(LogLevel::kWarn, "disk tier: index ", index_ignored_reason_, "; the cached blocks it listed are not used");
 }
 
 absl::Status DiskBlockStore::CheckSlot(int64_t slot) const {
@@ -125,6 +133,14 @@ absl::Status DiskBlockStore::CheckSlot(int64_t slot) const {
 absl::Status DiskBlockStore::CountIo(absl::Status status) {
   if (IsIoError(status)) io_errors_.fetch_add(1, std::memory_order_relaxed);
   return status;
+}
+
+absl::Status DiskBlockStore::PreallocateSlots(int64_t begin, int64_t end) {
+  if (begin < 0 || end > geometry_.num_slots || begin > end) {
+    return absl::InvalidArgumentError(absl::StrCat("disk slots [", begin, ", ", end, ") outside [0, ",
+                                                   geometry_.num_slots, "]"));
+  }
+  return CountIo(file_->Allocate(begin * slot_bytes_, (end - begin) * slot_bytes_));
 }
 
 absl::Status DiskBlockStore::Write(int64_t slot, uint64_t block_hash, int32_t token_count,
@@ -147,9 +163,15 @@ absl::Status DiskBlockStore::Write(int64_t slot, uint64_t block_hash, int32_t to
   uint8_t header[kSlotHeaderBytes];
   EncodeHeader(h, header);
   const int64_t offset = slot * slot_bytes_;
-  RETURN_IF_ERROR(CountIo(file_->Pwrite(offset + static_cast<int64_t>(kSlotHeaderBytes), data, n)));
-  RETURN_IF_ERROR(CountIo(file_->Pwrite(offset, header, kSlotHeaderBytes)));
-  RETURN_IF_ERROR(CountIo(file_->Sync()));
+  auto failed = [&](const absl::Status& status) {
+    Log(LogLevel::kWarn, "disk tier: write of slot ", slot, " to ", path_, " failed: ", status.message(),
+        "; the block is not kept on disk");
+    return status;
+  };
+  absl::Status written = CountIo(file_->Pwrite(offset + static_cast<int64_t>(kSlotHeaderBytes), data, n));
+  if (written.ok()) written = CountIo(file_->Pwrite(offset, header, kSlotHeaderBytes));
+  if (written.ok()) written = CountIo(file_->Sync());
+  if (!written.ok()) return failed(written);
   writes_.fetch_add(1, std::memory_order_relaxed);
   bytes_written_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
   return absl::OkStatus();
@@ -163,7 +185,10 @@ absl::Status DiskBlockStore::Read(int64_t slot, uint64_t expected_hash, void* ou
   RETURN_IF_ERROR(CountIo(file_->Pread(offset, kSlotHeaderBytes, header)));
   auto corrupt = [&](const std::string& what) {
     corrupt_detected_.fetch_add(1, std::memory_order_relaxed);
-    return absl::DataLossError(absl::StrCat("slot ", slot, " of ", path_, ": ", what));
+    absl::Status status = absl::DataLossError(absl::StrCat("slot ", slot, " of ", path_, ": ", what));
+    Log(LogLevel::kWarn, "disk tier: corrupt block detected: ", status.message(),
+        "; not used (a miss: the tokens are recomputed)");
+    return status;
   };
   if (coding::GetFixed32(header + kMagicAt) != kSlotMagic) {
     return corrupt("bad magic (empty, foreign or overwritten slot)");
@@ -203,7 +228,12 @@ absl::Status DiskBlockStore::SaveIndex(const std::vector<DiskIndexEntry>& entrie
   RETURN_IF_ERROR(ValidateDiskIndexEntries(geometry_, entries));
   const std::string contents = EncodeDiskIndex(geometry_, entries);
   absl::MutexLock lock(&index_mu_);
-  return CountIo(io_->WriteFileAtomically(index_path(), contents));
+  absl::Status saved = CountIo(io_->WriteFileAtomically(index_path(), contents));
+  if (!saved.ok()) {
+    Log(LogLevel::kWarn, "disk tier: saving the index ", index_path(), " failed: ", saved.message(),
+        "; it is saved again at the next step that changes it");
+  }
+  return saved;
 }
 
 DiskBlockStore::Counters DiskBlockStore::counters() const {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ struct DiskStoreOptions {
   uint64_t model_fingerprint = 0;
   int64_t block_tokens = 0;   // tokens per block; token counts are checked against it when > 0
   FileIo* io = nullptr;       // nullptr = DefaultFileIo(); must outlive the store
+  // Slots whose space Open reserves before it returns; nullopt = all of them. The caller
+  // reserves the others with PreallocateSlots before it uses them (the KV manager does it
+  // on a background thread, so that a large file does not hold up context creation).
+  std::optional<int64_t> slots_reserved_at_open;
 };
 
 // Slot layout: slot i starts at i * slot_bytes() (a multiple of 4096); its first
@@ -52,8 +57,8 @@ class DiskBlockStore {
     int64_t index_ignored = 0;     // index files ignored at Open (corrupt or foreign)
   };
 
-  // Creates/preallocates `path` (num_slots * slot_bytes()) and loads `path + ".index"` if
-  // present. An index recorded for another geometry (num_slots, block_bytes, block_tokens) or
+  // Creates/preallocates `path` (num_slots * slot_bytes(), or the slots_reserved_at_open
+  // first slots of it) and loads `path + ".index"` if present. An index recorded for another geometry (num_slots, block_bytes, block_tokens) or
   // model fingerprint, or one that is truncated, corrupt or unreadable, is ignored — the store
   // starts empty and counts it in index_ignored — it never fails the open. InvalidArgument for
   // bad options; IoError when the file cannot be created or preallocated (full disk).
@@ -74,6 +79,16 @@ class DiskBlockStore {
   int64_t file_bytes() const { return slot_bytes_ * geometry_.num_slots; }
   const std::string& path() const { return path_; }
   std::string index_path() const { return path_ + ".index"; }
+
+  // Slots the file had room for when Open returned (its size then, in whole slots): at
+  // least slots_reserved_at_open, all of them for a file prepared by an earlier store.
+  int64_t slots_in_file_at_open() const { return slots_in_file_at_open_; }
+  // Reserves the space of slots [begin, end) in the file (posix_fallocate). Slots are
+  // written only once reserved: then a full disk shows here, not as a failed block write.
+  // Not synced: a slot's Write syncs what reading it back needs. May run concurrently with
+  // Read and Write of other slots. IoError when the disk is full; InvalidArgument for a bad
+  // range.
+  absl::Status PreallocateSlots(int64_t begin, int64_t end);
 
   // Writes block_bytes() bytes of `data` into `slot` with its header and makes them durable
   // (Sync) before returning. IoError on failure: the slot's content is then undefined (a later
@@ -112,6 +127,7 @@ class DiskBlockStore {
   const int64_t slot_bytes_;
   FileIo* const io_;
   const std::unique_ptr<RandomAccessFile> file_;
+  int64_t slots_in_file_at_open_ = 0;      // set in Open, then immutable
   std::vector<DiskIndexEntry> recovered_;  // set in Open, then immutable
   std::string index_ignored_reason_;       // set in Open, then immutable
   absl::Mutex index_mu_;                   // serialises SaveIndex (one .tmp file)

@@ -99,6 +99,20 @@ class PosixFile final : public RandomAccessFile {
     return absl::OkStatus();
   }
 
+  absl::Status Allocate(int64_t offset, int64_t n) override {
+    if (offset < 0 || n < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("negative range ", offset, "+", n, " for ", path_));
+    }
+    if (n == 0) return absl::OkStatus();
+    // posix_fallocate returns the error number instead of setting errno.
+    const int err = ::posix_fallocate(fd_, static_cast<off_t>(offset), static_cast<off_t>(n));
+    if (err != 0) {
+      return IoError(absl::StrCat("preallocating ", n, " bytes at ", offset, " for ", path_, ": ",
+                                  std::strerror(err)));
+    }
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<int64_t> Size() override {
     struct stat st;
     if (::fstat(fd_, &st) != 0) return ErrnoError("stat of", path_, errno);

@@ -27,6 +27,10 @@ class RandomAccessFile {
   virtual absl::Status Pwrite(int64_t offset, const void* data, size_t n) = 0;
   // Makes the data written so far durable (fdatasync).
   virtual absl::Status Sync() = 0;
+  // Reserves space for [offset, offset + n) (posix_fallocate), growing the file when it ends
+  // before; bytes already there are kept. A full disk is an IoError naming the path and the
+  // range. May run while other threads read and write other ranges of the file.
+  virtual absl::Status Allocate(int64_t offset, int64_t n) = 0;
   virtual absl::StatusOr<int64_t> Size() = 0;
 };
 

@@ -142,6 +142,7 @@ usage)
   usage_error run "unexpected argument 'stray'" --model $m --prompt-ids 1 stray
   usage_error run "unexpected argument '3,4'" --model $m --prompt-ids 1,2 3,4
   usage_error run "--json takes no value" --model $m --prompt-ids 1 --json=1
+  usage_error run "--metrics: needs a value (FILE)" --model $m --prompt-ids 1 --metrics
   usage_error run "--model is required" --prompt-ids 1
   usage_error run "give at least one --prompt-ids or --prompt" --model $m
   usage_error mkmodel "--layers: -1 is out of range [1, 2147483647]" --out "$work/unused" --layers -1
@@ -155,7 +156,7 @@ usage)
   usage_error inspect "unexpected argument 'dir'" --model "$work" dir
   usage_error tokenize "unknown option --special" --tokenizer x --special
   usage_error detokenize "--tokenizer is required"
-  usage_error bench "--workload: unknown workload 'W9' (W1..W7, W6b, all)" --workload W1,W9
+  usage_error bench "--workload: unknown workload 'W9' (W1..W7, W6b, C<N>, all)" --workload W1,W9
   usage_error bench "--time-limit: 0 is out of range (0, 1e+06]" --time-limit 0
   ;;
 
@@ -220,6 +221,10 @@ run)
   expect_re 0 out '"finish_reason": "length"' run --model "$model" --backend cpu --prompt-ids 1,2,3 --prompt-ids 4 --max-tokens 2 --json
   expect_re 2 err '^kvtier run: sequence 0: .*vocab' run --model "$model" --backend cpu --prompt-ids 1,2,999999 --max-tokens 2
   expect_re 1 err '^kvtier run: ' run --model "$work/no-such-model" --prompt-ids 1
+  expect 1 err "kvtier run: --metrics: cannot write $work/no-such-dir/m.prom" run --model "$model" --backend cpu \
+    --prompt-ids 1,2 --max-tokens 1 --metrics "$work/no-such-dir/m.prom"
+  expect 0 out 'kvtier_generated_tokens_total 1' run --model "$model" --backend cpu --prompt-ids 1,2 \
+    --max-tokens 1 --ignore-eos --json --metrics -
   ;;
 
 signal)
@@ -263,6 +268,9 @@ bench)
   usage_error bench "W1-W6 need --model DIR (a Llama-3-8B-shape checkpoint) or --make-model DIR (writes a random one, about 15 GiB, into DIR/llama3-8b)"
   usage_error bench "W7 needs --small-model DIR or --make-model DIR" --workload W7
   usage_error bench "W5, W6 and W6b need --tier-dir DIR for their disk-tier files (32.0 GiB for W5, 16.0 GiB for W6)" --workload W5 --model "$model"
+  usage_error bench "C<N> needs --tier-dir DIR for its disk-tier file (8.0 GiB)" --workload C1 --model "$model"
+  usage_error bench "C<N> on the cpu backend needs --small-model DIR or --make-model DIR" --workload C0,C1 --backend cpu \
+    --tier-dir "$work/unused"
   expect 1 err "kvtier bench: --model: $work/nowhere holds no config.json" bench --workload W1 --model "$work/nowhere"
   rm -rf "$work/occupied" && mkdir -p "$work/occupied/small-llama" && echo notes >"$work/occupied/small-llama/notes.txt"
   expect 1 err "kvtier bench: $work/occupied/small-llama is not empty and holds no complete small-llama checkpoint (config.json is missing); bench writes a checkpoint only into an empty directory: remove it or pass another --make-model DIR" bench --workload W7 --make-model "$work/occupied"

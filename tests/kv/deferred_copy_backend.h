@@ -44,6 +44,11 @@ class DeferredCopyBackend final : public Backend {
   }
   absl::StatusOr<void*> AllocateHostMemory(size_t bytes) override { return inner_->AllocateHostMemory(bytes); }
   void FreeHostMemory(void* ptr) override { inner_->FreeHostMemory(ptr); }
+  bool PinsHostMemory() const override { return inner_->PinsHostMemory(); }
+  absl::StatusOr<void*> ReserveHostMemory(size_t bytes) override { return inner_->ReserveHostMemory(bytes); }
+  absl::Status PinHostMemory(void* ptr, size_t bytes) override { return inner_->PinHostMemory(ptr, bytes); }
+  void UnpinHostMemory(void* ptr, size_t bytes) override { inner_->UnpinHostMemory(ptr, bytes); }
+  void ReleaseHostMemory(void* ptr, size_t bytes) override { inner_->ReleaseHostMemory(ptr, bytes); }
 
   absl::Status CopyBlocksToHost(std::span<const BlockCopy> copies) override {
     return inner_->CopyBlocksToHost(copies);

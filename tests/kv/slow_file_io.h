@@ -62,6 +62,7 @@ class SlowFileIo final : public FileIo {
       return inner_->Pwrite(offset, data, n);
     }
     absl::Status Sync() override { return inner_->Sync(); }
+    absl::Status Allocate(int64_t offset, int64_t n) override { return inner_->Allocate(offset, n); }
     absl::StatusOr<int64_t> Size() override { return inner_->Size(); }
 
    private:

@@ -27,6 +27,7 @@ class FakeFileIo::File final : public RandomAccessFile {
     return io_->Pwrite(path_, bytes_, offset, data, n);
   }
   absl::Status Sync() override { return io_->Sync(path_); }
+  absl::Status Allocate(int64_t offset, int64_t n) override { return io_->Allocate(path_, bytes_, offset, n); }
   absl::StatusOr<int64_t> Size() override {
     std::lock_guard<std::mutex> lock(io_->mu_);
     return static_cast<int64_t>(bytes_->size());
@@ -193,6 +194,24 @@ absl::Status FakeFileIo::Pwrite(const std::string& path, const Bytes& bytes, int
   }
   std::memcpy(bytes->data() + offset, data, to_write);
   return result;
+}
+
+absl::Status FakeFileIo::Allocate(const std::string& path, const Bytes& bytes, int64_t offset, int64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (offset < 0 || n < 0) return absl::InvalidArgumentError(absl::StrCat("negative range for ", path));
+  auto it = files_.find(path);
+  const bool counted = it != files_.end() && it->second == bytes;
+  const auto old_size = static_cast<int64_t>(bytes->size());
+  const int64_t grow = offset + n - old_size;
+  if (grow <= 0) return absl::OkStatus();
+  if (counted && capacity_.has_value() && used_ + grow > *capacity_) {
+    ++counters_.no_space;
+    return IoError(absl::StrCat("preallocating ", n, " bytes at ", offset, " for ", path,
+                                ": No space left on device"));
+  }
+  bytes->resize(static_cast<size_t>(old_size + grow), '\0');
+  if (counted) used_ += grow;
+  return absl::OkStatus();
 }
 
 absl::Status FakeFileIo::Sync(const std::string& path) {

@@ -96,6 +96,9 @@ class FakeFileIo final : public FileIo {
   absl::Status Pwrite(const std::string& path, const Bytes& bytes, int64_t offset,
                       const void* data, size_t n);
   absl::Status Sync(const std::string& path);
+  // RandomAccessFile::Allocate: only the capacity can refuse it (ENOSPC); it consumes none
+  // of the armed faults, which model writes, reads and syncs.
+  absl::Status Allocate(const std::string& path, const Bytes& bytes, int64_t offset, int64_t n);
 
   // std::mutex, not absl::Mutex: the system abseil is not built with ThreadSanitizer
   // annotations, and this fake is used from the KV manager's disk I/O thread and the

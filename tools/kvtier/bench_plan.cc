@@ -5,11 +5,15 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <string>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "bench_context.h"
 #include "bench_tiers.h"
 #include "disk_space.h"
 #include "model/random_checkpoint.h"
+#include "progress_bar.h"
 
 namespace kvtier::cli::bench {
 namespace {
@@ -63,8 +67,13 @@ absl::Status CheckGiven(const char* flag, const std::string& dir) {
 
 absl::StatusOr<BenchPlan> PlanBench(const BenchPlanInput& input) {
   BenchPlan plan;
-  const bool needs_model = std::any_of(input.workloads.begin(), input.workloads.end(),
-                                       [](const std::string& id) { return id != "W7"; });
+  const bool context_create = std::any_of(input.workloads.begin(), input.workloads.end(),
+                                          [](const std::string& id) { return ContextCreateHostGib(id).has_value(); });
+  // C<N> runs W7's model on the cpu backend.
+  const bool small_context_create = context_create && input.backend == "cpu";
+  const bool needs_model = std::any_of(input.workloads.begin(), input.workloads.end(), [&](const std::string& id) {
+    return id != "W7" && !(small_context_create && ContextCreateHostGib(id).has_value());
+  });
   if (needs_model) {
     if (!input.model.empty()) {
       if (absl::Status s = CheckGiven("--model", input.model); !s.ok()) return s;
@@ -80,7 +89,7 @@ absl::StatusOr<BenchPlan> PlanBench(const BenchPlanInput& input) {
           "about 15 GiB, into DIR/llama3-8b)");
     }
   }
-  if (Has(input, "W7")) {
+  if (Has(input, "W7") || small_context_create) {
     if (!input.small_model.empty()) {
       if (absl::Status s = CheckGiven("--small-model", input.small_model); !s.ok()) return s;
       plan.small_model_dir = input.small_model;
@@ -90,7 +99,9 @@ absl::StatusOr<BenchPlan> PlanBench(const BenchPlanInput& input) {
       if (!write.ok()) return write.status();
       plan.write_small_model = *write;
     } else {
-      return absl::InvalidArgumentError("W7 needs --small-model DIR or --make-model DIR");
+      return absl::InvalidArgumentError(Has(input, "W7") ? "W7 needs --small-model DIR or --make-model DIR"
+                                                         : "C<N> on the cpu backend needs --small-model DIR or "
+                                                           "--make-model DIR");
     }
   }
   for (const auto& [write, preset, dir] : {std::tuple{plan.write_model, kModelPreset, plan.model_dir},
@@ -104,6 +115,15 @@ absl::StatusOr<BenchPlan> PlanBench(const BenchPlanInput& input) {
   if (tiers && input.tier_dir.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("W5, W6 and W6b need --tier-dir DIR for their disk-tier files (",
                                                    GiB(kW5DiskBytes), " for W5, ", GiB(kW6DiskBytes), " for W6)"));
+  }
+  if (context_create && input.tier_dir.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("C<N> needs --tier-dir DIR for its disk-tier file (", GiB(kContextCreateDiskBytes), ")"));
+  }
+  if (context_create) {
+    plan.writes.push_back({"C<N> disk tier (deleted after each)",
+                           (fs::path(input.tier_dir) / kContextCreateDiskFile).string(), kContextCreateDiskBytes,
+                           true});
   }
   const std::string w6_file = (fs::path(input.tier_dir) / kW6DiskFile).string();
   if (Has(input, "W5")) {
@@ -161,7 +181,14 @@ absl::Status WritePlannedCheckpoints(const BenchPlan& plan, FILE* log) {
     if (!spec.ok()) return spec.status();
     const auto t0 = std::chrono::steady_clock::now();
     std::fprintf(log, "bench: writing a random %s checkpoint to %s ...\n", preset, dir.c_str());
-    if (absl::Status s = WriteRandomCheckpoint(*spec, dir); !s.ok()) return s;
+    ProgressBar progress(std::string("bench: writing ") + preset);
+    absl::Status written =
+        WriteRandomCheckpoint(*spec, dir, [&progress](std::string_view stage, int64_t done, int64_t total) {
+          progress.Update(std::string(stage), done, total);
+          return true;
+        });
+    progress.Finish();
+    if (!written.ok()) return written;
     std::fprintf(log, "bench: wrote %s in %.1f s\n", dir.c_str(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }

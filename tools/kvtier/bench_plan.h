@@ -17,11 +17,12 @@
 namespace kvtier::cli::bench {
 
 struct BenchPlanInput {
-  std::set<std::string> workloads;  // W1..W7, W6b
+  std::set<std::string> workloads;  // W1..W7, W6b, C<N>
   std::string model;                // --model ("" = none)
   std::string small_model;          // --small-model
   std::string make_model_dir;       // --make-model
   std::string tier_dir;             // --tier-dir
+  std::string backend = "cuda";     // --backend: C<N> runs W7's model on cpu, the 8B one elsewhere
 };
 
 struct PlannedWrite {

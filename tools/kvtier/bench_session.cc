@@ -2,6 +2,7 @@
 #include "bench_session.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -36,6 +37,7 @@ json BenchSession::Record(const std::string& id, const WorkloadSpec& w, const Ru
             {"all_first_token_s", r.all_first_s}, {"decode_s", r.decode_s}, {"generated", r.generated},
             {"decode_tokens", r.decode_tokens}, {"steps", r.steps},
             {"gpu_peak_process_mib_nvidia_smi", r.peak_process_mib}, {"gpu_peak_device_mib_nvidia_smi", r.peak_device_mib}};
+  if (!std::isnan(r.context_create_s)) j["context_create_s"] = r.context_create_s;
   if (!r.stats.is_null()) {
     j["gpu_allocs_after_init"] = r.stats.value("gpu_allocs_after_init", -1);
     j["preemptions"] = r.stats.value("preemptions", -1);

@@ -7,6 +7,7 @@
 
 #include "cuda_env.h"
 #include "interrupt.h"
+#include "progress_bar.h"
 
 namespace kvtier::cli::bench {
 namespace {
@@ -97,11 +98,23 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
     }
   }
   if (sampler) sampler->ResetPeaks();
+  // Context creation, then the finished sequences, on the progress bar; a signal stops the
+  // creation too.
+  ProgressBar progress("bench " + w.id);
+  progress.CancelWhen([] { return InterruptSignal() != 0; });
+  kvt_options_set_progress_callback(h.options, ProgressBar::Callback, &progress);
+  const auto t_create = Clock::now();
   if (kvt_status s = existing != nullptr ? KVT_OK : kvt_context_create(model, h.options, &h.context, err, sizeof err);
       s != KVT_OK) {
+    if (const int signal_number = InterruptSignal(); s == KVT_ERR_CANCELLED && signal_number != 0) {
+      r.interrupt_signal = signal_number;
+      r.error = std::string("context creation interrupted by ") + InterruptName(signal_number);
+      return r;
+    }
     r.error = std::string("context: ") + kvt_status_string(s) + ": " + err;
     return r;
   }
+  if (existing == nullptr) r.context_create_s = Seconds(t_create, Clock::now());
   const int32_t vocab = kvt_model_vocab_size(model);
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> dist(1, vocab - 1);
@@ -160,6 +173,8 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
   int with_first = 0;
   Clock::time_point t_all_first = t0;
   int64_t errors = 0;
+  int finished = 0;
+  progress.Update("sequences", 0, w.num_seqs);
   while (kvt_context_num_unfinished(h.context) > 0) {
     if (const int signal_number = InterruptSignal(); signal_number != 0) {
       CancelAll(h.context, h.events, produced);
@@ -179,6 +194,7 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
       int32_t token = 0, reason = 0;
       kvt_events_get(h.events, i, &seq, &token, &reason);
       if (reason == KVT_FINISH_REASON_ERROR || reason == KVT_FINISH_REASON_CANCELLED) ++errors;
+      if (reason != KVT_FINISH_REASON_NONE) progress.Update("sequences", ++finished, w.num_seqs);
       if (token == KVT_NO_TOKEN) continue;
       if (w.sampler_controls) {  // read as a consumer would
         float logprob = 0, top_logprobs[5];

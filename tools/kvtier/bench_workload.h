@@ -50,6 +50,7 @@ struct RunResult {
   json stats;
   int64_t peak_process_mib = 0, peak_device_mib = 0;
   int interrupt_signal = 0;  // SIGINT/SIGTERM ended it early (sequences cancelled)
+  double context_create_s = NAN;  // kvt_context_create; NaN when run in an existing context
 };
 
 

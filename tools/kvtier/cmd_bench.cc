@@ -8,18 +8,21 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench_context.h"
 #include "bench_plan.h"
 #include "bench_session.h"
 #include "bench_tiers.h"
 #include "command.h"
 #include "command_line.h"
 #include "interrupt.h"
+#include "progress_bar.h"
 
 namespace kvtier::cli {
 namespace {
@@ -30,7 +33,9 @@ constexpr char kDescription[] =
     "Runs the workloads of docs/WORKLOADS.md through the C API and prints figure / limit / baseline.\n"
     "Before writing anything it lists what it will write (checkpoints, disk-tier files) and checks\n"
     "the free space. W6 leaves TIER_DIR/w6.kvdisk behind; `--workload W6b` in a NEW process then\n"
-    "runs the same prompts over that file (disk hits after a restart). W6b is not part of `all`.";
+    "runs the same prompts over that file (disk hits after a restart). W6b is not part of `all`.\n"
+    "C<N> (e.g. C0,C32,C96; not part of `all`): creating a context with an N GiB host tier and an\n"
+    "8 GiB disk tier in TIER_DIR, on --backend (cpu: W7's model).";
 
 const std::vector<std::string> kWorkloads = {"W1", "W2", "W3", "W4", "W5", "W6", "W6b", "W7"};
 
@@ -44,12 +49,13 @@ struct BenchFlags {
 
 void AddFlags(CommandLine* cl, BenchFlags* f) {
   CommandLine::Normalized(
-      cl->AddStrings("--workload", &f->workloads, "comma-separated W1..W7, W6b or all (repeatable; default all)",
+      cl->AddStrings("--workload", &f->workloads, "comma-separated W1..W7, W6b, C<N> or all (repeatable; default all)",
                      "LIST"),
       [](absl::string_view text) -> absl::StatusOr<std::string> {
         for (absl::string_view id : absl::StrSplit(text, ',')) {
-          if (id != "all" && std::find(kWorkloads.begin(), kWorkloads.end(), id) == kWorkloads.end()) {
-            return absl::InvalidArgumentError(absl::StrCat("unknown workload '", id, "' (W1..W7, W6b, all)"));
+          if (id != "all" && std::find(kWorkloads.begin(), kWorkloads.end(), id) == kWorkloads.end() &&
+              !bench::ContextCreateHostGib(std::string(id))) {
+            return absl::InvalidArgumentError(absl::StrCat("unknown workload '", id, "' (W1..W7, W6b, C<N>, all)"));
           }
         }
         return std::string(text);
@@ -61,7 +67,7 @@ void AddFlags(CommandLine* cl, BenchFlags* f) {
                 "write the random checkpoints --model / --small-model do not give into DIR/llama3-8b and "
                 "DIR/small-llama (reused when complete)",
                 "DIR");
-  cl->AddString("--tier-dir", &f->tier_dir, "where W5/W6/W6b put their disk-tier files (needed by them)", "DIR");
+  cl->AddString("--tier-dir", &f->tier_dir, "where W5/W6/W6b/C<N> put their disk-tier files (needed by them)", "DIR");
   cl->AddString("--json", &f->json, "write the results JSON (also after every workload)", "FILE");
   cl->AddString("--ceilings", &f->ceilings, "output of ceilings.py (its RESULT line): limits from measured ceilings",
                 "FILE");
@@ -71,8 +77,8 @@ void AddFlags(CommandLine* cl, BenchFlags* f) {
   cl->AddReal("--time-limit", &f->time_limit, 0, 1e6, "per-workload wall-clock cap in seconds (default 150)", true,
               "S");
   cl->AddChoice("--backend", &f->backend, {"auto", "cpu", "cuda"}, "GPU workloads' backend (default cuda)");
-  cl->AddReal("--tier-time-limit", &f->tier_time_limit, 0, 1e6, "cap for W5/W6/W6b (default: --time-limit)", true,
-              "S");
+  cl->AddReal("--tier-time-limit", &f->tier_time_limit, 0, 1e6, "cap for W5/W6/W6b/C<N> (default: --time-limit)",
+              true, "S");
   cl->AddSwitch("--sampler-controls", &f->sampler_controls,
                 "W2 runs again right after with log-probabilities (5 alternatives), every penalty and a logit "
                 "bias on (W2s: target >= 90% of the plain W2 decode tok/s; JSON workloads.W2_sampler_controls)");
@@ -208,6 +214,7 @@ int BenchMain(int argc, char** argv) {
   input.small_model = f.small_model;
   input.make_model_dir = f.make_model;
   input.tier_dir = f.tier_dir;
+  input.backend = f.backend;
   absl::StatusOr<bench::BenchPlan> plan = bench::PlanBench(input);
   if (!plan.ok()) {
     if (plan.status().code() == absl::StatusCode::kInvalidArgument) return cl.UsageError(plan.status().message());
@@ -238,10 +245,27 @@ int BenchMain(int argc, char** argv) {
       bench::RunW7(plan->small_model_dir, &s);
       continue;
     }
+    const std::optional<int64_t> host_gib = bench::ContextCreateHostGib(id);
+    if (host_gib && f.backend == "cpu") {  // W7's model: the 8B one would not fit a CPU run
+      kvt_model* small = nullptr;
+      char err[1024];
+      if (kvt_model_load(plan->small_model_dir.c_str(), &small, err, sizeof err) != KVT_OK) {
+        s.out["workloads"][id] = {{"ok", false}, {"error", std::string("model load failed: ") + err}};
+        continue;
+      }
+      bench::RunContextCreate(small, id, *host_gib, f.tier_dir, &s);
+      kvt_model_free(small);
+      continue;
+    }
     if (model == nullptr) {
       char err[1024];
       const auto t0 = bench::Clock::now();
-      if (kvt_model_load(plan->model_dir.c_str(), &model, err, sizeof err) != KVT_OK) {
+      ProgressBar loading("bench: loading " + plan->model_dir);
+      loading.CancelWhen([] { return InterruptSignal() != 0; });  // a signal stops the load too
+      const kvt_status loaded = kvt_model_load_with_progress(plan->model_dir.c_str(), ProgressBar::Callback, &loading,
+                                                             &model, err, sizeof err);
+      loading.Finish();
+      if (loaded != KVT_OK) {
         std::fprintf(stderr, "bench: load %s: %s\n", plan->model_dir.c_str(), err);
         s.out["workloads"][id] = {{"ok", false}, {"error", std::string("model load failed: ") + err}};
         continue;
@@ -249,7 +273,9 @@ int BenchMain(int argc, char** argv) {
       s.out["model_load_s"] = bench::Seconds(t0, bench::Clock::now());
       s.out["model_dir"] = plan->model_dir;
     }
-    if (id == "W5") {
+    if (host_gib) {
+      bench::RunContextCreate(model, id, *host_gib, f.tier_dir, &s);
+    } else if (id == "W5") {
       bench::RunW5(model, s.GpuSpec(id, 256, 1024, 256), f.tier_dir, s.tier_time_limit, s.sampler, s.Recorder(),
                    &s.out, &s.rows);
     } else if (id == "W6" || id == "W6b") {

@@ -1,10 +1,12 @@
 // `kvtier mkmodel`: writes a random-weight HF checkpoint (a preset, optionally with shapes
 // overridden by flags). It refuses a non-empty output directory unless --force, and even
-// then deletes nothing: it replaces only the files it writes. Runs once per process; not
-// thread-safe.
+// then deletes nothing: it replaces only the files it writes. It shows the writing's progress
+// on stderr. Runs once per process; not thread-safe.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +14,7 @@
 #include "command.h"
 #include "command_line.h"
 #include "model/random_checkpoint.h"
+#include "progress_bar.h"
 #include "tokenizer/byte_tokenizer_writer.h"
 
 namespace kvtier::cli {
@@ -154,7 +157,14 @@ int MkmodelMain(int argc, char** argv) {
   if (std::string refusal = CheckOutput(f, *files); !refusal.empty()) return cl.Fail(kExitFailure, refusal);
 
   const auto start = std::chrono::steady_clock::now();
-  if (absl::Status s = WriteRandomCheckpoint(*spec, f.out); !s.ok()) return cl.Fail(kExitFailure, s.message());
+  ProgressBar writing("writing " + f.out);
+  absl::Status written =
+      WriteRandomCheckpoint(*spec, f.out, [&writing](std::string_view stage, int64_t done, int64_t total) {
+        writing.Update(std::string(stage), done, total);
+        return true;
+      });
+  writing.Finish();
+  if (!written.ok()) return cl.Fail(kExitFailure, written.message());
   if (f.tokenizer == "bytes") {
     if (absl::Status s = tokenizer::WriteByteTokenizer(f.out); !s.ok()) return cl.Fail(kExitFailure, s.message());
   }

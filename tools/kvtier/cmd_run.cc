@@ -1,7 +1,9 @@
 // `kvtier run`: generates for every prompt through the public C API (the CLI is a user of
-// the library like any other), streaming the output, then printing the statistics. SIGINT or
-// SIGTERM cancels the sequences and frees the context, which saves the disk cache, before
-// exiting with 128 + the signal number. Runs once per process; not thread-safe.
+// the library like any other), streaming the output, then printing the statistics (and, with
+// --metrics, writing them in the Prometheus text format). Loading shows its progress on
+// stderr. SIGINT or SIGTERM cancels the load or the sequences and frees the context, which
+// saves the disk cache, before exiting with 128 + the signal number. Runs once per process;
+// not thread-safe.
 #include <cstdio>
 #include <map>
 #include <string>
@@ -17,6 +19,7 @@
 #include "kvtier/kvtier.h"
 #include "nlohmann/json.hpp"
 #include "numbers.h"
+#include "progress_bar.h"
 #include "sampling_flags.h"
 
 namespace kvtier::cli {
@@ -25,18 +28,24 @@ namespace {
 constexpr char kDescription[] =
     "Generates for every prompt (one sequence each, all at once) and streams the output: text\n"
     "when the model has a tokenizer.json, token ids otherwise. SIGINT or SIGTERM cancels the\n"
-    "sequences and frees the context (saving the disk cache) before exiting.";
+    "sequences and frees the context (saving the disk cache) before exiting. Sampling flags\n"
+    "not given take the model's generation_config.json defaults (see kvtier inspect), else 16\n"
+    "tokens, greedy, no filters.";
 
 struct RunFlags {
   std::string model;
   std::vector<std::string> prompt_ids, prompts, stops;
   std::vector<int32_t> stop_ids;
   bool chat = false, ignore_eos = false, json = false;
+  // Set on the request only when given (Given): the others keep the model's defaults.
   int32_t max_tokens = 16, top_k = 0;
   double temperature = 0, top_p = 1;
   int64_t seed = 0;
+  std::string metrics;  // --metrics FILE ("-": stdout); empty: none
   SamplingFlags sampling;
   ContextFlags context;
+  const CLI::App* app = nullptr;  // for Given
+  bool Given(const char* flag) const { return app->count(flag) > 0; }
 };
 
 void AddFlags(CommandLine* cl, RunFlags* f) {
@@ -51,16 +60,20 @@ void AddFlags(CommandLine* cl, RunFlags* f) {
   cl->AddStrings("--prompt", &f->prompts, "a text prompt (needs tokenizer.json); repeatable", "TEXT");
   cl->AddSwitch("--chat", &f->chat, "wrap each --prompt as a user message in the model's chat format");
   cl->AddStrings("--stop", &f->stops, "stop string (repeatable; needs tokenizer.json)", "TEXT");
-  cl->AddInt("--max-tokens", &f->max_tokens, 1, INT32_MAX, "new tokens per sequence (default 16)");
-  cl->AddReal("--temperature", &f->temperature, 0, 3.4e38, "0 = greedy (default 0)", false, "T");
-  cl->AddInt("--top-k", &f->top_k, 0, INT32_MAX, "sample among the K most likely tokens, 0 = off (default 0)", "K");
-  cl->AddReal("--top-p", &f->top_p, 0, 1, "nucleus sampling threshold, 1 = off (default 1)", true, "P");
+  cl->AddInt("--max-tokens", &f->max_tokens, 1, INT32_MAX, "new tokens per sequence (default: the model's)");
+  cl->AddReal("--temperature", &f->temperature, 0, 3.4e38, "0 = greedy (default: the model's)", false, "T");
+  cl->AddInt("--top-k", &f->top_k, 0, INT32_MAX, "sample among the K most likely tokens, 0 = off (default: the model's)",
+             "K");
+  cl->AddReal("--top-p", &f->top_p, 0, 1, "nucleus sampling threshold, 1 = off (default: the model's)", true, "P");
   cl->AddInt("--seed", &f->seed, 0, INT64_MAX, "seed base: sequence i uses S+i (default 0)", "S");
   cl->AddInts("--stop-id", &f->stop_ids, 0, INT32_MAX, "extra stop token (repeatable)", "ID");
   cl->AddSwitch("--ignore-eos", &f->ignore_eos, "do not stop at the model's eos ids");
   cl->AddSwitch("--json", &f->json, "print one JSON object: sequences (tokens, text, logprobs) and stats");
+  cl->AddString("--metrics", &f->metrics,
+                "write the statistics in the Prometheus text format to FILE (\"-\": stdout) when done", "FILE");
   f->sampling.AddTo(cl);
   f->context.AddTo(cl);
+  f->app = &cl->app();
 }
 
 // Releases every handle it holds when the command returns, whatever the path.
@@ -135,6 +148,19 @@ void Record(const kvt_events* events, bool stream, bool text, Output* out) {
     }
   }
   if (stream) std::fflush(stdout);  // streamed: a reader sees each step as it happens
+}
+
+// The context's statistics in the Prometheus text format, to path ("-": stdout).
+bool WriteMetrics(kvt_context* context, const std::string& path) {
+  int32_t len = 0;
+  if (kvt_context_metrics_text(context, nullptr, 0, &len) != KVT_OK) return false;
+  std::string text(static_cast<size_t>(len) + 1, '\0');
+  if (kvt_context_metrics_text(context, text.data(), len + 1, &len) != KVT_OK) return false;
+  text.resize(static_cast<size_t>(len));
+  FILE* out = path == "-" ? stdout : std::fopen(path.c_str(), "w");
+  if (out == nullptr) return false;
+  const bool written = std::fwrite(text.data(), 1, text.size(), out) == text.size();
+  return (path == "-" ? std::fflush(out) == 0 : std::fclose(out) == 0) && written;
 }
 
 nlohmann::json Stats(kvt_context* context) {
@@ -223,15 +249,16 @@ std::string MakeRequest(const RunFlags& f, size_t i, kvt_model* model, kvt_reque
   }
   // Sequence i's seed is S + i, computed without overflow (S <= 2^63-1, i < 2^31).
   const uint64_t seed = static_cast<uint64_t>(f.seed) + i;
-  if (s == KVT_OK) s = kvt_request_set_max_new_tokens(r, f.max_tokens);
-  if (s == KVT_OK) s = kvt_request_set_temperature(r, static_cast<float>(f.temperature));
-  if (s == KVT_OK) s = kvt_request_set_top_k(r, f.top_k);
-  if (s == KVT_OK) s = kvt_request_set_top_p(r, static_cast<float>(f.top_p));
+  // Only the sampling flags given: the others keep the model's defaults (generation_config.json).
+  if (s == KVT_OK && f.Given("--max-tokens")) s = kvt_request_set_max_new_tokens(r, f.max_tokens);
+  if (s == KVT_OK && f.Given("--temperature")) s = kvt_request_set_temperature(r, static_cast<float>(f.temperature));
+  if (s == KVT_OK && f.Given("--top-k")) s = kvt_request_set_top_k(r, f.top_k);
+  if (s == KVT_OK && f.Given("--top-p")) s = kvt_request_set_top_p(r, static_cast<float>(f.top_p));
   if (s == KVT_OK) s = kvt_request_set_seed(r, static_cast<int64_t>(seed));
   if (s == KVT_OK) s = kvt_request_set_stop_tokens(r, f.stop_ids.data(), static_cast<int32_t>(f.stop_ids.size()));
   if (s == KVT_OK) s = kvt_request_set_ignore_eos(r, f.ignore_eos ? 1 : 0);
   if (s != KVT_OK) return kvt_request_errmsg(r);
-  return f.sampling.Apply(r);
+  return f.sampling.Apply(r, [&](const char* flag) { return f.Given(flag); });
 }
 
 // Cancels every unfinished sequence and applies the cancels with one step (their blocks go
@@ -246,6 +273,13 @@ void CancelAll(Handles* h, Output* out) {
   if (kvt_step(h->context, h->events) == KVT_OK) Record(h->events, false, false, out);
 }
 
+// The exit for a signal caught before any sequence exists: nothing to cancel or save.
+int Interrupted(const CommandLine& cl, const char* during) {
+  const int signal_number = InterruptSignal();
+  return cl.Fail(InterruptExitStatus(signal_number),
+                 absl::StrCat("interrupted by ", InterruptName(signal_number), " while ", during));
+}
+
 int RunMain(int argc, char** argv) {
   CommandLine cl("run", kDescription);
   RunFlags f;
@@ -256,7 +290,14 @@ int RunMain(int argc, char** argv) {
 
   Handles h;
   char err[1024];
-  if (kvt_status s = kvt_model_load(f.model.c_str(), &h.model, err, sizeof err); s != KVT_OK) {
+  // Loading and context creation report to the bar, and stop early on a signal.
+  ProgressBar loading("loading model");
+  loading.CancelWhen([] { return InterruptSignal() != 0; });
+  if (kvt_status s = kvt_model_load_with_progress(f.model.c_str(), ProgressBar::Callback, &loading, &h.model, err,
+                                                  sizeof err);
+      s != KVT_OK) {
+    loading.Finish();
+    if (s == KVT_ERR_CANCELLED && InterruptSignal() != 0) return Interrupted(cl, "loading the model");
     return cl.Fail(kExitFailure, absl::StrCat(kvt_status_string(s), ": ", err));
   }
   kvt_options_create(&h.options);
@@ -264,9 +305,13 @@ int RunMain(int argc, char** argv) {
     return cl.Fail(kExitUsage, absl::StrCat("KVTIER_CUDA_*: ", kvt_options_errmsg(h.options)));
   }
   if (std::string error = f.context.Apply(h.options); !error.empty()) return cl.Fail(kExitUsage, error);
+  kvt_options_set_progress_callback(h.options, ProgressBar::Callback, &loading);
   if (kvt_status s = kvt_context_create(h.model, h.options, &h.context, err, sizeof err); s != KVT_OK) {
+    loading.Finish();
+    if (s == KVT_ERR_CANCELLED && InterruptSignal() != 0) return Interrupted(cl, "creating the context");
     return cl.Fail(StatusFor(s), absl::StrCat(kvt_status_string(s), ": ", ContextFlags::InFlagTerms(err)));
   }
+  loading.Finish();
 
   Output out;
   const bool text = kvt_model_has_tokenizer(h.model) != 0;
@@ -302,6 +347,9 @@ int RunMain(int argc, char** argv) {
     Record(h.events, !f.json, text, &out);
   }
   const nlohmann::json stats = Stats(h.context);
+  if (!f.metrics.empty() && !WriteMetrics(h.context, f.metrics)) {
+    return cl.Fail(kExitFailure, absl::StrCat("--metrics: cannot write ", f.metrics));
+  }
   if (f.json) {
     PrintJson(out, text, stats, f.sampling, h.context);
   } else {

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "cli_log.h"
 #include "command.h"
 #include "kvtier/kvtier.h"
 
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
     std::printf("kvtier %s\n", kvt_version_string());
     return 0;
   }
+  kvtier::cli::InstallStderrLog();
   auto it = Commands().find(argv[1]);
   if (it == Commands().end()) {
     std::fprintf(stderr, "kvtier: unknown command '%s'\n\n", argv[1]);

@@ -1,6 +1,7 @@
 // The sampling flags of `kvtier run` (sampling_flags.h).
 #include "sampling_flags.h"
 
+#include <tuple>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -49,14 +50,17 @@ void SamplingFlags::AddTo(CommandLine* cl) {
              "N");
 }
 
-std::string SamplingFlags::Apply(kvt_request* r) const {
+std::string SamplingFlags::Apply(kvt_request* r, const std::function<bool(const char*)>& given) const {
   kvt_status s = KVT_OK;
-  if (repetition_penalty != 1) s = kvt_request_set_repetition_penalty(r, static_cast<float>(repetition_penalty));
-  if (s == KVT_OK && presence_penalty != 0) s = kvt_request_set_presence_penalty(r, static_cast<float>(presence_penalty));
-  if (s == KVT_OK && frequency_penalty != 0) {
-    s = kvt_request_set_frequency_penalty(r, static_cast<float>(frequency_penalty));
+  using FloatSetter = kvt_status (*)(kvt_request*, float);
+  const std::tuple<const char*, double, FloatSetter> reals[] = {
+      {"--repetition-penalty", repetition_penalty, kvt_request_set_repetition_penalty},
+      {"--presence-penalty", presence_penalty, kvt_request_set_presence_penalty},
+      {"--frequency-penalty", frequency_penalty, kvt_request_set_frequency_penalty},
+      {"--min-p", min_p, kvt_request_set_min_p}};
+  for (const auto& [flag, value, set] : reals) {
+    if (s == KVT_OK && given(flag)) s = set(r, static_cast<float>(value));
   }
-  if (s == KVT_OK && min_p != 0) s = kvt_request_set_min_p(r, static_cast<float>(min_p));
   if (s == KVT_OK && !logit_bias.empty()) {
     std::vector<int32_t> tokens;
     std::vector<float> biases;
@@ -67,9 +71,9 @@ std::string SamplingFlags::Apply(kvt_request* r) const {
     }
     s = kvt_request_set_logit_bias(r, tokens.data(), biases.data(), static_cast<int32_t>(tokens.size()));
   }
-  if (s == KVT_OK && logprobs >= 0) s = kvt_request_set_logprobs(r, logprobs);
-  if (s == KVT_OK && prompt_logprobs >= 0) s = kvt_request_set_prompt_logprobs(r, prompt_logprobs);
-  if (s == KVT_OK && n != 1) s = kvt_request_set_n(r, n);
+  if (s == KVT_OK && given("--logprobs")) s = kvt_request_set_logprobs(r, logprobs);
+  if (s == KVT_OK && given("--prompt-logprobs")) s = kvt_request_set_prompt_logprobs(r, prompt_logprobs);
+  if (s == KVT_OK && given("--n")) s = kvt_request_set_n(r, n);
   return s == KVT_OK ? "" : kvt_request_errmsg(r);
 }
 

@@ -5,6 +5,7 @@
 #define KVTIER_TOOLS_KVTIER_SAMPLING_FLAGS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,8 +22,10 @@ struct SamplingFlags {
 
   // Adds the flags to `command_line`; values land in this object.
   void AddTo(CommandLine* command_line);
-  // Sets every flag given on the request; "" or the library's message.
-  std::string Apply(kvt_request* request) const;
+  // Sets the flags the command line gave (`given(flag)`) on the request (the others keep
+  // the request's defaults, generation_config.json's repetition penalty included); "" or
+  // the library's message.
+  std::string Apply(kvt_request* request, const std::function<bool(const char*)>& given) const;
 };
 
 // Event i's log-probability as {"token", "logprob", "top": [{"token", "logprob"}...]}, or

@@ -131,6 +131,10 @@ class CudaBackend final : public Backend {
   // Page-locked host memory for the host KV tier (fast, asynchronous copies).
   absl::StatusOr<void*> AllocateHostMemory(size_t bytes) override;
   void FreeHostMemory(void* ptr) override;
+  // The host tier is pinned in place (cudaHostRegister), a chunk at a time (Backend).
+  bool PinsHostMemory() const override { return true; }
+  absl::Status PinHostMemory(void* ptr, size_t bytes) override;
+  void UnpinHostMemory(void* ptr, size_t bytes) override;
 
   const ModelConfig& config() const { return config_; }
   // Decode steps replayed as CUDA graphs (from CudaOptions::decode_graphs at Create); off

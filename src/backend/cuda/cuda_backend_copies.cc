@@ -188,6 +188,21 @@ void CudaBackend::FreeHostMemory(void* ptr) {
   if (ptr != nullptr) cudaFreeHost(ptr);
 }
 
+// Called from the KV manager's pinning thread: only the runtime (thread-safe), no member.
+absl::Status CudaBackend::PinHostMemory(void* ptr, size_t bytes) {
+  const cudaError_t err = cudaHostRegister(ptr, bytes, cudaHostRegisterDefault);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return absl::ResourceExhaustedError(absl::StrCat("cudaHostRegister of ", bytes,
+                                                     " bytes failed: ", cudaGetErrorString(err)));
+  }
+  return absl::OkStatus();
+}
+
+void CudaBackend::UnpinHostMemory(void* ptr, size_t) {
+  if (ptr != nullptr) cudaHostUnregister(ptr);
+}
+
 absl::StatusOr<int64_t> CudaBackend::StartCopiesToHost(std::span<const BlockCopy> copies) {
   for (const BlockCopy& c : copies) RETURN_IF_ERROR(ValidateBlock(c.device_block));
   RETURN_IF_ERROR(HarvestAsyncCopies());

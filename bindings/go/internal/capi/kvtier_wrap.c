@@ -333,7 +333,7 @@ int32_t kvt_events_text_copy(const kvt_events* events, int32_t i, char* buf, int
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_6cee0b3e32e273f2(void *_swig_go_0) {
+void _wrap_Swig_free_capi_5d2bad5dfa31c4c4(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -343,7 +343,7 @@ void _wrap_Swig_free_capi_6cee0b3e32e273f2(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_6cee0b3e32e273f2(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_5d2bad5dfa31c4c4(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -356,7 +356,7 @@ void *_wrap_Swig_malloc_capi_6cee0b3e32e273f2(intgo _swig_go_0) {
 }
 
 
-struct kvt_model **_wrap_new_kvt_model_box_capi_6cee0b3e32e273f2() {
+struct kvt_model **_wrap_new_kvt_model_box_capi_5d2bad5dfa31c4c4() {
   kvt_model **result = 0 ;
   struct kvt_model **_swig_go_result;
   
@@ -367,7 +367,7 @@ struct kvt_model **_wrap_new_kvt_model_box_capi_6cee0b3e32e273f2() {
 }
 
 
-struct kvt_model **_wrap_copy_kvt_model_box_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_0) {
+struct kvt_model **_wrap_copy_kvt_model_box_capi_5d2bad5dfa31c4c4(struct kvt_model *_swig_go_0) {
   kvt_model *arg1 = (kvt_model *) 0 ;
   kvt_model **result = 0 ;
   struct kvt_model **_swig_go_result;
@@ -380,7 +380,7 @@ struct kvt_model **_wrap_copy_kvt_model_box_capi_6cee0b3e32e273f2(struct kvt_mod
 }
 
 
-void _wrap_delete_kvt_model_box_capi_6cee0b3e32e273f2(struct kvt_model **_swig_go_0) {
+void _wrap_delete_kvt_model_box_capi_5d2bad5dfa31c4c4(struct kvt_model **_swig_go_0) {
   kvt_model **arg1 = (kvt_model **) 0 ;
   
   arg1 = *(kvt_model ***)&_swig_go_0; 
@@ -390,7 +390,7 @@ void _wrap_delete_kvt_model_box_capi_6cee0b3e32e273f2(struct kvt_model **_swig_g
 }
 
 
-void _wrap_kvt_model_box_assign_capi_6cee0b3e32e273f2(struct kvt_model **_swig_go_0, struct kvt_model *_swig_go_1) {
+void _wrap_kvt_model_box_assign_capi_5d2bad5dfa31c4c4(struct kvt_model **_swig_go_0, struct kvt_model *_swig_go_1) {
   kvt_model **arg1 = (kvt_model **) 0 ;
   kvt_model *arg2 = (kvt_model *) 0 ;
   
@@ -402,7 +402,7 @@ void _wrap_kvt_model_box_assign_capi_6cee0b3e32e273f2(struct kvt_model **_swig_g
 }
 
 
-struct kvt_model *_wrap_kvt_model_box_value_capi_6cee0b3e32e273f2(struct kvt_model **_swig_go_0) {
+struct kvt_model *_wrap_kvt_model_box_value_capi_5d2bad5dfa31c4c4(struct kvt_model **_swig_go_0) {
   kvt_model **arg1 = (kvt_model **) 0 ;
   kvt_model *result = 0 ;
   struct kvt_model *_swig_go_result;
@@ -415,7 +415,7 @@ struct kvt_model *_wrap_kvt_model_box_value_capi_6cee0b3e32e273f2(struct kvt_mod
 }
 
 
-struct kvt_options **_wrap_new_kvt_options_box_capi_6cee0b3e32e273f2() {
+struct kvt_options **_wrap_new_kvt_options_box_capi_5d2bad5dfa31c4c4() {
   kvt_options **result = 0 ;
   struct kvt_options **_swig_go_result;
   
@@ -426,7 +426,7 @@ struct kvt_options **_wrap_new_kvt_options_box_capi_6cee0b3e32e273f2() {
 }
 
 
-struct kvt_options **_wrap_copy_kvt_options_box_capi_6cee0b3e32e273f2(struct kvt_options *_swig_go_0) {
+struct kvt_options **_wrap_copy_kvt_options_box_capi_5d2bad5dfa31c4c4(struct kvt_options *_swig_go_0) {
   kvt_options *arg1 = (kvt_options *) 0 ;
   kvt_options **result = 0 ;
   struct kvt_options **_swig_go_result;
@@ -439,7 +439,7 @@ struct kvt_options **_wrap_copy_kvt_options_box_capi_6cee0b3e32e273f2(struct kvt
 }
 
 
-void _wrap_delete_kvt_options_box_capi_6cee0b3e32e273f2(struct kvt_options **_swig_go_0) {
+void _wrap_delete_kvt_options_box_capi_5d2bad5dfa31c4c4(struct kvt_options **_swig_go_0) {
   kvt_options **arg1 = (kvt_options **) 0 ;
   
   arg1 = *(kvt_options ***)&_swig_go_0; 
@@ -449,7 +449,7 @@ void _wrap_delete_kvt_options_box_capi_6cee0b3e32e273f2(struct kvt_options **_sw
 }
 
 
-void _wrap_kvt_options_box_assign_capi_6cee0b3e32e273f2(struct kvt_options **_swig_go_0, struct kvt_options *_swig_go_1) {
+void _wrap_kvt_options_box_assign_capi_5d2bad5dfa31c4c4(struct kvt_options **_swig_go_0, struct kvt_options *_swig_go_1) {
   kvt_options **arg1 = (kvt_options **) 0 ;
   kvt_options *arg2 = (kvt_options *) 0 ;
   
@@ -461,7 +461,7 @@ void _wrap_kvt_options_box_assign_capi_6cee0b3e32e273f2(struct kvt_options **_sw
 }
 
 
-struct kvt_options *_wrap_kvt_options_box_value_capi_6cee0b3e32e273f2(struct kvt_options **_swig_go_0) {
+struct kvt_options *_wrap_kvt_options_box_value_capi_5d2bad5dfa31c4c4(struct kvt_options **_swig_go_0) {
   kvt_options **arg1 = (kvt_options **) 0 ;
   kvt_options *result = 0 ;
   struct kvt_options *_swig_go_result;
@@ -474,7 +474,7 @@ struct kvt_options *_wrap_kvt_options_box_value_capi_6cee0b3e32e273f2(struct kvt
 }
 
 
-struct kvt_request **_wrap_new_kvt_request_box_capi_6cee0b3e32e273f2() {
+struct kvt_request **_wrap_new_kvt_request_box_capi_5d2bad5dfa31c4c4() {
   kvt_request **result = 0 ;
   struct kvt_request **_swig_go_result;
   
@@ -485,7 +485,7 @@ struct kvt_request **_wrap_new_kvt_request_box_capi_6cee0b3e32e273f2() {
 }
 
 
-struct kvt_request **_wrap_copy_kvt_request_box_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0) {
+struct kvt_request **_wrap_copy_kvt_request_box_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   kvt_request **result = 0 ;
   struct kvt_request **_swig_go_result;
@@ -498,7 +498,7 @@ struct kvt_request **_wrap_copy_kvt_request_box_capi_6cee0b3e32e273f2(struct kvt
 }
 
 
-void _wrap_delete_kvt_request_box_capi_6cee0b3e32e273f2(struct kvt_request **_swig_go_0) {
+void _wrap_delete_kvt_request_box_capi_5d2bad5dfa31c4c4(struct kvt_request **_swig_go_0) {
   kvt_request **arg1 = (kvt_request **) 0 ;
   
   arg1 = *(kvt_request ***)&_swig_go_0; 
@@ -508,7 +508,7 @@ void _wrap_delete_kvt_request_box_capi_6cee0b3e32e273f2(struct kvt_request **_sw
 }
 
 
-void _wrap_kvt_request_box_assign_capi_6cee0b3e32e273f2(struct kvt_request **_swig_go_0, struct kvt_request *_swig_go_1) {
+void _wrap_kvt_request_box_assign_capi_5d2bad5dfa31c4c4(struct kvt_request **_swig_go_0, struct kvt_request *_swig_go_1) {
   kvt_request **arg1 = (kvt_request **) 0 ;
   kvt_request *arg2 = (kvt_request *) 0 ;
   
@@ -520,7 +520,7 @@ void _wrap_kvt_request_box_assign_capi_6cee0b3e32e273f2(struct kvt_request **_sw
 }
 
 
-struct kvt_request *_wrap_kvt_request_box_value_capi_6cee0b3e32e273f2(struct kvt_request **_swig_go_0) {
+struct kvt_request *_wrap_kvt_request_box_value_capi_5d2bad5dfa31c4c4(struct kvt_request **_swig_go_0) {
   kvt_request **arg1 = (kvt_request **) 0 ;
   kvt_request *result = 0 ;
   struct kvt_request *_swig_go_result;
@@ -533,7 +533,7 @@ struct kvt_request *_wrap_kvt_request_box_value_capi_6cee0b3e32e273f2(struct kvt
 }
 
 
-struct kvt_context **_wrap_new_kvt_context_box_capi_6cee0b3e32e273f2() {
+struct kvt_context **_wrap_new_kvt_context_box_capi_5d2bad5dfa31c4c4() {
   kvt_context **result = 0 ;
   struct kvt_context **_swig_go_result;
   
@@ -544,7 +544,7 @@ struct kvt_context **_wrap_new_kvt_context_box_capi_6cee0b3e32e273f2() {
 }
 
 
-struct kvt_context **_wrap_copy_kvt_context_box_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0) {
+struct kvt_context **_wrap_copy_kvt_context_box_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   kvt_context **result = 0 ;
   struct kvt_context **_swig_go_result;
@@ -557,7 +557,7 @@ struct kvt_context **_wrap_copy_kvt_context_box_capi_6cee0b3e32e273f2(struct kvt
 }
 
 
-void _wrap_delete_kvt_context_box_capi_6cee0b3e32e273f2(struct kvt_context **_swig_go_0) {
+void _wrap_delete_kvt_context_box_capi_5d2bad5dfa31c4c4(struct kvt_context **_swig_go_0) {
   kvt_context **arg1 = (kvt_context **) 0 ;
   
   arg1 = *(kvt_context ***)&_swig_go_0; 
@@ -567,7 +567,7 @@ void _wrap_delete_kvt_context_box_capi_6cee0b3e32e273f2(struct kvt_context **_sw
 }
 
 
-void _wrap_kvt_context_box_assign_capi_6cee0b3e32e273f2(struct kvt_context **_swig_go_0, struct kvt_context *_swig_go_1) {
+void _wrap_kvt_context_box_assign_capi_5d2bad5dfa31c4c4(struct kvt_context **_swig_go_0, struct kvt_context *_swig_go_1) {
   kvt_context **arg1 = (kvt_context **) 0 ;
   kvt_context *arg2 = (kvt_context *) 0 ;
   
@@ -579,7 +579,7 @@ void _wrap_kvt_context_box_assign_capi_6cee0b3e32e273f2(struct kvt_context **_sw
 }
 
 
-struct kvt_context *_wrap_kvt_context_box_value_capi_6cee0b3e32e273f2(struct kvt_context **_swig_go_0) {
+struct kvt_context *_wrap_kvt_context_box_value_capi_5d2bad5dfa31c4c4(struct kvt_context **_swig_go_0) {
   kvt_context **arg1 = (kvt_context **) 0 ;
   kvt_context *result = 0 ;
   struct kvt_context *_swig_go_result;
@@ -592,7 +592,7 @@ struct kvt_context *_wrap_kvt_context_box_value_capi_6cee0b3e32e273f2(struct kvt
 }
 
 
-struct kvt_events **_wrap_new_kvt_events_box_capi_6cee0b3e32e273f2() {
+struct kvt_events **_wrap_new_kvt_events_box_capi_5d2bad5dfa31c4c4() {
   kvt_events **result = 0 ;
   struct kvt_events **_swig_go_result;
   
@@ -603,7 +603,7 @@ struct kvt_events **_wrap_new_kvt_events_box_capi_6cee0b3e32e273f2() {
 }
 
 
-struct kvt_events **_wrap_copy_kvt_events_box_capi_6cee0b3e32e273f2(struct kvt_events *_swig_go_0) {
+struct kvt_events **_wrap_copy_kvt_events_box_capi_5d2bad5dfa31c4c4(struct kvt_events *_swig_go_0) {
   kvt_events *arg1 = (kvt_events *) 0 ;
   kvt_events **result = 0 ;
   struct kvt_events **_swig_go_result;
@@ -616,7 +616,7 @@ struct kvt_events **_wrap_copy_kvt_events_box_capi_6cee0b3e32e273f2(struct kvt_e
 }
 
 
-void _wrap_delete_kvt_events_box_capi_6cee0b3e32e273f2(struct kvt_events **_swig_go_0) {
+void _wrap_delete_kvt_events_box_capi_5d2bad5dfa31c4c4(struct kvt_events **_swig_go_0) {
   kvt_events **arg1 = (kvt_events **) 0 ;
   
   arg1 = *(kvt_events ***)&_swig_go_0; 
@@ -626,7 +626,7 @@ void _wrap_delete_kvt_events_box_capi_6cee0b3e32e273f2(struct kvt_events **_swig
 }
 
 
-void _wrap_kvt_events_box_assign_capi_6cee0b3e32e273f2(struct kvt_events **_swig_go_0, struct kvt_events *_swig_go_1) {
+void _wrap_kvt_events_box_assign_capi_5d2bad5dfa31c4c4(struct kvt_events **_swig_go_0, struct kvt_events *_swig_go_1) {
   kvt_events **arg1 = (kvt_events **) 0 ;
   kvt_events *arg2 = (kvt_events *) 0 ;
   
@@ -638,7 +638,7 @@ void _wrap_kvt_events_box_assign_capi_6cee0b3e32e273f2(struct kvt_events **_swig
 }
 
 
-struct kvt_events *_wrap_kvt_events_box_value_capi_6cee0b3e32e273f2(struct kvt_events **_swig_go_0) {
+struct kvt_events *_wrap_kvt_events_box_value_capi_5d2bad5dfa31c4c4(struct kvt_events **_swig_go_0) {
   kvt_events **arg1 = (kvt_events **) 0 ;
   kvt_events *result = 0 ;
   struct kvt_events *_swig_go_result;
@@ -651,7 +651,7 @@ struct kvt_events *_wrap_kvt_events_box_value_capi_6cee0b3e32e273f2(struct kvt_e
 }
 
 
-intgo _wrap_kvt_version_major_capi_6cee0b3e32e273f2() {
+intgo _wrap_kvt_version_major_capi_5d2bad5dfa31c4c4() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -662,7 +662,7 @@ intgo _wrap_kvt_version_major_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_kvt_version_minor_capi_6cee0b3e32e273f2() {
+intgo _wrap_kvt_version_minor_capi_5d2bad5dfa31c4c4() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -673,7 +673,7 @@ intgo _wrap_kvt_version_minor_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_kvt_version_patch_capi_6cee0b3e32e273f2() {
+intgo _wrap_kvt_version_patch_capi_5d2bad5dfa31c4c4() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -684,7 +684,7 @@ intgo _wrap_kvt_version_patch_capi_6cee0b3e32e273f2() {
 }
 
 
-_gostring_ _wrap_kvt_version_string_capi_6cee0b3e32e273f2() {
+_gostring_ _wrap_kvt_version_string_capi_5d2bad5dfa31c4c4() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -695,7 +695,7 @@ _gostring_ _wrap_kvt_version_string_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_OK_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_OK_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -707,7 +707,7 @@ intgo _wrap_KVT_OK_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_INVALID_ARGUMENT_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_INVALID_ARGUMENT_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -719,7 +719,7 @@ intgo _wrap_KVT_ERR_INVALID_ARGUMENT_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_NOT_FOUND_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_NOT_FOUND_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -731,7 +731,7 @@ intgo _wrap_KVT_ERR_NOT_FOUND_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_UNSUPPORTED_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_UNSUPPORTED_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -743,7 +743,7 @@ intgo _wrap_KVT_ERR_UNSUPPORTED_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_CAPACITY_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_CAPACITY_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -755,7 +755,7 @@ intgo _wrap_KVT_ERR_CAPACITY_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_BUSY_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_BUSY_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -767,7 +767,7 @@ intgo _wrap_KVT_ERR_BUSY_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_IO_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_IO_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -779,7 +779,7 @@ intgo _wrap_KVT_ERR_IO_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_CORRUPT_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_CORRUPT_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -791,7 +791,7 @@ intgo _wrap_KVT_ERR_CORRUPT_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_OUT_OF_MEMORY_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_OUT_OF_MEMORY_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -803,7 +803,7 @@ intgo _wrap_KVT_ERR_OUT_OF_MEMORY_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_STATE_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_STATE_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -815,7 +815,7 @@ intgo _wrap_KVT_ERR_STATE_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_BACKEND_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_BACKEND_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -827,7 +827,7 @@ intgo _wrap_KVT_ERR_BACKEND_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_INTERNAL_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_INTERNAL_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -839,7 +839,19 @@ intgo _wrap_KVT_ERR_INTERNAL_capi_6cee0b3e32e273f2() {
 }
 
 
-_gostring_ _wrap_kvt_status_string_capi_6cee0b3e32e273f2(intgo _swig_go_0) {
+intgo _wrap_KVT_ERR_CANCELLED_capi_5d2bad5dfa31c4c4() {
+  enum kvt_status result;
+  intgo _swig_go_result;
+  
+  
+  result = KVT_ERR_CANCELLED;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvt_status_string_capi_5d2bad5dfa31c4c4(intgo _swig_go_0) {
   kvt_status arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -852,7 +864,7 @@ _gostring_ _wrap_kvt_status_string_capi_6cee0b3e32e273f2(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_KVT_FINISH_REASON_NONE_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_FINISH_REASON_NONE_capi_5d2bad5dfa31c4c4() {
   enum kvt_finish_reason result;
   intgo _swig_go_result;
   
@@ -864,7 +876,7 @@ intgo _wrap_KVT_FINISH_REASON_NONE_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_FINISH_REASON_STOP_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_FINISH_REASON_STOP_capi_5d2bad5dfa31c4c4() {
   enum kvt_finish_reason result;
   intgo _swig_go_result;
   
@@ -876,7 +888,7 @@ intgo _wrap_KVT_FINISH_REASON_STOP_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_FINISH_REASON_LENGTH_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_FINISH_REASON_LENGTH_capi_5d2bad5dfa31c4c4() {
   enum kvt_finish_reason result;
   intgo _swig_go_result;
   
@@ -888,7 +900,7 @@ intgo _wrap_KVT_FINISH_REASON_LENGTH_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_FINISH_REASON_CANCELLED_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_FINISH_REASON_CANCELLED_capi_5d2bad5dfa31c4c4() {
   enum kvt_finish_reason result;
   intgo _swig_go_result;
   
@@ -900,7 +912,7 @@ intgo _wrap_KVT_FINISH_REASON_CANCELLED_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_FINISH_REASON_ERROR_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_FINISH_REASON_ERROR_capi_5d2bad5dfa31c4c4() {
   enum kvt_finish_reason result;
   intgo _swig_go_result;
   
@@ -912,7 +924,7 @@ intgo _wrap_KVT_FINISH_REASON_ERROR_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_SEQUENCE_STATE_WAITING_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_SEQUENCE_STATE_WAITING_capi_5d2bad5dfa31c4c4() {
   enum kvt_sequence_state result;
   intgo _swig_go_result;
   
@@ -924,7 +936,7 @@ intgo _wrap_KVT_SEQUENCE_STATE_WAITING_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_SEQUENCE_STATE_RUNNING_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_SEQUENCE_STATE_RUNNING_capi_5d2bad5dfa31c4c4() {
   enum kvt_sequence_state result;
   intgo _swig_go_result;
   
@@ -936,7 +948,7 @@ intgo _wrap_KVT_SEQUENCE_STATE_RUNNING_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_SEQUENCE_STATE_PAUSED_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_SEQUENCE_STATE_PAUSED_capi_5d2bad5dfa31c4c4() {
   enum kvt_sequence_state result;
   intgo _swig_go_result;
   
@@ -948,7 +960,7 @@ intgo _wrap_KVT_SEQUENCE_STATE_PAUSED_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_SEQUENCE_STATE_FINISHED_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_SEQUENCE_STATE_FINISHED_capi_5d2bad5dfa31c4c4() {
   enum kvt_sequence_state result;
   intgo _swig_go_result;
   
@@ -960,7 +972,7 @@ intgo _wrap_KVT_SEQUENCE_STATE_FINISHED_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_NO_TOKEN_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_NO_TOKEN_capi_5d2bad5dfa31c4c4() {
   int result;
   intgo _swig_go_result;
   
@@ -971,7 +983,7 @@ intgo _wrap_KVT_NO_TOKEN_capi_6cee0b3e32e273f2() {
 }
 
 
-long long _wrap_kvt_live_handles_capi_6cee0b3e32e273f2() {
+long long _wrap_kvt_live_handles_capi_5d2bad5dfa31c4c4() {
   int64_t result;
   long long _swig_go_result;
   
@@ -982,7 +994,7 @@ long long _wrap_kvt_live_handles_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_kvt_options_create_capi_6cee0b3e32e273f2(struct kvt_options **_swig_go_0) {
+intgo _wrap_kvt_options_create_capi_5d2bad5dfa31c4c4(struct kvt_options **_swig_go_0) {
   kvt_options **arg1 = (kvt_options **) 0 ;
   kvt_status result;
   intgo _swig_go_result;
@@ -995,7 +1007,7 @@ intgo _wrap_kvt_options_create_capi_6cee0b3e32e273f2(struct kvt_options **_swig_
 }
 
 
-void _wrap_kvt_options_free_capi_6cee0b3e32e273f2(struct kvt_options *_swig_go_0) {
+void _wrap_kvt_options_free_capi_5d2bad5dfa31c4c4(struct kvt_options *_swig_go_0) {
   kvt_options *arg1 = (kvt_options *) 0 ;
   
   arg1 = *(kvt_options **)&_swig_go_0; 
@@ -1005,7 +1017,7 @@ void _wrap_kvt_options_free_capi_6cee0b3e32e273f2(struct kvt_options *_swig_go_0
 }
 
 
-intgo _wrap_kvt_options_set_int_capi_6cee0b3e32e273f2(struct kvt_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2) {
+intgo _wrap_kvt_options_set_int_capi_5d2bad5dfa31c4c4(struct kvt_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2) {
   kvt_options *arg1 = (kvt_options *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -1028,7 +1040,7 @@ intgo _wrap_kvt_options_set_int_capi_6cee0b3e32e273f2(struct kvt_options *_swig_
 }
 
 
-intgo _wrap_kvt_options_set_string_capi_6cee0b3e32e273f2(struct kvt_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
+intgo _wrap_kvt_options_set_string_capi_5d2bad5dfa31c4c4(struct kvt_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
   kvt_options *arg1 = (kvt_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -1057,7 +1069,7 @@ intgo _wrap_kvt_options_set_string_capi_6cee0b3e32e273f2(struct kvt_options *_sw
 }
 
 
-_gostring_ _wrap_kvt_options_errmsg_capi_6cee0b3e32e273f2(struct kvt_options *_swig_go_0) {
+_gostring_ _wrap_kvt_options_errmsg_capi_5d2bad5dfa31c4c4(struct kvt_options *_swig_go_0) {
   kvt_options *arg1 = (kvt_options *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1070,7 +1082,7 @@ _gostring_ _wrap_kvt_options_errmsg_capi_6cee0b3e32e273f2(struct kvt_options *_s
 }
 
 
-intgo _wrap_kvt_model_load_capi_6cee0b3e32e273f2(_gostring_ _swig_go_0, struct kvt_model **_swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3) {
+intgo _wrap_kvt_model_load_capi_5d2bad5dfa31c4c4(_gostring_ _swig_go_0, struct kvt_model **_swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3) {
   char *arg1 = (char *) 0 ;
   kvt_model **arg2 = (kvt_model **) 0 ;
   char *arg3 = (char *) 0 ;
@@ -1097,7 +1109,7 @@ intgo _wrap_kvt_model_load_capi_6cee0b3e32e273f2(_gostring_ _swig_go_0, struct k
 }
 
 
-void _wrap_kvt_model_free_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_0) {
+void _wrap_kvt_model_free_capi_5d2bad5dfa31c4c4(struct kvt_model *_swig_go_0) {
   kvt_model *arg1 = (kvt_model *) 0 ;
   
   arg1 = *(kvt_model **)&_swig_go_0; 
@@ -1107,7 +1119,7 @@ void _wrap_kvt_model_free_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_0) {
 }
 
 
-intgo _wrap_kvt_model_vocab_size_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_0) {
+intgo _wrap_kvt_model_vocab_size_capi_5d2bad5dfa31c4c4(struct kvt_model *_swig_go_0) {
   kvt_model *arg1 = (kvt_model *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1120,7 +1132,7 @@ intgo _wrap_kvt_model_vocab_size_capi_6cee0b3e32e273f2(struct kvt_model *_swig_g
 }
 
 
-intgo _wrap_kvt_model_info_json_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
+intgo _wrap_kvt_model_info_json_capi_5d2bad5dfa31c4c4(struct kvt_model *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
   kvt_model *arg1 = (kvt_model *) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -1143,7 +1155,7 @@ intgo _wrap_kvt_model_info_json_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go
 }
 
 
-intgo _wrap_kvt_model_has_tokenizer_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_0) {
+intgo _wrap_kvt_model_has_tokenizer_capi_5d2bad5dfa31c4c4(struct kvt_model *_swig_go_0) {
   kvt_model *arg1 = (kvt_model *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1156,7 +1168,7 @@ intgo _wrap_kvt_model_has_tokenizer_capi_6cee0b3e32e273f2(struct kvt_model *_swi
 }
 
 
-intgo _wrap_kvt_model_tokenize_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
+intgo _wrap_kvt_model_tokenize_capi_5d2bad5dfa31c4c4(struct kvt_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
   kvt_model *arg1 = (kvt_model *) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -1194,7 +1206,7 @@ intgo _wrap_kvt_model_tokenize_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_
 }
 
 
-intgo _wrap_kvt_model_detokenize_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, intgo _swig_go_8) {
+intgo _wrap_kvt_model_detokenize_capi_5d2bad5dfa31c4c4(struct kvt_model *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, intgo _swig_go_8) {
   kvt_model *arg1 = (kvt_model *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t arg3 ;
@@ -1231,7 +1243,7 @@ intgo _wrap_kvt_model_detokenize_capi_6cee0b3e32e273f2(struct kvt_model *_swig_g
 }
 
 
-intgo _wrap_kvt_request_create_capi_6cee0b3e32e273f2(struct kvt_request **_swig_go_0) {
+intgo _wrap_kvt_request_create_capi_5d2bad5dfa31c4c4(struct kvt_request **_swig_go_0) {
   kvt_request **arg1 = (kvt_request **) 0 ;
   kvt_status result;
   intgo _swig_go_result;
@@ -1244,7 +1256,7 @@ intgo _wrap_kvt_request_create_capi_6cee0b3e32e273f2(struct kvt_request **_swig_
 }
 
 
-void _wrap_kvt_request_free_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0) {
+void _wrap_kvt_request_free_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   
   arg1 = *(kvt_request **)&_swig_go_0; 
@@ -1254,7 +1266,7 @@ void _wrap_kvt_request_free_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0
 }
 
 
-intgo _wrap_kvt_request_set_prompt_tokens_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2) {
+intgo _wrap_kvt_request_set_prompt_tokens_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t arg3 ;
@@ -1273,7 +1285,7 @@ intgo _wrap_kvt_request_set_prompt_tokens_capi_6cee0b3e32e273f2(struct kvt_reque
 }
 
 
-intgo _wrap_kvt_request_set_prompt_text_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_kvt_request_set_prompt_text_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -1293,7 +1305,7 @@ intgo _wrap_kvt_request_set_prompt_text_capi_6cee0b3e32e273f2(struct kvt_request
 }
 
 
-intgo _wrap_kvt_request_add_chat_message_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
+intgo _wrap_kvt_request_add_chat_message_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -1322,7 +1334,7 @@ intgo _wrap_kvt_request_add_chat_message_capi_6cee0b3e32e273f2(struct kvt_reques
 }
 
 
-intgo _wrap_kvt_request_add_stop_string_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_kvt_request_add_stop_string_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -1342,7 +1354,7 @@ intgo _wrap_kvt_request_add_stop_string_capi_6cee0b3e32e273f2(struct kvt_request
 }
 
 
-intgo _wrap_kvt_request_set_max_new_tokens_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvt_request_set_max_new_tokens_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   int32_t arg2 ;
   kvt_status result;
@@ -1357,7 +1369,7 @@ intgo _wrap_kvt_request_set_max_new_tokens_capi_6cee0b3e32e273f2(struct kvt_requ
 }
 
 
-intgo _wrap_kvt_request_set_temperature_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, float _swig_go_1) {
+intgo _wrap_kvt_request_set_temperature_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, float _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   float arg2 ;
   kvt_status result;
@@ -1372,7 +1384,7 @@ intgo _wrap_kvt_request_set_temperature_capi_6cee0b3e32e273f2(struct kvt_request
 }
 
 
-intgo _wrap_kvt_request_set_top_k_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvt_request_set_top_k_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   int32_t arg2 ;
   kvt_status result;
@@ -1387,7 +1399,7 @@ intgo _wrap_kvt_request_set_top_k_capi_6cee0b3e32e273f2(struct kvt_request *_swi
 }
 
 
-intgo _wrap_kvt_request_set_top_p_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, float _swig_go_1) {
+intgo _wrap_kvt_request_set_top_p_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, float _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   float arg2 ;
   kvt_status result;
@@ -1402,7 +1414,7 @@ intgo _wrap_kvt_request_set_top_p_capi_6cee0b3e32e273f2(struct kvt_request *_swi
 }
 
 
-intgo _wrap_kvt_request_set_seed_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvt_request_set_seed_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, long long _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   int64_t arg2 ;
   kvt_status result;
@@ -1417,7 +1429,7 @@ intgo _wrap_kvt_request_set_seed_capi_6cee0b3e32e273f2(struct kvt_request *_swig
 }
 
 
-intgo _wrap_kvt_request_set_stop_tokens_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2) {
+intgo _wrap_kvt_request_set_stop_tokens_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t arg3 ;
@@ -1436,7 +1448,7 @@ intgo _wrap_kvt_request_set_stop_tokens_capi_6cee0b3e32e273f2(struct kvt_request
 }
 
 
-intgo _wrap_kvt_request_set_ignore_eos_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvt_request_set_ignore_eos_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   int32_t arg2 ;
   kvt_status result;
@@ -1451,7 +1463,7 @@ intgo _wrap_kvt_request_set_ignore_eos_capi_6cee0b3e32e273f2(struct kvt_request 
 }
 
 
-intgo _wrap_kvt_request_set_priority_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvt_request_set_priority_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   int32_t arg2 ;
   kvt_status result;
@@ -1466,7 +1478,7 @@ intgo _wrap_kvt_request_set_priority_capi_6cee0b3e32e273f2(struct kvt_request *_
 }
 
 
-intgo _wrap_kvt_request_set_pin_prefix_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvt_request_set_pin_prefix_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   int32_t arg2 ;
   kvt_status result;
@@ -1481,135 +1493,7 @@ intgo _wrap_kvt_request_set_pin_prefix_capi_6cee0b3e32e273f2(struct kvt_request 
 }
 
 
-intgo _wrap_kvt_request_set_repetition_penalty_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, float _swig_go_1) {
-  kvt_request *arg1 = (kvt_request *) 0 ;
-  float arg2 ;
-  kvt_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvt_request **)&_swig_go_0; 
-  arg2 = (float)_swig_go_1; 
-  
-  result = (kvt_status)kvt_request_set_repetition_penalty(arg1,arg2);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvt_request_set_presence_penalty_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, float _swig_go_1) {
-  kvt_request *arg1 = (kvt_request *) 0 ;
-  float arg2 ;
-  kvt_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvt_request **)&_swig_go_0; 
-  arg2 = (float)_swig_go_1; 
-  
-  result = (kvt_status)kvt_request_set_presence_penalty(arg1,arg2);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvt_request_set_frequency_penalty_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, float _swig_go_1) {
-  kvt_request *arg1 = (kvt_request *) 0 ;
-  float arg2 ;
-  kvt_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvt_request **)&_swig_go_0; 
-  arg2 = (float)_swig_go_1; 
-  
-  result = (kvt_status)kvt_request_set_frequency_penalty(arg1,arg2);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvt_request_set_min_p_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, float _swig_go_1) {
-  kvt_request *arg1 = (kvt_request *) 0 ;
-  float arg2 ;
-  kvt_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvt_request **)&_swig_go_0; 
-  arg2 = (float)_swig_go_1; 
-  
-  result = (kvt_status)kvt_request_set_min_p(arg1,arg2);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvt_request_set_logit_bias_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3) {
-  kvt_request *arg1 = (kvt_request *) 0 ;
-  int32_t *arg2 = (int32_t *) 0 ;
-  float *arg3 = (float *) 0 ;
-  int32_t arg4 ;
-  kvt_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvt_request **)&_swig_go_0; 
-  arg2 = (int32_t *)(_swig_go_1.len > 0 ? _swig_go_1.array : 0); 
-  arg3 = (float *)(_swig_go_2.len > 0 ? _swig_go_2.array : 0); 
-  arg4 = (int32_t)_swig_go_3; 
-  
-  result = (kvt_status)kvt_request_set_logit_bias(arg1,(int const *)arg2,(float const *)arg3,arg4);
-  _swig_go_result = (intgo)result; 
-  
-  
-  
-  
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvt_request_set_logprobs_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
-  kvt_request *arg1 = (kvt_request *) 0 ;
-  int32_t arg2 ;
-  kvt_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvt_request **)&_swig_go_0; 
-  arg2 = (int32_t)_swig_go_1; 
-  
-  result = (kvt_status)kvt_request_set_logprobs(arg1,arg2);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvt_request_set_prompt_logprobs_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
-  kvt_request *arg1 = (kvt_request *) 0 ;
-  int32_t arg2 ;
-  kvt_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvt_request **)&_swig_go_0; 
-  arg2 = (int32_t)_swig_go_1; 
-  
-  result = (kvt_status)kvt_request_set_prompt_logprobs(arg1,arg2);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvt_request_set_n_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
-  kvt_request *arg1 = (kvt_request *) 0 ;
-  int32_t arg2 ;
-  kvt_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvt_request **)&_swig_go_0; 
-  arg2 = (int32_t)_swig_go_1; 
-  
-  result = (kvt_status)kvt_request_set_n(arg1,arg2);
-  _swig_go_result = (intgo)result; 
-  return _swig_go_result;
-}
-
-
-_gostring_ _wrap_kvt_request_errmsg_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0) {
+_gostring_ _wrap_kvt_request_errmsg_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1622,7 +1506,7 @@ _gostring_ _wrap_kvt_request_errmsg_capi_6cee0b3e32e273f2(struct kvt_request *_s
 }
 
 
-intgo _wrap_kvt_context_create_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_0, struct kvt_options *_swig_go_1, struct kvt_context **_swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+intgo _wrap_kvt_context_create_capi_5d2bad5dfa31c4c4(struct kvt_model *_swig_go_0, struct kvt_options *_swig_go_1, struct kvt_context **_swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   kvt_model *arg1 = (kvt_model *) 0 ;
   kvt_options *arg2 = (kvt_options *) 0 ;
   kvt_context **arg3 = (kvt_context **) 0 ;
@@ -1645,7 +1529,7 @@ intgo _wrap_kvt_context_create_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_
 }
 
 
-void _wrap_kvt_context_free_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0) {
+void _wrap_kvt_context_free_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   
   arg1 = *(kvt_context **)&_swig_go_0; 
@@ -1655,7 +1539,7 @@ void _wrap_kvt_context_free_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0
 }
 
 
-_gostring_ _wrap_kvt_context_errmsg_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0) {
+_gostring_ _wrap_kvt_context_errmsg_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1668,7 +1552,7 @@ _gostring_ _wrap_kvt_context_errmsg_capi_6cee0b3e32e273f2(struct kvt_context *_s
 }
 
 
-intgo _wrap_kvt_context_errmsg_copy_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2) {
+intgo _wrap_kvt_context_errmsg_copy_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -1687,7 +1571,7 @@ intgo _wrap_kvt_context_errmsg_copy_capi_6cee0b3e32e273f2(struct kvt_context *_s
 }
 
 
-intgo _wrap_kvt_sequence_add_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, struct kvt_request *_swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvt_sequence_add_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, struct kvt_request *_swig_go_1, _goslice_ _swig_go_2) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   kvt_request *arg2 = (kvt_request *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -1706,7 +1590,7 @@ intgo _wrap_kvt_sequence_add_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_
 }
 
 
-intgo _wrap_kvt_sequence_cancel_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvt_sequence_cancel_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, long long _swig_go_1) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   int64_t arg2 ;
   kvt_status result;
@@ -1721,7 +1605,7 @@ intgo _wrap_kvt_sequence_cancel_capi_6cee0b3e32e273f2(struct kvt_context *_swig_
 }
 
 
-intgo _wrap_kvt_sequence_status_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+intgo _wrap_kvt_sequence_status_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   int64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1744,7 +1628,7 @@ intgo _wrap_kvt_sequence_status_capi_6cee0b3e32e273f2(struct kvt_context *_swig_
 }
 
 
-intgo _wrap_kvt_sequence_tokens_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvt_sequence_tokens_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   int64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1769,7 +1653,7 @@ intgo _wrap_kvt_sequence_tokens_capi_6cee0b3e32e273f2(struct kvt_context *_swig_
 }
 
 
-intgo _wrap_kvt_sequence_text_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvt_sequence_text_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -1794,7 +1678,7 @@ intgo _wrap_kvt_sequence_text_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go
 }
 
 
-intgo _wrap_kvt_sequence_error_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvt_sequence_error_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -1819,119 +1703,7 @@ intgo _wrap_kvt_sequence_error_capi_6cee0b3e32e273f2(struct kvt_context *_swig_g
 }
 
 
-intgo _wrap_kvt_sequence_logprobs_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
-  kvt_context *arg1 = (kvt_context *) 0 ;
-  int64_t arg2 ;
-  float *arg3 = (float *) 0 ;
-  int32_t arg4 ;
-  int32_t *arg5 = (int32_t *) 0 ;
-  kvt_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvt_context **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  arg3 = (float *)(_swig_go_2.len > 0 ? _swig_go_2.array : 0); 
-  arg4 = (int32_t)_swig_go_3; 
-  arg5 = (int32_t *)(_swig_go_4.len > 0 ? _swig_go_4.array : 0); 
-  
-  result = (kvt_status)kvt_sequence_logprobs(arg1,arg2,arg3,arg4,arg5);
-  _swig_go_result = (intgo)result; 
-  
-  
-  
-  
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvt_sequence_top_logprobs_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6) {
-  kvt_context *arg1 = (kvt_context *) 0 ;
-  int64_t arg2 ;
-  int32_t arg3 ;
-  int32_t *arg4 = (int32_t *) 0 ;
-  float *arg5 = (float *) 0 ;
-  int32_t arg6 ;
-  int32_t *arg7 = (int32_t *) 0 ;
-  kvt_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvt_context **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  arg3 = (int32_t)_swig_go_2; 
-  arg4 = (int32_t *)(_swig_go_3.len > 0 ? _swig_go_3.array : 0); 
-  arg5 = (float *)(_swig_go_4.len > 0 ? _swig_go_4.array : 0); 
-  arg6 = (int32_t)_swig_go_5; 
-  arg7 = (int32_t *)(_swig_go_6.len > 0 ? _swig_go_6.array : 0); 
-  
-  result = (kvt_status)kvt_sequence_top_logprobs(arg1,arg2,arg3,arg4,arg5,arg6,arg7);
-  _swig_go_result = (intgo)result; 
-  
-  
-  
-  
-  
-  
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvt_sequence_prompt_logprobs_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
-  kvt_context *arg1 = (kvt_context *) 0 ;
-  int64_t arg2 ;
-  float *arg3 = (float *) 0 ;
-  int32_t arg4 ;
-  int32_t *arg5 = (int32_t *) 0 ;
-  kvt_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvt_context **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  arg3 = (float *)(_swig_go_2.len > 0 ? _swig_go_2.array : 0); 
-  arg4 = (int32_t)_swig_go_3; 
-  arg5 = (int32_t *)(_swig_go_4.len > 0 ? _swig_go_4.array : 0); 
-  
-  result = (kvt_status)kvt_sequence_prompt_logprobs(arg1,arg2,arg3,arg4,arg5);
-  _swig_go_result = (intgo)result; 
-  
-  
-  
-  
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvt_sequence_prompt_top_logprobs_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6) {
-  kvt_context *arg1 = (kvt_context *) 0 ;
-  int64_t arg2 ;
-  int32_t arg3 ;
-  int32_t *arg4 = (int32_t *) 0 ;
-  float *arg5 = (float *) 0 ;
-  int32_t arg6 ;
-  int32_t *arg7 = (int32_t *) 0 ;
-  kvt_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvt_context **)&_swig_go_0; 
-  arg2 = (int64_t)_swig_go_1; 
-  arg3 = (int32_t)_swig_go_2; 
-  arg4 = (int32_t *)(_swig_go_3.len > 0 ? _swig_go_3.array : 0); 
-  arg5 = (float *)(_swig_go_4.len > 0 ? _swig_go_4.array : 0); 
-  arg6 = (int32_t)_swig_go_5; 
-  arg7 = (int32_t *)(_swig_go_6.len > 0 ? _swig_go_6.array : 0); 
-  
-  result = (kvt_status)kvt_sequence_prompt_top_logprobs(arg1,arg2,arg3,arg4,arg5,arg6,arg7);
-  _swig_go_result = (intgo)result; 
-  
-  
-  
-  
-  
-  
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvt_sequence_release_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvt_sequence_release_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, long long _swig_go_1) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   int64_t arg2 ;
   kvt_status result;
@@ -1946,7 +1718,7 @@ intgo _wrap_kvt_sequence_release_capi_6cee0b3e32e273f2(struct kvt_context *_swig
 }
 
 
-intgo _wrap_kvt_context_num_unfinished_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0) {
+intgo _wrap_kvt_context_num_unfinished_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1959,7 +1731,7 @@ intgo _wrap_kvt_context_num_unfinished_capi_6cee0b3e32e273f2(struct kvt_context 
 }
 
 
-intgo _wrap_kvt_events_create_capi_6cee0b3e32e273f2(struct kvt_events **_swig_go_0) {
+intgo _wrap_kvt_events_create_capi_5d2bad5dfa31c4c4(struct kvt_events **_swig_go_0) {
   kvt_events **arg1 = (kvt_events **) 0 ;
   kvt_status result;
   intgo _swig_go_result;
@@ -1972,7 +1744,7 @@ intgo _wrap_kvt_events_create_capi_6cee0b3e32e273f2(struct kvt_events **_swig_go
 }
 
 
-void _wrap_kvt_events_free_capi_6cee0b3e32e273f2(struct kvt_events *_swig_go_0) {
+void _wrap_kvt_events_free_capi_5d2bad5dfa31c4c4(struct kvt_events *_swig_go_0) {
   kvt_events *arg1 = (kvt_events *) 0 ;
   
   arg1 = *(kvt_events **)&_swig_go_0; 
@@ -1982,7 +1754,7 @@ void _wrap_kvt_events_free_capi_6cee0b3e32e273f2(struct kvt_events *_swig_go_0) 
 }
 
 
-intgo _wrap_kvt_events_count_capi_6cee0b3e32e273f2(struct kvt_events *_swig_go_0) {
+intgo _wrap_kvt_events_count_capi_5d2bad5dfa31c4c4(struct kvt_events *_swig_go_0) {
   kvt_events *arg1 = (kvt_events *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1995,7 +1767,7 @@ intgo _wrap_kvt_events_count_capi_6cee0b3e32e273f2(struct kvt_events *_swig_go_0
 }
 
 
-intgo _wrap_kvt_events_get_capi_6cee0b3e32e273f2(struct kvt_events *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvt_events_get_capi_5d2bad5dfa31c4c4(struct kvt_events *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   kvt_events *arg1 = (kvt_events *) 0 ;
   int32_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -2022,59 +1794,7 @@ intgo _wrap_kvt_events_get_capi_6cee0b3e32e273f2(struct kvt_events *_swig_go_0, 
 }
 
 
-intgo _wrap_kvt_events_logprob_capi_6cee0b3e32e273f2(struct kvt_events *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
-  kvt_events *arg1 = (kvt_events *) 0 ;
-  int32_t arg2 ;
-  float *arg3 = (float *) 0 ;
-  int32_t *arg4 = (int32_t *) 0 ;
-  kvt_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvt_events **)&_swig_go_0; 
-  arg2 = (int32_t)_swig_go_1; 
-  arg3 = (float *)(_swig_go_2.len > 0 ? _swig_go_2.array : 0); 
-  arg4 = (int32_t *)(_swig_go_3.len > 0 ? _swig_go_3.array : 0); 
-  
-  result = (kvt_status)kvt_events_logprob((struct kvt_events const *)arg1,arg2,arg3,arg4);
-  _swig_go_result = (intgo)result; 
-  
-  
-  
-  
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvt_events_top_logprobs_capi_6cee0b3e32e273f2(struct kvt_events *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4, _goslice_ _swig_go_5) {
-  kvt_events *arg1 = (kvt_events *) 0 ;
-  int32_t arg2 ;
-  int32_t *arg3 = (int32_t *) 0 ;
-  float *arg4 = (float *) 0 ;
-  int32_t arg5 ;
-  int32_t *arg6 = (int32_t *) 0 ;
-  kvt_status result;
-  intgo _swig_go_result;
-  
-  arg1 = *(kvt_events **)&_swig_go_0; 
-  arg2 = (int32_t)_swig_go_1; 
-  arg3 = (int32_t *)(_swig_go_2.len > 0 ? _swig_go_2.array : 0); 
-  arg4 = (float *)(_swig_go_3.len > 0 ? _swig_go_3.array : 0); 
-  arg5 = (int32_t)_swig_go_4; 
-  arg6 = (int32_t *)(_swig_go_5.len > 0 ? _swig_go_5.array : 0); 
-  
-  result = (kvt_status)kvt_events_top_logprobs((struct kvt_events const *)arg1,arg2,arg3,arg4,arg5,arg6);
-  _swig_go_result = (intgo)result; 
-  
-  
-  
-  
-  
-  
-  return _swig_go_result;
-}
-
-
-intgo _wrap_kvt_step_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, struct kvt_events *_swig_go_1) {
+intgo _wrap_kvt_step_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, struct kvt_events *_swig_go_1) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   kvt_events *arg2 = (kvt_events *) 0 ;
   kvt_status result;
@@ -2089,7 +1809,7 @@ intgo _wrap_kvt_step_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, struc
 }
 
 
-intgo _wrap_kvt_generate_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, struct kvt_request *_swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+intgo _wrap_kvt_generate_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, struct kvt_request *_swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   kvt_request *arg2 = (kvt_request *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -2118,7 +1838,7 @@ intgo _wrap_kvt_generate_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, s
 }
 
 
-intgo _wrap_kvt_context_unpin_prefixes_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0) {
+intgo _wrap_kvt_context_unpin_prefixes_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   kvt_status result;
   intgo _swig_go_result;
@@ -2131,7 +1851,7 @@ intgo _wrap_kvt_context_unpin_prefixes_capi_6cee0b3e32e273f2(struct kvt_context 
 }
 
 
-intgo _wrap_kvt_context_stats_json_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
+intgo _wrap_kvt_context_stats_json_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -2154,7 +1874,7 @@ intgo _wrap_kvt_context_stats_json_capi_6cee0b3e32e273f2(struct kvt_context *_sw
 }
 
 
-intgo _wrap_kvt_context_stat_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvt_context_stat_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -2179,7 +1899,78 @@ intgo _wrap_kvt_context_stat_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_
 }
 
 
-intgo _wrap_kvt_events_text_copy_capi_6cee0b3e32e273f2(struct kvt_events *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3) {
+intgo _wrap_kvt_context_metrics_text_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
+  kvt_context *arg1 = (kvt_context *) 0 ;
+  char *arg2 = (char *) 0 ;
+  int32_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_context **)&_swig_go_0; 
+  arg2 = (char *)(_swig_go_1.len > 0 ? _swig_go_1.array : 0); 
+  arg3 = (int32_t)_swig_go_2; 
+  arg4 = (int32_t *)(_swig_go_3.len > 0 ? _swig_go_3.array : 0); 
+  
+  result = (kvt_status)kvt_context_metrics_text(arg1,arg2,arg3,arg4);
+  _swig_go_result = (intgo)result; 
+  
+  
+  
+  
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVT_LOG_LEVEL_DEBUG_capi_5d2bad5dfa31c4c4() {
+  enum kvt_log_level result;
+  intgo _swig_go_result;
+  
+  
+  result = KVT_LOG_LEVEL_DEBUG;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVT_LOG_LEVEL_INFO_capi_5d2bad5dfa31c4c4() {
+  enum kvt_log_level result;
+  intgo _swig_go_result;
+  
+  
+  result = KVT_LOG_LEVEL_INFO;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVT_LOG_LEVEL_WARN_capi_5d2bad5dfa31c4c4() {
+  enum kvt_log_level result;
+  intgo _swig_go_result;
+  
+  
+  result = KVT_LOG_LEVEL_WARN;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVT_LOG_LEVEL_ERROR_capi_5d2bad5dfa31c4c4() {
+  enum kvt_log_level result;
+  intgo _swig_go_result;
+  
+  
+  result = KVT_LOG_LEVEL_ERROR;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvt_events_text_copy_capi_5d2bad5dfa31c4c4(struct kvt_events *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3) {
   kvt_events *arg1 = (kvt_events *) 0 ;
   int32_t arg2 ;
   char *arg3 = (char *) 0 ;

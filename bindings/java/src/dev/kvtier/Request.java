@@ -9,8 +9,9 @@ import dev.kvtier.swig.kvtier;
 
 /**
  * One generation request: the prompt (token ids, text or chat messages), how many tokens to
- * generate, sampling and stop conditions. Values not set keep the library's defaults
- * (greedy, 16 new tokens, the model's eos ids stop). Every setter returns this object, for
+ * generate, sampling and stop conditions. Values not set keep the defaults: the model's
+ * generation_config.json where it has them (see {@link Model#infoJson}), else greedy and 16
+ * new tokens; the model's eos ids stop. A value set here always wins. Every setter returns this object, for
  * chaining.
  */
 public final class Request {
@@ -26,6 +27,7 @@ public final class Request {
   private int[] stopTokens;
   private Boolean ignoreEos;
   private Integer priority;
+  private Boolean pinPrefix;
   private Float minP;
   private Float repetitionPenalty;
   private Float presencePenalty;
@@ -84,7 +86,7 @@ public final class Request {
   public Request stopString(String text) { stopStrings.add(text); return this; }
 
   /**
-   * Bounds the generated tokens (default 16).
+   * Bounds the generated tokens (default: the model's, else 16).
    *
    * @param n at least 1
    * @return this
@@ -92,7 +94,7 @@ public final class Request {
   public Request maxNewTokens(int n) { this.maxNewTokens = n; return this; }
 
   /**
-   * Sets the sampling temperature (default 0: greedy).
+   * Sets the sampling temperature (default: the model's, else 0: greedy).
    *
    * @param t at least 0
    * @return this
@@ -100,7 +102,7 @@ public final class Request {
   public Request temperature(float t) { this.temperature = t; return this; }
 
   /**
-   * Samples among the k most likely tokens (default 0: off).
+   * Samples among the k most likely tokens (default: the model's, else 0: off).
    *
    * @param k at least 0
    * @return this
@@ -108,7 +110,7 @@ public final class Request {
   public Request topK(int k) { this.topK = k; return this; }
 
   /**
-   * Sets the nucleus sampling threshold (default 1: off).
+   * Sets the nucleus sampling threshold (default: the model's, else 1: off).
    *
    * @param p in (0, 1]
    * @return this
@@ -148,6 +150,13 @@ public final class Request {
   public Request priority(int priority) { this.priority = priority; return this; }
 
   /**
+   * Keeps the prompt's full KV blocks on the device tier once computed (never evicted, so
+   * later requests sharing the prefix always hit) until {@link Context#unpinPrefixes}.
+   *
+   * @param pin true to pin
+   * @return this
+   */
+  public Request pinPrefix(boolean pin) { this.pinPrefix = pin; return this; }
    * min-p: keeps the tokens whose probability is at least this times the most likely
    * one's (default 0: off).
    *
@@ -247,6 +256,7 @@ public final class Request {
       }
       if (ignoreEos != null) check(r, kvtier.kvt_request_set_ignore_eos(r, ignoreEos ? 1 : 0));
       if (priority != null) check(r, kvtier.kvt_request_set_priority(r, priority));
+      if (pinPrefix != null) check(r, kvtier.kvt_request_set_pin_prefix(r, pinPrefix ? 1 : 0));
       if (minP != null) check(r, kvtier.kvt_request_set_min_p(r, minP));
       if (repetitionPenalty != null) {
         check(r, kvtier.kvt_request_set_repetition_penalty(r, repetitionPenalty));

@@ -1,0 +1,64 @@
+// HostTierMemory: the host tier's bytes — one reserved region from the backend, pinned in
+// the background a chunk at a time (ChunkedPreparer) where the backend pins host memory,
+// so that creating a context costs the same whatever the tier's size. Its blocks are
+// usable as their chunk is pinned: ready_bytes() is the pinned prefix.
+// Thread-safe: ready_bytes()/done()/status() from any thread; the rest from the owner.
+#ifndef KVTIER_KV_HOST_TIER_MEMORY_H_
+#define KVTIER_KV_HOST_TIER_MEMORY_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kv/chunked_preparer.h"
+
+namespace kvtier {
+
+class Backend;
+
+class HostTierMemory {
+ public:
+  // Reserves `bytes` (rounded up to whole pages) through the backend and, when the backend
+  // pins host memory, starts pinning it in chunks of `chunk_bytes` (rounded up to whole
+  // pages) from the start; otherwise the whole region is ready at once. `backend` must
+  // outlive the result. ResourceExhausted when the address space cannot be reserved.
+  static absl::StatusOr<std::unique_ptr<HostTierMemory>> Create(Backend* backend, size_t bytes, size_t chunk_bytes);
+  // Cancels the pinning (waiting for the chunk being pinned), unpins every pinned chunk and
+  // releases the region.
+  ~HostTierMemory();
+  HostTierMemory(const HostTierMemory&) = delete;
+  HostTierMemory& operator=(const HostTierMemory&) = delete;
+
+  uint8_t* base() const { return base_; }
+  size_t bytes() const { return bytes_; }  // whole pages, >= the requested size
+  // The prefix [0, ready_bytes()) may be copied to and from (acquire: pinned).
+  size_t ready_bytes() const;
+  // Pinning has ended: everything is ready, or it failed (status()), or was cancelled.
+  bool done() const { return pinning_ == nullptr || pinning_->done(); }
+  // Why pinning stopped early (the backend's error); OK otherwise. The part pinned before
+  // stays usable; the rest of the region is never used.
+  absl::Status status() const { return pinning_ == nullptr ? absl::OkStatus() : pinning_->status(); }
+  // Stops pinning before the next chunk; returns at once (freeing a context starts here).
+  void CancelPinning() {
+    if (pinning_ != nullptr) pinning_->Cancel();
+  }
+  // Blocks until done() (tests; a caller that needs the whole tier before it starts).
+  void WaitUntilDone() {
+    if (pinning_ != nullptr) pinning_->Wait();
+  }
+
+ private:
+  HostTierMemory(Backend* backend, uint8_t* base, size_t bytes, size_t chunk_bytes);
+
+  Backend* const backend_;
+  uint8_t* const base_;
+  const size_t bytes_;
+  const size_t chunk_bytes_;
+  std::unique_ptr<ChunkedPreparer> pinning_;  // null when the backend does not pin
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_KV_HOST_TIER_MEMORY_H_

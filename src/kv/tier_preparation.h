@@ -1,0 +1,25 @@
+// TierPreparationOptions: how much of the host and disk tiers a context prepares before its
+// creation returns, and in what steps it prepares the rest in the background (see
+// kv_cache_manager.h). Plain value type.
+#ifndef KVTIER_KV_TIER_PREPARATION_H_
+#define KVTIER_KV_TIER_PREPARATION_H_
+
+#include <cstdint>
+
+namespace kvtier {
+
+struct TierPreparationOptions {
+  // Host tier, on backends that pin host memory: all of it is pinned in the background,
+  // this much at a time (rounded up to whole pages). A smaller chunk makes the first blocks
+  // usable sooner and a context freed meanwhile wait less (for the chunk being pinned).
+  int64_t host_chunk_bytes = int64_t{256} << 20;
+  // Disk tier: this much of the file is reserved before creation returns (a small tier
+  // entirely: no thread, and a full disk is an error at creation)...
+  int64_t disk_bytes_at_create = int64_t{64} << 20;
+  // ...and the rest in the background, this much at a time.
+  int64_t disk_chunk_bytes = int64_t{1} << 30;
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_KV_TIER_PREPARATION_H_

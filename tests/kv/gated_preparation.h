@@ -1,0 +1,310 @@
+// Test doubles that hold a context's background tier preparation at a gate, so that the
+// window in which a context runs with its host tier partly pinned, or its disk file partly
+// reserved, is as long (and lands where) the test wants:
+// - Gate: admits one preparation step per permit; the test hands out permits.
+// - GatedPinBackend: a Backend whose host memory pins pass a gate; every host <-> device
+//   copy is checked to touch only pinned parts of the reserved region (a copy that does not
+//   fails with Internal); what it saw is kept in a PinLedger the test shares.
+// - GatedFileIo: a FileIo over FakeFileIo whose files' Allocate calls pass the gate; every
+//   block read and write is checked to stay inside the space reserved so far (counted in
+//   unreserved_ios).
+// Thread-safe: the gated calls run on the KV manager's preparation threads, the rest on the
+// test's and the stepping thread.
+#ifndef KVTIER_TESTS_KV_GATED_PREPARATION_H_
+#define KVTIER_TESTS_KV_GATED_PREPARATION_H_
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "backend/backend.h"
+#include "common/errors.h"
+#include "storage/file_io.h"
+#include "testing/fake_file_io.h"
+
+namespace kvtier::testing {
+
+class Gate {
+ public:
+  // Lets n more steps through (AllowAll: every step from now on).
+  void Allow(int64_t n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    permits_ += n;
+    cv_.notify_all();
+  }
+  void AllowAll() { Allow(std::numeric_limits<int64_t>::max() / 2); }
+  // The step numbered `step` (0-based, in arrival order) fails instead of passing.
+  void FailStep(int64_t step) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_step_ = step;
+  }
+  // Blocks the calling (preparation) thread until a permit is there; false when this step
+  // is the one to fail.
+  bool Pass() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const int64_t step = arrived_++;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return permits_ > 0; });
+    --permits_;
+    ++passed_;
+    cv_.notify_all();
+    return step != fail_step_;
+  }
+  // Blocks until `n` steps have arrived at the gate (passed or waiting); false after 10 s.
+  bool WaitArrived(int64_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return arrived_ >= n; });
+  }
+  // Blocks until `n` steps have passed; false after 10 s.
+  bool WaitPassed(int64_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return passed_ >= n; });
+  }
+  int64_t arrived() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return arrived_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t permits_ = 0;
+  int64_t arrived_ = 0;
+  int64_t passed_ = 0;
+  int64_t fail_step_ = -1;
+};
+
+// What a GatedPinBackend saw; shared with the test, so it outlives an engine that owns the
+// backend (to check, after a context is freed, that every pinned chunk was unpinned).
+class PinLedger {
+ public:
+  Gate& gate() { return gate_; }
+  int64_t pins() const { return Read(pins_); }
+  int64_t unpins() const { return Read(unpins_); }
+  int64_t releases() const { return Read(releases_); }
+  // Regions released while a chunk of them was still pinned (must stay 0).
+  int64_t released_while_pinned() const { return Read(released_while_pinned_); }
+  // Copies that touched reserved host memory not pinned (yet or any more); must stay 0.
+  int64_t unpinned_copies() const { return Read(unpinned_copies_); }
+
+  void Reserved(const void* base, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    regions_.emplace_back(Address(base), Address(base) + bytes);
+  }
+  void Pinned(const void* ptr, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    pinned_.emplace_back(Address(ptr), Address(ptr) + bytes);
+    ++pins_;
+  }
+  void Unpinned(const void* ptr, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = std::find(pinned_.begin(), pinned_.end(), std::make_pair(Address(ptr), Address(ptr) + bytes));
+    if (it != pinned_.end()) pinned_.erase(it);
+    ++unpins_;
+  }
+  void Released(const void* base, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++releases_;
+    for (const auto& [begin, end] : pinned_) {
+      if (begin >= Address(base) && end <= Address(base) + bytes) ++released_while_pinned_;
+    }
+    auto it = std::find(regions_.begin(), regions_.end(), std::make_pair(Address(base), Address(base) + bytes));
+    if (it != regions_.end()) regions_.erase(it);
+  }
+  // Host buffers inside a reserved region must lie inside one pinned range.
+  absl::Status CheckPinned(std::span<const BlockCopy> copies, size_t block_bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const BlockCopy& c : copies) {
+      const uintptr_t begin = Address(c.host), end = begin + block_bytes;
+      const bool reserved = std::any_of(regions_.begin(), regions_.end(),
+                                        [&](const auto& r) { return begin >= r.first && begin < r.second; });
+      if (!reserved) continue;  // a staging buffer
+      const bool pinned = std::any_of(pinned_.begin(), pinned_.end(),
+                                      [&](const auto& r) { return begin >= r.first && end <= r.second; });
+      if (!pinned) {
+        ++unpinned_copies_;
+        return absl::InternalError(absl::StrCat("copy touches host memory not pinned yet (device block ",
+                                                c.device_block, ")"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  static uintptr_t Address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+  int64_t Read(const int64_t& counter) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return counter;
+  }
+
+  Gate gate_;
+  mutable std::mutex mu_;
+  std::vector<std::pair<uintptr_t, uintptr_t>> regions_;  // reserved [begin, end)
+  std::vector<std::pair<uintptr_t, uintptr_t>> pinned_;   // pinned [begin, end)
+  int64_t pins_ = 0;
+  int64_t unpins_ = 0;
+  int64_t releases_ = 0;
+  int64_t released_while_pinned_ = 0;
+  int64_t unpinned_copies_ = 0;
+};
+
+class GatedPinBackend final : public Backend {
+ public:
+  GatedPinBackend(std::unique_ptr<Backend> inner, std::shared_ptr<PinLedger> ledger)
+      : inner_(std::move(inner)), ledger_(std::move(ledger)) {}
+
+  Backend& inner() { return *inner_; }
+
+  bool PinsHostMemory() const override { return true; }
+  absl::StatusOr<void*> ReserveHostMemory(size_t bytes) override {
+    absl::StatusOr<void*> base = inner_->ReserveHostMemory(bytes);
+    if (base.ok()) ledger_->Reserved(*base, bytes);
+    return base;
+  }
+  absl::Status PinHostMemory(void* ptr, size_t bytes) override {
+    if (!ledger_->gate().Pass()) return absl::ResourceExhaustedError("pinning refused (injected)");
+    if (absl::Status s = inner_->PinHostMemory(ptr, bytes); !s.ok()) return s;
+    ledger_->Pinned(ptr, bytes);
+    return absl::OkStatus();
+  }
+  void UnpinHostMemory(void* ptr, size_t bytes) override {
+    inner_->UnpinHostMemory(ptr, bytes);
+    ledger_->Unpinned(ptr, bytes);
+  }
+  void ReleaseHostMemory(void* ptr, size_t bytes) override {
+    ledger_->Released(ptr, bytes);
+    inner_->ReleaseHostMemory(ptr, bytes);
+  }
+
+  std::string_view name() const override { return inner_->name(); }
+  const KvLayout& kv_layout() const override { return inner_->kv_layout(); }
+  int64_t vocab_size() const override { return inner_->vocab_size(); }
+  absl::Status AllocateKvPool(int64_t num_blocks) override { return inner_->AllocateKvPool(num_blocks); }
+  int64_t num_kv_blocks() const override { return inner_->num_kv_blocks(); }
+  absl::Status WarmUp() override { return inner_->WarmUp(); }
+  absl::Status Forward(const ForwardBatch& batch, std::vector<float>* logits) override {
+    return inner_->Forward(batch, logits);
+  }
+  absl::Status ForwardGreedy(const ForwardBatch& batch, std::vector<int32_t>* token_ids) override {
+    return inner_->ForwardGreedy(batch, token_ids);
+  }
+  absl::Status ForwardSampled(const ForwardBatch& batch, std::span<const RowSampling> rows,
+                              std::vector<int32_t>* token_ids) override {
+    return inner_->ForwardSampled(batch, rows, token_ids);
+  }
+  absl::StatusOr<void*> AllocateHostMemory(size_t bytes) override { return inner_->AllocateHostMemory(bytes); }
+  void FreeHostMemory(void* ptr) override { inner_->FreeHostMemory(ptr); }
+  absl::Status CopyBlocksToHost(std::span<const BlockCopy> copies) override {
+    if (absl::Status s = Check(copies); !s.ok()) return s;
+    return inner_->CopyBlocksToHost(copies);
+  }
+  absl::Status CopyBlocksFromHost(std::span<const BlockCopy> copies) override {
+    if (absl::Status s = Check(copies); !s.ok()) return s;
+    return inner_->CopyBlocksFromHost(copies);
+  }
+  absl::Status PrefetchBlocksFromHost(std::span<const BlockCopy> copies) override {
+    if (absl::Status s = Check(copies); !s.ok()) return s;
+    return inner_->PrefetchBlocksFromHost(copies);
+  }
+  absl::Status WaitForPrefetches() override { return inner_->WaitForPrefetches(); }
+  absl::StatusOr<int64_t> StartCopiesToHost(std::span<const BlockCopy> copies) override {
+    if (absl::Status s = Check(copies); !s.ok()) return s;
+    return inner_->StartCopiesToHost(copies);
+  }
+  absl::StatusOr<bool> CopiesDone(int64_t ticket) override { return inner_->CopiesDone(ticket); }
+  absl::Status WaitForCopies(int64_t ticket) override { return inner_->WaitForCopies(ticket); }
+  BackendCopyStats copy_stats() const override { return inner_->copy_stats(); }
+  absl::Status CopyBlock(int32_t src, int32_t dst) override { return inner_->CopyBlock(src, dst); }
+  int64_t device_bytes_in_use() const override { return inner_->device_bytes_in_use(); }
+  int64_t allocations_after_init() const override { return inner_->allocations_after_init(); }
+
+ private:
+  absl::Status Check(std::span<const BlockCopy> copies) {
+    return ledger_->CheckPinned(copies, inner_->kv_layout().BlockBytes());
+  }
+
+  std::unique_ptr<Backend> inner_;
+  std::shared_ptr<PinLedger> ledger_;
+};
+
+class GatedFileIo final : public FileIo {
+ public:
+  explicit GatedFileIo(FakeFileIo* inner) : inner_(inner), state_(std::make_shared<State>()) {}
+
+  Gate& gate() { return state_->gate; }
+  int64_t allocations() const { return state_->allocations.load(); }
+  int64_t unreserved_ios() const { return state_->unreserved_ios.load(); }
+
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> OpenForReadWrite(const std::string& path, int64_t size) override {
+    auto file = inner_->OpenForReadWrite(path, size);
+    if (!file.ok()) return file.status();
+    absl::StatusOr<int64_t> reserved = (*file)->Size();
+    if (!reserved.ok()) return reserved.status();
+    return std::unique_ptr<RandomAccessFile>(new File(std::move(*file), *reserved, state_));
+  }
+  absl::StatusOr<std::string> ReadWholeFile(const std::string& path) override { return inner_->ReadWholeFile(path); }
+  absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) override {
+    return inner_->WriteFileAtomically(path, contents);
+  }
+  bool Exists(const std::string& path) override { return inner_->Exists(path); }
+  absl::StatusOr<int64_t> SpaceForFile(const std::string& path) override { return inner_->SpaceForFile(path); }
+
+ private:
+  struct State {
+    Gate gate;
+    std::atomic<int64_t> allocations{0};
+    std::atomic<int64_t> unreserved_ios{0};
+  };
+  class File final : public RandomAccessFile {
+   public:
+    File(std::unique_ptr<RandomAccessFile> inner, int64_t reserved, std::shared_ptr<State> state)
+        : inner_(std::move(inner)), reserved_(reserved), state_(std::move(state)) {}
+    absl::Status Pread(int64_t offset, size_t n, void* out) override {
+      Check(offset, n);
+      return inner_->Pread(offset, n, out);
+    }
+    absl::Status Pwrite(int64_t offset, const void* data, size_t n) override {
+      Check(offset, n);
+      return inner_->Pwrite(offset, data, n);
+    }
+    absl::Status Sync() override { return inner_->Sync(); }
+    absl::Status Allocate(int64_t offset, int64_t n) override {
+      if (!state_->gate.Pass()) return IoError("preallocating: No space left on device (injected)");
+      absl::Status s = inner_->Allocate(offset, n);
+      if (s.ok()) {
+        int64_t end = offset + n;
+        int64_t seen = reserved_.load();
+        while (end > seen && !reserved_.compare_exchange_weak(seen, end)) {
+        }
+        ++state_->allocations;
+      }
+      return s;
+    }
+    absl::StatusOr<int64_t> Size() override { return inner_->Size(); }
+
+   private:
+    void Check(int64_t offset, size_t n) {
+      if (offset + static_cast<int64_t>(n) > reserved_.load()) ++state_->unreserved_ios;
+    }
+    std::unique_ptr<RandomAccessFile> inner_;
+    std::atomic<int64_t> reserved_;
+    std::shared_ptr<State> state_;
+  };
+  FakeFileIo* inner_;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace kvtier::testing
+
+#endif  // KVTIER_TESTS_KV_GATED_PREPARATION_H_
