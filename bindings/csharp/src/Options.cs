@@ -130,7 +130,8 @@ namespace Kvtier
         /// times the most likely one's; 0 (the default) is off.</summary>
         public Request MinP(float p) { minP = p; return this; }
         /// <summary>Repetition penalty over prompt and generated tokens (transformers'
-        /// semantics), finite and &gt; 0; 1 (the default) is off.</summary>
+        /// semantics), finite and &gt; 0; 1 is off. Unset: the model's generation_config.json
+        /// default, else off.</summary>
         public Request RepetitionPenalty(float penalty) { repetitionPenalty = penalty; return this; }
         /// <summary>Presence penalty over generated tokens (OpenAI's semantics), in [-2, 2];
         /// 0 (the default) is off.</summary>

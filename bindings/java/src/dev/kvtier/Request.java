@@ -157,6 +157,8 @@ public final class Request {
    * @return this
    */
   public Request pinPrefix(boolean pin) { this.pinPrefix = pin; return this; }
+
+  /**
    * min-p: keeps the tokens whose probability is at least this times the most likely
    * one's (default 0: off).
    *
@@ -166,8 +168,8 @@ public final class Request {
   public Request minP(float p) { this.minP = p; return this; }
 
   /**
-   * Repetition penalty over the prompt and generated tokens, transformers' semantics
-   * (default 1: off).
+   * Repetition penalty over the prompt and generated tokens, transformers' semantics (1 is
+   * off; unset: the model's generation_config.json default, else off).
    *
    * @param penalty finite and greater than 0
    * @return this
