@@ -279,6 +279,7 @@ static void test_metrics(const char* model_dir) {
   CHECK(strstr(text, "# TYPE kvtier_generated_tokens_total counter\n") != NULL);
   CHECK(strstr(text, "# TYPE kvtier_tier_used_bytes gauge\n") != NULL);
   CHECK(strstr(text, "kvtier_tier_capacity_bytes{tier=\"gpu\"} ") != NULL);
+  CHECK(strstr(text, "kvtier_tier_ready_bytes{tier=\"gpu\"} ") != NULL);
   CHECK(strstr(text, "# TYPE kvtier_time_to_first_token_seconds histogram\n") != NULL);
   CHECK(strstr(text, "# TYPE kvtier_inter_token_latency_seconds histogram\n") != NULL);
   CHECK(strstr(text, "# TYPE kvtier_step_duration_seconds histogram\n") != NULL);
