@@ -48,10 +48,11 @@ if [ "$sanitizers" = 1 ]; then
   tsan="$root/build-rel-tsan"
   generator=()
   command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
-  echo "== build: ThreadSanitizer (clang; engine_test, c_api_test, soak_test, kv_test, liveness_test)"
+  echo "== build: ThreadSanitizer (clang; engine_test, the C API tests, soak_test, kv_test, liveness_test)"
   CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$tsan" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DKVTIER_SANITIZE=thread -DKVTIER_CUDA=OFF "-DKVTIER_TEST_DIRS=engine;c_api;soak;kv"
-  cmake --build "$tsan" -j "$jobs" --target engine_test c_api_test soak_test kv_test liveness_test kvtier_cli
+  cmake --build "$tsan" -j "$jobs" --target engine_test c_api_test c_api_sampling_test c_api_ops_test soak_test kv_test \
+    liveness_test kvtier_cli
   echo "== tests: ThreadSanitizer"
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/soak/tsan.supp" \
     ctest --test-dir "$tsan" --output-on-failure -j "$jobs"
