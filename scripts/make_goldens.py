@@ -1,9 +1,17 @@
 #!/usr/bin/env python3
 """Writes tests/parity/goldens.json: HuggingFace transformers' logits and greedy tokens on
-random-weight checkpoints made by `kvtier mkmodel`.
+random-weight checkpoints made by `kvtier mkmodel`, and, per case under "sampling", what the
+sampler chain is checked against: transformers' logits processors and warpers
+(SequenceBias, RepetitionPenalty, Temperature, TopK, TopP, MinP) applied to the last
+logits, log-softmax of the raw logits, the prompt's per-token log-probabilities and its
+loss (labels = input ids: what `kvtier perplexity` reports), compute_transition_scores of a
+greedy generate(output_logits=True), and a greedy decode under RepetitionPenalty.
 
 Run on the GPU machine (where torch + transformers are installed):
-    python3 scripts/make_goldens.py --kvtier build/tools/kvtier/kvtier --out tests/parity/goldens.json
+    python3 scripts/make_goldens.py --kvtier build/tools/kvtier/kvtier --out new-goldens.json \
+        --check-unchanged tests/parity/goldens.json
+(--check-unchanged exits 1 when a value the committed file holds came out differently; new
+keys are expected when cases are added.)
 
 Each model is written by our own mkmodel (deterministic from its seed) and loaded by
 transformers' from_pretrained, so the goldens are an independent reference: the test
@@ -48,6 +56,109 @@ MODELS = {
 PROMPT_LENGTHS = [1, 7, 23, 64]
 GREEDY_TOKENS = 32
 
+# Sampler-chain cases: transformers' processors in its own order (bias, repetition penalty,
+# then the warpers temperature, top-k, top-p, min-p) on a case's last logits, the prompt as
+# input_ids. The keys are kvtier's request settings.
+PROCESSOR_CASES = [
+    {"name": "repetition_penalty", "repetition_penalty": 1.3},
+    {"name": "repetition_penalty_below_1", "repetition_penalty": 0.7},
+    {"name": "logit_bias", "logit_bias": {"5": 3.0, "17": -100.0, "60": 0.5}},
+    {"name": "temperature_top_k", "temperature": 0.7, "top_k": 20},
+    {"name": "top_p", "temperature": 1.0, "top_p": 0.8},
+    {"name": "min_p", "temperature": 0.9, "min_p": 0.1},
+    {"name": "chain", "repetition_penalty": 1.2, "logit_bias": {"5": 3.0, "9": -2.0}, "temperature": 0.8,
+     "top_k": 50, "top_p": 0.9, "min_p": 0.05},
+]
+REPETITION_PENALTY = 1.3  # the greedy decode under RepetitionPenaltyLogitsProcessor
+REPETITION_TOKENS = 16
+TOP_LOGPROBS = 5
+
+
+def short(x):
+    """A double kept to 10 significant digits (the file stays small; tests need ~1e-6)."""
+    return float(f"{x:.10g}")
+
+
+def processor_list(case):
+    from transformers import generation as g
+    lp = g.logits_process
+    procs = lp.LogitsProcessorList()
+    if "logit_bias" in case:
+        bias = [[[int(t)], float(b)] for t, b in case["logit_bias"].items()]
+        try:
+            procs.append(lp.SequenceBiasLogitsProcessor(sequence_bias=bias))
+        except Exception:  # older signature: {tuple: bias}
+            procs.append(lp.SequenceBiasLogitsProcessor(sequence_bias={(int(t),): float(b) for t, b in case["logit_bias"].items()}))
+    if "repetition_penalty" in case:
+        procs.append(lp.RepetitionPenaltyLogitsProcessor(penalty=case["repetition_penalty"]))
+    if "temperature" in case:
+        procs.append(lp.TemperatureLogitsWarper(case["temperature"]))
+    if "top_k" in case:
+        procs.append(lp.TopKLogitsWarper(top_k=case["top_k"]))
+    if "top_p" in case:
+        procs.append(lp.TopPLogitsWarper(top_p=case["top_p"]))
+    if "min_p" in case:
+        procs.append(lp.MinPLogitsWarper(min_p=case["min_p"]))
+    return procs
+
+
+def sampling_goldens(torch, model, prompt, last_logits):
+    """The "sampling" object of one case (see the module docstring)."""
+    ids = torch.tensor([prompt], dtype=torch.long)
+    out = {"log_softmax": [short(x) for x in torch.log_softmax(last_logits.double(), -1).tolist()]}
+    processors = []
+    for case in PROCESSOR_CASES:
+        scores = processor_list(case)(ids, last_logits[None].clone())[0]
+        entry = dict(case)
+        entry["probs"] = [short(x) for x in torch.softmax(scores.double(), -1).tolist()]
+        if not any(k in case for k in ("temperature", "top_k", "top_p", "min_p")):
+            entry["scores"] = [None if x == float("-inf") else float(x) for x in scores.tolist()]
+        processors.append(entry)
+    out["processors"] = processors
+    if len(prompt) >= 2:
+        full = model(ids, labels=ids)
+        out["loss"] = float(full.loss.item())
+        logp = torch.log_softmax(full.logits[0, :-1].double(), -1)
+        out["prompt_logprobs"] = [float(logp[i, prompt[i + 1]]) for i in range(len(prompt) - 1)]
+    # Greedy generate with output_logits: compute_transition_scores(normalize_logits=True)
+    # is log-softmax of the raw logits at each chosen token. EOS off (kvtier ignores it too).
+    from transformers import GenerationConfig
+    model.generation_config.eos_token_id = None  # nothing to merge back from the model's defaults
+    model.config.eos_token_id = None
+    config = GenerationConfig(do_sample=False, max_new_tokens=GREEDY_TOKENS, eos_token_id=None, pad_token_id=0,
+                              output_logits=True, return_dict_in_generate=True)
+    gen = model.generate(ids, generation_config=config, attention_mask=torch.ones_like(ids))
+    out["generate_tokens"] = gen.sequences[0, len(prompt):].tolist()
+    try:
+        scores = model.compute_transition_scores(gen.sequences, gen.logits, normalize_logits=True)
+        out["transition_scores"] = [float(x) for x in scores[0].tolist()]
+        out["transition_scores_source"] = "compute_transition_scores"
+    except Exception as e:  # the same quantity by hand, saying so
+        out["transition_scores"] = [float(torch.log_softmax(step[0].double(), -1)[t])
+                                    for step, t in zip(gen.logits, out["generate_tokens"])]
+        out["transition_scores_source"] = f"log_softmax (compute_transition_scores failed: {e})"
+    out["generate_top_logprobs"] = []
+    for step_logits in gen.logits:
+        logp = torch.log_softmax(step_logits[0].double(), -1)
+        values, indices = torch.topk(logp, TOP_LOGPROBS)
+        out["generate_top_logprobs"].append([[int(i), float(v)] for i, v in zip(indices.tolist(), values.tolist())])
+    # Greedy decode under the repetition penalty (full recompute each step, as the greedy
+    # goldens): the tokens and the raw log-probabilities of each.
+    from transformers.generation.logits_process import RepetitionPenaltyLogitsProcessor
+    penalty = RepetitionPenaltyLogitsProcessor(penalty=REPETITION_PENALTY)
+    tokens = list(prompt)
+    rep_tokens, rep_logprobs = [], []
+    for _ in range(REPETITION_TOKENS):
+        logits = model(torch.tensor([tokens], dtype=torch.long)).logits[0, -1]
+        scores = penalty(torch.tensor([tokens], dtype=torch.long), logits[None].clone())[0]
+        nxt = int(torch.argmax(scores).item())
+        rep_tokens.append(nxt)
+        rep_logprobs.append(float(torch.log_softmax(logits.double(), -1)[nxt]))
+        tokens.append(nxt)
+    out["repetition_greedy"] = {"repetition_penalty": REPETITION_PENALTY, "tokens": rep_tokens,
+                                "logprobs": rep_logprobs}
+    return out
+
 
 def prompts_for(vocab, seed):
     # A tiny LCG so the prompts are reproducible without numpy/torch RNG details.
@@ -66,6 +177,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--kvtier", required=True, help="path of the kvtier CLI")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--check-unchanged", help="an earlier goldens.json: exit 1 (after writing --out) unless "
+                        "every value it holds came out the same (new keys are allowed)")
     args = parser.parse_args()
 
     import torch
@@ -97,13 +210,36 @@ def main():
                     greedy.append(nxt)
                     tokens.append(nxt)
                 final_logits = model(torch.tensor([tokens[:-1]], dtype=torch.long)).logits[0, -1].double().tolist()
+                sampling = sampling_goldens(torch, model, prompt, model(ids).logits[0, -1])
                 cases.append({"prompt": prompt, "last_logits": last_logits, "greedy": greedy,
-                              "final_logits": final_logits})
+                              "final_logits": final_logits, "sampling": sampling})
                 print(f"{name}: prompt {len(prompt)} -> {greedy[:8]}...", flush=True)
             goldens["models"][name] = {"mkmodel_args": mk_args, "cases": cases}
     with open(args.out, "w") as f:
         json.dump(goldens, f)
     print(f"wrote {args.out}")
+    if args.check_unchanged:
+        with open(args.check_unchanged) as f:
+            before = json.load(f)
+        changed = [path for path in diff_paths(before, goldens, "") if not path.startswith("/torch_version")
+                   and not path.startswith("/transformers_version")]
+        if changed:
+            print(f"values changed against {args.check_unchanged}: {changed[:10]} ({len(changed)} in all)")
+            return 1
+        print(f"every value of {args.check_unchanged} came out the same")
+
+
+def diff_paths(before, after, path):
+    """Paths of the values of `before` that `after` lacks or holds differently."""
+    if isinstance(before, dict):
+        if not isinstance(after, dict):
+            return [path]
+        return [p for k, v in before.items() for p in (diff_paths(v, after[k], f"{path}/{k}") if k in after else [f"{path}/{k}"])]
+    if isinstance(before, list):
+        if not isinstance(after, list) or len(after) != len(before):
+            return [path]
+        return [p for i, (a, b) in enumerate(zip(before, after)) for p in diff_paths(a, b, f"{path}/{i}")]
+    return [] if before == after else [path]
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@
 CSHARP_ARRAYS(char, byte)
 %apply int INPUT[] { const int32_t* };
 %apply int INOUT[] { int32_t* };
+%apply float INPUT[] { const float* };
+%apply float INOUT[] { float* };
 %apply long long INOUT[] { int64_t* };
 %apply char INOUT[] { char* };
 /* UTF-8 text with its length: the caller passes the encoded bytes and their count. */

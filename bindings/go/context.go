@@ -92,8 +92,23 @@ func (c *Context) fail(st capi.Enum_SS_kvt_status) error {
 }
 
 // Add admits a sequence. Its events arrive on seq.Events() as the context is stepped;
-// Close the Sequence when done with it.
+// Close the Sequence when done with it. A request with N > 1 is refused: use
+// AddCompletions.
 func (c *Context) Add(req Request) (*Sequence, error) {
+	if req.completions() > 1 {
+		return nil, &Error{StatusInvalidArgument, "the request asks for N > 1 completions: use AddCompletions"}
+	}
+	seqs, err := c.AddCompletions(req)
+	if err != nil {
+		return nil, err
+	}
+	return seqs[0], nil
+}
+
+// AddCompletions admits the request's N completions (one when N <= 1), which share the
+// prompt's KV blocks; completion i draws from Seed + i and equals the request run alone
+// with that seed and N = 1. Each is a Sequence of its own (close each).
+func (c *Context) AddCompletions(req Request) ([]*Sequence, error) {
 	r, err := req.native()
 	if err != nil {
 		return nil, err
@@ -109,13 +124,17 @@ func (c *Context) Add(req Request) (*Sequence, error) {
 	if err := c.fail(capi.Kvt_sequence_add(c.h, r, id)); err != nil {
 		return nil, err
 	}
-	s := &Sequence{ctx: c, id: id[0], events: make(chan Event, req.maxEvents()+1)}
-	c.open[id[0]] = s
+	seqs := make([]*Sequence, req.completions())
+	for i := range seqs {
+		s := &Sequence{ctx: c, id: id[0] + int64(i), events: make(chan Event, req.maxEvents()+1)}
+		c.open[s.id] = s
+		seqs[i] = s
+	}
 	select {
 	case c.wake <- struct{}{}:
 	default:
 	}
-	return s, nil
+	return seqs, nil
 }
 
 // Step runs one scheduler iteration and returns its events (also delivered to the
@@ -141,7 +160,8 @@ func (c *Context) Step() ([]Event, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Event{SequenceID: seq[0], Token: tok[0], Text: text, Finish: FinishReason(reason[0])})
+		out = append(out, Event{SequenceID: seq[0], Token: tok[0], Text: text, Finish: FinishReason(reason[0]),
+			Logprobs: c.eventLogprobs(i, tok[0])})
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -149,6 +169,75 @@ func (c *Context) Step() ([]Event, error) {
 		if s := c.open[e.SequenceID]; s != nil && s.deliver(e) && s.closeRequested {
 			delete(c.open, e.SequenceID)
 			capi.Kvt_sequence_release(c.h, e.SequenceID)
+		}
+	}
+	return out, nil
+}
+
+// eventLogprobs is event i's log-probabilities, nil when it carries none.
+func (c *Context) eventLogprobs(i int, token int32) *TokenLogprobs {
+	lp, n := []float32{0}, []int32{0}
+	if capi.Kvt_events_logprob(c.ev, i, lp, n) != 0 {
+		return nil
+	}
+	tokens, logprobs := make([]int32, n[0]), make([]float32, n[0])
+	if n[0] > 0 {
+		capi.Kvt_events_top_logprobs(c.ev, i, tokens, logprobs, len(tokens), n)
+	}
+	return &TokenLogprobs{Token: token, Logprob: lp[0], Top: topOf(tokens, logprobs)}
+}
+
+func topOf(tokens []int32, logprobs []float32) []TokenLogprob {
+	top := make([]TokenLogprob, len(tokens))
+	for j := range tokens {
+		top[j] = TokenLogprob{tokens[j], logprobs[j]}
+	}
+	return top
+}
+
+// Logprobs returns the log-probabilities of the tokens a sequence generated so far, with
+// their alternatives (its Request set Logprobs; StatusState otherwise).
+func (c *Context) Logprobs(id int64) ([]TokenLogprobs, error) {
+	toks, err := c.Tokens(id)
+	if err != nil {
+		return nil, err
+	}
+	return c.logprobList(id, toks, capi.Kvt_sequence_logprobs, capi.Kvt_sequence_top_logprobs)
+}
+
+// PromptLogprobs returns the log-probabilities of a sequence's prompt tokens from the
+// second on (entry j scores token j + 1; Token is NoToken), once computed (its Request set
+// PromptLogprobs; StatusState otherwise).
+func (c *Context) PromptLogprobs(id int64) ([]TokenLogprobs, error) {
+	return c.logprobList(id, nil, capi.Kvt_sequence_prompt_logprobs, capi.Kvt_sequence_prompt_top_logprobs)
+}
+
+func (c *Context) logprobList(id int64, toks []int32,
+	values func(capi.Struct_SS_kvt_context, int64, []float32, int, []int32) capi.Enum_SS_kvt_status,
+	top func(capi.Struct_SS_kvt_context, int64, int, []int32, []float32, int, []int32) capi.Enum_SS_kvt_status,
+) ([]TokenLogprobs, error) {
+	if !c.acquire() {
+		return nil, errClosed
+	}
+	defer c.life.RUnlock()
+	n := []int32{0}
+	if err := c.fail(values(c.h, id, nil, 0, n)); err != nil {
+		return nil, err
+	}
+	lp := make([]float32, n[0])
+	if err := c.fail(values(c.h, id, lp, len(lp), n)); err != nil {
+		return nil, err
+	}
+	out := make([]TokenLogprobs, len(lp))
+	for j := range lp {
+		m := []int32{0}
+		tokens, logprobs := make([]int32, 20), make([]float32, 20)
+		if err := c.fail(top(c.h, id, j, tokens, logprobs, len(tokens), m)); err != nil {
+			return nil, err
+		}
+		out[j] = TokenLogprobs{Token: NoToken, Logprob: lp[j], Top: topOf(tokens[:m[0]], logprobs[:m[0]])}
+		if j < len(toks) {
+			out[j].Token = toks[j]
 		}
 	}
 	return out, nil

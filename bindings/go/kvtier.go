@@ -91,6 +91,22 @@ type Event struct {
 	Token      int32
 	Text       string // what the token completed (never a partial character); "" when none
 	Finish     FinishReason
+	Logprobs   *TokenLogprobs // the token's, when its Request asked (Logprobs); else nil
+}
+
+// TokenLogprob is a token and its log-probability.
+type TokenLogprob struct {
+	Token   int32
+	Logprob float32
+}
+
+// TokenLogprobs is a token's log-probability under the model's raw distribution and its
+// most likely alternatives, most likely first. In Context.PromptLogprobs, Token is
+// NoToken: entry j scores the prompt's token j + 1.
+type TokenLogprobs struct {
+	Token   int32
+	Logprob float32
+	Top     []TokenLogprob
 }
 
 // HasToken reports whether the event carries a token.

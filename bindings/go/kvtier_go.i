@@ -21,6 +21,8 @@ KVT_GO_SLICE(const int32_t*, int32)
 KVT_GO_SLICE(int32_t*, int32)
 KVT_GO_SLICE(int64_t*, int64)
 KVT_GO_SLICE(char*, byte)
+KVT_GO_SLICE(const float*, float32)
+KVT_GO_SLICE(float*, float32)
 
 /* Link the generated package against libkvtier; -I/-L come from CGO_CFLAGS/CGO_LDFLAGS
  * (or the system paths once libkvtier-dev is installed). */

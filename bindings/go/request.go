@@ -102,6 +102,27 @@ type Request struct {
 	// requests of the same namespace, so one tenant's requests never reuse another's. It
 	// never changes the generated tokens. At most 256 bytes of UTF-8, no NUL.
 	CacheNamespace string
+
+	// The sampler chain (kvtier.h gives the order). Zero keeps each default: off, except a
+	// repetition penalty the model's generation_config.json gives.
+	MinP              float32           // keep probabilities >= MinP x the largest, 0..1
+	RepetitionPenalty float32           // over prompt and generated tokens, > 0 (1 = off)
+	PresencePenalty   float32           // over generated tokens, -2..2
+	FrequencyPenalty  float32           // over generated tokens, -2..2
+	LogitBias         map[int32]float32 // token -> bias added to its logit, -100..100
+
+	// Log-probabilities of the model's raw distribution: with Logprobs each generated
+	// token's (Event.Logprobs, Context.Logprobs) with TopLogprobs (0..20) alternatives;
+	// with PromptLogprobs each prompt token's from the second on (Context.PromptLogprobs)
+	// with PromptTopLogprobs alternatives.
+	Logprobs          bool
+	TopLogprobs       int
+	PromptLogprobs    bool
+	PromptTopLogprobs int
+
+	// N completions of the prompt sharing its KV blocks (Context.AddCompletions); completion
+	// i draws from Seed + i. 0 or 1: one.
+	N int
 }
 
 // ChatMessage is one message of a chat prompt (role "system", "user" or "assistant").
@@ -179,6 +200,7 @@ func (r *Request) native() (capi.Struct_SS_kvt_request, error) {
 	if r.PinPrefix {
 		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_pin_prefix(h, 1) })
 	}
+	steps = append(steps, r.samplingSteps(h)...)
 	for _, step := range steps {
 		if st := step(); st != 0 {
 			err := newError(st, capi.Kvt_request_errmsg(h))
@@ -187,4 +209,55 @@ func (r *Request) native() (capi.Struct_SS_kvt_request, error) {
 		}
 	}
 	return h, nil
+}
+
+// samplingSteps sets the sampler chain, log-probability and completion fields.
+func (r *Request) samplingSteps(h capi.Struct_SS_kvt_request) []func() capi.Enum_SS_kvt_status {
+	var steps []func() capi.Enum_SS_kvt_status
+	floats := []struct {
+		value float32
+		set   func(capi.Struct_SS_kvt_request, float32) capi.Enum_SS_kvt_status
+	}{
+		{r.MinP, capi.Kvt_request_set_min_p},
+		{r.RepetitionPenalty, capi.Kvt_request_set_repetition_penalty},
+		{r.PresencePenalty, capi.Kvt_request_set_presence_penalty},
+		{r.FrequencyPenalty, capi.Kvt_request_set_frequency_penalty},
+	}
+	for _, f := range floats {
+		if f.value != 0 {
+			f := f
+			steps = append(steps, func() capi.Enum_SS_kvt_status { return f.set(h, f.value) })
+		}
+	}
+	if len(r.LogitBias) > 0 {
+		tokens := make([]int32, 0, len(r.LogitBias))
+		biases := make([]float32, 0, len(r.LogitBias))
+		for t, b := range r.LogitBias {
+			tokens = append(tokens, t)
+			biases = append(biases, b)
+		}
+		steps = append(steps, func() capi.Enum_SS_kvt_status {
+			return capi.Kvt_request_set_logit_bias(h, tokens, biases, len(tokens))
+		})
+	}
+	if r.Logprobs {
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_logprobs(h, r.TopLogprobs) })
+	}
+	if r.PromptLogprobs {
+		steps = append(steps, func() capi.Enum_SS_kvt_status {
+			return capi.Kvt_request_set_prompt_logprobs(h, r.PromptTopLogprobs)
+		})
+	}
+	if r.N != 0 {
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_n(h, r.N) })
+	}
+	return steps
+}
+
+// completions is how many sequences the request adds.
+func (r *Request) completions() int {
+	if r.N > 1 {
+		return r.N
+	}
+	return 1
 }

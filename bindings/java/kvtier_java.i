@@ -7,6 +7,7 @@
 /* Keep const char* a String: the char* buffer typemap below would otherwise match it. */
 %apply char* { const char* };
 %apply int[] { const int32_t*, int32_t* };
+%apply float[] { const float*, float* };
 %apply long long[] { int64_t* };
 %apply char* BYTE { char* };
 /* UTF-8 text with its length: a byte[] (exact UTF-8; JNI strings are modified UTF-8). */

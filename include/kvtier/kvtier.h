@@ -251,6 +251,55 @@ KVT_API kvt_status kvt_request_set_pin_prefix(kvt_request* request, int32_t pin)
  * NUL, at most 256 bytes; KVT_ERR_INVALID_ARGUMENT otherwise (the request keeps its
  * previous namespace). */
 KVT_API kvt_status kvt_request_set_cache_namespace(kvt_request* request, const char* ns);
+/* The sampler chain. Per token, in this order: logit bias, repetition penalty, frequency
+ * and presence penalties, then temperature, top-k, top-p, min-p and the draw
+ * (transformers' processor and warper order; the penalties after the bias as in
+ * transformers, frequency/presence after repetition as in vLLM). Bias and penalties apply to
+ * greedy decoding too. The same chain runs on the CPU and on the GPU. */
+/** Repetition penalty over the prompt and the generated tokens (transformers' semantics): a
+ * token already in the context has its logit divided by the penalty when positive,
+ * multiplied by it otherwise. Finite and > 0; 1 = off (the default, unless
+ * generation_config.json gives one: see kvt_request). */
+KVT_API kvt_status kvt_request_set_repetition_penalty(kvt_request* request, float penalty);
+/** Presence penalty (OpenAI's semantics): subtracted from the logit of every token generated
+ * at least once. In [-2, 2]; 0 = off (default). */
+KVT_API kvt_status kvt_request_set_presence_penalty(kvt_request* request, float penalty);
+/** Frequency penalty (OpenAI's semantics): subtracted from a token's logit once per time it
+ * was generated. In [-2, 2]; 0 = off (default). */
+KVT_API kvt_status kvt_request_set_frequency_penalty(kvt_request* request, float penalty);
+/** min-p: of the tokens top-k and top-p keep, only those whose probability (at the
+ * temperature) is at least min_p times the most likely one's. In [0, 1]; 0 = off (default). */
+KVT_API kvt_status kvt_request_set_min_p(kvt_request* request, float min_p);
+/** Logit bias: biases[i] is added to the logit of tokens[i] (both copied; replaces an earlier
+ * bias; count 0 clears it). Tokens >= 0 and distinct (checked against the vocabulary when the
+ * request is added); each bias in [-100, 100] (-100 in effect bans the token). */
+KVT_API kvt_status kvt_request_set_logit_bias(kvt_request* request, const int32_t* tokens,
+                                              const float* biases, int32_t count);
+
+/* Log-probabilities are always of the model's own distribution: log-softmax of the raw
+ * logits, before the sampler chain (as OpenAI and vLLM report them by default, and as
+ * transformers' compute_transition_scores gives on output_logits). Alternatives are the most
+ * likely tokens, most likely first (ties: lower id first). On the GPU they are computed from
+ * the same logits the sampler reads, and only the numbers asked for are copied back. */
+/** Log-probabilities of the generated tokens: top_n -1 = off (default); 0..20 = each token's
+ * log-probability and its top_n most likely alternatives, read per event
+ * (kvt_events_logprob, kvt_events_top_logprobs) or per sequence (kvt_sequence_logprobs,
+ * kvt_sequence_top_logprobs). */
+KVT_API kvt_status kvt_request_set_logprobs(kvt_request* request, int32_t top_n);
+/** Prompt log-probabilities (scoring): top_n as kvt_request_set_logprobs, for every prompt
+ * token from the second on, read with kvt_sequence_prompt_logprobs and
+ * kvt_sequence_prompt_top_logprobs once computed. Such a request computes every prompt
+ * position (it reuses no cached prefix). */
+KVT_API kvt_status kvt_request_set_prompt_logprobs(kvt_request* request, int32_t top_n);
+/** Parallel sampling: n completions of the prompt, 1..128 (default 1). kvt_sequence_add
+ * returns the first completion's id; completion i (0-based) has id first + i and draws from
+ * seed + i, so it equals the same request with n = 1 run alone with seed + i. The prompt is
+ * computed once: the completions share its full KV blocks (the statistics count them once;
+ * "parallel_sampling" says how many were shared) and get a copy of its last partial block.
+ * Each completion is a sequence of its own: its own events, readers, cancel and release.
+ * Prompt log-probabilities are reported on the first. kvt_generate refuses n > 1. */
+KVT_API kvt_status kvt_request_set_n(kvt_request* request, int32_t n);
+
 /** Message of the last failed setter on this request ("" if none). Valid until the next call
  * on the object. */
 KVT_API const char* kvt_request_errmsg(const kvt_request* request);
@@ -317,6 +366,27 @@ KVT_API kvt_status kvt_sequence_text(kvt_context* context, int64_t id, char* buf
  * buf_len > 0; *out_len gets the full length, 0 when it did not fail. */
 KVT_API kvt_status kvt_sequence_error(kvt_context* context, int64_t id, char* buf, int32_t buf_len,
                                       int32_t* out_len);
+/** Log-probabilities of the generated tokens so far (the request set kvt_request_set_logprobs):
+ * up to buf_len into buf; *out_len gets how many there are. KVT_ERR_STATE when the request
+ * did not ask for them. */
+KVT_API kvt_status kvt_sequence_logprobs(kvt_context* context, int64_t id, float* buf, int32_t buf_len,
+                                         int32_t* out_len);
+/** The alternatives of generated token j (0-based), most likely first: up to buf_len
+ * (token, log-probability) pairs into tokens and logprobs; *out_len gets how many there are.
+ * KVT_ERR_STATE when the request did not ask; KVT_ERR_INVALID_ARGUMENT for j out of range. */
+KVT_API kvt_status kvt_sequence_top_logprobs(kvt_context* context, int64_t id, int32_t j, int32_t* tokens,
+                                             float* logprobs, int32_t buf_len, int32_t* out_len);
+/** Prompt log-probabilities (the request set kvt_request_set_prompt_logprobs): entry j is the
+ * log-probability of prompt token j + 1 given the tokens before it (the first token has
+ * none). Up to buf_len into buf; *out_len gets how many are computed so far (the prompt's
+ * length - 1 once it is computed). KVT_ERR_STATE when the request did not ask. */
+KVT_API kvt_status kvt_sequence_prompt_logprobs(kvt_context* context, int64_t id, float* buf, int32_t buf_len,
+                                                int32_t* out_len);
+/** The alternatives at prompt entry j (as kvt_sequence_prompt_logprobs numbers them), as
+ * kvt_sequence_top_logprobs gives them. */
+KVT_API kvt_status kvt_sequence_prompt_top_logprobs(kvt_context* context, int64_t id, int32_t j,
+                                                    int32_t* tokens, float* logprobs, int32_t buf_len,
+                                                    int32_t* out_len);
 /** Forgets a finished sequence's record (tokens, state). Records of finished sequences are
  * kept until released or until the context is freed. KVT_ERR_STATE if not finished. */
 KVT_API kvt_status kvt_sequence_release(kvt_context* context, int64_t id);
@@ -345,6 +415,16 @@ KVT_API kvt_status kvt_events_get(const kvt_events* events, int32_t i, int64_t* 
  * length. Empty when the model has no tokenizer. */
 KVT_API kvt_status kvt_events_text(const kvt_events* events, int32_t i, const char** text, int32_t* text_len);
 
+/** Event i's log-probability (its request set kvt_request_set_logprobs): *logprob gets the
+ * token's log-probability, *num_top the number of alternatives. Either pointer may be NULL.
+ * KVT_ERR_NOT_FOUND when the event carries none (not asked for, or no token). */
+KVT_API kvt_status kvt_events_logprob(const kvt_events* events, int32_t i, float* logprob, int32_t* num_top);
+/** Event i's alternatives, most likely first: up to buf_len (token, log-probability) pairs
+ * into tokens and logprobs; *out_len gets how many there are. KVT_ERR_NOT_FOUND as
+ * kvt_events_logprob. */
+KVT_API kvt_status kvt_events_top_logprobs(const kvt_events* events, int32_t i, int32_t* tokens,
+                                           float* logprobs, int32_t buf_len, int32_t* out_len);
+
 /** Runs one scheduler iteration: admits, preempts/resumes, runs one forward over the
  * scheduled batch, samples, and reports the produced tokens in events (may be NULL).
  * Returns KVT_OK with zero events when no sequence is unfinished. Progress is guaranteed:
@@ -358,7 +438,8 @@ KVT_API kvt_status kvt_step(kvt_context* context, kvt_events* events);
 
 /** Convenience: adds the request, steps the context until that sequence finishes (other
  * sequences progress too, their events are not reported), copies up to buf_len generated
- * tokens into buf, and releases the sequence's record. *out_len gets the total generated,
+ * tokens into buf, and releases the sequence's record. One completion only:
+ * KVT_ERR_INVALID_ARGUMENT for a request with n > 1. *out_len gets the total generated,
  * *finish_reason (may be NULL) why it stopped. */
 KVT_API kvt_status kvt_generate(kvt_context* context, const kvt_request* request, int32_t* buf,
                                 int32_t buf_len, int32_t* out_len, int32_t* finish_reason);

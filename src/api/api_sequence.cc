@@ -120,6 +120,11 @@ KVT_API kvt_status kvt_generate(kvt_context* context, const kvt_request* request
     if (buf_len < 0 || (buf == nullptr && buf_len > 0)) {
       return SetContextError(context, absl::InvalidArgumentError("token buffer is NULL or its length negative"));
     }
+    if (request != nullptr && request->params.n > 1) {
+      return SetContextError(context, absl::InvalidArgumentError(absl::StrCat(
+                                          "kvt_generate runs one completion; the request asks for n = ", request->params.n,
+                                          ": add it with kvt_sequence_add and step")));
+    }
     int64_t id = 0;
     if (kvt_status s = kvt_sequence_add(context, request, &id); s != KVT_OK) return s;
     while (true) {

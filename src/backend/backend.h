@@ -17,6 +17,7 @@
 #include "backend/cuda_options.h"
 #include "backend/kv_layout.h"
 #include "backend/row_sampling.h"
+#include "backend/sampler_chain.h"
 #include "common/progress.h"
 
 namespace kvtier {
@@ -33,14 +34,20 @@ struct SequenceChunk {
   int64_t start_position = 0;
   std::span<const int32_t> block_table;
   bool need_logits = false;  // return logits of the chunk's last token
+  // Return logits of every token of the chunk, in position order (prompt scoring); the
+  // last is the need_logits row when both are set. Forward and ForwardAndSample only.
+  bool all_logits = false;
+
+  size_t num_logit_rows() const { return all_logits ? tokens.size() : (need_logits ? 1 : 0); }
 };
 
 struct ForwardBatch {
   std::vector<SequenceChunk> chunks;
-  // Chunks with need_logits: the logits rows (and sampled tokens) a forward produces.
+  // The logits rows a forward produces, chunk by chunk: one per chunk with need_logits (the
+  // row the sampled token comes from), one per token of chunks with all_logits.
   size_t num_logit_rows() const {
     size_t n = 0;
-    for (const SequenceChunk& chunk : chunks) n += chunk.need_logits ? 1 : 0;
+    for (const SequenceChunk& chunk : chunks) n += chunk.num_logit_rows();
     return n;
   }
 };
@@ -118,6 +125,16 @@ class Backend {
   virtual absl::Status ForwardSampled(const ForwardBatch& batch, std::span<const RowSampling> rows,
                                       std::vector<int32_t>* token_ids);
 
+  // Forward, then the sampler chain (sampler_chain.h) over the logits rows: a token for
+  // each of sampling.samples (several may read one row), the log-probabilities asked for,
+  // the scores; into *result. InvalidArgument as ValidateSamplingBatch says, before any
+  // work. The default runs SampleOnHost on Forward's logits; backends that sample on the
+  // device override it, so only the asked-for numbers come back.
+  virtual absl::Status ForwardAndSample(const ForwardBatch& batch, const SamplingBatch& sampling,
+                                        SamplingResult* result);
+
+  // Host-tier memory: page-locked where the backend copies faster from it (CUDA), plain
+  // otherwise. Allocated once when a context is created; freed with FreeHostMemory.
   // Small host buffers (the disk tier's staging buffers): page-locked where the backend
   // copies faster from it (CUDA), plain otherwise. Allocated once when a context is
   // created; freed with FreeHostMemory.

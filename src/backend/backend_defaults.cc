@@ -41,6 +41,15 @@ absl::Status Backend::ForwardSampled(const ForwardBatch& batch, std::span<const 
   return absl::OkStatus();
 }
 
+absl::Status Backend::ForwardAndSample(const ForwardBatch& batch, const SamplingBatch& sampling,
+                                       SamplingResult* result) {
+  if (absl::Status s = ValidateSamplingBatch(sampling, batch.num_logit_rows(), vocab_size()); !s.ok()) return s;
+  std::vector<float> logits;
+  if (absl::Status s = Forward(batch, &logits); !s.ok()) return s;
+  SampleOnHost(logits, vocab_size(), sampling, result);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<void*> Backend::AllocateHostMemory(size_t bytes) {
   void* ptr = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
   if (ptr == nullptr) return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes of host memory"));

@@ -146,6 +146,12 @@ absl::StatusOr<SequenceId> Engine::Add(std::vector<int32_t> prompt, const Sampli
                                                      config.vocab_size, ")"));
     }
   }
+  for (const auto& [id, bias] : params.logit_bias) {
+    if (id >= config.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("logit bias token ", id, " is outside the vocabulary [0, ",
+                                                     config.vocab_size, ")"));
+    }
+  }
   if (!params.stop_strings.empty() && tokenizer_ == nullptr) {
     return absl::InvalidArgumentError("stop strings need a tokenizer, and this model has no tokenizer.json");
   }
@@ -162,19 +168,37 @@ absl::StatusOr<SequenceId> Engine::Add(std::vector<int32_t> prompt, const Sampli
     return absl::UnavailableError(absl::StrCat("the waiting queue is full (", options_.max_waiting,
                                                " sequences): retry after some finish"));
   }
-  const SequenceId id = next_id_++;
-  auto seq = std::make_unique<Sequence>(id, id, std::move(prompt), params);
-  seq->block_keys = kv_->KeyChain(params.cache_namespace);
-  if (tokenizer_ != nullptr) {
-    tokenizer::DecodeOptions decode;
-    decode.skip_special_tokens = true;
-    seq->detokenizer = std::make_unique<tokenizer::StreamDecoder>(tokenizer_.get(), decode, seq->tokens);
-    if (!params.stop_strings.empty()) seq->stop_strings = std::make_unique<tokenizer::StopStringMatcher>(params.stop_strings);
+  // Parallel sampling: completion i is its own sequence, id first + i, drawing with seed + i
+  // (so each equals the request run alone with that seed). The first computes the prompt;
+  // the others wait, in no queue, to be forked from it (CommitSamplesLocked).
+  const SequenceId first = next_id_;
+  next_id_ += params.n;
+  Sequence* parent = nullptr;
+  for (int32_t i = 0; i < params.n; ++i) {
+    SamplingParams completion = params;
+    completion.n = 1;
+    completion.seed = params.seed + static_cast<uint64_t>(i);
+    if (i > 0) completion.prompt_logprobs = -1;  // the prompt is scored once, on the first
+    const SequenceId id = first + i;
+    auto seq = std::make_unique<Sequence>(id, id, i == 0 ? std::move(prompt) : parent->tokens, std::move(completion));
+    seq->block_keys = kv_->KeyChain(params.cache_namespace);
+    if (tokenizer_ != nullptr) {
+      tokenizer::DecodeOptions decode;
+      decode.skip_special_tokens = true;
+      seq->detokenizer = std::make_unique<tokenizer::StreamDecoder>(tokenizer_.get(), decode, seq->tokens);
+      if (!params.stop_strings.empty()) seq->stop_strings = std::make_unique<tokenizer::StopStringMatcher>(params.stop_strings);
+    }
+    if (i == 0) {
+      parent = seq.get();
+      scheduler_.Enqueue(parent);
+    } else {
+      seq->fork_parent = parent;
+      parent->fork_children.push_back(seq.get());
+    }
+    sequences_.emplace(id, std::move(seq));
+    ++num_unfinished_;
   }
-  scheduler_.Enqueue(seq.get());
-  sequences_.emplace(id, std::move(seq));
-  ++num_unfinished_;
-  return id;
+  return first;
 }
 
 absl::Status Engine::Cancel(SequenceId id) {
@@ -215,6 +239,17 @@ int64_t Engine::NumUnfinished() {
 
 void Engine::FinishLocked(Sequence* seq, FinishReason reason, std::optional<int32_t> token,
                           std::vector<StepEvent>* events) {
+  // A completion still waiting for its fork leaves its parent's list; completions whose
+  // parent ends before computing the prompt compute it themselves.
+  if (seq->fork_parent != nullptr) {
+    std::erase(seq->fork_parent->fork_children, seq);
+    seq->fork_parent = nullptr;
+  }
+  for (Sequence* child : seq->fork_children) {
+    child->fork_parent = nullptr;
+    scheduler_.Enqueue(child);
+  }
+  seq->fork_children.clear();
   scheduler_.Remove(seq);
   seq->state = SequenceState::kFinished;
   seq->finish = reason;
@@ -223,7 +258,7 @@ void Engine::FinishLocked(Sequence* seq, FinishReason reason, std::optional<int3
   ++counters_.finished;
   if (reason == FinishReason::kCancelled) ++counters_.cancelled;
   if (reason == FinishReason::kError) ++counters_.failed;
-  if (events != nullptr) events->push_back({seq->id, token, reason, {}});
+  if (events != nullptr) events->push_back({seq->id, token, reason, {}, std::nullopt});
 }
 
 bool Engine::IsStopToken(const Sequence& seq, int32_t token) const {
@@ -265,8 +300,8 @@ void Engine::FlushTextLocked(Sequence* seq, StepEvent* event) {
   seq->text += tail;
 }
 
-void Engine::CommitTokenLocked(Sequence* seq, int32_t token, std::chrono::steady_clock::time_point now,
-                               std::vector<StepEvent>* events) {
+void Engine::CommitTokenLocked(Sequence* seq, int32_t token, const LogprobEntry* logprobs,
+                               std::chrono::steady_clock::time_point now, std::vector<StepEvent>* events) {
   if (seq->num_generated() == 0) {
     latencies_.time_to_first_token.Observe(std::chrono::duration<double>(now - seq->added_at).count());
   } else {
@@ -274,8 +309,14 @@ void Engine::CommitTokenLocked(Sequence* seq, int32_t token, std::chrono::steady
   }
   seq->last_token_at = now;
   seq->tokens.push_back(token);
+  seq->history.AddGenerated(token);
   ++counters_.generated_tokens;
-  StepEvent event{seq->id, token, FinishReason::kNone, {}};
+  StepEvent event{seq->id, token, FinishReason::kNone, {}, std::nullopt};
+  if (logprobs != nullptr) {
+    event.logprobs = ToTokenLogprobs(*logprobs);
+    seq->generated_logprobs.push_back(*event.logprobs);
+    ++counters_.logprob_tokens;
+  }
   const bool stop_string = AppendTextLocked(seq, token, &event);
   if (stop_string || IsStopToken(*seq, token)) {
     event.finish = FinishReason::kStop;
@@ -324,52 +365,6 @@ void Engine::ApplyCancelsLocked(std::vector<StepEvent>* events) {
     }
   }
   pending_cancels_.clear();
-}
-
-absl::Status Engine::Forward(const Schedule& schedule) {
-  ForwardBatch batch;
-  for (const ScheduledChunk& chunk : schedule.chunks) {
-    batch.chunks.push_back(SequenceChunk{
-        std::span<const int32_t>(chunk.sequence->tokens)
-            .subspan(static_cast<size_t>(chunk.start), static_cast<size_t>(chunk.length)),
-        chunk.start, chunk.blocks, chunk.need_logits});
-  }
-  // The backend picks the tokens itself (on the GPU only ids cross the bus). Each sampled
-  // row carries its sequence's draw for this token, taken here, so a sequence's tokens
-  // depend on its seed only, whichever backend and batch it runs in.
-  bool all_greedy = true;
-  sampling_rows_.clear();
-  for (const ScheduledChunk& chunk : schedule.chunks) {
-    if (!chunk.need_logits) continue;
-    Sequence* seq = chunk.sequence;
-    if (!seq->params.greedy()) all_greedy = false;
-    sampling_rows_.push_back(DrawRowSampling(seq->params, seq->rng));
-  }
-  const auto compute_start = std::chrono::steady_clock::now();
-  const absl::Status forward = all_greedy ? backend_->ForwardGreedy(batch, &step_tokens_)
-                                          : backend_->ForwardSampled(batch, sampling_rows_, &step_tokens_);
-  last_compute_seconds_ = SecondsSince(compute_start);
-  return forward;
-}
-
-void Engine::CommitLocked(const Schedule& schedule, std::vector<StepEvent>* events) {
-  ++counters_.steps;
-  ++counters_.forwards;
-  scheduler_.Commit(schedule);
-  size_t logits_row = 0;
-  int64_t step_tokens = 0;
-  const auto now = std::chrono::steady_clock::now();  // every token of the step is delivered now
-  for (const ScheduledChunk& chunk : schedule.chunks) {
-    Sequence* seq = chunk.sequence;
-    step_tokens += chunk.length;
-    if (chunk.length > 1 || chunk.start < seq->num_prompt_tokens) counters_.prompt_tokens_computed += chunk.length;
-    if (!chunk.need_logits) continue;
-    const size_t row = logits_row++;
-    if (seq->cancel_requested) continue;  // finished at the start of the next step
-    CommitTokenLocked(seq, step_tokens_[row], now, events);
-  }
-  policy_.ObserveCompute(step_tokens, last_compute_seconds_);
-  scheduler_.EndStep();
 }
 
 void Engine::UnpinPrefixes() {
@@ -426,6 +421,15 @@ nlohmann::json Engine::Stats() {
   stats["blocks_dropped"] = kv.blocks_dropped;
   stats["prefix_hits"] = {{"gpu", kv.prefix_hits[0]}, {"host", kv.prefix_hits[1]}, {"disk", kv.prefix_hits[2]}};
   stats["prefix_hit_tokens"] = kv.prefix_hit_tokens;
+  // Parallel sampling: completions started on their first's computed prompt, the full
+  // blocks they share with it (held once) and the partial blocks copied for them; forks
+  // that could not share (the completion computed its context itself).
+  stats["parallel_sampling"] = {{"forks", kv.forks},
+                                {"shared_blocks", kv.fork_shared_blocks},
+                                {"copied_blocks", kv.fork_copied_blocks},
+                                {"forks_queued", scheduler_.num_forks_queued()}};
+  stats["logprob_tokens"] = counters_.logprob_tokens;
+  stats["scored_prompt_tokens"] = counters_.scored_tokens;
   stats["pinned_blocks"] = kv_->num_pinned_blocks();
   stats["corrupt_blocks_detected"] = kv.corrupt_blocks_detected;
   // Prefix-cache trust: hits refused because the block's stored tokens differ from the

@@ -36,6 +36,7 @@ struct StepEvent {
   std::optional<int32_t> token;  // absent for a cancellation or failure without a token
   FinishReason finish = FinishReason::kNone;
   std::string text;  // decoded text this token completes (with a tokenizer; may be empty)
+  std::optional<TokenLogprobs> logprobs;  // the token's, when its request asked for them
 };
 
 class Engine {
@@ -48,8 +49,10 @@ class Engine {
       std::shared_ptr<const tokenizer::Tokenizer> tokenizer = nullptr);
   ~Engine();
 
-  // Admits a sequence. InvalidArgument (empty prompt, id out of vocabulary, prompt too
-  // long), ResourceExhausted (can never fit), Unavailable (waiting queue full).
+  // Admits a sequence: params.n completions, with consecutive ids from the one returned
+  // (completion i draws with seed + i; they share the prompt's KV blocks once it is
+  // computed, see Scheduler::Fork). InvalidArgument (empty prompt, id out of vocabulary,
+  // prompt too long), ResourceExhausted (can never fit), Unavailable (waiting queue full).
   absl::StatusOr<SequenceId> Add(std::vector<int32_t> prompt, const SamplingParams& params);
   // NotFound for an unknown id, FailedPrecondition for a finished sequence.
   absl::Status Cancel(SequenceId id);
@@ -93,10 +96,24 @@ class Engine {
   // null: the caller reports it).
   void FinishLocked(Sequence* seq, FinishReason reason, std::optional<int32_t> token,
                     std::vector<StepEvent>* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Appends the token sampled after a chunk that reached the sequence's last token and
-  // decides whether the sequence stops.
-  void CommitTokenLocked(Sequence* seq, int32_t token, std::chrono::steady_clock::time_point now,
-                         std::vector<StepEvent>* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends the token sampled after a chunk that reached the sequence's last token (with
+  // its log-probabilities, when asked for: `logprobs` from sampling_result_) and decides
+  // whether the sequence stops.
+  void CommitTokenLocked(Sequence* seq, int32_t token, const LogprobEntry* logprobs,
+                         std::chrono::steady_clock::time_point now, std::vector<StepEvent>* events)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // engine_forward.cc: the step's sampling requests — one draw per logits row, or the
+  // sampler chain's batch when a row needs more (adjustments, log-probabilities, scores,
+  // the completions forked at it) — built unlocked by the stepping thread.
+  void BuildSampling(const Schedule& schedule, ForwardBatch* batch);
+  // The sampled tokens and scores of the step into their sequences (forks included).
+  void CommitSamplesLocked(const Schedule& schedule, std::chrono::steady_clock::time_point now,
+                           std::vector<StepEvent>* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The prompt log-probabilities a scoring chunk produced.
+  void CommitScoresLocked(Sequence* seq, const ScheduledChunk& chunk, int32_t first_row, int32_t first_score,
+                          int32_t num_scores)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  TokenLogprobs ToTokenLogprobs(const LogprobEntry& entry) const;
   bool IsStopToken(const Sequence& seq, int32_t token) const;
 
   const std::shared_ptr<const Checkpoint> checkpoint_;
@@ -119,6 +136,20 @@ class Engine {
   // Owned by the stepping thread (reused across steps, never shrunk).
   std::vector<RowSampling> sampling_rows_;  // (logits rows) of the current step
   std::vector<int32_t> step_tokens_;         // (logits rows) the tokens the backend picked
+  // When the step needs the sampler chain (use_chain_): its requests and results, and per
+  // scheduled chunk where its samples and scores are.
+  bool use_chain_ = false;
+  SamplingBatch sampling_batch_;
+  SamplingResult sampling_result_;
+  struct ChunkSampling {
+    int32_t sample = -1;       // its first sample (its own; forked completions follow), or -1
+    int32_t first_row = 0;     // its first logits row
+    int32_t first_score = 0;   // its scores: sampling_batch_.scores[first_score, + num_scores)
+    int32_t num_scores = 0;
+    std::vector<Sequence*> forks;  // the completions forked at this chunk's sample, in order
+    std::vector<Rng> fork_rng;     // their random streams before this step's draw
+  };
+  std::vector<ChunkSampling> chunk_sampling_;
   double last_compute_seconds_ = 0;          // the last Forward's
 
   struct Counters {
@@ -129,6 +160,8 @@ class Engine {
     int64_t finished = 0;
     int64_t cancelled = 0;
     int64_t failed = 0;
+    int64_t logprob_tokens = 0;  // generated tokens reported with log-probabilities
+    int64_t scored_tokens = 0;   // prompt tokens scored
     double step_seconds = 0;
     double compute_seconds = 0;
     double schedule_seconds = 0;

@@ -83,6 +83,7 @@ SamplingParams ApplyRequestDefaults(const RequestDefaults& defaults, const Expli
   if (!set.temperature) params.temperature = defaults.temperature;
   if (!set.top_k) params.top_k = defaults.top_k;
   if (!set.top_p) params.top_p = defaults.top_p;
+  if (!set.repetition_penalty) params.repetition_penalty = defaults.repetition_penalty;
   if (!set.max_new_tokens) params.max_new_tokens = defaults.max_new_tokens;
   return params;
 }

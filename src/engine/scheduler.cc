@@ -44,6 +44,18 @@ void Scheduler::Remove(Sequence* sequence) {
   kv_->Release(sequence->id);
 }
 
+void Scheduler::Fork(Sequence* parent, Sequence* child) {
+  if (static_cast<int64_t>(running_.size()) < options_.max_running &&
+      kv_->Fork(parent->id, child->id, parent->num_computed).ok()) {
+    child->num_computed = parent->num_computed;
+    child->state = SequenceState::kRunning;
+    running_.insert(std::upper_bound(running_.begin(), running_.end(), child, RunsBefore), child);
+    return;
+  }
+  ++num_forks_queued_;
+  Enqueue(child);
+}
+
 void Scheduler::DropForRecompute(Sequence* seq) {
   kv_->Release(seq->id);
   seq->num_computed = 0;
@@ -81,12 +93,13 @@ bool Scheduler::PrepareWaiting(Sequence* seq, int64_t budget, int64_t keep_free,
     }
   }
   const bool fresh = seq->num_computed == 0 && kv_->BlockTable(seq->id).empty();
-  if (fresh && !running_.empty()) {
+  if (fresh && !running_.empty() && !seq->scoring_prompt()) {
     // Others keep the step busy: rather than read its disk-cached prefix on the stepping
     // thread, start reading it ahead and admit it once the reads have landed.
     if (kv_->ReadAhead(seq->id, seq->tokens, seq->keys())) return false;
   }
-  if (fresh) seq->num_computed = kv_->MatchPrefix(seq->id, seq->tokens, seq->params.priority, seq->keys());
+  // A prompt being scored computes every position: its log-probabilities need them all.
+  if (fresh && !seq->scoring_prompt()) seq->num_computed = kv_->MatchPrefix(seq->id, seq->tokens, seq->params.priority, seq->keys());
   *length = std::min(seq->num_uncomputed(), budget);
   const int64_t end = seq->num_computed + *length;
   if (kv_->NewBlocksNeeded(seq->id, end) > kv_->num_available_device_blocks() - keep_free ||

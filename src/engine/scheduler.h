@@ -75,6 +75,13 @@ class Scheduler {
   void Enqueue(Sequence* sequence);
   // Takes a sequence out of every queue (finished or cancelled) and frees its blocks.
   void Remove(Sequence* sequence);
+  // Parallel sampling: starts `child`, another completion of `parent`'s request that holds
+  // no blocks, on the parent's computed prompt (call between Commit and EndStep). The KV
+  // manager shares the parent's full blocks and copies its partial one, and the child
+  // runs from the next step with num_computed = the parent's. When max_running sequences
+  // already run or no device block is free for the copy, the child waits in line instead
+  // and computes its context itself. Either way the caller appends its first token next.
+  void Fork(Sequence* parent, Sequence* child);
 
   // A step, in three calls: Next() decides what runs (holding its blocks), the caller runs
   // the forward over the chunks, Commit() records it, the caller commits sampled tokens
@@ -95,6 +102,8 @@ class Scheduler {
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
   int64_t num_recomputes() const { return num_recomputes_; }
+  // Forks that could not share the parent's blocks (the child computes its context).
+  int64_t num_forks_queued() const { return num_forks_queued_; }
   // Paused sequences whose prefetched blocks were taken back (for a running sequence, or
   // for the queue's head).
   int64_t num_prefetches_reclaimed() const { return num_prefetches_reclaimed_; }
@@ -146,6 +155,7 @@ class Scheduler {
   int64_t num_preemptions_ = 0;
   int64_t num_recomputes_ = 0;
   int64_t num_prefetches_reclaimed_ = 0;
+  int64_t num_forks_queued_ = 0;
   // Next() calls that returned no chunk and no unrunnable sequence while sequences were
   // queued: the progress guarantee broken (VerifyIntegrity reports it).
   int64_t num_stalled_schedules_ = 0;

@@ -10,8 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "backend/logprobs.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
+#include "engine/token_history.h"
 #include "kv/kv_cache_manager.h"
 #include "tokenizer/stop_strings.h"
 #include "tokenizer/stream_decoder.h"
@@ -21,10 +23,18 @@ namespace kvtier {
 enum class SequenceState { kWaiting = 0, kRunning = 1, kPaused = 2, kFinished = 3 };
 enum class FinishReason { kNone = 0, kStop = 1, kLength = 2, kCancelled = 3, kError = 4 };
 
+// One token's log-probability and its most likely alternatives (SamplingParams::logprobs).
+struct TokenLogprobs {
+  int32_t token = 0;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top;
+};
+
 struct Sequence {
   Sequence(SequenceId id, int64_t arrival, std::vector<int32_t> prompt, SamplingParams params)
       : id(id), arrival(arrival), params(std::move(params)), tokens(std::move(prompt)),
-        num_prompt_tokens(static_cast<int64_t>(tokens.size())), rng(this->params.seed) {}
+        num_prompt_tokens(static_cast<int64_t>(tokens.size())), rng(this->params.seed),
+        history(this->params, tokens) {}
 
   const SequenceId id;
   const int64_t arrival;         // admission order: earlier arrivals are preempted last
@@ -41,6 +51,15 @@ struct Sequence {
   // set by the engine; unset (tests): the default namespace's, computed on each use.
   std::optional<BlockKeyChain> block_keys;
   Rng rng;
+  TokenHistory history;  // what the penalties and the bias need
+  // With params.logprobs >= 0: one entry per generated token. With params.prompt_logprobs
+  // >= 0: one per prompt token from the second on (entry i scores token i + 1).
+  std::vector<TokenLogprobs> generated_logprobs;
+  std::vector<TokenLogprobs> prompt_logprobs;
+  // Parallel sampling: the request's other completions, waiting (in no queue) until this
+  // sequence has computed the prompt; they are forked from it then and the list cleared.
+  std::vector<Sequence*> fork_children;
+  Sequence* fork_parent = nullptr;  // while waiting in the parent's fork_children
   // Text of the generated tokens, streamed (only with a tokenizer).
   std::unique_ptr<tokenizer::StreamDecoder> detokenizer;
   std::unique_ptr<tokenizer::StopStringMatcher> stop_strings;
@@ -55,6 +74,10 @@ struct Sequence {
   int64_t num_uncomputed() const { return num_tokens() - num_computed; }
   bool finished() const { return state == SequenceState::kFinished; }
   BlockKeyChain* keys() { return block_keys.has_value() ? &*block_keys : nullptr; }
+  // Prompt log-probabilities still to be computed.
+  bool scoring_prompt() const {
+    return params.prompt_logprobs >= 0 && static_cast<int64_t>(prompt_logprobs.size()) + 1 < num_prompt_tokens;
+  }
 };
 
 }  // namespace kvtier

@@ -172,6 +172,9 @@ struct KvCacheCounters {
   int64_t blocks_persisted = 0;          // write-behind: full blocks written to disk soon after filling
   int64_t write_behind_skipped_busy = 0; // steps whose write-behind waited for a busy writer
   int64_t write_behind_dropped = 0;      // queued blocks dropped from a full write-behind queue
+  int64_t forks = 0;                     // sequences started on another's blocks (Fork)
+  int64_t fork_shared_blocks = 0;        // full blocks they share instead of holding a copy
+  int64_t fork_copied_blocks = 0;        // partial blocks copied for them
 };
 
 class KvCacheManager {
@@ -229,6 +232,14 @@ class KvCacheManager {
   // completed blocks become prefix-cache entries, evicted after those of lower priority.
   void OnComputed(SequenceId seq, std::span<const int32_t> tokens, int64_t num_computed, int32_t priority = 0,
                   BlockKeyChain* keys = nullptr);
+
+  // Parallel sampling: gives `child` (holding nothing) the blocks of `parent` covering
+  // positions [0, num_tokens), which the parent has computed: the full blocks shared (one
+  // reference more each, so the prompt is held once however many completions read it),
+  // the last partial block copied into a new device block, since both will write it next
+  // (copy on write; kv_cache_fork.cc). ResourceExhausted, nothing changed, when no device
+  // block is available for the copy; the backend's error when the copy fails.
+  absl::Status Fork(SequenceId parent, SequenceId child, int64_t num_tokens);
 
   // Pins the sequence's first `num_blocks` full blocks (which must be computed): the cache
   // keeps them on the device tier, never evicted, until UnpinAll. Idempotent per block.

@@ -49,6 +49,12 @@ inline ::testing::AssertionResult SampledLikeReference(std::span<const float> lo
       }
     }
   }
+  size_t top_p_cut = cut;
+  if (s.min_p > 0.0f) {  // of those, the ones whose probability is >= min_p (the first's is 1)
+    size_t c = 1;
+    while (c < cut && cum[c + 1] - cum[c] >= s.min_p) ++c;
+    cut = c;
+  }
   const double target = s.u * cum[cut];
   const size_t pos = static_cast<size_t>(std::find(order.begin(), order.end(), token) - order.begin());
   const size_t ref = static_cast<size_t>(std::find(order.begin(), order.end(), want) - order.begin());
@@ -57,6 +63,11 @@ inline ::testing::AssertionResult SampledLikeReference(std::span<const float> lo
   // target up to rounding: the neighbour at an exact boundary, or, where the tail is dense
   // (u near 1, 128k candidates of tiny mass), one several ranks away.
   if (pos < cut && cum[pos] - slack <= target && target <= cum[pos + 1] + slack) {
+    return ::testing::AssertionSuccess();
+  }
+  // Or a min-p cut one candidate longer, when that candidate's probability is within
+  // rounding of min_p.
+  if (s.min_p > 0.0f && pos == cut && cut < top_p_cut && std::abs(cum[cut + 1] - cum[cut] - s.min_p) <= tol) {
     return ::testing::AssertionSuccess();
   }
   // Or a cut one candidate longer or shorter, when the cut's share is within rounding.
@@ -69,7 +80,7 @@ inline ::testing::AssertionResult SampledLikeReference(std::span<const float> lo
   return ::testing::AssertionFailure()
          << "got token " << token << " (rank " << pos << "), reference " << want << " (rank "
          << ref << "); T " << s.temperature << " top_k " << s.top_k << " top_p " << s.top_p
-         << " u " << s.u << ", kept " << cut << " of " << keep;
+         << " min_p " << s.min_p << " u " << s.u << ", kept " << cut << " of " << keep;
 }
 
 }  // namespace kvtier::cuda_test

@@ -134,6 +134,17 @@ TEST(RequestDefaultsTest, ExplicitFieldsWin) {
   EXPECT_EQ(p.max_new_tokens, 16);
 }
 
+// generation_config.json's repetition_penalty is the default; a request that sets one wins.
+TEST(RequestDefaultsTest, RepetitionPenaltyDefault) {
+  RequestDefaults d = DefaultsOf(R"({"repetition_penalty": 1.05})");
+  SamplingParams request;
+  ExplicitSamplingFields set;
+  EXPECT_FLOAT_EQ(ApplyRequestDefaults(d, set, request).repetition_penalty, 1.05f);
+  set.repetition_penalty = true;
+  request.repetition_penalty = 1.0f;
+  EXPECT_EQ(ApplyRequestDefaults(d, set, request).repetition_penalty, 1.0f);
+}
+
 TEST(RequestDefaultsTest, JsonShowsTheDefaultsInForce) {
   auto config = ParseGenerationConfig(R"({"do_sample": true, "temperature": 0.5, "eos_token_id": [3, 4]})");
   ASSERT_TRUE(config.ok());

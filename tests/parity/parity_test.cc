@@ -2,6 +2,7 @@
 // mkmodel, runs the CPU reference backend (prefill and decode paths) and the engine, and
 // requires logits within 1e-4 relative error and identical greedy tokens.
 // Goldens: tests/parity/goldens.json, written by scripts/make_goldens.py on the GPU machine.
+// The sampler chain's parity is in sampling_parity_test.cc.
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -12,12 +13,11 @@
 #include "gtest/gtest.h"
 #include "model/checkpoint.h"
 #include "nlohmann/json.hpp"
+#include "parity_goldens.h"
 #include "testing/test_model.h"
 
 namespace kvtier {
 namespace {
-
-std::string g_kvtier_cli;  // argv[1]: the kvtier CLI used to write the checkpoints
 
 double RelativeError(const std::vector<float>& got, const std::vector<double>& want) {
   double diff = 0, norm = 0;
@@ -28,27 +28,13 @@ double RelativeError(const std::vector<float>& got, const std::vector<double>& w
   return std::sqrt(diff / norm);
 }
 
-nlohmann::json LoadGoldens() {
-  std::ifstream in(std::string(KVTIER_SOURCE_DIR) + "/tests/parity/goldens.json");
-  if (!in) return nullptr;
-  return nlohmann::json::parse(in);
-}
-
-std::string WriteModel(const std::string& name, const std::vector<std::string>& args) {
-  std::string dir = testing::TestTempDir() + "/parity-" + name;
-  std::string command = "'" + g_kvtier_cli + "' mkmodel --force --out '" + dir + "'";
-  for (const auto& a : args) command += " '" + a + "'";
-  EXPECT_EQ(std::system((command + " > /dev/null").c_str()), 0) << command;
-  return dir;
-}
-
 class ParityTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ParityTest, MatchesTransformers) {
-  static const nlohmann::json goldens = LoadGoldens();
+  const nlohmann::json& goldens = parity::Goldens();
   ASSERT_FALSE(goldens.is_null()) << "tests/parity/goldens.json is missing: run scripts/make_goldens.py";
   const nlohmann::json& model = goldens["models"][GetParam()];
-  const std::string dir = WriteModel(GetParam(), model["mkmodel_args"].get<std::vector<std::string>>());
+  const std::string dir = parity::WriteModel(GetParam(), model["mkmodel_args"].get<std::vector<std::string>>());
   auto checkpoint = testing::OpenCheckpoint(dir);
   ASSERT_NE(checkpoint, nullptr);
 
@@ -107,9 +93,7 @@ TEST_P(ParityTest, MatchesTransformers) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Goldens, ParityTest,
-                         ::testing::Values("llama-gqa-rope3", "mistral-sharded-bf16", "qwen2-bias-tied",
-                                           "qwen3-qknorm", "llama-fp16"));
+INSTANTIATE_TEST_SUITE_P(Goldens, ParityTest, ::testing::ValuesIn(parity::GoldenModelNames()));
 
 }  // namespace
 }  // namespace kvtier
@@ -120,6 +104,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s PATH_TO_KVTIER_CLI\n", argv[0]);
     return 2;
   }
-  kvtier::g_kvtier_cli = argv[1];
+  kvtier::parity::KvtierCli() = argv[1];
   return RUN_ALL_TESTS();
 }

@@ -30,9 +30,7 @@ class FakeBackend final : public Backend {
   }
   int64_t num_kv_blocks() const override { return num_blocks_; }
   absl::Status Forward(const ForwardBatch& batch, std::vector<float>* logits) override {
-    size_t rows = 0;
-    for (const auto& c : batch.chunks) rows += c.need_logits ? 1 : 0;
-    logits->assign(rows * static_cast<size_t>(vocab_), 0.0f);
+    logits->assign(batch.num_logit_rows() * static_cast<size_t>(vocab_), 0.0f);
     return absl::OkStatus();
   }
   absl::Status CopyBlocksToHost(std::span<const BlockCopy> copies) override {

@@ -95,6 +95,23 @@ if (id == "W1") {
         64.0 * 256 / (64.0 * 512 * kFlopsPerToken / s.ceilings.gemm_flops + 256 * step_bytes / s.ceilings.hbm_Bps);
     s.rows.push_back({id, "decode tok/s (64 seqs)", "tok/s", decode, decode_limit, s.Base("W2", "decode_tok_s"), 9600, true, r.error});
     s.rows.push_back({id, "end-to-end output tok/s", "tok/s", e2e, e2e_limit, s.Base("W2", "e2e_tok_s"), 6000, true, ""});
+    if (s.sampler_controls) {
+      // The same workload with the sampler chain on, in the same process right after:
+      // target >= 90% of the plain run's decode tokens/s.
+      WorkloadSpec wc = w;
+      wc.sampler_controls = true;
+      RunResult rc = RunWorkload(big, wc, s.time_limit, s.sampler);
+      json jc = s.Record(id, wc, rc);
+      const double decode_c = rc.ok ? rc.decode_tokens / rc.decode_s : NAN;
+      jc["decode_tok_s"] = decode_c;
+      jc["e2e_output_tok_s"] = rc.ok ? rc.generated / rc.wall_s : NAN;
+      jc["decode_ratio_to_plain"] = decode_c / decode;
+      jc["sampler_controls"] = {{"logprobs", 5}, {"repetition_penalty", 1.1}, {"presence_penalty", 0.2},
+                                {"frequency_penalty", 0.2}, {"logit_bias_tokens", 3}};
+      s.out["workloads"]["W2_sampler_controls"] = jc;
+      s.rows.push_back({"W2s", "decode tok/s, logprobs 5 + penalties", "tok/s", decode_c, decode_limit, decode,
+                        0.9 * decode, true, rc.error});
+    }
   } else if (id == "W3") {
     WorkloadSpec capped = s.GpuSpec(id, 32, 2048, 128);
     capped.options["gpu_mem_limit"] = "24GiB";

@@ -20,6 +20,7 @@ struct BenchSession {
   Ceilings ceilings;
   std::map<std::string, json> baseline;  // scenario -> hf_baseline.py result
   GpuMemorySampler* sampler = nullptr;   // null when GPU memory is not sampled
+  bool sampler_controls = false;         // W2 runs again with the sampler chain on (W2s)
   json out;                              // the results JSON
   std::vector<Row> rows;                 // the printed table
 

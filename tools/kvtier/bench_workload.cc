@@ -148,6 +148,15 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
     kvt_request_set_prompt_tokens(req, prompts[i].data(), static_cast<int32_t>(prompts[i].size()));
     kvt_request_set_max_new_tokens(req, w.gen);
     kvt_request_set_ignore_eos(req, 1);
+    if (w.sampler_controls) {
+      const int32_t bias_tokens[3] = {1, 2, 3};
+      const float biases[3] = {1.5f, -2.0f, -100.0f};
+      kvt_request_set_logprobs(req, 5);
+      kvt_request_set_repetition_penalty(req, 1.1f);
+      kvt_request_set_presence_penalty(req, 0.2f);
+      kvt_request_set_frequency_penalty(req, 0.2f);
+      kvt_request_set_logit_bias(req, bias_tokens, biases, 3);
+    }
   }
   kvt_events_create(&h.events);
   std::map<int64_t, int> produced;
@@ -187,6 +196,14 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
       if (reason == KVT_FINISH_REASON_ERROR || reason == KVT_FINISH_REASON_CANCELLED) ++errors;
       if (reason != KVT_FINISH_REASON_NONE) progress.Update("sequences", ++finished, w.num_seqs);
       if (token == KVT_NO_TOKEN) continue;
+      if (w.sampler_controls) {  // read as a consumer would
+        float logprob = 0, top_logprobs[5];
+        int32_t num_top = 0, top_tokens[5], n = 0;
+        if (kvt_events_logprob(h.events, i, &logprob, &num_top) != KVT_OK ||
+            kvt_events_top_logprobs(h.events, i, top_tokens, top_logprobs, 5, &n) != KVT_OK || n != 5) {
+          ++errors;
+        }
+      }
       ++r.generated;
       if (have_all_first) ++r.decode_tokens;
       if (produced[seq]++ == 0) {

@@ -31,6 +31,9 @@ struct WorkloadSpec {
   std::map<std::string, std::string> options;  // C API option key -> value
   std::vector<std::vector<int32_t>> prompts;   // given prompts (else num_seqs random ones)
   bool warmup = true;                          // one short sequence before timing
+  // The sampler chain on (--sampler-controls): each request reports log-probabilities with
+  // 5 alternatives (read from every event) and has every penalty and a logit bias on.
+  bool sampler_controls = false;
 };
 
 struct RunResult {

@@ -44,6 +44,7 @@ struct BenchFlags {
   std::string model, small_model, make_model, json, ceilings, baseline, commit, tier_dir;
   std::string backend = "cuda";
   double time_limit = 150, tier_time_limit = 0;
+  bool sampler_controls = false;
 };
 
 void AddFlags(CommandLine* cl, BenchFlags* f) {
@@ -78,6 +79,9 @@ void AddFlags(CommandLine* cl, BenchFlags* f) {
   cl->AddChoice("--backend", &f->backend, {"auto", "cpu", "cuda"}, "GPU workloads' backend (default cuda)");
   cl->AddReal("--tier-time-limit", &f->tier_time_limit, 0, 1e6, "cap for W5/W6/W6b/C<N> (default: --time-limit)",
               true, "S");
+  cl->AddSwitch("--sampler-controls", &f->sampler_controls,
+                "W2 runs again right after with log-probabilities (5 alternatives), every penalty and a logit "
+                "bias on (W2s: target >= 90% of the plain W2 decode tok/s; JSON workloads.W2_sampler_controls)");
 }
 
 // The selected workloads in run order: W7 first (its RSS is read before the big checkpoint
@@ -224,6 +228,7 @@ int BenchMain(int argc, char** argv) {
   bench::BenchSession s;
   s.backend = f.backend;
   s.time_limit = f.time_limit;
+  s.sampler_controls = f.sampler_controls;
   s.tier_time_limit = cl.app().count("--tier-time-limit") > 0 ? f.tier_time_limit : f.time_limit;
   ReadLimitsAndBaseline(f, &s);
   GpuMemorySampler sampler;

@@ -20,6 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "numbers.h"
 #include "progress_bar.h"
+#include "sampling_flags.h"
 
 namespace kvtier::cli {
 namespace {
@@ -42,6 +43,7 @@ struct RunFlags {
   int64_t seed = 0;
   std::string cache_namespace;
   std::string metrics;  // --metrics FILE ("-": stdout); empty: none
+  SamplingFlags sampling;
   ContextFlags context;
   const CLI::App* app = nullptr;  // for Given
   bool Given(const char* flag) const { return app->count(flag) > 0; }
@@ -69,9 +71,10 @@ void AddFlags(CommandLine* cl, RunFlags* f) {
   cl->AddSwitch("--ignore-eos", &f->ignore_eos, "do not stop at the model's eos ids");
   cl->AddString("--cache-namespace", &f->cache_namespace, "share cached prompt prefixes only within NS (default \"\")",
                 "NS");
-  cl->AddSwitch("--json", &f->json, "print one JSON object: sequences (tokens, text) and stats");
+  cl->AddSwitch("--json", &f->json, "print one JSON object: sequences (tokens, text, logprobs) and stats");
   cl->AddString("--metrics", &f->metrics,
                 "write the statistics in the Prometheus text format to FILE (\"-\": stdout) when done", "FILE");
+  f->sampling.AddTo(cl);
   f->context.AddTo(cl);
   f->app = &cl->app();
 }
@@ -116,6 +119,8 @@ struct Output {
   std::map<int64_t, std::vector<int32_t>> tokens;
   std::map<int64_t, std::string> texts;
   std::map<int64_t, int32_t> finish;
+  std::map<int64_t, nlohmann::json> logprobs;       // with --logprobs
+  std::map<int64_t, std::vector<int32_t>> prompts;  // first completion of a prompt -> its ids, when known
 };
 
 void Record(const kvt_events* events, bool stream, bool text, Output* out) {
@@ -127,6 +132,8 @@ void Record(const kvt_events* events, bool stream, bool text, Output* out) {
     int32_t piece_len = 0;
     kvt_events_text(events, i, &piece, &piece_len);
     if (token != KVT_NO_TOKEN) out->tokens[seq].push_back(token);
+    const nlohmann::json lp = token != KVT_NO_TOKEN ? EventLogprobsJson(events, i, token) : nlohmann::json();
+    if (!lp.is_null()) out->logprobs[seq].push_back(lp);
     out->texts[seq].append(piece, static_cast<size_t>(piece_len));
     if (reason != KVT_FINISH_REASON_NONE) out->finish[seq] = reason;
     if (!stream) continue;
@@ -134,6 +141,10 @@ void Record(const kvt_events* events, bool stream, bool text, Output* out) {
       std::printf("seq %lld: %s\n", static_cast<long long>(seq), Quoted(std::string(piece, piece_len)).c_str());
     } else if (token != KVT_NO_TOKEN) {
       std::printf("seq %lld: token %d\n", static_cast<long long>(seq), token);
+    }
+    if (!lp.is_null()) {
+      std::printf("seq %lld: logprob %.6f, top %s\n", static_cast<long long>(seq), lp["logprob"].get<double>(),
+                  lp["top"].dump().c_str());
     }
     if (reason != KVT_FINISH_REASON_NONE) {
       std::printf("seq %lld: finished (%s)\n", static_cast<long long>(seq), FinishName(reason));
@@ -164,7 +175,8 @@ nlohmann::json Stats(kvt_context* context) {
   return nlohmann::json::parse(text);
 }
 
-void PrintJson(const Output& out, bool text, const nlohmann::json& stats) {
+void PrintJson(const Output& out, bool text, const nlohmann::json& stats, const SamplingFlags& sampling,
+               kvt_context* context) {
   nlohmann::json j;
   j["sequences"] = nlohmann::json::array();
   for (int64_t id : out.ids) {
@@ -175,6 +187,15 @@ void PrintJson(const Output& out, bool text, const nlohmann::json& stats) {
         {"tokens", tokens == out.tokens.end() ? std::vector<int32_t>{} : tokens->second},
         {"finish_reason", FinishName(finish == out.finish.end() ? KVT_FINISH_REASON_NONE : finish->second)}};
     if (text) entry["text"] = out.texts.count(id) ? out.texts.at(id) : "";
+    if (sampling.logprobs >= 0) entry["logprobs"] = out.logprobs.count(id) ? out.logprobs.at(id) : nlohmann::json::array();
+    if (sampling.prompt_logprobs >= 0) {
+      auto prompt = out.prompts.find(id);
+      const nlohmann::json scored =
+          prompt != out.prompts.end()
+              ? PromptLogprobsJson(context, id, prompt->second.data(), static_cast<int32_t>(prompt->second.size()))
+              : PromptLogprobsJson(context, id, nullptr, 0);
+      if (!scored.is_null()) entry["prompt_logprobs"] = scored;
+    }
     j["sequences"].push_back(entry);
   }
   j["stats"] = stats;
@@ -206,16 +227,25 @@ void PrintSummary(const Output& out, bool text, const nlohmann::json& stats) {
               stats["prefix_hits"]["disk"].get<long long>(), stats["gpu_allocs_after_init"].get<long long>());
 }
 
-// Builds request i from the flags; "" or the failure.
-std::string MakeRequest(const RunFlags& f, size_t i, kvt_request* r) {
+// Builds request i from the flags; "" or the failure. *prompt_ids gets the prompt's token
+// ids when the CLI knows them (token ids, or text tokenized as the request will be).
+std::string MakeRequest(const RunFlags& f, size_t i, kvt_model* model, kvt_request* r,
+                        std::vector<int32_t>* prompt_ids) {
   kvt_status s = KVT_OK;
   if (i < f.prompt_ids.size()) {
     const std::vector<int32_t> prompt = *ParseTokenIds(f.prompt_ids[i]);  // validated by the parser
     s = kvt_request_set_prompt_tokens(r, prompt.data(), static_cast<int32_t>(prompt.size()));
+    *prompt_ids = prompt;
   } else {
     const std::string& p = f.prompts[i - f.prompt_ids.size()];
     s = f.chat ? kvt_request_add_chat_message(r, "user", p.c_str())
                : kvt_request_set_prompt_text(r, p.data(), static_cast<int32_t>(p.size()));
+    if (!f.chat && f.sampling.prompt_logprobs >= 0) {  // BOS as the tokenizer adds it, as the request does
+      int32_t n = 0;
+      kvt_model_tokenize(model, p.data(), static_cast<int32_t>(p.size()), 1, nullptr, 0, &n, nullptr, 0);
+      prompt_ids->resize(static_cast<size_t>(n));
+      kvt_model_tokenize(model, p.data(), static_cast<int32_t>(p.size()), 1, prompt_ids->data(), n, &n, nullptr, 0);
+    }
   }
   for (const std::string& stop : f.stops) {
     if (s == KVT_OK) s = kvt_request_add_stop_string(r, stop.data(), static_cast<int32_t>(stop.size()));
@@ -231,7 +261,8 @@ std::string MakeRequest(const RunFlags& f, size_t i, kvt_request* r) {
   if (s == KVT_OK) s = kvt_request_set_stop_tokens(r, f.stop_ids.data(), static_cast<int32_t>(f.stop_ids.size()));
   if (s == KVT_OK) s = kvt_request_set_ignore_eos(r, f.ignore_eos ? 1 : 0);
   if (s == KVT_OK) s = kvt_request_set_cache_namespace(r, f.cache_namespace.c_str());
-  return s == KVT_OK ? "" : kvt_request_errmsg(r);
+  if (s != KVT_OK) return kvt_request_errmsg(r);
+  return f.sampling.Apply(r, [&](const char* flag) { return f.Given(flag); });
 }
 
 // Cancels every unfinished sequence and applies the cancels with one step (their blocks go
@@ -292,7 +323,8 @@ int RunMain(int argc, char** argv) {
     kvt_request* r = nullptr;
     kvt_request_create(&r);
     h.requests.push_back(r);
-    if (std::string error = MakeRequest(f, i, r); !error.empty()) {
+    std::vector<int32_t> prompt_ids;
+    if (std::string error = MakeRequest(f, i, h.model, r, &prompt_ids); !error.empty()) {
       return cl.Fail(kExitUsage, absl::StrCat("sequence ", i, ": ", error));
     }
     int64_t id = 0;
@@ -300,7 +332,9 @@ int RunMain(int argc, char** argv) {
       return cl.Fail(StatusFor(s), absl::StrCat("sequence ", i, ": ", kvt_status_string(s), ": ",
                                                 ContextFlags::InFlagTerms(kvt_context_errmsg(h.context))));
     }
-    out.ids.push_back(id);
+    // --n: the prompt's completions have the ids that follow the first.
+    for (int32_t c = 0; c < f.sampling.n; ++c) out.ids.push_back(id + c);
+    if (!prompt_ids.empty()) out.prompts[id] = std::move(prompt_ids);
   }
 
   kvt_events_create(&h.events);
@@ -321,7 +355,7 @@ int RunMain(int argc, char** argv) {
     return cl.Fail(kExitFailure, absl::StrCat("--metrics: cannot write ", f.metrics));
   }
   if (f.json) {
-    PrintJson(out, text, stats);
+    PrintJson(out, text, stats, f.sampling, h.context);
   } else {
     PrintSummary(out, text, stats);
   }

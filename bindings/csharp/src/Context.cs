@@ -81,8 +81,19 @@ namespace Kvtier
             return bytes;
         }
 
-        /// <summary>Admits a sequence; read its events by enumerating it, dispose it when done.</summary>
+        /// <summary>Admits a sequence; read its events by enumerating it, dispose it when done.
+        /// A request for N &gt; 1 completions is refused (InvalidArgument): use AddCompletions.</summary>
         public Sequence Add(Request request)
+        {
+            if (request.Completions > 1)
+                throw new KvtierException((int)Status.InvalidArgument, "the request asks for N > 1 completions: use AddCompletions");
+            return AddCompletions(request)[0];
+        }
+
+        /// <summary>Admits the request's N completions, which share the prompt's KV blocks;
+        /// completion i draws from the seed + i and equals the request run alone with that seed
+        /// and N = 1. One Sequence each (ids consecutive); dispose each when done.</summary>
+        public IReadOnlyList<Sequence> AddCompletions(Request request)
         {
             RequestHandle r = request.ToNative();
             try
@@ -94,10 +105,15 @@ namespace Kvtier
                     lock (open)
                     {
                         Check(kvtier.kvt_sequence_add(c, r.Swig, id));
-                        var s = new Sequence(this, id[0]);
-                        open[id[0]] = s;
+                        var list = new List<Sequence>();
+                        for (int i = 0; i < request.Completions; ++i)
+                        {
+                            var s = new Sequence(this, id[0] + i);
+                            open[s.Id] = s;
+                            list.Add(s);
+                        }
                         if (added.CurrentCount == 0) added.Release();
-                        return s;
+                        return list;
                     }
                 }
                 finally { life.ExitReadLock(); }
@@ -123,7 +139,8 @@ namespace Kvtier
                     for (int i = 0; i < n; ++i)
                     {
                         KvtierException.Check(kvtier.kvt_events_get(events, i, seq, token, reason), "kvt_events_get");
-                        list.Add(new Event(seq[0], token[0], EventText(events, i), (FinishReason)reason[0]));
+                        list.Add(new Event(seq[0], token[0], EventText(events, i), (FinishReason)reason[0],
+                                           EventLogprobs(events, i, token[0])));
                     }
                     lock (open)
                     {
@@ -144,6 +161,63 @@ namespace Kvtier
         }
 
         private byte[] textBuf = new byte[256]; // guarded by stepper
+
+        private static TokenLogprobs EventLogprobs(SWIGTYPE_p_kvt_events events, int i, int token)
+        {
+            var logprob = new float[1];
+            var numTop = new int[1];
+            if (kvtier.kvt_events_logprob(events, i, logprob, numTop) != 0) return null;
+            var tokens = new int[numTop[0]];
+            var values = new float[numTop[0]];
+            if (numTop[0] > 0)
+                KvtierException.Check(kvtier.kvt_events_top_logprobs(events, i, tokens, values, tokens.Length, numTop),
+                                      "kvt_events_top_logprobs");
+            return new TokenLogprobs(token, logprob[0], TopOf(tokens, values, tokens.Length));
+        }
+
+        private static IReadOnlyList<TokenLogprob> TopOf(int[] tokens, float[] values, int n)
+        {
+            var top = new List<TokenLogprob>(n);
+            for (int j = 0; j < n; ++j) top.Add(new TokenLogprob(tokens[j], values[j]));
+            return top.AsReadOnly();
+        }
+
+        /// <summary>Log-probabilities of the tokens a sequence generated so far, with their
+        /// alternatives (State when its request did not ask: Request.Logprobs).</summary>
+        public List<TokenLogprobs> Logprobs(long id) => LogprobList(id, Tokens(id), true);
+
+        /// <summary>Log-probabilities of a sequence's prompt tokens from the second on (entry j
+        /// scores token j + 1), once computed (State when its request did not ask:
+        /// Request.PromptLogprobs).</summary>
+        public List<TokenLogprobs> PromptLogprobs(long id) => LogprobList(id, new int[0], false);
+
+        private List<TokenLogprobs> LogprobList(long id, int[] tokens, bool generated)
+        {
+            SWIGTYPE_p_kvt_context c = Acquire();
+            try
+            {
+                var len = new int[1];
+                var none = new float[0];
+                Check(generated ? kvtier.kvt_sequence_logprobs(c, id, none, 0, len)
+                                : kvtier.kvt_sequence_prompt_logprobs(c, id, none, 0, len));
+                var values = new float[len[0]];
+                Check(generated ? kvtier.kvt_sequence_logprobs(c, id, values, values.Length, len)
+                                : kvtier.kvt_sequence_prompt_logprobs(c, id, values, values.Length, len));
+                var list = new List<TokenLogprobs>(values.Length);
+                var topTokens = new int[20];
+                var topValues = new float[20];
+                for (int j = 0; j < values.Length; ++j)
+                {
+                    var n = new int[1];
+                    Check(generated ? kvtier.kvt_sequence_top_logprobs(c, id, j, topTokens, topValues, 20, n)
+                                    : kvtier.kvt_sequence_prompt_top_logprobs(c, id, j, topTokens, topValues, 20, n));
+                    list.Add(new TokenLogprobs(j < tokens.Length ? tokens[j] : Event.NoToken, values[j],
+                                               TopOf(topTokens, topValues, Math.Min(n[0], 20))));
+                }
+                return list;
+            }
+            finally { life.ExitReadLock(); }
+        }
 
         private string EventText(SWIGTYPE_p_kvt_events events, int i)
         {

@@ -92,6 +92,10 @@ namespace Kvtier
         private readonly List<KeyValuePair<string, string>> chat = new List<KeyValuePair<string, string>>();
         private readonly List<string> stopStrings = new List<string>();
         private string cacheNamespace;
+        private float? minP, repetitionPenalty, presencePenalty, frequencyPenalty;
+        private Dictionary<int, float> logitBias;
+        private int? logprobs, promptLogprobs;
+        private int n = 1;
 
         /// <summary>A request whose prompt is these token ids (none: set a text or chat prompt).</summary>
         public Request(params int[] prompt) { this.prompt = (int[])prompt.Clone(); }
@@ -128,6 +132,34 @@ namespace Kvtier
         /// <summary>Keeps the prompt's full KV blocks on the device tier once computed (never
         /// evicted) until Context.UnpinPrefixes.</summary>
         public Request PinPrefix(bool pin) { pinPrefix = pin; return this; }
+        /// <summary>min-p in [0, 1]: keeps the tokens whose probability is at least this
+        /// times the most likely one's; 0 (the default) is off.</summary>
+        public Request MinP(float p) { minP = p; return this; }
+        /// <summary>Repetition penalty over prompt and generated tokens (transformers'
+        /// semantics), finite and &gt; 0; 1 is off. Unset: the model's generation_config.json
+        /// default, else off.</summary>
+        public Request RepetitionPenalty(float penalty) { repetitionPenalty = penalty; return this; }
+        /// <summary>Presence penalty over generated tokens (OpenAI's semantics), in [-2, 2];
+        /// 0 (the default) is off.</summary>
+        public Request PresencePenalty(float penalty) { presencePenalty = penalty; return this; }
+        /// <summary>Frequency penalty over generated tokens (OpenAI's semantics), in [-2, 2];
+        /// 0 (the default) is off.</summary>
+        public Request FrequencyPenalty(float penalty) { frequencyPenalty = penalty; return this; }
+        /// <summary>Logit bias: token id to a bias in [-100, 100] added to its logit
+        /// (copied; replaces an earlier one).</summary>
+        public Request LogitBias(IDictionary<int, float> bias) { logitBias = new Dictionary<int, float>(bias); return this; }
+        /// <summary>Reports each generated token's log-probability with topN (0..20)
+        /// alternatives (Event.Logprobs, Context.Logprobs); -1 (the default) is off.</summary>
+        public Request Logprobs(int topN) { logprobs = topN; return this; }
+        /// <summary>Scores the prompt: each prompt token's log-probability from the second on
+        /// with topN (0..20) alternatives (Context.PromptLogprobs); -1 (the default) is off.</summary>
+        public Request PromptLogprobs(int topN) { promptLogprobs = topN; return this; }
+        /// <summary>Parallel sampling: n (1..128) completions of the prompt sharing its KV
+        /// blocks (Context.AddCompletions); completion i draws from the seed + i.</summary>
+        public Request N(int n) { this.n = n; return this; }
+
+        /// <summary>The number of sequences the request adds.</summary>
+        internal int Completions => Math.Max(n, 1);
 
         /// <summary>A native kvt_request with these values; the caller disposes it.</summary>
         internal RequestHandle ToNative()
@@ -177,6 +209,25 @@ namespace Kvtier
                     Check(r, kvtier.kvt_request_set_cache_namespace(r, ns));
                 }
                 if (pinPrefix.HasValue) Check(r, kvtier.kvt_request_set_pin_prefix(r, pinPrefix.Value ? 1 : 0));
+                if (minP.HasValue) Check(r, kvtier.kvt_request_set_min_p(r, minP.Value));
+                if (repetitionPenalty.HasValue) Check(r, kvtier.kvt_request_set_repetition_penalty(r, repetitionPenalty.Value));
+                if (presencePenalty.HasValue) Check(r, kvtier.kvt_request_set_presence_penalty(r, presencePenalty.Value));
+                if (frequencyPenalty.HasValue) Check(r, kvtier.kvt_request_set_frequency_penalty(r, frequencyPenalty.Value));
+                if (logitBias != null)
+                {
+                    int[] tokens = new int[logitBias.Count];
+                    float[] biases = new float[logitBias.Count];
+                    int i = 0;
+                    foreach (var e in logitBias)
+                    {
+                        tokens[i] = e.Key;
+                        biases[i++] = e.Value;
+                    }
+                    Check(r, kvtier.kvt_request_set_logit_bias(r, tokens, biases, tokens.Length));
+                }
+                if (logprobs.HasValue) Check(r, kvtier.kvt_request_set_logprobs(r, logprobs.Value));
+                if (promptLogprobs.HasValue) Check(r, kvtier.kvt_request_set_prompt_logprobs(r, promptLogprobs.Value));
+                if (n != 1) Check(r, kvtier.kvt_request_set_n(r, n));
             }
             catch
             {

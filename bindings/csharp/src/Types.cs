@@ -1,5 +1,7 @@
 // Plain types of the C# binding: statuses, finish reasons, states, events, the exception.
 using System;
+using System.Collections.Generic;
+using System.Linq;
 
 namespace Kvtier
 {
@@ -97,18 +99,67 @@ namespace Kvtier
         public string Text { get; }
         /// <summary>Why the sequence stopped; None while it goes on.</summary>
         public FinishReason FinishReason { get; }
+        /// <summary>The token's log-probabilities when its request asked for them
+        /// (Request.Logprobs); null otherwise.</summary>
+        public TokenLogprobs Logprobs { get; }
         /// <summary>True when the event carries a token.</summary>
         public bool HasToken => Token != NoToken;
         /// <summary>True for the sequence's last event.</summary>
         public bool IsFinal => FinishReason != FinishReason.None;
 
-        internal Event(long sequenceId, int token, string text, FinishReason reason)
+        internal Event(long sequenceId, int token, string text, FinishReason reason, TokenLogprobs logprobs = null)
         {
             SequenceId = sequenceId;
             Token = token;
             Text = text;
             FinishReason = reason;
+            Logprobs = logprobs;
         }
+    }
+
+    /// <summary>A token and its log-probability under the model's raw distribution.</summary>
+    public struct TokenLogprob
+    {
+        /// <summary>The token id.</summary>
+        public int Token { get; }
+        /// <summary>Its natural-log probability.</summary>
+        public float Logprob { get; }
+
+        internal TokenLogprob(int token, float logprob)
+        {
+            Token = token;
+            Logprob = logprob;
+        }
+    }
+
+    /// <summary>A token's log-probability under the model's raw distribution (before the
+    /// sampler chain) and its most likely alternatives, most likely first. In
+    /// Context.PromptLogprobs, Token is Event.NoToken: entry j scores the prompt's token j + 1.</summary>
+    public sealed class TokenLogprobs
+    {
+        /// <summary>The token id.</summary>
+        public int Token { get; }
+        /// <summary>Its natural-log probability.</summary>
+        public float Logprob { get; }
+        /// <summary>The alternatives asked for, most likely first.</summary>
+        public IReadOnlyList<TokenLogprob> Top { get; }
+
+        internal TokenLogprobs(int token, float logprob, IReadOnlyList<TokenLogprob> top)
+        {
+            Token = token;
+            Logprob = logprob;
+            Top = top;
+        }
+
+        /// <summary>Equal token, log-probability and alternatives.</summary>
+        public override bool Equals(object obj)
+        {
+            var o = obj as TokenLogprobs;
+            return o != null && o.Token == Token && o.Logprob == Logprob && Top.SequenceEqual(o.Top);
+        }
+
+        /// <summary>A hash of the token and its log-probability.</summary>
+        public override int GetHashCode() => Token * 31 + Logprob.GetHashCode();
     }
 
     /// <summary>The result of a blocking generation.</summary>

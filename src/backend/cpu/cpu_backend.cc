@@ -258,15 +258,17 @@ void CpuBackend::RunLayer(int64_t layer, const ForwardBatch& batch, int64_t num_
 
 void CpuBackend::ComputeLogits(const ForwardBatch& batch, std::vector<float>* logits) {
   const int64_t hidden = config_.hidden_size;
-  // Gather the last row of each chunk that wants logits; norm and project only those.
+  // Gather the rows that want logits (each chunk's last, or all of an all_logits chunk's);
+  // norm and project only those.
   int64_t num_rows = 0;
   int64_t row_end = 0;
   for (const SequenceChunk& chunk : batch.chunks) {
     row_end += static_cast<int64_t>(chunk.tokens.size());
-    if (!chunk.need_logits) continue;
+    const int64_t rows = static_cast<int64_t>(chunk.num_logit_rows());
+    if (rows == 0) continue;
     std::memcpy(scratch_.normed.data() + num_rows * hidden,
-                scratch_.hidden.data() + (row_end - 1) * hidden, hidden * sizeof(float));
-    ++num_rows;
+                scratch_.hidden.data() + (row_end - rows) * hidden, rows * hidden * sizeof(float));
+    num_rows += rows;
   }
   logits->resize(static_cast<size_t>(num_rows * config_.vocab_size));
   if (num_rows == 0) return;

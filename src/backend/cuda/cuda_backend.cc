@@ -26,22 +26,27 @@ std::vector<ForwardBatch> SplitBatch(const ForwardBatch& batch, int64_t max_toke
     current = ForwardBatch();
     current_tokens = 0;
   };
+  int64_t current_rows = 0;  // logits rows: at most max_chunks per piece, as chunks
   for (const SequenceChunk& chunk : batch.chunks) {
     const int64_t n = static_cast<int64_t>(chunk.tokens.size());
     int64_t offset = 0;
     while (offset < n) {
       if (static_cast<int64_t>(current.chunks.size()) == max_chunks ||
-          current_tokens == max_tokens) {
+          current_tokens == max_tokens || current_rows >= max_chunks) {
         flush();
+        current_rows = 0;
       }
-      const int64_t take = std::min(n - offset, max_tokens - current_tokens);
+      int64_t take = std::min(n - offset, max_tokens - current_tokens);
+      if (chunk.all_logits) take = std::min(take, max_chunks - current_rows);
       SequenceChunk piece;
       piece.tokens = chunk.tokens.subspan(offset, take);
       piece.start_position = chunk.start_position + offset;
       piece.block_table = chunk.block_table;
       piece.need_logits = chunk.need_logits && offset + take == n;
+      piece.all_logits = chunk.all_logits;
       current.chunks.push_back(piece);
       current_tokens += take;
+      current_rows += static_cast<int64_t>(piece.num_logit_rows());
       offset += take;
     }
   }
@@ -127,7 +132,7 @@ CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   if (copy_stream_ != nullptr) cudaStreamSynchronize(copy_stream_);
   for (void* p : allocations_) cudaFree(p);
-  for (auto& [bucket, exec] : graphs_) cudaGraphExecDestroy(exec);
+  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
   if (meta_host_ != nullptr) cudaFreeHost(meta_host_);
   if (ids_host_ != nullptr) cudaFreeHost(ids_host_);
   if (cublas_ != nullptr) cublasDestroy(cublas_);
@@ -230,7 +235,8 @@ int64_t CudaBackend::WorkspaceBytes() const {
          t * inter * 2 + max_chunks_ * config_.vocab_size * 4 + max_chunks_ * 4 +
          (fast_attention_ ? 0 : partial_slots_ * config_.num_heads * (config_.head_dim + 2) * 4) +
          (32 << 20) +
-         static_cast<int64_t>(meta_capacity_) + 64 * 256;
+         static_cast<int64_t>(meta_capacity_) + 64 * 256 +
+         DeviceSamplerChain::DeviceBytes(max_chunks_, config_.vocab_size) + 16 * 256;
 }
 
 absl::StatusOr<void*> CudaBackend::DeviceAlloc(size_t bytes, const char* what) {
@@ -439,6 +445,10 @@ absl::Status CudaBackend::Init(const WeightLoader& loader) {
                                      cudaHostAllocDefault));
   CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&ids_host_),
                                      max_chunks_ * sizeof(int32_t), cudaHostAllocDefault));
+  ASSIGN_OR_RETURN(chain_, DeviceSamplerChain::Create(max_chunks_, config_.vocab_size,
+                                                      [this](size_t bytes, const char* what) {
+                                                        return DeviceAlloc(bytes, what);
+                                                      }));
   // The scratch block (KV of graph padding rows) is allocated with the pool, one block past
   // it; reserve its bytes now so the pool the engine sizes from device_bytes_in_use() fits.
   device_bytes_ += static_cast<int64_t>(layout_.BlockBytes());
@@ -517,7 +527,8 @@ absl::Status CudaBackend::RunAll(const ForwardBatch& batch, Fn&& run_piece) {
   RETURN_IF_ERROR(ValidateBatch(batch));
   int64_t tokens = 0;
   for (const SequenceChunk& c : batch.chunks) tokens += static_cast<int64_t>(c.tokens.size());
-  if (tokens <= max_tokens_ && static_cast<int64_t>(batch.chunks.size()) <= max_chunks_) {
+  if (tokens <= max_tokens_ && static_cast<int64_t>(batch.chunks.size()) <= max_chunks_ &&
+      static_cast<int64_t>(batch.num_logit_rows()) <= max_chunks_) {
     return run_piece(batch);
   }
   for (const ForwardBatch& piece : cuda::SplitBatch(batch, max_tokens_, max_chunks_)) {
@@ -548,6 +559,32 @@ absl::Status CudaBackend::ForwardSampled(const ForwardBatch& batch,
     const std::span<const RowSampling> mine = rows.subspan(next_row, piece.num_logit_rows());
     next_row += mine.size();
     return RunStep(piece, nullptr, token_ids, mine);
+  });
+}
+
+absl::Status CudaBackend::ForwardAndSample(const ForwardBatch& batch, const SamplingBatch& sampling,
+                                           SamplingResult* result) {
+  RETURN_IF_ERROR(ValidateSamplingBatch(sampling, batch.num_logit_rows(), config_.vocab_size));
+  if (!sampling.scores.empty()) return Backend::ForwardAndSample(batch, sampling, result);
+  result->Clear();
+  result->tokens.assign(sampling.samples.size(), 0);
+  result->sample_logprobs.assign(sampling.samples.size(), LogprobEntry{});
+  // Samples by row, so each piece takes a contiguous run of them.
+  std::vector<int32_t> order(sampling.samples.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return sampling.samples[static_cast<size_t>(a)].logits_row < sampling.samples[static_cast<size_t>(b)].logits_row;
+  });
+  int64_t first_row = 0;
+  size_t next = 0;
+  return RunAll(batch, [&](const ForwardBatch& piece) {
+    const int64_t rows = static_cast<int64_t>(piece.num_logit_rows());
+    size_t end = next;
+    while (end < order.size() && sampling.samples[static_cast<size_t>(order[end])].logits_row < first_row + rows) ++end;
+    ChainPiece chain{&sampling, std::span<const int32_t>(order).subspan(next, end - next), first_row, result};
+    next = end;
+    first_row += rows;
+    return RunStep(piece, nullptr, nullptr, {}, &chain);
   });
 }
 

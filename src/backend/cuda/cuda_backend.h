@@ -29,6 +29,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/attention_plan.h"
 #include "backend/cuda/decode_attention.h"
+#include "backend/cuda/device_sampler_chain.h"
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda/kernels.h"
 #include "backend/kv_layout.h"
@@ -87,6 +88,12 @@ class CudaBackend final : public Backend {
   // by radix select, no sort); only the ids are copied back.
   absl::Status ForwardSampled(const ForwardBatch& batch, std::span<const RowSampling> rows,
                               std::vector<int32_t>* token_ids) override;
+  // Forward, then the sampler chain on the GPU (DeviceSamplerChain: log-probabilities,
+  // adjustments, samples); decode steps replay their graph of the forward alone. Batches
+  // with scores (prompt log-probabilities, which read every position's logits) run the
+  // chain on the host over Forward's logits instead (Backend's default).
+  absl::Status ForwardAndSample(const ForwardBatch& batch, const SamplingBatch& sampling,
+                                SamplingResult* result) override;
 
   absl::Status CopyBlocksToHost(std::span<const BlockCopy> copies) override;
   absl::Status CopyBlocksFromHost(std::span<const BlockCopy> copies) override;
@@ -215,11 +222,21 @@ class CudaBackend final : public Backend {
   int64_t WeightBytes() const;
   absl::Status ValidateBatch(const ForwardBatch& batch) const;
   absl::Status ValidateBlock(int32_t block) const;
+  // The sampler chain's share of one piece: the samples (indices into batch->samples,
+  // ordered by row) reading its logits rows, which are the step's rows from first_row on.
+  struct ChainPiece {
+    const SamplingBatch* batch = nullptr;
+    std::span<const int32_t> samples;
+    int64_t first_row = 0;
+    SamplingResult* result = nullptr;
+  };
   // Runs one piece (fits the workspace); leaves logits or ids on the host. With token_ids,
-  // greedy ids unless `sampling` (one row per logits row of the piece) is given.
+  // greedy ids unless `sampling` (one row per logits row of the piece) is given. With
+  // `chain` (and neither logits nor token_ids), the sampler chain's results.
   absl::Status RunStep(const ForwardBatch& piece, std::vector<float>* logits,
                        std::vector<int32_t>* token_ids,
-                       std::span<const RowSampling> sampling = {});
+                       std::span<const RowSampling> sampling = {},
+                       const ChainPiece* chain = nullptr);
   template <typename T>
   absl::Status Gemm(const T* x, const T* w, int rows, int k, int n, void* out, bool out_f32);
   // Timing events come from a pool created at Init (no creation while stepping).
@@ -306,7 +323,10 @@ class CudaBackend final : public Backend {
   float* decode_partial_out_ = nullptr;
   float* decode_partial_ml_ = nullptr;
   uint32_t* decode_split_counters_ = nullptr;
-  std::vector<std::pair<int64_t, cudaGraphExec_t>> graphs_;  // (bucket, graph)
+  // Captured decode graphs: (bucket, with the greedy tail) -> graph. Without the tail for
+  // steps whose sampling runs after the graph (DeviceSamplerChain).
+  std::vector<std::pair<std::pair<int64_t, bool>, cudaGraphExec_t>> graphs_;
+  std::unique_ptr<DeviceSamplerChain> chain_;  // the sampler chain's buffers
 
   cuda::AttentionPlan plan_;              // reused every step
   std::vector<cuda::ChunkShape> shapes_;  // reused every step

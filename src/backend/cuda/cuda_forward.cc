@@ -113,7 +113,7 @@ absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(
     const int64_t n = static_cast<int64_t>(chunk.tokens.size());
     num_tokens += n;
     num_entries += (chunk.start_position + n + layout_.block_tokens - 1) / layout_.block_tokens;
-    if (chunk.need_logits) ++num_logits;
+    num_logits += static_cast<int64_t>(chunk.num_logit_rows());
     if (n == 1) ++decode_rows;
   }
   decode_rows += pads;
@@ -210,7 +210,8 @@ absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(
       pos[t] = static_cast<int32_t>(chunk.start_position + i);
       chunk_of[t] = static_cast<int32_t>(c);
     }
-    if (chunk.need_logits) logit_rows[logit++] = static_cast<int32_t>(t - 1);
+    const int64_t rows_here = static_cast<int64_t>(chunk.num_logit_rows());  // the chunk's last rows
+    for (int64_t r = rows_here; r > 0; --r) logit_rows[logit++] = static_cast<int32_t>(t - r);
     const int64_t blocks = (chunk.start_position + n + layout_.block_tokens - 1) /
                            layout_.block_tokens;
     for (int64_t j = 0; j < blocks; ++j) indices[entry++] = chunk.block_table[j];
@@ -237,6 +238,7 @@ absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(
       params[r].top_k = sampling[r].top_k;
       params[r].top_p = sampling[r].top_p;
       params[r].u = sampling[r].u;
+      params[r].min_p = sampling[r].min_p;
     }
   }
   step.rows = static_cast<int32_t>(num_tokens);
@@ -379,8 +381,9 @@ absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits
 }
 
 absl::StatusOr<cudaGraphExec_t> CudaBackend::DecodeGraph(const StepLaunch& step) {
-  for (const auto& [bucket, exec] : graphs_) {
-    if (bucket == step.rows) return exec;
+  const std::pair<int64_t, bool> key{step.rows, step.greedy};
+  for (const auto& [k, exec] : graphs_) {
+    if (k == key) return exec;
   }
   CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
   const absl::Status enqueued = EnqueueForward(step, nullptr);
@@ -396,13 +399,13 @@ absl::StatusOr<cudaGraphExec_t> CudaBackend::DecodeGraph(const StepLaunch& step)
   const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   CUDA_RETURN_IF_ERROR(made);
-  graphs_.emplace_back(step.rows, exec);
+  graphs_.emplace_back(key, exec);
   return exec;
 }
 
 absl::Status CudaBackend::RunStep(const ForwardBatch& piece, std::vector<float>* logits,
                                   std::vector<int32_t>* token_ids,
-                                  std::span<const RowSampling> sampling) {
+                                  std::span<const RowSampling> sampling, const ChainPiece* chain) {
   const int64_t num_chunks = static_cast<int64_t>(piece.chunks.size());
   if (num_chunks == 0) return absl::OkStatus();
   const bool greedy = token_ids != nullptr;
@@ -410,12 +413,14 @@ absl::Status CudaBackend::RunStep(const ForwardBatch& piece, std::vector<float>*
   int64_t real_logits = 0;
   for (const SequenceChunk& chunk : piece.chunks) {
     decode_only = decode_only && chunk.tokens.size() == 1 && chunk.need_logits;
-    if (chunk.need_logits) ++real_logits;
+    real_logits += static_cast<int64_t>(chunk.num_logit_rows());
   }
-  const int64_t bucket =
-      graphs_enabled_ && fast_attention_ && greedy && sampling.empty() && decode_only
-          ? GraphBucket(num_chunks)
-          : 0;
+  // Graphs replay greedy decode steps whole, and the forward of sampler-chain decode steps
+  // (the chain then runs after the graph).
+  const int64_t bucket = graphs_enabled_ && fast_attention_ && decode_only &&
+                                 ((greedy && sampling.empty()) || chain != nullptr)
+                             ? GraphBucket(num_chunks)
+                             : 0;
   ASSIGN_OR_RETURN(StepLaunch step, PrepareStep(piece, bucket, greedy, sampling));
 
   RETURN_IF_ERROR(ApplyPrefetchWait());
@@ -436,12 +441,16 @@ absl::Status CudaBackend::RunStep(const ForwardBatch& piece, std::vector<float>*
     }
   }
   float* logits_out = nullptr;
-  if (!greedy && step.logit_rows > 0) {
+  if (logits != nullptr && step.logit_rows > 0) {
     const size_t old = logits->size();
     logits->resize(old + static_cast<size_t>(step.logit_rows) * config_.vocab_size);
     logits_out = logits->data() + old;
   }
   if (!ran) RETURN_IF_ERROR(EnqueueForward(step, logits_out));
+  if (chain != nullptr) {
+    RETURN_IF_ERROR(chain_->Run(ws_.logits, chain->first_row, real_logits, *chain->batch, chain->samples,
+                                chain->result, stream_, options_.cuda.launch));
+  }
   CUDA_RETURN_IF_ERROR(cudaEventRecord(compute_done_, stream_));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   if (greedy) token_ids->insert(token_ids->end(), ids_host_, ids_host_ + real_logits);

@@ -140,17 +140,20 @@ size_t ArgmaxScratchBytes(int rows);
 cudaError_t ArgmaxRows(const float* logits, int rows, int vocab, void* scratch, int32_t* ids,
                        cudaStream_t stream, const CudaLaunchOptions& launch);
 
-// One row's sampling parameters as SampleRows reads them (kvtier::RowSampling's fields).
+// One sample's parameters as SampleRows reads them (kvtier::RowSampling's fields).
 struct SampleParams {
   float temperature = 0.0f;  // 0 = greedy
   int32_t top_k = 0;         // 0 = off
   float top_p = 1.0f;        // 1 = off
-  int32_t reserved = 0;
+  int32_t logits_row = -1;   // the logits row it reads; -1: its own index
   double u = 0.0;            // the draw in [0, 1)
+  float min_p = 0.0f;        // 0 = off
+  int32_t reserved = 0;
 };
-// ids[r] = the token kvtier::SampleRow (backend/row_sampling.h) picks from logits row r with
-// params[r], up to rounding at the cut and draw boundaries (sampling.cu). logits: (rows,
-// vocab) f32; params and ids in device memory.
+// ids[r] = the token kvtier::SampleRow (backend/row_sampling.h) picks with params[r] from
+// logits row params[r].logits_row (row r when -1), up to rounding at the cut and draw
+// boundaries (sampling.cu). logits: (logits rows, vocab) f32; params and ids (rows of
+// them) in device memory.
 cudaError_t SampleRows(const float* logits, int rows, int vocab, const SampleParams* params,
                        int32_t* ids, cudaStream_t stream, const CudaLaunchOptions& launch);
 

@@ -58,38 +58,59 @@ typedef _gostring_ swig_type_25;
 typedef long long swig_type_26;
 typedef _goslice_ swig_type_27;
 typedef _gostring_ swig_type_28;
-typedef _gostring_ swig_type_29;
+typedef _goslice_ swig_type_29;
 typedef _goslice_ swig_type_30;
 typedef _gostring_ swig_type_31;
 typedef _goslice_ swig_type_32;
-typedef _goslice_ swig_type_33;
-typedef long long swig_type_34;
-typedef long long swig_type_35;
-typedef _goslice_ swig_type_36;
-typedef _goslice_ swig_type_37;
-typedef long long swig_type_38;
+typedef _gostring_ swig_type_33;
+typedef _goslice_ swig_type_34;
+typedef _goslice_ swig_type_35;
+typedef long long swig_type_36;
+typedef long long swig_type_37;
+typedef _goslice_ swig_type_38;
 typedef _goslice_ swig_type_39;
-typedef _goslice_ swig_type_40;
-typedef long long swig_type_41;
+typedef long long swig_type_40;
+typedef _goslice_ swig_type_41;
 typedef _goslice_ swig_type_42;
-typedef _goslice_ swig_type_43;
-typedef long long swig_type_44;
+typedef long long swig_type_43;
+typedef _goslice_ swig_type_44;
 typedef _goslice_ swig_type_45;
-typedef _goslice_ swig_type_46;
-typedef long long swig_type_47;
+typedef long long swig_type_46;
+typedef _goslice_ swig_type_47;
 typedef _goslice_ swig_type_48;
-typedef _goslice_ swig_type_49;
+typedef long long swig_type_49;
 typedef _goslice_ swig_type_50;
 typedef _goslice_ swig_type_51;
-typedef _goslice_ swig_type_52;
+typedef long long swig_type_52;
 typedef _goslice_ swig_type_53;
 typedef _goslice_ swig_type_54;
 typedef _goslice_ swig_type_55;
-typedef _gostring_ swig_type_56;
+typedef long long swig_type_56;
 typedef _goslice_ swig_type_57;
 typedef _goslice_ swig_type_58;
-typedef _goslice_ swig_type_59;
+typedef long long swig_type_59;
 typedef _goslice_ swig_type_60;
+typedef _goslice_ swig_type_61;
+typedef _goslice_ swig_type_62;
+typedef long long swig_type_63;
+typedef _goslice_ swig_type_64;
+typedef _goslice_ swig_type_65;
+typedef _goslice_ swig_type_66;
+typedef _goslice_ swig_type_67;
+typedef _goslice_ swig_type_68;
+typedef _goslice_ swig_type_69;
+typedef _goslice_ swig_type_70;
+typedef _goslice_ swig_type_71;
+typedef _goslice_ swig_type_72;
+typedef _goslice_ swig_type_73;
+typedef _goslice_ swig_type_74;
+typedef _goslice_ swig_type_75;
+typedef _goslice_ swig_type_76;
+typedef _gostring_ swig_type_77;
+typedef _goslice_ swig_type_78;
+typedef _goslice_ swig_type_79;
+typedef _goslice_ swig_type_80;
+typedef _goslice_ swig_type_81;
 extern void _wrap_Swig_free_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_5d2bad5dfa31c4c4(swig_intgo arg1);
 extern uintptr_t _wrap_new_kvt_model_box_capi_5d2bad5dfa31c4c4(void);
@@ -174,34 +195,48 @@ extern swig_intgo _wrap_kvt_request_set_ignore_eos_capi_5d2bad5dfa31c4c4(uintptr
 extern swig_intgo _wrap_kvt_request_set_priority_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvt_request_set_pin_prefix_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvt_request_set_cache_namespace_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_28 arg2);
-extern swig_type_29 _wrap_kvt_request_errmsg_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_context_create_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_30 arg4, swig_intgo arg5);
+extern swig_intgo _wrap_kvt_request_set_repetition_penalty_capi_5d2bad5dfa31c4c4(uintptr_t arg1, float arg2);
+extern swig_intgo _wrap_kvt_request_set_presence_penalty_capi_5d2bad5dfa31c4c4(uintptr_t arg1, float arg2);
+extern swig_intgo _wrap_kvt_request_set_frequency_penalty_capi_5d2bad5dfa31c4c4(uintptr_t arg1, float arg2);
+extern swig_intgo _wrap_kvt_request_set_min_p_capi_5d2bad5dfa31c4c4(uintptr_t arg1, float arg2);
+extern swig_intgo _wrap_kvt_request_set_logit_bias_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_29 arg2, swig_type_30 arg3, swig_intgo arg4);
+extern swig_intgo _wrap_kvt_request_set_logprobs_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvt_request_set_prompt_logprobs_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvt_request_set_n_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2);
+extern swig_type_31 _wrap_kvt_request_errmsg_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern swig_intgo _wrap_kvt_context_create_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_32 arg4, swig_intgo arg5);
 extern void _wrap_kvt_context_free_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
-extern swig_type_31 _wrap_kvt_context_errmsg_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_context_errmsg_copy_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_32 arg2, swig_intgo arg3);
-extern swig_intgo _wrap_kvt_sequence_add_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2, swig_type_33 arg3);
-extern swig_intgo _wrap_kvt_sequence_cancel_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_34 arg2);
-extern swig_intgo _wrap_kvt_sequence_status_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_35 arg2, swig_type_36 arg3, swig_type_37 arg4);
-extern swig_intgo _wrap_kvt_sequence_tokens_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_38 arg2, swig_type_39 arg3, swig_intgo arg4, swig_type_40 arg5);
-extern swig_intgo _wrap_kvt_sequence_text_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_41 arg2, swig_type_42 arg3, swig_intgo arg4, swig_type_43 arg5);
-extern swig_intgo _wrap_kvt_sequence_error_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_44 arg2, swig_type_45 arg3, swig_intgo arg4, swig_type_46 arg5);
-extern swig_intgo _wrap_kvt_sequence_release_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_47 arg2);
+extern swig_type_33 _wrap_kvt_context_errmsg_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern swig_intgo _wrap_kvt_context_errmsg_copy_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_34 arg2, swig_intgo arg3);
+extern swig_intgo _wrap_kvt_sequence_add_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2, swig_type_35 arg3);
+extern swig_intgo _wrap_kvt_sequence_cancel_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_36 arg2);
+extern swig_intgo _wrap_kvt_sequence_status_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_37 arg2, swig_type_38 arg3, swig_type_39 arg4);
+extern swig_intgo _wrap_kvt_sequence_tokens_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_40 arg2, swig_type_41 arg3, swig_intgo arg4, swig_type_42 arg5);
+extern swig_intgo _wrap_kvt_sequence_text_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_43 arg2, swig_type_44 arg3, swig_intgo arg4, swig_type_45 arg5);
+extern swig_intgo _wrap_kvt_sequence_error_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_46 arg2, swig_type_47 arg3, swig_intgo arg4, swig_type_48 arg5);
+extern swig_intgo _wrap_kvt_sequence_logprobs_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_49 arg2, swig_type_50 arg3, swig_intgo arg4, swig_type_51 arg5);
+extern swig_intgo _wrap_kvt_sequence_top_logprobs_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_52 arg2, swig_intgo arg3, swig_type_53 arg4, swig_type_54 arg5, swig_intgo arg6, swig_type_55 arg7);
+extern swig_intgo _wrap_kvt_sequence_prompt_logprobs_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_56 arg2, swig_type_57 arg3, swig_intgo arg4, swig_type_58 arg5);
+extern swig_intgo _wrap_kvt_sequence_prompt_top_logprobs_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_59 arg2, swig_intgo arg3, swig_type_60 arg4, swig_type_61 arg5, swig_intgo arg6, swig_type_62 arg7);
+extern swig_intgo _wrap_kvt_sequence_release_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_63 arg2);
 extern swig_intgo _wrap_kvt_context_num_unfinished_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
 extern swig_intgo _wrap_kvt_events_create_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
 extern void _wrap_kvt_events_free_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
 extern swig_intgo _wrap_kvt_events_count_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_events_get_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2, swig_type_48 arg3, swig_type_49 arg4, swig_type_50 arg5);
+extern swig_intgo _wrap_kvt_events_get_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2, swig_type_64 arg3, swig_type_65 arg4, swig_type_66 arg5);
+extern swig_intgo _wrap_kvt_events_logprob_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2, swig_type_67 arg3, swig_type_68 arg4);
+extern swig_intgo _wrap_kvt_events_top_logprobs_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2, swig_type_69 arg3, swig_type_70 arg4, swig_intgo arg5, swig_type_71 arg6);
 extern swig_intgo _wrap_kvt_step_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_kvt_generate_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2, swig_type_51 arg3, swig_intgo arg4, swig_type_52 arg5, swig_type_53 arg6);
+extern swig_intgo _wrap_kvt_generate_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2, swig_type_72 arg3, swig_intgo arg4, swig_type_73 arg5, swig_type_74 arg6);
 extern swig_intgo _wrap_kvt_context_unpin_prefixes_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_context_stats_json_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_54 arg2, swig_intgo arg3, swig_type_55 arg4);
-extern swig_intgo _wrap_kvt_context_stat_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_56 arg2, swig_type_57 arg3);
-extern swig_intgo _wrap_kvt_context_metrics_text_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_58 arg2, swig_intgo arg3, swig_type_59 arg4);
+extern swig_intgo _wrap_kvt_context_stats_json_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_75 arg2, swig_intgo arg3, swig_type_76 arg4);
+extern swig_intgo _wrap_kvt_context_stat_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_77 arg2, swig_type_78 arg3);
+extern swig_intgo _wrap_kvt_context_metrics_text_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_79 arg2, swig_intgo arg3, swig_type_80 arg4);
 extern swig_intgo _wrap_KVT_LOG_LEVEL_DEBUG_capi_5d2bad5dfa31c4c4(void);
 extern swig_intgo _wrap_KVT_LOG_LEVEL_INFO_capi_5d2bad5dfa31c4c4(void);
 extern swig_intgo _wrap_KVT_LOG_LEVEL_WARN_capi_5d2bad5dfa31c4c4(void);
 extern swig_intgo _wrap_KVT_LOG_LEVEL_ERROR_capi_5d2bad5dfa31c4c4(void);
-extern swig_intgo _wrap_kvt_events_text_copy_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2, swig_type_60 arg3, swig_intgo arg4);
+extern swig_intgo _wrap_kvt_events_text_copy_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2, swig_type_81 arg3, swig_intgo arg4);
 #undef intgo
 */
 import "C"
@@ -921,6 +956,78 @@ func Kvt_request_set_cache_namespace(arg1 Struct_SS_kvt_request, arg2 string) (_
 	return swig_r
 }
 
+func Kvt_request_set_repetition_penalty(arg1 Struct_SS_kvt_request, arg2 float32) (_swig_ret Enum_SS_kvt_status) {
+	var swig_r Enum_SS_kvt_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_repetition_penalty_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.float(_swig_i_1)))
+	return swig_r
+}
+
+func Kvt_request_set_presence_penalty(arg1 Struct_SS_kvt_request, arg2 float32) (_swig_ret Enum_SS_kvt_status) {
+	var swig_r Enum_SS_kvt_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_presence_penalty_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.float(_swig_i_1)))
+	return swig_r
+}
+
+func Kvt_request_set_frequency_penalty(arg1 Struct_SS_kvt_request, arg2 float32) (_swig_ret Enum_SS_kvt_status) {
+	var swig_r Enum_SS_kvt_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_frequency_penalty_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.float(_swig_i_1)))
+	return swig_r
+}
+
+func Kvt_request_set_min_p(arg1 Struct_SS_kvt_request, arg2 float32) (_swig_ret Enum_SS_kvt_status) {
+	var swig_r Enum_SS_kvt_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_min_p_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.float(_swig_i_1)))
+	return swig_r
+}
+
+func Kvt_request_set_logit_bias(arg1 Struct_SS_kvt_request, arg2 []int32, arg3 []float32, arg4 int) (_swig_ret Enum_SS_kvt_status) {
+	var swig_r Enum_SS_kvt_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_logit_bias_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_29)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_30)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	return swig_r
+}
+
+func Kvt_request_set_logprobs(arg1 Struct_SS_kvt_request, arg2 int) (_swig_ret Enum_SS_kvt_status) {
+	var swig_r Enum_SS_kvt_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_logprobs_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	return swig_r
+}
+
+func Kvt_request_set_prompt_logprobs(arg1 Struct_SS_kvt_request, arg2 int) (_swig_ret Enum_SS_kvt_status) {
+	var swig_r Enum_SS_kvt_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_prompt_logprobs_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	return swig_r
+}
+
+func Kvt_request_set_n(arg1 Struct_SS_kvt_request, arg2 int) (_swig_ret Enum_SS_kvt_status) {
+	var swig_r Enum_SS_kvt_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_n_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	return swig_r
+}
+
 func Kvt_request_errmsg(arg1 Struct_SS_kvt_request) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
@@ -938,7 +1045,7 @@ func Kvt_context_create(arg1 Struct_SS_kvt_model, arg2 Struct_SS_kvt_options, ar
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_create_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), *(*C.swig_type_30)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_create_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), *(*C.swig_type_32)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
@@ -965,7 +1072,7 @@ func Kvt_context_errmsg_copy(arg1 Struct_SS_kvt_context, arg2 []byte, arg3 int) 
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_kvt_context_errmsg_copy_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_32)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2)))
+	swig_r = (int)(C._wrap_kvt_context_errmsg_copy_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_34)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -977,7 +1084,7 @@ func Kvt_sequence_add(arg1 Struct_SS_kvt_context, arg2 Struct_SS_kvt_request, ar
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_add_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_33)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_add_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_35)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -988,7 +1095,7 @@ func Kvt_sequence_cancel(arg1 Struct_SS_kvt_context, arg2 int64) (_swig_ret Enum
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_cancel_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_34(_swig_i_1)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_cancel_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_36(_swig_i_1)))
 	return swig_r
 }
 
@@ -998,7 +1105,7 @@ func Kvt_sequence_status(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []int32, a
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_status_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_35(_swig_i_1), *(*C.swig_type_36)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_37)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_status_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_37(_swig_i_1), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_39)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1015,7 +1122,7 @@ func Kvt_sequence_tokens(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []int32, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_tokens_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_38(_swig_i_1), *(*C.swig_type_39)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_40)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_tokens_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_40(_swig_i_1), *(*C.swig_type_41)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_42)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1032,7 +1139,7 @@ func Kvt_sequence_text(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []byte, arg4
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_text_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_41(_swig_i_1), *(*C.swig_type_42)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_text_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_43(_swig_i_1), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_45)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1049,7 +1156,7 @@ func Kvt_sequence_error(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []byte, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_error_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_44(_swig_i_1), *(*C.swig_type_45)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_46)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_error_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_46(_swig_i_1), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_48)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1059,11 +1166,89 @@ func Kvt_sequence_error(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []byte, arg
 	return swig_r
 }
 
+func Kvt_sequence_logprobs(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []float32, arg4 int, arg5 []int32) (_swig_ret Enum_SS_kvt_status) {
+	var swig_r Enum_SS_kvt_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_logprobs_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_49(_swig_i_1), *(*C.swig_type_50)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_51)(unsafe.Pointer(&_swig_i_4))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	return swig_r
+}
+
+func Kvt_sequence_top_logprobs(arg1 Struct_SS_kvt_context, arg2 int64, arg3 int, arg4 []int32, arg5 []float32, arg6 int, arg7 []int32) (_swig_ret Enum_SS_kvt_status) {
+	var swig_r Enum_SS_kvt_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_top_logprobs_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_52(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_54)(unsafe.Pointer(&_swig_i_4)), C.swig_intgo(_swig_i_5), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_6))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg7
+	}
+	return swig_r
+}
+
+func Kvt_sequence_prompt_logprobs(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []float32, arg4 int, arg5 []int32) (_swig_ret Enum_SS_kvt_status) {
+	var swig_r Enum_SS_kvt_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_prompt_logprobs_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_56(_swig_i_1), *(*C.swig_type_57)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_58)(unsafe.Pointer(&_swig_i_4))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	return swig_r
+}
+
+func Kvt_sequence_prompt_top_logprobs(arg1 Struct_SS_kvt_context, arg2 int64, arg3 int, arg4 []int32, arg5 []float32, arg6 int, arg7 []int32) (_swig_ret Enum_SS_kvt_status) {
+	var swig_r Enum_SS_kvt_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	_swig_i_6 := arg7
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_prompt_top_logprobs_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_59(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_4)), C.swig_intgo(_swig_i_5), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_6))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg7
+	}
+	return swig_r
+}
+
 func Kvt_sequence_release(arg1 Struct_SS_kvt_context, arg2 int64) (_swig_ret Enum_SS_kvt_status) {
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_release_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_47(_swig_i_1)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_release_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_63(_swig_i_1)))
 	return swig_r
 }
 
@@ -1100,7 +1285,7 @@ func Kvt_events_get(arg1 Struct_SS_kvt_events, arg2 int, arg3 []int64, arg4 []in
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_events_get_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_48)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_50)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_events_get_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_64)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_65)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_66)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1109,6 +1294,43 @@ func Kvt_events_get(arg1 Struct_SS_kvt_events, arg2 int, arg3 []int64, arg4 []in
 	}
 	if Swig_escape_always_false {
 		Swig_escape_val = arg5
+	}
+	return swig_r
+}
+
+func Kvt_events_logprob(arg1 Struct_SS_kvt_events, arg2 int, arg3 []float32, arg4 []int32) (_swig_ret Enum_SS_kvt_status) {
+	var swig_r Enum_SS_kvt_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_events_logprob_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_68)(unsafe.Pointer(&_swig_i_3))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	return swig_r
+}
+
+func Kvt_events_top_logprobs(arg1 Struct_SS_kvt_events, arg2 int, arg3 []int32, arg4 []float32, arg5 int, arg6 []int32) (_swig_ret Enum_SS_kvt_status) {
+	var swig_r Enum_SS_kvt_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_events_top_logprobs_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_5))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg6
 	}
 	return swig_r
 }
@@ -1129,7 +1351,7 @@ func Kvt_generate(arg1 Struct_SS_kvt_context, arg2 Struct_SS_kvt_request, arg3 [
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_generate_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_51)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_52)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_5))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_generate_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_72)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_73)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_74)(unsafe.Pointer(&_swig_i_5))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1155,7 +1377,7 @@ func Kvt_context_stats_json(arg1 Struct_SS_kvt_context, arg2 []byte, arg3 int, a
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_stats_json_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_54)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_stats_json_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_75)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), *(*C.swig_type_76)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1170,7 +1392,7 @@ func Kvt_context_stat(arg1 Struct_SS_kvt_context, arg2 string, arg3 []int64) (_s
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_stat_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_56)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_57)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_stat_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_77)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1186,7 +1408,7 @@ func Kvt_context_metrics_text(arg1 Struct_SS_kvt_context, arg2 []byte, arg3 int,
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_metrics_text_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_58)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_metrics_text_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), *(*C.swig_type_80)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1231,7 +1453,7 @@ func Kvt_events_text_copy(arg1 Struct_SS_kvt_events, arg2 int, arg3 []byte, arg4
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (int)(C._wrap_kvt_events_text_copy_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
+	swig_r = (int)(C._wrap_kvt_events_text_copy_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}

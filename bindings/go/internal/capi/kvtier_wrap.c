@@ -1514,6 +1514,134 @@ intgo _wrap_kvt_request_set_cache_namespace_capi_5d2bad5dfa31c4c4(struct kvt_req
 }
 
 
+intgo _wrap_kvt_request_set_repetition_penalty_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, float _swig_go_1) {
+  kvt_request *arg1 = (kvt_request *) 0 ;
+  float arg2 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_request **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  result = (kvt_status)kvt_request_set_repetition_penalty(arg1,arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvt_request_set_presence_penalty_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, float _swig_go_1) {
+  kvt_request *arg1 = (kvt_request *) 0 ;
+  float arg2 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_request **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  result = (kvt_status)kvt_request_set_presence_penalty(arg1,arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvt_request_set_frequency_penalty_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, float _swig_go_1) {
+  kvt_request *arg1 = (kvt_request *) 0 ;
+  float arg2 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_request **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  result = (kvt_status)kvt_request_set_frequency_penalty(arg1,arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvt_request_set_min_p_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, float _swig_go_1) {
+  kvt_request *arg1 = (kvt_request *) 0 ;
+  float arg2 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_request **)&_swig_go_0; 
+  arg2 = (float)_swig_go_1; 
+  
+  result = (kvt_status)kvt_request_set_min_p(arg1,arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvt_request_set_logit_bias_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3) {
+  kvt_request *arg1 = (kvt_request *) 0 ;
+  int32_t *arg2 = (int32_t *) 0 ;
+  float *arg3 = (float *) 0 ;
+  int32_t arg4 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_request **)&_swig_go_0; 
+  arg2 = (int32_t *)(_swig_go_1.len > 0 ? _swig_go_1.array : 0); 
+  arg3 = (float *)(_swig_go_2.len > 0 ? _swig_go_2.array : 0); 
+  arg4 = (int32_t)_swig_go_3; 
+  
+  result = (kvt_status)kvt_request_set_logit_bias(arg1,(int const *)arg2,(float const *)arg3,arg4);
+  _swig_go_result = (intgo)result; 
+  
+  
+  
+  
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvt_request_set_logprobs_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
+  kvt_request *arg1 = (kvt_request *) 0 ;
+  int32_t arg2 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_request **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  result = (kvt_status)kvt_request_set_logprobs(arg1,arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvt_request_set_prompt_logprobs_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
+  kvt_request *arg1 = (kvt_request *) 0 ;
+  int32_t arg2 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_request **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  result = (kvt_status)kvt_request_set_prompt_logprobs(arg1,arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvt_request_set_n_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
+  kvt_request *arg1 = (kvt_request *) 0 ;
+  int32_t arg2 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_request **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  
+  result = (kvt_status)kvt_request_set_n(arg1,arg2);
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_kvt_request_errmsg_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   char *result = 0 ;
@@ -1724,6 +1852,118 @@ intgo _wrap_kvt_sequence_error_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_g
 }
 
 
+intgo _wrap_kvt_sequence_logprobs_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
+  kvt_context *arg1 = (kvt_context *) 0 ;
+  int64_t arg2 ;
+  float *arg3 = (float *) 0 ;
+  int32_t arg4 ;
+  int32_t *arg5 = (int32_t *) 0 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_context **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (float *)(_swig_go_2.len > 0 ? _swig_go_2.array : 0); 
+  arg4 = (int32_t)_swig_go_3; 
+  arg5 = (int32_t *)(_swig_go_4.len > 0 ? _swig_go_4.array : 0); 
+  
+  result = (kvt_status)kvt_sequence_logprobs(arg1,arg2,arg3,arg4,arg5);
+  _swig_go_result = (intgo)result; 
+  
+  
+  
+  
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvt_sequence_top_logprobs_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6) {
+  kvt_context *arg1 = (kvt_context *) 0 ;
+  int64_t arg2 ;
+  int32_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  float *arg5 = (float *) 0 ;
+  int32_t arg6 ;
+  int32_t *arg7 = (int32_t *) 0 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_context **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (int32_t)_swig_go_2; 
+  arg4 = (int32_t *)(_swig_go_3.len > 0 ? _swig_go_3.array : 0); 
+  arg5 = (float *)(_swig_go_4.len > 0 ? _swig_go_4.array : 0); 
+  arg6 = (int32_t)_swig_go_5; 
+  arg7 = (int32_t *)(_swig_go_6.len > 0 ? _swig_go_6.array : 0); 
+  
+  result = (kvt_status)kvt_sequence_top_logprobs(arg1,arg2,arg3,arg4,arg5,arg6,arg7);
+  _swig_go_result = (intgo)result; 
+  
+  
+  
+  
+  
+  
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvt_sequence_prompt_logprobs_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
+  kvt_context *arg1 = (kvt_context *) 0 ;
+  int64_t arg2 ;
+  float *arg3 = (float *) 0 ;
+  int32_t arg4 ;
+  int32_t *arg5 = (int32_t *) 0 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_context **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (float *)(_swig_go_2.len > 0 ? _swig_go_2.array : 0); 
+  arg4 = (int32_t)_swig_go_3; 
+  arg5 = (int32_t *)(_swig_go_4.len > 0 ? _swig_go_4.array : 0); 
+  
+  result = (kvt_status)kvt_sequence_prompt_logprobs(arg1,arg2,arg3,arg4,arg5);
+  _swig_go_result = (intgo)result; 
+  
+  
+  
+  
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvt_sequence_prompt_top_logprobs_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6) {
+  kvt_context *arg1 = (kvt_context *) 0 ;
+  int64_t arg2 ;
+  int32_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  float *arg5 = (float *) 0 ;
+  int32_t arg6 ;
+  int32_t *arg7 = (int32_t *) 0 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_context **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (int32_t)_swig_go_2; 
+  arg4 = (int32_t *)(_swig_go_3.len > 0 ? _swig_go_3.array : 0); 
+  arg5 = (float *)(_swig_go_4.len > 0 ? _swig_go_4.array : 0); 
+  arg6 = (int32_t)_swig_go_5; 
+  arg7 = (int32_t *)(_swig_go_6.len > 0 ? _swig_go_6.array : 0); 
+  
+  result = (kvt_status)kvt_sequence_prompt_top_logprobs(arg1,arg2,arg3,arg4,arg5,arg6,arg7);
+  _swig_go_result = (intgo)result; 
+  
+  
+  
+  
+  
+  
+  return _swig_go_result;
+}
+
+
 intgo _wrap_kvt_sequence_release_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, long long _swig_go_1) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   int64_t arg2 ;
@@ -1804,6 +2044,58 @@ intgo _wrap_kvt_events_get_capi_5d2bad5dfa31c4c4(struct kvt_events *_swig_go_0, 
   arg5 = (int32_t *)(_swig_go_4.len > 0 ? _swig_go_4.array : 0); 
   
   result = (kvt_status)kvt_events_get((struct kvt_events const *)arg1,arg2,arg3,arg4,arg5);
+  _swig_go_result = (intgo)result; 
+  
+  
+  
+  
+  
+  
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvt_events_logprob_capi_5d2bad5dfa31c4c4(struct kvt_events *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+  kvt_events *arg1 = (kvt_events *) 0 ;
+  int32_t arg2 ;
+  float *arg3 = (float *) 0 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_events **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  arg3 = (float *)(_swig_go_2.len > 0 ? _swig_go_2.array : 0); 
+  arg4 = (int32_t *)(_swig_go_3.len > 0 ? _swig_go_3.array : 0); 
+  
+  result = (kvt_status)kvt_events_logprob((struct kvt_events const *)arg1,arg2,arg3,arg4);
+  _swig_go_result = (intgo)result; 
+  
+  
+  
+  
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvt_events_top_logprobs_capi_5d2bad5dfa31c4c4(struct kvt_events *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4, _goslice_ _swig_go_5) {
+  kvt_events *arg1 = (kvt_events *) 0 ;
+  int32_t arg2 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  float *arg4 = (float *) 0 ;
+  int32_t arg5 ;
+  int32_t *arg6 = (int32_t *) 0 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_events **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  arg3 = (int32_t *)(_swig_go_2.len > 0 ? _swig_go_2.array : 0); 
+  arg4 = (float *)(_swig_go_3.len > 0 ? _swig_go_3.array : 0); 
+  arg5 = (int32_t)_swig_go_4; 
+  arg6 = (int32_t *)(_swig_go_5.len > 0 ? _swig_go_5.array : 0); 
+  
+  result = (kvt_status)kvt_events_top_logprobs((struct kvt_events const *)arg1,arg2,arg3,arg4,arg5,arg6);
   _swig_go_result = (intgo)result; 
   
   

@@ -75,11 +75,28 @@ public final class Context implements AutoCloseable {
   /**
    * Admits a sequence.
    *
-   * @param request the request (copied: it may be reused)
+   * @param request the request (copied: it may be reused); one completion
    * @return the sequence, whose events arrive as the context is stepped; close it when done
-   * @throws KvtierException INVALID_ARGUMENT, CAPACITY (can never fit), BUSY (queue full)
+   * @throws KvtierException INVALID_ARGUMENT (also for n &gt; 1: use {@link #addCompletions}),
+   *     CAPACITY (can never fit), BUSY (queue full)
    */
   public Sequence add(Request request) {
+    if (request.completions() > 1) {
+      throw new KvtierException(Status.INVALID_ARGUMENT.code(),
+          "the request asks for n > 1 completions: use addCompletions");
+    }
+    return addCompletions(request).get(0);
+  }
+
+  /**
+   * Admits the request's n completions, which share the prompt's KV blocks; completion i
+   * draws from the seed + i and equals the request run alone with that seed and n = 1.
+   *
+   * @param request the request (copied: it may be reused)
+   * @return one sequence per completion, ids consecutive; close each when done
+   * @throws KvtierException INVALID_ARGUMENT, CAPACITY (can never fit), BUSY (queue full)
+   */
+  public List<Sequence> addCompletions(Request request) {
     SWIGTYPE_p_kvt_request r = request.toNative();
     try {
       SWIGTYPE_p_kvt_context c = acquire();
@@ -87,9 +104,13 @@ public final class Context implements AutoCloseable {
         long[] id = new long[1];
         synchronized (open) {
           check(kvtier.kvt_sequence_add(c, r, id));
-          Sequence s = new Sequence(this, id[0]);
-          open.put(id[0], s);
-          return s;
+          List<Sequence> out = new ArrayList<>();
+          for (int i = 0; i < request.completions(); ++i) {
+            Sequence s = new Sequence(this, id[0] + i);
+            open.put(s.id(), s);
+            out.add(s);
+          }
+          return out;
         }
       } finally {
         life.readLock().unlock();
@@ -117,7 +138,8 @@ public final class Context implements AutoCloseable {
       int[] reason = new int[1];
       for (int i = 0; i < n; ++i) {
         Kvtier.check(kvtier.kvt_events_get(events, i, seq, token, reason), "kvt_events_get");
-        out.add(new Event(seq[0], token[0], eventText(i), FinishReason.fromCode(reason[0])));
+        out.add(new Event(seq[0], token[0], eventText(i), FinishReason.fromCode(reason[0]),
+            eventLogprobs(i, token[0])));
       }
       synchronized (open) {
         for (Event e : out) {
@@ -136,6 +158,75 @@ public final class Context implements AutoCloseable {
   }
 
   private byte[] textBuf = new byte[256]; // guarded by stepper
+
+  private TokenLogprobs eventLogprobs(int i, int token) {
+    float[] logprob = new float[1];
+    int[] numTop = new int[1];
+    if (kvtier.kvt_events_logprob(events, i, logprob, numTop) != 0) return null;
+    int[] tokens = new int[numTop[0]];
+    float[] values = new float[numTop[0]];
+    if (numTop[0] > 0) {
+      Kvtier.check(kvtier.kvt_events_top_logprobs(events, i, tokens, values, tokens.length, numTop),
+          "kvt_events_top_logprobs");
+    }
+    return new TokenLogprobs(token, logprob[0], topOf(tokens, values, tokens.length));
+  }
+
+  private static List<TokenLogprob> topOf(int[] tokens, float[] values, int n) {
+    List<TokenLogprob> top = new ArrayList<>(n);
+    for (int j = 0; j < n; ++j) top.add(new TokenLogprob(tokens[j], values[j]));
+    return List.copyOf(top);
+  }
+
+  /**
+   * The log-probabilities of the tokens a sequence generated so far, with their
+   * alternatives.
+   *
+   * @param id the sequence id
+   * @return one entry per generated token
+   * @throws KvtierException STATE when its request did not ask ({@link Request#logprobs})
+   */
+  public List<TokenLogprobs> logprobs(long id) {
+    return logprobList(id, tokens(id), true);
+  }
+
+  /**
+   * The log-probabilities of a sequence's prompt tokens from the second on (entry j scores
+   * token j + 1), once computed, with their alternatives.
+   *
+   * @param id the sequence id
+   * @return one entry per scored prompt token
+   * @throws KvtierException STATE when its request did not ask ({@link Request#promptLogprobs})
+   */
+  public List<TokenLogprobs> promptLogprobs(long id) {
+    return logprobList(id, new int[0], false);
+  }
+
+  private List<TokenLogprobs> logprobList(long id, int[] tokens, boolean generated) {
+    SWIGTYPE_p_kvt_context c = acquire();
+    try {
+      int[] len = new int[1];
+      float[] none = new float[0];
+      check(generated ? kvtier.kvt_sequence_logprobs(c, id, none, 0, len)
+                      : kvtier.kvt_sequence_prompt_logprobs(c, id, none, 0, len));
+      float[] values = new float[len[0]];
+      check(generated ? kvtier.kvt_sequence_logprobs(c, id, values, values.length, len)
+                      : kvtier.kvt_sequence_prompt_logprobs(c, id, values, values.length, len));
+      List<TokenLogprobs> out = new ArrayList<>(values.length);
+      int[] topTokens = new int[20];
+      float[] topValues = new float[20];
+      for (int j = 0; j < values.length; ++j) {
+        int[] n = new int[1];
+        check(generated ? kvtier.kvt_sequence_top_logprobs(c, id, j, topTokens, topValues, 20, n)
+                        : kvtier.kvt_sequence_prompt_top_logprobs(c, id, j, topTokens, topValues, 20, n));
+        out.add(new TokenLogprobs(j < tokens.length ? tokens[j] : Event.NO_TOKEN, values[j],
+            topOf(topTokens, topValues, Math.min(n[0], 20))));
+      }
+      return List.copyOf(out);
+    } finally {
+      life.readLock().unlock();
+    }
+  }
 
   private String eventText(int i) {
     int n = kvtier.kvt_events_text_copy(events, i, textBuf, textBuf.length);

@@ -29,6 +29,14 @@ public final class Request {
   private Integer priority;
   private String cacheNamespace;
   private Boolean pinPrefix;
+  private Float minP;
+  private Float repetitionPenalty;
+  private Float presencePenalty;
+  private Float frequencyPenalty;
+  private java.util.Map<Integer, Float> logitBias;
+  private Integer logprobs;
+  private Integer promptLogprobs;
+  private int n = 1;
 
   /** A request without a prompt yet. */
   public Request() {}
@@ -162,6 +170,79 @@ public final class Request {
    * @return this
    */
   public Request cacheNamespace(String namespace) { this.cacheNamespace = namespace; return this; }
+   * min-p: keeps the tokens whose probability is at least this times the most likely
+   * one's (default 0: off).
+   *
+   * @param p in [0, 1]
+   * @return this
+   */
+  public Request minP(float p) { this.minP = p; return this; }
+
+  /**
+   * Repetition penalty over the prompt and generated tokens, transformers' semantics (1 is
+   * off; unset: the model's generation_config.json default, else off).
+   *
+   * @param penalty finite and greater than 0
+   * @return this
+   */
+  public Request repetitionPenalty(float penalty) { this.repetitionPenalty = penalty; return this; }
+
+  /**
+   * Presence penalty over the generated tokens, OpenAI's semantics (default 0: off).
+   *
+   * @param penalty in [-2, 2]
+   * @return this
+   */
+  public Request presencePenalty(float penalty) { this.presencePenalty = penalty; return this; }
+
+  /**
+   * Frequency penalty over the generated tokens, OpenAI's semantics (default 0: off).
+   *
+   * @param penalty in [-2, 2]
+   * @return this
+   */
+  public Request frequencyPenalty(float penalty) { this.frequencyPenalty = penalty; return this; }
+
+  /**
+   * Logit bias: each token's bias is added to its logit (replaces an earlier map).
+   *
+   * @param bias token id to bias in [-100, 100] (copied)
+   * @return this
+   */
+  public Request logitBias(java.util.Map<Integer, Float> bias) {
+    this.logitBias = new java.util.LinkedHashMap<>(bias);
+    return this;
+  }
+
+  /**
+   * Reports each generated token's log-probability with this many alternatives
+   * ({@link Event#logprobs}, {@link Context#logprobs}).
+   *
+   * @param topN 0..20; -1 turns it off (the default)
+   * @return this
+   */
+  public Request logprobs(int topN) { this.logprobs = topN; return this; }
+
+  /**
+   * Scores the prompt: each prompt token's log-probability from the second on, with this
+   * many alternatives ({@link Context#promptLogprobs}).
+   *
+   * @param topN 0..20; -1 turns it off (the default)
+   * @return this
+   */
+  public Request promptLogprobs(int topN) { this.promptLogprobs = topN; return this; }
+
+  /**
+   * Parallel sampling: this many completions of the prompt, sharing its KV blocks
+   * ({@link Context#addCompletions}); completion i draws from the seed + i.
+   *
+   * @param n 1..128 (default 1)
+   * @return this
+   */
+  public Request n(int n) { this.n = n; return this; }
+
+  /** The number of sequences the request adds. */
+  int completions() { return Math.max(n, 1); }
 
   /** A native kvt_request holding these values; the caller frees it. */
   SWIGTYPE_p_kvt_request toNative() {
@@ -190,6 +271,27 @@ public final class Request {
       if (priority != null) check(r, kvtier.kvt_request_set_priority(r, priority));
       if (cacheNamespace != null) check(r, kvtier.kvt_request_set_cache_namespace(r, utf8z(cacheNamespace)));
       if (pinPrefix != null) check(r, kvtier.kvt_request_set_pin_prefix(r, pinPrefix ? 1 : 0));
+      if (minP != null) check(r, kvtier.kvt_request_set_min_p(r, minP));
+      if (repetitionPenalty != null) {
+        check(r, kvtier.kvt_request_set_repetition_penalty(r, repetitionPenalty));
+      }
+      if (presencePenalty != null) check(r, kvtier.kvt_request_set_presence_penalty(r, presencePenalty));
+      if (frequencyPenalty != null) {
+        check(r, kvtier.kvt_request_set_frequency_penalty(r, frequencyPenalty));
+      }
+      if (logitBias != null) {
+        int[] tokens = new int[logitBias.size()];
+        float[] biases = new float[logitBias.size()];
+        int i = 0;
+        for (java.util.Map.Entry<Integer, Float> e : logitBias.entrySet()) {
+          tokens[i] = e.getKey();
+          biases[i++] = e.getValue();
+        }
+        check(r, kvtier.kvt_request_set_logit_bias(r, tokens, biases, tokens.length));
+      }
+      if (logprobs != null) check(r, kvtier.kvt_request_set_logprobs(r, logprobs));
+      if (promptLogprobs != null) check(r, kvtier.kvt_request_set_prompt_logprobs(r, promptLogprobs));
+      if (n != 1) check(r, kvtier.kvt_request_set_n(r, n));
     } catch (RuntimeException ex) {
       kvtier.kvt_request_free(r);
       throw ex;

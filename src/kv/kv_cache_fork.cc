@@ -1,0 +1,52 @@
+// KvCacheManager::Fork (kv_cache_manager.h): a sequence started on another's computed
+// blocks, for the completions of one prompt (parallel sampling).
+#include "absl/strings/str_cat.h"
+#include "backend/backend.h"
+#include "kv/kv_cache_manager.h"
+
+namespace kvtier {
+
+absl::Status KvCacheManager::Fork(SequenceId parent, SequenceId child, int64_t num_tokens) {
+  if (sequences_.contains(child) || swapped_.contains(child)) {
+    return absl::FailedPreconditionError(absl::StrCat("sequence ", child, " already holds KV blocks"));
+  }
+  auto it = sequences_.find(parent);
+  const int64_t needed = BlocksForTokens(num_tokens);
+  if (it == sequences_.end() || static_cast<int64_t>(it->second.table.size()) < needed || num_tokens < 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("sequence ", parent, " does not hold the blocks of ", num_tokens, " positions"));
+  }
+  const int64_t full = num_tokens / options_.block_tokens;
+  std::optional<BlockId> copy;
+  if (full < needed) {
+    // The parent's blocks are referenced, so never the victims of this allocation.
+    if (num_available_device_blocks() < 1) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("no device block to copy sequence ", parent, "'s partial block into"));
+    }
+    const BlockId partial = it->second.table[static_cast<size_t>(full)];
+    copy = AllocateDeviceBlocks(1).front();
+    const absl::Status copied = backend_->CopyBlock(partial, *copy);
+    if (!copied.ok()) {
+      pool(Tier::kDevice).Release(*copy);
+      return copied;
+    }
+  }
+  SequenceBlocks blocks;
+  const SequenceBlocks& from = sequences_.at(parent);  // (the allocation may have moved it)
+  for (int64_t i = 0; i < full; ++i) {
+    const BlockId block = from.table[static_cast<size_t>(i)];
+    pool(Tier::kDevice).AddRef(block);
+    blocks.table.push_back(block);
+  }
+  if (copy) blocks.table.push_back(*copy);
+  const size_t hashed = std::min(from.hashes.size(), static_cast<size_t>(full));
+  blocks.hashes.assign(from.hashes.begin(), from.hashes.begin() + static_cast<std::ptrdiff_t>(hashed));
+  sequences_.emplace(child, std::move(blocks));
+  ++counters_.forks;
+  counters_.fork_shared_blocks += full;
+  counters_.fork_copied_blocks += copy ? 1 : 0;
+  return absl::OkStatus();
+}
+
+}  // namespace kvtier
