@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "engine/remote_tier_stats.h"
 #include "engine/sampler.h"
 #include "kv/tier_budgets.h"
 #include "model/stable_hash.h"
@@ -86,6 +87,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   kv_options.prefix_cache = options.prefix_cache;
   kv_options.write_behind = options.disk_write_behind;
   kv_options.preparation = options.tier_preparation;
+  kv_options.remote = options.remote;
   // Cached KV is only valid for the same weights, block geometry and KV element type.
   const KvLayout& layout = backend->kv_layout();
   const std::string geometry = absl::StrCat(checkpoint->Fingerprint(), "/", layout.block_tokens, "/",
@@ -419,7 +421,10 @@ nlohmann::json Engine::Stats() {
   stats["swap_out_bytes"] = kv.swap_out_bytes;
   stats["swap_in_bytes"] = kv.swap_in_bytes;
   stats["blocks_dropped"] = kv.blocks_dropped;
-  stats["prefix_hits"] = {{"gpu", kv.prefix_hits[0]}, {"host", kv.prefix_hits[1]}, {"disk", kv.prefix_hits[2]}};
+  stats["prefix_hits"] = {{"gpu", kv.prefix_hits[0]},
+                          {"host", kv.prefix_hits[1]},
+                          {"disk", kv.prefix_hits[2]},
+                          {"remote", kv.prefix_hits_remote}};
   stats["prefix_hit_tokens"] = kv.prefix_hit_tokens;
   // Parallel sampling: completions started on their first's computed prompt, the full
   // blocks they share with it (held once) and the partial blocks copied for them; forks
@@ -452,6 +457,7 @@ nlohmann::json Engine::Stats() {
                          {"journal_records", disk.journal_records},
                          {"compactions", disk.compactions}};
   stats["disk_index_ignored_reason"] = kv_->disk_index_ignored_reason();
+  stats["remote"] = RemoteTierStats(*kv_);
   stats["backend"] = std::string(backend_->name());
   // What the KV (and, on CUDA, weights and activations) are held in: F32 on the CPU, the
   // checkpoint's BF16 or F16 on CUDA.

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "backend/cuda_options.h"
 #include "common/progress.h"
+#include "kv/remote_tier_options.h"
 #include "kv/tier_preparation.h"
 
 namespace kvtier {
@@ -45,6 +46,10 @@ struct EngineOptions {
   // Tests of other disk paths: full blocks are not written to disk soon after filling
   // (crash durability, KvCacheOptions::write_behind) but only when evicted or at shutdown.
   bool disk_write_behind = true;
+  // The remote KV tier: a Redis node or cluster shared by every process of a service
+  // (remote_kv_url, remote_kv_ttl_seconds, remote_kv_max_bytes_in_flight,
+  // remote_kv_timeout_ms, remote_kv_retry_ms).
+  RemoteTierOptions remote;
   // How the host and disk tiers are prepared in the background after creation (chunk sizes;
   // tests make them small).
   TierPreparationOptions tier_preparation;

@@ -108,12 +108,14 @@
 #include "kv/disk_jobs.h"
 #include "kv/host_tier_memory.h"
 #include "kv/lru_set.h"
+#include "kv/remote_tier_options.h"
 #include "kv/tier_preparation.h"
 
 namespace kvtier {
 
 class Backend;
 class FileIo;
+class RemoteBlockStore;
 using DiskStoreCounters = DiskBlockStore::Counters;
 
 using SequenceId = int64_t;
@@ -133,6 +135,7 @@ struct KvCacheOptions {
   bool prefix_cache = true;
   bool write_behind = true;         // with a disk tier: full blocks written to disk soon (see the top)
   TierPreparationOptions preparation;  // host pinning and disk reservation in the background
+  RemoteTierOptions remote;         // the remote tier (Redis), off when its url is empty
 };
 
 // Counters the statistics report; monotonically increasing except *_used.
@@ -175,6 +178,9 @@ struct KvCacheCounters {
   int64_t forks = 0;                     // sequences started on another's blocks (Fork)
   int64_t fork_shared_blocks = 0;        // full blocks they share instead of holding a copy
   int64_t fork_copied_blocks = 0;        // partial blocks copied for them
+  int64_t prefix_hits_remote = 0;        // prompt blocks found in the remote tier (Redis)
+  int64_t remote_puts_queued = 0;        // computed blocks handed to the remote tier
+  int64_t remote_lookup_timeouts = 0;    // prefix matches that stopped waiting for a lookup
 };
 
 class KvCacheManager {
@@ -343,6 +349,12 @@ class KvCacheManager {
   std::string disk_index_ignored_reason() const;
   // Measured bytes/second of swaps (for the preemption cost model); 0 before any swap.
   double measured_swap_bandwidth() const;
+  // The remote tier (kv_cache_remote.cc), null without one; its own counters are the
+  // store's (RemoteBlockStore::counters).
+  const RemoteBlockStore* remote_store() const { return remote_.store.get(); }
+  // Blocks until every computed block queued for the remote tier has been sent (tests,
+  // benchmarks; also done when the manager is destroyed).
+  void FlushRemotePuts();
 
   // Every invariant: pools, tables, cache maps and LRU sets agree. Internal error naming
   // the first violation.
@@ -395,8 +407,9 @@ class KvCacheManager {
   struct SequenceBlocks {
     std::vector<BlockId> table;         // device blocks, in position order
     std::vector<BlockHash> hashes;      // hashes of the first hashes.size() full blocks
-    // The blocks MatchPrefix found per tier (UnmatchPrefix uncounts them).
-    int64_t matched[kNumTiers] = {0, 0, 0};
+    // The blocks MatchPrefix found per tier, and last in the remote tier (UnmatchPrefix
+    // uncounts them).
+    int64_t matched[kNumTiers + 1] = {0, 0, 0, 0};
   };
   // One tier: its blocks (ids, ref counts, free queue), its prefix-cache index (hash ->
   // slot, slot -> hash) and the eviction order of its unreferenced cached slots. A cached
@@ -437,6 +450,49 @@ class KvCacheManager {
     StagingBuffers buffers;
     int64_t pause_steps = 0;  // steps without write-behind left after a failed write
   };
+
+  // The remote tier (kv_cache_remote.cc): the store and its I/O thread; the prompt blocks
+  // looked up (in flight, or landed: the block's bytes or why not), kept a few steps for
+  // the match that asked; the computed device blocks waiting to be put, with their key
+  // then; and a host buffer their device copies go through.
+  struct RemoteLookup {
+    bool landed = false;
+    absl::Status status;           // once landed: OK (bytes valid), NotFound (a miss), else unusable
+    std::vector<uint8_t> bytes;
+    int64_t landed_step = 0;
+  };
+  struct RemoteTier {
+    std::unique_ptr<RemoteBlockStore> store;
+    absl::flat_hash_map<BlockHash, RemoteLookup> lookups;
+    int64_t landed_bytes = 0;      // bytes held by landed lookups
+    int64_t landed_total = 0;      // lookups landed so far (a wait's progress)
+    std::deque<std::pair<BlockId, BlockHash>> put_queue;
+    uint8_t* put_buffer = nullptr; // (put_buffer_blocks, block_bytes), from the backend
+    int64_t put_buffer_blocks = 0;
+    int64_t step = 0;
+  };
+  // Opens the remote tier (Create); nothing happens on the network until it is used.
+  absl::Status OpenRemoteTier();
+  // Queues a block just computed and cached on the device for the remote tier.
+  void QueueRemotePut(BlockId block, BlockHash hash);
+  // Copies queued blocks still cached to the host buffer and hands them to the store, as
+  // far as its bound allows (the rest wait for the next step). Called by FinishStep.
+  void StartRemotePuts();
+  // Moves finished lookups into `lookups`, and forgets landed ones no match took for a
+  // while (called at each step's end with `expire`).
+  void LandRemoteLookups(bool expire = false);
+  // Submits lookups of prompt blocks [first, max_blocks) not asked yet (while the bound
+  // allows); returns whether one of them is still in flight.
+  bool LookUpRemote(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t first, int64_t max_blocks);
+  // For MatchPrefix at block i, the first one no local tier holds: the landed lookup of the
+  // block when it is a valid hit (asking for it and the blocks after it first, and waiting
+  // while lookups land, at most timeout_ms without one); nullptr otherwise.
+  const RemoteLookup* RemoteHit(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t i, int64_t max_blocks);
+  // ReadAhead's remote part: lookups for the prompt blocks no local tier holds; true while
+  // one is in flight (the scheduler lets the sequence wait while others run).
+  bool RemoteReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys);
+  // ReadAhead's disk part (kv_cache_read_ahead.cc).
+  bool DiskReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys);
 
   KvCacheManager(const KvCacheOptions& options, Backend* backend);
   // The tag a swapped block's disk slot carries instead of a content key, so that a slot
@@ -607,6 +663,7 @@ class KvCacheManager {
   StagingBuffers staging_;          // from the backend, with a disk tier
   WriteBehind write_behind_;        // with a disk tier (its buffers from the backend)
   DiskTier disk_tier_;
+  RemoteTier remote_;
   InFlightCopies copies_;
   absl::flat_hash_map<SequenceId, SequenceBlocks> sequences_;
   absl::flat_hash_map<SequenceId, SwapState> swapped_;

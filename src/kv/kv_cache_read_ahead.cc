@@ -11,6 +11,14 @@
 namespace kvtier {
 
 bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys) {
+  std::optional<BlockKeyChain> own_keys;
+  if (keys == nullptr) keys = &own_keys.emplace(default_scope_);
+  const bool disk = DiskReadAhead(seq, tokens, keys);
+  const bool remote = RemoteReadAhead(seq, tokens, keys);  // the blocks no local tier holds
+  return disk || remote;
+}
+
+bool KvCacheManager::DiskReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys) {
   if (disk_tier_.jobs == nullptr || pool(Tier::kHost).num_blocks() == 0) return false;
   // Landed reads are host copies (and free read budget): a waiting sequence whose prefix
   // reads have finished is admitted this step, not the next.
