@@ -7,11 +7,12 @@ namespace kvtier {
 
 nlohmann::json RemoteTierStats(const KvCacheManager& kv) {
   const RemoteBlockStore* store = kv.remote_store();
-  const RemoteBlockStore::Counters c = store != nullptr ? store->counters() : RemoteBlockStore::Counters{};
+  if (store == nullptr) return {{"enabled", false}};  // no remote_kv_url: no remote numbers
+  const RemoteBlockStore::Counters c = store->counters();
   const KvCacheCounters& counters = kv.counters();
   return {
-      {"enabled", store != nullptr},
-      {"on", store != nullptr && c.on},
+      {"enabled", true},
+      {"on", c.on},
       {"puts_queued", counters.remote_puts_queued},
       {"puts", c.puts},
       {"put_bytes", c.put_bytes},
