@@ -122,6 +122,10 @@ KVT_API int64_t kvt_live_handles(void);
  *   "max_waiting"        int     waiting queue bound (KVT_ERR_BUSY), >= 1 default 1024
  *   "preemption"         string  "auto" | "swap" | "recompute"            default "auto"
  *   "gpu_mem_limit"      int     total device bytes (weights+KV+work), 0 = no cap  default 0
+ *   "load_or_recompute"  int     1: a prompt prefix found only on disk or in
+ *                                the remote tier has its front recomputed while
+ *                                its back loads, split by measured cost; 0:
+ *                                always loaded                            default 1
  * The remote tier: full blocks shared through Redis by every process (on any host) that
  * names the same server, keyed and checked as the disk tier's (see README.md):
  *   "remote_kv_url"      string  "redis://host:port", or a Redis Cluster's

@@ -34,6 +34,7 @@ const std::map<std::string, IntKey>& IntKeys() {
       {"cuda_fast_attention", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.fast_attention = v != 0; }}},
       {"cuda_pdl", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.pdl = v != 0; }}},
       {"cuda_pdl_early", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.pdl_early_trigger = v != 0; }}},
+      {"load_or_recompute", {0, 1, [](EngineOptions& o, int64_t v) { o.load_or_recompute = v != 0; }}},
       // The remote KV tier (remote_kv_url is a string).
       {"remote_kv_ttl_seconds", {0, INT64_MAX, [](EngineOptions& o, int64_t v) { o.remote.ttl_seconds = v; }}},
       {"remote_kv_max_bytes_in_flight",

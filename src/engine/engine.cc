@@ -116,7 +116,8 @@ Engine::Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions
       policy_(options.preemption, static_cast<int64_t>(backend_->kv_layout().BlockBytes()),
               kv_->capacity_blocks(Tier::kHost) + kv_->capacity_blocks(Tier::kDisk) > 0),
       scheduler_(SchedulerOptions{options.max_tokens_per_step, options.max_running,
-                                  std::min<int64_t>(options.watermark_blocks, kv_->num_device_blocks() / 8)},
+                                  std::min<int64_t>(options.watermark_blocks, kv_->num_device_blocks() / 8),
+                                  options.load_or_recompute},
                  kv_.get(), &policy_) {
   // generation_config.json's eos ids, and the tokenizer's generation stop ids, end
   // sequences too.
@@ -426,6 +427,11 @@ nlohmann::json Engine::Stats() {
                           {"disk", kv.prefix_hits[2]},
                           {"remote", kv.prefix_hits_remote}};
   stats["prefix_hit_tokens"] = kv.prefix_hit_tokens;
+  // Load or recompute: prompts whose slow-tier prefix was split, the blocks planned
+  // computed and loaded (a loaded block that did not land is computed too).
+  const Scheduler::LoadPlanCounters& plans = scheduler_.load_plan_counters();
+  stats["load_plans"] = {
+      {"plans", plans.plans}, {"computed_blocks", plans.computed_blocks}, {"loaded_blocks", plans.loaded_blocks}};
   // Parallel sampling: completions started on their first's computed prompt, the full
   // blocks they share with it (held once) and the partial blocks copied for them; forks
   // that could not share (the completion computed its context itself).

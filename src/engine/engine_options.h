@@ -37,6 +37,9 @@ struct EngineOptions {
   PreemptionMode preemption = PreemptionMode::kAuto;
   int64_t gpu_mem_limit = 0;  // 0 = no cap
   bool prefix_cache = true;
+  // A prompt prefix found only in a slow tier (disk, remote) is partly recomputed while the
+  // rest loads, split by measured cost (engine/load_plan.h); off: always loaded.
+  bool load_or_recompute = true;
   // Device blocks kept free for running decodes when admitting waiting sequences.
   int64_t watermark_blocks = 1;
   // CUDA backend switches (BackendOptions::cuda), passed to the backend unchanged.

@@ -32,6 +32,7 @@ class CostModelPolicy final : public PreemptionPolicy {
   void ObserveCopyBandwidth(double bytes_per_second) override {
     if (bytes_per_second > 0) bytes_per_second_ = bytes_per_second;
   }
+  double SecondsPerToken() const override { return seconds_per_token_; }
 
  private:
   PreemptionMode mode_;

@@ -34,6 +34,9 @@ struct SchedulerOptions {
   // Device blocks kept free when admitting or resuming waiting sequences, so running
   // decodes do not have to preempt on the next step.
   int64_t watermark_blocks = 0;
+  // A prompt prefix found only in a slow tier (disk, remote) is partly computed while the
+  // rest loads, by the policy's measured costs (scheduler_load_plan.cc).
+  bool load_or_recompute = false;
 };
 
 // Decides, per preempted sequence, whether its KV is swapped out or dropped and later
@@ -44,6 +47,8 @@ class PreemptionPolicy {
   virtual bool ShouldSwap(const Sequence& victim, int64_t blocks) const = 0;
   // The swap bandwidth the KV manager measured so far (bytes/s; 0 before any swap).
   virtual void ObserveCopyBandwidth(double bytes_per_second) {}
+  // Measured compute time per prompt token (0: unknown, no load plan is made).
+  virtual double SecondsPerToken() const { return 0; }
 };
 
 // One sequence's share of a step: feed tokens [start, start + length).
@@ -107,6 +112,14 @@ class Scheduler {
   // Paused sequences whose prefetched blocks were taken back (for a running sequence, or
   // for the queue's head).
   int64_t num_prefetches_reclaimed() const { return num_prefetches_reclaimed_; }
+  // Load plans made (scheduler_load_plan.cc): prompts whose slow-tier prefix was split, and
+  // the blocks planned computed and loaded.
+  struct LoadPlanCounters {
+    int64_t plans = 0;
+    int64_t computed_blocks = 0;
+    int64_t loaded_blocks = 0;
+  };
+  const LoadPlanCounters& load_plan_counters() const { return load_plans_; }
 
   // The queue invariants (both queues ordered, no sequence in both, running sequences
   // neither swapped out nor finished), the progress guarantee above and the KV manager's
@@ -145,6 +158,14 @@ class Scheduler {
 
   void DropForRecompute(Sequence* seq);
   void InsertWaiting(Sequence* sequence);
+  // Load or recompute (scheduler_load_plan.cc). MatchOrPlan: a fresh sequence's prefix
+  // match; when part of its prefix is only in a slow tier and the plan computes its front,
+  // only the fast blocks are matched, the back's loads are started, and attach_at is set.
+  // Attach: once the front is computed (num_computed == attach_at), the loaded blocks join
+  // the sequence. ChunkEnd: a chunk stops at attach_at.
+  int64_t MatchOrPlan(Sequence* seq);
+  void Attach(Sequence* seq);
+  static int64_t ChunkLength(const Sequence& seq, int64_t budget);
 
   SchedulerOptions options_;
   KvCacheManager* kv_;
@@ -156,6 +177,7 @@ class Scheduler {
   int64_t num_recomputes_ = 0;
   int64_t num_prefetches_reclaimed_ = 0;
   int64_t num_forks_queued_ = 0;
+  LoadPlanCounters load_plans_;
   // Next() calls that returned no chunk and no unrunnable sequence while sequences were
   // queued: the progress guarantee broken (VerifyIntegrity reports it).
   int64_t num_stalled_schedules_ = 0;

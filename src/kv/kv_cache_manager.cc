@@ -364,13 +364,16 @@ bool KvCacheManager::StoredTokensMatch(Tier tier, int32_t slot, std::span<const 
 }
 
 int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tokens, int32_t priority,
-                                    BlockKeyChain* keys) {
+                                    BlockKeyChain* keys, int64_t max_blocks_held) {
   if (!options_.prefix_cache || tokens.size() < 2) return 0;
   SequenceBlocks& blocks = sequences_[seq];
-  if (!blocks.table.empty()) return 0;
+  // Only full computed blocks held (each has its key): the match continues after them.
+  if (blocks.hashes.size() != blocks.table.size()) return 0;
+  const size_t first = blocks.table.size();
   std::optional<BlockKeyChain> own_keys;
   if (keys == nullptr) keys = &own_keys.emplace(default_scope_);
-  const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens;
+  int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens;
+  if (max_blocks_held >= 0) max_blocks = std::min(max_blocks, max_blocks_held);
   constexpr int kRemoteHit = kNumTiers;  // hit_tier of a block found in the remote tier
   std::vector<int> hit_tier;  // per matched block: a Tier, or kRemoteHit
   // Disk hits are read after the walk, all at once (ReadDiskBlocksToDevice): until then
@@ -381,7 +384,7 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
   // Remote hits are copied to their device blocks after the walk too, in one batch.
   std::vector<BlockCopy> remote_copies;
   std::vector<size_t> remote_index;  // table index of each
-  for (int64_t i = 0; i < max_blocks; ++i) {
+  for (int64_t i = static_cast<int64_t>(first); i < max_blocks; ++i) {
     const BlockHash hash = keys->Key(tokens, options_.block_tokens, i);
     const std::span<const int32_t> block_tokens = BlockTokens(tokens, i);
     // Being read ahead from disk: wait for it, then it is a host hit.
@@ -505,12 +508,16 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
   }
   blocks.table.resize(keep);
   blocks.hashes.resize(keep);
-  for (size_t i = 0; i < keep; ++i) ++blocks.matched[hit_tier[i]];
-  for (int t = 0; t < kNumTiers; ++t) counters_.prefix_hits[t] += blocks.matched[t];
-  counters_.prefix_hits_remote += blocks.matched[kRemoteHit];
-  const int64_t matched = static_cast<int64_t>(keep) * options_.block_tokens;
-  counters_.prefix_hit_tokens += matched;
-  return matched;
+  for (size_t i = first; i < keep; ++i) {
+    ++blocks.matched[hit_tier[i - first]];
+    if (hit_tier[i - first] == kRemoteHit) {
+      ++counters_.prefix_hits_remote;
+    } else {
+      ++counters_.prefix_hits[hit_tier[i - first]];
+    }
+  }
+  counters_.prefix_hit_tokens += static_cast<int64_t>(keep - first) * options_.block_tokens;
+  return static_cast<int64_t>(keep) * options_.block_tokens;
 }
 
 void KvCacheManager::UnmatchPrefix(SequenceId seq) {

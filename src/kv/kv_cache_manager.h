@@ -228,8 +228,30 @@ class KvCacheManager {
   // referenced block; stops at the first miss, corrupt block, block with other tokens, or
   // shortage. `priority` (the sequence's) raises the eviction priority of the blocks it
   // reuses.
+  // A sequence that holds only full computed blocks (the front of its prompt computed under
+  // a load plan, see ProbeSlowPrefix) gets the run from the first block it does not hold
+  // (the returned count covers the blocks it held too); one holding a partial block gets
+  // nothing. `max_blocks` >= 0 caps the blocks it holds afterwards.
   int64_t MatchPrefix(SequenceId seq, std::span<const int32_t> tokens, int32_t priority = 0,
-                      BlockKeyChain* keys = nullptr);
+                      BlockKeyChain* keys = nullptr, int64_t max_blocks = -1);
+  // Load or recompute (the engine's plan, engine/load_plan.h). From the first block the
+  // sequence does not hold, the prompt's `fast_blocks` cached on the device or host tier,
+  // then `slow_blocks` only a slow tier may hold: the disk tier, and with a remote tier
+  // every block no local tier holds (a lookup may find it; a known miss ends the run).
+  // Their load time per block is measured (disk reads, remote hits), or guessed until
+  // measured; `overlap`: their loads can run while the front computes (remote lookups
+  // always; disk reads need a host tier to read ahead into).
+  struct SlowPrefix {
+    int64_t fast_blocks = 0;
+    int64_t slow_blocks = 0;
+    double load_seconds_per_block = 0;
+    bool overlap = false;
+  };
+  SlowPrefix ProbeSlowPrefix(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys = nullptr);
+  // Starts loading prompt blocks [from, to) ahead of their use (the back of a load plan):
+  // disk blocks read into host slots on the reader thread (as far as ReadAhead's budget
+  // allows), the others looked up in the remote tier. MatchPrefix uses what has landed.
+  void LoadPrefixAhead(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to);
   // Gives a MatchPrefix result back unused (the sequence could not start yet): releases
   // its blocks, which stay cached, and takes its hits out of the counters, so a sequence
   // that waits is not counted as a hit on every step.
@@ -491,8 +513,11 @@ class KvCacheManager {
   // ReadAhead's remote part: lookups for the prompt blocks no local tier holds; true while
   // one is in flight (the scheduler lets the sequence wait while others run).
   bool RemoteReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys);
-  // ReadAhead's disk part (kv_cache_read_ahead.cc).
+  // ReadAhead's disk part (kv_cache_read_ahead.cc), and its prefix walk over blocks
+  // [from, to): reads of the blocks only the disk holds, up to the first block no tier
+  // holds; true when one of them is being read.
   bool DiskReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys);
+  bool ReadPrefixAhead(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to);
 
   KvCacheManager(const KvCacheOptions& options, Backend* backend);
   // The tag a swapped block's disk slot carries instead of a content key, so that a slot

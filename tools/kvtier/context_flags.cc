@@ -44,6 +44,9 @@ constexpr ContextOption kOptions[] = {
      "how a paused sequence gives up its device blocks (default auto: by measured cost)"},
     {"gpu_mem_limit", Kind::kBytes, 0, kNoLimit, nullptr,
      "cap on device memory: weights + KV + workspace, 0 = none (default 0)"},
+    {"load_or_recompute", Kind::kInt, 0, 1, nullptr,
+     "a prefix only on disk or in the remote tier is partly recomputed while the rest loads, split by "
+     "measured cost (default 1)"},
     {"remote_kv_url", Kind::kUrl, 0, 0, nullptr,
      "remote KV tier shared by every process naming it: redis://host:port, or a Redis Cluster's seeds "
      "redis://host:port,host:port (default none)"},
