@@ -67,6 +67,15 @@ TEST(RemoteTierTest, SecondContextFindsThePrefixTheFirstComputed) {
   EXPECT_EQ(Remote(stats, "corrupt"), 0);
   EXPECT_TRUE(stats["remote"]["on"].get<bool>());
   EXPECT_GT(stats["remote"]["get_bytes_per_second"].get<double>(), 0);
+  // With load or recompute on (the split by measured cost, whatever it is here): the same
+  // outputs, every prompt token either found or computed.
+  EngineOptions planned = RemoteOptions(redis.url());
+  planned.load_or_recompute = true;
+  auto c = testing::MakeEngine(planned);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(testing::RunAll(*c, prompts, 6), expected);
+  const nlohmann::json c_stats = c->Stats();
+  EXPECT_EQ(Get(c_stats, "prefix_hit_tokens") + Get(c_stats, "prompt_tokens_computed"), 30 + 41) << c_stats.dump();
   // Another namespace shares nothing.
   SamplingParams other = testing::Greedy(6);
   other.cache_namespace = "tenant-b";
