@@ -463,6 +463,8 @@ nlohmann::json Engine::Stats() {
                          {"journal_records", disk.journal_records},
                          {"compactions", disk.compactions}};
   stats["disk_index_ignored_reason"] = kv_->disk_index_ignored_reason();
+  // What the disk tier delivered: block bytes read and the time the reads took.
+  stats["disk_reads"] = {{"bytes", disk.bytes_read}, {"seconds", disk.read_seconds}};
   stats["remote"] = RemoteTierStats(*kv_);
   stats["backend"] = std::string(backend_->name());
   // What the KV (and, on CUDA, weights and activations) are held in: F32 on the CPU, the

@@ -101,7 +101,9 @@ TEST(RemoteTierTest, RedisKilledAndRestartedMidRun) {
   ASSERT_NE(engine, nullptr);
   const auto out = testing::RunAll(*engine, prompts, 8, [&](int step) {
     if (step == 4) redis.Kill();
-    if (step == 12) ASSERT_TRUE(redis.Start());
+    if (step == 12) {
+      ASSERT_TRUE(redis.Start());
+    }
     if (step >= 12) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // past retry_ms
   });
   EXPECT_EQ(out, expected);

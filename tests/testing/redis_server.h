@@ -144,13 +144,19 @@ class RedisServer {
 
   // Runs one command on this node (no routing); the reply, or a kError reply with why.
   RedisReply Command(std::vector<std::string> args) const {
+    auto error = [](absl::string_view why) {
+      RedisReply reply;
+      reply.kind = RedisReply::Kind::kError;
+      reply.str = std::string(why);
+      return reply;
+    };
     auto connection = RedisConnection::Connect({"127.0.0.1", port_}, std::chrono::milliseconds(2000));
-    if (!connection.ok()) return {RedisReply::Kind::kError, std::string(connection.status().message())};
+    if (!connection.ok()) return error(connection.status().message());
     RedisCommand command{std::move(args)};
     const RedisCommand* one = &command;
     std::vector<RedisReply> replies;
     absl::Status s = (*connection)->Pipeline(std::span<const RedisCommand* const>(&one, 1), &replies);
-    if (!s.ok()) return {RedisReply::Kind::kError, std::string(s.message())};
+    if (!s.ok()) return error(s.message());
     return replies[0];
   }
 

@@ -22,6 +22,7 @@
 #include "command.h"
 #include "command_line.h"
 #include "interrupt.h"
+#include "bench_w6c.h"
 #include "progress_bar.h"
 
 namespace kvtier::cli {
@@ -34,14 +35,16 @@ constexpr char kDescription[] =
     "Before writing anything it lists what it will write (checkpoints, disk-tier files) and checks\n"
     "the free space. W6 leaves TIER_DIR/w6.kvdisk behind; `--workload W6b` in a NEW process then\n"
     "runs the same prompts over that file (disk hits after a restart). W6b is not part of `all`.\n"
+    "W6c (not part of `all`): W6's prefix found by a new context on the local disk and, with\n"
+    "--remote-kv-url, in Redis, against recomputing it, with the load-or-recompute plan and without.\n"
     "C<N> (e.g. C0,C32,C96; not part of `all`): creating a context with an N GiB host tier and an\n"
     "8 GiB disk tier in TIER_DIR, on --backend (cpu: W7's model).";
 
-const std::vector<std::string> kWorkloads = {"W1", "W2", "W3", "W4", "W5", "W6", "W6b", "W7"};
+const std::vector<std::string> kWorkloads = {"W1", "W2", "W3", "W4", "W5", "W6", "W6b", "W6c", "W7"};
 
 struct BenchFlags {
   std::vector<std::string> workloads;  // as given: comma-separated lists
-  std::string model, small_model, make_model, json, ceilings, baseline, commit, tier_dir;
+  std::string model, small_model, make_model, json, ceilings, baseline, commit, tier_dir, remote_kv_url;
   std::string backend = "cuda";
   double time_limit = 150, tier_time_limit = 0;
   bool sampler_controls = false;
@@ -49,13 +52,13 @@ struct BenchFlags {
 
 void AddFlags(CommandLine* cl, BenchFlags* f) {
   CommandLine::Normalized(
-      cl->AddStrings("--workload", &f->workloads, "comma-separated W1..W7, W6b, C<N> or all (repeatable; default all)",
+      cl->AddStrings("--workload", &f->workloads, "comma-separated W1..W7, W6b, W6c, C<N> or all (repeatable; default all)",
                      "LIST"),
       [](absl::string_view text) -> absl::StatusOr<std::string> {
         for (absl::string_view id : absl::StrSplit(text, ',')) {
           if (id != "all" && std::find(kWorkloads.begin(), kWorkloads.end(), id) == kWorkloads.end() &&
               !bench::ContextCreateHostGib(std::string(id))) {
-            return absl::InvalidArgumentError(absl::StrCat("unknown workload '", id, "' (W1..W7, W6b, C<N>, all)"));
+            return absl::InvalidArgumentError(absl::StrCat("unknown workload '", id, "' (W1..W7, W6b, W6c, C<N>, all)"));
           }
         }
         return std::string(text);
@@ -67,7 +70,10 @@ void AddFlags(CommandLine* cl, BenchFlags* f) {
                 "write the random checkpoints --model / --small-model do not give into DIR/llama3-8b and "
                 "DIR/small-llama (reused when complete)",
                 "DIR");
-  cl->AddString("--tier-dir", &f->tier_dir, "where W5/W6/W6b/C<N> put their disk-tier files (needed by them)", "DIR");
+  cl->AddString("--tier-dir", &f->tier_dir, "where W5/W6/W6b/W6c/C<N> put their disk-tier files (needed by them)", "DIR");
+  cl->AddString("--remote-kv-url", &f->remote_kv_url,
+                "W6c: the Redis server its remote-tier phases use (redis://host:port; without it they are skipped)",
+                "URL");
   cl->AddString("--json", &f->json, "write the results JSON (also after every workload)", "FILE");
   cl->AddString("--ceilings", &f->ceilings, "output of ceilings.py (its RESULT line): limits from measured ceilings",
                 "FILE");
@@ -278,6 +284,9 @@ int BenchMain(int argc, char** argv) {
     } else if (id == "W5") {
       bench::RunW5(model, s.GpuSpec(id, 256, 1024, 256), f.tier_dir, s.tier_time_limit, s.sampler, s.Recorder(),
                    &s.out, &s.rows);
+    } else if (id == "W6c") {
+      bench::RunW6c(model, s.GpuSpec(id, 1, 4096 + 128, 4), f.tier_dir, f.remote_kv_url, s.tier_time_limit,
+                    s.Recorder(), &s.out, &s.rows);
     } else if (id == "W6" || id == "W6b") {
       bench::RunW6(model, id == "W6b", s.GpuSpec(id, 128, 4096 + 128, 64), f.tier_dir, s.tier_time_limit,
                    s.Recorder(), &s.out, &s.rows);
