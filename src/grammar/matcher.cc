@@ -75,11 +75,24 @@ void Matcher::FillMask(std::span<uint32_t> words) {
         for (int32_t id : tokens.accepted) SetBit(words, id);
       }
     }
-    if (tokens.uncertain.empty() || s.frame == FramePool::kBottom) continue;
+    if (!tokens.has_uncertain() || s.frame == FramePool::kBottom) continue;
     // What the frames below read once this node's rule has ended.
     if (!expander_.Expand(Stack{pool_.return_node(s.frame), pool_.parent(s.frame)}, &parent_)) continue;
     if (parent_.stacks.empty()) continue;
-    MarkSuffixes(tokens.uncertain, parent_, words);
+    first_bytes_.fill(0);
+    for (const Stack& p : parent_.stacks) {
+      for (const Automaton::ByteEdge& e : grammar_->automaton().edges(p.node)) {
+        for (int b = e.lo; b <= e.hi; ++b) first_bytes_[static_cast<size_t>(b) / 64] |= uint64_t{1} << (b % 64);
+      }
+    }
+    if (!tokens.suffixes.empty()) {
+      MarkSubtree(tokens.suffixes, 1, static_cast<int32_t>(tokens.suffixes.nodes().size()), 0, parent_, words);
+    }
+    const ByteTrie& vocab_trie = grammar_->vocabulary().trie();
+    for (int32_t e : tokens.exit_points) {
+      const ByteTrie::Node& at = vocab_trie.nodes()[static_cast<size_t>(e)];
+      MarkSubtree(vocab_trie, e + 1, at.subtree_end, at.depth, parent_, words);
+    }
   }
   if (positions_.exited) {
     for (int32_t id : end_tokens_) {
@@ -88,18 +101,24 @@ void Matcher::FillMask(std::span<uint32_t> words) {
   }
 }
 
-void Matcher::MarkSuffixes(const ByteTrie& suffixes, const Positions& from, std::span<uint32_t> words) {
-  const auto nodes = suffixes.nodes();
+void Matcher::MarkSubtree(const ByteTrie& trie, int32_t begin, int32_t end, int32_t base_depth,
+                          const Positions& from, std::span<uint32_t> words) {
+  const auto nodes = trie.nodes();
   if (depth_positions_.empty()) depth_positions_.resize(1);
   depth_positions_[0] = from;
-  for (int32_t i = 1; i < static_cast<int32_t>(nodes.size());) {
+  for (int32_t i = begin; i < end;) {
     const ByteTrie::Node& n = nodes[static_cast<size_t>(i)];
-    const auto d = static_cast<size_t>(n.depth);
+    const auto d = static_cast<size_t>(n.depth - base_depth);
+    // The first byte is checked against what the positions can read before expanding.
+    if (d == 1 && ((first_bytes_[n.byte / 64] >> (n.byte % 64)) & 1u) == 0) {
+      i = n.subtree_end;
+      continue;
+    }
     if (depth_positions_.size() <= d) depth_positions_.resize(d + 1);
     const bool ok = expander_.Advance(depth_positions_[d - 1], n.byte, &depth_positions_[d]);
     const Positions& here = depth_positions_[d];
     if (ok && !here.empty()) {
-      for (int32_t id : suffixes.ids_at(n)) SetBit(words, id);
+      for (int32_t id : trie.ids_at(n)) SetBit(words, id);
     }
     if (ok && !here.stacks.empty()) {
       ++i;

@@ -11,6 +11,7 @@
 #ifndef KVTIER_GRAMMAR_MATCHER_H_
 #define KVTIER_GRAMMAR_MATCHER_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -47,8 +48,10 @@ class Matcher {
   size_t num_positions() const { return positions_.stacks.size(); }
 
  private:
-  // Marks the tokens of `suffixes` whose remaining bytes the positions of `from` can read.
-  void MarkSuffixes(const ByteTrie& suffixes, const Positions& from, std::span<uint32_t> words);
+  // Marks the tokens of trie nodes [begin, end) (a subtree below a node at base_depth)
+  // whose remaining bytes, read from the positions of `from`, keep the text viable.
+  void MarkSubtree(const ByteTrie& trie, int32_t begin, int32_t end, int32_t base_depth, const Positions& from,
+                   std::span<uint32_t> words);
   void Fail(absl::Status status);
   // Rebuilds the frame pool with only the frames the current positions use.
   void CompactFrames();
@@ -64,6 +67,7 @@ class Matcher {
   Positions next_, parent_;
   std::vector<Positions> depth_positions_;
   std::vector<int32_t> nodes_done_;
+  std::array<uint64_t, 4> first_bytes_{};  // bytes the positions of parent_ can read
 };
 
 }  // namespace kvtier::grammar

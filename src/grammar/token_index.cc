@@ -2,6 +2,7 @@
 #include "grammar/token_index.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 
@@ -13,42 +14,49 @@ namespace kvtier::grammar {
 namespace {
 
 // Sets of positions (below a scope's bottom frame) interned as states, with their byte
-// transitions cached: state 0 is the empty set.
+// transitions cached in a dense table per state: state 0 is the empty set.
 class PositionsDfa {
  public:
-  struct Step {
-    int32_t next = 0;     // 0: no position left
-    bool exited = false;  // some position ended the scope's rule on this byte
-  };
+  // A transition: next state * 2 + exited; kUnknown until computed.
+  static constexpr int32_t kUnknown = -1;
 
   PositionsDfa(const Automaton* automaton, int32_t max_stacks) : expander_(automaton, &pool_, max_stacks) {
     states_.emplace_back();
+    table_.emplace_back();
   }
 
   int32_t Start(int32_t node) { return Intern({Stack{node, FramePool::kBottom}}); }
 
-  // False when the result overflows max_stacks.
-  bool Advance(int32_t state, uint8_t byte, Step* step) {
-    const uint64_t key = (static_cast<uint64_t>(state) << 8) | byte;
-    auto it = transitions_.find(key);
-    if (it != transitions_.end()) {
-      *step = it->second;
-      return true;
-    }
+  // The packed transition, or kUnknown when the result overflows max_stacks.
+  int32_t Advance(int32_t state, uint8_t byte) {
+    std::array<int32_t, 256>& row = Row(state);
+    if (row[byte] != kUnknown) return row[byte];
     in_.stacks = states_[static_cast<size_t>(state)];
     in_.exited = false;
-    if (!expander_.Advance(in_, byte, &out_)) return false;
-    step->exited = out_.exited;
-    step->next = out_.stacks.empty() ? 0 : Intern(out_.stacks);
-    transitions_.emplace(key, *step);
-    return true;
+    if (!expander_.Advance(in_, byte, &out_)) return kUnknown;
+    const int32_t next = out_.stacks.empty() ? 0 : Intern(out_.stacks);
+    const int32_t packed = next * 2 + (out_.exited ? 1 : 0);
+    Row(state)[byte] = packed;  // Intern may have grown table_
+    return packed;
   }
 
  private:
+  std::array<int32_t, 256>& Row(int32_t state) {
+    auto& row = table_[static_cast<size_t>(state)];
+    if (row == nullptr) {
+      row = std::make_unique<std::array<int32_t, 256>>();
+      row->fill(kUnknown);
+    }
+    return *row;
+  }
+
   int32_t Intern(const std::vector<Stack>& stacks) {
     std::string key(reinterpret_cast<const char*>(stacks.data()), stacks.size() * sizeof(Stack));
     auto [it, inserted] = ids_.try_emplace(std::move(key), static_cast<int32_t>(states_.size()));
-    if (inserted) states_.push_back(stacks);
+    if (inserted) {
+      states_.push_back(stacks);
+      table_.emplace_back();
+    }
     return it->second;
   }
 
@@ -56,9 +64,13 @@ class PositionsDfa {
   Expander expander_;
   Positions in_, out_;
   std::vector<std::vector<Stack>> states_;
+  std::vector<std::unique_ptr<std::array<int32_t, 256>>> table_;
   absl::flat_hash_map<std::string, int32_t> ids_;
-  absl::flat_hash_map<uint64_t, Step> transitions_;
 };
+
+inline bool TestBit(const std::vector<uint32_t>& words, int32_t id) {
+  return (words[static_cast<size_t>(id) / 32] >> (static_cast<uint32_t>(id) % 32)) & 1u;
+}
 
 }  // namespace
 
@@ -68,22 +80,25 @@ absl::StatusOr<std::unique_ptr<const TokenIndex>> TokenIndex::Build(const Automa
   auto index = std::unique_ptr<TokenIndex>(new TokenIndex());
   index->nodes_.resize(static_cast<size_t>(automaton.num_nodes()));
   PositionsDfa dfa(&automaton, limits.max_stacks);
-  const auto trie = vocabulary.trie().nodes();
+  const ByteTrie& vocab_trie = vocabulary.trie();
+  const auto trie = vocab_trie.nodes();
   const int32_t num_words = vocabulary.num_words();
   std::vector<int32_t> state_at_depth;
-  std::vector<int32_t> accepted, exits;
+  std::vector<int32_t> exits;
   std::vector<uint32_t> accepted_bits(static_cast<size_t>(num_words));
   std::vector<std::pair<std::string_view, int32_t>> suffixes;
   int64_t steps = 0;
   for (int32_t n = 0; n < automaton.num_nodes(); ++n) {
     if (!automaton.reads_bytes(n)) continue;
-    accepted.clear();
     exits.clear();
+    std::fill(accepted_bits.begin(), accepted_bits.end(), 0u);
+    int64_t num_accepted = 0;
     state_at_depth.assign(1, dfa.Start(n));
-    for (int32_t i = 1; i < static_cast<int32_t>(trie.size());) {
+    const int32_t end = static_cast<int32_t>(trie.size());
+    for (int32_t i = 1; i < end;) {
       const ByteTrie::Node& t = trie[static_cast<size_t>(i)];
-      PositionsDfa::Step step;
-      if (!dfa.Advance(state_at_depth[static_cast<size_t>(t.depth - 1)], t.byte, &step)) {
+      const int32_t packed = dfa.Advance(state_at_depth[static_cast<size_t>(t.depth - 1)], t.byte);
+      if (packed == PositionsDfa::kUnknown) {
         return absl::InvalidArgumentError(absl::StrCat(
             "the grammar is too ambiguous to index: more than ", limits.max_stacks, " parse positions at once"));
       }
@@ -92,42 +107,52 @@ absl::StatusOr<std::unique_ptr<const TokenIndex>> TokenIndex::Build(const Automa
             "the grammar is too large to index for this vocabulary (more than ", limits.max_walk_steps,
             " trie steps)"));
       }
-      if (step.next != 0 || step.exited) {
-        for (int32_t id : vocabulary.trie().ids_at(t)) accepted.push_back(id);
+      const int32_t next = packed >> 1;
+      const bool exited = (packed & 1) != 0;
+      if (next != 0 || exited) {
+        for (int32_t id : vocab_trie.ids_at(t)) {
+          accepted_bits[static_cast<size_t>(id) / 32] |= 1u << (static_cast<uint32_t>(id) % 32);
+          ++num_accepted;
+        }
       }
-      if (step.exited && t.subtree_end > i + 1) exits.push_back(i);
-      if (step.next != 0) {
+      if (exited && t.subtree_end > i + 1) exits.push_back(i);
+      if (next != 0) {
         if (state_at_depth.size() <= static_cast<size_t>(t.depth)) state_at_depth.resize(static_cast<size_t>(t.depth) + 1);
-        state_at_depth[static_cast<size_t>(t.depth)] = step.next;
+        state_at_depth[static_cast<size_t>(t.depth)] = next;
         ++i;
       } else {
         i = t.subtree_end;
       }
     }
     NodeTokens& out = index->nodes_[static_cast<size_t>(n)];
-    std::sort(accepted.begin(), accepted.end());
-    std::fill(accepted_bits.begin(), accepted_bits.end(), 0u);
-    for (int32_t id : accepted) accepted_bits[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
-    // Uncertain: below an exit, the tokens not already accepted, keyed by what follows.
-    suffixes.clear();
-    for (int32_t e : exits) {
-      const ByteTrie::Node& at = trie[static_cast<size_t>(e)];
-      for (int32_t j = e + 1; j < at.subtree_end; ++j) {
-        for (int32_t id : vocabulary.trie().ids_at(trie[static_cast<size_t>(j)])) {
-          if ((accepted_bits[static_cast<size_t>(id) / 32] >> (id % 32)) & 1u) continue;
-          suffixes.emplace_back(vocabulary.bytes(id).substr(static_cast<size_t>(at.depth)), id);
+    if (num_accepted > num_words) {
+      out.accepted_bits = accepted_bits;
+    } else {
+      for (int32_t w = 0; w < num_words; ++w) {
+        for (uint32_t bits = accepted_bits[static_cast<size_t>(w)]; bits != 0; bits &= bits - 1) {
+          out.accepted.push_back(w * 32 + __builtin_ctz(bits));
         }
       }
     }
-    if (!suffixes.empty()) out.uncertain = ByteTrie::Build(std::move(suffixes));
-    suffixes = {};
-    if (static_cast<int64_t>(accepted.size()) > num_words) {
-      out.accepted_bits = accepted_bits;
+    // Uncertain: below an exit, the tokens not already accepted.
+    if (static_cast<int32_t>(exits.size()) <= limits.max_exit_points) {
+      out.exit_points = exits;
     } else {
-      out.accepted = accepted;
+      suffixes.clear();
+      for (int32_t e : exits) {
+        const ByteTrie::Node& at = trie[static_cast<size_t>(e)];
+        for (int32_t j = e + 1; j < at.subtree_end; ++j) {
+          for (int32_t id : vocab_trie.ids_at(trie[static_cast<size_t>(j)])) {
+            if (TestBit(accepted_bits, id)) continue;
+            suffixes.emplace_back(vocabulary.bytes(id).substr(static_cast<size_t>(at.depth)), id);
+          }
+        }
+      }
+      if (!suffixes.empty()) out.suffixes = ByteTrie::Build(std::move(suffixes));
+      suffixes = {};
     }
     index->memory_bytes_ += out.accepted.size() * sizeof(int32_t) + out.accepted_bits.size() * sizeof(uint32_t) +
-                            out.uncertain.memory_bytes();
+                            out.exit_points.size() * sizeof(int32_t) + out.suffixes.memory_bytes();
   }
   index->walk_steps_ = steps;
   return std::unique_ptr<const TokenIndex>(std::move(index));

@@ -8,8 +8,11 @@
 //    ends exactly at its last byte: allowed whatever lies below n;
 //  - rejected: the walk dies before its end without the rule ending: never allowed;
 //  - uncertain: n's rule can end in the middle of the token, and what remains depends on
-//    the frames below. These are kept as a trie of their remaining bytes (suffixes), which
-//    the matcher walks from the real frames at run time.
+//    the frames below. The matcher walks their remaining bytes from the real frames at run
+//    time: as the subtrees of the vocabulary trie below the few points where the rule can
+//    end (a rule that ends after a space: every token starting with a space), or, when
+//    there are many such points (a string closing inside many tokens), as one trie of the
+//    remaining bytes merged over them, so shared suffixes (",", "}", ...) are read once.
 // Accepted sets are stored as sorted ids or, when larger than a bitmask, as one.
 // The walks share a lazily built DFA over sets of positions (equal position sets read a
 // byte the same way), so a node whose tokens all stay in one loop (string contents) costs
@@ -29,6 +32,9 @@
 namespace kvtier::grammar {
 
 struct IndexLimits {
+  // Up to this many exit points, uncertain tokens are kept as vocabulary subtrees; beyond,
+  // as a merged suffix trie.
+  int32_t max_exit_points = 256;
   // Trie nodes visited over all the walks: bounds compile time for huge grammars.
   int64_t max_walk_steps = 500'000'000;
   // Positions one set may hold (ambiguity bound, as in the matcher).
@@ -38,7 +44,10 @@ struct IndexLimits {
 struct NodeTokens {
   std::vector<int32_t> accepted;        // sorted ids (when at most num_words of them)
   std::vector<uint32_t> accepted_bits;  // else a bitmask of num_words words
-  ByteTrie uncertain;                   // remaining bytes after the rule ends -> token ids
+  // Uncertain tokens, one of the two forms:
+  std::vector<int32_t> exit_points;     // vocabulary trie nodes: the tokens below each
+  ByteTrie suffixes;                    // remaining bytes after the rule ends -> token ids
+  bool has_uncertain() const { return !exit_points.empty() || !suffixes.empty(); }
 };
 
 class TokenIndex {

@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "args.h"
 #include "bench_gpu_sampler.h"
+#include "bench_grammar_mask.h"
 #include "command.h"
 #include "cuda_env.h"
 #include "kvtier/kvtier.h"
@@ -53,6 +54,13 @@ Runs the workloads of docs/WORKLOADS.md through the C API and prints figure / li
   --tier-time-limit S  per-workload cap for W5/W6/W6b (default: --time-limit)
 W6 leaves DIR/w6.kvdisk behind; `--workload W6b` in a NEW process then runs the same
 prompts over that file (disk hits after a restart). W6b is not part of `all`.
+  --json-schema FILE   W2 runs a second time with this JSON schema on every sequence (the
+                       model directory needs a tokenizer.json; --tokenizer FILE is copied
+                       there when it has none) and reports constrained / unconstrained
+  --grammar-mask       instead of the workloads: grammar mask timing per --tokenizer over
+                       --schemas DIR (*.json, default tests/grammar/schemas) and --grammars
+                       DIR (*.gbnf, default tests/grammar/grammars), --grammar-steps N (64)
+  --tokenizer PATH     tokenizer.json (or its directory); repeatable
 )";
 
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
@@ -541,8 +549,9 @@ void RunW6(kvt_model* model, bool restart, WorkloadSpec w, const std::string& ti
 int BenchMain(int argc, char** argv) {
   auto args = Args::Parse(argc, argv,
                           {"workload", "model", "model-cache", "small-model", "json", "ceilings", "baseline",
-                           "commit", "time-limit", "backend", "tier-dir", "tier-time-limit"},
-                          {"help"});
+                           "commit", "time-limit", "backend", "tier-dir", "tier-time-limit", "json-schema",
+                           "tokenizer", "schemas", "grammars", "grammar-steps"},
+                          {"help", "grammar-mask"});
   if (!args.ok()) {
     std::fprintf(stderr, "kvtier bench: %s\n\n%s", std::string(args.status().message()).c_str(), kUsage);
     return 2;
@@ -551,6 +560,7 @@ int BenchMain(int argc, char** argv) {
     std::printf("%s", kUsage);
     return 0;
   }
+  if (args->Has("grammar-mask")) return RunGrammarMaskBench(*args);
   std::vector<std::string> workloads;
   for (const std::string& item : args->GetAll("workload")) {
     for (absl::string_view part : absl::StrSplit(item, ',', absl::SkipWhitespace())) workloads.emplace_back(part);
