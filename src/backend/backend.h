@@ -17,6 +17,7 @@
 #include "backend/cuda_options.h"
 #include "backend/kv_layout.h"
 #include "backend/row_sampling.h"
+#include "backend/token_masks.h"
 
 namespace kvtier {
 
@@ -36,6 +37,9 @@ struct SequenceChunk {
 
 struct ForwardBatch {
   std::vector<SequenceChunk> chunks;
+  // Allowed-token masks of some logits rows (grammar-constrained sequences), applied by
+  // ForwardGreedy and ForwardSampled before they pick; null = none. Forward ignores them.
+  const TokenMasks* masks = nullptr;
   // Chunks with need_logits: the logits rows (and sampled tokens) a forward produces.
   size_t num_logit_rows() const {
     size_t n = 0;

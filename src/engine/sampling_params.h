@@ -3,10 +3,12 @@
 #define KVTIER_ENGINE_SAMPLING_PARAMS_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "grammar/grammar.h"
 
 namespace kvtier {
 
@@ -21,6 +23,9 @@ struct SamplingParams {
   bool ignore_eos = false;
   int32_t priority = 0;  // higher runs first, is preempted last
   bool pin_prefix = false;  // keep the prompt's full blocks on the device once computed
+  // Structured output: the generated text must be a sentence of this grammar (from a JSON
+  // schema or GBNF); null = unconstrained. Shared: requests are copied per sequence.
+  std::shared_ptr<const grammar::Grammar> grammar;
 
   bool greedy() const { return temperature == 0.0f || top_k == 1; }
   // InvalidArgument naming the field when out of range: temperature, top_k and top_p as

@@ -10,6 +10,7 @@
 
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
+#include "grammar/matcher.h"
 #include "kv/kv_cache_manager.h"
 #include "tokenizer/stop_strings.h"
 #include "tokenizer/stream_decoder.h"
@@ -17,7 +18,9 @@
 namespace kvtier {
 
 enum class SequenceState { kWaiting = 0, kRunning = 1, kPaused = 2, kFinished = 3 };
-enum class FinishReason { kNone = 0, kStop = 1, kLength = 2, kCancelled = 3, kError = 4 };
+// kGrammar: the output is a complete sentence of the sequence's grammar (nothing more could
+// follow, or an end token came when it was complete).
+enum class FinishReason { kNone = 0, kStop = 1, kLength = 2, kCancelled = 3, kError = 4, kGrammar = 5 };
 
 struct Sequence {
   Sequence(SequenceId id, int64_t arrival, std::vector<int32_t> prompt, SamplingParams params)
@@ -40,6 +43,9 @@ struct Sequence {
   std::unique_ptr<tokenizer::StreamDecoder> detokenizer;
   std::unique_ptr<tokenizer::StopStringMatcher> stop_strings;
   std::string text;
+  // Grammar-constrained sequences: where the output stands in the grammar. Kept across
+  // preemption (a recompute replays the KV, not the tokens).
+  std::unique_ptr<grammar::Matcher> matcher;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_generated() const { return num_tokens() - num_prompt_tokens; }

@@ -1,29 +1,96 @@
 // Test vocabulary and the Earley oracle (grammar_test_util.h).
 #include "grammar_test_util.h"
 
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <set>
 
 #include "grammar/utf8.h"
+#include "model/random_checkpoint.h"
+#include "nlohmann/json.hpp"
+#include "testing/test_model.h"
+#include "tokenizer/byte_level.h"
 
 namespace kvtier::grammar::testing {
+
+namespace {
+
+const char* const kFragments[] = {
+    "{", "}", "[", "]", "\"", ":", ",", " ", "\n", "  ", "\t", "{\"", "\":", "\",", "\"}", "},", "],", "\": \"",
+    "\"]", "\\", "\\\"", "\\n", "\\u00", "true", "false", "null", "0", "1", "12", "-", ".", "5", "e", "E", "+",
+    "name", "id", "type", "value", "x", "abc", "Hello", " world", "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80",
+    "\xC3", "\xA9", "\xE2\x82", "\xF0\x9F", "a", "z", "(", ")", "*", "/", "=", "- ", "item", "\n- ", "\r", "_",
+    "9", "00", "T", "Z", "@", "celsius", "2024-", ":00"};
+constexpr size_t kNumFragments = sizeof(kFragments) / sizeof(kFragments[0]);
+
+std::string RandomFragmentToken(std::mt19937_64& rng) {
+  std::string t;
+  const int parts = 1 + static_cast<int>(rng() % 3);
+  for (int p = 0; p < parts; ++p) t += kFragments[rng() % kNumFragments];
+  return t;
+}
+
+}  // namespace
+
+std::string FragmentTokenizerJson(int32_t vocab_size, uint64_t seed) {
+  nlohmann::json vocab = nlohmann::json::object();
+  std::set<std::string> seen;
+  auto add = [&](const std::string& bytes, int32_t id) {
+    std::string symbol;
+    kvtier::tokenizer::ByteLevelTable::Get().Encode(bytes, &symbol);
+    vocab[symbol] = id;
+    seen.insert(bytes);
+  };
+  for (int b = 0; b < 256; ++b) add(std::string(1, static_cast<char>(b)), b);
+  std::mt19937_64 rng(seed);
+  for (int32_t id = 258; id < vocab_size;) {
+    const std::string t = RandomFragmentToken(rng);
+    if (seen.count(t)) continue;
+    add(t, id++);
+  }
+  auto special = [](int32_t id, const char* content) {
+    return nlohmann::json{{"id", id},        {"content", content}, {"single_word", false}, {"lstrip", false},
+                          {"rstrip", false}, {"normalized", false}, {"special", true}};
+  };
+  nlohmann::json j = {
+      {"version", "1.0"},
+      {"added_tokens", {special(256, "<|begin_of_text|>"), special(257, "<|end_of_text|>")}},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}}},
+      {"post_processor", nullptr},
+      {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+      {"model",
+       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
+        {"vocab", vocab}, {"merges", nlohmann::json::array()}}},
+  };
+  return j.dump();
+}
+
+std::string FragmentModelDir(uint64_t seed) {
+  static std::map<uint64_t, std::string> written;
+  auto it = written.find(seed);
+  if (it != written.end()) return it->second;
+  auto spec = RandomCheckpointPreset("tiny-llama");
+  EXPECT_TRUE(spec.ok());
+  spec->seed = seed;
+  spec->vocab = 512;
+  spec->bos_token_id = 256;
+  spec->eos_token_ids = {257};
+  const std::string dir = kvtier::testing::WriteTestModel("fragment-llama-" + std::to_string(seed), *spec);
+  std::ofstream(std::filesystem::path(dir) / "tokenizer.json") << FragmentTokenizerJson(512, seed);
+  std::ofstream(std::filesystem::path(dir) / "tokenizer_config.json")
+      << R"({"bos_token":"<|begin_of_text|>","eos_token":"<|end_of_text|>","clean_up_tokenization_spaces":false})";
+  written[seed] = dir;
+  return dir;
+}
 
 std::shared_ptr<const Vocabulary> TestVocabulary(int extra, uint64_t seed) {
   std::vector<std::optional<std::string>> bytes;
   for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
   bytes.push_back(std::nullopt);  // kTestEos
-  static const char* kFragments[] = {
-      "{", "}", "[", "]", "\"", ":", ",", " ", "\n", "  ", "\t", "{\"", "\":", "\",", "\"}", "},", "],", "\": \"",
-      "\"]", "\\", "\\\"", "\\n", "\\u00", "true", "false", "null", "0", "1", "12", "-", ".", "5", "e", "E", "+",
-      "name", "id", "type", "value", "x", "abc", "Hello", " world", "é", "€", "😀", "\xC3", "\xA9", "\xE2\x82",
-      "\xF0\x9F", "a", "z", "(", ")", "*", "/", "=", "- ", "item", "\n- ", "\r", "_", "9", "00"};
   std::mt19937_64 rng(seed);
-  const size_t n = sizeof(kFragments) / sizeof(kFragments[0]);
-  for (int i = 0; i < extra; ++i) {
-    std::string t;
-    const int parts = 1 + static_cast<int>(rng() % 3);
-    for (int p = 0; p < parts; ++p) t += kFragments[rng() % n];
-    bytes.push_back(t);
-  }
+  for (int i = 0; i < extra; ++i) bytes.push_back(RandomFragmentToken(rng));
   for (int i = 0; i < 3; ++i) bytes.push_back(std::nullopt);  // ids past the tokenizer
   return Vocabulary::Create(std::move(bytes));
 }

@@ -22,6 +22,15 @@ namespace kvtier::grammar::testing {
 inline constexpr int32_t kTestEos = 256;
 std::shared_ptr<const Vocabulary> TestVocabulary(int extra, uint64_t seed);
 
+// A byte-level BPE tokenizer.json (no merges) of vocab_size ids: 0..255 the bytes, 256
+// <|begin_of_text|> and 257 <|end_of_text|> (special), then multi-byte JSON-ish fragments
+// (seeded; partial UTF-8 among them), so generation exercises tokens that span grammar
+// boundaries. With tokenizer_config.json (no clean-up of spaces).
+std::string FragmentTokenizerJson(int32_t vocab_size, uint64_t seed);
+// A tiny random-weight Llama checkpoint (vocab 512, bos 256, eos 257) with that tokenizer,
+// written once per seed into the test temp directory; returns its path.
+std::string FragmentModelDir(uint64_t seed = 3);
+
 // Earley recognizer over the grammar's bytes (character classes as UTF-8 sequences).
 class EarleyOracle {
  public:
