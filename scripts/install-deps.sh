@@ -11,6 +11,8 @@ packages=(
   dpkg-dev fakeroot file lintian abigail-tools
   swig golang-go openjdk-17-jdk-headless junit5 mono-mcs nunit-console libnunit-cil-dev
   doxygen
+  # The structured-output corpus test validates outputs with jsonschema.
+  python3 python3-jsonschema
   # Maven, with the plugins its tests use resolved offline from /usr/share/maven-repo:
   # scripts/maven-install.sh (install plugin) and a consumer project (compiler, resources).
   maven libmaven-install-plugin-java libmaven-compiler-plugin-java libmaven-resources-plugin-java

@@ -75,9 +75,10 @@ std::string FragmentModelDir(uint64_t seed) {
   EXPECT_TRUE(spec.ok());
   spec->seed = seed;
   spec->vocab = 512;
+  spec->layers = 1;
   spec->bos_token_id = 256;
   spec->eos_token_ids = {257};
-  const std::string dir = kvtier::testing::WriteTestModel("fragment-llama-" + std::to_string(seed), *spec);
+  const std::string dir = kvtier::testing::WriteTestModel("fragment-llama1-" + std::to_string(seed), *spec);
   std::ofstream(std::filesystem::path(dir) / "tokenizer.json") << FragmentTokenizerJson(512, seed);
   std::ofstream(std::filesystem::path(dir) / "tokenizer_config.json")
       << R"({"bos_token":"<|begin_of_text|>","eos_token":"<|end_of_text|>","clean_up_tokenization_spaces":false})";

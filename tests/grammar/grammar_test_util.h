@@ -27,7 +27,7 @@ std::shared_ptr<const Vocabulary> TestVocabulary(int extra, uint64_t seed);
 // (seeded; partial UTF-8 among them), so generation exercises tokens that span grammar
 // boundaries. With tokenizer_config.json (no clean-up of spaces).
 std::string FragmentTokenizerJson(int32_t vocab_size, uint64_t seed);
-// A tiny random-weight Llama checkpoint (vocab 512, bos 256, eos 257) with that tokenizer,
+// A tiny random-weight Llama checkpoint (one layer, vocab 512, bos 256, eos 257) with that tokenizer,
 // written once per seed into the test temp directory; returns its path.
 std::string FragmentModelDir(uint64_t seed = 3);
 
