@@ -12,6 +12,8 @@ CSHARP_ARRAYS(char, byte)
 %apply char INOUT[] { char* };
 /* UTF-8 text with its length: the caller passes the encoded bytes and their count. */
 %apply char INPUT[] { const char* text };
+/* Structured-output texts: exact UTF-8 bytes too, NUL-terminated by the C# layer. */
+%apply char INPUT[] { const char* schema_json, const char* gbnf };
 
 /* The low layer is internal to Kvtier.dll: users see only the hand-written Kvtier namespace,
  * whose public members all carry XML documentation (mcs -doc, CS1591 is an error). */

@@ -87,6 +87,12 @@ type Request struct {
 	StopTokens   []int32
 	IgnoreEOS    bool
 	Priority     int
+	// Structured output (one of the two): the generated text must be JSON valid against
+	// JSONSchema (the subset tool definitions use), or a sentence of Grammar (GBNF, as
+	// llama.cpp writes it). The sequence then ends with FinishGrammar once complete.
+	// Errors name where the schema or grammar is wrong.
+	JSONSchema string
+	Grammar    string
 }
 
 // ChatMessage is one message of a chat prompt (role "system", "user" or "assistant").
@@ -150,6 +156,12 @@ func (r *Request) native() (capi.Struct_SS_kvt_request, error) {
 	}
 	if r.Priority != 0 {
 		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_priority(h, r.Priority) })
+	}
+	if r.JSONSchema != "" {
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_json_schema(h, r.JSONSchema) })
+	}
+	if r.Grammar != "" {
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_grammar(h, r.Grammar) })
 	}
 	for _, step := range steps {
 		if st := step(); st != 0 {

@@ -12,6 +12,8 @@
 /* UTF-8 text with its length: a byte[] (exact UTF-8; JNI strings are modified UTF-8). */
 %apply (const char *STRING, size_t LENGTH) { (const char* text, int32_t text_len) };
 %typemap(argout) const char* ""
+/* Structured-output texts: exact UTF-8 too, as byte[] (NUL-terminated by the Java layer). */
+%apply char* BYTE { const char* schema_json, const char* gbnf };
 %typemap(freearg) const char* { if ($1) JCALL2(ReleaseStringUTFChars, jenv, $input, (const char*)$1); }
 
 /* Load the JNI library once, before the first native call (NativeLoader.java: the file named

@@ -104,6 +104,7 @@ struct WorkloadSpec {
   std::map<std::string, std::string> options;  // C API option key -> value
   std::vector<std::vector<int32_t>> prompts;   // given prompts (else num_seqs random ones)
   bool warmup = true;                          // one short sequence before timing
+  std::string json_schema;                     // every sequence constrained by it (and the warm-up)
 };
 
 struct RunResult {
@@ -117,6 +118,7 @@ struct RunResult {
   int64_t generated = 0;             // all tokens produced
   int64_t decode_tokens = 0;         // tokens produced after all_first
   int64_t steps = 0;
+  int64_t grammar_finished = 0;      // sequences that completed their JSON schema
   json stats;
   int64_t peak_process_mib = 0, peak_device_mib = 0;
 };
@@ -189,6 +191,12 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
     kvt_request_set_prompt_tokens(warm, p.data(), 16);
     kvt_request_set_max_new_tokens(warm, 4);
     kvt_request_set_ignore_eos(warm, 1);
+    // With a schema, the warm-up compiles it too (later adds hit the cache).
+    if (!w.json_schema.empty() && kvt_request_set_json_schema(warm, w.json_schema.c_str()) != KVT_OK) {
+      r.error = std::string("json schema: ") + kvt_request_errmsg(warm);
+      kvt_request_free(warm);
+      return r;
+    }
     int32_t buf[8], len = 0;
     kvt_status s = kvt_generate(h.context, warm, buf, 8, &len, nullptr);
     kvt_request_free(warm);
@@ -210,6 +218,7 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
     kvt_request_set_prompt_tokens(req, prompts[i].data(), static_cast<int32_t>(prompts[i].size()));
     kvt_request_set_max_new_tokens(req, w.gen);
     kvt_request_set_ignore_eos(req, 1);
+    if (!w.json_schema.empty()) kvt_request_set_json_schema(req, w.json_schema.c_str());
   }
   kvt_events_create(&h.events);
   std::map<int64_t, int> produced;
@@ -238,6 +247,7 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
       int32_t token = 0, reason = 0;
       kvt_events_get(h.events, i, &seq, &token, &reason);
       if (reason == KVT_FINISH_REASON_ERROR || reason == KVT_FINISH_REASON_CANCELLED) ++errors;
+      if (reason == KVT_FINISH_REASON_GRAMMAR) ++r.grammar_finished;
       if (token == KVT_NO_TOKEN) continue;
       ++r.generated;
       if (have_all_first) ++r.decode_tokens;
@@ -277,7 +287,9 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
     r.error = std::to_string(errors) + " sequences ended in error/cancel";
     return r;
   }
-  r.ok = r.generated == static_cast<int64_t>(w.num_seqs) * w.gen;
+  // A constrained sequence may complete its schema before w.gen tokens.
+  r.ok = r.generated == static_cast<int64_t>(w.num_seqs) * w.gen ||
+         (!w.json_schema.empty() && r.generated > 0);
   if (!r.ok) r.error = "generated " + std::to_string(r.generated) + " tokens, expected " + std::to_string(w.num_seqs * w.gen);
   return r;
 }
@@ -647,6 +659,19 @@ int BenchMain(int argc, char** argv) {
       }
       dir = *made;
     }
+    // Structured output needs the model's tokenizer: a given one is copied in when absent.
+    const std::vector<std::string> tokenizers = args->GetAll("tokenizer");
+    if (args->Has("json-schema") && !tokenizers.empty() && !IsFile(dir + "/tokenizer.json")) {
+      const std::filesystem::path from = std::filesystem::is_directory(tokenizers[0])
+                                             ? std::filesystem::path(tokenizers[0]) / "tokenizer.json"
+                                             : std::filesystem::path(tokenizers[0]);
+      std::error_code ec;
+      std::filesystem::copy_file(from, dir + "/tokenizer.json", ec);
+      if (!ec && IsFile((from.parent_path() / "tokenizer_config.json").string())) {
+        std::filesystem::copy_file(from.parent_path() / "tokenizer_config.json", dir + "/tokenizer_config.json", ec);
+      }
+      if (ec) std::fprintf(stderr, "bench: copying %s into %s: %s\n", from.c_str(), dir.c_str(), ec.message().c_str());
+    }
     char err[1024];
     const auto t0 = Clock::now();
     if (kvt_model_load(dir.c_str(), &big, err, sizeof err) != KVT_OK) {
@@ -764,6 +789,31 @@ int BenchMain(int argc, char** argv) {
           64.0 * 256 / (64.0 * 512 * kFlopsPerToken / ceil.gemm_flops + 256 * step_bytes / ceil.hbm_Bps);
       rows.push_back({id, "decode tok/s (64 seqs)", "tok/s", decode, decode_limit, base("W2", "decode_tok_s"), 9600, true, r.error});
       rows.push_back({id, "end-to-end output tok/s", "tok/s", e2e, e2e_limit, base("W2", "e2e_tok_s"), 6000, true, ""});
+      if (auto schema_path = args->Get("json-schema")) {
+        // The same workload with a JSON schema on every sequence, in the same process.
+        std::ifstream in(*schema_path, std::ios::binary);
+        std::stringstream text;
+        text << in.rdbuf();
+        WorkloadSpec ws = w;
+        ws.json_schema = text.str();
+        RunResult rs = RunWorkload(big, ws, *time_limit, sampling ? &sampler : nullptr);
+        json js = record("W2s", ws, rs);
+        const double sdecode = rs.ok ? rs.decode_tokens / rs.decode_s : NAN;
+        js["json_schema_file"] = *schema_path;
+        js["decode_tok_s"] = sdecode;
+        js["grammar_finished_sequences"] = rs.grammar_finished;
+        js["ratio_to_unconstrained_decode"] = sdecode / decode;
+        if (!rs.stats.is_null() && rs.stats.contains("grammar")) js["grammar"] = rs.stats["grammar"];
+        out["workloads"]["W2s"] = js;
+        const double mask_s = JsonNum(rs.stats, {"grammar", "mask_compute_seconds"});
+        const double wait_s = JsonNum(rs.stats, {"grammar", "mask_wait_seconds"});
+        const double masks = JsonNum(rs.stats, {"grammar", "masks"});
+        rows.push_back({"W2s", "decode tok/s, JSON schema on all 64", "tok/s", sdecode, decode_limit, NAN, NAN, true,
+                        rs.error.empty() ? "completed " + Fmt(static_cast<double>(rs.grammar_finished), 0) + " of 64" : rs.error});
+        rows.push_back({"W2s", "constrained / unconstrained decode", "", sdecode / decode, 1.0, NAN, 0.85, true,
+                        "mask " + Fmt(1e6 * mask_s / masks, 1) + " us/row on the CPU, " + Fmt(1e3 * wait_s, 1) +
+                            " ms waited for in all"});
+      }
     } else if (id == "W3") {
       WorkloadSpec capped = gpu_spec(id, 32, 2048, 128);
       capped.options["gpu_mem_limit"] = "24GiB";

@@ -1,7 +1,9 @@
 // `kvtier run`: generates from token ids through the public C API (the CLI is a user of
 // the library like any other), printing tokens as they stream and the statistics.
 #include <cstdio>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,8 @@ when the model has a tokenizer.json, token ids otherwise.
   --max-running N          sequences per batch (default 256)
   --preemption MODE        auto|swap|recompute (default auto)
   --json                   print one JSON object: sequences (tokens, text) and stats
+  --json-schema FILE       constrain every output to JSON valid against this schema
+  --grammar FILE           constrain every output to this GBNF grammar (llama.cpp syntax)
 )";
 
 int Fail(const std::string& message) {
@@ -84,6 +88,7 @@ const char* FinishName(int32_t reason) {
     case KVT_FINISH_REASON_LENGTH: return "length";
     case KVT_FINISH_REASON_CANCELLED: return "cancelled";
     case KVT_FINISH_REASON_ERROR: return "error";
+    case KVT_FINISH_REASON_GRAMMAR: return "grammar";
     default: return "none";
   }
 }
@@ -92,7 +97,7 @@ int RunMain(int argc, char** argv) {
   auto args = Args::Parse(argc, argv,
                           {"model", "prompt-ids", "prompt", "stop", "max-tokens", "temperature", "top-k", "top-p", "seed", "stop-id",
                            "backend", "threads", "gpu-kv-bytes", "host-kv-bytes", "disk-kv-bytes", "disk-path",
-                           "block-tokens", "max-tokens-per-step", "max-running", "preemption"},
+                           "block-tokens", "max-tokens-per-step", "max-running", "preemption", "json-schema", "grammar"},
                           {"json", "ignore-eos", "help", "chat"});
   if (!args.ok()) {
     std::fprintf(stderr, "kvtier run: %s\n\n%s", std::string(args.status().message()).c_str(), kUsage);
@@ -147,6 +152,18 @@ int RunMain(int argc, char** argv) {
     stop_ids.push_back(id);
   }
 
+  // Structured output: the file's text, given to every request.
+  std::string schema_text, grammar_text;
+  for (const auto& [flag, text] : {std::pair<const char*, std::string*>{"json-schema", &schema_text}, {"grammar", &grammar_text}}) {
+    if (auto path = args->Get(flag)) {
+      std::ifstream in(*path, std::ios::binary);
+      std::stringstream content;
+      content << in.rdbuf();
+      if (!in) return Fail(std::string("--") + flag + ": cannot read " + *path);
+      *text = content.str();
+    }
+  }
+
   std::vector<int64_t> ids;
   std::map<int64_t, std::vector<int32_t>> generated;
   std::map<int64_t, std::string> texts;
@@ -178,6 +195,8 @@ int RunMain(int argc, char** argv) {
     if (s == KVT_OK) s = kvt_request_set_seed(r, *seed + static_cast<int64_t>(i));
     if (s == KVT_OK) s = kvt_request_set_stop_tokens(r, stop_ids.data(), static_cast<int32_t>(stop_ids.size()));
     if (s == KVT_OK) s = kvt_request_set_ignore_eos(r, args->Has("ignore-eos") ? 1 : 0);
+    if (s == KVT_OK && !schema_text.empty()) s = kvt_request_set_json_schema(r, schema_text.c_str());
+    if (s == KVT_OK && !grammar_text.empty()) s = kvt_request_set_grammar(r, grammar_text.c_str());
     if (s != KVT_OK) return Fail("sequence " + std::to_string(i) + ": " + kvt_request_errmsg(r));
     int64_t id = 0;
     if (kvt_status a = kvt_sequence_add(h.context, r, &id); a != KVT_OK) {

@@ -82,6 +82,7 @@ namespace Kvtier
         private int[] stopTokens;
         private bool? ignoreEos;
         private string promptText;
+        private string jsonSchema, grammar;
         private readonly List<KeyValuePair<string, string>> chat = new List<KeyValuePair<string, string>>();
         private readonly List<string> stopStrings = new List<string>();
 
@@ -112,6 +113,14 @@ namespace Kvtier
         public Request IgnoreEos(bool ignore) { ignoreEos = ignore; return this; }
         /// <summary>Higher runs first and is preempted last (default 0).</summary>
         public Request Priority(int p) { priority = p; return this; }
+        /// <summary>Structured output: the generated text must be JSON valid against this JSON
+        /// schema (the subset tool definitions use); the sequence ends with FinishReason.Grammar
+        /// once it is complete. Replaces a grammar; null removes the constraint. An unsupported
+        /// schema throws KvtierException naming where, when the request is added.</summary>
+        public Request JsonSchema(string schema) { jsonSchema = schema; grammar = null; return this; }
+        /// <summary>Structured output: the generated text must be a sentence of this grammar in
+        /// llama.cpp's GBNF syntax (rule root starts it); otherwise as JsonSchema.</summary>
+        public Request Grammar(string gbnf) { grammar = gbnf; jsonSchema = null; return this; }
 
         /// <summary>A native kvt_request with these values; the caller disposes it.</summary>
         internal RequestHandle ToNative()
@@ -150,6 +159,8 @@ namespace Kvtier
                 if (stopTokens != null) Check(r, kvtier.kvt_request_set_stop_tokens(r, stopTokens, stopTokens.Length));
                 if (ignoreEos.HasValue) Check(r, kvtier.kvt_request_set_ignore_eos(r, ignoreEos.Value ? 1 : 0));
                 if (priority.HasValue) Check(r, kvtier.kvt_request_set_priority(r, priority.Value));
+                if (jsonSchema != null) Check(r, kvtier.kvt_request_set_json_schema(r, Utf8z(jsonSchema)));
+                if (grammar != null) Check(r, kvtier.kvt_request_set_grammar(r, Utf8z(grammar)));
             }
             catch
             {
@@ -157,6 +168,14 @@ namespace Kvtier
                 throw;
             }
             return handle;
+        }
+
+        // UTF-8 with the terminating NUL a C string needs.
+        private static byte[] Utf8z(string s)
+        {
+            byte[] b = System.Text.Encoding.UTF8.GetBytes(s);
+            Array.Resize(ref b, b.Length + 1);
+            return b;
         }
 
         private static void Check(SWIGTYPE_p_kvt_request r, int status)

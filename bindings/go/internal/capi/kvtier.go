@@ -58,35 +58,37 @@ typedef _gostring_ swig_type_25;
 typedef long long swig_type_26;
 typedef _goslice_ swig_type_27;
 typedef _gostring_ swig_type_28;
-typedef _goslice_ swig_type_29;
+typedef _gostring_ swig_type_29;
 typedef _gostring_ swig_type_30;
 typedef _goslice_ swig_type_31;
-typedef _goslice_ swig_type_32;
-typedef long long swig_type_33;
-typedef long long swig_type_34;
-typedef _goslice_ swig_type_35;
-typedef _goslice_ swig_type_36;
-typedef long long swig_type_37;
+typedef _gostring_ swig_type_32;
+typedef _goslice_ swig_type_33;
+typedef _goslice_ swig_type_34;
+typedef long long swig_type_35;
+typedef long long swig_type_36;
+typedef _goslice_ swig_type_37;
 typedef _goslice_ swig_type_38;
-typedef _goslice_ swig_type_39;
-typedef long long swig_type_40;
+typedef long long swig_type_39;
+typedef _goslice_ swig_type_40;
 typedef _goslice_ swig_type_41;
-typedef _goslice_ swig_type_42;
-typedef long long swig_type_43;
+typedef long long swig_type_42;
+typedef _goslice_ swig_type_43;
 typedef _goslice_ swig_type_44;
-typedef _goslice_ swig_type_45;
-typedef long long swig_type_46;
+typedef long long swig_type_45;
+typedef _goslice_ swig_type_46;
 typedef _goslice_ swig_type_47;
-typedef _goslice_ swig_type_48;
+typedef long long swig_type_48;
 typedef _goslice_ swig_type_49;
 typedef _goslice_ swig_type_50;
 typedef _goslice_ swig_type_51;
 typedef _goslice_ swig_type_52;
 typedef _goslice_ swig_type_53;
 typedef _goslice_ swig_type_54;
-typedef _gostring_ swig_type_55;
+typedef _goslice_ swig_type_55;
 typedef _goslice_ swig_type_56;
-typedef _goslice_ swig_type_57;
+typedef _gostring_ swig_type_57;
+typedef _goslice_ swig_type_58;
+typedef _goslice_ swig_type_59;
 extern void _wrap_Swig_free_capi_6cee0b3e32e273f2(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_6cee0b3e32e273f2(swig_intgo arg1);
 extern uintptr_t _wrap_new_kvt_model_box_capi_6cee0b3e32e273f2(void);
@@ -136,6 +138,7 @@ extern swig_intgo _wrap_KVT_FINISH_REASON_STOP_capi_6cee0b3e32e273f2(void);
 extern swig_intgo _wrap_KVT_FINISH_REASON_LENGTH_capi_6cee0b3e32e273f2(void);
 extern swig_intgo _wrap_KVT_FINISH_REASON_CANCELLED_capi_6cee0b3e32e273f2(void);
 extern swig_intgo _wrap_KVT_FINISH_REASON_ERROR_capi_6cee0b3e32e273f2(void);
+extern swig_intgo _wrap_KVT_FINISH_REASON_GRAMMAR_capi_6cee0b3e32e273f2(void);
 extern swig_intgo _wrap_KVT_SEQUENCE_STATE_WAITING_capi_6cee0b3e32e273f2(void);
 extern swig_intgo _wrap_KVT_SEQUENCE_STATE_RUNNING_capi_6cee0b3e32e273f2(void);
 extern swig_intgo _wrap_KVT_SEQUENCE_STATE_PAUSED_capi_6cee0b3e32e273f2(void);
@@ -169,29 +172,31 @@ extern swig_intgo _wrap_kvt_request_set_stop_tokens_capi_6cee0b3e32e273f2(uintpt
 extern swig_intgo _wrap_kvt_request_set_ignore_eos_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvt_request_set_priority_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvt_request_set_pin_prefix_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_intgo arg2);
-extern swig_type_28 _wrap_kvt_request_errmsg_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_context_create_capi_6cee0b3e32e273f2(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_29 arg4, swig_intgo arg5);
+extern swig_intgo _wrap_kvt_request_set_json_schema_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_28 arg2);
+extern swig_intgo _wrap_kvt_request_set_grammar_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_29 arg2);
+extern swig_type_30 _wrap_kvt_request_errmsg_capi_6cee0b3e32e273f2(uintptr_t arg1);
+extern swig_intgo _wrap_kvt_context_create_capi_6cee0b3e32e273f2(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_31 arg4, swig_intgo arg5);
 extern void _wrap_kvt_context_free_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern swig_type_30 _wrap_kvt_context_errmsg_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_context_errmsg_copy_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_31 arg2, swig_intgo arg3);
-extern swig_intgo _wrap_kvt_sequence_add_capi_6cee0b3e32e273f2(uintptr_t arg1, uintptr_t arg2, swig_type_32 arg3);
-extern swig_intgo _wrap_kvt_sequence_cancel_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_33 arg2);
-extern swig_intgo _wrap_kvt_sequence_status_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_34 arg2, swig_type_35 arg3, swig_type_36 arg4);
-extern swig_intgo _wrap_kvt_sequence_tokens_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_37 arg2, swig_type_38 arg3, swig_intgo arg4, swig_type_39 arg5);
-extern swig_intgo _wrap_kvt_sequence_text_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_40 arg2, swig_type_41 arg3, swig_intgo arg4, swig_type_42 arg5);
-extern swig_intgo _wrap_kvt_sequence_error_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_43 arg2, swig_type_44 arg3, swig_intgo arg4, swig_type_45 arg5);
-extern swig_intgo _wrap_kvt_sequence_release_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_46 arg2);
+extern swig_type_32 _wrap_kvt_context_errmsg_capi_6cee0b3e32e273f2(uintptr_t arg1);
+extern swig_intgo _wrap_kvt_context_errmsg_copy_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_33 arg2, swig_intgo arg3);
+extern swig_intgo _wrap_kvt_sequence_add_capi_6cee0b3e32e273f2(uintptr_t arg1, uintptr_t arg2, swig_type_34 arg3);
+extern swig_intgo _wrap_kvt_sequence_cancel_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_35 arg2);
+extern swig_intgo _wrap_kvt_sequence_status_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_36 arg2, swig_type_37 arg3, swig_type_38 arg4);
+extern swig_intgo _wrap_kvt_sequence_tokens_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_39 arg2, swig_type_40 arg3, swig_intgo arg4, swig_type_41 arg5);
+extern swig_intgo _wrap_kvt_sequence_text_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_42 arg2, swig_type_43 arg3, swig_intgo arg4, swig_type_44 arg5);
+extern swig_intgo _wrap_kvt_sequence_error_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_45 arg2, swig_type_46 arg3, swig_intgo arg4, swig_type_47 arg5);
+extern swig_intgo _wrap_kvt_sequence_release_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_48 arg2);
 extern swig_intgo _wrap_kvt_context_num_unfinished_capi_6cee0b3e32e273f2(uintptr_t arg1);
 extern swig_intgo _wrap_kvt_events_create_capi_6cee0b3e32e273f2(uintptr_t arg1);
 extern void _wrap_kvt_events_free_capi_6cee0b3e32e273f2(uintptr_t arg1);
 extern swig_intgo _wrap_kvt_events_count_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_events_get_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_intgo arg2, swig_type_47 arg3, swig_type_48 arg4, swig_type_49 arg5);
+extern swig_intgo _wrap_kvt_events_get_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_intgo arg2, swig_type_49 arg3, swig_type_50 arg4, swig_type_51 arg5);
 extern swig_intgo _wrap_kvt_step_capi_6cee0b3e32e273f2(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_kvt_generate_capi_6cee0b3e32e273f2(uintptr_t arg1, uintptr_t arg2, swig_type_50 arg3, swig_intgo arg4, swig_type_51 arg5, swig_type_52 arg6);
+extern swig_intgo _wrap_kvt_generate_capi_6cee0b3e32e273f2(uintptr_t arg1, uintptr_t arg2, swig_type_52 arg3, swig_intgo arg4, swig_type_53 arg5, swig_type_54 arg6);
 extern swig_intgo _wrap_kvt_context_unpin_prefixes_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_context_stats_json_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_53 arg2, swig_intgo arg3, swig_type_54 arg4);
-extern swig_intgo _wrap_kvt_context_stat_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_55 arg2, swig_type_56 arg3);
-extern swig_intgo _wrap_kvt_events_text_copy_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_intgo arg2, swig_type_57 arg3, swig_intgo arg4);
+extern swig_intgo _wrap_kvt_context_stats_json_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_55 arg2, swig_intgo arg3, swig_type_56 arg4);
+extern swig_intgo _wrap_kvt_context_stat_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_57 arg2, swig_type_58 arg3);
+extern swig_intgo _wrap_kvt_events_text_copy_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_intgo arg2, swig_type_59 arg3, swig_intgo arg4);
 #undef intgo
 */
 import "C"
@@ -561,6 +566,13 @@ func _swig_getKVT_FINISH_REASON_ERROR() (_swig_ret Enum_SS_kvt_finish_reason) {
 }
 
 var KVT_FINISH_REASON_ERROR Enum_SS_kvt_finish_reason = _swig_getKVT_FINISH_REASON_ERROR()
+func _swig_getKVT_FINISH_REASON_GRAMMAR() (_swig_ret Enum_SS_kvt_finish_reason) {
+	var swig_r Enum_SS_kvt_finish_reason
+	swig_r = (Enum_SS_kvt_finish_reason)(C._wrap_KVT_FINISH_REASON_GRAMMAR_capi_6cee0b3e32e273f2())
+	return swig_r
+}
+
+var KVT_FINISH_REASON_GRAMMAR Enum_SS_kvt_finish_reason = _swig_getKVT_FINISH_REASON_GRAMMAR()
 type Enum_SS_kvt_sequence_state int
 func _swig_getKVT_SEQUENCE_STATE_WAITING() (_swig_ret Enum_SS_kvt_sequence_state) {
 	var swig_r Enum_SS_kvt_sequence_state
@@ -893,6 +905,28 @@ func Kvt_request_set_pin_prefix(arg1 Struct_SS_kvt_request, arg2 int) (_swig_ret
 	return swig_r
 }
 
+func Kvt_request_set_json_schema(arg1 Struct_SS_kvt_request, arg2 string) (_swig_ret Enum_SS_kvt_status) {
+	var swig_r Enum_SS_kvt_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_json_schema_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_28)(unsafe.Pointer(&_swig_i_1))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	return swig_r
+}
+
+func Kvt_request_set_grammar(arg1 Struct_SS_kvt_request, arg2 string) (_swig_ret Enum_SS_kvt_status) {
+	var swig_r Enum_SS_kvt_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_grammar_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_29)(unsafe.Pointer(&_swig_i_1))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	return swig_r
+}
+
 func Kvt_request_errmsg(arg1 Struct_SS_kvt_request) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
@@ -910,7 +944,7 @@ func Kvt_context_create(arg1 Struct_SS_kvt_model, arg2 Struct_SS_kvt_options, ar
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_create_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), *(*C.swig_type_29)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_create_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), *(*C.swig_type_31)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
@@ -937,7 +971,7 @@ func Kvt_context_errmsg_copy(arg1 Struct_SS_kvt_context, arg2 []byte, arg3 int) 
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_kvt_context_errmsg_copy_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_31)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2)))
+	swig_r = (int)(C._wrap_kvt_context_errmsg_copy_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_33)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -949,7 +983,7 @@ func Kvt_sequence_add(arg1 Struct_SS_kvt_context, arg2 Struct_SS_kvt_request, ar
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_add_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_32)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_add_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_34)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -960,7 +994,7 @@ func Kvt_sequence_cancel(arg1 Struct_SS_kvt_context, arg2 int64) (_swig_ret Enum
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_cancel_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_type_33(_swig_i_1)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_cancel_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_type_35(_swig_i_1)))
 	return swig_r
 }
 
@@ -970,7 +1004,7 @@ func Kvt_sequence_status(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []int32, a
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_status_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_type_34(_swig_i_1), *(*C.swig_type_35)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_36)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_status_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_type_36(_swig_i_1), *(*C.swig_type_37)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -987,7 +1021,7 @@ func Kvt_sequence_tokens(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []int32, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_tokens_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_type_37(_swig_i_1), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_39)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_tokens_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_type_39(_swig_i_1), *(*C.swig_type_40)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_41)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1004,7 +1038,7 @@ func Kvt_sequence_text(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []byte, arg4
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_text_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_type_40(_swig_i_1), *(*C.swig_type_41)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_42)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_text_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_type_42(_swig_i_1), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1021,7 +1055,7 @@ func Kvt_sequence_error(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []byte, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_error_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_type_43(_swig_i_1), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_45)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_error_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_type_45(_swig_i_1), *(*C.swig_type_46)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1035,7 +1069,7 @@ func Kvt_sequence_release(arg1 Struct_SS_kvt_context, arg2 int64) (_swig_ret Enu
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_release_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_type_46(_swig_i_1)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_release_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_type_48(_swig_i_1)))
 	return swig_r
 }
 
@@ -1072,7 +1106,7 @@ func Kvt_events_get(arg1 Struct_SS_kvt_events, arg2 int, arg3 []int64, arg4 []in
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_events_get_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_48)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_events_get_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_50)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_51)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1101,7 +1135,7 @@ func Kvt_generate(arg1 Struct_SS_kvt_context, arg2 Struct_SS_kvt_request, arg3 [
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_generate_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_50)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_51)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_52)(unsafe.Pointer(&_swig_i_5))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_generate_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_52)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_54)(unsafe.Pointer(&_swig_i_5))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1127,7 +1161,7 @@ func Kvt_context_stats_json(arg1 Struct_SS_kvt_context, arg2 []byte, arg3 int, a
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_stats_json_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), *(*C.swig_type_54)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_stats_json_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), *(*C.swig_type_56)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1142,7 +1176,7 @@ func Kvt_context_stat(arg1 Struct_SS_kvt_context, arg2 string, arg3 []int64) (_s
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_stat_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_56)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_stat_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_57)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_58)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1158,7 +1192,7 @@ func Kvt_events_text_copy(arg1 Struct_SS_kvt_events, arg2 int, arg3 []byte, arg4
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (int)(C._wrap_kvt_events_text_copy_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_57)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
+	swig_r = (int)(C._wrap_kvt_events_text_copy_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}

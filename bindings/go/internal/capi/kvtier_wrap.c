@@ -912,6 +912,18 @@ intgo _wrap_KVT_FINISH_REASON_ERROR_capi_6cee0b3e32e273f2() {
 }
 
 
+intgo _wrap_KVT_FINISH_REASON_GRAMMAR_capi_6cee0b3e32e273f2() {
+  enum kvt_finish_reason result;
+  intgo _swig_go_result;
+  
+  
+  result = KVT_FINISH_REASON_GRAMMAR;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_KVT_SEQUENCE_STATE_WAITING_capi_6cee0b3e32e273f2() {
   enum kvt_sequence_state result;
   intgo _swig_go_result;
@@ -1477,6 +1489,48 @@ intgo _wrap_kvt_request_set_pin_prefix_capi_6cee0b3e32e273f2(struct kvt_request 
   
   result = (kvt_status)kvt_request_set_pin_prefix(arg1,arg2);
   _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvt_request_set_json_schema_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1) {
+  kvt_request *arg1 = (kvt_request *) 0 ;
+  char *arg2 = (char *) 0 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_request **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  result = (kvt_status)kvt_request_set_json_schema(arg1,(char const *)arg2);
+  _swig_go_result = (intgo)result; 
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvt_request_set_grammar_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1) {
+  kvt_request *arg1 = (kvt_request *) 0 ;
+  char *arg2 = (char *) 0 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_request **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  result = (kvt_status)kvt_request_set_grammar(arg1,(char const *)arg2);
+  _swig_go_result = (intgo)result; 
+  
+  free(arg2); 
   return _swig_go_result;
 }
 

@@ -26,6 +26,8 @@ public final class Request {
   private int[] stopTokens;
   private Boolean ignoreEos;
   private Integer priority;
+  private String jsonSchema;
+  private String grammar;
 
   /** A request without a prompt yet. */
   public Request() {}
@@ -139,6 +141,27 @@ public final class Request {
    */
   public Request priority(int priority) { this.priority = priority; return this; }
 
+  /**
+   * Structured output: the generated text must be JSON valid against this JSON schema (the
+   * subset tool definitions use). The sequence ends with {@link FinishReason#GRAMMAR} once
+   * the JSON is complete. Replaces a grammar; {@code null} removes the constraint. A schema
+   * that is not supported raises {@link KvtierException} naming where when the request is
+   * added.
+   *
+   * @param schema the JSON schema text
+   * @return this
+   */
+  public Request jsonSchema(String schema) { this.jsonSchema = schema; this.grammar = null; return this; }
+
+  /**
+   * Structured output: the generated text must be a sentence of this grammar, in llama.cpp's
+   * GBNF syntax (rule {@code root} starts it); otherwise as {@link #jsonSchema}.
+   *
+   * @param gbnf the grammar text
+   * @return this
+   */
+  public Request grammar(String gbnf) { this.grammar = gbnf; this.jsonSchema = null; return this; }
+
   /** A native kvt_request holding these values; the caller frees it. */
   SWIGTYPE_p_kvt_request toNative() {
     SWIGTYPE_p_p_kvt_request box = kvtier.new_kvt_request_box();
@@ -164,6 +187,8 @@ public final class Request {
       }
       if (ignoreEos != null) check(r, kvtier.kvt_request_set_ignore_eos(r, ignoreEos ? 1 : 0));
       if (priority != null) check(r, kvtier.kvt_request_set_priority(r, priority));
+      if (jsonSchema != null) check(r, kvtier.kvt_request_set_json_schema(r, utf8z(jsonSchema)));
+      if (grammar != null) check(r, kvtier.kvt_request_set_grammar(r, utf8z(grammar)));
     } catch (RuntimeException ex) {
       kvtier.kvt_request_free(r);
       throw ex;
@@ -173,6 +198,12 @@ public final class Request {
 
   private static byte[] utf8(String s) {
     return s.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+  }
+
+  // UTF-8 with the terminating NUL a C string needs.
+  private static byte[] utf8z(String s) {
+    byte[] b = utf8(s);
+    return java.util.Arrays.copyOf(b, b.length + 1);
   }
 
   private static void check(SWIGTYPE_p_kvt_request r, int status) {
