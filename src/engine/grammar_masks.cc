@@ -16,7 +16,7 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 GrammarMasks::GrammarMasks(Backend* backend, int32_t vocab_size, int num_threads)
-    : backend_(backend), words_per_row_((vocab_size + 31) / 32), pool_(num_threads) {
+    : backend_(backend), words_per_row_((vocab_size + 31) / 32), num_threads_(num_threads) {
   view_.words_per_row = words_per_row_;
   view_.wait = [this] { WaitForMasks(); };
 }
@@ -60,7 +60,10 @@ const TokenMasks* GrammarMasks::Start() {
   if (matchers_.empty()) return nullptr;
   view_.words = storage_;
   empty_.assign(matchers_.size(), 0);
-  if (!worker_.joinable()) worker_ = std::thread([this] { WorkerLoop(); });
+  if (!worker_.joinable()) {
+    pool_ = std::make_unique<ThreadPool>(num_threads_);
+    worker_ = std::thread([this] { WorkerLoop(); });
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = true;
@@ -79,7 +82,7 @@ void GrammarMasks::WorkerLoop() {
       job_ = false;
     }
     const auto start = std::chrono::steady_clock::now();
-    pool_.ParallelFor(static_cast<int64_t>(matchers_.size()), [&](int64_t begin, int64_t end) {
+    pool_->ParallelFor(static_cast<int64_t>(matchers_.size()), [&](int64_t begin, int64_t end) {
       for (int64_t slot = begin; slot < end; ++slot) {
         std::span<uint32_t> words(storage_ + static_cast<size_t>(slot) * static_cast<size_t>(words_per_row_),
                                   static_cast<size_t>(words_per_row_));

@@ -57,7 +57,8 @@ class GrammarMasks {
 
   Backend* const backend_;
   const int32_t words_per_row_;
-  ThreadPool pool_;
+  const int num_threads_;
+  std::unique_ptr<ThreadPool> pool_;  // with the worker, at the first Start
   uint32_t* storage_ = nullptr;  // (capacity_, words_per_row_) from the backend
   size_t capacity_ = 0;
   TokenMasks view_;
