@@ -210,6 +210,20 @@ TEST(EngineGrammarTest, PreemptionKeepsTheGrammarState) {
   }
 }
 
+TEST(EngineGrammarTest, PrefixReuseGivesTheSameOutput) {
+  auto schema = Schema(kWeatherSchema);
+  Fixture f = MakeEngine(CpuOptions());
+  std::vector<int32_t> prompt = Prompt(9);
+  for (int i = 0; i < 40; ++i) prompt.push_back(static_cast<int32_t>(32 + i));
+  const SequenceId first = *f.engine->Add(prompt, Sampled(4, schema));
+  RunToEnd(*f.engine);
+  const SequenceId second = *f.engine->Add(prompt, Sampled(4, schema));
+  RunToEnd(*f.engine);
+  EXPECT_GT(f.engine->Stats()["prefix_hit_tokens"].get<int64_t>(), 0);
+  EXPECT_EQ(Read(*f.engine, first).tokens, Read(*f.engine, second).tokens);
+  EXPECT_EQ(Read(*f.engine, second).finish, Read(*f.engine, first).finish);
+}
+
 TEST(EngineGrammarTest, StopStringEndsAnIncompleteOutput) {
   Fixture f = MakeEngine(CpuOptions());
   auto g = grammar::ParseGbnf("root ::= \"ab\" \"c\"{5} \"d\"\n");
