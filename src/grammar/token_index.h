@@ -16,7 +16,8 @@
 // Accepted sets are stored as sorted ids or, when larger than a bitmask, as one.
 // The walks share a lazily built DFA over sets of positions (equal position sets read a
 // byte the same way), so a node whose tokens all stay in one loop (string contents) costs
-// one table lookup per trie node. Immutable after Build; thread-safe.
+// one table lookup per trie node. Build spreads the nodes over a few threads.
+// Immutable after Build; thread-safe.
 #ifndef KVTIER_GRAMMAR_TOKEN_INDEX_H_
 #define KVTIER_GRAMMAR_TOKEN_INDEX_H_
 
@@ -39,6 +40,8 @@ struct IndexLimits {
   int64_t max_walk_steps = 500'000'000;
   // Positions one set may hold (ambiguity bound, as in the matcher).
   int32_t max_stacks = 1024;
+  // Threads walking nodes at once (a grammar of few nodes uses one).
+  int32_t max_threads = 8;
 };
 
 struct NodeTokens {
