@@ -41,6 +41,15 @@
 /* kvt_events_text returns a pointer into the events object; bindings copy it instead. */
 %ignore kvt_events_text;
 
+/* Calls taking C callbacks: Go reaches them through cgo (bindings/go/bridge.go) and Java
+ * through JNI glue (bindings/java/kvtier_java.i), both of which turn the language's own
+ * functions into the C function pointers; C# passes delegates as function pointers. */
+#if defined(SWIGGO) || defined(SWIGJAVA)
+%ignore kvt_set_log_callback;
+%ignore kvt_model_load_with_progress;
+%ignore kvt_options_set_progress_callback;
+#endif
+
 %include "kvtier/kvtier.h"
 
 %inline %{

@@ -11,7 +11,7 @@ kvtier="$root/build/tools/kvtier/kvtier"
 model="$root/build/demo-model"
 disk="$root/build/demo-kv.disk"
 rm -f "$disk" "$disk.index"
-"$kvtier" mkmodel --preset small-llama --vocab 258 --tokenizer bytes --seed 1 --out "$model"
+"$kvtier" mkmodel --force --preset small-llama --vocab 258 --tokenizer bytes --seed 1 --out "$model"
 "$kvtier" inspect --model "$model"
 
 prefix="kvtier keeps the KV cache in three tiers: GPU, pinned host memory and disk. "

@@ -7,12 +7,15 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   clang-14 libclang-rt-14-dev llvm-14
   libabsl-dev libgtest-dev libgmock-dev nlohmann-json3-dev
+  libcli11-dev  # the kvtier CLI's argument parser (header-only: a build dependency only)
   libicu-dev
   dpkg-dev fakeroot file lintian abigail-tools
   swig golang-go openjdk-17-jdk-headless junit5 mono-mcs nunit-console libnunit-cil-dev
   doxygen
   # The structured-output corpus test validates outputs with jsonschema.
   python3 python3-jsonschema
+  # Tests: the Prometheus text of `kvtier run --metrics` read back by a real parser.
+  python3-prometheus-client
   # Maven, with the plugins its tests use resolved offline from /usr/share/maven-repo:
   # scripts/maven-install.sh (install plugin) and a consumer project (compiler, resources).
   maven libmaven-install-plugin-java libmaven-compiler-plugin-java libmaven-resources-plugin-java

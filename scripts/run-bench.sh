@@ -47,7 +47,7 @@ echo "checkpoint ready at $(( $(date +%s) - t0 )) s"; tail -3 "$out/mkmodel.txt"
 #    checkpoint; W6b runs in a NEW process over W6's disk file (hits after a restart) and
 #    is merged into bench.json (workloads.W6b, table, missed_targets).
 tiers=${TIER_DIR:-$(dirname "$model")/tiers}
-"$kvtier" bench --workload "${WORKLOADS:-all}" --model "$model" --ceilings "$out/ceilings.txt" \
+"$kvtier" bench --workload "${WORKLOADS:-all}" --model "$model" --make-model "$(dirname "$model")" --ceilings "$out/ceilings.txt" \
   --baseline "$out/baseline.txt" --json "$out/bench.json" --commit "$commit" \
   --time-limit "${TIME_LIMIT:-90}" --tier-dir "$tiers" --tier-time-limit "${TIER_TIME_LIMIT:-120}" 2>&1 | tee "$out/bench.txt"
 case ",${WORKLOADS:-all}," in

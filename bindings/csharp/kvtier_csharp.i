@@ -19,3 +19,17 @@ CSHARP_ARRAYS(char, byte)
  * whose public members all carry XML documentation (mcs -doc, CS1591 is an error). */
 %pragma(csharp) moduleclassmodifiers="internal class"
 %typemap(csclassmodifiers) SWIGTYPE, SWIGTYPE *, SWIGTYPE &, SWIGTYPE [] "internal class"
+
+/* The C callbacks (kvt_log_fn, kvt_progress_fn) and their user data as IntPtr: the
+ * idiomatic layer passes Marshal.GetFunctionPointerForDelegate of a delegate it keeps
+ * alive (Logging.cs, Progress.cs). */
+%define KVT_CS_INTPTR(TYPE)
+%typemap(ctype) TYPE "void*"
+%typemap(imtype) TYPE "global::System.IntPtr"
+%typemap(cstype) TYPE "global::System.IntPtr"
+%typemap(in) TYPE %{ $1 = ($1_ltype)$input; %}
+%typemap(csin) TYPE "$csinput"
+%enddef
+KVT_CS_INTPTR(kvt_log_fn)
+KVT_CS_INTPTR(kvt_progress_fn)
+KVT_CS_INTPTR(void* user_data)

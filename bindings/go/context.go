@@ -2,6 +2,7 @@ package kvtier
 
 import (
 	"context"
+	"runtime/cgo"
 	"sync"
 	"time"
 
@@ -36,10 +37,26 @@ func NewContext(m *Model, opts *Options) (*Context, error) {
 	if m.h == nil {
 		return nil, &Error{StatusState, "model is closed"}
 	}
+	var call *progressCall
+	if opts != nil && opts.Progress != nil {
+		call = &progressCall{fn: opts.Progress}
+		handle := cgo.NewHandle(call)
+		defer handle.Delete()
+		if err := setOptionsProgress(o, handle); err != nil {
+			return nil, err
+		}
+	}
 	box := capi.New_kvt_context_box()
 	defer capi.Delete_kvt_context_box(box)
 	errbuf := make([]byte, 1024)
-	if st := capi.Kvt_context_create(m.h, o, box, errbuf, len(errbuf)); st != 0 {
+	st := capi.Kvt_context_create(m.h, o, box, errbuf, len(errbuf))
+	if call != nil && call.panicked != nil {
+		if st == 0 {
+			capi.Kvt_context_free(capi.Kvt_context_box_value(box))
+		}
+		panic(call.panicked)
+	}
+	if st != 0 {
 		return nil, newError(st, cString(errbuf))
 	}
 	h := capi.Kvt_context_box_value(box)
@@ -339,6 +356,53 @@ func (c *Context) Stat(name string) (int64, error) {
 		return 0, err
 	}
 	return v[0], nil
+}
+
+// MetricsText returns the statistics in the Prometheus text exposition format (version
+// 0.0.4), to serve on /metrics as they are: counters, gauges (tier usage) and histograms
+// of time to first token, inter-token latency and step duration.
+func (c *Context) MetricsText() (string, error) {
+	if !c.acquire() {
+		return "", errClosed
+	}
+	defer c.life.RUnlock()
+	n := []int32{0}
+	if err := c.fail(capi.Kvt_context_metrics_text(c.h, nil, 0, n)); err != nil {
+		return "", err
+	}
+	buf := make([]byte, n[0]+4096) // the histograms may grow between the calls
+	if err := c.fail(capi.Kvt_context_metrics_text(c.h, buf, len(buf), n)); err != nil {
+		return "", err
+	}
+	return cString(buf), nil
+}
+
+// UnpinPrefixes releases every prefix pinned by a Request with PinPrefix; the blocks stay
+// cached but become evictable.
+func (c *Context) UnpinPrefixes() error {
+	if !c.acquire() {
+		return errClosed
+	}
+	defer c.life.RUnlock()
+	return c.fail(capi.Kvt_context_unpin_prefixes(c.h))
+}
+
+// SequenceError says why a sequence finished with FinishError ("" when it did not fail),
+// while its record is kept.
+func (c *Context) SequenceError(id int64) (string, error) {
+	if !c.acquire() {
+		return "", errClosed
+	}
+	defer c.life.RUnlock()
+	n := []int32{0}
+	if err := c.fail(capi.Kvt_sequence_error(c.h, id, nil, 0, n)); err != nil {
+		return "", err
+	}
+	buf := make([]byte, n[0]+1)
+	if err := c.fail(capi.Kvt_sequence_error(c.h, id, buf, len(buf), n)); err != nil {
+		return "", err
+	}
+	return cString(buf), nil
 }
 
 // closeSequence forgets a finished sequence, or cancels a running one whose record Step

@@ -8,6 +8,7 @@ import (
 	"log"
 	"os"
 	"reflect"
+	"strings"
 
 	kvtier "github.com/kvtier/kvtier/bindings/go"
 )
@@ -182,4 +183,54 @@ func ExampleContext_Stat() {
 	}
 	fmt.Println("generated_tokens:", generated)
 	// Output: generated_tokens: 4
+}
+
+// Route the library's log messages to your logger (with Go 1.21+, slog.Level(level)
+// converts the level). A host-tier budget too small for one KV block turns the tier off,
+// and the library says so.
+func ExampleSetLogFunc() {
+	kvtier.SetLogFunc(func(level kvtier.LogLevel, message string) {
+		fmt.Println(level, message[:len("host tier disabled")])
+	}, kvtier.LevelWarn)
+	defer kvtier.SetLogFunc(nil, kvtier.LevelWarn)
+	model, err := kvtier.LoadModel(modelDir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer model.Close()
+	engine, err := kvtier.NewContext(model, &kvtier.Options{Backend: "cpu", HostKVBytes: 100})
+	if err != nil {
+		log.Fatal(err)
+	}
+	engine.Close()
+	// Output: WARN host tier disabled
+}
+
+// Serve the statistics on /metrics: the text is in the Prometheus exposition format
+// (http.HandleFunc("/metrics", ...) writing engine.MetricsText()).
+func ExampleContext_MetricsText() {
+	model, err := kvtier.LoadModel(modelDir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer model.Close()
+	engine, err := kvtier.NewContext(model, &kvtier.Options{Backend: "cpu"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer engine.Close()
+	engine.Generate(context.Background(), kvtier.Request{Prompt: []int32{1, 2, 3}, MaxNewTokens: 4, IgnoreEOS: true})
+	text, err := engine.MetricsText()
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "kvtier_generated_tokens_total") ||
+			strings.HasPrefix(line, "kvtier_time_to_first_token_seconds_count") {
+			fmt.Println(line)
+		}
+	}
+	// Output:
+	// kvtier_generated_tokens_total 4
+	// kvtier_time_to_first_token_seconds_count 1
 }

@@ -27,6 +27,7 @@ const (
 	StatusState                         // the call is not valid in the object's current state
 	StatusBackend                       // the compute backend failed (e.g. CUDA error)
 	StatusInternal                      // a bug in kvtier: please report it
+	StatusCancelled                     // a progress function asked the call to stop
 )
 
 // String is the C name, e.g. "KVT_ERR_BUSY".

@@ -1,6 +1,7 @@
 package kvtier
 
 import (
+	"runtime/cgo"
 	"sync"
 
 	"github.com/kvtier/kvtier/bindings/go/internal/capi"
@@ -24,6 +25,36 @@ func LoadModel(dir string) (*Model, error) {
 	return &Model{h: capi.Kvt_model_box_value(box)}, nil
 }
 
+// ProgressFunc hears the progress of a long call, stage by stage: how much of the stage is
+// done out of total, in the stage's unit. Every stage reports done = 0 first and done =
+// total last. Return false to cancel the call, which then fails with StatusCancelled. It is
+// called on the goroutine that made the call. Stages of LoadModelWithProgress: "files",
+// "tensors", "tokenizer"; of NewContext (Options.Progress): "weights" (bytes), "kv_pools",
+// "warmup".
+type ProgressFunc func(stage string, done, total int64) bool
+
+// LoadModelWithProgress is LoadModel reporting its progress to progress, which may cancel
+// it. A panic in progress cancels the load and is raised again here.
+func LoadModelWithProgress(dir string, progress ProgressFunc) (*Model, error) {
+	if progress == nil {
+		return LoadModel(dir)
+	}
+	call := &progressCall{fn: progress}
+	handle := cgo.NewHandle(call)
+	defer handle.Delete()
+	h, err := loadModelWithProgress(dir, handle)
+	if call.panicked != nil {
+		if h != nil {
+			capi.Kvt_model_free(h)
+		}
+		panic(call.panicked)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Model{h: h}, nil
+}
+
 // VocabSize is the vocabulary size (0 once closed).
 func (m *Model) VocabSize() int {
 	m.mu.RLock()
@@ -34,7 +65,8 @@ func (m *Model) VocabSize() int {
 	return capi.Kvt_model_vocab_size(m.h)
 }
 
-// InfoJSON is a JSON summary: architecture, shapes, weight bytes, KV bytes per token.
+// InfoJSON is a JSON summary: architecture, shapes, weight bytes, KV bytes per token, and
+// "generation_defaults": the request defaults in force (from generation_config.json).
 func (m *Model) InfoJSON() (string, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()

@@ -17,6 +17,8 @@ type Options struct {
 	MaxWaiting  int
 	Ints        map[string]int64
 	Strings     map[string]string
+	// Progress, when set, hears NewContext's stages and may cancel it (see ProgressFunc).
+	Progress ProgressFunc
 }
 
 func (o *Options) native() (capi.Struct_SS_kvt_options, error) {
@@ -72,8 +74,9 @@ func (o *Options) native() (capi.Struct_SS_kvt_options, error) {
 	return h, nil
 }
 
-// Request is one generation request. Zero fields keep the library defaults (greedy,
-// 16 new tokens, the model's eos ids stop).
+// Request is one generation request. Zero fields keep the defaults: the model's
+// generation_config.json where it has them (see Model.InfoJSON), else greedy, 16 new
+// tokens; the model's eos ids stop. Greedy forces temperature 0 over a sampling default.
 type Request struct {
 	Prompt       []int32
 	PromptText   string        // the prompt as text, tokenized by the model's tokenizer
@@ -87,6 +90,10 @@ type Request struct {
 	StopTokens   []int32
 	IgnoreEOS    bool
 	Priority     int
+	Greedy       bool // temperature 0 whatever the model's defaults say (Temperature is ignored)
+	// PinPrefix keeps the prompt's full KV blocks on the device tier once computed (never
+	// evicted) until Context.UnpinPrefixes.
+	PinPrefix bool
 	// Structured output (one of the two): the generated text must be JSON valid against
 	// JSONSchema (the subset tool definitions use), or a sentence of Grammar (GBNF, as
 	// llama.cpp writes it). The sequence then ends with FinishGrammar once complete.
@@ -134,7 +141,9 @@ func (r *Request) native() (capi.Struct_SS_kvt_request, error) {
 	if r.MaxNewTokens != 0 {
 		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_max_new_tokens(h, r.MaxNewTokens) })
 	}
-	if r.Temperature != 0 {
+	if r.Greedy {
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_temperature(h, 0) })
+	} else if r.Temperature != 0 {
 		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_temperature(h, r.Temperature) })
 	}
 	if r.TopK != 0 {
@@ -162,6 +171,9 @@ func (r *Request) native() (capi.Struct_SS_kvt_request, error) {
 	}
 	if r.Grammar != "" {
 		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_grammar(h, r.Grammar) })
+	}
+	if r.PinPrefix {
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_pin_prefix(h, 1) })
 	}
 	for _, step := range steps {
 		if st := step(); st != 0 {

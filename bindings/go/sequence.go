@@ -35,6 +35,9 @@ func (s *Sequence) Tokens() ([]int32, error) { return s.ctx.Tokens(s.id) }
 // Text returns the text generated so far.
 func (s *Sequence) Text() (string, error) { return s.ctx.Text(s.id) }
 
+// ErrorMessage says why the sequence finished with FinishError ("" otherwise).
+func (s *Sequence) ErrorMessage() (string, error) { return s.ctx.SequenceError(s.id) }
+
 // Close releases the sequence (cancelling it first if it is still running).
 func (s *Sequence) Close() error {
 	s.ctx.closeSequence(s)

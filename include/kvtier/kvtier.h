@@ -72,7 +72,8 @@ typedef enum kvt_status {
   KVT_ERR_OUT_OF_MEMORY = 8,    /**< an allocation at creation time failed */
   KVT_ERR_STATE = 9,            /**< the call is not valid in the object's current state */
   KVT_ERR_BACKEND = 10,         /**< the compute backend failed (e.g. CUDA error) */
-  KVT_ERR_INTERNAL = 11         /**< a bug in kvtier: please report it */
+  KVT_ERR_INTERNAL = 11,        /**< a bug in kvtier: please report it */
+  KVT_ERR_CANCELLED = 12        /**< a progress callback asked the call to stop */
 } kvt_status;
 
 /** A static English name for a status ("KVT_ERR_BUSY"); never NULL. */
@@ -170,7 +171,11 @@ KVT_API void kvt_model_free(kvt_model* model); /**< drops the caller's reference
 /** Number of token ids in the vocabulary (ids are 0 .. size - 1). */
 KVT_API int32_t kvt_model_vocab_size(const kvt_model* model);
 /** Copies a JSON summary (architecture, shapes, weight bytes, KV bytes per token) into buf
- * (NUL-terminated when buf_len > 0); *out_len receives the full length without the NUL. */
+ * (NUL-terminated when buf_len > 0); *out_len receives the full length without the NUL.
+ * Its "generation_defaults" object holds the request defaults in force (see kvt_request):
+ * do_sample, temperature, top_k, top_p, repetition_penalty, max_new_tokens, the
+ * eos_token_ids of generation_config.json and from_generation_config (the fields the file
+ * gave). */
 KVT_API kvt_status kvt_model_info_json(const kvt_model* model, char* buf, int32_t buf_len,
                                        int32_t* out_len);
 
@@ -194,7 +199,18 @@ KVT_API kvt_status kvt_model_detokenize(const kvt_model* model, const int32_t* i
 
 /** Everything about one generation request except the context. Defaults: greedy
  * (temperature 0), top_k 0 (off), top_p 1, seed 0, max_new_tokens 16, no stop ids beyond
- * the model's eos ids, priority 0, ignore_eos 0. */
+ * the model's eos ids, priority 0, ignore_eos 0 — except where the model's
+ * generation_config.json says otherwise: a field the request does not set takes the
+ * checkpoint's value when the sequence is added, a field it sets always wins.
+ * generation_config.json as transformers reads it: "do_sample": true gives the file's
+ * temperature, top_k and top_p (1.0, 50 and 1.0 where the file has none); without
+ * do_sample (or false) the default stays greedy and the file's top_k / top_p apply to a
+ * request that sets a temperature; "max_new_tokens" and "repetition_penalty" are taken as
+ * they are; "eos_token_id" (an integer or a list) stops sequences like the model's eos ids
+ * (kvt_request_set_ignore_eos and kvt_request_set_stop_tokens override it). Other fields
+ * are ignored. A known field of the wrong type or out of its setter's range makes
+ * kvt_model_load fail with KVT_ERR_INVALID_ARGUMENT naming the field. The defaults in
+ * force are in kvt_model_info_json and `kvtier inspect`. */
 typedef struct kvt_request kvt_request;
 
 /** Creates a request holding every default into *out. */
@@ -365,6 +381,70 @@ KVT_API kvt_status kvt_context_stats_json(kvt_context* context, char* buf, int32
 /** One statistic by its JSON name (e.g. "steps", "tiers.gpu.used_bytes" for nested
  * fields). KVT_ERR_NOT_FOUND for an unknown name. */
 KVT_API kvt_status kvt_context_stat(kvt_context* context, const char* name, int64_t* value);
+
+/* ---------------------------------------------------------------- metrics */
+
+/** Copies the context statistics in the Prometheus text exposition format (version 0.0.4)
+ * into buf (NUL-terminated when buf_len > 0); *out_len gets the full length without the
+ * NUL (call with buf_len 0 first to size the buffer). Serve it on /metrics as it is
+ * (Content-Type: text/plain; version=0.0.4). Metric names begin with `kvtier_`: counters
+ * (ending in `_total`), gauges (tier capacity and usage by tier label, sequences by state) and
+ * histograms of time to first token, inter-token latency and step duration with fixed
+ * buckets; docs/METRICS.md lists each metric, its statistic and the bucket layouts. The same
+ * numbers are in kvt_context_stats_json ("histograms" holds the bucket counts). */
+KVT_API kvt_status kvt_context_metrics_text(kvt_context* context, char* buf, int32_t buf_len,
+                                            int32_t* out_len);
+
+/* ---------------------------------------------------------------- logging */
+
+/** Severity of a log message. */
+typedef enum kvt_log_level {
+  KVT_LOG_LEVEL_DEBUG = 0, /**< detail for chasing a problem */
+  KVT_LOG_LEVEL_INFO = 1,  /**< a notable event in normal operation */
+  KVT_LOG_LEVEL_WARN = 2,  /**< something went wrong and was handled (a fallback, a block
+                                dropped, a write that failed); service goes on */
+  KVT_LOG_LEVEL_ERROR = 3  /**< something failed that the caller will also see as an error */
+} kvt_log_level;
+
+/** Receives one log message: a kvt_log_level, and one line of UTF-8 text (no newline)
+ * saying what happened and why, valid only during the call. */
+typedef void (*kvt_log_fn)(void* user_data, int32_t level, const char* message);
+
+/** Installs the process-wide log callback for messages at min_level (a kvt_log_level) and
+ * above; callback NULL turns logging off (the default: the library writes nothing, to
+ * stderr or anywhere, by itself). The callback may be called from any thread — the thread
+ * of the call that logs, or the library's own disk I/O threads — and from several at once:
+ * it must be thread-safe and return quickly, and must not call into kvtier: some messages
+ * are logged while a context's internal lock is held (kvt_set_log_callback from inside
+ * returns KVT_ERR_STATE; messages the library would log from inside are dropped). Once kvt_set_log_callback returns, the previous callback is not running and is
+ * never called again, so its user_data may be freed. Messages: a backend fallback
+ * ("auto" using the CPU, and why), a tier disabled by its options, a corrupt disk block
+ * detected, a failed disk write, a disk index that could not be used.
+ * Errors: KVT_ERR_INVALID_ARGUMENT (min_level outside the enum), KVT_ERR_STATE. */
+KVT_API kvt_status kvt_set_log_callback(kvt_log_fn callback, void* user_data, int32_t min_level);
+
+/* ---------------------------------------------------------------- progress */
+
+/** Receives the progress of a long call, stage by stage: the stage's name and how much of
+ * it is done out of total, in the stage's unit. Every stage reports done = 0 first and
+ * done = total last; done never decreases in between. Called on the thread that made the
+ * call. Return 0 to go on, anything else to cancel: the call then stops at once, frees what
+ * it made and returns KVT_ERR_CANCELLED.
+ * Stages of kvt_model_load_with_progress: "files" (safetensors files opened), "tensors"
+ * (tensors checked; reads a sample of each from disk), "tokenizer" (0 or 1).
+ * Stages of kvt_context_create (kvt_options_set_progress_callback): "weights" (bytes of
+ * weights converted or copied to the device), "kv_pools" (0 or 1), "warmup" (0 or 1). */
+typedef int32_t (*kvt_progress_fn)(void* user_data, const char* stage, int64_t done, int64_t total);
+
+/** kvt_model_load, reporting progress to progress (NULL: none) with user_data. Errors: those
+ * of kvt_model_load, and KVT_ERR_CANCELLED. */
+KVT_API kvt_status kvt_model_load_with_progress(const char* directory, kvt_progress_fn progress,
+                                                void* user_data, kvt_model** out, char* errbuf,
+                                                int32_t errbuf_len);
+/** Makes kvt_context_create with these options report its progress to progress (NULL:
+ * none) with user_data. */
+KVT_API kvt_status kvt_options_set_progress_callback(kvt_options* options, kvt_progress_fn progress,
+                                                     void* user_data);
 
 #ifdef __cplusplus
 } /* extern "C" */

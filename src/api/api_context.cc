@@ -2,6 +2,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "api/handles.h"
+#include "engine/prometheus_text.h"
 
 using kvtier::api::Guard;
 using kvtier::api::SetContextError;
@@ -67,6 +68,19 @@ KVT_API kvt_status kvt_context_stats_json(kvt_context* context, char* buf, int32
       return SetContextError(context, absl::InvalidArgumentError("stats buffer is NULL or its length negative"));
     }
     const std::string text = context->engine->Stats().dump();
+    if (out_len != nullptr) *out_len = static_cast<int32_t>(text.size());
+    kvtier::api::CopyToBuffer(text, buf, buf_len);
+    return KVT_OK;
+  });
+}
+
+KVT_API kvt_status kvt_context_metrics_text(kvt_context* context, char* buf, int32_t buf_len, int32_t* out_len) {
+  if (context == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return Guard([&] {
+    if (buf_len < 0 || (buf == nullptr && buf_len > 0)) {
+      return SetContextError(context, absl::InvalidArgumentError("metrics buffer is NULL or its length negative"));
+    }
+    const std::string text = kvtier::PrometheusText(context->engine->Stats());
     if (out_len != nullptr) *out_len = static_cast<int32_t>(text.size());
     kvtier::api::CopyToBuffer(text, buf, buf_len);
     return KVT_OK;

@@ -8,29 +8,45 @@
 extern "C" {
 
 KVT_API kvt_status kvt_model_load(const char* directory, kvt_model** out, char* errbuf, int32_t errbuf_len) {
+  return kvt_model_load_with_progress(directory, nullptr, nullptr, out, errbuf, errbuf_len);
+}
+
+KVT_API kvt_status kvt_model_load_with_progress(const char* directory, kvt_progress_fn progress, void* user_data,
+                                                kvt_model** out, char* errbuf, int32_t errbuf_len) {
   using kvtier::api::CopyToBuffer;
   if (directory == nullptr || out == nullptr) {
     CopyToBuffer(directory == nullptr ? "model directory is NULL" : "output pointer is NULL", errbuf, errbuf_len);
     return KVT_ERR_INVALID_ARGUMENT;
   }
   return kvtier::api::Guard([&] {
-    auto checkpoint = kvtier::Checkpoint::Open(directory);
-    if (!checkpoint.ok()) {
-      CopyToBuffer(std::string(checkpoint.status().message()), errbuf, errbuf_len);
-      return kvtier::api::ToKvtStatus(checkpoint.status(), kvtier::api::CallKind::kCreate);
+    const kvtier::ProgressFn report = kvtier::api::ToProgressFn(progress, user_data);
+    auto fail = [&](const absl::Status& status) {
+      CopyToBuffer(std::string(status.message()), errbuf, errbuf_len);
+      return kvtier::api::ToKvtStatus(status, kvtier::api::CallKind::kCreate);
+    };
+    auto checkpoint = kvtier::Checkpoint::Open(directory, report);
+    if (!checkpoint.ok()) return fail(checkpoint.status());
+    auto defaults = kvtier::RequestDefaultsFrom((*checkpoint)->generation_config());
+    if (!defaults.ok()) {
+      return fail(absl::Status(defaults.status().code(),
+                               absl::StrCat(directory, "/", defaults.status().message())));
     }
     std::shared_ptr<const kvtier::tokenizer::Tokenizer> tokenizer;
-    if (std::ifstream(std::string(directory) + "/tokenizer.json").good()) {
+    const bool has_tokenizer = std::ifstream(std::string(directory) + "/tokenizer.json").good();
+    kvtier::ProgressStage tokenizing(report, "tokenizer", has_tokenizer ? 1 : 0);
+    if (absl::Status s = tokenizing.Begin(); !s.ok()) return fail(s);
+    if (has_tokenizer) {
       auto loaded = kvtier::tokenizer::Tokenizer::FromDirectory(directory);
       if (!loaded.ok()) {
-        CopyToBuffer("tokenizer.json: " + std::string(loaded.status().message()), errbuf, errbuf_len);
-        return kvtier::api::ToKvtStatus(loaded.status(), kvtier::api::CallKind::kCreate);
+        return fail(absl::Status(loaded.status().code(), "tokenizer.json: " + std::string(loaded.status().message())));
       }
       tokenizer = std::move(*loaded);
     }
+    if (absl::Status s = tokenizing.End(); !s.ok()) return fail(s);
     auto* model = new kvt_model();
     model->checkpoint = std::move(*checkpoint);
     model->tokenizer = std::move(tokenizer);
+    model->request_defaults = *std::move(defaults);
     *out = model;
     CopyToBuffer("", errbuf, errbuf_len);
     return KVT_OK;
@@ -61,6 +77,8 @@ KVT_API kvt_status kvt_model_info_json(const kvt_model* model, char* buf, int32_
         {"weight_bytes", model->checkpoint->TotalTensorBytes()},
         {"kv_bytes_per_token_bf16", c.num_layers * 2 * c.kv_dim() * 2},
         {"kv_bytes_per_token_fp32", c.num_layers * 2 * c.kv_dim() * 4},
+        {"generation_defaults",
+         kvtier::RequestDefaultsJson(model->request_defaults, model->checkpoint->generation_config())},
     };
     const std::string text = info.dump();
     if (out_len != nullptr) *out_len = static_cast<int32_t>(text.size());

@@ -119,6 +119,15 @@ KVT_API kvt_status kvt_options_set_string(kvt_options* options, const char* key,
   });
 }
 
+KVT_API kvt_status kvt_options_set_progress_callback(kvt_options* options, kvt_progress_fn progress, void* user_data) {
+  if (options == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return kvtier::api::Guard([&] {
+    options->engine.progress = kvtier::api::ToProgressFn(progress, user_data);
+    options->error.clear();
+    return KVT_OK;
+  });
+}
+
 KVT_API const char* kvt_options_errmsg(const kvt_options* options) {
   return options == nullptr ? "options handle is NULL" : options->error.c_str();
 }

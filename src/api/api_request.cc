@@ -98,6 +98,7 @@ KVT_API kvt_status kvt_request_set_max_new_tokens(kvt_request* request, int32_t 
   if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
   if (n < 1) return Fail(request, absl::StrCat("max_new_tokens must be >= 1, got ", n));
   request->params.max_new_tokens = n;
+  request->explicit_fields.max_new_tokens = true;
   return Ok(request);
 }
 
@@ -105,6 +106,7 @@ KVT_API kvt_status kvt_request_set_temperature(kvt_request* request, float t) {
   if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
   if (absl::Status s = kvtier::ValidateTemperature(t); !s.ok()) return Fail(request, std::string(s.message()));
   request->params.temperature = t;
+  request->explicit_fields.temperature = true;
   return Ok(request);
 }
 
@@ -112,6 +114,7 @@ KVT_API kvt_status kvt_request_set_top_k(kvt_request* request, int32_t k) {
   if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
   if (absl::Status s = kvtier::ValidateTopK(k); !s.ok()) return Fail(request, std::string(s.message()));
   request->params.top_k = k;
+  request->explicit_fields.top_k = true;
   return Ok(request);
 }
 
@@ -119,6 +122,7 @@ KVT_API kvt_status kvt_request_set_top_p(kvt_request* request, float p) {
   if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
   if (absl::Status s = kvtier::ValidateTopP(p); !s.ok()) return Fail(request, std::string(s.message()));
   request->params.top_p = p;
+  request->explicit_fields.top_p = true;
   return Ok(request);
 }
 

@@ -34,7 +34,9 @@ KVT_API kvt_status kvt_sequence_add(kvt_context* context, const kvt_request* req
       if (!ids.ok()) return SetContextError(context, ids.status());
       prompt = std::move(*ids);
     }
-    auto id = context->engine->Add(std::move(prompt), request->params);
+    auto id = context->engine->Add(
+        std::move(prompt),
+        kvtier::ApplyRequestDefaults(context->model->request_defaults, request->explicit_fields, request->params));
     if (!id.ok()) return SetContextError(context, id.status());
     *out_id = *id;
     return KVT_OK;

@@ -29,6 +29,7 @@ KVT_API const char* kvt_status_string(kvt_status status) {
     case KVT_ERR_STATE: return "KVT_ERR_STATE";
     case KVT_ERR_BACKEND: return "KVT_ERR_BACKEND";
     case KVT_ERR_INTERNAL: return "KVT_ERR_INTERNAL";
+    case KVT_ERR_CANCELLED: return "KVT_ERR_CANCELLED";
   }
   return "KVT_ERR_UNKNOWN_STATUS";
 }

@@ -24,6 +24,7 @@ kvt_status ToKvtStatus(const absl::Status& status, CallKind kind) {
     case absl::StatusCode::kFailedPrecondition: return KVT_ERR_STATE;
     case absl::StatusCode::kAborted: return KVT_ERR_BACKEND;
     case absl::StatusCode::kUnknown: return KVT_ERR_IO;
+    case absl::StatusCode::kCancelled: return KVT_ERR_CANCELLED;
     default: return KVT_ERR_INTERNAL;
   }
 }
@@ -33,6 +34,14 @@ void CopyToBuffer(const std::string& text, char* buf, int32_t buf_len) {
   const size_t n = std::min(text.size(), static_cast<size_t>(buf_len) - 1);
   std::memcpy(buf, text.data(), n);
   buf[n] = '\0';
+}
+
+ProgressFn ToProgressFn(kvt_progress_fn fn, void* user_data) {
+  if (fn == nullptr) return {};
+  return [fn, user_data](std::string_view stage, int64_t done, int64_t total) {
+    const std::string name(stage);  // NUL-terminated for C
+    return fn(user_data, name.c_str(), done, total) == 0;
+  };
 }
 
 void UnrefModel(kvt_model* model) {

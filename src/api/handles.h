@@ -12,8 +12,10 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/progress.h"
 #include "engine/engine.h"
 #include "engine/engine_options.h"
+#include "engine/request_defaults.h"
 #include "engine/sampling_params.h"
 #include "kvtier/kvtier.h"
 #include "model/checkpoint.h"
@@ -41,6 +43,9 @@ kvt_status ToKvtStatus(const absl::Status& status, CallKind kind = CallKind::kOt
 // Copies text into a caller buffer (NUL-terminated, truncated to fit) when one is given.
 void CopyToBuffer(const std::string& text, char* buf, int32_t buf_len);
 
+// A C progress callback as a ProgressFn (empty when fn is NULL): non-zero from fn cancels.
+ProgressFn ToProgressFn(kvt_progress_fn fn, void* user_data);
+
 }  // namespace kvtier::api
 
 struct kvt_options : kvtier::api::CountedHandle {
@@ -57,6 +62,8 @@ struct kvt_request : kvtier::api::CountedHandle {
   std::string prompt_text;
   std::vector<kvtier::tokenizer::ChatMessage> chat;
   kvtier::SamplingParams params;
+  // The sampling fields set by a setter: those keep their value over the model's defaults.
+  kvtier::ExplicitSamplingFields explicit_fields;
   std::string error;
 };
 
@@ -64,6 +71,7 @@ struct kvt_request : kvtier::api::CountedHandle {
 struct kvt_model : kvtier::api::CountedHandle {
   std::shared_ptr<const kvtier::Checkpoint> checkpoint;
   std::shared_ptr<const kvtier::tokenizer::Tokenizer> tokenizer;  // null without tokenizer.json
+  kvtier::RequestDefaults request_defaults;  // from generation_config.json, else kvtier's
   std::atomic<int32_t> references{1};
 };
 

@@ -18,6 +18,7 @@
 #include "backend/kv_layout.h"
 #include "backend/row_sampling.h"
 #include "backend/token_masks.h"
+#include "common/progress.h"
 
 namespace kvtier {
 
@@ -81,6 +82,9 @@ struct BackendOptions {
   int64_t gpu_mem_limit_bytes = 0;
   // CUDA: switches between equivalent ways of running the forward (for measuring).
   CudaOptions cuda;
+  // Hears the stage "weights" (checkpoint bytes converted or copied to the device) while
+  // the backend is created; creation returns Cancelled when it asks to stop. May be empty.
+  ProgressFn progress;
 };
 
 class Backend {

@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda_module.h"
+#include "common/log.h"
 #include "model/checkpoint.h"
 
 namespace kvtier {
@@ -59,13 +60,19 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view name, co
                                                        const BackendOptions& options) {
   if (name == "cuda" || name == "auto") {
     auto create = LoadCudaModule();
+    absl::Status why_not_cuda = create.status();
     if (create.ok()) {
       auto backend = (*create)(kCudaModuleAbiVersion, checkpoint, options);
-      if (backend.ok() || name == "cuda") return backend;
+      // A cancelled creation is not a reason to try the CPU.
+      if (backend.ok() || name == "cuda" || absl::IsCancelled(backend.status())) return backend;
+      why_not_cuda = backend.status();
     } else if (name == "cuda") {
       return create.status();
     }
-    // "auto": no usable GPU, fall back to the CPU reference backend.
+    // "auto": no usable GPU, fall back to the CPU reference backend — the caller asked for
+    // speed it will not get, so say why.
+    Log(LogLevel::kWarn, "backend auto: using the CPU backend because the CUDA backend is not usable: ",
+        why_not_cuda.message());
   } else if (name != "cpu") {
     return absl::InvalidArgumentError(absl::StrCat("unknown backend '", std::string(name), "' (expected auto, cpu or cuda)"));
   }

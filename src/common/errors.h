@@ -4,7 +4,8 @@
 //   Unimplemented -> KVT_ERR_UNSUPPORTED, ResourceExhausted -> KVT_ERR_CAPACITY (or
 //   KVT_ERR_OUT_OF_MEMORY when creating), Unavailable -> KVT_ERR_BUSY, DataLoss ->
 //   KVT_ERR_CORRUPT, FailedPrecondition -> KVT_ERR_STATE, Aborted -> KVT_ERR_BACKEND,
-//   Unknown -> KVT_ERR_IO, anything else -> KVT_ERR_INTERNAL. Stateless; thread-safe.
+//   Unknown -> KVT_ERR_IO, Cancelled -> KVT_ERR_CANCELLED (a progress callback asked to
+//   stop), anything else -> KVT_ERR_INTERNAL. Stateless; thread-safe.
 #ifndef KVTIER_COMMON_ERRORS_H_
 #define KVTIER_COMMON_ERRORS_H_
 

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "engine/sampler.h"
 #include "grammar/tokenizer_vocabulary.h"
@@ -25,6 +26,21 @@ int GrammarMaskThreads() {
   return static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency() / 4, 1u, 4u));
 }
 
+// A host or disk budget too small for one block turns its tier off without an error (0 is
+// how a tier is switched off): say so, since the caller asked for the tier.
+void LogDisabledTiers(const EngineOptions& options, int64_t block_bytes) {
+  if (options.host_kv_bytes > 0 && options.host_kv_bytes < block_bytes) {
+    Log(LogLevel::kWarn, "host tier disabled: host_kv_bytes ", options.host_kv_bytes, " holds no KV block of ",
+        block_bytes, " bytes");
+  }
+  if (options.disk_kv_bytes > 0 && options.disk_kv_bytes < block_bytes) {
+    Log(LogLevel::kWarn, "disk tier disabled: disk_kv_bytes ", options.disk_kv_bytes, " holds no KV block of ",
+        block_bytes, " bytes");
+  } else if (options.disk_kv_bytes == 0 && !options.disk_path.empty()) {
+    Log(LogLevel::kInfo, "disk tier disabled: disk_path is set but disk_kv_bytes is 0");
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Checkpoint> checkpoint,
@@ -42,6 +58,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   backend_options.max_sequences = options.max_running;
   backend_options.gpu_mem_limit_bytes = options.gpu_mem_limit;
   backend_options.cuda = options.cuda;
+  backend_options.progress = options.progress;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                    CreateBackend(options.backend, *checkpoint, backend_options));
   if (options.wrap_backend) backend = options.wrap_backend(std::move(backend));
@@ -64,8 +81,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
                                                    " holds no KV block (one block of ", options.block_tokens,
                                                    " tokens is ", block_bytes, " bytes)"));
   }
+  ProgressStage pools(options.progress, "kv_pools", 1);
+  RETURN_IF_ERROR(pools.Begin());
   RETURN_IF_ERROR(backend->AllocateKvPool(num_blocks));
-  RETURN_IF_ERROR(backend->WarmUp());
   KvCacheOptions kv_options;
   kv_options.block_tokens = options.block_tokens;
   kv_options.device_blocks = num_blocks;
@@ -79,7 +97,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   const std::string geometry = absl::StrCat(checkpoint->Fingerprint(), "/", layout.block_tokens, "/",
                                             std::string(DTypeName(layout.dtype)), "/", std::string(backend->name()));
   kv_options.model_fingerprint = Fnv1a64(geometry.data(), geometry.size());
+  LogDisabledTiers(options, block_bytes);
   ASSIGN_OR_RETURN(std::unique_ptr<KvCacheManager> kv, KvCacheManager::Create(kv_options, backend.get()));
+  RETURN_IF_ERROR(pools.End());
+  ProgressStage warmup(options.progress, "warmup", 1);
+  RETURN_IF_ERROR(warmup.Begin());
+  RETURN_IF_ERROR(backend->WarmUp());
+  RETURN_IF_ERROR(warmup.End());
   return std::unique_ptr<Engine>(
       new Engine(std::move(checkpoint), options, std::move(backend), std::move(kv), std::move(tokenizer)));
 }
@@ -100,11 +124,14 @@ Engine::Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions
                  kv_.get(), &policy_),
       grammar_masks_(std::make_unique<GrammarMasks>(backend_.get(), static_cast<int32_t>(checkpoint_->config().vocab_size),
                                                     GrammarMaskThreads())) {
-  // The tokenizer's generation stop ids (generation_config.json) end sequences too.
+  // generation_config.json's eos ids, and the tokenizer's generation stop ids, end
+  // sequences too.
+  auto add_stop_id = [this](int32_t id) {
+    if (std::find(eos_token_ids_.begin(), eos_token_ids_.end(), id) == eos_token_ids_.end()) eos_token_ids_.push_back(id);
+  };
+  for (int32_t id : checkpoint_->generation_config().eos_token_ids) add_stop_id(id);
   if (tokenizer_ != nullptr) {
-    for (int32_t id : tokenizer_->stop_ids()) {
-      if (std::find(eos_token_ids_.begin(), eos_token_ids_.end(), id) == eos_token_ids_.end()) eos_token_ids_.push_back(id);
-    }
+    for (int32_t id : tokenizer_->stop_ids()) add_stop_id(id);
   }
 }
 
@@ -274,7 +301,14 @@ void Engine::FlushTextLocked(Sequence* seq, StepEvent* event) {
   seq->text += tail;
 }
 
-void Engine::CommitTokenLocked(Sequence* seq, int32_t token, std::vector<StepEvent>* events) {
+void Engine::CommitTokenLocked(Sequence* seq, int32_t token, std::chrono::steady_clock::time_point now,
+                               std::vector<StepEvent>* events) {
+  if (seq->num_generated() == 0) {
+    latencies_.time_to_first_token.Observe(std::chrono::duration<double>(now - seq->added_at).count());
+  } else {
+    latencies_.inter_token_latency.Observe(std::chrono::duration<double>(now - seq->last_token_at).count());
+  }
+  seq->last_token_at = now;
   seq->tokens.push_back(token);
   ++counters_.generated_tokens;
   StepEvent event{seq->id, token, FinishReason::kNone, {}};
@@ -335,7 +369,9 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
   counters_.compute_seconds += last_compute_seconds_;
   if (!forward.ok()) return forward;
   CommitLocked(schedule, events);
-  counters_.step_seconds += SecondsSince(step_start);
+  const double step_seconds = SecondsSince(step_start);
+  counters_.step_seconds += step_seconds;
+  latencies_.step_duration.Observe(step_seconds);
   return absl::OkStatus();
 }
 
@@ -387,6 +423,7 @@ void Engine::CommitLocked(const Schedule& schedule, std::vector<StepEvent>* even
   scheduler_.Commit(schedule);
   size_t logits_row = 0;
   int64_t step_tokens = 0;
+  const auto now = std::chrono::steady_clock::now();  // every token of the step is delivered now
   for (const ScheduledChunk& chunk : schedule.chunks) {
     Sequence* seq = chunk.sequence;
     step_tokens += chunk.length;
@@ -395,7 +432,7 @@ void Engine::CommitLocked(const Schedule& schedule, std::vector<StepEvent>* even
     const size_t row = logits_row++;
     if (seq->cancel_requested) continue;  // finished at the start of the next step
     if (seq->matcher != nullptr && !AcceptGrammarTokenLocked(seq, row, step_tokens_[row], events)) continue;
-    CommitTokenLocked(seq, step_tokens_[row], events);
+    CommitTokenLocked(seq, step_tokens_[row], now, events);
   }
   policy_.ObserveCompute(step_tokens, last_compute_seconds_);
   grammar_mask_counters_ = grammar_masks_->counters();
@@ -478,6 +515,7 @@ nlohmann::json Engine::Stats() {
                    {"copy_stall_seconds", kv.copy_stall_seconds},
                    {"disk_write_wait_seconds", kv.disk_write_wait_seconds},
                    {"disk_read_ahead_wait_seconds", kv.disk_read_ahead_wait_seconds}};
+  stats["histograms"] = latencies_.ToJson();
   stats["async_copy_batches"] = kv.async_copy_batches;
   stats["blocks_written_back"] = kv.blocks_written_back;
   stats["evictions_copied"] = kv.evictions_copied;

@@ -7,6 +7,7 @@
 #ifndef KVTIER_ENGINE_ENGINE_H_
 #define KVTIER_ENGINE_ENGINE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -21,6 +22,7 @@
 #include "backend/backend.h"
 #include "engine/engine_options.h"
 #include "engine/grammar_masks.h"
+#include "engine/latency_histograms.h"
 #include "engine/preemption_policy.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
@@ -99,8 +101,8 @@ class Engine {
                     std::vector<StepEvent>* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends the token sampled after a chunk that reached the sequence's last token and
   // decides whether the sequence stops.
-  void CommitTokenLocked(Sequence* seq, int32_t token, std::vector<StepEvent>* events)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CommitTokenLocked(Sequence* seq, int32_t token, std::chrono::steady_clock::time_point now,
+                         std::vector<StepEvent>* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IsStopToken(const Sequence& seq, int32_t token) const;
   // The matcher of a constrained request: compiled (or cached) grammar, end tokens.
   absl::StatusOr<std::unique_ptr<grammar::Matcher>> MakeMatcher(const SamplingParams& params);
@@ -153,6 +155,7 @@ class Engine {
     double schedule_seconds = 0;
   } counters_ ABSL_GUARDED_BY(mu_);
   GrammarMasks::Counters grammar_mask_counters_ ABSL_GUARDED_BY(mu_);  // copied at each commit
+  LatencyHistograms latencies_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kvtier

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "backend/cuda_options.h"
+#include "common/progress.h"
 
 namespace kvtier {
 
@@ -40,6 +41,9 @@ struct EngineOptions {
   CudaOptions cuda;
   // File system for the disk tier; nullptr = the real one (tests inject faults here).
   FileIo* file_io = nullptr;
+  // Hears Engine::Create's stages ("weights", "kv_pools", "warmup"); Create returns
+  // Cancelled when it asks to stop. May be empty.
+  ProgressFn progress;
   // Tests: wraps the created backend (e.g. to delay its asynchronous copies); empty = none.
   std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>)> wrap_backend;
 

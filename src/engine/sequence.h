@@ -3,6 +3,7 @@
 #ifndef KVTIER_ENGINE_SEQUENCE_H_
 #define KVTIER_ENGINE_SEQUENCE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -46,6 +47,9 @@ struct Sequence {
   // Grammar-constrained sequences: where the output stands in the grammar. Kept across
   // preemption (a recompute replays the KV, not the tokens).
   std::unique_ptr<grammar::Matcher> matcher;
+  // When it was added, and when its last token was produced (latency histograms).
+  std::chrono::steady_clock::time_point added_at = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_token_at;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_generated() const { return num_tokens() - num_prompt_tokens; }

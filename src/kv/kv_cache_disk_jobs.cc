@@ -5,6 +5,7 @@
 #include <chrono>
 #include <type_traits>
 
+#include "common/log.h"
 #include "kv/kv_cache_manager.h"
 
 namespace kvtier {
@@ -67,6 +68,8 @@ void KvCacheManager::LandDiskJob(DiskJobs::Landed& landed) {
             if (!status.ok()) {
               ++counters_.io_errors;
               disk_tier_.write_pause_steps = kDiskWritePauseSteps;
+              Log(LogLevel::kWarn, "disk tier: host -> disk write-back paused for ", kDiskWritePauseSteps,
+                  " steps after a failed write: ", status.message());
             }
             pool(Tier::kDisk).Release(job.disk_slot);
           }

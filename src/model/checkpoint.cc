@@ -95,7 +95,8 @@ uint64_t HashConfig(const ModelConfig& c, uint64_t h) {
 
 Checkpoint::~Checkpoint() = default;
 
-absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& directory) {
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& directory,
+                                                             const ProgressFn& progress) {
   if (!IsDirectory(directory)) {
     return absl::NotFoundError(absl::StrCat("model directory ", directory, " does not exist or is not a directory"));
   }
@@ -107,6 +108,14 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   absl::StatusOr<ModelConfig> config = ParseModelConfig(config_text);
   if (!config.ok()) return Annotate(config.status(), config_path);
   ckpt->config_ = *std::move(config);
+  const std::string generation_path = directory + "/generation_config.json";
+  if (IsFile(generation_path)) {
+    ASSIGN_OR_RETURN(std::string generation_text, ReadFile(generation_path));
+    absl::StatusOr<GenerationConfig> generation = ParseGenerationConfig(generation_text);
+    if (!generation.ok()) return Annotate(generation.status(), generation_path);
+    ckpt->generation_config_ = *std::move(generation);
+    ckpt->has_generation_config_ = true;
+  }
 
   // Open the safetensors files; `expected_in` says which file the index puts each tensor in.
   std::map<std::string, std::string> expected_in;
@@ -132,8 +141,11 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   }
 
   std::map<std::string, const SafetensorsFile::UnsupportedTensor*> unsupported;
+  ProgressStage opening(progress, "files", static_cast<int64_t>(files.size()));
+  RETURN_IF_ERROR(opening.Begin());
   for (const std::string& path : files) {
     ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(path));
+    RETURN_IF_ERROR(opening.Add(1));
     for (const TensorView& t : file->tensors()) {
       if (!ckpt->tensors_.emplace(t.name, t).second) {
         return absl::DataLossError(absl::StrCat("tensor '", t.name, "' appears in more than one file (again in ", path, ")"));
@@ -142,6 +154,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     for (const auto& t : file->unsupported_tensors()) unsupported[t.name] = &t;
     ckpt->files_.push_back(std::move(file));
   }
+  RETURN_IF_ERROR(opening.End());
   for (const auto& [name, shard] : expected_in) {
     if (!ckpt->tensors_.contains(name) && !unsupported.contains(name)) {
       return absl::DataLossError(absl::StrCat("tensor '", name, "' is listed in ", index_path, " under ", shard,
@@ -168,8 +181,12 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   }
 
   // Fingerprint: config, then every tensor's name/dtype/shape and sampled bytes, by name.
+  // Reading the sampled bytes is what touches the disk (the weights are only mapped).
   uint64_t h = HashConfig(ckpt->config_, kFnv64Offset);
-  for (const std::string& name : ckpt->TensorNames()) {
+  const std::vector<std::string> names = ckpt->TensorNames();
+  ProgressStage checking(progress, "tensors", static_cast<int64_t>(names.size()));
+  RETURN_IF_ERROR(checking.Begin());
+  for (const std::string& name : names) {
     const TensorView& t = ckpt->tensors_.at(name);
     h = Fnv1a64(absl::StrCat(name, "|", std::string(DTypeName(t.dtype)), "|", ShapeString(t.shape), "|"), h);
     const size_t n = t.nbytes();
@@ -179,7 +196,9 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
       const size_t tail = std::min(n - head, kFingerprintSampleBytes);
       h = Fnv1a64(t.data + n - tail, tail, h);
     }
+    RETURN_IF_ERROR(checking.Add(1));
   }
+  RETURN_IF_ERROR(checking.End());
   ckpt->fingerprint_ = h;
   return ckpt;
 }

@@ -10,7 +10,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "common/progress.h"
 #include "model/config.h"
+#include "model/generation_config.h"
 #include "model/tensor.h"
 
 namespace kvtier {
@@ -27,11 +29,19 @@ class Checkpoint {
   // config.json path). A needed tensor with the wrong shape: InvalidArgument naming the
   // tensor, its shape and the expected one; with a dtype other than F32/F16/BF16 (I64,
   // F64, a dtype this reader does not know): Unimplemented naming tensor and dtype.
-  static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& directory);
+  // generation_config.json, when present, is parsed too (InvalidArgument prefixed with its
+  // path for a field of the wrong type). `progress` (may be empty) hears the stages "files"
+  // (safetensors files opened) and "tensors" (tensors checked and fingerprinted); when it
+  // asks to stop, Open returns Cancelled.
+  static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& directory,
+                                                          const ProgressFn& progress = {});
   ~Checkpoint();
 
   const ModelConfig& config() const { return config_; }
   const std::string& directory() const { return directory_; }
+  // The sampling fields of generation_config.json (all absent when there is no such file).
+  const GenerationConfig& generation_config() const { return generation_config_; }
+  bool has_generation_config() const { return has_generation_config_; }
   // NotFound naming the tensor when absent.
   absl::StatusOr<TensorView> Tensor(const std::string& name) const;
   bool Has(const std::string& name) const { return tensors_.contains(name); }
@@ -45,6 +55,8 @@ class Checkpoint {
   Checkpoint() = default;
   std::string directory_;
   ModelConfig config_;
+  GenerationConfig generation_config_;
+  bool has_generation_config_ = false;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   absl::flat_hash_map<std::string, TensorView> tensors_;
   uint64_t fingerprint_ = 0;

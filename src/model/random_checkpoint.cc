@@ -5,7 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <regex>
+#include <algorithm>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -144,20 +144,38 @@ absl::Status WriteText(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
-// Removes model files a previous write may have left (a stale index would shadow a new
-// single-file checkpoint).
-absl::Status RemoveOldWeights(const std::string& directory) {
-  static const std::regex kShard(R"(model-\d+-of-\d+\.safetensors(\.tmp)?)");
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(directory, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name == "model.safetensors" || name == "model.safetensors.index.json" || std::regex_match(name, kShard)) {
-      std::filesystem::remove(entry.path(), ec);
-      if (ec) return absl::InternalError(absl::StrCat("cannot remove ", entry.path().string(), ": ", ec.message()));
-    }
+// The tensors of the checkpoint `spec` describes, each producing its random values.
+std::vector<TensorToWrite> RandomTensors(const RandomCheckpointSpec& spec, const ModelConfig& config) {
+  std::vector<TensorToWrite> tensors;
+  for (ExpectedTensor& expected : ExpectedTensors(config)) {
+    TensorToWrite t;
+    t.name = std::move(expected.name);
+    t.shape = std::move(expected.shape);
+    t.dtype = spec.dtype;
+    const WeightRule rule = RuleFor(spec.seed, t.name, t.shape);
+    const DType dtype = spec.dtype;
+    t.produce = [rule, dtype](int64_t first, int64_t count, uint8_t* out) {
+      for (int64_t i = 0; i < count; ++i) {
+        const float v = Draw(rule, first + i);
+        if (dtype == DType::kF32) {
+          std::memcpy(out + 4 * i, &v, 4);
+        } else {
+          const uint16_t bits = dtype == DType::kBF16 ? FloatToBf16(v) : FloatToFp16(v);
+          out[2 * i] = static_cast<uint8_t>(bits);
+          out[2 * i + 1] = static_cast<uint8_t>(bits >> 8);
+        }
+      }
+    };
+    tensors.push_back(std::move(t));
   }
-  if (ec) return absl::InternalError(absl::StrCat("cannot list ", directory, ": ", ec.message()));
-  return absl::OkStatus();
+  return tensors;
+}
+
+SafetensorsWriteOptions WriteOptions(const RandomCheckpointSpec& spec) {
+  SafetensorsWriteOptions options;
+  options.max_shard_bytes = spec.max_shard_bytes;
+  options.num_threads = spec.num_threads;
+  return options;
 }
 
 }  // namespace
@@ -205,12 +223,31 @@ float RandomWeight(uint64_t seed, const std::string& name, const std::vector<int
   return Draw(RuleFor(seed, name, shape), index);
 }
 
-absl::Status WriteRandomCheckpoint(const RandomCheckpointSpec& spec, const std::string& directory) {
+absl::StatusOr<std::vector<std::string>> RandomCheckpointFiles(const RandomCheckpointSpec& spec) {
   ASSIGN_OR_RETURN(ModelConfig config, RandomCheckpointConfig(spec));
+  std::vector<std::string> files = {"config.json", "generation_config.json"};
+  for (std::string& name : SafetensorsCheckpointFiles(RandomTensors(spec, config), WriteOptions(spec))) {
+    files.push_back(std::move(name));
+  }
+  return files;
+}
+
+absl::Status WriteRandomCheckpoint(const RandomCheckpointSpec& spec, const std::string& directory,
+                                   const ProgressFn& progress) {
+  ASSIGN_OR_RETURN(ModelConfig config, RandomCheckpointConfig(spec));
+  ASSIGN_OR_RETURN(std::vector<std::string> files, RandomCheckpointFiles(spec));
   std::error_code ec;
   std::filesystem::create_directories(directory, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create directory ", directory, ": ", ec.message()));
-  RETURN_IF_ERROR(RemoveOldWeights(directory));
+  // A shard index this write does not replace would shadow its model.safetensors, and it is
+  // not this function's file to delete: refuse before writing anything.
+  const std::string index = directory + "/model.safetensors.index.json";
+  if (std::find(files.begin(), files.end(), "model.safetensors.index.json") == files.end() &&
+      std::filesystem::exists(std::filesystem::symlink_status(index, ec))) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        index, " exists and would shadow the model.safetensors written here; it is not deleted: "
+        "remove it or write the checkpoint elsewhere"));
+  }
   RETURN_IF_ERROR(WriteText(directory + "/config.json", ModelConfigToJson(config)));
 
   nlohmann::ordered_json generation;
@@ -222,33 +259,9 @@ absl::Status WriteRandomCheckpoint(const RandomCheckpointSpec& spec, const std::
     generation["eos_token_id"] = config.eos_token_ids;
   }
   RETURN_IF_ERROR(WriteText(directory + "/generation_config.json", generation.dump(2) + "\n"));
-
-  std::vector<TensorToWrite> tensors;
-  for (ExpectedTensor& expected : ExpectedTensors(config)) {
-    TensorToWrite t;
-    t.name = std::move(expected.name);
-    t.shape = std::move(expected.shape);
-    t.dtype = spec.dtype;
-    const WeightRule rule = RuleFor(spec.seed, t.name, t.shape);
-    const DType dtype = spec.dtype;
-    t.produce = [rule, dtype](int64_t first, int64_t count, uint8_t* out) {
-      for (int64_t i = 0; i < count; ++i) {
-        const float v = Draw(rule, first + i);
-        if (dtype == DType::kF32) {
-          std::memcpy(out + 4 * i, &v, 4);
-        } else {
-          const uint16_t bits = dtype == DType::kBF16 ? FloatToBf16(v) : FloatToFp16(v);
-          out[2 * i] = static_cast<uint8_t>(bits);
-          out[2 * i + 1] = static_cast<uint8_t>(bits >> 8);
-        }
-      }
-    };
-    tensors.push_back(std::move(t));
-  }
-  SafetensorsWriteOptions options;
-  options.max_shard_bytes = spec.max_shard_bytes;
-  options.num_threads = spec.num_threads;
-  return WriteSafetensorsCheckpoint(directory, tensors, options);
+  SafetensorsWriteOptions options = WriteOptions(spec);
+  options.progress = progress;
+  return WriteSafetensorsCheckpoint(directory, RandomTensors(spec, config), options);
 }
 
 }  // namespace kvtier

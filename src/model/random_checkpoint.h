@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/progress.h"
 #include "model/config.h"
 #include "model/tensor.h"
 
@@ -55,9 +56,17 @@ absl::StatusOr<ModelConfig> RandomCheckpointConfig(const RandomCheckpointSpec& s
 // matrices uniform with std 1/sqrt(fan_in), RMSNorm weights 1 +- 0.2, biases +- 0.5.
 float RandomWeight(uint64_t seed, const std::string& name, const std::vector<int64_t>& shape, int64_t index);
 
-// Writes config.json, generation_config.json and the safetensors into `directory`
-// (created if missing; existing model files are replaced).
-absl::Status WriteRandomCheckpoint(const RandomCheckpointSpec& spec, const std::string& directory);
+// The names of the files WriteRandomCheckpoint writes for `spec`: config.json,
+// generation_config.json, then model.safetensors or the shards and their index.
+absl::StatusOr<std::vector<std::string>> RandomCheckpointFiles(const RandomCheckpointSpec& spec);
+
+// Writes those files into `directory` (created if missing), replacing files of the same
+// names and deleting nothing. FailedPrecondition, before anything is written, when a
+// model.safetensors.index.json it would not replace exists there (it would shadow the new
+// single-file weights). `progress` (may be empty) hears the stage "weights" (tensor bytes
+// written); Cancelled when it asks to stop.
+absl::Status WriteRandomCheckpoint(const RandomCheckpointSpec& spec, const std::string& directory,
+                                   const ProgressFn& progress = {});
 
 }  // namespace kvtier
 

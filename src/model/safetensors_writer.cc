@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -68,8 +69,14 @@ std::string BuildHeader(const std::vector<const TensorToWrite*>& tensors, const 
   return text;
 }
 
+// Bytes written so far of a whole checkpoint, for options.progress.
+struct WriteProgress {
+  std::atomic<int64_t> written{0};
+  int64_t total = 0;
+};
+
 absl::Status WriteFile(const std::string& path, const std::vector<const TensorToWrite*>& tensors,
-                       const SafetensorsWriteOptions& options) {
+                       const SafetensorsWriteOptions& options, WriteProgress* progress) {
   const std::string header = BuildHeader(tensors, options);
   uint8_t length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
@@ -111,6 +118,8 @@ absl::Status WriteFile(const std::string& path, const std::vector<const TensorTo
     std::atomic<size_t> next{0};
     std::atomic<bool> failed{false};
     std::mutex mu;
+    std::condition_variable job_done;
+    int workers_left = threads;  // guarded by mu
     auto worker = [&]() {
       std::vector<uint8_t> buffer;
       for (size_t j = next.fetch_add(1); j < jobs.size() && !failed.load(); j = next.fetch_add(1)) {
@@ -119,16 +128,45 @@ absl::Status WriteFile(const std::string& path, const std::vector<const TensorTo
         buffer.resize(bytes);
         job.tensor->produce(job.first, job.count, buffer.data());
         absl::Status s = PwriteAll(fd, buffer.data(), bytes, job.file_offset, tmp);
+        progress->written.fetch_add(static_cast<int64_t>(bytes));
+        std::lock_guard<std::mutex> lock(mu);
         if (!s.ok()) {
-          std::lock_guard<std::mutex> lock(mu);
           if (status.ok()) status = s;
           failed = true;
         }
+        job_done.notify_one();
       }
+      std::lock_guard<std::mutex> lock(mu);
+      --workers_left;
+      job_done.notify_one();
     };
     std::vector<std::thread> pool;
-    for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
-    worker();
+    if (!options.progress) {
+      for (int i = 1; i < threads; ++i) pool.emplace_back(worker);
+      worker();
+    } else {
+      // Progress is heard on the calling thread only: it reports as the workers finish
+      // their jobs, and relays a cancel to them (they stop taking jobs).
+      for (int i = 0; i < threads; ++i) pool.emplace_back(worker);
+      // At least one report once every job is done, before the file is renamed into place,
+      // so that a cancel at the end still leaves no file.
+      std::unique_lock<std::mutex> lock(mu);
+      int64_t reported = -1;
+      bool done = false;
+      while (!done) {
+        job_done.wait(lock, [&] { return workers_left == 0 || progress->written.load() != reported; });
+        done = workers_left == 0;
+        reported = progress->written.load();
+        lock.unlock();
+        absl::Status heard =
+            ReportProgress(options.progress, "weights", std::min(reported, progress->total), progress->total);
+        lock.lock();
+        if (!heard.ok() && !failed.load()) {
+          if (status.ok()) status = heard;
+          failed = true;
+        }
+      }
+    }
     for (std::thread& t : pool) t.join();
   }
   if (::close(fd) != 0 && status.ok()) status = ErrnoError("cannot close", tmp, errno);
@@ -179,16 +217,24 @@ absl::Status WriteSafetensorsFile(const std::string& path, const std::vector<Ten
                                   const SafetensorsWriteOptions& options) {
   RETURN_IF_ERROR(Validate(tensors));
   std::vector<const TensorToWrite*> all;
-  for (const TensorToWrite& t : tensors) all.push_back(&t);
-  return WriteFile(path, all, options);
+  WriteProgress progress;
+  for (const TensorToWrite& t : tensors) {
+    all.push_back(&t);
+    progress.total += t.nbytes();
+  }
+  RETURN_IF_ERROR(ReportProgress(options.progress, "weights", 0, progress.total));
+  RETURN_IF_ERROR(WriteFile(path, all, options, &progress));
+  return ReportProgress(options.progress, "weights", progress.total, progress.total);
 }
 
-absl::Status WriteSafetensorsCheckpoint(const std::string& directory, const std::vector<TensorToWrite>& tensors,
-                                        const SafetensorsWriteOptions& options) {
-  RETURN_IF_ERROR(Validate(tensors));
+namespace {
+
+// The tensors of each file WriteSafetensorsCheckpoint writes, in order: one group for
+// model.safetensors, or one per shard.
+std::vector<std::vector<const TensorToWrite*>> PlanShards(const std::vector<TensorToWrite>& tensors,
+                                                          const SafetensorsWriteOptions& options) {
   std::vector<std::vector<const TensorToWrite*>> shards(1);
   int64_t shard_bytes = 0;
-  int64_t total_bytes = 0;
   for (const TensorToWrite& t : tensors) {
     if (options.max_shard_bytes > 0 && !shards.back().empty() && shard_bytes + t.nbytes() > options.max_shard_bytes) {
       shards.emplace_back();
@@ -196,20 +242,53 @@ absl::Status WriteSafetensorsCheckpoint(const std::string& directory, const std:
     }
     shards.back().push_back(&t);
     shard_bytes += t.nbytes();
-    total_bytes += t.nbytes();
   }
-  if (shards.size() == 1) return WriteFile(directory + "/model.safetensors", shards[0], options);
+  return shards;
+}
 
+std::string ShardName(size_t index, size_t count) {
+  return absl::StrFormat("model-%05d-of-%05d.safetensors", index + 1, count);
+}
+
+}  // namespace
+
+std::vector<std::string> SafetensorsCheckpointFiles(const std::vector<TensorToWrite>& tensors,
+                                                    const SafetensorsWriteOptions& options) {
+  const size_t count = PlanShards(tensors, options).size();
+  if (count == 1) return {"model.safetensors"};
+  std::vector<std::string> names;
+  for (size_t i = 0; i < count; ++i) names.push_back(ShardName(i, count));
+  names.push_back("model.safetensors.index.json");
+  return names;
+}
+
+absl::Status WriteSafetensorsCheckpoint(const std::string& directory, const std::vector<TensorToWrite>& tensors,
+                                        const SafetensorsWriteOptions& options) {
+  RETURN_IF_ERROR(Validate(tensors));
+  const std::vector<std::vector<const TensorToWrite*>> shards = PlanShards(tensors, options);
+  WriteProgress progress;
+  for (const TensorToWrite& t : tensors) progress.total += t.nbytes();
+  RETURN_IF_ERROR(ReportProgress(options.progress, "weights", 0, progress.total));
+  if (shards.size() == 1) {
+    RETURN_IF_ERROR(WriteFile(directory + "/model.safetensors", shards[0], options, &progress));
+    return ReportProgress(options.progress, "weights", progress.total, progress.total);
+  }
+
+  int64_t total_bytes = 0;
   nlohmann::json weight_map = nlohmann::json::object();
   for (size_t i = 0; i < shards.size(); ++i) {
-    const std::string name = absl::StrFormat("model-%05d-of-%05d.safetensors", i + 1, shards.size());
-    RETURN_IF_ERROR(WriteFile(directory + "/" + name, shards[i], options));
-    for (const TensorToWrite* t : shards[i]) weight_map[t->name] = name;
+    const std::string name = ShardName(i, shards.size());
+    RETURN_IF_ERROR(WriteFile(directory + "/" + name, shards[i], options, &progress));
+    for (const TensorToWrite* t : shards[i]) {
+      weight_map[t->name] = name;
+      total_bytes += t->nbytes();
+    }
   }
   nlohmann::json index;
   index["metadata"] = {{"total_size", total_bytes}};
   index["weight_map"] = weight_map;
-  return WriteText(directory + "/model.safetensors.index.json", index.dump(2) + "\n");
+  RETURN_IF_ERROR(WriteText(directory + "/model.safetensors.index.json", index.dump(2) + "\n"));
+  return ReportProgress(options.progress, "weights", total_bytes, total_bytes);
 }
 
 }  // namespace kvtier

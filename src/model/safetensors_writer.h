@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/progress.h"
 #include "model/tensor.h"
 
 namespace kvtier {
@@ -36,11 +37,20 @@ struct SafetensorsWriteOptions {
   int num_threads = 0;
   // __metadata__; {"format": "pt"} is always written (transformers requires it).
   std::map<std::string, std::string> metadata;
+  // Hears the stage "weights" (tensor bytes written, over every shard), from the calling
+  // thread; when it asks to stop, the write returns Cancelled (the file being written is
+  // removed; shards already complete stay, without an index).
+  ProgressFn progress;
 };
 
 // Writes one safetensors file at `path` (via path + ".tmp", renamed when complete).
 absl::Status WriteSafetensorsFile(const std::string& path, const std::vector<TensorToWrite>& tensors,
                                   const SafetensorsWriteOptions& options);
+
+// The names of the files WriteSafetensorsCheckpoint writes for these tensors and options
+// (model.safetensors, or the shards then model.safetensors.index.json).
+std::vector<std::string> SafetensorsCheckpointFiles(const std::vector<TensorToWrite>& tensors,
+                                                    const SafetensorsWriteOptions& options);
 
 // Writes the tensors into `directory` (which must exist) as model.safetensors, or as
 // shards + model.safetensors.index.json when options.max_shard_bytes > 0 and the tensors

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 #include "storage/coding.h"
 #include "storage/crc32c.h"
@@ -112,6 +113,7 @@ void DiskBlockStore::LoadIndex() {
   if (IsIoError(entries.status())) io_errors_.fetch_add(1, std::memory_order_relaxed);
   index_ignored_.fetch_add(1, std::memory_order_relaxed);
   index_ignored_reason_ = absl::StrCat(index, ": ", entries.status().message());
+  Log(LogLevel::kWarn, "disk tier: index ", index_ignored_reason_, "; the cached blocks it listed are not used");
 }
 
 absl::Status DiskBlockStore::CheckSlot(int64_t slot) const {
@@ -147,9 +149,15 @@ absl::Status DiskBlockStore::Write(int64_t slot, uint64_t block_hash, int32_t to
   uint8_t header[kSlotHeaderBytes];
   EncodeHeader(h, header);
   const int64_t offset = slot * slot_bytes_;
-  RETURN_IF_ERROR(CountIo(file_->Pwrite(offset + static_cast<int64_t>(kSlotHeaderBytes), data, n)));
-  RETURN_IF_ERROR(CountIo(file_->Pwrite(offset, header, kSlotHeaderBytes)));
-  RETURN_IF_ERROR(CountIo(file_->Sync()));
+  auto failed = [&](const absl::Status& status) {
+    Log(LogLevel::kWarn, "disk tier: write of slot ", slot, " to ", path_, " failed: ", status.message(),
+        "; the block is not kept on disk");
+    return status;
+  };
+  absl::Status written = CountIo(file_->Pwrite(offset + static_cast<int64_t>(kSlotHeaderBytes), data, n));
+  if (written.ok()) written = CountIo(file_->Pwrite(offset, header, kSlotHeaderBytes));
+  if (written.ok()) written = CountIo(file_->Sync());
+  if (!written.ok()) return failed(written);
   writes_.fetch_add(1, std::memory_order_relaxed);
   bytes_written_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
   return absl::OkStatus();
@@ -163,7 +171,10 @@ absl::Status DiskBlockStore::Read(int64_t slot, uint64_t expected_hash, void* ou
   RETURN_IF_ERROR(CountIo(file_->Pread(offset, kSlotHeaderBytes, header)));
   auto corrupt = [&](const std::string& what) {
     corrupt_detected_.fetch_add(1, std::memory_order_relaxed);
-    return absl::DataLossError(absl::StrCat("slot ", slot, " of ", path_, ": ", what));
+    absl::Status status = absl::DataLossError(absl::StrCat("slot ", slot, " of ", path_, ": ", what));
+    Log(LogLevel::kWarn, "disk tier: corrupt block detected: ", status.message(),
+        "; not used (a miss: the tokens are recomputed)");
+    return status;
   };
   if (coding::GetFixed32(header + kMagicAt) != kSlotMagic) {
     return corrupt("bad magic (empty, foreign or overwritten slot)");
@@ -203,7 +214,12 @@ absl::Status DiskBlockStore::SaveIndex(const std::vector<DiskIndexEntry>& entrie
   RETURN_IF_ERROR(ValidateDiskIndexEntries(geometry_, entries));
   const std::string contents = EncodeDiskIndex(geometry_, entries);
   absl::MutexLock lock(&index_mu_);
-  return CountIo(io_->WriteFileAtomically(index_path(), contents));
+  absl::Status saved = CountIo(io_->WriteFileAtomically(index_path(), contents));
+  if (!saved.ok()) {
+    Log(LogLevel::kWarn, "disk tier: saving the index ", index_path(), " failed: ", saved.message(),
+        "; it is saved again at the next step that changes it");
+  }
+  return saved;
 }
 
 DiskBlockStore::Counters DiskBlockStore::counters() const {

@@ -92,7 +92,7 @@ int CheckAgainstOracle(const std::string& gbnf, int walks, int max_steps, uint64
 TEST(MatcherTest, GrammarFilesAgreeWithOracle) {
   for (const char* name : {"json.gbnf", "arithmetic.gbnf", "list.gbnf"}) {
     SCOPED_TRACE(name);
-    const int completed = CheckAgainstOracle(ReadGrammarFile(name), 6, 60, 11);
+    const int completed = CheckAgainstOracle(ReadGrammarFile(name), testing::kSanitized ? 2 : 6, testing::kSanitized ? 25 : 60, 11);
     EXPECT_GE(completed, 0);
   }
 }
@@ -117,7 +117,7 @@ TEST(MatcherTest, TrickyGrammarsAgreeWithOracle) {
   uint64_t seed = 1;
   for (const char* g : grammars) {
     SCOPED_TRACE(g);
-    CheckAgainstOracle(g, 8, 40, seed++);
+    CheckAgainstOracle(g, testing::kSanitized ? 3 : 8, testing::kSanitized ? 20 : 40, seed++);
   }
 }
 

@@ -5,8 +5,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
 
 #include "model/checkpoint.h"
 #include "nlohmann/json.hpp"
@@ -115,22 +119,49 @@ TEST(RandomCheckpointTest, WritesConfigAndGenerationConfig) {
   EXPECT_FALSE(generation.contains("bos_token_id"));
 }
 
-TEST(RandomCheckpointTest, RewritingSingleOverShardedRemovesIndex) {
+TEST(RandomCheckpointTest, ListsTheFilesItWrites) {
+  RandomCheckpointSpec spec;
+  auto single = RandomCheckpointFiles(spec);
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_EQ(*single, (std::vector<std::string>{"config.json", "generation_config.json", "model.safetensors"}));
+  spec.max_shard_bytes = 100000;
+  auto sharded = RandomCheckpointFiles(spec);
+  ASSERT_TRUE(sharded.ok()) << sharded.status();
+  TempDir dir;
+  ASSERT_TRUE(WriteRandomCheckpoint(spec, dir.path()).ok());
+  std::vector<std::string> written;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    written.push_back(entry.path().filename().string());
+  }
+  std::sort(written.begin(), written.end());
+  std::vector<std::string> listed = *sharded;
+  std::sort(listed.begin(), listed.end());
+  EXPECT_EQ(written, listed);
+  EXPECT_GT(listed.size(), 4u);  // several shards and their index
+}
+
+TEST(RandomCheckpointTest, RewritingDeletesNothingAndRefusesAShadowingIndex) {
   TempDir dir;
   RandomCheckpointSpec spec;
   spec.max_shard_bytes = 100000;
   ASSERT_TRUE(WriteRandomCheckpoint(spec, dir.path()).ok());
-  ASSERT_TRUE(std::filesystem::exists(dir / "model.safetensors.index.json"));
+  const std::string index_text = ReadBytes(dir / "model.safetensors.index.json");
+  {
+    std::ofstream keep(dir / "README.md");
+    keep << "not mkmodel's";
+  }
+  // A single-file write would be shadowed by the index, which is not its file to delete.
   spec.max_shard_bytes = 0;
   spec.seed = 5;
+  const absl::Status refused = WriteRandomCheckpoint(spec, dir.path());
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("model.safetensors.index.json"));
+  EXPECT_EQ(ReadBytes(dir / "model.safetensors.index.json"), index_text);
+  EXPECT_FALSE(std::filesystem::exists(dir / "model.safetensors"));
+  // The sharded write again replaces its own files and leaves the others alone.
+  spec.max_shard_bytes = 100000;
   ASSERT_TRUE(WriteRandomCheckpoint(spec, dir.path()).ok());
-  EXPECT_FALSE(std::filesystem::exists(dir / "model.safetensors.index.json"));
-  int files = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
-    (void)entry;
-    ++files;
-  }
-  EXPECT_EQ(files, 3);  // config.json, generation_config.json, model.safetensors
+  EXPECT_EQ(ReadBytes(dir / "README.md"), "not mkmodel's");
   auto ckpt = Checkpoint::Open(dir.path());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
 }

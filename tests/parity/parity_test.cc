@@ -36,7 +36,7 @@ nlohmann::json LoadGoldens() {
 
 std::string WriteModel(const std::string& name, const std::vector<std::string>& args) {
   std::string dir = testing::TestTempDir() + "/parity-" + name;
-  std::string command = "'" + g_kvtier_cli + "' mkmodel --out '" + dir + "'";
+  std::string command = "'" + g_kvtier_cli + "' mkmodel --force --out '" + dir + "'";
   for (const auto& a : args) command += " '" + a + "'";
   EXPECT_EQ(std::system((command + " > /dev/null").c_str()), 0) << command;
   return dir;

@@ -1,27 +1,28 @@
 // `kvtier inspect`: opens a checkpoint and prints its architecture, shapes, sizes,
-// fingerprint and KV bytes per token (text or --json). Not thread-safe (CLI only).
+// fingerprint, KV bytes per token and the request defaults of its generation_config.json
+// (text or --json). Not thread-safe (CLI only).
 #include <cinttypes>
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "args.h"
 #include "command.h"
+#include "command_line.h"
+#include "engine/request_defaults.h"
 #include "model/checkpoint.h"
 #include "nlohmann/json.hpp"
 
 namespace kvtier::cli {
 namespace {
 
-void PrintHelp() {
-  std::printf(
-      "usage: kvtier inspect --model DIR [--json]\n\n"
-      "Opens an HF checkpoint directory (validating config and every tensor) and prints\n"
-      "its architecture, shapes, parameter count, stored weight bytes, fingerprint and\n"
-      "KV-cache bytes per token.\n");
-}
+constexpr char kDescription[] =
+    "Opens an HF checkpoint directory (validating config and every tensor) and prints its\n"
+    "architecture, shapes, parameter count, stored weight bytes, fingerprint and KV-cache\n"
+    "bytes per token, and the request defaults in force: generation_config.json's sampling\n"
+    "fields as kvtier applies them to a request that does not set them.";
 
-nlohmann::ordered_json Describe(const Checkpoint& ckpt) {
+nlohmann::ordered_json Describe(const Checkpoint& ckpt, const RequestDefaults& defaults) {
   const ModelConfig& c = ckpt.config();
   // K and V, every layer, every kv head: bytes one token occupies in the cache.
   const int64_t kv_elements_per_token = c.num_layers * 2 * c.num_kv_heads * c.head_dim;
@@ -60,40 +61,32 @@ nlohmann::ordered_json Describe(const Checkpoint& ckpt) {
   j["fingerprint"] = absl::StrFormat("%016x", ckpt.Fingerprint());
   j["kv_bytes_per_token_fp32"] = kv_elements_per_token * 4;
   j["kv_bytes_per_token_bf16"] = kv_elements_per_token * 2;
+  j["generation_defaults"] = RequestDefaultsJson(defaults, ckpt.generation_config());
   return j;
 }
 
 int InspectMain(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv, {"model"}, {"help", "json"});
-  if (!args.ok()) {
-    std::fprintf(stderr, "kvtier inspect: %s\n", std::string(args.status().message()).c_str());
-    return 2;
-  }
-  if (args->Has("help")) {
-    PrintHelp();
-    return 0;
-  }
-  std::optional<std::string> model = args->Get("model");
-  if (!model && args->positional().size() == 1) model = args->positional()[0];
-  if (!model) {
-    std::fprintf(stderr, "kvtier inspect: --model DIR is required (see --help)\n");
-    return 2;
-  }
-  auto ckpt = Checkpoint::Open(*model);
-  if (!ckpt.ok()) {
-    std::fprintf(stderr, "kvtier inspect: %s\n", std::string(ckpt.status().message()).c_str());
-    return 1;
-  }
-  nlohmann::ordered_json j = Describe(**ckpt);
-  if (args->GetOr("json", "false") != "false") {
+  CommandLine cl("inspect", kDescription);
+  std::string model;
+  bool json = false;
+  cl.AddString("--model", &model, "HF checkpoint directory", "DIR")->required();
+  cl.AddSwitch("--json", &json, "print one JSON object");
+  if (auto status = cl.Parse(argc, argv)) return *status;
+  auto ckpt = Checkpoint::Open(model);
+  if (!ckpt.ok()) return cl.Fail(kExitFailure, ckpt.status().message());
+  // The same defaults kvt_model_load takes (and the same refusal of bad values).
+  auto defaults = RequestDefaultsFrom((*ckpt)->generation_config());
+  if (!defaults.ok()) return cl.Fail(kExitFailure, absl::StrCat(model, "/", defaults.status().message()));
+  nlohmann::ordered_json j = Describe(**ckpt, *defaults);
+  if (json) {
     std::printf("%s\n", j.dump(2).c_str());
-    return 0;
+    return kExitOk;
   }
   for (auto it = j.begin(); it != j.end(); ++it) {
     std::string value = it->is_string() ? it->get<std::string>() : it->dump();
     std::printf("%-26s %s\n", it.key().c_str(), value.c_str());
   }
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace

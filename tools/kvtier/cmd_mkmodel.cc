@@ -1,186 +1,179 @@
 // `kvtier mkmodel`: writes a random-weight HF checkpoint (a preset, optionally with shapes
-// overridden by flags). Runs once per process; not thread-safe.
+// overridden by flags). It refuses a non-empty output directory unless --force, and even
+// then deletes nothing: it replaces only the files it writes. It shows the writing's progress
+// on stderr. Runs once per process; not thread-safe.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "args.h"
 #include "command.h"
-#include "tokenizer/byte_tokenizer_writer.h"
-#include "common/status_macros.h"
+#include "command_line.h"
 #include "model/random_checkpoint.h"
+#include "progress_bar.h"
+#include "tokenizer/byte_tokenizer_writer.h"
 
 namespace kvtier::cli {
 namespace {
 
-void PrintHelp() {
-  std::printf(
-      "usage: kvtier mkmodel --out DIR [--preset NAME] [flags]\n\n"
-      "Writes config.json, generation_config.json and random safetensors weights.\n"
-      "Weights depend only on the seed and the tensor names (not on threads or sharding).\n\n"
-      "  --out DIR              output directory (created)\n"
-      "  --preset NAME          starting point (default tiny-llama): %s\n"
-      "  --arch A               llama | mistral | qwen2 | qwen3\n"
-      "  --hidden N  --layers N  --heads N  --kv-heads N  --head-dim N\n"
-      "  --intermediate N  --vocab N  --max-positions N\n"
-      "  --dtype D              bf16 | fp16 | fp32\n"
-      "  --seed S               weight seed (default 1)\n"
-      "  --rope-theta X         RoPE base\n"
-      "  --rope-scaling T       llama3 (factor 8, low 1, high 4, original 8192) | none\n"
-      "  --rms-norm-eps X\n"
-      "  --tie-embeddings       share embed_tokens and lm_head (--untie-embeddings: don't)\n"
-      "  --attention-bias       q/k/v/o biases (llama, qwen3)\n"
-      "  --shard-bytes SIZE     shard the weights (e.g. 64MiB); 0 = one file\n"
-      "  --bos-id N  --eos-id N (repeatable)\n"
-      "  --tokenizer none|bytes   also write a byte-level tokenizer.json (ids 0..255 = bytes,\n"
-      "                           256 = bos, 257 = eos; needs --vocab >= 258)\n"
-      "  --threads N            writer threads (default: all cores)\n",
-      absl::StrJoin(RandomCheckpointPresetNames(), ", ").c_str());
+struct MkmodelFlags {
+  std::string out, preset = "tiny-llama", arch, dtype, rope_scaling, tokenizer = "none";
+  bool force = false, tie = false, untie = false, attention_bias = false;
+  // Shape overrides; each applies only when its flag is given (CLI::App::count).
+  int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, intermediate = 0, vocab = 0;
+  int64_t max_positions = 0, seed = 0, shard_bytes = 0, bos_id = 0;
+  std::vector<int32_t> eos_ids;
+  double rope_theta = 0, rms_norm_eps = 0;
+  int32_t threads = 0;
+};
+
+std::string Description() {
+  return absl::StrCat(
+      "Writes config.json, generation_config.json and random safetensors weights (and with\n"
+      "--tokenizer bytes a tokenizer.json). Weights depend only on the seed and the tensor names.\n"
+      "A non-empty DIR is refused unless --force; mkmodel never deletes a file, and with --force\n"
+      "replaces only the files it writes. Presets: ",
+      absl::StrJoin(RandomCheckpointPresetNames(), ", "), ".");
 }
 
-absl::StatusOr<Architecture> ParseArch(const std::string& name) {
-  if (name == "llama") return Architecture::kLlama;
-  if (name == "mistral") return Architecture::kMistral;
-  if (name == "qwen2") return Architecture::kQwen2;
-  if (name == "qwen3") return Architecture::kQwen3;
-  return absl::InvalidArgumentError(absl::StrCat("--arch: unknown architecture '", name,
-                                                 "' (llama, mistral, qwen2, qwen3)"));
+void AddFlags(CommandLine* cl, MkmodelFlags* f) {
+  constexpr int64_t kMaxDim = INT32_MAX;
+  cl->AddString("--out", &f->out, "output directory (created; must be empty unless --force)", "DIR")->required();
+  cl->AddSwitch("--force", &f->force, "write into a non-empty DIR, replacing only the files mkmodel writes");
+  cl->AddChoice("--preset", &f->preset, RandomCheckpointPresetNames(), "starting point (default tiny-llama)");
+  cl->AddChoice("--arch", &f->arch, {"llama", "mistral", "qwen2", "qwen3"}, "architecture");
+  cl->AddInt("--hidden", &f->hidden, 1, kMaxDim, "hidden size");
+  cl->AddInt("--layers", &f->layers, 1, kMaxDim, "transformer layers");
+  cl->AddInt("--heads", &f->heads, 1, kMaxDim, "attention heads");
+  cl->AddInt("--kv-heads", &f->kv_heads, 1, kMaxDim, "key/value heads");
+  cl->AddInt("--head-dim", &f->head_dim, 1, kMaxDim, "dimension of one head");
+  cl->AddInt("--intermediate", &f->intermediate, 1, kMaxDim, "MLP width");
+  cl->AddInt("--vocab", &f->vocab, 1, kMaxDim, "vocabulary size");
+  cl->AddInt("--max-positions", &f->max_positions, 1, kMaxDim, "context length");
+  cl->AddChoice("--dtype", &f->dtype, {"bf16", "fp16", "fp32"}, "stored weight type");
+  cl->AddInt("--seed", &f->seed, 0, INT64_MAX, "weight seed (default 1)", "S");
+  cl->AddReal("--rope-theta", &f->rope_theta, 0, 1e12, "RoPE base", true);
+  cl->AddChoice("--rope-scaling", &f->rope_scaling, {"llama3", "none"},
+                "llama3 (factor 8, low 1, high 4, original 8192) or none");
+  cl->AddReal("--rms-norm-eps", &f->rms_norm_eps, 0, 1, "RMSNorm epsilon", true);
+  CLI::Option* tie = cl->AddSwitch("--tie-embeddings", &f->tie, "share embed_tokens and lm_head");
+  CLI::Option* untie = cl->AddSwitch("--untie-embeddings", &f->untie, "separate embed_tokens and lm_head");
+  tie->excludes(untie);
+  cl->AddSwitch("--attention-bias", &f->attention_bias, "q/k/v/o biases (llama, qwen3)");
+  cl->AddBytes("--shard-bytes", &f->shard_bytes, 0, INT64_MAX, "shard the weights (e.g. 64MiB); 0 = one file");
+  cl->AddInt("--bos-id", &f->bos_id, 0, INT32_MAX, "beginning-of-sequence token id");
+  cl->AddInts("--eos-id", &f->eos_ids, 0, INT32_MAX, "end-of-sequence token id (repeatable)");
+  cl->AddChoice("--tokenizer", &f->tokenizer, {"none", "bytes"},
+                "bytes: also write a byte-level tokenizer.json (ids 0..255 = bytes, 256 = bos, 257 = eos; "
+                "needs --vocab >= 258)");
+  cl->AddInt("--threads", &f->threads, 0, 4096, "writer threads, 0 = every core (default 0)");
 }
 
-absl::StatusOr<DType> ParseDTypeFlag(const std::string& name) {
-  if (name == "bf16" || name == "bfloat16") return DType::kBF16;
-  if (name == "fp16" || name == "f16" || name == "float16") return DType::kF16;
-  if (name == "fp32" || name == "f32" || name == "float32") return DType::kF32;
-  return absl::InvalidArgumentError(absl::StrCat("--dtype: unknown dtype '", name, "' (bf16, fp16, fp32)"));
-}
-
-absl::Status SetInt(const Args& args, const char* flag, int64_t* value) {
-  ASSIGN_OR_RETURN(*value, args.GetInt(flag, *value));
-  return absl::OkStatus();
-}
-
-absl::StatusOr<RandomCheckpointSpec> SpecFromArgs(const Args& args) {
-  ASSIGN_OR_RETURN(RandomCheckpointSpec spec, RandomCheckpointPreset(args.GetOr("preset", "tiny-llama")));
-  if (auto arch = args.Get("arch")) {
-    ASSIGN_OR_RETURN(spec.arch, ParseArch(*arch));
+absl::StatusOr<RandomCheckpointSpec> SpecFromFlags(const MkmodelFlags& f, const CLI::App& app) {
+  auto given = [&app](const char* flag) { return app.count(flag) > 0; };
+  absl::StatusOr<RandomCheckpointSpec> spec = RandomCheckpointPreset(f.preset);
+  if (!spec.ok()) return spec.status();
+  if (f.arch == "llama") spec->arch = Architecture::kLlama;
+  if (f.arch == "mistral") spec->arch = Architecture::kMistral;
+  if (f.arch == "qwen2") spec->arch = Architecture::kQwen2;
+  if (f.arch == "qwen3") spec->arch = Architecture::kQwen3;
+  const std::pair<const char*, std::pair<int64_t, int64_t*>> shape[] = {
+      {"--hidden", {f.hidden, &spec->hidden}},         {"--layers", {f.layers, &spec->layers}},
+      {"--heads", {f.heads, &spec->heads}},            {"--kv-heads", {f.kv_heads, &spec->kv_heads}},
+      {"--head-dim", {f.head_dim, &spec->head_dim}},   {"--intermediate", {f.intermediate, &spec->intermediate}},
+      {"--vocab", {f.vocab, &spec->vocab}},            {"--max-positions", {f.max_positions, &spec->max_positions}}};
+  for (const auto& [flag, value] : shape) {
+    if (given(flag)) *value.second = value.first;
   }
-  RETURN_IF_ERROR(SetInt(args, "hidden", &spec.hidden));
-  RETURN_IF_ERROR(SetInt(args, "layers", &spec.layers));
-  RETURN_IF_ERROR(SetInt(args, "heads", &spec.heads));
-  RETURN_IF_ERROR(SetInt(args, "kv-heads", &spec.kv_heads));
-  RETURN_IF_ERROR(SetInt(args, "head-dim", &spec.head_dim));
-  RETURN_IF_ERROR(SetInt(args, "intermediate", &spec.intermediate));
-  RETURN_IF_ERROR(SetInt(args, "vocab", &spec.vocab));
-  RETURN_IF_ERROR(SetInt(args, "max-positions", &spec.max_positions));
-  if (auto dtype = args.Get("dtype")) {
-    ASSIGN_OR_RETURN(spec.dtype, ParseDTypeFlag(*dtype));
-  }
-  if (auto seed = args.Get("seed")) {
-    if (!absl::SimpleAtoi(*seed, &spec.seed)) {
-      return absl::InvalidArgumentError(absl::StrCat("--seed: '", *seed, "' is not a non-negative integer"));
-    }
-  }
-  ASSIGN_OR_RETURN(spec.rope_theta, args.GetDouble("rope-theta", spec.rope_theta));
-  ASSIGN_OR_RETURN(spec.rms_norm_eps, args.GetDouble("rms-norm-eps", spec.rms_norm_eps));
-  if (auto scaling = args.Get("rope-scaling")) {
-    if (*scaling == "llama3") {
-      spec.rope_scaling = Llama3RopeScaling{};
-    } else if (*scaling == "none") {
-      spec.rope_scaling.reset();
-    } else {
+  if (f.dtype == "bf16") spec->dtype = DType::kBF16;
+  if (f.dtype == "fp16") spec->dtype = DType::kF16;
+  if (f.dtype == "fp32") spec->dtype = DType::kF32;
+  if (given("--seed")) spec->seed = static_cast<uint64_t>(f.seed);
+  if (given("--rope-theta")) spec->rope_theta = f.rope_theta;
+  if (given("--rms-norm-eps")) spec->rms_norm_eps = f.rms_norm_eps;
+  if (f.rope_scaling == "llama3") spec->rope_scaling = Llama3RopeScaling{};
+  if (f.rope_scaling == "none") spec->rope_scaling.reset();
+  if (f.tie) spec->tie_embeddings = true;
+  if (f.untie) spec->tie_embeddings = false;
+  if (f.attention_bias) spec->attention_bias = true;
+  if (given("--shard-bytes")) spec->max_shard_bytes = f.shard_bytes;
+  if (given("--bos-id")) spec->bos_token_id = static_cast<int32_t>(f.bos_id);
+  if (!f.eos_ids.empty()) spec->eos_token_ids = f.eos_ids;
+  if (f.tokenizer == "bytes") {
+    if (spec->vocab < tokenizer::kByteTokenizerVocabSize) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--rope-scaling: unsupported type '", *scaling, "' (llama3 or none)"));
+          absl::StrCat("--tokenizer bytes needs --vocab >= ", tokenizer::kByteTokenizerVocabSize));
     }
+    if (!given("--bos-id")) spec->bos_token_id = tokenizer::kByteTokenizerBosId;
+    if (f.eos_ids.empty()) spec->eos_token_ids = {tokenizer::kByteTokenizerEosId};
   }
-  if (args.Has("tie-embeddings")) spec.tie_embeddings = args.GetOr("tie-embeddings", "true") != "false";
-  if (args.Has("untie-embeddings")) spec.tie_embeddings = false;
-  if (args.Has("attention-bias")) spec.attention_bias = args.GetOr("attention-bias", "true") != "false";
-  ASSIGN_OR_RETURN(spec.max_shard_bytes, args.GetBytes("shard-bytes", spec.max_shard_bytes));
-  if (args.Has("bos-id")) {
-    ASSIGN_OR_RETURN(int64_t bos, args.GetInt("bos-id", 0));
-    spec.bos_token_id = static_cast<int32_t>(bos);
-  }
-  if (args.Has("eos-id")) {
-    spec.eos_token_ids.clear();
-    for (const std::string& text : args.GetAll("eos-id")) {
-      int32_t id = 0;
-      if (!absl::SimpleAtoi(text, &id)) {
-        return absl::InvalidArgumentError(absl::StrCat("--eos-id: '", text, "' is not an integer"));
-      }
-      spec.eos_token_ids.push_back(id);
-    }
-  }
-  ASSIGN_OR_RETURN(int64_t threads, args.GetInt("threads", 0));
-  spec.num_threads = static_cast<int>(threads);
+  spec->num_threads = f.threads;
   return spec;
 }
 
+// Refuses an --out that is not a directory, or a non-empty one without --force. With
+// --force, says which existing files are replaced. "" or the reason to stop.
+std::string CheckOutput(const MkmodelFlags& f, const std::vector<std::string>& files) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(f.out, ec);
+  if (!fs::exists(st)) return "";
+  if (!fs::is_directory(st)) return absl::StrCat("--out: ", f.out, " exists and is not a directory");
+  const bool empty = fs::is_empty(f.out, ec);
+  if (ec) return absl::StrCat("--out: cannot read ", f.out, ": ", ec.message());
+  if (empty) return "";
+  if (!f.force) {
+    return absl::StrCat("--out: ", f.out,
+                        " is not empty; pass --force to write into it (only the files mkmodel writes are "
+                        "replaced, nothing is deleted)");
+  }
+  for (const std::string& name : files) {
+    if (fs::exists(fs::symlink_status(fs::path(f.out) / name, ec))) {
+      std::fprintf(stderr, "kvtier mkmodel: replacing %s\n", (fs::path(f.out) / name).c_str());
+    }
+  }
+  return "";
+}
+
 int MkmodelMain(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv,
-                          {"out", "preset", "arch", "hidden", "layers", "heads", "kv-heads", "head-dim",
-                           "intermediate", "vocab", "max-positions", "dtype", "seed", "rope-theta",
-                           "rope-scaling", "rms-norm-eps", "shard-bytes", "bos-id", "eos-id", "threads", "tokenizer"},
-                          {"help", "tie-embeddings", "untie-embeddings", "attention-bias"});
-  if (!args.ok()) {
-    std::fprintf(stderr, "kvtier mkmodel: %s\n", std::string(args.status().message()).c_str());
-    return 2;
-  }
-  if (args->Has("help")) {
-    PrintHelp();
-    return 0;
-  }
-  if (!args->positional().empty()) {
-    std::fprintf(stderr, "kvtier mkmodel: unexpected argument '%s'\n", args->positional()[0].c_str());
-    return 2;
-  }
-  auto out = args->Get("out");
-  if (!out) {
-    std::fprintf(stderr, "kvtier mkmodel: --out DIR is required (see --help)\n");
-    return 2;
-  }
-  auto spec = SpecFromArgs(*args);
-  if (!spec.ok()) {
-    std::fprintf(stderr, "kvtier mkmodel: %s\n", std::string(spec.status().message()).c_str());
-    return spec.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
-  }
-  const std::string tokenizer = args->GetOr("tokenizer", "none");
-  if (tokenizer != "none" && tokenizer != "bytes") {
-    std::fprintf(stderr, "kvtier mkmodel: --tokenizer must be none or bytes, got '%s'\n", tokenizer.c_str());
-    return 2;
-  }
-  if (tokenizer == "bytes") {
-    if (spec->vocab < tokenizer::kByteTokenizerVocabSize) {
-      std::fprintf(stderr, "kvtier mkmodel: --tokenizer bytes needs --vocab >= %d\n", tokenizer::kByteTokenizerVocabSize);
-      return 2;
-    }
-    if (!args->Has("bos-id")) spec->bos_token_id = tokenizer::kByteTokenizerBosId;
-    if (!args->Has("eos-id")) spec->eos_token_ids = {tokenizer::kByteTokenizerEosId};
-  }
+  CommandLine cl("mkmodel", Description());
+  MkmodelFlags f;
+  AddFlags(&cl, &f);
+  if (auto status = cl.Parse(argc, argv)) return *status;
+  absl::StatusOr<RandomCheckpointSpec> spec = SpecFromFlags(f, cl.app());
+  if (!spec.ok()) return cl.UsageError(spec.status().message());
   auto config = RandomCheckpointConfig(*spec);
-  if (!config.ok()) {
-    std::fprintf(stderr, "kvtier mkmodel: %s\n", std::string(config.status().message()).c_str());
-    return 1;
+  if (!config.ok()) return cl.UsageError(config.status().message());
+  absl::StatusOr<std::vector<std::string>> files = RandomCheckpointFiles(*spec);
+  if (!files.ok()) return cl.UsageError(files.status().message());
+  if (f.tokenizer == "bytes") {
+    files->push_back("tokenizer.json");
+    files->push_back("tokenizer_config.json");
   }
+  if (std::string refusal = CheckOutput(f, *files); !refusal.empty()) return cl.Fail(kExitFailure, refusal);
+
   const auto start = std::chrono::steady_clock::now();
-  absl::Status status = WriteRandomCheckpoint(*spec, *out);
-  if (!status.ok()) {
-    std::fprintf(stderr, "kvtier mkmodel: %s\n", std::string(status.message()).c_str());
-    return 1;
-  }
-  if (tokenizer == "bytes") {
-    if (absl::Status t = tokenizer::WriteByteTokenizer(*out); !t.ok()) {
-      std::fprintf(stderr, "kvtier mkmodel: %s\n", std::string(t.message()).c_str());
-      return 1;
-    }
+  ProgressBar writing("writing " + f.out);
+  absl::Status written =
+      WriteRandomCheckpoint(*spec, f.out, [&writing](std::string_view stage, int64_t done, int64_t total) {
+        writing.Update(std::string(stage), done, total);
+        return true;
+      });
+  writing.Finish();
+  if (!written.ok()) return cl.Fail(kExitFailure, written.message());
+  if (f.tokenizer == "bytes") {
+    if (absl::Status s = tokenizer::WriteByteTokenizer(f.out); !s.ok()) return cl.Fail(kExitFailure, s.message());
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const int64_t params = config->NumParameters();
-  std::printf("wrote %s: %s, %lld parameters, %.2f GB weights, %.1f s\n", out->c_str(),
+  std::printf("wrote %s: %s, %lld parameters, %.2f GB weights, %.1f s\n", f.out.c_str(),
               std::string(ArchitectureName(config->architecture)).c_str(), static_cast<long long>(params),
               static_cast<double>(params) * static_cast<double>(DTypeSize(spec->dtype)) / 1e9, seconds);
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace

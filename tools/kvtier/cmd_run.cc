@@ -1,69 +1,85 @@
-// `kvtier run`: generates from token ids through the public C API (the CLI is a user of
-// the library like any other), printing tokens as they stream and the statistics.
+// `kvtier run`: generates for every prompt through the public C API (the CLI is a user of
+// the library like any other), streaming the output, then printing the statistics (and, with
+// --metrics, writing them in the Prometheus text format). Loading shows its progress on
+// stderr. SIGINT or SIGTERM cancels the load or the sequences and frees the context, which
+// saves the disk cache, before exiting with 128 + the signal number. Runs once per process;
+// not thread-safe.
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
-#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "args.h"
 #include "command.h"
+#include "command_line.h"
+#include "context_flags.h"
 #include "cuda_env.h"
+#include "interrupt.h"
 #include "kvtier/kvtier.h"
 #include "nlohmann/json.hpp"
+#include "numbers.h"
+#include "progress_bar.h"
 
 namespace kvtier::cli {
 namespace {
 
-constexpr char kUsage[] = R"(usage: kvtier run --model DIR (--prompt-ids 1,2,3 | --prompt TEXT)... [flags]
+constexpr char kDescription[] =
+    "Generates for every prompt (one sequence each, all at once) and streams the output: text\n"
+    "when the model has a tokenizer.json, token ids otherwise. SIGINT or SIGTERM cancels the\n"
+    "sequences and frees the context (saving the disk cache) before exiting. Sampling flags\n"
+    "not given take the model's generation_config.json defaults (see kvtier inspect), else 16\n"
+    "tokens, greedy, no filters.";
 
-Generates for every prompt (one sequence each, all at once) and streams the output: text
-when the model has a tokenizer.json, token ids otherwise.
-  --model DIR              HF checkpoint directory (config.json + safetensors)
-  --prompt-ids LIST        comma-separated token ids; repeat for more sequences
-  --prompt TEXT            a text prompt (needs tokenizer.json); repeatable
-  --chat                   wrap each --prompt as a user message in the model's chat format
-  --stop TEXT              stop string (repeatable; needs tokenizer.json)
-  --max-tokens N           new tokens per sequence (default 16)
-  --temperature T          0 = greedy (default 0)
-  --top-k K / --top-p P    sampling filters (default off)
-  --seed S                 per-sequence seed base; sequence i uses S+i (default 0)
-  --stop-id ID             extra stop token (repeatable)
-  --ignore-eos             do not stop at the model's eos ids
-  --backend auto|cpu|cuda  (default auto)
-  --threads N              CPU threads, 0 = all (default 0)
-  --gpu-kv-bytes SIZE      device-tier KV budget, e.g. 64MiB (default 256MiB)
-  --host-kv-bytes SIZE     host-tier KV budget (default 0)
-  --disk-kv-bytes SIZE     disk-tier KV budget (default 0)
-  --disk-path FILE         file backing the disk tier
-  --block-tokens N         tokens per KV block (default 16)
-  --max-tokens-per-step N  token budget of one step (default 512)
-  --max-running N          sequences per batch (default 256)
-  --preemption MODE        auto|swap|recompute (default auto)
-  --json                   print one JSON object: sequences (tokens, text) and stats
-  --json-schema FILE       constrain every output to JSON valid against this schema
-  --grammar FILE           constrain every output to this GBNF grammar (llama.cpp syntax)
-)";
+struct RunFlags {
+  std::string model;
+  std::vector<std::string> prompt_ids, prompts, stops;
+  std::vector<int32_t> stop_ids;
+  bool chat = false, ignore_eos = false, json = false;
+  // Set on the request only when given (Given): the others keep the model's defaults.
+  int32_t max_tokens = 16, top_k = 0;
+  double temperature = 0, top_p = 1;
+  int64_t seed = 0;
+  std::string metrics;  // --metrics FILE ("-": stdout); empty: none
+  // Structured output: the files' paths, then their text (read after parsing).
+  std::string json_schema_file, grammar_file, json_schema, grammar;
+  ContextFlags context;
+  const CLI::App* app = nullptr;  // for Given
+  bool Given(const char* flag) const { return app->count(flag) > 0; }
+};
 
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "kvtier run: %s\n", message.c_str());
-  return 1;
-}
-
-absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text) {
-  std::vector<int32_t> ids;
-  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    int32_t id = 0;
-    if (!absl::SimpleAtoi(part, &id)) {
-      return absl::InvalidArgumentError("--prompt-ids: '" + std::string(part) + "' is not a token id");
-    }
-    ids.push_back(id);
-  }
-  return ids;
+void AddFlags(CommandLine* cl, RunFlags* f) {
+  cl->AddString("--model", &f->model, "HF checkpoint directory (config.json + safetensors)", "DIR")->required();
+  CommandLine::Normalized(
+      cl->AddStrings("--prompt-ids", &f->prompt_ids, "comma-separated token ids; repeat for more sequences", "LIST"),
+      [](absl::string_view text) -> absl::StatusOr<std::string> {
+        auto ids = ParseTokenIds(text);
+        if (!ids.ok()) return ids.status();
+        return std::string(text);
+      });
+  cl->AddStrings("--prompt", &f->prompts, "a text prompt (needs tokenizer.json); repeatable", "TEXT");
+  cl->AddSwitch("--chat", &f->chat, "wrap each --prompt as a user message in the model's chat format");
+  cl->AddStrings("--stop", &f->stops, "stop string (repeatable; needs tokenizer.json)", "TEXT");
+  cl->AddInt("--max-tokens", &f->max_tokens, 1, INT32_MAX, "new tokens per sequence (default: the model's)");
+  cl->AddReal("--temperature", &f->temperature, 0, 3.4e38, "0 = greedy (default: the model's)", false, "T");
+  cl->AddInt("--top-k", &f->top_k, 0, INT32_MAX, "sample among the K most likely tokens, 0 = off (default: the model's)",
+             "K");
+  cl->AddReal("--top-p", &f->top_p, 0, 1, "nucleus sampling threshold, 1 = off (default: the model's)", true, "P");
+  cl->AddInt("--seed", &f->seed, 0, INT64_MAX, "seed base: sequence i uses S+i (default 0)", "S");
+  cl->AddInts("--stop-id", &f->stop_ids, 0, INT32_MAX, "extra stop token (repeatable)", "ID");
+  cl->AddSwitch("--ignore-eos", &f->ignore_eos, "do not stop at the model's eos ids");
+  cl->AddSwitch("--json", &f->json, "print one JSON object: sequences (tokens, text) and stats");
+  cl->AddString("--metrics", &f->metrics,
+                "write the statistics in the Prometheus text format to FILE (\"-\": stdout) when done", "FILE");
+  cl->AddString("--json-schema", &f->json_schema_file,
+                "constrain every output to JSON valid against the JSON schema in FILE", "FILE");
+  cl->AddString("--grammar", &f->grammar_file, "constrain every output to the GBNF grammar in FILE (llama.cpp syntax)",
+                "FILE");
+  f->context.AddTo(cl);
+  f->app = &cl->app();
 }
 
 // Releases every handle it holds when the command returns, whatever the path.
@@ -93,172 +109,94 @@ const char* FinishName(int32_t reason) {
   }
 }
 
-int RunMain(int argc, char** argv) {
-  auto args = Args::Parse(argc, argv,
-                          {"model", "prompt-ids", "prompt", "stop", "max-tokens", "temperature", "top-k", "top-p", "seed", "stop-id",
-                           "backend", "threads", "gpu-kv-bytes", "host-kv-bytes", "disk-kv-bytes", "disk-path",
-                           "block-tokens", "max-tokens-per-step", "max-running", "preemption", "json-schema", "grammar"},
-                          {"json", "ignore-eos", "help", "chat"});
-  if (!args.ok()) {
-    std::fprintf(stderr, "kvtier run: %s\n\n%s", std::string(args.status().message()).c_str(), kUsage);
-    return 2;
-  }
-  if (args->Has("help")) {
-    std::printf("%s", kUsage);
-    return 0;
-  }
-  if (!args->Has("model") || (!args->Has("prompt-ids") && !args->Has("prompt"))) {
-    std::fprintf(stderr, "kvtier run: --model and --prompt-ids or --prompt are required\n\n%s", kUsage);
-    return 2;
-  }
-  const bool json = args->Has("json");
-  Handles h;
-  char err[1024];
-  if (kvt_status s = kvt_model_load(args->Get("model")->c_str(), &h.model, err, sizeof err); s != KVT_OK) {
-    return Fail(std::string(kvt_status_string(s)) + ": " + err);
-  }
-  kvt_options_create(&h.options);
-  if (SetCudaOptionsFromEnvironment(h.options) != KVT_OK) {
-    return Fail(std::string("KVTIER_CUDA_*: ") + kvt_options_errmsg(h.options));
-  }
-  std::map<std::string, std::string> string_options = {
-      {"backend", "backend"}, {"disk-path", "disk_path"}, {"preemption", "preemption"},
-      {"gpu-kv-bytes", "gpu_kv_bytes"}, {"host-kv-bytes", "host_kv_bytes"}, {"disk-kv-bytes", "disk_kv_bytes"},
-      {"threads", "threads"}, {"block-tokens", "block_tokens"}, {"max-tokens-per-step", "max_tokens_per_step"},
-      {"max-running", "max_running"}};
-  for (const auto& [flag, key] : string_options) {
-    if (auto value = args->Get(flag)) {
-      if (kvt_options_set_string(h.options, key.c_str(), value->c_str()) != KVT_OK) {
-        return Fail("--" + flag + ": " + kvt_options_errmsg(h.options));
-      }
-    }
-  }
-  if (kvt_status s = kvt_context_create(h.model, h.options, &h.context, err, sizeof err); s != KVT_OK) {
-    return Fail(std::string(kvt_status_string(s)) + ": " + err);
-  }
+// Exit status for a failed library call: the library refusing a value the command line gave
+// is a usage error; anything else is a failure.
+int StatusFor(kvt_status status) { return status == KVT_ERR_INVALID_ARGUMENT ? kExitUsage : kExitFailure; }
 
-  auto max_tokens = args->GetInt("max-tokens", 16);
-  auto temperature = args->GetDouble("temperature", 0.0);
-  auto top_k = args->GetInt("top-k", 0);
-  auto top_p = args->GetDouble("top-p", 1.0);
-  auto seed = args->GetInt("seed", 0);
-  for (const absl::Status& s : {max_tokens.status(), temperature.status(), top_k.status(), top_p.status(), seed.status()}) {
-    if (!s.ok()) return Fail(std::string(s.message()));
-  }
-  std::vector<int32_t> stop_ids;
-  for (const std::string& text : args->GetAll("stop-id")) {
-    int32_t id = 0;
-    if (!absl::SimpleAtoi(text, &id)) return Fail("--stop-id: '" + text + "' is not a token id");
-    stop_ids.push_back(id);
-  }
+std::string Quoted(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
-  // Structured output: the file's text, given to every request.
-  std::string schema_text, grammar_text;
-  for (const auto& [flag, text] : {std::pair<const char*, std::string*>{"json-schema", &schema_text}, {"grammar", &grammar_text}}) {
-    if (auto path = args->Get(flag)) {
-      std::ifstream in(*path, std::ios::binary);
-      std::stringstream content;
-      content << in.rdbuf();
-      if (!in) return Fail(std::string("--") + flag + ": cannot read " + *path);
-      *text = content.str();
-    }
-  }
-
+// What the sequences produced, filled from the step events.
+struct Output {
   std::vector<int64_t> ids;
-  std::map<int64_t, std::vector<int32_t>> generated;
+  std::map<int64_t, std::vector<int32_t>> tokens;
   std::map<int64_t, std::string> texts;
   std::map<int64_t, int32_t> finish;
-  const std::vector<std::string> id_prompts = args->GetAll("prompt-ids");
-  const std::vector<std::string> text_prompts = args->GetAll("prompt");
-  const bool text = kvt_model_has_tokenizer(h.model) != 0;
-  for (size_t i = 0; i < id_prompts.size() + text_prompts.size(); ++i) {
-    kvt_request* r = nullptr;
-    kvt_request_create(&r);
-    h.requests.push_back(r);
-    kvt_status s = KVT_OK;
-    if (i < id_prompts.size()) {
-      auto prompt = ParseIds(id_prompts[i]);
-      if (!prompt.ok()) return Fail(std::string(prompt.status().message()));
-      s = kvt_request_set_prompt_tokens(r, prompt->data(), static_cast<int32_t>(prompt->size()));
-    } else {
-      const std::string& p = text_prompts[i - id_prompts.size()];
-      s = args->Has("chat") ? kvt_request_add_chat_message(r, "user", p.c_str())
-                            : kvt_request_set_prompt_text(r, p.data(), static_cast<int32_t>(p.size()));
-    }
-    for (const std::string& stop : args->GetAll("stop")) {
-      if (s == KVT_OK) s = kvt_request_add_stop_string(r, stop.data(), static_cast<int32_t>(stop.size()));
-    }
-    if (s == KVT_OK) s = kvt_request_set_max_new_tokens(r, static_cast<int32_t>(*max_tokens));
-    if (s == KVT_OK) s = kvt_request_set_temperature(r, static_cast<float>(*temperature));
-    if (s == KVT_OK) s = kvt_request_set_top_k(r, static_cast<int32_t>(*top_k));
-    if (s == KVT_OK) s = kvt_request_set_top_p(r, static_cast<float>(*top_p));
-    if (s == KVT_OK) s = kvt_request_set_seed(r, *seed + static_cast<int64_t>(i));
-    if (s == KVT_OK) s = kvt_request_set_stop_tokens(r, stop_ids.data(), static_cast<int32_t>(stop_ids.size()));
-    if (s == KVT_OK) s = kvt_request_set_ignore_eos(r, args->Has("ignore-eos") ? 1 : 0);
-    if (s == KVT_OK && !schema_text.empty()) s = kvt_request_set_json_schema(r, schema_text.c_str());
-    if (s == KVT_OK && !grammar_text.empty()) s = kvt_request_set_grammar(r, grammar_text.c_str());
-    if (s != KVT_OK) return Fail("sequence " + std::to_string(i) + ": " + kvt_request_errmsg(r));
-    int64_t id = 0;
-    if (kvt_status a = kvt_sequence_add(h.context, r, &id); a != KVT_OK) {
-      return Fail("sequence " + std::to_string(i) + ": " + kvt_status_string(a) + ": " + kvt_context_errmsg(h.context));
-    }
-    ids.push_back(id);
-  }
+};
 
-  kvt_events_create(&h.events);
-  while (kvt_context_num_unfinished(h.context) > 0) {
-    if (kvt_status s = kvt_step(h.context, h.events); s != KVT_OK) {
-      return Fail(std::string("step failed: ") + kvt_status_string(s) + ": " + kvt_context_errmsg(h.context));
+void Record(const kvt_events* events, bool stream, bool text, Output* out) {
+  for (int32_t i = 0; i < kvt_events_count(events); ++i) {
+    int64_t seq = 0;
+    int32_t token = 0, reason = 0;
+    kvt_events_get(events, i, &seq, &token, &reason);
+    const char* piece = nullptr;
+    int32_t piece_len = 0;
+    kvt_events_text(events, i, &piece, &piece_len);
+    if (token != KVT_NO_TOKEN) out->tokens[seq].push_back(token);
+    out->texts[seq].append(piece, static_cast<size_t>(piece_len));
+    if (reason != KVT_FINISH_REASON_NONE) out->finish[seq] = reason;
+    if (!stream) continue;
+    if (text && piece_len > 0) {
+      std::printf("seq %lld: %s\n", static_cast<long long>(seq), Quoted(std::string(piece, piece_len)).c_str());
+    } else if (token != KVT_NO_TOKEN) {
+      std::printf("seq %lld: token %d\n", static_cast<long long>(seq), token);
     }
-    for (int32_t i = 0; i < kvt_events_count(h.events); ++i) {
-      int64_t seq = 0;
-      int32_t token = 0, reason = 0;
-      kvt_events_get(h.events, i, &seq, &token, &reason);
-      const char* piece = nullptr;
-      int32_t piece_len = 0;
-      kvt_events_text(h.events, i, &piece, &piece_len);
-      if (token != KVT_NO_TOKEN) generated[seq].push_back(token);
-      texts[seq].append(piece, static_cast<size_t>(piece_len));
-      if (reason != KVT_FINISH_REASON_NONE) finish[seq] = reason;
-      if (!json && text && piece_len > 0) {
-        std::printf("seq %lld: %s\n", static_cast<long long>(seq), nlohmann::json(std::string(piece, static_cast<size_t>(piece_len))).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-      } else if (!json && token != KVT_NO_TOKEN) {
-        std::printf("seq %lld: token %d\n", static_cast<long long>(seq), token);
-      }
-      if (!json && reason != KVT_FINISH_REASON_NONE) {
-        std::printf("seq %lld: finished (%s)\n", static_cast<long long>(seq), FinishName(reason));
-      }
+    if (reason != KVT_FINISH_REASON_NONE) {
+      std::printf("seq %lld: finished (%s)\n", static_cast<long long>(seq), FinishName(reason));
     }
   }
+  if (stream) std::fflush(stdout);  // streamed: a reader sees each step as it happens
+}
 
-  int32_t stats_len = 0;
-  kvt_context_stats_json(h.context, nullptr, 0, &stats_len);
-  std::string stats_text(static_cast<size_t>(stats_len) + 1, '\0');
-  kvt_context_stats_json(h.context, stats_text.data(), stats_len + 1, &stats_len);
-  stats_text.resize(static_cast<size_t>(stats_len));
-  nlohmann::json stats = nlohmann::json::parse(stats_text);
+// The context's statistics in the Prometheus text format, to path ("-": stdout).
+bool WriteMetrics(kvt_context* context, const std::string& path) {
+  int32_t len = 0;
+  if (kvt_context_metrics_text(context, nullptr, 0, &len) != KVT_OK) return false;
+  std::string text(static_cast<size_t>(len) + 1, '\0');
+  if (kvt_context_metrics_text(context, text.data(), len + 1, &len) != KVT_OK) return false;
+  text.resize(static_cast<size_t>(len));
+  FILE* out = path == "-" ? stdout : std::fopen(path.c_str(), "w");
+  if (out == nullptr) return false;
+  const bool written = std::fwrite(text.data(), 1, text.size(), out) == text.size();
+  return (path == "-" ? std::fflush(out) == 0 : std::fclose(out) == 0) && written;
+}
 
-  if (json) {
-    nlohmann::json out;
-    out["sequences"] = nlohmann::json::array();
-    for (int64_t id : ids) {
-      nlohmann::json entry = {{"id", id}, {"tokens", generated[id]}, {"finish_reason", FinishName(finish[id])}};
-      if (text) entry["text"] = texts[id];
-      out["sequences"].push_back(entry);
-    }
-    out["stats"] = stats;
-    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-    return 0;
+nlohmann::json Stats(kvt_context* context) {
+  int32_t len = 0;
+  kvt_context_stats_json(context, nullptr, 0, &len);
+  std::string text(static_cast<size_t>(len) + 1, '\0');
+  kvt_context_stats_json(context, text.data(), len + 1, &len);
+  text.resize(static_cast<size_t>(len));
+  return nlohmann::json::parse(text);
+}
+
+void PrintJson(const Output& out, bool text, const nlohmann::json& stats) {
+  nlohmann::json j;
+  j["sequences"] = nlohmann::json::array();
+  for (int64_t id : out.ids) {
+    auto tokens = out.tokens.find(id);
+    auto finish = out.finish.find(id);
+    nlohmann::json entry = {
+        {"id", id},
+        {"tokens", tokens == out.tokens.end() ? std::vector<int32_t>{} : tokens->second},
+        {"finish_reason", FinishName(finish == out.finish.end() ? KVT_FINISH_REASON_NONE : finish->second)}};
+    if (text) entry["text"] = out.texts.count(id) ? out.texts.at(id) : "";
+    j["sequences"].push_back(entry);
   }
+  j["stats"] = stats;
+  std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+}
+
+void PrintSummary(const Output& out, bool text, const nlohmann::json& stats) {
   std::printf("\n");
-  for (int64_t id : ids) {
-    if (text) {
-      std::printf("seq %lld [%s]: %s\n", static_cast<long long>(id), FinishName(finish[id]),
-                  nlohmann::json(texts[id]).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-    } else {
-      std::printf("seq %lld [%s]: %s\n", static_cast<long long>(id), FinishName(finish[id]),
-                  absl::StrJoin(generated[id], " ").c_str());
-    }
+  for (int64_t id : out.ids) {
+    auto finish = out.finish.find(id);
+    const char* reason = FinishName(finish == out.finish.end() ? KVT_FINISH_REASON_NONE : finish->second);
+    auto tokens = out.tokens.find(id);
+    const std::string body = text ? Quoted(out.texts.count(id) ? out.texts.at(id) : "")
+                                  : tokens == out.tokens.end() ? "" : absl::StrJoin(tokens->second, " ");
+    std::printf("seq %lld [%s]: %s\n", static_cast<long long>(id), reason, body.c_str());
   }
   std::printf("\n%-6s %16s %16s %16s\n", "tier", "capacity_bytes", "used_bytes", "peak_bytes");
   for (const char* tier : {"gpu", "host", "disk"}) {
@@ -273,11 +211,154 @@ int RunMain(int argc, char** argv) {
               stats["swaps_out"].get<long long>(), stats["swaps_in"].get<long long>(),
               stats["prefix_hits"]["gpu"].get<long long>(), stats["prefix_hits"]["host"].get<long long>(),
               stats["prefix_hits"]["disk"].get<long long>(), stats["gpu_allocs_after_init"].get<long long>());
-  return 0;
+}
+
+// Builds request i from the flags; "" or the failure.
+std::string MakeRequest(const RunFlags& f, size_t i, kvt_request* r) {
+  kvt_status s = KVT_OK;
+  if (i < f.prompt_ids.size()) {
+    const std::vector<int32_t> prompt = *ParseTokenIds(f.prompt_ids[i]);  // validated by the parser
+    s = kvt_request_set_prompt_tokens(r, prompt.data(), static_cast<int32_t>(prompt.size()));
+  } else {
+    const std::string& p = f.prompts[i - f.prompt_ids.size()];
+    s = f.chat ? kvt_request_add_chat_message(r, "user", p.c_str())
+               : kvt_request_set_prompt_text(r, p.data(), static_cast<int32_t>(p.size()));
+  }
+  for (const std::string& stop : f.stops) {
+    if (s == KVT_OK) s = kvt_request_add_stop_string(r, stop.data(), static_cast<int32_t>(stop.size()));
+  }
+  // Sequence i's seed is S + i, computed without overflow (S <= 2^63-1, i < 2^31).
+  const uint64_t seed = static_cast<uint64_t>(f.seed) + i;
+  // Only the sampling flags given: the others keep the model's defaults (generation_config.json).
+  if (s == KVT_OK && f.Given("--max-tokens")) s = kvt_request_set_max_new_tokens(r, f.max_tokens);
+  if (s == KVT_OK && f.Given("--temperature")) s = kvt_request_set_temperature(r, static_cast<float>(f.temperature));
+  if (s == KVT_OK && f.Given("--top-k")) s = kvt_request_set_top_k(r, f.top_k);
+  if (s == KVT_OK && f.Given("--top-p")) s = kvt_request_set_top_p(r, static_cast<float>(f.top_p));
+  if (s == KVT_OK) s = kvt_request_set_seed(r, static_cast<int64_t>(seed));
+  if (s == KVT_OK) s = kvt_request_set_stop_tokens(r, f.stop_ids.data(), static_cast<int32_t>(f.stop_ids.size()));
+  if (s == KVT_OK) s = kvt_request_set_ignore_eos(r, f.ignore_eos ? 1 : 0);
+  if (s == KVT_OK && !f.json_schema_file.empty()) s = kvt_request_set_json_schema(r, f.json_schema.c_str());
+  if (s == KVT_OK && !f.grammar_file.empty()) s = kvt_request_set_grammar(r, f.grammar.c_str());
+  return s == KVT_OK ? "" : kvt_request_errmsg(r);
+}
+
+// Cancels every unfinished sequence and applies the cancels with one step (their blocks go
+// back to the cache, which kvt_context_free then saves).
+void CancelAll(Handles* h, Output* out) {
+  for (int64_t id : out->ids) {
+    int32_t state = 0, reason = 0;
+    if (kvt_sequence_status(h->context, id, &state, &reason) == KVT_OK && state != KVT_SEQUENCE_STATE_FINISHED) {
+      kvt_sequence_cancel(h->context, id);
+    }
+  }
+  if (kvt_step(h->context, h->events) == KVT_OK) Record(h->events, false, false, out);
+}
+
+// The exit for a signal caught before any sequence exists: nothing to cancel or save.
+int Interrupted(const CommandLine& cl, const char* during) {
+  const int signal_number = InterruptSignal();
+  return cl.Fail(InterruptExitStatus(signal_number),
+                 absl::StrCat("interrupted by ", InterruptName(signal_number), " while ", during));
+}
+
+int RunMain(int argc, char** argv) {
+  CommandLine cl("run", kDescription);
+  RunFlags f;
+  AddFlags(&cl, &f);
+  if (auto status = cl.Parse(argc, argv)) return *status;
+  if (f.prompt_ids.empty() && f.prompts.empty()) return cl.UsageError("give at least one --prompt-ids or --prompt");
+  for (const auto& [flag, path, text] : {std::tuple<const char*, const std::string*, std::string*>{
+                                             "--json-schema", &f.json_schema_file, &f.json_schema},
+                                         {"--grammar", &f.grammar_file, &f.grammar}}) {
+    if (path->empty()) continue;
+    std::ifstream in(*path, std::ios::binary);
+    std::stringstream content;
+    content << in.rdbuf();
+    if (!in) return cl.UsageError(absl::StrCat(flag, ": cannot read ", *path));
+    *text = content.str();
+  }
+  InstallInterruptHandlers();
+
+  Handles h;
+  char err[1024];
+  // Loading and context creation report to the bar, and stop early on a signal.
+  ProgressBar loading("loading model");
+  loading.CancelWhen([] { return InterruptSignal() != 0; });
+  if (kvt_status s = kvt_model_load_with_progress(f.model.c_str(), ProgressBar::Callback, &loading, &h.model, err,
+                                                  sizeof err);
+      s != KVT_OK) {
+    loading.Finish();
+    if (s == KVT_ERR_CANCELLED && InterruptSignal() != 0) return Interrupted(cl, "loading the model");
+    return cl.Fail(kExitFailure, absl::StrCat(kvt_status_string(s), ": ", err));
+  }
+  kvt_options_create(&h.options);
+  if (SetCudaOptionsFromEnvironment(h.options) != KVT_OK) {
+    return cl.Fail(kExitUsage, absl::StrCat("KVTIER_CUDA_*: ", kvt_options_errmsg(h.options)));
+  }
+  if (std::string error = f.context.Apply(h.options); !error.empty()) return cl.Fail(kExitUsage, error);
+  kvt_options_set_progress_callback(h.options, ProgressBar::Callback, &loading);
+  if (kvt_status s = kvt_context_create(h.model, h.options, &h.context, err, sizeof err); s != KVT_OK) {
+    loading.Finish();
+    if (s == KVT_ERR_CANCELLED && InterruptSignal() != 0) return Interrupted(cl, "creating the context");
+    return cl.Fail(StatusFor(s), absl::StrCat(kvt_status_string(s), ": ", ContextFlags::InFlagTerms(err)));
+  }
+  loading.Finish();
+
+  Output out;
+  const bool text = kvt_model_has_tokenizer(h.model) != 0;
+  for (size_t i = 0; i < f.prompt_ids.size() + f.prompts.size(); ++i) {
+    kvt_request* r = nullptr;
+    kvt_request_create(&r);
+    h.requests.push_back(r);
+    if (std::string error = MakeRequest(f, i, r); !error.empty()) {
+      return cl.Fail(kExitUsage, absl::StrCat("sequence ", i, ": ", error));
+    }
+    int64_t id = 0;
+    if (kvt_status s = kvt_sequence_add(h.context, r, &id); s != KVT_OK) {
+      return cl.Fail(StatusFor(s), absl::StrCat("sequence ", i, ": ", kvt_status_string(s), ": ",
+                                                ContextFlags::InFlagTerms(kvt_context_errmsg(h.context))));
+    }
+    out.ids.push_back(id);
+  }
+
+  kvt_events_create(&h.events);
+  int signal_number = 0;
+  while (kvt_context_num_unfinished(h.context) > 0) {
+    if ((signal_number = InterruptSignal()) != 0) {
+      CancelAll(&h, &out);
+      break;
+    }
+    if (kvt_status s = kvt_step(h.context, h.events); s != KVT_OK) {
+      return cl.Fail(kExitFailure, absl::StrCat("step failed: ", kvt_status_string(s), ": ",
+                                                ContextFlags::InFlagTerms(kvt_context_errmsg(h.context))));
+    }
+    Record(h.events, !f.json, text, &out);
+  }
+  const nlohmann::json stats = Stats(h.context);
+  if (!f.metrics.empty() && !WriteMetrics(h.context, f.metrics)) {
+    return cl.Fail(kExitFailure, absl::StrCat("--metrics: cannot write ", f.metrics));
+  }
+  if (f.json) {
+    PrintJson(out, text, stats);
+  } else {
+    PrintSummary(out, text, stats);
+  }
+  std::fflush(stdout);
+  if (signal_number == 0) signal_number = InterruptSignal();
+  if (signal_number != 0) {
+    kvt_context_free(h.context);  // saves the cached blocks and the disk index
+    h.context = nullptr;
+    const std::string disk = f.context.Get("disk_kv_bytes");
+    const bool disk_tier = !disk.empty() && disk != "0";
+    return cl.Fail(InterruptExitStatus(signal_number),
+                   absl::StrCat("interrupted by ", InterruptName(signal_number), ": sequences cancelled, context freed",
+                                disk_tier ? " (disk cache saved)" : ""));
+  }
+  return kExitOk;
 }
 
 }  // namespace
 
-KVTIER_REGISTER_COMMAND("run", "generate from token ids (all budgets and sampling as flags)", RunMain);
+KVTIER_REGISTER_COMMAND("run", "generate from token ids or text (every context option as a flag)", RunMain);
 
 }  // namespace kvtier::cli

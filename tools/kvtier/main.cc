@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "cli_log.h"
 #include "command.h"
 #include "kvtier/kvtier.h"
 
@@ -20,7 +21,13 @@ void PrintUsage(FILE* out) {
   for (const auto& [name, command] : Commands()) {
     std::fprintf(out, "  %-12s %s\n", name.c_str(), command.summary.c_str());
   }
-  std::fprintf(out, "\n'kvtier <command> --help' describes a command's flags.\n");
+  std::fprintf(out,
+               "\n'kvtier <command> --help' (or -h) describes a command's flags.\n\n"
+               "exit status:\n"
+               "  0    success\n"
+               "  1    the command failed (the reason on standard error)\n"
+               "  2    usage error: unknown option, stray argument, missing or bad value\n"
+               "  130  interrupted by SIGINT (143: SIGTERM); the context was freed first\n");
 }
 
 }  // namespace
@@ -37,6 +44,7 @@ int main(int argc, char** argv) {
     std::printf("kvtier %s\n", kvt_version_string());
     return 0;
   }
+  kvtier::cli::InstallStderrLog();
   auto it = Commands().find(argv[1]);
   if (it == Commands().end()) {
     std::fprintf(stderr, "kvtier: unknown command '%s'\n\n", argv[1]);

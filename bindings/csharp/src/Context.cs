@@ -41,8 +41,16 @@ namespace Kvtier
                 try
                 {
                     var err = new byte[1024];
-                    KvtierException.Check(model.Use(m => kvtier.kvt_context_create(m, o.Swig, box, err, err.Length)),
-                                           Library.CString(err));
+                    ProgressCall call = options?.ProgressCallback == null ? null : new ProgressCall(options.ProgressCallback);
+                    if (call != null)
+                    {
+                        KvtierException.Check(kvtier.kvt_options_set_progress_callback(o.Swig, call.FunctionPointer, IntPtr.Zero),
+                                               "kvt_options_set_progress_callback");
+                    }
+                    int created = model.Use(m => kvtier.kvt_context_create(m, o.Swig, box, err, err.Length));
+                    GC.KeepAlive(call);
+                    call?.Rethrow(); // it cancelled the creation: nothing was created
+                    KvtierException.Check(created, Library.CString(err));
                     var c = new ContextHandle(kvtier.kvt_context_box_value(box));
                     int st = kvtier.kvt_events_create(ebox);
                     if (st != 0)
@@ -279,6 +287,48 @@ namespace Kvtier
                 Check(kvtier.kvt_context_stats_json(c, new byte[1], 1, len));
                 var buf = new byte[len[0] + 256];
                 Check(kvtier.kvt_context_stats_json(c, buf, buf.Length, len));
+                return Library.CString(buf);
+            }
+            finally { life.ExitReadLock(); }
+        }
+
+        /// <summary>The statistics in the Prometheus text exposition format (version 0.0.4), to
+        /// serve on /metrics as they are: counters, gauges (tier usage) and histograms of time to
+        /// first token, inter-token latency and step duration.</summary>
+        public string MetricsText()
+        {
+            SWIGTYPE_p_kvt_context c = Acquire();
+            try
+            {
+                var len = new int[1];
+                Check(kvtier.kvt_context_metrics_text(c, new byte[1], 1, len));
+                var buf = new byte[len[0] + 4096];
+                Check(kvtier.kvt_context_metrics_text(c, buf, buf.Length, len));
+                return Library.CString(buf);
+            }
+            finally { life.ExitReadLock(); }
+        }
+
+        /// <summary>Releases every prefix pinned by a Request with PinPrefix; the blocks stay
+        /// cached but become evictable.</summary>
+        public void UnpinPrefixes()
+        {
+            SWIGTYPE_p_kvt_context c = Acquire();
+            try { Check(kvtier.kvt_context_unpin_prefixes(c)); }
+            finally { life.ExitReadLock(); }
+        }
+
+        /// <summary>Why a sequence finished with FinishReason.Error ("" when it did not fail),
+        /// while its record is kept; NotFound for an unknown or released id.</summary>
+        public string SequenceError(long id)
+        {
+            SWIGTYPE_p_kvt_context c = Acquire();
+            try
+            {
+                var len = new int[1];
+                Check(kvtier.kvt_sequence_error(c, id, new byte[1], 1, len));
+                var buf = new byte[len[0] + 1];
+                Check(kvtier.kvt_sequence_error(c, id, buf, buf.Length, len));
                 return Library.CString(buf);
             }
             finally { life.ExitReadLock(); }

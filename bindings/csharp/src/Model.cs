@@ -31,10 +31,35 @@ namespace Kvtier
             }
         }
 
+        /// <summary>Loads an HF checkpoint directory, reporting its progress to progress (which
+        /// may cancel it: KvtierException with Status.Cancelled).</summary>
+        public static Model Load(string directory, ProgressCallback progress)
+        {
+            if (progress == null) return Load(directory);
+            if (directory == null) throw new KvtierException(1, "directory is null");
+            var call = new ProgressCall(progress);
+            SWIGTYPE_p_p_kvt_model box = kvtier.new_kvt_model_box();
+            try
+            {
+                var err = new byte[1024];
+                int st = kvtier.kvt_model_load_with_progress(directory, call.FunctionPointer, IntPtr.Zero, box, err,
+                                                             err.Length);
+                GC.KeepAlive(call);
+                call.Rethrow();
+                KvtierException.Check(st, Library.CString(err));
+                return new Model(new ModelHandle(kvtier.kvt_model_box_value(box)));
+            }
+            finally
+            {
+                kvtier.delete_kvt_model_box(box);
+            }
+        }
+
         /// <summary>The vocabulary size (token ids are 0 .. VocabSize - 1).</summary>
         public int VocabSize => handle.Use(m => kvtier.kvt_model_vocab_size(m));
 
-        /// <summary>JSON summary: architecture, shapes, weight bytes, KV bytes per token.</summary>
+        /// <summary>JSON summary: architecture, shapes, weight bytes, KV bytes per token, and
+        /// "generation_defaults": the request defaults in force (generation_config.json).</summary>
         public string InfoJson() => handle.Use(m =>
         {
             var len = new int[1];

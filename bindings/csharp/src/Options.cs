@@ -13,6 +13,12 @@ namespace Kvtier
     {
         private readonly List<KeyValuePair<string, object>> values = new List<KeyValuePair<string, object>>();
 
+        /// <summary>Reports the progress of Context.Create to progress, which may cancel it
+        /// (stages "weights", "kv_pools", "warmup"); null for none.</summary>
+        public ContextOptions Progress(ProgressCallback progress) { ProgressCallback = progress; return this; }
+
+        internal ProgressCallback ProgressCallback { get; private set; }
+
         /// <summary>Any key of kvt_options_set_int (see kvtier.h).</summary>
         public ContextOptions Set(string key, long value) { values.Add(new KeyValuePair<string, object>(key, value)); return this; }
         /// <summary>Any key of kvt_options_set_string; sizes accept "64MiB".</summary>
@@ -70,9 +76,10 @@ namespace Kvtier
     }
 
     /// <summary>One generation request: the prompt (token ids, text or chat messages), how many
-    /// tokens to generate, sampling and stop conditions. Unset values keep the library's
-    /// defaults (greedy, 16 new tokens, the model's eos ids stop). Each setter returns this
-    /// object, for chaining.</summary>
+    /// tokens to generate, sampling and stop conditions. Unset values keep the defaults: the
+    /// model's generation_config.json where it has them (Model.InfoJson), else greedy and 16
+    /// new tokens; the model's eos ids stop. A value set here always wins. Each setter
+    /// returns this object, for chaining.</summary>
     public sealed class Request
     {
         private int[] prompt = new int[0];
@@ -80,7 +87,7 @@ namespace Kvtier
         private float? temperature, topP;
         private long? seed;
         private int[] stopTokens;
-        private bool? ignoreEos;
+        private bool? ignoreEos, pinPrefix;
         private string promptText;
         private string jsonSchema, grammar;
         private readonly List<KeyValuePair<string, string>> chat = new List<KeyValuePair<string, string>>();
@@ -97,13 +104,13 @@ namespace Kvtier
         public Request ChatMessage(string role, string content) { chat.Add(new KeyValuePair<string, string>(role, content)); return this; }
         /// <summary>Stops generation when the decoded text contains this string.</summary>
         public Request StopString(string text) { stopStrings.Add(text); return this; }
-        /// <summary>Tokens to generate at most, >= 1 (default 16).</summary>
+        /// <summary>Tokens to generate at most, >= 1 (default: the model's, else 16).</summary>
         public Request MaxNewTokens(int n) { maxNewTokens = n; return this; }
-        /// <summary>Sampling temperature, >= 0; 0 (the default) is greedy.</summary>
+        /// <summary>Sampling temperature, >= 0; 0 is greedy (default: the model's, else 0).</summary>
         public Request Temperature(float t) { temperature = t; return this; }
-        /// <summary>Samples among the k most likely tokens; 0 (the default) is off.</summary>
+        /// <summary>Samples among the k most likely tokens; 0 is off (default: the model's, else 0).</summary>
         public Request TopK(int k) { topK = k; return this; }
-        /// <summary>Nucleus sampling threshold in (0, 1]; 1 (the default) is off.</summary>
+        /// <summary>Nucleus sampling threshold in (0, 1]; 1 is off (default: the model's, else 1).</summary>
         public Request TopP(float p) { topP = p; return this; }
         /// <summary>Sampling seed: the same seed gives the same tokens.</summary>
         public Request Seed(long s) { seed = s; return this; }
@@ -121,6 +128,9 @@ namespace Kvtier
         /// <summary>Structured output: the generated text must be a sentence of this grammar in
         /// llama.cpp's GBNF syntax (rule root starts it); otherwise as JsonSchema.</summary>
         public Request Grammar(string gbnf) { grammar = gbnf; jsonSchema = null; return this; }
+        /// <summary>Keeps the prompt's full KV blocks on the device tier once computed (never
+        /// evicted) until Context.UnpinPrefixes.</summary>
+        public Request PinPrefix(bool pin) { pinPrefix = pin; return this; }
 
         /// <summary>A native kvt_request with these values; the caller disposes it.</summary>
         internal RequestHandle ToNative()
@@ -161,6 +171,7 @@ namespace Kvtier
                 if (priority.HasValue) Check(r, kvtier.kvt_request_set_priority(r, priority.Value));
                 if (jsonSchema != null) Check(r, kvtier.kvt_request_set_json_schema(r, Utf8z(jsonSchema)));
                 if (grammar != null) Check(r, kvtier.kvt_request_set_grammar(r, Utf8z(grammar)));
+                if (pinPrefix.HasValue) Check(r, kvtier.kvt_request_set_pin_prefix(r, pinPrefix.Value ? 1 : 0));
             }
             catch
             {

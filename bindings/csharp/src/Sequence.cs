@@ -63,6 +63,9 @@ namespace Kvtier
         /// <summary>Text produced so far (Unsupported when the model has no tokenizer).</summary>
         public string Text() => context.Text(Id);
 
+        /// <summary>Why the sequence finished with FinishReason.Error ("" otherwise).</summary>
+        public string ErrorMessage() => context.SequenceError(Id);
+
         /// <summary>Forgets the sequence's record; a sequence still running is cancelled first and
         /// forgotten when its final event arrives.</summary>
         public void Dispose() { context.CloseSequence(this); }

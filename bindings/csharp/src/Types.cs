@@ -29,7 +29,9 @@ namespace Kvtier
         /// <summary>The compute backend failed (e.g. a CUDA error).</summary>
         Backend = 10,
         /// <summary>A bug in kvtier: please report it.</summary>
-        Internal = 11
+        Internal = 11,
+        /// <summary>A progress callback cancelled the call.</summary>
+        Cancelled = 12
     }
 
     /// <summary>Why a sequence stopped (kvt_finish_reason).</summary>
@@ -75,7 +77,7 @@ namespace Kvtier
         internal KvtierException(int code, string detail)
             : base(Native.kvtier.kvt_status_string(code) + ": " + detail)
         {
-            Status = code >= 0 && code <= 11 ? (Status)code : Status.Internal;
+            Status = code >= 0 && code <= 12 ? (Status)code : Status.Internal;
             Detail = detail;
         }
 
@@ -146,6 +148,17 @@ namespace Kvtier
         /// <summary>Native handles alive in this process; 0 once everything is disposed or
         /// finalized.</summary>
         public static long LiveHandles => Native.kvtier.kvt_live_handles();
+
+        /// <summary>The NUL-terminated UTF-8 string native code points at.</summary>
+        internal static string Utf8(IntPtr p)
+        {
+            if (p == IntPtr.Zero) return "";
+            int n = 0;
+            while (System.Runtime.InteropServices.Marshal.ReadByte(p, n) != 0) ++n;
+            var bytes = new byte[n];
+            System.Runtime.InteropServices.Marshal.Copy(p, bytes, 0, n);
+            return System.Text.Encoding.UTF8.GetString(bytes);
+        }
 
         /// <summary>The NUL-terminated UTF-8 string at the start of buf.</summary>
         internal static string CString(byte[] buf)

@@ -57,7 +57,7 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const Checkpoint&
     return absl::InvalidArgumentError(
         absl::StrCat("head_dim must be positive and even for RoPE, got ", config.head_dim));
   }
-  ASSIGN_OR_RETURN(CpuWeights weights, LoadCpuWeights(checkpoint));
+  ASSIGN_OR_RETURN(CpuWeights weights, LoadCpuWeights(checkpoint, options.progress));
   return std::unique_ptr<CpuBackend>(new CpuBackend(config, std::move(weights), options));
 }
 

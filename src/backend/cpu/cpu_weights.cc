@@ -7,13 +7,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/progress.h"
 #include "common/status_macros.h"
 #include "model/checkpoint.h"
 
 namespace kvtier {
 namespace {
 
-absl::Status Load(const Checkpoint& checkpoint, const std::string& name,
+absl::Status Load(const Checkpoint& checkpoint, ProgressStage* stage, const std::string& name,
                   const std::vector<int64_t>& shape, std::vector<float>* out) {
   ASSIGN_OR_RETURN(TensorView tensor, checkpoint.Tensor(name));
   if (tensor.shape != shape) {
@@ -23,7 +24,7 @@ absl::Status Load(const Checkpoint& checkpoint, const std::string& name,
                                                    "]"));
   }
   ToFloat32(tensor, out);
-  return absl::OkStatus();
+  return stage->Add(static_cast<int64_t>(tensor.nbytes()));
 }
 
 int64_t VectorBytes(const std::vector<float>& v) {
@@ -45,50 +46,53 @@ int64_t CpuWeights::Bytes() const {
   return bytes;
 }
 
-absl::StatusOr<CpuWeights> LoadCpuWeights(const Checkpoint& checkpoint) {
+absl::StatusOr<CpuWeights> LoadCpuWeights(const Checkpoint& checkpoint, const ProgressFn& progress) {
   const ModelConfig& c = checkpoint.config();
   const int64_t hidden = c.hidden_size;
   CpuWeights w;
-  RETURN_IF_ERROR(Load(checkpoint, "model.embed_tokens.weight", {c.vocab_size, hidden},
+  ProgressStage stage(progress, "weights", checkpoint.TotalTensorBytes());
+  RETURN_IF_ERROR(stage.Begin());
+  RETURN_IF_ERROR(Load(checkpoint, &stage, "model.embed_tokens.weight", {c.vocab_size, hidden},
                        &w.embed_tokens));
   w.layers.resize(c.num_layers);
   for (int64_t i = 0; i < c.num_layers; ++i) {
     CpuLayerWeights& l = w.layers[i];
     const std::string p = absl::StrCat("model.layers.", i, ".");
-    RETURN_IF_ERROR(Load(checkpoint, p + "input_layernorm.weight", {hidden}, &l.input_norm));
-    RETURN_IF_ERROR(Load(checkpoint, p + "self_attn.q_proj.weight", {c.q_dim(), hidden},
+    RETURN_IF_ERROR(Load(checkpoint, &stage, p + "input_layernorm.weight", {hidden}, &l.input_norm));
+    RETURN_IF_ERROR(Load(checkpoint, &stage, p + "self_attn.q_proj.weight", {c.q_dim(), hidden},
                          &l.q_proj));
-    RETURN_IF_ERROR(Load(checkpoint, p + "self_attn.k_proj.weight", {c.kv_dim(), hidden},
+    RETURN_IF_ERROR(Load(checkpoint, &stage, p + "self_attn.k_proj.weight", {c.kv_dim(), hidden},
                          &l.k_proj));
-    RETURN_IF_ERROR(Load(checkpoint, p + "self_attn.v_proj.weight", {c.kv_dim(), hidden},
+    RETURN_IF_ERROR(Load(checkpoint, &stage, p + "self_attn.v_proj.weight", {c.kv_dim(), hidden},
                          &l.v_proj));
     if (c.attention_bias) {
-      RETURN_IF_ERROR(Load(checkpoint, p + "self_attn.q_proj.bias", {c.q_dim()}, &l.q_bias));
-      RETURN_IF_ERROR(Load(checkpoint, p + "self_attn.k_proj.bias", {c.kv_dim()}, &l.k_bias));
-      RETURN_IF_ERROR(Load(checkpoint, p + "self_attn.v_proj.bias", {c.kv_dim()}, &l.v_bias));
+      RETURN_IF_ERROR(Load(checkpoint, &stage, p + "self_attn.q_proj.bias", {c.q_dim()}, &l.q_bias));
+      RETURN_IF_ERROR(Load(checkpoint, &stage, p + "self_attn.k_proj.bias", {c.kv_dim()}, &l.k_bias));
+      RETURN_IF_ERROR(Load(checkpoint, &stage, p + "self_attn.v_proj.bias", {c.kv_dim()}, &l.v_bias));
     }
     if (c.qk_norm) {
-      RETURN_IF_ERROR(Load(checkpoint, p + "self_attn.q_norm.weight", {c.head_dim}, &l.q_norm));
-      RETURN_IF_ERROR(Load(checkpoint, p + "self_attn.k_norm.weight", {c.head_dim}, &l.k_norm));
+      RETURN_IF_ERROR(Load(checkpoint, &stage, p + "self_attn.q_norm.weight", {c.head_dim}, &l.q_norm));
+      RETURN_IF_ERROR(Load(checkpoint, &stage, p + "self_attn.k_norm.weight", {c.head_dim}, &l.k_norm));
     }
-    RETURN_IF_ERROR(Load(checkpoint, p + "self_attn.o_proj.weight", {hidden, c.q_dim()},
+    RETURN_IF_ERROR(Load(checkpoint, &stage, p + "self_attn.o_proj.weight", {hidden, c.q_dim()},
                          &l.o_proj));
     if (c.attention_bias && c.architecture != Architecture::kQwen2) {
-      RETURN_IF_ERROR(Load(checkpoint, p + "self_attn.o_proj.bias", {hidden}, &l.o_bias));
+      RETURN_IF_ERROR(Load(checkpoint, &stage, p + "self_attn.o_proj.bias", {hidden}, &l.o_bias));
     }
-    RETURN_IF_ERROR(Load(checkpoint, p + "post_attention_layernorm.weight", {hidden},
+    RETURN_IF_ERROR(Load(checkpoint, &stage, p + "post_attention_layernorm.weight", {hidden},
                          &l.post_attention_norm));
-    RETURN_IF_ERROR(Load(checkpoint, p + "mlp.gate_proj.weight", {c.intermediate_size, hidden},
+    RETURN_IF_ERROR(Load(checkpoint, &stage, p + "mlp.gate_proj.weight", {c.intermediate_size, hidden},
                          &l.gate_proj));
-    RETURN_IF_ERROR(Load(checkpoint, p + "mlp.up_proj.weight", {c.intermediate_size, hidden},
+    RETURN_IF_ERROR(Load(checkpoint, &stage, p + "mlp.up_proj.weight", {c.intermediate_size, hidden},
                          &l.up_proj));
-    RETURN_IF_ERROR(Load(checkpoint, p + "mlp.down_proj.weight", {hidden, c.intermediate_size},
+    RETURN_IF_ERROR(Load(checkpoint, &stage, p + "mlp.down_proj.weight", {hidden, c.intermediate_size},
                          &l.down_proj));
   }
-  RETURN_IF_ERROR(Load(checkpoint, "model.norm.weight", {hidden}, &w.final_norm));
+  RETURN_IF_ERROR(Load(checkpoint, &stage, "model.norm.weight", {hidden}, &w.final_norm));
   if (!c.tie_word_embeddings) {
-    RETURN_IF_ERROR(Load(checkpoint, "lm_head.weight", {c.vocab_size, hidden}, &w.lm_head));
+    RETURN_IF_ERROR(Load(checkpoint, &stage, "lm_head.weight", {c.vocab_size, hidden}, &w.lm_head));
   }
+  RETURN_IF_ERROR(stage.End());
   return w;
 }
 

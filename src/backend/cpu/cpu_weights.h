@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/progress.h"
 
 namespace kvtier {
 
@@ -40,7 +41,9 @@ struct CpuWeights {
 };
 
 // InvalidArgument / NotFound naming the tensor when one is missing or has the wrong shape.
-absl::StatusOr<CpuWeights> LoadCpuWeights(const Checkpoint& checkpoint);
+// progress (may be empty) hears the stage "weights" in checkpoint bytes converted; Cancelled
+// when it asks to stop.
+absl::StatusOr<CpuWeights> LoadCpuWeights(const Checkpoint& checkpoint, const ProgressFn& progress = {});
 
 }  // namespace kvtier
 

@@ -145,10 +145,17 @@ DType CudaBackend::ComputeDTypeOf(const Checkpoint& checkpoint) {
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const Checkpoint& checkpoint,
                                                                  const BackendOptions& options) {
-  return CreateImpl(checkpoint.config(), options, ComputeDTypeOf(checkpoint),
-                    [&checkpoint](const std::string& name, int64_t n, void* dst, DType as) {
-                      return LoadFromCheckpoint(checkpoint, name, n, dst, as);
-                    });
+  ProgressStage stage(options.progress, "weights", checkpoint.TotalTensorBytes());
+  RETURN_IF_ERROR(stage.Begin());
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> backend,
+                   CreateImpl(checkpoint.config(), options, ComputeDTypeOf(checkpoint),
+                              [&checkpoint, &stage](const std::string& name, int64_t n, void* dst, DType as) {
+                                RETURN_IF_ERROR(LoadFromCheckpoint(checkpoint, name, n, dst, as));
+                                ASSIGN_OR_RETURN(TensorView tensor, checkpoint.Tensor(name));
+                                return stage.Add(static_cast<int64_t>(tensor.nbytes()));
+                              }));
+  RETURN_IF_ERROR(stage.End());
+  return backend;
 }
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::CreateWithRandomWeights(

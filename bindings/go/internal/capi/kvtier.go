@@ -89,114 +89,122 @@ typedef _goslice_ swig_type_56;
 typedef _gostring_ swig_type_57;
 typedef _goslice_ swig_type_58;
 typedef _goslice_ swig_type_59;
-extern void _wrap_Swig_free_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern uintptr_t _wrap_Swig_malloc_capi_6cee0b3e32e273f2(swig_intgo arg1);
-extern uintptr_t _wrap_new_kvt_model_box_capi_6cee0b3e32e273f2(void);
-extern uintptr_t _wrap_copy_kvt_model_box_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern void _wrap_delete_kvt_model_box_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern void _wrap_kvt_model_box_assign_capi_6cee0b3e32e273f2(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvt_model_box_value_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvt_options_box_capi_6cee0b3e32e273f2(void);
-extern uintptr_t _wrap_copy_kvt_options_box_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern void _wrap_delete_kvt_options_box_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern void _wrap_kvt_options_box_assign_capi_6cee0b3e32e273f2(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvt_options_box_value_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvt_request_box_capi_6cee0b3e32e273f2(void);
-extern uintptr_t _wrap_copy_kvt_request_box_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern void _wrap_delete_kvt_request_box_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern void _wrap_kvt_request_box_assign_capi_6cee0b3e32e273f2(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvt_request_box_value_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvt_context_box_capi_6cee0b3e32e273f2(void);
-extern uintptr_t _wrap_copy_kvt_context_box_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern void _wrap_delete_kvt_context_box_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern void _wrap_kvt_context_box_assign_capi_6cee0b3e32e273f2(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvt_context_box_value_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern uintptr_t _wrap_new_kvt_events_box_capi_6cee0b3e32e273f2(void);
-extern uintptr_t _wrap_copy_kvt_events_box_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern void _wrap_delete_kvt_events_box_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern void _wrap_kvt_events_box_assign_capi_6cee0b3e32e273f2(uintptr_t arg1, uintptr_t arg2);
-extern uintptr_t _wrap_kvt_events_box_value_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_version_major_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_kvt_version_minor_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_kvt_version_patch_capi_6cee0b3e32e273f2(void);
-extern swig_type_1 _wrap_kvt_version_string_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_OK_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_ERR_INVALID_ARGUMENT_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_ERR_NOT_FOUND_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_ERR_UNSUPPORTED_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_ERR_CAPACITY_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_ERR_BUSY_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_ERR_IO_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_ERR_CORRUPT_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_ERR_OUT_OF_MEMORY_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_ERR_STATE_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_ERR_BACKEND_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_ERR_INTERNAL_capi_6cee0b3e32e273f2(void);
-extern swig_type_2 _wrap_kvt_status_string_capi_6cee0b3e32e273f2(swig_intgo arg1);
-extern swig_intgo _wrap_KVT_FINISH_REASON_NONE_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_FINISH_REASON_STOP_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_FINISH_REASON_LENGTH_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_FINISH_REASON_CANCELLED_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_FINISH_REASON_ERROR_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_FINISH_REASON_GRAMMAR_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_SEQUENCE_STATE_WAITING_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_SEQUENCE_STATE_RUNNING_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_SEQUENCE_STATE_PAUSED_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_SEQUENCE_STATE_FINISHED_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_KVT_NO_TOKEN_capi_6cee0b3e32e273f2(void);
-extern swig_type_3 _wrap_kvt_live_handles_capi_6cee0b3e32e273f2(void);
-extern swig_intgo _wrap_kvt_options_create_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern void _wrap_kvt_options_free_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_options_set_int_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_4 arg2, swig_type_5 arg3);
-extern swig_intgo _wrap_kvt_options_set_string_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_6 arg2, swig_type_7 arg3);
-extern swig_type_8 _wrap_kvt_options_errmsg_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_model_load_capi_6cee0b3e32e273f2(swig_type_9 arg1, uintptr_t arg2, swig_type_10 arg3, swig_intgo arg4);
-extern void _wrap_kvt_model_free_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_model_vocab_size_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_model_info_json_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_11 arg2, swig_intgo arg3, swig_type_12 arg4);
-extern swig_intgo _wrap_kvt_model_has_tokenizer_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_model_tokenize_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_13 arg2, swig_intgo arg3, swig_type_14 arg4, swig_intgo arg5, swig_type_15 arg6, swig_type_16 arg7, swig_intgo arg8);
-extern swig_intgo _wrap_kvt_model_detokenize_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_17 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_18 arg5, swig_intgo arg6, swig_type_19 arg7, swig_type_20 arg8, swig_intgo arg9);
-extern swig_intgo _wrap_kvt_request_create_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern void _wrap_kvt_request_free_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_request_set_prompt_tokens_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_21 arg2, swig_intgo arg3);
-extern swig_intgo _wrap_kvt_request_set_prompt_text_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_22 arg2);
-extern swig_intgo _wrap_kvt_request_add_chat_message_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_23 arg2, swig_type_24 arg3);
-extern swig_intgo _wrap_kvt_request_add_stop_string_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_25 arg2);
-extern swig_intgo _wrap_kvt_request_set_max_new_tokens_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvt_request_set_temperature_capi_6cee0b3e32e273f2(uintptr_t arg1, float arg2);
-extern swig_intgo _wrap_kvt_request_set_top_k_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvt_request_set_top_p_capi_6cee0b3e32e273f2(uintptr_t arg1, float arg2);
-extern swig_intgo _wrap_kvt_request_set_seed_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_26 arg2);
-extern swig_intgo _wrap_kvt_request_set_stop_tokens_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_27 arg2, swig_intgo arg3);
-extern swig_intgo _wrap_kvt_request_set_ignore_eos_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvt_request_set_priority_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvt_request_set_pin_prefix_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvt_request_set_json_schema_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_28 arg2);
-extern swig_intgo _wrap_kvt_request_set_grammar_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_29 arg2);
-extern swig_type_30 _wrap_kvt_request_errmsg_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_context_create_capi_6cee0b3e32e273f2(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_31 arg4, swig_intgo arg5);
-extern void _wrap_kvt_context_free_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern swig_type_32 _wrap_kvt_context_errmsg_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_context_errmsg_copy_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_33 arg2, swig_intgo arg3);
-extern swig_intgo _wrap_kvt_sequence_add_capi_6cee0b3e32e273f2(uintptr_t arg1, uintptr_t arg2, swig_type_34 arg3);
-extern swig_intgo _wrap_kvt_sequence_cancel_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_35 arg2);
-extern swig_intgo _wrap_kvt_sequence_status_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_36 arg2, swig_type_37 arg3, swig_type_38 arg4);
-extern swig_intgo _wrap_kvt_sequence_tokens_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_39 arg2, swig_type_40 arg3, swig_intgo arg4, swig_type_41 arg5);
-extern swig_intgo _wrap_kvt_sequence_text_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_42 arg2, swig_type_43 arg3, swig_intgo arg4, swig_type_44 arg5);
-extern swig_intgo _wrap_kvt_sequence_error_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_45 arg2, swig_type_46 arg3, swig_intgo arg4, swig_type_47 arg5);
-extern swig_intgo _wrap_kvt_sequence_release_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_48 arg2);
-extern swig_intgo _wrap_kvt_context_num_unfinished_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_events_create_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern void _wrap_kvt_events_free_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_events_count_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_events_get_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_intgo arg2, swig_type_49 arg3, swig_type_50 arg4, swig_type_51 arg5);
-extern swig_intgo _wrap_kvt_step_capi_6cee0b3e32e273f2(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_kvt_generate_capi_6cee0b3e32e273f2(uintptr_t arg1, uintptr_t arg2, swig_type_52 arg3, swig_intgo arg4, swig_type_53 arg5, swig_type_54 arg6);
-extern swig_intgo _wrap_kvt_context_unpin_prefixes_capi_6cee0b3e32e273f2(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_context_stats_json_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_55 arg2, swig_intgo arg3, swig_type_56 arg4);
-extern swig_intgo _wrap_kvt_context_stat_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_type_57 arg2, swig_type_58 arg3);
-extern swig_intgo _wrap_kvt_events_text_copy_capi_6cee0b3e32e273f2(uintptr_t arg1, swig_intgo arg2, swig_type_59 arg3, swig_intgo arg4);
+typedef _goslice_ swig_type_60;
+typedef _goslice_ swig_type_61;
+extern void _wrap_Swig_free_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern uintptr_t _wrap_Swig_malloc_capi_5d2bad5dfa31c4c4(swig_intgo arg1);
+extern uintptr_t _wrap_new_kvt_model_box_capi_5d2bad5dfa31c4c4(void);
+extern uintptr_t _wrap_copy_kvt_model_box_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern void _wrap_delete_kvt_model_box_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern void _wrap_kvt_model_box_assign_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvt_model_box_value_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvt_options_box_capi_5d2bad5dfa31c4c4(void);
+extern uintptr_t _wrap_copy_kvt_options_box_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern void _wrap_delete_kvt_options_box_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern void _wrap_kvt_options_box_assign_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvt_options_box_value_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvt_request_box_capi_5d2bad5dfa31c4c4(void);
+extern uintptr_t _wrap_copy_kvt_request_box_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern void _wrap_delete_kvt_request_box_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern void _wrap_kvt_request_box_assign_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvt_request_box_value_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvt_context_box_capi_5d2bad5dfa31c4c4(void);
+extern uintptr_t _wrap_copy_kvt_context_box_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern void _wrap_delete_kvt_context_box_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern void _wrap_kvt_context_box_assign_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvt_context_box_value_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern uintptr_t _wrap_new_kvt_events_box_capi_5d2bad5dfa31c4c4(void);
+extern uintptr_t _wrap_copy_kvt_events_box_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern void _wrap_delete_kvt_events_box_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern void _wrap_kvt_events_box_assign_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2);
+extern uintptr_t _wrap_kvt_events_box_value_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern swig_intgo _wrap_kvt_version_major_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_kvt_version_minor_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_kvt_version_patch_capi_5d2bad5dfa31c4c4(void);
+extern swig_type_1 _wrap_kvt_version_string_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_OK_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_ERR_INVALID_ARGUMENT_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_ERR_NOT_FOUND_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_ERR_UNSUPPORTED_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_ERR_CAPACITY_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_ERR_BUSY_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_ERR_IO_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_ERR_CORRUPT_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_ERR_OUT_OF_MEMORY_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_ERR_STATE_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_ERR_BACKEND_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_ERR_INTERNAL_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_ERR_CANCELLED_capi_5d2bad5dfa31c4c4(void);
+extern swig_type_2 _wrap_kvt_status_string_capi_5d2bad5dfa31c4c4(swig_intgo arg1);
+extern swig_intgo _wrap_KVT_FINISH_REASON_NONE_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_FINISH_REASON_STOP_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_FINISH_REASON_LENGTH_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_FINISH_REASON_CANCELLED_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_FINISH_REASON_ERROR_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_FINISH_REASON_GRAMMAR_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_SEQUENCE_STATE_WAITING_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_SEQUENCE_STATE_RUNNING_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_SEQUENCE_STATE_PAUSED_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_SEQUENCE_STATE_FINISHED_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_NO_TOKEN_capi_5d2bad5dfa31c4c4(void);
+extern swig_type_3 _wrap_kvt_live_handles_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_kvt_options_create_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern void _wrap_kvt_options_free_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern swig_intgo _wrap_kvt_options_set_int_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_4 arg2, swig_type_5 arg3);
+extern swig_intgo _wrap_kvt_options_set_string_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_6 arg2, swig_type_7 arg3);
+extern swig_type_8 _wrap_kvt_options_errmsg_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern swig_intgo _wrap_kvt_model_load_capi_5d2bad5dfa31c4c4(swig_type_9 arg1, uintptr_t arg2, swig_type_10 arg3, swig_intgo arg4);
+extern void _wrap_kvt_model_free_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern swig_intgo _wrap_kvt_model_vocab_size_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern swig_intgo _wrap_kvt_model_info_json_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_11 arg2, swig_intgo arg3, swig_type_12 arg4);
+extern swig_intgo _wrap_kvt_model_has_tokenizer_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern swig_intgo _wrap_kvt_model_tokenize_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_13 arg2, swig_intgo arg3, swig_type_14 arg4, swig_intgo arg5, swig_type_15 arg6, swig_type_16 arg7, swig_intgo arg8);
+extern swig_intgo _wrap_kvt_model_detokenize_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_17 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_18 arg5, swig_intgo arg6, swig_type_19 arg7, swig_type_20 arg8, swig_intgo arg9);
+extern swig_intgo _wrap_kvt_request_create_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern void _wrap_kvt_request_free_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern swig_intgo _wrap_kvt_request_set_prompt_tokens_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_21 arg2, swig_intgo arg3);
+extern swig_intgo _wrap_kvt_request_set_prompt_text_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_22 arg2);
+extern swig_intgo _wrap_kvt_request_add_chat_message_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_23 arg2, swig_type_24 arg3);
+extern swig_intgo _wrap_kvt_request_add_stop_string_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_25 arg2);
+extern swig_intgo _wrap_kvt_request_set_max_new_tokens_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvt_request_set_temperature_capi_5d2bad5dfa31c4c4(uintptr_t arg1, float arg2);
+extern swig_intgo _wrap_kvt_request_set_top_k_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvt_request_set_top_p_capi_5d2bad5dfa31c4c4(uintptr_t arg1, float arg2);
+extern swig_intgo _wrap_kvt_request_set_seed_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_26 arg2);
+extern swig_intgo _wrap_kvt_request_set_stop_tokens_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_27 arg2, swig_intgo arg3);
+extern swig_intgo _wrap_kvt_request_set_ignore_eos_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvt_request_set_priority_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvt_request_set_pin_prefix_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2);
+extern swig_intgo _wrap_kvt_request_set_json_schema_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_28 arg2);
+extern swig_intgo _wrap_kvt_request_set_grammar_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_29 arg2);
+extern swig_type_30 _wrap_kvt_request_errmsg_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern swig_intgo _wrap_kvt_context_create_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_31 arg4, swig_intgo arg5);
+extern void _wrap_kvt_context_free_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern swig_type_32 _wrap_kvt_context_errmsg_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern swig_intgo _wrap_kvt_context_errmsg_copy_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_33 arg2, swig_intgo arg3);
+extern swig_intgo _wrap_kvt_sequence_add_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2, swig_type_34 arg3);
+extern swig_intgo _wrap_kvt_sequence_cancel_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_35 arg2);
+extern swig_intgo _wrap_kvt_sequence_status_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_36 arg2, swig_type_37 arg3, swig_type_38 arg4);
+extern swig_intgo _wrap_kvt_sequence_tokens_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_39 arg2, swig_type_40 arg3, swig_intgo arg4, swig_type_41 arg5);
+extern swig_intgo _wrap_kvt_sequence_text_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_42 arg2, swig_type_43 arg3, swig_intgo arg4, swig_type_44 arg5);
+extern swig_intgo _wrap_kvt_sequence_error_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_45 arg2, swig_type_46 arg3, swig_intgo arg4, swig_type_47 arg5);
+extern swig_intgo _wrap_kvt_sequence_release_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_48 arg2);
+extern swig_intgo _wrap_kvt_context_num_unfinished_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern swig_intgo _wrap_kvt_events_create_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern void _wrap_kvt_events_free_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern swig_intgo _wrap_kvt_events_count_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern swig_intgo _wrap_kvt_events_get_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2, swig_type_49 arg3, swig_type_50 arg4, swig_type_51 arg5);
+extern swig_intgo _wrap_kvt_step_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2);
+extern swig_intgo _wrap_kvt_generate_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2, swig_type_52 arg3, swig_intgo arg4, swig_type_53 arg5, swig_type_54 arg6);
+extern swig_intgo _wrap_kvt_context_unpin_prefixes_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern swig_intgo _wrap_kvt_context_stats_json_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_55 arg2, swig_intgo arg3, swig_type_56 arg4);
+extern swig_intgo _wrap_kvt_context_stat_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_57 arg2, swig_type_58 arg3);
+extern swig_intgo _wrap_kvt_context_metrics_text_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_59 arg2, swig_intgo arg3, swig_type_60 arg4);
+extern swig_intgo _wrap_KVT_LOG_LEVEL_DEBUG_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_LOG_LEVEL_INFO_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_LOG_LEVEL_WARN_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_KVT_LOG_LEVEL_ERROR_capi_5d2bad5dfa31c4c4(void);
+extern swig_intgo _wrap_kvt_events_text_copy_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2, swig_type_61 arg3, swig_intgo arg4);
 #undef intgo
 */
 import "C"
@@ -239,168 +247,168 @@ func swigCopyString(s string) string {
 
 func Swig_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_Swig_free_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))
+	C._wrap_Swig_free_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))
 }
 
 func Swig_malloc(arg1 int) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_Swig_malloc_capi_6cee0b3e32e273f2(C.swig_intgo(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_Swig_malloc_capi_5d2bad5dfa31c4c4(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
 func New_kvt_model_box() (_swig_ret Struct_SS_kvt_model) {
 	var swig_r Struct_SS_kvt_model
-	swig_r = (Struct_SS_kvt_model)(SwigcptrStruct_SS_kvt_model(C._wrap_new_kvt_model_box_capi_6cee0b3e32e273f2()))
+	swig_r = (Struct_SS_kvt_model)(SwigcptrStruct_SS_kvt_model(C._wrap_new_kvt_model_box_capi_5d2bad5dfa31c4c4()))
 	return swig_r
 }
 
 func Copy_kvt_model_box(arg1 Struct_SS_kvt_model) (_swig_ret Struct_SS_kvt_model) {
 	var swig_r Struct_SS_kvt_model
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Struct_SS_kvt_model)(SwigcptrStruct_SS_kvt_model(C._wrap_copy_kvt_model_box_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))))
+	swig_r = (Struct_SS_kvt_model)(SwigcptrStruct_SS_kvt_model(C._wrap_copy_kvt_model_box_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
 func Delete_kvt_model_box(arg1 Struct_SS_kvt_model) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvt_model_box_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvt_model_box_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))
 }
 
 func Kvt_model_box_assign(arg1 Struct_SS_kvt_model, arg2 Struct_SS_kvt_model) {
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
-	C._wrap_kvt_model_box_assign_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvt_model_box_assign_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func Kvt_model_box_value(arg1 Struct_SS_kvt_model) (_swig_ret Struct_SS_kvt_model) {
 	var swig_r Struct_SS_kvt_model
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Struct_SS_kvt_model)(SwigcptrStruct_SS_kvt_model(C._wrap_kvt_model_box_value_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))))
+	swig_r = (Struct_SS_kvt_model)(SwigcptrStruct_SS_kvt_model(C._wrap_kvt_model_box_value_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
 func New_kvt_options_box() (_swig_ret Struct_SS_kvt_options) {
 	var swig_r Struct_SS_kvt_options
-	swig_r = (Struct_SS_kvt_options)(SwigcptrStruct_SS_kvt_options(C._wrap_new_kvt_options_box_capi_6cee0b3e32e273f2()))
+	swig_r = (Struct_SS_kvt_options)(SwigcptrStruct_SS_kvt_options(C._wrap_new_kvt_options_box_capi_5d2bad5dfa31c4c4()))
 	return swig_r
 }
 
 func Copy_kvt_options_box(arg1 Struct_SS_kvt_options) (_swig_ret Struct_SS_kvt_options) {
 	var swig_r Struct_SS_kvt_options
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Struct_SS_kvt_options)(SwigcptrStruct_SS_kvt_options(C._wrap_copy_kvt_options_box_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))))
+	swig_r = (Struct_SS_kvt_options)(SwigcptrStruct_SS_kvt_options(C._wrap_copy_kvt_options_box_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
 func Delete_kvt_options_box(arg1 Struct_SS_kvt_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvt_options_box_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvt_options_box_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))
 }
 
 func Kvt_options_box_assign(arg1 Struct_SS_kvt_options, arg2 Struct_SS_kvt_options) {
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
-	C._wrap_kvt_options_box_assign_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvt_options_box_assign_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func Kvt_options_box_value(arg1 Struct_SS_kvt_options) (_swig_ret Struct_SS_kvt_options) {
 	var swig_r Struct_SS_kvt_options
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Struct_SS_kvt_options)(SwigcptrStruct_SS_kvt_options(C._wrap_kvt_options_box_value_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))))
+	swig_r = (Struct_SS_kvt_options)(SwigcptrStruct_SS_kvt_options(C._wrap_kvt_options_box_value_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
 func New_kvt_request_box() (_swig_ret Struct_SS_kvt_request) {
 	var swig_r Struct_SS_kvt_request
-	swig_r = (Struct_SS_kvt_request)(SwigcptrStruct_SS_kvt_request(C._wrap_new_kvt_request_box_capi_6cee0b3e32e273f2()))
+	swig_r = (Struct_SS_kvt_request)(SwigcptrStruct_SS_kvt_request(C._wrap_new_kvt_request_box_capi_5d2bad5dfa31c4c4()))
 	return swig_r
 }
 
 func Copy_kvt_request_box(arg1 Struct_SS_kvt_request) (_swig_ret Struct_SS_kvt_request) {
 	var swig_r Struct_SS_kvt_request
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Struct_SS_kvt_request)(SwigcptrStruct_SS_kvt_request(C._wrap_copy_kvt_request_box_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))))
+	swig_r = (Struct_SS_kvt_request)(SwigcptrStruct_SS_kvt_request(C._wrap_copy_kvt_request_box_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
 func Delete_kvt_request_box(arg1 Struct_SS_kvt_request) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvt_request_box_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvt_request_box_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))
 }
 
 func Kvt_request_box_assign(arg1 Struct_SS_kvt_request, arg2 Struct_SS_kvt_request) {
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
-	C._wrap_kvt_request_box_assign_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvt_request_box_assign_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func Kvt_request_box_value(arg1 Struct_SS_kvt_request) (_swig_ret Struct_SS_kvt_request) {
 	var swig_r Struct_SS_kvt_request
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Struct_SS_kvt_request)(SwigcptrStruct_SS_kvt_request(C._wrap_kvt_request_box_value_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))))
+	swig_r = (Struct_SS_kvt_request)(SwigcptrStruct_SS_kvt_request(C._wrap_kvt_request_box_value_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
 func New_kvt_context_box() (_swig_ret Struct_SS_kvt_context) {
 	var swig_r Struct_SS_kvt_context
-	swig_r = (Struct_SS_kvt_context)(SwigcptrStruct_SS_kvt_context(C._wrap_new_kvt_context_box_capi_6cee0b3e32e273f2()))
+	swig_r = (Struct_SS_kvt_context)(SwigcptrStruct_SS_kvt_context(C._wrap_new_kvt_context_box_capi_5d2bad5dfa31c4c4()))
 	return swig_r
 }
 
 func Copy_kvt_context_box(arg1 Struct_SS_kvt_context) (_swig_ret Struct_SS_kvt_context) {
 	var swig_r Struct_SS_kvt_context
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Struct_SS_kvt_context)(SwigcptrStruct_SS_kvt_context(C._wrap_copy_kvt_context_box_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))))
+	swig_r = (Struct_SS_kvt_context)(SwigcptrStruct_SS_kvt_context(C._wrap_copy_kvt_context_box_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
 func Delete_kvt_context_box(arg1 Struct_SS_kvt_context) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvt_context_box_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvt_context_box_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))
 }
 
 func Kvt_context_box_assign(arg1 Struct_SS_kvt_context, arg2 Struct_SS_kvt_context) {
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
-	C._wrap_kvt_context_box_assign_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvt_context_box_assign_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func Kvt_context_box_value(arg1 Struct_SS_kvt_context) (_swig_ret Struct_SS_kvt_context) {
 	var swig_r Struct_SS_kvt_context
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Struct_SS_kvt_context)(SwigcptrStruct_SS_kvt_context(C._wrap_kvt_context_box_value_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))))
+	swig_r = (Struct_SS_kvt_context)(SwigcptrStruct_SS_kvt_context(C._wrap_kvt_context_box_value_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
 func New_kvt_events_box() (_swig_ret Struct_SS_kvt_events) {
 	var swig_r Struct_SS_kvt_events
-	swig_r = (Struct_SS_kvt_events)(SwigcptrStruct_SS_kvt_events(C._wrap_new_kvt_events_box_capi_6cee0b3e32e273f2()))
+	swig_r = (Struct_SS_kvt_events)(SwigcptrStruct_SS_kvt_events(C._wrap_new_kvt_events_box_capi_5d2bad5dfa31c4c4()))
 	return swig_r
 }
 
 func Copy_kvt_events_box(arg1 Struct_SS_kvt_events) (_swig_ret Struct_SS_kvt_events) {
 	var swig_r Struct_SS_kvt_events
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Struct_SS_kvt_events)(SwigcptrStruct_SS_kvt_events(C._wrap_copy_kvt_events_box_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))))
+	swig_r = (Struct_SS_kvt_events)(SwigcptrStruct_SS_kvt_events(C._wrap_copy_kvt_events_box_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
 func Delete_kvt_events_box(arg1 Struct_SS_kvt_events) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_kvt_events_box_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_kvt_events_box_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))
 }
 
 func Kvt_events_box_assign(arg1 Struct_SS_kvt_events, arg2 Struct_SS_kvt_events) {
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
-	C._wrap_kvt_events_box_assign_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
+	C._wrap_kvt_events_box_assign_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1))
 }
 
 func Kvt_events_box_value(arg1 Struct_SS_kvt_events) (_swig_ret Struct_SS_kvt_events) {
 	var swig_r Struct_SS_kvt_events
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Struct_SS_kvt_events)(SwigcptrStruct_SS_kvt_events(C._wrap_kvt_events_box_value_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))))
+	swig_r = (Struct_SS_kvt_events)(SwigcptrStruct_SS_kvt_events(C._wrap_kvt_events_box_value_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))))
 	return swig_r
 }
 
@@ -410,25 +418,25 @@ const KVT_VERSION_PATCH int = 0
 const KVT_VERSION_STRING string = "0.1.0"
 func Kvt_version_major() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_kvt_version_major_capi_6cee0b3e32e273f2())
+	swig_r = (int)(C._wrap_kvt_version_major_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 func Kvt_version_minor() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_kvt_version_minor_capi_6cee0b3e32e273f2())
+	swig_r = (int)(C._wrap_kvt_version_minor_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 func Kvt_version_patch() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_kvt_version_patch_capi_6cee0b3e32e273f2())
+	swig_r = (int)(C._wrap_kvt_version_patch_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 func Kvt_version_string() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_kvt_version_string_capi_6cee0b3e32e273f2()
+	swig_r_p := C._wrap_kvt_version_string_capi_5d2bad5dfa31c4c4()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -438,92 +446,99 @@ func Kvt_version_string() (_swig_ret string) {
 type Enum_SS_kvt_status int
 func _swig_getKVT_OK() (_swig_ret Enum_SS_kvt_status) {
 	var swig_r Enum_SS_kvt_status
-	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_OK_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_OK_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_OK Enum_SS_kvt_status = _swig_getKVT_OK()
 func _swig_getKVT_ERR_INVALID_ARGUMENT() (_swig_ret Enum_SS_kvt_status) {
 	var swig_r Enum_SS_kvt_status
-	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_INVALID_ARGUMENT_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_INVALID_ARGUMENT_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_ERR_INVALID_ARGUMENT Enum_SS_kvt_status = _swig_getKVT_ERR_INVALID_ARGUMENT()
 func _swig_getKVT_ERR_NOT_FOUND() (_swig_ret Enum_SS_kvt_status) {
 	var swig_r Enum_SS_kvt_status
-	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_NOT_FOUND_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_NOT_FOUND_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_ERR_NOT_FOUND Enum_SS_kvt_status = _swig_getKVT_ERR_NOT_FOUND()
 func _swig_getKVT_ERR_UNSUPPORTED() (_swig_ret Enum_SS_kvt_status) {
 	var swig_r Enum_SS_kvt_status
-	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_UNSUPPORTED_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_UNSUPPORTED_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_ERR_UNSUPPORTED Enum_SS_kvt_status = _swig_getKVT_ERR_UNSUPPORTED()
 func _swig_getKVT_ERR_CAPACITY() (_swig_ret Enum_SS_kvt_status) {
 	var swig_r Enum_SS_kvt_status
-	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_CAPACITY_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_CAPACITY_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_ERR_CAPACITY Enum_SS_kvt_status = _swig_getKVT_ERR_CAPACITY()
 func _swig_getKVT_ERR_BUSY() (_swig_ret Enum_SS_kvt_status) {
 	var swig_r Enum_SS_kvt_status
-	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_BUSY_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_BUSY_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_ERR_BUSY Enum_SS_kvt_status = _swig_getKVT_ERR_BUSY()
 func _swig_getKVT_ERR_IO() (_swig_ret Enum_SS_kvt_status) {
 	var swig_r Enum_SS_kvt_status
-	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_IO_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_IO_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_ERR_IO Enum_SS_kvt_status = _swig_getKVT_ERR_IO()
 func _swig_getKVT_ERR_CORRUPT() (_swig_ret Enum_SS_kvt_status) {
 	var swig_r Enum_SS_kvt_status
-	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_CORRUPT_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_CORRUPT_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_ERR_CORRUPT Enum_SS_kvt_status = _swig_getKVT_ERR_CORRUPT()
 func _swig_getKVT_ERR_OUT_OF_MEMORY() (_swig_ret Enum_SS_kvt_status) {
 	var swig_r Enum_SS_kvt_status
-	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_OUT_OF_MEMORY_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_OUT_OF_MEMORY_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_ERR_OUT_OF_MEMORY Enum_SS_kvt_status = _swig_getKVT_ERR_OUT_OF_MEMORY()
 func _swig_getKVT_ERR_STATE() (_swig_ret Enum_SS_kvt_status) {
 	var swig_r Enum_SS_kvt_status
-	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_STATE_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_STATE_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_ERR_STATE Enum_SS_kvt_status = _swig_getKVT_ERR_STATE()
 func _swig_getKVT_ERR_BACKEND() (_swig_ret Enum_SS_kvt_status) {
 	var swig_r Enum_SS_kvt_status
-	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_BACKEND_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_BACKEND_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_ERR_BACKEND Enum_SS_kvt_status = _swig_getKVT_ERR_BACKEND()
 func _swig_getKVT_ERR_INTERNAL() (_swig_ret Enum_SS_kvt_status) {
 	var swig_r Enum_SS_kvt_status
-	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_INTERNAL_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_INTERNAL_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_ERR_INTERNAL Enum_SS_kvt_status = _swig_getKVT_ERR_INTERNAL()
+func _swig_getKVT_ERR_CANCELLED() (_swig_ret Enum_SS_kvt_status) {
+	var swig_r Enum_SS_kvt_status
+	swig_r = (Enum_SS_kvt_status)(C._wrap_KVT_ERR_CANCELLED_capi_5d2bad5dfa31c4c4())
+	return swig_r
+}
+
+var KVT_ERR_CANCELLED Enum_SS_kvt_status = _swig_getKVT_ERR_CANCELLED()
 func Kvt_status_string(arg1 Enum_SS_kvt_status) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_kvt_status_string_capi_6cee0b3e32e273f2(C.swig_intgo(_swig_i_0))
+	swig_r_p := C._wrap_kvt_status_string_capi_5d2bad5dfa31c4c4(C.swig_intgo(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -533,42 +548,42 @@ func Kvt_status_string(arg1 Enum_SS_kvt_status) (_swig_ret string) {
 type Enum_SS_kvt_finish_reason int
 func _swig_getKVT_FINISH_REASON_NONE() (_swig_ret Enum_SS_kvt_finish_reason) {
 	var swig_r Enum_SS_kvt_finish_reason
-	swig_r = (Enum_SS_kvt_finish_reason)(C._wrap_KVT_FINISH_REASON_NONE_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_finish_reason)(C._wrap_KVT_FINISH_REASON_NONE_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_FINISH_REASON_NONE Enum_SS_kvt_finish_reason = _swig_getKVT_FINISH_REASON_NONE()
 func _swig_getKVT_FINISH_REASON_STOP() (_swig_ret Enum_SS_kvt_finish_reason) {
 	var swig_r Enum_SS_kvt_finish_reason
-	swig_r = (Enum_SS_kvt_finish_reason)(C._wrap_KVT_FINISH_REASON_STOP_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_finish_reason)(C._wrap_KVT_FINISH_REASON_STOP_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_FINISH_REASON_STOP Enum_SS_kvt_finish_reason = _swig_getKVT_FINISH_REASON_STOP()
 func _swig_getKVT_FINISH_REASON_LENGTH() (_swig_ret Enum_SS_kvt_finish_reason) {
 	var swig_r Enum_SS_kvt_finish_reason
-	swig_r = (Enum_SS_kvt_finish_reason)(C._wrap_KVT_FINISH_REASON_LENGTH_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_finish_reason)(C._wrap_KVT_FINISH_REASON_LENGTH_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_FINISH_REASON_LENGTH Enum_SS_kvt_finish_reason = _swig_getKVT_FINISH_REASON_LENGTH()
 func _swig_getKVT_FINISH_REASON_CANCELLED() (_swig_ret Enum_SS_kvt_finish_reason) {
 	var swig_r Enum_SS_kvt_finish_reason
-	swig_r = (Enum_SS_kvt_finish_reason)(C._wrap_KVT_FINISH_REASON_CANCELLED_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_finish_reason)(C._wrap_KVT_FINISH_REASON_CANCELLED_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_FINISH_REASON_CANCELLED Enum_SS_kvt_finish_reason = _swig_getKVT_FINISH_REASON_CANCELLED()
 func _swig_getKVT_FINISH_REASON_ERROR() (_swig_ret Enum_SS_kvt_finish_reason) {
 	var swig_r Enum_SS_kvt_finish_reason
-	swig_r = (Enum_SS_kvt_finish_reason)(C._wrap_KVT_FINISH_REASON_ERROR_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_finish_reason)(C._wrap_KVT_FINISH_REASON_ERROR_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_FINISH_REASON_ERROR Enum_SS_kvt_finish_reason = _swig_getKVT_FINISH_REASON_ERROR()
 func _swig_getKVT_FINISH_REASON_GRAMMAR() (_swig_ret Enum_SS_kvt_finish_reason) {
 	var swig_r Enum_SS_kvt_finish_reason
-	swig_r = (Enum_SS_kvt_finish_reason)(C._wrap_KVT_FINISH_REASON_GRAMMAR_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_finish_reason)(C._wrap_KVT_FINISH_REASON_GRAMMAR_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
@@ -576,55 +591,55 @@ var KVT_FINISH_REASON_GRAMMAR Enum_SS_kvt_finish_reason = _swig_getKVT_FINISH_RE
 type Enum_SS_kvt_sequence_state int
 func _swig_getKVT_SEQUENCE_STATE_WAITING() (_swig_ret Enum_SS_kvt_sequence_state) {
 	var swig_r Enum_SS_kvt_sequence_state
-	swig_r = (Enum_SS_kvt_sequence_state)(C._wrap_KVT_SEQUENCE_STATE_WAITING_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_sequence_state)(C._wrap_KVT_SEQUENCE_STATE_WAITING_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_SEQUENCE_STATE_WAITING Enum_SS_kvt_sequence_state = _swig_getKVT_SEQUENCE_STATE_WAITING()
 func _swig_getKVT_SEQUENCE_STATE_RUNNING() (_swig_ret Enum_SS_kvt_sequence_state) {
 	var swig_r Enum_SS_kvt_sequence_state
-	swig_r = (Enum_SS_kvt_sequence_state)(C._wrap_KVT_SEQUENCE_STATE_RUNNING_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_sequence_state)(C._wrap_KVT_SEQUENCE_STATE_RUNNING_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_SEQUENCE_STATE_RUNNING Enum_SS_kvt_sequence_state = _swig_getKVT_SEQUENCE_STATE_RUNNING()
 func _swig_getKVT_SEQUENCE_STATE_PAUSED() (_swig_ret Enum_SS_kvt_sequence_state) {
 	var swig_r Enum_SS_kvt_sequence_state
-	swig_r = (Enum_SS_kvt_sequence_state)(C._wrap_KVT_SEQUENCE_STATE_PAUSED_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_sequence_state)(C._wrap_KVT_SEQUENCE_STATE_PAUSED_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_SEQUENCE_STATE_PAUSED Enum_SS_kvt_sequence_state = _swig_getKVT_SEQUENCE_STATE_PAUSED()
 func _swig_getKVT_SEQUENCE_STATE_FINISHED() (_swig_ret Enum_SS_kvt_sequence_state) {
 	var swig_r Enum_SS_kvt_sequence_state
-	swig_r = (Enum_SS_kvt_sequence_state)(C._wrap_KVT_SEQUENCE_STATE_FINISHED_capi_6cee0b3e32e273f2())
+	swig_r = (Enum_SS_kvt_sequence_state)(C._wrap_KVT_SEQUENCE_STATE_FINISHED_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_SEQUENCE_STATE_FINISHED Enum_SS_kvt_sequence_state = _swig_getKVT_SEQUENCE_STATE_FINISHED()
 func _swig_getKVT_NO_TOKEN() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_KVT_NO_TOKEN_capi_6cee0b3e32e273f2())
+	swig_r = (int)(C._wrap_KVT_NO_TOKEN_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 var KVT_NO_TOKEN int = _swig_getKVT_NO_TOKEN()
 func Kvt_live_handles() (_swig_ret int64) {
 	var swig_r int64
-	swig_r = (int64)(C._wrap_kvt_live_handles_capi_6cee0b3e32e273f2())
+	swig_r = (int64)(C._wrap_kvt_live_handles_capi_5d2bad5dfa31c4c4())
 	return swig_r
 }
 
 func Kvt_options_create(arg1 Struct_SS_kvt_options) (_swig_ret Enum_SS_kvt_status) {
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_options_create_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_options_create_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func Kvt_options_free(arg1 Struct_SS_kvt_options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvt_options_free_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))
+	C._wrap_kvt_options_free_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))
 }
 
 func Kvt_options_set_int(arg1 Struct_SS_kvt_options, arg2 string, arg3 int64) (_swig_ret Enum_SS_kvt_status) {
@@ -632,7 +647,7 @@ func Kvt_options_set_int(arg1 Struct_SS_kvt_options, arg2 string, arg3 int64) (_
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_options_set_int_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_4)(unsafe.Pointer(&_swig_i_1)), C.swig_type_5(_swig_i_2)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_options_set_int_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_4)(unsafe.Pointer(&_swig_i_1)), C.swig_type_5(_swig_i_2)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -644,7 +659,7 @@ func Kvt_options_set_string(arg1 Struct_SS_kvt_options, arg2 string, arg3 string
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_options_set_string_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_6)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_7)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_options_set_string_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_6)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_7)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -657,7 +672,7 @@ func Kvt_options_set_string(arg1 Struct_SS_kvt_options, arg2 string, arg3 string
 func Kvt_options_errmsg(arg1 Struct_SS_kvt_options) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r_p := C._wrap_kvt_options_errmsg_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvt_options_errmsg_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -670,7 +685,7 @@ func Kvt_model_load(arg1 string, arg2 Struct_SS_kvt_model, arg3 []byte, arg4 int
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_model_load_capi_6cee0b3e32e273f2(*(*C.swig_type_9)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_10)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_model_load_capi_5d2bad5dfa31c4c4(*(*C.swig_type_9)(unsafe.Pointer(&_swig_i_0)), C.uintptr_t(_swig_i_1), *(*C.swig_type_10)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
 	}
@@ -682,13 +697,13 @@ func Kvt_model_load(arg1 string, arg2 Struct_SS_kvt_model, arg3 []byte, arg4 int
 
 func Kvt_model_free(arg1 Struct_SS_kvt_model) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvt_model_free_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))
+	C._wrap_kvt_model_free_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))
 }
 
 func Kvt_model_vocab_size(arg1 Struct_SS_kvt_model) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (int)(C._wrap_kvt_model_vocab_size_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvt_model_vocab_size_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -698,7 +713,7 @@ func Kvt_model_info_json(arg1 Struct_SS_kvt_model, arg2 []byte, arg3 int, arg4 [
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_model_info_json_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_11)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), *(*C.swig_type_12)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_model_info_json_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_11)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), *(*C.swig_type_12)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -711,7 +726,7 @@ func Kvt_model_info_json(arg1 Struct_SS_kvt_model, arg2 []byte, arg3 int, arg4 [
 func Kvt_model_has_tokenizer(arg1 Struct_SS_kvt_model) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (int)(C._wrap_kvt_model_has_tokenizer_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvt_model_has_tokenizer_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -725,7 +740,7 @@ func Kvt_model_tokenize(arg1 Struct_SS_kvt_model, arg2 string, arg3 int, arg4 []
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_model_tokenize_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_13)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), *(*C.swig_type_14)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4), *(*C.swig_type_15)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_16)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_model_tokenize_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_13)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), *(*C.swig_type_14)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4), *(*C.swig_type_15)(unsafe.Pointer(&_swig_i_5)), *(*C.swig_type_16)(unsafe.Pointer(&_swig_i_6)), C.swig_intgo(_swig_i_7)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -752,7 +767,7 @@ func Kvt_model_detokenize(arg1 Struct_SS_kvt_model, arg2 []int32, arg3 int, arg4
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_model_detokenize_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_17)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_18)(unsafe.Pointer(&_swig_i_4)), C.swig_intgo(_swig_i_5), *(*C.swig_type_19)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_20)(unsafe.Pointer(&_swig_i_7)), C.swig_intgo(_swig_i_8)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_model_detokenize_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_17)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_intgo(_swig_i_3), *(*C.swig_type_18)(unsafe.Pointer(&_swig_i_4)), C.swig_intgo(_swig_i_5), *(*C.swig_type_19)(unsafe.Pointer(&_swig_i_6)), *(*C.swig_type_20)(unsafe.Pointer(&_swig_i_7)), C.swig_intgo(_swig_i_8)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -771,13 +786,13 @@ func Kvt_model_detokenize(arg1 Struct_SS_kvt_model, arg2 []int32, arg3 int, arg4
 func Kvt_request_create(arg1 Struct_SS_kvt_request) (_swig_ret Enum_SS_kvt_status) {
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_create_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_create_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func Kvt_request_free(arg1 Struct_SS_kvt_request) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvt_request_free_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))
+	C._wrap_kvt_request_free_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))
 }
 
 func Kvt_request_set_prompt_tokens(arg1 Struct_SS_kvt_request, arg2 []int32, arg3 int) (_swig_ret Enum_SS_kvt_status) {
@@ -785,7 +800,7 @@ func Kvt_request_set_prompt_tokens(arg1 Struct_SS_kvt_request, arg2 []int32, arg
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_prompt_tokens_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_21)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_prompt_tokens_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_21)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -796,7 +811,7 @@ func Kvt_request_set_prompt_text(arg1 Struct_SS_kvt_request, arg2 string) (_swig
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_prompt_text_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_22)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_prompt_text_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_22)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -808,7 +823,7 @@ func Kvt_request_add_chat_message(arg1 Struct_SS_kvt_request, arg2 string, arg3 
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_add_chat_message_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_23)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_24)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_add_chat_message_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_23)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_24)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -822,7 +837,7 @@ func Kvt_request_add_stop_string(arg1 Struct_SS_kvt_request, arg2 string) (_swig
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_add_stop_string_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_25)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_add_stop_string_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_25)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -833,7 +848,7 @@ func Kvt_request_set_max_new_tokens(arg1 Struct_SS_kvt_request, arg2 int) (_swig
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_max_new_tokens_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_max_new_tokens_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
 	return swig_r
 }
 
@@ -841,7 +856,7 @@ func Kvt_request_set_temperature(arg1 Struct_SS_kvt_request, arg2 float32) (_swi
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_temperature_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.float(_swig_i_1)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_temperature_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.float(_swig_i_1)))
 	return swig_r
 }
 
@@ -849,7 +864,7 @@ func Kvt_request_set_top_k(arg1 Struct_SS_kvt_request, arg2 int) (_swig_ret Enum
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_top_k_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_top_k_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
 	return swig_r
 }
 
@@ -857,7 +872,7 @@ func Kvt_request_set_top_p(arg1 Struct_SS_kvt_request, arg2 float32) (_swig_ret 
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_top_p_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.float(_swig_i_1)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_top_p_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.float(_swig_i_1)))
 	return swig_r
 }
 
@@ -865,7 +880,7 @@ func Kvt_request_set_seed(arg1 Struct_SS_kvt_request, arg2 int64) (_swig_ret Enu
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_seed_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_type_26(_swig_i_1)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_seed_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_26(_swig_i_1)))
 	return swig_r
 }
 
@@ -874,7 +889,7 @@ func Kvt_request_set_stop_tokens(arg1 Struct_SS_kvt_request, arg2 []int32, arg3 
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_stop_tokens_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_27)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_stop_tokens_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_27)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -885,7 +900,7 @@ func Kvt_request_set_ignore_eos(arg1 Struct_SS_kvt_request, arg2 int) (_swig_ret
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_ignore_eos_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_ignore_eos_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
 	return swig_r
 }
 
@@ -893,7 +908,7 @@ func Kvt_request_set_priority(arg1 Struct_SS_kvt_request, arg2 int) (_swig_ret E
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_priority_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_priority_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
 	return swig_r
 }
 
@@ -901,7 +916,7 @@ func Kvt_request_set_pin_prefix(arg1 Struct_SS_kvt_request, arg2 int) (_swig_ret
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_pin_prefix_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_pin_prefix_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1)))
 	return swig_r
 }
 
@@ -909,7 +924,7 @@ func Kvt_request_set_json_schema(arg1 Struct_SS_kvt_request, arg2 string) (_swig
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_json_schema_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_28)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_json_schema_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_28)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -920,7 +935,7 @@ func Kvt_request_set_grammar(arg1 Struct_SS_kvt_request, arg2 string) (_swig_ret
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_grammar_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_29)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_grammar_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_29)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -930,7 +945,7 @@ func Kvt_request_set_grammar(arg1 Struct_SS_kvt_request, arg2 string) (_swig_ret
 func Kvt_request_errmsg(arg1 Struct_SS_kvt_request) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r_p := C._wrap_kvt_request_errmsg_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvt_request_errmsg_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -944,7 +959,7 @@ func Kvt_context_create(arg1 Struct_SS_kvt_model, arg2 Struct_SS_kvt_options, ar
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_create_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), *(*C.swig_type_31)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_create_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), *(*C.swig_type_31)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
@@ -953,13 +968,13 @@ func Kvt_context_create(arg1 Struct_SS_kvt_model, arg2 Struct_SS_kvt_options, ar
 
 func Kvt_context_free(arg1 Struct_SS_kvt_context) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvt_context_free_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))
+	C._wrap_kvt_context_free_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))
 }
 
 func Kvt_context_errmsg(arg1 Struct_SS_kvt_context) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r_p := C._wrap_kvt_context_errmsg_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_kvt_context_errmsg_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -971,7 +986,7 @@ func Kvt_context_errmsg_copy(arg1 Struct_SS_kvt_context, arg2 []byte, arg3 int) 
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_kvt_context_errmsg_copy_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_33)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2)))
+	swig_r = (int)(C._wrap_kvt_context_errmsg_copy_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_33)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -983,7 +998,7 @@ func Kvt_sequence_add(arg1 Struct_SS_kvt_context, arg2 Struct_SS_kvt_request, ar
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_add_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_34)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_add_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_34)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -994,7 +1009,7 @@ func Kvt_sequence_cancel(arg1 Struct_SS_kvt_context, arg2 int64) (_swig_ret Enum
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_cancel_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_type_35(_swig_i_1)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_cancel_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_35(_swig_i_1)))
 	return swig_r
 }
 
@@ -1004,7 +1019,7 @@ func Kvt_sequence_status(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []int32, a
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_status_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_type_36(_swig_i_1), *(*C.swig_type_37)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_status_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_36(_swig_i_1), *(*C.swig_type_37)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1021,7 +1036,7 @@ func Kvt_sequence_tokens(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []int32, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_tokens_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_type_39(_swig_i_1), *(*C.swig_type_40)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_41)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_tokens_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_39(_swig_i_1), *(*C.swig_type_40)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_41)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1038,7 +1053,7 @@ func Kvt_sequence_text(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []byte, arg4
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_text_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_type_42(_swig_i_1), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_text_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_42(_swig_i_1), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1055,7 +1070,7 @@ func Kvt_sequence_error(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []byte, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_error_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_type_45(_swig_i_1), *(*C.swig_type_46)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_error_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_45(_swig_i_1), *(*C.swig_type_46)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1069,33 +1084,33 @@ func Kvt_sequence_release(arg1 Struct_SS_kvt_context, arg2 int64) (_swig_ret Enu
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_release_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_type_48(_swig_i_1)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_release_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_48(_swig_i_1)))
 	return swig_r
 }
 
 func Kvt_context_num_unfinished(arg1 Struct_SS_kvt_context) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (int)(C._wrap_kvt_context_num_unfinished_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvt_context_num_unfinished_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func Kvt_events_create(arg1 Struct_SS_kvt_events) (_swig_ret Enum_SS_kvt_status) {
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_events_create_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_events_create_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func Kvt_events_free(arg1 Struct_SS_kvt_events) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_kvt_events_free_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0))
+	C._wrap_kvt_events_free_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0))
 }
 
 func Kvt_events_count(arg1 Struct_SS_kvt_events) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (int)(C._wrap_kvt_events_count_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_kvt_events_count_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -1106,7 +1121,7 @@ func Kvt_events_get(arg1 Struct_SS_kvt_events, arg2 int, arg3 []int64, arg4 []in
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_events_get_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_50)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_51)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_events_get_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_50)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_51)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1123,7 +1138,7 @@ func Kvt_step(arg1 Struct_SS_kvt_context, arg2 Struct_SS_kvt_events) (_swig_ret 
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_step_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_step_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
@@ -1135,7 +1150,7 @@ func Kvt_generate(arg1 Struct_SS_kvt_context, arg2 Struct_SS_kvt_request, arg3 [
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_generate_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_52)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_54)(unsafe.Pointer(&_swig_i_5))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_generate_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_52)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_54)(unsafe.Pointer(&_swig_i_5))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1151,7 +1166,7 @@ func Kvt_generate(arg1 Struct_SS_kvt_context, arg2 Struct_SS_kvt_request, arg3 [
 func Kvt_context_unpin_prefixes(arg1 Struct_SS_kvt_context) (_swig_ret Enum_SS_kvt_status) {
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_unpin_prefixes_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_unpin_prefixes_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -1161,7 +1176,7 @@ func Kvt_context_stats_json(arg1 Struct_SS_kvt_context, arg2 []byte, arg3 int, a
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_stats_json_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), *(*C.swig_type_56)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_stats_json_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), *(*C.swig_type_56)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1176,7 +1191,7 @@ func Kvt_context_stat(arg1 Struct_SS_kvt_context, arg2 string, arg3 []int64) (_s
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_stat_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), *(*C.swig_type_57)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_58)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_stat_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_57)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_58)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1186,13 +1201,58 @@ func Kvt_context_stat(arg1 Struct_SS_kvt_context, arg2 string, arg3 []int64) (_s
 	return swig_r
 }
 
+func Kvt_context_metrics_text(arg1 Struct_SS_kvt_context, arg2 []byte, arg3 int, arg4 []int32) (_swig_ret Enum_SS_kvt_status) {
+	var swig_r Enum_SS_kvt_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_metrics_text_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_3))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	return swig_r
+}
+
+type Enum_SS_kvt_log_level int
+func _swig_getKVT_LOG_LEVEL_DEBUG() (_swig_ret Enum_SS_kvt_log_level) {
+	var swig_r Enum_SS_kvt_log_level
+	swig_r = (Enum_SS_kvt_log_level)(C._wrap_KVT_LOG_LEVEL_DEBUG_capi_5d2bad5dfa31c4c4())
+	return swig_r
+}
+
+var KVT_LOG_LEVEL_DEBUG Enum_SS_kvt_log_level = _swig_getKVT_LOG_LEVEL_DEBUG()
+func _swig_getKVT_LOG_LEVEL_INFO() (_swig_ret Enum_SS_kvt_log_level) {
+	var swig_r Enum_SS_kvt_log_level
+	swig_r = (Enum_SS_kvt_log_level)(C._wrap_KVT_LOG_LEVEL_INFO_capi_5d2bad5dfa31c4c4())
+	return swig_r
+}
+
+var KVT_LOG_LEVEL_INFO Enum_SS_kvt_log_level = _swig_getKVT_LOG_LEVEL_INFO()
+func _swig_getKVT_LOG_LEVEL_WARN() (_swig_ret Enum_SS_kvt_log_level) {
+	var swig_r Enum_SS_kvt_log_level
+	swig_r = (Enum_SS_kvt_log_level)(C._wrap_KVT_LOG_LEVEL_WARN_capi_5d2bad5dfa31c4c4())
+	return swig_r
+}
+
+var KVT_LOG_LEVEL_WARN Enum_SS_kvt_log_level = _swig_getKVT_LOG_LEVEL_WARN()
+func _swig_getKVT_LOG_LEVEL_ERROR() (_swig_ret Enum_SS_kvt_log_level) {
+	var swig_r Enum_SS_kvt_log_level
+	swig_r = (Enum_SS_kvt_log_level)(C._wrap_KVT_LOG_LEVEL_ERROR_capi_5d2bad5dfa31c4c4())
+	return swig_r
+}
+
+var KVT_LOG_LEVEL_ERROR Enum_SS_kvt_log_level = _swig_getKVT_LOG_LEVEL_ERROR()
 func Kvt_events_text_copy(arg1 Struct_SS_kvt_events, arg2 int, arg3 []byte, arg4 int) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (int)(C._wrap_kvt_events_text_copy_capi_6cee0b3e32e273f2(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
+	swig_r = (int)(C._wrap_kvt_events_text_copy_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}

@@ -333,7 +333,7 @@ int32_t kvt_events_text_copy(const kvt_events* events, int32_t i, char* buf, int
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_6cee0b3e32e273f2(void *_swig_go_0) {
+void _wrap_Swig_free_capi_5d2bad5dfa31c4c4(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -343,7 +343,7 @@ void _wrap_Swig_free_capi_6cee0b3e32e273f2(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_6cee0b3e32e273f2(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_5d2bad5dfa31c4c4(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -356,7 +356,7 @@ void *_wrap_Swig_malloc_capi_6cee0b3e32e273f2(intgo _swig_go_0) {
 }
 
 
-struct kvt_model **_wrap_new_kvt_model_box_capi_6cee0b3e32e273f2() {
+struct kvt_model **_wrap_new_kvt_model_box_capi_5d2bad5dfa31c4c4() {
   kvt_model **result = 0 ;
   struct kvt_model **_swig_go_result;
   
@@ -367,7 +367,7 @@ struct kvt_model **_wrap_new_kvt_model_box_capi_6cee0b3e32e273f2() {
 }
 
 
-struct kvt_model **_wrap_copy_kvt_model_box_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_0) {
+struct kvt_model **_wrap_copy_kvt_model_box_capi_5d2bad5dfa31c4c4(struct kvt_model *_swig_go_0) {
   kvt_model *arg1 = (kvt_model *) 0 ;
   kvt_model **result = 0 ;
   struct kvt_model **_swig_go_result;
@@ -380,7 +380,7 @@ struct kvt_model **_wrap_copy_kvt_model_box_capi_6cee0b3e32e273f2(struct kvt_mod
 }
 
 
-void _wrap_delete_kvt_model_box_capi_6cee0b3e32e273f2(struct kvt_model **_swig_go_0) {
+void _wrap_delete_kvt_model_box_capi_5d2bad5dfa31c4c4(struct kvt_model **_swig_go_0) {
   kvt_model **arg1 = (kvt_model **) 0 ;
   
   arg1 = *(kvt_model ***)&_swig_go_0; 
@@ -390,7 +390,7 @@ void _wrap_delete_kvt_model_box_capi_6cee0b3e32e273f2(struct kvt_model **_swig_g
 }
 
 
-void _wrap_kvt_model_box_assign_capi_6cee0b3e32e273f2(struct kvt_model **_swig_go_0, struct kvt_model *_swig_go_1) {
+void _wrap_kvt_model_box_assign_capi_5d2bad5dfa31c4c4(struct kvt_model **_swig_go_0, struct kvt_model *_swig_go_1) {
   kvt_model **arg1 = (kvt_model **) 0 ;
   kvt_model *arg2 = (kvt_model *) 0 ;
   
@@ -402,7 +402,7 @@ void _wrap_kvt_model_box_assign_capi_6cee0b3e32e273f2(struct kvt_model **_swig_g
 }
 
 
-struct kvt_model *_wrap_kvt_model_box_value_capi_6cee0b3e32e273f2(struct kvt_model **_swig_go_0) {
+struct kvt_model *_wrap_kvt_model_box_value_capi_5d2bad5dfa31c4c4(struct kvt_model **_swig_go_0) {
   kvt_model **arg1 = (kvt_model **) 0 ;
   kvt_model *result = 0 ;
   struct kvt_model *_swig_go_result;
@@ -415,7 +415,7 @@ struct kvt_model *_wrap_kvt_model_box_value_capi_6cee0b3e32e273f2(struct kvt_mod
 }
 
 
-struct kvt_options **_wrap_new_kvt_options_box_capi_6cee0b3e32e273f2() {
+struct kvt_options **_wrap_new_kvt_options_box_capi_5d2bad5dfa31c4c4() {
   kvt_options **result = 0 ;
   struct kvt_options **_swig_go_result;
   
@@ -426,7 +426,7 @@ struct kvt_options **_wrap_new_kvt_options_box_capi_6cee0b3e32e273f2() {
 }
 
 
-struct kvt_options **_wrap_copy_kvt_options_box_capi_6cee0b3e32e273f2(struct kvt_options *_swig_go_0) {
+struct kvt_options **_wrap_copy_kvt_options_box_capi_5d2bad5dfa31c4c4(struct kvt_options *_swig_go_0) {
   kvt_options *arg1 = (kvt_options *) 0 ;
   kvt_options **result = 0 ;
   struct kvt_options **_swig_go_result;
@@ -439,7 +439,7 @@ struct kvt_options **_wrap_copy_kvt_options_box_capi_6cee0b3e32e273f2(struct kvt
 }
 
 
-void _wrap_delete_kvt_options_box_capi_6cee0b3e32e273f2(struct kvt_options **_swig_go_0) {
+void _wrap_delete_kvt_options_box_capi_5d2bad5dfa31c4c4(struct kvt_options **_swig_go_0) {
   kvt_options **arg1 = (kvt_options **) 0 ;
   
   arg1 = *(kvt_options ***)&_swig_go_0; 
@@ -449,7 +449,7 @@ void _wrap_delete_kvt_options_box_capi_6cee0b3e32e273f2(struct kvt_options **_sw
 }
 
 
-void _wrap_kvt_options_box_assign_capi_6cee0b3e32e273f2(struct kvt_options **_swig_go_0, struct kvt_options *_swig_go_1) {
+void _wrap_kvt_options_box_assign_capi_5d2bad5dfa31c4c4(struct kvt_options **_swig_go_0, struct kvt_options *_swig_go_1) {
   kvt_options **arg1 = (kvt_options **) 0 ;
   kvt_options *arg2 = (kvt_options *) 0 ;
   
@@ -461,7 +461,7 @@ void _wrap_kvt_options_box_assign_capi_6cee0b3e32e273f2(struct kvt_options **_sw
 }
 
 
-struct kvt_options *_wrap_kvt_options_box_value_capi_6cee0b3e32e273f2(struct kvt_options **_swig_go_0) {
+struct kvt_options *_wrap_kvt_options_box_value_capi_5d2bad5dfa31c4c4(struct kvt_options **_swig_go_0) {
   kvt_options **arg1 = (kvt_options **) 0 ;
   kvt_options *result = 0 ;
   struct kvt_options *_swig_go_result;
@@ -474,7 +474,7 @@ struct kvt_options *_wrap_kvt_options_box_value_capi_6cee0b3e32e273f2(struct kvt
 }
 
 
-struct kvt_request **_wrap_new_kvt_request_box_capi_6cee0b3e32e273f2() {
+struct kvt_request **_wrap_new_kvt_request_box_capi_5d2bad5dfa31c4c4() {
   kvt_request **result = 0 ;
   struct kvt_request **_swig_go_result;
   
@@ -485,7 +485,7 @@ struct kvt_request **_wrap_new_kvt_request_box_capi_6cee0b3e32e273f2() {
 }
 
 
-struct kvt_request **_wrap_copy_kvt_request_box_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0) {
+struct kvt_request **_wrap_copy_kvt_request_box_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   kvt_request **result = 0 ;
   struct kvt_request **_swig_go_result;
@@ -498,7 +498,7 @@ struct kvt_request **_wrap_copy_kvt_request_box_capi_6cee0b3e32e273f2(struct kvt
 }
 
 
-void _wrap_delete_kvt_request_box_capi_6cee0b3e32e273f2(struct kvt_request **_swig_go_0) {
+void _wrap_delete_kvt_request_box_capi_5d2bad5dfa31c4c4(struct kvt_request **_swig_go_0) {
   kvt_request **arg1 = (kvt_request **) 0 ;
   
   arg1 = *(kvt_request ***)&_swig_go_0; 
@@ -508,7 +508,7 @@ void _wrap_delete_kvt_request_box_capi_6cee0b3e32e273f2(struct kvt_request **_sw
 }
 
 
-void _wrap_kvt_request_box_assign_capi_6cee0b3e32e273f2(struct kvt_request **_swig_go_0, struct kvt_request *_swig_go_1) {
+void _wrap_kvt_request_box_assign_capi_5d2bad5dfa31c4c4(struct kvt_request **_swig_go_0, struct kvt_request *_swig_go_1) {
   kvt_request **arg1 = (kvt_request **) 0 ;
   kvt_request *arg2 = (kvt_request *) 0 ;
   
@@ -520,7 +520,7 @@ void _wrap_kvt_request_box_assign_capi_6cee0b3e32e273f2(struct kvt_request **_sw
 }
 
 
-struct kvt_request *_wrap_kvt_request_box_value_capi_6cee0b3e32e273f2(struct kvt_request **_swig_go_0) {
+struct kvt_request *_wrap_kvt_request_box_value_capi_5d2bad5dfa31c4c4(struct kvt_request **_swig_go_0) {
   kvt_request **arg1 = (kvt_request **) 0 ;
   kvt_request *result = 0 ;
   struct kvt_request *_swig_go_result;
@@ -533,7 +533,7 @@ struct kvt_request *_wrap_kvt_request_box_value_capi_6cee0b3e32e273f2(struct kvt
 }
 
 
-struct kvt_context **_wrap_new_kvt_context_box_capi_6cee0b3e32e273f2() {
+struct kvt_context **_wrap_new_kvt_context_box_capi_5d2bad5dfa31c4c4() {
   kvt_context **result = 0 ;
   struct kvt_context **_swig_go_result;
   
@@ -544,7 +544,7 @@ struct kvt_context **_wrap_new_kvt_context_box_capi_6cee0b3e32e273f2() {
 }
 
 
-struct kvt_context **_wrap_copy_kvt_context_box_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0) {
+struct kvt_context **_wrap_copy_kvt_context_box_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   kvt_context **result = 0 ;
   struct kvt_context **_swig_go_result;
@@ -557,7 +557,7 @@ struct kvt_context **_wrap_copy_kvt_context_box_capi_6cee0b3e32e273f2(struct kvt
 }
 
 
-void _wrap_delete_kvt_context_box_capi_6cee0b3e32e273f2(struct kvt_context **_swig_go_0) {
+void _wrap_delete_kvt_context_box_capi_5d2bad5dfa31c4c4(struct kvt_context **_swig_go_0) {
   kvt_context **arg1 = (kvt_context **) 0 ;
   
   arg1 = *(kvt_context ***)&_swig_go_0; 
@@ -567,7 +567,7 @@ void _wrap_delete_kvt_context_box_capi_6cee0b3e32e273f2(struct kvt_context **_sw
 }
 
 
-void _wrap_kvt_context_box_assign_capi_6cee0b3e32e273f2(struct kvt_context **_swig_go_0, struct kvt_context *_swig_go_1) {
+void _wrap_kvt_context_box_assign_capi_5d2bad5dfa31c4c4(struct kvt_context **_swig_go_0, struct kvt_context *_swig_go_1) {
   kvt_context **arg1 = (kvt_context **) 0 ;
   kvt_context *arg2 = (kvt_context *) 0 ;
   
@@ -579,7 +579,7 @@ void _wrap_kvt_context_box_assign_capi_6cee0b3e32e273f2(struct kvt_context **_sw
 }
 
 
-struct kvt_context *_wrap_kvt_context_box_value_capi_6cee0b3e32e273f2(struct kvt_context **_swig_go_0) {
+struct kvt_context *_wrap_kvt_context_box_value_capi_5d2bad5dfa31c4c4(struct kvt_context **_swig_go_0) {
   kvt_context **arg1 = (kvt_context **) 0 ;
   kvt_context *result = 0 ;
   struct kvt_context *_swig_go_result;
@@ -592,7 +592,7 @@ struct kvt_context *_wrap_kvt_context_box_value_capi_6cee0b3e32e273f2(struct kvt
 }
 
 
-struct kvt_events **_wrap_new_kvt_events_box_capi_6cee0b3e32e273f2() {
+struct kvt_events **_wrap_new_kvt_events_box_capi_5d2bad5dfa31c4c4() {
   kvt_events **result = 0 ;
   struct kvt_events **_swig_go_result;
   
@@ -603,7 +603,7 @@ struct kvt_events **_wrap_new_kvt_events_box_capi_6cee0b3e32e273f2() {
 }
 
 
-struct kvt_events **_wrap_copy_kvt_events_box_capi_6cee0b3e32e273f2(struct kvt_events *_swig_go_0) {
+struct kvt_events **_wrap_copy_kvt_events_box_capi_5d2bad5dfa31c4c4(struct kvt_events *_swig_go_0) {
   kvt_events *arg1 = (kvt_events *) 0 ;
   kvt_events **result = 0 ;
   struct kvt_events **_swig_go_result;
@@ -616,7 +616,7 @@ struct kvt_events **_wrap_copy_kvt_events_box_capi_6cee0b3e32e273f2(struct kvt_e
 }
 
 
-void _wrap_delete_kvt_events_box_capi_6cee0b3e32e273f2(struct kvt_events **_swig_go_0) {
+void _wrap_delete_kvt_events_box_capi_5d2bad5dfa31c4c4(struct kvt_events **_swig_go_0) {
   kvt_events **arg1 = (kvt_events **) 0 ;
   
   arg1 = *(kvt_events ***)&_swig_go_0; 
@@ -626,7 +626,7 @@ void _wrap_delete_kvt_events_box_capi_6cee0b3e32e273f2(struct kvt_events **_swig
 }
 
 
-void _wrap_kvt_events_box_assign_capi_6cee0b3e32e273f2(struct kvt_events **_swig_go_0, struct kvt_events *_swig_go_1) {
+void _wrap_kvt_events_box_assign_capi_5d2bad5dfa31c4c4(struct kvt_events **_swig_go_0, struct kvt_events *_swig_go_1) {
   kvt_events **arg1 = (kvt_events **) 0 ;
   kvt_events *arg2 = (kvt_events *) 0 ;
   
@@ -638,7 +638,7 @@ void _wrap_kvt_events_box_assign_capi_6cee0b3e32e273f2(struct kvt_events **_swig
 }
 
 
-struct kvt_events *_wrap_kvt_events_box_value_capi_6cee0b3e32e273f2(struct kvt_events **_swig_go_0) {
+struct kvt_events *_wrap_kvt_events_box_value_capi_5d2bad5dfa31c4c4(struct kvt_events **_swig_go_0) {
   kvt_events **arg1 = (kvt_events **) 0 ;
   kvt_events *result = 0 ;
   struct kvt_events *_swig_go_result;
@@ -651,7 +651,7 @@ struct kvt_events *_wrap_kvt_events_box_value_capi_6cee0b3e32e273f2(struct kvt_e
 }
 
 
-intgo _wrap_kvt_version_major_capi_6cee0b3e32e273f2() {
+intgo _wrap_kvt_version_major_capi_5d2bad5dfa31c4c4() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -662,7 +662,7 @@ intgo _wrap_kvt_version_major_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_kvt_version_minor_capi_6cee0b3e32e273f2() {
+intgo _wrap_kvt_version_minor_capi_5d2bad5dfa31c4c4() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -673,7 +673,7 @@ intgo _wrap_kvt_version_minor_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_kvt_version_patch_capi_6cee0b3e32e273f2() {
+intgo _wrap_kvt_version_patch_capi_5d2bad5dfa31c4c4() {
   int32_t result;
   intgo _swig_go_result;
   
@@ -684,7 +684,7 @@ intgo _wrap_kvt_version_patch_capi_6cee0b3e32e273f2() {
 }
 
 
-_gostring_ _wrap_kvt_version_string_capi_6cee0b3e32e273f2() {
+_gostring_ _wrap_kvt_version_string_capi_5d2bad5dfa31c4c4() {
   char *result = 0 ;
   _gostring_ _swig_go_result;
   
@@ -695,7 +695,7 @@ _gostring_ _wrap_kvt_version_string_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_OK_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_OK_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -707,7 +707,7 @@ intgo _wrap_KVT_OK_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_INVALID_ARGUMENT_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_INVALID_ARGUMENT_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -719,7 +719,7 @@ intgo _wrap_KVT_ERR_INVALID_ARGUMENT_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_NOT_FOUND_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_NOT_FOUND_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -731,7 +731,7 @@ intgo _wrap_KVT_ERR_NOT_FOUND_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_UNSUPPORTED_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_UNSUPPORTED_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -743,7 +743,7 @@ intgo _wrap_KVT_ERR_UNSUPPORTED_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_CAPACITY_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_CAPACITY_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -755,7 +755,7 @@ intgo _wrap_KVT_ERR_CAPACITY_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_BUSY_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_BUSY_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -767,7 +767,7 @@ intgo _wrap_KVT_ERR_BUSY_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_IO_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_IO_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -779,7 +779,7 @@ intgo _wrap_KVT_ERR_IO_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_CORRUPT_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_CORRUPT_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -791,7 +791,7 @@ intgo _wrap_KVT_ERR_CORRUPT_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_OUT_OF_MEMORY_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_OUT_OF_MEMORY_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -803,7 +803,7 @@ intgo _wrap_KVT_ERR_OUT_OF_MEMORY_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_STATE_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_STATE_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -815,7 +815,7 @@ intgo _wrap_KVT_ERR_STATE_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_BACKEND_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_BACKEND_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -827,7 +827,7 @@ intgo _wrap_KVT_ERR_BACKEND_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_ERR_INTERNAL_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_ERR_INTERNAL_capi_5d2bad5dfa31c4c4() {
   enum kvt_status result;
   intgo _swig_go_result;
   
@@ -839,7 +839,19 @@ intgo _wrap_KVT_ERR_INTERNAL_capi_6cee0b3e32e273f2() {
 }
 
 
-_gostring_ _wrap_kvt_status_string_capi_6cee0b3e32e273f2(intgo _swig_go_0) {
+intgo _wrap_KVT_ERR_CANCELLED_capi_5d2bad5dfa31c4c4() {
+  enum kvt_status result;
+  intgo _swig_go_result;
+  
+  
+  result = KVT_ERR_CANCELLED;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_kvt_status_string_capi_5d2bad5dfa31c4c4(intgo _swig_go_0) {
   kvt_status arg1 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -852,7 +864,7 @@ _gostring_ _wrap_kvt_status_string_capi_6cee0b3e32e273f2(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_KVT_FINISH_REASON_NONE_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_FINISH_REASON_NONE_capi_5d2bad5dfa31c4c4() {
   enum kvt_finish_reason result;
   intgo _swig_go_result;
   
@@ -864,7 +876,7 @@ intgo _wrap_KVT_FINISH_REASON_NONE_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_FINISH_REASON_STOP_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_FINISH_REASON_STOP_capi_5d2bad5dfa31c4c4() {
   enum kvt_finish_reason result;
   intgo _swig_go_result;
   
@@ -876,7 +888,7 @@ intgo _wrap_KVT_FINISH_REASON_STOP_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_FINISH_REASON_LENGTH_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_FINISH_REASON_LENGTH_capi_5d2bad5dfa31c4c4() {
   enum kvt_finish_reason result;
   intgo _swig_go_result;
   
@@ -888,7 +900,7 @@ intgo _wrap_KVT_FINISH_REASON_LENGTH_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_FINISH_REASON_CANCELLED_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_FINISH_REASON_CANCELLED_capi_5d2bad5dfa31c4c4() {
   enum kvt_finish_reason result;
   intgo _swig_go_result;
   
@@ -900,7 +912,7 @@ intgo _wrap_KVT_FINISH_REASON_CANCELLED_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_FINISH_REASON_ERROR_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_FINISH_REASON_ERROR_capi_5d2bad5dfa31c4c4() {
   enum kvt_finish_reason result;
   intgo _swig_go_result;
   
@@ -912,7 +924,7 @@ intgo _wrap_KVT_FINISH_REASON_ERROR_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_FINISH_REASON_GRAMMAR_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_FINISH_REASON_GRAMMAR_capi_5d2bad5dfa31c4c4() {
   enum kvt_finish_reason result;
   intgo _swig_go_result;
   
@@ -924,7 +936,7 @@ intgo _wrap_KVT_FINISH_REASON_GRAMMAR_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_SEQUENCE_STATE_WAITING_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_SEQUENCE_STATE_WAITING_capi_5d2bad5dfa31c4c4() {
   enum kvt_sequence_state result;
   intgo _swig_go_result;
   
@@ -936,7 +948,7 @@ intgo _wrap_KVT_SEQUENCE_STATE_WAITING_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_SEQUENCE_STATE_RUNNING_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_SEQUENCE_STATE_RUNNING_capi_5d2bad5dfa31c4c4() {
   enum kvt_sequence_state result;
   intgo _swig_go_result;
   
@@ -948,7 +960,7 @@ intgo _wrap_KVT_SEQUENCE_STATE_RUNNING_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_SEQUENCE_STATE_PAUSED_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_SEQUENCE_STATE_PAUSED_capi_5d2bad5dfa31c4c4() {
   enum kvt_sequence_state result;
   intgo _swig_go_result;
   
@@ -960,7 +972,7 @@ intgo _wrap_KVT_SEQUENCE_STATE_PAUSED_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_SEQUENCE_STATE_FINISHED_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_SEQUENCE_STATE_FINISHED_capi_5d2bad5dfa31c4c4() {
   enum kvt_sequence_state result;
   intgo _swig_go_result;
   
@@ -972,7 +984,7 @@ intgo _wrap_KVT_SEQUENCE_STATE_FINISHED_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_KVT_NO_TOKEN_capi_6cee0b3e32e273f2() {
+intgo _wrap_KVT_NO_TOKEN_capi_5d2bad5dfa31c4c4() {
   int result;
   intgo _swig_go_result;
   
@@ -983,7 +995,7 @@ intgo _wrap_KVT_NO_TOKEN_capi_6cee0b3e32e273f2() {
 }
 
 
-long long _wrap_kvt_live_handles_capi_6cee0b3e32e273f2() {
+long long _wrap_kvt_live_handles_capi_5d2bad5dfa31c4c4() {
   int64_t result;
   long long _swig_go_result;
   
@@ -994,7 +1006,7 @@ long long _wrap_kvt_live_handles_capi_6cee0b3e32e273f2() {
 }
 
 
-intgo _wrap_kvt_options_create_capi_6cee0b3e32e273f2(struct kvt_options **_swig_go_0) {
+intgo _wrap_kvt_options_create_capi_5d2bad5dfa31c4c4(struct kvt_options **_swig_go_0) {
   kvt_options **arg1 = (kvt_options **) 0 ;
   kvt_status result;
   intgo _swig_go_result;
@@ -1007,7 +1019,7 @@ intgo _wrap_kvt_options_create_capi_6cee0b3e32e273f2(struct kvt_options **_swig_
 }
 
 
-void _wrap_kvt_options_free_capi_6cee0b3e32e273f2(struct kvt_options *_swig_go_0) {
+void _wrap_kvt_options_free_capi_5d2bad5dfa31c4c4(struct kvt_options *_swig_go_0) {
   kvt_options *arg1 = (kvt_options *) 0 ;
   
   arg1 = *(kvt_options **)&_swig_go_0; 
@@ -1017,7 +1029,7 @@ void _wrap_kvt_options_free_capi_6cee0b3e32e273f2(struct kvt_options *_swig_go_0
 }
 
 
-intgo _wrap_kvt_options_set_int_capi_6cee0b3e32e273f2(struct kvt_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2) {
+intgo _wrap_kvt_options_set_int_capi_5d2bad5dfa31c4c4(struct kvt_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2) {
   kvt_options *arg1 = (kvt_options *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -1040,7 +1052,7 @@ intgo _wrap_kvt_options_set_int_capi_6cee0b3e32e273f2(struct kvt_options *_swig_
 }
 
 
-intgo _wrap_kvt_options_set_string_capi_6cee0b3e32e273f2(struct kvt_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
+intgo _wrap_kvt_options_set_string_capi_5d2bad5dfa31c4c4(struct kvt_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
   kvt_options *arg1 = (kvt_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -1069,7 +1081,7 @@ intgo _wrap_kvt_options_set_string_capi_6cee0b3e32e273f2(struct kvt_options *_sw
 }
 
 
-_gostring_ _wrap_kvt_options_errmsg_capi_6cee0b3e32e273f2(struct kvt_options *_swig_go_0) {
+_gostring_ _wrap_kvt_options_errmsg_capi_5d2bad5dfa31c4c4(struct kvt_options *_swig_go_0) {
   kvt_options *arg1 = (kvt_options *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1082,7 +1094,7 @@ _gostring_ _wrap_kvt_options_errmsg_capi_6cee0b3e32e273f2(struct kvt_options *_s
 }
 
 
-intgo _wrap_kvt_model_load_capi_6cee0b3e32e273f2(_gostring_ _swig_go_0, struct kvt_model **_swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3) {
+intgo _wrap_kvt_model_load_capi_5d2bad5dfa31c4c4(_gostring_ _swig_go_0, struct kvt_model **_swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3) {
   char *arg1 = (char *) 0 ;
   kvt_model **arg2 = (kvt_model **) 0 ;
   char *arg3 = (char *) 0 ;
@@ -1109,7 +1121,7 @@ intgo _wrap_kvt_model_load_capi_6cee0b3e32e273f2(_gostring_ _swig_go_0, struct k
 }
 
 
-void _wrap_kvt_model_free_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_0) {
+void _wrap_kvt_model_free_capi_5d2bad5dfa31c4c4(struct kvt_model *_swig_go_0) {
   kvt_model *arg1 = (kvt_model *) 0 ;
   
   arg1 = *(kvt_model **)&_swig_go_0; 
@@ -1119,7 +1131,7 @@ void _wrap_kvt_model_free_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_0) {
 }
 
 
-intgo _wrap_kvt_model_vocab_size_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_0) {
+intgo _wrap_kvt_model_vocab_size_capi_5d2bad5dfa31c4c4(struct kvt_model *_swig_go_0) {
   kvt_model *arg1 = (kvt_model *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1132,7 +1144,7 @@ intgo _wrap_kvt_model_vocab_size_capi_6cee0b3e32e273f2(struct kvt_model *_swig_g
 }
 
 
-intgo _wrap_kvt_model_info_json_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
+intgo _wrap_kvt_model_info_json_capi_5d2bad5dfa31c4c4(struct kvt_model *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
   kvt_model *arg1 = (kvt_model *) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -1155,7 +1167,7 @@ intgo _wrap_kvt_model_info_json_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go
 }
 
 
-intgo _wrap_kvt_model_has_tokenizer_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_0) {
+intgo _wrap_kvt_model_has_tokenizer_capi_5d2bad5dfa31c4c4(struct kvt_model *_swig_go_0) {
   kvt_model *arg1 = (kvt_model *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1168,7 +1180,7 @@ intgo _wrap_kvt_model_has_tokenizer_capi_6cee0b3e32e273f2(struct kvt_model *_swi
 }
 
 
-intgo _wrap_kvt_model_tokenize_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
+intgo _wrap_kvt_model_tokenize_capi_5d2bad5dfa31c4c4(struct kvt_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4, _goslice_ _swig_go_5, _goslice_ _swig_go_6, intgo _swig_go_7) {
   kvt_model *arg1 = (kvt_model *) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -1206,7 +1218,7 @@ intgo _wrap_kvt_model_tokenize_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_
 }
 
 
-intgo _wrap_kvt_model_detokenize_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, intgo _swig_go_8) {
+intgo _wrap_kvt_model_detokenize_capi_5d2bad5dfa31c4c4(struct kvt_model *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, intgo _swig_go_5, _goslice_ _swig_go_6, _goslice_ _swig_go_7, intgo _swig_go_8) {
   kvt_model *arg1 = (kvt_model *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t arg3 ;
@@ -1243,7 +1255,7 @@ intgo _wrap_kvt_model_detokenize_capi_6cee0b3e32e273f2(struct kvt_model *_swig_g
 }
 
 
-intgo _wrap_kvt_request_create_capi_6cee0b3e32e273f2(struct kvt_request **_swig_go_0) {
+intgo _wrap_kvt_request_create_capi_5d2bad5dfa31c4c4(struct kvt_request **_swig_go_0) {
   kvt_request **arg1 = (kvt_request **) 0 ;
   kvt_status result;
   intgo _swig_go_result;
@@ -1256,7 +1268,7 @@ intgo _wrap_kvt_request_create_capi_6cee0b3e32e273f2(struct kvt_request **_swig_
 }
 
 
-void _wrap_kvt_request_free_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0) {
+void _wrap_kvt_request_free_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   
   arg1 = *(kvt_request **)&_swig_go_0; 
@@ -1266,7 +1278,7 @@ void _wrap_kvt_request_free_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0
 }
 
 
-intgo _wrap_kvt_request_set_prompt_tokens_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2) {
+intgo _wrap_kvt_request_set_prompt_tokens_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t arg3 ;
@@ -1285,7 +1297,7 @@ intgo _wrap_kvt_request_set_prompt_tokens_capi_6cee0b3e32e273f2(struct kvt_reque
 }
 
 
-intgo _wrap_kvt_request_set_prompt_text_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_kvt_request_set_prompt_text_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -1305,7 +1317,7 @@ intgo _wrap_kvt_request_set_prompt_text_capi_6cee0b3e32e273f2(struct kvt_request
 }
 
 
-intgo _wrap_kvt_request_add_chat_message_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
+intgo _wrap_kvt_request_add_chat_message_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -1334,7 +1346,7 @@ intgo _wrap_kvt_request_add_chat_message_capi_6cee0b3e32e273f2(struct kvt_reques
 }
 
 
-intgo _wrap_kvt_request_add_stop_string_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_kvt_request_add_stop_string_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -1354,7 +1366,7 @@ intgo _wrap_kvt_request_add_stop_string_capi_6cee0b3e32e273f2(struct kvt_request
 }
 
 
-intgo _wrap_kvt_request_set_max_new_tokens_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvt_request_set_max_new_tokens_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   int32_t arg2 ;
   kvt_status result;
@@ -1369,7 +1381,7 @@ intgo _wrap_kvt_request_set_max_new_tokens_capi_6cee0b3e32e273f2(struct kvt_requ
 }
 
 
-intgo _wrap_kvt_request_set_temperature_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, float _swig_go_1) {
+intgo _wrap_kvt_request_set_temperature_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, float _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   float arg2 ;
   kvt_status result;
@@ -1384,7 +1396,7 @@ intgo _wrap_kvt_request_set_temperature_capi_6cee0b3e32e273f2(struct kvt_request
 }
 
 
-intgo _wrap_kvt_request_set_top_k_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvt_request_set_top_k_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   int32_t arg2 ;
   kvt_status result;
@@ -1399,7 +1411,7 @@ intgo _wrap_kvt_request_set_top_k_capi_6cee0b3e32e273f2(struct kvt_request *_swi
 }
 
 
-intgo _wrap_kvt_request_set_top_p_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, float _swig_go_1) {
+intgo _wrap_kvt_request_set_top_p_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, float _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   float arg2 ;
   kvt_status result;
@@ -1414,7 +1426,7 @@ intgo _wrap_kvt_request_set_top_p_capi_6cee0b3e32e273f2(struct kvt_request *_swi
 }
 
 
-intgo _wrap_kvt_request_set_seed_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvt_request_set_seed_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, long long _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   int64_t arg2 ;
   kvt_status result;
@@ -1429,7 +1441,7 @@ intgo _wrap_kvt_request_set_seed_capi_6cee0b3e32e273f2(struct kvt_request *_swig
 }
 
 
-intgo _wrap_kvt_request_set_stop_tokens_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2) {
+intgo _wrap_kvt_request_set_stop_tokens_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   int32_t arg3 ;
@@ -1448,7 +1460,7 @@ intgo _wrap_kvt_request_set_stop_tokens_capi_6cee0b3e32e273f2(struct kvt_request
 }
 
 
-intgo _wrap_kvt_request_set_ignore_eos_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvt_request_set_ignore_eos_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   int32_t arg2 ;
   kvt_status result;
@@ -1463,7 +1475,7 @@ intgo _wrap_kvt_request_set_ignore_eos_capi_6cee0b3e32e273f2(struct kvt_request 
 }
 
 
-intgo _wrap_kvt_request_set_priority_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvt_request_set_priority_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   int32_t arg2 ;
   kvt_status result;
@@ -1478,7 +1490,7 @@ intgo _wrap_kvt_request_set_priority_capi_6cee0b3e32e273f2(struct kvt_request *_
 }
 
 
-intgo _wrap_kvt_request_set_pin_prefix_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
+intgo _wrap_kvt_request_set_pin_prefix_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, intgo _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   int32_t arg2 ;
   kvt_status result;
@@ -1493,7 +1505,7 @@ intgo _wrap_kvt_request_set_pin_prefix_capi_6cee0b3e32e273f2(struct kvt_request 
 }
 
 
-intgo _wrap_kvt_request_set_json_schema_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_kvt_request_set_json_schema_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   char *arg2 = (char *) 0 ;
   kvt_status result;
@@ -1514,7 +1526,7 @@ intgo _wrap_kvt_request_set_json_schema_capi_6cee0b3e32e273f2(struct kvt_request
 }
 
 
-intgo _wrap_kvt_request_set_grammar_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_kvt_request_set_grammar_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   char *arg2 = (char *) 0 ;
   kvt_status result;
@@ -1535,7 +1547,7 @@ intgo _wrap_kvt_request_set_grammar_capi_6cee0b3e32e273f2(struct kvt_request *_s
 }
 
 
-_gostring_ _wrap_kvt_request_errmsg_capi_6cee0b3e32e273f2(struct kvt_request *_swig_go_0) {
+_gostring_ _wrap_kvt_request_errmsg_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0) {
   kvt_request *arg1 = (kvt_request *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1548,7 +1560,7 @@ _gostring_ _wrap_kvt_request_errmsg_capi_6cee0b3e32e273f2(struct kvt_request *_s
 }
 
 
-intgo _wrap_kvt_context_create_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_0, struct kvt_options *_swig_go_1, struct kvt_context **_swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
+intgo _wrap_kvt_context_create_capi_5d2bad5dfa31c4c4(struct kvt_model *_swig_go_0, struct kvt_options *_swig_go_1, struct kvt_context **_swig_go_2, _goslice_ _swig_go_3, intgo _swig_go_4) {
   kvt_model *arg1 = (kvt_model *) 0 ;
   kvt_options *arg2 = (kvt_options *) 0 ;
   kvt_context **arg3 = (kvt_context **) 0 ;
@@ -1571,7 +1583,7 @@ intgo _wrap_kvt_context_create_capi_6cee0b3e32e273f2(struct kvt_model *_swig_go_
 }
 
 
-void _wrap_kvt_context_free_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0) {
+void _wrap_kvt_context_free_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   
   arg1 = *(kvt_context **)&_swig_go_0; 
@@ -1581,7 +1593,7 @@ void _wrap_kvt_context_free_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0
 }
 
 
-_gostring_ _wrap_kvt_context_errmsg_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0) {
+_gostring_ _wrap_kvt_context_errmsg_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   char *result = 0 ;
   _gostring_ _swig_go_result;
@@ -1594,7 +1606,7 @@ _gostring_ _wrap_kvt_context_errmsg_capi_6cee0b3e32e273f2(struct kvt_context *_s
 }
 
 
-intgo _wrap_kvt_context_errmsg_copy_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2) {
+intgo _wrap_kvt_context_errmsg_copy_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -1613,7 +1625,7 @@ intgo _wrap_kvt_context_errmsg_copy_capi_6cee0b3e32e273f2(struct kvt_context *_s
 }
 
 
-intgo _wrap_kvt_sequence_add_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, struct kvt_request *_swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvt_sequence_add_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, struct kvt_request *_swig_go_1, _goslice_ _swig_go_2) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   kvt_request *arg2 = (kvt_request *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -1632,7 +1644,7 @@ intgo _wrap_kvt_sequence_add_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_
 }
 
 
-intgo _wrap_kvt_sequence_cancel_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvt_sequence_cancel_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, long long _swig_go_1) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   int64_t arg2 ;
   kvt_status result;
@@ -1647,7 +1659,7 @@ intgo _wrap_kvt_sequence_cancel_capi_6cee0b3e32e273f2(struct kvt_context *_swig_
 }
 
 
-intgo _wrap_kvt_sequence_status_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
+intgo _wrap_kvt_sequence_status_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   int64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1670,7 +1682,7 @@ intgo _wrap_kvt_sequence_status_capi_6cee0b3e32e273f2(struct kvt_context *_swig_
 }
 
 
-intgo _wrap_kvt_sequence_tokens_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvt_sequence_tokens_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   int64_t arg2 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1695,7 +1707,7 @@ intgo _wrap_kvt_sequence_tokens_capi_6cee0b3e32e273f2(struct kvt_context *_swig_
 }
 
 
-intgo _wrap_kvt_sequence_text_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvt_sequence_text_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -1720,7 +1732,7 @@ intgo _wrap_kvt_sequence_text_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go
 }
 
 
-intgo _wrap_kvt_sequence_error_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvt_sequence_error_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -1745,7 +1757,7 @@ intgo _wrap_kvt_sequence_error_capi_6cee0b3e32e273f2(struct kvt_context *_swig_g
 }
 
 
-intgo _wrap_kvt_sequence_release_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_kvt_sequence_release_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, long long _swig_go_1) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   int64_t arg2 ;
   kvt_status result;
@@ -1760,7 +1772,7 @@ intgo _wrap_kvt_sequence_release_capi_6cee0b3e32e273f2(struct kvt_context *_swig
 }
 
 
-intgo _wrap_kvt_context_num_unfinished_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0) {
+intgo _wrap_kvt_context_num_unfinished_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1773,7 +1785,7 @@ intgo _wrap_kvt_context_num_unfinished_capi_6cee0b3e32e273f2(struct kvt_context 
 }
 
 
-intgo _wrap_kvt_events_create_capi_6cee0b3e32e273f2(struct kvt_events **_swig_go_0) {
+intgo _wrap_kvt_events_create_capi_5d2bad5dfa31c4c4(struct kvt_events **_swig_go_0) {
   kvt_events **arg1 = (kvt_events **) 0 ;
   kvt_status result;
   intgo _swig_go_result;
@@ -1786,7 +1798,7 @@ intgo _wrap_kvt_events_create_capi_6cee0b3e32e273f2(struct kvt_events **_swig_go
 }
 
 
-void _wrap_kvt_events_free_capi_6cee0b3e32e273f2(struct kvt_events *_swig_go_0) {
+void _wrap_kvt_events_free_capi_5d2bad5dfa31c4c4(struct kvt_events *_swig_go_0) {
   kvt_events *arg1 = (kvt_events *) 0 ;
   
   arg1 = *(kvt_events **)&_swig_go_0; 
@@ -1796,7 +1808,7 @@ void _wrap_kvt_events_free_capi_6cee0b3e32e273f2(struct kvt_events *_swig_go_0) 
 }
 
 
-intgo _wrap_kvt_events_count_capi_6cee0b3e32e273f2(struct kvt_events *_swig_go_0) {
+intgo _wrap_kvt_events_count_capi_5d2bad5dfa31c4c4(struct kvt_events *_swig_go_0) {
   kvt_events *arg1 = (kvt_events *) 0 ;
   int32_t result;
   intgo _swig_go_result;
@@ -1809,7 +1821,7 @@ intgo _wrap_kvt_events_count_capi_6cee0b3e32e273f2(struct kvt_events *_swig_go_0
 }
 
 
-intgo _wrap_kvt_events_get_capi_6cee0b3e32e273f2(struct kvt_events *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
+intgo _wrap_kvt_events_get_capi_5d2bad5dfa31c4c4(struct kvt_events *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, _goslice_ _swig_go_4) {
   kvt_events *arg1 = (kvt_events *) 0 ;
   int32_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -1836,7 +1848,7 @@ intgo _wrap_kvt_events_get_capi_6cee0b3e32e273f2(struct kvt_events *_swig_go_0, 
 }
 
 
-intgo _wrap_kvt_step_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, struct kvt_events *_swig_go_1) {
+intgo _wrap_kvt_step_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, struct kvt_events *_swig_go_1) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   kvt_events *arg2 = (kvt_events *) 0 ;
   kvt_status result;
@@ -1851,7 +1863,7 @@ intgo _wrap_kvt_step_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, struc
 }
 
 
-intgo _wrap_kvt_generate_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, struct kvt_request *_swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
+intgo _wrap_kvt_generate_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, struct kvt_request *_swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4, _goslice_ _swig_go_5) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   kvt_request *arg2 = (kvt_request *) 0 ;
   int32_t *arg3 = (int32_t *) 0 ;
@@ -1880,7 +1892,7 @@ intgo _wrap_kvt_generate_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, s
 }
 
 
-intgo _wrap_kvt_context_unpin_prefixes_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0) {
+intgo _wrap_kvt_context_unpin_prefixes_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   kvt_status result;
   intgo _swig_go_result;
@@ -1893,7 +1905,7 @@ intgo _wrap_kvt_context_unpin_prefixes_capi_6cee0b3e32e273f2(struct kvt_context 
 }
 
 
-intgo _wrap_kvt_context_stats_json_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
+intgo _wrap_kvt_context_stats_json_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   char *arg2 = (char *) 0 ;
   int32_t arg3 ;
@@ -1916,7 +1928,7 @@ intgo _wrap_kvt_context_stats_json_capi_6cee0b3e32e273f2(struct kvt_context *_sw
 }
 
 
-intgo _wrap_kvt_context_stat_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
+intgo _wrap_kvt_context_stat_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2) {
   kvt_context *arg1 = (kvt_context *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -1941,7 +1953,78 @@ intgo _wrap_kvt_context_stat_capi_6cee0b3e32e273f2(struct kvt_context *_swig_go_
 }
 
 
-intgo _wrap_kvt_events_text_copy_capi_6cee0b3e32e273f2(struct kvt_events *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3) {
+intgo _wrap_kvt_context_metrics_text_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, _goslice_ _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3) {
+  kvt_context *arg1 = (kvt_context *) 0 ;
+  char *arg2 = (char *) 0 ;
+  int32_t arg3 ;
+  int32_t *arg4 = (int32_t *) 0 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_context **)&_swig_go_0; 
+  arg2 = (char *)(_swig_go_1.len > 0 ? _swig_go_1.array : 0); 
+  arg3 = (int32_t)_swig_go_2; 
+  arg4 = (int32_t *)(_swig_go_3.len > 0 ? _swig_go_3.array : 0); 
+  
+  result = (kvt_status)kvt_context_metrics_text(arg1,arg2,arg3,arg4);
+  _swig_go_result = (intgo)result; 
+  
+  
+  
+  
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVT_LOG_LEVEL_DEBUG_capi_5d2bad5dfa31c4c4() {
+  enum kvt_log_level result;
+  intgo _swig_go_result;
+  
+  
+  result = KVT_LOG_LEVEL_DEBUG;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVT_LOG_LEVEL_INFO_capi_5d2bad5dfa31c4c4() {
+  enum kvt_log_level result;
+  intgo _swig_go_result;
+  
+  
+  result = KVT_LOG_LEVEL_INFO;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVT_LOG_LEVEL_WARN_capi_5d2bad5dfa31c4c4() {
+  enum kvt_log_level result;
+  intgo _swig_go_result;
+  
+  
+  result = KVT_LOG_LEVEL_WARN;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_KVT_LOG_LEVEL_ERROR_capi_5d2bad5dfa31c4c4() {
+  enum kvt_log_level result;
+  intgo _swig_go_result;
+  
+  
+  result = KVT_LOG_LEVEL_ERROR;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvt_events_text_copy_capi_5d2bad5dfa31c4c4(struct kvt_events *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3) {
   kvt_events *arg1 = (kvt_events *) 0 ;
   int32_t arg2 ;
   char *arg3 = (char *) 0 ;

@@ -53,8 +53,11 @@ public final class Context implements AutoCloseable {
     SWIGTYPE_p_p_kvt_events ebox = kvtier.new_kvt_events_box();
     try {
       byte[] err = new byte[1024];
-      Kvtier.check(kvtier.kvt_context_create(model.handle(), o, box, err, err.length),
-          Kvtier.cString(err));
+      ProgressListener listener = options == null ? null : options.progressListener();
+      int status = listener == null
+          ? kvtier.kvt_context_create(model.handle(), o, box, err, err.length)
+          : kvtier.kvt_java_context_create_with_progress(model.handle(), o, listener, box, err, err.length);
+      Kvtier.check(status, Kvtier.cString(err));
       SWIGTYPE_p_kvt_context c = kvtier.kvt_context_box_value(box);
       int st = kvtier.kvt_events_create(ebox);
       if (st != 0) {
@@ -303,6 +306,59 @@ public final class Context implements AutoCloseable {
       long[] value = new long[1];
       check(kvtier.kvt_context_stat(c, name, value));
       return value[0];
+    } finally {
+      life.readLock().unlock();
+    }
+  }
+
+  /**
+   * The statistics in the Prometheus text exposition format (version 0.0.4), to serve on
+   * {@code /metrics} as they are: counters, gauges (tier usage) and histograms of time to
+   * first token, inter-token latency and step duration.
+   *
+   * @return the exposition text
+   */
+  public String metricsText() {
+    SWIGTYPE_p_kvt_context c = acquire();
+    try {
+      int[] len = new int[1];
+      check(kvtier.kvt_context_metrics_text(c, new byte[1], 1, len));
+      byte[] buf = new byte[len[0] + 4096];
+      check(kvtier.kvt_context_metrics_text(c, buf, buf.length, len));
+      return Kvtier.cString(buf);
+    } finally {
+      life.readLock().unlock();
+    }
+  }
+
+  /**
+   * Releases every prefix pinned by a request with {@link Request#pinPrefix}; the blocks stay
+   * cached but become evictable.
+   */
+  public void unpinPrefixes() {
+    SWIGTYPE_p_kvt_context c = acquire();
+    try {
+      check(kvtier.kvt_context_unpin_prefixes(c));
+    } finally {
+      life.readLock().unlock();
+    }
+  }
+
+  /**
+   * Why a sequence finished with {@link FinishReason#ERROR}.
+   *
+   * @param id the sequence id (its record must still be kept)
+   * @return the reason, or "" when the sequence did not fail
+   * @throws KvtierException NOT_FOUND for an unknown or released id
+   */
+  public String sequenceError(long id) {
+    SWIGTYPE_p_kvt_context c = acquire();
+    try {
+      int[] len = new int[1];
+      check(kvtier.kvt_sequence_error(c, id, new byte[1], 1, len));
+      byte[] buf = new byte[len[0] + 1];
+      check(kvtier.kvt_sequence_error(c, id, buf, buf.length, len));
+      return Kvtier.cString(buf);
     } finally {
       life.readLock().unlock();
     }

@@ -15,6 +15,7 @@ import java.util.Map;
  */
 public final class ContextOptions {
   private final Map<String, Object> values = new LinkedHashMap<>();
+  private ProgressListener progress;
 
   /** Options with every value at the library's default. */
   public ContextOptions() {}
@@ -110,6 +111,17 @@ public final class ContextOptions {
    * @return this
    */
   public ContextOptions maxWaiting(int n) { return set("max_waiting", n); }
+
+  /**
+   * Reports the progress of {@link Context#create} to a listener that may cancel it.
+   *
+   * @param listener hears the stages "weights", "kv_pools" and "warmup"; null for none
+   * @return this
+   */
+  public ContextOptions progress(ProgressListener listener) { this.progress = listener; return this; }
+
+  /** The progress listener, or null. */
+  ProgressListener progressListener() { return progress; }
 
   /** A native kvt_options holding these values; the caller frees it. */
   SWIGTYPE_p_kvt_options toNative() {

@@ -36,6 +36,29 @@ public final class Model implements AutoCloseable {
   }
 
   /**
+   * Loads an HF checkpoint directory, reporting its progress to a listener that may cancel
+   * the load.
+   *
+   * @param directory the checkpoint directory
+   * @param listener hears the stages "files", "tensors" and "tokenizer"
+   * @return the model; close it when done
+   * @throws KvtierException as {@link #load(String)}, and CANCELLED
+   */
+  public static Model load(String directory, ProgressListener listener) {
+    if (listener == null) return load(directory);
+    if (directory == null) throw new KvtierException(1, "directory is null");
+    SWIGTYPE_p_p_kvt_model box = kvtier.new_kvt_model_box();
+    try {
+      byte[] err = new byte[1024];
+      Kvtier.check(kvtier.kvt_java_model_load_with_progress(directory, listener, box, err, err.length),
+          Kvtier.cString(err));
+      return new Model(kvtier.kvt_model_box_value(box));
+    } finally {
+      kvtier.delete_kvt_model_box(box);
+    }
+  }
+
+  /**
    * The vocabulary size.
    *
    * @return token ids are 0 .. vocabSize() - 1
@@ -45,7 +68,8 @@ public final class Model implements AutoCloseable {
   /**
    * A JSON summary of the checkpoint.
    *
-   * @return architecture, shapes, weight bytes, KV bytes per token
+   * @return architecture, shapes, weight bytes, KV bytes per token, and
+   *     {@code generation_defaults}: the request defaults in force (generation_config.json)
    */
   public String infoJson() {
     int[] len = new int[1];

@@ -9,8 +9,9 @@ import dev.kvtier.swig.kvtier;
 
 /**
  * One generation request: the prompt (token ids, text or chat messages), how many tokens to
- * generate, sampling and stop conditions. Values not set keep the library's defaults
- * (greedy, 16 new tokens, the model's eos ids stop). Every setter returns this object, for
+ * generate, sampling and stop conditions. Values not set keep the defaults: the model's
+ * generation_config.json where it has them (see {@link Model#infoJson}), else greedy and 16
+ * new tokens; the model's eos ids stop. A value set here always wins. Every setter returns this object, for
  * chaining.
  */
 public final class Request {
@@ -28,6 +29,7 @@ public final class Request {
   private Integer priority;
   private String jsonSchema;
   private String grammar;
+  private Boolean pinPrefix;
 
   /** A request without a prompt yet. */
   public Request() {}
@@ -78,7 +80,7 @@ public final class Request {
   public Request stopString(String text) { stopStrings.add(text); return this; }
 
   /**
-   * Bounds the generated tokens (default 16).
+   * Bounds the generated tokens (default: the model's, else 16).
    *
    * @param n at least 1
    * @return this
@@ -86,7 +88,7 @@ public final class Request {
   public Request maxNewTokens(int n) { this.maxNewTokens = n; return this; }
 
   /**
-   * Sets the sampling temperature (default 0: greedy).
+   * Sets the sampling temperature (default: the model's, else 0: greedy).
    *
    * @param t at least 0
    * @return this
@@ -94,7 +96,7 @@ public final class Request {
   public Request temperature(float t) { this.temperature = t; return this; }
 
   /**
-   * Samples among the k most likely tokens (default 0: off).
+   * Samples among the k most likely tokens (default: the model's, else 0: off).
    *
    * @param k at least 0
    * @return this
@@ -102,7 +104,7 @@ public final class Request {
   public Request topK(int k) { this.topK = k; return this; }
 
   /**
-   * Sets the nucleus sampling threshold (default 1: off).
+   * Sets the nucleus sampling threshold (default: the model's, else 1: off).
    *
    * @param p in (0, 1]
    * @return this
@@ -162,6 +164,15 @@ public final class Request {
    */
   public Request grammar(String gbnf) { this.grammar = gbnf; this.jsonSchema = null; return this; }
 
+  /**
+   * Keeps the prompt's full KV blocks on the device tier once computed (never evicted, so
+   * later requests sharing the prefix always hit) until {@link Context#unpinPrefixes}.
+   *
+   * @param pin true to pin
+   * @return this
+   */
+  public Request pinPrefix(boolean pin) { this.pinPrefix = pin; return this; }
+
   /** A native kvt_request holding these values; the caller frees it. */
   SWIGTYPE_p_kvt_request toNative() {
     SWIGTYPE_p_p_kvt_request box = kvtier.new_kvt_request_box();
@@ -189,6 +200,7 @@ public final class Request {
       if (priority != null) check(r, kvtier.kvt_request_set_priority(r, priority));
       if (jsonSchema != null) check(r, kvtier.kvt_request_set_json_schema(r, utf8z(jsonSchema)));
       if (grammar != null) check(r, kvtier.kvt_request_set_grammar(r, utf8z(grammar)));
+      if (pinPrefix != null) check(r, kvtier.kvt_request_set_pin_prefix(r, pinPrefix ? 1 : 0));
     } catch (RuntimeException ex) {
       kvtier.kvt_request_free(r);
       throw ex;

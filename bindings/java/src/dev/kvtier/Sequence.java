@@ -136,6 +136,13 @@ public final class Sequence implements AutoCloseable, Iterable<Event> {
   public String text() { return context.text(id); }
 
   /**
+   * Why the sequence finished with {@link FinishReason#ERROR}.
+   *
+   * @return the reason, or "" when it did not fail
+   */
+  public String errorMessage() { return context.sequenceError(id); }
+
+  /**
    * Forgets the sequence's record; a sequence still running is cancelled first and forgotten
    * when its final event arrives.
    */

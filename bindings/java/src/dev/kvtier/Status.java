@@ -26,7 +26,9 @@ public enum Status {
   /** The compute backend failed (e.g. a CUDA error). */
   BACKEND,
   /** A bug in kvtier: please report it. */
-  INTERNAL;
+  INTERNAL,
+  /** A progress listener cancelled the call. */
+  CANCELLED;
 
   /**
    * The status for a C code.

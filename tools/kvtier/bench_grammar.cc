@@ -1,5 +1,5 @@
-// `kvtier bench --grammar-mask` (bench_grammar_mask.h).
-#include "bench_grammar_mask.h"
+// The structured-output benchmarks of `kvtier bench` (bench_grammar.h).
+#include "bench_grammar.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,6 +8,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <cmath>
 
 #include "grammar/compiled_grammar.h"
 #include "grammar/gbnf_parser.h"
@@ -17,12 +18,10 @@
 #include "nlohmann/json.hpp"
 #include "tokenizer/tokenizer.h"
 
-namespace kvtier::cli {
+namespace kvtier::cli::bench {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-using nlohmann::json;
 
 double Micros(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); }
 
@@ -55,19 +54,15 @@ json Percentiles(std::vector<double> v) {
 
 }  // namespace
 
-int RunGrammarMaskBench(const Args& args) {
-  const std::vector<std::string> tokenizers = args.GetAll("tokenizer");
+int RunGrammarMaskBench(const GrammarMaskOptions& options) {
+  const std::vector<std::string>& tokenizers = options.tokenizers;
   if (tokenizers.empty()) {
     std::fprintf(stderr, "kvtier bench --grammar-mask: give --tokenizer PATH (tokenizer.json or its directory)\n");
     return 2;
   }
-  auto steps = args.GetInt("grammar-steps", 64);
-  if (!steps.ok() || *steps < 1) {
-    std::fprintf(stderr, "kvtier bench: --grammar-steps must be a positive integer\n");
-    return 2;
-  }
-  const std::string schema_dir = args.GetOr("schemas", "tests/grammar/schemas");
-  const std::string grammar_dir = args.GetOr("grammars", "tests/grammar/grammars");
+  const int64_t* steps = &options.steps;
+  const std::string& schema_dir = options.schemas;
+  const std::string& grammar_dir = options.grammars;
   struct Source {
     std::string name;
     std::string text;
@@ -172,12 +167,52 @@ int RunGrammarMaskBench(const Args& args) {
                 m.value("max", 0.0), a.value("p50", 0.0), a.value("p99", 0.0));
     if (!refused.empty()) std::printf("  refused %zu: first: %s\n", refused.size(), refused[0].dump().c_str());
   }
-  if (auto path = args.Get("json")) {
-    std::ofstream f(*path);
+  if (!options.json.empty()) {
+    std::ofstream f(options.json);
     f << out.dump(2) << "\n";
-    std::fprintf(stderr, "bench: wrote %s\n", path->c_str());
+    std::fprintf(stderr, "bench: wrote %s\n", options.json.c_str());
   }
   return 0;
 }
 
-}  // namespace kvtier::cli
+void RunW2WithSchema(kvt_model* model, WorkloadSpec w2, double unconstrained_decode, double decode_limit,
+                     const std::string& schema_path, BenchSession* session) {
+  BenchSession& s = *session;
+  std::ifstream in(schema_path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  w2.id = "W2s";
+  w2.json_schema = text.str();
+  RunResult r = RunWorkload(model, w2, s.time_limit, s.sampler);
+  json j = s.Record("W2s", w2, r);
+  const double decode = r.ok ? r.decode_tokens / r.decode_s : NAN;
+  j["json_schema_file"] = schema_path;
+  j["decode_tok_s"] = decode;
+  j["grammar_finished_sequences"] = r.grammar_finished;
+  j["ratio_to_unconstrained_decode"] = decode / unconstrained_decode;
+  if (!r.stats.is_null() && r.stats.contains("grammar")) j["grammar"] = r.stats["grammar"];
+  s.out["workloads"]["W2s"] = j;
+  const double mask_s = JsonNum(r.stats, {"grammar", "mask_compute_seconds"});
+  const double wait_s = JsonNum(r.stats, {"grammar", "mask_wait_seconds"});
+  const double masks = JsonNum(r.stats, {"grammar", "masks"});
+  s.rows.push_back({"W2s", "decode tok/s, JSON schema on all 64", "tok/s", decode, decode_limit, NAN, NAN, true,
+                    r.error.empty() ? "completed " + Fmt(static_cast<double>(r.grammar_finished), 0) + " of 64"
+                                    : r.error});
+  s.rows.push_back({"W2s", "constrained / unconstrained decode", "", decode / unconstrained_decode, 1.0, NAN, 0.85, true,
+                    "mask " + Fmt(1e6 * mask_s / masks, 1) + " us/row on the CPU, " + Fmt(1e3 * wait_s, 1) +
+                        " ms waited for in all"});
+}
+
+absl::Status EnsureModelTokenizer(const std::string& model_dir, const std::string& tokenizer) {
+  if (fs::exists(fs::path(model_dir) / "tokenizer.json")) return absl::OkStatus();
+  const fs::path from = fs::is_directory(tokenizer) ? fs::path(tokenizer) / "tokenizer.json" : fs::path(tokenizer);
+  std::error_code ec;
+  fs::copy_file(from, fs::path(model_dir) / "tokenizer.json", ec);
+  if (!ec && fs::exists(from.parent_path() / "tokenizer_config.json")) {
+    fs::copy_file(from.parent_path() / "tokenizer_config.json", fs::path(model_dir) / "tokenizer_config.json", ec);
+  }
+  if (ec) return absl::InternalError("copying " + from.string() + " into " + model_dir + ": " + ec.message());
+  return absl::OkStatus();
+}
+
+}  // namespace kvtier::cli::bench

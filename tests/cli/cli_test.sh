@@ -1,0 +1,324 @@
+#!/usr/bin/env bash
+# CLI tests: run the built `kvtier` and assert, for each case, its exit status and the exact
+# message (kvtier(1), EXIT STATUS; one form for every error: "kvtier <command>: <what>").
+# usage: cli_test.sh KVTIER SOURCE_DIR WORK_DIR GROUP
+#   GROUP: help | usage | options | mkmodel | run | signal | bench
+# Each group prints one line per check and fails (exit 1) when any check fails.
+set -uo pipefail
+kvtier=${1:?usage: cli_test.sh KVTIER SOURCE_DIR WORK_DIR GROUP}
+src=${2:?source dir}
+work=${3:?work dir}
+group=${4:?group}
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+failures=0
+checks=0
+
+fail() {
+  echo "FAIL: $*"
+  echo "  stdout: $(head -c 2000 "$work/out")"
+  echo "  stderr: $(head -c 2000 "$work/err")"
+  failures=$((failures + 1))
+}
+
+# run ARGS...: runs kvtier, stdout -> $work/out, stderr -> $work/err, status -> $status.
+run() {
+  "$kvtier" "$@" >"$work/out" 2>"$work/err" </dev/null
+  status=$?
+}
+
+# expect STATUS out|err LINE ARGS...: the exit status is STATUS and the stream holds LINE
+# as one whole line.
+expect() {
+  local want=$1 stream=$2 line=$3
+  shift 3
+  checks=$((checks + 1))
+  run "$@"
+  if [ "$status" -ne "$want" ]; then
+    fail "kvtier $*: exit status $status, expected $want"
+  elif ! grep -qxF -- "$line" "$work/$stream"; then
+    fail "kvtier $*: no line '$line' on std$stream"
+  else
+    echo "ok: kvtier $* -> $status: $line"
+  fi
+}
+
+# expect_re STATUS out|err REGEX ARGS...: as expect, with an extended regular expression
+# matched against each line.
+expect_re() {
+  local want=$1 stream=$2 regex=$3
+  shift 3
+  checks=$((checks + 1))
+  run "$@"
+  if [ "$status" -ne "$want" ]; then
+    fail "kvtier $*: exit status $status, expected $want"
+  elif ! grep -qE -- "$regex" "$work/$stream"; then
+    fail "kvtier $*: nothing matches /$regex/ on std$stream"
+  else
+    echo "ok: kvtier $* -> $status"
+  fi
+}
+
+# usage_error COMMAND MESSAGE ARGS...: exit status 2, the message, then the pointer to --help.
+usage_error() {
+  local command=$1 message=$2
+  shift 2
+  local before=$failures
+  expect 2 err "kvtier $command: $message" "$command" "$@"
+  if [ "$failures" -eq "$before" ] && ! grep -qxF "Try 'kvtier $command --help'." "$work/err"; then
+    fail "kvtier $command $*: no pointer to --help"
+  fi
+}
+
+# check DESCRIPTION CONDITION...: a plain assertion.
+check() {
+  local what=$1
+  shift
+  checks=$((checks + 1))
+  if "$@"; then echo "ok: $what"; else fail "$what"; fi
+}
+
+# The tiny random model the groups share (written by mkmodel: tested in its own group).
+model=$work/model
+make_model() {
+  "$kvtier" mkmodel --force --preset tiny-llama --seed 7 --out "$model" >/dev/null 2>&1 || {
+    echo "FAIL: cannot make the test model"
+    exit 1
+  }
+}
+
+finish() {
+  echo "$group: $((checks - failures)) of $checks checks passed"
+  [ "$failures" -eq 0 ]
+  exit $?
+}
+
+case $group in
+help)
+  expect_re 0 out '^exit status:$' --help
+  expect_re 0 out '^  130  interrupted by SIGINT' -h
+  expect_re 2 err '^usage: kvtier <command>' # no command: usage on stderr
+  expect 2 err "kvtier: unknown command 'nosuch'" nosuch
+  commands=$("$kvtier" --help | awk '/^commands:/{c=1; next} c&&/^  [a-z]/{print $1} /^$/{if(c) c=0}')
+  check "kvtier --help lists commands" test -n "$commands"
+  for c in $commands; do
+    for h in -h --help; do
+      expect_re 0 out "^Usage: kvtier $c " "$c" "$h"
+      check "kvtier $c $h writes nothing on stderr" test ! -s "$work/err"
+    done
+  done
+  for c in run mkmodel bench inspect tokenize detokenize; do
+    check "kvtier --help lists $c" grep -qw "$c" <<<"$commands"
+  done
+  ;;
+
+usage)
+  m=/nonexistent/model  # parsing fails before the model is opened
+  usage_error run "--max-tokens: 4294967297 is out of range [1, 2147483647]" --model $m --prompt-ids 1 --max-tokens 4294967297
+  usage_error run "--max-tokens: -5 is out of range [1, 2147483647]" --model $m --prompt-ids 1 --max-tokens -5
+  usage_error run "--max-tokens: 99999999999999999999999 is out of range [1, 2147483647]" --model $m --prompt-ids 1 --max-tokens 99999999999999999999999
+  usage_error run "--max-tokens: '0x10' is not an integer" --model $m --prompt-ids 1 --max-tokens 0x10
+  usage_error run "--max-tokens: '1e3' is not an integer" --model $m --prompt-ids 1 --max-tokens 1e3
+  usage_error run "--max-tokens: needs a value (N)" --model $m --prompt-ids 1 --max-tokens
+  usage_error run "--max-tokens: given more than once" --model $m --prompt-ids 1 --max-tokens 1 --max-tokens 2
+  usage_error run "--seed: -1 is out of range [0, 9223372036854775807]" --model $m --prompt-ids 1 --seed -1
+  usage_error run "--top-p: 0 is out of range (0, 1]" --model $m --prompt-ids 1 --top-p 0
+  usage_error run "--top-p: 1.5 is out of range (0, 1]" --model $m --prompt-ids 1 --top-p 1.5
+  usage_error run "--temperature: 'nan' is not a number" --model $m --prompt-ids 1 --temperature nan
+  usage_error run "--temperature: -1 is out of range [0, 3.4e+38]" --model $m --prompt-ids 1 --temperature -1
+  usage_error run "--gpu-kv-bytes: '-1' is not a byte size (e.g. 4096, 64MiB, 1.5GiB)" --model $m --prompt-ids 1 --gpu-kv-bytes -1
+  usage_error run "--gpu-kv-bytes: 9999999999TiB is out of range [0, 9223372036854775807]" --model $m --prompt-ids 1 --gpu-kv-bytes 9999999999TiB
+  usage_error run "--host-kv-bytes: 8589934592GiB is out of range [0, 9223372036854775807]" --model $m --prompt-ids 1 --host-kv-bytes 8589934592GiB
+  usage_error run "--disk-kv-bytes: 18446744073709551616 is out of range [0, 9223372036854775807]" --model $m --prompt-ids 1 --disk-kv-bytes 18446744073709551616
+  usage_error run "--gpu-mem-limit: '12XB' is not a byte size (e.g. 4096, 64MiB, 1.5GiB)" --model $m --prompt-ids 1 --gpu-mem-limit 12XB
+  usage_error run "--block-tokens: 0 is out of range [1, 1024]" --model $m --prompt-ids 1 --block-tokens 0
+  usage_error run "--cuda-graphs: 2 is out of range [0, 1]" --model $m --prompt-ids 1 --cuda-graphs 2
+  usage_error run "--backend: 'gpu' is not one of auto|cpu|cuda" --model $m --prompt-ids 1 --backend gpu
+  usage_error run "--prompt-ids: '1,,2' has an empty item" --model $m --prompt-ids 1,,2
+  usage_error run "--prompt-ids: 2147483648 is out of range [0, 2147483647]" --model $m --prompt-ids 1,2147483648
+  usage_error run "--stop-id: -3 is out of range [0, 2147483647]" --model $m --prompt-ids 1 --stop-id -3
+  usage_error run "unknown option --bogus" --model $m --prompt-ids 1 --bogus
+  usage_error run "unknown option --bogus" --model $m --prompt-ids 1 --bogus=3
+  usage_error run "unexpected argument 'stray'" --model $m --prompt-ids 1 stray
+  usage_error run "unexpected argument '3,4'" --model $m --prompt-ids 1,2 3,4
+  usage_error run "--json takes no value" --model $m --prompt-ids 1 --json=1
+  usage_error run "--metrics: needs a value (FILE)" --model $m --prompt-ids 1 --metrics
+  usage_error run "--model is required" --prompt-ids 1
+  usage_error run "give at least one --prompt-ids or --prompt" --model $m
+  usage_error mkmodel "--layers: -1 is out of range [1, 2147483647]" --out "$work/unused" --layers -1
+  usage_error mkmodel "--threads: 5000 is out of range [0, 4096]" --out "$work/unused" --threads 5000
+  usage_error mkmodel "--shard-bytes: 99999999999999999999 is out of range [0, 9223372036854775807]" --out "$work/unused" --shard-bytes 99999999999999999999
+  usage_error mkmodel "--dtype: 'fp8' is not one of bf16|fp16|fp32" --out "$work/unused" --dtype fp8
+  usage_error mkmodel "--tokenizer bytes needs --vocab >= 258" --out "$work/unused" --tokenizer bytes --vocab 100
+  usage_error mkmodel "unexpected argument 'extra'" --out "$work/unused" extra
+  usage_error mkmodel "--out is required"
+  check "no usage error wrote anything" test ! -e "$work/unused"
+  usage_error inspect "unexpected argument 'dir'" --model "$work" dir
+  usage_error tokenize "unknown option --special" --tokenizer x --special
+  usage_error detokenize "--tokenizer is required"
+  usage_error bench "--workload: unknown workload 'W9' (W1..W7, W6b, all)" --workload W1,W9
+  usage_error bench "--time-limit: 0 is out of range (0, 1e+06]" --time-limit 0
+  ;;
+
+options)
+  # Every context option key kvtier.h documents is a flag of `kvtier run`, named after it.
+  header=$src/include/kvtier/kvtier.h
+  keys=$(awk '/^typedef struct kvt_options kvt_options;/{exit} /Context options/{on=1} on' "$header" |
+    grep -oE '^ \*   "[a-z_]+"' | grep -oE '[a-z_]+')
+  check "kvtier.h documents context option keys" test "$(wc -w <<<"$keys")" -ge 12
+  run run --help
+  for key in $keys; do
+    flag="--${key//_/-}"
+    checks=$((checks + 1))
+    if grep -qE -- "^ +$flag( |$)" "$work/out"; then echo "ok: run has $flag ($key)"; else fail "run has no $flag for option $key"; fi
+  done
+  make_model
+  # The library's messages name the flags (its option keys, rewritten), and those flags exist.
+  expect_re 2 err '^kvtier run: .*--gpu-kv-bytes 0 .*needs --gpu-mem-limit > 0$' run --model "$model" --prompt-ids 1,2 --backend cpu --gpu-kv-bytes 0
+  expect_re 0 out '^seq 1 \[length\]: ' run --model "$model" --prompt-ids 1,2 --backend cpu --gpu-kv-bytes 0 --gpu-mem-limit 64MiB --max-tokens 2
+  expect_re 2 err '^kvtier run: .*--disk-kv-bytes > 0 needs a --disk-path$' run --model "$model" --prompt-ids 1,2 --backend cpu --disk-kv-bytes 1MiB
+  expect_re 0 out '^seq 1 \[length\]: ' run --model "$model" --prompt-ids 1,2 --backend cpu --max-waiting 4 --max-running 1 \
+    --threads 1 --block-tokens 4 --max-tokens-per-step 8 --preemption recompute --cuda-graphs 0 --cuda-fast-attention 0 \
+    --cuda-pdl 0 --cuda-pdl-early 0 --cuda-gemv-prefetch 8 --max-tokens 3
+  ;;
+
+mkmodel)
+  out=$work/fresh
+  rm -rf "$out" "$work/real" "$work/a-file"
+  expect_re 0 out "^wrote $out: " mkmodel --out "$out"
+  check "mkmodel wrote config.json and weights" test -f "$out/config.json" -a -f "$out/model.safetensors"
+  before=$(cd "$out" && sha256sum * | sort)
+  expect 1 err "kvtier mkmodel: --out: $out is not empty; pass --force to write into it (only the files mkmodel writes are replaced, nothing is deleted)" mkmodel --out "$out" --seed 9
+  check "a refused mkmodel changed nothing" test "$(cd "$out" && sha256sum * | sort)" = "$before"
+
+  # A "real" sharded checkpoint with files mkmodel never writes.
+  real=$work/real
+  "$kvtier" mkmodel --out "$real" --shard-bytes 64KiB --seed 3 >/dev/null
+  echo '{"user": "file"}' >"$real/tokenizer_extra.json"
+  echo "a model card" >"$real/README.md"
+  before=$(cd "$real" && sha256sum * | sort)
+  nfiles=$(ls "$real" | wc -l)
+  check "the sharded checkpoint has several shards" test "$nfiles" -gt 5
+  expect 1 err "kvtier mkmodel: --out: $real is not empty; pass --force to write into it (only the files mkmodel writes are replaced, nothing is deleted)" mkmodel --out "$real"
+  check "without --force every file is intact" test "$(cd "$real" && sha256sum * | sort)" = "$before"
+  # --force with a single-file write: the index is not mkmodel's to delete, so it refuses.
+  expect 1 err "kvtier mkmodel: $real/model.safetensors.index.json exists and would shadow the model.safetensors written here; it is not deleted: remove it or write the checkpoint elsewhere" mkmodel --force --out "$real"
+  check "a refused --force changed nothing" test "$(cd "$real" && sha256sum * | sort)" = "$before"
+  # --force with the same layout replaces only its own files, says which, deletes nothing.
+  expect_re 0 err "^kvtier mkmodel: replacing $real/model.safetensors.index.json$" mkmodel --force --out "$real" --shard-bytes 64KiB --seed 4
+  check "the files mkmodel does not write survive --force" grep -qx "a model card" "$real/README.md"
+  check "... all of them" grep -q user "$real/tokenizer_extra.json"
+  check "no file disappeared" test "$(ls "$real" | wc -l)" -eq "$nfiles"
+  check "the weights were rewritten (new seed)" test "$(cd "$real" && sha256sum * | sort)" != "$before"
+  expect_re 0 out '^fingerprint ' inspect --model "$real"
+  touch "$work/a-file"
+  expect 1 err "kvtier mkmodel: --out: $work/a-file exists and is not a directory" mkmodel --out "$work/a-file"
+  ;;
+
+run)
+  make_model
+  expect_re 0 out '^seq 1 \[length\]: [0-9]+ [0-9]+ [0-9]+ [0-9]+$' run --model "$model" --backend cpu --prompt-ids 1,2,3 --max-tokens 4
+  expect_re 0 out '"finish_reason": "length"' run --model "$model" --backend cpu --prompt-ids 1,2,3 --prompt-ids 4 --max-tokens 2 --json
+  expect_re 2 err '^kvtier run: sequence 0: .*vocab' run --model "$model" --backend cpu --prompt-ids 1,2,999999 --max-tokens 2
+  expect_re 1 err '^kvtier run: ' run --model "$work/no-such-model" --prompt-ids 1
+  expect 1 err "kvtier run: --metrics: cannot write $work/no-such-dir/m.prom" run --model "$model" --backend cpu \
+    --prompt-ids 1,2 --max-tokens 1 --metrics "$work/no-such-dir/m.prom"
+  expect 0 out 'kvtier_generated_tokens_total 1' run --model "$model" --backend cpu --prompt-ids 1,2 \
+    --max-tokens 1 --ignore-eos --json --metrics -
+  ;;
+
+signal)
+  make_model
+  # A long generation with a disk tier, interrupted once it streams: the sequences are
+  # cancelled, the context freed (which saves the cache and its index), exit 128 + signal.
+  prompt=$(seq -s, 1 64)
+  for sig in INT TERM; do
+    disk=$work/kv-$sig.disk
+    rm -f "$disk" "$disk".*
+    "$kvtier" run --model "$model" --backend cpu --prompt-ids "$prompt" --max-tokens 1900 --ignore-eos \
+      --prompt-ids "$prompt,3" --prompt-ids "$prompt,4" --prompt-ids "$prompt,5" --prompt-ids "$prompt,6" \
+      --prompt-ids "$prompt,7" --prompt-ids "$prompt,8" --prompt-ids "$prompt,9" \
+      --max-running 1 --max-tokens-per-step 16 --disk-kv-bytes 8MiB --disk-path "$disk" \
+      >"$work/out" 2>"$work/err" &
+    pid=$!
+    for _ in $(seq 1 600); do
+      grep -q ': token ' "$work/out" 2>/dev/null && break
+      sleep 0.1
+    done
+    kill -s "$sig" "$pid"
+    wait "$pid"
+    status=$?
+    checks=$((checks + 1))
+    want=$([ "$sig" = INT ] && echo 130 || echo 143)
+    if [ "$status" -eq "$want" ] &&
+      grep -qxF "kvtier run: interrupted by SIG$sig: sequences cancelled, context freed (disk cache saved)" "$work/err"; then
+      echo "ok: SIG$sig -> exit $status, context freed"
+    else
+      fail "SIG$sig: exit status $status (expected $want) or no interruption message"
+    fi
+    check "SIG$sig: sequences reported cancelled" grep -q '^seq [0-9]* \[cancelled\]' "$work/out"
+    check "SIG$sig: the disk tier's index was written" test -s "$disk.index"
+    expect_re 0 out '^steps .*prefix hits gpu/host/disk 0/0/[1-9][0-9]*,' run --model "$model" --backend cpu \
+      --prompt-ids "$prompt" --max-tokens 1 --disk-kv-bytes 8MiB --disk-path "$disk"
+  done
+  ;;
+
+bench)
+  make_model
+  usage_error bench "W1-W6 need --model DIR (a Llama-3-8B-shape checkpoint) or --make-model DIR (writes a random one, about 15 GiB, into DIR/llama3-8b)"
+  usage_error bench "W7 needs --small-model DIR or --make-model DIR" --workload W7
+  usage_error bench "W5, W6 and W6b need --tier-dir DIR for their disk-tier files (32.0 GiB for W5, 16.0 GiB for W6)" --workload W5 --model "$model"
+  expect 1 err "kvtier bench: --model: $work/nowhere holds no config.json" bench --workload W1 --model "$work/nowhere"
+  rm -rf "$work/occupied" && mkdir -p "$work/occupied/small-llama" && echo notes >"$work/occupied/small-llama/notes.txt"
+  expect 1 err "kvtier bench: $work/occupied/small-llama is not empty and holds no complete small-llama checkpoint (config.json is missing); bench writes a checkpoint only into an empty directory: remove it or pass another --make-model DIR" bench --workload W7 --make-model "$work/occupied"
+  check "bench left the occupied directory alone" test "$(ls "$work/occupied/small-llama")" = notes.txt
+  # Not enough room: a file system with less free space than W5's disk tier, if there is one.
+  small_fs=""
+  for d in /dev /dev/shm /run /tmp "$work"; do
+    avail=$(df -B1 --output=avail "$d" 2>/dev/null | tail -1 | tr -d ' ')
+    if [ -n "$avail" ] && [ "$avail" -lt $((32 << 30)) ] && [ -d "$d" ]; then small_fs=$d; break; fi
+  done
+  if [ -n "$small_fs" ]; then
+    tiers=$small_fs/kvtier-cli-test-never-written
+    expect_re 1 err "^kvtier bench: not enough free space on the file system of $small_fs: .* free, up to 32.0 GiB needed \(checkpoints \+ the largest disk-tier file\); nothing was written$" \
+      bench --workload W5 --model "$model" --tier-dir "$tiers"
+    check "the plan was printed first" grep -qE '^bench: +32.0 GiB  W5 disk tier \(deleted after W5\): ' "$work/err"
+    check "nothing was written" test ! -e "$tiers"
+  else
+    echo "note: no file system with less than 32 GiB free here; the space refusal is not exercised"
+  fi
+  # W7 end to end: the small model is written (said first), then reused.
+  rm -rf "$work/models"
+  expect_re 0 err '^bench:   +[0-9.]+ GiB  small-llama checkpoint: ' bench --workload W7 --make-model "$work/models" \
+    --time-limit 5 --json "$work/bench.json"
+  check "bench wrote the small model" test -f "$work/models/small-llama/config.json"
+  check "bench wrote the JSON" grep -q '"W7"' "$work/bench.json"
+  expect 0 err "bench: writes no checkpoint and no disk tier (only --json, if given)" bench --workload W7 --make-model "$work/models" --time-limit 1
+  # SIGINT while W7 generates: its sequences are cancelled, its context freed, the results so
+  # far written, exit 130.
+  rm -f "$work/bench.json"
+  "$kvtier" bench --workload W7 --small-model "$work/models/small-llama" --json "$work/bench.json" \
+    >"$work/out" 2>"$work/err" &
+  pid=$!
+  for _ in $(seq 1 600); do
+    grep -q '^bench: W7 \.\.\.' "$work/err" 2>/dev/null && break
+    sleep 0.05
+  done
+  kill -s INT "$pid"
+  wait "$pid"
+  status=$?
+  checks=$((checks + 1))
+  if [ "$status" -eq 130 ] && grep -qxF "kvtier bench: interrupted by SIGINT: the running workload's sequences were cancelled and its context freed" "$work/err"; then
+    echo "ok: bench SIGINT -> exit 130"
+  else
+    fail "bench SIGINT: exit status $status (expected 130) or no interruption message"
+  fi
+  check "bench SIGINT: the JSON says so" grep -q '"interrupted_by": "SIGINT"' "$work/bench.json"
+  ;;
+
+*)
+  echo "unknown group $group" >&2
+  exit 2
+  ;;
+esac
+finish

@@ -1,0 +1,173 @@
+// Implementation of BenchSession and the workloads W1-W4 and W7 (bench_session.h).
+#include "bench_session.h"
+
+#include "bench_grammar.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+namespace kvtier::cli::bench {
+namespace {
+
+// Model-shape constants (Llama-3-8B): bytes of weights read per decode step, FLOPs per
+// token, KV bytes per token.
+constexpr double kWeightBytes = 16.06e9, kFlopsPerToken = 2 * 8.03e9, kKvPerToken = 131072;
+
+int64_t ReadProcStatusKib(const char* key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) == 0) return std::atoll(line.c_str() + std::strlen(key));
+  }
+  return -1;
+}
+
+}  // namespace
+
+double BenchSession::Base(const std::string& scenario, const char* key) const {
+  auto it = baseline.find(scenario);
+  if (it == baseline.end() || !it->second.value("ok", false) || !it->second.contains(key)) return NAN;
+  return it->second[key].get<double>();
+}
+
+json BenchSession::Record(const std::string& id, const WorkloadSpec& w, const RunResult& r) const {
+  json j = {{"num_seqs", w.num_seqs}, {"prompt", w.prompt}, {"gen", w.gen}, {"options", w.options},
+            {"ok", r.ok}, {"error", r.error}, {"wall_s", r.wall_s}, {"ttft_s", r.ttft_s},
+            {"all_first_token_s", r.all_first_s}, {"decode_s", r.decode_s}, {"generated", r.generated},
+            {"decode_tokens", r.decode_tokens}, {"steps", r.steps},
+            {"gpu_peak_process_mib_nvidia_smi", r.peak_process_mib}, {"gpu_peak_device_mib_nvidia_smi", r.peak_device_mib}};
+  if (!r.stats.is_null()) {
+    j["gpu_allocs_after_init"] = r.stats.value("gpu_allocs_after_init", -1);
+    j["preemptions"] = r.stats.value("preemptions", -1);
+    j["stats"] = r.stats;
+  }
+  return j;
+}
+
+RecordFn BenchSession::Recorder() const {
+  return [this](const std::string& id, const WorkloadSpec& w, const RunResult& r) { return Record(id, w, r); };
+}
+
+WorkloadSpec BenchSession::GpuSpec(const std::string& id, int seqs, int prompt, int gen) const {
+  WorkloadSpec w;
+  w.id = id;
+  w.num_seqs = seqs;
+  w.prompt = prompt;
+  w.gen = gen;
+  w.options["backend"] = backend;
+  w.options["max_running"] = std::to_string(std::max(seqs, 1));
+  w.options["max_tokens_per_step"] = "2048";
+  const int64_t kv = static_cast<int64_t>(seqs) * (prompt + gen + 32) * 131072 + (64 << 20);
+  w.options["gpu_kv_bytes"] = std::to_string(kv);
+  return w;
+}
+
+void RunGpuWorkload(const std::string& id, kvt_model* big, BenchSession* session) {
+  BenchSession& s = *session;
+if (id == "W1") {
+    WorkloadSpec w = s.GpuSpec(id, 1, 512, 256);
+    RunResult r = RunWorkload(big, w, s.time_limit, s.sampler);
+    json j = s.Record(id, w, r);
+    const double decode = r.ok ? (w.gen - 1) / r.decode_s : NAN;
+    const double prefill = r.ok ? w.prompt / r.ttft_s : NAN;
+    j["decode_tok_s"] = decode;
+    j["prefill_tok_s"] = prefill;
+    s.out["workloads"][id] = j;
+    const double ctx = 512 + 128;
+    s.rows.push_back({id, "decode tok/s", "tok/s", decode, s.ceilings.hbm_Bps / (kWeightBytes + ctx * kKvPerToken),
+                    s.Base("W1", "decode_tok_s"), 240, true, r.error});
+    s.rows.push_back({id, "prefill tok/s", "tok/s", prefill, s.ceilings.gemm_flops / kFlopsPerToken,
+                    NAN, 25000, true, "baseline: HF prefill ttft " + Fmt(s.Base("W1", "ttft_s"), 3) + " s"});
+  } else if (id == "W2") {
+    WorkloadSpec w = s.GpuSpec(id, 64, 512, 256);
+    RunResult r = RunWorkload(big, w, s.time_limit, s.sampler);
+    json j = s.Record(id, w, r);
+    const double decode = r.ok ? r.decode_tokens / r.decode_s : NAN;
+    const double e2e = r.ok ? r.generated / r.wall_s : NAN;
+    j["decode_tok_s"] = decode;
+    j["e2e_output_tok_s"] = e2e;
+    s.out["workloads"][id] = j;
+    const double step_bytes = kWeightBytes + 64 * (512 + 128) * kKvPerToken;
+    const double decode_limit = 64 * s.ceilings.hbm_Bps / step_bytes;
+    const double e2e_limit =
+        64.0 * 256 / (64.0 * 512 * kFlopsPerToken / s.ceilings.gemm_flops + 256 * step_bytes / s.ceilings.hbm_Bps);
+    s.rows.push_back({id, "decode tok/s (64 seqs)", "tok/s", decode, decode_limit, s.Base("W2", "decode_tok_s"), 9600, true, r.error});
+    s.rows.push_back({id, "end-to-end output tok/s", "tok/s", e2e, e2e_limit, s.Base("W2", "e2e_tok_s"), 6000, true, ""});
+    if (!s.json_schema_file.empty()) RunW2WithSchema(big, w, decode, decode_limit, s.json_schema_file, &s);
+  } else if (id == "W3") {
+    WorkloadSpec capped = s.GpuSpec(id, 32, 2048, 128);
+    capped.options["gpu_mem_limit"] = "24GiB";
+    capped.options["gpu_kv_bytes"] = "0";
+    RunResult rc = RunWorkload(big, capped, s.time_limit, s.sampler);
+    WorkloadSpec free = s.GpuSpec(id, 32, 2048, 128);
+    RunResult ru = RunWorkload(big, free, s.time_limit, s.sampler);
+    json j = s.Record(id, capped, rc);
+    j["uncapped"] = s.Record(id, free, ru);
+    const double tc = rc.ok ? rc.generated / rc.wall_s : NAN;
+    const double tu = ru.ok ? ru.generated / ru.wall_s : NAN;
+    j["output_tok_s"] = tc;
+    j["uncapped_output_tok_s"] = tu;
+    j["ratio_to_uncapped"] = tc / tu;
+    j["cap_mib"] = 24 * 1024;
+    j["cap_holds_nvidia_smi"] = rc.peak_process_mib > 0 ? json(rc.peak_process_mib <= 24 * 1024) : json(nullptr);
+    s.out["workloads"][id] = j;
+    const double step_bytes = kWeightBytes + 32 * (2048 + 64) * kKvPerToken;
+    const double limit = 32.0 * 128 / (32.0 * 2048 * kFlopsPerToken / s.ceilings.gemm_flops + 128 * step_bytes / s.ceilings.hbm_Bps);
+    s.rows.push_back({id, "output tok/s, 24 GiB cap", "tok/s", tc, limit, NAN, NAN, true,
+                    rc.error.empty() ? "HF: OOM under cap" : rc.error});
+    s.rows.push_back({id, "uncapped output tok/s", "tok/s", tu, limit, s.Base("W3u", "e2e_tok_s"), NAN, true, ru.error});
+    s.rows.push_back({id, "capped / uncapped", "", tc / tu, 1.0, NAN, 0.8, true, ""});
+    s.rows.push_back({id, "peak GPU MiB (nvidia-smi, capped)", "MiB", static_cast<double>(rc.peak_process_mib),
+                    24.0 * 1024, NAN, 24.0 * 1024, false, ""});
+  } else if (id == "W4") {
+    WorkloadSpec w = s.GpuSpec(id, 1, 32768, 64);
+    w.options["gpu_mem_limit"] = "24GiB";
+    w.options["gpu_kv_bytes"] = "0";
+    RunResult r = RunWorkload(big, w, s.time_limit, s.sampler);
+    json j = s.Record(id, w, r);
+    const double decode = r.ok ? (w.gen - 1) / r.decode_s : NAN;
+    j["prefill_s"] = r.ok ? json(r.ttft_s) : json(nullptr);
+    j["decode_tok_s"] = decode;
+    j["cap_holds_nvidia_smi"] = r.peak_process_mib > 0 ? json(r.peak_process_mib <= 24 * 1024) : json(nullptr);
+    s.out["workloads"][id] = j;
+    const double T = 32768;
+    const double prefill_limit = (T * kFlopsPerToken + 2.0 * 2 * 32 * 32 * 128 * T * T / 2) / s.ceilings.gemm_flops;
+    s.rows.push_back({id, "prefill s (24 GiB cap)", "s", r.ok ? r.ttft_s : NAN, prefill_limit, NAN, NAN, false, r.error});
+    s.rows.push_back({id, "decode tok/s at 32k (24 GiB cap)", "tok/s", decode,
+                    s.ceilings.hbm_Bps / (kWeightBytes + (T + 32) * kKvPerToken), s.Base("W4", "decode_tok_s"), 170, true, ""});
+    s.rows.push_back({id, "peak GPU MiB (nvidia-smi)", "MiB", static_cast<double>(r.peak_process_mib), 24.0 * 1024, NAN,
+                    24.0 * 1024, false, ""});
+  }
+}
+
+void RunW7(const std::string& dir, BenchSession* session) {
+  BenchSession& s = *session;
+  const std::string id = "W7";
+  kvt_model* small = nullptr;
+  char err[1024];
+  if (kvt_model_load(dir.c_str(), &small, err, sizeof err) != KVT_OK) {
+    s.out["workloads"][id] = {{"ok", false}, {"error", err}};
+    return;
+  }
+  WorkloadSpec w;
+  w.id = id;
+  w.num_seqs = 8;
+  w.prompt = 128;
+  w.gen = 64;
+  w.options = {{"backend", "cpu"}, {"gpu_kv_bytes", "64MiB"}, {"max_running", "8"}};
+  RunResult r = RunWorkload(small, w, s.time_limit, nullptr);
+  kvt_model_free(small);
+  json j = s.Record(id, w, r);
+  const double tps = r.ok ? r.generated / r.wall_s : NAN;
+  j["model"] = dir;
+  j["output_tok_s"] = tps;
+  j["rss_mib"] = ReadProcStatusKib("VmRSS:") / 1024.0;
+  j["peak_rss_mib"] = ReadProcStatusKib("VmHWM:") / 1024.0;
+  s.out["workloads"][id] = j;
+  s.rows.push_back({id, "CPU output tok/s (small-llama, 8 seqs)", "tok/s", tps, NAN, NAN, NAN, true, r.error});
+  s.rows.push_back({id, "peak RSS", "MiB", j["peak_rss_mib"].get<double>(), NAN, NAN, NAN, false, ""});
+}
+
+}  // namespace kvtier::cli::bench

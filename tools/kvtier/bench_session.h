@@ -1,0 +1,43 @@
+// BenchSession: what one `kvtier bench` invocation accumulates (the results JSON, the table
+// rows) and the settings every workload reads (backend, time limits, hardware limits, seed
+// baseline), with the workloads that need nothing more: W1-W4 on the GPU model and W7 on
+// the small CPU model. Not thread-safe.
+#ifndef KVTIER_TOOLS_KVTIER_BENCH_SESSION_H_
+#define KVTIER_TOOLS_KVTIER_BENCH_SESSION_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench_workload.h"
+
+namespace kvtier::cli::bench {
+
+struct BenchSession {
+  std::string backend = "cuda";
+  double time_limit = 150;
+  double tier_time_limit = 150;
+  Ceilings ceilings;
+  std::map<std::string, json> baseline;  // scenario -> hf_baseline.py result
+  GpuMemorySampler* sampler = nullptr;   // null when GPU memory is not sampled
+  std::string json_schema_file;          // W2 runs again with it (W2s) when given
+  json out;                              // the results JSON
+  std::vector<Row> rows;                 // the printed table
+
+  // The seed baseline's figure `key` for `scenario`, NaN when it has none.
+  double Base(const std::string& scenario, const char* key) const;
+  // What every workload records of a run.
+  json Record(const std::string& id, const WorkloadSpec& w, const RunResult& r) const;
+  RecordFn Recorder() const;
+  // A GPU workload of `seqs` sequences with a device KV budget that fits them all.
+  WorkloadSpec GpuSpec(const std::string& id, int seqs, int prompt, int gen) const;
+};
+
+// W1..W4 (docs/WORKLOADS.md) on the Llama-3-8B-shape model.
+void RunGpuWorkload(const std::string& id, kvt_model* model, BenchSession* session);
+// W7: the small model on the CPU backend (its peak RSS is read from /proc).
+void RunW7(const std::string& small_model_dir, BenchSession* session);
+
+}  // namespace kvtier::cli::bench
+
+#endif  // KVTIER_TOOLS_KVTIER_BENCH_SESSION_H_

@@ -1,0 +1,87 @@
+// The machinery of `kvtier bench` shared by its workloads: a workload's shape, one timed
+// run through the public C API, its result, and the table rows. A run started while no
+// SIGINT/SIGTERM has arrived stops at the first one between steps, cancels its sequences
+// and frees its context. Not thread-safe (one run at a time).
+#ifndef KVTIER_TOOLS_KVTIER_BENCH_WORKLOAD_H_
+#define KVTIER_TOOLS_KVTIER_BENCH_WORKLOAD_H_
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench_gpu_sampler.h"
+#include "kvtier/kvtier.h"
+#include "nlohmann/json.hpp"
+
+namespace kvtier::cli::bench {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+struct WorkloadSpec {
+  std::string id;
+  int num_seqs = 1;
+  int prompt = 512;
+  int gen = 256;
+  std::map<std::string, std::string> options;  // C API option key -> value
+  std::vector<std::vector<int32_t>> prompts;   // given prompts (else num_seqs random ones)
+  bool warmup = true;                          // one short sequence before timing
+  std::string json_schema;                     // every sequence constrained by it (and the warm-up)
+};
+
+struct RunResult {
+  bool ok = false;
+  std::string error;
+  double wall_s = 0;                 // first add -> last finish
+  double ttft_s = 0;                 // first add -> first token of the first sequence
+  double all_first_s = 0;            // first add -> every sequence has its first token
+  double decode_s = 0;               // all_first -> last finish
+  double mean_ttft_s = 0;            // mean over sequences of add -> its first token
+  int64_t generated = 0;             // all tokens produced
+  int64_t decode_tokens = 0;         // tokens produced after all_first
+  int64_t steps = 0;
+  json stats;
+  int64_t peak_process_mib = 0, peak_device_mib = 0;
+  int interrupt_signal = 0;  // SIGINT/SIGTERM ended it early (sequences cancelled)
+  int64_t grammar_finished = 0;  // sequences that completed their JSON schema
+};
+
+
+// Hardware limits derived from the ceilings (docs/WORKLOADS.md).
+struct Ceilings {
+  double hbm_Bps = 4.17e12;
+  double gemm_flops = 757e12;
+  std::string source = "docs/WORKLOADS.md (2026-11-29)";
+};
+
+struct Row {
+  std::string workload, figure, unit;
+  double value = NAN, limit = NAN, baseline = NAN, target = NAN;
+  bool higher_is_better = true;
+  std::string note;
+};
+
+// One workload's JSON record (what every workload reports), filled by the command.
+using RecordFn = std::function<json(const std::string& id, const WorkloadSpec& w, const RunResult& r)>;
+
+double Seconds(Clock::time_point a, Clock::time_point b);
+// "-" for NaN, else the value with `prec` decimals.
+std::string Fmt(double v, int prec = 1);
+// The number at `path` in `j`, NaN when absent.
+double JsonNum(const json& j, std::initializer_list<const char*> path);
+// kvt_context_stats_json parsed (null on failure).
+json ContextStats(kvt_context* context);
+
+// Runs `w` in a fresh context (created from w.options, freed at the end) or, when
+// `existing` is given, in that context (left alive; w.options ignored).
+RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit, GpuMemorySampler* sampler,
+                      kvt_context* existing = nullptr);
+
+}  // namespace kvtier::cli::bench
+
+#endif  // KVTIER_TOOLS_KVTIER_BENCH_WORKLOAD_H_

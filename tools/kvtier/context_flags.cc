@@ -1,0 +1,152 @@
+// Implementation of ContextFlags (context_flags.h). The table mirrors the option list of
+// kvtier.h; tests/cli checks that every key documented there has its flag.
+#include "context_flags.h"
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+
+namespace kvtier::cli {
+namespace {
+
+enum class Kind { kInt, kBytes, kChoice, kPath };
+
+struct ContextOption {
+  const char* key;
+  Kind kind;
+  int64_t min;
+  int64_t max;
+  const char* choices;  // kChoice: "a|b|c"
+  const char* help;
+};
+
+constexpr int64_t kNoLimit = INT64_MAX;
+
+constexpr ContextOption kOptions[] = {
+    {"backend", Kind::kChoice, 0, 0, "auto|cpu|cuda",
+     "compute backend (default auto: CUDA when a GPU is usable, else the CPU)"},
+    {"threads", Kind::kInt, 0, 4096, nullptr, "CPU backend threads, 0 = every core (default 0)"},
+    {"gpu_kv_bytes", Kind::kBytes, 0, kNoLimit, nullptr,
+     "device-tier KV budget; 0 = all that --gpu-mem-limit leaves (default 256MiB)"},
+    {"host_kv_bytes", Kind::kBytes, 0, kNoLimit, nullptr, "host-tier KV budget, 0 = no host tier (default 0)"},
+    {"disk_kv_bytes", Kind::kBytes, 0, kNoLimit, nullptr,
+     "disk-tier KV budget, 0 = no disk tier (default 0; needs --disk-path)"},
+    {"disk_path", Kind::kPath, 0, 0, nullptr, "file backing the disk tier; later runs reuse its cached prefixes"},
+    {"block_tokens", Kind::kInt, 1, 1024, nullptr, "tokens per KV block (default 16)"},
+    {"max_tokens_per_step", Kind::kInt, 1, 1 << 20, nullptr, "token budget of one step (default 512)"},
+    {"max_running", Kind::kInt, 1, 65536, nullptr, "sequences in one batch (default 256)"},
+    {"max_waiting", Kind::kInt, 1, 1 << 24, nullptr, "bound of the waiting queue (default 1024)"},
+    {"preemption", Kind::kChoice, 0, 0, "auto|swap|recompute",
+     "how a paused sequence gives up its device blocks (default auto: by measured cost)"},
+    {"gpu_mem_limit", Kind::kBytes, 0, kNoLimit, nullptr,
+     "cap on device memory: weights + KV + workspace, 0 = none (default 0)"},
+    {"cuda_graphs", Kind::kInt, 0, 1, nullptr, "CUDA: decode steps as CUDA graphs (default 1)"},
+    {"cuda_fast_attention", Kind::kInt, 0, 1, nullptr,
+     "CUDA: decode/prefill attention kernels where the shape fits, else the generic one (default 1)"},
+    {"cuda_pdl", Kind::kInt, 0, 1, nullptr, "CUDA: programmatic dependent launch (default 1)"},
+    {"cuda_pdl_early", Kind::kInt, 0, 1, nullptr,
+     "CUDA: short kernels start the next kernel before their own wait (default 1)"},
+    {"cuda_gemv_prefetch", Kind::kInt, 2, 8, nullptr,
+     "CUDA: 16-byte weight pieces per lane the decode GEMV loads before its wait, 2, 4 or 8 (default 4)"},
+};
+
+bool IsNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+         c == '.' || c == '/';
+}
+
+// True when a name ending before `end` ends there: at the end, before a character that
+// cannot continue a name, or before a full stop that ends a sentence.
+bool IsRightBoundary(const std::string& text, size_t end) {
+  if (end == text.size() || !IsNameChar(text[end])) return true;
+  return text[end] == '.' && (end + 1 == text.size() || text[end + 1] == ' ');
+}
+
+}  // namespace
+
+std::string ContextFlags::FlagOf(const std::string& key) {
+  return "--" + absl::StrReplaceAll(key, {{"_", "-"}});
+}
+
+void ContextFlags::AddTo(CommandLine* command_line) {
+  for (const ContextOption& option : kOptions) {
+    const std::string key = option.key;
+    auto store = [this, key](const std::string& value) { values_[key] = value; };
+    switch (option.kind) {
+      case Kind::kInt:
+        command_line->AddCustom(FlagOf(key), option.max == 1 ? "0|1" : "N", option.help,
+                                CommandLine::IntNormalizer(option.min, option.max), store);
+        break;
+      case Kind::kBytes:
+        command_line->AddCustom(FlagOf(key), "SIZE", option.help,
+                                CommandLine::BytesNormalizer(option.min, option.max), store);
+        break;
+      case Kind::kChoice: {
+        const std::vector<std::string> choices = absl::StrSplit(option.choices, '|');
+        const std::string list = option.choices;
+        Normalizer one_of = [choices, list](absl::string_view text) -> absl::StatusOr<std::string> {
+          for (const std::string& choice : choices) {
+            if (text == choice) return choice;
+          }
+          return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not one of ", list));
+        };
+        command_line->AddCustom(FlagOf(key), list, option.help, std::move(one_of), store);
+        break;
+      }
+      case Kind::kPath:
+        command_line->AddCustom(
+            FlagOf(key), "FILE", option.help, [](absl::string_view text) -> absl::StatusOr<std::string> {
+              if (text.empty()) return absl::InvalidArgumentError("empty path");
+              return std::string(text);
+            },
+            store);
+        break;
+    }
+  }
+}
+
+std::string ContextFlags::Apply(kvt_options* options) const {
+  for (const auto& [key, value] : values_) {
+    if (kvt_options_set_string(options, key.c_str(), value.c_str()) != KVT_OK) {
+      return absl::StrCat(FlagOf(key), ": ", InFlagTerms(kvt_options_errmsg(options)));
+    }
+  }
+  return "";
+}
+
+std::string ContextFlags::Get(const std::string& key) const {
+  auto it = values_.find(key);
+  return it == values_.end() ? "" : it->second;
+}
+
+std::string ContextFlags::InFlagTerms(const std::string& message) {
+  std::string out;
+  size_t i = 0;
+  while (i < message.size()) {
+    bool replaced = false;
+    if (i == 0 || !IsNameChar(message[i - 1])) {
+      for (const ContextOption& option : kOptions) {
+        const std::string_view key = option.key;
+        const size_t end = i + key.size();
+        // Keys that are plain words ("backend", "threads") count only when quoted as a key
+        // ('backend'), so "the CUDA backend module" stays prose.
+        const bool is_key = key.find('_') != std::string_view::npos ||
+                            (i > 0 && message[i - 1] == '\'' && end < message.size() && message[end] == '\'');
+        if (is_key && message.compare(i, key.size(), key) == 0 && IsRightBoundary(message, end)) {
+          out += FlagOf(option.key);
+          i = end;
+          replaced = true;
+          break;
+        }
+      }
+    }
+    if (!replaced) out += message[i++];
+  }
+  return out;
+}
+
+}  // namespace kvtier::cli
