@@ -186,7 +186,6 @@ class AutomatonBuilder {
   // Drafts for the states an edge or call enters (and rule entries), reachable from the
   // root, each with the edges of every state its epsilon closure holds.
   absl::Status RemoveEpsilons() {
-    constexpr int64_t kMaxClosureWork = 40'000'000;
     int64_t work = 0;
     std::vector<int32_t> draft_of(raw_.size(), -1);
     std::vector<int32_t> queue;
@@ -222,7 +221,7 @@ class AutomatonBuilder {
         }
       }
       work += static_cast<int64_t>(closure.size());
-      if (work > kMaxClosureWork) {
+      if (work > limits_.max_closure_work) {
         return absl::InvalidArgumentError("the grammar is too large (its empty-string closures exceed the work limit)");
       }
       const int32_t rule = raw_[static_cast<size_t>(raw)].rule;

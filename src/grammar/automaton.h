@@ -26,6 +26,8 @@ namespace kvtier::grammar {
 
 struct AutomatonLimits {
   int32_t max_nodes = 200000;  // NFA states before epsilon removal (repetitions copy)
+  // States visited computing epsilon closures, summed (long chains of optional parts).
+  int64_t max_closure_work = 40'000'000;
 };
 
 class Automaton {
