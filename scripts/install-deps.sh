@@ -15,6 +15,8 @@ packages=(
   dpkg-dev fakeroot file lintian abigail-tools
   swig golang-go openjdk-17-jdk-headless junit5 mono-mcs nunit-console libnunit-cil-dev
   doxygen
+  # The structured-output corpus test validates outputs with jsonschema.
+  python3 python3-jsonschema
   # Tests: the Prometheus text of `kvtier run --metrics` read back by a real parser.
   python3-prometheus-client
   # Maven, with the plugins its tests use resolved offline from /usr/share/maven-repo:

@@ -16,6 +16,8 @@ CSHARP_ARRAYS(char, byte)
 %apply char INPUT[] { const char* text };
 /* The cache namespace: exact UTF-8 too, NUL-terminated by the caller (Options.cs). */
 %apply char INPUT[] { const char* ns };
+/* Structured-output texts: exact UTF-8 bytes too, NUL-terminated by the C# layer. */
+%apply char INPUT[] { const char* schema_json, const char* gbnf };
 
 /* The low layer is internal to Kvtier.dll: users see only the hand-written Kvtier namespace,
  * whose public members all carry XML documentation (mcs -doc, CS1591 is an error). */

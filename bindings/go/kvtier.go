@@ -52,6 +52,9 @@ const (
 	FinishLength                        // MaxNewTokens reached, or the context is full
 	FinishCancelled                     // cancelled (Sequence.Cancel, a done context.Context, Close)
 	FinishError                         // the sequence failed alone
+	// FinishGrammar: the output is complete per the request's JSONSchema or Grammar. A
+	// constrained sequence that ends any other way (FinishLength, ...) is incomplete.
+	FinishGrammar
 )
 
 // String is the lower-case name, e.g. "length".
@@ -67,6 +70,8 @@ func (r FinishReason) String() string {
 		return "cancelled"
 	case FinishError:
 		return "error"
+	case FinishGrammar:
+		return "grammar"
 	}
 	return fmt.Sprintf("FinishReason(%d)", int(r))
 }

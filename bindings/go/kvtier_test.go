@@ -302,6 +302,57 @@ func TestTextAPI(t *testing.T) {
 	}
 }
 
+func TestStructuredOutput(t *testing.T) {
+	defer checkNoLeaks(t)
+	m, err := LoadModel(os.Getenv("KVTIER_TEST_TEXT_MODEL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c, err := NewContext(m, cpu())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Add(Request{PromptText: "x", JSONSchema: `{"type":"string","pattern":"a+"}`})
+	wantError(t, err, StatusInvalidArgument, "'pattern' is not supported")
+	_, err = c.Add(Request{PromptText: "x", Grammar: "root ::= nothing\n"})
+	wantError(t, err, StatusInvalidArgument, "GBNF line 1, column 10")
+	for seed := int64(1); seed <= 3; seed++ {
+		req := Request{PromptText: "Answer:", MaxNewTokens: 32, Temperature: 1, Seed: seed,
+			Grammar: `root ::= "yes" | "no"` + "\n"}
+		s, err := c.Add(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for c.NumUnfinished() > 0 {
+			if _, err := c.Step(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range s.Events() {
+		}
+		text, _ := s.Text()
+		if s.FinishReason() != FinishGrammar || (text != "yes" && text != "no") {
+			t.Fatalf("grammar output %q, %v", text, s.FinishReason())
+		}
+		s.Close()
+	}
+	schema := `{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"],"additionalProperties":false}`
+	toks, reason, err := c.Generate(context.Background(), Request{PromptText: "JSON:", MaxNewTokens: 64, Temperature: 1, JSONSchema: schema})
+	if err != nil || reason != FinishGrammar {
+		t.Fatalf("schema generation: %v %v", reason, err)
+	}
+	text, err := m.Detokenize(toks, true)
+	var v struct{ Ok *bool }
+	if err != nil || json.Unmarshal([]byte(text), &v) != nil || v.Ok == nil {
+		t.Fatalf("schema output %q is not {\"ok\": bool}", text)
+	}
+	if FinishGrammar.String() != "grammar" {
+		t.Fatal(FinishGrammar.String())
+	}
+}
+
 func TestManyGoroutinesAddAndCancelWhileOneSteps(t *testing.T) {
 	defer checkNoLeaks(t)
 	m, err := LoadModel(modelDir)

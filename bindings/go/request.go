@@ -123,6 +123,12 @@ type Request struct {
 	// N completions of the prompt sharing its KV blocks (Context.AddCompletions); completion
 	// i draws from Seed + i. 0 or 1: one.
 	N int
+	// Structured output (one of the two): the generated text must be JSON valid against
+	// JSONSchema (the subset tool definitions use), or a sentence of Grammar (GBNF, as
+	// llama.cpp writes it). The sequence then ends with FinishGrammar once complete.
+	// Errors name where the schema or grammar is wrong.
+	JSONSchema string
+	Grammar    string
 }
 
 // ChatMessage is one message of a chat prompt (role "system", "user" or "assistant").
@@ -196,6 +202,12 @@ func (r *Request) native() (capi.Struct_SS_kvt_request, error) {
 			return nil, &Error{Status: StatusInvalidArgument, Message: "the cache namespace contains a NUL byte"}
 		}
 		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_cache_namespace(h, r.CacheNamespace) })
+	}
+	if r.JSONSchema != "" {
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_json_schema(h, r.JSONSchema) })
+	}
+	if r.Grammar != "" {
+		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_grammar(h, r.Grammar) })
 	}
 	if r.PinPrefix {
 		steps = append(steps, func() capi.Enum_SS_kvt_status { return capi.Kvt_request_set_pin_prefix(h, 1) })

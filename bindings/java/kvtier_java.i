@@ -15,6 +15,8 @@
 /* The cache namespace: exact UTF-8 too, as a NUL-terminated byte[] (Request.java). */
 %apply char* BYTE { const char* ns };
 %typemap(argout) const char* ""
+/* Structured-output texts: exact UTF-8 too, as byte[] (NUL-terminated by the Java layer). */
+%apply char* BYTE { const char* schema_json, const char* gbnf };
 %typemap(freearg) const char* { if ($1) JCALL2(ReleaseStringUTFChars, jenv, $input, (const char*)$1); }
 
 /* Load the JNI library once, before the first native call (NativeLoader.java: the file named

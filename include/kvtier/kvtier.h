@@ -85,7 +85,11 @@ typedef enum kvt_finish_reason {
   KVT_FINISH_REASON_STOP = 1,      /**< a stop/eos token (or stop string) was produced */
   KVT_FINISH_REASON_LENGTH = 2,    /**< max_new_tokens reached, or the context is full */
   KVT_FINISH_REASON_CANCELLED = 3, /**< kvt_sequence_cancel */
-  KVT_FINISH_REASON_ERROR = 4      /**< the sequence failed alone; the others go on */
+  KVT_FINISH_REASON_ERROR = 4,     /**< the sequence failed alone; the others go on */
+  /** the output is complete per the request's JSON schema or grammar (nothing more can
+   * follow, or an eos/stop token came once it was complete). A constrained sequence that
+   * ends any other way (LENGTH, STOP by a stop string, CANCELLED) is incomplete. */
+  KVT_FINISH_REASON_GRAMMAR = 5
 } kvt_finish_reason;
 
 /** Where a sequence is in its life. */
@@ -316,6 +320,23 @@ KVT_API kvt_status kvt_request_set_prompt_logprobs(kvt_request* request, int32_t
  * Prompt log-probabilities are reported on the first. kvt_generate refuses n > 1. */
 KVT_API kvt_status kvt_request_set_n(kvt_request* request, int32_t n);
 
+/** Structured output: the generated text must be JSON valid against this JSON schema
+ * (copied; the subset tool definitions use — objects, arrays, strings with enum/const,
+ * lengths and formats date/time/date-time/uuid/email/ipv4, numbers and integers with
+ * ranges, booleans, null, anyOf/oneOf, $defs/$ref; docs/STRUCTURED_OUTPUT.md). Tokens the
+ * schema does not allow are masked before sampling; eos is allowed only once the JSON is
+ * complete, and the sequence ends with KVT_FINISH_REASON_GRAMMAR as soon as nothing more
+ * can follow. NULL or "" removes the constraint; replaces a grammar set by
+ * kvt_request_set_grammar. KVT_ERR_INVALID_ARGUMENT for a schema that is not valid JSON or
+ * uses an unsupported keyword, kvt_request_errmsg naming where ("JSON schema at
+ * #/properties/x: keyword 'pattern' is not supported"); the request is unchanged then.
+ * The model needs a tokenizer (checked when the request is added). */
+KVT_API kvt_status kvt_request_set_json_schema(kvt_request* request, const char* schema_json);
+/** Structured output: the generated text must be a sentence of this grammar in llama.cpp's
+ * GBNF syntax (copied; rule "root" starts it). As kvt_request_set_json_schema otherwise;
+ * errors name the line and column ("GBNF line 3, column 9: rule 'x' is used but never
+ * defined"). NULL or "" removes the constraint; replaces a JSON schema. */
+KVT_API kvt_status kvt_request_set_grammar(kvt_request* request, const char* gbnf);
 /** Message of the last failed setter on this request ("" if none). Valid until the next call
  * on the object. */
 KVT_API const char* kvt_request_errmsg(const kvt_request* request);

@@ -3,6 +3,9 @@
 #include "api/handles.h"
 #include "backend/sampling_ranges.h"
 #include "kv/block_hash.h"
+#include "grammar/automaton.h"
+#include "grammar/gbnf_parser.h"
+#include "grammar/json_schema.h"
 
 namespace {
 
@@ -14,6 +17,23 @@ kvt_status Fail(kvt_request* request, std::string message) {
 kvt_status Ok(kvt_request* request) {
   request->error.clear();
   return KVT_OK;
+}
+
+// Sets the request's grammar from text (or clears it for NULL/""), checking what can be
+// checked without the model: the syntax, and the automaton (left recursion, size).
+template <typename Compile>
+kvt_status SetGrammar(kvt_request* request, const char* text, Compile compile) {
+  if (text == nullptr || text[0] == '\0') {
+    request->params.grammar = nullptr;
+    return Ok(request);
+  }
+  absl::StatusOr<kvtier::grammar::Grammar> grammar = compile(std::string_view(text));
+  if (!grammar.ok()) return Fail(request, std::string(grammar.status().message()));
+  absl::StatusOr<std::shared_ptr<const kvtier::grammar::Automaton>> automaton =
+      kvtier::grammar::Automaton::Build(*grammar);
+  if (!automaton.ok()) return Fail(request, absl::StrCat("grammar: ", automaton.status().message()));
+  request->params.grammar = std::make_shared<const kvtier::grammar::Grammar>(*std::move(grammar));
+  return Ok(request);
 }
 
 }  // namespace
@@ -152,6 +172,21 @@ KVT_API kvt_status kvt_request_set_cache_namespace(kvt_request* request, const c
     if (absl::Status s = kvtier::ValidateCacheNamespace(text); !s.ok()) return Fail(request, std::string(s.message()));
     request->params.cache_namespace.assign(text);
     return Ok(request);
+  });
+}
+
+KVT_API kvt_status kvt_request_set_json_schema(kvt_request* request, const char* schema_json) {
+  if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return kvtier::api::Guard([&] {
+    return SetGrammar(request, schema_json,
+                      [](std::string_view text) { return kvtier::grammar::JsonSchemaToGrammar(text); });
+  });
+}
+
+KVT_API kvt_status kvt_request_set_grammar(kvt_request* request, const char* gbnf) {
+  if (request == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return kvtier::api::Guard([&] {
+    return SetGrammar(request, gbnf, [](std::string_view text) { return kvtier::grammar::ParseGbnf(text); });
   });
 }
 

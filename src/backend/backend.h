@@ -18,6 +18,7 @@
 #include "backend/kv_layout.h"
 #include "backend/row_sampling.h"
 #include "backend/sampler_chain.h"
+#include "backend/token_masks.h"
 #include "common/progress.h"
 
 namespace kvtier {
@@ -43,6 +44,10 @@ struct SequenceChunk {
 
 struct ForwardBatch {
   std::vector<SequenceChunk> chunks;
+  // Allowed-token masks of some logits rows (grammar-constrained sequences), applied by
+  // ForwardGreedy, ForwardSampled and ForwardAndSample before they pick (and before
+  // log-probabilities are taken); null = none. Forward ignores them.
+  const TokenMasks* masks = nullptr;
   // The logits rows a forward produces, chunk by chunk: one per chunk with need_logits (the
   // row the sampled token comes from), one per token of chunks with all_logits.
   size_t num_logit_rows() const {

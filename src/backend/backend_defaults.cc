@@ -10,10 +10,26 @@
 
 namespace kvtier {
 
+namespace {
+
+// Grammar masks first, before any other step picks from the logits.
+void ApplyMasks(const ForwardBatch& batch, size_t vocab, std::vector<float>* logits) {
+  if (batch.masks == nullptr) return;
+  batch.masks->Wait();
+  for (size_t row = 0; row * vocab < logits->size(); ++row) {
+    if (const uint32_t* mask = batch.masks->Row(row)) {
+      ApplyTokenMask(mask, std::span<float>(*logits).subspan(row * vocab, vocab));
+    }
+  }
+}
+
+}  // namespace
+
 absl::Status Backend::ForwardGreedy(const ForwardBatch& batch, std::vector<int32_t>* token_ids) {
   std::vector<float> logits;
   if (absl::Status s = Forward(batch, &logits); !s.ok()) return s;
   const size_t vocab = static_cast<size_t>(vocab_size());
+  ApplyMasks(batch, vocab, &logits);
   token_ids->clear();
   for (size_t row = 0; row * vocab < logits.size(); ++row) {
     const float* r = logits.data() + row * vocab;
@@ -32,6 +48,7 @@ absl::Status Backend::ForwardSampled(const ForwardBatch& batch, std::span<const 
   std::vector<float> logits;
   if (absl::Status s = Forward(batch, &logits); !s.ok()) return s;
   const size_t vocab = static_cast<size_t>(vocab_size());
+  ApplyMasks(batch, vocab, &logits);
   std::vector<std::pair<float, int32_t>> scratch;
   token_ids->clear();
   for (size_t row = 0; row < rows.size(); ++row) {
@@ -46,6 +63,7 @@ absl::Status Backend::ForwardAndSample(const ForwardBatch& batch, const Sampling
   if (absl::Status s = ValidateSamplingBatch(sampling, batch.num_logit_rows(), vocab_size()); !s.ok()) return s;
   std::vector<float> logits;
   if (absl::Status s = Forward(batch, &logits); !s.ok()) return s;
+  ApplyMasks(batch, static_cast<size_t>(vocab_size()), &logits);
   SampleOnHost(logits, vocab_size(), sampling, result);
   return absl::OkStatus();
 }

@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "engine/remote_tier_stats.h"
 #include "engine/sampler.h"
+#include "grammar/tokenizer_vocabulary.h"
 #include "kv/tier_budgets.h"
 #include "model/stable_hash.h"
 
@@ -17,6 +19,12 @@ namespace {
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Threads computing one step's grammar masks (a mask costs microseconds; more threads only
+// matter for many constrained rows on a slow step).
+int GrammarMaskThreads() {
+  return static_cast<int>(std::clamp<unsigned>(std::thread::hardware_concurrency() / 4, 1u, 4u));
 }
 
 // A host or disk budget too small for one block turns its tier off without an error (0 is
@@ -118,7 +126,9 @@ Engine::Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions
       scheduler_(SchedulerOptions{options.max_tokens_per_step, options.max_running,
                                   std::min<int64_t>(options.watermark_blocks, kv_->num_device_blocks() / 8),
                                   options.load_or_recompute},
-                 kv_.get(), &policy_) {
+                 kv_.get(), &policy_),
+      grammar_masks_(std::make_unique<GrammarMasks>(backend_.get(), static_cast<int32_t>(checkpoint_->config().vocab_size),
+                                                    GrammarMaskThreads())) {
   // generation_config.json's eos ids, and the tokenizer's generation stop ids, end
   // sequences too.
   auto add_stop_id = [this](int32_t id) {
@@ -165,6 +175,14 @@ absl::StatusOr<SequenceId> Engine::Add(std::vector<int32_t> prompt, const Sampli
   }
   // The longest the sequence can get: its KV must fit in the device tier at once.
   const int64_t max_len = std::min<int64_t>(prompt_len + params.max_new_tokens, config.max_position_embeddings);
+  // Compiling a grammar takes a while the first time: before the lock. Each completion
+  // follows the grammar on its own.
+  std::vector<std::unique_ptr<grammar::Matcher>> matchers(static_cast<size_t>(params.n));
+  if (params.grammar != nullptr) {
+    for (auto& matcher : matchers) {
+      ASSIGN_OR_RETURN(matcher, MakeMatcher(params));
+    }
+  }
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(scheduler_.CheckFits(max_len));
   if (scheduler_.num_waiting() >= options_.max_waiting) {
@@ -185,9 +203,12 @@ absl::StatusOr<SequenceId> Engine::Add(std::vector<int32_t> prompt, const Sampli
     const SequenceId id = first + i;
     auto seq = std::make_unique<Sequence>(id, id, i == 0 ? std::move(prompt) : parent->tokens, std::move(completion));
     seq->block_keys = kv_->KeyChain(params.cache_namespace);
+    seq->matcher = std::move(matchers[static_cast<size_t>(i)]);
     if (tokenizer_ != nullptr) {
       tokenizer::DecodeOptions decode;
       decode.skip_special_tokens = true;
+      // The text of a constrained sequence is exactly the bytes its grammar matched.
+      if (seq->matcher != nullptr) decode.clean_up_tokenization_spaces = false;
       seq->detokenizer = std::make_unique<tokenizer::StreamDecoder>(tokenizer_.get(), decode, seq->tokens);
       if (!params.stop_strings.empty()) seq->stop_strings = std::make_unique<tokenizer::StopStringMatcher>(params.stop_strings);
     }
@@ -202,6 +223,27 @@ absl::StatusOr<SequenceId> Engine::Add(std::vector<int32_t> prompt, const Sampli
     ++num_unfinished_;
   }
   return first;
+}
+
+absl::StatusOr<std::unique_ptr<grammar::Matcher>> Engine::MakeMatcher(const SamplingParams& params) {
+  if (tokenizer_ == nullptr) {
+    return absl::InvalidArgumentError(
+        "a grammar (JSON schema or GBNF) needs the model's tokenizer, and this model has no tokenizer.json");
+  }
+  absl::call_once(grammar_vocabulary_once_, [&] {
+    grammar_vocabulary_ = grammar::VocabularyFromTokenizer(
+        *tokenizer_, static_cast<int32_t>(checkpoint_->config().vocab_size));
+  });
+  absl::StatusOr<std::shared_ptr<const grammar::CompiledGrammar>> compiled =
+      grammar_cache_.Get(*params.grammar, grammar_vocabulary_);
+  if (!compiled.ok()) {
+    return absl::Status(compiled.status().code(), absl::StrCat("grammar: ", compiled.status().message()));
+  }
+  // End tokens (allowed only once the output is complete): the stop ids, and eos unless
+  // ignored.
+  std::vector<int32_t> ends = params.stop_token_ids;
+  if (!params.ignore_eos) ends.insert(ends.end(), eos_token_ids_.begin(), eos_token_ids_.end());
+  return std::make_unique<grammar::Matcher>(*std::move(compiled), std::move(ends));
 }
 
 absl::Status Engine::Cancel(SequenceId id) {
@@ -260,6 +302,7 @@ void Engine::FinishLocked(Sequence* seq, FinishReason reason, std::optional<int3
   // "finished" counts every end, like the FINISHED state; the reasons split it.
   ++counters_.finished;
   if (reason == FinishReason::kCancelled) ++counters_.cancelled;
+  if (reason == FinishReason::kGrammar) ++counters_.grammar_completed;
   if (reason == FinishReason::kError) ++counters_.failed;
   if (events != nullptr) events->push_back({seq->id, token, reason, {}, std::nullopt});
 }
@@ -321,7 +364,9 @@ void Engine::CommitTokenLocked(Sequence* seq, int32_t token, const LogprobEntry*
     ++counters_.logprob_tokens;
   }
   const bool stop_string = AppendTextLocked(seq, token, &event);
-  if (stop_string || IsStopToken(*seq, token)) {
+  if (seq->matcher != nullptr && seq->matcher->terminated()) {
+    event.finish = FinishReason::kGrammar;
+  } else if (stop_string || IsStopToken(*seq, token)) {
     event.finish = FinishReason::kStop;
   } else if (seq->num_generated() >= seq->params.max_new_tokens ||
              seq->num_tokens() >= checkpoint_->config().max_position_embeddings) {
@@ -332,6 +377,28 @@ void Engine::CommitTokenLocked(Sequence* seq, int32_t token, const LogprobEntry*
     FinishLocked(seq, event.finish, std::nullopt, nullptr);
   }
   events->push_back(std::move(event));
+}
+
+bool Engine::AcceptGrammarTokenLocked(Sequence* seq, size_t row, int32_t token, std::vector<StepEvent>* events) {
+  grammar::Matcher& m = *seq->matcher;
+  if (grammar_masks_->AllowsNothing(row) && m.terminated()) {
+    // A grammar whose only sentence is empty: complete before any token.
+    FinishLocked(seq, FinishReason::kGrammar, std::nullopt, events);
+    return false;
+  }
+  if (grammar_masks_->AllowsNothing(row)) {
+    seq->error = !m.status().ok() ? std::string(m.status().message())
+                                  : "grammar: no token of the vocabulary can continue the output here";
+  } else if (!m.AcceptToken(token)) {
+    // Cannot come from a mask-respecting sampler; kept as a guard so an output never breaks
+    // its grammar.
+    seq->error = absl::StrCat("grammar: the sampler picked token ", token, ", which the grammar does not allow here");
+  } else {
+    return true;
+  }
+  ++counters_.grammar_failed;
+  FinishLocked(seq, FinishReason::kError, std::nullopt, events);
+  return false;
 }
 
 absl::Status Engine::Step(std::vector<StepEvent>* events) {
@@ -413,6 +480,16 @@ nlohmann::json Engine::Stats() {
                         {"cancelled", counters_.cancelled},
                         {"failed", counters_.failed}};
   stats["tiers"] = tiers;
+  const grammar::GrammarCache::Counters cache = grammar_cache_.counters();
+  stats["grammar"] = {{"compiles", cache.compiles},
+                      {"cache_hits", cache.hits},
+                      {"cached", cache.entries},
+                      {"compile_seconds", cache.compile_seconds},
+                      {"completed", counters_.grammar_completed},
+                      {"failed", counters_.grammar_failed},
+                      {"masks", grammar_mask_counters_.rows},
+                      {"mask_compute_seconds", grammar_mask_counters_.compute_seconds},
+                      {"mask_wait_seconds", grammar_mask_counters_.wait_seconds}};
   stats["preemptions"] = scheduler_.num_preemptions();
   stats["recomputes"] = scheduler_.num_recomputes();
   stats["prefetches_reclaimed"] = scheduler_.num_prefetches_reclaimed();

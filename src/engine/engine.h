@@ -14,16 +14,20 @@
 #include <optional>
 #include <vector>
 
+#include "absl/base/call_once.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "backend/backend.h"
 #include "engine/engine_options.h"
+#include "engine/grammar_masks.h"
 #include "engine/latency_histograms.h"
 #include "engine/preemption_policy.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "grammar/grammar_cache.h"
+#include "grammar/vocabulary.h"
 #include "kv/kv_cache_manager.h"
 #include "model/checkpoint.h"
 #include "tokenizer/tokenizer.h"
@@ -52,7 +56,10 @@ class Engine {
   // Admits a sequence: params.n completions, with consecutive ids from the one returned
   // (completion i draws with seed + i; they share the prompt's KV blocks once it is
   // computed, see Scheduler::Fork). InvalidArgument (empty prompt, id out of vocabulary,
-  // prompt too long), ResourceExhausted (can never fit), Unavailable (waiting queue full).
+  // prompt too long, a grammar without a tokenizer or one that does not compile for this
+  // vocabulary), ResourceExhausted (can never fit), Unavailable (waiting queue full). A
+  // grammar is compiled here, in the caller's thread (once per grammar: later adds hit the
+  // cache).
   absl::StatusOr<SequenceId> Add(std::vector<int32_t> prompt, const SamplingParams& params);
   // NotFound for an unknown id, FailedPrecondition for a finished sequence.
   absl::Status Cancel(SequenceId id);
@@ -115,6 +122,11 @@ class Engine {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TokenLogprobs ToTokenLogprobs(const LogprobEntry& entry) const;
   bool IsStopToken(const Sequence& seq, int32_t token) const;
+  // The matcher of a constrained request: compiled (or cached) grammar, end tokens.
+  absl::StatusOr<std::unique_ptr<grammar::Matcher>> MakeMatcher(const SamplingParams& params);
+  // Applies a grammar-constrained row's token; false when the sequence failed (finished).
+  bool AcceptGrammarTokenLocked(Sequence* seq, size_t row, int32_t token, std::vector<StepEvent>* events)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<const Checkpoint> checkpoint_;
   const EngineOptions options_;
@@ -132,6 +144,14 @@ class Engine {
   int64_t num_unfinished_ ABSL_GUARDED_BY(mu_) = 0;
   // Cancellations requested since the last step, applied at its start.
   std::vector<SequenceId> pending_cancels_ ABSL_GUARDED_BY(mu_);
+
+  // Grammar-constrained generation: the tokenizer's tokens as bytes (built at the first
+  // grammar), the compiled grammars (thread-safe), the step's masks (stepping thread;
+  // declared after backend_: its memory is the backend's).
+  absl::once_flag grammar_vocabulary_once_;
+  std::shared_ptr<const grammar::Vocabulary> grammar_vocabulary_;
+  grammar::GrammarCache grammar_cache_;
+  std::unique_ptr<GrammarMasks> grammar_masks_;
 
   // Owned by the stepping thread (reused across steps, never shrunk).
   std::vector<RowSampling> sampling_rows_;  // (logits rows) of the current step
@@ -158,6 +178,8 @@ class Engine {
     int64_t prompt_tokens_computed = 0;
     int64_t generated_tokens = 0;
     int64_t finished = 0;
+    int64_t grammar_completed = 0;
+    int64_t grammar_failed = 0;
     int64_t cancelled = 0;
     int64_t failed = 0;
     int64_t logprob_tokens = 0;  // generated tokens reported with log-probabilities
@@ -166,6 +188,7 @@ class Engine {
     double compute_seconds = 0;
     double schedule_seconds = 0;
   } counters_ ABSL_GUARDED_BY(mu_);
+  GrammarMasks::Counters grammar_mask_counters_ ABSL_GUARDED_BY(mu_);  // copied at each commit
   LatencyHistograms latencies_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/status_macros.h"
 #include "engine/engine.h"
 
 namespace kvtier {
@@ -98,6 +99,17 @@ absl::Status Engine::Forward(const Schedule& schedule) {
   // The backend picks the tokens itself (on the GPU only ids, and the log-probabilities
   // asked for, cross the bus).
   BuildSampling(schedule, &batch);
+  // Constrained rows' masks are computed on the mask thread while the backend runs the
+  // forward; it waits for them only to pick the tokens. Completions forked at a row share
+  // its mask: they start where their parent stands in the grammar.
+  grammar_masks_->BeginStep(batch.num_logit_rows());
+  for (size_t c = 0; c < schedule.chunks.size(); ++c) {
+    Sequence* seq = schedule.chunks[c].sequence;
+    if (!schedule.chunks[c].need_logits || seq->matcher == nullptr) continue;
+    const int32_t row = sampling_batch_.samples[static_cast<size_t>(chunk_sampling_[c].sample)].logits_row;
+    RETURN_IF_ERROR(grammar_masks_->AddRow(static_cast<size_t>(row), seq->matcher.get()));
+  }
+  batch.masks = grammar_masks_->Start();
   const auto compute_start = std::chrono::steady_clock::now();
   absl::Status forward;
   if (use_chain_) {
@@ -108,6 +120,7 @@ absl::Status Engine::Forward(const Schedule& schedule) {
     forward = all_greedy ? backend_->ForwardGreedy(batch, &step_tokens_)
                          : backend_->ForwardSampled(batch, sampling_rows_, &step_tokens_);
   }
+  grammar_masks_->Finish();
   last_compute_seconds_ = SecondsSince(compute_start);
   return forward;
 }
@@ -125,6 +138,7 @@ void Engine::CommitLocked(const Schedule& schedule, std::vector<StepEvent>* even
   }
   CommitSamplesLocked(schedule, std::chrono::steady_clock::now(), events);  // every token of the step is delivered now
   policy_.ObserveCompute(step_tokens, last_compute_seconds_);
+  grammar_mask_counters_ = grammar_masks_->counters();
   scheduler_.EndStep();
 }
 
@@ -184,12 +198,18 @@ void Engine::CommitSamplesLocked(const Schedule& schedule, std::chrono::steady_c
       scheduler_.Fork(seq, child);
       forked.push_back(child);
     }
-    CommitTokenLocked(seq, token_of(cs.sample), logprobs_of(cs.sample), now, events);
+    // A constrained sequence's token goes through its grammar first (which may end it).
+    const size_t sample_row = static_cast<size_t>(sampling_batch_.samples[static_cast<size_t>(cs.sample)].logits_row);
+    auto commit = [&](Sequence* s, int32_t sample) {
+      const int32_t token = token_of(sample);
+      if (s->matcher != nullptr && !AcceptGrammarTokenLocked(s, sample_row, token, events)) return;
+      CommitTokenLocked(s, token, logprobs_of(sample), now, events);
+    };
+    commit(seq, cs.sample);
     for (size_t i = 0; i < cs.forks.size(); ++i) {
       Sequence* child = cs.forks[i];
       if (std::find(forked.begin(), forked.end(), child) == forked.end()) continue;
-      const int32_t sample = cs.sample + 1 + static_cast<int32_t>(i);
-      CommitTokenLocked(child, token_of(sample), logprobs_of(sample), now, events);
+      commit(child, cs.sample + 1 + static_cast<int32_t>(i));
     }
   }
 }

@@ -4,11 +4,13 @@
 #define KVTIER_ENGINE_SAMPLING_PARAMS_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "grammar/grammar.h"
 
 namespace kvtier {
 
@@ -37,6 +39,9 @@ struct SamplingParams {
   // Prefix-cache blocks are shared only between sequences of the same namespace ("" is the
   // default one): UTF-8 without NUL, at most kMaxCacheNamespaceBytes (kv/block_hash.h).
   std::string cache_namespace;
+  // Structured output: the generated text must be a sentence of this grammar (from a JSON
+  // schema or GBNF); null = unconstrained. Shared: requests are copied per sequence.
+  std::shared_ptr<const grammar::Grammar> grammar;
 
   bool greedy() const { return temperature == 0.0f || top_k == 1; }
   bool has_penalties() const {

@@ -14,6 +14,7 @@
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
 #include "engine/token_history.h"
+#include "grammar/matcher.h"
 #include "kv/kv_cache_manager.h"
 #include "tokenizer/stop_strings.h"
 #include "tokenizer/stream_decoder.h"
@@ -21,7 +22,9 @@
 namespace kvtier {
 
 enum class SequenceState { kWaiting = 0, kRunning = 1, kPaused = 2, kFinished = 3 };
-enum class FinishReason { kNone = 0, kStop = 1, kLength = 2, kCancelled = 3, kError = 4 };
+// kGrammar: the output is a complete sentence of the sequence's grammar (nothing more could
+// follow, or an end token came when it was complete).
+enum class FinishReason { kNone = 0, kStop = 1, kLength = 2, kCancelled = 3, kError = 4, kGrammar = 5 };
 
 // One token's log-probability and its most likely alternatives (SamplingParams::logprobs).
 struct TokenLogprobs {
@@ -67,6 +70,9 @@ struct Sequence {
   std::unique_ptr<tokenizer::StreamDecoder> detokenizer;
   std::unique_ptr<tokenizer::StopStringMatcher> stop_strings;
   std::string text;
+  // Grammar-constrained sequences: where the output stands in the grammar. Kept across
+  // preemption (a recompute replays the KV, not the tokens).
+  std::unique_ptr<grammar::Matcher> matcher;
   // When it was added, and when its last token was produced (latency histograms).
   std::chrono::steady_clock::time_point added_at = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point last_token_at;

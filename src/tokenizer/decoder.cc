@@ -18,6 +18,9 @@ class SequenceDecoder final : public Decoder {
   void DecodeChain(std::vector<std::string>* tokens) const override {
     for (const auto& part : parts_) part->DecodeChain(tokens);
   }
+  void TokenToBytes(std::string* token) const override {
+    for (const auto& part : parts_) part->TokenToBytes(token);
+  }
 
  private:
   std::vector<std::unique_ptr<Decoder>> parts_;
@@ -53,6 +56,15 @@ class ByteLevelDecoder final : public Decoder {
     flush();
     tokens->swap(out);
   }
+  void TokenToBytes(std::string* token) const override {
+    if (added_->contains(*token)) return;
+    const ByteLevelTable& table = ByteLevelTable::Get();
+    std::string bytes;
+    for (size_t pos = 0; pos < token->size();) {
+      bytes.push_back(static_cast<char>(table.ByteOf(NextChar(*token, &pos)).value_or(0)));
+    }
+    token->swap(bytes);
+  }
 
  private:
   const StringSet* added_;
@@ -65,6 +77,7 @@ class ReplaceDecoder final : public Decoder {
   void DecodeChain(std::vector<std::string>* tokens) const override {
     for (std::string& token : *tokens) token = pattern_.ReplaceAll(token, content_);
   }
+  void TokenToBytes(std::string* token) const override { *token = pattern_.ReplaceAll(*token, content_); }
 
  private:
   Pattern pattern_;
@@ -94,6 +107,10 @@ class ByteFallbackDecoder final : public Decoder {
     flush();
     tokens->swap(out);
   }
+  void TokenToBytes(std::string* token) const override {
+    const int byte = ParseByteToken(*token);
+    if (byte >= 0) token->assign(1, static_cast<char>(byte));
+  }
 
  private:
   static int Hex(char c) {
@@ -117,6 +134,7 @@ class FuseDecoder final : public Decoder {
     std::string joined = absl::StrJoin(*tokens, "");
     tokens->assign(1, std::move(joined));
   }
+  void TokenToBytes(std::string*) const override {}
 };
 
 // Removes up to `start` leading and `stop` trailing copies of a one-character content from
@@ -140,6 +158,8 @@ class StripDecoder final : public Decoder {
       token = std::string(view);
     }
   }
+  // Strip acts on the start and end of the whole text (after Fuse), not on a token inside it.
+  void TokenToBytes(std::string*) const override {}
 
  private:
   std::string content_;
@@ -157,6 +177,7 @@ class MetaspaceDecoder final : public Decoder {
       if (add_prefix_space_ && i == 0 && !token.empty() && token[0] == ' ') token.erase(0, 1);
     }
   }
+  void TokenToBytes(std::string* token) const override { *token = absl::StrReplaceAll(*token, {{replacement_, " "}}); }
 
  private:
   std::string replacement_;

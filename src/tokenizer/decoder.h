@@ -26,6 +26,11 @@ class Decoder {
       const Json& config, const StringSet* added_contents);
 
   virtual void DecodeChain(std::vector<std::string>* tokens) const = 0;
+  // Rewrites one token's string into the bytes it adds to the decoded text when it stands
+  // after other text: raw bytes (no UTF-8 repair, so a token may hold part of a
+  // character); steps that depend on position or neighbours (Strip, Fuse, Metaspace's
+  // first-token rule) leave it unchanged. Grammar matching reads tokens through this.
+  virtual void TokenToBytes(std::string* token) const = 0;
 };
 
 }  // namespace kvtier::tokenizer

@@ -215,6 +215,14 @@ absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int32_t> ids,
   return text;
 }
 
+std::optional<std::string> Tokenizer::TokenBytes(int32_t id) const {
+  const std::string* token = model_->IdToToken(id);
+  if (token == nullptr || special_contents_.contains(*token)) return std::nullopt;
+  std::string bytes = *token;
+  if (decoder_ != nullptr) decoder_->TokenToBytes(&bytes);
+  return bytes;
+}
+
 absl::StatusOr<std::string> Tokenizer::ApplyChatTemplate(absl::Span<const ChatMessage> messages,
                                                          bool add_generation_prompt) const {
   ChatOptions options;

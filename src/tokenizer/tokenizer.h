@@ -75,6 +75,10 @@ class Tokenizer {
   absl::StatusOr<std::string> IdToToken(int32_t id) const;
   // Whether id is a special token (skipped by skip_special_tokens).
   bool IsSpecial(int32_t id) const;
+  // The bytes id adds to decoded text when it follows other text (Decoder::TokenToBytes:
+  // raw, possibly part of a character); nullopt for special tokens and unknown ids. What
+  // grammar-constrained generation matches tokens by.
+  std::optional<std::string> TokenBytes(int32_t id) const;
 
   std::optional<int32_t> bos_id() const { return bos_id_; }
   std::optional<int32_t> eos_id() const { return eos_id_; }

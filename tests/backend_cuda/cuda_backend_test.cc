@@ -368,6 +368,94 @@ TEST_F(CudaBackendTest, SampledTokensMatchHostSamplingOfTheSameLogits) {
   EXPECT_EQ((*gpu)->allocations_after_init(), 0);
 }
 
+// Grammar masks (TokenMasks): greedy and sampled picks on the device equal the host
+// reference picking from the backend's own logits with the same masks applied (-inf where
+// not allowed), over a batch the small workspace splits into pieces, with masked and
+// unmasked rows mixed and a decode batch that would otherwise replay a graph; the masks are
+// waited for (the wait runs after the forward is queued). No device allocation.
+TEST_F(CudaBackendTest, GrammarMasksApplyBeforeThePick) {
+  auto spec = RandomCheckpointPreset("tiny-llama");
+  ASSERT_TRUE(spec.ok());
+  spec->seed = rng_();
+  auto checkpoint = MakeCheckpoint(*spec, "masked");
+  ASSERT_NE(checkpoint, nullptr);
+  BackendOptions small;
+  small.max_tokens_per_step = 16;
+  small.max_sequences = 3;
+  auto gpu = CudaBackend::Create(*checkpoint, small);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_TRUE((*gpu)->AllocateKvPool(64).ok());
+  ASSERT_TRUE((*gpu)->WarmUp().ok());
+  const int64_t vocab = (*gpu)->vocab_size();
+  const int32_t words = static_cast<int32_t>((vocab + 31) / 32);
+  std::vector<int32_t> tokens = {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+  std::vector<std::vector<int32_t>> tables = {{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}};
+  ForwardBatch prefill;
+  for (const auto& table : tables) prefill.chunks.push_back({tokens, 0, table, false});
+  std::vector<float> unused;
+  ASSERT_TRUE((*gpu)->Forward(prefill, &unused).ok());
+  for (bool decode_only : {false, true}) {
+    ForwardBatch batch;
+    for (int i = 0; i < 5; ++i) {
+      if (i == 0 && !decode_only) {
+        batch.chunks.push_back({tokens, 0, tables[0], true});
+      } else {
+        batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(i, 1), 11, tables[i], true});
+      }
+    }
+    // Rows 0, 2, 3 and 4 masked (row 1 free): random masks of a few allowed tokens, one
+    // row allowing a single token.
+    void* pinned = *(*gpu)->AllocateHostMemory(static_cast<size_t>(4 * words) * 4);
+    uint32_t* words_ptr = static_cast<uint32_t*>(pinned);
+    std::fill(words_ptr, words_ptr + 4 * words, 0u);
+    TokenMasks masks;
+    masks.words_per_row = words;
+    masks.words = words_ptr;
+    masks.num_slots = 4;
+    masks.slot_of_row = {0, TokenMasks::kNoMask, 1, 2, 3};
+    for (int slot = 0; slot < 4; ++slot) {
+      const int allowed = slot == 2 ? 1 : 7;
+      for (int k = 0; k < allowed; ++k) {
+        const int64_t t = static_cast<int64_t>(rng_() % static_cast<uint64_t>(vocab));
+        words_ptr[slot * words + t / 32] |= 1u << (t % 32);
+      }
+    }
+    bool waited = false;
+    masks.wait = [&] { waited = true; };
+    batch.masks = &masks;
+    std::vector<float> logits;
+    ASSERT_TRUE((*gpu)->Forward(batch, &logits).ok());  // ignores the masks
+    for (size_t r = 0; r < 5; ++r) {
+      if (const uint32_t* m = masks.Row(r)) ApplyTokenMask(m, std::span<float>(logits).subspan(r * vocab, vocab));
+    }
+    std::vector<int32_t> ids;
+    ASSERT_TRUE((*gpu)->ForwardGreedy(batch, &ids).ok());
+    EXPECT_TRUE(waited);
+    ASSERT_EQ(ids.size(), 5u);
+    for (size_t r = 0; r < 5; ++r) {
+      EXPECT_EQ(ids[r], Argmax(logits.data() + r * vocab, vocab)) << "greedy row " << r;
+      if (const uint32_t* m = masks.Row(r)) {
+        EXPECT_TRUE((m[ids[r] / 32] >> (ids[r] % 32)) & 1u);
+      }
+    }
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    const std::vector<RowSampling> rows = {{1.0f, 0, 1.0f, unit(rng_)}, {1.0f, 0, 1.0f, unit(rng_)},
+                                           {0.8f, 20, 0.9f, unit(rng_)}, {1.5f, 0, 0.5f, unit(rng_)},
+                                           {1.0f, 3, 1.0f, unit(rng_)}};
+    ASSERT_TRUE((*gpu)->ForwardSampled(batch, rows, &ids).ok());
+    for (size_t r = 0; r < 5; ++r) {
+      EXPECT_TRUE(cuda_test::SampledLikeReference(std::span<const float>(logits).subspan(r * vocab, vocab), rows[r],
+                                                  ids[r]))
+          << "sampled row " << r;
+      if (const uint32_t* m = masks.Row(r)) {
+        EXPECT_TRUE((m[ids[r] / 32] >> (ids[r] % 32)) & 1u) << "row " << r;
+      }
+    }
+    (*gpu)->FreeHostMemory(pinned);
+  }
+  EXPECT_EQ((*gpu)->allocations_after_init(), 0);
+}
+
 // Decode steps replayed from CUDA graphs (padded to a batch bucket) pick the same tokens
 // as the same steps run eagerly, for batches that need no padding, padding within the GEMV
 // sizes (3 -> 4) and padding on the cuBLAS path (12 -> 16); contexts grow across steps so

@@ -355,6 +355,75 @@ static void test_cache_namespace(const char* model_dir) {
   CHECK(kvt_live_handles() == 0);
 }
 
+/* Structured output: setters refuse what does not compile, naming where; generation under a
+ * JSON schema or a GBNF grammar ends complete with KVT_FINISH_REASON_GRAMMAR. */
+static void test_structured(const char* model_dir, const char* text_model_dir) {
+  char err[512], text[4096];
+  kvt_model* model = NULL;
+  kvt_model* plain = NULL;
+  kvt_context* ctx = NULL;
+  kvt_context* plain_ctx = NULL;
+  kvt_options* opts = NULL;
+  kvt_request* req = NULL;
+  int32_t reason = 0;
+  int64_t id = 0;
+  int i, len;
+
+  kvt_request_create(&req);
+  CHECK_STATUS(kvt_request_set_json_schema(req, "{\"properties\":{\"a\":{\"type\":\"string\",\"pattern\":\"x\"}}}"),
+               KVT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(kvt_request_errmsg(req), "#/properties/a") != NULL && strstr(kvt_request_errmsg(req), "pattern") != NULL);
+  CHECK_STATUS(kvt_request_set_json_schema(req, "{\"type\":"), KVT_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(kvt_request_set_grammar(req, "root ::= \"a\"\nx ::= y\n"), KVT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(kvt_request_errmsg(req), "line 2, column 7") != NULL);
+  CHECK_STATUS(kvt_request_set_grammar(req, "root ::= root \"a\" | \"b\"\n"), KVT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(kvt_request_errmsg(req), "left recursion") != NULL);
+  CHECK_STATUS(kvt_request_set_json_schema(NULL, "{}"), KVT_ERR_INVALID_ARGUMENT);
+
+  kvt_options_create(&opts);
+  kvt_options_set_string(opts, "backend", "cpu");
+  /* A model without tokenizer.json cannot take a grammar. */
+  CHECK_STATUS(kvt_model_load(model_dir, &plain, err, sizeof err), KVT_OK);
+  CHECK_STATUS(kvt_context_create(plain, opts, &plain_ctx, err, sizeof err), KVT_OK);
+  kvt_request_set_prompt_tokens(req, (const int32_t[]){1, 2, 3}, 3);
+  CHECK_STATUS(kvt_request_set_grammar(req, "root ::= \"yes\" | \"no\"\n"), KVT_OK);
+  CHECK_STATUS(kvt_sequence_add(plain_ctx, req, &id), KVT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(kvt_context_errmsg(plain_ctx), "tokenizer") != NULL);
+
+  CHECK_STATUS(kvt_model_load(text_model_dir, &model, err, sizeof err), KVT_OK);
+  CHECK_STATUS(kvt_context_create(model, opts, &ctx, err, sizeof err), KVT_OK);
+  kvt_request_set_prompt_text(req, "Answer:", 7);
+  kvt_request_set_temperature(req, 1.0f);
+  kvt_request_set_max_new_tokens(req, 64);
+  for (i = 0; i < 4; ++i) {
+    kvt_request_set_seed(req, i);
+    len = generate_text(ctx, req, text, sizeof text, &reason);
+    CHECK(reason == KVT_FINISH_REASON_GRAMMAR);
+    CHECK(len >= 0 && (strcmp(text, "yes") == 0 || strcmp(text, "no") == 0));
+  }
+  CHECK_STATUS(kvt_request_set_json_schema(
+                   req, "{\"type\":\"object\",\"properties\":{\"ok\":{\"type\":\"boolean\"}},\"required\":[\"ok\"],"
+                        "\"additionalProperties\":false}"),
+               KVT_OK);
+  len = generate_text(ctx, req, text, sizeof text, &reason);
+  CHECK(reason == KVT_FINISH_REASON_GRAMMAR);
+  CHECK(len > 0 && text[0] == '{' && text[len - 1] == '}' && strstr(text, "\"ok\"") != NULL);
+  /* NULL removes the constraint. */
+  CHECK_STATUS(kvt_request_set_json_schema(req, NULL), KVT_OK);
+  kvt_request_set_ignore_eos(req, 1);
+  kvt_request_set_max_new_tokens(req, 5);
+  generate_text(ctx, req, text, sizeof text, &reason);
+  CHECK(reason == KVT_FINISH_REASON_LENGTH);
+
+  kvt_request_free(req);
+  kvt_context_free(ctx);
+  kvt_context_free(plain_ctx);
+  kvt_options_free(opts);
+  kvt_model_free(model);
+  kvt_model_free(plain);
+  CHECK(kvt_live_handles() == 0);
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s MODEL_DIR TEXT_MODEL_DIR\n", argv[0]);
@@ -366,6 +435,7 @@ int main(int argc, char** argv) {
   test_generation(argv[1]);
   test_cache_namespace(argv[1]);
   test_text(argv[2]);
+  test_structured(argv[1], argv[2]);
   printf("%d passed, %d failed\n", checks - failures, failures);
   return failures == 0 ? 0 : 1;
 }

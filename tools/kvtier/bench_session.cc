@@ -1,6 +1,8 @@
 // Implementation of BenchSession and the workloads W1-W4 and W7 (bench_session.h).
 #include "bench_session.h"
 
+#include "bench_grammar.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -112,6 +114,7 @@ if (id == "W1") {
       s.rows.push_back({"W2s", "decode tok/s, logprobs 5 + penalties", "tok/s", decode_c, decode_limit, decode,
                         0.9 * decode, true, rc.error});
     }
+    if (!s.json_schema_file.empty()) RunW2WithSchema(big, w, decode, decode_limit, s.json_schema_file, &s);
   } else if (id == "W3") {
     WorkloadSpec capped = s.GpuSpec(id, 32, 2048, 128);
     capped.options["gpu_mem_limit"] = "24GiB";

@@ -21,6 +21,7 @@ struct BenchSession {
   std::map<std::string, json> baseline;  // scenario -> hf_baseline.py result
   GpuMemorySampler* sampler = nullptr;   // null when GPU memory is not sampled
   bool sampler_controls = false;         // W2 runs again with the sampler chain on (W2s)
+  std::string json_schema_file;          // W2 runs again with it (W2j) when given
   json out;                              // the results JSON
   std::vector<Row> rows;                 // the printed table
 

@@ -127,6 +127,12 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
     kvt_request_set_prompt_tokens(warm, p.data(), 16);
     kvt_request_set_max_new_tokens(warm, 4);
     kvt_request_set_ignore_eos(warm, 1);
+    // With a schema, the warm-up compiles it too (later adds hit the cache).
+    if (!w.json_schema.empty() && kvt_request_set_json_schema(warm, w.json_schema.c_str()) != KVT_OK) {
+      r.error = std::string("json schema: ") + kvt_request_errmsg(warm);
+      kvt_request_free(warm);
+      return r;
+    }
     int32_t buf[8], len = 0;
     kvt_status s = kvt_generate(h.context, warm, buf, 8, &len, nullptr);
     kvt_request_free(warm);
@@ -157,6 +163,7 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
       kvt_request_set_frequency_penalty(req, 0.2f);
       kvt_request_set_logit_bias(req, bias_tokens, biases, 3);
     }
+    if (!w.json_schema.empty()) kvt_request_set_json_schema(req, w.json_schema.c_str());
   }
   kvt_events_create(&h.events);
   std::map<int64_t, int> produced;
@@ -194,6 +201,7 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
       int32_t token = 0, reason = 0;
       kvt_events_get(h.events, i, &seq, &token, &reason);
       if (reason == KVT_FINISH_REASON_ERROR || reason == KVT_FINISH_REASON_CANCELLED) ++errors;
+      if (reason == KVT_FINISH_REASON_GRAMMAR) ++r.grammar_finished;
       if (reason != KVT_FINISH_REASON_NONE) progress.Update("sequences", ++finished, w.num_seqs);
       if (token == KVT_NO_TOKEN) continue;
       if (w.sampler_controls) {  // read as a consumer would
@@ -242,7 +250,8 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
     r.error = std::to_string(errors) + " sequences ended in error/cancel";
     return r;
   }
-  r.ok = r.generated == static_cast<int64_t>(w.num_seqs) * w.gen;
+  // A constrained sequence may complete its schema before w.gen tokens.
+  r.ok = r.generated == static_cast<int64_t>(w.num_seqs) * w.gen || (!w.json_schema.empty() && r.generated > 0);
   if (!r.ok) r.error = "generated " + std::to_string(r.generated) + " tokens, expected " + std::to_string(w.num_seqs * w.gen);
   return r;
 }

@@ -34,6 +34,7 @@ struct WorkloadSpec {
   // The sampler chain on (--sampler-controls): each request reports log-probabilities with
   // 5 alternatives (read from every event) and has every penalty and a logit bias on.
   bool sampler_controls = false;
+  std::string json_schema;                     // every sequence constrained by it (and the warm-up)
 };
 
 struct RunResult {
@@ -51,6 +52,7 @@ struct RunResult {
   int64_t peak_process_mib = 0, peak_device_mib = 0;
   int interrupt_signal = 0;  // SIGINT/SIGTERM ended it early (sequences cancelled)
   double context_create_s = NAN;  // kvt_context_create; NaN when run in an existing context
+  int64_t grammar_finished = 0;  // sequences that completed their JSON schema
 };
 
 

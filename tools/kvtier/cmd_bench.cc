@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench_context.h"
+#include "bench_grammar.h"
 #include "bench_plan.h"
 #include "bench_session.h"
 #include "bench_tiers.h"
@@ -48,6 +49,10 @@ struct BenchFlags {
   std::string backend = "cuda";
   double time_limit = 150, tier_time_limit = 0;
   bool sampler_controls = false;
+  // Structured output: W2 again with this schema; or the grammar mask timing alone.
+  std::string json_schema;
+  bool grammar_mask = false;
+  bench::GrammarMaskOptions mask;
 };
 
 void AddFlags(CommandLine* cl, BenchFlags* f) {
@@ -88,6 +93,18 @@ void AddFlags(CommandLine* cl, BenchFlags* f) {
   cl->AddSwitch("--sampler-controls", &f->sampler_controls,
                 "W2 runs again right after with log-probabilities (5 alternatives), every penalty and a logit "
                 "bias on (W2s: target >= 90% of the plain W2 decode tok/s; JSON workloads.W2_sampler_controls)");
+  cl->AddString("--json-schema", &f->json_schema,
+                "W2 runs again with this JSON schema on every sequence (W2j) and reports constrained / "
+                "unconstrained decode; the model needs a tokenizer.json (the first --tokenizer is copied in)",
+                "FILE");
+  cl->AddSwitch("--grammar-mask", &f->grammar_mask,
+                "instead of the workloads: grammar compile and mask times per --tokenizer over --schemas and --grammars");
+  cl->AddStrings("--tokenizer", &f->mask.tokenizers, "tokenizer.json or its directory (repeatable)", "PATH");
+  cl->AddString("--schemas", &f->mask.schemas, "JSON schemas (*.json) for --grammar-mask (default tests/grammar/schemas)",
+                "DIR");
+  cl->AddString("--grammars", &f->mask.grammars,
+                "GBNF grammars (*.gbnf) for --grammar-mask (default tests/grammar/grammars)", "DIR");
+  cl->AddInt("--grammar-steps", &f->mask.steps, 1, 1000000, "masks timed per schema or grammar (default 64)", "N");
 }
 
 // The selected workloads in run order: W7 first (its RSS is read before the big checkpoint
@@ -213,6 +230,10 @@ int BenchMain(int argc, char** argv) {
   BenchFlags f;
   AddFlags(&cl, &f);
   if (auto status = cl.Parse(argc, argv)) return *status;
+  if (f.grammar_mask) {
+    f.mask.json = f.json;
+    return bench::RunGrammarMaskBench(f.mask);
+  }
   const std::vector<std::string> workloads = Selected(f);
   bench::BenchPlanInput input;
   input.workloads = std::set<std::string>(workloads.begin(), workloads.end());
@@ -231,8 +252,14 @@ int BenchMain(int argc, char** argv) {
     return cl.Fail(kExitFailure, s.message());
   }
 
+  if (!f.json_schema.empty() && !f.mask.tokenizers.empty()) {
+    if (absl::Status t = bench::EnsureModelTokenizer(plan->model_dir, f.mask.tokenizers[0]); !t.ok()) {
+      return cl.Fail(kExitFailure, t.message());
+    }
+  }
   bench::BenchSession s;
   s.backend = f.backend;
+  s.json_schema_file = f.json_schema;
   s.time_limit = f.time_limit;
   s.sampler_controls = f.sampler_controls;
   s.tier_time_limit = cl.app().count("--tier-time-limit") > 0 ? f.tier_time_limit : f.time_limit;

@@ -5,8 +5,11 @@
 // saves the disk cache, before exiting with 128 + the signal number. Runs once per process;
 // not thread-safe.
 #include <cstdio>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -44,6 +47,8 @@ struct RunFlags {
   std::string cache_namespace;
   std::string metrics;  // --metrics FILE ("-": stdout); empty: none
   SamplingFlags sampling;
+  // Structured output: the files' paths, then their text (read after parsing).
+  std::string json_schema_file, grammar_file, json_schema, grammar;
   ContextFlags context;
   const CLI::App* app = nullptr;  // for Given
   bool Given(const char* flag) const { return app->count(flag) > 0; }
@@ -75,6 +80,10 @@ void AddFlags(CommandLine* cl, RunFlags* f) {
   cl->AddString("--metrics", &f->metrics,
                 "write the statistics in the Prometheus text format to FILE (\"-\": stdout) when done", "FILE");
   f->sampling.AddTo(cl);
+  cl->AddString("--json-schema", &f->json_schema_file,
+                "constrain every output to JSON valid against the JSON schema in FILE", "FILE");
+  cl->AddString("--grammar", &f->grammar_file, "constrain every output to the GBNF grammar in FILE (llama.cpp syntax)",
+                "FILE");
   f->context.AddTo(cl);
   f->app = &cl->app();
 }
@@ -101,6 +110,7 @@ const char* FinishName(int32_t reason) {
     case KVT_FINISH_REASON_LENGTH: return "length";
     case KVT_FINISH_REASON_CANCELLED: return "cancelled";
     case KVT_FINISH_REASON_ERROR: return "error";
+    case KVT_FINISH_REASON_GRAMMAR: return "grammar";
     default: return "none";
   }
 }
@@ -261,6 +271,8 @@ std::string MakeRequest(const RunFlags& f, size_t i, kvt_model* model, kvt_reque
   if (s == KVT_OK) s = kvt_request_set_stop_tokens(r, f.stop_ids.data(), static_cast<int32_t>(f.stop_ids.size()));
   if (s == KVT_OK) s = kvt_request_set_ignore_eos(r, f.ignore_eos ? 1 : 0);
   if (s == KVT_OK) s = kvt_request_set_cache_namespace(r, f.cache_namespace.c_str());
+  if (s == KVT_OK && !f.json_schema_file.empty()) s = kvt_request_set_json_schema(r, f.json_schema.c_str());
+  if (s == KVT_OK && !f.grammar_file.empty()) s = kvt_request_set_grammar(r, f.grammar.c_str());
   if (s != KVT_OK) return kvt_request_errmsg(r);
   return f.sampling.Apply(r, [&](const char* flag) { return f.Given(flag); });
 }
@@ -290,6 +302,16 @@ int RunMain(int argc, char** argv) {
   AddFlags(&cl, &f);
   if (auto status = cl.Parse(argc, argv)) return *status;
   if (f.prompt_ids.empty() && f.prompts.empty()) return cl.UsageError("give at least one --prompt-ids or --prompt");
+  for (const auto& [flag, path, text] : {std::tuple<const char*, const std::string*, std::string*>{
+                                             "--json-schema", &f.json_schema_file, &f.json_schema},
+                                         {"--grammar", &f.grammar_file, &f.grammar}}) {
+    if (path->empty()) continue;
+    std::ifstream in(*path, std::ios::binary);
+    std::stringstream content;
+    content << in.rdbuf();
+    if (!in) return cl.UsageError(absl::StrCat(flag, ": cannot read ", *path));
+    *text = content.str();
+  }
   InstallInterruptHandlers();
 
   Handles h;

@@ -89,6 +89,7 @@ namespace Kvtier
         private int[] stopTokens;
         private bool? ignoreEos, pinPrefix;
         private string promptText;
+        private string jsonSchema, grammar;
         private readonly List<KeyValuePair<string, string>> chat = new List<KeyValuePair<string, string>>();
         private readonly List<string> stopStrings = new List<string>();
         private string cacheNamespace;
@@ -129,6 +130,14 @@ namespace Kvtier
         /// never changes the generated tokens. At most 256 bytes of UTF-8, no NUL character;
         /// checked when the request is added (KvtierException, Status.InvalidArgument).</summary>
         public Request CacheNamespace(string ns) { cacheNamespace = ns; return this; }
+        /// <summary>Structured output: the generated text must be JSON valid against this JSON
+        /// schema (the subset tool definitions use); the sequence ends with FinishReason.Grammar
+        /// once it is complete. Replaces a grammar; null removes the constraint. An unsupported
+        /// schema throws KvtierException naming where, when the request is added.</summary>
+        public Request JsonSchema(string schema) { jsonSchema = schema; grammar = null; return this; }
+        /// <summary>Structured output: the generated text must be a sentence of this grammar in
+        /// llama.cpp's GBNF syntax (rule root starts it); otherwise as JsonSchema.</summary>
+        public Request Grammar(string gbnf) { grammar = gbnf; jsonSchema = null; return this; }
         /// <summary>Keeps the prompt's full KV blocks on the device tier once computed (never
         /// evicted) until Context.UnpinPrefixes.</summary>
         public Request PinPrefix(bool pin) { pinPrefix = pin; return this; }
@@ -208,6 +217,8 @@ namespace Kvtier
                     byte[] ns = System.Text.Encoding.UTF8.GetBytes(cacheNamespace + "\0");
                     Check(r, kvtier.kvt_request_set_cache_namespace(r, ns));
                 }
+                if (jsonSchema != null) Check(r, kvtier.kvt_request_set_json_schema(r, Utf8z(jsonSchema)));
+                if (grammar != null) Check(r, kvtier.kvt_request_set_grammar(r, Utf8z(grammar)));
                 if (pinPrefix.HasValue) Check(r, kvtier.kvt_request_set_pin_prefix(r, pinPrefix.Value ? 1 : 0));
                 if (minP.HasValue) Check(r, kvtier.kvt_request_set_min_p(r, minP.Value));
                 if (repetitionPenalty.HasValue) Check(r, kvtier.kvt_request_set_repetition_penalty(r, repetitionPenalty.Value));
@@ -235,6 +246,14 @@ namespace Kvtier
                 throw;
             }
             return handle;
+        }
+
+        // UTF-8 with the terminating NUL a C string needs.
+        private static byte[] Utf8z(string s)
+        {
+            byte[] b = System.Text.Encoding.UTF8.GetBytes(s);
+            Array.Resize(ref b, b.Length + 1);
+            return b;
         }
 
         private static void Check(SWIGTYPE_p_kvt_request r, int status)

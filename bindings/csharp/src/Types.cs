@@ -48,7 +48,11 @@ namespace Kvtier
         /// <summary>Cancelled (Cancel, a cancelled token, Dispose).</summary>
         Cancelled = 3,
         /// <summary>The sequence failed alone.</summary>
-        Error = 4
+        Error = 4,
+        /// <summary>The output is complete per the request's JSON schema or grammar
+        /// (Request.JsonSchema, Request.Grammar); a constrained sequence that ends any other
+        /// way is incomplete.</summary>
+        Grammar = 5
     }
 
     /// <summary>Where a sequence is in its life (kvt_sequence_state).</summary>

@@ -180,6 +180,38 @@ namespace Kvtier.Tests
         }
 
         [Test]
+        public void StructuredOutput()
+        {
+            using (Model m = Model.Load(Environment.GetEnvironmentVariable("KVTIER_TEST_TEXT_MODEL")))
+            using (Context c = Context.Create(m, Cpu()))
+            {
+                var err = Assert.Throws<KvtierException>(() =>
+                    c.Add(new Request().PromptText("x").JsonSchema("{\"type\":\"string\",\"pattern\":\"a\"}")));
+                Assert.AreEqual(Status.InvalidArgument, err.Status);
+                StringAssert.Contains("'pattern' is not supported", err.Message);
+                err = Assert.Throws<KvtierException>(() => c.Add(new Request().PromptText("x").Grammar("root ::= nothing\n")));
+                StringAssert.Contains("GBNF line 1, column 10", err.Message);
+                string[] answers = { "yes", "no", "\u00e9t\u00e9 \U0001F642" };
+                for (long seed = 1; seed <= 3; ++seed)
+                {
+                    using (Sequence s = c.Add(new Request().PromptText("Answer:").Temperature(1).Seed(seed).MaxNewTokens(32)
+                               .Grammar("root ::= \"yes\" | \"no\" | \"\u00e9t\u00e9 \U0001F642\"\n")))
+                    {
+                        c.RunUntilIdle();
+                        foreach (Event e in s) { }
+                        Assert.AreEqual(FinishReason.Grammar, s.FinishReason);
+                        CollectionAssert.Contains(answers, s.Text());
+                    }
+                }
+                string schema = "{\"type\":\"object\",\"properties\":{\"ok\":{\"type\":\"boolean\"}}," +
+                                "\"required\":[\"ok\"],\"additionalProperties\":false}";
+                Generation g = c.Generate(new Request().PromptText("JSON:").Temperature(1).MaxNewTokens(64).JsonSchema(schema));
+                Assert.AreEqual(FinishReason.Grammar, g.FinishReason);
+                StringAssert.IsMatch("^\\{\\s*\"ok\"\\s*:\\s*(true|false)\\s*\\}$", m.Detokenize(g.Tokens, true));
+            }
+        }
+
+        [Test]
         public void CancellationTokenStopsStreamingAndGeneration()
         {
             using (Model m = Model.Load(ModelDir))

@@ -233,6 +233,7 @@ int64_t CudaBackend::WorkspaceBytes() const {
   const int64_t wide = std::max(config_.q_dim() + 2 * config_.kv_dim(), 2 * inter);
   return t * h * 4 + t * h * 2 + t * wide * 2 + 2 * t * config_.q_dim() * 2 + t * h * 2 +
          t * inter * 2 + max_chunks_ * config_.vocab_size * 4 + max_chunks_ * 4 +
+         max_chunks_ * ((config_.vocab_size + 31) / 32) * 4 +
          (fast_attention_ ? 0 : partial_slots_ * config_.num_heads * (config_.head_dim + 2) * 4) +
          (32 << 20) +
          static_cast<int64_t>(meta_capacity_) + 64 * 256 +
@@ -311,6 +312,7 @@ absl::Status CudaBackend::Init(const WeightLoader& loader) {
                    AlignMetaBytes(max_items_ * sizeof(cuda::AttentionItem)) +
                    AlignMetaBytes((max_tokens_ + max_chunks_) * sizeof(cuda::PrefillTile)) +
                    AlignMetaBytes(max_chunks_ * sizeof(cuda::SampleParams)) +
+                   AlignMetaBytes(max_chunks_ * 4) +
                    AlignMetaBytes(max_table_entries_ * 4) + 4 * 256;
 
   const int64_t needed = device_bytes_ + WeightBytes() + WorkspaceBytes();
@@ -415,6 +417,8 @@ absl::Status CudaBackend::Init(const WeightLoader& loader) {
   ASSIGN_OR_RETURN(ws_.argmax_scratch,
                    DeviceAlloc(cuda::ArgmaxScratchBytes(static_cast<int>(max_chunks_)),
                                "argmax partials"));
+  ASSIGN_OR_RETURN(void* masks, DeviceAlloc(max_chunks_ * ((config_.vocab_size + 31) / 32) * 4, "grammar masks"));
+  ws_.masks = static_cast<uint32_t*>(masks);
   if (!fast_attention_) {  // the generic attention's split partials
     ASSIGN_OR_RETURN(ws_.partial_out,
                      alloc_f32(partial_slots_ * config_.num_heads * config_.head_dim, "partials"));
@@ -545,8 +549,12 @@ absl::Status CudaBackend::Forward(const ForwardBatch& batch, std::vector<float>*
 absl::Status CudaBackend::ForwardGreedy(const ForwardBatch& batch,
                                         std::vector<int32_t>* token_ids) {
   token_ids->clear();
-  return RunAll(batch,
-                [&](const ForwardBatch& piece) { return RunStep(piece, nullptr, token_ids); });
+  size_t next_row = 0;  // pieces keep chunk order: each takes the next logits rows
+  return RunAll(batch, [&](const ForwardBatch& piece) {
+    const size_t first_row = next_row;
+    next_row += piece.num_logit_rows();
+    return RunStep(piece, nullptr, token_ids, {}, batch.masks, first_row);
+  });
 }
 
 absl::Status CudaBackend::ForwardSampled(const ForwardBatch& batch,
@@ -557,8 +565,9 @@ absl::Status CudaBackend::ForwardSampled(const ForwardBatch& batch,
   size_t next_row = 0;  // pieces keep chunk order: each takes the next rows
   return RunAll(batch, [&](const ForwardBatch& piece) {
     const std::span<const RowSampling> mine = rows.subspan(next_row, piece.num_logit_rows());
+    const size_t first_row = next_row;
     next_row += mine.size();
-    return RunStep(piece, nullptr, token_ids, mine);
+    return RunStep(piece, nullptr, token_ids, mine, batch.masks, first_row);
   });
 }
 
@@ -584,7 +593,7 @@ absl::Status CudaBackend::ForwardAndSample(const ForwardBatch& batch, const Samp
     ChainPiece chain{&sampling, std::span<const int32_t>(order).subspan(next, end - next), first_row, result};
     next = end;
     first_row += rows;
-    return RunStep(piece, nullptr, nullptr, {}, &chain);
+    return RunStep(piece, nullptr, nullptr, {}, batch.masks, static_cast<size_t>(chain.first_row), &chain);
   });
 }
 

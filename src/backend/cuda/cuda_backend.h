@@ -182,6 +182,7 @@ class CudaBackend final : public Backend {
     float* logits = nullptr;        // (logit rows, vocab)
     int32_t* token_ids = nullptr;   // (logit rows) greedy result
     void* argmax_scratch = nullptr;  // cuda::ArgmaxScratchBytes(logit rows)
+    uint32_t* masks = nullptr;      // (logit rows, ceil(vocab / 32)) a step's grammar masks
     float* partial_out = nullptr;   // (slots, num_heads, head_dim)
     float* partial_ml = nullptr;    // (slots, num_heads, 2)
     void* cublas = nullptr;         // cuBLAS workspace
@@ -192,7 +193,7 @@ class CudaBackend final : public Backend {
   // whose arrays sit at fixed offsets for its batch bucket, reads tables of any length.
   struct MetaLayout {
     size_t ids = 0, pos = 0, chunk = 0, rows = 0, logit_rows = 0, indptr = 0, num_splits = 0,
-           partial_base = 0, items = 0, tiles = 0, sampling = 0, indices = 0, bytes = 0;
+           partial_base = 0, items = 0, tiles = 0, sampling = 0, mask_slots = 0, indices = 0, bytes = 0;
   };
   // How a step's attention runs: decode rows on DecodeAttention and multi-token chunks on
   // PrefillAttention (kFast), or everything on the generic PagedAttention (kGeneric, for
@@ -209,6 +210,10 @@ class CudaBackend final : public Backend {
     AttentionPath path = AttentionPath::kFast;
     bool greedy = false;       // ids picked on the device (argmax, or sampled), to ids_host_
     bool sampled = false;      // SampleRows with meta.sampling instead of the argmax
+    // Grammar masks of some logits rows (never in a graph step): slots first_slot ..
+    // first_slot + num_slots of `masks` go to the device, meta.mask_slots maps the rows.
+    const TokenMasks* masks = nullptr;
+    int32_t first_slot = 0, num_slots = 0;
   };
 
   CudaBackend(const ModelConfig& config, const BackendOptions& options, DType dtype);
@@ -232,11 +237,12 @@ class CudaBackend final : public Backend {
   };
   // Runs one piece (fits the workspace); leaves logits or ids on the host. With token_ids,
   // greedy ids unless `sampling` (one row per logits row of the piece) is given. With
-  // `chain` (and neither logits nor token_ids), the sampler chain's results.
+  // `chain` (and neither logits nor token_ids), the sampler chain's results. `masks` (rows
+  // of the whole batch; the piece's start at first_row) are applied before picking.
   absl::Status RunStep(const ForwardBatch& piece, std::vector<float>* logits,
                        std::vector<int32_t>* token_ids,
-                       std::span<const RowSampling> sampling = {},
-                       const ChainPiece* chain = nullptr);
+                       std::span<const RowSampling> sampling = {}, const TokenMasks* masks = nullptr,
+                       size_t first_row = 0, const ChainPiece* chain = nullptr);
   template <typename T>
   absl::Status Gemm(const T* x, const T* w, int rows, int k, int n, void* out, bool out_f32);
   // Timing events come from a pool created at Init (no creation while stepping).
@@ -251,7 +257,8 @@ class CudaBackend final : public Backend {
   // Writes the step's metadata into meta_host_ (padding chunks up to `padded_chunks` with
   // one-token chunks on the scratch block) and returns how to launch it.
   absl::StatusOr<StepLaunch> PrepareStep(const ForwardBatch& piece, int64_t padded_chunks,
-                                         bool greedy, std::span<const RowSampling> sampling);
+                                         bool greedy, std::span<const RowSampling> sampling,
+                                         const TokenMasks* masks = nullptr, size_t first_row = 0);
   // Enqueues the forward of a prepared step on stream_ (capturable: no host sync inside);
   // logits go to logits_out (host) unless the step is greedy.
   absl::Status EnqueueForward(const StepLaunch& step, float* logits_out);

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
@@ -99,7 +100,7 @@ absl::Status CudaBackend::Gemm(const T* x, const T* w, int rows, int k, int n, v
 
 absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(
     const ForwardBatch& piece, int64_t padded_chunks, bool greedy,
-    std::span<const RowSampling> sampling) {
+    std::span<const RowSampling> sampling, const TokenMasks* masks, size_t first_row) {
   const int64_t num_chunks = static_cast<int64_t>(piece.chunks.size());
   const int64_t padded = std::max(num_chunks, padded_chunks);
   const int64_t pads = padded - num_chunks;
@@ -177,6 +178,24 @@ absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(
     m.tiles = take(prefill_tiles_.size() * sizeof(cuda::PrefillTile));
   }
   if (step.sampled) m.sampling = take(num_logits * sizeof(cuda::SampleParams));
+  // Grammar masks: the piece's constrained rows have consecutive slots (rows are added in
+  // order), so one copy moves them all.
+  if (masks != nullptr) {
+    int32_t lo = std::numeric_limits<int32_t>::max(), hi = -1;
+    for (int64_t r = 0; r < num_logits; ++r) {
+      const size_t row = first_row + static_cast<size_t>(r);
+      const int32_t slot = row < masks->slot_of_row.size() ? masks->slot_of_row[row] : TokenMasks::kNoMask;
+      if (slot == TokenMasks::kNoMask) continue;
+      lo = std::min(lo, slot);
+      hi = std::max(hi, slot);
+    }
+    if (hi >= 0) {
+      step.masks = masks;
+      step.first_slot = lo;
+      step.num_slots = hi - lo + 1;
+      m.mask_slots = take(num_logits * 4);
+    }
+  }
   m.indices = take(num_entries * 4);
   m.bytes = at;
   if (m.bytes > meta_capacity_) return absl::InternalError("step metadata over capacity");
@@ -239,6 +258,13 @@ absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(
       params[r].top_p = sampling[r].top_p;
       params[r].u = sampling[r].u;
       params[r].min_p = sampling[r].min_p;
+    }
+  }
+  if (step.masks != nullptr) {
+    int32_t* slots = host(m.mask_slots);
+    for (int64_t r = 0; r < num_logits; ++r) {
+      const int32_t slot = masks->slot_of_row[first_row + static_cast<size_t>(r)];
+      slots[r] = slot == TokenMasks::kNoMask ? TokenMasks::kNoMask : slot - step.first_slot;
     }
   }
   step.rows = static_cast<int32_t>(num_tokens);
@@ -361,6 +387,17 @@ absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits
                                         launch));
   const int vocab = static_cast<int>(config_.vocab_size);
   RETURN_IF_ERROR(Gemm(as(ws_.normed), as(lm_head_), n, h, vocab, ws_.logits, true));
+  if (step.masks != nullptr) {
+    // Grammar masks, before anything picks from the logits. Computed on the host during
+    // the forward enqueued above; waiting here blocks the host only, while the GPU runs.
+    step.masks->Wait();
+    const int words = step.masks->words_per_row;
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        ws_.masks, step.masks->words + static_cast<size_t>(step.first_slot) * static_cast<size_t>(words),
+        static_cast<size_t>(step.num_slots) * static_cast<size_t>(words) * sizeof(uint32_t),
+        cudaMemcpyHostToDevice, stream_));
+    CUDA_RETURN_IF_ERROR(cuda::ApplyTokenMasks(ws_.logits, n, vocab, dev(m.mask_slots), ws_.masks, words, stream_));
+  }
   if (step.greedy) {  // token ids picked on the device (sampled or argmax); only they come back
     if (step.sampled) {
       CUDA_RETURN_IF_ERROR(cuda::SampleRows(
@@ -405,7 +442,8 @@ absl::StatusOr<cudaGraphExec_t> CudaBackend::DecodeGraph(const StepLaunch& step)
 
 absl::Status CudaBackend::RunStep(const ForwardBatch& piece, std::vector<float>* logits,
                                   std::vector<int32_t>* token_ids,
-                                  std::span<const RowSampling> sampling, const ChainPiece* chain) {
+                                  std::span<const RowSampling> sampling, const TokenMasks* masks,
+                                  size_t first_row, const ChainPiece* chain) {
   const int64_t num_chunks = static_cast<int64_t>(piece.chunks.size());
   if (num_chunks == 0) return absl::OkStatus();
   const bool greedy = token_ids != nullptr;
@@ -416,12 +454,18 @@ absl::Status CudaBackend::RunStep(const ForwardBatch& piece, std::vector<float>*
     real_logits += static_cast<int64_t>(chunk.num_logit_rows());
   }
   // Graphs replay greedy decode steps whole, and the forward of sampler-chain decode steps
-  // (the chain then runs after the graph).
-  const int64_t bucket = graphs_enabled_ && fast_attention_ && decode_only &&
+  // (the chain then runs after the graph); never masked steps: their masks are waited for
+  // between the forward and the pick, which a graph launch cannot do.
+  bool masked = false;
+  for (int64_t r = 0; (greedy || chain != nullptr) && masks != nullptr && r < real_logits; ++r) {
+    masked = masked || masks->Row(first_row + static_cast<size_t>(r)) != nullptr;
+  }
+  const int64_t bucket = graphs_enabled_ && fast_attention_ && decode_only && !masked &&
                                  ((greedy && sampling.empty()) || chain != nullptr)
                              ? GraphBucket(num_chunks)
                              : 0;
-  ASSIGN_OR_RETURN(StepLaunch step, PrepareStep(piece, bucket, greedy, sampling));
+  ASSIGN_OR_RETURN(StepLaunch step, PrepareStep(piece, bucket, greedy, sampling,
+                                                greedy || chain != nullptr ? masks : nullptr, first_row));
 
   RETURN_IF_ERROR(ApplyPrefetchWait());
   CUDA_RETURN_IF_ERROR(

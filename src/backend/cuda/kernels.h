@@ -157,6 +157,12 @@ struct SampleParams {
 cudaError_t SampleRows(const float* logits, int rows, int vocab, const SampleParams* params,
                        int32_t* ids, cudaStream_t stream, const CudaLaunchOptions& launch);
 
+// Grammar masks (backend/token_masks.h): logits[r, t] = -inf where bit t % 32 of word t / 32
+// of mask slots[r] is clear; rows with slots[r] < 0 are left alone. logits: (rows, vocab)
+// f32; slots: (rows); masks: (slots, words) with words = ceil(vocab / 32); device memory.
+cudaError_t ApplyTokenMasks(float* logits, int rows, int vocab, const int32_t* slots, const uint32_t* masks,
+                            int words, cudaStream_t stream);
+
 // Small-batch GEMM for decode: out(rows, n) = x(rows, k) * w(n, k)^T, fp32 accumulation,
 // out T (or f32 when out_f32). Only when GemvSupported: 1 <= rows <= kGemvMaxRows,
 // k % 8 == 0, x and w 16-byte aligned (rows of x and w then are too).

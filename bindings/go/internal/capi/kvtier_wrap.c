@@ -924,6 +924,18 @@ intgo _wrap_KVT_FINISH_REASON_ERROR_capi_5d2bad5dfa31c4c4() {
 }
 
 
+intgo _wrap_KVT_FINISH_REASON_GRAMMAR_capi_5d2bad5dfa31c4c4() {
+  enum kvt_finish_reason result;
+  intgo _swig_go_result;
+  
+  
+  result = KVT_FINISH_REASON_GRAMMAR;
+  
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_KVT_SEQUENCE_STATE_WAITING_capi_5d2bad5dfa31c4c4() {
   enum kvt_sequence_state result;
   intgo _swig_go_result;
@@ -1638,6 +1650,48 @@ intgo _wrap_kvt_request_set_n_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go
   
   result = (kvt_status)kvt_request_set_n(arg1,arg2);
   _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvt_request_set_json_schema_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1) {
+  kvt_request *arg1 = (kvt_request *) 0 ;
+  char *arg2 = (char *) 0 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_request **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  result = (kvt_status)kvt_request_set_json_schema(arg1,(char const *)arg2);
+  _swig_go_result = (intgo)result; 
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvt_request_set_grammar_capi_5d2bad5dfa31c4c4(struct kvt_request *_swig_go_0, _gostring_ _swig_go_1) {
+  kvt_request *arg1 = (kvt_request *) 0 ;
+  char *arg2 = (char *) 0 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_request **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  result = (kvt_status)kvt_request_set_grammar(arg1,(char const *)arg2);
+  _swig_go_result = (intgo)result; 
+  
+  free(arg2); 
   return _swig_go_result;
 }
 

@@ -12,7 +12,13 @@ public enum FinishReason {
   /** Cancelled: {@link Sequence#cancel}, {@link Sequence#close} or {@link Context#close}. */
   CANCELLED,
   /** The sequence failed alone. */
-  ERROR;
+  ERROR,
+  /**
+   * The output is complete per the request's JSON schema or grammar
+   * ({@link Request#jsonSchema}, {@link Request#grammar}); a constrained sequence that ends any
+   * other way is incomplete.
+   */
+  GRAMMAR;
 
   static FinishReason fromCode(int code) {
     FinishReason[] all = values();

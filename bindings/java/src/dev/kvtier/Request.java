@@ -28,6 +28,8 @@ public final class Request {
   private Boolean ignoreEos;
   private Integer priority;
   private String cacheNamespace;
+  private String jsonSchema;
+  private String grammar;
   private Boolean pinPrefix;
   private Float minP;
   private Float repetitionPenalty;
@@ -151,6 +153,27 @@ public final class Request {
   public Request priority(int priority) { this.priority = priority; return this; }
 
   /**
+   * Structured output: the generated text must be JSON valid against this JSON schema (the
+   * subset tool definitions use). The sequence ends with {@link FinishReason#GRAMMAR} once
+   * the JSON is complete. Replaces a grammar; {@code null} removes the constraint. A schema
+   * that is not supported raises {@link KvtierException} naming where when the request is
+   * added.
+   *
+   * @param schema the JSON schema text
+   * @return this
+   */
+  public Request jsonSchema(String schema) { this.jsonSchema = schema; this.grammar = null; return this; }
+
+  /**
+   * Structured output: the generated text must be a sentence of this grammar, in llama.cpp's
+   * GBNF syntax (rule {@code root} starts it); otherwise as {@link #jsonSchema}.
+   *
+   * @param gbnf the grammar text
+   * @return this
+   */
+  public Request grammar(String gbnf) { this.grammar = gbnf; this.jsonSchema = null; return this; }
+
+  /**
    * Keeps the prompt's full KV blocks on the device tier once computed (never evicted, so
    * later requests sharing the prefix always hit) until {@link Context#unpinPrefixes}.
    *
@@ -170,6 +193,8 @@ public final class Request {
    * @return this
    */
   public Request cacheNamespace(String namespace) { this.cacheNamespace = namespace; return this; }
+
+  /**
    * min-p: keeps the tokens whose probability is at least this times the most likely
    * one's (default 0: off).
    *
@@ -269,7 +294,15 @@ public final class Request {
       }
       if (ignoreEos != null) check(r, kvtier.kvt_request_set_ignore_eos(r, ignoreEos ? 1 : 0));
       if (priority != null) check(r, kvtier.kvt_request_set_priority(r, priority));
-      if (cacheNamespace != null) check(r, kvtier.kvt_request_set_cache_namespace(r, utf8z(cacheNamespace)));
+      if (cacheNamespace != null) {
+        // A C string: a NUL inside would cut it short, and name another namespace.
+        if (cacheNamespace.indexOf('\0') >= 0) {
+          throw new KvtierException(Status.INVALID_ARGUMENT.code(), "the cache namespace contains a NUL character");
+        }
+        check(r, kvtier.kvt_request_set_cache_namespace(r, utf8z(cacheNamespace)));
+      }
+      if (jsonSchema != null) check(r, kvtier.kvt_request_set_json_schema(r, utf8z(jsonSchema)));
+      if (grammar != null) check(r, kvtier.kvt_request_set_grammar(r, utf8z(grammar)));
       if (pinPrefix != null) check(r, kvtier.kvt_request_set_pin_prefix(r, pinPrefix ? 1 : 0));
       if (minP != null) check(r, kvtier.kvt_request_set_min_p(r, minP));
       if (repetitionPenalty != null) {
@@ -303,13 +336,10 @@ public final class Request {
     return s.getBytes(java.nio.charset.StandardCharsets.UTF_8);
   }
 
-  /** UTF-8 with a terminating NUL, for a C string; a NUL inside would cut it short. */
+  // UTF-8 with the terminating NUL a C string needs.
   private static byte[] utf8z(String s) {
-    if (s.indexOf('\0') >= 0) {
-      throw new KvtierException(Status.INVALID_ARGUMENT.code(), "the cache namespace contains a NUL character");
-    }
-    byte[] bytes = utf8(s);
-    return java.util.Arrays.copyOf(bytes, bytes.length + 1);
+    byte[] b = utf8(s);
+    return java.util.Arrays.copyOf(b, b.length + 1);
   }
 
   private static void check(SWIGTYPE_p_kvt_request r, int status) {

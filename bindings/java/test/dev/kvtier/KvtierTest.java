@@ -180,6 +180,34 @@ class KvtierTest {
   }
 
   @Test
+  void structuredOutput() {
+    try (Model m = Model.load(System.getenv("KVTIER_TEST_TEXT_MODEL"));
+        Context c = Context.create(m, cpu())) {
+      KvtierException e = assertThrows(KvtierException.class,
+          () -> c.add(new Request().promptText("x").jsonSchema("{\"type\":\"string\",\"pattern\":\"a\"}")));
+      assertEquals(Status.INVALID_ARGUMENT, e.status());
+      assertTrue(e.getMessage().contains("'pattern' is not supported"), e.getMessage());
+      e = assertThrows(KvtierException.class, () -> c.add(new Request().promptText("x").grammar("root ::= nothing\n")));
+      assertTrue(e.getMessage().contains("GBNF line 1, column 10"), e.getMessage());
+      for (long seed = 1; seed <= 3; ++seed) {
+        try (Sequence s = c.add(new Request().promptText("Answer:").temperature(1).seed(seed)
+            .maxNewTokens(32).grammar("root ::= \"yes\" | \"no\" | \"\u00e9t\u00e9 \ud83d\ude42\"\n"))) {
+          c.runUntilIdle();
+          for (Event ev : s) { }
+          assertEquals(FinishReason.GRAMMAR, s.finishReason());
+          assertTrue(List.of("yes", "no", "\u00e9t\u00e9 \ud83d\ude42").contains(s.text()), s.text());
+        }
+      }
+      String schema = "{\"type\":\"object\",\"properties\":{\"ok\":{\"type\":\"boolean\"}},"
+          + "\"required\":[\"ok\"],\"additionalProperties\":false}";
+      Generation g = c.generate(new Request().promptText("JSON:").temperature(1).maxNewTokens(64).jsonSchema(schema));
+      assertEquals(FinishReason.GRAMMAR, g.finishReason());
+      String text = m.detokenize(g.tokens(), true);
+      assertTrue(text.matches("\\{\\s*\"ok\"\\s*:\\s*(true|false)\\s*\\}"), text);
+    }
+  }
+
+  @Test
   void manyThreadsAddAndCancelWhileOneSteps() throws Exception {
     final int threads = 8;
     final int perThread = 12;
