@@ -156,7 +156,7 @@ usage)
   usage_error inspect "unexpected argument 'dir'" --model "$work" dir
   usage_error tokenize "unknown option --special" --tokenizer x --special
   usage_error detokenize "--tokenizer is required"
-  usage_error bench "--workload: unknown workload 'W9' (W1..W7, W6b, C<N>, all)" --workload W1,W9
+  usage_error bench "--workload: unknown workload 'W9' (W1..W7, W6b, W6c, C<N>, all)" --workload W1,W9
   usage_error bench "--time-limit: 0 is out of range (0, 1e+06]" --time-limit 0
   ;;
 
@@ -267,7 +267,7 @@ bench)
   make_model
   usage_error bench "W1-W6 need --model DIR (a Llama-3-8B-shape checkpoint) or --make-model DIR (writes a random one, about 15 GiB, into DIR/llama3-8b)"
   usage_error bench "W7 needs --small-model DIR or --make-model DIR" --workload W7
-  usage_error bench "W5, W6 and W6b need --tier-dir DIR for their disk-tier files (32.0 GiB for W5, 16.0 GiB for W6)" --workload W5 --model "$model"
+  usage_error bench "W5, W6, W6b and W6c need --tier-dir DIR for their disk-tier files (32.0 GiB for W5, 16.0 GiB for W6, 4.0 GiB for W6c)" --workload W5 --model "$model"
   usage_error bench "C<N> needs --tier-dir DIR for its disk-tier file (8.0 GiB)" --workload C1 --model "$model"
   usage_error bench "C<N> on the cpu backend needs --small-model DIR or --make-model DIR" --workload C0,C1 --backend cpu \
     --tier-dir "$work/unused"
