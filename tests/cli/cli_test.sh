@@ -225,6 +225,27 @@ run)
     --prompt-ids 1,2 --max-tokens 1 --metrics "$work/no-such-dir/m.prom"
   expect 0 out 'kvtier_generated_tokens_total 1' run --model "$model" --backend cpu --prompt-ids 1,2 \
     --max-tokens 1 --ignore-eos --json --metrics -
+  # The remote tier across processes: a redis-server of this test's own on a loopback port;
+  # a second process finds the prompt's blocks the first stored, with the same tokens.
+  if command -v redis-server >/dev/null 2>&1; then
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" >/dev/null 2>&1 &
+    redis_pid=$!
+    for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
+    prompt=$(seq -s, 1 40)
+    remote=(run --model "$model" --backend cpu --prompt-ids "$prompt" --max-tokens 4 --ignore-eos
+      --remote-kv-url "redis://127.0.0.1:$port" --json)
+    run "${remote[@]}"
+    first=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["sequences"][0]["tokens"])' <"$work/out")
+    run "${remote[@]}"
+    second=$(python3 -c 'import json, sys; j = json.load(sys.stdin); print(j["sequences"][0]["tokens"], j["stats"]["prefix_hits"]["remote"])' <"$work/out")
+    check "remote tier: a second process finds the first's blocks, same tokens" test "$second" = "$first 2"
+    kill "$redis_pid"
+    wait "$redis_pid" 2>/dev/null
+    expect_re 0 err '^kvtier: warning: remote KV tier: redis 127\.0\.0\.1:[0-9]+: .*switched off' "${remote[@]}"
+  else
+    echo "skip: remote tier across processes: redis-server is not installed (scripts/install-deps.sh installs it)"
+  fi
   ;;
 
 signal)
