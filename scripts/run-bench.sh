@@ -9,7 +9,8 @@
 #        plus CARRY_DIR/anchors/*.py and CARRY_DIR/COMMIT)
 # env: WORKLOADS (default all), TIME_LIMIT per workload in s (default 90),
 #      SKIP_ANCHORS=1 to skip ceilings.py / hf_baseline.py, MODEL_DIR (default /tmp/kvtier-bench/llama3-8b),
-#      TIER_TIME_LIMIT for W5/W6/W6b in s (default 120), TIER_DIR (default MODEL_DIR/../tiers),
+#      TIER_TIME_LIMIT for W5/W6/W6b/W6c in s (default 120), WORKLOADS with W6c: CARRY_DIR/redis
+#      from scripts/carry-redis.sh gives it its Redis server, TIER_DIR (default MODEL_DIR/../tiers),
 #      F16_WORKLOADS (default W1,W2; "none" to skip): the same workloads again on an fp16
 #      checkpoint (weights, activations and KV held in fp16), into bench-f16.json.
 set -uo pipefail
@@ -43,13 +44,29 @@ fi
 wait "$mk_pid"
 echo "checkpoint ready at $(( $(date +%s) - t0 )) s"; tail -3 "$out/mkmodel.txt" 2>/dev/null
 
+# W6c's Redis: Debian's redis-server carried in CARRY_DIR/redis (scripts/carry-redis.sh),
+# on a loopback port, persistence off; stopped at the end.
+remote_args=()
+case ",${WORKLOADS:-all}," in
+  *,W6c,*)
+    if [ -x "$carry/redis/bin/redis-server" ]; then
+      LD_LIBRARY_PATH="$carry/redis/lib" "$carry/redis/bin/redis-server" --port 6390 --bind 127.0.0.1 --save '' \
+        --appendonly no --daemonize yes --dir "$out" --pidfile "$out/redis.pid" --logfile "$out/redis.log"
+      remote_args=(--remote-kv-url redis://127.0.0.1:6390)
+    else
+      echo "run-bench: no $carry/redis (scripts/carry-redis.sh): W6c runs without its Redis phases"
+    fi ;;
+esac
+
 # 3. The workloads. W5/W6 put their disk tiers on the machine's local disk next to the
 #    checkpoint; W6b runs in a NEW process over W6's disk file (hits after a restart) and
 #    is merged into bench.json (workloads.W6b, table, missed_targets).
 tiers=${TIER_DIR:-$(dirname "$model")/tiers}
 "$kvtier" bench --workload "${WORKLOADS:-all}" --model "$model" --make-model "$(dirname "$model")" --ceilings "$out/ceilings.txt" \
   --baseline "$out/baseline.txt" --json "$out/bench.json" --commit "$commit" \
-  --time-limit "${TIME_LIMIT:-90}" --tier-dir "$tiers" --tier-time-limit "${TIER_TIME_LIMIT:-120}" 2>&1 | tee "$out/bench.txt"
+  --time-limit "${TIME_LIMIT:-90}" --tier-dir "$tiers" --tier-time-limit "${TIER_TIME_LIMIT:-120}" \
+  "${remote_args[@]}" 2>&1 | tee "$out/bench.txt"
+[ -f "$out/redis.pid" ] && kill "$(cat "$out/redis.pid")"
 case ",${WORKLOADS:-all}," in
   *,all,*|*,W6,*)
     echo "run-bench: W6b (new process) at $(( $(date +%s) - t0 )) s"
