@@ -35,7 +35,10 @@ int64_t Scheduler::MatchOrPlan(Sequence* seq) {
 
 void Scheduler::Attach(Sequence* seq) {
   if (seq->num_computed == seq->attach_at) {
-    const int64_t covered = kv_->MatchPrefix(seq->id, seq->tokens, seq->params.priority, seq->keys());
+    // What has landed joins; the blocks still loading are computed, never waited for, so a
+    // plan whose loads run late costs at most recomputing them.
+    const int64_t covered = kv_->MatchPrefix(seq->id, seq->tokens, seq->params.priority, seq->keys(),
+                                             /*max_blocks=*/-1, /*landed_only=*/true);
     seq->num_computed = std::max(seq->num_computed, covered);
   }
   seq->attach_at = -1;

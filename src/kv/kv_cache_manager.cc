@@ -365,8 +365,12 @@ bool KvCacheManager::StoredTokensMatch(Tier tier, int32_t slot, std::span<const 
 }
 
 int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tokens, int32_t priority,
-                                    BlockKeyChain* keys, int64_t max_blocks_held) {
+                                    BlockKeyChain* keys, int64_t max_blocks_held, bool landed_only) {
   if (!options_.prefix_cache || tokens.size() < 2) return 0;
+  if (landed_only) {  // what finished loading joins; nothing is waited for
+    if (disk_tier_.jobs != nullptr) LandDiskJobs(DiskThreads::kReader);
+    if (remote_.store != nullptr) LandRemoteLookups();
+  }
   SequenceBlocks& blocks = sequences_[seq];
   // Only full computed blocks held (each has its key): the match continues after them.
   if (blocks.hashes.size() != blocks.table.size()) return 0;
@@ -389,7 +393,11 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
     const BlockHash hash = keys->Key(tokens, options_.block_tokens, i);
     const std::span<const int32_t> block_tokens = BlockTokens(tokens, i);
     // Being read ahead from disk: wait for it, then it is a host hit.
-    if (disk_tier_.jobs != nullptr) AwaitDiskJob(disk_tier_.jobs->PrefixReadOf(hash));
+    if (disk_tier_.jobs != nullptr) {
+      const auto read_ahead = disk_tier_.jobs->PrefixReadOf(hash);
+      if (landed_only && read_ahead.has_value()) break;
+      AwaitDiskJob(read_ahead);
+    }
     // Being written to disk since its device eviction: wait for the write, then a disk hit.
     if (disk_tier_.jobs != nullptr) AwaitDiskJob(disk_tier_.jobs->DemoteWriteOf(hash));
     TierState& device_cache = state(Tier::kDevice);
@@ -412,7 +420,8 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
       const bool in_disk = !in_host && state(Tier::kDisk).by_hash.contains(hash);
       if (!in_host && !in_disk) {
         // No local tier has it: the remote tier may (looked up with the blocks after it).
-        const RemoteLookup* remote = RemoteHit(tokens, keys, i, max_blocks);
+        const RemoteLookup* remote = landed_only ? LandedRemoteHit(keys->Key(tokens, options_.block_tokens, i))
+                                                 : RemoteHit(tokens, keys, i, max_blocks);
         if (remote == nullptr || num_available_device_blocks() == 0) break;
         const BlockId block = AllocateDeviceBlocks(1).front();
         remote_copies.push_back({block, const_cast<uint8_t*>(remote->bytes.data())});
@@ -422,6 +431,7 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
         blocks.hashes.push_back(hash);
         continue;
       }
+      if (in_disk && landed_only) break;  // a disk read would be waited for
       const Tier tier = in_host ? Tier::kHost : Tier::kDisk;
       const int32_t slot = state(tier).by_hash.at(hash);
       if (in_host && !StoredTokensMatch(Tier::kHost, slot, block_tokens)) break;

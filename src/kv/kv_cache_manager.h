@@ -231,9 +231,12 @@ class KvCacheManager {
   // A sequence that holds only full computed blocks (the front of its prompt computed under
   // a load plan, see ProbeSlowPrefix) gets the run from the first block it does not hold
   // (the returned count covers the blocks it held too); one holding a partial block gets
-  // nothing. `max_blocks` >= 0 caps the blocks it holds afterwards.
+  // nothing. `max_blocks` >= 0 caps the blocks it holds afterwards. `landed_only` (a load
+  // plan's attach): takes only what the device and host tiers hold and remote lookups that
+  // have landed, waiting for nothing (no disk read, no read-ahead or lookup in flight), so
+  // that the blocks still loading are computed instead of waited for.
   int64_t MatchPrefix(SequenceId seq, std::span<const int32_t> tokens, int32_t priority = 0,
-                      BlockKeyChain* keys = nullptr, int64_t max_blocks = -1);
+                      BlockKeyChain* keys = nullptr, int64_t max_blocks = -1, bool landed_only = false);
   // Load or recompute (the engine's plan, engine/load_plan.h). From the first block the
   // sequence does not hold, the prompt's `fast_blocks` cached on the device or host tier,
   // then `slow_blocks` only a slow tier may hold: the disk tier, and with a remote tier
@@ -515,6 +518,8 @@ class KvCacheManager {
   // block when it is a valid hit (asking for it and the blocks after it first, and waiting
   // while lookups land, at most timeout_ms without one); nullptr otherwise.
   const RemoteLookup* RemoteHit(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t i, int64_t max_blocks);
+  // The block's lookup when it has landed as a valid hit; nullptr otherwise (never waits).
+  const RemoteLookup* LandedRemoteHit(const BlockHash& hash) const;
   // ReadAhead's remote part: lookups for the prompt blocks no local tier holds; true while
   // one is in flight (the scheduler lets the sequence wait while others run).
   bool RemoteReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys);

@@ -186,6 +186,12 @@ const KvCacheManager::RemoteLookup* KvCacheManager::RemoteHit(std::span<const in
   return it != remote_.lookups.end() && it->second.status.ok() ? &it->second : nullptr;
 }
 
+const KvCacheManager::RemoteLookup* KvCacheManager::LandedRemoteHit(const BlockHash& hash) const {
+  if (remote_.store == nullptr) return nullptr;
+  auto it = remote_.lookups.find(hash);
+  return it != remote_.lookups.end() && it->second.landed && it->second.status.ok() ? &it->second : nullptr;
+}
+
 bool KvCacheManager::RemoteReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys) {
   if (remote_.store == nullptr || !options_.prefix_cache || tokens.size() < 2) return false;
   if (swapped_.contains(seq)) return false;

@@ -3,6 +3,7 @@
 // front computed in the first chunk, which stops where the loaded back attaches; the next
 // chunk starts after the loaded blocks, whose bytes are the ones stored. Costs at the two
 // ends give "load all" and "compute all".
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -59,8 +60,10 @@ void ComputeAndRestart(testing::ManagerFixture& f) {
 
 // The chunks a fresh copy of the prompt gets under `policy`: (start, length) of the first
 // two.
+// `land_loads`: the loads finish before the front does (the reader drained after the first
+// step); otherwise the attach takes whatever has landed by then.
 std::vector<std::pair<int64_t, int64_t>> RunPlanned(testing::ManagerFixture& f, PreemptionPolicy* policy,
-                                                    Scheduler::LoadPlanCounters* plans) {
+                                                    Scheduler::LoadPlanCounters* plans, bool land_loads = true) {
   Scheduler scheduler({512, 8, 0, /*load_or_recompute=*/true}, f.kv.get(), policy);
   auto seq = PromptSequence(2);
   scheduler.Enqueue(seq.get());
@@ -73,6 +76,7 @@ std::vector<std::pair<int64_t, int64_t>> RunPlanned(testing::ManagerFixture& f, 
     scheduler.Commit(s);
     if (s.chunks[0].need_logits) seq->tokens.push_back(7);
     scheduler.EndStep();
+    if (land_loads) f.kv->DrainDiskReads();
   }
   // Blocks 5..9 when loaded: the bytes stored for them.
   const std::span<const BlockId> table = f.kv->BlockTable(2);
@@ -104,6 +108,30 @@ TEST(LoadPlanAttachTest, FrontComputedWhileTheBackLoads) {
   EXPECT_EQ(plans.loaded_blocks, 5);
   const KvCacheCounters& c = f.kv->counters();
   EXPECT_EQ(c.prefix_hits[static_cast<int>(Tier::kHost)] + c.prefix_hits[static_cast<int>(Tier::kDisk)], 5);
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok());
+}
+
+// Loads that have not landed when the front is computed are computed, not waited for: with
+// each disk read taking 300 ms, the second chunk starts right after the front and the two
+// steps take far less than one read.
+TEST(LoadPlanAttachTest, LoadsStillInFlightAreComputedNotWaitedFor) {
+  testing::ManagerFixture f(/*device=*/64, /*host=*/64, /*disk=*/64, kBlockTokens, /*write_delay=*/{},
+                            /*read_delay=*/std::chrono::milliseconds(300));
+  ASSERT_NO_FATAL_FAILURE(ComputeAndRestart(f));
+  const double load_seconds = static_cast<double>(f.kv->block_bytes()) / 2e9;
+  FixedCostPolicy policy(load_seconds / kBlockTokens);
+  Scheduler::LoadPlanCounters plans;
+  const auto start = std::chrono::steady_clock::now();
+  const auto chunks = RunPlanned(f, &policy, &plans, /*land_loads=*/false);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0], Chunk(0, 20));   // the front 5 blocks, as planned
+  EXPECT_EQ(chunks[1], Chunk(20, 21));  // the back computed: none of its reads had landed
+  EXPECT_LT(elapsed, std::chrono::milliseconds(250));
+  EXPECT_EQ(plans.plans, 1);
+  const KvCacheCounters& c = f.kv->counters();
+  EXPECT_EQ(c.prefix_hits[static_cast<int>(Tier::kHost)] + c.prefix_hits[static_cast<int>(Tier::kDisk)], 0);
+  f.kv->DrainDiskReads();
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok());
 }
 
