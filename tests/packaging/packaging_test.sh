@@ -124,6 +124,15 @@ debs)
     [ -f "$root/usr/share/man/man1/kvtier.1.gz" ] || fail "kvtier-tools lacks /usr/share/man/man1/kvtier.1.gz"
     gzip -t "$root/usr/share/man/man1/kvtier.1.gz" || fail "kvtier.1.gz is not a gzip file"
   fi
+  grep -qx kvtier-demo-model <<<"$names" || fail "kvtier-demo-model was not made"
+  deb=$(ls "$work"/debs/kvtier-demo-model_*.deb)
+  [ "$(dpkg-deb -f "$deb" Architecture)" = all ] || fail "kvtier-demo-model is not Architecture: all"
+  for f in config.json generation_config.json model.safetensors tokenizer.json tokenizer_config.json heldout.txt; do
+    [ -f "$root/usr/share/kvtier/models/demo/$f" ] || fail "kvtier-demo-model lacks /usr/share/kvtier/models/demo/$f"
+  done
+  tree=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
+  cmp -s "$root/usr/share/kvtier/models/demo/model.safetensors" "$tree/models/demo/model.safetensors" \
+    || fail "kvtier-demo-model's model.safetensors differs from models/demo's"
   if [ "${KVT_PKG_DOCS:-0}" = 1 ]; then
     grep -qx libkvtier-doc <<<"$names" || fail "the C API reference was built but libkvtier-doc was not made"
     deb=$(ls "$work"/debs/libkvtier-doc_*.deb)
