@@ -289,6 +289,9 @@ example-pkgconfig|example-cmake)
   echo "libkvtier resolved to: $resolved"
   case "$resolved" in "$root"/*) ;; *) fail "the example does not use the packaged libkvtier ($resolved)";; esac
   "$exe" "$work/model" 8
+  # With the packaged demo model it writes text.
+  "$exe" "$root/usr/share/kvtier/models/demo" 16 | tee "$dir/demo.out"
+  grep -q '^sequence [0-9]*: The meaning of life is' "$dir/demo.out" || fail "the example printed no text with the demo model"
   ;;
 
 java-example)
