@@ -308,6 +308,10 @@ java-example)
   javac -encoding UTF-8 -cp "$jar" -d "$dir/classes" "$dir"/*.java
   LD_LIBRARY_PATH=$libdir java -Djava.library.path="$libdir/jni" -cp "$jar:$dir/classes" \
     ServiceExample "$work/model"
+  # With the packaged demo model it prints text.
+  LD_LIBRARY_PATH=$libdir KVTIER_DEMO_MODEL=$root/usr/share/kvtier/models/demo java -Djava.library.path="$libdir/jni" \
+    -cp "$jar:$dir/classes" ServiceExample | tee "$dir/demo.out"
+  grep -q '^request 0 done ([A-Z_]*): The meaning of life is' "$dir/demo.out" || fail "the Java example printed no text with the demo model"
   # The packaged script installs the packaged pom and jar into a Maven repository.
   if command -v mvn >/dev/null 2>&1; then
     mrepo=$(ls -d "$root"/usr/share/maven-repo/dev/kvtier/kvtier/[0-9]*)
@@ -338,6 +342,10 @@ csharp-example)
   # LD_LIBRARY_PATH holds only the packaged libkvtier.so.0 (not installed system-wide here);
   # Mono finds libkvtier_csharp.so by name beside Kvtier.dll, with no dllmap.
   MONO_PATH=$cli LD_LIBRARY_PATH=$libdir mono "$dir/ServiceExample.exe" "$work/model"
+  # With the packaged demo model it prints text.
+  MONO_PATH=$cli LD_LIBRARY_PATH=$libdir KVTIER_DEMO_MODEL=$root/usr/share/kvtier/models/demo \
+    mono "$dir/ServiceExample.exe" | tee "$dir/demo.out"
+  grep -q '^request 0 done ([A-Za-z]*): The meaning of life is' "$dir/demo.out" || fail "the C# example printed no text with the demo model"
   ;;
 
 go-build)
