@@ -21,16 +21,18 @@ rm -f "$disk" "$disk.index"
 
 # The prompts share their first sentence (two 16-token blocks): it is computed once and
 # reused by the others, and found on disk by the second process.
+backend=cpu
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then backend=cuda; fi
 prefix="Here are a few old sayings, quips and definitions, collected over many years by people who should have been working. "
 run() {
-  "$kvtier" run --model demo --backend auto --block-tokens 16 \
-    --gpu-kv-bytes 1MiB --host-kv-bytes 2MiB --disk-kv-bytes 16MiB --disk-path "$disk" \
+  "$kvtier" run --model demo --backend "$backend" --block-tokens 16 \
+    --gpu-kv-bytes 640KiB --host-kv-bytes 2MiB --disk-kv-bytes 16MiB --disk-path "$disk" \
     --preemption swap --max-tokens 40 --seed 7 --live \
     --prompt "${prefix}The meaning of life is" --prompt "${prefix}A computer is" \
     --prompt "${prefix}Never trust a man who" --prompt "${prefix}The best way to learn" \
     --prompt "${prefix}Love is" --prompt "${prefix}A programmer" "$@"
 }
-echo "== kvtier demo: the demo model continues 6 prompts at once; the GPU tier holds a third of the KV they need =="
+echo "== kvtier demo ($backend backend): the demo model continues 6 prompts at once in a GPU tier far smaller than their KV =="
 run "$@"
 echo
 echo "== a new process, same prompts, same disk file: the shared beginning comes from disk =="

@@ -54,7 +54,21 @@ long long Int(const nlohmann::json& j, const char* key) { return j.value(key, 0L
 }  // namespace
 
 LiveView::LiveView(std::vector<int64_t> ids, std::map<int64_t, std::string> prompts)
-    : ids_(std::move(ids)), prompts_(std::move(prompts)), terminal_(isatty(STDOUT_FILENO) != 0) {}
+    : ids_(std::move(ids)), prompts_(std::move(prompts)), terminal_(isatty(STDOUT_FILENO) != 0) {
+  // A beginning all prompts share (cut after a space) is shown once, not on every line.
+  if (prompts_.size() < 2) return;
+  std::string common = prompts_.begin()->second;
+  for (const auto& [id, prompt] : prompts_) {
+    size_t n = 0;
+    while (n < common.size() && n < prompt.size() && common[n] == prompt[n]) ++n;
+    common.resize(n);
+  }
+  const size_t cut = common.rfind(' ');
+  if (cut == std::string::npos || cut < 20) return;
+  common.resize(cut + 1);
+  for (auto& [id, prompt] : prompts_) prompt = "…" + prompt.substr(common.size());
+  std::printf("every prompt begins: \"%s\"\n", Flatten(common).c_str());
+}
 
 std::string LiveView::Line(int64_t id, const std::string& text, const std::string& finish, size_t width) const {
   const std::string head = "seq " + std::to_string(id) + (finish.empty() ? "   " : " ✓ ") + "| ";
@@ -105,12 +119,11 @@ void LiveView::PrintTiers(const nlohmann::json& stats) {
   }
   const nlohmann::json& hits = stats["prefix_hits"];
   std::printf("\nwhat happened:\n");
-  std::printf("  %lld tokens generated in %lld steps; %lld prompt tokens computed\n", Int(stats, "generated_tokens"),
-              Int(stats, "steps"), Int(stats, "prompt_tokens_computed"));
-  std::printf("  %lld times a sequence was paused for lack of GPU blocks; sequences swapped out of the GPU %lld "
-              "times, back in %lld times\n",
+  std::printf("  %lld tokens generated in %lld steps; %lld prompt tokens computed, the rest taken from the cache\n",
+              Int(stats, "generated_tokens"), Int(stats, "steps"), Int(stats, "prompt_tokens_computed"));
+  std::printf("  GPU blocks ran short: %lld pauses; sequences swapped out %lld times, back in %lld times\n",
               Int(stats, "preemptions"), Int(stats, "swaps_out"), Int(stats, "swaps_in"));
-  std::printf("  prompt prefix blocks found in the cache: %lld on the GPU, %lld in host memory, %lld on disk\n",
+  std::printf("  prompt blocks reused from the cache: %lld from the GPU, %lld from host memory, %lld from disk\n",
               Int(hits, "gpu"), Int(hits, "host"), Int(hits, "disk"));
 }
 
