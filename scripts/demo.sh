@@ -27,7 +27,7 @@ prefix="Here are a few old sayings, quips and definitions, collected over many y
 run() {
   "$kvtier" run --model demo --backend "$backend" --block-tokens 16 \
     --gpu-kv-bytes 640KiB --host-kv-bytes 2MiB --disk-kv-bytes 16MiB --disk-path "$disk" \
-    --preemption swap --max-tokens 40 --seed 7 --live \
+    --preemption swap --max-tokens 40 --temperature 0.5 --seed 7 --live \
     --prompt "${prefix}The meaning of life is" --prompt "${prefix}A computer is" \
     --prompt "${prefix}Never trust a man who" --prompt "${prefix}The best way to learn" \
     --prompt "${prefix}Love is" --prompt "${prefix}A programmer" "$@"
