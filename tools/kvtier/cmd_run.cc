@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -365,11 +366,14 @@ int RunMain(int argc, char** argv) {
   }
 
   kvt_events_create(&h.events);
-  std::map<int64_t, std::string> shown_prompts;  // --live: each text prompt before its continuation
-  for (size_t i = 0; i < f.prompts.size() && f.sampling.n == 1; ++i) {
-    shown_prompts[out.ids[f.prompt_ids.size() + i]] = f.prompts[i];
+  std::optional<LiveView> live;
+  if (f.live) {
+    std::map<int64_t, std::string> shown_prompts;  // each text prompt before its continuation
+    for (size_t i = 0; i < f.prompts.size() && f.sampling.n == 1; ++i) {
+      shown_prompts[out.ids[f.prompt_ids.size() + i]] = f.prompts[i];
+    }
+    live.emplace(out.ids, std::move(shown_prompts));
   }
-  LiveView live(out.ids, std::move(shown_prompts));
   int signal_number = 0;
   while (kvt_context_num_unfinished(h.context) > 0) {
     if ((signal_number = InterruptSignal()) != 0) {
@@ -381,10 +385,10 @@ int RunMain(int argc, char** argv) {
                                                 ContextFlags::InFlagTerms(kvt_context_errmsg(h.context))));
     }
     Record(h.events, !f.json && !f.live, text, &out);
-    if (f.live) {
+    if (live) {
       std::map<int64_t, std::string> finished;
       for (const auto& [id, reason] : out.finish) finished[id] = FinishName(reason);
-      live.Update(out.texts, finished);
+      live->Update(out.texts, finished);
     }
   }
   const nlohmann::json stats = Stats(h.context);
