@@ -90,7 +90,9 @@ install(FILES
     ${PROJECT_SOURCE_DIR}/models/demo/training.json
     ${PROJECT_SOURCE_DIR}/models/demo/loss.png
     ${PROJECT_SOURCE_DIR}/models/demo/SOURCES.tsv
-    ${PROJECT_SOURCE_DIR}/models/demo/README.md
   DESTINATION ${CMAKE_INSTALL_DATADIR}/kvtier/models/demo
   PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ
   COMPONENT demomodel)
+# Its model card, where Debian keeps documentation.
+install(FILES ${PROJECT_SOURCE_DIR}/models/demo/README.md
+  DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/kvtier-demo-model COMPONENT demomodel)
