@@ -84,6 +84,12 @@ def check_tokenizer(kvtier, model):
         failures.append(f"detokenized held-out ids differ from heldout.txt ({len(text)} vs {len(heldout)} chars)")
     print(f"{len(prompts)} prompts tokenized as HF tokenizers does; {len(goldens['heldout_ids'])} held-out ids "
           "detokenize to heldout.txt")
+    # `--model demo` finds this model through $KVTIER_DEMO_MODEL, and names where it looked
+    # when it finds none.
+    env = dict(os.environ, KVTIER_DEMO_MODEL=os.path.abspath(model))
+    p = subprocess.run([kvtier, "inspect", "--model", "demo", "--json"], capture_output=True, text=True, env=env)
+    if p.returncode != 0 or json.loads(p.stdout).get("model") != os.path.abspath(model):
+        failures.append(f"kvtier inspect --model demo with KVTIER_DEMO_MODEL={model}: exit {p.returncode}, {p.stdout[:200]}{p.stderr}")
     return failures
 
 

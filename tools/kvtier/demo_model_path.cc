@@ -13,6 +13,9 @@ std::vector<std::string> DemoModelSearchPath() {
   if (const char* env = std::getenv("KVTIER_DEMO_MODEL"); env != nullptr && env[0] != '\0') dirs.push_back(env);
   dirs.push_back(KVTIER_SOURCE_DEMO_MODEL_DIR);
   dirs.push_back(KVTIER_INSTALLED_DEMO_MODEL_DIR);
+  // The Debian package's place, also for a kvtier built with another install prefix.
+  constexpr char kDebianDir[] = "/usr/share/kvtier/models/demo";
+  if (dirs.back() != kDebianDir) dirs.push_back(kDebianDir);
   return dirs;
 }
 

@@ -1,6 +1,7 @@
 // Where the CLI finds the demo model that ships with kvtier, so `--model demo` works without
 // a path: $KVTIER_DEMO_MODEL, then the source tree's models/demo (a binary run from its build
-// tree), then the installed copy (package kvtier-demo-model).
+// tree), then the installed copy (this build's install prefix, then /usr, where package
+// kvtier-demo-model puts it).
 #ifndef KVTIER_TOOLS_KVTIER_DEMO_MODEL_PATH_H_
 #define KVTIER_TOOLS_KVTIER_DEMO_MODEL_PATH_H_
 
