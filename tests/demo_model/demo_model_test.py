@@ -4,7 +4,7 @@ transformers computed at training (scripts/demo_model/train.py wrote training.js
 goldens.json from the saved bf16 checkpoint, in fp32 on the CPU).
 
     demo_model_test.py CHECK KVTIER MODEL_DIR
-CHECK: tokenizer | perplexity_cpu | greedy_cpu | perplexity_cuda (exit 77, skipped, on a
+CHECK: tokenizer | perplexity_cpu | greedy_cpu | live_cpu | perplexity_cuda (exit 77, skipped, on a
 machine without an NVIDIA GPU). Exit 0 when the check holds, 1 (with the reason) when not."""
 import json
 import os
@@ -113,6 +113,36 @@ def check_greedy(kvtier, model):
     return failures
 
 
+def check_live(kvtier, model):
+    """`kvtier run --live` piped: one plain line per sequence when it finishes (its prompt in
+    brackets, then the text), a shared prompt beginning said once, then the tiers and what
+    happened; --live with --json is a usage error."""
+    goldens = load(model, "goldens.json")["greedy"][:2]
+    common = "Here are a few sayings, quips and definitions. "
+    cmd = [kvtier, "run", "--model", model, "--backend", "cpu", "--live", "--temperature", "0",
+           "--repetition-penalty", "1", "--max-tokens", "8"]
+    for g in goldens:
+        cmd += ["--prompt", common + g["prompt"]]
+    out = run(cmd)
+    print(out)
+    failures = []
+    lines = out.splitlines()
+    if not lines or lines[0] != f'every prompt begins: "{common}"':
+        failures.append(f"first line is not the shared beginning: {lines[:1]}")
+    for g in goldens:
+        if not any(l.startswith("seq ") and f"| […{g['prompt']}] " in l for l in lines):
+            failures.append(f"no line for prompt {g['prompt']!r}")
+    for want in ("tier ", "gpu ", "host ", "disk ", "what happened:", "tokens generated in"):
+        if want not in out:
+            failures.append(f"no {want!r} in the output")
+    if "\x1b[" in out:
+        failures.append("terminal escapes in piped output")
+    p = subprocess.run(cmd + ["--json"], capture_output=True, text=True)
+    if p.returncode != 2:
+        failures.append(f"--live --json exited {p.returncode}, not 2 (usage)")
+    return failures
+
+
 def main():
     check, kvtier, model = sys.argv[1:4]
     if check == "tokenizer":
@@ -121,6 +151,8 @@ def main():
         failures = check_perplexity(kvtier, model, "cpu")
     elif check == "greedy_cpu":
         failures = check_greedy(kvtier, model)
+    elif check == "live_cpu":
+        failures = check_live(kvtier, model)
     elif check == "perplexity_cuda":
         smi = shutil.which("nvidia-smi")
         if smi is None or subprocess.run([smi, "-L"], capture_output=True).returncode != 0:

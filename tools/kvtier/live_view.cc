@@ -119,8 +119,9 @@ void LiveView::PrintTiers(const nlohmann::json& stats) {
   }
   const nlohmann::json& hits = stats["prefix_hits"];
   std::printf("\nwhat happened:\n");
-  std::printf("  %lld tokens generated in %lld steps; %lld prompt tokens computed, the rest taken from the cache\n",
-              Int(stats, "generated_tokens"), Int(stats, "steps"), Int(stats, "prompt_tokens_computed"));
+  std::printf("  %lld tokens generated in %lld steps; prompt tokens: %lld computed, %lld taken from the cache\n",
+              Int(stats, "generated_tokens"), Int(stats, "steps"), Int(stats, "prompt_tokens_computed"),
+              Int(stats, "prefix_hit_tokens"));
   std::printf("  GPU blocks ran short: %lld pauses; sequences swapped out %lld times, back in %lld times\n",
               Int(stats, "preemptions"), Int(stats, "swaps_out"), Int(stats, "swaps_in"));
   std::printf("  prompt blocks reused from the cache: %lld from the GPU, %lld from host memory, %lld from disk\n",
