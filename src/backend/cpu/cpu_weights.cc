@@ -23,7 +23,7 @@ absl::Status Load(const Checkpoint& checkpoint, ProgressStage* stage, const std:
                                                    "], expected [", absl::StrJoin(shape, ", "),
                                                    "]"));
   }
-  ToFloat32(tensor, out);
+  RETURN_IF_ERROR(checkpoint.TensorAsFloat32(name, out));  // fp8: codes times scales
   return stage->Add(static_cast<int64_t>(tensor.nbytes()));
 }
 

@@ -76,7 +76,7 @@ absl::Status LoadFromCheckpoint(const Checkpoint& checkpoint, const std::string&
     return absl::OkStatus();
   }
   std::vector<float> f32;
-  ToFloat32(tensor, &f32);
+  RETURN_IF_ERROR(checkpoint.TensorAsFloat32(name, &f32));  // fp8: codes times scales
   if (as == DType::kF32) {
     CUDA_RETURN_IF_ERROR(
         cudaMemcpy(dst, f32.data(), f32.size() * sizeof(float), cudaMemcpyHostToDevice));
@@ -144,7 +144,7 @@ CudaBackend::~CudaBackend() {
 
 DType CudaBackend::ComputeDTypeOf(const Checkpoint& checkpoint) {
   absl::StatusOr<TensorView> embed = checkpoint.Tensor("model.embed_tokens.weight");
-  if (embed.ok() && embed->dtype != DType::kF32) return embed->dtype;
+  if (embed.ok() && (embed->dtype == DType::kBF16 || embed->dtype == DType::kF16)) return embed->dtype;
   return checkpoint.config().torch_dtype == "float16" ? DType::kF16 : DType::kBF16;
 }
 
