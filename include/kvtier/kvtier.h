@@ -126,6 +126,17 @@ KVT_API int64_t kvt_live_handles(void);
  *   "max_waiting"        int     waiting queue bound (KVT_ERR_BUSY), >= 1 default 1024
  *   "preemption"         string  "auto" | "swap" | "recompute"            default "auto"
  *   "gpu_mem_limit"      int     total device bytes (weights+KV+work), 0 = no cap  default 0
+ *   "weight_dtype"       string  "auto" | "bf16" | "fp16" | "fp8": format the weights are
+ *                                held in; fp8 = E4M3 with one fp32 scale per output channel
+ *                                for 16/32-bit checkpoints (embeddings, lm_head and norms
+ *                                stay wider). auto: CPU fp32, CUDA the checkpoint's
+ *                                16-bit type (an FP8 checkpoint's values, dequantized).
+ *                                The CPU backend computes in fp32 on the rounded values; a
+ *                                format a backend cannot hold fails kvt_context_create
+ *                                with KVT_ERR_UNSUPPORTED naming it      default "auto"
+ *   "kv_dtype"           string  "auto" | "bf16" | "fp16" | "fp8": format of the KV cache
+ *                                on every tier (auto: CPU fp32, CUDA the compute type);
+ *                                same refusal rule                         default "auto"
  * Sizes are plain byte counts; kvt_options_set_string also accepts "64MiB", "2GiB", ... for
  * the *_bytes and gpu_mem_limit keys.
  * CUDA diagnostics, each 0 or 1 except the last: switches between equivalent ways of

@@ -58,6 +58,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   backend_options.max_sequences = options.max_running;
   backend_options.gpu_mem_limit_bytes = options.gpu_mem_limit;
   backend_options.cuda = options.cuda;
+  backend_options.weight_dtype = options.weight_dtype;
+  backend_options.kv_dtype = options.kv_dtype;
   backend_options.progress = options.progress;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                    CreateBackend(options.backend, *checkpoint, backend_options));

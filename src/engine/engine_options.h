@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "backend/cuda_options.h"
+#include "backend/storage_dtype.h"
 #include "common/progress.h"
 #include "kv/tier_preparation.h"
 
@@ -35,6 +36,9 @@ struct EngineOptions {
   int64_t max_waiting = 1024;
   PreemptionMode preemption = PreemptionMode::kAuto;
   int64_t gpu_mem_limit = 0;  // 0 = no cap
+  // Options weight_dtype / kv_dtype (BackendOptions), passed to the backend unchanged.
+  StorageDType weight_dtype = StorageDType::kAuto;
+  StorageDType kv_dtype = StorageDType::kAuto;
   bool prefix_cache = true;
   // Device blocks kept free for running decodes when admitting waiting sequences.
   int64_t watermark_blocks = 1;

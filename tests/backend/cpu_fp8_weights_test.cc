@@ -54,8 +54,10 @@ void WriteDequantizedCopy(const Checkpoint& fp8, const std::string& dir) {
   ASSERT_TRUE(WriteSafetensorsCheckpoint(dir, tensors, SafetensorsWriteOptions{}).ok());
 }
 
-std::vector<float> Logits(const Checkpoint& checkpoint, const std::vector<int32_t>& tokens) {
+std::vector<float> Logits(const Checkpoint& checkpoint, const std::vector<int32_t>& tokens,
+                          StorageDType weight_dtype = StorageDType::kAuto) {
   BackendOptions options;
+  options.weight_dtype = weight_dtype;
   options.num_threads = 1;
   options.block_tokens = kBlockTokens;
   auto backend = CpuBackend::Create(checkpoint, options);
@@ -100,6 +102,48 @@ TEST(CpuFp8WeightsTest, LogitsEqualThoseOfTheDequantizedFp32Checkpoint) {
     std::filesystem::remove_all(fp8_dir);
     std::filesystem::remove_all(f32_dir);
   }
+}
+
+// weight_dtype fp8 quantizes each output channel at load with amax / 448: on an fp32
+// checkpoint that is exactly what mkmodel --fp8 ct-channel wrote for the same seed.
+TEST(CpuFp8WeightsTest, WeightDtypeFp8EqualsTheChannelQuantizedCheckpoint) {
+  const std::string base = absl::StrCat(::testing::TempDir(), "/kvtier_cpu_fp8_load_", getpid());
+  RandomCheckpointSpec spec = *RandomCheckpointPreset("tiny-qwen2");  // biases, tied embeddings
+  spec.dtype = DType::kF32;
+  spec.seed = 23;
+  ASSERT_TRUE(WriteRandomCheckpoint(spec, base + "_f32").ok());
+  spec.quantization.format = WeightQuantizationFormat::kCompressedTensorsFloat;
+  spec.quantization.per_channel = true;
+  ASSERT_TRUE(WriteRandomCheckpoint(spec, base + "_ct").ok());
+  std::unique_ptr<Checkpoint> f32 = Open(base + "_f32");
+  std::unique_ptr<Checkpoint> ct = Open(base + "_ct");
+  ASSERT_NE(f32, nullptr);
+  ASSERT_NE(ct, nullptr);
+  const std::vector<int32_t> tokens = {9, 8, 300, 1, 77};
+  const std::vector<float> quantized_at_load = Logits(*f32, tokens, StorageDType::kFp8);
+  ASSERT_FALSE(quantized_at_load.empty());
+  EXPECT_EQ(quantized_at_load, Logits(*ct, tokens));
+  // ... and fp8 rounding changed the weights: the fp32 logits differ.
+  EXPECT_NE(quantized_at_load, Logits(*f32, tokens));
+  // bf16 rounding is applied too (another set of values again).
+  const std::vector<float> bf16 = Logits(*f32, tokens, StorageDType::kBf16);
+  EXPECT_NE(bf16, Logits(*f32, tokens));
+  EXPECT_NE(bf16, quantized_at_load);
+  std::filesystem::remove_all(base + "_f32");
+  std::filesystem::remove_all(base + "_ct");
+}
+
+TEST(CpuFp8WeightsTest, KvDtypeOtherThanAutoIsRefusedNamingIt) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/kvtier_cpu_fp8_kv_", getpid());
+  ASSERT_TRUE(WriteRandomCheckpoint(*RandomCheckpointPreset("tiny-llama"), dir).ok());
+  std::unique_ptr<Checkpoint> checkpoint = Open(dir);
+  ASSERT_NE(checkpoint, nullptr);
+  BackendOptions options;
+  options.kv_dtype = StorageDType::kFp8;
+  auto backend = CpuBackend::Create(*checkpoint, options);
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(backend.status().message().find("kv_dtype 'fp8'"), std::string::npos) << backend.status();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -57,7 +57,13 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const Checkpoint&
     return absl::InvalidArgumentError(
         absl::StrCat("head_dim must be positive and even for RoPE, got ", config.head_dim));
   }
+  if (options.kv_dtype != StorageDType::kAuto) {
+    // The CPU KV cache is fp32 in every tier; fp8/16-bit KV exist only on the CUDA backend.
+    return absl::UnimplementedError(absl::StrCat("cpu backend: kv_dtype '", std::string(StorageDTypeName(options.kv_dtype)),
+                                                 "' is not supported (the CPU KV cache is fp32: use auto)"));
+  }
   ASSIGN_OR_RETURN(CpuWeights weights, LoadCpuWeights(checkpoint, options.progress));
+  RoundProjections(config, options.weight_dtype, &weights);
   return std::unique_ptr<CpuBackend>(new CpuBackend(config, std::move(weights), options));
 }
 

@@ -150,10 +150,26 @@ DType CudaBackend::ComputeDTypeOf(const Checkpoint& checkpoint) {
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const Checkpoint& checkpoint,
                                                                  const BackendOptions& options) {
+  // weight_dtype bf16/fp16 choose the 16-bit type weights, activations and KV are held in;
+  // fp8 weights and a KV format other than that type need kernels this backend lacks.
+  DType dtype = ComputeDTypeOf(checkpoint);
+  if (options.weight_dtype == StorageDType::kBf16) dtype = DType::kBF16;
+  if (options.weight_dtype == StorageDType::kFp16) dtype = DType::kF16;
+  if (options.weight_dtype == StorageDType::kFp8) {
+    return absl::UnimplementedError("cuda backend: weight_dtype 'fp8' is not supported yet (use auto, bf16 or fp16)");
+  }
+  const bool kv_matches = options.kv_dtype == StorageDType::kAuto ||
+                          (options.kv_dtype == StorageDType::kBf16 && dtype == DType::kBF16) ||
+                          (options.kv_dtype == StorageDType::kFp16 && dtype == DType::kF16);
+  if (!kv_matches) {
+    return absl::UnimplementedError(absl::StrCat("cuda backend: kv_dtype '", std::string(StorageDTypeName(options.kv_dtype)),
+                                                 "' is not supported with ", std::string(DTypeName(dtype)),
+                                                 " weights (the KV cache is held in the compute type: use auto)"));
+  }
   ProgressStage stage(options.progress, "weights", checkpoint.TotalTensorBytes());
   RETURN_IF_ERROR(stage.Begin());
   ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> backend,
-                   CreateImpl(checkpoint.config(), options, ComputeDTypeOf(checkpoint),
+                   CreateImpl(checkpoint.config(), options, dtype,
                               [&checkpoint, &stage](const std::string& name, int64_t n, void* dst, DType as) {
                                 RETURN_IF_ERROR(LoadFromCheckpoint(checkpoint, name, n, dst, as));
                                 ASSIGN_OR_RETURN(TensorView tensor, checkpoint.Tensor(name));
