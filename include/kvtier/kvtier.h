@@ -135,8 +135,11 @@ KVT_API int64_t kvt_live_handles(void);
  *                                format a backend cannot hold fails kvt_context_create
  *                                with KVT_ERR_UNSUPPORTED naming it      default "auto"
  *   "kv_dtype"           string  "auto" | "bf16" | "fp16" | "fp8": format of the KV cache
- *                                on every tier (auto: CPU fp32, CUDA the compute type);
- *                                same refusal rule                         default "auto"
+ *                                on every tier (auto: CPU fp32, CUDA the compute type).
+ *                                fp8: E4M3 codes + one fp32 scale per token and KV head
+ *                                (CPU backend; the host and disk tiers hold the same bytes,
+ *                                and cached blocks of one format are never used by the
+ *                                other). Same refusal rule                 default "auto"
  * Sizes are plain byte counts; kvt_options_set_string also accepts "64MiB", "2GiB", ... for
  * the *_bytes and gpu_mem_limit keys.
  * CUDA diagnostics, each 0 or 1 except the last: switches between equivalent ways of

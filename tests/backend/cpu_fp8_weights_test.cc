@@ -133,16 +133,16 @@ TEST(CpuFp8WeightsTest, WeightDtypeFp8EqualsTheChannelQuantizedCheckpoint) {
   std::filesystem::remove_all(base + "_ct");
 }
 
-TEST(CpuFp8WeightsTest, KvDtypeOtherThanAutoIsRefusedNamingIt) {
+TEST(CpuFp8WeightsTest, KvDtype16BitIsRefusedNamingIt) {
   const std::string dir = absl::StrCat(::testing::TempDir(), "/kvtier_cpu_fp8_kv_", getpid());
   ASSERT_TRUE(WriteRandomCheckpoint(*RandomCheckpointPreset("tiny-llama"), dir).ok());
   std::unique_ptr<Checkpoint> checkpoint = Open(dir);
   ASSERT_NE(checkpoint, nullptr);
   BackendOptions options;
-  options.kv_dtype = StorageDType::kFp8;
+  options.kv_dtype = StorageDType::kFp16;
   auto backend = CpuBackend::Create(*checkpoint, options);
   EXPECT_EQ(backend.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(backend.status().message().find("kv_dtype 'fp8'"), std::string::npos) << backend.status();
+  EXPECT_NE(backend.status().message().find("kv_dtype 'fp16'"), std::string::npos) << backend.status();
   std::filesystem::remove_all(dir);
 }
 
