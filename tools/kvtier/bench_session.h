@@ -17,6 +17,7 @@ struct BenchSession {
   std::string backend = "cuda";
   double time_limit = 150;
   double tier_time_limit = 150;
+  double gpu_hour_usd = kDefaultGpuHourUsd;  // --gpu-hour-usd
   Ceilings ceilings;
   std::map<std::string, json> baseline;  // scenario -> hf_baseline.py result
   GpuMemorySampler* sampler = nullptr;   // null when GPU memory is not sampled
