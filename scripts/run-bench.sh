@@ -12,6 +12,8 @@
 #      TIER_TIME_LIMIT for W5/W6/W6b in s (default 120), TIER_DIR (default MODEL_DIR/../tiers),
 #      F16_WORKLOADS (default W1,W2; "none" to skip): the same workloads again on an fp16
 #      checkpoint (weights, activations and KV held in fp16), into bench-f16.json.
+#      BENCH_FLAGS: more flags for the main `kvtier bench` call (e.g. --sampler-controls,
+#      --json-schema FILE --tokenizer DIR), word-split.
 set -uo pipefail
 carry=${1:?usage: scripts/run-bench.sh CARRY_DIR OUT_DIR}
 out=${2:?usage: scripts/run-bench.sh CARRY_DIR OUT_DIR}
@@ -49,7 +51,7 @@ echo "checkpoint ready at $(( $(date +%s) - t0 )) s"; tail -3 "$out/mkmodel.txt"
 tiers=${TIER_DIR:-$(dirname "$model")/tiers}
 "$kvtier" bench --workload "${WORKLOADS:-all}" --model "$model" --make-model "$(dirname "$model")" --ceilings "$out/ceilings.txt" \
   --baseline "$out/baseline.txt" --json "$out/bench.json" --commit "$commit" \
-  --time-limit "${TIME_LIMIT:-90}" --tier-dir "$tiers" --tier-time-limit "${TIER_TIME_LIMIT:-120}" 2>&1 | tee "$out/bench.txt"
+  --time-limit "${TIME_LIMIT:-90}" --tier-dir "$tiers" --tier-time-limit "${TIER_TIME_LIMIT:-120}" ${BENCH_FLAGS:-} 2>&1 | tee "$out/bench.txt"
 case ",${WORKLOADS:-all}," in
   *,all,*|*,W6,*)
     echo "run-bench: W6b (new process) at $(( $(date +%s) - t0 )) s"

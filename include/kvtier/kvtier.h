@@ -294,9 +294,11 @@ KVT_API kvt_status kvt_request_set_min_p(kvt_request* request, float min_p);
 KVT_API kvt_status kvt_request_set_logit_bias(kvt_request* request, const int32_t* tokens,
                                               const float* biases, int32_t count);
 
-/* Log-probabilities are always of the model's own distribution: log-softmax of the raw
- * logits, before the sampler chain (as OpenAI and vLLM report them by default, and as
- * transformers' compute_transition_scores gives on output_logits). Alternatives are the most
+/* Log-probabilities are of the model's own distribution: log-softmax of the raw logits,
+ * before the sampler chain (as OpenAI and vLLM report them by default, and as
+ * transformers' compute_transition_scores gives on output_logits). For a request with a JSON
+ * schema or a grammar, of the distribution the grammar leaves: tokens it does not allow are
+ * masked first (they never appear among the alternatives). Alternatives are the most
  * likely tokens, most likely first (ties: lower id first). On the GPU they are computed from
  * the same logits the sampler reads, and only the numbers asked for are copied back. */
 /** Log-probabilities of the generated tokens: top_n -1 = off (default); 0..20 = each token's

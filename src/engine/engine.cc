@@ -96,6 +96,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   kv_options.prefix_cache = options.prefix_cache;
   kv_options.write_behind = options.disk_write_behind;
   kv_options.preparation = options.tier_preparation;
+  kv_options.preparation.pin_host_at_create = false;  // after the warm-up, below
   // Cached KV is only valid for the same weights, block geometry and KV element type.
   const KvLayout& layout = backend->kv_layout();
   const std::string geometry = absl::StrCat(checkpoint->Fingerprint(), "/", layout.block_tokens, "/",
@@ -108,6 +109,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   RETURN_IF_ERROR(warmup.Begin());
   RETURN_IF_ERROR(backend->WarmUp());
   RETURN_IF_ERROR(warmup.End());
+  // The host tier is pinned once the backend's own device work is done: its pins would
+  // hold up the warm-up's device calls (CUDA's driver lock).
+  kv->StartHostPinning();
   return std::unique_ptr<Engine>(
       new Engine(std::move(checkpoint), options, std::move(backend), std::move(kv), std::move(tokenizer)));
 }

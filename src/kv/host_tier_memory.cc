@@ -1,9 +1,13 @@
 // Implementation of HostTierMemory (host_tier_memory.h).
 #include "kv/host_tier_memory.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <thread>
 
 #include "backend/backend.h"
 #include "common/status_macros.h"
@@ -21,22 +25,47 @@ size_t RoundUp(size_t n, size_t unit) { return (n + unit - 1) / unit * unit; }
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HostTierMemory>> HostTierMemory::Create(Backend* backend, size_t bytes,
-                                                                       size_t chunk_bytes) {
+                                                                       size_t chunk_bytes, size_t block_bytes,
+                                                                       bool start_pinning) {
   const size_t page = PageBytes();
   const size_t region = RoundUp(std::max<size_t>(bytes, 1), page);
-  const size_t chunk = RoundUp(std::max<size_t>(chunk_bytes, 1), page);
+  const size_t unit = std::lcm(page, std::max<size_t>(block_bytes, 1));
+  const size_t chunk = RoundUp(std::max<size_t>(chunk_bytes, 1), unit);
   ASSIGN_OR_RETURN(void* base, backend->ReserveHostMemory(region));
-  return std::unique_ptr<HostTierMemory>(new HostTierMemory(backend, static_cast<uint8_t*>(base), region, chunk));
+  std::unique_ptr<HostTierMemory> memory(new HostTierMemory(backend, static_cast<uint8_t*>(base), region, chunk));
+  if (start_pinning) memory->StartPinning();
+  return memory;
 }
 
 HostTierMemory::HostTierMemory(Backend* backend, uint8_t* base, size_t bytes, size_t chunk_bytes)
-    : backend_(backend), base_(base), bytes_(bytes), chunk_bytes_(chunk_bytes) {
-  if (!backend_->PinsHostMemory()) return;
+    : backend_(backend), base_(base), bytes_(bytes), chunk_bytes_(chunk_bytes), pins_(backend->PinsHostMemory()) {}
+
+void HostTierMemory::StartPinning() {
+  if (!pins_ || pinning_ != nullptr) return;
   // Chunks [k * chunk, min((k + 1) * chunk, bytes)): the destructor unpins exactly these.
   pinning_ = std::make_unique<ChunkedPreparer>(
-      0, static_cast<int64_t>(bytes_), static_cast<int64_t>(chunk_bytes_), [this](int64_t begin, int64_t end) {
-        return backend_->PinHostMemory(base_ + begin, static_cast<size_t>(end - begin));
-      });
+      0, static_cast<int64_t>(bytes_), static_cast<int64_t>(chunk_bytes_),
+      [this](int64_t begin, int64_t end) { return PinChunk(static_cast<size_t>(begin), static_cast<size_t>(end)); });
+}
+
+absl::Status HostTierMemory::PinChunk(size_t begin, size_t end) {
+  // Paging the chunk in first, outside the backend: the pin then only locks pages that are
+  // already there, which shortens the time it holds the device driver's lock.
+  uint8_t* const start = base_ + begin;
+  const size_t length = end - begin;
+#ifdef MADV_POPULATE_WRITE
+  const bool populated = ::madvise(start, length, MADV_POPULATE_WRITE) == 0;
+#else
+  const bool populated = false;
+#endif
+  if (!populated) {
+    const size_t page = PageBytes();
+    for (size_t at = 0; at < length; at += page) static_cast<volatile uint8_t*>(start)[at] = 0;
+  }
+  const absl::Status pinned = backend_->PinHostMemory(start, length);
+  // A thread waiting for the driver's lock gets it before the next chunk takes it again.
+  std::this_thread::sleep_for(std::chrono::microseconds(200));
+  return pinned;
 }
 
 HostTierMemory::~HostTierMemory() {
@@ -54,7 +83,8 @@ HostTierMemory::~HostTierMemory() {
 }
 
 size_t HostTierMemory::ready_bytes() const {
-  return pinning_ == nullptr ? bytes_ : static_cast<size_t>(pinning_->ready());
+  if (!pins_) return bytes_;
+  return pinning_ == nullptr ? 0 : static_cast<size_t>(pinning_->ready());
 }
 
 }  // namespace kvtier

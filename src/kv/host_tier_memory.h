@@ -21,10 +21,14 @@ class Backend;
 class HostTierMemory {
  public:
   // Reserves `bytes` (rounded up to whole pages) through the backend and, when the backend
-  // pins host memory, starts pinning it in chunks of `chunk_bytes` (rounded up to whole
-  // pages) from the start; otherwise the whole region is ready at once. `backend` must
-  // outlive the result. ResourceExhausted when the address space cannot be reserved.
-  static absl::StatusOr<std::unique_ptr<HostTierMemory>> Create(Backend* backend, size_t bytes, size_t chunk_bytes);
+  // pins host memory, pins it in chunks of about `chunk_bytes` from the start, on a
+  // background thread started now or, with start_pinning false, by StartPinning();
+  // otherwise the whole region is ready at once. A chunk is a whole number of pages and of
+  // `block_bytes`: each pin is its own registration (CUDA), and a copy whose host bytes
+  // straddle two registrations is refused, so no block may. `backend` must outlive the
+  // result. ResourceExhausted when the address space cannot be reserved.
+  static absl::StatusOr<std::unique_ptr<HostTierMemory>> Create(Backend* backend, size_t bytes, size_t chunk_bytes,
+                                                                size_t block_bytes = 1, bool start_pinning = true);
   // Cancels the pinning (waiting for the chunk being pinned), unpins every pinned chunk and
   // releases the region.
   ~HostTierMemory();
@@ -36,27 +40,37 @@ class HostTierMemory {
   // The prefix [0, ready_bytes()) may be copied to and from (acquire: pinned).
   size_t ready_bytes() const;
   // Pinning has ended: everything is ready, or it failed (status()), or was cancelled.
-  bool done() const { return pinning_ == nullptr || pinning_->done(); }
+  bool done() const { return !pins_ || (pinning_ != nullptr && pinning_->done()); }
   // Why pinning stopped early (the backend's error); OK otherwise. The part pinned before
   // stays usable; the rest of the region is never used.
   absl::Status status() const { return pinning_ == nullptr ? absl::OkStatus() : pinning_->status(); }
+  // Starts the pinning thread (once; nothing when it runs or the backend does not pin).
+  // Pinning (CUDA: cudaHostRegister) holds the driver's lock for each chunk, so a context
+  // starts it once its own device work (weights, warm-up) is done; the thread also pages
+  // each chunk in before pinning it and yields between chunks, so that a stepping thread's
+  // device calls wait for at most one small chunk.
+  void StartPinning();
   // Stops pinning before the next chunk; returns at once (freeing a context starts here).
   void CancelPinning() {
     if (pinning_ != nullptr) pinning_->Cancel();
   }
-  // Blocks until done() (tests; a caller that needs the whole tier before it starts).
+  // Blocks until done() (tests; a caller that needs the whole tier before it starts);
+  // starts the pinning first if it was not started.
   void WaitUntilDone() {
+    StartPinning();
     if (pinning_ != nullptr) pinning_->Wait();
   }
 
  private:
   HostTierMemory(Backend* backend, uint8_t* base, size_t bytes, size_t chunk_bytes);
+  absl::Status PinChunk(size_t begin, size_t end);
 
   Backend* const backend_;
   uint8_t* const base_;
   const size_t bytes_;
   const size_t chunk_bytes_;
-  std::unique_ptr<ChunkedPreparer> pinning_;  // null when the backend does not pin
+  const bool pins_;                           // the backend pins host memory
+  std::unique_ptr<ChunkedPreparer> pinning_;  // null until started, and when the backend does not pin
 };
 
 }  // namespace kvtier

@@ -322,6 +322,11 @@ class KvCacheManager {
   // Blocks until both preparations have ended (complete, failed), then admits what they
   // prepared: tests, and callers that want the whole tiers before they start.
   void WaitForPreparedTiers();
+  // Starts pinning the host tier when Create did not (TierPreparationOptions::
+  // pin_host_at_create false); nothing otherwise.
+  void StartHostPinning() {
+    if (host_region_ != nullptr) host_region_->StartPinning();
+  }
   // Slots of the tier usable now (prepared and admitted): capacity_blocks once prepared.
   int64_t ready_blocks(Tier tier) const { return pool(tier).num_available(); }
   // Why the tier's preparation stopped early, once AdmitPreparedSlots has seen it; empty

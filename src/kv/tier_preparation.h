@@ -12,7 +12,13 @@ struct TierPreparationOptions {
   // Host tier, on backends that pin host memory: all of it is pinned in the background,
   // this much at a time (rounded up to whole pages). A smaller chunk makes the first blocks
   // usable sooner and a context freed meanwhile wait less (for the chunk being pinned).
-  int64_t host_chunk_bytes = int64_t{256} << 20;
+  // Small, because on CUDA each pin holds the driver's lock: a step's device calls wait
+  // for at most one chunk (32 MiB: a few milliseconds).
+  int64_t host_chunk_bytes = int64_t{32} << 20;
+  // Whether KvCacheManager::Create starts pinning the host tier; false leaves it to
+  // KvCacheManager::StartHostPinning (the engine: after the backend's warm-up, whose device
+  // calls would otherwise wait behind the pins).
+  bool pin_host_at_create = true;
   // Disk tier: this much of the file is reserved before creation returns (a small tier
   // entirely: no thread, and a full disk is an error at creation)...
   int64_t disk_bytes_at_create = int64_t{64} << 20;

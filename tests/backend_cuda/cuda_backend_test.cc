@@ -451,6 +451,24 @@ TEST_F(CudaBackendTest, GrammarMasksApplyBeforeThePick) {
         EXPECT_TRUE((m[ids[r] / 32] >> (ids[r] % 32)) & 1u) << "row " << r;
       }
     }
+    // The sampler chain's path (ForwardAndSample: log-probabilities, several samples per
+    // row, pieces of the split batch each with their own first row) applies them too.
+    SamplingBatch chain;
+    for (int32_t r = 0; r < 5; ++r) chain.samples.push_back({r, RowSampling{0.0f, 0, 1.0f, 0.5}, 2});
+    chain.samples.push_back({3, rows[3], 2});
+    chain.samples.push_back({4, rows[0], -1});
+    SamplingResult result;
+    ASSERT_TRUE((*gpu)->ForwardAndSample(batch, chain, &result).ok());
+    ASSERT_EQ(result.tokens.size(), chain.samples.size());
+    for (size_t i = 0; i < chain.samples.size(); ++i) {
+      const size_t r = static_cast<size_t>(chain.samples[i].logits_row);
+      const int32_t id = result.tokens[i];
+      if (chain.samples[i].sampling.temperature == 0.0f) {
+        EXPECT_EQ(id, Argmax(logits.data() + r * vocab, vocab)) << "chain greedy row " << r;
+      }
+      if (const uint32_t* m = masks.Row(r)) EXPECT_TRUE((m[id / 32] >> (id % 32)) & 1u) << "chain sample " << i;
+      if (chain.samples[i].top_logprobs >= 0) EXPECT_TRUE(std::isfinite(result.sample_logprobs[i].logprob)) << i;
+    }
     (*gpu)->FreeHostMemory(pinned);
   }
   EXPECT_EQ((*gpu)->allocations_after_init(), 0);

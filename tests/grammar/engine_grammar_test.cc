@@ -2,6 +2,7 @@
 // tokenizer of multi-byte tokens): every finished output is complete JSON of the schema's
 // shape, under sampling, greedy decoding, preemption (swap and recompute), stop strings and
 // mixed batches; a constrained sequence's tokens do not depend on its neighbours.
+#include <cmath>
 #include <map>
 #include <random>
 
@@ -275,6 +276,58 @@ TEST(EngineGrammarTest, ErrorsAtAdd) {
   ASSERT_FALSE(id.ok());
   EXPECT_THAT(std::string(id.status().message()), HasSubstr("needs the model's tokenizer"));
   EXPECT_EQ(no_tokenizer.engine->NumUnfinished(), 0);
+}
+
+// The sampler chain (penalties, a logit bias, log-probabilities) and parallel completions
+// under a grammar: the mask wins over a +100 bias, every completion follows the grammar on
+// its own, completion i equals the request run alone with seed + i, and the reported
+// log-probabilities are of tokens the grammar allowed (finite).
+TEST(EngineGrammarTest, SamplerChainAndParallelCompletionsFollowTheGrammar) {
+  auto schema = Schema(kWeatherSchema);
+  auto params = [&](uint64_t seed, int32_t n) {
+    SamplingParams p = Sampled(seed, schema, 160);
+    p.repetition_penalty = 1.2f;
+    p.presence_penalty = 0.5f;
+    p.logit_bias = {{'#', 100.0f}, {'{', -5.0f}};  // '#' cannot open the JSON; '{' must
+    p.logprobs = 3;
+    p.n = n;
+    return p;
+  };
+  constexpr int32_t kCompletions = 3;
+  Fixture f = MakeEngine(CpuOptions());
+  const SequenceId first = *f.engine->Add(Prompt(7), params(7, kCompletions));
+  RunToEnd(*f.engine);
+  std::vector<Outcome> outcomes;
+  for (int32_t i = 0; i < kCompletions; ++i) {
+    Outcome o = Read(*f.engine, first + i);
+    ASSERT_FALSE(o.tokens.empty());
+    EXPECT_EQ(o.text.substr(0, 1), "{") << o.text;
+    if (o.finish == FinishReason::kGrammar) {
+      ExpectWeather(o.text);
+    } else {
+      EXPECT_EQ(o.finish, FinishReason::kLength) << o.text;
+    }
+    ASSERT_TRUE(f.engine
+                    ->ReadSequence(first + i,
+                                   [&](const Sequence& seq) {
+                                     ASSERT_EQ(seq.generated_logprobs.size(), o.tokens.size());
+                                     for (size_t t = 0; t < o.tokens.size(); ++t) {
+                                       EXPECT_EQ(seq.generated_logprobs[t].token, o.tokens[t]);
+                                       EXPECT_TRUE(std::isfinite(seq.generated_logprobs[t].logprob));
+                                       EXPECT_LE(seq.generated_logprobs[t].logprob, 0.0f);
+                                     }
+                                   })
+                    .ok());
+    outcomes.push_back(std::move(o));
+  }
+  for (int32_t i : {1, 2}) {
+    Fixture alone = MakeEngine(CpuOptions());
+    const SequenceId id = *alone.engine->Add(Prompt(7), params(7 + static_cast<uint64_t>(i), 1));
+    RunToEnd(*alone.engine);
+    EXPECT_EQ(Read(*alone.engine, id).tokens, outcomes[static_cast<size_t>(i)].tokens) << "completion " << i;
+  }
+  nlohmann::json stats = f.engine->Stats();
+  EXPECT_EQ(stats["grammar"]["failed"], 0);
 }
 
 }  // namespace

@@ -133,6 +133,40 @@ TEST(HostTierMemoryTest, PinsChunkByChunkAndFreeingCancelsAndUnpinsExactlyThose)
   EXPECT_EQ(ledger->released_while_pinned(), 0);
 }
 
+// A block never straddles two pins: each pin is its own registration on CUDA, where a copy
+// across two is refused. Blocks of 3000 bytes against chunks asked as one page: every
+// chunk is a whole number of pages and of blocks.
+TEST(HostTierMemoryTest, ChunksHoldWholeBlocks) {
+  constexpr size_t kBlock = 3000;
+  auto ledger = std::make_shared<PinLedger>();
+  GatedPinBackend backend(std::make_unique<FakeBackend>(4), ledger);
+  ledger->gate().AllowAll();
+  auto memory = HostTierMemory::Create(&backend, 1000 * kBlock, kPage, kBlock);
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  (*memory)->WaitUntilDone();
+  ASSERT_TRUE((*memory)->status().ok()) << (*memory)->status();
+  std::vector<BlockCopy> blocks;
+  for (int32_t i = 0; i < 1000; ++i) blocks.push_back({i, (*memory)->base() + static_cast<size_t>(i) * kBlock});
+  EXPECT_TRUE(ledger->CheckPinned(blocks, kBlock).ok());
+  EXPECT_GT(ledger->pins(), 1);
+}
+
+// Pinning waits for StartPinning when asked to (a context starts it after its warm-up).
+TEST(HostTierMemoryTest, DeferredPinningStartsWhenAsked) {
+  auto ledger = std::make_shared<PinLedger>();
+  GatedPinBackend backend(std::make_unique<FakeBackend>(4), ledger);
+  ledger->gate().AllowAll();
+  auto memory = HostTierMemory::Create(&backend, 8 * kPage, 2 * kPage, 1, /*start_pinning=*/false);
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  EXPECT_FALSE((*memory)->done());
+  EXPECT_EQ((*memory)->ready_bytes(), 0u);
+  EXPECT_EQ(ledger->pins(), 0);
+  (*memory)->StartPinning();
+  (*memory)->WaitUntilDone();
+  EXPECT_EQ((*memory)->ready_bytes(), 8 * kPage);
+  EXPECT_EQ(ledger->pins(), 4);
+}
+
 TEST(HostTierMemoryTest, APinRefusedKeepsThePrefixAndStops) {
   auto ledger = std::make_shared<PinLedger>();
   GatedPinBackend backend(std::make_unique<FakeBackend>(4), ledger);

@@ -223,16 +223,11 @@ absl::StatusOr<int64_t> CudaBackend::StartCopiesToHost(std::span<const BlockCopy
     CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(copy_stream_, compute_done_, 0));
     CUDA_RETURN_IF_ERROR(cudaEventRecord(start, copy_stream_));
     const size_t bytes = layout_.BlockBytes();
-    // Runs of consecutive blocks into consecutive host bytes go as one copy.
-    for (size_t i = 0; i < copies.size();) {
-      size_t n = 1;
-      while (i + n < copies.size() && copies[i + n].device_block == copies[i].device_block + static_cast<int32_t>(n) &&
-             static_cast<uint8_t*>(copies[i + n].host) == static_cast<uint8_t*>(copies[i].host) + n * bytes) {
-        ++n;
-      }
-      CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(copies[i].host, BlockDevicePointer(copies[i].device_block), n * bytes,
-                                           cudaMemcpyDeviceToHost, copy_stream_));
-      i += n;
+    // One copy per block: consecutive host bytes may belong to two host registrations
+    // (the host tier is pinned a chunk at a time), and a copy straddling two is refused.
+    for (const BlockCopy& c : copies) {
+      CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(c.host, BlockDevicePointer(c.device_block), bytes, cudaMemcpyDeviceToHost, copy_stream_));
     }
     CUDA_RETURN_IF_ERROR(cudaEventRecord(*end, copy_stream_));
     return absl::OkStatus();

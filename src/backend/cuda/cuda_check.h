@@ -13,6 +13,8 @@
   do {                                                                                  \
     const cudaError_t kvt_cuda_err_ = (expr);                                           \
     if (kvt_cuda_err_ != cudaSuccess) {                                                 \
+      /* Cleared: a failed call the caller survives must not fail the next launch. */   \
+      cudaGetLastError();                                                               \
       return ::absl::AbortedError(::absl::StrCat(#expr, ": ",                         \
                                                    cudaGetErrorString(kvt_cuda_err_))); \
     }                                                                                   \
