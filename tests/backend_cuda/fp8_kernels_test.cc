@@ -1,0 +1,102 @@
+// FP8 weight kernels against the CPU reference on identical data: quantization at load
+// writes the bytes and scales of model/fp8_weights.h QuantizeRowsFp8, and the fp8 decode
+// GEMV matches a double-precision product over the same codes and scales.
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/fp8_kernels.h"
+#include "common/fp8_e4m3.h"
+#include "cuda_test_util.h"
+#include "gtest/gtest.h"
+#include "model/fp8_weights.h"
+
+namespace kvtier {
+namespace {
+
+using cuda_test::Elem16;
+using cuda_test::ForEachElem;
+
+template <typename T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  explicit DeviceBuffer(size_t count) { cudaMalloc(&ptr, count * sizeof(T)); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+};
+
+TEST(Fp8KernelsTest, QuantizeRowsWritesTheCpuBytes) {
+  KVT_SKIP_WITHOUT_CUDA();
+  ForEachElem([]<typename T>() {
+    std::mt19937 rng(3);
+    const int64_t rows = 37, cols = 1000;
+    cuda_test::Data16 w = cuda_test::Random16<T>(rows * cols, rng, -3.0f, 3.0f);
+    for (int64_t c = 0; c < cols; ++c) w.bits[5 * cols + c] = Elem16<T>::Bits(0.0f), w.values[5 * cols + c] = 0.0f;
+    std::vector<uint8_t> want_codes(rows * cols);
+    std::vector<float> want_scales(rows);
+    QuantizeRowsFp8(w.values.data(), rows, cols, want_codes.data(), want_scales.data());
+
+    DeviceBuffer<uint16_t> d_w(rows * cols);
+    DeviceBuffer<uint8_t> d_codes(rows * cols);
+    DeviceBuffer<float> d_scales(rows);
+    CUDA_ASSERT(cudaMemcpy(d_w.ptr, w.bits.data(), w.bits.size() * 2, cudaMemcpyHostToDevice));
+    CUDA_ASSERT(cuda::QuantizeRowsFp8(reinterpret_cast<const T*>(d_w.ptr), rows, cols, d_codes.ptr, d_scales.ptr,
+                                      nullptr));
+    std::vector<uint8_t> codes(rows * cols);
+    std::vector<float> scales(rows);
+    CUDA_ASSERT(cudaMemcpy(codes.data(), d_codes.ptr, codes.size(), cudaMemcpyDeviceToHost));
+    CUDA_ASSERT(cudaMemcpy(scales.data(), d_scales.ptr, scales.size() * 4, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(scales, want_scales);
+    EXPECT_EQ(codes, want_codes);
+  });
+}
+
+TEST(Fp8KernelsTest, GemvMatchesTheReferenceOnTheSameCodes) {
+  KVT_SKIP_WITHOUT_CUDA();
+  ForEachElem([]<typename T>() {
+    std::mt19937 rng(9);
+    const int64_t out_features = 333, in_features = 1024 + 48;  // a ragged last 512-stride
+    std::vector<uint8_t> codes(out_features * in_features);
+    std::uniform_int_distribution<int> code(0, 255);
+    for (uint8_t& c : codes) {
+      do c = static_cast<uint8_t>(code(rng)); while ((c & 0x7f) == 0x7f);  // no NaN codes
+    }
+    std::vector<float> scales(out_features);
+    std::uniform_real_distribution<float> scale(1e-4f, 1e-2f);
+    for (float& s : scales) s = scale(rng);
+    EXPECT_EQ(cuda::GemvFp8<T>(nullptr, 9, nullptr, nullptr, 1, 16, nullptr, nullptr), cudaErrorInvalidValue);
+    EXPECT_EQ(cuda::GemvFp8<T>(nullptr, 1, nullptr, nullptr, 1, 24, nullptr, nullptr), cudaErrorInvalidValue);
+    cudaGetLastError();
+    for (int num_rows : {1, 3, 8}) {
+      SCOPED_TRACE(num_rows);
+      cuda_test::Data16 x = cuda_test::Random16<T>(num_rows * in_features, rng);
+      DeviceBuffer<uint16_t> d_x(x.bits.size()), d_out(num_rows * out_features);
+      DeviceBuffer<uint8_t> d_codes(codes.size());
+      DeviceBuffer<float> d_scales(scales.size());
+      CUDA_ASSERT(cudaMemcpy(d_x.ptr, x.bits.data(), x.bits.size() * 2, cudaMemcpyHostToDevice));
+      CUDA_ASSERT(cudaMemcpy(d_codes.ptr, codes.data(), codes.size(), cudaMemcpyHostToDevice));
+      CUDA_ASSERT(cudaMemcpy(d_scales.ptr, scales.data(), scales.size() * 4, cudaMemcpyHostToDevice));
+      CUDA_ASSERT(cuda::GemvFp8(reinterpret_cast<const T*>(d_x.ptr), num_rows, d_codes.ptr, d_scales.ptr, out_features,
+                                in_features, reinterpret_cast<T*>(d_out.ptr), nullptr));
+      std::vector<uint16_t> out(num_rows * out_features);
+      CUDA_ASSERT(cudaMemcpy(out.data(), d_out.ptr, out.size() * 2, cudaMemcpyDeviceToHost));
+      for (int r = 0; r < num_rows; ++r) {
+        for (int64_t n = 0; n < out_features; ++n) {
+          double want = 0, magnitude = 0;
+          for (int64_t c = 0; c < in_features; ++c) {
+            const double term = static_cast<double>(x.values[r * in_features + c]) *
+                                Fp8E4M3ToFloat(codes[n * in_features + c]) * scales[n];
+            want += term;
+            magnitude += std::fabs(term);
+          }
+          const double got = Elem16<T>::Value(out[r * out_features + n]);
+          // Output rounding to T plus fp32 accumulation over in_features terms.
+          ASSERT_NEAR(got, want, cuda_test::Tolerance<T>() * std::fabs(want) + 1e-5 * magnitude)
+              << r << " " << n;
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace kvtier
