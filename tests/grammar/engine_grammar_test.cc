@@ -196,7 +196,8 @@ TEST(EngineGrammarTest, PreemptionKeepsTheGrammarState) {
     options.max_tokens_per_step = 64;
     Fixture f = MakeEngine(options);
     std::vector<SequenceId> ids;
-    const uint64_t n = grammar::testing::kSanitized ? 6 : 12;
+    // Not scaled down under the sanitizers: fewer sequences may all fit the budget.
+    const uint64_t n = 12;
     for (uint64_t s = 0; s < n; ++s) ids.push_back(*f.engine->Add(Prompt(s), Sampled(s, schema, 120)));
     RunToEnd(*f.engine);
     nlohmann::json stats = f.engine->Stats();
