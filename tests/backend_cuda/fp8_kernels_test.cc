@@ -1,6 +1,7 @@
 // FP8 weight kernels against the CPU reference on identical data: quantization at load
-// writes the bytes and scales of model/fp8_weights.h QuantizeRowsFp8, and the fp8 decode
-// GEMV matches a double-precision product over the same codes and scales.
+// writes the bytes and scales of model/fp8_weights.h QuantizeRowsFp8, the fp8 decode GEMV
+// (plain and fused gate|up + SiLU) matches a double-precision product over the same codes
+// and scales, and the prefill dequantization writes the host's 16-bit values bit for bit.
 #include <cmath>
 #include <random>
 #include <vector>
@@ -54,7 +55,7 @@ TEST(Fp8KernelsTest, GemvMatchesTheReferenceOnTheSameCodes) {
   KVT_SKIP_WITHOUT_CUDA();
   ForEachElem([]<typename T>() {
     std::mt19937 rng(9);
-    const int64_t out_features = 333, in_features = 1024 + 48;  // a ragged last 512-stride
+    const int64_t out_features = 333, in_features = 4096 + 48;  // pre-wait, pipelined and ragged pieces
     std::vector<uint8_t> codes(out_features * in_features);
     std::uniform_int_distribution<int> code(0, 255);
     for (uint8_t& c : codes) {
@@ -93,6 +94,92 @@ TEST(Fp8KernelsTest, GemvMatchesTheReferenceOnTheSameCodes) {
           ASSERT_NEAR(got, want, cuda_test::Tolerance<T>() * std::fabs(want) + 1e-5 * magnitude)
               << r << " " << n;
         }
+      }
+    }
+  });
+}
+
+// Random codes (no NaN) and scales of a (rows, cols) fp8 matrix.
+void RandomFp8(int64_t rows, int64_t cols, std::mt19937& rng, std::vector<uint8_t>* codes,
+               std::vector<float>* scales) {
+  codes->resize(rows * cols);
+  std::uniform_int_distribution<int> code(0, 255);
+  for (uint8_t& c : *codes) {
+    do c = static_cast<uint8_t>(code(rng)); while ((c & 0x7f) == 0x7f);
+  }
+  scales->resize(rows);
+  std::uniform_real_distribution<float> scale(1e-4f, 1e-2f);
+  for (float& s : *scales) s = scale(rng);
+}
+
+TEST(Fp8KernelsTest, GemvSiluMulMatchesTheReference) {
+  KVT_SKIP_WITHOUT_CUDA();
+  ForEachElem([]<typename T>() {
+    std::mt19937 rng(21);
+    const int64_t inter = 197, in_features = 2048 + 2 * 512 + 32;  // pre-wait, pipelined and ragged pieces
+    std::vector<uint8_t> codes;
+    std::vector<float> scales;
+    RandomFp8(2 * inter, in_features, rng, &codes, &scales);
+    EXPECT_EQ(cuda::GemvSiluMulFp8<T>(nullptr, 3, nullptr, nullptr, 1, 16, nullptr, nullptr), cudaErrorInvalidValue);
+    cudaGetLastError();
+    for (int num_rows : {1, 2}) {
+      SCOPED_TRACE(num_rows);
+      cuda_test::Data16 x = cuda_test::Random16<T>(num_rows * in_features, rng);
+      DeviceBuffer<uint16_t> d_x(x.bits.size()), d_out(num_rows * inter);
+      DeviceBuffer<uint8_t> d_codes(codes.size());
+      DeviceBuffer<float> d_scales(scales.size());
+      CUDA_ASSERT(cudaMemcpy(d_x.ptr, x.bits.data(), x.bits.size() * 2, cudaMemcpyHostToDevice));
+      CUDA_ASSERT(cudaMemcpy(d_codes.ptr, codes.data(), codes.size(), cudaMemcpyHostToDevice));
+      CUDA_ASSERT(cudaMemcpy(d_scales.ptr, scales.data(), scales.size() * 4, cudaMemcpyHostToDevice));
+      CUDA_ASSERT(cuda::GemvSiluMulFp8(reinterpret_cast<const T*>(d_x.ptr), num_rows, d_codes.ptr, d_scales.ptr,
+                                       inter, in_features, reinterpret_cast<T*>(d_out.ptr), nullptr));
+      std::vector<uint16_t> out(num_rows * inter);
+      CUDA_ASSERT(cudaMemcpy(out.data(), d_out.ptr, out.size() * 2, cudaMemcpyDeviceToHost));
+      for (int r = 0; r < num_rows; ++r) {
+        for (int64_t n = 0; n < inter; ++n) {
+          double dot[2] = {0, 0}, magnitude[2] = {0, 0};
+          for (int j = 0; j < 2; ++j) {
+            const int64_t row = n + j * inter;
+            for (int64_t c = 0; c < in_features; ++c) {
+              const double term = static_cast<double>(x.values[r * in_features + c]) *
+                                  Fp8E4M3ToFloat(codes[row * in_features + c]) * scales[row];
+              dot[j] += term;
+              magnitude[j] += std::fabs(term);
+            }
+          }
+          const double want = dot[0] / (1.0 + std::exp(-dot[0])) * dot[1];
+          const double got = Elem16<T>::Value(out[r * inter + n]);
+          // d(silu(g) u) = (silu'(g) u) dg + silu(g) du, silu' <= 1.1.
+          const double bound = cuda_test::Tolerance<T>() * std::fabs(want) +
+                               1e-5 * (1.1 * std::fabs(dot[1]) * magnitude[0] + std::fabs(dot[0]) * magnitude[1]) + 1e-6;
+          ASSERT_NEAR(got, want, bound) << r << " " << n;
+        }
+      }
+    }
+  });
+}
+
+TEST(Fp8KernelsTest, DequantizeWritesTheHostValues) {
+  KVT_SKIP_WITHOUT_CUDA();
+  ForEachElem([]<typename T>() {
+    std::mt19937 rng(5);
+    for (int64_t cols : {int64_t{64}, int64_t{37}}) {  // the 16-code and the scalar kernel
+      SCOPED_TRACE(cols);
+      const int64_t rows = 53;
+      std::vector<uint8_t> codes;
+      std::vector<float> scales;
+      RandomFp8(rows, cols, rng, &codes, &scales);
+      DeviceBuffer<uint8_t> d_codes(codes.size());
+      DeviceBuffer<float> d_scales(scales.size());
+      DeviceBuffer<uint16_t> d_out(codes.size());
+      CUDA_ASSERT(cudaMemcpy(d_codes.ptr, codes.data(), codes.size(), cudaMemcpyHostToDevice));
+      CUDA_ASSERT(cudaMemcpy(d_scales.ptr, scales.data(), scales.size() * 4, cudaMemcpyHostToDevice));
+      CUDA_ASSERT(cuda::DequantizeRowsFp8(d_codes.ptr, d_scales.ptr, rows, cols, reinterpret_cast<T*>(d_out.ptr),
+                                          nullptr));
+      std::vector<uint16_t> out(codes.size());
+      CUDA_ASSERT(cudaMemcpy(out.data(), d_out.ptr, out.size() * 2, cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < codes.size(); ++i) {
+        ASSERT_EQ(out[i], Elem16<T>::Bits(Fp8E4M3ToFloat(codes[i]) * scales[i / cols])) << i;
       }
     }
   });
