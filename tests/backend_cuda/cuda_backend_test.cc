@@ -19,6 +19,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/fp8_skinny.h"
 #include "backend/cuda_module.h"
 #include "cuda_test_util.h"
 #include "gtest/gtest.h"
@@ -782,9 +783,36 @@ TEST_F(CudaBackendTest, AsyncCopiesToHostLandTheBytesInOrderAndRejectBadInput) {
   b.FreeHostMemory(host);
 }
 
+// fp8 steps past the tensor-core projection's 64 rows (prefill) dequantize each projection
+// for cuBLAS; then decode continues on the GEMV. Both against the CPU on the same codes.
+TEST_F(CudaBackendTest, Fp8PrefillThroughDequantizationMatchesCpu) {
+  auto spec = RandomCheckpointPreset("small-llama");
+  ASSERT_TRUE(spec.ok());
+  spec->seed = rng_();
+  auto checkpoint = MakeCheckpoint(*spec, "fp8_prefill");
+  ASSERT_NE(checkpoint, nullptr);
+  BackendOptions options;
+  options.weight_dtype = StorageDType::kFp8;
+  auto cpu = CpuBackend::Create(*checkpoint, options);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto gpu = CudaBackend::Create(*checkpoint, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_TRUE((*cpu)->AllocateKvPool(16).ok());
+  ASSERT_TRUE((*gpu)->AllocateKvPool(16).ok());
+  std::vector<Seq> seqs(1);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(checkpoint->config().vocab_size) - 1);
+  for (int i = 0; i < 150; ++i) seqs[0].tokens.push_back(tok(rng_));
+  for (int32_t b = 15; b >= 0; --b) seqs[0].table.push_back(b);
+  Stats stats;
+  Step(**cpu, **gpu, seqs, {{0, 150, true}}, &stats);
+  for (int i = 0; i < 3; ++i) Step(**cpu, **gpu, seqs, {{0, 1, true}}, &stats);
+  EXPECT_EQ(stats.rows, 4);
+  EXPECT_EQ((*gpu)->allocations_after_init(), 0);
+}
+
 // weight_dtype fp8 holds each projection weight in one byte plus one fp32 scale per output
-// row, and one 16-bit scratch of the largest projection (prefill dequantization); the rest
-// of the device memory is the same.
+// row, one 16-bit scratch of the largest projection (prefill dequantization) and the
+// tensor-core projection's split partials; the rest of the device memory is the same.
 TEST_F(CudaBackendTest, Fp8WeightsHoldOneBytePerProjectionWeight) {
   auto spec = RandomCheckpointPreset("small-llama");
   ASSERT_TRUE(spec.ok());
@@ -801,8 +829,16 @@ TEST_F(CudaBackendTest, Fp8WeightsHoldOneBytePerProjectionWeight) {
   const int64_t elements = qkv * h + h * c.q_dim() + 2 * inter * h + h * inter;
   const int64_t rows = qkv + h + 2 * inter + h;
   const int64_t scratch = std::max({qkv * h, h * c.q_dim(), 2 * inter * h, h * inter});
+  cudaDeviceProp props{};
+  ASSERT_EQ(cudaGetDeviceProperties(&props, 0), cudaSuccess);
+  const int step_rows = static_cast<int>(std::min<int64_t>(cuda::kSkinnyFp8MaxRows, BackendOptions().max_tokens_per_step));
+  int64_t partials = 0;
+  for (auto [n, k] : {std::pair{qkv, h}, std::pair{h, c.q_dim()}, std::pair{2 * inter, h}, std::pair{h, inter}}) {
+    partials = std::max<int64_t>(partials, static_cast<int64_t>(cuda::SkinnyFp8PartialFloats(
+                                               step_rows, n, cuda::SkinnyFp8Splits(n, k, props.multiProcessorCount))));
+  }
   EXPECT_EQ((*bf16)->device_bytes_in_use() - (*fp8)->device_bytes_in_use(),
-            c.num_layers * (2 * elements - (elements + 4 * rows)) - 2 * scratch);
+            c.num_layers * (2 * elements - (elements + 4 * rows)) - 2 * scratch - 4 * partials);
   EXPECT_EQ((*fp8)->allocations_after_init(), 0);
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cuda/fp8_kernels.h"
+#include "backend/cuda/fp8_skinny.h"
 #include "common/fp8_e4m3.h"
 #include "cuda_test_util.h"
 #include "gtest/gtest.h"
@@ -180,6 +181,65 @@ TEST(Fp8KernelsTest, DequantizeWritesTheHostValues) {
       CUDA_ASSERT(cudaMemcpy(out.data(), d_out.ptr, out.size() * 2, cudaMemcpyDeviceToHost));
       for (size_t i = 0; i < codes.size(); ++i) {
         ASSERT_EQ(out[i], Elem16<T>::Bits(Fp8E4M3ToFloat(codes[i]) * scales[i / cols])) << i;
+      }
+    }
+  });
+}
+
+// The tensor-core projection for 3..64 rows: every row count class (1, 2, 4 and 8 n-tiles,
+// partial tiles), a weight row count that is not a multiple of the CTA tile, one split and
+// many, and the gate|up + SiLU finish; against double-precision products of the same codes.
+TEST(Fp8KernelsTest, SkinnyMatchesTheReference) {
+  KVT_SKIP_WITHOUT_CUDA();
+  ASSERT_EQ(cuda::SkinnyFp8Init(), cudaSuccess);
+  ForEachElem([]<typename T>() {
+    std::mt19937 rng(33);
+    const int64_t n = 334, k = 64 * 40;
+    std::vector<uint8_t> codes;
+    std::vector<float> scales;
+    RandomFp8(n, k, rng, &codes, &scales);
+    DeviceBuffer<uint8_t> d_codes(codes.size());
+    DeviceBuffer<float> d_scales(scales.size());
+    CUDA_ASSERT(cudaMemcpy(d_codes.ptr, codes.data(), codes.size(), cudaMemcpyHostToDevice));
+    CUDA_ASSERT(cudaMemcpy(d_scales.ptr, scales.data(), scales.size() * 4, cudaMemcpyHostToDevice));
+    EXPECT_FALSE(cuda::SkinnyFp8Supported(65, k, d_codes.ptr, d_codes.ptr));
+    EXPECT_FALSE(cuda::SkinnyFp8Supported(4, 96, d_codes.ptr, d_codes.ptr));
+    const int many = cuda::SkinnyFp8Splits(n, k, 132);
+    EXPECT_GT(many, 1);
+    for (int rows : {3, 9, 17, 40, 64}) {
+      for (int splits : {1, many}) {
+        for (bool silu : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << rows << " rows, " << splits << " splits, silu " << silu);
+          cuda_test::Data16 x = cuda_test::Random16<T>(rows * k, rng);
+          const int64_t n_out = silu ? n / 2 : n;
+          DeviceBuffer<uint16_t> d_x(x.bits.size()), d_out(rows * n_out);
+          DeviceBuffer<float> d_partial(cuda::SkinnyFp8PartialFloats(rows, n, splits));
+          CUDA_ASSERT(cudaMemcpy(d_x.ptr, x.bits.data(), x.bits.size() * 2, cudaMemcpyHostToDevice));
+          CUDA_ASSERT(cuda::SkinnyFp8(reinterpret_cast<const T*>(d_x.ptr), rows, d_codes.ptr, d_scales.ptr, n, k,
+                                      splits, d_partial.ptr, silu, reinterpret_cast<T*>(d_out.ptr), nullptr));
+          std::vector<uint16_t> out(rows * n_out);
+          CUDA_ASSERT(cudaMemcpy(out.data(), d_out.ptr, out.size() * 2, cudaMemcpyDeviceToHost));
+          for (int r = 0; r < rows; ++r) {
+            std::vector<double> dot(n, 0.0), magnitude(n, 0.0);
+            for (int64_t w = 0; w < n; ++w) {
+              for (int64_t c = 0; c < k; ++c) {
+                const double term = static_cast<double>(x.values[r * k + c]) * Fp8E4M3ToFloat(codes[w * k + c]) * scales[w];
+                dot[w] += term;
+                magnitude[w] += std::fabs(term);
+              }
+            }
+            for (int64_t c = 0; c < n_out; ++c) {
+              const double got = Elem16<T>::Value(out[r * n_out + c]);
+              double want = dot[c], bound = 1e-5 * magnitude[c];
+              if (silu) {
+                const double g = dot[c], u = dot[n_out + c];
+                want = g / (1.0 + std::exp(-g)) * u;
+                bound = 1e-5 * (1.1 * std::fabs(u) * magnitude[c] + std::fabs(g) * magnitude[n_out + c]) + 1e-6;
+              }
+              ASSERT_NEAR(got, want, cuda_test::Tolerance<T>() * std::fabs(want) + bound) << r << " " << c;
+            }
+          }
+        }
       }
     }
   });

@@ -44,6 +44,7 @@ struct BenchFlags {
   std::vector<std::string> workloads;  // as given: comma-separated lists
   std::string model, small_model, make_model, json, ceilings, baseline, commit, tier_dir;
   std::string backend = "cuda";
+  std::string weight_dtype = "auto", kv_dtype = "auto";
   double time_limit = 150, tier_time_limit = 0;
   double gpu_hour_usd = bench::kDefaultGpuHourUsd;
   bool sampler_controls = false;
@@ -83,6 +84,11 @@ void AddFlags(CommandLine* cl, BenchFlags* f) {
   cl->AddReal("--time-limit", &f->time_limit, 0, 1e6, "per-workload wall-clock cap in seconds (default 150)", true,
               "S");
   cl->AddChoice("--backend", &f->backend, {"auto", "cpu", "cuda"}, "GPU workloads' backend (default cuda)");
+  cl->AddChoice("--weight-dtype", &f->weight_dtype, {"auto", "bf16", "fp16", "fp8"},
+                "GPU workloads' weight format (option weight_dtype; fp8: W1/W2 targets 450 / 14,000 tok/s and limits "
+                "from fp8 projection bytes)");
+  cl->AddChoice("--kv-dtype", &f->kv_dtype, {"auto", "bf16", "fp16", "fp8"},
+                "GPU workloads' KV cache format (option kv_dtype)");
   cl->AddReal("--gpu-hour-usd", &f->gpu_hour_usd, 0, 1e6,
               absl::StrCat("GPU price in USD per hour for the cost column: USD per million output tokens at each GPU "
                            "output-rate figure (default ", bench::kDefaultGpuHourUsd, ", an assumed on-demand H200 price)"),
@@ -264,6 +270,10 @@ int BenchMain(int argc, char** argv) {
   s.json_schema_file = f.json_schema;
   s.time_limit = f.time_limit;
   s.gpu_hour_usd = f.gpu_hour_usd;
+  s.weight_dtype = f.weight_dtype;
+  s.kv_dtype = f.kv_dtype;
+  s.out["weight_dtype"] = f.weight_dtype;
+  s.out["kv_dtype"] = f.kv_dtype;
   s.sampler_controls = f.sampler_controls;
   s.tier_time_limit = cl.app().count("--tier-time-limit") > 0 ? f.tier_time_limit : f.time_limit;
   ReadLimitsAndBaseline(f, &s);

@@ -10,6 +10,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/fp8_kernels.h"
+#include "backend/cuda/fp8_skinny.h"
 #include "common/status_macros.h"
 #include "model/checkpoint.h"
 #include "model/fp8_weights.h"
@@ -289,6 +290,18 @@ int64_t CudaBackend::MaxProjectionElements() const {
   return std::max({qkv * h, h * config_.q_dim(), 2 * inter * h, h * inter});
 }
 
+int64_t CudaBackend::Fp8PartialFloats() const {
+  const int64_t h = config_.hidden_size, inter = config_.intermediate_size;
+  const int64_t qkv = config_.q_dim() + 2 * config_.kv_dim();
+  const int rows = static_cast<int>(std::min<int64_t>(cuda::kSkinnyFp8MaxRows, max_tokens_));
+  int64_t floats = 0;
+  for (auto [n, k] : {std::pair{qkv, h}, std::pair{h, config_.q_dim()}, std::pair{2 * inter, h}, std::pair{h, inter}}) {
+    floats = std::max<int64_t>(
+        floats, static_cast<int64_t>(cuda::SkinnyFp8PartialFloats(rows, n, cuda::SkinnyFp8Splits(n, k, sm_count_))));
+  }
+  return floats;
+}
+
 int64_t CudaBackend::WeightBytes() const {
   const int64_t h = config_.hidden_size, inter = config_.intermediate_size;
   const int64_t qkv = config_.q_dim() + 2 * config_.kv_dim();
@@ -297,7 +310,7 @@ int64_t CudaBackend::WeightBytes() const {
       fp8_weights_ ? projection_elements + 4 * (qkv + h + 2 * inter + h) : 2 * projection_elements;
   int64_t per_layer = projection_bytes + 4 * (2 * h + 2 * config_.head_dim + qkv);
   int64_t total = config_.num_layers * per_layer + 2 * config_.vocab_size * h + 4 * h;
-  if (fp8_weights_) total += 2 * MaxProjectionElements();
+  if (fp8_weights_) total += 2 * MaxProjectionElements() + 4 * Fp8PartialFloats();
   if (!config_.tie_word_embeddings) total += 2 * config_.vocab_size * h;
   return total;
 }
@@ -456,6 +469,8 @@ absl::Status CudaBackend::Init(const WeightLoader& loader, const Fp8WeightLoader
   // Weights.
   if (fp8_weights_) {
     ASSIGN_OR_RETURN(fp8_scratch_, alloc_16(MaxProjectionElements(), "fp8 dequantization scratch"));
+    ASSIGN_OR_RETURN(fp8_partial_, alloc_f32(Fp8PartialFloats(), "fp8 projection partials"));
+    CUDA_RETURN_IF_ERROR(cuda::SkinnyFp8Init());
   }
   ASSIGN_OR_RETURN(embed_, alloc_16(config_.vocab_size * h, "embeddings"));
   RETURN_IF_ERROR(loader("model.embed_tokens.weight", config_.vocab_size * h, embed_, w16));

@@ -5,8 +5,9 @@
 //
 // weight_dtype fp8: the four projections of every layer (qkv, o, gate|up, down) are held as
 // E4M3 codes with one fp32 scale per output channel (the CPU backend's rule, same bytes);
-// decode steps of 1-2 rows read the codes directly (GemvFp8), larger steps dequantize each
-// projection into one 16-bit scratch matrix and run cuBLAS (W8A16). Embeddings, lm_head and
+// decode steps of 1-2 rows read the codes directly (GemvFp8), steps of 3-64 rows run them
+// through the tensor cores (SkinnyFp8, W8A16 with codes converted in registers), larger
+// steps (prefill) dequantize each projection into one 16-bit scratch matrix and run cuBLAS. Embeddings, lm_head and
 // the norms stay 16-bit / fp32: the embedding is a gather (one row per token, no bandwidth
 // to save), the lm_head sets every logit (its error is not averaged away by later layers),
 // and the norms are vectors.
@@ -247,6 +248,8 @@ class CudaBackend final : public Backend {
   absl::Status Init(const WeightLoader& loader, const Fp8WeightLoader* fp8_loader);
   // Largest fused projection (elements): the fp8 dequantization scratch.
   int64_t MaxProjectionElements() const;
+  // Floats of SkinnyFp8 partials the largest projection needs at its largest row count.
+  int64_t Fp8PartialFloats() const;
   absl::StatusOr<void*> DeviceAlloc(size_t bytes, const char* what);
   int64_t WorkspaceBytes() const;
   int64_t WeightBytes() const;
@@ -341,6 +344,7 @@ class CudaBackend final : public Backend {
 
   bool fp8_weights_ = false;       // options.weight_dtype fp8: LayerWeights' *8 matrices
   Raw16* fp8_scratch_ = nullptr;   // (MaxProjectionElements) load staging, prefill dequant
+  float* fp8_partial_ = nullptr;   // SkinnyFp8's split partials (Fp8PartialFloats)
   Raw16* embed_ = nullptr;         // (vocab, hidden)
   Raw16* lm_head_ = nullptr;       // (vocab, hidden); == embed_ when tied
   float* final_norm_ = nullptr;    // (hidden)

@@ -18,6 +18,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/fp8_kernels.h"
+#include "backend/cuda/fp8_skinny.h"
 #include "common/status_macros.h"
 
 namespace kvtier {
@@ -110,7 +111,14 @@ absl::Status CudaBackend::Project(const T* x, const Raw16* w16, const Fp8Matrix&
                                        options_.cuda.launch));
     return absl::OkStatus();
   }
-  // W8A16: the projection dequantized to 16 bits, then the tensor cores through cuBLAS.
+  // Decode batches: codes through the tensor cores, K split over CTAs.
+  if (rows <= cuda::kSkinnyFp8MaxRows && cuda::SkinnyFp8Supported(rows, k, x, w8.codes)) {
+    CUDA_RETURN_IF_ERROR(cuda::SkinnyFp8(x, rows, w8.codes, w8.scales, n, k, cuda::SkinnyFp8Splits(n, k, sm_count_),
+                                         fp8_partial_, /*silu_mul=*/false, static_cast<T*>(out), stream_,
+                                         options_.cuda.launch));
+    return absl::OkStatus();
+  }
+  // Prefill (W8A16): the projection dequantized to 16 bits, then the tensor cores through cuBLAS.
   T* dense = reinterpret_cast<T*>(fp8_scratch_);
   CUDA_RETURN_IF_ERROR(cuda::DequantizeRowsFp8(w8.codes, w8.scales, n, k, dense, stream_));
   return Gemm(x, dense, rows, k, n, out, false, /*allow_gemv=*/false);
@@ -391,6 +399,11 @@ absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits
     if (fp8_weights_ && rows <= kGemvRowsLimit && cuda::GemvFp8Supported(rows, h, ws_.normed, w.gate_up8.codes)) {
       CUDA_RETURN_IF_ERROR(cuda::GemvSiluMulFp8(as(ws_.normed), rows, w.gate_up8.codes, w.gate_up8.scales, inter, h,
                                                 as(ws_.act), stream_, launch));
+    } else if (fp8_weights_ && rows <= cuda::kSkinnyFp8MaxRows &&
+               cuda::SkinnyFp8Supported(rows, h, ws_.normed, w.gate_up8.codes)) {
+      CUDA_RETURN_IF_ERROR(cuda::SkinnyFp8(as(ws_.normed), rows, w.gate_up8.codes, w.gate_up8.scales, 2 * inter, h,
+                                           cuda::SkinnyFp8Splits(2 * inter, h, sm_count_), fp8_partial_,
+                                           /*silu_mul=*/true, as(ws_.act), stream_, launch));
     } else if (!fp8_weights_ && rows <= kGemvRowsLimit && cuda::GemvSupported(rows, h, ws_.normed, w.gate_up)) {
       CUDA_RETURN_IF_ERROR(cuda::GemvSiluMul(as(ws_.normed), as(w.gate_up), rows, h, inter,
                                              as(ws_.act), stream_, launch));
