@@ -20,8 +20,12 @@
 namespace kvtier::cuda {
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kTileRows = kWarps * 16;  // weight rows per CTA
+// Each warp holds kMTiles m-tiles (16 weight rows each) and reuses every activation
+// fragment it reads from shared memory for all of them: the activation reads, not the
+// weights, are the shared-memory traffic (64 rows x 16 k per k-step against 16 weight rows).
+constexpr int kMTiles = 2;
+constexpr int kWarps = 8 / kMTiles;
+constexpr int kTileRows = kWarps * kMTiles * 16;  // weight rows per CTA
 constexpr int kChunk = 64;              // columns per pipeline stage
 constexpr int kStages = 4;
 constexpr int kWStageBytes = kTileRows * kChunk;
@@ -53,7 +57,7 @@ __device__ __forceinline__ uint32_t CodePair(uint32_t codes) {
 
 // partial[split, r, n] for this CTA's 128 weight rows and K range; NT * 8 >= rows.
 template <typename T, int NT>
-__global__ void __launch_bounds__(kWarps * 32, 2)  // two CTAs per SM: <= 128 registers
+__global__ void __launch_bounds__(kWarps * 32, 16 / kWarps)  // <= 128 registers
     SkinnyFp8Kernel(const T* __restrict__ x, int rows, const uint8_t* __restrict__ codes, int k, int n,
                     int chunks_per_split, float* __restrict__ partial) {
   extern __shared__ __align__(16) uint8_t smem[];
@@ -96,11 +100,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // two CTAs per SM: <= 128 re
     CpAsyncCommit();
   }
 
-  float acc[NT][4];
+  float acc[kMTiles][NT][4];
 #pragma unroll
-  for (int j = 0; j < NT; ++j) {
+  for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) acc[j][i] = 0.0f;
+    for (int j = 0; j < NT; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[mt][j][i] = 0.0f;
+    }
   }
   for (int i = 0; i < my_chunks; ++i) {
     CpAsyncWait<kStages - 2>();  // stage i has landed (for this thread's copies) ...
@@ -112,11 +119,16 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // two CTAs per SM: <= 128 re
     }
     CpAsyncCommit();
     const uint8_t* st = smem + (i % kStages) * kStage;
-    const uint4 wg = *reinterpret_cast<const uint4*>(st + (warp * 16 + g) * kChunk + t * 16);
-    const uint4 w8 = *reinterpret_cast<const uint4*>(st + (warp * 16 + g + 8) * kChunk + t * 16);
-    const uint32_t gw[4] = {wg.x, wg.y, wg.z, wg.w};
-    const uint32_t ew[4] = {w8.x, w8.y, w8.z, w8.w};
-    // Activations half a chunk at a time (16 registers per n-tile less than all at once).
+    uint32_t gw[kMTiles][4], ew[kMTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+      const int base_row = (warp * kMTiles + mt) * 16 + g;
+      const uint4 wg = *reinterpret_cast<const uint4*>(st + base_row * kChunk + t * 16);
+      const uint4 w8 = *reinterpret_cast<const uint4*>(st + (base_row + 8) * kChunk + t * 16);
+      gw[mt][0] = wg.x, gw[mt][1] = wg.y, gw[mt][2] = wg.z, gw[mt][3] = wg.w;
+      ew[mt][0] = w8.x, ew[mt][1] = w8.y, ew[mt][2] = w8.z, ew[mt][3] = w8.w;
+    }
+    // Activations half a chunk at a time (fewer live registers).
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       uint4 xv[NT];
@@ -126,25 +138,31 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // two CTAs per SM: <= 128 re
       }
 #pragma unroll
       for (int s = 2 * h; s < 2 * h + 2; ++s) {
-        const uint32_t a[4] = {CodePair<T>(gw[s]), CodePair<T>(ew[s]), CodePair<T>(gw[s] >> 16),
-                               CodePair<T>(ew[s] >> 16)};
 #pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          const uint32_t b[2] = {(s & 1) ? xv[j].z : xv[j].x, (s & 1) ? xv[j].w : xv[j].y};
-          MmaM16N8K16<T>(acc[j], a, b);
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          const uint32_t a[4] = {CodePair<T>(gw[mt][s]), CodePair<T>(ew[mt][s]), CodePair<T>(gw[mt][s] >> 16),
+                                 CodePair<T>(ew[mt][s] >> 16)};
+#pragma unroll
+          for (int j = 0; j < NT; ++j) {
+            const uint32_t b[2] = {(s & 1) ? xv[j].z : xv[j].x, (s & 1) ? xv[j].w : xv[j].y};
+            MmaM16N8K16<T>(acc[mt][j], a, b);
+          }
         }
       }
     }
   }
   CpAsyncWait<0>();
 #pragma unroll
-  for (int j = 0; j < NT; ++j) {
+  for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int wrow = row0 + warp * 16 + g + (i >= 2 ? 8 : 0);
-      const int act = j * 8 + 2 * t + (i & 1);
-      if (wrow < n && act < rows) {
-        partial[(static_cast<int64_t>(blockIdx.y) * rows + act) * n + wrow] = acc[j][i];
+    for (int j = 0; j < NT; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int wrow = row0 + (warp * kMTiles + mt) * 16 + g + (i >= 2 ? 8 : 0);
+        const int act = j * 8 + 2 * t + (i & 1);
+        if (wrow < n && act < rows) {
+          partial[(static_cast<int64_t>(blockIdx.y) * rows + act) * n + wrow] = acc[mt][j][i];
+        }
       }
     }
   }
