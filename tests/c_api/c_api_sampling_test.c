@@ -5,30 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "c_check.h"
 #include "kvtier/kvtier.h"
-
-static int failures = 0;
-static int checks = 0;
-
-#define CHECK(cond)                                                              \
-  do {                                                                           \
-    ++checks;                                                                    \
-    if (!(cond)) {                                                               \
-      ++failures;                                                                \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
-    }                                                                            \
-  } while (0)
-
-#define CHECK_STATUS(expr, expected)                                                     \
-  do {                                                                                   \
-    kvt_status got_ = (expr);                                                            \
-    ++checks;                                                                            \
-    if (got_ != (expected)) {                                                            \
-      ++failures;                                                                        \
-      fprintf(stderr, "%s:%d: %s returned %s, expected %s\n", __FILE__, __LINE__, #expr, \
-              kvt_status_string(got_), kvt_status_string(expected));                     \
-    }                                                                                    \
-  } while (0)
 
 static const int32_t kPrompt[7] = {5, 6, 7, 8, 9, 5, 6};
 
