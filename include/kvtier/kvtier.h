@@ -130,6 +130,20 @@ KVT_API int64_t kvt_live_handles(void);
  *                                the remote tier has its front recomputed while
  *                                its back loads, split by measured cost; 0:
  *                                always loaded                            default 1
+ *   "weight_dtype"       string  "auto" | "bf16" | "fp16" | "fp8": format the weights are
+ *                                held in; fp8 = E4M3 with one fp32 scale per output channel
+ *                                for 16/32-bit checkpoints (embeddings, lm_head and norms
+ *                                stay wider). auto: CPU fp32, CUDA the checkpoint's
+ *                                16-bit type (an FP8 checkpoint's values, dequantized).
+ *                                The CPU backend computes in fp32 on the rounded values; a
+ *                                format a backend cannot hold fails kvt_context_create
+ *                                with KVT_ERR_UNSUPPORTED naming it      default "auto"
+ *   "kv_dtype"           string  "auto" | "bf16" | "fp16" | "fp8": format of the KV cache
+ *                                on every tier (auto: CPU fp32, CUDA the compute type).
+ *                                fp8: E4M3 codes + one fp32 scale per token and KV head
+ *                                (CPU backend; the host and disk tiers hold the same bytes,
+ *                                and cached blocks of one format are never used by the
+ *                                other). Same refusal rule                 default "auto"
  * The remote tier: full blocks shared through Redis by every process (on any host) that
  * names the same server, keyed and checked as the disk tier's (see README.md):
  *   "remote_kv_url"      string  "redis://host:port", or a Redis Cluster's

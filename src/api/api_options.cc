@@ -1,6 +1,7 @@
 // C API: kvt_options — key/value setters over EngineOptions, validated per key.
 #include <functional>
 #include <map>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -77,8 +78,9 @@ KVT_API kvt_status kvt_options_set_int(kvt_options* options, const char* key, in
     if (key == nullptr) return Fail(options, "option key is NULL");
     auto it = IntKeys().find(key);
     if (it == IntKeys().end()) {
-      if (std::string(key) == "backend" || std::string(key) == "disk_path" || std::string(key) == "preemption" ||
-          std::string(key) == "remote_kv_url") {
+      const std::string k = key;
+      if (k == "backend" || k == "disk_path" || k == "preemption" || k == "remote_kv_url" || k == "weight_dtype" ||
+          k == "kv_dtype") {
         return Fail(options, absl::StrCat("option '", key, "' takes a string: use kvt_options_set_string"));
       }
       return Fail(options, absl::StrCat("unknown option '", key, "'"));
@@ -116,6 +118,10 @@ KVT_API kvt_status kvt_options_set_string(kvt_options* options, const char* key,
       else if (v == "swap") options->engine.preemption = kvtier::PreemptionMode::kSwap;
       else if (v == "recompute") options->engine.preemption = kvtier::PreemptionMode::kRecompute;
       else return Fail(options, absl::StrCat("option 'preemption' must be auto, swap or recompute, got '", v, "'"));
+    } else if (k == "weight_dtype" || k == "kv_dtype") {
+      std::optional<kvtier::StorageDType> dtype = kvtier::ParseStorageDType(v);
+      if (!dtype) return Fail(options, absl::StrCat("option '", k, "' must be auto, bf16, fp16 or fp8, got '", v, "'"));
+      (k == "weight_dtype" ? options->engine.weight_dtype : options->engine.kv_dtype) = *dtype;
     } else if (IntKeys().count(k)) {
       int64_t parsed = 0;
       if (IsByteKey(k)) {

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "backend/storage_dtype.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "engine/remote_tier_stats.h"
@@ -59,6 +60,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   backend_options.max_sequences = options.max_running;
   backend_options.gpu_mem_limit_bytes = options.gpu_mem_limit;
   backend_options.cuda = options.cuda;
+  backend_options.weight_dtype = options.weight_dtype;
+  backend_options.kv_dtype = options.kv_dtype;
   backend_options.progress = options.progress;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                    CreateBackend(options.backend, *checkpoint, backend_options));
@@ -97,10 +100,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   kv_options.preparation = options.tier_preparation;
   kv_options.remote = options.remote;
   kv_options.preparation.pin_host_at_create = false;  // after the warm-up, below
-  // Cached KV is only valid for the same weights, block geometry and KV element type.
+  // Cached KV is only valid for the same weights (and the format they are held in: fp8
+  // weights compute other K/V than 16-bit ones), block geometry and KV element type.
   const KvLayout& layout = backend->kv_layout();
   const std::string geometry = absl::StrCat(checkpoint->Fingerprint(), "/", layout.block_tokens, "/",
-                                            std::string(DTypeName(layout.dtype)), "/", std::string(backend->name()));
+                                            std::string(DTypeName(layout.dtype)), "/", std::string(backend->name()),
+                                            "/weights:", std::string(StorageDTypeName(options.weight_dtype)));
   kv_options.model_fingerprint = Fnv1a64(geometry.data(), geometry.size());
   LogDisabledTiers(options, block_bytes);
   ASSIGN_OR_RETURN(std::unique_ptr<KvCacheManager> kv, KvCacheManager::Create(kv_options, backend.get()));

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "backend/cuda_options.h"
+#include "backend/storage_dtype.h"
 #include "common/progress.h"
 #include "kv/remote_tier_options.h"
 #include "kv/tier_preparation.h"
@@ -36,6 +37,9 @@ struct EngineOptions {
   int64_t max_waiting = 1024;
   PreemptionMode preemption = PreemptionMode::kAuto;
   int64_t gpu_mem_limit = 0;  // 0 = no cap
+  // Options weight_dtype / kv_dtype (BackendOptions), passed to the backend unchanged.
+  StorageDType weight_dtype = StorageDType::kAuto;
+  StorageDType kv_dtype = StorageDType::kAuto;
   bool prefix_cache = true;
   // A prompt prefix found only in a slow tier (disk, remote) is partly recomputed while the
   // rest loads, split by measured cost (engine/load_plan.h); off: always loaded.

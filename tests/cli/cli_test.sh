@@ -213,6 +213,18 @@ mkmodel)
   expect_re 0 out '^fingerprint ' inspect --model "$real"
   touch "$work/a-file"
   expect 1 err "kvtier mkmodel: --out: $work/a-file exists and is not a directory" mkmodel --out "$work/a-file"
+  # FP8 checkpoints in the layouts users download; inspect names the layout and the CPU
+  # backend runs them (weights dequantized).
+  for layout in per-tensor block ct-tensor ct-channel; do
+    rm -rf "$work/fp8-$layout"
+    expect_re 0 out "^wrote $work/fp8-$layout: " mkmodel --out "$work/fp8-$layout" --fp8 "$layout" --dtype bf16
+  done
+  expect_re 0 out '^quantization +fp8 e4m3, per-tensor weight_scale, dynamic activation scales$' inspect --model "$work/fp8-per-tensor"
+  expect_re 0 out '^quantization +fp8 e4m3, block-wise 128x128 weight_scale_inv, dynamic activation scales$' inspect --model "$work/fp8-block"
+  expect_re 0 out '^quantization +compressed-tensors float-quantized fp8 e4m3, per-channel weight_scale' inspect --model "$work/fp8-ct-channel"
+  expect_re 0 out '^seq 1 \[length\]: [0-9]+ [0-9]+$' run --model "$work/fp8-block" --backend cpu --prompt-ids 1,2,3 --max-tokens 2
+  sed -i 's/"quant_method": "fp8"/"quant_method": "awq"/' "$work/fp8-per-tensor/config.json"
+  expect_re 1 err "quant_method 'awq' is not supported" inspect --model "$work/fp8-per-tensor"
   ;;
 
 run)
