@@ -243,13 +243,13 @@ void SiluMul(const float* gate, const float* up, int64_t count, float* out) {
   }
 }
 
-void WriteKv(const KvLayout& layout, float* kv_pool, std::span<const int32_t> block_table,
-             int64_t layer, int64_t start_position, int64_t rows, const float* k, const float* v) {
-  const int64_t block_elements = layout.ElementsPerBlock();
+void WriteKv(const KvBlockView& kv, int64_t layer, int64_t start_position, int64_t rows, const float* k,
+             const float* v) {
+  const KvLayout& layout = *kv.layout;
   const size_t row_bytes = static_cast<size_t>(layout.head_dim) * sizeof(float);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t position = start_position + r;
-    float* block = kv_pool + block_table[position / layout.block_tokens] * block_elements;
+    float* block = kv.Write(position / layout.block_tokens);
     const int64_t token = position % layout.block_tokens;
     for (int64_t h = 0; h < layout.num_kv_heads; ++h) {
       const int64_t src = (r * layout.num_kv_heads + h) * layout.head_dim;
@@ -259,17 +259,20 @@ void WriteKv(const KvLayout& layout, float* kv_pool, std::span<const int32_t> bl
   }
 }
 
-void PagedAttention(const KvLayout& layout, const float* kv_pool,
-                    std::span<const int32_t> block_table, int64_t layer, int64_t start_position,
-                    int64_t rows, int64_t num_heads, const float* q, float* out,
-                    ThreadPool* pool) {
+void WriteKv(const KvLayout& layout, float* kv_pool, std::span<const int32_t> block_table,
+             int64_t layer, int64_t start_position, int64_t rows, const float* k, const float* v) {
+  WriteKv(KvBlockView{&layout, kv_pool, block_table, {}}, layer, start_position, rows, k, v);
+}
+
+void PagedAttention(const KvBlockView& kv, int64_t layer, int64_t start_position, int64_t rows,
+                    int64_t num_heads, const float* q, float* out, ThreadPool* pool) {
+  const KvLayout& layout = *kv.layout;
   const int64_t head_dim = layout.head_dim;
   const int64_t group = num_heads / layout.num_kv_heads;
-  const int64_t block_elements = layout.ElementsPerBlock();
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-  auto key_or_value = [&](int64_t kv, int64_t kv_head, int64_t position) {
-    const float* block = kv_pool + block_table[position / layout.block_tokens] * block_elements;
-    return block + layout.ElementOffset(layer, kv, kv_head, position % layout.block_tokens);
+  auto key_or_value = [&](int64_t kv_index, int64_t kv_head, int64_t position) {
+    return kv.Read(position / layout.block_tokens) +
+           layout.ElementOffset(layer, kv_index, kv_head, position % layout.block_tokens);
   };
   For(pool, rows * num_heads, [&](int64_t begin, int64_t end) {
     std::vector<float> probs(start_position + rows);
@@ -297,6 +300,15 @@ void PagedAttention(const KvLayout& layout, const float* kv_pool,
       }
     }
   });
+}
+
+void PagedAttention(const KvLayout& layout, const float* kv_pool,
+                    std::span<const int32_t> block_table, int64_t layer, int64_t start_position,
+                    int64_t rows, int64_t num_heads, const float* q, float* out,
+                    ThreadPool* pool) {
+  // The view never writes through its pool pointer here.
+  PagedAttention(KvBlockView{&layout, const_cast<float*>(kv_pool), block_table, {}}, layer, start_position,
+                 rows, num_heads, q, out, pool);
 }
 
 }  // namespace kvtier

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 
+#include "backend/cpu/kv_block_view.h"
 #include "backend/kv_layout.h"
 #include "model/config.h"
 
@@ -54,6 +55,8 @@ void SiluMul(const float* gate, const float* up, int64_t count, float* out);
 // Stores k, v (rows, num_kv_heads, head_dim) of one layer for positions
 // start_position .. start_position+rows-1 of one sequence into its blocks.
 // kv_pool: (num_blocks, ElementsPerBlock()) f32; block_table covers those positions.
+void WriteKv(const KvBlockView& kv, int64_t layer, int64_t start_position, int64_t rows, const float* k,
+             const float* v);
 void WriteKv(const KvLayout& layout, float* kv_pool, std::span<const int32_t> block_table,
              int64_t layer, int64_t start_position, int64_t rows, const float* k, const float* v);
 
@@ -61,6 +64,10 @@ void WriteKv(const KvLayout& layout, float* kv_pool, std::span<const int32_t> bl
 // positions [0, start_position + rows)). q: (rows, num_heads, head_dim) for positions
 // start_position..; out: (rows, num_heads, head_dim). GQA: query head h reads kv head
 // h / (num_heads / num_kv_heads). Scale 1/sqrt(head_dim), softmax in fp32.
+// Positions are read in order whichever tier the view finds them in (kv_block_view.h), so
+// host-resident blocks change no bit of the result.
+void PagedAttention(const KvBlockView& kv, int64_t layer, int64_t start_position, int64_t rows,
+                    int64_t num_heads, const float* q, float* out, ThreadPool* pool);
 void PagedAttention(const KvLayout& layout, const float* kv_pool,
                     std::span<const int32_t> block_table, int64_t layer, int64_t start_position,
                     int64_t rows, int64_t num_heads, const float* q, float* out, ThreadPool* pool);
