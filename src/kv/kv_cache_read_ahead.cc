@@ -53,7 +53,9 @@ bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens, 
   // cached anywhere (as MatchPrefix walks it). A block still being written to disk since its
   // device eviction ends the chain here: MatchPrefix waits for that write.
   if (!options_.prefix_cache || tokens.size() < 2) return false;
-  if (auto held = sequences_.find(seq); held != sequences_.end() && !held->second.table.empty()) return false;
+  if (auto held = sequences_.find(seq); held != sequences_.end() && (!held->second.table.empty() || !held->second.host_slots.empty())) {
+    return false;
+  }
   bool reading = false;  // some block of the chain is being read
   std::optional<BlockKeyChain> own_keys;
   if (keys == nullptr) keys = &own_keys.emplace(default_scope_);
