@@ -170,6 +170,10 @@ class Backend {
   virtual void UnpinHostMemory(void* ptr, size_t bytes);
   virtual void ReleaseHostMemory(void* ptr, size_t bytes);
 
+  // Whether Forward reads SequenceChunk::host_kv (host-resident blocks of a sequence longer
+  // than the device tier); the engine runs such sequences only where it does.
+  virtual bool ReadsHostResidentKv() const { return false; }
+
   // Tier moves: whole blocks between the device pool and host memory. Synchronous here;
   // backends with copy engines may overlap them internally but return only when done.
   virtual absl::Status CopyBlocksToHost(std::span<const BlockCopy> copies) = 0;

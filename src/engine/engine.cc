@@ -126,7 +126,8 @@ Engine::Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions
       policy_(options.preemption, static_cast<int64_t>(backend_->kv_layout().BlockBytes()),
               kv_->capacity_blocks(Tier::kHost) + kv_->capacity_blocks(Tier::kDisk) > 0),
       scheduler_(SchedulerOptions{options.max_tokens_per_step, options.max_running,
-                                  std::min<int64_t>(options.watermark_blocks, kv_->num_device_blocks() / 8)},
+                                  std::min<int64_t>(options.watermark_blocks, kv_->num_device_blocks() / 8),
+                                  backend_->ReadsHostResidentKv() ? options.max_long_running : 0},
                  kv_.get(), &policy_),
       grammar_masks_(std::make_unique<GrammarMasks>(backend_.get(), static_cast<int32_t>(checkpoint_->config().vocab_size),
                                                     GrammarMaskThreads())) {

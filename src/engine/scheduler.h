@@ -34,6 +34,10 @@ struct SchedulerOptions {
   // Device blocks kept free when admitting or resuming waiting sequences, so running
   // decodes do not have to preempt on the next step.
   int64_t watermark_blocks = 0;
+  // Long sequences (docs/LONG_CONTEXT.md): ones that could not fit the device tier, run
+  // with their older blocks on the host tier. At most this many run at once (0: refused
+  // at admission, as where the backend cannot read host-resident blocks).
+  int64_t max_long_running = 1;
 };
 
 // Decides, per preempted sequence, whether its KV is swapped out or dropped and later
@@ -54,6 +58,8 @@ struct ScheduledChunk {
   bool need_logits = false;  // the chunk reaches the sequence's last token: sample after it
   // The sequence's device block table, covering the chunk; valid until the step's Commit.
   std::span<const BlockId> blocks;
+  // A long sequence's blocks read from the host tier in place (before `blocks`); likewise.
+  HostResidentKv host_kv;
 };
 
 struct Schedule {
@@ -69,7 +75,9 @@ class Scheduler {
   Scheduler(const SchedulerOptions& options, KvCacheManager* kv, PreemptionPolicy* policy);
 
   // ResourceExhausted (with the numbers) when a sequence of up to max_tokens tokens could
-  // never be held by the device tier, whatever else runs; the admission check.
+  // never be held, whatever else runs: by the device tier alone, or — long sequences
+  // allowed — by the device and host tiers together (the disk tier cannot be read in
+  // place); the admission check.
   absl::Status CheckFits(int64_t max_tokens) const;
   // Queues a new sequence (state kWaiting).
   void Enqueue(Sequence* sequence);
@@ -143,6 +151,23 @@ class Scheduler {
   // before any prefix reuse (an upper bound).
   int64_t BlocksToStart(const Sequence& seq) const;
 
+  // Long sequences (see SchedulerOptions::max_long_running).
+  // Device blocks left to sequences once pinned prefixes are counted out.
+  int64_t DeviceCapacity() const { return kv_->num_device_blocks() - kv_->num_pinned_blocks(); }
+  // Whether the sequence's whole context (prompt + max_new_tokens) exceeds that.
+  bool IsLong(const Sequence& seq) const;
+  int64_t NumLongRunning() const;
+  // How many of `seq`'s next tokens to feed, within `budget`: a long sequence's chunk spans
+  // at most half the device tier's blocks, so that it prefills beside others in bounded
+  // device memory.
+  int64_t ChunkLength(const Sequence& seq, int64_t budget) const;
+  // For a long sequence short of device blocks: moves its own old blocks to the host tier
+  // until `wanted` device blocks are available (or none is left to move). Whether any moved.
+  absl::StatusOr<bool> MakeRoomByStreaming(Sequence* seq, int64_t wanted);
+  // Under pressure, before anyone is preempted: `seq` itself if long, then the running long
+  // sequences from the back of the line, stream old blocks until `wanted` are available.
+  absl::StatusOr<bool> StreamForRoom(Sequence* seq, int64_t wanted);
+
   void DropForRecompute(Sequence* seq);
   void InsertWaiting(Sequence* sequence);
 
@@ -156,6 +181,9 @@ class Scheduler {
   int64_t num_recomputes_ = 0;
   int64_t num_prefetches_reclaimed_ = 0;
   int64_t num_forks_queued_ = 0;
+  // A backend copy failure met where only a bool can be returned (PrepareWaiting); Next()
+  // returns it.
+  absl::Status deferred_error_;
   // Next() calls that returned no chunk and no unrunnable sequence while sequences were
   // queued: the progress guarantee broken (VerifyIntegrity reports it).
   int64_t num_stalled_schedules_ = 0;
