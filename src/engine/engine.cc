@@ -501,6 +501,8 @@ nlohmann::json Engine::Stats() {
   stats["swap_out_bytes"] = kv.swap_out_bytes;
   stats["swap_in_bytes"] = kv.swap_in_bytes;
   stats["blocks_dropped"] = kv.blocks_dropped;
+  // Long sequences: old blocks moved to the host tier, read there in place from then on.
+  stats["blocks_moved_to_host"] = kv.blocks_moved_to_host;
   stats["prefix_hits"] = {{"gpu", kv.prefix_hits[0]}, {"host", kv.prefix_hits[1]}, {"disk", kv.prefix_hits[2]}};
   stats["prefix_hit_tokens"] = kv.prefix_hit_tokens;
   // Parallel sampling: completions started on their first's computed prompt, the full
