@@ -63,7 +63,8 @@ int64_t Scheduler::ChunkLength(const Sequence& seq, int64_t budget) const {
 absl::StatusOr<bool> Scheduler::StreamForRoom(Sequence* seq, int64_t wanted) {
   ASSIGN_OR_RETURN(bool streamed, MakeRoomByStreaming(seq, wanted));
   for (auto it = running_.rbegin(); !streamed && it != running_.rend(); ++it) {
-    if (*it != seq) ASSIGN_OR_RETURN(streamed, MakeRoomByStreaming(*it, wanted));
+    if (*it == seq) continue;
+    ASSIGN_OR_RETURN(streamed, MakeRoomByStreaming(*it, wanted));
   }
   return streamed;
 }
