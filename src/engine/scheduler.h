@@ -36,8 +36,9 @@ struct SchedulerOptions {
   int64_t watermark_blocks = 0;
   // Long sequences (docs/LONG_CONTEXT.md): ones that could not fit the device tier, run
   // with their older blocks on the host tier. At most this many run at once (0: refused
-  // at admission, as where the backend cannot read host-resident blocks).
-  int64_t max_long_running = 1;
+  // at admission, as where the backend cannot read host-resident blocks; the engine sets
+  // it from EngineOptions::max_long_running).
+  int64_t max_long_running = 0;
 };
 
 // Decides, per preempted sequence, whether its KV is swapped out or dropped and later

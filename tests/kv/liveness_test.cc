@@ -2,7 +2,8 @@
 // defects an independent check of the C API found (a scheduler that stopped for good under
 // swap preemption, two contexts sharing one disk file, huge budgets allocated before being
 // refused), and a property test over thousands of random configurations — tier sizes from
-// one sequence's worth upward, block sizes, preemption modes, priorities, staggered adds
+// one sequence's worth upward (and, one in five, a device tier below the longest sequence:
+// long sequences, docs/LONG_CONTEXT.md), block sizes, preemption modes, priorities, staggered adds
 // and cancels, some from a client thread, a second context on the same disk file, budgets
 // beyond the machine — asserting that every sequence finishes, the
 // scheduler never schedules nothing while sequences wait (Engine::VerifyIntegrity), and
@@ -422,11 +423,13 @@ struct Config {
   bool client_thread;
   bool oversized_budget;  // a budget beyond the machine is tried (and refused) first
   int num_sequences;
+  bool long_sequences;  // a device tier below the longest sequence (docs/LONG_CONTEXT.md)
   std::string Describe() const {
     return absl::StrCat("block_tokens ", block_tokens, ", blocks ", device_blocks, "/", host_blocks, "/", disk_blocks,
                         ", mode ", static_cast<int>(mode), ", max_running ", max_running, ", step ",
                         max_tokens_per_step, ", watermark ", watermark, ", prefix_cache ", prefix_cache,
-                        ", priorities ", priorities, ", thread ", client_thread, ", oversized ", oversized_budget, ", sequences ", num_sequences);
+                        ", priorities ", priorities, ", thread ", client_thread, ", oversized ", oversized_budget, ", sequences ", num_sequences,
+                        ", long ", long_sequences);
   }
 };
 
@@ -452,6 +455,13 @@ Config RandomConfig(std::mt19937& rng) {
   c.client_thread = rng() % 8 == 0;
   c.oversized_budget = rng() % 16 == 0;
   c.num_sequences = 1 + static_cast<int>(rng() % 8);
+  // One in five: a device tier smaller than the longest sequence over a host tier that
+  // holds it, so the longer sequences run with their older blocks on the host tier.
+  c.long_sequences = one_sequence > 1 && rng() % 5 == 0;
+  if (c.long_sequences) {
+    c.device_blocks = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(one_sequence - 1));
+    c.host_blocks = std::max(c.host_blocks, one_sequence);
+  }
   return c;
 }
 
