@@ -468,7 +468,8 @@ Config RandomConfig(std::mt19937& rng) {
 // One configuration: its sequences added (some before the first step, the rest at random
 // steps, from the stepping thread or a client thread) and some cancelled; every sequence
 // must finish, completed ones exactly as in the unlimited run, cancelled ones a prefix of it.
-void RunConfig(const Config& c, uint32_t seed) {
+// Adds the blocks long sequences moved to the host tier to *moved_to_host.
+void RunConfig(const Config& c, uint32_t seed, int64_t* moved_to_host) {
   SCOPED_TRACE(c.Describe() + absl::StrCat(", seed ", seed));
   FakeFileIo io;
   EngineOptions o;
@@ -633,6 +634,7 @@ void RunConfig(const Config& c, uint32_t seed) {
     ASSERT_TRUE(engine.Step(&events).ok());
   }
   EXPECT_EQ(used(), 0) << engine.Stats().dump();
+  *moved_to_host += engine.Stats()["blocks_moved_to_host"].get<int64_t>();
 }
 
 int NumConfigs() {
@@ -651,14 +653,18 @@ TEST(LivenessTest, RandomConfigurationsAllFinishExactly) {
   for (int i = 0; i < kPoolSize; ++i) PoolReference(i);  // outside the timing of the configs
   const int n = NumConfigs();
   const auto start = std::chrono::steady_clock::now();
+  int64_t moved_to_host = 0;
   for (int i = 0; i < n; ++i) {
     const Config c = RandomConfig(rng);
     const uint32_t config_seed = static_cast<uint32_t>(rng());
-    ASSERT_NO_FATAL_FAILURE(RunConfig(c, config_seed)) << "configuration " << i;
+    ASSERT_NO_FATAL_FAILURE(RunConfig(c, config_seed, &moved_to_host)) << "configuration " << i;
     if (::testing::Test::HasFailure()) break;
   }
-  std::printf("%d configurations in %.1f s\n", n,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  std::printf("%d configurations in %.1f s; long sequences moved %lld blocks to the host tier\n", n,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+              static_cast<long long>(moved_to_host));
+  // The long-sequence configurations did run some sequence partly from the host tier.
+  if (n >= 50) EXPECT_GT(moved_to_host, 0);
 }
 
 }  // namespace
