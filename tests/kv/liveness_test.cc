@@ -209,12 +209,14 @@ TEST(LivenessTest, SequenceFillingTheWholeDeviceTierRuns) {
   EXPECT_EQ(out.begin()->second.size(), 1u);
 }
 
-// A sequence admitted before another pinned most of the device tier can never run: it
-// finishes with an error instead of waiting forever.
+// Without long sequences (a backend that cannot read KV from the host tier), a sequence
+// admitted before another pinned most of the device tier can never run: it finishes with an
+// error instead of waiting forever.
 TEST(LivenessTest, SequenceThePinsLeaveNoRoomForFailsInsteadOfWaiting) {
   EngineOptions o = StallOptions(PreemptionMode::kRecompute);
   o.gpu_kv_bytes = 8 * BlockBytes(4);
   o.watermark_blocks = 0;
+  o.max_long_running = 0;
   auto engine = *Engine::Create(Model(3), o);
   SamplingParams pin = Params(1);
   pin.pin_prefix = true;
@@ -227,6 +229,36 @@ TEST(LivenessTest, SequenceThePinsLeaveNoRoomForFailsInsteadOfWaiting) {
   std::string error;
   ASSERT_TRUE(engine->ReadSequence(*big, [&](const Sequence& s) { error = s.error; }).ok());
   EXPECT_NE(error.find("pinned"), std::string::npos) << error;
+}
+
+// With long sequences, the same sequence runs beside the pins, its older blocks on the
+// host tier, and produces the tokens of an unlimited device tier.
+TEST(LivenessTest, SequenceThePinsLeaveLittleRoomForRunsAsALongSequence) {
+  const std::vector<int32_t> pinned_prompt(24, 5);
+  const std::vector<int32_t> big_prompt(20, 9);
+  SamplingParams params = Params(8);
+  params.ignore_eos = true;
+  EngineOptions unlimited = StallOptions(PreemptionMode::kRecompute);
+  unlimited.gpu_kv_bytes = 4096 * BlockBytes(4);
+  auto reference = *Engine::Create(Model(3), unlimited);
+  const SequenceId reference_id = *reference->Add(big_prompt, params);
+  const std::vector<int32_t> expected = StepToEnd(*reference, 200)[reference_id];
+  ASSERT_EQ(expected.size(), 8u);
+
+  EngineOptions o = StallOptions(PreemptionMode::kRecompute);
+  o.gpu_kv_bytes = 8 * BlockBytes(4);
+  o.watermark_blocks = 0;
+  auto engine = *Engine::Create(Model(3), o);
+  SamplingParams pin = Params(1);
+  pin.pin_prefix = true;
+  ASSERT_TRUE(engine->Add(pinned_prompt, pin).ok());  // pins 6 blocks
+  auto big = engine->Add(big_prompt, params);         // 7 blocks; 2 left on the device
+  ASSERT_TRUE(big.ok());
+  std::map<SequenceId, FinishReason> finish;
+  auto out = StepToEnd(*engine, 200, &finish);
+  EXPECT_EQ(finish[*big], FinishReason::kLength);
+  EXPECT_EQ(out[*big], expected);
+  EXPECT_GT(engine->Stats()["blocks_moved_to_host"].get<int64_t>(), 0);
 }
 
 // ---------------------------------------------------------------- two contexts, one file
