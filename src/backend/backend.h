@@ -44,7 +44,7 @@ struct SequenceChunk {
   // Full blocks of the sequence read from host memory in place (a sequence longer than the
   // device tier); empty for every other sequence. Backends that cannot read them refuse
   // the batch (Unimplemented).
-  HostResidentKv host_kv;
+  HostResidentKv host_kv{};
 
   size_t num_logit_rows() const { return all_logits ? tokens.size() : (need_logits ? 1 : 0); }
 };

@@ -60,7 +60,7 @@ struct ScheduledChunk {
   // The sequence's device block table, covering the chunk; valid until the step's Commit.
   std::span<const BlockId> blocks;
   // A long sequence's blocks read from the host tier in place (before `blocks`); likewise.
-  HostResidentKv host_kv;
+  HostResidentKv host_kv{};
 };
 
 struct Schedule {
