@@ -696,7 +696,9 @@ TEST(LivenessTest, RandomConfigurationsAllFinishExactly) {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
               static_cast<long long>(moved_to_host));
   // The long-sequence configurations did run some sequence partly from the host tier.
-  if (n >= 50) EXPECT_GT(moved_to_host, 0);
+  if (n >= 50) {
+    EXPECT_GT(moved_to_host, 0);
+  }
 }
 
 }  // namespace
