@@ -5,6 +5,7 @@
 // mid-stream leaks nothing and disturbs no one; admission refuses only what the device and
 // host tiers together cannot hold.
 #include <map>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -104,6 +105,9 @@ struct LongCase {
   int prompt;
   int max_new;
 };
+void PrintTo(const LongCase& c, std::ostream* os) {
+  *os << c.device_blocks << " device blocks, " << c.prompt << " + " << c.max_new << " tokens";
+}
 class LongAloneTest : public ::testing::TestWithParam<LongCase> {};
 
 TEST_P(LongAloneTest, MatchesAnUnlimitedDeviceTier) {
