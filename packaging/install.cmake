@@ -8,6 +8,7 @@
 #   dev      header, libkvtier.so link, kvtier.pc, CMake package files -> libkvtier-dev
 #   cuda     libkvtier_cuda.so (dlopen'ed CUDA backend module)        -> libkvtier-cuda0
 #   tools    the kvtier CLI (its install rule is in tools/kvtier)     -> kvtier-tools
+#   demomodel the trained demo model (models/demo)                   -> kvtier-demo-model
 #   java / csharp / go  reserved for the language bindings (install rules in bindings/**
 #            with COMPONENT java|csharp|go); a package is made only when its component
 #            has at least one install rule.
@@ -76,3 +77,22 @@ install(FILES ${PROJECT_BINARY_DIR}/packaging/kvtier.pc
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
 
 include(${CMAKE_CURRENT_LIST_DIR}/cpack.cmake)
+
+# --- demomodel: the small trained model of models/demo, where `kvtier run --model demo` and
+# the examples look for it (tools/kvtier/demo_model_path.cc).
+install(FILES
+    ${PROJECT_SOURCE_DIR}/models/demo/config.json
+    ${PROJECT_SOURCE_DIR}/models/demo/generation_config.json
+    ${PROJECT_SOURCE_DIR}/models/demo/model.safetensors
+    ${PROJECT_SOURCE_DIR}/models/demo/tokenizer.json
+    ${PROJECT_SOURCE_DIR}/models/demo/tokenizer_config.json
+    ${PROJECT_SOURCE_DIR}/models/demo/heldout.txt
+    ${PROJECT_SOURCE_DIR}/models/demo/training.json
+    ${PROJECT_SOURCE_DIR}/models/demo/loss.png
+    ${PROJECT_SOURCE_DIR}/models/demo/SOURCES.tsv
+  DESTINATION ${CMAKE_INSTALL_DATADIR}/kvtier/models/demo
+  PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ
+  COMPONENT demomodel)
+# Its model card, where Debian keeps documentation.
+install(FILES ${PROJECT_SOURCE_DIR}/models/demo/README.md
+  DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/kvtier-demo-model COMPONENT demomodel)

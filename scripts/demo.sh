@@ -1,31 +1,39 @@
 #!/usr/bin/env bash
-# The main job: installs what is needed, builds, writes a small random-weight model with a
-# byte-level tokenizer, and generates six sequences at once under a KV budget far smaller
-# than they need, so the tiers work: sequences are swapped to host and disk and back,
-# shared prompt prefixes are reused, and a second process finds the prefix on disk.
+# The main job: installs what is needed, builds, and lets the small trained demo model that
+# ships with kvtier (models/demo) continue six prompts at once under a KV budget far smaller
+# than they need, so the tiers work: sequences are paused and swapped to host memory and
+# back, the prompts' shared beginning is cached once, and a second process finds that
+# beginning in the disk tier. Each sequence is one line, redrawn as it grows on a terminal
+# (plain lines when piped); then the tiers and what the cache did.
+#   scripts/demo.sh [--no-build] [extra kvtier run flags]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/scripts/install-deps.sh"
-"$root/scripts/build.sh" "$root/build" -DKVTIER_BUILD_TESTS=OFF
-kvtier="$root/build/tools/kvtier/kvtier"
-model="$root/build/demo-model"
-disk="$root/build/demo-kv.disk"
+build=${KVTIER_DEMO_BUILD:-$root/build}
+if [ "${1:-}" = --no-build ]; then
+  shift
+else
+  "$root/scripts/install-deps.sh"
+  "$root/scripts/build.sh" "$build" -DKVTIER_BUILD_TESTS=OFF
+fi
+kvtier="$build/tools/kvtier/kvtier"
+disk="$build/demo-kv.disk"
 rm -f "$disk" "$disk.index"
-"$kvtier" mkmodel --force --preset small-llama --vocab 258 --tokenizer bytes --seed 1 --out "$model"
-"$kvtier" inspect --model "$model"
 
-prefix="kvtier keeps the KV cache in three tiers: GPU, pinned host memory and disk. "
+# The prompts share their first sentence (two 16-token blocks): it is computed once and
+# reused by the others, and found on disk by the second process.
+backend=cpu
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then backend=cuda; fi
+prefix="Here are a few old sayings, quips and definitions, collected over many years by people who should have been working. "
 run() {
-  "$kvtier" run --model "$model" --backend auto --block-tokens 16 \
-    --gpu-kv-bytes 512KiB --host-kv-bytes 256KiB --disk-kv-bytes 4MiB --disk-path "$disk" \
-    --preemption swap --max-tokens 48 --ignore-eos --max-tokens-per-step 96 \
-    --prompt "${prefix}Question one?" --prompt "${prefix}Question two?" \
-    --prompt "${prefix}Question three?" --prompt "${prefix}Question four?" \
-    --prompt "${prefix}Question five?" --prompt "${prefix}Question six?" "$@"
+  "$kvtier" run --model demo --backend "$backend" --block-tokens 16 \
+    --gpu-kv-bytes 640KiB --host-kv-bytes 2MiB --disk-kv-bytes 16MiB --disk-path "$disk" \
+    --preemption swap --max-tokens 40 --temperature 0.5 --seed 7 --live \
+    --prompt "${prefix}The meaning of life is" --prompt "${prefix}A computer is" \
+    --prompt "${prefix}Never trust a man who" --prompt "${prefix}The best way to learn" \
+    --prompt "${prefix}Love is" --prompt "${prefix}A programmer" "$@"
 }
+echo "== kvtier demo ($backend backend): the demo model continues 6 prompts at once in a GPU tier far smaller than their KV =="
+run "$@"
 echo
-echo "== 6 sequences at once; device tier 16 blocks (they need ~50): swaps to host and disk =="
-run
-echo
-echo "== a new process over the same disk file: the shared prefix is found on disk =="
-run
+echo "== a new process, same prompts, same disk file: the shared beginning comes from disk =="
+run "$@"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Copies built programs plus the Debian shared libraries they need that a GPU machine's
-# image may lack (abseil, ICU, GoogleTest, OpenSSL's libcrypto) into one folder to carry there; run them with
+# image may lack (abseil, ICU, GoogleTest, OpenSSL's libcrypto, hiredis) into one folder to carry there; run them with
 # LD_LIBRARY_PATH=<folder>/lib.
 # usage: scripts/device-carry.sh DEST FILE...
 set -euo pipefail
@@ -12,7 +12,7 @@ for f in "$@"; do
     *.so|*.so.*) cp -L "$f" "$dest/lib/" ;;
     *) cp -L "$f" "$dest/bin/" ;;
   esac
-  ldd "$f" | awk '/=>/ {print $3}' | grep -E 'libabsl|libicu|libgtest|libgmock|libkvtier|libcrypto' | while read -r lib; do
+  ldd "$f" | awk '/=>/ {print $3}' | grep -E 'libabsl|libicu|libgtest|libgmock|libkvtier|libcrypto|libhiredis' | while read -r lib; do
     cp -L "$lib" "$dest/lib/" 2>/dev/null || true
   done
 done

@@ -8,6 +8,9 @@ packages=(
   clang-14 libclang-rt-14-dev llvm-14
   libabsl-dev libgtest-dev libgmock-dev nlohmann-json3-dev libssl-dev
   libcli11-dev  # the kvtier CLI's argument parser (header-only: a build dependency only)
+  # The remote KV tier's Redis client (libhiredis0.14 at run time); the tests start their own
+  # redis-server (and a three-node cluster with redis-cli) on loopback ports.
+  libhiredis-dev redis-server redis-tools
   libicu-dev
   dpkg-dev fakeroot file lintian abigail-tools
   swig golang-go openjdk-17-jdk-headless junit5 mono-mcs nunit-console libnunit-cil-dev

@@ -82,6 +82,12 @@ kvt_add_binding_test(go_binding_test
   COMMAND ${kvt_go_env} ${KVT_GO} test -count=1 -v .
   WORKING_DIRECTORY ${gmod})
 kvt_add_binding_test(go_example COMMAND ${gdir}/kvtier-example-go ${kvt_bind_model})
+# With the trained demo model it prints text.
+kvt_add_binding_test(go_example_demo_model COMMAND ${gdir}/kvtier-example-go ${PROJECT_SOURCE_DIR}/models/demo)
+if(kvt_bind_tests)
+  set_tests_properties(go_example_demo_model PROPERTIES
+    PASS_REGULAR_EXPRESSION "request 0 done \\([a-z]+\\): \"The meaning of life is" FAIL_REGULAR_EXPRESSION "error:|leaked")
+endif()
 if(kvt_bind_tests)
   add_test(NAME go_capi_committed
     COMMAND sh -c "diff -ru \"$1\" \"$0\" | head -40; diff -rq \"$1\" \"$0\" >/dev/null || { echo 'bindings/go/internal/capi is stale: cmake --build BUILD --target go_capi_update'; exit 1; }"

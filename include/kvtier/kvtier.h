@@ -126,8 +126,38 @@ KVT_API int64_t kvt_live_handles(void);
  *   "max_waiting"        int     waiting queue bound (KVT_ERR_BUSY), >= 1 default 1024
  *   "preemption"         string  "auto" | "swap" | "recompute"            default "auto"
  *   "gpu_mem_limit"      int     total device bytes (weights+KV+work), 0 = no cap  default 0
+ *   "load_or_recompute"  int     1: a prompt prefix found only on disk or in
+ *                                the remote tier has its front recomputed while
+ *                                its back loads, split by measured cost; 0:
+ *                                always loaded                            default 1
+ *   "weight_dtype"       string  "auto" | "bf16" | "fp16" | "fp8": format the weights are
+ *                                held in; fp8 = E4M3 with one fp32 scale per output channel
+ *                                for 16/32-bit checkpoints (embeddings, lm_head and norms
+ *                                stay wider). auto: CPU fp32, CUDA the checkpoint's
+ *                                16-bit type (an FP8 checkpoint's values, dequantized).
+ *                                The CPU backend computes in fp32 on the rounded values; a
+ *                                format a backend cannot hold fails kvt_context_create
+ *                                with KVT_ERR_UNSUPPORTED naming it      default "auto"
+ *   "kv_dtype"           string  "auto" | "bf16" | "fp16" | "fp8": format of the KV cache
+ *                                on every tier (auto: CPU fp32, CUDA the compute type).
+ *                                fp8: E4M3 codes + one fp32 scale per token and KV head
+ *                                (CPU backend; the host and disk tiers hold the same bytes,
+ *                                and cached blocks of one format are never used by the
+ *                                other). Same refusal rule                 default "auto"
+ * The remote tier: full blocks shared through Redis by every process (on any host) that
+ * names the same server, keyed and checked as the disk tier's (see README.md):
+ *   "remote_kv_url"      string  "redis://host:port", or a Redis Cluster's
+ *                                seeds "redis://host:port,host:port"; "" = off default ""
+ *   "remote_kv_ttl_seconds" int  expiry of each stored block, 0 = none
+ *                                (Redis's maxmemory policy evicts)        default 0
+ *   "remote_kv_max_bytes_in_flight" int  bytes of puts and lookups queued
+ *                                at once; more are refused (not shared)   default 64 MiB
+ *   "remote_kv_timeout_ms" int   bound on a connect, each read or write,
+ *                                and a step's wait for a lookup, 1..600000 default 100
+ *   "remote_kv_retry_ms" int     after a failure the tier is off this long,
+ *                                then tried again                         default 5000
  * Sizes are plain byte counts; kvt_options_set_string also accepts "64MiB", "2GiB", ... for
- * the *_bytes and gpu_mem_limit keys.
+ * the *_bytes keys, remote_kv_max_bytes_in_flight and gpu_mem_limit.
  * CUDA diagnostics, each 0 or 1 except the last: switches between equivalent ways of
  * running the same forward, to measure what a feature gives or to rule it out when chasing
  * a problem (the CPU backend ignores them; the kvtier CLI sets them from the KVTIER_CUDA_*

@@ -1,11 +1,13 @@
 // C API: kvt_options — key/value setters over EngineOptions, validated per key.
 #include <functional>
 #include <map>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "api/handles.h"
 #include "common/byte_size.h"
+#include "remote/redis_address.h"
 
 namespace {
 
@@ -33,6 +35,13 @@ const std::map<std::string, IntKey>& IntKeys() {
       {"cuda_fast_attention", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.fast_attention = v != 0; }}},
       {"cuda_pdl", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.pdl = v != 0; }}},
       {"cuda_pdl_early", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.pdl_early_trigger = v != 0; }}},
+      {"load_or_recompute", {0, 1, [](EngineOptions& o, int64_t v) { o.load_or_recompute = v != 0; }}},
+      // The remote KV tier (remote_kv_url is a string).
+      {"remote_kv_ttl_seconds", {0, INT64_MAX, [](EngineOptions& o, int64_t v) { o.remote.ttl_seconds = v; }}},
+      {"remote_kv_max_bytes_in_flight",
+       {1, INT64_MAX, [](EngineOptions& o, int64_t v) { o.remote.max_bytes_in_flight = v; }}},
+      {"remote_kv_timeout_ms", {1, 600000, [](EngineOptions& o, int64_t v) { o.remote.timeout_ms = v; }}},
+      {"remote_kv_retry_ms", {0, 86400000, [](EngineOptions& o, int64_t v) { o.remote.retry_ms = v; }}},
       {"cuda_gemv_prefetch",
        {2, 8, [](EngineOptions& o, int64_t v) { o.cuda.launch.gemv_prefetch = static_cast<int32_t>(v); }}},
   };
@@ -40,7 +49,8 @@ const std::map<std::string, IntKey>& IntKeys() {
 }
 
 bool IsByteKey(const std::string& key) {
-  return key == "gpu_kv_bytes" || key == "host_kv_bytes" || key == "disk_kv_bytes" || key == "gpu_mem_limit";
+  return key == "gpu_kv_bytes" || key == "host_kv_bytes" || key == "disk_kv_bytes" || key == "gpu_mem_limit" ||
+         key == "remote_kv_max_bytes_in_flight";
 }
 
 kvt_status Fail(kvt_options* options, std::string message) {
@@ -68,7 +78,9 @@ KVT_API kvt_status kvt_options_set_int(kvt_options* options, const char* key, in
     if (key == nullptr) return Fail(options, "option key is NULL");
     auto it = IntKeys().find(key);
     if (it == IntKeys().end()) {
-      if (std::string(key) == "backend" || std::string(key) == "disk_path" || std::string(key) == "preemption") {
+      const std::string k = key;
+      if (k == "backend" || k == "disk_path" || k == "preemption" || k == "remote_kv_url" || k == "weight_dtype" ||
+          k == "kv_dtype") {
         return Fail(options, absl::StrCat("option '", key, "' takes a string: use kvt_options_set_string"));
       }
       return Fail(options, absl::StrCat("unknown option '", key, "'"));
@@ -96,11 +108,20 @@ KVT_API kvt_status kvt_options_set_string(kvt_options* options, const char* key,
       options->engine.backend = v;
     } else if (k == "disk_path") {
       options->engine.disk_path = v;
+    } else if (k == "remote_kv_url") {
+      if (!v.empty()) {  // "" turns the remote tier off
+        if (auto nodes = kvtier::ParseRemoteKvUrl(v); !nodes.ok()) return Fail(options, std::string(nodes.status().message()));
+      }
+      options->engine.remote.url = v;
     } else if (k == "preemption") {
       if (v == "auto") options->engine.preemption = kvtier::PreemptionMode::kAuto;
       else if (v == "swap") options->engine.preemption = kvtier::PreemptionMode::kSwap;
       else if (v == "recompute") options->engine.preemption = kvtier::PreemptionMode::kRecompute;
       else return Fail(options, absl::StrCat("option 'preemption' must be auto, swap or recompute, got '", v, "'"));
+    } else if (k == "weight_dtype" || k == "kv_dtype") {
+      std::optional<kvtier::StorageDType> dtype = kvtier::ParseStorageDType(v);
+      if (!dtype) return Fail(options, absl::StrCat("option '", k, "' must be auto, bf16, fp16 or fp8, got '", v, "'"));
+      (k == "weight_dtype" ? options->engine.weight_dtype : options->engine.kv_dtype) = *dtype;
     } else if (IntKeys().count(k)) {
       int64_t parsed = 0;
       if (IsByteKey(k)) {

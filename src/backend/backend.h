@@ -19,6 +19,7 @@
 #include "backend/kv_layout.h"
 #include "backend/row_sampling.h"
 #include "backend/sampler_chain.h"
+#include "backend/storage_dtype.h"
 #include "backend/token_masks.h"
 #include "common/progress.h"
 
@@ -97,6 +98,10 @@ struct BackendOptions {
   int64_t gpu_mem_limit_bytes = 0;
   // CUDA: switches between equivalent ways of running the forward (for measuring).
   CudaOptions cuda;
+  // Formats weights and KV are held in (options weight_dtype / kv_dtype). A backend
+  // refuses (Unimplemented, naming the option and value) a format it cannot hold.
+  StorageDType weight_dtype = StorageDType::kAuto;
+  StorageDType kv_dtype = StorageDType::kAuto;
   // Hears the stage "weights" (checkpoint bytes converted or copied to the device) while
   // the backend is created; creation returns Cancelled when it asks to stop. May be empty.
   ProgressFn progress;

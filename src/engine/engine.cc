@@ -6,8 +6,10 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "backend/storage_dtype.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "engine/remote_tier_stats.h"
 #include "engine/sampler.h"
 #include "grammar/tokenizer_vocabulary.h"
 #include "kv/tier_budgets.h"
@@ -58,6 +60,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   backend_options.max_sequences = options.max_running;
   backend_options.gpu_mem_limit_bytes = options.gpu_mem_limit;
   backend_options.cuda = options.cuda;
+  backend_options.weight_dtype = options.weight_dtype;
+  backend_options.kv_dtype = options.kv_dtype;
   backend_options.progress = options.progress;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                    CreateBackend(options.backend, *checkpoint, backend_options));
@@ -94,11 +98,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   kv_options.prefix_cache = options.prefix_cache;
   kv_options.write_behind = options.disk_write_behind;
   kv_options.preparation = options.tier_preparation;
+  kv_options.remote = options.remote;
   kv_options.preparation.pin_host_at_create = false;  // after the warm-up, below
-  // Cached KV is only valid for the same weights, block geometry and KV element type.
+  // Cached KV is only valid for the same weights (and the format they are held in: fp8
+  // weights compute other K/V than 16-bit ones), block geometry and KV element type.
   const KvLayout& layout = backend->kv_layout();
   const std::string geometry = absl::StrCat(checkpoint->Fingerprint(), "/", layout.block_tokens, "/",
-                                            std::string(DTypeName(layout.dtype)), "/", std::string(backend->name()));
+                                            std::string(DTypeName(layout.dtype)), "/", std::string(backend->name()),
+                                            "/weights:", std::string(StorageDTypeName(options.weight_dtype)));
   kv_options.model_fingerprint = Fnv1a64(geometry.data(), geometry.size());
   LogDisabledTiers(options, block_bytes);
   ASSIGN_OR_RETURN(std::unique_ptr<KvCacheManager> kv, KvCacheManager::Create(kv_options, backend.get()));
@@ -127,6 +134,7 @@ Engine::Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions
               kv_->capacity_blocks(Tier::kHost) + kv_->capacity_blocks(Tier::kDisk) > 0),
       scheduler_(SchedulerOptions{options.max_tokens_per_step, options.max_running,
                                   std::min<int64_t>(options.watermark_blocks, kv_->num_device_blocks() / 8),
+                                  options.load_or_recompute,
                                   backend_->ReadsHostResidentKv() ? options.max_long_running : 0},
                  kv_.get(), &policy_),
       grammar_masks_(std::make_unique<GrammarMasks>(backend_.get(), static_cast<int32_t>(checkpoint_->config().vocab_size),
@@ -503,8 +511,16 @@ nlohmann::json Engine::Stats() {
   stats["blocks_dropped"] = kv.blocks_dropped;
   // Long sequences: old blocks moved to the host tier, read there in place from then on.
   stats["blocks_moved_to_host"] = kv.blocks_moved_to_host;
-  stats["prefix_hits"] = {{"gpu", kv.prefix_hits[0]}, {"host", kv.prefix_hits[1]}, {"disk", kv.prefix_hits[2]}};
+  stats["prefix_hits"] = {{"gpu", kv.prefix_hits[0]},
+                          {"host", kv.prefix_hits[1]},
+                          {"disk", kv.prefix_hits[2]},
+                          {"remote", kv.prefix_hits_remote}};
   stats["prefix_hit_tokens"] = kv.prefix_hit_tokens;
+  // Load or recompute: prompts whose slow-tier prefix was split, the blocks planned
+  // computed and loaded (a loaded block that did not land is computed too).
+  const Scheduler::LoadPlanCounters& plans = scheduler_.load_plan_counters();
+  stats["load_plans"] = {
+      {"plans", plans.plans}, {"computed_blocks", plans.computed_blocks}, {"loaded_blocks", plans.loaded_blocks}};
   // Parallel sampling: completions started on their first's computed prompt, the full
   // blocks they share with it (held once) and the partial blocks copied for them; forks
   // that could not share (the completion computed its context itself).
@@ -536,6 +552,9 @@ nlohmann::json Engine::Stats() {
                          {"journal_records", disk.journal_records},
                          {"compactions", disk.compactions}};
   stats["disk_index_ignored_reason"] = kv_->disk_index_ignored_reason();
+  // What the disk tier delivered: block bytes read and the time the reads took.
+  stats["disk_reads"] = {{"bytes", disk.bytes_read}, {"seconds", disk.read_seconds}};
+  stats["remote"] = RemoteTierStats(*kv_);
   stats["backend"] = std::string(backend_->name());
   // What the KV (and, on CUDA, weights and activations) are held in: F32 on the CPU, the
   // checkpoint's BF16 or F16 on CUDA.

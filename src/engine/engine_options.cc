@@ -2,6 +2,7 @@
 #include "engine/engine_options.h"
 
 #include "absl/strings/str_cat.h"
+#include "remote/redis_address.h"
 
 namespace kvtier {
 
@@ -44,6 +45,20 @@ absl::Status EngineOptions::Validate() const {
         "tier preparation needs chunks of >= 1 byte and >= 0 bytes at creation, got host chunk ",
         tier_preparation.host_chunk_bytes, ", disk chunk ", tier_preparation.disk_chunk_bytes, ", disk at creation ",
         tier_preparation.disk_bytes_at_create));
+  }
+  if (!remote.url.empty()) {
+    if (absl::StatusOr<std::vector<RedisAddress>> nodes = ParseRemoteKvUrl(remote.url); !nodes.ok()) return nodes.status();
+  }
+  if (remote.ttl_seconds < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("remote_kv_ttl_seconds must be >= 0, got ", remote.ttl_seconds));
+  }
+  if (remote.max_bytes_in_flight < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("remote_kv_max_bytes_in_flight must be >= 1, got ", remote.max_bytes_in_flight));
+  }
+  if (remote.timeout_ms < 1 || remote.retry_ms < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("remote_kv_timeout_ms must be >= 1 and remote_kv_retry_ms >= 0, got ",
+                                                   remote.timeout_ms, " and ", remote.retry_ms));
   }
   return absl::OkStatus();
 }

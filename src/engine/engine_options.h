@@ -10,7 +10,9 @@
 
 #include "absl/status/status.h"
 #include "backend/cuda_options.h"
+#include "backend/storage_dtype.h"
 #include "common/progress.h"
+#include "kv/remote_tier_options.h"
 #include "kv/tier_preparation.h"
 
 namespace kvtier {
@@ -39,7 +41,13 @@ struct EngineOptions {
   int64_t max_long_running = 1;
   PreemptionMode preemption = PreemptionMode::kAuto;
   int64_t gpu_mem_limit = 0;  // 0 = no cap
+  // Options weight_dtype / kv_dtype (BackendOptions), passed to the backend unchanged.
+  StorageDType weight_dtype = StorageDType::kAuto;
+  StorageDType kv_dtype = StorageDType::kAuto;
   bool prefix_cache = true;
+  // A prompt prefix found only in a slow tier (disk, remote) is partly recomputed while the
+  // rest loads, split by measured cost (engine/load_plan.h); off: always loaded.
+  bool load_or_recompute = true;
   // Device blocks kept free for running decodes when admitting waiting sequences.
   int64_t watermark_blocks = 1;
   // CUDA backend switches (BackendOptions::cuda), passed to the backend unchanged.
@@ -49,6 +57,10 @@ struct EngineOptions {
   // Tests of other disk paths: full blocks are not written to disk soon after filling
   // (crash durability, KvCacheOptions::write_behind) but only when evicted or at shutdown.
   bool disk_write_behind = true;
+  // The remote KV tier: a Redis node or cluster shared by every process of a service
+  // (remote_kv_url, remote_kv_ttl_seconds, remote_kv_max_bytes_in_flight,
+  // remote_kv_timeout_ms, remote_kv_retry_ms).
+  RemoteTierOptions remote;
   // How the host and disk tiers are prepared in the background after creation (chunk sizes;
   // tests make them small).
   TierPreparationOptions tier_preparation;

@@ -25,13 +25,21 @@ class CostModelPolicy final : public PreemptionPolicy {
     return swap_seconds < recompute_seconds;
   }
 
-  // Exponential moving averages of what the engine measured.
+  // Exponential moving averages of what the engine measured. The prefill time per token
+  // (load plans) comes from steps of many tokens only: a decode step's time per token says
+  // little about a prefill's. Its first measurement replaces the guess.
   void ObserveCompute(int64_t tokens, double seconds) {
     if (tokens > 0 && seconds > 0) seconds_per_token_ = 0.8 * seconds_per_token_ + 0.2 * (seconds / tokens);
+    if (tokens >= kPrefillStepTokens && seconds > 0) {
+      const double per_token = seconds / static_cast<double>(tokens);
+      prefill_seconds_per_token_ = prefill_measured_ ? 0.8 * prefill_seconds_per_token_ + 0.2 * per_token : per_token;
+      prefill_measured_ = true;
+    }
   }
   void ObserveCopyBandwidth(double bytes_per_second) override {
     if (bytes_per_second > 0) bytes_per_second_ = bytes_per_second;
   }
+  double SecondsPerToken() const override { return prefill_seconds_per_token_; }
 
  private:
   PreemptionMode mode_;
@@ -40,6 +48,9 @@ class CostModelPolicy final : public PreemptionPolicy {
   // Starting guesses until measured: a host memcpy-class link and a small model's cost.
   double bytes_per_second_ = 10e9;
   double seconds_per_token_ = 1e-4;
+  static constexpr int64_t kPrefillStepTokens = 128;
+  double prefill_seconds_per_token_ = 1e-4;
+  bool prefill_measured_ = false;
 };
 
 }  // namespace kvtier

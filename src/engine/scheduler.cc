@@ -51,7 +51,9 @@ int64_t Scheduler::NumLongRunning() const {
 }
 
 int64_t Scheduler::ChunkLength(const Sequence& seq, int64_t budget) const {
-  const int64_t length = std::min(seq.num_uncomputed(), budget);
+  int64_t length = std::min(seq.num_uncomputed(), budget);
+  // A load plan's chunk stops where its loaded blocks attach.
+  if (seq.attach_at > seq.num_computed) length = std::min(length, seq.attach_at - seq.num_computed);
   if (!IsLong(seq)) return length;
   const int64_t block_tokens = kv_->block_tokens();
   const int64_t max_blocks = std::max<int64_t>(1, DeviceCapacity() / 2);
@@ -105,6 +107,7 @@ void Scheduler::Fork(Sequence* parent, Sequence* child) {
 void Scheduler::DropForRecompute(Sequence* seq) {
   kv_->Release(seq->id);
   seq->num_computed = 0;
+  seq->attach_at = -1;
   ++num_recomputes_;
 }
 
@@ -135,17 +138,20 @@ bool Scheduler::PrepareWaiting(Sequence* seq, int64_t budget, int64_t keep_free,
     // A corrupt or unreadable swapped copy is dropped: the sequence recomputes instead.
     if (!kv_->SwapIn(seq->id).ok()) {
       seq->num_computed = 0;
+      seq->attach_at = -1;
       ++num_recomputes_;
     }
   }
   const bool fresh = seq->num_computed == 0 && kv_->BlockTable(seq->id).empty();
+  // Resumed right where its load plan attaches the loaded blocks.
+  if (!fresh && seq->attach_at >= 0 && seq->num_computed >= seq->attach_at) Attach(seq);
   if (fresh && !running_.empty() && !seq->scoring_prompt()) {
     // Others keep the step busy: rather than read its disk-cached prefix on the stepping
     // thread, start reading it ahead and admit it once the reads have landed.
     if (kv_->ReadAhead(seq->id, seq->tokens, seq->keys())) return false;
   }
   // A prompt being scored computes every position: its log-probabilities need them all.
-  if (fresh && !seq->scoring_prompt()) seq->num_computed = kv_->MatchPrefix(seq->id, seq->tokens, seq->params.priority, seq->keys());
+  if (fresh && !seq->scoring_prompt()) seq->num_computed = MatchOrPlan(seq);
   *length = ChunkLength(*seq, budget);
   const int64_t end = seq->num_computed + *length;
   if (kv_->NewBlocksNeeded(seq->id, end) > kv_->num_available_device_blocks() - keep_free) {
@@ -159,6 +165,7 @@ bool Scheduler::PrepareWaiting(Sequence* seq, int64_t budget, int64_t keep_free,
     if (fresh) {  // give matched prefix blocks back to the cache while it waits
       kv_->UnmatchPrefix(seq->id);
       seq->num_computed = 0;
+      seq->attach_at = -1;
     }
     return false;
   }
@@ -211,6 +218,7 @@ absl::StatusOr<Schedule> Scheduler::Next() {
   // 1. Running sequences, in order: decodes (1 token) and unfinished chunked prefills.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
+    if (seq->attach_at >= 0 && seq->num_computed >= seq->attach_at) Attach(seq);
     const int64_t length = ChunkLength(*seq, budget);
     const int64_t end = seq->num_computed + length;
     bool self_preempted = false;

@@ -34,6 +34,9 @@ struct SchedulerOptions {
   // Device blocks kept free when admitting or resuming waiting sequences, so running
   // decodes do not have to preempt on the next step.
   int64_t watermark_blocks = 0;
+  // A prompt prefix found only in a slow tier (disk, remote) is partly computed while the
+  // rest loads, by the policy's measured costs (scheduler_load_plan.cc).
+  bool load_or_recompute = false;
   // Long sequences (docs/LONG_CONTEXT.md): ones that could not fit the device tier, run
   // with their older blocks on the host tier. At most this many run at once (0: refused
   // at admission, as where the backend cannot read host-resident blocks; the engine sets
@@ -49,6 +52,8 @@ class PreemptionPolicy {
   virtual bool ShouldSwap(const Sequence& victim, int64_t blocks) const = 0;
   // The swap bandwidth the KV manager measured so far (bytes/s; 0 before any swap).
   virtual void ObserveCopyBandwidth(double bytes_per_second) {}
+  // Measured compute time per prompt token (0: unknown, no load plan is made).
+  virtual double SecondsPerToken() const { return 0; }
 };
 
 // One sequence's share of a step: feed tokens [start, start + length).
@@ -116,6 +121,14 @@ class Scheduler {
   // Paused sequences whose prefetched blocks were taken back (for a running sequence, or
   // for the queue's head).
   int64_t num_prefetches_reclaimed() const { return num_prefetches_reclaimed_; }
+  // Load plans made (scheduler_load_plan.cc): prompts whose slow-tier prefix was split, and
+  // the blocks planned computed and loaded.
+  struct LoadPlanCounters {
+    int64_t plans = 0;
+    int64_t computed_blocks = 0;
+    int64_t loaded_blocks = 0;
+  };
+  const LoadPlanCounters& load_plan_counters() const { return load_plans_; }
 
   // The queue invariants (both queues ordered, no sequence in both, running sequences
   // neither swapped out nor finished), the progress guarantee above and the KV manager's
@@ -158,9 +171,9 @@ class Scheduler {
   // Whether the sequence's whole context (prompt + max_new_tokens) exceeds that.
   bool IsLong(const Sequence& seq) const;
   int64_t NumLongRunning() const;
-  // How many of `seq`'s next tokens to feed, within `budget`: a long sequence's chunk spans
-  // at most half the device tier's blocks, so that it prefills beside others in bounded
-  // device memory.
+  // How many of `seq`'s next tokens to feed, within `budget`: a chunk stops at the load
+  // plan's attach_at; a long sequence's chunk spans at most half the device tier's blocks,
+  // so that it prefills beside others in bounded device memory.
   int64_t ChunkLength(const Sequence& seq, int64_t budget) const;
   // For a long sequence short of device blocks: moves its own old blocks to the host tier
   // until `wanted` device blocks are available (or none is left to move). Whether any moved.
@@ -171,6 +184,14 @@ class Scheduler {
 
   void DropForRecompute(Sequence* seq);
   void InsertWaiting(Sequence* sequence);
+  // Load or recompute (scheduler_load_plan.cc). MatchOrPlan: a fresh sequence's prefix
+  // match; when part of its prefix is only in a slow tier and the plan computes its front,
+  // only the fast blocks are matched, the back's loads are started, and attach_at is set.
+  // Attach: once the front is computed (num_computed == attach_at), the loaded blocks join
+  // the sequence. A long sequence gets no plan (docs/LONG_CONTEXT.md): its prefix is matched
+  // from the tiers as they stand, and what is not found is computed.
+  int64_t MatchOrPlan(Sequence* seq);
+  void Attach(Sequence* seq);
 
   SchedulerOptions options_;
   KvCacheManager* kv_;
@@ -185,6 +206,7 @@ class Scheduler {
   // A backend copy failure met where only a bool can be returned (PrepareWaiting); Next()
   // returns it.
   absl::Status deferred_error_;
+  LoadPlanCounters load_plans_;
   // Next() calls that returned no chunk and no unrunnable sequence while sequences were
   // queued: the progress guarantee broken (VerifyIntegrity reports it).
   int64_t num_stalled_schedules_ = 0;

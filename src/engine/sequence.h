@@ -45,6 +45,9 @@ struct Sequence {
   std::vector<int32_t> tokens;   // prompt, then generated tokens
   const int64_t num_prompt_tokens;
   int64_t num_computed = 0;      // positions [0, num_computed) have K/V in the cache
+  // Load plan (scheduler_load_plan.cc): once positions [0, attach_at) are computed, the
+  // blocks loaded from a slow tier meanwhile join the sequence; -1 when there is none.
+  int64_t attach_at = -1;
   SequenceState state = SequenceState::kWaiting;
   FinishReason finish = FinishReason::kNone;
   std::string error;             // why it failed, for FinishReason::kError

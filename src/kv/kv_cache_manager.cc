@@ -14,6 +14,7 @@
 #include "common/status_macros.h"
 #include "kv/tier_budgets.h"
 #include "model/stable_hash.h"
+#include "remote/remote_block_store.h"
 #include "storage/disk_block_store.h"
 
 namespace kvtier {
@@ -136,11 +137,17 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
     // a block's use) leave the stepping thread.
     kv->disk_tier_.jobs = std::make_unique<DiskJobs>(kv->disk_tier_.store.get());
   }
+  RETURN_IF_ERROR(kv->OpenRemoteTier());
   kv->AdmitPreparedSlots();
   return kv;
 }
 
 KvCacheManager::~KvCacheManager() {
+  // Blocks computed here reach the remote tier for the other processes (each batch bounded
+  // by its timeout; nothing when it is off).
+  FlushRemotePuts();
+  remote_.store.reset();
+  if (remote_.put_buffer != nullptr) backend_->FreeHostMemory(remote_.put_buffer);
   // Nothing more is prepared: the chunks in progress finish while the rest is drained.
   if (host_region_ != nullptr) host_region_->CancelPinning();
   if (disk_tier_.preparer != nullptr) disk_tier_.preparer->Cancel();
@@ -340,6 +347,7 @@ void KvCacheManager::OnComputed(SequenceId seq, std::span<const int32_t> tokens,
     SetStoredTokens(Tier::kDevice, block, BlockTokens(tokens, i));
     pool(Tier::kDevice).AddRef(block);  // the cache's own reference
     QueueWriteBehind(block, hash);  // on disk soon (crash durability), see the top
+    QueueRemotePut(block, hash);    // shared with the other processes after this step
     // Written back to host while its sequence runs, when the host tier has room for a copy
     // of the whole device tier (else only the coldest unreferenced blocks are, see
     // StartBackgroundCopies). Bounded: stale entries are skipped there.
@@ -363,24 +371,40 @@ bool KvCacheManager::StoredTokensMatch(Tier tier, int32_t slot, std::span<const 
 }
 
 int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tokens, int32_t priority,
-                                    BlockKeyChain* keys) {
+                                    BlockKeyChain* keys, int64_t max_blocks_held, bool landed_only) {
   if (!options_.prefix_cache || tokens.size() < 2) return 0;
+  if (landed_only) {  // what finished loading joins; nothing is waited for
+    if (disk_tier_.jobs != nullptr) LandDiskJobs(DiskThreads::kReader);
+    if (remote_.store != nullptr) LandRemoteLookups();
+  }
   SequenceBlocks& blocks = sequences_[seq];
-  if (!blocks.table.empty()) return 0;
+  // Only full computed blocks held (each has its key): the match continues after them. A
+  // long sequence keeping blocks on the host has computed past any prefix: nothing to match.
+  if (!blocks.host_slots.empty() || blocks.hashes.size() != blocks.table.size()) return 0;
+  const size_t first = blocks.table.size();
   std::optional<BlockKeyChain> own_keys;
   if (keys == nullptr) keys = &own_keys.emplace(default_scope_);
-  const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens;
-  std::vector<Tier> hit_tier;  // per matched block
+  int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens;
+  if (max_blocks_held >= 0) max_blocks = std::min(max_blocks, max_blocks_held);
+  constexpr int kRemoteHit = kNumTiers;  // hit_tier of a block found in the remote tier
+  std::vector<int> hit_tier;  // per matched block: a Tier, or kRemoteHit
   // Disk hits are read after the walk, all at once (ReadDiskBlocksToDevice): until then
   // their device blocks are in the table but not cached, and their slots out of the disk
   // LRU (neither evicted nor reused).
   std::vector<StagedRead> reads;
   std::vector<size_t> read_index;  // table index of each read
-  for (int64_t i = 0; i < max_blocks; ++i) {
+  // Remote hits are copied to their device blocks after the walk too, in one batch.
+  std::vector<BlockCopy> remote_copies;
+  std::vector<size_t> remote_index;  // table index of each
+  for (int64_t i = static_cast<int64_t>(first); i < max_blocks; ++i) {
     const BlockHash hash = keys->Key(tokens, options_.block_tokens, i);
     const std::span<const int32_t> block_tokens = BlockTokens(tokens, i);
     // Being read ahead from disk: wait for it, then it is a host hit.
-    if (disk_tier_.jobs != nullptr) AwaitDiskJob(disk_tier_.jobs->PrefixReadOf(hash));
+    if (disk_tier_.jobs != nullptr) {
+      const auto read_ahead = disk_tier_.jobs->PrefixReadOf(hash);
+      if (landed_only && read_ahead.has_value()) break;
+      AwaitDiskJob(read_ahead);
+    }
     // Being written to disk since its device eviction: wait for the write, then a disk hit.
     if (disk_tier_.jobs != nullptr) AwaitDiskJob(disk_tier_.jobs->DemoteWriteOf(hash));
     TierState& device_cache = state(Tier::kDevice);
@@ -397,11 +421,24 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
       pool(Tier::kDevice).AddRef(hit->second);
       lru(Tier::kDevice).Erase(hit->second);
       blocks.table.push_back(hit->second);
-      hit_tier.push_back(Tier::kDevice);
+      hit_tier.push_back(static_cast<int>(Tier::kDevice));
     } else {
       const bool in_host = state(Tier::kHost).by_hash.contains(hash);
       const bool in_disk = !in_host && state(Tier::kDisk).by_hash.contains(hash);
-      if (!in_host && !in_disk) break;
+      if (!in_host && !in_disk) {
+        // No local tier has it: the remote tier may (looked up with the blocks after it).
+        const RemoteLookup* remote = landed_only ? LandedRemoteHit(keys->Key(tokens, options_.block_tokens, i))
+                                                 : RemoteHit(tokens, keys, i, max_blocks);
+        if (remote == nullptr || num_available_device_blocks() == 0) break;
+        const BlockId block = AllocateDeviceBlocks(1).front();
+        remote_copies.push_back({block, const_cast<uint8_t*>(remote->bytes.data())});
+        remote_index.push_back(blocks.table.size());
+        blocks.table.push_back(block);
+        hit_tier.push_back(kRemoteHit);
+        blocks.hashes.push_back(hash);
+        continue;
+      }
+      if (in_disk && landed_only) break;  // a disk read would be waited for
       const Tier tier = in_host ? Tier::kHost : Tier::kDisk;
       const int32_t slot = state(tier).by_hash.at(hash);
       if (in_host && !StoredTokensMatch(Tier::kHost, slot, block_tokens)) break;
@@ -429,7 +466,7 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
         QueueWriteBehind(*block, hash);
       }
       blocks.table.push_back(*block);
-      hit_tier.push_back(tier);
+      hit_tier.push_back(static_cast<int>(tier));
     }
     blocks.hashes.push_back(hash);
   }
@@ -453,6 +490,34 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
     pool(Tier::kDevice).AddRef(reads[r].block);
     QueueWriteBehind(reads[r].block, hash);  // its record is renewed: the disk's newest
   }
+  if (!remote_copies.empty()) {
+    absl::Status copied;
+    {
+      CopyTimer timer(&counters_.copy_seconds);
+      counters_.swap_bytes_timed += static_cast<int64_t>(remote_copies.size() * block_bytes_);
+      copied = backend_->CopyBlocksFromHost(remote_copies);
+    }
+    for (size_t r = 0; r < remote_copies.size(); ++r) {
+      const size_t index = remote_index[r];
+      const BlockHash hash = blocks.hashes[index];
+      if (!copied.ok()) {
+        keep = std::min(keep, index);
+        continue;
+      }
+      const BlockId block = remote_copies[r].device_block;
+      state(Tier::kDevice).by_hash[hash] = block;
+      state(Tier::kDevice).hash_of[block] = hash;
+      SetStoredTokens(Tier::kDevice, block, BlockTokens(tokens, static_cast<int64_t>(index)));
+      pool(Tier::kDevice).AddRef(block);
+      QueueWriteBehind(block, hash);  // a local copy on disk too
+      // Used: the landed bytes are not needed any more.
+      if (auto it = remote_.lookups.find(hash); it != remote_.lookups.end()) {
+        remote_.landed_bytes -= static_cast<int64_t>(it->second.bytes.size());
+        remote_.lookups.erase(it);
+      }
+    }
+    if (!copied.ok()) ++counters_.io_errors;
+  }
   // The prefix ends before the first block that could not be read. The blocks after it go
   // back as a release would leave them: those read (or hit) stay cached, the others free.
   for (size_t i = keep; i < blocks.table.size(); ++i) {
@@ -461,19 +526,23 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
   }
   blocks.table.resize(keep);
   blocks.hashes.resize(keep);
-  for (size_t i = 0; i < keep; ++i) ++blocks.matched[static_cast<int>(hit_tier[i])];
-  for (int t = 0; t < kNumTiers; ++t) counters_.prefix_hits[t] += blocks.matched[t];
-  const int64_t matched = static_cast<int64_t>(keep) * options_.block_tokens;
-  counters_.prefix_hit_tokens += matched;
-  return matched;
+  for (size_t i = first; i < keep; ++i) {
+    ++blocks.matched[hit_tier[i - first]];
+    if (hit_tier[i - first] == kRemoteHit) {
+      ++counters_.prefix_hits_remote;
+    } else {
+      ++counters_.prefix_hits[hit_tier[i - first]];
+    }
+  }
+  counters_.prefix_hit_tokens += static_cast<int64_t>(keep - first) * options_.block_tokens;
+  return static_cast<int64_t>(keep) * options_.block_tokens;
 }
 
 void KvCacheManager::UnmatchPrefix(SequenceId seq) {
   if (auto it = sequences_.find(seq); it != sequences_.end()) {
-    for (int t = 0; t < kNumTiers; ++t) {
-      counters_.prefix_hits[t] -= it->second.matched[t];
-      counters_.prefix_hit_tokens -= it->second.matched[t] * options_.block_tokens;
-    }
+    for (int t = 0; t < kNumTiers; ++t) counters_.prefix_hits[t] -= it->second.matched[t];
+    counters_.prefix_hits_remote -= it->second.matched[kNumTiers];
+    for (int t = 0; t <= kNumTiers; ++t) counters_.prefix_hit_tokens -= it->second.matched[t] * options_.block_tokens;
   }
   Release(seq);
 }

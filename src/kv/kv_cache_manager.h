@@ -109,12 +109,14 @@
 #include "kv/disk_jobs.h"
 #include "kv/host_tier_memory.h"
 #include "kv/lru_set.h"
+#include "kv/remote_tier_options.h"
 #include "kv/tier_preparation.h"
 
 namespace kvtier {
 
 class Backend;
 class FileIo;
+class RemoteBlockStore;
 using DiskStoreCounters = DiskBlockStore::Counters;
 
 using SequenceId = int64_t;
@@ -134,6 +136,7 @@ struct KvCacheOptions {
   bool prefix_cache = true;
   bool write_behind = true;         // with a disk tier: full blocks written to disk soon (see the top)
   TierPreparationOptions preparation;  // host pinning and disk reservation in the background
+  RemoteTierOptions remote;         // the remote tier (Redis), off when its url is empty
 };
 
 // Counters the statistics report; monotonically increasing except *_used.
@@ -177,6 +180,9 @@ struct KvCacheCounters {
   int64_t fork_shared_blocks = 0;        // full blocks they share instead of holding a copy
   int64_t fork_copied_blocks = 0;        // partial blocks copied for them
   int64_t blocks_moved_to_host = 0;      // long sequences' old blocks moved to host, read in place
+  int64_t prefix_hits_remote = 0;        // prompt blocks found in the remote tier (Redis)
+  int64_t remote_puts_queued = 0;        // computed blocks handed to the remote tier
+  int64_t remote_lookup_timeouts = 0;    // prefix matches that stopped waiting for a lookup
 };
 
 class KvCacheManager {
@@ -225,8 +231,33 @@ class KvCacheManager {
   // referenced block; stops at the first miss, corrupt block, block with other tokens, or
   // shortage. `priority` (the sequence's) raises the eviction priority of the blocks it
   // reuses.
+  // A sequence that holds only full computed blocks (the front of its prompt computed under
+  // a load plan, see ProbeSlowPrefix) gets the run from the first block it does not hold
+  // (the returned count covers the blocks it held too); one holding a partial block gets
+  // nothing. `max_blocks` >= 0 caps the blocks it holds afterwards. `landed_only` (a load
+  // plan's attach): takes only what the device and host tiers hold and remote lookups that
+  // have landed, waiting for nothing (no disk read, no read-ahead or lookup in flight), so
+  // that the blocks still loading are computed instead of waited for.
   int64_t MatchPrefix(SequenceId seq, std::span<const int32_t> tokens, int32_t priority = 0,
-                      BlockKeyChain* keys = nullptr);
+                      BlockKeyChain* keys = nullptr, int64_t max_blocks = -1, bool landed_only = false);
+  // Load or recompute (the engine's plan, engine/load_plan.h). From the first block the
+  // sequence does not hold, the prompt's `fast_blocks` cached on the device or host tier,
+  // then `slow_blocks` only a slow tier may hold: the disk tier, and with a remote tier
+  // every block no local tier holds (a lookup may find it; a known miss ends the run).
+  // Their load time per block is measured (disk reads, remote hits), or guessed until
+  // measured; `overlap`: their loads can run while the front computes (remote lookups
+  // always; disk reads need a host tier to read ahead into).
+  struct SlowPrefix {
+    int64_t fast_blocks = 0;
+    int64_t slow_blocks = 0;
+    double load_seconds_per_block = 0;
+    bool overlap = false;
+  };
+  SlowPrefix ProbeSlowPrefix(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys = nullptr);
+  // Starts loading prompt blocks [from, to) ahead of their use (the back of a load plan):
+  // disk blocks read into host slots on the reader thread (as far as ReadAhead's budget
+  // allows), the others looked up in the remote tier. MatchPrefix uses what has landed.
+  void LoadPrefixAhead(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to);
   // Gives a MatchPrefix result back unused (the sequence could not start yet): releases
   // its blocks, which stay cached, and takes its hits out of the counters, so a sequence
   // that waits is not counted as a hit on every step.
@@ -366,6 +397,12 @@ class KvCacheManager {
   std::string disk_index_ignored_reason() const;
   // Measured bytes/second of swaps (for the preemption cost model); 0 before any swap.
   double measured_swap_bandwidth() const;
+  // The remote tier (kv_cache_remote.cc), null without one; its own counters are the
+  // store's (RemoteBlockStore::counters).
+  const RemoteBlockStore* remote_store() const { return remote_.store.get(); }
+  // Blocks until every computed block queued for the remote tier has been sent (tests,
+  // benchmarks; also done when the manager is destroyed).
+  void FlushRemotePuts();
 
   // Every invariant: pools, tables, cache maps and LRU sets agree. Internal error naming
   // the first violation.
@@ -422,8 +459,9 @@ class KvCacheManager {
     std::vector<const void*> host_data;
     std::vector<BlockId> table;         // device blocks, in position order, after the host ones
     std::vector<BlockHash> hashes;      // hashes of the first hashes.size() full blocks
-    // The blocks MatchPrefix found per tier (UnmatchPrefix uncounts them).
-    int64_t matched[kNumTiers] = {0, 0, 0};
+    // The blocks MatchPrefix found per tier, and last in the remote tier (UnmatchPrefix
+    // uncounts them).
+    int64_t matched[kNumTiers + 1] = {0, 0, 0, 0};
   };
   // One tier: its blocks (ids, ref counts, free queue), its prefix-cache index (hash ->
   // slot, slot -> hash) and the eviction order of its unreferenced cached slots. A cached
@@ -464,6 +502,54 @@ class KvCacheManager {
     StagingBuffers buffers;
     int64_t pause_steps = 0;  // steps without write-behind left after a failed write
   };
+
+  // The remote tier (kv_cache_remote.cc): the store and its I/O thread; the prompt blocks
+  // looked up (in flight, or landed: the block's bytes or why not), kept a few steps for
+  // the match that asked; the computed device blocks waiting to be put, with their key
+  // then; and a host buffer their device copies go through.
+  struct RemoteLookup {
+    bool landed = false;
+    absl::Status status;           // once landed: OK (bytes valid), NotFound (a miss), else unusable
+    std::vector<uint8_t> bytes;
+    int64_t landed_step = 0;
+  };
+  struct RemoteTier {
+    std::unique_ptr<RemoteBlockStore> store;
+    absl::flat_hash_map<BlockHash, RemoteLookup> lookups;
+    int64_t landed_bytes = 0;      // bytes held by landed lookups
+    int64_t landed_total = 0;      // lookups landed so far (a wait's progress)
+    std::deque<std::pair<BlockId, BlockHash>> put_queue;
+    uint8_t* put_buffer = nullptr; // (put_buffer_blocks, block_bytes), from the backend
+    int64_t put_buffer_blocks = 0;
+    int64_t step = 0;
+  };
+  // Opens the remote tier (Create); nothing happens on the network until it is used.
+  absl::Status OpenRemoteTier();
+  // Queues a block just computed and cached on the device for the remote tier.
+  void QueueRemotePut(BlockId block, BlockHash hash);
+  // Copies queued blocks still cached to the host buffer and hands them to the store, as
+  // far as its bound allows (the rest wait for the next step). Called by FinishStep.
+  void StartRemotePuts();
+  // Moves finished lookups into `lookups`, and forgets landed ones no match took for a
+  // while (called at each step's end with `expire`).
+  void LandRemoteLookups(bool expire = false);
+  // Submits lookups of prompt blocks [first, max_blocks) not asked yet (while the bound
+  // allows); returns whether one of them is still in flight.
+  bool LookUpRemote(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t first, int64_t max_blocks);
+  // For MatchPrefix at block i, the first one no local tier holds: the landed lookup of the
+  // block when it is a valid hit (asking for it and the blocks after it first, and waiting
+  // while lookups land, at most timeout_ms without one); nullptr otherwise.
+  const RemoteLookup* RemoteHit(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t i, int64_t max_blocks);
+  // The block's lookup when it has landed as a valid hit; nullptr otherwise (never waits).
+  const RemoteLookup* LandedRemoteHit(const BlockHash& hash) const;
+  // ReadAhead's remote part: lookups for the prompt blocks no local tier holds; true while
+  // one is in flight (the scheduler lets the sequence wait while others run).
+  bool RemoteReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys);
+  // ReadAhead's disk part (kv_cache_read_ahead.cc), and its prefix walk over blocks
+  // [from, to): reads of the blocks only the disk holds, up to the first block no tier
+  // holds; true when one of them is being read.
+  bool DiskReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys);
+  bool ReadPrefixAhead(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to);
 
   KvCacheManager(const KvCacheOptions& options, Backend* backend);
   // The tag a swapped block's disk slot carries instead of a content key, so that a slot
@@ -634,6 +720,7 @@ class KvCacheManager {
   StagingBuffers staging_;          // from the backend, with a disk tier
   WriteBehind write_behind_;        // with a disk tier (its buffers from the backend)
   DiskTier disk_tier_;
+  RemoteTier remote_;
   InFlightCopies copies_;
   absl::flat_hash_map<SequenceId, SequenceBlocks> sequences_;
   absl::flat_hash_map<SequenceId, SwapState> swapped_;

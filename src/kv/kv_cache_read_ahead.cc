@@ -6,18 +6,35 @@
 #include <optional>
 
 #include "kv/kv_cache_manager.h"
+#include "remote/remote_block_store.h"
 #include "storage/disk_block_store.h"
 
 namespace kvtier {
+namespace {
+
+// Load bandwidths assumed until the tier has delivered a block here (bytes/second): an
+// NVMe drive's reads, and Redis on the same network.
+constexpr double kGuessedDiskBytesPerSecond = 2e9;
+constexpr double kGuessedRemoteBytesPerSecond = 1e9;
+
+}  // namespace
 
 bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys) {
+  std::optional<BlockKeyChain> own_keys;
+  if (keys == nullptr) keys = &own_keys.emplace(default_scope_);
+  const bool disk = DiskReadAhead(seq, tokens, keys);
+  const bool remote = RemoteReadAhead(seq, tokens, keys);  // the blocks no local tier holds
+  return disk || remote;
+}
+
+bool KvCacheManager::DiskReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys) {
   if (disk_tier_.jobs == nullptr || pool(Tier::kHost).num_blocks() == 0) return false;
   // Landed reads are host copies (and free read budget): a waiting sequence whose prefix
   // reads have finished is admitted this step, not the next.
   LandDiskJobs(DiskThreads::kReader);
   DiskJobs& jobs = *disk_tier_.jobs;
   // Per call one write-back budget of blocks; in flight at most a quarter of the host tier,
-  // so read-ahead never displaces most of what the host caches.
+  // so read-ahead never displaces most of what the host caches (the same in ReadPrefixAhead).
   int64_t budget = std::min<int64_t>(WriteBackBudget(),
                                      pool(Tier::kHost).num_blocks() / 4 - num_disk_reads_in_flight());
   auto take_host = [&]() -> std::optional<int32_t> {
@@ -50,17 +67,29 @@ bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens, 
   }
 
   // Prefix blocks, for a sequence that holds none yet: the chain up to the first block not
-  // cached anywhere (as MatchPrefix walks it). A block still being written to disk since its
-  // device eviction ends the chain here: MatchPrefix waits for that write.
+  // cached anywhere (as MatchPrefix walks it).
   if (!options_.prefix_cache || tokens.size() < 2) return false;
   if (auto held = sequences_.find(seq); held != sequences_.end() && (!held->second.table.empty() || !held->second.host_slots.empty())) {
     return false;
   }
+  return ReadPrefixAhead(tokens, keys, 0, (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens);
+}
+
+bool KvCacheManager::ReadPrefixAhead(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to) {
+  if (disk_tier_.jobs == nullptr || pool(Tier::kHost).num_blocks() == 0) return false;
+  DiskJobs& jobs = *disk_tier_.jobs;
+  int64_t budget = std::min<int64_t>(WriteBackBudget(),
+                                     pool(Tier::kHost).num_blocks() / 4 - num_disk_reads_in_flight());
+  auto take_host = [&]() -> std::optional<int32_t> {
+    if (budget <= 0) return std::nullopt;
+    std::optional<int32_t> slot = AllocateSlot(Tier::kHost);
+    if (slot) --budget;
+    return slot;
+  };
+  // A block still being written to disk since its device eviction ends the chain here:
+  // MatchPrefix waits for that write.
   bool reading = false;  // some block of the chain is being read
-  std::optional<BlockKeyChain> own_keys;
-  if (keys == nullptr) keys = &own_keys.emplace(default_scope_);
-  const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens;
-  for (int64_t i = 0; i < max_blocks; ++i) {
+  for (int64_t i = from; i < to; ++i) {
     const BlockHash hash = keys->Key(tokens, options_.block_tokens, i);
     if (jobs.PrefixReadOf(hash)) {
       reading = true;
@@ -85,6 +114,82 @@ bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens, 
     reading = true;
   }
   return reading;
+}
+
+KvCacheManager::SlowPrefix KvCacheManager::ProbeSlowPrefix(SequenceId seq, std::span<const int32_t> tokens,
+                                                             BlockKeyChain* keys) {
+  SlowPrefix probe;
+  if (!options_.prefix_cache || tokens.size() < 2) return probe;
+  int64_t first = 0;
+  if (auto held = sequences_.find(seq); held != sequences_.end()) {
+    if (!held->second.host_slots.empty() || held->second.hashes.size() != held->second.table.size()) return probe;
+    first = static_cast<int64_t>(held->second.table.size());
+  }
+  std::optional<BlockKeyChain> own_keys;
+  if (keys == nullptr) keys = &own_keys.emplace(default_scope_);
+  LandRemoteLookups();
+  const bool remote_on = remote_.store != nullptr && remote_.store->counters().on;
+  int64_t on_disk = 0, remote = 0;
+  const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens;
+  for (int64_t i = first; i < max_blocks; ++i) {
+    const BlockHash& hash = keys->Key(tokens, options_.block_tokens, i);
+    const bool fast = state(Tier::kDevice).by_hash.contains(hash) || state(Tier::kHost).by_hash.contains(hash) ||
+                      (disk_tier_.jobs != nullptr && disk_tier_.jobs->PrefixReadOf(hash).has_value());
+    if (fast) {
+      if (on_disk + remote > 0) break;  // the slow run ends at a fast block
+      ++probe.fast_blocks;
+      continue;
+    }
+    if (state(Tier::kDisk).by_hash.contains(hash)) {
+      ++on_disk;
+      continue;
+    }
+    if (!remote_on) break;
+    if (auto known = remote_.lookups.find(hash); known != remote_.lookups.end()) {
+      if (known->second.landed && !known->second.status.ok()) break;  // a known miss
+    }
+    ++remote;
+  }
+  probe.slow_blocks = on_disk + remote;
+  if (probe.slow_blocks == 0) return probe;
+  const DiskStoreCounters disk = disk_store_counters();
+  const double disk_bandwidth =
+      disk.read_seconds > 0 ? static_cast<double>(disk.bytes_read) / disk.read_seconds : kGuessedDiskBytesPerSecond;
+  double remote_bandwidth = kGuessedRemoteBytesPerSecond;
+  if (remote > 0) {
+    const RemoteBlockStore::Counters c = remote_.store->counters();
+    if (c.get_bytes > 0 && c.get_seconds > 0) remote_bandwidth = static_cast<double>(c.get_bytes) / c.get_seconds;
+  }
+  const double bytes = static_cast<double>(block_bytes_);
+  probe.load_seconds_per_block =
+      (static_cast<double>(on_disk) * bytes / disk_bandwidth + static_cast<double>(remote) * bytes / remote_bandwidth) /
+      static_cast<double>(probe.slow_blocks);
+  // Disk blocks load on the reader thread only into host slots (read-ahead); without a
+  // host tier they are read when attached, after the front computed.
+  probe.overlap = on_disk == 0 || (pool(Tier::kHost).num_blocks() > 0 && disk_tier_.jobs != nullptr);
+  return probe;
+}
+
+void KvCacheManager::LoadPrefixAhead(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to) {
+  std::optional<BlockKeyChain> own_keys;
+  if (keys == nullptr) keys = &own_keys.emplace(default_scope_);
+  to = std::min(to, (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens);
+  if (from >= to) return;
+  LandDiskJobs(DiskThreads::kReader);
+  ReadPrefixAhead(tokens, keys, from, to);
+  if (remote_.store == nullptr) return;
+  // The first block of the range no local tier holds: the remote tier may, from there on.
+  for (int64_t i = from; i < to; ++i) {
+    const BlockHash& hash = keys->Key(tokens, options_.block_tokens, i);
+    const bool local = state(Tier::kDevice).by_hash.contains(hash) || state(Tier::kHost).by_hash.contains(hash) ||
+                       state(Tier::kDisk).by_hash.contains(hash) ||
+                       (disk_tier_.jobs != nullptr && disk_tier_.jobs->PrefixReadOf(hash).has_value());
+    if (!local) {
+      LandRemoteLookups();
+      LookUpRemote(tokens, keys, i, to);
+      return;
+    }
+  }
 }
 
 }  // namespace kvtier

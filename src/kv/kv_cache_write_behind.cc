@@ -45,6 +45,7 @@ int64_t KvCacheManager::WriteBehindLimit() const {
 void KvCacheManager::FinishStep(bool idle) {
   FinishCopies(0);
   LandDiskJobs();
+  StartRemotePuts();  // the blocks this step computed, to the remote tier's I/O thread
   if (write_behind_.pause_steps > 0) --write_behind_.pause_steps;
   if (!idle || disk_tier_.jobs == nullptr) {
     StartWriteBehind(/*idle=*/false);

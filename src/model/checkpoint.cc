@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "model/fp8_weights.h"
 #include "model/safetensors.h"
 #include "model/stable_hash.h"
 #include "nlohmann/json.hpp"
@@ -108,6 +109,9 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   absl::StatusOr<ModelConfig> config = ParseModelConfig(config_text);
   if (!config.ok()) return Annotate(config.status(), config_path);
   ckpt->config_ = *std::move(config);
+  absl::StatusOr<WeightQuantization> quantization = ParseWeightQuantization(config_text);
+  if (!quantization.ok()) return Annotate(quantization.status(), config_path);
+  ckpt->quantization_ = *std::move(quantization);
   const std::string generation_path = directory + "/generation_config.json";
   if (IsFile(generation_path)) {
     ASSIGN_OR_RETURN(std::string generation_text, ReadFile(generation_path));
@@ -168,7 +172,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     if (it == ckpt->tensors_.end()) {
       if (auto u = unsupported.find(want.name); u != unsupported.end()) {
         return absl::UnimplementedError(absl::StrCat("tensor '", want.name, "' has dtype ", u->second->dtype,
-                                                     " (supported: F32, F16, BF16) in ", directory));
+                                                     " (supported: F32, F16, BF16, F8_E4M3) in ", directory));
       }
       return absl::NotFoundError(
           absl::StrCat("tensor '", want.name, "' required by ", arch, " is missing from ", directory));
@@ -178,6 +182,13 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
                                                      ", expected ", ShapeString(want.shape), " for this ", arch,
                                                      " config (", directory, ")"));
     }
+  }
+
+  // Every fp8 tensor must come with scales the quantization_config explains.
+  for (const auto& [name, tensor] : ckpt->tensors_) {
+    if (tensor.dtype != DType::kF8E4M3) continue;
+    absl::Status scales = ckpt->Fp8ScalesOf(tensor).status();
+    if (!scales.ok()) return Annotate(scales, directory);
   }
 
   // Fingerprint: config, then every tensor's name/dtype/shape and sampled bytes, by name.
@@ -209,6 +220,24 @@ absl::StatusOr<TensorView> Checkpoint::Tensor(const std::string& name) const {
     return absl::NotFoundError(absl::StrCat("tensor '", name, "' not found in ", directory_));
   }
   return it->second;
+}
+
+absl::StatusOr<Fp8Scales> Checkpoint::Fp8ScalesOf(const TensorView& weight) const {
+  const std::string scale_name = quantization_.ScaleTensorName(weight.name);
+  auto scale = tensors_.find(scale_name);
+  return ReadFp8Scales(quantization_, weight, scale == tensors_.end() ? nullptr : &scale->second, scale_name);
+}
+
+absl::Status Checkpoint::TensorAsFloat32(const std::string& name, std::vector<float>* out) const {
+  ASSIGN_OR_RETURN(TensorView tensor, Tensor(name));
+  if (tensor.dtype != DType::kF8E4M3) {
+    ToFloat32(tensor, out);
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(Fp8Scales scales, Fp8ScalesOf(tensor));
+  out->resize(static_cast<size_t>(tensor.num_elements()));
+  DequantizeFp8(tensor, scales, out->data());
+  return absl::OkStatus();
 }
 
 std::vector<std::string> Checkpoint::TensorNames() const {

@@ -14,10 +14,12 @@
 #include "model/config.h"
 #include "model/generation_config.h"
 #include "model/tensor.h"
+#include "model/weight_quantization.h"
 
 namespace kvtier {
 
 class SafetensorsFile;  // model/safetensors.h
+struct Fp8Scales;       // model/fp8_weights.h
 
 class Checkpoint {
  public:
@@ -27,8 +29,12 @@ class Checkpoint {
   // not matching dtype x shape) or an index entry whose shard lacks the tensor.
   // InvalidArgument / Unimplemented: from ParseModelConfig (message prefixed with the
   // config.json path). A needed tensor with the wrong shape: InvalidArgument naming the
-  // tensor, its shape and the expected one; with a dtype other than F32/F16/BF16 (I64,
-  // F64, a dtype this reader does not know): Unimplemented naming tensor and dtype.
+  // tensor, its shape and the expected one; with a dtype other than F32/F16/BF16/F8_E4M3
+  // (I64, F64, a dtype this reader does not know): Unimplemented naming tensor and dtype.
+  // quantization_config: Unimplemented naming a method/format kvtier does not read
+  // (weight_quantization.h); an F8_E4M3 tensor without an fp8 quantization_config is
+  // FailedPrecondition, one whose scale tensor is missing NotFound, misshapen
+  // InvalidArgument (fp8_weights.h), all naming the tensors.
   // generation_config.json, when present, is parsed too (InvalidArgument prefixed with its
   // path for a field of the wrong type). `progress` (may be empty) hears the stages "files"
   // (safetensors files opened) and "tensors" (tensors checked and fingerprinted); when it
@@ -41,12 +47,20 @@ class Checkpoint {
   const std::string& directory() const { return directory_; }
   // The sampling fields of generation_config.json (all absent when there is no such file).
   const GenerationConfig& generation_config() const { return generation_config_; }
+  // How the linear weights are stored (kNone for a 16/32-bit checkpoint).
+  const WeightQuantization& quantization() const { return quantization_; }
   bool has_generation_config() const { return has_generation_config_; }
   // NotFound naming the tensor when absent.
   absl::StatusOr<TensorView> Tensor(const std::string& name) const;
   bool Has(const std::string& name) const { return tensors_.contains(name); }
   std::vector<std::string> TensorNames() const;
+  // The values of tensor `name` as fp32 into out (resized): F32/F16/BF16 widened, F8_E4M3
+  // codes times their scales as the checkpoint's quantization lays them out. NotFound
+  // naming the tensor when absent.
+  absl::Status TensorAsFloat32(const std::string& name, std::vector<float>* out) const;
   int64_t TotalTensorBytes() const;
+  // The scales of an F8_E4M3 weight of this checkpoint (errors as ReadFp8Scales).
+  absl::StatusOr<Fp8Scales> Fp8ScalesOf(const TensorView& weight) const;
   // A stable 64-bit fingerprint of config + tensor names/shapes/dtypes + sampled weight
   // bytes: distinguishes models for the persistent disk tier.
   uint64_t Fingerprint() const { return fingerprint_; }
@@ -56,6 +70,7 @@ class Checkpoint {
   std::string directory_;
   ModelConfig config_;
   GenerationConfig generation_config_;
+  WeightQuantization quantization_;
   bool has_generation_config_ = false;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   absl::flat_hash_map<std::string, TensorView> tensors_;

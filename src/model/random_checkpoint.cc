@@ -6,13 +6,17 @@
 #include <filesystem>
 #include <fstream>
 #include <algorithm>
+#include <memory>
+#include <mutex>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "common/fp8_e4m3.h"
 #include "model/checkpoint.h"
+#include "model/fp8_weights.h"
 #include "model/safetensors_writer.h"
 #include "model/stable_hash.h"
 #include "nlohmann/json.hpp"
@@ -58,6 +62,8 @@ std::string TorchDtype(DType dtype) {
     case DType::kF16:
       return "float16";
     case DType::kBF16:
+      return "bfloat16";
+    case DType::kF8E4M3:  // not a spec dtype: fp8 is spec.fp8_format over a 16-bit model
       return "bfloat16";
   }
   return "float32";
@@ -144,15 +150,107 @@ absl::Status WriteText(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
+bool IsQuantizedProjection(const std::string& name) {
+  for (const char* suffix : {"_proj.weight"}) {
+    if (absl::EndsWith(name, suffix)) return true;
+  }
+  return false;
+}
+
+// The scale grid of a quantized projection [rows, cols]: amax / 448 over each tile (1 for an
+// all-zero tile), computed once on first use (the writer's threads share it).
+class LazyFp8Scales {
+ public:
+  LazyFp8Scales(const WeightRule& rule, const WeightQuantization& q, int64_t rows, int64_t cols)
+      : rule_(rule), rows_(rows), cols_(cols) {
+    scales_.rows = rows;
+    scales_.cols = cols;
+    if (q.format == WeightQuantizationFormat::kFp8Blockwise) {
+      scales_.block_rows = q.block_rows;
+      scales_.block_cols = q.block_cols;
+    } else if (q.format == WeightQuantizationFormat::kCompressedTensorsFloat && q.per_channel) {
+      scales_.block_rows = 1;
+      scales_.block_cols = cols;
+    } else {
+      scales_.block_rows = rows;
+      scales_.block_cols = cols;
+    }
+    scales_.grid_rows = (rows + scales_.block_rows - 1) / scales_.block_rows;
+    scales_.grid_cols = (cols + scales_.block_cols - 1) / scales_.block_cols;
+  }
+
+  const Fp8Scales& Get() {
+    std::call_once(once_, [this] {
+      scales_.values.assign(static_cast<size_t>(scales_.grid_rows * scales_.grid_cols), 0.0f);
+      for (int64_t r = 0; r < rows_; ++r) {
+        for (int64_t c = 0; c < cols_; ++c) {
+          float& amax = scales_.values[(r / scales_.block_rows) * scales_.grid_cols + c / scales_.block_cols];
+          amax = std::fmax(amax, std::fabs(Draw(rule_, r * cols_ + c)));
+        }
+      }
+      for (float& v : scales_.values) v = v > 0.0f ? v / kFp8E4M3Max : 1.0f;
+    });
+    return scales_;
+  }
+
+ private:
+  WeightRule rule_;
+  int64_t rows_, cols_;
+  std::once_flag once_;
+  Fp8Scales scales_;
+};
+
+// The shape a format stores one projection's scales in (as the checkpoints in the wild do).
+std::vector<int64_t> ScaleShape(const WeightQuantization& q, const Fp8Scales& grid) {
+  switch (q.format) {
+    case WeightQuantizationFormat::kFp8PerTensor:
+      return {};
+    case WeightQuantizationFormat::kFp8Blockwise:
+      return {grid.grid_rows, grid.grid_cols};
+    default:
+      return q.per_channel ? std::vector<int64_t>{grid.grid_rows, 1} : std::vector<int64_t>{1};
+  }
+}
+
+void AddQuantized(const std::string& name, const std::vector<int64_t>& shape, const WeightRule& rule,
+                  const WeightQuantization& q, std::vector<TensorToWrite>* tensors) {
+  auto scales = std::make_shared<LazyFp8Scales>(rule, q, shape[0], shape[1]);
+  const int64_t cols = shape[1];
+  TensorToWrite codes;
+  codes.name = name;
+  codes.shape = shape;
+  codes.dtype = DType::kF8E4M3;
+  codes.produce = [rule, scales, cols](int64_t first, int64_t count, uint8_t* out) {
+    const Fp8Scales& grid = scales->Get();
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t index = first + i;
+      out[i] = FloatToFp8E4M3(Draw(rule, index) / grid.At(index / cols, index % cols));
+    }
+  };
+  TensorToWrite scale;
+  scale.name = q.ScaleTensorName(name);
+  scale.shape = ScaleShape(q, scales->Get());
+  scale.dtype = DType::kF32;
+  scale.produce = [scales](int64_t first, int64_t count, uint8_t* out) {
+    std::memcpy(out, scales->Get().values.data() + first, static_cast<size_t>(count) * sizeof(float));
+  };
+  tensors->push_back(std::move(codes));
+  tensors->push_back(std::move(scale));
+}
+
 // The tensors of the checkpoint `spec` describes, each producing its random values.
 std::vector<TensorToWrite> RandomTensors(const RandomCheckpointSpec& spec, const ModelConfig& config) {
   std::vector<TensorToWrite> tensors;
   for (ExpectedTensor& expected : ExpectedTensors(config)) {
+    const WeightRule rule = RuleFor(spec.seed, expected.name, expected.shape);
+    if (spec.quantization.quantized() && IsQuantizedProjection(expected.name)) {
+      AddQuantized(expected.name, expected.shape, rule, spec.quantization, &tensors);
+      continue;
+    }
     TensorToWrite t;
     t.name = std::move(expected.name);
     t.shape = std::move(expected.shape);
     t.dtype = spec.dtype;
-    const WeightRule rule = RuleFor(spec.seed, t.name, t.shape);
     const DType dtype = spec.dtype;
     t.produce = [rule, dtype](int64_t first, int64_t count, uint8_t* out) {
       for (int64_t i = 0; i < count; ++i) {
@@ -169,6 +267,46 @@ std::vector<TensorToWrite> RandomTensors(const RandomCheckpointSpec& spec, const
     tensors.push_back(std::move(t));
   }
   return tensors;
+}
+
+// quantization_config as the tools that make these checkpoints write it.
+nlohmann::ordered_json QuantizationConfigJson(const WeightQuantization& q) {
+  nlohmann::ordered_json j;
+  switch (q.format) {
+    case WeightQuantizationFormat::kNone:
+      return nullptr;
+    case WeightQuantizationFormat::kFp8PerTensor:
+      j["quant_method"] = "fp8";
+      j["activation_scheme"] = "dynamic";
+      return j;
+    case WeightQuantizationFormat::kFp8Blockwise:
+      j["quant_method"] = "fp8";
+      j["activation_scheme"] = "dynamic";
+      j["fmt"] = "e4m3";
+      j["weight_block_size"] = {q.block_rows, q.block_cols};
+      return j;
+    case WeightQuantizationFormat::kCompressedTensorsFloat:
+      break;
+  }
+  nlohmann::ordered_json group;
+  group["targets"] = {"Linear"};
+  group["weights"] = {{"num_bits", 8}, {"type", "float"}, {"strategy", q.per_channel ? "channel" : "tensor"},
+                      {"symmetric", true}, {"dynamic", false}};
+  group["input_activations"] = {{"num_bits", 8}, {"type", "float"}, {"strategy", "token"},
+                                {"symmetric", true}, {"dynamic", true}};
+  j["quant_method"] = "compressed-tensors";
+  j["format"] = "float-quantized";
+  j["config_groups"] = {{"group_0", group}};
+  j["ignore"] = {"lm_head"};
+  j["quantization_status"] = "compressed";
+  return j;
+}
+
+std::string ConfigJson(const RandomCheckpointSpec& spec, const ModelConfig& config) {
+  if (!spec.quantization.quantized()) return ModelConfigToJson(config);
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(ModelConfigToJson(config));
+  j["quantization_config"] = QuantizationConfigJson(spec.quantization);
+  return j.dump(2) + "\n";
 }
 
 SafetensorsWriteOptions WriteOptions(const RandomCheckpointSpec& spec) {
@@ -195,6 +333,10 @@ std::vector<std::string> RandomCheckpointPresetNames() {
 }
 
 absl::StatusOr<ModelConfig> RandomCheckpointConfig(const RandomCheckpointSpec& spec) {
+  if (spec.quantization.format == WeightQuantizationFormat::kFp8Blockwise &&
+      (spec.quantization.block_rows <= 0 || spec.quantization.block_cols <= 0)) {
+    return absl::InvalidArgumentError("fp8 block-wise quantization needs positive block sizes");
+  }
   ModelConfig c;
   c.architecture = spec.arch;
   c.hidden_size = spec.hidden;
@@ -248,7 +390,7 @@ absl::Status WriteRandomCheckpoint(const RandomCheckpointSpec& spec, const std::
         index, " exists and would shadow the model.safetensors written here; it is not deleted: "
         "remove it or write the checkpoint elsewhere"));
   }
-  RETURN_IF_ERROR(WriteText(directory + "/config.json", ModelConfigToJson(config)));
+  RETURN_IF_ERROR(WriteText(directory + "/config.json", ConfigJson(spec, config)));
 
   nlohmann::ordered_json generation;
   generation["_from_model_config"] = true;

@@ -15,6 +15,7 @@
 #include "common/progress.h"
 #include "model/config.h"
 #include "model/tensor.h"
+#include "model/weight_quantization.h"
 
 namespace kvtier {
 
@@ -28,7 +29,12 @@ struct RandomCheckpointSpec {
   int64_t intermediate = 128;
   int64_t vocab = 512;
   int64_t max_positions = 2048;
-  DType dtype = DType::kF32;
+  DType dtype = DType::kF32;  // F32/F16/BF16: every tensor not quantized below
+  // Not kNone: the linear projections (q/k/v/o, gate/up/down) are written as F8_E4M3 with
+  // F32 scales in that layout (amax / 448 per tensor, channel or block), and config.json
+  // gets the matching quantization_config. Embeddings, lm_head, norms and biases stay
+  // `dtype`, as in the downloadable FP8 checkpoints.
+  WeightQuantization quantization;
   uint64_t seed = 1;
   bool tie_embeddings = false;
   std::optional<Llama3RopeScaling> rope_scaling;
@@ -52,7 +58,8 @@ std::vector<std::string> RandomCheckpointPresetNames();
 // The config a spec describes, validated through ParseModelConfig (InvalidArgument).
 absl::StatusOr<ModelConfig> RandomCheckpointConfig(const RandomCheckpointSpec& spec);
 
-// Value of element `index` of tensor `name` (before conversion to the stored dtype):
+// Value of element `index` of tensor `name` (before conversion to the stored dtype or
+// quantization):
 // matrices uniform with std 1/sqrt(fan_in), RMSNorm weights 1 +- 0.2, biases +- 0.5.
 float RandomWeight(uint64_t seed, const std::string& name, const std::vector<int64_t>& shape, int64_t index);
 

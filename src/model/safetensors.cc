@@ -107,6 +107,7 @@ std::optional<DType> ParseDType(std::string_view dtype) {
   if (dtype == "F32") return DType::kF32;
   if (dtype == "F16") return DType::kF16;
   if (dtype == "BF16") return DType::kBF16;
+  if (dtype == "F8_E4M3") return DType::kF8E4M3;
   return std::nullopt;
 }
 

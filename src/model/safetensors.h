@@ -19,7 +19,7 @@ namespace kvtier {
 // Element size of a safetensors dtype string ("F32", "I64", "F8_E4M3", ...); nullopt when
 // the format does not define it.
 std::optional<size_t> SafetensorsDTypeSize(std::string_view dtype);
-// "F32"/"F16"/"BF16" -> DType; nullopt for any other dtype (kvtier computes only on these).
+// "F32"/"F16"/"BF16"/"F8_E4M3" -> DType; nullopt for any other dtype (kvtier reads only these).
 std::optional<DType> ParseDType(std::string_view dtype);
 
 class SafetensorsFile {
@@ -45,7 +45,7 @@ class SafetensorsFile {
   ~SafetensorsFile();
 
   const std::string& path() const { return path_; }
-  // Tensors of dtype F32/F16/BF16, in header order; views stay valid while this lives.
+  // Tensors of dtype F32/F16/BF16/F8_E4M3, in header order; views stay valid while this lives.
   const std::vector<TensorView>& tensors() const { return tensors_; }
   const std::vector<UnsupportedTensor>& unsupported_tensors() const { return unsupported_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }

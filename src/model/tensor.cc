@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/fp8_e4m3.h"
+
 namespace kvtier {
 namespace {
 
@@ -32,6 +34,8 @@ std::string_view DTypeName(DType dtype) {
       return "F16";
     case DType::kBF16:
       return "BF16";
+    case DType::kF8E4M3:
+      return "F8_E4M3";
   }
   return "?";
 }
@@ -43,6 +47,8 @@ size_t DTypeSize(DType dtype) {
     case DType::kF16:
     case DType::kBF16:
       return 2;
+    case DType::kF8E4M3:
+      return 1;
   }
   return 0;
 }
@@ -114,6 +120,8 @@ float TensorView::ElementAsFloat(int64_t i) const {
       return Fp16ToFloat(Load16(data + i * 2));
     case DType::kBF16:
       return Bf16ToFloat(Load16(data + i * 2));
+    case DType::kF8E4M3:
+      return Fp8E4M3ToFloat(data[i]);
   }
   return 0.0f;
 }

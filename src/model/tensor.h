@@ -11,9 +11,13 @@
 
 namespace kvtier {
 
-enum class DType { kF32, kF16, kBF16 };
+// kF8E4M3: e4m3fn codes (common/fp8_e4m3.h). A tensor of this dtype holds unscaled codes;
+// its scales are separate tensors whose layout the checkpoint's quantization says
+// (model/fp8_weights.h turns code + scale into values).
+enum class DType { kF32, kF16, kBF16, kF8E4M3 };
 
-std::string_view DTypeName(DType dtype);  // safetensors spelling: "F32", "F16", "BF16"
+// safetensors spelling: "F32", "F16", "BF16", "F8_E4M3"
+std::string_view DTypeName(DType dtype);
 size_t DTypeSize(DType dtype);
 
 struct TensorView {
@@ -23,7 +27,7 @@ struct TensorView {
   const uint8_t* data = nullptr;  // nbytes() bytes, little-endian, row-major
   int64_t num_elements() const;
   size_t nbytes() const { return static_cast<size_t>(num_elements()) * DTypeSize(dtype); }
-  // Element i converted to float (bf16/fp16 widened exactly).
+  // Element i converted to float (bf16/fp16/fp8 widened exactly; fp8 codes unscaled).
   float ElementAsFloat(int64_t i) const;
 };
 

@@ -81,6 +81,7 @@ class DiskBlockStore {
     int64_t reads = 0;             // successful Reads
     int64_t bytes_written = 0;     // block bytes of successful Writes
     int64_t bytes_read = 0;        // block bytes of successful Reads
+    double read_seconds = 0;       // time successful Reads took (the tier's load bandwidth)
     int64_t corrupt_detected = 0;  // Reads that returned DataLoss
     int64_t stale_detected = 0;    // Reads that found another block's valid header (NotFound)
     int64_t token_mismatches = 0;  // Reads that found the key with other tokens (FailedPrecondition)
@@ -220,6 +221,7 @@ class DiskBlockStore {
   std::atomic<int64_t> reads_{0};
   std::atomic<int64_t> bytes_written_{0};
   std::atomic<int64_t> bytes_read_{0};
+  std::atomic<int64_t> read_nanos_{0};
   std::atomic<int64_t> corrupt_detected_{0};
   std::atomic<int64_t> stale_detected_{0};
   std::atomic<int64_t> token_mismatches_{0};

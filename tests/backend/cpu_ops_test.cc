@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numbers>
 #include <numeric>
 #include <random>
 #include <vector>
 
+#include "common/fp8_e4m3.h"
 #include "common/thread_pool.h"
 #include "gtest/gtest.h"
 
@@ -335,6 +337,57 @@ TEST(CpuOpsTest, PagedAttentionFirstTokenReturnsItsValue) {
     const int64_t kvh = h / (c.num_heads / c.layout.num_kv_heads);
     for (int64_t d = 0; d < hd; ++d) EXPECT_EQ(out[h * hd + d], c.v[kvh * hd + d]);
   }
+}
+
+// kv_dtype fp8: WriteKv stores E4M3 codes and one fp32 scale (amax / 448) per (layer, k|v,
+// head, token) row at the offsets kv_layout.h documents; PagedAttention over them equals
+// PagedAttention over an fp32 pool holding code x scale.
+TEST(CpuOpsTest, Fp8KvRowsAndAttentionOverThem) {
+  std::mt19937 rng(17);
+  PagedCase c(rng);
+  KvLayout fp8 = c.layout;
+  fp8.dtype = DType::kF8E4M3;
+  ASSERT_EQ(fp8.BlockBytes(), static_cast<size_t>(fp8.ElementsPerBlock()) +
+                                  static_cast<size_t>(2 * 2 * 2 * 4) * sizeof(float));
+  std::vector<uint8_t> pool(c.num_blocks * fp8.BlockBytes(), 0);
+  const std::vector<int32_t> table = ShuffledTable(c.num_blocks, 6, rng);
+  const int64_t kv_dim = fp8.num_kv_heads * fp8.head_dim;
+  WriteKv(fp8, pool.data(), table, c.layer, 0, 9, c.k.data(), c.v.data());
+  WriteKv(fp8, pool.data(), table, c.layer, 9, c.length - 9, c.k.data() + 9 * kv_dim, c.v.data() + 9 * kv_dim);
+
+  // The dequantized copy, in the f32 layout, through the same table.
+  c.Write(table, 9);  // fills c.pool's structure (values replaced below)
+  for (int64_t p = 0; p < c.length; ++p) {
+    const uint8_t* block = pool.data() + table[p / fp8.block_tokens] * fp8.BlockBytes();
+    float* f32_block = c.pool.data() + table[p / fp8.block_tokens] * c.layout.ElementsPerBlock();
+    for (int64_t kv = 0; kv < 2; ++kv) {
+      for (int64_t h = 0; h < fp8.num_kv_heads; ++h) {
+        const float* src = (kv == 0 ? c.k : c.v).data() + (p * fp8.num_kv_heads + h) * fp8.head_dim;
+        float amax = 0;
+        for (int64_t d = 0; d < fp8.head_dim; ++d) amax = std::max(amax, std::fabs(src[d]));
+        float scale;
+        std::memcpy(&scale, block + fp8.ScaleByteOffset(c.layer, kv, h, p % fp8.block_tokens), sizeof(scale));
+        ASSERT_EQ(scale, amax / 448.0f);
+        const int64_t offset = fp8.ElementOffset(c.layer, kv, h, p % fp8.block_tokens);
+        for (int64_t d = 0; d < fp8.head_dim; ++d) {
+          ASSERT_EQ(block[offset + d], FloatToFp8E4M3(src[d] / scale)) << p << " " << kv << " " << h << " " << d;
+          f32_block[offset + d] = Fp8E4M3ToFloat(block[offset + d]) * scale;
+        }
+      }
+    }
+  }
+  const int64_t start = 15, rows = c.length - start;
+  const std::vector<float> q = Random(rows * c.num_heads * fp8.head_dim, rng);
+  std::vector<float> from_fp8(q.size()), from_f32(q.size());
+  PagedAttention(fp8, pool.data(), table, c.layer, start, rows, c.num_heads, q.data(), from_fp8.data(), nullptr);
+  PagedAttention(c.layout, c.pool.data(), table, c.layer, start, rows, c.num_heads, q.data(), from_f32.data(),
+                 nullptr);
+  EXPECT_EQ(from_fp8, from_f32);
+  // And fp8 rounding is visible against the exact K/V.
+  std::vector<float> exact(q.size());
+  c.Write(table, 9);
+  PagedAttention(c.layout, c.pool.data(), table, c.layer, start, rows, c.num_heads, q.data(), exact.data(), nullptr);
+  EXPECT_NE(exact, from_fp8);
 }
 
 }  // namespace

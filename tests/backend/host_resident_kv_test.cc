@@ -1,12 +1,14 @@
 // Tests of host-resident KV blocks (backend/host_resident_kv.h) on the CPU backend: a
 // sequence whose older blocks are read from host memory in place computes bit for bit
 // what it computes with every block on the device — prefill chunks and decodes, with and
-// without device-resident first blocks (attention sinks), beside an ordinary sequence —
-// and malformed host ranges are refused before anything is written.
+// without device-resident first blocks (attention sinks), in both KV formats (f32, and fp8
+// codes with per-row scales) — and malformed host ranges are refused before anything is
+// written.
 #include <cstring>
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -44,10 +46,11 @@ const Checkpoint& TestCheckpoint() {
   return *checkpoint;
 }
 
-std::unique_ptr<CpuBackend> MakeBackend() {
+std::unique_ptr<CpuBackend> MakeBackend(StorageDType kv_dtype = StorageDType::kAuto) {
   BackendOptions options;
   options.num_threads = 2;
   options.block_tokens = kBlockTokens;
+  options.kv_dtype = kv_dtype;
   absl::StatusOr<std::unique_ptr<CpuBackend>> backend = CpuBackend::Create(TestCheckpoint(), options);
   EXPECT_TRUE(backend.ok()) << backend.status();
   EXPECT_TRUE((*backend)->AllocateKvPool(kNumBlocks).ok());
@@ -59,7 +62,8 @@ std::unique_ptr<CpuBackend> MakeBackend() {
 // as no chunk writes it any more, keeping `recent` full blocks on the device.
 class TwinSequences {
  public:
-  TwinSequences(int64_t sinks, int64_t recent) : sinks_(sinks), recent_(recent) {}
+  TwinSequences(int64_t sinks, int64_t recent, StorageDType kv_dtype)
+      : sinks_(sinks), recent_(recent), all_device_(MakeBackend(kv_dtype)), streamed_(MakeBackend(kv_dtype)) {}
 
   // Feeds `tokens` to both; returns whether their logits were bit-identical.
   void Feed(const std::vector<int32_t>& tokens) {
@@ -85,6 +89,7 @@ class TwinSequences {
   }
   int64_t num_host_blocks() const { return static_cast<int64_t>(host_pointers_.size()); }
   int64_t position() const { return position_; }
+  const KvLayout& layout() const { return streamed_->kv_layout(); }
 
  private:
   // Full blocks past the sinks and before the `recent` newest go to host memory, their
@@ -94,27 +99,30 @@ class TwinSequences {
     while (sinks_ + num_host_blocks() + recent_ < full) {
       const size_t index = static_cast<size_t>(sinks_);  // first device block after the sinks
       const int32_t block = twin_table_[index];
-      host_blocks_.push_back(std::make_unique<float[]>(streamed_->kv_layout().ElementsPerBlock()));
-      BlockCopy copy{block, host_blocks_.back().get()};
+      // A block is BlockBytes() bytes in either format (fp8: codes, then the row scales).
+      host_blocks_.emplace_back(streamed_->kv_layout().BlockBytes());
+      BlockCopy copy{block, host_blocks_.back().data()};
       ASSERT_TRUE(streamed_->CopyBlocksToHost(std::span<const BlockCopy>(&copy, 1)).ok());
-      // Poisoned: a read of the stale device block would change the logits.
-      std::vector<float> poison(static_cast<size_t>(streamed_->kv_layout().ElementsPerBlock()), 1e3f);
+      // Poisoned: a read of the stale device block would change the logits (0x7e: a large
+      // f32 element and a large fp8 code and scale).
+      std::vector<uint8_t> poison(streamed_->kv_layout().BlockBytes(), 0x7e);
       copy.host = poison.data();
       ASSERT_TRUE(streamed_->CopyBlocksFromHost(std::span<const BlockCopy>(&copy, 1)).ok());
-      host_pointers_.push_back(host_blocks_.back().get());
+      host_pointers_.push_back(host_blocks_.back().data());
       twin_table_.erase(twin_table_.begin() + static_cast<std::ptrdiff_t>(index));
     }
   }
 
   const int64_t sinks_;
   const int64_t recent_;
-  std::unique_ptr<CpuBackend> all_device_ = MakeBackend();
-  std::unique_ptr<CpuBackend> streamed_ = MakeBackend();
+  std::unique_ptr<CpuBackend> all_device_;
+  std::unique_ptr<CpuBackend> streamed_;
   int64_t position_ = 0;
   std::vector<int32_t> device_table_;
   std::vector<int32_t> twin_table_;
   int64_t next_twin_block_ = 0;
-  std::vector<std::unique_ptr<float[]>> host_blocks_;
+  // std::vector's buffer: new[]-aligned, enough for the f32 rows read in place.
+  std::vector<std::vector<uint8_t>> host_blocks_;
   std::vector<const void*> host_pointers_;
 };
 
@@ -125,18 +133,27 @@ std::vector<int32_t> RandomTokens(int64_t n, std::mt19937& rng) {
   return tokens;
 }
 
-class HostResidentKvTest : public testing::TestWithParam<int64_t> {};  // sink blocks
+// (sink blocks, KV format).
+class HostResidentKvTest : public testing::TestWithParam<std::tuple<int64_t, StorageDType>> {};
 
 TEST_P(HostResidentKvTest, ChunkedPrefillAndDecodeAreBitIdentical) {
+  const auto [sinks, kv_dtype] = GetParam();
   std::mt19937 rng(5);
-  TwinSequences twins(/*sinks=*/GetParam(), /*recent=*/2);
+  TwinSequences twins(sinks, /*recent=*/2, kv_dtype);
+  ASSERT_EQ(twins.layout().dtype, kv_dtype == StorageDType::kFp8 ? DType::kF8E4M3 : DType::kF32);
   for (int64_t chunk : {7, 5, 9, 3, 6}) twins.Feed(RandomTokens(chunk, rng));
   for (int i = 0; i < 40; ++i) twins.Feed(RandomTokens(1, rng));
   // Most of the sequence was read from the host: 70 positions, 2 recent blocks + sinks kept.
-  EXPECT_GE(twins.num_host_blocks(), twins.position() / kBlockTokens - 3 - GetParam());
+  EXPECT_GE(twins.num_host_blocks(), twins.position() / kBlockTokens - 3 - sinks);
 }
 
-INSTANTIATE_TEST_SUITE_P(Sinks, HostResidentKvTest, testing::Values(0, 1, 2));
+INSTANTIATE_TEST_SUITE_P(SinksAndFormats, HostResidentKvTest,
+                         testing::Combine(testing::Values(int64_t{0}, int64_t{1}, int64_t{2}),
+                                          testing::Values(StorageDType::kAuto, StorageDType::kFp8)),
+                         [](const testing::TestParamInfo<HostResidentKvTest::ParamType>& info) {
+                           return absl::StrCat("sinks", std::get<0>(info.param), "_",
+                                               std::get<1>(info.param) == StorageDType::kFp8 ? "fp8" : "f32");
+                         });
 
 TEST(HostResidentKvValidation, RefusesHostBlocksTheChunkWouldWrite) {
   std::unique_ptr<CpuBackend> backend = MakeBackend();

@@ -19,6 +19,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/fp8_skinny.h"
 #include "backend/cuda_module.h"
 #include "cuda_test_util.h"
 #include "gtest/gtest.h"
@@ -174,6 +175,10 @@ struct ModelCase {
   int64_t heads = 0;
   int64_t kv_heads = 0;
   DType dtype = DType::kBF16;  // of the checkpoint, and so of the GPU's weights and KV
+  // weight_dtype of both backends (fp8: the same per-channel codes and scales on both) and
+  // the checkpoint's own fp8 layout (kNone: dtype).
+  StorageDType weight_dtype = StorageDType::kAuto;
+  WeightQuantizationFormat quantization = WeightQuantizationFormat::kNone;
 };
 
 void ApplyAttentionShape(const ModelCase& mc, RandomCheckpointSpec* spec) {
@@ -193,25 +198,34 @@ TEST_P(CudaBackendModelTest, MatchesCpuBackend) {
   spec->tie_embeddings = mc.tied;
   if (mc.llama3_scaling) spec->rope_scaling = Llama3RopeScaling{8.0, 1.0, 4.0, 32};
   ApplyAttentionShape(mc, &*spec);
+  spec->quantization.format = mc.quantization;
+  spec->quantization.per_channel = mc.quantization == WeightQuantizationFormat::kCompressedTensorsFloat;
+  if (mc.quantization == WeightQuantizationFormat::kFp8Blockwise) {
+    spec->quantization.block_rows = 32;  // ragged against the shapes, as the CPU's fp8 tests
+    spec->quantization.block_cols = 48;
+  }
   auto checkpoint = MakeCheckpoint(*spec, mc.preset, mc.dtype);
   ASSERT_NE(checkpoint, nullptr);
   BackendOptions options;
+  options.weight_dtype = mc.weight_dtype;
   auto cpu = CpuBackend::Create(*checkpoint, options);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   auto gpu = CudaBackend::Create(*checkpoint, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  EXPECT_EQ((*gpu)->kv_layout().dtype, mc.dtype);
+  // fp32 checkpoints compute in bf16.
+  EXPECT_EQ((*gpu)->kv_layout().dtype, mc.dtype == DType::kF16 ? DType::kF16 : DType::kBF16);
   std::vector<Seq> seqs;
   const Stats stats = RunScenario(**cpu, **gpu, checkpoint->config().vocab_size, &seqs);
-  std::printf("[%s %s] logits rows %d, max relative error %.3g, argmax mismatches %d, %s attention\n",
-              mc.preset.c_str(), std::string(DTypeName(mc.dtype)).c_str(), stats.rows,
+  std::printf("[%s %s%s] logits rows %d, max relative error %.3g, argmax mismatches %d, %s attention\n",
+              mc.preset.c_str(), std::string(DTypeName(mc.dtype)).c_str(),
+              mc.weight_dtype == StorageDType::kFp8 ? " fp8 weights" : "", stats.rows,
               stats.max_rel_error, stats.argmax_mismatch,
               (*gpu)->fast_attention() ? "fast" : "generic");
   EXPECT_EQ((*gpu)->fast_attention(), mc.head_dim == 64 || mc.head_dim == 128);
   // fp16 keeps 3 more mantissa bits than bf16: its logits are ~5x closer to the fp32 CPU's
   // (H200: at most 2.2e-3 against 1.0e-2 .. 1.6e-2 for bf16), so a path that rounded
   // through bf16 would fail here.
-  if (mc.dtype == DType::kF16) {
+  if (mc.dtype == DType::kF16 && mc.weight_dtype != StorageDType::kFp8) {
     EXPECT_LT(stats.max_rel_error, 6e-3);
   }
   // Each mismatch was checked above to be a near tie (random weights make many); the cap
@@ -263,7 +277,19 @@ INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
                                            ModelCase{"small-llama", false, false, 64, 4, 1,
                                                      DType::kF16},
                                            ModelCase{"tiny-qwen3", false, true, 128, 4, 2,
-                                                     DType::kF16}),
+                                                     DType::kF16},
+                                           // weight_dtype fp8 (the CPU holds the same codes and
+                                           // scales): quantized on the device from bf16 and fp16,
+                                           // on the host from fp32 and from an fp8 checkpoint.
+                                           ModelCase{"small-llama", false, false, 64, 4, 1, DType::kBF16,
+                                                     StorageDType::kFp8},
+                                           ModelCase{"tiny-qwen3", false, true, 128, 4, 2, DType::kF16,
+                                                     StorageDType::kFp8},
+                                           ModelCase{"tiny-qwen2", false, false, 0, 0, 0, DType::kF32,
+                                                     StorageDType::kFp8},
+                                           ModelCase{"tiny-llama", false, false, 64, 4, 2, DType::kBF16,
+                                                     StorageDType::kFp8,
+                                                     WeightQuantizationFormat::kFp8Blockwise}),
                          [](const ::testing::TestParamInfo<ModelCase>& info) {
                            std::string n = info.param.preset + (info.param.llama3_scaling ? "_llama3" : "") +
                                            (info.param.tied ? "_tied" : "") +
@@ -272,7 +298,12 @@ INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
                                                       "_g" + std::to_string(info.param.heads /
                                                                             info.param.kv_heads)
                                                 : "") +
-                                           (info.param.dtype == DType::kF16 ? "_f16" : "");
+                                           (info.param.dtype == DType::kF16 ? "_f16" : "") +
+                                           (info.param.dtype == DType::kF32 ? "_f32" : "") +
+                                           (info.param.weight_dtype == StorageDType::kFp8 ? "_w8" : "") +
+                                           (info.param.quantization != WeightQuantizationFormat::kNone
+                                                ? "_fp8ckpt"
+                                                : "");
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
@@ -754,6 +785,65 @@ TEST_F(CudaBackendTest, AsyncCopiesToHostLandTheBytesInOrderAndRejectBadInput) {
   EXPECT_GE(after.async_out_wait_seconds, before.async_out_wait_seconds);
   EXPECT_EQ(b.allocations_after_init(), 0);
   b.FreeHostMemory(host);
+}
+
+// fp8 steps past the tensor-core projection's 64 rows (prefill) dequantize each projection
+// for cuBLAS; then decode continues on the GEMV. Both against the CPU on the same codes.
+TEST_F(CudaBackendTest, Fp8PrefillThroughDequantizationMatchesCpu) {
+  auto spec = RandomCheckpointPreset("small-llama");
+  ASSERT_TRUE(spec.ok());
+  spec->seed = rng_();
+  auto checkpoint = MakeCheckpoint(*spec, "fp8_prefill");
+  ASSERT_NE(checkpoint, nullptr);
+  BackendOptions options;
+  options.weight_dtype = StorageDType::kFp8;
+  auto cpu = CpuBackend::Create(*checkpoint, options);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto gpu = CudaBackend::Create(*checkpoint, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  ASSERT_TRUE((*cpu)->AllocateKvPool(16).ok());
+  ASSERT_TRUE((*gpu)->AllocateKvPool(16).ok());
+  std::vector<Seq> seqs(1);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(checkpoint->config().vocab_size) - 1);
+  for (int i = 0; i < 150; ++i) seqs[0].tokens.push_back(tok(rng_));
+  for (int32_t b = 15; b >= 0; --b) seqs[0].table.push_back(b);
+  Stats stats;
+  Step(**cpu, **gpu, seqs, {{0, 150, true}}, &stats);
+  for (int i = 0; i < 3; ++i) Step(**cpu, **gpu, seqs, {{0, 1, true}}, &stats);
+  EXPECT_EQ(stats.rows, 4);
+  EXPECT_EQ((*gpu)->allocations_after_init(), 0);
+}
+
+// weight_dtype fp8 holds each projection weight in one byte plus one fp32 scale per output
+// row, one 16-bit scratch of the largest projection (prefill dequantization) and the
+// tensor-core projection's split partials; the rest of the device memory is the same.
+TEST_F(CudaBackendTest, Fp8WeightsHoldOneBytePerProjectionWeight) {
+  auto spec = RandomCheckpointPreset("small-llama");
+  ASSERT_TRUE(spec.ok());
+  auto checkpoint = MakeCheckpoint(*spec, "fp8_bytes");
+  ASSERT_NE(checkpoint, nullptr);
+  auto bf16 = CudaBackend::Create(*checkpoint, BackendOptions());
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  BackendOptions options;
+  options.weight_dtype = StorageDType::kFp8;
+  auto fp8 = CudaBackend::Create(*checkpoint, options);
+  ASSERT_TRUE(fp8.ok()) << fp8.status();
+  const ModelConfig& c = checkpoint->config();
+  const int64_t h = c.hidden_size, inter = c.intermediate_size, qkv = c.q_dim() + 2 * c.kv_dim();
+  const int64_t elements = qkv * h + h * c.q_dim() + 2 * inter * h + h * inter;
+  const int64_t rows = qkv + h + 2 * inter + h;
+  const int64_t scratch = std::max({qkv * h, h * c.q_dim(), 2 * inter * h, h * inter});
+  cudaDeviceProp props{};
+  ASSERT_EQ(cudaGetDeviceProperties(&props, 0), cudaSuccess);
+  const int step_rows = static_cast<int>(std::min<int64_t>(cuda::kSkinnyFp8MaxRows, BackendOptions().max_tokens_per_step));
+  int64_t partials = 0;
+  for (auto [n, k] : {std::pair{qkv, h}, std::pair{h, c.q_dim()}, std::pair{2 * inter, h}, std::pair{h, inter}}) {
+    partials = std::max<int64_t>(partials, static_cast<int64_t>(cuda::SkinnyFp8PartialFloats(
+                                               step_rows, n, cuda::SkinnyFp8Splits(n, k, props.multiProcessorCount))));
+  }
+  EXPECT_EQ((*bf16)->device_bytes_in_use() - (*fp8)->device_bytes_in_use(),
+            c.num_layers * (2 * elements - (elements + 4 * rows)) - 2 * scratch - 4 * partials);
+  EXPECT_EQ((*fp8)->allocations_after_init(), 0);
 }
 
 TEST_F(CudaBackendTest, HonoursDeviceMemoryLimit) {

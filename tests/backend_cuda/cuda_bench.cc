@@ -137,6 +137,10 @@ int Main(int argc, char** argv) {
   // KVTIER_BENCH_DTYPE=f16: weights, activations and KV in fp16 (as an fp16 checkpoint runs).
   const char* dtype_env = std::getenv("KVTIER_BENCH_DTYPE");
   const bool f16 = dtype_env != nullptr && std::string(dtype_env) == "f16";
+  // KVTIER_BENCH_WEIGHT_DTYPE=fp8: the projections as E4M3 codes + per-channel scales.
+  const char* weight_env = std::getenv("KVTIER_BENCH_WEIGHT_DTYPE");
+  const bool fp8 = weight_env != nullptr && std::string(weight_env) == "fp8";
+  if (fp8) options.weight_dtype = StorageDType::kFp8;
   auto t0 = std::chrono::steady_clock::now();
   auto created = CudaBackend::CreateWithRandomWeights(*config, options, 1,
                                                       f16 ? DType::kF16 : DType::kBF16);
@@ -157,8 +161,8 @@ int Main(int argc, char** argv) {
   cudaDeviceSynchronize();
   const double setup_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("model %s (%s): %.2f GiB device memory (weights+workspace+KV), setup %.1f s\n",
-              preset.c_str(), f16 ? "f16" : "bf16", b.device_bytes_in_use() / 1073741824.0, setup_s);
+  std::printf("model %s (%s%s): %.2f GiB device memory (weights+workspace+KV), setup %.1f s\n",
+              preset.c_str(), f16 ? "f16" : "bf16", fp8 ? ", fp8 weights" : "", b.device_bytes_in_use() / 1073741824.0, setup_s);
 
   std::vector<int32_t> tokens(32768, 7);
   // Sequence s owns blocks [s*blocks_per_seq, ...); the long sequence the last 2048+.

@@ -27,6 +27,13 @@ static void test_options(void) {
   CHECK_STATUS(kvt_options_set_string(o, "gpu_kv_bytes", "lots"), KVT_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(kvt_options_set_string(o, "backend", "tpu"), KVT_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(kvt_options_set_string(o, "backend", NULL), KVT_ERR_INVALID_ARGUMENT);
+  /* Storage formats: auto | bf16 | fp16 | fp8, strings only. */
+  CHECK_STATUS(kvt_options_set_string(o, "weight_dtype", "fp8"), KVT_OK);
+  CHECK_STATUS(kvt_options_set_string(o, "kv_dtype", "bf16"), KVT_OK);
+  CHECK_STATUS(kvt_options_set_string(o, "kv_dtype", "int4"), KVT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(kvt_options_errmsg(o), "'kv_dtype' must be auto, bf16, fp16 or fp8, got 'int4'") != NULL);
+  CHECK_STATUS(kvt_options_set_int(o, "weight_dtype", 8), KVT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(kvt_options_errmsg(o), "takes a string") != NULL);
   /* CUDA diagnostics: switches are 0 or 1, the GEMV prefetch depth 2..8. */
   CHECK_STATUS(kvt_options_set_int(o, "cuda_graphs", 0), KVT_OK);
   CHECK_STATUS(kvt_options_set_int(o, "cuda_pdl", 2), KVT_ERR_INVALID_ARGUMENT);
@@ -103,6 +110,12 @@ static void test_generation(const char* model_dir) {
   kvt_options_create(&opts);
   kvt_options_set_string(opts, "backend", "cpu");
   kvt_options_set_int(opts, "threads", 2);
+  /* A KV format the CPU backend cannot hold is refused at creation, naming it. */
+  CHECK_STATUS(kvt_options_set_string(opts, "kv_dtype", "bf16"), KVT_OK);
+  CHECK_STATUS(kvt_context_create(model, opts, &ctx, err, sizeof err), KVT_ERR_UNSUPPORTED);
+  CHECK(ctx == NULL);
+  CHECK(strstr(err, "kv_dtype 'bf16'") != NULL);
+  CHECK_STATUS(kvt_options_set_string(opts, "kv_dtype", "auto"), KVT_OK);
   CHECK_STATUS(kvt_context_create(model, opts, &ctx, err, sizeof err), KVT_OK);
   kvt_model_free(model); /* the context keeps the model alive */
   kvt_events_create(&ev);

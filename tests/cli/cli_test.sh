@@ -156,7 +156,7 @@ usage)
   usage_error inspect "unexpected argument 'dir'" --model "$work" dir
   usage_error tokenize "unknown option --special" --tokenizer x --special
   usage_error detokenize "--tokenizer is required"
-  usage_error bench "--workload: unknown workload 'W9' (W1..W7, W6b, C<N>, all)" --workload W1,W9
+  usage_error bench "--workload: unknown workload 'W9' (W1..W7, W6b, W6c, C<N>, all)" --workload W1,W9
   usage_error bench "--time-limit: 0 is out of range (0, 1e+06]" --time-limit 0
   ;;
 
@@ -213,6 +213,18 @@ mkmodel)
   expect_re 0 out '^fingerprint ' inspect --model "$real"
   touch "$work/a-file"
   expect 1 err "kvtier mkmodel: --out: $work/a-file exists and is not a directory" mkmodel --out "$work/a-file"
+  # FP8 checkpoints in the layouts users download; inspect names the layout and the CPU
+  # backend runs them (weights dequantized).
+  for layout in per-tensor block ct-tensor ct-channel; do
+    rm -rf "$work/fp8-$layout"
+    expect_re 0 out "^wrote $work/fp8-$layout: " mkmodel --out "$work/fp8-$layout" --fp8 "$layout" --dtype bf16
+  done
+  expect_re 0 out '^quantization +fp8 e4m3, per-tensor weight_scale, dynamic activation scales$' inspect --model "$work/fp8-per-tensor"
+  expect_re 0 out '^quantization +fp8 e4m3, block-wise 128x128 weight_scale_inv, dynamic activation scales$' inspect --model "$work/fp8-block"
+  expect_re 0 out '^quantization +compressed-tensors float-quantized fp8 e4m3, per-channel weight_scale' inspect --model "$work/fp8-ct-channel"
+  expect_re 0 out '^seq 1 \[length\]: [0-9]+ [0-9]+$' run --model "$work/fp8-block" --backend cpu --prompt-ids 1,2,3 --max-tokens 2
+  sed -i 's/"quant_method": "fp8"/"quant_method": "awq"/' "$work/fp8-per-tensor/config.json"
+  expect_re 1 err "quant_method 'awq' is not supported" inspect --model "$work/fp8-per-tensor"
   ;;
 
 run)
@@ -225,6 +237,27 @@ run)
     --prompt-ids 1,2 --max-tokens 1 --metrics "$work/no-such-dir/m.prom"
   expect 0 out 'kvtier_generated_tokens_total 1' run --model "$model" --backend cpu --prompt-ids 1,2 \
     --max-tokens 1 --ignore-eos --json --metrics -
+  # The remote tier across processes: a redis-server of this test's own on a loopback port;
+  # a second process finds the prompt's blocks the first stored, with the same tokens.
+  if command -v redis-server >/dev/null 2>&1; then
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" >/dev/null 2>&1 &
+    redis_pid=$!
+    for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
+    prompt=$(seq -s, 1 40)
+    remote=(run --model "$model" --backend cpu --prompt-ids "$prompt" --max-tokens 4 --ignore-eos
+      --remote-kv-url "redis://127.0.0.1:$port" --json)
+    run "${remote[@]}"
+    first=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["sequences"][0]["tokens"])' <"$work/out")
+    run "${remote[@]}"
+    second=$(python3 -c 'import json, sys; j = json.load(sys.stdin); print(j["sequences"][0]["tokens"], j["stats"]["prefix_hits"]["remote"])' <"$work/out")
+    check "remote tier: a second process finds the first's blocks, same tokens" test "$second" = "$first 2"
+    kill "$redis_pid"
+    wait "$redis_pid" 2>/dev/null
+    expect_re 0 err '^kvtier: warning: remote KV tier: redis 127\.0\.0\.1:[0-9]+: .*switched off' "${remote[@]}"
+  else
+    echo "skip: remote tier across processes: redis-server is not installed (scripts/install-deps.sh installs it)"
+  fi
   ;;
 
 signal)
@@ -267,7 +300,7 @@ bench)
   make_model
   usage_error bench "W1-W6 need --model DIR (a Llama-3-8B-shape checkpoint) or --make-model DIR (writes a random one, about 15 GiB, into DIR/llama3-8b)"
   usage_error bench "W7 needs --small-model DIR or --make-model DIR" --workload W7
-  usage_error bench "W5, W6 and W6b need --tier-dir DIR for their disk-tier files (32.0 GiB for W5, 16.0 GiB for W6)" --workload W5 --model "$model"
+  usage_error bench "W5, W6, W6b and W6c need --tier-dir DIR for their disk-tier files (32.0 GiB for W5, 16.0 GiB for W6, 4.0 GiB for W6c)" --workload W5 --model "$model"
   usage_error bench "C<N> needs --tier-dir DIR for its disk-tier file (8.0 GiB)" --workload C1 --model "$model"
   usage_error bench "C<N> on the cpu backend needs --small-model DIR or --make-model DIR" --workload C0,C1 --backend cpu \
     --tier-dir "$work/unused"

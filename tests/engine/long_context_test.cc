@@ -3,7 +3,8 @@
 // tokens of a run with an unlimited device tier — alone, beside sequences being swapped and
 // sharing a prefix — with the engine's invariants checked after every step; cancelling one
 // mid-stream leaks nothing and disturbs no one; admission refuses only what the device and
-// host tiers together cannot hold.
+// host tiers together cannot hold. With kv_dtype fp8 the host-resident blocks hold codes and
+// row scales, and the tokens are still those of the fp8 run with an unlimited device tier.
 #include <map>
 #include <ostream>
 #include <random>
@@ -22,12 +23,13 @@ using testing::TinyLlamaDir;
 
 constexpr int64_t kBlockTokens = 4;
 
-EngineOptions Unlimited() {
+EngineOptions Unlimited(StorageDType kv_dtype = StorageDType::kAuto) {
   EngineOptions options;
   options.backend = "cpu";
   options.num_threads = 2;
   options.block_tokens = kBlockTokens;
   options.gpu_kv_bytes = 64 << 20;
+  options.kv_dtype = kv_dtype;
   return options;
 }
 
@@ -37,16 +39,22 @@ std::unique_ptr<Engine> MakeEngine(const EngineOptions& options) {
   return engine.ok() ? std::move(*engine) : nullptr;
 }
 
-int64_t BlockBytes() {
-  static const int64_t bytes = static_cast<int64_t>(MakeEngine(Unlimited())->backend().kv_layout().BlockBytes());
-  return bytes;
+// A block's bytes in the KV format (fp8 blocks are about a quarter of f32 ones).
+int64_t BlockBytes(StorageDType kv_dtype = StorageDType::kAuto) {
+  auto bytes = [](StorageDType dtype) {
+    return static_cast<int64_t>(MakeEngine(Unlimited(dtype))->backend().kv_layout().BlockBytes());
+  };
+  static const int64_t f32 = bytes(StorageDType::kAuto);
+  static const int64_t fp8 = bytes(StorageDType::kFp8);
+  return kv_dtype == StorageDType::kFp8 ? fp8 : f32;
 }
 
 // A small device tier (`device_blocks`) over a larger host tier.
-EngineOptions SmallDevice(int64_t device_blocks, int64_t host_blocks) {
-  EngineOptions options = Unlimited();
-  options.gpu_kv_bytes = BlockBytes() * device_blocks;
-  options.host_kv_bytes = BlockBytes() * host_blocks;
+EngineOptions SmallDevice(int64_t device_blocks, int64_t host_blocks, StorageDType kv_dtype = StorageDType::kAuto) {
+  EngineOptions options = Unlimited(kv_dtype);
+  const int64_t block_bytes = BlockBytes(kv_dtype);
+  options.gpu_kv_bytes = block_bytes * device_blocks;
+  options.host_kv_bytes = block_bytes * host_blocks;
   options.watermark_blocks = 0;
   options.max_tokens_per_step = 64;
   return options;
@@ -88,8 +96,9 @@ std::map<SequenceId, std::vector<int32_t>> RunToEnd(Engine& engine) {
   return out;
 }
 
-std::vector<int32_t> Reference(const std::vector<int32_t>& prompt, int max_new) {
-  auto engine = MakeEngine(Unlimited());
+std::vector<int32_t> Reference(const std::vector<int32_t>& prompt, int max_new,
+                               StorageDType kv_dtype = StorageDType::kAuto) {
+  auto engine = MakeEngine(Unlimited(kv_dtype));
   const SequenceId id = *engine->Add(prompt, Greedy(max_new));
   return RunToEnd(*engine)[id];
 }
@@ -99,30 +108,34 @@ int64_t TierStat(Engine& engine, const std::string& tier, const std::string& nam
   return engine.Stats()["tiers"][tier][name].get<int64_t>();
 }
 
-// (device blocks, prompt tokens, new tokens): the whole sequence is 2x to 10x the tier.
+// (device blocks, prompt tokens, new tokens, KV format): the whole sequence is 2x to 10x
+// the tier.
 struct LongCase {
   int64_t device_blocks;
   int prompt;
   int max_new;
+  StorageDType kv_dtype = StorageDType::kAuto;
 };
 void PrintTo(const LongCase& c, std::ostream* os) {
-  *os << c.device_blocks << " device blocks, " << c.prompt << " + " << c.max_new << " tokens";
+  *os << c.device_blocks << " device blocks, " << c.prompt << " + " << c.max_new << " tokens, KV "
+      << (c.kv_dtype == StorageDType::kFp8 ? "fp8" : "f32");
 }
 class LongAloneTest : public ::testing::TestWithParam<LongCase> {};
 
 TEST_P(LongAloneTest, MatchesAnUnlimitedDeviceTier) {
   const LongCase c = GetParam();
   const std::vector<int32_t> prompt = Prompt(31, c.prompt);
-  const std::vector<int32_t> want = Reference(prompt, c.max_new);
+  const std::vector<int32_t> want = Reference(prompt, c.max_new, c.kv_dtype);
   ASSERT_EQ(want.size(), static_cast<size_t>(c.max_new));
   const int64_t total_blocks = (c.prompt + c.max_new + kBlockTokens - 1) / kBlockTokens;
-  auto engine = MakeEngine(SmallDevice(c.device_blocks, total_blocks + 8));
+  auto engine = MakeEngine(SmallDevice(c.device_blocks, total_blocks + 8, c.kv_dtype));
+  ASSERT_EQ(engine->backend().kv_layout().dtype, c.kv_dtype == StorageDType::kFp8 ? DType::kF8E4M3 : DType::kF32);
   absl::StatusOr<SequenceId> id = engine->Add(prompt, Greedy(c.max_new));
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_EQ(RunToEnd(*engine)[*id], want);
   // Most of it lived on the host; the device tier never held more than its size.
   EXPECT_GE(Stat(*engine, "blocks_moved_to_host"), total_blocks - c.device_blocks);
-  EXPECT_LE(TierStat(*engine, "gpu", "peak_bytes"), c.device_blocks * BlockBytes());
+  EXPECT_LE(TierStat(*engine, "gpu", "peak_bytes"), c.device_blocks * BlockBytes(c.kv_dtype));
   EXPECT_EQ(TierStat(*engine, "gpu", "used_bytes"), 0);
   EXPECT_EQ(TierStat(*engine, "host", "used_bytes"), 0);
 }
@@ -130,10 +143,13 @@ TEST_P(LongAloneTest, MatchesAnUnlimitedDeviceTier) {
 INSTANTIATE_TEST_SUITE_P(Ratios, LongAloneTest,
                          ::testing::Values(LongCase{8, 50, 14},    // 16 blocks: 2x
                                            LongCase{6, 60, 30},    // 23 blocks: ~4x
-                                           LongCase{4, 130, 30}),  // 40 blocks: 10x
+                                           LongCase{4, 130, 30},   // 40 blocks: 10x
+                                           LongCase{8, 50, 14, StorageDType::kFp8},
+                                           LongCase{4, 130, 30, StorageDType::kFp8}),
                          [](const ::testing::TestParamInfo<LongCase>& info) {
                            return "device" + std::to_string(info.param.device_blocks) + "_tokens" +
-                                  std::to_string(info.param.prompt + info.param.max_new);
+                                  std::to_string(info.param.prompt + info.param.max_new) +
+                                  (info.param.kv_dtype == StorageDType::kFp8 ? "_fp8" : "");
                          });
 
 TEST(LongContextTest, BesideSwappedSequencesEveryoneMatches) {

@@ -43,6 +43,8 @@ inline EngineOptions TierOptions(int64_t gpu_blocks, int64_t host_blocks = 0,
   o.host_kv_bytes = host_blocks * TierTestBlockBytes();
   o.disk_kv_bytes = disk_blocks * TierTestBlockBytes();
   o.disk_path = disk_path;
+  // Hit counts stay exact: every slow-tier hit is loaded (the split is tested on its own).
+  o.load_or_recompute = false;
   return o;
 }
 

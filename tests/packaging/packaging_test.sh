@@ -124,6 +124,15 @@ debs)
     [ -f "$root/usr/share/man/man1/kvtier.1.gz" ] || fail "kvtier-tools lacks /usr/share/man/man1/kvtier.1.gz"
     gzip -t "$root/usr/share/man/man1/kvtier.1.gz" || fail "kvtier.1.gz is not a gzip file"
   fi
+  grep -qx kvtier-demo-model <<<"$names" || fail "kvtier-demo-model was not made"
+  deb=$(ls "$work"/debs/kvtier-demo-model_*.deb)
+  [ "$(dpkg-deb -f "$deb" Architecture)" = all ] || fail "kvtier-demo-model is not Architecture: all"
+  for f in config.json generation_config.json model.safetensors tokenizer.json tokenizer_config.json heldout.txt; do
+    [ -f "$root/usr/share/kvtier/models/demo/$f" ] || fail "kvtier-demo-model lacks /usr/share/kvtier/models/demo/$f"
+  done
+  tree=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
+  cmp -s "$root/usr/share/kvtier/models/demo/model.safetensors" "$tree/models/demo/model.safetensors" \
+    || fail "kvtier-demo-model's model.safetensors differs from models/demo's"
   if [ "${KVT_PKG_DOCS:-0}" = 1 ]; then
     grep -qx libkvtier-doc <<<"$names" || fail "the C API reference was built but libkvtier-doc was not made"
     deb=$(ls "$work"/debs/libkvtier-doc_*.deb)
@@ -280,6 +289,9 @@ example-pkgconfig|example-cmake)
   echo "libkvtier resolved to: $resolved"
   case "$resolved" in "$root"/*) ;; *) fail "the example does not use the packaged libkvtier ($resolved)";; esac
   "$exe" "$work/model" 8
+  # With the packaged demo model it writes text.
+  "$exe" "$root/usr/share/kvtier/models/demo" 16 | tee "$dir/demo.out"
+  grep -q '^sequence [0-9]*: The meaning of life is' "$dir/demo.out" || fail "the example printed no text with the demo model"
   ;;
 
 java-example)
@@ -296,6 +308,10 @@ java-example)
   javac -encoding UTF-8 -cp "$jar" -d "$dir/classes" "$dir"/*.java
   LD_LIBRARY_PATH=$libdir java -Djava.library.path="$libdir/jni" -cp "$jar:$dir/classes" \
     ServiceExample "$work/model"
+  # With the packaged demo model it prints text.
+  LD_LIBRARY_PATH=$libdir KVTIER_DEMO_MODEL=$root/usr/share/kvtier/models/demo java -Djava.library.path="$libdir/jni" \
+    -cp "$jar:$dir/classes" ServiceExample | tee "$dir/demo.out"
+  grep -q '^request 0 done ([A-Z_]*): The meaning of life is' "$dir/demo.out" || fail "the Java example printed no text with the demo model"
   # The packaged script installs the packaged pom and jar into a Maven repository.
   if command -v mvn >/dev/null 2>&1; then
     mrepo=$(ls -d "$root"/usr/share/maven-repo/dev/kvtier/kvtier/[0-9]*)
@@ -326,6 +342,10 @@ csharp-example)
   # LD_LIBRARY_PATH holds only the packaged libkvtier.so.0 (not installed system-wide here);
   # Mono finds libkvtier_csharp.so by name beside Kvtier.dll, with no dllmap.
   MONO_PATH=$cli LD_LIBRARY_PATH=$libdir mono "$dir/ServiceExample.exe" "$work/model"
+  # With the packaged demo model it prints text.
+  MONO_PATH=$cli LD_LIBRARY_PATH=$libdir KVTIER_DEMO_MODEL=$root/usr/share/kvtier/models/demo \
+    mono "$dir/ServiceExample.exe" | tee "$dir/demo.out"
+  grep -q '^request 0 done ([A-Za-z]*): The meaning of life is' "$dir/demo.out" || fail "the C# example printed no text with the demo model"
   ;;
 
 go-build)

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench_context.h"
 #include "bench_tiers.h"
+#include "bench_w6c.h"
 #include "disk_space.h"
 #include "model/random_checkpoint.h"
 #include "progress_bar.h"
@@ -111,10 +112,15 @@ absl::StatusOr<BenchPlan> PlanBench(const BenchPlanInput& input) {
     if (!bytes.ok()) return bytes.status();
     plan.writes.push_back({absl::StrCat(preset, " checkpoint"), dir, *bytes, false});
   }
-  const bool tiers = Has(input, "W5") || Has(input, "W6") || Has(input, "W6b");
+  const bool tiers = Has(input, "W5") || Has(input, "W6") || Has(input, "W6b") || Has(input, "W6c");
   if (tiers && input.tier_dir.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("W5, W6 and W6b need --tier-dir DIR for their disk-tier files (",
-                                                   GiB(kW5DiskBytes), " for W5, ", GiB(kW6DiskBytes), " for W6)"));
+    return absl::InvalidArgumentError(absl::StrCat("W5, W6, W6b and W6c need --tier-dir DIR for their disk-tier files (",
+                                                   GiB(kW5DiskBytes), " for W5, ", GiB(kW6DiskBytes), " for W6, ",
+                                                   GiB(kW6cDiskBytes), " for W6c)"));
+  }
+  if (Has(input, "W6c")) {
+    plan.writes.push_back({"W6c disk tier (deleted after W6c)", (fs::path(input.tier_dir) / kW6cDiskFile).string(),
+                           kW6cDiskBytes, true});
   }
   if (context_create && input.tier_dir.empty()) {
     return absl::InvalidArgumentError(

@@ -12,9 +12,11 @@
 namespace kvtier::cli::bench {
 namespace {
 
-// Model-shape constants (Llama-3-8B): bytes of weights read per decode step, FLOPs per
-// token, KV bytes per token.
-constexpr double kWeightBytes = 16.06e9, kFlopsPerToken = 2 * 8.03e9, kKvPerToken = 131072;
+// Model-shape constants (Llama-3-8B): bytes of 16-bit weights read per decode step, the
+// parameters of the 32 layers' projections (qkv, o, gate|up, down), FLOPs per token, KV
+// bytes per token.
+constexpr double kWeightBytes = 16.06e9, kProjectionParams = 32 * 218.1e6, kFlopsPerToken = 2 * 8.03e9,
+                 kKvPerToken = 131072;
 
 int64_t ReadProcStatusKib(const char* key) {
   std::ifstream in("/proc/self/status");
@@ -52,6 +54,10 @@ RecordFn BenchSession::Recorder() const {
   return [this](const std::string& id, const WorkloadSpec& w, const RunResult& r) { return Record(id, w, r); };
 }
 
+double BenchSession::WeightBytesPerStep() const {
+  return weight_dtype == "fp8" ? kWeightBytes - kProjectionParams : kWeightBytes;
+}
+
 WorkloadSpec BenchSession::GpuSpec(const std::string& id, int seqs, int prompt, int gen) const {
   WorkloadSpec w;
   w.id = id;
@@ -59,6 +65,8 @@ WorkloadSpec BenchSession::GpuSpec(const std::string& id, int seqs, int prompt, 
   w.prompt = prompt;
   w.gen = gen;
   w.options["backend"] = backend;
+  if (weight_dtype != "auto") w.options["weight_dtype"] = weight_dtype;
+  if (kv_dtype != "auto") w.options["kv_dtype"] = kv_dtype;
   w.options["max_running"] = std::to_string(std::max(seqs, 1));
   w.options["max_tokens_per_step"] = "2048";
   const int64_t kv = static_cast<int64_t>(seqs) * (prompt + gen + 32) * 131072 + (64 << 20);
@@ -78,8 +86,8 @@ if (id == "W1") {
     j["prefill_tok_s"] = prefill;
     s.out["workloads"][id] = j;
     const double ctx = 512 + 128;
-    s.rows.push_back({id, "decode tok/s", "tok/s", decode, s.ceilings.hbm_Bps / (kWeightBytes + ctx * kKvPerToken),
-                    s.Base("W1", "decode_tok_s"), 240, true, r.error});
+    s.rows.push_back({id, "decode tok/s", "tok/s", decode, s.ceilings.hbm_Bps / (s.WeightBytesPerStep() + ctx * kKvPerToken),
+                    s.Base("W1", "decode_tok_s"), s.weight_dtype == "fp8" ? 450.0 : 240.0, true, r.error});
     s.rows.push_back({id, "prefill tok/s", "tok/s", prefill, s.ceilings.gemm_flops / kFlopsPerToken,
                     NAN, 25000, true, "baseline: HF prefill ttft " + Fmt(s.Base("W1", "ttft_s"), 3) + " s"});
   } else if (id == "W2") {
@@ -91,11 +99,12 @@ if (id == "W1") {
     j["decode_tok_s"] = decode;
     j["e2e_output_tok_s"] = e2e;
     s.out["workloads"][id] = j;
-    const double step_bytes = kWeightBytes + 64 * (512 + 128) * kKvPerToken;
+    const double step_bytes = s.WeightBytesPerStep() + 64 * (512 + 128) * kKvPerToken;
     const double decode_limit = 64 * s.ceilings.hbm_Bps / step_bytes;
     const double e2e_limit =
         64.0 * 256 / (64.0 * 512 * kFlopsPerToken / s.ceilings.gemm_flops + 256 * step_bytes / s.ceilings.hbm_Bps);
-    s.rows.push_back({id, "decode tok/s (64 seqs)", "tok/s", decode, decode_limit, s.Base("W2", "decode_tok_s"), 9600, true, r.error});
+    s.rows.push_back({id, "decode tok/s (64 seqs)", "tok/s", decode, decode_limit, s.Base("W2", "decode_tok_s"),
+                      s.weight_dtype == "fp8" ? 14000.0 : 9600.0, true, r.error});
     s.rows.push_back({id, "end-to-end output tok/s", "tok/s", e2e, e2e_limit, s.Base("W2", "e2e_tok_s"), 6000, true, ""});
     if (s.sampler_controls) {
       // The same workload with the sampler chain on, in the same process right after:
@@ -132,7 +141,7 @@ if (id == "W1") {
     j["cap_mib"] = 24 * 1024;
     j["cap_holds_nvidia_smi"] = rc.peak_process_mib > 0 ? json(rc.peak_process_mib <= 24 * 1024) : json(nullptr);
     s.out["workloads"][id] = j;
-    const double step_bytes = kWeightBytes + 32 * (2048 + 64) * kKvPerToken;
+    const double step_bytes = s.WeightBytesPerStep() + 32 * (2048 + 64) * kKvPerToken;
     const double limit = 32.0 * 128 / (32.0 * 2048 * kFlopsPerToken / s.ceilings.gemm_flops + 128 * step_bytes / s.ceilings.hbm_Bps);
     s.rows.push_back({id, "output tok/s, 24 GiB cap", "tok/s", tc, limit, NAN, NAN, true,
                     rc.error.empty() ? "HF: OOM under cap" : rc.error});
@@ -155,7 +164,7 @@ if (id == "W1") {
     const double prefill_limit = (T * kFlopsPerToken + 2.0 * 2 * 32 * 32 * 128 * T * T / 2) / s.ceilings.gemm_flops;
     s.rows.push_back({id, "prefill s (24 GiB cap)", "s", r.ok ? r.ttft_s : NAN, prefill_limit, NAN, NAN, false, r.error});
     s.rows.push_back({id, "decode tok/s at 32k (24 GiB cap)", "tok/s", decode,
-                    s.ceilings.hbm_Bps / (kWeightBytes + (T + 32) * kKvPerToken), s.Base("W4", "decode_tok_s"), 170, true, ""});
+                    s.ceilings.hbm_Bps / (s.WeightBytesPerStep() + (T + 32) * kKvPerToken), s.Base("W4", "decode_tok_s"), 170, true, ""});
     s.rows.push_back({id, "peak GPU MiB (nvidia-smi)", "MiB", static_cast<double>(r.peak_process_mib), 24.0 * 1024, NAN,
                     24.0 * 1024, false, ""});
   }

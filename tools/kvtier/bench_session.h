@@ -17,11 +17,14 @@ struct BenchSession {
   std::string backend = "cuda";
   double time_limit = 150;
   double tier_time_limit = 150;
+  double gpu_hour_usd = kDefaultGpuHourUsd;  // --gpu-hour-usd
   Ceilings ceilings;
   std::map<std::string, json> baseline;  // scenario -> hf_baseline.py result
   GpuMemorySampler* sampler = nullptr;   // null when GPU memory is not sampled
   bool sampler_controls = false;         // W2 runs again with the sampler chain on (W2s)
   std::string json_schema_file;          // W2 runs again with it (W2j) when given
+  std::string weight_dtype = "auto";     // --weight-dtype: option weight_dtype of GPU workloads
+  std::string kv_dtype = "auto";         // --kv-dtype: option kv_dtype of GPU workloads
   json out;                              // the results JSON
   std::vector<Row> rows;                 // the printed table
 
@@ -30,6 +33,9 @@ struct BenchSession {
   // What every workload records of a run.
   json Record(const std::string& id, const WorkloadSpec& w, const RunResult& r) const;
   RecordFn Recorder() const;
+  // Bytes of weights one decode step reads (Llama-3-8B shape): 2 per parameter, or with
+  // fp8 weights 1 per projection parameter (embeddings and lm_head stay 16-bit).
+  double WeightBytesPerStep() const;
   // A GPU workload of `seqs` sequences with a device KV budget that fits them all.
   WorkloadSpec GpuSpec(const std::string& id, int seqs, int prompt, int gen) const;
 };

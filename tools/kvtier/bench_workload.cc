@@ -40,6 +40,14 @@ void CancelAll(kvt_context* context, kvt_events* events, const std::map<int64_t,
 
 }  // namespace
 
+double UsdPerMillionOutputTokens(const Row& row, double usd_per_hour) {
+  if (row.unit != "tok/s" || row.workload == "W7" || row.figure.find("prefill") != std::string::npos ||
+      !(row.value > 0)) {
+    return NAN;
+  }
+  return usd_per_hour / 3600.0 / row.value * 1e6;
+}
+
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 std::string Fmt(double v, int prec) {

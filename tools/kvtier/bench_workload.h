@@ -73,6 +73,13 @@ struct Row {
 // One workload's JSON record (what every workload reports), filled by the command.
 using RecordFn = std::function<json(const std::string& id, const WorkloadSpec& w, const RunResult& r)>;
 
+// --gpu-hour-usd's default: an assumed on-demand price of one H200 GPU-hour, in USD.
+inline constexpr double kDefaultGpuHourUsd = 3.50;
+// USD per million output tokens at `row`'s rate when it is an output-token rate of a GPU
+// workload (unit tok/s, not a prefill figure, not the CPU workload W7): usd_per_hour /
+// 3600 / (tokens/s) x 1e6. NaN for any other row.
+double UsdPerMillionOutputTokens(const Row& row, double usd_per_hour);
+
 double Seconds(Clock::time_point a, Clock::time_point b);
 // "-" for NaN, else the value with `prec` decimals.
 std::string Fmt(double v, int prec = 1);

@@ -23,6 +23,7 @@
 #include "command.h"
 #include "command_line.h"
 #include "interrupt.h"
+#include "bench_w6c.h"
 #include "progress_bar.h"
 
 namespace kvtier::cli {
@@ -35,16 +36,20 @@ constexpr char kDescription[] =
     "Before writing anything it lists what it will write (checkpoints, disk-tier files) and checks\n"
     "the free space. W6 leaves TIER_DIR/w6.kvdisk behind; `--workload W6b` in a NEW process then\n"
     "runs the same prompts over that file (disk hits after a restart). W6b is not part of `all`.\n"
+    "W6c (not part of `all`): W6's prefix found by a new context on the local disk and, with\n"
+    "--remote-kv-url, in Redis, against recomputing it, with the load-or-recompute plan and without.\n"
     "C<N> (e.g. C0,C32,C96; not part of `all`): creating a context with an N GiB host tier and an\n"
     "8 GiB disk tier in TIER_DIR, on --backend (cpu: W7's model).";
 
-const std::vector<std::string> kWorkloads = {"W1", "W2", "W3", "W4", "W5", "W6", "W6b", "W7"};
+const std::vector<std::string> kWorkloads = {"W1", "W2", "W3", "W4", "W5", "W6", "W6b", "W6c", "W7"};
 
 struct BenchFlags {
   std::vector<std::string> workloads;  // as given: comma-separated lists
-  std::string model, small_model, make_model, json, ceilings, baseline, commit, tier_dir;
+  std::string model, small_model, make_model, json, ceilings, baseline, commit, tier_dir, remote_kv_url;
   std::string backend = "cuda";
+  std::string weight_dtype = "auto", kv_dtype = "auto";
   double time_limit = 150, tier_time_limit = 0;
+  double gpu_hour_usd = bench::kDefaultGpuHourUsd;
   bool sampler_controls = false;
   // Structured output: W2 again with this schema; or the grammar mask timing alone.
   std::string json_schema;
@@ -54,13 +59,13 @@ struct BenchFlags {
 
 void AddFlags(CommandLine* cl, BenchFlags* f) {
   CommandLine::Normalized(
-      cl->AddStrings("--workload", &f->workloads, "comma-separated W1..W7, W6b, C<N> or all (repeatable; default all)",
+      cl->AddStrings("--workload", &f->workloads, "comma-separated W1..W7, W6b, W6c, C<N> or all (repeatable; default all)",
                      "LIST"),
       [](absl::string_view text) -> absl::StatusOr<std::string> {
         for (absl::string_view id : absl::StrSplit(text, ',')) {
           if (id != "all" && std::find(kWorkloads.begin(), kWorkloads.end(), id) == kWorkloads.end() &&
               !bench::ContextCreateHostGib(std::string(id))) {
-            return absl::InvalidArgumentError(absl::StrCat("unknown workload '", id, "' (W1..W7, W6b, C<N>, all)"));
+            return absl::InvalidArgumentError(absl::StrCat("unknown workload '", id, "' (W1..W7, W6b, W6c, C<N>, all)"));
           }
         }
         return std::string(text);
@@ -72,7 +77,10 @@ void AddFlags(CommandLine* cl, BenchFlags* f) {
                 "write the random checkpoints --model / --small-model do not give into DIR/llama3-8b and "
                 "DIR/small-llama (reused when complete)",
                 "DIR");
-  cl->AddString("--tier-dir", &f->tier_dir, "where W5/W6/W6b/C<N> put their disk-tier files (needed by them)", "DIR");
+  cl->AddString("--tier-dir", &f->tier_dir, "where W5/W6/W6b/W6c/C<N> put their disk-tier files (needed by them)", "DIR");
+  cl->AddString("--remote-kv-url", &f->remote_kv_url,
+                "W6c: the Redis server its remote-tier phases use (redis://host:port; without it they are skipped)",
+                "URL");
   cl->AddString("--json", &f->json, "write the results JSON (also after every workload)", "FILE");
   cl->AddString("--ceilings", &f->ceilings, "output of ceilings.py (its RESULT line): limits from measured ceilings",
                 "FILE");
@@ -82,6 +90,15 @@ void AddFlags(CommandLine* cl, BenchFlags* f) {
   cl->AddReal("--time-limit", &f->time_limit, 0, 1e6, "per-workload wall-clock cap in seconds (default 150)", true,
               "S");
   cl->AddChoice("--backend", &f->backend, {"auto", "cpu", "cuda"}, "GPU workloads' backend (default cuda)");
+  cl->AddChoice("--weight-dtype", &f->weight_dtype, {"auto", "bf16", "fp16", "fp8"},
+                "GPU workloads' weight format (option weight_dtype; fp8: W1/W2 targets 450 / 14,000 tok/s and limits "
+                "from fp8 projection bytes)");
+  cl->AddChoice("--kv-dtype", &f->kv_dtype, {"auto", "bf16", "fp16", "fp8"},
+                "GPU workloads' KV cache format (option kv_dtype)");
+  cl->AddReal("--gpu-hour-usd", &f->gpu_hour_usd, 0, 1e6,
+              absl::StrCat("GPU price in USD per hour for the cost column: USD per million output tokens at each GPU "
+                           "output-rate figure (default ", bench::kDefaultGpuHourUsd, ", an assumed on-demand H200 price)"),
+              true, "USD");
   cl->AddReal("--tier-time-limit", &f->tier_time_limit, 0, 1e6, "cap for W5/W6/W6b/C<N> (default: --time-limit)",
               true, "S");
   cl->AddSwitch("--sampler-controls", &f->sampler_controls,
@@ -179,8 +196,9 @@ void Tabulate(bench::BenchSession* s) {
   using bench::Fmt;
   using bench::Row;
   const std::vector<Row>& rows = s->rows;
-  std::printf("\n%-4s %-36s %12s %12s %8s %12s %10s %10s  %s\n", "id", "figure", "value", "hw limit", "of limit",
-              "seed base", "x base", "target", "note");
+  std::printf("\n%-4s %-36s %12s %12s %8s %12s %10s %10s %9s  %s\n", "id", "figure", "value", "hw limit", "of limit",
+              "seed base", "x base", "target", "$/M out", "note");
+  s->out["gpu_hour_usd"] = s->gpu_hour_usd;
   json table = json::array(), missed = json::array();
   for (const Row& row : rows) {
     // Times: limit / value (1 = at the hardware limit). Memory against a cap: the share of
@@ -188,14 +206,16 @@ void Tabulate(bench::BenchSession* s) {
     const double of_limit = row.higher_is_better || row.unit == "MiB" ? row.value / row.limit
                                                                       : row.limit / row.value;
     const double x_base = row.higher_is_better ? row.value / row.baseline : row.baseline / row.value;
-    std::printf("%-4s %-36s %12s %12s %8s %12s %10s %10s  %s\n", row.workload.c_str(), row.figure.c_str(),
+    const double cost = s->backend == "cpu" ? NAN : bench::UsdPerMillionOutputTokens(row, s->gpu_hour_usd);
+    std::printf("%-4s %-36s %12s %12s %8s %12s %10s %10s %9s  %s\n", row.workload.c_str(), row.figure.c_str(),
                 Fmt(row.value, row.value < 10 ? 3 : 1).c_str(), Fmt(row.limit, row.limit < 10 ? 3 : 1).c_str(),
                 Fmt(of_limit, 2).c_str(), Fmt(row.baseline, 1).c_str(), Fmt(x_base, 1).c_str(), Fmt(row.target, 1).c_str(),
-                row.note.c_str());
+                Fmt(cost, 3).c_str(), row.note.c_str());
     auto num = [](double v) { return std::isnan(v) || std::isinf(v) ? json(nullptr) : json(v); };
     json t = {{"workload", row.workload}, {"figure", row.figure}, {"unit", row.unit}, {"value", num(row.value)},
               {"hardware_limit", num(row.limit)}, {"ratio_to_limit", num(of_limit)}, {"seed_baseline", num(row.baseline)},
-              {"ratio_to_baseline", num(x_base)}, {"target", num(row.target)}, {"note", row.note}};
+              {"ratio_to_baseline", num(x_base)}, {"target", num(row.target)}, {"note", row.note},
+              {"usd_per_million_output_tokens", num(cost)}};
     if (!std::isnan(row.target)) {
       const bool met = !std::isnan(row.value) &&
                        (row.higher_is_better ? row.value >= row.target : row.value <= row.target);
@@ -255,6 +275,11 @@ int BenchMain(int argc, char** argv) {
   s.backend = f.backend;
   s.json_schema_file = f.json_schema;
   s.time_limit = f.time_limit;
+  s.gpu_hour_usd = f.gpu_hour_usd;
+  s.weight_dtype = f.weight_dtype;
+  s.kv_dtype = f.kv_dtype;
+  s.out["weight_dtype"] = f.weight_dtype;
+  s.out["kv_dtype"] = f.kv_dtype;
   s.sampler_controls = f.sampler_controls;
   s.tier_time_limit = cl.app().count("--tier-time-limit") > 0 ? f.tier_time_limit : f.time_limit;
   ReadLimitsAndBaseline(f, &s);
@@ -305,6 +330,9 @@ int BenchMain(int argc, char** argv) {
     } else if (id == "W5") {
       bench::RunW5(model, s.GpuSpec(id, 256, 1024, 256), f.tier_dir, s.tier_time_limit, s.sampler, s.Recorder(),
                    &s.out, &s.rows);
+    } else if (id == "W6c") {
+      bench::RunW6c(model, s.GpuSpec(id, 1, 4096 + 128, 4), f.tier_dir, f.remote_kv_url, s.tier_time_limit,
+                    s.Recorder(), &s.out, &s.rows);
     } else if (id == "W6" || id == "W6b") {
       bench::RunW6(model, id == "W6b", s.GpuSpec(id, 128, 4096 + 128, 64), f.tier_dir, s.tier_time_limit,
                    s.Recorder(), &s.out, &s.rows);

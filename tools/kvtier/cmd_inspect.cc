@@ -18,7 +18,8 @@ namespace {
 
 constexpr char kDescription[] =
     "Opens an HF checkpoint directory (validating config and every tensor) and prints its\n"
-    "architecture, shapes, parameter count, stored weight bytes, fingerprint and KV-cache\n"
+    "architecture, shapes, weight quantization, parameter count, stored weight bytes,\n"
+    "fingerprint and KV-cache\n"
     "bytes per token, and the request defaults in force: generation_config.json's sampling\n"
     "fields as kvtier applies them to a request that does not set them.";
 
@@ -53,6 +54,7 @@ nlohmann::ordered_json Describe(const Checkpoint& ckpt, const RequestDefaults& d
   j["qk_norm"] = c.qk_norm;
   j["sliding_window"] = c.sliding_window ? nlohmann::ordered_json(*c.sliding_window) : nlohmann::ordered_json();
   j["torch_dtype"] = c.torch_dtype;
+  j["quantization"] = ckpt.quantization().Describe();
   j["bos_token_id"] = c.bos_token_id ? nlohmann::ordered_json(*c.bos_token_id) : nlohmann::ordered_json();
   j["eos_token_ids"] = c.eos_token_ids;
   j["num_parameters"] = c.NumParameters();

@@ -21,7 +21,7 @@ namespace kvtier::cli {
 namespace {
 
 struct MkmodelFlags {
-  std::string out, preset = "tiny-llama", arch, dtype, rope_scaling, tokenizer = "none";
+  std::string out, preset = "tiny-llama", arch, dtype, rope_scaling, tokenizer = "none", fp8 = "none";
   bool force = false, tie = false, untie = false, attention_bias = false;
   // Shape overrides; each applies only when its flag is given (CLI::App::count).
   int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, intermediate = 0, vocab = 0;
@@ -55,6 +55,10 @@ void AddFlags(CommandLine* cl, MkmodelFlags* f) {
   cl->AddInt("--vocab", &f->vocab, 1, kMaxDim, "vocabulary size");
   cl->AddInt("--max-positions", &f->max_positions, 1, kMaxDim, "context length");
   cl->AddChoice("--dtype", &f->dtype, {"bf16", "fp16", "fp32"}, "stored weight type");
+  cl->AddChoice("--fp8", &f->fp8, {"none", "per-tensor", "block", "ct-tensor", "ct-channel"},
+                "store the linear projections as FP8 E4M3 checkpoints in the wild do: quant_method fp8 with a "
+                "per-tensor weight_scale (per-tensor) or 128x128 weight_scale_inv (block), compressed-tensors "
+                "float-quantized per tensor (ct-tensor) or channel (ct-channel); default none");
   cl->AddInt("--seed", &f->seed, 0, INT64_MAX, "weight seed (default 1)", "S");
   cl->AddReal("--rope-theta", &f->rope_theta, 0, 1e12, "RoPE base", true);
   cl->AddChoice("--rope-scaling", &f->rope_scaling, {"llama3", "none"},
@@ -92,6 +96,17 @@ absl::StatusOr<RandomCheckpointSpec> SpecFromFlags(const MkmodelFlags& f, const 
   if (f.dtype == "bf16") spec->dtype = DType::kBF16;
   if (f.dtype == "fp16") spec->dtype = DType::kF16;
   if (f.dtype == "fp32") spec->dtype = DType::kF32;
+  if (f.fp8 != "none") {
+    WeightQuantization& q = spec->quantization;
+    q.activation_scheme = "dynamic";
+    if (f.fp8 == "per-tensor") q.format = WeightQuantizationFormat::kFp8PerTensor;
+    if (f.fp8 == "block") {
+      q.format = WeightQuantizationFormat::kFp8Blockwise;
+      q.block_rows = q.block_cols = 128;
+    }
+    if (f.fp8 == "ct-tensor" || f.fp8 == "ct-channel") q.format = WeightQuantizationFormat::kCompressedTensorsFloat;
+    q.per_channel = f.fp8 == "ct-channel";
+  }
   if (given("--seed")) spec->seed = static_cast<uint64_t>(f.seed);
   if (given("--rope-theta")) spec->rope_theta = f.rope_theta;
   if (given("--rms-norm-eps")) spec->rms_norm_eps = f.rms_norm_eps;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -19,6 +20,7 @@
 #include "context_flags.h"
 #include "cuda_env.h"
 #include "interrupt.h"
+#include "live_view.h"
 #include "kvtier/kvtier.h"
 #include "nlohmann/json.hpp"
 #include "numbers.h"
@@ -39,7 +41,7 @@ struct RunFlags {
   std::string model;
   std::vector<std::string> prompt_ids, prompts, stops;
   std::vector<int32_t> stop_ids;
-  bool chat = false, ignore_eos = false, json = false;
+  bool chat = false, ignore_eos = false, json = false, live = false;
   // Set on the request only when given (Given): the others keep the model's defaults.
   int32_t max_tokens = 16, top_k = 0;
   double temperature = 0, top_p = 1;
@@ -77,6 +79,9 @@ void AddFlags(CommandLine* cl, RunFlags* f) {
   cl->AddString("--cache-namespace", &f->cache_namespace, "share cached prompt prefixes only within NS (default \"\")",
                 "NS");
   cl->AddSwitch("--json", &f->json, "print one JSON object: sequences (tokens, text, logprobs) and stats");
+  cl->AddSwitch("--live", &f->live,
+                "one line per sequence, redrawn as it grows on a terminal (plain lines at the end when piped), "
+                "then the tiers and what the cache did");
   cl->AddString("--metrics", &f->metrics,
                 "write the statistics in the Prometheus text format to FILE (\"-\": stdout) when done", "FILE");
   f->sampling.AddTo(cl);
@@ -302,6 +307,7 @@ int RunMain(int argc, char** argv) {
   AddFlags(&cl, &f);
   if (auto status = cl.Parse(argc, argv)) return *status;
   if (f.prompt_ids.empty() && f.prompts.empty()) return cl.UsageError("give at least one --prompt-ids or --prompt");
+  if (f.live && f.json) return cl.UsageError("give at most one of --live and --json");
   for (const auto& [flag, path, text] : {std::tuple<const char*, const std::string*, std::string*>{
                                              "--json-schema", &f.json_schema_file, &f.json_schema},
                                          {"--grammar", &f.grammar_file, &f.grammar}}) {
@@ -360,6 +366,14 @@ int RunMain(int argc, char** argv) {
   }
 
   kvt_events_create(&h.events);
+  std::optional<LiveView> live;
+  if (f.live) {
+    std::map<int64_t, std::string> shown_prompts;  // each text prompt before its continuation
+    for (size_t i = 0; i < f.prompts.size() && f.sampling.n == 1; ++i) {
+      shown_prompts[out.ids[f.prompt_ids.size() + i]] = f.prompts[i];
+    }
+    live.emplace(out.ids, std::move(shown_prompts));
+  }
   int signal_number = 0;
   while (kvt_context_num_unfinished(h.context) > 0) {
     if ((signal_number = InterruptSignal()) != 0) {
@@ -370,7 +384,12 @@ int RunMain(int argc, char** argv) {
       return cl.Fail(kExitFailure, absl::StrCat("step failed: ", kvt_status_string(s), ": ",
                                                 ContextFlags::InFlagTerms(kvt_context_errmsg(h.context))));
     }
-    Record(h.events, !f.json, text, &out);
+    Record(h.events, !f.json && !f.live, text, &out);
+    if (live) {
+      std::map<int64_t, std::string> finished;
+      for (const auto& [id, reason] : out.finish) finished[id] = FinishName(reason);
+      live->Update(out.texts, finished);
+    }
   }
   const nlohmann::json stats = Stats(h.context);
   if (!f.metrics.empty() && !WriteMetrics(h.context, f.metrics)) {
@@ -378,6 +397,8 @@ int RunMain(int argc, char** argv) {
   }
   if (f.json) {
     PrintJson(out, text, stats, f.sampling, h.context);
+  } else if (f.live) {
+    LiveView::PrintTiers(stats);
   } else {
     PrintSummary(out, text, stats);
   }

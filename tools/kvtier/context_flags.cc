@@ -13,7 +13,7 @@
 namespace kvtier::cli {
 namespace {
 
-enum class Kind { kInt, kBytes, kChoice, kPath };
+enum class Kind { kInt, kBytes, kChoice, kPath, kUrl };
 
 struct ContextOption {
   const char* key;
@@ -44,6 +44,23 @@ constexpr ContextOption kOptions[] = {
      "how a paused sequence gives up its device blocks (default auto: by measured cost)"},
     {"gpu_mem_limit", Kind::kBytes, 0, kNoLimit, nullptr,
      "cap on device memory: weights + KV + workspace, 0 = none (default 0)"},
+    {"load_or_recompute", Kind::kInt, 0, 1, nullptr,
+     "a prefix only on disk or in the remote tier is partly recomputed while the rest loads, split by "
+     "measured cost (default 1)"},
+    {"remote_kv_url", Kind::kUrl, 0, 0, nullptr,
+     "remote KV tier shared by every process naming it: redis://host:port, or a Redis Cluster's seeds "
+     "redis://host:port,host:port (default none)"},
+    {"remote_kv_ttl_seconds", Kind::kInt, 0, kNoLimit, nullptr,
+     "expiry of each block stored in the remote tier, 0 = none: Redis's maxmemory policy evicts (default 0)"},
+    {"remote_kv_max_bytes_in_flight", Kind::kBytes, 1, kNoLimit, nullptr,
+     "bytes of remote-tier puts and lookups queued at once; more are not shared (default 64MiB)"},
+    {"remote_kv_timeout_ms", Kind::kInt, 1, 600000, nullptr,
+     "bound on a remote-tier connect, read or write, and on a step's wait for a lookup (default 100)"},
+    {"remote_kv_retry_ms", Kind::kInt, 0, 86400000, nullptr,
+     "after a remote-tier failure the tier is off this long, then tried again (default 5000)"},
+    {"weight_dtype", Kind::kChoice, 0, 0, "auto|bf16|fp16|fp8",
+     "format the weights are held in; fp8: E4M3, one scale per output channel (default auto)"},
+    {"kv_dtype", Kind::kChoice, 0, 0, "auto|bf16|fp16|fp8", "format of the KV cache on every tier (default auto)"},
     {"cuda_graphs", Kind::kInt, 0, 1, nullptr, "CUDA: decode steps as CUDA graphs (default 1)"},
     {"cuda_fast_attention", Kind::kInt, 0, 1, nullptr,
      "CUDA: decode/prefill attention kernels where the shape fits, else the generic one (default 1)"},
@@ -101,6 +118,14 @@ void ContextFlags::AddTo(CommandLine* command_line) {
         command_line->AddCustom(
             FlagOf(key), "FILE", option.help, [](absl::string_view text) -> absl::StatusOr<std::string> {
               if (text.empty()) return absl::InvalidArgumentError("empty path");
+              return std::string(text);
+            },
+            store);
+        break;
+      case Kind::kUrl:
+        command_line->AddCustom(
+            FlagOf(key), "URL", option.help, [](absl::string_view text) -> absl::StatusOr<std::string> {
+              if (text.empty()) return absl::InvalidArgumentError("empty URL");
               return std::string(text);
             },
             store);

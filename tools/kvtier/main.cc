@@ -1,9 +1,12 @@
 // kvtier CLI entry point: dispatches to the registered subcommands (see command.h).
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "cli_log.h"
 #include "command.h"
+#include "demo_model_path.h"
 #include "kvtier/kvtier.h"
 
 namespace kvtier::cli {
@@ -50,6 +53,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kvtier: unknown command '%s'\n\n", argv[1]);
     kvtier::cli::PrintUsage(stderr);
     return 2;
+  }
+  std::vector<std::string> resolved;  // `--model demo` -> the demo model's directory
+  if (std::string error = kvtier::cli::ResolveDemoModelFlag(argc, argv, &resolved); !error.empty()) {
+    std::fprintf(stderr, "kvtier %s: %s\n", argv[1], error.c_str());
+    return 1;
   }
   return it->second.run(argc - 1, argv + 1);
 }

@@ -57,7 +57,14 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const Checkpoint&
     return absl::InvalidArgumentError(
         absl::StrCat("head_dim must be positive and even for RoPE, got ", config.head_dim));
   }
+  if (options.kv_dtype != StorageDType::kAuto && options.kv_dtype != StorageDType::kFp8) {
+    // The CPU KV cache is fp32 or fp8 (the format that changes capacity); 16-bit KV would
+    // only round values the CPU computes in fp32 anyway.
+    return absl::UnimplementedError(absl::StrCat("cpu backend: kv_dtype '", std::string(StorageDTypeName(options.kv_dtype)),
+                                                 "' is not supported (the CPU KV cache is fp32 or fp8: use auto or fp8)"));
+  }
   ASSIGN_OR_RETURN(CpuWeights weights, LoadCpuWeights(checkpoint, options.progress));
+  RoundProjections(config, options.weight_dtype, &weights);
   return std::unique_ptr<CpuBackend>(new CpuBackend(config, std::move(weights), options));
 }
 
@@ -71,7 +78,7 @@ CpuBackend::CpuBackend(const ModelConfig& config, CpuWeights weights,
   layout_.num_kv_heads = config.num_kv_heads;
   layout_.head_dim = config.head_dim;
   layout_.block_tokens = options.block_tokens;
-  layout_.dtype = DType::kF32;
+  layout_.dtype = options.kv_dtype == StorageDType::kFp8 ? DType::kF8E4M3 : DType::kF32;
   RopeInverseFrequencies(config.head_dim, config.rope_theta, config.rope_scaling,
                          inv_freq_.data());
   // Sized for the engine's step budget; a larger batch grows it (counted, never shrunk).
@@ -96,9 +103,9 @@ absl::Status CpuBackend::AllocateKvPool(int64_t num_blocks) {
         "KV pool of ", num_blocks, " blocks x ", block_bytes, " bytes exceeds the ", physical,
         " bytes of physical memory"));
   }
-  const int64_t elements = num_blocks * layout_.ElementsPerBlock();
-  // Value-initialised: every page is touched now, not first during a step.
-  kv_pool_.reset(new (std::nothrow) float[elements]());
+  // Value-initialised: every page is touched now, not first during a step. float elements
+  // keep the f32 layout aligned; BlockBytes is a multiple of 4 in both layouts.
+  kv_pool_.reset(new (std::nothrow) float[static_cast<size_t>(num_blocks * block_bytes) / sizeof(float)]());
   if (kv_pool_ == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate KV pool of ", num_blocks,
                                                      " blocks (", num_blocks * block_bytes,
@@ -308,8 +315,7 @@ absl::Status CpuBackend::CopyBlocksFromHost(std::span<const BlockCopy> copies) {
     if (copy.host == nullptr) return absl::InvalidArgumentError("CopyBlocksFromHost: null host");
   }
   for (const BlockCopy& copy : copies) {
-    std::memcpy(kv_pool_.get() + copy.device_block * layout_.ElementsPerBlock(), copy.host,
-                layout_.BlockBytes());
+    std::memcpy(MutableBlockData(copy.device_block), copy.host, layout_.BlockBytes());
   }
   return absl::OkStatus();
 }
@@ -318,13 +324,16 @@ absl::Status CpuBackend::CopyBlock(int32_t src_block, int32_t dst_block) {
   RETURN_IF_ERROR(ValidateBlock(src_block, "CopyBlock source"));
   RETURN_IF_ERROR(ValidateBlock(dst_block, "CopyBlock destination"));
   if (src_block == dst_block) return absl::OkStatus();
-  std::memcpy(kv_pool_.get() + dst_block * layout_.ElementsPerBlock(), BlockData(src_block),
-              layout_.BlockBytes());
+  std::memcpy(MutableBlockData(dst_block), BlockData(src_block), layout_.BlockBytes());
   return absl::OkStatus();
 }
 
 const float* CpuBackend::BlockData(int32_t block) const {
-  return kv_pool_.get() + static_cast<int64_t>(block) * layout_.ElementsPerBlock();
+  return kv_pool_.get() + static_cast<size_t>(block) * (layout_.BlockBytes() / sizeof(float));
+}
+
+float* CpuBackend::MutableBlockData(int32_t block) {
+  return kv_pool_.get() + static_cast<size_t>(block) * (layout_.BlockBytes() / sizeof(float));
 }
 
 int64_t CpuBackend::device_bytes_in_use() const {

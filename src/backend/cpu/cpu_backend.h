@@ -53,7 +53,8 @@ class CpuBackend final : public Backend {
   // Times the activation scratch had to grow for a larger batch (informational).
   int64_t scratch_growths() const { return scratch_growths_; }
   const ModelConfig& config() const { return config_; }
-  // Block `block`'s elements ([layer][k|v][kv_head][token][head_dim]); for tests.
+  // For tests: block `block`'s layout_.BlockBytes() bytes (floats in the f32 layout; E4M3 codes then
+  // fp32 scales for kv_dtype fp8, see kv_layout.h).
   const float* BlockData(int32_t block) const;
 
  private:
@@ -87,7 +88,8 @@ class CpuBackend final : public Backend {
   std::vector<float> inv_freq_;  // (head_dim / 2)
   std::unique_ptr<ThreadPool> pool_;
 
-  std::unique_ptr<float[]> kv_pool_;  // (num_blocks_, layout_.ElementsPerBlock())
+  float* MutableBlockData(int32_t block);
+  std::unique_ptr<float[]> kv_pool_;  // num_blocks_ x layout_.BlockBytes() bytes
   int64_t num_blocks_ = 0;
 
   Scratch scratch_;

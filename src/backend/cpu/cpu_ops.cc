@@ -10,6 +10,7 @@
 #include <numbers>
 #include <vector>
 
+#include "common/fp8_e4m3.h"
 #include "common/thread_pool.h"
 
 namespace kvtier {
@@ -243,23 +244,51 @@ void SiluMul(const float* gate, const float* up, int64_t count, float* out) {
   }
 }
 
+namespace {
+
+void StoreRow(const KvLayout& layout, uint8_t* block, int64_t layer, int64_t kv, int64_t head, int64_t token,
+              const float* row) {
+  const int64_t offset = layout.ElementOffset(layer, kv, head, token);
+  if (!layout.has_scales()) {
+    std::memcpy(block + offset * sizeof(float), row, static_cast<size_t>(layout.head_dim) * sizeof(float));
+    return;
+  }
+  float amax = 0.0f;
+  for (int64_t d = 0; d < layout.head_dim; ++d) amax = std::max(amax, std::fabs(row[d]));
+  const float scale = amax > 0.0f ? amax / kFp8E4M3Max : 1.0f;
+  for (int64_t d = 0; d < layout.head_dim; ++d) block[offset + d] = FloatToFp8E4M3(row[d] / scale);
+  std::memcpy(block + layout.ScaleByteOffset(layer, kv, head, token), &scale, sizeof(scale));
+}
+
+// The row as fp32: a pointer into the block (f32), or decoded into `scratch` (fp8).
+const float* LoadRow(const KvLayout& layout, const uint8_t* block, int64_t layer, int64_t kv, int64_t head,
+                     int64_t token, float* scratch) {
+  const int64_t offset = layout.ElementOffset(layer, kv, head, token);
+  if (!layout.has_scales()) return reinterpret_cast<const float*>(block + offset * sizeof(float));
+  float scale;
+  std::memcpy(&scale, block + layout.ScaleByteOffset(layer, kv, head, token), sizeof(scale));
+  for (int64_t d = 0; d < layout.head_dim; ++d) scratch[d] = Fp8E4M3ToFloat(block[offset + d]) * scale;
+  return scratch;
+}
+
+}  // namespace
+
 void WriteKv(const KvBlockView& kv, int64_t layer, int64_t start_position, int64_t rows, const float* k,
              const float* v) {
   const KvLayout& layout = *kv.layout;
-  const size_t row_bytes = static_cast<size_t>(layout.head_dim) * sizeof(float);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t position = start_position + r;
-    float* block = kv.Write(position / layout.block_tokens);
+    uint8_t* block = kv.Write(position / layout.block_tokens);
     const int64_t token = position % layout.block_tokens;
     for (int64_t h = 0; h < layout.num_kv_heads; ++h) {
       const int64_t src = (r * layout.num_kv_heads + h) * layout.head_dim;
-      std::memcpy(block + layout.ElementOffset(layer, 0, h, token), k + src, row_bytes);
-      std::memcpy(block + layout.ElementOffset(layer, 1, h, token), v + src, row_bytes);
+      StoreRow(layout, block, layer, 0, h, token, k + src);
+      StoreRow(layout, block, layer, 1, h, token, v + src);
     }
   }
 }
 
-void WriteKv(const KvLayout& layout, float* kv_pool, std::span<const int32_t> block_table,
+void WriteKv(const KvLayout& layout, void* kv_pool, std::span<const int32_t> block_table,
              int64_t layer, int64_t start_position, int64_t rows, const float* k, const float* v) {
   WriteKv(KvBlockView{&layout, kv_pool, block_table, {}}, layer, start_position, rows, k, v);
 }
@@ -270,12 +299,13 @@ void PagedAttention(const KvBlockView& kv, int64_t layer, int64_t start_position
   const int64_t head_dim = layout.head_dim;
   const int64_t group = num_heads / layout.num_kv_heads;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-  auto key_or_value = [&](int64_t kv_index, int64_t kv_head, int64_t position) {
-    return kv.Read(position / layout.block_tokens) +
-           layout.ElementOffset(layer, kv_index, kv_head, position % layout.block_tokens);
+  auto key_or_value = [&](int64_t kv_index, int64_t kv_head, int64_t position, float* scratch) {
+    return LoadRow(layout, kv.Read(position / layout.block_tokens), layer, kv_index, kv_head,
+                   position % layout.block_tokens, scratch);
   };
   For(pool, rows * num_heads, [&](int64_t begin, int64_t end) {
     std::vector<float> probs(start_position + rows);
+    std::vector<float> row(static_cast<size_t>(head_dim));  // an fp8 row decoded
     for (int64_t item = begin; item < end; ++item) {
       const int64_t r = item / num_heads;
       const int64_t h = item % num_heads;
@@ -284,7 +314,7 @@ void PagedAttention(const KvBlockView& kv, int64_t layer, int64_t start_position
       const float* qh = q + (r * num_heads + h) * head_dim;
       float max_score = -std::numeric_limits<float>::infinity();
       for (int64_t j = 0; j < num_keys; ++j) {
-        probs[j] = Dot(qh, key_or_value(0, kv_head, j), head_dim) * scale;
+        probs[j] = Dot(qh, key_or_value(0, kv_head, j, row.data()), head_dim) * scale;
         max_score = std::max(max_score, probs[j]);
       }
       float sum = 0.0f;
@@ -296,18 +326,18 @@ void PagedAttention(const KvBlockView& kv, int64_t layer, int64_t start_position
       float* oh = out + (r * num_heads + h) * head_dim;
       std::fill(oh, oh + head_dim, 0.0f);
       for (int64_t j = 0; j < num_keys; ++j) {
-        Axpy(probs[j] * inv_sum, key_or_value(1, kv_head, j), head_dim, oh);
+        Axpy(probs[j] * inv_sum, key_or_value(1, kv_head, j, row.data()), head_dim, oh);
       }
     }
   });
 }
 
-void PagedAttention(const KvLayout& layout, const float* kv_pool,
+void PagedAttention(const KvLayout& layout, const void* kv_pool,
                     std::span<const int32_t> block_table, int64_t layer, int64_t start_position,
                     int64_t rows, int64_t num_heads, const float* q, float* out,
                     ThreadPool* pool) {
   // The view never writes through its pool pointer here.
-  PagedAttention(KvBlockView{&layout, const_cast<float*>(kv_pool), block_table, {}}, layer, start_position,
+  PagedAttention(KvBlockView{&layout, const_cast<void*>(kv_pool), block_table, {}}, layer, start_position,
                  rows, num_heads, q, out, pool);
 }
 

@@ -10,6 +10,8 @@
 #include "common/progress.h"
 #include "common/status_macros.h"
 #include "model/checkpoint.h"
+#include "model/fp8_weights.h"
+#include "common/fp8_e4m3.h"
 
 namespace kvtier {
 namespace {
@@ -23,8 +25,22 @@ absl::Status Load(const Checkpoint& checkpoint, ProgressStage* stage, const std:
                                                    "], expected [", absl::StrJoin(shape, ", "),
                                                    "]"));
   }
-  ToFloat32(tensor, out);
+  RETURN_IF_ERROR(checkpoint.TensorAsFloat32(name, out));  // fp8: codes times scales
   return stage->Add(static_cast<int64_t>(tensor.nbytes()));
+}
+
+// Rounds one [rows, cols] matrix in place (RoundProjections).
+void RoundMatrix(StorageDType dtype, int64_t rows, std::vector<float>* w) {
+  if (w->empty() || dtype == StorageDType::kAuto) return;
+  if (dtype == StorageDType::kFp8) {
+    const int64_t cols = static_cast<int64_t>(w->size()) / rows;
+    std::vector<uint8_t> codes(w->size());
+    std::vector<float> scales(static_cast<size_t>(rows));
+    QuantizeRowsFp8(w->data(), rows, cols, codes.data(), scales.data());
+    for (size_t i = 0; i < w->size(); ++i) (*w)[i] = Fp8E4M3ToFloat(codes[i]) * scales[i / cols];
+    return;
+  }
+  for (float& v : *w) v = dtype == StorageDType::kBf16 ? Bf16ToFloat(FloatToBf16(v)) : Fp16ToFloat(FloatToFp16(v));
 }
 
 int64_t VectorBytes(const std::vector<float>& v) {
@@ -94,6 +110,18 @@ absl::StatusOr<CpuWeights> LoadCpuWeights(const Checkpoint& checkpoint, const Pr
   }
   RETURN_IF_ERROR(stage.End());
   return w;
+}
+
+void RoundProjections(const ModelConfig& c, StorageDType dtype, CpuWeights* weights) {
+  for (CpuLayerWeights& l : weights->layers) {
+    RoundMatrix(dtype, c.q_dim(), &l.q_proj);
+    RoundMatrix(dtype, c.kv_dim(), &l.k_proj);
+    RoundMatrix(dtype, c.kv_dim(), &l.v_proj);
+    RoundMatrix(dtype, c.hidden_size, &l.o_proj);
+    RoundMatrix(dtype, c.intermediate_size, &l.gate_proj);
+    RoundMatrix(dtype, c.intermediate_size, &l.up_proj);
+    RoundMatrix(dtype, c.hidden_size, &l.down_proj);
+  }
 }
 
 }  // namespace kvtier

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "backend/storage_dtype.h"
 #include "common/progress.h"
+#include "model/config.h"
 
 namespace kvtier {
 
@@ -44,6 +46,12 @@ struct CpuWeights {
 // progress (may be empty) hears the stage "weights" in checkpoint bytes converted; Cancelled
 // when it asks to stop.
 absl::StatusOr<CpuWeights> LoadCpuWeights(const Checkpoint& checkpoint, const ProgressFn& progress = {});
+
+// Rounds the linear projections (q/k/v/o, gate/up/down) to the values `dtype` holds:
+// bf16/fp16 element by element; fp8 by QuantizeRowsFp8 (one scale per output channel)
+// then code x scale. Embeddings, lm_head, norms and biases keep fp32, as on the GPU.
+// The CPU backend still computes in fp32: this reproduces the GPU's weight values.
+void RoundProjections(const ModelConfig& config, StorageDType dtype, CpuWeights* weights);
 
 }  // namespace kvtier
 

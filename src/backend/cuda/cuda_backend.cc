@@ -9,8 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/fp8_kernels.h"
+#include "backend/cuda/fp8_skinny.h"
 #include "common/status_macros.h"
 #include "model/checkpoint.h"
+#include "model/fp8_weights.h"
 #include "model/tensor.h"
 
 namespace kvtier {
@@ -76,7 +79,7 @@ absl::Status LoadFromCheckpoint(const Checkpoint& checkpoint, const std::string&
     return absl::OkStatus();
   }
   std::vector<float> f32;
-  ToFloat32(tensor, &f32);
+  RETURN_IF_ERROR(checkpoint.TensorAsFloat32(name, &f32));  // fp8: codes times scales
   if (as == DType::kF32) {
     CUDA_RETURN_IF_ERROR(
         cudaMemcpy(dst, f32.data(), f32.size() * sizeof(float), cudaMemcpyHostToDevice));
@@ -88,6 +91,45 @@ absl::Status LoadFromCheckpoint(const Checkpoint& checkpoint, const std::string&
   }
   CUDA_RETURN_IF_ERROR(
       cudaMemcpy(dst, b16.data(), b16.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
+
+// Per-output-channel fp8 of a (rows, cols) 16-bit matrix already on the device (`staging`,
+// elements of `dtype`), on the device; waits for it (the staging buffer is reused next).
+absl::Status QuantizeOnDevice(const void* staging, DType dtype, int64_t rows, int64_t cols, uint8_t* codes,
+                              float* scales) {
+  const cudaError_t err =
+      dtype == DType::kF16
+          ? cuda::QuantizeRowsFp8(static_cast<const cuda::f16*>(staging), rows, cols, codes, scales, nullptr)
+          : cuda::QuantizeRowsFp8(static_cast<const cuda::bf16*>(staging), rows, cols, codes, scales, nullptr);
+  CUDA_RETURN_IF_ERROR(err);
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(nullptr));
+  return absl::OkStatus();
+}
+
+// weight_dtype fp8 from a checkpoint: 16-bit tensors are copied as they are and quantized
+// on the device (seconds for an 8B model); fp32 and fp8 tensors are quantized on the host
+// from their fp32 values (an fp8 tensor: codes times its own scales, whatever their layout),
+// which is what the CPU backend does, so both hold the same codes and scales.
+absl::Status LoadFp8FromCheckpoint(const Checkpoint& checkpoint, const std::string& name, int64_t rows, int64_t cols,
+                                   uint8_t* codes, float* scales, void* staging) {
+  ASSIGN_OR_RETURN(TensorView tensor, checkpoint.Tensor(name));
+  if (tensor.num_elements() != rows * cols) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor ", name, " has ", tensor.num_elements(),
+                                                   " elements, expected ", rows * cols));
+  }
+  if (tensor.dtype == DType::kBF16 || tensor.dtype == DType::kF16) {
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(staging, tensor.data, tensor.nbytes(), cudaMemcpyHostToDevice));
+    return QuantizeOnDevice(staging, tensor.dtype, rows, cols, codes, scales);
+  }
+  std::vector<float> f32;
+  RETURN_IF_ERROR(checkpoint.TensorAsFloat32(name, &f32));
+  std::vector<uint8_t> host_codes(f32.size());
+  std::vector<float> host_scales(static_cast<size_t>(rows));
+  QuantizeRowsFp8(f32.data(), rows, cols, host_codes.data(), host_scales.data());
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(codes, host_codes.data(), host_codes.size(), cudaMemcpyHostToDevice));
+  CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(scales, host_scales.data(), host_scales.size() * sizeof(float), cudaMemcpyHostToDevice));
   return absl::OkStatus();
 }
 
@@ -106,7 +148,10 @@ absl::Status CheckDevice() {
 }  // namespace
 
 CudaBackend::CudaBackend(const ModelConfig& config, const BackendOptions& options, DType dtype)
-    : config_(config), options_(options), graphs_enabled_(options.cuda.decode_graphs) {
+    : config_(config),
+      options_(options),
+      fp8_weights_(options.weight_dtype == StorageDType::kFp8),
+      graphs_enabled_(options.cuda.decode_graphs) {
   layout_.num_layers = config.num_layers;
   layout_.num_kv_heads = config.num_kv_heads;
   layout_.head_dim = config.head_dim;
@@ -144,21 +189,42 @@ CudaBackend::~CudaBackend() {
 
 DType CudaBackend::ComputeDTypeOf(const Checkpoint& checkpoint) {
   absl::StatusOr<TensorView> embed = checkpoint.Tensor("model.embed_tokens.weight");
-  if (embed.ok() && embed->dtype != DType::kF32) return embed->dtype;
+  if (embed.ok() && (embed->dtype == DType::kBF16 || embed->dtype == DType::kF16)) return embed->dtype;
   return checkpoint.config().torch_dtype == "float16" ? DType::kF16 : DType::kBF16;
 }
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const Checkpoint& checkpoint,
                                                                  const BackendOptions& options) {
+  // weight_dtype bf16/fp16 choose the 16-bit type weights, activations and KV are held in;
+  // fp8 holds the projections as E4M3 and computes in the checkpoint's 16-bit type. A KV
+  // format other than that type needs kernels this backend lacks.
+  DType dtype = ComputeDTypeOf(checkpoint);
+  if (options.weight_dtype == StorageDType::kBf16) dtype = DType::kBF16;
+  if (options.weight_dtype == StorageDType::kFp16) dtype = DType::kF16;
+  const bool kv_matches = options.kv_dtype == StorageDType::kAuto ||
+                          (options.kv_dtype == StorageDType::kBf16 && dtype == DType::kBF16) ||
+                          (options.kv_dtype == StorageDType::kFp16 && dtype == DType::kF16);
+  if (!kv_matches) {
+    return absl::UnimplementedError(absl::StrCat("cuda backend: kv_dtype '", std::string(StorageDTypeName(options.kv_dtype)),
+                                                 "' is not supported with ", std::string(DTypeName(dtype)),
+                                                 " weights (the KV cache is held in the compute type: use auto)"));
+  }
   ProgressStage stage(options.progress, "weights", checkpoint.TotalTensorBytes());
   RETURN_IF_ERROR(stage.Begin());
+  const Fp8WeightLoader fp8_loader = [&checkpoint, &stage](const std::string& name, int64_t rows, int64_t cols,
+                                                             uint8_t* codes, float* scales, void* staging) {
+    RETURN_IF_ERROR(LoadFp8FromCheckpoint(checkpoint, name, rows, cols, codes, scales, staging));
+    ASSIGN_OR_RETURN(TensorView tensor, checkpoint.Tensor(name));
+    return stage.Add(static_cast<int64_t>(tensor.nbytes()));
+  };
   ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> backend,
-                   CreateImpl(checkpoint.config(), options, ComputeDTypeOf(checkpoint),
+                   CreateImpl(checkpoint.config(), options, dtype,
                               [&checkpoint, &stage](const std::string& name, int64_t n, void* dst, DType as) {
                                 RETURN_IF_ERROR(LoadFromCheckpoint(checkpoint, name, n, dst, as));
                                 ASSIGN_OR_RETURN(TensorView tensor, checkpoint.Tensor(name));
                                 return stage.Add(static_cast<int64_t>(tensor.nbytes()));
-                              }));
+                              },
+                              &fp8_loader));
   RETURN_IF_ERROR(stage.End());
   return backend;
 }
@@ -189,7 +255,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::CreateWithRandomWeight
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::CreateImpl(
     const ModelConfig& config, const BackendOptions& options, DType dtype,
-    const WeightLoader& loader) {
+    const WeightLoader& loader, const Fp8WeightLoader* fp8_loader) {
   if (dtype != DType::kBF16 && dtype != DType::kF16) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cuda backend: compute dtype must be BF16 or F16, not ", std::string(DTypeName(dtype))));
@@ -214,16 +280,37 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::CreateImpl(
         "cuda backend: an o_proj bias (attention_bias on a non-Qwen2 model) is not supported yet; use --backend cpu");
   }
   std::unique_ptr<CudaBackend> backend(new CudaBackend(config, options, dtype));
-  RETURN_IF_ERROR(backend->Init(loader));
+  RETURN_IF_ERROR(backend->Init(loader, fp8_loader));
   return backend;
+}
+
+int64_t CudaBackend::MaxProjectionElements() const {
+  const int64_t h = config_.hidden_size, inter = config_.intermediate_size;
+  const int64_t qkv = config_.q_dim() + 2 * config_.kv_dim();
+  return std::max({qkv * h, h * config_.q_dim(), 2 * inter * h, h * inter});
+}
+
+int64_t CudaBackend::Fp8PartialFloats() const {
+  const int64_t h = config_.hidden_size, inter = config_.intermediate_size;
+  const int64_t qkv = config_.q_dim() + 2 * config_.kv_dim();
+  const int rows = static_cast<int>(std::min<int64_t>(cuda::kSkinnyFp8MaxRows, max_tokens_));
+  int64_t floats = 0;
+  for (auto [n, k] : {std::pair{qkv, h}, std::pair{h, config_.q_dim()}, std::pair{2 * inter, h}, std::pair{h, inter}}) {
+    floats = std::max<int64_t>(
+        floats, static_cast<int64_t>(cuda::SkinnyFp8PartialFloats(rows, n, cuda::SkinnyFp8Splits(n, k, sm_count_))));
+  }
+  return floats;
 }
 
 int64_t CudaBackend::WeightBytes() const {
   const int64_t h = config_.hidden_size, inter = config_.intermediate_size;
   const int64_t qkv = config_.q_dim() + 2 * config_.kv_dim();
-  int64_t per_layer = 2 * (qkv * h + h * config_.q_dim() + 2 * inter * h + h * inter) +
-                      4 * (2 * h + 2 * config_.head_dim + qkv);
+  const int64_t projection_elements = qkv * h + h * config_.q_dim() + 2 * inter * h + h * inter;
+  const int64_t projection_bytes =
+      fp8_weights_ ? projection_elements + 4 * (qkv + h + 2 * inter + h) : 2 * projection_elements;
+  int64_t per_layer = projection_bytes + 4 * (2 * h + 2 * config_.head_dim + qkv);
   int64_t total = config_.num_layers * per_layer + 2 * config_.vocab_size * h + 4 * h;
+  if (fp8_weights_) total += 2 * MaxProjectionElements() + 4 * Fp8PartialFloats();
   if (!config_.tie_word_embeddings) total += 2 * config_.vocab_size * h;
   return total;
 }
@@ -261,7 +348,7 @@ absl::StatusOr<void*> CudaBackend::DeviceAlloc(size_t bytes, const char* what) {
   return ptr;
 }
 
-absl::Status CudaBackend::Init(const WeightLoader& loader) {
+absl::Status CudaBackend::Init(const WeightLoader& loader, const Fp8WeightLoader* fp8_loader) {
   CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
@@ -344,7 +431,47 @@ absl::Status CudaBackend::Init(const WeightLoader& loader) {
     return static_cast<float*>(p);
   };
 
+  // A projection of `rows` x `cols` made of `parts` (checkpoint tensor, rows) stacked in
+  // order: 16-bit, or fp8 codes + per-row scales (each part quantized by rows, which is
+  // the quantization of the stacked matrix).
+  struct Part {
+    std::string name;
+    int64_t rows;
+  };
+  const Fp8WeightLoader default_fp8_loader = [&](const std::string& name, int64_t rows, int64_t cols, uint8_t* codes,
+                                                 float* scales, void* staging) {
+    RETURN_IF_ERROR(loader(name, rows * cols, staging, w16));
+    return QuantizeOnDevice(staging, w16, rows, cols, codes, scales);
+  };
+  const Fp8WeightLoader& load_fp8 = fp8_loader != nullptr ? *fp8_loader : default_fp8_loader;
+  auto load_projection = [&](int64_t rows, int64_t cols, const std::vector<Part>& parts, const char* what,
+                             Raw16** w, Fp8Matrix* w8) -> absl::Status {
+    if (!fp8_weights_) {
+      ASSIGN_OR_RETURN(*w, alloc_16(rows * cols, what));
+      int64_t row = 0;
+      for (const Part& part : parts) {
+        RETURN_IF_ERROR(loader(part.name, part.rows * cols, *w + row * cols, w16));
+        row += part.rows;
+      }
+      return absl::OkStatus();
+    }
+    ASSIGN_OR_RETURN(void* codes, DeviceAlloc(rows * cols, what));
+    w8->codes = static_cast<uint8_t*>(codes);
+    ASSIGN_OR_RETURN(w8->scales, alloc_f32(rows, what));
+    int64_t row = 0;
+    for (const Part& part : parts) {
+      RETURN_IF_ERROR(load_fp8(part.name, part.rows, cols, w8->codes + row * cols, w8->scales + row, fp8_scratch_));
+      row += part.rows;
+    }
+    return absl::OkStatus();
+  };
+
   // Weights.
+  if (fp8_weights_) {
+    ASSIGN_OR_RETURN(fp8_scratch_, alloc_16(MaxProjectionElements(), "fp8 dequantization scratch"));
+    ASSIGN_OR_RETURN(fp8_partial_, alloc_f32(Fp8PartialFloats(), "fp8 projection partials"));
+    CUDA_RETURN_IF_ERROR(cuda::SkinnyFp8Init());
+  }
   ASSIGN_OR_RETURN(embed_, alloc_16(config_.vocab_size * h, "embeddings"));
   RETURN_IF_ERROR(loader("model.embed_tokens.weight", config_.vocab_size * h, embed_, w16));
   if (config_.tie_word_embeddings) {
@@ -358,12 +485,11 @@ absl::Status CudaBackend::Init(const WeightLoader& loader) {
   layers_.resize(config_.num_layers);
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     LayerWeights& w = layers_[i];
-    ASSIGN_OR_RETURN(w.qkv, alloc_16(qkv * h, "qkv weights"));
-    RETURN_IF_ERROR(loader(LayerName(i, "self_attn.q_proj.weight"), q_dim * h, w.qkv, w16));
-    RETURN_IF_ERROR(
-        loader(LayerName(i, "self_attn.k_proj.weight"), kv_dim * h, w.qkv + q_dim * h, w16));
-    RETURN_IF_ERROR(loader(LayerName(i, "self_attn.v_proj.weight"), kv_dim * h,
-                           w.qkv + (q_dim + kv_dim) * h, w16));
+    RETURN_IF_ERROR(load_projection(qkv, h,
+                                    {{LayerName(i, "self_attn.q_proj.weight"), q_dim},
+                                     {LayerName(i, "self_attn.k_proj.weight"), kv_dim},
+                                     {LayerName(i, "self_attn.v_proj.weight"), kv_dim}},
+                                    "qkv weights", &w.qkv, &w.qkv8));
     if (config_.attention_bias) {
       ASSIGN_OR_RETURN(w.qkv_bias, alloc_f32(qkv, "qkv bias"));
       RETURN_IF_ERROR(loader(LayerName(i, "self_attn.q_proj.bias"), q_dim, w.qkv_bias, f32));
@@ -380,14 +506,14 @@ absl::Status CudaBackend::Init(const WeightLoader& loader) {
       RETURN_IF_ERROR(
           loader(LayerName(i, "self_attn.k_norm.weight"), config_.head_dim, w.k_norm, f32));
     }
-    ASSIGN_OR_RETURN(w.o, alloc_16(h * q_dim, "o weights"));
-    RETURN_IF_ERROR(loader(LayerName(i, "self_attn.o_proj.weight"), h * q_dim, w.o, w16));
-    ASSIGN_OR_RETURN(w.gate_up, alloc_16(2 * inter * h, "gate/up weights"));
-    RETURN_IF_ERROR(loader(LayerName(i, "mlp.gate_proj.weight"), inter * h, w.gate_up, w16));
-    RETURN_IF_ERROR(
-        loader(LayerName(i, "mlp.up_proj.weight"), inter * h, w.gate_up + inter * h, w16));
-    ASSIGN_OR_RETURN(w.down, alloc_16(h * inter, "down weights"));
-    RETURN_IF_ERROR(loader(LayerName(i, "mlp.down_proj.weight"), h * inter, w.down, w16));
+    RETURN_IF_ERROR(load_projection(h, q_dim, {{LayerName(i, "self_attn.o_proj.weight"), h}}, "o weights", &w.o,
+                                    &w.o8));
+    RETURN_IF_ERROR(load_projection(2 * inter, h,
+                                    {{LayerName(i, "mlp.gate_proj.weight"), inter},
+                                     {LayerName(i, "mlp.up_proj.weight"), inter}},
+                                    "gate/up weights", &w.gate_up, &w.gate_up8));
+    RETURN_IF_ERROR(load_projection(h, inter, {{LayerName(i, "mlp.down_proj.weight"), h}}, "down weights", &w.down,
+                                    &w.down8));
     ASSIGN_OR_RETURN(w.input_norm, alloc_f32(h, "input norm"));
     RETURN_IF_ERROR(loader(LayerName(i, "input_layernorm.weight"), h, w.input_norm, f32));
     ASSIGN_OR_RETURN(w.post_norm, alloc_f32(h, "post-attention norm"));

@@ -3,6 +3,15 @@
 // and gate|up, cuBLAS GEMMs with fp32 accumulation, own kernels for the rest, paged KV in
 // the same 16-bit dtype. One thread drives it at a time (Backend).
 //
+// weight_dtype fp8: the four projections of every layer (qkv, o, gate|up, down) are held as
+// E4M3 codes with one fp32 scale per output channel (the CPU backend's rule, same bytes);
+// decode steps of 1-2 rows read the codes directly (GemvFp8), steps of 3-64 rows run them
+// through the tensor cores (SkinnyFp8, W8A16 with codes converted in registers), larger
+// steps (prefill) dequantize each projection into one 16-bit scratch matrix and run cuBLAS. Embeddings, lm_head and
+// the norms stay 16-bit / fp32: the embedding is a gather (one row per token, no bandwidth
+// to save), the lm_head sets every logit (its error is not averaged away by later layers),
+// and the norms are vectors.
+//
 // Invariant: every device buffer is allocated by Create (weights, workspace sized for
 // BackendOptions::max_tokens_per_step / max_sequences) or by AllocateKvPool (the pool);
 // a step never allocates. A batch larger than the workspace is run as several sequential
@@ -154,11 +163,21 @@ class CudaBackend final : public Backend {
   // backend's 16-bit dtype).
   using WeightLoader =
       std::function<absl::Status(const std::string&, int64_t, void*, DType)>;
+  // weight_dtype fp8: name, rows, cols, device codes (rows, cols) and scales (rows) to fill
+  // with the per-output-channel quantization, and a 16-bit device staging buffer of at least
+  // rows * cols elements the loader may use.
+  using Fp8WeightLoader =
+      std::function<absl::Status(const std::string&, int64_t, int64_t, uint8_t*, float*, void*)>;
 
  private:
   // 16-bit device arrays (weights, activations, KV) hold elements of layout_.dtype; the
   // forward views them as cuda::bf16 or cuda::f16 (EnqueueForwardAs).
   using Raw16 = uint16_t;
+  // An fp8 projection: E4M3 codes (out, in) and one scale per output row.
+  struct Fp8Matrix {
+    uint8_t* codes = nullptr;
+    float* scales = nullptr;
+  };
   struct LayerWeights {
     Raw16* qkv = nullptr;           // (q_dim + 2*kv_dim, hidden)
     float* qkv_bias = nullptr;      // (q_dim + 2*kv_dim) or null
@@ -169,6 +188,8 @@ class CudaBackend final : public Backend {
     Raw16* down = nullptr;          // (hidden, intermediate)
     float* input_norm = nullptr;    // (hidden)
     float* post_norm = nullptr;     // (hidden)
+    // weight_dtype fp8: the projections above as codes + scales (their Raw16 are null).
+    Fp8Matrix qkv8, o8, gate_up8, down8;
   };
   // Activations of one step, each (tokens, width) row-major, sized for max_tokens_.
   struct Workspace {
@@ -217,11 +238,18 @@ class CudaBackend final : public Backend {
   };
 
   CudaBackend(const ModelConfig& config, const BackendOptions& options, DType dtype);
+  // fp8_loader: how fp8 projections load (options.weight_dtype fp8); null quantizes on the
+  // device what `loader` writes in the compute dtype.
   static absl::StatusOr<std::unique_ptr<CudaBackend>> CreateImpl(const ModelConfig& config,
                                                                  const BackendOptions& options,
                                                                  DType dtype,
-                                                                 const WeightLoader& loader);
-  absl::Status Init(const WeightLoader& loader);
+                                                                 const WeightLoader& loader,
+                                                                 const Fp8WeightLoader* fp8_loader = nullptr);
+  absl::Status Init(const WeightLoader& loader, const Fp8WeightLoader* fp8_loader);
+  // Largest fused projection (elements): the fp8 dequantization scratch.
+  int64_t MaxProjectionElements() const;
+  // Floats of SkinnyFp8 partials the largest projection needs at its largest row count.
+  int64_t Fp8PartialFloats() const;
   absl::StatusOr<void*> DeviceAlloc(size_t bytes, const char* what);
   int64_t WorkspaceBytes() const;
   int64_t WeightBytes() const;
@@ -243,8 +271,15 @@ class CudaBackend final : public Backend {
                        std::vector<int32_t>* token_ids,
                        std::span<const RowSampling> sampling = {}, const TokenMasks* masks = nullptr,
                        size_t first_row = 0, const ChainPiece* chain = nullptr);
+  // allow_gemv false: always cuBLAS (a weight another kernel just wrote: the GEMV reads its
+  // first weights before the PDL wait).
   template <typename T>
-  absl::Status Gemm(const T* x, const T* w, int rows, int k, int n, void* out, bool out_f32);
+  absl::Status Gemm(const T* x, const T* w, int rows, int k, int n, void* out, bool out_f32,
+                    bool allow_gemv = true);
+  // out (rows, n) T = x (rows, k) times a projection: the 16-bit weight w16, or with fp8
+  // weights w8 (GemvFp8 for decode rows, else dequantized into fp8_scratch_ + cuBLAS).
+  template <typename T>
+  absl::Status Project(const T* x, const Raw16* w16, const Fp8Matrix& w8, int rows, int k, int n, void* out);
   // Timing events come from a pool created at Init (no creation while stepping).
   absl::StatusOr<cudaEvent_t> TakeEvent();
   // Folds finished prefetch / stall timings into copy_stats_; `block` waits for all.
@@ -307,6 +342,9 @@ class CudaBackend final : public Backend {
   int64_t allocations_after_init_ = 0;
   bool init_done_ = false;
 
+  bool fp8_weights_ = false;       // options.weight_dtype fp8: LayerWeights' *8 matrices
+  Raw16* fp8_scratch_ = nullptr;   // (MaxProjectionElements) load staging, prefill dequant
+  float* fp8_partial_ = nullptr;   // SkinnyFp8's split partials (Fp8PartialFloats)
   Raw16* embed_ = nullptr;         // (vocab, hidden)
   Raw16* lm_head_ = nullptr;       // (vocab, hidden); == embed_ when tied
   float* final_norm_ = nullptr;    // (hidden)

@@ -17,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/fp8_kernels.h"
+#include "backend/cuda/fp8_skinny.h"
 #include "common/status_macros.h"
 
 namespace kvtier {
@@ -79,12 +81,12 @@ absl::Status CudaBackend::WarmUp() {
 
 template <typename T>
 absl::Status CudaBackend::Gemm(const T* x, const T* w, int rows, int k, int n, void* out,
-                               bool out_f32) {
+                               bool out_f32, bool allow_gemv) {
   // Row-major out(rows, n) = x(rows, k) * w(n, k)^T, i.e. column-major out^T = w^T' * x'.
   // The CUDA-core GEMV beats cuBLAS only up to kGemvRowsLimit rows: beyond that the dot
   // products, not the weight stream, bound it (kvtier_cuda_bench's per-shape table of both,
   // e.g. bench/results/2026-11-29-h200-gpu-sampling-compact-backend.txt).
-  if (rows <= kGemvRowsLimit && cuda::GemvSupported(rows, k, x, w)) {
+  if (allow_gemv && rows <= kGemvRowsLimit && cuda::GemvSupported(rows, k, x, w)) {
     CUDA_RETURN_IF_ERROR(
         cuda::GemvSmallRows(x, w, rows, k, n, out, out_f32, stream_, options_.cuda.launch));
     return absl::OkStatus();
@@ -96,6 +98,30 @@ absl::Status CudaBackend::Gemm(const T* x, const T* w, int rows, int k, int n, v
                                       out_f32 ? CUDA_R_32F : type, n, CUBLAS_COMPUTE_32F,
                                       CUBLAS_GEMM_DEFAULT));
   return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status CudaBackend::Project(const T* x, const Raw16* w16, const Fp8Matrix& w8, int rows, int k, int n,
+                                  void* out) {
+  if (!fp8_weights_) return Gemm(x, reinterpret_cast<const T*>(w16), rows, k, n, out, false);
+  // The same row limit as the 16-bit GEMV: at more rows the dot products (here also the
+  // code conversions), not the weight stream, bound a CUDA-core kernel.
+  if (rows <= kGemvRowsLimit && cuda::GemvFp8Supported(rows, k, x, w8.codes)) {
+    CUDA_RETURN_IF_ERROR(cuda::GemvFp8(x, rows, w8.codes, w8.scales, n, k, static_cast<T*>(out), stream_,
+                                       options_.cuda.launch));
+    return absl::OkStatus();
+  }
+  // Decode batches: codes through the tensor cores, K split over CTAs.
+  if (rows <= cuda::kSkinnyFp8MaxRows && cuda::SkinnyFp8Supported(rows, k, x, w8.codes)) {
+    CUDA_RETURN_IF_ERROR(cuda::SkinnyFp8(x, rows, w8.codes, w8.scales, n, k, cuda::SkinnyFp8Splits(n, k, sm_count_),
+                                         fp8_partial_, /*silu_mul=*/false, static_cast<T*>(out), stream_,
+                                         options_.cuda.launch));
+    return absl::OkStatus();
+  }
+  // Prefill (W8A16): the projection dequantized to 16 bits, then the tensor cores through cuBLAS.
+  T* dense = reinterpret_cast<T*>(fp8_scratch_);
+  CUDA_RETURN_IF_ERROR(cuda::DequantizeRowsFp8(w8.codes, w8.scales, n, k, dense, stream_));
+  return Gemm(x, dense, rows, k, n, out, false, /*allow_gemv=*/false);
 }
 
 absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(
@@ -316,7 +342,7 @@ absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits
     CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, layer == 0 ? nullptr : as(ws_.proj),
                                           w.input_norm, nullptr, rows, h, eps, as(ws_.normed),
                                           stream_, launch));
-    RETURN_IF_ERROR(Gemm(as(ws_.normed), as(w.qkv), rows, h, qkv, ws_.wide, false));
+    RETURN_IF_ERROR(Project(as(ws_.normed), w.qkv, w.qkv8, rows, h, qkv, ws_.wide));
     cuda::QkvPostParams<T> post;
     post.qkv = as(ws_.wide);
     post.bias = w.qkv_bias;
@@ -367,18 +393,26 @@ absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits
       attn.any_split = plan_.any_split;
       CUDA_RETURN_IF_ERROR(cuda::PagedAttention(attn, step_tokens, kv, splits, stream_));
     }
-    RETURN_IF_ERROR(Gemm(as(ws_.attn), as(w.o), rows, q_dim, h, ws_.proj, false));
+    RETURN_IF_ERROR(Project(as(ws_.attn), w.o, w.o8, rows, q_dim, h, ws_.proj));
     CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, as(ws_.proj), w.post_norm, nullptr,
                                           rows, h, eps, as(ws_.normed), stream_, launch));
-    if (rows <= kGemvRowsLimit && cuda::GemvSupported(rows, h, ws_.normed, w.gate_up)) {
+    if (fp8_weights_ && rows <= kGemvRowsLimit && cuda::GemvFp8Supported(rows, h, ws_.normed, w.gate_up8.codes)) {
+      CUDA_RETURN_IF_ERROR(cuda::GemvSiluMulFp8(as(ws_.normed), rows, w.gate_up8.codes, w.gate_up8.scales, inter, h,
+                                                as(ws_.act), stream_, launch));
+    } else if (fp8_weights_ && rows <= cuda::kSkinnyFp8MaxRows &&
+               cuda::SkinnyFp8Supported(rows, h, ws_.normed, w.gate_up8.codes)) {
+      CUDA_RETURN_IF_ERROR(cuda::SkinnyFp8(as(ws_.normed), rows, w.gate_up8.codes, w.gate_up8.scales, 2 * inter, h,
+                                           cuda::SkinnyFp8Splits(2 * inter, h, sm_count_), fp8_partial_,
+                                           /*silu_mul=*/true, as(ws_.act), stream_, launch));
+    } else if (!fp8_weights_ && rows <= kGemvRowsLimit && cuda::GemvSupported(rows, h, ws_.normed, w.gate_up)) {
       CUDA_RETURN_IF_ERROR(cuda::GemvSiluMul(as(ws_.normed), as(w.gate_up), rows, h, inter,
                                              as(ws_.act), stream_, launch));
     } else {
-      RETURN_IF_ERROR(Gemm(as(ws_.normed), as(w.gate_up), rows, h, 2 * inter, ws_.wide, false));
+      RETURN_IF_ERROR(Project(as(ws_.normed), w.gate_up, w.gate_up8, rows, h, 2 * inter, ws_.wide));
       CUDA_RETURN_IF_ERROR(
           cuda::SiluMul(as(ws_.wide), rows, inter, as(ws_.act), stream_, launch));
     }
-    RETURN_IF_ERROR(Gemm(as(ws_.act), as(w.down), rows, inter, h, ws_.proj, false));
+    RETURN_IF_ERROR(Project(as(ws_.act), w.down, w.down8, rows, inter, h, ws_.proj));
   }
   if (step.logit_rows == 0) return absl::OkStatus();
   const int n = step.logit_rows;

@@ -1,0 +1,41 @@
+// RemoteTierStats (remote_tier_stats.h).
+#include "engine/remote_tier_stats.h"
+
+#include "remote/remote_block_store.h"
+
+namespace kvtier {
+
+nlohmann::json RemoteTierStats(const KvCacheManager& kv) {
+  const RemoteBlockStore* store = kv.remote_store();
+  if (store == nullptr) return {{"enabled", false}};  // no remote_kv_url: no remote numbers
+  const RemoteBlockStore::Counters c = store->counters();
+  const KvCacheCounters& counters = kv.counters();
+  return {
+      {"enabled", true},
+      {"on", c.on},
+      {"puts_queued", counters.remote_puts_queued},
+      {"puts", c.puts},
+      {"put_bytes", c.put_bytes},
+      {"puts_refused", c.puts_refused},
+      {"put_errors", c.put_errors},
+      {"gets", c.gets},
+      {"gets_refused", c.gets_refused},
+      {"hits", c.hits},
+      {"misses", c.misses},
+      {"corrupt", c.corrupt},
+      {"token_mismatches", c.token_mismatches},
+      {"get_errors", c.get_errors},
+      {"get_bytes", c.get_bytes},
+      {"get_seconds", c.get_seconds},
+      {"put_seconds", c.put_seconds},
+      // What the tier delivered: block bytes of the hits over the I/O thread's time on
+      // batches with lookups (0 before any).
+      {"get_bytes_per_second", c.get_seconds > 0 ? static_cast<double>(c.get_bytes) / c.get_seconds : 0.0},
+      {"lookup_timeouts", counters.remote_lookup_timeouts},
+      {"disables", c.disables},
+      {"reconnects", c.reconnects},
+      {"bytes_in_flight", c.bytes_in_flight},
+  };
+}
+
+}  // namespace kvtier

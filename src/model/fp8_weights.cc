@@ -1,0 +1,102 @@
+// FP8 weight scales, dequantization and per-channel quantization (fp8_weights.h).
+// Pure functions; thread-safe.
+#include "model/fp8_weights.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/fp8_e4m3.h"
+
+namespace kvtier {
+namespace {
+
+std::string ShapeString(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ", "), "]"); }
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+absl::StatusOr<Fp8Scales> ReadFp8Scales(const WeightQuantization& quantization, const TensorView& weight,
+                                        const TensorView* scale, const std::string& scale_name) {
+  if (!quantization.quantized()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "tensor '", weight.name, "' is F8_E4M3 but config.json has no fp8 quantization_config saying how it is scaled"));
+  }
+  if (weight.shape.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fp8 tensor '", weight.name, "' has shape ", ShapeString(weight.shape), "; only matrices are read"));
+  }
+  if (scale == nullptr) {
+    return absl::NotFoundError(absl::StrCat("fp8 tensor '", weight.name, "' has no scale tensor '", scale_name, "'"));
+  }
+  if (scale->dtype == DType::kF8E4M3) {
+    return absl::InvalidArgumentError(absl::StrCat("scale tensor '", scale_name, "' must be F32, BF16 or F16"));
+  }
+  Fp8Scales s;
+  s.rows = weight.shape[0];
+  s.cols = weight.shape[1];
+  std::vector<int64_t> want;
+  switch (quantization.format) {
+    case WeightQuantizationFormat::kFp8Blockwise:
+      s.block_rows = quantization.block_rows;
+      s.block_cols = quantization.block_cols;
+      want = {CeilDiv(s.rows, s.block_rows), CeilDiv(s.cols, s.block_cols)};
+      break;
+    case WeightQuantizationFormat::kCompressedTensorsFloat:
+      if (quantization.per_channel) {
+        s.block_rows = 1;
+        s.block_cols = s.cols;
+        want = {s.rows, 1};
+        break;
+      }
+      [[fallthrough]];
+    default:
+      s.block_rows = s.rows;
+      s.block_cols = s.cols;
+      want = {1};
+      break;
+  }
+  s.grid_rows = CeilDiv(s.rows, s.block_rows);
+  s.grid_cols = CeilDiv(s.cols, s.block_cols);
+  // Scalars are written as shape [] or [1]; per-channel scales as [rows, 1] or [rows].
+  const bool matches = scale->shape == want || (want == std::vector<int64_t>{1} && scale->shape.empty()) ||
+                       (want.size() == 2 && want[1] == 1 && want[0] != 1 && scale->shape == std::vector<int64_t>{want[0]});
+  if (!matches || scale->num_elements() != s.grid_rows * s.grid_cols) {
+    return absl::InvalidArgumentError(absl::StrCat("scale tensor '", scale_name, "' has shape ",
+                                                   ShapeString(scale->shape), ", expected ", ShapeString(want),
+                                                   " for weight ", ShapeString(weight.shape), " (",
+                                                   quantization.Describe(), ")"));
+  }
+  ToFloat32(*scale, &s.values);
+  for (float v : s.values) {
+    if (!std::isfinite(v) || v < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("scale tensor '", scale_name, "' holds ", v,
+                                                     ": scales must be finite and non-negative"));
+    }
+  }
+  return s;
+}
+
+void DequantizeFp8(const TensorView& weight, const Fp8Scales& scales, float* out) {
+  for (int64_t r = 0; r < scales.rows; ++r) {
+    const uint8_t* codes = weight.data + r * scales.cols;
+    float* row = out + r * scales.cols;
+    for (int64_t c = 0; c < scales.cols; ++c) row[c] = Fp8E4M3ToFloat(codes[c]) * scales.At(r, c);
+  }
+}
+
+void QuantizeRowsFp8(const float* weights, int64_t rows, int64_t cols, uint8_t* codes, float* scales) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = weights + r * cols;
+    float amax = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) amax = std::fmax(amax, std::fabs(row[c]));
+    const float scale = amax > 0.0f ? amax / kFp8E4M3Max : 1.0f;
+    scales[r] = scale;
+    for (int64_t c = 0; c < cols; ++c) codes[r * cols + c] = FloatToFp8E4M3(row[c] / scale);
+  }
+}
+
+}  // namespace kvtier

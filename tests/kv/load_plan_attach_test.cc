@@ -1,0 +1,158 @@
+// Load or recompute at the scheduler over a KV manager with host and disk tiers: a prompt
+// whose blocks only the disk holds (after a restart) is split by the policy's costs — its
+// front computed in the first chunk, which stops where the loaded back attaches; the next
+// chunk starts after the loaded blocks, whose bytes are the ones stored. Costs at the two
+// ends give "load all" and "compute all".
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "engine/scheduler.h"
+#include "gtest/gtest.h"
+#include "kv/manager_fixture.h"
+
+namespace kvtier {
+namespace {
+
+// A policy with a fixed compute time per token (the test's cost model).
+class FixedCostPolicy final : public PreemptionPolicy {
+ public:
+  explicit FixedCostPolicy(double seconds_per_token) : seconds_per_token_(seconds_per_token) {}
+  bool ShouldSwap(const Sequence&, int64_t) const override { return false; }
+  double SecondsPerToken() const override { return seconds_per_token_; }
+
+ private:
+  double seconds_per_token_;
+};
+
+constexpr int64_t kBlockTokens = 4;
+
+std::unique_ptr<Sequence> PromptSequence(SequenceId id) {
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 41; ++i) tokens.push_back(100 + i * 3);  // 10 full blocks + 1 token
+  return std::make_unique<Sequence>(id, id, tokens, SamplingParams{});
+}
+
+std::pair<int64_t, int64_t> Chunk(int64_t start, int64_t length) { return {start, length}; }
+
+Schedule NextOf(Scheduler& scheduler) {
+  absl::StatusOr<Schedule> schedule = scheduler.Next();
+  EXPECT_TRUE(schedule.ok()) << schedule.status();
+  return schedule.ok() ? *std::move(schedule) : Schedule{};
+}
+
+// Computes the prompt on a first manager (blocks stamped with pattern 1 by index), caches
+// it and restarts over the same disk: then only the disk holds its 10 blocks.
+void ComputeAndRestart(testing::ManagerFixture& f) {
+  Scheduler scheduler({512, 8, 0, /*load_or_recompute=*/false}, f.kv.get(), nullptr);
+  auto seq = PromptSequence(1);
+  scheduler.Enqueue(seq.get());
+  Schedule s = NextOf(scheduler);
+  ASSERT_EQ(s.chunks.size(), 1u);
+  ASSERT_EQ(s.chunks[0].length, 41);
+  f.Stamp(1, 1);
+  scheduler.Commit(s);
+  scheduler.Remove(seq.get());
+  f.Reopen();
+  ASSERT_EQ(f.kv->cached_blocks(Tier::kDisk), 10);
+}
+
+// The chunks a fresh copy of the prompt gets under `policy`: (start, length) of the first
+// two.
+// `land_loads`: the loads finish before the front does (the reader drained after the first
+// step); otherwise the attach takes whatever has landed by then.
+std::vector<std::pair<int64_t, int64_t>> RunPlanned(testing::ManagerFixture& f, PreemptionPolicy* policy,
+                                                    Scheduler::LoadPlanCounters* plans, bool land_loads = true) {
+  Scheduler scheduler({512, 8, 0, /*load_or_recompute=*/true}, f.kv.get(), policy);
+  auto seq = PromptSequence(2);
+  scheduler.Enqueue(seq.get());
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  for (int step = 0; step < 2; ++step) {
+    Schedule s = NextOf(scheduler);
+    EXPECT_EQ(s.chunks.size(), 1u);
+    if (s.chunks.empty()) break;
+    chunks.push_back({s.chunks[0].start, s.chunks[0].length});
+    scheduler.Commit(s);
+    if (s.chunks[0].need_logits) seq->tokens.push_back(7);
+    scheduler.EndStep();
+    if (land_loads) f.kv->DrainDiskReads();
+  }
+  // Blocks 5..9 when loaded: the bytes stored for them.
+  const std::span<const BlockId> table = f.kv->BlockTable(2);
+  EXPECT_GE(table.size(), 10u);
+  for (size_t i = 5; i < std::min<size_t>(table.size(), 10) && chunks.size() == 2 && chunks[1].first == 40; ++i) {
+    const uint8_t want = static_cast<uint8_t>((1 * 31 + static_cast<int64_t>(i)) & 0xff);
+    EXPECT_EQ(f.backend.Block(table[i])[0], want) << "block " << i;
+  }
+  *plans = scheduler.load_plan_counters();
+  EXPECT_TRUE(scheduler.VerifyIntegrity().ok());
+  scheduler.Remove(seq.get());
+  return chunks;
+}
+
+TEST(LoadPlanAttachTest, FrontComputedWhileTheBackLoads) {
+  testing::ManagerFixture f(/*device=*/64, /*host=*/64, /*disk=*/64, kBlockTokens);
+  ASSERT_NO_FATAL_FAILURE(ComputeAndRestart(f));
+  // Computing a block costs what loading one is assumed to cost before any is measured
+  // (2 GB/s): half of the 10 slow blocks computed, half loaded.
+  const double load_seconds = static_cast<double>(f.kv->block_bytes()) / 2e9;
+  FixedCostPolicy policy(load_seconds / kBlockTokens);
+  Scheduler::LoadPlanCounters plans;
+  const auto chunks = RunPlanned(f, &policy, &plans);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0], Chunk(0, 20));   // the front 5 blocks
+  EXPECT_EQ(chunks[1], Chunk(40, 1));   // after the 5 loaded
+  EXPECT_EQ(plans.plans, 1);
+  EXPECT_EQ(plans.computed_blocks, 5);
+  EXPECT_EQ(plans.loaded_blocks, 5);
+  const KvCacheCounters& c = f.kv->counters();
+  EXPECT_EQ(c.prefix_hits[static_cast<int>(Tier::kHost)] + c.prefix_hits[static_cast<int>(Tier::kDisk)], 5);
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok());
+}
+
+// Loads that have not landed when the front is computed are computed, not waited for: with
+// each disk read taking 300 ms, the second chunk starts right after the front and the two
+// steps take far less than one read.
+TEST(LoadPlanAttachTest, LoadsStillInFlightAreComputedNotWaitedFor) {
+  testing::ManagerFixture f(/*device=*/64, /*host=*/64, /*disk=*/64, kBlockTokens, /*write_delay=*/{},
+                            /*read_delay=*/std::chrono::milliseconds(300));
+  ASSERT_NO_FATAL_FAILURE(ComputeAndRestart(f));
+  const double load_seconds = static_cast<double>(f.kv->block_bytes()) / 2e9;
+  FixedCostPolicy policy(load_seconds / kBlockTokens);
+  Scheduler::LoadPlanCounters plans;
+  const auto start = std::chrono::steady_clock::now();
+  const auto chunks = RunPlanned(f, &policy, &plans, /*land_loads=*/false);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0], Chunk(0, 20));   // the front 5 blocks, as planned
+  EXPECT_EQ(chunks[1], Chunk(20, 21));  // the back computed: none of its reads had landed
+  EXPECT_LT(elapsed, std::chrono::milliseconds(250));
+  EXPECT_EQ(plans.plans, 1);
+  const KvCacheCounters& c = f.kv->counters();
+  EXPECT_EQ(c.prefix_hits[static_cast<int>(Tier::kHost)] + c.prefix_hits[static_cast<int>(Tier::kDisk)], 0);
+  f.kv->DrainDiskReads();
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok());
+}
+
+TEST(LoadPlanAttachTest, CheapLoadsLoadEverythingCheapComputeComputesEverything) {
+  testing::ManagerFixture f(/*device=*/64, /*host=*/64, /*disk=*/64, kBlockTokens);
+  ASSERT_NO_FATAL_FAILURE(ComputeAndRestart(f));
+  FixedCostPolicy slow_compute(1.0);
+  Scheduler::LoadPlanCounters plans;
+  auto chunks = RunPlanned(f, &slow_compute, &plans);
+  ASSERT_FALSE(chunks.empty());
+  EXPECT_EQ(chunks[0], Chunk(40, 1));  // all 10 loaded
+  EXPECT_EQ(plans.plans, 0);
+  f.Reopen();
+  FixedCostPolicy fast_compute(1e-15);
+  chunks = RunPlanned(f, &fast_compute, &plans);
+  ASSERT_FALSE(chunks.empty());
+  EXPECT_EQ(chunks[0], Chunk(0, 41));  // all computed again
+  EXPECT_EQ(plans.plans, 1);
+  EXPECT_EQ(plans.computed_blocks, 10);
+  EXPECT_EQ(plans.loaded_blocks, 0);
+}
+
+}  // namespace
+}  // namespace kvtier
