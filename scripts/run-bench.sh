@@ -13,6 +13,8 @@
 #      from scripts/carry-redis.sh gives it its Redis server, TIER_DIR (default MODEL_DIR/../tiers),
 #      F16_WORKLOADS (default W1,W2; "none" to skip): the same workloads again on an fp16
 #      checkpoint (weights, activations and KV held in fp16), into bench-f16.json.
+#      FP8_WORKLOADS (default W1,W2; "none" to skip): the same workloads again with fp8
+#      weights (--weight-dtype fp8), into bench-fp8.json.
 #      BENCH_FLAGS: more flags for the main `kvtier bench` call (e.g. --sampler-controls,
 #      --json-schema FILE --tokenizer DIR), word-split.
 set -uo pipefail
@@ -110,5 +112,15 @@ if [ "$f16_workloads" != none ]; then
   "$kvtier" bench --workload "$f16_workloads" --model "$model16" --ceilings "$out/ceilings.txt" \
     --baseline "$out/baseline.txt" --json "$out/bench-f16.json" --commit "$commit" \
     --time-limit "${TIME_LIMIT:-90}" 2>&1 | tee "$out/bench-f16.txt"
+fi
+# 5. fp8 weights: the bf16 checkpoint's projections quantized at load to E4M3 with one scale
+#    per output channel (--weight-dtype fp8), for FP8_WORKLOADS, against the same ceilings
+#    and seed baseline (the limits then count fp8 bytes).
+fp8_workloads=${FP8_WORKLOADS:-W1,W2}
+if [ "$fp8_workloads" != none ]; then
+  echo "run-bench: fp8 weights at $(( $(date +%s) - t0 )) s"
+  "$kvtier" bench --workload "$fp8_workloads" --model "$model" --weight-dtype fp8 --ceilings "$out/ceilings.txt" \
+    --baseline "$out/baseline.txt" --json "$out/bench-fp8.json" --commit "$commit" \
+    --time-limit "${TIME_LIMIT:-90}" 2>&1 | tee "$out/bench-fp8.txt"
 fi
 echo "run-bench: done at $(( $(date +%s) - t0 )) s"
