@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "backend/cuda_options.h"
+#include "backend/host_resident_kv.h"
 #include "backend/kv_layout.h"
 #include "backend/row_sampling.h"
 #include "backend/sampler_chain.h"
@@ -30,7 +31,8 @@ class Checkpoint;
 // start_position+1, ...; positions [0, start_position) are already in the KV cache. Their
 // K/V are read through `block_table` (device-tier block ids; entry j covers positions
 // [j*block_tokens, (j+1)*block_tokens)), which already covers every position this chunk
-// writes. No padding: chunks have any length >= 1.
+// writes — except the blocks `host_kv` names, which live in host memory and are only read
+// (host_resident_kv.h: the table then skips them). No padding: chunks have any length >= 1.
 struct SequenceChunk {
   std::span<const int32_t> tokens;
   int64_t start_position = 0;
@@ -39,6 +41,11 @@ struct SequenceChunk {
   // Return logits of every token of the chunk, in position order (prompt scoring); the
   // last is the need_logits row when both are set. Forward and ForwardAndSample only.
   bool all_logits = false;
+
+  // Full blocks of the sequence read from host memory in place (a sequence longer than the
+  // device tier); empty for every other sequence. Backends that cannot read them refuse
+  // the batch (Unimplemented).
+  HostResidentKv host_kv{};
 
   size_t num_logit_rows() const { return all_logits ? tokens.size() : (need_logits ? 1 : 0); }
 };
@@ -167,6 +174,10 @@ class Backend {
   virtual absl::Status PinHostMemory(void* ptr, size_t bytes);
   virtual void UnpinHostMemory(void* ptr, size_t bytes);
   virtual void ReleaseHostMemory(void* ptr, size_t bytes);
+
+  // Whether Forward reads SequenceChunk::host_kv (host-resident blocks of a sequence longer
+  // than the device tier); the engine runs such sequences only where it does.
+  virtual bool ReadsHostResidentKv() const { return false; }
 
   // Tier moves: whole blocks between the device pool and host memory. Synchronous here;
   // backends with copy engines may overlap them internally but return only when done.

@@ -134,7 +134,8 @@ Engine::Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions
               kv_->capacity_blocks(Tier::kHost) + kv_->capacity_blocks(Tier::kDisk) > 0),
       scheduler_(SchedulerOptions{options.max_tokens_per_step, options.max_running,
                                   std::min<int64_t>(options.watermark_blocks, kv_->num_device_blocks() / 8),
-                                  options.load_or_recompute},
+                                  options.load_or_recompute,
+                                  backend_->ReadsHostResidentKv() ? options.max_long_running : 0},
                  kv_.get(), &policy_),
       grammar_masks_(std::make_unique<GrammarMasks>(backend_.get(), static_cast<int32_t>(checkpoint_->config().vocab_size),
                                                     GrammarMaskThreads())) {
@@ -508,6 +509,8 @@ nlohmann::json Engine::Stats() {
   stats["swap_out_bytes"] = kv.swap_out_bytes;
   stats["swap_in_bytes"] = kv.swap_in_bytes;
   stats["blocks_dropped"] = kv.blocks_dropped;
+  // Long sequences: old blocks moved to the host tier, read there in place from then on.
+  stats["blocks_moved_to_host"] = kv.blocks_moved_to_host;
   stats["prefix_hits"] = {{"gpu", kv.prefix_hits[0]},
                           {"host", kv.prefix_hits[1]},
                           {"disk", kv.prefix_hits[2]},

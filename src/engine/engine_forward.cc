@@ -94,7 +94,7 @@ absl::Status Engine::Forward(const Schedule& schedule) {
     batch.chunks.push_back(SequenceChunk{
         std::span<const int32_t>(chunk.sequence->tokens)
             .subspan(static_cast<size_t>(chunk.start), static_cast<size_t>(chunk.length)),
-        chunk.start, chunk.blocks, chunk.need_logits});
+        chunk.start, chunk.blocks, chunk.need_logits, /*all_logits=*/false, chunk.host_kv});
   }
   // The backend picks the tokens itself (on the GPU only ids, and the log-probabilities
   // asked for, cross the bus).

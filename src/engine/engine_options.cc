@@ -31,6 +31,10 @@ absl::Status EngineOptions::Validate() const {
   if (max_running < 1 || max_running > 65536) {
     return absl::InvalidArgumentError(absl::StrCat("max_running must be in [1, 65536], got ", max_running));
   }
+  if (max_long_running < 0 || max_long_running > max_running) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_long_running must be in [0, max_running = ", max_running, "], got ", max_long_running));
+  }
   if (max_waiting < 1 || max_waiting > (1 << 24)) {
     return absl::InvalidArgumentError(absl::StrCat("max_waiting must be in [1, 16777216], got ", max_waiting));
   }

@@ -35,6 +35,10 @@ struct EngineOptions {
   int64_t max_tokens_per_step = 512;
   int64_t max_running = 256;
   int64_t max_waiting = 1024;
+  // Sequences longer than the device tier (their older KV read from the host tier in
+  // place, docs/LONG_CONTEXT.md) running at once; 0 refuses them at admission. Backends
+  // that cannot read host-resident KV refuse them whatever this says.
+  int64_t max_long_running = 1;
   PreemptionMode preemption = PreemptionMode::kAuto;
   int64_t gpu_mem_limit = 0;  // 0 = no cap
   // Options weight_dtype / kv_dtype (BackendOptions), passed to the backend unchanged.

@@ -2,6 +2,8 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -22,11 +24,57 @@ Scheduler::Scheduler(const SchedulerOptions& options, KvCacheManager* kv, Preemp
 absl::Status Scheduler::CheckFits(int64_t max_tokens) const {
   const int64_t blocks_needed = kv_->BlocksForTokens(max_tokens);
   const int64_t block_bytes = static_cast<int64_t>(kv_->block_bytes());
-  if (blocks_needed <= kv_->num_device_blocks() - kv_->num_pinned_blocks()) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "sequence of up to ", max_tokens, " tokens needs ", blocks_needed, " KV blocks (", blocks_needed * block_bytes,
-      " bytes) but the device tier has ", kv_->num_device_blocks(), " blocks (", kv_->num_device_blocks() * block_bytes,
-      " bytes), ", kv_->num_pinned_blocks(), " of them pinned; it must fit on the device tier to run"));
+  const int64_t device = DeviceCapacity();
+  if (blocks_needed <= device) return absl::OkStatus();
+  const int64_t host = kv_->capacity_blocks(Tier::kHost);
+  if (options_.max_long_running > 0 && device > 0 && blocks_needed <= device + host) return absl::OkStatus();
+  const std::string need = absl::StrCat("sequence of up to ", max_tokens, " tokens needs ", blocks_needed,
+                                        " KV blocks (", blocks_needed * block_bytes, " bytes) but the device tier has ",
+                                        kv_->num_device_blocks(), " blocks (", kv_->num_device_blocks() * block_bytes,
+                                        " bytes), ", kv_->num_pinned_blocks(), " of them pinned");
+  if (options_.max_long_running == 0) {
+    return absl::ResourceExhaustedError(absl::StrCat(need, "; it must fit on the device tier to run (this backend ",
+                                                     "cannot read KV blocks from the host tier)"));
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(need, " and the host tier ", host, " blocks (", host * block_bytes,
+                                                   " bytes); it must fit on the device and host tiers together "
+                                                   "to run (the disk tier cannot be read in place)"));
+}
+
+bool Scheduler::IsLong(const Sequence& seq) const {
+  return options_.max_long_running > 0 &&
+         kv_->BlocksForTokens(seq.num_prompt_tokens + seq.params.max_new_tokens) > DeviceCapacity();
+}
+
+int64_t Scheduler::NumLongRunning() const {
+  return std::count_if(running_.begin(), running_.end(), [this](const Sequence* seq) { return IsLong(*seq); });
+}
+
+int64_t Scheduler::ChunkLength(const Sequence& seq, int64_t budget) const {
+  int64_t length = std::min(seq.num_uncomputed(), budget);
+  // A load plan's chunk stops where its loaded blocks attach.
+  if (seq.attach_at > seq.num_computed) length = std::min(length, seq.attach_at - seq.num_computed);
+  if (!IsLong(seq)) return length;
+  const int64_t block_tokens = kv_->block_tokens();
+  const int64_t max_blocks = std::max<int64_t>(1, DeviceCapacity() / 2);
+  // The chunk's positions [start, start + length) touch at most max_blocks blocks.
+  const int64_t start = seq.num_computed;
+  return std::min(length, (start / block_tokens + max_blocks) * block_tokens - start);
+}
+
+absl::StatusOr<bool> Scheduler::StreamForRoom(Sequence* seq, int64_t wanted) {
+  ASSIGN_OR_RETURN(bool streamed, MakeRoomByStreaming(seq, wanted));
+  for (auto it = running_.rbegin(); !streamed && it != running_.rend(); ++it) {
+    if (*it == seq) continue;
+    ASSIGN_OR_RETURN(streamed, MakeRoomByStreaming(*it, wanted));
+  }
+  return streamed;
+}
+
+absl::StatusOr<bool> Scheduler::MakeRoomByStreaming(Sequence* seq, int64_t wanted) {
+  if (!IsLong(*seq)) return false;
+  ASSIGN_OR_RETURN(const int64_t moved, kv_->MoveOldBlocksToHost(seq->id, seq->num_computed, wanted));
+  return moved > 0;
 }
 
 void Scheduler::InsertWaiting(Sequence* sequence) {
@@ -79,11 +127,11 @@ void Scheduler::Preempt(Sequence* victim) {
 
 int64_t Scheduler::BlocksToStart(const Sequence& seq) const {
   if (kv_->IsSwappedOut(seq.id)) return kv_->SwappedBlocks(seq.id) + 1;  // + the next chunk's new block
-  const int64_t end = std::min(seq.num_tokens(), seq.num_computed + options_.max_tokens_per_step);
-  return kv_->NewBlocksNeeded(seq.id, end);
+  return kv_->NewBlocksNeeded(seq.id, seq.num_computed + ChunkLength(seq, options_.max_tokens_per_step));
 }
 
 bool Scheduler::PrepareWaiting(Sequence* seq, int64_t budget, int64_t keep_free, int64_t* length) {
+  if (IsLong(*seq) && NumLongRunning() >= options_.max_long_running) return false;
   const int64_t available = kv_->num_available_device_blocks() - keep_free;
   if (kv_->IsSwappedOut(seq->id)) {
     if (kv_->SwappedBlocks(seq->id) > available) return false;
@@ -106,6 +154,12 @@ bool Scheduler::PrepareWaiting(Sequence* seq, int64_t budget, int64_t keep_free,
   if (fresh && !seq->scoring_prompt()) seq->num_computed = MatchOrPlan(seq);
   *length = ChunkLength(*seq, budget);
   const int64_t end = seq->num_computed + *length;
+  if (kv_->NewBlocksNeeded(seq->id, end) > kv_->num_available_device_blocks() - keep_free) {
+    // A long sequence resuming makes its own room. A failed copy leaves its blocks where
+    // they were: it waits like one short of blocks, and Next() returns the error.
+    absl::StatusOr<bool> moved = MakeRoomByStreaming(seq, kv_->NewBlocksNeeded(seq->id, end) + keep_free);
+    if (!moved.ok() && deferred_error_.ok()) deferred_error_ = moved.status();
+  }
   if (kv_->NewBlocksNeeded(seq->id, end) > kv_->num_available_device_blocks() - keep_free ||
       !kv_->Reserve(seq->id, end).ok()) {
     if (fresh) {  // give matched prefix blocks back to the cache while it waits
@@ -168,10 +222,13 @@ absl::StatusOr<Schedule> Scheduler::Next() {
     const int64_t length = ChunkLength(*seq, budget);
     const int64_t end = seq->num_computed + length;
     bool self_preempted = false;
-    // The blocks, or the lowest in line gives its own up: first paused sequences holding
-    // prefetched blocks (a waiting sequence never keeps blocks from a running one), then
-    // running ones from the back (possibly this sequence).
+    // The blocks, or the lowest in line gives its own up: a long sequence first moves its
+    // own old blocks to the host tier; then paused sequences holding prefetched blocks (a
+    // waiting sequence never keeps blocks from a running one), then running ones from the
+    // back (possibly this sequence).
     while (!kv_->Reserve(seq->id, end).ok()) {
+      ASSIGN_OR_RETURN(const bool streamed, StreamForRoom(seq, kv_->NewBlocksNeeded(seq->id, end)));
+      if (streamed) continue;
       if (ReclaimPrefetched(nullptr)) continue;
       Sequence* victim = running_.back();  // lowest priority, most recently admitted
       Preempt(victim);
@@ -204,8 +261,12 @@ absl::StatusOr<Schedule> Scheduler::Next() {
   //    step's forward), and the write-back of cached blocks to the host tier.
   PrefetchWaiting();
   kv_->StartBackgroundCopies();
+  if (!deferred_error_.ok()) return std::exchange(deferred_error_, absl::OkStatus());
   // The tables are final now: nothing changes them before Commit.
-  for (ScheduledChunk& chunk : schedule.chunks) chunk.blocks = kv_->BlockTable(chunk.sequence->id);
+  for (ScheduledChunk& chunk : schedule.chunks) {
+    chunk.blocks = kv_->BlockTable(chunk.sequence->id);
+    chunk.host_kv = kv_->HostResident(chunk.sequence->id);
+  }
   return schedule;
 }
 
@@ -235,7 +296,7 @@ void Scheduler::PrefetchWaiting() {
   int64_t available = kv_->num_available_device_blocks() - options_.watermark_blocks;
   // Running sequences first: the blocks their next chunk will take.
   for (const Sequence* seq : running_) {
-    available -= kv_->NewBlocksNeeded(seq->id, std::min(seq->num_tokens(), seq->num_computed + options_.max_tokens_per_step) + 1);
+    available -= kv_->NewBlocksNeeded(seq->id, seq->num_computed + ChunkLength(*seq, options_.max_tokens_per_step) + 1);
   }
   for (Sequence* seq : waiting_) {
     const int64_t blocks = BlocksToStart(*seq);

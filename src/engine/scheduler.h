@@ -37,6 +37,11 @@ struct SchedulerOptions {
   // A prompt prefix found only in a slow tier (disk, remote) is partly computed while the
   // rest loads, by the policy's measured costs (scheduler_load_plan.cc).
   bool load_or_recompute = false;
+  // Long sequences (docs/LONG_CONTEXT.md): ones that could not fit the device tier, run
+  // with their older blocks on the host tier. At most this many run at once (0: refused
+  // at admission, as where the backend cannot read host-resident blocks; the engine sets
+  // it from EngineOptions::max_long_running).
+  int64_t max_long_running = 0;
 };
 
 // Decides, per preempted sequence, whether its KV is swapped out or dropped and later
@@ -59,6 +64,8 @@ struct ScheduledChunk {
   bool need_logits = false;  // the chunk reaches the sequence's last token: sample after it
   // The sequence's device block table, covering the chunk; valid until the step's Commit.
   std::span<const BlockId> blocks;
+  // A long sequence's blocks read from the host tier in place (before `blocks`); likewise.
+  HostResidentKv host_kv{};
 };
 
 struct Schedule {
@@ -74,7 +81,9 @@ class Scheduler {
   Scheduler(const SchedulerOptions& options, KvCacheManager* kv, PreemptionPolicy* policy);
 
   // ResourceExhausted (with the numbers) when a sequence of up to max_tokens tokens could
-  // never be held by the device tier, whatever else runs; the admission check.
+  // never be held, whatever else runs: by the device tier alone, or — long sequences
+  // allowed — by the device and host tiers together (the disk tier cannot be read in
+  // place); the admission check.
   absl::Status CheckFits(int64_t max_tokens) const;
   // Queues a new sequence (state kWaiting).
   void Enqueue(Sequence* sequence);
@@ -156,16 +165,33 @@ class Scheduler {
   // before any prefix reuse (an upper bound).
   int64_t BlocksToStart(const Sequence& seq) const;
 
+  // Long sequences (see SchedulerOptions::max_long_running).
+  // Device blocks left to sequences once pinned prefixes are counted out.
+  int64_t DeviceCapacity() const { return kv_->num_device_blocks() - kv_->num_pinned_blocks(); }
+  // Whether the sequence's whole context (prompt + max_new_tokens) exceeds that.
+  bool IsLong(const Sequence& seq) const;
+  int64_t NumLongRunning() const;
+  // How many of `seq`'s next tokens to feed, within `budget`: a chunk stops at the load
+  // plan's attach_at; a long sequence's chunk spans at most half the device tier's blocks,
+  // so that it prefills beside others in bounded device memory.
+  int64_t ChunkLength(const Sequence& seq, int64_t budget) const;
+  // For a long sequence short of device blocks: moves its own old blocks to the host tier
+  // until `wanted` device blocks are available (or none is left to move). Whether any moved.
+  absl::StatusOr<bool> MakeRoomByStreaming(Sequence* seq, int64_t wanted);
+  // Under pressure, before anyone is preempted: `seq` itself if long, then the running long
+  // sequences from the back of the line, stream old blocks until `wanted` are available.
+  absl::StatusOr<bool> StreamForRoom(Sequence* seq, int64_t wanted);
+
   void DropForRecompute(Sequence* seq);
   void InsertWaiting(Sequence* sequence);
   // Load or recompute (scheduler_load_plan.cc). MatchOrPlan: a fresh sequence's prefix
   // match; when part of its prefix is only in a slow tier and the plan computes its front,
   // only the fast blocks are matched, the back's loads are started, and attach_at is set.
   // Attach: once the front is computed (num_computed == attach_at), the loaded blocks join
-  // the sequence. ChunkEnd: a chunk stops at attach_at.
+  // the sequence. A long sequence gets no plan (docs/LONG_CONTEXT.md): its prefix is matched
+  // from the tiers as they stand, and what is not found is computed.
   int64_t MatchOrPlan(Sequence* seq);
   void Attach(Sequence* seq);
-  static int64_t ChunkLength(const Sequence& seq, int64_t budget);
 
   SchedulerOptions options_;
   KvCacheManager* kv_;
@@ -177,6 +203,9 @@ class Scheduler {
   int64_t num_recomputes_ = 0;
   int64_t num_prefetches_reclaimed_ = 0;
   int64_t num_forks_queued_ = 0;
+  // A backend copy failure met where only a bool can be returned (PrepareWaiting); Next()
+  // returns it.
+  absl::Status deferred_error_;
   LoadPlanCounters load_plans_;
   // Next() calls that returned no chunk and no unrunnable sequence while sequences were
   // queued: the progress guarantee broken (VerifyIntegrity reports it).

@@ -4,6 +4,7 @@
 // token and the KV manager's measured load time per block: its front slow blocks are
 // computed like any prompt while its back ones load on the I/O threads; when the front is
 // computed the loaded blocks join it (Attach), and whatever did not load is computed.
+// A long sequence gets no plan: it matches its prefix as any prompt without one does.
 #include <algorithm>
 
 #include "engine/load_plan.h"
@@ -12,8 +13,10 @@
 namespace kvtier {
 
 int64_t Scheduler::MatchOrPlan(Sequence* seq) {
+  // No plan for a long sequence (docs/LONG_CONTEXT.md): its old blocks move to host slots
+  // of its own while it computes, which a later attach by prefix match does not follow.
   const double seconds_per_token =
-      options_.load_or_recompute && policy_ != nullptr ? policy_->SecondsPerToken() : 0.0;
+      options_.load_or_recompute && policy_ != nullptr && !IsLong(*seq) ? policy_->SecondsPerToken() : 0.0;
   if (seconds_per_token <= 0) return kv_->MatchPrefix(seq->id, seq->tokens, seq->params.priority, seq->keys());
   const KvCacheManager::SlowPrefix slow = kv_->ProbeSlowPrefix(seq->id, seq->tokens, seq->keys());
   const int64_t block_tokens = kv_->block_tokens();
@@ -42,12 +45,6 @@ void Scheduler::Attach(Sequence* seq) {
     seq->num_computed = std::max(seq->num_computed, covered);
   }
   seq->attach_at = -1;
-}
-
-int64_t Scheduler::ChunkLength(const Sequence& seq, int64_t budget) {
-  int64_t length = std::min(seq.num_uncomputed(), budget);
-  if (seq.attach_at > seq.num_computed) length = std::min(length, seq.attach_at - seq.num_computed);
-  return length;
 }
 
 }  // namespace kvtier

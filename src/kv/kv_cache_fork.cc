@@ -11,6 +11,11 @@ absl::Status KvCacheManager::Fork(SequenceId parent, SequenceId child, int64_t n
     return absl::FailedPreconditionError(absl::StrCat("sequence ", child, " already holds KV blocks"));
   }
   auto it = sequences_.find(parent);
+  if (it != sequences_.end() && !it->second.host_slots.empty()) {
+    // Its host-resident blocks are its own (kv_cache_streaming.cc): the child computes them.
+    return absl::ResourceExhaustedError(
+        absl::StrCat("sequence ", parent, " keeps blocks on the host tier; a fork cannot share them"));
+  }
   const int64_t needed = BlocksForTokens(num_tokens);
   if (it == sequences_.end() || static_cast<int64_t>(it->second.table.size()) < needed || num_tokens < 1) {
     return absl::FailedPreconditionError(

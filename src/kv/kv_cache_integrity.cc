@@ -21,7 +21,18 @@ absl::Status KvCacheManager::VerifyIntegrity() const {
       }
       ++device_refs[static_cast<size_t>(block)];
     }
-    if (blocks.hashes.size() > blocks.table.size() && !swapped_.contains(seq)) {
+    if (blocks.host_slots.size() != blocks.host_data.size()) {
+      return absl::InternalError(absl::StrCat("sequence ", seq, " has ", blocks.host_slots.size(),
+                                              " host-resident slots but ", blocks.host_data.size(), " pointers"));
+    }
+    for (size_t i = 0; i < blocks.host_slots.size(); ++i) {
+      const int32_t slot = blocks.host_slots[i];
+      if (slot < 0 || slot >= pool(Tier::kHost).num_blocks() || blocks.host_data[i] != HostSlot(slot)) {
+        return absl::InternalError(absl::StrCat("sequence ", seq, " host-resident block ", i, " (host slot ", slot,
+                                                ") is out of range or points elsewhere"));
+      }
+    }
+    if (blocks.hashes.size() > blocks.host_slots.size() + blocks.table.size() && !swapped_.contains(seq)) {
       return absl::InternalError(absl::StrCat("sequence ", seq, " has more hashes than blocks"));
     }
   }
@@ -114,6 +125,17 @@ absl::Status KvCacheManager::VerifyLowerTier(Tier tier) const {
   for (const auto& [seq, swap] : swapped_) {
     for (const SlotRef& ref : swap.slots) {
       if (ref.tier == tier) held(ref.slot);
+    }
+  }
+  if (tier == Tier::kHost) {
+    // Long sequences' host-resident blocks: private, in no cache map.
+    for (const auto& [seq, blocks] : sequences_) {
+      for (int32_t slot : blocks.host_slots) {
+        if (t.hash_of.contains(slot)) {
+          return absl::InternalError(absl::StrCat("host slot ", slot, " of sequence ", seq, " is also cached"));
+        }
+        held(slot);
+      }
     }
   }
   int64_t cached_out_of_lru = 0;

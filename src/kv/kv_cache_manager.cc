@@ -224,7 +224,8 @@ double KvCacheManager::measured_swap_bandwidth() const {
 
 int64_t KvCacheManager::NewBlocksNeeded(SequenceId seq, int64_t num_tokens) const {
   auto it = sequences_.find(seq);
-  const int64_t have = it == sequences_.end() ? 0 : static_cast<int64_t>(it->second.table.size());
+  const int64_t have =
+      it == sequences_.end() ? 0 : static_cast<int64_t>(it->second.host_slots.size() + it->second.table.size());
   return std::max<int64_t>(0, BlocksForTokens(num_tokens) - have);
 }
 
@@ -303,6 +304,7 @@ void KvCacheManager::Release(SequenceId seq) {
     for (BlockId block : it->second.table) {
       ReleaseDeviceBlock(block);
     }
+    for (int32_t slot : it->second.host_slots) pool(Tier::kHost).Release(slot);
     sequences_.erase(it);
   }
   if (auto it = swapped_.find(seq); it != swapped_.end()) {
@@ -325,7 +327,9 @@ void KvCacheManager::OnComputed(SequenceId seq, std::span<const int32_t> tokens,
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;
   SequenceBlocks& blocks = it->second;
-  const int64_t full = std::min<int64_t>(num_computed / options_.block_tokens, static_cast<int64_t>(blocks.table.size()));
+  const int64_t on_host = static_cast<int64_t>(blocks.host_slots.size());
+  const int64_t full =
+      std::min<int64_t>(num_computed / options_.block_tokens, on_host + static_cast<int64_t>(blocks.table.size()));
   if (static_cast<int64_t>(blocks.hashes.size()) >= full) return;
   std::optional<BlockKeyChain> own_keys;
   if (keys == nullptr) keys = &own_keys.emplace(default_scope_);
@@ -333,7 +337,9 @@ void KvCacheManager::OnComputed(SequenceId seq, std::span<const int32_t> tokens,
   for (int64_t i = static_cast<int64_t>(blocks.hashes.size()); i < full; ++i) {
     const BlockHash hash = keys->Key(tokens, options_.block_tokens, i);
     blocks.hashes.push_back(hash);
-    const BlockId block = blocks.table[static_cast<size_t>(i)];
+    // Only computed blocks move to the host, so they were cached before they moved.
+    if (i < on_host) continue;
+    const BlockId block = blocks.table[static_cast<size_t>(i - on_host)];
     if (device_cache.by_hash.contains(hash) || device_cache.hash_of.contains(block)) continue;
     RaisePriority(hash, priority);
     device_cache.by_hash[hash] = block;
@@ -372,8 +378,9 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
     if (remote_.store != nullptr) LandRemoteLookups();
   }
   SequenceBlocks& blocks = sequences_[seq];
-  // Only full computed blocks held (each has its key): the match continues after them.
-  if (blocks.hashes.size() != blocks.table.size()) return 0;
+  // Only full computed blocks held (each has its key): the match continues after them. A
+  // long sequence keeping blocks on the host has computed past any prefix: nothing to match.
+  if (!blocks.host_slots.empty() || blocks.hashes.size() != blocks.table.size()) return 0;
   const size_t first = blocks.table.size();
   std::optional<BlockKeyChain> own_keys;
   if (keys == nullptr) keys = &own_keys.emplace(default_scope_);

@@ -101,6 +101,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "backend/host_resident_kv.h"
 #include "kv/block_hash.h"
 #include "kv/block_key_chain.h"
 #include "kv/block_pool.h"
@@ -178,6 +179,7 @@ struct KvCacheCounters {
   int64_t forks = 0;                     // sequences started on another's blocks (Fork)
   int64_t fork_shared_blocks = 0;        // full blocks they share instead of holding a copy
   int64_t fork_copied_blocks = 0;        // partial blocks copied for them
+  int64_t blocks_moved_to_host = 0;      // long sequences' old blocks moved to host, read in place
   int64_t prefix_hits_remote = 0;        // prompt blocks found in the remote tier (Redis)
   int64_t remote_puts_queued = 0;        // computed blocks handed to the remote tier
   int64_t remote_lookup_timeouts = 0;    // prefix matches that stopped waiting for a lookup
@@ -205,7 +207,8 @@ class KvCacheManager {
     return pool(Tier::kDevice).num_blocks() + pool(Tier::kHost).num_blocks() + pool(Tier::kDisk).num_blocks();
   }
 
-  // Device blocks the sequence must still get to hold positions [0, num_tokens).
+  // Device blocks the sequence must still get to hold positions [0, num_tokens) (its
+  // host-resident blocks count as held).
   int64_t NewBlocksNeeded(SequenceId seq, int64_t num_tokens) const;
   // Grows the sequence's device block table to cover [0, num_tokens), evicting unreferenced
   // cached blocks (demoted down the tiers) as needed. All or nothing: ResourceExhausted,
@@ -271,6 +274,21 @@ class KvCacheManager {
   // (copy on write; kv_cache_fork.cc). ResourceExhausted, nothing changed, when no device
   // block is available for the copy; the backend's error when the copy fails.
   absl::Status Fork(SequenceId parent, SequenceId child, int64_t num_tokens);
+
+  // Long sequences (docs/LONG_CONTEXT.md, kv_cache_streaming.cc): a sequence longer than
+  // the device tier keeps its oldest full blocks in host slots of its own, read in place by
+  // the forward (Backend: HostResidentKv), and only its recent blocks on the device; its
+  // BlockTable then starts at logical block num_host_resident_blocks(seq).
+  // Moves the sequence's oldest device blocks lying wholly before position `num_computed`
+  // (computed, so never written again) to host slots, one by one, until
+  // num_available_device_blocks() reaches `device_blocks_wanted` or no such block is left.
+  // Host slots are taken as a swap takes them (an unreferenced cached host block is
+  // evicted down to disk for one). Returns the blocks moved (0: none could be); the
+  // backend's error when a copy failed (the block stays on the device).
+  absl::StatusOr<int64_t> MoveOldBlocksToHost(SequenceId seq, int64_t num_computed, int64_t device_blocks_wanted);
+  // What the forward reads from the host for the sequence (empty for an ordinary one).
+  HostResidentKv HostResident(SequenceId seq) const;
+  int64_t num_host_resident_blocks(SequenceId seq) const;
 
   // Pins the sequence's first `num_blocks` full blocks (which must be computed): the cache
   // keeps them on the device tier, never evicted, until UnpinAll. Idempotent per block.
@@ -435,7 +453,11 @@ class KvCacheManager {
   };
 
   struct SequenceBlocks {
-    std::vector<BlockId> table;         // device blocks, in position order
+    // Long sequences: its first host_slots.size() logical blocks, in host slots it holds
+    // alone (in no cache map), read in place; host_data[i] = HostSlot(host_slots[i]).
+    std::vector<int32_t> host_slots;
+    std::vector<const void*> host_data;
+    std::vector<BlockId> table;         // device blocks, in position order, after the host ones
     std::vector<BlockHash> hashes;      // hashes of the first hashes.size() full blocks
     // The blocks MatchPrefix found per tier, and last in the remote tier (UnmatchPrefix
     // uncounts them).

@@ -69,7 +69,9 @@ bool KvCacheManager::DiskReadAhead(SequenceId seq, std::span<const int32_t> toke
   // Prefix blocks, for a sequence that holds none yet: the chain up to the first block not
   // cached anywhere (as MatchPrefix walks it).
   if (!options_.prefix_cache || tokens.size() < 2) return false;
-  if (auto held = sequences_.find(seq); held != sequences_.end() && !held->second.table.empty()) return false;
+  if (auto held = sequences_.find(seq); held != sequences_.end() && (!held->second.table.empty() || !held->second.host_slots.empty())) {
+    return false;
+  }
   return ReadPrefixAhead(tokens, keys, 0, (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens);
 }
 
@@ -120,7 +122,7 @@ KvCacheManager::SlowPrefix KvCacheManager::ProbeSlowPrefix(SequenceId seq, std::
   if (!options_.prefix_cache || tokens.size() < 2) return probe;
   int64_t first = 0;
   if (auto held = sequences_.find(seq); held != sequences_.end()) {
-    if (held->second.hashes.size() != held->second.table.size()) return probe;
+    if (!held->second.host_slots.empty() || held->second.hashes.size() != held->second.table.size()) return probe;
     first = static_cast<int64_t>(held->second.table.size());
   }
   std::optional<BlockKeyChain> own_keys;

@@ -195,7 +195,9 @@ const KvCacheManager::RemoteLookup* KvCacheManager::LandedRemoteHit(const BlockH
 bool KvCacheManager::RemoteReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys) {
   if (remote_.store == nullptr || !options_.prefix_cache || tokens.size() < 2) return false;
   if (swapped_.contains(seq)) return false;
-  if (auto held = sequences_.find(seq); held != sequences_.end() && !held->second.table.empty()) return false;
+  if (auto held = sequences_.find(seq); held != sequences_.end() && (!held->second.table.empty() || !held->second.host_slots.empty())) {
+    return false;
+  }
   LandRemoteLookups();
   std::optional<BlockKeyChain> own_keys;
   if (keys == nullptr) keys = &own_keys.emplace(default_scope_);

@@ -2,7 +2,8 @@
 // defects an independent check of the C API found (a scheduler that stopped for good under
 // swap preemption, two contexts sharing one disk file, huge budgets allocated before being
 // refused), and a property test over thousands of random configurations — tier sizes from
-// one sequence's worth upward, block sizes, preemption modes, priorities, staggered adds
+// one sequence's worth upward (and, one in five, a device tier below the longest sequence:
+// long sequences, docs/LONG_CONTEXT.md), block sizes, preemption modes, priorities, staggered adds
 // and cancels, some from a client thread, a second context on the same disk file, budgets
 // beyond the machine — asserting that every sequence finishes, the
 // scheduler never schedules nothing while sequences wait (Engine::VerifyIntegrity), and
@@ -208,12 +209,14 @@ TEST(LivenessTest, SequenceFillingTheWholeDeviceTierRuns) {
   EXPECT_EQ(out.begin()->second.size(), 1u);
 }
 
-// A sequence admitted before another pinned most of the device tier can never run: it
-// finishes with an error instead of waiting forever.
+// Without long sequences (a backend that cannot read KV from the host tier), a sequence
+// admitted before another pinned most of the device tier can never run: it finishes with an
+// error instead of waiting forever.
 TEST(LivenessTest, SequenceThePinsLeaveNoRoomForFailsInsteadOfWaiting) {
   EngineOptions o = StallOptions(PreemptionMode::kRecompute);
   o.gpu_kv_bytes = 8 * BlockBytes(4);
   o.watermark_blocks = 0;
+  o.max_long_running = 0;
   auto engine = *Engine::Create(Model(3), o);
   SamplingParams pin = Params(1);
   pin.pin_prefix = true;
@@ -226,6 +229,36 @@ TEST(LivenessTest, SequenceThePinsLeaveNoRoomForFailsInsteadOfWaiting) {
   std::string error;
   ASSERT_TRUE(engine->ReadSequence(*big, [&](const Sequence& s) { error = s.error; }).ok());
   EXPECT_NE(error.find("pinned"), std::string::npos) << error;
+}
+
+// With long sequences, the same sequence runs beside the pins, its older blocks on the
+// host tier, and produces the tokens of an unlimited device tier.
+TEST(LivenessTest, SequenceThePinsLeaveLittleRoomForRunsAsALongSequence) {
+  const std::vector<int32_t> pinned_prompt(24, 5);
+  const std::vector<int32_t> big_prompt(20, 9);
+  SamplingParams params = Params(8);
+  params.ignore_eos = true;
+  EngineOptions unlimited = StallOptions(PreemptionMode::kRecompute);
+  unlimited.gpu_kv_bytes = 4096 * BlockBytes(4);
+  auto reference = *Engine::Create(Model(3), unlimited);
+  const SequenceId reference_id = *reference->Add(big_prompt, params);
+  const std::vector<int32_t> expected = StepToEnd(*reference, 200)[reference_id];
+  ASSERT_EQ(expected.size(), 8u);
+
+  EngineOptions o = StallOptions(PreemptionMode::kRecompute);
+  o.gpu_kv_bytes = 8 * BlockBytes(4);
+  o.watermark_blocks = 0;
+  auto engine = *Engine::Create(Model(3), o);
+  SamplingParams pin = Params(1);
+  pin.pin_prefix = true;
+  ASSERT_TRUE(engine->Add(pinned_prompt, pin).ok());  // pins 6 blocks
+  auto big = engine->Add(big_prompt, params);         // 7 blocks; 2 left on the device
+  ASSERT_TRUE(big.ok());
+  std::map<SequenceId, FinishReason> finish;
+  auto out = StepToEnd(*engine, 200, &finish);
+  EXPECT_EQ(finish[*big], FinishReason::kLength);
+  EXPECT_EQ(out[*big], expected);
+  EXPECT_GT(engine->Stats()["blocks_moved_to_host"].get<int64_t>(), 0);
 }
 
 // ---------------------------------------------------------------- two contexts, one file
@@ -422,11 +455,13 @@ struct Config {
   bool client_thread;
   bool oversized_budget;  // a budget beyond the machine is tried (and refused) first
   int num_sequences;
+  bool long_sequences;  // a device tier below the longest sequence (docs/LONG_CONTEXT.md)
   std::string Describe() const {
     return absl::StrCat("block_tokens ", block_tokens, ", blocks ", device_blocks, "/", host_blocks, "/", disk_blocks,
                         ", mode ", static_cast<int>(mode), ", max_running ", max_running, ", step ",
                         max_tokens_per_step, ", watermark ", watermark, ", prefix_cache ", prefix_cache,
-                        ", priorities ", priorities, ", thread ", client_thread, ", oversized ", oversized_budget, ", sequences ", num_sequences);
+                        ", priorities ", priorities, ", thread ", client_thread, ", oversized ", oversized_budget, ", sequences ", num_sequences,
+                        ", long ", long_sequences);
   }
 };
 
@@ -452,13 +487,21 @@ Config RandomConfig(std::mt19937& rng) {
   c.client_thread = rng() % 8 == 0;
   c.oversized_budget = rng() % 16 == 0;
   c.num_sequences = 1 + static_cast<int>(rng() % 8);
+  // One in five: a device tier smaller than the longest sequence over a host tier that
+  // holds it, so the longer sequences run with their older blocks on the host tier.
+  c.long_sequences = one_sequence > 1 && rng() % 5 == 0;
+  if (c.long_sequences) {
+    c.device_blocks = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(one_sequence - 1));
+    c.host_blocks = std::max(c.host_blocks, one_sequence);
+  }
   return c;
 }
 
 // One configuration: its sequences added (some before the first step, the rest at random
 // steps, from the stepping thread or a client thread) and some cancelled; every sequence
 // must finish, completed ones exactly as in the unlimited run, cancelled ones a prefix of it.
-void RunConfig(const Config& c, uint32_t seed) {
+// Adds the blocks long sequences moved to the host tier to *moved_to_host.
+void RunConfig(const Config& c, uint32_t seed, int64_t* moved_to_host) {
   SCOPED_TRACE(c.Describe() + absl::StrCat(", seed ", seed));
   FakeFileIo io;
   EngineOptions o;
@@ -623,6 +666,7 @@ void RunConfig(const Config& c, uint32_t seed) {
     ASSERT_TRUE(engine.Step(&events).ok());
   }
   EXPECT_EQ(used(), 0) << engine.Stats().dump();
+  *moved_to_host += engine.Stats()["blocks_moved_to_host"].get<int64_t>();
 }
 
 int NumConfigs() {
@@ -641,14 +685,20 @@ TEST(LivenessTest, RandomConfigurationsAllFinishExactly) {
   for (int i = 0; i < kPoolSize; ++i) PoolReference(i);  // outside the timing of the configs
   const int n = NumConfigs();
   const auto start = std::chrono::steady_clock::now();
+  int64_t moved_to_host = 0;
   for (int i = 0; i < n; ++i) {
     const Config c = RandomConfig(rng);
     const uint32_t config_seed = static_cast<uint32_t>(rng());
-    ASSERT_NO_FATAL_FAILURE(RunConfig(c, config_seed)) << "configuration " << i;
+    ASSERT_NO_FATAL_FAILURE(RunConfig(c, config_seed, &moved_to_host)) << "configuration " << i;
     if (::testing::Test::HasFailure()) break;
   }
-  std::printf("%d configurations in %.1f s\n", n,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  std::printf("%d configurations in %.1f s; long sequences moved %lld blocks to the host tier\n", n,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+              static_cast<long long>(moved_to_host));
+  // The long-sequence configurations did run some sequence partly from the host tier.
+  if (n >= 50) {
+    EXPECT_GT(moved_to_host, 0);
+  }
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // whose blocks only the disk holds (after a restart) is split by the policy's costs — its
 // front computed in the first chunk, which stops where the loaded back attaches; the next
 // chunk starts after the loaded blocks, whose bytes are the ones stored. Costs at the two
-// ends give "load all" and "compute all".
+// ends give "load all" and "compute all". A long sequence gets no plan.
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -152,6 +152,33 @@ TEST(LoadPlanAttachTest, CheapLoadsLoadEverythingCheapComputeComputesEverything)
   EXPECT_EQ(plans.plans, 1);
   EXPECT_EQ(plans.computed_blocks, 10);
   EXPECT_EQ(plans.loaded_blocks, 0);
+}
+
+// A long sequence (longer than the device tier, docs/LONG_CONTEXT.md) gets no load plan:
+// under the costs that split an ordinary prompt in half (FrontComputedWhileTheBackLoads),
+// its prefix is matched whole from the disk and its first chunk starts after it.
+TEST(LoadPlanAttachTest, LongSequenceGetsNoPlan) {
+  testing::ManagerFixture f(/*device=*/64, /*host=*/64, /*disk=*/64, kBlockTokens);
+  ASSERT_NO_FATAL_FAILURE(ComputeAndRestart(f));
+  const double load_seconds = static_cast<double>(f.kv->block_bytes()) / 2e9;
+  FixedCostPolicy policy(load_seconds / kBlockTokens);
+  Scheduler scheduler({512, 8, 0, /*load_or_recompute=*/true, /*max_long_running=*/1}, f.kv.get(), &policy);
+  SamplingParams params;
+  params.max_new_tokens = 300;  // 41 + 300 positions: 86 blocks, the device tier has 64
+  Sequence seq(2, 2, PromptSequence(2)->tokens, params);
+  scheduler.Enqueue(&seq);
+  Schedule s = NextOf(scheduler);
+  ASSERT_EQ(s.chunks.size(), 1u);
+  EXPECT_EQ(Chunk(s.chunks[0].start, s.chunks[0].length), Chunk(40, 1));
+  EXPECT_EQ(scheduler.load_plan_counters().plans, 0);
+  const KvCacheCounters& c = f.kv->counters();
+  EXPECT_EQ(c.prefix_hits[static_cast<int>(Tier::kHost)] + c.prefix_hits[static_cast<int>(Tier::kDisk)], 10);
+  scheduler.Commit(s);
+  if (s.chunks[0].need_logits) seq.tokens.push_back(7);
+  scheduler.EndStep();
+  EXPECT_TRUE(scheduler.VerifyIntegrity().ok());
+  scheduler.Remove(&seq);
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok());
 }
 
 }  // namespace

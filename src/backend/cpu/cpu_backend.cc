@@ -150,18 +150,31 @@ absl::Status CpuBackend::ValidateBatch(const ForwardBatch& batch) const {
       }
     }
     const int64_t blocks_needed = (end_position + block_tokens - 1) / block_tokens;
-    if (static_cast<int64_t>(chunk.block_table.size()) < blocks_needed) {
+    const HostResidentKv& host = chunk.host_kv;
+    const int64_t device_blocks_needed = blocks_needed - std::min(host.num_blocks(), blocks_needed);
+    if (static_cast<int64_t>(chunk.block_table.size()) < device_blocks_needed) {
       return absl::InvalidArgumentError(absl::StrCat(
-          name, ": block table has ", chunk.block_table.size(), " blocks, positions up to ",
-          end_position, " need ", blocks_needed));
+          name, ": block table has ", chunk.block_table.size(), " blocks (and ", host.num_blocks(),
+          " host-resident), positions up to ", end_position, " need ", blocks_needed));
     }
-    for (int64_t j = 0; j < blocks_needed; ++j) {
+    if (!host.empty()) {
+      // Host blocks are read only, and full: the chunk writes after all of them.
+      if (host.first_block < 0 || (host.first_block + host.num_blocks()) * block_tokens > chunk.start_position) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name, ": host-resident blocks [", host.first_block, ", ", host.first_block + host.num_blocks(),
+            ") are not all before the chunk's first position ", chunk.start_position));
+      }
+      for (const void* data : host.blocks) {
+        if (data == nullptr) return absl::InvalidArgumentError(absl::StrCat(name, ": null host-resident block"));
+      }
+    }
+    for (int64_t j = 0; j < device_blocks_needed; ++j) {
       RETURN_IF_ERROR(ValidateBlock(chunk.block_table[j], name));
     }
     for (int64_t j = chunk.start_position / block_tokens; j < blocks_needed; ++j) {
-      if (!written_blocks.insert(chunk.block_table[j]).second) {
+      if (!written_blocks.insert(chunk.block_table[host.DeviceIndex(j)]).second) {
         return absl::InvalidArgumentError(absl::StrCat(
-            name, ": block ", chunk.block_table[j], " is written twice in one batch"));
+            name, ": block ", chunk.block_table[host.DeviceIndex(j)], " is written twice in one batch"));
       }
     }
   }
@@ -241,11 +254,10 @@ void CpuBackend::RunLayer(int64_t layer, const ForwardBatch& batch, int64_t num_
   int64_t row = 0;
   for (const SequenceChunk& chunk : batch.chunks) {
     const int64_t len = static_cast<int64_t>(chunk.tokens.size());
-    WriteKv(layout_, kv_pool_.get(), chunk.block_table, layer, chunk.start_position, len,
-            k + row * kv_dim, v + row * kv_dim);
-    PagedAttention(layout_, kv_pool_.get(), chunk.block_table, layer, chunk.start_position, len,
-                   config_.num_heads, q + row * q_dim, scratch_.attention.data() + row * q_dim,
-                   pool);
+    const KvBlockView kv{&layout_, kv_pool_.get(), chunk.block_table, chunk.host_kv};
+    WriteKv(kv, layer, chunk.start_position, len, k + row * kv_dim, v + row * kv_dim);
+    PagedAttention(kv, layer, chunk.start_position, len, config_.num_heads, q + row * q_dim,
+                   scratch_.attention.data() + row * q_dim, pool);
     row += len;
   }
   MatMulTransposed(scratch_.attention.data(), w.o_proj.data(), bias(w.o_bias), num_tokens,

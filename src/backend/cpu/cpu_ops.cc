@@ -246,14 +246,6 @@ void SiluMul(const float* gate, const float* up, int64_t count, float* out) {
 
 namespace {
 
-// Block `block` of a byte pool laid out by `layout`.
-uint8_t* BlockAt(const KvLayout& layout, void* kv_pool, int32_t block) {
-  return static_cast<uint8_t*>(kv_pool) + static_cast<size_t>(block) * layout.BlockBytes();
-}
-const uint8_t* BlockAt(const KvLayout& layout, const void* kv_pool, int32_t block) {
-  return static_cast<const uint8_t*>(kv_pool) + static_cast<size_t>(block) * layout.BlockBytes();
-}
-
 void StoreRow(const KvLayout& layout, uint8_t* block, int64_t layer, int64_t kv, int64_t head, int64_t token,
               const float* row) {
   const int64_t offset = layout.ElementOffset(layer, kv, head, token);
@@ -281,11 +273,12 @@ const float* LoadRow(const KvLayout& layout, const uint8_t* block, int64_t layer
 
 }  // namespace
 
-void WriteKv(const KvLayout& layout, void* kv_pool, std::span<const int32_t> block_table,
-             int64_t layer, int64_t start_position, int64_t rows, const float* k, const float* v) {
+void WriteKv(const KvBlockView& kv, int64_t layer, int64_t start_position, int64_t rows, const float* k,
+             const float* v) {
+  const KvLayout& layout = *kv.layout;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t position = start_position + r;
-    uint8_t* block = BlockAt(layout, kv_pool, block_table[position / layout.block_tokens]);
+    uint8_t* block = kv.Write(position / layout.block_tokens);
     const int64_t token = position % layout.block_tokens;
     for (int64_t h = 0; h < layout.num_kv_heads; ++h) {
       const int64_t src = (r * layout.num_kv_heads + h) * layout.head_dim;
@@ -295,16 +288,20 @@ void WriteKv(const KvLayout& layout, void* kv_pool, std::span<const int32_t> blo
   }
 }
 
-void PagedAttention(const KvLayout& layout, const void* kv_pool,
-                    std::span<const int32_t> block_table, int64_t layer, int64_t start_position,
-                    int64_t rows, int64_t num_heads, const float* q, float* out,
-                    ThreadPool* pool) {
+void WriteKv(const KvLayout& layout, void* kv_pool, std::span<const int32_t> block_table,
+             int64_t layer, int64_t start_position, int64_t rows, const float* k, const float* v) {
+  WriteKv(KvBlockView{&layout, kv_pool, block_table, {}}, layer, start_position, rows, k, v);
+}
+
+void PagedAttention(const KvBlockView& kv, int64_t layer, int64_t start_position, int64_t rows,
+                    int64_t num_heads, const float* q, float* out, ThreadPool* pool) {
+  const KvLayout& layout = *kv.layout;
   const int64_t head_dim = layout.head_dim;
   const int64_t group = num_heads / layout.num_kv_heads;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-  auto key_or_value = [&](int64_t kv, int64_t kv_head, int64_t position, float* scratch) {
-    const uint8_t* block = BlockAt(layout, kv_pool, block_table[position / layout.block_tokens]);
-    return LoadRow(layout, block, layer, kv, kv_head, position % layout.block_tokens, scratch);
+  auto key_or_value = [&](int64_t kv_index, int64_t kv_head, int64_t position, float* scratch) {
+    return LoadRow(layout, kv.Read(position / layout.block_tokens), layer, kv_index, kv_head,
+                   position % layout.block_tokens, scratch);
   };
   For(pool, rows * num_heads, [&](int64_t begin, int64_t end) {
     std::vector<float> probs(start_position + rows);
@@ -333,6 +330,15 @@ void PagedAttention(const KvLayout& layout, const void* kv_pool,
       }
     }
   });
+}
+
+void PagedAttention(const KvLayout& layout, const void* kv_pool,
+                    std::span<const int32_t> block_table, int64_t layer, int64_t start_position,
+                    int64_t rows, int64_t num_heads, const float* q, float* out,
+                    ThreadPool* pool) {
+  // The view never writes through its pool pointer here.
+  PagedAttention(KvBlockView{&layout, const_cast<void*>(kv_pool), block_table, {}}, layer, start_position,
+                 rows, num_heads, q, out, pool);
 }
 
 }  // namespace kvtier

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 
+#include "backend/cpu/kv_block_view.h"
 #include "backend/kv_layout.h"
 #include "model/config.h"
 
@@ -56,6 +57,9 @@ void SiluMul(const float* gate, const float* up, int64_t count, float* out);
 // kv_pool: num_blocks x layout.BlockBytes() bytes (f32 elements, or for kF8E4M3 codes and
 // per-row scales as kv_layout.h says); block_table covers those positions. fp8 rows are
 // quantized here: scale = amax / 448 (1 for an all-zero row), code = e4m3(x / scale).
+// The view form writes through a KvBlockView (kv_block_view.h): only device blocks.
+void WriteKv(const KvBlockView& kv, int64_t layer, int64_t start_position, int64_t rows, const float* k,
+             const float* v);
 void WriteKv(const KvLayout& layout, void* kv_pool, std::span<const int32_t> block_table,
              int64_t layer, int64_t start_position, int64_t rows, const float* k, const float* v);
 
@@ -64,6 +68,10 @@ void WriteKv(const KvLayout& layout, void* kv_pool, std::span<const int32_t> blo
 // start_position..; out: (rows, num_heads, head_dim). GQA: query head h reads kv head
 // h / (num_heads / num_kv_heads). Scale 1/sqrt(head_dim), softmax in fp32.
 // fp8 KV rows are read back as code x scale in fp32.
+// Positions are read in order whichever tier the view finds them in (kv_block_view.h), so
+// host-resident blocks change no bit of the result, in either KV format.
+void PagedAttention(const KvBlockView& kv, int64_t layer, int64_t start_position, int64_t rows,
+                    int64_t num_heads, const float* q, float* out, ThreadPool* pool);
 void PagedAttention(const KvLayout& layout, const void* kv_pool,
                     std::span<const int32_t> block_table, int64_t layer, int64_t start_position,
                     int64_t rows, int64_t num_heads, const float* q, float* out, ThreadPool* pool);
