@@ -17,6 +17,7 @@ nlohmann::json RemoteTierStats(const KvCacheManager& kv) {
       {"puts", c.puts},
       {"put_bytes", c.put_bytes},
       {"puts_refused", c.puts_refused},
+      {"puts_skipped", c.puts_skipped},
       {"put_errors", c.put_errors},
       {"gets", c.gets},
       {"gets_refused", c.gets_refused},
@@ -28,8 +29,8 @@ nlohmann::json RemoteTierStats(const KvCacheManager& kv) {
       {"get_bytes", c.get_bytes},
       {"get_seconds", c.get_seconds},
       {"put_seconds", c.put_seconds},
-      // What the tier delivered: block bytes of the hits over the I/O thread's time on
-      // batches with lookups (0 before any).
+      // What the tier delivered: block bytes of the hits over the time lookups were
+      // running (on any of the lookup lanes; 0 before any).
       {"get_bytes_per_second", c.get_seconds > 0 ? static_cast<double>(c.get_bytes) / c.get_seconds : 0.0},
       {"lookup_timeouts", counters.remote_lookup_timeouts},
       {"disables", c.disables},

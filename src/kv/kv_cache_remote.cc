@@ -68,6 +68,7 @@ void KvCacheManager::StartRemotePuts() {
       remote_.put_queue.pop_front();
       auto cached = state(Tier::kDevice).hash_of.find(block);
       if (cached == state(Tier::kDevice).hash_of.end() || cached->second != hash) continue;
+      if (remote_.store->KnownPresent(hash.digest)) continue;  // found there (or put) already: no copy
       copies.push_back({block, remote_.put_buffer + copies.size() * block_bytes_});
       hashes.push_back(hash);
     }

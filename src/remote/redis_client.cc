@@ -135,7 +135,8 @@ RedisAddress RedisClient::NodeFor(const RedisCommand& command) const {
   return owner >= 0 ? nodes_[static_cast<size_t>(owner)] : nodes_[0];
 }
 
-absl::Status RedisClient::Execute(const std::vector<RedisCommand>& commands, std::vector<RedisReply>* replies) {
+absl::Status RedisClient::Execute(const std::vector<RedisCommand>& commands, std::vector<RedisReply>* replies,
+                                  const BulkDestination& destination) {
   if (!connected_) return absl::UnavailableError("redis: not connected");
   replies->assign(commands.size(), RedisReply{});
   struct Pending {
@@ -156,7 +157,8 @@ absl::Status RedisClient::Execute(const std::vector<RedisCommand>& commands, std
       group.second.push_back(&p);
     }
     std::vector<Pending> again;
-    for (auto& [name, group] : by_node) {
+    for (auto& node_and_group : by_node) {
+      auto& group = node_and_group.second;  // not a structured binding: a lambda captures it
       absl::StatusOr<RedisConnection*> connection = ConnectionTo(group.first);
       if (!connection.ok()) {
         Disconnect();
@@ -173,7 +175,14 @@ absl::Status RedisClient::Execute(const std::vector<RedisCommand>& commands, std
         reply_of.push_back(static_cast<int>(g));
       }
       std::vector<RedisReply> got;
-      if (absl::Status s = (*connection)->Pipeline(batch, &got); !s.ok()) {
+      BulkDestination to_command;  // batch position -> the command's index
+      if (destination) {
+        to_command = [&](size_t position, size_t length) -> std::vector<std::span<uint8_t>> {
+          if (reply_of[position] < 0) return {};
+          return destination(group.second[static_cast<size_t>(reply_of[position])]->index, length);
+        };
+      }
+      if (absl::Status s = (*connection)->Pipeline(batch, &got, to_command); !s.ok()) {
         Disconnect();
         return s;
       }

@@ -47,7 +47,10 @@ class RedisClient {
   // Runs the commands (each keyed by args[1]) and puts command i's reply in (*replies)[i].
   // A Redis error reply is a reply. Unavailable / DeadlineExceeded when a node it needs
   // cannot be reached or does not answer in time (the client is then disconnected).
-  absl::Status Execute(const std::vector<RedisCommand>& commands, std::vector<RedisReply>* replies);
+  // `destination` (index: into `commands`) receives bulk-string replies in place
+  // (RedisConnection::Pipeline).
+  absl::Status Execute(const std::vector<RedisCommand>& commands, std::vector<RedisReply>* replies,
+                       const BulkDestination& destination = nullptr);
 
  private:
   absl::StatusOr<RedisConnection*> ConnectionTo(const RedisAddress& address);

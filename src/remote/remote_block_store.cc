@@ -1,7 +1,7 @@
-// RemoteBlockStore (remote_block_store.h): queues, the I/O thread's batches, the tier's
-// health.
+// RemoteBlockStore (remote_block_store.h): queues, the lanes' batches, the tier's health.
 #include "remote/remote_block_store.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -14,22 +14,30 @@ namespace {
 // so that results land as they arrive rather than all at the end of a long transfer.
 constexpr size_t kMaxBatchJobs = 64;
 constexpr int64_t kMaxBatchBytes = 8ll << 20;
+// Blocks whose state in Redis is remembered (known_), at most.
+constexpr size_t kMaxKnownBlocks = 16384;
 
 }  // namespace
 
 RemoteBlockStore::RemoteBlockStore(RemoteStoreOptions options)
-    : options_(std::move(options)),
-      block_bytes_(static_cast<int64_t>(options_.format.block_bytes)),
-      client_(options_.nodes, options_.timeout),
-      thread_([this] { Run(); }) {}
+    : options_(std::move(options)), block_bytes_(static_cast<int64_t>(options_.format.block_bytes)) {
+  const int get_lanes = std::max(options_.get_connections, 1);
+  for (int i = 0; i <= get_lanes; ++i) lanes_.push_back(std::make_unique<Lane>(options_, /*gets=*/i < get_lanes));
+  // Every member is initialised: the threads may start.
+  for (const std::unique_ptr<Lane>& lane : lanes_) {
+    Lane* raw = lane.get();
+    lane->thread = std::thread([this, raw] { Run(raw); });
+  }
+}
 
 RemoteBlockStore::~RemoteBlockStore() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
-  work_cv_.notify_all();
-  thread_.join();
+  get_cv_.notify_all();
+  put_cv_.notify_all();
+  for (const std::unique_ptr<Lane>& lane : lanes_) lane->thread.join();
 }
 
 absl::Status RemoteBlockStore::AcceptLocked(int64_t bytes) {
@@ -44,10 +52,34 @@ absl::Status RemoteBlockStore::AcceptLocked(int64_t bytes) {
   return absl::OkStatus();
 }
 
+bool RemoteBlockStore::KnownPresent(const Sha256Digest& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = known_.find(key);
+  return it != known_.end() && it->second == Known::kPresent;
+}
+
+void RemoteBlockStore::RememberLocked(const Sha256Digest& key, Known known) {
+  auto [it, inserted] = known_.insert_or_assign(key, known);
+  if (!inserted) return;
+  known_order_.push_back(key);
+  if (known_order_.size() > kMaxKnownBlocks) {
+    known_.erase(known_order_.front());
+    known_order_.pop_front();
+  }
+}
+
 absl::Status RemoteBlockStore::Put(const Sha256Digest& key, std::span<const int32_t> tokens, const uint8_t* block) {
   const int64_t bytes = static_cast<int64_t>(RemoteValueBytes(options_.format));
+  bool overwrite = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (auto known = known_.find(key); known != known_.end()) {
+      if (known->second == Known::kPresent) {
+        ++counters_.puts_skipped;
+        return absl::OkStatus();
+      }
+      overwrite = true;
+    }
     if (absl::Status accepted = AcceptLocked(bytes); !accepted.ok()) {
       ++counters_.puts_refused;
       return accepted;
@@ -57,12 +89,14 @@ absl::Status RemoteBlockStore::Put(const Sha256Digest& key, std::span<const int3
   Job job;
   job.put = true;
   job.key = key;
+  job.bytes = bytes;
+  job.overwrite = overwrite;
   job.value = EncodeRemoteValue(options_.format, key, tokens, block);  // outside the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(job));
+    put_queue_.push_back(std::move(job));
   }
-  work_cv_.notify_one();
+  put_cv_.notify_one();
   return absl::OkStatus();
 }
 
@@ -77,10 +111,11 @@ absl::Status RemoteBlockStore::Get(const Sha256Digest& key, std::span<const int3
     ++gets_in_flight_;
     Job job;
     job.key = key;
+    job.bytes = block_bytes_;
     job.tokens.assign(tokens.begin(), tokens.end());
-    queue_.push_back(std::move(job));
+    get_queue_.push_back(std::move(job));
   }
-  work_cv_.notify_one();
+  get_cv_.notify_one();
   return absl::OkStatus();
 }
 
@@ -97,7 +132,9 @@ void RemoteBlockStore::WaitForGets(std::chrono::steady_clock::time_point deadlin
 
 void RemoteBlockStore::Flush() {
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  done_cv_.wait(lock, [&] {
+    return get_queue_.empty() && put_queue_.empty() && get_batches_running_ == 0 && !put_batch_running_;
+  });
 }
 
 RemoteBlockStore::Counters RemoteBlockStore::counters() const {
@@ -107,36 +144,74 @@ RemoteBlockStore::Counters RemoteBlockStore::counters() const {
   return c;
 }
 
-void RemoteBlockStore::Run() {
+std::vector<RemoteBlockStore::Job> RemoteBlockStore::TakeBatchLocked(std::deque<Job>& queue) {
+  std::vector<Job> batch;
+  int64_t bytes = 0;
+  while (!queue.empty() && batch.size() < kMaxBatchJobs && (batch.empty() || bytes < kMaxBatchBytes)) {
+    bytes += queue.front().bytes;
+    batch.push_back(std::move(queue.front()));
+    queue.pop_front();
+  }
+  return batch;
+}
+
+void RemoteBlockStore::Run(Lane* lane) {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stop_, and everything sent
-    std::vector<Job> batch;
-    int64_t bytes = 0;
-    while (!queue_.empty() && batch.size() < kMaxBatchJobs && (batch.empty() || bytes < kMaxBatchBytes)) {
-      bytes += queue_.front().put ? static_cast<int64_t>(queue_.front().value.size()) : block_bytes_;
-      batch.push_back(std::move(queue_.front()));
-      queue_.pop_front();
+    if (lane->gets) {
+      get_cv_.wait(lock, [&] { return stop_ || !get_queue_.empty(); });
+      if (get_queue_.empty()) return;  // stop_, and everything sent
+    } else {
+      // Puts wait for the lookups (which the stepping thread may be waiting for).
+      put_cv_.wait(lock, [&] { return (stop_ && put_queue_.empty()) || PutsMayRunLocked(); });
+      if (put_queue_.empty()) return;
     }
-    busy_ = true;
+    std::vector<Job> batch = TakeBatchLocked(lane->gets ? get_queue_ : put_queue_);
+    if (lane->gets) {
+      if (get_batches_running_++ == 0) get_time_mark_ = std::chrono::steady_clock::now();
+    } else {
+      put_batch_running_ = true;
+    }
+    bool answered = false;
+    const auto start = std::chrono::steady_clock::now();
     if (off_) {  // switched off while these waited: fail them without trying
       FailLocked(batch, absl::UnavailableError("remote KV tier is off"));
     } else {
+      const int64_t generation = generation_;
       lock.unlock();
-      RunBatch(batch);
+      if (EnsureConnected(lane, generation, batch)) answered = lane->gets ? RunGets(lane, batch) : RunPuts(lane, batch);
       lock.lock();
     }
-    busy_ = false;
+    const auto now = std::chrono::steady_clock::now();
+    if (lane->gets) {
+      // The time since the last lookup batch ended (or since they got busy): counted once.
+      if (answered) counters_.get_seconds += std::chrono::duration<double>(now - get_time_mark_).count();
+      get_time_mark_ = now;
+      if (--get_batches_running_ == 0 && PutsMayRunLocked()) put_cv_.notify_one();
+    } else {
+      if (answered) counters_.put_seconds += std::chrono::duration<double>(now - start).count();
+      put_batch_running_ = false;
+    }
     done_cv_.notify_all();
   }
+}
+
+bool RemoteBlockStore::EnsureConnected(Lane* lane, int64_t generation, std::vector<Job>& batch) {
+  if (lane->client.connected() && lane->generation == generation) return true;
+  lane->client.Disconnect();  // made before the tier last went off: maybe to a dead server
+  lane->generation = generation;
+  if (absl::Status connected = lane->client.Connect(); !connected.ok()) {
+    SwitchOff(lane, connected, batch);
+    return false;
+  }
+  return true;
 }
 
 void RemoteBlockStore::FailLocked(std::vector<Job>& jobs, const absl::Status& why) {
   for (Job& job : jobs) {
     if (job.put) {
       ++counters_.put_errors;
-      counters_.bytes_in_flight -= static_cast<int64_t>(job.value.size());
+      counters_.bytes_in_flight -= job.bytes;
     } else {
       ++counters_.get_errors;
       --gets_in_flight_;
@@ -146,13 +221,15 @@ void RemoteBlockStore::FailLocked(std::vector<Job>& jobs, const absl::Status& wh
   jobs.clear();
 }
 
-void RemoteBlockStore::SwitchOff(const absl::Status& why, std::vector<Job>& batch) {
-  client_.Disconnect();
+void RemoteBlockStore::SwitchOff(Lane* lane, const absl::Status& why, std::vector<Job>& batch) {
+  lane->client.Disconnect();
   std::lock_guard<std::mutex> lock(mu_);
   FailLocked(batch, why);
-  std::vector<Job> queued(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
-  queue_.clear();
-  FailLocked(queued, why);
+  for (std::deque<Job>* queue : {&get_queue_, &put_queue_}) {
+    std::vector<Job> queued(std::make_move_iterator(queue->begin()), std::make_move_iterator(queue->end()));
+    queue->clear();
+    FailLocked(queued, why);
+  }
   if (!off_ && !was_off_) ++counters_.disables;
   if (!was_off_) {
     Log(LogLevel::kWarn, "remote KV tier: ", why.message(), "; switched off, retried in ", options_.retry.count(),
@@ -160,77 +237,66 @@ void RemoteBlockStore::SwitchOff(const absl::Status& why, std::vector<Job>& batc
   }
   off_ = true;
   was_off_ = true;
+  ++generation_;  // the other lanes reconnect before their next batch
+  known_.clear();  // Redis may come back empty
+  known_order_.clear();
   retry_at_ = std::chrono::steady_clock::now() + options_.retry;
 }
 
-void RemoteBlockStore::RunBatch(std::vector<Job>& batch) {
-  if (!client_.connected()) {
-    if (absl::Status connected = client_.Connect(); !connected.ok()) {
-      SwitchOff(connected, batch);
-      return;
-    }
-  }
+void RemoteBlockStore::NoteReachableLocked() {
+  if (!was_off_) return;
+  was_off_ = false;
+  ++counters_.reconnects;
+  Log(LogLevel::kInfo, "remote KV tier: reachable again; back on");
+}
+
+bool RemoteBlockStore::RunGets(Lane* lane, std::vector<Job>& batch) {
   std::vector<RedisCommand> commands;
   commands.reserve(batch.size());
-  bool has_gets = false;
-  const std::string ttl = absl::StrCat(options_.ttl_seconds);
-  for (Job& job : batch) {
-    if (job.put) {
-      RedisCommand command{{"SET", RemoteKeyOf(job.key), std::move(job.value)}};
-      if (options_.ttl_seconds > 0) {
-        command.args.push_back("EX");
-        command.args.push_back(ttl);
-      }
-      job.value.clear();  // moved: its size is the command's now
-      commands.push_back(std::move(command));
-    } else {
-      has_gets = true;
-      commands.push_back({{"GET", RemoteKeyOf(job.key)}});
-    }
-  }
-  const auto start = std::chrono::steady_clock::now();
+  for (const Job& job : batch) commands.push_back({{"GET", RemoteKeyOf(job.key)}});
+  // A value of the expected size is received in two parts, in place: its header here, its
+  // payload in the result's bytes (checked there; no other copy).
+  const size_t header_bytes = RemoteValueHeaderBytes(options_.format);
+  const size_t value_bytes = RemoteValueBytes(options_.format);
+  std::vector<GetResult> results(batch.size());
+  std::vector<std::vector<uint8_t>> headers(batch.size());
+  const BulkDestination destination = [&](size_t i, size_t length) -> std::vector<std::span<uint8_t>> {
+    if (length != value_bytes) return {};  // a wrong size: refused below, from the reply
+    headers[i].resize(header_bytes);
+    results[i].bytes.resize(static_cast<size_t>(block_bytes_));
+    return {std::span<uint8_t>(headers[i]), std::span<uint8_t>(results[i].bytes)};
+  };
   std::vector<RedisReply> replies;
-  const absl::Status executed = client_.Execute(commands, &replies);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!executed.ok()) {
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (batch[i].put) batch[i].value = std::move(commands[i].args[2]);  // for the byte count
-    }
-    SwitchOff(executed, batch);
-    return;
+  if (absl::Status executed = lane->client.Execute(commands, &replies, destination); !executed.ok()) {
+    SwitchOff(lane, executed, batch);
+    return false;
   }
   // Values checked outside the lock.
-  std::vector<GetResult> results;
   std::string first_error;
-  int64_t puts = 0, put_bytes = 0, stored_bytes = 0, put_errors = 0, hits = 0, misses = 0, corrupt = 0, mismatches = 0, errors = 0;
+  int64_t hits = 0, misses = 0, corrupt = 0, mismatches = 0, errors = 0;
+  std::vector<Known> known(batch.size(), Known::kPresent);
   for (size_t i = 0; i < batch.size(); ++i) {
     const RedisReply& reply = replies[i];
-    if (reply.kind == RedisReply::Kind::kError && first_error.empty()) first_error = reply.str;
-    if (batch[i].put) {
-      const int64_t bytes = static_cast<int64_t>(commands[i].args[2].size());
-      put_bytes += bytes;
-      if (reply.kind == RedisReply::Kind::kStatus) {
-        ++puts;
-        stored_bytes += bytes;
-      } else {
-        ++put_errors;
-      }
-      continue;
-    }
-    GetResult result{batch[i].key, absl::OkStatus(), {}};
+    GetResult& result = results[i];
+    result.key = batch[i].key;
     if (reply.kind == RedisReply::Kind::kNil) {
       result.status = absl::NotFoundError("not in the remote tier");
       ++misses;
     } else if (reply.kind != RedisReply::Kind::kString) {
+      if (first_error.empty()) first_error = reply.str;
       result.status = absl::UnavailableError(absl::StrCat("redis: ", reply.str));
       ++errors;
     } else {
-      result.bytes.resize(static_cast<size_t>(block_bytes_));
-      result.status = DecodeRemoteValue(options_.format, reply.str, batch[i].key, batch[i].tokens, result.bytes.data());
+      if (reply.in_destination) {
+        result.status = CheckRemoteValue(options_.format, headers[i], result.bytes, batch[i].key, batch[i].tokens);
+      } else {
+        result.status = absl::DataLossError(absl::StrCat("value of ", reply.str.size(), " bytes, not ", value_bytes));
+      }
       if (result.status.ok()) {
         ++hits;
       } else {
         result.bytes.clear();
+        known[i] = Known::kBad;
         if (absl::IsFailedPrecondition(result.status)) {
           ++mismatches;
         } else {
@@ -240,19 +306,13 @@ void RemoteBlockStore::RunBatch(std::vector<Job>& batch) {
             result.status.message(), "; not used (the block is recomputed)");
       }
     }
-    results.push_back(std::move(result));
   }
   if (!first_error.empty()) Log(LogLevel::kWarn, "remote KV tier: redis replied: ", first_error);
   std::lock_guard<std::mutex> lock(mu_);
-  if (was_off_) {
-    was_off_ = false;
-    ++counters_.reconnects;
-    Log(LogLevel::kInfo, "remote KV tier: reachable again; back on");
+  NoteReachableLocked();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (replies[i].kind == RedisReply::Kind::kString) RememberLocked(batch[i].key, known[i]);
   }
-  counters_.puts += puts;
-  counters_.put_bytes += stored_bytes;
-  counters_.put_errors += put_errors;
-  counters_.bytes_in_flight -= put_bytes;
   counters_.hits += hits;
   counters_.misses += misses;
   counters_.corrupt += corrupt;
@@ -260,9 +320,78 @@ void RemoteBlockStore::RunBatch(std::vector<Job>& batch) {
   counters_.get_errors += errors;
   counters_.gets += static_cast<int64_t>(results.size());
   counters_.get_bytes += hits * block_bytes_;
-  (has_gets ? counters_.get_seconds : counters_.put_seconds) += seconds;
   gets_in_flight_ -= static_cast<int64_t>(results.size());
   for (GetResult& result : results) finished_.push_back(std::move(result));
+  return true;
+}
+
+bool RemoteBlockStore::RunPuts(Lane* lane, std::vector<Job>& batch) {
+  // First which blocks Redis holds (EXPIRE renews their TTL where there is one), then the
+  // others' values.
+  const std::string ttl = absl::StrCat(options_.ttl_seconds);
+  std::vector<RedisCommand> probes;
+  std::vector<size_t> probed;  // batch index of each probe
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (batch[i].overwrite) continue;
+    probes.push_back(options_.ttl_seconds > 0 ? RedisCommand{{"EXPIRE", RemoteKeyOf(batch[i].key), ttl}}
+                                              : RedisCommand{{"EXISTS", RemoteKeyOf(batch[i].key)}});
+    probed.push_back(i);
+  }
+  std::vector<bool> present(batch.size(), false);
+  std::vector<RedisReply> replies;
+  if (!probes.empty()) {
+    if (absl::Status executed = lane->client.Execute(probes, &replies); !executed.ok()) {
+      SwitchOff(lane, executed, batch);
+      return false;
+    }
+    for (size_t p = 0; p < probes.size(); ++p) {
+      present[probed[p]] = replies[p].kind == RedisReply::Kind::kInteger && replies[p].integer == 1;
+    }
+  }
+  std::vector<RedisCommand> sets;
+  std::vector<size_t> set_of;  // batch index of each SET
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (present[i]) continue;
+    RedisCommand command{{"SET", RemoteKeyOf(batch[i].key), std::move(batch[i].value)}};
+    if (options_.ttl_seconds > 0) {
+      command.args.push_back("EX");
+      command.args.push_back(ttl);
+    }
+    sets.push_back(std::move(command));
+    set_of.push_back(i);
+  }
+  if (!sets.empty()) {
+    if (absl::Status executed = lane->client.Execute(sets, &replies); !executed.ok()) {
+      SwitchOff(lane, executed, batch);
+      return false;
+    }
+  }
+  std::string first_error;
+  int64_t puts = 0, stored_bytes = 0, put_errors = 0, in_flight = 0;
+  std::vector<bool> stored(batch.size(), false);
+  for (size_t s = 0; s < sets.size(); ++s) {
+    if (replies[s].kind == RedisReply::Kind::kStatus) {
+      ++puts;
+      stored_bytes += static_cast<int64_t>(sets[s].args[2].size());
+      stored[set_of[s]] = true;
+    } else {
+      ++put_errors;
+      if (first_error.empty()) first_error = replies[s].str;
+    }
+  }
+  if (!first_error.empty()) Log(LogLevel::kWarn, "remote KV tier: redis replied: ", first_error);
+  std::lock_guard<std::mutex> lock(mu_);
+  NoteReachableLocked();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    in_flight += batch[i].bytes;
+    if (present[i] || stored[i]) RememberLocked(batch[i].key, Known::kPresent);
+  }
+  counters_.puts += puts;
+  counters_.put_bytes += stored_bytes;
+  counters_.puts_skipped += static_cast<int64_t>(std::count(present.begin(), present.end(), true));
+  counters_.put_errors += put_errors;
+  counters_.bytes_in_flight -= in_flight;
+  return true;
 }
 
 }  // namespace kvtier

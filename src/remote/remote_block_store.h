@@ -1,8 +1,14 @@
 // RemoteBlockStore: the remote KV tier's I/O — cached blocks put into and got from Redis
-// (one node or a cluster, RedisClient) on its own I/O thread, so that the stepping thread
-// never does network I/O. Puts and gets are queued (each copying what it needs) and sent
-// in pipelined batches; a get's value is checked on the I/O thread (remote_value.h) and
-// its result (a block's bytes, a miss, or why it is unusable) waits in TakeFinished.
+// (one node or a cluster, RedisClient) on I/O threads of its own, so that the stepping
+// thread never does network I/O. Lookups (gets) run on `get_connections` lanes in
+// parallel, each a thread with its own connections, taking pipelined batches from one
+// queue; a get's value is received straight into its result's bytes and checked there
+// (remote_value.h), and its result (a block's bytes, a miss, or why it is unusable) waits
+// in TakeFinished. Puts run on one more lane, after the lookups: a put batch starts only
+// while no lookup is queued or running, so a context's own puts never delay its prefix.
+// A put of a block known to be in Redis (a lookup found it, or this store stored it) is
+// skipped; the put lane asks Redis first (EXISTS, or EXPIRE with a TTL, which renews it)
+// and sends only the blocks Redis lacks (a value found corrupt is overwritten).
 //
 // Bounded: the bytes of queued puts and of gets not yet taken never pass
 // max_bytes_in_flight (a put or get that would is refused, counted: the block is then
@@ -13,7 +19,7 @@
 // (a log line when it succeeds). Expiry and memory limits are Redis's own (per-put TTL
 // here, `maxmemory` and an LRU policy there).
 // Thread-safe: any thread may call the public methods (the KV manager calls them from the
-// stepping thread); the I/O thread only runs batches.
+// stepping thread); the lanes only run batches.
 #ifndef KVTIER_REMOTE_REMOTE_BLOCK_STORE_H_
 #define KVTIER_REMOTE_REMOTE_BLOCK_STORE_H_
 
@@ -21,6 +27,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -43,6 +51,7 @@ struct RemoteStoreOptions {
   int64_t max_bytes_in_flight = 64ll << 20;
   std::chrono::milliseconds timeout{100};  // connect and every read/write
   std::chrono::milliseconds retry{5000};   // off this long after a failure
+  int get_connections = 4;  // lookup lanes in parallel (each a thread with its own connections)
 };
 
 class RemoteBlockStore {
@@ -51,6 +60,7 @@ class RemoteBlockStore {
     int64_t puts = 0;            // blocks stored
     int64_t put_bytes = 0;       // value bytes stored
     int64_t puts_refused = 0;    // not queued: tier off or max_bytes_in_flight reached
+    int64_t puts_skipped = 0;    // not sent: the block is in Redis already
     int64_t put_errors = 0;      // refused by Redis, or lost with a failed connection
     int64_t gets = 0;            // lookups answered (hit, miss or unusable)
     int64_t gets_refused = 0;    // not queued: tier off or max_bytes_in_flight reached
@@ -60,8 +70,8 @@ class RemoteBlockStore {
     int64_t token_mismatches = 0;  // values holding the key with other tokens (refused)
     int64_t get_errors = 0;      // refused by Redis, or lost with a failed connection
     int64_t get_bytes = 0;       // block bytes of the hits
-    double get_seconds = 0;      // I/O thread time of batches with gets (bandwidth)
-    double put_seconds = 0;      // I/O thread time of batches of puts only
+    double get_seconds = 0;      // time at least one lookup batch was running (bandwidth)
+    double put_seconds = 0;      // time put batches were running
     int64_t disables = 0;        // times the tier switched itself off
     int64_t reconnects = 0;      // times it came back after that
     bool on = true;              // not switched off now
@@ -85,13 +95,16 @@ class RemoteBlockStore {
   absl::Status Put(const Sha256Digest& key, std::span<const int32_t> tokens, const uint8_t* block);
   // Queues a lookup of the block with these tokens; refused as Put is.
   absl::Status Get(const Sha256Digest& key, std::span<const int32_t> tokens);
-  // Results of the gets finished since the last call, in submission order.
+  // Results of the gets finished since the last call, in the order they finished.
   std::vector<GetResult> TakeFinished();
   // Blocks until a get has finished (not taken yet), no get is in flight, or `deadline`.
   void WaitForGets(std::chrono::steady_clock::time_point deadline);
   // Blocks until everything queued has been sent and answered (tests, benchmarks).
   void Flush();
   Counters counters() const;
+  // Whether the block is known to be in Redis (found by a lookup, or stored, here): its
+  // put would be skipped.
+  bool KnownPresent(const Sha256Digest& key) const;
   const RemoteStoreOptions& options() const { return options_; }
 
  private:
@@ -100,33 +113,67 @@ class RemoteBlockStore {
     Sha256Digest key;
     std::vector<int32_t> tokens;  // gets: the tokens expected
     std::string value;            // puts: the encoded value
+    int64_t bytes = 0;            // counted in bytes_in_flight while queued or running
+    bool overwrite = false;       // puts: Redis holds a bad value under the key: no EXISTS
   };
+  // A thread and its Redis connections: one of the lookup lanes, or the put lane.
+  struct Lane {
+    Lane(const RemoteStoreOptions& options, bool gets) : client(options.nodes, options.timeout), gets(gets) {}
+    RedisClient client;     // its thread's only
+    const bool gets;
+    int64_t generation = 0;  // the store's generation_ its connections were made in
+    std::thread thread;
+  };
+  enum class Known { kPresent, kBad };
+
   // Whether a job of `bytes` may be queued now (see Put).
   absl::Status AcceptLocked(int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Run();
-  void RunBatch(std::vector<Job>& batch);
+  void Run(Lane* lane);
+  // Takes the next batch off `queue` (at most kMaxBatchJobs, and kMaxBatchBytes past the first).
+  std::vector<Job> TakeBatchLocked(std::deque<Job>& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Connects the lane if it is not (or was connected before the tier last went off);
+  // false when that failed (the batch then failed, the tier switched off).
+  bool EnsureConnected(Lane* lane, int64_t generation, std::vector<Job>& batch);
+  // The batch's work; true when Redis answered (so its time counts toward the bandwidth).
+  bool RunGets(Lane* lane, std::vector<Job>& batch);
+  bool RunPuts(Lane* lane, std::vector<Job>& batch);
   // Fails the batch and everything queued, and switches the tier off for `retry`.
-  void SwitchOff(const absl::Status& why, std::vector<Job>& batch);
+  void SwitchOff(Lane* lane, const absl::Status& why, std::vector<Job>& batch);
   // Ends jobs that were not answered: gets report `why`, puts are lost (under mu_).
   void FailLocked(std::vector<Job>& jobs, const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A batch was answered: the tier is back if it was off.
+  void NoteReachableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RememberLocked(const Sha256Digest& key, Known known) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool PutsMayRunLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !put_queue_.empty() && get_queue_.empty() && get_batches_running_ == 0;
+  }
 
   const RemoteStoreOptions options_;
   const int64_t block_bytes_;
-  RedisClient client_;  // the I/O thread's only
   // std::mutex, not absl::Mutex: TSan sees std's happens-before edges (as in DiskIoThread).
   mutable std::mutex mu_;
-  std::condition_variable work_cv_;  // a job was queued, or stop_
+  std::condition_variable get_cv_;   // a lookup was queued, or stop_
+  std::condition_variable put_cv_;   // a put was queued, lookups went idle, or stop_
   std::condition_variable done_cv_;  // a batch ended
-  std::deque<Job> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Job> get_queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Job> put_queue_ ABSL_GUARDED_BY(mu_);
   std::vector<GetResult> finished_ ABSL_GUARDED_BY(mu_);
   int64_t gets_in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // queued or running, not finished
-  bool busy_ ABSL_GUARDED_BY(mu_) = false;           // a batch is running
+  int get_batches_running_ ABSL_GUARDED_BY(mu_) = 0;
+  bool put_batch_running_ ABSL_GUARDED_BY(mu_) = false;
+  // The lookup lanes' busy time is counted once however many run: up to here so far.
+  std::chrono::steady_clock::time_point get_time_mark_ ABSL_GUARDED_BY(mu_);
   bool off_ ABSL_GUARDED_BY(mu_) = false;
   bool was_off_ ABSL_GUARDED_BY(mu_) = false;        // off since the last success
+  int64_t generation_ ABSL_GUARDED_BY(mu_) = 0;      // times switched off: stale connections
   std::chrono::steady_clock::time_point retry_at_ ABSL_GUARDED_BY(mu_);
+  // Blocks whose state in Redis is known (bounded, oldest forgotten first; cleared when
+  // the tier goes off: Redis may have restarted empty).
+  std::map<Sha256Digest, Known> known_ ABSL_GUARDED_BY(mu_);
+  std::deque<Sha256Digest> known_order_ ABSL_GUARDED_BY(mu_);
   Counters counters_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;  // last: started after every member above is initialised
+  std::vector<std::unique_ptr<Lane>> lanes_;  // started last, in the constructor's body
 };
 
 }  // namespace kvtier

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "storage/crc32c.h"
 #include "storage/slot_header.h"
 
@@ -33,14 +34,17 @@ std::string EncodeRemoteValue(const RemoteValueFormat& format, const Sha256Diges
   return value;
 }
 
-absl::Status DecodeRemoteValue(const RemoteValueFormat& format, std::string_view value, const Sha256Digest& key,
-                               std::span<const int32_t> tokens, uint8_t* out) {
+size_t RemoteValueHeaderBytes(const RemoteValueFormat& format) { return SlotHeaderBytes(format.block_tokens); }
+
+absl::Status CheckRemoteValue(const RemoteValueFormat& format, std::span<const uint8_t> header,
+                              std::span<const uint8_t> payload, const Sha256Digest& key,
+                              std::span<const int32_t> tokens) {
   const size_t header_bytes = SlotHeaderBytes(format.block_tokens);
-  if (value.size() != header_bytes + format.block_bytes) {
-    return absl::DataLossError(absl::StrCat("value of ", value.size(), " bytes, not ", header_bytes + format.block_bytes));
+  if (header.size() != header_bytes || payload.size() != format.block_bytes) {
+    return absl::DataLossError(absl::StrCat("value of ", header.size() + payload.size(), " bytes, not ",
+                                            header_bytes + format.block_bytes));
   }
-  const uint8_t* p = reinterpret_cast<const uint8_t*>(value.data());
-  absl::StatusOr<SlotHeader> h = DecodeSlotHeader(p, header_bytes);
+  absl::StatusOr<SlotHeader> h = DecodeSlotHeader(header.data(), header_bytes);
   if (!h.ok()) return absl::DataLossError(h.status().message());
   if (h->model_fingerprint != format.model_fingerprint) {
     return absl::DataLossError(absl::StrCat("written for model fingerprint ", h->model_fingerprint, ", not ",
@@ -54,9 +58,20 @@ absl::Status DecodeRemoteValue(const RemoteValueFormat& format, std::string_view
   if (!std::equal(h->tokens.begin(), h->tokens.end(), tokens.begin(), tokens.end())) {
     return absl::FailedPreconditionError("holds the block's key with other tokens");
   }
-  if (crc32c::Value(p + header_bytes, format.block_bytes) != h->payload_crc) {
+  if (crc32c::Value(payload.data(), format.block_bytes) != h->payload_crc) {
     return absl::DataLossError("payload checksum mismatch");
   }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeRemoteValue(const RemoteValueFormat& format, std::string_view value, const Sha256Digest& key,
+                               std::span<const int32_t> tokens, uint8_t* out) {
+  const size_t header_bytes = SlotHeaderBytes(format.block_tokens);
+  if (value.size() != header_bytes + format.block_bytes) {
+    return absl::DataLossError(absl::StrCat("value of ", value.size(), " bytes, not ", header_bytes + format.block_bytes));
+  }
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(value.data());
+  RETURN_IF_ERROR(CheckRemoteValue(format, {p, header_bytes}, {p + header_bytes, format.block_bytes}, key, tokens));
   std::memcpy(out, p + header_bytes, format.block_bytes);
   return absl::OkStatus();
 }

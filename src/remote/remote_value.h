@@ -43,6 +43,13 @@ std::string EncodeRemoteValue(const RemoteValueFormat& format, const Sha256Diges
 absl::Status DecodeRemoteValue(const RemoteValueFormat& format, std::string_view value, const Sha256Digest& key,
                                std::span<const int32_t> tokens, uint8_t* out);
 
+// The same checks on a value received in two parts, in place (no copy): its header
+// (RemoteValueHeaderBytes) and its payload (block_bytes), the block's bytes when OK.
+size_t RemoteValueHeaderBytes(const RemoteValueFormat& format);
+absl::Status CheckRemoteValue(const RemoteValueFormat& format, std::span<const uint8_t> header,
+                              std::span<const uint8_t> payload, const Sha256Digest& key,
+                              std::span<const int32_t> tokens);
+
 }  // namespace kvtier
 
 #endif  // KVTIER_REMOTE_REMOTE_VALUE_H_
