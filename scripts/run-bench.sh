@@ -49,13 +49,15 @@ wait "$mk_pid"
 echo "checkpoint ready at $(( $(date +%s) - t0 )) s"; tail -3 "$out/mkmodel.txt" 2>/dev/null
 
 # W6c's Redis: Debian's redis-server carried in CARRY_DIR/redis (scripts/carry-redis.sh),
-# on a loopback port, persistence off; stopped at the end.
+# on a loopback port, persistence off; stopped at the end. io-threads 2: Redis writes the
+# replies of the tier's parallel lookup connections on two threads (Redis threads them
+# only while at least twice as many clients wait for their replies).
 remote_args=()
 case ",${WORKLOADS:-all}," in
   *,W6c,*)
     if [ -x "$carry/redis/bin/redis-server" ]; then
       LD_LIBRARY_PATH="$carry/redis/lib" "$carry/redis/bin/redis-server" --port 6390 --bind 127.0.0.1 --save '' \
-        --appendonly no --daemonize yes --dir "$out" --pidfile "$out/redis.pid" --logfile "$out/redis.log"
+        --io-threads 2 --appendonly no --daemonize yes --dir "$out" --pidfile "$out/redis.pid" --logfile "$out/redis.log"
       remote_args=(--remote-kv-url redis://127.0.0.1:6390)
     else
       echo "run-bench: no $carry/redis (scripts/carry-redis.sh): W6c runs without its Redis phases"

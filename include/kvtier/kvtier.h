@@ -156,6 +156,8 @@ KVT_API int64_t kvt_live_handles(void);
  *                                and a step's wait for a lookup, 1..600000 default 100
  *   "remote_kv_retry_ms" int     after a failure the tier is off this long,
  *                                then tried again                         default 5000
+ *   "remote_kv_connections" int  lookups run in parallel on this many
+ *                                connections (threads) per node, 1..64    default 4
  * Sizes are plain byte counts; kvt_options_set_string also accepts "64MiB", "2GiB", ... for
  * the *_bytes keys, remote_kv_max_bytes_in_flight and gpu_mem_limit.
  * CUDA diagnostics, each 0 or 1 except the last: switches between equivalent ways of

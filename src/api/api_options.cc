@@ -42,6 +42,7 @@ const std::map<std::string, IntKey>& IntKeys() {
        {1, INT64_MAX, [](EngineOptions& o, int64_t v) { o.remote.max_bytes_in_flight = v; }}},
       {"remote_kv_timeout_ms", {1, 600000, [](EngineOptions& o, int64_t v) { o.remote.timeout_ms = v; }}},
       {"remote_kv_retry_ms", {0, 86400000, [](EngineOptions& o, int64_t v) { o.remote.retry_ms = v; }}},
+      {"remote_kv_connections", {1, 64, [](EngineOptions& o, int64_t v) { o.remote.connections = v; }}},
       {"cuda_gemv_prefetch",
        {2, 8, [](EngineOptions& o, int64_t v) { o.cuda.launch.gemv_prefetch = static_cast<int32_t>(v); }}},
   };

@@ -56,6 +56,9 @@ absl::Status EngineOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("remote_kv_max_bytes_in_flight must be >= 1, got ", remote.max_bytes_in_flight));
   }
+  if (remote.connections < 1 || remote.connections > 64) {
+    return absl::InvalidArgumentError(absl::StrCat("remote_kv_connections must be 1..64, got ", remote.connections));
+  }
   if (remote.timeout_ms < 1 || remote.retry_ms < 0) {
     return absl::InvalidArgumentError(absl::StrCat("remote_kv_timeout_ms must be >= 1 and remote_kv_retry_ms >= 0, got ",
                                                    remote.timeout_ms, " and ", remote.retry_ms));

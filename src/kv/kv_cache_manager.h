@@ -111,6 +111,7 @@
 #include "kv/lru_set.h"
 #include "kv/remote_tier_options.h"
 #include "kv/tier_preparation.h"
+#include "remote/remote_block_bytes.h"
 
 namespace kvtier {
 
@@ -510,7 +511,7 @@ class KvCacheManager {
   struct RemoteLookup {
     bool landed = false;
     absl::Status status;           // once landed: OK (bytes valid), NotFound (a miss), else unusable
-    std::vector<uint8_t> bytes;
+    RemoteBlockBytes bytes;
     int64_t landed_step = 0;
   };
   struct RemoteTier {

@@ -35,6 +35,7 @@ absl::Status KvCacheManager::OpenRemoteTier() {
   store.max_bytes_in_flight = remote.max_bytes_in_flight;
   store.timeout = std::chrono::milliseconds(std::max<int64_t>(remote.timeout_ms, 1));
   store.retry = std::chrono::milliseconds(std::max<int64_t>(remote.retry_ms, 0));
+  store.get_connections = static_cast<int>(std::clamp<int64_t>(remote.connections, 1, 64));
   // The device -> host copies of the blocks put: at most a step's puts, within the bound.
   remote_.put_buffer_blocks = std::clamp<int64_t>(remote.max_bytes_in_flight / static_cast<int64_t>(block_bytes_), 1,
                                                   kRemotePutBlocks);

@@ -14,6 +14,7 @@ struct RemoteTierOptions {
   int64_t max_bytes_in_flight = 64ll << 20; // queued puts + gets not yet used
   int64_t timeout_ms = 100;                 // connect, every read/write, and a step's wait for a lookup
   int64_t retry_ms = 5000;                  // off this long after a failure, then tried again
+  int64_t connections = 4;                  // lookups in parallel, each lane its own connection
 };
 
 }  // namespace kvtier

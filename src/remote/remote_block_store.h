@@ -40,6 +40,7 @@
 #include "common/sha256.h"
 #include "remote/redis_address.h"
 #include "remote/redis_client.h"
+#include "remote/remote_block_bytes.h"
 #include "remote/remote_value.h"
 
 namespace kvtier {
@@ -80,7 +81,7 @@ class RemoteBlockStore {
   struct GetResult {
     Sha256Digest key;
     absl::Status status;        // OK: bytes hold the block; NotFound: a miss; else unusable
-    std::vector<uint8_t> bytes;
+    RemoteBlockBytes bytes;
   };
 
   explicit RemoteBlockStore(RemoteStoreOptions options);  // starts the I/O thread

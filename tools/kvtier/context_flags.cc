@@ -58,6 +58,8 @@ constexpr ContextOption kOptions[] = {
      "bound on a remote-tier connect, read or write, and on a step's wait for a lookup (default 100)"},
     {"remote_kv_retry_ms", Kind::kInt, 0, 86400000, nullptr,
      "after a remote-tier failure the tier is off this long, then tried again (default 5000)"},
+    {"remote_kv_connections", Kind::kInt, 1, 64, nullptr,
+     "remote-tier lookups run in parallel on this many connections (threads) per node (default 4)"},
     {"weight_dtype", Kind::kChoice, 0, 0, "auto|bf16|fp16|fp8",
      "format the weights are held in; fp8: E4M3, one scale per output channel (default auto)"},
     {"kv_dtype", Kind::kChoice, 0, 0, "auto|bf16|fp16|fp8", "format of the KV cache on every tier (default auto)"},
