@@ -59,7 +59,7 @@ struct EngineOptions {
   bool disk_write_behind = true;
   // The remote KV tier: a Redis node or cluster shared by every process of a service
   // (remote_kv_url, remote_kv_ttl_seconds, remote_kv_max_bytes_in_flight,
-  // remote_kv_timeout_ms, remote_kv_retry_ms).
+  // remote_kv_timeout_ms, remote_kv_retry_ms, remote_kv_connections).
   RemoteTierOptions remote;
   // How the host and disk tiers are prepared in the background after creation (chunk sizes;
   // tests make them small).
