@@ -34,6 +34,11 @@ namespace {
 using cuda_test::RelativeError;
 
 constexpr double kLogitTolerance = 3e-2;
+// kv_dtype fp8: both backends quantize their own K/V (the GPU's carry 16-bit rounding, the
+// CPU's do not), so a value near a rounding boundary lands one code (6-12%) apart on the two;
+// a few percent of the codes do, which moved logits by up to 0.060 and the KV by 0.042
+// (H200, small-llama). Identical fp8 data gives 16-bit agreement (kv_fp8_test.cc).
+constexpr double kFp8KvTolerance = 8e-2;
 
 std::string TempDir(const std::string& name) {
   const std::string dir = ::testing::TempDir() + "/kvtier_cuda_" + name + "_" +
@@ -69,6 +74,7 @@ struct Feed {
 };
 
 struct Stats {
+  double tolerance = kLogitTolerance;  // of each logits row's relative error
   double max_rel_error = 0;
   int rows = 0;
   int argmax_mismatch = 0;
@@ -102,7 +108,7 @@ void Step(Backend& cpu, Backend& gpu, std::vector<Seq>& seqs, const std::vector<
     const std::vector<float> g(got.begin() + row * vocab, got.begin() + (row + 1) * vocab);
     const double err = RelativeError(g, r);
     stats->max_rel_error = std::max(stats->max_rel_error, err);
-    EXPECT_LT(err, kLogitTolerance) << "seq " << f.seq << " at " << seqs[f.seq].cached;
+    EXPECT_LT(err, stats->tolerance) << "seq " << f.seq << " at " << seqs[f.seq].cached;
     const int32_t a = Argmax(r.data(), vocab), b = Argmax(g.data(), vocab);
     if (a != b) {
       ++stats->argmax_mismatch;
@@ -129,7 +135,8 @@ class CudaBackendTest : public ::testing::Test {
 
   // The scenario: prefill (one chunked), then a mixed step with a prefix hit, then decodes
   // of 4, 1 and 2 rows.
-  Stats RunScenario(Backend& cpu, Backend& gpu, int64_t vocab, std::vector<Seq>* out = nullptr) {
+  Stats RunScenario(Backend& cpu, Backend& gpu, int64_t vocab, std::vector<Seq>* out = nullptr,
+                    double tolerance = kLogitTolerance) {
     const int kBlocks = 40;
     EXPECT_TRUE(cpu.AllocateKvPool(kBlocks).ok());
     EXPECT_TRUE(gpu.AllocateKvPool(kBlocks).ok());
@@ -150,6 +157,7 @@ class CudaBackendTest : public ::testing::Test {
     seqs[3].cached = 16;
 
     Stats stats;
+    stats.tolerance = tolerance;
     Step(cpu, gpu, seqs, {{0, 20, true}, {1, 4, false}, {2, 33, true}}, &stats);
     Step(cpu, gpu, seqs, {{0, 1, true}, {1, 3, true}, {2, 1, true}, {3, 5, true}}, &stats);
     for (int i = 0; i < 5; ++i) {
@@ -184,7 +192,7 @@ struct ModelCase {
   StorageDType kv_dtype = StorageDType::kAuto;
 };
 
-// One KV row of a block as fp32: 16-bit elements, or fp8 codes x the row's scale.
+// One KV row of a block as fp32: f32 or 16-bit elements, or fp8 codes x the row's scale.
 void AppendKvRow(const KvLayout& layout, const uint8_t* block, int64_t layer, int64_t kv, int64_t head,
                  int64_t token, std::vector<float>* out) {
   const int64_t off = layout.ElementOffset(layer, kv, head, token);
@@ -192,6 +200,11 @@ void AppendKvRow(const KvLayout& layout, const uint8_t* block, int64_t layer, in
     float scale;
     std::memcpy(&scale, block + layout.ScaleByteOffset(layer, kv, head, token), sizeof(scale));
     for (int64_t i = 0; i < layout.head_dim; ++i) out->push_back(Fp8E4M3ToFloat(block[off + i]) * scale);
+    return;
+  }
+  if (layout.dtype == DType::kF32) {  // the CPU's layout
+    const auto* row = reinterpret_cast<const float*>(block) + off;
+    out->insert(out->end(), row, row + layout.head_dim);
     return;
   }
   for (int64_t i = 0; i < layout.head_dim; ++i) {
@@ -241,7 +254,9 @@ TEST_P(CudaBackendModelTest, MatchesCpuBackend) {
     EXPECT_EQ((*gpu)->kv_layout().dtype, mc.dtype == DType::kF16 ? DType::kF16 : DType::kBF16);
   }
   std::vector<Seq> seqs;
-  const Stats stats = RunScenario(**cpu, **gpu, checkpoint->config().vocab_size, &seqs);
+  const bool fp8_kv = mc.kv_dtype == StorageDType::kFp8;
+  const Stats stats = RunScenario(**cpu, **gpu, checkpoint->config().vocab_size, &seqs,
+                                  fp8_kv ? kFp8KvTolerance : kLogitTolerance);
   std::printf("[%s %s%s%s] logits rows %d, max relative error %.3g, argmax mismatches %d, %s attention\n",
               mc.preset.c_str(), std::string(DTypeName(mc.dtype)).c_str(),
               mc.weight_dtype == StorageDType::kFp8 ? " fp8 weights" : "",
@@ -284,7 +299,7 @@ TEST_P(CudaBackendModelTest, MatchesCpuBackend) {
     }
   }
   ASSERT_FALSE(want.empty());
-  EXPECT_LT(RelativeError(got, want), mc.kv_dtype == StorageDType::kFp8 ? 4e-2 : 2e-2);
+  EXPECT_LT(RelativeError(got, want), fp8_kv ? kFp8KvTolerance : 2e-2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
