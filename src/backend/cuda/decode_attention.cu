@@ -28,6 +28,10 @@
 // head) to arrive (atomic counter) merges all splits and resets the counter to zero, so one
 // kernel per layer suffices and replays of a captured graph find the counters zeroed.
 //
+// kv_dtype fp8 (PagedKv::fp8): the same pieces are loaded as 8 codes (8 bytes) plus the row's
+// scale, all loads of a tile first, then dequantized in registers into the 16-bit fragments
+// above (kv_fp8.cuh), so the tensor-core code is the same; half the KV bytes cross.
+//
 // Launched with programmatic dependent launch (pdl.h): the metadata chain (rows -> pos,
 // chunk -> indptr -> first block ids: four dependent loads, four memory latencies) runs
 // before PdlWait, overlapping the previous kernel's tail; q, KV, partials and counters are

@@ -10,6 +10,10 @@
 // (log2 e folded into the scale); only the KV tiles crossing the tile's first position are
 // masked, and tiles past the last position are never visited.
 //
+// kv_dtype fp8 (PagedKv::fp8): each thread loads its chunk's 8 codes and the row's scale with
+// plain loads, dequantizes them in registers (kv_fp8.cuh) and stores the 16 bytes to the same
+// swizzled place (cp.async cannot convert); the rest of the kernel is unchanged.
+//
 // Why 64 rows and 4 warps: on the short prefills that matter for TTFT (512 tokens of
 // Llama-3-8B = 256 CTAs of 64 rows) 128-row CTAs would leave the 132 SMs half idle and
 // lengthen the causal tail; 64 rows keep K/V reuse at 64x and leave registers for
