@@ -96,7 +96,7 @@ int64_t Scheduler::NextAttach(Sequence* seq) {
   if (gap <= 0) return -1;  // landed, yet not matched (no device room): computed as usual
   // Where computing from the front and loading from the back meet: the share of the gap
   // computed is load / (load + compute) per block; at least a chunk worth a step.
-  const double load = kv_->DiskSecondsPerBlock();
+  const double load = frontier.load_seconds_per_block;
   const double compute = policy_->SecondsPerToken() * static_cast<double>(block_tokens);
   const double share = load + compute > 0 ? load / (load + compute) : 1.0;
   int64_t blocks = static_cast<int64_t>(std::ceil(static_cast<double>(gap) * share));

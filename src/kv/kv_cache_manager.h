@@ -264,16 +264,19 @@ class KvCacheManager {
   // A load plan's progress over prompt blocks [from, to) (from: the first block the
   // sequence does not hold): `landed_from`, the first block of the run of landed blocks
   // (device, host, landed remote hits) that ends at `to` (to itself when block to - 1 has
-  // not landed); `loading`, whether a block before it is still being read or looked up.
-  // Lands finished reads and lookups first; never waits.
+  // not landed); `loading`, whether a block before it is still being read or looked up, and
+  // the load time per block of the tiers loading them (the slower when both are). Lands
+  // finished reads and lookups first; never waits.
   struct LoadFrontier {
     int64_t landed_from = 0;
     bool loading = false;
+    double load_seconds_per_block = 0;
   };
   LoadFrontier ProbeLoadFrontier(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to);
-  // The disk tier's load time per block: block bytes over the bandwidth it delivered here,
-  // or over kGuessedDiskBytesPerSecond before it has delivered any.
+  // A tier's load time per block: block bytes over the bandwidth it delivered here, or over
+  // a guess before it has delivered any (the disk's: kGuessedDiskBytesPerSecond).
   double DiskSecondsPerBlock() const;
+  double RemoteSecondsPerBlock() const;
   // An NVMe drive's parallel reads. A guess above the drive's speed costs little under a
   // load plan (the front computes on until it meets the loads, Scheduler::Attach); one
   // below it computes blocks that had loaded.

@@ -129,6 +129,15 @@ double KvCacheManager::DiskSecondsPerBlock() const {
   return static_cast<double>(block_bytes_) / bandwidth;
 }
 
+double KvCacheManager::RemoteSecondsPerBlock() const {
+  double bandwidth = kGuessedRemoteBytesPerSecond;
+  if (remote_.store != nullptr) {
+    const RemoteBlockStore::Counters c = remote_.store->counters();
+    if (c.get_bytes > 0 && c.get_seconds > 0) bandwidth = static_cast<double>(c.get_bytes) / c.get_seconds;
+  }
+  return static_cast<double>(block_bytes_) / bandwidth;
+}
+
 KvCacheManager::LoadFrontier KvCacheManager::ProbeLoadFrontier(std::span<const int32_t> tokens, BlockKeyChain* keys,
                                                                int64_t from, int64_t to) {
   std::optional<BlockKeyChain> own_keys;
@@ -146,12 +155,16 @@ KvCacheManager::LoadFrontier KvCacheManager::ProbeLoadFrontier(std::span<const i
   while (frontier.landed_from > from && landed(keys->Key(tokens, options_.block_tokens, frontier.landed_from - 1))) {
     --frontier.landed_from;
   }
-  for (int64_t i = from; i < frontier.landed_from && !frontier.loading; ++i) {
+  bool disk = false, remote = false;  // reads, lookups in flight before the landed run
+  for (int64_t i = from; i < frontier.landed_from && !(disk && remote); ++i) {
     const BlockHash& hash = keys->Key(tokens, options_.block_tokens, i);
+    disk = disk || (disk_tier_.jobs != nullptr && disk_tier_.jobs->PrefixReadOf(hash).has_value());
     const auto lookup = remote_.lookups.find(hash);
-    frontier.loading = (disk_tier_.jobs != nullptr && disk_tier_.jobs->PrefixReadOf(hash).has_value()) ||
-                       (lookup != remote_.lookups.end() && !lookup->second.landed);
+    remote = remote || (lookup != remote_.lookups.end() && !lookup->second.landed);
   }
+  frontier.loading = disk || remote;
+  frontier.load_seconds_per_block =
+      std::max(disk ? DiskSecondsPerBlock() : 0.0, remote ? RemoteSecondsPerBlock() : 0.0);
   return frontier;
 }
 
@@ -191,15 +204,9 @@ KvCacheManager::SlowPrefix KvCacheManager::ProbeSlowPrefix(SequenceId seq, std::
   }
   probe.slow_blocks = on_disk + remote;
   if (probe.slow_blocks == 0) return probe;
-  double remote_bandwidth = kGuessedRemoteBytesPerSecond;
-  if (remote > 0) {
-    const RemoteBlockStore::Counters c = remote_.store->counters();
-    if (c.get_bytes > 0 && c.get_seconds > 0) remote_bandwidth = static_cast<double>(c.get_bytes) / c.get_seconds;
-  }
-  const double bytes = static_cast<double>(block_bytes_);
-  probe.load_seconds_per_block =
-      (static_cast<double>(on_disk) * DiskSecondsPerBlock() + static_cast<double>(remote) * bytes / remote_bandwidth) /
-      static_cast<double>(probe.slow_blocks);
+  probe.load_seconds_per_block = (static_cast<double>(on_disk) * DiskSecondsPerBlock() +
+                                  (remote > 0 ? static_cast<double>(remote) * RemoteSecondsPerBlock() : 0.0)) /
+                                 static_cast<double>(probe.slow_blocks);
   // Disk blocks load on the reader thread only into host slots (read-ahead); without a
   // host tier they are read when attached, after the front computed.
   probe.overlap = on_disk == 0 || (pool(Tier::kHost).num_blocks() > 0 && disk_tier_.jobs != nullptr);
