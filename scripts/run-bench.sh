@@ -15,6 +15,8 @@
 #      checkpoint (weights, activations and KV held in fp16), into bench-f16.json.
 #      FP8_WORKLOADS (default W1,W2; "none" to skip): the same workloads again with fp8
 #      weights (--weight-dtype fp8), into bench-fp8.json.
+#      FP8KV_WORKLOADS (default W1,W2; "none" to skip): again with fp8 weights and fp8 KV
+#      (--weight-dtype fp8 --kv-dtype fp8), into bench-fp8-kv8.json.
 #      BENCH_FLAGS: more flags for the main `kvtier bench` call (e.g. --sampler-controls,
 #      --json-schema FILE --tokenizer DIR), word-split.
 set -uo pipefail
@@ -123,5 +125,14 @@ if [ "$fp8_workloads" != none ]; then
   "$kvtier" bench --workload "$fp8_workloads" --model "$model" --weight-dtype fp8 --ceilings "$out/ceilings.txt" \
     --baseline "$out/baseline.txt" --json "$out/bench-fp8.json" --commit "$commit" \
     --time-limit "${TIME_LIMIT:-90}" 2>&1 | tee "$out/bench-fp8.txt"
+fi
+# 6. fp8 weights + fp8 KV (E4M3 codes + one scale per token and KV head on every tier), for
+#    FP8KV_WORKLOADS, into bench-fp8-kv8.json.
+fp8kv_workloads=${FP8KV_WORKLOADS:-W1,W2}
+if [ "$fp8kv_workloads" != none ]; then
+  echo "run-bench: fp8 weights + fp8 KV at $(( $(date +%s) - t0 )) s"
+  "$kvtier" bench --workload "$fp8kv_workloads" --model "$model" --weight-dtype fp8 --kv-dtype fp8 \
+    --ceilings "$out/ceilings.txt" --baseline "$out/baseline.txt" --json "$out/bench-fp8-kv8.json" \
+    --commit "$commit" --time-limit "${TIME_LIMIT:-90}" 2>&1 | tee "$out/bench-fp8-kv8.txt"
 fi
 echo "run-bench: done at $(( $(date +%s) - t0 )) s"
