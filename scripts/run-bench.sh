@@ -87,10 +87,11 @@ main["workloads"].update(extra.get("workloads", {}))
 main["table"] = main.get("table", []) + extra.get("table", [])
 main["missed_targets"] = main.get("missed_targets", []) + extra.get("missed_targets", [])
 # W6b against recomputing: its first token after the restart (disk tier, load-or-recompute
-# plan) over W6's first token with a prefix never seen, both one sequence on the same shape.
+# plan) over W6's first token with a prefix never seen, both one sequence on the same shape;
+# only for a kvtier whose W6b does not measure its own recompute (ratio_restart_vs_recompute).
 w6, w6b = main["workloads"].get("W6", {}), main["workloads"].get("W6b", {})
 recompute, restart = w6.get("ttft_unseen_1seq_s"), w6b.get("ttft_cached_1seq_s")
-if recompute and restart:
+if recompute and restart and "ratio_restart_vs_recompute" not in w6b:
     ratio = restart / recompute
     w6b["ratio_restart_vs_recompute"] = ratio
     row = {"workload": "W6b", "figure": "  TTFT after restart vs recompute (W6)", "unit": "x", "value": ratio,

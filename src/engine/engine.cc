@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -521,6 +522,22 @@ nlohmann::json Engine::Stats() {
   const Scheduler::LoadPlanCounters& plans = scheduler_.load_plan_counters();
   stats["load_plans"] = {
       {"plans", plans.plans}, {"computed_blocks", plans.computed_blocks}, {"loaded_blocks", plans.loaded_blocks}};
+  if (plans.plans > 0) {
+    // The latest plan, for seeing where its time went (null: not attached yet).
+    const Scheduler::LastLoadPlan& last = plans.last;
+    auto seconds = [](double s) { return std::isnan(s) ? nlohmann::json() : nlohmann::json(s); };
+    stats["load_plans"]["last"] = {{"fast_blocks", last.fast_blocks},
+                                   {"slow_blocks", last.slow_blocks},
+                                   {"compute_blocks", last.compute_blocks},
+                                   {"load_blocks", last.load_blocks},
+                                   {"load_seconds_per_block", last.load_seconds_per_block},
+                                   {"compute_seconds_per_block", last.compute_seconds_per_block},
+                                   {"expected_seconds", last.expected_seconds},
+                                   {"disk_reads_started", last.disk_reads_started},
+                                   {"front_computed_after_s", seconds(last.front_computed_after_s)},
+                                   {"attach_s", seconds(last.attach_s)},
+                                   {"attached_blocks", last.attached_blocks}};
+  }
   // Parallel sampling: completions started on their first's computed prompt, the full
   // blocks they share with it (held once) and the partial blocks copied for them; forks
   // that could not share (the completion computed its context itself).

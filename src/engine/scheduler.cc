@@ -108,6 +108,7 @@ void Scheduler::DropForRecompute(Sequence* seq) {
   kv_->Release(seq->id);
   seq->num_computed = 0;
   seq->attach_at = -1;
+  seq->load_end = -1;
   ++num_recomputes_;
 }
 
@@ -139,6 +140,7 @@ bool Scheduler::PrepareWaiting(Sequence* seq, int64_t budget, int64_t keep_free,
     if (!kv_->SwapIn(seq->id).ok()) {
       seq->num_computed = 0;
       seq->attach_at = -1;
+      seq->load_end = -1;
       ++num_recomputes_;
     }
   }
@@ -166,6 +168,7 @@ bool Scheduler::PrepareWaiting(Sequence* seq, int64_t budget, int64_t keep_free,
       kv_->UnmatchPrefix(seq->id);
       seq->num_computed = 0;
       seq->attach_at = -1;
+      seq->load_end = -1;
     }
     return false;
   }

@@ -17,7 +17,9 @@
 #ifndef KVTIER_ENGINE_SCHEDULER_H_
 #define KVTIER_ENGINE_SCHEDULER_H_
 
+#include <chrono>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -123,10 +125,26 @@ class Scheduler {
   int64_t num_prefetches_reclaimed() const { return num_prefetches_reclaimed_; }
   // Load plans made (scheduler_load_plan.cc): prompts whose slow-tier prefix was split, and
   // the blocks planned computed and loaded.
+  // The latest plan, step by step (where a plan's time goes): its split and costs when
+  // made, the disk reads it started, and from its first attach how long the front took to
+  // compute, the attaches themselves (matching what landed, copying it to the device) and
+  // the blocks they joined; NaN and -1 until the first attach.
+  struct LastLoadPlan {
+    SequenceId seq = -1;
+    int64_t fast_blocks = 0, slow_blocks = 0, compute_blocks = 0, load_blocks = 0;
+    double load_seconds_per_block = 0, compute_seconds_per_block = 0, expected_seconds = 0;
+    int64_t disk_reads_started = 0;
+    std::chrono::steady_clock::time_point made;
+    double front_computed_after_s = std::numeric_limits<double>::quiet_NaN();  // plan -> attach
+    double attach_s = std::numeric_limits<double>::quiet_NaN();  // all its attaches together
+    int64_t attached_blocks = -1;  // slow blocks joined (the rest computed)
+    int64_t attaches = 0;          // attach attempts: more than one when the loads ran late
+  };
   struct LoadPlanCounters {
     int64_t plans = 0;
     int64_t computed_blocks = 0;
     int64_t loaded_blocks = 0;
+    LastLoadPlan last;  // meaningful when plans > 0
   };
   const LoadPlanCounters& load_plan_counters() const { return load_plans_; }
 
@@ -188,10 +206,17 @@ class Scheduler {
   // match; when part of its prefix is only in a slow tier and the plan computes its front,
   // only the fast blocks are matched, the back's loads are started, and attach_at is set.
   // Attach: once the front is computed (num_computed == attach_at), the loaded blocks join
-  // the sequence. A long sequence gets no plan (docs/LONG_CONTEXT.md): its prefix is matched
-  // from the tiers as they stand, and what is not found is computed.
+  // the sequence; when none has landed at the front yet but loads are still in flight
+  // (they land from the back), NextAttach sets the next attach where computing on and
+  // loading should meet, or -1 when the plan ends (the rest is computed). A long sequence
+  // gets no plan (docs/LONG_CONTEXT.md): its prefix is matched from the tiers as they
+  // stand, and what is not found is computed.
   int64_t MatchOrPlan(Sequence* seq);
   void Attach(Sequence* seq);
+  int64_t NextAttach(Sequence* seq);
+  // The shortest chunk a re-planned attach asks for: a step's fixed cost (the weights read
+  // once) is worth several blocks of prefill.
+  static constexpr int64_t kMinAttachChunkBlocks = 8;
 
   SchedulerOptions options_;
   KvCacheManager* kv_;

@@ -46,8 +46,10 @@ struct Sequence {
   const int64_t num_prompt_tokens;
   int64_t num_computed = 0;      // positions [0, num_computed) have K/V in the cache
   // Load plan (scheduler_load_plan.cc): once positions [0, attach_at) are computed, the
-  // blocks loaded from a slow tier meanwhile join the sequence; -1 when there is none.
+  // blocks loaded from a slow tier meanwhile join the sequence; -1 when there is none. The
+  // plan's loads end at position load_end.
   int64_t attach_at = -1;
+  int64_t load_end = -1;
   SequenceState state = SequenceState::kWaiting;
   FinishReason finish = FinishReason::kNone;
   std::string error;             // why it failed, for FinishReason::kError

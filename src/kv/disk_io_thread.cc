@@ -1,22 +1,26 @@
-// DiskIoThread (disk_io_thread.h): a FIFO of block reads and writes drained by one thread.
-// The mutex guards only the queue and the results; the I/O itself runs unlocked.
+// DiskIoThread (disk_io_thread.h): a FIFO of block reads and writes drained by one or more
+// threads, its results reported in submission order. The mutex guards only the queue and
+// the results; the I/O itself runs unlocked.
 #include "kv/disk_io_thread.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "storage/disk_block_store.h"
 
 namespace kvtier {
 
-DiskIoThread::DiskIoThread(DiskBlockStore* store) : store_(store), thread_([this] { Run(); }) {}
+DiskIoThread::DiskIoThread(DiskBlockStore* store, int num_threads) : store_(store) {
+  for (int i = 0; i < std::max(num_threads, 1); ++i) threads_.emplace_back([this] { Run(); });
+}
 
 DiskIoThread::~DiskIoThread() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
-  work_cv_.notify_one();
-  thread_.join();
+  work_cv_.notify_all();
+  for (std::thread& thread : threads_) thread.join();
 }
 
 int64_t DiskIoThread::Submit(Job job) {
@@ -62,10 +66,15 @@ void DiskIoThread::Wait(int64_t job) {
   done_cv_.wait(lock, [&] { return last_finished_ >= job; });
 }
 
+bool DiskIoThread::CanStartFront() const {
+  if (queue_.empty() || write_running_) return false;
+  return !queue_.front().write || running_ == 0;  // a write waits for every job before it
+}
+
 void DiskIoThread::Run() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    work_cv_.wait(lock, [&] { return (stop_ && queue_.empty()) || CanStartFront(); });
     if (queue_.empty()) return;  // stop_ and nothing left: queued jobs always run first
     // Writes queued back to back go to the store together: one sync of the slot file and one
     // of the journal for all of them (group commit), so a backlog drains faster, not slower.
@@ -74,6 +83,10 @@ void DiskIoThread::Run() {
       jobs.push_back(std::move(queue_.front()));
       queue_.pop_front();
     } while (jobs.front().write && !queue_.empty() && queue_.front().write && jobs.size() < kMaxWriteBatch);
+    ++running_;
+    write_running_ = jobs.front().write;
+    // Another thread may take the next job now (a read after a read).
+    if (CanStartFront()) work_cv_.notify_one();
     lock.unlock();
     std::vector<absl::Status> done;
     if (jobs.front().write) {
@@ -85,9 +98,22 @@ void DiskIoThread::Run() {
       done.push_back(store_->Read(job.slot, job.key, job.tokens, job.dest));
     }
     lock.lock();
-    for (size_t i = 0; i < jobs.size(); ++i) finished_.push_back(Finished{jobs[i].id, std::move(done[i])});
-    last_finished_ = jobs.back().id;
-    done_cv_.notify_all();
+    --running_;
+    if (jobs.front().write) write_running_ = false;
+    // Reported in submission order: ids are consecutive, so a job is reported once every
+    // earlier one has ended; one that ends first waits in ended_unreported_.
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      ended_unreported_.emplace(jobs[i].id, Finished{jobs[i].id, std::move(done[i])});
+    }
+    const int64_t before = last_finished_;
+    for (auto it = ended_unreported_.begin(); it != ended_unreported_.end() && it->first == last_finished_ + 1;
+         it = ended_unreported_.erase(it)) {
+      finished_.push_back(std::move(it->second));
+      last_finished_ = it->first;
+    }
+    if (last_finished_ != before) done_cv_.notify_all();
+    // A write at the front may have waited for this job to end.
+    if (CanStartFront() || (stop_ && queue_.empty())) work_cv_.notify_all();
   }
 }
 

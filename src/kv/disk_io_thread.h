@@ -1,9 +1,10 @@
-// DiskIoThread: one I/O thread that moves whole blocks between the disk tier and host-tier
+// DiskIoThread: I/O threads that move whole blocks between the disk tier and host-tier
 // memory (DiskBlockStore::Write: pwrite + fdatasync, and for cached blocks the index
 // journal's append + fdatasync, milliseconds per block; Read: pread + checks), so that the
 // stepping thread does not. The KV manager has two, through
-// DiskJobs: one writes cached host blocks to disk ahead of their eviction, and swapped or
-// evicted device blocks from staging buffers; the other reads disk blocks into host slots
+// DiskJobs: one (one thread) writes cached host blocks to disk ahead of their eviction, and swapped or
+// evicted device blocks from staging buffers; the other (several threads: one thread's
+// preads leave most of an NVMe drive's bandwidth unused) reads disk blocks into host slots
 // ahead of their use (a waiting sequence's prefix hits on disk, the blocks of a sequence
 // swapped out to disk), or into staging buffers at their use, so reads never queue behind
 // writes. The manager
@@ -22,14 +23,21 @@
 // file and of the index journal for up to kMaxWriteBatch blocks: group commit), so a
 // writer that falls behind catches up instead of paying two syncs per block.
 //
+// With several threads, reads queued back to back run concurrently, while a write waits
+// for every job before it and holds back every job after it: writes keep their order
+// among themselves and against reads, as with one thread. Whatever the order jobs run in,
+// they are reported finished in submission order (FIFO): a job that ends early is held
+// until every earlier one has ended, so Wait(job) still means "it and every earlier one".
+//
 // Thread-safety: Submit*, TakeFinished, Wait and WaitAll are called by one thread (the
-// owner, DiskJobs); the I/O thread only runs jobs. Jobs finish in submission order (FIFO).
+// owner, DiskJobs); the I/O threads only run jobs.
 #ifndef KVTIER_KV_DISK_IO_THREAD_H_
 #define KVTIER_KV_DISK_IO_THREAD_H_
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -50,9 +58,9 @@ class DiskIoThread {
     absl::Status status;  // Write's or Read's result
   };
 
-  // `store` must outlive the thread. Starts the I/O thread.
-  explicit DiskIoThread(DiskBlockStore* store);
-  // Runs the jobs still queued, then joins the thread (their results are discarded).
+  // `store` must outlive the threads. Starts `num_threads` (at least 1) I/O threads.
+  explicit DiskIoThread(DiskBlockStore* store, int num_threads = 1);
+  // Runs the jobs still queued, then joins the threads (their results are discarded).
   ~DiskIoThread();
   DiskIoThread(const DiskIoThread&) = delete;
   DiskIoThread& operator=(const DiskIoThread&) = delete;
@@ -83,6 +91,8 @@ class DiskIoThread {
   };
   static constexpr size_t kMaxWriteBatch = 32;  // writes committed together at most
   int64_t Submit(Job job);
+  // Whether a thread may take the queue's front job now (see the class comment).
+  bool CanStartFront() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Run();
 
   DiskBlockStore* const store_;
@@ -90,13 +100,16 @@ class DiskIoThread {
   // std::mutex, not absl::Mutex: the system abseil is not built with ThreadSanitizer
   // annotations, so TSan could not see absl's happens-before edges (as in ThreadPool).
   std::mutex mu_;
-  std::condition_variable work_cv_;  // a job was queued, or stop_
+  std::condition_variable work_cv_;  // a job was queued or ended, or stop_
   std::condition_variable done_cv_;  // last_finished_ advanced
   std::deque<Job> queue_ ABSL_GUARDED_BY(mu_);
+  int running_ ABSL_GUARDED_BY(mu_) = 0;               // jobs taken by a thread, not ended
+  bool write_running_ ABSL_GUARDED_BY(mu_) = false;    // one of them is a write (batch)
+  std::map<int64_t, Finished> ended_unreported_ ABSL_GUARDED_BY(mu_);  // ended, an earlier job not yet
   std::vector<Finished> finished_ ABSL_GUARDED_BY(mu_);
   int64_t last_finished_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;  // last: started after every member above is initialised
+  std::vector<std::thread> threads_;  // last: started after every member above is initialised
 };
 
 }  // namespace kvtier

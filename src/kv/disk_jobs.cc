@@ -8,7 +8,8 @@
 namespace kvtier {
 
 DiskJobs::DiskJobs(DiskBlockStore* store)
-    : writer_(std::make_unique<DiskIoThread>(store)), reader_(std::make_unique<DiskIoThread>(store)) {}
+    : writer_(std::make_unique<DiskIoThread>(store, 1)),
+      reader_(std::make_unique<DiskIoThread>(store, kReaderThreads)) {}
 
 DiskJobs::~DiskJobs() {
   reader_.reset();

@@ -1,6 +1,7 @@
-// DiskJobs: the disk tier's I/O in flight — its two I/O threads (a writer and a reader, so
-// reads never queue behind writes) and one registry of the jobs submitted to them, each job
-// one value of DiskJob saying what it moves and what landing it must do. The reverse
+// DiskJobs: the disk tier's I/O in flight — its two DiskIoThreads (a writer of one thread
+// and a reader of kReaderThreads, so reads never queue behind writes) and one registry of
+// the jobs submitted to them, each job one value of DiskJob saying what it moves and what
+// landing it must do. The reverse
 // indexes the KV manager asks by ("is this disk slot being written?", "is this block being
 // read ahead?") are kept here, in step with the registry, so no caller keeps its own.
 // A job is registered when submitted and leaves the registry when TakeFinished hands it
@@ -113,7 +114,11 @@ class DiskJobs {
     absl::Status status;  // the Write's or Read's result
   };
 
-  // `store` must outlive this. Starts both I/O threads.
+  // Reads in flight at once: an NVMe drive delivers several times one thread's sequential
+  // preads of whole blocks only with several in flight (2 MiB blocks of an 8B model).
+  static constexpr int kReaderThreads = 8;
+
+  // `store` must outlive this. Starts the writer's and the reader's I/O threads.
   explicit DiskJobs(DiskBlockStore* store);
   // Stops the reader, then the writer (each runs what is queued first).
   ~DiskJobs();

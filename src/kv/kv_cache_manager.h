@@ -258,7 +258,30 @@ class KvCacheManager {
   // Starts loading prompt blocks [from, to) ahead of their use (the back of a load plan):
   // disk blocks read into host slots on the reader thread (as far as ReadAhead's budget
   // allows), the others looked up in the remote tier. MatchPrefix uses what has landed.
-  void LoadPrefixAhead(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to);
+  // Disk reads start from the back (block to - 1 first), so that the blocks landed form a
+  // run at the back that grows toward the front while the front computes toward it
+  // (ProbeLoadFrontier). Returns the disk reads it started.
+  int64_t LoadPrefixAhead(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to);
+  // A load plan's progress over prompt blocks [from, to) (from: the first block the
+  // sequence does not hold): `landed_from`, the first block of the run of landed blocks
+  // (device, host, landed remote hits) that ends at `to` (to itself when block to - 1 has
+  // not landed); `loading`, whether a block before it is still being read or looked up, and
+  // the load time per block of the tiers loading them (the slower when both are). Lands
+  // finished reads and lookups first; never waits.
+  struct LoadFrontier {
+    int64_t landed_from = 0;
+    bool loading = false;
+    double load_seconds_per_block = 0;
+  };
+  LoadFrontier ProbeLoadFrontier(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to);
+  // A tier's load time per block: block bytes over the bandwidth it delivered here, or over
+  // a guess before it has delivered any (the disk's: kGuessedDiskBytesPerSecond).
+  double DiskSecondsPerBlock() const;
+  double RemoteSecondsPerBlock() const;
+  // An NVMe drive's parallel reads. A guess above the drive's speed costs little under a
+  // load plan (the front computes on until it meets the loads, Scheduler::Attach); one
+  // below it computes blocks that had loaded.
+  static constexpr double kGuessedDiskBytesPerSecond = 4e9;
   // Gives a MatchPrefix result back unused (the sequence could not start yet): releases
   // its blocks, which stay cached, and takes its hits out of the counters, so a sequence
   // that waits is not counted as a hit on every step.
@@ -550,7 +573,15 @@ class KvCacheManager {
   // [from, to): reads of the blocks only the disk holds, up to the first block no tier
   // holds; true when one of them is being read.
   bool DiskReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys);
-  bool ReadPrefixAhead(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to);
+  // `back_first`: reads are started from the back of the chain (for a load plan).
+  bool ReadPrefixAhead(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to,
+                       bool back_first = false);
+  // The host slots one read-ahead call may fill: a write-back budget of them per call, and
+  // in flight at most a quarter of the host tier, so read-ahead never displaces most of
+  // what the host caches. TakeHostSlot allocates one (evicting if it must) against
+  // `*budget`; nullopt when the budget or the tier is spent.
+  int64_t ReadAheadBudget() const;
+  std::optional<int32_t> TakeHostSlotForRead(int64_t* budget);
 
   KvCacheManager(const KvCacheOptions& options, Backend* backend);
   // The tag a swapped block's disk slot carries instead of a content key, so that a slot

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <vector>
 
 #include "kv/kv_cache_manager.h"
 #include "remote/remote_block_store.h"
@@ -12,9 +13,8 @@
 namespace kvtier {
 namespace {
 
-// Load bandwidths assumed until the tier has delivered a block here (bytes/second): an
-// NVMe drive's reads, and Redis on the same network.
-constexpr double kGuessedDiskBytesPerSecond = 2e9;
+// Load bandwidth assumed until the remote tier has delivered a block here (bytes/second):
+// Redis on the same network (the disk tier's: KvCacheManager::kGuessedDiskBytesPerSecond).
 constexpr double kGuessedRemoteBytesPerSecond = 1e9;
 
 }  // namespace
@@ -27,22 +27,24 @@ bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens, 
   return disk || remote;
 }
 
+int64_t KvCacheManager::ReadAheadBudget() const {
+  return std::min<int64_t>(WriteBackBudget(), pool(Tier::kHost).num_blocks() / 4 - num_disk_reads_in_flight());
+}
+
+std::optional<int32_t> KvCacheManager::TakeHostSlotForRead(int64_t* budget) {
+  if (*budget <= 0) return std::nullopt;
+  std::optional<int32_t> slot = AllocateSlot(Tier::kHost);
+  if (slot) --*budget;
+  return slot;
+}
+
 bool KvCacheManager::DiskReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys) {
   if (disk_tier_.jobs == nullptr || pool(Tier::kHost).num_blocks() == 0) return false;
   // Landed reads are host copies (and free read budget): a waiting sequence whose prefix
   // reads have finished is admitted this step, not the next.
   LandDiskJobs(DiskThreads::kReader);
   DiskJobs& jobs = *disk_tier_.jobs;
-  // Per call one write-back budget of blocks; in flight at most a quarter of the host tier,
-  // so read-ahead never displaces most of what the host caches (the same in ReadPrefixAhead).
-  int64_t budget = std::min<int64_t>(WriteBackBudget(),
-                                     pool(Tier::kHost).num_blocks() / 4 - num_disk_reads_in_flight());
-  auto take_host = [&]() -> std::optional<int32_t> {
-    if (budget <= 0) return std::nullopt;
-    std::optional<int32_t> slot = AllocateSlot(Tier::kHost);
-    if (slot) --budget;
-    return slot;
-  };
+  int64_t budget = ReadAheadBudget();
 
   if (auto it = swapped_.find(seq); it != swapped_.end()) {
     // Only once the swap-out has landed: its disk blocks are written when its copies land.
@@ -58,7 +60,7 @@ bool KvCacheManager::DiskReadAhead(SequenceId seq, std::span<const int32_t> toke
       }
     }
     for (const auto& [index, disk_slot] : to_read) {
-      const std::optional<int32_t> host_slot = take_host();
+      const std::optional<int32_t> host_slot = TakeHostSlotForRead(&budget);
       if (!host_slot) break;
       jobs.SubmitRead(SwapReadJob{disk_slot, *host_slot, seq, generation, index}, disk_slot,
                       SwapTag(seq, generation, index), {}, HostSlot(*host_slot));
@@ -69,40 +71,42 @@ bool KvCacheManager::DiskReadAhead(SequenceId seq, std::span<const int32_t> toke
   // Prefix blocks, for a sequence that holds none yet: the chain up to the first block not
   // cached anywhere (as MatchPrefix walks it).
   if (!options_.prefix_cache || tokens.size() < 2) return false;
-  if (auto held = sequences_.find(seq); held != sequences_.end() && (!held->second.table.empty() || !held->second.host_slots.empty())) {
+  if (auto held = sequences_.find(seq);
+      held != sequences_.end() && (!held->second.table.empty() || !held->second.host_slots.empty())) {
     return false;
   }
   return ReadPrefixAhead(tokens, keys, 0, (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens);
 }
 
-bool KvCacheManager::ReadPrefixAhead(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to) {
+bool KvCacheManager::ReadPrefixAhead(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to,
+                                     bool back_first) {
   if (disk_tier_.jobs == nullptr || pool(Tier::kHost).num_blocks() == 0) return false;
   DiskJobs& jobs = *disk_tier_.jobs;
-  int64_t budget = std::min<int64_t>(WriteBackBudget(),
-                                     pool(Tier::kHost).num_blocks() / 4 - num_disk_reads_in_flight());
-  auto take_host = [&]() -> std::optional<int32_t> {
-    if (budget <= 0) return std::nullopt;
-    std::optional<int32_t> slot = AllocateSlot(Tier::kHost);
-    if (slot) --budget;
-    return slot;
-  };
-  // A block still being written to disk since its device eviction ends the chain here:
-  // MatchPrefix waits for that write.
+  // The chain's blocks only the disk holds, up to the first block no tier holds. A block
+  // still being written to disk since its device eviction ends the chain here: MatchPrefix
+  // waits for that write.
   bool reading = false;  // some block of the chain is being read
+  std::vector<int64_t> to_read;
   for (int64_t i = from; i < to; ++i) {
-    const BlockHash hash = keys->Key(tokens, options_.block_tokens, i);
+    const BlockHash& hash = keys->Key(tokens, options_.block_tokens, i);
     if (jobs.PrefixReadOf(hash)) {
       reading = true;
       continue;
     }
     if (state(Tier::kDevice).by_hash.contains(hash) || state(Tier::kHost).by_hash.contains(hash)) continue;
-    if (!state(Tier::kDisk).by_hash.contains(hash)) return reading;
-    const std::optional<int32_t> host_slot = take_host();
-    if (!host_slot) return reading;
+    if (!state(Tier::kDisk).by_hash.contains(hash)) break;
+    to_read.push_back(i);
+  }
+  if (back_first) std::reverse(to_read.begin(), to_read.end());
+  int64_t budget = ReadAheadBudget();
+  for (const int64_t i : to_read) {
+    const BlockHash hash = keys->Key(tokens, options_.block_tokens, i);
+    const std::optional<int32_t> host_slot = TakeHostSlotForRead(&budget);
+    if (!host_slot) break;
     auto on_disk = state(Tier::kDisk).by_hash.find(hash);  // the host eviction may have dropped it
     if (on_disk == state(Tier::kDisk).by_hash.end()) {
       pool(Tier::kHost).Release(*host_slot);
-      return reading;
+      break;
     }
     const int32_t disk_slot = on_disk->second;
     lru(Tier::kDisk).Erase(disk_slot);  // neither evicted nor reused while read
@@ -114,6 +118,54 @@ bool KvCacheManager::ReadPrefixAhead(std::span<const int32_t> tokens, BlockKeyCh
     reading = true;
   }
   return reading;
+}
+
+double KvCacheManager::DiskSecondsPerBlock() const {
+  const DiskStoreCounters disk = disk_store_counters();
+  // (Reads in progress advance read_seconds before they count their bytes.)
+  const double bandwidth = disk.read_seconds > 0 && disk.bytes_read > 0
+                               ? static_cast<double>(disk.bytes_read) / disk.read_seconds
+                               : kGuessedDiskBytesPerSecond;
+  return static_cast<double>(block_bytes_) / bandwidth;
+}
+
+double KvCacheManager::RemoteSecondsPerBlock() const {
+  double bandwidth = kGuessedRemoteBytesPerSecond;
+  if (remote_.store != nullptr) {
+    const RemoteBlockStore::Counters c = remote_.store->counters();
+    if (c.get_bytes > 0 && c.get_seconds > 0) bandwidth = static_cast<double>(c.get_bytes) / c.get_seconds;
+  }
+  return static_cast<double>(block_bytes_) / bandwidth;
+}
+
+KvCacheManager::LoadFrontier KvCacheManager::ProbeLoadFrontier(std::span<const int32_t> tokens, BlockKeyChain* keys,
+                                                               int64_t from, int64_t to) {
+  std::optional<BlockKeyChain> own_keys;
+  if (keys == nullptr) keys = &own_keys.emplace(default_scope_);
+  to = std::min(to, (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens);
+  LoadFrontier frontier;
+  frontier.landed_from = std::max(from, to);
+  if (from >= to) return frontier;
+  if (disk_tier_.jobs != nullptr) LandDiskJobs(DiskThreads::kReader);
+  if (remote_.store != nullptr) LandRemoteLookups();
+  auto landed = [&](const BlockHash& hash) {
+    return state(Tier::kDevice).by_hash.contains(hash) || state(Tier::kHost).by_hash.contains(hash) ||
+           LandedRemoteHit(hash) != nullptr;
+  };
+  while (frontier.landed_from > from && landed(keys->Key(tokens, options_.block_tokens, frontier.landed_from - 1))) {
+    --frontier.landed_from;
+  }
+  bool disk = false, remote = false;  // reads, lookups in flight before the landed run
+  for (int64_t i = from; i < frontier.landed_from && !(disk && remote); ++i) {
+    const BlockHash& hash = keys->Key(tokens, options_.block_tokens, i);
+    disk = disk || (disk_tier_.jobs != nullptr && disk_tier_.jobs->PrefixReadOf(hash).has_value());
+    const auto lookup = remote_.lookups.find(hash);
+    remote = remote || (lookup != remote_.lookups.end() && !lookup->second.landed);
+  }
+  frontier.loading = disk || remote;
+  frontier.load_seconds_per_block =
+      std::max(disk ? DiskSecondsPerBlock() : 0.0, remote ? RemoteSecondsPerBlock() : 0.0);
+  return frontier;
 }
 
 KvCacheManager::SlowPrefix KvCacheManager::ProbeSlowPrefix(SequenceId seq, std::span<const int32_t> tokens,
@@ -152,32 +204,27 @@ KvCacheManager::SlowPrefix KvCacheManager::ProbeSlowPrefix(SequenceId seq, std::
   }
   probe.slow_blocks = on_disk + remote;
   if (probe.slow_blocks == 0) return probe;
-  const DiskStoreCounters disk = disk_store_counters();
-  const double disk_bandwidth =
-      disk.read_seconds > 0 ? static_cast<double>(disk.bytes_read) / disk.read_seconds : kGuessedDiskBytesPerSecond;
-  double remote_bandwidth = kGuessedRemoteBytesPerSecond;
-  if (remote > 0) {
-    const RemoteBlockStore::Counters c = remote_.store->counters();
-    if (c.get_bytes > 0 && c.get_seconds > 0) remote_bandwidth = static_cast<double>(c.get_bytes) / c.get_seconds;
-  }
-  const double bytes = static_cast<double>(block_bytes_);
-  probe.load_seconds_per_block =
-      (static_cast<double>(on_disk) * bytes / disk_bandwidth + static_cast<double>(remote) * bytes / remote_bandwidth) /
-      static_cast<double>(probe.slow_blocks);
+  probe.load_seconds_per_block = (static_cast<double>(on_disk) * DiskSecondsPerBlock() +
+                                  (remote > 0 ? static_cast<double>(remote) * RemoteSecondsPerBlock() : 0.0)) /
+                                 static_cast<double>(probe.slow_blocks);
   // Disk blocks load on the reader thread only into host slots (read-ahead); without a
   // host tier they are read when attached, after the front computed.
   probe.overlap = on_disk == 0 || (pool(Tier::kHost).num_blocks() > 0 && disk_tier_.jobs != nullptr);
   return probe;
 }
 
-void KvCacheManager::LoadPrefixAhead(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to) {
+int64_t KvCacheManager::LoadPrefixAhead(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from,
+                                        int64_t to) {
   std::optional<BlockKeyChain> own_keys;
   if (keys == nullptr) keys = &own_keys.emplace(default_scope_);
   to = std::min(to, (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens);
-  if (from >= to) return;
+  if (from >= to) return 0;
   LandDiskJobs(DiskThreads::kReader);
-  ReadPrefixAhead(tokens, keys, from, to);
-  if (remote_.store == nullptr) return;
+  const int64_t reads_before = num_disk_reads_in_flight();
+  // Back first: the compute meets the loads wherever they have come to (Scheduler::Attach).
+  ReadPrefixAhead(tokens, keys, from, to, /*back_first=*/true);
+  const int64_t reads = num_disk_reads_in_flight() - reads_before;
+  if (remote_.store == nullptr) return reads;
   // The first block of the range no local tier holds: the remote tier may, from there on.
   for (int64_t i = from; i < to; ++i) {
     const BlockHash& hash = keys->Key(tokens, options_.block_tokens, i);
@@ -187,9 +234,10 @@ void KvCacheManager::LoadPrefixAhead(std::span<const int32_t> tokens, BlockKeyCh
     if (!local) {
       LandRemoteLookups();
       LookUpRemote(tokens, keys, i, to);
-      return;
+      return reads;
     }
   }
+  return reads;
 }
 
 }  // namespace kvtier

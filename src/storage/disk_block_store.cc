@@ -268,10 +268,32 @@ std::vector<absl::Status> DiskBlockStore::WriteBatch(std::span<const WriteReques
   return results;
 }
 
+// Runs the store's read clock while it lives: the clock advances while at least one Read is
+// in progress, so concurrent Reads count their overlapping time once.
+class DiskBlockStore::ReadClock {
+ public:
+  explicit ReadClock(DiskBlockStore* store) : store_(store) {
+    std::lock_guard<std::mutex> lock(store_->read_clock_mu_);
+    if (store_->reads_in_progress_++ == 0) store_->reads_busy_since_ = std::chrono::steady_clock::now();
+  }
+  ~ReadClock() {
+    std::lock_guard<std::mutex> lock(store_->read_clock_mu_);
+    if (--store_->reads_in_progress_ == 0) {
+      const auto busy = std::chrono::steady_clock::now() - store_->reads_busy_since_;
+      store_->read_nanos_ += std::chrono::duration_cast<std::chrono::nanoseconds>(busy).count();
+    }
+  }
+  ReadClock(const ReadClock&) = delete;
+  ReadClock& operator=(const ReadClock&) = delete;
+
+ private:
+  DiskBlockStore* const store_;
+};
+
 absl::Status DiskBlockStore::Read(int64_t slot, const Sha256Digest& key, std::span<const int32_t> tokens, void* out) {
   RETURN_IF_ERROR(CheckSlot(slot));
   if (out == nullptr) return absl::InvalidArgumentError("disk read: null output");
-  const auto start = std::chrono::steady_clock::now();
+  const ReadClock clock(this);
   const int64_t offset = slot * slot_bytes_;
   std::vector<uint8_t> header(header_bytes_);
   RETURN_IF_ERROR(CountIo(file_->Pread(offset, header_bytes_, header.data())));
@@ -308,9 +330,6 @@ absl::Status DiskBlockStore::Read(int64_t slot, const Sha256Digest& key, std::sp
   if (crc32c::Value(out, n) != h->payload_crc) return corrupt("payload checksum mismatch");
   reads_.fetch_add(1, std::memory_order_relaxed);
   bytes_read_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
-  read_nanos_.fetch_add(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count(),
-      std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -369,7 +388,15 @@ DiskBlockStore::Counters DiskBlockStore::counters() const {
   c.reads = reads_.load(std::memory_order_relaxed);
   c.bytes_written = bytes_written_.load(std::memory_order_relaxed);
   c.bytes_read = bytes_read_.load(std::memory_order_relaxed);
-  c.read_seconds = static_cast<double>(read_nanos_.load(std::memory_order_relaxed)) * 1e-9;
+  {
+    std::lock_guard<std::mutex> lock(read_clock_mu_);
+    int64_t nanos = read_nanos_;
+    if (reads_in_progress_ > 0) {
+      const auto busy = std::chrono::steady_clock::now() - reads_busy_since_;
+      nanos += std::chrono::duration_cast<std::chrono::nanoseconds>(busy).count();
+    }
+    c.read_seconds = static_cast<double>(nanos) * 1e-9;
+  }
   c.corrupt_detected = corrupt_detected_.load(std::memory_order_relaxed);
   c.stale_detected = stale_detected_.load(std::memory_order_relaxed);
   c.token_mismatches = token_mismatches_.load(std::memory_order_relaxed);

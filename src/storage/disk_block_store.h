@@ -9,6 +9,7 @@
 #define KVTIER_STORAGE_DISK_BLOCK_STORE_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -81,7 +82,9 @@ class DiskBlockStore {
     int64_t reads = 0;             // successful Reads
     int64_t bytes_written = 0;     // block bytes of successful Writes
     int64_t bytes_read = 0;        // block bytes of successful Reads
-    double read_seconds = 0;       // time successful Reads took (the tier's load bandwidth)
+    // Wall-clock seconds during which at least one Read was in progress: bytes_read over it
+    // is the bandwidth the tier delivered, however many Reads ran at once.
+    double read_seconds = 0;
     int64_t corrupt_detected = 0;  // Reads that returned DataLoss
     int64_t stale_detected = 0;    // Reads that found another block's valid header (NotFound)
     int64_t token_mismatches = 0;  // Reads that found the key with other tokens (FailedPrecondition)
@@ -221,7 +224,12 @@ class DiskBlockStore {
   std::atomic<int64_t> reads_{0};
   std::atomic<int64_t> bytes_written_{0};
   std::atomic<int64_t> bytes_read_{0};
-  std::atomic<int64_t> read_nanos_{0};
+  // The read clock (counters().read_seconds): runs while any Read is in progress.
+  class ReadClock;
+  mutable std::mutex read_clock_mu_;
+  int reads_in_progress_ ABSL_GUARDED_BY(read_clock_mu_) = 0;
+  std::chrono::steady_clock::time_point reads_busy_since_ ABSL_GUARDED_BY(read_clock_mu_);
+  int64_t read_nanos_ ABSL_GUARDED_BY(read_clock_mu_) = 0;  // busy periods that ended
   std::atomic<int64_t> corrupt_detected_{0};
   std::atomic<int64_t> stale_detected_{0};
   std::atomic<int64_t> token_mismatches_{0};

@@ -28,9 +28,10 @@ class FixedCostPolicy final : public PreemptionPolicy {
 
 constexpr int64_t kBlockTokens = 4;
 
-std::unique_ptr<Sequence> PromptSequence(SequenceId id) {
+// 10 full blocks + 1 token, or `length` tokens of the same series.
+std::unique_ptr<Sequence> PromptSequence(SequenceId id, int length = 41) {
   std::vector<int32_t> tokens;
-  for (int i = 0; i < 41; ++i) tokens.push_back(100 + i * 3);  // 10 full blocks + 1 token
+  for (int i = 0; i < length; ++i) tokens.push_back(100 + i * 3);
   return std::make_unique<Sequence>(id, id, tokens, SamplingParams{});
 }
 
@@ -42,20 +43,26 @@ Schedule NextOf(Scheduler& scheduler) {
   return schedule.ok() ? *std::move(schedule) : Schedule{};
 }
 
-// Computes the prompt on a first manager (blocks stamped with pattern 1 by index), caches
-// it and restarts over the same disk: then only the disk holds its 10 blocks.
-void ComputeAndRestart(testing::ManagerFixture& f) {
+// Computes the prompt (of `length` tokens) on a first manager (blocks stamped with pattern
+// 1 by index), caches it and restarts over the same disk: then only the disk holds its
+// full blocks (10 for the default length).
+void ComputeAndRestart(testing::ManagerFixture& f, int length = 41) {
   Scheduler scheduler({512, 8, 0, /*load_or_recompute=*/false}, f.kv.get(), nullptr);
-  auto seq = PromptSequence(1);
+  auto seq = PromptSequence(1, length);
   scheduler.Enqueue(seq.get());
   Schedule s = NextOf(scheduler);
   ASSERT_EQ(s.chunks.size(), 1u);
-  ASSERT_EQ(s.chunks[0].length, 41);
+  ASSERT_EQ(s.chunks[0].length, length);
   f.Stamp(1, 1);
   scheduler.Commit(s);
   scheduler.Remove(seq.get());
   f.Reopen();
-  ASSERT_EQ(f.kv->cached_blocks(Tier::kDisk), 10);
+  ASSERT_EQ(f.kv->cached_blocks(Tier::kDisk), (length - 1) / kBlockTokens);
+}
+
+// What loading one block is assumed to cost before any is measured.
+double GuessedLoadSeconds(const testing::ManagerFixture& f) {
+  return static_cast<double>(f.kv->block_bytes()) / KvCacheManager::kGuessedDiskBytesPerSecond;
 }
 
 // The chunks a fresh copy of the prompt gets under `policy`: (start, length) of the first
@@ -86,7 +93,7 @@ std::vector<std::pair<int64_t, int64_t>> RunPlanned(testing::ManagerFixture& f, 
     EXPECT_EQ(f.backend.Block(table[i])[0], want) << "block " << i;
   }
   *plans = scheduler.load_plan_counters();
-  EXPECT_TRUE(scheduler.VerifyIntegrity().ok());
+  EXPECT_TRUE(scheduler.VerifyIntegrity().ok()) << scheduler.VerifyIntegrity();
   scheduler.Remove(seq.get());
   return chunks;
 }
@@ -94,9 +101,9 @@ std::vector<std::pair<int64_t, int64_t>> RunPlanned(testing::ManagerFixture& f, 
 TEST(LoadPlanAttachTest, FrontComputedWhileTheBackLoads) {
   testing::ManagerFixture f(/*device=*/64, /*host=*/64, /*disk=*/64, kBlockTokens);
   ASSERT_NO_FATAL_FAILURE(ComputeAndRestart(f));
-  // Computing a block costs what loading one is assumed to cost before any is measured
-  // (2 GB/s): half of the 10 slow blocks computed, half loaded.
-  const double load_seconds = static_cast<double>(f.kv->block_bytes()) / 2e9;
+  // Computing a block costs what loading one is assumed to cost before any is measured:
+  // half of the 10 slow blocks computed, half loaded.
+  const double load_seconds = GuessedLoadSeconds(f);
   FixedCostPolicy policy(load_seconds / kBlockTokens);
   Scheduler::LoadPlanCounters plans;
   const auto chunks = RunPlanned(f, &policy, &plans);
@@ -118,7 +125,7 @@ TEST(LoadPlanAttachTest, LoadsStillInFlightAreComputedNotWaitedFor) {
   testing::ManagerFixture f(/*device=*/64, /*host=*/64, /*disk=*/64, kBlockTokens, /*write_delay=*/{},
                             /*read_delay=*/std::chrono::milliseconds(300));
   ASSERT_NO_FATAL_FAILURE(ComputeAndRestart(f));
-  const double load_seconds = static_cast<double>(f.kv->block_bytes()) / 2e9;
+  const double load_seconds = GuessedLoadSeconds(f);
   FixedCostPolicy policy(load_seconds / kBlockTokens);
   Scheduler::LoadPlanCounters plans;
   const auto start = std::chrono::steady_clock::now();
@@ -132,6 +139,51 @@ TEST(LoadPlanAttachTest, LoadsStillInFlightAreComputedNotWaitedFor) {
   const KvCacheCounters& c = f.kv->counters();
   EXPECT_EQ(c.prefix_hits[static_cast<int>(Tier::kHost)] + c.prefix_hits[static_cast<int>(Tier::kDisk)], 0);
   f.kv->DrainDiskReads();
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok());
+}
+
+// Loads still in flight at the planned attach (they land from the back): the front computes
+// on toward them and attaches again where the two should meet; there, what has landed by
+// then joins. 40 slow blocks, 20 computed and 20 loading as planned; every read takes 300
+// ms, so none has landed at the first attach; the next is half-way through the 20 (the
+// load cost still the guess), and by then the reads have landed (drained).
+TEST(LoadPlanAttachTest, LateLoadsMeetTheComputeFromTheBack) {
+  testing::ManagerFixture f(/*device=*/64, /*host=*/64, /*disk=*/64, kBlockTokens, /*write_delay=*/{},
+                            /*read_delay=*/std::chrono::milliseconds(300));
+  constexpr int kLength = 161;  // 40 full blocks + 1 token
+  ASSERT_NO_FATAL_FAILURE(ComputeAndRestart(f, kLength));
+  FixedCostPolicy policy(GuessedLoadSeconds(f) / kBlockTokens);
+  Scheduler scheduler({512, 8, 0, /*load_or_recompute=*/true}, f.kv.get(), &policy);
+  auto seq = PromptSequence(2, kLength);
+  scheduler.Enqueue(seq.get());
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  for (int step = 0; step < 3; ++step) {
+    Schedule s = NextOf(scheduler);
+    ASSERT_EQ(s.chunks.size(), 1u);
+    chunks.push_back({s.chunks[0].start, s.chunks[0].length});
+    scheduler.Commit(s);
+    if (s.chunks[0].need_logits) seq->tokens.push_back(7);
+    scheduler.EndStep();
+    if (step == 1) f.kv->DrainDiskReads();
+  }
+  ASSERT_EQ(chunks.size(), 3u);
+  EXPECT_EQ(chunks[0], Chunk(0, 80));    // the front 20 blocks, as planned
+  EXPECT_EQ(chunks[1], Chunk(80, 40));   // on toward the loads: half of the 20 left
+  EXPECT_EQ(chunks[2], Chunk(160, 1));   // blocks 30..39 joined
+  const Scheduler::LoadPlanCounters& plans = scheduler.load_plan_counters();
+  EXPECT_EQ(plans.plans, 1);
+  // Reads in flight are bounded by a quarter of the host tier: 16 of the 20, from the back
+  // (blocks 24..39), which the meeting point needs.
+  EXPECT_EQ(plans.last.disk_reads_started, 16);
+  EXPECT_EQ(plans.last.attaches, 2);
+  EXPECT_EQ(plans.last.attached_blocks, 10);
+  const std::span<const BlockId> table = f.kv->BlockTable(2);
+  ASSERT_GE(table.size(), 40u);
+  for (size_t i = 30; i < 40; ++i) {
+    EXPECT_EQ(f.backend.Block(table[i])[0], static_cast<uint8_t>((1 * 31 + static_cast<int64_t>(i)) & 0xff)) << i;
+  }
+  EXPECT_TRUE(scheduler.VerifyIntegrity().ok()) << scheduler.VerifyIntegrity();
+  scheduler.Remove(seq.get());
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok());
 }
 
@@ -160,7 +212,7 @@ TEST(LoadPlanAttachTest, CheapLoadsLoadEverythingCheapComputeComputesEverything)
 TEST(LoadPlanAttachTest, LongSequenceGetsNoPlan) {
   testing::ManagerFixture f(/*device=*/64, /*host=*/64, /*disk=*/64, kBlockTokens);
   ASSERT_NO_FATAL_FAILURE(ComputeAndRestart(f));
-  const double load_seconds = static_cast<double>(f.kv->block_bytes()) / 2e9;
+  const double load_seconds = GuessedLoadSeconds(f);
   FixedCostPolicy policy(load_seconds / kBlockTokens);
   Scheduler scheduler({512, 8, 0, /*load_or_recompute=*/true, /*max_long_running=*/1}, f.kv.get(), &policy);
   SamplingParams params;
@@ -176,7 +228,7 @@ TEST(LoadPlanAttachTest, LongSequenceGetsNoPlan) {
   scheduler.Commit(s);
   if (s.chunks[0].need_logits) seq.tokens.push_back(7);
   scheduler.EndStep();
-  EXPECT_TRUE(scheduler.VerifyIntegrity().ok());
+  EXPECT_TRUE(scheduler.VerifyIntegrity().ok()) << scheduler.VerifyIntegrity();
   scheduler.Remove(&seq);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok());
 }

@@ -6,9 +6,9 @@
 //   disk_load       the same, load_or_recompute 0 (every block loaded);
 //   redis_plan      Redis only, plan on;
 //   redis_load      Redis only, load_or_recompute 0.
-// Each context first runs a 512-token warm-up prompt of other tokens (kernels, and the
-// prefill speed the plan is made with, as in a process that has served before), then the
-// measured prompt. The measured prompts share W6's prefix (same generator and seed).
+// Each context first runs a 512-token warm-up prompt of other tokens (RunWarmed: kernels,
+// and the prefill speed the plan is made with, as in a process that has served before),
+// then the measured prompt. The measured prompts share W6's prefix (same generator and seed).
 #include "bench_w6c.h"
 
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 #include <filesystem>
 #include <random>
 
-#include "cuda_env.h"
+#include "bench_warm_run.h"
 
 namespace kvtier::cli::bench {
 namespace {
@@ -29,6 +29,30 @@ void DropPageCache(const std::string& path) {
   if (fd < 0) return;
   (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
   close(fd);
+}
+
+// A plan phase's timeline (its JSON record, its time to first token) from the engine's
+// load_plans.last; NaN where the phase made no plan or never attached.
+json PlanTimeline(const json& phase, double ttft_s) {
+  const json& plans = phase["load_plans"];
+  const json last = plans.is_object() && plans.contains("last") ? plans["last"] : json::object();
+  auto num = [&](const char* key) {
+    return last.contains(key) && last[key].is_number() ? last[key].get<double>() : NAN;
+  };
+  const double front = num("front_computed_after_s"), attach = num("attach_s");
+  return {{"slow_blocks", num("slow_blocks")},
+          {"compute_blocks", num("compute_blocks")},
+          {"load_blocks", num("load_blocks")},
+          {"disk_reads_started", num("disk_reads_started")},
+          {"load_seconds_per_block_planned", num("load_seconds_per_block")},
+          {"compute_seconds_per_block_planned", num("compute_seconds_per_block")},
+          {"expected_s", num("expected_seconds")},
+          {"front_computed_s", front},
+          {"attach_s", attach},
+          {"attached_blocks", num("attached_blocks")},
+          {"after_attach_s", ttft_s - front - attach},
+          {"disk_reads_busy_s", phase["disk_read_seconds"]},
+          {"ttft_s", ttft_s}};
 }
 
 }  // namespace
@@ -57,7 +81,7 @@ void RunW6c(kvt_model* model, WorkloadSpec w, const std::string& tier_dir, const
     v.insert(v.end(), own.begin(), own.end());
     return v;
   };
-  const std::vector<int32_t> warm_prompt = random_tokens(512);
+  const std::vector<int32_t> warm_prompt = random_tokens(kWarmPromptTokens);
 
   json j = {{"prefix_tokens", kPrefix}, {"own_tokens", kOwn}, {"gen", w.gen}, {"remote_kv_url", remote_url}};
   bool ok = true;
@@ -70,36 +94,7 @@ void RunW6c(kvt_model* model, WorkloadSpec w, const std::string& tier_dir, const
     for (const auto& [key, value] : extra) p.options[key] = value;
     p.num_seqs = 1;
     p.prompts = {with_prefix()};
-    p.warmup = false;
-    RunResult r;
-    kvt_options* options = nullptr;
-    kvt_options_create(&options);
-    SetCudaOptionsFromEnvironment(options);
-    for (const auto& [key, value] : p.options) {
-      if (kvt_options_set_string(options, key.c_str(), value.c_str()) != KVT_OK) {
-        r.error = name + ": option " + key + ": " + kvt_options_errmsg(options);
-      }
-    }
-    kvt_context* ctx = nullptr;
-    char err[2048] = {0};
-    if (r.error.empty() && kvt_context_create(model, options, &ctx, err, sizeof err) != KVT_OK) {
-      r.error = name + ": context: " + err;
-    }
-    kvt_options_free(options);
-    if (ctx != nullptr) {
-      kvt_request* warm = nullptr;
-      kvt_request_create(&warm);
-      kvt_request_set_prompt_tokens(warm, warm_prompt.data(), static_cast<int32_t>(warm_prompt.size()));
-      kvt_request_set_max_new_tokens(warm, 2);
-      kvt_request_set_ignore_eos(warm, 1);
-      int32_t buf[4], len = 0;
-      if (kvt_generate(ctx, warm, buf, 4, &len, nullptr) != KVT_OK) {
-        r.error = name + ": warm-up: " + kvt_context_errmsg(ctx);
-      }
-      kvt_request_free(warm);
-      if (r.error.empty()) r = RunWorkload(model, p, time_limit, nullptr, ctx);
-      kvt_context_free(ctx);  // the populate phase's blocks reach the disk file and Redis here
-    }
+    const RunResult r = RunWarmed(model, p, warm_prompt, time_limit);
     json pj = record(id, p, r);
     pj["ttft_s"] = r.ttft_s;
     for (const char* tier : {"gpu", "host", "disk", "remote"}) {
@@ -107,7 +102,10 @@ void RunW6c(kvt_model* model, WorkloadSpec w, const std::string& tier_dir, const
     }
     pj["prompt_tokens_computed"] = JsonNum(r.stats, {"prompt_tokens_computed"});
     pj["load_plans"] = r.stats.contains("load_plans") ? r.stats["load_plans"] : json();
+    // Bytes read over the time any read was in progress (reads run on several threads).
     const double disk_seconds = JsonNum(r.stats, {"disk_reads", "seconds"});
+    pj["disk_read_seconds"] = disk_seconds;
+    pj["disk_read_bytes"] = JsonNum(r.stats, {"disk_reads", "bytes"});
     pj["disk_read_bytes_per_s"] = disk_seconds > 0 ? JsonNum(r.stats, {"disk_reads", "bytes"}) / disk_seconds : NAN;
     pj["remote_get_bytes_per_s"] = JsonNum(r.stats, {"remote", "get_bytes_per_second"});
     j["phases"][name] = pj;
@@ -153,6 +151,10 @@ void RunW6c(kvt_model* model, WorkloadSpec w, const std::string& tier_dir, const
   j["ttft_disk_plan_s"] = disk_plan.ttft_s;
   j["ttft_disk_load_s"] = disk_load.ttft_s;
   j["ratio_disk_plan_vs_recompute"] = ratio(disk_plan);
+  // Where the disk plan's time went, from its first add (plan and reads start) to its first
+  // token: the split, the front computed, the attach (what landed matched and copied to the
+  // device), then the rest (blocks not landed, the own tokens, the first token's step).
+  j["disk_plan_timeline"] = PlanTimeline(j["phases"]["disk_plan"], disk_plan.ttft_s);
   j["ratio_disk_load_vs_recompute"] = ratio(disk_load);
   if (redis) {
     j["ttft_redis_plan_s"] = redis_plan.ttft_s;
@@ -171,7 +173,13 @@ void RunW6c(kvt_model* model, WorkloadSpec w, const std::string& tier_dir, const
   };
   rows->push_back({id, "TTFT 2nd context, prefix recomputed s", "s", base, NAN, NAN, NAN, false, errors});
   rows->push_back({id, "TTFT from local disk, plan s", "s", disk_plan.ttft_s, NAN, NAN, NAN, false, hits("disk_plan")});
-  rows->push_back({id, "  vs recompute (plan)", "x", ratio(disk_plan), NAN, NAN, 0.75, false, ""});
+  const json& timeline = j["disk_plan_timeline"];
+  auto tnum = [&](const char* key) { return timeline[key].is_number() ? timeline[key].get<double>() : NAN; };
+  rows->push_back({id, "  vs recompute (plan)", "x", ratio(disk_plan), NAN, NAN, 0.75, false,
+                   "computed " + Fmt(tnum("compute_blocks"), 0) + " / loading " + Fmt(tnum("load_blocks"), 0) +
+                       " blocks; front " + Fmt(tnum("front_computed_s"), 3) + " s, attach " + Fmt(tnum("attach_s"), 3) +
+                       " s (" + Fmt(tnum("attached_blocks"), 0) + " joined), then " + Fmt(tnum("after_attach_s"), 3) +
+                       " s; reads busy " + Fmt(tnum("disk_reads_busy_s"), 3) + " s"});
   rows->push_back({id, "TTFT from local disk, load only s", "s", disk_load.ttft_s, NAN, NAN, NAN, false,
                    hits("disk_load")});
   rows->push_back({id, "disk delivered (load only)", "GB/s",

@@ -1,0 +1,49 @@
+// RunWarmed and WarmUp (bench_warm_run.h).
+#include "bench_warm_run.h"
+
+#include "cuda_env.h"
+
+namespace kvtier::cli::bench {
+
+std::string WarmUp(kvt_context* ctx, const std::vector<int32_t>& warm_prompt) {
+  kvt_request* warm = nullptr;
+  kvt_request_create(&warm);
+  kvt_request_set_prompt_tokens(warm, warm_prompt.data(), static_cast<int32_t>(warm_prompt.size()));
+  kvt_request_set_max_new_tokens(warm, 2);
+  kvt_request_set_ignore_eos(warm, 1);
+  int32_t buf[4], len = 0;
+  std::string error;
+  if (kvt_generate(ctx, warm, buf, 4, &len, nullptr) != KVT_OK) {
+    error = std::string("warm-up: ") + kvt_context_errmsg(ctx);
+  }
+  kvt_request_free(warm);
+  return error;
+}
+
+RunResult RunWarmed(kvt_model* model, WorkloadSpec p, const std::vector<int32_t>& warm_prompt, double time_limit) {
+  p.warmup = false;
+  RunResult r;
+  kvt_options* options = nullptr;
+  kvt_options_create(&options);
+  if (SetCudaOptionsFromEnvironment(options) != KVT_OK) {
+    r.error = std::string("KVTIER_CUDA_*: ") + kvt_options_errmsg(options);
+  }
+  for (const auto& [key, value] : p.options) {
+    if (r.error.empty() && kvt_options_set_string(options, key.c_str(), value.c_str()) != KVT_OK) {
+      r.error = "option " + key + ": " + kvt_options_errmsg(options);
+    }
+  }
+  kvt_context* ctx = nullptr;
+  char err[2048] = {0};
+  if (r.error.empty() && kvt_context_create(model, options, &ctx, err, sizeof err) != KVT_OK) {
+    r.error = std::string("context: ") + err;
+  }
+  kvt_options_free(options);
+  if (ctx == nullptr) return r;
+  r.error = WarmUp(ctx, warm_prompt);
+  if (r.error.empty()) r = RunWorkload(model, p, time_limit, nullptr, ctx);
+  kvt_context_free(ctx);
+  return r;
+}
+
+}  // namespace kvtier::cli::bench
