@@ -95,8 +95,10 @@ inline pid_t Spawn(const std::vector<std::string>& args) {
 // One redis-server on 127.0.0.1:port.
 class RedisServer {
  public:
-  // cluster: a cluster-enabled node (its slots are assigned by RedisCluster).
-  explicit RedisServer(bool cluster = false) : cluster_(cluster), port_(FreePort(cluster)) {
+  // cluster: a cluster-enabled node (its slots are assigned by RedisCluster); extra_args:
+  // more redis-server options (e.g. {"--io-threads", "2"}).
+  explicit RedisServer(bool cluster = false, std::vector<std::string> extra_args = {})
+      : cluster_(cluster), extra_args_(std::move(extra_args)), port_(FreePort(cluster)) {
     dir_ = std::filesystem::temp_directory_path() / absl::StrCat("kvtier-redis-", getpid(), "-", port_);
     std::filesystem::create_directories(dir_);
     Start();
@@ -118,6 +120,7 @@ class RedisServer {
     std::vector<std::string> args = {FindProgram("redis-server"), "--port", std::to_string(port_), "--bind",
                                      "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir_.string(),
                                      "--protected-mode", "no"};
+    args.insert(args.end(), extra_args_.begin(), extra_args_.end());
     if (cluster_) {
       args.insert(args.end(), {"--cluster-enabled", "yes", "--cluster-config-file",
                                (dir_ / absl::StrCat("nodes-", port_, ".conf")).string()});
@@ -162,6 +165,7 @@ class RedisServer {
 
  private:
   const bool cluster_;
+  const std::vector<std::string> extra_args_;
   const int port_;
   std::filesystem::path dir_;
   pid_t pid_ = 0;

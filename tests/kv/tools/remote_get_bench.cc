@@ -5,6 +5,7 @@
 // (get_bytes / get_seconds). Not a test (nothing to pass; numbers depend on the machine):
 //   cmake --build BUILD --target remote_get_bench
 //   BUILD/tests/kv/remote_get_bench [--blocks 256] [--block-mib 2] [--connections 4] [--rounds 5]
+//                                   [--io-threads N (redis-server's; default 1)]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,7 +21,7 @@ namespace kvtier {
 namespace {
 
 int Main(int argc, char** argv) {
-  int blocks = 256, block_mib = 2, connections = 4, rounds = 5;
+  int blocks = 256, block_mib = 2, connections = 4, rounds = 5, io_threads = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const int value = std::atoi(argv[i + 1]);
@@ -28,6 +29,7 @@ int Main(int argc, char** argv) {
     else if (flag == "--block-mib") block_mib = value;
     else if (flag == "--connections") connections = value;
     else if (flag == "--rounds") rounds = value;
+    else if (flag == "--io-threads") io_threads = value;
     else {
       std::fprintf(stderr, "unknown flag %s\n", argv[i]);
       return 2;
@@ -37,7 +39,11 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", why.c_str());
     return 1;
   }
-  testing::RedisServer redis;
+  testing::RedisServer redis(/*cluster=*/false, {"--io-threads", std::to_string(io_threads)});
+  if (!redis.running()) {
+    std::fprintf(stderr, "redis-server did not start\n");
+    return 1;
+  }
   RemoteStoreOptions options;
   options.nodes = {{"127.0.0.1", redis.port()}};
   options.format = {/*model_fingerprint=*/42, static_cast<size_t>(block_mib) << 20, /*block_tokens=*/16};
@@ -60,8 +66,8 @@ int Main(int argc, char** argv) {
     while (!store.Put(keys[b], tokens[b], block.data()).ok()) store.Flush();
   }
   store.Flush();
-  std::printf("stored %d blocks of %d MiB (%lld puts); lookups on %d connections\n", blocks, block_mib,
-              static_cast<long long>(store.counters().puts), connections);
+  std::printf("stored %d blocks of %d MiB (%lld puts); lookups on %d connections; redis io-threads %d\n", blocks,
+              block_mib, static_cast<long long>(store.counters().puts), connections, io_threads);
   for (int round = 0; round < rounds; ++round) {
     const auto start = std::chrono::steady_clock::now();
     for (int b = 0; b < blocks; ++b) {
