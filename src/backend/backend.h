@@ -178,6 +178,9 @@ class Backend {
   // Whether Forward reads SequenceChunk::host_kv (host-resident blocks of a sequence longer
   // than the device tier); the engine runs such sequences only where it does.
   virtual bool ReadsHostResidentKv() const { return false; }
+  // Most host-resident blocks one step may read in all (CUDA: what its staging buffers
+  // hold); a long sequence whose whole context needs more blocks is refused at admission.
+  virtual int64_t MaxHostResidentBlocks() const { return INT64_MAX; }
 
   // Tier moves: whole blocks between the device pool and host memory. Synchronous here;
   // backends with copy engines may overlap them internally but return only when done.

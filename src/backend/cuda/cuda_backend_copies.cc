@@ -175,7 +175,7 @@ absl::Status CudaBackend::CopyBlock(int32_t src_block, int32_t dst_block) {
 
 absl::StatusOr<void*> CudaBackend::AllocateHostMemory(size_t bytes) {
   void* ptr = nullptr;
-  const cudaError_t err = cudaHostAlloc(&ptr, bytes, cudaHostAllocDefault);
+  const cudaError_t err = cudaHostAlloc(&ptr, bytes, cudaHostAllocMapped);
   if (err != cudaSuccess) {
     cudaGetLastError();
     return absl::ResourceExhaustedError(absl::StrCat("cudaHostAlloc of ", bytes,
@@ -189,8 +189,10 @@ void CudaBackend::FreeHostMemory(void* ptr) {
 }
 
 // Called from the KV manager's pinning thread: only the runtime (thread-safe), no member.
+// Mapped: attention streams host-resident blocks by reading them from the device
+// (host_kv_stream.h).
 absl::Status CudaBackend::PinHostMemory(void* ptr, size_t bytes) {
-  const cudaError_t err = cudaHostRegister(ptr, bytes, cudaHostRegisterDefault);
+  const cudaError_t err = cudaHostRegister(ptr, bytes, cudaHostRegisterMapped);
   if (err != cudaSuccess) {
     cudaGetLastError();
     return absl::ResourceExhaustedError(absl::StrCat("cudaHostRegister of ", bytes,

@@ -152,8 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int32_t* table = kv.indices + kv.indptr[tok.chunk[token]];
 
   const int bt = kv.block_tokens;
-  const int64_t k_head =
-      (static_cast<int64_t>(p.layer) * 2 * kv.num_kv_heads + kv_head) * bt * D;
+  const int64_t k_head = static_cast<int64_t>(kv_head) * bt * D;  // within a layer slice
   const int64_t v_delta = static_cast<int64_t>(kv.num_kv_heads) * bt * D;
   const int last = range.end - 1;
   // This lane's positions in a tile: K rows g, g+8 (S columns); V rows 2t, 2t+1, 2t+8,
@@ -177,8 +176,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   auto row_ptr = [&](int32_t block, int pos) {
     const int in_block = bt_shift >= 0 ? (pos & (bt - 1)) : pos % bt;
-    return kv.pool + static_cast<int64_t>(block) * kv.block_elements + k_head +
-           static_cast<int64_t>(in_block) * D;
+    return KvLayerBase(kv, block, p.layer) + k_head + static_cast<int64_t>(in_block) * D;
   };
 
   float o[kMTiles][4];

@@ -1,0 +1,132 @@
+// CudaBackend's streaming of host-resident KV (docs/LONG_CONTEXT.md, "The CUDA part").
+//
+// A step whose chunks name host-resident blocks (SequenceChunk::host_kv) reads them per
+// layer from a device staging buffer: before layer l's attention, a gather kernel on
+// stage_stream_ has copied layer l's slice of every such block (the host tier is pinned and
+// mapped, so the kernel reads it over the link) into buffer l % 2, slot s for the step's s-th
+// host block. The block table names slot s as entry -1 - s (kernels.h, PagedKv::staged), so
+// the attention kernels run unchanged: same splits, same merge, same arithmetic as with every
+// block on the device. Two buffers: the gather of layer l + 1 runs while layer l computes.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/host_kv_stream.h"
+#include "common/status_macros.h"
+
+namespace kvtier {
+
+int64_t CudaBackend::HostKvSlotsWanted() const {
+  const int64_t tokens = options_.cuda.host_kv_stream_tokens;
+  if (tokens <= 0 || !fast_attention_) return 0;
+  return (tokens + layout_.block_tokens - 1) / layout_.block_tokens;
+}
+
+int64_t CudaBackend::HostKvStagingBytes() const {
+  return 2 * HostKvSlotsWanted() * static_cast<int64_t>(layout_.BlockBytes() / layout_.num_layers);
+}
+
+absl::Status CudaBackend::InitHostKvStaging() {
+  const int64_t slots = HostKvSlotsWanted();
+  if (slots == 0) return absl::OkStatus();
+  // The gather reads host blocks at their host addresses (UVA); a device that cannot gets
+  // no streaming, and long sequences stay refused at admission.
+  int can_use_host_pointer = 0;
+  CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&can_use_host_pointer, cudaDevAttrCanUseHostPointerForRegisteredMem, 0));
+  if (can_use_host_pointer == 0) return absl::OkStatus();
+  host_kv_slice_bytes_ = layout_.BlockBytes() / layout_.num_layers;
+  for (void*& buffer : host_kv_staged_) {
+    ASSIGN_OR_RETURN(buffer, DeviceAlloc(static_cast<size_t>(slots) * host_kv_slice_bytes_, "host KV staging"));
+  }
+  CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stage_stream_, cudaStreamNonBlocking));
+  CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&stage_meta_ready_, cudaEventDisableTiming));
+  for (int i = 0; i < 2; ++i) {
+    CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&stage_landed_[i], cudaEventDisableTiming));
+    CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&stage_free_[i], cudaEventDisableTiming));
+  }
+  host_kv_slots_ = slots;
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::ValidateHostKv(const SequenceChunk& chunk, size_t c) const {
+  const HostResidentKv& host = chunk.host_kv;
+  if (host.empty()) return absl::OkStatus();
+  if (host_kv_slots_ == 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        "chunk ", c, " reads ", host.num_blocks(), " host-resident KV blocks; this CUDA backend does not stream them ",
+        "(cuda host_kv_stream_tokens is 0, the fast attention kernels are off, or the device cannot read mapped host "
+        "memory)"));
+  }
+  if (host.num_blocks() > host_kv_slots_) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk ", c, " reads ", host.num_blocks(),
+                                                   " host-resident KV blocks; the staging buffers hold ",
+                                                   host_kv_slots_, " (host_kv_stream_tokens)"));
+  }
+  if (host.first_block < 0 || (host.first_block + host.num_blocks()) * layout_.block_tokens > chunk.start_position) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk ", c, " host-resident blocks [", host.first_block, ", ",
+                                                   host.first_block + host.num_blocks(),
+                                                   ") are not all full blocks before its first position ",
+                                                   chunk.start_position));
+  }
+  for (const void* block : host.blocks) {
+    if (block == nullptr || reinterpret_cast<uintptr_t>(block) % 16 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("chunk ", c, " names a null or unaligned host block"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// CTAs of one gather: enough 16 KiB batches of loads in flight to fill the host link many
+// times over (its latency is microseconds), while leaving most SMs to the compute stream.
+int32_t GatherCtas(int32_t sm_count) { return std::max(16, sm_count / 2); }
+
+}  // namespace
+
+absl::Status CudaBackend::StageFirstHostKvLayer(const StepLaunch& step) {
+  if (step.host_blocks == 0) return absl::OkStatus();
+  // The step's metadata (host addresses) was copied on the compute stream just before.
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(stage_meta_ready_, stream_));
+  CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stage_stream_, stage_meta_ready_, 0));
+  cuda::HostKvGather gather;
+  gather.blocks = reinterpret_cast<const uint64_t*>(ws_.meta + step.meta.host_blocks);
+  gather.num_slices = step.host_blocks;
+  gather.slice_bytes = host_kv_slice_bytes_;
+  gather.layer_offset = 0;
+  gather.staged = host_kv_staged_[0];
+  CUDA_RETURN_IF_ERROR(cuda::GatherHostKv(gather, GatherCtas(sm_count_), stage_stream_));
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(stage_landed_[0], stage_stream_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const void*> CudaBackend::StageHostKvLayer(const StepLaunch& step, int64_t layer) {
+  if (step.host_blocks == 0) return nullptr;
+  const int64_t next = layer + 1;
+  if (next < config_.num_layers) {
+    const int b = static_cast<int>(next % 2);
+    // Buffer b last held layer - 1, whose attention recorded stage_free_[b] already.
+    CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stage_stream_, stage_free_[b], 0));
+    cuda::HostKvGather gather;
+    gather.blocks = reinterpret_cast<const uint64_t*>(ws_.meta + step.meta.host_blocks);
+    gather.num_slices = step.host_blocks;
+    gather.slice_bytes = host_kv_slice_bytes_;
+    gather.layer_offset = static_cast<size_t>(next) * host_kv_slice_bytes_;
+    gather.staged = host_kv_staged_[b];
+    CUDA_RETURN_IF_ERROR(cuda::GatherHostKv(gather, GatherCtas(sm_count_), stage_stream_));
+    CUDA_RETURN_IF_ERROR(cudaEventRecord(stage_landed_[b], stage_stream_));
+  }
+  const int b = static_cast<int>(layer % 2);
+  CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, stage_landed_[b], 0));
+  return host_kv_staged_[b];
+}
+
+absl::Status CudaBackend::ReleaseHostKvLayer(const StepLaunch& step, int64_t layer) {
+  if (step.host_blocks == 0) return absl::OkStatus();
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(stage_free_[layer % 2], stream_));
+  return absl::OkStatus();
+}
+
+}  // namespace kvtier
