@@ -601,7 +601,10 @@ nlohmann::json Engine::Stats() {
                              {"async_out_batches", copies.async_out_batches},
                              {"async_out_bytes", copies.async_out_bytes},
                              {"async_out_copy_seconds", copies.async_out_copy_seconds},
-                             {"async_out_wait_seconds", copies.async_out_wait_seconds}};
+                             {"async_out_wait_seconds", copies.async_out_wait_seconds},
+                             {"host_kv_steps", copies.host_kv_steps},
+                             {"host_kv_bytes", copies.host_kv_bytes},
+                             {"host_link_bytes_per_second", copies.host_link_bytes_per_second}};
   return stats;
 }
 

@@ -328,6 +328,10 @@ class CudaBackend final : public Backend {
   // Allocates the staging buffers, stream and events (Init); leaves host_kv_slots_ 0 when
   // streaming is off.
   absl::Status InitHostKvStaging();
+  // Times pinned host -> device copies into the staging area (copy_stats_).
+  absl::Status MeasureHostLink();
+  // Counts a step's streamed bytes in copy_stats_.
+  void CountHostKvStep(const StepLaunch& step);
   // Before the layer loop: the gather of layer 0. At layer `layer`, before its attention:
   // the gather of layer + 1 (once the buffer it overwrites is free), then the compute
   // stream's wait for this layer's slices; returns the staging buffer to read.

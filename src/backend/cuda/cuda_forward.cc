@@ -543,6 +543,7 @@ absl::Status CudaBackend::RunStep(const ForwardBatch& piece, std::vector<float>*
     logits_out = logits->data() + old;
   }
   if (!ran) RETURN_IF_ERROR(EnqueueForward(step, logits_out));
+  CountHostKvStep(step);
   if (chain != nullptr) {
     RETURN_IF_ERROR(chain_->Run(ws_.logits, chain->first_row, real_logits, *chain->batch, chain->samples,
                                 chain->result, stream_, options_.cuda.launch));

@@ -8,6 +8,8 @@
 // the attention kernels run unchanged: same splits, same merge, same arithmetic as with every
 // block on the device. Two buffers: the gather of layer l + 1 runs while layer l computes.
 #include <algorithm>
+#include <cstring>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_backend.h"
@@ -47,7 +49,45 @@ absl::Status CudaBackend::InitHostKvStaging() {
     CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&stage_free_[i], cudaEventDisableTiming));
   }
   host_kv_slots_ = slots;
+  return MeasureHostLink();
+}
+
+absl::Status CudaBackend::MeasureHostLink() {
+  // Pinned host -> device over the copy engine, into staging buffer 0: the bound a step
+  // streaming host-resident KV is measured against (kvtier bench W8).
+  const size_t bytes = std::min<size_t>(static_cast<size_t>(host_kv_slots_) * host_kv_slice_bytes_, size_t{256} << 20);
+  void* host = nullptr;
+  CUDA_RETURN_IF_ERROR(cudaHostAlloc(&host, bytes, cudaHostAllocDefault));
+  std::memset(host, 0, bytes);
+  cudaEvent_t start = nullptr, end = nullptr;
+  cudaError_t err = cudaEventCreate(&start);
+  if (err == cudaSuccess) err = cudaEventCreate(&end);
+  constexpr int kRepeats = 4;
+  if (err == cudaSuccess) err = cudaMemcpyAsync(host_kv_staged_[0], host, bytes, cudaMemcpyHostToDevice, stage_stream_);
+  if (err == cudaSuccess) err = cudaEventRecord(start, stage_stream_);
+  for (int i = 0; i < kRepeats && err == cudaSuccess; ++i) {
+    err = cudaMemcpyAsync(host_kv_staged_[0], host, bytes, cudaMemcpyHostToDevice, stage_stream_);
+  }
+  if (err == cudaSuccess) err = cudaEventRecord(end, stage_stream_);
+  if (err == cudaSuccess) err = cudaEventSynchronize(end);
+  float ms = 0;
+  if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, start, end);
+  if (start != nullptr) cudaEventDestroy(start);
+  if (end != nullptr) cudaEventDestroy(end);
+  cudaFreeHost(host);
+  CUDA_RETURN_IF_ERROR(err);
+  if (ms > 0) {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    copy_stats_.host_link_bytes_per_second = static_cast<double>(bytes) * kRepeats / (ms * 1e-3);
+  }
   return absl::OkStatus();
+}
+
+void CudaBackend::CountHostKvStep(const StepLaunch& step) {
+  if (step.host_blocks == 0) return;
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  ++copy_stats_.host_kv_steps;
+  copy_stats_.host_kv_bytes += static_cast<int64_t>(step.host_blocks) * static_cast<int64_t>(layout_.BlockBytes());
 }
 
 absl::Status CudaBackend::ValidateHostKv(const SequenceChunk& chunk, size_t c) const {
