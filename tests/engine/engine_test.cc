@@ -4,16 +4,18 @@
 
 #include <atomic>
 #include <map>
-#include <random>
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "testing/engine_prompts.h"
 #include "testing/test_model.h"
 
 namespace kvtier {
 namespace {
 
+using testing::Greedy;
 using testing::OpenCheckpoint;
+using testing::Prompt;
 using testing::TinyLlamaDir;
 
 EngineOptions CpuOptions() {
@@ -29,20 +31,6 @@ std::unique_ptr<Engine> MakeEngine(const EngineOptions& options) {
   auto engine = Engine::Create(OpenCheckpoint(TinyLlamaDir()), options);
   EXPECT_TRUE(engine.ok()) << engine.status();
   return std::move(*engine);
-}
-
-std::vector<int32_t> Prompt(int seed, int length) {
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  std::vector<int32_t> ids;
-  for (int i = 0; i < length; ++i) ids.push_back(static_cast<int32_t>(3 + rng() % 500));
-  return ids;
-}
-
-SamplingParams Greedy(int max_new) {
-  SamplingParams p;
-  p.max_new_tokens = max_new;
-  p.ignore_eos = true;
-  return p;
 }
 
 // Steps until every sequence finishes; returns generated tokens per sequence id.

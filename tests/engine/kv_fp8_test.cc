@@ -6,17 +6,19 @@
 
 #include <filesystem>
 #include <map>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
 #include "gtest/gtest.h"
+#include "testing/engine_prompts.h"
 #include "testing/test_model.h"
 
 namespace kvtier {
 namespace {
 
+using testing::Greedy;
 using testing::OpenCheckpoint;
+using testing::Prompt;
 using testing::TinyLlamaDir;
 
 EngineOptions Options(StorageDType kv_dtype, const std::string& disk_path = "") {
@@ -31,20 +33,6 @@ EngineOptions Options(StorageDType kv_dtype, const std::string& disk_path = "") 
     options.disk_kv_bytes = 1 << 20;
   }
   return options;
-}
-
-std::vector<int32_t> Prompt(int seed, int length) {
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  std::vector<int32_t> ids;
-  for (int i = 0; i < length; ++i) ids.push_back(static_cast<int32_t>(3 + rng() % 500));
-  return ids;
-}
-
-SamplingParams Greedy(int max_new) {
-  SamplingParams p;
-  p.max_new_tokens = max_new;
-  p.ignore_eos = true;
-  return p;
 }
 
 struct EngineRun {

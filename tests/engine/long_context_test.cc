@@ -7,18 +7,20 @@
 // row scales, and the tokens are still those of the fp8 run with an unlimited device tier.
 #include <map>
 #include <ostream>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "engine/engine.h"
 #include "gtest/gtest.h"
+#include "testing/engine_prompts.h"
 #include "testing/test_model.h"
 
 namespace kvtier {
 namespace {
 
+using testing::Greedy;
 using testing::OpenCheckpoint;
+using testing::Prompt;
 using testing::TinyLlamaDir;
 
 constexpr int64_t kBlockTokens = 4;
@@ -58,20 +60,6 @@ EngineOptions SmallDevice(int64_t device_blocks, int64_t host_blocks, StorageDTy
   options.watermark_blocks = 0;
   options.max_tokens_per_step = 64;
   return options;
-}
-
-std::vector<int32_t> Prompt(int seed, int length) {
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  std::vector<int32_t> ids;
-  for (int i = 0; i < length; ++i) ids.push_back(static_cast<int32_t>(3 + rng() % 500));
-  return ids;
-}
-
-SamplingParams Greedy(int max_new) {
-  SamplingParams p;
-  p.max_new_tokens = max_new;
-  p.ignore_eos = true;
-  return p;
 }
 
 // One step, then every invariant of the scheduler and the KV manager.

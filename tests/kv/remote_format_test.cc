@@ -43,7 +43,9 @@ class RemoteValueTest : public ::testing::Test {
   absl::Status Decode(const std::string& value, std::vector<int32_t> tokens) {
     std::vector<uint8_t> out(format_.block_bytes);
     absl::Status s = DecodeRemoteValue(format_, value, key_, tokens, out.data());
-    if (s.ok()) EXPECT_EQ(out, block_);
+    if (s.ok()) {
+      EXPECT_EQ(out, block_);
+    }
     return s;
   }
   const RemoteValueFormat format_{0x1234, 256, 4};

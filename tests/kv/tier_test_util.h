@@ -15,6 +15,7 @@
 
 #include "engine/engine.h"
 #include "gtest/gtest.h"
+#include "testing/engine_prompts.h"
 #include "testing/test_model.h"
 
 namespace kvtier::testing {
@@ -46,21 +47,6 @@ inline EngineOptions TierOptions(int64_t gpu_blocks, int64_t host_blocks = 0,
   // Hit counts stay exact: every slow-tier hit is loaded (the split is tested on its own).
   o.load_or_recompute = false;
   return o;
-}
-
-inline std::vector<int32_t> Prompt(int seed, int length,
-                                   const std::vector<int32_t>& prefix = {}) {
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  std::vector<int32_t> ids = prefix;
-  for (int i = 0; i < length; ++i) ids.push_back(static_cast<int32_t>(3 + rng() % 500));
-  return ids;
-}
-
-inline SamplingParams Greedy(int n) {
-  SamplingParams p;
-  p.max_new_tokens = n;
-  p.ignore_eos = true;
-  return p;
 }
 
 // Runs every prompt to the end, checking invariants after each step; tokens by input order.
