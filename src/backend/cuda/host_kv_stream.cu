@@ -42,7 +42,7 @@ cudaError_t GatherHostKv(const HostKvGather& gather, int32_t ctas, cudaStream_t 
   if (gather.num_slices <= 0) return cudaSuccess;
   if (gather.slice_bytes % 16 != 0 || gather.layer_offset % 16 != 0) return cudaErrorInvalidValue;
   const size_t total = gather.slice_bytes / 16 * static_cast<size_t>(gather.num_slices);
-  if (total + static_cast<size_t>(kThreads) * kUnroll * 2 >= (size_t{1} << 32)) return cudaErrorInvalidValue;
+  if (total + static_cast<size_t>(kThreads) * kUnroll * 2 >= (size_t{1} << 31)) return cudaErrorInvalidValue;
   const size_t per_cta = static_cast<size_t>(kThreads) * kUnroll;
   const size_t needed = (total + per_cta - 1) / per_cta;
   const int grid = static_cast<int>(needed < static_cast<size_t>(ctas) ? needed : static_cast<size_t>(ctas));
