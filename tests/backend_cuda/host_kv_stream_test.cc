@@ -40,8 +40,11 @@ struct StreamCase {
   int64_t host_blocks;
 };
 
+// A gtest parameter name: letters, digits and '_' only.
 std::string Name(const StreamCase& c) {
-  return std::string(c.preset) + "_d" + std::to_string(c.head_dim) + "_" + std::string(DTypeName(c.dtype)) +
+  std::string preset(c.preset);
+  std::replace(preset.begin(), preset.end(), '-', '_');
+  return preset + "_d" + std::to_string(c.head_dim) + "_" + std::string(DTypeName(c.dtype)) +
          "_first" + std::to_string(c.host_first) + "_n" + std::to_string(c.host_blocks);
 }
 

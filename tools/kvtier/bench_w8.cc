@@ -26,7 +26,7 @@ void RunW8(kvt_model* model, BenchSession* session) {
   // The host tier holds what the device cannot (plus cached copies of moved blocks).
   w.options["host_kv_bytes"] = "24GiB";
   // Stream one layer of the whole context per step (two staging buffers of 512 MiB).
-  w.options["cuda_host_kv_stream_tokens"] = std::to_string(kW8Prompt + kW8Gen + 64);
+  w.options["cuda_host_kv_stream_tokens"] = std::to_string(kW8Context);
   RunResult r = RunWorkload(model, w, s.tier_time_limit, s.sampler);
   json j = s.Record(id, w, r);
   const double decode = r.ok && r.decode_s > 0 ? (w.gen - 1) / r.decode_s : NAN;
