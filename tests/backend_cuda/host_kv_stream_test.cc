@@ -38,6 +38,10 @@ struct StreamCase {
   DType dtype;
   int64_t host_first;  // logical blocks kept on the device in front of the host range
   int64_t host_blocks;
+  // Host blocks at irregular addresses (gaps of 0-7 blocks in one pinned buffer): with this
+  // many they form more constant-stride runs than the copy engine path takes (256), so they
+  // stream through the gather kernel.
+  bool scattered = false;
 };
 
 // A gtest parameter name: letters, digits and '_' only.
@@ -45,7 +49,8 @@ std::string Name(const StreamCase& c) {
   std::string preset(c.preset);
   std::replace(preset.begin(), preset.end(), '-', '_');
   return preset + "_d" + std::to_string(c.head_dim) + "_" + std::string(DTypeName(c.dtype)) +
-         "_first" + std::to_string(c.host_first) + "_n" + std::to_string(c.host_blocks);
+         "_first" + std::to_string(c.host_first) + "_n" + std::to_string(c.host_blocks) +
+         (c.scattered ? "_scattered" : "");
 }
 
 class HostKvStreamTest : public ::testing::TestWithParam<StreamCase> {
@@ -55,12 +60,24 @@ class HostKvStreamTest : public ::testing::TestWithParam<StreamCase> {
 
 // The host copies of a backend's blocks [first, first + n) of `table`.
 std::vector<const void*> MoveToHost(Backend& b, const std::vector<int32_t>& table, int64_t first, int64_t n,
-                              std::vector<std::unique_ptr<uint8_t[]>>* plain, std::vector<void*>* pinned) {
+                              std::vector<std::unique_ptr<uint8_t[]>>* plain, std::vector<void*>* pinned,
+                              std::mt19937* scatter = nullptr) {
   std::vector<const void*> out;
   const size_t bytes = b.kv_layout().BlockBytes();
+  uint8_t* region = nullptr;  // scattered: every block in one buffer, at irregular gaps
+  size_t cursor = 0;
+  if (pinned != nullptr && scatter != nullptr) {
+    auto p = b.AllocateHostMemory(bytes * static_cast<size_t>(8 * n + 8));
+    EXPECT_TRUE(p.ok()) << p.status();
+    region = static_cast<uint8_t*>(*p);
+    pinned->push_back(region);
+  }
   for (int64_t j = first; j < first + n; ++j) {
     void* host = nullptr;
-    if (pinned != nullptr) {
+    if (region != nullptr) {
+      host = region + cursor;
+      cursor += bytes * (1 + (*scatter)() % 8);
+    } else if (pinned != nullptr) {
       auto p = b.AllocateHostMemory(bytes);
       EXPECT_TRUE(p.ok()) << p.status();
       host = *p;
@@ -94,7 +111,9 @@ TEST_P(HostKvStreamTest, StreamedSequenceMatchesAllOnDevice) {
 
   BackendOptions plain_options;
   BackendOptions stream_options;
-  stream_options.cuda.host_kv_stream_tokens = 16 * 16;
+  const int64_t slots = std::max<int64_t>(16, c.host_blocks + 4);
+  const int64_t pool_blocks = std::max<int64_t>(kPoolBlocks, c.host_first + c.host_blocks + 16);
+  stream_options.cuda.host_kv_stream_tokens = 16 * slots;
   auto ref = CudaBackend::Create(**checkpoint, plain_options);
   ASSERT_TRUE(ref.ok()) << ref.status();
   auto gpu = CudaBackend::Create(**checkpoint, stream_options);
@@ -104,16 +123,16 @@ TEST_P(HostKvStreamTest, StreamedSequenceMatchesAllOnDevice) {
   ASSERT_TRUE((*gpu)->fast_attention());
   ASSERT_TRUE((*gpu)->ReadsHostResidentKv());
   EXPECT_FALSE((*ref)->ReadsHostResidentKv());
-  EXPECT_EQ((*gpu)->MaxHostResidentBlocks(), 16);
+  EXPECT_EQ((*gpu)->MaxHostResidentBlocks(), slots);
   (*ref)->SetDecodeGraphs(false);  // both run every step eagerly: the same launches
   for (Backend* b : {static_cast<Backend*>(ref->get()), static_cast<Backend*>(gpu->get()),
                      static_cast<Backend*>(cpu->get())}) {
-    ASSERT_TRUE(b->AllocateKvPool(kPoolBlocks).ok());
+    ASSERT_TRUE(b->AllocateKvPool(pool_blocks).ok());
   }
   const int64_t bt = (*gpu)->kv_layout().block_tokens;
   const int64_t vocab = (*gpu)->vocab_size();
 
-  std::vector<int32_t> table(kPoolBlocks);
+  std::vector<int32_t> table(pool_blocks);
   std::iota(table.begin(), table.end(), 0);
   std::shuffle(table.begin(), table.end(), rng);
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(vocab) - 1);
@@ -135,7 +154,9 @@ TEST_P(HostKvStreamTest, StreamedSequenceMatchesAllOnDevice) {
   //    CPU; their device copies there are overwritten with NaNs, so reading them would show.
   std::vector<void*> pinned;
   std::vector<std::unique_ptr<uint8_t[]>> plain;
-  const std::vector<const void*> gpu_host = MoveToHost(**gpu, table, c.host_first, c.host_blocks, nullptr, &pinned);
+  std::mt19937 scatter(99);
+  const std::vector<const void*> gpu_host =
+      MoveToHost(**gpu, table, c.host_first, c.host_blocks, nullptr, &pinned, c.scattered ? &scatter : nullptr);
   const std::vector<const void*> cpu_host = MoveToHost(**cpu, table, c.host_first, c.host_blocks, &plain, nullptr);
   {
     std::vector<uint8_t> nan((*gpu)->kv_layout().BlockBytes(), 0xff);
@@ -189,7 +210,7 @@ TEST_P(HostKvStreamTest, StreamedSequenceMatchesAllOnDevice) {
 
   // A chunk with more host blocks than the staging holds, or a host block after a written
   // position, is refused by name.
-  std::vector<const void*> too_many(17, gpu_host[0]);
+  std::vector<const void*> too_many(slots + 1, gpu_host[0]);
   SequenceChunk bad{std::span<const int32_t>(tokens).subspan(cached, 1), cached, device_table, true};
   bad.host_kv = HostResidentKv{0, too_many};
   ForwardBatch refused;
@@ -214,7 +235,8 @@ INSTANTIATE_TEST_SUITE_P(
                       StreamCase{"small-llama", 64, 4, 1, DType::kBF16, 1, 5},
                       StreamCase{"small-llama", 64, 4, 1, DType::kF16, 0, 12},
                       StreamCase{"tiny-qwen3", 128, 4, 2, DType::kBF16, 2, 9},
-                      StreamCase{"tiny-qwen3", 128, 4, 2, DType::kF16, 0, 1}),
+                      StreamCase{"tiny-qwen3", 128, 4, 2, DType::kF16, 0, 1},
+                      StreamCase{"small-llama", 64, 4, 1, DType::kBF16, 2, 640, true}),
     [](const ::testing::TestParamInfo<StreamCase>& info) { return Name(info.param); });
 
 }  // namespace
