@@ -38,9 +38,8 @@ struct StreamCase {
   DType dtype;
   int64_t host_first;  // logical blocks kept on the device in front of the host range
   int64_t host_blocks;
-  // Host blocks at irregular addresses (gaps of 0-7 blocks in one pinned buffer): with this
-  // many they form more constant-stride runs than the copy engine path takes (256), so they
-  // stream through the gather kernel.
+  // Host blocks at irregular addresses (gaps of 0-7 blocks in one pinned buffer), as a host
+  // tier's slots are after a while.
   bool scattered = false;
 };
 

@@ -339,20 +339,6 @@ class CudaBackend final : public Backend {
   absl::StatusOr<const void*> StageHostKvLayer(const StepLaunch& step, int64_t layer);
   // After layer `layer`'s attention: its buffer may be overwritten.
   absl::Status ReleaseHostKvLayer(const StepLaunch& step, int64_t layer);
-  // The step's host blocks as runs of constant address stride (PlanHostKvRuns): each run's
-  // layer slices are one strided copy on the copy engine; a step with more runs than
-  // kMaxHostKvRuns streams through the gather kernel instead.
-  struct HostKvRun {
-    const uint8_t* first = nullptr;  // host address of the run's first block
-    int64_t stride = 0;              // bytes between consecutive blocks of the run
-    int32_t first_slot = 0;
-    int32_t count = 0;
-  };
-  static constexpr size_t kMaxHostKvRuns = 256;
-  void PlanHostKvRuns(const uint64_t* addresses, int64_t n);
-  absl::Status StageLayerSlices(const StepLaunch& step, int64_t layer, int buffer);
-  std::vector<HostKvRun> host_kv_runs_;  // of the prepared step; empty: gather kernel
-  std::vector<std::pair<uint64_t, int64_t>> host_entries_;  // (host address, table entry), reused
   int64_t host_kv_slots_ = 0;          // per staging buffer (0: streaming off)
   size_t host_kv_slice_bytes_ = 0;     // one layer of one block
   void* host_kv_staged_[2] = {nullptr, nullptr};

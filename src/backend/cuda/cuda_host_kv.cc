@@ -126,58 +126,18 @@ int32_t GatherCtas(int32_t sm_count) { return std::max(16, sm_count / 2); }
 
 }  // namespace
 
-void CudaBackend::PlanHostKvRuns(const uint64_t* addresses, int64_t n) {
-  host_kv_runs_.clear();
-  for (int64_t i = 0; i < n; ++i) {
-    const auto* block = reinterpret_cast<const uint8_t*>(addresses[i]);
-    if (!host_kv_runs_.empty()) {
-      HostKvRun& run = host_kv_runs_.back();
-      const int64_t delta = block - (run.first + run.stride * (run.count - 1));
-      // A second block fixes the run's stride; a strided copy needs it at least a slice.
-      if (run.count == 1 && delta >= static_cast<int64_t>(host_kv_slice_bytes_)) run.stride = delta;
-      if (run.count >= 1 && delta == run.stride && run.stride > 0) {
-        ++run.count;
-        continue;
-      }
-    }
-    if (host_kv_runs_.size() == kMaxHostKvRuns) {  // too scattered: the gather kernel
-      host_kv_runs_.clear();
-      return;
-    }
-    host_kv_runs_.push_back({block, 0, static_cast<int32_t>(i), 1});
-  }
-}
-
-absl::Status CudaBackend::StageLayerSlices(const StepLaunch& step, int64_t layer, int buffer) {
-  const size_t layer_offset = static_cast<size_t>(layer) * host_kv_slice_bytes_;
-  if (!host_kv_runs_.empty()) {
-    // Copy engine: one strided copy per run (rows = the run's blocks' slices of this layer).
-    for (const HostKvRun& run : host_kv_runs_) {
-      uint8_t* dst = static_cast<uint8_t*>(host_kv_staged_[buffer]) +
-                     static_cast<size_t>(run.first_slot) * host_kv_slice_bytes_;
-      const size_t pitch = run.count > 1 ? static_cast<size_t>(run.stride) : host_kv_slice_bytes_;
-      CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(dst, host_kv_slice_bytes_, run.first + layer_offset, pitch,
-                                             host_kv_slice_bytes_, static_cast<size_t>(run.count),
-                                             cudaMemcpyHostToDevice, stage_stream_));
-    }
-    return absl::OkStatus();
-  }
-  cuda::HostKvGather gather;
-  gather.blocks = reinterpret_cast<const uint64_t*>(ws_.meta + step.meta.host_blocks);
-  gather.num_slices = step.host_blocks;
-  gather.slice_bytes = host_kv_slice_bytes_;
-  gather.layer_offset = layer_offset;
-  gather.staged = host_kv_staged_[buffer];
-  CUDA_RETURN_IF_ERROR(cuda::GatherHostKv(gather, GatherCtas(sm_count_), stage_stream_));
-  return absl::OkStatus();
-}
-
 absl::Status CudaBackend::StageFirstHostKvLayer(const StepLaunch& step) {
   if (step.host_blocks == 0) return absl::OkStatus();
   // The step's metadata (host addresses) was copied on the compute stream just before.
   CUDA_RETURN_IF_ERROR(cudaEventRecord(stage_meta_ready_, stream_));
   CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stage_stream_, stage_meta_ready_, 0));
-  RETURN_IF_ERROR(StageLayerSlices(step, 0, 0));
+  cuda::HostKvGather gather;
+  gather.blocks = reinterpret_cast<const uint64_t*>(ws_.meta + step.meta.host_blocks);
+  gather.num_slices = step.host_blocks;
+  gather.slice_bytes = host_kv_slice_bytes_;
+  gather.layer_offset = 0;
+  gather.staged = host_kv_staged_[0];
+  CUDA_RETURN_IF_ERROR(cuda::GatherHostKv(gather, GatherCtas(sm_count_), stage_stream_));
   CUDA_RETURN_IF_ERROR(cudaEventRecord(stage_landed_[0], stage_stream_));
   return absl::OkStatus();
 }
@@ -189,7 +149,13 @@ absl::StatusOr<const void*> CudaBackend::StageHostKvLayer(const StepLaunch& step
     const int b = static_cast<int>(next % 2);
     // Buffer b last held layer - 1, whose attention recorded stage_free_[b] already.
     CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stage_stream_, stage_free_[b], 0));
-    RETURN_IF_ERROR(StageLayerSlices(step, next, b));
+    cuda::HostKvGather gather;
+    gather.blocks = reinterpret_cast<const uint64_t*>(ws_.meta + step.meta.host_blocks);
+    gather.num_slices = step.host_blocks;
+    gather.slice_bytes = host_kv_slice_bytes_;
+    gather.layer_offset = static_cast<size_t>(next) * host_kv_slice_bytes_;
+    gather.staged = host_kv_staged_[b];
+    CUDA_RETURN_IF_ERROR(cuda::GatherHostKv(gather, GatherCtas(sm_count_), stage_stream_));
     CUDA_RETURN_IF_ERROR(cudaEventRecord(stage_landed_[b], stage_stream_));
   }
   const int b = static_cast<int>(layer % 2);
