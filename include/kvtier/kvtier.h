@@ -140,10 +140,11 @@ KVT_API int64_t kvt_live_handles(void);
  *                                with KVT_ERR_UNSUPPORTED naming it      default "auto"
  *   "kv_dtype"           string  "auto" | "bf16" | "fp16" | "fp8": format of the KV cache
  *                                on every tier (auto: CPU fp32, CUDA the compute type).
- *                                fp8: E4M3 codes + one fp32 scale per token and KV head
- *                                (CPU backend; the host and disk tiers hold the same bytes,
- *                                and cached blocks of one format are never used by the
- *                                other). Same refusal rule                 default "auto"
+ *                                fp8: E4M3 codes + one fp32 scale per token and KV head,
+ *                                the same bytes on both backends (CUDA: head_dim 64 or
+ *                                128); the host and disk tiers hold the same bytes, and
+ *                                cached blocks of one format are never used by the
+ *                                other. Same refusal rule                  default "auto"
  * The remote tier: full blocks shared through Redis by every process (on any host) that
  * names the same server, keyed and checked as the disk tier's (see README.md):
  *   "remote_kv_url"      string  "redis://host:port", or a Redis Cluster's

@@ -4,6 +4,7 @@
 // KVTIER_BENCH_PROFILE=w1|w2|w4: only that decode case, one graph step between
 // cudaProfilerStart/Stop (for `ncu --profile-from-start off`), nothing else.
 // KVTIER_DECODE_BENCH=1: only the decode attention kernel's timings (decode_attention_bench.h).
+// KVTIER_BENCH_WEIGHT_DTYPE=fp8 / KVTIER_BENCH_KV_DTYPE=fp8: fp8 weights / fp8 KV cache.
 // The backend's switches come from the same KVTIER_CUDA_* variables as the kvtier CLI's
 // (README.md, "Diagnostics").
 #include <cuda_profiler_api.h>
@@ -141,6 +142,10 @@ int Main(int argc, char** argv) {
   const char* weight_env = std::getenv("KVTIER_BENCH_WEIGHT_DTYPE");
   const bool fp8 = weight_env != nullptr && std::string(weight_env) == "fp8";
   if (fp8) options.weight_dtype = StorageDType::kFp8;
+  // KVTIER_BENCH_KV_DTYPE=fp8: the KV cache as E4M3 codes + one fp32 scale per row.
+  const char* kv_env = std::getenv("KVTIER_BENCH_KV_DTYPE");
+  const bool kv8 = kv_env != nullptr && std::string(kv_env) == "fp8";
+  if (kv8) options.kv_dtype = StorageDType::kFp8;
   auto t0 = std::chrono::steady_clock::now();
   auto created = CudaBackend::CreateWithRandomWeights(*config, options, 1,
                                                       f16 ? DType::kF16 : DType::kBF16);
@@ -153,7 +158,12 @@ int Main(int argc, char** argv) {
   }
   void* pool = const_cast<void*>(b.BlockDevicePointer(0));
   const int64_t pool_elements = num_blocks * b.kv_layout().ElementsPerBlock();
-  if (f16) {
+  if (kv8) {
+    // The bytes of random bf16 values over codes and scales alike: a few NaN codes and
+    // scales of any magnitude, which change no timing (prefills rewrite what they read).
+    cuda::FillRandom(static_cast<cuda::bf16*>(pool), static_cast<int64_t>(num_blocks * b.kv_layout().BlockBytes() / 2), 5,
+                     0.0f, 1.0f, nullptr);
+  } else if (f16) {
     cuda::FillRandom(static_cast<cuda::f16*>(pool), pool_elements, 5, 0.0f, 1.0f, nullptr);
   } else {
     cuda::FillRandom(static_cast<cuda::bf16*>(pool), pool_elements, 5, 0.0f, 1.0f, nullptr);
@@ -161,8 +171,9 @@ int Main(int argc, char** argv) {
   cudaDeviceSynchronize();
   const double setup_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("model %s (%s%s): %.2f GiB device memory (weights+workspace+KV), setup %.1f s\n",
-              preset.c_str(), f16 ? "f16" : "bf16", fp8 ? ", fp8 weights" : "", b.device_bytes_in_use() / 1073741824.0, setup_s);
+  std::printf("model %s (%s%s%s): %.2f GiB device memory (weights+workspace+KV), setup %.1f s\n",
+              preset.c_str(), f16 ? "f16" : "bf16", fp8 ? ", fp8 weights" : "", kv8 ? ", fp8 KV" : "",
+              b.device_bytes_in_use() / 1073741824.0, setup_s);
 
   std::vector<int32_t> tokens(32768, 7);
   // Sequence s owns blocks [s*blocks_per_seq, ...); the long sequence the last 2048+.

@@ -14,9 +14,10 @@ namespace {
 
 // Model-shape constants (Llama-3-8B): bytes of 16-bit weights read per decode step, the
 // parameters of the 32 layers' projections (qkv, o, gate|up, down), FLOPs per token, KV
-// bytes per token.
+// bytes per token (32 layers x K|V x 8 heads x 128: 16-bit elements, or for fp8 KV one-byte
+// codes plus one fp32 scale per row).
 constexpr double kWeightBytes = 16.06e9, kProjectionParams = 32 * 218.1e6, kFlopsPerToken = 2 * 8.03e9,
-                 kKvPerToken = 131072;
+                 kKvPerToken = 131072, kFp8KvPerToken = 32 * 2 * 8 * (128 + 4);
 
 int64_t ReadProcStatusKib(const char* key) {
   std::ifstream in("/proc/self/status");
@@ -58,6 +59,8 @@ double BenchSession::WeightBytesPerStep() const {
   return weight_dtype == "fp8" ? kWeightBytes - kProjectionParams : kWeightBytes;
 }
 
+double BenchSession::KvBytesPerToken() const { return kv_dtype == "fp8" ? kFp8KvPerToken : kKvPerToken; }
+
 WorkloadSpec BenchSession::GpuSpec(const std::string& id, int seqs, int prompt, int gen) const {
   WorkloadSpec w;
   w.id = id;
@@ -86,7 +89,7 @@ if (id == "W1") {
     j["prefill_tok_s"] = prefill;
     s.out["workloads"][id] = j;
     const double ctx = 512 + 128;
-    s.rows.push_back({id, "decode tok/s", "tok/s", decode, s.ceilings.hbm_Bps / (s.WeightBytesPerStep() + ctx * kKvPerToken),
+    s.rows.push_back({id, "decode tok/s", "tok/s", decode, s.ceilings.hbm_Bps / (s.WeightBytesPerStep() + ctx * s.KvBytesPerToken()),
                     s.Base("W1", "decode_tok_s"), s.weight_dtype == "fp8" ? 450.0 : 240.0, true, r.error});
     s.rows.push_back({id, "prefill tok/s", "tok/s", prefill, s.ceilings.gemm_flops / kFlopsPerToken,
                     NAN, 25000, true, "baseline: HF prefill ttft " + Fmt(s.Base("W1", "ttft_s"), 3) + " s"});
@@ -99,7 +102,7 @@ if (id == "W1") {
     j["decode_tok_s"] = decode;
     j["e2e_output_tok_s"] = e2e;
     s.out["workloads"][id] = j;
-    const double step_bytes = s.WeightBytesPerStep() + 64 * (512 + 128) * kKvPerToken;
+    const double step_bytes = s.WeightBytesPerStep() + 64 * (512 + 128) * s.KvBytesPerToken();
     const double decode_limit = 64 * s.ceilings.hbm_Bps / step_bytes;
     const double e2e_limit =
         64.0 * 256 / (64.0 * 512 * kFlopsPerToken / s.ceilings.gemm_flops + 256 * step_bytes / s.ceilings.hbm_Bps);
@@ -141,7 +144,7 @@ if (id == "W1") {
     j["cap_mib"] = 24 * 1024;
     j["cap_holds_nvidia_smi"] = rc.peak_process_mib > 0 ? json(rc.peak_process_mib <= 24 * 1024) : json(nullptr);
     s.out["workloads"][id] = j;
-    const double step_bytes = s.WeightBytesPerStep() + 32 * (2048 + 64) * kKvPerToken;
+    const double step_bytes = s.WeightBytesPerStep() + 32 * (2048 + 64) * s.KvBytesPerToken();
     const double limit = 32.0 * 128 / (32.0 * 2048 * kFlopsPerToken / s.ceilings.gemm_flops + 128 * step_bytes / s.ceilings.hbm_Bps);
     s.rows.push_back({id, "output tok/s, 24 GiB cap", "tok/s", tc, limit, NAN, NAN, true,
                     rc.error.empty() ? "HF: OOM under cap" : rc.error});
@@ -164,7 +167,7 @@ if (id == "W1") {
     const double prefill_limit = (T * kFlopsPerToken + 2.0 * 2 * 32 * 32 * 128 * T * T / 2) / s.ceilings.gemm_flops;
     s.rows.push_back({id, "prefill s (24 GiB cap)", "s", r.ok ? r.ttft_s : NAN, prefill_limit, NAN, NAN, false, r.error});
     s.rows.push_back({id, "decode tok/s at 32k (24 GiB cap)", "tok/s", decode,
-                    s.ceilings.hbm_Bps / (s.WeightBytesPerStep() + (T + 32) * kKvPerToken), s.Base("W4", "decode_tok_s"), 170, true, ""});
+                    s.ceilings.hbm_Bps / (s.WeightBytesPerStep() + (T + 32) * s.KvBytesPerToken()), s.Base("W4", "decode_tok_s"), 170, true, ""});
     s.rows.push_back({id, "peak GPU MiB (nvidia-smi)", "MiB", static_cast<double>(r.peak_process_mib), 24.0 * 1024, NAN,
                     24.0 * 1024, false, ""});
   }

@@ -36,6 +36,8 @@ struct BenchSession {
   // Bytes of weights one decode step reads (Llama-3-8B shape): 2 per parameter, or with
   // fp8 weights 1 per projection parameter (embeddings and lm_head stay 16-bit).
   double WeightBytesPerStep() const;
+  // KV bytes one token of context adds to a decode step's reads (half with kv_dtype fp8).
+  double KvBytesPerToken() const;
   // A GPU workload of `seqs` sequences with a device KV budget that fits them all.
   WorkloadSpec GpuSpec(const std::string& id, int seqs, int prompt, int gen) const;
 };

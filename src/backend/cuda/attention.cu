@@ -241,6 +241,7 @@ bool AttentionSupportsHeadDim(int head_dim) {
 template <typename T>
 cudaError_t PagedAttention(const AttentionParams<T>& params, StepTokens tokens, PagedKv<T> kv,
                            AttentionSplits splits, cudaStream_t stream) {
+  if (kv.fp8) return cudaErrorInvalidValue;  // fp8 KV runs on Decode/PrefillAttention only
   if (params.num_items == 0) return cudaSuccess;
   if (!AttentionSupportsHeadDim(kv.head_dim)) return cudaErrorInvalidValue;
   const int max_rows = params.max_rows;

@@ -156,13 +156,15 @@ absl::Status CheckDevice() {
 CudaBackend::CudaBackend(const ModelConfig& config, const BackendOptions& options, DType dtype)
     : config_(config),
       options_(options),
+      compute_dtype_(dtype),
       fp8_weights_(options.weight_dtype == StorageDType::kFp8),
       graphs_enabled_(options.cuda.decode_graphs) {
   layout_.num_layers = config.num_layers;
   layout_.num_kv_heads = config.num_kv_heads;
   layout_.head_dim = config.head_dim;
   layout_.block_tokens = options.block_tokens;
-  layout_.dtype = dtype;
+  // kv_dtype fp8: E4M3 codes + one fp32 scale per row (kv_layout.h), the CPU backend's bytes.
+  layout_.dtype = options.kv_dtype == StorageDType::kFp8 ? DType::kF8E4M3 : dtype;
   max_tokens_ = std::max<int64_t>(1, options.max_tokens_per_step);
   max_chunks_ = std::clamp<int64_t>(options.max_sequences, 1, max_tokens_);
   partial_slots_ = std::max<int64_t>(max_tokens_, 16 * max_chunks_);
@@ -210,18 +212,19 @@ DType CudaBackend::ComputeDTypeOf(const Checkpoint& checkpoint) {
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const Checkpoint& checkpoint,
                                                                  const BackendOptions& options) {
   // weight_dtype bf16/fp16 choose the 16-bit type weights, activations and KV are held in;
-  // fp8 holds the projections as E4M3 and computes in the checkpoint's 16-bit type. A KV
-  // format other than that type needs kernels this backend lacks.
+  // fp8 holds the projections as E4M3 and computes in the checkpoint's 16-bit type. The KV
+  // cache is held in that 16-bit type or, with kv_dtype fp8, as E4M3 codes + row scales.
   DType dtype = ComputeDTypeOf(checkpoint);
   if (options.weight_dtype == StorageDType::kBf16) dtype = DType::kBF16;
   if (options.weight_dtype == StorageDType::kFp16) dtype = DType::kF16;
   const bool kv_matches = options.kv_dtype == StorageDType::kAuto ||
                           (options.kv_dtype == StorageDType::kBf16 && dtype == DType::kBF16) ||
-                          (options.kv_dtype == StorageDType::kFp16 && dtype == DType::kF16);
+                          (options.kv_dtype == StorageDType::kFp16 && dtype == DType::kF16) ||
+                          options.kv_dtype == StorageDType::kFp8;
   if (!kv_matches) {
     return absl::UnimplementedError(absl::StrCat("cuda backend: kv_dtype '", std::string(StorageDTypeName(options.kv_dtype)),
                                                  "' is not supported with ", std::string(DTypeName(dtype)),
-                                                 " weights (the KV cache is held in the compute type: use auto)"));
+                                                 " weights (the KV cache is held in the compute type or fp8: use auto or fp8)"));
   }
   ProgressStage stage(options.progress, "weights", checkpoint.TotalTensorBytes());
   RETURN_IF_ERROR(stage.Begin());
@@ -404,6 +407,14 @@ absl::Status CudaBackend::Init(const WeightLoader& loader, const Fp8WeightLoader
                     layout_.block_tokens >= 8 && layout_.block_tokens <= 64 &&
                     (layout_.block_tokens & (layout_.block_tokens - 1)) == 0 &&
                     options_.cuda.fast_attention;
+  // fp8 KV is read by DecodeAttention and PrefillAttention only (the generic kernel reads
+  // 16-bit KV).
+  if (layout_.dtype == DType::kF8E4M3 && !fast_attention_) {
+    return absl::UnimplementedError(absl::StrCat(
+        "cuda backend: kv_dtype fp8 needs the fast attention kernels (head_dim 64 or 128, at most 8 query heads per kv head, "
+        "block_tokens a power of two in [8, 64], fast attention on); this model has head_dim ",
+        head_dim, ", ", heads, " heads, ", kv_heads, " kv heads, block_tokens ", layout_.block_tokens));
+  }
   prefill_tile_tokens_ = cuda::PrefillTileTokens(head_dim, heads / kv_heads);
 
   // Metadata capacity: token arrays (ids, pos, chunk, decode rows, splits, partial bases),
@@ -438,7 +449,7 @@ absl::Status CudaBackend::Init(const WeightLoader& loader, const Fp8WeightLoader
     ASSIGN_OR_RETURN(void* p, DeviceAlloc(n * sizeof(Raw16), what));
     return static_cast<Raw16*>(p);
   };
-  const DType w16 = layout_.dtype;
+  const DType w16 = compute_dtype_;
   constexpr DType f32 = DType::kF32;
   auto alloc_f32 = [&](int64_t n, const char* what) -> absl::StatusOr<float*> {
     ASSIGN_OR_RETURN(void* p, DeviceAlloc(n * sizeof(float), what));

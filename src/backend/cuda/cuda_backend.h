@@ -1,7 +1,8 @@
 // CudaBackend: the Llama-family forward on one NVIDIA GPU — 16-bit weights resident in the
 // checkpoint's dtype (fp16 checkpoints stay fp16; bf16 and fp32 ones run in bf16), fused QKV
 // and gate|up, cuBLAS GEMMs with fp32 accumulation, own kernels for the rest, paged KV in
-// the same 16-bit dtype. One thread drives it at a time (Backend).
+// the same 16-bit dtype or, with kv_dtype fp8, E4M3 codes + one fp32 scale per row (the CPU
+// backend's layout and bytes; kv_fp8.cuh). One thread drives it at a time (Backend).
 //
 // weight_dtype fp8: the four projections of every layer (qkv, o, gate|up, down) are held as
 // E4M3 codes with one fp32 scale per output channel (the CPU backend's rule, same bytes);
@@ -179,8 +180,8 @@ class CudaBackend final : public Backend {
       std::function<absl::Status(const std::string&, int64_t, int64_t, uint8_t*, float*, void*)>;
 
  private:
-  // 16-bit device arrays (weights, activations, KV) hold elements of layout_.dtype; the
-  // forward views them as cuda::bf16 or cuda::f16 (EnqueueForwardAs).
+  // 16-bit device arrays (weights, activations, 16-bit KV) hold elements of compute_dtype_;
+  // the forward views them as cuda::bf16 or cuda::f16 (EnqueueForwardAs).
   using Raw16 = uint16_t;
   // An fp8 projection: E4M3 codes (out, in) and one scale per output row.
   struct Fp8Matrix {
@@ -385,6 +386,7 @@ class CudaBackend final : public Backend {
   int64_t allocations_after_init_ = 0;
   bool init_done_ = false;
 
+  DType compute_dtype_ = DType::kBF16;  // kBF16 or kF16; layout_.dtype unless kv_dtype fp8
   bool fp8_weights_ = false;       // options.weight_dtype fp8: LayerWeights' *8 matrices
   Raw16* fp8_scratch_ = nullptr;   // (MaxProjectionElements) load staging, prefill dequant
   float* fp8_partial_ = nullptr;   // SkinnyFp8's split partials (Fp8PartialFloats)
@@ -397,7 +399,7 @@ class CudaBackend final : public Backend {
   uint8_t* meta_host_ = nullptr;   // pinned, MetaLayout-capacity bytes
   size_t meta_capacity_ = 0;
 
-  Raw16* kv_pool_ = nullptr;       // (num_blocks_, layout_.ElementsPerBlock())
+  Raw16* kv_pool_ = nullptr;       // (num_blocks_ + 1) blocks of layout_.BlockBytes() bytes
   int64_t num_blocks_ = 0;
 
   int32_t scratch_block_ = -1;  // pool block past num_blocks_: KV of graph padding rows

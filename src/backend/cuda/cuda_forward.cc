@@ -319,14 +319,14 @@ absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(
 }
 
 absl::Status CudaBackend::EnqueueForward(const StepLaunch& step, float* logits_out) {
-  return layout_.dtype == DType::kF16 ? EnqueueForwardAs<cuda::f16>(step, logits_out)
+  return compute_dtype_ == DType::kF16 ? EnqueueForwardAs<cuda::f16>(step, logits_out)
                                       : EnqueueForwardAs<cuda::bf16>(step, logits_out);
 }
 
 template <typename T>
 absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits_out) {
   auto dev = [&](size_t offset) { return reinterpret_cast<int32_t*>(ws_.meta + offset); };
-  // The 16-bit arrays as the element type of this backend (layout_.dtype).
+  // The 16-bit arrays as the element type of this backend (compute_dtype_).
   auto as = [](Raw16* p) { return reinterpret_cast<T*>(p); };
   const MetaLayout& m = step.meta;
   cuda::StepTokens step_tokens{dev(m.chunk), dev(m.pos), step.rows};
@@ -338,6 +338,8 @@ absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits
   kv.num_kv_heads = static_cast<int32_t>(config_.num_kv_heads);
   kv.head_dim = static_cast<int32_t>(config_.head_dim);
   kv.block_tokens = static_cast<int32_t>(layout_.block_tokens);
+  kv.fp8 = layout_.dtype == DType::kF8E4M3;
+  kv.block_bytes = static_cast<int64_t>(layout_.BlockBytes());
 
   const int rows = step.rows;
   const int h = static_cast<int>(config_.hidden_size);

@@ -21,7 +21,9 @@ namespace kvtier {
 
 int64_t CudaBackend::HostKvSlotsWanted() const {
   const int64_t tokens = options_.cuda.host_kv_stream_tokens;
-  if (tokens <= 0 || !fast_attention_) return 0;
+  // fp8 KV blocks keep their row scales after every layer's codes, so a layer is not one
+  // contiguous slice; streaming covers the 16-bit formats.
+  if (tokens <= 0 || !fast_attention_ || layout_.dtype == DType::kF8E4M3) return 0;
   return (tokens + layout_.block_tokens - 1) / layout_.block_tokens;
 }
 
@@ -96,8 +98,8 @@ absl::Status CudaBackend::ValidateHostKv(const SequenceChunk& chunk, size_t c) c
   if (host_kv_slots_ == 0) {
     return absl::UnimplementedError(absl::StrCat(
         "chunk ", c, " reads ", host.num_blocks(), " host-resident KV blocks; this CUDA backend does not stream them ",
-        "(cuda host_kv_stream_tokens is 0, the fast attention kernels are off, or the device cannot read mapped host "
-        "memory)"));
+        "(cuda host_kv_stream_tokens is 0, the fast attention kernels are off, kv_dtype is fp8, or the device cannot "
+        "read mapped host memory)"));
   }
   if (host.num_blocks() > host_kv_slots_) {
     return absl::InvalidArgumentError(absl::StrCat("chunk ", c, " reads ", host.num_blocks(),

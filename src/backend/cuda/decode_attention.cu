@@ -28,6 +28,10 @@
 // head) to arrive (atomic counter) merges all splits and resets the counter to zero, so one
 // kernel per layer suffices and replays of a captured graph find the counters zeroed.
 //
+// kv_dtype fp8 (PagedKv::fp8): the same pieces are loaded as 8 codes (8 bytes) plus the row's
+// scale, all loads of a tile first, then dequantized in registers into the 16-bit fragments
+// above (kv_fp8.cuh), so the tensor-core code is the same; half the KV bytes cross.
+//
 // Launched with programmatic dependent launch (pdl.h): the metadata chain (rows -> pos,
 // chunk -> indptr -> first block ids: four dependent loads, four memory latencies) runs
 // before PdlWait, overlapping the previous kernel's tail; q, KV, partials and counters are
@@ -39,6 +43,7 @@
 #include <cmath>
 
 #include "backend/cuda/elem.cuh"
+#include "backend/cuda/kv_fp8.cuh"
 #include "backend/cuda/pdl.h"
 
 namespace kvtier::cuda {
@@ -129,7 +134,7 @@ __device__ __forceinline__ int VDim(int e, int g) { return 8 * (8 * (e / 8) + g)
 
 // The explicit min-blocks of 1 stops ptxas from capping the D = 64 instance at 96
 // registers with a spill (it then takes 111); D = 128 takes 168 either way (3 CTAs / SM).
-template <typename T, int D>
+template <typename T, int D, bool kFp8>
 __global__ void __launch_bounds__(kThreads, 1)
     DecodeAttentionKernel(DecodeAttentionParams<T> p, StepTokens tok, PagedKv<T> kv, int group,
                           float scale_log2, int bt_shift) {
@@ -153,6 +158,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int bt = kv.block_tokens;
   const int64_t k_head = static_cast<int64_t>(kv_head) * bt * D;  // within a layer slice
+  // fp8 blocks (never staged: host-resident KV streams only in 16-bit formats) are addressed
+  // from the block's start, this layer's slice first.
+  const int64_t fp8_layer = static_cast<int64_t>(p.layer) * 2 * kv.num_kv_heads * bt * D;
   const int64_t v_delta = static_cast<int64_t>(kv.num_kv_heads) * bt * D;
   const int last = range.end - 1;
   // This lane's positions in a tile: K rows g, g+8 (S columns); V rows 2t, 2t+1, 2t+8,
@@ -177,6 +185,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto row_ptr = [&](int32_t block, int pos) {
     const int in_block = bt_shift >= 0 ? (pos & (bt - 1)) : pos % bt;
     return KvLayerBase(kv, block, p.layer) + k_head + static_cast<int64_t>(in_block) * D;
+  };
+  // kFp8: the row's first code and its scale (row offsets in elements = bytes).
+  auto row_fp8 = [&](int32_t block, int pos, int64_t delta, float* scale) {
+    const int in_block = bt_shift >= 0 ? (pos & (bt - 1)) : pos % bt;
+    const uint8_t* base = Fp8BlockBase(kv, block);
+    const int64_t row = fp8_layer + k_head + delta + static_cast<int64_t>(in_block) * D;
+    *scale = __ldcs(Fp8RowScale<D>(base, kv.block_elements, row));
+    return base + row;
   };
 
   float o[kMTiles][4];
@@ -206,19 +222,49 @@ __global__ void __launch_bounds__(kThreads, 1)
     int pp[6];
     tile_positions(p0, pp);
     uint4 kr[2][kKPieces], vr[4][kVPieces];
+    if constexpr (kFp8) {
+      // Same pieces as below, 8 codes (8 bytes) each: all loads first, then the next block
+      // ids, then the dequantization, so the loads are in flight together.
+      uint2 kc[2][kKPieces], vc[4][kVPieces];
+      float ks[2], vs[4];
 #pragma unroll
-    for (int n = 0; n < 2; ++n) {
-      const T* kp = row_ptr(blk[n], pp[n]);
+      for (int n = 0; n < 2; ++n) {
+        const uint8_t* kp = row_fp8(blk[n], pp[n], 0, &ks[n]);
 #pragma unroll
-      for (int j = 0; j < kKPieces; ++j) kr[n][j] = LoadStream(kp + KPiece(j, t));
+        for (int j = 0; j < kKPieces; ++j) kc[n][j] = __ldcs(reinterpret_cast<const uint2*>(kp + KPiece(j, t)));
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const uint8_t* vp = row_fp8(blk[2 + r], pp[2 + r], v_delta, &vs[r]);
+#pragma unroll
+        for (int j = 0; j < kVPieces; ++j) vc[r][j] = __ldcs(reinterpret_cast<const uint2*>(vp + 8 * (8 * j + g)));
+      }
+      if (tile + kWarps < num_tiles) lookup(p0 + kWarps * kTile, blk);
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+#pragma unroll
+        for (int j = 0; j < kKPieces; ++j) kr[n][j] = DequantFp8x8<T>(kc[n][j], ks[n]);
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+#pragma unroll
+        for (int j = 0; j < kVPieces; ++j) vr[r][j] = DequantFp8x8<T>(vc[r][j], vs[r]);
+      }
+    } else {
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        const T* kp = row_ptr(blk[n], pp[n]);
+#pragma unroll
+        for (int j = 0; j < kKPieces; ++j) kr[n][j] = LoadStream(kp + KPiece(j, t));
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const T* vp = row_ptr(blk[2 + r], pp[2 + r]) + v_delta;
+#pragma unroll
+        for (int j = 0; j < kVPieces; ++j) vr[r][j] = LoadStream(vp + 8 * (8 * j + g));
+      }
+      if (tile + kWarps < num_tiles) lookup(p0 + kWarps * kTile, blk);
     }
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const T* vp = row_ptr(blk[2 + r], pp[2 + r]) + v_delta;
-#pragma unroll
-      for (int j = 0; j < kVPieces; ++j) vr[r][j] = LoadStream(vp + 8 * (8 * j + g));
-    }
-    if (tile + kWarps < num_tiles) lookup(p0 + kWarps * kTile, blk);
 
     // S: lane holds S[head g][positions 2t, 2t+1] (n = 0) and [8+2t, 8+2t+1] (n = 1).
     float s[2][4];
@@ -430,7 +476,10 @@ cudaError_t DecodeAttention(const DecodeAttentionParams<T>& params, StepTokens t
   const float scale_log2 =
       static_cast<float>(M_LOG2E / std::sqrt(static_cast<double>(kv.head_dim)));
   const dim3 grid(params.num_rows, kv.num_kv_heads, params.max_splits);
-  auto kernel = kv.head_dim == 128 ? DecodeAttentionKernel<T, 128> : DecodeAttentionKernel<T, 64>;
+  if (kv.fp8 && kv.block_bytes < kv.block_elements) return cudaErrorInvalidValue;
+  auto kernel = kv.head_dim == 128
+                    ? (kv.fp8 ? DecodeAttentionKernel<T, 128, true> : DecodeAttentionKernel<T, 128, false>)
+                    : (kv.fp8 ? DecodeAttentionKernel<T, 64, true> : DecodeAttentionKernel<T, 64, false>);
   return LaunchPdl(launch, kernel, grid, dim3(kThreads), 0, stream, params, tokens, kv, group,
                    scale_log2, bt_shift);
 }

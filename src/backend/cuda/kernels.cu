@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "backend/cuda/elem.cuh"
+#include "backend/cuda/kv_fp8.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.h"
 
@@ -174,7 +175,7 @@ __global__ void __launch_bounds__(kRowThreads)
 // position, the block lookup (step metadata) and the RoPE frequencies are read before the
 // PDL wait. (One CTA per token looping over the heads was latency-bound: a noticeable
 // share of a one-sequence decode step; NOTES.md, session 5.)
-template <typename T, bool kEarly>
+template <typename T, bool kEarly, bool kFp8>
 __global__ void QkvPostKernel(QkvPostParams<T> p, StepTokens tokens, PagedKv<T> kv) {
   constexpr int kPairsPerLane = 4;
   const int t = blockIdx.x;
@@ -186,7 +187,7 @@ __global__ void QkvPostKernel(QkvPostParams<T> p, StepTokens tokens, PagedKv<T> 
   const int pos = tokens.pos[t];
   const int chunk = tokens.chunk[t];
   const int32_t block = kv.indices[kv.indptr[chunk] + pos / kv.block_tokens];
-  T* block_base = kv.pool + static_cast<int64_t>(block) * kv.block_elements;
+  T* block_base = kFp8 ? nullptr : kv.pool + static_cast<int64_t>(block) * kv.block_elements;
   float angle[kPairsPerLane];
 #pragma unroll
   for (int j = 0; j < kPairsPerLane; ++j) {
@@ -228,31 +229,59 @@ __global__ void QkvPostKernel(QkvPostParams<T> p, StepTokens tokens, PagedKv<T> 
         }
       }
     }
-    T* dst;
+    T* dst = nullptr;
+    int64_t kv_row = 0;  // the K/V row's index inside its block (element offset / d)
     if (is_q) {
       dst = p.q_out + (static_cast<int64_t>(t) * p.num_heads + head) * d;
     } else {
       const int kv_sel = is_k ? 0 : 1;
       const int kv_head = head - p.num_heads - kv_sel * kv.num_kv_heads;
-      dst = block_base +
-            ((static_cast<int64_t>(p.layer * 2 + kv_sel) * kv.num_kv_heads + kv_head) *
-                 kv.block_tokens +
-             pos % kv.block_tokens) *
-                d;
+      kv_row = (static_cast<int64_t>(p.layer * 2 + kv_sel) * kv.num_kv_heads + kv_head) *
+                   kv.block_tokens +
+               pos % kv.block_tokens;
+      if (!kFp8) dst = block_base + kv_row * d;
+    }
+#pragma unroll
+    for (int j = 0; j < kPairsPerLane; ++j) {
+      const int i = lane + 32 * j;
+      if (i < half && (is_q || is_k)) {
+        float s, c;
+        sincosf(angle[j], &s, &c);
+        const float y1 = x1[j] * c + (-x2[j]) * s;
+        const float y2 = x2[j] * c + x1[j] * s;
+        x1[j] = y1;
+        x2[j] = y2;
+      }
+    }
+    if (kFp8 && !is_q) {
+      // The CPU quantizer's rule on the fp32 row (kv_fp8.cuh): same codes, same scale.
+      float amax = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kPairsPerLane; ++j) {
+        if (lane + 32 * j < half) amax = fmaxf(amax, fmaxf(fabsf(x1[j]), fabsf(x2[j])));
+      }
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+      const float scale = amax > 0.0f ? amax / kFp8E4M3Max : 1.0f;
+      uint8_t* base = Fp8BlockBase(kv, block);
+      uint8_t* codes = base + kv_row * d;
+#pragma unroll
+      for (int j = 0; j < kPairsPerLane; ++j) {
+        const int i = lane + 32 * j;
+        if (i < half) {
+          codes[i] = FloatToFp8E4M3(x1[j] / scale);
+          codes[i + half] = FloatToFp8E4M3(x2[j] / scale);
+        }
+      }
+      if (lane == 0) reinterpret_cast<float*>(base + kv.block_elements)[kv_row] = scale;
+      return;
     }
 #pragma unroll
     for (int j = 0; j < kPairsPerLane; ++j) {
       const int i = lane + 32 * j;
       if (i < half) {
-        float y1 = x1[j], y2 = x2[j];
-        if (is_q || is_k) {
-          float s, c;
-          sincosf(angle[j], &s, &c);
-          y1 = x1[j] * c + (-x2[j]) * s;
-          y2 = x2[j] * c + x1[j] * s;
-        }
-        dst[i] = FromFloat<T>(y1);
-        dst[i + half] = FromFloat<T>(y2);
+        dst[i] = FromFloat<T>(x1[j]);
+        dst[i + half] = FromFloat<T>(x2[j]);
       }
     }
   }
@@ -494,10 +523,12 @@ cudaError_t QkvPost(const QkvPostParams<T>& params, StepTokens tokens, PagedKv<T
   constexpr int kQkvWarps = 4;
   const int total_heads = params.num_heads + 2 * kv.num_kv_heads;
   const dim3 grid(tokens.num_tokens, (total_heads + kQkvWarps - 1) / kQkvWarps);
+  if (kv.fp8 && kv.block_bytes < kv.block_elements) return cudaErrorInvalidValue;
+  auto kernel = launch.pdl_early_trigger
+                    ? (kv.fp8 ? QkvPostKernel<T, true, true> : QkvPostKernel<T, true, false>)
+                    : (kv.fp8 ? QkvPostKernel<T, false, true> : QkvPostKernel<T, false, false>);
   const cudaError_t err =
-      LaunchPdl(launch,
-                launch.pdl_early_trigger ? QkvPostKernel<T, true> : QkvPostKernel<T, false>,
-                grid, dim3(kQkvWarps * 32), 0, stream, params, tokens, kv);
+      LaunchPdl(launch, kernel, grid, dim3(kQkvWarps * 32), 0, stream, params, tokens, kv);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }

@@ -39,6 +39,10 @@ struct PagedKv {
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
   int32_t block_tokens = 0;
+  // kv_dtype fp8 (KvLayout kF8E4M3): `pool` holds blocks of block_bytes bytes, the E4M3 codes
+  // at the element offsets above then one fp32 scale per row (kv_fp8.cuh); unset for 16-bit KV.
+  bool fp8 = false;
+  int64_t block_bytes = 0;
   const T* staged = nullptr;        // (slots, 2, num_kv_heads, block_tokens, head_dim)
 };
 

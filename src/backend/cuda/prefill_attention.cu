@@ -10,6 +10,10 @@
 // (log2 e folded into the scale); only the KV tiles crossing the tile's first position are
 // masked, and tiles past the last position are never visited.
 //
+// kv_dtype fp8 (PagedKv::fp8): each thread loads its chunk's 8 codes and the row's scale with
+// plain loads, dequantizes them in registers (kv_fp8.cuh) and stores the 16 bytes to the same
+// swizzled place (cp.async cannot convert); the rest of the kernel is unchanged.
+//
 // Why 64 rows and 4 warps: on the short prefills that matter for TTFT (512 tokens of
 // Llama-3-8B = 256 CTAs of 64 rows) 128-row CTAs would leave the 132 SMs half idle and
 // lengthen the causal tail; 64 rows keep K/V reuse at 64x and leave registers for
@@ -20,6 +24,7 @@
 #include <cstdint>
 
 #include "backend/cuda/elem.cuh"
+#include "backend/cuda/kv_fp8.cuh"
 
 namespace kvtier::cuda {
 namespace {
@@ -71,7 +76,7 @@ __device__ __forceinline__ int Swizzled(int row, int chunk) {
   return row * D + ((chunk ^ (row & 7)) << 3);
 }
 
-template <typename T, int D>
+template <typename T, int D, bool kFp8>
 __global__ void __launch_bounds__(kThreads)
     PrefillAttentionKernel(PrefillAttentionParams<T> p, PagedKv<T> kv, int group, int bt_shift,
                            float scale_log2) {
@@ -92,6 +97,8 @@ __global__ void __launch_bounds__(kThreads)
   const int num_kv_tiles = (kv_end + kKvTile - 1) / kKvTile;
   const int32_t* table = kv.indices + kv.indptr[tile.chunk];
   const int64_t k_head_offset = static_cast<int64_t>(kv_head) * kv.block_tokens * D;  // within a layer slice
+  // fp8 blocks (never staged) are addressed from the block's start, this layer's slice first.
+  const int64_t fp8_layer = static_cast<int64_t>(p.layer) * 2 * kv.num_kv_heads * kv.block_tokens * D;
   const int64_t v_delta = static_cast<int64_t>(kv.num_kv_heads) * kv.block_tokens * D;
   const int in_block_mask = kv.block_tokens - 1;
   const int load_chunk = tid % kChunksPerRow;
@@ -107,13 +114,31 @@ __global__ void __launch_bounds__(kThreads)
       const int row = load_row0 + i * kRowsPerPass;
       const int pos = kv_tile * kKvTile + row;
       const bool on = pos < kv_end;
+      const int offset = Swizzled<D>(row, load_chunk);
+      if constexpr (kFp8) {
+        // 8 codes per 16-byte chunk, dequantized in registers and stored to the same
+        // swizzled place (plain loads: cp.async cannot convert). Off rows store zeros.
+        uint4 k = make_uint4(0, 0, 0, 0), v = k;
+        if (on) {
+          const int64_t block = __ldg(table + (pos >> bt_shift));
+          const uint8_t* base = Fp8BlockBase(kv, block);
+          const int64_t k_row = fp8_layer + k_head_offset + static_cast<int64_t>(pos & in_block_mask) * D;
+          const uint2 kc = __ldg(reinterpret_cast<const uint2*>(base + k_row + load_chunk * 8));
+          const uint2 vc =
+              __ldg(reinterpret_cast<const uint2*>(base + k_row + v_delta + load_chunk * 8));
+          k = DequantFp8x8<T>(kc, __ldg(Fp8RowScale<D>(base, kv.block_elements, k_row)));
+          v = DequantFp8x8<T>(vc, __ldg(Fp8RowScale<D>(base, kv.block_elements, k_row + v_delta)));
+        }
+        *reinterpret_cast<uint4*>(sk + offset) = k;
+        *reinterpret_cast<uint4*>(sv + offset) = v;
+        continue;
+      }
       const T* src = kv.pool;
       if (on) {
         const int32_t block = __ldg(table + (pos >> bt_shift));
         src = KvLayerBase(kv, block, p.layer) + k_head_offset +
               static_cast<int64_t>(pos & in_block_mask) * D + load_chunk * 8;
       }
-      const int offset = Swizzled<D>(row, load_chunk);
       CpAsync16(SmemAddress(sk + offset), src, on);
       CpAsync16(SmemAddress(sv + offset), on ? src + v_delta : src, on);
     }
@@ -287,10 +312,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename T, int D>
+template <typename T, int D, bool kFp8>
 cudaError_t LaunchHeadDim(const PrefillAttentionParams<T>& p, PagedKv<T> kv, int group,
                           int bt_shift, cudaStream_t stream) {
-  auto kernel = PrefillAttentionKernel<T, D>;
+  auto kernel = PrefillAttentionKernel<T, D, kFp8>;
   const int smem = static_cast<int>(4 * kKvTile * D * sizeof(T));
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -331,8 +356,13 @@ cudaError_t PrefillAttention(const PrefillAttentionParams<T>& params, PagedKv<T>
   int bt_shift = 0;
   while ((1 << bt_shift) < bt) ++bt_shift;
   const int group = params.num_heads / kv.num_kv_heads;
-  if (kv.head_dim == 128) return LaunchHeadDim<T, 128>(params, kv, group, bt_shift, stream);
-  return LaunchHeadDim<T, 64>(params, kv, group, bt_shift, stream);
+  if (kv.fp8) {
+    if (kv.block_bytes < kv.block_elements) return cudaErrorInvalidValue;
+    if (kv.head_dim == 128) return LaunchHeadDim<T, 128, true>(params, kv, group, bt_shift, stream);
+    return LaunchHeadDim<T, 64, true>(params, kv, group, bt_shift, stream);
+  }
+  if (kv.head_dim == 128) return LaunchHeadDim<T, 128, false>(params, kv, group, bt_shift, stream);
+  return LaunchHeadDim<T, 64, false>(params, kv, group, bt_shift, stream);
 }
 
 #define KVTIER_INSTANTIATE(T)                                                         \

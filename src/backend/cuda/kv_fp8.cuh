@@ -1,0 +1,57 @@
+// Device helpers for the fp8 (E4M3) KV format of kv_layout.h as the CUDA kernels read and
+// write it: per block, the codes at the usual element offsets ([layer][k|v][kv_head][token]
+// [head_dim], one byte each), then one fp32 scale per (layer, k|v, kv_head, token) row in the
+// same order. Row r's codes start at byte r * head_dim of the block and its scale at byte
+// elements_per_block + 4 r, so the row index is the element offset / head_dim.
+//
+// The KV-write kernel quantizes with the CPU backend's rule (cpu_ops.cc: scale = amax / 448,
+// 1 for an all-zero row; code = FloatToFp8E4M3(x / scale), both divisions correctly rounded:
+// nvcc's default -prec-div) through the one host/device definition in common/fp8_e4m3.h, so
+// the device, host and disk tiers hold the same bytes as a CPU run on the same row values.
+// Attention kernels dequantize in registers: code -> half (exact, one cvt per pair on sm_89+),
+// times the row's scale in fp32, rounded to the compute type T the tensor cores multiply.
+#ifndef KVTIER_BACKEND_CUDA_KV_FP8_CUH_
+#define KVTIER_BACKEND_CUDA_KV_FP8_CUH_
+
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "backend/cuda/elem.cuh"
+#include "backend/cuda/kernels.h"
+#include "common/fp8_e4m3.h"
+
+namespace kvtier::cuda {
+
+// First byte of block `block` of an fp8 pool.
+template <typename T>
+__device__ __forceinline__ uint8_t* Fp8BlockBase(const PagedKv<T>& kv, int64_t block) {
+  return reinterpret_cast<uint8_t*>(kv.pool) + block * kv.block_bytes;
+}
+
+// Scale of the row whose codes start at element (= byte) offset `row_offset` in the block.
+template <int D>
+__device__ __forceinline__ const float* Fp8RowScale(const uint8_t* block_base,
+                                                    int64_t block_elements, int64_t row_offset) {
+  return reinterpret_cast<const float*>(block_base + block_elements) + row_offset / D;
+}
+
+// Eight codes (8 bytes, the first in the low byte) times `scale` as eight packed T.
+template <typename T>
+__device__ __forceinline__ uint4 DequantFp8x8(uint2 codes, float scale) {
+  uint32_t out[4];
+  const uint32_t words[2] = {codes.x, codes.y};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t pair = (words[i / 2] >> (16 * (i % 2))) & 0xffffu;
+    const __half2_raw raw =
+        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), __NV_E4M3);
+    const float2 f = __half22float2(__half2(raw));
+    out[i] = PackFloat2<T>(f.x * scale, f.y * scale);
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+}  // namespace kvtier::cuda
+
+#endif  // KVTIER_BACKEND_CUDA_KV_FP8_CUH_
