@@ -17,6 +17,8 @@
 #      weights (--weight-dtype fp8), into bench-fp8.json.
 #      FP8KV_WORKLOADS (default W1,W2; "none" to skip): again with fp8 weights and fp8 KV
 #      (--weight-dtype fp8 --kv-dtype fp8), into bench-fp8-kv8.json.
+#      LONG_WORKLOADS (default none; e.g. W8): long-context workloads (KV streamed from the host
+#      tier, docs/LONG_CONTEXT.md) on the bf16 checkpoint, into bench-long.json.
 #      BENCH_FLAGS: more flags for the main `kvtier bench` call (e.g. --sampler-controls,
 #      --json-schema FILE --tokenizer DIR), word-split.
 set -uo pipefail
@@ -136,5 +138,14 @@ if [ "$fp8kv_workloads" != none ]; then
   "$kvtier" bench --workload "$fp8kv_workloads" --model "$model" --weight-dtype fp8 --kv-dtype fp8 \
     --ceilings "$out/ceilings.txt" --baseline "$out/baseline.txt" --json "$out/bench-fp8-kv8.json" \
     --commit "$commit" --time-limit "${TIME_LIMIT:-90}" 2>&1 | tee "$out/bench-fp8-kv8.txt"
+fi
+# 7. Long context, opt-in (W8: a 131,008-token prompt under a 24 GiB cap, most of its KV on the
+#    host tier), for LONG_WORKLOADS.
+long_workloads=${LONG_WORKLOADS:-none}
+if [ "$long_workloads" != none ]; then
+  echo "run-bench: long context at $(( $(date +%s) - t0 )) s"
+  "$kvtier" bench --workload "$long_workloads" --model "$model" --ceilings "$out/ceilings.txt" \
+    --baseline "$out/baseline.txt" --json "$out/bench-long.json" --commit "$commit" \
+    --time-limit "${TIME_LIMIT:-90}" --tier-time-limit "${TIER_TIME_LIMIT:-120}" 2>&1 | tee "$out/bench-long.txt"
 fi
 echo "run-bench: done at $(( $(date +%s) - t0 )) s"

@@ -85,6 +85,13 @@ struct BackendCopyStats {
   int64_t async_out_bytes = 0;
   double async_out_copy_seconds = 0;  // copy-engine time of those copies
   double async_out_wait_seconds = 0;  // host time spent in WaitForCopies (exposed)
+  // Host-resident KV read by forwards (docs/LONG_CONTEXT.md): steps that read some, and the
+  // bytes read (every layer of every host block, once per step); CUDA: streamed over the host
+  // link. host_link_bytes_per_second: pinned host -> device copy bandwidth the backend
+  // measured when it was created (0: not measured).
+  int64_t host_kv_steps = 0;
+  int64_t host_kv_bytes = 0;
+  double host_link_bytes_per_second = 0;
 };
 
 struct BackendOptions {
@@ -178,6 +185,9 @@ class Backend {
   // Whether Forward reads SequenceChunk::host_kv (host-resident blocks of a sequence longer
   // than the device tier); the engine runs such sequences only where it does.
   virtual bool ReadsHostResidentKv() const { return false; }
+  // Most host-resident blocks one step may read in all (CUDA: what its staging buffers
+  // hold); a long sequence whose whole context needs more blocks is refused at admission.
+  virtual int64_t MaxHostResidentBlocks() const { return INT64_MAX; }
 
   // Tier moves: whole blocks between the device pool and host memory. Synchronous here;
   // backends with copy engines may overlap them internally but return only when done.

@@ -136,7 +136,8 @@ Engine::Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions
       scheduler_(SchedulerOptions{options.max_tokens_per_step, options.max_running,
                                   std::min<int64_t>(options.watermark_blocks, kv_->num_device_blocks() / 8),
                                   options.load_or_recompute,
-                                  backend_->ReadsHostResidentKv() ? options.max_long_running : 0},
+                                  backend_->ReadsHostResidentKv() ? options.max_long_running : 0,
+                                  backend_->MaxHostResidentBlocks()},
                  kv_.get(), &policy_),
       grammar_masks_(std::make_unique<GrammarMasks>(backend_.get(), static_cast<int32_t>(checkpoint_->config().vocab_size),
                                                     GrammarMaskThreads())) {
@@ -617,7 +618,10 @@ nlohmann::json Engine::Stats() {
                              {"async_out_batches", copies.async_out_batches},
                              {"async_out_bytes", copies.async_out_bytes},
                              {"async_out_copy_seconds", copies.async_out_copy_seconds},
-                             {"async_out_wait_seconds", copies.async_out_wait_seconds}};
+                             {"async_out_wait_seconds", copies.async_out_wait_seconds},
+                             {"host_kv_steps", copies.host_kv_steps},
+                             {"host_kv_bytes", copies.host_kv_bytes},
+                             {"host_link_bytes_per_second", copies.host_link_bytes_per_second}};
   return stats;
 }
 

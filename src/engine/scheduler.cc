@@ -27,11 +27,18 @@ absl::Status Scheduler::CheckFits(int64_t max_tokens) const {
   const int64_t device = DeviceCapacity();
   if (blocks_needed <= device) return absl::OkStatus();
   const int64_t host = kv_->capacity_blocks(Tier::kHost);
-  if (options_.max_long_running > 0 && device > 0 && blocks_needed <= device + host) return absl::OkStatus();
+  if (options_.max_long_running > 0 && device > 0 && blocks_needed <= device + host &&
+      blocks_needed <= options_.max_long_blocks) {
+    return absl::OkStatus();
+  }
   const std::string need = absl::StrCat("sequence of up to ", max_tokens, " tokens needs ", blocks_needed,
                                         " KV blocks (", blocks_needed * block_bytes, " bytes) but the device tier has ",
                                         kv_->num_device_blocks(), " blocks (", kv_->num_device_blocks() * block_bytes,
                                         " bytes), ", kv_->num_pinned_blocks(), " of them pinned");
+  if (options_.max_long_running > 0 && blocks_needed > options_.max_long_blocks) {
+    return absl::ResourceExhaustedError(absl::StrCat(need, "; the backend streams at most ", options_.max_long_blocks,
+                                                     " host-resident blocks per step (cuda host_kv_stream_tokens)"));
+  }
   if (options_.max_long_running == 0) {
     return absl::ResourceExhaustedError(absl::StrCat(need, "; it must fit on the device tier to run (this backend ",
                                                      "cannot read KV blocks from the host tier)"));

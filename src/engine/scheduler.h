@@ -44,6 +44,9 @@ struct SchedulerOptions {
   // at admission, as where the backend cannot read host-resident blocks; the engine sets
   // it from EngineOptions::max_long_running).
   int64_t max_long_running = 0;
+  // Most blocks a long sequence's whole context may take (the backend's
+  // MaxHostResidentBlocks: what one step can stream); longer ones are refused at admission.
+  int64_t max_long_blocks = INT64_MAX;
 };
 
 // Decides, per preempted sequence, whether its KV is swapped out or dropped and later

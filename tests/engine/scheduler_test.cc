@@ -15,11 +15,12 @@ std::unique_ptr<Sequence> MakeSequence(SequenceId id, int64_t prompt_len, int32_
 
 // A KV manager over a fake backend with `blocks` device blocks of `block_tokens`.
 struct Kv {
-  Kv(int64_t blocks, int64_t block_tokens) : backend(block_tokens) {
+  Kv(int64_t blocks, int64_t block_tokens, int64_t host_blocks = 0) : backend(block_tokens) {
     EXPECT_TRUE(backend.AllocateKvPool(blocks).ok());
     KvCacheOptions options;
     options.block_tokens = block_tokens;
     options.device_blocks = blocks;
+    options.host_blocks = host_blocks;
     manager = *KvCacheManager::Create(options, &backend);
   }
   KvCacheManager* operator->() { return manager.get(); }
@@ -110,6 +111,24 @@ TEST(SchedulerTest, RespectsMaxRunning) {
   Schedule s = Next(scheduler);
   EXPECT_EQ(s.chunks.size(), 2u);
   EXPECT_EQ(scheduler.num_waiting(), 1);
+}
+
+// A long sequence (docs/LONG_CONTEXT.md) whose whole context needs more blocks than the
+// backend can stream per step (CUDA: its staging buffers) is refused at admission, by number.
+TEST(SchedulerTest, LongSequenceOverTheStreamingLimitIsRefused) {
+  Kv kv(/*blocks=*/4, /*block_tokens=*/4, /*host_blocks=*/40);
+  SchedulerOptions options;
+  options.max_tokens_per_step = 16;
+  options.max_running = 4;
+  options.max_long_running = 1;
+  options.max_long_blocks = 10;
+  Scheduler scheduler(options, kv.manager.get(), nullptr);
+  EXPECT_TRUE(scheduler.CheckFits(40).ok());  // 10 blocks: streamable
+  const absl::Status refused = scheduler.CheckFits(41);
+  ASSERT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("11 KV blocks"), std::string::npos) << refused;
+  EXPECT_NE(refused.message().find("streams at most 10 host-resident blocks"), std::string::npos) << refused;
+  EXPECT_TRUE(scheduler.CheckFits(16).ok());  // fits the device tier: no limit applies
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "command_line.h"
 #include "interrupt.h"
 #include "bench_w6c.h"
+#include "bench_w8.h"
 #include "progress_bar.h"
 
 namespace kvtier::cli {
@@ -40,9 +41,11 @@ constexpr char kDescription[] =
     "W6c (not part of `all`): W6's prefix found by a new context on the local disk and, with\n"
     "--remote-kv-url, in Redis, against recomputing it, with the load-or-recompute plan and without.\n"
     "C<N> (e.g. C0,C32,C96; not part of `all`): creating a context with an N GiB host tier and an\n"
-    "8 GiB disk tier in TIER_DIR, on --backend (cpu: W7's model).";
+    "8 GiB disk tier in TIER_DIR, on --backend (cpu: W7's model).\n"
+    "W8 (not part of `all`): one 131,072-token prompt + 64 tokens under a 24 GiB cap, most of its KV\n"
+    "on the host tier and streamed every step; decode against the host link's measured bound.";
 
-const std::vector<std::string> kWorkloads = {"W1", "W2", "W3", "W4", "W5", "W6", "W6b", "W6c", "W7"};
+const std::vector<std::string> kWorkloads = {"W1", "W2", "W3", "W4", "W5", "W6", "W6b", "W6c", "W7", "W8"};
 
 struct BenchFlags {
   std::vector<std::string> workloads;  // as given: comma-separated lists
@@ -60,13 +63,13 @@ struct BenchFlags {
 
 void AddFlags(CommandLine* cl, BenchFlags* f) {
   CommandLine::Normalized(
-      cl->AddStrings("--workload", &f->workloads, "comma-separated W1..W7, W6b, W6c, C<N> or all (repeatable; default all)",
+      cl->AddStrings("--workload", &f->workloads, "comma-separated W1..W8, W6b, W6c, C<N> or all (repeatable; default all)",
                      "LIST"),
       [](absl::string_view text) -> absl::StatusOr<std::string> {
         for (absl::string_view id : absl::StrSplit(text, ',')) {
           if (id != "all" && std::find(kWorkloads.begin(), kWorkloads.end(), id) == kWorkloads.end() &&
               !bench::ContextCreateHostGib(std::string(id))) {
-            return absl::InvalidArgumentError(absl::StrCat("unknown workload '", id, "' (W1..W7, W6b, W6c, C<N>, all)"));
+            return absl::InvalidArgumentError(absl::StrCat("unknown workload '", id, "' (W1..W8, W6b, W6c, C<N>, all)"));
           }
         }
         return std::string(text);
@@ -334,6 +337,8 @@ int BenchMain(int argc, char** argv) {
     } else if (id == "W6c") {
       bench::RunW6c(model, s.GpuSpec(id, 1, 4096 + 128, 4), f.tier_dir, f.remote_kv_url, s.tier_time_limit,
                     s.Recorder(), &s.out, &s.rows);
+    } else if (id == "W8") {
+      bench::RunW8(model, &s);
     } else if (id == "W6" || id == "W6b") {
       bench::RunW6(model, id == "W6b", s.GpuSpec(id, 128, 4096 + 128, 64), f.tier_dir, s.tier_time_limit,
                    s.Recorder(), &s.out, &s.rows);

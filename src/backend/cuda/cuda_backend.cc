@@ -20,22 +20,26 @@ namespace kvtier {
 namespace cuda {
 
 std::vector<ForwardBatch> SplitBatch(const ForwardBatch& batch, int64_t max_tokens,
-                                     int64_t max_chunks) {
+                                     int64_t max_chunks, int64_t max_host_blocks) {
   std::vector<ForwardBatch> pieces;
   ForwardBatch current;
   int64_t current_tokens = 0;
+  int64_t current_host = 0;  // host-resident blocks named by the piece's chunks
   auto flush = [&] {
     if (!current.chunks.empty()) pieces.push_back(std::move(current));
     current = ForwardBatch();
     current_tokens = 0;
+    current_host = 0;
   };
   int64_t current_rows = 0;  // logits rows: at most max_chunks per piece, as chunks
   for (const SequenceChunk& chunk : batch.chunks) {
     const int64_t n = static_cast<int64_t>(chunk.tokens.size());
+    const int64_t host = chunk.host_kv.num_blocks();
     int64_t offset = 0;
     while (offset < n) {
       if (static_cast<int64_t>(current.chunks.size()) == max_chunks ||
-          current_tokens == max_tokens || current_rows >= max_chunks) {
+          current_tokens == max_tokens || current_rows >= max_chunks ||
+          (host > 0 && current_host + host > max_host_blocks)) {
         flush();
         current_rows = 0;
       }
@@ -45,10 +49,12 @@ std::vector<ForwardBatch> SplitBatch(const ForwardBatch& batch, int64_t max_toke
       piece.tokens = chunk.tokens.subspan(offset, take);
       piece.start_position = chunk.start_position + offset;
       piece.block_table = chunk.block_table;
+      piece.host_kv = chunk.host_kv;  // full blocks before every piece's positions
       piece.need_logits = chunk.need_logits && offset + take == n;
       piece.all_logits = chunk.all_logits;
       current.chunks.push_back(piece);
       current_tokens += take;
+      current_host += host;
       current_rows += static_cast<int64_t>(piece.num_logit_rows());
       offset += take;
     }
@@ -166,6 +172,9 @@ CudaBackend::CudaBackend(const ModelConfig& config, const BackendOptions& option
       std::clamp<int64_t>(config.max_position_embeddings, 4096, int64_t{1} << 18);
   max_table_entries_ =
       max_chunks_ * ((max_context + options.block_tokens - 1) / options.block_tokens);
+  // A streamed long sequence's table holds its whole context (host entries included).
+  max_table_entries_ += (std::max<int64_t>(0, options.cuda.host_kv_stream_tokens) + options.block_tokens - 1) /
+                        options.block_tokens;
   plan_options_.num_heads = static_cast<int32_t>(config.num_heads);
   plan_options_.num_kv_heads = static_cast<int32_t>(config.num_kv_heads);
   plan_options_.max_rows = cuda::AttentionMaxRows(static_cast<int>(config.head_dim));
@@ -178,6 +187,7 @@ CudaBackend::CudaBackend(const ModelConfig& config, const BackendOptions& option
 CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   if (copy_stream_ != nullptr) cudaStreamSynchronize(copy_stream_);
+  if (stage_stream_ != nullptr) cudaStreamSynchronize(stage_stream_);
   for (void* p : allocations_) cudaFree(p);
   for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
   if (meta_host_ != nullptr) cudaFreeHost(meta_host_);
@@ -186,6 +196,10 @@ CudaBackend::~CudaBackend() {
   if (compute_done_ != nullptr) cudaEventDestroy(compute_done_);
   for (cudaEvent_t e : all_events_) cudaEventDestroy(e);
   if (copy_stream_ != nullptr) cudaStreamDestroy(copy_stream_);
+  for (cudaEvent_t e : {stage_meta_ready_, stage_landed_[0], stage_landed_[1], stage_free_[0], stage_free_[1]}) {
+    if (e != nullptr) cudaEventDestroy(e);
+  }
+  if (stage_stream_ != nullptr) cudaStreamDestroy(stage_stream_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -327,7 +341,7 @@ int64_t CudaBackend::WorkspaceBytes() const {
          (fast_attention_ ? 0 : partial_slots_ * config_.num_heads * (config_.head_dim + 2) * 4) +
          (32 << 20) +
          static_cast<int64_t>(meta_capacity_) + 64 * 256 +
-         DeviceSamplerChain::DeviceBytes(max_chunks_, config_.vocab_size) + 16 * 256;
+         DeviceSamplerChain::DeviceBytes(max_chunks_, config_.vocab_size) + 16 * 256 + HostKvStagingBytes();
 }
 
 absl::StatusOr<void*> CudaBackend::DeviceAlloc(size_t bytes, const char* what) {
@@ -411,7 +425,7 @@ absl::Status CudaBackend::Init(const WeightLoader& loader, const Fp8WeightLoader
                    AlignMetaBytes((max_tokens_ + max_chunks_) * sizeof(cuda::PrefillTile)) +
                    AlignMetaBytes(max_chunks_ * sizeof(cuda::SampleParams)) +
                    AlignMetaBytes(max_chunks_ * 4) +
-                   AlignMetaBytes(max_table_entries_ * 4) + 4 * 256;
+                   AlignMetaBytes(max_table_entries_ * 4) + AlignMetaBytes(HostKvSlotsWanted() * 8) + 4 * 256;
 
   const int64_t needed = device_bytes_ + WeightBytes() + WorkspaceBytes();
   if (options_.gpu_mem_limit_bytes > 0 && needed > options_.gpu_mem_limit_bytes) {
@@ -590,6 +604,7 @@ absl::Status CudaBackend::Init(const WeightLoader& loader, const Fp8WeightLoader
                                                       [this](size_t bytes, const char* what) {
                                                         return DeviceAlloc(bytes, what);
                                                       }));
+  RETURN_IF_ERROR(InitHostKvStaging());
   // The scratch block (KV of graph padding rows) is allocated with the pool, one block past
   // it; reserve its bytes now so the pool the engine sizes from device_bytes_in_use() fits.
   device_bytes_ += static_cast<int64_t>(layout_.BlockBytes());
@@ -644,22 +659,17 @@ absl::Status CudaBackend::ValidateBatch(const ForwardBatch& batch) const {
     if (chunk.start_position < 0) {
       return absl::InvalidArgumentError(absl::StrCat("chunk ", c, " has negative start"));
     }
-    if (!chunk.host_kv.empty()) {
-      // The layer-by-layer staging of host blocks is designed (docs/LONG_CONTEXT.md), not
-      // built: the engine keeps such sequences off this backend until it is.
-      return absl::UnimplementedError(absl::StrCat(
-          "chunk ", c, " reads ", chunk.host_kv.num_blocks(),
-          " host-resident KV blocks; the CUDA backend does not stream host blocks yet"));
-    }
     const int64_t end = chunk.start_position + static_cast<int64_t>(chunk.tokens.size());
     if (end > INT32_MAX) return absl::InvalidArgumentError("context too long");
     const int64_t blocks = (end + layout_.block_tokens - 1) / layout_.block_tokens;
-    if (static_cast<int64_t>(chunk.block_table.size()) < blocks) {
+    RETURN_IF_ERROR(ValidateHostKv(chunk, c));
+    const int64_t device_blocks = blocks - chunk.host_kv.num_blocks();
+    if (static_cast<int64_t>(chunk.block_table.size()) < device_blocks) {
       return absl::InvalidArgumentError(absl::StrCat("chunk ", c, " block table has ",
                                                      chunk.block_table.size(),
-                                                     " entries, needs ", blocks));
+                                                     " entries, needs ", device_blocks));
     }
-    for (int64_t j = 0; j < blocks; ++j) RETURN_IF_ERROR(ValidateBlock(chunk.block_table[j]));
+    for (int64_t j = 0; j < device_blocks; ++j) RETURN_IF_ERROR(ValidateBlock(chunk.block_table[j]));
     for (int32_t token : chunk.tokens) {
       if (token < 0 || token >= config_.vocab_size) {
         return absl::InvalidArgumentError(
@@ -673,13 +683,16 @@ absl::Status CudaBackend::ValidateBatch(const ForwardBatch& batch) const {
 template <typename Fn>
 absl::Status CudaBackend::RunAll(const ForwardBatch& batch, Fn&& run_piece) {
   RETURN_IF_ERROR(ValidateBatch(batch));
-  int64_t tokens = 0;
-  for (const SequenceChunk& c : batch.chunks) tokens += static_cast<int64_t>(c.tokens.size());
+  int64_t tokens = 0, host_blocks = 0;
+  for (const SequenceChunk& c : batch.chunks) {
+    tokens += static_cast<int64_t>(c.tokens.size());
+    host_blocks += c.host_kv.num_blocks();
+  }
   if (tokens <= max_tokens_ && static_cast<int64_t>(batch.chunks.size()) <= max_chunks_ &&
-      static_cast<int64_t>(batch.num_logit_rows()) <= max_chunks_) {
+      static_cast<int64_t>(batch.num_logit_rows()) <= max_chunks_ && host_blocks <= host_kv_slots_) {
     return run_piece(batch);
   }
-  for (const ForwardBatch& piece : cuda::SplitBatch(batch, max_tokens_, max_chunks_)) {
+  for (const ForwardBatch& piece : cuda::SplitBatch(batch, max_tokens_, max_chunks_, host_kv_slots_)) {
     RETURN_IF_ERROR(run_piece(piece));
   }
   return absl::OkStatus();

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -56,9 +57,11 @@ constexpr size_t AlignMetaBytes(size_t x) { return (x + 255) & ~size_t{255}; }
 
 // Splits a batch into pieces of at most max_tokens tokens and max_chunks chunks, in order;
 // a chunk cut in two keeps its block table, the later piece starting where the earlier
-// ended, and only the last piece keeps need_logits. Pure host code.
+// ended, and only the last piece keeps need_logits. A piece names at most max_host_blocks
+// host-resident blocks in all (a chunk with more is left whole, in a piece of its own).
+// Pure host code.
 std::vector<ForwardBatch> SplitBatch(const ForwardBatch& batch, int64_t max_tokens,
-                                     int64_t max_chunks);
+                                     int64_t max_chunks, int64_t max_host_blocks = INT64_MAX);
 
 }  // namespace cuda
 
@@ -146,6 +149,17 @@ class CudaBackend final : public Backend {
   absl::Status PinHostMemory(void* ptr, size_t bytes) override;
   void UnpinHostMemory(void* ptr, size_t bytes) override;
 
+  // Host-resident KV (cuda_host_kv.cc, docs/LONG_CONTEXT.md): read by streaming each
+  // layer's slices into a device staging buffer while the previous layer computes; on when
+  // CudaOptions::host_kv_stream_tokens > 0, the fast attention kernels run and the device
+  // can read mapped host memory at its host address.
+  bool ReadsHostResidentKv() const override { return host_kv_slots_ > 0; }
+  int64_t MaxHostResidentBlocks() const override { return host_kv_slots_; }
+  // Layer slices of host-resident blocks staged so far by copy-engine copies and by the
+  // gather kernel (tests: which path streamed a step).
+  int64_t host_kv_slices_copied() const { return host_kv_slices_copied_; }
+  int64_t host_kv_slices_gathered() const { return host_kv_slices_gathered_; }
+
   const ModelConfig& config() const { return config_; }
   // Decode steps replayed as CUDA graphs (from CudaOptions::decode_graphs at Create); off
   // runs every step eagerly (tests compare the two; benchmarks measure the gain).
@@ -215,7 +229,8 @@ class CudaBackend final : public Backend {
   // whose arrays sit at fixed offsets for its batch bucket, reads tables of any length.
   struct MetaLayout {
     size_t ids = 0, pos = 0, chunk = 0, rows = 0, logit_rows = 0, indptr = 0, num_splits = 0,
-           partial_base = 0, items = 0, tiles = 0, sampling = 0, mask_slots = 0, indices = 0, bytes = 0;
+           partial_base = 0, items = 0, tiles = 0, sampling = 0, mask_slots = 0, host_blocks = 0, indices = 0,
+           bytes = 0;
   };
   // How a step's attention runs: decode rows on DecodeAttention and multi-token chunks on
   // PrefillAttention (kFast), or everything on the generic PagedAttention (kGeneric, for
@@ -236,6 +251,9 @@ class CudaBackend final : public Backend {
     // first_slot + num_slots of `masks` go to the device, meta.mask_slots maps the rows.
     const TokenMasks* masks = nullptr;
     int32_t first_slot = 0, num_slots = 0;
+    // Host-resident blocks the step streams (meta.host_blocks: their host addresses, in
+    // staging-slot order; block-table entry -1 - s names slot s).
+    int32_t host_blocks = 0;
   };
 
   CudaBackend(const ModelConfig& config, const BackendOptions& options, DType dtype);
@@ -256,6 +274,9 @@ class CudaBackend final : public Backend {
   int64_t WeightBytes() const;
   absl::Status ValidateBatch(const ForwardBatch& batch) const;
   absl::Status ValidateBlock(int32_t block) const;
+  // Chunk c's host-resident blocks: streaming is on, they fit the staging buffers, and they
+  // are full blocks before every position the chunk writes (cuda_host_kv.cc).
+  absl::Status ValidateHostKv(const SequenceChunk& chunk, size_t c) const;
   // The sampler chain's share of one piece: the samples (indices into batch->samples,
   // ordered by row) reading its logits rows, which are the step's rows from first_row on.
   struct ChainPiece {
@@ -304,6 +325,55 @@ class CudaBackend final : public Backend {
   absl::StatusOr<cudaGraphExec_t> DecodeGraph(const StepLaunch& step);
   // Smallest graph bucket >= chunks, or 0 when no graph covers it.
   int64_t GraphBucket(int64_t chunks) const;
+
+  // Host-resident KV streaming (cuda_host_kv.cc).
+  // Slots per staging buffer for CudaOptions::host_kv_stream_tokens (0 when streaming is
+  // off for this config), and the bytes of both buffers.
+  int64_t HostKvSlotsWanted() const;
+  int64_t HostKvStagingBytes() const;
+  // Allocates the staging buffers, stream and events (Init); leaves host_kv_slots_ 0 when
+  // streaming is off.
+  absl::Status InitHostKvStaging();
+  // Times pinned host -> device copies into the staging area (copy_stats_).
+  absl::Status MeasureHostLink();
+  // Counts a step's streamed bytes in copy_stats_.
+  void CountHostKvStep(const StepLaunch& step);
+  // Before the layer loop: the gather of layer 0. At layer `layer`, before its attention:
+  // the gather of layer + 1 (once the buffer it overwrites is free), then the compute
+  // stream's wait for this layer's slices; returns the staging buffer to read.
+  absl::Status StageFirstHostKvLayer(const StepLaunch& step);
+  absl::StatusOr<const void*> StageHostKvLayer(const StepLaunch& step, int64_t layer);
+  // After layer `layer`'s attention: its buffer may be overwritten.
+  absl::Status ReleaseHostKvLayer(const StepLaunch& step, int64_t layer);
+  // The step's host blocks as runs of constant address stride inside one pinned range
+  // (PlanHostKvRuns), in slot order: a run of at least kMinCopyRun blocks is one strided
+  // copy per layer on the copy engine; shorter runs go to the gather kernel, one launch per
+  // stretch of consecutive slots. A copy the driver refuses falls back to the gather.
+  struct HostKvRun {
+    const uint8_t* first = nullptr;  // host address of the run's first block
+    int64_t stride = 0;              // bytes between consecutive blocks of the run
+    int32_t first_slot = 0;
+    int32_t count = 0;
+  };
+  static constexpr int32_t kMinCopyRun = 8;
+  void PlanHostKvRuns(const uint64_t* addresses, int64_t n);
+  absl::Status StageLayerSlices(const StepLaunch& step, int64_t layer, int buffer);
+  absl::Status GatherSlots(const StepLaunch& step, size_t layer_offset, int buffer, int32_t first_slot, int32_t count);
+  std::vector<HostKvRun> host_kv_runs_;  // of the prepared step (reserved at Init)
+  // Host ranges registered by PinHostMemory, start -> end: a strided copy must not span two
+  // (the driver refuses it). Written by the pinning thread, read by PlanHostKvRuns.
+  std::mutex pinned_mu_;
+  std::map<uintptr_t, uintptr_t> pinned_ranges_;
+  int64_t max_copy_pitch_ = 0;  // cudaDevAttrMaxPitch
+  int64_t host_kv_slices_copied_ = 0, host_kv_slices_gathered_ = 0;
+  std::vector<std::pair<uint64_t, int64_t>> host_entries_;  // (host address, table entry), reused
+  int64_t host_kv_slots_ = 0;          // per staging buffer (0: streaming off)
+  size_t host_kv_slice_bytes_ = 0;     // one layer of one block
+  void* host_kv_staged_[2] = {nullptr, nullptr};
+  cudaStream_t stage_stream_ = nullptr;
+  cudaEvent_t stage_meta_ready_ = nullptr;
+  cudaEvent_t stage_landed_[2] = {nullptr, nullptr};
+  cudaEvent_t stage_free_[2] = {nullptr, nullptr};
 
   const ModelConfig config_;
   const BackendOptions options_;

@@ -175,32 +175,48 @@ absl::Status CudaBackend::CopyBlock(int32_t src_block, int32_t dst_block) {
 
 absl::StatusOr<void*> CudaBackend::AllocateHostMemory(size_t bytes) {
   void* ptr = nullptr;
-  const cudaError_t err = cudaHostAlloc(&ptr, bytes, cudaHostAllocDefault);
+  const cudaError_t err = cudaHostAlloc(&ptr, bytes, cudaHostAllocMapped);
   if (err != cudaSuccess) {
     cudaGetLastError();
     return absl::ResourceExhaustedError(absl::StrCat("cudaHostAlloc of ", bytes,
                                                      " bytes failed: ", cudaGetErrorString(err)));
   }
+  std::lock_guard<std::mutex> lock(pinned_mu_);  // one pinned range (PlanHostKvRuns)
+  pinned_ranges_[reinterpret_cast<uintptr_t>(ptr)] = reinterpret_cast<uintptr_t>(ptr) + bytes;
   return ptr;
 }
 
 void CudaBackend::FreeHostMemory(void* ptr) {
-  if (ptr != nullptr) cudaFreeHost(ptr);
+  if (ptr == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(pinned_mu_);
+    pinned_ranges_.erase(reinterpret_cast<uintptr_t>(ptr));
+  }
+  cudaFreeHost(ptr);
 }
 
-// Called from the KV manager's pinning thread: only the runtime (thread-safe), no member.
+// Called from the KV manager's pinning thread: the runtime (thread-safe) and the record of
+// pinned ranges under pinned_mu_. Mapped: attention streams host-resident blocks by reading
+// them from the device (host_kv_stream.h) or by strided copies within one range.
 absl::Status CudaBackend::PinHostMemory(void* ptr, size_t bytes) {
-  const cudaError_t err = cudaHostRegister(ptr, bytes, cudaHostRegisterDefault);
+  const cudaError_t err = cudaHostRegister(ptr, bytes, cudaHostRegisterMapped);
   if (err != cudaSuccess) {
     cudaGetLastError();
     return absl::ResourceExhaustedError(absl::StrCat("cudaHostRegister of ", bytes,
                                                      " bytes failed: ", cudaGetErrorString(err)));
   }
+  std::lock_guard<std::mutex> lock(pinned_mu_);
+  pinned_ranges_[reinterpret_cast<uintptr_t>(ptr)] = reinterpret_cast<uintptr_t>(ptr) + bytes;
   return absl::OkStatus();
 }
 
 void CudaBackend::UnpinHostMemory(void* ptr, size_t) {
-  if (ptr != nullptr) cudaHostUnregister(ptr);
+  if (ptr == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(pinned_mu_);
+    pinned_ranges_.erase(reinterpret_cast<uintptr_t>(ptr));
+  }
+  cudaHostUnregister(ptr);
 }
 
 absl::StatusOr<int64_t> CudaBackend::StartCopiesToHost(std::span<const BlockCopy> copies) {

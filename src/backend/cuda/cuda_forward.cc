@@ -135,9 +135,10 @@ absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(
   step.sampled = greedy && !sampling.empty();
   step.path = fast_attention_ ? AttentionPath::kFast : AttentionPath::kGeneric;
 
-  int64_t num_tokens = pads, num_entries = pads, num_logits = pads, decode_rows = 0;
+  int64_t num_tokens = pads, num_entries = pads, num_logits = pads, decode_rows = 0, host_blocks = 0;
   for (const SequenceChunk& chunk : piece.chunks) {
     const int64_t n = static_cast<int64_t>(chunk.tokens.size());
+    host_blocks += chunk.host_kv.num_blocks();
     num_tokens += n;
     num_entries += (chunk.start_position + n + layout_.block_tokens - 1) / layout_.block_tokens;
     num_logits += static_cast<int64_t>(chunk.num_logit_rows());
@@ -222,6 +223,7 @@ absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(
       m.mask_slots = take(num_logits * 4);
     }
   }
+  if (host_blocks > 0) m.host_blocks = take(host_blocks * sizeof(uint64_t));
   m.indices = take(num_entries * 4);
   m.bytes = at;
   if (m.bytes > meta_capacity_) return absl::InternalError("step metadata over capacity");
@@ -235,6 +237,8 @@ absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(
   int32_t* indptr = host(m.indptr);
   int32_t* indices = host(m.indices);
   int64_t t = 0, entry = 0, logit = 0, row = 0;
+  auto* host_addresses = reinterpret_cast<uint64_t*>(meta_host_ + m.host_blocks);
+  host_entries_.clear();
   for (int64_t c = 0; c < padded; ++c) {
     indptr[c] = static_cast<int32_t>(entry);
     if (c >= num_chunks) {  // padding: token 0 at position 0 of the scratch block
@@ -259,9 +263,25 @@ absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(
     for (int64_t r = rows_here; r > 0; --r) logit_rows[logit++] = static_cast<int32_t>(t - r);
     const int64_t blocks = (chunk.start_position + n + layout_.block_tokens - 1) /
                            layout_.block_tokens;
-    for (int64_t j = 0; j < blocks; ++j) indices[entry++] = chunk.block_table[j];
+    // Host-resident blocks get staging slots below (entry -1 - slot, PagedKv::staged).
+    const HostResidentKv& host = chunk.host_kv;
+    for (int64_t j = 0; j < blocks; ++j) {
+      if (host.Contains(j)) {
+        host_entries_.push_back({reinterpret_cast<uint64_t>(host.blocks[j - host.first_block]), entry});
+        indices[entry++] = -1;
+      } else {
+        indices[entry++] = chunk.block_table[host.DeviceIndex(j)];
+      }
+    }
   }
   indptr[padded] = static_cast<int32_t>(entry);
+  // Staging slots in host address order, so blocks at a constant stride in host memory
+  // (slots taken in order, either way) land in consecutive slots: one strided copy each.
+  std::sort(host_entries_.begin(), host_entries_.end());
+  for (size_t s = 0; s < host_entries_.size(); ++s) {
+    host_addresses[s] = host_entries_[s].first;
+    indices[host_entries_[s].second] = static_cast<int32_t>(-1 - static_cast<int64_t>(s));
+  }
   if (step.path == AttentionPath::kGeneric) {
     std::memcpy(host(m.num_splits), plan_.num_splits.data(), num_tokens * 4);
     std::memcpy(host(m.partial_base), plan_.partial_base.data(), num_tokens * 4);
@@ -302,6 +322,8 @@ absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(
                                   sm_count_)
           : 1;
   step.prefill_tiles = static_cast<int32_t>(prefill_tiles_.size());
+  step.host_blocks = static_cast<int32_t>(host_blocks);
+  PlanHostKvRuns(host_addresses, host_blocks);
   return step;
 }
 
@@ -339,6 +361,7 @@ absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits
   const CudaLaunchOptions& launch = options_.cuda.launch;
   CUDA_RETURN_IF_ERROR(
       cuda::EmbeddingGather(dev(m.ids), as(embed_), rows, h, ws_.residual, stream_, launch));
+  RETURN_IF_ERROR(StageFirstHostKvLayer(step));
   for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
     const LayerWeights& w = layers_[layer];
     CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, layer == 0 ? nullptr : as(ws_.proj),
@@ -356,6 +379,8 @@ absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits
     post.layer = static_cast<int32_t>(layer);
     post.q_out = as(ws_.q);
     CUDA_RETURN_IF_ERROR(cuda::QkvPost(post, step_tokens, kv, stream_, launch));
+    ASSIGN_OR_RETURN(const void* staged, StageHostKvLayer(step, layer));
+    kv.staged = static_cast<const T*>(staged);
     if (step.path == AttentionPath::kFast) {
       if (step.decode_rows > 0) {
         cuda::DecodeAttentionParams<T> attn;
@@ -395,6 +420,7 @@ absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits
       attn.any_split = plan_.any_split;
       CUDA_RETURN_IF_ERROR(cuda::PagedAttention(attn, step_tokens, kv, splits, stream_));
     }
+    RETURN_IF_ERROR(ReleaseHostKvLayer(step, layer));
     RETURN_IF_ERROR(Project(as(ws_.attn), w.o, w.o8, rows, q_dim, h, ws_.proj));
     CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, as(ws_.proj), w.post_norm, nullptr,
                                           rows, h, eps, as(ws_.normed), stream_, launch));
@@ -486,7 +512,8 @@ absl::Status CudaBackend::RunStep(const ForwardBatch& piece, std::vector<float>*
   bool decode_only = true;
   int64_t real_logits = 0;
   for (const SequenceChunk& chunk : piece.chunks) {
-    decode_only = decode_only && chunk.tokens.size() == 1 && chunk.need_logits;
+    // A streamed step is never captured: its gathers change with the host block count.
+    decode_only = decode_only && chunk.tokens.size() == 1 && chunk.need_logits && chunk.host_kv.empty();
     real_logits += static_cast<int64_t>(chunk.num_logit_rows());
   }
   // Graphs replay greedy decode steps whole, and the forward of sampler-chain decode steps
@@ -527,6 +554,7 @@ absl::Status CudaBackend::RunStep(const ForwardBatch& piece, std::vector<float>*
     logits_out = logits->data() + old;
   }
   if (!ran) RETURN_IF_ERROR(EnqueueForward(step, logits_out));
+  CountHostKvStep(step);
   if (chain != nullptr) {
     RETURN_IF_ERROR(chain_->Run(ws_.logits, chain->first_row, real_logits, *chain->batch, chain->samples,
                                 chain->result, stream_, options_.cuda.launch));

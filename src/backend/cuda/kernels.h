@@ -24,6 +24,12 @@ using f16 = __half;
 // The paged KV pool of one backend as the kernels see it (FlashInfer's paged_kv_t):
 // block ids of chunk c are indices[indptr[c] .. indptr[c+1]), entry j covering positions
 // [j*block_tokens, (j+1)*block_tokens). Passed by value.
+//
+// Host-resident blocks of a long sequence (docs/LONG_CONTEXT.md) are read from `staged`, a
+// device copy of this layer's slice of each of them: a table entry e < 0 names staged slot
+// -1 - e, whose (k|v, kv head, token, dim) elements start at staged + (-1 - e) *
+// layer_elements. Only the attention kernels (DecodeAttention, PrefillAttention) read such
+// entries; no kernel writes through one.
 template <typename T>
 struct PagedKv {
   T* pool = nullptr;                // (num_blocks, block_elements): KvLayout of every block
@@ -37,7 +43,19 @@ struct PagedKv {
   // at the element offsets above then one fp32 scale per row (kv_fp8.cuh); unset for 16-bit KV.
   bool fp8 = false;
   int64_t block_bytes = 0;
+  const T* staged = nullptr;        // (slots, 2, num_kv_heads, block_tokens, head_dim)
 };
+
+#ifdef __CUDACC__
+// First element of (layer, k, kv head 0) of table entry `entry` (a pool block, or a staged
+// slot when negative).
+template <typename T>
+__device__ __forceinline__ const T* KvLayerBase(const PagedKv<T>& kv, int32_t entry, int32_t layer) {
+  const int64_t layer_elements = 2 * static_cast<int64_t>(kv.num_kv_heads) * kv.block_tokens * kv.head_dim;
+  if (entry < 0) return kv.staged + static_cast<int64_t>(-1 - entry) * layer_elements;
+  return kv.pool + static_cast<int64_t>(entry) * kv.block_elements + layer * layer_elements;
+}
+#endif
 
 // Per-token facts of one step: token t belongs to chunk chunk[t] at position pos[t].
 struct StepTokens {

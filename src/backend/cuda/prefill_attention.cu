@@ -96,8 +96,9 @@ __global__ void __launch_bounds__(kThreads)
   const int kv_end = tile.first_pos + tile.num_tokens;  // positions [0, kv_end) are read
   const int num_kv_tiles = (kv_end + kKvTile - 1) / kKvTile;
   const int32_t* table = kv.indices + kv.indptr[tile.chunk];
-  const int64_t k_head_offset =
-      (static_cast<int64_t>(p.layer) * 2 * kv.num_kv_heads + kv_head) * kv.block_tokens * D;
+  const int64_t k_head_offset = static_cast<int64_t>(kv_head) * kv.block_tokens * D;  // within a layer slice
+  // fp8 blocks (never staged) are addressed from the block's start, this layer's slice first.
+  const int64_t fp8_layer = static_cast<int64_t>(p.layer) * 2 * kv.num_kv_heads * kv.block_tokens * D;
   const int64_t v_delta = static_cast<int64_t>(kv.num_kv_heads) * kv.block_tokens * D;
   const int in_block_mask = kv.block_tokens - 1;
   const int load_chunk = tid % kChunksPerRow;
@@ -121,7 +122,7 @@ __global__ void __launch_bounds__(kThreads)
         if (on) {
           const int64_t block = __ldg(table + (pos >> bt_shift));
           const uint8_t* base = Fp8BlockBase(kv, block);
-          const int64_t k_row = k_head_offset + static_cast<int64_t>(pos & in_block_mask) * D;
+          const int64_t k_row = fp8_layer + k_head_offset + static_cast<int64_t>(pos & in_block_mask) * D;
           const uint2 kc = __ldg(reinterpret_cast<const uint2*>(base + k_row + load_chunk * 8));
           const uint2 vc =
               __ldg(reinterpret_cast<const uint2*>(base + k_row + v_delta + load_chunk * 8));
@@ -134,8 +135,8 @@ __global__ void __launch_bounds__(kThreads)
       }
       const T* src = kv.pool;
       if (on) {
-        const int64_t block = __ldg(table + (pos >> bt_shift));
-        src = kv.pool + block * kv.block_elements + k_head_offset +
+        const int32_t block = __ldg(table + (pos >> bt_shift));
+        src = KvLayerBase(kv, block, p.layer) + k_head_offset +
               static_cast<int64_t>(pos & in_block_mask) * D + load_chunk * 8;
       }
       CpAsync16(SmemAddress(sk + offset), src, on);

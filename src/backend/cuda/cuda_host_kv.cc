@@ -1,0 +1,247 @@
+// CudaBackend's streaming of host-resident KV (docs/LONG_CONTEXT.md, "The CUDA part").
+//
+// A step whose chunks name host-resident blocks (SequenceChunk::host_kv) reads them per
+// layer from a device staging buffer: before layer l's attention, a gather kernel on
+// stage_stream_ has copied layer l's slice of every such block (the host tier is pinned and
+// mapped, so the kernel reads it over the link) into buffer l % 2, slot s for the step's s-th
+// host block. The block table names slot s as entry -1 - s (kernels.h, PagedKv::staged), so
+// the attention kernels run unchanged: same splits, same merge, same arithmetic as with every
+// block on the device. Two buffers: the gather of layer l + 1 runs while layer l computes.
+#include <algorithm>
+#include <cstring>
+#include <iterator>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/host_kv_stream.h"
+#include "common/status_macros.h"
+
+namespace kvtier {
+
+int64_t CudaBackend::HostKvSlotsWanted() const {
+  const int64_t tokens = options_.cuda.host_kv_stream_tokens;
+  // fp8 KV blocks keep their row scales after every layer's codes, so a layer is not one
+  // contiguous slice; streaming covers the 16-bit formats.
+  if (tokens <= 0 || !fast_attention_ || layout_.dtype == DType::kF8E4M3) return 0;
+  return (tokens + layout_.block_tokens - 1) / layout_.block_tokens;
+}
+
+int64_t CudaBackend::HostKvStagingBytes() const {
+  return 2 * HostKvSlotsWanted() * static_cast<int64_t>(layout_.BlockBytes() / layout_.num_layers);
+}
+
+absl::Status CudaBackend::InitHostKvStaging() {
+  const int64_t slots = HostKvSlotsWanted();
+  if (slots == 0) return absl::OkStatus();
+  // The gather reads host blocks at their host addresses (UVA); a device that cannot gets
+  // no streaming, and long sequences stay refused at admission.
+  int can_use_host_pointer = 0;
+  CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&can_use_host_pointer, cudaDevAttrCanUseHostPointerForRegisteredMem, 0));
+  if (can_use_host_pointer == 0) return absl::OkStatus();
+  host_kv_slice_bytes_ = layout_.BlockBytes() / layout_.num_layers;
+  for (void*& buffer : host_kv_staged_) {
+    ASSIGN_OR_RETURN(buffer, DeviceAlloc(static_cast<size_t>(slots) * host_kv_slice_bytes_, "host KV staging"));
+  }
+  CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stage_stream_, cudaStreamNonBlocking));
+  CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&stage_meta_ready_, cudaEventDisableTiming));
+  for (int i = 0; i < 2; ++i) {
+    CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&stage_landed_[i], cudaEventDisableTiming));
+    CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&stage_free_[i], cudaEventDisableTiming));
+  }
+  int max_pitch = 0;
+  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, 0));
+  max_copy_pitch_ = max_pitch;
+  // Stepping allocates nothing: a step has at most `slots` host blocks, so as many runs.
+  host_kv_runs_.reserve(static_cast<size_t>(slots));
+  host_entries_.reserve(static_cast<size_t>(slots));
+  host_kv_slots_ = slots;
+  return MeasureHostLink();
+}
+
+absl::Status CudaBackend::MeasureHostLink() {
+  // Pinned host -> device over the copy engine, into staging buffer 0: the bound a step
+  // streaming host-resident KV is measured against (kvtier bench W8).
+  const size_t bytes = std::min<size_t>(static_cast<size_t>(host_kv_slots_) * host_kv_slice_bytes_, size_t{256} << 20);
+  void* host = nullptr;
+  CUDA_RETURN_IF_ERROR(cudaHostAlloc(&host, bytes, cudaHostAllocDefault));
+  std::memset(host, 0, bytes);
+  cudaEvent_t start = nullptr, end = nullptr;
+  cudaError_t err = cudaEventCreate(&start);
+  if (err == cudaSuccess) err = cudaEventCreate(&end);
+  constexpr int kRepeats = 4;
+  if (err == cudaSuccess) err = cudaMemcpyAsync(host_kv_staged_[0], host, bytes, cudaMemcpyHostToDevice, stage_stream_);
+  if (err == cudaSuccess) err = cudaEventRecord(start, stage_stream_);
+  for (int i = 0; i < kRepeats && err == cudaSuccess; ++i) {
+    err = cudaMemcpyAsync(host_kv_staged_[0], host, bytes, cudaMemcpyHostToDevice, stage_stream_);
+  }
+  if (err == cudaSuccess) err = cudaEventRecord(end, stage_stream_);
+  if (err == cudaSuccess) err = cudaEventSynchronize(end);
+  float ms = 0;
+  if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, start, end);
+  if (start != nullptr) cudaEventDestroy(start);
+  if (end != nullptr) cudaEventDestroy(end);
+  cudaFreeHost(host);
+  CUDA_RETURN_IF_ERROR(err);
+  if (ms > 0) {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    copy_stats_.host_link_bytes_per_second = static_cast<double>(bytes) * kRepeats / (ms * 1e-3);
+  }
+  return absl::OkStatus();
+}
+
+void CudaBackend::CountHostKvStep(const StepLaunch& step) {
+  if (step.host_blocks == 0) return;
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  ++copy_stats_.host_kv_steps;
+  copy_stats_.host_kv_bytes += static_cast<int64_t>(step.host_blocks) * static_cast<int64_t>(layout_.BlockBytes());
+}
+
+absl::Status CudaBackend::ValidateHostKv(const SequenceChunk& chunk, size_t c) const {
+  const HostResidentKv& host = chunk.host_kv;
+  if (host.empty()) return absl::OkStatus();
+  if (host_kv_slots_ == 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        "chunk ", c, " reads ", host.num_blocks(), " host-resident KV blocks; this CUDA backend does not stream them ",
+        "(cuda host_kv_stream_tokens is 0, the fast attention kernels are off, kv_dtype is fp8, or the device cannot "
+        "read mapped host memory)"));
+  }
+  if (host.num_blocks() > host_kv_slots_) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk ", c, " reads ", host.num_blocks(),
+                                                   " host-resident KV blocks; the staging buffers hold ",
+                                                   host_kv_slots_, " (host_kv_stream_tokens)"));
+  }
+  if (host.first_block < 0 || (host.first_block + host.num_blocks()) * layout_.block_tokens > chunk.start_position) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk ", c, " host-resident blocks [", host.first_block, ", ",
+                                                   host.first_block + host.num_blocks(),
+                                                   ") are not all full blocks before its first position ",
+                                                   chunk.start_position));
+  }
+  for (const void* block : host.blocks) {
+    if (block == nullptr || reinterpret_cast<uintptr_t>(block) % 16 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("chunk ", c, " names a null or unaligned host block"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// CTAs of one gather: enough 16 KiB batches of loads in flight to fill the host link many
+// times over (its latency is microseconds), while leaving most SMs to the compute stream.
+int32_t GatherCtas(int32_t sm_count) { return std::max(16, sm_count / 2); }
+
+}  // namespace
+
+void CudaBackend::PlanHostKvRuns(const uint64_t* addresses, int64_t n) {
+  host_kv_runs_.clear();
+  const size_t block_bytes = layout_.BlockBytes();
+  std::lock_guard<std::mutex> lock(pinned_mu_);
+  uintptr_t range_end = 0;  // end of the pinned range holding the current run's first block
+  for (int64_t i = 0; i < n; ++i) {
+    const auto* block = reinterpret_cast<const uint8_t*>(addresses[i]);
+    if (!host_kv_runs_.empty() && options_.cuda.host_kv_copy_engine) {
+      HostKvRun& run = host_kv_runs_.back();
+      const int64_t delta = block - (run.first + run.stride * (run.count - 1));
+      const bool inside = reinterpret_cast<uintptr_t>(block) + block_bytes <= range_end;
+      // A second block fixes the run's stride: at least a slice (rows of a strided copy
+      // cannot overlap) and at most the device's largest pitch.
+      if (run.count == 1 && inside && delta >= static_cast<int64_t>(host_kv_slice_bytes_) &&
+          delta <= max_copy_pitch_) {
+        run.stride = delta;
+      }
+      if (inside && run.stride > 0 && delta == run.stride) {
+        ++run.count;
+        continue;
+      }
+    }
+    // A new run: find the pinned range holding it (none: the run stays one block long,
+    // and goes to the gather kernel).
+    range_end = 0;
+    const auto it = pinned_ranges_.upper_bound(reinterpret_cast<uintptr_t>(block));
+    if (it != pinned_ranges_.begin()) {
+      const auto& range = *std::prev(it);
+      if (reinterpret_cast<uintptr_t>(block) + block_bytes <= range.second) range_end = range.second;
+    }
+    host_kv_runs_.push_back({block, 0, static_cast<int32_t>(i), 1});
+  }
+}
+
+absl::Status CudaBackend::GatherSlots(const StepLaunch& step, size_t layer_offset, int buffer, int32_t first_slot,
+                                      int32_t count) {
+  if (count <= 0) return absl::OkStatus();
+  cuda::HostKvGather gather;
+  gather.blocks = reinterpret_cast<const uint64_t*>(ws_.meta + step.meta.host_blocks) + first_slot;
+  gather.num_slices = count;
+  gather.slice_bytes = host_kv_slice_bytes_;
+  gather.layer_offset = layer_offset;
+  gather.staged = static_cast<uint8_t*>(host_kv_staged_[buffer]) + static_cast<size_t>(first_slot) * host_kv_slice_bytes_;
+  CUDA_RETURN_IF_ERROR(cuda::GatherHostKv(gather, GatherCtas(sm_count_), stage_stream_));
+  host_kv_slices_gathered_ += count;
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::StageLayerSlices(const StepLaunch& step, int64_t layer, int buffer) {
+  const size_t layer_offset = static_cast<size_t>(layer) * host_kv_slice_bytes_;
+  // Slots [gather_first, gather_first + gather_count) wait for one gather launch.
+  int32_t gather_first = 0, gather_count = 0;
+  for (const HostKvRun& run : host_kv_runs_) {
+    if (run.count >= kMinCopyRun) {
+      uint8_t* dst = static_cast<uint8_t*>(host_kv_staged_[buffer]) +
+                     static_cast<size_t>(run.first_slot) * host_kv_slice_bytes_;
+      // Rows = the run's blocks' slices of this layer, `stride` apart in host memory.
+      const cudaError_t err = cudaMemcpy2DAsync(dst, host_kv_slice_bytes_, run.first + layer_offset,
+                                                static_cast<size_t>(run.stride), host_kv_slice_bytes_,
+                                                static_cast<size_t>(run.count), cudaMemcpyHostToDevice, stage_stream_);
+      if (err == cudaSuccess) {
+        host_kv_slices_copied_ += run.count;
+        continue;
+      }
+      // Refused (e.g. a range the driver sees differently from PinHostMemory's record): the
+      // error is not sticky; clear it and gather this run instead.
+      cudaGetLastError();
+    }
+    if (gather_count > 0 && gather_first + gather_count != run.first_slot) {
+      RETURN_IF_ERROR(GatherSlots(step, layer_offset, buffer, gather_first, gather_count));
+      gather_count = 0;
+    }
+    if (gather_count == 0) gather_first = run.first_slot;
+    gather_count += run.count;
+  }
+  return GatherSlots(step, layer_offset, buffer, gather_first, gather_count);
+}
+
+absl::Status CudaBackend::StageFirstHostKvLayer(const StepLaunch& step) {
+  if (step.host_blocks == 0) return absl::OkStatus();
+  // The step's metadata (host addresses) was copied on the compute stream just before.
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(stage_meta_ready_, stream_));
+  CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stage_stream_, stage_meta_ready_, 0));
+  RETURN_IF_ERROR(StageLayerSlices(step, 0, 0));
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(stage_landed_[0], stage_stream_));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const void*> CudaBackend::StageHostKvLayer(const StepLaunch& step, int64_t layer) {
+  if (step.host_blocks == 0) return nullptr;
+  const int64_t next = layer + 1;
+  if (next < config_.num_layers) {
+    const int b = static_cast<int>(next % 2);
+    // Buffer b last held layer - 1, whose attention recorded stage_free_[b] already.
+    CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stage_stream_, stage_free_[b], 0));
+    RETURN_IF_ERROR(StageLayerSlices(step, next, b));
+    CUDA_RETURN_IF_ERROR(cudaEventRecord(stage_landed_[b], stage_stream_));
+  }
+  const int b = static_cast<int>(layer % 2);
+  CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, stage_landed_[b], 0));
+  return host_kv_staged_[b];
+}
+
+absl::Status CudaBackend::ReleaseHostKvLayer(const StepLaunch& step, int64_t layer) {
+  if (step.host_blocks == 0) return absl::OkStatus();
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(stage_free_[layer % 2], stream_));
+  return absl::OkStatus();
+}
+
+}  // namespace kvtier
