@@ -1,15 +1,14 @@
 // DiskIoThread: I/O threads that move whole blocks between the disk tier and host-tier
 // memory (DiskBlockStore::Write: pwrite + fdatasync, and for cached blocks the index
 // journal's append + fdatasync, milliseconds per block; Read: pread + checks), so that the
-// stepping thread does not. The KV manager has two, through
-// DiskJobs: one (one thread) writes cached host blocks to disk ahead of their eviction, and swapped or
-// evicted device blocks from staging buffers; the other (several threads: one thread's
-// preads leave most of an NVMe drive's bandwidth unused) reads disk blocks into host slots
-// ahead of their use (a waiting sequence's prefix hits on disk, the blocks of a sequence
-// swapped out to disk), or into staging buffers at their use, so reads never queue behind
-// writes. The manager
-// submits jobs, polls for finished ones at step start (non-blocking), and blocks only when
-// it needs a job's result now (Wait).
+// stepping thread does not. The KV manager has two, through DiskJobs: one (one thread)
+// writes cached host blocks to disk ahead of their eviction, and swapped or evicted device
+// blocks from staging buffers; the other (several threads: one thread's preads leave most
+// of an NVMe drive's bandwidth unused) reads disk blocks into host slots ahead of their
+// use (a waiting sequence's prefix hits on disk, the blocks of a sequence swapped out to
+// disk), or into staging buffers at their use, so reads never queue behind writes. The
+// manager submits jobs, polls for finished ones at step start (non-blocking), and blocks
+// only when it needs a job's result now (Wait).
 //
 // The host bytes a job reads or writes (a host slot or a staging buffer, pinned on CUDA)
 // must stay allocated, and unchanged by anyone else, until the job is reported finished; so
@@ -105,7 +104,8 @@ class DiskIoThread {
   std::deque<Job> queue_ ABSL_GUARDED_BY(mu_);
   int running_ ABSL_GUARDED_BY(mu_) = 0;               // jobs taken by a thread, not ended
   bool write_running_ ABSL_GUARDED_BY(mu_) = false;    // one of them is a write (batch)
-  std::map<int64_t, Finished> ended_unreported_ ABSL_GUARDED_BY(mu_);  // ended, an earlier job not yet
+  // Jobs ended while an earlier one has not: reported once it has (ids are consecutive).
+  std::map<int64_t, Finished> ended_unreported_ ABSL_GUARDED_BY(mu_);
   std::vector<Finished> finished_ ABSL_GUARDED_BY(mu_);
   int64_t last_finished_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
