@@ -1,39 +1,9 @@
 // RunWarmed and WarmUp (bench_warm_run.h).
 #include "bench_warm_run.h"
 
-#include <chrono>
-#include <thread>
-
 #include "cuda_env.h"
 
 namespace kvtier::cli::bench {
-namespace {
-
-// How long a context may take to pin its host tier and prepare its disk file.
-constexpr std::chrono::seconds kTiersReadyLimit{120};
-
-// Waits until every tier's ready_bytes equals its capacity_bytes (tier preparation runs in
-// the background after the context is created); "" or why not.
-std::string WaitForTiersReady(kvt_context* ctx) {
-  const auto deadline = std::chrono::steady_clock::now() + kTiersReadyLimit;
-  for (;;) {
-    bool ready = true;
-    for (const char* tier : {"gpu", "host", "disk"}) {
-      const std::string prefix = std::string("tiers.") + tier + ".";
-      int64_t capacity = 0, ready_bytes = 0;
-      if (kvt_context_stat(ctx, (prefix + "capacity_bytes").c_str(), &capacity) != KVT_OK ||
-          kvt_context_stat(ctx, (prefix + "ready_bytes").c_str(), &ready_bytes) != KVT_OK) {
-        return std::string("warm-up: no statistic ") + prefix + "ready_bytes";
-      }
-      ready = ready && ready_bytes >= capacity;
-    }
-    if (ready) return "";
-    if (std::chrono::steady_clock::now() > deadline) return "warm-up: tiers not ready after 120 s";
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
-
-}  // namespace
 
 std::string WarmUp(kvt_context* ctx, const std::vector<int32_t>& warm_prompt) {
   kvt_request* warm = nullptr;
@@ -47,7 +17,6 @@ std::string WarmUp(kvt_context* ctx, const std::vector<int32_t>& warm_prompt) {
     error = std::string("warm-up: ") + kvt_context_errmsg(ctx);
   }
   kvt_request_free(warm);
-  if (error.empty()) error = WaitForTiersReady(ctx);
   return error;
 }
 

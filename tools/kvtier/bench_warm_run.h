@@ -17,10 +17,7 @@ namespace kvtier::cli::bench {
 // engine measures prefill speed from steps of at least 128 tokens).
 inline constexpr int kWarmPromptTokens = 512;
 
-// Generates two tokens after `warm_prompt` in `ctx`, then waits (up to 120 s) until its
-// tiers are prepared (host tier pinned, disk file allocated: a service's first request
-// finds them so a few seconds after start; a slow-tier hit in the first milliseconds finds
-// only the pinned part of the host tier to read into); "" or what failed.
+// Generates two tokens after `warm_prompt` in `ctx`; "" or what failed.
 std::string WarmUp(kvt_context* ctx, const std::vector<int32_t>& warm_prompt);
 
 // Creates a context with `p.options` (and the KVTIER_CUDA_* environment), warms it up with
