@@ -220,15 +220,6 @@ TEST_P(HostKvStreamTest, StreamedSequenceMatchesAllOnDevice) {
   };
   step(70);
   for (int i = 0; i < 6; ++i) step(1);
-  // Which path streamed: runs inside one pinned range by the copy engine, the rest gathered.
-  const int64_t copied = (*gpu)->host_kv_slices_copied(), gathered = (*gpu)->host_kv_slices_gathered();
-  if (c.two_ranges) {
-    EXPECT_GT(copied, 0);
-    EXPECT_EQ(gathered, 0) << "a run within one pinned range was gathered (a copy refused?)";
-  } else if (!c.scattered) {
-    EXPECT_EQ(copied, 0) << "blocks of separate allocations are not one run";
-  }
-  EXPECT_GT(copied + gathered, 0);
   std::printf("[%s] %d steps, %lld host blocks, max relative error vs CPU %.3g\n", Name(c).c_str(), steps,
               static_cast<long long>(c.host_blocks), max_err);
 

@@ -155,10 +155,6 @@ class CudaBackend final : public Backend {
   // can read mapped host memory at its host address.
   bool ReadsHostResidentKv() const override { return host_kv_slots_ > 0; }
   int64_t MaxHostResidentBlocks() const override { return host_kv_slots_; }
-  // Layer slices of host-resident blocks staged so far by copy-engine copies and by the
-  // gather kernel (tests: which path streamed a step).
-  int64_t host_kv_slices_copied() const { return host_kv_slices_copied_; }
-  int64_t host_kv_slices_gathered() const { return host_kv_slices_gathered_; }
 
   const ModelConfig& config() const { return config_; }
   // Decode steps replayed as CUDA graphs (from CudaOptions::decode_graphs at Create); off
@@ -365,7 +361,6 @@ class CudaBackend final : public Backend {
   std::mutex pinned_mu_;
   std::map<uintptr_t, uintptr_t> pinned_ranges_;
   int64_t max_copy_pitch_ = 0;  // cudaDevAttrMaxPitch
-  int64_t host_kv_slices_copied_ = 0, host_kv_slices_gathered_ = 0;
   std::vector<std::pair<uint64_t, int64_t>> host_entries_;  // (host address, table entry), reused
   int64_t host_kv_slots_ = 0;          // per staging buffer (0: streaming off)
   size_t host_kv_slice_bytes_ = 0;     // one layer of one block

@@ -9,7 +9,6 @@
 // block on the device. Two buffers: the gather of layer l + 1 runs while layer l computes.
 #include <algorithm>
 #include <cstring>
-#include <iterator>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -179,7 +178,6 @@ absl::Status CudaBackend::GatherSlots(const StepLaunch& step, size_t layer_offse
   gather.layer_offset = layer_offset;
   gather.staged = static_cast<uint8_t*>(host_kv_staged_[buffer]) + static_cast<size_t>(first_slot) * host_kv_slice_bytes_;
   CUDA_RETURN_IF_ERROR(cuda::GatherHostKv(gather, GatherCtas(sm_count_), stage_stream_));
-  host_kv_slices_gathered_ += count;
   return absl::OkStatus();
 }
 
@@ -195,10 +193,7 @@ absl::Status CudaBackend::StageLayerSlices(const StepLaunch& step, int64_t layer
       const cudaError_t err = cudaMemcpy2DAsync(dst, host_kv_slice_bytes_, run.first + layer_offset,
                                                 static_cast<size_t>(run.stride), host_kv_slice_bytes_,
                                                 static_cast<size_t>(run.count), cudaMemcpyHostToDevice, stage_stream_);
-      if (err == cudaSuccess) {
-        host_kv_slices_copied_ += run.count;
-        continue;
-      }
+      if (err == cudaSuccess) continue;
       // Refused (e.g. a range the driver sees differently from PinHostMemory's record): the
       // error is not sticky; clear it and gather this run instead.
       cudaGetLastError();
