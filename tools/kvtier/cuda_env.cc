@@ -15,7 +15,6 @@ kvt_status SetCudaOptionsFromEnvironment(kvt_options* options) {
       {"KVTIER_CUDA_FAST_ATTENTION", "cuda_fast_attention"},
       {"KVTIER_CUDA_PDL", "cuda_pdl"},
       {"KVTIER_CUDA_PDL_EARLY", "cuda_pdl_early"},
-      {"KVTIER_CUDA_HOST_KV_COPY_ENGINE", "cuda_host_kv_copy_engine"},
   };
   for (const Switch& s : kSwitches) {
     const char* value = std::getenv(s.variable);
