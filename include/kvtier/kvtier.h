@@ -174,9 +174,6 @@ KVT_API int64_t kvt_live_handles(void);
  *                                buffers of one layer of that many
  *                                positions, inside gpu_mem_limit); longer
  *                                contexts are refused; 0: none run     default 0
- *   "cuda_host_kv_copy_engine" int  streamed host KV in constant-stride
- *                                runs moved by the copy engine, the rest
- *                                by a gather kernel; 0: all by the gather default 1
  *   "cuda_pdl"           int     programmatic dependent launch            default 1
  *   "cuda_pdl_early"     int     short kernels between projections start
  *                                the next kernel before their own wait    default 1

@@ -36,11 +36,6 @@ struct CudaOptions {
   // whose whole context exceeds it is refused at admission. 0: no streaming (long
   // sequences refused, as where fast_attention is off or the host tier is not mapped).
   int64_t host_kv_stream_tokens = 0;
-  // How host-resident KV reaches the staging buffers: true moves each run of blocks at a
-  // constant host address stride (inside one pinned range) with the copy engine, one
-  // strided copy per run and layer, and the rest with the gather kernel (SMs reading mapped
-  // host memory); false uses the gather kernel for every block.
-  bool host_kv_copy_engine = true;
   CudaLaunchOptions launch;
 };
 

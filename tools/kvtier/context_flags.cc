@@ -71,8 +71,6 @@ constexpr ContextOption kOptions[] = {
      "CUDA: short kernels start the next kernel before their own wait (default 1)"},
     {"cuda_host_kv_stream_tokens", Kind::kInt, 0, 1 << 24, nullptr,
      "CUDA: positions of host-resident KV a step may stream, for sequences longer than the device tier (default 0)"},
-    {"cuda_host_kv_copy_engine", Kind::kInt, 0, 1, nullptr,
-     "CUDA: host-resident KV in constant-stride runs moved by the copy engine; 0: all by the gather kernel (default 1)"},
     {"cuda_gemv_prefetch", Kind::kInt, 2, 8, nullptr,
      "CUDA: 16-byte weight pieces per lane the decode GEMV loads before its wait, 2, 4 or 8 (default 4)"},
 };

@@ -26,7 +26,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -341,27 +340,6 @@ class CudaBackend final : public Backend {
   absl::StatusOr<const void*> StageHostKvLayer(const StepLaunch& step, int64_t layer);
   // After layer `layer`'s attention: its buffer may be overwritten.
   absl::Status ReleaseHostKvLayer(const StepLaunch& step, int64_t layer);
-  // The step's host blocks as runs of constant address stride inside one pinned range
-  // (PlanHostKvRuns), in slot order: a run of at least kMinCopyRun blocks is one strided
-  // copy per layer on the copy engine; shorter runs go to the gather kernel, one launch per
-  // stretch of consecutive slots. A copy the driver refuses falls back to the gather.
-  struct HostKvRun {
-    const uint8_t* first = nullptr;  // host address of the run's first block
-    int64_t stride = 0;              // bytes between consecutive blocks of the run
-    int32_t first_slot = 0;
-    int32_t count = 0;
-  };
-  static constexpr int32_t kMinCopyRun = 8;
-  void PlanHostKvRuns(const uint64_t* addresses, int64_t n);
-  absl::Status StageLayerSlices(const StepLaunch& step, int64_t layer, int buffer);
-  absl::Status GatherSlots(const StepLaunch& step, size_t layer_offset, int buffer, int32_t first_slot, int32_t count);
-  std::vector<HostKvRun> host_kv_runs_;  // of the prepared step (reserved at Init)
-  // Host ranges registered by PinHostMemory, start -> end: a strided copy must not span two
-  // (the driver refuses it). Written by the pinning thread, read by PlanHostKvRuns.
-  std::mutex pinned_mu_;
-  std::map<uintptr_t, uintptr_t> pinned_ranges_;
-  int64_t max_copy_pitch_ = 0;  // cudaDevAttrMaxPitch
-  std::vector<std::pair<uint64_t, int64_t>> host_entries_;  // (host address, table entry), reused
   int64_t host_kv_slots_ = 0;          // per staging buffer (0: streaming off)
   size_t host_kv_slice_bytes_ = 0;     // one layer of one block
   void* host_kv_staged_[2] = {nullptr, nullptr};

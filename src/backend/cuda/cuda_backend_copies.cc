@@ -181,23 +181,16 @@ absl::StatusOr<void*> CudaBackend::AllocateHostMemory(size_t bytes) {
     return absl::ResourceExhaustedError(absl::StrCat("cudaHostAlloc of ", bytes,
                                                      " bytes failed: ", cudaGetErrorString(err)));
   }
-  std::lock_guard<std::mutex> lock(pinned_mu_);  // one pinned range (PlanHostKvRuns)
-  pinned_ranges_[reinterpret_cast<uintptr_t>(ptr)] = reinterpret_cast<uintptr_t>(ptr) + bytes;
   return ptr;
 }
 
 void CudaBackend::FreeHostMemory(void* ptr) {
-  if (ptr == nullptr) return;
-  {
-    std::lock_guard<std::mutex> lock(pinned_mu_);
-    pinned_ranges_.erase(reinterpret_cast<uintptr_t>(ptr));
-  }
-  cudaFreeHost(ptr);
+  if (ptr != nullptr) cudaFreeHost(ptr);
 }
 
-// Called from the KV manager's pinning thread: the runtime (thread-safe) and the record of
-// pinned ranges under pinned_mu_. Mapped: attention streams host-resident blocks by reading
-// them from the device (host_kv_stream.h) or by strided copies within one range.
+// Called from the KV manager's pinning thread: only the runtime (thread-safe), no member.
+// Mapped: attention streams host-resident blocks by reading them from the device
+// (host_kv_stream.h).
 absl::Status CudaBackend::PinHostMemory(void* ptr, size_t bytes) {
   const cudaError_t err = cudaHostRegister(ptr, bytes, cudaHostRegisterMapped);
   if (err != cudaSuccess) {
@@ -205,18 +198,11 @@ absl::Status CudaBackend::PinHostMemory(void* ptr, size_t bytes) {
     return absl::ResourceExhaustedError(absl::StrCat("cudaHostRegister of ", bytes,
                                                      " bytes failed: ", cudaGetErrorString(err)));
   }
-  std::lock_guard<std::mutex> lock(pinned_mu_);
-  pinned_ranges_[reinterpret_cast<uintptr_t>(ptr)] = reinterpret_cast<uintptr_t>(ptr) + bytes;
   return absl::OkStatus();
 }
 
 void CudaBackend::UnpinHostMemory(void* ptr, size_t) {
-  if (ptr == nullptr) return;
-  {
-    std::lock_guard<std::mutex> lock(pinned_mu_);
-    pinned_ranges_.erase(reinterpret_cast<uintptr_t>(ptr));
-  }
-  cudaHostUnregister(ptr);
+  if (ptr != nullptr) cudaHostUnregister(ptr);
 }
 
 absl::StatusOr<int64_t> CudaBackend::StartCopiesToHost(std::span<const BlockCopy> copies) {

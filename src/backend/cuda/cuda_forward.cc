@@ -236,9 +236,8 @@ absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(
   int32_t* logit_rows = host(m.logit_rows);
   int32_t* indptr = host(m.indptr);
   int32_t* indices = host(m.indices);
-  int64_t t = 0, entry = 0, logit = 0, row = 0;
+  int64_t t = 0, entry = 0, logit = 0, row = 0, slot = 0;
   auto* host_addresses = reinterpret_cast<uint64_t*>(meta_host_ + m.host_blocks);
-  host_entries_.clear();
   for (int64_t c = 0; c < padded; ++c) {
     indptr[c] = static_cast<int32_t>(entry);
     if (c >= num_chunks) {  // padding: token 0 at position 0 of the scratch block
@@ -263,25 +262,18 @@ absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(
     for (int64_t r = rows_here; r > 0; --r) logit_rows[logit++] = static_cast<int32_t>(t - r);
     const int64_t blocks = (chunk.start_position + n + layout_.block_tokens - 1) /
                            layout_.block_tokens;
-    // Host-resident blocks get staging slots below (entry -1 - slot, PagedKv::staged).
+    // Host-resident blocks get the staging slots in order (entry -1 - slot, PagedKv::staged).
     const HostResidentKv& host = chunk.host_kv;
     for (int64_t j = 0; j < blocks; ++j) {
       if (host.Contains(j)) {
-        host_entries_.push_back({reinterpret_cast<uint64_t>(host.blocks[j - host.first_block]), entry});
-        indices[entry++] = -1;
+        host_addresses[slot] = reinterpret_cast<uint64_t>(host.blocks[j - host.first_block]);
+        indices[entry++] = static_cast<int32_t>(-1 - slot++);
       } else {
         indices[entry++] = chunk.block_table[host.DeviceIndex(j)];
       }
     }
   }
   indptr[padded] = static_cast<int32_t>(entry);
-  // Staging slots in host address order, so blocks at a constant stride in host memory
-  // (slots taken in order, either way) land in consecutive slots: one strided copy each.
-  std::sort(host_entries_.begin(), host_entries_.end());
-  for (size_t s = 0; s < host_entries_.size(); ++s) {
-    host_addresses[s] = host_entries_[s].first;
-    indices[host_entries_[s].second] = static_cast<int32_t>(-1 - static_cast<int64_t>(s));
-  }
   if (step.path == AttentionPath::kGeneric) {
     std::memcpy(host(m.num_splits), plan_.num_splits.data(), num_tokens * 4);
     std::memcpy(host(m.partial_base), plan_.partial_base.data(), num_tokens * 4);
@@ -323,7 +315,6 @@ absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(
           : 1;
   step.prefill_tiles = static_cast<int32_t>(prefill_tiles_.size());
   step.host_blocks = static_cast<int32_t>(host_blocks);
-  PlanHostKvRuns(host_addresses, host_blocks);
   return step;
 }
 

@@ -50,12 +50,6 @@ absl::Status CudaBackend::InitHostKvStaging() {
     CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&stage_landed_[i], cudaEventDisableTiming));
     CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&stage_free_[i], cudaEventDisableTiming));
   }
-  int max_pitch = 0;
-  CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, 0));
-  max_copy_pitch_ = max_pitch;
-  // Stepping allocates nothing: a step has at most `slots` host blocks, so as many runs.
-  host_kv_runs_.reserve(static_cast<size_t>(slots));
-  host_entries_.reserve(static_cast<size_t>(slots));
   host_kv_slots_ = slots;
   return MeasureHostLink();
 }
@@ -134,86 +128,18 @@ int32_t GatherCtas(int32_t sm_count) { return std::max(16, sm_count / 2); }
 
 }  // namespace
 
-void CudaBackend::PlanHostKvRuns(const uint64_t* addresses, int64_t n) {
-  host_kv_runs_.clear();
-  const size_t block_bytes = layout_.BlockBytes();
-  std::lock_guard<std::mutex> lock(pinned_mu_);
-  uintptr_t range_end = 0;  // end of the pinned range holding the current run's first block
-  for (int64_t i = 0; i < n; ++i) {
-    const auto* block = reinterpret_cast<const uint8_t*>(addresses[i]);
-    if (!host_kv_runs_.empty() && options_.cuda.host_kv_copy_engine) {
-      HostKvRun& run = host_kv_runs_.back();
-      const int64_t delta = block - (run.first + run.stride * (run.count - 1));
-      const bool inside = reinterpret_cast<uintptr_t>(block) + block_bytes <= range_end;
-      // A second block fixes the run's stride: at least a slice (rows of a strided copy
-      // cannot overlap) and at most the device's largest pitch.
-      if (run.count == 1 && inside && delta >= static_cast<int64_t>(host_kv_slice_bytes_) &&
-          delta <= max_copy_pitch_) {
-        run.stride = delta;
-      }
-      if (inside && run.stride > 0 && delta == run.stride) {
-        ++run.count;
-        continue;
-      }
-    }
-    // A new run: find the pinned range holding it (none: the run stays one block long,
-    // and goes to the gather kernel).
-    range_end = 0;
-    const auto it = pinned_ranges_.upper_bound(reinterpret_cast<uintptr_t>(block));
-    if (it != pinned_ranges_.begin()) {
-      const auto& range = *std::prev(it);
-      if (reinterpret_cast<uintptr_t>(block) + block_bytes <= range.second) range_end = range.second;
-    }
-    host_kv_runs_.push_back({block, 0, static_cast<int32_t>(i), 1});
-  }
-}
-
-absl::Status CudaBackend::GatherSlots(const StepLaunch& step, size_t layer_offset, int buffer, int32_t first_slot,
-                                      int32_t count) {
-  if (count <= 0) return absl::OkStatus();
-  cuda::HostKvGather gather;
-  gather.blocks = reinterpret_cast<const uint64_t*>(ws_.meta + step.meta.host_blocks) + first_slot;
-  gather.num_slices = count;
-  gather.slice_bytes = host_kv_slice_bytes_;
-  gather.layer_offset = layer_offset;
-  gather.staged = static_cast<uint8_t*>(host_kv_staged_[buffer]) + static_cast<size_t>(first_slot) * host_kv_slice_bytes_;
-  CUDA_RETURN_IF_ERROR(cuda::GatherHostKv(gather, GatherCtas(sm_count_), stage_stream_));
-  return absl::OkStatus();
-}
-
-absl::Status CudaBackend::StageLayerSlices(const StepLaunch& step, int64_t layer, int buffer) {
-  const size_t layer_offset = static_cast<size_t>(layer) * host_kv_slice_bytes_;
-  // Slots [gather_first, gather_first + gather_count) wait for one gather launch.
-  int32_t gather_first = 0, gather_count = 0;
-  for (const HostKvRun& run : host_kv_runs_) {
-    if (run.count >= kMinCopyRun) {
-      uint8_t* dst = static_cast<uint8_t*>(host_kv_staged_[buffer]) +
-                     static_cast<size_t>(run.first_slot) * host_kv_slice_bytes_;
-      // Rows = the run's blocks' slices of this layer, `stride` apart in host memory.
-      const cudaError_t err = cudaMemcpy2DAsync(dst, host_kv_slice_bytes_, run.first + layer_offset,
-                                                static_cast<size_t>(run.stride), host_kv_slice_bytes_,
-                                                static_cast<size_t>(run.count), cudaMemcpyHostToDevice, stage_stream_);
-      if (err == cudaSuccess) continue;
-      // Refused (e.g. a range the driver sees differently from PinHostMemory's record): the
-      // error is not sticky; clear it and gather this run instead.
-      cudaGetLastError();
-    }
-    if (gather_count > 0 && gather_first + gather_count != run.first_slot) {
-      RETURN_IF_ERROR(GatherSlots(step, layer_offset, buffer, gather_first, gather_count));
-      gather_count = 0;
-    }
-    if (gather_count == 0) gather_first = run.first_slot;
-    gather_count += run.count;
-  }
-  return GatherSlots(step, layer_offset, buffer, gather_first, gather_count);
-}
-
 absl::Status CudaBackend::StageFirstHostKvLayer(const StepLaunch& step) {
   if (step.host_blocks == 0) return absl::OkStatus();
   // The step's metadata (host addresses) was copied on the compute stream just before.
   CUDA_RETURN_IF_ERROR(cudaEventRecord(stage_meta_ready_, stream_));
   CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stage_stream_, stage_meta_ready_, 0));
-  RETURN_IF_ERROR(StageLayerSlices(step, 0, 0));
+  cuda::HostKvGather gather;
+  gather.blocks = reinterpret_cast<const uint64_t*>(ws_.meta + step.meta.host_blocks);
+  gather.num_slices = step.host_blocks;
+  gather.slice_bytes = host_kv_slice_bytes_;
+  gather.layer_offset = 0;
+  gather.staged = host_kv_staged_[0];
+  CUDA_RETURN_IF_ERROR(cuda::GatherHostKv(gather, GatherCtas(sm_count_), stage_stream_));
   CUDA_RETURN_IF_ERROR(cudaEventRecord(stage_landed_[0], stage_stream_));
   return absl::OkStatus();
 }
@@ -225,7 +151,13 @@ absl::StatusOr<const void*> CudaBackend::StageHostKvLayer(const StepLaunch& step
     const int b = static_cast<int>(next % 2);
     // Buffer b last held layer - 1, whose attention recorded stage_free_[b] already.
     CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stage_stream_, stage_free_[b], 0));
-    RETURN_IF_ERROR(StageLayerSlices(step, next, b));
+    cuda::HostKvGather gather;
+    gather.blocks = reinterpret_cast<const uint64_t*>(ws_.meta + step.meta.host_blocks);
+    gather.num_slices = step.host_blocks;
+    gather.slice_bytes = host_kv_slice_bytes_;
+    gather.layer_offset = static_cast<size_t>(next) * host_kv_slice_bytes_;
+    gather.staged = host_kv_staged_[b];
+    CUDA_RETURN_IF_ERROR(cuda::GatherHostKv(gather, GatherCtas(sm_count_), stage_stream_));
     CUDA_RETURN_IF_ERROR(cudaEventRecord(stage_landed_[b], stage_stream_));
   }
   const int b = static_cast<int>(layer % 2);
