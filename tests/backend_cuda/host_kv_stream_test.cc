@@ -102,6 +102,8 @@ TEST_P(HostKvStreamTest, StreamedSequenceMatchesAllOnDevice) {
   spec->heads = c.heads;
   spec->kv_heads = c.kv_heads;
   spec->dtype = c.dtype;
+  // The whole sequence (prompt front, 70 more tokens, the decode steps) within the model's context.
+  spec->max_positions = std::max<int64_t>(spec->max_positions, (c.host_first + c.host_blocks + 8) * 16 + 128);
   const std::string dir = ::testing::TempDir() + "/kvtier_hostkv_" + Name(c) + "_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
   ASSERT_TRUE(WriteRandomCheckpoint(*spec, dir).ok());
