@@ -17,7 +17,7 @@
 namespace kvtier::cli::bench {
 
 struct BenchPlanInput {
-  std::set<std::string> workloads;  // W1..W7, W6b, W6c, C<N>
+  std::set<std::string> workloads;  // W1..W8, W6b, W6c, C<N>
   std::string model;                // --model ("" = none)
   std::string small_model;          // --small-model
   std::string make_model_dir;       // --make-model
