@@ -8,10 +8,11 @@
 namespace kvtier::cli::bench {
 namespace {
 
-// Llama-3-8B shape (bench_session.cc): KV bytes per token (bf16), FLOPs per token of the
+// Llama-3-8B shape (bench_session.cc; KV bytes per token from BenchSession::KvBytesPerToken,
+// bf16 or fp8 with its scales, as --kv-dtype says): FLOPs per token of the
 // linear layers, and of causal attention per (query, key) pair over all layers
 // (Q.K^T and P.V: 2 x 2 x 4096 per layer x 32 layers).
-constexpr double kKvPerToken = 131072, kLinearFlopsPerToken = 2 * 8.03e9, kAttentionFlopsPerPair = 4.0 * 4096 * 32;
+constexpr double kLinearFlopsPerToken = 2 * 8.03e9, kAttentionFlopsPerPair = 4.0 * 4096 * 32;
 constexpr double kWeightBytes16 = 16.06e9;
 constexpr double kBlockTokens = 16;
 
@@ -19,6 +20,7 @@ constexpr double kBlockTokens = 16;
 
 void RunW8(kvt_model* model, BenchSession* session) {
   BenchSession& s = *session;
+  const double kv_per_token = s.KvBytesPerToken();
   const std::string id = "W8";
   WorkloadSpec w = s.GpuSpec(id, 1, kW8Prompt, kW8Gen);
   w.options["gpu_mem_limit"] = "24GiB";
@@ -36,9 +38,9 @@ void RunW8(kvt_model* model, BenchSession* session) {
   // its KV on the device (weights + whole context read once at the HBM ceiling).
   const double link_Bps = JsonNum(r.stats, {"backend_copies", "host_link_bytes_per_second"});
   const double host_blocks = JsonNum(r.stats, {"blocks_moved_to_host"});
-  const double host_bytes = host_blocks * kBlockTokens * kKvPerToken;
+  const double host_bytes = host_blocks * kBlockTokens * kv_per_token;
   const double context = w.prompt + w.gen;
-  const double device_step_s = (kWeightBytes16 + context * kKvPerToken) / s.ceilings.hbm_Bps;
+  const double device_step_s = (kWeightBytes16 + context * kv_per_token) / s.ceilings.hbm_Bps;
   const double link_step_s = link_Bps > 0 ? host_bytes / link_Bps : NAN;
   const double limit = 1.0 / std::max(device_step_s, std::isnan(link_step_s) ? 0.0 : link_step_s);
   // Prefill's compute limit: linear layers plus causal attention at the GEMM ceiling.

@@ -40,6 +40,7 @@
 #include "backend/cuda/attention_plan.h"
 #include "backend/cuda/decode_attention.h"
 #include "backend/cuda/device_sampler_chain.h"
+#include "backend/cuda/host_kv_stream.h"
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda/kernels.h"
 #include "backend/kv_layout.h"
@@ -340,6 +341,15 @@ class CudaBackend final : public Backend {
   absl::StatusOr<const void*> StageHostKvLayer(const StepLaunch& step, int64_t layer);
   // After layer `layer`'s attention: its buffer may be overwritten.
   absl::Status ReleaseHostKvLayer(const StepLaunch& step, int64_t layer);
+  // The byte ranges of a block holding `layer` (one for 16-bit KV; codes and scales for fp8).
+  struct HostKvLayerSlice {
+    cuda::HostKvSegment segments[2];
+    int32_t num_segments = 1;
+  };
+  HostKvLayerSlice HostKvLayerSegments(int64_t layer) const;
+  // Enqueues the gather of `layer` into staging buffer `buffer` and records its landing.
+  absl::Status GatherHostKvLayer(const StepLaunch& step, int64_t layer, int buffer);
+  cuda::HostKvGatherShape gather_shape_;
   int64_t host_kv_slots_ = 0;          // per staging buffer (0: streaming off)
   size_t host_kv_slice_bytes_ = 0;     // one layer of one block
   void* host_kv_staged_[2] = {nullptr, nullptr};

@@ -7,6 +7,10 @@
 // host block. The block table names slot s as entry -1 - s (kernels.h, PagedKv::staged), so
 // the attention kernels run unchanged: same splits, same merge, same arithmetic as with every
 // block on the device. Two buffers: the gather of layer l + 1 runs while layer l computes.
+//
+// fp8 KV streams fp8 bytes: a slot holds the layer's codes then that layer's row scales
+// (two segments of the block, kv_fp8.cuh), so the host, disk and remote tiers keep the
+// block format unchanged.
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -21,14 +25,29 @@ namespace kvtier {
 
 int64_t CudaBackend::HostKvSlotsWanted() const {
   const int64_t tokens = options_.cuda.host_kv_stream_tokens;
-  // fp8 KV blocks keep their row scales after every layer's codes, so a layer is not one
-  // contiguous slice; streaming covers the 16-bit formats.
-  if (tokens <= 0 || !fast_attention_ || layout_.dtype == DType::kF8E4M3) return 0;
+  if (tokens <= 0 || !fast_attention_) return 0;
+  // The gather moves 16-byte pieces: every segment of a layer must start and end on 16.
+  for (const cuda::HostKvSegment& segment : HostKvLayerSegments(0).segments) {
+    if (segment.offset % 16 != 0 || segment.bytes % 16 != 0) return 0;
+  }
   return (tokens + layout_.block_tokens - 1) / layout_.block_tokens;
 }
 
 int64_t CudaBackend::HostKvStagingBytes() const {
   return 2 * HostKvSlotsWanted() * static_cast<int64_t>(layout_.BlockBytes() / layout_.num_layers);
+}
+
+CudaBackend::HostKvLayerSlice CudaBackend::HostKvLayerSegments(int64_t layer) const {
+  HostKvLayerSlice slice;
+  const size_t layer_elements = static_cast<size_t>(layout_.ElementsPerBlock() / layout_.num_layers);
+  const size_t code_bytes = layer_elements * DTypeSize(layout_.dtype);
+  slice.segments[0] = {static_cast<size_t>(layer) * code_bytes, code_bytes};
+  if (layout_.has_scales()) {
+    const size_t scale_bytes = static_cast<size_t>(layout_.ScalesPerBlock() / layout_.num_layers) * sizeof(float);
+    slice.segments[1] = {layout_.ScaleByteOffset(layer, 0, 0, 0), scale_bytes};
+    slice.num_segments = 2;
+  }
+  return slice;
 }
 
 absl::Status CudaBackend::InitHostKvStaging() {
@@ -40,7 +59,9 @@ absl::Status CudaBackend::InitHostKvStaging() {
   CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&can_use_host_pointer, cudaDevAttrCanUseHostPointerForRegisteredMem, 0));
   if (can_use_host_pointer == 0) return absl::OkStatus();
+  // A slot is one layer of a block: all its bytes, codes and (fp8) scales alike.
   host_kv_slice_bytes_ = layout_.BlockBytes() / layout_.num_layers;
+  gather_shape_ = cuda::DefaultHostKvGatherShape(sm_count_);
   for (void*& buffer : host_kv_staged_) {
     ASSIGN_OR_RETURN(buffer, DeviceAlloc(static_cast<size_t>(slots) * host_kv_slice_bytes_, "host KV staging"));
   }
@@ -98,8 +119,8 @@ absl::Status CudaBackend::ValidateHostKv(const SequenceChunk& chunk, size_t c) c
   if (host_kv_slots_ == 0) {
     return absl::UnimplementedError(absl::StrCat(
         "chunk ", c, " reads ", host.num_blocks(), " host-resident KV blocks; this CUDA backend does not stream them ",
-        "(cuda host_kv_stream_tokens is 0, the fast attention kernels are off, kv_dtype is fp8, or the device cannot "
-        "read mapped host memory)"));
+        "(cuda host_kv_stream_tokens is 0, the fast attention kernels are off, or the device cannot read mapped host "
+        "memory)"));
   }
   if (host.num_blocks() > host_kv_slots_) {
     return absl::InvalidArgumentError(absl::StrCat("chunk ", c, " reads ", host.num_blocks(),
@@ -120,28 +141,26 @@ absl::Status CudaBackend::ValidateHostKv(const SequenceChunk& chunk, size_t c) c
   return absl::OkStatus();
 }
 
-namespace {
-
-// CTAs of one gather: enough 16 KiB batches of loads in flight to fill the host link many
-// times over (its latency is microseconds), while leaving most SMs to the compute stream.
-int32_t GatherCtas(int32_t sm_count) { return std::max(16, sm_count / 2); }
-
-}  // namespace
+absl::Status CudaBackend::GatherHostKvLayer(const StepLaunch& step, int64_t layer, int buffer) {
+  cuda::HostKvGather gather;
+  gather.blocks = reinterpret_cast<const uint64_t*>(ws_.meta + step.meta.host_blocks);
+  gather.num_slices = step.host_blocks;
+  const HostKvLayerSlice slice = HostKvLayerSegments(layer);
+  gather.segments[0] = slice.segments[0];
+  gather.segments[1] = slice.segments[1];
+  gather.num_segments = slice.num_segments;
+  gather.staged = host_kv_staged_[buffer];
+  CUDA_RETURN_IF_ERROR(cuda::GatherHostKv(gather, gather_shape_, stage_stream_));
+  CUDA_RETURN_IF_ERROR(cudaEventRecord(stage_landed_[buffer], stage_stream_));
+  return absl::OkStatus();
+}
 
 absl::Status CudaBackend::StageFirstHostKvLayer(const StepLaunch& step) {
   if (step.host_blocks == 0) return absl::OkStatus();
   // The step's metadata (host addresses) was copied on the compute stream just before.
   CUDA_RETURN_IF_ERROR(cudaEventRecord(stage_meta_ready_, stream_));
   CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stage_stream_, stage_meta_ready_, 0));
-  cuda::HostKvGather gather;
-  gather.blocks = reinterpret_cast<const uint64_t*>(ws_.meta + step.meta.host_blocks);
-  gather.num_slices = step.host_blocks;
-  gather.slice_bytes = host_kv_slice_bytes_;
-  gather.layer_offset = 0;
-  gather.staged = host_kv_staged_[0];
-  CUDA_RETURN_IF_ERROR(cuda::GatherHostKv(gather, GatherCtas(sm_count_), stage_stream_));
-  CUDA_RETURN_IF_ERROR(cudaEventRecord(stage_landed_[0], stage_stream_));
-  return absl::OkStatus();
+  return GatherHostKvLayer(step, 0, 0);
 }
 
 absl::StatusOr<const void*> CudaBackend::StageHostKvLayer(const StepLaunch& step, int64_t layer) {
@@ -151,14 +170,7 @@ absl::StatusOr<const void*> CudaBackend::StageHostKvLayer(const StepLaunch& step
     const int b = static_cast<int>(next % 2);
     // Buffer b last held layer - 1, whose attention recorded stage_free_[b] already.
     CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stage_stream_, stage_free_[b], 0));
-    cuda::HostKvGather gather;
-    gather.blocks = reinterpret_cast<const uint64_t*>(ws_.meta + step.meta.host_blocks);
-    gather.num_slices = step.host_blocks;
-    gather.slice_bytes = host_kv_slice_bytes_;
-    gather.layer_offset = static_cast<size_t>(next) * host_kv_slice_bytes_;
-    gather.staged = host_kv_staged_[b];
-    CUDA_RETURN_IF_ERROR(cuda::GatherHostKv(gather, GatherCtas(sm_count_), stage_stream_));
-    CUDA_RETURN_IF_ERROR(cudaEventRecord(stage_landed_[b], stage_stream_));
+    RETURN_IF_ERROR(GatherHostKvLayer(step, next, b));
   }
   const int b = static_cast<int>(layer % 2);
   CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, stage_landed_[b], 0));

@@ -158,9 +158,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int bt = kv.block_tokens;
   const int64_t k_head = static_cast<int64_t>(kv_head) * bt * D;  // within a layer slice
-  // fp8 blocks (never staged: host-resident KV streams only in 16-bit formats) are addressed
-  // from the block's start, this layer's slice first.
-  const int64_t fp8_layer = static_cast<int64_t>(p.layer) * 2 * kv.num_kv_heads * bt * D;
   const int64_t v_delta = static_cast<int64_t>(kv.num_kv_heads) * bt * D;
   const int last = range.end - 1;
   // This lane's positions in a tile: K rows g, g+8 (S columns); V rows 2t, 2t+1, 2t+8,
@@ -189,10 +186,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   // kFp8: the row's first code and its scale (row offsets in elements = bytes).
   auto row_fp8 = [&](int32_t block, int pos, int64_t delta, float* scale) {
     const int in_block = bt_shift >= 0 ? (pos & (bt - 1)) : pos % bt;
-    const uint8_t* base = Fp8BlockBase(kv, block);
-    const int64_t row = fp8_layer + k_head + delta + static_cast<int64_t>(in_block) * D;
-    *scale = __ldcs(Fp8RowScale<D>(base, kv.block_elements, row));
-    return base + row;
+    const Fp8Layer slice = Fp8LayerOf<D>(kv, block, p.layer);  // a pool block or a staged slot
+    const int64_t row = k_head + delta + static_cast<int64_t>(in_block) * D;
+    *scale = __ldcs(slice.scales + row / D);
+    return slice.codes + row;
   };
 
   float o[kMTiles][4];

@@ -1,53 +1,209 @@
-// GatherHostKv (see host_kv_stream.h). Each thread moves 4 x 16 bytes per iteration with all
-// four loads issued before the stores, so a CTA of 256 threads keeps 16 KiB of host reads
-// in flight: host memory latency (~1-2 us over PCIe) times the link's bandwidth is far less
-// than a few such CTAs per SM.
+// GatherHostKv (see host_kv_stream.h).
+//
+// kLoads / kLoads256: each thread issues `loads` independent 16-byte loads of host memory
+// before any of their stores, so a CTA of 256 threads keeps loads x 4 KiB of host reads in
+// flight; host memory latency over PCIe (~1-2 us) times the link's bandwidth is far less than
+// a few such CTAs per SM. kBulk hands the reads to the SM's bulk-copy unit instead, whose
+// requests do not depend on how many warps are resident.
 #include "backend/cuda/host_kv_stream.h"
+
+#include <algorithm>
 
 namespace kvtier::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kUnroll = 4;
 
-__global__ void __launch_bounds__(kThreads) GatherHostKvKernel(HostKvGather g) {
+// One slice's 16-byte vector `within` (of the slot layout) -> its byte offset in the block.
+struct SliceMap {
+  uint32_t seg0_vectors = 0;  // vectors of segment 0
+  uint32_t vectors = 0;       // of the whole slice
+  int64_t seg0_offset = 0;
+  int64_t seg1_shift = 0;     // segment 1's offset minus segment 0's bytes
+  __device__ __forceinline__ int64_t Offset(uint32_t within) const {
+    return (within < seg0_vectors ? seg0_offset : seg1_shift) + 16 * static_cast<int64_t>(within);
+  }
+};
+
+__host__ __device__ inline SliceMap MapOf(const HostKvGather& g) {
+  SliceMap m;
+  m.seg0_vectors = static_cast<uint32_t>(g.segments[0].bytes / 16);
+  const uint32_t seg1 = g.num_segments > 1 ? static_cast<uint32_t>(g.segments[1].bytes / 16) : 0;
+  m.vectors = m.seg0_vectors + seg1;
+  m.seg0_offset = static_cast<int64_t>(g.segments[0].offset);
+  m.seg1_shift = static_cast<int64_t>(g.segments[1].offset) - static_cast<int64_t>(g.segments[0].bytes);
+  return m;
+}
+
+template <bool kL2Hint>
+__device__ __forceinline__ uint4 LoadHost16(const uint8_t* p) {
+  if constexpr (kL2Hint) {
+    uint4 v;
+    asm volatile("ld.global.cs.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+  } else {
+    return __ldcs(reinterpret_cast<const uint4*>(p));  // read once: bypass L1
+  }
+}
+
+template <int kLoads, bool kL2Hint>
+__global__ void __launch_bounds__(kThreads) GatherHostKvLoadsKernel(HostKvGather g) {
   // 32-bit index arithmetic (the launcher checks the total fits): a 64-bit division per
   // 16 bytes would cost more than the copy.
-  const uint32_t vec_per_slice = static_cast<uint32_t>(g.slice_bytes / 16);
-  const uint32_t total = vec_per_slice * static_cast<uint32_t>(g.num_slices);
-  const uint32_t stride = gridDim.x * kThreads * kUnroll;
+  const SliceMap map = MapOf(g);
+  const uint32_t total = map.vectors * static_cast<uint32_t>(g.num_slices);
+  const uint32_t stride = gridDim.x * kThreads * kLoads;
   uint4* dst = static_cast<uint4*>(g.staged);
-  for (uint32_t base = blockIdx.x * kThreads * kUnroll + threadIdx.x; base < total; base += stride) {
-    uint4 v[kUnroll];
+  for (uint32_t base = blockIdx.x * kThreads * kLoads + threadIdx.x; base < total; base += stride) {
+    uint4 v[kLoads];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kLoads; ++u) {
       const uint32_t i = base + static_cast<uint32_t>(u) * kThreads;
       if (i < total) {
-        const uint32_t slice = i / vec_per_slice, within = i - slice * vec_per_slice;
-        const uint4* src = reinterpret_cast<const uint4*>(g.blocks[slice] + g.layer_offset);
-        v[u] = __ldcs(src + within);  // read once: bypass L1
+        const uint32_t slice = i / map.vectors, within = i - slice * map.vectors;
+        v[u] = LoadHost16<kL2Hint>(reinterpret_cast<const uint8_t*>(g.blocks[slice]) + map.Offset(within));
       }
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kLoads; ++u) {
       const uint32_t i = base + static_cast<uint32_t>(u) * kThreads;
       if (i < total) dst[i] = v[u];
     }
   }
 }
 
+// kBulk: pieces of at most kPiece bytes (a segment's tail may be shorter), kStages buffers
+// of shared memory per CTA.
+constexpr uint32_t kPiece = 8192;
+constexpr int kStages = 4;
+
+struct Piece {
+  const uint8_t* src;
+  uint8_t* dst;
+  uint32_t bytes;
+};
+
+__device__ __forceinline__ Piece PieceOf(const HostKvGather& g, uint32_t item) {
+  const uint32_t seg0_pieces = static_cast<uint32_t>((g.segments[0].bytes + kPiece - 1) / kPiece);
+  const uint32_t seg1_pieces =
+      g.num_segments > 1 ? static_cast<uint32_t>((g.segments[1].bytes + kPiece - 1) / kPiece) : 0;
+  const uint32_t per_slice = seg0_pieces + seg1_pieces;
+  const uint32_t slice = item / per_slice, u = item - slice * per_slice;
+  const int seg = u < seg0_pieces ? 0 : 1;
+  const size_t within = static_cast<size_t>(seg == 0 ? u : u - seg0_pieces) * kPiece;
+  const size_t slot_bytes = g.segments[0].bytes + (g.num_segments > 1 ? g.segments[1].bytes : 0);
+  Piece p;
+  p.src = reinterpret_cast<const uint8_t*>(g.blocks[slice]) + g.segments[seg].offset + within;
+  p.dst = static_cast<uint8_t*>(g.staged) + slice * slot_bytes + (seg == 0 ? 0 : g.segments[0].bytes) + within;
+  p.bytes = static_cast<uint32_t>(min(static_cast<size_t>(kPiece), g.segments[seg].bytes - within));
+  return p;
+}
+
+__global__ void __launch_bounds__(32) GatherHostKvBulkKernel(HostKvGather g, uint32_t total) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  __shared__ alignas(128) uint8_t buffer[kStages][kPiece];
+  __shared__ alignas(8) uint64_t landed[kStages];
+  if (threadIdx.x != 0) return;
+  const uint32_t first = blockIdx.x;
+  const uint32_t n = total > first ? (total - first + gridDim.x - 1) / gridDim.x : 0;
+  uint32_t bar[kStages], buf[kStages];
+  for (int s = 0; s < kStages; ++s) {
+    bar[s] = static_cast<uint32_t>(__cvta_generic_to_shared(&landed[s]));
+    buf[s] = static_cast<uint32_t>(__cvta_generic_to_shared(&buffer[s][0]));
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar[s]));
+  }
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  auto issue = [&](uint32_t k) {
+    const Piece p = PieceOf(g, first + k * gridDim.x);
+    const int s = static_cast<int>(k % kStages);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar[s]), "r"(p.bytes) : "memory");
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(buf[s]),
+        "l"(p.src), "r"(p.bytes), "r"(bar[s])
+        : "memory");
+  };
+  for (uint32_t k = 0; k < n && k < static_cast<uint32_t>(kStages); ++k) issue(k);
+  for (uint32_t k = 0; k < n; ++k) {
+    const int s = static_cast<int>(k % kStages);
+    const uint32_t parity = (k / kStages) & 1u;
+    asm volatile(
+        "{\n"
+        ".reg .pred done;\n"
+        "WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra WAIT;\n"
+        "}\n" ::"r"(bar[s]),
+        "r"(parity)
+        : "memory");
+    const Piece p = PieceOf(g, first + k * gridDim.x);
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(p.dst), "r"(buf[s]),
+                 "r"(p.bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    if (k + kStages < n) {
+      // Buffer s is refilled only once the store just issued has read it.
+      asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+      issue(k + kStages);
+    }
+  }
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+#endif
+}
+
+template <int kLoads>
+cudaError_t LaunchLoads(const HostKvGather& g, const HostKvGatherShape& shape, size_t vectors, cudaStream_t stream) {
+  const size_t per_cta = static_cast<size_t>(kThreads) * kLoads;
+  const size_t needed = (vectors + per_cta - 1) / per_cta;
+  const int grid = static_cast<int>(std::max<size_t>(1, std::min<size_t>(needed, static_cast<size_t>(shape.ctas))));
+  if (shape.kind == HostKvGatherKind::kLoads256) {
+    GatherHostKvLoadsKernel<kLoads, true><<<grid, kThreads, 0, stream>>>(g);
+  } else {
+    GatherHostKvLoadsKernel<kLoads, false><<<grid, kThreads, 0, stream>>>(g);
+  }
+  return cudaGetLastError();
+}
+
 }  // namespace
 
-cudaError_t GatherHostKv(const HostKvGather& gather, int32_t ctas, cudaStream_t stream) {
+HostKvGatherShape DefaultHostKvGatherShape(int32_t sm_count) {
+  HostKvGatherShape shape;
+  shape.kind = HostKvGatherKind::kLoads;
+  shape.loads = 4;
+  shape.ctas = std::max(16, sm_count / 2);
+  return shape;
+}
+
+cudaError_t GatherHostKv(const HostKvGather& gather, const HostKvGatherShape& shape, cudaStream_t stream) {
   if (gather.num_slices <= 0) return cudaSuccess;
-  if (gather.slice_bytes % 16 != 0 || gather.layer_offset % 16 != 0) return cudaErrorInvalidValue;
-  const size_t total = gather.slice_bytes / 16 * static_cast<size_t>(gather.num_slices);
-  if (total + static_cast<size_t>(kThreads) * kUnroll * 2 >= (size_t{1} << 31)) return cudaErrorInvalidValue;
-  const size_t per_cta = static_cast<size_t>(kThreads) * kUnroll;
-  const size_t needed = (total + per_cta - 1) / per_cta;
-  const int grid = static_cast<int>(needed < static_cast<size_t>(ctas) ? needed : static_cast<size_t>(ctas));
-  GatherHostKvKernel<<<grid > 0 ? grid : 1, kThreads, 0, stream>>>(gather);
-  return cudaGetLastError();
+  if (gather.num_segments < 1 || gather.num_segments > 2 || shape.ctas < 1) return cudaErrorInvalidValue;
+  size_t slot_bytes = 0;
+  for (int s = 0; s < gather.num_segments; ++s) {
+    if (gather.segments[s].bytes % 16 != 0 || gather.segments[s].offset % 16 != 0) return cudaErrorInvalidValue;
+    slot_bytes += gather.segments[s].bytes;
+  }
+  if (slot_bytes == 0) return cudaErrorInvalidValue;
+  const size_t vectors = slot_bytes / 16 * static_cast<size_t>(gather.num_slices);
+  if (vectors + static_cast<size_t>(kThreads) * 16 * 2 >= (size_t{1} << 31)) return cudaErrorInvalidValue;
+  switch (shape.kind) {
+    case HostKvGatherKind::kLoads:
+    case HostKvGatherKind::kLoads256:
+      if (shape.loads == 4) return LaunchLoads<4>(gather, shape, vectors, stream);
+      if (shape.loads == 8) return LaunchLoads<8>(gather, shape, vectors, stream);
+      if (shape.loads == 16) return LaunchLoads<16>(gather, shape, vectors, stream);
+      return cudaErrorInvalidValue;
+    case HostKvGatherKind::kBulk: {
+      const size_t pieces_per_slice = (gather.segments[0].bytes + kPiece - 1) / kPiece +
+                                      (gather.num_segments > 1 ? (gather.segments[1].bytes + kPiece - 1) / kPiece : 0);
+      const size_t total = pieces_per_slice * static_cast<size_t>(gather.num_slices);
+      const int grid = static_cast<int>(std::max<size_t>(1, std::min<size_t>(total, static_cast<size_t>(shape.ctas))));
+      GatherHostKvBulkKernel<<<grid, 32, 0, stream>>>(gather, static_cast<uint32_t>(total));
+      return cudaGetLastError();
+    }
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace kvtier::cuda

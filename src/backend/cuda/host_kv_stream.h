@@ -7,6 +7,11 @@
 // shape at 16 tokens per block); thousands of them per layer would each cost a copy call.
 // One kernel launch per layer, with many 16-byte loads in flight per SM, keeps the host link
 // busy on its own.
+//
+// A layer of a block is one or two byte ranges (segments) of the block: 16-bit KV keeps a
+// layer's K and V contiguous; fp8 KV (kv_fp8.cuh) keeps the layer's codes in one range and
+// its row scales in another, after every layer's codes. A staged slot holds the segments
+// back to back, in order.
 #ifndef KVTIER_BACKEND_CUDA_HOST_KV_STREAM_H_
 #define KVTIER_BACKEND_CUDA_HOST_KV_STREAM_H_
 
@@ -17,18 +22,39 @@
 
 namespace kvtier::cuda {
 
+struct HostKvSegment {
+  size_t offset = 0;  // from a block's base (multiple of 16)
+  size_t bytes = 0;   // multiple of 16
+};
+
 struct HostKvGather {
   // (num_slices) host block base addresses (device-usable: pinned and mapped), in slot order.
   const uint64_t* blocks = nullptr;
   int32_t num_slices = 0;
-  size_t slice_bytes = 0;   // bytes of one layer of a block (multiple of 16)
-  size_t layer_offset = 0;  // bytes from a block's base to this layer's slice
-  void* staged = nullptr;   // (num_slices, slice_bytes) device destination, slot order
+  HostKvSegment segments[2];
+  int32_t num_segments = 1;
+  void* staged = nullptr;  // (num_slices, sum of segment bytes) device destination, slot order
 };
 
-// Enqueues the gather on `stream`; `ctas` bounds the grid (a few per SM keep enough bytes
-// in flight to fill the link while leaving the SMs to the compute stream).
-cudaError_t GatherHostKv(const HostKvGather& gather, int32_t ctas, cudaStream_t stream);
+// How the gather moves its bytes. kLoads: every thread issues `loads` 16-byte loads of host
+// memory before storing them (ld.global.cs, read once); kLoads256: the same loads with the
+// L2::256B fetch hint, which asks the L2 for whole 256-byte lines; kBulk: one thread per CTA
+// drives the SM's bulk-copy unit (cp.async.bulk, sm_90+) host -> shared -> device in 16 KiB
+// pieces, three in flight per CTA.
+enum class HostKvGatherKind : int32_t { kLoads = 0, kLoads256 = 1, kBulk = 2 };
+
+struct HostKvGatherShape {
+  HostKvGatherKind kind = HostKvGatherKind::kLoads;
+  int32_t ctas = 66;   // bounds the grid
+  int32_t loads = 4;   // 4, 8 or 16 (kLoads, kLoads256)
+};
+
+// The shape the backend streams with, for a device of `sm_count` SMs.
+HostKvGatherShape DefaultHostKvGatherShape(int32_t sm_count);
+
+// Enqueues the gather on `stream`. cudaErrorInvalidValue for segments not 16-byte aligned,
+// a shape outside the above, or a gather too large for 32-bit indexing.
+cudaError_t GatherHostKv(const HostKvGather& gather, const HostKvGatherShape& shape, cudaStream_t stream);
 
 }  // namespace kvtier::cuda
 

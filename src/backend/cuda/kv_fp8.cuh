@@ -29,11 +29,31 @@ __device__ __forceinline__ uint8_t* Fp8BlockBase(const PagedKv<T>& kv, int64_t b
   return reinterpret_cast<uint8_t*>(kv.pool) + block * kv.block_bytes;
 }
 
-// Scale of the row whose codes start at element (= byte) offset `row_offset` in the block.
-template <int D>
-__device__ __forceinline__ const float* Fp8RowScale(const uint8_t* block_base,
-                                                    int64_t block_elements, int64_t row_offset) {
-  return reinterpret_cast<const float*>(block_base + block_elements) + row_offset / D;
+// The codes and row scales of layer `layer` of table entry `entry` (PagedKv::indices): a pool
+// block (the layer's codes at its element offset, its scales after every layer's codes) or,
+// for entry e < 0, staged slot -1 - e, which holds the layer's codes then its scales
+// (cuda_host_kv.cc). The code of element offset r within the layer is codes[r], its row's
+// scale scales[r / D].
+struct Fp8Layer {
+  const uint8_t* codes;
+  const float* scales;
+};
+
+template <int D, typename T>
+__device__ __forceinline__ Fp8Layer Fp8LayerOf(const PagedKv<T>& kv, int32_t entry, int32_t layer) {
+  const int64_t layer_elements = 2 * static_cast<int64_t>(kv.num_kv_heads) * kv.block_tokens * D;
+  Fp8Layer out;
+  if (entry < 0) {
+    const int64_t slot_bytes = layer_elements + layer_elements / D * static_cast<int64_t>(sizeof(float));
+    const uint8_t* slot = reinterpret_cast<const uint8_t*>(kv.staged) + static_cast<int64_t>(-1 - entry) * slot_bytes;
+    out.codes = slot;
+    out.scales = reinterpret_cast<const float*>(slot + layer_elements);
+  } else {
+    const uint8_t* base = reinterpret_cast<const uint8_t*>(kv.pool) + static_cast<int64_t>(entry) * kv.block_bytes;
+    out.codes = base + static_cast<int64_t>(layer) * layer_elements;
+    out.scales = reinterpret_cast<const float*>(base + kv.block_elements) + static_cast<int64_t>(layer) * (layer_elements / D);
+  }
+  return out;
 }
 
 // Eight codes (8 bytes, the first in the low byte) times `scale` as eight packed T.

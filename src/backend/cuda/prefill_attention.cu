@@ -97,8 +97,6 @@ __global__ void __launch_bounds__(kThreads)
   const int num_kv_tiles = (kv_end + kKvTile - 1) / kKvTile;
   const int32_t* table = kv.indices + kv.indptr[tile.chunk];
   const int64_t k_head_offset = static_cast<int64_t>(kv_head) * kv.block_tokens * D;  // within a layer slice
-  // fp8 blocks (never staged) are addressed from the block's start, this layer's slice first.
-  const int64_t fp8_layer = static_cast<int64_t>(p.layer) * 2 * kv.num_kv_heads * kv.block_tokens * D;
   const int64_t v_delta = static_cast<int64_t>(kv.num_kv_heads) * kv.block_tokens * D;
   const int in_block_mask = kv.block_tokens - 1;
   const int load_chunk = tid % kChunksPerRow;
@@ -120,14 +118,14 @@ __global__ void __launch_bounds__(kThreads)
         // swizzled place (plain loads: cp.async cannot convert). Off rows store zeros.
         uint4 k = make_uint4(0, 0, 0, 0), v = k;
         if (on) {
-          const int64_t block = __ldg(table + (pos >> bt_shift));
-          const uint8_t* base = Fp8BlockBase(kv, block);
-          const int64_t k_row = fp8_layer + k_head_offset + static_cast<int64_t>(pos & in_block_mask) * D;
-          const uint2 kc = __ldg(reinterpret_cast<const uint2*>(base + k_row + load_chunk * 8));
+          // A pool block or a staged slot (host-resident KV).
+          const Fp8Layer slice = Fp8LayerOf<D>(kv, __ldg(table + (pos >> bt_shift)), p.layer);
+          const int64_t k_row = k_head_offset + static_cast<int64_t>(pos & in_block_mask) * D;
+          const uint2 kc = __ldg(reinterpret_cast<const uint2*>(slice.codes + k_row + load_chunk * 8));
           const uint2 vc =
-              __ldg(reinterpret_cast<const uint2*>(base + k_row + v_delta + load_chunk * 8));
-          k = DequantFp8x8<T>(kc, __ldg(Fp8RowScale<D>(base, kv.block_elements, k_row)));
-          v = DequantFp8x8<T>(vc, __ldg(Fp8RowScale<D>(base, kv.block_elements, k_row + v_delta)));
+              __ldg(reinterpret_cast<const uint2*>(slice.codes + k_row + v_delta + load_chunk * 8));
+          k = DequantFp8x8<T>(kc, __ldg(slice.scales + k_row / D));
+          v = DequantFp8x8<T>(vc, __ldg(slice.scales + (k_row + v_delta) / D));
         }
         *reinterpret_cast<uint4*>(sk + offset) = k;
         *reinterpret_cast<uint4*>(sv + offset) = v;

@@ -1,0 +1,228 @@
+// The host-KV gather kernel alone (host_kv_stream.h) against the copy engine on the same
+// bytes: where the ceiling of streaming host-resident KV is on this machine. Not a test.
+//
+// Usage: kvtier_host_kv_gather_bench [--blocks N] [--fp8] [--kinds loads,loads256,bulk]
+//                                    [--ctas 33,66,132] [--loads 4,8,16] [--repeats R]
+// A pinned, mapped host buffer holds N blocks of the Llama-3-8B KV shape restricted to four
+// layers (16 tokens, 8 KV heads, head_dim 128: 64 KiB per layer in bf16; with --fp8 32 KiB of
+// codes and 1 KiB of row scales per layer, the scales after every layer's codes); the gather
+// copies layer 1 of every block, in a shuffled block order, into a device staging buffer, as
+// one decode step of a long sequence does per layer. Every shape is checked byte for byte
+// against the host copy, then timed over R back-to-back launches (launch gaps included).
+// Prints one line per shape: GB/s (staged bytes / time) and "ok" or "WRONG". Reference lines:
+// cudaMemcpyAsync of the same byte count from one contiguous pinned range (the link's
+// ceiling), and cudaMemcpyBatchAsync of the same slices (one copy-engine call per layer).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/host_kv_stream.h"
+
+namespace {
+
+using kvtier::cuda::HostKvGather;
+using kvtier::cuda::HostKvGatherKind;
+using kvtier::cuda::HostKvGatherShape;
+
+#define CHECK_CUDA(expr)                                                                          \
+  do {                                                                                            \
+    const cudaError_t err_ = (expr);                                                              \
+    if (err_ != cudaSuccess) {                                                                    \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(err_)); \
+      std::exit(1);                                                                               \
+    }                                                                                             \
+  } while (0)
+
+std::vector<int> IntList(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(std::atoi(item.c_str()));
+  return out;
+}
+
+std::vector<std::string> WordList(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(item);
+  return out;
+}
+
+const char* KindName(HostKvGatherKind kind) {
+  switch (kind) {
+    case HostKvGatherKind::kLoads: return "loads";
+    case HostKvGatherKind::kLoads256: return "loads256";
+    case HostKvGatherKind::kBulk: return "bulk";
+  }
+  return "?";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int blocks = 2048, repeats = 20;
+  bool fp8 = false;
+  std::string kinds = "loads,loads256", ctas_list, loads_list = "4,8,16";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (arg == "--blocks") blocks = std::atoi(next().c_str());
+    else if (arg == "--repeats") repeats = std::atoi(next().c_str());
+    else if (arg == "--fp8") fp8 = true;
+    else if (arg == "--kinds") kinds = next();
+    else if (arg == "--ctas") ctas_list = next();
+    else if (arg == "--loads") loads_list = next();
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", arg.c_str());
+      return 2;
+    }
+  }
+  if (blocks < 1 || repeats < 1) {
+    std::fprintf(stderr, "--blocks and --repeats must be positive\n");
+    return 2;
+  }
+  cudaDeviceProp prop;
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  const int sm = prop.multiProcessorCount;
+  if (ctas_list.empty()) ctas_list = std::to_string(sm / 4) + "," + std::to_string(sm / 2) + "," + std::to_string(sm) +
+                                     "," + std::to_string(2 * sm) + "," + std::to_string(4 * sm);
+
+  constexpr int kLayers = 4, kLayer = 1;
+  constexpr size_t kElementsPerLayer = 2 * 8 * 16 * 128;
+  const size_t code_bytes = kElementsPerLayer * (fp8 ? 1 : 2);
+  const size_t scale_bytes = fp8 ? kElementsPerLayer / 128 * 4 : 0;
+  const size_t block_bytes = kLayers * (code_bytes + scale_bytes);
+  const size_t slot_bytes = code_bytes + scale_bytes;
+  HostKvGather g;
+  g.num_slices = blocks;
+  g.segments[0] = {kLayer * code_bytes, code_bytes};
+  g.num_segments = fp8 ? 2 : 1;
+  if (fp8) g.segments[1] = {kLayers * code_bytes + kLayer * scale_bytes, scale_bytes};
+
+  uint8_t* host = nullptr;
+  CHECK_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&host), block_bytes * blocks, cudaHostAllocMapped));
+  std::mt19937_64 rng(7);
+  for (size_t i = 0; i < block_bytes * blocks / 8; ++i) reinterpret_cast<uint64_t*>(host)[i] = rng();
+  std::vector<int> order(blocks);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<uint64_t> addresses(blocks);
+  std::vector<uint8_t> expected(slot_bytes * blocks);
+  for (int s = 0; s < blocks; ++s) {
+    const uint8_t* block = host + static_cast<size_t>(order[s]) * block_bytes;
+    addresses[s] = reinterpret_cast<uint64_t>(block);
+    std::memcpy(&expected[s * slot_bytes], block + g.segments[0].offset, g.segments[0].bytes);
+    if (fp8) std::memcpy(&expected[s * slot_bytes + code_bytes], block + g.segments[1].offset, scale_bytes);
+  }
+  uint64_t* device_addresses = nullptr;
+  uint8_t* staged = nullptr;
+  CHECK_CUDA(cudaMalloc(&device_addresses, blocks * sizeof(uint64_t)));
+  CHECK_CUDA(cudaMemcpy(device_addresses, addresses.data(), blocks * sizeof(uint64_t), cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMalloc(&staged, slot_bytes * blocks));
+  g.blocks = device_addresses;
+  g.staged = staged;
+  cudaStream_t stream;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaEvent_t start, end;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&end));
+  const double bytes = static_cast<double>(slot_bytes) * blocks;
+  std::printf("device %s, %d SMs; %d blocks, %s, %zu bytes per slot, %.1f MiB per gather, %d repeats\n", prop.name,
+              sm, blocks, fp8 ? "fp8 (codes + scales)" : "bf16", slot_bytes, bytes / (1 << 20), repeats);
+
+  auto time_it = [&](auto&& launch) {
+    launch();
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    CHECK_CUDA(cudaEventRecord(start, stream));
+    for (int r = 0; r < repeats; ++r) launch();
+    CHECK_CUDA(cudaEventRecord(end, stream));
+    CHECK_CUDA(cudaEventSynchronize(end));
+    float ms = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, start, end));
+    return bytes * repeats / (ms * 1e-3) / 1e9;
+  };
+  std::vector<uint8_t> got(slot_bytes * blocks);
+  auto check = [&]() {
+    CHECK_CUDA(cudaMemcpy(got.data(), staged, got.size(), cudaMemcpyDeviceToHost));
+    const bool ok = std::memcmp(got.data(), expected.data(), got.size()) == 0;
+    CHECK_CUDA(cudaMemset(staged, 0, got.size()));
+    return ok;
+  };
+
+  // The link's ceiling: one contiguous pinned range of the same size, copy engine.
+  const double memcpy_gbs = time_it([&] {
+    CHECK_CUDA(cudaMemcpyAsync(staged, host, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream));
+  });
+  std::printf("memcpy_contiguous GB/s %.2f\n", memcpy_gbs);
+  {
+    std::vector<void*> dsts;
+    std::vector<const void*> srcs;
+    std::vector<size_t> sizes;
+    for (int s = 0; s < blocks; ++s) {
+      for (int seg = 0; seg < g.num_segments; ++seg) {
+        dsts.push_back(staged + s * slot_bytes + (seg == 0 ? 0 : code_bytes));
+        srcs.push_back(reinterpret_cast<const uint8_t*>(addresses[s]) + g.segments[seg].offset);
+        sizes.push_back(g.segments[seg].bytes);
+      }
+    }
+    cudaMemcpyAttributes attr{};
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    size_t attr_index = 0;
+    auto batch = [&] {
+      return cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(), &attr,
+                                  &attr_index, 1, stream);
+    };
+    if (batch() == cudaSuccess) {
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      const bool ok = check();
+      const double gbs = time_it([&] { CHECK_CUDA(batch()); });
+      std::printf("memcpy_batch copies %zu GB/s %.2f %s\n", dsts.size(), gbs, ok ? "ok" : "WRONG");
+    } else {
+      std::printf("memcpy_batch unavailable: %s\n", cudaGetErrorString(cudaGetLastError()));
+    }
+  }
+
+  double best = 0;
+  std::string best_name;
+  for (const std::string& kind_name : WordList(kinds)) {
+    HostKvGatherShape shape;
+    if (kind_name == "loads") shape.kind = HostKvGatherKind::kLoads;
+    else if (kind_name == "loads256") shape.kind = HostKvGatherKind::kLoads256;
+    else if (kind_name == "bulk") shape.kind = HostKvGatherKind::kBulk;
+    else {
+      std::fprintf(stderr, "unknown kind %s\n", kind_name.c_str());
+      return 2;
+    }
+    const std::vector<int> loads = shape.kind == HostKvGatherKind::kBulk ? std::vector<int>{4} : IntList(loads_list);
+    for (int l : loads) {
+      for (int c : IntList(ctas_list)) {
+        shape.loads = l;
+        shape.ctas = c;
+        CHECK_CUDA(kvtier::cuda::GatherHostKv(g, shape, stream));
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+        const bool ok = check();
+        const double gbs = time_it([&] { CHECK_CUDA(kvtier::cuda::GatherHostKv(g, shape, stream)); });
+        char name[64];
+        std::snprintf(name, sizeof(name), "%s loads %d ctas %d", KindName(shape.kind), l, c);
+        std::printf("gather %s GB/s %.2f (%.3f of memcpy) %s\n", name, gbs, gbs / memcpy_gbs, ok ? "ok" : "WRONG");
+        std::fflush(stdout);
+        if (ok && gbs > best) {
+          best = gbs;
+          best_name = name;
+        }
+      }
+    }
+  }
+  std::printf("best gather: %s GB/s %.2f (%.3f of memcpy)\n", best_name.c_str(), best, best / memcpy_gbs);
+  cudaFreeHost(host);
+  return 0;
+}
