@@ -92,6 +92,10 @@ struct BackendCopyStats {
   int64_t host_kv_steps = 0;
   int64_t host_kv_bytes = 0;
   double host_link_bytes_per_second = 0;
+  // CUDA: how host-resident KV is gathered (the fastest way measured when the backend was
+  // created; empty: no streaming) and the rate it moved then.
+  std::string host_kv_gather;
+  double host_kv_gather_bytes_per_second = 0;
 };
 
 struct BackendOptions {

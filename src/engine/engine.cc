@@ -621,7 +621,9 @@ nlohmann::json Engine::Stats() {
                              {"async_out_wait_seconds", copies.async_out_wait_seconds},
                              {"host_kv_steps", copies.host_kv_steps},
                              {"host_kv_bytes", copies.host_kv_bytes},
-                             {"host_link_bytes_per_second", copies.host_link_bytes_per_second}};
+                             {"host_link_bytes_per_second", copies.host_link_bytes_per_second},
+                             {"host_kv_gather", copies.host_kv_gather},
+                             {"host_kv_gather_bytes_per_second", copies.host_kv_gather_bytes_per_second}};
   return stats;
 }
 

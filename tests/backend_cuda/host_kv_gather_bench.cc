@@ -1,17 +1,18 @@
 // The host-KV gather kernel alone (host_kv_stream.h) against the copy engine on the same
 // bytes: where the ceiling of streaming host-resident KV is on this machine. Not a test.
 //
-// Usage: kvtier_host_kv_gather_bench [--blocks N] [--fp8] [--kinds loads,loads256,bulk]
-//                                    [--ctas 33,66,132] [--loads 4,8,16] [--repeats R]
+// Usage: kvtier_host_kv_gather_bench [--blocks N] [--fp8] [--kinds loads,loads256,bulk,batch]
+//                                    [--ctas 33,66,132] [--loads 4,8,16] [--repeats R] [--split]
 // A pinned, mapped host buffer holds N blocks of the Llama-3-8B KV shape restricted to four
 // layers (16 tokens, 8 KV heads, head_dim 128: 64 KiB per layer in bf16; with --fp8 32 KiB of
 // codes and 1 KiB of row scales per layer, the scales after every layer's codes); the gather
 // copies layer 1 of every block, in a shuffled block order, into a device staging buffer, as
 // one decode step of a long sequence does per layer. Every shape is checked byte for byte
 // against the host copy, then timed over R back-to-back launches (launch gaps included).
-// Prints one line per shape: GB/s (staged bytes / time) and "ok" or "WRONG". Reference lines:
-// cudaMemcpyAsync of the same byte count from one contiguous pinned range (the link's
-// ceiling), and cudaMemcpyBatchAsync of the same slices (one copy-engine call per layer).
+// Prints one line per shape: GB/s (staged bytes / time) and "ok" or "WRONG" (kind batch: the
+// copy engine, one cudaMemcpyBatchAsync of every slice). The reference line: cudaMemcpyAsync
+// of the same byte count from one contiguous pinned range (the link's ceiling). --split: the
+// copy engine and the best kernel shape side by side, each on a share of the slices.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -70,7 +71,7 @@ const char* KindName(HostKvGatherKind kind) {
 
 int main(int argc, char** argv) {
   int blocks = 2048, repeats = 20;
-  bool fp8 = false;
+  bool fp8 = false, split = false;
   std::string kinds = "loads,loads256", ctas_list, loads_list = "4,8,16";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -78,6 +79,7 @@ int main(int argc, char** argv) {
     if (arg == "--blocks") blocks = std::atoi(next().c_str());
     else if (arg == "--repeats") repeats = std::atoi(next().c_str());
     else if (arg == "--fp8") fp8 = true;
+    else if (arg == "--split") split = true;
     else if (arg == "--kinds") kinds = next();
     else if (arg == "--ctas") ctas_list = next();
     else if (arg == "--loads") loads_list = next();
@@ -129,7 +131,10 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaMemcpy(device_addresses, addresses.data(), blocks * sizeof(uint64_t), cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMalloc(&staged, slot_bytes * blocks));
   g.blocks = device_addresses;
+  g.host_blocks = addresses.data();
   g.staged = staged;
+  kvtier::cuda::HostKvCopyBatch batch;
+  batch.Reserve(blocks);
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaEvent_t start, end;
@@ -163,54 +168,30 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaMemcpyAsync(staged, host, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream));
   });
   std::printf("memcpy_contiguous GB/s %.2f\n", memcpy_gbs);
-  {
-    std::vector<void*> dsts;
-    std::vector<const void*> srcs;
-    std::vector<size_t> sizes;
-    for (int s = 0; s < blocks; ++s) {
-      for (int seg = 0; seg < g.num_segments; ++seg) {
-        dsts.push_back(staged + s * slot_bytes + (seg == 0 ? 0 : code_bytes));
-        srcs.push_back(reinterpret_cast<const uint8_t*>(addresses[s]) + g.segments[seg].offset);
-        sizes.push_back(g.segments[seg].bytes);
-      }
-    }
-    cudaMemcpyAttributes attr{};
-    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-    size_t attr_index = 0;
-    auto batch = [&] {
-      return cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), dsts.size(), &attr,
-                                  &attr_index, 1, stream);
-    };
-    if (batch() == cudaSuccess) {
-      CHECK_CUDA(cudaStreamSynchronize(stream));
-      const bool ok = check();
-      const double gbs = time_it([&] { CHECK_CUDA(batch()); });
-      std::printf("memcpy_batch copies %zu GB/s %.2f %s\n", dsts.size(), gbs, ok ? "ok" : "WRONG");
-    } else {
-      std::printf("memcpy_batch unavailable: %s\n", cudaGetErrorString(cudaGetLastError()));
-    }
-  }
-
-  double best = 0;
+  double best = 0, best_kernel = 0;
   std::string best_name;
+  HostKvGatherShape best_kernel_shape;
   for (const std::string& kind_name : WordList(kinds)) {
     HostKvGatherShape shape;
     if (kind_name == "loads") shape.kind = HostKvGatherKind::kLoads;
     else if (kind_name == "loads256") shape.kind = HostKvGatherKind::kLoads256;
     else if (kind_name == "bulk") shape.kind = HostKvGatherKind::kBulk;
+    else if (kind_name == "batch") shape.kind = HostKvGatherKind::kCopyBatch;
     else {
       std::fprintf(stderr, "unknown kind %s\n", kind_name.c_str());
       return 2;
     }
-    const std::vector<int> loads = shape.kind == HostKvGatherKind::kBulk ? std::vector<int>{4} : IntList(loads_list);
+    const bool kernel = shape.kind == HostKvGatherKind::kLoads || shape.kind == HostKvGatherKind::kLoads256;
+    const std::vector<int> loads = kernel ? IntList(loads_list) : std::vector<int>{4};
+    const std::vector<int> ctas = shape.kind == HostKvGatherKind::kCopyBatch ? std::vector<int>{1} : IntList(ctas_list);
     for (int l : loads) {
-      for (int c : IntList(ctas_list)) {
+      for (int c : ctas) {
         shape.loads = l;
         shape.ctas = c;
-        CHECK_CUDA(kvtier::cuda::GatherHostKv(g, shape, stream));
+        CHECK_CUDA(kvtier::cuda::GatherHostKv(g, shape, stream, &batch));
         CHECK_CUDA(cudaStreamSynchronize(stream));
         const bool ok = check();
-        const double gbs = time_it([&] { CHECK_CUDA(kvtier::cuda::GatherHostKv(g, shape, stream)); });
+        const double gbs = time_it([&] { CHECK_CUDA(kvtier::cuda::GatherHostKv(g, shape, stream, &batch)); });
         char name[64];
         std::snprintf(name, sizeof(name), "%s loads %d ctas %d", KindName(shape.kind), l, c);
         std::printf("gather %s GB/s %.2f (%.3f of memcpy) %s\n", name, gbs, gbs / memcpy_gbs, ok ? "ok" : "WRONG");
@@ -219,10 +200,51 @@ int main(int argc, char** argv) {
           best = gbs;
           best_name = name;
         }
+        if (ok && kernel && gbs > best_kernel) {
+          best_kernel = gbs;
+          best_kernel_shape = shape;
+        }
       }
     }
   }
   std::printf("best gather: %s GB/s %.2f (%.3f of memcpy)\n", best_name.c_str(), best, best / memcpy_gbs);
+
+  // --split: the copy engine (one batch) takes the first fraction of the slices while the
+  // best kernel shape above gathers the rest on a second stream: both paths on the link.
+  if (split && best_kernel > 0) {
+    cudaStream_t aux;
+    CHECK_CUDA(cudaStreamCreateWithFlags(&aux, cudaStreamNonBlocking));
+    cudaEvent_t fork, join;
+    CHECK_CUDA(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+    CHECK_CUDA(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+    HostKvGatherShape copy_shape;
+    copy_shape.kind = HostKvGatherKind::kCopyBatch;
+    for (double fraction : {0.2, 0.35, 0.5, 0.65, 0.8}) {
+      const int n_copy = static_cast<int>(blocks * fraction);
+      HostKvGather by_copy = g, by_kernel = g;
+      by_copy.num_slices = n_copy;
+      by_kernel.num_slices = blocks - n_copy;
+      by_kernel.blocks = device_addresses + n_copy;
+      by_kernel.host_blocks = addresses.data() + n_copy;
+      by_kernel.staged = staged + static_cast<size_t>(n_copy) * slot_bytes;
+      auto launch = [&] {
+        CHECK_CUDA(cudaEventRecord(fork, stream));
+        CHECK_CUDA(cudaStreamWaitEvent(aux, fork, 0));
+        CHECK_CUDA(kvtier::cuda::GatherHostKv(by_kernel, best_kernel_shape, aux));
+        CHECK_CUDA(kvtier::cuda::GatherHostKv(by_copy, copy_shape, stream, &batch));
+        CHECK_CUDA(cudaEventRecord(join, aux));
+        CHECK_CUDA(cudaStreamWaitEvent(stream, join, 0));
+      };
+      launch();
+      CHECK_CUDA(cudaStreamSynchronize(stream));
+      const bool ok = check();
+      const double gbs = time_it(launch);
+      std::printf("split copy %.2f + %s loads %d ctas %d GB/s %.2f (%.3f of memcpy) %s\n", fraction,
+                  KindName(best_kernel_shape.kind), best_kernel_shape.loads, best_kernel_shape.ctas, gbs,
+                  gbs / memcpy_gbs, ok ? "ok" : "WRONG");
+      std::fflush(stdout);
+    }
+  }
   cudaFreeHost(host);
   return 0;
 }

@@ -51,6 +51,9 @@ void RunW8(kvt_model* model, BenchSession* session) {
   j["prefill_limit_s"] = prefill_limit_s;
   j["decode_tok_s"] = decode;
   j["host_link_bytes_per_second"] = link_Bps;
+  // How the backend gathers host-resident KV, and the rate it measured for it at creation.
+  j["host_kv_gather"] = r.stats.contains("backend_copies") ? r.stats["backend_copies"].value("host_kv_gather", "") : "";
+  j["host_kv_gather_bytes_per_second"] = JsonNum(r.stats, {"backend_copies", "host_kv_gather_bytes_per_second"});
   j["host_resident_blocks"] = host_blocks;
   j["host_resident_bytes_per_step"] = host_bytes;
   j["step_limit_link_s"] = link_step_s;

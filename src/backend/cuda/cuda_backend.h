@@ -332,6 +332,9 @@ class CudaBackend final : public Backend {
   absl::Status InitHostKvStaging();
   // Times pinned host -> device copies into the staging area (copy_stats_).
   absl::Status MeasureHostLink();
+  // Times each way of gathering host-resident KV on this link and keeps the fastest in
+  // gather_shape_ (cuda_host_kv_tuning.cc).
+  absl::Status ChooseHostKvGather();
   // Counts a step's streamed bytes in copy_stats_.
   void CountHostKvStep(const StepLaunch& step);
   // Before the layer loop: the gather of layer 0. At layer `layer`, before its attention:
@@ -350,6 +353,7 @@ class CudaBackend final : public Backend {
   // Enqueues the gather of `layer` into staging buffer `buffer` and records its landing.
   absl::Status GatherHostKvLayer(const StepLaunch& step, int64_t layer, int buffer);
   cuda::HostKvGatherShape gather_shape_;
+  cuda::HostKvCopyBatch host_kv_copy_batch_;  // kCopyBatch's argument arrays
   int64_t host_kv_slots_ = 0;          // per staging buffer (0: streaming off)
   size_t host_kv_slice_bytes_ = 0;     // one layer of one block
   void* host_kv_staged_[2] = {nullptr, nullptr};

@@ -62,6 +62,7 @@ absl::Status CudaBackend::InitHostKvStaging() {
   // A slot is one layer of a block: all its bytes, codes and (fp8) scales alike.
   host_kv_slice_bytes_ = layout_.BlockBytes() / layout_.num_layers;
   gather_shape_ = cuda::DefaultHostKvGatherShape(sm_count_);
+  host_kv_copy_batch_.Reserve(static_cast<size_t>(slots));
   for (void*& buffer : host_kv_staged_) {
     ASSIGN_OR_RETURN(buffer, DeviceAlloc(static_cast<size_t>(slots) * host_kv_slice_bytes_, "host KV staging"));
   }
@@ -72,7 +73,8 @@ absl::Status CudaBackend::InitHostKvStaging() {
     CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&stage_free_[i], cudaEventDisableTiming));
   }
   host_kv_slots_ = slots;
-  return MeasureHostLink();
+  RETURN_IF_ERROR(MeasureHostLink());
+  return ChooseHostKvGather();
 }
 
 absl::Status CudaBackend::MeasureHostLink() {
@@ -144,13 +146,15 @@ absl::Status CudaBackend::ValidateHostKv(const SequenceChunk& chunk, size_t c) c
 absl::Status CudaBackend::GatherHostKvLayer(const StepLaunch& step, int64_t layer, int buffer) {
   cuda::HostKvGather gather;
   gather.blocks = reinterpret_cast<const uint64_t*>(ws_.meta + step.meta.host_blocks);
+  // The same addresses as the host wrote them this step (kCopyBatch reads them here).
+  gather.host_blocks = reinterpret_cast<const uint64_t*>(meta_host_ + step.meta.host_blocks);
   gather.num_slices = step.host_blocks;
   const HostKvLayerSlice slice = HostKvLayerSegments(layer);
   gather.segments[0] = slice.segments[0];
   gather.segments[1] = slice.segments[1];
   gather.num_segments = slice.num_segments;
   gather.staged = host_kv_staged_[buffer];
-  CUDA_RETURN_IF_ERROR(cuda::GatherHostKv(gather, gather_shape_, stage_stream_));
+  CUDA_RETURN_IF_ERROR(cuda::GatherHostKv(gather, gather_shape_, stage_stream_, &host_kv_copy_batch_));
   CUDA_RETURN_IF_ERROR(cudaEventRecord(stage_landed_[buffer], stage_stream_));
   return absl::OkStatus();
 }

@@ -166,6 +166,28 @@ cudaError_t LaunchLoads(const HostKvGather& g, const HostKvGatherShape& shape, s
   return cudaGetLastError();
 }
 
+cudaError_t CopyBatch(const HostKvGather& g, size_t slot_bytes, HostKvCopyBatch* batch, cudaStream_t stream) {
+  const size_t n = static_cast<size_t>(g.num_slices) * static_cast<size_t>(g.num_segments);
+  if (g.host_blocks == nullptr || batch == nullptr || batch->dsts.size() < n) return cudaErrorInvalidValue;
+  size_t c = 0;
+  for (int32_t s = 0; s < g.num_slices; ++s) {
+    size_t within = 0;
+    for (int seg = 0; seg < g.num_segments; ++seg, ++c) {
+      batch->dsts[c] = static_cast<uint8_t*>(g.staged) + static_cast<size_t>(s) * slot_bytes + within;
+      batch->srcs[c] = reinterpret_cast<const uint8_t*>(g.host_blocks[s]) + g.segments[seg].offset;
+      batch->sizes[c] = g.segments[seg].bytes;
+      within += g.segments[seg].bytes;
+    }
+  }
+  // The host tier is pinned; its bytes are final before the step is enqueued.
+  cudaMemcpyAttributes attributes{};
+  attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  attributes.flags = cudaMemcpyFlagPreferOverlapWithCompute;  // the layer's compute runs beside it
+  size_t first = 0;
+  return cudaMemcpyBatchAsync(batch->dsts.data(), batch->srcs.data(), batch->sizes.data(), n, &attributes, &first, 1,
+                              stream);
+}
+
 }  // namespace
 
 HostKvGatherShape DefaultHostKvGatherShape(int32_t sm_count) {
@@ -176,7 +198,8 @@ HostKvGatherShape DefaultHostKvGatherShape(int32_t sm_count) {
   return shape;
 }
 
-cudaError_t GatherHostKv(const HostKvGather& gather, const HostKvGatherShape& shape, cudaStream_t stream) {
+cudaError_t GatherHostKv(const HostKvGather& gather, const HostKvGatherShape& shape, cudaStream_t stream,
+                         HostKvCopyBatch* batch) {
   if (gather.num_slices <= 0) return cudaSuccess;
   if (gather.num_segments < 1 || gather.num_segments > 2 || shape.ctas < 1) return cudaErrorInvalidValue;
   size_t slot_bytes = 0;
@@ -194,6 +217,8 @@ cudaError_t GatherHostKv(const HostKvGather& gather, const HostKvGatherShape& sh
       if (shape.loads == 8) return LaunchLoads<8>(gather, shape, vectors, stream);
       if (shape.loads == 16) return LaunchLoads<16>(gather, shape, vectors, stream);
       return cudaErrorInvalidValue;
+    case HostKvGatherKind::kCopyBatch:
+      return CopyBatch(gather, slot_bytes, batch, stream);
     case HostKvGatherKind::kBulk: {
       const size_t pieces_per_slice = (gather.segments[0].bytes + kPiece - 1) / kPiece +
                                       (gather.num_segments > 1 ? (gather.segments[1].bytes + kPiece - 1) / kPiece : 0);

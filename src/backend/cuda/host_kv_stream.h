@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace kvtier::cuda {
 
@@ -28,8 +29,10 @@ struct HostKvSegment {
 };
 
 struct HostKvGather {
-  // (num_slices) host block base addresses (device-usable: pinned and mapped), in slot order.
+  // (num_slices) host block base addresses (device-usable: pinned and mapped), in slot order:
+  // in device memory for the kernels, and the same addresses in host memory for kCopyBatch.
   const uint64_t* blocks = nullptr;
+  const uint64_t* host_blocks = nullptr;
   int32_t num_slices = 0;
   HostKvSegment segments[2];
   int32_t num_segments = 1;
@@ -40,8 +43,9 @@ struct HostKvGather {
 // memory before storing them (ld.global.cs, read once); kLoads256: the same loads with the
 // L2::256B fetch hint, which asks the L2 for whole 256-byte lines; kBulk: one thread per CTA
 // drives the SM's bulk-copy unit (cp.async.bulk, sm_90+) host -> shared -> device in 16 KiB
-// pieces, three in flight per CTA.
-enum class HostKvGatherKind : int32_t { kLoads = 0, kLoads256 = 1, kBulk = 2 };
+// pieces, four in flight per CTA; kCopyBatch: no kernel, the copy engine moves every segment
+// as one copy of a cudaMemcpyBatchAsync call (one call per layer).
+enum class HostKvGatherKind : int32_t { kLoads = 0, kLoads256 = 1, kBulk = 2, kCopyBatch = 3 };
 
 struct HostKvGatherShape {
   HostKvGatherKind kind = HostKvGatherKind::kLoads;
@@ -52,9 +56,24 @@ struct HostKvGatherShape {
 // The shape the backend streams with, for a device of `sm_count` SMs.
 HostKvGatherShape DefaultHostKvGatherShape(int32_t sm_count);
 
+// Host-side argument arrays of kCopyBatch, sized once (Reserve) so that enqueuing a gather
+// allocates nothing.
+struct HostKvCopyBatch {
+  std::vector<void*> dsts;
+  std::vector<const void*> srcs;
+  std::vector<size_t> sizes;
+  void Reserve(size_t slices) {
+    dsts.resize(2 * slices);
+    srcs.resize(2 * slices);
+    sizes.resize(2 * slices);
+  }
+};
+
 // Enqueues the gather on `stream`. cudaErrorInvalidValue for segments not 16-byte aligned,
-// a shape outside the above, or a gather too large for 32-bit indexing.
-cudaError_t GatherHostKv(const HostKvGather& gather, const HostKvGatherShape& shape, cudaStream_t stream);
+// a shape outside the above, a gather too large for 32-bit indexing, or kCopyBatch without
+// host_blocks or with `batch` null or too small.
+cudaError_t GatherHostKv(const HostKvGather& gather, const HostKvGatherShape& shape, cudaStream_t stream,
+                         HostKvCopyBatch* batch = nullptr);
 
 }  // namespace kvtier::cuda
 
