@@ -188,6 +188,7 @@ CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   if (copy_stream_ != nullptr) cudaStreamSynchronize(copy_stream_);
   if (stage_stream_ != nullptr) cudaStreamSynchronize(stage_stream_);
+  if (stage_aux_.stream != nullptr) cudaStreamSynchronize(stage_aux_.stream);
   for (void* p : allocations_) cudaFree(p);
   for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
   if (meta_host_ != nullptr) cudaFreeHost(meta_host_);
@@ -196,10 +197,12 @@ CudaBackend::~CudaBackend() {
   if (compute_done_ != nullptr) cudaEventDestroy(compute_done_);
   for (cudaEvent_t e : all_events_) cudaEventDestroy(e);
   if (copy_stream_ != nullptr) cudaStreamDestroy(copy_stream_);
-  for (cudaEvent_t e : {stage_meta_ready_, stage_landed_[0], stage_landed_[1], stage_free_[0], stage_free_[1]}) {
+  for (cudaEvent_t e : {stage_meta_ready_, stage_landed_[0], stage_landed_[1], stage_free_[0], stage_free_[1],
+                        stage_aux_.fork, stage_aux_.join}) {
     if (e != nullptr) cudaEventDestroy(e);
   }
   if (stage_stream_ != nullptr) cudaStreamDestroy(stage_stream_);
+  if (stage_aux_.stream != nullptr) cudaStreamDestroy(stage_aux_.stream);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 

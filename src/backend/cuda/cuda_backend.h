@@ -354,6 +354,7 @@ class CudaBackend final : public Backend {
   absl::Status GatherHostKvLayer(const StepLaunch& step, int64_t layer, int buffer);
   cuda::HostKvGatherShape gather_shape_;
   cuda::HostKvCopyBatch host_kv_copy_batch_;  // kCopyBatch's argument arrays
+  cuda::HostKvAuxStream stage_aux_;           // kSplit's second stream
   int64_t host_kv_slots_ = 0;          // per staging buffer (0: streaming off)
   size_t host_kv_slice_bytes_ = 0;     // one layer of one block
   void* host_kv_staged_[2] = {nullptr, nullptr};

@@ -67,6 +67,9 @@ absl::Status CudaBackend::InitHostKvStaging() {
     ASSIGN_OR_RETURN(buffer, DeviceAlloc(static_cast<size_t>(slots) * host_kv_slice_bytes_, "host KV staging"));
   }
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stage_stream_, cudaStreamNonBlocking));
+  CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stage_aux_.stream, cudaStreamNonBlocking));
+  CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&stage_aux_.fork, cudaEventDisableTiming));
+  CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&stage_aux_.join, cudaEventDisableTiming));
   CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&stage_meta_ready_, cudaEventDisableTiming));
   for (int i = 0; i < 2; ++i) {
     CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&stage_landed_[i], cudaEventDisableTiming));
@@ -154,7 +157,7 @@ absl::Status CudaBackend::GatherHostKvLayer(const StepLaunch& step, int64_t laye
   gather.segments[1] = slice.segments[1];
   gather.num_segments = slice.num_segments;
   gather.staged = host_kv_staged_[buffer];
-  CUDA_RETURN_IF_ERROR(cuda::GatherHostKv(gather, gather_shape_, stage_stream_, &host_kv_copy_batch_));
+  CUDA_RETURN_IF_ERROR(cuda::GatherHostKv(gather, gather_shape_, stage_stream_, &host_kv_copy_batch_, &stage_aux_));
   CUDA_RETURN_IF_ERROR(cudaEventRecord(stage_landed_[buffer], stage_stream_));
   return absl::OkStatus();
 }

@@ -51,6 +51,8 @@ std::string ShapeName(const cuda::HostKvGatherShape& shape) {
       return absl::StrCat("bulk copy x ", shape.ctas, " CTAs");
     case cuda::HostKvGatherKind::kCopyBatch:
       return "copy engine (cudaMemcpyBatchAsync)";
+    case cuda::HostKvGatherKind::kSplit:
+      return absl::StrCat("copy engine ", shape.copy_percent, "% + loads ", shape.loads, " x ", shape.ctas, " CTAs");
   }
   return "?";
 }
@@ -92,10 +94,10 @@ absl::Status CudaBackend::ChooseHostKvGather() {
   for (const cuda::HostKvGatherShape& shape : Candidates(sm_count_)) {
     if (err != cudaSuccess) break;
     // A candidate the launcher or driver refuses is skipped (its error is not sticky).
-    cudaError_t tried = cuda::GatherHostKv(gather, shape, stage_stream_, &host_kv_copy_batch_);
+    cudaError_t tried = cuda::GatherHostKv(gather, shape, stage_stream_, &host_kv_copy_batch_, &stage_aux_);
     if (tried == cudaSuccess) tried = cudaEventRecord(start, stage_stream_);
     for (int r = 0; r < kRepeats && tried == cudaSuccess; ++r) {
-      tried = cuda::GatherHostKv(gather, shape, stage_stream_, &host_kv_copy_batch_);
+      tried = cuda::GatherHostKv(gather, shape, stage_stream_, &host_kv_copy_batch_, &stage_aux_);
     }
     if (tried == cudaSuccess) tried = cudaEventRecord(end, stage_stream_);
     if (tried == cudaSuccess) tried = cudaEventSynchronize(end);

@@ -199,7 +199,7 @@ HostKvGatherShape DefaultHostKvGatherShape(int32_t sm_count) {
 }
 
 cudaError_t GatherHostKv(const HostKvGather& gather, const HostKvGatherShape& shape, cudaStream_t stream,
-                         HostKvCopyBatch* batch) {
+                         HostKvCopyBatch* batch, const HostKvAuxStream* aux) {
   if (gather.num_slices <= 0) return cudaSuccess;
   if (gather.num_segments < 1 || gather.num_segments > 2 || shape.ctas < 1) return cudaErrorInvalidValue;
   size_t slot_bytes = 0;
@@ -219,6 +219,25 @@ cudaError_t GatherHostKv(const HostKvGather& gather, const HostKvGatherShape& sh
       return cudaErrorInvalidValue;
     case HostKvGatherKind::kCopyBatch:
       return CopyBatch(gather, slot_bytes, batch, stream);
+    case HostKvGatherKind::kSplit: {
+      if (aux == nullptr || shape.copy_percent < 1 || shape.copy_percent > 99) return cudaErrorInvalidValue;
+      const int32_t by_copy = static_cast<int32_t>(static_cast<int64_t>(gather.num_slices) * shape.copy_percent / 100);
+      HostKvGather copied = gather, loaded = gather;
+      copied.num_slices = by_copy;
+      loaded.num_slices = gather.num_slices - by_copy;
+      loaded.blocks = gather.blocks + by_copy;
+      loaded.host_blocks = gather.host_blocks == nullptr ? nullptr : gather.host_blocks + by_copy;
+      loaded.staged = static_cast<uint8_t*>(gather.staged) + static_cast<size_t>(by_copy) * slot_bytes;
+      HostKvGatherShape kernel = shape;
+      kernel.kind = HostKvGatherKind::kLoads;
+      cudaError_t err = cudaEventRecord(aux->fork, stream);
+      if (err == cudaSuccess) err = cudaStreamWaitEvent(aux->stream, aux->fork, 0);
+      if (err == cudaSuccess) err = GatherHostKv(loaded, kernel, aux->stream);
+      if (err == cudaSuccess && by_copy > 0) err = CopyBatch(copied, slot_bytes, batch, stream);
+      if (err == cudaSuccess) err = cudaEventRecord(aux->join, aux->stream);
+      if (err == cudaSuccess) err = cudaStreamWaitEvent(stream, aux->join, 0);
+      return err;
+    }
     case HostKvGatherKind::kBulk: {
       const size_t pieces_per_slice = (gather.segments[0].bytes + kPiece - 1) / kPiece +
                                       (gather.num_segments > 1 ? (gather.segments[1].bytes + kPiece - 1) / kPiece : 0);

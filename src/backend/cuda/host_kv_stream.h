@@ -44,13 +44,23 @@ struct HostKvGather {
 // L2::256B fetch hint, which asks the L2 for whole 256-byte lines; kBulk: one thread per CTA
 // drives the SM's bulk-copy unit (cp.async.bulk, sm_90+) host -> shared -> device in 16 KiB
 // pieces, four in flight per CTA; kCopyBatch: no kernel, the copy engine moves every segment
-// as one copy of a cudaMemcpyBatchAsync call (one call per layer).
-enum class HostKvGatherKind : int32_t { kLoads = 0, kLoads256 = 1, kBulk = 2, kCopyBatch = 3 };
+// as one copy of a cudaMemcpyBatchAsync call (one call per layer); kSplit: the copy engine
+// takes the first copy_percent of the slices while a kLoads kernel gathers the rest on a
+// second stream, both on the link at once.
+enum class HostKvGatherKind : int32_t { kLoads = 0, kLoads256 = 1, kBulk = 2, kCopyBatch = 3, kSplit = 4 };
 
 struct HostKvGatherShape {
   HostKvGatherKind kind = HostKvGatherKind::kLoads;
   int32_t ctas = 66;   // bounds the grid
-  int32_t loads = 4;   // 4, 8 or 16 (kLoads, kLoads256)
+  int32_t loads = 4;   // 4, 8 or 16 (kLoads, kLoads256, kSplit's kernel)
+  int32_t copy_percent = 50;  // kSplit: 1..99
+};
+
+// kSplit's second stream and the events that fork it from and join it to the gather's stream.
+struct HostKvAuxStream {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr;
+  cudaEvent_t join = nullptr;
 };
 
 // The shape the backend streams with, for a device of `sm_count` SMs.
@@ -71,9 +81,9 @@ struct HostKvCopyBatch {
 
 // Enqueues the gather on `stream`. cudaErrorInvalidValue for segments not 16-byte aligned,
 // a shape outside the above, a gather too large for 32-bit indexing, or kCopyBatch without
-// host_blocks or with `batch` null or too small.
+// host_blocks or with `batch` null or too small, kSplit without `aux`.
 cudaError_t GatherHostKv(const HostKvGather& gather, const HostKvGatherShape& shape, cudaStream_t stream,
-                         HostKvCopyBatch* batch = nullptr);
+                         HostKvCopyBatch* batch = nullptr, const HostKvAuxStream* aux = nullptr);
 
 }  // namespace kvtier::cuda
 
