@@ -52,6 +52,7 @@ SamplingParams GreedyWithLogprob(int max_new) {
 struct Tokens {
   std::vector<int32_t> ids;
   std::vector<float> logprobs;
+  std::string error;  // why the engine failed the sequence, if it did
 };
 
 class EngineHostKvTest : public ::testing::TestWithParam<StorageDType> {
@@ -101,6 +102,9 @@ void StepAndVerify(Engine& engine, std::map<SequenceId, Tokens>* out) {
   const absl::Status verified = engine.VerifyIntegrity();
   ASSERT_TRUE(verified.ok()) << verified;
   for (const StepEvent& e : events) {
+    if (e.finish == FinishReason::kError) {
+      (void)engine.ReadSequence(e.sequence, [&](const Sequence& seq) { (*out)[e.sequence].error = seq.error; });
+    }
     if (!e.token) continue;
     (*out)[e.sequence].ids.push_back(*e.token);
     (*out)[e.sequence].logprobs.push_back(e.logprobs ? e.logprobs->logprob : NAN);
@@ -155,7 +159,7 @@ TEST_P(EngineHostKvTest, LongSequenceMatchesAnUnlimitedDeviceTier) {
   absl::StatusOr<SequenceId> id = engine->Add(prompt, GreedyWithLogprob(kNew));
   ASSERT_TRUE(id.ok()) << id.status();
   const Tokens got = RunToEnd(*engine)[*id];
-  EXPECT_EQ(got.ids, want.ids);
+  EXPECT_EQ(got.ids, want.ids) << got.error << "\n" << engine->Stats().dump();
   const double diff = MaxLogprobDifference(got, want);
   std::printf("[%s] %d tokens, max |logprob difference| %.3g, %lld host-KV steps\n",
               GetParam() == StorageDType::kFp8 ? "fp8" : "bf16", kNew, diff,
@@ -197,13 +201,14 @@ TEST_P(EngineHostKvTest, CancelMidStreamLosesNothing) {
   Tokens& o = out[other];
   o.ids.insert(o.ids.end(), rest[other].ids.begin(), rest[other].ids.end());
   o.logprobs.insert(o.logprobs.end(), rest[other].logprobs.begin(), rest[other].logprobs.end());
-  EXPECT_EQ(o.ids, other_want.ids);
+  EXPECT_EQ(o.ids, other_want.ids) << o.error;
   EXPECT_TRUE(rest[long_id].ids.empty());
   EXPECT_EQ(TierStat(*engine, "gpu", "used_bytes"), 0);
   EXPECT_EQ(TierStat(*engine, "host", "used_bytes"), 0);
   // The same long prompt again, from what the cancelled run left cached: the same tokens.
   const SequenceId again = *engine->Add(long_prompt, GreedyWithLogprob(24));
-  EXPECT_EQ(RunToEnd(*engine)[again].ids, long_want.ids);
+  const Tokens again_got = RunToEnd(*engine)[again];
+  EXPECT_EQ(again_got.ids, long_want.ids) << again_got.error;
 }
 
 INSTANTIATE_TEST_SUITE_P(KvFormats, EngineHostKvTest, ::testing::Values(StorageDType::kBf16, StorageDType::kFp8),

@@ -3,6 +3,7 @@
 //
 // Usage: kvtier_host_kv_gather_bench [--blocks N] [--fp8] [--kinds loads,loads256,bulk,batch]
 //                                    [--ctas 33,66,132] [--loads 4,8,16] [--repeats R] [--split]
+// (kind codes, --fp8 only: the copy engine on the codes, a kernel on the scales)
 // A pinned, mapped host buffer holds N blocks of the Llama-3-8B KV shape restricted to four
 // layers (16 tokens, 8 KV heads, head_dim 128: 64 KiB per layer in bf16; with --fp8 32 KiB of
 // codes and 1 KiB of row scales per layer, the scales after every layer's codes); the gather
@@ -63,6 +64,9 @@ const char* KindName(HostKvGatherKind kind) {
     case HostKvGatherKind::kLoads: return "loads";
     case HostKvGatherKind::kLoads256: return "loads256";
     case HostKvGatherKind::kBulk: return "bulk";
+    case HostKvGatherKind::kCopyBatch: return "batch";
+    case HostKvGatherKind::kSplit: return "split";
+    case HostKvGatherKind::kCopyCodes: return "codes";
   }
   return "?";
 }
@@ -135,6 +139,10 @@ int main(int argc, char** argv) {
   g.staged = staged;
   kvtier::cuda::HostKvCopyBatch batch;
   batch.Reserve(blocks);
+  kvtier::cuda::HostKvAuxStream aux;  // kinds split and codes
+  CHECK_CUDA(cudaStreamCreateWithFlags(&aux.stream, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaEventCreateWithFlags(&aux.fork, cudaEventDisableTiming));
+  CHECK_CUDA(cudaEventCreateWithFlags(&aux.join, cudaEventDisableTiming));
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaEvent_t start, end;
@@ -177,21 +185,23 @@ int main(int argc, char** argv) {
     else if (kind_name == "loads256") shape.kind = HostKvGatherKind::kLoads256;
     else if (kind_name == "bulk") shape.kind = HostKvGatherKind::kBulk;
     else if (kind_name == "batch") shape.kind = HostKvGatherKind::kCopyBatch;
+    else if (kind_name == "codes") shape.kind = HostKvGatherKind::kCopyCodes;
     else {
       std::fprintf(stderr, "unknown kind %s\n", kind_name.c_str());
       return 2;
     }
     const bool kernel = shape.kind == HostKvGatherKind::kLoads || shape.kind == HostKvGatherKind::kLoads256;
-    const std::vector<int> loads = kernel ? IntList(loads_list) : std::vector<int>{4};
+    const std::vector<int> loads = kernel || shape.kind == HostKvGatherKind::kCopyCodes ? IntList(loads_list)
+                                                                                       : std::vector<int>{4};
     const std::vector<int> ctas = shape.kind == HostKvGatherKind::kCopyBatch ? std::vector<int>{1} : IntList(ctas_list);
     for (int l : loads) {
       for (int c : ctas) {
         shape.loads = l;
         shape.ctas = c;
-        CHECK_CUDA(kvtier::cuda::GatherHostKv(g, shape, stream, &batch));
+        CHECK_CUDA(kvtier::cuda::GatherHostKv(g, shape, stream, &batch, &aux));
         CHECK_CUDA(cudaStreamSynchronize(stream));
         const bool ok = check();
-        const double gbs = time_it([&] { CHECK_CUDA(kvtier::cuda::GatherHostKv(g, shape, stream, &batch)); });
+        const double gbs = time_it([&] { CHECK_CUDA(kvtier::cuda::GatherHostKv(g, shape, stream, &batch, &aux)); });
         char name[64];
         std::snprintf(name, sizeof(name), "%s loads %d ctas %d", KindName(shape.kind), l, c);
         std::printf("gather %s GB/s %.2f (%.3f of memcpy) %s\n", name, gbs, gbs / memcpy_gbs, ok ? "ok" : "WRONG");

@@ -38,6 +38,8 @@ std::vector<cuda::HostKvGatherShape> Candidates(int32_t sm_count) {
   add(HostKvGatherKind::kLoads, 16, sm_count);
   add(HostKvGatherKind::kLoads256, 8, sm_count);
   add(HostKvGatherKind::kCopyBatch, 0, 1);
+  // Two segments (fp8): the copy engine on the codes, a kernel on the small scale ranges.
+  add(HostKvGatherKind::kCopyCodes, 8, sm_count);
   return out;
 }
 
@@ -51,6 +53,8 @@ std::string ShapeName(const cuda::HostKvGatherShape& shape) {
       return absl::StrCat("bulk copy x ", shape.ctas, " CTAs");
     case cuda::HostKvGatherKind::kCopyBatch:
       return "copy engine (cudaMemcpyBatchAsync)";
+    case cuda::HostKvGatherKind::kCopyCodes:
+      return absl::StrCat("copy engine (codes) + loads ", shape.loads, " x ", shape.ctas, " CTAs (scales)");
     case cuda::HostKvGatherKind::kSplit:
       return absl::StrCat("copy engine ", shape.copy_percent, "% + loads ", shape.loads, " x ", shape.ctas, " CTAs");
   }

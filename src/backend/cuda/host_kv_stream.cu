@@ -55,6 +55,7 @@ __global__ void __launch_bounds__(kThreads) GatherHostKvLoadsKernel(HostKvGather
   const SliceMap map = MapOf(g);
   const uint32_t total = map.vectors * static_cast<uint32_t>(g.num_slices);
   const uint32_t stride = gridDim.x * kThreads * kLoads;
+  const uint32_t dst_stride = g.staged_stride == 0 ? map.vectors : static_cast<uint32_t>(g.staged_stride / 16);
   uint4* dst = static_cast<uint4*>(g.staged);
   for (uint32_t base = blockIdx.x * kThreads * kLoads + threadIdx.x; base < total; base += stride) {
     uint4 v[kLoads];
@@ -69,7 +70,10 @@ __global__ void __launch_bounds__(kThreads) GatherHostKvLoadsKernel(HostKvGather
 #pragma unroll
     for (int u = 0; u < kLoads; ++u) {
       const uint32_t i = base + static_cast<uint32_t>(u) * kThreads;
-      if (i < total) dst[i] = v[u];
+      if (i < total) {
+        const uint32_t slice = i / map.vectors, within = i - slice * map.vectors;
+        dst[static_cast<size_t>(slice) * dst_stride + within] = v[u];
+      }
     }
   }
 }
@@ -93,7 +97,8 @@ __device__ __forceinline__ Piece PieceOf(const HostKvGather& g, uint32_t item) {
   const uint32_t slice = item / per_slice, u = item - slice * per_slice;
   const int seg = u < seg0_pieces ? 0 : 1;
   const size_t within = static_cast<size_t>(seg == 0 ? u : u - seg0_pieces) * kPiece;
-  const size_t slot_bytes = g.segments[0].bytes + (g.num_segments > 1 ? g.segments[1].bytes : 0);
+  const size_t slot_bytes =
+      g.staged_stride != 0 ? g.staged_stride : g.segments[0].bytes + (g.num_segments > 1 ? g.segments[1].bytes : 0);
   Piece p;
   p.src = reinterpret_cast<const uint8_t*>(g.blocks[slice]) + g.segments[seg].offset + within;
   p.dst = static_cast<uint8_t*>(g.staged) + slice * slot_bytes + (seg == 0 ? 0 : g.segments[0].bytes) + within;
@@ -207,7 +212,10 @@ cudaError_t GatherHostKv(const HostKvGather& gather, const HostKvGatherShape& sh
     if (gather.segments[s].bytes % 16 != 0 || gather.segments[s].offset % 16 != 0) return cudaErrorInvalidValue;
     slot_bytes += gather.segments[s].bytes;
   }
-  if (slot_bytes == 0) return cudaErrorInvalidValue;
+  if (slot_bytes == 0 || gather.staged_stride % 16 != 0 || (gather.staged_stride != 0 && gather.staged_stride < slot_bytes)) {
+    return cudaErrorInvalidValue;
+  }
+  const size_t stride = gather.staged_stride != 0 ? gather.staged_stride : slot_bytes;
   const size_t vectors = slot_bytes / 16 * static_cast<size_t>(gather.num_slices);
   if (vectors + static_cast<size_t>(kThreads) * 16 * 2 >= (size_t{1} << 31)) return cudaErrorInvalidValue;
   switch (shape.kind) {
@@ -218,7 +226,26 @@ cudaError_t GatherHostKv(const HostKvGather& gather, const HostKvGatherShape& sh
       if (shape.loads == 16) return LaunchLoads<16>(gather, shape, vectors, stream);
       return cudaErrorInvalidValue;
     case HostKvGatherKind::kCopyBatch:
-      return CopyBatch(gather, slot_bytes, batch, stream);
+      return CopyBatch(gather, stride, batch, stream);
+    case HostKvGatherKind::kCopyCodes: {
+      if (aux == nullptr || gather.num_segments != 2) return cudaErrorInvalidValue;
+      HostKvGather codes = gather, scales = gather;
+      codes.num_segments = 1;
+      codes.staged_stride = stride;
+      scales.segments[0] = gather.segments[1];
+      scales.num_segments = 1;
+      scales.staged = static_cast<uint8_t*>(gather.staged) + gather.segments[0].bytes;
+      scales.staged_stride = stride;
+      HostKvGatherShape kernel = shape;
+      kernel.kind = HostKvGatherKind::kLoads;
+      cudaError_t err = cudaEventRecord(aux->fork, stream);
+      if (err == cudaSuccess) err = cudaStreamWaitEvent(aux->stream, aux->fork, 0);
+      if (err == cudaSuccess) err = GatherHostKv(scales, kernel, aux->stream);
+      if (err == cudaSuccess) err = CopyBatch(codes, stride, batch, stream);
+      if (err == cudaSuccess) err = cudaEventRecord(aux->join, aux->stream);
+      if (err == cudaSuccess) err = cudaStreamWaitEvent(stream, aux->join, 0);
+      return err;
+    }
     case HostKvGatherKind::kSplit: {
       if (aux == nullptr || shape.copy_percent < 1 || shape.copy_percent > 99) return cudaErrorInvalidValue;
       const int32_t by_copy = static_cast<int32_t>(static_cast<int64_t>(gather.num_slices) * shape.copy_percent / 100);
@@ -227,13 +254,13 @@ cudaError_t GatherHostKv(const HostKvGather& gather, const HostKvGatherShape& sh
       loaded.num_slices = gather.num_slices - by_copy;
       loaded.blocks = gather.blocks + by_copy;
       loaded.host_blocks = gather.host_blocks == nullptr ? nullptr : gather.host_blocks + by_copy;
-      loaded.staged = static_cast<uint8_t*>(gather.staged) + static_cast<size_t>(by_copy) * slot_bytes;
+      loaded.staged = static_cast<uint8_t*>(gather.staged) + static_cast<size_t>(by_copy) * stride;
       HostKvGatherShape kernel = shape;
       kernel.kind = HostKvGatherKind::kLoads;
       cudaError_t err = cudaEventRecord(aux->fork, stream);
       if (err == cudaSuccess) err = cudaStreamWaitEvent(aux->stream, aux->fork, 0);
       if (err == cudaSuccess) err = GatherHostKv(loaded, kernel, aux->stream);
-      if (err == cudaSuccess && by_copy > 0) err = CopyBatch(copied, slot_bytes, batch, stream);
+      if (err == cudaSuccess && by_copy > 0) err = CopyBatch(copied, stride, batch, stream);
       if (err == cudaSuccess) err = cudaEventRecord(aux->join, aux->stream);
       if (err == cudaSuccess) err = cudaStreamWaitEvent(stream, aux->join, 0);
       return err;

@@ -37,6 +37,9 @@ struct HostKvGather {
   HostKvSegment segments[2];
   int32_t num_segments = 1;
   void* staged = nullptr;  // (num_slices, sum of segment bytes) device destination, slot order
+  // Bytes from one slot to the next in `staged`; 0: the sum of the segments' bytes. (Larger
+  // when a gather fills only part of each slot.)
+  size_t staged_stride = 0;
 };
 
 // How the gather moves its bytes. kLoads: every thread issues `loads` 16-byte loads of host
@@ -46,8 +49,17 @@ struct HostKvGather {
 // pieces, four in flight per CTA; kCopyBatch: no kernel, the copy engine moves every segment
 // as one copy of a cudaMemcpyBatchAsync call (one call per layer); kSplit: the copy engine
 // takes the first copy_percent of the slices while a kLoads kernel gathers the rest on a
-// second stream, both on the link at once.
-enum class HostKvGatherKind : int32_t { kLoads = 0, kLoads256 = 1, kBulk = 2, kCopyBatch = 3, kSplit = 4 };
+// second stream, both on the link at once; kCopyCodes (two segments only): the copy engine
+// moves every slice's first segment (fp8 codes) while a kLoads kernel gathers the second (the
+// small scale ranges, which cost the copy engine far more per byte) on a second stream.
+enum class HostKvGatherKind : int32_t {
+  kLoads = 0,
+  kLoads256 = 1,
+  kBulk = 2,
+  kCopyBatch = 3,
+  kSplit = 4,
+  kCopyCodes = 5
+};
 
 struct HostKvGatherShape {
   HostKvGatherKind kind = HostKvGatherKind::kLoads;
@@ -81,7 +93,8 @@ struct HostKvCopyBatch {
 
 // Enqueues the gather on `stream`. cudaErrorInvalidValue for segments not 16-byte aligned,
 // a shape outside the above, a gather too large for 32-bit indexing, or kCopyBatch without
-// host_blocks or with `batch` null or too small, kSplit without `aux`.
+// host_blocks or with `batch` null or too small, kSplit or kCopyCodes without `aux`, kCopyCodes
+// with one segment.
 cudaError_t GatherHostKv(const HostKvGather& gather, const HostKvGatherShape& shape, cudaStream_t stream,
                          HostKvCopyBatch* batch = nullptr, const HostKvAuxStream* aux = nullptr);
 
