@@ -208,6 +208,15 @@ void Scheduler::EnsureProgress(int64_t budget, Schedule* schedule) {
     Admit(head, length, schedule);
     return;
   }
+  // A long sequence moves its older blocks to host slots, which a context just created may
+  // not have pinned yet: nothing else can run, so wait for the host tier rather than fail it.
+  if (IsLong(*head) && kv_->host_tier_preparing()) {
+    kv_->WaitForPreparedHostTier();
+    if (PrepareWaiting(head, budget, /*keep_free=*/0, &length)) {
+      Admit(head, length, schedule);
+      return;
+    }
+  }
   // Every device block is free or evictable now but for the pinned ones (and the head's
   // own): the head needs more than the pins leave, and nothing but the caller unpinning
   // would change that. The engine finishes it (its blocks are released then).

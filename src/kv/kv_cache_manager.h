@@ -400,6 +400,17 @@ class KvCacheManager {
   void StartHostPinning() {
     if (host_region_ != nullptr) host_region_->StartPinning();
   }
+  // Whether the host tier is still being pinned in the background (not all its slots are
+  // usable yet).
+  bool host_tier_preparing() const {
+    return host_region_ != nullptr && !preparation_[static_cast<int>(Tier::kHost)].ended;
+  }
+  // Blocks until the host tier's preparation has ended, then admits its slots: for a long
+  // sequence that can run no other way (Scheduler::EnsureProgress).
+  void WaitForPreparedHostTier() {
+    if (host_region_ != nullptr) host_region_->WaitUntilDone();
+    AdmitPreparedSlots();
+  }
   // Slots of the tier usable now (prepared and admitted): capacity_blocks once prepared.
   int64_t ready_blocks(Tier tier) const { return pool(tier).num_available(); }
   // Why the tier's preparation stopped early, once AdmitPreparedSlots has seen it; empty
