@@ -19,6 +19,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/fp8_kernels.h"
 #include "backend/cuda/fp8_skinny.h"
+#include "backend/cuda/skinny_gemm.h"
 #include "common/status_macros.h"
 
 namespace kvtier {
@@ -80,6 +81,16 @@ absl::Status CudaBackend::WarmUp() {
 }
 
 template <typename T>
+bool CudaBackend::UseSkinnyGemm(int rows, int k, int n, const void* x, const void* w) const {
+  if constexpr (!std::is_same_v<T, cuda::bf16>) {
+    return false;
+  } else {
+    // 1-2 rows stay on the GEMVs (weight-stream bound already).
+    return skinny_mode_ != 0 && rows > kGemvRowsLimit && cuda::SkinnyGemmSupported(rows, k, n, x, w);
+  }
+}
+
+template <typename T>
 absl::Status CudaBackend::Gemm(const T* x, const T* w, int rows, int k, int n, void* out,
                                bool out_f32, bool allow_gemv) {
   // Row-major out(rows, n) = x(rows, k) * w(n, k)^T, i.e. column-major out^T = w^T' * x'.
@@ -90,6 +101,16 @@ absl::Status CudaBackend::Gemm(const T* x, const T* w, int rows, int k, int n, v
     CUDA_RETURN_IF_ERROR(
         cuda::GemvSmallRows(x, w, rows, k, n, out, out_f32, stream_, options_.cuda.launch));
     return absl::OkStatus();
+  }
+  if constexpr (std::is_same_v<T, cuda::bf16>) {
+    // Decode batches: the weights streamed by every SM alike (allow_gemv false: w was just
+    // written by another kernel, and SkinnyGemm reads weights before its PDL wait).
+    if (allow_gemv && UseSkinnyGemm<T>(rows, k, n, x, w)) {
+      CUDA_RETURN_IF_ERROR(cuda::SkinnyGemm(x, w, rows, k, n, out, out_f32, skinny_workspace_, sm_count_,
+                                            static_cast<cuda::SkinnyPipeline>(skinny_mode_ - 1), stream_,
+                                            options_.cuda.launch));
+      return absl::OkStatus();
+    }
   }
   const float alpha = 1.0f, beta = 0.0f;
   constexpr cudaDataType_t type = CublasType<T>();
@@ -110,6 +131,15 @@ absl::Status CudaBackend::Project(const T* x, const Raw16* w16, const Fp8Matrix&
     CUDA_RETURN_IF_ERROR(cuda::GemvFp8(x, rows, w8.codes, w8.scales, n, k, static_cast<T*>(out), stream_,
                                        options_.cuda.launch));
     return absl::OkStatus();
+  }
+  if constexpr (std::is_same_v<T, cuda::bf16>) {
+    if (UseSkinnyGemm<T>(rows, k, n, x, w8.codes)) {  // codes converted in shared memory, wgmma
+      CUDA_RETURN_IF_ERROR(cuda::SkinnyGemmFp8(x, w8.codes, w8.scales, rows, k, n, static_cast<T*>(out),
+                                               skinny_workspace_, sm_count_,
+                                               static_cast<cuda::SkinnyPipeline>(skinny_mode_ - 1), stream_,
+                                               options_.cuda.launch));
+      return absl::OkStatus();
+    }
   }
   // Decode batches: codes through the tensor cores, K split over CTAs.
   if (rows <= cuda::kSkinnyFp8MaxRows && cuda::SkinnyFp8Supported(rows, k, x, w8.codes)) {
@@ -418,7 +448,8 @@ absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits
     if (fp8_weights_ && rows <= kGemvRowsLimit && cuda::GemvFp8Supported(rows, h, ws_.normed, w.gate_up8.codes)) {
       CUDA_RETURN_IF_ERROR(cuda::GemvSiluMulFp8(as(ws_.normed), rows, w.gate_up8.codes, w.gate_up8.scales, inter, h,
                                                 as(ws_.act), stream_, launch));
-    } else if (fp8_weights_ && rows <= cuda::kSkinnyFp8MaxRows &&
+    } else if (fp8_weights_ && !UseSkinnyGemm<T>(rows, h, 2 * inter, ws_.normed, w.gate_up8.codes) &&
+               rows <= cuda::kSkinnyFp8MaxRows &&
                cuda::SkinnyFp8Supported(rows, h, ws_.normed, w.gate_up8.codes)) {
       CUDA_RETURN_IF_ERROR(cuda::SkinnyFp8(as(ws_.normed), rows, w.gate_up8.codes, w.gate_up8.scales, 2 * inter, h,
                                            cuda::SkinnyFp8Splits(2 * inter, h, sm_count_), fp8_partial_,
