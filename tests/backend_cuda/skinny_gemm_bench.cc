@@ -3,8 +3,10 @@
 // weights; SkinnyFp8 (mma.sync + finish kernel) and SkinnyGemmFp8's two pipelines for fp8
 // codes. Back-to-back launches on one stream, weights rotated over copies that together
 // exceed the L2 (so they come from HBM), cudaEvents around them; prints microseconds per call
-// and the weight bytes streamed per second. Not a test: the dispatch in cuda_forward.cc
-// follows its tables. Usage: kvtier_skinny_bench [rows,rows,...] (default 16,32,64,128).
+// and the weight bytes streamed per second. Not a test (disabled; it checks nothing): the
+// dispatch in cuda_forward.cc follows its tables. Run it with
+//   kvtier_cuda_skinny_test --gtest_also_run_disabled_tests --gtest_filter='SkinnyGemmBench.*'
+// (rows per step from KVTIER_SKINNY_BENCH_ROWS, default 16,32,64,128).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -18,6 +20,8 @@
 
 #include "backend/cuda/fp8_skinny.h"
 #include "backend/cuda/skinny_gemm.h"
+#include "cuda_test_util.h"
+#include "gtest/gtest.h"
 
 namespace kvtier {
 namespace {
@@ -60,11 +64,12 @@ double TimeUs(const std::function<cudaError_t(int)>& fn, int copies, cudaStream_
   return 1000.0 * ms / kIters;
 }
 
-int Main(int argc, char** argv) {
+TEST(SkinnyGemmBench, DISABLED_PerShape) {
+  KVT_SKIP_WITHOUT_CUDA();
   std::vector<int> row_counts = {16, 32, 64, 128};
-  if (argc > 1) {
+  if (const char* rows_env = std::getenv("KVTIER_SKINNY_BENCH_ROWS"); rows_env != nullptr) {
     row_counts.clear();
-    std::stringstream list(argv[1]);
+    std::stringstream list(rows_env);
     for (std::string item; std::getline(list, item, ',');) row_counts.push_back(std::atoi(item.c_str()));
   }
   cudaDeviceProp props{};
@@ -77,7 +82,7 @@ int Main(int argc, char** argv) {
   cudaStream_t stream;
   BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cublasHandle_t cublas;
-  if (cublasCreate(&cublas) != CUBLAS_STATUS_SUCCESS) return 1;
+  ASSERT_EQ(cublasCreate(&cublas), CUBLAS_STATUS_SUCCESS);
   cublasSetStream(cublas, stream);
   void* cublas_ws = nullptr;
   BENCH_CHECK(cudaMalloc(&cublas_ws, 32 << 20));
@@ -159,11 +164,14 @@ int Main(int argc, char** argv) {
     cudaFree(scales);
     cudaFree(partial);
   }
+  cudaFree(workspace);
+  cudaFree(x);
+  cudaFree(out);
+  cudaFree(cublas_ws);
+  cublasDestroy(cublas);
+  cudaStreamDestroy(stream);
   std::fflush(stdout);
-  return 0;
 }
 
 }  // namespace
 }  // namespace kvtier
-
-int main(int argc, char** argv) { return kvtier::Main(argc, argv); }
