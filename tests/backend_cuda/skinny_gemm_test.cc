@@ -160,6 +160,38 @@ TEST(SkinnyGemmTest, MatchesTheReference) {
   }
 }
 
+// Codes with a zero exponent (subnormal E4M3, and zero) convert exactly too: a matrix of
+// nothing else, so a kernel that flushed them would write zeros.
+TEST(SkinnyGemmTest, SubnormalCodesCount) {
+  KVT_SKIP_WITHOUT_SM90();
+  ASSERT_EQ(cuda::SkinnyGemmInit(), cudaSuccess);
+  std::mt19937 rng(11);
+  const int rows = 16;
+  const int64_t n = 128, k = 256;
+  cuda_test::Data16 x = cuda_test::Random16<cuda::bf16>(rows * k, rng);
+  std::vector<uint8_t> codes(n * k);
+  std::uniform_int_distribution<int> mantissa(0, 7), sign(0, 1);
+  for (uint8_t& c : codes) c = static_cast<uint8_t>(mantissa(rng) | (sign(rng) << 7));
+  std::vector<float> scales(n, 1.0f), code_values(codes.size());
+  for (size_t i = 0; i < codes.size(); ++i) code_values[i] = Fp8E4M3ToFloat(codes[i]);
+  DeviceBuffer<uint16_t> d_x(x.bits.size()), d_out(rows * n);
+  DeviceBuffer<uint8_t> d_codes(codes.size());
+  DeviceBuffer<float> d_scales(n);
+  const size_t ws_bytes = cuda::SkinnyGemmWorkspaceBytes(rows, 132);
+  DeviceBuffer<uint8_t> workspace(ws_bytes);
+  CUDA_ASSERT(cudaMemset(workspace.ptr, 0, ws_bytes));
+  CUDA_ASSERT(cudaMemcpy(d_x.ptr, x.bits.data(), x.bits.size() * 2, cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_codes.ptr, codes.data(), codes.size(), cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_scales.ptr, scales.data(), n * 4, cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cuda::SkinnyGemmFp8(reinterpret_cast<const cuda::bf16*>(d_x.ptr), d_codes.ptr, d_scales.ptr, rows, k, n,
+                                  reinterpret_cast<cuda::bf16*>(d_out.ptr), workspace.ptr, 132,
+                                  cuda::SkinnyPipeline::kSerial, nullptr));
+  std::vector<uint16_t> out(rows * n);
+  CUDA_ASSERT(cudaMemcpy(out.data(), d_out.ptr, out.size() * 2, cudaMemcpyDeviceToHost));
+  ExpectMatches(Products(x.values, rows, k, code_values, scales, n), n, Bf16Values(out),
+                Elem16<cuda::bf16>::kTolerance);
+}
+
 // The same call twice gives the same bits (partials summed in a fixed order; the tile
 // counters were reset by the first call), and a captured graph replays it.
 TEST(SkinnyGemmTest, RepeatsBitForBitAndReplaysInAGraph) {

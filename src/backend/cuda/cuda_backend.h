@@ -41,6 +41,7 @@
 #include "backend/cuda/decode_attention.h"
 #include "backend/cuda/device_sampler_chain.h"
 #include "backend/cuda/prefill_attention.h"
+#include "backend/cuda/skinny_gemm.h"
 #include "backend/cuda/kernels.h"
 #include "backend/kv_layout.h"
 #include "model/config.h"
@@ -298,9 +299,11 @@ class CudaBackend final : public Backend {
   // weights w8 (GemvFp8 for decode rows, else dequantized into fp8_scratch_ + cuBLAS).
   template <typename T>
   absl::Status Project(const T* x, const Raw16* w16, const Fp8Matrix& w8, int rows, int k, int n, void* out);
-  // Whether a rows x k by n projection (weights w: 16-bit or fp8 codes) runs on SkinnyGemm.
+  // Whether a rows x k by n projection (weights w: 16-bit or fp8 codes) runs on SkinnyGemm,
+  // and on which pipeline.
   template <typename T>
-  bool UseSkinnyGemm(int rows, int k, int n, const void* x, const void* w) const;
+  bool UseSkinnyGemm(int rows, int k, int n, const void* x, const void* w, bool fp8) const;
+  cuda::SkinnyPipeline SkinnyPipelineFor(bool fp8) const;
   // Timing events come from a pool created at Init (no creation while stepping).
   absl::StatusOr<cudaEvent_t> TakeEvent();
   // Folds finished prefetch / stall timings into copy_stats_; `block` waits for all.

@@ -81,13 +81,25 @@ absl::Status CudaBackend::WarmUp() {
 }
 
 template <typename T>
-bool CudaBackend::UseSkinnyGemm(int rows, int k, int n, const void* x, const void* w) const {
+bool CudaBackend::UseSkinnyGemm(int rows, int k, int n, const void* x, const void* w, bool fp8) const {
   if constexpr (!std::is_same_v<T, cuda::bf16>) {
     return false;
   } else {
-    // 1-2 rows stay on the GEMVs (weight-stream bound already).
-    return skinny_mode_ != 0 && rows > kGemvRowsLimit && cuda::SkinnyGemmSupported(rows, k, n, x, w);
+    // 1-2 rows stay on the GEMVs (weight-stream bound already). fp8 codes: 3..128 rows (it
+    // beats SkinnyFp8 there). bf16 weights, against cuBLAS per call (kvtier_cuda_skinny_test's
+    // bench, H200, bench/results/2026-12-02-h200-skinny): ahead or level up to 32 rows on
+    // every Llama-3-8B shape (o 12.9 vs 16.1 us at 16 rows), at 33..64 rows ahead only on the
+    // LM head (271 vs 292 us) and 2-3 us behind on qkv and o, behind everywhere past 64.
+    if (skinny_mode_ == 0 || rows <= kGemvRowsLimit || !cuda::SkinnyGemmSupported(rows, k, n, x, w)) return false;
+    if (fp8) return true;
+    return rows <= 32 || (rows <= 64 && static_cast<int64_t>(n) * k >= (int64_t{256} << 20));
   }
+}
+
+cuda::SkinnyPipeline CudaBackend::SkinnyPipelineFor(bool fp8) const {
+  // Mode 1: the faster pipeline per weight type by the same bench (fp8: the conversion runs
+  // under the previous slice's MMAs); mode 2: overlapped for both.
+  return skinny_mode_ == 2 || fp8 ? cuda::SkinnyPipeline::kOverlapped : cuda::SkinnyPipeline::kSerial;
 }
 
 template <typename T>
@@ -105,10 +117,9 @@ absl::Status CudaBackend::Gemm(const T* x, const T* w, int rows, int k, int n, v
   if constexpr (std::is_same_v<T, cuda::bf16>) {
     // Decode batches: the weights streamed by every SM alike (allow_gemv false: w was just
     // written by another kernel, and SkinnyGemm reads weights before its PDL wait).
-    if (allow_gemv && UseSkinnyGemm<T>(rows, k, n, x, w)) {
+    if (allow_gemv && UseSkinnyGemm<T>(rows, k, n, x, w, /*fp8=*/false)) {
       CUDA_RETURN_IF_ERROR(cuda::SkinnyGemm(x, w, rows, k, n, out, out_f32, skinny_workspace_, sm_count_,
-                                            static_cast<cuda::SkinnyPipeline>(skinny_mode_ - 1), stream_,
-                                            options_.cuda.launch));
+                                            SkinnyPipelineFor(/*fp8=*/false), stream_, options_.cuda.launch));
       return absl::OkStatus();
     }
   }
@@ -133,11 +144,10 @@ absl::Status CudaBackend::Project(const T* x, const Raw16* w16, const Fp8Matrix&
     return absl::OkStatus();
   }
   if constexpr (std::is_same_v<T, cuda::bf16>) {
-    if (UseSkinnyGemm<T>(rows, k, n, x, w8.codes)) {  // codes converted in shared memory, wgmma
+    if (UseSkinnyGemm<T>(rows, k, n, x, w8.codes, /*fp8=*/true)) {  // codes converted in shared memory, wgmma
       CUDA_RETURN_IF_ERROR(cuda::SkinnyGemmFp8(x, w8.codes, w8.scales, rows, k, n, static_cast<T*>(out),
-                                               skinny_workspace_, sm_count_,
-                                               static_cast<cuda::SkinnyPipeline>(skinny_mode_ - 1), stream_,
-                                               options_.cuda.launch));
+                                               skinny_workspace_, sm_count_, SkinnyPipelineFor(/*fp8=*/true),
+                                               stream_, options_.cuda.launch));
       return absl::OkStatus();
     }
   }
@@ -448,7 +458,7 @@ absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits
     if (fp8_weights_ && rows <= kGemvRowsLimit && cuda::GemvFp8Supported(rows, h, ws_.normed, w.gate_up8.codes)) {
       CUDA_RETURN_IF_ERROR(cuda::GemvSiluMulFp8(as(ws_.normed), rows, w.gate_up8.codes, w.gate_up8.scales, inter, h,
                                                 as(ws_.act), stream_, launch));
-    } else if (fp8_weights_ && !UseSkinnyGemm<T>(rows, h, 2 * inter, ws_.normed, w.gate_up8.codes) &&
+    } else if (fp8_weights_ && !UseSkinnyGemm<T>(rows, h, 2 * inter, ws_.normed, w.gate_up8.codes, /*fp8=*/true) &&
                rows <= cuda::kSkinnyFp8MaxRows &&
                cuda::SkinnyFp8Supported(rows, h, ws_.normed, w.gate_up8.codes)) {
       CUDA_RETURN_IF_ERROR(cuda::SkinnyFp8(as(ws_.normed), rows, w.gate_up8.codes, w.gate_up8.scales, 2 * inter, h,
