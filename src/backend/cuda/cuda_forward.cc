@@ -85,13 +85,15 @@ bool CudaBackend::UseSkinnyGemm(int rows, int k, int n, const void* x, const voi
   if constexpr (!std::is_same_v<T, cuda::bf16>) {
     return false;
   } else {
-    // 1-2 rows stay on the GEMVs (weight-stream bound already). fp8 codes: 3..128 rows (it
-    // beats SkinnyFp8 there). bf16 weights, against cuBLAS per call (kvtier_cuda_skinny_test's
-    // bench, H200, bench/results/2026-12-02-h200-skinny): ahead or level up to 32 rows on
-    // every Llama-3-8B shape (o 12.9 vs 16.1 us at 16 rows), at 33..64 rows ahead only on the
-    // LM head (271 vs 292 us) and 2-3 us behind on qkv and o, behind everywhere past 64.
+    // 1-2 rows stay on the GEMVs (weight-stream bound already). Per call on the H200
+    // (kvtier_cuda_skinny_test's bench, bench/results/2026-12-02-h200-skinny): fp8 codes, ahead
+    // of SkinnyFp8 on every Llama-3-8B projection at 64 rows (gate|up 78.5 vs 96.8 us), behind
+    // on most at 16-32 rows (o 14.4 vs 9.4 us at 16), and SkinnyFp8 stops at 64 rows. bf16
+    // weights, against cuBLAS: ahead or level up to 32 rows (o 12.5 vs 13.7 us at 16), at
+    // 33..64 rows ahead only on the LM head (274 vs 291 us) and 2-3 us behind on qkv and o,
+    // behind everywhere past 64.
     if (skinny_mode_ == 0 || rows <= kGemvRowsLimit || !cuda::SkinnyGemmSupported(rows, k, n, x, w)) return false;
-    if (fp8) return true;
+    if (fp8) return rows > 32;
     return rows <= 32 || (rows <= 64 && static_cast<int64_t>(n) * k >= (int64_t{256} << 20));
   }
 }

@@ -97,31 +97,21 @@ __device__ __forceinline__ uint32_t Swizzled(int row, int chunk) {
   return static_cast<uint32_t>((((chunk >> 3) * ROWS + row) << 7) + (((chunk & 7) ^ (row & 7)) << 4));
 }
 
-// Eight E4M3 codes (low byte first) as eight bf16, four packed pairs, each 2^-120 times the
-// code's value (the caller scales the result back by 2^120). Integer ops and one bf16x2
-// multiply per pair instead of the conversion instructions (quarter-rate units on Hopper:
-// four of them per pair made the conversion, not the weight stream, bound the kernel): placing
-// the sign and the 7 exponent/mantissa bits of a code at the bf16 positions gives a bf16 whose
-// exponent bias is 127 instead of 7, exactly 2^-120 times the code for normal, subnormal (a
-// bf16 subnormal then) and zero codes alike; multiplying by 2^112 brings it into the normal
-// range, exactly (bf16 arithmetic keeps subnormal inputs), leaving 2^-8.
+// Eight E4M3 codes (low byte first) as eight bf16 (exact), four packed pairs. (An integer
+// version, the code's bits placed at the bf16 positions and rescaled by one bf16x2 multiply,
+// measured 2-4% slower on the H200: bench/results/2026-12-02-h200-skinny/A2.)
 __device__ __forceinline__ uint4 CodesToBf16(uint32_t lo, uint32_t hi) {
-  const uint32_t words[2] = {lo, hi};
   uint32_t out[4];
-  const __nv_bfloat162 two_112 = __floats2bfloat162_rn(0x1p112f, 0x1p112f);
+  const uint32_t words[2] = {lo, hi};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    // Codes (2i, 2i + 1) of 8 in the high byte of each 16-bit lane: sign at bit 15.
-    const uint32_t t = __byte_perm(words[i >> 1], 0, (i & 1) ? 0x3424 : 0x1404);
-    const uint32_t bits = (t & 0x80008000u) | ((t >> 4) & 0x07f007f0u);
-    __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162*>(&bits);
-    v = __hmul2(v, two_112);
-    out[i] = *reinterpret_cast<const uint32_t*>(&v);
+    const uint32_t pair = (words[i >> 1] >> ((i & 1) * 16)) & 0xffffu;
+    const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), __NV_E4M3);
+    const float2 f = __half22float2(__half2(raw));
+    out[i] = PackFloat2<bf16>(f.x, f.y);
   }
   return make_uint4(out[0], out[1], out[2], out[3]);
 }
-// The factor CodesToBf16 leaves on the weights, undone in the epilogue's scale.
-constexpr float kCodeScale = 256.0f;
 
 // First step of CTA `cta`'s range, and the CTA whose range holds step s.
 __device__ __forceinline__ int64_t RangeBegin(int64_t cta, int64_t total, int64_t grid) { return cta * total / grid; }
@@ -259,7 +249,7 @@ __global__ void __launch_bounds__(kThreads, 1) SkinnyKernel(Params p) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int64_t col = tile * kBN + warp * 16 + (lane >> 2) + (e >> 1) * 8;
-      const float scale = (kFp8 && col < p.n) ? p.scales[col] * kCodeScale : 1.0f;
+      const float scale = (kFp8 && col < p.n) ? p.scales[col] : 1.0f;
 #pragma unroll
       for (int b = 0; b < C::kFragsM; ++b) {
         const int token = b * 8 + (lane & 3) * 2 + (e & 1);
