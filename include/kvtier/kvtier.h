@@ -175,6 +175,11 @@ KVT_API int64_t kvt_live_handles(void);
  *                                positions, inside gpu_mem_limit); longer
  *                                contexts are refused; 0: none run     default 0
  *   "cuda_pdl"           int     programmatic dependent launch            default 1
+ *   "cuda_skinny_gemm"   int     decode-batch projections (3..128 rows,
+ *                                bf16 compute, compute capability 9.0)
+ *                                on the stream-K wgmma kernel where it is
+ *                                faster: 0 off, 1 on, 2 on with the
+ *                                overlapped pipeline for bf16 too         default 1
  *   "cuda_pdl_early"     int     short kernels between projections start
  *                                the next kernel before their own wait    default 1
  *   "cuda_gemv_prefetch" int     16-byte weight pieces per lane the decode

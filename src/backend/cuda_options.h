@@ -36,6 +36,11 @@ struct CudaOptions {
   // whose whole context exceeds it is refused at admission. 0: no streaming (long
   // sequences refused, as where fast_attention is off or the host tier is not mapped).
   int64_t host_kv_stream_tokens = 0;
+  // Decode-batch projections (3..128 rows, bf16 compute, compute capability 9.0) on the
+  // stream-K wgmma kernel (backend/cuda/skinny_gemm.h) where it beats cuBLAS / SkinnyFp8 by
+  // measurement: 0 off; 1 on, with the pipeline measured faster per weight type (bf16 serial,
+  // fp8 overlapped); 2 on, overlapped for both.
+  int32_t skinny_gemm = 1;
   CudaLaunchOptions launch;
 };
 

@@ -67,6 +67,9 @@ constexpr ContextOption kOptions[] = {
     {"cuda_fast_attention", Kind::kInt, 0, 1, nullptr,
      "CUDA: decode/prefill attention kernels where the shape fits, else the generic one (default 1)"},
     {"cuda_pdl", Kind::kInt, 0, 1, nullptr, "CUDA: programmatic dependent launch (default 1)"},
+    {"cuda_skinny_gemm", Kind::kInt, 0, 2, nullptr,
+     "CUDA: decode-batch projections on the stream-K wgmma kernel: 0 off, 1 on, 2 on with the overlapped pipeline "
+     "for bf16 too (default 1)"},
     {"cuda_pdl_early", Kind::kInt, 0, 1, nullptr,
      "CUDA: short kernels start the next kernel before their own wait (default 1)"},
     {"cuda_host_kv_stream_tokens", Kind::kInt, 0, 1 << 24, nullptr,

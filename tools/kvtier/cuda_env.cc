@@ -23,6 +23,13 @@ kvt_status SetCudaOptionsFromEnvironment(kvt_options* options) {
       return st;
     }
   }
+  if (const char* value = std::getenv("KVTIER_CUDA_SKINNY"); value != nullptr) {
+    const int mode = std::atoi(value);
+    if (kvt_status st = kvt_options_set_int(options, "cuda_skinny_gemm", mode <= 0 ? 0 : mode >= 2 ? 2 : 1);
+        st != KVT_OK) {
+      return st;
+    }
+  }
   if (const char* value = std::getenv("KVTIER_CUDA_GEMV_PREFETCH"); value != nullptr) {
     const int pieces = std::atoi(value);
     return kvt_options_set_int(options, "cuda_gemv_prefetch", pieces >= 8 ? 8 : pieces >= 4 ? 4 : 2);

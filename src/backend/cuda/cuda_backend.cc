@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/fp8_kernels.h"
 #include "backend/cuda/fp8_skinny.h"
+#include "backend/cuda/skinny_gemm.h"
 #include "common/status_macros.h"
 #include "model/checkpoint.h"
 #include "model/fp8_weights.h"
@@ -322,6 +323,12 @@ int64_t CudaBackend::Fp8PartialFloats() const {
   return floats;
 }
 
+int64_t CudaBackend::SkinnyGemmBytes() const {
+  if (skinny_mode_ == 0) return 0;
+  const int max_m = static_cast<int>(std::min<int64_t>(cuda::kSkinnyGemmMaxRows, max_tokens_));
+  return static_cast<int64_t>(cuda::SkinnyGemmWorkspaceBytes(max_m, sm_count_));
+}
+
 int64_t CudaBackend::WeightBytes() const {
   const int64_t h = config_.hidden_size, inter = config_.intermediate_size;
   const int64_t qkv = config_.q_dim() + 2 * config_.kv_dim();
@@ -344,7 +351,8 @@ int64_t CudaBackend::WorkspaceBytes() const {
          (fast_attention_ ? 0 : partial_slots_ * config_.num_heads * (config_.head_dim + 2) * 4) +
          (32 << 20) +
          static_cast<int64_t>(meta_capacity_) + 64 * 256 +
-         DeviceSamplerChain::DeviceBytes(max_chunks_, config_.vocab_size) + 16 * 256 + HostKvStagingBytes();
+         DeviceSamplerChain::DeviceBytes(max_chunks_, config_.vocab_size) + 16 * 256 + HostKvStagingBytes() +
+         SkinnyGemmBytes();
 }
 
 absl::StatusOr<void*> CudaBackend::DeviceAlloc(size_t bytes, const char* what) {
@@ -402,6 +410,8 @@ absl::Status CudaBackend::Init(const WeightLoader& loader, const Fp8WeightLoader
   cudaDeviceProp props{};
   CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, 0));
   sm_count_ = props.multiProcessorCount;
+  // The skinny kernels are sm_90a code; they compute in bf16 only.
+  skinny_mode_ = cuda::SkinnyGemmDeviceOk(0) && compute_dtype_ == DType::kBF16 ? options_.cuda.skinny_gemm : 0;
   const int32_t heads = static_cast<int32_t>(config_.num_heads);
   const int32_t kv_heads = static_cast<int32_t>(config_.num_kv_heads);
   const int32_t head_dim = static_cast<int32_t>(config_.head_dim);
@@ -581,6 +591,12 @@ absl::Status CudaBackend::Init(const WeightLoader& loader, const Fp8WeightLoader
   constexpr size_t kCublasWorkspace = 32 << 20;
   ASSIGN_OR_RETURN(ws_.cublas, DeviceAlloc(kCublasWorkspace, "cublas workspace"));
   CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(cublas_, ws_.cublas, kCublasWorkspace));
+  if (skinny_mode_ != 0) {
+    // Tile counters: zero once; every SkinnyGemm leaves them at zero (graph replays too).
+    ASSIGN_OR_RETURN(skinny_workspace_, DeviceAlloc(SkinnyGemmBytes(), "skinny projection workspace"));
+    CUDA_RETURN_IF_ERROR(cudaMemset(skinny_workspace_, 0, SkinnyGemmBytes()));
+    CUDA_RETURN_IF_ERROR(cuda::SkinnyGemmInit());
+  }
   if (fast_attention_) {
     // Decode partials for the largest split count any decode batch size may pick.
     size_t out_floats = 1, ml_floats = 1;

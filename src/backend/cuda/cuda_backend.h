@@ -42,6 +42,7 @@
 #include "backend/cuda/device_sampler_chain.h"
 #include "backend/cuda/host_kv_stream.h"
 #include "backend/cuda/prefill_attention.h"
+#include "backend/cuda/skinny_gemm.h"
 #include "backend/cuda/kernels.h"
 #include "backend/kv_layout.h"
 #include "model/config.h"
@@ -263,6 +264,7 @@ class CudaBackend final : public Backend {
   absl::Status Init(const WeightLoader& loader, const Fp8WeightLoader* fp8_loader);
   // Largest fused projection (elements): the fp8 dequantization scratch.
   int64_t MaxProjectionElements() const;
+  int64_t SkinnyGemmBytes() const;
   // Floats of SkinnyFp8 partials the largest projection needs at its largest row count.
   int64_t Fp8PartialFloats() const;
   absl::StatusOr<void*> DeviceAlloc(size_t bytes, const char* what);
@@ -298,6 +300,11 @@ class CudaBackend final : public Backend {
   // weights w8 (GemvFp8 for decode rows, else dequantized into fp8_scratch_ + cuBLAS).
   template <typename T>
   absl::Status Project(const T* x, const Raw16* w16, const Fp8Matrix& w8, int rows, int k, int n, void* out);
+  // Whether a rows x k by n projection (weights w: 16-bit or fp8 codes) runs on SkinnyGemm,
+  // and on which pipeline.
+  template <typename T>
+  bool UseSkinnyGemm(int rows, int k, int n, const void* x, const void* w, bool fp8) const;
+  cuda::SkinnyPipeline SkinnyPipelineFor(bool fp8) const;
   // Timing events come from a pool created at Init (no creation while stepping).
   absl::StatusOr<cudaEvent_t> TakeEvent();
   // Folds finished prefetch / stall timings into copy_stats_; `block` waits for all.
@@ -405,6 +412,10 @@ class CudaBackend final : public Backend {
   bool fp8_weights_ = false;       // options.weight_dtype fp8: LayerWeights' *8 matrices
   Raw16* fp8_scratch_ = nullptr;   // (MaxProjectionElements) load staging, prefill dequant
   float* fp8_partial_ = nullptr;   // SkinnyFp8's split partials (Fp8PartialFloats)
+  // SkinnyGemm (off where the GPU is not compute capability 9.0 or options turn it off) and
+  // its workspace (SkinnyGemmBytes, zeroed once at Init).
+  int32_t skinny_mode_ = 0;        // CudaOptions::skinny_gemm, 0 where unavailable
+  void* skinny_workspace_ = nullptr;
   Raw16* embed_ = nullptr;         // (vocab, hidden)
   Raw16* lm_head_ = nullptr;       // (vocab, hidden); == embed_ when tied
   float* final_norm_ = nullptr;    // (hidden)

@@ -19,6 +19,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/fp8_kernels.h"
 #include "backend/cuda/fp8_skinny.h"
+#include "backend/cuda/skinny_gemm.h"
 #include "common/status_macros.h"
 
 namespace kvtier {
@@ -80,6 +81,30 @@ absl::Status CudaBackend::WarmUp() {
 }
 
 template <typename T>
+bool CudaBackend::UseSkinnyGemm(int rows, int k, int n, const void* x, const void* w, bool fp8) const {
+  if constexpr (!std::is_same_v<T, cuda::bf16>) {
+    return false;
+  } else {
+    // 1-2 rows stay on the GEMVs (weight-stream bound already). Per call on the H200
+    // (kvtier_cuda_skinny_test's bench, bench/results/2026-12-02-h200-skinny): fp8 codes, ahead
+    // of SkinnyFp8 on every Llama-3-8B projection at 64 rows (gate|up 78.5 vs 96.8 us), behind
+    // on most at 16-32 rows (o 14.4 vs 9.4 us at 16), and SkinnyFp8 stops at 64 rows. bf16
+    // weights, against cuBLAS: ahead or level up to 32 rows (o 12.5 vs 13.7 us at 16), at
+    // 33..64 rows ahead only on the LM head (274 vs 291 us) and 2-3 us behind on qkv and o,
+    // behind everywhere past 64.
+    if (skinny_mode_ == 0 || rows <= kGemvRowsLimit || !cuda::SkinnyGemmSupported(rows, k, n, x, w)) return false;
+    if (fp8) return rows > 32;
+    return rows <= 32 || (rows <= 64 && static_cast<int64_t>(n) * k >= (int64_t{256} << 20));
+  }
+}
+
+cuda::SkinnyPipeline CudaBackend::SkinnyPipelineFor(bool fp8) const {
+  // Mode 1: the faster pipeline per weight type by the same bench (fp8: the conversion runs
+  // under the previous slice's MMAs); mode 2: overlapped for both.
+  return skinny_mode_ == 2 || fp8 ? cuda::SkinnyPipeline::kOverlapped : cuda::SkinnyPipeline::kSerial;
+}
+
+template <typename T>
 absl::Status CudaBackend::Gemm(const T* x, const T* w, int rows, int k, int n, void* out,
                                bool out_f32, bool allow_gemv) {
   // Row-major out(rows, n) = x(rows, k) * w(n, k)^T, i.e. column-major out^T = w^T' * x'.
@@ -90,6 +115,15 @@ absl::Status CudaBackend::Gemm(const T* x, const T* w, int rows, int k, int n, v
     CUDA_RETURN_IF_ERROR(
         cuda::GemvSmallRows(x, w, rows, k, n, out, out_f32, stream_, options_.cuda.launch));
     return absl::OkStatus();
+  }
+  if constexpr (std::is_same_v<T, cuda::bf16>) {
+    // Decode batches: the weights streamed by every SM alike (allow_gemv false: w was just
+    // written by another kernel, and SkinnyGemm reads weights before its PDL wait).
+    if (allow_gemv && UseSkinnyGemm<T>(rows, k, n, x, w, /*fp8=*/false)) {
+      CUDA_RETURN_IF_ERROR(cuda::SkinnyGemm(x, w, rows, k, n, out, out_f32, skinny_workspace_, sm_count_,
+                                            SkinnyPipelineFor(/*fp8=*/false), stream_, options_.cuda.launch));
+      return absl::OkStatus();
+    }
   }
   const float alpha = 1.0f, beta = 0.0f;
   constexpr cudaDataType_t type = CublasType<T>();
@@ -110,6 +144,14 @@ absl::Status CudaBackend::Project(const T* x, const Raw16* w16, const Fp8Matrix&
     CUDA_RETURN_IF_ERROR(cuda::GemvFp8(x, rows, w8.codes, w8.scales, n, k, static_cast<T*>(out), stream_,
                                        options_.cuda.launch));
     return absl::OkStatus();
+  }
+  if constexpr (std::is_same_v<T, cuda::bf16>) {
+    if (UseSkinnyGemm<T>(rows, k, n, x, w8.codes, /*fp8=*/true)) {  // codes converted in shared memory, wgmma
+      CUDA_RETURN_IF_ERROR(cuda::SkinnyGemmFp8(x, w8.codes, w8.scales, rows, k, n, static_cast<T*>(out),
+                                               skinny_workspace_, sm_count_, SkinnyPipelineFor(/*fp8=*/true),
+                                               stream_, options_.cuda.launch));
+      return absl::OkStatus();
+    }
   }
   // Decode batches: codes through the tensor cores, K split over CTAs.
   if (rows <= cuda::kSkinnyFp8MaxRows && cuda::SkinnyFp8Supported(rows, k, x, w8.codes)) {
@@ -418,7 +460,8 @@ absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits
     if (fp8_weights_ && rows <= kGemvRowsLimit && cuda::GemvFp8Supported(rows, h, ws_.normed, w.gate_up8.codes)) {
       CUDA_RETURN_IF_ERROR(cuda::GemvSiluMulFp8(as(ws_.normed), rows, w.gate_up8.codes, w.gate_up8.scales, inter, h,
                                                 as(ws_.act), stream_, launch));
-    } else if (fp8_weights_ && rows <= cuda::kSkinnyFp8MaxRows &&
+    } else if (fp8_weights_ && !UseSkinnyGemm<T>(rows, h, 2 * inter, ws_.normed, w.gate_up8.codes, /*fp8=*/true) &&
+               rows <= cuda::kSkinnyFp8MaxRows &&
                cuda::SkinnyFp8Supported(rows, h, ws_.normed, w.gate_up8.codes)) {
       CUDA_RETURN_IF_ERROR(cuda::SkinnyFp8(as(ws_.normed), rows, w.gate_up8.codes, w.gate_up8.scales, 2 * inter, h,
                                            cuda::SkinnyFp8Splits(2 * inter, h, sm_count_), fp8_partial_,

@@ -1,0 +1,57 @@
+// The skinny projection's bf16 entry points and its shared setup (skinny_gemm.h; the kernel
+// is in skinny_gemm_kernel.cuh).
+#include "backend/cuda/skinny_gemm.h"
+
+#include "backend/cuda/skinny_gemm_kernel.cuh"
+
+namespace kvtier::cuda {
+
+bool SkinnyGemmDeviceOk(int device) {
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    return false;
+  }
+  return major == 9 && minor == 0;  // sm_90a code runs on 9.0 only
+}
+
+cudaError_t SkinnyGemmInit() {
+  for (cudaError_t err : {skinny::OptInAll<false, false>(), skinny::OptInAll<false, true>(), skinny::Fp8Init()}) {
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+bool SkinnyGemmSupported(int m, int64_t k, int64_t n, const void* x, const void* w) {
+  return m >= 1 && m <= kSkinnyGemmMaxRows && k > 0 && k % 16 == 0 && k <= INT32_MAX && n > 0 && n % 8 == 0 &&
+         n <= static_cast<int64_t>(skinny::kMaxTiles) * skinny::kBN && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(w) % 16 == 0;
+}
+
+size_t SkinnyGemmWorkspaceBytes(int max_m, int sm_count) {
+  if (max_m < 1 || sm_count < 1) return 0;
+  const int mt = max_m <= 16 ? 16 : max_m <= 32 ? 32 : max_m <= 64 ? 64 : 128;
+  // Two partial slots (kBN x MT floats) per CTA, one CTA per SM.
+  return skinny::kCounterBytes + 2 * static_cast<size_t>(sm_count) * skinny::kBN * mt * sizeof(float);
+}
+
+cudaError_t SkinnyGemm(const bf16* x, const bf16* w, int m, int64_t k, int64_t n, void* out, bool out_f32,
+                       void* workspace, int sm_count, SkinnyPipeline pipeline, cudaStream_t stream,
+                       const CudaLaunchOptions& launch) {
+  if (!SkinnyGemmSupported(m, k, n, x, w) || workspace == nullptr || out == nullptr || sm_count < 1) {
+    return cudaErrorInvalidValue;
+  }
+  skinny::Params p = skinny::WorkspaceParams(workspace);
+  p.x = x;
+  p.w = w;
+  p.out = out;
+  p.m = m;
+  p.k = static_cast<int>(k);
+  p.n = static_cast<int>(n);
+  const cudaError_t err = out_f32 ? skinny::Dispatch<false, true>(p, sm_count, pipeline, stream, launch)
+                                  : skinny::Dispatch<false, false>(p, sm_count, pipeline, stream, launch);
+  if (err != cudaSuccess) return err;
+  return cudaGetLastError();
+}
+
+}  // namespace kvtier::cuda

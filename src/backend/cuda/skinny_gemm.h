@@ -1,0 +1,58 @@
+// Stream-K tensor-core projection for decode batches of 3..128 rows:
+// out(m, n) = x(m, k) * W(n, k)^T, x bf16, W bf16 or fp8 E4M3 codes with one fp32 scale per
+// output row (W8A16), fp32 accumulation, bf16 or fp32 output. At these m the weights are
+// nearly all the traffic, so the kernel is built to stream them at HBM bandwidth: every SM
+// gets the same share of weight slices whatever the shape (design in skinny_gemm.cu).
+// wgmma needs the sm_90a target: the kernels exist only in that code, so the backend uses
+// them only on a compute capability 9.0 device (SkinnyGemmDeviceOk) and keeps cuBLAS /
+// SkinnyFp8 elsewhere.
+#ifndef KVTIER_BACKEND_CUDA_SKINNY_GEMM_H_
+#define KVTIER_BACKEND_CUDA_SKINNY_GEMM_H_
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda_options.h"
+
+namespace kvtier::cuda {
+
+constexpr int kSkinnyGemmMaxRows = 128;
+
+// How the weights are pipelined. kSerial waits for each slice's MMAs before the next slice
+// (deeper copy ring); kOverlapped lets one slice's MMAs run under the next slice's barrier
+// and copies (one ring slot less in flight). Which is faster is shape-dependent: measured
+// by kvtier_cuda_bench.
+enum class SkinnyPipeline { kSerial = 0, kOverlapped = 1 };
+
+// True on a device that runs the sm_90a kernels (compute capability 9.0).
+bool SkinnyGemmDeviceOk(int device);
+
+// Opts every kernel into the shared memory it needs; once per process before the first
+// SkinnyGemm (never while a stream is being captured).
+cudaError_t SkinnyGemmInit();
+
+// 1 <= m <= 128; k a positive multiple of 16, n a positive multiple of 8; x, w 16-byte aligned.
+bool SkinnyGemmSupported(int m, int64_t k, int64_t n, const void* x, const void* w);
+
+// Bytes of workspace for any m <= max_m on `sm_count` SMs: per-tile arrival counters and
+// split partial sums. Allocate once and zero once (cudaMemset); every call leaves the
+// counters zero again, so calls can be graph-captured. Calls sharing a workspace must be
+// ordered on one stream.
+size_t SkinnyGemmWorkspaceBytes(int max_m, int sm_count);
+
+// bf16 weights. out is bf16 (out_f32 false) or fp32.
+cudaError_t SkinnyGemm(const bf16* x, const bf16* w, int m, int64_t k, int64_t n, void* out, bool out_f32,
+                       void* workspace, int sm_count, SkinnyPipeline pipeline, cudaStream_t stream,
+                       const CudaLaunchOptions& launch = CudaLaunchOptions());
+
+// fp8 weights: codes (n, k) E4M3, out[r, c] = bf16(scales[c] * sum_k x[r, k] * code[c, k]).
+cudaError_t SkinnyGemmFp8(const bf16* x, const uint8_t* codes, const float* scales, int m, int64_t k, int64_t n,
+                          bf16* out, void* workspace, int sm_count, SkinnyPipeline pipeline, cudaStream_t stream,
+                          const CudaLaunchOptions& launch = CudaLaunchOptions());
+
+}  // namespace kvtier::cuda
+
+#endif  // KVTIER_BACKEND_CUDA_SKINNY_GEMM_H_

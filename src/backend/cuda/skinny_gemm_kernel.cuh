@@ -1,0 +1,386 @@
+// The skinny projection kernel (skinny_gemm.h), shared by the bf16 and fp8 entry points
+// (skinny_gemm.cu, skinny_gemm_fp8.cu: two files so they compile in parallel).
+//
+// Why this shape of kernel. At m <= 128 the weights are the traffic (x is at most 3.5 MB and
+// stays in L2), so each weight byte is streamed from HBM exactly once with many bytes in
+// flight on every SM; the arithmetic goes to the tensor cores.
+//  - Operands: the weight tile is wgmma's A (64 rows per warpgroup, two warpgroups: 128
+//    weight rows per CTA), x the B side, so the token dimension is the MMA's N: m pads to the
+//    token tile MT (16, 32, 64, 128). Both are k-contiguous in memory and in shared memory,
+//    stored in the 128-byte swizzled layout wgmma descriptors read.
+//  - Pipeline: each step loads a 128-wide k slice of the weight tile and of x with 16-byte
+//    cp.async into a ring of stages. fp8 codes land raw (half the bytes, so more stages fit)
+//    and are converted to bf16 (exact: every E4M3 value is a bf16 value) into a swizzled
+//    buffer that wgmma reads; the per-row scale is applied once, to the fp32 result.
+//  - kOverlap: one slice's wgmma runs while the next slice's barrier, copies and (fp8)
+//    conversion proceed (wait_group 1, two conversion buffers); the ring then refills the slot
+//    of two slices back, so one slice less is in flight. Serial waits for every slice's MMAs.
+//  - Work split ("stream-K"): the steps of all tiles (tiles x k/128) are cut into one
+//    contiguous range per CTA, one CTA per SM, so every SM streams the same number of weight
+//    bytes whatever n is (n = 4096 has only 32 tiles of 128 rows for 132 SMs) and there is no
+//    tail wave. A range covering a whole tile writes it directly; a partly covered tile is
+//    finished by whichever of its contributing CTAs arrives last (per-tile counter in the
+//    workspace): each contributor stores its fp32 partial, the last one adds the others (in
+//    CTA order: deterministic for a given SM count) and writes out, then resets the counter.
+//    One launch, no second pass, graph-safe.
+//  - PDL: the first weight slices are requested before PdlWait (weights never depend on the
+//    previous kernel); x and the workspace are touched only after it.
+#ifndef KVTIER_BACKEND_CUDA_SKINNY_GEMM_KERNEL_CUH_
+#define KVTIER_BACKEND_CUDA_SKINNY_GEMM_KERNEL_CUH_
+
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "backend/cuda/elem.cuh"
+#include "backend/cuda/pdl.h"
+#include "backend/cuda/skinny_gemm.h"
+#include "backend/cuda/wgmma.cuh"
+
+namespace kvtier::cuda::skinny {
+
+constexpr int kThreads = 256;  // two warpgroups
+constexpr int kBN = 128;       // weight rows per tile
+constexpr int kBK = 128;       // k per step
+constexpr int kSmemBudget = 224 * 1024;  // ring + conversion buffers (227 KB per block at most)
+constexpr int kMaxStages = 8;
+// Tile counters sit at the start of the workspace at a fixed size, so calls of different n
+// agree on where they are: n up to kMaxTiles * kBN.
+constexpr int kMaxTiles = 16384;
+constexpr size_t kCounterBytes = kMaxTiles * sizeof(int);
+
+struct Params {
+  const bf16* x;
+  const void* w;         // bf16 rows or fp8 codes
+  const float* scales;   // fp8: one per weight row; bf16: null
+  void* out;
+  float* partials;       // 2 slots per CTA (a range has at most 2 partial tiles)
+  int* counters;         // one per tile, zero between calls
+  int m, k, n;
+  int ks;                // k steps per tile
+  int64_t total_steps;
+};
+
+template <int MT, bool kFp8, bool kOverlap>
+struct Config {
+  static constexpr int kLag = kOverlap ? 2 : 1;           // ring slots the MMAs may still read
+  static constexpr int kWBytes = kBN * kBK * (kFp8 ? 1 : 2);
+  static constexpr int kXBytes = MT * kBK * 2;
+  static constexpr int kStageBytes = kWBytes + kXBytes;
+  static constexpr int kConvBytes = kFp8 ? kBN * kBK * 2 : 0;
+  static constexpr int kConvBuffers = kFp8 ? (kOverlap ? 2 : 1) : 0;
+  static constexpr int kStages = std::min(kMaxStages, (kSmemBudget - kConvBuffers * kConvBytes) / kStageBytes);
+  static constexpr int kSmemBytes = kConvBuffers * kConvBytes + kStages * kStageBytes + 1024;  // + alignment slack
+  static constexpr int kFragsM = MT / 8;  // n8 accumulator fragments per thread
+  static_assert(kStages >= kLag + 2, "at least two slices in flight");
+};
+
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Offset of 16-byte chunk `chunk` of row `row` in a bf16 tile of ROWS rows: column blocks of
+// 64 k (128 bytes per row, a block is ROWS x 128 B), chunk c of row r at c ^ (r % 8) inside
+// its block: the 128-byte-swizzled K-major layout of wgmma descriptors (block bases 1024-byte
+// aligned).
+template <int ROWS>
+__device__ __forceinline__ uint32_t Swizzled(int row, int chunk) {
+  return static_cast<uint32_t>((((chunk >> 3) * ROWS + row) << 7) + (((chunk & 7) ^ (row & 7)) << 4));
+}
+
+// Eight E4M3 codes (low byte first) as eight bf16 (exact), four packed pairs. (An integer
+// version, the code's bits placed at the bf16 positions and rescaled by one bf16x2 multiply,
+// measured 2-4% slower on the H200: bench/results/2026-12-02-h200-skinny/A2.)
+__device__ __forceinline__ uint4 CodesToBf16(uint32_t lo, uint32_t hi) {
+  uint32_t out[4];
+  const uint32_t words[2] = {lo, hi};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t pair = (words[i >> 1] >> ((i & 1) * 16)) & 0xffffu;
+    const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), __NV_E4M3);
+    const float2 f = __half22float2(__half2(raw));
+    out[i] = PackFloat2<bf16>(f.x, f.y);
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+// First step of CTA `cta`'s range, and the CTA whose range holds step s.
+__device__ __forceinline__ int64_t RangeBegin(int64_t cta, int64_t total, int64_t grid) { return cta * total / grid; }
+__device__ __forceinline__ int64_t StepOwner(int64_t s, int64_t total, int64_t grid) {
+  return ((s + 1) * grid - 1) / total;
+}
+
+template <int MT, bool kFp8, bool kOverlap, bool kF32Out>
+__global__ void __launch_bounds__(kThreads, 1) SkinnyKernel(Params p) {
+  using C = Config<MT, kFp8, kOverlap>;
+  extern __shared__ __align__(1024) uint8_t smem[];
+  __shared__ int s_last;
+  const uint32_t smem_base = (SmemAddr(smem) + 1023u) & ~1023u;  // swizzle atoms: 1024 B
+  const uint32_t ring_base = smem_base + C::kConvBuffers * C::kConvBytes;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t grid = gridDim.x, cta = blockIdx.x;
+  const int64_t begin = RangeBegin(cta, p.total_steps, grid);
+  const int count = static_cast<int>(RangeBegin(cta + 1, p.total_steps, grid) - begin);
+  const int ks = p.ks;
+
+  // Each thread copies the same 16-byte chunk column of rows r0, r0 + row_step, ... every
+  // step; only the tile (row base) and the k offset change, tracked incrementally.
+  constexpr int kXChunks = kBK / 8;                        // 16-byte chunks per bf16 row slice
+  constexpr int kWChunks = kFp8 ? kBK / 16 : kBK / 8;      // ... per weight row slice
+  constexpr int kXRowStep = kThreads / kXChunks, kWRowStep = kThreads / kWChunks;
+  const int xr0 = tid / kXChunks, xchunk = tid % kXChunks;
+  const int wr0 = tid / kWChunks, wchunk = tid % kWChunks;
+  // Rows r0 + i * row_step (row_step a multiple of 8) swizzle alike: 128 B apart.
+  const uint32_t w_offset = kFp8 ? static_cast<uint32_t>(wr0 * kBK + wchunk * 16) : Swizzled<kBN>(wr0, wchunk);
+  const uint32_t w_row_bytes = kFp8 ? kBK : 128;
+  const uint32_t x_offset = Swizzled<MT>(xr0, xchunk);
+  int load_tile = static_cast<int>(begin / ks), load_kstep = static_cast<int>(begin % ks);
+  auto load = [&](int j, bool weights, bool activations) {
+    const uint32_t dst = ring_base + (j % C::kStages) * C::kStageBytes;
+    if (weights) {
+      const int kw = load_kstep * kBK + wchunk * (kFp8 ? 16 : 8);  // in elements
+      const int64_t row = static_cast<int64_t>(load_tile) * kBN + wr0;
+      const uint8_t* src = static_cast<const uint8_t*>(p.w) + (row * p.k + kw) * (kFp8 ? 1 : 2);
+#pragma unroll
+      for (int i = 0; i < kBN / kWRowStep; ++i) {
+        const bool valid = row + i * kWRowStep < p.n && kw < p.k;
+        CpAsync16(dst + w_offset + i * kWRowStep * w_row_bytes,
+                  valid ? src + static_cast<int64_t>(i) * kWRowStep * p.k * (kFp8 ? 1 : 2) : p.w, valid);
+      }
+    }
+    if (activations) {
+      const int kk = load_kstep * kBK + xchunk * 8;
+      const bf16* src = p.x + static_cast<int64_t>(xr0) * p.k + kk;
+#pragma unroll
+      for (int i = 0; i < (MT + kXRowStep - 1) / kXRowStep; ++i) {
+        if (MT % kXRowStep == 0 || xr0 + i * kXRowStep < MT) {
+          // Padded tokens and the k tail read zeros.
+          const bool valid = xr0 + i * kXRowStep < p.m && kk < p.k;
+          CpAsync16(dst + C::kWBytes + x_offset + i * kXRowStep * 128,
+                    valid ? src + static_cast<int64_t>(i) * kXRowStep * p.k : p.x, valid);
+        }
+      }
+    }
+  };
+  auto advance_load = [&] {
+    if (++load_kstep == ks) {
+      load_kstep = 0;
+      ++load_tile;
+    }
+  };
+
+  constexpr int kAhead = C::kStages - C::kLag;  // slices requested ahead of the one computed
+  // Prologue: weight slices first (before the wait, overlapping the previous kernel's tail).
+  {
+    const int tile0 = load_tile, kstep0 = load_kstep;
+    for (int j = 0; j < kAhead; ++j) {
+      if (j < count) load(j, true, false);
+      advance_load();
+    }
+    load_tile = tile0;
+    load_kstep = kstep0;
+  }
+  PdlWait();
+  PdlLaunchDependents();
+  for (int j = 0; j < kAhead; ++j) {
+    if (j < count) load(j, false, true);
+    advance_load();
+    CpAsyncCommit();
+  }
+
+  float acc[C::kFragsM][4];
+  auto zero_acc = [&] {
+#pragma unroll
+    for (int b = 0; b < C::kFragsM; ++b)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[b][e] = 0.0f;
+  };
+  zero_acc();
+
+  // Finishes tile `tile` after the steps [seg_begin, seg_end) of it were accumulated.
+  auto epilogue = [&](int64_t tile, int64_t seg_begin, int64_t seg_end) {
+    const int64_t tile_begin = tile * ks, tile_end = tile_begin + ks;
+    if (seg_begin != tile_begin || seg_end != tile_end) {
+      const int64_t slot = 2 * cta + (seg_begin == begin ? 0 : 1);
+      float4* mine = reinterpret_cast<float4*>(p.partials) + slot * (C::kFragsM * kThreads);
+#pragma unroll
+      for (int b = 0; b < C::kFragsM; ++b)
+        __stcg(mine + b * kThreads + tid, make_float4(acc[b][0], acc[b][1], acc[b][2], acc[b][3]));
+      __threadfence();
+      __syncthreads();
+      const int64_t first = StepOwner(tile_begin, p.total_steps, grid);
+      const int64_t last = StepOwner(tile_end - 1, p.total_steps, grid);
+      if (tid == 0) {
+        const int arrived = atomicAdd(p.counters + tile, 1);
+        s_last = arrived == static_cast<int>(last - first);
+        if (s_last) p.counters[tile] = 0;  // every contributor has arrived: ready for the next call
+      }
+      __syncthreads();
+      if (!s_last) return;
+      __threadfence();
+      // Everything summed in CTA order, whichever arrived last: the result does not depend
+      // on arrival order.
+      zero_acc();
+      for (int64_t other = first; other <= last; ++other) {
+        const int64_t other_slot = 2 * other + (RangeBegin(other, p.total_steps, grid) >= tile_begin ? 0 : 1);
+        const float4* part = reinterpret_cast<const float4*>(p.partials) + other_slot * (C::kFragsM * kThreads);
+#pragma unroll
+        for (int b = 0; b < C::kFragsM; ++b) {
+          const float4 v = __ldcg(part + b * kThreads + tid);
+          acc[b][0] += v.x;
+          acc[b][1] += v.y;
+          acc[b][2] += v.z;
+          acc[b][3] += v.w;
+        }
+      }
+    }
+    // Accumulator element e of fragment b (wgmma m64nMT layout, warp w of the CTA holding
+    // weight rows 16w..16w+15): weight row (output column) lane / 4 (+ 8 for e >= 2), token
+    // 8b + 2 * (lane % 4) (+ 1 for odd e).
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t col = tile * kBN + warp * 16 + (lane >> 2) + (e >> 1) * 8;
+      const float scale = (kFp8 && col < p.n) ? p.scales[col] : 1.0f;
+#pragma unroll
+      for (int b = 0; b < C::kFragsM; ++b) {
+        const int token = b * 8 + (lane & 3) * 2 + (e & 1);
+        if (token < p.m && col < p.n) {
+          const int64_t at = static_cast<int64_t>(token) * p.n + col;
+          if constexpr (kF32Out) {
+            static_cast<float*>(p.out)[at] = acc[b][e] * scale;
+          } else {
+            static_cast<bf16*>(p.out)[at] = __float2bfloat16(acc[b][e] * scale);
+          }
+        }
+      }
+    }
+  };
+
+  int64_t seg_begin = begin;
+  int tile = static_cast<int>(begin / ks), kstep = static_cast<int>(begin % ks);
+  const int group = warp >> 2;
+  for (int j = 0; j < count; ++j) {
+    CpAsyncWait<kAhead - 1>();
+    FenceProxyAsync();  // cp.async wrote it; wgmma reads through the async proxy
+    // Slice j visible to all; every warpgroup is done with the MMAs of slice j - kLag, whose
+    // ring slot is refilled below (and, fp8, whose conversion buffer is rewritten).
+    __syncthreads();
+    if (j + kAhead < count) load(j + kAhead, true, true);
+    advance_load();
+    CpAsyncCommit();
+
+    const uint32_t stage = ring_base + (j % C::kStages) * C::kStageBytes;
+    const uint32_t x_base = stage + C::kWBytes;
+    uint32_t w_base = stage;
+    if constexpr (kFp8) {
+      w_base = smem_base + (kOverlap ? (j & 1) : 0) * C::kConvBytes;
+      // Own rows of the raw codes -> bf16 in the swizzled layout (16 codes = 2 chunks each).
+#pragma unroll
+      for (int i = 0; i < kBN / kWRowStep; ++i) {
+        const int row = wr0 + i * kWRowStep;
+        uint4 codes;
+        asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(codes.x), "=r"(codes.y), "=r"(codes.z), "=r"(codes.w)
+                     : "r"(stage + w_offset + i * kWRowStep * kBK));
+        const uint4 lo = CodesToBf16(codes.x, codes.y), hi = CodesToBf16(codes.z, codes.w);
+        const uint32_t d0 = w_base + Swizzled<kBN>(row, 2 * wchunk), d1 = w_base + Swizzled<kBN>(row, 2 * wchunk + 1);
+        asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(d0), "r"(lo.x), "r"(lo.y), "r"(lo.z), "r"(lo.w)
+                     : "memory");
+        asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(d1), "r"(hi.x), "r"(hi.y), "r"(hi.z), "r"(hi.w)
+                     : "memory");
+      }
+      FenceProxyAsync();  // ordinary stores that wgmma reads next
+      __syncthreads();
+    }
+    WgmmaFence();
+#pragma unroll
+    for (int k16 = 0; k16 < kBK / 16; ++k16) {
+      const uint32_t block = k16 >> 2, in_block = (k16 & 3) * 32;
+      Wgmma64xN<MT>(acc, WgmmaDesc(w_base + (block * kBN + group * 64) * 128 + in_block),
+                    WgmmaDesc(x_base + block * MT * 128 + in_block));
+    }
+    WgmmaCommit();
+    if (kstep == ks - 1 || j == count - 1) {
+      WgmmaWait<0>();
+      const int64_t seg_end = begin + j + 1;
+      epilogue(tile, seg_begin, seg_end);
+      zero_acc();
+      seg_begin = seg_end;
+    } else {
+      WgmmaWait<C::kLag - 1>();
+    }
+    if (++kstep == ks) {
+      kstep = 0;
+      ++tile;
+    }
+  }
+  CpAsyncWait<0>();
+}
+
+template <int MT, bool kFp8, bool kOverlap, bool kF32Out>
+cudaError_t OptIn() {
+  return cudaFuncSetAttribute(SkinnyKernel<MT, kFp8, kOverlap, kF32Out>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              Config<MT, kFp8, kOverlap>::kSmemBytes);
+}
+
+template <bool kFp8, bool kF32Out>
+cudaError_t OptInAll() {
+  for (cudaError_t err : {OptIn<16, kFp8, false, kF32Out>(), OptIn<32, kFp8, false, kF32Out>(),
+                          OptIn<64, kFp8, false, kF32Out>(), OptIn<128, kFp8, false, kF32Out>(),
+                          OptIn<16, kFp8, true, kF32Out>(), OptIn<32, kFp8, true, kF32Out>(),
+                          OptIn<64, kFp8, true, kF32Out>()}) {
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+template <int MT, bool kFp8, bool kOverlap, bool kF32Out>
+cudaError_t Launch(const Params& base, int sm_count, cudaStream_t stream, const CudaLaunchOptions& launch) {
+  using C = Config<MT, kFp8, kOverlap>;
+  Params p = base;
+  const int tiles = (p.n + kBN - 1) / kBN;
+  p.ks = (p.k + kBK - 1) / kBK;
+  p.total_steps = static_cast<int64_t>(tiles) * p.ks;
+  const int grid = static_cast<int>(std::min<int64_t>(sm_count, p.total_steps));
+  return LaunchPdl(launch, SkinnyKernel<MT, kFp8, kOverlap, kF32Out>, dim3(grid), dim3(kThreads), C::kSmemBytes,
+                   stream, p);
+}
+
+// Token tile by m, then the pipeline.
+template <bool kFp8, bool kF32Out>
+cudaError_t Dispatch(const Params& p, int sm_count, SkinnyPipeline pipeline, cudaStream_t stream,
+                     const CudaLaunchOptions& launch) {
+  const bool overlap = pipeline == SkinnyPipeline::kOverlapped;
+#define KVTIER_SKINNY_CASE(MT)                                                               \
+  return overlap ? Launch<MT, kFp8, true, kF32Out>(p, sm_count, stream, launch)             \
+                 : Launch<MT, kFp8, false, kF32Out>(p, sm_count, stream, launch)
+  if (p.m <= 16) KVTIER_SKINNY_CASE(16);
+  if (p.m <= 32) KVTIER_SKINNY_CASE(32);
+  if (p.m <= 64) KVTIER_SKINNY_CASE(64);
+  // At 128 tokens two slices of overlap leave too few ring stages: serial only.
+  return Launch<128, kFp8, false, kF32Out>(p, sm_count, stream, launch);
+#undef KVTIER_SKINNY_CASE
+}
+
+// Workspace layout (skinny_gemm.h): counters, then the partial slots.
+inline Params WorkspaceParams(void* workspace) {
+  Params p{};
+  p.counters = static_cast<int*>(workspace);
+  p.partials = reinterpret_cast<float*>(static_cast<char*>(workspace) + kCounterBytes);
+  return p;
+}
+
+cudaError_t Fp8Init();
+
+}  // namespace kvtier::cuda::skinny
+
+#endif  // KVTIER_BACKEND_CUDA_SKINNY_GEMM_KERNEL_CUH_

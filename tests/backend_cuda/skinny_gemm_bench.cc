@@ -1,0 +1,177 @@
+// Per-shape timing of the decode-batch projections on the Llama-3-8B shapes: cuBLAS
+// (what Gemm runs for bf16 without the skinny kernel) and SkinnyGemm's two pipelines for bf16
+// weights; SkinnyFp8 (mma.sync + finish kernel) and SkinnyGemmFp8's two pipelines for fp8
+// codes. Back-to-back launches on one stream, weights rotated over copies that together
+// exceed the L2 (so they come from HBM), cudaEvents around them; prints microseconds per call
+// and the weight bytes streamed per second. Not a test (disabled; it checks nothing): the
+// dispatch in cuda_forward.cc follows its tables. Run it with
+//   kvtier_cuda_skinny_test --gtest_also_run_disabled_tests --gtest_filter='SkinnyGemmBench.*'
+// (rows per step from KVTIER_SKINNY_BENCH_ROWS, default 16,32,64,128).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/fp8_skinny.h"
+#include "backend/cuda/skinny_gemm.h"
+#include "cuda_test_util.h"
+#include "gtest/gtest.h"
+
+namespace kvtier {
+namespace {
+
+#define BENCH_CHECK(expr)                                                                       \
+  do {                                                                                          \
+    const cudaError_t err_ = (expr);                                                            \
+    if (err_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(err_)); \
+      std::exit(1);                                                                             \
+    }                                                                                           \
+  } while (0)
+
+struct Shape {
+  const char* name;
+  int n, k;
+  bool f32_out;  // the LM head writes fp32 logits (and stays 16-bit with fp8 weights)
+};
+constexpr Shape kShapes[] = {{"qkv", 6144, 4096, false},
+                             {"o", 4096, 4096, false},
+                             {"gate_up", 28672, 4096, false},
+                             {"down", 4096, 14336, false},
+                             {"lm_head", 128256, 4096, true}};
+
+// Microseconds per call of fn(copy) over `iters` calls rotating the copies.
+double TimeUs(const std::function<cudaError_t(int)>& fn, int copies, cudaStream_t stream) {
+  for (int i = 0; i < 3; ++i) BENCH_CHECK(fn(i % copies));
+  cudaEvent_t start, stop;
+  BENCH_CHECK(cudaEventCreate(&start));
+  BENCH_CHECK(cudaEventCreate(&stop));
+  constexpr int kIters = 40;
+  BENCH_CHECK(cudaEventRecord(start, stream));
+  for (int i = 0; i < kIters; ++i) BENCH_CHECK(fn(i % copies));
+  BENCH_CHECK(cudaEventRecord(stop, stream));
+  BENCH_CHECK(cudaEventSynchronize(stop));
+  float ms = 0.0f;
+  BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return 1000.0 * ms / kIters;
+}
+
+TEST(SkinnyGemmBench, DISABLED_PerShape) {
+  KVT_SKIP_WITHOUT_CUDA();
+  std::vector<int> row_counts = {16, 32, 64, 128};
+  if (const char* rows_env = std::getenv("KVTIER_SKINNY_BENCH_ROWS"); rows_env != nullptr) {
+    row_counts.clear();
+    std::stringstream list(rows_env);
+    for (std::string item; std::getline(list, item, ',');) row_counts.push_back(std::atoi(item.c_str()));
+  }
+  cudaDeviceProp props{};
+  BENCH_CHECK(cudaGetDeviceProperties(&props, 0));
+  const int sms = props.multiProcessorCount;
+  std::printf("device %s, %d SMs, L2 %d MB\n", props.name, sms, props.l2CacheSize >> 20);
+  const bool skinny_ok = cuda::SkinnyGemmDeviceOk(0);
+  if (skinny_ok) BENCH_CHECK(cuda::SkinnyGemmInit());
+  BENCH_CHECK(cuda::SkinnyFp8Init());
+  cudaStream_t stream;
+  BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cublasHandle_t cublas;
+  ASSERT_EQ(cublasCreate(&cublas), CUBLAS_STATUS_SUCCESS);
+  cublasSetStream(cublas, stream);
+  void* cublas_ws = nullptr;
+  BENCH_CHECK(cudaMalloc(&cublas_ws, 32 << 20));
+  cublasSetWorkspace(cublas, cublas_ws, 32 << 20);
+
+  const int max_rows = *std::max_element(row_counts.begin(), row_counts.end());
+  const size_t ws_bytes = cuda::SkinnyGemmWorkspaceBytes(std::min(max_rows, 128), sms);
+  void* workspace = nullptr;
+  BENCH_CHECK(cudaMalloc(&workspace, ws_bytes));
+  BENCH_CHECK(cudaMemset(workspace, 0, ws_bytes));
+  cuda::bf16* x = nullptr;
+  void* out = nullptr;
+  BENCH_CHECK(cudaMalloc(&x, size_t{128} * 14336 * 2));
+  BENCH_CHECK(cudaMemset(x, 0x3c, size_t{128} * 14336 * 2));
+  BENCH_CHECK(cudaMalloc(&out, size_t{128} * 128256 * 4));
+
+  std::printf("%-8s %4s %-22s %9s %8s\n", "shape", "rows", "kernel", "us", "GB/s");
+  for (const Shape& s : kShapes) {
+    const size_t elements = static_cast<size_t>(s.n) * s.k;
+    // Copies that together exceed 4x the L2, so every call streams from HBM.
+    const int copies = static_cast<int>(std::max<size_t>(1, (size_t{4} * props.l2CacheSize) / elements + 1));
+    std::vector<cuda::bf16*> w16(copies);
+    std::vector<uint8_t*> w8(copies);
+    float* scales = nullptr;
+    BENCH_CHECK(cudaMalloc(&scales, s.n * sizeof(float)));
+    BENCH_CHECK(cudaMemset(scales, 0, s.n * sizeof(float)));
+    for (int c = 0; c < copies; ++c) {
+      BENCH_CHECK(cudaMalloc(&w16[c], elements * 2));
+      BENCH_CHECK(cudaMemset(w16[c], 0x3b, elements * 2));
+      BENCH_CHECK(cudaMalloc(&w8[c], elements));
+      BENCH_CHECK(cudaMemset(w8[c], 0x35, elements));
+    }
+    float* partial = nullptr;
+    const int splits = cuda::SkinnyFp8Splits(s.n, s.k, sms);
+    BENCH_CHECK(cudaMalloc(&partial, cuda::SkinnyFp8PartialFloats(64, s.n, splits) * sizeof(float)));
+    for (int rows : row_counts) {
+      auto report = [&](const char* kernel, double us, size_t bytes) {
+        std::printf("%-8s %4d %-22s %9.1f %8.0f\n", s.name, rows, kernel, us, bytes / (us * 1e3));
+      };
+      const float alpha = 1.0f, beta = 0.0f;
+      report("bf16 cublas", TimeUs([&](int c) {
+               return cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, s.n, rows, s.k, &alpha, w16[c], CUDA_R_16BF, s.k,
+                                   x, CUDA_R_16BF, s.k, &beta, out, s.f32_out ? CUDA_R_32F : CUDA_R_16BF, s.n,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS
+                          ? cudaSuccess
+                          : cudaErrorUnknown;
+             }, copies, stream), elements * 2);
+      if (skinny_ok) {
+        for (auto pipeline : {cuda::SkinnyPipeline::kSerial, cuda::SkinnyPipeline::kOverlapped}) {
+          const bool serial = pipeline == cuda::SkinnyPipeline::kSerial;
+          report(serial ? "bf16 skinny serial" : "bf16 skinny overlapped", TimeUs([&](int c) {
+                   return cuda::SkinnyGemm(x, w16[c], rows, s.k, s.n, out, s.f32_out, workspace, sms, pipeline,
+                                           stream);
+                 }, copies, stream), elements * 2);
+        }
+      }
+      if (s.f32_out) continue;
+      if (rows <= cuda::kSkinnyFp8MaxRows) {
+        report("fp8 SkinnyFp8", TimeUs([&](int c) {
+                 return cuda::SkinnyFp8(x, rows, w8[c], scales, s.n, s.k, splits, partial, false,
+                                        static_cast<cuda::bf16*>(out), stream);
+               }, copies, stream), elements);
+      }
+      if (skinny_ok) {
+        for (auto pipeline : {cuda::SkinnyPipeline::kSerial, cuda::SkinnyPipeline::kOverlapped}) {
+          const bool serial = pipeline == cuda::SkinnyPipeline::kSerial;
+          report(serial ? "fp8 skinny serial" : "fp8 skinny overlapped", TimeUs([&](int c) {
+                   return cuda::SkinnyGemmFp8(x, w8[c], scales, rows, s.k, s.n, static_cast<cuda::bf16*>(out),
+                                              workspace, sms, pipeline, stream);
+                 }, copies, stream), elements);
+        }
+      }
+    }
+    BENCH_CHECK(cudaStreamSynchronize(stream));
+    for (int c = 0; c < copies; ++c) {
+      cudaFree(w16[c]);
+      cudaFree(w8[c]);
+    }
+    cudaFree(scales);
+    cudaFree(partial);
+  }
+  cudaFree(workspace);
+  cudaFree(x);
+  cudaFree(out);
+  cudaFree(cublas_ws);
+  cublasDestroy(cublas);
+  cudaStreamDestroy(stream);
+  std::fflush(stdout);
+}
+
+}  // namespace
+}  // namespace kvtier

@@ -1,0 +1,249 @@
+// SkinnyGemm / SkinnyGemmFp8 (backend/cuda/skinny_gemm.h) against double-precision products of
+// the same bf16 values / fp8 codes: every token tile, both pipelines, ragged n and k, tiles
+// split over CTAs (stream-K) and whole; bitwise repeatability (the counters reset) and graph
+// capture. Skips without a compute capability 9.0 GPU (the kernels are sm_90a code).
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/skinny_gemm.h"
+#include "common/fp8_e4m3.h"
+#include "cuda_test_util.h"
+#include "gtest/gtest.h"
+
+namespace kvtier {
+namespace {
+
+using cuda_test::Elem16;
+
+template <typename T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  explicit DeviceBuffer(size_t count) { cudaMalloc(&ptr, std::max<size_t>(count, 1) * sizeof(T)); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+};
+
+#define KVT_SKIP_WITHOUT_SM90()                                                          \
+  KVT_SKIP_WITHOUT_CUDA();                                                               \
+  if (!cuda::SkinnyGemmDeviceOk(0)) GTEST_SKIP() << "the skinny kernels need a compute capability 9.0 GPU"
+
+struct Shape {
+  int64_t n, k;
+};
+// A few tiles with a ragged last one; long k (a tile's steps split over CTAs); k not a
+// multiple of the 128-wide step.
+constexpr Shape kShapes[] = {{264, 512}, {136, 4096}, {1024, 16 * 36}};
+constexpr int kRows[] = {3, 16, 17, 64, 100, 128};
+constexpr int kSms[] = {132, 7};  // one CTA per SM: many partly covered tiles, and few CTAs
+
+void RandomCodes(int64_t n, int64_t k, std::mt19937& rng, std::vector<uint8_t>* codes, std::vector<float>* scales) {
+  codes->resize(n * k);
+  std::uniform_int_distribution<int> code(0, 255);
+  for (uint8_t& c : *codes) {
+    do c = static_cast<uint8_t>(code(rng)); while ((c & 0x7f) == 0x7f);  // no NaN
+  }
+  scales->resize(n);
+  std::uniform_real_distribution<float> scale(1e-3f, 1e-1f);
+  for (float& s : *scales) s = scale(rng);
+}
+
+// sum_k x * w * scale in double, and the sum of the magnitudes of its terms (the bound of
+// fp32 accumulation error), for every (row, column).
+struct Reference {
+  std::vector<double> dot, magnitude;
+};
+Reference Products(const std::vector<float>& x, int rows, int64_t k, const std::vector<float>& w,
+                   const std::vector<float>& scales, int64_t n) {
+  Reference ref{std::vector<double>(rows * n), std::vector<double>(rows * n)};
+  for (int r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < n; ++c) {
+      double dot = 0.0, magnitude = 0.0;
+      for (int64_t i = 0; i < k; ++i) {
+        const double term = static_cast<double>(x[r * k + i]) * w[c * k + i];
+        dot += term;
+        magnitude += std::fabs(term);
+      }
+      const double s = scales.empty() ? 1.0 : scales[c];
+      ref.dot[r * n + c] = dot * s;
+      ref.magnitude[r * n + c] = magnitude * s;
+    }
+  }
+  return ref;
+}
+
+void ExpectMatches(const Reference& ref, int64_t n, const std::vector<float>& got, double tolerance) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], ref.dot[i], tolerance * std::fabs(ref.dot[i]) + 1e-5 * ref.magnitude[i])
+        << "row " << i / n << " column " << i % n;
+  }
+}
+
+std::vector<float> Bf16Values(const std::vector<uint16_t>& bits) {
+  std::vector<float> v(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) v[i] = Elem16<cuda::bf16>::Value(bits[i]);
+  return v;
+}
+
+TEST(SkinnyGemmTest, RefusesWhatItCannotRun) {
+  KVT_SKIP_WITHOUT_SM90();
+  DeviceBuffer<uint16_t> buf(4096);
+  const void* p = buf.ptr;
+  EXPECT_TRUE(cuda::SkinnyGemmSupported(3, 512, 264, p, p));
+  EXPECT_FALSE(cuda::SkinnyGemmSupported(0, 512, 264, p, p));
+  EXPECT_FALSE(cuda::SkinnyGemmSupported(129, 512, 264, p, p));
+  EXPECT_FALSE(cuda::SkinnyGemmSupported(3, 520, 264, p, p));  // k not a multiple of 16
+  EXPECT_FALSE(cuda::SkinnyGemmSupported(3, 512, 260, p, p));  // n not a multiple of 8
+  EXPECT_FALSE(cuda::SkinnyGemmSupported(3, 512, 264, static_cast<const char*>(p) + 2, p));
+  EXPECT_EQ(cuda::SkinnyGemm(reinterpret_cast<const cuda::bf16*>(p), reinterpret_cast<const cuda::bf16*>(p), 3, 512,
+                             264, buf.ptr, false, nullptr, 132, cuda::SkinnyPipeline::kSerial, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::SkinnyGemmFp8(reinterpret_cast<const cuda::bf16*>(p), reinterpret_cast<const uint8_t*>(p), nullptr,
+                                3, 512, 264, reinterpret_cast<cuda::bf16*>(buf.ptr), buf.ptr, 132,
+                                cuda::SkinnyPipeline::kSerial, nullptr),
+            cudaErrorInvalidValue);
+  cudaGetLastError();
+}
+
+TEST(SkinnyGemmTest, MatchesTheReference) {
+  KVT_SKIP_WITHOUT_SM90();
+  ASSERT_EQ(cuda::SkinnyGemmInit(), cudaSuccess);
+  std::mt19937 rng(17);
+  DeviceBuffer<uint8_t> workspace(cuda::SkinnyGemmWorkspaceBytes(128, 132));
+  CUDA_ASSERT(cudaMemset(workspace.ptr, 0, cuda::SkinnyGemmWorkspaceBytes(128, 132)));
+  for (const Shape& shape : kShapes) {
+    const int64_t n = shape.n, k = shape.k;
+    cuda_test::Data16 w = cuda_test::Random16<cuda::bf16>(n * k, rng);
+    std::vector<uint8_t> codes;
+    std::vector<float> scales;
+    RandomCodes(n, k, rng, &codes, &scales);
+    std::vector<float> code_values(codes.size());
+    for (size_t i = 0; i < codes.size(); ++i) code_values[i] = Fp8E4M3ToFloat(codes[i]);
+    DeviceBuffer<uint16_t> d_w(w.bits.size());
+    DeviceBuffer<uint8_t> d_codes(codes.size());
+    DeviceBuffer<float> d_scales(n);
+    CUDA_ASSERT(cudaMemcpy(d_w.ptr, w.bits.data(), w.bits.size() * 2, cudaMemcpyHostToDevice));
+    CUDA_ASSERT(cudaMemcpy(d_codes.ptr, codes.data(), codes.size(), cudaMemcpyHostToDevice));
+    CUDA_ASSERT(cudaMemcpy(d_scales.ptr, scales.data(), n * 4, cudaMemcpyHostToDevice));
+    for (int rows : kRows) {
+      cuda_test::Data16 x = cuda_test::Random16<cuda::bf16>(rows * k, rng);
+      DeviceBuffer<uint16_t> d_x(x.bits.size()), d_out(rows * n);
+      DeviceBuffer<float> d_out32(rows * n);
+      CUDA_ASSERT(cudaMemcpy(d_x.ptr, x.bits.data(), x.bits.size() * 2, cudaMemcpyHostToDevice));
+      const auto* xp = reinterpret_cast<const cuda::bf16*>(d_x.ptr);
+      const Reference want16 = Products(x.values, rows, k, w.values, {}, n);
+      const Reference want8 = Products(x.values, rows, k, code_values, scales, n);
+      for (int sms : kSms) {
+        for (auto pipeline : {cuda::SkinnyPipeline::kSerial, cuda::SkinnyPipeline::kOverlapped}) {
+          SCOPED_TRACE(::testing::Message() << "n " << n << " k " << k << " rows " << rows << " sms " << sms
+                                            << " pipeline " << static_cast<int>(pipeline));
+          std::vector<uint16_t> out(rows * n);
+          std::vector<float> out32(rows * n);
+          // bf16 weights, bf16 and f32 output.
+          CUDA_ASSERT(cuda::SkinnyGemm(xp, reinterpret_cast<const cuda::bf16*>(d_w.ptr), rows, k, n, d_out.ptr, false,
+                                       workspace.ptr, sms, pipeline, nullptr));
+          CUDA_ASSERT(cudaMemcpy(out.data(), d_out.ptr, out.size() * 2, cudaMemcpyDeviceToHost));
+          ExpectMatches(want16, n, Bf16Values(out), Elem16<cuda::bf16>::kTolerance);
+          CUDA_ASSERT(cuda::SkinnyGemm(xp, reinterpret_cast<const cuda::bf16*>(d_w.ptr), rows, k, n, d_out32.ptr,
+                                       true, workspace.ptr, sms, pipeline, nullptr));
+          CUDA_ASSERT(cudaMemcpy(out32.data(), d_out32.ptr, out32.size() * 4, cudaMemcpyDeviceToHost));
+          ExpectMatches(want16, n, out32, 1e-5);
+          // fp8 codes with per-row scales.
+          CUDA_ASSERT(cuda::SkinnyGemmFp8(xp, d_codes.ptr, d_scales.ptr, rows, k, n,
+                                          reinterpret_cast<cuda::bf16*>(d_out.ptr), workspace.ptr, sms, pipeline,
+                                          nullptr));
+          CUDA_ASSERT(cudaMemcpy(out.data(), d_out.ptr, out.size() * 2, cudaMemcpyDeviceToHost));
+          ExpectMatches(want8, n, Bf16Values(out), Elem16<cuda::bf16>::kTolerance);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// Codes with a zero exponent (subnormal E4M3, and zero) convert exactly too: a matrix of
+// nothing else, so a kernel that flushed them would write zeros.
+TEST(SkinnyGemmTest, SubnormalCodesCount) {
+  KVT_SKIP_WITHOUT_SM90();
+  ASSERT_EQ(cuda::SkinnyGemmInit(), cudaSuccess);
+  std::mt19937 rng(11);
+  const int rows = 16;
+  const int64_t n = 128, k = 256;
+  cuda_test::Data16 x = cuda_test::Random16<cuda::bf16>(rows * k, rng);
+  std::vector<uint8_t> codes(n * k);
+  std::uniform_int_distribution<int> mantissa(0, 7), sign(0, 1);
+  for (uint8_t& c : codes) c = static_cast<uint8_t>(mantissa(rng) | (sign(rng) << 7));
+  std::vector<float> scales(n, 1.0f), code_values(codes.size());
+  for (size_t i = 0; i < codes.size(); ++i) code_values[i] = Fp8E4M3ToFloat(codes[i]);
+  DeviceBuffer<uint16_t> d_x(x.bits.size()), d_out(rows * n);
+  DeviceBuffer<uint8_t> d_codes(codes.size());
+  DeviceBuffer<float> d_scales(n);
+  const size_t ws_bytes = cuda::SkinnyGemmWorkspaceBytes(rows, 132);
+  DeviceBuffer<uint8_t> workspace(ws_bytes);
+  CUDA_ASSERT(cudaMemset(workspace.ptr, 0, ws_bytes));
+  CUDA_ASSERT(cudaMemcpy(d_x.ptr, x.bits.data(), x.bits.size() * 2, cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_codes.ptr, codes.data(), codes.size(), cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_scales.ptr, scales.data(), n * 4, cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cuda::SkinnyGemmFp8(reinterpret_cast<const cuda::bf16*>(d_x.ptr), d_codes.ptr, d_scales.ptr, rows, k, n,
+                                  reinterpret_cast<cuda::bf16*>(d_out.ptr), workspace.ptr, 132,
+                                  cuda::SkinnyPipeline::kSerial, nullptr));
+  std::vector<uint16_t> out(rows * n);
+  CUDA_ASSERT(cudaMemcpy(out.data(), d_out.ptr, out.size() * 2, cudaMemcpyDeviceToHost));
+  ExpectMatches(Products(x.values, rows, k, code_values, scales, n), n, Bf16Values(out),
+                Elem16<cuda::bf16>::kTolerance);
+}
+
+// The same call twice gives the same bits (partials summed in a fixed order; the tile
+// counters were reset by the first call), and a captured graph replays it.
+TEST(SkinnyGemmTest, RepeatsBitForBitAndReplaysInAGraph) {
+  KVT_SKIP_WITHOUT_SM90();
+  ASSERT_EQ(cuda::SkinnyGemmInit(), cudaSuccess);
+  std::mt19937 rng(5);
+  const int rows = 64;
+  const int64_t n = 1536, k = 4096;
+  cuda_test::Data16 x = cuda_test::Random16<cuda::bf16>(rows * k, rng);
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+  RandomCodes(n, k, rng, &codes, &scales);
+  DeviceBuffer<uint16_t> d_x(x.bits.size()), d_out(rows * n);
+  DeviceBuffer<uint8_t> d_codes(codes.size());
+  DeviceBuffer<float> d_scales(n);
+  const size_t ws_bytes = cuda::SkinnyGemmWorkspaceBytes(rows, 132);
+  DeviceBuffer<uint8_t> workspace(ws_bytes);
+  CUDA_ASSERT(cudaMemset(workspace.ptr, 0, ws_bytes));
+  CUDA_ASSERT(cudaMemcpy(d_x.ptr, x.bits.data(), x.bits.size() * 2, cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_codes.ptr, codes.data(), codes.size(), cudaMemcpyHostToDevice));
+  CUDA_ASSERT(cudaMemcpy(d_scales.ptr, scales.data(), n * 4, cudaMemcpyHostToDevice));
+  cudaStream_t stream;
+  CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  auto run = [&](cuda::SkinnyPipeline pipeline) {
+    return cuda::SkinnyGemmFp8(reinterpret_cast<const cuda::bf16*>(d_x.ptr), d_codes.ptr, d_scales.ptr, rows, k, n,
+                               reinterpret_cast<cuda::bf16*>(d_out.ptr), workspace.ptr, 132, pipeline, stream);
+  };
+  for (auto pipeline : {cuda::SkinnyPipeline::kSerial, cuda::SkinnyPipeline::kOverlapped}) {
+    std::vector<uint16_t> first(rows * n), again(rows * n), replayed(rows * n);
+    CUDA_ASSERT(run(pipeline));
+    CUDA_ASSERT(cudaMemcpyAsync(first.data(), d_out.ptr, first.size() * 2, cudaMemcpyDeviceToHost, stream));
+    CUDA_ASSERT(run(pipeline));
+    CUDA_ASSERT(cudaMemcpyAsync(again.data(), d_out.ptr, again.size() * 2, cudaMemcpyDeviceToHost, stream));
+    CUDA_ASSERT(cudaStreamSynchronize(stream));
+    EXPECT_EQ(first, again);
+    CUDA_ASSERT(cudaMemset(d_out.ptr, 0, rows * n * 2));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_ASSERT(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    CUDA_ASSERT(run(pipeline));
+    CUDA_ASSERT(run(pipeline));
+    CUDA_ASSERT(cudaStreamEndCapture(stream, &graph));
+    CUDA_ASSERT(cudaGraphInstantiate(&exec, graph, 0));
+    for (int i = 0; i < 3; ++i) CUDA_ASSERT(cudaGraphLaunch(exec, stream));
+    CUDA_ASSERT(cudaMemcpyAsync(replayed.data(), d_out.ptr, replayed.size() * 2, cudaMemcpyDeviceToHost, stream));
+    CUDA_ASSERT(cudaStreamSynchronize(stream));
+    EXPECT_EQ(first, replayed);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace
+}  // namespace kvtier
