@@ -9,11 +9,14 @@
 //    that kind costs inside the chain, PDL overlap included);
 //  - each projection alone (weights rotated over the 32 layers, so from HBM);
 //  - the same for GEMV variants (weight rows per warp, pieces before the PDL wait, pieces
-//    per pipelined batch), whole chain included, to pick the library's kernel by measurement.
+//    per pipelined batch), whole chain included, to pick the library's kernel by measurement;
+//  - W8's decode attention at 131k positions (fp8 and bf16 KV) for several split counts;
+//  - every GEMV variant against a host reference on the same codes (exit status 2 if not).
 //
 // Build (here): nvcc -O3 -std=c++17 -arch=sm_90 -Isrc --expt-relaxed-constexpr \
 //   bench/micro/fp8_decode_chain.cu src/backend/cuda/fp8_kernels.cu src/backend/cuda/gemv.cu \
-//   src/backend/cuda/kernels.cu -o fp8_decode_chain
+//   src/backend/cuda/kernels.cu src/backend/cuda/decode_attention.cu -o fp8_decode_chain
+// FP8_CHAIN_NO_ATTENTION=1 skips the 131k decode-attention timings (W8's attention).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,10 +28,12 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/decode_attention.h"
 #include "backend/cuda/fp8_gemv_rows.cuh"
 #include "backend/cuda/fp8_kernels.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.h"
+#include "common/fp8_e4m3.h"
 #include "launch_env.h"
 
 using kvtier::cuda::bf16;
@@ -247,30 +252,154 @@ int main() {
   std::printf("[shape] %-28s %-8s %7.1f us %5.2f TB/s\n", "bf16 GemvSmallRows", "lm_head", lm_ms * 1e3,
               lm_bytes / (lm_ms * 1e-3) / 1e12);
 
-  // Correctness of the variants against the library kernel on the same codes (max |diff| over
-  // the down projection's outputs, relative to max |out|): the order of the fp32 sums differs.
+  // W8's decode attention: one row at 131,072 positions of context, Llama-3-8B's KV shape
+  // (8 kv heads, head_dim 128, 16-token blocks), fp8 and bf16 KV, per layer, for several
+  // max_splits (the library picks DecodeMaxSplits: one wave of 3 CTAs per SM).
+  if (std::getenv("FP8_CHAIN_NO_ATTENTION") == nullptr) {
+    const int ctx = 131072, bt = 16, kvh = 8, hd = 128, heads = 32;
+    const int64_t blocks = ctx / bt;
+    const int64_t elems = int64_t(layers) * 2 * kvh * bt * hd;  // per block
+    const int64_t fp8_block_bytes = elems + elems / hd * 4;
+    void* pool = nullptr;
+    CHECK(cudaMalloc(&pool, size_t(blocks) * elems * 2));
+    CHECK(kc::FillRandom(static_cast<bf16*>(pool), blocks * elems, 77, 0.0f, 1.0f, nullptr));
+    std::vector<int32_t> table(blocks), indptr = {0, int32_t(blocks)}, zero = {0}, pos = {ctx - 1};
+    for (int64_t i = 0; i < blocks; ++i) table[i] = int32_t((i * 7919) % blocks);  // scattered blocks
+    int32_t *d_table, *d_indptr, *d_zero, *d_pos;
+    CHECK(cudaMalloc(&d_table, blocks * 4));
+    CHECK(cudaMalloc(&d_indptr, 8));
+    CHECK(cudaMalloc(&d_zero, 4));
+    CHECK(cudaMalloc(&d_pos, 4));
+    CHECK(cudaMemcpy(d_table, table.data(), blocks * 4, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(d_indptr, indptr.data(), 8, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(d_zero, zero.data(), 4, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(d_pos, pos.data(), 4, cudaMemcpyHostToDevice));
+    bf16* q = alloc_bf16(heads * hd, 78);
+    bf16* o = alloc_bf16(heads * hd, 79);
+    float *po, *pml;
+    uint32_t* counters;
+    CHECK(cudaMalloc(&po, kc::DecodePartialFloats(1, kc::kDecodeMaxSplitsLimit, heads, hd) * 4));
+    CHECK(cudaMalloc(&pml, kc::DecodePartialMlFloats(1, kc::kDecodeMaxSplitsLimit, heads) * 4));
+    CHECK(cudaMalloc(&counters, kc::DecodeCounterInts(1, kvh) * 4));
+    CHECK(cudaMemset(counters, 0, kc::DecodeCounterInts(1, kvh) * 4));
+    int sms = 0;
+    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    const int lib_splits = kc::DecodeMaxSplits(1, kvh, sms);
+    kc::StepTokens tok{d_zero, d_pos, 1};
+    for (bool fp8 : {true, false}) {
+      kc::PagedKv<bf16> kv;
+      kv.pool = static_cast<bf16*>(pool);
+      kv.indices = d_table;
+      kv.indptr = d_indptr;
+      kv.block_elements = elems;
+      kv.num_kv_heads = kvh;
+      kv.head_dim = hd;
+      kv.block_tokens = bt;
+      kv.fp8 = fp8;
+      kv.block_bytes = fp8 ? fp8_block_bytes : 0;
+      const double bytes = double(ctx) * kvh * 2 * (fp8 ? hd + 4 : 2 * hd);  // one layer
+      for (int splits : {lib_splits, 16, 32, 64, 96, 128}) {
+        kc::DecodeAttentionParams<bf16> p;
+        p.q = q;
+        p.out = o;
+        p.rows = d_zero;
+        p.num_rows = 1;
+        p.num_heads = heads;
+        p.max_splits = splits;
+        p.partial_out = po;
+        p.partial_ml = pml;
+        p.split_counters = counters;
+        // 8 layers back to back per timing (as in a step: PDL overlap between them).
+        const float ms = median_ms(
+            [&](int i) {
+              for (int j = 0; j < 8; ++j) {
+                p.layer = (8 * i + j) % layers;
+                CHECK(kc::DecodeAttention(p, tok, kv, s, g_launch));
+              }
+            },
+            20, 3);
+        const double per_layer_us = ms * 1e3 / 8;
+        std::printf("[attn]  %s KV ctx %d max_splits %3d%s %7.1f us/layer %5.2f TB/s (x32 layers: %.3f ms)\n",
+                    fp8 ? "fp8 " : "bf16", ctx, splits, splits == lib_splits ? " (library)" : "          ",
+                    per_layer_us, bytes / (per_layer_us * 1e-6) / 1e12, per_layer_us * 32 / 1e3);
+      }
+    }
+    CHECK(cudaFree(pool));
+  }
+
+  // Correctness of every variant against a host reference on the same codes (double sums),
+  // bound as kvtier_cuda_fp8_test's: bf16 output rounding + 1e-5 of the terms' magnitude.
+  // Shapes: down (k 14336), o cut to 333 rows (a ragged last warp) and gate|up + SiLU.
   {
-    std::vector<uint16_t> ref(h), got(h);
     auto to_f = [](uint16_t v) {
       uint32_t bits = uint32_t(v) << 16;
       float f;
       std::memcpy(&f, &bits, 4);
       return f;
     };
-    CHECK(library.gemv(act, L[0].down, L[0].s_down, inter, h, proj, s));
-    CHECK(cudaMemcpyAsync(ref.data(), proj, h * 2, cudaMemcpyDeviceToHost, s));
-    CHECK(cudaStreamSynchronize(s));
-    for (const GemvImpl& g : impls) {
-      CHECK(g.gemv(act, L[0].down, L[0].s_down, inter, h, proj, s));
-      CHECK(cudaMemcpyAsync(got.data(), proj, h * 2, cudaMemcpyDeviceToHost, s));
-      CHECK(cudaStreamSynchronize(s));
-      float max_diff = 0, max_ref = 0;
-      for (int i = 0; i < h; ++i) {
-        max_diff = std::max(max_diff, std::abs(to_f(ref[i]) - to_f(got[i])));
-        max_ref = std::max(max_ref, std::abs(to_f(ref[i])));
+    auto host = [&](const void* p, size_t bytes) {
+      std::vector<uint8_t> v(bytes);
+      CHECK(cudaMemcpy(v.data(), p, bytes, cudaMemcpyDeviceToHost));
+      return v;
+    };
+    struct Case {
+      const char* name;
+      const bf16* x;
+      const uint8_t* codes;
+      const float* scales;
+      int k, n;
+      bool silu;
+    } cases[] = {{"down", act, L[1].down, L[1].s_down, inter, h, false},
+                 {"o 333 rows", normed, L[2].o, L[2].s_o, h, 333, false},
+                 {"gate_up+silu", normed, L[3].gate_up, L[3].s_gate_up, h, inter, true}};
+    int failures = 0;
+    for (const Case& c : cases) {
+      const int code_rows = c.silu ? 2 * c.n : c.n;
+      std::vector<uint8_t> xb = host(c.x, size_t(c.k) * 2), cb = host(c.codes, size_t(code_rows) * c.k),
+                           sb = host(c.scales, size_t(code_rows) * 4);
+      std::vector<float> xf(c.k), sf(code_rows);
+      for (int i = 0; i < c.k; ++i) xf[i] = to_f(reinterpret_cast<const uint16_t*>(xb.data())[i]);
+      std::memcpy(sf.data(), sb.data(), sf.size() * 4);
+      std::vector<double> dot(code_rows), mag(code_rows);
+      for (int r = 0; r < code_rows; ++r) {
+        double d = 0, m = 0;
+        for (int i = 0; i < c.k; ++i) {
+          const double t = double(xf[i]) * kvtier::Fp8E4M3ToFloat(cb[size_t(r) * c.k + i]) * sf[r];
+          d += t;
+          m += std::fabs(t);
+        }
+        dot[r] = d;
+        mag[r] = m;
       }
-      std::printf("[check] %-28s down: max |diff| %.3g of max |out| %.3g\n", g.name.c_str(), max_diff, max_ref);
+      for (const GemvImpl& g : impls) {
+        CHECK(cudaMemset(wide, 0xff, size_t(c.n) * 2));
+        CHECK(c.silu ? g.silu(c.x, c.codes, c.scales, c.k, c.n, wide, s) : g.gemv(c.x, c.codes, c.scales, c.k, c.n, wide, s));
+        CHECK(cudaStreamSynchronize(s));
+        std::vector<uint8_t> ob = host(wide, size_t(c.n) * 2);
+        int bad = 0;
+        double worst = 0;
+        for (int r = 0; r < c.n; ++r) {
+          const double got = to_f(reinterpret_cast<const uint16_t*>(ob.data())[r]);
+          double want, bound;
+          if (c.silu) {
+            const double gd = dot[r], ud = dot[c.n + r];
+            want = gd / (1.0 + std::exp(-gd)) * ud;
+            bound = 1e-2 * std::fabs(want) + 1e-5 * (1.1 * std::fabs(ud) * mag[r] + std::fabs(gd) * mag[c.n + r]) + 1e-6;
+          } else {
+            want = dot[r];
+            bound = 1e-2 * std::fabs(want) + 1e-5 * mag[r];
+          }
+          const double err = std::fabs(got - want);
+          if (!(err <= bound)) ++bad;
+          worst = std::max(worst, err / bound);
+        }
+        failures += bad > 0;
+        std::printf("[check] %-28s %-13s %s (%d of %d outside the bound; worst error %.3f of it)\n", g.name.c_str(),
+                    c.name, bad == 0 ? "PASS" : "FAIL", bad, c.n, worst);
+      }
     }
+    std::printf("[check] %s\n", failures == 0 ? "all PASS" : "FAILURES");
+    if (failures != 0) return 2;
   }
   return 0;
 }
