@@ -187,19 +187,19 @@ class KvFp8AttentionTest : public ::testing::TestWithParam<AttentionCase> {
   std::mt19937 rng_{std::random_device{}()};
 };
 
-TEST_P(KvFp8AttentionTest, DecodeMatchesCpuOnTheSameBytes) {
-  const AttentionCase p = GetParam();
-  // One token per chunk (decode rows) at contexts from 1 to past several splits.
-  std::vector<cuda::ChunkShape> shapes;
-  for (int64_t ctx : {1, 2, 17, 64, 100, 1000, 3001}) shapes.push_back(cuda::ChunkShape{1, ctx - 1});
-  cuda_test::PagedWorld w(p.heads, p.kv_heads, p.head_dim, p.block_tokens, shapes, rng_);
+// DecodeAttention over one decode row per chunk of `shapes` (fp8 KV) against the CPU on the
+// same bytes, with max_splits `splits` (0: DecodeMaxSplits' choice for the rows).
+void CheckDecodeOnTheSameBytes(const AttentionCase& p, const std::vector<cuda::ChunkShape>& shapes, int splits_wanted,
+                               std::mt19937& rng) {
+  cuda_test::PagedWorld w(p.heads, p.kv_heads, p.head_dim, p.block_tokens, shapes, rng);
   const KvLayout layout = Fp8Layout(2, p.kv_heads, p.head_dim, p.block_tokens);
-  const std::vector<uint8_t> pool = RandomFp8Pool(layout, w.num_blocks, rng_);
+  const std::vector<uint8_t> pool = RandomFp8Pool(layout, w.num_blocks, rng);
   cuda_test::ForEachElem([&]<typename T>() {
     const int layer = 1;
     const int rows = w.num_tokens;
-    const int splits = DecodeMaxSplits(rows, p.kv_heads, cuda_test::SmCount());
-    Data16 q = Random16<T>(w.QElements(), rng_, -2, 2);
+    const int splits = splits_wanted > 0 ? splits_wanted : DecodeMaxSplits(rows, p.kv_heads, cuda_test::SmCount());
+    SCOPED_TRACE(splits);
+    Data16 q = Random16<T>(w.QElements(), rng, -2, 2);
     std::vector<int32_t> row_ids(rows);
     for (int i = 0; i < rows; ++i) row_ids[i] = i;
     DeviceArray<uint8_t> d_pool(pool.size());
@@ -244,6 +244,20 @@ TEST_P(KvFp8AttentionTest, DecodeMatchesCpuOnTheSameBytes) {
       EXPECT_LT(RelativeError(got, want), Tolerance<T>()) << "ctx " << w.token_pos[i] + 1;
     }
   });
+}
+
+TEST_P(KvFp8AttentionTest, DecodeMatchesCpuOnTheSameBytes) {
+  // One token per chunk (decode rows) at contexts from 1 to past several splits.
+  std::vector<cuda::ChunkShape> shapes;
+  for (int64_t ctx : {1, 2, 17, 64, 100, 1000, 3001}) shapes.push_back(cuda::ChunkShape{1, ctx - 1});
+  CheckDecodeOnTheSameBytes(GetParam(), shapes, 0, rng_);
+}
+
+// One long row (W8's case, shortened): every split holds hundreds of positions, at the
+// library's split count for one row and at the kernel's largest.
+TEST_P(KvFp8AttentionTest, LongContextDecodeMatchesCpuAtEverySplitCount) {
+  const std::vector<cuda::ChunkShape> shapes = {cuda::ChunkShape{1, 40000 - 1}};
+  for (int splits : {0, 7, kDecodeMaxSplitsLimit}) CheckDecodeOnTheSameBytes(GetParam(), shapes, splits, rng_);
 }
 
 TEST_P(KvFp8AttentionTest, PrefillMatchesCpuOnTheSameBytes) {
