@@ -226,15 +226,18 @@ cudaError_t LaunchGemvFp8(const T* x, const uint8_t* codes, const float* scales,
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // One activation row (the single-sequence decode step): fp8_gemv_rows.cuh's kernel with
-// kOneRow weight rows per warp, kOneRowPre pieces per row before the PDL wait and
-// kOneRowUnroll per pipelined batch, chosen by bench/micro/fp8_decode_chain.cu on the H200
-// (src/backend/cuda/NOTES.md, "fp8 decode GEMV").
-constexpr int kOneRow = 2, kOneRowPre = 2, kOneRowUnroll = 2;
-
+// the weight rows per warp, pieces per row before the PDL wait and pieces per pipelined batch
+// chosen by bench/micro/fp8_decode_chain.cu on the H200 (src/backend/cuda/NOTES.md, "fp8
+// decode GEMV"), for the plain projections and for gate|up + SiLU (twice the rows per warp,
+// so its registers and occupancy differ).
 template <typename T, bool kSilu>
 cudaError_t LaunchGemvFp8OneRow(const T* x, const uint8_t* codes, const float* scales, int k, int n, T* out,
                                 cudaStream_t stream, const CudaLaunchOptions& launch) {
-  return LaunchGemvFp8Rows<T, kOneRow, kOneRowPre, kOneRowUnroll, kSilu>(x, codes, scales, k, n, out, stream, launch);
+  if constexpr (kSilu) {
+    return LaunchGemvFp8Rows<T, 2, 2, 2, true>(x, codes, scales, k, n, out, stream, launch);
+  } else {
+    return LaunchGemvFp8Rows<T, 2, 2, 2, false>(x, codes, scales, k, n, out, stream, launch);
+  }
 }
 
 }  // namespace
