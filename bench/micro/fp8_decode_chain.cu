@@ -76,6 +76,19 @@ GemvImpl RowsImpl() {
   return impl;
 }
 
+// An fp8 KV pool of `blocks` blocks of block_bytes: codes without NaN (bits 3 and 7
+// cleared: |code| <= 0x77) and row scales 0.01.
+__global__ void SanitizeFp8Pool(uint8_t* pool, int64_t bytes, int64_t block_bytes, int64_t code_bytes) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < bytes; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t off = i % block_bytes;
+    if (off < code_bytes) {
+      pool[i] &= 0x77;
+    } else if ((off - code_bytes) % 4 == 0) {
+      *reinterpret_cast<float*>(pool + i) = 0.01f;
+    }
+  }
+}
+
 int main() {
   const int h = 4096, inter = 14336, qkv = 6144, vocab = 128256, layers = 32;
   struct Layer {
@@ -289,6 +302,8 @@ int main() {
     CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     const int lib_splits = kc::DecodeMaxSplits(1, kvh, sms);
     kc::StepTokens tok{d_zero, d_pos, 1};
+    SanitizeFp8Pool<<<4096, 256, 0, s>>>(static_cast<uint8_t*>(pool), blocks * fp8_block_bytes, fp8_block_bytes, elems);
+    CHECK(cudaGetLastError());
     for (bool fp8 : {true, false}) {
       kc::PagedKv<bf16> kv;
       kv.pool = static_cast<bf16*>(pool);
@@ -301,8 +316,11 @@ int main() {
       kv.fp8 = fp8;
       kv.block_bytes = fp8 ? fp8_block_bytes : 0;
       const double bytes = double(ctx) * kvh * 2 * (fp8 ? hd + 4 : 2 * hd);  // one layer
+      for (int fold : {0, 1}) {
+      if (!fp8 && fold) continue;
       for (int splits : {lib_splits, 16, 32, 64, 96, 128}) {
         kc::DecodeAttentionParams<bf16> p;
+        p.fp8_scales_after_products = fold;
         p.q = q;
         p.out = o;
         p.rows = d_zero;
@@ -323,8 +341,47 @@ int main() {
             20, 3);
         const double per_layer_us = ms * 1e3 / 8;
         std::printf("[attn]  %s KV ctx %d max_splits %3d%s %7.1f us/layer %5.2f TB/s (x32 layers: %.3f ms)\n",
-                    fp8 ? "fp8 " : "bf16", ctx, splits, splits == lib_splits ? " (library)" : "          ",
-                    per_layer_us, bytes / (per_layer_us * 1e-6) / 1e12, per_layer_us * 32 / 1e3);
+                    fp8 ? (fold ? "fp8 scales after products" : "fp8 dequantize first    ") : "bf16                     ",
+                    ctx, splits, splits == lib_splits ? " (library)" : "          ", per_layer_us,
+                    bytes / (per_layer_us * 1e-6) / 1e12, per_layer_us * 32 / 1e3);
+      }
+      }
+      if (fp8) {
+        // The two fp8 forms on the same bytes (layer 3): max |diff| relative to max |out|.
+        std::vector<std::vector<uint16_t>> outs;
+        for (int fold : {0, 1}) {
+          kc::DecodeAttentionParams<bf16> p;
+          p.fp8_scales_after_products = fold;
+          p.q = q;
+          p.out = o;
+          p.rows = d_zero;
+          p.num_rows = 1;
+          p.num_heads = heads;
+          p.max_splits = lib_splits;
+          p.partial_out = po;
+          p.partial_ml = pml;
+          p.split_counters = counters;
+          p.layer = 3;
+          CHECK(kc::DecodeAttention(p, tok, kv, s, g_launch));
+          CHECK(cudaStreamSynchronize(s));
+          outs.emplace_back(heads * hd);
+          CHECK(cudaMemcpy(outs.back().data(), o, heads * hd * 2, cudaMemcpyDeviceToHost));
+        }
+        auto to_f = [](uint16_t v) {
+          uint32_t bits = uint32_t(v) << 16;
+          float f;
+          std::memcpy(&f, &bits, 4);
+          return f;
+        };
+        float max_diff = 0, max_out = 0;
+        int nan = 0;
+        for (int i = 0; i < heads * hd; ++i) {
+          const float a = to_f(outs[0][i]), b = to_f(outs[1][i]);
+          nan += std::isnan(a) || std::isnan(b);
+          max_diff = std::max(max_diff, std::fabs(a - b));
+          max_out = std::max(max_out, std::fabs(a));
+        }
+        std::printf("[attn]  fp8 forms agree: max |diff| %.3g of max |out| %.3g, %d NaN\n", max_diff, max_out, nan);
       }
     }
     CHECK(cudaFree(pool));

@@ -188,9 +188,10 @@ class KvFp8AttentionTest : public ::testing::TestWithParam<AttentionCase> {
 };
 
 // DecodeAttention over one decode row per chunk of `shapes` (fp8 KV) against the CPU on the
-// same bytes, with max_splits `splits` (0: DecodeMaxSplits' choice for the rows).
+// same bytes, with max_splits `splits` (0: DecodeMaxSplits' choice for the rows) and
+// DecodeAttentionParams::fp8_scales_after_products `fold` (-1: the library's choice).
 void CheckDecodeOnTheSameBytes(const AttentionCase& p, const std::vector<cuda::ChunkShape>& shapes, int splits_wanted,
-                               std::mt19937& rng) {
+                               int fold, std::mt19937& rng) {
   cuda_test::PagedWorld w(p.heads, p.kv_heads, p.head_dim, p.block_tokens, shapes, rng);
   const KvLayout layout = Fp8Layout(2, p.kv_heads, p.head_dim, p.block_tokens);
   const std::vector<uint8_t> pool = RandomFp8Pool(layout, w.num_blocks, rng);
@@ -228,6 +229,7 @@ void CheckDecodeOnTheSameBytes(const AttentionCase& p, const std::vector<cuda::C
     params.partial_out = d_po.get();
     params.partial_ml = d_pml.get();
     params.split_counters = d_counters.get();
+    params.fp8_scales_after_products = fold;
     d_out.Poison();
     ASSERT_EQ(DecodeAttention(params, StepTokens{d_chunk.get(), d_pos.get(), rows},
                               Fp8Kv<T>(layout, d_pool.get(), d_indices.get(), d_indptr.get()), nullptr,
@@ -250,14 +252,22 @@ TEST_P(KvFp8AttentionTest, DecodeMatchesCpuOnTheSameBytes) {
   // One token per chunk (decode rows) at contexts from 1 to past several splits.
   std::vector<cuda::ChunkShape> shapes;
   for (int64_t ctx : {1, 2, 17, 64, 100, 1000, 3001}) shapes.push_back(cuda::ChunkShape{1, ctx - 1});
-  CheckDecodeOnTheSameBytes(GetParam(), shapes, 0, rng_);
+  for (int fold : {-1, 0, 1}) {
+    SCOPED_TRACE(fold);
+    CheckDecodeOnTheSameBytes(GetParam(), shapes, 0, fold, rng_);
+  }
 }
 
 // One long row (W8's case, shortened): every split holds hundreds of positions, at the
-// library's split count for one row and at the kernel's largest.
+// library's split count for one row, 7 and the kernel's largest, both fp8 forms.
 TEST_P(KvFp8AttentionTest, LongContextDecodeMatchesCpuAtEverySplitCount) {
   const std::vector<cuda::ChunkShape> shapes = {cuda::ChunkShape{1, 40000 - 1}};
-  for (int splits : {0, 7, kDecodeMaxSplitsLimit}) CheckDecodeOnTheSameBytes(GetParam(), shapes, splits, rng_);
+  for (int splits : {0, 7, kDecodeMaxSplitsLimit}) {
+    for (int fold : {0, 1}) {
+      SCOPED_TRACE(fold);
+      CheckDecodeOnTheSameBytes(GetParam(), shapes, splits, fold, rng_);
+    }
+  }
 }
 
 TEST_P(KvFp8AttentionTest, PrefillMatchesCpuOnTheSameBytes) {
