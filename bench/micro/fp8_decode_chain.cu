@@ -150,13 +150,9 @@ int main() {
   std::vector<GemvImpl> impls = {library,
                                  RowsImpl<1, 4, 2>(),
                                  RowsImpl<1, 8, 2>(),
-                                 RowsImpl<1, 8, 1>(),
-                                 RowsImpl<2, 2, 2>(),
                                  RowsImpl<2, 4, 2>(),
-                                 RowsImpl<2, 4, 1>(),
                                  RowsImpl<2, 2, 1>(),
-                                 RowsImpl<4, 1, 1>(),
-                                 RowsImpl<4, 2, 1>()};
+                                 RowsImpl<4, 1, 1>()};
 
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
