@@ -29,8 +29,10 @@
 // kernel per layer suffices and replays of a captured graph find the counters zeroed.
 //
 // kv_dtype fp8 (PagedKv::fp8): the same pieces are loaded as 8 codes (8 bytes) plus the row's
-// scale, all loads of a tile first, then dequantized in registers into the 16-bit fragments
-// above (kv_fp8.cuh), so the tensor-core code is the same; half the KV bytes cross.
+// scale, all loads of a tile first, then converted in registers into the 16-bit fragments
+// (kv_fp8.cuh), so the tensor-core code is the same; half the KV bytes cross. With bf16
+// compute the codes go in unscaled (exact) and the row scales multiply S (K's) and P (V's)
+// per position (kFp8ScalesAfterProducts); with f16 each code is dequantized first.
 //
 // Launched with programmatic dependent launch (pdl.h): the metadata chain (rows -> pos,
 // chunk -> indptr -> first block ids: four dependent loads, four memory latencies) runs
@@ -64,7 +66,7 @@ static_assert(kDecodeMaxSplitsLimit >= kMaxSplitsCap, "heuristic exceeds the ker
 // the row scales multiply S (K) and P (V) per position, 8 multiplies per lane and tile
 // instead of 128 (DecodeAttentionParams::fp8_scales_after_products; measured in
 // bench/micro/fp8_decode_chain.cu, src/backend/cuda/NOTES.md).
-constexpr bool kFp8ScalesAfterProducts = false;
+constexpr bool kFp8ScalesAfterProducts = true;
 
 struct SplitRange {
   int begin = 0;  // first position

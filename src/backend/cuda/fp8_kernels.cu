@@ -225,11 +225,11 @@ cudaError_t LaunchGemvFp8(const T* x, const uint8_t* codes, const float* scales,
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// One activation row (the single-sequence decode step): fp8_gemv_rows.cuh's kernel with
-// the weight rows per warp, pieces per row before the PDL wait and pieces per pipelined batch
-// chosen by bench/micro/fp8_decode_chain.cu on the H200 (src/backend/cuda/NOTES.md, "fp8
-// decode GEMV"), for the plain projections and for gate|up + SiLU (twice the rows per warp,
-// so its registers and occupancy differ).
+// One activation row (the single-sequence decode step): fp8_gemv_rows.cuh's kernel with 2
+// weight rows per warp, 2 pieces per row before the PDL wait and 2 per pipelined batch, the
+// best of the variants bench/micro/fp8_decode_chain.cu measured on the H200 for the whole
+// W1 chain (src/backend/cuda/NOTES.md, "fp8 decode GEMV and W8 fp8"), for the plain
+// projections and for gate|up + SiLU alike.
 template <typename T, bool kSilu>
 cudaError_t LaunchGemvFp8OneRow(const T* x, const uint8_t* codes, const float* scales, int k, int n, T* out,
                                 cudaStream_t stream, const CudaLaunchOptions& launch) {
