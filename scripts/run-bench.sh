@@ -19,6 +19,8 @@
 #      (--weight-dtype fp8 --kv-dtype fp8), into bench-fp8-kv8.json.
 #      LONG_WORKLOADS (default none; e.g. W8): long-context workloads (KV streamed from the host
 #      tier, docs/LONG_CONTEXT.md) on the bf16 checkpoint, into bench-long.json.
+#      LONG_FP8_WORKLOADS (default none; e.g. W8): long-context workloads again with fp8 weights
+#      and fp8 KV (the whole 128k context on the device), into bench-long-fp8.json.
 #      BENCH_FLAGS: more flags for the main `kvtier bench` call (e.g. --sampler-controls,
 #      --json-schema FILE --tokenizer DIR), word-split.
 set -uo pipefail
@@ -147,5 +149,14 @@ if [ "$long_workloads" != none ]; then
   "$kvtier" bench --workload "$long_workloads" --model "$model" --ceilings "$out/ceilings.txt" \
     --baseline "$out/baseline.txt" --json "$out/bench-long.json" --commit "$commit" \
     --time-limit "${TIME_LIMIT:-90}" --tier-time-limit "${TIER_TIME_LIMIT:-120}" 2>&1 | tee "$out/bench-long.txt"
+fi
+# 8. Long context with fp8 weights + fp8 KV, opt-in (W8: everything fits on the device under the
+#    cap; the limit is the step's fp8 bytes at the HBM ceiling), for LONG_FP8_WORKLOADS.
+long_fp8_workloads=${LONG_FP8_WORKLOADS:-none}
+if [ "$long_fp8_workloads" != none ]; then
+  echo "run-bench: long context, fp8 weights + fp8 KV at $(( $(date +%s) - t0 )) s"
+  "$kvtier" bench --workload "$long_fp8_workloads" --model "$model" --weight-dtype fp8 --kv-dtype fp8 \
+    --ceilings "$out/ceilings.txt" --baseline "$out/baseline.txt" --json "$out/bench-long-fp8.json" --commit "$commit" \
+    --time-limit "${TIME_LIMIT:-90}" --tier-time-limit "${TIER_TIME_LIMIT:-120}" 2>&1 | tee "$out/bench-long-fp8.txt"
 fi
 echo "run-bench: done at $(( $(date +%s) - t0 )) s"

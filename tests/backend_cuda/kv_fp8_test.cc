@@ -187,27 +187,31 @@ class KvFp8AttentionTest : public ::testing::TestWithParam<AttentionCase> {
   std::mt19937 rng_{std::random_device{}()};
 };
 
-TEST_P(KvFp8AttentionTest, DecodeMatchesCpuOnTheSameBytes) {
-  const AttentionCase p = GetParam();
-  // One token per chunk (decode rows) at contexts from 1 to past several splits.
-  std::vector<cuda::ChunkShape> shapes;
-  for (int64_t ctx : {1, 2, 17, 64, 100, 1000, 3001}) shapes.push_back(cuda::ChunkShape{1, ctx - 1});
-  cuda_test::PagedWorld w(p.heads, p.kv_heads, p.head_dim, p.block_tokens, shapes, rng_);
+// DecodeAttention over one decode row per chunk of `shapes` (fp8 KV) against the CPU on the
+// same bytes (one reference), for each of `configs`: {max_splits (0: DecodeMaxSplits' choice
+// for the rows), DecodeAttentionParams::fp8_scales_after_products (-1: the library's)}.
+struct DecodeConfig {
+  int splits = 0;
+  int fold = -1;
+};
+void CheckDecodeOnTheSameBytes(const AttentionCase& p, const std::vector<cuda::ChunkShape>& shapes,
+                               const std::vector<DecodeConfig>& configs, std::mt19937& rng) {
+  cuda_test::PagedWorld w(p.heads, p.kv_heads, p.head_dim, p.block_tokens, shapes, rng);
   const KvLayout layout = Fp8Layout(2, p.kv_heads, p.head_dim, p.block_tokens);
-  const std::vector<uint8_t> pool = RandomFp8Pool(layout, w.num_blocks, rng_);
+  const std::vector<uint8_t> pool = RandomFp8Pool(layout, w.num_blocks, rng);
   cuda_test::ForEachElem([&]<typename T>() {
     const int layer = 1;
     const int rows = w.num_tokens;
-    const int splits = DecodeMaxSplits(rows, p.kv_heads, cuda_test::SmCount());
-    Data16 q = Random16<T>(w.QElements(), rng_, -2, 2);
+    Data16 q = Random16<T>(w.QElements(), rng, -2, 2);
+    const std::vector<float> ref = CpuReference(w, layout, pool, q.values, layer);
     std::vector<int32_t> row_ids(rows);
     for (int i = 0; i < rows; ++i) row_ids[i] = i;
     DeviceArray<uint8_t> d_pool(pool.size());
     DeviceArray<uint16_t> d_q(q.bits.size()), d_out(q.bits.size());
     DeviceArray<int32_t> d_rows(rows), d_chunk(rows), d_pos(rows), d_indptr(w.indptr.size()),
         d_indices(w.indices.size());
-    DeviceArray<float> d_po(DecodePartialFloats(rows, splits, p.heads, p.head_dim)),
-        d_pml(DecodePartialMlFloats(rows, splits, p.heads));
+    DeviceArray<float> d_po(DecodePartialFloats(rows, kDecodeMaxSplitsLimit, p.heads, p.head_dim)),
+        d_pml(DecodePartialMlFloats(rows, kDecodeMaxSplitsLimit, p.heads));
     DeviceArray<uint32_t> d_counters(DecodeCounterInts(rows, p.kv_heads));
     CUDA_ASSERT(cudaMemset(d_counters.get(), 0, d_counters.size() * sizeof(uint32_t)));
     d_pool.Upload(pool);
@@ -217,33 +221,54 @@ TEST_P(KvFp8AttentionTest, DecodeMatchesCpuOnTheSameBytes) {
     d_pos.Upload(w.token_pos);
     d_indptr.Upload(w.indptr);
     d_indices.Upload(w.indices);
-    DecodeAttentionParams<T> params;
-    params.q = reinterpret_cast<const T*>(d_q.get());
-    params.out = reinterpret_cast<T*>(d_out.get());
-    params.rows = d_rows.get();
-    params.num_rows = rows;
-    params.num_heads = p.heads;
-    params.layer = layer;
-    params.max_splits = splits;
-    params.partial_out = d_po.get();
-    params.partial_ml = d_pml.get();
-    params.split_counters = d_counters.get();
-    d_out.Poison();
-    ASSERT_EQ(DecodeAttention(params, StepTokens{d_chunk.get(), d_pos.get(), rows},
-                              Fp8Kv<T>(layout, d_pool.get(), d_indices.get(), d_indptr.get()), nullptr,
-                              cuda_test::kDefaultLaunch),
-              cudaSuccess);
-    CUDA_ASSERT(cudaDeviceSynchronize());
-    const std::vector<float> out = ToF32<T>(d_out.Download());
-    const std::vector<float> ref = CpuReference(w, layout, pool, q.values, layer);
-    const size_t row = static_cast<size_t>(p.heads) * p.head_dim;
-    for (int i = 0; i < rows; ++i) {
-      const std::vector<float> got(out.begin() + i * row, out.begin() + (i + 1) * row);
-      const std::vector<float> want(ref.begin() + i * row, ref.begin() + (i + 1) * row);
-      // K and V are rounded to T after dequantization and P to T before P.V.
-      EXPECT_LT(RelativeError(got, want), Tolerance<T>()) << "ctx " << w.token_pos[i] + 1;
+    for (const DecodeConfig& config : configs) {
+      const int splits = config.splits > 0 ? config.splits : DecodeMaxSplits(rows, p.kv_heads, cuda_test::SmCount());
+      SCOPED_TRACE(::testing::Message() << "max_splits " << splits << ", fp8_scales_after_products " << config.fold);
+      DecodeAttentionParams<T> params;
+      params.q = reinterpret_cast<const T*>(d_q.get());
+      params.out = reinterpret_cast<T*>(d_out.get());
+      params.rows = d_rows.get();
+      params.num_rows = rows;
+      params.num_heads = p.heads;
+      params.layer = layer;
+      params.max_splits = splits;
+      params.partial_out = d_po.get();
+      params.partial_ml = d_pml.get();
+      params.split_counters = d_counters.get();
+      params.fp8_scales_after_products = config.fold;
+      d_out.Poison();
+      ASSERT_EQ(DecodeAttention(params, StepTokens{d_chunk.get(), d_pos.get(), rows},
+                                Fp8Kv<T>(layout, d_pool.get(), d_indices.get(), d_indptr.get()), nullptr,
+                                cuda_test::kDefaultLaunch),
+                cudaSuccess);
+      CUDA_ASSERT(cudaDeviceSynchronize());
+      const std::vector<float> out = ToF32<T>(d_out.Download());
+      const size_t row = static_cast<size_t>(p.heads) * p.head_dim;
+      for (int i = 0; i < rows; ++i) {
+        const std::vector<float> got(out.begin() + i * row, out.begin() + (i + 1) * row);
+        const std::vector<float> want(ref.begin() + i * row, ref.begin() + (i + 1) * row);
+        // K and V are rounded to T after dequantization (or unscaled codes, exact, with the
+        // scales on S and P) and P to T before P.V.
+        EXPECT_LT(RelativeError(got, want), Tolerance<T>()) << "ctx " << w.token_pos[i] + 1;
+      }
     }
   });
+}
+
+TEST_P(KvFp8AttentionTest, DecodeMatchesCpuOnTheSameBytes) {
+  // One token per chunk (decode rows) at contexts from 1 to past several splits.
+  std::vector<cuda::ChunkShape> shapes;
+  for (int64_t ctx : {1, 2, 17, 64, 100, 1000, 3001}) shapes.push_back(cuda::ChunkShape{1, ctx - 1});
+  CheckDecodeOnTheSameBytes(GetParam(), shapes, {{0, -1}, {0, 0}, {0, 1}}, rng_);
+}
+
+// One long row (W8's case, shortened): every split holds hundreds of positions, at the
+// library's split count for one row, 7 and the kernel's largest, both fp8 forms.
+TEST_P(KvFp8AttentionTest, LongContextDecodeMatchesCpuAtEverySplitCount) {
+  const std::vector<cuda::ChunkShape> shapes = {cuda::ChunkShape{1, 40000 - 1}};
+  CheckDecodeOnTheSameBytes(GetParam(), shapes,
+                            {{0, 0}, {0, 1}, {7, 0}, {7, 1}, {kDecodeMaxSplitsLimit, 0}, {kDecodeMaxSplitsLimit, 1}},
+                            rng_);
 }
 
 TEST_P(KvFp8AttentionTest, PrefillMatchesCpuOnTheSameBytes) {

@@ -29,8 +29,10 @@
 // kernel per layer suffices and replays of a captured graph find the counters zeroed.
 //
 // kv_dtype fp8 (PagedKv::fp8): the same pieces are loaded as 8 codes (8 bytes) plus the row's
-// scale, all loads of a tile first, then dequantized in registers into the 16-bit fragments
-// above (kv_fp8.cuh), so the tensor-core code is the same; half the KV bytes cross.
+// scale, all loads of a tile first, then converted in registers into the 16-bit fragments
+// (kv_fp8.cuh), so the tensor-core code is the same; half the KV bytes cross. With bf16
+// compute the codes go in unscaled (exact) and the row scales multiply S (K's) and P (V's)
+// per position (kFp8ScalesAfterProducts); with f16 each code is dequantized first.
 //
 // Launched with programmatic dependent launch (pdl.h): the metadata chain (rows -> pos,
 // chunk -> indptr -> first block ids: four dependent loads, four memory latencies) runs
@@ -41,6 +43,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "backend/cuda/elem.cuh"
 #include "backend/cuda/kv_fp8.cuh"
@@ -58,6 +61,12 @@ constexpr int kMaxSplitsCap = 64;                // DecodeMaxSplits' largest ans
 constexpr unsigned kFull = 0xffffffffu;
 
 static_assert(kDecodeMaxSplitsLimit >= kMaxSplitsCap, "heuristic exceeds the kernel limit");
+
+// fp8 KV, bf16 compute: K and V codes go to the tensor cores unscaled (exact in bf16) and
+// the row scales multiply S (K) and P (V) per position, 8 multiplies per lane and tile
+// instead of 128 (DecodeAttentionParams::fp8_scales_after_products; measured in
+// bench/micro/fp8_decode_chain.cu, src/backend/cuda/NOTES.md).
+constexpr bool kFp8ScalesAfterProducts = true;
 
 struct SplitRange {
   int begin = 0;  // first position
@@ -134,7 +143,7 @@ __device__ __forceinline__ int VDim(int e, int g) { return 8 * (8 * (e / 8) + g)
 
 // The explicit min-blocks of 1 stops ptxas from capping the D = 64 instance at 96
 // registers with a spill (it then takes 111); D = 128 takes 168 either way (3 CTAs / SM).
-template <typename T, int D, bool kFp8>
+template <typename T, int D, bool kFp8, bool kFold>
 __global__ void __launch_bounds__(kThreads, 1)
     DecodeAttentionKernel(DecodeAttentionParams<T> p, StepTokens tok, PagedKv<T> kv, int group,
                           float scale_log2, int bt_shift) {
@@ -219,6 +228,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     int pp[6];
     tile_positions(p0, pp);
     uint4 kr[2][kKPieces], vr[4][kVPieces];
+    // kFold: the K scales of this lane's S positions (2t, 2t+1, 2t+8, 2t+9: its V rows) and
+    // the V scales, applied to S and P instead of to every code.
+    float s_scale[4] = {1.0f, 1.0f, 1.0f, 1.0f}, p_scale[4] = {1.0f, 1.0f, 1.0f, 1.0f};
     if constexpr (kFp8) {
       // Same pieces as below, 8 codes (8 bytes) each: all loads first, then the next block
       // ids, then the dequantization, so the loads are in flight together.
@@ -236,16 +248,27 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int j = 0; j < kVPieces; ++j) vc[r][j] = __ldcs(reinterpret_cast<const uint2*>(vp + 8 * (8 * j + g)));
       }
+      if constexpr (kFold) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          row_fp8(blk[2 + r], pp[2 + r], 0, &s_scale[r]);
+          p_scale[r] = vs[r];
+        }
+      }
       if (tile + kWarps < num_tiles) lookup(p0 + kWarps * kTile, blk);
 #pragma unroll
       for (int n = 0; n < 2; ++n) {
 #pragma unroll
-        for (int j = 0; j < kKPieces; ++j) kr[n][j] = DequantFp8x8<T>(kc[n][j], ks[n]);
+        for (int j = 0; j < kKPieces; ++j) {
+          kr[n][j] = kFold ? Fp8CodesToT<T>(kc[n][j]) : DequantFp8x8<T>(kc[n][j], ks[n]);
+        }
       }
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
 #pragma unroll
-        for (int j = 0; j < kVPieces; ++j) vr[r][j] = DequantFp8x8<T>(vc[r][j], vs[r]);
+        for (int j = 0; j < kVPieces; ++j) {
+          vr[r][j] = kFold ? Fp8CodesToT<T>(vc[r][j]) : DequantFp8x8<T>(vc[r][j], vs[r]);
+        }
       }
     } else {
 #pragma unroll
@@ -279,7 +302,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int pos = p0 + 2 * t + (j & 1) + (j >> 1) * 8;
-      x[j] = pos < range.end ? x[j] * scale_log2 : -INFINITY;
+      x[j] = pos < range.end ? x[j] * s_scale[j] * scale_log2 : -INFINITY;
       tile_max = fmaxf(tile_max, x[j]);
     }
     tile_max = fmaxf(tile_max, __shfl_xor_sync(kFull, tile_max, 1));
@@ -287,8 +310,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     const float m_new = fmaxf(m, tile_max);  // finite: position p0 is always valid
     const float correction = exp2f(m - m_new);
     float tile_sum = 0.0f;
-    const uint32_t pb0 = PackRounded<T>(exp2f(x[0] - m_new), exp2f(x[1] - m_new), &tile_sum);
-    const uint32_t pb1 = PackRounded<T>(exp2f(x[2] - m_new), exp2f(x[3] - m_new), &tile_sum);
+    uint32_t pb0, pb1;
+    if constexpr (kFold) {
+      // P times the V row scales, rounded once; the softmax sum takes P itself.
+      float e[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) e[j] = exp2f(x[j] - m_new);
+      tile_sum = (e[0] + e[1]) + (e[2] + e[3]);
+      pb0 = PackFloat2<T>(e[0] * p_scale[0], e[1] * p_scale[1]);
+      pb1 = PackFloat2<T>(e[2] * p_scale[2], e[3] * p_scale[3]);
+    } else {
+      pb0 = PackRounded<T>(exp2f(x[0] - m_new), exp2f(x[1] - m_new), &tile_sum);
+      pb1 = PackRounded<T>(exp2f(x[2] - m_new), exp2f(x[3] - m_new), &tile_sum);
+    }
     l = l * correction + tile_sum;
     m = m_new;
     // O^T columns of this lane are heads 2t and 2t+1: fetch their corrections.
@@ -474,9 +508,16 @@ cudaError_t DecodeAttention(const DecodeAttentionParams<T>& params, StepTokens t
       static_cast<float>(M_LOG2E / std::sqrt(static_cast<double>(kv.head_dim)));
   const dim3 grid(params.num_rows, kv.num_kv_heads, params.max_splits);
   if (kv.fp8 && kv.block_bytes < kv.block_elements) return cudaErrorInvalidValue;
+  // fp8 KV with bf16 compute: the scales go after the products (kFold) unless the caller
+  // asks otherwise. Not for f16: P times a small V scale would fall into f16's subnormals.
+  const bool fold = kv.fp8 && std::is_same_v<T, bf16> &&
+                    (params.fp8_scales_after_products < 0 ? kFp8ScalesAfterProducts
+                                                          : params.fp8_scales_after_products > 0);
   auto kernel = kv.head_dim == 128
-                    ? (kv.fp8 ? DecodeAttentionKernel<T, 128, true> : DecodeAttentionKernel<T, 128, false>)
-                    : (kv.fp8 ? DecodeAttentionKernel<T, 64, true> : DecodeAttentionKernel<T, 64, false>);
+                    ? (fold ? DecodeAttentionKernel<T, 128, true, true>
+                            : kv.fp8 ? DecodeAttentionKernel<T, 128, true, false> : DecodeAttentionKernel<T, 128, false, false>)
+                    : (fold ? DecodeAttentionKernel<T, 64, true, true>
+                            : kv.fp8 ? DecodeAttentionKernel<T, 64, true, false> : DecodeAttentionKernel<T, 64, false, false>);
   return LaunchPdl(launch, kernel, grid, dim3(kThreads), 0, stream, params, tokens, kv, group,
                    scale_log2, bt_shift);
 }

@@ -32,6 +32,10 @@ struct DecodeAttentionParams {
   // Partials and counters may be shared by launches that run in order on one stream.
   // Unused (may be null) when max_splits == 1.
   uint32_t* split_counters = nullptr;
+  // fp8 KV with bf16 compute: 1 applies the K/V row scales to the scores and probabilities
+  // (codes reach the tensor cores exact), 0 dequantizes every code first, -1 the library's
+  // choice (decode_attention.cu kFp8ScalesAfterProducts). For tests and benchmarks.
+  int32_t fp8_scales_after_products = -1;
 };
 
 // Row token t = rows[i] attends to KV positions [0, tokens.pos[t]] of chunk tokens.chunk[t]

@@ -4,6 +4,7 @@
 #include <cuda_fp8.h>
 
 #include "backend/cuda/elem.cuh"
+#include "backend/cuda/fp8_gemv_rows.cuh"
 #include "backend/cuda/pdl.h"
 #include "common/fp8_e4m3.h"
 
@@ -224,6 +225,21 @@ cudaError_t LaunchGemvFp8(const T* x, const uint8_t* codes, const float* scales,
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// One activation row (the single-sequence decode step): fp8_gemv_rows.cuh's kernel with 2
+// weight rows per warp, 2 pieces per row before the PDL wait and 2 per pipelined batch, the
+// best of the variants bench/micro/fp8_decode_chain.cu measured on the H200 for the whole
+// W1 chain (src/backend/cuda/NOTES.md, "fp8 decode GEMV and W8 fp8"), for the plain
+// projections and for gate|up + SiLU alike.
+template <typename T, bool kSilu>
+cudaError_t LaunchGemvFp8OneRow(const T* x, const uint8_t* codes, const float* scales, int k, int n, T* out,
+                                cudaStream_t stream, const CudaLaunchOptions& launch) {
+  if constexpr (kSilu) {
+    return LaunchGemvFp8Rows<T, 2, 2, 2, true>(x, codes, scales, k, n, out, stream, launch);
+  } else {
+    return LaunchGemvFp8Rows<T, 2, 2, 2, false>(x, codes, scales, k, n, out, stream, launch);
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -247,7 +263,7 @@ cudaError_t GemvFp8(const T* x, int num_rows, const uint8_t* codes, const float*
   }
   const int k = static_cast<int>(in_features), n = static_cast<int>(out_features);
   switch (num_rows) {
-    case 1: return LaunchGemvFp8<T, 1, false>(x, codes, scales, k, n, out, stream, launch);
+    case 1: return LaunchGemvFp8OneRow<T, false>(x, codes, scales, k, n, out, stream, launch);
     case 2: return LaunchGemvFp8<T, 2, false>(x, codes, scales, k, n, out, stream, launch);
     case 3: return LaunchGemvFp8<T, 3, false>(x, codes, scales, k, n, out, stream, launch);
     case 4: return LaunchGemvFp8<T, 4, false>(x, codes, scales, k, n, out, stream, launch);
@@ -265,7 +281,7 @@ cudaError_t GemvSiluMulFp8(const T* x, int num_rows, const uint8_t* codes, const
     return cudaErrorInvalidValue;
   }
   const int k = static_cast<int>(in_features), n = static_cast<int>(inter);
-  return num_rows == 1 ? LaunchGemvFp8<T, 1, true>(x, codes, scales, k, n, out, stream, launch)
+  return num_rows == 1 ? LaunchGemvFp8OneRow<T, true>(x, codes, scales, k, n, out, stream, launch)
                        : LaunchGemvFp8<T, 2, true>(x, codes, scales, k, n, out, stream, launch);
 }
 

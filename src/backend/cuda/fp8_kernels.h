@@ -30,9 +30,10 @@ bool GemvFp8Supported(int num_rows, int64_t in_features, const void* x, const vo
 
 // out (num_rows, out_features) T = x (num_rows, in_features) T times the fp8 weight
 // (out_features, in_features) codes with per-output-channel scales, fp32 accumulation:
-// out[r, n] = scales[n] * sum_c x[r, c] * e4m3(codes[n, c]). One warp per output feature,
-// software-pipelined 16-byte code loads, the first ones issued before the PDL wait (as the
-// 16-bit GEMV, gemv.cu). cudaErrorInvalidValue outside GemvFp8Supported.
+// out[r, n] = scales[n] * sum_c x[r, c] * e4m3(codes[n, c]). One warp per output feature
+// (two for one row: fp8_gemv_rows.cuh), software-pipelined 16-byte code loads, the first ones
+// issued before the PDL wait (as the 16-bit GEMV, gemv.cu). cudaErrorInvalidValue outside
+// GemvFp8Supported.
 template <typename T>
 cudaError_t GemvFp8(const T* x, int num_rows, const uint8_t* codes, const float* scales, int64_t out_features,
                     int64_t in_features, T* out, cudaStream_t stream,

@@ -72,6 +72,23 @@ __device__ __forceinline__ uint4 DequantFp8x8(uint2 codes, float scale) {
   return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
+// Eight codes as eight packed T, unscaled: exact (every E4M3 value is a bf16 and an f16
+// value), for kernels that apply the row's scale after the product (decode_attention.cu).
+template <typename T>
+__device__ __forceinline__ uint4 Fp8CodesToT(uint2 codes) {
+  uint32_t out[4];
+  const uint32_t words[2] = {codes.x, codes.y};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t pair = (words[i / 2] >> (16 * (i % 2))) & 0xffffu;
+    const __half2_raw raw =
+        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), __NV_E4M3);
+    const float2 f = __half22float2(__half2(raw));
+    out[i] = PackFloat2<T>(f.x, f.y);
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
 }  // namespace kvtier::cuda
 
 #endif  // KVTIER_BACKEND_CUDA_KV_FP8_CUH_
