@@ -423,12 +423,17 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
       blocks.table.push_back(hit->second);
       hit_tier.push_back(static_cast<int>(Tier::kDevice));
     } else {
-      const bool in_host = state(Tier::kHost).by_hash.contains(hash);
+      bool in_host = state(Tier::kHost).by_hash.contains(hash);
       const bool in_disk = !in_host && state(Tier::kDisk).by_hash.contains(hash);
       if (!in_host && !in_disk) {
         // No local tier has it: the remote tier may (looked up with the blocks after it).
         const RemoteLookup* remote = landed_only ? LandedRemoteHit(keys->Key(tokens, options_.block_tokens, i))
                                                  : RemoteHit(tokens, keys, i, max_blocks);
+        // A lookup into a host slot lands in the host cache: a host hit from here on.
+        in_host = remote == nullptr && state(Tier::kHost).by_hash.contains(hash);
+      }
+      if (!in_host && !in_disk) {
+        const RemoteLookup* remote = LandedRemoteHit(hash);
         if (remote == nullptr || num_available_device_blocks() == 0) break;
         const BlockId block = AllocateDeviceBlocks(1).front();
         remote_copies.push_back({block, const_cast<uint8_t*>(remote->bytes.data())});
@@ -466,7 +471,8 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
         QueueWriteBehind(*block, hash);
       }
       blocks.table.push_back(*block);
-      hit_tier.push_back(static_cast<int>(tier));
+      // (A host block the remote tier delivered counts as its hit.)
+      hit_tier.push_back(in_host && TakeArrivedFromRemote(hash) ? kRemoteHit : static_cast<int>(tier));
     }
     blocks.hashes.push_back(hash);
   }

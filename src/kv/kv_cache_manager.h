@@ -99,6 +99,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "backend/host_resident_kv.h"
@@ -530,12 +531,15 @@ class KvCacheManager {
   // The remote tier (kv_cache_remote.cc): the store and its I/O thread; the prompt blocks
   // looked up (in flight, or landed: the block's bytes or why not), kept a few steps for
   // the match that asked; the computed device blocks waiting to be put, with their key
-  // then; and a host buffer their device copies go through.
+  // then; and a host buffer their device copies go through. A lookup with a host slot
+  // receives the block there, in place (pinned memory, no copy, no bound but the host
+  // tier's); landed valid, the slot joins the host cache and the lookup is forgotten.
   struct RemoteLookup {
     bool landed = false;
     absl::Status status;           // once landed: OK (bytes valid), NotFound (a miss), else unusable
     RemoteBlockBytes bytes;
     int64_t landed_step = 0;
+    int32_t host_slot = -1;        // in flight: the host slot it lands in (held, in no cache map)
   };
   struct RemoteTier {
     std::unique_ptr<RemoteBlockStore> store;
@@ -546,6 +550,10 @@ class KvCacheManager {
     uint8_t* put_buffer = nullptr; // (put_buffer_blocks, block_bytes), from the backend
     int64_t put_buffer_blocks = 0;
     int64_t step = 0;
+    int64_t host_slot_lookups = 0;  // lookups in flight into host slots
+    // Blocks that arrived from the remote tier into the host cache, not matched yet: their
+    // match counts as a remote hit (bounded by the host tier's size).
+    absl::flat_hash_set<BlockHash> arrived_in_host;
   };
   // Opens the remote tier (Create); nothing happens on the network until it is used.
   absl::Status OpenRemoteTier();
@@ -566,6 +574,11 @@ class KvCacheManager {
   const RemoteLookup* RemoteHit(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t i, int64_t max_blocks);
   // The block's lookup when it has landed as a valid hit; nullptr otherwise (never waits).
   const RemoteLookup* LandedRemoteHit(const BlockHash& hash) const;
+  // How many blocks from `first` on (up to max_blocks) Redis holds, in a row: one pipelined
+  // EXISTS, waited for at most timeout_ms (0 when it does not answer, or the tier is off).
+  int64_t ProbeRemoteRun(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t first, int64_t max_blocks);
+  // Whether a block matched from the host cache arrived there from the remote tier (once).
+  bool TakeArrivedFromRemote(const BlockHash& hash);
   // ReadAhead's remote part: lookups for the prompt blocks no local tier holds; true while
   // one is in flight (the scheduler lets the sequence wait while others run).
   bool RemoteReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys);

@@ -183,6 +183,7 @@ KvCacheManager::SlowPrefix KvCacheManager::ProbeSlowPrefix(SequenceId seq, std::
   const bool remote_on = remote_.store != nullptr && remote_.store->counters().on;
   int64_t on_disk = 0, remote = 0;
   const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens;
+  int64_t remote_from = -1, remote_run = 0;  // the blocks Redis holds in a row from remote_from (EXISTS)
   for (int64_t i = first; i < max_blocks; ++i) {
     const BlockHash& hash = keys->Key(tokens, options_.block_tokens, i);
     const bool fast = state(Tier::kDevice).by_hash.contains(hash) || state(Tier::kHost).by_hash.contains(hash) ||
@@ -200,6 +201,11 @@ KvCacheManager::SlowPrefix KvCacheManager::ProbeSlowPrefix(SequenceId seq, std::
     if (auto known = remote_.lookups.find(hash); known != remote_.lookups.end()) {
       if (known->second.landed && !known->second.status.ok()) break;  // a known miss
     }
+    if (remote_from < 0) {
+      remote_from = i;
+      remote_run = ProbeRemoteRun(tokens, keys, i, max_blocks);
+    }
+    if (i >= remote_from + remote_run) break;  // not in Redis: the slow run ends
     ++remote;
   }
   probe.slow_blocks = on_disk + remote;

@@ -1,12 +1,18 @@
 // KvCacheManager's remote tier (Redis, shared by every process of a service): blocks
 // computed here are put there after the step that filled them, and a prompt's blocks that
 // no local tier holds are looked up there, on the store's I/O thread (RemoteBlockStore),
-// before the prefix match uses them. Same keys as the other tiers (namespace included),
+// before the prefix match uses them: into host slots where the host tier has room (the
+// block then joins the host cache as it lands, with no copy and no wait for this thread),
+// else into buffers of their own, bounded by remote_kv_max_bytes_in_flight. Before a load
+// plan counts on the remote tier, one pipelined EXISTS says which blocks it really holds
+// (and so which of the blocks the plan computes need no put). Same keys as the other tiers (namespace included),
 // the disk slot format as the value, checked before use: a corrupt, foreign or
 // other-token value is a miss, and the block is recomputed.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <vector>
 
 #include "backend/backend.h"
 #include "common/status_macros.h"
@@ -22,6 +28,9 @@ namespace {
 constexpr int64_t kRemotePutBlocks = 32;
 // Landed lookups nobody took are forgotten after this many steps.
 constexpr int64_t kRemoteLookupSteps = 32;
+// Lookups in flight into host slots: at most this share of the host tier's slots (the
+// rest stay for swaps, write-backs and disk read-ahead).
+constexpr int64_t kRemoteHostShareDivisor = 2;
 
 }  // namespace
 
@@ -115,9 +124,32 @@ void KvCacheManager::LandRemoteLookups(bool expire) {
   if (remote_.store == nullptr) return;
   if (expire) ++remote_.step;
   for (RemoteBlockStore::GetResult& result : remote_.store->TakeFinished()) {
-    auto it = remote_.lookups.find(BlockHash{result.key});
+    const BlockHash hash{result.key};
+    auto it = remote_.lookups.find(hash);
     if (it == remote_.lookups.end() || it->second.landed) continue;
     ++remote_.landed_total;
+    if (const int32_t slot = it->second.host_slot; slot >= 0) {
+      // Received in its host slot: a valid block joins the host cache there.
+      it->second.host_slot = -1;
+      --remote_.host_slot_lookups;
+      TierState& host = state(Tier::kHost);
+      if (result.status.ok() && !host.by_hash.contains(hash)) {
+        host.by_hash[hash] = slot;
+        host.hash_of[slot] = hash;
+        lru(Tier::kHost).PushBack(slot, PriorityOf(hash));
+        if (static_cast<int64_t>(remote_.arrived_in_host.size()) >= pool(Tier::kHost).num_blocks()) {
+          remote_.arrived_in_host.clear();  // stale entries (blocks evicted unmatched) go
+        }
+        remote_.arrived_in_host.insert(hash);
+        remote_.lookups.erase(it);
+        continue;
+      }
+      pool(Tier::kHost).Release(slot);
+      if (result.status.ok()) {  // cached meanwhile by another path: that copy serves
+        remote_.lookups.erase(it);
+        continue;
+      }
+    }
     if (absl::IsUnavailable(result.status) || absl::IsDeadlineExceeded(result.status)) {
       remote_.lookups.erase(it);  // the tier failed: asked again once it is back
       continue;
@@ -151,6 +183,25 @@ bool KvCacheManager::LookUpRemote(std::span<const int32_t> tokens, BlockKeyChain
       if (!it->second.landed) in_flight = true;
       if (it->second.landed && !it->second.status.ok()) break;  // the chain ends there
       continue;
+    }
+    // Landed already (into the host cache), or computed here meanwhile.
+    if (state(Tier::kDevice).by_hash.contains(hash) || state(Tier::kHost).by_hash.contains(hash)) continue;
+    // Into a host slot while the host tier lends them: pinned, landing with no copy.
+    if (remote_.host_slot_lookups < pool(Tier::kHost).num_blocks() / kRemoteHostShareDivisor) {
+      if (const std::optional<int32_t> slot = AllocateSlot(Tier::kHost)) {
+        const std::span<const int32_t> block_tokens = BlockTokens(tokens, i);
+        if (!remote_.store->Get(hash.digest, block_tokens, HostSlot(*slot)).ok()) {
+          pool(Tier::kHost).Release(*slot);
+          break;
+        }
+        SetStoredTokens(Tier::kHost, *slot, block_tokens);  // the slot's tokens once it is cached
+        RemoteLookup lookup;
+        lookup.host_slot = *slot;
+        remote_.lookups[hash] = std::move(lookup);
+        ++remote_.host_slot_lookups;
+        in_flight = true;
+        continue;
+      }
     }
     // Landed bytes wait for their match: they count toward the bound too.
     if (remote_.landed_bytes + static_cast<int64_t>(block_bytes_) > options_.remote.max_bytes_in_flight &&
@@ -192,6 +243,28 @@ const KvCacheManager::RemoteLookup* KvCacheManager::LandedRemoteHit(const BlockH
   if (remote_.store == nullptr) return nullptr;
   auto it = remote_.lookups.find(hash);
   return it != remote_.lookups.end() && it->second.landed && it->second.status.ok() ? &it->second : nullptr;
+}
+
+int64_t KvCacheManager::ProbeRemoteRun(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t first,
+                                       int64_t max_blocks) {
+  if (remote_.store == nullptr || first >= max_blocks) return 0;
+  std::vector<Sha256Digest> digests;
+  digests.reserve(static_cast<size_t>(max_blocks - first));
+  for (int64_t i = first; i < max_blocks; ++i) digests.push_back(keys->Key(tokens, options_.block_tokens, i).digest);
+  const auto timeout = std::chrono::milliseconds(std::max<int64_t>(options_.remote.timeout_ms, 1));
+  const absl::StatusOr<std::vector<bool>> present =
+      remote_.store->Probe(digests, std::chrono::steady_clock::now() + timeout);
+  if (!present.ok()) {
+    if (absl::IsDeadlineExceeded(present.status())) ++counters_.remote_lookup_timeouts;
+    return 0;  // unknown: counted on for nothing (computed)
+  }
+  int64_t run = 0;
+  while (run < static_cast<int64_t>(present->size()) && (*present)[static_cast<size_t>(run)]) ++run;
+  return run;
+}
+
+bool KvCacheManager::TakeArrivedFromRemote(const BlockHash& hash) {
+  return remote_.arrived_in_host.erase(hash) > 0;
 }
 
 bool KvCacheManager::RemoteReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys) {
