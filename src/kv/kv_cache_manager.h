@@ -185,6 +185,9 @@ struct KvCacheCounters {
   int64_t prefix_hits_remote = 0;        // prompt blocks found in the remote tier (Redis)
   int64_t remote_puts_queued = 0;        // computed blocks handed to the remote tier
   int64_t remote_lookup_timeouts = 0;    // prefix matches that stopped waiting for a lookup
+  int64_t remote_landed_in_host = 0;     // remote blocks received in place into host slots (then cached there)
+  int64_t remote_probes = 0;             // EXISTS probes before load plans (remote_probe_blocks found)
+  int64_t remote_probe_blocks = 0;
 };
 
 class KvCacheManager {

@@ -16,6 +16,8 @@ namespace {
 // Load bandwidth assumed until the remote tier has delivered a block here (bytes/second):
 // Redis on the same network (the disk tier's: KvCacheManager::kGuessedDiskBytesPerSecond).
 constexpr double kGuessedRemoteBytesPerSecond = 1e9;
+// Block bytes delivered before the measured bandwidth replaces the guess.
+constexpr int64_t kRemoteBytesMeasured = 128ll << 20;
 
 }  // namespace
 
@@ -133,7 +135,10 @@ double KvCacheManager::RemoteSecondsPerBlock() const {
   double bandwidth = kGuessedRemoteBytesPerSecond;
   if (remote_.store != nullptr) {
     const RemoteBlockStore::Counters c = remote_.store->counters();
-    if (c.get_bytes > 0 && c.get_seconds > 0) bandwidth = static_cast<double>(c.get_bytes) / c.get_seconds;
+    // A few blocks measure mostly the round trips: the guess serves until enough landed.
+    if (c.get_bytes >= kRemoteBytesMeasured && c.get_seconds > 0) {
+      bandwidth = static_cast<double>(c.get_bytes) / c.get_seconds;
+    }
   }
   return static_cast<double>(block_bytes_) / bandwidth;
 }

@@ -141,6 +141,7 @@ void KvCacheManager::LandRemoteLookups(bool expire) {
           remote_.arrived_in_host.clear();  // stale entries (blocks evicted unmatched) go
         }
         remote_.arrived_in_host.insert(hash);
+        ++counters_.remote_landed_in_host;
         remote_.lookups.erase(it);
         continue;
       }
@@ -260,6 +261,8 @@ int64_t KvCacheManager::ProbeRemoteRun(std::span<const int32_t> tokens, BlockKey
   }
   int64_t run = 0;
   while (run < static_cast<int64_t>(present->size()) && (*present)[static_cast<size_t>(run)]) ++run;
+  ++counters_.remote_probes;
+  counters_.remote_probe_blocks += run;
   return run;
 }
 

@@ -3,15 +3,17 @@
 // thread never does network I/O. Lookups (gets) run on `get_connections` lanes in
 // parallel, each a thread with its own connections, taking pipelined batches from one
 // queue; a get's value is received straight into its result's bytes and checked there
-// (remote_value.h), and its result (a block's bytes, a miss, or why it is unusable) waits
-// in TakeFinished. Puts run on one more lane, after the lookups: a put batch starts only
+// (remote_value.h) — or into memory the caller gives (a host-tier slot), in place — and its
+// result (a block's bytes, a miss, or why it is unusable) waits in TakeFinished. A probe
+// (EXISTS for many keys, one pipeline, ahead of the queued lookups) says which blocks Redis
+// holds before a load plan counts on them. Puts run on one more lane, after the lookups: a put batch starts only
 // while no lookup is queued or running, so a context's own puts never delay its prefix.
 // A put of a block known to be in Redis (a lookup found it, or this store stored it) is
 // skipped; the put lane asks Redis first (EXISTS, or EXPIRE with a TTL, which renews it)
 // and sends only the blocks Redis lacks (a value found corrupt is overwritten).
 //
-// Bounded: the bytes of queued puts and of gets not yet taken never pass
-// max_bytes_in_flight (a put or get that would is refused, counted: the block is then
+// Bounded: the bytes of queued puts and of gets not yet taken (those with no destination)
+// never pass max_bytes_in_flight (a put or get that would is refused, counted: the block is then
 // simply not shared, or recomputed). Every socket operation is bounded by `timeout`.
 // Self-healing: a connection failure or timeout switches the tier off (one log line) —
 // everything queued fails at once (gets as Unavailable misses, puts dropped) and Put/Get
