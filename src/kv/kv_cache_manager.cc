@@ -423,20 +423,17 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
       blocks.table.push_back(hit->second);
       hit_tier.push_back(static_cast<int>(Tier::kDevice));
     } else {
-      bool in_host = state(Tier::kHost).by_hash.contains(hash);
+      const bool in_host = state(Tier::kHost).by_hash.contains(hash);
       const bool in_disk = !in_host && state(Tier::kDisk).by_hash.contains(hash);
       if (!in_host && !in_disk) {
         // No local tier has it: the remote tier may (looked up with the blocks after it).
         const RemoteLookup* remote = landed_only ? LandedRemoteHit(keys->Key(tokens, options_.block_tokens, i))
                                                  : RemoteHit(tokens, keys, i, max_blocks);
-        // A lookup into a host slot lands in the host cache: a host hit from here on.
-        in_host = remote == nullptr && state(Tier::kHost).by_hash.contains(hash);
-      }
-      if (!in_host && !in_disk) {
-        const RemoteLookup* remote = LandedRemoteHit(hash);
         if (remote == nullptr || num_available_device_blocks() == 0) break;
         const BlockId block = AllocateDeviceBlocks(1).front();
-        remote_copies.push_back({block, const_cast<uint8_t*>(remote->bytes.data())});
+        // Received in a host slot (pinned), or into bytes of its own.
+        uint8_t* bytes = remote->host_slot >= 0 ? HostSlot(remote->host_slot) : const_cast<uint8_t*>(remote->bytes.data());
+        remote_copies.push_back({block, bytes});
         remote_index.push_back(blocks.table.size());
         blocks.table.push_back(block);
         hit_tier.push_back(kRemoteHit);
@@ -471,8 +468,7 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
         QueueWriteBehind(*block, hash);
       }
       blocks.table.push_back(*block);
-      // (A host block the remote tier delivered counts as its hit.)
-      hit_tier.push_back(in_host && TakeArrivedFromRemote(hash) ? kRemoteHit : static_cast<int>(tier));
+      hit_tier.push_back(static_cast<int>(tier));
     }
     blocks.hashes.push_back(hash);
   }
@@ -519,6 +515,10 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
       // Used: the landed bytes are not needed any more.
       if (auto it = remote_.lookups.find(hash); it != remote_.lookups.end()) {
         remote_.landed_bytes -= static_cast<int64_t>(it->second.bytes.size());
+        if (it->second.host_slot >= 0) {
+          pool(Tier::kHost).Release(it->second.host_slot);
+          --remote_.host_slot_lookups;
+        }
         remote_.lookups.erase(it);
       }
     }

@@ -244,7 +244,7 @@ int64_t KvCacheManager::LoadPrefixAhead(std::span<const int32_t> tokens, BlockKe
                        (disk_tier_.jobs != nullptr && disk_tier_.jobs->PrefixReadOf(hash).has_value());
     if (!local) {
       LandRemoteLookups();
-      LookUpRemote(tokens, keys, i, to);
+      LookUpRemote(tokens, keys, i, to, /*back_first=*/true);  // as the disk reads
       return reads;
     }
   }

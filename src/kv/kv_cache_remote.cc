@@ -1,9 +1,9 @@
 // KvCacheManager's remote tier (Redis, shared by every process of a service): blocks
 // computed here are put there after the step that filled them, and a prompt's blocks that
 // no local tier holds are looked up there, on the store's I/O thread (RemoteBlockStore),
-// before the prefix match uses them: into host slots where the host tier has room (the
-// block then joins the host cache as it lands, with no copy and no wait for this thread),
-// else into buffers of their own, bounded by remote_kv_max_bytes_in_flight. Before a load
+// before the prefix match uses them: into host slots where the host tier has room (pinned,
+// in place, with no wait for this thread; held there until the match copies them to the
+// device), else into buffers of their own, bounded by remote_kv_max_bytes_in_flight. Before a load
 // plan counts on the remote tier, one pipelined EXISTS says which blocks it really holds
 // (and so which of the blocks the plan computes need no put). Same keys as the other tiers (namespace included),
 // the disk slot format as the value, checked before use: a corrupt, foreign or
@@ -129,26 +129,14 @@ void KvCacheManager::LandRemoteLookups(bool expire) {
     if (it == remote_.lookups.end() || it->second.landed) continue;
     ++remote_.landed_total;
     if (const int32_t slot = it->second.host_slot; slot >= 0) {
-      // Received in its host slot: a valid block joins the host cache there.
-      it->second.host_slot = -1;
-      --remote_.host_slot_lookups;
-      TierState& host = state(Tier::kHost);
-      if (result.status.ok() && !host.by_hash.contains(hash)) {
-        host.by_hash[hash] = slot;
-        host.hash_of[slot] = hash;
-        lru(Tier::kHost).PushBack(slot, PriorityOf(hash));
-        if (static_cast<int64_t>(remote_.arrived_in_host.size()) >= pool(Tier::kHost).num_blocks()) {
-          remote_.arrived_in_host.clear();  // stale entries (blocks evicted unmatched) go
-        }
-        remote_.arrived_in_host.insert(hash);
+      if (result.status.ok()) {
+        // Received in its host slot: held there (in no cache map, so nothing evicts it)
+        // until its match copies it to the device, or it expires.
         ++counters_.remote_landed_in_host;
-        remote_.lookups.erase(it);
-        continue;
-      }
-      pool(Tier::kHost).Release(slot);
-      if (result.status.ok()) {  // cached meanwhile by another path: that copy serves
-        remote_.lookups.erase(it);
-        continue;
+      } else {
+        pool(Tier::kHost).Release(slot);
+        it->second.host_slot = -1;
+        --remote_.host_slot_lookups;
       }
     }
     if (absl::IsUnavailable(result.status) || absl::IsDeadlineExceeded(result.status)) {
@@ -170,14 +158,19 @@ void KvCacheManager::LandRemoteLookups(bool expire) {
     auto here = it++;
     if (here->second.landed && remote_.step - here->second.landed_step > kRemoteLookupSteps) {
       remote_.landed_bytes -= static_cast<int64_t>(here->second.bytes.size());
+      if (here->second.host_slot >= 0) {
+        pool(Tier::kHost).Release(here->second.host_slot);
+        --remote_.host_slot_lookups;
+      }
       remote_.lookups.erase(here);
     }
   }
 }
 
 bool KvCacheManager::LookUpRemote(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t first,
-                                  int64_t max_blocks) {
+                                  int64_t max_blocks, bool back_first) {
   bool in_flight = false;
+  std::vector<int64_t> to_look_up;
   for (int64_t i = first; i < max_blocks; ++i) {
     const BlockHash& hash = keys->Key(tokens, options_.block_tokens, i);
     if (auto it = remote_.lookups.find(hash); it != remote_.lookups.end()) {
@@ -185,17 +178,21 @@ bool KvCacheManager::LookUpRemote(std::span<const int32_t> tokens, BlockKeyChain
       if (it->second.landed && !it->second.status.ok()) break;  // the chain ends there
       continue;
     }
-    // Landed already (into the host cache), or computed here meanwhile.
+    // Computed here meanwhile, or cached on the host.
     if (state(Tier::kDevice).by_hash.contains(hash) || state(Tier::kHost).by_hash.contains(hash)) continue;
-    // Into a host slot while the host tier lends them: pinned, landing with no copy.
+    to_look_up.push_back(i);
+  }
+  if (back_first) std::reverse(to_look_up.begin(), to_look_up.end());
+  for (const int64_t i : to_look_up) {
+    const BlockHash hash = keys->Key(tokens, options_.block_tokens, i);
+    // Into a host slot (held until used or expired) while the host tier lends them: pinned,
+    // landing with no copy.
     if (remote_.host_slot_lookups < pool(Tier::kHost).num_blocks() / kRemoteHostShareDivisor) {
       if (const std::optional<int32_t> slot = AllocateSlot(Tier::kHost)) {
-        const std::span<const int32_t> block_tokens = BlockTokens(tokens, i);
-        if (!remote_.store->Get(hash.digest, block_tokens, HostSlot(*slot)).ok()) {
+        if (!remote_.store->Get(hash.digest, BlockTokens(tokens, i), HostSlot(*slot)).ok()) {
           pool(Tier::kHost).Release(*slot);
           break;
         }
-        SetStoredTokens(Tier::kHost, *slot, block_tokens);  // the slot's tokens once it is cached
         RemoteLookup lookup;
         lookup.host_slot = *slot;
         remote_.lookups[hash] = std::move(lookup);
@@ -264,10 +261,6 @@ int64_t KvCacheManager::ProbeRemoteRun(std::span<const int32_t> tokens, BlockKey
   ++counters_.remote_probes;
   counters_.remote_probe_blocks += run;
   return run;
-}
-
-bool KvCacheManager::TakeArrivedFromRemote(const BlockHash& hash) {
-  return remote_.arrived_in_host.erase(hash) > 0;
 }
 
 bool KvCacheManager::RemoteReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys) {

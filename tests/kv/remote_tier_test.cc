@@ -183,8 +183,8 @@ TEST(RemoteTierTest, CorruptAndForeignValuesAreDetectedCountedRecomputed) {
   EXPECT_EQ(Remote(stats, "hits"), 0);
 }
 
-// With a host tier, lookups land in host slots (held while in flight, in the host cache
-// once valid; invariants checked after every step): the hits count as remote ones, outputs
+// With a host tier, lookups land in host slots (held until copied to the device or found
+// unusable; invariants checked after every step): the hits count as remote ones, outputs
 // are exact; corrupt values release their slots and are recomputed; a Redis killed and
 // restarted mid-run fails the lookups in flight, whose slots come back.
 TEST(RemoteTierTest, WithAHostTierLookupsLandInHostSlots) {
