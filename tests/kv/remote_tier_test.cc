@@ -214,7 +214,9 @@ TEST(RemoteTierTest, WithAHostTierLookupsLandInHostSlots) {
   EXPECT_EQ(testing::RunAll(*c, prompts, 6), expected);
   stats = c->Stats();
   EXPECT_EQ(Get(stats, "prefix_hit_tokens") + Get(stats, "prompt_tokens_computed"), 30 + 41) << stats.dump();
-  if (stats["load_plans"]["plans"].get<int64_t>() > 0) EXPECT_GE(Remote(stats, "probes"), 1) << stats.dump();
+  if (stats["load_plans"]["plans"].get<int64_t>() > 0) {
+    EXPECT_GE(Remote(stats, "probes"), 1) << stats.dump();
+  }
 
   // Every value corrupted: nothing used, every slot back (RunAll verifies the counts).
   for (const std::string& key : BlockKeys(redis)) {
