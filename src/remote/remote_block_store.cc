@@ -178,7 +178,10 @@ std::vector<RemoteBlockStore::Job> RemoteBlockStore::TakeBatchLocked(std::deque<
   }
   while (!queue.empty() && batch.size() < kMaxBatchJobs && (batch.empty() || bytes < kMaxBatchBytes) &&
          queue.front().probe == nullptr) {
-    bytes += queue.front().bytes;
+    // A get's size is its block's, wherever it lands (job.bytes is what it holds of the
+    // bound): a batch of 64 in-place gets would land all at once, and make Redis buffer
+    // 64 values for one connection.
+    bytes += queue.front().put ? queue.front().bytes : block_bytes_;
     batch.push_back(std::move(queue.front()));
     queue.pop_front();
   }
