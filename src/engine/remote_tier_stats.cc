@@ -33,6 +33,11 @@ nlohmann::json RemoteTierStats(const KvCacheManager& kv) {
       // running (on any of the lookup lanes; 0 before any).
       {"get_bytes_per_second", c.get_seconds > 0 ? static_cast<double>(c.get_bytes) / c.get_seconds : 0.0},
       {"lookup_timeouts", counters.remote_lookup_timeouts},
+      // Blocks received in place into host slots (the others into buffers of their own).
+      {"landed_in_host", counters.remote_landed_in_host},
+      // EXISTS probes before load plans, and the blocks they found in a row.
+      {"probes", counters.remote_probes},
+      {"probe_blocks", counters.remote_probe_blocks},
       {"disables", c.disables},
       {"reconnects", c.reconnects},
       {"bytes_in_flight", c.bytes_in_flight},

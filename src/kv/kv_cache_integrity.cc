@@ -140,6 +140,16 @@ absl::Status KvCacheManager::VerifyLowerTier(Tier tier) const {
   }
   int64_t cached_out_of_lru = 0;
   if (tier == Tier::kHost) {
+    // Remote lookups in flight fill held host slots, in no cache map until landed.
+    for (const auto& [hash, lookup] : remote_.lookups) {
+      if (lookup.host_slot < 0) continue;
+      if (t.hash_of.contains(lookup.host_slot)) {
+        return absl::InternalError(absl::StrCat("host slot ", lookup.host_slot, " is cached while a remote lookup fills it"));
+      }
+      held(lookup.host_slot);
+    }
+  }
+  if (tier == Tier::kHost) {
     for (const auto& [slot, ticket] : copies_.writeback_slots) {
       if (t.hash_of.contains(slot)) {
         return absl::InternalError(absl::StrCat("host slot ", slot, " is cached while its copy is in flight"));

@@ -431,7 +431,9 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
                                                  : RemoteHit(tokens, keys, i, max_blocks);
         if (remote == nullptr || num_available_device_blocks() == 0) break;
         const BlockId block = AllocateDeviceBlocks(1).front();
-        remote_copies.push_back({block, const_cast<uint8_t*>(remote->bytes.data())});
+        // Received in a host slot (pinned), or into bytes of its own.
+        uint8_t* bytes = remote->host_slot >= 0 ? HostSlot(remote->host_slot) : const_cast<uint8_t*>(remote->bytes.data());
+        remote_copies.push_back({block, bytes});
         remote_index.push_back(blocks.table.size());
         blocks.table.push_back(block);
         hit_tier.push_back(kRemoteHit);
@@ -513,6 +515,10 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
       // Used: the landed bytes are not needed any more.
       if (auto it = remote_.lookups.find(hash); it != remote_.lookups.end()) {
         remote_.landed_bytes -= static_cast<int64_t>(it->second.bytes.size());
+        if (it->second.host_slot >= 0) {
+          pool(Tier::kHost).Release(it->second.host_slot);
+          --remote_.host_slot_lookups;
+        }
         remote_.lookups.erase(it);
       }
     }

@@ -184,6 +184,9 @@ struct KvCacheCounters {
   int64_t prefix_hits_remote = 0;        // prompt blocks found in the remote tier (Redis)
   int64_t remote_puts_queued = 0;        // computed blocks handed to the remote tier
   int64_t remote_lookup_timeouts = 0;    // prefix matches that stopped waiting for a lookup
+  int64_t remote_landed_in_host = 0;     // remote blocks received in place into host slots
+  int64_t remote_probes = 0;             // EXISTS probes before load plans (remote_probe_blocks found)
+  int64_t remote_probe_blocks = 0;
 };
 
 class KvCacheManager {
@@ -541,12 +544,16 @@ class KvCacheManager {
   // The remote tier (kv_cache_remote.cc): the store and its I/O thread; the prompt blocks
   // looked up (in flight, or landed: the block's bytes or why not), kept a few steps for
   // the match that asked; the computed device blocks waiting to be put, with their key
-  // then; and a host buffer their device copies go through.
+  // then; and a host buffer their device copies go through. A lookup with a host slot
+  // receives the block there, in place (pinned memory, no copy, no bound but the host
+  // tier's); the slot is held (in no cache map: nothing evicts it) until the block is
+  // copied to the device, found unusable, or expires.
   struct RemoteLookup {
     bool landed = false;
     absl::Status status;           // once landed: OK (bytes valid), NotFound (a miss), else unusable
     RemoteBlockBytes bytes;
     int64_t landed_step = 0;
+    int32_t host_slot = -1;        // the host slot it lands in (held, in no cache map), if any
   };
   struct RemoteTier {
     std::unique_ptr<RemoteBlockStore> store;
@@ -557,6 +564,7 @@ class KvCacheManager {
     uint8_t* put_buffer = nullptr; // (put_buffer_blocks, block_bytes), from the backend
     int64_t put_buffer_blocks = 0;
     int64_t step = 0;
+    int64_t host_slot_lookups = 0;  // lookups holding host slots (in flight or landed)
   };
   // Opens the remote tier (Create); nothing happens on the network until it is used.
   absl::Status OpenRemoteTier();
@@ -569,14 +577,19 @@ class KvCacheManager {
   // while (called at each step's end with `expire`).
   void LandRemoteLookups(bool expire = false);
   // Submits lookups of prompt blocks [first, max_blocks) not asked yet (while the bound
-  // allows); returns whether one of them is still in flight.
-  bool LookUpRemote(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t first, int64_t max_blocks);
+  // allows; the last block first with back_first, as a load plan wants them); returns
+  // whether one of them is still in flight.
+  bool LookUpRemote(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t first, int64_t max_blocks,
+                    bool back_first = false);
   // For MatchPrefix at block i, the first one no local tier holds: the landed lookup of the
   // block when it is a valid hit (asking for it and the blocks after it first, and waiting
   // while lookups land, at most timeout_ms without one); nullptr otherwise.
   const RemoteLookup* RemoteHit(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t i, int64_t max_blocks);
   // The block's lookup when it has landed as a valid hit; nullptr otherwise (never waits).
   const RemoteLookup* LandedRemoteHit(const BlockHash& hash) const;
+  // How many blocks from `first` on (up to max_blocks) Redis holds, in a row: one pipelined
+  // EXISTS, waited for at most timeout_ms (0 when it does not answer, or the tier is off).
+  int64_t ProbeRemoteRun(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t first, int64_t max_blocks);
   // ReadAhead's remote part: lookups for the prompt blocks no local tier holds; true while
   // one is in flight (the scheduler lets the sequence wait while others run).
   bool RemoteReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys);

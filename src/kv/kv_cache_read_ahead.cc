@@ -16,6 +16,8 @@ namespace {
 // Load bandwidth assumed until the remote tier has delivered a block here (bytes/second):
 // Redis on the same network (the disk tier's: KvCacheManager::kGuessedDiskBytesPerSecond).
 constexpr double kGuessedRemoteBytesPerSecond = 1e9;
+// Block bytes delivered before the measured bandwidth replaces the guess.
+constexpr int64_t kRemoteBytesMeasured = 128ll << 20;
 
 }  // namespace
 
@@ -133,7 +135,10 @@ double KvCacheManager::RemoteSecondsPerBlock() const {
   double bandwidth = kGuessedRemoteBytesPerSecond;
   if (remote_.store != nullptr) {
     const RemoteBlockStore::Counters c = remote_.store->counters();
-    if (c.get_bytes > 0 && c.get_seconds > 0) bandwidth = static_cast<double>(c.get_bytes) / c.get_seconds;
+    // A few blocks measure mostly the round trips: the guess serves until enough landed.
+    if (c.get_bytes >= kRemoteBytesMeasured && c.get_seconds > 0) {
+      bandwidth = static_cast<double>(c.get_bytes) / c.get_seconds;
+    }
   }
   return static_cast<double>(block_bytes_) / bandwidth;
 }
@@ -183,6 +188,7 @@ KvCacheManager::SlowPrefix KvCacheManager::ProbeSlowPrefix(SequenceId seq, std::
   const bool remote_on = remote_.store != nullptr && remote_.store->counters().on;
   int64_t on_disk = 0, remote = 0;
   const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / options_.block_tokens;
+  int64_t remote_from = -1, remote_run = 0;  // the blocks Redis holds in a row from remote_from (EXISTS)
   for (int64_t i = first; i < max_blocks; ++i) {
     const BlockHash& hash = keys->Key(tokens, options_.block_tokens, i);
     const bool fast = state(Tier::kDevice).by_hash.contains(hash) || state(Tier::kHost).by_hash.contains(hash) ||
@@ -200,6 +206,11 @@ KvCacheManager::SlowPrefix KvCacheManager::ProbeSlowPrefix(SequenceId seq, std::
     if (auto known = remote_.lookups.find(hash); known != remote_.lookups.end()) {
       if (known->second.landed && !known->second.status.ok()) break;  // a known miss
     }
+    if (remote_from < 0) {
+      remote_from = i;
+      remote_run = ProbeRemoteRun(tokens, keys, i, max_blocks);
+    }
+    if (i >= remote_from + remote_run) break;  // not in Redis: the slow run ends
     ++remote;
   }
   probe.slow_blocks = on_disk + remote;
@@ -233,7 +244,7 @@ int64_t KvCacheManager::LoadPrefixAhead(std::span<const int32_t> tokens, BlockKe
                        (disk_tier_.jobs != nullptr && disk_tier_.jobs->PrefixReadOf(hash).has_value());
     if (!local) {
       LandRemoteLookups();
-      LookUpRemote(tokens, keys, i, to);
+      LookUpRemote(tokens, keys, i, to, /*back_first=*/true);  // as the disk reads
       return reads;
     }
   }

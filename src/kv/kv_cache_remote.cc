@@ -1,12 +1,18 @@
 // KvCacheManager's remote tier (Redis, shared by every process of a service): blocks
 // computed here are put there after the step that filled them, and a prompt's blocks that
 // no local tier holds are looked up there, on the store's I/O thread (RemoteBlockStore),
-// before the prefix match uses them. Same keys as the other tiers (namespace included),
+// before the prefix match uses them: into host slots where the host tier has room (pinned,
+// in place, with no wait for this thread; held there until the match copies them to the
+// device), else into buffers of their own, bounded by remote_kv_max_bytes_in_flight. Before a load
+// plan counts on the remote tier, one pipelined EXISTS says which blocks it really holds
+// (and so which of the blocks the plan computes need no put). Same keys as the other tiers (namespace included),
 // the disk slot format as the value, checked before use: a corrupt, foreign or
 // other-token value is a miss, and the block is recomputed.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <vector>
 
 #include "backend/backend.h"
 #include "common/status_macros.h"
@@ -22,6 +28,9 @@ namespace {
 constexpr int64_t kRemotePutBlocks = 32;
 // Landed lookups nobody took are forgotten after this many steps.
 constexpr int64_t kRemoteLookupSteps = 32;
+// Lookups in flight into host slots: at most this share of the host tier's slots (the
+// rest stay for swaps, write-backs and disk read-ahead).
+constexpr int64_t kRemoteHostShareDivisor = 2;
 
 }  // namespace
 
@@ -115,9 +124,21 @@ void KvCacheManager::LandRemoteLookups(bool expire) {
   if (remote_.store == nullptr) return;
   if (expire) ++remote_.step;
   for (RemoteBlockStore::GetResult& result : remote_.store->TakeFinished()) {
-    auto it = remote_.lookups.find(BlockHash{result.key});
+    const BlockHash hash{result.key};
+    auto it = remote_.lookups.find(hash);
     if (it == remote_.lookups.end() || it->second.landed) continue;
     ++remote_.landed_total;
+    if (const int32_t slot = it->second.host_slot; slot >= 0) {
+      if (result.status.ok()) {
+        // Received in its host slot: held there (in no cache map, so nothing evicts it)
+        // until its match copies it to the device, or it expires.
+        ++counters_.remote_landed_in_host;
+      } else {
+        pool(Tier::kHost).Release(slot);
+        it->second.host_slot = -1;
+        --remote_.host_slot_lookups;
+      }
+    }
     if (absl::IsUnavailable(result.status) || absl::IsDeadlineExceeded(result.status)) {
       remote_.lookups.erase(it);  // the tier failed: asked again once it is back
       continue;
@@ -137,20 +158,48 @@ void KvCacheManager::LandRemoteLookups(bool expire) {
     auto here = it++;
     if (here->second.landed && remote_.step - here->second.landed_step > kRemoteLookupSteps) {
       remote_.landed_bytes -= static_cast<int64_t>(here->second.bytes.size());
+      if (here->second.host_slot >= 0) {
+        pool(Tier::kHost).Release(here->second.host_slot);
+        --remote_.host_slot_lookups;
+      }
       remote_.lookups.erase(here);
     }
   }
 }
 
 bool KvCacheManager::LookUpRemote(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t first,
-                                  int64_t max_blocks) {
+                                  int64_t max_blocks, bool back_first) {
   bool in_flight = false;
+  std::vector<int64_t> to_look_up;
   for (int64_t i = first; i < max_blocks; ++i) {
     const BlockHash& hash = keys->Key(tokens, options_.block_tokens, i);
     if (auto it = remote_.lookups.find(hash); it != remote_.lookups.end()) {
       if (!it->second.landed) in_flight = true;
       if (it->second.landed && !it->second.status.ok()) break;  // the chain ends there
       continue;
+    }
+    // Computed here meanwhile, or cached on the host.
+    if (state(Tier::kDevice).by_hash.contains(hash) || state(Tier::kHost).by_hash.contains(hash)) continue;
+    to_look_up.push_back(i);
+  }
+  if (back_first) std::reverse(to_look_up.begin(), to_look_up.end());
+  for (const int64_t i : to_look_up) {
+    const BlockHash hash = keys->Key(tokens, options_.block_tokens, i);
+    // Into a host slot (held until used or expired) while the host tier lends them: pinned,
+    // landing with no copy.
+    if (remote_.host_slot_lookups < pool(Tier::kHost).num_blocks() / kRemoteHostShareDivisor) {
+      if (const std::optional<int32_t> slot = AllocateSlot(Tier::kHost)) {
+        if (!remote_.store->Get(hash.digest, BlockTokens(tokens, i), HostSlot(*slot)).ok()) {
+          pool(Tier::kHost).Release(*slot);
+          break;
+        }
+        RemoteLookup lookup;
+        lookup.host_slot = *slot;
+        remote_.lookups[hash] = std::move(lookup);
+        ++remote_.host_slot_lookups;
+        in_flight = true;
+        continue;
+      }
     }
     // Landed bytes wait for their match: they count toward the bound too.
     if (remote_.landed_bytes + static_cast<int64_t>(block_bytes_) > options_.remote.max_bytes_in_flight &&
@@ -192,6 +241,26 @@ const KvCacheManager::RemoteLookup* KvCacheManager::LandedRemoteHit(const BlockH
   if (remote_.store == nullptr) return nullptr;
   auto it = remote_.lookups.find(hash);
   return it != remote_.lookups.end() && it->second.landed && it->second.status.ok() ? &it->second : nullptr;
+}
+
+int64_t KvCacheManager::ProbeRemoteRun(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t first,
+                                       int64_t max_blocks) {
+  if (remote_.store == nullptr || first >= max_blocks) return 0;
+  std::vector<Sha256Digest> digests;
+  digests.reserve(static_cast<size_t>(max_blocks - first));
+  for (int64_t i = first; i < max_blocks; ++i) digests.push_back(keys->Key(tokens, options_.block_tokens, i).digest);
+  const auto timeout = std::chrono::milliseconds(std::max<int64_t>(options_.remote.timeout_ms, 1));
+  const absl::StatusOr<std::vector<bool>> present =
+      remote_.store->Probe(digests, std::chrono::steady_clock::now() + timeout);
+  if (!present.ok()) {
+    if (absl::IsDeadlineExceeded(present.status())) ++counters_.remote_lookup_timeouts;
+    return 0;  // unknown: counted on for nothing (computed)
+  }
+  int64_t run = 0;
+  while (run < static_cast<int64_t>(present->size()) && (*present)[static_cast<size_t>(run)]) ++run;
+  ++counters_.remote_probes;
+  counters_.remote_probe_blocks += run;
+  return run;
 }
 
 bool KvCacheManager::RemoteReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys) {

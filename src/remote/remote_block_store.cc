@@ -100,18 +100,21 @@ absl::Status RemoteBlockStore::Put(const Sha256Digest& key, std::span<const int3
   return absl::OkStatus();
 }
 
-absl::Status RemoteBlockStore::Get(const Sha256Digest& key, std::span<const int32_t> tokens) {
+absl::Status RemoteBlockStore::Get(const Sha256Digest& key, std::span<const int32_t> tokens, uint8_t* destination) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (absl::Status accepted = AcceptLocked(block_bytes_); !accepted.ok()) {
+    // Landing in the caller's memory, it holds none of ours: only the tier's state decides.
+    const int64_t bytes = destination != nullptr ? 0 : block_bytes_;
+    if (absl::Status accepted = AcceptLocked(bytes); !accepted.ok()) {
       ++counters_.gets_refused;
       return accepted;
     }
-    counters_.bytes_in_flight += block_bytes_;  // until its result is taken
+    counters_.bytes_in_flight += bytes;  // until its result is taken
     ++gets_in_flight_;
     Job job;
     job.key = key;
-    job.bytes = block_bytes_;
+    job.bytes = bytes;
+    job.destination = destination;
     job.tokens.assign(tokens.begin(), tokens.end());
     get_queue_.push_back(std::move(job));
   }
@@ -121,8 +124,28 @@ absl::Status RemoteBlockStore::Get(const Sha256Digest& key, std::span<const int3
 
 std::vector<RemoteBlockStore::GetResult> RemoteBlockStore::TakeFinished() {
   std::lock_guard<std::mutex> lock(mu_);
-  counters_.bytes_in_flight -= block_bytes_ * static_cast<int64_t>(finished_.size());
+  for (const GetResult& result : finished_) {
+    if (result.destination == nullptr) counters_.bytes_in_flight -= block_bytes_;
+  }
   return std::exchange(finished_, {});
+}
+
+absl::StatusOr<std::vector<bool>> RemoteBlockStore::Probe(std::span<const Sha256Digest> keys,
+                                                          std::chrono::steady_clock::time_point deadline) {
+  if (keys.empty()) return std::vector<bool>();
+  auto answer = std::make_shared<ProbeAnswer>();
+  std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status accepted = AcceptLocked(0); !accepted.ok()) return accepted;
+  Job job;
+  job.probe_keys.assign(keys.begin(), keys.end());
+  job.probe = answer;
+  get_queue_.push_front(std::move(job));  // ahead of the lookups: a plan waits for it
+  get_cv_.notify_one();
+  if (!done_cv_.wait_until(lock, deadline, [&] { return answer->done; })) {
+    return absl::DeadlineExceededError("remote KV tier: no answer to EXISTS in time");
+  }
+  if (!answer->status.ok()) return answer->status;
+  return answer->present;
 }
 
 void RemoteBlockStore::WaitForGets(std::chrono::steady_clock::time_point deadline) {
@@ -147,8 +170,18 @@ RemoteBlockStore::Counters RemoteBlockStore::counters() const {
 std::vector<RemoteBlockStore::Job> RemoteBlockStore::TakeBatchLocked(std::deque<Job>& queue) {
   std::vector<Job> batch;
   int64_t bytes = 0;
-  while (!queue.empty() && batch.size() < kMaxBatchJobs && (batch.empty() || bytes < kMaxBatchBytes)) {
-    bytes += queue.front().bytes;
+  // A probe is a batch of its own.
+  if (!queue.empty() && queue.front().probe != nullptr) {
+    batch.push_back(std::move(queue.front()));
+    queue.pop_front();
+    return batch;
+  }
+  while (!queue.empty() && batch.size() < kMaxBatchJobs && (batch.empty() || bytes < kMaxBatchBytes) &&
+         queue.front().probe == nullptr) {
+    // A get's size is its block's, wherever it lands (job.bytes is what it holds of the
+    // bound): a batch of 64 in-place gets would land all at once, and make Redis buffer
+    // 64 values for one connection.
+    bytes += queue.front().put ? queue.front().bytes : block_bytes_;
     batch.push_back(std::move(queue.front()));
     queue.pop_front();
   }
@@ -167,9 +200,11 @@ void RemoteBlockStore::Run(Lane* lane) {
       if (put_queue_.empty()) return;
     }
     std::vector<Job> batch = TakeBatchLocked(lane->gets ? get_queue_ : put_queue_);
-    if (lane->gets) {
+    // A probe is no lookup: its time does not count toward the bandwidth.
+    const bool probe = batch.front().probe != nullptr;
+    if (lane->gets && !probe) {
       if (get_batches_running_++ == 0) get_time_mark_ = std::chrono::steady_clock::now();
-    } else {
+    } else if (!lane->gets) {
       put_batch_running_ = true;
     }
     bool answered = false;
@@ -179,16 +214,22 @@ void RemoteBlockStore::Run(Lane* lane) {
     } else {
       const int64_t generation = generation_;
       lock.unlock();
-      if (EnsureConnected(lane, generation, batch)) answered = lane->gets ? RunGets(lane, batch) : RunPuts(lane, batch);
+      if (EnsureConnected(lane, generation, batch)) {
+        if (probe) {
+          RunProbe(lane, batch);
+        } else {
+          answered = lane->gets ? RunGets(lane, batch) : RunPuts(lane, batch);
+        }
+      }
       lock.lock();
     }
     const auto now = std::chrono::steady_clock::now();
-    if (lane->gets) {
+    if (lane->gets && !probe) {
       // The time since the last lookup batch ended (or since they got busy): counted once.
       if (answered) counters_.get_seconds += std::chrono::duration<double>(now - get_time_mark_).count();
       get_time_mark_ = now;
       if (--get_batches_running_ == 0 && PutsMayRunLocked()) put_cv_.notify_one();
-    } else {
+    } else if (!lane->gets) {
       if (answered) counters_.put_seconds += std::chrono::duration<double>(now - start).count();
       put_batch_running_ = false;
     }
@@ -209,13 +250,16 @@ bool RemoteBlockStore::EnsureConnected(Lane* lane, int64_t generation, std::vect
 
 void RemoteBlockStore::FailLocked(std::vector<Job>& jobs, const absl::Status& why) {
   for (Job& job : jobs) {
-    if (job.put) {
+    if (job.probe != nullptr) {
+      job.probe->done = true;
+      job.probe->status = why;
+    } else if (job.put) {
       ++counters_.put_errors;
       counters_.bytes_in_flight -= job.bytes;
     } else {
       ++counters_.get_errors;
       --gets_in_flight_;
-      finished_.push_back({job.key, why, {}});
+      finished_.push_back({job.key, why, {}, job.destination});
     }
   }
   jobs.clear();
@@ -263,6 +307,9 @@ bool RemoteBlockStore::RunGets(Lane* lane, std::vector<Job>& batch) {
   const BulkDestination destination = [&](size_t i, size_t length) -> std::vector<std::span<uint8_t>> {
     if (length != value_bytes) return {};  // a wrong size: refused below, from the reply
     headers[i].resize(header_bytes);
+    if (batch[i].destination != nullptr) {
+      return {std::span<uint8_t>(headers[i]), std::span<uint8_t>(batch[i].destination, static_cast<size_t>(block_bytes_))};
+    }
     results[i].bytes.resize(static_cast<size_t>(block_bytes_));
     return {std::span<uint8_t>(headers[i]), std::span<uint8_t>(results[i].bytes)};
   };
@@ -279,6 +326,10 @@ bool RemoteBlockStore::RunGets(Lane* lane, std::vector<Job>& batch) {
     const RedisReply& reply = replies[i];
     GetResult& result = results[i];
     result.key = batch[i].key;
+    result.destination = batch[i].destination;
+    const std::span<const uint8_t> payload =
+        result.destination != nullptr ? std::span<const uint8_t>(result.destination, static_cast<size_t>(block_bytes_))
+                                      : std::span<const uint8_t>(result.bytes);
     if (reply.kind == RedisReply::Kind::kNil) {
       result.status = absl::NotFoundError("not in the remote tier");
       ++misses;
@@ -288,7 +339,7 @@ bool RemoteBlockStore::RunGets(Lane* lane, std::vector<Job>& batch) {
       ++errors;
     } else {
       if (reply.in_destination) {
-        result.status = CheckRemoteValue(options_.format, headers[i], result.bytes, batch[i].key, batch[i].tokens);
+        result.status = CheckRemoteValue(options_.format, headers[i], payload, batch[i].key, batch[i].tokens);
       } else {
         result.status = absl::DataLossError(absl::StrCat("value of ", reply.str.size(), " bytes, not ", value_bytes));
       }
@@ -322,6 +373,32 @@ bool RemoteBlockStore::RunGets(Lane* lane, std::vector<Job>& batch) {
   counters_.get_bytes += hits * block_bytes_;
   gets_in_flight_ -= static_cast<int64_t>(results.size());
   for (GetResult& result : results) finished_.push_back(std::move(result));
+  return true;
+}
+
+bool RemoteBlockStore::RunProbe(Lane* lane, std::vector<Job>& batch) {
+  Job& job = batch.front();
+  std::vector<RedisCommand> commands;
+  commands.reserve(job.probe_keys.size());
+  for (const Sha256Digest& key : job.probe_keys) commands.push_back({{"EXISTS", RemoteKeyOf(key)}});
+  std::vector<RedisReply> replies;
+  if (absl::Status executed = lane->client.Execute(commands, &replies); !executed.ok()) {
+    SwitchOff(lane, executed, batch);
+    return false;
+  }
+  std::vector<bool> present(job.probe_keys.size(), false);
+  for (size_t i = 0; i < present.size(); ++i) {
+    present[i] = replies[i].kind == RedisReply::Kind::kInteger && replies[i].integer == 1;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  NoteReachableLocked();
+  for (size_t i = 0; i < present.size(); ++i) {
+    // (A value known bad stays so: its put overwrites it.)
+    if (present[i] && !known_.contains(job.probe_keys[i])) RememberLocked(job.probe_keys[i], Known::kPresent);
+  }
+  job.probe->present = std::move(present);
+  job.probe->done = true;
+  batch.clear();
   return true;
 }
 

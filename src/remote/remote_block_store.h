@@ -3,15 +3,17 @@
 // thread never does network I/O. Lookups (gets) run on `get_connections` lanes in
 // parallel, each a thread with its own connections, taking pipelined batches from one
 // queue; a get's value is received straight into its result's bytes and checked there
-// (remote_value.h), and its result (a block's bytes, a miss, or why it is unusable) waits
-// in TakeFinished. Puts run on one more lane, after the lookups: a put batch starts only
+// (remote_value.h) — or into memory the caller gives (a host-tier slot), in place — and its
+// result (a block's bytes, a miss, or why it is unusable) waits in TakeFinished. A probe
+// (EXISTS for many keys, one pipeline, ahead of the queued lookups) says which blocks Redis
+// holds before a load plan counts on them. Puts run on one more lane, after the lookups: a put batch starts only
 // while no lookup is queued or running, so a context's own puts never delay its prefix.
 // A put of a block known to be in Redis (a lookup found it, or this store stored it) is
 // skipped; the put lane asks Redis first (EXISTS, or EXPIRE with a TTL, which renews it)
 // and sends only the blocks Redis lacks (a value found corrupt is overwritten).
 //
-// Bounded: the bytes of queued puts and of gets not yet taken never pass
-// max_bytes_in_flight (a put or get that would is refused, counted: the block is then
+// Bounded: the bytes of queued puts and of gets not yet taken (those with no destination)
+// never pass max_bytes_in_flight (a put or get that would is refused, counted: the block is then
 // simply not shared, or recomputed). Every socket operation is bounded by `timeout`.
 // Self-healing: a connection failure or timeout switches the tier off (one log line) —
 // everything queued fails at once (gets as Unavailable misses, puts dropped) and Put/Get
@@ -37,6 +39,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/sha256.h"
 #include "remote/redis_address.h"
 #include "remote/redis_client.h"
@@ -80,8 +83,9 @@ class RemoteBlockStore {
   };
   struct GetResult {
     Sha256Digest key;
-    absl::Status status;        // OK: bytes hold the block; NotFound: a miss; else unusable
-    RemoteBlockBytes bytes;
+    absl::Status status;        // OK: bytes (or the get's destination) hold the block; NotFound: a miss; else unusable
+    RemoteBlockBytes bytes;     // empty for a get with a destination
+    uint8_t* destination = nullptr;  // the get's destination, if it had one
   };
 
   explicit RemoteBlockStore(RemoteStoreOptions options);  // starts the I/O thread
@@ -94,8 +98,17 @@ class RemoteBlockStore {
   // Unavailable while the tier is off, ResourceExhausted while max_bytes_in_flight is
   // reached (try again once earlier jobs are done).
   absl::Status Put(const Sha256Digest& key, std::span<const int32_t> tokens, const uint8_t* block);
-  // Queues a lookup of the block with these tokens; refused as Put is.
-  absl::Status Get(const Sha256Digest& key, std::span<const int32_t> tokens);
+  // Queues a lookup of the block with these tokens; refused as Put is. With a
+  // `destination` (block_bytes, the caller's, valid until its result is taken or the store
+  // is destroyed), the block's bytes are received there, in place, and count nothing
+  // toward max_bytes_in_flight (the caller's memory bounds them); a value found unusable
+  // may have left anything there.
+  absl::Status Get(const Sha256Digest& key, std::span<const int32_t> tokens, uint8_t* destination = nullptr);
+  // Which of `keys` Redis holds (one pipelined EXISTS, ahead of the queued lookups), in
+  // order; waits at most until `deadline` (DeadlineExceeded), Unavailable when the tier is
+  // off or fails meanwhile. Blocks found are remembered as present (their puts skipped).
+  absl::StatusOr<std::vector<bool>> Probe(std::span<const Sha256Digest> keys,
+                                          std::chrono::steady_clock::time_point deadline);
   // Results of the gets finished since the last call, in the order they finished.
   std::vector<GetResult> TakeFinished();
   // Blocks until a get has finished (not taken yet), no get is in flight, or `deadline`.
@@ -109,8 +122,17 @@ class RemoteBlockStore {
   const RemoteStoreOptions& options() const { return options_; }
 
  private:
+  // A Probe's answer, shared with the caller (who may have stopped waiting).
+  struct ProbeAnswer {
+    bool done = false;
+    absl::Status status;
+    std::vector<bool> present;
+  };
   struct Job {
     bool put = false;
+    std::vector<Sha256Digest> probe_keys;       // a Probe: its keys (and no other work)
+    std::shared_ptr<ProbeAnswer> probe;         // a Probe: where its answer goes
+    uint8_t* destination = nullptr;             // gets: where the block's bytes land, if given
     Sha256Digest key;
     std::vector<int32_t> tokens;  // gets: the tokens expected
     std::string value;            // puts: the encoded value
@@ -137,6 +159,7 @@ class RemoteBlockStore {
   bool EnsureConnected(Lane* lane, int64_t generation, std::vector<Job>& batch);
   // The batch's work; true when Redis answered (so its time counts toward the bandwidth).
   bool RunGets(Lane* lane, std::vector<Job>& batch);
+  bool RunProbe(Lane* lane, std::vector<Job>& batch);  // a batch of one probe
   bool RunPuts(Lane* lane, std::vector<Job>& batch);
   // Fails the batch and everything queued, and switches the tier off for `retry`.
   void SwitchOff(Lane* lane, const absl::Status& why, std::vector<Job>& batch);

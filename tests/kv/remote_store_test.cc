@@ -3,8 +3,11 @@
 // lookups on parallel connections return every block exactly (values received in place),
 // misses and wrong-size values as such; puts of blocks Redis holds are not sent again
 // (found by a lookup, or by EXISTS / EXPIRE, which renews a TTL); a value found corrupt is
-// overwritten by the next put of its block.
+// overwritten by the next put of its block; lookups with a destination land there and hold
+// nothing of the store's bound; a probe (EXISTS) says which blocks Redis holds, and its
+// found blocks' puts are skipped.
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -160,6 +163,87 @@ TEST(RemoteStoreTest, ACorruptValueIsOverwrittenByTheNextPut) {
   results = TakeAll(store, 1);
   ASSERT_EQ(results.size(), 1u);
   EXPECT_TRUE(results[0].status.ok()) << results[0].status;
+}
+
+TEST(RemoteStoreTest, LookupsWithADestinationLandThereOutsideTheBound) {
+  SKIP_WITHOUT_REDIS();
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.running());
+  constexpr int kBlocks = 12;
+  {
+    RemoteBlockStore writer(StoreOptions(redis));
+    for (int i = 0; i < kBlocks; ++i) ASSERT_TRUE(writer.Put(KeyOf(i), TokensOf(i), BlockOf(i).data()).ok());
+    writer.Flush();
+  }
+  RemoteStoreOptions options = StoreOptions(redis);
+  options.max_bytes_in_flight = 2 * kBlockBytes;  // two buffered lookups at most
+  RemoteBlockStore store(options);
+  redis.Command({"SET", RemoteKeyOf(KeyOf(100)), "short"});
+  std::vector<uint8_t> landing((kBlocks + 2) * kBlockBytes, 0);
+  auto at = [&](int n) { return landing.data() + static_cast<size_t>(n) * kBlockBytes; };
+  // Far past the bound: the bytes are the caller's.
+  for (int i = 0; i < kBlocks; ++i) ASSERT_TRUE(store.Get(KeyOf(i), TokensOf(i), at(i)).ok());
+  ASSERT_TRUE(store.Get(KeyOf(100), TokensOf(100), at(kBlocks)).ok());
+  ASSERT_TRUE(store.Get(KeyOf(101), TokensOf(101), at(kBlocks + 1)).ok());
+  EXPECT_EQ(store.counters().bytes_in_flight, 0);
+  const std::vector<RemoteBlockStore::GetResult> results = TakeAll(store, kBlocks + 2);
+  ASSERT_EQ(results.size(), static_cast<size_t>(kBlocks + 2));
+  for (const RemoteBlockStore::GetResult& r : results) {
+    const int i = r.key.bytes[0];
+    EXPECT_TRUE(r.bytes.empty());
+    if (i == 100) {
+      EXPECT_TRUE(absl::IsDataLoss(r.status)) << r.status;
+      EXPECT_EQ(r.destination, at(kBlocks));
+    } else if (i == 101) {
+      EXPECT_TRUE(absl::IsNotFound(r.status)) << r.status;
+      EXPECT_EQ(r.destination, at(kBlocks + 1));
+    } else {
+      ASSERT_TRUE(r.status.ok()) << r.status;
+      ASSERT_EQ(r.destination, at(i));
+      EXPECT_EQ(std::memcmp(r.destination, BlockOf(i).data(), kBlockBytes), 0) << "block " << i;
+    }
+  }
+  EXPECT_EQ(store.counters().hits, kBlocks);
+  EXPECT_EQ(store.counters().bytes_in_flight, 0);
+}
+
+TEST(RemoteStoreTest, AProbeSaysWhichBlocksRedisHoldsAndTheirPutsAreSkipped) {
+  SKIP_WITHOUT_REDIS();
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.running());
+  RemoteBlockStore writer(StoreOptions(redis));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(writer.Put(KeyOf(i), TokensOf(i), BlockOf(i).data()).ok());
+  writer.Flush();
+  RemoteBlockStore store(StoreOptions(redis));
+  const std::vector<Sha256Digest> keys = {KeyOf(0), KeyOf(1), KeyOf(7), KeyOf(4), KeyOf(8)};
+  const absl::StatusOr<std::vector<bool>> present =
+      store.Probe(keys, std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  ASSERT_TRUE(present.ok()) << present.status();
+  EXPECT_EQ(*present, (std::vector<bool>{true, true, false, true, false}));
+  EXPECT_TRUE(store.KnownPresent(KeyOf(1)));
+  EXPECT_FALSE(store.KnownPresent(KeyOf(7)));
+  ASSERT_TRUE(store.Put(KeyOf(1), TokensOf(1), BlockOf(1).data()).ok());  // known: not sent
+  ASSERT_TRUE(store.Put(KeyOf(7), TokensOf(7), BlockOf(7).data()).ok());
+  store.Flush();
+  EXPECT_EQ(store.counters().puts, 1);
+  EXPECT_EQ(store.counters().puts_skipped, 1);
+  EXPECT_EQ(store.counters().gets, 0);  // a probe is no lookup
+}
+
+TEST(RemoteStoreTest, AProbeOfAnUnreachableTierFailsWithinItsDeadline) {
+  SKIP_WITHOUT_REDIS();
+  RemoteStoreOptions options;
+  options.nodes = {{"127.0.0.1", testing::FreePort()}};
+  options.format = {42, kBlockBytes, 4};
+  options.timeout = std::chrono::milliseconds(200);
+  RemoteBlockStore store(options);
+  const auto start = std::chrono::steady_clock::now();
+  const absl::StatusOr<std::vector<bool>> present =
+      store.Probe(std::vector<Sha256Digest>{KeyOf(0)}, start + std::chrono::seconds(5));
+  EXPECT_FALSE(present.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  // Switched off now: refused at once.
+  EXPECT_TRUE(absl::IsUnavailable(store.Probe(std::vector<Sha256Digest>{KeyOf(0)}, start + std::chrono::seconds(5)).status()));
 }
 
 }  // namespace

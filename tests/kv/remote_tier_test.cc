@@ -2,7 +2,8 @@
 // (testing/redis_server.h; skipped, saying why, only when redis-server is not installed):
 // a second context finds what a first one computed, with identical outputs; Redis killed
 // and restarted mid-run (no wrong token, the tier comes back); corrupt and foreign values
-// detected, counted and recomputed; a three-node Redis Cluster.
+// detected, counted and recomputed; the same with a host tier, where lookups land in host
+// slots; a three-node Redis Cluster.
 #include <chrono>
 #include <string>
 #include <thread>
@@ -25,8 +26,10 @@ using testing::Get;
     if (!why.empty()) GTEST_SKIP() << why;                                            \
   } while (0)
 
-EngineOptions RemoteOptions(const std::string& url) {
-  EngineOptions o = testing::TierOptions(/*gpu=*/64);
+// With host_blocks, lookups land in host slots (and join the host cache); without, in
+// buffers of their own.
+EngineOptions RemoteOptions(const std::string& url, int64_t host_blocks = 0) {
+  EngineOptions o = testing::TierOptions(/*gpu=*/64, host_blocks);
   o.remote.url = url;
   o.remote.timeout_ms = 500;  // generous: CI machines are shared (sanitizer builds are slow)
   o.remote.retry_ms = 100;
@@ -178,6 +181,74 @@ TEST(RemoteTierTest, CorruptAndForeignValuesAreDetectedCountedRecomputed) {
   EXPECT_GE(Remote(stats, "corrupt"), 1);
   EXPECT_GE(Get(stats, "corrupt_blocks_detected"), 1);
   EXPECT_EQ(Remote(stats, "hits"), 0);
+}
+
+// With a host tier, lookups land in host slots (held until copied to the device or found
+// unusable; invariants checked after every step): the hits count as remote ones, outputs
+// are exact; corrupt values release their slots and are recomputed; a Redis killed and
+// restarted mid-run fails the lookups in flight, whose slots come back.
+TEST(RemoteTierTest, WithAHostTierLookupsLandInHostSlots) {
+  SKIP_WITHOUT_REDIS();
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.running());
+  const std::vector<std::vector<int32_t>> prompts = {testing::Prompt(1, 30), testing::Prompt(2, 41)};
+  const auto expected = testing::Reference(prompts, 6);
+  {
+    auto a = testing::MakeEngine(RemoteOptions(redis.url()));
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(testing::RunAll(*a, prompts, 6), expected);
+  }
+  auto b = testing::MakeEngine(RemoteOptions(redis.url(), /*host_blocks=*/32));
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(testing::RunAll(*b, prompts, 6), expected);
+  nlohmann::json stats = b->Stats();
+  EXPECT_EQ(RemoteHits(stats), 7 + 10) << stats.dump();
+  EXPECT_EQ(Remote(stats, "hits"), 7 + 10);
+  EXPECT_EQ(Remote(stats, "landed_in_host"), 7 + 10);  // every one in place
+  EXPECT_EQ(Remote(stats, "bytes_in_flight"), 0);
+  // Planned (the EXISTS probe counts the blocks Redis holds first): exact, all accounted.
+  EngineOptions planned = RemoteOptions(redis.url(), /*host_blocks=*/32);
+  planned.load_or_recompute = true;
+  auto c = testing::MakeEngine(planned);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(testing::RunAll(*c, prompts, 6), expected);
+  stats = c->Stats();
+  EXPECT_EQ(Get(stats, "prefix_hit_tokens") + Get(stats, "prompt_tokens_computed"), 30 + 41) << stats.dump();
+  if (stats["load_plans"]["plans"].get<int64_t>() > 0) {
+    EXPECT_GE(Remote(stats, "probes"), 1) << stats.dump();
+  }
+
+  // Every value corrupted: nothing used, every slot back (RunAll verifies the counts).
+  for (const std::string& key : BlockKeys(redis)) {
+    const std::string value = redis.Command({"GET", key}).str;
+    ASSERT_FALSE(value.empty());
+    redis.Command({"SETRANGE", key, std::to_string(value.size() - 1), std::string(1, static_cast<char>(value.back() ^ 0x40))});
+  }
+  auto d = testing::MakeEngine(RemoteOptions(redis.url(), /*host_blocks=*/32));
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(testing::RunAll(*d, prompts, 6), expected);
+  stats = d->Stats();
+  EXPECT_EQ(RemoteHits(stats), 0) << stats["remote"].dump();
+  EXPECT_GE(Remote(stats, "corrupt"), 1);
+
+  // Killed mid-run and restarted.
+  std::vector<std::vector<int32_t>> many;
+  const std::vector<int32_t> shared = testing::Prompt(9, 16);
+  for (int i = 0; i < 8; ++i) many.push_back(testing::Prompt(200 + i, 10 + i, shared));
+  const auto many_expected = testing::Reference(many, 8);
+  EngineOptions options = RemoteOptions(redis.url(), /*host_blocks=*/16);
+  options.max_running = 2;
+  auto e = testing::MakeEngine(options);
+  ASSERT_NE(e, nullptr);
+  const auto out = testing::RunAll(*e, many, 8, [&](int step) {
+    if (step == 4) redis.Kill();
+    if (step == 12) {
+      ASSERT_TRUE(redis.Start());
+    }
+    if (step >= 12) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  });
+  EXPECT_EQ(out, many_expected);
+  EXPECT_GE(Remote(e->Stats(), "disables"), 1);
 }
 
 // One three-node cluster for the cluster tests (made once: a cluster takes a while to form).
