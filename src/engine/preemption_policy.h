@@ -34,12 +34,14 @@ class CostModelPolicy final : public PreemptionPolicy {
       const double per_token = seconds / static_cast<double>(tokens);
       prefill_seconds_per_token_ = prefill_measured_ ? 0.8 * prefill_seconds_per_token_ + 0.2 * per_token : per_token;
       prefill_measured_ = true;
+      latest_prefill_seconds_per_token_ = per_token;
     }
   }
   void ObserveCopyBandwidth(double bytes_per_second) override {
     if (bytes_per_second > 0) bytes_per_second_ = bytes_per_second;
   }
   double SecondsPerToken() const override { return prefill_seconds_per_token_; }
+  double LatestSecondsPerToken() const override { return latest_prefill_seconds_per_token_; }
 
  private:
   PreemptionMode mode_;
@@ -50,6 +52,7 @@ class CostModelPolicy final : public PreemptionPolicy {
   double seconds_per_token_ = 1e-4;
   static constexpr int64_t kPrefillStepTokens = 128;
   double prefill_seconds_per_token_ = 1e-4;
+  double latest_prefill_seconds_per_token_ = 1e-4;
   bool prefill_measured_ = false;
 };
 
