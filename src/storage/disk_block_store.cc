@@ -61,9 +61,6 @@ absl::StatusOr<std::unique_ptr<DiskBlockStore>> DiskBlockStore::Open(const DiskS
   ASSIGN_OR_RETURN(const int64_t file_size, file->Size());
   std::unique_ptr<DiskBlockStore> store(new DiskBlockStore(options.path, geometry, io, std::move(file)));
   store->direct_reads_ = options.direct_reads;
-  if (const char* e = std::getenv("KVTIER_EXPERIMENT_BUFFERED_DISK_READS"); e != nullptr && e[0] == '1') {
-    store->direct_reads_ = false;  // EXPERIMENT (call A only): removed before merge
-  }
   store->slots_in_file_at_open_ = std::min<int64_t>(options.num_slots, file_size / static_cast<int64_t>(slot_bytes));
   store->Recover(existed);
   // A fresh snapshot of what was recovered, and a journal to continue it. Failing that the

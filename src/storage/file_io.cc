@@ -4,7 +4,6 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/uio.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -81,13 +80,6 @@ class PosixFile final : public RandomAccessFile {
         reinterpret_cast<uintptr_t>(out) % align != 0) {
       return Pread(offset, n, out);
     }
-#ifdef RWF_NOWAIT
-    // Held by the page cache (written or read recently): a copy from memory beats the device.
-    const struct iovec iov = {out, n};
-    if (::preadv2(fd_, &iov, 1, static_cast<off_t>(offset), RWF_NOWAIT) == static_cast<ssize_t>(n)) {
-      return absl::OkStatus();
-    }
-#endif
     auto* p = static_cast<char*>(out);
     while (n > 0) {
       const ssize_t done = ::pread(direct_fd_, p, n, static_cast<off_t>(offset));

@@ -23,11 +23,9 @@ class RandomAccessFile {
   virtual ~RandomAccessFile();
   // Reads exactly n bytes at offset into out; fewer (end of file) is an IoError.
   virtual absl::Status Pread(int64_t offset, size_t n, void* out) = 0;
-  // Pread for a large read that is likely not in the page cache: offset, n and out must be
-  // multiples of kDirectReadAlignment. Bytes the page cache holds are copied from it; the
-  // rest bypass it (O_DIRECT), so that one thread's read runs at the device's speed instead
-  // of the page cache's copy and read-ahead, and a block read once does not also occupy the
-  // page cache. Files that cannot (this default, file systems without O_DIRECT) Pread.
+  // Pread bypassing the page cache (O_DIRECT) where the file system allows, for offset, n
+  // and out that are multiples of kDirectReadAlignment; otherwise, and for files that cannot
+  // (this default, file systems without O_DIRECT), Pread.
   static constexpr size_t kDirectReadAlignment = 4096;
   virtual absl::Status PreadDirect(int64_t offset, size_t n, void* out) { return Pread(offset, n, out); }
   // Writes exactly n bytes at offset; a short write is an IoError (some bytes may be written).

@@ -172,9 +172,9 @@ TEST(LoadPlanAttachTest, LateLoadsMeetTheComputeFromTheBack) {
   EXPECT_EQ(chunks[2], Chunk(160, 1));   // blocks 30..39 joined
   const Scheduler::LoadPlanCounters& plans = scheduler.load_plan_counters();
   EXPECT_EQ(plans.plans, 1);
-  // Reads in flight are bounded by a quarter of the host tier: 16 of the 20, from the back
-  // (blocks 24..39), which the meeting point needs.
-  EXPECT_EQ(plans.last.disk_reads_started, 16);
+  // Every planned read started at once (more than a read-ahead's budget of a quarter of the
+  // host tier, 16): blocks 20..39, from the back.
+  EXPECT_EQ(plans.last.disk_reads_started, 20);
   EXPECT_EQ(plans.last.attaches, 2);
   EXPECT_EQ(plans.last.attached_blocks, 10);
   const std::span<const BlockId> table = f.kv->BlockTable(2);
@@ -185,6 +185,27 @@ TEST(LoadPlanAttachTest, LateLoadsMeetTheComputeFromTheBack) {
   EXPECT_TRUE(scheduler.VerifyIntegrity().ok()) << scheduler.VerifyIntegrity();
   scheduler.Remove(seq.get());
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok());
+}
+
+// A manager over a disk file holding cached blocks reads a few of them at creation, on the
+// reader threads, to measure the disk's read speed: the first plan splits by it, not by the
+// guess. The probes count bytes and time, not reads, and change nothing cached.
+TEST(LoadPlanAttachTest, DiskReadSpeedIsProbedAtCreation) {
+  testing::ManagerFixture f(/*device=*/64, /*host=*/64, /*disk=*/64, kBlockTokens);
+  ASSERT_NO_FATAL_FAILURE(ComputeAndRestart(f));  // 10 blocks on disk
+  EXPECT_EQ(f.kv->disk_store_counters().bytes_read, 0) << "the fixture turns the probe off";
+  f.kv_options.preparation.probe_disk_read_speed = true;
+  f.Reopen();
+  f.kv->DrainDiskReads();
+  const DiskStoreCounters c = f.kv->disk_store_counters();
+  EXPECT_EQ(c.reads, 0);
+  EXPECT_EQ(c.bytes_read, DiskJobs::kReaderThreads * static_cast<int64_t>(f.kv->block_bytes()));
+  ASSERT_GT(c.read_seconds, 0);
+  EXPECT_DOUBLE_EQ(f.kv->DiskSecondsPerBlock(),
+                   static_cast<double>(f.kv->block_bytes()) / (static_cast<double>(c.bytes_read) / c.read_seconds));
+  EXPECT_EQ(f.kv->cached_blocks(Tier::kDisk), 10);
+  EXPECT_EQ(f.kv->cached_blocks(Tier::kHost), 0);
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 
 TEST(LoadPlanAttachTest, CheapLoadsLoadEverythingCheapComputeComputesEverything) {

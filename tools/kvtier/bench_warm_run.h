@@ -21,7 +21,8 @@ inline constexpr int kWarmPromptTokens = 512;
 std::string WarmUp(kvt_context* ctx, const std::vector<int32_t>& warm_prompt);
 
 // Creates a context with `p.options` (and the KVTIER_CUDA_* environment), warms it up with
-// `warm_prompt`, runs `p` in it (p.warmup is ignored), and frees it (a disk tier's cache
+// `warm_prompt` and then with it rotated by one token (other blocks: computed again, warm),
+// runs `p` in it (p.warmup is ignored), and frees it (a disk tier's cache
 // reaches its file then).
 RunResult RunWarmed(kvt_model* model, WorkloadSpec p, const std::vector<int32_t>& warm_prompt, double time_limit);
 
