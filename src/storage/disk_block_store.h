@@ -45,7 +45,7 @@ struct DiskStoreOptions {
   // Reads bypass the page cache where the file system allows (RandomAccessFile::PreadDirect,
   // one read per slot). Off by default: on the virtio disk of the H200 machine the reader
   // threads' direct reads delivered 0.65 GB/s where buffered ones delivered 1.57 GB/s
-  // (docs/ARCHITECTURE.md, "Disk reads").
+  // (`kvtier bench` W6c, load only).
   bool direct_reads = false;
 };
 

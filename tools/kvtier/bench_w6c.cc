@@ -6,7 +6,7 @@
 //   disk_load       the same, load_or_recompute 0 (every block loaded);
 //   redis_plan      Redis only, plan on;
 //   redis_load      Redis only, load_or_recompute 0.
-// Each context first runs a 512-token warm-up prompt of other tokens (RunWarmed: kernels,
+// Each context first runs a 512-token warm-up prompt of other tokens, twice (RunWarmed: kernels,
 // and the prefill speed the plan is made with, as in a process that has served before),
 // then the measured prompt. The measured prompts share W6's prefix (same generator and seed).
 #include "bench_w6c.h"

@@ -1,11 +1,15 @@
 // RunWarmed and WarmUp (bench_warm_run.h).
 #include "bench_warm_run.h"
 
+#include <algorithm>
+
 #include "cuda_env.h"
 
 namespace kvtier::cli::bench {
 
-std::string WarmUp(kvt_context* ctx, const std::vector<int32_t>& warm_prompt) {
+namespace {
+
+std::string GenerateTwo(kvt_context* ctx, const std::vector<int32_t>& warm_prompt) {
   kvt_request* warm = nullptr;
   kvt_request_create(&warm);
   kvt_request_set_prompt_tokens(warm, warm_prompt.data(), static_cast<int32_t>(warm_prompt.size()));
@@ -18,6 +22,17 @@ std::string WarmUp(kvt_context* ctx, const std::vector<int32_t>& warm_prompt) {
   }
   kvt_request_free(warm);
   return error;
+}
+
+}  // namespace
+
+std::string WarmUp(kvt_context* ctx, const std::vector<int32_t>& warm_prompt) {
+  if (std::string error = GenerateTwo(ctx, warm_prompt); !error.empty()) return error;
+  // Again with other blocks (the prompt rotated by one token, so computed again): a
+  // context's first steps pay one-time costs, the second prompt's prefill is warm.
+  std::vector<int32_t> rotated(warm_prompt);
+  if (!rotated.empty()) std::rotate(rotated.begin(), rotated.begin() + 1, rotated.end());
+  return GenerateTwo(ctx, rotated);
 }
 
 RunResult RunWarmed(kvt_model* model, WorkloadSpec p, const std::vector<int32_t>& warm_prompt, double time_limit) {
@@ -41,11 +56,6 @@ RunResult RunWarmed(kvt_model* model, WorkloadSpec p, const std::vector<int32_t>
   kvt_options_free(options);
   if (ctx == nullptr) return r;
   r.error = WarmUp(ctx, warm_prompt);
-  // Twice, the second time with other blocks (the prompt rotated by one token): a context's
-  // first step pays one-time costs, so only the second measures the prefill speed.
-  std::vector<int32_t> rotated(warm_prompt.begin() + (warm_prompt.empty() ? 0 : 1), warm_prompt.end());
-  if (!warm_prompt.empty()) rotated.push_back(warm_prompt.front());
-  if (r.error.empty()) r.error = WarmUp(ctx, rotated);
   if (r.error.empty()) r = RunWorkload(model, p, time_limit, nullptr, ctx);
   kvt_context_free(ctx);
   return r;
