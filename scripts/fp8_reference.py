@@ -14,6 +14,10 @@ For each layout `kvtier mkmodel --fp8` writes (per-tensor, block, ct-tensor, ct-
   3. For the block layout, transformers' own FineGrainedFP8 loader (from_pretrained on the
      fp8 directory, CUDA) is run too and its distance to kvtier reported (not asserted: it
      quantizes activations to fp8 per token group, kvtier computes them in 16 bits).
+  4. transformers writes a FineGrainedFP8 checkpoint itself (from_pretrained on the fp32
+     weights with FineGrainedFP8Config, then save_pretrained); kvtier loads that checkpoint and
+     its logits are compared with transformers' own dequantizing read of it
+     (FineGrainedFP8Config(dequantize=True)), within --cuda-bound.
 
     python3 scripts/fp8_reference.py --kvtier build/tools/kvtier/kvtier --work /tmp/fp8ref
 Exit status 1 when a check fails; every measured distance is printed.
@@ -126,6 +130,43 @@ def distance(ours, reference_logp):
     return same, worst
 
 
+def check_transformers_written(args, src, prompt):
+    """transformers writes the FineGrainedFP8 checkpoint itself (block-wise weight_scale_inv,
+    quantized from the fp32 weights by its own FineGrainedFP8Config), kvtier loads it, and
+    transformers reads it back dequantized (FineGrainedFP8Config(dequantize=True): its own
+    reading of the layout, computed in fp32 without fp8 kernels). Greedy tokens must agree
+    and each step's top-20 log-probabilities stay within --cuda-bound (transformers may
+    round the dequantized weights to 16 bits). Returns the number of failures."""
+    import shutil
+    from transformers import AutoModelForCausalLM, FineGrainedFP8Config
+    out = os.path.join(args.work, "hf-finegrained")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.bfloat16, device_map="cuda",
+                                                     quantization_config=FineGrainedFP8Config())
+        model.save_pretrained(out)
+        del model
+        for name in os.listdir(src):  # the tokenizer files, not the config or the weights
+            if name.startswith("tokenizer") or name == "special_tokens_map.json":
+                shutil.copy(os.path.join(src, name), out)
+        with open(os.path.join(out, "config.json")) as f:
+            qc = json.load(f).get("quantization_config", {})
+        print(f"transformers-written: quantization_config {qc}")
+        ref = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32, device_map="cuda",
+                                                   quantization_config=FineGrainedFP8Config(dequantize=True)).eval()
+    except Exception as e:
+        print(f"transformers-written: transformers could not write or read its checkpoint: {e}")
+        return 1
+    failures = 0
+    for backend in args.backends.split(","):
+        ours = kvtier_logprobs(args.kvtier, out, prompt, args.steps, backend)
+        same, worst = distance(ours, torch_steps(ref, prompt, [t for t, _ in ours]))
+        ok = same and worst <= args.cuda_bound
+        print(f"transformers-written: kvtier {backend} vs transformers (dequantize=True): greedy "
+              f"{'same' if same else 'DIFFERENT'}, max |dlogprob| {worst:.2e} (bound {args.cuda_bound}) {'ok' if ok else 'FAIL'}")
+        failures += not ok
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kvtier", required=True)
@@ -180,6 +221,8 @@ def main():
                       f"max |dlogprob| {worst:.2e} (reported, not asserted)")
             except Exception as e:  # the comparison is informational
                 print(f"block: transformers FineGrainedFP8 could not run: {e}")
+    if torch.cuda.is_available():
+        failures += check_transformers_written(args, src, prompt)
     print("FAILED" if failures else "all fp8 reference checks passed")
     return 1 if failures else 0
 

@@ -553,8 +553,12 @@ TEST_F(CudaBackendTest, GrammarMasksApplyBeforeThePick) {
       if (chain.samples[i].sampling.temperature == 0.0f) {
         EXPECT_EQ(id, Argmax(logits.data() + r * vocab, vocab)) << "chain greedy row " << r;
       }
-      if (const uint32_t* m = masks.Row(r)) EXPECT_TRUE((m[id / 32] >> (id % 32)) & 1u) << "chain sample " << i;
-      if (chain.samples[i].top_logprobs >= 0) EXPECT_TRUE(std::isfinite(result.sample_logprobs[i].logprob)) << i;
+      if (const uint32_t* m = masks.Row(r)) {
+        EXPECT_TRUE((m[id / 32] >> (id % 32)) & 1u) << "chain sample " << i;
+      }
+      if (chain.samples[i].top_logprobs >= 0) {
+        EXPECT_TRUE(std::isfinite(result.sample_logprobs[i].logprob)) << i;
+      }
     }
     (*gpu)->FreeHostMemory(pinned);
   }

@@ -13,11 +13,15 @@
 
 #include "gtest/gtest.h"
 #include "kv/disk_io_thread.h"
+#include "kv/disk_store_fixture.h"
 #include "storage/disk_block_store.h"
 #include "testing/fake_file_io.h"
 
 namespace kvtier {
 namespace {
+
+using testing::BlockKey;
+using testing::BlockTokens;
 
 // A FileIo over FakeFileIo whose block payload reads wait until `gate` of them have
 // started (or a deadline passes: a serial reader fails the test instead of hanging it), so
@@ -118,19 +122,8 @@ class GatedReadsIo final : public FileIo {
 constexpr size_t kBytes = 512;
 
 std::unique_ptr<DiskBlockStore> OpenStore(FileIo* io, int64_t slots) {
-  DiskStoreOptions o;
-  o.path = "/fake/reads.kv";
-  o.num_slots = slots;
-  o.block_bytes = kBytes;
-  o.block_tokens = 4;
-  o.io = io;
-  auto store = DiskBlockStore::Open(o);
-  EXPECT_TRUE(store.ok()) << store.status();
-  return store.ok() ? std::move(*store) : nullptr;
+  return testing::OpenFakeStore(io, "/fake/reads.kv", kBytes, slots);
 }
-
-Sha256Digest Key(uint64_t n) { return Sha256::Of(&n, sizeof n); }
-std::vector<int32_t> Tokens(int32_t n) { return {n, n + 1, n + 2, n + 3}; }
 std::vector<uint8_t> Block(int n) { return std::vector<uint8_t>(kBytes, static_cast<uint8_t>(11 * n + 3)); }
 
 TEST(DiskParallelReadsTest, ReadsRunAtOnceAndReportInSubmissionOrder) {
@@ -141,16 +134,16 @@ TEST(DiskParallelReadsTest, ReadsRunAtOnceAndReportInSubmissionOrder) {
   ASSERT_NE(store, nullptr);
   for (int i = 0; i < 8; ++i) {
     const std::vector<uint8_t> block = Block(i);
-    ASSERT_TRUE(store->Write(i, Key(i), Tokens(i), block.data(), DiskBlockStore::Content::kCached).ok());
+    ASSERT_TRUE(store->Write(i, BlockKey(i), BlockTokens(i), block.data(), DiskBlockStore::Content::kCached).ok());
   }
   std::vector<std::vector<uint8_t>> out(8, std::vector<uint8_t>(kBytes));
   {
     DiskIoThread reader(store.get(), kThreads);
     std::vector<int64_t> jobs;
-    for (int i = 0; i < 8; ++i) jobs.push_back(reader.SubmitRead(i, Key(i), Tokens(i), out[i].data()));
+    for (int i = 0; i < 8; ++i) jobs.push_back(reader.SubmitRead(i, BlockKey(i), BlockTokens(i), out[i].data()));
     // One read that fails (another block's key): reported in its place, the others unaffected.
     std::vector<uint8_t> wrong(kBytes);
-    jobs.push_back(reader.SubmitRead(0, Key(99), Tokens(0), wrong.data()));
+    jobs.push_back(reader.SubmitRead(0, BlockKey(99), BlockTokens(0), wrong.data()));
     reader.WaitAll();
     const std::vector<DiskIoThread::Finished> done = reader.TakeFinished();
     ASSERT_EQ(done.size(), jobs.size());
@@ -174,12 +167,12 @@ TEST(DiskParallelReadsTest, ReadClockCountsOverlappingReadsOnce) {
   ASSERT_NE(store, nullptr);
   for (int i = 0; i < kThreads; ++i) {
     const std::vector<uint8_t> block = Block(i);
-    ASSERT_TRUE(store->Write(i, Key(i), Tokens(i), block.data(), DiskBlockStore::Content::kCached).ok());
+    ASSERT_TRUE(store->Write(i, BlockKey(i), BlockTokens(i), block.data(), DiskBlockStore::Content::kCached).ok());
   }
   std::vector<std::vector<uint8_t>> out(kThreads, std::vector<uint8_t>(kBytes));
   DiskIoThread reader(store.get(), kThreads);
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < kThreads; ++i) reader.SubmitRead(i, Key(i), Tokens(i), out[i].data());
+  for (int i = 0; i < kThreads; ++i) reader.SubmitRead(i, BlockKey(i), BlockTokens(i), out[i].data());
   reader.WaitAll();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_EQ(io.gate_timeouts(), 0);
@@ -200,7 +193,7 @@ TEST(DiskParallelReadsTest, WriteWaitsForEarlierReadsAndHoldsBackLaterOnes) {
   ASSERT_NE(store, nullptr);
   for (int i = 0; i < 2; ++i) {
     const std::vector<uint8_t> block = Block(i);
-    ASSERT_TRUE(store->Write(i, Key(i), Tokens(i), block.data(), DiskBlockStore::Content::kCached).ok());
+    ASSERT_TRUE(store->Write(i, BlockKey(i), BlockTokens(i), block.data(), DiskBlockStore::Content::kCached).ok());
   }
   const std::vector<uint8_t> rewritten = Block(50);
   std::vector<uint8_t> before_a(kBytes), before_b(kBytes), after(kBytes);
@@ -208,11 +201,11 @@ TEST(DiskParallelReadsTest, WriteWaitsForEarlierReadsAndHoldsBackLaterOnes) {
   // Reads of slots 0 and 1, then a write replacing slot 0's block, then a read of it: the
   // first two see the old block (the write waits for them; the Pwrite check above fails if
   // a read is in progress), the last the new one (held back until the write ended).
-  const int64_t a = thread.SubmitRead(0, Key(0), Tokens(0), before_a.data());
-  const int64_t b = thread.SubmitRead(1, Key(1), Tokens(1), before_b.data());
-  const int64_t w = thread.SubmitWrite(0, Key(7), Tokens(7), rewritten.data(), DiskBlockStore::Content::kCached);
+  const int64_t a = thread.SubmitRead(0, BlockKey(0), BlockTokens(0), before_a.data());
+  const int64_t b = thread.SubmitRead(1, BlockKey(1), BlockTokens(1), before_b.data());
+  const int64_t w = thread.SubmitWrite(0, BlockKey(7), BlockTokens(7), rewritten.data(), DiskBlockStore::Content::kCached);
   thread.Wait(w);
-  const int64_t c = thread.SubmitRead(0, Key(7), Tokens(7), after.data());
+  const int64_t c = thread.SubmitRead(0, BlockKey(7), BlockTokens(7), after.data());
   thread.WaitAll();
   const std::vector<DiskIoThread::Finished> done = thread.TakeFinished();
   ASSERT_EQ(done.size(), 4u);

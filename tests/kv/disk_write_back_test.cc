@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "gtest/gtest.h"
 #include "kv/disk_io_thread.h"
+#include "kv/disk_store_fixture.h"
 #include "kv/slow_file_io.h"
 #include "kv/tier_test_util.h"
 #include "storage/disk_block_store.h"
@@ -21,6 +22,9 @@
 
 namespace kvtier {
 namespace {
+
+using testing::BlockKey;
+using testing::BlockTokens;
 
 using testing::Get;
 using testing::Greedy;
@@ -34,19 +38,8 @@ using testing::TierOptions;
 // ---------------------------------------------------------------- DiskIoThread
 
 std::unique_ptr<DiskBlockStore> OpenStore(FakeFileIo* io, size_t block_bytes, int64_t slots) {
-  DiskStoreOptions o;
-  o.path = "/fake/writer.kv";
-  o.num_slots = slots;
-  o.block_bytes = block_bytes;
-  o.block_tokens = 4;
-  o.io = io;
-  auto store = DiskBlockStore::Open(o);
-  EXPECT_TRUE(store.ok()) << store.status();
-  return store.ok() ? std::move(*store) : nullptr;
+  return testing::OpenFakeStore(io, "/fake/writer.kv", block_bytes, slots);
 }
-
-Sha256Digest Key(uint64_t n) { return Sha256::Of(&n, sizeof n); }
-std::vector<int32_t> Tokens(int32_t n) { return {n, n + 1, n + 2, n + 3}; }
 
 TEST(DiskIoThreadTest, WritesInOrderAndReportsEachResult) {
   FakeFileIo io;
@@ -57,7 +50,7 @@ TEST(DiskIoThreadTest, WritesInOrderAndReportsEachResult) {
   DiskIoThread writer(store.get());
   std::vector<int64_t> jobs;
   for (int i = 0; i < 12; ++i) {
-    jobs.push_back(writer.SubmitWrite(i, Key(1000 + i), Tokens(i), blocks[i].data(), DiskBlockStore::Content::kCached));
+    jobs.push_back(writer.SubmitWrite(i, BlockKey(1000 + i), BlockTokens(i), blocks[i].data(), DiskBlockStore::Content::kCached));
   }
   writer.Wait(jobs[3]);  // the first four at least are done
   std::vector<DiskIoThread::Finished> done = writer.TakeFinished();
@@ -69,14 +62,14 @@ TEST(DiskIoThreadTest, WritesInOrderAndReportsEachResult) {
     EXPECT_EQ(done[i].job, jobs[i]);
     EXPECT_TRUE(done[i].status.ok()) << done[i].status;
     std::vector<uint8_t> back(kBytes);
-    ASSERT_TRUE(store->Read(static_cast<int64_t>(i), Key(1000 + i), Tokens(static_cast<int32_t>(i)), back.data()).ok());
+    ASSERT_TRUE(store->Read(static_cast<int64_t>(i), BlockKey(1000 + i), BlockTokens(static_cast<int32_t>(i)), back.data()).ok());
     EXPECT_EQ(back, blocks[i]);
   }
   // Faults are consumed by the I/O thread's writes, in submission order.
   io.FailNextWrites(2);
-  const int64_t a = writer.SubmitWrite(12, Key(1), Tokens(1), blocks[0].data(), DiskBlockStore::Content::kCached);
-  const int64_t b = writer.SubmitWrite(13, Key(2), Tokens(2), blocks[1].data(), DiskBlockStore::Content::kCached);
-  const int64_t c = writer.SubmitWrite(14, Key(3), Tokens(3), blocks[2].data(), DiskBlockStore::Content::kCached);
+  const int64_t a = writer.SubmitWrite(12, BlockKey(1), BlockTokens(1), blocks[0].data(), DiskBlockStore::Content::kCached);
+  const int64_t b = writer.SubmitWrite(13, BlockKey(2), BlockTokens(2), blocks[1].data(), DiskBlockStore::Content::kCached);
+  const int64_t c = writer.SubmitWrite(14, BlockKey(3), BlockTokens(3), blocks[2].data(), DiskBlockStore::Content::kCached);
   writer.Wait(c);
   done = writer.TakeFinished();
   ASSERT_EQ(done.size(), 3u);
@@ -97,9 +90,9 @@ TEST(DiskIoThreadTest, CachedWritesAreJournaled) {
   {
     auto store = OpenStore(&io, kBytes, 8);
     DiskIoThread writer(store.get());
-    writer.SubmitWrite(2, Key(70), Tokens(70), block.data(), DiskBlockStore::Content::kCached);
-    writer.SubmitWrite(5, Key(71), Tokens(71), block.data(), DiskBlockStore::Content::kCached);
-    writer.SubmitWrite(6, Key(72), {}, block.data(), DiskBlockStore::Content::kPrivate);
+    writer.SubmitWrite(2, BlockKey(70), BlockTokens(70), block.data(), DiskBlockStore::Content::kCached);
+    writer.SubmitWrite(5, BlockKey(71), BlockTokens(71), block.data(), DiskBlockStore::Content::kCached);
+    writer.SubmitWrite(6, BlockKey(72), {}, block.data(), DiskBlockStore::Content::kPrivate);
     writer.WaitAll();
     const std::vector<DiskIoThread::Finished> done = writer.TakeFinished();
     ASSERT_EQ(done.size(), 3u);
@@ -108,7 +101,7 @@ TEST(DiskIoThreadTest, CachedWritesAreJournaled) {
   auto reopened = OpenStore(&io, kBytes, 8);
   ASSERT_NE(reopened, nullptr);
   ASSERT_EQ(reopened->recovered_entries().size(), 2u) << reopened->index_ignored_reason();
-  EXPECT_EQ(reopened->recovered_entries()[1].key, Key(71));
+  EXPECT_EQ(reopened->recovered_entries()[1].key, BlockKey(71));
 }
 
 TEST(DiskIoThreadTest, DestructionRunsQueuedJobs) {
@@ -119,11 +112,11 @@ TEST(DiskIoThreadTest, DestructionRunsQueuedJobs) {
   {
     DiskIoThread writer(store.get());
     for (int i = 0; i < 8; ++i) {
-      writer.SubmitWrite(i, Key(50 + i), Tokens(i), block.data(), DiskBlockStore::Content::kCached);
+      writer.SubmitWrite(i, BlockKey(50 + i), BlockTokens(i), block.data(), DiskBlockStore::Content::kCached);
     }
   }
   std::vector<uint8_t> back(kBytes);
-  for (int i = 0; i < 8; ++i) EXPECT_TRUE(store->Read(i, Key(50 + i), Tokens(i), back.data()).ok()) << i;
+  for (int i = 0; i < 8; ++i) EXPECT_TRUE(store->Read(i, BlockKey(50 + i), BlockTokens(i), back.data()).ok()) << i;
 }
 
 // ---------------------------------------------------------------- engine runs
