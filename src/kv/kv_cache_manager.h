@@ -279,9 +279,11 @@ class KvCacheManager {
   // a guess before it has delivered any (the disk's: kGuessedDiskBytesPerSecond).
   double DiskSecondsPerBlock() const;
   double RemoteSecondsPerBlock() const;
-  // An NVMe drive's parallel reads. A guess above the drive's speed costs little under a
-  // load plan (the front computes on until it meets the loads, Scheduler::Attach); one
-  // below it computes blocks that had loaded.
+  // An NVMe drive's parallel reads, assumed until the disk has delivered blocks here (the
+  // reads at creation, TierPreparationOptions::probe_disk_read_speed, usually have by the
+  // first plan). A guess above the drive's speed costs little under a load plan (the front
+  // computes on until it meets the loads, Scheduler::Replan and Attach); one below it
+  // computes blocks that had loaded.
   static constexpr double kGuessedDiskBytesPerSecond = 4e9;
   // Gives a MatchPrefix result back unused (the sequence could not start yet): releases
   // its blocks, which stay cached, and takes its hits out of the counters, so a sequence

@@ -43,9 +43,9 @@ struct DiskStoreOptions {
   // on a background thread, so that a large file does not hold up context creation).
   std::optional<int64_t> slots_reserved_at_open;
   // Reads bypass the page cache where the file system allows (RandomAccessFile::PreadDirect,
-  // one read per slot). Off by default: on the virtio disk of the H200 machine the reader
-  // threads' direct reads delivered 0.65 GB/s where buffered ones delivered 1.57 GB/s
-  // (`kvtier bench` W6c, load only).
+  // one read per slot). Off by default: on the H200 machine's virtio disk the reader
+  // threads' direct reads delivered less than half of what buffered ones did (`kvtier bench`
+  // W6c, load only).
   bool direct_reads = false;
 };
 
