@@ -5,6 +5,9 @@
 #ifndef KVTIER_ENGINE_PREEMPTION_POLICY_H_
 #define KVTIER_ENGINE_PREEMPTION_POLICY_H_
 
+#include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstdint>
 
 #include "engine/engine_options.h"
@@ -25,21 +28,28 @@ class CostModelPolicy final : public PreemptionPolicy {
     return swap_seconds < recompute_seconds;
   }
 
-  // Exponential moving averages of what the engine measured. The prefill time per token
-  // (load plans) comes from steps of many tokens only: a decode step's time per token says
-  // little about a prefill's. Its first measurement replaces the guess.
+  // What the engine measured. The swap side: exponential moving averages. The prefill time
+  // per token (load plans) comes from steps of many tokens only (a decode step's time per
+  // token says little about a prefill's), and is the lowest of the recent ones: a step's
+  // time per token falls with its size and a context's first steps pay one-time costs
+  // (kernels loaded, workspaces), so the lowest is nearest a long prompt's own; and an
+  // estimate too low only makes a plan compute more, at worst the recompute's time, where
+  // one too high loads blocks that land late. Its first measurement replaces the guess.
   void ObserveCompute(int64_t tokens, double seconds) {
     if (tokens > 0 && seconds > 0) seconds_per_token_ = 0.8 * seconds_per_token_ + 0.2 * (seconds / tokens);
     if (tokens >= kPrefillStepTokens && seconds > 0) {
       const double per_token = seconds / static_cast<double>(tokens);
-      prefill_seconds_per_token_ = prefill_measured_ ? 0.8 * prefill_seconds_per_token_ + 0.2 * per_token : per_token;
-      prefill_measured_ = true;
+      recent_prefill_[num_prefill_steps_++ % kRecentPrefillSteps] = per_token;
+      const size_t n = std::min<size_t>(num_prefill_steps_, kRecentPrefillSteps);
+      prefill_seconds_per_token_ = *std::min_element(recent_prefill_.begin(), recent_prefill_.begin() + n);
+      latest_prefill_seconds_per_token_ = per_token;
     }
   }
   void ObserveCopyBandwidth(double bytes_per_second) override {
     if (bytes_per_second > 0) bytes_per_second_ = bytes_per_second;
   }
   double SecondsPerToken() const override { return prefill_seconds_per_token_; }
+  double LatestSecondsPerToken() const override { return latest_prefill_seconds_per_token_; }
 
  private:
   PreemptionMode mode_;
@@ -50,7 +60,10 @@ class CostModelPolicy final : public PreemptionPolicy {
   double seconds_per_token_ = 1e-4;
   static constexpr int64_t kPrefillStepTokens = 128;
   double prefill_seconds_per_token_ = 1e-4;
-  bool prefill_measured_ = false;
+  double latest_prefill_seconds_per_token_ = 1e-4;
+  static constexpr size_t kRecentPrefillSteps = 16;
+  std::array<double, kRecentPrefillSteps> recent_prefill_{};
+  size_t num_prefill_steps_ = 0;
 };
 
 }  // namespace kvtier

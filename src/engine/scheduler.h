@@ -59,6 +59,10 @@ class PreemptionPolicy {
   virtual void ObserveCopyBandwidth(double bytes_per_second) {}
   // Measured compute time per prompt token (0: unknown, no load plan is made).
   virtual double SecondsPerToken() const { return 0; }
+  // The same, of the latest step of many prompt tokens alone: what a plan's next front
+  // step will take (a prompt's own steps are larger than most before it, and faster per
+  // token, which an average over earlier steps does not know yet).
+  virtual double LatestSecondsPerToken() const { return SecondsPerToken(); }
 };
 
 // One sequence's share of a step: feed tokens [start, start + length).
@@ -217,6 +221,10 @@ class Scheduler {
   int64_t MatchOrPlan(Sequence* seq);
   void Attach(Sequence* seq);
   int64_t NextAttach(Sequence* seq);
+  // Between a plan's front steps: moves attach_at to where computing on and loading meet
+  // now, by the speeds measured since the plan was made (the reads' and the front's own
+  // steps'), or to the next step when everything to load has landed.
+  void Replan(Sequence* seq);
   // The shortest chunk a re-planned attach asks for: a step's fixed cost (the weights read
   // once) is worth several blocks of prefill.
   static constexpr int64_t kMinAttachChunkBlocks = 8;

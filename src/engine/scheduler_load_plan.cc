@@ -84,6 +84,19 @@ void Scheduler::Attach(Sequence* seq) {
   seq->load_end = -1;
 }
 
+void Scheduler::Replan(Sequence* seq) {
+  const int64_t block_tokens = kv_->block_tokens();
+  if (seq->load_end <= seq->num_computed || seq->num_computed % block_tokens != 0 || policy_ == nullptr) return;
+  const int64_t from = seq->num_computed / block_tokens;
+  const KvCacheManager::LoadFrontier frontier =
+      kv_->ProbeLoadFrontier(seq->tokens, seq->keys(), from, seq->load_end / block_tokens);
+  if (frontier.landed_from <= from) {  // all landed: they join before the next step
+    seq->attach_at = seq->num_computed;
+    return;
+  }
+  if (const int64_t next = NextAttach(seq); next > seq->num_computed) seq->attach_at = next;
+}
+
 int64_t Scheduler::NextAttach(Sequence* seq) {
   const int64_t block_tokens = kv_->block_tokens();
   if (seq->load_end <= seq->num_computed || seq->num_computed % block_tokens != 0 || policy_ == nullptr) return -1;
@@ -97,7 +110,7 @@ int64_t Scheduler::NextAttach(Sequence* seq) {
   // Where computing from the front and loading from the back meet: the share of the gap
   // computed is load / (load + compute) per block; at least a chunk worth a step.
   const double load = frontier.load_seconds_per_block;
-  const double compute = policy_->SecondsPerToken() * static_cast<double>(block_tokens);
+  const double compute = policy_->LatestSecondsPerToken() * static_cast<double>(block_tokens);
   const double share = load + compute > 0 ? load / (load + compute) : 1.0;
   int64_t blocks = static_cast<int64_t>(std::ceil(static_cast<double>(gap) * share));
   blocks = std::clamp<int64_t>(std::max(blocks, kMinAttachChunkBlocks), 1, gap);

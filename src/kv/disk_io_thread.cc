@@ -56,6 +56,14 @@ int64_t DiskIoThread::SubmitRead(int64_t slot, const Sha256Digest& key, std::spa
   return Submit(std::move(job));
 }
 
+int64_t DiskIoThread::SubmitProbe(int64_t slot) {
+  Job job;
+  job.id = ++last_submitted_;
+  job.probe = true;
+  job.slot = slot;
+  return Submit(std::move(job));
+}
+
 std::vector<DiskIoThread::Finished> DiskIoThread::TakeFinished() {
   std::lock_guard<std::mutex> lock(mu_);
   return std::exchange(finished_, {});
@@ -95,7 +103,7 @@ void DiskIoThread::Run() {
       done = store_->WriteBatch(batch);
     } else {
       const Job& job = jobs.front();
-      done.push_back(store_->Read(job.slot, job.key, job.tokens, job.dest));
+      done.push_back(job.probe ? store_->ProbeRead(job.slot) : store_->Read(job.slot, job.key, job.tokens, job.dest));
     }
     lock.lock();
     --running_;

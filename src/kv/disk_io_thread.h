@@ -69,6 +69,8 @@ class DiskIoThread {
                       DiskBlockStore::Content content);
   // Queues Read(slot, key, tokens, dest) (dest: one block); returns the job's id.
   int64_t SubmitRead(int64_t slot, const Sha256Digest& key, std::span<const int32_t> tokens, void* dest);
+  // Queues ProbeRead(slot) (the store's read speed; nothing is returned but the status).
+  int64_t SubmitProbe(int64_t slot);
   // The jobs finished since the last call, in submission order. Never blocks on I/O (only
   // on the queue's mutex, which the I/O thread holds for a few instructions).
   std::vector<Finished> TakeFinished();
@@ -81,6 +83,7 @@ class DiskIoThread {
   struct Job {
     int64_t id = 0;
     bool write = false;
+    bool probe = false;  // a read: ProbeRead
     int64_t slot = 0;
     Sha256Digest key;
     std::vector<int32_t> tokens;  // written, or expected

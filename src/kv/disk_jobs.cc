@@ -59,6 +59,10 @@ DiskJobId DiskJobs::SubmitRead(DiskJob job, int32_t disk_slot, const Sha256Diges
   return Register(true, reader_->SubmitRead(disk_slot, key, tokens, dest), std::move(job));
 }
 
+DiskJobId DiskJobs::SubmitProbe(int32_t disk_slot) {
+  return Register(true, reader_->SubmitProbe(disk_slot), SpeedProbeJob{});
+}
+
 std::vector<DiskJobs::Landed> DiskJobs::TakeFinished(DiskThreads which) {
   std::vector<Landed> landed;
   for (bool read : {false, true}) {

@@ -80,6 +80,9 @@ struct SwapReadJob {
 };
 // A block read at its use into a staging buffer; the reader waits for it (TakeResult).
 struct StagedReadJob {};
+// A slot read only to measure the disk's read speed (DiskBlockStore::ProbeRead); holds
+// nothing (a slot rewritten meanwhile is read all the same: its bytes are not used).
+struct SpeedProbeJob {};
 
 // A cached disk block used again (recomputed or hit): its index record is renewed, so that
 // a restart evicts it after the blocks written since. Holds nothing: should the slot be
@@ -90,7 +93,7 @@ struct RenewRecordJob {
 };
 
 using DiskJob = std::variant<WriteBackJob, SwapWriteJob, DemoteWriteJob, EvictionWriteJob, PersistWriteJob,
-                             RenewRecordJob, PrefixReadJob, SwapReadJob, StagedReadJob>;
+                             RenewRecordJob, PrefixReadJob, SwapReadJob, StagedReadJob, SpeedProbeJob>;
 
 // Which I/O thread(s) an operation concerns.
 enum class DiskThreads { kWriter, kReader, kBoth };
@@ -131,6 +134,9 @@ class DiskJobs {
   // Reads disk_slot into dest if it holds `key` with `tokens` (DiskBlockStore::Read).
   DiskJobId SubmitRead(DiskJob job, int32_t disk_slot, const Sha256Digest& key, std::span<const int32_t> tokens,
                        void* dest);
+
+  // Reads disk_slot only to measure the read speed (a SpeedProbeJob).
+  DiskJobId SubmitProbe(int32_t disk_slot);
 
   // Finished jobs of `which` thread(s), each thread's in submission order, out of the
   // registry and its indexes (an awaited job's status stays for TakeResult). Never blocks

@@ -161,6 +161,7 @@ void KvCacheManager::LandDiskJob(DiskJobs::Landed& landed) {
         }
         // EvictionWriteJob, StagedReadJob: their callers wait for them and take the result.
         // RenewRecordJob: nothing to land (a slot rewritten meanwhile is NotFound: fine).
+        // SpeedProbeJob: nothing to land (what it measured is in the store's counters).
       },
       landed.job);
 }

@@ -25,6 +25,9 @@ namespace {
 // reads at a block's use. Few: these are the paths without host room (host tier full of
 // swapped blocks, or off); a user that runs out waits for the oldest copy or write.
 constexpr int64_t kStagingBlocks = 16;
+// Reads that measure the disk's read speed at creation (one per reader thread: the speed of
+// reads in flight together, as a load plan's are; few, as a prompt's reads queue behind them).
+constexpr size_t kSpeedProbeReads = DiskJobs::kReaderThreads;
 // Write-behind buffers (device -> buffer -> disk for cached blocks with no host copy): up to
 // this many blocks, within kWriteBehindBufferBytes.
 constexpr int64_t kWriteBehindBlocks = 16;
@@ -136,6 +139,13 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
     // host blocks) and reads (read-ahead into host slots, with a host tier; staged reads at
     // a block's use) leave the stepping thread.
     kv->disk_tier_.jobs = std::make_unique<DiskJobs>(kv->disk_tier_.store.get());
+    // The disk's read speed, measured now on the reader threads by reading a few of the
+    // blocks found (the newest), so that the first load plan splits by it, not by a guess.
+    const std::vector<DiskIndexEntry>& found = kv->disk_tier_.store->recovered_entries();
+    const size_t probes = options.preparation.probe_disk_read_speed ? kSpeedProbeReads : 0;
+    for (size_t i = found.size(); i > 0 && found.size() - i < probes; --i) {
+      kv->disk_tier_.jobs->SubmitProbe(static_cast<int32_t>(found[i - 1].slot));
+    }
   }
   RETURN_IF_ERROR(kv->OpenRemoteTier());
   kv->AdmitPreparedSlots();

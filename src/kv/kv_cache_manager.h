@@ -258,9 +258,10 @@ class KvCacheManager {
     bool overlap = false;
   };
   SlowPrefix ProbeSlowPrefix(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys = nullptr);
-  // Starts loading prompt blocks [from, to) ahead of their use (the back of a load plan):
-  // disk blocks read into host slots on the reader thread (as far as ReadAhead's budget
-  // allows), the others looked up in the remote tier. MatchPrefix uses what has landed.
+  // Starts loading prompt blocks [from, to) ahead of their use (a load plan's slow run):
+  // disk blocks read into host slots on the reader threads, every one at once (a plan's
+  // loads replace computing them, so their budget is what they need, as far as the host
+  // tier has slots ready now), the others looked up in the remote tier. MatchPrefix uses what has landed.
   // Disk reads start from the back (block to - 1 first), so that the blocks landed form a
   // run at the back that grows toward the front while the front computes toward it
   // (ProbeLoadFrontier). Returns the disk reads it started.
@@ -281,9 +282,11 @@ class KvCacheManager {
   // a guess before it has delivered any (the disk's: kGuessedDiskBytesPerSecond).
   double DiskSecondsPerBlock() const;
   double RemoteSecondsPerBlock() const;
-  // An NVMe drive's parallel reads. A guess above the drive's speed costs little under a
-  // load plan (the front computes on until it meets the loads, Scheduler::Attach); one
-  // below it computes blocks that had loaded.
+  // An NVMe drive's parallel reads, assumed until the disk has delivered blocks here (the
+  // reads at creation, TierPreparationOptions::probe_disk_read_speed, usually have by the
+  // first plan). A guess above the drive's speed costs little under a load plan (the front
+  // computes on until it meets the loads, Scheduler::Replan and Attach); one below it
+  // computes blocks that had loaded.
   static constexpr double kGuessedDiskBytesPerSecond = 4e9;
   // Gives a MatchPrefix result back unused (the sequence could not start yet): releases
   // its blocks, which stay cached, and takes its hits out of the counters, so a sequence
@@ -598,8 +601,9 @@ class KvCacheManager {
   // holds; true when one of them is being read.
   bool DiskReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys);
   // `back_first`: reads are started from the back of the chain (for a load plan).
+  // `budget`: the host slots it may fill (ReadAheadBudget() when negative).
   bool ReadPrefixAhead(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to,
-                       bool back_first = false);
+                       bool back_first = false, int64_t budget = -1);
   // The host slots one read-ahead call may fill: a write-back budget of them per call, and
   // in flight at most a quarter of the host tier, so read-ahead never displaces most of
   // what the host caches. TakeHostSlot allocates one (evicting if it must) against

@@ -81,7 +81,7 @@ bool KvCacheManager::DiskReadAhead(SequenceId seq, std::span<const int32_t> toke
 }
 
 bool KvCacheManager::ReadPrefixAhead(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to,
-                                     bool back_first) {
+                                     bool back_first, int64_t budget) {
   if (disk_tier_.jobs == nullptr || pool(Tier::kHost).num_blocks() == 0) return false;
   DiskJobs& jobs = *disk_tier_.jobs;
   // The chain's blocks only the disk holds, up to the first block no tier holds. A block
@@ -100,7 +100,7 @@ bool KvCacheManager::ReadPrefixAhead(std::span<const int32_t> tokens, BlockKeyCh
     to_read.push_back(i);
   }
   if (back_first) std::reverse(to_read.begin(), to_read.end());
-  int64_t budget = ReadAheadBudget();
+  if (budget < 0) budget = ReadAheadBudget();
   for (const int64_t i : to_read) {
     const BlockHash hash = keys->Key(tokens, options_.block_tokens, i);
     const std::optional<int32_t> host_slot = TakeHostSlotForRead(&budget);
@@ -233,7 +233,8 @@ int64_t KvCacheManager::LoadPrefixAhead(std::span<const int32_t> tokens, BlockKe
   LandDiskJobs(DiskThreads::kReader);
   const int64_t reads_before = num_disk_reads_in_flight();
   // Back first: the compute meets the loads wherever they have come to (Scheduler::Attach).
-  ReadPrefixAhead(tokens, keys, from, to, /*back_first=*/true);
+  // All at once: a read that waits for a later step's budget lands too late to be used.
+  ReadPrefixAhead(tokens, keys, from, to, /*back_first=*/true, /*budget=*/to - from);
   const int64_t reads = num_disk_reads_in_flight() - reads_before;
   if (remote_.store == nullptr) return reads;
   // The first block of the range no local tier holds: the remote tier may, from there on.

@@ -24,6 +24,10 @@ struct TierPreparationOptions {
   int64_t disk_bytes_at_create = int64_t{64} << 20;
   // ...and the rest in the background, this much at a time.
   int64_t disk_chunk_bytes = int64_t{1} << 30;
+  // Disk tier over a file holding cached blocks: a few of them are read at creation, on the
+  // reader threads, to measure the disk's read speed before a load plan needs it (the
+  // plan's split depends on it; a guess can be several times off).
+  bool probe_disk_read_speed = true;
 };
 
 }  // namespace kvtier

@@ -42,6 +42,11 @@ struct DiskStoreOptions {
   // reserves the others with PreallocateSlots before it uses them (the KV manager does it
   // on a background thread, so that a large file does not hold up context creation).
   std::optional<int64_t> slots_reserved_at_open;
+  // Reads bypass the page cache where the file system allows (RandomAccessFile::PreadDirect,
+  // one read per slot). Off by default: on the H200 machine's virtio disk the reader
+  // threads' direct reads delivered less than half of what buffered ones did (`kvtier bench`
+  // W6c, load only).
+  bool direct_reads = false;
 };
 
 // Slot layout: slot i starts at i * slot_bytes() (a multiple of 4096); its first
@@ -81,7 +86,7 @@ class DiskBlockStore {
     int64_t writes = 0;            // successful Writes
     int64_t reads = 0;             // successful Reads
     int64_t bytes_written = 0;     // block bytes of successful Writes
-    int64_t bytes_read = 0;        // block bytes of successful Reads
+    int64_t bytes_read = 0;        // block bytes of successful Reads and ProbeReads
     // Wall-clock seconds during which at least one Read was in progress: bytes_read over it
     // is the bandwidth the tier delivered, however many Reads ran at once.
     double read_seconds = 0;
@@ -162,7 +167,15 @@ class DiskBlockStore {
   // block, e.g. reused since the index entry was made), tokens (FailedPrecondition: the
   // same key with other tokens — refused, never used), then the payload CRC (DataLoss).
   // IoError when the read itself fails. out's bytes are unspecified on error.
+  // With direct_reads (DiskStoreOptions), the slot is read whole in one
+  // RandomAccessFile::PreadDirect into a buffer of the calling thread's, checked there and
+  // copied out; otherwise the header and the payload are read (buffered) in two.
   absl::Status Read(int64_t slot, const Sha256Digest& key, std::span<const int32_t> tokens, void* out);
+
+  // Reads `slot`'s bytes as Read does, into a buffer of its own, without checking or
+  // returning them: the store's read speed measured (bytes_read and read_seconds count it,
+  // reads does not) before any block is needed, e.g. for a load plan's first split.
+  absl::Status ProbeRead(int64_t slot);
 
   // The entries found at Open (snapshot + journal, or the slot scan), oldest written first
   // (by slot after a scan, which cannot tell).
@@ -184,6 +197,12 @@ class DiskBlockStore {
   DiskBlockStore(std::string path, const DiskGeometry& geometry, FileIo* io, std::unique_ptr<RandomAccessFile> file);
 
   absl::Status CheckSlot(int64_t slot) const;
+  // Read's checks of a slot's header bytes (see Read); the payload CRC it names on success.
+  absl::Status CheckHeader(int64_t slot, const Sha256Digest& key, std::span<const int32_t> tokens,
+                           const uint8_t* header, uint32_t* payload_crc);
+  absl::Status PayloadCorrupt(int64_t slot);  // counted, logged, DataLoss
+  // The calling thread's buffer of one slot, aligned for PreadDirect.
+  absl::StatusOr<uint8_t*> ThreadSlotBuffer() const;
   // Fills index_ from the snapshot and journal, or from the slot headers (see the class
   // comment); `existed`: the slot file was there before Open.
   void Recover(bool existed);
@@ -197,6 +216,7 @@ class DiskBlockStore {
 
   const std::string path_;
   const DiskGeometry geometry_;
+  bool direct_reads_ = false;  // DiskStoreOptions::direct_reads, set at Open
   const size_t header_bytes_;
   const int64_t slot_bytes_;
   FileIo* const io_;

@@ -23,6 +23,11 @@ class RandomAccessFile {
   virtual ~RandomAccessFile();
   // Reads exactly n bytes at offset into out; fewer (end of file) is an IoError.
   virtual absl::Status Pread(int64_t offset, size_t n, void* out) = 0;
+  // Pread bypassing the page cache (O_DIRECT) where the file system allows, for offset, n
+  // and out that are multiples of kDirectReadAlignment; otherwise, and for files that cannot
+  // (this default, file systems without O_DIRECT), Pread.
+  static constexpr size_t kDirectReadAlignment = 4096;
+  virtual absl::Status PreadDirect(int64_t offset, size_t n, void* out) { return Pread(offset, n, out); }
   // Writes exactly n bytes at offset; a short write is an IoError (some bytes may be written).
   virtual absl::Status Pwrite(int64_t offset, const void* data, size_t n) = 0;
   // Makes the data written so far durable (fdatasync).

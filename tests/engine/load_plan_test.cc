@@ -1,7 +1,9 @@
 // PlanLoadOrRecompute over fake cost models: the split where loading and computing finish
 // together, never slower than loading all or computing all, and the ends when loads
-// cannot overlap compute (checked against every split by brute force).
+// cannot overlap compute (checked against every split by brute force); and the prefill
+// speed the policy gives the plans.
 #include "engine/load_plan.h"
+#include "engine/preemption_policy.h"
 
 #include <algorithm>
 #include <random>
@@ -57,6 +59,25 @@ TEST(LoadPlanTest, DegenerateInputs) {
   EXPECT_EQ(PlanLoadOrRecompute(0, {1, 1, true}).compute_blocks, 0);
   EXPECT_EQ(PlanLoadOrRecompute(-3, {1, 1, true}).load_blocks, 0);
   EXPECT_EQ(PlanLoadOrRecompute(10, {0, 0, true}).compute_blocks, 0);  // nothing measured: load
+}
+
+// The prefill time per token a plan is made with: the lowest of the recent steps of at
+// least 128 prompt tokens (a context's first, cold step does not set it once a warm one
+// came; small steps do not count), while the latest step's own stays at hand for re-plans.
+TEST(CostModelPolicyTest, PrefillSpeedIsTheLowestRecentLargeStep) {
+  CostModelPolicy policy(PreemptionMode::kRecompute, /*block_bytes=*/1 << 20, /*can_swap=*/false);
+  policy.ObserveCompute(512, 512 * 160e-6);  // cold: one-time costs
+  EXPECT_DOUBLE_EQ(policy.SecondsPerToken(), 160e-6);
+  policy.ObserveCompute(512, 512 * 50e-6);
+  EXPECT_DOUBLE_EQ(policy.SecondsPerToken(), 50e-6);
+  policy.ObserveCompute(1, 1e-3);  // a decode step: not a prefill's speed
+  EXPECT_DOUBLE_EQ(policy.SecondsPerToken(), 50e-6);
+  policy.ObserveCompute(2048, 2048 * 60e-6);
+  EXPECT_DOUBLE_EQ(policy.SecondsPerToken(), 50e-6);
+  EXPECT_DOUBLE_EQ(policy.LatestSecondsPerToken(), 60e-6);
+  // Sixteen steps later the 50 us step has left the window.
+  for (int i = 0; i < 16; ++i) policy.ObserveCompute(1024, 1024 * 70e-6);
+  EXPECT_DOUBLE_EQ(policy.SecondsPerToken(), 70e-6);
 }
 
 }  // namespace

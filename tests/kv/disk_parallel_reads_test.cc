@@ -76,6 +76,14 @@ class GatedReadsIo final : public FileIo {
       if (state_ == nullptr || offset % static_cast<int64_t>(DiskBlockStore::kSlotAlignment) == 0) {
         return inner_->Pread(offset, n, out);
       }
+      return GatedPread(offset, n, out);
+    }
+    // The store's direct reads take a whole slot (header and payload) at once.
+    absl::Status PreadDirect(int64_t offset, size_t n, void* out) override {
+      if (state_ == nullptr) return inner_->Pread(offset, n, out);
+      return GatedPread(offset, n, out);
+    }
+    absl::Status GatedPread(int64_t offset, size_t n, void* out) {
       {
         std::unique_lock<std::mutex> lock(state_->mu);
         ++state_->arrived;

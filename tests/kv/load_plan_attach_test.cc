@@ -172,9 +172,9 @@ TEST(LoadPlanAttachTest, LateLoadsMeetTheComputeFromTheBack) {
   EXPECT_EQ(chunks[2], Chunk(160, 1));   // blocks 30..39 joined
   const Scheduler::LoadPlanCounters& plans = scheduler.load_plan_counters();
   EXPECT_EQ(plans.plans, 1);
-  // Reads in flight are bounded by a quarter of the host tier: 16 of the 20, from the back
-  // (blocks 24..39), which the meeting point needs.
-  EXPECT_EQ(plans.last.disk_reads_started, 16);
+  // Every planned read started at once (more than a read-ahead's budget of a quarter of the
+  // host tier, 16): blocks 20..39, from the back.
+  EXPECT_EQ(plans.last.disk_reads_started, 20);
   EXPECT_EQ(plans.last.attaches, 2);
   EXPECT_EQ(plans.last.attached_blocks, 10);
   const std::span<const BlockId> table = f.kv->BlockTable(2);
@@ -185,6 +185,70 @@ TEST(LoadPlanAttachTest, LateLoadsMeetTheComputeFromTheBack) {
   EXPECT_TRUE(scheduler.VerifyIntegrity().ok()) << scheduler.VerifyIntegrity();
   scheduler.Remove(seq.get());
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok());
+}
+
+// Loads running late, seen between the front's steps: the attach moves to where computing
+// on and loading meet (Replan) before the front reaches the planned point, so no attach
+// is spent on a point where nothing has landed yet.
+TEST(LoadPlanAttachTest, LateLoadsMoveTheAttachBeforeTheFrontGetsThere) {
+  testing::ManagerFixture f(/*device=*/64, /*host=*/64, /*disk=*/64, kBlockTokens, /*write_delay=*/{},
+                            /*read_delay=*/std::chrono::milliseconds(300));
+  constexpr int kLength = 161;  // 40 full blocks + 1 token
+  ASSERT_NO_FATAL_FAILURE(ComputeAndRestart(f, kLength));
+  FixedCostPolicy policy(GuessedLoadSeconds(f) / kBlockTokens);
+  // Steps of 10 blocks: the planned front (20 blocks) takes two.
+  Scheduler scheduler({40, 8, 0, /*load_or_recompute=*/true}, f.kv.get(), &policy);
+  auto seq = PromptSequence(2, kLength);
+  scheduler.Enqueue(seq.get());
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  for (int step = 0; step < 4; ++step) {
+    Schedule s = NextOf(scheduler);
+    ASSERT_EQ(s.chunks.size(), 1u);
+    chunks.push_back({s.chunks[0].start, s.chunks[0].length});
+    scheduler.Commit(s);
+    if (s.chunks[0].need_logits) seq->tokens.push_back(7);
+    scheduler.EndStep();
+    if (step == 2) f.kv->DrainDiskReads();
+  }
+  ASSERT_EQ(chunks.size(), 4u);
+  EXPECT_EQ(chunks[0], Chunk(0, 40));
+  EXPECT_EQ(chunks[1], Chunk(40, 40));   // planned front ends at 80; nothing has landed
+  EXPECT_EQ(chunks[2], Chunk(80, 40));   // re-planned: on to block 30, no attach at 80
+  EXPECT_EQ(chunks[3], Chunk(160, 1));   // blocks 30..39 joined at 120
+  const Scheduler::LoadPlanCounters& plans = scheduler.load_plan_counters();
+  EXPECT_EQ(plans.plans, 1);
+  EXPECT_EQ(plans.last.disk_reads_started, 20);
+  EXPECT_EQ(plans.last.attaches, 1);
+  EXPECT_EQ(plans.last.attached_blocks, 10);
+  const std::span<const BlockId> table = f.kv->BlockTable(2);
+  ASSERT_GE(table.size(), 40u);
+  for (size_t i = 30; i < 40; ++i) {
+    EXPECT_EQ(f.backend.Block(table[i])[0], static_cast<uint8_t>((1 * 31 + static_cast<int64_t>(i)) & 0xff)) << i;
+  }
+  EXPECT_TRUE(scheduler.VerifyIntegrity().ok()) << scheduler.VerifyIntegrity();
+  scheduler.Remove(seq.get());
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok());
+}
+
+// A manager over a disk file holding cached blocks reads a few of them at creation, on the
+// reader threads, to measure the disk's read speed: the first plan splits by it, not by the
+// guess. The probes count bytes and time, not reads, and change nothing cached.
+TEST(LoadPlanAttachTest, DiskReadSpeedIsProbedAtCreation) {
+  testing::ManagerFixture f(/*device=*/64, /*host=*/64, /*disk=*/64, kBlockTokens);
+  ASSERT_NO_FATAL_FAILURE(ComputeAndRestart(f));  // 10 blocks on disk
+  EXPECT_EQ(f.kv->disk_store_counters().bytes_read, 0) << "the fixture turns the probe off";
+  f.kv_options.preparation.probe_disk_read_speed = true;
+  f.Reopen();
+  f.kv->DrainDiskReads();
+  const DiskStoreCounters c = f.kv->disk_store_counters();
+  EXPECT_EQ(c.reads, 0);
+  EXPECT_EQ(c.bytes_read, DiskJobs::kReaderThreads * static_cast<int64_t>(f.kv->block_bytes()));
+  ASSERT_GT(c.read_seconds, 0);
+  EXPECT_DOUBLE_EQ(f.kv->DiskSecondsPerBlock(),
+                   static_cast<double>(f.kv->block_bytes()) / (static_cast<double>(c.bytes_read) / c.read_seconds));
+  EXPECT_EQ(f.kv->cached_blocks(Tier::kDisk), 10);
+  EXPECT_EQ(f.kv->cached_blocks(Tier::kHost), 0);
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 
 TEST(LoadPlanAttachTest, CheapLoadsLoadEverythingCheapComputeComputesEverything) {

@@ -33,6 +33,8 @@ struct ManagerFixture {
     options.disk_path = "/fake/kv";
     options.file_io = write_delay.count() > 0 || read_delay.count() > 0 ? static_cast<FileIo*>(&slow) : &io;
     options.model_fingerprint = 42;
+    // Deterministic plans: the guessed disk speed until a test's own reads are measured.
+    options.preparation.probe_disk_read_speed = false;
     auto created = KvCacheManager::Create(options, &backend);
     EXPECT_TRUE(created.ok()) << created.status();
     kv = std::move(*created);

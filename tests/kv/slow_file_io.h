@@ -62,6 +62,11 @@ class SlowFileIo final : public FileIo {
       if (IsPayload(offset)) Payload(read_delay_);
       return inner_->Pread(offset, n, out);
     }
+    // The store's direct reads take a whole slot, its payload included, at once.
+    absl::Status PreadDirect(int64_t offset, size_t n, void* out) override {
+      if (!journal_) Payload(read_delay_);
+      return inner_->Pread(offset, n, out);
+    }
     absl::Status Pwrite(int64_t offset, const void* data, size_t n) override {
       if (journal_ && std::this_thread::get_id() == watched_->thread) ++watched_->index_writes;
       if (IsPayload(offset)) Payload(write_delay_);

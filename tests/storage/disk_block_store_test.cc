@@ -1,5 +1,8 @@
 #include "storage/disk_block_store.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -322,6 +325,74 @@ TEST_P(DiskBlockStoreTest, ConcurrentWritersAndReaders) {
   ASSERT_EQ(reopened->recovered_entries().size(), static_cast<size_t>(kSlots));
   for (const DiskIndexEntry& e : reopened->recovered_entries()) {
     EXPECT_EQ(e.key, Key(static_cast<uint32_t>(e.slot * 100 + 4)));
+  }
+}
+
+// Direct reads (one aligned read of the whole slot, the default) and buffered ones (header,
+// then payload) return the same bytes and refuse the same corruption, with the file's
+// pages dropped from the page cache (on the real file system) so that the direct reads
+// come from the device. ProbeRead counts the bytes and time of a read, not a read.
+TEST_P(DiskBlockStoreTest, DirectAndBufferedReadsAgree) {
+  {
+    auto store = OpenOrDie(options());
+    for (int64_t slot = 0; slot < kSlots; ++slot) ASSERT_TRUE(WriteBlock(*store, slot, 300 + slot).ok());
+  }
+  auto drop_page_cache = [&] {
+    if (fake()) return;
+    const int fd = ::open(path().c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  };
+  // A payload byte of slot 4 changed on disk (past the header's 192 bytes).
+  auto corrupt_slot_4 = [&] {
+    const int64_t offset = 4 * 8192 + 192 + 1234;
+    if (fake()) {
+      ASSERT_TRUE(fake_io_.FlipBit(path(), offset, 5).ok());
+      return;
+    }
+    const int fd = ::open(path().c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    uint8_t byte = 0;
+    ASSERT_EQ(::pread(fd, &byte, 1, offset), 1);
+    byte ^= 0x20;
+    ASSERT_EQ(::pwrite(fd, &byte, 1, offset), 1);
+    ::fsync(fd);
+    ::close(fd);
+  };
+  bool corrupted = false;
+  for (const bool direct : {true, false}) {
+    SCOPED_TRACE(direct ? "direct" : "buffered");
+    DiskStoreOptions o = options();
+    o.direct_reads = direct;
+    auto store = OpenOrDie(o);
+    ASSERT_NE(store, nullptr);
+    if (!corrupted) {
+      corrupt_slot_4();
+      corrupted = true;
+    }
+    drop_page_cache();
+    std::vector<uint8_t> out;
+    for (int64_t slot = 0; slot < kSlots; ++slot) {
+      const absl::Status read = ReadBlock(*store, slot, static_cast<uint32_t>(300 + slot), &out);
+      if (slot == 4) {
+        EXPECT_TRUE(absl::IsDataLoss(read)) << read;
+        EXPECT_NE(read.message().find("payload checksum"), std::string::npos) << read;
+        continue;
+      }
+      ASSERT_TRUE(read.ok()) << "slot " << slot << ": " << read;
+      EXPECT_EQ(out, Block(static_cast<uint32_t>(300 + slot))) << "slot " << slot;
+    }
+    DiskBlockStore::Counters c = store->counters();
+    EXPECT_EQ(c.reads, kSlots - 1);
+    EXPECT_EQ(c.corrupt_detected, 1);
+    const int64_t bytes = c.bytes_read;
+    ASSERT_TRUE(store->ProbeRead(0).ok());
+    EXPECT_TRUE(absl::IsInvalidArgument(store->ProbeRead(kSlots)));
+    c = store->counters();
+    EXPECT_EQ(c.reads, kSlots - 1) << "a probe is not a read";
+    EXPECT_EQ(c.bytes_read, bytes + static_cast<int64_t>(kBlockBytes));
+    EXPECT_GT(c.read_seconds, 0);
   }
 }
 

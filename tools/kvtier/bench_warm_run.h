@@ -17,11 +17,13 @@ namespace kvtier::cli::bench {
 // engine measures prefill speed from steps of at least 128 tokens).
 inline constexpr int kWarmPromptTokens = 512;
 
-// Generates two tokens after `warm_prompt` in `ctx`; "" or what failed.
+// Generates two tokens after `warm_prompt` in `ctx`, then after it rotated by one token
+// (other blocks, computed again: a context's first steps pay one-time costs, so the second
+// prefill measures the warm speed); "" or what failed.
 std::string WarmUp(kvt_context* ctx, const std::vector<int32_t>& warm_prompt);
 
 // Creates a context with `p.options` (and the KVTIER_CUDA_* environment), warms it up with
-// `warm_prompt`, runs `p` in it (p.warmup is ignored), and frees it (a disk tier's cache
+// `warm_prompt` (WarmUp), runs `p` in it (p.warmup is ignored), and frees it (a disk tier's cache
 // reaches its file then).
 RunResult RunWarmed(kvt_model* model, WorkloadSpec p, const std::vector<int32_t>& warm_prompt, double time_limit);
 
