@@ -268,6 +268,7 @@ signal)
   for sig in INT TERM; do
     disk=$work/kv-$sig.disk
     rm -f "$disk" "$disk".*
+    : >"$work/out"  # the wait below must not see the previous run's tokens
     "$kvtier" run --model "$model" --backend cpu --prompt-ids "$prompt" --max-tokens 1900 --ignore-eos \
       --prompt-ids "$prompt,3" --prompt-ids "$prompt,4" --prompt-ids "$prompt,5" --prompt-ids "$prompt,6" \
       --prompt-ids "$prompt,7" --prompt-ids "$prompt,8" --prompt-ids "$prompt,9" \
@@ -332,7 +333,11 @@ bench)
   expect 0 err "bench: writes no checkpoint and no disk tier (only --json, if given)" bench --workload W7 --make-model "$work/models" --time-limit 1
   # SIGINT while W7 generates: its sequences are cancelled, its context freed, the results so
   # far written, exit 130.
+  # The error file is emptied first: the background job opens it only when it starts, and
+  # until then the wait below would see the previous run's "bench: W7 ..." and signal a
+  # process that has not yet installed its handler (SIGINT is ignored in background jobs).
   rm -f "$work/bench.json"
+  : >"$work/err"
   "$kvtier" bench --workload W7 --small-model "$work/models/small-llama" --json "$work/bench.json" \
     >"$work/out" 2>"$work/err" &
   pid=$!
