@@ -606,6 +606,9 @@ nlohmann::json Engine::Stats() {
   stats["disk_demote_writes"] = kv.disk_demote_writes;
   stats["disk_read_aheads"] = kv.disk_read_aheads;
   stats["disk_read_ahead_waits"] = kv.disk_read_ahead_waits;
+  // Reads ahead (and remote values) not started into a host slot because every host block
+  // that could make room was still being written to disk: the step does not wait for it.
+  stats["reads_without_host_slot"] = kv.reads_without_host_slot;
   stats["disk_staged_reads"] = kv.disk_staged_reads;
   const BackendCopyStats copies = backend_->copy_stats();
   stats["backend_copies"] = {{"prefetch_batches", copies.prefetch_batches},

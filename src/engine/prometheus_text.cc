@@ -127,6 +127,9 @@ std::vector<Family> Families() {
        P{{"", "disk_blocks_written_back"}}},
       {"disk_staged_reads_total", kCounter, "Blocks read from disk at their use.", P{{"", "disk_staged_reads"}}},
       {"disk_read_aheads_total", kCounter, "Blocks read from disk ahead of their use.", P{{"", "disk_read_aheads"}}},
+      {"reads_without_host_slot_total", kCounter,
+       "Optional reads not started: every host block that could make room was still being written to disk.",
+       P{{"", "reads_without_host_slot"}}},
       // The remote tier (Redis), present when remote_kv_url is set.
       {"remote_puts_total", kCounter, "Blocks stored in the remote tier.", P{{"", "remote.puts"}}},
       {"remote_put_bytes_total", kCounter, "Value bytes stored in the remote tier.", P{{"", "remote.put_bytes"}}},

@@ -46,6 +46,43 @@ std::optional<int32_t> KvCacheManager::AllocateSlot(Tier tier) {
   return slots.Allocate();
 }
 
+std::optional<int32_t> KvCacheManager::AllocateSlotWithoutWaiting(Tier tier) {
+  BlockPool& slots = pool(tier);
+  if (slots.num_blocks() == 0) return std::nullopt;
+  if (slots.num_free() == 0 && slots.num_available() < slots.num_blocks()) AdmitPreparedSlots();
+  if (auto id = slots.Allocate()) return id;
+  // Writes that have finished make their blocks evictable at once.
+  if (disk_tier_.jobs != nullptr) LandDiskJobs(DiskThreads::kWriter);
+  std::optional<int32_t> victim;
+  int64_t scanned = 0;
+  lru(tier).ForEachInEvictionOrder([&](int32_t slot) {
+    if (EvictsWithoutWaiting(tier, slot)) {
+      victim = slot;
+      return false;
+    }
+    return ++scanned < kVictimsScanned;
+  });
+  if (!victim) {
+    ++counters_.reads_without_host_slot;
+    return std::nullopt;
+  }
+  lru(tier).Erase(*victim);
+  Offload(tier, *victim);
+  DropCached(tier, *victim);
+  slots.Release(*victim);
+  return slots.Allocate();
+}
+
+bool KvCacheManager::EvictsWithoutWaiting(Tier tier, int32_t slot) const {
+  if (tier != Tier::kHost || pool(Tier::kDisk).num_blocks() == 0) return true;  // dropped
+  const BlockHash hash = state(Tier::kHost).hash_of.at(slot);
+  if (disk_tier_.jobs != nullptr) {
+    const DiskJobs& jobs = *disk_tier_.jobs;
+    if (jobs.WriteBackOfHostSlot(slot) || jobs.DemoteWriteOf(hash) || jobs.PersistWriteOf(hash)) return false;
+  }
+  return state(Tier::kDisk).by_hash.contains(hash);  // else written at its eviction
+}
+
 void KvCacheManager::Offload(Tier tier, int32_t slot) {
   ++counters_.blocks_demoted[static_cast<int>(tier)];
   // The last tier drops it.

@@ -47,7 +47,9 @@
 // few steps).
 // Disk -> host reads run on a second I/O thread (ReadAhead): for a sequence about to be
 // scheduled, the blocks it will need from disk (those of a swap-out that went to disk, or
-// the prompt blocks only the disk tier caches) are read into host slots ahead of use; when
+// the prompt blocks only the disk tier caches) are read into host slots ahead of use (a
+// slot that is free, or whose cached block is on disk already with no write of it in
+// flight: making room for a read ahead never makes the step wait for a write); when
 // a step finds them landed they are host copies, and the swap-in or prefix match moves them
 // host -> device like any other. While such a read is in flight its host slot is held (in
 // no cache map, never handed out) and its disk slot is neither evicted nor reused: a prefix
@@ -172,6 +174,9 @@ struct KvCacheCounters {
                                          // by the I/O thread through staging buffers
   int64_t disk_read_aheads = 0;          // disk blocks read into host slots by the I/O thread
   int64_t disk_read_ahead_waits = 0;     // uses that waited for their read to land
+  int64_t reads_without_host_slot = 0;   // optional reads (read-ahead, load plans, remote values)
+                                         // not started into a host slot: every victim would
+                                         // have made the step wait for a disk write
   double disk_read_ahead_wait_seconds = 0;
   int64_t swap_bytes_timed = 0;          // bytes of the moves copy_seconds timed (bandwidth)
   int64_t blocks_persisted = 0;          // write-behind: full blocks written to disk soon after filling
@@ -606,8 +611,9 @@ class KvCacheManager {
                        bool back_first = false, int64_t budget = -1);
   // The host slots one read-ahead call may fill: a write-back budget of them per call, and
   // in flight at most a quarter of the host tier, so read-ahead never displaces most of
-  // what the host caches. TakeHostSlot allocates one (evicting if it must) against
-  // `*budget`; nullopt when the budget or the tier is spent.
+  // what the host caches. TakeHostSlotForRead allocates one against `*budget`, evicting
+  // only what goes without waiting (AllocateSlotWithoutWaiting); nullopt when the budget
+  // or the tier is spent.
   int64_t ReadAheadBudget() const;
   std::optional<int32_t> TakeHostSlotForRead(int64_t* budget);
 
@@ -714,6 +720,16 @@ class KvCacheManager {
   // cached entry (Offload) when none is free. Pinned blocks are never candidates: the pin
   // holds a reference, so they are not in any LRU set.
   std::optional<int32_t> AllocateSlot(Tier tier);
+  // As AllocateSlot, for a read that may as well not happen (a read-ahead, a load plan's
+  // load, a remote value): a free slot, or the least recently used cached entry whose
+  // eviction waits for no disk write; nullopt (counted in reads_without_host_slot) when the
+  // first kVictimsScanned candidates all would. The stepping thread never waits for the
+  // disk to make room for an optional read.
+  std::optional<int32_t> AllocateSlotWithoutWaiting(Tier tier);
+  // Whether evicting cached `slot` of `tier` (Offload) is done at once: a host block with
+  // a disk copy and no write of it in flight, or any block when there is no disk to go to.
+  bool EvictsWithoutWaiting(Tier tier, int32_t slot) const;
+  static constexpr int64_t kVictimsScanned = 64;
   // Moves the content of a cached slot being evicted from `tier` one tier down: a host
   // block to disk (unless already there), from the last tier it is dropped. Device victims
   // go through AllocateDeviceBlocks.

@@ -230,6 +230,58 @@ TEST(LoadPlanAttachTest, LateLoadsMoveTheAttachBeforeTheFrontGetsThere) {
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok());
 }
 
+// A plan's loads take a host slot only where nothing waits for it. The host tier is full
+// of another prompt's blocks whose disk writes (300 ms each) are in flight: making room
+// for a load would wait for them, so no read starts (the plan computes those blocks) and
+// nothing waits for a write. Once the writes have landed, the same blocks make room at
+// once: they are on disk.
+TEST(LoadPlanAttachTest, LoadsNeverWaitForDiskWritesToMakeHostRoom) {
+  testing::ManagerFixture f(/*device=*/16, /*host=*/4, /*disk=*/64, kBlockTokens);
+  ASSERT_NO_FATAL_FAILURE(ComputeAndRestart(f));  // the prompt's 10 full blocks only on disk
+  testing::SlowFileIo slow(&f.io, /*write_delay=*/std::chrono::milliseconds(300), /*read_delay=*/{});
+  f.kv.reset();
+  f.kv_options.file_io = &slow;
+  absl::StatusOr<std::unique_ptr<KvCacheManager>> reopened = KvCacheManager::Create(f.kv_options, &f.backend);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  f.kv = *std::move(reopened);
+
+  // Another prompt's 4 full blocks, computed and cached on the device (their write-behind
+  // queued, not started: the step is not ended yet).
+  std::vector<int32_t> other_tokens;
+  for (int i = 0; i < 17; ++i) other_tokens.push_back(5000 + i * 7);
+  Sequence other(3, 3, other_tokens, SamplingParams{});
+  Scheduler scheduler({512, 8, 0, /*load_or_recompute=*/false}, f.kv.get(), nullptr);
+  scheduler.Enqueue(&other);
+  Schedule s = NextOf(scheduler);
+  ASSERT_EQ(s.chunks.size(), 1u);
+  scheduler.Commit(s);
+  scheduler.Remove(&other);
+  // A reservation of every device block moves them to the host tier, filling it; the end of
+  // the step then starts their writes to disk from there.
+  ASSERT_TRUE(f.kv->Reserve(/*seq=*/100, 16 * kBlockTokens).ok());
+  ASSERT_EQ(f.kv->cached_blocks(Tier::kHost), 4);
+  f.kv->FinishStep(/*idle=*/false);
+  ASSERT_EQ(f.kv->num_disk_writes_in_flight(), 4);
+
+  const std::vector<int32_t> prompt = PromptSequence(2)->tokens;
+  const KvCacheCounters before = f.kv->counters();
+  EXPECT_EQ(f.kv->LoadPrefixAhead(prompt, nullptr, 0, 10), 0);
+  EXPECT_EQ(f.kv->counters().disk_write_waits, before.disk_write_waits);
+  EXPECT_GT(f.kv->counters().reads_without_host_slot, before.reads_without_host_slot);
+  EXPECT_EQ(f.kv->cached_blocks(Tier::kHost), 4);
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
+
+  f.kv->DrainDiskWrites();
+  const KvCacheCounters drained = f.kv->counters();
+  EXPECT_EQ(f.kv->LoadPrefixAhead(prompt, nullptr, 0, 10), 4);  // the back 4 of the 10
+  EXPECT_EQ(f.kv->counters().disk_write_waits, drained.disk_write_waits);
+  EXPECT_EQ(f.kv->counters().host_evictions_on_disk, drained.host_evictions_on_disk + 4);
+  f.kv->DrainDiskReads();
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
+  f.kv->Release(100);
+  f.kv.reset();  // before the slow disk it writes through
+}
+
 // A manager over a disk file holding cached blocks reads a few of them at creation, on the
 // reader threads, to measure the disk's read speed: the first plan splits by it, not by the
 // guess. The probes count bytes and time, not reads, and change nothing cached.
