@@ -100,7 +100,6 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   kv_options.write_behind = options.disk_write_behind;
   kv_options.preparation = options.tier_preparation;
   kv_options.remote = options.remote;
-  kv_options.preparation.pin_host_at_create = false;  // after the warm-up, below
   // Cached KV is only valid for the same weights (and the format they are held in: fp8
   // weights compute other K/V than 16-bit ones), block geometry and KV element type.
   const KvLayout& layout = backend->kv_layout();
@@ -113,11 +112,16 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   RETURN_IF_ERROR(pools.End());
   ProgressStage warmup(options.progress, "warmup", 1);
   RETURN_IF_ERROR(warmup.Begin());
-  RETURN_IF_ERROR(backend->WarmUp());
+  // The host tier's pinning started in KvCacheManager::Create, so that it runs while the
+  // disk tier's index is read (seconds for a large tier): a first request then finds host
+  // slots for its loads. It pauses while the backend warms up, whose device calls would
+  // otherwise wait behind the pins (CUDA's driver lock).
+  kv->PauseHostPinning();
+  const absl::Status warmed = backend->WarmUp();
+  kv->ResumeHostPinning();
+  RETURN_IF_ERROR(warmed);
   RETURN_IF_ERROR(warmup.End());
-  // The host tier is pinned once the backend's own device work is done: its pins would
-  // hold up the warm-up's device calls (CUDA's driver lock).
-  kv->StartHostPinning();
+  kv->StartHostPinning();  // when the options left it to the engine (pin_host_at_create false)
   return std::unique_ptr<Engine>(
       new Engine(std::move(checkpoint), options, std::move(backend), std::move(kv), std::move(tokenizer)));
 }

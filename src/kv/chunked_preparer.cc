@@ -28,7 +28,22 @@ absl::Status ChunkedPreparer::status() const {
   return status_;
 }
 
-void ChunkedPreparer::Cancel() { cancelled_.store(true, std::memory_order_release); }
+void ChunkedPreparer::Cancel() {
+  cancelled_.store(true, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(mu_);
+  resume_cv_.notify_all();
+}
+
+void ChunkedPreparer::Pause() {
+  std::lock_guard<std::mutex> lock(mu_);
+  paused_ = true;
+}
+
+void ChunkedPreparer::Resume() {
+  std::lock_guard<std::mutex> lock(mu_);
+  paused_ = false;
+  resume_cv_.notify_all();
+}
 
 void ChunkedPreparer::Wait() {
   std::unique_lock<std::mutex> lock(mu_);
@@ -39,6 +54,11 @@ void ChunkedPreparer::Run() {
   absl::Status failure;
   int64_t begin = ready_.load(std::memory_order_relaxed);
   while (begin < total_ && !cancelled_.load(std::memory_order_acquire)) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      resume_cv_.wait(lock, [this] { return !paused_ || cancelled_.load(std::memory_order_acquire); });
+    }
+    if (cancelled_.load(std::memory_order_acquire)) break;
     const int64_t end = std::min(total_, (begin / chunk_ + 1) * chunk_);
     failure = prepare_(begin, end);
     if (!failure.ok()) break;

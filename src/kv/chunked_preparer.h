@@ -45,6 +45,10 @@ class ChunkedPreparer {
 
   // Stops before the next chunk; returns at once.
   void Cancel();
+  // Holds the next chunk back until Resume() (the chunk running finishes first, so the
+  // caller may wait for at most one chunk's work to end); Cancel still stops it.
+  void Pause();
+  void Resume();
   // Blocks until done().
   void Wait();
 
@@ -60,6 +64,8 @@ class ChunkedPreparer {
   // std::mutex, not absl::Mutex: TSan sees these (the system abseil is not instrumented).
   mutable std::mutex mu_;
   std::condition_variable done_cv_;
+  std::condition_variable resume_cv_;  // Resume() and Cancel() wake a paused Run()
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;  // last: started once every member above exists
 };

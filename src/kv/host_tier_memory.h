@@ -50,6 +50,14 @@ class HostTierMemory {
   // each chunk in before pinning it and yields between chunks, so that a stepping thread's
   // device calls wait for at most one small chunk.
   void StartPinning();
+  // Holds the pinning back after the chunk being pinned, until ResumePinning: while a
+  // caller's own device calls must not wait behind pins (CUDA's driver lock).
+  void PausePinning() {
+    if (pinning_ != nullptr) pinning_->Pause();
+  }
+  void ResumePinning() {
+    if (pinning_ != nullptr) pinning_->Resume();
+  }
   // Stops pinning before the next chunk; returns at once (freeing a context starts here).
   void CancelPinning() {
     if (pinning_ != nullptr) pinning_->Cancel();

@@ -411,6 +411,14 @@ class KvCacheManager {
   void StartHostPinning() {
     if (host_region_ != nullptr) host_region_->StartPinning();
   }
+  // Holds the host tier's pinning back after the chunk being pinned (at most one chunk's
+  // wait for the caller's device calls), until ResumeHostPinning.
+  void PauseHostPinning() {
+    if (host_region_ != nullptr) host_region_->PausePinning();
+  }
+  void ResumeHostPinning() {
+    if (host_region_ != nullptr) host_region_->ResumePinning();
+  }
   // Whether the host tier is still being pinned in the background (not all its slots are
   // usable yet).
   bool host_tier_preparing() const {

@@ -15,9 +15,10 @@ struct TierPreparationOptions {
   // Small, because on CUDA each pin holds the driver's lock: a step's device calls wait
   // for at most one chunk (32 MiB: a few milliseconds).
   int64_t host_chunk_bytes = int64_t{32} << 20;
-  // Whether KvCacheManager::Create starts pinning the host tier; false leaves it to
-  // KvCacheManager::StartHostPinning (the engine: after the backend's warm-up, whose device
-  // calls would otherwise wait behind the pins).
+  // Whether KvCacheManager::Create starts pinning the host tier (before it reads the disk
+  // tier's index, so the two overlap); false leaves it to KvCacheManager::StartHostPinning.
+  // The engine pauses the pinning while the backend warms up (PauseHostPinning), whose
+  // device calls would otherwise wait behind the pins.
   bool pin_host_at_create = true;
   // Disk tier: this much of the file is reserved before creation returns (a small tier
   // entirely: no thread, and a full disk is an error at creation)...

@@ -97,6 +97,37 @@ TEST(ChunkedPreparerTest, CancelFinishesTheChunkInProgressAndStartsNoOther) {
   EXPECT_TRUE(preparer.status().ok());
 }
 
+// Paused, the chunk in progress finishes and no other starts until Resume; Cancel ends a
+// paused preparer without waiting for a Resume.
+TEST(ChunkedPreparerTest, PauseHoldsTheNextChunkUntilResume) {
+  for (const bool resume : {true, false}) {
+    Gate gate;
+    ChunkedPreparer preparer(0, 100, 1, [&](int64_t, int64_t) {
+      gate.Pass();
+      return absl::OkStatus();
+    });
+    gate.Allow(1);
+    ASSERT_TRUE(gate.WaitArrived(2));  // chunk 0 done, chunk 1 waiting at the gate
+    preparer.Pause();
+    gate.AllowAll();
+    ASSERT_TRUE(gate.WaitPassed(2));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(gate.arrived(), 2);  // held before chunk 2
+    EXPECT_EQ(preparer.ready(), 2);
+    EXPECT_FALSE(preparer.done());
+    if (resume) {
+      preparer.Resume();
+      preparer.Wait();
+      EXPECT_EQ(preparer.ready(), 100);
+    } else {
+      preparer.Cancel();  // no Resume needed to end it
+      preparer.Wait();
+      EXPECT_EQ(preparer.ready(), 2);
+    }
+    EXPECT_TRUE(preparer.status().ok());
+  }
+}
+
 // ---------------------------------------------------------------- HostTierMemory
 
 constexpr size_t kPage = 4096;
