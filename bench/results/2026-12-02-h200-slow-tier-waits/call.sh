@@ -1,14 +1,28 @@
 #!/usr/bin/env bash
-# One device call: W6 and W6c (local disk and Redis phases), then W6b in a new process over
-# W6's disk file (scripts/run-bench.sh), from binaries built on the CPU machine and carried
-# in .carry/d.txz (scripts/device-carry.sh + scripts/carry-redis.sh). Results in $OUT/r.
+# One device call: W6, then W6b in a new process over W6's disk file, then W6c (local disk
+# and Redis phases), from binaries built on the CPU machine and carried in .carry/d.txz
+# (scripts/device-carry.sh + scripts/carry-redis.sh). The flags are scripts/run-bench.sh's.
+# Results in $OUT/r.
 set -u
-mkdir -p /tmp/d "$OUT/r"
-tar xJf .carry/d.txz -C /tmp/d
-C=/tmp/d/d
+T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
+mkdir -p /tmp/d "$OUT/r"; R=$OUT/r
+tar xJf .carry/d.txz -C /tmp/d 2>/dev/null || python3 -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" .carry/d.txz /tmp/d
+C=/tmp/d/d; K=$C/bin/kvtier; M=/tmp/kb/llama3-8b; T=/tmp/kb/tiers; COMMIT=$(cat $C/COMMIT)
 export LD_LIBRARY_PATH=$C/lib:/usr/local/cuda/lib64 KVTIER_CUDA_MODULE=$C/lib/libkvtier_cuda.so
-WORKLOADS=W6,W6c SKIP_ANCHORS=1 F16_WORKLOADS=none FP8_WORKLOADS=none FP8KV_WORKLOADS=none \
-  MODEL_DIR=/tmp/kb/llama3-8b TIER_DIR=/tmp/kb/tiers TIER_TIME_LIMIT=60 \
-  bash scripts/run-bench.sh "$C" "$OUT/r" > "$OUT/r/run-bench.log" 2>&1
-echo "rc=$? at $SECONDS s" >> "$OUT/r/run-bench.log"
-tail -40 "$OUT/r/run-bench.log"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > $R/machine.txt
+echo "[$(el) s] mkmodel" >> $R/log.txt
+$K mkmodel --preset llama3-8b --out $M > $R/mkmodel.txt 2>&1
+echo "[$(el) s] W6" >> $R/log.txt
+$K bench --workload W6 --model $M --json $R/bench-w6.json --commit $COMMIT --time-limit 60 --tier-dir $T \
+  --tier-time-limit 60 > $R/bench-w6.txt 2>&1
+echo "[$(el) s] W6b rc=$?" >> $R/log.txt
+$K bench --workload W6b --model $M --json $R/bench-w6b.json --commit $COMMIT --time-limit 60 --tier-dir $T \
+  --tier-time-limit 60 > $R/bench-w6b.txt 2>&1
+echo "[$(el) s] W6c rc=$?" >> $R/log.txt
+LD_LIBRARY_PATH=$C/redis/lib $C/redis/bin/redis-server --port 6390 --bind 127.0.0.1 --save '' --io-threads 2 \
+  --appendonly no --daemonize yes --dir $R --pidfile $R/redis.pid --logfile $R/redis.log
+$K bench --workload W6c --model $M --json $R/bench-w6c.json --commit $COMMIT --time-limit 60 --tier-dir $T \
+  --tier-time-limit 60 --remote-kv-url redis://127.0.0.1:6390 > $R/bench-w6c.txt 2>&1
+echo "[$(el) s] end rc=$?" >> $R/log.txt
+kill "$(cat $R/redis.pid)" 2>/dev/null
+cat $R/log.txt; grep -E "^W6" $R/bench-w6*.txt
