@@ -31,14 +31,14 @@ void KvCacheManager::DropCached(Tier tier, int32_t slot) {
   }
 }
 
-std::optional<int32_t> KvCacheManager::AllocateSlot(Tier tier) {
+std::optional<int32_t> KvCacheManager::AllocateSlot(Tier tier, bool may_wait) {
   BlockPool& slots = pool(tier);
   if (slots.num_blocks() == 0) return std::nullopt;
   // Slots prepared since the last step count too; those still being prepared do not (as
   // if the tier were full: the caller falls back, nothing waits).
   if (slots.num_free() == 0 && slots.num_available() < slots.num_blocks()) AdmitPreparedSlots();
   if (auto id = slots.Allocate()) return id;
-  std::optional<int32_t> victim = lru(tier).PopFront();
+  std::optional<int32_t> victim = may_wait ? lru(tier).PopFront() : PopVictimWithoutWaiting(tier);
   if (!victim) return std::nullopt;
   Offload(tier, *victim);
   DropCached(tier, *victim);
@@ -46,11 +46,7 @@ std::optional<int32_t> KvCacheManager::AllocateSlot(Tier tier) {
   return slots.Allocate();
 }
 
-std::optional<int32_t> KvCacheManager::AllocateSlotWithoutWaiting(Tier tier) {
-  BlockPool& slots = pool(tier);
-  if (slots.num_blocks() == 0) return std::nullopt;
-  if (slots.num_free() == 0 && slots.num_available() < slots.num_blocks()) AdmitPreparedSlots();
-  if (auto id = slots.Allocate()) return id;
+std::optional<int32_t> KvCacheManager::PopVictimWithoutWaiting(Tier tier) {
   // Writes that have finished make their blocks evictable at once.
   if (disk_tier_.jobs != nullptr) LandDiskJobs(DiskThreads::kWriter);
   std::optional<int32_t> victim;
@@ -67,10 +63,7 @@ std::optional<int32_t> KvCacheManager::AllocateSlotWithoutWaiting(Tier tier) {
     return std::nullopt;
   }
   lru(tier).Erase(*victim);
-  Offload(tier, *victim);
-  DropCached(tier, *victim);
-  slots.Release(*victim);
-  return slots.Allocate();
+  return victim;
 }
 
 bool KvCacheManager::EvictsWithoutWaiting(Tier tier, int32_t slot) const {

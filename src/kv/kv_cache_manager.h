@@ -620,7 +620,7 @@ class KvCacheManager {
   // The host slots one read-ahead call may fill: a write-back budget of them per call, and
   // in flight at most a quarter of the host tier, so read-ahead never displaces most of
   // what the host caches. TakeHostSlotForRead allocates one against `*budget`, evicting
-  // only what goes without waiting (AllocateSlotWithoutWaiting); nullopt when the budget
+  // only what goes without waiting (AllocateSlot, may_wait false); nullopt when the budget
   // or the tier is spent.
   int64_t ReadAheadBudget() const;
   std::optional<int32_t> TakeHostSlotForRead(int64_t* budget);
@@ -727,13 +727,15 @@ class KvCacheManager {
   // A free slot of the host or disk tier for cached or swapped data, evicting the LRU
   // cached entry (Offload) when none is free. Pinned blocks are never candidates: the pin
   // holds a reference, so they are not in any LRU set.
-  std::optional<int32_t> AllocateSlot(Tier tier);
-  // As AllocateSlot, for a read that may as well not happen (a read-ahead, a load plan's
-  // load, a remote value): a free slot, or the least recently used cached entry whose
-  // eviction waits for no disk write; nullopt (counted in reads_without_host_slot) when the
-  // first kVictimsScanned candidates all would. The stepping thread never waits for the
-  // disk to make room for an optional read.
-  std::optional<int32_t> AllocateSlotWithoutWaiting(Tier tier);
+  // `may_wait` false, for a read that may as well not happen (a read-ahead, a load plan's
+  // load, a remote value): only a victim whose eviction waits for no disk write
+  // (PopVictimWithoutWaiting), so the stepping thread never waits for the disk to make
+  // room for an optional read.
+  std::optional<int32_t> AllocateSlot(Tier tier, bool may_wait = true);
+  // The least recently used cached entry of `tier` among the first kVictimsScanned that
+  // EvictsWithoutWaiting, out of the LRU; nullopt (counted in reads_without_host_slot) when
+  // they all would wait.
+  std::optional<int32_t> PopVictimWithoutWaiting(Tier tier);
   // Whether evicting cached `slot` of `tier` (Offload) is done at once: a host block with
   // a disk copy and no write of it in flight, or any block when there is no disk to go to.
   bool EvictsWithoutWaiting(Tier tier, int32_t slot) const;

@@ -35,7 +35,7 @@ int64_t KvCacheManager::ReadAheadBudget() const {
 
 std::optional<int32_t> KvCacheManager::TakeHostSlotForRead(int64_t* budget) {
   if (*budget <= 0) return std::nullopt;
-  std::optional<int32_t> slot = AllocateSlotWithoutWaiting(Tier::kHost);
+  std::optional<int32_t> slot = AllocateSlot(Tier::kHost, /*may_wait=*/false);
   if (slot) --*budget;
   return slot;
 }

@@ -188,7 +188,7 @@ bool KvCacheManager::LookUpRemote(std::span<const int32_t> tokens, BlockKeyChain
     // Into a host slot (held until used or expired) while the host tier lends them: pinned,
     // landing with no copy.
     if (remote_.host_slot_lookups < pool(Tier::kHost).num_blocks() / kRemoteHostShareDivisor) {
-      if (const std::optional<int32_t> slot = AllocateSlotWithoutWaiting(Tier::kHost)) {
+      if (const std::optional<int32_t> slot = AllocateSlot(Tier::kHost, /*may_wait=*/false)) {
         if (!remote_.store->Get(hash.digest, BlockTokens(tokens, i), HostSlot(*slot)).ok()) {
           pool(Tier::kHost).Release(*slot);
           break;

@@ -98,6 +98,33 @@ std::vector<std::pair<int64_t, int64_t>> RunPlanned(testing::ManagerFixture& f, 
   return chunks;
 }
 
+// Runs `steps` steps of the one sequence, draining the disk reads after step
+// `drain_after`; returns each step's chunk (start, length).
+std::vector<std::pair<int64_t, int64_t>> StepChunks(testing::ManagerFixture& f, Scheduler& scheduler, Sequence& seq,
+                                                    int steps, int drain_after) {
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  for (int step = 0; step < steps; ++step) {
+    Schedule s = NextOf(scheduler);
+    EXPECT_EQ(s.chunks.size(), 1u);
+    if (s.chunks.size() != 1) break;
+    chunks.push_back({s.chunks[0].start, s.chunks[0].length});
+    scheduler.Commit(s);
+    if (s.chunks[0].need_logits) seq.tokens.push_back(7);
+    scheduler.EndStep();
+    if (step == drain_after) f.kv->DrainDiskReads();
+  }
+  return chunks;
+}
+
+// Blocks [from, to) of `seq` hold the bytes ComputeAndRestart stored for them.
+void ExpectStoredBytes(testing::ManagerFixture& f, SequenceId seq, size_t from, size_t to) {
+  const std::span<const BlockId> table = f.kv->BlockTable(seq);
+  ASSERT_GE(table.size(), to);
+  for (size_t i = from; i < to; ++i) {
+    EXPECT_EQ(f.backend.Block(table[i])[0], static_cast<uint8_t>((1 * 31 + static_cast<int64_t>(i)) & 0xff)) << i;
+  }
+}
+
 TEST(LoadPlanAttachTest, FrontComputedWhileTheBackLoads) {
   testing::ManagerFixture f(/*device=*/64, /*host=*/64, /*disk=*/64, kBlockTokens);
   ASSERT_NO_FATAL_FAILURE(ComputeAndRestart(f));
@@ -156,16 +183,7 @@ TEST(LoadPlanAttachTest, LateLoadsMeetTheComputeFromTheBack) {
   Scheduler scheduler({512, 8, 0, /*load_or_recompute=*/true}, f.kv.get(), &policy);
   auto seq = PromptSequence(2, kLength);
   scheduler.Enqueue(seq.get());
-  std::vector<std::pair<int64_t, int64_t>> chunks;
-  for (int step = 0; step < 3; ++step) {
-    Schedule s = NextOf(scheduler);
-    ASSERT_EQ(s.chunks.size(), 1u);
-    chunks.push_back({s.chunks[0].start, s.chunks[0].length});
-    scheduler.Commit(s);
-    if (s.chunks[0].need_logits) seq->tokens.push_back(7);
-    scheduler.EndStep();
-    if (step == 1) f.kv->DrainDiskReads();
-  }
+  const auto chunks = StepChunks(f, scheduler, *seq, /*steps=*/3, /*drain_after=*/1);
   ASSERT_EQ(chunks.size(), 3u);
   EXPECT_EQ(chunks[0], Chunk(0, 80));    // the front 20 blocks, as planned
   EXPECT_EQ(chunks[1], Chunk(80, 40));   // on toward the loads: half of the 20 left
@@ -177,11 +195,7 @@ TEST(LoadPlanAttachTest, LateLoadsMeetTheComputeFromTheBack) {
   EXPECT_EQ(plans.last.disk_reads_started, 20);
   EXPECT_EQ(plans.last.attaches, 2);
   EXPECT_EQ(plans.last.attached_blocks, 10);
-  const std::span<const BlockId> table = f.kv->BlockTable(2);
-  ASSERT_GE(table.size(), 40u);
-  for (size_t i = 30; i < 40; ++i) {
-    EXPECT_EQ(f.backend.Block(table[i])[0], static_cast<uint8_t>((1 * 31 + static_cast<int64_t>(i)) & 0xff)) << i;
-  }
+  ExpectStoredBytes(f, /*seq=*/2, 30, 40);
   EXPECT_TRUE(scheduler.VerifyIntegrity().ok()) << scheduler.VerifyIntegrity();
   scheduler.Remove(seq.get());
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok());
@@ -200,16 +214,7 @@ TEST(LoadPlanAttachTest, LateLoadsMoveTheAttachBeforeTheFrontGetsThere) {
   Scheduler scheduler({40, 8, 0, /*load_or_recompute=*/true}, f.kv.get(), &policy);
   auto seq = PromptSequence(2, kLength);
   scheduler.Enqueue(seq.get());
-  std::vector<std::pair<int64_t, int64_t>> chunks;
-  for (int step = 0; step < 4; ++step) {
-    Schedule s = NextOf(scheduler);
-    ASSERT_EQ(s.chunks.size(), 1u);
-    chunks.push_back({s.chunks[0].start, s.chunks[0].length});
-    scheduler.Commit(s);
-    if (s.chunks[0].need_logits) seq->tokens.push_back(7);
-    scheduler.EndStep();
-    if (step == 2) f.kv->DrainDiskReads();
-  }
+  const auto chunks = StepChunks(f, scheduler, *seq, /*steps=*/4, /*drain_after=*/2);
   ASSERT_EQ(chunks.size(), 4u);
   EXPECT_EQ(chunks[0], Chunk(0, 40));
   EXPECT_EQ(chunks[1], Chunk(40, 40));   // planned front ends at 80; nothing has landed
@@ -220,11 +225,7 @@ TEST(LoadPlanAttachTest, LateLoadsMoveTheAttachBeforeTheFrontGetsThere) {
   EXPECT_EQ(plans.last.disk_reads_started, 20);
   EXPECT_EQ(plans.last.attaches, 1);
   EXPECT_EQ(plans.last.attached_blocks, 10);
-  const std::span<const BlockId> table = f.kv->BlockTable(2);
-  ASSERT_GE(table.size(), 40u);
-  for (size_t i = 30; i < 40; ++i) {
-    EXPECT_EQ(f.backend.Block(table[i])[0], static_cast<uint8_t>((1 * 31 + static_cast<int64_t>(i)) & 0xff)) << i;
-  }
+  ExpectStoredBytes(f, /*seq=*/2, 30, 40);
   EXPECT_TRUE(scheduler.VerifyIntegrity().ok()) << scheduler.VerifyIntegrity();
   scheduler.Remove(seq.get());
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok());
