@@ -111,7 +111,12 @@ TEST(ChunkedPreparerTest, PauseHoldsTheNextChunkUntilResume) {
     preparer.Pause();
     gate.AllowAll();
     ASSERT_TRUE(gate.WaitPassed(2));
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // Chunk 1 counts as ready once its function has returned, a moment after the gate.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (preparer.ready() < 2 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // room for a chunk 2 to start
     EXPECT_EQ(gate.arrived(), 2);  // held before chunk 2
     EXPECT_EQ(preparer.ready(), 2);
     EXPECT_FALSE(preparer.done());
