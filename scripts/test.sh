@@ -12,10 +12,24 @@ sanitizers=1
 if [ -x "$root/scripts/setup-tokenizer-oracle.sh" ]; then "$root/scripts/setup-tokenizer-oracle.sh"; fi
 jobs=$(nproc)
 
+# ctest, and on a failure a short account at the end of the output: each failing
+# GoogleTest assertion with its file and line, and each sanitizer report's first lines,
+# which a long test log would bury.
+run_ctest() {
+  local dir=$1; shift
+  if ctest --test-dir "$dir" --output-on-failure -j "$jobs" "$@"; then return 0; fi
+  local log="$dir/Testing/Temporary/LastTest.log"
+  if [ -f "$log" ]; then
+    echo "== failing assertions (from $log)"
+    grep -E -A8 '(: Failure$|^\[  FAILED  \] [A-Za-z0-9_/]+\.[A-Za-z0-9_/]+ \(|ERROR: AddressSanitizer|ERROR: LeakSanitizer|WARNING: ThreadSanitizer|runtime error:)' "$log" | head -n 150 || true
+  fi
+  return 1
+}
+
 echo "== build: RelWithDebInfo"
 "$root/scripts/build.sh" "$root/build-test" -DKVTIER_BINDINGS_GO=ON -DKVTIER_BINDINGS_JAVA=ON -DKVTIER_BINDINGS_CSHARP=ON
 echo "== tests: RelWithDebInfo"
-ctest --test-dir "$root/build-test" --output-on-failure -j "$jobs"
+run_ctest "$root/build-test"
 
 if [ "$sanitizers" = 1 ]; then
   # One clang build serves the whole suite under ASan+UBSan (LeakSanitizer included) and the
@@ -27,7 +41,7 @@ if [ "$sanitizers" = 1 ]; then
   CC=clang-14 CXX=clang++-14 "$root/scripts/build.sh" "$asan" -DKVTIER_SANITIZE=address \
     -DKVTIER_CUDA=OFF -DKVTIER_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug
   echo "== tests: AddressSanitizer + UBSan (whole suite, soak, fuzz corpus replays)"
-  ctest --test-dir "$asan" --output-on-failure -j "$jobs"
+  run_ctest "$asan"
 
   fuzz_seconds=${KVTIER_FUZZ_SECONDS:-20}
   mkdir -p "$asan/fuzz-artifacts"
@@ -56,6 +70,6 @@ if [ "$sanitizers" = 1 ]; then
   cmake --build "$tsan" -j "$jobs"
   echo "== tests: ThreadSanitizer"
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/soak/tsan.supp" \
-    ctest --test-dir "$tsan" --output-on-failure -j "$jobs"
+    run_ctest "$tsan"
 fi
 echo "== all test suites passed"
