@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "gtest/gtest.h"
 #include "testing/engine_prompts.h"
+#include "testing/fake_file_io.h"
 #include "testing/test_model.h"
 
 namespace kvtier::testing {
@@ -77,6 +78,28 @@ inline std::vector<std::vector<int32_t>> RunAll(Engine& engine,
   std::vector<std::vector<int32_t>> result;
   for (SequenceId id : ids) result.push_back(out[id]);
   return result;
+}
+
+// Runs `prompts` (swapping through a disk tier on `io`) with a disk fault of some kind armed
+// every few steps: failed and short writes, a torn write, a failed read. Every output must
+// still equal `expected`, and the faults must have been met (swaps happened, errors or
+// corrupt blocks were counted).
+inline void ExpectExactUnderDiskFaults(Engine& engine, FakeFileIo& io,
+                                       const std::vector<std::vector<int32_t>>& prompts,
+                                       const std::vector<std::vector<int32_t>>& expected, int max_new) {
+  const auto arm_a_fault = [&io](int step) {
+    switch (step % 9) {
+      case 1: io.FailNextWrites(1); break;
+      case 3: io.TornWriteNext(100); break;
+      case 5: io.FailNextReads(1); break;
+      case 7: io.ShortWriteNext(10); break;
+      default: break;
+    }
+  };
+  EXPECT_EQ(RunAll(engine, prompts, max_new, arm_a_fault), expected);
+  const nlohmann::json s = engine.Stats();
+  EXPECT_GT(s["swaps_out"].get<int64_t>(), 0);
+  EXPECT_GT(s["io_errors"].get<int64_t>() + s["corrupt_blocks_detected"].get<int64_t>(), 0) << s.dump();
 }
 
 // `ops` random operations seeded by `seed` — add (half of them over a shared 8-token

@@ -15,6 +15,7 @@
 namespace kvtier {
 namespace {
 
+using testing::ExpectExactUnderDiskFaults;
 using testing::Greedy;
 using testing::OpenCheckpoint;
 using testing::Prompt;
@@ -174,29 +175,7 @@ TEST(TiersTest, DiskFaultsNeverCorruptOutput) {
   o.file_io = &io;
   o.preemption = PreemptionMode::kSwap;
   auto engine = Make(o);
-  std::vector<SequenceId> ids;
-  for (const auto& p : prompts) ids.push_back(*engine->Add(p, Greedy(16)));
-  std::map<SequenceId, std::vector<int32_t>> out;
-  std::vector<StepEvent> events;
-  for (int step = 0; step < 5000 && engine->NumUnfinished() > 0; ++step) {
-    switch (step % 9) {  // a fault of some kind armed every few steps
-      case 1: io.FailNextWrites(1); break;
-      case 3: io.TornWriteNext(100); break;
-      case 5: io.FailNextReads(1); break;
-      case 7: io.ShortWriteNext(10); break;
-      default: break;
-    }
-    events.clear();
-    ASSERT_TRUE(engine->Step(&events).ok());
-    for (const auto& e : events) {
-      if (e.token) out[e.sequence].push_back(*e.token);
-    }
-    ASSERT_TRUE(engine->VerifyIntegrity().ok()) << engine->VerifyIntegrity();
-  }
-  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(out[ids[i]], expected[i]) << "sequence " << i;
-  nlohmann::json s = engine->Stats();
-  EXPECT_GT(s["swaps_out"].get<int64_t>(), 0);
-  EXPECT_GT(s["io_errors"].get<int64_t>() + s["corrupt_blocks_detected"].get<int64_t>(), 0) << s.dump();
+  ExpectExactUnderDiskFaults(*engine, io, prompts, expected, 16);
 }
 
 TEST(TiersTest, PinnedPrefixStaysOnDeviceUnderPressure) {
