@@ -4,7 +4,6 @@
 // before its copy landed would produce different tokens than an unlimited-memory run.
 #include <cstring>
 #include <filesystem>
-#include <map>
 #include <random>
 
 #include "engine/engine.h"

@@ -3,7 +3,6 @@
 // every tier and found again on disk by a new context; corrupt or failing disk slots are
 // detected and never used as data; invariants hold after every step of random workloads.
 #include <filesystem>
-#include <map>
 #include <random>
 
 #include "engine/engine.h"
