@@ -245,8 +245,9 @@ run)
     redis_pid=$!
     for _ in $(seq 1 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
     prompt=$(seq -s, 1 40)
+    # Every block Redis holds is loaded (--load-or-recompute 0): the count of hits is exact.
     remote=(run --model "$model" --backend cpu --prompt-ids "$prompt" --max-tokens 4 --ignore-eos
-      --remote-kv-url "redis://127.0.0.1:$port" --json)
+      --remote-kv-url "redis://127.0.0.1:$port" --load-or-recompute 0 --json)
     run "${remote[@]}"
     first=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["sequences"][0]["tokens"])' <"$work/out")
     run "${remote[@]}"
