@@ -23,6 +23,7 @@
 #include "testing/fake_backend.h"
 #include "testing/fake_file_io.h"
 #include "testing/test_model.h"
+#include "testing/wait_until.h"
 
 namespace kvtier {
 namespace {
@@ -112,10 +113,7 @@ TEST(ChunkedPreparerTest, PauseHoldsTheNextChunkUntilResume) {
     gate.AllowAll();
     ASSERT_TRUE(gate.WaitPassed(2));
     // Chunk 1 counts as ready once its function has returned, a moment after the gate.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (preparer.ready() < 2 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    testing::WaitUntil([&] { return preparer.ready() >= 2; }, std::chrono::seconds(10));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // room for a chunk 2 to start
     EXPECT_EQ(gate.arrived(), 2);  // held before chunk 2
     EXPECT_EQ(preparer.ready(), 2);
