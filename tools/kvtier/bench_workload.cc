@@ -5,6 +5,7 @@
 #include <random>
 #include <thread>
 
+#include "context_text.h"
 #include "cuda_env.h"
 #include "interrupt.h"
 #include "progress_bar.h"
@@ -67,13 +68,10 @@ double JsonNum(const json& j, std::initializer_list<const char*> path) {
 }
 
 json ContextStats(kvt_context* context) {
-  int32_t len = 0;
-  kvt_context_stats_json(context, nullptr, 0, &len);
-  std::string text(static_cast<size_t>(len) + 1, '\0');
-  kvt_context_stats_json(context, text.data(), len + 1, &len);
-  text.resize(static_cast<size_t>(len));
+  const std::optional<std::string> text = ContextText(context, kvt_context_stats_json);
+  if (!text) return json();
   try {
-    return json::parse(text);
+    return json::parse(*text);
   } catch (...) {
     return json();
   }

@@ -18,6 +18,7 @@
 #include "command.h"
 #include "command_line.h"
 #include "context_flags.h"
+#include "context_text.h"
 #include "cuda_env.h"
 #include "interrupt.h"
 #include "live_view.h"
@@ -170,11 +171,9 @@ void Record(const kvt_events* events, bool stream, bool text, Output* out) {
 
 // The context's statistics in the Prometheus text format, to path ("-": stdout).
 bool WriteMetrics(kvt_context* context, const std::string& path) {
-  int32_t len = 0;
-  if (kvt_context_metrics_text(context, nullptr, 0, &len) != KVT_OK) return false;
-  std::string text(static_cast<size_t>(len) + 1, '\0');
-  if (kvt_context_metrics_text(context, text.data(), len + 1, &len) != KVT_OK) return false;
-  text.resize(static_cast<size_t>(len));
+  const std::optional<std::string> metrics = ContextText(context, kvt_context_metrics_text);
+  if (!metrics) return false;
+  const std::string& text = *metrics;
   FILE* out = path == "-" ? stdout : std::fopen(path.c_str(), "w");
   if (out == nullptr) return false;
   const bool written = std::fwrite(text.data(), 1, text.size(), out) == text.size();
@@ -182,12 +181,8 @@ bool WriteMetrics(kvt_context* context, const std::string& path) {
 }
 
 nlohmann::json Stats(kvt_context* context) {
-  int32_t len = 0;
-  kvt_context_stats_json(context, nullptr, 0, &len);
-  std::string text(static_cast<size_t>(len) + 1, '\0');
-  kvt_context_stats_json(context, text.data(), len + 1, &len);
-  text.resize(static_cast<size_t>(len));
-  return nlohmann::json::parse(text);
+  const std::optional<std::string> text = ContextText(context, kvt_context_stats_json);
+  return text ? nlohmann::json::parse(*text) : nlohmann::json::object();
 }
 
 void PrintJson(const Output& out, bool text, const nlohmann::json& stats, const SamplingFlags& sampling,
