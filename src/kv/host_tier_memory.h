@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kv/chunked_preparer.h"
+#include "kv/page_populator.h"
 
 namespace kvtier {
 
@@ -46,9 +47,9 @@ class HostTierMemory {
   absl::Status status() const { return pinning_ == nullptr ? absl::OkStatus() : pinning_->status(); }
   // Starts the pinning thread (once; nothing when it runs or the backend does not pin).
   // Pinning (CUDA: cudaHostRegister) holds the driver's lock for each chunk, so a context
-  // starts it once its own device work (weights, warm-up) is done; the thread also pages
-  // each chunk in before pinning it and yields between chunks, so that a stepping thread's
-  // device calls wait for at most one small chunk.
+  // starts it once its own device work (weights, warm-up) is done; other threads page the
+  // chunks in ahead of their pins (PagePopulator) and the pinning thread yields between
+  // chunks, so that a stepping thread's device calls wait for at most one small chunk.
   void StartPinning();
   // Holds the pinning back after the chunk being pinned, until ResumePinning: while a
   // caller's own device calls must not wait behind pins (CUDA's driver lock).
@@ -78,6 +79,7 @@ class HostTierMemory {
   const size_t bytes_;
   const size_t chunk_bytes_;
   const bool pins_;                           // the backend pins host memory
+  std::unique_ptr<PagePopulator> populator_;  // pages chunks in ahead of pinning_ (null with it)
   std::unique_ptr<ChunkedPreparer> pinning_;  // null until started, and when the backend does not pin
 };
 
