@@ -419,19 +419,7 @@ func (c *Context) NumUnfinished() int {
 
 // StatsJSON returns the statistics as a JSON object.
 func (c *Context) StatsJSON() (string, error) {
-	if !c.acquire() {
-		return "", errClosed
-	}
-	defer c.life.RUnlock()
-	n := []int32{0}
-	if err := c.fail(capi.Kvt_context_stats_json(c.h, nil, 0, n)); err != nil {
-		return "", err
-	}
-	buf := make([]byte, n[0]+256)
-	if err := c.fail(capi.Kvt_context_stats_json(c.h, buf, len(buf), n)); err != nil {
-		return "", err
-	}
-	return cString(buf), nil
+	return c.contextText(capi.Kvt_context_stats_json)
 }
 
 // Stat returns one statistic by its JSON name, e.g. "tiers.gpu.used_bytes".
@@ -451,19 +439,47 @@ func (c *Context) Stat(name string) (int64, error) {
 // 0.0.4), to serve on /metrics as they are: counters, gauges (tier usage) and histograms
 // of time to first token, inter-token latency and step duration.
 func (c *Context) MetricsText() (string, error) {
+	return c.contextText(capi.Kvt_context_metrics_text)
+}
+
+// contextTextFn is kvt_context_stats_json or kvt_context_metrics_text.
+type contextTextFn func(capi.Struct_SS_kvt_context, []byte, int, []int32) capi.Enum_SS_kvt_status
+
+// contextText returns the whole text fn writes for the context.
+func (c *Context) contextText(fn contextTextFn) (string, error) {
 	if !c.acquire() {
 		return "", errClosed
 	}
 	defer c.life.RUnlock()
 	n := []int32{0}
-	if err := c.fail(capi.Kvt_context_metrics_text(c.h, nil, 0, n)); err != nil {
-		return "", err
+	return copyGrowingText(func(buf []byte) (int, error) {
+		err := c.fail(fn(c.h, buf, len(buf), n))
+		return int(n[0]), err
+	})
+}
+
+// copyGrowingText returns the whole text call copies: call copies it into buf
+// (NUL-terminated, cut short when it does not fit) and returns its full length. The length
+// a first call reports can be too small by the time of the copy (the stepping and I/O
+// threads move the counters in between, and a number can gain a digit), so the copy is made
+// again, in a buffer at least twice as large, until the text fits.
+func copyGrowingText(call func(buf []byte) (int, error)) (string, error) {
+	var buf []byte // the first call only sizes the text
+	for {
+		n, err := call(buf)
+		if err != nil {
+			return "", err
+		}
+		if n < len(buf) { // all of it, and its NUL
+			return string(buf[:n]), nil
+		}
+		// Room to spare, so a counter that grows between the calls rarely costs another copy.
+		size := n + 1 + 256
+		if size < 2*len(buf) {
+			size = 2 * len(buf)
+		}
+		buf = make([]byte, size)
 	}
-	buf := make([]byte, n[0]+4096) // the histograms may grow between the calls
-	if err := c.fail(capi.Kvt_context_metrics_text(c.h, buf, len(buf), n)); err != nil {
-		return "", err
-	}
-	return cString(buf), nil
 }
 
 // UnpinPrefixes releases every prefix pinned by a Request with PinPrefix; the blocks stay

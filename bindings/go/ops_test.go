@@ -169,6 +169,31 @@ func TestMetricsText(t *testing.T) {
 	}
 }
 
+// The text grows between the calls, by more than the slack of a buffer sized by the call
+// before: copied once more each time, it comes back whole, never cut short.
+func TestCopyGrowingTextCopiesAgainWhileTheTextGrows(t *testing.T) {
+	var text string
+	calls := 0
+	got, err := copyGrowingText(func(buf []byte) (int, error) {
+		calls++
+		text = strings.Repeat(string(rune('a'+calls)), 1000*calls)
+		if len(buf) > 0 { // as the C API copies
+			buf[copy(buf[:len(buf)-1], text)] = 0
+		}
+		return len(text), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != text {
+		t.Fatalf("got %d bytes (%.10q...) after %d calls, want the last call's %d (%.10q...)", len(got), got, calls, len(text), text)
+	}
+	wantErr := errors.New("failed")
+	if _, err := copyGrowingText(func([]byte) (int, error) { return 0, wantErr }); err != wantErr {
+		t.Fatalf("got error %v, want %v", err, wantErr)
+	}
+}
+
 func TestPinPrefixAndSequenceError(t *testing.T) {
 	defer checkNoLeaks(t)
 	m, err := LoadModel(modelDir)

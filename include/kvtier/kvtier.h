@@ -518,7 +518,10 @@ KVT_API kvt_status kvt_context_unpin_prefixes(kvt_context* context);
 
 /** Copies the context statistics as a JSON object into buf (NUL-terminated when
  * buf_len > 0); *out_len gets the full length without the NUL. Call with buf_len 0 first to
- * size the buffer. */
+ * size the buffer. The text can grow between two calls while the context runs (its
+ * stepping and I/O threads move the counters), so the copy is whole only when
+ * *out_len < buf_len; otherwise buf holds a cut-short text: call again with a larger
+ * buffer. */
 KVT_API kvt_status kvt_context_stats_json(kvt_context* context, char* buf, int32_t buf_len,
                                           int32_t* out_len);
 /** One statistic by its JSON name (e.g. "steps", "tiers.gpu.used_bytes" for nested
@@ -529,7 +532,9 @@ KVT_API kvt_status kvt_context_stat(kvt_context* context, const char* name, int6
 
 /** Copies the context statistics in the Prometheus text exposition format (version 0.0.4)
  * into buf (NUL-terminated when buf_len > 0); *out_len gets the full length without the
- * NUL (call with buf_len 0 first to size the buffer). Serve it on /metrics as it is
+ * NUL (call with buf_len 0 first to size the buffer; the text can grow between two calls
+ * while the context runs, so the copy is whole only when *out_len < buf_len, and otherwise
+ * is made again with a larger buffer). Serve it on /metrics as it is
  * (Content-Type: text/plain; version=0.0.4). Metric names begin with `kvtier_`: counters
  * (ending in `_total`), gauges (tier capacity and usage by tier label, sequences by state) and
  * histograms of time to first token, inter-token latency and step duration with fixed

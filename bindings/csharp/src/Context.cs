@@ -7,6 +7,9 @@ using System.Text.RegularExpressions;
 using System.Threading;
 using Kvtier.Native;
 
+// The tests call internal helpers that no public member can reach deterministically.
+[assembly: System.Runtime.CompilerServices.InternalsVisibleTo("Kvtier.Tests")]
+
 namespace Kvtier
 {
     /// <summary>One engine: KV memory pools allocated whole at creation, a scheduler, sequences.
@@ -358,10 +361,11 @@ namespace Kvtier
             try
             {
                 var len = new int[1];
-                Check(kvtier.kvt_context_stats_json(c, new byte[1], 1, len));
-                var buf = new byte[len[0] + 256];
-                Check(kvtier.kvt_context_stats_json(c, buf, buf.Length, len));
-                return Library.CString(buf);
+                return CopyGrowingText(buf =>
+                {
+                    Check(kvtier.kvt_context_stats_json(c, buf, buf.Length, len));
+                    return len[0];
+                });
             }
             finally { life.ExitReadLock(); }
         }
@@ -375,10 +379,11 @@ namespace Kvtier
             try
             {
                 var len = new int[1];
-                Check(kvtier.kvt_context_metrics_text(c, new byte[1], 1, len));
-                var buf = new byte[len[0] + 4096];
-                Check(kvtier.kvt_context_metrics_text(c, buf, buf.Length, len));
-                return Library.CString(buf);
+                return CopyGrowingText(buf =>
+                {
+                    Check(kvtier.kvt_context_metrics_text(c, buf, buf.Length, len));
+                    return len[0];
+                });
             }
             finally { life.ExitReadLock(); }
         }
@@ -487,6 +492,26 @@ namespace Kvtier
                 throw new ObjectDisposedException("Context");
             }
             return handle.Swig;
+        }
+
+        // The whole text `copy` writes: copy(buf) copies it into buf (NUL-terminated, cut short
+        // when it does not fit) and returns its full length. The length a first call reports can
+        // be too small by the time of the copy (the stepping and I/O threads move the counters
+        // in between, and a number can gain a digit), so the copy is made again, in a buffer at
+        // least twice as large, until the text fits.
+        internal static string CopyGrowingText(Func<byte[], int> copy)
+        {
+            var buf = new byte[1]; // the first call only sizes the text
+            for (;;)
+            {
+                int len = copy(buf);
+                if (len < buf.Length) // all of it, and its NUL
+                {
+                    return System.Text.Encoding.UTF8.GetString(buf, 0, len);
+                }
+                // Room to spare, so a counter that grows between the calls rarely costs another copy.
+                buf = new byte[Math.Max(len + 1 + 256, 2 * buf.Length)];
+            }
         }
 
         private void Check(int status)

@@ -105,6 +105,26 @@ namespace Kvtier.Tests
             }
         }
 
+        // The text grows between the calls, by more than the slack of a buffer sized by the call
+        // before: copied once more each time, it comes back whole, never cut short.
+        [Test]
+        public void CopyGrowingTextCopiesAgainWhileTheTextGrows()
+        {
+            string text = null;
+            int calls = 0;
+            string got = Context.CopyGrowingText(buf =>
+            {
+                ++calls;
+                text = new string((char)('a' + calls), 1000 * calls);
+                byte[] bytes = System.Text.Encoding.UTF8.GetBytes(text);
+                int n = Math.Min(bytes.Length, buf.Length - 1); // as the C API copies
+                Array.Copy(bytes, buf, n);
+                buf[n] = 0;
+                return bytes.Length;
+            });
+            Assert.AreEqual(text, got, "after " + calls + " calls");
+        }
+
         [Test]
         public void PinPrefixAndSequenceError()
         {

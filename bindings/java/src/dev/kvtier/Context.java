@@ -10,6 +10,7 @@ import dev.kvtier.swig.SWIGTYPE_p_kvt_request;
 import dev.kvtier.swig.SWIGTYPE_p_p_kvt_context;
 import dev.kvtier.swig.SWIGTYPE_p_p_kvt_events;
 import dev.kvtier.swig.kvtier;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -375,10 +376,10 @@ public final class Context implements AutoCloseable {
     SWIGTYPE_p_kvt_context c = acquire();
     try {
       int[] len = new int[1];
-      check(kvtier.kvt_context_stats_json(c, new byte[1], 1, len));
-      byte[] buf = new byte[len[0] + 256];
-      check(kvtier.kvt_context_stats_json(c, buf, buf.length, len));
-      return Kvtier.cString(buf);
+      return copyGrowingText(buf -> {
+        check(kvtier.kvt_context_stats_json(c, buf, buf.length, len));
+        return len[0];
+      });
     } finally {
       life.readLock().unlock();
     }
@@ -413,10 +414,10 @@ public final class Context implements AutoCloseable {
     SWIGTYPE_p_kvt_context c = acquire();
     try {
       int[] len = new int[1];
-      check(kvtier.kvt_context_metrics_text(c, new byte[1], 1, len));
-      byte[] buf = new byte[len[0] + 4096];
-      check(kvtier.kvt_context_metrics_text(c, buf, buf.length, len));
-      return Kvtier.cString(buf);
+      return copyGrowingText(buf -> {
+        check(kvtier.kvt_context_metrics_text(c, buf, buf.length, len));
+        return len[0];
+      });
     } finally {
       life.readLock().unlock();
     }
@@ -510,6 +511,28 @@ public final class Context implements AutoCloseable {
       throw new IllegalStateException("context is closed");
     }
     return handle;
+  }
+
+  /** A copy of a text of the C API into buf (NUL-terminated, cut short when it does not fit). */
+  interface TextCopy {
+    /** Copies the text into buf and returns its full length. */
+    int copy(byte[] buf);
+  }
+
+  // The whole text `call` copies. The length a first call reports can be too small by the
+  // time of the copy (the stepping and I/O threads move the counters in between, and a
+  // number can gain a digit), so the copy is made again, in a buffer at least twice as
+  // large, until the text fits.
+  static String copyGrowingText(TextCopy call) {
+    byte[] buf = new byte[1]; // the first call only sizes the text (the SWIG layer wants an array)
+    for (;;) {
+      int len = call.copy(buf);
+      if (len < buf.length) { // all of it, and its NUL
+        return new String(buf, 0, len, StandardCharsets.UTF_8);
+      }
+      // Room to spare, so a counter that grows between the calls rarely costs another copy.
+      buf = new byte[Math.max(len + 1 + 256, 2 * buf.length)];
+    }
   }
 
   private void check(int status) {

@@ -149,6 +149,24 @@ class OpsTest {
     }
   }
 
+  // The text grows between the calls, by more than the slack of a buffer sized by the call
+  // before: copied once more each time, it comes back whole, never cut short.
+  @Test
+  void copyGrowingTextCopiesAgainWhileTheTextGrows() {
+    String[] text = new String[1];
+    int[] calls = new int[1];
+    String got = Context.copyGrowingText(buf -> {
+      ++calls[0];
+      text[0] = String.valueOf((char) ('a' + calls[0])).repeat(1000 * calls[0]);
+      byte[] bytes = text[0].getBytes(java.nio.charset.StandardCharsets.UTF_8);
+      int n = Math.min(bytes.length, buf.length - 1); // as the C API copies
+      System.arraycopy(bytes, 0, buf, 0, n);
+      buf[n] = 0;
+      return bytes.length;
+    });
+    assertEquals(text[0], got, "after " + calls[0] + " calls");
+  }
+
   @Test
   void pinPrefixAndSequenceError() throws Exception {
     try (Model m = Model.load(MODEL); Context c = Context.create(m, cpu().blockTokens(4))) {
