@@ -26,19 +26,25 @@ size_t RoundUp(size_t n, size_t unit) { return (n + unit - 1) / unit * unit; }
 
 absl::StatusOr<std::unique_ptr<HostTierMemory>> HostTierMemory::Create(Backend* backend, size_t bytes,
                                                                        size_t chunk_bytes, size_t block_bytes,
-                                                                       bool start_pinning) {
+                                                                       bool start_pinning, double pin_bytes_per_second) {
   const size_t page = PageBytes();
   const size_t region = RoundUp(std::max<size_t>(bytes, 1), page);
   const size_t unit = std::lcm(page, std::max<size_t>(block_bytes, 1));
   const size_t chunk = RoundUp(std::max<size_t>(chunk_bytes, 1), unit);
   ASSIGN_OR_RETURN(void* base, backend->ReserveHostMemory(region));
-  std::unique_ptr<HostTierMemory> memory(new HostTierMemory(backend, static_cast<uint8_t*>(base), region, chunk));
+  std::unique_ptr<HostTierMemory> memory(new HostTierMemory(backend, static_cast<uint8_t*>(base), region, chunk, std::max(pin_bytes_per_second, 0.0)));
   if (start_pinning) memory->StartPinning();
   return memory;
 }
 
-HostTierMemory::HostTierMemory(Backend* backend, uint8_t* base, size_t bytes, size_t chunk_bytes)
-    : backend_(backend), base_(base), bytes_(bytes), chunk_bytes_(chunk_bytes), pins_(backend->PinsHostMemory()) {}
+HostTierMemory::HostTierMemory(Backend* backend, uint8_t* base, size_t bytes, size_t chunk_bytes,
+                               double pin_bytes_per_second)
+    : backend_(backend),
+      base_(base),
+      bytes_(bytes),
+      chunk_bytes_(chunk_bytes),
+      pin_bytes_per_second_(pin_bytes_per_second),
+      pins_(backend->PinsHostMemory()) {}
 
 void HostTierMemory::StartPinning() {
   if (!pins_ || pinning_ != nullptr) return;
@@ -55,9 +61,20 @@ void HostTierMemory::StartPinning() {
 absl::Status HostTierMemory::PinChunk(size_t begin, size_t end) {
   // Pages that exist already: the pin then holds the device driver's lock only to lock them.
   if (!populator_->WaitFor(begin / chunk_bytes_)) PopulatePages(base_ + begin, end - begin);
+  const auto start = std::chrono::steady_clock::now();
   const absl::Status pinned = backend_->PinHostMemory(base_ + begin, end - begin);
-  // A thread waiting for the driver's lock gets it before the next chunk takes it again.
-  std::this_thread::sleep_for(std::chrono::microseconds(200));
+  // A pin holds the driver's lock throughout, and every launch and copy of a stepping
+  // thread waits for it. The next pin starts after a short yield at least, so a waiting
+  // thread gets the lock first, and no sooner than this chunk's bytes at the paced speed:
+  // the pins' share of the lock stays small. A pin that itself waited long for the lock
+  // (a busy stepping thread) needs no pause beyond the yield.
+  auto resume = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+  if (pin_bytes_per_second_ > 0) {
+    const auto paced = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                   std::chrono::duration<double>(static_cast<double>(end - begin) / pin_bytes_per_second_));
+    resume = std::max(resume, paced);
+  }
+  std::this_thread::sleep_until(resume);
   return pinned;
 }
 

@@ -26,10 +26,13 @@ class HostTierMemory {
   // background thread started now or, with start_pinning false, by StartPinning();
   // otherwise the whole region is ready at once. A chunk is a whole number of pages and of
   // `block_bytes`: each pin is its own registration (CUDA), and a copy whose host bytes
-  // straddle two registrations is refused, so no block may. `backend` must outlive the
-  // result. ResourceExhausted when the address space cannot be reserved.
+  // straddle two registrations is refused, so no block may. With `pin_bytes_per_second`
+  // > 0 a chunk's pin starts no sooner than its predecessor's start plus that chunk's bytes
+  // at that speed. `backend` must outlive the result. ResourceExhausted when the address
+  // space cannot be reserved.
   static absl::StatusOr<std::unique_ptr<HostTierMemory>> Create(Backend* backend, size_t bytes, size_t chunk_bytes,
-                                                                size_t block_bytes = 1, bool start_pinning = true);
+                                                                size_t block_bytes = 1, bool start_pinning = true,
+                                                                double pin_bytes_per_second = 0);
   // Cancels the pinning (waiting for the chunk being pinned), unpins every pinned chunk and
   // releases the region.
   ~HostTierMemory();
@@ -71,13 +74,14 @@ class HostTierMemory {
   }
 
  private:
-  HostTierMemory(Backend* backend, uint8_t* base, size_t bytes, size_t chunk_bytes);
+  HostTierMemory(Backend* backend, uint8_t* base, size_t bytes, size_t chunk_bytes, double pin_bytes_per_second);
   absl::Status PinChunk(size_t begin, size_t end);
 
   Backend* const backend_;
   uint8_t* const base_;
   const size_t bytes_;
   const size_t chunk_bytes_;
+  const double pin_bytes_per_second_;         // 0: unpaced
   const bool pins_;                           // the backend pins host memory
   std::unique_ptr<PagePopulator> populator_;  // pages chunks in ahead of pinning_ (null with it)
   std::unique_ptr<ChunkedPreparer> pinning_;  // null until started, and when the backend does not pin

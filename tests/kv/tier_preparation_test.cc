@@ -201,6 +201,25 @@ TEST(HostTierMemoryTest, DeferredPinningStartsWhenAsked) {
   EXPECT_EQ(ledger->pins(), 4);
 }
 
+// Paced pinning: 8 chunks of 2 pages at 2 pages per 20 ms start at least 20 ms apart, so
+// the last starts 140 ms after the first at the soonest; unpaced they take well under that.
+TEST(HostTierMemoryTest, PacedPinningKeepsToItsSpeed) {
+  auto ledger = std::make_shared<PinLedger>();
+  GatedPinBackend backend(std::make_unique<FakeBackend>(4), ledger);
+  ledger->gate().AllowAll();
+  const auto start = std::chrono::steady_clock::now();
+  auto memory = HostTierMemory::Create(&backend, 16 * kPage, 2 * kPage, 1, /*start_pinning=*/true,
+                                       /*pin_bytes_per_second=*/2 * kPage / 0.020);
+  ASSERT_TRUE(memory.ok()) << memory.status();
+  ASSERT_TRUE(ledger->gate().WaitPassed(1));
+  EXPECT_LT((*memory)->ready_bytes(), 16 * kPage);
+  (*memory)->WaitUntilDone();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ((*memory)->ready_bytes(), 16 * kPage);
+  EXPECT_EQ(ledger->pins(), 8);
+  EXPECT_GE(seconds, 0.140);
+}
+
 TEST(HostTierMemoryTest, APinRefusedKeepsThePrefixAndStops) {
   auto ledger = std::make_shared<PinLedger>();
   GatedPinBackend backend(std::make_unique<FakeBackend>(4), ledger);

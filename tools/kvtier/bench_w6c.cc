@@ -58,7 +58,7 @@ json PlanTimeline(const json& phase, double ttft_s) {
 }  // namespace
 
 void RunW6c(kvt_model* model, WorkloadSpec w, const std::string& tier_dir, const std::string& remote_url,
-            double time_limit, const RecordFn& record, json* out, std::vector<Row>* rows) {
+            int remote_connections, double time_limit, const RecordFn& record, json* out, std::vector<Row>* rows) {
   const std::string id = "W6c";
   std::filesystem::create_directories(tier_dir);
   const std::string disk = tier_dir + "/" + kW6cDiskFile;
@@ -82,7 +82,8 @@ void RunW6c(kvt_model* model, WorkloadSpec w, const std::string& tier_dir, const
     return v;
   };
 
-  json j = {{"prefix_tokens", kPrefix}, {"own_tokens", kOwn}, {"gen", w.gen}, {"remote_kv_url", remote_url}};
+  json j = {{"prefix_tokens", kPrefix}, {"own_tokens", kOwn}, {"gen", w.gen}, {"remote_kv_url", remote_url},
+            {"remote_kv_connections", remote_connections}};
   bool ok = true;
   std::string errors;
   // One phase: a context with `extra` options, the warm-up, then the measured prompt.
@@ -122,6 +123,7 @@ void RunW6c(kvt_model* model, WorkloadSpec w, const std::string& tier_dir, const
   if (redis) {
     populate["remote_kv_url"] = remote_url;
     populate["remote_kv_max_bytes_in_flight"] = "1GiB";
+    if (remote_connections > 0) populate["remote_kv_connections"] = std::to_string(remote_connections);
   }
   phase("populate", populate);
   const RunResult recompute = phase("recompute", {});
@@ -134,10 +136,12 @@ void RunW6c(kvt_model* model, WorkloadSpec w, const std::string& tier_dir, const
   RunResult redis_plan, redis_load;
   if (redis) {
     auto redis_phase = [&](const char* name, const char* plan) {
-      return phase(name, {{"remote_kv_url", remote_url},
-                          {"remote_kv_max_bytes_in_flight", "1GiB"},
-                          {"remote_kv_timeout_ms", "1000"},
-                          {"load_or_recompute", plan}});
+      std::map<std::string, std::string> options = {{"remote_kv_url", remote_url},
+                                                    {"remote_kv_max_bytes_in_flight", "1GiB"},
+                                                    {"remote_kv_timeout_ms", "1000"},
+                                                    {"load_or_recompute", plan}};
+      if (remote_connections > 0) options["remote_kv_connections"] = std::to_string(remote_connections);
+      return phase(name, options);
     };
     redis_plan = redis_phase("redis_plan", "1");
     redis_load = redis_phase("redis_load", "0");

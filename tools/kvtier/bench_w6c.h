@@ -17,7 +17,7 @@ inline constexpr char kW6cDiskFile[] = "w6c.kvdisk";
 
 // `remote_url`: the Redis server (redis://host:port) for (b); empty: (b) is skipped, saying so.
 void RunW6c(kvt_model* model, WorkloadSpec w, const std::string& tier_dir, const std::string& remote_url,
-            double time_limit, const RecordFn& record, json* out, std::vector<Row>* rows);
+            int remote_connections, double time_limit, const RecordFn& record, json* out, std::vector<Row>* rows);
 
 }  // namespace kvtier::cli::bench
 

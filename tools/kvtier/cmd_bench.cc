@@ -50,6 +50,7 @@ const std::vector<std::string> kWorkloads = {"W1", "W2", "W3", "W4", "W5", "W6",
 struct BenchFlags {
   std::vector<std::string> workloads;  // as given: comma-separated lists
   std::string model, small_model, make_model, json, ceilings, baseline, commit, tier_dir, remote_kv_url;
+  int remote_kv_connections = 0;
   std::string backend = "cuda";
   std::string weight_dtype = "auto", kv_dtype = "auto";
   double time_limit = 150, tier_time_limit = 0;
@@ -85,6 +86,8 @@ void AddFlags(CommandLine* cl, BenchFlags* f) {
   cl->AddString("--remote-kv-url", &f->remote_kv_url,
                 "W6c: the Redis server its remote-tier phases use (redis://host:port; without it they are skipped)",
                 "URL");
+  cl->AddInt("--remote-kv-connections", &f->remote_kv_connections, 0, 64,
+             "W6c: its Redis phases' remote_kv_connections (default 0: the library's default)", "N");
   cl->AddString("--json", &f->json, "write the results JSON (also after every workload)", "FILE");
   cl->AddString("--ceilings", &f->ceilings, "output of ceilings.py (its RESULT line): limits from measured ceilings",
                 "FILE");
@@ -335,7 +338,8 @@ int BenchMain(int argc, char** argv) {
       bench::RunW5(model, s.GpuSpec(id, 256, 1024, 256), f.tier_dir, s.tier_time_limit, s.sampler, s.Recorder(),
                    &s.out, &s.rows);
     } else if (id == "W6c") {
-      bench::RunW6c(model, s.GpuSpec(id, 1, 4096 + 128, 4), f.tier_dir, f.remote_kv_url, s.tier_time_limit,
+      bench::RunW6c(model, s.GpuSpec(id, 1, 4096 + 128, 4), f.tier_dir, f.remote_kv_url, f.remote_kv_connections,
+                    s.tier_time_limit,
                     s.Recorder(), &s.out, &s.rows);
     } else if (id == "W8") {
       bench::RunW8(model, &s);
