@@ -44,7 +44,13 @@ int64_t Scheduler::MatchOrPlan(Sequence* seq) {
   last.made = std::chrono::steady_clock::now();
   if (matched != slow.fast_blocks * block_tokens || plan.load_blocks == 0) return matched;
   const int64_t attach = slow.fast_blocks + plan.compute_blocks;
-  last.disk_reads_started = kv_->LoadPrefixAhead(seq->tokens, seq->keys(), attach, attach + plan.load_blocks);
+  // Loads start for as many blocks again in front of the split (within the front): the
+  // split rests on measured speeds that can be off (a first plan's load speed is a guess or
+  // a few reads' worth; the compute speed comes from shorter prompts). A load speed
+  // underestimated up to twice still pays, as the front meets the loads wherever they have
+  // come to (Replan, Attach); one overestimated costs only the reads the front overtakes.
+  const int64_t ahead = std::min(plan.compute_blocks, plan.load_blocks);
+  last.disk_reads_started = kv_->LoadPrefixAhead(seq->tokens, seq->keys(), attach - ahead, attach + plan.load_blocks);
   seq->attach_at = attach * block_tokens;
   seq->load_end = (attach + plan.load_blocks) * block_tokens;
   return matched;

@@ -191,8 +191,9 @@ TEST(LoadPlanAttachTest, LateLoadsMeetTheComputeFromTheBack) {
   const Scheduler::LoadPlanCounters& plans = scheduler.load_plan_counters();
   EXPECT_EQ(plans.plans, 1);
   // Every planned read started at once (more than a read-ahead's budget of a quarter of the
-  // host tier, 16): blocks 20..39, from the back.
-  EXPECT_EQ(plans.last.disk_reads_started, 20);
+  // host tier, 16): blocks 20..39, from the back, then as many again in front of the split
+  // (0..19; the front overtakes them).
+  EXPECT_EQ(plans.last.disk_reads_started, 40);
   EXPECT_EQ(plans.last.attaches, 2);
   EXPECT_EQ(plans.last.attached_blocks, 10);
   ExpectStoredBytes(f, /*seq=*/2, 30, 40);
@@ -222,10 +223,36 @@ TEST(LoadPlanAttachTest, LateLoadsMoveTheAttachBeforeTheFrontGetsThere) {
   EXPECT_EQ(chunks[3], Chunk(160, 1));   // blocks 30..39 joined at 120
   const Scheduler::LoadPlanCounters& plans = scheduler.load_plan_counters();
   EXPECT_EQ(plans.plans, 1);
-  EXPECT_EQ(plans.last.disk_reads_started, 20);
+  EXPECT_EQ(plans.last.disk_reads_started, 40);  // 20..39 planned, 0..19 in front of the split
   EXPECT_EQ(plans.last.attaches, 1);
   EXPECT_EQ(plans.last.attached_blocks, 10);
   ExpectStoredBytes(f, /*seq=*/2, 30, 40);
+  EXPECT_TRUE(scheduler.VerifyIntegrity().ok()) << scheduler.VerifyIntegrity();
+  scheduler.Remove(seq.get());
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok());
+}
+
+// Loads faster than planned (the plan's load speed, the guess, is below what the reads
+// deliver: here they land at once): the reads started in front of the split land too
+// while the front computes its first step, and the attach moves there (Replan). 40 slow
+// blocks, 20 planned computed; the front computes 10 and the other 30 join.
+TEST(LoadPlanAttachTest, LoadsFasterThanPlannedJoinInFrontOfTheSplit) {
+  testing::ManagerFixture f(/*device=*/64, /*host=*/64, /*disk=*/64, kBlockTokens);
+  constexpr int kLength = 161;  // 40 full blocks + 1 token
+  ASSERT_NO_FATAL_FAILURE(ComputeAndRestart(f, kLength));
+  FixedCostPolicy policy(GuessedLoadSeconds(f) / kBlockTokens);
+  Scheduler scheduler({40, 8, 0, /*load_or_recompute=*/true}, f.kv.get(), &policy);  // steps of 10 blocks
+  auto seq = PromptSequence(2, kLength);
+  scheduler.Enqueue(seq.get());
+  const auto chunks = StepChunks(f, scheduler, *seq, /*steps=*/2, /*drain_after=*/0);
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0], Chunk(0, 40));    // 10 blocks of the 20 planned
+  EXPECT_EQ(chunks[1], Chunk(160, 1));   // blocks 10..39 joined
+  const Scheduler::LoadPlanCounters& plans = scheduler.load_plan_counters();
+  EXPECT_EQ(plans.last.compute_blocks, 20);
+  EXPECT_EQ(plans.last.disk_reads_started, 40);
+  EXPECT_EQ(plans.last.attached_blocks, 30);
+  ExpectStoredBytes(f, /*seq=*/2, 10, 40);
   EXPECT_TRUE(scheduler.VerifyIntegrity().ok()) << scheduler.VerifyIntegrity();
   scheduler.Remove(seq.get());
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok());
