@@ -40,11 +40,13 @@ absl::Status EngineOptions::Validate() const {
   }
   if (gpu_mem_limit < 0) return absl::InvalidArgumentError(absl::StrCat("gpu_mem_limit must be >= 0, got ", gpu_mem_limit));
   if (tier_preparation.host_chunk_bytes < 1 || tier_preparation.disk_chunk_bytes < 1 ||
-      tier_preparation.disk_bytes_at_create < 0 || !(tier_preparation.host_pin_bytes_per_second >= 0)) {
+      tier_preparation.disk_bytes_at_create < 0 || tier_preparation.host_bytes_at_create < 0 ||
+      !(tier_preparation.host_pin_bytes_per_second >= 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "tier preparation needs chunks of >= 1 byte, >= 0 bytes at creation and a pin speed >= 0, got host chunk ",
         tier_preparation.host_chunk_bytes, ", disk chunk ", tier_preparation.disk_chunk_bytes, ", disk at creation ",
-        tier_preparation.disk_bytes_at_create, ", pin speed ", tier_preparation.host_pin_bytes_per_second, " B/s"));
+        tier_preparation.disk_bytes_at_create, ", host at creation ", tier_preparation.host_bytes_at_create,
+        ", pin speed ", tier_preparation.host_pin_bytes_per_second, " B/s"));
   }
   if (!remote.url.empty()) {
     if (absl::StatusOr<std::vector<RedisAddress>> nodes = ParseRemoteKvUrl(remote.url); !nodes.ok()) return nodes.status();

@@ -19,6 +19,15 @@ namespace kvtier {
 
 class Backend;
 
+// How a host tier is pinned: its first `bytes_at_start` by StartPinning itself before it
+// returns (a context's creation: nothing steps yet, so no device call waits behind them;
+// the first requests find that many bytes of loads' and swaps' room), the rest in the
+// background at most `bytes_per_second` fast (0: as fast as the backend pins).
+struct HostPinSchedule {
+  size_t bytes_at_start = 0;
+  double bytes_per_second = 0;
+};
+
 class HostTierMemory {
  public:
   // Reserves `bytes` (rounded up to whole pages) through the backend and, when the backend
@@ -26,13 +35,13 @@ class HostTierMemory {
   // background thread started now or, with start_pinning false, by StartPinning();
   // otherwise the whole region is ready at once. A chunk is a whole number of pages and of
   // `block_bytes`: each pin is its own registration (CUDA), and a copy whose host bytes
-  // straddle two registrations is refused, so no block may. With `pin_bytes_per_second`
-  // > 0 a chunk's pin starts no sooner than its predecessor's start plus that chunk's bytes
-  // at that speed. `backend` must outlive the result. ResourceExhausted when the address
-  // space cannot be reserved.
+  // straddle two registrations is refused, so no block may. `schedule`: the part pinned at
+  // start, and the pace of the rest (a chunk's pin starts no sooner than its predecessor's
+  // start plus that chunk's bytes at that speed). `backend` must outlive the result.
+  // ResourceExhausted when the address space cannot be reserved.
   static absl::StatusOr<std::unique_ptr<HostTierMemory>> Create(Backend* backend, size_t bytes, size_t chunk_bytes,
                                                                 size_t block_bytes = 1, bool start_pinning = true,
-                                                                double pin_bytes_per_second = 0);
+                                                                HostPinSchedule schedule = {});
   // Cancels the pinning (waiting for the chunk being pinned), unpins every pinned chunk and
   // releases the region.
   ~HostTierMemory();
@@ -47,12 +56,16 @@ class HostTierMemory {
   bool done() const { return !pins_ || (pinning_ != nullptr && pinning_->done()); }
   // Why pinning stopped early (the backend's error); OK otherwise. The part pinned before
   // stays usable; the rest of the region is never used.
-  absl::Status status() const { return pinning_ == nullptr ? absl::OkStatus() : pinning_->status(); }
-  // Starts the pinning thread (once; nothing when it runs or the backend does not pin).
-  // Pinning (CUDA: cudaHostRegister) holds the driver's lock for each chunk, so a context
-  // starts it once its own device work (weights, warm-up) is done; other threads page the
-  // chunks in ahead of their pins (PagePopulator) and the pinning thread yields between
-  // chunks, so that a stepping thread's device calls wait for at most one small chunk.
+  absl::Status status() const {
+    if (!start_status_.ok()) return start_status_;
+    return pinning_ == nullptr ? absl::OkStatus() : pinning_->status();
+  }
+  // Pins the schedule's first bytes, then starts the pinning thread for the rest (once;
+  // nothing when it runs or the backend does not pin). Pinning (CUDA: cudaHostRegister)
+  // holds the driver's lock for each chunk, so a context starts it once its own device work
+  // (weights, warm-up) is done; other threads page the chunks in ahead of their pins
+  // (PagePopulator) and the pinning thread paces its pins, so that a stepping thread's
+  // device calls wait for at most one small chunk, and seldom.
   void StartPinning();
   // Holds the pinning back after the chunk being pinned, until ResumePinning: while a
   // caller's own device calls must not wait behind pins (CUDA's driver lock).
@@ -74,14 +87,15 @@ class HostTierMemory {
   }
 
  private:
-  HostTierMemory(Backend* backend, uint8_t* base, size_t bytes, size_t chunk_bytes, double pin_bytes_per_second);
-  absl::Status PinChunk(size_t begin, size_t end);
+  HostTierMemory(Backend* backend, uint8_t* base, size_t bytes, size_t chunk_bytes, HostPinSchedule schedule);
+  absl::Status PinChunk(size_t begin, size_t end, bool paced);
 
   Backend* const backend_;
   uint8_t* const base_;
   const size_t bytes_;
   const size_t chunk_bytes_;
-  const double pin_bytes_per_second_;         // 0: unpaced
+  const HostPinSchedule schedule_;
+  absl::Status start_status_;                 // a pin at start refused (the rest is never pinned)
   const bool pins_;                           // the backend pins host memory
   std::unique_ptr<PagePopulator> populator_;  // pages chunks in ahead of pinning_ (null with it)
   std::unique_ptr<ChunkedPreparer> pinning_;  // null until started, and when the backend does not pin

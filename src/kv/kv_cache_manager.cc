@@ -88,7 +88,9 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
                      HostTierMemory::Create(backend, static_cast<size_t>(options.host_blocks) * kv->block_bytes_,
                                             static_cast<size_t>(std::max<int64_t>(options.preparation.host_chunk_bytes, 1)),
                                             kv->block_bytes_, options.preparation.pin_host_at_create,
-                                            options.preparation.host_pin_bytes_per_second));
+                                            HostPinSchedule{static_cast<size_t>(std::max<int64_t>(
+                                                                options.preparation.host_bytes_at_create, 0)),
+                                                            options.preparation.host_pin_bytes_per_second}));
     kv->host_memory_ = kv->host_region_->base();
   }
   if (options.disk_blocks > 0) {

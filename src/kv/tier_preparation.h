@@ -15,7 +15,12 @@ struct TierPreparationOptions {
   // Small, because on CUDA each pin holds the driver's lock: a step's device calls wait
   // for at most one chunk (32 MiB: a few milliseconds).
   int64_t host_chunk_bytes = int64_t{32} << 20;
-  // ...at most this fast (0: as fast as the backend pins). Chunks are paged in ahead of
+  // The first this many bytes (whole chunks) are pinned before creation returns, unpaced:
+  // nothing steps yet, and the first requests find room for their loads and swaps (a load
+  // plan's reads and remote values land in pinned host slots only). 1 GiB took about 50 ms
+  // on an H200 machine.
+  int64_t host_bytes_at_create = int64_t{1} << 30;
+  // The rest at most this fast (0: as fast as the backend pins). Chunks are paged in ahead of
   // their pins, so the pins would come back to back and hold CUDA's driver lock most of the
   // time: a prefill beside them took twice as long on an H200 machine
   // (bench/results/2026-12-02-h200-fast-pinning). At 4 GB/s a pin of 32 MiB (about 1.5 ms

@@ -209,7 +209,7 @@ TEST(HostTierMemoryTest, PacedPinningKeepsToItsSpeed) {
   ledger->gate().AllowAll();
   const auto start = std::chrono::steady_clock::now();
   auto memory = HostTierMemory::Create(&backend, 16 * kPage, 2 * kPage, 1, /*start_pinning=*/true,
-                                       /*pin_bytes_per_second=*/2 * kPage / 0.020);
+                                       HostPinSchedule{.bytes_per_second = 2 * kPage / 0.020});
   ASSERT_TRUE(memory.ok()) << memory.status();
   ASSERT_TRUE(ledger->gate().WaitPassed(1));
   EXPECT_LT((*memory)->ready_bytes(), 16 * kPage);
@@ -218,6 +218,41 @@ TEST(HostTierMemoryTest, PacedPinningKeepsToItsSpeed) {
   EXPECT_EQ((*memory)->ready_bytes(), 16 * kPage);
   EXPECT_EQ(ledger->pins(), 8);
   EXPECT_GE(seconds, 0.140);
+}
+
+// The schedule's first bytes are pinned before Create returns (whole chunks: 3 pages asked,
+// 2 chunks of 2 pinned), the rest in the background; a pin refused among the first stops
+// there, with its status, and nothing after it is pinned.
+TEST(HostTierMemoryTest, TheFirstBytesArePinnedBeforeCreateReturns) {
+  auto ledger = std::make_shared<PinLedger>();
+  GatedPinBackend backend(std::make_unique<FakeBackend>(4), ledger);
+  ledger->gate().Allow(2);  // the background pins wait at the gate
+  auto created = HostTierMemory::Create(&backend, 16 * kPage, 2 * kPage, 1, /*start_pinning=*/true,
+                                        HostPinSchedule{.bytes_at_start = 3 * kPage});
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<HostTierMemory> memory = std::move(*created);
+  EXPECT_EQ(memory->ready_bytes(), 4 * kPage);
+  EXPECT_EQ(ledger->pins(), 2);
+  EXPECT_FALSE(memory->done());
+  ledger->gate().AllowAll();
+  memory->WaitUntilDone();
+  EXPECT_EQ(memory->ready_bytes(), 16 * kPage);
+  memory.reset();
+  EXPECT_EQ(ledger->pins(), ledger->unpins());
+
+  auto refusing = std::make_shared<PinLedger>();
+  GatedPinBackend refused_backend(std::make_unique<FakeBackend>(4), refusing);
+  refusing->gate().FailStep(1);
+  refusing->gate().AllowAll();
+  auto stopped = HostTierMemory::Create(&refused_backend, 16 * kPage, 2 * kPage, 1, /*start_pinning=*/true,
+                                        HostPinSchedule{.bytes_at_start = 8 * kPage});
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_TRUE((*stopped)->done());
+  EXPECT_EQ((*stopped)->ready_bytes(), 2 * kPage);
+  EXPECT_TRUE(absl::IsResourceExhausted((*stopped)->status())) << (*stopped)->status();
+  stopped->reset();
+  EXPECT_EQ(refusing->pins(), 1);
+  EXPECT_EQ(refusing->unpins(), 1);
 }
 
 TEST(HostTierMemoryTest, APinRefusedKeepsThePrefixAndStops) {
@@ -302,6 +337,7 @@ struct GatedManager {
 TEST(TierPreparationManagerTest, SwapsUseHostSlotsOnlyOnceTheirChunkIsPinned) {
   TierPreparationOptions preparation;
   preparation.host_chunk_bytes = 2 * kPage;  // two blocks per chunk
+  preparation.host_bytes_at_create = 0;      // every chunk behind the gate
   GatedManager m(/*device=*/4, /*host=*/6, /*disk=*/0, preparation);
   ASSERT_NO_FATAL_FAILURE(m.Open());
   KvCacheManager& kv = *m.kv;
@@ -459,6 +495,7 @@ TEST(TierPreparationEngineTest, AContextUsedWhileItsHostTierIsPinnedMatchesOneTh
   o.preemption = PreemptionMode::kSwap;
   o.max_tokens_per_step = 6;
   o.tier_preparation.host_chunk_bytes = 2 * TierTestBlockBytes();  // a page or two: many chunks
+  o.tier_preparation.host_bytes_at_create = 0;                     // every chunk behind the gate
 
   // Waited: every chunk pinned before the first sequence is added.
   auto waited_ledger = std::make_shared<PinLedger>();
