@@ -541,7 +541,16 @@ nlohmann::json Engine::Stats() {
                                    {"disk_reads_started", last.disk_reads_started},
                                    {"front_computed_after_s", seconds(last.front_computed_after_s)},
                                    {"attach_s", seconds(last.attach_s)},
-                                   {"attached_blocks", last.attached_blocks}};
+                                   {"attached_blocks", last.attached_blocks},
+                                   {"attaches", last.attaches},
+                                   {"progress", nlohmann::json::array()}};
+    for (const Scheduler::LastLoadPlan::Progress& p : last.progress) {
+      stats["load_plans"]["last"]["progress"].push_back({{"after_s", p.after_s},
+                                                          {"computed_blocks", p.computed_blocks},
+                                                          {"landed_from", p.landed_from},
+                                                          {"landed", p.landed},
+                                                          {"attach_at", p.attach_at}});
+    }
   }
   // Parallel sampling: completions started on their first's computed prompt, the full
   // blocks they share with it (held once) and the partial blocks copied for them; forks

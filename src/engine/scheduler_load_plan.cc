@@ -124,4 +124,14 @@ int64_t Scheduler::NextAttach(Sequence* seq) {
   return (from + blocks) * block_tokens;
 }
 
+void Scheduler::NotePlanProgress(Sequence* seq) {
+  LastLoadPlan& last = load_plans_.last;
+  if (last.seq != seq->id || last.progress.size() >= kMaxPlanProgress) return;
+  const int64_t block_tokens = kv_->block_tokens();
+  const int64_t from = seq->num_computed / block_tokens, to = seq->load_end / block_tokens;
+  const KvCacheManager::LoadFrontier frontier = kv_->ProbeLoadFrontier(seq->tokens, seq->keys(), from, to);
+  last.progress.push_back({std::chrono::duration<double>(std::chrono::steady_clock::now() - last.made).count(), from,
+                           frontier.landed_from, frontier.landed, seq->attach_at / block_tokens});
+}
+
 }  // namespace kvtier

@@ -277,8 +277,10 @@ class KvCacheManager {
   // not landed); `loading`, whether a block before it is still being read or looked up, and
   // the load time per block of the tiers loading them (the slower when both are). Lands
   // finished reads and lookups first; never waits.
+  // `landed`: the blocks of [from, to) landed, in the run or not.
   struct LoadFrontier {
     int64_t landed_from = 0;
+    int64_t landed = 0;
     bool loading = false;
     double load_seconds_per_block = 0;
   };
