@@ -546,7 +546,7 @@ nlohmann::json Engine::Stats() {
                                    {"progress", nlohmann::json::array()}};
     for (const Scheduler::LastLoadPlan::Progress& p : last.progress) {
       stats["load_plans"]["last"]["progress"].push_back({{"after_s", p.after_s},
-                                                          {"computed_blocks", p.computed_blocks},
+                                                          {"computed_tokens", p.computed_tokens},
                                                           {"landed_from", p.landed_from},
                                                           {"landed", p.landed},
                                                           {"attach_at", p.attach_at}});
