@@ -586,6 +586,9 @@ nlohmann::json Engine::Stats() {
   // What the disk tier delivered: block bytes read and the time the reads took.
   stats["disk_reads"] = {{"bytes", disk.bytes_read}, {"seconds", disk.read_seconds}};
   stats["remote"] = RemoteTierStats(*kv_);
+  // Blocks on their way to the disk and remote tiers (0 once an idle context's writes landed).
+  const KvCacheManager::PendingWrites pending = kv_->pending_writes();
+  stats["pending_writes"] = {{"disk_blocks", pending.disk_blocks}, {"remote_blocks", pending.remote_blocks}};
   stats["backend"] = std::string(backend_->name());
   // What the KV (and, on CUDA, weights and activations) are held in: F32 on the CPU, the
   // checkpoint's BF16 or F16 on CUDA.

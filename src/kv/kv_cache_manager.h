@@ -456,6 +456,15 @@ class KvCacheManager {
   // The remote tier (kv_cache_remote.cc), null without one; its own counters are the
   // store's (RemoteBlockStore::counters).
   const RemoteBlockStore* remote_store() const { return remote_.store.get(); }
+  // Blocks on their way to the slow tiers, not there yet: the disk's (write-behind queued,
+  // or written by the writer thread and not finished) and the remote tier's (queued here,
+  // or put by its lane and not answered). Zero once a context that served is idle and its
+  // writes have landed.
+  struct PendingWrites {
+    int64_t disk_blocks = 0;
+    int64_t remote_blocks = 0;
+  };
+  PendingWrites pending_writes() const;
   // Blocks until every computed block queued for the remote tier has been sent (tests,
   // benchmarks; also done when the manager is destroyed).
   void FlushRemotePuts();

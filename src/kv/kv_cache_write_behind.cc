@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "kv/kv_cache_manager.h"
+#include "remote/remote_block_store.h"
 
 namespace kvtier {
 namespace {
@@ -36,6 +37,17 @@ void KvCacheManager::QueueWriteBehind(BlockId block, BlockHash hash) {
     write_behind_.queue.pop_front();
     ++counters_.write_behind_dropped;
   }
+}
+
+KvCacheManager::PendingWrites KvCacheManager::pending_writes() const {
+  PendingWrites pending;
+  if (disk_tier_.jobs != nullptr) {
+    pending.disk_blocks = static_cast<int64_t>(write_behind_.queue.size()) + disk_tier_.jobs->num_writes_unfinished();
+  }
+  if (remote_.store != nullptr) {
+    pending.remote_blocks = static_cast<int64_t>(remote_.put_queue.size()) + remote_.store->puts_pending();
+  }
+  return pending;
 }
 
 int64_t KvCacheManager::WriteBehindLimit() const {
