@@ -372,7 +372,8 @@ class KvCacheManager {
   // the blocks the step filled (see the top). `idle` (nothing left to run): everything
   // queued is started — blocks with a host copy at once, the others as write-behind
   // buffers come free, waiting up to 200 ms for earlier writes to free them — so that an
-  // idle context's blocks reach disk without another step.
+  // idle context's blocks reach disk without another step; and the remote tier's puts, a
+  // put buffer at a time (up to 200 ms more).
   void FinishStep(bool idle);
 
   // Blocks until the host -> device copies SwapIn(prefetch = true) started have landed (the

@@ -58,6 +58,16 @@ void KvCacheManager::FinishStep(bool idle) {
   FinishCopies(0);
   LandDiskJobs();
   StartRemotePuts();  // the blocks this step computed, to the remote tier's I/O thread
+  // Idle: the rest of the queue too (a batch per put buffer), within the budget, so that an
+  // idle context's blocks reach the remote tier before its next request.
+  if (idle && remote_.store != nullptr) {
+    const auto deadline = std::chrono::steady_clock::now() + kIdleDrainBudget;
+    while (!remote_.put_queue.empty() && remote_.store->WaitForStagedPuts(deadline)) {
+      const size_t queued = remote_.put_queue.size();
+      StartRemotePuts();
+      if (remote_.put_queue.size() == queued) break;
+    }
+  }
   if (write_behind_.pause_steps > 0) --write_behind_.pause_steps;
   if (!idle || disk_tier_.jobs == nullptr) {
     StartWriteBehind(/*idle=*/false);

@@ -176,6 +176,12 @@ void RemoteBlockStore::Flush() {
   });
 }
 
+bool RemoteBlockStore::WaitForStagedPuts(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  // A staged block is released inside its batch, before the batch ends and notifies.
+  return done_cv_.wait_until(lock, deadline, [&] { return staged_puts() == 0; });
+}
+
 int64_t RemoteBlockStore::puts_pending() const {
   std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int64_t>(put_queue_.size()) + put_batch_jobs_;

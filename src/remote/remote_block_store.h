@@ -105,6 +105,8 @@ class RemoteBlockStore {
   // staged_puts() is 0 again (its value encoded, or the put dropped).
   absl::Status PutStaged(const Sha256Digest& key, std::span<const int32_t> tokens, const uint8_t* block);
   int64_t staged_puts() const { return staged_puts_.load(std::memory_order_acquire); }
+  // Blocks until staged_puts() is 0 or `deadline`; whether it is 0.
+  bool WaitForStagedPuts(std::chrono::steady_clock::time_point deadline);
   // Queues a lookup of the block with these tokens; refused as Put is. With a
   // `destination` (block_bytes, the caller's, valid until its result is taken or the store
   // is destroyed), the block's bytes are received there, in place, and count nothing
