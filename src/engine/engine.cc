@@ -541,7 +541,16 @@ nlohmann::json Engine::Stats() {
                                    {"disk_reads_started", last.disk_reads_started},
                                    {"front_computed_after_s", seconds(last.front_computed_after_s)},
                                    {"attach_s", seconds(last.attach_s)},
-                                   {"attached_blocks", last.attached_blocks}};
+                                   {"attached_blocks", last.attached_blocks},
+                                   {"attaches", last.attaches},
+                                   {"progress", nlohmann::json::array()}};
+    for (const Scheduler::LastLoadPlan::Progress& p : last.progress) {
+      stats["load_plans"]["last"]["progress"].push_back({{"after_s", p.after_s},
+                                                          {"computed_tokens", p.computed_tokens},
+                                                          {"landed_from", p.landed_from},
+                                                          {"landed", p.landed},
+                                                          {"attach_at", p.attach_at}});
+    }
   }
   // Parallel sampling: completions started on their first's computed prompt, the full
   // blocks they share with it (held once) and the partial blocks copied for them; forks
@@ -577,6 +586,9 @@ nlohmann::json Engine::Stats() {
   // What the disk tier delivered: block bytes read and the time the reads took.
   stats["disk_reads"] = {{"bytes", disk.bytes_read}, {"seconds", disk.read_seconds}};
   stats["remote"] = RemoteTierStats(*kv_);
+  // Blocks on their way to the disk and remote tiers (0 once an idle context's writes landed).
+  const KvCacheManager::PendingWrites pending = kv_->pending_writes();
+  stats["pending_writes"] = {{"disk_blocks", pending.disk_blocks}, {"remote_blocks", pending.remote_blocks}};
   stats["backend"] = std::string(backend_->name());
   // What the KV (and, on CUDA, weights and activations) are held in: F32 on the CPU, the
   // checkpoint's BF16 or F16 on CUDA.

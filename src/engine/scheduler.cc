@@ -237,6 +237,7 @@ absl::StatusOr<Schedule> Scheduler::Next() {
   // 1. Running sequences, in order: decodes (1 token) and unfinished chunked prefills.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
+    NotePlanProgress(seq);
     if (seq->attach_at > seq->num_computed) Replan(seq);
     if (seq->attach_at >= 0 && seq->num_computed >= seq->attach_at) Attach(seq);
     const int64_t length = ChunkLength(*seq, budget);

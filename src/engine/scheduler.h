@@ -146,7 +146,18 @@ class Scheduler {
     double attach_s = std::numeric_limits<double>::quiet_NaN();  // all its attaches together
     int64_t attached_blocks = -1;  // slow blocks joined (the rest computed)
     int64_t attaches = 0;          // attach attempts: more than one when the loads ran late
+    // Where the plan stood at the start of each step of its prompt, and after the last
+    // (the first kMaxPlanProgress): the front computed, the loads landed (blocks).
+    struct Progress {
+      double after_s = 0;           // since the plan was made
+      int64_t computed_tokens = 0;  // the sequence's computed positions
+      int64_t landed_from = 0;      // the first block of the landed run at the plan's end
+      int64_t landed = 0;           // blocks landed after computed_blocks, in the run or not
+      int64_t attach_at = 0;        // the block the next attach is planned at
+    };
+    std::vector<Progress> progress;
   };
+  static constexpr size_t kMaxPlanProgress = 32;
   struct LoadPlanCounters {
     int64_t plans = 0;
     int64_t computed_blocks = 0;
@@ -221,6 +232,8 @@ class Scheduler {
   int64_t MatchOrPlan(Sequence* seq);
   void Attach(Sequence* seq);
   int64_t NextAttach(Sequence* seq);
+  // Appends the running plan's state to load_plans_.last.progress (its sequence only).
+  void NotePlanProgress(Sequence* seq);
   // Between a plan's front steps: moves attach_at to where computing on and loading meet
   // now, by the speeds measured since the plan was made (the reads' and the front's own
   // steps'), or to the next step when everything to load has landed.

@@ -124,4 +124,22 @@ int64_t Scheduler::NextAttach(Sequence* seq) {
   return (from + blocks) * block_tokens;
 }
 
+void Scheduler::NotePlanProgress(Sequence* seq) {
+  // Until the step after the prompt's last chunk (its first token), so the steps after the
+  // attach are seen too.
+  LastLoadPlan& last = load_plans_.last;
+  if (last.seq != seq->id || last.progress.size() >= kMaxPlanProgress || seq->num_computed > seq->num_prompt_tokens ||
+      (!last.progress.empty() && last.progress.back().computed_tokens == seq->num_prompt_tokens)) {
+    return;
+  }
+  const int64_t block_tokens = kv_->block_tokens();
+  const int64_t from = seq->num_computed / block_tokens;
+  const KvCacheManager::LoadFrontier frontier =
+      seq->load_end >= 0 ? kv_->ProbeLoadFrontier(seq->tokens, seq->keys(), from, seq->load_end / block_tokens)
+                         : KvCacheManager::LoadFrontier{};
+  last.progress.push_back({std::chrono::duration<double>(std::chrono::steady_clock::now() - last.made).count(),
+                           seq->num_computed, frontier.landed_from, frontier.landed,
+                           seq->attach_at < 0 ? -1 : seq->attach_at / block_tokens});
+}
+
 }  // namespace kvtier

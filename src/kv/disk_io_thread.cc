@@ -69,6 +69,11 @@ std::vector<DiskIoThread::Finished> DiskIoThread::TakeFinished() {
   return std::exchange(finished_, {});
 }
 
+int64_t DiskIoThread::num_unfinished() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_submitted_ - last_finished_;
+}
+
 void DiskIoThread::Wait(int64_t job) {
   std::unique_lock<std::mutex> lock(mu_);
   done_cv_.wait(lock, [&] { return last_finished_ >= job; });

@@ -78,6 +78,8 @@ class DiskIoThread {
   void Wait(int64_t job);
   void WaitAll() { Wait(last_submitted_); }
   int64_t last_submitted() const { return last_submitted_; }
+  // Jobs submitted and not finished yet (queued or running); from the owner thread.
+  int64_t num_unfinished();
 
  private:
   struct Job {

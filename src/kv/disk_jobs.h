@@ -154,6 +154,9 @@ class DiskJobs {
   std::optional<DiskJobId> last_write() const;
   std::optional<DiskJobId> last_read() const;
   int64_t num_writes_in_flight() const { return num_in_flight_[0]; }
+  // Writes the writer thread has not finished (landed or not: finished ones wait for
+  // TakeFinished, these for the disk).
+  int64_t num_writes_unfinished() const { return writer_->num_unfinished(); }
   int64_t num_reads_in_flight() const { return num_in_flight_[1]; }
 
   // Reverse indexes (nullopt: none in flight).

@@ -277,8 +277,10 @@ class KvCacheManager {
   // not landed); `loading`, whether a block before it is still being read or looked up, and
   // the load time per block of the tiers loading them (the slower when both are). Lands
   // finished reads and lookups first; never waits.
+  // `landed`: the blocks of [from, to) landed, in the run or not.
   struct LoadFrontier {
     int64_t landed_from = 0;
+    int64_t landed = 0;
     bool loading = false;
     double load_seconds_per_block = 0;
   };
@@ -370,7 +372,8 @@ class KvCacheManager {
   // the blocks the step filled (see the top). `idle` (nothing left to run): everything
   // queued is started — blocks with a host copy at once, the others as write-behind
   // buffers come free, waiting up to 200 ms for earlier writes to free them — so that an
-  // idle context's blocks reach disk without another step.
+  // idle context's blocks reach disk without another step; and the remote tier's puts, a
+  // put buffer at a time (up to 200 ms more).
   void FinishStep(bool idle);
 
   // Blocks until the host -> device copies SwapIn(prefetch = true) started have landed (the
@@ -454,6 +457,15 @@ class KvCacheManager {
   // The remote tier (kv_cache_remote.cc), null without one; its own counters are the
   // store's (RemoteBlockStore::counters).
   const RemoteBlockStore* remote_store() const { return remote_.store.get(); }
+  // Blocks on their way to the slow tiers, not there yet: the disk's (write-behind queued,
+  // or written by the writer thread and not finished) and the remote tier's (queued here,
+  // or put by its lane and not answered). Zero once a context that served is idle and its
+  // writes have landed.
+  struct PendingWrites {
+    int64_t disk_blocks = 0;
+    int64_t remote_blocks = 0;
+  };
+  PendingWrites pending_writes() const;
   // Blocks until every computed block queued for the remote tier has been sent (tests,
   // benchmarks; also done when the manager is destroyed).
   void FlushRemotePuts();

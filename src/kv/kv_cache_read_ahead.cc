@@ -164,12 +164,14 @@ KvCacheManager::LoadFrontier KvCacheManager::ProbeLoadFrontier(std::span<const i
   while (frontier.landed_from > from && landed(keys->Key(tokens, options_.block_tokens, frontier.landed_from - 1))) {
     --frontier.landed_from;
   }
+  frontier.landed = to - frontier.landed_from;
   bool disk = false, remote = false;  // reads, lookups in flight before the landed run
-  for (int64_t i = from; i < frontier.landed_from && !(disk && remote); ++i) {
+  for (int64_t i = from; i < frontier.landed_from; ++i) {
     const BlockHash& hash = keys->Key(tokens, options_.block_tokens, i);
     disk = disk || (disk_tier_.jobs != nullptr && disk_tier_.jobs->PrefixReadOf(hash).has_value());
     const auto lookup = remote_.lookups.find(hash);
     remote = remote || (lookup != remote_.lookups.end() && !lookup->second.landed);
+    if (landed(hash)) ++frontier.landed;
   }
   frontier.loading = disk || remote;
   frontier.load_seconds_per_block =

@@ -69,6 +69,8 @@ void KvCacheManager::StartRemotePuts() {
   if (remote_.store == nullptr) return;
   LandRemoteLookups(/*expire=*/true);
   while (!remote_.put_queue.empty()) {
+    // The put buffer is free again once the lane has encoded what was staged in it.
+    if (remote_.store->staged_puts() > 0) return;
     // The queued blocks still cached with the key they had (a block evicted and reused
     // since is skipped), copied to the host buffer in one batch.
     std::vector<BlockCopy> copies;
@@ -94,8 +96,8 @@ void KvCacheManager::StartRemotePuts() {
       return;
     }
     for (size_t i = 0; i < copies.size(); ++i) {
-      const absl::Status put = remote_.store->Put(hashes[i].digest, StoredTokens(Tier::kDevice, copies[i].device_block),
-                                                  static_cast<const uint8_t*>(copies[i].host));
+      const absl::Status put = remote_.store->PutStaged(
+          hashes[i].digest, StoredTokens(Tier::kDevice, copies[i].device_block), static_cast<const uint8_t*>(copies[i].host));
       if (absl::IsResourceExhausted(put)) {
         // Full: the rest wait for a later step, in order.
         for (size_t j = copies.size(); j-- > i;) remote_.put_queue.push_front({copies[j].device_block, hashes[j]});
@@ -112,9 +114,9 @@ void KvCacheManager::StartRemotePuts() {
 void KvCacheManager::FlushRemotePuts() {
   if (remote_.store == nullptr) return;
   while (!remote_.put_queue.empty()) {
+    remote_.store->Flush();  // the put buffer's last batch encoded and sent: room for the next
     const size_t queued = remote_.put_queue.size();
     StartRemotePuts();
-    remote_.store->Flush();  // room for the next batch
     if (remote_.put_queue.size() == queued) break;
   }
   remote_.store->Flush();

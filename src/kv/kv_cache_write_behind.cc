@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "kv/kv_cache_manager.h"
+#include "remote/remote_block_store.h"
 
 namespace kvtier {
 namespace {
@@ -38,6 +39,17 @@ void KvCacheManager::QueueWriteBehind(BlockId block, BlockHash hash) {
   }
 }
 
+KvCacheManager::PendingWrites KvCacheManager::pending_writes() const {
+  PendingWrites pending;
+  if (disk_tier_.jobs != nullptr) {
+    pending.disk_blocks = static_cast<int64_t>(write_behind_.queue.size()) + disk_tier_.jobs->num_writes_unfinished();
+  }
+  if (remote_.store != nullptr) {
+    pending.remote_blocks = static_cast<int64_t>(remote_.put_queue.size()) + remote_.store->puts_pending();
+  }
+  return pending;
+}
+
 int64_t KvCacheManager::WriteBehindLimit() const {
   return std::clamp<int64_t>(kWriteBehindBytesInFlight / static_cast<int64_t>(block_bytes_), 2, kWriteBehindMaxBlocks);
 }
@@ -46,6 +58,16 @@ void KvCacheManager::FinishStep(bool idle) {
   FinishCopies(0);
   LandDiskJobs();
   StartRemotePuts();  // the blocks this step computed, to the remote tier's I/O thread
+  // Idle: the rest of the queue too (a batch per put buffer), within the budget, so that an
+  // idle context's blocks reach the remote tier before its next request.
+  if (idle && remote_.store != nullptr) {
+    const auto deadline = std::chrono::steady_clock::now() + kIdleDrainBudget;
+    while (!remote_.put_queue.empty() && remote_.store->WaitForStagedPuts(deadline)) {
+      const size_t queued = remote_.put_queue.size();
+      StartRemotePuts();
+      if (remote_.put_queue.size() == queued) break;
+    }
+  }
   if (write_behind_.pause_steps > 0) --write_behind_.pause_steps;
   if (!idle || disk_tier_.jobs == nullptr) {
     StartWriteBehind(/*idle=*/false);

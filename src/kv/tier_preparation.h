@@ -23,7 +23,7 @@ struct TierPreparationOptions {
   // The rest at most this fast (0: as fast as the backend pins). Chunks are paged in ahead of
   // their pins, so the pins would come back to back and hold CUDA's driver lock most of the
   // time: a prefill beside them took twice as long on an H200 machine
-  // (bench/results/2026-12-02-h200-fast-pinning). At 4 GB/s a pin of 32 MiB (about 1.5 ms
+  // (bench/results/2026-12-02-h200-paced-pinning). At 4 GB/s a pin of 32 MiB (about 1.5 ms
   // there) is followed by about 6.5 ms without one, and 8 GiB are pinned in 2 s.
   double host_pin_bytes_per_second = 4e9;
   // Whether KvCacheManager::Create starts pinning the host tier (before it reads the disk

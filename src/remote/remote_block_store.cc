@@ -69,6 +69,16 @@ void RemoteBlockStore::RememberLocked(const Sha256Digest& key, Known known) {
 }
 
 absl::Status RemoteBlockStore::Put(const Sha256Digest& key, std::span<const int32_t> tokens, const uint8_t* block) {
+  return QueuePut(key, tokens, block, /*staged=*/false);
+}
+
+absl::Status RemoteBlockStore::PutStaged(const Sha256Digest& key, std::span<const int32_t> tokens,
+                                         const uint8_t* block) {
+  return QueuePut(key, tokens, block, /*staged=*/true);
+}
+
+absl::Status RemoteBlockStore::QueuePut(const Sha256Digest& key, std::span<const int32_t> tokens, const uint8_t* block,
+                                        bool staged) {
   const int64_t bytes = static_cast<int64_t>(RemoteValueBytes(options_.format));
   bool overwrite = false;
   {
@@ -91,7 +101,13 @@ absl::Status RemoteBlockStore::Put(const Sha256Digest& key, std::span<const int3
   job.key = key;
   job.bytes = bytes;
   job.overwrite = overwrite;
-  job.value = EncodeRemoteValue(options_.format, key, tokens, block);  // outside the lock
+  if (staged) {
+    job.tokens.assign(tokens.begin(), tokens.end());
+    job.staged = block;
+    job.hold = StagedHold(&staged_puts_);
+  } else {
+    job.value = EncodeRemoteValue(options_.format, key, tokens, block);  // outside the lock
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     put_queue_.push_back(std::move(job));
@@ -160,6 +176,17 @@ void RemoteBlockStore::Flush() {
   });
 }
 
+bool RemoteBlockStore::WaitForStagedPuts(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  // A staged block is released inside its batch, before the batch ends and notifies.
+  return done_cv_.wait_until(lock, deadline, [&] { return staged_puts() == 0; });
+}
+
+int64_t RemoteBlockStore::puts_pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(put_queue_.size()) + put_batch_jobs_;
+}
+
 RemoteBlockStore::Counters RemoteBlockStore::counters() const {
   std::lock_guard<std::mutex> lock(mu_);
   Counters c = counters_;
@@ -206,6 +233,7 @@ void RemoteBlockStore::Run(Lane* lane) {
       if (get_batches_running_++ == 0) get_time_mark_ = std::chrono::steady_clock::now();
     } else if (!lane->gets) {
       put_batch_running_ = true;
+      put_batch_jobs_ = static_cast<int64_t>(batch.size());
     }
     bool answered = false;
     const auto start = std::chrono::steady_clock::now();
@@ -232,6 +260,7 @@ void RemoteBlockStore::Run(Lane* lane) {
     } else if (!lane->gets) {
       if (answered) counters_.put_seconds += std::chrono::duration<double>(now - start).count();
       put_batch_running_ = false;
+      put_batch_jobs_ = 0;
     }
     done_cv_.notify_all();
   }
@@ -424,6 +453,14 @@ bool RemoteBlockStore::RunPuts(Lane* lane, std::vector<Job>& batch) {
     for (size_t p = 0; p < probes.size(); ++p) {
       present[probed[p]] = replies[p].kind == RedisReply::Kind::kInteger && replies[p].integer == 1;
     }
+  }
+  // Staged blocks are encoded here, off the caller's thread (those Redis holds need not be).
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Job& job = batch[i];
+    if (job.staged == nullptr) continue;
+    if (!present[i]) job.value = EncodeRemoteValue(options_.format, job.key, job.tokens, job.staged);
+    job.staged = nullptr;
+    job.hold.Release();
   }
   std::vector<RedisCommand> sets;
   std::vector<size_t> set_of;  // batch index of each SET

@@ -25,6 +25,7 @@
 #ifndef KVTIER_REMOTE_REMOTE_BLOCK_STORE_H_
 #define KVTIER_REMOTE_REMOTE_BLOCK_STORE_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -35,6 +36,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -98,6 +100,13 @@ class RemoteBlockStore {
   // Unavailable while the tier is off, ResourceExhausted while max_bytes_in_flight is
   // reached (try again once earlier jobs are done).
   absl::Status Put(const Sha256Digest& key, std::span<const int32_t> tokens, const uint8_t* block);
+  // Put without the copy: the value is encoded (copied, checksummed) on the put lane, so the
+  // caller's thread pays nothing per byte. `block` must stay valid and unchanged until
+  // staged_puts() is 0 again (its value encoded, or the put dropped).
+  absl::Status PutStaged(const Sha256Digest& key, std::span<const int32_t> tokens, const uint8_t* block);
+  int64_t staged_puts() const { return staged_puts_.load(std::memory_order_acquire); }
+  // Blocks until staged_puts() is 0 or `deadline`; whether it is 0.
+  bool WaitForStagedPuts(std::chrono::steady_clock::time_point deadline);
   // Queues a lookup of the block with these tokens; refused as Put is. With a
   // `destination` (block_bytes, the caller's, valid until its result is taken or the store
   // is destroyed), the block's bytes are received there, in place, and count nothing
@@ -116,6 +125,9 @@ class RemoteBlockStore {
   // Blocks until everything queued has been sent and answered (tests, benchmarks).
   void Flush();
   Counters counters() const;
+  // Puts queued or being sent (blocks): the writes a caller may wait for before it
+  // measures something the put lane would share Redis with.
+  int64_t puts_pending() const;
   // Whether the block is known to be in Redis (found by a lookup, or stored, here): its
   // put would be skipped.
   bool KnownPresent(const Sha256Digest& key) const;
@@ -128,6 +140,26 @@ class RemoteBlockStore {
     absl::Status status;
     std::vector<bool> present;
   };
+  // A staged put's hold on its caller's memory: released once the value is encoded, or when
+  // the job is dropped unsent.
+  class StagedHold {
+   public:
+    StagedHold() = default;
+    explicit StagedHold(std::atomic<int64_t>* count) : count_(count) { count_->fetch_add(1, std::memory_order_relaxed); }
+    StagedHold(StagedHold&& other) noexcept : count_(std::exchange(other.count_, nullptr)) {}
+    StagedHold& operator=(StagedHold&& other) noexcept {
+      Release();
+      count_ = std::exchange(other.count_, nullptr);
+      return *this;
+    }
+    ~StagedHold() { Release(); }
+    void Release() {
+      if (count_ != nullptr) std::exchange(count_, nullptr)->fetch_sub(1, std::memory_order_release);
+    }
+
+   private:
+    std::atomic<int64_t>* count_ = nullptr;
+  };
   struct Job {
     bool put = false;
     std::vector<Sha256Digest> probe_keys;       // a Probe: its keys (and no other work)
@@ -136,6 +168,8 @@ class RemoteBlockStore {
     Sha256Digest key;
     std::vector<int32_t> tokens;  // gets: the tokens expected
     std::string value;            // puts: the encoded value
+    const uint8_t* staged = nullptr;  // staged puts: the block, until value is encoded
+    StagedHold hold;                  // staged puts: on `staged`
     int64_t bytes = 0;            // counted in bytes_in_flight while queued or running
     bool overwrite = false;       // puts: Redis holds a bad value under the key: no EXISTS
   };
@@ -149,6 +183,8 @@ class RemoteBlockStore {
   };
   enum class Known { kPresent, kBad };
 
+  // Put and PutStaged: `staged`, whether the lane encodes the value from `block`.
+  absl::Status QueuePut(const Sha256Digest& key, std::span<const int32_t> tokens, const uint8_t* block, bool staged);
   // Whether a job of `bytes` may be queued now (see Put).
   absl::Status AcceptLocked(int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Run(Lane* lane);
@@ -185,6 +221,8 @@ class RemoteBlockStore {
   int64_t gets_in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // queued or running, not finished
   int get_batches_running_ ABSL_GUARDED_BY(mu_) = 0;
   bool put_batch_running_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t put_batch_jobs_ ABSL_GUARDED_BY(mu_) = 0;  // the running put batch's
+  std::atomic<int64_t> staged_puts_{0};  // staged puts whose block is not encoded yet
   // The lookup lanes' busy time is counted once however many run: up to here so far.
   std::chrono::steady_clock::time_point get_time_mark_ ABSL_GUARDED_BY(mu_);
   bool off_ ABSL_GUARDED_BY(mu_) = false;

@@ -6,6 +6,7 @@
 // overwritten by the next put of its block; lookups with a destination land there and hold
 // nothing of the store's bound; a probe (EXISTS) says which blocks Redis holds, and its
 // found blocks' puts are skipped.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -244,6 +245,44 @@ TEST(RemoteStoreTest, AProbeOfAnUnreachableTierFailsWithinItsDeadline) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   // Switched off now: refused at once.
   EXPECT_TRUE(absl::IsUnavailable(store.Probe(std::vector<Sha256Digest>{KeyOf(0)}, start + std::chrono::seconds(5)).status()));
+}
+
+TEST(RemoteStoreTest, StagedPutsAreEncodedOnTheLaneAndReleaseTheirBlocks) {
+  SKIP_WITHOUT_REDIS();
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.running());
+  RemoteBlockStore store(StoreOptions(redis));
+  constexpr int kBlocks = 6;
+  std::vector<std::vector<uint8_t>> staging;
+  for (int i = 0; i < kBlocks; ++i) staging.push_back(BlockOf(i));
+  for (int i = 0; i < kBlocks; ++i) ASSERT_TRUE(store.PutStaged(KeyOf(i), TokensOf(i), staging[i].data()).ok());
+  store.Flush();  // the staging is held until the lane has encoded it
+  EXPECT_EQ(store.staged_puts(), 0);
+  EXPECT_EQ(store.puts_pending(), 0);
+  // The staging may be reused now: what Redis holds is what was staged.
+  for (std::vector<uint8_t>& block : staging) std::fill(block.begin(), block.end(), 0xEE);
+  for (int i = 0; i < kBlocks; ++i) ASSERT_TRUE(store.Get(KeyOf(i), TokensOf(i)).ok());
+  const std::vector<RemoteBlockStore::GetResult> results = TakeAll(store, kBlocks);
+  ASSERT_EQ(results.size(), static_cast<size_t>(kBlocks));
+  for (const RemoteBlockStore::GetResult& r : results) {
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    const int i = r.key.bytes[0];
+    EXPECT_TRUE(std::equal(r.bytes.begin(), r.bytes.end(), BlockOf(i).begin())) << "block " << i;
+  }
+}
+
+TEST(RemoteStoreTest, StagedPutsDroppedUnsentReleaseTheirBlocks) {
+  SKIP_WITHOUT_REDIS();
+  RemoteStoreOptions options;
+  options.nodes = {{"127.0.0.1", testing::FreePort()}};  // nobody listens: the tier goes off
+  options.format = {42, kBlockBytes, 4};
+  options.timeout = std::chrono::milliseconds(200);
+  RemoteBlockStore store(options);
+  const std::vector<uint8_t> block = BlockOf(1);
+  ASSERT_TRUE(store.PutStaged(KeyOf(1), TokensOf(1), block.data()).ok());
+  store.Flush();
+  EXPECT_EQ(store.staged_puts(), 0);
+  EXPECT_EQ(store.counters().puts, 0);
 }
 
 }  // namespace

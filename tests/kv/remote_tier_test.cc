@@ -100,6 +100,25 @@ TEST(RemoteTierTest, SecondContextFindsThePrefixTheFirstComputed) {
   EXPECT_EQ(RemoteHits(b->Stats()), 7 + 10);
 }
 
+// A context that goes idle sends the rest of its puts without another step, however many
+// put buffers they take (one block each here): another process finds them at once.
+TEST(RemoteTierTest, AnIdleContextPutsEveryBlockWithoutAnotherStep) {
+  SKIP_WITHOUT_REDIS();
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.running());
+  EngineOptions options = RemoteOptions(redis.url());
+  options.remote.max_bytes_in_flight = 1;  // a put buffer of one block, one put at a time
+  auto a = testing::MakeEngine(options);
+  ASSERT_NE(a, nullptr);
+  const std::vector<std::vector<int32_t>> prompts = {testing::Prompt(3, 30)};
+  ASSERT_EQ(testing::RunAll(*a, prompts, 6).size(), 1u);
+  nlohmann::json stats;
+  testing::WaitUntil([&] { stats = a->Stats(); return stats["pending_writes"]["remote_blocks"].get<int64_t>() == 0; },
+                     std::chrono::seconds(30));
+  EXPECT_EQ(stats["pending_writes"]["remote_blocks"].get<int64_t>(), 0) << stats["remote"].dump();
+  EXPECT_GE(BlockKeys(redis).size(), 8u);  // 30 + 6 tokens: 9 blocks, the last not full
+}
+
 // Redis killed while sequences run, and restarted (empty) later: every output is exact,
 // the tier switched itself off once, came back, and shares blocks again.
 TEST(RemoteTierTest, RedisKilledAndRestartedMidRun) {

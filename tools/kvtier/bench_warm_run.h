@@ -23,8 +23,9 @@ inline constexpr int kWarmPromptTokens = 512;
 std::string WarmUp(kvt_context* ctx, const std::vector<int32_t>& warm_prompt);
 
 // Creates a context with `p.options` (and the KVTIER_CUDA_* environment), warms it up with
-// `warm_prompt` (WarmUp), runs `p` in it (p.warmup is ignored), and frees it (a disk tier's cache
-// reaches its file then).
+// `warm_prompt` (WarmUp), waits for the warm-up's writes to the disk and remote tiers to
+// land (at most 2 s; stats "warm_up_writes"), runs `p` in it (p.warmup is ignored), and frees
+// it (a disk tier's cache reaches its file then).
 RunResult RunWarmed(kvt_model* model, WorkloadSpec p, const std::vector<int32_t>& warm_prompt, double time_limit);
 
 }  // namespace kvtier::cli::bench
