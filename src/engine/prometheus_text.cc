@@ -97,6 +97,8 @@ std::vector<Family> Families() {
       {"tier_demoted_blocks_total", kCounter, "Blocks evicted from the tier into the tier below.",
        PerTier("demoted_blocks")},
       {"pinned_blocks", kGauge, "Device blocks held by pinned prefixes.", P{{"", "pinned_blocks"}}},
+      {"pending_write_blocks", kGauge, "Blocks on their way to the disk or remote tier, not there yet.",
+       P{{"tier=\"disk\"", "pending_writes.disk_blocks"}, {"tier=\"remote\"", "pending_writes.remote_blocks"}}},
       {"device_bytes_in_use", kGauge, "Device bytes the backend holds (weights, workspace, KV pool).",
        P{{"", "device_bytes_in_use"}}},
       // Policy.
