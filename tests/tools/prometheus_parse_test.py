@@ -47,7 +47,7 @@ def main() -> int:
         "kvtier_sequences_finished": "counter", "kvtier_sequences": "gauge", "kvtier_tier_used_bytes": "gauge",
         "kvtier_tier_capacity_bytes": "gauge", "kvtier_context_info": "gauge",
         "kvtier_time_to_first_token_seconds": "histogram", "kvtier_inter_token_latency_seconds": "histogram",
-        "kvtier_step_duration_seconds": "histogram",
+        "kvtier_step_duration_seconds": "histogram", "kvtier_pending_write_blocks": "gauge",
     }
     for name, kind in types.items():
         expect(name in families and families[name].type == kind, f"{name}: type {kind}")
@@ -61,6 +61,8 @@ def main() -> int:
     expect(value("kvtier_tier_capacity_bytes", {"tier": "gpu"}) == stats["tiers"]["gpu"]["capacity_bytes"],
            "gpu capacity as in the JSON statistics")
     expect(value("kvtier_context_info", {"backend": "cpu"}) == 1, "context info")
+    expect(value("kvtier_pending_write_blocks", {"tier": "disk"}) == stats["pending_writes"]["disk_blocks"],
+           "pending disk writes as in the JSON statistics")
     counts = {"kvtier_time_to_first_token_seconds": 3, "kvtier_inter_token_latency_seconds": 12,
               "kvtier_step_duration_seconds": stats["steps"]}
     for name, count in counts.items():
