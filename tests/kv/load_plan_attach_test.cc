@@ -140,6 +140,10 @@ TEST(LoadPlanAttachTest, FrontComputedWhileTheBackLoads) {
   EXPECT_EQ(plans.plans, 1);
   EXPECT_EQ(plans.computed_blocks, 5);
   EXPECT_EQ(plans.loaded_blocks, 5);
+  // Its progress at the second step's start: the front computed, the attach due there.
+  ASSERT_FALSE(plans.last.progress.empty());
+  EXPECT_EQ(plans.last.progress[0].computed_tokens, 20);
+  EXPECT_EQ(plans.last.progress[0].attach_at, 5);
   const KvCacheCounters& c = f.kv->counters();
   EXPECT_EQ(c.prefix_hits[static_cast<int>(Tier::kHost)] + c.prefix_hits[static_cast<int>(Tier::kDisk)], 5);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok());
