@@ -101,6 +101,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "backend/host_resident_kv.h"
@@ -601,6 +602,9 @@ class KvCacheManager {
   // Copies queued blocks still cached to the host buffer and hands them to the store, as
   // far as its bound allows (the rest wait for the next step). Called by FinishStep.
   void StartRemotePuts();
+  // The rest of the put queue, a put buffer at a time: `buffer_free` returns once the lane
+  // has encoded the last batch staged in it (false: the rest wait).
+  void DrainRemotePutQueue(absl::FunctionRef<bool()> buffer_free);
   // Moves finished lookups into `lookups`, and forgets landed ones no match took for a
   // while (called at each step's end with `expire`).
   void LandRemoteLookups(bool expire = false);

@@ -111,14 +111,21 @@ void KvCacheManager::StartRemotePuts() {
   }
 }
 
-void KvCacheManager::FlushRemotePuts() {
-  if (remote_.store == nullptr) return;
-  while (!remote_.put_queue.empty()) {
-    remote_.store->Flush();  // the put buffer's last batch encoded and sent: room for the next
+void KvCacheManager::DrainRemotePutQueue(absl::FunctionRef<bool()> buffer_free) {
+  while (!remote_.put_queue.empty() && buffer_free()) {
     const size_t queued = remote_.put_queue.size();
     StartRemotePuts();
     if (remote_.put_queue.size() == queued) break;
   }
+}
+
+void KvCacheManager::FlushRemotePuts() {
+  if (remote_.store == nullptr) return;
+  // Each wait: the put buffer's last batch encoded and sent, room for the next.
+  DrainRemotePutQueue([&] {
+    remote_.store->Flush();
+    return true;
+  });
   remote_.store->Flush();
 }
 

@@ -62,11 +62,7 @@ void KvCacheManager::FinishStep(bool idle) {
   // idle context's blocks reach the remote tier before its next request.
   if (idle && remote_.store != nullptr) {
     const auto deadline = std::chrono::steady_clock::now() + kIdleDrainBudget;
-    while (!remote_.put_queue.empty() && remote_.store->WaitForStagedPuts(deadline)) {
-      const size_t queued = remote_.put_queue.size();
-      StartRemotePuts();
-      if (remote_.put_queue.size() == queued) break;
-    }
+    DrainRemotePutQueue([&] { return remote_.store->WaitForStagedPuts(deadline); });
   }
   if (write_behind_.pause_steps > 0) --write_behind_.pause_steps;
   if (!idle || disk_tier_.jobs == nullptr) {

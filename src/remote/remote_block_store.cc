@@ -172,7 +172,7 @@ void RemoteBlockStore::WaitForGets(std::chrono::steady_clock::time_point deadlin
 void RemoteBlockStore::Flush() {
   std::unique_lock<std::mutex> lock(mu_);
   done_cv_.wait(lock, [&] {
-    return get_queue_.empty() && put_queue_.empty() && get_batches_running_ == 0 && !put_batch_running_;
+    return get_queue_.empty() && put_queue_.empty() && get_batches_running_ == 0 && put_batch_jobs_ == 0;
   });
 }
 
@@ -232,7 +232,6 @@ void RemoteBlockStore::Run(Lane* lane) {
     if (lane->gets && !probe) {
       if (get_batches_running_++ == 0) get_time_mark_ = std::chrono::steady_clock::now();
     } else if (!lane->gets) {
-      put_batch_running_ = true;
       put_batch_jobs_ = static_cast<int64_t>(batch.size());
     }
     bool answered = false;
@@ -259,7 +258,6 @@ void RemoteBlockStore::Run(Lane* lane) {
       if (--get_batches_running_ == 0 && PutsMayRunLocked()) put_cv_.notify_one();
     } else if (!lane->gets) {
       if (answered) counters_.put_seconds += std::chrono::duration<double>(now - start).count();
-      put_batch_running_ = false;
       put_batch_jobs_ = 0;
     }
     done_cv_.notify_all();

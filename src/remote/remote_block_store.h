@@ -220,8 +220,7 @@ class RemoteBlockStore {
   std::vector<GetResult> finished_ ABSL_GUARDED_BY(mu_);
   int64_t gets_in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // queued or running, not finished
   int get_batches_running_ ABSL_GUARDED_BY(mu_) = 0;
-  bool put_batch_running_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t put_batch_jobs_ ABSL_GUARDED_BY(mu_) = 0;  // the running put batch's
+  int64_t put_batch_jobs_ ABSL_GUARDED_BY(mu_) = 0;  // the running put batch's (0: none runs)
   std::atomic<int64_t> staged_puts_{0};  // staged puts whose block is not encoded yet
   // The lookup lanes' busy time is counted once however many run: up to here so far.
   std::chrono::steady_clock::time_point get_time_mark_ ABSL_GUARDED_BY(mu_);
