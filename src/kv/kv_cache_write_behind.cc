@@ -62,7 +62,7 @@ void KvCacheManager::FinishStep(bool idle) {
   // idle context's blocks reach the remote tier before its next request.
   if (idle && remote_.store != nullptr) {
     const auto deadline = std::chrono::steady_clock::now() + kIdleDrainBudget;
-    DrainRemotePutQueue([&] { return remote_.store->WaitForStagedPuts(deadline); });
+    DrainRemotePutQueue([&] { return remote_.store->WaitForPutRoom(deadline); });
   }
   if (write_behind_.pause_steps > 0) --write_behind_.pause_steps;
   if (!idle || disk_tier_.jobs == nullptr) {

@@ -176,10 +176,16 @@ void RemoteBlockStore::Flush() {
   });
 }
 
-bool RemoteBlockStore::WaitForStagedPuts(std::chrono::steady_clock::time_point deadline) {
+bool RemoteBlockStore::WaitForPutRoom(std::chrono::steady_clock::time_point deadline) {
+  const int64_t bytes = static_cast<int64_t>(RemoteValueBytes(options_.format));
   std::unique_lock<std::mutex> lock(mu_);
-  // A staged block is released inside its batch, before the batch ends and notifies.
-  return done_cv_.wait_until(lock, deadline, [&] { return staged_puts() == 0; });
+  // A staged block is released inside its batch, and its bytes when the batch ends, before
+  // it notifies.
+  return done_cv_.wait_until(lock, deadline, [&] {
+    if (stop_ || off_) return true;
+    const bool room = counters_.bytes_in_flight == 0 || counters_.bytes_in_flight + bytes <= options_.max_bytes_in_flight;
+    return staged_puts() == 0 && room;
+  });
 }
 
 int64_t RemoteBlockStore::puts_pending() const {

@@ -105,8 +105,11 @@ class RemoteBlockStore {
   // staged_puts() is 0 again (its value encoded, or the put dropped).
   absl::Status PutStaged(const Sha256Digest& key, std::span<const int32_t> tokens, const uint8_t* block);
   int64_t staged_puts() const { return staged_puts_.load(std::memory_order_acquire); }
-  // Blocks until staged_puts() is 0 or `deadline`; whether it is 0.
-  bool WaitForStagedPuts(std::chrono::steady_clock::time_point deadline);
+  // Blocks until another put would be accepted (staged_puts() is 0 and max_bytes_in_flight
+  // has room for one more value; or the tier is off, which refuses it at once) or
+  // `deadline`; whether it would. The put buffer being free is not enough: its last batch
+  // may still be on the wire, holding the bytes a put needs.
+  bool WaitForPutRoom(std::chrono::steady_clock::time_point deadline);
   // Queues a lookup of the block with these tokens; refused as Put is. With a
   // `destination` (block_bytes, the caller's, valid until its result is taken or the store
   // is destroyed), the block's bytes are received there, in place, and count nothing

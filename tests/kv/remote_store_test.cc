@@ -271,6 +271,35 @@ TEST(RemoteStoreTest, StagedPutsAreEncodedOnTheLaneAndReleaseTheirBlocks) {
   }
 }
 
+// With room for one value in flight, each put waits for the last to be sent, not only
+// encoded: WaitForPutRoom says when the next is accepted, and every one gets there.
+TEST(RemoteStoreTest, WaitForPutRoomWaitsUntilTheNextPutIsAccepted) {
+  SKIP_WITHOUT_REDIS();
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.running());
+  RemoteStoreOptions options = StoreOptions(redis);
+  options.max_bytes_in_flight = 1;
+  RemoteBlockStore store(options);
+  constexpr int kBlocks = 8;
+  std::vector<std::vector<uint8_t>> staging;
+  for (int i = 0; i < kBlocks; ++i) staging.push_back(BlockOf(i));
+  for (int i = 0; i < kBlocks; ++i) {
+    ASSERT_TRUE(store.WaitForPutRoom(std::chrono::steady_clock::now() + std::chrono::seconds(30))) << "block " << i;
+    ASSERT_TRUE(store.PutStaged(KeyOf(i), TokensOf(i), staging[i].data()).ok()) << "block " << i;
+  }
+  store.Flush();
+  EXPECT_EQ(store.counters().puts, kBlocks);
+  EXPECT_EQ(store.counters().puts_refused, 0);
+  // Without waiting, the second put of two is refused while the first is on its way.
+  ASSERT_TRUE(store.Put(KeyOf(kBlocks), TokensOf(kBlocks), BlockOf(kBlocks).data()).ok());
+  const absl::Status second = store.Put(KeyOf(kBlocks + 1), TokensOf(kBlocks + 1), BlockOf(kBlocks + 1).data());
+  store.Flush();
+  if (!second.ok()) {
+    EXPECT_TRUE(absl::IsResourceExhausted(second)) << second;
+  }
+  EXPECT_TRUE(store.WaitForPutRoom(std::chrono::steady_clock::now()));  // all sent: room at once
+}
+
 TEST(RemoteStoreTest, StagedPutsDroppedUnsentReleaseTheirBlocks) {
   SKIP_WITHOUT_REDIS();
   RemoteStoreOptions options;
