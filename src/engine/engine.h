@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "absl/base/call_once.h"
@@ -128,6 +129,17 @@ class Engine {
   bool AcceptGrammarTokenLocked(Sequence* seq, size_t row, int32_t token, std::vector<StepEvent>* events)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Step without the idle writer's bookkeeping (Step wraps it).
+  absl::Status StepUnguarded(std::vector<StepEvent>* events);
+  // The idle writer's thread: while the context is idle (no unfinished sequence, no step in
+  // progress) and writes to the slow tiers are still queued or in flight, it moves them on
+  // under the lock (KvCacheManager::PumpIdleWrites) every few milliseconds, so that blocks
+  // reach the disk (a crash keeps them) and the remote tier (other processes find them)
+  // without another step. It gives up when nothing lands for a while; the next step
+  // resumes.
+  void RunIdleWriter();
+  bool IdleWritesDueLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const std::shared_ptr<const Checkpoint> checkpoint_;
   const EngineOptions options_;
   const std::unique_ptr<Backend> backend_;
@@ -190,6 +202,12 @@ class Engine {
   } counters_ ABSL_GUARDED_BY(mu_);
   GrammarMasks::Counters grammar_mask_counters_ ABSL_GUARDED_BY(mu_);  // copied at each commit
   LatencyHistograms latencies_ ABSL_GUARDED_BY(mu_);
+
+  bool stepping_ ABSL_GUARDED_BY(mu_) = false;       // a Step is in progress (its forward unlocked)
+  bool idle_writes_ ABSL_GUARDED_BY(mu_) = false;    // the last step left writes for the idle writer
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;       // the destructor asks the idle writer to end
+  int64_t idle_writer_pumps_ ABSL_GUARDED_BY(mu_) = 0;  // stats: its calls that found writes to move
+  std::thread idle_writer_;  // only with a disk or remote tier; joined first by the destructor
 };
 
 }  // namespace kvtier

@@ -376,6 +376,13 @@ class KvCacheManager {
   // idle context's blocks reach disk without another step; and the remote tier's puts, a
   // put buffer at a time (up to 200 ms more).
   void FinishStep(bool idle);
+  // Between steps of an idle context (the engine's idle writer, under the engine lock):
+  // what FinishStep(idle) left queued goes on — finished copies and disk writes land,
+  // write-behind and remote puts start as far as buffers and bounds allow — waiting for
+  // nothing. The blocks whose writes remain, queued or in flight, for a later call to move
+  // (0: done; the disk's count as 0 while write-behind is paused after a failed write,
+  // which the next step resumes).
+  int64_t PumpIdleWrites();
 
   // Blocks until the host -> device copies SwapIn(prefetch = true) started have landed (the
   // blocks may be read from then on); the backend's error when one failed.
@@ -459,7 +466,7 @@ class KvCacheManager {
   // store's (RemoteBlockStore::counters).
   const RemoteBlockStore* remote_store() const { return remote_.store.get(); }
   // Blocks on their way to the slow tiers, not there yet: the disk's (write-behind queued,
-  // or written by the writer thread and not finished) and the remote tier's (queued here,
+  // being copied off the device, or written by the writer thread and not finished) and the remote tier's (queued here,
   // or put by its lane and not answered). Zero once a context that served is idle and its
   // writes have landed.
   struct PendingWrites {

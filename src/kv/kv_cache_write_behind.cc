@@ -43,6 +43,14 @@ KvCacheManager::PendingWrites KvCacheManager::pending_writes() const {
   PendingWrites pending;
   if (disk_tier_.jobs != nullptr) {
     pending.disk_blocks = static_cast<int64_t>(write_behind_.queue.size()) + disk_tier_.jobs->num_writes_unfinished();
+    // Copied off the device, not handed to the writer yet: the copy lands first.
+    for (const PendingBatch& batch : copies_.batches) {
+      for (const PendingCopy& copy : batch.copies) {
+        const bool to_disk = copy.kind == PendingKind::kPersistToDisk || copy.kind == PendingKind::kDemoteToDisk ||
+                             copy.kind == PendingKind::kSwapToDisk;
+        pending.disk_blocks += to_disk ? 1 : 0;
+      }
+    }
   }
   if (remote_.store != nullptr) {
     pending.remote_blocks = static_cast<int64_t>(remote_.put_queue.size()) + remote_.store->puts_pending();
@@ -88,6 +96,24 @@ void KvCacheManager::FinishStep(bool idle) {
     if (!oldest) break;
     AwaitDiskJob(oldest);
   }
+}
+
+int64_t KvCacheManager::PumpIdleWrites() {
+  FinishCopies(0);
+  LandDiskJobs();
+  if (remote_.store != nullptr) {
+    // A batch per put buffer while the put lane has room; nothing is waited for.
+    DrainRemotePutQueue([&] { return remote_.store->WaitForPutRoom(std::chrono::steady_clock::now()); });
+  }
+  StartWriteBehind(/*idle=*/true);
+  const PendingWrites pending = pending_writes();
+  int64_t disk = 0;
+  if (disk_tier_.jobs != nullptr && write_behind_.pause_steps == 0) {
+    // Written but not landed counts too: landing frees its buffer for the next block and
+    // enters it in the disk tier's index.
+    disk = pending.disk_blocks - disk_tier_.jobs->num_writes_unfinished() + disk_tier_.jobs->num_writes_in_flight();
+  }
+  return disk + pending.remote_blocks;
 }
 
 void KvCacheManager::StartWriteBehind(bool idle) {

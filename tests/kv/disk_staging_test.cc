@@ -17,6 +17,7 @@
 #include "kv/slow_file_io.h"
 #include "kv/tier_test_util.h"
 #include "testing/fake_file_io.h"
+#include "testing/wait_until.h"
 
 namespace kvtier {
 namespace {
@@ -275,6 +276,30 @@ TEST(DiskStagingEngineTest, WriteBehindPutsBlocksOnDiskBeforeTheirEviction) {
   EXPECT_GT(Get(s, "blocks_persisted"), 8) << s.dump();
   EXPECT_EQ(s["prefix_hits"]["disk"].get<int64_t>(), 8) << s.dump();
   EXPECT_EQ(Get(s, "io_errors"), 0) << s.dump();
+}
+
+// A slow disk (10 ms a block) and a prompt of 40 blocks, more than the write-behind buffers
+// hold: the step that leaves the context idle starts what it can within its 200 ms, and the
+// idle writer writes the rest with no further step. A crash now loses none of them.
+TEST(DiskStagingEngineTest, AnIdleContextWritesEveryBlockWithoutAnotherStep) {
+  FakeFileIo fake;
+  SlowFileIo io(&fake, std::chrono::microseconds(10000), std::chrono::microseconds(0));
+  EngineOptions o = TierOptions(/*gpu=*/128, /*host=*/0, /*disk=*/256, "/fake/idle.kv");
+  o.file_io = &io;
+  auto engine = MakeEngine(o);
+  ASSERT_NE(engine, nullptr);
+  ASSERT_EQ(RunAll(*engine, {Prompt(90, 160)}, 2).size(), 1u);
+  nlohmann::json s = engine->Stats();
+  EXPECT_GT(s["pending_writes"]["disk_blocks"].get<int64_t>(), 0) << "the disk was not slow enough to test this";
+  // On disk (journaled) first, then landed: counted as persisted, in the tier's index.
+  testing::WaitUntil([&] {
+    s = engine->Stats();
+    return s["pending_writes"]["disk_blocks"].get<int64_t>() == 0 && Get(s, "blocks_persisted") >= 40;
+  }, std::chrono::seconds(30));
+  EXPECT_EQ(s["pending_writes"]["disk_blocks"].get<int64_t>(), 0) << s.dump();
+  EXPECT_GE(Get(s, "blocks_persisted"), 40) << s.dump();  // 160 + 2 tokens: 40 full blocks
+  EXPECT_GE(s["disk_index"]["journal_records"].get<int64_t>(), 40) << s.dump();
+  EXPECT_GT(Get(s, "idle_writer_pumps"), 0) << s.dump();
 }
 
 TEST(DiskStagingEngineTest, WithoutHostTierEvictionsGoToDiskAndComeBackExact) {

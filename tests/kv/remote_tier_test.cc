@@ -119,6 +119,33 @@ TEST(RemoteTierTest, AnIdleContextPutsEveryBlockWithoutAnotherStep) {
   EXPECT_GE(BlockKeys(redis).size(), 8u);  // 30 + 6 tokens: 9 blocks, the last not full
 }
 
+// Redis holds every write for 2 s (CLIENT PAUSE WRITE) from before the run: the first put
+// is still waiting when the idle step's 200 ms end, and the idle writer sends the other
+// blocks once Redis takes writes again, with no further step.
+TEST(RemoteTierTest, AnIdleContextPutsBlocksHeldUpBeyondTheIdleBudget) {
+  SKIP_WITHOUT_REDIS();
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.running());
+  EngineOptions options = RemoteOptions(redis.url());
+  options.remote.max_bytes_in_flight = 1;  // one put at a time
+  options.remote.timeout_ms = 10000;       // the pause is not a failure
+  auto a = testing::MakeEngine(options);
+  ASSERT_NE(a, nullptr);
+  redis.Command({"CLIENT", "PAUSE", "2000", "WRITE"});
+  const auto paused_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(testing::RunAll(*a, {testing::Prompt(4, 30)}, 6).size(), 1u);
+  nlohmann::json stats = a->Stats();
+  if (std::chrono::steady_clock::now() - paused_at > std::chrono::milliseconds(1700)) {
+    GTEST_SKIP() << "the run outlasted the pause: nothing was held up";
+  }
+  EXPECT_GT(stats["pending_writes"]["remote_blocks"].get<int64_t>(), 1) << stats["remote"].dump();
+  testing::WaitUntil([&] { stats = a->Stats(); return stats["pending_writes"]["remote_blocks"].get<int64_t>() == 0; },
+                     std::chrono::seconds(30));
+  EXPECT_EQ(stats["pending_writes"]["remote_blocks"].get<int64_t>(), 0) << stats["remote"].dump();
+  EXPECT_GE(BlockKeys(redis).size(), 8u);  // 30 + 6 tokens: 9 blocks, the last not full
+  EXPECT_GT(stats["idle_writer_pumps"].get<int64_t>(), 0);
+}
+
 // Redis killed while sequences run, and restarted (empty) later: every output is exact,
 // the tier switched itself off once, came back, and shares blocks again.
 TEST(RemoteTierTest, RedisKilledAndRestartedMidRun) {
