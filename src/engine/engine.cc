@@ -8,8 +8,6 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 #include "backend/storage_dtype.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -165,44 +163,51 @@ Engine::Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions
 Engine::~Engine() {
   if (!idle_writer_.joinable()) return;
   {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
+    std::lock_guard<std::mutex> lock(idle_writer_mu_);
+    idle_writer_stopping_ = true;
   }
+  idle_writer_cv_.notify_one();
   idle_writer_.join();
 }
 
-bool Engine::IdleWritesDueLocked() const {
-  return stopping_ || (idle_writes_ && !stepping_ && num_unfinished_ == 0);
+int64_t Engine::PumpIdleWrites() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stepping_ || num_unfinished_ > 0) return 0;  // the next idle step wakes the writer again
+  const int64_t left = kv_->PumpIdleWrites();
+  if (left > 0) ++idle_writer_pumps_;
+  return left;
 }
 
 void Engine::RunIdleWriter() {
   // Often enough to keep the writer and the put lane busy (a 2 MiB block is written in
-  // about 1.5 ms at 1.3 GB/s); the lock is held only for the pump itself.
-  const absl::Duration kPoll = absl::Milliseconds(2);
+  // about 1.5 ms at 1.3 GB/s); the engine lock is held only for the pump itself.
+  constexpr std::chrono::milliseconds kPoll{2};
   // No block landed for this long (a disk or Redis that stopped answering, or writes that
-  // cannot start): the writer stops polling until the next step.
-  const absl::Duration kPatience = absl::Seconds(10);
-  absl::MutexLock lock(&mu_);
+  // cannot start): the writer stops polling until a step wakes it again.
+  constexpr std::chrono::seconds kPatience{10};
+  std::unique_lock<std::mutex> lock(idle_writer_mu_);
   while (true) {
-    mu_.Await(absl::Condition(this, &Engine::IdleWritesDueLocked));
-    if (stopping_) return;
+    idle_writer_cv_.wait(lock, [&] { return idle_writer_woken_ || idle_writer_stopping_; });
+    if (idle_writer_stopping_) return;
+    idle_writer_woken_ = false;
     int64_t fewest = std::numeric_limits<int64_t>::max();
-    absl::Time fewest_since = absl::Now();
-    while (!stopping_ && IdleWritesDueLocked()) {
-      const int64_t left = kv_->PumpIdleWrites();
-      if (left == 0) break;
-      ++idle_writer_pumps_;
+    auto fewest_since = std::chrono::steady_clock::now();
+    while (true) {
+      lock.unlock();
+      const int64_t left = PumpIdleWrites();
+      lock.lock();
+      if (left == 0 || idle_writer_stopping_) break;
+      const auto now = std::chrono::steady_clock::now();
       if (left < fewest) {
         fewest = left;
-        fewest_since = absl::Now();
-      } else if (absl::Now() - fewest_since > kPatience) {
-        Log(LogLevel::kWarn, "idle writer: ", left, " block writes made no progress for ",
-            absl::FormatDuration(kPatience), "; they wait for the next step");
+        fewest_since = now;
+      } else if (now - fewest_since > kPatience) {
+        Log(LogLevel::kWarn, "idle writer: ", left, " block writes made no progress for ", kPatience.count(),
+            " s; they wait for the next step");
         break;
       }
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), kPoll);
+      if (idle_writer_cv_.wait_for(lock, kPoll, [&] { return idle_writer_stopping_; })) return;
     }
-    idle_writes_ = false;  // a step that starts meanwhile sets it again at its end
   }
 }
 
@@ -247,7 +252,7 @@ absl::StatusOr<SequenceId> Engine::Add(std::vector<int32_t> prompt, const Sampli
       ASSIGN_OR_RETURN(matcher, MakeMatcher(params));
     }
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   RETURN_IF_ERROR(scheduler_.CheckFits(max_len));
   if (scheduler_.num_waiting() >= options_.max_waiting) {
     return absl::UnavailableError(absl::StrCat("the waiting queue is full (", options_.max_waiting,
@@ -311,7 +316,7 @@ absl::StatusOr<std::unique_ptr<grammar::Matcher>> Engine::MakeMatcher(const Samp
 }
 
 absl::Status Engine::Cancel(SequenceId id) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = sequences_.find(id);
   if (it == sequences_.end()) return absl::NotFoundError(absl::StrCat("no sequence ", id));
   Sequence& seq = *it->second;
@@ -323,7 +328,7 @@ absl::Status Engine::Cancel(SequenceId id) {
 }
 
 absl::Status Engine::ReadSequence(SequenceId id, const std::function<void(const Sequence&)>& fn) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = sequences_.find(id);
   if (it == sequences_.end()) return absl::NotFoundError(absl::StrCat("no sequence ", id));
   fn(*it->second);
@@ -331,7 +336,7 @@ absl::Status Engine::ReadSequence(SequenceId id, const std::function<void(const 
 }
 
 absl::Status Engine::Release(SequenceId id) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = sequences_.find(id);
   if (it == sequences_.end()) return absl::NotFoundError(absl::StrCat("no sequence ", id));
   if (!it->second->finished()) {
@@ -342,7 +347,7 @@ absl::Status Engine::Release(SequenceId id) {
 }
 
 int64_t Engine::NumUnfinished() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return num_unfinished_;
 }
 
@@ -467,14 +472,24 @@ bool Engine::AcceptGrammarTokenLocked(Sequence* seq, size_t row, int32_t token, 
 
 absl::Status Engine::Step(std::vector<StepEvent>* events) {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stepping_ = true;  // the idle writer keeps off the KV manager until the step ends
   }
   const absl::Status stepped = StepUnguarded(events);
-  absl::MutexLock lock(&mu_);
-  stepping_ = false;
+  bool idle = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stepping_ = false;
+    idle = num_unfinished_ == 0;
+  }
   // Idle now: the writes the step's FinishStep left queued go on in the background.
-  if (idle_writer_.joinable() && num_unfinished_ == 0) idle_writes_ = true;
+  if (idle && idle_writer_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(idle_writer_mu_);
+      idle_writer_woken_ = true;
+    }
+    idle_writer_cv_.notify_one();
+  }
   return stepped;
 }
 
@@ -482,7 +497,7 @@ absl::Status Engine::StepUnguarded(std::vector<StepEvent>* events) {
   const auto step_start = std::chrono::steady_clock::now();
   Schedule schedule;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     kv_->AdmitPreparedSlots();  // host and disk slots prepared in the background since the last step
     ApplyCancelsLocked(events);
     ASSIGN_OR_RETURN(schedule, scheduler_.Next());
@@ -494,7 +509,7 @@ absl::Status Engine::StepUnguarded(std::vector<StepEvent>* events) {
   // valid: only this thread appends tokens or changes block tables, and running sequences
   // cannot be released.
   const absl::Status forward = Forward(schedule);
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   counters_.compute_seconds += last_compute_seconds_;
   if (!forward.ok()) return forward;
   CommitLocked(schedule, events);
@@ -515,17 +530,17 @@ void Engine::ApplyCancelsLocked(std::vector<StepEvent>* events) {
 }
 
 void Engine::UnpinPrefixes() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   scheduler_.UnpinPrefixes();
 }
 
 absl::Status Engine::VerifyIntegrity() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return scheduler_.VerifyIntegrity();
 }
 
 nlohmann::json Engine::Stats() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   const int64_t block_bytes = static_cast<int64_t>(kv_->block_bytes());
   const KvCacheCounters& kv = kv_->counters();
   nlohmann::json tiers;

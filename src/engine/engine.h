@@ -8,9 +8,11 @@
 #define KVTIER_ENGINE_ENGINE_H_
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -19,7 +21,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "backend/backend.h"
 #include "engine/engine_options.h"
 #include "engine/grammar_masks.h"
@@ -138,7 +139,9 @@ class Engine {
   // without another step. It gives up when nothing lands for a while; the next step
   // resumes.
   void RunIdleWriter();
-  bool IdleWritesDueLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves them on once (under the lock); the blocks left, 0 when done or when the context
+  // is not idle.
+  int64_t PumpIdleWrites();
 
   const std::shared_ptr<const Checkpoint> checkpoint_;
   const EngineOptions options_;
@@ -146,7 +149,9 @@ class Engine {
   const std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
   std::vector<int32_t> eos_token_ids_;
 
-  absl::Mutex mu_;
+  // std::mutex, not absl::Mutex: TSan sees its happens-before edges (the system abseil is
+  // not instrumented), and the idle writer takes it from its own thread.
+  std::mutex mu_;
   // Declared after backend_: destroyed first, while it can still copy blocks out.
   const std::unique_ptr<KvCacheManager> kv_ ABSL_PT_GUARDED_BY(mu_);
   CostModelPolicy policy_ ABSL_GUARDED_BY(mu_);
@@ -203,10 +208,14 @@ class Engine {
   GrammarMasks::Counters grammar_mask_counters_ ABSL_GUARDED_BY(mu_);  // copied at each commit
   LatencyHistograms latencies_ ABSL_GUARDED_BY(mu_);
 
-  bool stepping_ ABSL_GUARDED_BY(mu_) = false;       // a Step is in progress (its forward unlocked)
-  bool idle_writes_ ABSL_GUARDED_BY(mu_) = false;    // the last step left writes for the idle writer
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;       // the destructor asks the idle writer to end
+  bool stepping_ ABSL_GUARDED_BY(mu_) = false;          // a Step is in progress (its forward unlocked)
   int64_t idle_writer_pumps_ ABSL_GUARDED_BY(mu_) = 0;  // stats: its calls that found writes to move
+  // The idle writer sleeps on its own std::mutex, not on mu_: a step ending idle wakes it,
+  // the destructor stops it.
+  std::mutex idle_writer_mu_;
+  std::condition_variable idle_writer_cv_;
+  bool idle_writer_woken_ = false;    // guarded by idle_writer_mu_
+  bool idle_writer_stopping_ = false;  // guarded by idle_writer_mu_
   std::thread idle_writer_;  // only with a disk or remote tier; joined first by the destructor
 };
 
