@@ -156,6 +156,9 @@ Engine::Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions
     for (int32_t id : tokenizer_->stop_ids()) add_stop_id(id);
   }
   if (kv_->capacity_blocks(Tier::kDisk) > 0 || kv_->remote_store() != nullptr) {
+    // The step that ends the last request returns at once; its writes go on in the
+    // background.
+    kv_->set_idle_drain_budget(std::chrono::milliseconds(0));
     idle_writer_ = std::thread([this] { RunIdleWriter(); });
   }
 }

@@ -374,8 +374,12 @@ class KvCacheManager {
   // queued is started — blocks with a host copy at once, the others as write-behind
   // buffers come free, waiting up to 200 ms for earlier writes to free them — so that an
   // idle context's blocks reach disk without another step; and the remote tier's puts, a
-  // put buffer at a time (up to 200 ms more).
+  // put buffer at a time (up to 200 ms more). Both waits are set_idle_drain_budget's.
   void FinishStep(bool idle);
+  // How long FinishStep(idle) may wait for the slow tiers' writes (200 ms by default). The
+  // engine sets 0 when its idle writer (PumpIdleWrites) moves what is left between steps:
+  // then the step that ends a request never waits for the disk or the remote tier.
+  void set_idle_drain_budget(std::chrono::milliseconds budget) { write_behind_.idle_drain_budget = budget; }
   // Between steps of an idle context (the engine's idle writer, under the engine lock):
   // what FinishStep(idle) left queued goes on — finished copies and disk writes land,
   // write-behind and remote puts start as far as buffers and bounds allow — waiting for
@@ -575,6 +579,9 @@ class KvCacheManager {
     std::deque<std::pair<BlockId, BlockHash>> queue;
     StagingBuffers buffers;
     int64_t pause_steps = 0;  // steps without write-behind left after a failed write
+    // How long FinishStep(idle) waits for buffers (disk, then remote): 0 once an idle
+    // writer takes over (set_idle_drain_budget).
+    std::chrono::milliseconds idle_drain_budget{200};
   };
 
   // The remote tier (kv_cache_remote.cc): the store and its I/O thread; the prompt blocks

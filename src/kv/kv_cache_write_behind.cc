@@ -16,10 +16,6 @@ namespace {
 // lose beyond the queue, and what the writer has queued ahead of an eviction's write.
 constexpr int64_t kWriteBehindBytesInFlight = 64ll << 20;
 constexpr int64_t kWriteBehindMaxBlocks = 32;
-// The step that leaves the context idle waits at most this long for write-behind writes to
-// free buffers for the blocks still queued (an idle context steps no more; the caller has
-// nothing left to wait for but this).
-constexpr std::chrono::milliseconds kIdleDrainBudget{200};
 
 }  // namespace
 
@@ -69,7 +65,7 @@ void KvCacheManager::FinishStep(bool idle) {
   // Idle: the rest of the queue too (a batch per put buffer), within the budget, so that an
   // idle context's blocks reach the remote tier before its next request.
   if (idle && remote_.store != nullptr) {
-    const auto deadline = std::chrono::steady_clock::now() + kIdleDrainBudget;
+    const auto deadline = std::chrono::steady_clock::now() + write_behind_.idle_drain_budget;
     DrainRemotePutQueue([&] { return remote_.store->WaitForPutRoom(deadline); });
   }
   if (write_behind_.pause_steps > 0) --write_behind_.pause_steps;
@@ -77,7 +73,7 @@ void KvCacheManager::FinishStep(bool idle) {
     StartWriteBehind(/*idle=*/false);
     return;
   }
-  const auto deadline = std::chrono::steady_clock::now() + kIdleDrainBudget;
+  const auto deadline = std::chrono::steady_clock::now() + write_behind_.idle_drain_budget;
   while (!write_behind_.queue.empty() && write_behind_.pause_steps == 0) {
     const size_t queued = write_behind_.queue.size();
     StartWriteBehind(/*idle=*/true);

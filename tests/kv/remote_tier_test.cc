@@ -120,8 +120,8 @@ TEST(RemoteTierTest, AnIdleContextPutsEveryBlockWithoutAnotherStep) {
 }
 
 // Redis holds every write for 2 s (CLIENT PAUSE WRITE) from before the run: the first put
-// is still waiting when the idle step's 200 ms end, and the idle writer sends the other
-// blocks once Redis takes writes again, with no further step.
+// is still waiting when the last step returns, and the idle writer sends the other blocks
+// once Redis takes writes again, with no further step.
 TEST(RemoteTierTest, AnIdleContextPutsBlocksHeldUpBeyondTheIdleBudget) {
   SKIP_WITHOUT_REDIS();
   testing::RedisServer redis;
