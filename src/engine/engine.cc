@@ -474,6 +474,7 @@ bool Engine::AcceptGrammarTokenLocked(Sequence* seq, size_t row, int32_t token, 
 }
 
 absl::Status Engine::Step(std::vector<StepEvent>* events) {
+  if (!idle_writer_.joinable()) return StepUnguarded(events);  // no slow tier: nothing to write when idle
   {
     std::lock_guard<std::mutex> lock(mu_);
     stepping_ = true;  // the idle writer keeps off the KV manager until the step ends
@@ -486,7 +487,7 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
     idle = num_unfinished_ == 0;
   }
   // Idle now: the writes the step's FinishStep left queued go on in the background.
-  if (idle && idle_writer_.joinable()) {
+  if (idle) {
     {
       std::lock_guard<std::mutex> lock(idle_writer_mu_);
       idle_writer_woken_ = true;

@@ -470,9 +470,9 @@ class KvCacheManager {
   // store's (RemoteBlockStore::counters).
   const RemoteBlockStore* remote_store() const { return remote_.store.get(); }
   // Blocks on their way to the slow tiers, not there yet: the disk's (write-behind queued,
-  // being copied off the device, or written by the writer thread and not finished) and the remote tier's (queued here,
-  // or put by its lane and not answered). Zero once a context that served is idle and its
-  // writes have landed.
+  // being copied off the device, or written by the writer thread and not finished) and the
+  // remote tier's (queued here, or put by its lane and not answered). Zero once a context
+  // that served is idle and its writes have landed.
   struct PendingWrites {
     int64_t disk_blocks = 0;
     int64_t remote_blocks = 0;
@@ -616,9 +616,12 @@ class KvCacheManager {
   // Copies queued blocks still cached to the host buffer and hands them to the store, as
   // far as its bound allows (the rest wait for the next step). Called by FinishStep.
   void StartRemotePuts();
-  // The rest of the put queue, a put buffer at a time: `buffer_free` returns once the lane
-  // has encoded the last batch staged in it (false: the rest wait).
+  // The rest of the put queue, a put buffer at a time: `buffer_free` returns once the next
+  // put would be accepted (false: the rest wait).
   void DrainRemotePutQueue(absl::FunctionRef<bool()> buffer_free);
+  // Disk writes not handed to the writer thread yet: write-behind queued, or being copied
+  // off the device for the disk.
+  int64_t DiskWritesNotSubmitted() const;
   // Moves finished lookups into `lookups`, and forgets landed ones no match took for a
   // while (called at each step's end with `expire`).
   void LandRemoteLookups(bool expire = false);

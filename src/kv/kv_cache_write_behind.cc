@@ -35,19 +35,22 @@ void KvCacheManager::QueueWriteBehind(BlockId block, BlockHash hash) {
   }
 }
 
-KvCacheManager::PendingWrites KvCacheManager::pending_writes() const {
-  PendingWrites pending;
-  if (disk_tier_.jobs != nullptr) {
-    pending.disk_blocks = static_cast<int64_t>(write_behind_.queue.size()) + disk_tier_.jobs->num_writes_unfinished();
-    // Copied off the device, not handed to the writer yet: the copy lands first.
-    for (const PendingBatch& batch : copies_.batches) {
-      for (const PendingCopy& copy : batch.copies) {
-        const bool to_disk = copy.kind == PendingKind::kPersistToDisk || copy.kind == PendingKind::kDemoteToDisk ||
-                             copy.kind == PendingKind::kSwapToDisk;
-        pending.disk_blocks += to_disk ? 1 : 0;
-      }
+int64_t KvCacheManager::DiskWritesNotSubmitted() const {
+  int64_t blocks = static_cast<int64_t>(write_behind_.queue.size());
+  // Copied off the device, not handed to the writer yet: the copy lands first.
+  for (const PendingBatch& batch : copies_.batches) {
+    for (const PendingCopy& copy : batch.copies) {
+      const bool to_disk = copy.kind == PendingKind::kPersistToDisk || copy.kind == PendingKind::kDemoteToDisk ||
+                           copy.kind == PendingKind::kSwapToDisk;
+      blocks += to_disk ? 1 : 0;
     }
   }
+  return blocks;
+}
+
+KvCacheManager::PendingWrites KvCacheManager::pending_writes() const {
+  PendingWrites pending;
+  if (disk_tier_.jobs != nullptr) pending.disk_blocks = DiskWritesNotSubmitted() + disk_tier_.jobs->num_writes_unfinished();
   if (remote_.store != nullptr) {
     pending.remote_blocks = static_cast<int64_t>(remote_.put_queue.size()) + remote_.store->puts_pending();
   }
@@ -102,14 +105,13 @@ int64_t KvCacheManager::PumpIdleWrites() {
     DrainRemotePutQueue([&] { return remote_.store->WaitForPutRoom(std::chrono::steady_clock::now()); });
   }
   StartWriteBehind(/*idle=*/true);
-  const PendingWrites pending = pending_writes();
   int64_t disk = 0;
   if (disk_tier_.jobs != nullptr && write_behind_.pause_steps == 0) {
     // Written but not landed counts too: landing frees its buffer for the next block and
     // enters it in the disk tier's index.
-    disk = pending.disk_blocks - disk_tier_.jobs->num_writes_unfinished() + disk_tier_.jobs->num_writes_in_flight();
+    disk = DiskWritesNotSubmitted() + disk_tier_.jobs->num_writes_in_flight();
   }
-  return disk + pending.remote_blocks;
+  return disk + pending_writes().remote_blocks;
 }
 
 void KvCacheManager::StartWriteBehind(bool idle) {

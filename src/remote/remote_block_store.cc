@@ -46,10 +46,12 @@ absl::Status RemoteBlockStore::AcceptLocked(int64_t bytes) {
     if (std::chrono::steady_clock::now() < retry_at_) return absl::UnavailableError("remote KV tier: off");
     off_ = false;  // time to try again: this job's batch reconnects
   }
-  if (counters_.bytes_in_flight + bytes > options_.max_bytes_in_flight && counters_.bytes_in_flight > 0) {
-    return absl::ResourceExhaustedError("remote KV tier: max bytes in flight reached");
-  }
+  if (!RoomForLocked(bytes)) return absl::ResourceExhaustedError("remote KV tier: max bytes in flight reached");
   return absl::OkStatus();
+}
+
+bool RemoteBlockStore::RoomForLocked(int64_t bytes) const {
+  return counters_.bytes_in_flight == 0 || counters_.bytes_in_flight + bytes <= options_.max_bytes_in_flight;
 }
 
 bool RemoteBlockStore::KnownPresent(const Sha256Digest& key) const {
@@ -181,11 +183,8 @@ bool RemoteBlockStore::WaitForPutRoom(std::chrono::steady_clock::time_point dead
   std::unique_lock<std::mutex> lock(mu_);
   // A staged block is released inside its batch, and its bytes when the batch ends, before
   // it notifies.
-  return done_cv_.wait_until(lock, deadline, [&] {
-    if (stop_ || off_) return true;
-    const bool room = counters_.bytes_in_flight == 0 || counters_.bytes_in_flight + bytes <= options_.max_bytes_in_flight;
-    return staged_puts() == 0 && room;
-  });
+  return done_cv_.wait_until(lock, deadline,
+                             [&] { return stop_ || off_ || (staged_puts() == 0 && RoomForLocked(bytes)); });
 }
 
 int64_t RemoteBlockStore::puts_pending() const {

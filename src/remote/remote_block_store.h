@@ -190,6 +190,8 @@ class RemoteBlockStore {
   absl::Status QueuePut(const Sha256Digest& key, std::span<const int32_t> tokens, const uint8_t* block, bool staged);
   // Whether a job of `bytes` may be queued now (see Put).
   absl::Status AcceptLocked(int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `bytes` more fit under max_bytes_in_flight (one job always fits when none is).
+  bool RoomForLocked(int64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Run(Lane* lane);
   // Takes the next batch off `queue` (at most kMaxBatchJobs, and kMaxBatchBytes past the first).
   std::vector<Job> TakeBatchLocked(std::deque<Job>& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
