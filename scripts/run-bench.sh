@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # What the device call runs for `kvtier bench`: the ceilings and the seed baseline
 # (../shared/anchors, copied into the carry folder because ../shared does not travel),
-# then every workload, all in one call on the GPU machine. Writes into OUT_DIR:
-#   bench.json (the results), bench.txt (table + log), ceilings.txt, baseline.txt.
+# then every workload, all in one call on the GPU machine and — as a service would run
+# them — in ONE `kvtier bench` process: the main workloads, then the fp16, fp8, fp8 + fp8 KV
+# and long-context passes (`--pass`). Only W6b runs in a second process, since what it
+# measures is a restart. Writes into OUT_DIR:
+#   bench.json (the results), bench-<pass>.json per pass, bench.txt (tables + log),
+#   ceilings.txt, baseline.txt.
 # The random Llama-3-8B checkpoint is written on the machine's local disk while the
 # Python anchors use the GPU (the write needs only CPU and disk).
 # usage: scripts/run-bench.sh CARRY_DIR OUT_DIR   (CARRY_DIR from scripts/device-carry.sh,
@@ -11,16 +15,15 @@
 #      SKIP_ANCHORS=1 to skip ceilings.py / hf_baseline.py, MODEL_DIR (default /tmp/kvtier-bench/llama3-8b),
 #      TIER_TIME_LIMIT for W5/W6/W6b/W6c in s (default 120), WORKLOADS with W6c: CARRY_DIR/redis
 #      from scripts/carry-redis.sh gives it its Redis server, TIER_DIR (default MODEL_DIR/../tiers),
-#      F16_WORKLOADS (default W1,W2; "none" to skip): the same workloads again on an fp16
-#      checkpoint (weights, activations and KV held in fp16), into bench-f16.json.
-#      FP8_WORKLOADS (default W1,W2; "none" to skip): the same workloads again with fp8
-#      weights (--weight-dtype fp8), into bench-fp8.json.
-#      FP8KV_WORKLOADS (default W1,W2; "none" to skip): again with fp8 weights and fp8 KV
-#      (--weight-dtype fp8 --kv-dtype fp8), into bench-fp8-kv8.json.
-#      LONG_WORKLOADS (default none; e.g. W8): long-context workloads (KV streamed from the host
-#      tier, docs/LONG_CONTEXT.md) on the bf16 checkpoint, into bench-long.json.
-#      LONG_FP8_WORKLOADS (default none; e.g. W8): long-context workloads again with fp8 weights
-#      and fp8 KV (the whole 128k context on the device), into bench-long-fp8.json.
+#      The passes, each a `--pass` of the same process (bench-<name>.json):
+#      F16_WORKLOADS (default W1,W2; "none" to skip): pass f16, on an fp16 checkpoint
+#      (weights, activations and KV held in fp16).
+#      FP8_WORKLOADS (default W1,W2; "none" to skip): pass fp8, fp8 weights.
+#      FP8KV_WORKLOADS (default W1,W2; "none" to skip): pass fp8-kv8, fp8 weights and fp8 KV.
+#      LONG_WORKLOADS (default none; e.g. W8): pass long, long-context workloads (KV streamed
+#      from the host tier, docs/LONG_CONTEXT.md) on the bf16 checkpoint.
+#      LONG_FP8_WORKLOADS (default none; e.g. W8): pass long-fp8, with fp8 weights and fp8 KV
+#      (the whole 128k context on the device).
 #      BENCH_FLAGS: more flags for the main `kvtier bench` call (e.g. --sampler-controls,
 #      --json-schema FILE --tokenizer DIR), word-split.
 set -uo pipefail
@@ -35,9 +38,14 @@ commit=$(cat "$carry/COMMIT" 2>/dev/null || echo unknown)
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/machine.txt"
 
-# 1. Checkpoints in the background (CPU + disk only).
+# 1. Checkpoints in the background (CPU + disk only): the bf16 one, and the fp16 one of pass f16.
+f16_workloads=${F16_WORKLOADS:-W1,W2}
+model16="${model}-f16"
 ( if [ ! -f "$model/config.json" ]; then
     "$kvtier" mkmodel --preset llama3-8b --out "$model" > "$out/mkmodel.txt" 2>&1
+  fi
+  if [ "$f16_workloads" != none ] && [ ! -f "$model16/config.json" ]; then
+    "$kvtier" mkmodel --preset llama3-8b --dtype fp16 --out "$model16" > "$out/mkmodel-f16.txt" 2>&1
   fi ) &
 mk_pid=$!
 
@@ -70,14 +78,20 @@ case ",${WORKLOADS:-all}," in
     fi ;;
 esac
 
-# 3. The workloads. W5/W6 put their disk tiers on the machine's local disk next to the
-#    checkpoint; W6b runs in a NEW process over W6's disk file (hits after a restart) and
-#    is merged into bench.json (workloads.W6b, table, missed_targets).
+# 3. The workloads and the passes, in one process. W5/W6 put their disk tiers on the machine's
+#    local disk next to the checkpoint; W6b runs in a NEW process over W6's disk file (hits
+#    after a restart) and is merged into bench.json (workloads.W6b, table, missed_targets).
 tiers=${TIER_DIR:-$(dirname "$model")/tiers}
+passes=()
+[ "$f16_workloads" != none ] && passes+=(--pass "f16:$f16_workloads:model=$model16")
+[ "${FP8_WORKLOADS:-W1,W2}" != none ] && passes+=(--pass "fp8:${FP8_WORKLOADS:-W1,W2}:weight=fp8")
+[ "${FP8KV_WORKLOADS:-W1,W2}" != none ] && passes+=(--pass "fp8-kv8:${FP8KV_WORKLOADS:-W1,W2}:weight=fp8:kv=fp8")
+[ "${LONG_WORKLOADS:-none}" != none ] && passes+=(--pass "long:$LONG_WORKLOADS")
+[ "${LONG_FP8_WORKLOADS:-none}" != none ] && passes+=(--pass "long-fp8:$LONG_FP8_WORKLOADS:weight=fp8:kv=fp8")
 "$kvtier" bench --workload "${WORKLOADS:-all}" --model "$model" --make-model "$(dirname "$model")" --ceilings "$out/ceilings.txt" \
   --baseline "$out/baseline.txt" --json "$out/bench.json" --commit "$commit" \
   --time-limit "${TIME_LIMIT:-90}" --tier-dir "$tiers" --tier-time-limit "${TIER_TIME_LIMIT:-120}" ${BENCH_FLAGS:-} \
-  "${remote_args[@]}" 2>&1 | tee "$out/bench.txt"
+  "${remote_args[@]}" "${passes[@]}" 2>&1 | tee "$out/bench.txt"
 [ -f "$out/redis.pid" ] && kill "$(cat "$out/redis.pid")"
 case ",${WORKLOADS:-all}," in
   *,all,*|*,W6,*)
@@ -110,53 +124,4 @@ PY
     ;;
 esac
 rm -rf "$tiers"
-
-# 4. fp16: the same shape written as an fp16 checkpoint, loaded by the normal path (the CUDA
-#    backend then holds weights and KV in fp16), for F16_WORKLOADS.
-f16_workloads=${F16_WORKLOADS:-W1,W2}
-if [ "$f16_workloads" != none ]; then
-  model16="${model}-f16"
-  echo "run-bench: fp16 checkpoint at $(( $(date +%s) - t0 )) s"
-  [ -f "$model16/config.json" ] || "$kvtier" mkmodel --preset llama3-8b --dtype fp16 --out "$model16" > "$out/mkmodel-f16.txt" 2>&1
-  "$kvtier" bench --workload "$f16_workloads" --model "$model16" --ceilings "$out/ceilings.txt" \
-    --baseline "$out/baseline.txt" --json "$out/bench-f16.json" --commit "$commit" \
-    --time-limit "${TIME_LIMIT:-90}" 2>&1 | tee "$out/bench-f16.txt"
-fi
-# 5. fp8 weights: the bf16 checkpoint's projections quantized at load to E4M3 with one scale
-#    per output channel (--weight-dtype fp8), for FP8_WORKLOADS, against the same ceilings
-#    and seed baseline (the limits then count fp8 bytes).
-fp8_workloads=${FP8_WORKLOADS:-W1,W2}
-if [ "$fp8_workloads" != none ]; then
-  echo "run-bench: fp8 weights at $(( $(date +%s) - t0 )) s"
-  "$kvtier" bench --workload "$fp8_workloads" --model "$model" --weight-dtype fp8 --ceilings "$out/ceilings.txt" \
-    --baseline "$out/baseline.txt" --json "$out/bench-fp8.json" --commit "$commit" \
-    --time-limit "${TIME_LIMIT:-90}" 2>&1 | tee "$out/bench-fp8.txt"
-fi
-# 6. fp8 weights + fp8 KV (E4M3 codes + one scale per token and KV head on every tier), for
-#    FP8KV_WORKLOADS, into bench-fp8-kv8.json.
-fp8kv_workloads=${FP8KV_WORKLOADS:-W1,W2}
-if [ "$fp8kv_workloads" != none ]; then
-  echo "run-bench: fp8 weights + fp8 KV at $(( $(date +%s) - t0 )) s"
-  "$kvtier" bench --workload "$fp8kv_workloads" --model "$model" --weight-dtype fp8 --kv-dtype fp8 \
-    --ceilings "$out/ceilings.txt" --baseline "$out/baseline.txt" --json "$out/bench-fp8-kv8.json" \
-    --commit "$commit" --time-limit "${TIME_LIMIT:-90}" 2>&1 | tee "$out/bench-fp8-kv8.txt"
-fi
-# 7. Long context, opt-in (W8: a 131,008-token prompt under a 24 GiB cap, most of its KV on the
-#    host tier), for LONG_WORKLOADS.
-long_workloads=${LONG_WORKLOADS:-none}
-if [ "$long_workloads" != none ]; then
-  echo "run-bench: long context at $(( $(date +%s) - t0 )) s"
-  "$kvtier" bench --workload "$long_workloads" --model "$model" --ceilings "$out/ceilings.txt" \
-    --baseline "$out/baseline.txt" --json "$out/bench-long.json" --commit "$commit" \
-    --time-limit "${TIME_LIMIT:-90}" --tier-time-limit "${TIER_TIME_LIMIT:-120}" 2>&1 | tee "$out/bench-long.txt"
-fi
-# 8. Long context with fp8 weights + fp8 KV, opt-in (W8: everything fits on the device under the
-#    cap; the limit is the step's fp8 bytes at the HBM ceiling), for LONG_FP8_WORKLOADS.
-long_fp8_workloads=${LONG_FP8_WORKLOADS:-none}
-if [ "$long_fp8_workloads" != none ]; then
-  echo "run-bench: long context, fp8 weights + fp8 KV at $(( $(date +%s) - t0 )) s"
-  "$kvtier" bench --workload "$long_fp8_workloads" --model "$model" --weight-dtype fp8 --kv-dtype fp8 \
-    --ceilings "$out/ceilings.txt" --baseline "$out/baseline.txt" --json "$out/bench-long-fp8.json" --commit "$commit" \
-    --time-limit "${TIME_LIMIT:-90}" --tier-time-limit "${TIER_TIME_LIMIT:-120}" 2>&1 | tee "$out/bench-long-fp8.txt"
-fi
 echo "run-bench: done at $(( $(date +%s) - t0 )) s"

@@ -175,6 +175,10 @@ KVT_API int64_t kvt_live_handles(void);
  *                                positions, inside gpu_mem_limit); longer
  *                                contexts are refused; 0: none run     default 0
  *   "cuda_pdl"           int     programmatic dependent launch            default 1
+ *   "cuda_fp8_activations" int   fp8 weights: steps of 3+ rows quantize
+ *                                activations per token to E4M3 and run
+ *                                fp8 x fp8 projections (W8A8); 0 keeps
+ *                                them 16-bit (W8A16)                      default 1
  *   "cuda_skinny_gemm"   int     decode-batch projections (3..128 rows,
  *                                bf16 compute, compute capability 9.0)
  *                                on the stream-K wgmma kernel where it is

@@ -37,6 +37,7 @@ const std::map<std::string, IntKey>& IntKeys() {
       {"cuda_host_kv_stream_tokens",
        {0, int64_t{1} << 24, [](EngineOptions& o, int64_t v) { o.cuda.host_kv_stream_tokens = v; }}},
       {"cuda_skinny_gemm", {0, 2, [](EngineOptions& o, int64_t v) { o.cuda.skinny_gemm = static_cast<int32_t>(v); }}},
+      {"cuda_fp8_activations", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.fp8_activations = v != 0; }}},
       {"cuda_pdl", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.pdl = v != 0; }}},
       {"cuda_pdl_early", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.pdl_early_trigger = v != 0; }}},
       {"load_or_recompute", {0, 1, [](EngineOptions& o, int64_t v) { o.load_or_recompute = v != 0; }}},

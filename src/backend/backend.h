@@ -71,6 +71,19 @@ struct BlockCopy {
   void* host = nullptr;
 };
 
+// How a GPU backend's device memory stands against gpu_mem_limit (zeros where the backend
+// has no device memory of its own).
+struct DeviceMemoryStats {
+  // What the process holds on the device beyond every backend's buffers (CUDA context,
+  // modules, graphs, library state), measured after the warm-up and charged to this backend.
+  int64_t runtime_share_bytes = 0;
+  // The process's device bytes at the highest sample taken (at creation, after the
+  // warm-up, then about once a second while stepping).
+  int64_t process_peak_bytes = 0;
+  // True when read per process (NVML); false when the device's used bytes stood in.
+  bool per_process = false;
+};
+
 // Device-side timing of tier copies (backends with copy engines; zeros elsewhere).
 struct BackendCopyStats {
   int64_t prefetch_batches = 0;
@@ -224,8 +237,10 @@ class Backend {
   // Device-tier block to device-tier block (prefix-cache copy-on-write).
   virtual absl::Status CopyBlock(int32_t src_block, int32_t dst_block) = 0;
 
-  // Bytes of device memory the backend holds (weights + KV pool + workspace).
+  // Bytes of device memory counted against gpu_mem_limit (weights + KV pool + workspace, and
+  // on CUDA the runtime share of DeviceMemoryStats).
   virtual int64_t device_bytes_in_use() const = 0;
+  virtual DeviceMemoryStats device_memory() const { return {}; }
   // Device allocations made after AllocateKvPool returned (must stay 0).
   virtual int64_t allocations_after_init() const = 0;
 };

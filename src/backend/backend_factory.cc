@@ -46,6 +46,10 @@ absl::StatusOr<CreateCudaBackendFn> LoadCudaModule() {
       }
       cached = reinterpret_cast<CreateCudaBackendFn>(dlsym(handle, kCudaModuleSymbol));
       if (cached == nullptr) absl::StrAppend(&errors, "\n  ", candidate, ": no symbol ", kCudaModuleSymbol);
+      if (auto forward = reinterpret_cast<CudaForwardLogFn>(dlsym(handle, kCudaModuleLogSymbol))) {
+        forward([](int32_t level) { return LogEnabled(static_cast<LogLevel>(level)); },
+                [](int32_t level, const char* message) { LogMessage(static_cast<LogLevel>(level), message); });
+      }
       break;  // the module stays loaded for the life of the process
     }
     if (cached == nullptr) cached_error = absl::StrCat("the CUDA backend module could not be loaded:", errors);

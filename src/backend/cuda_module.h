@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "backend/backend.h"
+#include "common/log.h"
 
 namespace kvtier {
 
@@ -17,10 +18,16 @@ inline constexpr char kCudaModuleSymbol[] = "kvtier_cuda_create_backend";
 // Module file name, looked up next to the loaded libkvtier, then on the library path.
 inline constexpr char kCudaModuleFile[] = "libkvtier_cuda.so";
 // Bumped whenever Backend, Checkpoint or BackendOptions change layout.
-inline constexpr int kCudaModuleAbiVersion = 4;
+inline constexpr int kCudaModuleAbiVersion = 5;
 
 using CreateCudaBackendFn = absl::StatusOr<std::unique_ptr<Backend>> (*)(
     int abi_version, const Checkpoint& checkpoint, const BackendOptions& options);
+
+// Also exported, with signature CudaForwardLogFn: called once after loading, it sends the
+// module's log (its own copy of common/log.h) to the loading library's LogEnabled and
+// LogMessage.
+inline constexpr char kCudaModuleLogSymbol[] = "kvtier_cuda_forward_log";
+using CudaForwardLogFn = void (*)(LogEnabledFn enabled, LogMessageFn message);
 
 }  // namespace kvtier
 

@@ -41,6 +41,11 @@ struct CudaOptions {
   // measurement: 0 off; 1 on, with the pipeline measured faster per weight type (bf16 serial,
   // fp8 overlapped); 2 on, overlapped for both.
   int32_t skinny_gemm = 1;
+  // fp8 weights: steps of 3 or more rows quantize their activations per token to E4M3 and
+  // run fp8 x fp8 tensor-core projections (W8A8): decode batches on the skinny kernel
+  // (skinny_gemm.h; where it runs), larger steps through cuBLASLt (fp8_gemm.h; where it has
+  // them). false keeps the activations 16-bit (W8A16).
+  bool fp8_activations = true;
   CudaLaunchOptions launch;
 };
 

@@ -33,6 +33,10 @@ SinkState& State() {
 // Set while this thread runs the sink.
 thread_local bool inside_sink = false;
 
+// ForwardLog's hooks (both set or both null).
+std::atomic<LogEnabledFn> forward_enabled{nullptr};
+std::atomic<LogMessageFn> forward_message{nullptr};
+
 }  // namespace
 
 absl::Status SetLogSink(LogSink sink, void* user_data, int32_t min_level) {
@@ -51,11 +55,23 @@ absl::Status SetLogSink(LogSink sink, void* user_data, int32_t min_level) {
   return absl::OkStatus();
 }
 
+void ForwardLog(LogEnabledFn enabled, LogMessageFn message) {
+  forward_message.store(message, std::memory_order_relaxed);
+  forward_enabled.store(enabled, std::memory_order_release);
+}
+
 bool LogEnabled(LogLevel level) {
+  if (LogEnabledFn enabled = forward_enabled.load(std::memory_order_acquire)) return enabled(static_cast<int32_t>(level));
   return static_cast<int32_t>(level) >= State().min_level.load(std::memory_order_relaxed);
 }
 
 void LogMessage(LogLevel level, std::string_view message) {
+  if (LogEnabledFn enabled = forward_enabled.load(std::memory_order_acquire)) {
+    if (enabled(static_cast<int32_t>(level))) {
+      forward_message.load(std::memory_order_relaxed)(static_cast<int32_t>(level), std::string(message).c_str());
+    }
+    return;
+  }
   if (inside_sink || !LogEnabled(level)) return;
   // One line per message: a newline inside would read as two records.
   std::string line(message);

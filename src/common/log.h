@@ -33,6 +33,14 @@ bool LogEnabled(LogLevel level);
 // back into the library) is dropped rather than recursing.
 void LogMessage(LogLevel level, std::string_view message);
 
+// A copy of this code linked into a module (the CUDA backend's libkvtier_cuda.so links the
+// core statically) has a log state of its own that no kvt_set_log_callback reaches:
+// ForwardLog makes that copy ask `enabled` and hand every message to `message` instead — the
+// loading library's LogEnabled and LogMessage. Set once, right after the module is loaded.
+using LogEnabledFn = bool (*)(int32_t level);
+using LogMessageFn = void (*)(int32_t level, const char* message);
+void ForwardLog(LogEnabledFn enabled, LogMessageFn message);
+
 // Log(LogLevel::kWarn, "disk tier: ", what): formats only when the level is enabled.
 template <typename... Parts>
 void Log(LogLevel level, const Parts&... parts) {

@@ -676,6 +676,11 @@ nlohmann::json Engine::Stats() {
   stats["kv_dtype"] = std::string(DTypeName(backend_->kv_layout().dtype));
   stats["gpu_allocs_after_init"] = backend_->allocations_after_init();
   stats["device_bytes_in_use"] = backend_->device_bytes_in_use();
+  const DeviceMemoryStats memory = backend_->device_memory();
+  stats["device_memory"] = {{"limit_bytes", options_.gpu_mem_limit},
+                            {"runtime_share_bytes", memory.runtime_share_bytes},
+                            {"process_peak_bytes", memory.process_peak_bytes},
+                            {"measured_per_process", memory.per_process}};
   stats["time"] = {{"step_seconds", counters_.step_seconds},
                    {"compute_seconds", counters_.compute_seconds},
                    {"schedule_seconds", counters_.schedule_seconds},

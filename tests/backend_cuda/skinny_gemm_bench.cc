@@ -1,7 +1,7 @@
 // Per-shape timing of the decode-batch projections on the Llama-3-8B shapes: cuBLAS
 // (what Gemm runs for bf16 without the skinny kernel) and SkinnyGemm's two pipelines for bf16
 // weights; SkinnyFp8 (mma.sync + finish kernel) and SkinnyGemmFp8's two pipelines for fp8
-// codes. Back-to-back launches on one stream, weights rotated over copies that together
+// codes; SkinnyGemmW8A8's two pipelines for fp8 codes on both sides. Back-to-back launches on one stream, weights rotated over copies that together
 // exceed the L2 (so they come from HBM), cudaEvents around them; prints microseconds per call
 // and the weight bytes streamed per second. Not a test (disabled; it checks nothing): the
 // dispatch in cuda_forward.cc follows its tables. Run it with
@@ -152,6 +152,11 @@ TEST(SkinnyGemmBench, DISABLED_PerShape) {
           report(serial ? "fp8 skinny serial" : "fp8 skinny overlapped", TimeUs([&](int c) {
                    return cuda::SkinnyGemmFp8(x, w8[c], scales, rows, s.k, s.n, static_cast<cuda::bf16*>(out),
                                               workspace, sms, pipeline, stream);
+                 }, copies, stream), elements);
+          // W8A8: the activations as codes too (x's bytes read as codes, the first rows' scales).
+          report(serial ? "w8a8 skinny serial" : "w8a8 skinny overlapped", TimeUs([&](int c) {
+                   return cuda::SkinnyGemmW8A8(reinterpret_cast<const uint8_t*>(x), scales, w8[c], scales, rows, s.k,
+                                               s.n, static_cast<cuda::bf16*>(out), workspace, sms, pipeline, stream);
                  }, copies, stream), elements);
         }
       }

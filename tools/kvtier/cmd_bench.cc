@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "bench_context.h"
 #include "bench_grammar.h"
+#include "bench_pass.h"
 #include "bench_plan.h"
 #include "bench_session.h"
 #include "bench_tiers.h"
@@ -60,6 +61,7 @@ struct BenchFlags {
   std::string json_schema;
   bool grammar_mask = false;
   bench::GrammarMaskOptions mask;
+  std::vector<std::string> pass_specs;  // --pass, in order (bench_pass.h)
 };
 
 void AddFlags(CommandLine* cl, BenchFlags* f) {
@@ -115,6 +117,16 @@ void AddFlags(CommandLine* cl, BenchFlags* f) {
                 "W2 runs again with this JSON schema on every sequence (W2j) and reports constrained / "
                 "unconstrained decode; the model needs a tokenizer.json (the first --tokenizer is copied in)",
                 "FILE");
+  CommandLine::Normalized(
+      cl->AddStrings("--pass", &f->pass_specs,
+                     "after the workloads, run WORKLOADS again in this process with other formats or checkpoint "
+                     "(repeatable; its JSON beside --json, with -NAME)",
+                     "NAME:WORKLOADS[:weight=DTYPE][:kv=DTYPE][:model=DIR]"),
+      [](absl::string_view text) -> absl::StatusOr<std::string> {
+        absl::StatusOr<bench::BenchPass> pass = bench::ParseBenchPass(std::string(text));
+        if (!pass.ok()) return pass.status();
+        return std::string(text);
+      });
   cl->AddSwitch("--grammar-mask", &f->grammar_mask,
                 "instead of the workloads: grammar compile and mask times per --tokenizer over --schemas and --grammars");
   cl->AddStrings("--tokenizer", &f->mask.tokenizers, "tokenizer.json or its directory (repeatable)", "PATH");
@@ -246,6 +258,72 @@ void WriteJson(const std::string& path, const json& out) {
   f << out.dump(2) << "\n";
 }
 
+// The checkpoint the GPU workloads share, loaded on first use.
+struct LoadedModel {
+  std::string dir;
+  kvt_model* model = nullptr;
+};
+
+// Runs `ids` in order into `s`, writing its JSON to json_path after each workload.
+void RunWorkloads(const std::vector<std::string>& ids, const bench::BenchPlan& plan, const BenchFlags& f,
+                  bench::Clock::time_point bench_start, LoadedModel* loaded, bench::BenchSession* s,
+                  const std::string& json_path) {
+  for (const std::string& id : ids) {
+    WriteJson(json_path, s->out);  // partial results after every workload, so a killed run leaves them
+    if (InterruptSignal() != 0) break;
+    std::fprintf(stderr, "bench: %s ... (%.0f s)\n", id.c_str(), bench::Seconds(bench_start, bench::Clock::now()));
+    if (id == "W7") {
+      bench::RunW7(plan.small_model_dir, s);
+      continue;
+    }
+    const std::optional<int64_t> host_gib = bench::ContextCreateHostGib(id);
+    if (host_gib && f.backend == "cpu") {  // W7's model: the 8B one would not fit a CPU run
+      kvt_model* small = nullptr;
+      char err[1024];
+      if (kvt_model_load(plan.small_model_dir.c_str(), &small, err, sizeof err) != KVT_OK) {
+        s->out["workloads"][id] = {{"ok", false}, {"error", std::string("model load failed: ") + err}};
+        continue;
+      }
+      bench::RunContextCreate(small, id, *host_gib, f.tier_dir, s);
+      kvt_model_free(small);
+      continue;
+    }
+    if (loaded->model == nullptr) {
+      char err[1024];
+      const auto t0 = bench::Clock::now();
+      ProgressBar loading("bench: loading " + loaded->dir);
+      loading.CancelWhen([] { return InterruptSignal() != 0; });  // a signal stops the load too
+      const kvt_status status = kvt_model_load_with_progress(loaded->dir.c_str(), ProgressBar::Callback, &loading,
+                                                             &loaded->model, err, sizeof err);
+      loading.Finish();
+      if (status != KVT_OK) {
+        std::fprintf(stderr, "bench: load %s: %s\n", loaded->dir.c_str(), err);
+        s->out["workloads"][id] = {{"ok", false}, {"error", std::string("model load failed: ") + err}};
+        continue;
+      }
+      s->out["model_load_s"] = bench::Seconds(t0, bench::Clock::now());
+      s->out["model_dir"] = loaded->dir;
+    }
+    if (host_gib) {
+      bench::RunContextCreate(loaded->model, id, *host_gib, f.tier_dir, s);
+    } else if (id == "W5") {
+      bench::RunW5(loaded->model, s->GpuSpec(id, 256, 1024, 256), f.tier_dir, s->tier_time_limit, s->sampler, s->Recorder(),
+                   &s->out, &s->rows);
+    } else if (id == "W6c") {
+      bench::RunW6c(loaded->model, s->GpuSpec(id, 1, 4096 + 128, 4), f.tier_dir, f.remote_kv_url, f.remote_kv_connections,
+                    s->tier_time_limit,
+                    s->Recorder(), &s->out, &s->rows);
+    } else if (id == "W8") {
+      bench::RunW8(loaded->model, s);
+    } else if (id == "W6" || id == "W6b") {
+      bench::RunW6(loaded->model, id == "W6b", s->GpuSpec(id, 128, 4096 + 128, 64), f.tier_dir, s->tier_time_limit,
+                   s->Recorder(), &s->out, &s->rows);
+    } else {
+      bench::RunGpuWorkload(id, loaded->model, s);
+    }
+  }
+}
+
 int BenchMain(int argc, char** argv) {
   CommandLine cl("bench", kDescription);
   BenchFlags f;
@@ -295,65 +373,45 @@ int BenchMain(int argc, char** argv) {
 
   InstallInterruptHandlers();  // from here on a signal stops the running workload cleanly
   const auto bench_start = bench::Clock::now();
-  kvt_model* model = nullptr;
-  for (const std::string& id : workloads) {
-    WriteJson(f.json, s.out);  // partial results after every workload, so a killed run leaves them
+  LoadedModel main_model{plan->model_dir, nullptr};
+  RunWorkloads(workloads, *plan, f, bench_start, &main_model, &s, f.json);
+  // The passes, in the same process: after everything above, as a long-lived service would.
+  std::vector<std::string> pass_names;
+  for (const std::string& spec : f.pass_specs) {
     if (InterruptSignal() != 0) break;
-    std::fprintf(stderr, "bench: %s ... (%.0f s)\n", id.c_str(), bench::Seconds(bench_start, bench::Clock::now()));
-    if (id == "W7") {
-      bench::RunW7(plan->small_model_dir, &s);
-      continue;
-    }
-    const std::optional<int64_t> host_gib = bench::ContextCreateHostGib(id);
-    if (host_gib && f.backend == "cpu") {  // W7's model: the 8B one would not fit a CPU run
-      kvt_model* small = nullptr;
-      char err[1024];
-      if (kvt_model_load(plan->small_model_dir.c_str(), &small, err, sizeof err) != KVT_OK) {
-        s.out["workloads"][id] = {{"ok", false}, {"error", std::string("model load failed: ") + err}};
-        continue;
-      }
-      bench::RunContextCreate(small, id, *host_gib, f.tier_dir, &s);
-      kvt_model_free(small);
-      continue;
-    }
-    if (model == nullptr) {
-      char err[1024];
-      const auto t0 = bench::Clock::now();
-      ProgressBar loading("bench: loading " + plan->model_dir);
-      loading.CancelWhen([] { return InterruptSignal() != 0; });  // a signal stops the load too
-      const kvt_status loaded = kvt_model_load_with_progress(plan->model_dir.c_str(), ProgressBar::Callback, &loading,
-                                                             &model, err, sizeof err);
-      loading.Finish();
-      if (loaded != KVT_OK) {
-        std::fprintf(stderr, "bench: load %s: %s\n", plan->model_dir.c_str(), err);
-        s.out["workloads"][id] = {{"ok", false}, {"error", std::string("model load failed: ") + err}};
-        continue;
-      }
-      s.out["model_load_s"] = bench::Seconds(t0, bench::Clock::now());
-      s.out["model_dir"] = plan->model_dir;
-    }
-    if (host_gib) {
-      bench::RunContextCreate(model, id, *host_gib, f.tier_dir, &s);
-    } else if (id == "W5") {
-      bench::RunW5(model, s.GpuSpec(id, 256, 1024, 256), f.tier_dir, s.tier_time_limit, s.sampler, s.Recorder(),
-                   &s.out, &s.rows);
-    } else if (id == "W6c") {
-      bench::RunW6c(model, s.GpuSpec(id, 1, 4096 + 128, 4), f.tier_dir, f.remote_kv_url, f.remote_kv_connections,
-                    s.tier_time_limit,
-                    s.Recorder(), &s.out, &s.rows);
-    } else if (id == "W8") {
-      bench::RunW8(model, &s);
-    } else if (id == "W6" || id == "W6b") {
-      bench::RunW6(model, id == "W6b", s.GpuSpec(id, 128, 4096 + 128, 64), f.tier_dir, s.tier_time_limit,
-                   s.Recorder(), &s.out, &s.rows);
+    const bench::BenchPass pass = *bench::ParseBenchPass(spec);  // checked when the flag was parsed
+    pass_names.push_back(pass.name);
+    bench::BenchSession ps;
+    ps.backend = s.backend;
+    ps.time_limit = s.time_limit;
+    ps.tier_time_limit = s.tier_time_limit;
+    ps.gpu_hour_usd = s.gpu_hour_usd;
+    ps.weight_dtype = pass.weight_dtype;
+    ps.kv_dtype = pass.kv_dtype;
+    ps.sampler = s.sampler;
+    ReadLimitsAndBaseline(f, &ps);
+    ps.out["weight_dtype"] = pass.weight_dtype;
+    ps.out["kv_dtype"] = pass.kv_dtype;
+    ps.out["pass"] = pass.name;
+    const std::string json_path = bench::PassJsonPath(f.json, pass.name);
+    std::fprintf(stderr, "bench: pass %s (%.0f s)\n", pass.name.c_str(), bench::Seconds(bench_start, bench::Clock::now()));
+    if (pass.model_dir.empty() || pass.model_dir == main_model.dir) {
+      RunWorkloads(pass.workloads, *plan, f, bench_start, &main_model, &ps, json_path);
     } else {
-      bench::RunGpuWorkload(id, model, &s);
+      LoadedModel other{pass.model_dir, nullptr};
+      RunWorkloads(pass.workloads, *plan, f, bench_start, &other, &ps, json_path);
+      kvt_model_free(other.model);
     }
+    Tabulate(&ps);
+    WriteJson(json_path, ps.out);
+    if (!json_path.empty()) std::fprintf(stderr, "bench: wrote %s\n", json_path.c_str());
   }
-  kvt_model_free(model);
+  kvt_model_free(main_model.model);
   sampler.Stop();
   const int signal_number = InterruptSignal();
   if (signal_number != 0) s.out["interrupted_by"] = InterruptName(signal_number);
+  if (!pass_names.empty()) s.out["passes"] = pass_names;
+  // The main table is printed last, so a run's output ends with it.
   Tabulate(&s);
   WriteJson(f.json, s.out);
   if (!f.json.empty()) std::fprintf(stderr, "bench: wrote %s\n", f.json.c_str());

@@ -70,6 +70,9 @@ constexpr ContextOption kOptions[] = {
     {"cuda_skinny_gemm", Kind::kInt, 0, 2, nullptr,
      "CUDA: decode-batch projections on the stream-K wgmma kernel: 0 off, 1 on, 2 on with the overlapped pipeline "
      "for bf16 too (default 1)"},
+    {"cuda_fp8_activations", Kind::kInt, 0, 1, nullptr,
+     "CUDA, fp8 weights: steps of 3+ rows quantize activations per token and run fp8 x fp8 projections; 0 keeps "
+     "them 16-bit (default 1)"},
     {"cuda_pdl_early", Kind::kInt, 0, 1, nullptr,
      "CUDA: short kernels start the next kernel before their own wait (default 1)"},
     {"cuda_host_kv_stream_tokens", Kind::kInt, 0, 1 << 24, nullptr,

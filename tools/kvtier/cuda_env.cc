@@ -15,6 +15,7 @@ kvt_status SetCudaOptionsFromEnvironment(kvt_options* options) {
       {"KVTIER_CUDA_FAST_ATTENTION", "cuda_fast_attention"},
       {"KVTIER_CUDA_PDL", "cuda_pdl"},
       {"KVTIER_CUDA_PDL_EARLY", "cuda_pdl_early"},
+      {"KVTIER_CUDA_FP8_ACTIVATIONS", "cuda_fp8_activations"},
   };
   for (const Switch& s : kSwitches) {
     const char* value = std::getenv(s.variable);

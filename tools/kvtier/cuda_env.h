@@ -9,7 +9,8 @@
 namespace kvtier::cli {
 
 // For each variable that is set: KVTIER_CUDA_GRAPHS, KVTIER_CUDA_FAST_ATTENTION,
-// KVTIER_CUDA_PDL and KVTIER_CUDA_PDL_EARLY set their cuda_* key to 0 when their value
+// KVTIER_CUDA_PDL, KVTIER_CUDA_PDL_EARLY and KVTIER_CUDA_FP8_ACTIVATIONS set their cuda_* key
+// to 0 when their value
 // starts with '0', else 1; KVTIER_CUDA_GEMV_PREFETCH sets cuda_gemv_prefetch to its number
 // rounded down to 2, 4 or 8 (below 2: 2); KVTIER_CUDA_SKINNY sets cuda_skinny_gemm to its
 // number clamped to 0..2. Returns the first failing setter's status

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_check.h"
+#include "common/log.h"
 #include "backend/cuda/fp8_kernels.h"
 #include "backend/cuda/fp8_skinny.h"
 #include "backend/cuda/skinny_gemm.h"
@@ -157,6 +158,7 @@ absl::Status CheckDevice() {
 CudaBackend::CudaBackend(const ModelConfig& config, const BackendOptions& options, DType dtype)
     : config_(config),
       options_(options),
+      memory_(options.gpu_mem_limit_bytes),
       compute_dtype_(dtype),
       fp8_weights_(options.weight_dtype == StorageDType::kFp8),
       graphs_enabled_(options.cuda.decode_graphs) {
@@ -190,8 +192,8 @@ CudaBackend::~CudaBackend() {
   if (copy_stream_ != nullptr) cudaStreamSynchronize(copy_stream_);
   if (stage_stream_ != nullptr) cudaStreamSynchronize(stage_stream_);
   if (stage_aux_.stream != nullptr) cudaStreamSynchronize(stage_aux_.stream);
-  for (void* p : allocations_) cudaFree(p);
-  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  memory_.FreeAll();
+  DropDecodeGraphs();
   if (meta_host_ != nullptr) cudaFreeHost(meta_host_);
   if (ids_host_ != nullptr) cudaFreeHost(ids_host_);
   if (cublas_ != nullptr) cublasDestroy(cublas_);
@@ -205,6 +207,7 @@ CudaBackend::~CudaBackend() {
   if (stage_stream_ != nullptr) cudaStreamDestroy(stage_stream_);
   if (stage_aux_.stream != nullptr) cudaStreamDestroy(stage_aux_.stream);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  memory_.Trace("backend freed");
 }
 
 DType CudaBackend::ComputeDTypeOf(const Checkpoint& checkpoint) {
@@ -355,27 +358,6 @@ int64_t CudaBackend::WorkspaceBytes() const {
          SkinnyGemmBytes();
 }
 
-absl::StatusOr<void*> CudaBackend::DeviceAlloc(size_t bytes, const char* what) {
-  if (options_.gpu_mem_limit_bytes > 0 &&
-      device_bytes_ + static_cast<int64_t>(bytes) > options_.gpu_mem_limit_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "cuda backend: ", what, " needs ", bytes, " bytes; ", device_bytes_,
-        " already held, limit ", options_.gpu_mem_limit_bytes));
-  }
-  void* ptr = nullptr;
-  const cudaError_t err = cudaMalloc(&ptr, std::max<size_t>(bytes, 1));
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    return absl::ResourceExhaustedError(absl::StrCat("cuda backend: cudaMalloc of ", bytes,
-                                                     " bytes for ", what,
-                                                     " failed: ", cudaGetErrorString(err)));
-  }
-  allocations_.push_back(ptr);
-  device_bytes_ += static_cast<int64_t>(bytes);
-  if (init_done_) ++allocations_after_init_;
-  return ptr;
-}
-
 absl::Status CudaBackend::Init(const WeightLoader& loader, const Fp8WeightLoader* fp8_loader) {
   CUDA_RETURN_IF_ERROR(cudaSetDevice(0));
   CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -392,20 +374,10 @@ absl::Status CudaBackend::Init(const WeightLoader& loader, const Fp8WeightLoader
   event_pool_.assign(all_events_.begin() + 2, all_events_.end());
   CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas_));
   CUBLAS_RETURN_IF_ERROR(cublasSetStream(cublas_, stream_));
-  // The CUDA runtime's own device memory (context, module images, cuBLAS) counts against
-  // gpu_mem_limit too: measured once per process, right after the context exists (what the
-  // device shows in use then, at most 1 GiB), plus 128 MiB for modules loaded lazily later.
-  // Without it the process held ~590 MiB more than the backend counted (H200, W3).
-  static const int64_t runtime_overhead = [] {
-    size_t free_now = 0, total_now = 0;
-    if (cudaMemGetInfo(&free_now, &total_now) != cudaSuccess) {
-      cudaGetLastError();
-      return int64_t{512} << 20;
-    }
-    return std::clamp<int64_t>(static_cast<int64_t>(total_now - free_now), 0, int64_t{1} << 30) +
-           (int64_t{128} << 20);
-  }();
-  device_bytes_ += runtime_overhead;
+  // What the process holds beyond every backend's buffers (the CUDA context, modules loaded
+  // so far, cuBLAS) counts against gpu_mem_limit: measured now, and again after WarmUp.
+  RETURN_IF_ERROR(memory_.MeasureRuntimeShare());
+  memory_.Trace("backend created");
 
   cudaDeviceProp props{};
   CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, 0));
@@ -440,10 +412,10 @@ absl::Status CudaBackend::Init(const WeightLoader& loader, const Fp8WeightLoader
                    AlignMetaBytes(max_chunks_ * 4) +
                    AlignMetaBytes(max_table_entries_ * 4) + AlignMetaBytes(HostKvSlotsWanted() * 8) + 4 * 256;
 
-  const int64_t needed = device_bytes_ + WeightBytes() + WorkspaceBytes();
+  const int64_t needed = memory_.bytes_in_use() + WeightBytes() + WorkspaceBytes();
   if (options_.gpu_mem_limit_bytes > 0 && needed > options_.gpu_mem_limit_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "cuda backend: runtime (", device_bytes_, " bytes) + weights (", WeightBytes(),
+        "cuda backend: runtime (", memory_.bytes_in_use(), " bytes) + weights (", WeightBytes(),
         " bytes) + workspace (", WorkspaceBytes(), " bytes) exceed gpu_mem_limit_bytes ",
         options_.gpu_mem_limit_bytes));
   }
@@ -591,6 +563,7 @@ absl::Status CudaBackend::Init(const WeightLoader& loader, const Fp8WeightLoader
   constexpr size_t kCublasWorkspace = 32 << 20;
   ASSIGN_OR_RETURN(ws_.cublas, DeviceAlloc(kCublasWorkspace, "cublas workspace"));
   CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(cublas_, ws_.cublas, kCublasWorkspace));
+  if (fp8_weights_ && options_.cuda.fp8_activations) RETURN_IF_ERROR(InitW8A8(kCublasWorkspace));
   if (skinny_mode_ != 0) {
     // Tile counters: zero once; every SkinnyGemm leaves them at zero (graph replays too).
     ASSIGN_OR_RETURN(skinny_workspace_, DeviceAlloc(SkinnyGemmBytes(), "skinny projection workspace"));
@@ -626,8 +599,39 @@ absl::Status CudaBackend::Init(const WeightLoader& loader, const Fp8WeightLoader
   RETURN_IF_ERROR(InitHostKvStaging());
   // The scratch block (KV of graph padding rows) is allocated with the pool, one block past
   // it; reserve its bytes now so the pool the engine sizes from device_bytes_in_use() fits.
-  device_bytes_ += static_cast<int64_t>(layout_.BlockBytes());
+  memory_.Reserve(static_cast<int64_t>(layout_.BlockBytes()));
   CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  memory_.Trace("weights and workspace allocated");
+  return MeasureWarmRuntime();
+}
+
+absl::Status CudaBackend::InitW8A8(size_t lt_workspace_bytes) {
+  // Both W8A8 kernels read 16-byte pieces of code rows: k a multiple of 16, n of 8.
+  const int64_t h = config_.hidden_size, inter = config_.intermediate_size, q_dim = config_.q_dim();
+  const int64_t qkv = q_dim + 2 * config_.kv_dim();
+  for (auto [k, n] : {std::pair{h, qkv}, std::pair{q_dim, h}, std::pair{h, 2 * inter}, std::pair{inter, h}}) {
+    if (k % 16 != 0 || n % 8 != 0) return absl::OkStatus();
+  }
+  absl::StatusOr<std::unique_ptr<cuda::Fp8Gemm>> gemm = cuda::Fp8Gemm::Create(ws_.cublas, lt_workspace_bytes);
+  if (gemm.ok()) {
+    fp8_gemm_ = std::move(*gemm);
+  } else {
+    // Not an error: steps above the skinny sizes dequantize into the scratch instead.
+    Log(LogLevel::kInfo, "cuda backend: fp8 projections of large steps dequantize the weights: ",
+        gemm.status().message());
+  }
+  if (fp8_gemm_ == nullptr && skinny_mode_ == 0) return absl::OkStatus();  // no W8A8 kernel here
+  const int64_t widest = std::max({config_.hidden_size, config_.q_dim(), config_.intermediate_size});
+  ASSIGN_OR_RETURN(void* codes, DeviceAlloc(static_cast<size_t>(max_tokens_ * widest), "fp8 activations"));
+  ws_.x8 = static_cast<uint8_t*>(codes);
+  ASSIGN_OR_RETURN(void* scales, DeviceAlloc(static_cast<size_t>(max_tokens_) * sizeof(float), "fp8 activation scales"));
+  ws_.x8_scales = static_cast<float*>(scales);
+  if (fp8_gemm_ != nullptr) {
+    // The dequantization scratch served only the weights' load from here on.
+    CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    memory_.Free(fp8_scratch_);
+    fp8_scratch_ = nullptr;
+  }
   return absl::OkStatus();
 }
 
@@ -642,16 +646,17 @@ absl::Status CudaBackend::AllocateKvPool(int64_t num_blocks) {
                                                      " blocks needs ", bytes, " bytes, ",
                                                      free_bytes, " free on the device"));
   }
-  device_bytes_ -= static_cast<int64_t>(layout_.BlockBytes());  // the reservation of Init
+  memory_.Unreserve(static_cast<int64_t>(layout_.BlockBytes()));  // the reservation of Init
   absl::StatusOr<void*> pool = DeviceAlloc(bytes, "KV pool");
   if (!pool.ok()) {
-    device_bytes_ += static_cast<int64_t>(layout_.BlockBytes());
+    memory_.Reserve(static_cast<int64_t>(layout_.BlockBytes()));
     return pool.status();
   }
   kv_pool_ = static_cast<Raw16*>(*pool);
   num_blocks_ = num_blocks;
   scratch_block_ = static_cast<int32_t>(num_blocks);
-  init_done_ = true;
+  memory_.MarkInitDone();
+  memory_.Trace("KV pool allocated");
   return absl::OkStatus();
 }
 

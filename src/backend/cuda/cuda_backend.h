@@ -39,7 +39,9 @@
 #include "backend/backend.h"
 #include "backend/cuda/attention_plan.h"
 #include "backend/cuda/decode_attention.h"
+#include "backend/cuda/device_memory_account.h"
 #include "backend/cuda/device_sampler_chain.h"
+#include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/host_kv_stream.h"
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda/skinny_gemm.h"
@@ -139,8 +141,11 @@ class CudaBackend final : public Backend {
 
  public:
 
-  int64_t device_bytes_in_use() const override { return device_bytes_; }
-  int64_t allocations_after_init() const override { return allocations_after_init_; }
+  int64_t device_bytes_in_use() const override { return memory_.bytes_in_use(); }
+  int64_t allocations_after_init() const override { return memory_.allocations_after_init(); }
+  DeviceMemoryStats device_memory() const override {
+    return {memory_.runtime_share(), memory_.process_peak_bytes(), memory_.measured_per_process()};
+  }
 
   // Page-locked host memory for the host KV tier (fast, asynchronous copies).
   absl::StatusOr<void*> AllocateHostMemory(size_t bytes) override;
@@ -168,6 +173,8 @@ class CudaBackend final : public Backend {
   // shape fits them and CudaOptions::fast_attention allows them.
   bool fast_attention() const { return fast_attention_; }
   int64_t graph_replays() const { return graph_replays_; }
+  // fp8 weights: whether prefill-sized steps run their projections W8A8 (fp8_gemm_).
+  bool uses_w8a8() const { return fp8_gemm_ != nullptr; }
   // Device pointer of block `block` (KvLayout bytes); for tests.
   const void* BlockDevicePointer(int32_t block) const;
 
@@ -218,7 +225,10 @@ class CudaBackend final : public Backend {
     uint32_t* masks = nullptr;      // (logit rows, ceil(vocab / 32)) a step's grammar masks
     float* partial_out = nullptr;   // (slots, num_heads, head_dim)
     float* partial_ml = nullptr;    // (slots, num_heads, 2)
-    void* cublas = nullptr;         // cuBLAS workspace
+    void* cublas = nullptr;         // cuBLAS workspace (cuBLASLt's too: the same stream, in turn)
+    // fp8 weights with Fp8Gemm: the activations of a W8A8 projection, quantized per token.
+    uint8_t* x8 = nullptr;          // (tokens, max(hidden, q_dim, intermediate)) E4M3 codes
+    float* x8_scales = nullptr;     // (tokens)
     uint8_t* meta = nullptr;        // per-step metadata (device copy of meta_host_)
   };
   // Offsets of the per-step metadata inside meta_host_ / Workspace::meta. The block-table
@@ -267,7 +277,7 @@ class CudaBackend final : public Backend {
   int64_t SkinnyGemmBytes() const;
   // Floats of SkinnyFp8 partials the largest projection needs at its largest row count.
   int64_t Fp8PartialFloats() const;
-  absl::StatusOr<void*> DeviceAlloc(size_t bytes, const char* what);
+  absl::StatusOr<void*> DeviceAlloc(size_t bytes, const char* what) { return memory_.Allocate(bytes, what); }
   int64_t WorkspaceBytes() const;
   int64_t WeightBytes() const;
   absl::Status ValidateBatch(const ForwardBatch& batch) const;
@@ -300,6 +310,14 @@ class CudaBackend final : public Backend {
   // weights w8 (GemvFp8 for decode rows, else dequantized into fp8_scratch_ + cuBLAS).
   template <typename T>
   absl::Status Project(const T* x, const Raw16* w16, const Fp8Matrix& w8, int rows, int k, int n, void* out);
+  // Where a step of `rows` tokens runs its projections W8A8 (fp8 weights and activations):
+  // not at all, on the skinny kernel (decode batches), or on cuBLASLt (fp8_gemm_, larger).
+  enum class W8A8Path { kNone, kSkinny, kLibrary };
+  W8A8Path W8A8PathFor(int rows) const;
+  // out (rows, n) T = the per-token E4M3 activations in ws_.x8 / ws_.x8_scales times the fp8
+  // projection w8, on the tensor cores.
+  template <typename T>
+  absl::Status ProjectW8A8(W8A8Path path, const Fp8Matrix& w8, int rows, int k, int n, void* out);
   // Whether a rows x k by n projection (weights w: 16-bit or fp8 codes) runs on SkinnyGemm,
   // and on which pipeline.
   template <typename T>
@@ -326,6 +344,12 @@ class CudaBackend final : public Backend {
   absl::Status EnqueueForwardAs(const StepLaunch& step, float* logits_out);
   // The instantiated decode graph of a batch bucket, captured on first use.
   absl::StatusOr<cudaGraphExec_t> DecodeGraph(const StepLaunch& step);
+  void DropDecodeGraphs();
+  // Warms up against a one-block stand-in pool, then measures the runtime share
+  // (cuda_warm_up.cc); the last step of Init.
+  absl::Status MeasureWarmRuntime();
+  // fp8 weights: fp8_gemm_ and the activation buffers, where cuBLASLt has the kernels.
+  absl::Status InitW8A8(size_t lt_workspace_bytes);
   // Smallest graph bucket >= chunks, or 0 when no graph covers it.
   int64_t GraphBucket(int64_t chunks) const;
 
@@ -403,15 +427,15 @@ class CudaBackend final : public Backend {
   BackendCopyStats copy_stats_;
   cublasHandle_t cublas_ = nullptr;
 
-  std::vector<void*> allocations_;
-  int64_t device_bytes_ = 0;
-  int64_t allocations_after_init_ = 0;
-  bool init_done_ = false;
+  cuda::DeviceMemoryAccount memory_;  // every device buffer, inside gpu_mem_limit
 
   DType compute_dtype_ = DType::kBF16;  // kBF16 or kF16; layout_.dtype unless kv_dtype fp8
   bool fp8_weights_ = false;       // options.weight_dtype fp8: LayerWeights' *8 matrices
   Raw16* fp8_scratch_ = nullptr;   // (MaxProjectionElements) load staging, prefill dequant
   float* fp8_partial_ = nullptr;   // SkinnyFp8's split partials (Fp8PartialFloats)
+  // fp8 x fp8 projections of steps above kW8A8MinRows rows (null: cuBLASLt offers none here;
+  // those steps then dequantize into fp8_scratch_, which is kept only for that).
+  std::unique_ptr<cuda::Fp8Gemm> fp8_gemm_;
   // SkinnyGemm (off where the GPU is not compute capability 9.0 or options turn it off) and
   // its workspace (SkinnyGemmBytes, zeroed once at Init).
   int32_t skinny_mode_ = 0;        // CudaOptions::skinny_gemm, 0 where unavailable

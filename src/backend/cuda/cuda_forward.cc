@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/fp8_activations.h"
 #include "backend/cuda/fp8_kernels.h"
 #include "backend/cuda/fp8_skinny.h"
 #include "backend/cuda/skinny_gemm.h"
@@ -50,34 +51,6 @@ int64_t CudaBackend::GraphBucket(int64_t chunks) const {
   if (chunks <= 0) return 0;
   const int64_t bucket = BucketFor(chunks);
   return bucket <= max_chunks_ ? bucket : 0;
-}
-
-absl::Status CudaBackend::WarmUp() {
-  if (kv_pool_ == nullptr) return absl::FailedPreconditionError("KV pool not allocated");
-  // RunStep directly: the batches name the scratch block, which ValidateBatch (rightly)
-  // refuses from callers. Every position maps to it; what lands there is never read.
-  std::vector<int32_t> ids;
-  std::vector<int32_t> tokens;
-  std::vector<int32_t> table;
-  for (int64_t n : {std::min<int64_t>(512, max_tokens_), max_tokens_}) {
-    tokens.assign(n, 0);
-    table.assign((n + layout_.block_tokens - 1) / layout_.block_tokens, scratch_block_);
-    ForwardBatch prefill;
-    prefill.chunks.push_back({tokens, 0, table, true});
-    ids.clear();
-    RETURN_IF_ERROR(RunStep(prefill, nullptr, &ids));
-  }
-  tokens.assign(1, 0);
-  table.assign(1, scratch_block_);
-  for (int64_t rows = 1; rows <= max_chunks_; rows = GraphBucket(rows) + 1) {
-    const int64_t bucket = GraphBucket(rows);
-    if (bucket == 0) break;
-    ForwardBatch decode;
-    for (int64_t i = 0; i < bucket; ++i) decode.chunks.push_back({tokens, 0, table, true});
-    ids.clear();
-    RETURN_IF_ERROR(RunStep(decode, nullptr, &ids));
-  }
-  return absl::OkStatus();
 }
 
 template <typename T>
@@ -164,6 +137,30 @@ absl::Status CudaBackend::Project(const T* x, const Raw16* w16, const Fp8Matrix&
   T* dense = reinterpret_cast<T*>(fp8_scratch_);
   CUDA_RETURN_IF_ERROR(cuda::DequantizeRowsFp8(w8.codes, w8.scales, n, k, dense, stream_));
   return Gemm(x, dense, rows, k, n, out, false, /*allow_gemv=*/false);
+}
+
+CudaBackend::W8A8Path CudaBackend::W8A8PathFor(int rows) const {
+  if (ws_.x8 == nullptr) return W8A8Path::kNone;  // not fp8 weights, or cuda.fp8_activations off
+  // Decode batches: the skinny kernel streams the codes (the weights are the traffic), with
+  // no conversion of them (W8A8) where W8A16 converts every code in shared memory. Above
+  // its rows the products bind and cuBLASLt's fp8 kernels run them at about 1.6x the bf16
+  // rate (bench/micro/fp8_lt_gemm.cu). 1-2 rows stay on the GEMV.
+  if (rows > cuda::kSkinnyGemmMaxRows) return fp8_gemm_ != nullptr ? W8A8Path::kLibrary : W8A8Path::kNone;
+  return rows > kGemvRowsLimit && skinny_mode_ != 0 ? W8A8Path::kSkinny : W8A8Path::kNone;
+}
+
+template <typename T>
+absl::Status CudaBackend::ProjectW8A8(W8A8Path path, const Fp8Matrix& w8, int rows, int k, int n, void* out) {
+  if (path == W8A8Path::kLibrary) {
+    return fp8_gemm_->Run(ws_.x8, ws_.x8_scales, w8.codes, w8.scales, rows, k, n, out, CublasType<T>(), stream_);
+  }
+  if constexpr (std::is_same_v<T, cuda::bf16>) {  // kSkinny: bf16 compute only (skinny_mode_)
+    CUDA_RETURN_IF_ERROR(cuda::SkinnyGemmW8A8(ws_.x8, ws_.x8_scales, w8.codes, w8.scales, rows, k, n,
+                                              static_cast<T*>(out), skinny_workspace_, sm_count_,
+                                              SkinnyPipelineFor(/*fp8=*/true), stream_, options_.cuda.launch));
+    return absl::OkStatus();
+  }
+  return absl::InternalError("cuda backend: the skinny W8A8 projection runs in bf16 only");
 }
 
 absl::StatusOr<CudaBackend::StepLaunch> CudaBackend::PrepareStep(
@@ -392,15 +389,23 @@ absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits
   const int32_t num_heads = static_cast<int32_t>(config_.num_heads);
 
   const CudaLaunchOptions& launch = options_.cuda.launch;
+  const W8A8Path w8a8_path = W8A8PathFor(rows);
+  const bool w8a8 = w8a8_path != W8A8Path::kNone;
   CUDA_RETURN_IF_ERROR(
       cuda::EmbeddingGather(dev(m.ids), as(embed_), rows, h, ws_.residual, stream_, launch));
   RETURN_IF_ERROR(StageFirstHostKvLayer(step));
   for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
     const LayerWeights& w = layers_[layer];
-    CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, layer == 0 ? nullptr : as(ws_.proj),
-                                          w.input_norm, nullptr, rows, h, eps, as(ws_.normed),
-                                          stream_, launch));
-    RETURN_IF_ERROR(Project(as(ws_.normed), w.qkv, w.qkv8, rows, h, qkv, ws_.wide));
+    const T* residual_add = layer == 0 ? nullptr : as(ws_.proj);
+    if (w8a8) {
+      CUDA_RETURN_IF_ERROR(cuda::AddRmsNormFp8(ws_.residual, residual_add, w.input_norm, rows, h, eps, ws_.x8,
+                                               ws_.x8_scales, stream_, launch));
+      RETURN_IF_ERROR(ProjectW8A8<T>(w8a8_path, w.qkv8, rows, h, qkv, ws_.wide));
+    } else {
+      CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, residual_add, w.input_norm, nullptr, rows, h, eps,
+                                            as(ws_.normed), stream_, launch));
+      RETURN_IF_ERROR(Project(as(ws_.normed), w.qkv, w.qkv8, rows, h, qkv, ws_.wide));
+    }
     cuda::QkvPostParams<T> post;
     post.qkv = as(ws_.wide);
     post.bias = w.qkv_bias;
@@ -454,6 +459,16 @@ absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits
       CUDA_RETURN_IF_ERROR(cuda::PagedAttention(attn, step_tokens, kv, splits, stream_));
     }
     RETURN_IF_ERROR(ReleaseHostKvLayer(step, layer));
+    if (w8a8) {
+      CUDA_RETURN_IF_ERROR(cuda::QuantizeRowsFp8(as(ws_.attn), rows, q_dim, ws_.x8, ws_.x8_scales, stream_));
+      RETURN_IF_ERROR(ProjectW8A8<T>(w8a8_path, w.o8, rows, q_dim, h, ws_.proj));
+      CUDA_RETURN_IF_ERROR(cuda::AddRmsNormFp8(ws_.residual, as(ws_.proj), w.post_norm, rows, h, eps, ws_.x8,
+                                               ws_.x8_scales, stream_, launch));
+      RETURN_IF_ERROR(ProjectW8A8<T>(w8a8_path, w.gate_up8, rows, h, 2 * inter, ws_.wide));
+      CUDA_RETURN_IF_ERROR(cuda::SiluMulFp8(as(ws_.wide), rows, inter, ws_.x8, ws_.x8_scales, stream_, launch));
+      RETURN_IF_ERROR(ProjectW8A8<T>(w8a8_path, w.down8, rows, inter, h, ws_.proj));
+      continue;
+    }
     RETURN_IF_ERROR(Project(as(ws_.attn), w.o, w.o8, rows, q_dim, h, ws_.proj));
     CUDA_RETURN_IF_ERROR(cuda::AddRmsNorm(ws_.residual, as(ws_.proj), w.post_norm, nullptr,
                                           rows, h, eps, as(ws_.normed), stream_, launch));
@@ -596,6 +611,7 @@ absl::Status CudaBackend::RunStep(const ForwardBatch& piece, std::vector<float>*
   CUDA_RETURN_IF_ERROR(cudaEventRecord(compute_done_, stream_));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   if (greedy) token_ids->insert(token_ids->end(), ids_host_, ids_host_ + real_logits);
+  memory_.SampleProcess();
   return HarvestTimings(/*block=*/false);
 }
 

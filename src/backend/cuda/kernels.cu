@@ -2,6 +2,7 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "backend/cuda/block_reduce.cuh"
 #include "backend/cuda/elem.cuh"
 #include "backend/cuda/kv_fp8.cuh"
 #include "backend/cuda/kernels.h"
@@ -11,29 +12,6 @@ namespace kvtier::cuda {
 namespace {
 
 constexpr int kRowThreads = 256;
-
-__device__ __forceinline__ float WarpSum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
-// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it.
-__device__ float BlockSum(float v) {
-  __shared__ float partial[32];
-  __shared__ float total;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = WarpSum(v);
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    float x = lane < static_cast<int>(blockDim.x >> 5) ? partial[lane] : 0.0f;
-    x = WarpSum(x);
-    if (lane == 0) total = x;
-  }
-  __syncthreads();
-  return total;
-}
 
 template <typename T>
 __global__ void EmbeddingGatherKernel(const int32_t* ids, const T* table, int dim,

@@ -16,7 +16,8 @@ bool SkinnyGemmDeviceOk(int device) {
 }
 
 cudaError_t SkinnyGemmInit() {
-  for (cudaError_t err : {skinny::OptInAll<false, false>(), skinny::OptInAll<false, true>(), skinny::Fp8Init()}) {
+  for (cudaError_t err : {skinny::OptInAll<skinny::Operands::kBf16, false>(), skinny::OptInAll<skinny::Operands::kBf16, true>(),
+                          skinny::Fp8Init(), skinny::W8A8Init()}) {
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;
@@ -48,8 +49,8 @@ cudaError_t SkinnyGemm(const bf16* x, const bf16* w, int m, int64_t k, int64_t n
   p.m = m;
   p.k = static_cast<int>(k);
   p.n = static_cast<int>(n);
-  const cudaError_t err = out_f32 ? skinny::Dispatch<false, true>(p, sm_count, pipeline, stream, launch)
-                                  : skinny::Dispatch<false, false>(p, sm_count, pipeline, stream, launch);
+  const cudaError_t err = out_f32 ? skinny::Dispatch<skinny::Operands::kBf16, true>(p, sm_count, pipeline, stream, launch)
+                                  : skinny::Dispatch<skinny::Operands::kBf16, false>(p, sm_count, pipeline, stream, launch);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }

@@ -1,6 +1,7 @@
 // Stream-K tensor-core projection for decode batches of 3..128 rows:
 // out(m, n) = x(m, k) * W(n, k)^T, x bf16, W bf16 or fp8 E4M3 codes with one fp32 scale per
-// output row (W8A16), fp32 accumulation, bf16 or fp32 output. At these m the weights are
+// output row (W8A16), or x and W both E4M3 codes with scales per token and per row (W8A8),
+// fp32 accumulation, bf16 or fp32 output. At these m the weights are
 // nearly all the traffic, so the kernel is built to stream them at HBM bandwidth: every SM
 // gets the same share of weight slices whatever the shape (design in skinny_gemm.cu).
 // wgmma needs the sm_90a target: the kernels exist only in that code, so the backend uses
@@ -52,6 +53,13 @@ cudaError_t SkinnyGemm(const bf16* x, const bf16* w, int m, int64_t k, int64_t n
 cudaError_t SkinnyGemmFp8(const bf16* x, const uint8_t* codes, const float* scales, int m, int64_t k, int64_t n,
                           bf16* out, void* workspace, int sm_count, SkinnyPipeline pipeline, cudaStream_t stream,
                           const CudaLaunchOptions& launch = CudaLaunchOptions());
+
+// fp8 weights and fp8 activations (W8A8): x8 (m, k) E4M3 codes with one scale per token
+// (fp8_activations.h), codes as SkinnyGemmFp8; out[r, c] = bf16(x_scales[r] * scales[c] *
+// sum_k x8[r, k] * code[c, k]), read by the fp8 wgmma with no conversion.
+cudaError_t SkinnyGemmW8A8(const uint8_t* x8, const float* x_scales, const uint8_t* codes, const float* scales, int m,
+                           int64_t k, int64_t n, bf16* out, void* workspace, int sm_count, SkinnyPipeline pipeline,
+                           cudaStream_t stream, const CudaLaunchOptions& launch = CudaLaunchOptions());
 
 }  // namespace kvtier::cuda
 

@@ -5,7 +5,7 @@
 
 namespace kvtier::cuda {
 
-cudaError_t skinny::Fp8Init() { return OptInAll<true, false>(); }
+cudaError_t skinny::Fp8Init() { return OptInAll<Operands::kW8A16, false>(); }
 
 cudaError_t SkinnyGemmFp8(const bf16* x, const uint8_t* codes, const float* scales, int m, int64_t k, int64_t n,
                           bf16* out, void* workspace, int sm_count, SkinnyPipeline pipeline, cudaStream_t stream,
@@ -22,7 +22,7 @@ cudaError_t SkinnyGemmFp8(const bf16* x, const uint8_t* codes, const float* scal
   p.m = m;
   p.k = static_cast<int>(k);
   p.n = static_cast<int>(n);
-  const cudaError_t err = skinny::Dispatch<true, false>(p, sm_count, pipeline, stream, launch);
+  const cudaError_t err = skinny::Dispatch<skinny::Operands::kW8A16, false>(p, sm_count, pipeline, stream, launch);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }

@@ -50,8 +50,15 @@ constexpr int kMaxStages = 8;
 constexpr int kMaxTiles = 16384;
 constexpr size_t kCounterBytes = kMaxTiles * sizeof(int);
 
+// What the two operands hold: bf16 x bf16; fp8 weight codes converted to bf16 in shared
+// memory (W8A16); or fp8 codes on both sides read by the fp8 wgmma directly (W8A8: no
+// conversion, half the x bytes, a deeper ring), with one scale per token too.
+enum class Operands { kBf16, kW8A16, kW8A8 };
+
 struct Params {
-  const bf16* x;
+  const bf16* x;         // bf16 activations (kBf16, kW8A16)
+  const uint8_t* x8;     // kW8A8: E4M3 activation codes (m, k) ...
+  const float* x_scales; // ... and one scale per token
   const void* w;         // bf16 rows or fp8 codes
   const float* scales;   // fp8: one per weight row; bf16: null
   void* out;
@@ -62,14 +69,17 @@ struct Params {
   int64_t total_steps;
 };
 
-template <int MT, bool kFp8, bool kOverlap>
+template <int MT, Operands kOps, bool kOverlap>
 struct Config {
+  static constexpr bool kConverted = kOps == Operands::kW8A16;  // weight codes -> bf16 in smem
+  static constexpr bool kCodes = kOps != Operands::kBf16;       // weights are fp8 codes
+  static constexpr bool kX8 = kOps == Operands::kW8A8;          // activations are fp8 codes
   static constexpr int kLag = kOverlap ? 2 : 1;           // ring slots the MMAs may still read
-  static constexpr int kWBytes = kBN * kBK * (kFp8 ? 1 : 2);
-  static constexpr int kXBytes = MT * kBK * 2;
+  static constexpr int kWBytes = kBN * kBK * (kCodes ? 1 : 2);
+  static constexpr int kXBytes = MT * kBK * (kX8 ? 1 : 2);
   static constexpr int kStageBytes = kWBytes + kXBytes;
-  static constexpr int kConvBytes = kFp8 ? kBN * kBK * 2 : 0;
-  static constexpr int kConvBuffers = kFp8 ? (kOverlap ? 2 : 1) : 0;
+  static constexpr int kConvBytes = kConverted ? kBN * kBK * 2 : 0;
+  static constexpr int kConvBuffers = kConverted ? (kOverlap ? 2 : 1) : 0;
   static constexpr int kStages = std::min(kMaxStages, (kSmemBudget - kConvBuffers * kConvBytes) / kStageBytes);
   static constexpr int kSmemBytes = kConvBuffers * kConvBytes + kStages * kStageBytes + 1024;  // + alignment slack
   static constexpr int kFragsM = MT / 8;  // n8 accumulator fragments per thread
@@ -119,9 +129,10 @@ __device__ __forceinline__ int64_t StepOwner(int64_t s, int64_t total, int64_t g
   return ((s + 1) * grid - 1) / total;
 }
 
-template <int MT, bool kFp8, bool kOverlap, bool kF32Out>
+template <int MT, Operands kOps, bool kOverlap, bool kF32Out>
 __global__ void __launch_bounds__(kThreads, 1) SkinnyKernel(Params p) {
-  using C = Config<MT, kFp8, kOverlap>;
+  using C = Config<MT, kOps, kOverlap>;
+  constexpr bool kFp8 = C::kCodes;
   extern __shared__ __align__(1024) uint8_t smem[];
   __shared__ int s_last;
   const uint32_t smem_base = (SmemAddr(smem) + 1023u) & ~1023u;  // swizzle atoms: 1024 B
@@ -134,14 +145,17 @@ __global__ void __launch_bounds__(kThreads, 1) SkinnyKernel(Params p) {
 
   // Each thread copies the same 16-byte chunk column of rows r0, r0 + row_step, ... every
   // step; only the tile (row base) and the k offset change, tracked incrementally.
-  constexpr int kXChunks = kBK / 8;                        // 16-byte chunks per bf16 row slice
+  constexpr int kXChunks = C::kX8 ? kBK / 16 : kBK / 8;   // 16-byte chunks per activation row slice
   constexpr int kWChunks = kFp8 ? kBK / 16 : kBK / 8;      // ... per weight row slice
   constexpr int kXRowStep = kThreads / kXChunks, kWRowStep = kThreads / kWChunks;
   const int xr0 = tid / kXChunks, xchunk = tid % kXChunks;
   const int wr0 = tid / kWChunks, wchunk = tid % kWChunks;
-  // Rows r0 + i * row_step (row_step a multiple of 8) swizzle alike: 128 B apart.
-  const uint32_t w_offset = kFp8 ? static_cast<uint32_t>(wr0 * kBK + wchunk * 16) : Swizzled<kBN>(wr0, wchunk);
-  const uint32_t w_row_bytes = kFp8 ? kBK : 128;
+  // Rows r0 + i * row_step (row_step a multiple of 8) swizzle alike: 128 B apart. W8A16's
+  // raw codes land unswizzled (they are converted into a swizzled buffer); W8A8's land
+  // swizzled, a 128-code row slice being one 128-byte swizzle row.
+  const uint32_t w_offset =
+      C::kConverted ? static_cast<uint32_t>(wr0 * kBK + wchunk * 16) : Swizzled<kBN>(wr0, wchunk);
+  const uint32_t w_row_bytes = C::kConverted ? kBK : 128;
   const uint32_t x_offset = Swizzled<MT>(xr0, xchunk);
   int load_tile = static_cast<int>(begin / ks), load_kstep = static_cast<int>(begin % ks);
   auto load = [&](int j, bool weights, bool activations) {
@@ -158,15 +172,17 @@ __global__ void __launch_bounds__(kThreads, 1) SkinnyKernel(Params p) {
       }
     }
     if (activations) {
-      const int kk = load_kstep * kBK + xchunk * 8;
-      const bf16* src = p.x + static_cast<int64_t>(xr0) * p.k + kk;
+      constexpr int kElemBytes = C::kX8 ? 1 : 2;
+      const int kk = load_kstep * kBK + xchunk * (16 / kElemBytes);
+      const uint8_t* x_base = C::kX8 ? p.x8 : reinterpret_cast<const uint8_t*>(p.x);
+      const uint8_t* src = x_base + (static_cast<int64_t>(xr0) * p.k + kk) * kElemBytes;
 #pragma unroll
       for (int i = 0; i < (MT + kXRowStep - 1) / kXRowStep; ++i) {
         if (MT % kXRowStep == 0 || xr0 + i * kXRowStep < MT) {
           // Padded tokens and the k tail read zeros.
           const bool valid = xr0 + i * kXRowStep < p.m && kk < p.k;
           CpAsync16(dst + C::kWBytes + x_offset + i * kXRowStep * 128,
-                    valid ? src + static_cast<int64_t>(i) * kXRowStep * p.k : p.x, valid);
+                    valid ? src + static_cast<int64_t>(i) * kXRowStep * p.k * kElemBytes : x_base, valid);
         }
       }
     }
@@ -249,11 +265,12 @@ __global__ void __launch_bounds__(kThreads, 1) SkinnyKernel(Params p) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int64_t col = tile * kBN + warp * 16 + (lane >> 2) + (e >> 1) * 8;
-      const float scale = (kFp8 && col < p.n) ? p.scales[col] : 1.0f;
+      const float col_scale = (kFp8 && col < p.n) ? p.scales[col] : 1.0f;
 #pragma unroll
       for (int b = 0; b < C::kFragsM; ++b) {
         const int token = b * 8 + (lane & 3) * 2 + (e & 1);
         if (token < p.m && col < p.n) {
+          const float scale = C::kX8 ? col_scale * p.x_scales[token] : col_scale;
           const int64_t at = static_cast<int64_t>(token) * p.n + col;
           if constexpr (kF32Out) {
             static_cast<float*>(p.out)[at] = acc[b][e] * scale;
@@ -281,7 +298,7 @@ __global__ void __launch_bounds__(kThreads, 1) SkinnyKernel(Params p) {
     const uint32_t stage = ring_base + (j % C::kStages) * C::kStageBytes;
     const uint32_t x_base = stage + C::kWBytes;
     uint32_t w_base = stage;
-    if constexpr (kFp8) {
+    if constexpr (C::kConverted) {
       w_base = smem_base + (kOverlap ? (j & 1) : 0) * C::kConvBytes;
       // Own rows of the raw codes -> bf16 in the swizzled layout (16 codes = 2 chunks each).
 #pragma unroll
@@ -302,11 +319,19 @@ __global__ void __launch_bounds__(kThreads, 1) SkinnyKernel(Params p) {
       __syncthreads();
     }
     WgmmaFence();
+    if constexpr (C::kX8) {
+      // One 128-byte swizzle row per 128 k: 32 codes (32 bytes) per instruction.
 #pragma unroll
-    for (int k16 = 0; k16 < kBK / 16; ++k16) {
-      const uint32_t block = k16 >> 2, in_block = (k16 & 3) * 32;
-      Wgmma64xN<MT>(acc, WgmmaDesc(w_base + (block * kBN + group * 64) * 128 + in_block),
-                    WgmmaDesc(x_base + block * MT * 128 + in_block));
+      for (int k32 = 0; k32 < kBK / 32; ++k32) {
+        Wgmma64xNE4m3<MT>(acc, WgmmaDesc(w_base + group * 64 * 128 + k32 * 32), WgmmaDesc(x_base + k32 * 32));
+      }
+    } else {
+#pragma unroll
+      for (int k16 = 0; k16 < kBK / 16; ++k16) {
+        const uint32_t block = k16 >> 2, in_block = (k16 & 3) * 32;
+        Wgmma64xN<MT>(acc, WgmmaDesc(w_base + (block * kBN + group * 64) * 128 + in_block),
+                      WgmmaDesc(x_base + block * MT * 128 + in_block));
+      }
     }
     WgmmaCommit();
     if (kstep == ks - 1 || j == count - 1) {
@@ -326,48 +351,48 @@ __global__ void __launch_bounds__(kThreads, 1) SkinnyKernel(Params p) {
   CpAsyncWait<0>();
 }
 
-template <int MT, bool kFp8, bool kOverlap, bool kF32Out>
+template <int MT, Operands kOps, bool kOverlap, bool kF32Out>
 cudaError_t OptIn() {
-  return cudaFuncSetAttribute(SkinnyKernel<MT, kFp8, kOverlap, kF32Out>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              Config<MT, kFp8, kOverlap>::kSmemBytes);
+  return cudaFuncSetAttribute(SkinnyKernel<MT, kOps, kOverlap, kF32Out>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              Config<MT, kOps, kOverlap>::kSmemBytes);
 }
 
-template <bool kFp8, bool kF32Out>
+template <Operands kOps, bool kF32Out>
 cudaError_t OptInAll() {
-  for (cudaError_t err : {OptIn<16, kFp8, false, kF32Out>(), OptIn<32, kFp8, false, kF32Out>(),
-                          OptIn<64, kFp8, false, kF32Out>(), OptIn<128, kFp8, false, kF32Out>(),
-                          OptIn<16, kFp8, true, kF32Out>(), OptIn<32, kFp8, true, kF32Out>(),
-                          OptIn<64, kFp8, true, kF32Out>()}) {
+  for (cudaError_t err : {OptIn<16, kOps, false, kF32Out>(), OptIn<32, kOps, false, kF32Out>(),
+                          OptIn<64, kOps, false, kF32Out>(), OptIn<128, kOps, false, kF32Out>(),
+                          OptIn<16, kOps, true, kF32Out>(), OptIn<32, kOps, true, kF32Out>(),
+                          OptIn<64, kOps, true, kF32Out>()}) {
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;
 }
 
-template <int MT, bool kFp8, bool kOverlap, bool kF32Out>
+template <int MT, Operands kOps, bool kOverlap, bool kF32Out>
 cudaError_t Launch(const Params& base, int sm_count, cudaStream_t stream, const CudaLaunchOptions& launch) {
-  using C = Config<MT, kFp8, kOverlap>;
+  using C = Config<MT, kOps, kOverlap>;
   Params p = base;
   const int tiles = (p.n + kBN - 1) / kBN;
   p.ks = (p.k + kBK - 1) / kBK;
   p.total_steps = static_cast<int64_t>(tiles) * p.ks;
   const int grid = static_cast<int>(std::min<int64_t>(sm_count, p.total_steps));
-  return LaunchPdl(launch, SkinnyKernel<MT, kFp8, kOverlap, kF32Out>, dim3(grid), dim3(kThreads), C::kSmemBytes,
+  return LaunchPdl(launch, SkinnyKernel<MT, kOps, kOverlap, kF32Out>, dim3(grid), dim3(kThreads), C::kSmemBytes,
                    stream, p);
 }
 
 // Token tile by m, then the pipeline.
-template <bool kFp8, bool kF32Out>
+template <Operands kOps, bool kF32Out>
 cudaError_t Dispatch(const Params& p, int sm_count, SkinnyPipeline pipeline, cudaStream_t stream,
                      const CudaLaunchOptions& launch) {
   const bool overlap = pipeline == SkinnyPipeline::kOverlapped;
 #define KVTIER_SKINNY_CASE(MT)                                                               \
-  return overlap ? Launch<MT, kFp8, true, kF32Out>(p, sm_count, stream, launch)             \
-                 : Launch<MT, kFp8, false, kF32Out>(p, sm_count, stream, launch)
+  return overlap ? Launch<MT, kOps, true, kF32Out>(p, sm_count, stream, launch)             \
+                 : Launch<MT, kOps, false, kF32Out>(p, sm_count, stream, launch)
   if (p.m <= 16) KVTIER_SKINNY_CASE(16);
   if (p.m <= 32) KVTIER_SKINNY_CASE(32);
   if (p.m <= 64) KVTIER_SKINNY_CASE(64);
   // At 128 tokens two slices of overlap leave too few ring stages: serial only.
-  return Launch<128, kFp8, false, kF32Out>(p, sm_count, stream, launch);
+  return Launch<128, kOps, false, kF32Out>(p, sm_count, stream, launch);
 #undef KVTIER_SKINNY_CASE
 }
 
@@ -380,6 +405,7 @@ inline Params WorkspaceParams(void* workspace) {
 }
 
 cudaError_t Fp8Init();
+cudaError_t W8A8Init();
 
 }  // namespace kvtier::cuda::skinny
 

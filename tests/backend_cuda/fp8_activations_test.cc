@@ -1,0 +1,183 @@
+// The W8A8 projection path of fp8 prefill steps against the CPU on the same data: RMSNorm and
+// SiLU-mul with per-token E4M3 output (fp8_activations.h) write, row by row, the scale
+// max |value| / 448 and codes within one E4M3 rounding of value / scale (the device's fp32
+// norm may round differently from the host's in the last bit); the fp8 x fp8 cuBLASLt
+// projection (fp8_gemm.h) matches a double-precision product of the same codes and scales.
+// Skips without a GPU.
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/fp8_activations.h"
+#include "backend/cuda/fp8_gemm.h"
+#include "common/fp8_e4m3.h"
+#include "cuda_test_util.h"
+#include "gtest/gtest.h"
+
+namespace kvtier {
+namespace {
+
+using cuda_test::Elem16;
+using cuda_test::ForEachElem;
+
+template <typename T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  explicit DeviceBuffer(size_t count) { cudaMalloc(&ptr, count * sizeof(T)); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+};
+
+template <typename T>
+void Upload(const std::vector<T>& host, DeviceBuffer<T>* device) {
+  ASSERT_EQ(cudaMemcpy(device->ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+}
+
+template <typename T>
+std::vector<T> Download(const DeviceBuffer<T>& device, size_t count) {
+  std::vector<T> host(count);
+  EXPECT_EQ(cudaMemcpy(host.data(), device.ptr, count * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  return host;
+}
+
+// Each row of `want` (rows, dim) against the device's codes and scales: the scale is the
+// row's max |value| / 448 up to fp32 rounding, and each code decodes to value within half
+// an E4M3 step (1/16 relative for normal codes, 2^-10 of the scale for subnormal ones) plus
+// the rounding the device's fp32 arithmetic may add.
+void ExpectQuantizedRows(const std::vector<double>& want, int rows, int dim, const std::vector<uint8_t>& codes,
+                         const std::vector<float>& scales) {
+  for (int r = 0; r < rows; ++r) {
+    double amax = 0;
+    for (int i = 0; i < dim; ++i) amax = std::max(amax, std::fabs(want[static_cast<size_t>(r) * dim + i]));
+    const double scale = amax > 0 ? amax / kFp8E4M3Max : 1.0;
+    ASSERT_NEAR(scales[r], scale, 1e-5 * scale) << "row " << r;
+    for (int i = 0; i < dim; ++i) {
+      const size_t at = static_cast<size_t>(r) * dim + i;
+      const double got = static_cast<double>(Fp8E4M3ToFloat(codes[at])) * scales[r];
+      ASSERT_NEAR(got, want[at], std::fabs(want[at]) / 16 * 1.001 + scale * std::ldexp(1.0, -10) + 1e-6 * amax)
+          << "row " << r << " column " << i;
+    }
+  }
+}
+
+TEST(Fp8ActivationsTest, AddRmsNormFp8QuantizesTheNormalizedRows) {
+  KVT_SKIP_WITHOUT_CUDA();
+  ForEachElem([]<typename T>() {
+    std::mt19937 rng(5);
+    const int rows = 19, dim = 4096 + 24;
+    std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+    std::vector<float> residual(static_cast<size_t>(rows) * dim), weight(dim);
+    for (float& v : residual) v = dist(rng);
+    for (float& v : weight) v = 1.0f + 0.1f * dist(rng);
+    cuda_test::Data16 add = cuda_test::Random16<T>(residual.size(), rng);
+    for (int i = 0; i < dim; ++i) residual[3 * dim + i] = 0, add.bits[3 * dim + i] = 0, add.values[3 * dim + i] = 0;
+    const float eps = 1e-5f;
+    std::vector<double> want(residual.size());
+    std::vector<float> want_residual(residual.size());
+    for (int r = 0; r < rows; ++r) {
+      double sum_sq = 0;
+      for (int i = 0; i < dim; ++i) {
+        const size_t at = static_cast<size_t>(r) * dim + i;
+        want_residual[at] = residual[at] + add.values[at];
+        sum_sq += static_cast<double>(want_residual[at]) * want_residual[at];
+      }
+      const double inv_rms = 1.0 / std::sqrt(sum_sq / dim + eps);
+      for (int i = 0; i < dim; ++i) {
+        const size_t at = static_cast<size_t>(r) * dim + i;
+        want[at] = weight[i] * (want_residual[at] * inv_rms);
+      }
+    }
+    DeviceBuffer<float> d_residual(residual.size()), d_weight(dim), d_scales(rows);
+    DeviceBuffer<uint16_t> d_add(add.bits.size());
+    DeviceBuffer<uint8_t> d_codes(residual.size());
+    Upload(residual, &d_residual);
+    Upload(weight, &d_weight);
+    Upload(add.bits, &d_add);
+    CUDA_ASSERT(cuda::AddRmsNormFp8(d_residual.ptr, reinterpret_cast<const T*>(d_add.ptr), d_weight.ptr, rows, dim,
+                                    eps, d_codes.ptr, d_scales.ptr, nullptr, cuda_test::kDefaultLaunch));
+    CUDA_ASSERT(cudaDeviceSynchronize());
+    EXPECT_EQ(Download(d_residual, residual.size()), want_residual);
+    ExpectQuantizedRows(want, rows, dim, Download(d_codes, residual.size()), Download(d_scales, rows));
+  });
+}
+
+TEST(Fp8ActivationsTest, SiluMulFp8QuantizesTheProducts) {
+  KVT_SKIP_WITHOUT_CUDA();
+  ForEachElem([]<typename T>() {
+    std::mt19937 rng(7);
+    const int rows = 13, dim = 14336 + 8;
+    cuda_test::Data16 gate_up = cuda_test::Random16<T>(static_cast<size_t>(rows) * 2 * dim, rng, -4.0f, 4.0f);
+    std::vector<double> want(static_cast<size_t>(rows) * dim);
+    for (int r = 0; r < rows; ++r) {
+      for (int i = 0; i < dim; ++i) {
+        const double g = gate_up.values[static_cast<size_t>(r) * 2 * dim + i];
+        const double u = gate_up.values[static_cast<size_t>(r) * 2 * dim + dim + i];
+        want[static_cast<size_t>(r) * dim + i] = g / (1.0 + std::exp(-g)) * u;
+      }
+    }
+    DeviceBuffer<uint16_t> d_gate_up(gate_up.bits.size());
+    DeviceBuffer<uint8_t> d_codes(want.size());
+    DeviceBuffer<float> d_scales(rows);
+    Upload(gate_up.bits, &d_gate_up);
+    CUDA_ASSERT(cuda::SiluMulFp8(reinterpret_cast<const T*>(d_gate_up.ptr), rows, dim, d_codes.ptr, d_scales.ptr,
+                                 nullptr, cuda_test::kDefaultLaunch));
+    CUDA_ASSERT(cudaDeviceSynchronize());
+    ExpectQuantizedRows(want, rows, dim, Download(d_codes, want.size()), Download(d_scales, rows));
+  });
+}
+
+// Random codes (no NaN) and scales of a (rows, cols) fp8 matrix.
+void RandomFp8(int rows, int cols, std::mt19937& rng, std::vector<uint8_t>* codes, std::vector<float>* scales) {
+  codes->resize(static_cast<size_t>(rows) * cols);
+  std::uniform_int_distribution<int> code(0, 255);
+  for (uint8_t& c : *codes) {
+    do c = static_cast<uint8_t>(code(rng)); while ((c & 0x7f) == 0x7f);
+  }
+  scales->resize(rows);
+  std::uniform_real_distribution<float> scale(1e-4f, 1e-2f);
+  for (float& s : *scales) s = scale(rng);
+}
+
+TEST(Fp8ActivationsTest, Fp8GemmMatchesTheProductOfTheSameCodes) {
+  KVT_SKIP_WITHOUT_CUDA();
+  DeviceBuffer<uint8_t> workspace(32 << 20);
+  auto gemm = cuda::Fp8Gemm::Create(workspace.ptr, 32 << 20);
+  if (!gemm.ok()) GTEST_SKIP() << gemm.status();
+  ForEachElem([&]<typename T>() {
+    std::mt19937 rng(11);
+    for (auto [rows, k, n] : {std::tuple{160, 512, 272}, std::tuple{513, 1024, 96}}) {
+      SCOPED_TRACE(testing::Message() << rows << " x " << k << " x " << n);
+      std::vector<uint8_t> x8, w8;
+      std::vector<float> sx, sw;
+      RandomFp8(rows, k, rng, &x8, &sx);
+      RandomFp8(n, k, rng, &w8, &sw);
+      DeviceBuffer<uint8_t> d_x8(x8.size()), d_w8(w8.size());
+      DeviceBuffer<float> d_sx(rows), d_sw(n);
+      DeviceBuffer<uint16_t> d_out(static_cast<size_t>(rows) * n);
+      Upload(x8, &d_x8);
+      Upload(w8, &d_w8);
+      Upload(sx, &d_sx);
+      Upload(sw, &d_sw);
+      const cudaDataType_t type = std::is_same_v<T, cuda::bf16> ? CUDA_R_16BF : CUDA_R_16F;
+      ASSERT_TRUE((*gemm)->Run(d_x8.ptr, d_sx.ptr, d_w8.ptr, d_sw.ptr, rows, k, n, d_out.ptr, type, nullptr).ok());
+      CUDA_ASSERT(cudaDeviceSynchronize());
+      const std::vector<uint16_t> out = Download(d_out, static_cast<size_t>(rows) * n);
+      for (int r = 0; r < rows; ++r) {
+        for (int c = 0; c < n; ++c) {
+          double want = 0, magnitude = 0;
+          for (int i = 0; i < k; ++i) {
+            const double term = static_cast<double>(Fp8E4M3ToFloat(x8[static_cast<size_t>(r) * k + i])) * sx[r] *
+                                Fp8E4M3ToFloat(w8[static_cast<size_t>(c) * k + i]) * sw[c];
+            want += term;
+            magnitude += std::fabs(term);
+          }
+          const double got = Elem16<T>::Value(out[static_cast<size_t>(r) * n + c]);
+          // Output rounding to T plus the tensor cores' fp32 accumulation over k terms.
+          ASSERT_NEAR(got, want, cuda_test::Tolerance<T>() * std::fabs(want) + 1e-4 * magnitude) << r << " " << c;
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace kvtier
