@@ -39,6 +39,12 @@ constexpr double kLogitTolerance = 3e-2;
 // a few percent of the codes do, which moved logits by up to 0.060 and the KV by 0.042
 // (H200, small-llama). Identical fp8 data gives 16-bit agreement (kv_fp8_test.cc).
 constexpr double kFp8KvTolerance = 8e-2;
+// fp8 weights with fp8 activations (W8A8, cuda_fp8_activations): every projection's input
+// is rounded to E4M3 per token (up to 1/16 of a value), which the fp32 CPU does not do. On
+// the small random models of these tests that moved logits rows by up to 0.12 (H200); the
+// kernels themselves are held to the CPU on the same codes (fp8_activations_test.cc,
+// skinny_gemm_test.cc). A wrong scale or layout moves them by ~1.
+constexpr double kW8A8Tolerance = 0.16;
 
 std::string TempDir(const std::string& name) {
   const std::string dir = ::testing::TempDir() + "/kvtier_cuda_" + name + "_" +
@@ -112,8 +118,9 @@ void Step(Backend& cpu, Backend& gpu, std::vector<Seq>& seqs, const std::vector<
     const int32_t a = Argmax(r.data(), vocab), b = Argmax(g.data(), vocab);
     if (a != b) {
       ++stats->argmax_mismatch;
-      // Only a near tie may flip: the CPU's margin must be within the error seen.
-      EXPECT_LT(std::abs(r[a] - r[b]), 0.05 * (std::abs(r[a]) + 1)) << "argmax " << a << " vs " << b;
+      // Only a near tie may flip: the CPU's margin must be within the error allowed.
+      EXPECT_LT(std::abs(r[a] - r[b]), std::max(0.05, stats->tolerance) * (std::abs(r[a]) + 1))
+          << "argmax " << a << " vs " << b;
     }
     ++stats->rows;
     next.push_back(a);
@@ -242,6 +249,9 @@ TEST_P(CudaBackendModelTest, MatchesCpuBackend) {
   BackendOptions options;
   options.weight_dtype = mc.weight_dtype;
   options.kv_dtype = mc.kv_dtype;
+  // fp8 weights: the CPU computes with 16-bit activations, so the GPU does too here (W8A16);
+  // W8A8 is checked after, against its own bound.
+  options.cuda.fp8_activations = false;
   auto cpu = CpuBackend::Create(*checkpoint, options);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   auto gpu = CudaBackend::Create(*checkpoint, options);
@@ -300,6 +310,21 @@ TEST_P(CudaBackendModelTest, MatchesCpuBackend) {
   }
   ASSERT_FALSE(want.empty());
   EXPECT_LT(RelativeError(got, want), fp8_kv ? kFp8KvTolerance : 2e-2);
+
+  if (mc.weight_dtype == StorageDType::kFp8) {
+    // The same steps with fp8 activations (W8A8: the skinny kernel for the 3-4 row decode
+    // steps and the prefill chunks).
+    BackendOptions w8a8 = options;
+    w8a8.cuda.fp8_activations = true;
+    auto cpu8 = CpuBackend::Create(*checkpoint, options);
+    ASSERT_TRUE(cpu8.ok()) << cpu8.status();
+    auto gpu8 = CudaBackend::Create(*checkpoint, w8a8);
+    ASSERT_TRUE(gpu8.ok()) << gpu8.status();
+    const Stats s8 = RunScenario(**cpu8, **gpu8, checkpoint->config().vocab_size, nullptr, kW8A8Tolerance);
+    std::printf("[%s W8A8] logits rows %d, max relative error %.3g, argmax mismatches %d\n", mc.preset.c_str(),
+                s8.rows, s8.max_rel_error, s8.argmax_mismatch);
+    EXPECT_LE(s8.argmax_mismatch, s8.rows / 5);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
@@ -857,6 +882,7 @@ TEST_F(CudaBackendTest, Fp8PrefillThroughDequantizationMatchesCpu) {
   ASSERT_NE(checkpoint, nullptr);
   BackendOptions options;
   options.weight_dtype = StorageDType::kFp8;
+  options.cuda.fp8_activations = false;  // the dequantizing path; W8A8 has its own test
   auto cpu = CpuBackend::Create(*checkpoint, options);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   auto gpu = CudaBackend::Create(*checkpoint, options);
@@ -886,6 +912,7 @@ TEST_F(CudaBackendTest, Fp8WeightsHoldOneBytePerProjectionWeight) {
   ASSERT_TRUE(bf16.ok()) << bf16.status();
   BackendOptions options;
   options.weight_dtype = StorageDType::kFp8;
+  options.cuda.fp8_activations = false;  // keeps the dequantization scratch, adds no activation codes
   auto fp8 = CudaBackend::Create(*checkpoint, options);
   ASSERT_TRUE(fp8.ok()) << fp8.status();
   const ModelConfig& c = checkpoint->config();
@@ -990,7 +1017,7 @@ TEST_F(CudaBackendTest, Fp8PrefillStepsRunW8A8WithinTheActivationRounding) {
   }
   std::printf("fp8 prefill of 300 tokens against the CPU: W8A16 relative error %.3g, W8A8 %.3g\n", error[0], error[1]);
   EXPECT_LT(error[0], kLogitTolerance);
-  EXPECT_LT(error[1], 0.08);
+  EXPECT_LT(error[1], kW8A8Tolerance);
 }
 
 TEST_F(CudaBackendTest, ModuleEntryPointCreatesBackend) {

@@ -59,11 +59,15 @@ void ExpectQuantizedRows(const std::vector<double>& want, int rows, int dim, con
   }
 }
 
+// Widths that take the register-resident kernels (a multiple of 8, at most 4 chunks of 8 per
+// thread) and widths that take the two-pass ones.
 TEST(Fp8ActivationsTest, AddRmsNormFp8QuantizesTheNormalizedRows) {
   KVT_SKIP_WITHOUT_CUDA();
-  ForEachElem([]<typename T>() {
+  for (const int dim : {4096 + 24, 1000, 4100}) {
+  SCOPED_TRACE(dim);
+  ForEachElem([dim]<typename T>() {
     std::mt19937 rng(5);
-    const int rows = 19, dim = 4096 + 24;
+    const int rows = 19;
     std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
     std::vector<float> residual(static_cast<size_t>(rows) * dim), weight(dim);
     for (float& v : residual) v = dist(rng);
@@ -98,13 +102,16 @@ TEST(Fp8ActivationsTest, AddRmsNormFp8QuantizesTheNormalizedRows) {
     EXPECT_EQ(Download(d_residual, residual.size()), want_residual);
     ExpectQuantizedRows(want, rows, dim, Download(d_codes, residual.size()), Download(d_scales, rows));
   });
+  }
 }
 
 TEST(Fp8ActivationsTest, SiluMulFp8QuantizesTheProducts) {
   KVT_SKIP_WITHOUT_CUDA();
-  ForEachElem([]<typename T>() {
+  for (const int dim : {14336 + 8, 2048, 20000, 1001}) {
+  SCOPED_TRACE(dim);
+  ForEachElem([dim]<typename T>() {
     std::mt19937 rng(7);
-    const int rows = 13, dim = 14336 + 8;
+    const int rows = 13;
     cuda_test::Data16 gate_up = cuda_test::Random16<T>(static_cast<size_t>(rows) * 2 * dim, rng, -4.0f, 4.0f);
     std::vector<double> want(static_cast<size_t>(rows) * dim);
     for (int r = 0; r < rows; ++r) {
@@ -123,6 +130,29 @@ TEST(Fp8ActivationsTest, SiluMulFp8QuantizesTheProducts) {
     CUDA_ASSERT(cudaDeviceSynchronize());
     ExpectQuantizedRows(want, rows, dim, Download(d_codes, want.size()), Download(d_scales, rows));
   });
+  }
+}
+
+TEST(Fp8ActivationsTest, QuantizeActivationsFp8QuantizesTheRows) {
+  KVT_SKIP_WITHOUT_CUDA();
+  for (const int dim : {4096, 520, 4100}) {
+    SCOPED_TRACE(dim);
+    ForEachElem([dim]<typename T>() {
+      std::mt19937 rng(13);
+      const int rows = 11;
+      cuda_test::Data16 x = cuda_test::Random16<T>(static_cast<size_t>(rows) * dim, rng, -3.0f, 3.0f);
+      for (int i = 0; i < dim; ++i) x.bits[2 * dim + i] = 0, x.values[2 * dim + i] = 0;  // a zero row: scale 1
+      std::vector<double> want(x.values.begin(), x.values.end());
+      DeviceBuffer<uint16_t> d_x(x.bits.size());
+      DeviceBuffer<uint8_t> d_codes(want.size());
+      DeviceBuffer<float> d_scales(rows);
+      Upload(x.bits, &d_x);
+      CUDA_ASSERT(cuda::QuantizeActivationsFp8(reinterpret_cast<const T*>(d_x.ptr), rows, dim, d_codes.ptr,
+                                               d_scales.ptr, nullptr, cuda_test::kDefaultLaunch));
+      CUDA_ASSERT(cudaDeviceSynchronize());
+      ExpectQuantizedRows(want, rows, dim, Download(d_codes, want.size()), Download(d_scales, rows));
+    });
+  }
 }
 
 // Random codes (no NaN) and scales of a (rows, cols) fp8 matrix.

@@ -460,7 +460,8 @@ absl::Status CudaBackend::EnqueueForwardAs(const StepLaunch& step, float* logits
     }
     RETURN_IF_ERROR(ReleaseHostKvLayer(step, layer));
     if (w8a8) {
-      CUDA_RETURN_IF_ERROR(cuda::QuantizeRowsFp8(as(ws_.attn), rows, q_dim, ws_.x8, ws_.x8_scales, stream_));
+      CUDA_RETURN_IF_ERROR(
+          cuda::QuantizeActivationsFp8(as(ws_.attn), rows, q_dim, ws_.x8, ws_.x8_scales, stream_, launch));
       RETURN_IF_ERROR(ProjectW8A8<T>(w8a8_path, w.o8, rows, q_dim, h, ws_.proj));
       CUDA_RETURN_IF_ERROR(cuda::AddRmsNormFp8(ws_.residual, as(ws_.proj), w.post_norm, rows, h, eps, ws_.x8,
                                                ws_.x8_scales, stream_, launch));

@@ -1,22 +1,126 @@
 // Per-token E4M3 quantization fused into RMSNorm and SiLU-mul (fp8_activations.h).
 //
-// Each kernel makes two passes over its row: the first finds the row's largest magnitude,
-// the second recomputes every value and writes its code. The recomputation reads the row
-// again, from L1/L2 (a row is at most 56 KiB), which costs less than writing 16-bit values
-// to memory and quantizing them in another kernel.
+// Rows up to a few thousand (16-byte aligned, the model shapes) are held in registers: one
+// pass over memory, every load issued before any use (decode batches are latency-bound:
+// rms_norm_row.cuh). Wider or unaligned rows take the generic kernels, which make two passes:
+// the first finds the row's largest magnitude, the second recomputes every value and writes
+// its code (the row read again from L1/L2).
 #include "backend/cuda/fp8_activations.h"
+
+#include <initializer_list>
 
 #include "backend/cuda/block_reduce.cuh"
 #include "backend/cuda/elem.cuh"
+#include "backend/cuda/fp8_kernels.h"
 #include "backend/cuda/pdl.h"
+#include "backend/cuda/rms_norm_row.cuh"
 #include "common/fp8_e4m3.h"
 
 namespace kvtier::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 256;      // generic kernels, and the register-resident norm
+constexpr int kWideThreads = 512;  // register-resident SiLU-mul rows (up to 16384 wide)
+constexpr int kMaxChunksPerThread = 4;
 
 __device__ __forceinline__ float RowScale(float amax) { return amax > 0.0f ? amax / kFp8E4M3Max : 1.0f; }
+
+// The row held as y[j] (chunks c = threadIdx.x + j * kThreadsPerRow of 8 values, c < chunks)
+// quantized: the block's largest magnitude sets the row's scale, 8 codes per 8-byte store.
+template <int J, int kThreadsPerRow>
+__device__ __forceinline__ void StoreQuantizedRow(const float (&y)[J][8], int chunks, uint8_t* codes, float* scale) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    if (threadIdx.x + j * kThreadsPerRow < chunks) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(y[j][i]));
+    }
+  }
+  const float s = RowScale(BlockMax(amax));
+  if (threadIdx.x == 0) *scale = s;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int c = threadIdx.x + j * kThreadsPerRow;
+    if (c < chunks) {
+      uint32_t word[2] = {0, 0};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) word[i >> 2] |= static_cast<uint32_t>(FloatToFp8E4M3(y[j][i] / s)) << (8 * (i & 3));
+      reinterpret_cast<uint2*>(codes)[c] = make_uint2(word[0], word[1]);
+    }
+  }
+}
+
+template <typename T, bool kEarly, int J>
+__global__ void __launch_bounds__(kThreads)
+    AddRmsNormFp8VecKernel(float* residual, const T* add, const float* weight, int dim, float eps, uint8_t* codes,
+                           float* scales) {
+  float y[J][8];
+  NormRowInRegisters<T, kEarly, J, kThreads>(residual, add, weight, nullptr, dim, eps, y);
+  StoreQuantizedRow<J, kThreads>(y, dim / 8, codes + static_cast<int64_t>(blockIdx.x) * dim, scales + blockIdx.x);
+}
+
+template <typename T, bool kEarly, int J>
+__global__ void __launch_bounds__(kWideThreads) SiluMulFp8VecKernel(const T* gate_up, int dim, uint8_t* codes,
+                                                                    float* scales) {
+  PdlEnter<kEarly>();
+  const int64_t r = blockIdx.x;
+  const int chunks = dim / 8;
+  const uint4* row = reinterpret_cast<const uint4*>(gate_up + r * 2 * dim);
+  uint4 g[J], u[J];
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int c = threadIdx.x + j * kWideThreads;
+    if (c < chunks) g[j] = row[c], u[j] = row[chunks + c];
+  }
+  float y[J][8];
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    if (threadIdx.x + j * kWideThreads < chunks) {
+      float gf[8], uf[8];
+      Unpack8<T>(g[j], gf);
+      Unpack8<T>(u[j], uf);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) y[j][i] = gf[i] / (1.0f + expf(-gf[i])) * uf[i];
+    }
+  }
+  StoreQuantizedRow<J, kWideThreads>(y, chunks, codes + r * dim, scales + r);
+}
+
+template <typename T, bool kEarly, int J>
+__global__ void __launch_bounds__(kThreads) QuantizeActivationsVecKernel(const T* x, int dim, uint8_t* codes,
+                                                                         float* scales) {
+  PdlEnter<kEarly>();
+  const int64_t r = blockIdx.x;
+  const int chunks = dim / 8;
+  const uint4* row = reinterpret_cast<const uint4*>(x + r * dim);
+  uint4 v[J];
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int c = threadIdx.x + j * kThreads;
+    if (c < chunks) v[j] = row[c];
+  }
+  float y[J][8];
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    if (threadIdx.x + j * kThreads < chunks) Unpack8<T>(v[j], y[j]);
+  }
+  StoreQuantizedRow<J, kThreads>(y, chunks, codes + r * dim, scales + r);
+}
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Chunks of 8 per thread for a register-resident row of `dim` on `threads` threads, 0 when
+// the row does not qualify (dim % 8, unaligned pointers, or too wide).
+int ChunksPerThread(int dim, int threads, std::initializer_list<const void*> pointers) {
+  if (dim % 8 != 0) return 0;
+  for (const void* p : pointers) {
+    if (!Aligned16(p)) return 0;
+  }
+  const int per_thread = (dim / 8 + threads - 1) / threads;
+  return per_thread <= kMaxChunksPerThread ? per_thread : 0;
+}
+
 
 template <typename T, bool kEarly>
 __global__ void __launch_bounds__(kThreads)
@@ -69,7 +173,15 @@ template <typename T>
 cudaError_t AddRmsNormFp8(float* residual, const T* add, const float* weight, int rows, int dim, float eps,
                           uint8_t* codes, float* scales, cudaStream_t stream, const CudaLaunchOptions& launch) {
   if (rows == 0) return cudaSuccess;
-  auto kernel = launch.pdl_early_trigger ? AddRmsNormFp8Kernel<T, true> : AddRmsNormFp8Kernel<T, false>;
+  const bool early = launch.pdl_early_trigger;
+  auto kernel = early ? AddRmsNormFp8Kernel<T, true> : AddRmsNormFp8Kernel<T, false>;
+  switch (ChunksPerThread(dim, kThreads, {residual, add, weight, codes})) {
+    case 1: kernel = early ? AddRmsNormFp8VecKernel<T, true, 1> : AddRmsNormFp8VecKernel<T, false, 1>; break;
+    case 2: kernel = early ? AddRmsNormFp8VecKernel<T, true, 2> : AddRmsNormFp8VecKernel<T, false, 2>; break;
+    case 3:
+    case 4: kernel = early ? AddRmsNormFp8VecKernel<T, true, 4> : AddRmsNormFp8VecKernel<T, false, 4>; break;
+    default: break;
+  }
   const cudaError_t err = LaunchPdl(launch, kernel, dim3(rows), dim3(kThreads), 0, stream, residual, add, weight, dim,
                                     eps, codes, scales);
   return err != cudaSuccess ? err : cudaGetLastError();
@@ -79,16 +191,41 @@ template <typename T>
 cudaError_t SiluMulFp8(const T* gate_up, int rows, int dim, uint8_t* codes, float* scales, cudaStream_t stream,
                        const CudaLaunchOptions& launch) {
   if (rows == 0) return cudaSuccess;
-  auto kernel = launch.pdl_early_trigger ? SiluMulFp8Kernel<T, true> : SiluMulFp8Kernel<T, false>;
+  const bool early = launch.pdl_early_trigger;
+  auto kernel = early ? SiluMulFp8Kernel<T, true> : SiluMulFp8Kernel<T, false>;
+  const int per_thread = ChunksPerThread(dim, kWideThreads, {gate_up, codes});
+  if (per_thread == 1) kernel = early ? SiluMulFp8VecKernel<T, true, 1> : SiluMulFp8VecKernel<T, false, 1>;
+  if (per_thread == 2) kernel = early ? SiluMulFp8VecKernel<T, true, 2> : SiluMulFp8VecKernel<T, false, 2>;
+  if (per_thread >= 3) kernel = early ? SiluMulFp8VecKernel<T, true, 4> : SiluMulFp8VecKernel<T, false, 4>;
+  const int threads = per_thread > 0 ? kWideThreads : kThreads;
   const cudaError_t err =
-      LaunchPdl(launch, kernel, dim3(rows), dim3(kThreads), 0, stream, gate_up, dim, codes, scales);
+      LaunchPdl(launch, kernel, dim3(rows), dim3(threads), 0, stream, gate_up, dim, codes, scales);
+  return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t QuantizeActivationsFp8(const T* x, int rows, int dim, uint8_t* codes, float* scales, cudaStream_t stream,
+                                   const CudaLaunchOptions& launch) {
+  if (rows == 0) return cudaSuccess;
+  const bool early = launch.pdl_early_trigger;
+  auto kernel = early ? QuantizeActivationsVecKernel<T, true, 1> : QuantizeActivationsVecKernel<T, false, 1>;
+  switch (ChunksPerThread(dim, kThreads, {x, codes})) {
+    case 1: break;
+    case 2: kernel = early ? QuantizeActivationsVecKernel<T, true, 2> : QuantizeActivationsVecKernel<T, false, 2>; break;
+    case 3:
+    case 4: kernel = early ? QuantizeActivationsVecKernel<T, true, 4> : QuantizeActivationsVecKernel<T, false, 4>; break;
+    default: return QuantizeRowsFp8(x, rows, dim, codes, scales, stream);  // the weights' quantizer: same rule
+  }
+  const cudaError_t err = LaunchPdl(launch, kernel, dim3(rows), dim3(kThreads), 0, stream, x, dim, codes, scales);
   return err != cudaSuccess ? err : cudaGetLastError();
 }
 
 #define KVTIER_INSTANTIATE(T)                                                                                   \
   template cudaError_t AddRmsNormFp8<T>(float*, const T*, const float*, int, int, float, uint8_t*, float*,      \
                                         cudaStream_t, const CudaLaunchOptions&);                                \
-  template cudaError_t SiluMulFp8<T>(const T*, int, int, uint8_t*, float*, cudaStream_t, const CudaLaunchOptions&);
+  template cudaError_t SiluMulFp8<T>(const T*, int, int, uint8_t*, float*, cudaStream_t, const CudaLaunchOptions&); \
+  template cudaError_t QuantizeActivationsFp8<T>(const T*, int, int, uint8_t*, float*, cudaStream_t,               \
+                                                 const CudaLaunchOptions&);
 KVTIER_INSTANTIATE(bf16)
 KVTIER_INSTANTIATE(f16)
 #undef KVTIER_INSTANTIATE

@@ -28,6 +28,11 @@ template <typename T>
 cudaError_t SiluMulFp8(const T* gate_up, int rows, int dim, uint8_t* codes, float* scales, cudaStream_t stream,
                        const CudaLaunchOptions& launch);
 
+// codes (rows, dim) / scales (rows) of the 16-bit rows x (the attention output).
+template <typename T>
+cudaError_t QuantizeActivationsFp8(const T* x, int rows, int dim, uint8_t* codes, float* scales, cudaStream_t stream,
+                                   const CudaLaunchOptions& launch);
+
 }  // namespace kvtier::cuda
 
 #endif  // KVTIER_BACKEND_CUDA_FP8_ACTIVATIONS_H_

@@ -7,6 +7,7 @@
 #include "backend/cuda/kv_fp8.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.h"
+#include "backend/cuda/rms_norm_row.cuh"
 
 namespace kvtier::cuda {
 namespace {
@@ -77,74 +78,19 @@ __global__ void AddRmsNormKernel(float* residual, const T* add, const float* wei
   }
 }
 
-// The same for dim % 8 == 0 and dim <= kRowThreads * 8 * J, the decode hot path: every
-// load of the row goes out before any of it is used, so the kernel costs one memory round
-// trip instead of one per loop iteration (the loop above, with its stores between loads,
-// is latency-bound on the decode path: ncu figures in src/backend/cuda/NOTES.md, session
-// 5), and the norm weights and the row map (step metadata) are read before the PDL wait.
+// The same for dim % 8 == 0 and dim <= kRowThreads * 8 * J, the decode hot path
+// (rms_norm_row.cuh says how it is fast).
 template <typename T, bool kEarly, int J>
 __global__ void __launch_bounds__(kRowThreads)
     AddRmsNormVecKernel(float* residual, const T* add, const float* weight,
                         const int32_t* row_map, int dim, float eps, T* out) {
-  const int64_t r = blockIdx.x;
-  const int chunks = dim / 8;
-  float wt[J][8];
+  float y[J][8];
+  NormRowInRegisters<T, kEarly, J, kRowThreads>(residual, add, weight, row_map, dim, eps, y);
+  uint4* o = reinterpret_cast<uint4*>(out + static_cast<int64_t>(blockIdx.x) * dim);
 #pragma unroll
   for (int j = 0; j < J; ++j) {
     const int c = threadIdx.x + j * kRowThreads;
-    if (c < chunks) {
-      const float4 lo = __ldg(reinterpret_cast<const float4*>(weight) + 2 * c);
-      const float4 hi = __ldg(reinterpret_cast<const float4*>(weight) + 2 * c + 1);
-      wt[j][0] = lo.x, wt[j][1] = lo.y, wt[j][2] = lo.z, wt[j][3] = lo.w;
-      wt[j][4] = hi.x, wt[j][5] = hi.y, wt[j][6] = hi.z, wt[j][7] = hi.w;
-    }
-  }
-  const int64_t s = row_map != nullptr ? row_map[r] : r;
-  PdlEnter<kEarly>();
-  float4* x = reinterpret_cast<float4*>(residual + s * dim);
-  const uint4* a = add != nullptr ? reinterpret_cast<const uint4*>(add + s * dim) : nullptr;
-  float4 lo[J], hi[J];
-  uint4 av[J];
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-    const int c = threadIdx.x + j * kRowThreads;
-    if (c < chunks) {
-      lo[j] = x[2 * c];
-      hi[j] = x[2 * c + 1];
-      if (a != nullptr) av[j] = a[c];
-    }
-  }
-  float v[J][8];
-  float sum_sq = 0.0f;
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-    const int c = threadIdx.x + j * kRowThreads;
-    if (c < chunks) {
-      v[j][0] = lo[j].x, v[j][1] = lo[j].y, v[j][2] = lo[j].z, v[j][3] = lo[j].w;
-      v[j][4] = hi[j].x, v[j][5] = hi[j].y, v[j][6] = hi[j].z, v[j][7] = hi[j].w;
-      if (a != nullptr) {
-        float f[8];
-        Unpack8<T>(av[j], f);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) v[j][i] += f[i];
-        x[2 * c] = make_float4(v[j][0], v[j][1], v[j][2], v[j][3]);
-        x[2 * c + 1] = make_float4(v[j][4], v[j][5], v[j][6], v[j][7]);
-      }
-#pragma unroll
-      for (int i = 0; i < 8; ++i) sum_sq += v[j][i] * v[j][i];
-    }
-  }
-  const float inv_rms = rsqrtf(BlockSum(sum_sq) / static_cast<float>(dim) + eps);
-  uint4* o = reinterpret_cast<uint4*>(out + r * dim);
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-    const int c = threadIdx.x + j * kRowThreads;
-    if (c < chunks) {
-      float y[8];
-#pragma unroll
-      for (int i = 0; i < 8; ++i) y[i] = wt[j][i] * (v[j][i] * inv_rms);
-      o[c] = Pack8<T>(y);
-    }
+    if (c < dim / 8) o[c] = Pack8<T>(y[j]);
   }
 }
 

@@ -1,0 +1,87 @@
+// NormRowInRegisters: one row of AddRmsNorm (kernels.h) computed into registers, for kernels
+// that give a CTA of kThreads threads one row and then store it their own way (16-bit, or
+// quantized: fp8_activations.cu). dim % 8 == 0 and dim <= kThreads * 8 * J.
+//
+// Why this shape: on the decode path the row is short and latency-bound, so every load of
+// the row goes out before any of it is used (the kernel costs one memory round trip, not one
+// per loop iteration), and the norm weights and the row map (step metadata) are read before
+// the PDL wait.
+#ifndef KVTIER_BACKEND_CUDA_RMS_NORM_ROW_CUH_
+#define KVTIER_BACKEND_CUDA_RMS_NORM_ROW_CUH_
+
+#include <cstdint>
+
+#include "backend/cuda/block_reduce.cuh"
+#include "backend/cuda/elem.cuh"
+#include "backend/cuda/pdl.h"
+
+namespace kvtier::cuda {
+
+// Row blockIdx.x (residual row row_map[blockIdx.x] when row_map is set): residual += add
+// (when add is set, written back), then y = weight * residual * rsqrt(mean(residual^2) +
+// eps). Thread t holds chunks c = t + j * kThreads (8 elements each) in y[j]; other entries
+// of y are unset.
+template <typename T, bool kEarly, int J, int kThreads>
+__device__ __forceinline__ void NormRowInRegisters(float* residual, const T* add, const float* weight,
+                                                   const int32_t* row_map, int dim, float eps, float (&y)[J][8]) {
+  const int64_t r = blockIdx.x;
+  const int chunks = dim / 8;
+  float wt[J][8];
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int c = threadIdx.x + j * kThreads;
+    if (c < chunks) {
+      const float4 lo = __ldg(reinterpret_cast<const float4*>(weight) + 2 * c);
+      const float4 hi = __ldg(reinterpret_cast<const float4*>(weight) + 2 * c + 1);
+      wt[j][0] = lo.x, wt[j][1] = lo.y, wt[j][2] = lo.z, wt[j][3] = lo.w;
+      wt[j][4] = hi.x, wt[j][5] = hi.y, wt[j][6] = hi.z, wt[j][7] = hi.w;
+    }
+  }
+  const int64_t s = row_map != nullptr ? row_map[r] : r;
+  PdlEnter<kEarly>();
+  float4* x = reinterpret_cast<float4*>(residual + s * dim);
+  const uint4* a = add != nullptr ? reinterpret_cast<const uint4*>(add + s * dim) : nullptr;
+  float4 lo[J], hi[J];
+  uint4 av[J];
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int c = threadIdx.x + j * kThreads;
+    if (c < chunks) {
+      lo[j] = x[2 * c];
+      hi[j] = x[2 * c + 1];
+      if (a != nullptr) av[j] = a[c];
+    }
+  }
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int c = threadIdx.x + j * kThreads;
+    if (c < chunks) {
+      y[j][0] = lo[j].x, y[j][1] = lo[j].y, y[j][2] = lo[j].z, y[j][3] = lo[j].w;
+      y[j][4] = hi[j].x, y[j][5] = hi[j].y, y[j][6] = hi[j].z, y[j][7] = hi[j].w;
+      if (a != nullptr) {
+        float f[8];
+        Unpack8<T>(av[j], f);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) y[j][i] += f[i];
+        x[2 * c] = make_float4(y[j][0], y[j][1], y[j][2], y[j][3]);
+        x[2 * c + 1] = make_float4(y[j][4], y[j][5], y[j][6], y[j][7]);
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) sum_sq += y[j][i] * y[j][i];
+    }
+  }
+  const float inv_rms = rsqrtf(BlockSum(sum_sq) / static_cast<float>(dim) + eps);
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int c = threadIdx.x + j * kThreads;
+    if (c < chunks) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) y[j][i] = wt[j][i] * (y[j][i] * inv_rms);
+    }
+  }
+}
+
+}  // namespace kvtier::cuda
+
+#endif  // KVTIER_BACKEND_CUDA_RMS_NORM_ROW_CUH_
