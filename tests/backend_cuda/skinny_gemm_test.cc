@@ -162,9 +162,9 @@ TEST(SkinnyGemmTest, MatchesTheReference) {
 }
 
 // W8A8: activation codes with a scale per token, weight codes with a scale per row, read by
-// the fp8 wgmma as they are. Its accumulation keeps fewer bits inside one k32 instruction
-// than fp32 (about 14, as the tensor cores' fp8 path is documented to), hence the looser
-// accumulation bound; the output's bf16 rounding as above.
+// the fp8 wgmma as they are. Its accumulation keeps fewer bits than fp32 (about 14: up to
+// 2.8e-4 of the terms' magnitude seen on the H200), hence the looser accumulation bound; a
+// wrong layout or scale is off by the value itself. The output's bf16 rounding as above.
 TEST(SkinnyGemmTest, W8A8MatchesTheReference) {
   KVT_SKIP_WITHOUT_SM90();
   ASSERT_EQ(cuda::SkinnyGemmInit(), cudaSuccess);
@@ -204,7 +204,7 @@ TEST(SkinnyGemmTest, W8A8MatchesTheReference) {
                                            nullptr));
           std::vector<uint16_t> out(rows * n);
           CUDA_ASSERT(cudaMemcpy(out.data(), d_out.ptr, out.size() * 2, cudaMemcpyDeviceToHost));
-          ExpectMatches(want, n, Bf16Values(out), Elem16<cuda::bf16>::kTolerance, 2e-4);
+          ExpectMatches(want, n, Bf16Values(out), Elem16<cuda::bf16>::kTolerance, 1e-3);
           if (HasFatalFailure()) return;
         }
       }

@@ -563,7 +563,10 @@ absl::Status CudaBackend::Init(const WeightLoader& loader, const Fp8WeightLoader
   constexpr size_t kCublasWorkspace = 32 << 20;
   ASSIGN_OR_RETURN(ws_.cublas, DeviceAlloc(kCublasWorkspace, "cublas workspace"));
   CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(cublas_, ws_.cublas, kCublasWorkspace));
-  if (fp8_weights_ && options_.cuda.fp8_activations) RETURN_IF_ERROR(InitW8A8(kCublasWorkspace));
+  // W8A8 computes in bf16 only (the fp8 kernels' outputs, as they were validated).
+  if (fp8_weights_ && options_.cuda.fp8_activations && compute_dtype_ == DType::kBF16) {
+    RETURN_IF_ERROR(InitW8A8(kCublasWorkspace));
+  }
   if (skinny_mode_ != 0) {
     // Tile counters: zero once; every SkinnyGemm leaves them at zero (graph replays too).
     ASSIGN_OR_RETURN(skinny_workspace_, DeviceAlloc(SkinnyGemmBytes(), "skinny projection workspace"));
