@@ -125,7 +125,11 @@ KVT_API int64_t kvt_live_handles(void);
  *   "max_running"        int     sequences in one batch, 1..65536         default 256
  *   "max_waiting"        int     waiting queue bound (KVT_ERR_BUSY), >= 1 default 1024
  *   "preemption"         string  "auto" | "swap" | "recompute"            default "auto"
- *   "gpu_mem_limit"      int     total device bytes (weights+KV+work), 0 = no cap  default 0
+ *   "gpu_mem_limit"      int     total device bytes the process holds    default 0
+ *                                because of the context (weights, KV,
+ *                                workspace, and the CUDA runtime's share
+ *                                measured from the process's device
+ *                                bytes), 0 = no cap
  *   "load_or_recompute"  int     1: a prompt prefix found only on disk or in
  *                                the remote tier has its front recomputed while
  *                                its back loads, split by measured cost; 0:
