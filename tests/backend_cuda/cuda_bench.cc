@@ -235,7 +235,7 @@ int Main(int argc, char** argv) {
     const absl::Status st = b.ForwardGreedy(batch, &ids);
     cudaProfilerStop();
     std::printf("profiled one %s decode step (%s), graph replays %lld\n", w.c_str(),
-                st.ok() ? "ok" : st.ToString().c_str(), static_cast<long long>(b.graph_replays()));
+                st.ok() ? "ok" : st.ToString().c_str(), static_cast<long long>(b.decode_graphs().replays()));
     return st.ok() ? 0 : 1;
   }
   {
@@ -244,7 +244,7 @@ int Main(int argc, char** argv) {
     time_batch("W1 prefill 512 (1 seq)", batch, 5, 512, kGreedy);
   }
   for (bool graphs : {false, true}) {
-    b.SetDecodeGraphs(graphs);
+    b.decode_graphs().set_enabled(graphs);
     const std::string suffix = graphs ? " [graph]" : " [eager]";
     {
       ForwardBatch batch;
@@ -275,7 +275,7 @@ int Main(int argc, char** argv) {
     // What sampling cost before: every logits row to the host (the host's sort not timed).
     time_batch("W2 decode, 64 seqs at 640 [logits out]", w2, 5, 64, kLogits);
   }
-  if (!b.graph_error().empty()) std::printf("graphs turned off: %s\n", b.graph_error().c_str());
+  if (!b.decode_graphs().error().empty()) std::printf("graphs turned off: %s\n", b.decode_graphs().error().c_str());
   {
     ForwardBatch batch;
     for (int s = 0; s < 64; ++s) {
