@@ -97,7 +97,7 @@ void TimeGemvShapes(const ModelConfig& c, const CudaLaunchOptions& launch) {
         if (variant.kind == kGemv) {
           cuda::GemvSmallRows(x, wi, rows, static_cast<int>(s.k), static_cast<int>(s.n), out,
                               f32, nullptr, launch);
-        } else {  // what CudaBackend::Gemm runs for larger batches
+        } else {  // what Projections::Gemm runs for larger batches
           const float alpha = 1.0f, beta = 0.0f;
           cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(s.n), rows,
                        static_cast<int>(s.k), &alpha, wi, CUDA_R_16BF, static_cast<int>(s.k), x,

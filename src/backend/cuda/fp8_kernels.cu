@@ -15,8 +15,8 @@ constexpr int kQuantizeThreads = 256;
 constexpr int kGemvWarps = 8;   // output features per CTA
 constexpr int kGemvUnroll = 2;  // 16-byte pieces per lane per pipelined batch, as gemv.cu
 // Pieces per lane loaded before the PDL wait. One piece is 16 codes here (8 elements in
-// gemv.cu), so 4 pieces cover 2048 columns of each row: the 16-bit GEMV's measured best
-// depth in bytes (NOTES.md, "GEMV: more weights loaded before the PDL wait").
+// gemv.cu), so 4 pieces cover 2048 columns of each row: the 16-bit GEMV's default depth in
+// bytes (gemv.cu, GemvPrefetchPieces, says why).
 constexpr int kGemvPre = 4;
 
 template <typename T>
@@ -226,10 +226,10 @@ cudaError_t LaunchGemvFp8(const T* x, const uint8_t* codes, const float* scales,
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // One activation row (the single-sequence decode step): fp8_gemv_rows.cuh's kernel with 2
-// weight rows per warp, 2 pieces per row before the PDL wait and 2 per pipelined batch, the
-// best of the variants bench/micro/fp8_decode_chain.cu measured on the H200 for the whole
-// W1 chain (src/backend/cuda/NOTES.md, "fp8 decode GEMV and W8 fp8"), for the plain
-// projections and for gate|up + SiLU alike.
+// weight rows per warp (each activation piece loaded and unpacked once for both), 2 pieces
+// per row before the PDL wait and 2 per pipelined batch, for the plain projections and for
+// gate|up + SiLU alike. Variants with one piece per batch or more registers (fewer CTAs per
+// SM) stream slower; bench/micro/fp8_decode_chain.cu times them in the whole decode chain.
 template <typename T, bool kSilu>
 cudaError_t LaunchGemvFp8OneRow(const T* x, const uint8_t* codes, const float* scales, int k, int n, T* out,
                                 cudaStream_t stream, const CudaLaunchOptions& launch) {

@@ -31,8 +31,8 @@ __device__ __forceinline__ void Accumulate(const uint4& wv, const T* __restrict_
 // Software-pipelined over the weight row: the loads of batch b+1 go out before batch b is
 // consumed, so every lane keeps kGemvUnroll..2*kGemvUnroll 16-byte loads in flight, which
 // brings the weight stream closer to the memory bandwidth than one batch at a time. An
-// unroll of 2, not 4: more registers per warp leave fewer warps per SM to hide latency.
-// Measurements (bench/micro/decode_chain.cu): src/backend/cuda/NOTES.md, bench/results/.
+// unroll of 2, not 4: more registers per warp leave fewer warps per SM to hide latency
+// (bench/micro/decode_chain.cu times the variants in the decode chain).
 //
 // The first kPre 16-byte pieces of each lane's weights are loaded before the PDL wait:
 // weights never depend on the previous kernel, so while a latency-bound kernel (a norm,
@@ -204,8 +204,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 // 16-byte pieces per lane loaded before the PDL wait (kPre): CudaLaunchOptions::
 // gemv_prefetch rounded down to an instantiated 2, 4 or 8. More pieces keep more of the
 // weight stream going while the previous kernel finishes, but at 8 the kernel needs so many
-// registers that fewer CTAs fit on an SM and the stream stalls; the default (4) is the
-// best measured (src/backend/cuda/NOTES.md, "GEMV: more weights loaded before the PDL wait").
+// registers that fewer CTAs fit on an SM and the stream stalls, while 2 leaves more of the
+// previous kernel's time unused: hence the default 4 (docs/CUDA_BACKEND.md, "Projections").
 int GemvPrefetchPieces(const CudaLaunchOptions& launch) {
   const int requested = launch.gemv_prefetch;
   return requested >= 8 ? 8 : requested >= 4 ? 4 : 2;

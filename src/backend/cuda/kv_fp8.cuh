@@ -32,7 +32,7 @@ __device__ __forceinline__ uint8_t* Fp8BlockBase(const PagedKv<T>& kv, int64_t b
 // The codes and row scales of layer `layer` of table entry `entry` (PagedKv::indices): a pool
 // block (the layer's codes at its element offset, its scales after every layer's codes) or,
 // for entry e < 0, staged slot -1 - e, which holds the layer's codes then its scales
-// (cuda_host_kv.cc). The code of element offset r within the layer is codes[r], its row's
+// (host_kv_streamer.h). The code of element offset r within the layer is codes[r], its row's
 // scale scales[r / D].
 struct Fp8Layer {
   const uint8_t* codes;

@@ -38,13 +38,12 @@ bool Projections::UseSkinnyGemm(int rows, int k, int n, const void* x, const voi
   if constexpr (!std::is_same_v<T, bf16>) {
     return false;
   } else {
-    // 1-2 rows stay on the GEMVs (weight-stream bound already). Per call on the H200
-    // (kvtier_cuda_skinny_test's bench, bench/results/2026-12-02-h200-skinny): fp8 codes, ahead
-    // of SkinnyFp8 on every Llama-3-8B projection at 64 rows (gate|up 78.5 vs 96.8 us), behind
-    // on most at 16-32 rows (o 14.4 vs 9.4 us at 16), and SkinnyFp8 stops at 64 rows. bf16
-    // weights, against cuBLAS: ahead or level up to 32 rows (o 12.5 vs 13.7 us at 16), at
-    // 33..64 rows ahead only on the LM head (274 vs 291 us) and 2-3 us behind on qkv and o,
-    // behind everywhere past 64.
+    // 1-2 rows stay on the GEMVs (weight-stream bound already). Where the per-projection
+    // bench (tests/backend_cuda/skinny_gemm_bench.cc) puts each kernel ahead
+    // (docs/CUDA_BACKEND.md, "Projections"): with fp8 codes, ahead of SkinnyFp8 above 32 rows
+    // and behind below (and SkinnyFp8 stops at 64 rows); with bf16 weights, ahead of cuBLAS or
+    // level up to 32 rows, at 33..64 rows ahead only on the largest matrices (the LM head),
+    // behind past 64.
     if (skinny_mode_ == 0 || rows <= kGemvRowsLimit || !SkinnyGemmSupported(rows, k, n, x, w)) return false;
     if (fp8) return rows > 32;
     return rows <= 32 || (rows <= 64 && static_cast<int64_t>(n) * k >= (int64_t{256} << 20));
@@ -62,8 +61,7 @@ absl::Status Projections::Gemm(const T* x, const T* w, int rows, int k, int n, v
                                bool allow_gemv) {
   // Row-major out(rows, n) = x(rows, k) * w(n, k)^T, i.e. column-major out^T = w^T' * x'.
   // The CUDA-core GEMV beats cuBLAS only up to kGemvRowsLimit rows: beyond that the dot
-  // products, not the weight stream, bound it (kvtier_cuda_bench's per-shape table of both,
-  // e.g. bench/results/2026-11-29-h200-gpu-sampling-compact-backend.txt).
+  // products, not the weight stream, bound it (kvtier_cuda_bench prints both per shape).
   if (allow_gemv && rows <= kGemvRowsLimit && GemvSupported(rows, k, x, w)) {
     CUDA_RETURN_IF_ERROR(GemvSmallRows(x, w, rows, k, n, out, out_f32, stream_, launch_));
     return absl::OkStatus();
@@ -118,8 +116,8 @@ W8A8Path Projections::W8A8PathFor(int rows) const {
   if (ws_->x8 == nullptr) return W8A8Path::kNone;  // not fp8 weights, or cuda.fp8_activations off
   // Decode batches: the skinny kernel streams the codes (the weights are the traffic), with
   // no conversion of them (W8A8) where W8A16 converts every code in shared memory. Above
-  // its rows the products bind and cuBLASLt's fp8 kernels run them at about 1.6x the bf16
-  // rate (bench/micro/fp8_lt_gemm.cu). 1-2 rows stay on the GEMV.
+  // its rows the products bind and cuBLASLt's fp8 kernels run them faster than its bf16 ones
+  // (bench/micro/fp8_lt_gemm.cu). 1-2 rows stay on the GEMV.
   if (rows > kSkinnyGemmMaxRows) return fp8_gemm_ != nullptr ? W8A8Path::kLibrary : W8A8Path::kNone;
   return rows > kGemvRowsLimit && skinny_mode_ != 0 ? W8A8Path::kSkinny : W8A8Path::kNone;
 }

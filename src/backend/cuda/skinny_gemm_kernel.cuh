@@ -109,7 +109,7 @@ __device__ __forceinline__ uint32_t Swizzled(int row, int chunk) {
 
 // Eight E4M3 codes (low byte first) as eight bf16 (exact), four packed pairs. (An integer
 // version, the code's bits placed at the bf16 positions and rescaled by one bf16x2 multiply,
-// measured 2-4% slower on the H200: bench/results/2026-12-02-h200-skinny/A2.)
+// is slower: the conversion is not what bounds the kernel. docs/CUDA_BACKEND.md.)
 __device__ __forceinline__ uint4 CodesToBf16(uint32_t lo, uint32_t hi) {
   uint32_t out[4];
   const uint32_t words[2] = {lo, hi};
