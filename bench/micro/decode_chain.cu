@@ -324,7 +324,7 @@ int main() {
   g_stream = false;
   std::printf("limit at 4.17 TB/s: %.3f ms/step\n", weight_bytes / 4.17e12 * 1e3);
 
-  // The same chain for 64 rows (W2's decode batch) on cuBLAS, as CudaBackend::Gemm runs it.
+  // The same chain for 64 rows (W2's decode batch) on cuBLAS, as cuda::Projections::Gemm runs it.
   if (std::getenv("CHAIN64") != nullptr) {
     const int R = 64;
     float* res64;

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string_view>
+#include <utility>
 
 namespace kvtier {
 
@@ -13,24 +14,24 @@ namespace kvtier {
 // channel (model/fp8_weights.h QuantizeRowsFp8).
 enum class StorageDType { kAuto, kBf16, kFp16, kFp8 };
 
+// The one table of option spellings: ParseStorageDType and StorageDTypeName both read it.
+inline constexpr std::pair<StorageDType, std::string_view> kStorageDTypeNames[] = {
+    {StorageDType::kAuto, "auto"},
+    {StorageDType::kBf16, "bf16"},
+    {StorageDType::kFp16, "fp16"},
+    {StorageDType::kFp8, "fp8"},
+};
+
 inline std::optional<StorageDType> ParseStorageDType(std::string_view name) {
-  if (name == "auto") return StorageDType::kAuto;
-  if (name == "bf16") return StorageDType::kBf16;
-  if (name == "fp16") return StorageDType::kFp16;
-  if (name == "fp8") return StorageDType::kFp8;
+  for (const auto& [dtype, spelling] : kStorageDTypeNames) {
+    if (spelling == name) return dtype;
+  }
   return std::nullopt;
 }
 
 inline std::string_view StorageDTypeName(StorageDType dtype) {
-  switch (dtype) {
-    case StorageDType::kAuto:
-      return "auto";
-    case StorageDType::kBf16:
-      return "bf16";
-    case StorageDType::kFp16:
-      return "fp16";
-    case StorageDType::kFp8:
-      return "fp8";
+  for (const auto& [value, spelling] : kStorageDTypeNames) {
+    if (value == dtype) return spelling;
   }
   return "?";
 }

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "backend/cuda/attention_plan.h"
-#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/split_batch.h"
 #include "gtest/gtest.h"
 
 namespace kvtier::cuda {

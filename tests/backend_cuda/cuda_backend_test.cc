@@ -644,11 +644,11 @@ TEST_F(CudaBackendTest, DecodeGraphsMatchEagerSteps) {
           batch.chunks.push_back({std::span<const int32_t>(s.tokens).subspan(s.cached, 1), s.cached,
                                   s.table, true});
         }
-        b.SetDecodeGraphs(true);
+        b.decode_graphs().set_enabled(true);
         std::vector<int32_t> graph_ids;
         ASSERT_TRUE(b.ForwardGreedy(batch, &graph_ids).ok());
         ASSERT_EQ(graph_ids.size(), static_cast<size_t>(batch_size));
-        b.SetDecodeGraphs(false);
+        b.decode_graphs().set_enabled(false);
         std::vector<float> logits;  // the same step eagerly (rewrites the same KV positions)
         ASSERT_TRUE(b.Forward(batch, &logits).ok());
         for (int i = 0; i < batch_size; ++i) {
@@ -664,10 +664,10 @@ TEST_F(CudaBackendTest, DecodeGraphsMatchEagerSteps) {
           seqs[i].tokens.push_back(graph_ids[i]);
         }
       }
-      EXPECT_GT(b.graph_replays(), replays) << b.graph_error();
-      replays = b.graph_replays();
+      EXPECT_GT(b.decode_graphs().replays(), replays) << b.decode_graphs().error();
+      replays = b.decode_graphs().replays();
     }
-    EXPECT_EQ(b.graph_error(), "");
+    EXPECT_EQ(b.decode_graphs().error(), "");
     EXPECT_EQ(b.allocations_after_init(), 0);
   }
 }

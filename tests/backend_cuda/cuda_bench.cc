@@ -97,7 +97,7 @@ void TimeGemvShapes(const ModelConfig& c, const CudaLaunchOptions& launch) {
         if (variant.kind == kGemv) {
           cuda::GemvSmallRows(x, wi, rows, static_cast<int>(s.k), static_cast<int>(s.n), out,
                               f32, nullptr, launch);
-        } else {  // what CudaBackend::Gemm runs for larger batches
+        } else {  // what Projections::Gemm runs for larger batches
           const float alpha = 1.0f, beta = 0.0f;
           cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(s.n), rows,
                        static_cast<int>(s.k), &alpha, wi, CUDA_R_16BF, static_cast<int>(s.k), x,
@@ -235,7 +235,7 @@ int Main(int argc, char** argv) {
     const absl::Status st = b.ForwardGreedy(batch, &ids);
     cudaProfilerStop();
     std::printf("profiled one %s decode step (%s), graph replays %lld\n", w.c_str(),
-                st.ok() ? "ok" : st.ToString().c_str(), static_cast<long long>(b.graph_replays()));
+                st.ok() ? "ok" : st.ToString().c_str(), static_cast<long long>(b.decode_graphs().replays()));
     return st.ok() ? 0 : 1;
   }
   {
@@ -244,7 +244,7 @@ int Main(int argc, char** argv) {
     time_batch("W1 prefill 512 (1 seq)", batch, 5, 512, kGreedy);
   }
   for (bool graphs : {false, true}) {
-    b.SetDecodeGraphs(graphs);
+    b.decode_graphs().set_enabled(graphs);
     const std::string suffix = graphs ? " [graph]" : " [eager]";
     {
       ForwardBatch batch;
@@ -275,7 +275,7 @@ int Main(int argc, char** argv) {
     // What sampling cost before: every logits row to the host (the host's sort not timed).
     time_batch("W2 decode, 64 seqs at 640 [logits out]", w2, 5, 64, kLogits);
   }
-  if (!b.graph_error().empty()) std::printf("graphs turned off: %s\n", b.graph_error().c_str());
+  if (!b.decode_graphs().error().empty()) std::printf("graphs turned off: %s\n", b.decode_graphs().error().c_str());
   {
     ForwardBatch batch;
     for (int s = 0; s < 64; ++s) {

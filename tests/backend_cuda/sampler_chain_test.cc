@@ -312,11 +312,11 @@ TEST(SamplerChainKernelsTest, BackendForwardAndSampleMatchesHostChainOfItsLogits
     std::vector<float> adjusted = logits;
     SamplingResult want;
     SampleOnHost(adjusted, vocab, sampling, &want);
-    const int64_t replays = (*gpu)->graph_replays();
+    const int64_t replays = (*gpu)->decode_graphs().replays();
     SamplingResult got;
     ASSERT_TRUE((*gpu)->ForwardAndSample(batch, sampling, &got).ok());
     if (decode_only) {
-      EXPECT_GT((*gpu)->graph_replays(), replays);
+      EXPECT_GT((*gpu)->decode_graphs().replays(), replays);
     }
     for (size_t i = 0; i < sampling.samples.size(); ++i) {
       const SampleSpec& s = sampling.samples[i];

@@ -4,7 +4,7 @@
 // codes; SkinnyGemmW8A8's two pipelines for fp8 codes on both sides. Back-to-back launches on one stream, weights rotated over copies that together
 // exceed the L2 (so they come from HBM), cudaEvents around them; prints microseconds per call
 // and the weight bytes streamed per second. Not a test (disabled; it checks nothing): the
-// dispatch in cuda_forward.cc follows its tables. Run it with
+// dispatch in projections.cc follows its tables. Run it with
 //   kvtier_cuda_skinny_test --gtest_also_run_disabled_tests --gtest_filter='SkinnyGemmBench.*'
 // (rows per step from KVTIER_SKINNY_BENCH_ROWS, default 16,32,64,128).
 #include <cublas_v2.h>

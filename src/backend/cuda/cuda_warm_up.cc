@@ -2,35 +2,37 @@
 // every decode graph bucket instantiated, so that no step pays for loading a module or
 // capturing a graph — and so that what loading them costs in device memory is measured
 // before the KV pool is sized (device_memory_account.h).
+#include <algorithm>
+#include <vector>
+
 #include "backend/cuda/cuda_backend.h"
 #include "common/status_macros.h"
 
 namespace kvtier {
 
 absl::Status CudaBackend::WarmUp() {
-  if (kv_pool_ == nullptr) return absl::FailedPreconditionError("KV pool not allocated");
+  if (pool_.base == nullptr) return absl::FailedPreconditionError("KV pool not allocated");
   // RunStep directly: the batches name the scratch block, which ValidateBatch (rightly)
   // refuses from callers. Every position maps to it; what lands there is never read.
-  std::vector<int32_t> ids;
+  cuda::StepSpec argmax;
+  argmax.output = cuda::StepOutput::kArgmax;
   std::vector<int32_t> tokens;
   std::vector<int32_t> table;
-  for (int64_t n : {std::min<int64_t>(512, max_tokens_), max_tokens_}) {
+  for (int64_t n : {std::min<int64_t>(512, capacity_.max_tokens), capacity_.max_tokens}) {
     tokens.assign(n, 0);
-    table.assign((n + layout_.block_tokens - 1) / layout_.block_tokens, scratch_block_);
+    table.assign((n + layout_.block_tokens - 1) / layout_.block_tokens, pool_.scratch_block);
     ForwardBatch prefill;
     prefill.chunks.push_back({tokens, 0, table, true});
-    ids.clear();
-    RETURN_IF_ERROR(RunStep(prefill, nullptr, &ids));
+    RETURN_IF_ERROR(RunStep(prefill, argmax).status());
   }
   tokens.assign(1, 0);
-  table.assign(1, scratch_block_);
-  for (int64_t rows = 1; rows <= max_chunks_; rows = GraphBucket(rows) + 1) {
-    const int64_t bucket = GraphBucket(rows);
+  table.assign(1, pool_.scratch_block);
+  for (int64_t rows = 1; rows <= capacity_.max_chunks; rows = graphs_.Bucket(rows) + 1) {
+    const int64_t bucket = graphs_.Bucket(rows);
     if (bucket == 0) break;
     ForwardBatch decode;
     for (int64_t i = 0; i < bucket; ++i) decode.chunks.push_back({tokens, 0, table, true});
-    ids.clear();
-    RETURN_IF_ERROR(RunStep(decode, nullptr, &ids));
+    RETURN_IF_ERROR(RunStep(decode, argmax).status());
   }
   memory_.Trace("warmed up");
   return absl::OkStatus();
@@ -41,27 +43,22 @@ absl::Status CudaBackend::MeasureWarmRuntime() {
   // scratch block); it, and the graphs captured against it, go before the pool comes.
   const int64_t block = static_cast<int64_t>(layout_.BlockBytes());
   memory_.Unreserve(block);
-  absl::StatusOr<void*> stand_in = DeviceAlloc(static_cast<size_t>(block), "warm-up block");
+  absl::StatusOr<void*> stand_in = memory_.Allocate(static_cast<size_t>(block), "warm-up block");
   if (!stand_in.ok()) {
     memory_.Reserve(block);
     return stand_in.status();
   }
-  kv_pool_ = static_cast<Raw16*>(*stand_in);
-  scratch_block_ = 0;
+  pool_.base = *stand_in;
+  pool_.scratch_block = 0;
   absl::Status status = WarmUp();
   if (status.ok()) status = memory_.MeasureRuntimeShare();
-  DropDecodeGraphs();
-  kv_pool_ = nullptr;
-  scratch_block_ = -1;
+  graphs_.Drop();
+  pool_.base = nullptr;
+  pool_.scratch_block = -1;
   memory_.Free(*stand_in);
   memory_.Reserve(block);
   memory_.Trace("runtime share measured after warm-up");
   return status;
-}
-
-void CudaBackend::DropDecodeGraphs() {
-  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
-  graphs_.clear();
 }
 
 }  // namespace kvtier

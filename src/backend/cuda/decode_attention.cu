@@ -64,8 +64,9 @@ static_assert(kDecodeMaxSplitsLimit >= kMaxSplitsCap, "heuristic exceeds the ker
 
 // fp8 KV, bf16 compute: K and V codes go to the tensor cores unscaled (exact in bf16) and
 // the row scales multiply S (K) and P (V) per position, 8 multiplies per lane and tile
-// instead of 128 (DecodeAttentionParams::fp8_scales_after_products; measured in
-// bench/micro/fp8_decode_chain.cu, src/backend/cuda/NOTES.md).
+// instead of 128, where dequantizing first makes the kernel instruction-bound
+// (DecodeAttentionParams::fp8_scales_after_products compares the two; docs/CUDA_BACKEND.md,
+// "fp8 KV").
 constexpr bool kFp8ScalesAfterProducts = true;
 
 struct SplitRange {
@@ -459,10 +460,9 @@ bool DecodeAttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_k
 // Splits so that rows * kv heads * splits fills about ONE wave of resident CTAs
 // (kResidentCtasPerSm: 168 registers x 128 threads for head_dim 128) and never spills into a
 // partial second wave: a CTA's warps walk their tiles one latency at a time, so a second
-// wave costs a whole CTA time: more splits than one wave holds measured slower for a long
-// single row, and a second split slower for a batch that already fills the GPU
-// (bench/results/2026-11-29-h200-decode-splits.txt; `KVTIER_DECODE_BENCH=1
-// kvtier_cuda_bench` sweeps max_splits). Each row still uses no more splits than
+// wave costs a whole CTA time: more splits than one wave holds are slower for a long single
+// row, and a second split is slower for a batch that already fills the GPU
+// (`KVTIER_DECODE_BENCH=1 kvtier_cuda_bench` sweeps max_splits). Each row still uses no more splits than
 // ctx / kMinSplitTokens (decided in the kernel).
 int32_t DecodeMaxSplits(int32_t num_rows, int32_t num_kv_heads, int32_t sm_count) {
   constexpr int64_t kResidentCtasPerSm = 3;

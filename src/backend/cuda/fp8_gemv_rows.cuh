@@ -5,20 +5,22 @@
 // does twice the conversion and FMA work of the 16-bit one and reads twice the activation
 // bytes through L1. With RW rows per warp each activation piece is loaded and unpacked once
 // for RW rows, and each lane has RW independent code loads in flight per step. The shape
-// of the pipeline is gemv.cu's: P pieces per row loaded before the PDL wait (weights never
-// depend on the previous kernel), then batches of U pieces software-pipelined.
+// of the pipeline is gemv_kernel.cuh's (LoadAhead, Stream): P pieces per row loaded before the
+// PDL wait (weights never depend on the previous kernel), then batches of U pieces
+// software-pipelined.
 //
 // kSilu: the fused gate|up projection (codes (2 n, k): gate rows then up rows, each with its
 // own scale), out = silu(gate) * up.
 #ifndef KVTIER_BACKEND_CUDA_FP8_GEMV_ROWS_CUH_
 #define KVTIER_BACKEND_CUDA_FP8_GEMV_ROWS_CUH_
 
-#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "backend/cuda/elem.cuh"
+#include "backend/cuda/fp8_codes.cuh"
+#include "backend/cuda/gemv_kernel.cuh"
 #include "backend/cuda/pdl.h"
 
 namespace kvtier::cuda {
@@ -27,20 +29,12 @@ constexpr int kGemvFp8RowsWarps = 8;
 
 namespace fp8_rows {
 
-// acc += dot(16 codes, xf[16]): codes -> f16x2 by the hardware's cvt.e4m3x2 (exact), -> f32.
+// acc += dot(16 codes, xf[16]), in element order.
 __device__ __forceinline__ float Dot16(const uint4& v, const float (&xf)[16], float acc) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  float wf[16];
+  Fp8x16ToFloat(v, wf);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const auto pair = static_cast<__nv_fp8x2_storage_t>(w[i] >> (16 * half));
-      const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
-      const float2 t = __half22float2(__half2(raw));
-      acc = fmaf(t.x, xf[4 * i + 2 * half], acc);
-      acc = fmaf(t.y, xf[4 * i + 2 * half + 1], acc);
-    }
-  }
+  for (int e = 0; e < 16; ++e) acc = fmaf(wf[e], xf[e], acc);
   return acc;
 }
 
@@ -76,75 +70,25 @@ __global__ void __launch_bounds__(kGemvFp8RowsWarps * 32)
     srow[j] = r + (j / RW) * static_cast<int64_t>(n);
     wrow[j] = reinterpret_cast<const uint4*>(codes + srow[j] * k);
   }
-  const int vecs = k / 16;
-  const int pre_n = on ? min(P, vecs / 32) : 0;  // whole 32-lane groups only
-  const int base = pre_n * 32;
-  const int batches = (vecs - base) / (32 * U);
-  float acc[NR];
-#pragma unroll
-  for (int j = 0; j < NR; ++j) acc[j] = 0.0f;
-  uint4 pre[NR][P];
-#pragma unroll
-  for (int u = 0; u < P; ++u) {
-    if (u < pre_n) {
-#pragma unroll
-      for (int j = 0; j < NR; ++j) pre[j][u] = __ldcs(wrow[j] + lane + 32 * u);
-    }
-  }
+  const int pieces = k / 16;
+  const int ahead = on ? min(P, pieces / 32) : 0;  // whole 32-lane groups only
+  uint4 pre[P][NR];
+  gemv::LoadAhead<NR, P>(wrow, lane, ahead, pre);
   float scale[NR];
 #pragma unroll
   for (int j = 0; j < NR; ++j) scale[j] = __ldg(scales + srow[j]);
   PdlWait();
   PdlLaunchDependents();
   if (!on) return;
-  uint4 cur[NR][U];
-  if (batches > 0) {
+  float acc[NR];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-#pragma unroll
-      for (int j = 0; j < NR; ++j) cur[j][u] = __ldcs(wrow[j] + base + lane + 32 * u);
-    }
-  }
-#pragma unroll
-  for (int u = 0; u < P; ++u) {
-    if (u < pre_n) {
-      float xf[16];
-      fp8_rows::LoadX16(x, lane + 32 * u, xf);
-#pragma unroll
-      for (int j = 0; j < NR; ++j) acc[j] = fp8_rows::Dot16(pre[j][u], xf, acc[j]);
-    }
-  }
-  for (int b = 0; b < batches; ++b) {
-    const int at = base + b * 32 * U + lane;
-    uint4 next[NR][U];
-    if (b + 1 < batches) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-#pragma unroll
-        for (int j = 0; j < NR; ++j) next[j][u] = __ldcs(wrow[j] + at + 32 * U + 32 * u);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      float xf[16];
-      fp8_rows::LoadX16(x, at + 32 * u, xf);
-#pragma unroll
-      for (int j = 0; j < NR; ++j) acc[j] = fp8_rows::Dot16(cur[j][u], xf, acc[j]);
-    }
-    if (b + 1 < batches) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-#pragma unroll
-        for (int j = 0; j < NR; ++j) cur[j][u] = next[j][u];
-      }
-    }
-  }
-  for (int i = base + batches * 32 * U + lane; i < vecs; i += 32) {
+  for (int j = 0; j < NR; ++j) acc[j] = 0.0f;
+  gemv::Stream<NR, P, U>(wrow, lane, ahead, pieces, pre, [&](const uint4(&v)[NR], int piece) {
     float xf[16];
-    fp8_rows::LoadX16(x, i, xf);
+    fp8_rows::LoadX16(x, piece, xf);
 #pragma unroll
-    for (int j = 0; j < NR; ++j) acc[j] = fp8_rows::Dot16(__ldcs(wrow[j] + i), xf, acc[j]);
-  }
+    for (int j = 0; j < NR; ++j) acc[j] = fp8_rows::Dot16(v[j], xf, acc[j]);
+  });
 #pragma unroll
   for (int j = 0; j < NR; ++j) {
 #pragma unroll

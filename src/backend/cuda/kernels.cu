@@ -97,8 +97,9 @@ __global__ void __launch_bounds__(kRowThreads)
 // One warp per (token, head) of the fused q|k|v row: grid (tokens, head groups of
 // kQkvWarps); lane handles pairs (i, i + half) for i = lane + 32j, so head_dim <= 256. The
 // position, the block lookup (step metadata) and the RoPE frequencies are read before the
-// PDL wait. (One CTA per token looping over the heads was latency-bound: a noticeable
-// share of a one-sequence decode step; NOTES.md, session 5.)
+// PDL wait. (One CTA per token looping over the heads was latency-bound, on the decode
+// step's critical path: docs/CUDA_BACKEND.md, "Short kernels and programmatic dependent
+// launch".)
 template <typename T, bool kEarly, bool kFp8>
 __global__ void QkvPostKernel(QkvPostParams<T> p, StepTokens tokens, PagedKv<T> kv) {
   constexpr int kPairsPerLane = 4;
@@ -248,7 +249,7 @@ __global__ void SiluMulVecKernel(const T* gate_up, int64_t rows, int dim, T* out
 // Argmax in two kernels: kArgmaxSplits CTAs per row each scan a slice (every load issued
 // before the compares, 16 bytes at a time), then one warp per row merges the slices. One
 // CTA per row scanning a 128k vocabulary left most SMs idle on a one-sequence decode step,
-// on its critical path (NOTES.md, session 5).
+// on its critical path.
 struct ArgmaxPartial {
   float value;
   int32_t index;

@@ -8,8 +8,9 @@
 // 1 for an all-zero row; code = FloatToFp8E4M3(x / scale), both divisions correctly rounded:
 // nvcc's default -prec-div) through the one host/device definition in common/fp8_e4m3.h, so
 // the device, host and disk tiers hold the same bytes as a CPU run on the same row values.
-// Attention kernels dequantize in registers: code -> half (exact, one cvt per pair on sm_89+),
-// times the row's scale in fp32, rounded to the compute type T the tensor cores multiply.
+// Attention kernels dequantize in registers (fp8_codes.cuh): code -> half (exact, one cvt per
+// pair on sm_89+), times the row's scale in fp32, rounded to the compute type T the tensor
+// cores multiply.
 #ifndef KVTIER_BACKEND_CUDA_KV_FP8_CUH_
 #define KVTIER_BACKEND_CUDA_KV_FP8_CUH_
 
@@ -18,6 +19,7 @@
 #include <cstdint>
 
 #include "backend/cuda/elem.cuh"
+#include "backend/cuda/fp8_codes.cuh"
 #include "backend/cuda/kernels.h"
 #include "common/fp8_e4m3.h"
 
@@ -32,7 +34,7 @@ __device__ __forceinline__ uint8_t* Fp8BlockBase(const PagedKv<T>& kv, int64_t b
 // The codes and row scales of layer `layer` of table entry `entry` (PagedKv::indices): a pool
 // block (the layer's codes at its element offset, its scales after every layer's codes) or,
 // for entry e < 0, staged slot -1 - e, which holds the layer's codes then its scales
-// (cuda_host_kv.cc). The code of element offset r within the layer is codes[r], its row's
+// (host_kv_streamer.h). The code of element offset r within the layer is codes[r], its row's
 // scale scales[r / D].
 struct Fp8Layer {
   const uint8_t* codes;
@@ -54,39 +56,6 @@ __device__ __forceinline__ Fp8Layer Fp8LayerOf(const PagedKv<T>& kv, int32_t ent
     out.scales = reinterpret_cast<const float*>(base + kv.block_elements) + static_cast<int64_t>(layer) * (layer_elements / D);
   }
   return out;
-}
-
-// Eight codes (8 bytes, the first in the low byte) times `scale` as eight packed T.
-template <typename T>
-__device__ __forceinline__ uint4 DequantFp8x8(uint2 codes, float scale) {
-  uint32_t out[4];
-  const uint32_t words[2] = {codes.x, codes.y};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t pair = (words[i / 2] >> (16 * (i % 2))) & 0xffffu;
-    const __half2_raw raw =
-        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), __NV_E4M3);
-    const float2 f = __half22float2(__half2(raw));
-    out[i] = PackFloat2<T>(f.x * scale, f.y * scale);
-  }
-  return make_uint4(out[0], out[1], out[2], out[3]);
-}
-
-// Eight codes as eight packed T, unscaled: exact (every E4M3 value is a bf16 and an f16
-// value), for kernels that apply the row's scale after the product (decode_attention.cu).
-template <typename T>
-__device__ __forceinline__ uint4 Fp8CodesToT(uint2 codes) {
-  uint32_t out[4];
-  const uint32_t words[2] = {codes.x, codes.y};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t pair = (words[i / 2] >> (16 * (i % 2))) & 0xffffu;
-    const __half2_raw raw =
-        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), __NV_E4M3);
-    const float2 f = __half22float2(__half2(raw));
-    out[i] = PackFloat2<T>(f.x, f.y);
-  }
-  return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
 }  // namespace kvtier::cuda

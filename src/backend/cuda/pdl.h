@@ -2,7 +2,8 @@
 // the kernel before it on the stream is still finishing, so its launch latency and the
 // ramp-up of its memory traffic hide behind the previous kernel's tail. Decode steps are
 // long chains of short kernels (about ten per layer), so the hidden gaps add up over a step
-// (what it gives: bench/results/, src/backend/cuda/NOTES.md).
+// (docs/CUDA_BACKEND.md, "Short kernels and programmatic dependent launch"; cuda_pdl 0
+// turns it off to measure it).
 //
 // Contract for a kernel launched with LaunchPdl: it may read, before PdlWait(), only data
 // no earlier kernel of the step writes (weights); PdlWait() returns once every earlier

@@ -18,8 +18,8 @@ constexpr int kBins = 256;
 constexpr int kHistograms = 8;  // warps w and w + 8k share one: less atomic contention
 // top_k up to this many: the kept candidates are sorted in shared memory and the cut and
 // the draw walk them in order (SampleRow's own arithmetic), instead of two more selects
-// over the whole row, which made a sampled decode step measurably slower than a greedy one
-// (bench/results/2026-11-29-h200-gpu-sampling-backend.txt against -compact-backend.txt).
+// over the whole row, which make a sampled decode step noticeably slower than a greedy one
+// (kvtier_cuda_bench times sampled against greedy steps).
 constexpr int kCompactMax = kThreads;
 
 struct SelectState {

@@ -42,17 +42,12 @@ cudaError_t SkinnyGemm(const bf16* x, const bf16* w, int m, int64_t k, int64_t n
   if (!SkinnyGemmSupported(m, k, n, x, w) || workspace == nullptr || out == nullptr || sm_count < 1) {
     return cudaErrorInvalidValue;
   }
-  skinny::Params p = skinny::WorkspaceParams(workspace);
+  skinny::Params p{};
   p.x = x;
   p.w = w;
   p.out = out;
-  p.m = m;
-  p.k = static_cast<int>(k);
-  p.n = static_cast<int>(n);
-  const cudaError_t err = out_f32 ? skinny::Dispatch<skinny::Operands::kBf16, true>(p, sm_count, pipeline, stream, launch)
-                                  : skinny::Dispatch<skinny::Operands::kBf16, false>(p, sm_count, pipeline, stream, launch);
-  if (err != cudaSuccess) return err;
-  return cudaGetLastError();
+  return out_f32 ? skinny::Run<skinny::Operands::kBf16, true>(p, workspace, m, k, n, sm_count, pipeline, stream, launch)
+                 : skinny::Run<skinny::Operands::kBf16, false>(p, workspace, m, k, n, sm_count, pipeline, stream, launch);
 }
 
 }  // namespace kvtier::cuda

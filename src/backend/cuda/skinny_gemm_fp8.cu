@@ -14,17 +14,12 @@ cudaError_t SkinnyGemmFp8(const bf16* x, const uint8_t* codes, const float* scal
       sm_count < 1) {
     return cudaErrorInvalidValue;
   }
-  skinny::Params p = skinny::WorkspaceParams(workspace);
+  skinny::Params p{};
   p.x = x;
   p.w = codes;
   p.scales = scales;
   p.out = out;
-  p.m = m;
-  p.k = static_cast<int>(k);
-  p.n = static_cast<int>(n);
-  const cudaError_t err = skinny::Dispatch<skinny::Operands::kW8A16, false>(p, sm_count, pipeline, stream, launch);
-  if (err != cudaSuccess) return err;
-  return cudaGetLastError();
+  return skinny::Run<skinny::Operands::kW8A16, false>(p, workspace, m, k, n, sm_count, pipeline, stream, launch);
 }
 
 }  // namespace kvtier::cuda

@@ -34,6 +34,7 @@
 #include <cstdint>
 
 #include "backend/cuda/elem.cuh"
+#include "backend/cuda/fp8_codes.cuh"
 #include "backend/cuda/pdl.h"
 #include "backend/cuda/skinny_gemm.h"
 #include "backend/cuda/wgmma.cuh"
@@ -109,19 +110,8 @@ __device__ __forceinline__ uint32_t Swizzled(int row, int chunk) {
 
 // Eight E4M3 codes (low byte first) as eight bf16 (exact), four packed pairs. (An integer
 // version, the code's bits placed at the bf16 positions and rescaled by one bf16x2 multiply,
-// measured 2-4% slower on the H200: bench/results/2026-12-02-h200-skinny/A2.)
-__device__ __forceinline__ uint4 CodesToBf16(uint32_t lo, uint32_t hi) {
-  uint32_t out[4];
-  const uint32_t words[2] = {lo, hi};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t pair = (words[i >> 1] >> ((i & 1) * 16)) & 0xffffu;
-    const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), __NV_E4M3);
-    const float2 f = __half22float2(__half2(raw));
-    out[i] = PackFloat2<bf16>(f.x, f.y);
-  }
-  return make_uint4(out[0], out[1], out[2], out[3]);
-}
+// is slower: the conversion is not what bounds the kernel. docs/CUDA_BACKEND.md.)
+__device__ __forceinline__ uint4 CodesToBf16(uint32_t lo, uint32_t hi) { return Fp8CodesToT<bf16>(make_uint2(lo, hi)); }
 
 // First step of CTA `cta`'s range, and the CTA whose range holds step s.
 __device__ __forceinline__ int64_t RangeBegin(int64_t cta, int64_t total, int64_t grid) { return cta * total / grid; }
@@ -396,12 +386,20 @@ cudaError_t Dispatch(const Params& p, int sm_count, SkinnyPipeline pipeline, cud
 #undef KVTIER_SKINNY_CASE
 }
 
-// Workspace layout (skinny_gemm.h): counters, then the partial slots.
-inline Params WorkspaceParams(void* workspace) {
-  Params p{};
+// What every entry point shares: `p` holds the operands; the workspace (counters, then the
+// partial slots: skinny_gemm.h) and the shape go in, then the launch for the token tile and
+// the pipeline.
+template <Operands kOps, bool kF32Out>
+cudaError_t Run(Params p, void* workspace, int m, int64_t k, int64_t n, int sm_count, SkinnyPipeline pipeline,
+                cudaStream_t stream, const CudaLaunchOptions& launch) {
   p.counters = static_cast<int*>(workspace);
   p.partials = reinterpret_cast<float*>(static_cast<char*>(workspace) + kCounterBytes);
-  return p;
+  p.m = m;
+  p.k = static_cast<int>(k);
+  p.n = static_cast<int>(n);
+  const cudaError_t err = Dispatch<kOps, kF32Out>(p, sm_count, pipeline, stream, launch);
+  if (err != cudaSuccess) return err;
+  return cudaGetLastError();
 }
 
 cudaError_t Fp8Init();

@@ -14,18 +14,13 @@ cudaError_t SkinnyGemmW8A8(const uint8_t* x8, const float* x_scales, const uint8
       out == nullptr || sm_count < 1) {
     return cudaErrorInvalidValue;
   }
-  skinny::Params p = skinny::WorkspaceParams(workspace);
+  skinny::Params p{};
   p.x8 = x8;
   p.x_scales = x_scales;
   p.w = codes;
   p.scales = scales;
   p.out = out;
-  p.m = m;
-  p.k = static_cast<int>(k);
-  p.n = static_cast<int>(n);
-  const cudaError_t err = skinny::Dispatch<skinny::Operands::kW8A8, false>(p, sm_count, pipeline, stream, launch);
-  if (err != cudaSuccess) return err;
-  return cudaGetLastError();
+  return skinny::Run<skinny::Operands::kW8A8, false>(p, workspace, m, k, n, sm_count, pipeline, stream, launch);
 }
 
 }  // namespace kvtier::cuda

@@ -1,0 +1,168 @@
+// ForwardPass (see forward_pass.h): the layer loop.
+#include "backend/cuda/forward_pass.h"
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/decode_attention.h"
+#include "backend/cuda/fp8_activations.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/prefill_attention.h"
+#include "common/status_macros.h"
+
+namespace kvtier::cuda {
+
+absl::Status ForwardPass::Enqueue(const StepLaunch& step, float* logits_out) {
+  return parts_.dtype == DType::kF16 ? EnqueueAs<f16>(step, logits_out) : EnqueueAs<bf16>(step, logits_out);
+}
+
+template <typename T>
+absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
+  const ModelConfig& config = *parts_.config;
+  const KvLayout& layout = *parts_.layout;
+  const CudaWeights& weights = *parts_.weights;
+  const Workspace& ws = *parts_.ws;
+  Projections& projections = *parts_.projections;
+  HostKvStreamer& host_kv = *parts_.host_kv;
+  const cudaStream_t stream = parts_.stream;
+  auto dev = [&](size_t offset) { return reinterpret_cast<int32_t*>(ws.meta + offset); };
+  // The 16-bit arrays as the element type of this backend (Parts::dtype).
+  auto as = [](CudaWeights::Raw16* p) { return reinterpret_cast<T*>(p); };
+  const MetaLayout& m = step.meta;
+  StepTokens step_tokens{dev(m.chunk), dev(m.pos), step.rows};
+  PagedKv<T> kv;
+  kv.pool = static_cast<T*>(parts_.pool->base);
+  kv.indices = dev(m.indices);
+  kv.indptr = dev(m.indptr);
+  kv.block_elements = layout.ElementsPerBlock();
+  kv.num_kv_heads = static_cast<int32_t>(config.num_kv_heads);
+  kv.head_dim = static_cast<int32_t>(config.head_dim);
+  kv.block_tokens = static_cast<int32_t>(layout.block_tokens);
+  kv.fp8 = layout.dtype == DType::kF8E4M3;
+  kv.block_bytes = static_cast<int64_t>(layout.BlockBytes());
+
+  const int rows = step.rows;
+  const int h = static_cast<int>(config.hidden_size);
+  const int inter = static_cast<int>(config.intermediate_size);
+  const int q_dim = static_cast<int>(config.q_dim());
+  const int qkv = static_cast<int>(config.q_dim() + 2 * config.kv_dim());
+  const float eps = static_cast<float>(config.rms_norm_eps);
+  const int32_t num_heads = static_cast<int32_t>(config.num_heads);
+
+  const CudaLaunchOptions& launch = parts_.launch;
+  const W8A8Path w8a8_path = projections.W8A8PathFor(rows);
+  const bool w8a8 = w8a8_path != W8A8Path::kNone;
+  CUDA_RETURN_IF_ERROR(EmbeddingGather(dev(m.ids), as(weights.embed), rows, h, ws.residual, stream, launch));
+  RETURN_IF_ERROR(host_kv.StageFirstLayer(step));
+  for (int64_t layer = 0; layer < config.num_layers; ++layer) {
+    const CudaWeights::Layer& w = weights.layers[layer];
+    const T* residual_add = layer == 0 ? nullptr : as(ws.proj);
+    if (w8a8) {
+      CUDA_RETURN_IF_ERROR(
+          AddRmsNormFp8(ws.residual, residual_add, w.input_norm, rows, h, eps, ws.x8, ws.x8_scales, stream, launch));
+      RETURN_IF_ERROR(projections.ProjectW8A8<T>(w8a8_path, w.qkv8, rows, h, qkv, ws.wide));
+    } else {
+      CUDA_RETURN_IF_ERROR(
+          AddRmsNorm(ws.residual, residual_add, w.input_norm, nullptr, rows, h, eps, as(ws.normed), stream, launch));
+      RETURN_IF_ERROR(projections.Project(as(ws.normed), w.qkv, w.qkv8, rows, h, qkv, ws.wide));
+    }
+    QkvPostParams<T> post;
+    post.qkv = as(ws.wide);
+    post.bias = w.qkv_bias;
+    post.q_norm = w.q_norm;
+    post.k_norm = w.k_norm;
+    post.inv_freq = weights.inv_freq;
+    post.norm_eps = eps;
+    post.num_heads = num_heads;
+    post.layer = static_cast<int32_t>(layer);
+    post.q_out = as(ws.q);
+    CUDA_RETURN_IF_ERROR(QkvPost(post, step_tokens, kv, stream, launch));
+    ASSIGN_OR_RETURN(const void* staged, host_kv.StageLayer(step, layer));
+    kv.staged = static_cast<const T*>(staged);
+    if (step.path == AttentionPath::kFast) {
+      if (step.decode_rows > 0) {
+        DecodeAttentionParams<T> attn;
+        attn.q = as(ws.q);
+        attn.out = as(ws.attn);
+        attn.rows = dev(m.rows);
+        attn.num_rows = step.decode_rows;
+        attn.num_heads = num_heads;
+        attn.layer = static_cast<int32_t>(layer);
+        attn.max_splits = step.decode_splits;
+        attn.partial_out = ws.decode_partial_out;
+        attn.partial_ml = ws.decode_partial_ml;
+        attn.split_counters = ws.decode_split_counters;
+        CUDA_RETURN_IF_ERROR(DecodeAttention(attn, step_tokens, kv, stream, launch));
+      }
+      if (step.prefill_tiles > 0) {
+        PrefillAttentionParams<T> attn;
+        attn.q = as(ws.q);
+        attn.out = as(ws.attn);
+        attn.tiles = reinterpret_cast<const PrefillTile*>(ws.meta + m.tiles);
+        attn.num_tiles = step.prefill_tiles;
+        attn.num_heads = num_heads;
+        attn.layer = static_cast<int32_t>(layer);
+        CUDA_RETURN_IF_ERROR(PrefillAttention(attn, kv, stream));
+      }
+    } else {
+      AttentionSplits splits{dev(m.num_splits), dev(m.partial_base), ws.partial_out, ws.partial_ml};
+      AttentionParams<T> attn;
+      attn.q = as(ws.q);
+      attn.out = as(ws.attn);
+      attn.items = reinterpret_cast<const AttentionItem*>(ws.meta + m.items);
+      attn.num_items = step.generic_items;
+      attn.num_heads = num_heads;
+      attn.layer = static_cast<int32_t>(layer);
+      attn.max_rows = step.generic_max_rows;
+      attn.any_split = step.generic_any_split;
+      CUDA_RETURN_IF_ERROR(PagedAttention(attn, step_tokens, kv, splits, stream));
+    }
+    RETURN_IF_ERROR(host_kv.ReleaseLayer(step, layer));
+    if (w8a8) {
+      CUDA_RETURN_IF_ERROR(QuantizeActivationsFp8(as(ws.attn), rows, q_dim, ws.x8, ws.x8_scales, stream, launch));
+      RETURN_IF_ERROR(projections.ProjectW8A8<T>(w8a8_path, w.o8, rows, q_dim, h, ws.proj));
+      CUDA_RETURN_IF_ERROR(
+          AddRmsNormFp8(ws.residual, as(ws.proj), w.post_norm, rows, h, eps, ws.x8, ws.x8_scales, stream, launch));
+      RETURN_IF_ERROR(projections.ProjectW8A8<T>(w8a8_path, w.gate_up8, rows, h, 2 * inter, ws.wide));
+      CUDA_RETURN_IF_ERROR(SiluMulFp8(as(ws.wide), rows, inter, ws.x8, ws.x8_scales, stream, launch));
+      RETURN_IF_ERROR(projections.ProjectW8A8<T>(w8a8_path, w.down8, rows, inter, h, ws.proj));
+      continue;
+    }
+    RETURN_IF_ERROR(projections.Project(as(ws.attn), w.o, w.o8, rows, q_dim, h, ws.proj));
+    CUDA_RETURN_IF_ERROR(
+        AddRmsNorm(ws.residual, as(ws.proj), w.post_norm, nullptr, rows, h, eps, as(ws.normed), stream, launch));
+    RETURN_IF_ERROR(projections.GateUpSiluMul(as(ws.normed), w, rows, h, inter, as(ws.wide), as(ws.act)));
+    RETURN_IF_ERROR(projections.Project(as(ws.act), w.down, w.down8, rows, inter, h, ws.proj));
+  }
+  if (step.logit_rows == 0) return absl::OkStatus();
+  const int n = step.logit_rows;
+  CUDA_RETURN_IF_ERROR(AddRmsNorm(ws.residual, as(ws.proj), weights.final_norm, dev(m.logit_rows), n, h, eps,
+                                  as(ws.normed), stream, launch));
+  const int vocab = static_cast<int>(config.vocab_size);
+  RETURN_IF_ERROR(projections.Gemm(as(ws.normed), as(weights.lm_head), n, h, vocab, ws.logits, true));
+  if (step.masks != nullptr) {
+    // Grammar masks, before anything picks from the logits. Computed on the host during
+    // the forward enqueued above; waiting here blocks the host only, while the GPU runs.
+    step.masks->Wait();
+    const int words = step.masks->words_per_row;
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(ws.masks, step.masks->words + static_cast<size_t>(step.first_slot) * static_cast<size_t>(words),
+                        static_cast<size_t>(step.num_slots) * static_cast<size_t>(words) * sizeof(uint32_t),
+                        cudaMemcpyHostToDevice, stream));
+    CUDA_RETURN_IF_ERROR(ApplyTokenMasks(ws.logits, n, vocab, dev(m.mask_slots), ws.masks, words, stream));
+  }
+  if (step.greedy) {  // token ids picked on the device (sampled or argmax); only they come back
+    if (step.sampled) {
+      CUDA_RETURN_IF_ERROR(SampleRows(ws.logits, n, vocab, reinterpret_cast<const SampleParams*>(ws.meta + m.sampling),
+                                      ws.token_ids, stream, launch));
+    } else {
+      CUDA_RETURN_IF_ERROR(ArgmaxRows(ws.logits, n, vocab, ws.argmax_scratch, ws.token_ids, stream, launch));
+    }
+    CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(ws.ids_host, ws.token_ids, n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
+  } else if (logits_out != nullptr) {
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits_out, ws.logits, static_cast<size_t>(n) * vocab * sizeof(float),
+                                         cudaMemcpyDeviceToHost, stream));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kvtier::cuda

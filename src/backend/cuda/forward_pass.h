@@ -1,0 +1,56 @@
+// ForwardPass: enqueues the forward of one prepared step (StepLaunch) on the compute
+// stream — embedding gather, then per layer RMSNorm, the qkv projection, QkvPost (bias, q/k
+// norms, RoPE, KV write), attention, the o projection, RMSNorm, gate|up with SiLU and the
+// down projection, then the final norm, the LM head and the device-side pick. Capturable:
+// nothing inside waits for the device (grammar masks wait on the host only, and masked
+// steps are never captured). Holds no buffers of its own; one thread at a time.
+#ifndef KVTIER_BACKEND_CUDA_FORWARD_PASS_H_
+#define KVTIER_BACKEND_CUDA_FORWARD_PASS_H_
+
+#include <cuda_runtime.h>
+
+#include "absl/status/status.h"
+#include "backend/cuda/cuda_weights.h"
+#include "backend/cuda/device_kv_pool.h"
+#include "backend/cuda/host_kv_streamer.h"
+#include "backend/cuda/projections.h"
+#include "backend/cuda/step_launch.h"
+#include "backend/cuda/workspace.h"
+#include "backend/cuda_options.h"
+#include "backend/kv_layout.h"
+#include "model/config.h"
+#include "model/tensor.h"
+
+namespace kvtier::cuda {
+
+class ForwardPass {
+ public:
+  // The backend's parts the forward reads; each outlives the ForwardPass.
+  struct Parts {
+    const ModelConfig* config = nullptr;
+    const KvLayout* layout = nullptr;
+    DType dtype = DType::kBF16;  // the compute dtype: the 16-bit arrays hold bf16 or f16
+    const CudaWeights* weights = nullptr;
+    const Workspace* ws = nullptr;
+    Projections* projections = nullptr;
+    HostKvStreamer* host_kv = nullptr;
+    const DeviceKvPool* pool = nullptr;
+    cudaStream_t stream = nullptr;
+    CudaLaunchOptions launch;
+  };
+  explicit ForwardPass(const Parts& parts) : parts_(parts) {}
+
+  // Logits go to logits_out (host; null: nowhere) unless the step picks ids on the device,
+  // which go to the workspace's ids_host.
+  absl::Status Enqueue(const StepLaunch& step, float* logits_out);
+
+ private:
+  template <typename T>
+  absl::Status EnqueueAs(const StepLaunch& step, float* logits_out);
+
+  const Parts parts_;
+};
+
+}  // namespace kvtier::cuda
+
+#endif  // KVTIER_BACKEND_CUDA_FORWARD_PASS_H_

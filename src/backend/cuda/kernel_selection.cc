@@ -1,0 +1,39 @@
+// KernelSelection (see kernel_selection.h).
+#include "backend/cuda/kernel_selection.h"
+
+#include <cuda_runtime.h>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/decode_attention.h"
+#include "backend/cuda/prefill_attention.h"
+#include "backend/cuda/skinny_gemm.h"
+
+namespace kvtier::cuda {
+
+absl::StatusOr<KernelSelection> KernelSelection::For(const ModelConfig& config, const KvLayout& layout,
+                                                     const CudaOptions& options, DType compute_dtype) {
+  KernelSelection k;
+  cudaDeviceProp props{};
+  CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, 0));
+  k.sm_count = props.multiProcessorCount;
+  k.skinny_mode = SkinnyGemmDeviceOk(0) && compute_dtype == DType::kBF16 ? options.skinny_gemm : 0;
+  const int32_t heads = static_cast<int32_t>(config.num_heads);
+  const int32_t kv_heads = static_cast<int32_t>(config.num_kv_heads);
+  const int32_t head_dim = static_cast<int32_t>(config.head_dim);
+  k.fast_attention = DecodeAttentionSupported(head_dim, heads, kv_heads) &&
+                     PrefillAttentionSupported(head_dim, heads, kv_heads) && layout.block_tokens >= 8 &&
+                     layout.block_tokens <= 64 && (layout.block_tokens & (layout.block_tokens - 1)) == 0 &&
+                     options.fast_attention;
+  if (layout.dtype == DType::kF8E4M3 && !k.fast_attention) {
+    return absl::UnimplementedError(
+        absl::StrCat("cuda backend: kv_dtype fp8 needs the fast attention kernels (head_dim 64 or 128, at most 8 query "
+                     "heads per kv head, "
+                     "block_tokens a power of two in [8, 64], fast attention on); this model has head_dim ",
+                     head_dim, ", ", heads, " heads, ", kv_heads, " kv heads, block_tokens ", layout.block_tokens));
+  }
+  k.prefill_tile_tokens = PrefillTileTokens(head_dim, heads / kv_heads);
+  return k;
+}
+
+}  // namespace kvtier::cuda

@@ -1,0 +1,34 @@
+// KernelSelection: which of the CUDA backend's kernels a model runs on this GPU, decided once
+// when the backend is created from the device, the model's shape and CudaOptions. Plain value.
+#ifndef KVTIER_BACKEND_CUDA_KERNEL_SELECTION_H_
+#define KVTIER_BACKEND_CUDA_KERNEL_SELECTION_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "backend/cuda_options.h"
+#include "backend/kv_layout.h"
+#include "model/config.h"
+#include "model/tensor.h"
+
+namespace kvtier::cuda {
+
+struct KernelSelection {
+  int32_t sm_count = 0;
+  // CudaOptions::skinny_gemm, 0 where the GPU is not compute capability 9.0 or the compute
+  // type is not bf16 (the skinny kernels are sm_90a bf16 code).
+  int32_t skinny_mode = 0;
+  // The config runs on DecodeAttention + PrefillAttention (else the generic PagedAttention):
+  // its shape fits them and CudaOptions::fast_attention allows them.
+  bool fast_attention = false;
+  int32_t prefill_tile_tokens = 0;  // PrefillAttention's query tokens per tile
+
+  // Unimplemented: kv_dtype fp8 on a shape the fast attention kernels do not take (the
+  // generic kernel reads 16-bit KV only).
+  static absl::StatusOr<KernelSelection> For(const ModelConfig& config, const KvLayout& layout,
+                                             const CudaOptions& options, DType compute_dtype);
+};
+
+}  // namespace kvtier::cuda
+
+#endif  // KVTIER_BACKEND_CUDA_KERNEL_SELECTION_H_

@@ -1,0 +1,65 @@
+// StepPlanner: turns one piece of a batch into the step's metadata (token ids, positions,
+// chunk and logits rows, block tables, attention work, sampling parameters, mask slots,
+// host-resident block addresses), written into a pinned host buffer that the step copies to
+// the device in one transfer, and says how to launch it (StepLaunch). Graph steps pad their
+// chunks up to the bucket with one-token chunks on the scratch block, so their arrays sit at
+// offsets fixed for the bucket. One thread at a time (the backend's).
+#ifndef KVTIER_BACKEND_CUDA_STEP_PLANNER_H_
+#define KVTIER_BACKEND_CUDA_STEP_PLANNER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "backend/backend.h"
+#include "backend/cuda/attention_plan.h"
+#include "backend/cuda/prefill_attention.h"
+#include "backend/cuda/step_capacity.h"
+#include "backend/cuda/step_launch.h"
+#include "backend/cuda/step_spec.h"
+
+namespace kvtier::cuda {
+
+class StepPlanner {
+ public:
+  struct Shape {
+    StepCapacity capacity;
+    int64_t block_tokens = 0;
+    bool fast_attention = false;
+    int32_t prefill_tile_tokens = 0;
+    int32_t num_kv_heads = 0;
+    int32_t sm_count = 0;
+  };
+  // Bytes of metadata the largest step takes (the host and device buffers' size), with at
+  // most host_kv_slots host-resident blocks.
+  static size_t MetaCapacity(const StepCapacity& capacity, int64_t host_kv_slots);
+  // Allocates the pinned host buffer of meta_capacity bytes.
+  static absl::StatusOr<std::unique_ptr<StepPlanner>> Create(const Shape& shape, size_t meta_capacity);
+  ~StepPlanner();
+  StepPlanner(const StepPlanner&) = delete;
+  StepPlanner& operator=(const StepPlanner&) = delete;
+
+  // Writes the step's metadata into meta_host() (padding chunks up to `padded_chunks` with
+  // one-token chunks on `scratch_block`) and returns how to launch it.
+  absl::StatusOr<StepLaunch> Prepare(const ForwardBatch& piece, int64_t padded_chunks, int32_t scratch_block,
+                                     const StepSpec& spec);
+
+  const uint8_t* meta_host() const { return meta_host_; }
+
+ private:
+  StepPlanner(const Shape& shape, size_t meta_capacity) : shape_(shape), meta_capacity_(meta_capacity) {}
+
+  const Shape shape_;
+  const size_t meta_capacity_;
+  uint8_t* meta_host_ = nullptr;              // pinned, meta_capacity_ bytes
+  AttentionPlan plan_;                        // reused every step
+  std::vector<ChunkShape> shapes_;            // reused every step
+  std::vector<PrefillChunk> prefill_chunks_;  // reused every step
+  std::vector<PrefillTile> prefill_tiles_;    // reused every step
+};
+
+}  // namespace kvtier::cuda
+
+#endif  // KVTIER_BACKEND_CUDA_STEP_PLANNER_H_
