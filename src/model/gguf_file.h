@@ -63,7 +63,7 @@ class GgufFile {
   uint32_t alignment() const { return alignment_; }
   size_t file_size() const { return size_; }
   // Metadata in file order.
-  const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }
+  const GgufMetadata& metadata() const { return metadata_; }
   // nullptr when absent.
   const GgufValue* Find(std::string_view key) const;
   // Tensors in file order.
@@ -80,7 +80,7 @@ class GgufFile {
   size_t size_ = 0;
   uint32_t version_ = 0;
   uint32_t alignment_ = kGgufDefaultAlignment;
-  std::vector<std::pair<std::string, GgufValue>> metadata_;
+  GgufMetadata metadata_;
   std::map<std::string, size_t, std::less<>> metadata_index_;
   std::vector<GgufTensorInfo> tensors_;
   std::map<std::string, size_t, std::less<>> tensor_index_;

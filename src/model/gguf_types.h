@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "model/tensor.h"
@@ -84,6 +85,9 @@ class GgufValue {
   std::vector<double> reals_;
   std::vector<std::string> strings_;
 };
+
+// Metadata in file order.
+using GgufMetadata = std::vector<std::pair<std::string, GgufValue>>;
 
 // One of ggml's tensor types: its code in a GGUF file, name, and block geometry (every
 // type kvtier can bound-check, including the ones it cannot compute with).

@@ -16,8 +16,6 @@
 
 namespace kvtier {
 
-using GgufMetadata = std::vector<std::pair<std::string, GgufValue>>;
-
 struct GgufWriteOptions {
   uint32_t alignment = 32;  // written as general.alignment when not 32
   // Hears the stage "weights" (tensor bytes written); Cancelled when it asks to stop (the
