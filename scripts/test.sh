@@ -9,7 +9,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 sanitizers=1
 [ "${1:-}" = "--no-sanitizers" ] && sanitizers=0
 "$root/scripts/install-deps.sh"
-if [ -x "$root/scripts/setup-tokenizer-oracle.sh" ]; then "$root/scripts/setup-tokenizer-oracle.sh"; fi
+"$root/scripts/setup-oracles.sh"
 jobs=$(nproc)
 
 # ctest, and on a failure a short account at the end of the output: each failing
