@@ -58,7 +58,8 @@ class Checkpoint {
   // The GGUF file behind this checkpoint (its metadata, its tensors' own names and types);
   // nullptr for a safetensors checkpoint.
   const GgufFile* gguf() const { return gguf_.get(); }
-  // The sampling fields of generation_config.json (all absent when there is no such file).
+  // The sampling fields of generation_config.json, or of a GGUF file's metadata
+  // (gguf_model.h GenerationConfigFromGguf); all absent when there are none.
   const GenerationConfig& generation_config() const { return generation_config_; }
   // How the linear weights are stored (kNone for a 16/32-bit checkpoint).
   const WeightQuantization& quantization() const { return quantization_; }

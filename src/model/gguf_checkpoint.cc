@@ -18,6 +18,11 @@ absl::Status Checkpoint::OpenGguf(const ProgressFn& progress) {
   ASSIGN_OR_RETURN(gguf_, GgufFile::Open(path_));
   RETURN_IF_ERROR(opening.End());
   ASSIGN_OR_RETURN(config_, ModelConfigFromGguf(*gguf_));
+  ASSIGN_OR_RETURN(std::optional<GenerationConfig> generation, GenerationConfigFromGguf(*gguf_));
+  if (generation.has_value()) {
+    generation_config_ = *std::move(generation);
+    has_generation_config_ = true;
+  }
   for (const GgufTensorInfo& t : gguf_->tensors()) {
     // Tensors kvtier does not read (rope_freqs.weight is read into the config) are skipped.
     const std::optional<std::string> name = HfTensorName(t.name);

@@ -262,6 +262,56 @@ GgufMetadata GgufModelMetadata(const ModelConfig& c, const std::string& name, ui
   return m;
 }
 
+absl::StatusOr<GgufMetadata> GgufGenerationMetadata(std::string_view generation_config_json) {
+  ASSIGN_OR_RETURN(GenerationConfig g, ParseGenerationConfig(generation_config_json));
+  GgufMetadata m;
+  if (g.temperature.has_value()) m.emplace_back("general.sampling.temp", GgufValue::Float32(static_cast<float>(*g.temperature)));
+  if (g.top_k.has_value()) m.emplace_back("general.sampling.top_k", GgufValue::Int32(static_cast<int32_t>(*g.top_k)));
+  if (g.top_p.has_value()) m.emplace_back("general.sampling.top_p", GgufValue::Float32(static_cast<float>(*g.top_p)));
+  if (g.repetition_penalty.has_value()) {
+    m.emplace_back("general.sampling.penalty_repeat", GgufValue::Float32(static_cast<float>(*g.repetition_penalty)));
+  }
+  m.emplace_back("kvtier.generation_config", GgufValue::String(std::string(generation_config_json)));
+  return m;
+}
+
+absl::StatusOr<std::optional<GenerationConfig>> GenerationConfigFromGguf(const GgufFile& file) {
+  if (const GgufValue* text = file.Find("kvtier.generation_config")) {
+    if (text->AsString() == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(file.path(), ": kvtier.generation_config must be a string"));
+    }
+    absl::StatusOr<GenerationConfig> parsed = ParseGenerationConfig(*text->AsString());
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file.path(), ": kvtier.generation_config: ", parsed.status().message()));
+    }
+    return std::optional<GenerationConfig>(*std::move(parsed));
+  }
+  GenerationConfig g;
+  bool any = false;
+  for (const char* key : {"general.sampling.temp", "general.sampling.top_k", "general.sampling.top_p",
+                          "general.sampling.penalty_repeat"}) {
+    const GgufValue* v = file.Find(key);
+    if (v == nullptr) continue;
+    const std::optional<double> r = v->AsReal();
+    if (!r.has_value()) return absl::InvalidArgumentError(absl::StrCat(file.path(), ": ", key, " must be a number"));
+    any = true;
+    const double value = v->element_type() == GgufValueType::kFloat32 ? ShortestDouble(*r) : *r;
+    const std::string_view name(key);
+    if (name.ends_with("temp")) {
+      g.temperature = value;
+      g.do_sample = value > 0;
+    } else if (name.ends_with("top_k")) {
+      g.top_k = static_cast<int64_t>(value);
+    } else if (name.ends_with("top_p")) {
+      g.top_p = value;
+    } else {
+      g.repetition_penalty = value;
+    }
+  }
+  return any ? std::optional<GenerationConfig>(g) : std::nullopt;
+}
+
 std::optional<std::string> GgufTensorName(std::string_view hf_name) {
   for (const auto& [hf, gguf] : kGlobalNames) {
     if (hf_name == hf) return std::string(gguf);

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/config.h"
+#include "model/generation_config.h"
 #include "model/gguf_file.h"
 #include "model/gguf_writer.h"
 
@@ -34,6 +35,17 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file);
 // The general.* and <arch>.* metadata of a config (llama.cpp's keys). `file_type` is
 // llama.cpp's LLAMA_FTYPE of the file (0 all F32, 1 F16, 7 Q8_0, 32 BF16).
 GgufMetadata GgufModelMetadata(const ModelConfig& config, const std::string& name, uint32_t file_type);
+
+// The sampling defaults of a generation_config.json as GGUF metadata: llama.cpp's
+// general.sampling.{temp, top_k, top_p, penalty_repeat} (what its converter writes), and the
+// file itself as kvtier.generation_config, for what llama.cpp has no key for (do_sample,
+// max_new_tokens, eos_token_id). InvalidArgument as ParseGenerationConfig.
+absl::StatusOr<GgufMetadata> GgufGenerationMetadata(std::string_view generation_config_json);
+
+// The sampling defaults a GGUF file carries: kvtier.generation_config when present, else
+// general.sampling.* (temp > 0 samples); nullopt when it has neither. InvalidArgument naming
+// the key for a malformed one.
+absl::StatusOr<std::optional<GenerationConfig>> GenerationConfigFromGguf(const GgufFile& file);
 
 // llama.cpp's name of an HF tensor name ExpectedTensors uses; nullopt for any other name.
 std::optional<std::string> GgufTensorName(std::string_view hf_name);

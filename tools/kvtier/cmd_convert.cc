@@ -19,7 +19,9 @@ namespace {
 constexpr char kDescription[] =
     "Writes the model at --model (an HF checkpoint directory or a GGUF file) as a GGUF file\n"
     "llama.cpp loads: llama.cpp's tensor names and Q/K row order, its hyperparameter keys,\n"
-    "and the tokenizer (tokenizer.json converted to tokenizer.ggml.*). --type sets the type\n"
+    "the tokenizer (tokenizer.json converted to tokenizer.ggml.*) and the sampling defaults\n"
+    "of generation_config.json (general.sampling.*, and the file as kvtier.generation_config).\n"
+    "--type sets the type\n"
     "of the matrices (auto keeps F32/F16/BF16 as they are, anything else becomes F32); norms\n"
     "and biases stay F32. --out is written via a temporary file, and an existing file is\n"
     "replaced only with --force.";
@@ -48,13 +50,13 @@ int ConvertMain(int argc, char** argv) {
     });
   }
   if (!checkpoint.ok()) return cl.Fail(kExitFailure, checkpoint.status().message());
-  absl::StatusOr<GgufMetadata> tokenizer = CheckpointTokenizerMetadata(**checkpoint);
-  if (!tokenizer.ok()) return cl.Fail(kExitFailure, tokenizer.status().message());
+  absl::StatusOr<GgufMetadata> extra = CheckpointExtraMetadata(**checkpoint);
+  if (!extra.ok()) return cl.Fail(kExitFailure, extra.status().message());
 
   GgufExportOptions options;
   options.type = GgufTypeOf(type);
   options.name = std::filesystem::path(model).filename().replace_extension().string();
-  options.extra = *std::move(tokenizer);
+  options.extra = *std::move(extra);
   ProgressBar writing("writing " + out);
   options.progress = [&writing](std::string_view stage, int64_t done, int64_t total) {
     writing.Update(std::string(stage), done, total);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "model/gguf_file.h"
+#include "model/gguf_model.h"
 #include "tokenizer/gguf_tokenizer.h"
 
 namespace kvtier::cli {
@@ -25,21 +26,36 @@ std::optional<std::string> ReadIfPresent(const fs::path& path) {
 
 }  // namespace
 
-absl::StatusOr<GgufMetadata> CheckpointTokenizerMetadata(const Checkpoint& checkpoint) {
+absl::StatusOr<GgufMetadata> CheckpointExtraMetadata(const Checkpoint& checkpoint) {
   if (const GgufFile* gguf = checkpoint.gguf()) {
     GgufMetadata keys;
     for (const auto& [key, value] : gguf->metadata()) {
-      if (key.starts_with("tokenizer.")) keys.emplace_back(key, value);
+      if (key.starts_with("tokenizer.") || key.starts_with("general.sampling.") || key.starts_with("kvtier.")) {
+        keys.emplace_back(key, value);
+      }
     }
     return keys;
   }
   const fs::path dir(checkpoint.path());
-  const std::optional<std::string> json = ReadIfPresent(dir / "tokenizer.json");
-  if (!json.has_value()) return GgufMetadata{{"tokenizer.ggml.model", GgufValue::String("no_vocab")}};
-  absl::StatusOr<GgufMetadata> keys = tokenizer::GgufTokenizerMetadata(
-      *json, ReadIfPresent(dir / "tokenizer_config.json").value_or(""), checkpoint.config().vocab_size);
-  if (!keys.ok()) {
-    return absl::Status(keys.status().code(), absl::StrCat((dir / "tokenizer.json").string(), ": ", keys.status().message()));
+  GgufMetadata keys;
+  if (const std::optional<std::string> json = ReadIfPresent(dir / "tokenizer.json")) {
+    absl::StatusOr<GgufMetadata> tokenizer = tokenizer::GgufTokenizerMetadata(
+        *json, ReadIfPresent(dir / "tokenizer_config.json").value_or(""), checkpoint.config().vocab_size);
+    if (!tokenizer.ok()) {
+      return absl::Status(tokenizer.status().code(),
+                          absl::StrCat((dir / "tokenizer.json").string(), ": ", tokenizer.status().message()));
+    }
+    keys = *std::move(tokenizer);
+  } else {
+    keys.emplace_back("tokenizer.ggml.model", GgufValue::String("no_vocab"));
+  }
+  if (const std::optional<std::string> generation = ReadIfPresent(dir / "generation_config.json")) {
+    absl::StatusOr<GgufMetadata> sampling = GgufGenerationMetadata(*generation);
+    if (!sampling.ok()) {
+      return absl::Status(sampling.status().code(),
+                          absl::StrCat((dir / "generation_config.json").string(), ": ", sampling.status().message()));
+    }
+    keys.insert(keys.end(), sampling->begin(), sampling->end());
   }
   return keys;
 }

@@ -14,10 +14,12 @@
 
 namespace kvtier::cli {
 
-// The tokenizer.* metadata for a GGUF file of `checkpoint`: a GGUF checkpoint's own keys;
-// a directory's tokenizer.json (with tokenizer_config.json) converted
-// (tokenizer/gguf_tokenizer.h); tokenizer.ggml.model "no_vocab" when it has neither.
-absl::StatusOr<GgufMetadata> CheckpointTokenizerMetadata(const Checkpoint& checkpoint);
+// The metadata a GGUF file of `checkpoint` carries beside the model's own: the tokenizer
+// (a directory's tokenizer.json with tokenizer_config.json converted,
+// tokenizer/gguf_tokenizer.h; tokenizer.ggml.model "no_vocab" when there is none) and the
+// sampling defaults of its generation_config.json (model/gguf_model.h). A GGUF
+// checkpoint's own tokenizer.*, general.sampling.* and kvtier.* keys are copied.
+absl::StatusOr<GgufMetadata> CheckpointExtraMetadata(const Checkpoint& checkpoint);
 
 // The choices of --type and the dtype each means (nullopt for "auto").
 std::vector<std::string> GgufTypeChoices();

@@ -8,11 +8,12 @@
 //             them left as text} (no BOS/EOS added: llama.cpp's tokenize with add_special
 //             false, parse_special true / false).
 //   generate  IN: {"prompts": [[ids]...], "max_tokens": N}. OUT: per prompt {"tokens":
-//             greedy continuation (EOS included, not stopped at), "probs": [the next-token
-//             distribution before each generated token, over the whole vocabulary]}.
-//   score     IN: {"sequences": [[ids]...]}. OUT: per sequence {"probs": [the next-token
-//             distribution after each token]}.
-// Distributions are llama.cpp's softmax of its logits (float32), token id order.
+//             greedy continuation (EOS included, not stopped at)}; OUT.probs: the next-token
+//             distribution before each generated token.
+//   score     IN: {"sequences": [[ids]...]}. OUT: per sequence {"positions": n}; OUT.probs:
+//             the next-token distribution after each token.
+// OUT.probs holds the distributions one after another, each `vocab` float32 (little-endian)
+// in token id order, llama.cpp's softmax of its logits; OUT's first line is {"vocab": n}.
 import { readFileSync, writeFileSync } from "node:fs";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 
@@ -33,13 +34,14 @@ const llama = await getLlama({
 });
 const model = await llama.loadModel({ modelPath, vocabOnly: mode === "tokenize", gpuLayers: 0, useMmap: true });
 
+const lines = [];
+const rows = [];  // Float32Arrays for OUT.probs
 function dense(probabilities, size) {
-  const out = new Array(size).fill(0);
-  for (const [token, p] of probabilities) out[token] = Number(p.toPrecision(9));
-  return out;
+  const out = new Float32Array(size);
+  for (const [token, p] of probabilities) out[token] = p;
+  rows.push(out);
 }
 
-const lines = [];
 if (mode === "tokenize") {
   const texts = readFileSync(inPath, "utf8").split("\n").filter((l) => l.length > 0).map((l) => JSON.parse(l));
   lines.push({
@@ -61,30 +63,42 @@ if (mode === "tokenize") {
     sequences: 1,
     threads: 2,
     flashAttention: false,
+    // kvtier's CPU backend keeps K and V in fp32; llama.cpp's default is fp16.
+    experimentalKvCacheKeyType: "F32",
+    experimentalKvCacheValueType: "F32",
   });
   const sequence = context.getSequence();
-  const vocab = model.fileInsights.metadata?.tokenizer?.ggml?.tokens?.length ?? 0;
+  const vocab = model.fileInfo.metadata.tokenizer.ggml.tokens.length;
+  lines.push({ vocab });
   for (const ids of sequences) {
     await sequence.clearHistory();
     if (mode === "generate") {
       const tokens = [];
-      const probs = [];
       const steps = sequence.evaluateWithMetadata(ids, { probabilities: true }, { temperature: 0, yieldEogToken: true });
       for await (const step of steps) {
         tokens.push(step.token);
-        probs.push(dense(step.probabilities, Math.max(vocab, step.probabilities.size)));
+        dense(step.probabilities, vocab);
         if (tokens.length >= request.max_tokens) break;
       }
-      lines.push({ tokens, probs });
+      lines.push({ tokens });
     } else {
       const input = ids.map((token) => [token, { generateNext: { probabilities: true } }]);
       const results = await sequence.controlledEvaluate(input);
-      const probs = results.map((r) => dense(r.next.probabilities, Math.max(vocab, r.next.probabilities.size)));
-      lines.push({ probs });
+      for (const r of results) dense(r.next.probabilities, vocab);
+      lines.push({ positions: results.length });
     }
   }
   await context.dispose();
 }
 writeFileSync(outPath, lines.map((l) => JSON.stringify(l)).join("\n") + "\n");
+if (mode !== "tokenize") {
+  const all = new Float32Array(rows.reduce((n, r) => n + r.length, 0));
+  let at = 0;
+  for (const r of rows) {
+    all.set(r, at);
+    at += r.length;
+  }
+  writeFileSync(outPath + ".probs", Buffer.from(all.buffer));
+}
 await model.dispose();
 await llama.dispose();
