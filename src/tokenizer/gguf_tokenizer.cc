@@ -11,22 +11,26 @@
 namespace kvtier::tokenizer {
 namespace {
 
-// The tokenizer.json regexes llama.cpp's Llama 3 and Qwen2 expressions implement.
-constexpr std::string_view kLlama3Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr std::string_view kQwen2Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
+// The tokenizer.json regexes llama.cpp's expressions implement.
 constexpr GgufPreTokenizer kPreTokenizers[] = {
-    {"gpt-2", "", false, false},
-    {"llama-bpe", kLlama3Regex, true, true},
-    {"llama3", kLlama3Regex, true, true},
-    {"llama-v3", kLlama3Regex, true, true},
-    {"qwen2", kQwen2Regex, false, false},
-    {"deepseek-r1-qwen", kQwen2Regex, false, false},
+    {"gpt-2", kGpt2Pattern, false, false},
+    {"llama-bpe", kLlama3Pattern, true, true},
+    {"llama3", kLlama3Pattern, true, true},
+    {"llama-v3", kLlama3Pattern, true, true},
+    {"qwen2", kQwen2Pattern, false, false},
+    {"deepseek-r1-qwen", kQwen2Pattern, false, false},
 };
 
 constexpr std::string_view kSpieceUnderline = "\xE2\x96\x81";  // U+2581
+
+// Tokens llama.cpp takes for ends of generation by their text, making them control tokens
+// whatever their type says (llama-vocab.cpp); "</s>" not when "<|tool_response>" exists.
+constexpr std::string_view kEndOfGenerationTexts[] = {
+    "<|eot_id|>", "<|im_end|>",     "<|end|>",    "<|return|>",         "<|call|>",          "<|flush|>",
+    "<|calls|>",  "<end_of_turn>",  "<|endoftext|>", "</s>",             "<|eom_id|>",        "<EOT>",
+    "_<EOT>",     "[EOT]",          "[EOS]",      "<|end_of_text|>",    "<end_of_utterance>", "<eos>",
+    "<turn|>",    "<|tool_response>", "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>", "[e~[",
+};
 
 // Reads the tokenizer.* keys, refusing mistyped ones by name.
 class Keys {
@@ -168,6 +172,18 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& f
   const bool with_bos = add_bos.value_or(spm || pre->add_bos) && bos.has_value();
   const bool with_eos = add_eos.value_or(false) && eos.has_value();
 
+  // llama.cpp's end-of-generation tokens, found by their text: control tokens, and stops.
+  std::vector<int32_t> end_of_generation;
+  bool has_tool_response = false;
+  for (int64_t i = 0; i < n; ++i) has_tool_response = has_tool_response || tokens[i] == "<|tool_response>";
+  for (int64_t i = 0; i < n; ++i) {
+    for (std::string_view eog : kEndOfGenerationTexts) {
+      if (tokens[i] != eog || (has_tool_response && eog == "</s>")) continue;
+      types[i] = static_cast<int64_t>(GgufTokenType::kControl);
+      end_of_generation.push_back(static_cast<int32_t>(i));
+    }
+  }
+
   Json root = Json::object();
   Json added = Json::array();
   for (int64_t i = 0; i < n; ++i) {
@@ -183,6 +199,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& f
   root["post_processor"] = SpecialTemplate(with_bos ? text(bos) : std::nullopt, with_eos ? text(eos) : std::nullopt,
                                            bos, eos);
   std::unique_ptr<BpeModel> model;
+  std::unique_ptr<PreTokenizer> pre_tokenizer;  // gpt2: the regex split, with llama.cpp's \s
   if (spm) {
     Json normalizers = Json::array();
     if (add_space_prefix.value_or(true)) normalizers.push_back({{"type", "Prepend"}, {"prepend", std::string(kSpieceUnderline)}});
@@ -216,15 +233,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& f
                                                 {"merges", std::move(merges)},
                                                 {"ignore_merges", pre->ignore_merges},
                                                 {"byte_fallback", false}}));
-    if (pre->regex.empty()) {
-      root["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
-    } else {
-      root["pre_tokenizer"] = {
-          {"type", "Sequence"},
-          {"pretokenizers",
-           {{{"type", "Split"}, {"pattern", {{"Regex", std::string(pre->regex)}}}, {"behavior", "Isolated"}, {"invert", false}},
-            {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
-    }
+    ASSIGN_OR_RETURN(std::unique_ptr<SplitRegex> regex, SplitRegex::Create(pre->regex, RegexSpaces::kUnicode));
+    pre_tokenizer = PreTokenizer::MakeByteLevel(std::move(regex));
     root["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}};
   }
 
@@ -239,9 +249,10 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& f
   for (const std::optional<int32_t>& id : {eos, eot, eom}) {
     if (id.has_value()) stops.push_back(*id);
   }
+  for (int32_t id : end_of_generation) stops.push_back(id);
   generation["eos_token_id"] = stops;
   ASSIGN_OR_RETURN(TokenizerConfig parsed, ParseTokenizerConfig(config.dump(), generation.dump()));
-  return FromParts(root, std::move(model), std::move(parsed));
+  return FromParts(root, std::move(model), std::move(parsed), std::move(pre_tokenizer));
 }
 
 }  // namespace kvtier::tokenizer

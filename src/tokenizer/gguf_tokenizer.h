@@ -7,9 +7,12 @@
 // models (sentencepiece BPE over tokenizer.ggml.scores, byte fallback, a space prefix
 // unless tokenizer.ggml.add_space_prefix is false). Control, unknown and user-defined
 // tokens (tokenizer.ggml.token_type) are found in the text before BPE; control and
-// unknown ones only when special tokens are parsed. BOS/EOS are added as
-// tokenizer.ggml.add_bos_token / add_eos_token say, with llama.cpp's defaults when absent.
-// End of generation: EOS plus tokenizer.ggml.eot_token_id and eom_token_id.
+// unknown ones only when special tokens are parsed; as in llama.cpp, tokens whose text marks
+// an end of generation (<|im_end|>, <|eot_id|>, </s>, ...) are control tokens whatever their
+// type. BOS/EOS are added as tokenizer.ggml.add_bos_token / add_eos_token say, with
+// llama.cpp's defaults when absent. The pre-tokenizer's \s is Unicode's White_Space, as in
+// llama.cpp (transformers' is JavaScript's). End of generation: EOS,
+// tokenizer.ggml.eot_token_id and eom_token_id, and those end-of-generation tokens.
 //
 // Writing (GgufTokenizerMetadata) turns a tokenizer.json that kvtier reads into those keys
 // as llama.cpp's converter writes them, for `kvtier convert --to gguf`.
@@ -39,8 +42,8 @@ enum class GgufTokenType : int32_t {
 // A pre-tokenizer of llama.cpp's that kvtier implements, by its tokenizer.ggml.pre name.
 struct GgufPreTokenizer {
   std::string_view name;
-  // The tokenizer.json Split regex that llama.cpp's expressions implement; empty for
-  // GPT-2's, which the ByteLevel pre-tokenizer applies itself.
+  // The tokenizer.json regex llama.cpp's expressions implement (split_regex.h), whose \s
+  // is Unicode's White_Space there.
   std::string_view regex;
   bool ignore_merges = false;  // a whole word that is a token is that token
   bool add_bos = false;        // llama.cpp's default for tokenizer.ggml.add_bos_token

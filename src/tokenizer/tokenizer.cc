@@ -52,7 +52,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view 
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromParts(const Json& root, std::unique_ptr<BpeModel> model,
-                                                                TokenizerConfig config) {
+                                                                TokenizerConfig config,
+                                                                std::unique_ptr<PreTokenizer> pre_tokenizer) {
   std::unique_ptr<Tokenizer> t(new Tokenizer());
   t->config_ = std::move(config);
   auto part = [&root](const char* key) -> const Json& {
@@ -70,7 +71,11 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromParts(const Json& root
   for (const std::string& extra : t->config_.additional_special_tokens) t->special_contents_.insert(extra);
 
   ASSIGN_OR_RETURN(t->normalizer_, Normalizer::FromJson(part("normalizer")));
-  ASSIGN_OR_RETURN(t->pre_tokenizer_, PreTokenizer::FromJson(part("pre_tokenizer")));
+  if (pre_tokenizer != nullptr) {
+    t->pre_tokenizer_ = std::move(pre_tokenizer);
+  } else {
+    ASSIGN_OR_RETURN(t->pre_tokenizer_, PreTokenizer::FromJson(part("pre_tokenizer")));
+  }
   const BpeModel* bpe = t->model_.get();
   ASSIGN_OR_RETURN(t->post_processor_,
                    PostProcessor::FromJson(part("post_processor"), [bpe](std::string_view token) {

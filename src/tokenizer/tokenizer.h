@@ -105,9 +105,11 @@ class Tokenizer {
 
  private:
   Tokenizer() = default;
-  // The tokenizer.json `root` (its "model" ignored) around `model`.
+  // The tokenizer.json `root` (its "model" ignored) around `model`; `pre_tokenizer`, when
+  // not null, replaces root's.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromParts(const Json& root, std::unique_ptr<BpeModel> model,
-                                                               TokenizerConfig config);
+                                                               TokenizerConfig config,
+                                                               std::unique_ptr<PreTokenizer> pre_tokenizer = nullptr);
   absl::Status EncodeSection(std::string_view text, int section_index, std::vector<int32_t>* ids) const;
 
   std::unique_ptr<BpeModel> model_;

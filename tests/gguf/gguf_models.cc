@@ -44,6 +44,11 @@ std::string GgufScratch() {
   return dir;
 }
 
+void RemoveGgufScratch() {
+  std::error_code ec;
+  fs::remove_all(GgufScratch(), ec);
+}
+
 bool RunKvtier(const std::string& args) {
   const std::string log = GgufScratch() + "/kvtier.log";
   const std::string command = absl::StrCat("\"", KvtierCli(), "\" ", args, " > \"", log, "\" 2>&1");

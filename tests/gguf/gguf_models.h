@@ -13,8 +13,9 @@ namespace kvtier::testing {
 std::string& KvtierCli();
 // Runs `kvtier <args>` (output to a log file); false (with the log on stderr) on failure.
 bool RunKvtier(const std::string& args);
-// A per-process scratch directory.
+// A per-process scratch directory (RemoveGgufScratch deletes it, at the end of the run).
 std::string GgufScratch();
+void RemoveGgufScratch();
 
 // A random checkpoint directory of `preset` ("tiny-llama", "tiny-mistral", "tiny-qwen2",
 // "tiny-qwen3") with a byte-level tokenizer and a 512-token vocabulary, and its GGUF of

@@ -12,5 +12,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   kvtier::testing::KvtierCli() = argv[1];
-  return RUN_ALL_TESTS();
+  const int status = RUN_ALL_TESTS();
+  kvtier::testing::RemoveGgufScratch();
+  return status;
 }

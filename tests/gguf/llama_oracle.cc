@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "gguf_models.h"
 #include "nlohmann/json.hpp"
 
 namespace kvtier::testing {
@@ -27,7 +28,7 @@ const fs::path kBinaries = kOracleDir / "node_modules/@node-llama-cpp/linux-x64/
 
 fs::path Scratch() {
   static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / absl::StrCat("kvtier-llama-oracle-", getpid());
+    fs::path d = fs::path(GgufScratch()) / "oracle";
     fs::create_directories(d);
     return d;
   }();
