@@ -47,7 +47,7 @@ if [ "$sanitizers" = 1 ]; then
 
   fuzz_seconds=${KVTIER_FUZZ_SECONDS:-20}
   mkdir -p "$asan/fuzz-artifacts"
-  for target in safetensors_fuzz config_fuzz tokenizer_fuzz disk_slot_fuzz c_api_fuzz grammar_fuzz; do
+  for target in safetensors_fuzz gguf_fuzz config_fuzz tokenizer_fuzz disk_slot_fuzz c_api_fuzz grammar_fuzz; do
     echo "== fuzz: $target for ${fuzz_seconds}s"
     work="$asan/fuzz-corpus/$target"
     mkdir -p "$work"

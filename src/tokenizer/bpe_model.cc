@@ -113,6 +113,7 @@ std::unique_ptr<BpeModel> BpeModel::FromScores(const std::vector<std::string>& t
   for (size_t i = 0; i < tokens.size() && i < scores.size(); ++i) {
     const std::string& text = tokens[i];
     if (m->TokenToId(text) != static_cast<int32_t>(i)) continue;  // a duplicate: the later id holds the text
+    if (text.size() > kMaxScoredTokenBytes) continue;
     const int32_t rank = static_cast<int32_t>(
         std::lower_bound(distinct.begin(), distinct.end(), scores[i], std::greater<float>()) - distinct.begin());
     std::vector<size_t> cuts;  // character boundaries inside the text

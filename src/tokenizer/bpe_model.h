@@ -32,6 +32,8 @@ class BpeModel {
   // that concatenate to a token merge into it (a piece is a token or one character), a
   // higher-scored token first, equal scores leftmost first: llama.cpp's sentencepiece
   // tokenizer. Pieces no token covers fall back to <0xNN> byte tokens, else to unk_id.
+  // Tokens longer than kMaxScoredTokenBytes (sentencepiece's pieces are at most 16
+  // characters) are not made by merges, which bounds loading time on any file.
   static std::unique_ptr<BpeModel> FromScores(const std::vector<std::string>& tokens,
                                               const std::vector<float>& scores, std::optional<int32_t> unk_id);
 
@@ -52,6 +54,7 @@ class BpeModel {
   int32_t vocab_size() const { return static_cast<int32_t>(id_to_token_.size()); }
 
  private:
+  static constexpr size_t kMaxScoredTokenBytes = 128;
   BpeModel() = default;
 
   // A symbol is any string a merge can produce or consume; not every symbol is a token.
