@@ -256,11 +256,10 @@ absl::Status GgufFile::Parse() {
   ASSIGN_OR_RETURN(uint64_t num_tensors, in.Read<uint64_t>("the tensor count"));
   ASSIGN_OR_RETURN(uint64_t num_metadata, in.Read<uint64_t>("the metadata count"));
   // A metadata entry takes at least 12 bytes (key length, type), a tensor info at least 24.
-  if (num_metadata > in.remaining() / 12) {
-    return in.Corrupt(absl::StrCat("metadata count ", num_metadata, " is more than the file can hold"));
-  }
-  if (num_tensors > in.remaining() / 24) {
-    return in.Corrupt(absl::StrCat("tensor count ", num_tensors, " is more than the file can hold"));
+  if (num_metadata > in.remaining() / 12 || num_tensors > in.remaining() / 24) {
+    return absl::DataLossError(absl::StrCat("truncated or corrupt GGUF file ", path_, ": it declares ", num_metadata,
+                                            " metadata entries and ", num_tensors, " tensors, more than its remaining ",
+                                            in.remaining(), " bytes can hold"));
   }
 
   for (uint64_t i = 0; i < num_metadata; ++i) {

@@ -13,12 +13,12 @@ namespace {
 
 // The tokenizer.json regexes llama.cpp's expressions implement.
 constexpr GgufPreTokenizer kPreTokenizers[] = {
-    {"gpt-2", kGpt2Pattern, false, false},
-    {"llama-bpe", kLlama3Pattern, true, true},
-    {"llama3", kLlama3Pattern, true, true},
-    {"llama-v3", kLlama3Pattern, true, true},
-    {"qwen2", kQwen2Pattern, false, false},
-    {"deepseek-r1-qwen", kQwen2Pattern, false, false},
+    {"gpt-2", kGpt2Pattern, false, false, true},
+    {"llama-bpe", kLlama3Pattern, true, true, true},
+    {"llama3", kLlama3Pattern, true, true, true},
+    {"llama-v3", kLlama3Pattern, true, true, true},
+    {"qwen2", kQwen2Pattern, false, false, false},
+    {"deepseek-r1-qwen", kQwen2Pattern, false, false, false},
 };
 
 constexpr std::string_view kSpieceUnderline = "\xE2\x96\x81";  // U+2581
@@ -238,7 +238,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& f
     root["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}};
   }
 
-  Json config = {{"clean_up_tokenization_spaces", false}};
+  Json config = {{"clean_up_tokenization_spaces", !spm && pre->clean_spaces}};
   if (bos.has_value()) config["bos_token"] = tokens[*bos];
   if (eos.has_value()) config["eos_token"] = tokens[*eos];
   if (const GgufValue* v = file.Find("tokenizer.chat_template"); v != nullptr && v->AsString() != nullptr) {

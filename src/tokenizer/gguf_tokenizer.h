@@ -47,6 +47,9 @@ struct GgufPreTokenizer {
   std::string_view regex;
   bool ignore_merges = false;  // a whole word that is a token is that token
   bool add_bos = false;        // llama.cpp's default for tokenizer.ggml.add_bos_token
+  // Decoding removes the space before punctuation (llama.cpp's clean_spaces; kvtier applies
+  // transformers' clean_up_tokenization_spaces, which differs in rare contractions).
+  bool clean_spaces = false;
 };
 
 // nullptr for a name kvtier does not implement. An absent tokenizer.ggml.pre is "default".

@@ -225,8 +225,8 @@ TEST(GgufFileTest, MalformedMetadata) {
               "power of two");
   ExpectError(Start(0, 1).Str("general.alignment").U32(10).U64(64).Open(), absl::StatusCode::kDataLoss,
               "general.alignment");
-  ExpectError(Start(uint64_t{1} << 50, 0).Open(), absl::StatusCode::kDataLoss, "tensor count");
-  ExpectError(Start(0, uint64_t{1} << 50).Open(), absl::StatusCode::kDataLoss, "metadata count");
+  ExpectError(Start(uint64_t{1} << 50, 0).Open(), absl::StatusCode::kDataLoss, "1125899906842624 tensors");
+  ExpectError(Start(0, uint64_t{1} << 50).Open(), absl::StatusCode::kDataLoss, "1125899906842624 metadata entries");
   ExpectError(Start(0, 1).Str("k").U32(8).U64(1000).Raw("abc").Open(), absl::StatusCode::kDataLoss, "truncated");
 }
 
