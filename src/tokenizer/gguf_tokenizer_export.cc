@@ -48,19 +48,27 @@ absl::StatusOr<std::string> PreTokenizerName(const Json& pre) {
                                                " has no GGUF form kvtier writes (gpt-2, llama-bpe, qwen2)"));
 }
 
-// Whether the "single" template of a TemplateProcessing post-processor puts a special token
-// before (first) and after (second) the sequence; nullopt without one.
-std::optional<std::pair<bool, bool>> TemplateSpecials(const Json& post) {
-  if (!post.is_object() || post.value("type", "") != "TemplateProcessing" || !post.contains("single")) return std::nullopt;
-  bool before = false, after = false, seen_sequence = false;
+// The special tokens the "single" template of a TemplateProcessing post-processor puts
+// before and after the sequence (the last of each side), when it has such a template.
+struct TemplateSpecials {
+  std::optional<std::string> before, after;
+};
+std::optional<TemplateSpecials> FindTemplateSpecials(const Json& post) {
+  if (!post.is_object() || post.value("type", "") != "TemplateProcessing" || !post.contains("single") ||
+      !post["single"].is_array()) {
+    return std::nullopt;
+  }
+  TemplateSpecials specials;
+  bool seen_sequence = false;
   for (const Json& item : post["single"]) {
     if (item.contains("Sequence")) {
       seen_sequence = true;
-    } else if (item.contains("SpecialToken")) {
-      (seen_sequence ? after : before) = true;
+    } else if (item.contains("SpecialToken") && item["SpecialToken"].is_object()) {
+      const std::string id = item["SpecialToken"].value("id", "");
+      (seen_sequence ? specials.after : specials.before) = id;
     }
   }
-  return std::make_pair(before, after);
+  return specials;
 }
 
 }  // namespace
@@ -171,14 +179,18 @@ absl::StatusOr<GgufMetadata> GgufTokenizerMetadata(std::string_view tokenizer_js
     if (!token.has_value()) return;
     if (auto it = id_of.find(*token); it != id_of.end()) m.emplace_back(key, GgufValue::Uint32(static_cast<uint32_t>(it->second)));
   };
-  id_key("tokenizer.ggml.bos_token_id", config.bos_token);
-  id_key("tokenizer.ggml.eos_token_id", config.eos_token);
-  if (!unk.empty()) id_key("tokenizer.ggml.unknown_token_id", unk);
+  // BOS/EOS: tokenizer_config.json's, else those the template adds.
+  std::optional<std::string> bos = config.bos_token, eos = config.eos_token;
   std::optional<bool> add_bos = config.add_bos_token, add_eos = config.add_eos_token;
-  if (const auto specials = TemplateSpecials(root.value("post_processor", Json()))) {
-    if (!add_bos.has_value()) add_bos = specials->first;
-    if (!add_eos.has_value()) add_eos = specials->second;
+  if (const std::optional<TemplateSpecials> specials = FindTemplateSpecials(root.value("post_processor", Json()))) {
+    if (!add_bos.has_value()) add_bos = specials->before.has_value();
+    if (!add_eos.has_value()) add_eos = specials->after.has_value();
+    if (!bos.has_value()) bos = specials->before;
+    if (!eos.has_value()) eos = specials->after;
   }
+  id_key("tokenizer.ggml.bos_token_id", bos);
+  id_key("tokenizer.ggml.eos_token_id", eos);
+  if (!unk.empty()) id_key("tokenizer.ggml.unknown_token_id", unk);
   if (add_bos.has_value()) m.emplace_back("tokenizer.ggml.add_bos_token", GgufValue::Bool(*add_bos));
   if (add_eos.has_value()) m.emplace_back("tokenizer.ggml.add_eos_token", GgufValue::Bool(*add_eos));
   if (spm) {
