@@ -393,6 +393,18 @@ gguf)
   run run --model "$demo_gguf" --backend cpu --prompt "The meaning of life is" --prompt "A computer is" --seed 5
   check "run --model demo.gguf writes the text --model demo writes" cmp -s "$work/out" "$work/from-safetensors"
   check "... and that text is not empty" grep -q '^seq 1: ' "$work/out"
+  # On a GPU the CUDA backend loads GGUF through the same loader: the same text from the
+  # demo's GGUF as from its directory, and a Q8_0 file dequantized to bf16 and to fp8.
+  if "$kvtier" run --model "$tiny" --backend cuda --prompt-ids 1 --max-tokens 1 >/dev/null 2>&1; then
+    run run --model demo --backend cuda --prompt "The meaning of life is" --seed 5
+    cp "$work/out" "$work/cuda-from-safetensors"
+    run run --model "$demo_gguf" --backend cuda --prompt "The meaning of life is" --seed 5
+    check "cuda: run --model demo.gguf writes the text --model demo writes" cmp -s "$work/out" "$work/cuda-from-safetensors"
+    expect_re 0 out '^seq 1: ' run --model "$work/demo-q8_0.gguf" --backend cuda --prompt "Love is" --max-tokens 8
+    expect_re 0 out '^seq 1: ' run --model "$work/demo-q8_0.gguf" --backend cuda --weight-dtype fp8 --prompt "Love is" --max-tokens 8
+  else
+    echo "skip: GGUF on the CUDA backend: no usable CUDA device (or a build without CUDA)"
+  fi
   echo "The meaning of life is <|endoftext|>" >"$work/line"
   a=$("$kvtier" tokenize --tokenizer "$src/models/demo" <"$work/line")
   b=$("$kvtier" tokenize --tokenizer "$demo_gguf" <"$work/line")

@@ -44,6 +44,13 @@ std::string GgufScratch() {
   return dir;
 }
 
+std::string ReadFileText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 void RemoveGgufScratch() {
   std::error_code ec;
   fs::remove_all(GgufScratch(), ec);
@@ -53,10 +60,7 @@ bool RunKvtier(const std::string& args) {
   const std::string log = GgufScratch() + "/kvtier.log";
   const std::string command = absl::StrCat("\"", KvtierCli(), "\" ", args, " > \"", log, "\" 2>&1");
   if (std::system(command.c_str()) == 0) return true;
-  std::ifstream in(log);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::cerr << "failed: " << command << "\n" << text.str();
+  std::cerr << "failed: " << command << "\n" << ReadFileText(log);
   return false;
 }
 

@@ -13,6 +13,9 @@ namespace kvtier::testing {
 std::string& KvtierCli();
 // Runs `kvtier <args>` (output to a log file); false (with the log on stderr) on failure.
 bool RunKvtier(const std::string& args);
+// The bytes of a file ("" when it cannot be read).
+std::string ReadFileText(const std::string& path);
+
 // A per-process scratch directory (RemoveGgufScratch deletes it, at the end of the run).
 std::string GgufScratch();
 void RemoveGgufScratch();

@@ -51,6 +51,13 @@ constexpr int64_t kPositions = 1024;
 #define SKIP_WITHOUT_ORACLE()                                                        \
   if (std::optional<std::string> missing = LlamaOracleMissing()) GTEST_SKIP() << *missing
 
+// "tiny-llama" -> "tiny_llama" (gtest names).
+std::string TestName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  for (char& c : name) c = c == '-' ? '_' : c;
+  return name;
+}
+
 std::vector<std::string> PromptTexts() {
   return {"The meaning of life is", "Never trust a man who", "A computer is a machine that"};
 }
@@ -114,21 +121,15 @@ TEST_P(F32OracleTest, GreedyTokensAndLogitsMatchLlamaCpp) {
 
 INSTANTIATE_TEST_SUITE_P(Models, F32OracleTest,
                          ::testing::Values("tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "demo"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& c : name) c = c == '-' ? '_' : c;
-                           return name;
-                         });
+                         TestName);
 
 // The first kPositions tokens (and a few more) of the demo's held-out text, in sequences of
 // 256.
 std::vector<std::vector<int32_t>> HeldOut(const std::string& gguf) {
-  std::ifstream in(std::string(KVTIER_SOURCE_DIR) + "/models/demo/heldout.txt");
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = ReadFileText(std::string(KVTIER_SOURCE_DIR) + "/models/demo/heldout.txt");
   auto tokenizer = tokenizer::Tokenizer::FromGgufFile(gguf);
   EXPECT_TRUE(tokenizer.ok());
-  auto ids = (*tokenizer)->Encode(text.str());
+  auto ids = (*tokenizer)->Encode(text);
   EXPECT_TRUE(ids.ok());
   std::vector<std::vector<int32_t>> sequences;
   for (size_t at = 0; at < static_cast<size_t>(kPositions) && at + 1 < ids->size(); at += 256) {
@@ -245,11 +246,7 @@ TEST_P(RoundTripTest, F32GgufGivesTheSameLogitsAsItsSafetensors) {
 
 INSTANTIATE_TEST_SUITE_P(Models, RoundTripTest,
                          ::testing::Values("tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "demo"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& c : name) c = c == '-' ? '_' : c;
-                           return name;
-                         });
+                         TestName);
 
 TEST(RoundTripTest, Q8_0GgufStaysCloseToItsSafetensors) {
   const std::string gguf = DemoGguf("q8_0");

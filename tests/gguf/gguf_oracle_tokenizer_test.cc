@@ -25,13 +25,6 @@ namespace fs = std::filesystem;
 
 const fs::path kCorpus = fs::path(KVTIER_SOURCE_DIR) / "tests/tokenizer/corpus/corpus.jsonl";
 
-std::string ReadAll(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // The directory holding tokenizer.json (+ tokenizer_config.json) of `name`, or "".
 fs::path TokenizerDir(const std::string& name) {
   if (name == "demo") return fs::path(KVTIER_SOURCE_DIR) / "models/demo";
@@ -41,14 +34,14 @@ fs::path TokenizerDir(const std::string& name) {
 // A GGUF file holding a small model's hyperparameters and the tokenizer of `dir`: all that
 // llama.cpp reads to tokenize (it loads vocabulary-only).
 absl::StatusOr<std::string> TokenizerGguf(const std::string& name, const fs::path& dir) {
-  const std::string json = ReadAll(dir / "tokenizer.json");
+  const std::string json = ReadFileText(dir / "tokenizer.json");
   const nlohmann::json root = nlohmann::json::parse(json);
   int64_t vocab = 0;
   for (const auto& [token, id] : root["model"]["vocab"].items()) vocab = std::max(vocab, id.get<int64_t>() + 1);
   for (const auto& added : root["added_tokens"]) vocab = std::max(vocab, added["id"].get<int64_t>() + 1);
   const std::string config_path = (dir / "tokenizer_config.json").string();
   absl::StatusOr<GgufMetadata> tokenizer =
-      tokenizer::GgufTokenizerMetadata(json, fs::exists(config_path) ? ReadAll(config_path) : "", vocab);
+      tokenizer::GgufTokenizerMetadata(json, fs::exists(config_path) ? ReadFileText(config_path) : "", vocab);
   if (!tokenizer.ok()) return tokenizer.status();
   ModelConfig config;
   config.hidden_size = 64;
@@ -87,7 +80,7 @@ TEST_P(TokenizerOracleTest, EncodesTheCorpusAsLlamaCpp) {
   if (llama->add_bos) EXPECT_EQ(t.bos_id(), llama->bos);
 
   std::vector<std::string> lines;
-  std::istringstream corpus(ReadAll(kCorpus));
+  std::istringstream corpus(ReadFileText(kCorpus));
   for (std::string line; std::getline(corpus, line);) {
     if (!line.empty()) lines.push_back(nlohmann::json::parse(line).get<std::string>());
   }

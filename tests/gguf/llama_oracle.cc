@@ -35,16 +35,9 @@ fs::path Scratch() {
   return dir;
 }
 
-std::string ReadAll(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::vector<json> JsonLines(const fs::path& path) {
   std::vector<json> lines;
-  std::istringstream in(ReadAll(path));
+  std::istringstream in(ReadFileText(path));
   for (std::string line; std::getline(in, line);) {
     if (!line.empty()) lines.push_back(json::parse(line));
   }
@@ -66,12 +59,12 @@ absl::StatusOr<std::vector<json>> Run(const std::string& mode, const std::string
   const std::string command = absl::StrCat("node \"", (kOracleDir / "llama_oracle.mjs").string(), "\" ", mode, " \"", gguf,
                                            "\" \"", in.string(), "\" \"", out.string(), "\" > \"", log.string(), "\" 2>&1");
   if (std::system(command.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("llama.cpp oracle failed: ", command, "\n", ReadAll(log)));
+    return absl::InternalError(absl::StrCat("llama.cpp oracle failed: ", command, "\n", ReadFileText(log)));
   }
   std::vector<json> lines = JsonLines(out);
   if (distributions != nullptr && !lines.empty()) {
     distributions->vocab = lines[0]["vocab"].get<int64_t>();
-    const std::string bytes = ReadAll(out.string() + ".probs");
+    const std::string bytes = ReadFileText(out.string() + ".probs");
     const size_t row_bytes = static_cast<size_t>(distributions->vocab) * sizeof(float);
     for (size_t at = 0; row_bytes > 0 && at + row_bytes <= bytes.size(); at += row_bytes) {
       std::vector<float> row(static_cast<size_t>(distributions->vocab));
