@@ -18,6 +18,13 @@ absl::Status Checkpoint::OpenGguf(const ProgressFn& progress) {
   ASSIGN_OR_RETURN(gguf_, GgufFile::Open(path_));
   RETURN_IF_ERROR(opening.End());
   ASSIGN_OR_RETURN(config_, ModelConfigFromGguf(*gguf_));
+  // Each block has at least nine tensors: a block count the file cannot hold is refused
+  // before the expected tensors of so many blocks are listed.
+  if (config_.num_layers > static_cast<int64_t>(gguf_->tensors().size()) / 9) {
+    return absl::NotFoundError(absl::StrCat(path_, ": ", std::string(GgufArchitectureName(config_.architecture)), ".block_count is ",
+                                            config_.num_layers, " but the file holds only ", gguf_->tensors().size(),
+                                            " tensors"));
+  }
   ASSIGN_OR_RETURN(std::optional<GenerationConfig> generation, GenerationConfigFromGguf(*gguf_));
   if (generation.has_value()) {
     generation_config_ = *std::move(generation);

@@ -238,21 +238,19 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromGguf(const GgufFile& f
     root["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}};
   }
 
-  Json config = {{"clean_up_tokenization_spaces", !spm && pre->clean_spaces}};
-  if (bos.has_value()) config["bos_token"] = tokens[*bos];
-  if (eos.has_value()) config["eos_token"] = tokens[*eos];
+  // Built directly: the file's strings need not be valid UTF-8, which JSON text must be.
+  TokenizerConfig config;
+  config.clean_up_tokenization_spaces = !spm && pre->clean_spaces;
+  if (bos.has_value()) config.bos_token = tokens[*bos];
+  if (eos.has_value()) config.eos_token = tokens[*eos];
   if (const GgufValue* v = file.Find("tokenizer.chat_template"); v != nullptr && v->AsString() != nullptr) {
-    config["chat_template"] = *v->AsString();
+    config.chat_template = *v->AsString();
   }
-  Json generation = Json::object();
-  Json stops = Json::array();
   for (const std::optional<int32_t>& id : {eos, eot, eom}) {
-    if (id.has_value()) stops.push_back(*id);
+    if (id.has_value()) config.generation_eos_ids.push_back(*id);
   }
-  for (int32_t id : end_of_generation) stops.push_back(id);
-  generation["eos_token_id"] = stops;
-  ASSIGN_OR_RETURN(TokenizerConfig parsed, ParseTokenizerConfig(config.dump(), generation.dump()));
-  return FromParts(root, std::move(model), std::move(parsed), std::move(pre_tokenizer));
+  for (int32_t id : end_of_generation) config.generation_eos_ids.push_back(id);
+  return FromParts(root, std::move(model), std::move(config), std::move(pre_tokenizer));
 }
 
 }  // namespace kvtier::tokenizer
