@@ -93,6 +93,13 @@ install(FILES
   DESTINATION ${CMAKE_INSTALL_DATADIR}/kvtier/models/demo
   PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ
   COMPONENT demomodel)
+# The same model as GGUF, written by this build's kvtier (tools/kvtier/CMakeLists.txt).
+if(KVTIER_DEMO_GGUF)
+  install(FILES ${KVTIER_DEMO_GGUF}
+    DESTINATION ${CMAKE_INSTALL_DATADIR}/kvtier/models/demo
+    PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ
+    COMPONENT demomodel)
+endif()
 # Its model card, where Debian keeps documentation.
 install(FILES ${PROJECT_SOURCE_DIR}/models/demo/README.md
   DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/kvtier-demo-model COMPONENT demomodel)

@@ -9,7 +9,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 sanitizers=1
 [ "${1:-}" = "--no-sanitizers" ] && sanitizers=0
 "$root/scripts/install-deps.sh"
-if [ -x "$root/scripts/setup-tokenizer-oracle.sh" ]; then "$root/scripts/setup-tokenizer-oracle.sh"; fi
+"$root/scripts/setup-oracles.sh"
 jobs=$(nproc)
 
 # ctest, and on a failure a short account at the end of the output: each failing
@@ -47,7 +47,7 @@ if [ "$sanitizers" = 1 ]; then
 
   fuzz_seconds=${KVTIER_FUZZ_SECONDS:-20}
   mkdir -p "$asan/fuzz-artifacts"
-  for target in safetensors_fuzz config_fuzz tokenizer_fuzz disk_slot_fuzz c_api_fuzz grammar_fuzz; do
+  for target in safetensors_fuzz gguf_fuzz config_fuzz tokenizer_fuzz disk_slot_fuzz c_api_fuzz grammar_fuzz; do
     echo "== fuzz: $target for ${fuzz_seconds}s"
     work="$asan/fuzz-corpus/$target"
     mkdir -p "$work"

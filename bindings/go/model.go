@@ -14,7 +14,7 @@ type Model struct {
 	h  capi.Struct_SS_kvt_model // nil once closed
 }
 
-// LoadModel loads an HF checkpoint directory (config.json, *.safetensors).
+// LoadModel loads an HF checkpoint directory (config.json, *.safetensors) or a GGUF file.
 func LoadModel(dir string) (*Model, error) {
 	box := capi.New_kvt_model_box()
 	defer capi.Delete_kvt_model_box(box)

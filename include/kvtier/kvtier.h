@@ -214,7 +214,9 @@ KVT_API const char* kvt_options_errmsg(const kvt_options* options);
  * time after the last kvt_context_create that uses it. */
 typedef struct kvt_model kvt_model;
 
-/** Loads an HF checkpoint directory (config.json, *.safetensors or a sharded index).
+/** Loads an HF checkpoint directory (config.json, *.safetensors or a sharded index) or a
+ * GGUF file (llama.cpp's format; `directory` is then the file's path: its metadata gives
+ * the config and the tokenizer, docs/GGUF.md says which architectures and tensor types).
  * Errors: KVT_ERR_NOT_FOUND (missing directory/file/tensor), KVT_ERR_CORRUPT (malformed
  * file), KVT_ERR_UNSUPPORTED (architecture or dtype), KVT_ERR_INVALID_ARGUMENT (null). */
 KVT_API kvt_status kvt_model_load(const char* directory, kvt_model** out, char* errbuf,
@@ -586,7 +588,7 @@ KVT_API kvt_status kvt_set_log_callback(kvt_log_fn callback, void* user_data, in
  * done = total last; done never decreases in between. Called on the thread that made the
  * call. Return 0 to go on, anything else to cancel: the call then stops at once, frees what
  * it made and returns KVT_ERR_CANCELLED.
- * Stages of kvt_model_load_with_progress: "files" (safetensors files opened), "tensors"
+ * Stages of kvt_model_load_with_progress: "files" (safetensors or GGUF files opened), "tensors"
  * (tensors checked; reads a sample of each from disk), "tokenizer" (0 or 1).
  * Stages of kvt_context_create (kvt_options_set_progress_callback): "weights" (bytes of
  * weights converted or copied to the device), "kv_pools" (0 or 1), "warmup" (0 or 1). */

@@ -1,8 +1,9 @@
-// C API: kvt_model — loading a checkpoint directory, reference counting, model info.
+// C API: kvt_model — loading a checkpoint directory or GGUF file, reference counting, model info.
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "api/handles.h"
+#include "model/gguf_file.h"
 #include "nlohmann/json.hpp"
 
 extern "C" {
@@ -32,15 +33,22 @@ KVT_API kvt_status kvt_model_load_with_progress(const char* directory, kvt_progr
                                absl::StrCat(directory, "/", defaults.status().message())));
     }
     std::shared_ptr<const kvtier::tokenizer::Tokenizer> tokenizer;
-    const bool has_tokenizer = std::ifstream(std::string(directory) + "/tokenizer.json").good();
+    const kvtier::GgufFile* gguf = (*checkpoint)->gguf();
+    const bool has_tokenizer =
+        gguf != nullptr ? gguf->Find("tokenizer.ggml.model") != nullptr
+                        : std::ifstream(std::string(directory) + "/tokenizer.json").good();
     kvtier::ProgressStage tokenizing(report, "tokenizer", has_tokenizer ? 1 : 0);
     if (absl::Status s = tokenizing.Begin(); !s.ok()) return fail(s);
     if (has_tokenizer) {
-      auto loaded = kvtier::tokenizer::Tokenizer::FromDirectory(directory);
-      if (!loaded.ok()) {
-        return fail(absl::Status(loaded.status().code(), "tokenizer.json: " + std::string(loaded.status().message())));
+      auto loaded = gguf != nullptr ? kvtier::tokenizer::Tokenizer::FromGguf(*gguf)
+                                    : kvtier::tokenizer::Tokenizer::FromDirectory(directory);
+      if (loaded.ok()) {
+        tokenizer = std::move(*loaded);
+      } else if (gguf == nullptr || !absl::IsNotFound(loaded.status())) {  // a GGUF may say it has none
+        return fail(absl::Status(loaded.status().code(),
+                                 (gguf != nullptr ? "tokenizer: " : "tokenizer.json: ") +
+                                     std::string(loaded.status().message())));
       }
-      tokenizer = std::move(*loaded);
     }
     if (absl::Status s = tokenizing.End(); !s.ok()) return fail(s);
     auto* model = new kvt_model();

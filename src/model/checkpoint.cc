@@ -1,5 +1,6 @@
-// Checkpoint::Open: config.json + safetensors (single or sharded) + shape checks +
-// fingerprint (checkpoint.h). Immutable after Open; thread-safe reads.
+// Checkpoint::Open: a directory's config.json + safetensors (single or sharded), shape
+// checks and fingerprint (checkpoint.h; GGUF files: gguf_checkpoint.cc). Immutable after
+// Open; thread-safe reads.
 #include "model/checkpoint.h"
 
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "model/fp8_weights.h"
+#include "model/gguf_file.h"
 #include "model/safetensors.h"
 #include "model/stable_hash.h"
 #include "nlohmann/json.hpp"
@@ -96,29 +98,38 @@ uint64_t HashConfig(const ModelConfig& c, uint64_t h) {
 
 Checkpoint::~Checkpoint() = default;
 
-absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& directory,
-                                                             const ProgressFn& progress) {
-  if (!IsDirectory(directory)) {
-    return absl::NotFoundError(absl::StrCat("model directory ", directory, " does not exist or is not a directory"));
-  }
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& path, const ProgressFn& progress) {
   std::unique_ptr<Checkpoint> ckpt(new Checkpoint());
-  ckpt->directory_ = directory;
+  ckpt->path_ = path;
+  if (IsDirectory(path)) {
+    RETURN_IF_ERROR(ckpt->OpenDirectory(progress));
+  } else if (IsFile(path)) {
+    RETURN_IF_ERROR(ckpt->OpenGguf(progress));
+  } else {
+    return absl::NotFoundError(
+        absl::StrCat("model ", path, " does not exist (give a checkpoint directory or a .gguf file)"));
+  }
+  return ckpt;
+}
+
+absl::Status Checkpoint::OpenDirectory(const ProgressFn& progress) {
+  const std::string& directory = path_;
   const std::string config_path = directory + "/config.json";
   if (!IsFile(config_path)) return absl::NotFoundError(absl::StrCat(config_path, " not found"));
   ASSIGN_OR_RETURN(std::string config_text, ReadFile(config_path));
   absl::StatusOr<ModelConfig> config = ParseModelConfig(config_text);
   if (!config.ok()) return Annotate(config.status(), config_path);
-  ckpt->config_ = *std::move(config);
+  config_ = *std::move(config);
   absl::StatusOr<WeightQuantization> quantization = ParseWeightQuantization(config_text);
   if (!quantization.ok()) return Annotate(quantization.status(), config_path);
-  ckpt->quantization_ = *std::move(quantization);
+  quantization_ = *std::move(quantization);
   const std::string generation_path = directory + "/generation_config.json";
   if (IsFile(generation_path)) {
     ASSIGN_OR_RETURN(std::string generation_text, ReadFile(generation_path));
     absl::StatusOr<GenerationConfig> generation = ParseGenerationConfig(generation_text);
     if (!generation.ok()) return Annotate(generation.status(), generation_path);
-    ckpt->generation_config_ = *std::move(generation);
-    ckpt->has_generation_config_ = true;
+    generation_config_ = *std::move(generation);
+    has_generation_config_ = true;
   }
 
   // Open the safetensors files; `expected_in` says which file the index puts each tensor in.
@@ -131,11 +142,11 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     std::set<std::string> shards;
     for (const auto& [name, shard] : expected_in) shards.insert(shard);
     for (const std::string& shard : shards) {
-      const std::string path = directory + "/" + shard;
-      if (!IsFile(path)) {
+      const std::string file = directory + "/" + shard;
+      if (!IsFile(file)) {
         return absl::NotFoundError(absl::StrCat("shard ", shard, " named by ", index_path, " not found"));
       }
-      files.push_back(path);
+      files.push_back(file);
     }
   } else if (IsFile(single_path)) {
     files.push_back(single_path);
@@ -144,61 +155,64 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
         absl::StrCat("no model.safetensors or model.safetensors.index.json in ", directory));
   }
 
-  std::map<std::string, const SafetensorsFile::UnsupportedTensor*> unsupported;
   ProgressStage opening(progress, "files", static_cast<int64_t>(files.size()));
   RETURN_IF_ERROR(opening.Begin());
-  for (const std::string& path : files) {
-    ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(path));
+  for (const std::string& file_path : files) {
+    ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(file_path));
     RETURN_IF_ERROR(opening.Add(1));
     for (const TensorView& t : file->tensors()) {
-      if (!ckpt->tensors_.emplace(t.name, t).second) {
-        return absl::DataLossError(absl::StrCat("tensor '", t.name, "' appears in more than one file (again in ", path, ")"));
+      if (!tensors_.emplace(t.name, t).second) {
+        return absl::DataLossError(
+            absl::StrCat("tensor '", t.name, "' appears in more than one file (again in ", file_path, ")"));
       }
     }
-    for (const auto& t : file->unsupported_tensors()) unsupported[t.name] = &t;
-    ckpt->files_.push_back(std::move(file));
+    for (const auto& t : file->unsupported_tensors()) unsupported_[t.name] = t.dtype;
+    files_.push_back(std::move(file));
   }
   RETURN_IF_ERROR(opening.End());
   for (const auto& [name, shard] : expected_in) {
-    if (!ckpt->tensors_.contains(name) && !unsupported.contains(name)) {
+    if (!tensors_.contains(name) && !unsupported_.contains(name)) {
       return absl::DataLossError(absl::StrCat("tensor '", name, "' is listed in ", index_path, " under ", shard,
                                               " but that shard does not contain it"));
     }
   }
+  return Validate("F32, F16, BF16, F8_E4M3", progress);
+}
 
-  const std::string arch(ArchitectureName(ckpt->config_.architecture));
-  for (const ExpectedTensor& want : ExpectedTensors(ckpt->config_)) {
-    auto it = ckpt->tensors_.find(want.name);
-    if (it == ckpt->tensors_.end()) {
-      if (auto u = unsupported.find(want.name); u != unsupported.end()) {
-        return absl::UnimplementedError(absl::StrCat("tensor '", want.name, "' has dtype ", u->second->dtype,
-                                                     " (supported: F32, F16, BF16, F8_E4M3) in ", directory));
+absl::Status Checkpoint::Validate(const std::string& supported, const ProgressFn& progress) {
+  const std::string arch(ArchitectureName(config_.architecture));
+  for (const ExpectedTensor& want : ExpectedTensors(config_)) {
+    auto it = tensors_.find(want.name);
+    if (it == tensors_.end()) {
+      if (auto u = unsupported_.find(want.name); u != unsupported_.end()) {
+        return absl::UnimplementedError(absl::StrCat("tensor '", want.name, "' has dtype ", u->second,
+                                                     " (supported: ", supported, ") in ", path_));
       }
       return absl::NotFoundError(
-          absl::StrCat("tensor '", want.name, "' required by ", arch, " is missing from ", directory));
+          absl::StrCat("tensor '", want.name, "' required by ", arch, " is missing from ", path_));
     }
     if (it->second.shape != want.shape) {
       return absl::InvalidArgumentError(absl::StrCat("tensor '", want.name, "' has shape ", ShapeString(it->second.shape),
                                                      ", expected ", ShapeString(want.shape), " for this ", arch,
-                                                     " config (", directory, ")"));
+                                                     " config (", path_, ")"));
     }
   }
 
   // Every fp8 tensor must come with scales the quantization_config explains.
-  for (const auto& [name, tensor] : ckpt->tensors_) {
+  for (const auto& [name, tensor] : tensors_) {
     if (tensor.dtype != DType::kF8E4M3) continue;
-    absl::Status scales = ckpt->Fp8ScalesOf(tensor).status();
-    if (!scales.ok()) return Annotate(scales, directory);
+    absl::Status scales = Fp8ScalesOf(tensor).status();
+    if (!scales.ok()) return Annotate(scales, path_);
   }
 
   // Fingerprint: config, then every tensor's name/dtype/shape and sampled bytes, by name.
   // Reading the sampled bytes is what touches the disk (the weights are only mapped).
-  uint64_t h = HashConfig(ckpt->config_, kFnv64Offset);
-  const std::vector<std::string> names = ckpt->TensorNames();
+  uint64_t h = HashConfig(config_, kFnv64Offset);
+  const std::vector<std::string> names = TensorNames();
   ProgressStage checking(progress, "tensors", static_cast<int64_t>(names.size()));
   RETURN_IF_ERROR(checking.Begin());
   for (const std::string& name : names) {
-    const TensorView& t = ckpt->tensors_.at(name);
+    const TensorView& t = tensors_.at(name);
     h = Fnv1a64(absl::StrCat(name, "|", std::string(DTypeName(t.dtype)), "|", ShapeString(t.shape), "|"), h);
     const size_t n = t.nbytes();
     const size_t head = std::min(n, kFingerprintSampleBytes);
@@ -210,14 +224,14 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     RETURN_IF_ERROR(checking.Add(1));
   }
   RETURN_IF_ERROR(checking.End());
-  ckpt->fingerprint_ = h;
-  return ckpt;
+  fingerprint_ = h;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TensorView> Checkpoint::Tensor(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) {
-    return absl::NotFoundError(absl::StrCat("tensor '", name, "' not found in ", directory_));
+    return absl::NotFoundError(absl::StrCat("tensor '", name, "' not found in ", path_));
   }
   return it->second;
 }

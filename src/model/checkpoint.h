@@ -1,5 +1,8 @@
-// Checkpoint: an HF model directory opened for reading — config.json plus safetensors
-// tensors memory-mapped (single file or sharded via model.safetensors.index.json).
+// Checkpoint: a model opened for reading, from either source kvtier reads: an HF model
+// directory (config.json plus safetensors tensors memory-mapped, single file or sharded via
+// model.safetensors.index.json) or a GGUF file (llama.cpp's format: hyperparameters in its
+// metadata, tensors memory-mapped, some block-quantized). Either way the tensors carry HF's
+// names and row order, so every consumer reads both alike.
 // Immutable after Open; thread-safe for concurrent reads.
 #ifndef KVTIER_MODEL_CHECKPOINT_H_
 #define KVTIER_MODEL_CHECKPOINT_H_
@@ -19,6 +22,7 @@
 namespace kvtier {
 
 class SafetensorsFile;  // model/safetensors.h
+class GgufFile;         // model/gguf_file.h
 struct Fp8Scales;       // model/fp8_weights.h
 
 class Checkpoint {
@@ -36,16 +40,26 @@ class Checkpoint {
   // FailedPrecondition, one whose scale tensor is missing NotFound, misshapen
   // InvalidArgument (fp8_weights.h), all naming the tensors.
   // generation_config.json, when present, is parsed too (InvalidArgument prefixed with its
-  // path for a field of the wrong type). `progress` (may be empty) hears the stages "files"
-  // (safetensors files opened) and "tensors" (tensors checked and fingerprinted); when it
-  // asks to stop, Open returns Cancelled.
-  static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& directory,
+  // path for a field of the wrong type).
+  // A path that is a file is read as GGUF (gguf_file.h and gguf_model.h say what is
+  // refused, and how). Its tensors take their HF names; the Q and K projections of a
+  // `llama` model are reordered back to HF's rows (copies held by the checkpoint: the
+  // other tensors stay in the mapping). A tensor of a GGUF type kvtier does not read is
+  // an error only when the model needs it (Unimplemented naming tensor and type).
+  // `progress` (may be empty) hears the stages "files" (files opened) and "tensors"
+  // (tensors checked and fingerprinted); when it asks to stop, Open returns Cancelled.
+  static absl::StatusOr<std::unique_ptr<Checkpoint>> Open(const std::string& path,
                                                           const ProgressFn& progress = {});
   ~Checkpoint();
 
   const ModelConfig& config() const { return config_; }
-  const std::string& directory() const { return directory_; }
-  // The sampling fields of generation_config.json (all absent when there is no such file).
+  // The directory or GGUF file it was opened from.
+  const std::string& path() const { return path_; }
+  // The GGUF file behind this checkpoint (its metadata, its tensors' own names and types);
+  // nullptr for a safetensors checkpoint.
+  const GgufFile* gguf() const { return gguf_.get(); }
+  // The sampling fields of generation_config.json, or of a GGUF file's metadata
+  // (gguf_model.h GenerationConfigFromGguf); all absent when there are none.
   const GenerationConfig& generation_config() const { return generation_config_; }
   // How the linear weights are stored (kNone for a 16/32-bit checkpoint).
   const WeightQuantization& quantization() const { return quantization_; }
@@ -55,8 +69,8 @@ class Checkpoint {
   bool Has(const std::string& name) const { return tensors_.contains(name); }
   std::vector<std::string> TensorNames() const;
   // The values of tensor `name` as fp32 into out (resized): F32/F16/BF16 widened, F8_E4M3
-  // codes times their scales as the checkpoint's quantization lays them out. NotFound
-  // naming the tensor when absent.
+  // codes times their scales as the checkpoint's quantization lays them out, GGUF blocks
+  // dequantized. NotFound naming the tensor when absent.
   absl::Status TensorAsFloat32(const std::string& name, std::vector<float>* out) const;
   int64_t TotalTensorBytes() const;
   // The scales of an F8_E4M3 weight of this checkpoint (errors as ReadFp8Scales).
@@ -67,13 +81,24 @@ class Checkpoint {
 
  private:
   Checkpoint() = default;
-  std::string directory_;
+  absl::Status OpenDirectory(const ProgressFn& progress);
+  absl::Status OpenGguf(const ProgressFn& progress);  // gguf_checkpoint.cc
+  // The tensors the architecture needs are present with the right shapes (`supported`
+  // lists the dtypes the source format has that kvtier reads), fp8 scales are explained,
+  // and the fingerprint is computed.
+  absl::Status Validate(const std::string& supported, const ProgressFn& progress);
+
+  std::string path_;
   ModelConfig config_;
   GenerationConfig generation_config_;
   WeightQuantization quantization_;
   bool has_generation_config_ = false;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::unique_ptr<GgufFile> gguf_;
+  std::vector<std::unique_ptr<uint8_t[]>> owned_;  // GGUF tensors reordered to HF rows
   absl::flat_hash_map<std::string, TensorView> tensors_;
+  // Tensors present with a dtype kvtier does not read: name -> dtype name.
+  absl::flat_hash_map<std::string, std::string> unsupported_;
   uint64_t fingerprint_ = 0;
 };
 

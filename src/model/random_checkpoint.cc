@@ -63,10 +63,9 @@ std::string TorchDtype(DType dtype) {
       return "float16";
     case DType::kBF16:
       return "bfloat16";
-    case DType::kF8E4M3:  // not a spec dtype: fp8 is spec.fp8_format over a 16-bit model
+    default:  // not a spec dtype: fp8 is spec.quantization over a 16-bit model
       return "bfloat16";
   }
-  return "float32";
 }
 
 RandomCheckpointSpec Tiny(Architecture arch) {
@@ -363,6 +362,11 @@ absl::StatusOr<ModelConfig> RandomCheckpointConfig(const RandomCheckpointSpec& s
 
 float RandomWeight(uint64_t seed, const std::string& name, const std::vector<int64_t>& shape, int64_t index) {
   return Draw(RuleFor(seed, name, shape), index);
+}
+
+absl::StatusOr<std::vector<TensorToWrite>> RandomCheckpointTensors(const RandomCheckpointSpec& spec) {
+  ASSIGN_OR_RETURN(ModelConfig config, RandomCheckpointConfig(spec));
+  return RandomTensors(spec, config);
 }
 
 absl::StatusOr<std::vector<std::string>> RandomCheckpointFiles(const RandomCheckpointSpec& spec) {

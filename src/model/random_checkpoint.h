@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "common/progress.h"
 #include "model/config.h"
+#include "model/safetensors_writer.h"
 #include "model/tensor.h"
 #include "model/weight_quantization.h"
 
@@ -62,6 +63,10 @@ absl::StatusOr<ModelConfig> RandomCheckpointConfig(const RandomCheckpointSpec& s
 // quantization):
 // matrices uniform with std 1/sqrt(fan_in), RMSNorm weights 1 +- 0.2, biases +- 0.5.
 float RandomWeight(uint64_t seed, const std::string& name, const std::vector<int64_t>& shape, int64_t index);
+
+// The tensors WriteRandomCheckpoint writes for `spec`, in its order, each producing its
+// values: for writers of other formats (GGUF). InvalidArgument as RandomCheckpointConfig.
+absl::StatusOr<std::vector<TensorToWrite>> RandomCheckpointTensors(const RandomCheckpointSpec& spec);
 
 // The names of the files WriteRandomCheckpoint writes for `spec`: config.json,
 // generation_config.json, then model.safetensors or the shards and their index.

@@ -22,11 +22,12 @@ struct TensorToWrite {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
   // Writes elements [first, first + count) of the tensor, in `dtype` encoding
-  // (little-endian), to `out`. Called from several threads at once on disjoint ranges.
+  // (little-endian), to `out`. Called from several threads at once on disjoint ranges
+  // (the GGUF writer asks for the whole tensor at once).
   std::function<void(int64_t first, int64_t count, uint8_t* out)> produce;
 
   int64_t num_elements() const;
-  int64_t nbytes() const { return num_elements() * static_cast<int64_t>(DTypeSize(dtype)); }
+  int64_t nbytes() const { return static_cast<int64_t>(DTypeBytes(dtype, num_elements())); }
 };
 
 struct SafetensorsWriteOptions {

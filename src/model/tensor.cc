@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/fp8_e4m3.h"
+#include "model/block_quants.h"
 
 namespace kvtier {
 namespace {
@@ -36,6 +37,16 @@ std::string_view DTypeName(DType dtype) {
       return "BF16";
     case DType::kF8E4M3:
       return "F8_E4M3";
+    case DType::kQ8_0:
+      return "Q8_0";
+    case DType::kQ4_0:
+      return "Q4_0";
+    case DType::kQ4_K:
+      return "Q4_K";
+    case DType::kQ5_K:
+      return "Q5_K";
+    case DType::kQ6_K:
+      return "Q6_K";
   }
   return "?";
 }
@@ -49,8 +60,46 @@ size_t DTypeSize(DType dtype) {
       return 2;
     case DType::kF8E4M3:
       return 1;
+    default:
+      return 0;  // block-quantized
   }
-  return 0;
+}
+
+bool IsBlockQuantized(DType dtype) { return DTypeBlockElements(dtype) > 1; }
+
+int64_t DTypeBlockElements(DType dtype) {
+  switch (dtype) {
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+      return 32;
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      return 256;
+    default:
+      return 1;
+  }
+}
+
+size_t DTypeBlockBytes(DType dtype) {
+  switch (dtype) {
+    case DType::kQ8_0:
+      return 34;
+    case DType::kQ4_0:
+      return 18;
+    case DType::kQ4_K:
+      return 144;
+    case DType::kQ5_K:
+      return 176;
+    case DType::kQ6_K:
+      return 210;
+    default:
+      return DTypeSize(dtype);
+  }
+}
+
+size_t DTypeBytes(DType dtype, int64_t num_elements) {
+  return static_cast<size_t>(num_elements / DTypeBlockElements(dtype)) * DTypeBlockBytes(dtype);
 }
 
 float Bf16ToFloat(uint16_t bits) { return BitsFloat(static_cast<uint32_t>(bits) << 16); }
@@ -122,8 +171,14 @@ float TensorView::ElementAsFloat(int64_t i) const {
       return Bf16ToFloat(Load16(data + i * 2));
     case DType::kF8E4M3:
       return Fp8E4M3ToFloat(data[i]);
+    default: {
+      const int64_t per_block = DTypeBlockElements(dtype);
+      std::vector<float> block(static_cast<size_t>(per_block));
+      DequantizeBlocks(dtype, data + static_cast<size_t>(i / per_block) * DTypeBlockBytes(dtype), per_block,
+                       block.data());
+      return block[static_cast<size_t>(i % per_block)];
+    }
   }
-  return 0.0f;
 }
 
 void ToFloat32(const TensorView& tensor, std::vector<float>* out) {
@@ -131,6 +186,10 @@ void ToFloat32(const TensorView& tensor, std::vector<float>* out) {
   out->resize(static_cast<size_t>(n));
   if (tensor.dtype == DType::kF32) {
     std::memcpy(out->data(), tensor.data, static_cast<size_t>(n) * 4);
+    return;
+  }
+  if (IsBlockQuantized(tensor.dtype)) {
+    DequantizeBlocks(tensor.dtype, tensor.data, n, out->data());
     return;
   }
   for (int64_t i = 0; i < n; ++i) (*out)[i] = tensor.ElementAsFloat(i);

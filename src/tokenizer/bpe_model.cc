@@ -1,7 +1,9 @@
 // BpeModel: loading and the merge loop.
 #include "tokenizer/bpe_model.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <queue>
 
 #include "absl/strings/str_cat.h"
@@ -89,6 +91,46 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const Json& model) 
   for (int b = 0; b < 256; ++b) {
     std::optional<int32_t> id = m->TokenToId(absl::StrFormat("<0x%02X>", b));
     m->byte_ids_[b] = id.value_or(-1);
+  }
+  return m;
+}
+
+std::unique_ptr<BpeModel> BpeModel::FromScores(const std::vector<std::string>& tokens,
+                                               const std::vector<float>& scores, std::optional<int32_t> unk_id) {
+  std::unique_ptr<BpeModel> m(new BpeModel());
+  m->byte_fallback_ = true;
+  m->byte_ids_.fill(-1);
+  for (size_t i = 0; i < tokens.size(); ++i) m->AddToken(tokens[i], static_cast<int32_t>(i));
+  if (unk_id.has_value() && m->IdToToken(*unk_id) != nullptr) m->unk_id_ = unk_id;
+  // Rank = position of the score among the distinct scores, highest first.
+  std::vector<float> distinct(scores.begin(), scores.begin() + std::min(scores.size(), tokens.size()));
+  std::sort(distinct.begin(), distinct.end(), std::greater<float>());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  auto is_piece = [&m](std::string_view text, size_t chars) {
+    std::optional<int32_t> id = m->TokenToId(text);
+    return chars == 1 || id.has_value();
+  };
+  for (size_t i = 0; i < tokens.size() && i < scores.size(); ++i) {
+    const std::string& text = tokens[i];
+    if (m->TokenToId(text) != static_cast<int32_t>(i)) continue;  // a duplicate: the later id holds the text
+    if (text.size() > kMaxScoredTokenBytes) continue;
+    const int32_t rank = static_cast<int32_t>(
+        std::lower_bound(distinct.begin(), distinct.end(), scores[i], std::greater<float>()) - distinct.begin());
+    std::vector<size_t> cuts;  // character boundaries inside the text
+    for (size_t pos = 0; pos < text.size();) {
+      NextChar(text, &pos);
+      if (pos < text.size()) cuts.push_back(pos);
+    }
+    const int32_t result = m->symbol_of_.find(text)->second;
+    for (size_t k = 0; k < cuts.size(); ++k) {
+      const std::string_view left = std::string_view(text).substr(0, cuts[k]);
+      const std::string_view right = std::string_view(text).substr(cuts[k]);
+      if (!is_piece(left, k + 1) || !is_piece(right, cuts.size() - k)) continue;
+      const int32_t l = m->InternSymbol(std::string(left));
+      const int32_t r = m->InternSymbol(std::string(right));
+      auto [it, inserted] = m->merges_.try_emplace(PairKey(l, r), MergeInfo{rank, result});
+      if (!inserted && rank < it->second.rank) it->second = MergeInfo{rank, result};
+    }
   }
   return m;
 }

@@ -1,7 +1,8 @@
 // BpeModel: the "model" part of tokenizer.json (type BPE): vocabulary, ranked merges, byte
 // fallback and unk, for byte-level (GPT-2/Llama-3/Qwen) and sentencepiece-style (Llama-2,
-// Mistral) vocabularies. Words are merged lowest rank first, leftmost first; results are
-// cached per word. Immutable after load except the cache, which a mutex guards; thread-safe.
+// Mistral) vocabularies; or a scored sentencepiece vocabulary (GGUF's "llama" tokenizer),
+// whose merges follow from the scores. Words are merged lowest rank first, leftmost first
+// among equal ranks; results are cached per word. Immutable after load except the cache, which a mutex guards; thread-safe.
 #ifndef KVTIER_TOKENIZER_BPE_MODEL_H_
 #define KVTIER_TOKENIZER_BPE_MODEL_H_
 
@@ -27,6 +28,14 @@ class BpeModel {
   // Unimplemented for model types other than BPE; InvalidArgument naming the field for a
   // malformed vocab or merges.
   static absl::StatusOr<std::unique_ptr<BpeModel>> FromJson(const Json& model);
+  // tokens[i] is id i (a later duplicate wins the text, as in llama.cpp). Every two pieces
+  // that concatenate to a token merge into it (a piece is a token or one character), a
+  // higher-scored token first, equal scores leftmost first: llama.cpp's sentencepiece
+  // tokenizer. Pieces no token covers fall back to <0xNN> byte tokens, else to unk_id.
+  // Tokens longer than kMaxScoredTokenBytes (sentencepiece's pieces are at most 16
+  // characters) are not made by merges, which bounds loading time on any file.
+  static std::unique_ptr<BpeModel> FromScores(const std::vector<std::string>& tokens,
+                                              const std::vector<float>& scores, std::optional<int32_t> unk_id);
 
   // Makes content an id of its own (added tokens override the vocabulary, as they do in
   // the reference). Only during loading.
@@ -45,6 +54,7 @@ class BpeModel {
   int32_t vocab_size() const { return static_cast<int32_t>(id_to_token_.size()); }
 
  private:
+  static constexpr size_t kMaxScoredTokenBytes = 128;
   BpeModel() = default;
 
   // A symbol is any string a merge can produce or consume; not every symbol is a token.

@@ -57,14 +57,18 @@ std::string ByteTokenizerJson() {
   return j.dump();
 }
 
-absl::Status WriteByteTokenizer(const std::string& directory) {
+std::string ByteTokenizerConfigJson() {
   const nlohmann::json config = {{"bos_token", "<|begin_of_text|>"},
                                  {"eos_token", "<|end_of_text|>"},
                                  {"add_bos_token", true},
                                  {"clean_up_tokenization_spaces", false},
                                  {"tokenizer_class", "PreTrainedTokenizerFast"}};
-  for (const auto& [name, text] :
-       {std::pair<std::string, std::string>{"tokenizer.json", ByteTokenizerJson()}, {"tokenizer_config.json", config.dump(2)}}) {
+  return config.dump(2);
+}
+
+absl::Status WriteByteTokenizer(const std::string& directory) {
+  for (const auto& [name, text] : {std::pair<std::string, std::string>{"tokenizer.json", ByteTokenizerJson()},
+                                   {"tokenizer_config.json", ByteTokenizerConfigJson()}}) {
     std::ofstream out(directory + "/" + name, std::ios::binary | std::ios::trunc);
     out << text;
     if (!out) return absl::Status(absl::StatusCode::kUnknown, absl::StrCat("cannot write ", directory, "/", name));

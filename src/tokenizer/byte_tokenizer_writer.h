@@ -17,6 +17,8 @@ inline constexpr int32_t kByteTokenizerVocabSize = 258;
 
 // The tokenizer.json text.
 std::string ByteTokenizerJson();
+// The tokenizer_config.json text.
+std::string ByteTokenizerConfigJson();
 // Writes tokenizer.json and tokenizer_config.json into directory (which must exist).
 absl::Status WriteByteTokenizer(const std::string& directory);
 

@@ -120,6 +120,10 @@ std::unique_ptr<PreTokenizer> PreTokenizer::MakeMetaspace(std::string replacemen
                                                  prepend_first_only);
 }
 
+std::unique_ptr<PreTokenizer> PreTokenizer::MakeByteLevel(std::unique_ptr<SplitRegex> regex) {
+  return std::make_unique<ByteLevelPreTokenizer>(false, std::move(regex));
+}
+
 absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::FromJson(const Json& config) {
   if (config.is_null()) return nullptr;
   constexpr std::string_view kWhere = "pre_tokenizer";

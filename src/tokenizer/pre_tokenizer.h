@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "tokenizer/json_fields.h"
+#include "tokenizer/split_regex.h"
 
 namespace kvtier::tokenizer {
 
@@ -22,6 +23,9 @@ class PreTokenizer {
   // Metaspace as transformers.js builds it for non-legacy Llama tokenizers.
   static std::unique_ptr<PreTokenizer> MakeMetaspace(std::string replacement, bool add_prefix_space,
                                                      bool prepend_first_only);
+  // ByteLevel without a prefix space, splitting at the matches of `regex` (which must
+  // match every character, as the known patterns do; text between matches is dropped).
+  static std::unique_ptr<PreTokenizer> MakeByteLevel(std::unique_ptr<SplitRegex> regex);
 
   // Replaces each piece by its parts. section_index counts the stretches of text between
   // added tokens (Metaspace's prepend_scheme "first" prepends in section 0 only).

@@ -14,11 +14,6 @@
 namespace kvtier::tokenizer {
 namespace {
 
-constexpr std::string_view kLlama3Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr std::string_view kQwen2Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
 // The three patterns differ only in these knobs.
 struct FastPatternSpec {
   bool contractions_ignore_case;  // (?i:'s|...) instead of 's|...
@@ -32,7 +27,7 @@ enum CharClass : uint8_t { kLetter, kNumber, kSpace, kOther };
 
 class FastSplitRegex final : public SplitRegex {
  public:
-  explicit FastSplitRegex(FastPatternSpec spec) : spec_(spec) {}
+  FastSplitRegex(FastPatternSpec spec, RegexSpaces spaces) : spec_(spec), spaces_(spaces) {}
 
   void FindAll(std::string_view text, std::vector<Match>* matches) const override {
     // Decode once into per-thread buffers: code points, their classes, byte offsets.
@@ -46,10 +41,8 @@ class FastSplitRegex final : public SplitRegex {
       offsets.push_back(static_cast<uint32_t>(pos));
       char32_t cp = NextChar(text, &pos);
       cps.push_back(cp);
-      classes.push_back(IsLetter(cp)   ? kLetter
-                        : IsNumber(cp) ? kNumber
-                        : IsJsSpace(cp) ? kSpace
-                                        : kOther);
+      const bool space = spaces_ == RegexSpaces::kJavaScript ? IsJsSpace(cp) : IsUnicodeSpace(cp);
+      classes.push_back(IsLetter(cp) ? kLetter : IsNumber(cp) ? kNumber : space ? kSpace : kOther);
     }
     offsets.push_back(static_cast<uint32_t>(text.size()));
     const size_t n = cps.size();
@@ -137,6 +130,7 @@ class FastSplitRegex final : public SplitRegex {
   }
 
   FastPatternSpec spec_;
+  RegexSpaces spaces_;
 };
 
 // JavaScript's \s as an ICU set (ICU's own \s is White_Space: +U+0085, -U+FEFF).
@@ -146,8 +140,8 @@ constexpr std::string_view kJsNonSpaceSet =
     R"([^\t-\r\x{20}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}])";
 
 // Rewrites a tokenizer.json pattern as transformers.js does before compiling it, and makes
-// \s / \S mean what they mean in JavaScript.
-std::string ToIcuPattern(std::string_view pattern) {
+// \s / \S mean what they mean in JavaScript (ICU's own are Unicode's White_Space).
+std::string ToIcuPattern(std::string_view pattern, RegexSpaces spaces) {
   std::string p = absl::StrReplaceAll(
       Av(pattern), {{"(?i:'s|'t|'re|'ve|'m|'ll|'d)",
                  "(?:'([sS]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD]))"},
@@ -156,9 +150,9 @@ std::string ToIcuPattern(std::string_view pattern) {
   for (size_t i = 0; i < p.size(); ++i) {
     if (p[i] == '\\' && i + 1 < p.size()) {
       char next = p[i + 1];
-      if (next == 's') {
+      if (next == 's' && spaces == RegexSpaces::kJavaScript) {
         out.append(kJsSpaceSet);
-      } else if (next == 'S') {
+      } else if (next == 'S' && spaces == RegexSpaces::kJavaScript) {
         out.append(kJsNonSpaceSet);
       } else {
         out.push_back(p[i]);
@@ -211,8 +205,8 @@ class IcuSplitRegex final : public SplitRegex {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<SplitRegex>> SplitRegex::CreateIcu(std::string_view pattern) {
-  std::string icu_pattern = ToIcuPattern(pattern);
+absl::StatusOr<std::unique_ptr<SplitRegex>> SplitRegex::CreateIcu(std::string_view pattern, RegexSpaces spaces) {
+  std::string icu_pattern = ToIcuPattern(pattern, spaces);
   UErrorCode err = U_ZERO_ERROR;
   UParseError parse_error;
   std::unique_ptr<icu::RegexPattern> compiled(icu::RegexPattern::compile(
@@ -224,17 +218,17 @@ absl::StatusOr<std::unique_ptr<SplitRegex>> SplitRegex::CreateIcu(std::string_vi
   return std::unique_ptr<SplitRegex>(new IcuSplitRegex(std::move(compiled)));
 }
 
-absl::StatusOr<std::unique_ptr<SplitRegex>> SplitRegex::Create(std::string_view pattern) {
+absl::StatusOr<std::unique_ptr<SplitRegex>> SplitRegex::Create(std::string_view pattern, RegexSpaces spaces) {
   if (pattern == kGpt2Pattern) {
-    return std::unique_ptr<SplitRegex>(new FastSplitRegex({false, false, 0, false}));
+    return std::unique_ptr<SplitRegex>(new FastSplitRegex({false, false, 0, false}, spaces));
   }
   if (pattern == kLlama3Pattern) {
-    return std::unique_ptr<SplitRegex>(new FastSplitRegex({true, true, 3, true}));
+    return std::unique_ptr<SplitRegex>(new FastSplitRegex({true, true, 3, true}, spaces));
   }
   if (pattern == kQwen2Pattern) {
-    return std::unique_ptr<SplitRegex>(new FastSplitRegex({true, true, 1, true}));
+    return std::unique_ptr<SplitRegex>(new FastSplitRegex({true, true, 1, true}, spaces));
   }
-  return CreateIcu(pattern);
+  return CreateIcu(pattern, spaces);
 }
 
 }  // namespace kvtier::tokenizer

@@ -44,16 +44,24 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view 
   Json root = Json::parse(tokenizer_json, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return absl::InvalidArgumentError("tokenizer file: tokenizer.json is not valid JSON");
   if (!root.is_object()) return absl::InvalidArgumentError("tokenizer file: tokenizer.json must hold an object");
-  std::unique_ptr<Tokenizer> t(new Tokenizer());
-  ASSIGN_OR_RETURN(t->config_, ParseTokenizerConfig(tokenizer_config_json, generation_config_json));
+  ASSIGN_OR_RETURN(TokenizerConfig config, ParseTokenizerConfig(tokenizer_config_json, generation_config_json));
+  auto model = root.find("model");
+  if (model == root.end() || model->is_null()) return absl::InvalidArgumentError("tokenizer file: missing field 'model'");
+  ASSIGN_OR_RETURN(std::unique_ptr<BpeModel> bpe, BpeModel::FromJson(*model));
+  return FromParts(root, std::move(bpe), std::move(config));
+}
 
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromParts(const Json& root, std::unique_ptr<BpeModel> model,
+                                                                TokenizerConfig config,
+                                                                std::unique_ptr<PreTokenizer> pre_tokenizer) {
+  std::unique_ptr<Tokenizer> t(new Tokenizer());
+  t->config_ = std::move(config);
   auto part = [&root](const char* key) -> const Json& {
     static const Json kNull;
     auto it = root.find(key);
     return it == root.end() ? kNull : *it;
   };
-  if (part("model").is_null()) return absl::InvalidArgumentError("tokenizer file: missing field 'model'");
-  ASSIGN_OR_RETURN(t->model_, BpeModel::FromJson(part("model")));
+  t->model_ = std::move(model);
   ASSIGN_OR_RETURN(t->added_, AddedTokens::FromJson(part("added_tokens")));
   for (const AddedToken& added : t->added_.tokens()) {
     t->model_->AddToken(added.content, added.id);
@@ -63,11 +71,15 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view 
   for (const std::string& extra : t->config_.additional_special_tokens) t->special_contents_.insert(extra);
 
   ASSIGN_OR_RETURN(t->normalizer_, Normalizer::FromJson(part("normalizer")));
-  ASSIGN_OR_RETURN(t->pre_tokenizer_, PreTokenizer::FromJson(part("pre_tokenizer")));
-  const BpeModel* model = t->model_.get();
+  if (pre_tokenizer != nullptr) {
+    t->pre_tokenizer_ = std::move(pre_tokenizer);
+  } else {
+    ASSIGN_OR_RETURN(t->pre_tokenizer_, PreTokenizer::FromJson(part("pre_tokenizer")));
+  }
+  const BpeModel* bpe = t->model_.get();
   ASSIGN_OR_RETURN(t->post_processor_,
-                   PostProcessor::FromJson(part("post_processor"), [model](std::string_view token) {
-                     return model->TokenToId(token);
+                   PostProcessor::FromJson(part("post_processor"), [bpe](std::string_view token) {
+                     return bpe->TokenToId(token);
                    }));
   ASSIGN_OR_RETURN(t->decoder_, Decoder::FromJson(part("decoder"), &t->added_contents_));
 
@@ -90,8 +102,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view 
   }
   if (!t->eos_id_.has_value() && !t->stop_ids_.empty()) t->eos_id_ = t->stop_ids_.front();
 
-  t->chat_format_ = DetectChatFormat(t->config_.chat_template.value_or(""), [model](std::string_view s) {
-    return model->TokenToId(s).has_value();
+  t->chat_format_ = DetectChatFormat(t->config_.chat_template.value_or(""), [bpe](std::string_view s) {
+    return bpe->TokenToId(s).has_value();
   });
   return t;
 }

@@ -25,6 +25,10 @@
 #include "tokenizer/strings.h"
 #include "tokenizer/tokenizer_config.h"
 
+namespace kvtier {
+class GgufFile;  // model/gguf_file.h
+}  // namespace kvtier
+
 namespace kvtier::tokenizer {
 
 struct EncodeOptions {
@@ -60,6 +64,13 @@ class Tokenizer {
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromFile(const std::string& tokenizer_json_path);
   // dir/tokenizer.json (+ the config files beside it).
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromDirectory(const std::string& dir);
+  // The tokenizer a GGUF file's tokenizer.* metadata describes, encoding as llama.cpp does
+  // (gguf_tokenizer.h): NotFound when the file has no tokenizer; Unimplemented naming a
+  // tokenizer model or pre-tokenizer kvtier does not implement; InvalidArgument naming a
+  // malformed key.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromGguf(const GgufFile& file);
+  // FromGguf of the file at path (errors of GgufFile::Open too).
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromGgufFile(const std::string& path);
 
   // InvalidArgument when text is not valid UTF-8.
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
@@ -94,6 +105,11 @@ class Tokenizer {
 
  private:
   Tokenizer() = default;
+  // The tokenizer.json `root` (its "model" ignored) around `model`; `pre_tokenizer`, when
+  // not null, replaces root's.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromParts(const Json& root, std::unique_ptr<BpeModel> model,
+                                                               TokenizerConfig config,
+                                                               std::unique_ptr<PreTokenizer> pre_tokenizer = nullptr);
   absl::Status EncodeSection(std::string_view text, int section_index, std::vector<int32_t>* ids) const;
 
   std::unique_ptr<BpeModel> model_;

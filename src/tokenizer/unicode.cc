@@ -122,6 +122,8 @@ bool IsMark(char32_t cp) {
   return (U_GET_GC_MASK(cp) & U_GC_M_MASK) != 0;
 }
 
+bool IsUnicodeSpace(char32_t cp) { return cp == 0x85 || (cp != 0xFEFF && IsJsSpace(cp)); }
+
 bool IsJsSpace(char32_t cp) {
   if (cp < 0x80) return cp == ' ' || (cp >= 0x09 && cp <= 0x0D);
   switch (cp) {

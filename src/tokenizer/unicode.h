@@ -54,6 +54,8 @@ std::string DecodeUtf8Lossy(std::string_view bytes, bool strip_bom);
 bool IsLetter(char32_t cp);
 bool IsNumber(char32_t cp);
 bool IsJsSpace(char32_t cp);
+// Unicode's White_Space property (what llama.cpp's tokenizer means by \s).
+bool IsUnicodeSpace(char32_t cp);
 bool IsMark(char32_t cp);
 
 // JavaScript's trimStart / trimEnd / trim (JS whitespace as above).

@@ -32,7 +32,7 @@ std::unique_ptr<Checkpoint> Open(const std::string& dir) {
 // minus quantization_config into `dir`.
 void WriteDequantizedCopy(const Checkpoint& fp8, const std::string& dir) {
   std::filesystem::create_directories(dir);
-  std::ifstream in(fp8.directory() + "/config.json");
+  std::ifstream in(fp8.path() + "/config.json");
   nlohmann::json config = nlohmann::json::parse(in);
   config.erase("quantization_config");
   config["torch_dtype"] = "float32";

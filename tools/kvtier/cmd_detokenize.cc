@@ -38,7 +38,8 @@ int DetokenizeMain(int argc, char** argv) {
   CommandLine cl("detokenize", kDescription);
   std::string path;
   bool skip_special = false;
-  cl.AddString("--tokenizer", &path, "tokenizer.json, or the directory holding it", "FILE|DIR")->required();
+  cl.AddString("--tokenizer", &path, "tokenizer.json, the directory holding it, or a .gguf file", "FILE|DIR")
+      ->required();
   cl.AddSwitch("--skip-special", &skip_special, "leave special tokens out of the text");
   if (auto status = cl.Parse(argc, argv)) return *status;
   auto tok = LoadTokenizerFlag(path);

@@ -1,5 +1,5 @@
 // `kvtier mkmodel`: writes a random-weight HF checkpoint (a preset, optionally with shapes
-// overridden by flags). It refuses a non-empty output directory unless --force, and even
+// overridden by flags), or the same model as one GGUF file. It refuses a non-empty output directory unless --force, and even
 // then deletes nothing: it replaces only the files it writes. It shows the writing's progress
 // on stderr. Runs once per process; not thread-safe.
 #include <chrono>
@@ -13,15 +13,19 @@
 #include "absl/strings/str_join.h"
 #include "command.h"
 #include "command_line.h"
+#include "gguf_output.h"
+#include "model/gguf_export.h"
 #include "model/random_checkpoint.h"
 #include "progress_bar.h"
 #include "tokenizer/byte_tokenizer_writer.h"
+#include "tokenizer/gguf_tokenizer.h"
 
 namespace kvtier::cli {
 namespace {
 
 struct MkmodelFlags {
   std::string out, preset = "tiny-llama", arch, dtype, rope_scaling, tokenizer = "none", fp8 = "none";
+  std::string format = "safetensors";
   bool force = false, tie = false, untie = false, attention_bias = false;
   // Shape overrides; each applies only when its flag is given (CLI::App::count).
   int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, intermediate = 0, vocab = 0;
@@ -36,13 +40,19 @@ std::string Description() {
       "Writes config.json, generation_config.json and random safetensors weights (and with\n"
       "--tokenizer bytes a tokenizer.json). Weights depend only on the seed and the tensor names.\n"
       "A non-empty DIR is refused unless --force; mkmodel never deletes a file, and with --force\n"
-      "replaces only the files it writes. Presets: ",
+      "replaces only the files it writes. With --format gguf, --out is one GGUF file instead\n"
+      "(the same weights, as `kvtier convert --to gguf` would write them; an existing file is\n"
+      "replaced only with --force). Presets: ",
       absl::StrJoin(RandomCheckpointPresetNames(), ", "), ".");
 }
 
 void AddFlags(CommandLine* cl, MkmodelFlags* f) {
   constexpr int64_t kMaxDim = INT32_MAX;
-  cl->AddString("--out", &f->out, "output directory (created; must be empty unless --force)", "DIR")->required();
+  cl->AddString("--out", &f->out, "output directory (created; must be empty unless --force), or the .gguf file",
+                "DIR|FILE")
+      ->required();
+  cl->AddChoice("--format", &f->format, {"safetensors", "gguf"},
+                "an HF checkpoint directory (default) or one GGUF file llama.cpp loads");
   cl->AddSwitch("--force", &f->force, "write into a non-empty DIR, replacing only the files mkmodel writes");
   cl->AddChoice("--preset", &f->preset, RandomCheckpointPresetNames(), "starting point (default tiny-llama)");
   cl->AddChoice("--arch", &f->arch, {"llama", "mistral", "qwen2", "qwen3"}, "architecture");
@@ -154,6 +164,40 @@ std::string CheckOutput(const MkmodelFlags& f, const std::vector<std::string>& f
   return "";
 }
 
+// --format gguf: the spec's tensors, renamed and interleaved for llama.cpp, in one file.
+int WriteGguf(const CommandLine& cl, const MkmodelFlags& f, const RandomCheckpointSpec& spec,
+              const ModelConfig& config) {
+  if (std::string refusal = CheckGgufOutput(f.out, f.force); !refusal.empty()) return cl.Fail(kExitFailure, refusal);
+  absl::StatusOr<std::vector<TensorToWrite>> tensors = RandomCheckpointTensors(spec);
+  if (!tensors.ok()) return cl.UsageError(tensors.status().message());
+  GgufExportOptions options;
+  options.name = f.preset;
+  if (f.tokenizer == "bytes") {
+    absl::StatusOr<GgufMetadata> keys = tokenizer::GgufTokenizerMetadata(
+        tokenizer::ByteTokenizerJson(), tokenizer::ByteTokenizerConfigJson(), spec.vocab);
+    if (!keys.ok()) return cl.Fail(kExitFailure, keys.status().message());
+    options.extra = *std::move(keys);
+  } else {
+    options.extra = {{"tokenizer.ggml.model", GgufValue::String("no_vocab")}};
+  }
+  const auto start = std::chrono::steady_clock::now();
+  ProgressBar writing("writing " + f.out);
+  options.progress = [&writing](std::string_view stage, int64_t done, int64_t total) {
+    writing.Update(std::string(stage), done, total);
+    return true;
+  };
+  absl::Status written = WriteGgufModel(config, *tensors, f.out, options);
+  writing.Finish();
+  if (!written.ok()) return cl.Fail(kExitFailure, written.message());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::error_code ec;
+  std::printf("wrote %s: %s, %lld parameters, %.2f GB GGUF, %.1f s\n", f.out.c_str(),
+              std::string(ArchitectureName(config.architecture)).c_str(),
+              static_cast<long long>(config.NumParameters()),
+              static_cast<double>(std::filesystem::file_size(f.out, ec)) / 1e9, seconds);
+  return kExitOk;
+}
+
 int MkmodelMain(int argc, char** argv) {
   CommandLine cl("mkmodel", Description());
   MkmodelFlags f;
@@ -163,6 +207,11 @@ int MkmodelMain(int argc, char** argv) {
   if (!spec.ok()) return cl.UsageError(spec.status().message());
   auto config = RandomCheckpointConfig(*spec);
   if (!config.ok()) return cl.UsageError(config.status().message());
+  if (f.format == "gguf") {
+    if (cl.app().count("--shard-bytes") > 0) return cl.UsageError("--shard-bytes: a GGUF file is not sharded");
+    if (f.fp8 != "none") return cl.UsageError("--fp8: GGUF has no FP8 type (use kvtier convert --type q8_0)");
+    return WriteGguf(cl, f, *spec, *config);
+  }
   absl::StatusOr<std::vector<std::string>> files = RandomCheckpointFiles(*spec);
   if (!files.ok()) return cl.UsageError(files.status().message());
   if (f.tokenizer == "bytes") {

@@ -15,15 +15,17 @@ namespace {
 
 constexpr char kDescription[] =
     "Reads UTF-8 lines on stdin and prints one JSON array of token ids per line.\n"
-    "FILE is a tokenizer.json (tokenizer_config.json beside it is read too); a DIR\n"
-    "means DIR/tokenizer.json. Special-token strings such as <|im_end|> become their\n"
+    "FILE is a tokenizer.json (tokenizer_config.json beside it is read too) or a .gguf\n"
+    "file (its tokenizer, encoding as llama.cpp does); a DIR means DIR/tokenizer.json.\n"
+    "Special-token strings such as <|im_end|> become their\n"
     "ids and the tokenizer's template (e.g. BOS) is applied; --no-special does neither.";
 
 int TokenizeMain(int argc, char** argv) {
   CommandLine cl("tokenize", kDescription);
   std::string path;
   bool no_special = false;
-  cl.AddString("--tokenizer", &path, "tokenizer.json, or the directory holding it", "FILE|DIR")->required();
+  cl.AddString("--tokenizer", &path, "tokenizer.json, the directory holding it, or a .gguf file", "FILE|DIR")
+      ->required();
   cl.AddSwitch("--no-special", &no_special, "special-token strings stay text; no template");
   if (auto status = cl.Parse(argc, argv)) return *status;
   auto tok = LoadTokenizerFlag(path);

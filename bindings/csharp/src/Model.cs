@@ -13,7 +13,7 @@ namespace Kvtier
 
         private Model(ModelHandle h) { handle = h; }
 
-        /// <summary>Loads an HF checkpoint directory; throws KvtierException (NotFound, Corrupt, ...).</summary>
+        /// <summary>Loads an HF checkpoint directory or a GGUF file; throws KvtierException (NotFound, Corrupt, ...).</summary>
         public static Model Load(string directory)
         {
             if (directory == null) throw new KvtierException(1, "directory is null");
@@ -31,7 +31,7 @@ namespace Kvtier
             }
         }
 
-        /// <summary>Loads an HF checkpoint directory, reporting its progress to progress (which
+        /// <summary>Loads an HF checkpoint directory or a GGUF file, reporting its progress to progress (which
         /// may cancel it: KvtierException with Status.Cancelled).</summary>
         public static Model Load(string directory, ProgressCallback progress)
         {

@@ -17,9 +17,10 @@ public final class Model implements AutoCloseable {
   private Model(SWIGTYPE_p_kvt_model handle) { this.handle = handle; }
 
   /**
-   * Loads an HF checkpoint directory (config.json, *.safetensors, tokenizer.json when present).
+   * Loads an HF checkpoint directory (config.json, *.safetensors, tokenizer.json when present) or a
+   * GGUF file (docs/GGUF.md).
    *
-   * @param directory the checkpoint directory
+   * @param directory the checkpoint directory or GGUF file
    * @return the model; close it when done
    * @throws KvtierException NOT_FOUND, CORRUPT, UNSUPPORTED (architecture or dtype), ...
    */
@@ -36,10 +37,10 @@ public final class Model implements AutoCloseable {
   }
 
   /**
-   * Loads an HF checkpoint directory, reporting its progress to a listener that may cancel
+   * Loads an HF checkpoint directory or GGUF file, reporting its progress to a listener that may cancel
    * the load.
    *
-   * @param directory the checkpoint directory
+   * @param directory the checkpoint directory or GGUF file
    * @param listener hears the stages "files", "tensors" and "tokenizer"
    * @return the model; close it when done
    * @throws KvtierException as {@link #load(String)}, and CANCELLED

@@ -1,0 +1,34 @@
+// The block-quantized weight formats of GGUF files (ggml's Q8_0, Q4_0, Q4_K, Q5_K, Q6_K):
+// their block geometry, dequantization, and Q8_0 quantization for writing GGUF. Each block
+// holds its own scales, so any whole number of blocks decodes on its own. Pure functions;
+// thread-safe.
+//
+// Layouts (little-endian; "half" is IEEE fp16):
+//   Q8_0  32 values, 34 bytes: half d; int8 q[32]. x = d * q.
+//   Q4_0  32 values, 18 bytes: half d; uint8 qs[16]. x[j] = d * ((qs[j] & 15) - 8) and
+//         x[j + 16] = d * ((qs[j] >> 4) - 8).
+//   Q4_K  256 values, 144 bytes: half d, dmin; uint8 scales[12]; uint8 qs[128]. Eight
+//         sub-blocks of 32 with 6-bit scale s and min m: x = d * s * q - dmin * m.
+//   Q5_K  256 values, 176 bytes: as Q4_K plus uint8 qh[32], the fifth bit of each value.
+//   Q6_K  256 values, 210 bytes: uint8 ql[128], qh[64]; int8 scales[16]; half d.
+//         Sixteen sub-blocks of 16: x = d * scale * (q - 32), q six bits.
+#ifndef KVTIER_MODEL_BLOCK_QUANTS_H_
+#define KVTIER_MODEL_BLOCK_QUANTS_H_
+
+#include <cstdint>
+
+#include "model/tensor.h"
+
+namespace kvtier {
+
+// out[0, num_elements) = the values of the blocks at `blocks`. `dtype` is a block type and
+// num_elements a multiple of its block size.
+void DequantizeBlocks(DType dtype, const uint8_t* blocks, int64_t num_elements, float* out);
+
+// Q8_0 of n values (n a multiple of 32), as llama.cpp's reference quantizer rounds:
+// d = max |x| / 127 stored as half, q = round(x / d) (halves away from zero).
+void QuantizeQ8_0(const float* values, int64_t n, uint8_t* out);
+
+}  // namespace kvtier
+
+#endif  // KVTIER_MODEL_BLOCK_QUANTS_H_

@@ -1,0 +1,272 @@
+// kvtier against llama.cpp on the same GGUF files (llama_oracle.h), and against the
+// safetensors checkpoints the files were converted from.
+//  - F32 files of random Llama, Mistral-shaped, Qwen2 and Qwen3 checkpoints and of the demo
+//    model: 3 prompts x 32 greedy tokens identical, and the distribution of the first
+//    token within kLogProbBound of llama.cpp's. A random model's top two tokens can be
+//    near-tied; a divergence is accepted only where llama.cpp's own top-2 log-probability
+//    gap is below kNearTie, and the prompt's comparison ends there (none occur with these
+//    seeds; the count is printed).
+//  - Quantized files of the demo model (Q8_0 written by kvtier convert; Q4_0, Q4_K_M,
+//    Q5_K_M and Q6_K written by llama.cpp's quantizer, so the Q4_K, Q5_K and Q6_K blocks
+//    come from llama.cpp itself): kvtier's dequantized weights equal llama.cpp's bit for
+//    bit; and on the Q8_0 and Q4_K_M files, over 1024 positions of held-out text, top-1
+//    agreement >= 99% counting llama.cpp's near-ties (kQuantizedTie), >= 97% raw, and mean
+//    KL(llama.cpp || kvtier) <= kMaxMeanKl. llama.cpp quantizes the activations of its dot
+//    products; kvtier keeps them in fp32.
+//  - Round trip: safetensors -> kvtier convert -> GGUF gives the same logits bit for bit
+//    (F32) and the same greedy tokens.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "gguf_models.h"
+#include "model/gguf_file.h"
+#include "kvtier_runner.h"
+#include "llama_oracle.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvtier::testing {
+namespace {
+
+constexpr int kNewTokens = 32;
+// Measured: at most 6e-6 (llama.cpp with an fp32 KV cache, as kvtier's CPU backend keeps
+// it); the bound leaves room for other CPUs' summation orders.
+constexpr double kLogProbBound = 1e-4;  // max |log p| difference, tokens with p > 1e-6
+constexpr double kNearTie = 2 * kLogProbBound;  // nats between llama.cpp's top two tokens
+constexpr double kMinTop1 = 0.99;
+// llama.cpp quantizes the activations of a quantized matrix's dot products (to Q8_0, or to
+// Q8_K for the K types); kvtier keeps them in fp32. Measured on the demo model's held-out
+// text: mean KL 1.7e-4 (Q8_0, Q4_0) to 4.4e-4 nats (K types), raw top-1 agreement 98.2 to
+// 99.3%, every disagreement where llama.cpp's own top two are within 0.1 nats. Where they
+// are within kQuantizedTie, either pick counts as agreeing.
+constexpr double kQuantizedTie = 0.1;  // nats
+constexpr double kMinRawTop1 = 0.97;
+constexpr double kMaxMeanKl = 2e-3;  // nats
+constexpr int64_t kPositions = 1024;
+
+#define SKIP_WITHOUT_ORACLE()                                                        \
+  if (std::optional<std::string> missing = LlamaOracleMissing()) GTEST_SKIP() << *missing
+
+// "tiny-llama" -> "tiny_llama" (gtest names).
+std::string TestName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  for (char& c : name) c = c == '-' ? '_' : c;
+  return name;
+}
+
+std::vector<std::string> PromptTexts() {
+  return {"The meaning of life is", "Never trust a man who", "A computer is a machine that"};
+}
+
+std::vector<std::vector<int32_t>> Prompts(const std::string& gguf) {
+  auto tokenizer = tokenizer::Tokenizer::FromGgufFile(gguf);
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  std::vector<std::vector<int32_t>> prompts;
+  for (const std::string& text : PromptTexts()) {
+    auto ids = (*tokenizer)->Encode(text);
+    EXPECT_TRUE(ids.ok());
+    prompts.push_back(*ids);
+  }
+  return prompts;
+}
+
+double MaxLogProbDifference(const std::vector<float>& probs, const std::vector<float>& logprobs) {
+  double worst = 0;
+  for (size_t i = 0; i < probs.size(); ++i) {
+    if (probs[i] > 1e-6f) worst = std::max(worst, std::fabs(std::log(double{probs[i]}) - logprobs[i]));
+  }
+  return worst;
+}
+
+class F32OracleTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(F32OracleTest, GreedyTokensAndLogitsMatchLlamaCpp) {
+  SKIP_WITHOUT_ORACLE();
+  const std::string gguf = GetParam() == "demo" ? DemoGguf("f32") : RandomGguf(GetParam(), "f32");
+  ASSERT_FALSE(gguf.empty());
+  const std::vector<std::vector<int32_t>> prompts = Prompts(gguf);
+  auto llama = LlamaGenerate(gguf, prompts, kNewTokens);
+  ASSERT_TRUE(llama.ok()) << llama.status();
+  auto kvtier = KvtierRunner::Open(gguf);
+  ASSERT_TRUE(kvtier.ok()) << kvtier.status();
+  ASSERT_EQ(llama->vocab, (*kvtier)->checkpoint().config().vocab_size);
+  int near_ties = 0;
+  double worst_first = 0;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    std::vector<int32_t> tokens;
+    std::vector<std::vector<float>> logprobs;
+    ASSERT_TRUE((*kvtier)->Generate(prompts[p], kNewTokens, &tokens, &logprobs).ok());
+    const std::vector<int32_t>& want = llama->tokens[p];
+    ASSERT_EQ(want.size(), static_cast<size_t>(kNewTokens));
+    const double first = MaxLogProbDifference(llama->probs[p * kNewTokens], logprobs[0]);
+    worst_first = std::max(worst_first, first);
+    EXPECT_LE(first, kLogProbBound) << "prompt " << p;
+    for (int s = 0; s < kNewTokens; ++s) {
+      if (tokens[s] == want[s]) continue;
+      const std::vector<float>& ref = llama->probs[p * kNewTokens + s];
+      const double gap = std::fabs(std::log(double{ref[want[s]]}) - std::log(double{ref[tokens[s]]}));
+      EXPECT_LT(gap, kNearTie) << "prompt " << p << " step " << s << ": kvtier " << tokens[s] << ", llama.cpp "
+                               << want[s];
+      ++near_ties;
+      break;  // the continuations differ from here on
+    }
+  }
+  std::printf("%s: worst first-token log-prob difference %.3g, near-ties %d\n", GetParam().c_str(), worst_first,
+              near_ties);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, F32OracleTest,
+                         ::testing::Values("tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "demo"),
+                         TestName);
+
+// The first kPositions tokens (and a few more) of the demo's held-out text, in sequences of
+// 256.
+std::vector<std::vector<int32_t>> HeldOut(const std::string& gguf) {
+  const std::string text = ReadFileText(std::string(KVTIER_SOURCE_DIR) + "/models/demo/heldout.txt");
+  auto tokenizer = tokenizer::Tokenizer::FromGgufFile(gguf);
+  EXPECT_TRUE(tokenizer.ok());
+  auto ids = (*tokenizer)->Encode(text);
+  EXPECT_TRUE(ids.ok());
+  std::vector<std::vector<int32_t>> sequences;
+  for (size_t at = 0; at < static_cast<size_t>(kPositions) && at + 1 < ids->size(); at += 256) {
+    sequences.emplace_back(ids->begin() + at, ids->begin() + std::min(ids->size(), at + 256));
+  }
+  return sequences;
+}
+
+// Top-1 agreement and KL of kvtier's distributions against a reference's, position by position.
+struct Agreement {
+  int64_t positions = 0, top1 = 0, top1_or_tie = 0;
+  double kl = 0;
+
+  void Add(const std::vector<float>& reference_probs, const std::vector<float>& logprobs) {
+    const int32_t pick = ArgMax(logprobs), want = ArgMax(reference_probs);
+    top1 += pick == want;
+    top1_or_tie +=
+        pick == want || std::log(double{reference_probs[want]}) - std::log(double{reference_probs[pick]}) < kQuantizedTie;
+    kl += KlDivergence(reference_probs, logprobs);
+    ++positions;
+  }
+
+  void Check(const std::string& what) const {
+    const double n = static_cast<double>(positions);
+    std::printf("%s: %lld positions, top-1 agreement %.4f (%.4f counting near-ties), mean KL %.3g nats\n", what.c_str(),
+                static_cast<long long>(positions), top1 / n, top1_or_tie / n, kl / n);
+    EXPECT_GE(positions, kPositions);
+    EXPECT_GE(top1_or_tie / n, kMinTop1);
+    EXPECT_GE(top1 / n, kMinRawTop1);
+    EXPECT_LE(kl / n, kMaxMeanKl);
+  }
+};
+
+class QuantizedOracleTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(QuantizedOracleTest, TopOneAndKlMatchLlamaCpp) {
+  SKIP_WITHOUT_ORACLE();
+  const std::string gguf = DemoGguf(GetParam());
+  ASSERT_FALSE(gguf.empty());
+  const std::vector<std::vector<int32_t>> sequences = HeldOut(gguf);
+  auto llama = LlamaScore(gguf, sequences);
+  ASSERT_TRUE(llama.ok()) << llama.status();
+  auto kvtier = KvtierRunner::Open(gguf);
+  ASSERT_TRUE(kvtier.ok()) << kvtier.status();
+  Agreement agreement;
+  for (const std::vector<int32_t>& sequence : sequences) {
+    auto rows = (*kvtier)->Score(sequence);
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    for (const std::vector<float>& row : *rows) agreement.Add(llama->probs[agreement.positions], row);
+  }
+  ASSERT_EQ(agreement.positions, static_cast<int64_t>(llama->probs.size()));
+  agreement.Check(GetParam() + " against llama.cpp");
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, QuantizedOracleTest, ::testing::Values("q8_0", "q4_k_m"));
+
+class DequantizeOracleTest : public ::testing::TestWithParam<std::string> {};
+
+// The weights themselves: llama.cpp's quantizer turns the file back into F32 (its
+// dequantization), and every tensor must equal kvtier's dequantization of the same blocks,
+// bit for bit. Q4_K_M files hold Q4_K and Q6_K blocks, Q5_K_M files Q5_K and Q6_K.
+TEST_P(DequantizeOracleTest, DequantizesAsLlamaCpp) {
+  SKIP_WITHOUT_ORACLE();
+  const std::string gguf = DemoGguf(GetParam());
+  ASSERT_FALSE(gguf.empty());
+  const std::string f32 = gguf + ".llama-f32.gguf";
+  const absl::Status dequantized = LlamaQuantize(gguf, f32, /*LLAMA_FTYPE_ALL_F32=*/0);
+  ASSERT_TRUE(dequantized.ok()) << dequantized;
+  auto quantized = GgufFile::Open(gguf);
+  auto reference = GgufFile::Open(f32);
+  ASSERT_TRUE(quantized.ok() && reference.ok());
+  std::map<std::string, int> types;
+  for (const GgufTensorInfo& t : (*quantized)->tensors()) {
+    const GgufTensorInfo* want = (*reference)->FindTensor(t.name);
+    ASSERT_NE(want, nullptr) << t.name;
+    ASSERT_EQ(want->type->dtype, DType::kF32) << t.name;
+    ASSERT_EQ(want->dims, t.dims) << t.name;
+    ASSERT_TRUE(t.type->dtype.has_value()) << t.name << " " << t.type->name;
+    TensorView view{t.name, *t.type->dtype, t.Shape(), t.data};
+    std::vector<float> got;
+    ToFloat32(view, &got);
+    const float* expected = reinterpret_cast<const float*>(want->data);
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i], expected[i]) << t.name << " (" << t.type->name << ") " << i;
+    }
+    ++types[std::string(t.type->name)];
+  }
+  for (const auto& [type, count] : types) std::printf("%s: %d tensors as llama.cpp dequantizes them\n", type.c_str(), count);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, DequantizeOracleTest, ::testing::Values("q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k"));
+
+class RoundTripTest : public ::testing::TestWithParam<std::string> {};
+
+// Needs no oracle: kvtier on the safetensors checkpoint and on its GGUF.
+TEST_P(RoundTripTest, F32GgufGivesTheSameLogitsAsItsSafetensors) {
+  const bool demo = GetParam() == "demo";
+  const std::string dir = demo ? std::string(KVTIER_SOURCE_DIR) + "/models/demo" : RandomCheckpoint(GetParam());
+  const std::string gguf = demo ? DemoGguf("auto") : RandomGguf(GetParam(), "f32");
+  ASSERT_FALSE(gguf.empty());
+  auto source = KvtierRunner::Open(dir);
+  auto converted = KvtierRunner::Open(gguf);
+  ASSERT_TRUE(source.ok()) << source.status();
+  ASSERT_TRUE(converted.ok()) << converted.status();
+  for (const std::vector<int32_t>& prompt : Prompts(gguf)) {
+    std::vector<int32_t> a, b;
+    std::vector<std::vector<float>> la, lb;
+    ASSERT_TRUE((*source)->Generate(prompt, kNewTokens, &a, &la).ok());
+    ASSERT_TRUE((*converted)->Generate(prompt, kNewTokens, &b, &lb).ok());
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(la, lb);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, RoundTripTest,
+                         ::testing::Values("tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "demo"),
+                         TestName);
+
+TEST(RoundTripTest, Q8_0GgufStaysCloseToItsSafetensors) {
+  const std::string gguf = DemoGguf("q8_0");
+  ASSERT_FALSE(gguf.empty());
+  auto source = KvtierRunner::Open(std::string(KVTIER_SOURCE_DIR) + "/models/demo");
+  auto converted = KvtierRunner::Open(gguf);
+  ASSERT_TRUE(source.ok() && converted.ok());
+  Agreement agreement;
+  for (const std::vector<int32_t>& sequence : HeldOut(gguf)) {
+    auto a = (*source)->Score(sequence);
+    auto b = (*converted)->Score(sequence);
+    ASSERT_TRUE(a.ok() && b.ok());
+    for (size_t i = 0; i < a->size(); ++i) {
+      std::vector<float> p((*a)[i].size());
+      for (size_t t = 0; t < p.size(); ++t) p[t] = std::exp((*a)[i][t]);
+      agreement.Add(p, (*b)[i]);
+    }
+  }
+  agreement.Check("q8_0 against its bf16 safetensors");
+}
+
+}  // namespace
+}  // namespace kvtier::testing
