@@ -101,6 +101,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   kv_options.write_behind = options.disk_write_behind;
   kv_options.preparation = options.tier_preparation;
   kv_options.remote = options.remote;
+  // With a slow tier the engine's idle writer moves what an idle step leaves queued, so the
+  // step that ends the last request waits for no write (the Engine constructor starts it).
+  if (kv_options.disk_blocks > 0 || !options.remote.url.empty()) kv_options.idle_drain_budget = {};
   // Cached KV is only valid for the same weights (and the format they are held in: fp8
   // weights compute other K/V than 16-bit ones), block geometry and KV element type.
   const KvLayout& layout = backend->kv_layout();
@@ -117,12 +120,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   // disk tier's index is read (seconds for a large tier): a first request then finds host
   // slots for its loads. It pauses while the backend warms up, whose device calls would
   // otherwise wait behind the pins (CUDA's driver lock).
-  kv->PauseHostPinning();
+  kv->host().PausePinning();
   const absl::Status warmed = backend->WarmUp();
-  kv->ResumeHostPinning();
+  kv->host().ResumePinning();
   RETURN_IF_ERROR(warmed);
   RETURN_IF_ERROR(warmup.End());
-  kv->StartHostPinning();  // when the options left it to the engine (pin_host_at_create false)
+  kv->host().StartPinning();  // when the options left it to the engine (pin_host_at_create false)
   return std::unique_ptr<Engine>(
       new Engine(std::move(checkpoint), options, std::move(backend), std::move(kv), std::move(tokenizer)));
 }
@@ -137,7 +140,7 @@ Engine::Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions
       eos_token_ids_(checkpoint_->config().eos_token_ids),
       kv_(std::move(kv)),
       policy_(options.preemption, static_cast<int64_t>(backend_->kv_layout().BlockBytes()),
-              kv_->capacity_blocks(Tier::kHost) + kv_->capacity_blocks(Tier::kDisk) > 0),
+              kv_->host().on() || kv_->disk().on()),
       scheduler_(SchedulerOptions{options.max_tokens_per_step, options.max_running,
                                   std::min<int64_t>(options.watermark_blocks, kv_->num_device_blocks() / 8),
                                   options.load_or_recompute,
@@ -155,10 +158,9 @@ Engine::Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions
   if (tokenizer_ != nullptr) {
     for (int32_t id : tokenizer_->stop_ids()) add_stop_id(id);
   }
-  if (kv_->capacity_blocks(Tier::kDisk) > 0 || kv_->remote_store() != nullptr) {
-    // The step that ends the last request returns at once; its writes go on in the
-    // background.
-    kv_->set_idle_drain_budget(std::chrono::milliseconds(0));
+  if (kv_->disk().on() || !options_.remote.url.empty()) {
+    // The step that ends the last request returns at once (Create set the KV manager's
+    // idle_drain_budget to 0); its writes go on in the background.
     idle_writer_ = std::thread([this] { RunIdleWriter(); });
   }
 }
@@ -176,7 +178,7 @@ Engine::~Engine() {
 int64_t Engine::PumpIdleWrites() {
   std::lock_guard<std::mutex> lock(mu_);
   if (stepping_ || num_unfinished_ > 0) return 0;  // the next idle step wakes the writer again
-  const int64_t left = kv_->PumpIdleWrites();
+  const int64_t left = scheduler_.PumpIdleWrites();
   if (left > 0) ++idle_writer_pumps_;
   return left;
 }
@@ -274,7 +276,7 @@ absl::StatusOr<SequenceId> Engine::Add(std::vector<int32_t> prompt, const Sampli
     if (i > 0) completion.prompt_logprobs = -1;  // the prompt is scored once, on the first
     const SequenceId id = first + i;
     auto seq = std::make_unique<Sequence>(id, id, i == 0 ? std::move(prompt) : parent->tokens, std::move(completion));
-    seq->block_keys = kv_->KeyChain(params.cache_namespace);
+    seq->block_keys = scheduler_.KeyChain(params.cache_namespace);
     seq->matcher = std::move(matchers[static_cast<size_t>(i)]);
     if (tokenizer_ != nullptr) {
       tokenizer::DecodeOptions decode;
@@ -502,7 +504,6 @@ absl::Status Engine::StepUnguarded(std::vector<StepEvent>* events) {
   Schedule schedule;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    kv_->AdmitPreparedSlots();  // host and disk slots prepared in the background since the last step
     ApplyCancelsLocked(events);
     ASSIGN_OR_RETURN(schedule, scheduler_.Next());
     for (Sequence* seq : schedule.unrunnable) FinishLocked(seq, FinishReason::kError, std::nullopt, events);
@@ -545,21 +546,23 @@ absl::Status Engine::VerifyIntegrity() {
 
 nlohmann::json Engine::Stats() {
   std::lock_guard<std::mutex> lock(mu_);
-  const int64_t block_bytes = static_cast<int64_t>(kv_->block_bytes());
-  const KvCacheCounters& kv = kv_->counters();
+  const KvStats kv_stats = scheduler_.kv_stats();
+  const int64_t block_bytes = static_cast<int64_t>(kv_stats.block_bytes);
+  const KvCacheCounters& kv = kv_stats.counters;
   nlohmann::json tiers;
   for (Tier t : {Tier::kDevice, Tier::kHost, Tier::kDisk}) {
-    tiers[TierName(t)] = {{"capacity_bytes", kv_->capacity_blocks(t) * block_bytes},
-                          {"used_bytes", kv_->used_blocks(t) * block_bytes},
-                          {"peak_bytes", kv_->peak_blocks(t) * block_bytes},
-                          {"capacity_blocks", kv_->capacity_blocks(t)},
-                          {"used_blocks", kv_->used_blocks(t)},
-                          {"cached_bytes", kv_->cached_blocks(t) * block_bytes},
+    const KvTierStats& tier = kv_stats.tier(t);
+    tiers[TierName(t)] = {{"capacity_bytes", tier.capacity_blocks * block_bytes},
+                          {"used_bytes", tier.used_blocks * block_bytes},
+                          {"peak_bytes", tier.peak_blocks * block_bytes},
+                          {"capacity_blocks", tier.capacity_blocks},
+                          {"used_blocks", tier.used_blocks},
+                          {"cached_bytes", tier.cached_blocks * block_bytes},
                           {"demoted_blocks", kv.blocks_demoted[static_cast<int>(t)]},
                           // Usable now: the host tier is pinned and the disk file reserved in
                           // the background after creation; capacity_bytes once done.
-                          {"ready_bytes", kv_->ready_blocks(t) * block_bytes}};
-    if (!kv_->preparation_error(t).empty()) tiers[TierName(t)]["preparation_error"] = kv_->preparation_error(t);
+                          {"ready_bytes", tier.ready_blocks * block_bytes}};
+    if (!tier.preparation_error.empty()) tiers[TierName(t)]["preparation_error"] = tier.preparation_error;
   }
   nlohmann::json stats;
   stats["backend"] = std::string(backend_->name());
@@ -600,7 +603,7 @@ nlohmann::json Engine::Stats() {
   stats["prefix_hits"] = {{"gpu", kv.prefix_hits[0]},
                           {"host", kv.prefix_hits[1]},
                           {"disk", kv.prefix_hits[2]},
-                          {"remote", kv.prefix_hits_remote}};
+                          {"remote", kv.prefix_hits[static_cast<int>(Tier::kRemote)]}};
   stats["prefix_hit_tokens"] = kv.prefix_hit_tokens;
   // Load or recompute: prompts whose slow-tier prefix was split, the blocks planned
   // computed and loaded (a loaded block that did not land is computed too).
@@ -641,7 +644,7 @@ nlohmann::json Engine::Stats() {
                                 {"forks_queued", scheduler_.num_forks_queued()}};
   stats["logprob_tokens"] = counters_.logprob_tokens;
   stats["scored_prompt_tokens"] = counters_.scored_tokens;
-  stats["pinned_blocks"] = kv_->num_pinned_blocks();
+  stats["pinned_blocks"] = kv_stats.pinned_blocks;
   stats["corrupt_blocks_detected"] = kv.corrupt_blocks_detected;
   // Prefix-cache trust: hits refused because the block's stored tokens differ from the
   // request's (any tier), and disk index entries whose slot held another block (a miss).
@@ -654,7 +657,7 @@ nlohmann::json Engine::Stats() {
   stats["blocks_persisted"] = kv.blocks_persisted;
   stats["write_behind_skipped_busy"] = kv.write_behind_skipped_busy;
   stats["write_behind_dropped"] = kv.write_behind_dropped;
-  const DiskStoreCounters disk = kv_->disk_store_counters();
+  const DiskBlockStore::Counters& disk = kv_stats.disk_store;
   stats["disk_index"] = {{"recovered_blocks", disk.recovered_blocks},
                          {"journal_replayed", disk.journal_replayed},
                          {"slots_scanned", disk.slots_scanned},
@@ -662,13 +665,13 @@ nlohmann::json Engine::Stats() {
                          {"older_format_slots", disk.older_format_slots},
                          {"journal_records", disk.journal_records},
                          {"compactions", disk.compactions}};
-  stats["disk_index_ignored_reason"] = kv_->disk_index_ignored_reason();
+  stats["disk_index_ignored_reason"] = kv_stats.disk_index_ignored_reason;
   // What the disk tier delivered: block bytes read and the time the reads took.
   stats["disk_reads"] = {{"bytes", disk.bytes_read}, {"seconds", disk.read_seconds}};
-  stats["remote"] = RemoteTierStats(*kv_);
+  stats["remote"] = RemoteTierStats(kv_stats);
   // Blocks on their way to the disk and remote tiers (0 once an idle context's writes landed).
-  const KvCacheManager::PendingWrites pending = kv_->pending_writes();
-  stats["pending_writes"] = {{"disk_blocks", pending.disk_blocks}, {"remote_blocks", pending.remote_blocks}};
+  stats["pending_writes"] = {{"disk_blocks", kv_stats.pending_disk_writes},
+                             {"remote_blocks", kv_stats.pending_remote_writes}};
   stats["idle_writer_pumps"] = idle_writer_pumps_;  // its calls between steps that found writes to move
   stats["backend"] = std::string(backend_->name());
   // What the KV (and, on CUDA, weights and activations) are held in: F32 on the CPU, the

@@ -5,11 +5,10 @@
 
 namespace kvtier {
 
-nlohmann::json RemoteTierStats(const KvCacheManager& kv) {
-  const RemoteBlockStore* store = kv.remote_store();
-  if (store == nullptr) return {{"enabled", false}};  // no remote_kv_url: no remote numbers
-  const RemoteBlockStore::Counters c = store->counters();
-  const KvCacheCounters& counters = kv.counters();
+nlohmann::json RemoteTierStats(const KvStats& kv) {
+  if (!kv.remote_enabled) return {{"enabled", false}};  // no remote_kv_url: no remote numbers
+  const RemoteBlockStore::Counters& c = kv.remote;
+  const KvCacheCounters& counters = kv.counters;
   return {
       {"enabled", true},
       {"on", c.on},

@@ -191,7 +191,7 @@ TEST(AsyncCopiesTest, SwapOutBlocksAreReusedOnlyAfterTheirCopyLands) {
   ASSERT_TRUE(kv.Reserve(7, 20).ok());  // 5 blocks: 2 to host, 3 to disk
   stamp(7);
   ASSERT_TRUE(kv.SwapOut(7).ok());
-  EXPECT_GT(kv.num_copies_in_flight(), 0);
+  EXPECT_GT(kv.transfers().num_copy_batches(), 0);
   EXPECT_TRUE(kv.VerifyIntegrity().ok()) << kv.VerifyIntegrity();
   const int64_t waits_before = backend.counts().waits;
   ASSERT_TRUE(kv.Reserve(8, 24).ok());  // needs the swapped-out blocks: waits for them

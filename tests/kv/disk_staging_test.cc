@@ -60,12 +60,12 @@ TEST(DiskStagingTest, DeviceVictimsGoToDiskThroughTheWriterAndComeBackExact) {
   ASSERT_TRUE(f.kv->Reserve(2, 80).ok());  // evicts all 20
   f.Stamp(2);                              // overwrites them
   EXPECT_EQ(f.kv->counters().evictions_copied, 20);
-  EXPECT_EQ(f.kv->num_disk_writes_in_flight() + f.kv->counters().disk_demote_writes, 20);
+  EXPECT_EQ(f.kv->transfers().num_in_flight(Lane::kDiskWrite) + f.kv->counters().disk_demote_writes, 20);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   f.kv->Release(2);
-  f.kv->DrainDiskWrites();
+  f.kv->transfers().AwaitLane(Lane::kDiskWrite);
   EXPECT_EQ(f.kv->counters().disk_demote_writes, 20);
-  EXPECT_EQ(f.kv->cached_blocks(Tier::kDisk), 20);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).cached_blocks, 20);
   EXPECT_EQ(f.kv->counters().blocks_dropped, 0);
   EXPECT_EQ(f.kv->counters().io_errors, 0);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
@@ -75,7 +75,7 @@ TEST(DiskStagingTest, DeviceVictimsGoToDiskThroughTheWriterAndComeBackExact) {
   EXPECT_EQ(f.kv->counters().prefix_hits[static_cast<int>(Tier::kDisk)], 20);
   EXPECT_EQ(f.kv->counters().disk_staged_reads, 20);
   EXPECT_TRUE(f.Check(3, /*pattern=*/1));
-  EXPECT_EQ(f.kv->cached_blocks(Tier::kDevice), 20);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDevice).cached_blocks, 20);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 
@@ -89,7 +89,7 @@ TEST(DiskStagingTest, VictimsGoToDiskWhenTheHostTierIsFull) {
   ASSERT_TRUE(f.kv->Reserve(2, 32).ok());  // 4 free blocks and the 4 cached ones
   f.Stamp(2);
   f.kv->Release(2);
-  f.kv->DrainDiskWrites();
+  f.kv->transfers().AwaitLane(Lane::kDiskWrite);
   EXPECT_EQ(f.kv->counters().disk_demote_writes, 4);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   ASSERT_TRUE(f.kv->SwapIn(5).ok());
@@ -111,7 +111,7 @@ TEST(DiskStagingTest, PrefixMatchAndReleaseWhileDemoteWritesAreInFlight) {
   f.Stamp(9);
   ASSERT_TRUE(f.kv->Reserve(2, 24).ok());  // the other two free blocks and the 4 cached ones
   f.Stamp(2);
-  EXPECT_EQ(f.kv->num_disk_writes_in_flight() + f.kv->counters().disk_demote_writes, 4);
+  EXPECT_EQ(f.kv->transfers().num_in_flight(Lane::kDiskWrite) + f.kv->counters().disk_demote_writes, 4);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   EXPECT_TRUE(f.Check(9));
   f.kv->Release(9);
@@ -135,11 +135,11 @@ TEST(DiskStagingTest, FailedDemoteWriteDropsOnlyThatBlock) {
   f.io.FailNextWrites(1);  // the first write: a's first block, the least recently used
   ASSERT_TRUE(f.kv->Reserve(3, 20).ok());  // the last free block and the 4 cached ones
   f.Stamp(3);
-  f.kv->DrainDiskWrites();
+  f.kv->transfers().AwaitLane(Lane::kDiskWrite);
   EXPECT_EQ(f.kv->counters().io_errors, 1);
   EXPECT_EQ(f.kv->counters().blocks_dropped, 1);
   EXPECT_EQ(f.kv->counters().disk_demote_writes, 3);
-  EXPECT_EQ(f.kv->cached_blocks(Tier::kDisk), 3);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).cached_blocks, 3);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   EXPECT_TRUE(f.Check(9));
   EXPECT_TRUE(f.Check(3));
@@ -160,15 +160,15 @@ TEST(DiskStagingTest, StagedPrefixReadsStopAtACorruptSlot) {
   ASSERT_TRUE(f.kv->Reserve(2, 32).ok());
   f.Stamp(2);
   f.kv->Release(2);
-  f.kv->DrainDiskWrites();
-  ASSERT_EQ(f.kv->cached_blocks(Tier::kDisk), 4);
+  f.kv->transfers().AwaitLane(Lane::kDiskWrite);
+  ASSERT_EQ(f.kv->Stats().tier(Tier::kDisk).cached_blocks, 4);
   ASSERT_TRUE(f.io.FlipBit("/fake/kv", f.DiskPayloadOffset(2) + 5, 1).ok());
   EXPECT_EQ(f.kv->MatchPrefix(3, a), 8);
   EXPECT_TRUE(f.Check(3, /*pattern=*/1));
   EXPECT_EQ(f.kv->counters().corrupt_blocks_detected, 1);
   EXPECT_EQ(f.kv->counters().disk_staged_reads, 3);
-  EXPECT_EQ(f.kv->cached_blocks(Tier::kDisk), 3);
-  EXPECT_EQ(f.kv->cached_blocks(Tier::kDevice), 3);  // blocks 0, 1 (held) and 3
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).cached_blocks, 3);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDevice).cached_blocks, 3);  // blocks 0, 1 (held) and 3
   EXPECT_EQ(f.kv->counters().prefix_hits[static_cast<int>(Tier::kDisk)], 2);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   f.kv->Release(3);
@@ -189,7 +189,7 @@ TEST(DiskStagingTest, StagedSwapInReadsAreExact) {
   EXPECT_TRUE(f.Check(7));
   EXPECT_EQ(f.kv->counters().disk_staged_reads, 20);
   EXPECT_EQ(f.kv->counters().disk_swap_writes, 20);
-  EXPECT_EQ(f.kv->used_blocks(Tier::kDisk), 0);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).used_blocks, 0);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 
@@ -198,15 +198,15 @@ TEST(DiskStagingTest, StagedSwapInDetectsOneCorruptSlot) {
   ASSERT_TRUE(f.kv->Reserve(7, 24).ok());  // 6 blocks, to disk slots 0..5 in block order
   f.Stamp(7);
   ASSERT_TRUE(f.kv->SwapOut(7).ok());
-  f.kv->DrainDiskWrites();
+  f.kv->transfers().AwaitLane(Lane::kDiskWrite);
   ASSERT_TRUE(f.io.FlipBit("/fake/kv", f.DiskPayloadOffset(3) + 7, 2).ok());
   const absl::Status s = f.kv->SwapIn(7);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_FALSE(f.kv->IsSwappedOut(7));
   EXPECT_TRUE(f.kv->BlockTable(7).empty());
   EXPECT_EQ(f.kv->counters().corrupt_blocks_detected, 1);
-  EXPECT_EQ(f.kv->used_blocks(Tier::kDisk), 0);
-  EXPECT_EQ(f.kv->used_blocks(Tier::kDevice), 0);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).used_blocks, 0);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDevice).used_blocks, 0);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 
