@@ -90,7 +90,6 @@ class DiskTier : public SlotTier {
   bool on() const { return store_ != nullptr; }
   DiskBlockStore* store() const { return store_.get(); }
   uint8_t* staging(int32_t index) const { return Buffer(staging_, index); }
-  uint8_t* write_behind_buffer(int32_t index) const { return Buffer(write_behind_.buffers, index); }
   const Buffers& staging_buffers() const { return staging_; }
   const Buffers& write_behind_buffers() const { return write_behind_.buffers; }
   int64_t write_behind_queued() const { return static_cast<int64_t>(write_behind_.queue.size()); }
@@ -130,20 +129,13 @@ class DiskTier : public SlotTier {
   // disk write holding one; nullopt only when nothing holds one (no disk tier).
   std::optional<int32_t> AcquireStaging();
   void ReleaseStaging(int32_t index) { staging_.free.push_back(index); }
-  // Forgets a cache entry whose slot did not hold its block (stale or corrupt).
-  void ForgetSlot(int32_t disk_slot);
   // A failed disk read counted by its kind.
   void CountReadFailure(const absl::Status& status);
   // Blocks until the file's reservation has ended, then admits its slots.
   void WaitUntilPrepared();
 
-  // Landing (the manager's landing function calls these by kind).
-  void LandPersistCopy(const PersistCopy& copy, const absl::Status& status);
-  void LandDemoteCopy(const DemoteCopy& copy, const absl::Status& status);
-  void LandWriteBack(const WriteBackJob& job, const absl::Status& status);
-  void LandDemoteWrite(const DemoteWriteJob& job, const absl::Status& status);
-  void LandPersistWrite(const PersistWriteJob& job, const absl::Status& status);
-  void LandPrefixRead(const PrefixReadJob& job, const absl::Status& status);
+  // Its kinds: the copies and writes into disk slots, and read-ahead into host slots.
+  void Land(Transfers::Landed& landed) override;
 
   // An NVMe drive's parallel reads, assumed until the disk has delivered blocks here (the
   // reads at creation, TierPreparationOptions::probe_disk_read_speed, usually have by the
@@ -158,7 +150,17 @@ class DiskTier : public SlotTier {
   uint8_t* Buffer(const Buffers& buffers, int32_t index) const {
     return buffers.memory + static_cast<size_t>(index) * ctx_->block_bytes;
   }
+  uint8_t* write_behind_buffer(int32_t index) const { return Buffer(write_behind_.buffers, index); }
   absl::Status AllocateBuffers(Buffers* buffers, int64_t count);
+  // Forgets a cache entry whose slot did not hold its block (stale or corrupt).
+  void ForgetSlot(int32_t disk_slot);
+  // Landing, by kind.
+  void LandPersistCopy(const PersistCopy& copy, const absl::Status& status);
+  void LandDemoteCopy(const DemoteCopy& copy, const absl::Status& status);
+  void LandWriteBack(const WriteBackJob& job, const absl::Status& status);
+  void LandDemoteWrite(const DemoteWriteJob& job, const absl::Status& status);
+  void LandPersistWrite(const PersistWriteJob& job, const absl::Status& status);
+  void LandPrefixRead(const PrefixReadJob& job, const absl::Status& status);
   // Host -> disk write-back of the coldest cached host blocks without a disk copy.
   void StartWriteBack();
   // Write-behind: the writes of the oldest queued blocks not on disk yet; `idle`: as many as

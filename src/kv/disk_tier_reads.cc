@@ -53,7 +53,7 @@ void DiskTier::LandPrefixRead(const PrefixReadJob& job, const absl::Status& stat
   TierCache& host = host_->cache();
   if (status.ok() && !host.Contains(job.hash)) {
     host.InsertEvictable(job.host_slot, job.hash, ctx_->priorities.Of(job.hash));  // its tokens were set at submission
-    ++ctx_->counters.disk_read_aheads;
+    ++ctx_->counters.disk.read_aheads;
   } else {
     host.pool().Release(job.host_slot);
   }
@@ -66,7 +66,7 @@ void DiskTier::CountReadFailure(const absl::Status& status) {
   } else if (absl::IsFailedPrecondition(status)) {
     ++ctx_->counters.prefix_token_mismatch;  // the key's slot holds other tokens: refused
   } else if (absl::IsNotFound(status)) {
-    ++ctx_->counters.disk_stale_entries;  // the slot holds another block now
+    ++ctx_->counters.disk.stale_entries;  // the slot holds another block now
   } else {
     ++ctx_->counters.io_errors;
   }
@@ -91,7 +91,7 @@ std::vector<absl::Status> DiskTier::ReadToDevice(const std::vector<StagedRead>& 
     if (status.ok()) {
       const BlockCopy copy{reads[r.index].block, staging(r.buffer)};
       status = ctx_->backend->CopyBlocksFromHost(std::span<const BlockCopy>(&copy, 1));
-      if (status.ok()) ++ctx_->counters.disk_staged_reads;
+      if (status.ok()) ++ctx_->counters.disk.staged_reads;
     }
     ReleaseStaging(r.buffer);
     results[r.index] = status;

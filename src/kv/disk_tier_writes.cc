@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <type_traits>
+#include <variant>
 
 #include "absl/container/flat_hash_set.h"
 #include "common/log.h"
@@ -32,7 +34,7 @@ void DiskTier::QueueWrite(BlockId block, const BlockHash& hash, bool) {
   write_behind_.queue.push_back({block, hash});
   if (static_cast<int64_t>(write_behind_.queue.size()) > 2 * ctx_->device.num_blocks()) {
     write_behind_.queue.pop_front();
-    ++ctx_->counters.write_behind_dropped;
+    ++ctx_->counters.disk.write_behind_dropped;
   }
 }
 
@@ -115,7 +117,7 @@ void DiskTier::StartWriteBehind(bool idle) {
   int64_t in_flight = transfers.Count<PersistWriteJob>() + transfers.Count<WriteBackJob>();
   // The writer is busy with writes a step may wait for (evictions, swaps): those first.
   if (!idle && transfers.num_in_flight(Lane::kDiskWrite) - in_flight - transfers.Count<RenewRecordJob>() >= limit) {
-    ++ctx_->counters.write_behind_skipped_busy;
+    ++ctx_->counters.disk.write_behind_skipped_busy;
     return;
   }
   std::vector<Transfers::Copy> batch;
@@ -288,11 +290,11 @@ void DiskTier::TakeHostVictim(int32_t host_slot, const BlockHash& hash) {
   transfers.Await(transfers.DemoteWriteOf(hash));
   transfers.Await(transfers.PersistWriteOf(hash));
   if (cache_.Contains(hash)) {
-    ++ctx_->counters.host_evictions_on_disk;  // written back ahead (or demoted before): no write
+    ++ctx_->counters.disk.host_evictions_on_disk;  // written back ahead (or demoted before): no write
     return;
   }
   if (const std::optional<int32_t> disk_slot = TakeSlot()) {
-    ++ctx_->counters.host_evictions_written;
+    ++ctx_->counters.disk.host_evictions_written;
     const std::span<const int32_t> tokens = host_->cache().tokens(host_slot);
     // The writer writes it now, behind the writes already queued (the disk takes them in
     // order anyway), and the eviction waits for it: the host slot is reused at once.
@@ -316,6 +318,21 @@ void DiskTier::TakeHostVictim(int32_t host_slot, const BlockHash& hash) {
 }
 
 // ---------------------------------------------------------------- landing
+
+void DiskTier::Land(Transfers::Landed& landed) {
+  const absl::Status& status = landed.status;
+  std::visit(
+      [&](const auto& t) {
+        using Kind = std::decay_t<decltype(t)>;
+        if constexpr (std::is_same_v<Kind, PersistCopy>) LandPersistCopy(t, status);
+        if constexpr (std::is_same_v<Kind, DemoteCopy>) LandDemoteCopy(t, status);
+        if constexpr (std::is_same_v<Kind, WriteBackJob>) LandWriteBack(t, status);
+        if constexpr (std::is_same_v<Kind, DemoteWriteJob>) LandDemoteWrite(t, status);
+        if constexpr (std::is_same_v<Kind, PersistWriteJob>) LandPersistWrite(t, status);
+        if constexpr (std::is_same_v<Kind, PrefixReadJob>) LandPrefixRead(t, status);
+      },
+      landed.transfer);
+}
 
 void DiskTier::LandPersistCopy(const PersistCopy& copy, const absl::Status& status) {
   if (status.ok()) {
@@ -347,7 +364,7 @@ void DiskTier::LandWriteBack(const WriteBackJob& job, const absl::Status& status
     // The host copy is still cached (a host eviction waits for its write), so the key still
     // has its priority.
     CacheBlock(job.disk_slot, job.hash);
-    ++ctx_->counters.disk_blocks_written_back;
+    ++ctx_->counters.disk.blocks_written_back;
     return;
   }
   if (!status.ok()) {
@@ -366,7 +383,7 @@ void DiskTier::LandDemoteWrite(const DemoteWriteJob& job, const absl::Status& st
   if (status.ok() && !cache_.Contains(job.hash)) {
     ctx_->priorities.Raise(job.hash, job.priority);  // dropped with its device entry
     CacheBlock(job.disk_slot, job.hash);
-    ++ctx_->counters.disk_demote_writes;
+    ++ctx_->counters.disk.demote_writes;
     return;
   }
   if (!status.ok()) {  // its only copy: lost
@@ -382,7 +399,7 @@ void DiskTier::LandPersistWrite(const PersistWriteJob& job, const absl::Status& 
   write_behind_.buffers.free.push_back(job.buffer);
   if (status.ok() && !cache_.Contains(job.hash)) {
     CacheBlock(job.disk_slot, job.hash);
-    ++ctx_->counters.blocks_persisted;
+    ++ctx_->counters.disk.blocks_persisted;
     return;
   }
   if (!status.ok()) {  // the device copy is still cached: only durability is lost

@@ -191,7 +191,9 @@ std::vector<DirtyVictim> HostTier::TakeDeviceVictims(std::vector<DirtyVictim> vi
   return rest;
 }
 
-void HostTier::LandWriteBack(const HostWriteBackCopy& copy, const absl::Status& status) {
+void HostTier::Land(Transfers::Landed& landed) {
+  const HostWriteBackCopy& copy = std::get<HostWriteBackCopy>(landed.transfer);
+  const absl::Status& status = landed.status;
   if (status.ok() && !cache_.Contains(copy.hash)) {
     ctx_->priorities.Raise(copy.hash, copy.priority);
     cache_.InsertEvictable(copy.host_slot, copy.hash, ctx_->priorities.Of(copy.hash), copy.tokens);

@@ -65,8 +65,8 @@ class HostTier : public SlotTier {
   absl::Status CopyToDevice(int32_t slot, BlockId block);
   // A read-ahead's slot, against `*budget`: evicts only what goes without waiting.
   std::optional<int32_t> TakeSlotForRead(int64_t* budget);
-  // A landed write-back copy: the slot joins the cache (or is freed).
-  void LandWriteBack(const HostWriteBackCopy& copy, const absl::Status& status);
+  // A landed write-back copy (HostWriteBackCopy): the slot joins the cache (or is freed).
+  void Land(Transfers::Landed& landed) override;
   // Blocks of write-back per step (StartWrites before the forward).
   int64_t WriteBackBudget() const;
 

@@ -13,28 +13,22 @@ void KvCacheManager::Land(Transfers::Landed& landed) {
   std::visit(
       [&](auto& t) {
         using Kind = std::decay_t<decltype(t)>;
-        if constexpr (std::is_same_v<Kind, HostWriteBackCopy>) {
-          host_->LandWriteBack(t, status);
-        } else if constexpr (std::is_same_v<Kind, SwapOutCopy>) {
+        // A swap's transfers: the swap's (kv_cache_swap.cc).
+        if constexpr (std::is_same_v<Kind, SwapOutCopy>) {
           LandSwapCopy(t, landed.id.seq, status);
-        } else if constexpr (std::is_same_v<Kind, DemoteCopy>) {
-          disk_->LandDemoteCopy(t, status);
-        } else if constexpr (std::is_same_v<Kind, PersistCopy>) {
-          disk_->LandPersistCopy(t, status);
-        } else if constexpr (std::is_same_v<Kind, WriteBackJob>) {
-          disk_->LandWriteBack(t, status);
         } else if constexpr (std::is_same_v<Kind, SwapWriteJob>) {
           LandSwapWrite(t, status);
-        } else if constexpr (std::is_same_v<Kind, DemoteWriteJob>) {
-          disk_->LandDemoteWrite(t, status);
-        } else if constexpr (std::is_same_v<Kind, PersistWriteJob>) {
-          disk_->LandPersistWrite(t, status);
-        } else if constexpr (std::is_same_v<Kind, PrefixReadJob>) {
-          disk_->LandPrefixRead(t, status);
         } else if constexpr (std::is_same_v<Kind, SwapReadJob>) {
           LandSwapRead(t, status);
+          // The others: the tier they move a cached block into.
+        } else if constexpr (std::is_same_v<Kind, HostWriteBackCopy>) {
+          host_->Land(landed);
+        } else if constexpr (std::is_same_v<Kind, DemoteCopy> || std::is_same_v<Kind, PersistCopy> ||
+                             std::is_same_v<Kind, WriteBackJob> || std::is_same_v<Kind, DemoteWriteJob> ||
+                             std::is_same_v<Kind, PersistWriteJob> || std::is_same_v<Kind, PrefixReadJob>) {
+          disk_->Land(landed);
         } else if constexpr (std::is_same_v<Kind, RemoteGet>) {
-          if (remote_ != nullptr) remote_->LandGet(t, status);
+          if (remote_ != nullptr) remote_->Land(landed);
         }
         // EvictionWriteJob, StagedReadJob: their callers wait for them and take the result.
         // RenewRecordJob: nothing to land (a slot rewritten meanwhile is NotFound: fine).

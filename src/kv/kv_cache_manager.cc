@@ -254,11 +254,6 @@ void KvCacheManager::AdmitPreparedSlots() {
   for (SlotTier* tier : slot_tiers_) tier->AdmitPreparedSlots();
 }
 
-void KvCacheManager::WaitForPreparedTiers() {
-  host_->WaitUntilPrepared();
-  disk_->WaitUntilPrepared();
-}
-
 void KvCacheManager::StartBackgroundCopies() {
   AdmitPreparedSlots();
   ctx_.transfers.Land(LaneBit(Lane::kCopy) | kDiskLanes);

@@ -191,11 +191,9 @@ class KvCacheManager {
   // FinishStep(idle) left queued goes on, waiting for nothing. The blocks whose writes
   // remain, for a later call (0: done).
   int64_t PumpIdleWrites();
-  // Makes the host and disk slots prepared in the background since the last call usable.
+  // Makes the host and disk slots prepared in the background since the last call usable
+  // (HostTier and DiskTier::WaitUntilPrepared wait for the rest).
   void AdmitPreparedSlots();
-  // Blocks until both preparations have ended, then admits what they prepared (tests,
-  // callers that want the whole tiers first).
-  void WaitForPreparedTiers();
 
   // ---- The tiers and their numbers
   HostTier& host() { return *host_; }

@@ -256,7 +256,7 @@ void KvCacheManager::LandSwapWrite(const SwapWriteJob& job, const absl::Status& 
   if (!SwapHoldsDiskSlot(job.seq, job.generation, job.index, job.disk_slot)) {
     disk_->cache().pool().Release(job.disk_slot);  // released meanwhile: the write held the slot
   } else if (status.ok()) {
-    ++ctx_.counters.disk_swap_writes;
+    ++ctx_.counters.disk.swap_writes;
   } else {
     ++ctx_.counters.io_errors;
     SwapState& swap = swapped_.at(job.seq);
@@ -276,7 +276,7 @@ void KvCacheManager::LandSwapRead(const SwapReadJob& job, const absl::Status& st
   if (status.ok()) {
     swap.slots[job.index] = SlotRef{Tier::kHost, job.host_slot};
     disk_->cache().pool().Release(job.disk_slot);
-    ++ctx_.counters.disk_read_aheads;
+    ++ctx_.counters.disk.read_aheads;
   } else {
     host_->cache().pool().Release(job.host_slot);
     if (swap.failed.ok()) swap.failed = status;  // SwapIn reports it: recompute

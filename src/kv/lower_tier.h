@@ -112,7 +112,10 @@ class LowerTier {
   // What an idle writer still has to move (0: done).
   virtual int64_t WritesToPump() const { return 0; }
 
-  virtual absl::Status VerifyIntegrity() const { return absl::OkStatus(); }
+  // ---- Landing
+  // What a finished transfer into this tier does (KvCacheManager::Land hands each to the
+  // tier that owns its kind).
+  virtual void Land(Transfers::Landed& landed) {}
 };
 
 // A tier of slots below the device (host, disk): a TierCache and its eviction one tier down.

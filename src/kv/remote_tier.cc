@@ -84,13 +84,13 @@ int64_t RemoteTier::ProbeRun(const BlockChain& chain, int64_t first, int64_t max
   const auto timeout = std::chrono::milliseconds(std::max<int64_t>(ctx_->options.remote.timeout_ms, 1));
   const absl::StatusOr<std::vector<bool>> present = store_->Probe(digests, std::chrono::steady_clock::now() + timeout);
   if (!present.ok()) {
-    if (absl::IsDeadlineExceeded(present.status())) ++ctx_->counters.remote_lookup_timeouts;
+    if (absl::IsDeadlineExceeded(present.status())) ++ctx_->counters.remote.lookup_timeouts;
     return 0;  // unknown: counted on for nothing (computed)
   }
   int64_t run = 0;
   while (run < static_cast<int64_t>(present->size()) && (*present)[static_cast<size_t>(run)]) ++run;
-  ++ctx_->counters.remote_probes;
-  ctx_->counters.remote_probe_blocks += run;
+  ++ctx_->counters.remote.probes;
+  ctx_->counters.remote.probe_blocks += run;
   return run;
 }
 
@@ -166,7 +166,7 @@ const RemoteTier::Landed* RemoteTier::Hit(const BlockChain& chain, int64_t i, in
   const auto timeout = std::chrono::milliseconds(std::max<int64_t>(ctx_->options.remote.timeout_ms, 1));
   while (transfers.RemoteGetOf(hash)) {
     if (!transfers.AwaitRemoteGet(std::chrono::steady_clock::now() + timeout)) {
-      ++ctx_->counters.remote_lookup_timeouts;
+      ++ctx_->counters.remote.lookup_timeouts;
       return nullptr;
     }
   }
@@ -219,12 +219,14 @@ int64_t RemoteTier::ReadAhead(const BlockChain& chain, std::span<const int64_t> 
   return ctx_->transfers.num_in_flight(Lane::kRemoteGet) - before;
 }
 
-void RemoteTier::LandGet(RemoteGet& get, const absl::Status& status) {
+void RemoteTier::Land(Transfers::Landed& landed) {
+  RemoteGet& get = std::get<RemoteGet>(landed.transfer);
+  const absl::Status& status = landed.status;
   if (get.host_slot >= 0) {
     if (status.ok()) {
       // Received in its host slot: held there (in no cache map, so nothing evicts it)
       // until its match copies it to the device, or it expires.
-      ++ctx_->counters.remote_landed_in_host;
+      ++ctx_->counters.remote.landed_in_host;
     } else {
       host_->cache().pool().Release(get.host_slot);
       get.host_slot = -1;
@@ -264,7 +266,7 @@ void RemoteTier::Expire() {
 void RemoteTier::QueueWrite(BlockId block, const BlockHash& hash, bool computed) {
   if (!computed) return;  // a block loaded from a tier is there already, or was
   put_queue_.push_back({block, hash});
-  ++ctx_->counters.remote_puts_queued;
+  ++ctx_->counters.remote.puts_queued;
   // Bounded as write-behind's queue: the oldest are not shared when the tier falls behind.
   if (static_cast<int64_t>(put_queue_.size()) > 2 * ctx_->device.num_blocks()) put_queue_.pop_front();
 }

@@ -58,8 +58,8 @@ class RemoteTier : public LowerTier {
   int64_t PendingWrites() const override;
   int64_t WritesToPump() const override { return PendingWrites(); }
 
-  // A lookup landed (the landing function's): kept for the match that asked, or dropped.
-  void LandGet(RemoteGet& get, const absl::Status& status);
+  // A lookup landed (RemoteGet): kept for the match that asked, or dropped.
+  void Land(Transfers::Landed& landed) override;
   // Blocks until every computed block queued has been sent (tests, benchmarks; also done
   // when the tier is destroyed).
   void FlushPuts();

@@ -233,11 +233,11 @@ void Transfers::Await(std::optional<TransferId> id) {
   (id->lane == Lane::kDiskRead ? reader_ : writer_)->Wait(id->seq);
   const double seconds = SecondsSince(start);
   if (id->lane == Lane::kDiskRead) {
-    counters_->disk_read_ahead_wait_seconds += seconds;
-    ++counters_->disk_read_ahead_waits;
+    counters_->disk.read_ahead_wait_seconds += seconds;
+    ++counters_->disk.read_ahead_waits;
   } else {
-    counters_->disk_write_wait_seconds += seconds;
-    ++counters_->disk_write_waits;
+    counters_->disk.write_wait_seconds += seconds;
+    ++counters_->disk.write_waits;
   }
   Land(lane);
 }

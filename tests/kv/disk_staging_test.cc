@@ -60,11 +60,11 @@ TEST(DiskStagingTest, DeviceVictimsGoToDiskThroughTheWriterAndComeBackExact) {
   ASSERT_TRUE(f.kv->Reserve(2, 80).ok());  // evicts all 20
   f.Stamp(2);                              // overwrites them
   EXPECT_EQ(f.kv->counters().evictions_copied, 20);
-  EXPECT_EQ(f.kv->transfers().num_in_flight(Lane::kDiskWrite) + f.kv->counters().disk_demote_writes, 20);
+  EXPECT_EQ(f.kv->transfers().num_in_flight(Lane::kDiskWrite) + f.kv->counters().disk.demote_writes, 20);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   f.kv->Release(2);
   f.kv->transfers().AwaitLane(Lane::kDiskWrite);
-  EXPECT_EQ(f.kv->counters().disk_demote_writes, 20);
+  EXPECT_EQ(f.kv->counters().disk.demote_writes, 20);
   EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).cached_blocks, 20);
   EXPECT_EQ(f.kv->counters().blocks_dropped, 0);
   EXPECT_EQ(f.kv->counters().io_errors, 0);
@@ -73,7 +73,7 @@ TEST(DiskStagingTest, DeviceVictimsGoToDiskThroughTheWriterAndComeBackExact) {
   // More disk hits (20) than staging buffers: the oldest read lands to free one.
   EXPECT_EQ(f.kv->MatchPrefix(3, a), 80);
   EXPECT_EQ(f.kv->counters().prefix_hits[static_cast<int>(Tier::kDisk)], 20);
-  EXPECT_EQ(f.kv->counters().disk_staged_reads, 20);
+  EXPECT_EQ(f.kv->counters().disk.staged_reads, 20);
   EXPECT_TRUE(f.Check(3, /*pattern=*/1));
   EXPECT_EQ(f.kv->Stats().tier(Tier::kDevice).cached_blocks, 20);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
@@ -90,7 +90,7 @@ TEST(DiskStagingTest, VictimsGoToDiskWhenTheHostTierIsFull) {
   f.Stamp(2);
   f.kv->Release(2);
   f.kv->transfers().AwaitLane(Lane::kDiskWrite);
-  EXPECT_EQ(f.kv->counters().disk_demote_writes, 4);
+  EXPECT_EQ(f.kv->counters().disk.demote_writes, 4);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   ASSERT_TRUE(f.kv->SwapIn(5).ok());
   EXPECT_TRUE(f.Check(5));
@@ -111,14 +111,14 @@ TEST(DiskStagingTest, PrefixMatchAndReleaseWhileDemoteWritesAreInFlight) {
   f.Stamp(9);
   ASSERT_TRUE(f.kv->Reserve(2, 24).ok());  // the other two free blocks and the 4 cached ones
   f.Stamp(2);
-  EXPECT_EQ(f.kv->transfers().num_in_flight(Lane::kDiskWrite) + f.kv->counters().disk_demote_writes, 4);
+  EXPECT_EQ(f.kv->transfers().num_in_flight(Lane::kDiskWrite) + f.kv->counters().disk.demote_writes, 4);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   EXPECT_TRUE(f.Check(9));
   f.kv->Release(9);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   f.kv->Release(2);
   EXPECT_EQ(f.kv->MatchPrefix(3, a), 16);
-  EXPECT_EQ(f.kv->counters().disk_demote_writes, 4);  // the match waited for every block's write
+  EXPECT_EQ(f.kv->counters().disk.demote_writes, 4);  // the match waited for every block's write
   EXPECT_EQ(f.kv->counters().prefix_hits[static_cast<int>(Tier::kDisk)], 4);
   EXPECT_TRUE(f.Check(3, /*pattern=*/1));
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
@@ -138,7 +138,7 @@ TEST(DiskStagingTest, FailedDemoteWriteDropsOnlyThatBlock) {
   f.kv->transfers().AwaitLane(Lane::kDiskWrite);
   EXPECT_EQ(f.kv->counters().io_errors, 1);
   EXPECT_EQ(f.kv->counters().blocks_dropped, 1);
-  EXPECT_EQ(f.kv->counters().disk_demote_writes, 3);
+  EXPECT_EQ(f.kv->counters().disk.demote_writes, 3);
   EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).cached_blocks, 3);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   EXPECT_TRUE(f.Check(9));
@@ -166,7 +166,7 @@ TEST(DiskStagingTest, StagedPrefixReadsStopAtACorruptSlot) {
   EXPECT_EQ(f.kv->MatchPrefix(3, a), 8);
   EXPECT_TRUE(f.Check(3, /*pattern=*/1));
   EXPECT_EQ(f.kv->counters().corrupt_blocks_detected, 1);
-  EXPECT_EQ(f.kv->counters().disk_staged_reads, 3);
+  EXPECT_EQ(f.kv->counters().disk.staged_reads, 3);
   EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).cached_blocks, 3);
   EXPECT_EQ(f.kv->Stats().tier(Tier::kDevice).cached_blocks, 3);  // blocks 0, 1 (held) and 3
   EXPECT_EQ(f.kv->counters().prefix_hits[static_cast<int>(Tier::kDisk)], 2);
@@ -187,8 +187,8 @@ TEST(DiskStagingTest, StagedSwapInReadsAreExact) {
   f.kv->Release(8);
   ASSERT_TRUE(f.kv->SwapIn(7).ok());
   EXPECT_TRUE(f.Check(7));
-  EXPECT_EQ(f.kv->counters().disk_staged_reads, 20);
-  EXPECT_EQ(f.kv->counters().disk_swap_writes, 20);
+  EXPECT_EQ(f.kv->counters().disk.staged_reads, 20);
+  EXPECT_EQ(f.kv->counters().disk.swap_writes, 20);
   EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).used_blocks, 0);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }

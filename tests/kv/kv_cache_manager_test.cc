@@ -67,7 +67,7 @@ TEST(KvCacheManagerTest, SwappedDiskBlocksAreReadAheadIntoHostSlots) {
 
   f.kv->ReadAhead(2, {});
   f.kv->transfers().AwaitLane(Lane::kDiskRead);
-  EXPECT_EQ(f.kv->counters().disk_read_aheads, 2);
+  EXPECT_EQ(f.kv->counters().disk.read_aheads, 2);
   EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).used_blocks, 8);  // seq 2's disk slots are host slots now
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   ASSERT_TRUE(f.kv->SwapIn(2).ok());
@@ -75,7 +75,7 @@ TEST(KvCacheManagerTest, SwappedDiskBlocksAreReadAheadIntoHostSlots) {
   EXPECT_EQ(f.kv->counters().corrupt_blocks_detected, 0);
 
   f.kv->ReadAhead(3, {});  // at most a quarter of the host tier in flight: 3 blocks
-  EXPECT_EQ(f.kv->transfers().num_in_flight(Lane::kDiskRead) + f.kv->counters().disk_read_aheads, 2 + 3);
+  EXPECT_EQ(f.kv->transfers().num_in_flight(Lane::kDiskRead) + f.kv->counters().disk.read_aheads, 2 + 3);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   f.kv->Release(3);  // reads may still be in flight: they own the disk slots now
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
@@ -193,8 +193,8 @@ TEST(KvCacheManagerTest, RandomOperationsWithoutHostTierKeepInvariants) {
     ASSERT_NO_FATAL_FAILURE(RunRandomOperations(f, seed, /*faults=*/seed != 5));
     f.kv->transfers().AwaitLane(Lane::kDiskWrite);
     EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
-    EXPECT_GT(f.kv->counters().disk_demote_writes, 0) << "seed " << seed;
-    EXPECT_GT(f.kv->counters().disk_staged_reads, 0) << "seed " << seed;
+    EXPECT_GT(f.kv->counters().disk.demote_writes, 0) << "seed " << seed;
+    EXPECT_GT(f.kv->counters().disk.staged_reads, 0) << "seed " << seed;
   }
 }
 

@@ -298,7 +298,7 @@ TEST(LoadPlanAttachTest, LoadsNeverWaitForDiskWritesToMakeHostRoom) {
   const std::vector<int32_t> prompt = PromptSequence(2)->tokens;
   const KvCacheCounters before = f.kv->counters();
   EXPECT_EQ(f.kv->LoadPrefixAhead(prompt, nullptr, 0, 10), 0);
-  EXPECT_EQ(f.kv->counters().disk_write_waits, before.disk_write_waits);
+  EXPECT_EQ(f.kv->counters().disk.write_waits, before.disk.write_waits);
   EXPECT_GT(f.kv->counters().reads_without_host_slot, before.reads_without_host_slot);
   EXPECT_EQ(f.kv->Stats().tier(Tier::kHost).cached_blocks, 4);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
@@ -306,8 +306,8 @@ TEST(LoadPlanAttachTest, LoadsNeverWaitForDiskWritesToMakeHostRoom) {
   f.kv->transfers().AwaitLane(Lane::kDiskWrite);
   const KvCacheCounters drained = f.kv->counters();
   EXPECT_EQ(f.kv->LoadPrefixAhead(prompt, nullptr, 0, 10), 4);  // the back 4 of the 10
-  EXPECT_EQ(f.kv->counters().disk_write_waits, drained.disk_write_waits);
-  EXPECT_EQ(f.kv->counters().host_evictions_on_disk, drained.host_evictions_on_disk + 4);
+  EXPECT_EQ(f.kv->counters().disk.write_waits, drained.disk.write_waits);
+  EXPECT_EQ(f.kv->counters().disk.host_evictions_on_disk, drained.disk.host_evictions_on_disk + 4);
   f.kv->transfers().AwaitLane(Lane::kDiskRead);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   f.kv->Release(100);

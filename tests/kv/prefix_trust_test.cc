@@ -97,7 +97,7 @@ TEST(PrefixTrustTest, ReadAheadOfOtherTokensIsRefused) {
   f.kv->ReadAhead(2, kA);
   f.kv->transfers().AwaitLane(Lane::kDiskRead);
   EXPECT_EQ(f.kv->counters().prefix_token_mismatch, 1);
-  EXPECT_EQ(f.kv->counters().disk_read_aheads, 0);
+  EXPECT_EQ(f.kv->counters().disk.read_aheads, 0);
   EXPECT_EQ(f.kv->Stats().tier(Tier::kHost).cached_blocks, 0);  // not a host copy
   ASSERT_TRUE(f.kv->VerifyIntegrity().ok());
   EXPECT_EQ(f.kv->MatchPrefix(2, kA), 0);  // and refused again at its use
@@ -126,7 +126,7 @@ TEST(PrefixTrustTest, NamespacesNeverShareABlockInMemoryOrOnDisk) {
   // Persisted by write-behind, and found after a restart over the same file: by tenant-a only.
   f.kv->FinishStep(/*idle=*/true);
   f.kv->transfers().AwaitLane(Lane::kDiskWrite);
-  EXPECT_EQ(f.kv->counters().blocks_persisted, 2);
+  EXPECT_EQ(f.kv->counters().disk.blocks_persisted, 2);
   f.Reopen();
   ASSERT_EQ(f.kv->Stats().tier(Tier::kDisk).cached_blocks, 2);
   BlockKeyChain b = f.kv->KeyChain("tenant-b");

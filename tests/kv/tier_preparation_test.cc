@@ -443,7 +443,8 @@ TEST(TierPreparationManagerTest, APartlyReservedFileFromAnEarlierContextServesIt
   m.Stamp(1);
   m.kv->OnComputed(1, tokens, static_cast<int64_t>(tokens.size()));
   m.kv->Release(1);
-  m.kv->WaitForPreparedTiers();
+  m.kv->host().WaitUntilPrepared();
+  m.kv->disk().WaitUntilPrepared();
   EXPECT_EQ(m.kv->Stats().tier(Tier::kDisk).ready_blocks, 3);
   EXPECT_FALSE(m.kv->Stats().tier(Tier::kDisk).preparation_error.empty());
   m.kv.reset();  // its 3 cached blocks go to the 3 reserved slots; the rest never was reserved
@@ -457,7 +458,8 @@ TEST(TierPreparationManagerTest, APartlyReservedFileFromAnEarlierContextServesIt
   EXPECT_GE(m.kv->Stats().tier(Tier::kDisk).ready_blocks, 3);
   EXPECT_EQ(m.kv->MatchPrefix(2, tokens), 3 * kBlockTokens);
   EXPECT_EQ(m.kv->counters().prefix_hits[static_cast<int>(Tier::kDisk)], 3);
-  m.kv->WaitForPreparedTiers();
+  m.kv->host().WaitUntilPrepared();
+  m.kv->disk().WaitUntilPrepared();
   EXPECT_EQ(m.kv->Stats().tier(Tier::kDisk).ready_blocks, 8);
   EXPECT_TRUE(m.kv->VerifyIntegrity().ok()) << m.kv->VerifyIntegrity();
   EXPECT_EQ(m.gated_io.unreserved_ios(), 0);
