@@ -70,7 +70,7 @@ int64_t KvCacheManager::LoadPrefixAhead(std::span<const int32_t> tokens, BlockKe
   const BlockChain chain = Chain(tokens, keys, &own);
   to = std::min(to, chain.max_blocks());
   if (from >= to) return 0;
-  ctx_.transfers.Land(LaneBit(Lane::kDiskRead) | LaneBit(Lane::kRemoteGet));
+  ctx_.transfers.Land(kReadLanes);
   // Back first: the compute meets the loads wherever they have come to (Scheduler::Attach).
   // All at once: a read that waits for a later step's budget lands too late to be used.
   int64_t started[kNumTiers] = {};
@@ -86,7 +86,7 @@ KvCacheManager::LoadFrontier KvCacheManager::ProbeLoadFrontier(std::span<const i
   LoadFrontier frontier;
   frontier.landed_from = std::max(from, to);
   if (from >= to) return frontier;
-  ctx_.transfers.Land(LaneBit(Lane::kDiskRead) | LaneBit(Lane::kRemoteGet));
+  ctx_.transfers.Land(kReadLanes);
   auto landed = [&](const BlockHash& hash) {
     return ctx_.device.Contains(hash) || std::any_of(below_.begin(), below_.end(), [&](const LowerTier* t) {
              return t->Find(hash) == LowerTier::Presence::kLanded;

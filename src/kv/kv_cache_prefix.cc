@@ -19,7 +19,7 @@ std::pair<LowerTier*, LowerTier::Presence> KvCacheManager::FirstHolder(const Blo
 int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tokens, int32_t priority,
                                     BlockKeyChain* keys, int64_t max_blocks_held, bool landed_only) {
   if (!ctx_.options.prefix_cache || tokens.size() < 2) return 0;
-  if (landed_only) ctx_.transfers.Land(LaneBit(Lane::kDiskRead) | LaneBit(Lane::kRemoteGet));  // waits for nothing
+  if (landed_only) ctx_.transfers.Land(kReadLanes);  // waits for nothing
   SequenceBlocks& blocks = sequences_[seq];
   // Only full computed blocks held (each has its key): the match continues after them. A
   // long sequence keeping blocks on the host has computed past any prefix: nothing to match.
@@ -121,7 +121,7 @@ void KvCacheManager::UnmatchPrefix(SequenceId seq) {
 bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens, BlockKeyChain* keys) {
   // Landed reads are host copies (and free read budget): a waiting sequence whose prefix
   // reads have finished is admitted this step, not the next.
-  ctx_.transfers.Land(LaneBit(Lane::kDiskRead) | LaneBit(Lane::kRemoteGet));
+  ctx_.transfers.Land(kReadLanes);
   if (swapped_.contains(seq)) return ReadSwapAhead(seq);
   // Prefix blocks, for a sequence that holds none yet.
   if (!ctx_.options.prefix_cache || tokens.size() < 2) return false;

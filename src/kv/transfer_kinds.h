@@ -148,6 +148,8 @@ using Lanes = uint32_t;
 inline constexpr Lanes LaneBit(Lane lane) { return 1u << static_cast<int>(lane); }
 inline constexpr Lanes kAllLanes = (1u << kNumLanes) - 1;
 inline constexpr Lanes kDiskLanes = LaneBit(Lane::kDiskWrite) | LaneBit(Lane::kDiskRead);
+// The lanes that bring blocks into host memory (read-ahead, lookups).
+inline constexpr Lanes kReadLanes = LaneBit(Lane::kDiskRead) | LaneBit(Lane::kRemoteGet);
 
 // A transfer's identity: its lane, its number there (a copy batch's number, a disk job's
 // number, a remote get's) and, for the copies of one batch, its place in the batch.

@@ -419,10 +419,7 @@ static void test_structured(const char* model_dir, const char* text_model_dir) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s MODEL_DIR TEXT_MODEL_DIR\n", argv[0]);
-    return 2;
-  }
+  if (!check_args(argc, argv, "MODEL_DIR TEXT_MODEL_DIR")) return 2;
   test_version();
   test_options();
   test_model_errors();
@@ -430,6 +427,5 @@ int main(int argc, char** argv) {
   test_cache_namespace(argv[1]);
   test_text(argv[2]);
   test_structured(argv[1], argv[2]);
-  printf("%d passed, %d failed\n", checks - failures, failures);
-  return failures == 0 ? 0 : 1;
+  return check_report();
 }

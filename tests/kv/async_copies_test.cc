@@ -19,14 +19,12 @@ namespace kvtier {
 namespace {
 
 using testing::DeferredCopyBackend;
-using testing::ExpectExactUnderDiskFaults;
-using testing::OpenCheckpoint;
 using testing::Prompt;
 using testing::Reference;
 using testing::RunAll;
 using testing::RunRandomOps;
+using testing::SomePrompts;
 using testing::TierOptions;
-using testing::TinyLlamaDir;
 
 EngineOptions Options(int64_t gpu_blocks, int64_t host_blocks = 0, int64_t disk_blocks = 0,
                       const std::string& disk_path = "") {
@@ -40,15 +38,7 @@ std::unique_ptr<Engine> MakeDeferred(EngineOptions o, DeferredCopyBackend** defe
     *deferred = wrapped.get();
     return wrapped;
   };
-  auto e = Engine::Create(OpenCheckpoint(TinyLlamaDir()), o);
-  EXPECT_TRUE(e.ok()) << e.status();
-  return e.ok() ? std::move(*e) : nullptr;
-}
-
-std::vector<std::vector<int32_t>> SomePrompts(int n, int seed) {
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < n; ++i) prompts.push_back(Prompt(seed + i, 5 + (i * 7) % 13));
-  return prompts;
+  return testing::MakeEngine(o);
 }
 
 TEST(AsyncCopiesTest, DeferredSwapToHostIsExact) {
@@ -130,15 +120,10 @@ TEST(AsyncCopiesTest, WrittenBackPrefixIsReusedFromHostAndEvictionCopiesNothing)
 }
 
 TEST(AsyncCopiesTest, DeferredDiskFaultsNeverCorruptOutput) {
-  auto prompts = SomePrompts(6, 40);
-  auto expected = Reference(prompts, 16);
-  FakeFileIo io;
-  EngineOptions o = Options(/*gpu=*/14, /*host=*/0, /*disk=*/64, "/fake/kv.bin");
-  o.file_io = &io;
-  o.preemption = PreemptionMode::kSwap;
-  DeferredCopyBackend* deferred = nullptr;
-  auto engine = MakeDeferred(o, &deferred);
-  ExpectExactUnderDiskFaults(*engine, io, prompts, expected, 16);
+  testing::ExpectDiskFaultsNeverCorruptOutput([](EngineOptions o) {
+    DeferredCopyBackend* deferred = nullptr;
+    return MakeDeferred(o, &deferred);
+  });
 }
 
 TEST(AsyncCopiesTest, DeferredRandomAddCancelStepKeepsInvariants) {

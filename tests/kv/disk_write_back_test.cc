@@ -27,7 +27,6 @@ using testing::BlockKey;
 using testing::BlockTokens;
 
 using testing::Get;
-using testing::Greedy;
 using testing::MakeEngine;
 using testing::Prompt;
 using testing::Reference;

@@ -471,23 +471,16 @@ using testing::OpenCheckpoint;
 using testing::Prompt;
 using testing::Reference;
 using testing::RunAll;
+using testing::SomePrompts;
 using testing::TierOptions;
 using testing::TierTestBlockBytes;
 using testing::TinyLlamaDir;
-
-std::vector<std::vector<int32_t>> SomePrompts(int n, int seed) {
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < n; ++i) prompts.push_back(Prompt(seed + i, 5 + (i * 7) % 13));
-  return prompts;
-}
 
 std::unique_ptr<Engine> MakeGated(EngineOptions o, std::shared_ptr<PinLedger> ledger) {
   o.wrap_backend = [ledger](std::unique_ptr<Backend> inner) -> std::unique_ptr<Backend> {
     return std::make_unique<GatedPinBackend>(std::move(inner), ledger);
   };
-  auto e = Engine::Create(OpenCheckpoint(TinyLlamaDir()), o);
-  EXPECT_TRUE(e.ok()) << e.status();
-  return e.ok() ? std::move(*e) : nullptr;
+  return testing::MakeEngine(o);
 }
 
 TEST(TierPreparationEngineTest, AContextUsedWhileItsHostTierIsPinnedMatchesOneThatWaited) {
