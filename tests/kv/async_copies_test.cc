@@ -22,13 +22,11 @@ using testing::DeferredCopyBackend;
 using testing::Prompt;
 using testing::Reference;
 using testing::RunAll;
-using testing::RunRandomOps;
 using testing::SomePrompts;
-using testing::TierOptions;
 
 EngineOptions Options(int64_t gpu_blocks, int64_t host_blocks = 0, int64_t disk_blocks = 0,
                       const std::string& disk_path = "") {
-  return TierOptions(gpu_blocks, host_blocks, disk_blocks, disk_path);
+  return testing::TierOptions(gpu_blocks, host_blocks, disk_blocks, disk_path);
 }
 
 // Engine over a DeferredCopyBackend; *deferred is set to it (owned by the engine).
@@ -136,7 +134,7 @@ TEST(AsyncCopiesTest, DeferredRandomAddCancelStepKeepsInvariants) {
     o.preemption = seed == 2 ? PreemptionMode::kSwap : PreemptionMode::kAuto;
     DeferredCopyBackend* deferred = nullptr;
     auto engine = MakeDeferred(o, &deferred, 1 + static_cast<int>(seed % 3));
-    ASSERT_NO_FATAL_FAILURE(RunRandomOps(*engine, seed, 700));
+    ASSERT_NO_FATAL_FAILURE(testing::RunRandomOps(*engine, seed, 700));
     EXPECT_GT(deferred->counts().started_batches, 0);
   }
 }

@@ -24,13 +24,10 @@ namespace {
 
 using Fixture = testing::ManagerFixture;
 using testing::Get;
-using testing::Greedy;
 using testing::MakeEngine;
 using testing::Prompt;
 using testing::Reference;
 using testing::RunAll;
-using testing::SlowFileIo;
-using testing::TierOptions;
 
 // `blocks` full blocks of distinct tokens (seeded) plus one more token, so MatchPrefix may
 // cover all the full blocks.
@@ -222,7 +219,7 @@ struct PrefixRun {
 };
 
 EngineOptions NoHostOptions(FileIo* io) {
-  EngineOptions o = TierOptions(/*gpu=*/24, /*host=*/0, /*disk=*/256, "/fake/demote.kv");
+  EngineOptions o = testing::TierOptions(/*gpu=*/24, /*host=*/0, /*disk=*/256, "/fake/demote.kv");
   o.file_io = io;
   return o;
 }
@@ -284,8 +281,8 @@ TEST(DiskStagingEngineTest, WriteBehindPutsBlocksOnDiskBeforeTheirEviction) {
 // none of them.
 TEST(DiskStagingEngineTest, AnIdleContextWritesEveryBlockWithoutAnotherStep) {
   FakeFileIo fake;
-  SlowFileIo io(&fake, std::chrono::microseconds(10000), std::chrono::microseconds(0));
-  EngineOptions o = TierOptions(/*gpu=*/128, /*host=*/0, /*disk=*/256, "/fake/idle.kv");
+  testing::SlowFileIo io(&fake, std::chrono::microseconds(10000), std::chrono::microseconds(0));
+  EngineOptions o = testing::TierOptions(/*gpu=*/128, /*host=*/0, /*disk=*/256, "/fake/idle.kv");
   o.file_io = &io;
   auto engine = MakeEngine(o);
   ASSERT_NE(engine, nullptr);
@@ -311,7 +308,7 @@ TEST(DiskStagingEngineTest, WithoutHostTierEvictionsGoToDiskAndComeBackExact) {
 
 TEST(DiskStagingEngineTest, SlowDiskWithoutHostTierIsExact) {
   FakeFileIo fake;
-  SlowFileIo io(&fake, std::chrono::microseconds(2000), std::chrono::microseconds(500));
+  testing::SlowFileIo io(&fake, std::chrono::microseconds(2000), std::chrono::microseconds(500));
   RunPrefixThroughDisk(&io, "SlowDiskWithoutHostTierIsExact");
 }
 
@@ -323,25 +320,18 @@ TEST(DiskStagingEngineTest, FailingDiskWithoutHostTierNeverCorruptsOutput) {
   for (int i = 0; i < 12; ++i) prompts.push_back(Prompt(600 + i, 20, i % 2 ? shared : std::vector<int32_t>{}));
   const auto expected = Reference(prompts, 8);
   FakeFileIo fake;
-  SlowFileIo io(&fake, std::chrono::microseconds(300), std::chrono::microseconds(0));
+  testing::SlowFileIo io(&fake, std::chrono::microseconds(300), std::chrono::microseconds(0));
   EngineOptions o = NoHostOptions(&io);
   o.max_running = 3;
   auto engine = MakeEngine(o);
   ASSERT_NE(engine, nullptr);
   std::vector<SequenceId> ids;
   std::map<SequenceId, std::vector<int32_t>> out;
-  std::vector<StepEvent> events;
   for (size_t next = 0, step = 0; step < 5000 && (next < prompts.size() || engine->NumUnfinished() > 0); ++step) {
-    if (next < prompts.size() && step % 3 == 0) ids.push_back(*engine->Add(prompts[next++], Greedy(8)));
+    if (next < prompts.size() && step % 3 == 0) ids.push_back(*engine->Add(prompts[next++], testing::Greedy(8)));
     if (step % 4 == 1) fake.FailNextWrites(1);
     if (step % 7 == 2) fake.FailNextReads(1);
-    events.clear();
-    ASSERT_TRUE(engine->Step(&events).ok());
-    for (const auto& e : events) {
-      if (e.token) out[e.sequence].push_back(*e.token);
-    }
-    const absl::Status integrity = engine->VerifyIntegrity();
-    ASSERT_TRUE(integrity.ok()) << integrity << " at step " << step;
+    ASSERT_NO_FATAL_FAILURE(testing::StepAndCollect(*engine, &out, /*verify=*/true)) << "at step " << step;
   }
   for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(out[ids[i]], expected[i]) << "sequence " << i;
   const nlohmann::json s = engine->Stats();

@@ -16,9 +16,7 @@ namespace {
 using testing::Greedy;
 using testing::MakeEngine;
 using testing::Prompt;
-using testing::Reference;
 using testing::RunAll;
-using testing::RunRandomOps;
 using testing::SomePrompts;
 using testing::TierOptions;
 using testing::TierTestBlockBytes;
@@ -32,7 +30,7 @@ EngineOptions Options(int64_t gpu_blocks, int64_t host_blocks = 0, int64_t disk_
 
 TEST(TiersTest, SwapToHostIsExact) {
   auto prompts = SomePrompts(6, 10);
-  auto expected = Reference(prompts, 16);
+  auto expected = testing::Reference(prompts, 16);
   EngineOptions o = Options(/*gpu=*/14, /*host=*/64);
   o.preemption = PreemptionMode::kSwap;
   o.max_tokens_per_step = 6;  // the step budget, not memory, sometimes holds a resume back
@@ -49,7 +47,7 @@ TEST(TiersTest, SwapToHostIsExact) {
 
 TEST(TiersTest, SwapToDiskWhenHostIsFullIsExact) {
   auto prompts = SomePrompts(6, 20);
-  auto expected = Reference(prompts, 16);
+  auto expected = testing::Reference(prompts, 16);
   const std::string path = testing::TestTempDir() + "/swap-disk.kv";
   EngineOptions o = Options(/*gpu=*/14, /*host=*/3, /*disk=*/64, path);
   o.preemption = PreemptionMode::kSwap;
@@ -62,7 +60,7 @@ TEST(TiersTest, SwapToDiskWhenHostIsFullIsExact) {
 
 TEST(TiersTest, RecomputeAndAutoAreExact) {
   auto prompts = SomePrompts(6, 30);
-  auto expected = Reference(prompts, 16);
+  auto expected = testing::Reference(prompts, 16);
   for (PreemptionMode mode : {PreemptionMode::kRecompute, PreemptionMode::kAuto}) {
     EngineOptions o = Options(/*gpu=*/14, /*host=*/8);
     o.preemption = mode;
@@ -80,7 +78,7 @@ TEST(TiersTest, PrefixIsReusedFromEveryTier) {
   const std::vector<int32_t> shared = Prompt(99, 16);  // four full blocks
   std::vector<std::vector<int32_t>> first = {Prompt(1, 3, shared)};
   std::vector<std::vector<int32_t>> later = {Prompt(2, 5, shared), Prompt(3, 2, shared)};
-  auto expected = Reference(later, 8);
+  auto expected = testing::Reference(later, 8);
   // Device hit: same context, the first sequence's blocks are still cached on the device.
   {
     auto engine = MakeEngine(Options(64));
@@ -104,7 +102,7 @@ TEST(TiersTest, RestartFindsPrefixOnDiskAndDetectsCorruption) {
   std::filesystem::remove(path);
   std::filesystem::remove(path + ".index");
   const std::vector<int32_t> shared = Prompt(77, 20);
-  auto expected = Reference({Prompt(5, 3, shared)}, 8);
+  auto expected = testing::Reference({Prompt(5, 3, shared)}, 8);
   {
     auto engine = MakeEngine(Options(64, 0, 64, path));
     RunAll(*engine, {Prompt(4, 3, shared)}, 4);
@@ -182,7 +180,7 @@ TEST(TiersTest, RandomAddCancelStepKeepsInvariants) {
     o.file_io = &io;
     o.max_tokens_per_step = 9;
     auto engine = MakeEngine(o);
-    ASSERT_NO_FATAL_FAILURE(RunRandomOps(*engine, seed, 700));
+    ASSERT_NO_FATAL_FAILURE(testing::RunRandomOps(*engine, seed, 700));
     nlohmann::json s = engine->Stats();
     EXPECT_EQ(s["sequences"]["running"], 0);
   }
