@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <limits>
 #include <thread>
 
@@ -11,7 +10,6 @@
 #include "backend/storage_dtype.h"
 #include "common/log.h"
 #include "common/status_macros.h"
-#include "engine/remote_tier_stats.h"
 #include "engine/sampler.h"
 #include "grammar/tokenizer_vocabulary.h"
 #include "kv/tier_budgets.h"
@@ -101,6 +99,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   kv_options.write_behind = options.disk_write_behind;
   kv_options.preparation = options.tier_preparation;
   kv_options.remote = options.remote;
+  // With a slow tier the engine's idle writer moves what an idle step leaves queued, so the
+  // step that ends the last request waits for no write (the Engine constructor starts it).
+  if (kv_options.disk_blocks > 0 || !options.remote.url.empty()) kv_options.idle_drain_budget = {};
   // Cached KV is only valid for the same weights (and the format they are held in: fp8
   // weights compute other K/V than 16-bit ones), block geometry and KV element type.
   const KvLayout& layout = backend->kv_layout();
@@ -117,12 +118,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   // disk tier's index is read (seconds for a large tier): a first request then finds host
   // slots for its loads. It pauses while the backend warms up, whose device calls would
   // otherwise wait behind the pins (CUDA's driver lock).
-  kv->PauseHostPinning();
+  kv->host().PausePinning();
   const absl::Status warmed = backend->WarmUp();
-  kv->ResumeHostPinning();
+  kv->host().ResumePinning();
   RETURN_IF_ERROR(warmed);
   RETURN_IF_ERROR(warmup.End());
-  kv->StartHostPinning();  // when the options left it to the engine (pin_host_at_create false)
+  kv->host().StartPinning();  // when the options left it to the engine (pin_host_at_create false)
   return std::unique_ptr<Engine>(
       new Engine(std::move(checkpoint), options, std::move(backend), std::move(kv), std::move(tokenizer)));
 }
@@ -137,7 +138,7 @@ Engine::Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions
       eos_token_ids_(checkpoint_->config().eos_token_ids),
       kv_(std::move(kv)),
       policy_(options.preemption, static_cast<int64_t>(backend_->kv_layout().BlockBytes()),
-              kv_->capacity_blocks(Tier::kHost) + kv_->capacity_blocks(Tier::kDisk) > 0),
+              kv_->host().on() || kv_->disk().on()),
       scheduler_(SchedulerOptions{options.max_tokens_per_step, options.max_running,
                                   std::min<int64_t>(options.watermark_blocks, kv_->num_device_blocks() / 8),
                                   options.load_or_recompute,
@@ -155,10 +156,9 @@ Engine::Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions
   if (tokenizer_ != nullptr) {
     for (int32_t id : tokenizer_->stop_ids()) add_stop_id(id);
   }
-  if (kv_->capacity_blocks(Tier::kDisk) > 0 || kv_->remote_store() != nullptr) {
-    // The step that ends the last request returns at once; its writes go on in the
-    // background.
-    kv_->set_idle_drain_budget(std::chrono::milliseconds(0));
+  if (kv_->disk().on() || !options_.remote.url.empty()) {
+    // The step that ends the last request returns at once (Create set the KV manager's
+    // idle_drain_budget to 0); its writes go on in the background.
     idle_writer_ = std::thread([this] { RunIdleWriter(); });
   }
 }
@@ -176,7 +176,7 @@ Engine::~Engine() {
 int64_t Engine::PumpIdleWrites() {
   std::lock_guard<std::mutex> lock(mu_);
   if (stepping_ || num_unfinished_ > 0) return 0;  // the next idle step wakes the writer again
-  const int64_t left = kv_->PumpIdleWrites();
+  const int64_t left = scheduler_.PumpIdleWrites();
   if (left > 0) ++idle_writer_pumps_;
   return left;
 }
@@ -274,7 +274,7 @@ absl::StatusOr<SequenceId> Engine::Add(std::vector<int32_t> prompt, const Sampli
     if (i > 0) completion.prompt_logprobs = -1;  // the prompt is scored once, on the first
     const SequenceId id = first + i;
     auto seq = std::make_unique<Sequence>(id, id, i == 0 ? std::move(prompt) : parent->tokens, std::move(completion));
-    seq->block_keys = kv_->KeyChain(params.cache_namespace);
+    seq->block_keys = scheduler_.KeyChain(params.cache_namespace);
     seq->matcher = std::move(matchers[static_cast<size_t>(i)]);
     if (tokenizer_ != nullptr) {
       tokenizer::DecodeOptions decode;
@@ -502,7 +502,6 @@ absl::Status Engine::StepUnguarded(std::vector<StepEvent>* events) {
   Schedule schedule;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    kv_->AdmitPreparedSlots();  // host and disk slots prepared in the background since the last step
     ApplyCancelsLocked(events);
     ASSIGN_OR_RETURN(schedule, scheduler_.Next());
     for (Sequence* seq : schedule.unrunnable) FinishLocked(seq, FinishReason::kError, std::nullopt, events);
@@ -541,195 +540,6 @@ void Engine::UnpinPrefixes() {
 absl::Status Engine::VerifyIntegrity() {
   std::lock_guard<std::mutex> lock(mu_);
   return scheduler_.VerifyIntegrity();
-}
-
-nlohmann::json Engine::Stats() {
-  std::lock_guard<std::mutex> lock(mu_);
-  const int64_t block_bytes = static_cast<int64_t>(kv_->block_bytes());
-  const KvCacheCounters& kv = kv_->counters();
-  nlohmann::json tiers;
-  for (Tier t : {Tier::kDevice, Tier::kHost, Tier::kDisk}) {
-    tiers[TierName(t)] = {{"capacity_bytes", kv_->capacity_blocks(t) * block_bytes},
-                          {"used_bytes", kv_->used_blocks(t) * block_bytes},
-                          {"peak_bytes", kv_->peak_blocks(t) * block_bytes},
-                          {"capacity_blocks", kv_->capacity_blocks(t)},
-                          {"used_blocks", kv_->used_blocks(t)},
-                          {"cached_bytes", kv_->cached_blocks(t) * block_bytes},
-                          {"demoted_blocks", kv.blocks_demoted[static_cast<int>(t)]},
-                          // Usable now: the host tier is pinned and the disk file reserved in
-                          // the background after creation; capacity_bytes once done.
-                          {"ready_bytes", kv_->ready_blocks(t) * block_bytes}};
-    if (!kv_->preparation_error(t).empty()) tiers[TierName(t)]["preparation_error"] = kv_->preparation_error(t);
-  }
-  nlohmann::json stats;
-  stats["backend"] = std::string(backend_->name());
-  stats["block_tokens"] = options_.block_tokens;
-  stats["block_bytes"] = block_bytes;
-  stats["steps"] = counters_.steps;
-  stats["prompt_tokens_computed"] = counters_.prompt_tokens_computed;
-  stats["generated_tokens"] = counters_.generated_tokens;
-  stats["sequences"] = {{"running", scheduler_.num_running()},
-                        {"waiting", scheduler_.num_waiting()},
-                        {"unfinished", num_unfinished_},
-                        {"finished", counters_.finished},
-                        {"completed", counters_.finished - counters_.cancelled - counters_.failed},
-                        {"cancelled", counters_.cancelled},
-                        {"failed", counters_.failed}};
-  stats["tiers"] = tiers;
-  const grammar::GrammarCache::Counters cache = grammar_cache_.counters();
-  stats["grammar"] = {{"compiles", cache.compiles},
-                      {"cache_hits", cache.hits},
-                      {"cached", cache.entries},
-                      {"compile_seconds", cache.compile_seconds},
-                      {"completed", counters_.grammar_completed},
-                      {"failed", counters_.grammar_failed},
-                      {"masks", grammar_mask_counters_.rows},
-                      {"mask_compute_seconds", grammar_mask_counters_.compute_seconds},
-                      {"mask_wait_seconds", grammar_mask_counters_.wait_seconds}};
-  stats["preemptions"] = scheduler_.num_preemptions();
-  stats["recomputes"] = scheduler_.num_recomputes();
-  stats["prefetches_reclaimed"] = scheduler_.num_prefetches_reclaimed();
-  stats["swaps_out"] = kv.swaps_out;
-  stats["swaps_in"] = kv.swaps_in;
-  stats["swap_prefetches"] = kv.prefetches;
-  stats["swap_out_bytes"] = kv.swap_out_bytes;
-  stats["swap_in_bytes"] = kv.swap_in_bytes;
-  stats["blocks_dropped"] = kv.blocks_dropped;
-  // Long sequences: old blocks moved to the host tier, read there in place from then on.
-  stats["blocks_moved_to_host"] = kv.blocks_moved_to_host;
-  stats["prefix_hits"] = {{"gpu", kv.prefix_hits[0]},
-                          {"host", kv.prefix_hits[1]},
-                          {"disk", kv.prefix_hits[2]},
-                          {"remote", kv.prefix_hits_remote}};
-  stats["prefix_hit_tokens"] = kv.prefix_hit_tokens;
-  // Load or recompute: prompts whose slow-tier prefix was split, the blocks planned
-  // computed and loaded (a loaded block that did not land is computed too).
-  const Scheduler::LoadPlanCounters& plans = scheduler_.load_plan_counters();
-  stats["load_plans"] = {
-      {"plans", plans.plans}, {"computed_blocks", plans.computed_blocks}, {"loaded_blocks", plans.loaded_blocks}};
-  if (plans.plans > 0) {
-    // The latest plan, for seeing where its time went (null: not attached yet).
-    const Scheduler::LastLoadPlan& last = plans.last;
-    auto seconds = [](double s) { return std::isnan(s) ? nlohmann::json() : nlohmann::json(s); };
-    stats["load_plans"]["last"] = {{"fast_blocks", last.fast_blocks},
-                                   {"slow_blocks", last.slow_blocks},
-                                   {"compute_blocks", last.compute_blocks},
-                                   {"load_blocks", last.load_blocks},
-                                   {"load_seconds_per_block", last.load_seconds_per_block},
-                                   {"compute_seconds_per_block", last.compute_seconds_per_block},
-                                   {"expected_seconds", last.expected_seconds},
-                                   {"disk_reads_started", last.disk_reads_started},
-                                   {"front_computed_after_s", seconds(last.front_computed_after_s)},
-                                   {"attach_s", seconds(last.attach_s)},
-                                   {"attached_blocks", last.attached_blocks},
-                                   {"attaches", last.attaches},
-                                   {"progress", nlohmann::json::array()}};
-    for (const Scheduler::LastLoadPlan::Progress& p : last.progress) {
-      stats["load_plans"]["last"]["progress"].push_back({{"after_s", p.after_s},
-                                                          {"computed_tokens", p.computed_tokens},
-                                                          {"landed_from", p.landed_from},
-                                                          {"landed", p.landed},
-                                                          {"attach_at", p.attach_at}});
-    }
-  }
-  // Parallel sampling: completions started on their first's computed prompt, the full
-  // blocks they share with it (held once) and the partial blocks copied for them; forks
-  // that could not share (the completion computed its context itself).
-  stats["parallel_sampling"] = {{"forks", kv.forks},
-                                {"shared_blocks", kv.fork_shared_blocks},
-                                {"copied_blocks", kv.fork_copied_blocks},
-                                {"forks_queued", scheduler_.num_forks_queued()}};
-  stats["logprob_tokens"] = counters_.logprob_tokens;
-  stats["scored_prompt_tokens"] = counters_.scored_tokens;
-  stats["pinned_blocks"] = kv_->num_pinned_blocks();
-  stats["corrupt_blocks_detected"] = kv.corrupt_blocks_detected;
-  // Prefix-cache trust: hits refused because the block's stored tokens differ from the
-  // request's (any tier), and disk index entries whose slot held another block (a miss).
-  stats["prefix_token_mismatch"] = kv.prefix_token_mismatch;
-  stats["disk_stale_entries"] = kv.disk_stale_entries;
-  stats["io_errors"] = kv.io_errors;
-  // Crash durability: full blocks written to disk by write-behind; steps it yielded to a
-  // busy writer; queued blocks it dropped (written at eviction or shutdown instead). The
-  // disk index as found when the context was created, and its journal since.
-  stats["blocks_persisted"] = kv.blocks_persisted;
-  stats["write_behind_skipped_busy"] = kv.write_behind_skipped_busy;
-  stats["write_behind_dropped"] = kv.write_behind_dropped;
-  const DiskStoreCounters disk = kv_->disk_store_counters();
-  stats["disk_index"] = {{"recovered_blocks", disk.recovered_blocks},
-                         {"journal_replayed", disk.journal_replayed},
-                         {"slots_scanned", disk.slots_scanned},
-                         {"ignored", disk.index_ignored},
-                         {"older_format_slots", disk.older_format_slots},
-                         {"journal_records", disk.journal_records},
-                         {"compactions", disk.compactions}};
-  stats["disk_index_ignored_reason"] = kv_->disk_index_ignored_reason();
-  // What the disk tier delivered: block bytes read and the time the reads took.
-  stats["disk_reads"] = {{"bytes", disk.bytes_read}, {"seconds", disk.read_seconds}};
-  stats["remote"] = RemoteTierStats(*kv_);
-  // Blocks on their way to the disk and remote tiers (0 once an idle context's writes landed).
-  const KvCacheManager::PendingWrites pending = kv_->pending_writes();
-  stats["pending_writes"] = {{"disk_blocks", pending.disk_blocks}, {"remote_blocks", pending.remote_blocks}};
-  stats["idle_writer_pumps"] = idle_writer_pumps_;  // its calls between steps that found writes to move
-  stats["backend"] = std::string(backend_->name());
-  // What the KV (and, on CUDA, weights and activations) are held in: F32 on the CPU, the
-  // checkpoint's BF16 or F16 on CUDA.
-  stats["kv_dtype"] = std::string(DTypeName(backend_->kv_layout().dtype));
-  stats["gpu_allocs_after_init"] = backend_->allocations_after_init();
-  stats["device_bytes_in_use"] = backend_->device_bytes_in_use();
-  const DeviceMemoryStats memory = backend_->device_memory();
-  stats["device_memory"] = {{"limit_bytes", options_.gpu_mem_limit},
-                            {"runtime_share_bytes", memory.runtime_share_bytes},
-                            {"process_peak_bytes", memory.process_peak_bytes},
-                            {"measured_per_process", memory.per_process}};
-  stats["time"] = {{"step_seconds", counters_.step_seconds},
-                   {"compute_seconds", counters_.compute_seconds},
-                   {"schedule_seconds", counters_.schedule_seconds},
-                   {"copy_wait_seconds", kv.copy_seconds},
-                   {"copy_stall_seconds", kv.copy_stall_seconds},
-                   {"disk_write_wait_seconds", kv.disk_write_wait_seconds},
-                   {"disk_read_ahead_wait_seconds", kv.disk_read_ahead_wait_seconds}};
-  stats["histograms"] = latencies_.ToJson();
-  stats["async_copy_batches"] = kv.async_copy_batches;
-  stats["blocks_written_back"] = kv.blocks_written_back;
-  stats["evictions_copied"] = kv.evictions_copied;
-  // Host -> disk: blocks the I/O thread wrote ahead of their host eviction, host evictions
-  // that found their block on disk / wrote it on the stepping thread / waited for the I/O
-  // thread (time.disk_write_wait_seconds).
-  stats["disk_blocks_written_back"] = kv.disk_blocks_written_back;
-  stats["host_evictions_on_disk"] = kv.host_evictions_on_disk;
-  stats["host_evictions_written"] = kv.host_evictions_written;
-  stats["disk_write_waits"] = kv.disk_write_waits;
-  // Swapped blocks, and evicted device blocks the host tier could not take, written to disk
-  // by the I/O thread. Disk -> host: blocks the other I/O thread read ahead for waiting
-  // sequences, and uses that had to wait for such a read (time.disk_read_ahead_wait_seconds).
-  // Disk -> device: blocks nobody read ahead, read by that thread at their use (prefix hit,
-  // swap-in) through staging buffers.
-  stats["disk_swap_writes"] = kv.disk_swap_writes;
-  stats["disk_demote_writes"] = kv.disk_demote_writes;
-  stats["disk_read_aheads"] = kv.disk_read_aheads;
-  stats["disk_read_ahead_waits"] = kv.disk_read_ahead_waits;
-  // Reads ahead (and remote values) not started into a host slot because every host block
-  // that could make room was still being written to disk: the step does not wait for it.
-  stats["reads_without_host_slot"] = kv.reads_without_host_slot;
-  stats["disk_staged_reads"] = kv.disk_staged_reads;
-  const BackendCopyStats copies = backend_->copy_stats();
-  stats["backend_copies"] = {{"prefetch_batches", copies.prefetch_batches},
-                             {"prefetch_bytes", copies.prefetch_bytes},
-                             {"prefetch_copy_seconds", copies.prefetch_copy_seconds},
-                             {"prefetch_stall_seconds", copies.prefetch_stall_seconds},
-                             {"sync_batches", copies.sync_batches},
-                             {"sync_bytes", copies.sync_bytes},
-                             {"sync_copy_seconds", copies.sync_copy_seconds},
-                             {"async_out_batches", copies.async_out_batches},
-                             {"async_out_bytes", copies.async_out_bytes},
-                             {"async_out_copy_seconds", copies.async_out_copy_seconds},
-                             {"async_out_wait_seconds", copies.async_out_wait_seconds},
-                             {"host_kv_steps", copies.host_kv_steps},
-                             {"host_kv_bytes", copies.host_kv_bytes},
-                             {"host_link_bytes_per_second", copies.host_link_bytes_per_second},
-                             {"host_kv_gather", copies.host_kv_gather},
-                             {"host_kv_gather_bytes_per_second", copies.host_kv_gather_bytes_per_second}};
-  return stats;
 }
 
 }  // namespace kvtier

@@ -5,15 +5,14 @@
 
 namespace kvtier {
 
-nlohmann::json RemoteTierStats(const KvCacheManager& kv) {
-  const RemoteBlockStore* store = kv.remote_store();
-  if (store == nullptr) return {{"enabled", false}};  // no remote_kv_url: no remote numbers
-  const RemoteBlockStore::Counters c = store->counters();
-  const KvCacheCounters& counters = kv.counters();
+nlohmann::json RemoteTierStats(const KvStats& kv) {
+  if (!kv.remote_enabled) return {{"enabled", false}};  // no remote_kv_url: no remote numbers
+  const RemoteBlockStore::Counters& c = kv.remote;
+  const KvCacheCounters& counters = kv.counters;
   return {
       {"enabled", true},
       {"on", c.on},
-      {"puts_queued", counters.remote_puts_queued},
+      {"puts_queued", counters.remote.puts_queued},
       {"puts", c.puts},
       {"put_bytes", c.put_bytes},
       {"puts_refused", c.puts_refused},
@@ -32,12 +31,12 @@ nlohmann::json RemoteTierStats(const KvCacheManager& kv) {
       // What the tier delivered: block bytes of the hits over the time lookups were
       // running (on any of the lookup lanes; 0 before any).
       {"get_bytes_per_second", c.get_seconds > 0 ? static_cast<double>(c.get_bytes) / c.get_seconds : 0.0},
-      {"lookup_timeouts", counters.remote_lookup_timeouts},
+      {"lookup_timeouts", counters.remote.lookup_timeouts},
       // Blocks received in place into host slots (the others into buffers of their own).
-      {"landed_in_host", counters.remote_landed_in_host},
+      {"landed_in_host", counters.remote.landed_in_host},
       // EXISTS probes before load plans, and the blocks they found in a row.
-      {"probes", counters.remote_probes},
-      {"probe_blocks", counters.remote_probe_blocks},
+      {"probes", counters.remote.probes},
+      {"probe_blocks", counters.remote.probe_blocks},
       {"disables", c.disables},
       {"reconnects", c.reconnects},
       {"bytes_in_flight", c.bytes_in_flight},

@@ -3,12 +3,12 @@
 #ifndef KVTIER_ENGINE_REMOTE_TIER_STATS_H_
 #define KVTIER_ENGINE_REMOTE_TIER_STATS_H_
 
-#include "kv/kv_cache_manager.h"
+#include "kv/kv_stats.h"
 #include "nlohmann/json.hpp"
 
 namespace kvtier {
 
-nlohmann::json RemoteTierStats(const KvCacheManager& kv);
+nlohmann::json RemoteTierStats(const KvStats& kv);
 
 }  // namespace kvtier
 

@@ -26,7 +26,7 @@ absl::Status Scheduler::CheckFits(int64_t max_tokens) const {
   const int64_t block_bytes = static_cast<int64_t>(kv_->block_bytes());
   const int64_t device = DeviceCapacity();
   if (blocks_needed <= device) return absl::OkStatus();
-  const int64_t host = kv_->capacity_blocks(Tier::kHost);
+  const int64_t host = kv_->host().num_blocks();
   if (options_.max_long_running > 0 && device > 0 && blocks_needed <= device + host &&
       blocks_needed <= options_.max_long_blocks) {
     return absl::OkStatus();
@@ -210,8 +210,8 @@ void Scheduler::EnsureProgress(int64_t budget, Schedule* schedule) {
   }
   // A long sequence moves its older blocks to host slots, which a context just created may
   // not have pinned yet: nothing else can run, so wait for the host tier rather than fail it.
-  if (IsLong(*head) && kv_->host_tier_preparing()) {
-    kv_->WaitForPreparedHostTier();
+  if (IsLong(*head) && kv_->host().preparing()) {
+    kv_->host().WaitUntilPrepared();
     if (PrepareWaiting(head, budget, /*keep_free=*/0, &length)) {
       Admit(head, length, schedule);
       return;
@@ -228,7 +228,9 @@ void Scheduler::EnsureProgress(int64_t budget, Schedule* schedule) {
 }
 
 absl::StatusOr<Schedule> Scheduler::Next() {
-  // 0. Blocks prefetched during the previous step are read from this step on.
+  // 0. Host and disk slots prepared in the background since the last step join their
+  // tiers; blocks prefetched during the previous step are read from this step on.
+  kv_->AdmitPreparedSlots();
   RETURN_IF_ERROR(kv_->WaitForPrefetches());
   Schedule schedule;
   int64_t budget = options_.max_tokens_per_step;
@@ -304,7 +306,7 @@ void Scheduler::Commit(const Schedule& schedule) {
 }
 
 void Scheduler::EndStep() {
-  if (policy_ != nullptr) policy_->ObserveCopyBandwidth(kv_->measured_swap_bandwidth());
+  if (policy_ != nullptr) policy_->ObserveCopyBandwidth(MeasuredSwapBandwidth(kv_->counters()));
   PrefetchWaiting();
   kv_->FinishStep(/*idle=*/running_.empty() && waiting_.empty());
 }

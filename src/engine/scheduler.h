@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -120,6 +121,12 @@ class Scheduler {
   void EndStep();
   // Releases every pinned prefix (they stay cached, evictable again).
   void UnpinPrefixes() { kv_->UnpinAll(); }
+  // The KV manager's calls the engine makes between steps, through the scheduler: a new
+  // sequence's key chain, the idle writer's pump (KvCacheManager::PumpIdleWrites) and the
+  // statistics.
+  BlockKeyChain KeyChain(std::string_view cache_namespace) const { return kv_->KeyChain(cache_namespace); }
+  int64_t PumpIdleWrites() { return kv_->PumpIdleWrites(); }
+  KvStats kv_stats() const { return kv_->Stats(); }
 
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }

@@ -1,7 +1,7 @@
 // DiskIoThread: I/O threads that move whole blocks between the disk tier and host-tier
 // memory (DiskBlockStore::Write: pwrite + fdatasync, and for cached blocks the index
 // journal's append + fdatasync, milliseconds per block; Read: pread + checks), so that the
-// stepping thread does not. The KV manager has two, through DiskJobs: one (one thread)
+// stepping thread does not. The KV manager has two, through Transfers: one (one thread)
 // writes cached host blocks to disk ahead of their eviction, and swapped or evicted device
 // blocks from staging buffers; the other (several threads: one thread's preads leave most
 // of an NVMe drive's bandwidth unused) reads disk blocks into host slots ahead of their
@@ -29,7 +29,7 @@
 // until every earlier one has ended, so Wait(job) still means "it and every earlier one".
 //
 // Thread-safety: Submit*, TakeFinished, Wait and WaitAll are called by one thread (the
-// owner, DiskJobs); the I/O threads only run jobs.
+// owner, Transfers); the I/O threads only run jobs.
 #ifndef KVTIER_KV_DISK_IO_THREAD_H_
 #define KVTIER_KV_DISK_IO_THREAD_H_
 

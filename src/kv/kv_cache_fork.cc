@@ -21,7 +21,7 @@ absl::Status KvCacheManager::Fork(SequenceId parent, SequenceId child, int64_t n
     return absl::FailedPreconditionError(
         absl::StrCat("sequence ", parent, " does not hold the blocks of ", num_tokens, " positions"));
   }
-  const int64_t full = num_tokens / options_.block_tokens;
+  const int64_t full = num_tokens / block_tokens();
   std::optional<BlockId> copy;
   if (full < needed) {
     // The parent's blocks are referenced, so never the victims of this allocation.
@@ -31,9 +31,9 @@ absl::Status KvCacheManager::Fork(SequenceId parent, SequenceId child, int64_t n
     }
     const BlockId partial = it->second.table[static_cast<size_t>(full)];
     copy = AllocateDeviceBlocks(1).front();
-    const absl::Status copied = backend_->CopyBlock(partial, *copy);
+    const absl::Status copied = ctx_.backend->CopyBlock(partial, *copy);
     if (!copied.ok()) {
-      pool(Tier::kDevice).Release(*copy);
+      ctx_.device.pool().Release(*copy);
       return copied;
     }
   }
@@ -41,16 +41,16 @@ absl::Status KvCacheManager::Fork(SequenceId parent, SequenceId child, int64_t n
   const SequenceBlocks& from = sequences_.at(parent);  // (the allocation may have moved it)
   for (int64_t i = 0; i < full; ++i) {
     const BlockId block = from.table[static_cast<size_t>(i)];
-    pool(Tier::kDevice).AddRef(block);
+    ctx_.device.pool().AddRef(block);
     blocks.table.push_back(block);
   }
   if (copy) blocks.table.push_back(*copy);
   const size_t hashed = std::min(from.hashes.size(), static_cast<size_t>(full));
   blocks.hashes.assign(from.hashes.begin(), from.hashes.begin() + static_cast<std::ptrdiff_t>(hashed));
   sequences_.emplace(child, std::move(blocks));
-  ++counters_.forks;
-  counters_.fork_shared_blocks += full;
-  counters_.fork_copied_blocks += copy ? 1 : 0;
+  ++ctx_.counters.forks;
+  ctx_.counters.fork_shared_blocks += full;
+  ctx_.counters.fork_copied_blocks += copy ? 1 : 0;
   return absl::OkStatus();
 }
 

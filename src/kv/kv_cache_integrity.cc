@@ -1,7 +1,7 @@
 // KvCacheManager::VerifyIntegrity (kv_cache_manager.h): every reference count on every tier
-// accounted for by exactly its holders — sequences, swaps, the prefix cache, pins, copies
-// and disk jobs in flight — and the cache maps, LRU sets, staging and write-behind buffers,
-// the write-behind queue and the disk job registry in agreement. Tests call it after every
+// accounted for by exactly its holders — sequences, swaps, the prefix cache, pins and the
+// transfers in flight — and the cache maps, LRU sets, staging and write-behind buffers,
+// the write-behind queue and the transfer registry in agreement. Tests call it after every
 // operation.
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -10,9 +10,10 @@
 namespace kvtier {
 
 absl::Status KvCacheManager::VerifyIntegrity() const {
-  for (const TierState& t : tiers_) RETURN_IF_ERROR(t.pool.VerifyIntegrity());
-  if (disk_tier_.jobs != nullptr) RETURN_IF_ERROR(disk_tier_.jobs->VerifyIntegrity());
-  const BlockPool& device = pool(Tier::kDevice);
+  for (const TierCache* cache : ctx_.caches) RETURN_IF_ERROR(cache->VerifyIndex());
+  RETURN_IF_ERROR(ctx_.transfers.VerifyIntegrity());
+  const TierCache& device_cache = ctx_.device;
+  const BlockPool& device = device_cache.pool();
   std::vector<int32_t> device_refs(static_cast<size_t>(device.num_blocks()), 0);
   for (const auto& [seq, blocks] : sequences_) {
     for (BlockId block : blocks.table) {
@@ -27,7 +28,7 @@ absl::Status KvCacheManager::VerifyIntegrity() const {
     }
     for (size_t i = 0; i < blocks.host_slots.size(); ++i) {
       const int32_t slot = blocks.host_slots[i];
-      if (slot < 0 || slot >= pool(Tier::kHost).num_blocks() || blocks.host_data[i] != HostSlot(slot)) {
+      if (slot < 0 || slot >= host_->num_blocks() || blocks.host_data[i] != host_->bytes(slot)) {
         return absl::InternalError(absl::StrCat("sequence ", seq, " host-resident block ", i, " (host slot ", slot,
                                                 ") is out of range or points elsewhere"));
       }
@@ -36,11 +37,10 @@ absl::Status KvCacheManager::VerifyIntegrity() const {
       return absl::InternalError(absl::StrCat("sequence ", seq, " has more hashes than blocks"));
     }
   }
-  for (const auto& [block, hash] : state(Tier::kDevice).hash_of) ++device_refs[static_cast<size_t>(block)];
+  for (const auto& [block, hash] : device_cache.entries()) ++device_refs[static_cast<size_t>(block)];
   for (const auto& [hash, block] : pinned_) {
     ++device_refs[static_cast<size_t>(block)];
-    auto cached = state(Tier::kDevice).by_hash.find(hash);
-    if (cached == state(Tier::kDevice).by_hash.end() || cached->second != block) {
+    if (device_cache.Find(hash) != block) {
       return absl::InternalError(absl::StrCat("pinned block ", block, " is not the cached block of its hash"));
     }
   }
@@ -49,33 +49,25 @@ absl::Status KvCacheManager::VerifyIntegrity() const {
       return absl::InternalError(absl::StrCat("device block ", b, " ref count ", device.ref_count(b), " but ",
                                               device_refs[static_cast<size_t>(b)], " holders"));
     }
-    const bool cached = state(Tier::kDevice).hash_of.contains(b);
-    if (lru(Tier::kDevice).Contains(b) != (cached && device.ref_count(b) == 1)) {
+    if (device_cache.lru().Contains(b) != (device_cache.IsCached(b) && device.ref_count(b) == 1)) {
       return absl::InternalError(absl::StrCat("device block ", b, " LRU membership wrong"));
     }
   }
-  RETURN_IF_ERROR(VerifyLowerTier(Tier::kHost));
-  RETURN_IF_ERROR(VerifyLowerTier(Tier::kDisk));
+  RETURN_IF_ERROR(VerifySlotTier(Tier::kHost));
+  RETURN_IF_ERROR(VerifySlotTier(Tier::kDisk));
   RETURN_IF_ERROR(VerifyBuffers());
-  if (static_cast<int64_t>(write_behind_.queue.size()) > 2 * device.num_blocks()) {
-    return absl::InternalError(absl::StrCat("the write-behind queue holds ", write_behind_.queue.size(),
+  if (disk_->write_behind_queued() > 2 * device.num_blocks()) {
+    return absl::InternalError(absl::StrCat("the write-behind queue holds ", disk_->write_behind_queued(),
                                             " blocks, more than twice the device tier"));
-  }
-  // Stored tokens exist for every cached device and host slot.
-  for (Tier tier : {Tier::kDevice, Tier::kHost}) {
-    if (static_cast<int64_t>(state(tier).tokens.size()) != pool(tier).num_blocks() * options_.block_tokens) {
-      return absl::InternalError(absl::StrCat(TierName(tier), " tier keeps ", state(tier).tokens.size(),
-                                              " stored tokens for ", pool(tier).num_blocks(), " slots"));
-    }
   }
   return absl::OkStatus();
 }
 
 absl::Status KvCacheManager::VerifyBuffers() const {
   // Staging buffers: each free, or held by one copy in flight or one disk write (a read
-  // holds one only inside ReadDiskBlocksToDevice). Write-behind buffers: each free, or held
+  // holds one only inside DiskTier::ReadToDevice). Write-behind buffers: each free, or held
   // by one write-behind copy or write.
-  const StagingBuffers* pools[2] = {&staging_, &write_behind_.buffers};
+  const DiskTier::Buffers* pools[2] = {&disk_->staging_buffers(), &disk_->write_behind_buffers()};
   std::vector<int32_t> holders[2];
   for (int p = 0; p < 2; ++p) holders[p].assign(static_cast<size_t>(pools[p]->count), 0);
   auto hold = [&](int p, int32_t buffer) {
@@ -84,14 +76,13 @@ absl::Status KvCacheManager::VerifyBuffers() const {
   for (int p = 0; p < 2; ++p) {
     for (int32_t buffer : pools[p]->free) hold(p, buffer);
   }
-  for (const PendingBatch& batch : copies_.batches) {
-    for (const PendingCopy& c : batch.copies) hold(c.kind == PendingKind::kPersistToDisk ? 1 : 0, c.staging);
-  }
-  if (disk_tier_.jobs != nullptr) {
-    disk_tier_.jobs->ForEach<SwapWriteJob>([&](DiskJobId, const SwapWriteJob& w) { hold(0, w.staging); });
-    disk_tier_.jobs->ForEach<DemoteWriteJob>([&](DiskJobId, const DemoteWriteJob& w) { hold(0, w.staging); });
-    disk_tier_.jobs->ForEach<PersistWriteJob>([&](DiskJobId, const PersistWriteJob& w) { hold(1, w.staging); });
-  }
+  const Transfers& t = ctx_.transfers;
+  t.ForEach<SwapOutCopy>([&](TransferId, const SwapOutCopy& c) { hold(0, c.staging); });
+  t.ForEach<DemoteCopy>([&](TransferId, const DemoteCopy& c) { hold(0, c.staging); });
+  t.ForEach<PersistCopy>([&](TransferId, const PersistCopy& c) { hold(1, c.buffer); });
+  t.ForEach<SwapWriteJob>([&](TransferId, const SwapWriteJob& w) { hold(0, w.staging); });
+  t.ForEach<DemoteWriteJob>([&](TransferId, const DemoteWriteJob& w) { hold(0, w.staging); });
+  t.ForEach<PersistWriteJob>([&](TransferId, const PersistWriteJob& w) { hold(1, w.buffer); });
   for (int p = 0; p < 2; ++p) {
     for (int32_t b = 0; b < pools[p]->count; ++b) {
       if (holders[p][static_cast<size_t>(b)] != 1) {
@@ -103,23 +94,36 @@ absl::Status KvCacheManager::VerifyBuffers() const {
   return absl::OkStatus();
 }
 
-absl::Status KvCacheManager::VerifyLowerTier(Tier tier) const {
-  const TierState& t = state(tier);
+absl::Status KvCacheManager::VerifySlotTier(Tier tier) const {
+  const bool host = tier == Tier::kHost;
+  const TierCache& c = host ? host_->cache() : disk_->cache();
   const char* name = TierName(tier);
-  std::vector<int32_t> refs(static_cast<size_t>(t.pool.num_blocks()), 0);
-  auto held = [&](int32_t slot) { ++refs[static_cast<size_t>(slot)]; };
-  const DiskJobs* jobs = disk_tier_.jobs.get();
-  for (const auto& [slot, hash] : t.hash_of) {
+  const Transfers& t = ctx_.transfers;
+  std::vector<int32_t> refs(static_cast<size_t>(c.num_blocks()), 0);
+  absl::Status status;
+  auto fail = [&](std::string message) {
+    if (status.ok()) status = absl::InternalError(std::move(message));
+  };
+  auto held = [&](int32_t slot) {
+    if (slot < 0 || slot >= c.num_blocks()) {
+      fail(absl::StrCat(name, " slot ", slot, " held out of range"));
+      return;
+    }
+    ++refs[static_cast<size_t>(slot)];
+  };
+  // A slot being filled is held, in no cache map, until its transfer lands.
+  auto filled = [&](int32_t slot, const char* by) {
+    if (c.IsCached(slot)) fail(absl::StrCat(name, " slot ", slot, " is cached while ", by, " fills it"));
+    held(slot);
+  };
+  int64_t cached_out_of_lru = 0;
+  for (const auto& [slot, hash] : c.entries()) {
     held(slot);
     // A prefix block being read ahead stays cached but out of the disk LRU.
-    const bool being_read = tier == Tier::kDisk && jobs != nullptr && jobs->ReadOnSlot(slot).has_value();
-    if (t.lru.Contains(slot) == being_read) {
+    const bool being_read = !host && t.ReadOnSlot(slot).has_value();
+    if (c.lru().Contains(slot) == being_read) {
       return absl::InternalError(
           absl::StrCat(name, " cached slot ", slot, being_read ? " in LRU while read ahead" : " not in LRU"));
-    }
-    auto by = t.by_hash.find(hash);
-    if (by == t.by_hash.end() || by->second != slot) {
-      return absl::InternalError(absl::StrCat(name, " slot ", slot, " hash index mismatch"));
     }
   }
   for (const auto& [seq, swap] : swapped_) {
@@ -127,93 +131,47 @@ absl::Status KvCacheManager::VerifyLowerTier(Tier tier) const {
       if (ref.tier == tier) held(ref.slot);
     }
   }
-  if (tier == Tier::kHost) {
+  if (host) {
     // Long sequences' host-resident blocks: private, in no cache map.
     for (const auto& [seq, blocks] : sequences_) {
-      for (int32_t slot : blocks.host_slots) {
-        if (t.hash_of.contains(slot)) {
-          return absl::InternalError(absl::StrCat("host slot ", slot, " of sequence ", seq, " is also cached"));
-        }
-        held(slot);
-      }
+      for (int32_t slot : blocks.host_slots) filled(slot, "a long sequence");
     }
-  }
-  int64_t cached_out_of_lru = 0;
-  if (tier == Tier::kHost) {
-    // Remote lookups in flight fill held host slots, in no cache map until landed.
-    for (const auto& [hash, lookup] : remote_.lookups) {
-      if (lookup.host_slot < 0) continue;
-      if (t.hash_of.contains(lookup.host_slot)) {
-        return absl::InternalError(absl::StrCat("host slot ", lookup.host_slot, " is cached while a remote lookup fills it"));
+    if (remote_ != nullptr) remote_->ForEachHeldHostSlot([&](int32_t slot) { filled(slot, "a remote lookup"); });
+    t.ForEach<HostWriteBackCopy>([&](TransferId, const HostWriteBackCopy& w) { filled(w.host_slot, "a write-back"); });
+    t.ForEach<PrefixReadJob>([&](TransferId, const PrefixReadJob& r) { filled(r.host_slot, "a read-ahead"); });
+    t.ForEach<SwapReadJob>([&](TransferId, const SwapReadJob& r) { filled(r.host_slot, "a swap read-ahead"); });
+    // A write-back's host source stays cached until its write lands.
+    t.ForEach<WriteBackJob>([&](TransferId id, const WriteBackJob& w) {
+      const BlockHash* source = c.KeyOf(w.host_slot);
+      if (source == nullptr || *source != w.hash) {
+        fail(absl::StrCat("host slot ", w.host_slot, " left the host cache while job ", id.seq, " writes it to disk"));
       }
-      held(lookup.host_slot);
-    }
+    });
+  } else {
+    t.ForEach<PersistCopy>([&](TransferId, const PersistCopy& w) { filled(w.disk_slot, "a write-behind copy"); });
+    t.ForEach<DemoteCopy>([&](TransferId, const DemoteCopy& w) { filled(w.disk_slot, "a demotion copy"); });
+    t.ForEach<WriteBackJob>([&](TransferId, const WriteBackJob& w) { filled(w.disk_slot, "a write-back"); });
+    t.ForEach<DemoteWriteJob>([&](TransferId, const DemoteWriteJob& w) { filled(w.disk_slot, "a demotion"); });
+    t.ForEach<PersistWriteJob>([&](TransferId, const PersistWriteJob& w) { filled(w.disk_slot, "write-behind"); });
+    // Slots of released swaps are held by their transfers until those land.
+    t.ForEach<SwapWriteJob>([&](TransferId, const SwapWriteJob& w) {
+      if (!SwapHoldsDiskSlot(w.seq, w.generation, w.index, w.disk_slot)) held(w.disk_slot);
+    });
+    t.ForEach<SwapReadJob>([&](TransferId, const SwapReadJob& r) {
+      if (!SwapHoldsDiskSlot(r.seq, r.generation, r.index, r.disk_slot)) held(r.disk_slot);
+    });
+    t.ForEach<PrefixReadJob>([&](TransferId, const PrefixReadJob& r) {
+      if (!c.IsCached(r.disk_slot)) fail(absl::StrCat("disk slot ", r.disk_slot, " left the disk cache while read ahead"));
+      ++cached_out_of_lru;
+    });
   }
-  if (tier == Tier::kHost) {
-    for (const auto& [slot, ticket] : copies_.writeback_slots) {
-      if (t.hash_of.contains(slot)) {
-        return absl::InternalError(absl::StrCat("host slot ", slot, " is cached while its copy is in flight"));
-      }
-      held(slot);
-    }
+  RETURN_IF_ERROR(status);
+  if (c.lru().size() + cached_out_of_lru != c.num_cached()) {
+    return absl::InternalError(absl::StrCat(name, " LRU has ", c.lru().size(), " entries, cache ", c.num_cached()));
   }
-  if (jobs != nullptr) {
-    absl::Status status;
-    auto fail = [&](std::string message) {
-      if (status.ok()) status = absl::InternalError(std::move(message));
-    };
-    if (tier == Tier::kHost) {
-      // Read-ahead fills held host slots, in no cache map until landed.
-      auto read_into = [&](DiskJobId id, int32_t host_slot) {
-        if (t.hash_of.contains(host_slot)) fail(absl::StrCat("host slot ", host_slot, " is cached while read job ", id.seq, " fills it"));
-        held(host_slot);
-      };
-      jobs->ForEach<PrefixReadJob>([&](DiskJobId id, const PrefixReadJob& r) { read_into(id, r.host_slot); });
-      jobs->ForEach<SwapReadJob>([&](DiskJobId id, const SwapReadJob& r) { read_into(id, r.host_slot); });
-      // A write-back's host source stays cached until its write lands.
-      jobs->ForEach<WriteBackJob>([&](DiskJobId id, const WriteBackJob& w) {
-        auto source = t.hash_of.find(w.host_slot);
-        if (source == t.hash_of.end() || source->second != w.hash) {
-          fail(absl::StrCat("host slot ", w.host_slot, " left the host cache while job ", id.seq, " writes it to disk"));
-        }
-      });
-    } else {
-      // Slots being written (or about to be: a write-behind copy in flight): held, not
-      // cached until landed.
-      for (const PendingBatch& batch : copies_.batches) {
-        for (const PendingCopy& c : batch.copies) {
-          if (c.kind != PendingKind::kPersistToDisk) continue;
-          if (t.hash_of.contains(c.slot)) fail(absl::StrCat("disk slot ", c.slot, " is cached while a write-behind copy fills it"));
-          held(c.slot);
-        }
-      }
-      auto written = [&](DiskJobId id, int32_t disk_slot) {
-        if (t.hash_of.contains(disk_slot)) fail(absl::StrCat("disk slot ", disk_slot, " is cached while job ", id.seq, " writes it"));
-        held(disk_slot);
-      };
-      jobs->ForEach<WriteBackJob>([&](DiskJobId id, const WriteBackJob& w) { written(id, w.disk_slot); });
-      jobs->ForEach<DemoteWriteJob>([&](DiskJobId id, const DemoteWriteJob& w) { written(id, w.disk_slot); });
-      jobs->ForEach<PersistWriteJob>([&](DiskJobId id, const PersistWriteJob& w) { written(id, w.disk_slot); });
-      // Slots of released swaps are held by their jobs until those land.
-      jobs->ForEach<SwapWriteJob>([&](DiskJobId, const SwapWriteJob& w) {
-        if (!SwapHoldsDiskSlot(w.seq, w.generation, w.index, w.disk_slot)) held(w.disk_slot);
-      });
-      jobs->ForEach<SwapReadJob>([&](DiskJobId, const SwapReadJob& r) {
-        if (!SwapHoldsDiskSlot(r.seq, r.generation, r.index, r.disk_slot)) held(r.disk_slot);
-      });
-      jobs->ForEach<PrefixReadJob>([&](DiskJobId, const PrefixReadJob& r) {
-        if (!t.hash_of.contains(r.disk_slot)) fail(absl::StrCat("disk slot ", r.disk_slot, " left the disk cache while read ahead"));
-        ++cached_out_of_lru;
-      });
-    }
-    RETURN_IF_ERROR(status);
-  }
-  if (t.lru.size() + cached_out_of_lru != static_cast<int64_t>(t.hash_of.size())) {
-    return absl::InternalError(absl::StrCat(name, " LRU has ", t.lru.size(), " entries, cache ", t.hash_of.size()));
-  }
-  for (int32_t s = 0; s < t.pool.num_blocks(); ++s) {
-    if (refs[static_cast<size_t>(s)] != t.pool.ref_count(s)) {
-      return absl::InternalError(absl::StrCat(name, " slot ", s, " ref count ", t.pool.ref_count(s), " but ",
+  for (int32_t s = 0; s < c.num_blocks(); ++s) {
+    if (refs[static_cast<size_t>(s)] != c.pool().ref_count(s)) {
+      return absl::InternalError(absl::StrCat(name, " slot ", s, " ref count ", c.pool().ref_count(s), " but ",
                                               refs[static_cast<size_t>(s)], " holders"));
     }
   }

@@ -19,31 +19,31 @@ absl::StatusOr<int64_t> KvCacheManager::MoveOldBlocksToHost(SequenceId seq, int6
   if (it == sequences_.end() || swapped_.contains(seq)) return 0;
   SequenceBlocks& blocks = it->second;
   // Logical blocks [0, computed_blocks) are full and computed: never written again.
-  const int64_t computed_blocks = num_computed / options_.block_tokens;
+  const int64_t computed_blocks = num_computed / block_tokens();
   int64_t moved = 0;
   while (num_available_device_blocks() < device_blocks_wanted && !blocks.table.empty() &&
          static_cast<int64_t>(blocks.host_slots.size()) < computed_blocks) {
-    const std::optional<int32_t> slot = AllocateSlot(Tier::kHost);
+    const std::optional<int32_t> slot = host_->TakeSlot();
     if (!slot) break;
     const BlockId block = blocks.table.front();
-    // Synchronous copies go behind the async ones on a copy engine (CopyHostSlotToDevice).
-    DrainCopies();
+    // Synchronous copies go behind the async ones on a copy engine (KvContext::DrainCopies).
+    ctx_.DrainCopies();
     absl::Status copied;
     {
-      CopyTimer timer(&counters_.copy_seconds);
-      counters_.swap_bytes_timed += static_cast<int64_t>(block_bytes_);
-      const BlockCopy copy{block, HostSlot(*slot)};
-      copied = backend_->CopyBlocksToHost(std::span<const BlockCopy>(&copy, 1));
+      CopyTimer timer(&ctx_.counters.copy_seconds);
+      ctx_.counters.swap_bytes_timed += static_cast<int64_t>(ctx_.block_bytes);
+      const BlockCopy copy{block, host_->bytes(*slot)};
+      copied = ctx_.backend->CopyBlocksToHost(std::span<const BlockCopy>(&copy, 1));
     }
     if (!copied.ok()) {
-      pool(Tier::kHost).Release(*slot);
+      host_->cache().pool().Release(*slot);
       return copied;
     }
     blocks.table.erase(blocks.table.begin());
     blocks.host_slots.push_back(*slot);
-    blocks.host_data.push_back(HostSlot(*slot));
+    blocks.host_data.push_back(host_->bytes(*slot));
     ReleaseDeviceBlock(block);  // free, or an evictable cache entry, unless shared
-    ++counters_.blocks_moved_to_host;
+    ++ctx_.counters.blocks_moved_to_host;
     ++moved;
   }
   return moved;
@@ -53,11 +53,6 @@ HostResidentKv KvCacheManager::HostResident(SequenceId seq) const {
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return {};
   return HostResidentKv{0, it->second.host_data};
-}
-
-int64_t KvCacheManager::num_host_resident_blocks(SequenceId seq) const {
-  auto it = sequences_.find(seq);
-  return it == sequences_.end() ? 0 : static_cast<int64_t>(it->second.host_slots.size());
 }
 
 }  // namespace kvtier

@@ -1,7 +1,7 @@
 // KvCacheManager's swaps (the contract is in kv_cache_manager.h): a preempted sequence's
-// device blocks copied out to host slots (disk slots when the host is full) in batches
-// that land while the forward runs, and brought back — from host slots, read-ahead ones
-// included, and from disk through staging buffers — when it resumes.
+// device blocks copied out to the tiers with slots — host slots first, then disk slots —
+// in batches that land while the forward runs, read ahead from disk into host slots while
+// it waits, and brought back when it resumes.
 #include <algorithm>
 #include <chrono>
 
@@ -13,7 +13,7 @@
 
 namespace kvtier {
 
-// Disk slots of swapped (uncached) blocks carry a tag instead of a content hash, so a slot
+// Disk slots of swapped (uncached) blocks carry a tag instead of a content key, so a slot
 // read back is still checked to be the one written: by this manager (sequence ids restart
 // at 1 in every context), for this swap-out of the sequence, as this block.
 Sha256Digest KvCacheManager::SwapTag(SequenceId seq, uint64_t generation, size_t index) const {
@@ -26,21 +26,26 @@ Sha256Digest KvCacheManager::SwapTag(SequenceId seq, uint64_t generation, size_t
 absl::Status KvCacheManager::SwapOut(SequenceId seq) {
   auto it = sequences_.find(seq);
   if (it == sequences_.end() || it->second.table.empty()) return absl::OkStatus();
-  FinishCopies(0);
+  Transfers& transfers = ctx_.transfers;
+  transfers.Land(LaneBit(Lane::kCopy));
   const std::vector<BlockId> table = it->second.table;
   std::vector<SlotRef> slots;
   auto release_slots = [&] {
-    for (const SlotRef& ref : slots) pool(ref.tier).Release(ref.slot);
+    for (const SlotRef& ref : slots) (ref.tier == Tier::kHost ? host_->cache() : disk_->cache()).pool().Release(ref.slot);
   };
   for (size_t i = 0; i < table.size(); ++i) {
-    if (std::optional<int32_t> host_slot = AllocateSlot(Tier::kHost)) {
-      slots.push_back({Tier::kHost, *host_slot});
-    } else if (std::optional<int32_t> disk_slot = AllocateSlot(Tier::kDisk)) {
-      slots.push_back({Tier::kDisk, *disk_slot});
-    } else {
+    std::optional<SlotRef> slot;
+    for (SlotTier* tier : slot_tiers_) {
+      if (const std::optional<int32_t> s = tier->TakeSlot()) {
+        slot = SlotRef{tier->tier(), *s};
+        break;
+      }
+    }
+    if (!slot) {
       release_slots();
       return absl::ResourceExhaustedError(absl::StrCat("no host or disk room to swap out sequence ", seq));
     }
+    slots.push_back(*slot);
   }
   const uint64_t generation = ++swap_generation_;
   swapped_[seq] = SwapState{slots, generation, 0, absl::OkStatus()};
@@ -52,50 +57,51 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
   std::vector<size_t> order;
   for (int pass = 0; pass < 3; ++pass) {
     for (size_t i = 0; i < table.size(); ++i) {
-      const bool cached = state(Tier::kDevice).hash_of.contains(table[i]);
-      const int32_t others = pool(Tier::kDevice).ref_count(table[i]) - 1 - (cached ? 1 : 0);
+      const bool cached = ctx_.device.IsCached(table[i]);
+      const int32_t others = ctx_.device.pool().ref_count(table[i]) - 1 - (cached ? 1 : 0);
       const int rank = others > 0 ? 2 : (cached ? 1 : 0);
       if (rank == pass) order.push_back(i);
     }
   }
-  std::vector<PendingCopy> batch;
+  std::vector<Transfers::Copy> batch;
   size_t batch_size = 2;
   absl::Status status;
+  auto release_staging = [&](const std::vector<Transfers::Copy>& copies) {
+    for (const Transfers::Copy& c : copies) {
+      const int32_t staging = std::get<SwapOutCopy>(c.transfer).staging;
+      if (staging >= 0) disk_->ReleaseStaging(staging);
+    }
+  };
   auto flush = [&] {
     if (batch.empty() || !status.ok()) return;
-    std::vector<PendingCopy> copies = std::move(batch);
+    std::vector<Transfers::Copy> copies = std::move(batch);
     batch.clear();
-    std::vector<int32_t> staging;
-    for (const PendingCopy& c : copies) {
-      if (c.staging >= 0) staging.push_back(c.staging);
-    }
-    absl::StatusOr<int64_t> ticket = StartBatch(std::move(copies));
-    if (!ticket.ok()) {
-      status = ticket.status();
-      staging_.free.insert(staging_.free.end(), staging.begin(), staging.end());
+    const std::vector<Transfers::Copy> started = copies;
+    const absl::StatusOr<int64_t> batch_id = transfers.StartCopies(std::move(copies));
+    if (!batch_id.ok()) {
+      status = batch_id.status();
+      release_staging(started);
       return;
     }
-    swapped_.at(seq).last_ticket = *ticket;
+    swapped_.at(seq).last_batch = *batch_id;
   };
   for (size_t i : order) {
     if (!status.ok()) break;
-    PendingCopy c;
-    c.kind = slots[i].tier == Tier::kHost ? PendingKind::kSwapToHost : PendingKind::kSwapToDisk;
-    c.block = table[i];
-    c.slot = slots[i].slot;
-    c.seq = seq;
-    c.generation = generation;
-    c.index = i;
-    if (c.kind == PendingKind::kSwapToDisk) {
-      if (staging_.free.empty()) flush();  // its buffers come back as its writes land
-      const std::optional<int32_t> staging = AcquireStaging();
+    SwapOutCopy c{table[i], seq, generation, i, slots[i], -1};
+    uint8_t* destination = nullptr;
+    if (slots[i].tier == Tier::kHost) {
+      destination = host_->bytes(slots[i].slot);
+    } else {
+      if (disk_->staging_buffers().free.empty()) flush();  // its buffers come back as its writes land
+      const std::optional<int32_t> staging = disk_->AcquireStaging();
       if (!staging) {
         status = absl::InternalError("kv cache: no staging buffer for a disk swap");
         break;
       }
       c.staging = *staging;
+      destination = disk_->staging(*staging);
     }
-    batch.push_back(c);
+    batch.push_back({c, table[i], destination});
     if (batch.size() >= batch_size) {
       flush();
       batch_size *= 2;
@@ -104,25 +110,19 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
   flush();
   if (!status.ok()) {
     // Nothing is lost: the device blocks are kept. Copies already started still read them
-    // (fenced by copies_.reading_ticket) and are ignored when they land.
-    for (const PendingCopy& c : batch) {
-      if (c.staging >= 0) staging_.free.push_back(c.staging);
-    }
+    // (fenced until they land) and are ignored when they land.
+    release_staging(batch);
     swapped_.erase(seq);
     release_slots();
     return status;
   }
-  ++counters_.swaps_out;
-  counters_.swap_out_bytes += static_cast<int64_t>(table.size() * block_bytes_);
-  for (BlockId block : table) {
-    ReleaseDeviceBlock(block);
-  }
+  ++ctx_.counters.swaps_out;
+  ctx_.counters.swap_out_bytes += static_cast<int64_t>(table.size() * ctx_.block_bytes);
+  for (BlockId block : table) ReleaseDeviceBlock(block);
   sequences_.at(seq).table.clear();
-  FinishCopies(0);  // synchronous backends: everything has landed (disk writes happen now)
+  transfers.Land(LaneBit(Lane::kCopy));  // synchronous backends: everything has landed (disk writes happen now)
   return absl::OkStatus();
 }
-
-absl::Status KvCacheManager::WaitForPrefetches() { return backend_->WaitForPrefetches(); }
 
 absl::Status KvCacheManager::SwapIn(SequenceId seq, bool prefetch) {
   if (!swapped_.contains(seq)) return absl::OkStatus();
@@ -133,52 +133,52 @@ absl::Status KvCacheManager::SwapIn(SequenceId seq, bool prefetch) {
     Release(seq);
     return failed;
   }
-  const std::vector<SlotRef>& slots = it->second.slots;
+  const std::vector<SlotRef> slots = it->second.slots;
+  const uint64_t generation = it->second.generation;
   if (static_cast<int64_t>(slots.size()) > num_available_device_blocks()) {
-    return absl::ResourceExhaustedError(absl::StrCat("sequence ", seq, " needs ", slots.size(),
-                                                     " device blocks to swap in"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("sequence ", seq, " needs ", slots.size(), " device blocks to swap in"));
   }
   SequenceBlocks& blocks = sequences_[seq];
   const std::vector<BlockId> got = AllocateDeviceBlocks(static_cast<int64_t>(slots.size()));
   blocks.table.insert(blocks.table.end(), got.begin(), got.end());
   std::vector<BlockCopy> host_copies;
   for (size_t i = 0; i < slots.size(); ++i) {
-    if (slots[i].tier == Tier::kHost) host_copies.push_back({blocks.table[i], HostSlot(slots[i].slot)});
+    if (slots[i].tier == Tier::kHost) host_copies.push_back({blocks.table[i], host_->bytes(slots[i].slot)});
   }
-  if (!prefetch) DrainCopies();
+  if (!prefetch) ctx_.DrainCopies();
   absl::Status status;
   {
-    CopyTimer timer(&counters_.copy_seconds);
-    counters_.swap_bytes_timed += static_cast<int64_t>(host_copies.size() * block_bytes_);
-    status = prefetch ? backend_->PrefetchBlocksFromHost(host_copies) : backend_->CopyBlocksFromHost(host_copies);
+    CopyTimer timer(&ctx_.counters.copy_seconds);
+    ctx_.counters.swap_bytes_timed += static_cast<int64_t>(host_copies.size() * ctx_.block_bytes);
+    status = prefetch ? ctx_.backend->PrefetchBlocksFromHost(host_copies) : ctx_.backend->CopyBlocksFromHost(host_copies);
   }
-  if (prefetch) ++counters_.prefetches;
-  std::vector<StagedRead> reads;  // the blocks nobody read ahead
+  if (prefetch) ++ctx_.counters.prefetches;
+  std::vector<DiskTier::StagedRead> reads;  // the blocks nobody read ahead
   for (size_t i = 0; i < slots.size() && status.ok(); ++i) {
     if (slots[i].tier == Tier::kDisk) {
-      reads.push_back({slots[i].slot, SwapTag(seq, it->second.generation, i), {}, blocks.table[i]});
+      reads.push_back({slots[i].slot, SwapTag(seq, generation, i), {}, blocks.table[i]});
     }
   }
-  for (const absl::Status& read : ReadDiskBlocksToDevice(reads)) {
+  for (const absl::Status& read : disk_->ReadToDevice(reads)) {
     if (!read.ok()) {
       status = read;
       break;
     }
   }
-  ++counters_.swaps_in;
-  counters_.swap_in_bytes += static_cast<int64_t>(slots.size() * block_bytes_);
+  ++ctx_.counters.swaps_in;
+  ctx_.counters.swap_in_bytes += static_cast<int64_t>(slots.size() * ctx_.block_bytes);
   if (!status.ok()) {
     // The swapped copy cannot be trusted: drop everything; the caller recomputes.
     Release(seq);
     return status;
   }
-  for (const SlotRef& ref : slots) pool(ref.tier).Release(ref.slot);
-  swapped_.erase(it);
+  for (const SlotRef& ref : slots) (ref.tier == Tier::kHost ? host_->cache() : disk_->cache()).pool().Release(ref.slot);
+  swapped_.erase(seq);
   return absl::OkStatus();
 }
 
-bool KvCacheManager::SwapHoldsDiskSlot(SequenceId seq, uint64_t generation, size_t index,
-                                       int32_t disk_slot) const {
+bool KvCacheManager::SwapHoldsDiskSlot(SequenceId seq, uint64_t generation, size_t index, int32_t disk_slot) const {
   auto it = swapped_.find(seq);
   if (it == swapped_.end() || it->second.generation != generation) return false;
   const std::vector<SlotRef>& slots = it->second.slots;
@@ -186,21 +186,101 @@ bool KvCacheManager::SwapHoldsDiskSlot(SequenceId seq, uint64_t generation, size
 }
 
 void KvCacheManager::SettleSwap(SequenceId seq) {
+  Transfers& transfers = ctx_.transfers;
   // Its swap-out copies first (normally landed a step ago): landing them submits its disk
   // writes.
-  if (const int64_t ticket = swapped_.at(seq).last_ticket; ticket != 0) FinishCopies(ticket);
-  if (disk_tier_.jobs == nullptr) return;
-  // Then the newest write and read-ahead on its disk slots (each thread finishes in order).
-  std::optional<DiskJobId> last_write, last_read;
+  if (const int64_t batch = swapped_.at(seq).last_batch; batch != 0) transfers.Await(Transfers::CopyBatch(batch));
+  if (!transfers.disk_open()) return;
+  // Then the newest write and read-ahead on its disk slots (each lane finishes in order).
+  std::optional<TransferId> last_write, last_read;
   for (const SlotRef& ref : swapped_.at(seq).slots) {
     if (ref.tier != Tier::kDisk) continue;
-    for (auto [job, last] : {std::pair{disk_tier_.jobs->SwapWriteOnSlot(ref.slot), &last_write},
-                             std::pair{disk_tier_.jobs->ReadOnSlot(ref.slot), &last_read}}) {
+    for (auto [job, last] : {std::pair{transfers.SwapWriteOnSlot(ref.slot), &last_write},
+                             std::pair{transfers.ReadOnSlot(ref.slot), &last_read}}) {
       if (job && (!*last || (*last)->seq < job->seq)) *last = job;
     }
   }
-  AwaitDiskJob(last_write);
-  AwaitDiskJob(last_read);
+  transfers.Await(last_write);
+  transfers.Await(last_read);
+}
+
+bool KvCacheManager::ReadSwapAhead(SequenceId seq) {
+  if (!disk_->on() || !host_->on()) return false;
+  const SwapState& swap = swapped_.at(seq);
+  // Only once the swap-out has landed: its disk blocks are written when its copies land.
+  if (swap.last_batch != 0 || !swap.failed.ok()) return false;
+  Transfers& transfers = ctx_.transfers;
+  int64_t budget = disk_->ReadAheadBudget();
+  // The blocks to read, taken first: a host slot's eviction below changes no swap.
+  const uint64_t generation = swap.generation;
+  std::vector<std::pair<size_t, int32_t>> to_read;  // (block index, disk slot)
+  for (size_t i = 0; i < swap.slots.size(); ++i) {
+    const SlotRef ref = swap.slots[i];
+    // Not already being read, and written (a write in flight lands first).
+    if (ref.tier == Tier::kDisk && !transfers.ReadOnSlot(ref.slot) && !transfers.SwapWriteOnSlot(ref.slot)) {
+      to_read.emplace_back(i, ref.slot);
+    }
+  }
+  for (const auto& [index, disk_slot] : to_read) {
+    const std::optional<int32_t> host_slot = host_->TakeSlotForRead(&budget);
+    if (!host_slot) break;
+    transfers.SubmitDiskRead(SwapReadJob{disk_slot, *host_slot, seq, generation, index}, disk_slot,
+                             SwapTag(seq, generation, index), {}, host_->bytes(*host_slot));
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------- landing
+
+void KvCacheManager::LandSwapCopy(const SwapOutCopy& copy, int64_t batch, const absl::Status& status) {
+  // Only if the sequence still holds this swap-out (a release frees the slots at once; its
+  // late copies are then ignored, and FIFO copies keep reused host slots right).
+  auto it = swapped_.find(copy.seq);
+  if (it != swapped_.end() && it->second.generation == copy.generation) {
+    SwapState& swap = it->second;
+    if (!status.ok() && swap.failed.ok()) swap.failed = status;
+    if (swap.last_batch <= batch) swap.last_batch = 0;
+    if (status.ok() && swap.failed.ok() && copy.staging >= 0) {
+      // Staged: the writer writes it; the buffer is free again when the write lands.
+      ctx_.transfers.SubmitDiskWrite(SwapWriteJob{copy.seq, copy.generation, copy.index, copy.slot.slot, copy.staging},
+                                     copy.slot.slot, SwapTag(copy.seq, copy.generation, copy.index), {},
+                                     disk_->staging(copy.staging));
+      return;
+    }
+  }
+  if (copy.staging >= 0) disk_->ReleaseStaging(copy.staging);
+}
+
+void KvCacheManager::LandSwapWrite(const SwapWriteJob& job, const absl::Status& status) {
+  disk_->ReleaseStaging(job.staging);
+  if (!SwapHoldsDiskSlot(job.seq, job.generation, job.index, job.disk_slot)) {
+    disk_->cache().pool().Release(job.disk_slot);  // released meanwhile: the write held the slot
+  } else if (status.ok()) {
+    ++ctx_.counters.disk.swap_writes;
+  } else {
+    ++ctx_.counters.io_errors;
+    SwapState& swap = swapped_.at(job.seq);
+    if (swap.failed.ok()) swap.failed = status;  // SwapIn reports it: recompute
+  }
+}
+
+void KvCacheManager::LandSwapRead(const SwapReadJob& job, const absl::Status& status) {
+  disk_->CountReadFailure(status);
+  if (!SwapHoldsDiskSlot(job.seq, job.generation, job.index, job.disk_slot)) {
+    // Released meanwhile: the read held the disk slot.
+    host_->cache().pool().Release(job.host_slot);
+    disk_->cache().pool().Release(job.disk_slot);
+    return;
+  }
+  SwapState& swap = swapped_.at(job.seq);
+  if (status.ok()) {
+    swap.slots[job.index] = SlotRef{Tier::kHost, job.host_slot};
+    disk_->cache().pool().Release(job.disk_slot);
+    ++ctx_.counters.disk.read_aheads;
+  } else {
+    host_->cache().pool().Release(job.host_slot);
+    if (swap.failed.ok()) swap.failed = status;  // SwapIn reports it: recompute
+  }
 }
 
 }  // namespace kvtier

@@ -27,8 +27,8 @@ struct TierPreparationOptions {
   // there) is followed by about 6.5 ms without one, and 8 GiB are pinned in 2 s.
   double host_pin_bytes_per_second = 4e9;
   // Whether KvCacheManager::Create starts pinning the host tier (before it reads the disk
-  // tier's index, so the two overlap); false leaves it to KvCacheManager::StartHostPinning.
-  // The engine pauses the pinning while the backend warms up (PauseHostPinning), whose
+  // tier's index, so the two overlap); false leaves it to HostTier::StartPinning.
+  // The engine pauses the pinning while the backend warms up (HostTier::PausePinning), whose
   // device calls would otherwise wait behind the pins.
   bool pin_host_at_create = true;
   // Disk tier: this much of the file is reserved before creation returns (a small tier

@@ -218,7 +218,6 @@ static long long metric_value(const char* text, const char* name) {
 }
 
 static void test_metrics(const char* model_dir) {
-  char err[512];
   kvt_model* model = NULL;
   kvt_options* opts = NULL;
   kvt_context* ctx = NULL;
@@ -230,12 +229,8 @@ static void test_metrics(const char* model_dir) {
   char* text;
   int i;
 
-  CHECK_STATUS(kvt_model_load(model_dir, &model, err, sizeof err), KVT_OK);
-  if (model == NULL) return;
-  kvt_options_create(&opts);
-  kvt_options_set_string(opts, "backend", "cpu");
-  kvt_options_set_int(opts, "threads", 2);
-  CHECK_STATUS(kvt_context_create(model, opts, &ctx, err, sizeof err), KVT_OK);
+  open_cpu_context(model_dir, &model, &opts, &ctx);
+  if (ctx == NULL) return;
   kvt_request_create(&req);
   kvt_request_set_prompt_tokens(req, prompt, 6);
   kvt_request_set_max_new_tokens(req, 5);
@@ -426,15 +421,11 @@ static void test_generation_config(const char* model_dir, const char* scratch) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s MODEL_DIR SCRATCH_DIR\n", argv[0]);
-    return 2;
-  }
+  if (!check_args(argc, argv, "MODEL_DIR SCRATCH_DIR")) return 2;
   test_logging(argv[1]);
   test_progress(argv[1]);
   test_metrics(argv[1]);
   test_generation_config(argv[1], argv[2]);
   CHECK(kvt_live_handles() == 0);
-  printf("%d checks, %d failures\n", checks, failures);
-  return failures == 0 ? 0 : 1;
+  return check_report();
 }

@@ -82,7 +82,6 @@ static void run(kvt_context* ctx, kvt_events* ev, int64_t first, int n, int32_t 
 }
 
 static void test_generation(const char* model_dir) {
-  char err[512];
   kvt_model* model = NULL;
   kvt_options* opts = NULL;
   kvt_context* ctx = NULL;
@@ -93,12 +92,8 @@ static void test_generation(const char* model_dir) {
   int64_t first = 0, id = 0;
   int i, j;
 
-  CHECK_STATUS(kvt_model_load(model_dir, &model, err, sizeof err), KVT_OK);
-  if (model == NULL) return;
-  kvt_options_create(&opts);
-  kvt_options_set_string(opts, "backend", "cpu");
-  kvt_options_set_int(opts, "threads", 2);
-  CHECK_STATUS(kvt_context_create(model, opts, &ctx, err, sizeof err), KVT_OK);
+  open_cpu_context(model_dir, &model, &opts, &ctx);
+  if (ctx == NULL) return;
   kvt_events_create(&ev);
   kvt_request_create(&req);
   kvt_request_set_prompt_tokens(req, kPrompt, 7);
@@ -171,12 +166,8 @@ static void test_generation(const char* model_dir) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s MODEL_DIR\n", argv[0]);
-    return 2;
-  }
+  if (!check_args(argc, argv, "MODEL_DIR")) return 2;
   test_setters();
   test_generation(argv[1]);
-  printf("%d passed, %d failed\n", checks - failures, failures);
-  return failures == 0 ? 0 : 1;
+  return check_report();
 }

@@ -459,10 +459,7 @@ static void test_gguf(const char* dir, const char* gguf) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    fprintf(stderr, "usage: %s MODEL_DIR TEXT_MODEL_DIR TEXT_MODEL_GGUF\n", argv[0]);
-    return 2;
-  }
+  if (!check_args(argc, argv, "MODEL_DIR TEXT_MODEL_DIR TEXT_MODEL_GGUF")) return 2;
   test_version();
   test_options();
   test_model_errors();
@@ -472,6 +469,5 @@ int main(int argc, char** argv) {
   test_text(argv[3]);
   test_gguf(argv[2], argv[3]);
   test_structured(argv[1], argv[2]);
-  printf("%d passed, %d failed\n", checks - failures, failures);
-  return failures == 0 ? 0 : 1;
+  return check_report();
 }

@@ -32,4 +32,36 @@ static int checks = 0;
     }                                                                                     \
   } while (0)
 
+/* Whether the program got the arguments `usage` names (one per word); says how to call it
+ * when not. */
+static inline int check_args(int argc, char** argv, const char* usage) {
+  int want = 1;
+  const char* c;
+  for (c = usage; *c != '\0'; ++c) want += (*c == ' ');
+  if (argc == want + 1) return 1;
+  fprintf(stderr, "usage: %s %s\n", argv[0], usage);
+  return 0;
+}
+
+/* Prints the counts; what a test's main returns: 0 when every check passed. */
+static inline int check_report(void) {
+  printf("%d passed, %d failed\n", checks - failures, failures);
+  return failures == 0 ? 0 : 1;
+}
+
+/* Loads the model in `model_dir` and creates a context over it on the CPU backend with two
+ * threads, both checked; what failed is left NULL. */
+static inline void open_cpu_context(const char* model_dir, kvt_model** model, kvt_options** opts, kvt_context** ctx) {
+  char err[512];
+  *model = NULL;
+  *opts = NULL;
+  *ctx = NULL;
+  CHECK_STATUS(kvt_model_load(model_dir, model, err, sizeof err), KVT_OK);
+  if (*model == NULL) return;
+  kvt_options_create(opts);
+  kvt_options_set_string(*opts, "backend", "cpu");
+  kvt_options_set_int(*opts, "threads", 2);
+  CHECK_STATUS(kvt_context_create(*model, *opts, ctx, err, sizeof err), KVT_OK);
+}
+
 #endif /* KVTIER_TESTS_C_API_C_CHECK_H_ */

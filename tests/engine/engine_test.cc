@@ -7,47 +7,16 @@
 #include <thread>
 
 #include "gtest/gtest.h"
-#include "testing/engine_prompts.h"
-#include "testing/test_model.h"
+#include "testing/engine_runs.h"
 
 namespace kvtier {
 namespace {
 
+using testing::CpuOptions;
 using testing::Greedy;
-using testing::OpenCheckpoint;
+using testing::MakeEngine;
 using testing::Prompt;
-using testing::TinyLlamaDir;
-
-EngineOptions CpuOptions() {
-  EngineOptions options;
-  options.backend = "cpu";
-  options.num_threads = 2;
-  options.block_tokens = 4;
-  options.gpu_kv_bytes = 64 << 20;
-  return options;
-}
-
-std::unique_ptr<Engine> MakeEngine(const EngineOptions& options) {
-  auto engine = Engine::Create(OpenCheckpoint(TinyLlamaDir()), options);
-  EXPECT_TRUE(engine.ok()) << engine.status();
-  return std::move(*engine);
-}
-
-// Steps until every sequence finishes; returns generated tokens per sequence id.
-std::map<SequenceId, std::vector<int32_t>> RunToEnd(Engine& engine, int max_steps = 10000) {
-  std::map<SequenceId, std::vector<int32_t>> out;
-  std::vector<StepEvent> events;
-  for (int i = 0; i < max_steps && engine.NumUnfinished() > 0; ++i) {
-    events.clear();
-    absl::Status s = engine.Step(&events);
-    EXPECT_TRUE(s.ok()) << s;
-    for (const StepEvent& e : events) {
-      if (e.token) out[e.sequence].push_back(*e.token);
-    }
-  }
-  EXPECT_EQ(engine.NumUnfinished(), 0);
-  return out;
-}
+using testing::RunToEnd;
 
 std::vector<int32_t> Solo(const std::vector<int32_t>& prompt, const SamplingParams& params) {
   auto engine = MakeEngine(CpuOptions());

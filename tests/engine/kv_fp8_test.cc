@@ -10,22 +10,18 @@
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
 #include "gtest/gtest.h"
-#include "testing/engine_prompts.h"
-#include "testing/test_model.h"
+#include "testing/engine_runs.h"
 
 namespace kvtier {
 namespace {
 
 using testing::Greedy;
-using testing::OpenCheckpoint;
+using testing::MakeEngine;
 using testing::Prompt;
-using testing::TinyLlamaDir;
+using testing::RunToEnd;
 
 EngineOptions Options(StorageDType kv_dtype, const std::string& disk_path = "") {
-  EngineOptions options;
-  options.backend = "cpu";
-  options.num_threads = 2;
-  options.block_tokens = 4;
+  EngineOptions options = testing::CpuOptions();
   options.gpu_kv_bytes = 16 << 20;
   options.kv_dtype = kv_dtype;
   if (!disk_path.empty()) {
@@ -45,27 +41,19 @@ struct EngineRun {
 
 EngineRun RunPrompts(const EngineOptions& options, const std::vector<std::vector<int32_t>>& prompts, int max_new) {
   EngineRun run;
-  auto engine = Engine::Create(OpenCheckpoint(TinyLlamaDir()), options);
-  EXPECT_TRUE(engine.ok()) << engine.status();
-  if (!engine.ok()) return run;
-  for (const auto& prompt : prompts) EXPECT_TRUE((*engine)->Add(prompt, Greedy(max_new)).ok());
-  std::vector<StepEvent> events;
-  for (int i = 0; i < 1000 && (*engine)->NumUnfinished() > 0; ++i) {
-    events.clear();
-    EXPECT_TRUE((*engine)->Step(&events).ok());
-    for (const StepEvent& e : events) {
-      if (e.token) run.tokens[e.sequence].push_back(*e.token);
-    }
-  }
-  run.disk_hits = (*engine)->Stats()["prefix_hits"]["disk"].get<int64_t>();
+  auto engine = MakeEngine(options);
+  if (engine == nullptr) return run;
+  for (const auto& prompt : prompts) EXPECT_TRUE(engine->Add(prompt, Greedy(max_new)).ok());
+  run.tokens = RunToEnd(*engine, /*verify=*/false, /*max_steps=*/1000);
+  run.disk_hits = testing::Stat(engine->Stats(), "prefix_hits", "disk");
   return run;
 }
 
 TEST(KvFp8Test, StatsNameTheKvFormat) {
-  auto f32 = Engine::Create(OpenCheckpoint(TinyLlamaDir()), Options(StorageDType::kAuto));
-  auto fp8 = Engine::Create(OpenCheckpoint(TinyLlamaDir()), Options(StorageDType::kFp8));
-  ASSERT_TRUE(f32.ok() && fp8.ok());
-  const nlohmann::json a = (*f32)->Stats(), b = (*fp8)->Stats();
+  auto f32 = MakeEngine(Options(StorageDType::kAuto));
+  auto fp8 = MakeEngine(Options(StorageDType::kFp8));
+  ASSERT_TRUE(f32 != nullptr && fp8 != nullptr);
+  const nlohmann::json a = f32->Stats(), b = fp8->Stats();
   EXPECT_EQ(a["kv_dtype"], "F32");
   EXPECT_EQ(b["kv_dtype"], "F8_E4M3");
 }

@@ -12,33 +12,21 @@
 
 #include "engine/engine.h"
 #include "gtest/gtest.h"
-#include "testing/engine_prompts.h"
-#include "testing/test_model.h"
+#include "testing/engine_runs.h"
 
 namespace kvtier {
 namespace {
 
 using testing::Greedy;
-using testing::OpenCheckpoint;
+using testing::MakeEngine;
 using testing::Prompt;
-using testing::TinyLlamaDir;
 
 constexpr int64_t kBlockTokens = 4;
 
 EngineOptions Unlimited(StorageDType kv_dtype = StorageDType::kAuto) {
-  EngineOptions options;
-  options.backend = "cpu";
-  options.num_threads = 2;
-  options.block_tokens = kBlockTokens;
-  options.gpu_kv_bytes = 64 << 20;
+  EngineOptions options = testing::CpuOptions(kBlockTokens);
   options.kv_dtype = kv_dtype;
   return options;
-}
-
-std::unique_ptr<Engine> MakeEngine(const EngineOptions& options) {
-  auto engine = Engine::Create(OpenCheckpoint(TinyLlamaDir()), options);
-  EXPECT_TRUE(engine.ok()) << engine.status();
-  return engine.ok() ? std::move(*engine) : nullptr;
 }
 
 // A block's bytes in the KV format (fp8 blocks are about a quarter of f32 ones).
@@ -62,27 +50,8 @@ EngineOptions SmallDevice(int64_t device_blocks, int64_t host_blocks, StorageDTy
   return options;
 }
 
-// One step, then every invariant of the scheduler and the KV manager.
-void StepAndVerify(Engine& engine, std::map<SequenceId, std::vector<int32_t>>* out) {
-  std::vector<StepEvent> events;
-  const absl::Status stepped = engine.Step(&events);
-  ASSERT_TRUE(stepped.ok()) << stepped;
-  const absl::Status verified = engine.VerifyIntegrity();
-  ASSERT_TRUE(verified.ok()) << verified;
-  for (const StepEvent& e : events) {
-    if (e.token) (*out)[e.sequence].push_back(*e.token);
-  }
-}
-
-std::map<SequenceId, std::vector<int32_t>> RunToEnd(Engine& engine) {
-  std::map<SequenceId, std::vector<int32_t>> out;
-  for (int i = 0; i < 20000 && engine.NumUnfinished() > 0; ++i) {
-    StepAndVerify(engine, &out);
-    if (::testing::Test::HasFatalFailure()) break;
-  }
-  EXPECT_EQ(engine.NumUnfinished(), 0);
-  return out;
-}
+// Every step checks every invariant of the scheduler and the KV manager.
+std::map<SequenceId, std::vector<int32_t>> RunToEnd(Engine& engine) { return testing::RunToEnd(engine, /*verify=*/true); }
 
 std::vector<int32_t> Reference(const std::vector<int32_t>& prompt, int max_new,
                                StorageDType kv_dtype = StorageDType::kAuto) {
@@ -91,9 +60,9 @@ std::vector<int32_t> Reference(const std::vector<int32_t>& prompt, int max_new,
   return RunToEnd(*engine)[id];
 }
 
-int64_t Stat(Engine& engine, const std::string& name) { return engine.Stats()[name].get<int64_t>(); }
+int64_t Stat(Engine& engine, const std::string& name) { return testing::Stat(engine.Stats(), name); }
 int64_t TierStat(Engine& engine, const std::string& tier, const std::string& name) {
-  return engine.Stats()["tiers"][tier][name].get<int64_t>();
+  return testing::Stat(engine.Stats(), "tiers", tier, name);
 }
 
 // (device blocks, prompt tokens, new tokens, KV format): the whole sequence is 2x to 10x
@@ -192,7 +161,7 @@ TEST(LongContextTest, CancelMidStreamLosesNothing) {
   std::map<SequenceId, std::vector<int32_t>> out;
   // Until some of the long sequence lives on the host and it is decoding.
   for (int i = 0; i < 200 && (Stat(*engine, "blocks_moved_to_host") == 0 || out[long_id].size() < 3); ++i) {
-    StepAndVerify(*engine, &out);
+    testing::StepAndCollect(*engine, &out, /*verify=*/true);
     ASSERT_FALSE(::testing::Test::HasFatalFailure());
   }
   ASSERT_GT(Stat(*engine, "blocks_moved_to_host"), 0);

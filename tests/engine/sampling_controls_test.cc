@@ -11,11 +11,12 @@
 #include "backend/logprobs.h"
 #include "engine/engine.h"
 #include "gtest/gtest.h"
-#include "testing/test_model.h"
+#include "testing/engine_runs.h"
 
 namespace kvtier {
 namespace {
 
+using testing::CpuOptions;
 using testing::OpenCheckpoint;
 
 std::string ModelDir() {
@@ -26,20 +27,7 @@ std::string ModelDir() {
   return testing::WriteTestModel("tiny-llama-4k-21", *spec);
 }
 
-EngineOptions CpuOptions(int64_t block_tokens = 4) {
-  EngineOptions options;
-  options.backend = "cpu";
-  options.num_threads = 2;
-  options.block_tokens = block_tokens;
-  options.gpu_kv_bytes = 64 << 20;
-  return options;
-}
-
-std::unique_ptr<Engine> MakeEngine(const EngineOptions& options) {
-  auto engine = Engine::Create(OpenCheckpoint(ModelDir()), options);
-  EXPECT_TRUE(engine.ok()) << engine.status();
-  return std::move(*engine);
-}
+std::unique_ptr<Engine> MakeEngine(const EngineOptions& options) { return testing::MakeEngine(options, ModelDir()); }
 
 std::vector<int32_t> Prompt(int seed, int length) {
   std::mt19937 rng(static_cast<uint32_t>(seed));

@@ -19,18 +19,14 @@ namespace kvtier {
 namespace {
 
 using testing::DeferredCopyBackend;
-using testing::ExpectExactUnderDiskFaults;
-using testing::OpenCheckpoint;
 using testing::Prompt;
 using testing::Reference;
 using testing::RunAll;
-using testing::RunRandomOps;
-using testing::TierOptions;
-using testing::TinyLlamaDir;
+using testing::SomePrompts;
 
 EngineOptions Options(int64_t gpu_blocks, int64_t host_blocks = 0, int64_t disk_blocks = 0,
                       const std::string& disk_path = "") {
-  return TierOptions(gpu_blocks, host_blocks, disk_blocks, disk_path);
+  return testing::TierOptions(gpu_blocks, host_blocks, disk_blocks, disk_path);
 }
 
 // Engine over a DeferredCopyBackend; *deferred is set to it (owned by the engine).
@@ -40,15 +36,7 @@ std::unique_ptr<Engine> MakeDeferred(EngineOptions o, DeferredCopyBackend** defe
     *deferred = wrapped.get();
     return wrapped;
   };
-  auto e = Engine::Create(OpenCheckpoint(TinyLlamaDir()), o);
-  EXPECT_TRUE(e.ok()) << e.status();
-  return e.ok() ? std::move(*e) : nullptr;
-}
-
-std::vector<std::vector<int32_t>> SomePrompts(int n, int seed) {
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < n; ++i) prompts.push_back(Prompt(seed + i, 5 + (i * 7) % 13));
-  return prompts;
+  return testing::MakeEngine(o);
 }
 
 TEST(AsyncCopiesTest, DeferredSwapToHostIsExact) {
@@ -130,15 +118,10 @@ TEST(AsyncCopiesTest, WrittenBackPrefixIsReusedFromHostAndEvictionCopiesNothing)
 }
 
 TEST(AsyncCopiesTest, DeferredDiskFaultsNeverCorruptOutput) {
-  auto prompts = SomePrompts(6, 40);
-  auto expected = Reference(prompts, 16);
-  FakeFileIo io;
-  EngineOptions o = Options(/*gpu=*/14, /*host=*/0, /*disk=*/64, "/fake/kv.bin");
-  o.file_io = &io;
-  o.preemption = PreemptionMode::kSwap;
-  DeferredCopyBackend* deferred = nullptr;
-  auto engine = MakeDeferred(o, &deferred);
-  ExpectExactUnderDiskFaults(*engine, io, prompts, expected, 16);
+  testing::ExpectDiskFaultsNeverCorruptOutput([](EngineOptions o) {
+    DeferredCopyBackend* deferred = nullptr;
+    return MakeDeferred(o, &deferred);
+  });
 }
 
 TEST(AsyncCopiesTest, DeferredRandomAddCancelStepKeepsInvariants) {
@@ -151,7 +134,7 @@ TEST(AsyncCopiesTest, DeferredRandomAddCancelStepKeepsInvariants) {
     o.preemption = seed == 2 ? PreemptionMode::kSwap : PreemptionMode::kAuto;
     DeferredCopyBackend* deferred = nullptr;
     auto engine = MakeDeferred(o, &deferred, 1 + static_cast<int>(seed % 3));
-    ASSERT_NO_FATAL_FAILURE(RunRandomOps(*engine, seed, 700));
+    ASSERT_NO_FATAL_FAILURE(testing::RunRandomOps(*engine, seed, 700));
     EXPECT_GT(deferred->counts().started_batches, 0);
   }
 }
@@ -191,7 +174,7 @@ TEST(AsyncCopiesTest, SwapOutBlocksAreReusedOnlyAfterTheirCopyLands) {
   ASSERT_TRUE(kv.Reserve(7, 20).ok());  // 5 blocks: 2 to host, 3 to disk
   stamp(7);
   ASSERT_TRUE(kv.SwapOut(7).ok());
-  EXPECT_GT(kv.num_copies_in_flight(), 0);
+  EXPECT_GT(kv.transfers().num_copy_batches(), 0);
   EXPECT_TRUE(kv.VerifyIntegrity().ok()) << kv.VerifyIntegrity();
   const int64_t waits_before = backend.counts().waits;
   ASSERT_TRUE(kv.Reserve(8, 24).ok());  // needs the swapped-out blocks: waits for them

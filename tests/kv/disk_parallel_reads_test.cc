@@ -16,6 +16,7 @@
 #include "kv/disk_store_fixture.h"
 #include "storage/disk_block_store.h"
 #include "testing/fake_file_io.h"
+#include "testing/file_io_wrapper.h"
 
 namespace kvtier {
 namespace {
@@ -26,10 +27,10 @@ using testing::BlockTokens;
 // A FileIo over FakeFileIo whose block payload reads wait until `gate` of them have
 // started (or a deadline passes: a serial reader fails the test instead of hanging it), so
 // that a test can see reads overlap without timing anything; then each takes `hold` more.
-class GatedReadsIo final : public FileIo {
+class GatedReadsIo final : public testing::FileIoWrapper {
  public:
   GatedReadsIo(FakeFileIo* inner, int gate, std::chrono::milliseconds hold = std::chrono::milliseconds(0))
-      : inner_(inner), state_(std::make_shared<State>()) {
+      : FileIoWrapper(inner), state_(std::make_shared<State>()) {
     state_->gate = gate;
     state_->hold = hold;
   }
@@ -43,18 +44,12 @@ class GatedReadsIo final : public FileIo {
   }
 
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> OpenForReadWrite(const std::string& path, int64_t size) override {
-    auto file = inner_->OpenForReadWrite(path, size);
+    auto file = inner()->OpenForReadWrite(path, size);
     if (!file.ok()) return file.status();
     // The slot file, not the index or the journal.
-    const bool slots = path.size() >= 3 && path.compare(path.size() - 3, 3, ".kv") == 0;
+    const bool slots = testing::PathEndsWith(path, ".kv");
     return std::unique_ptr<RandomAccessFile>(new File(std::move(*file), slots ? state_ : nullptr));
   }
-  absl::StatusOr<std::string> ReadWholeFile(const std::string& path) override { return inner_->ReadWholeFile(path); }
-  absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) override {
-    return inner_->WriteFileAtomically(path, contents);
-  }
-  bool Exists(const std::string& path) override { return inner_->Exists(path); }
-  absl::StatusOr<int64_t> SpaceForFile(const std::string& path) override { return inner_->SpaceForFile(path); }
 
  private:
   struct State {
@@ -67,20 +62,20 @@ class GatedReadsIo final : public FileIo {
     int max_in_progress = 0;
     int timeouts = 0;
   };
-  class File final : public RandomAccessFile {
+  class File final : public testing::RandomAccessFileWrapper {
    public:
     File(std::unique_ptr<RandomAccessFile> inner, std::shared_ptr<State> state)
-        : inner_(std::move(inner)), state_(std::move(state)) {}
+        : RandomAccessFileWrapper(std::move(inner)), state_(std::move(state)) {}
     absl::Status Pread(int64_t offset, size_t n, void* out) override {
       // A slot's header starts it (aligned); the payload follows.
       if (state_ == nullptr || offset % static_cast<int64_t>(DiskBlockStore::kSlotAlignment) == 0) {
-        return inner_->Pread(offset, n, out);
+        return inner()->Pread(offset, n, out);
       }
       return GatedPread(offset, n, out);
     }
     // The store's direct reads take a whole slot (header and payload) at once.
     absl::Status PreadDirect(int64_t offset, size_t n, void* out) override {
-      if (state_ == nullptr) return inner_->Pread(offset, n, out);
+      if (state_ == nullptr) return inner()->Pread(offset, n, out);
       return GatedPread(offset, n, out);
     }
     absl::Status GatedPread(int64_t offset, size_t n, void* out) {
@@ -95,7 +90,7 @@ class GatedReadsIo final : public FileIo {
         }
       }
       std::this_thread::sleep_for(state_->hold);
-      absl::Status status = inner_->Pread(offset, n, out);
+      absl::Status status = inner()->Pread(offset, n, out);
       std::lock_guard<std::mutex> lock(state_->mu);
       --state_->in_progress;
       return status;
@@ -105,17 +100,12 @@ class GatedReadsIo final : public FileIo {
         std::lock_guard<std::mutex> lock(state_->mu);
         EXPECT_EQ(state_->in_progress, 0) << "a write ran while a read was in progress";
       }
-      return inner_->Pwrite(offset, data, n);
+      return inner()->Pwrite(offset, data, n);
     }
-    absl::Status Sync() override { return inner_->Sync(); }
-    absl::Status Allocate(int64_t offset, int64_t n) override { return inner_->Allocate(offset, n); }
-    absl::StatusOr<int64_t> Size() override { return inner_->Size(); }
 
    private:
-    std::unique_ptr<RandomAccessFile> inner_;
     std::shared_ptr<State> state_;
   };
-  FakeFileIo* inner_;
   std::shared_ptr<State> state_;
 };
 

@@ -20,13 +20,10 @@ namespace kvtier {
 namespace {
 
 using testing::Get;
-using testing::Greedy;
 using testing::MakeEngine;
 using testing::Prompt;
 using testing::Reference;
 using testing::RunAll;
-using testing::SlowFileIo;
-using testing::TierOptions;
 
 
 void Log(const char* what, const nlohmann::json& s) {
@@ -52,7 +49,7 @@ std::vector<std::vector<int32_t>> DiskPrefixPrompts() {
 }
 
 EngineOptions PrefixOptions(FileIo* io) {
-  EngineOptions o = TierOptions(/*gpu=*/24, /*host=*/64, /*disk=*/256, "/fake/read_ahead.kv");
+  EngineOptions o = testing::TierOptions(/*gpu=*/24, /*host=*/64, /*disk=*/256, "/fake/read_ahead.kv");
   o.file_io = io;
   o.max_running = 1;
   return o;
@@ -69,7 +66,7 @@ TEST(DiskReadAheadTest, PrefixBlocksOnDiskAreReadAheadAndUsed) {
   const auto expected = Reference(prompts, 6);
   FakeFileIo fake;
   CachePrefixesOnDisk(&fake, prompts);
-  SlowFileIo io(&fake, std::chrono::microseconds(0), std::chrono::microseconds(300));
+  testing::SlowFileIo io(&fake, std::chrono::microseconds(0), std::chrono::microseconds(300));
   auto engine = MakeEngine(PrefixOptions(&io));
   ASSERT_NE(engine, nullptr);
   EXPECT_EQ(RunAll(*engine, prompts, 6), expected);  // invariants checked every step
@@ -87,7 +84,7 @@ TEST(DiskReadAheadTest, FailingAndCorruptReadsAreMissesNotData) {
   const auto expected = Reference(prompts, 6);
   FakeFileIo fake;
   CachePrefixesOnDisk(&fake, prompts);
-  SlowFileIo io(&fake, std::chrono::microseconds(0), std::chrono::microseconds(100));
+  testing::SlowFileIo io(&fake, std::chrono::microseconds(0), std::chrono::microseconds(100));
   auto engine = MakeEngine(PrefixOptions(&io));
   ASSERT_NE(engine, nullptr);
   EXPECT_EQ(RunAll(*engine, prompts, 6,
@@ -109,24 +106,17 @@ TEST(DiskReadAheadTest, NewRequestWaitsForItsDiskPrefixWhileOthersRun) {
   const auto expected = Reference({busy, prompts[0]}, 12);
   FakeFileIo fake;
   CachePrefixesOnDisk(&fake, prompts);
-  SlowFileIo io(&fake, std::chrono::microseconds(0), std::chrono::microseconds(500));
+  testing::SlowFileIo io(&fake, std::chrono::microseconds(0), std::chrono::microseconds(500));
   EngineOptions o = PrefixOptions(&io);
   o.max_running = 4;
   auto engine = MakeEngine(o);
   ASSERT_NE(engine, nullptr);
   std::map<SequenceId, std::vector<int32_t>> out;
-  std::vector<StepEvent> events;
-  const SequenceId first = *engine->Add(busy, Greedy(12));
+  const SequenceId first = *engine->Add(busy, testing::Greedy(12));
   SequenceId second = -1;
   for (int step = 0; step < 2000 && engine->NumUnfinished() > 0; ++step) {
-    if (step == 3) second = *engine->Add(prompts[0], Greedy(12));
-    events.clear();
-    ASSERT_TRUE(engine->Step(&events).ok());
-    for (const auto& e : events) {
-      if (e.token) out[e.sequence].push_back(*e.token);
-    }
-    const absl::Status integrity = engine->VerifyIntegrity();
-    ASSERT_TRUE(integrity.ok()) << integrity << " at step " << step;
+    if (step == 3) second = *engine->Add(prompts[0], testing::Greedy(12));
+    ASSERT_NO_FATAL_FAILURE(testing::StepAndCollect(*engine, &out, /*verify=*/true)) << "at step " << step;
   }
   EXPECT_EQ(out[first], expected[0]);
   EXPECT_EQ(out[second], expected[1]);

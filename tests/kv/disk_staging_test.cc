@@ -24,13 +24,10 @@ namespace {
 
 using Fixture = testing::ManagerFixture;
 using testing::Get;
-using testing::Greedy;
 using testing::MakeEngine;
 using testing::Prompt;
 using testing::Reference;
 using testing::RunAll;
-using testing::SlowFileIo;
-using testing::TierOptions;
 
 // `blocks` full blocks of distinct tokens (seeded) plus one more token, so MatchPrefix may
 // cover all the full blocks.
@@ -60,12 +57,12 @@ TEST(DiskStagingTest, DeviceVictimsGoToDiskThroughTheWriterAndComeBackExact) {
   ASSERT_TRUE(f.kv->Reserve(2, 80).ok());  // evicts all 20
   f.Stamp(2);                              // overwrites them
   EXPECT_EQ(f.kv->counters().evictions_copied, 20);
-  EXPECT_EQ(f.kv->num_disk_writes_in_flight() + f.kv->counters().disk_demote_writes, 20);
+  EXPECT_EQ(f.kv->transfers().num_in_flight(Lane::kDiskWrite) + f.kv->counters().disk.demote_writes, 20);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   f.kv->Release(2);
-  f.kv->DrainDiskWrites();
-  EXPECT_EQ(f.kv->counters().disk_demote_writes, 20);
-  EXPECT_EQ(f.kv->cached_blocks(Tier::kDisk), 20);
+  f.kv->transfers().AwaitLane(Lane::kDiskWrite);
+  EXPECT_EQ(f.kv->counters().disk.demote_writes, 20);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).cached_blocks, 20);
   EXPECT_EQ(f.kv->counters().blocks_dropped, 0);
   EXPECT_EQ(f.kv->counters().io_errors, 0);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
@@ -73,9 +70,9 @@ TEST(DiskStagingTest, DeviceVictimsGoToDiskThroughTheWriterAndComeBackExact) {
   // More disk hits (20) than staging buffers: the oldest read lands to free one.
   EXPECT_EQ(f.kv->MatchPrefix(3, a), 80);
   EXPECT_EQ(f.kv->counters().prefix_hits[static_cast<int>(Tier::kDisk)], 20);
-  EXPECT_EQ(f.kv->counters().disk_staged_reads, 20);
+  EXPECT_EQ(f.kv->counters().disk.staged_reads, 20);
   EXPECT_TRUE(f.Check(3, /*pattern=*/1));
-  EXPECT_EQ(f.kv->cached_blocks(Tier::kDevice), 20);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDevice).cached_blocks, 20);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 
@@ -89,8 +86,8 @@ TEST(DiskStagingTest, VictimsGoToDiskWhenTheHostTierIsFull) {
   ASSERT_TRUE(f.kv->Reserve(2, 32).ok());  // 4 free blocks and the 4 cached ones
   f.Stamp(2);
   f.kv->Release(2);
-  f.kv->DrainDiskWrites();
-  EXPECT_EQ(f.kv->counters().disk_demote_writes, 4);
+  f.kv->transfers().AwaitLane(Lane::kDiskWrite);
+  EXPECT_EQ(f.kv->counters().disk.demote_writes, 4);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   ASSERT_TRUE(f.kv->SwapIn(5).ok());
   EXPECT_TRUE(f.Check(5));
@@ -111,14 +108,14 @@ TEST(DiskStagingTest, PrefixMatchAndReleaseWhileDemoteWritesAreInFlight) {
   f.Stamp(9);
   ASSERT_TRUE(f.kv->Reserve(2, 24).ok());  // the other two free blocks and the 4 cached ones
   f.Stamp(2);
-  EXPECT_EQ(f.kv->num_disk_writes_in_flight() + f.kv->counters().disk_demote_writes, 4);
+  EXPECT_EQ(f.kv->transfers().num_in_flight(Lane::kDiskWrite) + f.kv->counters().disk.demote_writes, 4);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   EXPECT_TRUE(f.Check(9));
   f.kv->Release(9);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   f.kv->Release(2);
   EXPECT_EQ(f.kv->MatchPrefix(3, a), 16);
-  EXPECT_EQ(f.kv->counters().disk_demote_writes, 4);  // the match waited for every block's write
+  EXPECT_EQ(f.kv->counters().disk.demote_writes, 4);  // the match waited for every block's write
   EXPECT_EQ(f.kv->counters().prefix_hits[static_cast<int>(Tier::kDisk)], 4);
   EXPECT_TRUE(f.Check(3, /*pattern=*/1));
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
@@ -135,11 +132,11 @@ TEST(DiskStagingTest, FailedDemoteWriteDropsOnlyThatBlock) {
   f.io.FailNextWrites(1);  // the first write: a's first block, the least recently used
   ASSERT_TRUE(f.kv->Reserve(3, 20).ok());  // the last free block and the 4 cached ones
   f.Stamp(3);
-  f.kv->DrainDiskWrites();
+  f.kv->transfers().AwaitLane(Lane::kDiskWrite);
   EXPECT_EQ(f.kv->counters().io_errors, 1);
   EXPECT_EQ(f.kv->counters().blocks_dropped, 1);
-  EXPECT_EQ(f.kv->counters().disk_demote_writes, 3);
-  EXPECT_EQ(f.kv->cached_blocks(Tier::kDisk), 3);
+  EXPECT_EQ(f.kv->counters().disk.demote_writes, 3);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).cached_blocks, 3);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   EXPECT_TRUE(f.Check(9));
   EXPECT_TRUE(f.Check(3));
@@ -160,15 +157,15 @@ TEST(DiskStagingTest, StagedPrefixReadsStopAtACorruptSlot) {
   ASSERT_TRUE(f.kv->Reserve(2, 32).ok());
   f.Stamp(2);
   f.kv->Release(2);
-  f.kv->DrainDiskWrites();
-  ASSERT_EQ(f.kv->cached_blocks(Tier::kDisk), 4);
+  f.kv->transfers().AwaitLane(Lane::kDiskWrite);
+  ASSERT_EQ(f.kv->Stats().tier(Tier::kDisk).cached_blocks, 4);
   ASSERT_TRUE(f.io.FlipBit("/fake/kv", f.DiskPayloadOffset(2) + 5, 1).ok());
   EXPECT_EQ(f.kv->MatchPrefix(3, a), 8);
   EXPECT_TRUE(f.Check(3, /*pattern=*/1));
   EXPECT_EQ(f.kv->counters().corrupt_blocks_detected, 1);
-  EXPECT_EQ(f.kv->counters().disk_staged_reads, 3);
-  EXPECT_EQ(f.kv->cached_blocks(Tier::kDisk), 3);
-  EXPECT_EQ(f.kv->cached_blocks(Tier::kDevice), 3);  // blocks 0, 1 (held) and 3
+  EXPECT_EQ(f.kv->counters().disk.staged_reads, 3);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).cached_blocks, 3);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDevice).cached_blocks, 3);  // blocks 0, 1 (held) and 3
   EXPECT_EQ(f.kv->counters().prefix_hits[static_cast<int>(Tier::kDisk)], 2);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   f.kv->Release(3);
@@ -187,9 +184,9 @@ TEST(DiskStagingTest, StagedSwapInReadsAreExact) {
   f.kv->Release(8);
   ASSERT_TRUE(f.kv->SwapIn(7).ok());
   EXPECT_TRUE(f.Check(7));
-  EXPECT_EQ(f.kv->counters().disk_staged_reads, 20);
-  EXPECT_EQ(f.kv->counters().disk_swap_writes, 20);
-  EXPECT_EQ(f.kv->used_blocks(Tier::kDisk), 0);
+  EXPECT_EQ(f.kv->counters().disk.staged_reads, 20);
+  EXPECT_EQ(f.kv->counters().disk.swap_writes, 20);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).used_blocks, 0);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 
@@ -198,15 +195,15 @@ TEST(DiskStagingTest, StagedSwapInDetectsOneCorruptSlot) {
   ASSERT_TRUE(f.kv->Reserve(7, 24).ok());  // 6 blocks, to disk slots 0..5 in block order
   f.Stamp(7);
   ASSERT_TRUE(f.kv->SwapOut(7).ok());
-  f.kv->DrainDiskWrites();
+  f.kv->transfers().AwaitLane(Lane::kDiskWrite);
   ASSERT_TRUE(f.io.FlipBit("/fake/kv", f.DiskPayloadOffset(3) + 7, 2).ok());
   const absl::Status s = f.kv->SwapIn(7);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
   EXPECT_FALSE(f.kv->IsSwappedOut(7));
   EXPECT_TRUE(f.kv->BlockTable(7).empty());
   EXPECT_EQ(f.kv->counters().corrupt_blocks_detected, 1);
-  EXPECT_EQ(f.kv->used_blocks(Tier::kDisk), 0);
-  EXPECT_EQ(f.kv->used_blocks(Tier::kDevice), 0);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).used_blocks, 0);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDevice).used_blocks, 0);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 
@@ -222,7 +219,7 @@ struct PrefixRun {
 };
 
 EngineOptions NoHostOptions(FileIo* io) {
-  EngineOptions o = TierOptions(/*gpu=*/24, /*host=*/0, /*disk=*/256, "/fake/demote.kv");
+  EngineOptions o = testing::TierOptions(/*gpu=*/24, /*host=*/0, /*disk=*/256, "/fake/demote.kv");
   o.file_io = io;
   return o;
 }
@@ -284,8 +281,8 @@ TEST(DiskStagingEngineTest, WriteBehindPutsBlocksOnDiskBeforeTheirEviction) {
 // none of them.
 TEST(DiskStagingEngineTest, AnIdleContextWritesEveryBlockWithoutAnotherStep) {
   FakeFileIo fake;
-  SlowFileIo io(&fake, std::chrono::microseconds(10000), std::chrono::microseconds(0));
-  EngineOptions o = TierOptions(/*gpu=*/128, /*host=*/0, /*disk=*/256, "/fake/idle.kv");
+  testing::SlowFileIo io(&fake, std::chrono::microseconds(10000), std::chrono::microseconds(0));
+  EngineOptions o = testing::TierOptions(/*gpu=*/128, /*host=*/0, /*disk=*/256, "/fake/idle.kv");
   o.file_io = &io;
   auto engine = MakeEngine(o);
   ASSERT_NE(engine, nullptr);
@@ -311,7 +308,7 @@ TEST(DiskStagingEngineTest, WithoutHostTierEvictionsGoToDiskAndComeBackExact) {
 
 TEST(DiskStagingEngineTest, SlowDiskWithoutHostTierIsExact) {
   FakeFileIo fake;
-  SlowFileIo io(&fake, std::chrono::microseconds(2000), std::chrono::microseconds(500));
+  testing::SlowFileIo io(&fake, std::chrono::microseconds(2000), std::chrono::microseconds(500));
   RunPrefixThroughDisk(&io, "SlowDiskWithoutHostTierIsExact");
 }
 
@@ -323,25 +320,18 @@ TEST(DiskStagingEngineTest, FailingDiskWithoutHostTierNeverCorruptsOutput) {
   for (int i = 0; i < 12; ++i) prompts.push_back(Prompt(600 + i, 20, i % 2 ? shared : std::vector<int32_t>{}));
   const auto expected = Reference(prompts, 8);
   FakeFileIo fake;
-  SlowFileIo io(&fake, std::chrono::microseconds(300), std::chrono::microseconds(0));
+  testing::SlowFileIo io(&fake, std::chrono::microseconds(300), std::chrono::microseconds(0));
   EngineOptions o = NoHostOptions(&io);
   o.max_running = 3;
   auto engine = MakeEngine(o);
   ASSERT_NE(engine, nullptr);
   std::vector<SequenceId> ids;
   std::map<SequenceId, std::vector<int32_t>> out;
-  std::vector<StepEvent> events;
   for (size_t next = 0, step = 0; step < 5000 && (next < prompts.size() || engine->NumUnfinished() > 0); ++step) {
-    if (next < prompts.size() && step % 3 == 0) ids.push_back(*engine->Add(prompts[next++], Greedy(8)));
+    if (next < prompts.size() && step % 3 == 0) ids.push_back(*engine->Add(prompts[next++], testing::Greedy(8)));
     if (step % 4 == 1) fake.FailNextWrites(1);
     if (step % 7 == 2) fake.FailNextReads(1);
-    events.clear();
-    ASSERT_TRUE(engine->Step(&events).ok());
-    for (const auto& e : events) {
-      if (e.token) out[e.sequence].push_back(*e.token);
-    }
-    const absl::Status integrity = engine->VerifyIntegrity();
-    ASSERT_TRUE(integrity.ok()) << integrity << " at step " << step;
+    ASSERT_NO_FATAL_FAILURE(testing::StepAndCollect(*engine, &out, /*verify=*/true)) << "at step " << step;
   }
   for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(out[ids[i]], expected[i]) << "sequence " << i;
   const nlohmann::json s = engine->Stats();

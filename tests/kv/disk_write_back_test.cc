@@ -27,13 +27,10 @@ using testing::BlockKey;
 using testing::BlockTokens;
 
 using testing::Get;
-using testing::Greedy;
 using testing::MakeEngine;
 using testing::Prompt;
 using testing::Reference;
 using testing::RunAll;
-using testing::SlowFileIo;
-using testing::TierOptions;
 
 // ---------------------------------------------------------------- DiskIoThread
 
@@ -131,7 +128,7 @@ std::vector<std::vector<int32_t>> ChurnPrompts() {
 }
 
 EngineOptions ChurnOptions(FileIo* io, bool write_behind = true) {
-  EngineOptions o = TierOptions(/*gpu=*/64, /*host=*/256, /*disk=*/1024, "/fake/churn.kv");
+  EngineOptions o = testing::TierOptions(/*gpu=*/64, /*host=*/256, /*disk=*/1024, "/fake/churn.kv");
   o.file_io = io;
   o.max_tokens_per_step = 128;
   o.preemption = PreemptionMode::kAuto;
@@ -178,7 +175,7 @@ TEST(DiskWriteBackTest, SlowDiskIsExactAndCountsWaits) {
   auto prompts = ChurnPrompts();
   auto expected = Reference(prompts, 16);
   FakeFileIo fake;
-  SlowFileIo io(&fake, std::chrono::microseconds(1500), std::chrono::microseconds(0));
+  testing::SlowFileIo io(&fake, std::chrono::microseconds(1500), std::chrono::microseconds(0));
   auto engine = MakeEngine(ChurnOptions(&io));
   ASSERT_NE(engine, nullptr);
   EXPECT_EQ(RunAll(*engine, prompts, 16), expected);  // invariants checked every step
@@ -195,7 +192,7 @@ TEST(DiskWriteBackTest, FailingAndFullDiskNeverCorruptOutput) {
   auto prompts = ChurnPrompts();
   auto expected = Reference(prompts, 16);
   FakeFileIo fake;
-  SlowFileIo io(&fake, std::chrono::microseconds(200), std::chrono::microseconds(0));  // keep some writes in flight
+  testing::SlowFileIo io(&fake, std::chrono::microseconds(200), std::chrono::microseconds(0));  // keep some writes in flight
   auto engine = MakeEngine(ChurnOptions(&io));
   ASSERT_NE(engine, nullptr);
   const auto got = RunAll(*engine, prompts, 16, [&](int step) {
@@ -224,7 +221,7 @@ TEST(DiskWriteBackTest, EvictionWritesRunOnTheWriterThread) {
   auto prompts = ChurnPrompts();
   auto expected = Reference(prompts, 16);
   FakeFileIo fake;
-  SlowFileIo io(&fake, std::chrono::microseconds(0), std::chrono::microseconds(0));
+  testing::SlowFileIo io(&fake, std::chrono::microseconds(0), std::chrono::microseconds(0));
   // Without write-behind, which would have put most blocks on disk before their eviction.
   auto engine = MakeEngine(ChurnOptions(&io, /*write_behind=*/false));
   ASSERT_NE(engine, nullptr);
@@ -249,16 +246,16 @@ TEST(DiskWriteBackTest, WritesInFlightAtShutdownArePersisted) {
   std::vector<std::vector<int32_t>> later = {Prompt(78, 3, shared)};
   auto expected = Reference(later, 4);
   FakeFileIo fake;
-  SlowFileIo io(&fake, std::chrono::microseconds(500), std::chrono::microseconds(0));
+  testing::SlowFileIo io(&fake, std::chrono::microseconds(500), std::chrono::microseconds(0));
   {
-    EngineOptions o = TierOptions(/*gpu=*/16, /*host=*/12, /*disk=*/256, "/fake/persist.kv");
+    EngineOptions o = testing::TierOptions(/*gpu=*/16, /*host=*/12, /*disk=*/256, "/fake/persist.kv");
     o.file_io = &io;
     auto engine = MakeEngine(o);
     ASSERT_NE(engine, nullptr);
     RunAll(*engine, {Prompt(79, 3, shared)}, 4);
     for (int i = 0; i < 6; ++i) RunAll(*engine, {Prompt(80 + i, 30)}, 2);  // push it to host, then disk
   }
-  EngineOptions o = TierOptions(/*gpu=*/16, /*host=*/12, /*disk=*/256, "/fake/persist.kv");
+  EngineOptions o = testing::TierOptions(/*gpu=*/16, /*host=*/12, /*disk=*/256, "/fake/persist.kv");
   o.file_io = &io;
   auto engine = MakeEngine(o);
   ASSERT_NE(engine, nullptr);

@@ -32,6 +32,7 @@
 #include "common/errors.h"
 #include "storage/file_io.h"
 #include "testing/fake_file_io.h"
+#include "testing/file_io_wrapper.h"
 
 namespace kvtier::testing {
 
@@ -238,29 +239,23 @@ class GatedPinBackend final : public Backend {
   std::shared_ptr<PinLedger> ledger_;
 };
 
-class GatedFileIo final : public FileIo {
+class GatedFileIo final : public FileIoWrapper {
  public:
-  explicit GatedFileIo(FakeFileIo* inner) : inner_(inner), state_(std::make_shared<State>()) {}
+  explicit GatedFileIo(FakeFileIo* inner) : FileIoWrapper(inner), state_(std::make_shared<State>()) {}
 
   Gate& gate() { return state_->gate; }
   int64_t allocations() const { return state_->allocations.load(); }
   int64_t unreserved_ios() const { return state_->unreserved_ios.load(); }
 
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> OpenForReadWrite(const std::string& path, int64_t size) override {
-    auto file = inner_->OpenForReadWrite(path, size);
+    auto file = inner()->OpenForReadWrite(path, size);
     if (!file.ok()) return file.status();
     // The disk index's journal grows by appends: no slot I/O, nothing to reserve.
-    if (path.size() >= 8 && path.compare(path.size() - 8, 8, ".journal") == 0) return file;
+    if (PathEndsWith(path, ".journal")) return file;
     absl::StatusOr<int64_t> reserved = (*file)->Size();
     if (!reserved.ok()) return reserved.status();
     return std::unique_ptr<RandomAccessFile>(new File(std::move(*file), *reserved, state_));
   }
-  absl::StatusOr<std::string> ReadWholeFile(const std::string& path) override { return inner_->ReadWholeFile(path); }
-  absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) override {
-    return inner_->WriteFileAtomically(path, contents);
-  }
-  bool Exists(const std::string& path) override { return inner_->Exists(path); }
-  absl::StatusOr<int64_t> SpaceForFile(const std::string& path) override { return inner_->SpaceForFile(path); }
 
  private:
   struct State {
@@ -268,22 +263,22 @@ class GatedFileIo final : public FileIo {
     std::atomic<int64_t> allocations{0};
     std::atomic<int64_t> unreserved_ios{0};
   };
-  class File final : public RandomAccessFile {
+  class File final : public RandomAccessFileWrapper {
    public:
     File(std::unique_ptr<RandomAccessFile> inner, int64_t reserved, std::shared_ptr<State> state)
-        : inner_(std::move(inner)), reserved_(reserved), state_(std::move(state)) {}
+        : RandomAccessFileWrapper(std::move(inner)), reserved_(reserved), state_(std::move(state)) {}
     absl::Status Pread(int64_t offset, size_t n, void* out) override {
       Check(offset, n);
-      return inner_->Pread(offset, n, out);
+      return inner()->Pread(offset, n, out);
     }
+    absl::Status PreadDirect(int64_t offset, size_t n, void* out) override { return Pread(offset, n, out); }
     absl::Status Pwrite(int64_t offset, const void* data, size_t n) override {
       Check(offset, n);
-      return inner_->Pwrite(offset, data, n);
+      return inner()->Pwrite(offset, data, n);
     }
-    absl::Status Sync() override { return inner_->Sync(); }
     absl::Status Allocate(int64_t offset, int64_t n) override {
       if (!state_->gate.Pass()) return IoError("preallocating: No space left on device (injected)");
-      absl::Status s = inner_->Allocate(offset, n);
+      absl::Status s = inner()->Allocate(offset, n);
       if (s.ok()) {
         int64_t end = offset + n;
         int64_t seen = reserved_.load();
@@ -293,17 +288,14 @@ class GatedFileIo final : public FileIo {
       }
       return s;
     }
-    absl::StatusOr<int64_t> Size() override { return inner_->Size(); }
 
    private:
     void Check(int64_t offset, size_t n) {
       if (offset + static_cast<int64_t>(n) > reserved_.load()) ++state_->unreserved_ios;
     }
-    std::unique_ptr<RandomAccessFile> inner_;
     std::atomic<int64_t> reserved_;
     std::shared_ptr<State> state_;
   };
-  FakeFileIo* inner_;
   std::shared_ptr<State> state_;
 };
 

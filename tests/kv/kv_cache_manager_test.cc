@@ -35,14 +35,14 @@ TEST(KvCacheManagerTest, SwapRoundTripPreservesBytesThroughHostAndDisk) {
   f.Stamp(7);
   ASSERT_TRUE(f.kv->SwapOut(7).ok());
   EXPECT_TRUE(f.kv->IsSwappedOut(7));
-  EXPECT_EQ(f.kv->used_blocks(Tier::kHost), 2);
-  EXPECT_EQ(f.kv->used_blocks(Tier::kDisk), 3);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kHost).used_blocks, 2);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).used_blocks, 3);
   ASSERT_TRUE(f.kv->Reserve(8, 24).ok());  // someone else scribbles over the device blocks
   f.Stamp(8);
   f.kv->Release(8);
   ASSERT_TRUE(f.kv->SwapIn(7).ok());
   EXPECT_TRUE(f.Check(7));
-  EXPECT_EQ(f.kv->used_blocks(Tier::kHost), 0);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kHost).used_blocks, 0);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 
@@ -59,29 +59,29 @@ TEST(KvCacheManagerTest, SwappedDiskBlocksAreReadAheadIntoHostSlots) {
   ASSERT_TRUE(f.kv->Reserve(3, 32).ok());  // 8 blocks, all to disk
   f.Stamp(3);
   ASSERT_TRUE(f.kv->SwapOut(3).ok());
-  EXPECT_EQ(f.kv->used_blocks(Tier::kDisk), 10);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).used_blocks, 10);
   f.kv->Release(1);  // host room for read-ahead
   f.kv->ReadAhead(2, {});  // nothing yet: its blocks are still being written to disk
-  EXPECT_EQ(f.kv->num_disk_reads_in_flight(), 0);
-  f.kv->DrainDiskWrites();
+  EXPECT_EQ(f.kv->transfers().num_in_flight(Lane::kDiskRead), 0);
+  f.kv->transfers().AwaitLane(Lane::kDiskWrite);
 
   f.kv->ReadAhead(2, {});
-  f.kv->DrainDiskReads();
-  EXPECT_EQ(f.kv->counters().disk_read_aheads, 2);
-  EXPECT_EQ(f.kv->used_blocks(Tier::kDisk), 8);  // seq 2's disk slots are host slots now
+  f.kv->transfers().AwaitLane(Lane::kDiskRead);
+  EXPECT_EQ(f.kv->counters().disk.read_aheads, 2);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).used_blocks, 8);  // seq 2's disk slots are host slots now
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   ASSERT_TRUE(f.kv->SwapIn(2).ok());
   EXPECT_TRUE(f.Check(2));
   EXPECT_EQ(f.kv->counters().corrupt_blocks_detected, 0);
 
   f.kv->ReadAhead(3, {});  // at most a quarter of the host tier in flight: 3 blocks
-  EXPECT_EQ(f.kv->num_disk_reads_in_flight() + f.kv->counters().disk_read_aheads, 2 + 3);
+  EXPECT_EQ(f.kv->transfers().num_in_flight(Lane::kDiskRead) + f.kv->counters().disk.read_aheads, 2 + 3);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   f.kv->Release(3);  // reads may still be in flight: they own the disk slots now
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
-  f.kv->DrainDiskReads();
-  EXPECT_EQ(f.kv->used_blocks(Tier::kDisk), 0);
-  EXPECT_EQ(f.kv->num_disk_reads_in_flight(), 0);
+  f.kv->transfers().AwaitLane(Lane::kDiskRead);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).used_blocks, 0);
+  EXPECT_EQ(f.kv->transfers().num_in_flight(Lane::kDiskRead), 0);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 
@@ -90,7 +90,7 @@ TEST(KvCacheManagerTest, CorruptSwappedDiskCopyIsDetected) {
   ASSERT_TRUE(f.kv->Reserve(3, 8).ok());
   f.Stamp(3);
   ASSERT_TRUE(f.kv->SwapOut(3).ok());
-  f.kv->DrainDiskWrites();  // the I/O thread writes the swapped blocks
+  f.kv->transfers().AwaitLane(Lane::kDiskWrite);  // the I/O thread writes the swapped blocks
   auto contents = f.io.Contents("/fake/kv");
   ASSERT_TRUE(contents.ok());
   // A bit of every slot's payload.
@@ -191,10 +191,10 @@ TEST(KvCacheManagerTest, RandomOperationsWithoutHostTierKeepInvariants) {
     Fixture f(/*device=*/10, /*host=*/0, /*disk=*/12, /*block_tokens=*/3,
               /*write_delay=*/std::chrono::microseconds(seed == 7 ? 200 : 0));
     ASSERT_NO_FATAL_FAILURE(RunRandomOperations(f, seed, /*faults=*/seed != 5));
-    f.kv->DrainDiskWrites();
+    f.kv->transfers().AwaitLane(Lane::kDiskWrite);
     EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
-    EXPECT_GT(f.kv->counters().disk_demote_writes, 0) << "seed " << seed;
-    EXPECT_GT(f.kv->counters().disk_staged_reads, 0) << "seed " << seed;
+    EXPECT_GT(f.kv->counters().disk.demote_writes, 0) << "seed " << seed;
+    EXPECT_GT(f.kv->counters().disk.staged_reads, 0) << "seed " << seed;
   }
 }
 

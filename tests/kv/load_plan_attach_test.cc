@@ -57,12 +57,12 @@ void ComputeAndRestart(testing::ManagerFixture& f, int length = 41) {
   scheduler.Commit(s);
   scheduler.Remove(seq.get());
   f.Reopen();
-  ASSERT_EQ(f.kv->cached_blocks(Tier::kDisk), (length - 1) / kBlockTokens);
+  ASSERT_EQ(f.kv->Stats().tier(Tier::kDisk).cached_blocks, (length - 1) / kBlockTokens);
 }
 
 // What loading one block is assumed to cost before any is measured.
 double GuessedLoadSeconds(const testing::ManagerFixture& f) {
-  return static_cast<double>(f.kv->block_bytes()) / KvCacheManager::kGuessedDiskBytesPerSecond;
+  return static_cast<double>(f.kv->block_bytes()) / DiskTier::kGuessedBytesPerSecond;
 }
 
 // The chunks a fresh copy of the prompt gets under `policy`: (start, length) of the first
@@ -83,7 +83,7 @@ std::vector<std::pair<int64_t, int64_t>> RunPlanned(testing::ManagerFixture& f, 
     scheduler.Commit(s);
     if (s.chunks[0].need_logits) seq->tokens.push_back(7);
     scheduler.EndStep();
-    if (land_loads) f.kv->DrainDiskReads();
+    if (land_loads) f.kv->transfers().AwaitLane(Lane::kDiskRead);
   }
   // Blocks 5..9 when loaded: the bytes stored for them.
   const std::span<const BlockId> table = f.kv->BlockTable(2);
@@ -111,7 +111,7 @@ std::vector<std::pair<int64_t, int64_t>> StepChunks(testing::ManagerFixture& f, 
     scheduler.Commit(s);
     if (s.chunks[0].need_logits) seq.tokens.push_back(7);
     scheduler.EndStep();
-    if (step == drain_after) f.kv->DrainDiskReads();
+    if (step == drain_after) f.kv->transfers().AwaitLane(Lane::kDiskRead);
   }
   return chunks;
 }
@@ -169,7 +169,7 @@ TEST(LoadPlanAttachTest, LoadsStillInFlightAreComputedNotWaitedFor) {
   EXPECT_EQ(plans.plans, 1);
   const KvCacheCounters& c = f.kv->counters();
   EXPECT_EQ(c.prefix_hits[static_cast<int>(Tier::kHost)] + c.prefix_hits[static_cast<int>(Tier::kDisk)], 0);
-  f.kv->DrainDiskReads();
+  f.kv->transfers().AwaitLane(Lane::kDiskRead);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok());
 }
 
@@ -291,24 +291,24 @@ TEST(LoadPlanAttachTest, LoadsNeverWaitForDiskWritesToMakeHostRoom) {
   // A reservation of every device block moves them to the host tier, filling it; the end of
   // the step then starts their writes to disk from there.
   ASSERT_TRUE(f.kv->Reserve(/*seq=*/100, 16 * kBlockTokens).ok());
-  ASSERT_EQ(f.kv->cached_blocks(Tier::kHost), 4);
+  ASSERT_EQ(f.kv->Stats().tier(Tier::kHost).cached_blocks, 4);
   f.kv->FinishStep(/*idle=*/false);
-  ASSERT_EQ(f.kv->num_disk_writes_in_flight(), 4);
+  ASSERT_EQ(f.kv->transfers().num_in_flight(Lane::kDiskWrite), 4);
 
   const std::vector<int32_t> prompt = PromptSequence(2)->tokens;
   const KvCacheCounters before = f.kv->counters();
   EXPECT_EQ(f.kv->LoadPrefixAhead(prompt, nullptr, 0, 10), 0);
-  EXPECT_EQ(f.kv->counters().disk_write_waits, before.disk_write_waits);
+  EXPECT_EQ(f.kv->counters().disk.write_waits, before.disk.write_waits);
   EXPECT_GT(f.kv->counters().reads_without_host_slot, before.reads_without_host_slot);
-  EXPECT_EQ(f.kv->cached_blocks(Tier::kHost), 4);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kHost).cached_blocks, 4);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 
-  f.kv->DrainDiskWrites();
+  f.kv->transfers().AwaitLane(Lane::kDiskWrite);
   const KvCacheCounters drained = f.kv->counters();
   EXPECT_EQ(f.kv->LoadPrefixAhead(prompt, nullptr, 0, 10), 4);  // the back 4 of the 10
-  EXPECT_EQ(f.kv->counters().disk_write_waits, drained.disk_write_waits);
-  EXPECT_EQ(f.kv->counters().host_evictions_on_disk, drained.host_evictions_on_disk + 4);
-  f.kv->DrainDiskReads();
+  EXPECT_EQ(f.kv->counters().disk.write_waits, drained.disk.write_waits);
+  EXPECT_EQ(f.kv->counters().disk.host_evictions_on_disk, drained.disk.host_evictions_on_disk + 4);
+  f.kv->transfers().AwaitLane(Lane::kDiskRead);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   f.kv->Release(100);
   f.kv.reset();  // before the slow disk it writes through
@@ -320,18 +320,18 @@ TEST(LoadPlanAttachTest, LoadsNeverWaitForDiskWritesToMakeHostRoom) {
 TEST(LoadPlanAttachTest, DiskReadSpeedIsProbedAtCreation) {
   testing::ManagerFixture f(/*device=*/64, /*host=*/64, /*disk=*/64, kBlockTokens);
   ASSERT_NO_FATAL_FAILURE(ComputeAndRestart(f));  // 10 blocks on disk
-  EXPECT_EQ(f.kv->disk_store_counters().bytes_read, 0) << "the fixture turns the probe off";
+  EXPECT_EQ(f.kv->Stats().disk_store.bytes_read, 0) << "the fixture turns the probe off";
   f.kv_options.preparation.probe_disk_read_speed = true;
   f.Reopen();
-  f.kv->DrainDiskReads();
-  const DiskStoreCounters c = f.kv->disk_store_counters();
+  f.kv->transfers().AwaitLane(Lane::kDiskRead);
+  const DiskBlockStore::Counters c = f.kv->Stats().disk_store;
   EXPECT_EQ(c.reads, 0);
-  EXPECT_EQ(c.bytes_read, DiskJobs::kReaderThreads * static_cast<int64_t>(f.kv->block_bytes()));
+  EXPECT_EQ(c.bytes_read, Transfers::kReaderThreads * static_cast<int64_t>(f.kv->block_bytes()));
   ASSERT_GT(c.read_seconds, 0);
-  EXPECT_DOUBLE_EQ(f.kv->DiskSecondsPerBlock(),
+  EXPECT_DOUBLE_EQ(f.kv->disk().SecondsPerBlock(),
                    static_cast<double>(f.kv->block_bytes()) / (static_cast<double>(c.bytes_read) / c.read_seconds));
-  EXPECT_EQ(f.kv->cached_blocks(Tier::kDisk), 10);
-  EXPECT_EQ(f.kv->cached_blocks(Tier::kHost), 0);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).cached_blocks, 10);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kHost).cached_blocks, 0);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 

@@ -46,7 +46,7 @@ void EvictDevice(ManagerFixture& f, SequenceId seq) {
 TEST(PrefixTrustTest, DeviceHitWithOtherTokensIsRefused) {
   ManagerFixture f(/*device=*/8, /*host=*/0, /*disk=*/0, kBlockTokens);
   CacheBUnderAsKey(f);
-  EXPECT_EQ(f.kv->cached_blocks(Tier::kDevice), 1);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDevice).cached_blocks, 1);
   EXPECT_EQ(f.kv->MatchPrefix(2, kA), 0);  // A's key, B's tokens: refused
   EXPECT_EQ(f.kv->counters().prefix_token_mismatch, 1);
   EXPECT_EQ(f.kv->counters().prefix_hits[0], 0);
@@ -63,8 +63,8 @@ TEST(PrefixTrustTest, HostHitWithOtherTokensIsRefused) {
   CacheBUnderAsKey(f);
   f.kv->StartBackgroundCopies();  // written back to the host tier (a synchronous backend)
   EvictDevice(f, 9);
-  ASSERT_EQ(f.kv->cached_blocks(Tier::kDevice), 0);
-  ASSERT_EQ(f.kv->cached_blocks(Tier::kHost), 1);
+  ASSERT_EQ(f.kv->Stats().tier(Tier::kDevice).cached_blocks, 0);
+  ASSERT_EQ(f.kv->Stats().tier(Tier::kHost).cached_blocks, 1);
   EXPECT_EQ(f.kv->MatchPrefix(2, kA), 0);
   EXPECT_EQ(f.kv->counters().prefix_token_mismatch, 1);
   EXPECT_EQ(f.kv->counters().prefix_hits[1], 0);
@@ -75,10 +75,10 @@ TEST(PrefixTrustTest, DiskHitWithOtherTokensIsRefused) {
   ManagerFixture f(/*device=*/8, /*host=*/0, /*disk=*/16, kBlockTokens);
   CacheBUnderAsKey(f);
   f.kv->FinishStep(/*idle=*/true);  // write-behind: on its way to disk
-  f.kv->DrainDiskWrites();
+  f.kv->transfers().AwaitLane(Lane::kDiskWrite);
   EvictDevice(f, 9);
-  ASSERT_EQ(f.kv->cached_blocks(Tier::kDevice), 0);
-  ASSERT_EQ(f.kv->cached_blocks(Tier::kDisk), 1);
+  ASSERT_EQ(f.kv->Stats().tier(Tier::kDevice).cached_blocks, 0);
+  ASSERT_EQ(f.kv->Stats().tier(Tier::kDisk).cached_blocks, 1);
   EXPECT_EQ(f.kv->MatchPrefix(2, kA), 0);  // the slot header's tokens are B's: refused
   EXPECT_EQ(f.kv->counters().prefix_token_mismatch, 1);
   EXPECT_EQ(f.kv->counters().prefix_hits[2], 0);
@@ -90,15 +90,15 @@ TEST(PrefixTrustTest, ReadAheadOfOtherTokensIsRefused) {
   ManagerFixture f(/*device=*/8, /*host=*/8, /*disk=*/16, kBlockTokens);
   CacheBUnderAsKey(f);
   f.kv->FinishStep(/*idle=*/true);
-  f.kv->DrainDiskWrites();
+  f.kv->transfers().AwaitLane(Lane::kDiskWrite);
   EvictDevice(f, 9);  // on disk already: evicted without a host copy
-  ASSERT_EQ(f.kv->cached_blocks(Tier::kHost), 0);
-  ASSERT_EQ(f.kv->cached_blocks(Tier::kDisk), 1);
+  ASSERT_EQ(f.kv->Stats().tier(Tier::kHost).cached_blocks, 0);
+  ASSERT_EQ(f.kv->Stats().tier(Tier::kDisk).cached_blocks, 1);
   f.kv->ReadAhead(2, kA);
-  f.kv->DrainDiskReads();
+  f.kv->transfers().AwaitLane(Lane::kDiskRead);
   EXPECT_EQ(f.kv->counters().prefix_token_mismatch, 1);
-  EXPECT_EQ(f.kv->counters().disk_read_aheads, 0);
-  EXPECT_EQ(f.kv->cached_blocks(Tier::kHost), 0);  // not a host copy
+  EXPECT_EQ(f.kv->counters().disk.read_aheads, 0);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kHost).cached_blocks, 0);  // not a host copy
   ASSERT_TRUE(f.kv->VerifyIntegrity().ok());
   EXPECT_EQ(f.kv->MatchPrefix(2, kA), 0);  // and refused again at its use
   EXPECT_EQ(f.kv->counters().prefix_token_mismatch, 2);
@@ -125,10 +125,10 @@ TEST(PrefixTrustTest, NamespacesNeverShareABlockInMemoryOrOnDisk) {
   EXPECT_EQ(f.kv->counters().prefix_token_mismatch, 0);
   // Persisted by write-behind, and found after a restart over the same file: by tenant-a only.
   f.kv->FinishStep(/*idle=*/true);
-  f.kv->DrainDiskWrites();
-  EXPECT_EQ(f.kv->counters().blocks_persisted, 2);
+  f.kv->transfers().AwaitLane(Lane::kDiskWrite);
+  EXPECT_EQ(f.kv->counters().disk.blocks_persisted, 2);
   f.Reopen();
-  ASSERT_EQ(f.kv->cached_blocks(Tier::kDisk), 2);
+  ASSERT_EQ(f.kv->Stats().tier(Tier::kDisk).cached_blocks, 2);
   BlockKeyChain b = f.kv->KeyChain("tenant-b");
   EXPECT_EQ(f.kv->MatchPrefix(5, tokens, 0, &b), 0);
   f.kv->Release(5);

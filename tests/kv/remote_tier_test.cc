@@ -51,6 +51,23 @@ nlohmann::json StatsOnceRemoteIsIdle(Engine& engine) {
   return stats;
 }
 
+// The two prompts of the tests below, computed by a first context that is then freed (its
+// puts reach Redis): every full block of theirs is in the remote tier after this. Their
+// tokens, which every later context must produce too.
+const std::vector<std::vector<int32_t>>& TwoPrompts() {
+  static const std::vector<std::vector<int32_t>> prompts = {testing::Prompt(1, 30), testing::Prompt(2, 41)};
+  return prompts;
+}
+std::vector<std::vector<int32_t>> ComputeInFirstContext(const testing::RedisServer& redis) {
+  const auto expected = testing::Reference(TwoPrompts(), 6);
+  auto a = testing::MakeEngine(RemoteOptions(redis.url()));
+  EXPECT_NE(a, nullptr);
+  if (a == nullptr) return expected;
+  EXPECT_EQ(testing::RunAll(*a, TwoPrompts(), 6), expected);
+  EXPECT_EQ(RemoteHits(a->Stats()), 0);
+  return expected;
+}
+
 // The keys of the blocks stored on a node.
 std::vector<std::string> BlockKeys(const testing::RedisServer& server) {
   std::vector<std::string> keys;
@@ -64,14 +81,8 @@ TEST(RemoteTierTest, SecondContextFindsThePrefixTheFirstComputed) {
   SKIP_WITHOUT_REDIS();
   testing::RedisServer redis;
   ASSERT_TRUE(redis.running());
-  const std::vector<std::vector<int32_t>> prompts = {testing::Prompt(1, 30), testing::Prompt(2, 41)};
-  const auto expected = testing::Reference(prompts, 6);
-  {
-    auto a = testing::MakeEngine(RemoteOptions(redis.url()));
-    ASSERT_NE(a, nullptr);
-    EXPECT_EQ(testing::RunAll(*a, prompts, 6), expected);
-    EXPECT_EQ(RemoteHits(a->Stats()), 0);
-  }
+  const std::vector<std::vector<int32_t>>& prompts = TwoPrompts();
+  const auto expected = ComputeInFirstContext(redis);
   EXPECT_GE(BlockKeys(redis).size(), 7u + 10u);  // 30 + 6 and 41 + 6 tokens, in blocks of 4
   auto b = testing::MakeEngine(RemoteOptions(redis.url()));
   ASSERT_NE(b, nullptr);
@@ -249,13 +260,8 @@ TEST(RemoteTierTest, WithAHostTierLookupsLandInHostSlots) {
   SKIP_WITHOUT_REDIS();
   testing::RedisServer redis;
   ASSERT_TRUE(redis.running());
-  const std::vector<std::vector<int32_t>> prompts = {testing::Prompt(1, 30), testing::Prompt(2, 41)};
-  const auto expected = testing::Reference(prompts, 6);
-  {
-    auto a = testing::MakeEngine(RemoteOptions(redis.url()));
-    ASSERT_NE(a, nullptr);
-    EXPECT_EQ(testing::RunAll(*a, prompts, 6), expected);
-  }
+  const std::vector<std::vector<int32_t>>& prompts = TwoPrompts();
+  const auto expected = ComputeInFirstContext(redis);
   auto b = testing::MakeEngine(RemoteOptions(redis.url(), /*host_blocks=*/32));
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(testing::RunAll(*b, prompts, 6), expected);

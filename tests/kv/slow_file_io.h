@@ -15,32 +15,30 @@
 
 #include "storage/disk_block_store.h"
 #include "testing/fake_file_io.h"
+#include "testing/file_io_wrapper.h"
 #include "storage/file_io.h"
 
 namespace kvtier::testing {
 
-class SlowFileIo final : public FileIo {
+class SlowFileIo final : public FileIoWrapper {
  public:
   SlowFileIo(FakeFileIo* inner, std::chrono::microseconds write_delay, std::chrono::microseconds read_delay)
-      : inner_(inner), write_delay_(write_delay), read_delay_(read_delay) {}
+      : FileIoWrapper(inner), write_delay_(write_delay), read_delay_(read_delay) {}
   // Payload I/O made on `thread` from now on is counted (files opened before included).
   void Watch(std::thread::id thread) { watched_->thread = thread; }
   int64_t payload_io_on_watched_thread() const { return watched_->count.load(); }
   int64_t index_writes_on_watched_thread() const { return watched_->index_writes.load(); }
 
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> OpenForReadWrite(const std::string& path, int64_t size) override {
-    auto file = inner_->OpenForReadWrite(path, size);
+    auto file = inner()->OpenForReadWrite(path, size);
     if (!file.ok()) return file.status();
-    const bool journal = path.size() >= 8 && path.compare(path.size() - 8, 8, ".journal") == 0;
+    const bool journal = PathEndsWith(path, ".journal");
     return std::unique_ptr<RandomAccessFile>(new File(std::move(*file), write_delay_, read_delay_, watched_, journal));
   }
-  absl::StatusOr<std::string> ReadWholeFile(const std::string& path) override { return inner_->ReadWholeFile(path); }
   absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) override {
     if (std::this_thread::get_id() == watched_->thread) ++watched_->index_writes;
-    return inner_->WriteFileAtomically(path, contents);
+    return inner()->WriteFileAtomically(path, contents);
   }
-  bool Exists(const std::string& path) override { return inner_->Exists(path); }
-  absl::StatusOr<int64_t> SpaceForFile(const std::string& path) override { return inner_->SpaceForFile(path); }
 
  private:
   // Set before the engine's threads start (Watch), read after: no race on `thread`.
@@ -49,32 +47,29 @@ class SlowFileIo final : public FileIo {
     std::atomic<int64_t> count{0};         // block payload reads and writes
     std::atomic<int64_t> index_writes{0};  // snapshot writes and journal appends
   };
-  class File final : public RandomAccessFile {
+  class File final : public RandomAccessFileWrapper {
    public:
     File(std::unique_ptr<RandomAccessFile> inner, std::chrono::microseconds write_delay,
          std::chrono::microseconds read_delay, std::shared_ptr<Watched> watched, bool journal)
-        : inner_(std::move(inner)),
+        : RandomAccessFileWrapper(std::move(inner)),
           write_delay_(write_delay),
           read_delay_(read_delay),
           watched_(std::move(watched)),
           journal_(journal) {}
     absl::Status Pread(int64_t offset, size_t n, void* out) override {
       if (IsPayload(offset)) Payload(read_delay_);
-      return inner_->Pread(offset, n, out);
+      return inner()->Pread(offset, n, out);
     }
     // The store's direct reads take a whole slot, its payload included, at once.
     absl::Status PreadDirect(int64_t offset, size_t n, void* out) override {
       if (!journal_) Payload(read_delay_);
-      return inner_->Pread(offset, n, out);
+      return inner()->Pread(offset, n, out);
     }
     absl::Status Pwrite(int64_t offset, const void* data, size_t n) override {
       if (journal_ && std::this_thread::get_id() == watched_->thread) ++watched_->index_writes;
       if (IsPayload(offset)) Payload(write_delay_);
-      return inner_->Pwrite(offset, data, n);
+      return inner()->Pwrite(offset, data, n);
     }
-    absl::Status Sync() override { return inner_->Sync(); }
-    absl::Status Allocate(int64_t offset, int64_t n) override { return inner_->Allocate(offset, n); }
-    absl::StatusOr<int64_t> Size() override { return inner_->Size(); }
 
    private:
     // A slot's header starts it (aligned); its block payload follows the header. By offset,
@@ -86,12 +81,10 @@ class SlowFileIo final : public FileIo {
       if (std::this_thread::get_id() == watched_->thread) ++watched_->count;
       std::this_thread::sleep_for(delay);
     }
-    std::unique_ptr<RandomAccessFile> inner_;
     std::chrono::microseconds write_delay_, read_delay_;
     std::shared_ptr<Watched> watched_;
     const bool journal_;  // the disk index's journal: no payload
   };
-  FakeFileIo* inner_;
   std::chrono::microseconds write_delay_, read_delay_;
   std::shared_ptr<Watched> watched_ = std::make_shared<Watched>();
 };

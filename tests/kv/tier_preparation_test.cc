@@ -281,7 +281,7 @@ constexpr int64_t kBlockTokens = 256;
 bool WaitReady(KvCacheManager& kv, Tier tier, int64_t n) {
   for (int i = 0; i < 10000; ++i) {
     kv.AdmitPreparedSlots();
-    if (kv.ready_blocks(tier) >= n) return true;
+    if (kv.Stats().tier(tier).ready_blocks >= n) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return false;
@@ -341,9 +341,9 @@ TEST(TierPreparationManagerTest, SwapsUseHostSlotsOnlyOnceTheirChunkIsPinned) {
   GatedManager m(/*device=*/4, /*host=*/6, /*disk=*/0, preparation);
   ASSERT_NO_FATAL_FAILURE(m.Open());
   KvCacheManager& kv = *m.kv;
-  EXPECT_EQ(kv.capacity_blocks(Tier::kHost), 6);  // the budget, from the start
-  EXPECT_EQ(kv.total_blocks(), 10);
-  EXPECT_EQ(kv.ready_blocks(Tier::kHost), 0);
+  EXPECT_EQ(kv.Stats().tier(Tier::kHost).capacity_blocks, 6);  // the budget, from the start
+  EXPECT_EQ((kv.Stats().tier(Tier::kDevice).capacity_blocks + kv.Stats().tier(Tier::kHost).capacity_blocks + kv.Stats().tier(Tier::kDisk).capacity_blocks), 10);
+  EXPECT_EQ(kv.Stats().tier(Tier::kHost).ready_blocks, 0);
   ASSERT_TRUE(kv.Reserve(1, 2 * kBlockTokens).ok());
   m.Stamp(1);
   // Nothing pinned yet: as if the host tier were full (and there is no disk tier).
@@ -353,9 +353,9 @@ TEST(TierPreparationManagerTest, SwapsUseHostSlotsOnlyOnceTheirChunkIsPinned) {
 
   m.ledger->gate().Allow(1);
   ASSERT_TRUE(WaitReady(kv, Tier::kHost, 2));
-  EXPECT_EQ(kv.ready_blocks(Tier::kHost), 2);
+  EXPECT_EQ(kv.Stats().tier(Tier::kHost).ready_blocks, 2);
   ASSERT_TRUE(kv.SwapOut(1).ok());
-  EXPECT_EQ(kv.used_blocks(Tier::kHost), 2);
+  EXPECT_EQ(kv.Stats().tier(Tier::kHost).used_blocks, 2);
   EXPECT_TRUE(kv.VerifyIntegrity().ok()) << kv.VerifyIntegrity();
 
   ASSERT_TRUE(kv.Reserve(2, 2 * kBlockTokens).ok());
@@ -364,7 +364,7 @@ TEST(TierPreparationManagerTest, SwapsUseHostSlotsOnlyOnceTheirChunkIsPinned) {
   m.ledger->gate().Allow(1);
   ASSERT_TRUE(WaitReady(kv, Tier::kHost, 4));
   ASSERT_TRUE(kv.SwapOut(2).ok());
-  EXPECT_EQ(kv.used_blocks(Tier::kHost), 4);
+  EXPECT_EQ(kv.Stats().tier(Tier::kHost).used_blocks, 4);
   EXPECT_TRUE(kv.VerifyIntegrity().ok()) << kv.VerifyIntegrity();
 
   ASSERT_TRUE(kv.SwapIn(1).ok());
@@ -392,8 +392,8 @@ TEST(TierPreparationManagerTest, DiskSlotsJoinAsTheFileIsReservedAndALateFullDis
   GatedManager m(/*device=*/4, /*host=*/0, /*disk=*/8, preparation);
   ASSERT_NO_FATAL_FAILURE(m.Open());
   KvCacheManager& kv = *m.kv;
-  EXPECT_EQ(kv.capacity_blocks(Tier::kDisk), 8);
-  EXPECT_EQ(kv.ready_blocks(Tier::kDisk), 2);
+  EXPECT_EQ(kv.Stats().tier(Tier::kDisk).capacity_blocks, 8);
+  EXPECT_EQ(kv.Stats().tier(Tier::kDisk).ready_blocks, 2);
   ASSERT_TRUE(kv.Reserve(1, 4 * kBlockTokens).ok());
   m.Stamp(1);
   EXPECT_TRUE(absl::IsResourceExhausted(kv.SwapOut(1)));  // 4 blocks, 2 slots ready
@@ -402,7 +402,7 @@ TEST(TierPreparationManagerTest, DiskSlotsJoinAsTheFileIsReservedAndALateFullDis
   m.gated_io.gate().Allow(1);
   ASSERT_TRUE(WaitReady(kv, Tier::kDisk, 4));
   ASSERT_TRUE(kv.SwapOut(1).ok());
-  kv.DrainDiskWrites();
+  kv.transfers().AwaitLane(Lane::kDiskWrite);
   ASSERT_TRUE(kv.SwapIn(1).ok());
   EXPECT_TRUE(m.Check(1));
   EXPECT_TRUE(kv.VerifyIntegrity().ok()) << kv.VerifyIntegrity();
@@ -410,18 +410,18 @@ TEST(TierPreparationManagerTest, DiskSlotsJoinAsTheFileIsReservedAndALateFullDis
   // Someone else fills the disk: the next reservation fails, the tier keeps its 4 slots.
   m.io.set_capacity_bytes(m.io.used_bytes());
   m.gated_io.gate().AllowAll();
-  for (int i = 0; i < 10000 && kv.preparation_error(Tier::kDisk).empty(); ++i) {
+  for (int i = 0; i < 10000 && kv.Stats().tier(Tier::kDisk).preparation_error.empty(); ++i) {
     kv.AdmitPreparedSlots();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  EXPECT_NE(kv.preparation_error(Tier::kDisk).find("No space left"), std::string::npos)
-      << kv.preparation_error(Tier::kDisk);
-  EXPECT_EQ(kv.ready_blocks(Tier::kDisk), 4);
+  EXPECT_NE(kv.Stats().tier(Tier::kDisk).preparation_error.find("No space left"), std::string::npos)
+      << kv.Stats().tier(Tier::kDisk).preparation_error;
+  EXPECT_EQ(kv.Stats().tier(Tier::kDisk).ready_blocks, 4);
   EXPECT_EQ(kv.counters().io_errors, 1);
   kv.AdmitPreparedSlots();
   EXPECT_EQ(kv.counters().io_errors, 1);  // counted once
   ASSERT_TRUE(kv.SwapOut(1).ok());  // the 4 reserved slots still serve
-  kv.DrainDiskWrites();
+  kv.transfers().AwaitLane(Lane::kDiskWrite);
   ASSERT_TRUE(kv.SwapIn(1).ok());
   EXPECT_TRUE(m.Check(1));
   EXPECT_TRUE(kv.VerifyIntegrity().ok()) << kv.VerifyIntegrity();
@@ -443,9 +443,10 @@ TEST(TierPreparationManagerTest, APartlyReservedFileFromAnEarlierContextServesIt
   m.Stamp(1);
   m.kv->OnComputed(1, tokens, static_cast<int64_t>(tokens.size()));
   m.kv->Release(1);
-  m.kv->WaitForPreparedTiers();
-  EXPECT_EQ(m.kv->ready_blocks(Tier::kDisk), 3);
-  EXPECT_FALSE(m.kv->preparation_error(Tier::kDisk).empty());
+  m.kv->host().WaitUntilPrepared();
+  m.kv->disk().WaitUntilPrepared();
+  EXPECT_EQ(m.kv->Stats().tier(Tier::kDisk).ready_blocks, 3);
+  EXPECT_FALSE(m.kv->Stats().tier(Tier::kDisk).preparation_error.empty());
   m.kv.reset();  // its 3 cached blocks go to the 3 reserved slots; the rest never was reserved
   EXPECT_EQ(m.gated_io.allocations(), 0);
   absl::StatusOr<std::string> file = m.io.Contents("/fake/kv");
@@ -454,11 +455,12 @@ TEST(TierPreparationManagerTest, APartlyReservedFileFromAnEarlierContextServesIt
 
   m.gated_io.gate().AllowAll();
   ASSERT_NO_FATAL_FAILURE(m.Open());
-  EXPECT_GE(m.kv->ready_blocks(Tier::kDisk), 3);
+  EXPECT_GE(m.kv->Stats().tier(Tier::kDisk).ready_blocks, 3);
   EXPECT_EQ(m.kv->MatchPrefix(2, tokens), 3 * kBlockTokens);
   EXPECT_EQ(m.kv->counters().prefix_hits[static_cast<int>(Tier::kDisk)], 3);
-  m.kv->WaitForPreparedTiers();
-  EXPECT_EQ(m.kv->ready_blocks(Tier::kDisk), 8);
+  m.kv->host().WaitUntilPrepared();
+  m.kv->disk().WaitUntilPrepared();
+  EXPECT_EQ(m.kv->Stats().tier(Tier::kDisk).ready_blocks, 8);
   EXPECT_TRUE(m.kv->VerifyIntegrity().ok()) << m.kv->VerifyIntegrity();
   EXPECT_EQ(m.gated_io.unreserved_ios(), 0);
 }
@@ -469,23 +471,16 @@ using testing::OpenCheckpoint;
 using testing::Prompt;
 using testing::Reference;
 using testing::RunAll;
+using testing::SomePrompts;
 using testing::TierOptions;
 using testing::TierTestBlockBytes;
 using testing::TinyLlamaDir;
-
-std::vector<std::vector<int32_t>> SomePrompts(int n, int seed) {
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < n; ++i) prompts.push_back(Prompt(seed + i, 5 + (i * 7) % 13));
-  return prompts;
-}
 
 std::unique_ptr<Engine> MakeGated(EngineOptions o, std::shared_ptr<PinLedger> ledger) {
   o.wrap_backend = [ledger](std::unique_ptr<Backend> inner) -> std::unique_ptr<Backend> {
     return std::make_unique<GatedPinBackend>(std::move(inner), ledger);
   };
-  auto e = Engine::Create(OpenCheckpoint(TinyLlamaDir()), o);
-  EXPECT_TRUE(e.ok()) << e.status();
-  return e.ok() ? std::move(*e) : nullptr;
+  return testing::MakeEngine(o);
 }
 
 TEST(TierPreparationEngineTest, AContextUsedWhileItsHostTierIsPinnedMatchesOneThatWaited) {

@@ -11,13 +11,13 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.h"
 #include "gtest/gtest.h"
-#include "testing/engine_prompts.h"
+#include "testing/engine_runs.h"
 #include "testing/fake_file_io.h"
-#include "testing/test_model.h"
 
 namespace kvtier::testing {
 
@@ -29,8 +29,7 @@ inline int64_t TierTestBlockBytes() {
     EngineOptions o;
     o.backend = "cpu";
     o.block_tokens = kTierTestBlockTokens;
-    auto e = Engine::Create(OpenCheckpoint(TinyLlamaDir()), o);
-    return static_cast<int64_t>((*e)->backend().kv_layout().BlockBytes());
+    return static_cast<int64_t>(MakeEngine(o)->backend().kv_layout().BlockBytes());
   }();
   return bytes;
 }
@@ -63,17 +62,10 @@ inline std::vector<std::vector<int32_t>> RunAll(Engine& engine,
     ids.push_back(*id);
   }
   std::map<SequenceId, std::vector<int32_t>> out;
-  std::vector<StepEvent> events;
   for (int step = 0; step < 20000 && engine.NumUnfinished() > 0; ++step) {
     if (before_step) before_step(step);
-    events.clear();
-    EXPECT_TRUE(engine.Step(&events).ok());
-    for (const auto& e : events) {
-      if (e.token) out[e.sequence].push_back(*e.token);
-    }
-    absl::Status integrity = engine.VerifyIntegrity();
-    EXPECT_TRUE(integrity.ok()) << integrity << " at step " << step;
-    if (!integrity.ok()) break;
+    StepAndCollect(engine, &out, /*verify=*/true);
+    if (::testing::Test::HasFatalFailure()) break;
   }
   std::vector<std::vector<int32_t>> result;
   for (SequenceId id : ids) result.push_back(out[id]);
@@ -130,22 +122,35 @@ inline void RunRandomOps(Engine& engine, uint32_t seed, int ops) {
   ASSERT_TRUE(engine.VerifyIntegrity().ok());
 }
 
-// An engine over the tiny Llama with these options (nullptr, and a test failure, if not).
-inline std::unique_ptr<Engine> MakeEngine(const EngineOptions& o) {
-  auto e = Engine::Create(OpenCheckpoint(TinyLlamaDir()), o);
-  EXPECT_TRUE(e.ok()) << e.status();
-  return e.ok() ? std::move(*e) : nullptr;
-}
-
 // An integer field of Engine::Stats().
 inline int64_t Get(const nlohmann::json& stats, const char* key) { return stats[key].get<int64_t>(); }
 
-// The tokens of an unlimited-memory run (4096 device blocks).
+// The tokens of an unlimited-memory run (4096 device blocks), computed once per process
+// for each (prompts, max_new): several tests compare against the same run.
 inline std::vector<std::vector<int32_t>> Reference(
     const std::vector<std::vector<int32_t>>& prompts, int max_new) {
-  auto e = Engine::Create(OpenCheckpoint(TinyLlamaDir()), TierOptions(4096));
-  EXPECT_TRUE(e.ok()) << e.status();
-  return e.ok() ? RunAll(**e, prompts, max_new) : std::vector<std::vector<int32_t>>{};
+  static std::map<std::pair<std::vector<std::vector<int32_t>>, int>, std::vector<std::vector<int32_t>>> runs;
+  auto it = runs.find({prompts, max_new});
+  if (it != runs.end()) return it->second;
+  auto e = MakeEngine(TierOptions(4096));
+  if (e == nullptr) return {};
+  std::vector<std::vector<int32_t>> tokens = RunAll(*e, prompts, max_new);
+  if (!::testing::Test::HasFailure()) runs[{prompts, max_new}] = tokens;
+  return tokens;
+}
+
+// Six prompts swapping through a disk tier with faults of every kind armed
+// (ExpectExactUnderDiskFaults), on the engine `make` builds from the options.
+inline void ExpectDiskFaultsNeverCorruptOutput(const std::function<std::unique_ptr<Engine>(EngineOptions)>& make) {
+  const auto prompts = SomePrompts(6, 40);
+  const auto expected = Reference(prompts, 16);
+  FakeFileIo io;
+  EngineOptions o = TierOptions(/*gpu_blocks=*/14, /*host_blocks=*/0, /*disk_blocks=*/64, "/fake/kv.bin");
+  o.file_io = &io;
+  o.preemption = PreemptionMode::kSwap;
+  auto engine = make(o);
+  ASSERT_NE(engine, nullptr);
+  ExpectExactUnderDiskFaults(*engine, io, prompts, expected, 16);
 }
 
 }  // namespace kvtier::testing

@@ -9,21 +9,17 @@
 #include "gtest/gtest.h"
 #include "kv/tier_test_util.h"
 #include "testing/fake_file_io.h"
-#include "testing/test_model.h"
 
 namespace kvtier {
 namespace {
 
-using testing::ExpectExactUnderDiskFaults;
 using testing::Greedy;
-using testing::OpenCheckpoint;
+using testing::MakeEngine;
 using testing::Prompt;
-using testing::Reference;
 using testing::RunAll;
-using testing::RunRandomOps;
+using testing::SomePrompts;
 using testing::TierOptions;
 using testing::TierTestBlockBytes;
-using testing::TinyLlamaDir;
 
 int64_t BlockBytes() { return TierTestBlockBytes(); }
 
@@ -32,25 +28,13 @@ EngineOptions Options(int64_t gpu_blocks, int64_t host_blocks = 0, int64_t disk_
   return TierOptions(gpu_blocks, host_blocks, disk_blocks, disk_path);
 }
 
-std::unique_ptr<Engine> Make(const EngineOptions& o) {
-  auto e = Engine::Create(OpenCheckpoint(TinyLlamaDir()), o);
-  EXPECT_TRUE(e.ok()) << e.status();
-  return e.ok() ? std::move(*e) : nullptr;
-}
-
-std::vector<std::vector<int32_t>> SomePrompts(int n, int seed) {
-  std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < n; ++i) prompts.push_back(Prompt(seed + i, 5 + (i * 7) % 13));
-  return prompts;
-}
-
 TEST(TiersTest, SwapToHostIsExact) {
   auto prompts = SomePrompts(6, 10);
-  auto expected = Reference(prompts, 16);
+  auto expected = testing::Reference(prompts, 16);
   EngineOptions o = Options(/*gpu=*/14, /*host=*/64);
   o.preemption = PreemptionMode::kSwap;
   o.max_tokens_per_step = 6;  // the step budget, not memory, sometimes holds a resume back
-  auto engine = Make(o);
+  auto engine = MakeEngine(o);
   EXPECT_EQ(RunAll(*engine, prompts, 16), expected);
   nlohmann::json s = engine->Stats();
   EXPECT_GT(s["swaps_out"].get<int64_t>(), 0) << s.dump();
@@ -63,11 +47,11 @@ TEST(TiersTest, SwapToHostIsExact) {
 
 TEST(TiersTest, SwapToDiskWhenHostIsFullIsExact) {
   auto prompts = SomePrompts(6, 20);
-  auto expected = Reference(prompts, 16);
+  auto expected = testing::Reference(prompts, 16);
   const std::string path = testing::TestTempDir() + "/swap-disk.kv";
   EngineOptions o = Options(/*gpu=*/14, /*host=*/3, /*disk=*/64, path);
   o.preemption = PreemptionMode::kSwap;
-  auto engine = Make(o);
+  auto engine = MakeEngine(o);
   EXPECT_EQ(RunAll(*engine, prompts, 16), expected);
   nlohmann::json s = engine->Stats();
   EXPECT_GT(s["swaps_out"].get<int64_t>(), 0);
@@ -76,11 +60,11 @@ TEST(TiersTest, SwapToDiskWhenHostIsFullIsExact) {
 
 TEST(TiersTest, RecomputeAndAutoAreExact) {
   auto prompts = SomePrompts(6, 30);
-  auto expected = Reference(prompts, 16);
+  auto expected = testing::Reference(prompts, 16);
   for (PreemptionMode mode : {PreemptionMode::kRecompute, PreemptionMode::kAuto}) {
     EngineOptions o = Options(/*gpu=*/14, /*host=*/8);
     o.preemption = mode;
-    auto engine = Make(o);
+    auto engine = MakeEngine(o);
     EXPECT_EQ(RunAll(*engine, prompts, 16), expected);
     nlohmann::json s = engine->Stats();
     EXPECT_GT(s["preemptions"].get<int64_t>(), 0);
@@ -94,17 +78,17 @@ TEST(TiersTest, PrefixIsReusedFromEveryTier) {
   const std::vector<int32_t> shared = Prompt(99, 16);  // four full blocks
   std::vector<std::vector<int32_t>> first = {Prompt(1, 3, shared)};
   std::vector<std::vector<int32_t>> later = {Prompt(2, 5, shared), Prompt(3, 2, shared)};
-  auto expected = Reference(later, 8);
+  auto expected = testing::Reference(later, 8);
   // Device hit: same context, the first sequence's blocks are still cached on the device.
   {
-    auto engine = Make(Options(64));
+    auto engine = MakeEngine(Options(64));
     RunAll(*engine, first, 4);
     EXPECT_EQ(RunAll(*engine, later, 8), expected);
     EXPECT_GE(engine->Stats()["prefix_hits"]["gpu"].get<int64_t>(), 4);
   }
   // Host hit: filler traffic evicts the shared blocks from the small device tier to host.
   {
-    auto engine = Make(Options(12, 64));
+    auto engine = MakeEngine(Options(12, 64));
     RunAll(*engine, first, 4);
     RunAll(*engine, {Prompt(50, 30)}, 4);
     EXPECT_EQ(RunAll(*engine, later, 8), expected);
@@ -118,13 +102,13 @@ TEST(TiersTest, RestartFindsPrefixOnDiskAndDetectsCorruption) {
   std::filesystem::remove(path);
   std::filesystem::remove(path + ".index");
   const std::vector<int32_t> shared = Prompt(77, 20);
-  auto expected = Reference({Prompt(5, 3, shared)}, 8);
+  auto expected = testing::Reference({Prompt(5, 3, shared)}, 8);
   {
-    auto engine = Make(Options(64, 0, 64, path));
+    auto engine = MakeEngine(Options(64, 0, 64, path));
     RunAll(*engine, {Prompt(4, 3, shared)}, 4);
   }  // destroying the context writes the cached prefix blocks to disk and the index
   {
-    auto engine = Make(Options(64, 0, 64, path));
+    auto engine = MakeEngine(Options(64, 0, 64, path));
     EXPECT_EQ(RunAll(*engine, {Prompt(5, 3, shared)}, 8), expected);
     nlohmann::json s = engine->Stats();
     EXPECT_GE(s["prefix_hits"]["disk"].get<int64_t>(), 5) << s.dump();
@@ -144,7 +128,7 @@ TEST(TiersTest, RestartFindsPrefixOnDiskAndDetectsCorruption) {
     std::fclose(f);
   }
   {
-    auto engine = Make(Options(64, 0, 64, path));
+    auto engine = MakeEngine(Options(64, 0, 64, path));
     EXPECT_EQ(RunAll(*engine, {Prompt(5, 3, shared)}, 8), expected);
     nlohmann::json s = engine->Stats();
     EXPECT_GT(s["corrupt_blocks_detected"].get<int64_t>(), 0) << s.dump();
@@ -156,31 +140,24 @@ TEST(TiersTest, AnotherModelIgnoresTheDiskFile) {
   const std::string path = testing::TestTempDir() + "/other-model.kv";
   const std::vector<int32_t> shared = Prompt(78, 20);
   {
-    auto engine = Make(Options(64, 0, 64, path));
+    auto engine = MakeEngine(Options(64, 0, 64, path));
     RunAll(*engine, {Prompt(4, 3, shared)}, 4);
   }
   EngineOptions o = Options(64, 0, 64, path);
-  auto other = Engine::Create(OpenCheckpoint(TinyLlamaDir(/*seed=*/8)), o);
+  auto other = Engine::Create(testing::OpenCheckpoint(testing::TinyLlamaDir(/*seed=*/8)), o);
   ASSERT_TRUE(other.ok()) << other.status();
   RunAll(**other, {Prompt(5, 3, shared)}, 4);
   EXPECT_EQ((*other)->Stats()["prefix_hits"]["disk"], 0);
 }
 
 TEST(TiersTest, DiskFaultsNeverCorruptOutput) {
-  auto prompts = SomePrompts(6, 40);
-  auto expected = Reference(prompts, 16);
-  FakeFileIo io;
-  EngineOptions o = Options(/*gpu=*/14, /*host=*/0, /*disk=*/64, "/fake/kv.bin");
-  o.file_io = &io;
-  o.preemption = PreemptionMode::kSwap;
-  auto engine = Make(o);
-  ExpectExactUnderDiskFaults(*engine, io, prompts, expected, 16);
+  testing::ExpectDiskFaultsNeverCorruptOutput([](EngineOptions o) { return MakeEngine(o); });
 }
 
 TEST(TiersTest, PinnedPrefixStaysOnDeviceUnderPressure) {
   const std::vector<int32_t> shared = Prompt(123, 16);  // four full blocks
   EngineOptions o = Options(/*gpu=*/14);
-  auto engine = Make(o);
+  auto engine = MakeEngine(o);
   SamplingParams pinned = Greedy(2);
   pinned.pin_prefix = true;
   ASSERT_TRUE(engine->Add(Prompt(1, 2, shared), pinned).ok());
@@ -202,8 +179,8 @@ TEST(TiersTest, RandomAddCancelStepKeepsInvariants) {
     EngineOptions o = Options(/*gpu=*/12, /*host=*/6, /*disk=*/40, path + std::to_string(seed));
     o.file_io = &io;
     o.max_tokens_per_step = 9;
-    auto engine = Make(o);
-    ASSERT_NO_FATAL_FAILURE(RunRandomOps(*engine, seed, 700));
+    auto engine = MakeEngine(o);
+    ASSERT_NO_FATAL_FAILURE(testing::RunRandomOps(*engine, seed, 700));
     nlohmann::json s = engine->Stats();
     EXPECT_EQ(s["sequences"]["running"], 0);
   }

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,17 @@ inline std::string WriteModel(const std::string& name, const std::vector<std::st
   for (const auto& a : args) command += " '" + a + "'";
   EXPECT_EQ(std::system((command + " > /dev/null").c_str()), 0) << command;
   return dir;
+}
+
+// The goldens of model `name` and its checkpoint (written once, opened). Fatal test
+// failures when either is missing: callers use ASSERT_NO_FATAL_FAILURE.
+inline void OpenGoldenModel(const std::string& name, const nlohmann::json** model,
+                            std::shared_ptr<const Checkpoint>* checkpoint) {
+  const nlohmann::json& goldens = Goldens();
+  ASSERT_FALSE(goldens.is_null()) << "tests/parity/goldens.json is missing: run scripts/make_goldens.py";
+  *model = &goldens["models"][name];
+  *checkpoint = testing::OpenCheckpoint(WriteModel(name, (**model)["mkmodel_args"].get<std::vector<std::string>>()));
+  ASSERT_NE(*checkpoint, nullptr);
 }
 
 inline const std::vector<std::string>& GoldenModelNames() {

@@ -31,12 +31,10 @@ double RelativeError(const std::vector<float>& got, const std::vector<double>& w
 class ParityTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ParityTest, MatchesTransformers) {
-  const nlohmann::json& goldens = parity::Goldens();
-  ASSERT_FALSE(goldens.is_null()) << "tests/parity/goldens.json is missing: run scripts/make_goldens.py";
-  const nlohmann::json& model = goldens["models"][GetParam()];
-  const std::string dir = parity::WriteModel(GetParam(), model["mkmodel_args"].get<std::vector<std::string>>());
-  auto checkpoint = testing::OpenCheckpoint(dir);
-  ASSERT_NE(checkpoint, nullptr);
+  const nlohmann::json* golden = nullptr;
+  std::shared_ptr<const Checkpoint> checkpoint;
+  ASSERT_NO_FATAL_FAILURE(parity::OpenGoldenModel(GetParam(), &golden, &checkpoint));
+  const nlohmann::json& model = *golden;
 
   BackendOptions backend_options;
   backend_options.block_tokens = 16;

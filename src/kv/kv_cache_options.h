@@ -1,0 +1,37 @@
+// KvCacheOptions: the sizes and switches of a KV cache manager's tiers (kv_cache_manager.h).
+// Plain value type.
+#ifndef KVTIER_KV_KV_CACHE_OPTIONS_H_
+#define KVTIER_KV_KV_CACHE_OPTIONS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "kv/remote_tier_options.h"
+#include "kv/tier_preparation.h"
+
+namespace kvtier {
+
+class FileIo;
+
+struct KvCacheOptions {
+  int64_t block_tokens = 16;
+  int64_t device_blocks = 0;
+  int64_t host_blocks = 0;          // 0 disables the host tier
+  int64_t disk_blocks = 0;          // 0 disables the disk tier
+  std::string disk_path;            // file backing the disk tier
+  FileIo* file_io = nullptr;        // nullptr = the real file system
+  uint64_t model_fingerprint = 0;   // keys the prefix cache and the disk file
+  bool prefix_cache = true;
+  bool write_behind = true;         // with a disk tier: full blocks written to disk soon (disk_tier.h)
+  // How long FinishStep(idle) may wait for the slow tiers' writes. 0 where the caller moves
+  // what is left between steps itself (PumpIdleWrites, the engine's idle writer): then the
+  // step that ends a request never waits for the disk or the remote tier.
+  std::chrono::milliseconds idle_drain_budget{200};
+  TierPreparationOptions preparation;  // host pinning and disk reservation in the background
+  RemoteTierOptions remote;         // the remote tier (Redis), off when its url is empty
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_KV_KV_CACHE_OPTIONS_H_

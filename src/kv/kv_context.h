@@ -1,0 +1,82 @@
+// KvContext: what the KV cache manager and its tiers share — the options, the backend, the
+// counters, each content key's eviction priority, the device tier's cache (the prefix
+// index over the backend's pool) and the transfers in flight. The manager owns it; each
+// tier below the device keeps a pointer. Not thread-safe: the stepping thread's.
+#ifndef KVTIER_KV_KV_CONTEXT_H_
+#define KVTIER_KV_KV_CONTEXT_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "kv/block_key_chain.h"
+#include "kv/block_priorities.h"
+#include "kv/kv_cache_options.h"
+#include "kv/kv_counters.h"
+#include "kv/tier_cache.h"
+#include "kv/transfers.h"
+
+namespace kvtier {
+
+class Backend;
+
+// A token sequence's full blocks and their keys, as a prefix walk reads them.
+struct BlockChain {
+  std::span<const int32_t> tokens;
+  BlockKeyChain* keys;
+  int64_t block_tokens;
+
+  // By value: computing a later key may move the chain's earlier ones.
+  BlockHash Key(int64_t i) const { return keys->Key(tokens, block_tokens, i); }
+  std::span<const int32_t> Tokens(int64_t i) const {
+    return tokens.subspan(static_cast<size_t>(i * block_tokens), static_cast<size_t>(block_tokens));
+  }
+  // Full blocks a prefix may cover: always one token left to compute.
+  int64_t max_blocks() const {
+    return tokens.size() < 2 ? 0 : (static_cast<int64_t>(tokens.size()) - 1) / block_tokens;
+  }
+};
+
+struct KvContext {
+  KvContext(const KvCacheOptions& options, Backend* backend, size_t block_bytes)
+      : options(options),
+        backend(backend),
+        block_bytes(block_bytes),
+        device(Tier::kDevice, options.device_blocks, options.device_blocks, options.block_tokens, true),
+        transfers(backend, &counters, block_bytes) {}
+
+  // Removes a slot's entry from `cache`, forgetting its key's priority once no tier caches
+  // the key any more.
+  void Uncache(TierCache& cache, int32_t slot) {
+    const std::optional<BlockHash> hash = cache.Erase(slot);
+    if (!hash.has_value()) return;
+    for (const TierCache* c : caches) {
+      if (c != nullptr && c->Contains(*hash)) return;
+    }
+    priorities.Forget(*hash);
+  }
+  bool CachedAnywhere(const BlockHash& hash) const {
+    for (const TierCache* c : caches) {
+      if (c != nullptr && c->Contains(hash)) return true;
+    }
+    return false;
+  }
+  // Synchronous copies go behind the async ones on a copy engine: those land first, so the
+  // host's wait for them is counted as a stall, not hidden inside a "synchronous" copy.
+  void DrainCopies() { transfers.AwaitLane(Lane::kCopy); }
+
+  const KvCacheOptions options;
+  Backend* const backend;
+  const size_t block_bytes;
+  KvCacheCounters counters;
+  BlockPriorities priorities;
+  TierCache device;
+  Transfers transfers;
+  // Every tier's cache with slots (device, host, disk), set by the manager.
+  std::array<const TierCache*, kNumSlotTiers> caches{};
+};
+
+}  // namespace kvtier
+
+#endif  // KVTIER_KV_KV_CONTEXT_H_
