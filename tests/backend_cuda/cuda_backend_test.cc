@@ -41,10 +41,11 @@ constexpr double kLogitTolerance = 3e-2;
 constexpr double kFp8KvTolerance = 8e-2;
 // fp8 weights with fp8 activations (W8A8, cuda_fp8_activations): every projection's input
 // is rounded to E4M3 per token (up to 1/16 of a value), which the fp32 CPU does not do. On
-// the small random models of these tests that moved logits rows by up to 0.12 (H200); the
-// kernels themselves are held to the CPU on the same codes (fp8_activations_test.cc,
+// the small random models of these tests that moves logits rows by up to 0.18 (H200: 0.177
+// on small-llama with fp8 KV, whose random weights give nearly flat logits); the kernels
+// themselves are held to the CPU on the same codes (fp8_activations_test.cc,
 // skinny_gemm_test.cc). A wrong scale or layout moves them by ~1.
-constexpr double kW8A8Tolerance = 0.16;
+constexpr double kW8A8Tolerance = 0.25;
 
 std::string TempDir(const std::string& name) {
   const std::string dir = ::testing::TempDir() + "/kvtier_cuda_" + name + "_" +
