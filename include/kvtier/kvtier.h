@@ -187,7 +187,8 @@ KVT_API int64_t kvt_live_handles(void);
  *                                bf16 compute, compute capability 9.0)
  *                                on the stream-K wgmma kernel where it is
  *                                faster: 0 off, 1 on, 2 on with the
- *                                overlapped pipeline for bf16 too         default 1
+ *                                overlapped pipeline for bf16 too, 3 on
+ *                                every projection with the TMA pipeline   default 1
  *   "cuda_pdl_early"     int     short kernels between projections start
  *                                the next kernel before their own wait    default 1
  *   "cuda_gemv_prefetch" int     16-byte weight pieces per lane the decode

@@ -36,7 +36,7 @@ const std::map<std::string, IntKey>& IntKeys() {
       // Positions of host-resident KV a step may stream (long sequences); 0 = off.
       {"cuda_host_kv_stream_tokens",
        {0, int64_t{1} << 24, [](EngineOptions& o, int64_t v) { o.cuda.host_kv_stream_tokens = v; }}},
-      {"cuda_skinny_gemm", {0, 2, [](EngineOptions& o, int64_t v) { o.cuda.skinny_gemm = static_cast<int32_t>(v); }}},
+      {"cuda_skinny_gemm", {0, 3, [](EngineOptions& o, int64_t v) { o.cuda.skinny_gemm = static_cast<int32_t>(v); }}},
       {"cuda_fp8_activations", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.fp8_activations = v != 0; }}},
       {"cuda_pdl", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.pdl = v != 0; }}},
       {"cuda_pdl_early", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.pdl_early_trigger = v != 0; }}},

@@ -39,7 +39,8 @@ struct CudaOptions {
   // Decode-batch projections (3..128 rows, bf16 compute, compute capability 9.0) on the
   // stream-K wgmma kernel (backend/cuda/skinny_gemm.h) where it beats cuBLAS / SkinnyFp8 by
   // measurement: 0 off; 1 on, with the pipeline measured faster per weight type (bf16 serial,
-  // fp8 overlapped); 2 on, overlapped for both.
+  // fp8 overlapped); 2 on, overlapped for both; 3 on for every projection of 3..128 rows,
+  // with the TMA pipeline (bf16 and W8A8 operands; W8A16 overlapped).
   int32_t skinny_gemm = 1;
   // fp8 weights: steps of 3 or more rows quantize their activations per token to E4M3 and
   // run fp8 x fp8 tensor-core projections (W8A8): decode batches on the skinny kernel

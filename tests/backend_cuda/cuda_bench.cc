@@ -4,6 +4,8 @@
 // KVTIER_BENCH_PROFILE=w1|w2|w4: only that decode case, one graph step between
 // cudaProfilerStart/Stop (for `ncu --profile-from-start off`), nothing else.
 // KVTIER_DECODE_BENCH=1: only the decode attention kernel's timings (decode_attention_bench.h).
+// KVTIER_BENCH_QUICK=1: only W1/W2 graph decode steps and W2's prefill.
+// KVTIER_SKINNY_TMA=ROW_BYTES,PROMOTION,HINTS: the skinny TMA pipeline's tuning.
 // KVTIER_BENCH_WEIGHT_DTYPE=fp8 / KVTIER_BENCH_KV_DTYPE=fp8: fp8 weights / fp8 KV cache.
 // The backend's switches come from the same KVTIER_CUDA_* variables as the kvtier CLI's
 // (README.md, "Diagnostics").
@@ -19,6 +21,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/skinny_gemm.h"
 #include "backend/cuda_options.h"
 #include "decode_attention_bench.h"
 #include "model/random_checkpoint.h"
@@ -27,7 +30,8 @@ namespace kvtier {
 namespace {
 
 // KVTIER_CUDA_GRAPHS, _FAST_ATTENTION, _PDL and _PDL_EARLY turn their switch off when they
-// start with '0'; KVTIER_CUDA_GEMV_PREFETCH=2|4|8 (rounded down; below 2: 2). As the CLI's
+// start with '0'; KVTIER_CUDA_GEMV_PREFETCH=2|4|8 (rounded down; below 2: 2);
+// KVTIER_CUDA_SKINNY=0..3 (cuda_skinny_gemm). As the CLI's
 // cuda_env.cc reads them, for scripts that set them for both programs.
 CudaOptions CudaOptionsFromEnvironment() {
   auto off = [](const char* name) {
@@ -39,6 +43,9 @@ CudaOptions CudaOptionsFromEnvironment() {
   options.fast_attention = !off("KVTIER_CUDA_FAST_ATTENTION");
   options.launch.pdl = !off("KVTIER_CUDA_PDL");
   options.launch.pdl_early_trigger = !off("KVTIER_CUDA_PDL_EARLY");
+  if (const char* value = std::getenv("KVTIER_CUDA_SKINNY"); value != nullptr) {
+    options.skinny_gemm = std::clamp(std::atoi(value), 0, 3);
+  }
   if (const char* value = std::getenv("KVTIER_CUDA_GEMV_PREFETCH"); value != nullptr) {
     const int pieces = std::atoi(value);
     options.launch.gemv_prefetch = pieces >= 8 ? 8 : pieces >= 4 ? 4 : 2;
@@ -127,6 +134,15 @@ void TimeGemvShapes(const ModelConfig& c, const CudaLaunchOptions& launch) {
 int Main(int argc, char** argv) {
   BackendOptions options;
   options.cuda = CudaOptionsFromEnvironment();
+  // KVTIER_SKINNY_TMA=ROW_BYTES,PROMOTION,HINTS: the TMA pipeline's tuning (skinny_gemm.h).
+  if (const char* value = std::getenv("KVTIER_SKINNY_TMA"); value != nullptr) {
+    cuda::SkinnyTmaTuning tuning;
+    int hints = 1;
+    if (std::sscanf(value, "%d,%d,%d", &tuning.code_row_bytes, &tuning.l2_promotion, &hints) == 3) {
+      tuning.l2_hints = hints != 0;
+      cuda::SetSkinnyTmaTuning(tuning);
+    }
+  }
   if (const char* v = std::getenv("KVTIER_DECODE_BENCH"); v != nullptr && std::string(v) == "1") {
     return cuda::TimeDecodeAttention(options.cuda.launch);
   }
@@ -243,7 +259,11 @@ int Main(int argc, char** argv) {
     batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 512), 0, tables[0], true});
     time_batch("W1 prefill 512 (1 seq)", batch, 5, 512, kGreedy);
   }
+  // KVTIER_BENCH_QUICK=1: only the graph decode steps of W1 and W2 and W2's prefill (an A/B
+  // of kernel switches in a few seconds per run).
+  const bool quick = std::getenv("KVTIER_BENCH_QUICK") != nullptr;
   for (bool graphs : {false, true}) {
+    if (quick && !graphs) continue;
     b.decode_graphs().set_enabled(graphs);
     const std::string suffix = graphs ? " [graph]" : " [eager]";
     {
@@ -258,13 +278,13 @@ int Main(int argc, char** argv) {
       }
       time_batch(("W2 decode, 64 seqs at 640" + suffix).c_str(), batch, 20, 64, kGreedy);
     }
-    {
+    if (!quick) {
       ForwardBatch batch;
       batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1), 32767, long_table, true});
       time_batch(("W4 decode, 1 seq at 32767" + suffix).c_str(), batch, 20, 1, kGreedy);
     }
   }
-  {  // sampled decode: eager steps (graphs are captured for greedy steps only)
+  if (!quick) {  // sampled decode: eager steps (graphs are captured for greedy steps only)
     ForwardBatch w1, w2;
     w1.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1), 600, tables[0], true});
     for (int s = 0; s < 64; ++s) {
@@ -283,6 +303,7 @@ int Main(int argc, char** argv) {
     }
     time_batch("W2 prefill 64 x 512", batch, 2, 64 * 512, kGreedy);
   }
+  if (quick) return 0;
   {
     ForwardBatch batch;
     batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 2048), 30000, long_table, true});

@@ -1,7 +1,7 @@
 // Per-shape timing of the decode-batch projections on the Llama-3-8B shapes: cuBLAS
-// (what Gemm runs for bf16 without the skinny kernel) and SkinnyGemm's two pipelines for bf16
+// (what Gemm runs for bf16 without the skinny kernel) and SkinnyGemm's three pipelines for bf16
 // weights; SkinnyFp8 (mma.sync + finish kernel) and SkinnyGemmFp8's two pipelines for fp8
-// codes; SkinnyGemmW8A8's two pipelines for fp8 codes on both sides. Back-to-back launches on one stream, weights rotated over copies that together
+// codes; SkinnyGemmW8A8's three pipelines for fp8 codes on both sides. Back-to-back launches on one stream, weights rotated over copies that together
 // exceed the L2 (so they come from HBM), cudaEvents around them; prints microseconds per call
 // and the weight bytes streamed per second. Not a test (disabled; it checks nothing): the
 // dispatch in projections.cc follows its tables. Run it with
@@ -64,6 +64,14 @@ double TimeUs(const std::function<cudaError_t(int)>& fn, int copies, cudaStream_
   return 1000.0 * ms / kIters;
 }
 
+constexpr cuda::SkinnyPipeline kPipelines[] = {cuda::SkinnyPipeline::kSerial, cuda::SkinnyPipeline::kOverlapped,
+                                               cuda::SkinnyPipeline::kTma};
+
+std::string Label(const char* kernel, cuda::SkinnyPipeline pipeline) {
+  const char* names[] = {"serial", "overlapped", "tma"};
+  return std::string(kernel) + " " + names[static_cast<int>(pipeline)];
+}
+
 TEST(SkinnyGemmBench, DISABLED_PerShape) {
   KVT_SKIP_WITHOUT_CUDA();
   std::vector<int> row_counts = {16, 32, 64, 128};
@@ -88,6 +96,8 @@ TEST(SkinnyGemmBench, DISABLED_PerShape) {
   BENCH_CHECK(cudaMalloc(&cublas_ws, 32 << 20));
   cublasSetWorkspace(cublas, cublas_ws, 32 << 20);
 
+  // KVTIER_SKINNY_BENCH_SWEEP=1: the TMA pipeline under every SkinnyTmaTuning as well.
+  const bool sweep = std::getenv("KVTIER_SKINNY_BENCH_SWEEP") != nullptr;
   const int max_rows = *std::max_element(row_counts.begin(), row_counts.end());
   const size_t ws_bytes = cuda::SkinnyGemmWorkspaceBytes(std::min(max_rows, 128), sms);
   void* workspace = nullptr;
@@ -131,12 +141,24 @@ TEST(SkinnyGemmBench, DISABLED_PerShape) {
                           : cudaErrorUnknown;
              }, copies, stream), elements * 2);
       if (skinny_ok) {
-        for (auto pipeline : {cuda::SkinnyPipeline::kSerial, cuda::SkinnyPipeline::kOverlapped}) {
-          const bool serial = pipeline == cuda::SkinnyPipeline::kSerial;
-          report(serial ? "bf16 skinny serial" : "bf16 skinny overlapped", TimeUs([&](int c) {
+        for (auto pipeline : kPipelines) {
+          report(Label("bf16 skinny", pipeline).c_str(), TimeUs([&](int c) {
                    return cuda::SkinnyGemm(x, w16[c], rows, s.k, s.n, out, s.f32_out, workspace, sms, pipeline,
                                            stream);
                  }, copies, stream), elements * 2);
+          if (pipeline == cuda::SkinnyPipeline::kTma && sweep) {
+            for (int promotion : {0, 128}) {
+              for (bool hints : {false, true}) {
+                cuda::SetSkinnyTmaTuning({256, promotion, hints});
+                const std::string label = "bf16 tma p" + std::to_string(promotion) + (hints ? " h" : "");
+                report(label.c_str(), TimeUs([&](int c) {
+                         return cuda::SkinnyGemm(x, w16[c], rows, s.k, s.n, out, s.f32_out, workspace, sms, pipeline,
+                                                 stream);
+                       }, copies, stream), elements * 2);
+              }
+            }
+            cuda::SetSkinnyTmaTuning(cuda::SkinnyTmaTuning());
+          }
         }
       }
       if (s.f32_out) continue;
@@ -147,17 +169,36 @@ TEST(SkinnyGemmBench, DISABLED_PerShape) {
                }, copies, stream), elements);
       }
       if (skinny_ok) {
-        for (auto pipeline : {cuda::SkinnyPipeline::kSerial, cuda::SkinnyPipeline::kOverlapped}) {
-          const bool serial = pipeline == cuda::SkinnyPipeline::kSerial;
-          report(serial ? "fp8 skinny serial" : "fp8 skinny overlapped", TimeUs([&](int c) {
-                   return cuda::SkinnyGemmFp8(x, w8[c], scales, rows, s.k, s.n, static_cast<cuda::bf16*>(out),
-                                              workspace, sms, pipeline, stream);
-                 }, copies, stream), elements);
+        for (auto pipeline : kPipelines) {
+          if (pipeline != cuda::SkinnyPipeline::kTma) {  // W8A16 has no TMA pipeline of its own
+            report(Label("fp8 skinny", pipeline).c_str(), TimeUs([&](int c) {
+                     return cuda::SkinnyGemmFp8(x, w8[c], scales, rows, s.k, s.n, static_cast<cuda::bf16*>(out),
+                                                workspace, sms, pipeline, stream);
+                   }, copies, stream), elements);
+          }
           // W8A8: the activations as codes too (x's bytes read as codes, the first rows' scales).
-          report(serial ? "w8a8 skinny serial" : "w8a8 skinny overlapped", TimeUs([&](int c) {
+          report(Label("w8a8 skinny", pipeline).c_str(), TimeUs([&](int c) {
                    return cuda::SkinnyGemmW8A8(reinterpret_cast<const uint8_t*>(x), scales, w8[c], scales, rows, s.k,
                                                s.n, static_cast<cuda::bf16*>(out), workspace, sms, pipeline, stream);
                  }, copies, stream), elements);
+          if (pipeline == cuda::SkinnyPipeline::kTma && sweep) {
+            // The TMA pipeline's tuning: row bytes per step, L2 promotion, eviction hints.
+            for (int row_bytes : {128, 256}) {
+              for (int promotion : {0, 128, 256}) {
+                for (bool hints : {false, true}) {
+                  cuda::SetSkinnyTmaTuning({row_bytes, promotion, hints});
+                  const std::string label = "w8a8 tma r" + std::to_string(row_bytes) + " p" +
+                                            std::to_string(promotion) + (hints ? " h" : "");
+                  report(label.c_str(), TimeUs([&](int c) {
+                           return cuda::SkinnyGemmW8A8(reinterpret_cast<const uint8_t*>(x), scales, w8[c], scales,
+                                                       rows, s.k, s.n, static_cast<cuda::bf16*>(out), workspace, sms,
+                                                       pipeline, stream);
+                         }, copies, stream), elements);
+                }
+              }
+            }
+            cuda::SetSkinnyTmaTuning(cuda::SkinnyTmaTuning());
+          }
         }
       }
     }

@@ -35,6 +35,9 @@ struct Shape {
 constexpr Shape kShapes[] = {{264, 512}, {136, 4096}, {1024, 16 * 36}};
 constexpr int kRows[] = {3, 16, 17, 64, 100, 128};
 constexpr int kSms[] = {132, 7};  // one CTA per SM: many partly covered tiles, and few CTAs
+// kTma runs W8A16 as kOverlapped (it converts codes in shared memory).
+constexpr cuda::SkinnyPipeline kPipelines[] = {cuda::SkinnyPipeline::kSerial, cuda::SkinnyPipeline::kOverlapped,
+                                               cuda::SkinnyPipeline::kTma};
 
 void RandomCodes(int64_t n, int64_t k, std::mt19937& rng, std::vector<uint8_t>* codes, std::vector<float>* scales) {
   codes->resize(n * k);
@@ -134,7 +137,7 @@ TEST(SkinnyGemmTest, MatchesTheReference) {
       const Reference want16 = Products(x.values, rows, k, w.values, {}, n);
       const Reference want8 = Products(x.values, rows, k, code_values, scales, n);
       for (int sms : kSms) {
-        for (auto pipeline : {cuda::SkinnyPipeline::kSerial, cuda::SkinnyPipeline::kOverlapped}) {
+        for (auto pipeline : kPipelines) {
           SCOPED_TRACE(::testing::Message() << "n " << n << " k " << k << " rows " << rows << " sms " << sms
                                             << " pipeline " << static_cast<int>(pipeline));
           std::vector<uint16_t> out(rows * n);
@@ -195,19 +198,28 @@ TEST(SkinnyGemmTest, W8A8MatchesTheReference) {
       CUDA_ASSERT(cudaMemcpy(d_x_scales.ptr, x_scales.data(), rows * 4, cudaMemcpyHostToDevice));
       const Reference want = Products(x_values, rows, k, code_values, scales, n);
       for (int sms : kSms) {
-        for (auto pipeline : {cuda::SkinnyPipeline::kSerial, cuda::SkinnyPipeline::kOverlapped}) {
-          SCOPED_TRACE(::testing::Message() << "n " << n << " k " << k << " rows " << rows << " sms " << sms
-                                            << " pipeline " << static_cast<int>(pipeline));
-          CUDA_ASSERT(cudaMemset(d_out.ptr, 0xff, rows * n * 2));  // poison: every element must be written
-          CUDA_ASSERT(cuda::SkinnyGemmW8A8(d_x8.ptr, d_x_scales.ptr, d_codes.ptr, d_scales.ptr, rows, k, n,
-                                           reinterpret_cast<cuda::bf16*>(d_out.ptr), workspace.ptr, sms, pipeline,
-                                           nullptr));
-          std::vector<uint16_t> out(rows * n);
-          CUDA_ASSERT(cudaMemcpy(out.data(), d_out.ptr, out.size() * 2, cudaMemcpyDeviceToHost));
-          ExpectMatches(want, n, Bf16Values(out), Elem16<cuda::bf16>::kTolerance, 1e-3);
-          if (HasFatalFailure()) return;
+        for (auto pipeline : kPipelines) {
+          // The TMA pipeline with both row widths of codes per step (128 and 256 bytes).
+          for (int row_bytes : {128, 256}) {
+            if (pipeline != cuda::SkinnyPipeline::kTma && row_bytes == 128) continue;
+            cuda::SkinnyTmaTuning tuning;
+            tuning.code_row_bytes = row_bytes;
+            cuda::SetSkinnyTmaTuning(tuning);
+            SCOPED_TRACE(::testing::Message() << "n " << n << " k " << k << " rows " << rows << " sms " << sms
+                                              << " pipeline " << static_cast<int>(pipeline) << " row bytes "
+                                              << row_bytes);
+            CUDA_ASSERT(cudaMemset(d_out.ptr, 0xff, rows * n * 2));  // poison: every element must be written
+            CUDA_ASSERT(cuda::SkinnyGemmW8A8(d_x8.ptr, d_x_scales.ptr, d_codes.ptr, d_scales.ptr, rows, k, n,
+                                             reinterpret_cast<cuda::bf16*>(d_out.ptr), workspace.ptr, sms, pipeline,
+                                             nullptr));
+            std::vector<uint16_t> out(rows * n);
+            CUDA_ASSERT(cudaMemcpy(out.data(), d_out.ptr, out.size() * 2, cudaMemcpyDeviceToHost));
+            ExpectMatches(want, n, Bf16Values(out), Elem16<cuda::bf16>::kTolerance, 1e-3);
+            if (HasFatalFailure()) return;
+          }
         }
       }
+      cuda::SetSkinnyTmaTuning(cuda::SkinnyTmaTuning());
     }
   }
 }
@@ -271,7 +283,7 @@ TEST(SkinnyGemmTest, RepeatsBitForBitAndReplaysInAGraph) {
     return cuda::SkinnyGemmFp8(reinterpret_cast<const cuda::bf16*>(d_x.ptr), d_codes.ptr, d_scales.ptr, rows, k, n,
                                reinterpret_cast<cuda::bf16*>(d_out.ptr), workspace.ptr, 132, pipeline, stream);
   };
-  for (auto pipeline : {cuda::SkinnyPipeline::kSerial, cuda::SkinnyPipeline::kOverlapped}) {
+  for (auto pipeline : kPipelines) {
     std::vector<uint16_t> first(rows * n), again(rows * n), replayed(rows * n);
     CUDA_ASSERT(run(pipeline));
     CUDA_ASSERT(cudaMemcpyAsync(first.data(), d_out.ptr, first.size() * 2, cudaMemcpyDeviceToHost, stream));

@@ -44,7 +44,8 @@ static void test_options(void) {
   CHECK_STATUS(kvt_options_set_int(o, "cuda_gemv_prefetch", 8), KVT_OK);
   CHECK_STATUS(kvt_options_set_int(o, "cuda_gemv_prefetch", 16), KVT_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(kvt_options_set_int(o, "cuda_skinny_gemm", 2), KVT_OK);
-  CHECK_STATUS(kvt_options_set_int(o, "cuda_skinny_gemm", 3), KVT_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(kvt_options_set_int(o, "cuda_skinny_gemm", 3), KVT_OK);
+  CHECK_STATUS(kvt_options_set_int(o, "cuda_skinny_gemm", 4), KVT_ERR_INVALID_ARGUMENT);
   CHECK(strstr(kvt_options_errmsg(o), "cuda_skinny_gemm") != NULL);
   CHECK_STATUS(kvt_options_set_int(NULL, "threads", 1), KVT_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(kvt_options_create(NULL), KVT_ERR_INVALID_ARGUMENT);

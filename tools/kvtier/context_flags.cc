@@ -67,9 +67,9 @@ constexpr ContextOption kOptions[] = {
     {"cuda_fast_attention", Kind::kInt, 0, 1, nullptr,
      "CUDA: decode/prefill attention kernels where the shape fits, else the generic one (default 1)"},
     {"cuda_pdl", Kind::kInt, 0, 1, nullptr, "CUDA: programmatic dependent launch (default 1)"},
-    {"cuda_skinny_gemm", Kind::kInt, 0, 2, nullptr,
+    {"cuda_skinny_gemm", Kind::kInt, 0, 3, nullptr,
      "CUDA: decode-batch projections on the stream-K wgmma kernel: 0 off, 1 on, 2 on with the overlapped pipeline "
-     "for bf16 too (default 1)"},
+     "for bf16 too, 3 on every projection with the TMA pipeline (default 1)"},
     {"cuda_fp8_activations", Kind::kInt, 0, 1, nullptr,
      "CUDA, fp8 weights: steps of 3+ rows quantize activations per token and run fp8 x fp8 projections; 0 keeps "
      "them 16-bit (default 1)"},

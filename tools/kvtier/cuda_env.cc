@@ -26,7 +26,7 @@ kvt_status SetCudaOptionsFromEnvironment(kvt_options* options) {
   }
   if (const char* value = std::getenv("KVTIER_CUDA_SKINNY"); value != nullptr) {
     const int mode = std::atoi(value);
-    if (kvt_status st = kvt_options_set_int(options, "cuda_skinny_gemm", mode <= 0 ? 0 : mode >= 2 ? 2 : 1);
+    if (kvt_status st = kvt_options_set_int(options, "cuda_skinny_gemm", mode <= 0 ? 0 : mode >= 3 ? 3 : mode);
         st != KVT_OK) {
       return st;
     }

@@ -8,6 +8,7 @@
 #include "backend/cuda/decode_attention.h"
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda/skinny_gemm.h"
+#include "backend/cuda/skinny_tma_map.h"
 
 namespace kvtier::cuda {
 
@@ -18,6 +19,7 @@ absl::StatusOr<KernelSelection> KernelSelection::For(const ModelConfig& config, 
   CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, 0));
   k.sm_count = props.multiProcessorCount;
   k.skinny_mode = SkinnyGemmDeviceOk(0) && compute_dtype == DType::kBF16 ? options.skinny_gemm : 0;
+  if (k.skinny_mode == 3 && !SkinnyTmaAvailable()) k.skinny_mode = 1;  // a driver without tensor maps
   const int32_t heads = static_cast<int32_t>(config.num_heads);
   const int32_t kv_heads = static_cast<int32_t>(config.num_kv_heads);
   const int32_t head_dim = static_cast<int32_t>(config.head_dim);

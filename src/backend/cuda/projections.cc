@@ -45,6 +45,7 @@ bool Projections::UseSkinnyGemm(int rows, int k, int n, const void* x, const voi
     // level up to 32 rows, at 33..64 rows ahead only on the largest matrices (the LM head),
     // behind past 64.
     if (skinny_mode_ == 0 || rows <= kGemvRowsLimit || !SkinnyGemmSupported(rows, k, n, x, w)) return false;
+    if (skinny_mode_ == 3) return true;  // every projection, TMA pipeline (to measure it)
     if (fp8) return rows > 32;
     return rows <= 32 || (rows <= 64 && static_cast<int64_t>(n) * k >= (int64_t{256} << 20));
   }
@@ -53,6 +54,7 @@ bool Projections::UseSkinnyGemm(int rows, int k, int n, const void* x, const voi
 SkinnyPipeline Projections::SkinnyPipelineFor(bool fp8) const {
   // Mode 1: the faster pipeline per weight type by the same bench (fp8: the conversion runs
   // under the previous slice's MMAs); mode 2: overlapped for both.
+  if (skinny_mode_ == 3) return SkinnyPipeline::kTma;
   return skinny_mode_ == 2 || fp8 ? SkinnyPipeline::kOverlapped : SkinnyPipeline::kSerial;
 }
 

@@ -24,9 +24,25 @@ constexpr int kSkinnyGemmMaxRows = 128;
 
 // How the weights are pipelined. kSerial waits for each slice's MMAs before the next slice
 // (deeper copy ring); kOverlapped lets one slice's MMAs run under the next slice's barrier
-// and copies (one ring slot less in flight). Which is faster is shape-dependent: measured
-// by kvtier_cuda_bench.
-enum class SkinnyPipeline { kSerial = 0, kOverlapped = 1 };
+// and copies (one ring slot less in flight); both copy with cp.async from every thread.
+// kTma has a producer warp issue TMA box copies into a ring of mbarrier-guarded slots that
+// the MMA warps give back as they finish (bf16 and W8A8; W8A16 runs it as kOverlapped; a
+// driver without tensor maps fails the call with cudaErrorNotSupported: SkinnyTmaAvailable).
+// Which is faster is shape-dependent: measured by the skinny bench (skinny_gemm_bench.cc).
+enum class SkinnyPipeline { kSerial = 0, kOverlapped = 1, kTma = 2 };
+
+// How the TMA pipeline moves the weights: bytes of each weight row per step for fp8 codes
+// (128 or 256; bf16 rows always take 256), the L2 promotion of its copies (0, 128 or 256
+// bytes: what L2 fetches from HBM per miss), and whether the copies carry eviction hints
+// (weights first out, activations last). Process-wide; the defaults are the measured best
+// (docs/CUDA_BACKEND.md), the setter is for the per-shape bench's sweep.
+struct SkinnyTmaTuning {
+  int code_row_bytes = 256;
+  int l2_promotion = 256;
+  bool l2_hints = true;
+};
+void SetSkinnyTmaTuning(const SkinnyTmaTuning& tuning);
+SkinnyTmaTuning CurrentSkinnyTmaTuning();
 
 // True on a device that runs the sm_90a kernels (compute capability 9.0).
 bool SkinnyGemmDeviceOk(int device);

@@ -37,38 +37,15 @@
 #include "backend/cuda/fp8_codes.cuh"
 #include "backend/cuda/pdl.h"
 #include "backend/cuda/skinny_gemm.h"
+#include "backend/cuda/skinny_gemm_common.cuh"
+#include "backend/cuda/skinny_gemm_finish.cuh"
+#include "backend/cuda/skinny_gemm_tma.cuh"
 #include "backend/cuda/wgmma.cuh"
 
 namespace kvtier::cuda::skinny {
 
-constexpr int kThreads = 256;  // two warpgroups
-constexpr int kBN = 128;       // weight rows per tile
-constexpr int kBK = 128;       // k per step
 constexpr int kSmemBudget = 224 * 1024;  // ring + conversion buffers (227 KB per block at most)
 constexpr int kMaxStages = 8;
-// Tile counters sit at the start of the workspace at a fixed size, so calls of different n
-// agree on where they are: n up to kMaxTiles * kBN.
-constexpr int kMaxTiles = 16384;
-constexpr size_t kCounterBytes = kMaxTiles * sizeof(int);
-
-// What the two operands hold: bf16 x bf16; fp8 weight codes converted to bf16 in shared
-// memory (W8A16); or fp8 codes on both sides read by the fp8 wgmma directly (W8A8: no
-// conversion, half the x bytes, a deeper ring), with one scale per token too.
-enum class Operands { kBf16, kW8A16, kW8A8 };
-
-struct Params {
-  const bf16* x;         // bf16 activations (kBf16, kW8A16)
-  const uint8_t* x8;     // kW8A8: E4M3 activation codes (m, k) ...
-  const float* x_scales; // ... and one scale per token
-  const void* w;         // bf16 rows or fp8 codes
-  const float* scales;   // fp8: one per weight row; bf16: null
-  void* out;
-  float* partials;       // 2 slots per CTA (a range has at most 2 partial tiles)
-  int* counters;         // one per tile, zero between calls
-  int m, k, n;
-  int ks;                // k steps per tile
-  int64_t total_steps;
-};
 
 template <int MT, Operands kOps, bool kOverlap>
 struct Config {
@@ -87,9 +64,6 @@ struct Config {
   static_assert(kStages >= kLag + 2, "at least two slices in flight");
 };
 
-__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void CpAsync16(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
@@ -113,11 +87,6 @@ __device__ __forceinline__ uint32_t Swizzled(int row, int chunk) {
 // is slower: the conversion is not what bounds the kernel. docs/CUDA_BACKEND.md.)
 __device__ __forceinline__ uint4 CodesToBf16(uint32_t lo, uint32_t hi) { return Fp8CodesToT<bf16>(make_uint2(lo, hi)); }
 
-// First step of CTA `cta`'s range, and the CTA whose range holds step s.
-__device__ __forceinline__ int64_t RangeBegin(int64_t cta, int64_t total, int64_t grid) { return cta * total / grid; }
-__device__ __forceinline__ int64_t StepOwner(int64_t s, int64_t total, int64_t grid) {
-  return ((s + 1) * grid - 1) / total;
-}
 
 template <int MT, Operands kOps, bool kOverlap, bool kF32Out>
 __global__ void __launch_bounds__(kThreads, 1) SkinnyKernel(Params p) {
@@ -127,7 +96,7 @@ __global__ void __launch_bounds__(kThreads, 1) SkinnyKernel(Params p) {
   __shared__ int s_last;
   const uint32_t smem_base = (SmemAddr(smem) + 1023u) & ~1023u;  // swizzle atoms: 1024 B
   const uint32_t ring_base = smem_base + C::kConvBuffers * C::kConvBytes;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tid = threadIdx.x, warp = tid >> 5;
   const int64_t grid = gridDim.x, cta = blockIdx.x;
   const int64_t begin = RangeBegin(cta, p.total_steps, grid);
   const int count = static_cast<int>(RangeBegin(cta + 1, p.total_steps, grid) - begin);
@@ -212,66 +181,6 @@ __global__ void __launch_bounds__(kThreads, 1) SkinnyKernel(Params p) {
   };
   zero_acc();
 
-  // Finishes tile `tile` after the steps [seg_begin, seg_end) of it were accumulated.
-  auto epilogue = [&](int64_t tile, int64_t seg_begin, int64_t seg_end) {
-    const int64_t tile_begin = tile * ks, tile_end = tile_begin + ks;
-    if (seg_begin != tile_begin || seg_end != tile_end) {
-      const int64_t slot = 2 * cta + (seg_begin == begin ? 0 : 1);
-      float4* mine = reinterpret_cast<float4*>(p.partials) + slot * (C::kFragsM * kThreads);
-#pragma unroll
-      for (int b = 0; b < C::kFragsM; ++b)
-        __stcg(mine + b * kThreads + tid, make_float4(acc[b][0], acc[b][1], acc[b][2], acc[b][3]));
-      __threadfence();
-      __syncthreads();
-      const int64_t first = StepOwner(tile_begin, p.total_steps, grid);
-      const int64_t last = StepOwner(tile_end - 1, p.total_steps, grid);
-      if (tid == 0) {
-        const int arrived = atomicAdd(p.counters + tile, 1);
-        s_last = arrived == static_cast<int>(last - first);
-        if (s_last) p.counters[tile] = 0;  // every contributor has arrived: ready for the next call
-      }
-      __syncthreads();
-      if (!s_last) return;
-      __threadfence();
-      // Everything summed in CTA order, whichever arrived last: the result does not depend
-      // on arrival order.
-      zero_acc();
-      for (int64_t other = first; other <= last; ++other) {
-        const int64_t other_slot = 2 * other + (RangeBegin(other, p.total_steps, grid) >= tile_begin ? 0 : 1);
-        const float4* part = reinterpret_cast<const float4*>(p.partials) + other_slot * (C::kFragsM * kThreads);
-#pragma unroll
-        for (int b = 0; b < C::kFragsM; ++b) {
-          const float4 v = __ldcg(part + b * kThreads + tid);
-          acc[b][0] += v.x;
-          acc[b][1] += v.y;
-          acc[b][2] += v.z;
-          acc[b][3] += v.w;
-        }
-      }
-    }
-    // Accumulator element e of fragment b (wgmma m64nMT layout, warp w of the CTA holding
-    // weight rows 16w..16w+15): weight row (output column) lane / 4 (+ 8 for e >= 2), token
-    // 8b + 2 * (lane % 4) (+ 1 for odd e).
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int64_t col = tile * kBN + warp * 16 + (lane >> 2) + (e >> 1) * 8;
-      const float col_scale = (kFp8 && col < p.n) ? p.scales[col] : 1.0f;
-#pragma unroll
-      for (int b = 0; b < C::kFragsM; ++b) {
-        const int token = b * 8 + (lane & 3) * 2 + (e & 1);
-        if (token < p.m && col < p.n) {
-          const float scale = C::kX8 ? col_scale * p.x_scales[token] : col_scale;
-          const int64_t at = static_cast<int64_t>(token) * p.n + col;
-          if constexpr (kF32Out) {
-            static_cast<float*>(p.out)[at] = acc[b][e] * scale;
-          } else {
-            static_cast<bf16*>(p.out)[at] = __float2bfloat16(acc[b][e] * scale);
-          }
-        }
-      }
-    }
-  };
-
   int64_t seg_begin = begin;
   int tile = static_cast<int>(begin / ks), kstep = static_cast<int>(begin % ks);
   const int group = warp >> 2;
@@ -327,7 +236,7 @@ __global__ void __launch_bounds__(kThreads, 1) SkinnyKernel(Params p) {
     if (kstep == ks - 1 || j == count - 1) {
       WgmmaWait<0>();
       const int64_t seg_end = begin + j + 1;
-      epilogue(tile, seg_begin, seg_end);
+      FinishTile<MT, kFp8, C::kX8, kF32Out, kThreads>(p, acc, tile, seg_begin, seg_end, begin, cta, grid, tid, &s_last);
       zero_acc();
       seg_begin = seg_end;
     } else {
@@ -349,6 +258,9 @@ cudaError_t OptIn() {
 
 template <Operands kOps, bool kF32Out>
 cudaError_t OptInAll() {
+  if constexpr (kOps != Operands::kW8A16) {
+    if (const cudaError_t err = TmaOptInAll<kOps, kF32Out>(); err != cudaSuccess) return err;
+  }
   for (cudaError_t err : {OptIn<16, kOps, false, kF32Out>(), OptIn<32, kOps, false, kF32Out>(),
                           OptIn<64, kOps, false, kF32Out>(), OptIn<128, kOps, false, kF32Out>(),
                           OptIn<16, kOps, true, kF32Out>(), OptIn<32, kOps, true, kF32Out>(),
@@ -374,7 +286,10 @@ cudaError_t Launch(const Params& base, int sm_count, cudaStream_t stream, const 
 template <Operands kOps, bool kF32Out>
 cudaError_t Dispatch(const Params& p, int sm_count, SkinnyPipeline pipeline, cudaStream_t stream,
                      const CudaLaunchOptions& launch) {
-  const bool overlap = pipeline == SkinnyPipeline::kOverlapped;
+  if constexpr (kOps != Operands::kW8A16) {
+    if (pipeline == SkinnyPipeline::kTma) return DispatchTma<kOps, kF32Out>(p, sm_count, stream, launch);
+  }
+  const bool overlap = pipeline != SkinnyPipeline::kSerial;  // W8A16 runs kTma as kOverlapped
 #define KVTIER_SKINNY_CASE(MT)                                                               \
   return overlap ? Launch<MT, kOps, true, kF32Out>(p, sm_count, stream, launch)             \
                  : Launch<MT, kOps, false, kF32Out>(p, sm_count, stream, launch)

@@ -1,0 +1,95 @@
+// How a skinny projection CTA finishes a tile (skinny_gemm_common.cuh), shared by the
+// cp.async and TMA pipelines: a tile whose steps one CTA covered whole is scaled and written;
+// a tile split over CTAs is finished by whichever contributor arrives last (per-tile counter
+// in the workspace): each stores its fp32 partial, the last one adds them all in CTA order
+// (deterministic for a given SM count), writes out and resets the counter.
+#ifndef KVTIER_BACKEND_CUDA_SKINNY_GEMM_FINISH_CUH_
+#define KVTIER_BACKEND_CUDA_SKINNY_GEMM_FINISH_CUH_
+
+#include "backend/cuda/skinny_gemm_common.cuh"
+
+namespace kvtier::cuda::skinny {
+
+// A barrier over the CTA's kConsumers MMA threads only: with a producer warp beside them
+// (the TMA pipeline) a whole-CTA barrier would wait for a warp that never arrives.
+template <int kConsumers>
+__device__ __forceinline__ void ConsumerSync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
+}
+
+// Finishes tile `tile` after the steps [seg_begin, seg_end) of it were accumulated into
+// `acc` by the kConsumers (= kThreads) MMA threads of CTA `cta`, whose range starts at step
+// `begin`. `s_last` is a shared flag.
+template <int MT, bool kFp8, bool kX8, bool kF32Out, int kConsumers>
+__device__ __forceinline__ void FinishTile(const Params& p, float (&acc)[MT / 8][4], int64_t tile, int64_t seg_begin,
+                                           int64_t seg_end, int64_t begin, int64_t cta, int64_t grid, int tid,
+                                           int* s_last) {
+  static_assert(kConsumers == kThreads, "the partial slots hold one float4 per MMA thread and fragment");
+  constexpr int kFragsM = MT / 8;
+  const int lane = tid & 31, warp = tid >> 5;
+  const int64_t tile_begin = tile * p.ks, tile_end = tile_begin + p.ks;
+  if (seg_begin != tile_begin || seg_end != tile_end) {
+    const int64_t slot = 2 * cta + (seg_begin == begin ? 0 : 1);
+    float4* mine = reinterpret_cast<float4*>(p.partials) + slot * (kFragsM * kThreads);
+#pragma unroll
+    for (int b = 0; b < kFragsM; ++b)
+      __stcg(mine + b * kThreads + tid, make_float4(acc[b][0], acc[b][1], acc[b][2], acc[b][3]));
+    __threadfence();
+    ConsumerSync<kConsumers>();
+    const int64_t first = StepOwner(tile_begin, p.total_steps, grid);
+    const int64_t last = StepOwner(tile_end - 1, p.total_steps, grid);
+    if (tid == 0) {
+      const int arrived = atomicAdd(p.counters + tile, 1);
+      *s_last = arrived == static_cast<int>(last - first);
+      if (*s_last) p.counters[tile] = 0;  // every contributor has arrived: ready for the next call
+    }
+    ConsumerSync<kConsumers>();
+    // Thread 0 sets s_last again only after the next tile's first barrier, which every
+    // thread reaches after reading it here.
+    if (!*s_last) return;
+    __threadfence();
+    // Everything summed in CTA order, whichever arrived last: the result does not depend
+    // on arrival order.
+#pragma unroll
+    for (int b = 0; b < kFragsM; ++b)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[b][e] = 0.0f;
+    for (int64_t other = first; other <= last; ++other) {
+      const int64_t other_slot = 2 * other + (RangeBegin(other, p.total_steps, grid) >= tile_begin ? 0 : 1);
+      const float4* part = reinterpret_cast<const float4*>(p.partials) + other_slot * (kFragsM * kThreads);
+#pragma unroll
+      for (int b = 0; b < kFragsM; ++b) {
+        const float4 v = __ldcg(part + b * kThreads + tid);
+        acc[b][0] += v.x;
+        acc[b][1] += v.y;
+        acc[b][2] += v.z;
+        acc[b][3] += v.w;
+      }
+    }
+  }
+  // Accumulator element e of fragment b (wgmma m64nMT layout, warp w of the CTA holding
+  // weight rows 16w..16w+15): weight row (output column) lane / 4 (+ 8 for e >= 2), token
+  // 8b + 2 * (lane % 4) (+ 1 for odd e).
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int64_t col = tile * kBN + warp * 16 + (lane >> 2) + (e >> 1) * 8;
+    const float col_scale = (kFp8 && col < p.n) ? p.scales[col] : 1.0f;
+#pragma unroll
+    for (int b = 0; b < kFragsM; ++b) {
+      const int token = b * 8 + (lane & 3) * 2 + (e & 1);
+      if (token < p.m && col < p.n) {
+        const float scale = kX8 ? col_scale * p.x_scales[token] : col_scale;
+        const int64_t at = static_cast<int64_t>(token) * p.n + col;
+        if constexpr (kF32Out) {
+          static_cast<float*>(p.out)[at] = acc[b][e] * scale;
+        } else {
+          static_cast<bf16*>(p.out)[at] = __float2bfloat16(acc[b][e] * scale);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace kvtier::cuda::skinny
+
+#endif  // KVTIER_BACKEND_CUDA_SKINNY_GEMM_FINISH_CUH_

@@ -1,0 +1,64 @@
+#include "backend/cuda/skinny_tma_map.h"
+
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include <mutex>
+
+#include "backend/cuda/skinny_gemm.h"
+
+namespace kvtier::cuda {
+namespace {
+
+PFN_cuTensorMapEncodeTiled_v12000 Encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encoder = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  return encoder;
+}
+
+}  // namespace
+
+bool SkinnyTmaAvailable() { return Encoder() != nullptr; }
+
+namespace {
+std::mutex tuning_mu;
+SkinnyTmaTuning tuning;  // guarded by tuning_mu
+}  // namespace
+
+void SetSkinnyTmaTuning(const SkinnyTmaTuning& next) {
+  std::lock_guard<std::mutex> lock(tuning_mu);
+  tuning = next;
+}
+
+SkinnyTmaTuning CurrentSkinnyTmaTuning() {
+  std::lock_guard<std::mutex> lock(tuning_mu);
+  return tuning;
+}
+
+bool EncodeSkinnyTmaMap(CUtensorMap* map, const void* base, bool two_byte_elements, int64_t rows, int64_t k,
+                        int box_rows, int l2_promotion) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = Encoder();
+  if (encode == nullptr || rows < 1 || k < 1 || box_rows < 1 || box_rows > 256) return false;
+  const int elem = two_byte_elements ? 2 : 1;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * elem};  // bytes between rows
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(128 / elem), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  return encode(map, two_byte_elements ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
+                const_cast<void*>(base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B,
+                l2_promotion == 0     ? CU_TENSOR_MAP_L2_PROMOTION_NONE
+                : l2_promotion == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                                      : CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+}  // namespace kvtier::cuda
