@@ -19,7 +19,8 @@ absl::StatusOr<KernelSelection> KernelSelection::For(const ModelConfig& config, 
   CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&props, 0));
   k.sm_count = props.multiProcessorCount;
   k.skinny_mode = SkinnyGemmDeviceOk(0) && compute_dtype == DType::kBF16 ? options.skinny_gemm : 0;
-  if (k.skinny_mode == 3 && !SkinnyTmaAvailable()) k.skinny_mode = 1;  // a driver without tensor maps
+  k.skinny_tma = k.skinny_mode != 0 && SkinnyTmaAvailable();
+  if (k.skinny_mode == 3 && !k.skinny_tma) k.skinny_mode = 1;  // a driver without tensor maps
   const int32_t heads = static_cast<int32_t>(config.num_heads);
   const int32_t kv_heads = static_cast<int32_t>(config.num_kv_heads);
   const int32_t head_dim = static_cast<int32_t>(config.head_dim);

@@ -18,6 +18,8 @@ struct KernelSelection {
   // CudaOptions::skinny_gemm, 0 where the GPU is not compute capability 9.0 or the compute
   // type is not bf16 (the skinny kernels are sm_90a bf16 code).
   int32_t skinny_mode = 0;
+  // The driver encodes tensor maps: the skinny kernel's TMA pipeline can run.
+  bool skinny_tma = false;
   // The config runs on DecodeAttention + PrefillAttention (else the generic PagedAttention):
   // its shape fits them and CudaOptions::fast_attention allows them.
   bool fast_attention = false;

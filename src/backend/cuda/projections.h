@@ -69,6 +69,7 @@ class Projections {
   const CudaLaunchOptions launch_;
   const int32_t sm_count_;
   const int32_t skinny_mode_;  // KernelSelection::skinny_mode
+  const bool skinny_tma_;      // KernelSelection::skinny_tma
   const CudaWeights* const weights_;
   const Workspace* const ws_;
   // fp8 x fp8 projections of steps above kSkinnyGemmMaxRows rows (null: cuBLASLt offers

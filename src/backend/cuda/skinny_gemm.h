@@ -37,7 +37,7 @@ enum class SkinnyPipeline { kSerial = 0, kOverlapped = 1, kTma = 2 };
 // (weights first out, activations last). Process-wide; the defaults are the measured best
 // (docs/CUDA_BACKEND.md), the setter is for the per-shape bench's sweep.
 struct SkinnyTmaTuning {
-  int code_row_bytes = 256;
+  int code_row_bytes = 128;
   int l2_promotion = 256;
   bool l2_hints = true;
 };
