@@ -22,7 +22,7 @@ TEST(BenchPassTest, ParsesNameWorkloadsFormatsAndModel) {
 }
 
 TEST(BenchPassTest, RefusesWhatCannotRunAsAPass) {
-  for (const char* bad : {"", "fp8", ":W1", "fp8:", "fp 8:W1", "fp8:W6b", "fp8:W7", "fp8:W9", "fp8:W1:weight=int4",
+  for (const char* bad : {"", "fp8", ":W1", "fp8:", "fp 8:W1", "fp8:W6b", "fp8:W7", "fp8:W10", "fp8:W1:weight=int4",
                           "fp8:W1:speed=fast", "fp8:W1:model="}) {
     auto pass = ParseBenchPass(bad);
     EXPECT_FALSE(pass.ok()) << bad;

@@ -157,7 +157,7 @@ usage)
   usage_error inspect "unexpected argument 'dir'" --model "$work" dir
   usage_error tokenize "unknown option --special" --tokenizer x --special
   usage_error detokenize "--tokenizer is required"
-  usage_error bench "--workload: unknown workload 'W9' (W1..W8, W6b, W6c, C<N>, all)" --workload W1,W9
+  usage_error bench "--workload: unknown workload 'W10' (W1..W9, W6b, W6c, W9a, W9b, C<N>, all)" --workload W1,W10
   usage_error bench "--time-limit: 0 is out of range (0, 1e+06]" --time-limit 0
   ;;
 

@@ -28,10 +28,10 @@ absl::StatusOr<BenchPass> ParseBenchPass(const std::string& text) {
   }
   for (absl::string_view piece : absl::StrSplit(parts[1], ',')) {
     const std::string id(piece);
-    const bool ok = id.size() == 2 && id[0] == 'W' && id[1] >= '1' && id[1] <= '8' && id != "W7";
-    if (!ok && id != "W6c") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--pass '", text, "': workload '", id, "' cannot run in a further pass (W1..W6, W6c, W8)"));
+    const bool ok = id.size() == 2 && id[0] == 'W' && id[1] >= '1' && id[1] <= '9' && id != "W7";
+    if (!ok && id != "W6c" && id != "W9a" && id != "W9b") {
+      return absl::InvalidArgumentError(absl::StrCat("--pass '", text, "': workload '", id,
+                                                     "' cannot run in a further pass (W1..W6, W6c, W8, W9, W9a, W9b)"));
     }
     pass.workloads.push_back(id);
   }

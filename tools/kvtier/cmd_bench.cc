@@ -26,6 +26,7 @@
 #include "interrupt.h"
 #include "bench_w6c.h"
 #include "bench_w8.h"
+#include "bench_w9.h"
 #include "progress_bar.h"
 
 namespace kvtier::cli {
@@ -44,9 +45,13 @@ constexpr char kDescription[] =
     "C<N> (e.g. C0,C32,C96; not part of `all`): creating a context with an N GiB host tier and an\n"
     "8 GiB disk tier in TIER_DIR, on --backend (cpu: W7's model).\n"
     "W8 (not part of `all`): one 131,072-token prompt + 64 tokens under a 24 GiB cap, most of its KV\n"
-    "on the host tier and streamed every step; decode against the host link's measured bound.";
+    "on the host tier and streamed every step; decode against the host link's measured bound.\n"
+    "W9, W9a, W9b (not part of `all`): a saturated server, no cap: 512 requests of 1,000 prompt and\n"
+    "1,000 output tokens (W9), 1,024 of 128 / 128 (W9a), 256 of 2,048 / 2,048 (W9b), submitted at\n"
+    "once; output tokens/s from first add to last finish, beside TensorRT-LLM's H200 fp8 figures.";
 
-const std::vector<std::string> kWorkloads = {"W1", "W2", "W3", "W4", "W5", "W6", "W6b", "W6c", "W7", "W8"};
+const std::vector<std::string> kWorkloads = {"W1", "W2", "W3", "W4", "W5", "W6",  "W6b",
+                                             "W6c", "W7", "W8", "W9", "W9a", "W9b"};
 
 struct BenchFlags {
   std::vector<std::string> workloads;  // as given: comma-separated lists
@@ -66,13 +71,15 @@ struct BenchFlags {
 
 void AddFlags(CommandLine* cl, BenchFlags* f) {
   CommandLine::Normalized(
-      cl->AddStrings("--workload", &f->workloads, "comma-separated W1..W8, W6b, W6c, C<N> or all (repeatable; default all)",
+      cl->AddStrings("--workload", &f->workloads,
+                     "comma-separated W1..W9, W6b, W6c, W9a, W9b, C<N> or all (repeatable; default all)",
                      "LIST"),
       [](absl::string_view text) -> absl::StatusOr<std::string> {
         for (absl::string_view id : absl::StrSplit(text, ',')) {
           if (id != "all" && std::find(kWorkloads.begin(), kWorkloads.end(), id) == kWorkloads.end() &&
               !bench::ContextCreateHostGib(std::string(id))) {
-            return absl::InvalidArgumentError(absl::StrCat("unknown workload '", id, "' (W1..W8, W6b, W6c, C<N>, all)"));
+            return absl::InvalidArgumentError(
+                absl::StrCat("unknown workload '", id, "' (W1..W9, W6b, W6c, W9a, W9b, C<N>, all)"));
           }
         }
         return std::string(text);
@@ -315,6 +322,8 @@ void RunWorkloads(const std::vector<std::string>& ids, const bench::BenchPlan& p
                     s->Recorder(), &s->out, &s->rows);
     } else if (id == "W8") {
       bench::RunW8(loaded->model, s);
+    } else if (id == "W9" || id == "W9a" || id == "W9b") {
+      bench::RunW9(id, loaded->model, s);
     } else if (id == "W6" || id == "W6b") {
       bench::RunW6(loaded->model, id == "W6b", s->GpuSpec(id, 128, 4096 + 128, 64), f.tier_dir, s->tier_time_limit,
                    s->Recorder(), &s->out, &s->rows);
