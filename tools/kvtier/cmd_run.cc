@@ -58,7 +58,7 @@ struct RunFlags {
 };
 
 void AddFlags(CommandLine* cl, RunFlags* f) {
-  cl->AddString("--model", &f->model, "HF checkpoint directory (config.json + safetensors)", "DIR")->required();
+  cl->AddString("--model", &f->model, "HF checkpoint directory (config.json + safetensors) or GGUF file", "DIR|FILE")->required();
   CommandLine::Normalized(
       cl->AddStrings("--prompt-ids", &f->prompt_ids, "comma-separated token ids; repeat for more sequences", "LIST"),
       [](absl::string_view text) -> absl::StatusOr<std::string> {
