@@ -302,6 +302,39 @@ func TestTextAPI(t *testing.T) {
 	}
 }
 
+// A GGUF file loads as the checkpoint directory it holds: the same model writes the same text.
+func TestGGUFModel(t *testing.T) {
+	defer checkNoLeaks(t)
+	var texts []string
+	for _, path := range []string{os.Getenv("KVTIER_TEST_TEXT_MODEL"), os.Getenv("KVTIER_TEST_TEXT_GGUF")} {
+		m, err := LoadModel(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if !m.HasTokenizer() || m.VocabSize() != 258 {
+			t.Fatalf("%s: tokenizer %v, vocabulary %d", path, m.HasTokenizer(), m.VocabSize())
+		}
+		c, err := NewContext(m, cpu())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ids, _, err := c.Generate(context.Background(), Request{PromptText: "Tiers at work", MaxNewTokens: 12, IgnoreEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, err := m.Detokenize(ids, false)
+		if err != nil || len(ids) != 12 {
+			t.Fatalf("%s: %v %q %v", path, ids, text, err)
+		}
+		texts = append(texts, text)
+	}
+	if texts[0] != texts[1] {
+		t.Fatalf("the directory wrote %q, its GGUF file %q", texts[0], texts[1])
+	}
+}
+
 func TestStructuredOutput(t *testing.T) {
 	defer checkNoLeaks(t)
 	m, err := LoadModel(os.Getenv("KVTIER_TEST_TEXT_MODEL"))

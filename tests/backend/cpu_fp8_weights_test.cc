@@ -1,10 +1,15 @@
-// The CPU backend on FP8 checkpoints: for each downloadable layout, the logits equal those
-// of an fp32 checkpoint holding the dequantized values (code x scale) of the same weights,
-// so the fp8 path adds nothing but the dequantization checked in tests/model.
+// The CPU backend on quantized checkpoints: for each downloadable FP8 layout, and for a GGUF
+// file whose matrices are blocks of every GGUF block type kvtier reads, the logits equal
+// those of an fp32 checkpoint holding the dequantized values of the same weights, so the
+// quantized paths add nothing but the dequantization checked in tests/model (and against
+// llama.cpp in tests/gguf).
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,9 +18,12 @@
 #include "backend/cpu/cpu_backend.h"
 #include "gtest/gtest.h"
 #include "model/checkpoint.h"
+#include "model/gguf_export.h"
+#include "model/gguf_file.h"
 #include "model/random_checkpoint.h"
 #include "model/safetensors_writer.h"
 #include "nlohmann/json.hpp"
+#include "testing/block_quantized_gguf.h"
 
 namespace kvtier {
 namespace {
@@ -131,6 +139,34 @@ TEST(CpuFp8WeightsTest, WeightDtypeFp8EqualsTheChannelQuantizedCheckpoint) {
   EXPECT_NE(bf16, quantized_at_load);
   std::filesystem::remove_all(base + "_f32");
   std::filesystem::remove_all(base + "_ct");
+}
+
+// GGUF: Q8_0, Q4_0, Q4_K, Q5_K and Q6_K matrices (the Q and K rows of this llama model
+// interleaved as llama.cpp stores them) against the F32 GGUF file kvtier convert writes of
+// the same checkpoint.
+TEST(CpuGgufWeightsTest, LogitsEqualThoseOfTheDequantizedF32File) {
+  const std::string base = absl::StrCat(::testing::TempDir(), "/kvtier_cpu_gguf_", getpid());
+  RandomCheckpointSpec spec = *RandomCheckpointPreset("small-llama");  // rows of 256 and 768
+  spec.seed = 31;
+  ASSERT_TRUE(testing::WriteBlockQuantizedGguf(spec, base + "_blocks.gguf").ok());
+  std::unique_ptr<Checkpoint> blocks = Open(base + "_blocks.gguf");
+  ASSERT_NE(blocks, nullptr);
+  std::map<std::string, int> types;
+  for (const GgufTensorInfo& t : blocks->gguf()->tensors()) ++types[std::string(t.type->name)];
+  for (const char* type : {"Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K"}) EXPECT_GE(types[type], 3) << type;
+  GgufExportOptions f32;
+  f32.type = DType::kF32;
+  ASSERT_TRUE(WriteGgufModel(blocks->config(), CheckpointTensorsToWrite(*blocks), base + "_f32.gguf", f32).ok());
+  std::unique_ptr<Checkpoint> dequantized = Open(base + "_f32.gguf");
+  ASSERT_NE(dequantized, nullptr);
+  const std::vector<int32_t> tokens = {5, 99, 17, 2600, 3, 42, 4095};
+  const std::vector<float> a = Logits(*blocks, tokens);
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a, Logits(*dequantized, tokens));
+  EXPECT_TRUE(std::all_of(a.begin(), a.end(), [](float v) { return std::isfinite(v); }));
+  EXPECT_NE(*std::min_element(a.begin(), a.end()), *std::max_element(a.begin(), a.end()));
+  std::filesystem::remove(base + "_blocks.gguf");
+  std::filesystem::remove(base + "_f32.gguf");
 }
 
 TEST(CpuFp8WeightsTest, KvDtype16BitIsRefusedNamingIt) {

@@ -1,6 +1,7 @@
 // CudaBackend against CpuBackend on tiny random checkpoints (bf16 or fp16 weights, so both
 // see the same numbers; the GPU holds and computes in the checkpoint's 16-bit dtype): ragged mixed prefill/decode steps, chunked prefill, a prefix hit, batch
-// splitting, GPU greedy sampling, tier copies, memory caps and the dlopen module entry.
+// splitting, GPU greedy sampling, tier copies, memory caps, GGUF block-quantized weights and
+// the dlopen module entry.
 // Skips without a GPU.
 #include <dlfcn.h>
 #include <unistd.h>
@@ -27,6 +28,7 @@
 #include "model/checkpoint.h"
 #include "sampling_check.h"
 #include "model/random_checkpoint.h"
+#include "testing/block_quantized_gguf.h"
 
 namespace kvtier {
 namespace {
@@ -873,6 +875,36 @@ TEST_F(CudaBackendTest, AsyncCopiesToHostLandTheBytesInOrderAndRejectBadInput) {
   EXPECT_GE(after.async_out_wait_seconds, before.async_out_wait_seconds);
   EXPECT_EQ(b.allocations_after_init(), 0);
   b.FreeHostMemory(host);
+}
+
+// A GGUF file of block-quantized matrices (Q8_0, Q4_0, Q4_K, Q5_K and Q6_K) is dequantized
+// at load, on the host, into the compute type (bf16) or, with weight_dtype fp8, quantized to
+// E4M3 from the dequantized values as the CPU quantizes them: logits as for an fp32
+// checkpoint.
+TEST_F(CudaBackendTest, GgufBlockQuantizedWeightsMatchCpu) {
+  auto spec = RandomCheckpointPreset("small-llama");  // rows of 256 and 768: every block type
+  ASSERT_TRUE(spec.ok());
+  spec->seed = rng_();
+  const std::string path = TempDir("gguf_blocks") + "/blocks.gguf";
+  ASSERT_TRUE(testing::WriteBlockQuantizedGguf(*spec, path).ok());
+  auto checkpoint = Checkpoint::Open(path);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  for (StorageDType weights : {StorageDType::kAuto, StorageDType::kFp8}) {
+    BackendOptions options;
+    options.weight_dtype = weights;
+    options.cuda.fp8_activations = false;  // the CPU's 16-bit activations (W8A16)
+    auto cpu = CpuBackend::Create(**checkpoint, options);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    auto gpu = CudaBackend::Create(**checkpoint, options);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    EXPECT_EQ((*gpu)->kv_layout().dtype, DType::kBF16);
+    const Stats stats = RunScenario(**cpu, **gpu, (*checkpoint)->config().vocab_size);
+    std::printf("[gguf blocks%s] logits rows %d, max relative error %.3g, argmax mismatches %d\n",
+                weights == StorageDType::kFp8 ? " fp8 weights" : "", stats.rows, stats.max_rel_error,
+                stats.argmax_mismatch);
+    EXPECT_LE(stats.argmax_mismatch, stats.rows / 5);  // each one checked to be a near tie
+    EXPECT_EQ((*gpu)->allocations_after_init(), 0);
+  }
 }
 
 // fp8 steps past the tensor-core projection's 64 rows (prefill) dequantize each projection

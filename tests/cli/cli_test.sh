@@ -307,7 +307,7 @@ bench)
   usage_error bench "C<N> needs --tier-dir DIR for its disk-tier file (8.0 GiB)" --workload C1 --model "$model"
   usage_error bench "C<N> on the cpu backend needs --small-model DIR or --make-model DIR" --workload C0,C1 --backend cpu \
     --tier-dir "$work/unused"
-  expect 1 err "kvtier bench: --model: $work/nowhere holds no config.json" bench --workload W1 --model "$work/nowhere"
+  expect 1 err "kvtier bench: --model: $work/nowhere is neither a checkpoint directory (it holds no config.json) nor a GGUF file" bench --workload W1 --model "$work/nowhere"
   rm -rf "$work/occupied" && mkdir -p "$work/occupied/small-llama" && echo notes >"$work/occupied/small-llama/notes.txt"
   expect 1 err "kvtier bench: $work/occupied/small-llama is not empty and holds no complete small-llama checkpoint (config.json is missing); bench writes a checkpoint only into an empty directory: remove it or pass another --make-model DIR" bench --workload W7 --make-model "$work/occupied"
   check "bench left the occupied directory alone" test "$(ls "$work/occupied/small-llama")" = notes.txt
@@ -387,19 +387,26 @@ gguf)
   # GGUF to GGUF keeps the tokenizer and the sampling defaults.
   expect_re 0 out "^wrote $work/again.gguf: " convert --model "$work/demo-q8_0.gguf" --to gguf --type f16 --out "$work/again.gguf"
   expect_re 0 out '^  kvtier.generation_config ' inspect --model "$work/again.gguf"
-  # The demo model's GGUF writes what the demo model writes (its sampling defaults included).
-  run run --model demo --backend cpu --prompt "The meaning of life is" --prompt "A computer is" --seed 5
-  cp "$work/out" "$work/from-safetensors"
-  run run --model "$demo_gguf" --backend cpu --prompt "The meaning of life is" --prompt "A computer is" --seed 5
-  check "run --model demo.gguf writes the text --model demo writes" cmp -s "$work/out" "$work/from-safetensors"
-  check "... and that text is not empty" grep -q '^seq 1: ' "$work/out"
+  # The demo model's GGUF writes what the demo model writes (its sampling defaults included):
+  # the generated text, every "seq N" line `run` prints (streamed pieces, then each whole
+  # text); the tier table after them counts bytes that two loads on a GPU may size apart.
+  generated_text() {  # MODEL BACKEND OUT [ARGS...]: run's generated text into OUT
+    local model=$1 backend=$2 into=$3
+    shift 3
+    run run --model "$model" --backend "$backend" --seed 5 "$@"
+    grep '^seq ' "$work/out" >"$into"
+  }
+  generated_text demo cpu "$work/text-dir" --prompt "The meaning of life is" --prompt "A computer is"
+  generated_text "$demo_gguf" cpu "$work/text-gguf" --prompt "The meaning of life is" --prompt "A computer is"
+  check "run --model demo.gguf writes the text --model demo writes" cmp "$work/text-gguf" "$work/text-dir"
+  check "... two whole texts, not empty" test "$(grep -cE '^seq [12] \[[a-z_]+\]: ".+"$' "$work/text-gguf")" = 2
   # On a GPU the CUDA backend loads GGUF through the same loader: the same text from the
   # demo's GGUF as from its directory, and a Q8_0 file dequantized to bf16 and to fp8.
   if "$kvtier" run --model "$tiny" --backend cuda --prompt-ids 1 --max-tokens 1 >/dev/null 2>&1; then
-    run run --model demo --backend cuda --prompt "The meaning of life is" --seed 5
-    cp "$work/out" "$work/cuda-from-safetensors"
-    run run --model "$demo_gguf" --backend cuda --prompt "The meaning of life is" --seed 5
-    check "cuda: run --model demo.gguf writes the text --model demo writes" cmp -s "$work/out" "$work/cuda-from-safetensors"
+    generated_text demo cuda "$work/cuda-text-dir" --prompt "The meaning of life is" --prompt "A computer is"
+    generated_text "$demo_gguf" cuda "$work/cuda-text-gguf" --prompt "The meaning of life is" --prompt "A computer is"
+    check "cuda: run --model demo.gguf writes the text --model demo writes" cmp "$work/cuda-text-gguf" "$work/cuda-text-dir"
+    check "cuda: ... two whole texts, not empty" test "$(grep -cE '^seq [12] \[[a-z_]+\]: ".+"$' "$work/cuda-text-gguf")" = 2
     expect_re 0 out '^seq 1: ' run --model "$work/demo-q8_0.gguf" --backend cuda --prompt "Love is" --max-tokens 8
     expect_re 0 out '^seq 1: ' run --model "$work/demo-q8_0.gguf" --backend cuda --weight-dtype fp8 --prompt "Love is" --max-tokens 8
   else
@@ -409,10 +416,24 @@ gguf)
   a=$("$kvtier" tokenize --tokenizer "$src/models/demo" <"$work/line")
   b=$("$kvtier" tokenize --tokenizer "$demo_gguf" <"$work/line")
   check "tokenize --tokenizer demo.gguf gives the tokenizer.json's ids" test -n "$a" -a "$a" = "$b"
+  a=$(echo "$b" | "$kvtier" detokenize --tokenizer "$src/models/demo")
+  b=$(echo "$b" | "$kvtier" detokenize --tokenizer "$demo_gguf")
+  check "detokenize --tokenizer demo.gguf gives the tokenizer.json's text" test -n "$a" -a "$a" = "$b"
+  # The other commands that take --model take a GGUF file too: perplexity scores as from the
+  # directory, bench runs W7 on it.
+  head -c 2000 "$src/models/demo/heldout.txt" >"$work/heldout"
+  run perplexity --model demo --backend cpu --text "$work/heldout"
+  cp "$work/out" "$work/perplexity-dir"
+  expect_re 0 out '^mean NLL [0-9.]+ nats/token, perplexity [0-9.]+$' perplexity --model "$demo_gguf" --backend cpu --text "$work/heldout"
+  check "perplexity --model demo.gguf scores as --model demo" cmp "$work/out" "$work/perplexity-dir"
+  expect_re 0 out "^wrote $work/small.gguf: " mkmodel --preset small-llama --format gguf --out "$work/small.gguf"
+  expect_re 0 out '^W7 +CPU output tok/s' bench --workload W7 --small-model "$work/small.gguf" --backend cpu --time-limit 5 --json "$work/bench.json"
+  check "bench ran W7 on the GGUF file" grep -q "\"model\": \"$work/small.gguf\"" "$work/bench.json"
   # Bad files: named, never a crash.
+  echo "not a model" >"$work/text.gguf"
   head -c 1000 "$work/demo-f32.gguf" >"$work/cut.gguf"
   expect_re 1 err "^kvtier inspect: truncated or corrupt GGUF file $work/cut.gguf: " inspect --model "$work/cut.gguf"
-  echo "not a model" >"$work/text.gguf"
+  expect 1 err "kvtier bench: --small-model: $work/text.gguf is not a GGUF file: it begins with 'not ', not the magic 'GGUF'" bench --workload W7 --small-model "$work/text.gguf"
   expect 1 err "kvtier run: KVT_ERR_CORRUPT: $work/text.gguf is not a GGUF file: it begins with 'not ', not the magic 'GGUF'" run --model "$work/text.gguf" --prompt-ids 1
   ;;
 

@@ -72,6 +72,17 @@ std::string RandomCheckpoint(const std::string& preset) {
   }, preset, "");
 }
 
+std::string MkmodelGguf(const std::string& preset) {
+  return Once("mkmodel:" + preset, [](const std::string& p, const std::string&) -> std::string {
+    const std::string out = absl::StrCat(GgufScratch(), "/", p, "-mkmodel.gguf");
+    if (!RunKvtier(absl::StrCat("mkmodel --format gguf --dtype fp32 --preset ", p,
+                                " --vocab 512 --tokenizer bytes --seed 11 --out ", out))) {
+      return "";
+    }
+    return out;
+  }, preset, "");
+}
+
 std::string RandomGguf(const std::string& preset, const std::string& type) {
   return Once(absl::StrCat("gguf:", preset, ":", type), [](const std::string& p, const std::string& t) -> std::string {
     const std::string dir = RandomCheckpoint(p);

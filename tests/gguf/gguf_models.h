@@ -25,7 +25,10 @@ void RemoveGgufScratch();
 // `type` (as --type spells it). "" on failure.
 std::string RandomCheckpoint(const std::string& preset);
 std::string RandomGguf(const std::string& preset, const std::string& type);
-// The demo model as GGUF: `type` "f32", "q8_0" or "auto" (kvtier convert), or "q4_0",
+// The same model (F32, the byte-level tokenizer) written directly by `kvtier mkmodel
+// --format gguf`. "" on failure.
+std::string MkmodelGguf(const std::string& preset);
+// The demo model as GGUF: `type` as kvtier convert's --type spells it, or "q4_0",
 // "q4_k_m", "q5_k_m", "q6_k" (llama.cpp's quantizer on the F32 file).
 std::string DemoGguf(const std::string& type);
 

@@ -77,7 +77,9 @@ TEST_P(TokenizerOracleTest, EncodesTheCorpusAsLlamaCpp) {
   auto tokenizer = tokenizer::Tokenizer::FromGgufFile(*gguf);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   const tokenizer::Tokenizer& t = **tokenizer;
-  if (llama->add_bos) EXPECT_EQ(t.bos_id(), llama->bos);
+  if (llama->add_bos) {
+    EXPECT_EQ(t.bos_id(), llama->bos);
+  }
 
   std::vector<std::string> lines;
   std::istringstream corpus(ReadFileText(kCorpus));

@@ -2,7 +2,8 @@
 // back encodes the corpus as the tokenizer.json does (byte-level and sentencepiece; lines
 // without U+0085/U+FEFF, where JavaScript's \s and llama.cpp's differ); scored
 // sentencepiece merges pick the higher score, then the leftmost pair; llama.cpp's rules
-// (end-of-generation tokens as control tokens, its \s); and bad metadata named.
+// (end-of-generation tokens as control tokens, its \s); the chat template and the
+// add-BOS/EOS flags taken from the file; and bad metadata named.
 // (tests/gguf compares with llama.cpp itself.)
 #include "tokenizer/gguf_tokenizer.h"
 
@@ -178,6 +179,50 @@ TEST(GgufTokenizerTest, UnicodeWhiteSpaceSplitsAsLlamaCpp) {
   // as punctuation, "y".
   EXPECT_EQ(a, (std::vector<SplitRegex::Match>{{0, 1}, {1, 3}, {3, 5}, {5, 6}}));
   EXPECT_EQ(b, (std::vector<SplitRegex::Match>{{0, 1}, {1, 5}, {5, 6}}));
+}
+
+// Replaces (or adds) `key` in metadata.
+void Set(GgufMetadata* metadata, const std::string& key, GgufValue value) {
+  for (auto& [k, v] : *metadata) {
+    if (k == key) {
+      v = std::move(value);
+      return;
+    }
+  }
+  metadata->emplace_back(key, std::move(value));
+}
+
+TEST(GgufTokenizerTest, ChatTemplateAndSpecialTokenFlagsComeFromTheFile) {
+  auto metadata = GgufTokenizerMetadata(ByteTokenizerJson(), ByteTokenizerConfigJson(), 300);
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  auto plain = FromMetadata(*metadata);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ((*plain)->chat_format(), ChatFormat::kNone);  // no template, no marker tokens
+  EXPECT_EQ(*(*plain)->Encode("a"), (std::vector<int32_t>{kByteTokenizerBosId, 'a'}));
+
+  // tokenizer.chat_template picks the format; add_bos_token / add_eos_token say what
+  // Encode adds.
+  Set(&*metadata, "tokenizer.chat_template",
+      GgufValue::String("{% for m in messages %}{{ '<|start_header_id|>' + m['role'] + '<|end_header_id|>\n\n' + "
+                        "m['content'] + '<|eot_id|>' }}{% endfor %}"));
+  Set(&*metadata, "tokenizer.ggml.add_bos_token", GgufValue::Bool(false));
+  Set(&*metadata, "tokenizer.ggml.add_eos_token", GgufValue::Bool(true));
+  auto chat = FromMetadata(*metadata);
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  const Tokenizer& t = **chat;
+  EXPECT_EQ(t.chat_format(), ChatFormat::kLlama3);
+  const std::vector<ChatMessage> messages = {{"user", "hi"}};
+  auto text = t.ApplyChatTemplate(messages);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text,
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(*t.Encode("a"), (std::vector<int32_t>{'a', kByteTokenizerEosId}));
+  // The BOS text of the chat prompt is the BOS token, found as a special token.
+  EXPECT_EQ(t.Encode(*text, {.add_special_tokens = false})->front(), kByteTokenizerBosId);
+  EXPECT_EQ(t.bos_id(), kByteTokenizerBosId);
+  EXPECT_EQ(t.eos_id(), kByteTokenizerEosId);
+  EXPECT_THAT(t.stop_ids(), ::testing::Contains(kByteTokenizerEosId));
 }
 
 TEST(GgufTokenizerTest, BadMetadataIsNamed) {

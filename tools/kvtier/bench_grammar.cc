@@ -7,14 +7,17 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <sstream>
 #include <cmath>
+#include <memory>
+#include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "grammar/compiled_grammar.h"
 #include "grammar/gbnf_parser.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/tokenizer_vocabulary.h"
+#include "load_tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/tokenizer.h"
 
@@ -57,7 +60,7 @@ json Percentiles(std::vector<double> v) {
 int RunGrammarMaskBench(const GrammarMaskOptions& options) {
   const std::vector<std::string>& tokenizers = options.tokenizers;
   if (tokenizers.empty()) {
-    std::fprintf(stderr, "kvtier bench --grammar-mask: give --tokenizer PATH (tokenizer.json or its directory)\n");
+    std::fprintf(stderr, "kvtier bench --grammar-mask: give --tokenizer PATH (tokenizer.json, its directory or a .gguf file)\n");
     return 2;
   }
   const int64_t* steps = &options.steps;
@@ -80,7 +83,7 @@ int RunGrammarMaskBench(const GrammarMaskOptions& options) {
   std::printf("\n%-10s %7s %7s %10s %10s %10s %10s %10s %10s %10s\n", "tokenizer", "vocab", "sources", "compile p50",
               "p99 ms", "mask p50", "p99 us", "max us", "accept p50", "p99 us");
   for (const std::string& path : tokenizers) {
-    auto tok = fs::is_directory(path) ? tokenizer::Tokenizer::FromDirectory(path) : tokenizer::Tokenizer::FromFile(path);
+    auto tok = LoadTokenizerFlag(path);
     if (!tok.ok()) {
       std::fprintf(stderr, "kvtier bench: tokenizer %s: %s\n", path.c_str(), std::string(tok.status().message()).c_str());
       return 1;
@@ -204,6 +207,13 @@ void RunW2WithSchema(kvt_model* model, WorkloadSpec w2, double unconstrained_dec
 }
 
 absl::Status EnsureModelTokenizer(const std::string& model_dir, const std::string& tokenizer) {
+  std::error_code regular_ec;
+  if (fs::is_regular_file(model_dir, regular_ec)) {  // a GGUF file: its own tokenizer or none
+    absl::StatusOr<std::unique_ptr<tokenizer::Tokenizer>> own = tokenizer::Tokenizer::FromGgufFile(model_dir);
+    if (own.ok()) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat("--json-schema needs the model's tokenizer, and a tokenizer "
+                                                      "cannot be copied into a GGUF file: ", own.status().message()));
+  }
   if (fs::exists(fs::path(model_dir) / "tokenizer.json")) return absl::OkStatus();
   const fs::path from = fs::is_directory(tokenizer) ? fs::path(tokenizer) / "tokenizer.json" : fs::path(tokenizer);
   std::error_code ec;

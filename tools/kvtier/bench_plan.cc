@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -13,6 +14,7 @@
 #include "bench_tiers.h"
 #include "bench_w6c.h"
 #include "disk_space.h"
+#include "model/gguf_file.h"
 #include "model/random_checkpoint.h"
 #include "progress_bar.h"
 
@@ -56,12 +58,18 @@ absl::StatusOr<bool> NeedsWriting(const std::string& preset, const std::string& 
 
 bool Has(const BenchPlanInput& input, const char* id) { return input.workloads.count(id) > 0; }
 
-// A checkpoint directory given on the command line: checked now rather than when its
-// workload comes, possibly after a long run.
-absl::Status CheckGiven(const char* flag, const std::string& dir) {
+// A checkpoint given on the command line, a directory or a GGUF file: checked now rather
+// than when its workload comes, possibly after a long run.
+absl::Status CheckGiven(const char* flag, const std::string& path) {
   std::error_code ec;
-  if (fs::is_regular_file(fs::path(dir) / "config.json", ec)) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(flag, ": ", dir, " holds no config.json"));
+  if (fs::is_regular_file(fs::path(path) / "config.json", ec)) return absl::OkStatus();
+  if (fs::is_regular_file(path, ec)) {
+    absl::StatusOr<std::unique_ptr<GgufFile>> gguf = GgufFile::Open(path);
+    if (gguf.ok()) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(flag, ": ", gguf.status().message()));
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat(flag, ": ", path, " is neither a checkpoint directory (it holds no config.json) nor a GGUF file"));
 }
 
 }  // namespace

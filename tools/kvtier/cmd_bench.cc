@@ -84,9 +84,11 @@ void AddFlags(CommandLine* cl, BenchFlags* f) {
         }
         return std::string(text);
       });
-  cl->AddString("--model", &f->model, "Llama-3-8B-shape checkpoint for W1-W6 (kvtier mkmodel --preset llama3-8b)",
-                "DIR");
-  cl->AddString("--small-model", &f->small_model, "W7's CPU model (kvtier mkmodel --preset small-llama)", "DIR");
+  cl->AddString("--model", &f->model,
+                "Llama-3-8B-shape checkpoint directory or GGUF file for W1-W6 (kvtier mkmodel --preset llama3-8b)",
+                "DIR|FILE");
+  cl->AddString("--small-model", &f->small_model, "W7's CPU model, a directory or GGUF file (kvtier mkmodel --preset small-llama)",
+                "DIR|FILE");
   cl->AddString("--make-model", &f->make_model,
                 "write the random checkpoints --model / --small-model do not give into DIR/llama3-8b and "
                 "DIR/small-llama (reused when complete)",
@@ -122,7 +124,7 @@ void AddFlags(CommandLine* cl, BenchFlags* f) {
                 "bias on (W2s: target >= 90% of the plain W2 decode tok/s; JSON workloads.W2_sampler_controls)");
   cl->AddString("--json-schema", &f->json_schema,
                 "W2 runs again with this JSON schema on every sequence (W2j) and reports constrained / "
-                "unconstrained decode; the model needs a tokenizer.json (the first --tokenizer is copied in)",
+                "unconstrained decode; the model needs a tokenizer (a directory without tokenizer.json gets the first --tokenizer's)",
                 "FILE");
   CommandLine::Normalized(
       cl->AddStrings("--pass", &f->pass_specs,
@@ -136,7 +138,7 @@ void AddFlags(CommandLine* cl, BenchFlags* f) {
       });
   cl->AddSwitch("--grammar-mask", &f->grammar_mask,
                 "instead of the workloads: grammar compile and mask times per --tokenizer over --schemas and --grammars");
-  cl->AddStrings("--tokenizer", &f->mask.tokenizers, "tokenizer.json or its directory (repeatable)", "PATH");
+  cl->AddStrings("--tokenizer", &f->mask.tokenizers, "tokenizer.json, its directory or a .gguf file (repeatable)", "PATH");
   cl->AddString("--schemas", &f->mask.schemas, "JSON schemas (*.json) for --grammar-mask (default tests/grammar/schemas)",
                 "DIR");
   cl->AddString("--grammars", &f->mask.grammars,

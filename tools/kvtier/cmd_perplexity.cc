@@ -36,7 +36,7 @@ struct PerplexityFlags {
 };
 
 void AddFlags(CommandLine* cl, PerplexityFlags* f) {
-  cl->AddString("--model", &f->model, "HF checkpoint directory", "DIR")->required();
+  cl->AddString("--model", &f->model, "HF checkpoint directory or GGUF file", "DIR|FILE")->required();
   cl->AddString("--text", &f->text, "UTF-8 text, tokenized with the model's tokenizer (BOS as it adds it)", "FILE");
   cl->AddString("--tokens", &f->tokens, "token ids (separated by spaces, commas or newlines) instead", "FILE");
   cl->AddInt("--window", &f->window, 2, INT32_MAX, "tokens per window (default: the model's context - 1, at most 4096)");

@@ -33,10 +33,10 @@ namespace {
 
 constexpr char kDescription[] =
     "Generates for every prompt (one sequence each, all at once) and streams the output: text\n"
-    "when the model has a tokenizer.json, token ids otherwise. SIGINT or SIGTERM cancels the\n"
-    "sequences and frees the context (saving the disk cache) before exiting. Sampling flags\n"
-    "not given take the model's generation_config.json defaults (see kvtier inspect), else 16\n"
-    "tokens, greedy, no filters.";
+    "when the model has a tokenizer (tokenizer.json, or a GGUF file's), token ids otherwise.\n"
+    "SIGINT or SIGTERM cancels the sequences and frees the context (saving the disk cache)\n"
+    "before exiting. Sampling flags not given take the model's defaults (generation_config.json\n"
+    "or a GGUF file's; see kvtier inspect), else 16 tokens, greedy, no filters.";
 
 struct RunFlags {
   std::string model;
@@ -58,7 +58,7 @@ struct RunFlags {
 };
 
 void AddFlags(CommandLine* cl, RunFlags* f) {
-  cl->AddString("--model", &f->model, "HF checkpoint directory (config.json + safetensors)", "DIR")->required();
+  cl->AddString("--model", &f->model, "HF checkpoint directory (config.json + safetensors) or GGUF file", "DIR|FILE")->required();
   CommandLine::Normalized(
       cl->AddStrings("--prompt-ids", &f->prompt_ids, "comma-separated token ids; repeat for more sequences", "LIST"),
       [](absl::string_view text) -> absl::StatusOr<std::string> {
@@ -66,9 +66,9 @@ void AddFlags(CommandLine* cl, RunFlags* f) {
         if (!ids.ok()) return ids.status();
         return std::string(text);
       });
-  cl->AddStrings("--prompt", &f->prompts, "a text prompt (needs tokenizer.json); repeatable", "TEXT");
+  cl->AddStrings("--prompt", &f->prompts, "a text prompt (needs the model's tokenizer); repeatable", "TEXT");
   cl->AddSwitch("--chat", &f->chat, "wrap each --prompt as a user message in the model's chat format");
-  cl->AddStrings("--stop", &f->stops, "stop string (repeatable; needs tokenizer.json)", "TEXT");
+  cl->AddStrings("--stop", &f->stops, "stop string (repeatable; needs the model's tokenizer)", "TEXT");
   cl->AddInt("--max-tokens", &f->max_tokens, 1, INT32_MAX, "new tokens per sequence (default: the model's)");
   cl->AddReal("--temperature", &f->temperature, 0, 3.4e38, "0 = greedy (default: the model's)", false, "T");
   cl->AddInt("--top-k", &f->top_k, 0, INT32_MAX, "sample among the K most likely tokens, 0 = off (default: the model's)",

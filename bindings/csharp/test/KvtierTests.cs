@@ -179,6 +179,27 @@ namespace Kvtier.Tests
             }
         }
 
+        /// <summary>A GGUF file loads as the checkpoint directory it holds: the same model writes the same text.</summary>
+        [Test]
+        public void GgufModel()
+        {
+            var texts = new List<string>();
+            foreach (string path in new[] { Environment.GetEnvironmentVariable("KVTIER_TEST_TEXT_MODEL"),
+                                            Environment.GetEnvironmentVariable("KVTIER_TEST_TEXT_GGUF") })
+            {
+                using (Model m = Model.Load(path))
+                using (Context c = Context.Create(m, Cpu()))
+                {
+                    Assert.IsTrue(m.HasTokenizer, path);
+                    Assert.AreEqual(258, m.VocabSize, path);
+                    Generation g = c.Generate(new Request().PromptText("Tiers at work").MaxNewTokens(12).IgnoreEos(true));
+                    Assert.AreEqual(12, g.Tokens.Length, path);
+                    texts.Add(m.Detokenize(g.Tokens, false));
+                }
+            }
+            Assert.AreEqual(texts[0], texts[1]);
+        }
+
         [Test]
         public void StructuredOutput()
         {

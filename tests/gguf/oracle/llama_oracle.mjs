@@ -30,7 +30,7 @@ const llama = await getLlama({
   skipDownload: true,
   progressLogs: false,
   logLevel: LlamaLogLevel.error,
-  maxThreads: 2,
+  maxThreads: 1,
 });
 const model = await llama.loadModel({ modelPath, vocabOnly: mode === "tokenize", gpuLayers: 0, useMmap: true });
 
@@ -61,7 +61,7 @@ if (mode === "tokenize") {
     contextSize: Math.max(256, longest),
     batchSize: 512,
     sequences: 1,
-    threads: 2,
+    threads: 1,
     flashAttention: false,
     // kvtier's CPU backend keeps K and V in fp32; llama.cpp's default is fp16.
     experimentalKvCacheKeyType: "F32",

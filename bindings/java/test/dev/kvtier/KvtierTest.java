@@ -179,6 +179,22 @@ class KvtierTest {
     }
   }
 
+  /** A GGUF file loads as the checkpoint directory it holds: the same model writes the same text. */
+  @Test
+  void ggufModel() {
+    List<String> texts = new ArrayList<>();
+    for (String path : List.of(System.getenv("KVTIER_TEST_TEXT_MODEL"), System.getenv("KVTIER_TEST_TEXT_GGUF"))) {
+      try (Model m = Model.load(path); Context c = Context.create(m, cpu())) {
+        assertTrue(m.hasTokenizer(), path);
+        assertEquals(258, m.vocabSize(), path);
+        Generation g = c.generate(new Request().promptText("Tiers at work").maxNewTokens(12).ignoreEos(true));
+        assertEquals(12, g.tokens().length, path);
+        texts.add(m.detokenize(g.tokens(), false));
+      }
+    }
+    assertEquals(texts.get(0), texts.get(1));
+  }
+
   @Test
   void structuredOutput() {
     try (Model m = Model.load(System.getenv("KVTIER_TEST_TEXT_MODEL"));
