@@ -387,6 +387,24 @@ func (c *Context) Tokens(id int64) ([]int32, error) {
 	return buf, nil
 }
 
+// PromptTokens returns a sequence's prompt as it was added (a text prompt tokenized, chat
+// messages in the model's chat format), while its record is kept.
+func (c *Context) PromptTokens(id int64) ([]int32, error) {
+	if !c.acquire() {
+		return nil, errClosed
+	}
+	defer c.life.RUnlock()
+	n := []int32{0}
+	if err := c.fail(capi.Kvt_sequence_prompt_tokens(c.h, id, nil, 0, n)); err != nil {
+		return nil, err
+	}
+	buf := make([]int32, n[0])
+	if err := c.fail(capi.Kvt_sequence_prompt_tokens(c.h, id, buf, len(buf), n)); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
 // Text returns the text generated so far by a sequence whose record is kept
 // (StatusUnsupported when the model has no tokenizer).
 func (c *Context) Text(id int64) (string, error) {

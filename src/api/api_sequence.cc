@@ -74,6 +74,22 @@ KVT_API kvt_status kvt_sequence_tokens(kvt_context* context, int64_t id, int32_t
   });
 }
 
+KVT_API kvt_status kvt_sequence_prompt_tokens(kvt_context* context, int64_t id, int32_t* buf, int32_t buf_len,
+                                              int32_t* out_len) {
+  if (context == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return Guard([&] {
+    if (buf_len < 0 || (buf == nullptr && buf_len > 0)) {
+      return SetContextError(context, absl::InvalidArgumentError("token buffer is NULL or its length negative"));
+    }
+    return SetContextError(context, context->engine->ReadSequence(id, [&](const kvtier::Sequence& seq) {
+      const int64_t n = seq.num_prompt_tokens;
+      const int64_t copy = std::min<int64_t>(n, buf_len);
+      for (int64_t i = 0; i < copy; ++i) buf[i] = seq.tokens[static_cast<size_t>(i)];
+      if (out_len != nullptr) *out_len = static_cast<int32_t>(n);
+    }));
+  });
+}
+
 KVT_API kvt_status kvt_sequence_text(kvt_context* context, int64_t id, char* buf, int32_t buf_len, int32_t* out_len) {
   if (context == nullptr) return KVT_ERR_INVALID_ARGUMENT;
   return Guard([&] {
