@@ -148,11 +148,11 @@ func (m *Model) TokenBytes(id int32) ([]byte, error) {
 		return nil, &Error{StatusState, "model is closed"}
 	}
 	n := []int32{0}
-	if st := capi.Kvt_model_token_bytes(m.h, id, nil, 0, n); st != 0 {
+	if st := capi.Kvt_model_token_bytes(m.h, int(id), nil, 0, n); st != 0 {
 		return nil, newError(st, fmt.Sprintf("token %d", id))
 	}
 	buf := make([]byte, n[0]+1)
-	if st := capi.Kvt_model_token_bytes(m.h, id, buf, len(buf), n); st != 0 {
+	if st := capi.Kvt_model_token_bytes(m.h, int(id), buf, len(buf), n); st != 0 {
 		return nil, newError(st, fmt.Sprintf("token %d", id))
 	}
 	return buf[:n[0]], nil

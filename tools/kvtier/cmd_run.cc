@@ -175,15 +175,17 @@ std::string MakeRequest(const RunFlags& f, size_t i, kvt_model* model, kvt_reque
 }
 
 // Cancels every unfinished sequence and applies the cancels with one step (their blocks go
-// back to the cache, which kvt_context_free then saves).
-void CancelAll(Handles* h, RunRecord* out) {
+// back to the cache, which kvt_context_free then saves); false when that step failed.
+bool CancelAll(Handles* h, RunRecord* out) {
   for (int64_t id : out->ids) {
     int32_t state = 0, reason = 0;
     if (kvt_sequence_status(h->context, id, &state, &reason) == KVT_OK && state != KVT_SEQUENCE_STATE_FINISHED) {
       kvt_sequence_cancel(h->context, id);
     }
   }
-  if (kvt_step(h->context, h->events) == KVT_OK) out->Record(h->events);
+  if (kvt_step(h->context, h->events) != KVT_OK) return false;
+  out->Record(h->events);
+  return true;
 }
 
 // The exit for a signal caught before any sequence exists: nothing to cancel or save.
@@ -269,7 +271,7 @@ int RunMain(int argc, char** argv) {
   int signal_number = 0;
   while (kvt_context_num_unfinished(h.context) > 0) {
     if ((signal_number = InterruptSignal()) != 0) {
-      CancelAll(&h, &out);
+      if (CancelAll(&h, &out)) output.AfterStep(h.events, out);
       break;
     }
     if (kvt_status s = kvt_step(h.context, h.events); s != KVT_OK) {

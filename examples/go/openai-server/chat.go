@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -189,57 +190,42 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	defer c.close()
 	id := newID("chatcmpl-")
+	created := now()
 	if g.stream {
-		s.streamChat(w, r, c, g, id, top)
+		s.streamChat(r.Context(), startEventStream(w), c, g, id, created, top)
 		return
 	}
-	out := chatCompletion{ID: id, Object: "chat.completion", Created: now(), Model: s.name,
-		SystemFingerprint: s.fingerprint, Choices: make([]chatChoice, len(c.seqs))}
-	texts := make([]strings.Builder, len(c.seqs))
-	generated := 0
-	var failed *apiError
-	for i := range out.Choices {
-		out.Choices[i].Index = i
-		if logprobs {
-			out.Choices[i].Logprobs = &chatLogprobs{Content: []chatLogprob{}}
-		}
-	}
-	if !c.each(r.Context(), func(e choiceEvent) bool {
-		choice := &out.Choices[e.index]
-		if e.HasToken() {
-			generated++
-		}
-		texts[e.index].WriteString(e.Text)
-		if logprobs && reportsLogprob(e.Event) {
-			choice.Logprobs.Content = append(choice.Logprobs.Content, s.tokens.chatLogprob(e.Logprobs, top))
-		}
-		if e.Final() {
-			if e.Finish == kvtier.FinishError {
-				failed = c.failure(e.index)
-				return false
-			}
-			choice.FinishReason = finishReason(e.Finish)
-		}
-		return true
-	}) {
+	results, generated, ok, failed := c.collect(r.Context())
+	if !ok {
 		if failed != nil {
 			writeError(w, failed)
 		}
 		return // the client went away: closing the choices cancels them
 	}
-	for i := range out.Choices {
-		out.Choices[i].Message = chatMessage{Role: "assistant", Content: texts[i].String()}
+	out := chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: s.name,
+		SystemFingerprint: s.fingerprint, Choices: make([]chatChoice, len(results)),
+		Usage: newUsage(c.promptTokens, generated)}
+	for i := range results {
+		choice := chatChoice{Index: i, Message: chatMessage{Role: "assistant", Content: results[i].text.String()},
+			FinishReason: finishReason(results[i].finish)}
+		if logprobs {
+			choice.Logprobs = &chatLogprobs{Content: []chatLogprob{}}
+			for _, t := range results[i].logprobs {
+				choice.Logprobs.Content = append(choice.Logprobs.Content, s.tokens.chatLogprob(t.TokenLogprobs, top))
+			}
+		}
+		out.Choices[i] = choice
 	}
-	out.Usage = newUsage(c.promptTokens, generated)
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *server) streamChat(w http.ResponseWriter, r *http.Request, c *choices, g *generation, id string, top int) {
-	stream := startEventStream(w)
-	created := now()
-	chunk := func(choice chatChunkChoice) chatChunk {
+// streamChat sends a first chunk with the assistant role for every choice, then a chunk per
+// event with text or log-probabilities, and one with the finish reason as each choice ends.
+func (s *server) streamChat(ctx context.Context, stream *eventStream, c *choices, g *generation, id string,
+	created int64, top int) {
+	chunk := func(choices ...chatChunkChoice) chatChunk {
 		return chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.name,
-			SystemFingerprint: s.fingerprint, Choices: []chatChunkChoice{choice}}
+			SystemFingerprint: s.fingerprint, Choices: choices}
 	}
 	empty := ""
 	for i := range c.seqs {
@@ -247,47 +233,28 @@ func (s *server) streamChat(w http.ResponseWriter, r *http.Request, c *choices, 
 			return
 		}
 	}
-	generated := 0
-	var failed *apiError
-	finished := c.each(r.Context(), func(e choiceEvent) bool {
-		if e.HasToken() {
-			generated++
-		}
-		if e.Text != "" || (g.req.Logprobs && reportsLogprob(e.Event)) {
+	c.streamTo(ctx, stream, g.includeUsage, chunkShapes{
+		piece: func(e choiceEvent, logged *kvtier.TokenLogprobs, _ int) interface{} {
+			if e.Text == "" && logged == nil {
+				return nil
+			}
 			text := e.Text
 			choice := chatChunkChoice{Index: e.index, Delta: chatDelta{Content: &text}}
 			if g.req.Logprobs {
 				choice.Logprobs = &chatLogprobs{Content: []chatLogprob{}}
-				if reportsLogprob(e.Event) {
-					choice.Logprobs.Content = append(choice.Logprobs.Content, s.tokens.chatLogprob(e.Logprobs, top))
+				if logged != nil {
+					choice.Logprobs.Content = append(choice.Logprobs.Content, s.tokens.chatLogprob(logged, top))
 				}
 			}
-			if !stream.send(chunk(choice)) {
-				return false
-			}
-		}
-		if e.Final() {
-			if e.Finish == kvtier.FinishError {
-				failed = c.failure(e.index)
-				return false
-			}
-			reason := finishReason(e.Finish)
-			return stream.send(chunk(chatChunkChoice{Index: e.index, FinishReason: &reason}))
-		}
-		return true
+			return chunk(choice)
+		},
+		finish: func(index int, reason string) interface{} {
+			return chunk(chatChunkChoice{Index: index, FinishReason: &reason})
+		},
+		usage: func(u *usage) interface{} {
+			last := chunk()
+			last.Choices, last.Usage = []chatChunkChoice{}, u
+			return last
+		},
 	})
-	if failed != nil {
-		stream.send(map[string]*apiError{"error": failed})
-		return
-	}
-	if !finished {
-		return // the client went away
-	}
-	if g.includeUsage {
-		last := chunk(chatChunkChoice{})
-		last.Choices = []chatChunkChoice{}
-		last.Usage = newUsage(c.promptTokens, generated)
-		stream.send(last)
-	}
-	stream.done()
 }

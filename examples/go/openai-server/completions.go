@@ -4,9 +4,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 
 	kvtier "github.com/kvtier/kvtier/bindings/go"
 )
@@ -140,97 +140,60 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 	id := newID("cmpl-")
 	created := now()
 	if g.stream {
-		s.streamCompletions(w, r, c, g, id, created, top)
+		s.streamCompletions(r.Context(), startEventStream(w), c, g, id, created, top)
 		return
 	}
-	out := completion{ID: id, Object: "text_completion", Created: created, Model: s.name,
-		SystemFingerprint: s.fingerprint, Choices: make([]completionChoice, len(c.seqs))}
-	texts := make([]strings.Builder, len(c.seqs))
-	generated := 0
-	var failed *apiError
-	for i := range out.Choices {
-		out.Choices[i].Index = i
-		if top >= 0 {
-			out.Choices[i].Logprobs = &completionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{},
-				TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
-		}
-	}
-	if !c.each(r.Context(), func(e choiceEvent) bool {
-		choice := &out.Choices[e.index]
-		if e.HasToken() {
-			generated++
-		}
-		if top >= 0 && reportsLogprob(e.Event) {
-			choice.Logprobs.add(s.tokens, e.Logprobs, top, texts[e.index].Len())
-		}
-		texts[e.index].WriteString(e.Text)
-		if e.Final() {
-			if e.Finish == kvtier.FinishError {
-				failed = c.failure(e.index)
-				return false
-			}
-			reason := finishReason(e.Finish)
-			choice.FinishReason = &reason
-		}
-		return true
-	}) {
+	results, generated, ok, failed := c.collect(r.Context())
+	if !ok {
 		if failed != nil {
 			writeError(w, failed)
 		}
-		return
+		return // the client went away: closing the choices cancels them
 	}
-	for i := range out.Choices {
-		out.Choices[i].Text = texts[i].String()
+	out := completion{ID: id, Object: "text_completion", Created: created, Model: s.name,
+		SystemFingerprint: s.fingerprint, Choices: make([]completionChoice, len(results)),
+		Usage: newUsage(c.promptTokens, generated)}
+	for i := range results {
+		reason := finishReason(results[i].finish)
+		choice := completionChoice{Index: i, Text: results[i].text.String(), FinishReason: &reason}
+		if top >= 0 {
+			choice.Logprobs = newCompletionLogprobs()
+			for _, t := range results[i].logprobs {
+				choice.Logprobs.add(s.tokens, t.TokenLogprobs, top, t.offset)
+			}
+		}
+		out.Choices[i] = choice
 	}
-	out.Usage = newUsage(c.promptTokens, generated)
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *server) streamCompletions(w http.ResponseWriter, r *http.Request, c *choices, g *generation, id string,
+// streamCompletions sends a chunk per event with text or log-probabilities, and one with the
+// finish reason as each choice ends.
+func (s *server) streamCompletions(ctx context.Context, stream *eventStream, c *choices, g *generation, id string,
 	created int64, top int) {
-	stream := startEventStream(w)
-	chunk := func(choice completionChoice) completion {
+	chunk := func(choices ...completionChoice) completion {
 		return completion{ID: id, Object: "text_completion", Created: created, Model: s.name,
-			SystemFingerprint: s.fingerprint, Choices: []completionChoice{choice}}
+			SystemFingerprint: s.fingerprint, Choices: choices}
 	}
-	offsets := make([]int, len(c.seqs))
-	generated := 0
-	var failed *apiError
-	finished := c.each(r.Context(), func(e choiceEvent) bool {
-		if e.HasToken() {
-			generated++
-		}
-		choice := completionChoice{Index: e.index, Text: e.Text}
-		if top >= 0 && reportsLogprob(e.Event) {
-			choice.Logprobs = &completionLogprobs{}
-			choice.Logprobs.add(s.tokens, e.Logprobs, top, offsets[e.index])
-		}
-		offsets[e.index] += len(e.Text)
-		if e.Final() {
-			if e.Finish == kvtier.FinishError {
-				failed = c.failure(e.index)
-				return false
+	c.streamTo(ctx, stream, g.includeUsage, chunkShapes{
+		piece: func(e choiceEvent, logged *kvtier.TokenLogprobs, offset int) interface{} {
+			if e.Text == "" && (logged == nil || top < 0) {
+				return nil
 			}
-			reason := finishReason(e.Finish)
-			choice.FinishReason = &reason
-		}
-		if choice.Text == "" && choice.Logprobs == nil && choice.FinishReason == nil {
-			return true // a token that completed no character yet
-		}
-		return stream.send(chunk(choice))
+			choice := completionChoice{Index: e.index, Text: e.Text}
+			if top >= 0 && logged != nil {
+				choice.Logprobs = newCompletionLogprobs()
+				choice.Logprobs.add(s.tokens, logged, top, offset)
+			}
+			return chunk(choice)
+		},
+		finish: func(index int, reason string) interface{} {
+			return chunk(completionChoice{Index: index, FinishReason: &reason})
+		},
+		usage: func(u *usage) interface{} {
+			last := chunk()
+			last.Choices, last.Usage = []completionChoice{}, u
+			return last
+		},
 	})
-	if failed != nil {
-		stream.send(map[string]*apiError{"error": failed})
-		return
-	}
-	if !finished {
-		return
-	}
-	if g.includeUsage {
-		last := chunk(completionChoice{})
-		last.Choices = []completionChoice{}
-		last.Usage = newUsage(c.promptTokens, generated)
-		stream.send(last)
-	}
-	stream.done()
 }

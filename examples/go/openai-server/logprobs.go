@@ -86,6 +86,11 @@ type completionLogprobs struct {
 	TextOffset    []int                `json:"text_offset"`
 }
 
+func newCompletionLogprobs() *completionLogprobs {
+	return &completionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{},
+		TextOffset: []int{}}
+}
+
 // add appends an event's token; offset is where its text starts in the choice's text.
 func (c *completionLogprobs) add(t *tokenBytes, lp *kvtier.TokenLogprobs, top int, offset int) {
 	c.Tokens = append(c.Tokens, string(t.get(lp.Token)))
