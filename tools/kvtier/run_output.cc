@@ -63,6 +63,26 @@ void PrintSummary(const RunRecord& out, bool text, const nlohmann::json& stats) 
               stats["prefix_hits"]["disk"].get<long long>(), stats["gpu_allocs_after_init"].get<long long>());
 }
 
+// Event i of a step, read whole.
+struct Event {
+  int64_t seq = 0;
+  int32_t token = KVT_NO_TOKEN;
+  int32_t reason = KVT_FINISH_REASON_NONE;
+  std::string piece;
+  nlohmann::json logprobs;  // null when the request asked for none
+};
+
+Event ReadEvent(const kvt_events* events, int32_t i) {
+  Event e;
+  kvt_events_get(events, i, &e.seq, &e.token, &e.reason);
+  const char* piece = nullptr;
+  int32_t piece_len = 0;
+  kvt_events_text(events, i, &piece, &piece_len);
+  e.piece.assign(piece, static_cast<size_t>(piece_len));
+  if (e.token != KVT_NO_TOKEN) e.logprobs = EventLogprobsJson(events, i, e.token);
+  return e;
+}
+
 }  // namespace
 
 const char* FinishName(int32_t reason) {
@@ -78,19 +98,11 @@ const char* FinishName(int32_t reason) {
 
 void RunRecord::Record(const kvt_events* events) {
   for (int32_t i = 0; i < kvt_events_count(events); ++i) {
-    int64_t seq = 0;
-    int32_t token = 0, reason = 0;
-    kvt_events_get(events, i, &seq, &token, &reason);
-    const char* piece = nullptr;
-    int32_t piece_len = 0;
-    kvt_events_text(events, i, &piece, &piece_len);
-    if (token != KVT_NO_TOKEN) tokens[seq].push_back(token);
-    if (token != KVT_NO_TOKEN) {
-      nlohmann::json lp = EventLogprobsJson(events, i, token);
-      if (!lp.is_null()) logprobs[seq].push_back(std::move(lp));
-    }
-    texts[seq].append(piece, static_cast<size_t>(piece_len));
-    if (reason != KVT_FINISH_REASON_NONE) finish[seq] = reason;
+    Event e = ReadEvent(events, i);
+    if (e.token != KVT_NO_TOKEN) tokens[e.seq].push_back(e.token);
+    if (!e.logprobs.is_null()) logprobs[e.seq].push_back(std::move(e.logprobs));
+    texts[e.seq] += e.piece;
+    if (e.reason != KVT_FINISH_REASON_NONE) finish[e.seq] = e.reason;
   }
 }
 
@@ -110,23 +122,18 @@ RunOutput::RunOutput(RunView view, bool text, const std::vector<int64_t>& ids, s
 
 void RunOutput::PrintEvents(const kvt_events* events) const {
   for (int32_t i = 0; i < kvt_events_count(events); ++i) {
-    int64_t seq = 0;
-    int32_t token = 0, reason = 0;
-    kvt_events_get(events, i, &seq, &token, &reason);
-    const char* piece = nullptr;
-    int32_t piece_len = 0;
-    kvt_events_text(events, i, &piece, &piece_len);
-    const long long id = static_cast<long long>(seq);
-    if (text_ && piece_len > 0) {
-      std::printf("seq %lld: %s\n", id, Quoted(std::string(piece, static_cast<size_t>(piece_len))).c_str());
-    } else if (token != KVT_NO_TOKEN) {
-      std::printf("seq %lld: token %d\n", id, token);
+    const Event e = ReadEvent(events, i);
+    const long long id = static_cast<long long>(e.seq);
+    if (text_ && !e.piece.empty()) {
+      std::printf("seq %lld: %s\n", id, Quoted(e.piece).c_str());
+    } else if (e.token != KVT_NO_TOKEN) {
+      std::printf("seq %lld: token %d\n", id, e.token);
     }
-    const nlohmann::json lp = token != KVT_NO_TOKEN ? EventLogprobsJson(events, i, token) : nlohmann::json();
-    if (!lp.is_null()) {
-      std::printf("seq %lld: logprob %.6f, top %s\n", id, lp["logprob"].get<double>(), lp["top"].dump().c_str());
+    if (!e.logprobs.is_null()) {
+      std::printf("seq %lld: logprob %.6f, top %s\n", id, e.logprobs["logprob"].get<double>(),
+                  e.logprobs["top"].dump().c_str());
     }
-    if (reason != KVT_FINISH_REASON_NONE) std::printf("seq %lld: finished (%s)\n", id, FinishName(reason));
+    if (e.reason != KVT_FINISH_REASON_NONE) std::printf("seq %lld: finished (%s)\n", id, FinishName(e.reason));
   }
 }
 

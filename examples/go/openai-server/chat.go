@@ -183,40 +183,27 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	g.req.Chat = messages
 	g.req.Logprobs, g.req.TopLogprobs = logprobs, top
-	c, e := s.startChoices([]kvtier.Request{g.req}, "messages")
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	defer c.close()
-	id := newID("chatcmpl-")
-	created := now()
-	if g.stream {
-		s.streamChat(r.Context(), startEventStream(w), c, g, id, created, top)
-		return
-	}
-	results, generated, ok, failed := c.collect(r.Context())
-	if !ok {
-		if failed != nil {
-			writeError(w, failed)
-		}
-		return // the client went away: closing the choices cancels them
-	}
-	out := chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: s.name,
-		SystemFingerprint: s.fingerprint, Choices: make([]chatChoice, len(results)),
-		Usage: newUsage(c.promptTokens, generated)}
-	for i := range results {
-		choice := chatChoice{Index: i, Message: chatMessage{Role: "assistant", Content: results[i].text.String()},
-			FinishReason: finishReason(results[i].finish)}
-		if logprobs {
-			choice.Logprobs = &chatLogprobs{Content: []chatLogprob{}}
-			for _, t := range results[i].logprobs {
-				choice.Logprobs.Content = append(choice.Logprobs.Content, s.tokens.chatLogprob(t.TokenLogprobs, top))
+	id, created := newID("chatcmpl-"), now()
+	s.answer(w, r, []kvtier.Request{g.req}, "messages", g,
+		func(ctx context.Context, stream *eventStream, c *choices) {
+			s.streamChat(ctx, stream, c, g, id, created, top)
+		},
+		func(results []choiceResult, u *usage) interface{} {
+			out := chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: s.name,
+				SystemFingerprint: s.fingerprint, Choices: make([]chatChoice, len(results)), Usage: u}
+			for i := range results {
+				choice := chatChoice{Index: i, Message: chatMessage{Role: "assistant", Content: results[i].text.String()},
+					FinishReason: finishReason(results[i].finish)}
+				if logprobs {
+					choice.Logprobs = &chatLogprobs{Content: []chatLogprob{}}
+					for _, t := range results[i].logprobs {
+						choice.Logprobs.Content = append(choice.Logprobs.Content, s.tokens.chatLogprob(t.TokenLogprobs, top))
+					}
+				}
+				out.Choices[i] = choice
 			}
-		}
-		out.Choices[i] = choice
-	}
-	writeJSON(w, http.StatusOK, out)
+			return out
+		})
 }
 
 // streamChat sends a first chunk with the assistant role for every choice, then a chunk per

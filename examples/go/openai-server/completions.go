@@ -131,40 +131,27 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	c, e := s.startChoices(reqs, "prompt")
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	defer c.close()
-	id := newID("cmpl-")
-	created := now()
-	if g.stream {
-		s.streamCompletions(r.Context(), startEventStream(w), c, g, id, created, top)
-		return
-	}
-	results, generated, ok, failed := c.collect(r.Context())
-	if !ok {
-		if failed != nil {
-			writeError(w, failed)
-		}
-		return // the client went away: closing the choices cancels them
-	}
-	out := completion{ID: id, Object: "text_completion", Created: created, Model: s.name,
-		SystemFingerprint: s.fingerprint, Choices: make([]completionChoice, len(results)),
-		Usage: newUsage(c.promptTokens, generated)}
-	for i := range results {
-		reason := finishReason(results[i].finish)
-		choice := completionChoice{Index: i, Text: results[i].text.String(), FinishReason: &reason}
-		if top >= 0 {
-			choice.Logprobs = newCompletionLogprobs()
-			for _, t := range results[i].logprobs {
-				choice.Logprobs.add(s.tokens, t.TokenLogprobs, top, t.offset)
+	id, created := newID("cmpl-"), now()
+	s.answer(w, r, reqs, "prompt", g,
+		func(ctx context.Context, stream *eventStream, c *choices) {
+			s.streamCompletions(ctx, stream, c, g, id, created, top)
+		},
+		func(results []choiceResult, u *usage) interface{} {
+			out := completion{ID: id, Object: "text_completion", Created: created, Model: s.name,
+				SystemFingerprint: s.fingerprint, Choices: make([]completionChoice, len(results)), Usage: u}
+			for i := range results {
+				reason := finishReason(results[i].finish)
+				choice := completionChoice{Index: i, Text: results[i].text.String(), FinishReason: &reason}
+				if top >= 0 {
+					choice.Logprobs = newCompletionLogprobs()
+					for _, t := range results[i].logprobs {
+						choice.Logprobs.add(s.tokens, t.TokenLogprobs, top, t.offset)
+					}
+				}
+				out.Choices[i] = choice
 			}
-		}
-		out.Choices[i] = choice
-	}
-	writeJSON(w, http.StatusOK, out)
+			return out
+		})
 }
 
 // streamCompletions sends a chunk per event with text or log-probabilities, and one with the

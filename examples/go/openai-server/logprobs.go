@@ -6,6 +6,7 @@
 package main
 
 import (
+	"math"
 	"sync"
 
 	kvtier "github.com/kvtier/kvtier/bindings/go"
@@ -61,9 +62,17 @@ func byteList(b []byte) []int {
 	return out
 }
 
+// jsonLogprob is a log-probability JSON can hold: OpenAI's -9999 for an impossible token.
+func jsonLogprob(logprob float32) float64 {
+	if math.IsInf(float64(logprob), -1) || math.IsNaN(float64(logprob)) {
+		return -9999
+	}
+	return float64(logprob)
+}
+
 func (t *tokenBytes) chatEntry(token int32, logprob float32) chatTopLogprob {
 	b := t.get(token)
-	return chatTopLogprob{Token: string(b), Logprob: float64(logprob), Bytes: byteList(b)}
+	return chatTopLogprob{Token: string(b), Logprob: jsonLogprob(logprob), Bytes: byteList(b)}
 }
 
 // chatLogprob is an event's token with top alternatives at most.
@@ -94,7 +103,7 @@ func newCompletionLogprobs() *completionLogprobs {
 // add appends an event's token; offset is where its text starts in the choice's text.
 func (c *completionLogprobs) add(t *tokenBytes, lp *kvtier.TokenLogprobs, top int, offset int) {
 	c.Tokens = append(c.Tokens, string(t.get(lp.Token)))
-	c.TokenLogprobs = append(c.TokenLogprobs, float64(lp.Logprob))
+	c.TokenLogprobs = append(c.TokenLogprobs, jsonLogprob(lp.Logprob))
 	alternatives := map[string]float64{}
 	for i, alt := range lp.Top {
 		if i == top {
@@ -102,7 +111,7 @@ func (c *completionLogprobs) add(t *tokenBytes, lp *kvtier.TokenLogprobs, top in
 		}
 		text := string(t.get(alt.Token))
 		if _, seen := alternatives[text]; !seen { // two tokens of one text: the likelier
-			alternatives[text] = float64(alt.Logprob)
+			alternatives[text] = jsonLogprob(alt.Logprob)
 		}
 	}
 	c.TopLogprobs = append(c.TopLogprobs, alternatives)

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"strings"
 
 	kvtier "github.com/kvtier/kvtier/bindings/go"
@@ -95,4 +96,30 @@ func (c *choices) streamTo(ctx context.Context, stream *eventStream, includeUsag
 		}
 		stream.done()
 	} // else the client went away
+}
+
+// answer adds the requests' sequences and answers: streamed as stream sends it, or whole as
+// whole shapes the collected choices. Whatever way it ends, the sequences are closed (those
+// still running, because the client went away, cancelled).
+func (s *server) answer(w http.ResponseWriter, r *http.Request, reqs []kvtier.Request, promptParam string, g *generation,
+	stream func(ctx context.Context, es *eventStream, c *choices),
+	whole func(results []choiceResult, u *usage) interface{}) {
+	c, e := s.startChoices(reqs, promptParam)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	defer c.close()
+	if g.stream {
+		stream(r.Context(), startEventStream(w), c)
+		return
+	}
+	results, generated, ok, failed := c.collect(r.Context())
+	if !ok {
+		if failed != nil {
+			writeError(w, failed)
+		}
+		return // the client went away
+	}
+	writeJSON(w, http.StatusOK, whole(results, newUsage(c.promptTokens, generated)))
 }
