@@ -7,6 +7,9 @@
 #                           llama.cpp: the GGUF tests. Its install step, which would build or
 #                           download llama.cpp, is skipped (the prebuilt binaries come in the
 #                           package); optional packages (GPU builds) are left out.
+#   tests/openai/oracle     the official OpenAI client for JavaScript (npm openai) and ajv
+#                           (JSON-schema validation): the tests of the OpenAI-compatible
+#                           service examples/go/openai-server.
 # Idempotent: does nothing for a directory already installed at the locked versions. Needs
 # node + npm and the npm registry (only here; the tests run offline and skip when
 # node_modules is missing).
@@ -25,7 +28,7 @@ installed() {
     const l = require("./node_modules/.package-lock.json").packages;
     for (const k of Object.keys(l).sort()) if (k && !l[k].optional) console.log(k, l[k].version);')
 }
-for oracle in tests/tokenizer/oracle tests/gguf/oracle; do
+for oracle in tests/tokenizer/oracle tests/gguf/oracle tests/openai/oracle; do
   cd "$root/$oracle"
   if installed; then
     echo "setup-oracles: already installed in $oracle/node_modules"

@@ -369,16 +369,28 @@ func (c *Context) State(id int64) (SequenceState, FinishReason, error) {
 
 // Tokens returns the tokens generated so far by a sequence whose record is kept.
 func (c *Context) Tokens(id int64) ([]int32, error) {
+	return c.tokenList(id, capi.Kvt_sequence_tokens)
+}
+
+// PromptTokens returns a sequence's prompt as it was added (a text prompt tokenized, chat
+// messages in the model's chat format), while its record is kept.
+func (c *Context) PromptTokens(id int64) ([]int32, error) {
+	return c.tokenList(id, capi.Kvt_sequence_prompt_tokens)
+}
+
+// tokenList returns the tokens fn (kvt_sequence_tokens or kvt_sequence_prompt_tokens) copies.
+func (c *Context) tokenList(id int64,
+	fn func(capi.Struct_SS_kvt_context, int64, []int32, int, []int32) capi.Enum_SS_kvt_status) ([]int32, error) {
 	if !c.acquire() {
 		return nil, errClosed
 	}
 	defer c.life.RUnlock()
 	n := []int32{0}
-	if err := c.fail(capi.Kvt_sequence_tokens(c.h, id, nil, 0, n)); err != nil {
+	if err := c.fail(fn(c.h, id, nil, 0, n)); err != nil {
 		return nil, err
 	}
 	buf := make([]int32, n[0])
-	if err := c.fail(capi.Kvt_sequence_tokens(c.h, id, buf, len(buf), n)); err != nil {
+	if err := c.fail(fn(c.h, id, buf, len(buf), n)); err != nil {
 		return nil, err
 	}
 	if int(n[0]) < len(buf) {

@@ -25,6 +25,7 @@ set(gexample ${gtree}/examples/go)
 set(kvt_go_capi ${CMAKE_CURRENT_SOURCE_DIR}/go/internal/capi)
 file(GLOB kvt_go_src CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/go/*.go ${CMAKE_CURRENT_SOURCE_DIR}/go/go.mod)
 file(GLOB kvt_go_examples CONFIGURE_DEPENDS ${kvt_examples}/go/*.go ${kvt_examples}/go/go.mod)
+file(GLOB kvt_go_openai_server CONFIGURE_DEPENDS ${kvt_examples}/go/openai-server/*.go)
 
 # Everything go needs, with caches inside the build tree and no network.
 set(kvt_go_env ${CMAKE_COMMAND} -E env
@@ -47,24 +48,28 @@ add_custom_command(
 add_custom_command(
   OUTPUT ${gdir}/stage.stamp
   COMMAND ${CMAKE_COMMAND} -E rm -rf ${gtree}
-  COMMAND ${CMAKE_COMMAND} -E make_directory ${gmod}/internal/capi ${gexample}
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${gmod}/internal/capi ${gexample}/openai-server
   COMMAND ${CMAKE_COMMAND} -E copy ${kvt_go_src} ${gmod}/
   COMMAND ${CMAKE_COMMAND} -E copy ${gdir}/capi/kvtier.go ${gdir}/capi/kvtier_wrap.c ${gmod}/internal/capi/
   COMMAND ${CMAKE_COMMAND} -E copy ${kvt_go_examples} ${gexample}/
+  COMMAND ${CMAKE_COMMAND} -E copy ${kvt_go_openai_server} ${gexample}/openai-server/
   COMMAND ${CMAKE_COMMAND} -E touch ${gdir}/stage.stamp
-  DEPENDS ${gdir}/capi/kvtier.go ${gdir}/capi/kvtier_wrap.c ${kvt_go_src} ${kvt_go_examples}
+  DEPENDS ${gdir}/capi/kvtier.go ${gdir}/capi/kvtier_wrap.c ${kvt_go_src} ${kvt_go_examples} ${kvt_go_openai_server}
   COMMENT "Staging the Go module and examples/go"
   VERBATIM)
 # go vet (the package with its tests and examples; not the generated internal/capi, whose
-# SWIG code vet flags for unsafe.Pointer arithmetic), the test binary, the example, and the
-# plain-text reference `go doc -all` prints (shipped in golang-kvtier-dev).
+# SWIG code vet flags for unsafe.Pointer arithmetic), the test binary, the examples (the
+# service example examples/go/openai-server too), and the plain-text reference `go doc -all`
+# prints (shipped in golang-kvtier-dev).
 add_custom_command(
   OUTPUT ${gdir}/build.stamp ${gdir}/reference.txt
   COMMAND ${kvt_go_env} ${KVT_GO} vet .
   COMMAND ${kvt_go_env} ${KVT_GO} test -c -o ${gdir}/kvtier.test .
   COMMAND ${kvt_go_env} sh -c "${KVT_GO} doc -all . > ${gdir}/reference.txt"
-  COMMAND ${CMAKE_COMMAND} -E chdir ${gexample} ${kvt_go_env} ${KVT_GO} vet .
+  COMMAND ${CMAKE_COMMAND} -E chdir ${gexample} ${kvt_go_env} ${KVT_GO} vet ./...
   COMMAND ${CMAKE_COMMAND} -E chdir ${gexample} ${kvt_go_env} ${KVT_GO} build -o ${gdir}/kvtier-example-go .
+  COMMAND ${CMAKE_COMMAND} -E chdir ${gexample} ${kvt_go_env} ${KVT_GO} build -o ${gdir}/kvtier-openai-server ./openai-server
+  COMMAND ${CMAKE_COMMAND} -E chdir ${gexample} ${kvt_go_env} ${KVT_GO} test -c -o ${gdir}/openai-server.test ./openai-server
   COMMAND ${CMAKE_COMMAND} -E touch ${gdir}/build.stamp
   WORKING_DIRECTORY ${gmod}
   DEPENDS ${gdir}/stage.stamp kvtier
@@ -87,6 +92,21 @@ kvt_add_binding_test(go_example_demo_model COMMAND ${gdir}/kvtier-example-go ${P
 if(kvt_bind_tests)
   set_tests_properties(go_example_demo_model PROPERTIES
     PASS_REGULAR_EXPRESSION "request 0 done \\([a-z]+\\): \"The meaning of life is" FAIL_REGULAR_EXPRESSION "error:|leaked")
+endif()
+# The OpenAI-compatible service: its Go tests (request parsing, errors, a server on
+# loopback over the test model), then the official OpenAI client for JavaScript against it
+# on the demo model (tests/openai; skipped, saying so, when its npm packages are missing).
+kvt_add_binding_test(go_openai_server_test COMMAND ${gdir}/openai-server.test -test.count=1 -test.v)
+find_program(KVT_NODE node)
+if(KVT_NODE)
+  kvt_add_binding_test(openai_client_test COMMAND ${KVT_NODE} ${PROJECT_SOURCE_DIR}/tests/openai/oracle/openai_client.test.mjs)
+else()
+  kvt_add_binding_test(openai_client_test COMMAND sh -c "echo 'SKIPPED: node is not installed'; exit 77")
+endif()
+if(kvt_bind_tests)
+  set_tests_properties(openai_client_test PROPERTIES SKIP_RETURN_CODE 77)
+  set_property(TEST openai_client_test APPEND PROPERTY ENVIRONMENT
+    "KVTIER_OPENAI_SERVER=${gdir}/kvtier-openai-server" "KVTIER_DEMO_MODEL=${PROJECT_SOURCE_DIR}/models/demo")
 endif()
 if(kvt_bind_tests)
   add_test(NAME go_capi_committed

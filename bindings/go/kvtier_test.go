@@ -270,6 +270,24 @@ func TestTextAPI(t *testing.T) {
 	}
 	_, err = m.Detokenize([]int32{1 << 30}, false)
 	wantError(t, err, StatusInvalidArgument, "")
+	// Each byte token's own bytes, the parts of characters included: together, the text.
+	var pieces []byte
+	for _, id := range ids {
+		b, err := m.TokenBytes(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pieces = append(pieces, b...)
+	}
+	if string(pieces) != text {
+		t.Fatalf("TokenBytes of %v = %q, want %q", ids, pieces, text)
+	}
+	withBOS, _ := m.Tokenize(text, true)
+	if bos, err := m.TokenBytes(withBOS[0]); err != nil || len(bos) == 0 {
+		t.Fatalf("TokenBytes of BOS %d = %q %v, want its text", withBOS[0], bos, err)
+	}
+	_, err = m.TokenBytes(1 << 30)
+	wantError(t, err, StatusInvalidArgument, "")
 
 	c, err := NewContext(m, cpu())
 	if err != nil {
@@ -299,6 +317,9 @@ func TestTextAPI(t *testing.T) {
 	full, err := s.Text()
 	if err != nil || !reflect.DeepEqual(toks, byIDs) || full != streamed.String() {
 		t.Fatalf("text prompt gave %v %q (streamed %q) %v, token prompt gave %v", toks, full, streamed.String(), err, byIDs)
+	}
+	if got, err := s.PromptTokens(); err != nil || !reflect.DeepEqual(got, prompt) {
+		t.Fatalf("PromptTokens = %v %v, want the text prompt tokenized: %v", got, err, prompt)
 	}
 }
 

@@ -1,6 +1,7 @@
 package kvtier
 
 import (
+	"fmt"
 	"runtime/cgo"
 	"sync"
 
@@ -136,6 +137,25 @@ func (m *Model) Detokenize(ids []int32, skipSpecial bool) (string, error) {
 		return "", newError(st, cString(errbuf))
 	}
 	return string(buf[:n[0]]), nil
+}
+
+// TokenBytes returns the bytes a token adds to decoded text: a piece of UTF-8, or for a
+// byte token part of a character the next tokens complete; a special token gives its text.
+func (m *Model) TokenBytes(id int32) ([]byte, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.h == nil {
+		return nil, &Error{StatusState, "model is closed"}
+	}
+	n := []int32{0}
+	if st := capi.Kvt_model_token_bytes(m.h, int(id), nil, 0, n); st != 0 {
+		return nil, newError(st, fmt.Sprintf("token %d", id))
+	}
+	buf := make([]byte, n[0]+1)
+	if st := capi.Kvt_model_token_bytes(m.h, int(id), buf, len(buf), n); st != 0 {
+		return nil, newError(st, fmt.Sprintf("token %d", id))
+	}
+	return buf[:n[0]], nil
 }
 
 // Close drops this reference to the model. Calling it again does nothing.

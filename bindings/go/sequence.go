@@ -32,6 +32,9 @@ func (s *Sequence) Cancel() error { return s.ctx.Cancel(s.id) }
 // Tokens returns the tokens generated so far.
 func (s *Sequence) Tokens() ([]int32, error) { return s.ctx.Tokens(s.id) }
 
+// PromptTokens returns the prompt as it was added (tokenized, in the chat format).
+func (s *Sequence) PromptTokens() ([]int32, error) { return s.ctx.PromptTokens(s.id) }
+
 // Text returns the text generated so far.
 func (s *Sequence) Text() (string, error) { return s.ctx.Text(s.id) }
 

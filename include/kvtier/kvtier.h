@@ -115,7 +115,15 @@ KVT_API int64_t kvt_live_handles(void);
  *   "backend"            string  "auto" | "cpu" | "cuda"                  default "auto"
  *   "threads"            int     CPU threads, 0 = all cores               default 0
  *   "gpu_kv_bytes"       int     device-tier KV budget, bytes; 0 = all that
- *                                gpu_mem_limit leaves after weights+workspace default 256 MiB
+ *                                gpu_mem_limit leaves after weights+workspace;
+ *                                not set (or the string "auto"): sized from
+ *                                the model — one sequence of the model's
+ *                                whole context (max_position_embeddings)
+ *                                plus one block for each other of
+ *                                max_running sequences, within a quarter of
+ *                                physical memory (CPU) or 90% of the
+ *                                device's free memory (CUDA) and within
+ *                                what gpu_mem_limit leaves                default: not set
  *   "host_kv_bytes"      int     host-tier KV budget, bytes, 0 = off      default 0
  *   "disk_kv_bytes"      int     disk-tier KV budget, bytes, 0 = off      default 0
  *   "disk_path"          string  file backing the disk tier; one context  default ""
@@ -250,6 +258,16 @@ KVT_API kvt_status kvt_model_detokenize(const kvt_model* model, const int32_t* i
                                         int32_t skip_special_tokens, char* buf, int32_t buf_len,
                                         int32_t* out_len, char* errbuf, int32_t errbuf_len);
 
+/** The bytes token `id` adds to decoded text: a piece of UTF-8 text, or, for a byte token,
+ * part of a character that the following tokens complete (which kvt_model_detokenize of the
+ * token alone shows as U+FFFD) — each token's `bytes` as OpenAI's log-probabilities report
+ * them. A special token (BOS, EOS, chat markers) gives its text. Copies them into buf
+ * (NUL-terminated when buf_len > 0; the bytes may hold a NUL themselves); *out_len gets
+ * their full count. Errors: KVT_ERR_UNSUPPORTED (no tokenizer), KVT_ERR_INVALID_ARGUMENT
+ * (id outside the vocabulary, a NULL buffer with buf_len > 0). */
+KVT_API kvt_status kvt_model_token_bytes(const kvt_model* model, int32_t id, char* buf, int32_t buf_len,
+                                         int32_t* out_len);
+
 /* ---------------------------------------------------------------- request */
 
 /** Everything about one generation request except the context. Defaults: greedy
@@ -279,8 +297,11 @@ KVT_API kvt_status kvt_request_set_prompt_tokens(kvt_request* request, const int
  * tokenizer adds it). Replaces a previously set prompt of any kind. */
 KVT_API kvt_status kvt_request_set_prompt_text(kvt_request* request, const char* text, int32_t text_len);
 /** Appends a chat message (role "system", "user" or "assistant"); the prompt becomes the
- * model family's chat format (built-in templates: Llama-3, ChatML/Qwen, Mistral, Llama-2)
- * with the assistant turn opened. Replaces a token or text prompt. */
+ * model family's chat format (built-in templates: Llama-3, ChatML/Qwen, Mistral, Llama-2,
+ * chosen by the checkpoint's chat template or marker tokens; ChatML, its markers as plain
+ * text, for a model with neither, as llama.cpp does) with the assistant turn opened.
+ * Replaces a token or text prompt. KVT_ERR_UNSUPPORTED when the model's chat template is
+ * none of these (checked when the request is added). */
 KVT_API kvt_status kvt_request_add_chat_message(kvt_request* request, const char* role, const char* content);
 /** Adds a stop string (copied): generation stops when the decoded text contains it, matched
  * across token boundaries; the stop string itself is not part of the output text. Needs a
@@ -434,6 +455,11 @@ KVT_API kvt_status kvt_sequence_status(kvt_context* context, int64_t id, int32_t
  * total number generated so far (may exceed buf_len). buf may be NULL when buf_len is 0. */
 KVT_API kvt_status kvt_sequence_tokens(kvt_context* context, int64_t id, int32_t* buf,
                                        int32_t buf_len, int32_t* out_len);
+/** Copies up to buf_len prompt tokens into buf as the sequence was added — a text prompt
+ * tokenized, chat messages in the model's chat format — and *out_len receives the prompt's
+ * length (OpenAI's prompt_tokens). buf may be NULL when buf_len is 0. */
+KVT_API kvt_status kvt_sequence_prompt_tokens(kvt_context* context, int64_t id, int32_t* buf,
+                                              int32_t buf_len, int32_t* out_len);
 /** Copies the generated text so far (NUL-terminated when buf_len > 0); *out_len gets its full
  * length. Text never splits a UTF-8 character; a stop string is not included.
  * KVT_ERR_UNSUPPORTED when the model has no tokenizer. */

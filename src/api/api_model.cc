@@ -1,5 +1,7 @@
 // C API: kvt_model — loading a checkpoint directory or GGUF file, reference counting, model info.
 #include <fstream>
+#include <optional>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "api/handles.h"
@@ -149,6 +151,23 @@ KVT_API kvt_status kvt_model_detokenize(const kvt_model* model, const int32_t* i
     }
     if (out_len != nullptr) *out_len = static_cast<int32_t>(text->size());
     CopyToBuffer(*text, buf, buf_len);
+    return KVT_OK;
+  });
+}
+
+KVT_API kvt_status kvt_model_token_bytes(const kvt_model* model, int32_t id, char* buf, int32_t buf_len,
+                                         int32_t* out_len) {
+  if (model == nullptr || buf_len < 0 || (buf == nullptr && buf_len > 0)) return KVT_ERR_INVALID_ARGUMENT;
+  return kvtier::api::Guard([&] {
+    if (model->tokenizer == nullptr) return KVT_ERR_UNSUPPORTED;
+    std::optional<std::string> bytes = model->tokenizer->TokenBytes(id);
+    if (!bytes.has_value()) {  // a special token, as decoding writes it; or an unknown id
+      auto text = model->tokenizer->Decode(absl::Span<const int32_t>(&id, 1));
+      if (!text.ok()) return kvtier::api::ToKvtStatus(text.status());
+      bytes = std::move(*text);
+    }
+    if (out_len != nullptr) *out_len = static_cast<int32_t>(bytes->size());
+    kvtier::api::CopyToBuffer(*bytes, buf, buf_len);
     return KVT_OK;
   });
 }

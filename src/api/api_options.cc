@@ -128,6 +128,8 @@ KVT_API kvt_status kvt_options_set_string(kvt_options* options, const char* key,
       std::optional<kvtier::StorageDType> dtype = kvtier::ParseStorageDType(v);
       if (!dtype) return Fail(options, absl::StrCat("option '", k, "' must be auto, bf16, fp16 or fp8, got '", v, "'"));
       (k == "weight_dtype" ? options->engine.weight_dtype : options->engine.kv_dtype) = *dtype;
+    } else if (k == "gpu_kv_bytes" && v == "auto") {
+      options->engine.gpu_kv_bytes.reset();  // sized from the model, as when never set
     } else if (IntKeys().count(k)) {
       int64_t parsed = 0;
       if (IsByteKey(k)) {

@@ -5,6 +5,32 @@
 using kvtier::api::Guard;
 using kvtier::api::SetContextError;
 
+namespace {
+
+enum class Tokens { kPrompt, kGenerated };
+
+// Up to buf_len of a sequence's prompt tokens, or of the tokens it generated; *out_len gets
+// how many there are.
+kvt_status CopyTokens(kvt_context* context, int64_t id, Tokens which, int32_t* buf, int32_t buf_len,
+                      int32_t* out_len) {
+  const bool prompt = which == Tokens::kPrompt;
+  if (context == nullptr) return KVT_ERR_INVALID_ARGUMENT;
+  return Guard([&] {
+    if (buf_len < 0 || (buf == nullptr && buf_len > 0)) {
+      return SetContextError(context, absl::InvalidArgumentError("token buffer is NULL or its length negative"));
+    }
+    return SetContextError(context, context->engine->ReadSequence(id, [&](const kvtier::Sequence& seq) {
+      const int64_t first = prompt ? 0 : seq.num_prompt_tokens;
+      const int64_t n = prompt ? seq.num_prompt_tokens : seq.num_generated();
+      const int64_t copy = std::min<int64_t>(n, buf_len);
+      for (int64_t i = 0; i < copy; ++i) buf[i] = seq.tokens[static_cast<size_t>(first + i)];
+      if (out_len != nullptr) *out_len = static_cast<int32_t>(n);
+    }));
+  });
+}
+
+}  // namespace
+
 extern "C" {
 
 KVT_API kvt_status kvt_sequence_add(kvt_context* context, const kvt_request* request, int64_t* out_id) {
@@ -60,18 +86,12 @@ KVT_API kvt_status kvt_sequence_status(kvt_context* context, int64_t id, int32_t
 
 KVT_API kvt_status kvt_sequence_tokens(kvt_context* context, int64_t id, int32_t* buf, int32_t buf_len,
                                        int32_t* out_len) {
-  if (context == nullptr) return KVT_ERR_INVALID_ARGUMENT;
-  return Guard([&] {
-    if (buf_len < 0 || (buf == nullptr && buf_len > 0)) {
-      return SetContextError(context, absl::InvalidArgumentError("token buffer is NULL or its length negative"));
-    }
-    return SetContextError(context, context->engine->ReadSequence(id, [&](const kvtier::Sequence& seq) {
-      const int64_t n = seq.num_generated();
-      const int64_t copy = std::min<int64_t>(n, buf_len);
-      for (int64_t i = 0; i < copy; ++i) buf[i] = seq.tokens[static_cast<size_t>(seq.num_prompt_tokens + i)];
-      if (out_len != nullptr) *out_len = static_cast<int32_t>(n);
-    }));
-  });
+  return CopyTokens(context, id, Tokens::kGenerated, buf, buf_len, out_len);
+}
+
+KVT_API kvt_status kvt_sequence_prompt_tokens(kvt_context* context, int64_t id, int32_t* buf, int32_t buf_len,
+                                              int32_t* out_len) {
+  return CopyTokens(context, id, Tokens::kPrompt, buf, buf_len, out_len);
 }
 
 KVT_API kvt_status kvt_sequence_text(kvt_context* context, int64_t id, char* buf, int32_t buf_len, int32_t* out_len) {

@@ -241,6 +241,10 @@ class Backend {
   // on CUDA the runtime share of DeviceMemoryStats).
   virtual int64_t device_bytes_in_use() const = 0;
   virtual DeviceMemoryStats device_memory() const { return {}; }
+  // The memory a device KV pool would draw on now, which the engine sizes the pool against
+  // when the options give no budget: the machine's physical memory by default (the CPU),
+  // the device's free bytes after the weights and workspace on CUDA. 0 when unknown.
+  virtual int64_t MemoryForKvPool() const;
   // Device allocations made after AllocateKvPool returned (must stay 0).
   virtual int64_t allocations_after_init() const = 0;
 };

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/backend.h"
+#include "common/physical_memory.h"
 
 namespace kvtier {
 
@@ -28,6 +29,8 @@ void ApplyMasks(const ForwardBatch& batch, size_t vocab, std::vector<float>* log
 }
 
 }  // namespace
+
+int64_t Backend::MemoryForKvPool() const { return PhysicalMemoryBytes(); }
 
 absl::Status Backend::ForwardGreedy(const ForwardBatch& batch, std::vector<int32_t>* token_ids) {
   std::vector<float> logits;

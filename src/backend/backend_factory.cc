@@ -5,7 +5,9 @@
 
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
@@ -26,6 +28,16 @@ std::string ThisObjectDirectory() {
   return slash == std::string::npos ? "" : path.substr(0, slash + 1);
 }
 
+// dlerror's text for a candidate that does not exist: "<name>: cannot open shared object
+// file: No such file or directory", naming the candidate itself (a missing dependency of a
+// module that exists names the dependency instead).
+bool IsMissing(const std::string& candidate, const char* error) {
+  return error == nullptr || (absl::StartsWith(error, candidate + ": ") && absl::StrContains(error, "No such file"));
+}
+
+// The module next to this library, in ../lib beside it, then on the library path. The
+// error, when none loads, is one short line: that the module is not installed, or why the
+// first one found could not be loaded.
 absl::StatusOr<CreateCudaBackendFn> LoadCudaModule() {
   static CreateCudaBackendFn cached = nullptr;
   static std::string cached_error;
@@ -34,25 +46,30 @@ absl::StatusOr<CreateCudaBackendFn> LoadCudaModule() {
   absl::MutexLock lock(&mu);
   if (!tried) {
     tried = true;
-    std::string errors;
     const std::string dir = ThisObjectDirectory();
     for (const std::string& candidate :
          {dir + kCudaModuleFile, dir + "../lib/" + kCudaModuleFile, std::string(kCudaModuleFile)}) {
       void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (handle == nullptr) {
         const char* e = dlerror();
-        absl::StrAppend(&errors, "\n  ", candidate, ": ", e ? e : "not loadable");
+        if (cached_error.empty() && !IsMissing(candidate, e)) {
+          // dlerror names the candidate's full path first when the fault is the module's own.
+          cached_error = absl::StrCat("the CUDA module ", kCudaModuleFile,
+                                      " cannot be loaded: ", absl::StripPrefix(e, candidate + ": "));
+        }
         continue;
       }
       cached = reinterpret_cast<CreateCudaBackendFn>(dlsym(handle, kCudaModuleSymbol));
-      if (cached == nullptr) absl::StrAppend(&errors, "\n  ", candidate, ": no symbol ", kCudaModuleSymbol);
+      if (cached == nullptr) cached_error = absl::StrCat(candidate, " has no symbol ", kCudaModuleSymbol);
       if (auto forward = reinterpret_cast<CudaForwardLogFn>(dlsym(handle, kCudaModuleLogSymbol))) {
         forward([](int32_t level) { return LogEnabled(static_cast<LogLevel>(level)); },
                 [](int32_t level, const char* message) { LogMessage(static_cast<LogLevel>(level), message); });
       }
       break;  // the module stays loaded for the life of the process
     }
-    if (cached == nullptr) cached_error = absl::StrCat("the CUDA backend module could not be loaded:", errors);
+    if (cached == nullptr && cached_error.empty()) {
+      cached_error = absl::StrCat("the CUDA module ", kCudaModuleFile, " is not installed");
+    }
   }
   if (cached == nullptr) return absl::UnimplementedError(cached_error);
   return cached;
@@ -75,8 +92,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view name, co
     }
     // "auto": no usable GPU, fall back to the CPU reference backend — the caller asked for
     // speed it will not get, so say why.
-    Log(LogLevel::kWarn, "backend auto: using the CPU backend because the CUDA backend is not usable: ",
-        why_not_cuda.message());
+    Log(LogLevel::kWarn, "backend auto: using the CPU (", why_not_cuda.message(), ")");
   } else if (name != "cpu") {
     return absl::InvalidArgumentError(absl::StrCat("unknown backend '", std::string(name), "' (expected auto, cpu or cuda)"));
   }

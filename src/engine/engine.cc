@@ -10,6 +10,7 @@
 #include "backend/storage_dtype.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "engine/kv_pool_size.h"
 #include "engine/sampler.h"
 #include "grammar/tokenizer_vocabulary.h"
 #include "kv/tier_budgets.h"
@@ -67,18 +68,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
                    CreateBackend(options.backend, *checkpoint, backend_options));
   if (options.wrap_backend) backend = options.wrap_backend(std::move(backend));
   const int64_t block_bytes = static_cast<int64_t>(backend->kv_layout().BlockBytes());
-  int64_t kv_bytes = options.gpu_kv_bytes;
-  if (kv_bytes == 0) {
-    // What the cap leaves after weights and workspace, less a small margin for the
-    // CUDA context's own allocations inside the cap.
-    constexpr int64_t kMargin = 256ll << 20;
-    kv_bytes = options.gpu_mem_limit - backend->device_bytes_in_use() - (backend->name() == "cuda" ? kMargin : 0);
-    if (kv_bytes < block_bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat("gpu_mem_limit ", options.gpu_mem_limit, " leaves ", kv_bytes,
-                                                       " bytes for KV after ", backend->device_bytes_in_use(),
-                                                       " bytes of weights and workspace"));
-    }
-  }
+  ASSIGN_OR_RETURN(const int64_t kv_bytes,
+                   DeviceKvBytes(options, *backend, checkpoint->config().max_position_embeddings));
   const int64_t num_blocks = kv_bytes / block_bytes;
   if (num_blocks < 1) {
     return absl::InvalidArgumentError(absl::StrCat("gpu_kv_bytes ", kv_bytes,

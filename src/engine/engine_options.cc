@@ -13,7 +13,9 @@ absl::Status EngineOptions::Validate() const {
   if (num_threads < 0 || num_threads > 4096) {
     return absl::InvalidArgumentError(absl::StrCat("threads must be in [0, 4096], got ", num_threads));
   }
-  if (gpu_kv_bytes < 0) return absl::InvalidArgumentError(absl::StrCat("gpu_kv_bytes must be >= 0, got ", gpu_kv_bytes));
+  if (gpu_kv_bytes.has_value() && *gpu_kv_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("gpu_kv_bytes must be >= 0, got ", *gpu_kv_bytes));
+  }
   if (gpu_kv_bytes == 0 && gpu_mem_limit == 0) {
     return absl::InvalidArgumentError("gpu_kv_bytes 0 (use what the limit leaves) needs gpu_mem_limit > 0");
   }

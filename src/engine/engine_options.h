@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -26,8 +27,8 @@ struct EngineOptions {
   std::string backend = "auto";  // "auto" | "cpu" | "cuda"
   int32_t num_threads = 0;       // CPU backend threads, 0 = all cores
   // Device-tier KV budget. 0 = everything gpu_mem_limit leaves after weights and
-  // workspace (needs gpu_mem_limit > 0).
-  int64_t gpu_kv_bytes = 256ll << 20;
+  // workspace (needs gpu_mem_limit > 0); none = sized from the model (kv_pool_size.h).
+  std::optional<int64_t> gpu_kv_bytes;
   int64_t host_kv_bytes = 0;
   int64_t disk_kv_bytes = 0;
   std::string disk_path;

@@ -1,21 +1,12 @@
 // Implementation of CheckTierBudgetsFit (tier_budgets.h).
 #include "kv/tier_budgets.h"
 
-#include <unistd.h>
-
 #include "absl/strings/str_cat.h"
 #include "common/byte_size.h"
 #include "common/status_macros.h"
 #include "storage/file_io.h"
 
 namespace kvtier {
-
-int64_t PhysicalMemoryBytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES);
-  const long page_size = ::sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page_size <= 0) return 0;
-  return static_cast<int64_t>(pages) * static_cast<int64_t>(page_size);
-}
 
 absl::Status CheckTierBudgetsFit(int64_t host_bytes, int64_t disk_file_bytes, const std::string& disk_path,
                                  FileIo* io) {

@@ -9,13 +9,11 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/physical_memory.h"  // PhysicalMemoryBytes, which the budgets are checked against
 
 namespace kvtier {
 
 class FileIo;
-
-// Physical memory of this machine in bytes (0 when it cannot be told).
-int64_t PhysicalMemoryBytes();
 
 // ResourceExhausted naming the budget and what the machine has when host_bytes exceeds
 // the physical memory or disk_file_bytes exceeds what a file at disk_path could hold (free

@@ -95,7 +95,9 @@ ChatFormat DetectChatFormat(std::string_view jinja_template,
   if (has_token("<|start_header_id|>")) return ChatFormat::kLlama3;
   if (has_token("<|im_start|>")) return ChatFormat::kChatMl;
   if (has_token("[INST]")) return ChatFormat::kMistral;
-  return ChatFormat::kNone;
+  // No template and no family's markers (a base model): ChatML as plain text, as llama.cpp
+  // formats chats for a model without a template, so that chat requests work everywhere.
+  return ChatFormat::kChatMl;
 }
 
 absl::StatusOr<std::string> FormatChat(ChatFormat format, absl::Span<const ChatMessage> messages,

@@ -1,5 +1,6 @@
 // Chat formatting: built-in prompt formats for the supported families (Llama-3,
-// Qwen/ChatML, Mistral, Llama-2), chosen from the checkpoint's chat template or vocabulary.
+// Qwen/ChatML, Mistral, Llama-2), chosen from the checkpoint's chat template or vocabulary
+// (ChatML for a model that has neither).
 // This is not a Jinja engine: the checkpoint's template only selects a built-in format.
 // Stateless functions; thread-safe.
 #ifndef KVTIER_TOKENIZER_CHAT_TEMPLATE_H_
@@ -36,7 +37,9 @@ struct ChatOptions {
 };
 
 // Picks the format from the Jinja source of tokenizer_config.json's chat_template (may be
-// empty), else from which marker tokens the vocabulary has.
+// empty), else from which marker tokens the vocabulary has, else (no template, no markers:
+// a base model) ChatML, whose markers are then plain text. kNone for a template that is
+// none of the built-in formats.
 ChatFormat DetectChatFormat(std::string_view jinja_template,
                             const std::function<bool(std::string_view)>& has_token);
 

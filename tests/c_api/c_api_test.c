@@ -254,6 +254,18 @@ static void test_text(const char* model_dir) {
                KVT_ERR_INVALID_ARGUMENT);
   CHECK(strlen(err) > 0);
   CHECK_STATUS(kvt_model_tokenize(model, "\xff\xfe", 2, 1, ids, 64, &n, err, sizeof err), KVT_ERR_INVALID_ARGUMENT);
+  /* A token's own bytes: a byte token gives its byte even when it is part of a character. */
+  CHECK_STATUS(kvt_model_token_bytes(model, 72, decoded, sizeof decoded, &len), KVT_OK);
+  CHECK(len == 1 && strcmp(decoded, "H") == 0);
+  CHECK_STATUS(kvt_model_token_bytes(model, 0xC3, decoded, sizeof decoded, &len), KVT_OK);
+  CHECK(len == 1 && (unsigned char)decoded[0] == 0xC3 && decoded[1] == '\0');
+  CHECK_STATUS(kvt_model_token_bytes(model, 0xC3, NULL, 0, &len), KVT_OK);
+  CHECK(len == 1);
+  CHECK_STATUS(kvt_model_token_bytes(model, 256, decoded, sizeof decoded, &len), KVT_OK); /* BOS: its text */
+  CHECK(len > 0 && (int32_t)strlen(decoded) == len);
+  CHECK_STATUS(kvt_model_token_bytes(model, 1 << 20, decoded, sizeof decoded, &len), KVT_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(kvt_model_token_bytes(model, -1, decoded, sizeof decoded, &len), KVT_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(kvt_model_token_bytes(model, 72, NULL, 4, &len), KVT_ERR_INVALID_ARGUMENT);
 
   kvt_options_create(&opts);
   kvt_options_set_string(opts, "backend", "cpu");
@@ -283,6 +295,27 @@ static void test_text(const char* model_dir) {
   }
   CHECK_STATUS(kvt_request_add_chat_message(req, "robot", "hi"), KVT_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(kvt_request_set_prompt_text(req, NULL, 3), KVT_ERR_INVALID_ARGUMENT);
+  /* A chat prompt on a model without a chat template or markers is ChatML as plain text; the
+   * sequence's prompt tokens are that text encoded. */
+  {
+    const char chatml[] = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                          "<|im_start|>assistant\n";
+    int32_t want[128], got[128], want_n = 0, got_n = 0;
+    int64_t id = 0;
+    CHECK_STATUS(kvt_request_add_chat_message(req, "system", "Be brief."), KVT_OK);
+    CHECK_STATUS(kvt_request_add_chat_message(req, "user", "Hi"), KVT_OK);
+    CHECK_STATUS(kvt_sequence_add(ctx, req, &id), KVT_OK);
+    CHECK_STATUS(kvt_model_tokenize(model, chatml, (int32_t)strlen(chatml), 0, want, 128, &want_n, err, sizeof err),
+                 KVT_OK);
+    CHECK_STATUS(kvt_sequence_prompt_tokens(ctx, id, NULL, 0, &got_n), KVT_OK);
+    CHECK(got_n == want_n);
+    CHECK_STATUS(kvt_sequence_prompt_tokens(ctx, id, got, 128, &got_n), KVT_OK);
+    CHECK(got_n == want_n && memcmp(got, want, sizeof(int32_t) * (size_t)want_n) == 0);
+    CHECK_STATUS(kvt_sequence_prompt_tokens(ctx, id, NULL, 3, &got_n), KVT_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(kvt_sequence_prompt_tokens(ctx, id + 100, got, 128, &got_n), KVT_ERR_NOT_FOUND);
+    CHECK_STATUS(kvt_sequence_cancel(ctx, id), KVT_OK);
+    while (kvt_context_num_unfinished(ctx) > 0) kvt_step(ctx, NULL);
+  }
   kvt_request_free(req);
   kvt_context_free(ctx);
   kvt_options_free(opts);

@@ -176,9 +176,9 @@ options)
   make_model
   # The library's messages name the flags (its option keys, rewritten), and those flags exist.
   expect_re 2 err '^kvtier run: .*--gpu-kv-bytes 0 .*needs --gpu-mem-limit > 0$' run --model "$model" --prompt-ids 1,2 --backend cpu --gpu-kv-bytes 0
-  expect_re 0 out '^seq 1 \[length\]: ' run --model "$model" --prompt-ids 1,2 --backend cpu --gpu-kv-bytes 0 --gpu-mem-limit 64MiB --max-tokens 2
+  expect_re 0 out '^seq 1 \[length\]: ' run --model "$model" --prompt-ids 1,2 --backend cpu --gpu-kv-bytes 0 --gpu-mem-limit 64MiB --max-tokens 2 --events
   expect_re 2 err '^kvtier run: .*--disk-kv-bytes > 0 needs a --disk-path$' run --model "$model" --prompt-ids 1,2 --backend cpu --disk-kv-bytes 1MiB
-  expect_re 0 out '^seq 1 \[length\]: ' run --model "$model" --prompt-ids 1,2 --backend cpu --max-waiting 4 --max-running 1 \
+  expect_re 0 out '^seq 1 \[length\]: ' run --model "$model" --prompt-ids 1,2 --backend cpu --max-waiting 4 --max-running 1 --events \
     --threads 1 --block-tokens 4 --max-tokens-per-step 8 --preemption recompute --cuda-graphs 0 --cuda-fast-attention 0 \
     --cuda-pdl 0 --cuda-pdl-early 0 --cuda-gemv-prefetch 8 --max-tokens 3
   ;;
@@ -223,14 +223,24 @@ mkmodel)
   expect_re 0 out '^quantization +fp8 e4m3, per-tensor weight_scale, dynamic activation scales$' inspect --model "$work/fp8-per-tensor"
   expect_re 0 out '^quantization +fp8 e4m3, block-wise 128x128 weight_scale_inv, dynamic activation scales$' inspect --model "$work/fp8-block"
   expect_re 0 out '^quantization +compressed-tensors float-quantized fp8 e4m3, per-channel weight_scale' inspect --model "$work/fp8-ct-channel"
-  expect_re 0 out '^seq 1 \[length\]: [0-9]+ [0-9]+$' run --model "$work/fp8-block" --backend cpu --prompt-ids 1,2,3 --max-tokens 2
+  expect_re 0 out '^[0-9]+ [0-9]+$' run --model "$work/fp8-block" --backend cpu --prompt-ids 1,2,3 --max-tokens 2
   sed -i 's/"quant_method": "fp8"/"quant_method": "awq"/' "$work/fp8-per-tensor/config.json"
   expect_re 1 err "quant_method 'awq' is not supported" inspect --model "$work/fp8-per-tensor"
   ;;
 
 run)
   make_model
-  expect_re 0 out '^seq 1 \[length\]: [0-9]+ [0-9]+ [0-9]+ [0-9]+$' run --model "$model" --backend cpu --prompt-ids 1,2,3 --max-tokens 4
+  # The output as it comes: one sequence's straight to stdout (token ids: the model has no
+  # tokenizer), several as one plain line each when piped; --events: a line per event, then
+  # a summary.
+  run run --model "$model" --backend cpu --prompt-ids 1,2,3 --max-tokens 4 --ignore-eos
+  check "run: one sequence's tokens, one line" grep -qxE '[0-9]+ [0-9]+ [0-9]+ [0-9]+' "$work/out"
+  check "... and nothing else" test "$(wc -l <"$work/out")" -eq 1
+  run run --model "$model" --backend cpu --prompt-ids 1,2,3 --prompt-ids 4,5 --max-tokens 3 --ignore-eos
+  check "run: two sequences, a line each" test "$(grep -cE '^seq [12] ✓ \| [0-9]+ [0-9]+ [0-9]+$' "$work/out")" -eq 2
+  expect_re 0 out '^seq 1 \[length\]: [0-9]+ [0-9]+ [0-9]+ [0-9]+$' run --model "$model" --backend cpu --prompt-ids 1,2,3 --max-tokens 4 --events
+  check "--events: a line per token" test "$(grep -cE '^seq 1: token [0-9]+$' "$work/out")" -eq 4
+  usage_error run "give at most one of --live, --json and --events" --model "$model" --prompt-ids 1 --json --events
   expect_re 0 out '"finish_reason": "length"' run --model "$model" --backend cpu --prompt-ids 1,2,3 --prompt-ids 4 --max-tokens 2 --json
   expect_re 2 err '^kvtier run: sequence 0: .*vocab' run --model "$model" --backend cpu --prompt-ids 1,2,999999 --max-tokens 2
   expect_re 1 err '^kvtier run: ' run --model "$work/no-such-model" --prompt-ids 1
@@ -274,7 +284,7 @@ signal)
     "$kvtier" run --model "$model" --backend cpu --prompt-ids "$prompt" --max-tokens 1900 --ignore-eos \
       --prompt-ids "$prompt,3" --prompt-ids "$prompt,4" --prompt-ids "$prompt,5" --prompt-ids "$prompt,6" \
       --prompt-ids "$prompt,7" --prompt-ids "$prompt,8" --prompt-ids "$prompt,9" \
-      --max-running 1 --max-tokens-per-step 16 --disk-kv-bytes 8MiB --disk-path "$disk" \
+      --max-running 1 --max-tokens-per-step 16 --disk-kv-bytes 8MiB --disk-path "$disk" --events \
       >"$work/out" 2>"$work/err" &
     pid=$!
     for _ in $(seq 1 600); do
@@ -295,7 +305,7 @@ signal)
     check "SIG$sig: sequences reported cancelled" grep -q '^seq [0-9]* \[cancelled\]' "$work/out"
     check "SIG$sig: the disk tier's index was written" test -s "$disk.index"
     expect_re 0 out '^steps .*prefix hits gpu/host/disk 0/0/[1-9][0-9]*,' run --model "$model" --backend cpu \
-      --prompt-ids "$prompt" --max-tokens 1 --disk-kv-bytes 8MiB --disk-path "$disk"
+      --prompt-ids "$prompt" --max-tokens 1 --disk-kv-bytes 8MiB --disk-path "$disk" --events
   done
   ;;
 
@@ -370,7 +380,7 @@ gguf)
   check "a refused mkmodel left the file alone" test "$(sha256sum <"$tiny")" = "$before"
   usage_error mkmodel "--shard-bytes: a GGUF file is not sharded" --format gguf --out "$work/unused.gguf" --shard-bytes 1MiB
   usage_error mkmodel "--fp8: GGUF has no FP8 type (use kvtier convert --type q8_0)" --format gguf --out "$work/unused.gguf" --fp8 block
-  expect_re 0 out '^seq 1: ' run --model "$tiny" --backend cpu --prompt "Hi" --max-tokens 3
+  expect_re 0 out '^seq 1: ' run --model "$tiny" --backend cpu --prompt "Hi" --max-tokens 3 --events
   # convert: every --type; inspect shows the metadata and the tensor types.
   for type in auto f32 f16 bf16 q8_0; do
     expect_re 0 out "^wrote $work/demo-$type.gguf: LlamaForCausalLM, 56 tensors, " convert --model demo --to gguf --type $type --out "$work/demo-$type.gguf"
@@ -387,28 +397,21 @@ gguf)
   # GGUF to GGUF keeps the tokenizer and the sampling defaults.
   expect_re 0 out "^wrote $work/again.gguf: " convert --model "$work/demo-q8_0.gguf" --to gguf --type f16 --out "$work/again.gguf"
   expect_re 0 out '^  kvtier.generation_config ' inspect --model "$work/again.gguf"
-  # The demo model's GGUF writes what the demo model writes (its sampling defaults included):
-  # the generated text, every "seq N" line `run` prints (streamed pieces, then each whole
-  # text); the tier table after them counts bytes that two loads on a GPU may size apart.
-  generated_text() {  # MODEL BACKEND OUT [ARGS...]: run's generated text into OUT
-    local model=$1 backend=$2 into=$3
-    shift 3
-    run run --model "$model" --backend "$backend" --seed 5 "$@"
-    grep '^seq ' "$work/out" >"$into"
-  }
-  generated_text demo cpu "$work/text-dir" --prompt "The meaning of life is" --prompt "A computer is"
-  generated_text "$demo_gguf" cpu "$work/text-gguf" --prompt "The meaning of life is" --prompt "A computer is"
-  check "run --model demo.gguf writes the text --model demo writes" cmp "$work/text-gguf" "$work/text-dir"
-  check "... two whole texts, not empty" test "$(grep -cE '^seq [12] \[[a-z_]+\]: ".+"$' "$work/text-gguf")" = 2
+  # The demo model's GGUF writes what the demo model writes (its sampling defaults included).
+  run run --model demo --backend cpu --prompt "The meaning of life is" --prompt "A computer is" --seed 5
+  cp "$work/out" "$work/from-safetensors"
+  run run --model "$demo_gguf" --backend cpu --prompt "The meaning of life is" --prompt "A computer is" --seed 5
+  check "run --model demo.gguf writes the text --model demo writes" cmp -s "$work/out" "$work/from-safetensors"
+  check "... and that text is not empty" grep -qE '^seq 1 ✓ \| \[The meaning of life is\].' "$work/out"
   # On a GPU the CUDA backend loads GGUF through the same loader: the same text from the
   # demo's GGUF as from its directory, and a Q8_0 file dequantized to bf16 and to fp8.
   if "$kvtier" run --model "$tiny" --backend cuda --prompt-ids 1 --max-tokens 1 >/dev/null 2>&1; then
-    generated_text demo cuda "$work/cuda-text-dir" --prompt "The meaning of life is" --prompt "A computer is"
-    generated_text "$demo_gguf" cuda "$work/cuda-text-gguf" --prompt "The meaning of life is" --prompt "A computer is"
-    check "cuda: run --model demo.gguf writes the text --model demo writes" cmp "$work/cuda-text-gguf" "$work/cuda-text-dir"
-    check "cuda: ... two whole texts, not empty" test "$(grep -cE '^seq [12] \[[a-z_]+\]: ".+"$' "$work/cuda-text-gguf")" = 2
-    expect_re 0 out '^seq 1: ' run --model "$work/demo-q8_0.gguf" --backend cuda --prompt "Love is" --max-tokens 8
-    expect_re 0 out '^seq 1: ' run --model "$work/demo-q8_0.gguf" --backend cuda --weight-dtype fp8 --prompt "Love is" --max-tokens 8
+    run run --model demo --backend cuda --prompt "The meaning of life is" --seed 5
+    cp "$work/out" "$work/cuda-from-safetensors"
+    run run --model "$demo_gguf" --backend cuda --prompt "The meaning of life is" --seed 5
+    check "cuda: run --model demo.gguf writes the text --model demo writes" cmp -s "$work/out" "$work/cuda-from-safetensors"
+    expect_re 0 out '^seq 1: ' run --model "$work/demo-q8_0.gguf" --backend cuda --prompt "Love is" --max-tokens 8 --events
+    expect_re 0 out '^seq 1: ' run --model "$work/demo-q8_0.gguf" --backend cuda --weight-dtype fp8 --prompt "Love is" --max-tokens 8 --events
   else
     echo "skip: GGUF on the CUDA backend: no usable CUDA device (or a build without CUDA)"
   fi

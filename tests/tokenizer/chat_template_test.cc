@@ -51,7 +51,9 @@ TEST(ChatTemplateTest, Detection) {
   EXPECT_EQ(DetectChatFormat("[INST] <<SYS>>", none), ChatFormat::kLlama2);
   EXPECT_EQ(DetectChatFormat("{{ '[INST] ' + m }}", none), ChatFormat::kMistral);
   EXPECT_EQ(DetectChatFormat("", [](std::string_view t) { return t == "<|im_start|>"; }), ChatFormat::kChatMl);
-  EXPECT_EQ(DetectChatFormat("", none), ChatFormat::kNone);
+  // A base model (no template, no markers) gets ChatML; an unknown template gets none.
+  EXPECT_EQ(DetectChatFormat("", none), ChatFormat::kChatMl);
+  EXPECT_EQ(DetectChatFormat("{{ messages[0].content }}", none), ChatFormat::kNone);
 }
 
 }  // namespace

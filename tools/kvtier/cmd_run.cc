@@ -1,6 +1,6 @@
 // `kvtier run`: generates for every prompt through the public C API (the CLI is a user of
-// the library like any other), streaming the output, then printing the statistics (and, with
-// --metrics, writing them in the Prometheus text format). Loading shows its progress on
+// the library like any other), showing the output as it comes (run_output.h) and, with
+// --metrics, writing the statistics in the Prometheus text format. Loading shows its progress on
 // stderr. SIGINT or SIGTERM cancels the load or the sequences and frees the context, which
 // saves the disk cache, before exiting with 128 + the signal number. Runs once per process;
 // not thread-safe.
@@ -14,35 +14,36 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "command.h"
 #include "command_line.h"
 #include "context_flags.h"
 #include "context_text.h"
 #include "cuda_env.h"
 #include "interrupt.h"
-#include "live_view.h"
 #include "kvtier/kvtier.h"
 #include "nlohmann/json.hpp"
 #include "numbers.h"
 #include "progress_bar.h"
+#include "run_output.h"
 #include "sampling_flags.h"
 
 namespace kvtier::cli {
 namespace {
 
 constexpr char kDescription[] =
-    "Generates for every prompt (one sequence each, all at once) and streams the output: text\n"
-    "when the model has a tokenizer (tokenizer.json, or a GGUF file's), token ids otherwise.\n"
-    "SIGINT or SIGTERM cancels the sequences and frees the context (saving the disk cache)\n"
-    "before exiting. Sampling flags not given take the model's defaults (generation_config.json\n"
-    "or a GGUF file's; see kvtier inspect), else 16 tokens, greedy, no filters.";
+    "Generates for every prompt (one sequence each, all at once) and prints the output as it\n"
+    "comes: text when the model has a tokenizer (tokenizer.json, or a GGUF file's), token ids\n"
+    "otherwise; one sequence's straight to stdout, several as one line each (redrawn in place on\n"
+    "a terminal, printed when each finishes when piped). --events, --json and --live show more.\n"
+    "SIGINT or SIGTERM cancels the sequences and frees the context (saving the disk cache) before\n"
+    "exiting. Sampling flags not given take the model's defaults (generation_config.json or a\n"
+    "GGUF file's; see kvtier inspect), else 16 tokens, greedy, no filters.";
 
 struct RunFlags {
   std::string model;
   std::vector<std::string> prompt_ids, prompts, stops;
   std::vector<int32_t> stop_ids;
-  bool chat = false, ignore_eos = false, json = false, live = false;
+  bool chat = false, ignore_eos = false, json = false, live = false, events = false;
   // Set on the request only when given (Given): the others keep the model's defaults.
   int32_t max_tokens = 16, top_k = 0;
   double temperature = 0, top_p = 1;
@@ -83,6 +84,9 @@ void AddFlags(CommandLine* cl, RunFlags* f) {
   cl->AddSwitch("--live", &f->live,
                 "one line per sequence, redrawn as it grows on a terminal (plain lines at the end when piped), "
                 "then the tiers and what the cache did");
+  cl->AddSwitch("--events", &f->events,
+                "one line per step event (each piece or token, its log-probabilities, each finish), then every "
+                "sequence's output, the tiers and the statistics");
   cl->AddString("--metrics", &f->metrics,
                 "write the statistics in the Prometheus text format to FILE (\"-\": stdout) when done", "FILE");
   f->sampling.AddTo(cl);
@@ -110,64 +114,9 @@ struct Handles {
   }
 };
 
-const char* FinishName(int32_t reason) {
-  switch (reason) {
-    case KVT_FINISH_REASON_STOP: return "stop";
-    case KVT_FINISH_REASON_LENGTH: return "length";
-    case KVT_FINISH_REASON_CANCELLED: return "cancelled";
-    case KVT_FINISH_REASON_ERROR: return "error";
-    case KVT_FINISH_REASON_GRAMMAR: return "grammar";
-    default: return "none";
-  }
-}
-
 // Exit status for a failed library call: the library refusing a value the command line gave
 // is a usage error; anything else is a failure.
 int StatusFor(kvt_status status) { return status == KVT_ERR_INVALID_ARGUMENT ? kExitUsage : kExitFailure; }
-
-std::string Quoted(const std::string& text) {
-  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-// What the sequences produced, filled from the step events.
-struct Output {
-  std::vector<int64_t> ids;
-  std::map<int64_t, std::vector<int32_t>> tokens;
-  std::map<int64_t, std::string> texts;
-  std::map<int64_t, int32_t> finish;
-  std::map<int64_t, nlohmann::json> logprobs;       // with --logprobs
-  std::map<int64_t, std::vector<int32_t>> prompts;  // first completion of a prompt -> its ids, when known
-};
-
-void Record(const kvt_events* events, bool stream, bool text, Output* out) {
-  for (int32_t i = 0; i < kvt_events_count(events); ++i) {
-    int64_t seq = 0;
-    int32_t token = 0, reason = 0;
-    kvt_events_get(events, i, &seq, &token, &reason);
-    const char* piece = nullptr;
-    int32_t piece_len = 0;
-    kvt_events_text(events, i, &piece, &piece_len);
-    if (token != KVT_NO_TOKEN) out->tokens[seq].push_back(token);
-    const nlohmann::json lp = token != KVT_NO_TOKEN ? EventLogprobsJson(events, i, token) : nlohmann::json();
-    if (!lp.is_null()) out->logprobs[seq].push_back(lp);
-    out->texts[seq].append(piece, static_cast<size_t>(piece_len));
-    if (reason != KVT_FINISH_REASON_NONE) out->finish[seq] = reason;
-    if (!stream) continue;
-    if (text && piece_len > 0) {
-      std::printf("seq %lld: %s\n", static_cast<long long>(seq), Quoted(std::string(piece, piece_len)).c_str());
-    } else if (token != KVT_NO_TOKEN) {
-      std::printf("seq %lld: token %d\n", static_cast<long long>(seq), token);
-    }
-    if (!lp.is_null()) {
-      std::printf("seq %lld: logprob %.6f, top %s\n", static_cast<long long>(seq), lp["logprob"].get<double>(),
-                  lp["top"].dump().c_str());
-    }
-    if (reason != KVT_FINISH_REASON_NONE) {
-      std::printf("seq %lld: finished (%s)\n", static_cast<long long>(seq), FinishName(reason));
-    }
-  }
-  if (stream) std::fflush(stdout);  // streamed: a reader sees each step as it happens
-}
 
 // The context's statistics in the Prometheus text format, to path ("-": stdout).
 bool WriteMetrics(kvt_context* context, const std::string& path) {
@@ -183,58 +132,6 @@ bool WriteMetrics(kvt_context* context, const std::string& path) {
 nlohmann::json Stats(kvt_context* context) {
   const std::optional<std::string> text = ContextText(context, kvt_context_stats_json);
   return text ? nlohmann::json::parse(*text) : nlohmann::json::object();
-}
-
-void PrintJson(const Output& out, bool text, const nlohmann::json& stats, const SamplingFlags& sampling,
-               kvt_context* context) {
-  nlohmann::json j;
-  j["sequences"] = nlohmann::json::array();
-  for (int64_t id : out.ids) {
-    auto tokens = out.tokens.find(id);
-    auto finish = out.finish.find(id);
-    nlohmann::json entry = {
-        {"id", id},
-        {"tokens", tokens == out.tokens.end() ? std::vector<int32_t>{} : tokens->second},
-        {"finish_reason", FinishName(finish == out.finish.end() ? KVT_FINISH_REASON_NONE : finish->second)}};
-    if (text) entry["text"] = out.texts.count(id) ? out.texts.at(id) : "";
-    if (sampling.logprobs >= 0) entry["logprobs"] = out.logprobs.count(id) ? out.logprobs.at(id) : nlohmann::json::array();
-    if (sampling.prompt_logprobs >= 0) {
-      auto prompt = out.prompts.find(id);
-      const nlohmann::json scored =
-          prompt != out.prompts.end()
-              ? PromptLogprobsJson(context, id, prompt->second.data(), static_cast<int32_t>(prompt->second.size()))
-              : PromptLogprobsJson(context, id, nullptr, 0);
-      if (!scored.is_null()) entry["prompt_logprobs"] = scored;
-    }
-    j["sequences"].push_back(entry);
-  }
-  j["stats"] = stats;
-  std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-}
-
-void PrintSummary(const Output& out, bool text, const nlohmann::json& stats) {
-  std::printf("\n");
-  for (int64_t id : out.ids) {
-    auto finish = out.finish.find(id);
-    const char* reason = FinishName(finish == out.finish.end() ? KVT_FINISH_REASON_NONE : finish->second);
-    auto tokens = out.tokens.find(id);
-    const std::string body = text ? Quoted(out.texts.count(id) ? out.texts.at(id) : "")
-                                  : tokens == out.tokens.end() ? "" : absl::StrJoin(tokens->second, " ");
-    std::printf("seq %lld [%s]: %s\n", static_cast<long long>(id), reason, body.c_str());
-  }
-  std::printf("\n%-6s %16s %16s %16s\n", "tier", "capacity_bytes", "used_bytes", "peak_bytes");
-  for (const char* tier : {"gpu", "host", "disk"}) {
-    const auto& t = stats["tiers"][tier];
-    std::printf("%-6s %16lld %16lld %16lld\n", tier, t["capacity_bytes"].get<long long>(),
-                t["used_bytes"].get<long long>(), t["peak_bytes"].get<long long>());
-  }
-  std::printf("\nsteps %lld, generated %lld tokens, prompt tokens computed %lld, preemptions %lld, "
-              "swaps out/in %lld/%lld, prefix hits gpu/host/disk %lld/%lld/%lld, gpu allocs after init %lld\n",
-              stats["steps"].get<long long>(), stats["generated_tokens"].get<long long>(),
-              stats["prompt_tokens_computed"].get<long long>(), stats["preemptions"].get<long long>(),
-              stats["swaps_out"].get<long long>(), stats["swaps_in"].get<long long>(),
-              stats["prefix_hits"]["gpu"].get<long long>(), stats["prefix_hits"]["host"].get<long long>(),
-              stats["prefix_hits"]["disk"].get<long long>(), stats["gpu_allocs_after_init"].get<long long>());
 }
 
 // Builds request i from the flags; "" or the failure. *prompt_ids gets the prompt's token
@@ -278,15 +175,17 @@ std::string MakeRequest(const RunFlags& f, size_t i, kvt_model* model, kvt_reque
 }
 
 // Cancels every unfinished sequence and applies the cancels with one step (their blocks go
-// back to the cache, which kvt_context_free then saves).
-void CancelAll(Handles* h, Output* out) {
+// back to the cache, which kvt_context_free then saves); false when that step failed.
+bool CancelAll(Handles* h, RunRecord* out) {
   for (int64_t id : out->ids) {
     int32_t state = 0, reason = 0;
     if (kvt_sequence_status(h->context, id, &state, &reason) == KVT_OK && state != KVT_SEQUENCE_STATE_FINISHED) {
       kvt_sequence_cancel(h->context, id);
     }
   }
-  if (kvt_step(h->context, h->events) == KVT_OK) Record(h->events, false, false, out);
+  if (kvt_step(h->context, h->events) != KVT_OK) return false;
+  out->Record(h->events);
+  return true;
 }
 
 // The exit for a signal caught before any sequence exists: nothing to cancel or save.
@@ -302,7 +201,9 @@ int RunMain(int argc, char** argv) {
   AddFlags(&cl, &f);
   if (auto status = cl.Parse(argc, argv)) return *status;
   if (f.prompt_ids.empty() && f.prompts.empty()) return cl.UsageError("give at least one --prompt-ids or --prompt");
-  if (f.live && f.json) return cl.UsageError("give at most one of --live and --json");
+  if (int{f.live} + int{f.json} + int{f.events} > 1) {
+    return cl.UsageError("give at most one of --live, --json and --events");
+  }
   for (const auto& [flag, path, text] : {std::tuple<const char*, const std::string*, std::string*>{
                                              "--json-schema", &f.json_schema_file, &f.json_schema},
                                          {"--grammar", &f.grammar_file, &f.grammar}}) {
@@ -340,7 +241,7 @@ int RunMain(int argc, char** argv) {
   }
   loading.Finish();
 
-  Output out;
+  RunRecord out;
   const bool text = kvt_model_has_tokenizer(h.model) != 0;
   for (size_t i = 0; i < f.prompt_ids.size() + f.prompts.size(); ++i) {
     kvt_request* r = nullptr;
@@ -361,43 +262,30 @@ int RunMain(int argc, char** argv) {
   }
 
   kvt_events_create(&h.events);
-  std::optional<LiveView> live;
-  if (f.live) {
-    std::map<int64_t, std::string> shown_prompts;  // each text prompt before its continuation
-    for (size_t i = 0; i < f.prompts.size() && f.sampling.n == 1; ++i) {
-      shown_prompts[out.ids[f.prompt_ids.size() + i]] = f.prompts[i];
-    }
-    live.emplace(out.ids, std::move(shown_prompts));
+  std::map<int64_t, std::string> shown_prompts;  // each text prompt before its continuation
+  for (size_t i = 0; i < f.prompts.size() && f.sampling.n == 1; ++i) {
+    shown_prompts[out.ids[f.prompt_ids.size() + i]] = f.prompts[i];
   }
+  const RunView view = f.json ? RunView::kJson : f.live ? RunView::kLive : f.events ? RunView::kEvents : RunView::kText;
+  RunOutput output(view, text, out.ids, std::move(shown_prompts));
   int signal_number = 0;
   while (kvt_context_num_unfinished(h.context) > 0) {
     if ((signal_number = InterruptSignal()) != 0) {
-      CancelAll(&h, &out);
+      if (CancelAll(&h, &out)) output.AfterStep(h.events, out);
       break;
     }
     if (kvt_status s = kvt_step(h.context, h.events); s != KVT_OK) {
       return cl.Fail(kExitFailure, absl::StrCat("step failed: ", kvt_status_string(s), ": ",
                                                 ContextFlags::InFlagTerms(kvt_context_errmsg(h.context))));
     }
-    Record(h.events, !f.json && !f.live, text, &out);
-    if (live) {
-      std::map<int64_t, std::string> finished;
-      for (const auto& [id, reason] : out.finish) finished[id] = FinishName(reason);
-      live->Update(out.texts, finished);
-    }
+    out.Record(h.events);
+    output.AfterStep(h.events, out);
   }
   const nlohmann::json stats = Stats(h.context);
   if (!f.metrics.empty() && !WriteMetrics(h.context, f.metrics)) {
     return cl.Fail(kExitFailure, absl::StrCat("--metrics: cannot write ", f.metrics));
   }
-  if (f.json) {
-    PrintJson(out, text, stats, f.sampling, h.context);
-  } else if (f.live) {
-    LiveView::PrintTiers(stats);
-  } else {
-    PrintSummary(out, text, stats);
-  }
-  std::fflush(stdout);
+  output.Finish(out, stats, f.sampling.logprobs, f.sampling.prompt_logprobs, h.context);
   if (signal_number == 0) signal_number = InterruptSignal();
   if (signal_number != 0) {
     kvt_context_free(h.context);  // saves the cached blocks and the disk index

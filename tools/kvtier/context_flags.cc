@@ -31,7 +31,8 @@ constexpr ContextOption kOptions[] = {
      "compute backend (default auto: CUDA when a GPU is usable, else the CPU)"},
     {"threads", Kind::kInt, 0, 4096, nullptr, "CPU backend threads, 0 = every core (default 0)"},
     {"gpu_kv_bytes", Kind::kBytes, 0, kNoLimit, nullptr,
-     "device-tier KV budget; 0 = all that --gpu-mem-limit leaves (default 256MiB)"},
+     "device-tier KV budget; 0 = all that --gpu-mem-limit leaves (default: sized from the model's context and "
+     "--max-running)"},
     {"host_kv_bytes", Kind::kBytes, 0, kNoLimit, nullptr, "host-tier KV budget, 0 = no host tier (default 0)"},
     {"disk_kv_bytes", Kind::kBytes, 0, kNoLimit, nullptr,
      "disk-tier KV budget, 0 = no disk tier (default 0; needs --disk-path)"},

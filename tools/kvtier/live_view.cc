@@ -71,7 +71,8 @@ LiveView::LiveView(std::vector<int64_t> ids, std::map<int64_t, std::string> prom
 }
 
 std::string LiveView::Line(int64_t id, const std::string& text, const std::string& finish, size_t width) const {
-  const std::string head = "seq " + std::to_string(id) + (finish.empty() ? "   " : " ✓ ") + "| ";
+  const char* mark = finish.empty() ? "   " : finish == "cancelled" || finish == "error" ? " ✗ " : " ✓ ";
+  const std::string head = "seq " + std::to_string(id) + mark + "| ";
   auto prompt = prompts_.find(id);
   const std::string body =
       Flatten((prompt != prompts_.end() ? "[" + prompt->second + "]" : std::string()) + text);

@@ -328,6 +328,22 @@ namespace Kvtier
             finally { life.ExitReadLock(); }
         }
 
+        /// <summary>A sequence's prompt as it was added (a text prompt tokenized, chat messages in
+        /// the model's chat format), while its record is kept.</summary>
+        public int[] PromptTokens(long id)
+        {
+            SWIGTYPE_p_kvt_context c = Acquire();
+            try
+            {
+                var len = new int[1];
+                Check(kvtier.kvt_sequence_prompt_tokens(c, id, new int[0], 0, len));
+                var buf = new int[len[0]];
+                Check(kvtier.kvt_sequence_prompt_tokens(c, id, buf, buf.Length, len));
+                return buf;
+            }
+            finally { life.ExitReadLock(); }
+        }
+
         /// <summary>Text generated so far by a sequence whose record is kept (Unsupported without a tokenizer).</summary>
         public string Text(long id)
         {

@@ -101,6 +101,18 @@ namespace Kvtier
             return System.Text.Encoding.UTF8.GetString(buf, 0, len[0]);
         });
 
+        /// <summary>The bytes a token adds to decoded text: a piece of UTF-8, or for a byte token
+        /// part of a character the next tokens complete; a special token gives its text.</summary>
+        public byte[] TokenBytes(int id) => handle.Use(m =>
+        {
+            var len = new int[1];
+            KvtierException.Check(kvtier.kvt_model_token_bytes(m, id, new byte[0], 0, len), "token " + id);
+            var buf = new byte[len[0] + 1];
+            KvtierException.Check(kvtier.kvt_model_token_bytes(m, id, buf, buf.Length, len), "token " + id);
+            Array.Resize(ref buf, len[0]);
+            return buf;
+        });
+
         /// <summary>Calls f with the native model, which stays alive during the call.</summary>
         internal T Use<T>(Func<SWIGTYPE_p_kvt_model, T> f) => handle.Use(f);
 

@@ -28,7 +28,8 @@ namespace Kvtier
         public ContextOptions Backend(string backend) => Set("backend", backend);
         /// <summary>CPU threads; 0 uses every core.</summary>
         public ContextOptions Threads(int threads) => Set("threads", threads);
-        /// <summary>Device-tier KV budget in bytes (default 256 MiB).</summary>
+        /// <summary>Device-tier KV budget in bytes (default: sized from the model's context and
+        /// max_running, see kvtier.h).</summary>
         public ContextOptions GpuKvBytes(long bytes) => Set("gpu_kv_bytes", bytes);
         /// <summary>Host-tier KV budget in bytes; 0 (the default) turns the tier off.</summary>
         public ContextOptions HostKvBytes(long bytes) => Set("host_kv_bytes", bytes);

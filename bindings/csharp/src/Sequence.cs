@@ -39,6 +39,9 @@ namespace Kvtier
         /// <summary>Tokens produced so far (from the engine's record).</summary>
         public int[] Tokens() => context.Tokens(Id);
 
+        /// <summary>The prompt as it was added (tokenized, in the chat format).</summary>
+        public int[] PromptTokens() => context.PromptTokens(Id);
+
         /// <summary>Events until (and including) the final one; blocks while the context is stepped.</summary>
         public IEnumerator<Event> GetEnumerator() => Events(CancellationToken.None).GetEnumerator();
 

@@ -165,6 +165,11 @@ namespace Kvtier.Tests
                 Assert.Greater(m.Tokenize(text, true).Length, ids.Length); // BOS
                 var err = Assert.Throws<KvtierException>(() => m.Detokenize(new[] { 1 << 30 }, false));
                 Assert.AreEqual(Status.InvalidArgument, err.Status);
+                // Each byte token's own bytes, the parts of characters included: together, the text.
+                CollectionAssert.AreEqual(System.Text.Encoding.UTF8.GetBytes(text), ids.SelectMany(m.TokenBytes).ToArray());
+                Assert.Greater(m.TokenBytes(m.Tokenize(text, true)[0]).Length, 0); // BOS: its text
+                err = Assert.Throws<KvtierException>(() => m.TokenBytes(1 << 30));
+                Assert.AreEqual(Status.InvalidArgument, err.Status);
                 using (Context c = Context.Create(m, Cpu()))
                 {
                     Generation byIds = c.Generate(new Request(m.Tokenize("Hello", true)).MaxNewTokens(6).IgnoreEos(true));
@@ -174,6 +179,7 @@ namespace Kvtier.Tests
                         string streamed = string.Concat(s.Select(e => e.Text));
                         CollectionAssert.AreEqual(byIds.Tokens, s.Tokens());
                         Assert.AreEqual(s.Text(), streamed);
+                        CollectionAssert.AreEqual(m.Tokenize("Hello", true), s.PromptTokens());
                     }
                 }
             }

@@ -2,8 +2,6 @@
 // Thread-compatible: one thread drives it; ops inside split work over its ThreadPool.
 #include "backend/cpu/cpu_backend.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -13,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/cpu_ops.h"
+#include "common/physical_memory.h"
 #include "common/status_macros.h"
 #include "model/checkpoint.h"
 
@@ -21,13 +20,6 @@ namespace {
 
 // Activation rows preallocated at creation when the options give no step size.
 constexpr int64_t kDefaultScratchTokens = 256;
-
-int64_t PhysicalMemoryBytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page_size = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page_size <= 0) return std::numeric_limits<int64_t>::max();
-  return static_cast<int64_t>(pages) * page_size;
-}
 
 }  // namespace
 
@@ -98,7 +90,7 @@ absl::Status CpuBackend::AllocateKvPool(int64_t num_blocks) {
   }
   const int64_t block_bytes = static_cast<int64_t>(layout_.BlockBytes());
   const int64_t physical = PhysicalMemoryBytes();
-  if (num_blocks > physical / block_bytes) {
+  if (physical > 0 && num_blocks > physical / block_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "KV pool of ", num_blocks, " blocks x ", block_bytes, " bytes exceeds the ", physical,
         " bytes of physical memory"));

@@ -253,6 +253,12 @@ absl::Status CudaBackend::InitW8A8() {
   return absl::OkStatus();
 }
 
+int64_t CudaBackend::MemoryForKvPool() const {
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) return 0;
+  return static_cast<int64_t>(free_bytes);
+}
+
 absl::Status CudaBackend::AllocateKvPool(int64_t num_blocks) {
   if (pool_.base != nullptr) return absl::FailedPreconditionError("KV pool already allocated");
   if (num_blocks <= 0) return absl::InvalidArgumentError("num_blocks must be positive");

@@ -122,6 +122,8 @@ class CudaBackend final : public Backend {
   absl::Status WaitForCopies(int64_t ticket) override;
 
   int64_t device_bytes_in_use() const override { return memory_.bytes_in_use(); }
+  // The device's free bytes (cudaMemGetInfo); 0 when they cannot be read.
+  int64_t MemoryForKvPool() const override;
   int64_t allocations_after_init() const override { return memory_.allocations_after_init(); }
   DeviceMemoryStats device_memory() const override {
     return {memory_.runtime_share(), memory_.process_peak_bytes(), memory_.measured_per_process()};

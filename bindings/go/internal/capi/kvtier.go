@@ -51,55 +51,55 @@ typedef _goslice_ swig_type_18;
 typedef _goslice_ swig_type_19;
 typedef _goslice_ swig_type_20;
 typedef _goslice_ swig_type_21;
-typedef _gostring_ swig_type_22;
-typedef _gostring_ swig_type_23;
+typedef _goslice_ swig_type_22;
+typedef _goslice_ swig_type_23;
 typedef _gostring_ swig_type_24;
 typedef _gostring_ swig_type_25;
-typedef long long swig_type_26;
-typedef _goslice_ swig_type_27;
-typedef _gostring_ swig_type_28;
+typedef _gostring_ swig_type_26;
+typedef _gostring_ swig_type_27;
+typedef long long swig_type_28;
 typedef _goslice_ swig_type_29;
-typedef _goslice_ swig_type_30;
-typedef _gostring_ swig_type_31;
-typedef _gostring_ swig_type_32;
+typedef _gostring_ swig_type_30;
+typedef _goslice_ swig_type_31;
+typedef _goslice_ swig_type_32;
 typedef _gostring_ swig_type_33;
-typedef _goslice_ swig_type_34;
+typedef _gostring_ swig_type_34;
 typedef _gostring_ swig_type_35;
 typedef _goslice_ swig_type_36;
-typedef _goslice_ swig_type_37;
-typedef long long swig_type_38;
-typedef long long swig_type_39;
-typedef _goslice_ swig_type_40;
-typedef _goslice_ swig_type_41;
-typedef long long swig_type_42;
+typedef _gostring_ swig_type_37;
+typedef _goslice_ swig_type_38;
+typedef _goslice_ swig_type_39;
+typedef long long swig_type_40;
+typedef long long swig_type_41;
+typedef _goslice_ swig_type_42;
 typedef _goslice_ swig_type_43;
-typedef _goslice_ swig_type_44;
-typedef long long swig_type_45;
+typedef long long swig_type_44;
+typedef _goslice_ swig_type_45;
 typedef _goslice_ swig_type_46;
-typedef _goslice_ swig_type_47;
-typedef long long swig_type_48;
+typedef long long swig_type_47;
+typedef _goslice_ swig_type_48;
 typedef _goslice_ swig_type_49;
-typedef _goslice_ swig_type_50;
-typedef long long swig_type_51;
+typedef long long swig_type_50;
+typedef _goslice_ swig_type_51;
 typedef _goslice_ swig_type_52;
-typedef _goslice_ swig_type_53;
-typedef long long swig_type_54;
+typedef long long swig_type_53;
+typedef _goslice_ swig_type_54;
 typedef _goslice_ swig_type_55;
-typedef _goslice_ swig_type_56;
+typedef long long swig_type_56;
 typedef _goslice_ swig_type_57;
-typedef long long swig_type_58;
-typedef _goslice_ swig_type_59;
+typedef _goslice_ swig_type_58;
+typedef long long swig_type_59;
 typedef _goslice_ swig_type_60;
-typedef long long swig_type_61;
+typedef _goslice_ swig_type_61;
 typedef _goslice_ swig_type_62;
-typedef _goslice_ swig_type_63;
+typedef long long swig_type_63;
 typedef _goslice_ swig_type_64;
-typedef long long swig_type_65;
-typedef _goslice_ swig_type_66;
+typedef _goslice_ swig_type_65;
+typedef long long swig_type_66;
 typedef _goslice_ swig_type_67;
 typedef _goslice_ swig_type_68;
 typedef _goslice_ swig_type_69;
-typedef _goslice_ swig_type_70;
+typedef long long swig_type_70;
 typedef _goslice_ swig_type_71;
 typedef _goslice_ swig_type_72;
 typedef _goslice_ swig_type_73;
@@ -108,11 +108,16 @@ typedef _goslice_ swig_type_75;
 typedef _goslice_ swig_type_76;
 typedef _goslice_ swig_type_77;
 typedef _goslice_ swig_type_78;
-typedef _gostring_ swig_type_79;
+typedef _goslice_ swig_type_79;
 typedef _goslice_ swig_type_80;
 typedef _goslice_ swig_type_81;
 typedef _goslice_ swig_type_82;
 typedef _goslice_ swig_type_83;
+typedef _gostring_ swig_type_84;
+typedef _goslice_ swig_type_85;
+typedef _goslice_ swig_type_86;
+typedef _goslice_ swig_type_87;
+typedef _goslice_ swig_type_88;
 extern void _wrap_Swig_free_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_5d2bad5dfa31c4c4(swig_intgo arg1);
 extern uintptr_t _wrap_new_kvt_model_box_capi_5d2bad5dfa31c4c4(void);
@@ -182,66 +187,68 @@ extern swig_intgo _wrap_kvt_model_info_json_capi_5d2bad5dfa31c4c4(uintptr_t arg1
 extern swig_intgo _wrap_kvt_model_has_tokenizer_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
 extern swig_intgo _wrap_kvt_model_tokenize_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_13 arg2, swig_intgo arg3, swig_type_14 arg4, swig_intgo arg5, swig_type_15 arg6, swig_type_16 arg7, swig_intgo arg8);
 extern swig_intgo _wrap_kvt_model_detokenize_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_17 arg2, swig_intgo arg3, swig_intgo arg4, swig_type_18 arg5, swig_intgo arg6, swig_type_19 arg7, swig_type_20 arg8, swig_intgo arg9);
+extern swig_intgo _wrap_kvt_model_token_bytes_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2, swig_type_21 arg3, swig_intgo arg4, swig_type_22 arg5);
 extern swig_intgo _wrap_kvt_request_create_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
 extern void _wrap_kvt_request_free_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_request_set_prompt_tokens_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_21 arg2, swig_intgo arg3);
-extern swig_intgo _wrap_kvt_request_set_prompt_text_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_22 arg2);
-extern swig_intgo _wrap_kvt_request_add_chat_message_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_23 arg2, swig_type_24 arg3);
-extern swig_intgo _wrap_kvt_request_add_stop_string_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_25 arg2);
+extern swig_intgo _wrap_kvt_request_set_prompt_tokens_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_23 arg2, swig_intgo arg3);
+extern swig_intgo _wrap_kvt_request_set_prompt_text_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_24 arg2);
+extern swig_intgo _wrap_kvt_request_add_chat_message_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_25 arg2, swig_type_26 arg3);
+extern swig_intgo _wrap_kvt_request_add_stop_string_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_27 arg2);
 extern swig_intgo _wrap_kvt_request_set_max_new_tokens_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvt_request_set_temperature_capi_5d2bad5dfa31c4c4(uintptr_t arg1, float arg2);
 extern swig_intgo _wrap_kvt_request_set_top_k_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvt_request_set_top_p_capi_5d2bad5dfa31c4c4(uintptr_t arg1, float arg2);
-extern swig_intgo _wrap_kvt_request_set_seed_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_26 arg2);
-extern swig_intgo _wrap_kvt_request_set_stop_tokens_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_27 arg2, swig_intgo arg3);
+extern swig_intgo _wrap_kvt_request_set_seed_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_28 arg2);
+extern swig_intgo _wrap_kvt_request_set_stop_tokens_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_29 arg2, swig_intgo arg3);
 extern swig_intgo _wrap_kvt_request_set_ignore_eos_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvt_request_set_priority_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvt_request_set_pin_prefix_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvt_request_set_cache_namespace_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_28 arg2);
+extern swig_intgo _wrap_kvt_request_set_cache_namespace_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_30 arg2);
 extern swig_intgo _wrap_kvt_request_set_repetition_penalty_capi_5d2bad5dfa31c4c4(uintptr_t arg1, float arg2);
 extern swig_intgo _wrap_kvt_request_set_presence_penalty_capi_5d2bad5dfa31c4c4(uintptr_t arg1, float arg2);
 extern swig_intgo _wrap_kvt_request_set_frequency_penalty_capi_5d2bad5dfa31c4c4(uintptr_t arg1, float arg2);
 extern swig_intgo _wrap_kvt_request_set_min_p_capi_5d2bad5dfa31c4c4(uintptr_t arg1, float arg2);
-extern swig_intgo _wrap_kvt_request_set_logit_bias_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_29 arg2, swig_type_30 arg3, swig_intgo arg4);
+extern swig_intgo _wrap_kvt_request_set_logit_bias_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_31 arg2, swig_type_32 arg3, swig_intgo arg4);
 extern swig_intgo _wrap_kvt_request_set_logprobs_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvt_request_set_prompt_logprobs_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2);
 extern swig_intgo _wrap_kvt_request_set_n_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2);
-extern swig_intgo _wrap_kvt_request_set_json_schema_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_31 arg2);
-extern swig_intgo _wrap_kvt_request_set_grammar_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_32 arg2);
-extern swig_type_33 _wrap_kvt_request_errmsg_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_context_create_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_34 arg4, swig_intgo arg5);
+extern swig_intgo _wrap_kvt_request_set_json_schema_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_33 arg2);
+extern swig_intgo _wrap_kvt_request_set_grammar_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_34 arg2);
+extern swig_type_35 _wrap_kvt_request_errmsg_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern swig_intgo _wrap_kvt_context_create_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_36 arg4, swig_intgo arg5);
 extern void _wrap_kvt_context_free_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
-extern swig_type_35 _wrap_kvt_context_errmsg_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_context_errmsg_copy_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_36 arg2, swig_intgo arg3);
-extern swig_intgo _wrap_kvt_sequence_add_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2, swig_type_37 arg3);
-extern swig_intgo _wrap_kvt_sequence_cancel_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_38 arg2);
-extern swig_intgo _wrap_kvt_sequence_status_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_39 arg2, swig_type_40 arg3, swig_type_41 arg4);
-extern swig_intgo _wrap_kvt_sequence_tokens_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_42 arg2, swig_type_43 arg3, swig_intgo arg4, swig_type_44 arg5);
-extern swig_intgo _wrap_kvt_sequence_text_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_45 arg2, swig_type_46 arg3, swig_intgo arg4, swig_type_47 arg5);
-extern swig_intgo _wrap_kvt_sequence_error_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_48 arg2, swig_type_49 arg3, swig_intgo arg4, swig_type_50 arg5);
-extern swig_intgo _wrap_kvt_sequence_logprobs_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_51 arg2, swig_type_52 arg3, swig_intgo arg4, swig_type_53 arg5);
-extern swig_intgo _wrap_kvt_sequence_top_logprobs_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_54 arg2, swig_intgo arg3, swig_type_55 arg4, swig_type_56 arg5, swig_intgo arg6, swig_type_57 arg7);
-extern swig_intgo _wrap_kvt_sequence_prompt_logprobs_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_58 arg2, swig_type_59 arg3, swig_intgo arg4, swig_type_60 arg5);
-extern swig_intgo _wrap_kvt_sequence_prompt_top_logprobs_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_61 arg2, swig_intgo arg3, swig_type_62 arg4, swig_type_63 arg5, swig_intgo arg6, swig_type_64 arg7);
-extern swig_intgo _wrap_kvt_sequence_release_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_65 arg2);
+extern swig_type_37 _wrap_kvt_context_errmsg_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
+extern swig_intgo _wrap_kvt_context_errmsg_copy_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_38 arg2, swig_intgo arg3);
+extern swig_intgo _wrap_kvt_sequence_add_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2, swig_type_39 arg3);
+extern swig_intgo _wrap_kvt_sequence_cancel_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_40 arg2);
+extern swig_intgo _wrap_kvt_sequence_status_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_41 arg2, swig_type_42 arg3, swig_type_43 arg4);
+extern swig_intgo _wrap_kvt_sequence_tokens_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_44 arg2, swig_type_45 arg3, swig_intgo arg4, swig_type_46 arg5);
+extern swig_intgo _wrap_kvt_sequence_prompt_tokens_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_47 arg2, swig_type_48 arg3, swig_intgo arg4, swig_type_49 arg5);
+extern swig_intgo _wrap_kvt_sequence_text_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_50 arg2, swig_type_51 arg3, swig_intgo arg4, swig_type_52 arg5);
+extern swig_intgo _wrap_kvt_sequence_error_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_53 arg2, swig_type_54 arg3, swig_intgo arg4, swig_type_55 arg5);
+extern swig_intgo _wrap_kvt_sequence_logprobs_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_56 arg2, swig_type_57 arg3, swig_intgo arg4, swig_type_58 arg5);
+extern swig_intgo _wrap_kvt_sequence_top_logprobs_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_59 arg2, swig_intgo arg3, swig_type_60 arg4, swig_type_61 arg5, swig_intgo arg6, swig_type_62 arg7);
+extern swig_intgo _wrap_kvt_sequence_prompt_logprobs_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_63 arg2, swig_type_64 arg3, swig_intgo arg4, swig_type_65 arg5);
+extern swig_intgo _wrap_kvt_sequence_prompt_top_logprobs_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_66 arg2, swig_intgo arg3, swig_type_67 arg4, swig_type_68 arg5, swig_intgo arg6, swig_type_69 arg7);
+extern swig_intgo _wrap_kvt_sequence_release_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_70 arg2);
 extern swig_intgo _wrap_kvt_context_num_unfinished_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
 extern swig_intgo _wrap_kvt_events_create_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
 extern void _wrap_kvt_events_free_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
 extern swig_intgo _wrap_kvt_events_count_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_events_get_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2, swig_type_66 arg3, swig_type_67 arg4, swig_type_68 arg5);
-extern swig_intgo _wrap_kvt_events_logprob_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2, swig_type_69 arg3, swig_type_70 arg4);
-extern swig_intgo _wrap_kvt_events_top_logprobs_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2, swig_type_71 arg3, swig_type_72 arg4, swig_intgo arg5, swig_type_73 arg6);
+extern swig_intgo _wrap_kvt_events_get_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2, swig_type_71 arg3, swig_type_72 arg4, swig_type_73 arg5);
+extern swig_intgo _wrap_kvt_events_logprob_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2, swig_type_74 arg3, swig_type_75 arg4);
+extern swig_intgo _wrap_kvt_events_top_logprobs_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2, swig_type_76 arg3, swig_type_77 arg4, swig_intgo arg5, swig_type_78 arg6);
 extern swig_intgo _wrap_kvt_step_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_kvt_generate_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2, swig_type_74 arg3, swig_intgo arg4, swig_type_75 arg5, swig_type_76 arg6);
+extern swig_intgo _wrap_kvt_generate_capi_5d2bad5dfa31c4c4(uintptr_t arg1, uintptr_t arg2, swig_type_79 arg3, swig_intgo arg4, swig_type_80 arg5, swig_type_81 arg6);
 extern swig_intgo _wrap_kvt_context_unpin_prefixes_capi_5d2bad5dfa31c4c4(uintptr_t arg1);
-extern swig_intgo _wrap_kvt_context_stats_json_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_77 arg2, swig_intgo arg3, swig_type_78 arg4);
-extern swig_intgo _wrap_kvt_context_stat_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_79 arg2, swig_type_80 arg3);
-extern swig_intgo _wrap_kvt_context_metrics_text_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_81 arg2, swig_intgo arg3, swig_type_82 arg4);
+extern swig_intgo _wrap_kvt_context_stats_json_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_82 arg2, swig_intgo arg3, swig_type_83 arg4);
+extern swig_intgo _wrap_kvt_context_stat_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_84 arg2, swig_type_85 arg3);
+extern swig_intgo _wrap_kvt_context_metrics_text_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_type_86 arg2, swig_intgo arg3, swig_type_87 arg4);
 extern swig_intgo _wrap_KVT_LOG_LEVEL_DEBUG_capi_5d2bad5dfa31c4c4(void);
 extern swig_intgo _wrap_KVT_LOG_LEVEL_INFO_capi_5d2bad5dfa31c4c4(void);
 extern swig_intgo _wrap_KVT_LOG_LEVEL_WARN_capi_5d2bad5dfa31c4c4(void);
 extern swig_intgo _wrap_KVT_LOG_LEVEL_ERROR_capi_5d2bad5dfa31c4c4(void);
-extern swig_intgo _wrap_kvt_events_text_copy_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2, swig_type_83 arg3, swig_intgo arg4);
+extern swig_intgo _wrap_kvt_events_text_copy_capi_5d2bad5dfa31c4c4(uintptr_t arg1, swig_intgo arg2, swig_type_88 arg3, swig_intgo arg4);
 #undef intgo
 */
 import "C"
@@ -820,6 +827,23 @@ func Kvt_model_detokenize(arg1 Struct_SS_kvt_model, arg2 []int32, arg3 int, arg4
 	return swig_r
 }
 
+func Kvt_model_token_bytes(arg1 Struct_SS_kvt_model, arg2 int, arg3 []byte, arg4 int, arg5 []int32) (_swig_ret Enum_SS_kvt_status) {
+	var swig_r Enum_SS_kvt_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_model_token_bytes_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_21)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_22)(unsafe.Pointer(&_swig_i_4))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	return swig_r
+}
+
 func Kvt_request_create(arg1 Struct_SS_kvt_request) (_swig_ret Enum_SS_kvt_status) {
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
@@ -837,7 +861,7 @@ func Kvt_request_set_prompt_tokens(arg1 Struct_SS_kvt_request, arg2 []int32, arg
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_prompt_tokens_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_21)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_prompt_tokens_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_23)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -848,7 +872,7 @@ func Kvt_request_set_prompt_text(arg1 Struct_SS_kvt_request, arg2 string) (_swig
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_prompt_text_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_22)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_prompt_text_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_24)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -860,7 +884,7 @@ func Kvt_request_add_chat_message(arg1 Struct_SS_kvt_request, arg2 string, arg3 
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_add_chat_message_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_23)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_24)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_add_chat_message_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_25)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_26)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -874,7 +898,7 @@ func Kvt_request_add_stop_string(arg1 Struct_SS_kvt_request, arg2 string) (_swig
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_add_stop_string_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_25)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_add_stop_string_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_27)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -917,7 +941,7 @@ func Kvt_request_set_seed(arg1 Struct_SS_kvt_request, arg2 int64) (_swig_ret Enu
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_seed_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_26(_swig_i_1)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_seed_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_28(_swig_i_1)))
 	return swig_r
 }
 
@@ -926,7 +950,7 @@ func Kvt_request_set_stop_tokens(arg1 Struct_SS_kvt_request, arg2 []int32, arg3 
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_stop_tokens_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_27)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_stop_tokens_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_29)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -961,7 +985,7 @@ func Kvt_request_set_cache_namespace(arg1 Struct_SS_kvt_request, arg2 string) (_
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_cache_namespace_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_28)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_cache_namespace_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_30)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1006,7 +1030,7 @@ func Kvt_request_set_logit_bias(arg1 Struct_SS_kvt_request, arg2 []int32, arg3 [
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_logit_bias_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_29)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_30)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_logit_bias_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_31)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_32)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1044,7 +1068,7 @@ func Kvt_request_set_json_schema(arg1 Struct_SS_kvt_request, arg2 string) (_swig
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_json_schema_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_31)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_json_schema_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_33)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1055,7 +1079,7 @@ func Kvt_request_set_grammar(arg1 Struct_SS_kvt_request, arg2 string) (_swig_ret
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_grammar_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_32)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_request_set_grammar_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_34)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1079,7 +1103,7 @@ func Kvt_context_create(arg1 Struct_SS_kvt_model, arg2 Struct_SS_kvt_options, ar
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_create_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), *(*C.swig_type_34)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_create_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), *(*C.swig_type_36)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
@@ -1106,7 +1130,7 @@ func Kvt_context_errmsg_copy(arg1 Struct_SS_kvt_context, arg2 []byte, arg3 int) 
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_kvt_context_errmsg_copy_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_36)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2)))
+	swig_r = (int)(C._wrap_kvt_context_errmsg_copy_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1118,7 +1142,7 @@ func Kvt_sequence_add(arg1 Struct_SS_kvt_context, arg2 Struct_SS_kvt_request, ar
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_add_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_37)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_add_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_39)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1129,7 +1153,7 @@ func Kvt_sequence_cancel(arg1 Struct_SS_kvt_context, arg2 int64) (_swig_ret Enum
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_cancel_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_38(_swig_i_1)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_cancel_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_40(_swig_i_1)))
 	return swig_r
 }
 
@@ -1139,7 +1163,7 @@ func Kvt_sequence_status(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []int32, a
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_status_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_39(_swig_i_1), *(*C.swig_type_40)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_41)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_status_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_41(_swig_i_1), *(*C.swig_type_42)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1156,7 +1180,24 @@ func Kvt_sequence_tokens(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []int32, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_tokens_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_42(_swig_i_1), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_tokens_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_44(_swig_i_1), *(*C.swig_type_45)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_46)(unsafe.Pointer(&_swig_i_4))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
+	}
+	return swig_r
+}
+
+func Kvt_sequence_prompt_tokens(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []int32, arg4 int, arg5 []int32) (_swig_ret Enum_SS_kvt_status) {
+	var swig_r Enum_SS_kvt_status
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_prompt_tokens_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_47(_swig_i_1), *(*C.swig_type_48)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1173,7 +1214,7 @@ func Kvt_sequence_text(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []byte, arg4
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_text_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_45(_swig_i_1), *(*C.swig_type_46)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_text_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_50(_swig_i_1), *(*C.swig_type_51)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_52)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1190,7 +1231,7 @@ func Kvt_sequence_error(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []byte, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_error_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_48(_swig_i_1), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_50)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_error_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_53(_swig_i_1), *(*C.swig_type_54)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1207,7 +1248,7 @@ func Kvt_sequence_logprobs(arg1 Struct_SS_kvt_context, arg2 int64, arg3 []float3
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_logprobs_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_51(_swig_i_1), *(*C.swig_type_52)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_logprobs_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_56(_swig_i_1), *(*C.swig_type_57)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_58)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1226,7 +1267,7 @@ func Kvt_sequence_top_logprobs(arg1 Struct_SS_kvt_context, arg2 int64, arg3 int,
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_top_logprobs_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_54(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_56)(unsafe.Pointer(&_swig_i_4)), C.swig_intgo(_swig_i_5), *(*C.swig_type_57)(unsafe.Pointer(&_swig_i_6))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_top_logprobs_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_59(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_4)), C.swig_intgo(_swig_i_5), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_6))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
@@ -1246,7 +1287,7 @@ func Kvt_sequence_prompt_logprobs(arg1 Struct_SS_kvt_context, arg2 int64, arg3 [
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_prompt_logprobs_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_58(_swig_i_1), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_prompt_logprobs_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_63(_swig_i_1), *(*C.swig_type_64)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_65)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1265,7 +1306,7 @@ func Kvt_sequence_prompt_top_logprobs(arg1 Struct_SS_kvt_context, arg2 int64, ar
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_prompt_top_logprobs_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_61(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_63)(unsafe.Pointer(&_swig_i_4)), C.swig_intgo(_swig_i_5), *(*C.swig_type_64)(unsafe.Pointer(&_swig_i_6))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_prompt_top_logprobs_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_66(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_68)(unsafe.Pointer(&_swig_i_4)), C.swig_intgo(_swig_i_5), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_6))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg4
 	}
@@ -1282,7 +1323,7 @@ func Kvt_sequence_release(arg1 Struct_SS_kvt_context, arg2 int64) (_swig_ret Enu
 	var swig_r Enum_SS_kvt_status
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_release_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_65(_swig_i_1)))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_sequence_release_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1)))
 	return swig_r
 }
 
@@ -1319,7 +1360,7 @@ func Kvt_events_get(arg1 Struct_SS_kvt_events, arg2 int, arg3 []int64, arg4 []in
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_events_get_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_66)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_68)(unsafe.Pointer(&_swig_i_4))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_events_get_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_72)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_73)(unsafe.Pointer(&_swig_i_4))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1338,7 +1379,7 @@ func Kvt_events_logprob(arg1 Struct_SS_kvt_events, arg2 int, arg3 []float32, arg
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_events_logprob_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_events_logprob_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_74)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_75)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1356,7 +1397,7 @@ func Kvt_events_top_logprobs(arg1 Struct_SS_kvt_events, arg2 int, arg3 []int32, 
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_events_top_logprobs_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_72)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4), *(*C.swig_type_73)(unsafe.Pointer(&_swig_i_5))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_events_top_logprobs_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_76)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_77)(unsafe.Pointer(&_swig_i_3)), C.swig_intgo(_swig_i_4), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_5))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1385,7 +1426,7 @@ func Kvt_generate(arg1 Struct_SS_kvt_context, arg2 Struct_SS_kvt_request, arg3 [
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_generate_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_74)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_75)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_76)(unsafe.Pointer(&_swig_i_5))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_generate_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), *(*C.swig_type_80)(unsafe.Pointer(&_swig_i_4)), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_5))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1411,7 +1452,7 @@ func Kvt_context_stats_json(arg1 Struct_SS_kvt_context, arg2 []byte, arg3 int, a
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_stats_json_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_77)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_stats_json_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1426,7 +1467,7 @@ func Kvt_context_stat(arg1 Struct_SS_kvt_context, arg2 string, arg3 []int64) (_s
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_stat_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_80)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_stat_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1442,7 +1483,7 @@ func Kvt_context_metrics_text(arg1 Struct_SS_kvt_context, arg2 []byte, arg3 int,
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_metrics_text_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_3))))
+	swig_r = (Enum_SS_kvt_status)(C._wrap_kvt_context_metrics_text_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), *(*C.swig_type_86)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_3))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1487,7 +1528,7 @@ func Kvt_events_text_copy(arg1 Struct_SS_kvt_events, arg2 int, arg3 []byte, arg4
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (int)(C._wrap_kvt_events_text_copy_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
+	swig_r = (int)(C._wrap_kvt_events_text_copy_capi_5d2bad5dfa31c4c4(C.uintptr_t(_swig_i_0), C.swig_intgo(_swig_i_1), *(*C.swig_type_88)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}

@@ -1255,6 +1255,31 @@ intgo _wrap_kvt_model_detokenize_capi_5d2bad5dfa31c4c4(struct kvt_model *_swig_g
 }
 
 
+intgo _wrap_kvt_model_token_bytes_capi_5d2bad5dfa31c4c4(struct kvt_model *_swig_go_0, intgo _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
+  kvt_model *arg1 = (kvt_model *) 0 ;
+  int32_t arg2 ;
+  char *arg3 = (char *) 0 ;
+  int32_t arg4 ;
+  int32_t *arg5 = (int32_t *) 0 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_model **)&_swig_go_0; 
+  arg2 = (int32_t)_swig_go_1; 
+  arg3 = (char *)(_swig_go_2.len > 0 ? _swig_go_2.array : 0); 
+  arg4 = (int32_t)_swig_go_3; 
+  arg5 = (int32_t *)(_swig_go_4.len > 0 ? _swig_go_4.array : 0); 
+  
+  result = (kvt_status)kvt_model_token_bytes((struct kvt_model const *)arg1,arg2,arg3,arg4,arg5);
+  _swig_go_result = (intgo)result; 
+  
+  
+  
+  
+  return _swig_go_result;
+}
+
+
 intgo _wrap_kvt_request_create_capi_5d2bad5dfa31c4c4(struct kvt_request **_swig_go_0) {
   kvt_request **arg1 = (kvt_request **) 0 ;
   kvt_status result;
@@ -1847,6 +1872,31 @@ intgo _wrap_kvt_sequence_tokens_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_
   arg5 = (int32_t *)(_swig_go_4.len > 0 ? _swig_go_4.array : 0); 
   
   result = (kvt_status)kvt_sequence_tokens(arg1,arg2,arg3,arg4,arg5);
+  _swig_go_result = (intgo)result; 
+  
+  
+  
+  
+  return _swig_go_result;
+}
+
+
+intgo _wrap_kvt_sequence_prompt_tokens_capi_5d2bad5dfa31c4c4(struct kvt_context *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _goslice_ _swig_go_4) {
+  kvt_context *arg1 = (kvt_context *) 0 ;
+  int64_t arg2 ;
+  int32_t *arg3 = (int32_t *) 0 ;
+  int32_t arg4 ;
+  int32_t *arg5 = (int32_t *) 0 ;
+  kvt_status result;
+  intgo _swig_go_result;
+  
+  arg1 = *(kvt_context **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  arg3 = (int32_t *)(_swig_go_2.len > 0 ? _swig_go_2.array : 0); 
+  arg4 = (int32_t)_swig_go_3; 
+  arg5 = (int32_t *)(_swig_go_4.len > 0 ? _swig_go_4.array : 0); 
+  
+  result = (kvt_status)kvt_sequence_prompt_tokens(arg1,arg2,arg3,arg4,arg5);
   _swig_go_result = (intgo)result; 
   
   

@@ -334,6 +334,26 @@ public final class Context implements AutoCloseable {
   }
 
   /**
+   * A sequence's prompt as it was added (a text prompt tokenized, chat messages in the model's
+   * chat format), while its record is kept.
+   *
+   * @param id the sequence id
+   * @return the prompt's tokens
+   */
+  public int[] promptTokens(long id) {
+    SWIGTYPE_p_kvt_context c = acquire();
+    try {
+      int[] len = new int[1];
+      check(kvtier.kvt_sequence_prompt_tokens(c, id, new int[0], 0, len));
+      int[] buf = new int[len[0]];
+      check(kvtier.kvt_sequence_prompt_tokens(c, id, buf, buf.length, len));
+      return buf;
+    } finally {
+      life.readLock().unlock();
+    }
+  }
+
+  /**
    * The text generated so far by a sequence whose record is kept.
    *
    * @param id the sequence id

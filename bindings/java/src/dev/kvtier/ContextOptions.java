@@ -56,7 +56,8 @@ public final class ContextOptions {
   public ContextOptions threads(int threads) { return set("threads", threads); }
 
   /**
-   * Sets the device-tier KV budget (default 256 MiB).
+   * Sets the device-tier KV budget (default: sized from the model's context and max_running,
+   * see kvtier.h).
    *
    * @param bytes the budget in bytes
    * @return this

@@ -6,6 +6,7 @@ import dev.kvtier.swig.SWIGTYPE_p_kvt_model;
 import dev.kvtier.swig.SWIGTYPE_p_p_kvt_model;
 import dev.kvtier.swig.kvtier;
 import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 
 /**
  * A loaded checkpoint: immutable, safe to share between threads and contexts. Contexts keep
@@ -126,6 +127,23 @@ public final class Model implements AutoCloseable {
     Kvtier.check(kvtier.kvt_model_detokenize(handle(), ids, ids.length, skip, buf, buf.length, len,
         err, err.length), Kvtier.cString(err));
     return new String(buf, 0, len[0], StandardCharsets.UTF_8);
+  }
+
+  /**
+   * The bytes a token adds to decoded text: a piece of UTF-8, or for a byte token part of a
+   * character the next tokens complete; a special token gives its text.
+   *
+   * @param id the token id
+   * @return its bytes
+   * @throws KvtierException INVALID_ARGUMENT for an id outside the vocabulary, UNSUPPORTED
+   *     when the model has no tokenizer
+   */
+  public byte[] tokenBytes(int id) {
+    int[] len = new int[1];
+    Kvtier.check(kvtier.kvt_model_token_bytes(handle(), id, new byte[0], 0, len), "token " + id);
+    byte[] buf = new byte[len[0] + 1];
+    Kvtier.check(kvtier.kvt_model_token_bytes(handle(), id, buf, buf.length, len), "token " + id);
+    return Arrays.copyOf(buf, len[0]);
   }
 
   synchronized SWIGTYPE_p_kvt_model handle() {

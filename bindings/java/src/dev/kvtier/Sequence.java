@@ -128,6 +128,13 @@ public final class Sequence implements AutoCloseable, Iterable<Event> {
   public int[] tokens() { return context.tokens(id); }
 
   /**
+   * The prompt as it was added (tokenized, in the chat format).
+   *
+   * @return the prompt's tokens
+   */
+  public int[] promptTokens() { return context.promptTokens(id); }
+
+  /**
    * The text produced so far.
    *
    * @return the generated text

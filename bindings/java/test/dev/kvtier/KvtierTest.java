@@ -165,6 +165,13 @@ class KvtierTest {
       KvtierException e = assertThrows(KvtierException.class,
           () -> m.detokenize(new int[] {1 << 30}, false));
       assertEquals(Status.INVALID_ARGUMENT, e.status());
+      // Each byte token's own bytes, the parts of characters included: together, the text.
+      java.io.ByteArrayOutputStream pieces = new java.io.ByteArrayOutputStream();
+      for (int id : ids) pieces.writeBytes(m.tokenBytes(id));
+      assertArrayEquals(text.getBytes(StandardCharsets.UTF_8), pieces.toByteArray());
+      assertTrue(m.tokenBytes(m.tokenize(text, true)[0]).length > 0); // BOS: its text
+      e = assertThrows(KvtierException.class, () -> m.tokenBytes(1 << 30));
+      assertEquals(Status.INVALID_ARGUMENT, e.status());
       try (Context c = Context.create(m, cpu())) {
         Generation byIds = c.generate(new Request(m.tokenize("Hello", true)).maxNewTokens(6)
             .ignoreEos(true));
@@ -174,6 +181,7 @@ class KvtierTest {
           for (Event ev : s) streamed.append(ev.text());
           assertArrayEquals(byIds.tokens(), s.tokens());
           assertEquals(s.text(), streamed.toString());
+          assertArrayEquals(m.tokenize("Hello", true), s.promptTokens());
         }
       }
     }
