@@ -28,6 +28,7 @@
 #include "gtest/gtest.h"
 #include "kv/crash_workload.h"
 #include "kvtier/kvtier.h"
+#include "testing/sanitizers.h"
 #include "testing/test_model.h"
 
 namespace kvtier {
@@ -38,17 +39,7 @@ using testing::kCrashBlockTokens;
 constexpr int64_t kGraceNs = 2'000'000'000;  // blocks full this long before the kill must survive
 constexpr double kRequiredShare = 0.95;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using testing::kSanitized;
 
 int64_t MonotonicNs() {
   timespec ts;
