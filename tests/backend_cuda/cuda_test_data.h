@@ -101,6 +101,20 @@ std::vector<float> ToF32(const std::vector<uint16_t>& bits) {
   return v;
 }
 
+// Random e4m3 codes (no NaN) of a (rows, cols) fp8 matrix and a scale per row drawn from
+// [scale_lo, scale_hi).
+inline void RandomFp8(int64_t rows, int64_t cols, std::mt19937& rng, std::vector<uint8_t>* codes,
+                      std::vector<float>* scales, float scale_lo = 1e-4f, float scale_hi = 1e-2f) {
+  codes->resize(static_cast<size_t>(rows * cols));
+  std::uniform_int_distribution<int> code(0, 255);
+  for (uint8_t& c : *codes) {
+    do c = static_cast<uint8_t>(code(rng)); while ((c & 0x7f) == 0x7f);
+  }
+  scales->resize(static_cast<size_t>(rows));
+  std::uniform_real_distribution<float> scale(scale_lo, scale_hi);
+  for (float& s : *scales) s = scale(rng);
+}
+
 // ||out - ref|| / ||ref||; infinity when out has a non-finite value.
 inline double RelativeError(const std::vector<float>& out, const std::vector<float>& ref) {
   if (out.size() != ref.size()) return INFINITY;

@@ -36,15 +36,9 @@ constexpr Shape kShapes[] = {{264, 512}, {136, 4096}, {1024, 16 * 36}};
 constexpr int kRows[] = {3, 16, 17, 64, 100, 128};
 constexpr int kSms[] = {132, 7};  // one CTA per SM: many partly covered tiles, and few CTAs
 
+// Codes and per-row scales of an (n, k) fp8 weight.
 void RandomCodes(int64_t n, int64_t k, std::mt19937& rng, std::vector<uint8_t>* codes, std::vector<float>* scales) {
-  codes->resize(n * k);
-  std::uniform_int_distribution<int> code(0, 255);
-  for (uint8_t& c : *codes) {
-    do c = static_cast<uint8_t>(code(rng)); while ((c & 0x7f) == 0x7f);  // no NaN
-  }
-  scales->resize(n);
-  std::uniform_real_distribution<float> scale(1e-3f, 1e-1f);
-  for (float& s : *scales) s = scale(rng);
+  cuda_test::RandomFp8(n, k, rng, codes, scales, 1e-3f, 1e-1f);
 }
 
 // sum_k x * w * scale in double, and the sum of the magnitudes of its terms (the bound of
