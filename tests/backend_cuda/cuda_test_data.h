@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/cuda/kernels.h"
+#include "backend/kv_layout.h"
 #include "model/tensor.h"
 
 namespace kvtier::cuda_test {
@@ -99,6 +100,21 @@ std::vector<float> ToF32(const std::vector<uint16_t>& bits) {
   std::vector<float> v(bits.size());
   for (size_t i = 0; i < bits.size(); ++i) v[i] = Elem16<T>::Value(bits[i]);
   return v;
+}
+
+// The PagedKv view the attention kernels read of a 16-bit pool laid out as `layout`, with
+// the chunks' flattened block tables (device arrays).
+template <typename T>
+cuda::PagedKv<T> PagedKvOf(const KvLayout& layout, T* pool, const int32_t* indices, const int32_t* indptr) {
+  cuda::PagedKv<T> kv;
+  kv.pool = pool;
+  kv.indices = indices;
+  kv.indptr = indptr;
+  kv.block_elements = layout.ElementsPerBlock();
+  kv.num_kv_heads = static_cast<int32_t>(layout.num_kv_heads);
+  kv.head_dim = static_cast<int32_t>(layout.head_dim);
+  kv.block_tokens = static_cast<int32_t>(layout.block_tokens);
+  return kv;
 }
 
 // Random e4m3 codes (no NaN) of a (rows, cols) fp8 matrix and a scale per row drawn from
