@@ -102,8 +102,19 @@ std::vector<float> ToF32(const std::vector<uint16_t>& bits) {
   return v;
 }
 
-// The PagedKv view the attention kernels read of a 16-bit pool laid out as `layout`, with
-// the chunks' flattened block tables (device arrays).
+// `count` elements of device memory (at least one), freed with the object; ptr is null
+// when the allocation failed.
+template <typename T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  explicit DeviceBuffer(size_t count) { cudaMalloc(&ptr, std::max<size_t>(count, 1) * sizeof(T)); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+// The PagedKv view the attention kernels read of a pool laid out as `layout` (16-bit, or
+// fp8 codes with their row scales), with the chunks' flattened block tables (device arrays).
 template <typename T>
 cuda::PagedKv<T> PagedKvOf(const KvLayout& layout, T* pool, const int32_t* indices, const int32_t* indptr) {
   cuda::PagedKv<T> kv;
@@ -114,6 +125,10 @@ cuda::PagedKv<T> PagedKvOf(const KvLayout& layout, T* pool, const int32_t* indic
   kv.num_kv_heads = static_cast<int32_t>(layout.num_kv_heads);
   kv.head_dim = static_cast<int32_t>(layout.head_dim);
   kv.block_tokens = static_cast<int32_t>(layout.block_tokens);
+  if (layout.dtype == DType::kF8E4M3) {
+    kv.fp8 = true;
+    kv.block_bytes = static_cast<int64_t>(layout.BlockBytes());
+  }
   return kv;
 }
 

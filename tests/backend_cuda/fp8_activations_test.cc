@@ -17,15 +17,9 @@
 namespace kvtier {
 namespace {
 
+using cuda_test::DeviceBuffer;
 using cuda_test::Elem16;
 using cuda_test::ForEachElem;
-
-template <typename T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  explicit DeviceBuffer(size_t count) { cudaMalloc(&ptr, count * sizeof(T)); }
-  ~DeviceBuffer() { cudaFree(ptr); }
-};
 
 template <typename T>
 void Upload(const std::vector<T>& host, DeviceBuffer<T>* device) {

@@ -14,14 +14,8 @@
 namespace kvtier {
 namespace {
 
+using cuda_test::DeviceBuffer;
 using cuda_test::Elem16;
-
-template <typename T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  explicit DeviceBuffer(size_t count) { cudaMalloc(&ptr, std::max<size_t>(count, 1) * sizeof(T)); }
-  ~DeviceBuffer() { cudaFree(ptr); }
-};
 
 #define KVT_SKIP_WITHOUT_SM90()                                                          \
   KVT_SKIP_WITHOUT_CUDA();                                                               \
