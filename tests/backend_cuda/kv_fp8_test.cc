@@ -167,15 +167,9 @@ std::vector<float> CpuReference(const cuda_test::PagedWorld& w, const KvLayout& 
   return out;
 }
 
-struct AttentionCase {
-  int heads, kv_heads, head_dim, block_tokens;
-};
+using AttentionCase = cuda_test::AttentionShape;
 
-class KvFp8AttentionTest : public ::testing::TestWithParam<AttentionCase> {
- protected:
-  void SetUp() override { KVT_SKIP_WITHOUT_CUDA(); }
-  std::mt19937 rng_{std::random_device{}()};
-};
+class KvFp8AttentionTest : public cuda_test::CudaParamTest<AttentionCase> {};
 
 // DecodeAttention over one decode row per chunk of `shapes` (fp8 KV) against the CPU on the
 // same bytes (one reference), for each of `configs`: {max_splits (0: DecodeMaxSplits' choice

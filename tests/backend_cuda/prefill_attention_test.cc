@@ -157,15 +157,9 @@ std::vector<float> ReferenceAttention(const PrefillWorld& w, const std::vector<f
   return out;
 }
 
-struct PrefillCase {
-  int heads, kv_heads, head_dim, block_tokens;
-};
+using PrefillCase = cuda_test::AttentionShape;
 
-class PrefillAttentionTest : public ::testing::TestWithParam<PrefillCase> {
- protected:
-  void SetUp() override { KVT_SKIP_WITHOUT_CUDA(); }
-  std::mt19937 rng_{std::random_device{}()};
-};
+class PrefillAttentionTest : public cuda_test::CudaParamTest<PrefillCase> {};
 
 TEST_P(PrefillAttentionTest, MatchesReferenceOnShuffledBlocks) {
   const PrefillCase p = GetParam();
