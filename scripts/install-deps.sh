@@ -5,7 +5,7 @@
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
-  clang-14 libclang-rt-14-dev llvm-14
+  clang-14 libclang-rt-14-dev llvm-14 lld  # lld: the sanitizer builds link with it
   libabsl-dev libgtest-dev libgmock-dev nlohmann-json3-dev libssl-dev
   libcli11-dev  # the kvtier CLI's argument parser (header-only: a build dependency only)
   # The remote KV tier's Redis client (libhiredis0.14 at run time); the tests start their own

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -150,18 +149,12 @@ Engine::Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions
   if (kv_->disk().on() || !options_.remote.url.empty()) {
     // The step that ends the last request returns at once (Create set the KV manager's
     // idle_drain_budget to 0); its writes go on in the background.
-    idle_writer_ = std::thread([this] { RunIdleWriter(); });
+    idle_writer_ = std::make_unique<IdleWriter>([this] { return PumpIdleWrites(); });
   }
 }
 
 Engine::~Engine() {
-  if (!idle_writer_.joinable()) return;
-  {
-    std::lock_guard<std::mutex> lock(idle_writer_mu_);
-    idle_writer_stopping_ = true;
-  }
-  idle_writer_cv_.notify_one();
-  idle_writer_.join();
+  idle_writer_.reset();  // before the members its pump uses
 }
 
 int64_t Engine::PumpIdleWrites() {
@@ -170,39 +163,6 @@ int64_t Engine::PumpIdleWrites() {
   const int64_t left = scheduler_.PumpIdleWrites();
   if (left > 0) ++idle_writer_pumps_;
   return left;
-}
-
-void Engine::RunIdleWriter() {
-  // Often enough to keep the writer and the put lane busy (a 2 MiB block is written in
-  // about 1.5 ms at 1.3 GB/s); the engine lock is held only for the pump itself.
-  constexpr std::chrono::milliseconds kPoll{2};
-  // No block landed for this long (a disk or Redis that stopped answering, or writes that
-  // cannot start): the writer stops polling until a step wakes it again.
-  constexpr std::chrono::seconds kPatience{10};
-  std::unique_lock<std::mutex> lock(idle_writer_mu_);
-  while (true) {
-    idle_writer_cv_.wait(lock, [&] { return idle_writer_woken_ || idle_writer_stopping_; });
-    if (idle_writer_stopping_) return;
-    idle_writer_woken_ = false;
-    int64_t fewest = std::numeric_limits<int64_t>::max();
-    auto fewest_since = std::chrono::steady_clock::now();
-    while (true) {
-      lock.unlock();
-      const int64_t left = PumpIdleWrites();
-      lock.lock();
-      if (left == 0 || idle_writer_stopping_) break;
-      const auto now = std::chrono::steady_clock::now();
-      if (left < fewest) {
-        fewest = left;
-        fewest_since = now;
-      } else if (now - fewest_since > kPatience) {
-        Log(LogLevel::kWarn, "idle writer: ", left, " block writes made no progress for ", kPatience.count(),
-            " s; they wait for the next step");
-        break;
-      }
-      if (idle_writer_cv_.wait_for(lock, kPoll, [&] { return idle_writer_stopping_; })) return;
-    }
-  }
 }
 
 absl::StatusOr<SequenceId> Engine::Add(std::vector<int32_t> prompt, const SamplingParams& params) {
@@ -465,7 +425,7 @@ bool Engine::AcceptGrammarTokenLocked(Sequence* seq, size_t row, int32_t token, 
 }
 
 absl::Status Engine::Step(std::vector<StepEvent>* events) {
-  if (!idle_writer_.joinable()) return StepUnguarded(events);  // no slow tier: nothing to write when idle
+  if (idle_writer_ == nullptr) return StepUnguarded(events);  // no slow tier: nothing to write when idle
   {
     std::lock_guard<std::mutex> lock(mu_);
     stepping_ = true;  // the idle writer keeps off the KV manager until the step ends
@@ -478,13 +438,7 @@ absl::Status Engine::Step(std::vector<StepEvent>* events) {
     idle = num_unfinished_ == 0;
   }
   // Idle now: the writes the step's FinishStep left queued go on in the background.
-  if (idle) {
-    {
-      std::lock_guard<std::mutex> lock(idle_writer_mu_);
-      idle_writer_woken_ = true;
-    }
-    idle_writer_cv_.notify_one();
-  }
+  if (idle) idle_writer_->Wake();
   return stepped;
 }
 

@@ -8,13 +8,11 @@
 #define KVTIER_ENGINE_ENGINE_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <vector>
 
 #include "absl/base/call_once.h"
@@ -24,6 +22,7 @@
 #include "backend/backend.h"
 #include "engine/engine_options.h"
 #include "engine/grammar_masks.h"
+#include "engine/idle_writer.h"
 #include "engine/latency_histograms.h"
 #include "engine/preemption_policy.h"
 #include "engine/scheduler.h"
@@ -138,7 +137,6 @@ class Engine {
   // reach the disk (a crash keeps them) and the remote tier (other processes find them)
   // without another step. It gives up when nothing lands for a while; the next step
   // resumes.
-  void RunIdleWriter();
   // Moves them on once (under the lock); the blocks left, 0 when done or when the context
   // is not idle.
   int64_t PumpIdleWrites();
@@ -212,11 +210,7 @@ class Engine {
   int64_t idle_writer_pumps_ ABSL_GUARDED_BY(mu_) = 0;  // stats: its calls that found writes to move
   // The idle writer sleeps on its own std::mutex, not on mu_: a step ending idle wakes it,
   // the destructor stops it.
-  std::mutex idle_writer_mu_;
-  std::condition_variable idle_writer_cv_;
-  bool idle_writer_woken_ = false;    // guarded by idle_writer_mu_
-  bool idle_writer_stopping_ = false;  // guarded by idle_writer_mu_
-  std::thread idle_writer_;  // only with a disk or remote tier; joined first by the destructor
+  std::unique_ptr<IdleWriter> idle_writer_;  // only with a disk or remote tier; destroyed first
 };
 
 }  // namespace kvtier

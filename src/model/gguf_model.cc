@@ -205,9 +205,9 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
 
   if (const GgufTensorInfo* embed = file.FindTensor("token_embd.weight"); embed != nullptr && embed->dims.size() == 2) {
     c.vocab_size = embed->dims[1];
-    c.torch_dtype = embed->type->dtype == DType::kF32   ? "float32"
-                    : embed->type->dtype == DType::kF16 ? "float16"
-                                                        : "bfloat16";
+    // A quantized embedding's model computes in bf16.
+    const std::optional<DType> dtype = embed->type->dtype;
+    c.torch_dtype = std::string(TorchDTypeName(dtype.value_or(DType::kBF16)).value_or("bfloat16"));
   } else if (const GgufValue* tokens = file.Find("tokenizer.ggml.tokens"); tokens != nullptr && tokens->is_array()) {
     c.vocab_size = static_cast<int64_t>(tokens->size());
   }

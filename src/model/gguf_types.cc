@@ -50,6 +50,18 @@ constexpr GgmlType kTypes[] = {
     {42, "Q2_0", 64, 18, std::nullopt},
 };
 
+// The types kvtier reads are the DType table's (model/dtype.h): same names, same blocks.
+constexpr bool AgreesWithDTypeTable() {
+  for (const GgmlType& t : kTypes) {
+    if (t.dtype.has_value() && (t.name != DTypeName(*t.dtype) || t.block_elements != DTypeBlockElements(*t.dtype) ||
+                                t.block_bytes != DTypeBlockBytes(*t.dtype))) {
+      return false;
+    }
+  }
+  return true;
+}
+static_assert(AgreesWithDTypeTable(), "a ggml type kvtier reads differs from its DType table entry");
+
 }  // namespace
 
 std::optional<std::string_view> GgufValueTypeName(uint32_t code) {

@@ -55,19 +55,6 @@ inline float Draw(const WeightRule& rule, int64_t index) {
   return rule.center + rule.half_width * u;
 }
 
-std::string TorchDtype(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "float32";
-    case DType::kF16:
-      return "float16";
-    case DType::kBF16:
-      return "bfloat16";
-    default:  // not a spec dtype: fp8 is spec.quantization over a 16-bit model
-      return "bfloat16";
-  }
-}
-
 RandomCheckpointSpec Tiny(Architecture arch) {
   RandomCheckpointSpec s;
   s.arch = arch;
@@ -353,7 +340,8 @@ absl::StatusOr<ModelConfig> RandomCheckpointConfig(const RandomCheckpointSpec& s
   c.attention_bias = spec.arch == Architecture::kQwen2 ||
                      (spec.attention_bias && (spec.arch == Architecture::kLlama || spec.arch == Architecture::kQwen3));
   c.qk_norm = spec.arch == Architecture::kQwen3;
-  c.torch_dtype = TorchDtype(spec.dtype);
+  // A spec of fp8 weights is a 16-bit model with spec.quantization over it.
+  c.torch_dtype = std::string(TorchDTypeName(spec.dtype).value_or("bfloat16"));
   c.bos_token_id = spec.bos_token_id;
   c.eos_token_ids = spec.eos_token_ids;
   // Round trip through the parser: the written config.json must be one kvtier accepts.

@@ -104,11 +104,9 @@ std::optional<size_t> SafetensorsDTypeSize(std::string_view dtype) {
 }
 
 std::optional<DType> ParseDType(std::string_view dtype) {
-  if (dtype == "F32") return DType::kF32;
-  if (dtype == "F16") return DType::kF16;
-  if (dtype == "BF16") return DType::kBF16;
-  if (dtype == "F8_E4M3") return DType::kF8E4M3;
-  return std::nullopt;
+  const std::optional<DType> parsed = DTypeFromName(dtype);
+  if (!parsed.has_value() || IsBlockQuantized(*parsed)) return std::nullopt;  // GGUF's alone
+  return parsed;
 }
 
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {

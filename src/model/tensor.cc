@@ -1,4 +1,4 @@
-// DType helpers, bf16/fp16 <-> float conversions and TensorView element access (tensor.h).
+// bf16/fp16 <-> float conversions and TensorView element access (tensor.h).
 // Stateless; thread-safe.
 #include "model/tensor.h"
 
@@ -26,81 +26,6 @@ float BitsFloat(uint32_t bits) {
 uint16_t Load16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 
 }  // namespace
-
-std::string_view DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "F32";
-    case DType::kF16:
-      return "F16";
-    case DType::kBF16:
-      return "BF16";
-    case DType::kF8E4M3:
-      return "F8_E4M3";
-    case DType::kQ8_0:
-      return "Q8_0";
-    case DType::kQ4_0:
-      return "Q4_0";
-    case DType::kQ4_K:
-      return "Q4_K";
-    case DType::kQ5_K:
-      return "Q5_K";
-    case DType::kQ6_K:
-      return "Q6_K";
-  }
-  return "?";
-}
-
-size_t DTypeSize(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return 4;
-    case DType::kF16:
-    case DType::kBF16:
-      return 2;
-    case DType::kF8E4M3:
-      return 1;
-    default:
-      return 0;  // block-quantized
-  }
-}
-
-bool IsBlockQuantized(DType dtype) { return DTypeBlockElements(dtype) > 1; }
-
-int64_t DTypeBlockElements(DType dtype) {
-  switch (dtype) {
-    case DType::kQ8_0:
-    case DType::kQ4_0:
-      return 32;
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-      return 256;
-    default:
-      return 1;
-  }
-}
-
-size_t DTypeBlockBytes(DType dtype) {
-  switch (dtype) {
-    case DType::kQ8_0:
-      return 34;
-    case DType::kQ4_0:
-      return 18;
-    case DType::kQ4_K:
-      return 144;
-    case DType::kQ5_K:
-      return 176;
-    case DType::kQ6_K:
-      return 210;
-    default:
-      return DTypeSize(dtype);
-  }
-}
-
-size_t DTypeBytes(DType dtype, int64_t num_elements) {
-  return static_cast<size_t>(num_elements / DTypeBlockElements(dtype)) * DTypeBlockBytes(dtype);
-}
 
 float Bf16ToFloat(uint16_t bits) { return BitsFloat(static_cast<uint32_t>(bits) << 16); }
 

@@ -1,4 +1,5 @@
-// DType and TensorView: a typed, shaped, read-only view of bytes owned elsewhere (an mmap).
+// TensorView: a typed, shaped, read-only view of bytes owned elsewhere (an mmap), and the
+// scalar conversions of the 16-bit float types.
 // Plain value types; thread-safe to copy and read.
 #ifndef KVTIER_MODEL_TENSOR_H_
 #define KVTIER_MODEL_TENSOR_H_
@@ -9,28 +10,9 @@
 #include <string_view>
 #include <vector>
 
+#include "model/dtype.h"
+
 namespace kvtier {
-
-// kF8E4M3: e4m3fn codes (common/fp8_e4m3.h). A tensor of this dtype holds unscaled codes;
-// its scales are separate tensors whose layout the checkpoint's quantization says
-// (model/fp8_weights.h turns code + scale into values).
-// kQ8_0 ... kQ6_K: GGUF's block-quantized types (model/block_quants.h). Elements are stored
-// in self-contained blocks of DTypeBlockElements() along the innermost dimension, each
-// with its own scales, so a row of such a tensor is a whole number of blocks.
-enum class DType { kF32, kF16, kBF16, kF8E4M3, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K };
-
-// safetensors spelling: "F32", "F16", "BF16", "F8_E4M3"; ggml's for the block types:
-// "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K".
-std::string_view DTypeName(DType dtype);
-// Bytes per element of an element type; 0 for a block-quantized type (see DTypeBytes).
-size_t DTypeSize(DType dtype);
-bool IsBlockQuantized(DType dtype);
-// Elements per block: 1 for element types, 32 (Q8_0, Q4_0) or 256 (the K types).
-int64_t DTypeBlockElements(DType dtype);
-// Bytes of one block (the element size for element types).
-size_t DTypeBlockBytes(DType dtype);
-// Bytes of num_elements elements (a whole number of blocks for block types).
-size_t DTypeBytes(DType dtype, int64_t num_elements);
 
 struct TensorView {
   std::string name;

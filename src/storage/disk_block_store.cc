@@ -1,5 +1,5 @@
 // DiskBlockStore: checked reads and durable writes of slots, and the index's recovery at
-// Open, journal appends and compaction. Thread-safe (see the header): counters are atomics,
+// Open, journal appends and compaction. Thread-safe (see the header): counters are atomics (disk_store_counters.h),
 // the index and journal are under index_mu_.
 #include "storage/disk_block_store.h"
 
@@ -81,8 +81,8 @@ DiskBlockStore::DiskBlockStore(std::string path, const DiskGeometry& geometry, F
 DiskBlockStore::~DiskBlockStore() = default;
 
 void DiskBlockStore::Ignore(const std::string& what, const absl::Status& status) {
-  if (IsIoError(status)) io_errors_.fetch_add(1, std::memory_order_relaxed);
-  index_ignored_.fetch_add(1, std::memory_order_relaxed);
+  if (IsIoError(status)) DiskStoreCounters::Add(counters_.io_errors);
+  DiskStoreCounters::Add(counters_.index_ignored);
   if (!index_ignored_reason_.empty()) index_ignored_reason_ += "; ";
   absl::StrAppend(&index_ignored_reason_, what, ": ", status.message());
   Log(LogLevel::kWarn, "disk tier: ", what, ": ", status.message(), "; the cached blocks it lists are not used");
@@ -110,13 +110,13 @@ void DiskBlockStore::Recover(bool existed) {
   }
   // The journal of the snapshot's generation: what was written since.
   const std::string journal = journal_path();
-  if (!scan && contents.ok() && index_ignored_.load() == 0 && io_->Exists(journal)) {
+  if (!scan && contents.ok() && counters_.index_ignored.load() == 0 && io_->Exists(journal)) {
     absl::StatusOr<std::string> records = io_->ReadWholeFile(journal);
     absl::StatusOr<JournalReplay> replay =
         records.ok() ? DecodeJournal(*records, generation_, geometry_.num_slots) : records.status();
     if (replay.ok()) {
       for (const DiskIndexEntry& e : replay->records) Record(e);
-      journal_replayed_ = static_cast<int64_t>(replay->records.size());
+      counters_.journal_replayed = static_cast<int64_t>(replay->records.size());
     } else if (!absl::IsFailedPrecondition(replay.status())) {
       // Its records are lost (another generation is not: the snapshot holds it already).
       Ignore(journal, replay.status());
@@ -135,12 +135,12 @@ void DiskBlockStore::ScanSlots() {
   // The slots the file holds (a file still being prepared has none past its end).
   for (int64_t slot = 0; slot < slots_in_file_at_open_; ++slot) {
     if (!file_->Pread(slot * slot_bytes_, header_bytes_, header.data()).ok()) {
-      io_errors_.fetch_add(1, std::memory_order_relaxed);
+      DiskStoreCounters::Add(counters_.io_errors);
       continue;
     }
-    ++slots_scanned_;
+    ++counters_.slots_scanned;
     absl::StatusOr<SlotHeader> h = DecodeSlotHeader(header.data(), header_bytes_);
-    if (absl::IsFailedPrecondition(h.status())) ++older_format_slots_;
+    if (absl::IsFailedPrecondition(h.status())) ++counters_.older_format_slots;
     // Cached blocks only (a swapped block has no tokens); the payload is checked on read.
     if (!h.ok() || h->model_fingerprint != geometry_.model_fingerprint || h->block_bytes != geometry_.block_bytes ||
         h->slot != slot || static_cast<int64_t>(h->tokens.size()) != geometry_.block_tokens) {
@@ -148,8 +148,8 @@ void DiskBlockStore::ScanSlots() {
     }
     Record({slot, h->key});  // slot order: their age is not known
   }
-  if (older_format_slots_ > 0) {
-    Ignore(path_, absl::FailedPreconditionError(absl::StrCat(older_format_slots_, " slots of an older format version")));
+  if (counters_.older_format_slots > 0) {
+    Ignore(path_, absl::FailedPreconditionError(absl::StrCat(counters_.older_format_slots, " slots of an older format version")));
   }
 }
 
@@ -161,7 +161,7 @@ absl::Status DiskBlockStore::CheckSlot(int64_t slot) const {
 }
 
 absl::Status DiskBlockStore::CountIo(absl::Status status) {
-  if (IsIoError(status)) io_errors_.fetch_add(1, std::memory_order_relaxed);
+  if (IsIoError(status)) DiskStoreCounters::Add(counters_.io_errors);
   return status;
 }
 
@@ -249,8 +249,8 @@ std::vector<absl::Status> DiskBlockStore::WriteBatch(std::span<const WriteReques
   for (size_t i = 0; i < requests.size(); ++i) {
     if (!results[i].ok()) continue;
     if (requests[i].content != Content::kRecordOnly) {
-      writes_.fetch_add(1, std::memory_order_relaxed);
-      bytes_written_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
+      DiskStoreCounters::Add(counters_.writes);
+      DiskStoreCounters::Add(counters_.bytes_written, static_cast<int64_t>(n));
     }
     if (requests[i].content != Content::kPrivate) records.push_back({requests[i].slot, requests[i].key});
   }
@@ -259,7 +259,7 @@ std::vector<absl::Status> DiskBlockStore::WriteBatch(std::span<const WriteReques
   for (const DiskIndexEntry& e : records) Record(e);
   if (journal_current_ && journal_ != nullptr) {
     if (CountIo(journal_->Append(records)).ok()) {
-      journal_records_.fetch_add(static_cast<int64_t>(records.size()), std::memory_order_relaxed);
+      DiskStoreCounters::Add(counters_.journal_records, static_cast<int64_t>(records.size()));
     } else {
       journal_current_ = false;  // the next compaction records them
     }
@@ -273,30 +273,10 @@ std::vector<absl::Status> DiskBlockStore::WriteBatch(std::span<const WriteReques
 
 // Runs the store's read clock while it lives: the clock advances while at least one Read is
 // in progress, so concurrent Reads count their overlapping time once.
-class DiskBlockStore::ReadClock {
- public:
-  explicit ReadClock(DiskBlockStore* store) : store_(store) {
-    std::lock_guard<std::mutex> lock(store_->read_clock_mu_);
-    if (store_->reads_in_progress_++ == 0) store_->reads_busy_since_ = std::chrono::steady_clock::now();
-  }
-  ~ReadClock() {
-    std::lock_guard<std::mutex> lock(store_->read_clock_mu_);
-    if (--store_->reads_in_progress_ == 0) {
-      const auto busy = std::chrono::steady_clock::now() - store_->reads_busy_since_;
-      store_->read_nanos_ += std::chrono::duration_cast<std::chrono::nanoseconds>(busy).count();
-    }
-  }
-  ReadClock(const ReadClock&) = delete;
-  ReadClock& operator=(const ReadClock&) = delete;
-
- private:
-  DiskBlockStore* const store_;
-};
-
 absl::Status DiskBlockStore::CheckHeader(int64_t slot, const Sha256Digest& key, std::span<const int32_t> tokens,
                                          const uint8_t* header, uint32_t* payload_crc) {
   auto corrupt = [&](absl::string_view what) {
-    corrupt_detected_.fetch_add(1, std::memory_order_relaxed);
+    DiskStoreCounters::Add(counters_.corrupt_detected);
     absl::Status status = absl::DataLossError(absl::StrCat("slot ", slot, " of ", path_, ": ", what));
     Log(LogLevel::kWarn, "disk tier: corrupt block detected: ", status.message(),
         "; not used (a miss: the tokens are recomputed)");
@@ -313,12 +293,12 @@ absl::Status DiskBlockStore::CheckHeader(int64_t slot, const Sha256Digest& key, 
   }
   if (h->slot != slot) return corrupt(absl::StrCat("header names slot ", h->slot));
   if (h->key != key) {
-    stale_detected_.fetch_add(1, std::memory_order_relaxed);
+    DiskStoreCounters::Add(counters_.stale_detected);
     return absl::NotFoundError(absl::StrCat("slot ", slot, " of ", path_, " holds block ", h->key.Hex().substr(0, 16),
                                             ", not ", key.Hex().substr(0, 16)));
   }
   if (!std::equal(h->tokens.begin(), h->tokens.end(), tokens.begin(), tokens.end())) {
-    token_mismatches_.fetch_add(1, std::memory_order_relaxed);
+    DiskStoreCounters::Add(counters_.token_mismatches);
     Log(LogLevel::kWarn, "disk tier: slot ", slot, " of ", path_, " holds the block's key with other tokens; refused");
     return absl::FailedPreconditionError(absl::StrCat("slot ", slot, " of ", path_, " holds block ",
                                                       key.Hex().substr(0, 16), " with other tokens: refused"));
@@ -328,7 +308,7 @@ absl::Status DiskBlockStore::CheckHeader(int64_t slot, const Sha256Digest& key, 
 }
 
 absl::Status DiskBlockStore::PayloadCorrupt(int64_t slot) {
-  corrupt_detected_.fetch_add(1, std::memory_order_relaxed);
+  DiskStoreCounters::Add(counters_.corrupt_detected);
   absl::Status status = absl::DataLossError(absl::StrCat("slot ", slot, " of ", path_, ": payload checksum mismatch"));
   Log(LogLevel::kWarn, "disk tier: corrupt block detected: ", status.message(),
       "; not used (a miss: the tokens are recomputed)");
@@ -351,7 +331,7 @@ absl::StatusOr<uint8_t*> DiskBlockStore::ThreadSlotBuffer() const {
 
 absl::Status DiskBlockStore::ProbeRead(int64_t slot) {
   RETURN_IF_ERROR(CheckSlot(slot));
-  const ReadClock clock(this);
+  const DiskStoreCounters::ReadTiming timing(&counters_);
   ASSIGN_OR_RETURN(uint8_t* const buffer, ThreadSlotBuffer());
   const int64_t offset = slot * slot_bytes_;
   if (direct_reads_) {
@@ -359,14 +339,14 @@ absl::Status DiskBlockStore::ProbeRead(int64_t slot) {
   } else {
     RETURN_IF_ERROR(CountIo(file_->Pread(offset + static_cast<int64_t>(header_bytes_), geometry_.block_bytes, buffer)));
   }
-  bytes_read_.fetch_add(static_cast<int64_t>(geometry_.block_bytes), std::memory_order_relaxed);
+  DiskStoreCounters::Add(counters_.bytes_read, static_cast<int64_t>(geometry_.block_bytes));
   return absl::OkStatus();
 }
 
 absl::Status DiskBlockStore::Read(int64_t slot, const Sha256Digest& key, std::span<const int32_t> tokens, void* out) {
   RETURN_IF_ERROR(CheckSlot(slot));
   if (out == nullptr) return absl::InvalidArgumentError("disk read: null output");
-  const ReadClock clock(this);
+  const DiskStoreCounters::ReadTiming timing(&counters_);
   const int64_t offset = slot * slot_bytes_;
   const size_t n = geometry_.block_bytes;
   uint32_t payload_crc = 0;
@@ -388,8 +368,8 @@ absl::Status DiskBlockStore::Read(int64_t slot, const Sha256Digest& key, std::sp
     RETURN_IF_ERROR(CountIo(file_->Pread(offset + static_cast<int64_t>(header_bytes_), n, out)));
     if (crc32c::Value(out, n) != payload_crc) return PayloadCorrupt(slot);
   }
-  reads_.fetch_add(1, std::memory_order_relaxed);
-  bytes_read_.fetch_add(static_cast<int64_t>(n), std::memory_order_relaxed);
+  DiskStoreCounters::Add(counters_.reads);
+  DiskStoreCounters::Add(counters_.bytes_read, static_cast<int64_t>(n));
   return absl::OkStatus();
 }
 
@@ -428,7 +408,7 @@ absl::Status DiskBlockStore::CompactLocked() {
         "; the journal keeps what was written since the last save");
     return saved;
   }
-  compactions_.fetch_add(1, std::memory_order_relaxed);
+  DiskStoreCounters::Add(counters_.compactions);
   generation_ = snapshot.journal_generation;
   absl::Status restarted;
   if (journal_ == nullptr) {
@@ -442,32 +422,9 @@ absl::Status DiskBlockStore::CompactLocked() {
   return restarted;
 }
 
-DiskBlockStore::Counters DiskBlockStore::counters() const {
-  Counters c;
-  c.writes = writes_.load(std::memory_order_relaxed);
-  c.reads = reads_.load(std::memory_order_relaxed);
-  c.bytes_written = bytes_written_.load(std::memory_order_relaxed);
-  c.bytes_read = bytes_read_.load(std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(read_clock_mu_);
-    int64_t nanos = read_nanos_;
-    if (reads_in_progress_ > 0) {
-      const auto busy = std::chrono::steady_clock::now() - reads_busy_since_;
-      nanos += std::chrono::duration_cast<std::chrono::nanoseconds>(busy).count();
-    }
-    c.read_seconds = static_cast<double>(nanos) * 1e-9;
-  }
-  c.corrupt_detected = corrupt_detected_.load(std::memory_order_relaxed);
-  c.stale_detected = stale_detected_.load(std::memory_order_relaxed);
-  c.token_mismatches = token_mismatches_.load(std::memory_order_relaxed);
-  c.io_errors = io_errors_.load(std::memory_order_relaxed);
-  c.index_ignored = index_ignored_.load(std::memory_order_relaxed);
-  c.journal_records = journal_records_.load(std::memory_order_relaxed);
-  c.compactions = compactions_.load(std::memory_order_relaxed);
+DiskStoreCounts DiskBlockStore::counters() const {
+  DiskStoreCounts c = counters_.Snapshot();
   c.recovered_blocks = static_cast<int64_t>(recovered_.size());
-  c.journal_replayed = journal_replayed_;
-  c.slots_scanned = slots_scanned_;
-  c.older_format_slots = older_format_slots_;
   return c;
 }
 

@@ -8,8 +8,6 @@
 #ifndef KVTIER_STORAGE_DISK_BLOCK_STORE_H_
 #define KVTIER_STORAGE_DISK_BLOCK_STORE_H_
 
-#include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -26,6 +24,7 @@
 #include "common/sha256.h"
 #include "storage/disk_index.h"
 #include "storage/disk_journal.h"
+#include "storage/disk_store_counters.h"
 #include "storage/file_io.h"
 #include "storage/slot_header.h"
 
@@ -82,26 +81,7 @@ class DiskBlockStore {
                   // record is renewed, so a restart evicts it after the blocks written before
   };
 
-  struct Counters {
-    int64_t writes = 0;            // successful Writes
-    int64_t reads = 0;             // successful Reads
-    int64_t bytes_written = 0;     // block bytes of successful Writes
-    int64_t bytes_read = 0;        // block bytes of successful Reads and ProbeReads
-    // Wall-clock seconds during which at least one Read was in progress: bytes_read over it
-    // is the bandwidth the tier delivered, however many Reads ran at once.
-    double read_seconds = 0;
-    int64_t corrupt_detected = 0;  // Reads that returned DataLoss
-    int64_t stale_detected = 0;    // Reads that found another block's valid header (NotFound)
-    int64_t token_mismatches = 0;  // Reads that found the key with other tokens (FailedPrecondition)
-    int64_t io_errors = 0;         // IoErrors of Write, Read, the journal and snapshots, the index load
-    int64_t index_ignored = 0;     // index files or journals ignored at Open (corrupt, foreign, older)
-    int64_t journal_records = 0;   // records appended since Open
-    int64_t compactions = 0;       // snapshots written (Open, journal growth, Compact)
-    int64_t recovered_blocks = 0;  // index entries found at Open
-    int64_t journal_replayed = 0;  // journal records replayed at Open
-    int64_t slots_scanned = 0;     // slot headers read at Open to rebuild a lost index
-    int64_t older_format_slots = 0;  // of those, slots of an older format version (ignored)
-  };
+  using Counters = DiskStoreCounts;
 
   // Creates/preallocates `path` (num_slots * slot_bytes(), or the slots_reserved_at_open
   // first slots of it) and recovers its index (see the class comment; a lost index is
@@ -191,7 +171,7 @@ class DiskBlockStore {
   // still holds the records).
   absl::Status Compact();
 
-  Counters counters() const;
+  DiskStoreCounts counters() const;
 
  private:
   DiskBlockStore(std::string path, const DiskGeometry& geometry, FileIo* io, std::unique_ptr<RandomAccessFile> file);
@@ -240,26 +220,7 @@ class DiskBlockStore {
   uint64_t generation_ ABSL_GUARDED_BY(index_mu_) = 0;
   bool journal_current_ ABSL_GUARDED_BY(index_mu_) = false;  // every entry is in the snapshot or journal
 
-  std::atomic<int64_t> writes_{0};
-  std::atomic<int64_t> reads_{0};
-  std::atomic<int64_t> bytes_written_{0};
-  std::atomic<int64_t> bytes_read_{0};
-  // The read clock (counters().read_seconds): runs while any Read is in progress.
-  class ReadClock;
-  mutable std::mutex read_clock_mu_;
-  int reads_in_progress_ ABSL_GUARDED_BY(read_clock_mu_) = 0;
-  std::chrono::steady_clock::time_point reads_busy_since_ ABSL_GUARDED_BY(read_clock_mu_);
-  int64_t read_nanos_ ABSL_GUARDED_BY(read_clock_mu_) = 0;  // busy periods that ended
-  std::atomic<int64_t> corrupt_detected_{0};
-  std::atomic<int64_t> stale_detected_{0};
-  std::atomic<int64_t> token_mismatches_{0};
-  std::atomic<int64_t> io_errors_{0};
-  std::atomic<int64_t> index_ignored_{0};
-  std::atomic<int64_t> journal_records_{0};
-  std::atomic<int64_t> compactions_{0};
-  int64_t journal_replayed_ = 0;    // set in Open
-  int64_t slots_scanned_ = 0;       // set in Open
-  int64_t older_format_slots_ = 0;  // set in Open
+  DiskStoreCounters counters_;
 };
 
 }  // namespace kvtier

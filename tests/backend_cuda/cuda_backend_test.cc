@@ -143,6 +143,41 @@ class CudaBackendTest : public ::testing::Test {
   void SetUp() override { KVT_SKIP_WITHOUT_CUDA(); }
   std::mt19937 rng_{std::random_device{}()};
 
+  // A fresh tiny Llama (checkpoint directory `name`) seeded from rng_; null on failure.
+  std::unique_ptr<Checkpoint> TinyLlama(const std::string& name) {
+    auto spec = RandomCheckpointPreset("tiny-llama");
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    if (!spec.ok()) return nullptr;
+    spec->seed = rng_();
+    return MakeCheckpoint(*spec, name);
+  }
+
+  // Five sequences of the tokens 3..13 prefilled (block tables {1, 2} ... {9, 10}) on a
+  // backend over a fresh tiny Llama whose workspace holds 16 tokens of 3 sequences, so that
+  // the tests' batches split, with a 64-block pool (warmed up with `warm_up`).
+  struct PrefilledFive {
+    std::unique_ptr<Checkpoint> checkpoint;
+    std::unique_ptr<CudaBackend> gpu;
+    std::vector<int32_t> tokens = {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+    std::vector<std::vector<int32_t>> tables = {{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}};
+  };
+  void PrefillFive(const std::string& name, bool warm_up, PrefilledFive* f) {
+    f->checkpoint = TinyLlama(name);
+    ASSERT_NE(f->checkpoint, nullptr);
+    BackendOptions small;
+    small.max_tokens_per_step = 16;
+    small.max_sequences = 3;
+    auto gpu = CudaBackend::Create(*f->checkpoint, small);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    f->gpu = std::move(*gpu);
+    ASSERT_TRUE(f->gpu->AllocateKvPool(64).ok());
+    if (warm_up) ASSERT_TRUE(f->gpu->WarmUp().ok());
+    ForwardBatch prefill;  // positions 0..10 of every table
+    for (const auto& table : f->tables) prefill.chunks.push_back({f->tokens, 0, table, false});
+    std::vector<float> unused;
+    ASSERT_TRUE(f->gpu->Forward(prefill, &unused).ok());
+  }
+
   // The scenario: prefill (one chunked), then a mixed step with a prefix hit, then decodes
   // of 4, 1 and 2 rows.
   Stats RunScenario(Backend& cpu, Backend& gpu, int64_t vocab, std::vector<Seq>* out = nullptr,
@@ -395,10 +430,7 @@ INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
                          });
 
 TEST_F(CudaBackendTest, SmallWorkspaceSplitsBatchesAndGreedyMatchesLogits) {
-  auto spec = RandomCheckpointPreset("tiny-llama");
-  ASSERT_TRUE(spec.ok());
-  spec->seed = rng_();
-  auto checkpoint = MakeCheckpoint(*spec, "split");
+  auto checkpoint = TinyLlama("split");
   ASSERT_NE(checkpoint, nullptr);
   auto cpu = CpuBackend::Create(*checkpoint, BackendOptions());
   ASSERT_TRUE(cpu.ok());
@@ -431,23 +463,11 @@ TEST_F(CudaBackendTest, SmallWorkspaceSplitsBatchesAndGreedyMatchesLogits) {
 // same batch (up to rounding), in pieces too (the small workspace splits the batch); mixed
 // greedy and sampled rows; bad sampling rows are refused before any work.
 TEST_F(CudaBackendTest, SampledTokensMatchHostSamplingOfTheSameLogits) {
-  auto spec = RandomCheckpointPreset("tiny-llama");
-  ASSERT_TRUE(spec.ok());
-  spec->seed = rng_();
-  auto checkpoint = MakeCheckpoint(*spec, "sampled");
-  ASSERT_NE(checkpoint, nullptr);
-  BackendOptions small;
-  small.max_tokens_per_step = 16;
-  small.max_sequences = 3;
-  auto gpu = CudaBackend::Create(*checkpoint, small);
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  ASSERT_TRUE((*gpu)->AllocateKvPool(64).ok());
-  std::vector<int32_t> tokens = {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
-  std::vector<std::vector<int32_t>> tables = {{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}};
-  ForwardBatch prefill;  // positions 0..10 of every table
-  for (const auto& table : tables) prefill.chunks.push_back({tokens, 0, table, false});
-  std::vector<float> unused;
-  ASSERT_TRUE((*gpu)->Forward(prefill, &unused).ok());
+  PrefilledFive f;
+  ASSERT_NO_FATAL_FAILURE(PrefillFive("sampled", /*warm_up=*/false, &f));
+  CudaBackend* const gpu = f.gpu.get();
+  const std::vector<int32_t>& tokens = f.tokens;
+  const std::vector<std::vector<int32_t>>& tables = f.tables;
   ForwardBatch batch;
   batch.chunks.push_back({tokens, 0, tables[0], true});
   for (int i = 1; i < 5; ++i) {
@@ -460,10 +480,10 @@ TEST_F(CudaBackendTest, SampledTokensMatchHostSamplingOfTheSameLogits) {
                                          {1.5f, 0, 0.5f, unit(rng_)},
                                          {1.0f, 3, 1.0f, unit(rng_)}};
   std::vector<float> logits;
-  ASSERT_TRUE((*gpu)->Forward(batch, &logits).ok());
+  ASSERT_TRUE(gpu->Forward(batch, &logits).ok());
   std::vector<int32_t> ids;
-  ASSERT_TRUE((*gpu)->ForwardSampled(batch, rows, &ids).ok());
-  const int64_t vocab = (*gpu)->vocab_size();
+  ASSERT_TRUE(gpu->ForwardSampled(batch, rows, &ids).ok());
+  const int64_t vocab = gpu->vocab_size();
   ASSERT_EQ(ids.size(), rows.size());
   for (size_t r = 0; r < rows.size(); ++r) {
     EXPECT_TRUE(cuda_test::SampledLikeReference(
@@ -471,18 +491,18 @@ TEST_F(CudaBackendTest, SampledTokensMatchHostSamplingOfTheSameLogits) {
         << "row " << r;
   }
   std::vector<int32_t> again;
-  ASSERT_TRUE((*gpu)->ForwardSampled(batch, rows, &again).ok());
+  ASSERT_TRUE(gpu->ForwardSampled(batch, rows, &again).ok());
   EXPECT_EQ(again, ids);  // the same draws give the same tokens
 
   std::vector<RowSampling> bad = rows;
   bad[2].u = 1.0;
-  EXPECT_EQ((*gpu)->ForwardSampled(batch, bad, &ids).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(gpu->ForwardSampled(batch, bad, &ids).code(), absl::StatusCode::kInvalidArgument);
   bad = rows;
   bad[1].top_p = 0.0f;
-  EXPECT_EQ((*gpu)->ForwardSampled(batch, bad, &ids).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ((*gpu)->ForwardSampled(batch, std::span<const RowSampling>(rows).subspan(1), &ids).code(),
+  EXPECT_EQ(gpu->ForwardSampled(batch, bad, &ids).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(gpu->ForwardSampled(batch, std::span<const RowSampling>(rows).subspan(1), &ids).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ((*gpu)->allocations_after_init(), 0);
+  EXPECT_EQ(gpu->allocations_after_init(), 0);
 }
 
 // Grammar masks (TokenMasks): greedy and sampled picks on the device equal the host
@@ -491,26 +511,13 @@ TEST_F(CudaBackendTest, SampledTokensMatchHostSamplingOfTheSameLogits) {
 // unmasked rows mixed and a decode batch that would otherwise replay a graph; the masks are
 // waited for (the wait runs after the forward is queued). No device allocation.
 TEST_F(CudaBackendTest, GrammarMasksApplyBeforeThePick) {
-  auto spec = RandomCheckpointPreset("tiny-llama");
-  ASSERT_TRUE(spec.ok());
-  spec->seed = rng_();
-  auto checkpoint = MakeCheckpoint(*spec, "masked");
-  ASSERT_NE(checkpoint, nullptr);
-  BackendOptions small;
-  small.max_tokens_per_step = 16;
-  small.max_sequences = 3;
-  auto gpu = CudaBackend::Create(*checkpoint, small);
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  ASSERT_TRUE((*gpu)->AllocateKvPool(64).ok());
-  ASSERT_TRUE((*gpu)->WarmUp().ok());
-  const int64_t vocab = (*gpu)->vocab_size();
+  PrefilledFive f;
+  ASSERT_NO_FATAL_FAILURE(PrefillFive("masked", /*warm_up=*/true, &f));
+  CudaBackend* const gpu = f.gpu.get();
+  const int64_t vocab = gpu->vocab_size();
   const int32_t words = static_cast<int32_t>((vocab + 31) / 32);
-  std::vector<int32_t> tokens = {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
-  std::vector<std::vector<int32_t>> tables = {{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}};
-  ForwardBatch prefill;
-  for (const auto& table : tables) prefill.chunks.push_back({tokens, 0, table, false});
-  std::vector<float> unused;
-  ASSERT_TRUE((*gpu)->Forward(prefill, &unused).ok());
+  const std::vector<int32_t>& tokens = f.tokens;
+  const std::vector<std::vector<int32_t>>& tables = f.tables;
   for (bool decode_only : {false, true}) {
     ForwardBatch batch;
     for (int i = 0; i < 5; ++i) {
@@ -522,7 +529,7 @@ TEST_F(CudaBackendTest, GrammarMasksApplyBeforeThePick) {
     }
     // Rows 0, 2, 3 and 4 masked (row 1 free): random masks of a few allowed tokens, one
     // row allowing a single token.
-    void* pinned = *(*gpu)->AllocateHostMemory(static_cast<size_t>(4 * words) * 4);
+    void* pinned = *gpu->AllocateHostMemory(static_cast<size_t>(4 * words) * 4);
     uint32_t* words_ptr = static_cast<uint32_t*>(pinned);
     std::fill(words_ptr, words_ptr + 4 * words, 0u);
     TokenMasks masks;
@@ -541,12 +548,12 @@ TEST_F(CudaBackendTest, GrammarMasksApplyBeforeThePick) {
     masks.wait = [&] { waited = true; };
     batch.masks = &masks;
     std::vector<float> logits;
-    ASSERT_TRUE((*gpu)->Forward(batch, &logits).ok());  // ignores the masks
+    ASSERT_TRUE(gpu->Forward(batch, &logits).ok());  // ignores the masks
     for (size_t r = 0; r < 5; ++r) {
       if (const uint32_t* m = masks.Row(r)) ApplyTokenMask(m, std::span<float>(logits).subspan(r * vocab, vocab));
     }
     std::vector<int32_t> ids;
-    ASSERT_TRUE((*gpu)->ForwardGreedy(batch, &ids).ok());
+    ASSERT_TRUE(gpu->ForwardGreedy(batch, &ids).ok());
     EXPECT_TRUE(waited);
     ASSERT_EQ(ids.size(), 5u);
     for (size_t r = 0; r < 5; ++r) {
@@ -559,7 +566,7 @@ TEST_F(CudaBackendTest, GrammarMasksApplyBeforeThePick) {
     const std::vector<RowSampling> rows = {{1.0f, 0, 1.0f, unit(rng_)}, {1.0f, 0, 1.0f, unit(rng_)},
                                            {0.8f, 20, 0.9f, unit(rng_)}, {1.5f, 0, 0.5f, unit(rng_)},
                                            {1.0f, 3, 1.0f, unit(rng_)}};
-    ASSERT_TRUE((*gpu)->ForwardSampled(batch, rows, &ids).ok());
+    ASSERT_TRUE(gpu->ForwardSampled(batch, rows, &ids).ok());
     for (size_t r = 0; r < 5; ++r) {
       EXPECT_TRUE(cuda_test::SampledLikeReference(std::span<const float>(logits).subspan(r * vocab, vocab), rows[r],
                                                   ids[r]))
@@ -575,7 +582,7 @@ TEST_F(CudaBackendTest, GrammarMasksApplyBeforeThePick) {
     chain.samples.push_back({3, rows[3], 2});
     chain.samples.push_back({4, rows[0], -1});
     SamplingResult result;
-    ASSERT_TRUE((*gpu)->ForwardAndSample(batch, chain, &result).ok());
+    ASSERT_TRUE(gpu->ForwardAndSample(batch, chain, &result).ok());
     ASSERT_EQ(result.tokens.size(), chain.samples.size());
     for (size_t i = 0; i < chain.samples.size(); ++i) {
       const size_t r = static_cast<size_t>(chain.samples[i].logits_row);
@@ -590,9 +597,9 @@ TEST_F(CudaBackendTest, GrammarMasksApplyBeforeThePick) {
         EXPECT_TRUE(std::isfinite(result.sample_logprobs[i].logprob)) << i;
       }
     }
-    (*gpu)->FreeHostMemory(pinned);
+    gpu->FreeHostMemory(pinned);
   }
-  EXPECT_EQ((*gpu)->allocations_after_init(), 0);
+  EXPECT_EQ(gpu->allocations_after_init(), 0);
 }
 
 // Decode steps replayed from CUDA graphs (padded to a batch bucket) pick the same tokens
@@ -715,10 +722,7 @@ TEST_F(CudaBackendTest, CopiesBlocksBetweenTiersAndRejectsBadInput) {
 }
 
 TEST_F(CudaBackendTest, PrefetchedBlocksReadLikeSynchronousCopies) {
-  auto spec = RandomCheckpointPreset("tiny-llama");
-  ASSERT_TRUE(spec.ok());
-  spec->seed = rng_();
-  auto checkpoint = MakeCheckpoint(*spec, "prefetch");
+  auto checkpoint = TinyLlama("prefetch");
   ASSERT_NE(checkpoint, nullptr);
   auto gpu = CudaBackend::Create(*checkpoint, BackendOptions());
   ASSERT_TRUE(gpu.ok()) << gpu.status();
@@ -786,10 +790,7 @@ TEST_F(CudaBackendTest, PrefetchedBlocksReadLikeSynchronousCopies) {
 }
 
 TEST_F(CudaBackendTest, AsyncCopiesToHostLandTheBytesInOrderAndRejectBadInput) {
-  auto spec = RandomCheckpointPreset("tiny-llama");
-  ASSERT_TRUE(spec.ok());
-  spec->seed = rng_();
-  auto checkpoint = MakeCheckpoint(*spec, "async_out");
+  auto checkpoint = TinyLlama("async_out");
   ASSERT_NE(checkpoint, nullptr);
   auto gpu = CudaBackend::Create(*checkpoint, BackendOptions());
   ASSERT_TRUE(gpu.ok()) << gpu.status();

@@ -330,14 +330,7 @@ TEST_P(PagedAttentionTest, MatchesReferenceOnShuffledBlocks) {
     DeviceArray<float> d_partial(o.partial_slots * p.heads * p.head_dim),
         d_ml(o.partial_slots * p.heads * 2);
 
-    PagedKv<T> kv;
-    kv.pool = reinterpret_cast<T*>(d_pool.get());
-    kv.indices = d_indices.get();
-    kv.indptr = d_indptr.get();
-    kv.block_elements = w.layout.ElementsPerBlock();
-    kv.num_kv_heads = p.kv_heads;
-    kv.head_dim = p.head_dim;
-    kv.block_tokens = p.block_tokens;
+    PagedKv<T> kv = cuda_test::PagedKvOf(w.layout, reinterpret_cast<T*>(d_pool.get()), d_indices.get(), d_indptr.get());
     AttentionParams<T> params;
     params.q = reinterpret_cast<T*>(d_q.get());
     params.out = reinterpret_cast<T*>(d_out.get());
@@ -442,14 +435,7 @@ TEST_P(QkvPostTest, MatchesReference) {
     params.num_heads = p.heads;
     params.layer = layer;
     params.q_out = reinterpret_cast<T*>(d_q.get());
-    PagedKv<T> kv;
-    kv.pool = reinterpret_cast<T*>(d_pool.get());
-    kv.indices = d_indices.get();
-    kv.indptr = d_indptr.get();
-    kv.block_elements = w.layout.ElementsPerBlock();
-    kv.num_kv_heads = p.kv_heads;
-    kv.head_dim = d;
-    kv.block_tokens = 16;
+    PagedKv<T> kv = cuda_test::PagedKvOf(w.layout, reinterpret_cast<T*>(d_pool.get()), d_indices.get(), d_indptr.get());
     ASSERT_EQ(QkvPost(params, StepTokens{d_chunk.get(), d_pos.get(), t_count}, kv, nullptr,
                       kDefaultLaunch),
               cudaSuccess);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/cuda/kernels.h"
+#include "backend/kv_layout.h"
 #include "model/tensor.h"
 
 namespace kvtier::cuda_test {
@@ -99,6 +100,50 @@ std::vector<float> ToF32(const std::vector<uint16_t>& bits) {
   std::vector<float> v(bits.size());
   for (size_t i = 0; i < bits.size(); ++i) v[i] = Elem16<T>::Value(bits[i]);
   return v;
+}
+
+// `count` elements of device memory (at least one), freed with the object; ptr is null
+// when the allocation failed.
+template <typename T>
+struct DeviceBuffer {
+  T* ptr = nullptr;
+  explicit DeviceBuffer(size_t count) { cudaMalloc(&ptr, std::max<size_t>(count, 1) * sizeof(T)); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+// The PagedKv view the attention kernels read of a pool laid out as `layout` (16-bit, or
+// fp8 codes with their row scales), with the chunks' flattened block tables (device arrays).
+template <typename T>
+cuda::PagedKv<T> PagedKvOf(const KvLayout& layout, T* pool, const int32_t* indices, const int32_t* indptr) {
+  cuda::PagedKv<T> kv;
+  kv.pool = pool;
+  kv.indices = indices;
+  kv.indptr = indptr;
+  kv.block_elements = layout.ElementsPerBlock();
+  kv.num_kv_heads = static_cast<int32_t>(layout.num_kv_heads);
+  kv.head_dim = static_cast<int32_t>(layout.head_dim);
+  kv.block_tokens = static_cast<int32_t>(layout.block_tokens);
+  if (layout.dtype == DType::kF8E4M3) {
+    kv.fp8 = true;
+    kv.block_bytes = static_cast<int64_t>(layout.BlockBytes());
+  }
+  return kv;
+}
+
+// Random e4m3 codes (no NaN) of a (rows, cols) fp8 matrix and a scale per row drawn from
+// [scale_lo, scale_hi).
+inline void RandomFp8(int64_t rows, int64_t cols, std::mt19937& rng, std::vector<uint8_t>* codes,
+                      std::vector<float>* scales, float scale_lo = 1e-4f, float scale_hi = 1e-2f) {
+  codes->resize(static_cast<size_t>(rows * cols));
+  std::uniform_int_distribution<int> code(0, 255);
+  for (uint8_t& c : *codes) {
+    do c = static_cast<uint8_t>(code(rng)); while ((c & 0x7f) == 0x7f);
+  }
+  scales->resize(static_cast<size_t>(rows));
+  std::uniform_real_distribution<float> scale(scale_lo, scale_hi);
+  for (float& s : *scales) s = scale(rng);
 }
 
 // ||out - ref|| / ||ref||; infinity when out has a non-finite value.

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <random>
 #include <string>
 
 #include "backend/cuda/kernels.h"
@@ -34,6 +35,19 @@ inline std::string NoCudaDeviceReason() {
   } while (0)
 
 #define CUDA_ASSERT(expr) ASSERT_EQ((expr), cudaSuccess) << cudaGetErrorString(expr)
+
+// The head and block geometry of an attention test case.
+struct AttentionShape {
+  int heads, kv_heads, head_dim, block_tokens;
+};
+
+// A test over parameters P that skips without a CUDA device; rng_ is seeded at random.
+template <typename P>
+class CudaParamTest : public ::testing::TestWithParam<P> {
+ protected:
+  void SetUp() override { KVT_SKIP_WITHOUT_CUDA(); }
+  std::mt19937 rng_{std::random_device{}()};
+};
 
 // Kernels are tested as the backend launches them by default; tests of a launcher whose
 // options pick other kernel variants (GEMV prefetch depth, PDL early trigger) try those too.

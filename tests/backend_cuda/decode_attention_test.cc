@@ -103,11 +103,7 @@ struct DecodeCase {
   int max_splits;  // 0: DecodeMaxSplits
 };
 
-class DecodeAttentionTest : public ::testing::TestWithParam<DecodeCase> {
- protected:
-  void SetUp() override { KVT_SKIP_WITHOUT_CUDA(); }
-  std::mt19937 rng_{std::random_device{}()};
-};
+class DecodeAttentionTest : public cuda_test::CudaParamTest<DecodeCase> {};
 
 TEST_P(DecodeAttentionTest, MatchesReferenceOnShuffledBlocks) {
   const DecodeCase c = GetParam();

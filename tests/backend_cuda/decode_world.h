@@ -108,15 +108,7 @@ struct DeviceDecode {
   }
   template <typename T>
   cuda::PagedKv<T> Kv(const DecodeWorld& w) const {
-    cuda::PagedKv<T> kv;
-    kv.pool = reinterpret_cast<T*>(pool.get());
-    kv.indices = indices.get();
-    kv.indptr = indptr.get();
-    kv.block_elements = w.layout.ElementsPerBlock();
-    kv.num_kv_heads = static_cast<int32_t>(w.layout.num_kv_heads);
-    kv.head_dim = static_cast<int32_t>(w.layout.head_dim);
-    kv.block_tokens = static_cast<int32_t>(w.layout.block_tokens);
-    return kv;
+    return PagedKvOf(w.layout, reinterpret_cast<T*>(pool.get()), indices.get(), indptr.get());
   }
   template <typename T>
   cuda::DecodeAttentionParams<T> Params(const DecodeWorld& w, int layer, int max_splits) const {

@@ -17,15 +17,9 @@
 namespace kvtier {
 namespace {
 
+using cuda_test::DeviceBuffer;
 using cuda_test::Elem16;
 using cuda_test::ForEachElem;
-
-template <typename T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  explicit DeviceBuffer(size_t count) { cudaMalloc(&ptr, count * sizeof(T)); }
-  ~DeviceBuffer() { cudaFree(ptr); }
-};
 
 template <typename T>
 void Upload(const std::vector<T>& host, DeviceBuffer<T>* device) {
@@ -155,18 +149,6 @@ TEST(Fp8ActivationsTest, QuantizeActivationsFp8QuantizesTheRows) {
   }
 }
 
-// Random codes (no NaN) and scales of a (rows, cols) fp8 matrix.
-void RandomFp8(int rows, int cols, std::mt19937& rng, std::vector<uint8_t>* codes, std::vector<float>* scales) {
-  codes->resize(static_cast<size_t>(rows) * cols);
-  std::uniform_int_distribution<int> code(0, 255);
-  for (uint8_t& c : *codes) {
-    do c = static_cast<uint8_t>(code(rng)); while ((c & 0x7f) == 0x7f);
-  }
-  scales->resize(rows);
-  std::uniform_real_distribution<float> scale(1e-4f, 1e-2f);
-  for (float& s : *scales) s = scale(rng);
-}
-
 // bf16 output, the one the backend asks for (it runs W8A8 with bf16 compute only).
 TEST(Fp8ActivationsTest, Fp8GemmMatchesTheProductOfTheSameCodes) {
   KVT_SKIP_WITHOUT_CUDA();
@@ -180,8 +162,8 @@ TEST(Fp8ActivationsTest, Fp8GemmMatchesTheProductOfTheSameCodes) {
       SCOPED_TRACE(testing::Message() << rows << " x " << k << " x " << n);
       std::vector<uint8_t> x8, w8;
       std::vector<float> sx, sw;
-      RandomFp8(rows, k, rng, &x8, &sx);
-      RandomFp8(n, k, rng, &w8, &sw);
+      cuda_test::RandomFp8(rows, k, rng, &x8, &sx);
+      cuda_test::RandomFp8(n, k, rng, &w8, &sw);
       DeviceBuffer<uint8_t> d_x8(x8.size()), d_w8(w8.size());
       DeviceBuffer<float> d_sx(rows), d_sw(n);
       DeviceBuffer<uint16_t> d_out(static_cast<size_t>(rows) * n);

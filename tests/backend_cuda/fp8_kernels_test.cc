@@ -16,15 +16,9 @@
 namespace kvtier {
 namespace {
 
+using cuda_test::DeviceBuffer;
 using cuda_test::Elem16;
 using cuda_test::ForEachElem;
-
-template <typename T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  explicit DeviceBuffer(size_t count) { cudaMalloc(&ptr, count * sizeof(T)); }
-  ~DeviceBuffer() { cudaFree(ptr); }
-};
 
 TEST(Fp8KernelsTest, QuantizeRowsWritesTheCpuBytes) {
   KVT_SKIP_WITHOUT_CUDA();
@@ -100,19 +94,6 @@ TEST(Fp8KernelsTest, GemvMatchesTheReferenceOnTheSameCodes) {
   });
 }
 
-// Random codes (no NaN) and scales of a (rows, cols) fp8 matrix.
-void RandomFp8(int64_t rows, int64_t cols, std::mt19937& rng, std::vector<uint8_t>* codes,
-               std::vector<float>* scales) {
-  codes->resize(rows * cols);
-  std::uniform_int_distribution<int> code(0, 255);
-  for (uint8_t& c : *codes) {
-    do c = static_cast<uint8_t>(code(rng)); while ((c & 0x7f) == 0x7f);
-  }
-  scales->resize(rows);
-  std::uniform_real_distribution<float> scale(1e-4f, 1e-2f);
-  for (float& s : *scales) s = scale(rng);
-}
-
 TEST(Fp8KernelsTest, GemvSiluMulMatchesTheReference) {
   KVT_SKIP_WITHOUT_CUDA();
   ForEachElem([]<typename T>() {
@@ -120,7 +101,7 @@ TEST(Fp8KernelsTest, GemvSiluMulMatchesTheReference) {
     const int64_t inter = 197, in_features = 2048 + 2 * 512 + 32;  // pre-wait, pipelined and ragged pieces
     std::vector<uint8_t> codes;
     std::vector<float> scales;
-    RandomFp8(2 * inter, in_features, rng, &codes, &scales);
+    cuda_test::RandomFp8(2 * inter, in_features, rng, &codes, &scales);
     EXPECT_EQ(cuda::GemvSiluMulFp8<T>(nullptr, 3, nullptr, nullptr, 1, 16, nullptr, nullptr), cudaErrorInvalidValue);
     cudaGetLastError();
     for (int num_rows : {1, 2}) {
@@ -169,7 +150,7 @@ TEST(Fp8KernelsTest, DequantizeWritesTheHostValues) {
       const int64_t rows = 53;
       std::vector<uint8_t> codes;
       std::vector<float> scales;
-      RandomFp8(rows, cols, rng, &codes, &scales);
+      cuda_test::RandomFp8(rows, cols, rng, &codes, &scales);
       DeviceBuffer<uint8_t> d_codes(codes.size());
       DeviceBuffer<float> d_scales(scales.size());
       DeviceBuffer<uint16_t> d_out(codes.size());
@@ -197,7 +178,7 @@ TEST(Fp8KernelsTest, SkinnyMatchesTheReference) {
     const int64_t n = 334, k = 64 * 40;
     std::vector<uint8_t> codes;
     std::vector<float> scales;
-    RandomFp8(n, k, rng, &codes, &scales);
+    cuda_test::RandomFp8(n, k, rng, &codes, &scales);
     DeviceBuffer<uint8_t> d_codes(codes.size());
     DeviceBuffer<float> d_scales(scales.size());
     CUDA_ASSERT(cudaMemcpy(d_codes.ptr, codes.data(), codes.size(), cudaMemcpyHostToDevice));

@@ -27,21 +27,13 @@
 #include <vector>
 
 #include "backend/cuda/host_kv_stream.h"
+#include "bench_check.h"
 
 namespace {
 
 using kvtier::cuda::HostKvGather;
 using kvtier::cuda::HostKvGatherKind;
 using kvtier::cuda::HostKvGatherShape;
-
-#define CHECK_CUDA(expr)                                                                          \
-  do {                                                                                            \
-    const cudaError_t err_ = (expr);                                                              \
-    if (err_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
 
 std::vector<int> IntList(const std::string& text) {
   std::vector<int> out;
@@ -97,7 +89,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   cudaDeviceProp prop;
-  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  KVT_BENCH_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const int sm = prop.multiProcessorCount;
   if (ctas_list.empty()) ctas_list = std::to_string(sm / 4) + "," + std::to_string(sm / 2) + "," + std::to_string(sm) +
                                      "," + std::to_string(2 * sm) + "," + std::to_string(4 * sm);
@@ -115,7 +107,7 @@ int main(int argc, char** argv) {
   if (fp8) g.segments[1] = {kLayers * code_bytes + kLayer * scale_bytes, scale_bytes};
 
   uint8_t* host = nullptr;
-  CHECK_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&host), block_bytes * blocks, cudaHostAllocMapped));
+  KVT_BENCH_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host), block_bytes * blocks, cudaHostAllocMapped));
   std::mt19937_64 rng(7);
   for (size_t i = 0; i < block_bytes * blocks / 8; ++i) reinterpret_cast<uint64_t*>(host)[i] = rng();
   std::vector<int> order(blocks);
@@ -131,49 +123,49 @@ int main(int argc, char** argv) {
   }
   uint64_t* device_addresses = nullptr;
   uint8_t* staged = nullptr;
-  CHECK_CUDA(cudaMalloc(&device_addresses, blocks * sizeof(uint64_t)));
-  CHECK_CUDA(cudaMemcpy(device_addresses, addresses.data(), blocks * sizeof(uint64_t), cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMalloc(&staged, slot_bytes * blocks));
+  KVT_BENCH_CUDA_CHECK(cudaMalloc(&device_addresses, blocks * sizeof(uint64_t)));
+  KVT_BENCH_CUDA_CHECK(cudaMemcpy(device_addresses, addresses.data(), blocks * sizeof(uint64_t), cudaMemcpyHostToDevice));
+  KVT_BENCH_CUDA_CHECK(cudaMalloc(&staged, slot_bytes * blocks));
   g.blocks = device_addresses;
   g.host_blocks = addresses.data();
   g.staged = staged;
   kvtier::cuda::HostKvCopyBatch batch;
   batch.Reserve(blocks);
   kvtier::cuda::HostKvAuxStream aux;  // kinds split and codes
-  CHECK_CUDA(cudaStreamCreateWithFlags(&aux.stream, cudaStreamNonBlocking));
-  CHECK_CUDA(cudaEventCreateWithFlags(&aux.fork, cudaEventDisableTiming));
-  CHECK_CUDA(cudaEventCreateWithFlags(&aux.join, cudaEventDisableTiming));
+  KVT_BENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&aux.stream, cudaStreamNonBlocking));
+  KVT_BENCH_CUDA_CHECK(cudaEventCreateWithFlags(&aux.fork, cudaEventDisableTiming));
+  KVT_BENCH_CUDA_CHECK(cudaEventCreateWithFlags(&aux.join, cudaEventDisableTiming));
   cudaStream_t stream;
-  CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  KVT_BENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaEvent_t start, end;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&end));
+  KVT_BENCH_CUDA_CHECK(cudaEventCreate(&start));
+  KVT_BENCH_CUDA_CHECK(cudaEventCreate(&end));
   const double bytes = static_cast<double>(slot_bytes) * blocks;
   std::printf("device %s, %d SMs; %d blocks, %s, %zu bytes per slot, %.1f MiB per gather, %d repeats\n", prop.name,
               sm, blocks, fp8 ? "fp8 (codes + scales)" : "bf16", slot_bytes, bytes / (1 << 20), repeats);
 
   auto time_it = [&](auto&& launch) {
     launch();
-    CHECK_CUDA(cudaStreamSynchronize(stream));
-    CHECK_CUDA(cudaEventRecord(start, stream));
+    KVT_BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+    KVT_BENCH_CUDA_CHECK(cudaEventRecord(start, stream));
     for (int r = 0; r < repeats; ++r) launch();
-    CHECK_CUDA(cudaEventRecord(end, stream));
-    CHECK_CUDA(cudaEventSynchronize(end));
+    KVT_BENCH_CUDA_CHECK(cudaEventRecord(end, stream));
+    KVT_BENCH_CUDA_CHECK(cudaEventSynchronize(end));
     float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, start, end));
+    KVT_BENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, start, end));
     return bytes * repeats / (ms * 1e-3) / 1e9;
   };
   std::vector<uint8_t> got(slot_bytes * blocks);
   auto check = [&]() {
-    CHECK_CUDA(cudaMemcpy(got.data(), staged, got.size(), cudaMemcpyDeviceToHost));
+    KVT_BENCH_CUDA_CHECK(cudaMemcpy(got.data(), staged, got.size(), cudaMemcpyDeviceToHost));
     const bool ok = std::memcmp(got.data(), expected.data(), got.size()) == 0;
-    CHECK_CUDA(cudaMemset(staged, 0, got.size()));
+    KVT_BENCH_CUDA_CHECK(cudaMemset(staged, 0, got.size()));
     return ok;
   };
 
   // The link's ceiling: one contiguous pinned range of the same size, copy engine.
   const double memcpy_gbs = time_it([&] {
-    CHECK_CUDA(cudaMemcpyAsync(staged, host, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream));
+    KVT_BENCH_CUDA_CHECK(cudaMemcpyAsync(staged, host, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream));
   });
   std::printf("memcpy_contiguous GB/s %.2f\n", memcpy_gbs);
   double best = 0, best_kernel = 0;
@@ -198,10 +190,10 @@ int main(int argc, char** argv) {
       for (int c : ctas) {
         shape.loads = l;
         shape.ctas = c;
-        CHECK_CUDA(kvtier::cuda::GatherHostKv(g, shape, stream, &batch, &aux));
-        CHECK_CUDA(cudaStreamSynchronize(stream));
+        KVT_BENCH_CUDA_CHECK(kvtier::cuda::GatherHostKv(g, shape, stream, &batch, &aux));
+        KVT_BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
         const bool ok = check();
-        const double gbs = time_it([&] { CHECK_CUDA(kvtier::cuda::GatherHostKv(g, shape, stream, &batch, &aux)); });
+        const double gbs = time_it([&] { KVT_BENCH_CUDA_CHECK(kvtier::cuda::GatherHostKv(g, shape, stream, &batch, &aux)); });
         char name[64];
         std::snprintf(name, sizeof(name), "%s loads %d ctas %d", KindName(shape.kind), l, c);
         std::printf("gather %s GB/s %.2f (%.3f of memcpy) %s\n", name, gbs, gbs / memcpy_gbs, ok ? "ok" : "WRONG");
@@ -223,10 +215,10 @@ int main(int argc, char** argv) {
   // best kernel shape above gathers the rest on a second stream: both paths on the link.
   if (split && best_kernel > 0) {
     cudaStream_t aux;
-    CHECK_CUDA(cudaStreamCreateWithFlags(&aux, cudaStreamNonBlocking));
+    KVT_BENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&aux, cudaStreamNonBlocking));
     cudaEvent_t fork, join;
-    CHECK_CUDA(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-    CHECK_CUDA(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+    KVT_BENCH_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+    KVT_BENCH_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
     HostKvGatherShape copy_shape;
     copy_shape.kind = HostKvGatherKind::kCopyBatch;
     for (double fraction : {0.2, 0.35, 0.5, 0.65, 0.8}) {
@@ -238,15 +230,15 @@ int main(int argc, char** argv) {
       by_kernel.host_blocks = addresses.data() + n_copy;
       by_kernel.staged = staged + static_cast<size_t>(n_copy) * slot_bytes;
       auto launch = [&] {
-        CHECK_CUDA(cudaEventRecord(fork, stream));
-        CHECK_CUDA(cudaStreamWaitEvent(aux, fork, 0));
-        CHECK_CUDA(kvtier::cuda::GatherHostKv(by_kernel, best_kernel_shape, aux));
-        CHECK_CUDA(kvtier::cuda::GatherHostKv(by_copy, copy_shape, stream, &batch));
-        CHECK_CUDA(cudaEventRecord(join, aux));
-        CHECK_CUDA(cudaStreamWaitEvent(stream, join, 0));
+        KVT_BENCH_CUDA_CHECK(cudaEventRecord(fork, stream));
+        KVT_BENCH_CUDA_CHECK(cudaStreamWaitEvent(aux, fork, 0));
+        KVT_BENCH_CUDA_CHECK(kvtier::cuda::GatherHostKv(by_kernel, best_kernel_shape, aux));
+        KVT_BENCH_CUDA_CHECK(kvtier::cuda::GatherHostKv(by_copy, copy_shape, stream, &batch));
+        KVT_BENCH_CUDA_CHECK(cudaEventRecord(join, aux));
+        KVT_BENCH_CUDA_CHECK(cudaStreamWaitEvent(stream, join, 0));
       };
       launch();
-      CHECK_CUDA(cudaStreamSynchronize(stream));
+      KVT_BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
       const bool ok = check();
       const double gbs = time_it(launch);
       std::printf("split copy %.2f + %s loads %d ctas %d GB/s %.2f (%.3f of memcpy) %s\n", fraction,

@@ -44,17 +44,7 @@ KvLayout Fp8Layout(int layers, int kv_heads, int head_dim, int block_tokens) {
 
 template <typename T>
 PagedKv<T> Fp8Kv(const KvLayout& layout, void* pool, const int32_t* indices, const int32_t* indptr) {
-  PagedKv<T> kv;
-  kv.pool = static_cast<T*>(pool);
-  kv.indices = indices;
-  kv.indptr = indptr;
-  kv.block_elements = layout.ElementsPerBlock();
-  kv.num_kv_heads = static_cast<int32_t>(layout.num_kv_heads);
-  kv.head_dim = static_cast<int32_t>(layout.head_dim);
-  kv.block_tokens = static_cast<int32_t>(layout.block_tokens);
-  kv.fp8 = true;
-  kv.block_bytes = static_cast<int64_t>(layout.BlockBytes());
-  return kv;
+  return cuda_test::PagedKvOf(layout, static_cast<T*>(pool), indices, indptr);  // layout.dtype is fp8
 }
 
 // A random fp8 pool: finite codes (never the NaN pattern), scales over four decades, and
@@ -177,15 +167,9 @@ std::vector<float> CpuReference(const cuda_test::PagedWorld& w, const KvLayout& 
   return out;
 }
 
-struct AttentionCase {
-  int heads, kv_heads, head_dim, block_tokens;
-};
+using AttentionCase = cuda_test::AttentionShape;
 
-class KvFp8AttentionTest : public ::testing::TestWithParam<AttentionCase> {
- protected:
-  void SetUp() override { KVT_SKIP_WITHOUT_CUDA(); }
-  std::mt19937 rng_{std::random_device{}()};
-};
+class KvFp8AttentionTest : public cuda_test::CudaParamTest<AttentionCase> {};
 
 // DecodeAttention over one decode row per chunk of `shapes` (fp8 KV) against the CPU on the
 // same bytes (one reference), for each of `configs`: {max_splits (0: DecodeMaxSplits' choice

@@ -107,15 +107,7 @@ struct DeviceWorld {
   }
   template <typename T>
   PagedKv<T> Kv(const PrefillWorld& w, void* pool) const {
-    PagedKv<T> kv;
-    kv.pool = static_cast<T*>(pool);
-    kv.indices = indices.get();
-    kv.indptr = indptr.get();
-    kv.block_elements = w.layout.ElementsPerBlock();
-    kv.num_kv_heads = static_cast<int32_t>(w.layout.num_kv_heads);
-    kv.head_dim = static_cast<int32_t>(w.layout.head_dim);
-    kv.block_tokens = static_cast<int32_t>(w.layout.block_tokens);
-    return kv;
+    return cuda_test::PagedKvOf(w.layout, static_cast<T*>(pool), indices.get(), indptr.get());
   }
 };
 
@@ -165,15 +157,9 @@ std::vector<float> ReferenceAttention(const PrefillWorld& w, const std::vector<f
   return out;
 }
 
-struct PrefillCase {
-  int heads, kv_heads, head_dim, block_tokens;
-};
+using PrefillCase = cuda_test::AttentionShape;
 
-class PrefillAttentionTest : public ::testing::TestWithParam<PrefillCase> {
- protected:
-  void SetUp() override { KVT_SKIP_WITHOUT_CUDA(); }
-  std::mt19937 rng_{std::random_device{}()};
-};
+class PrefillAttentionTest : public cuda_test::CudaParamTest<PrefillCase> {};
 
 TEST_P(PrefillAttentionTest, MatchesReferenceOnShuffledBlocks) {
   const PrefillCase p = GetParam();

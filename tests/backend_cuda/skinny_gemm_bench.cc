@@ -20,20 +20,12 @@
 
 #include "backend/cuda/fp8_skinny.h"
 #include "backend/cuda/skinny_gemm.h"
+#include "bench_check.h"
 #include "cuda_test_util.h"
 #include "gtest/gtest.h"
 
 namespace kvtier {
 namespace {
-
-#define BENCH_CHECK(expr)                                                                       \
-  do {                                                                                          \
-    const cudaError_t err_ = (expr);                                                            \
-    if (err_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
 
 struct Shape {
   const char* name;
@@ -48,17 +40,17 @@ constexpr Shape kShapes[] = {{"qkv", 6144, 4096, false},
 
 // Microseconds per call of fn(copy) over `iters` calls rotating the copies.
 double TimeUs(const std::function<cudaError_t(int)>& fn, int copies, cudaStream_t stream) {
-  for (int i = 0; i < 3; ++i) BENCH_CHECK(fn(i % copies));
+  for (int i = 0; i < 3; ++i) KVT_BENCH_CUDA_CHECK(fn(i % copies));
   cudaEvent_t start, stop;
-  BENCH_CHECK(cudaEventCreate(&start));
-  BENCH_CHECK(cudaEventCreate(&stop));
+  KVT_BENCH_CUDA_CHECK(cudaEventCreate(&start));
+  KVT_BENCH_CUDA_CHECK(cudaEventCreate(&stop));
   constexpr int kIters = 40;
-  BENCH_CHECK(cudaEventRecord(start, stream));
-  for (int i = 0; i < kIters; ++i) BENCH_CHECK(fn(i % copies));
-  BENCH_CHECK(cudaEventRecord(stop, stream));
-  BENCH_CHECK(cudaEventSynchronize(stop));
+  KVT_BENCH_CUDA_CHECK(cudaEventRecord(start, stream));
+  for (int i = 0; i < kIters; ++i) KVT_BENCH_CUDA_CHECK(fn(i % copies));
+  KVT_BENCH_CUDA_CHECK(cudaEventRecord(stop, stream));
+  KVT_BENCH_CUDA_CHECK(cudaEventSynchronize(stop));
   float ms = 0.0f;
-  BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  KVT_BENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   return 1000.0 * ms / kIters;
@@ -81,19 +73,19 @@ TEST(SkinnyGemmBench, DISABLED_PerShape) {
     for (std::string item; std::getline(list, item, ',');) row_counts.push_back(std::atoi(item.c_str()));
   }
   cudaDeviceProp props{};
-  BENCH_CHECK(cudaGetDeviceProperties(&props, 0));
+  KVT_BENCH_CUDA_CHECK(cudaGetDeviceProperties(&props, 0));
   const int sms = props.multiProcessorCount;
   std::printf("device %s, %d SMs, L2 %d MB\n", props.name, sms, props.l2CacheSize >> 20);
   const bool skinny_ok = cuda::SkinnyGemmDeviceOk(0);
-  if (skinny_ok) BENCH_CHECK(cuda::SkinnyGemmInit());
-  BENCH_CHECK(cuda::SkinnyFp8Init());
+  if (skinny_ok) KVT_BENCH_CUDA_CHECK(cuda::SkinnyGemmInit());
+  KVT_BENCH_CUDA_CHECK(cuda::SkinnyFp8Init());
   cudaStream_t stream;
-  BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  KVT_BENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cublasHandle_t cublas;
   ASSERT_EQ(cublasCreate(&cublas), CUBLAS_STATUS_SUCCESS);
   cublasSetStream(cublas, stream);
   void* cublas_ws = nullptr;
-  BENCH_CHECK(cudaMalloc(&cublas_ws, 32 << 20));
+  KVT_BENCH_CUDA_CHECK(cudaMalloc(&cublas_ws, 32 << 20));
   cublasSetWorkspace(cublas, cublas_ws, 32 << 20);
 
   // KVTIER_SKINNY_BENCH_SWEEP=1: the TMA pipeline under every SkinnyTmaTuning as well.
@@ -101,13 +93,13 @@ TEST(SkinnyGemmBench, DISABLED_PerShape) {
   const int max_rows = *std::max_element(row_counts.begin(), row_counts.end());
   const size_t ws_bytes = cuda::SkinnyGemmWorkspaceBytes(std::min(max_rows, 128), sms);
   void* workspace = nullptr;
-  BENCH_CHECK(cudaMalloc(&workspace, ws_bytes));
-  BENCH_CHECK(cudaMemset(workspace, 0, ws_bytes));
+  KVT_BENCH_CUDA_CHECK(cudaMalloc(&workspace, ws_bytes));
+  KVT_BENCH_CUDA_CHECK(cudaMemset(workspace, 0, ws_bytes));
   cuda::bf16* x = nullptr;
   void* out = nullptr;
-  BENCH_CHECK(cudaMalloc(&x, size_t{128} * 14336 * 2));
-  BENCH_CHECK(cudaMemset(x, 0x3c, size_t{128} * 14336 * 2));
-  BENCH_CHECK(cudaMalloc(&out, size_t{128} * 128256 * 4));
+  KVT_BENCH_CUDA_CHECK(cudaMalloc(&x, size_t{128} * 14336 * 2));
+  KVT_BENCH_CUDA_CHECK(cudaMemset(x, 0x3c, size_t{128} * 14336 * 2));
+  KVT_BENCH_CUDA_CHECK(cudaMalloc(&out, size_t{128} * 128256 * 4));
 
   std::printf("%-8s %4s %-22s %9s %8s\n", "shape", "rows", "kernel", "us", "GB/s");
   for (const Shape& s : kShapes) {
@@ -117,17 +109,17 @@ TEST(SkinnyGemmBench, DISABLED_PerShape) {
     std::vector<cuda::bf16*> w16(copies);
     std::vector<uint8_t*> w8(copies);
     float* scales = nullptr;
-    BENCH_CHECK(cudaMalloc(&scales, s.n * sizeof(float)));
-    BENCH_CHECK(cudaMemset(scales, 0, s.n * sizeof(float)));
+    KVT_BENCH_CUDA_CHECK(cudaMalloc(&scales, s.n * sizeof(float)));
+    KVT_BENCH_CUDA_CHECK(cudaMemset(scales, 0, s.n * sizeof(float)));
     for (int c = 0; c < copies; ++c) {
-      BENCH_CHECK(cudaMalloc(&w16[c], elements * 2));
-      BENCH_CHECK(cudaMemset(w16[c], 0x3b, elements * 2));
-      BENCH_CHECK(cudaMalloc(&w8[c], elements));
-      BENCH_CHECK(cudaMemset(w8[c], 0x35, elements));
+      KVT_BENCH_CUDA_CHECK(cudaMalloc(&w16[c], elements * 2));
+      KVT_BENCH_CUDA_CHECK(cudaMemset(w16[c], 0x3b, elements * 2));
+      KVT_BENCH_CUDA_CHECK(cudaMalloc(&w8[c], elements));
+      KVT_BENCH_CUDA_CHECK(cudaMemset(w8[c], 0x35, elements));
     }
     float* partial = nullptr;
     const int splits = cuda::SkinnyFp8Splits(s.n, s.k, sms);
-    BENCH_CHECK(cudaMalloc(&partial, cuda::SkinnyFp8PartialFloats(64, s.n, splits) * sizeof(float)));
+    KVT_BENCH_CUDA_CHECK(cudaMalloc(&partial, cuda::SkinnyFp8PartialFloats(64, s.n, splits) * sizeof(float)));
     for (int rows : row_counts) {
       auto report = [&](const char* kernel, double us, size_t bytes) {
         std::printf("%-8s %4d %-22s %9.1f %8.0f\n", s.name, rows, kernel, us, bytes / (us * 1e3));
@@ -202,7 +194,7 @@ TEST(SkinnyGemmBench, DISABLED_PerShape) {
         }
       }
     }
-    BENCH_CHECK(cudaStreamSynchronize(stream));
+    KVT_BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
     for (int c = 0; c < copies; ++c) {
       cudaFree(w16[c]);
       cudaFree(w8[c]);

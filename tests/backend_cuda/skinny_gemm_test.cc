@@ -14,14 +14,8 @@
 namespace kvtier {
 namespace {
 
+using cuda_test::DeviceBuffer;
 using cuda_test::Elem16;
-
-template <typename T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  explicit DeviceBuffer(size_t count) { cudaMalloc(&ptr, std::max<size_t>(count, 1) * sizeof(T)); }
-  ~DeviceBuffer() { cudaFree(ptr); }
-};
 
 #define KVT_SKIP_WITHOUT_SM90()                                                          \
   KVT_SKIP_WITHOUT_CUDA();                                                               \
@@ -39,15 +33,35 @@ constexpr int kSms[] = {132, 7};  // one CTA per SM: many partly covered tiles, 
 constexpr cuda::SkinnyPipeline kPipelines[] = {cuda::SkinnyPipeline::kSerial, cuda::SkinnyPipeline::kOverlapped,
                                                cuda::SkinnyPipeline::kTma};
 
-void RandomCodes(int64_t n, int64_t k, std::mt19937& rng, std::vector<uint8_t>* codes, std::vector<float>* scales) {
-  codes->resize(n * k);
-  std::uniform_int_distribution<int> code(0, 255);
-  for (uint8_t& c : *codes) {
-    do c = static_cast<uint8_t>(code(rng)); while ((c & 0x7f) == 0x7f);  // no NaN
+// The device operands of one fp8 skinny GEMM: x (rows, k) bf16, the (n, k) codes and their
+// row scales, the (rows, n) output and a workspace for 132 SMs.
+struct Fp8GemmOperands {
+  Fp8GemmOperands(const cuda_test::Data16& x_host, const std::vector<uint8_t>& codes_host, int rows, int64_t n)
+      : x(x_host.bits.size()),
+        out(rows * n),
+        codes(codes_host.size()),
+        scales(n),
+        workspace_bytes(cuda::SkinnyGemmWorkspaceBytes(rows, 132)),
+        workspace(workspace_bytes) {}
+  // Copies the host operands in and zeroes the workspace.
+  void Upload(const cuda_test::Data16& x_host, const std::vector<uint8_t>& codes_host,
+              const std::vector<float>& scales_host) {
+    CUDA_ASSERT(cudaMemset(workspace.ptr, 0, workspace_bytes));
+    CUDA_ASSERT(cudaMemcpy(x.ptr, x_host.bits.data(), x_host.bits.size() * 2, cudaMemcpyHostToDevice));
+    CUDA_ASSERT(cudaMemcpy(codes.ptr, codes_host.data(), codes_host.size(), cudaMemcpyHostToDevice));
+    CUDA_ASSERT(cudaMemcpy(scales.ptr, scales_host.data(), scales_host.size() * 4, cudaMemcpyHostToDevice));
   }
-  scales->resize(n);
-  std::uniform_real_distribution<float> scale(1e-3f, 1e-1f);
-  for (float& s : *scales) s = scale(rng);
+
+  DeviceBuffer<uint16_t> x, out;
+  DeviceBuffer<uint8_t> codes;
+  DeviceBuffer<float> scales;
+  const size_t workspace_bytes;
+  DeviceBuffer<uint8_t> workspace;
+};
+
+// Codes and per-row scales of an (n, k) fp8 weight.
+void RandomCodes(int64_t n, int64_t k, std::mt19937& rng, std::vector<uint8_t>* codes, std::vector<float>* scales) {
+  cuda_test::RandomFp8(n, k, rng, codes, scales, 1e-3f, 1e-1f);
 }
 
 // sum_k x * w * scale in double, and the sum of the magnitudes of its terms (the bound of
@@ -238,15 +252,13 @@ TEST(SkinnyGemmTest, SubnormalCodesCount) {
   for (uint8_t& c : codes) c = static_cast<uint8_t>(mantissa(rng) | (sign(rng) << 7));
   std::vector<float> scales(n, 1.0f), code_values(codes.size());
   for (size_t i = 0; i < codes.size(); ++i) code_values[i] = Fp8E4M3ToFloat(codes[i]);
-  DeviceBuffer<uint16_t> d_x(x.bits.size()), d_out(rows * n);
-  DeviceBuffer<uint8_t> d_codes(codes.size());
-  DeviceBuffer<float> d_scales(n);
-  const size_t ws_bytes = cuda::SkinnyGemmWorkspaceBytes(rows, 132);
-  DeviceBuffer<uint8_t> workspace(ws_bytes);
-  CUDA_ASSERT(cudaMemset(workspace.ptr, 0, ws_bytes));
-  CUDA_ASSERT(cudaMemcpy(d_x.ptr, x.bits.data(), x.bits.size() * 2, cudaMemcpyHostToDevice));
-  CUDA_ASSERT(cudaMemcpy(d_codes.ptr, codes.data(), codes.size(), cudaMemcpyHostToDevice));
-  CUDA_ASSERT(cudaMemcpy(d_scales.ptr, scales.data(), n * 4, cudaMemcpyHostToDevice));
+  Fp8GemmOperands ops(x, codes, rows, n);
+  ASSERT_NO_FATAL_FAILURE(ops.Upload(x, codes, scales));
+  DeviceBuffer<uint16_t>& d_x = ops.x;
+  DeviceBuffer<uint16_t>& d_out = ops.out;
+  DeviceBuffer<uint8_t>& d_codes = ops.codes;
+  DeviceBuffer<float>& d_scales = ops.scales;
+  DeviceBuffer<uint8_t>& workspace = ops.workspace;
   CUDA_ASSERT(cuda::SkinnyGemmFp8(reinterpret_cast<const cuda::bf16*>(d_x.ptr), d_codes.ptr, d_scales.ptr, rows, k, n,
                                   reinterpret_cast<cuda::bf16*>(d_out.ptr), workspace.ptr, 132,
                                   cuda::SkinnyPipeline::kSerial, nullptr));
@@ -268,15 +280,13 @@ TEST(SkinnyGemmTest, RepeatsBitForBitAndReplaysInAGraph) {
   std::vector<uint8_t> codes;
   std::vector<float> scales;
   RandomCodes(n, k, rng, &codes, &scales);
-  DeviceBuffer<uint16_t> d_x(x.bits.size()), d_out(rows * n);
-  DeviceBuffer<uint8_t> d_codes(codes.size());
-  DeviceBuffer<float> d_scales(n);
-  const size_t ws_bytes = cuda::SkinnyGemmWorkspaceBytes(rows, 132);
-  DeviceBuffer<uint8_t> workspace(ws_bytes);
-  CUDA_ASSERT(cudaMemset(workspace.ptr, 0, ws_bytes));
-  CUDA_ASSERT(cudaMemcpy(d_x.ptr, x.bits.data(), x.bits.size() * 2, cudaMemcpyHostToDevice));
-  CUDA_ASSERT(cudaMemcpy(d_codes.ptr, codes.data(), codes.size(), cudaMemcpyHostToDevice));
-  CUDA_ASSERT(cudaMemcpy(d_scales.ptr, scales.data(), n * 4, cudaMemcpyHostToDevice));
+  Fp8GemmOperands ops(x, codes, rows, n);
+  ASSERT_NO_FATAL_FAILURE(ops.Upload(x, codes, scales));
+  DeviceBuffer<uint16_t>& d_x = ops.x;
+  DeviceBuffer<uint16_t>& d_out = ops.out;
+  DeviceBuffer<uint8_t>& d_codes = ops.codes;
+  DeviceBuffer<float>& d_scales = ops.scales;
+  DeviceBuffer<uint8_t>& workspace = ops.workspace;
   cudaStream_t stream;
   CUDA_ASSERT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   auto run = [&](cuda::SkinnyPipeline pipeline) {

@@ -61,6 +61,7 @@ static void test_logging(const char* model_dir) {
   if (model == NULL) return;
   /* backend auto (the default) with a host budget too small for one block. */
   kvt_options_create(&opts);
+  kvt_options_set_string(opts, "gpu_kv_bytes", TEST_GPU_KV_BYTES);
   kvt_options_set_int(opts, "threads", 2);
   kvt_options_set_int(opts, "host_kv_bytes", 100);
   CHECK_STATUS(kvt_context_create(model, opts, &ctx, err, sizeof err), KVT_OK);
@@ -174,6 +175,7 @@ static void test_progress(const char* model_dir) {
   }
 
   kvt_options_create(&opts);
+  kvt_options_set_string(opts, "gpu_kv_bytes", TEST_GPU_KV_BYTES);
   kvt_options_set_string(opts, "backend", "cpu");
   kvt_options_set_int(opts, "threads", 2);
   memset(&p, 0, sizeof p);
@@ -318,6 +320,7 @@ static int32_t run_on(const char* dir, kvt_request* req, int32_t* out, int32_t c
     return -1;
   }
   kvt_options_create(&opts);
+  kvt_options_set_string(opts, "gpu_kv_bytes", TEST_GPU_KV_BYTES);
   kvt_options_set_string(opts, "backend", "cpu");
   kvt_options_set_int(opts, "threads", 2);
   CHECK_STATUS(kvt_context_create(model, opts, &ctx, err, sizeof err), KVT_OK);

@@ -113,6 +113,7 @@ static void test_generation(const char* model_dir) {
   CHECK_STATUS(kvt_model_info_json(model, stats, sizeof stats, &stats_len), KVT_OK);
   CHECK(strstr(stats, "LlamaForCausalLM") != NULL);
   kvt_options_create(&opts);
+  kvt_options_set_string(opts, "gpu_kv_bytes", TEST_GPU_KV_BYTES);
   kvt_options_set_string(opts, "backend", "cpu");
   kvt_options_set_int(opts, "threads", 2);
   /* A KV format the CPU backend cannot hold is refused at creation, naming it. */
@@ -268,6 +269,7 @@ static void test_text(const char* model_dir) {
   CHECK_STATUS(kvt_model_token_bytes(model, 72, NULL, 4, &len), KVT_ERR_INVALID_ARGUMENT);
 
   kvt_options_create(&opts);
+  kvt_options_set_string(opts, "gpu_kv_bytes", TEST_GPU_KV_BYTES);
   kvt_options_set_string(opts, "backend", "cpu");
   CHECK_STATUS(kvt_context_create(model, opts, &ctx, err, sizeof err), KVT_OK);
   kvt_request_create(&req);
@@ -344,6 +346,7 @@ static void test_cache_namespace(const char* model_dir) {
   CHECK_STATUS(kvt_model_load(model_dir, &model, err, sizeof err), KVT_OK);
   if (model == NULL) return;
   kvt_options_create(&opts);
+  kvt_options_set_string(opts, "gpu_kv_bytes", TEST_GPU_KV_BYTES);
   kvt_options_set_string(opts, "backend", "cpu");
   kvt_options_set_int(opts, "threads", 2);
   CHECK_STATUS(kvt_context_create(model, opts, &ctx, err, sizeof err), KVT_OK);
@@ -410,6 +413,7 @@ static void test_structured(const char* model_dir, const char* text_model_dir) {
   CHECK_STATUS(kvt_request_set_json_schema(NULL, "{}"), KVT_ERR_INVALID_ARGUMENT);
 
   kvt_options_create(&opts);
+  kvt_options_set_string(opts, "gpu_kv_bytes", TEST_GPU_KV_BYTES);
   kvt_options_set_string(opts, "backend", "cpu");
   /* A model without tokenizer.json cannot take a grammar. */
   CHECK_STATUS(kvt_model_load(model_dir, &plain, err, sizeof err), KVT_OK);

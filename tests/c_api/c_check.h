@@ -32,6 +32,11 @@ static int checks = 0;
     }                                                                                     \
   } while (0)
 
+/* The device tier the tests' contexts get: the CPU backend zeroes its KV pool when the
+ * context is created, and the default (256 MiB) would cost each context that much memory
+ * writing (and many times that under the sanitizers), for a few short prompts. */
+#define TEST_GPU_KV_BYTES "16MiB"
+
 /* Whether the program got the arguments `usage` names (one per word); says how to call it
  * when not. */
 static inline int check_args(int argc, char** argv, const char* usage) {
@@ -59,6 +64,7 @@ static inline void open_cpu_context(const char* model_dir, kvt_model** model, kv
   CHECK_STATUS(kvt_model_load(model_dir, model, err, sizeof err), KVT_OK);
   if (*model == NULL) return;
   kvt_options_create(opts);
+  kvt_options_set_string(*opts, "gpu_kv_bytes", TEST_GPU_KV_BYTES);
   kvt_options_set_string(*opts, "backend", "cpu");
   kvt_options_set_int(*opts, "threads", 2);
   CHECK_STATUS(kvt_context_create(*model, *opts, ctx, err, sizeof err), KVT_OK);

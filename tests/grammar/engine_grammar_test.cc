@@ -38,7 +38,7 @@ EngineOptions CpuOptions() {
   options.backend = "cpu";
   options.num_threads = 2;
   options.block_tokens = 4;
-  options.gpu_kv_bytes = 64 << 20;
+  options.gpu_kv_bytes = 16 << 20;
   return options;
 }
 

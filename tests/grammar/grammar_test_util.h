@@ -14,21 +14,12 @@
 #include "absl/container/flat_hash_set.h"
 #include "grammar/grammar.h"
 #include "grammar/vocabulary.h"
+#include "testing/sanitizers.h"
 
 namespace kvtier::grammar::testing {
 
 // Sanitizer builds (Debug, instrumented) run the same checks on fewer cases.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
-#endif
-#else
-inline constexpr bool kSanitized = false;
-#endif
+using ::kvtier::testing::kSanitized;
 
 // Ids 0..255 are the bytes, 256 is a non-text end token (eos), 257.. are `extra` random
 // multi-byte tokens drawn from JSON-ish fragments (seeded), then a few ids without text.

@@ -29,22 +29,9 @@
 #include "gtest/gtest.h"
 #include "kv/tier_budgets.h"
 #include "testing/fake_file_io.h"
+#include "testing/sanitizers.h"
 #include "testing/test_model.h"
 
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define KVTIER_LIVENESS_SANITIZED 1
-#endif
-#if __has_feature(thread_sanitizer)
-#define KVTIER_LIVENESS_TSAN 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define KVTIER_LIVENESS_SANITIZED 1
-#endif
-#if defined(__SANITIZE_THREAD__)
-#define KVTIER_LIVENESS_TSAN 1
-#endif
 
 namespace kvtier {
 namespace {
@@ -67,6 +54,7 @@ int64_t BlockBytes(int64_t block_tokens) {
     EngineOptions o;
     o.backend = "cpu";
     o.block_tokens = block_tokens;
+    o.gpu_kv_bytes = 1 << 20;  // only the layout is wanted
     auto e = Engine::Create(Model(), o);
     EXPECT_TRUE(e.ok()) << e.status();
     b = static_cast<int64_t>((*e)->backend().kv_layout().BlockBytes());
@@ -314,7 +302,7 @@ TEST(LivenessTest, FakeFileIoLocksLikeThePosixOne) {
 // Another process holding the file: refused here until it exits; then the file serves
 // this process, and outputs stay exact.
 TEST(LivenessTest, SecondProcessOnOneDiskFileIsRefusedUntilTheFirstExits) {
-#ifdef KVTIER_LIVENESS_TSAN
+#ifdef KVTIER_TEST_THREAD_SANITIZER
   GTEST_SKIP() << "fork() is not supported under ThreadSanitizer; the normal and ASan builds run this";
 #endif
   const std::string path = testing::TestTempDir() + "/two-process.kv";
@@ -674,11 +662,7 @@ void RunConfig(const Config& c, uint32_t seed, int64_t* moved_to_host) {
 
 int NumConfigs() {
   if (const char* env = std::getenv("KVTIER_LIVENESS_CONFIGS")) return std::atoi(env);
-#ifdef KVTIER_LIVENESS_SANITIZED
-  return 400;
-#else
-  return 2000;
-#endif
+  return testing::kSanitized ? 400 : 2000;
 }
 
 TEST(LivenessTest, RandomConfigurationsAllFinishExactly) {

@@ -26,10 +26,7 @@ inline constexpr int64_t kTierTestBlockTokens = 4;
 // Bytes of one KV block of the tiny Llama on the CPU backend.
 inline int64_t TierTestBlockBytes() {
   static const int64_t bytes = [] {
-    EngineOptions o;
-    o.backend = "cpu";
-    o.block_tokens = kTierTestBlockTokens;
-    return static_cast<int64_t>(MakeEngine(o)->backend().kv_layout().BlockBytes());
+    return static_cast<int64_t>(MakeEngine(CpuOptions(kTierTestBlockTokens))->backend().kv_layout().BlockBytes());
   }();
   return bytes;
 }

@@ -25,24 +25,11 @@
 #include "engine/engine.h"
 #include "gtest/gtest.h"
 #include "testing/fake_file_io.h"
+#include "testing/sanitizers.h"
 #include "testing/test_model.h"
 
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define KVTIER_SOAK_TSAN 1
-#endif
-#if __has_feature(address_sanitizer)
-#define KVTIER_SOAK_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__)
-#define KVTIER_SOAK_TSAN 1
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define KVTIER_SOAK_ASAN 1
-#endif
 
-#ifdef KVTIER_SOAK_ASAN
+#ifdef KVTIER_TEST_ADDRESS_SANITIZER
 // A small quarantine so that resident memory reflects the program, not ASan's delay of
 // frees (ASAN_OPTIONS in the environment still wins).
 extern "C" const char* __asan_default_options() { return "quarantine_size_mb=16"; }
@@ -150,9 +137,9 @@ const char* const kFaultNames[] = {"eio_write", "short_write", "torn_write", "ei
 
 TEST(SoakTest, AddCancelStepUnderFaults) {
   const bool long_mode = EnvInt("KVTIER_SOAK_LONG", 0) != 0;
-#if defined(KVTIER_SOAK_TSAN)
+#if defined(KVTIER_TEST_THREAD_SANITIZER)
   const int64_t default_sequences = 2000;
-#elif defined(KVTIER_SOAK_ASAN)
+#elif defined(KVTIER_TEST_ADDRESS_SANITIZER)
   const int64_t default_sequences = 2000;  // Debug + ASan: about 10x slower per step
 #else
   const int64_t default_sequences = 10000;

@@ -68,7 +68,7 @@ CudaBackend::~CudaBackend() {
 DType CudaBackend::ComputeDTypeOf(const Checkpoint& checkpoint) {
   absl::StatusOr<TensorView> embed = checkpoint.Tensor("model.embed_tokens.weight");
   if (embed.ok() && (embed->dtype == DType::kBF16 || embed->dtype == DType::kF16)) return embed->dtype;
-  return checkpoint.config().torch_dtype == "float16" ? DType::kF16 : DType::kBF16;
+  return DTypeFromTorchName(checkpoint.config().torch_dtype) == DType::kF16 ? DType::kF16 : DType::kBF16;
 }
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const Checkpoint& checkpoint,
