@@ -148,7 +148,7 @@ def check_startup(kvtier, model):
     """The demo model starts small and fast on the CPU with no KV budget given: the device pool
     is sized from the model (its 512-token context plus a block for each other of 256
     sequences that may run), not for an 8B model on a GPU. `kvtier run` to its first token,
-    the best of three runs (the machine may be busy): under 1 s and 100 MB of RSS."""
+    the best of three runs: under 1 s of CPU time and 100 MB of RSS."""
     cmd = [kvtier, "run", "--model", model, "--backend", "cpu", "--prompt", "Hello", "--max-tokens", "1"]
     failures = []
     stats = json.loads(run(cmd + ["--json"]))["stats"]  # also warms the page cache
@@ -158,20 +158,25 @@ def check_startup(kvtier, model):
     if stats["tiers"]["gpu"]["capacity_bytes"] != want:
         failures.append(f"device pool of {stats['tiers']['gpu']['capacity_bytes']} bytes, want {want} (sized from "
                         "the model)")
-    best_seconds, best_rss = None, None
+    # The time is the process's CPU time (user + system: the weights converted, the pool's
+    # pages touched), which a busy machine does not stretch as it stretches the wall clock.
+    best_cpu, best_wall, best_rss = None, None, None
     for _ in range(3):
         start = time.monotonic()
         child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _, status, usage = os.wait4(child.pid, 0)
-        seconds = time.monotonic() - start
+        wall = time.monotonic() - start
         if status != 0:
             return [f"{' '.join(cmd)} exited with status {status}"]
+        cpu = usage.ru_utime + usage.ru_stime
         rss = usage.ru_maxrss * 1024  # KiB on Linux
-        best_seconds = seconds if best_seconds is None else min(best_seconds, seconds)
+        best_cpu = cpu if best_cpu is None else min(best_cpu, cpu)
+        best_wall = wall if best_wall is None else min(best_wall, wall)
         best_rss = rss if best_rss is None else min(best_rss, rss)
-    print(f"kvtier run on the demo model: {best_seconds:.3f} s, {best_rss / 1e6:.1f} MB RSS (best of 3)")
-    if best_seconds >= 1.0:
-        failures.append(f"start took {best_seconds:.3f} s (limit 1 s)")
+    print(f"kvtier run on the demo model: {best_cpu:.3f} s of CPU ({best_wall:.3f} s wall), "
+          f"{best_rss / 1e6:.1f} MB RSS (best of 3)")
+    if best_cpu >= 1.0:
+        failures.append(f"start took {best_cpu:.3f} s of CPU time (limit 1 s)")
     if best_rss >= 100e6:
         failures.append(f"peak RSS {best_rss / 1e6:.1f} MB (limit 100 MB)")
     return failures

@@ -56,12 +56,13 @@ TEST(KvPoolSizeTest, EnginesSizeTheirDevicePool) {
   ASSERT_NE(engine, nullptr);
   EXPECT_EQ(engine->Stats()["tiers"]["gpu"]["capacity_bytes"], 10 * block_bytes);
 
+  // 0: what gpu_mem_limit leaves after the weights and workspace (here 20 blocks).
+  const int64_t weights_and_workspace = engine->backend().device_bytes_in_use() - 10 * block_bytes;
   options.gpu_kv_bytes = 0;
-  options.gpu_mem_limit = 1ll << 40;
-  auto capped = MakeEngine(options);
-  ASSERT_NE(capped, nullptr);
-  EXPECT_GT(capped->Stats()["tiers"]["gpu"]["capacity_bytes"], want);
-
+  options.gpu_mem_limit = weights_and_workspace + 20 * block_bytes;
+  engine = MakeEngine(options);
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->Stats()["tiers"]["gpu"]["capacity_bytes"], 20 * block_bytes);
 }
 
 // A model-sized pool stays within what gpu_mem_limit leaves after weights and workspace.
