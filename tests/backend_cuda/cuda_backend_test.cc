@@ -1052,7 +1052,16 @@ TEST_F(CudaBackendTest, Fp8PrefillStepsRunW8A8WithinTheActivationRounding) {
     std::vector<float> got;
     ASSERT_TRUE((*gpu)->Forward(prefill, &got).ok());
     error[w8a8] = RelativeError(got, want);
-    EXPECT_EQ(Argmax(got.data(), static_cast<int64_t>(got.size())), Argmax(want.data(), static_cast<int64_t>(want.size())));
+    // The random model (a new seed each run) can put two tokens in a near tie: a flip of the
+    // top token is accepted only as one, the CPU's margin between the two within the path's
+    // bound of its logits' range.
+    const int64_t top_got = Argmax(got.data(), static_cast<int64_t>(got.size()));
+    const int64_t top_want = Argmax(want.data(), static_cast<int64_t>(want.size()));
+    if (top_got != top_want) {
+      const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
+      const double bound = (w8a8 == 1 ? kW8A8Tolerance : kLogitTolerance) * (*hi - *lo);
+      EXPECT_LE(want[top_want] - want[top_got], bound) << "top token " << top_got << " against the CPU's " << top_want;
+    }
   }
   std::printf("fp8 prefill of 300 tokens against the CPU: W8A16 relative error %.3g, W8A8 %.3g\n", error[0], error[1]);
   EXPECT_LT(error[0], kLogitTolerance);
