@@ -197,7 +197,9 @@ TEST(GgufTokenizerTest, ChatTemplateAndSpecialTokenFlagsComeFromTheFile) {
   ASSERT_TRUE(metadata.ok()) << metadata.status();
   auto plain = FromMetadata(*metadata);
   ASSERT_TRUE(plain.ok()) << plain.status();
-  EXPECT_EQ((*plain)->chat_format(), ChatFormat::kNone);  // no template, no marker tokens
+  // No template and no marker tokens: a base model, chatted with in ChatML (its markers
+  // then plain text), as a checkpoint directory without them (chat_template.h).
+  EXPECT_EQ((*plain)->chat_format(), ChatFormat::kChatMl);
   EXPECT_EQ(*(*plain)->Encode("a"), (std::vector<int32_t>{kByteTokenizerBosId, 'a'}));
 
   // tokenizer.chat_template picks the format; add_bos_token / add_eos_token say what
