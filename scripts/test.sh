@@ -34,13 +34,6 @@ echo "== tests: RelWithDebInfo"
 run_ctest "$root/build-test"
 
 if [ "$sanitizers" = 1 ]; then
-  # Both sanitizer builds (clang): precompiled common headers (KVTIER_PCH) and line tables
-  # only for debug information (all a sanitizer report's stack needs: functions, files and
-  # lines): the same reports for about half the compile time.
-  clang_build=(-DKVTIER_PCH=ON)
-  # The ASan build links some 40 test binaries: lld does that in a fraction of ld's time.
-  lld=(-DCMAKE_EXE_LINKER_FLAGS=-fuse-ld=lld -DCMAKE_SHARED_LINKER_FLAGS=-fuse-ld=lld
-       -DCMAKE_MODULE_LINKER_FLAGS=-fuse-ld=lld)
   # One clang build serves the whole suite under ASan+UBSan (LeakSanitizer included) and the
   # libFuzzer targets (KVTIER_FUZZ). See RELIABILITY.md for what each job covers.
   asan="$root/build-rel-asan"
@@ -50,8 +43,7 @@ if [ "$sanitizers" = 1 ]; then
   # Debug (assertions on) at -O1, as the sanitizers' authors advise: the suite runs 3-5x
   # faster under ASan than at -O0 (engine_test 72 s against 353 s), with the same reports.
   CC=clang-14 CXX=clang++-14 "$root/scripts/build.sh" "$asan" -DKVTIER_SANITIZE=address \
-    -DKVTIER_CUDA=OFF -DKVTIER_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug "${clang_build[@]}" "${lld[@]}" \
-    "-DCMAKE_C_FLAGS_DEBUG=-gline-tables-only -O1" "-DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only -O1"
+    -DKVTIER_CUDA=OFF -DKVTIER_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_C_FLAGS_DEBUG=-g -O1" "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1"
   echo "== tests: AddressSanitizer + UBSan (whole suite, soak, fuzz corpus replays)"
   run_ctest "$asan"
 
@@ -95,8 +87,7 @@ if [ "$sanitizers" = 1 ]; then
   command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
   echo "== build: ThreadSanitizer (clang; every test in tests/{engine,c_api,soak,kv})"
   CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$tsan" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DKVTIER_SANITIZE=thread -DKVTIER_CUDA=OFF "-DKVTIER_TEST_DIRS=engine;c_api;soak;kv" "${clang_build[@]}" \
-    "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -gline-tables-only -DNDEBUG" "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -gline-tables-only -DNDEBUG"
+    -DKVTIER_SANITIZE=thread -DKVTIER_CUDA=OFF "-DKVTIER_TEST_DIRS=engine;c_api;soak;kv"
   # The whole build: KVTIER_TEST_DIRS already limits it to those directories, and a
   # target list here silently goes stale when a test is added to one of them.
   cmake --build "$tsan" -j "$jobs"
