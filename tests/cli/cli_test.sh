@@ -404,6 +404,9 @@ gguf)
   # demo's GGUF as from its directory, and a Q8_0 file dequantized to bf16 and to fp8.
   if "$kvtier" run --model "$tiny" --backend cuda --prompt-ids 1 --max-tokens 1 >/dev/null 2>&1; then
     generated_text demo cuda "$work/cuda-text-dir" --prompt "The meaning of life is" --prompt "A computer is"
+    # The comparison needs a backend that writes the same text twice: said apart if not.
+    generated_text demo cuda "$work/cuda-text-dir-again" --prompt "The meaning of life is" --prompt "A computer is"
+    check "cuda: two runs of --model demo write the same text" cmp "$work/cuda-text-dir-again" "$work/cuda-text-dir"
     generated_text "$demo_gguf" cuda "$work/cuda-text-gguf" --prompt "The meaning of life is" --prompt "A computer is"
     check "cuda: run --model demo.gguf writes the text --model demo writes" cmp "$work/cuda-text-gguf" "$work/cuda-text-dir"
     check "cuda: ... two whole texts, not empty" test "$(grep -cE '^seq [12] \[[a-z_]+\]: ".+"$' "$work/cuda-text-gguf")" = 2
