@@ -36,7 +36,7 @@ bool IsMissing(const std::string& candidate, const char* error) {
 }
 
 // The module next to this library, in ../lib beside it, then on the library path. The
-// error, when none loads, is one short line: that the module is not installed, or why the
+// error, when none loads, is one short line: that the module was not found, or why the
 // first one found could not be loaded.
 absl::StatusOr<CreateCudaBackendFn> LoadCudaModule() {
   static CreateCudaBackendFn cached = nullptr;
@@ -68,7 +68,8 @@ absl::StatusOr<CreateCudaBackendFn> LoadCudaModule() {
       break;  // the module stays loaded for the life of the process
     }
     if (cached == nullptr && cached_error.empty()) {
-      cached_error = absl::StrCat("the CUDA module ", kCudaModuleFile, " is not installed");
+      cached_error = absl::StrCat("the CUDA module ", kCudaModuleFile,
+                                  " was not found beside libkvtier, in ../lib or on the library path");
     }
   }
   if (cached == nullptr) return absl::UnimplementedError(cached_error);

@@ -51,13 +51,9 @@ func newUsage(prompt, completion int) *usage {
 }
 
 type chatCompletion struct {
-	ID                string       `json:"id"`
-	Object            string       `json:"object"`
-	Created           int64        `json:"created"`
-	Model             string       `json:"model"`
-	SystemFingerprint string       `json:"system_fingerprint"`
-	Choices           []chatChoice `json:"choices"`
-	Usage             *usage       `json:"usage"`
+	responseHeader
+	Choices []chatChoice `json:"choices"`
+	Usage   *usage       `json:"usage"`
 }
 
 type chatDelta struct {
@@ -73,13 +69,9 @@ type chatChunkChoice struct {
 }
 
 type chatChunk struct {
-	ID                string            `json:"id"`
-	Object            string            `json:"object"`
-	Created           int64             `json:"created"`
-	Model             string            `json:"model"`
-	SystemFingerprint string            `json:"system_fingerprint"`
-	Choices           []chatChunkChoice `json:"choices"`
-	Usage             *usage            `json:"usage,omitempty"`
+	responseHeader
+	Choices []chatChunkChoice `json:"choices"`
+	Usage   *usage            `json:"usage,omitempty"`
 }
 
 // readMessages reads messages: roles system (or developer), user and assistant, each with
@@ -189,8 +181,8 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			s.streamChat(ctx, stream, c, g, id, created, top)
 		},
 		func(results []choiceResult, u *usage) interface{} {
-			out := chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: s.name,
-				SystemFingerprint: s.fingerprint, Choices: make([]chatChoice, len(results)), Usage: u}
+			out := chatCompletion{responseHeader: s.header("chat.completion", id, created),
+				Choices: make([]chatChoice, len(results)), Usage: u}
 			for i := range results {
 				choice := chatChoice{Index: i, Message: chatMessage{Role: "assistant", Content: results[i].text.String()},
 					FinishReason: finishReason(results[i].finish)}
@@ -211,8 +203,8 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 func (s *server) streamChat(ctx context.Context, stream *eventStream, c *choices, g *generation, id string,
 	created int64, top int) {
 	chunk := func(choices ...chatChunkChoice) chatChunk {
-		return chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.name,
-			SystemFingerprint: s.fingerprint, Choices: choices}
+		return chatChunk{responseHeader: s.header("chat.completion.chunk", id, created),
+			Choices: choices}
 	}
 	empty := ""
 	for i := range c.seqs {

@@ -27,13 +27,9 @@ type completionChoice struct {
 }
 
 type completion struct {
-	ID                string             `json:"id"`
-	Object            string             `json:"object"`
-	Created           int64              `json:"created"`
-	Model             string             `json:"model"`
-	SystemFingerprint string             `json:"system_fingerprint"`
-	Choices           []completionChoice `json:"choices"`
-	Usage             *usage             `json:"usage,omitempty"`
+	responseHeader
+	Choices []completionChoice `json:"choices"`
+	Usage   *usage             `json:"usage,omitempty"`
 }
 
 // readPrompts reads prompt: a string, an array of strings, an array of token ids, or an
@@ -137,8 +133,8 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 			s.streamCompletions(ctx, stream, c, g, id, created, top)
 		},
 		func(results []choiceResult, u *usage) interface{} {
-			out := completion{ID: id, Object: "text_completion", Created: created, Model: s.name,
-				SystemFingerprint: s.fingerprint, Choices: make([]completionChoice, len(results)), Usage: u}
+			out := completion{responseHeader: s.header("text_completion", id, created),
+				Choices: make([]completionChoice, len(results)), Usage: u}
 			for i := range results {
 				reason := finishReason(results[i].finish)
 				choice := completionChoice{Index: i, Text: results[i].text.String(), FinishReason: &reason}
@@ -159,8 +155,8 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 func (s *server) streamCompletions(ctx context.Context, stream *eventStream, c *choices, g *generation, id string,
 	created int64, top int) {
 	chunk := func(choices ...completionChoice) completion {
-		return completion{ID: id, Object: "text_completion", Created: created, Model: s.name,
-			SystemFingerprint: s.fingerprint, Choices: choices}
+		return completion{responseHeader: s.header("text_completion", id, created),
+			Choices: choices}
 	}
 	c.streamTo(ctx, stream, g.includeUsage, chunkShapes{
 		piece: func(e choiceEvent, logged *kvtier.TokenLogprobs, offset int) interface{} {

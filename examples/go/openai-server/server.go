@@ -96,6 +96,19 @@ func (s *server) checkModel(f fields) *apiError {
 	return nil
 }
 
+// responseHeader opens every completion and chunk.
+type responseHeader struct {
+	ID                string `json:"id"`
+	Object            string `json:"object"`
+	Created           int64  `json:"created"`
+	Model             string `json:"model"`
+	SystemFingerprint string `json:"system_fingerprint"`
+}
+
+func (s *server) header(object, id string, created int64) responseHeader {
+	return responseHeader{ID: id, Object: object, Created: created, Model: s.name, SystemFingerprint: s.fingerprint}
+}
+
 type modelEntry struct {
 	ID      string `json:"id"`
 	Object  string `json:"object"`
