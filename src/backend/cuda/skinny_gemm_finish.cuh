@@ -10,21 +10,17 @@
 
 namespace kvtier::cuda::skinny {
 
-// A barrier over the CTA's kConsumers MMA threads only: with a producer warp beside them
-// (the TMA pipeline) a whole-CTA barrier would wait for a warp that never arrives.
-template <int kConsumers>
-__device__ __forceinline__ void ConsumerSync() {
-  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
-}
+// A barrier over the CTA's kThreads MMA threads only: with a producer warp beside them (the
+// TMA pipeline) a whole-CTA barrier would wait for a warp that never arrives.
+__device__ __forceinline__ void ConsumerSync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory"); }
 
 // Finishes tile `tile` after the steps [seg_begin, seg_end) of it were accumulated into
-// `acc` by the kConsumers (= kThreads) MMA threads of CTA `cta`, whose range starts at step
-// `begin`. `s_last` is a shared flag.
-template <int MT, bool kFp8, bool kX8, bool kF32Out, int kConsumers>
+// `acc` by the kThreads MMA threads of CTA `cta` (thread `tid` holding one float4 of each
+// fragment), whose range starts at step `begin`. `s_last` is a shared flag.
+template <int MT, bool kFp8, bool kX8, bool kF32Out>
 __device__ __forceinline__ void FinishTile(const Params& p, float (&acc)[MT / 8][4], int64_t tile, int64_t seg_begin,
                                            int64_t seg_end, int64_t begin, int64_t cta, int64_t grid, int tid,
                                            int* s_last) {
-  static_assert(kConsumers == kThreads, "the partial slots hold one float4 per MMA thread and fragment");
   constexpr int kFragsM = MT / 8;
   const int lane = tid & 31, warp = tid >> 5;
   const int64_t tile_begin = tile * p.ks, tile_end = tile_begin + p.ks;
@@ -35,7 +31,7 @@ __device__ __forceinline__ void FinishTile(const Params& p, float (&acc)[MT / 8]
     for (int b = 0; b < kFragsM; ++b)
       __stcg(mine + b * kThreads + tid, make_float4(acc[b][0], acc[b][1], acc[b][2], acc[b][3]));
     __threadfence();
-    ConsumerSync<kConsumers>();
+    ConsumerSync();
     const int64_t first = StepOwner(tile_begin, p.total_steps, grid);
     const int64_t last = StepOwner(tile_end - 1, p.total_steps, grid);
     if (tid == 0) {
@@ -43,7 +39,7 @@ __device__ __forceinline__ void FinishTile(const Params& p, float (&acc)[MT / 8]
       *s_last = arrived == static_cast<int>(last - first);
       if (*s_last) p.counters[tile] = 0;  // every contributor has arrived: ready for the next call
     }
-    ConsumerSync<kConsumers>();
+    ConsumerSync();
     // Thread 0 sets s_last again only after the next tile's first barrier, which every
     // thread reaches after reading it here.
     if (!*s_last) return;

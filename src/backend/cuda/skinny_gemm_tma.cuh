@@ -199,8 +199,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1) SkinnyTmaKernel(const __grid_c
       }
       held = -1;
       const int64_t seg_end = begin + j + 1;
-      FinishTile<MT, C::kCodes, C::kCodes, kF32Out, kThreads>(p, acc, tile, seg_begin, seg_end, begin, cta, grid, tid,
-                                                              &s_last);
+      FinishTile<MT, C::kCodes, C::kCodes, kF32Out>(p, acc, tile, seg_begin, seg_end, begin, cta, grid, tid, &s_last);
 #pragma unroll
       for (int b = 0; b < MT / 8; ++b)
 #pragma unroll
@@ -241,8 +240,8 @@ cudaError_t TmaOptInAll() {
   return cudaSuccess;
 }
 
-// `base` complete but for the step count and the maps: encodes them (host work, captured with
-// the launch in a graph), one CTA per SM.
+// `base` complete but for the step count and the maps: encodes them (host work, cached per
+// thread, captured with the launch in a graph), one CTA per SM.
 template <int MT, Operands kOps, bool kF32Out, int kRowBytes>
 cudaError_t LaunchTma(const Params& base, int sm_count, const SkinnyTmaTuning& tuning, cudaStream_t stream,
                       const CudaLaunchOptions& launch) {

@@ -3,7 +3,10 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
+#include <cstddef>
+#include <functional>
 #include <mutex>
+#include <unordered_map>
 
 #include "backend/cuda/skinny_gemm.h"
 
@@ -23,6 +26,28 @@ PFN_cuTensorMapEncodeTiled_v12000 Encoder() {
   }();
   return encoder;
 }
+
+// What a map encodes: the same base and shape give the same map whatever the memory holds.
+struct MapKey {
+  const void* base;
+  int64_t rows, k;
+  int box_rows, l2_promotion;
+  bool two_byte_elements;
+  bool operator==(const MapKey& o) const {
+    return base == o.base && rows == o.rows && k == o.k && box_rows == o.box_rows && l2_promotion == o.l2_promotion &&
+           two_byte_elements == o.two_byte_elements;
+  }
+};
+struct MapKeyHash {
+  size_t operator()(const MapKey& key) const {
+    size_t h = std::hash<const void*>()(key.base);
+    const int64_t fields[] = {key.rows, key.k, key.box_rows, key.l2_promotion, key.two_byte_elements};
+    for (int64_t v : fields) {
+      h = h * 1000003u ^ std::hash<int64_t>()(v);
+    }
+    return h;
+  }
+};
 
 }  // namespace
 
@@ -47,18 +72,29 @@ bool EncodeSkinnyTmaMap(CUtensorMap* map, const void* base, bool two_byte_elemen
                         int box_rows, int l2_promotion) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = Encoder();
   if (encode == nullptr || rows < 1 || k < 1 || box_rows < 1 || box_rows > 256) return false;
+  // Eager decode steps launch every projection again with the same weights and workspace:
+  // their maps are encoded once per thread (a backend steps on one thread), not per launch.
+  thread_local std::unordered_map<MapKey, CUtensorMap, MapKeyHash> encoded;
+  const MapKey key{base, rows, k, box_rows, l2_promotion, two_byte_elements};
+  if (auto it = encoded.find(key); it != encoded.end()) {
+    *map = it->second;
+    return true;
+  }
+  if (encoded.size() >= 4096) encoded.clear();  // bounded: entries of freed buffers go too
   const int elem = two_byte_elements ? 2 : 1;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k) * elem};  // bytes between rows
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(128 / elem), static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t element_strides[2] = {1, 1};
-  return encode(map, two_byte_elements ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
-                const_cast<void*>(base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B,
-                l2_promotion == 0     ? CU_TENSOR_MAP_L2_PROMOTION_NONE
-                : l2_promotion == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
-                                      : CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  const bool ok = encode(map, two_byte_elements ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
+                         const_cast<void*>(base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                         CU_TENSOR_MAP_SWIZZLE_128B,
+                         l2_promotion == 0     ? CU_TENSOR_MAP_L2_PROMOTION_NONE
+                         : l2_promotion == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                                               : CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  if (ok) encoded.emplace(key, *map);
+  return ok;
 }
 
 }  // namespace kvtier::cuda

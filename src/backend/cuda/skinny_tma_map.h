@@ -15,8 +15,9 @@ namespace kvtier::cuda {
 // True when the driver has cuTensorMapEncodeTiled (CUDA 12 drivers and later).
 bool SkinnyTmaAvailable();
 
-// Encodes `map` for `base` (16-byte aligned, k a multiple of 16 elements). False when the
-// driver refuses it or has no encoder.
+// Encodes `map` for `base` (16-byte aligned, k a multiple of 16 elements); a base and shape
+// seen before on this thread come from a per-thread cache. False when the driver refuses it
+// or has no encoder.
 // l2_promotion: 0, 128 or 256 bytes (anything else: 256).
 bool EncodeSkinnyTmaMap(CUtensorMap* map, const void* base, bool two_byte_elements, int64_t rows, int64_t k,
                         int box_rows, int l2_promotion);
