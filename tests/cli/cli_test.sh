@@ -397,7 +397,8 @@ gguf)
   # GGUF to GGUF keeps the tokenizer and the sampling defaults.
   expect_re 0 out "^wrote $work/again.gguf: " convert --model "$work/demo-q8_0.gguf" --to gguf --type f16 --out "$work/again.gguf"
   expect_re 0 out '^  kvtier.generation_config ' inspect --model "$work/again.gguf"
-  # The demo model's GGUF writes what the demo model writes (its sampling defaults included).
+  # The demo model's GGUF writes what the demo model writes (its sampling defaults included):
+  # run's standard output is the generated text alone.
   run run --model demo --backend cpu --prompt "The meaning of life is" --prompt "A computer is" --seed 5
   cp "$work/out" "$work/from-safetensors"
   run run --model "$demo_gguf" --backend cpu --prompt "The meaning of life is" --prompt "A computer is" --seed 5
@@ -408,6 +409,9 @@ gguf)
   if "$kvtier" run --model "$tiny" --backend cuda --prompt-ids 1 --max-tokens 1 >/dev/null 2>&1; then
     run run --model demo --backend cuda --prompt "The meaning of life is" --seed 5
     cp "$work/out" "$work/cuda-from-safetensors"
+    # The comparison needs a backend that writes the same text twice: said apart if not.
+    run run --model demo --backend cuda --prompt "The meaning of life is" --seed 5
+    check "cuda: two runs of --model demo write the same text" cmp -s "$work/out" "$work/cuda-from-safetensors"
     run run --model "$demo_gguf" --backend cuda --prompt "The meaning of life is" --seed 5
     check "cuda: run --model demo.gguf writes the text --model demo writes" cmp -s "$work/out" "$work/cuda-from-safetensors"
     expect_re 0 out '^seq 1: ' run --model "$work/demo-q8_0.gguf" --backend cuda --prompt "Love is" --max-tokens 8 --events

@@ -34,6 +34,7 @@
 #include "model/gguf_file.h"
 #include "kvtier_runner.h"
 #include "llama_oracle.h"
+#include "testing/sanitizers.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvtier::testing {
@@ -42,18 +43,6 @@ namespace {
 // Sanitizer builds (Debug, instrumented: kvtier's side runs ~20x slower) make the same
 // comparisons on fewer tokens: 8 greedy tokens per prompt, the first 256 positions of the
 // held-out text. The bounds below are the normal build's, over 32 tokens and 1024 positions.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
-
 constexpr int kNewTokens = kSanitized ? 8 : 32;
 // Measured: at most 4e-6 on the random models and 3.3e-5 on the demo model (6e-6 at its
 // first token), llama.cpp with an fp32 KV cache as kvtier's CPU backend keeps it; the bound
