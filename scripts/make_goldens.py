@@ -13,6 +13,22 @@ Run on the GPU machine (where torch + transformers are installed):
 (--check-unchanged exits 1 when a value the committed file holds came out differently; new
 keys are expected when cases are added.)
 
+The Gemma 2, Gemma 3 and Phi-3 goldens (tests/parity/family_goldens.json, read by
+family_parity_test.cc) come from the same script with --models families:
+    python3 scripts/make_goldens.py --kvtier build/tools/kvtier/kvtier --models families \
+        --out tests/parity/family_goldens.json
+Their prompts are longer than the sliding windows, and they hold no sampler-chain goldens.
+The Mixtral and Qwen3-MoE goldens (tests/parity/moe_goldens.json) likewise, with --models moe:
+    python3 scripts/make_goldens.py --kvtier build/tools/kvtier/kvtier --models moe \
+        --out tests/parity/moe_goldens.json
+Each of their cases records, per sparse layer, how many distinct experts the prompt's tokens
+were routed to ("experts_hit", from transformers' router logits); the script fails unless a
+prompt of several tokens reaches more experts than top-k in every sparse layer, so the
+goldens exercise real routing.
+A model marked "cached" takes its greedy tokens and final logits from transformers' cached
+generate(): LongRoPE switches to its long factors per position there (as kvtier does), while
+an uncached forward of a sequence past the original context rotates every position with them.
+
 Each model is written by our own mkmodel (deterministic from its seed) and loaded by
 transformers' from_pretrained, so the goldens are an independent reference: the test
 regenerates the same checkpoints and must match within 1e-4 relative error, with identical
@@ -51,6 +67,73 @@ MODELS = {
                      "--kv-heads", "2", "--head-dim", "32", "--intermediate", "128",
                      "--vocab", "512", "--max-positions", "1024", "--rope-theta", "1000000",
                      "--dtype", "fp32", "--seed", "14"],
+}
+
+# Prompts longer than every window (16, 12, 20, 24 tokens) below.
+FAMILY_MODELS = {
+    # Gemma 2: GeGLU, (1 + w) sandwich norms, scaled embeddings, query_pre_attn_scalar !=
+    # head_dim, attention and final soft-caps small enough to bend the values, layers 0 and 2
+    # sliding (window 16), layer 1 full.
+    "gemma2-softcap-window": {"args": ["--arch", "gemma2", "--hidden", "64", "--layers", "3", "--heads", "4",
+                                       "--kv-heads", "2", "--head-dim", "16", "--intermediate", "128",
+                                       "--vocab", "512", "--max-positions", "1024", "--tie-embeddings",
+                                       "--sliding-window", "16", "--query-pre-attn-scalar", "24",
+                                       "--attn-softcap", "5", "--final-softcap", "8", "--rms-norm-eps", "1e-6",
+                                       "--dtype", "fp32", "--seed", "21"],
+                              "prompt_lengths": [1, 7, 23, 64, 100]},
+    # Gemma 3: q/k norms, RoPE base 1e6 with linear scaling 8 on the full layer and 1e4 on
+    # the sliding ones (pattern 3: layers 0, 1, 3 slide in a window of 12), MQA, head_dim !=
+    # hidden / heads.
+    "gemma3-qknorm-local-rope": {"args": ["--arch", "gemma3", "--hidden", "64", "--layers", "4", "--heads", "4",
+                                          "--kv-heads", "1", "--head-dim", "32", "--intermediate", "128",
+                                          "--vocab", "512", "--max-positions", "1024", "--tie-embeddings",
+                                          "--sliding-window", "12", "--sliding-pattern", "3",
+                                          "--query-pre-attn-scalar", "20", "--rope-theta", "1000000",
+                                          "--rope-local-theta", "10000", "--rope-linear-factor", "8",
+                                          "--rms-norm-eps", "1e-6",
+                                          "--dtype", "fp32", "--seed", "22"],
+                                 "prompt_lengths": [1, 7, 23, 64, 100]},
+    # Phi-3: fused qkv_proj / gate_up_proj, every layer in a window of 20, plain RoPE.
+    "phi3-fused-window": {"args": ["--arch", "phi3", "--hidden", "64", "--layers", "2", "--heads", "4",
+                                   "--kv-heads", "2", "--head-dim", "16", "--intermediate", "96",
+                                   "--vocab", "512", "--max-positions", "1024", "--sliding-window", "20",
+                                   "--longrope", "0", "--untie-embeddings", "--dtype", "fp32", "--seed", "23"],
+                          "prompt_lengths": [1, 7, 23, 64, 100]},
+    # Phi-3 long variant: LongRoPE over an original context of 48 (max 256: attention factor
+    # sqrt(1 + ln 5.33 / ln 48)); prompts within it, greedy decoding past it.
+    "phi3-longrope": {"args": ["--arch", "phi3", "--hidden", "64", "--layers", "2", "--heads", "4",
+                               "--kv-heads", "4", "--head-dim", "16", "--intermediate", "96",
+                               "--vocab", "512", "--max-positions", "256", "--sliding-window", "24",
+                               "--longrope", "48", "--untie-embeddings", "--dtype", "fp32", "--seed", "24"],
+                      "prompt_lengths": [7, 23, 40], "cached": True},
+}
+
+# Mixture of experts: random routers spread the tokens over the experts.
+MOE_MODELS = {
+    # Mixtral: 8 experts, top 2 (softmax over the chosen logits), untied, RoPE base 1e6, every
+    # layer in a sliding window of 20 (shorter than the longer prompts).
+    "mixtral-8x2": {"args": ["--arch", "mixtral", "--hidden", "64", "--layers", "2", "--heads", "4",
+                             "--kv-heads", "2", "--head-dim", "16", "--intermediate", "96", "--experts", "8",
+                             "--experts-per-token", "2", "--vocab", "512", "--max-positions", "1024",
+                             "--sliding-window", "20",
+                             "--untie-embeddings", "--rope-theta", "1000000", "--dtype", "fp32", "--seed", "31"],
+                    "top_k": 2, "prompt_lengths": [1, 7, 23, 64]},
+    # Qwen3-MoE: q/k norms, 8 experts of width 48, top 3 not renormalized (Qwen3MoeConfig's
+    # default), layer 1 a dense MLP of width 128 (mlp_only_layers).
+    "qwen3moe-dense-layer": {"args": ["--arch", "qwen3moe", "--hidden", "64", "--layers", "3", "--heads", "4",
+                                      "--kv-heads", "2", "--head-dim", "32", "--intermediate", "128",
+                                      "--expert-intermediate", "48", "--experts", "8", "--experts-per-token", "3",
+                                      "--norm-topk-prob", "false", "--dense-layers", "1", "--vocab", "512",
+                                      "--max-positions", "1024", "--untie-embeddings", "--rope-theta", "1000000",
+                                      "--dtype", "fp32", "--seed", "32"],
+                             "top_k": 3, "prompt_lengths": [1, 7, 23, 64]},
+    # Qwen3-MoE as the released ones: top 4 of 16 renormalized, tied embeddings, stored bf16.
+    "qwen3moe-normtopk-bf16": {"args": ["--arch", "qwen3moe", "--hidden", "64", "--layers", "2", "--heads", "4",
+                                        "--kv-heads", "1", "--head-dim", "16", "--intermediate", "96",
+                                        "--expert-intermediate", "32", "--experts", "16", "--experts-per-token", "4",
+                                        "--norm-topk-prob", "true", "--vocab", "384", "--max-positions", "1024",
+                                        "--tie-embeddings", "--dtype", "bf16", "--seed", "33"],
+                               "top_k": 4, "prompt_lengths": [1, 7, 23, 64]},
 }
 
 PROMPT_LENGTHS = [1, 7, 23, 64]
@@ -160,11 +243,47 @@ def sampling_goldens(torch, model, prompt, last_logits):
     return out
 
 
-def prompts_for(vocab, seed):
+def family_greedy(torch, model, prompt, cached):
+    """Greedy tokens and the logits that chose the last one: full recompute at every step,
+    or (cached) transformers' generate() with its KV cache."""
+    if not cached:
+        tokens = list(prompt)
+        greedy = []
+        for _ in range(GREEDY_TOKENS):
+            logits = model(torch.tensor([tokens], dtype=torch.long)).logits[0, -1]
+            greedy.append(int(torch.argmax(logits).item()))
+            tokens.append(greedy[-1])
+        final_logits = model(torch.tensor([tokens[:-1]], dtype=torch.long)).logits[0, -1].double().tolist()
+        return greedy, final_logits
+    from transformers import GenerationConfig
+    model.generation_config.eos_token_id = None
+    model.config.eos_token_id = None
+    config = GenerationConfig(do_sample=False, max_new_tokens=GREEDY_TOKENS, eos_token_id=None, pad_token_id=0,
+                              output_logits=True, return_dict_in_generate=True, use_cache=True)
+    ids = torch.tensor([prompt], dtype=torch.long)
+    gen = model.generate(ids, generation_config=config, attention_mask=torch.ones_like(ids))
+    return gen.sequences[0, len(prompt):].tolist(), gen.logits[-1][0].double().tolist()
+
+
+def experts_hit(torch, model, ids, top_k):
+    """Per sparse layer, the number of distinct experts the prompt's tokens were routed to."""
+    out = model(ids, output_router_logits=True)
+    hits = []
+    for logits in out.router_logits or ():
+        chosen = torch.topk(torch.softmax(logits.float().reshape(-1, logits.shape[-1]), -1), top_k, dim=-1).indices
+        hits.append(len(set(chosen.flatten().tolist())))
+    if not hits:
+        raise SystemExit("no router logits came back: cannot check that the prompts route to several experts")
+    if ids.shape[1] > 1 and min(hits) <= top_k:
+        raise SystemExit(f"a prompt of {ids.shape[1]} tokens reached only {hits} experts: routing is trivial")
+    return hits
+
+
+def prompts_for(vocab, seed, lengths=PROMPT_LENGTHS):
     # A tiny LCG so the prompts are reproducible without numpy/torch RNG details.
     state = seed * 2654435761 % (2 ** 32)
     out = []
-    for length in PROMPT_LENGTHS:
+    for length in lengths:
         ids = []
         for _ in range(length):
             state = (state * 1664525 + 1013904223) % (2 ** 32)
@@ -177,6 +296,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--kvtier", required=True, help="path of the kvtier CLI")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--models", choices=["base", "families", "moe"], default="base",
+                        help="base: the Llama-family models and sampler goldens (goldens.json); families: Gemma 2, "
+                        "Gemma 3 and Phi-3 (family_goldens.json); moe: Mixtral and Qwen3-MoE (moe_goldens.json)")
     parser.add_argument("--check-unchanged", help="an earlier goldens.json: exit 1 (after writing --out) unless "
                         "every value it holds came out the same (new keys are allowed)")
     args = parser.parse_args()
@@ -190,8 +312,13 @@ def main():
     torch.set_grad_enabled(False)
     goldens = {"transformers_version": transformers.__version__, "torch_version": torch.__version__,
                "greedy_tokens": GREEDY_TOKENS, "models": {}}
+    special = {"families": FAMILY_MODELS, "moe": MOE_MODELS}.get(args.models, {})
+    if special:
+        models = {name: model["args"] for name, model in special.items()}
+    else:
+        models = MODELS
     with tempfile.TemporaryDirectory() as tmp:
-        for name, mk_args in MODELS.items():
+        for name, mk_args in models.items():
             directory = os.path.join(tmp, name)
             subprocess.run([args.kvtier, "mkmodel", "--out", directory] + mk_args, check=True)
             model = AutoModelForCausalLM.from_pretrained(directory, torch_dtype=torch.float32,
@@ -199,9 +326,19 @@ def main():
             model.eval()
             vocab = model.config.vocab_size
             cases = []
-            for prompt in prompts_for(vocab, len(cases) + sum(map(ord, name))):
+            family = special.get(name)
+            lengths = family["prompt_lengths"] if family else PROMPT_LENGTHS
+            for prompt in prompts_for(vocab, len(cases) + sum(map(ord, name)), lengths):
                 ids = torch.tensor([prompt], dtype=torch.long)
                 last_logits = model(ids).logits[0, -1].double().tolist()
+                if family:
+                    greedy, final_logits = family_greedy(torch, model, prompt, family.get("cached", False))
+                    cases.append({"prompt": prompt, "last_logits": last_logits, "greedy": greedy,
+                                  "final_logits": final_logits})
+                    if "top_k" in family:
+                        cases[-1]["experts_hit"] = experts_hit(torch, model, ids, family["top_k"])
+                    print(f"{name}: prompt {len(prompt)} -> {greedy[:8]}...", flush=True)
+                    continue
                 tokens = list(prompt)
                 greedy = []
                 for _ in range(GREEDY_TOKENS):

@@ -11,15 +11,29 @@ sanitizers=1
 "$root/scripts/install-deps.sh"
 "$root/scripts/setup-oracles.sh"
 jobs=$(nproc)
-echo "== size limits of src/ (STYLE.md)"
+started=$SECONDS
+# Each phase's header says when it began, so a slow phase shows in CI's log.
+phase() { echo "== $* [$(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s]"; }
+phase "size limits of src/ (STYLE.md)"
 python3 "$root/scripts/check-sizes.py" "$root/src"
+
+# The ten slowest tests of a build's last ctest run (CTest's own record of their times).
+slowest() {
+  local costs="$1/Testing/Temporary/CTestCostData.txt"
+  [ -f "$costs" ] || return 0
+  echo "== ten slowest tests in $(basename "$1") (seconds)"
+  awk '/^---/ {exit} NF == 3 {printf "%8.1f  %s\n", $3, $1}' "$costs" | sort -rn | head -n 10 || true
+}
 
 # ctest, and on a failure a short account at the end of the output: each failing
 # GoogleTest assertion with its file and line, and each sanitizer report's first lines,
 # which a long test log would bury.
 run_ctest() {
   local dir=$1; shift
-  if ctest --test-dir "$dir" --output-on-failure -j "$jobs" "$@"; then return 0; fi
+  if ctest --test-dir "$dir" --output-on-failure -j "$jobs" "$@"; then
+    slowest "$dir"
+    return 0
+  fi
   local log="$dir/Testing/Temporary/LastTest.log"
   if [ -f "$log" ]; then
     echo "== failing assertions (from $log)"
@@ -28,9 +42,15 @@ run_ctest() {
   return 1
 }
 
-echo "== build: RelWithDebInfo"
-"$root/scripts/build.sh" "$root/build-test" -DKVTIER_BINDINGS_GO=ON -DKVTIER_BINDINGS_JAVA=ON -DKVTIER_BINDINGS_CSHARP=ON
-echo "== tests: RelWithDebInfo"
+# The test builds keep line tables only (-g1): a failure's stack trace, a sanitizer report
+# and a debugger's backtrace still name files and lines, with smaller objects to write and
+# link. Full debug information (types and locals) is read only by the ABI check, and the C
+# API's sources keep it (src/api/CMakeLists.txt).
+lines_only=-g1
+phase "build: RelWithDebInfo (line tables only)"
+"$root/scripts/build.sh" "$root/build-test" -DKVTIER_BINDINGS_GO=ON -DKVTIER_BINDINGS_JAVA=ON -DKVTIER_BINDINGS_CSHARP=ON \
+  "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 $lines_only -DNDEBUG" "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 $lines_only -DNDEBUG"
+phase "tests: RelWithDebInfo"
 run_ctest "$root/build-test"
 
 if [ "$sanitizers" = 1 ]; then
@@ -39,12 +59,12 @@ if [ "$sanitizers" = 1 ]; then
   asan="$root/build-rel-asan"
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-  echo "== build: AddressSanitizer + UBSan (clang, with libFuzzer targets)"
+  phase "build: AddressSanitizer + UBSan (clang, with libFuzzer targets)"
   # Debug (assertions on) at -O1, as the sanitizers' authors advise: the suite runs 3-5x
   # faster under ASan than at -O0 (engine_test 72 s against 353 s), with the same reports.
   CC=clang-14 CXX=clang++-14 "$root/scripts/build.sh" "$asan" -DKVTIER_SANITIZE=address \
-    -DKVTIER_CUDA=OFF -DKVTIER_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_C_FLAGS_DEBUG=-g -O1" "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1"
-  echo "== tests: AddressSanitizer + UBSan (whole suite, soak, fuzz corpus replays)"
+    -DKVTIER_CUDA=OFF -DKVTIER_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_C_FLAGS_DEBUG=$lines_only -O1" "-DCMAKE_CXX_FLAGS_DEBUG=$lines_only -O1"
+  phase "tests: AddressSanitizer + UBSan (whole suite, soak, fuzz corpus replays)"
   run_ctest "$asan"
 
   fuzz_seconds=${KVTIER_FUZZ_SECONDS:-20}
@@ -85,14 +105,15 @@ if [ "$sanitizers" = 1 ]; then
   tsan="$root/build-rel-tsan"
   generator=()
   command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
-  echo "== build: ThreadSanitizer (clang; every test in tests/{engine,c_api,soak,kv})"
+  phase "build: ThreadSanitizer (clang; every test in tests/{engine,c_api,soak,kv})"
   CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$tsan" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DKVTIER_SANITIZE=thread -DKVTIER_CUDA=OFF "-DKVTIER_TEST_DIRS=engine;c_api;soak;kv"
+    -DKVTIER_SANITIZE=thread -DKVTIER_CUDA=OFF "-DKVTIER_TEST_DIRS=engine;c_api;soak;kv" \
+    "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 $lines_only -DNDEBUG" "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 $lines_only -DNDEBUG"
   # The whole build: KVTIER_TEST_DIRS already limits it to those directories, and a
   # target list here silently goes stale when a test is added to one of them.
   cmake --build "$tsan" -j "$jobs"
-  echo "== tests: ThreadSanitizer"
+  phase "tests: ThreadSanitizer"
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/soak/tsan.supp" \
     run_ctest "$tsan"
 fi
-echo "== all test suites passed"
+phase "all test suites passed"

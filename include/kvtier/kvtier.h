@@ -112,7 +112,12 @@ KVT_API int64_t kvt_live_handles(void);
 /** Context options. Every setter validates its value and returns KVT_ERR_INVALID_ARGUMENT
  * (message in kvt_options_errmsg) for unknown keys or out-of-range values; the option
  * keeps its previous value then. Keys and defaults:
- *   "backend"            string  "auto" | "cpu" | "cuda"                  default "auto"
+ *   "backend"            string  "auto" | "cpu" | "cpu-reference" | "cuda"
+ *                                "cpu" keeps a GGUF file's quantized blocks
+ *                                and multiplies them in integers as
+ *                                llama.cpp does; "cpu-reference" widens
+ *                                every weight to fp32 (the oracle of the
+ *                                tests)                                 default "auto"
  *   "threads"            int     CPU threads, 0 = all cores               default 0
  *   "gpu_kv_bytes"       int     device-tier KV budget, bytes; 0 = all that
  *                                gpu_mem_limit leaves after weights+workspace;
@@ -142,10 +147,14 @@ KVT_API int64_t kvt_live_handles(void);
  *                                the remote tier has its front recomputed while
  *                                its back loads, split by measured cost; 0:
  *                                always loaded                            default 1
- *   "weight_dtype"       string  "auto" | "bf16" | "fp16" | "fp8": format the weights are
- *                                held in; fp8 = E4M3 with one fp32 scale per output channel
- *                                for 16/32-bit checkpoints (embeddings, lm_head and norms
- *                                stay wider). auto: CPU fp32, CUDA the checkpoint's
+ *   "weight_dtype"       string  "auto" | "bf16" | "fp16" | "fp8" | "q8_0" | "q4_k": format
+ *                                the weights are held in; fp8 = E4M3 with one fp32 scale per
+ *                                output channel for 16/32-bit checkpoints (embeddings,
+ *                                lm_head and norms stay wider). q8_0 / q4_k (cpu backend
+ *                                only): GGUF's blocks for every matrix, quantized at load as
+ *                                llama.cpp's reference quantizer does (the same bytes as a
+ *                                GGUF of that type; the embedding lookups read their
+ *                                values). auto: CPU fp32, CUDA the checkpoint's
  *                                16-bit type (an FP8 checkpoint's values, dequantized).
  *                                The CPU backend computes in fp32 on the rounded values; a
  *                                format a backend cannot hold fails kvt_context_create
@@ -187,6 +196,19 @@ KVT_API int64_t kvt_live_handles(void);
  *                                positions, inside gpu_mem_limit); longer
  *                                contexts are refused; 0: none run     default 0
  *   "cuda_pdl"           int     programmatic dependent launch            default 1
+ *   "cuda_prefill_wgmma" int     prefill attention on the Hopper wgmma
+ *                                kernel where it runs (bf16 compute,
+ *                                head_dim 128, compute capability 9.0);
+ *                                0 keeps the mma.sync kernel              default 1
+ *   "cuda_prefill_wgmma_variant" int  that kernel's variant, for timing
+ *                                runs: 0 the default tiles, 1-3 other KV
+ *                                tiles and pipeline depths, 4-6 softmax
+ *                                overlapped with the next tile's MMAs
+ *                                (bf16 KV; fp8 KV runs 0 for 4-6)        default 0
+ *   "cuda_decode_fp8_pair_tiles" int  fp8 KV decode attention in rounds of
+ *                                32 positions with 16-byte code loads
+ *                                (head_dim 128, blocks of 16+ positions):
+ *                                1 on, 0 off, -1 the library's choice   default -1
  *   "cuda_fp8_activations" int   fp8 weights: steps of 3+ rows quantize
  *                                activations per token to E4M3 and run
  *                                fp8 x fp8 projections (W8A8); 0 keeps
@@ -235,6 +257,9 @@ KVT_API void kvt_model_free(kvt_model* model); /**< drops the caller's reference
 KVT_API int32_t kvt_model_vocab_size(const kvt_model* model);
 /** Copies a JSON summary (architecture, shapes, weight bytes, KV bytes per token) into buf
  * (NUL-terminated when buf_len > 0); *out_len receives the full length without the NUL.
+ * Features beyond the Llama shape appear only where the model has them, named as
+ * `kvtier inspect` names them: "sliding_window" and "sliding_window_layers", soft-caps,
+ * "experts" (count, per_token, intermediate_size, layers, active_parameters), and so on.
  * Its "generation_defaults" object holds the request defaults in force (see kvt_request):
  * do_sample, temperature, top_k, top_p, repetition_penalty, max_new_tokens, the
  * eos_token_ids of generation_config.json and from_generation_config (the fields the file

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/handles.h"
+#include "model/config_features.h"
 #include "model/gguf_file.h"
 #include "nlohmann/json.hpp"
 
@@ -90,6 +91,9 @@ KVT_API kvt_status kvt_model_info_json(const kvt_model* model, char* buf, int32_
         {"generation_defaults",
          kvtier::RequestDefaultsJson(model->request_defaults, model->checkpoint->generation_config())},
     };
+    nlohmann::ordered_json features;
+    kvtier::AddModelFeaturesJson(c, &features);
+    for (const auto& [key, value] : features.items()) info[key] = nlohmann::json::parse(value.dump());
     const std::string text = info.dump();
     if (out_len != nullptr) *out_len = static_cast<int32_t>(text.size());
     kvtier::api::CopyToBuffer(text, buf, buf_len);

@@ -38,6 +38,12 @@ const std::map<std::string, IntKey>& IntKeys() {
        {0, int64_t{1} << 24, [](EngineOptions& o, int64_t v) { o.cuda.host_kv_stream_tokens = v; }}},
       {"cuda_skinny_gemm", {0, 3, [](EngineOptions& o, int64_t v) { o.cuda.skinny_gemm = static_cast<int32_t>(v); }}},
       {"cuda_fp8_activations", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.fp8_activations = v != 0; }}},
+      {"cuda_prefill_wgmma", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.prefill_wgmma = v != 0; }}},
+      // Kernel variants for timing runs (backend/cuda_options.h, CudaLaunchOptions).
+      {"cuda_prefill_wgmma_variant",
+       {0, 6, [](EngineOptions& o, int64_t v) { o.cuda.launch.prefill_wgmma_variant = static_cast<int32_t>(v); }}},
+      {"cuda_decode_fp8_pair_tiles",
+       {-1, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.decode_fp8_pair_tiles = static_cast<int32_t>(v); }}},
       {"cuda_pdl", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.pdl = v != 0; }}},
       {"cuda_pdl_early", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.pdl_early_trigger = v != 0; }}},
       {"load_or_recompute", {0, 1, [](EngineOptions& o, int64_t v) { o.load_or_recompute = v != 0; }}},
@@ -108,8 +114,8 @@ KVT_API kvt_status kvt_options_set_string(kvt_options* options, const char* key,
     if (value == nullptr) return Fail(options, absl::StrCat("value of option '", key, "' is NULL"));
     const std::string k = key, v = value;
     if (k == "backend") {
-      if (v != "auto" && v != "cpu" && v != "cuda") {
-        return Fail(options, absl::StrCat("option 'backend' must be auto, cpu or cuda, got '", v, "'"));
+      if (v != "auto" && v != "cpu" && v != "cpu-reference" && v != "cuda") {
+        return Fail(options, absl::StrCat("option 'backend' must be auto, cpu, cpu-reference or cuda, got '", v, "'"));
       }
       options->engine.backend = v;
     } else if (k == "disk_path") {
@@ -126,7 +132,12 @@ KVT_API kvt_status kvt_options_set_string(kvt_options* options, const char* key,
       else return Fail(options, absl::StrCat("option 'preemption' must be auto, swap or recompute, got '", v, "'"));
     } else if (k == "weight_dtype" || k == "kv_dtype") {
       std::optional<kvtier::StorageDType> dtype = kvtier::ParseStorageDType(v);
-      if (!dtype) return Fail(options, absl::StrCat("option '", k, "' must be auto, bf16, fp16 or fp8, got '", v, "'"));
+      if (k == "kv_dtype" && dtype && kvtier::IsBlockStorageDType(*dtype)) dtype.reset();  // weights only
+      if (!dtype) {
+        return Fail(options, absl::StrCat("option '", k, "' must be auto, bf16, fp16 or fp8",
+                                          k == "weight_dtype" ? " (or q8_0, q4_k on the cpu backend)" : "", ", got '", v,
+                                          "'"));
+      }
       (k == "weight_dtype" ? options->engine.weight_dtype : options->engine.kv_dtype) = *dtype;
     } else if (k == "gpu_kv_bytes" && v == "auto") {
       options->engine.gpu_kv_bytes.reset();  // sized from the model, as when never set

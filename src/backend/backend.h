@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -111,8 +112,19 @@ struct BackendCopyStats {
   double host_kv_gather_bytes_per_second = 0;
 };
 
+// How the CPU backend computes its matrix products (backend "cpu" or "cpu-reference").
+//   kFast: each matrix in the checkpoint's format (backend/cpu/cpu_matrix.h): GGUF's
+//     quantized blocks with integer dot products against activations quantized as
+//     llama.cpp does; 16-bit floats kept in 16 bits, widened in registers and summed in the
+//     reference's order (backend/cpu/dot16.h), so the same bits as kReference.
+//   kReference: every matrix widened to fp32 once, products in fp32: the oracle other
+//     paths are tested against.
+// The two differ only for block-quantized checkpoints.
+enum class CpuKernels { kFast, kReference };
+
 struct BackendOptions {
   int32_t num_threads = 0;    // CPU backend: 0 = hardware concurrency
+  CpuKernels cpu_kernels = CpuKernels::kFast;
   int64_t block_tokens = 16;  // KV block size in tokens
   // CUDA: workspace is sized once for this many tokens and chunks per forward; larger
   // batches still run, as several sequential sub-steps.
@@ -131,14 +143,26 @@ struct BackendOptions {
   ProgressFn progress;
 };
 
+// A backend that runs a model exactly only over its first `positions` positions (say, the
+// CUDA forward and sliding-window attention: within the window it is full attention).
+struct PositionLimit {
+  int64_t positions = 0;
+  std::string reason;  // for the error a longer request gets, e.g. "... use --backend cpu"
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
 
   virtual std::string_view name() const = 0;  // "cpu", "cuda"
+  // How the forward computes, in one line for people (stats "compute_path", `kvtier run`).
+  virtual std::string compute_path() const { return std::string(name()); }
   // Layout of a KV block on this backend (dtype: f32 on CPU, the compute dtype on CUDA).
   virtual const KvLayout& kv_layout() const = 0;
   virtual int64_t vocab_size() const = 0;
+  // Below the model's max_position_embeddings where this backend stops being exact; the
+  // engine caps every sequence there. None by default.
+  virtual std::optional<PositionLimit> position_limit() const { return std::nullopt; }
 
   // Allocates the device-tier KV pool once; no allocation happens after this while
   // stepping. ResourceExhausted when it does not fit.
@@ -249,7 +273,9 @@ class Backend {
   virtual int64_t allocations_after_init() const = 0;
 };
 
-// Creates the backend named "cpu" or "cuda" ("auto" picks cuda when usable, else cpu).
+// Creates the backend named "cpu", "cpu-reference" or "cuda" ("auto" picks cuda when
+// usable, else cpu). "cpu-reference" is the CPU backend with options.cpu_kernels
+// kReference; "cpu" takes options.cpu_kernels as given.
 // Unimplemented when the named backend is not built or not usable, naming why.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view name,
                                                        const Checkpoint& checkpoint,

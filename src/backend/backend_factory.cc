@@ -1,4 +1,4 @@
-// CreateBackend: picks the CPU reference backend or the CUDA module. The CUDA module is
+// CreateBackend: picks the CPU backend (fast or reference kernels) or the CUDA module. The CUDA module is
 // loaded with dlopen only when asked for (or for "auto"), so the core library runs on a
 // machine with no GPU, no driver and no CUDA libraries. Thread-safe.
 #include <dlfcn.h>
@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda_model_support.h"
 #include "backend/cuda_module.h"
 #include "common/log.h"
 #include "model/checkpoint.h"
@@ -81,7 +82,11 @@ absl::StatusOr<CreateCudaBackendFn> LoadCudaModule() {
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view name, const Checkpoint& checkpoint,
                                                        const BackendOptions& options) {
   if (name == "cuda" || name == "auto") {
-    auto create = LoadCudaModule();
+    // A model the CUDA forward cannot run is refused by name ("auto": run on the CPU).
+    const absl::Status supported = CudaForwardSupports(checkpoint.config());
+    if (!supported.ok() && name == "cuda") return supported;
+    absl::StatusOr<CreateCudaBackendFn> create =
+        supported.ok() ? LoadCudaModule() : absl::StatusOr<CreateCudaBackendFn>(supported);
     absl::Status why_not_cuda = create.status();
     if (create.ok()) {
       auto backend = (*create)(kCudaModuleAbiVersion, checkpoint, options);
@@ -94,10 +99,13 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view name, co
     // "auto": no usable GPU, fall back to the CPU reference backend — the caller asked for
     // speed it will not get, so say why.
     Log(LogLevel::kWarn, "backend auto: using the CPU (", why_not_cuda.message(), ")");
-  } else if (name != "cpu") {
-    return absl::InvalidArgumentError(absl::StrCat("unknown backend '", std::string(name), "' (expected auto, cpu or cuda)"));
+  } else if (name != "cpu" && name != "cpu-reference") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown backend '", std::string(name), "' (expected auto, cpu, cpu-reference or cuda)"));
   }
-  auto cpu = CpuBackend::Create(checkpoint, options);
+  BackendOptions cpu_options = options;
+  if (name == "cpu-reference") cpu_options.cpu_kernels = CpuKernels::kReference;
+  auto cpu = CpuBackend::Create(checkpoint, cpu_options);
   if (!cpu.ok()) return cpu.status();
   return std::unique_ptr<Backend>(std::move(*cpu));
 }

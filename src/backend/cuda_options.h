@@ -21,6 +21,13 @@ struct CudaLaunchOptions {
   // 16-byte weight pieces per lane the decode GEMV loads before its PDL wait: 2, 4 or 8
   // (other values round down to one of these; below 2 gives 2).
   int32_t gemv_prefetch = 4;
+  // The wgmma prefill attention's variant (PrefillAttentionWgmma: 0 the default tiles, 1-3
+  // other KV tiles and pipeline depths, 4-6 softmax overlapped with the next tile's MMAs; fp8
+  // KV takes variants 0-3 and runs 0 for the others). For the timing sweep and A/B runs.
+  int32_t prefill_wgmma_variant = 0;
+  // fp8 KV decode attention in rounds of 32 positions (DecodeAttentionParams::fp8_pair_tiles):
+  // -1 the library's choice, 0 off, 1 on where the shape allows it.
+  int32_t decode_fp8_pair_tiles = -1;
 };
 
 struct CudaOptions {
@@ -47,6 +54,10 @@ struct CudaOptions {
   // (skinny_gemm.h; where it runs), larger steps through cuBLASLt (fp8_gemm.h; where it has
   // them). false keeps the activations 16-bit (W8A16).
   bool fp8_activations = true;
+  // Prefill attention on the Hopper warpgroup-MMA kernel where it runs (bf16 compute,
+  // head_dim 128, compute capability 9.0; backend/cuda/prefill_attention.h); false keeps the
+  // mma.sync kernel everywhere.
+  bool prefill_wgmma = true;
   CudaLaunchOptions launch;
 };
 

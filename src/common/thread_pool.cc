@@ -1,8 +1,16 @@
-// ThreadPool implementation: one job at a time, published under a mutex with a generation
-// counter that idle workers wait on.
+// ThreadPool implementation: one job at a time, published through an atomic generation
+// counter that idle workers spin on, then block on.
 #include "common/thread_pool.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace kvtier {
 namespace {
@@ -16,9 +24,50 @@ int ResolveThreads(int num_threads) {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+inline void CpuRelax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Spins until done() or spin_us have passed; true when done() held.
+template <typename Done>
+bool Spin(int spin_us, Done done) {
+  if (spin_us <= 0) return done();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
+  while (true) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      CpuRelax();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+  }
+}
+
+// Pins the calling thread to the index-th processor of the process's affinity set, when
+// the set has at least `threads` processors.
+void PinToProcessor(int index, int threads) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || CPU_COUNT(&allowed) < threads) return;
+  int seen = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    if (seen++ == index) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+      return;
+    }
+  }
+}
+
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(ResolveThreads(num_threads)) {
+ThreadPool::ThreadPool(int num_threads, const Options& options)
+    : num_threads_(ResolveThreads(num_threads)), options_(options) {
   workers_.reserve(num_threads_ - 1);
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
@@ -26,7 +75,7 @@ ThreadPool::ThreadPool(int num_threads) : num_threads_(ResolveThreads(num_thread
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   work_cv_.notify_all();
   for (std::thread& worker : workers_) worker.join();
@@ -41,47 +90,56 @@ void ThreadPool::ParallelFor(int64_t n,
     return;
   }
   std::lock_guard<std::mutex> run_lock(run_mu_);
-  {
+  job_ = &fn;
+  job_n_ = n;
+  job_ranges_ = ranges;
+  pending_.store(num_threads_ - 1);  // every worker reports, those without a range too
+  generation_.fetch_add(1);
+  if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    job_ranges_ = ranges;
-    pending_ = ranges - 1;
-    ++generation_;
+    work_cv_.notify_all();
   }
-  work_cv_.notify_all();
   inside_parallel_for = true;
   fn(0, n / ranges);
   inside_parallel_for = false;
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return pending_ == 0; });
+  if (!Spin(options_.spin_us, [this] { return pending_.load(std::memory_order_acquire) == 0; })) {
+    std::unique_lock<std::mutex> lock(mu_);
+    waiting_caller_.store(true);
+    done_cv_.wait(lock, [this] { return pending_.load() == 0; });
+    waiting_caller_.store(false);
+  }
   job_ = nullptr;
 }
 
+bool ThreadPool::AwaitJob(uint64_t seen) {
+  // Sequentially consistent loads: after sleepers_ is raised, this must see a generation
+  // the caller published before it looked at sleepers_.
+  const auto ready = [this, seen] { return generation_.load() != seen || stop_.load(); };
+  if (!Spin(options_.spin_us, ready)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    sleepers_.fetch_add(1);
+    work_cv_.wait(lock, ready);
+    sleepers_.fetch_sub(1);
+  }
+  return !stop_.load();
+}
+
 void ThreadPool::WorkerLoop(int worker_index) {
+  if (options_.pin_workers) PinToProcessor(worker_index, num_threads_);
   inside_parallel_for = true;
   uint64_t seen_generation = 0;
-  while (true) {
-    const std::function<void(int64_t, int64_t)>* job;
-    int64_t n;
-    int ranges;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [this, seen_generation] {
-        return stop_ || generation_ != seen_generation;
-      });
-      if (stop_) return;
-      seen_generation = generation_;
-      job = job_;
-      n = job_n_;
-      ranges = job_ranges_;
+  while (AwaitJob(seen_generation)) {
+    seen_generation = generation_.load();
+    const int ranges = job_ranges_;
+    if (worker_index < ranges) {  // fewer ranges than threads this time: nothing to run
+      const int64_t begin = job_n_ * worker_index / ranges;
+      const int64_t end = job_n_ * (worker_index + 1) / ranges;
+      (*job_)(begin, end);
     }
-    if (worker_index >= ranges) continue;  // fewer ranges than threads this time
-    const int64_t begin = n * worker_index / ranges;
-    const int64_t end = n * (worker_index + 1) / ranges;
-    (*job)(begin, end);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--pending_ == 0) done_cv_.notify_one();
+    if (pending_.fetch_sub(1) == 1 && waiting_caller_.load()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_cv_.notify_one();
+    }
   }
 }
 

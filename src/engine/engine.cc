@@ -18,6 +18,13 @@
 namespace kvtier {
 namespace {
 
+// The longest a sequence may get: the model's context, or less where the backend is exact
+// only that far.
+int64_t MaxPositions(const ModelConfig& config, const Backend& backend) {
+  const std::optional<PositionLimit> limit = backend.position_limit();
+  return limit ? std::min(config.max_position_embeddings, limit->positions) : config.max_position_embeddings;
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -68,7 +75,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   if (options.wrap_backend) backend = options.wrap_backend(std::move(backend));
   const int64_t block_bytes = static_cast<int64_t>(backend->kv_layout().BlockBytes());
   ASSIGN_OR_RETURN(const int64_t kv_bytes,
-                   DeviceKvBytes(options, *backend, checkpoint->config().max_position_embeddings));
+                   DeviceKvBytes(options, *backend, MaxPositions(checkpoint->config(), *backend)));
   const int64_t num_blocks = kv_bytes / block_bytes;
   if (num_blocks < 1) {
     return absl::InvalidArgumentError(absl::StrCat("gpu_kv_bytes ", kv_bytes,
@@ -192,12 +199,18 @@ absl::StatusOr<SequenceId> Engine::Add(std::vector<int32_t> prompt, const Sampli
     return absl::InvalidArgumentError("stop strings need a tokenizer, and this model has no tokenizer.json");
   }
   const int64_t prompt_len = static_cast<int64_t>(prompt.size());
-  if (prompt_len >= config.max_position_embeddings) {
+  const int64_t max_positions = MaxPositions(config, *backend_);
+  if (prompt_len >= max_positions) {
+    const std::optional<PositionLimit> limit = backend_->position_limit();
+    if (limit && limit->positions == max_positions) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the prompt has ", prompt_len, " tokens; ", limit->reason, " (", max_positions, " positions)"));
+    }
     return absl::InvalidArgumentError(absl::StrCat("the prompt has ", prompt_len, " tokens; the model's context is ",
                                                    config.max_position_embeddings, " positions"));
   }
   // The longest the sequence can get: its KV must fit in the device tier at once.
-  const int64_t max_len = std::min<int64_t>(prompt_len + params.max_new_tokens, config.max_position_embeddings);
+  const int64_t max_len = std::min<int64_t>(prompt_len + params.max_new_tokens, max_positions);
   // Compiling a grammar takes a while the first time: before the lock. Each completion
   // follows the grammar on its own.
   std::vector<std::unique_ptr<grammar::Matcher>> matchers(static_cast<size_t>(params.n));
@@ -392,7 +405,7 @@ void Engine::CommitTokenLocked(Sequence* seq, int32_t token, const LogprobEntry*
   } else if (stop_string || IsStopToken(*seq, token)) {
     event.finish = FinishReason::kStop;
   } else if (seq->num_generated() >= seq->params.max_new_tokens ||
-             seq->num_tokens() >= checkpoint_->config().max_position_embeddings) {
+             seq->num_tokens() >= MaxPositions(checkpoint_->config(), *backend_)) {
     event.finish = FinishReason::kLength;
   }
   if (event.finish != FinishReason::kNone) {

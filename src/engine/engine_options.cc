@@ -7,8 +7,9 @@
 namespace kvtier {
 
 absl::Status EngineOptions::Validate() const {
-  if (backend != "auto" && backend != "cpu" && backend != "cuda") {
-    return absl::InvalidArgumentError(absl::StrCat("backend must be auto, cpu or cuda, got '", backend, "'"));
+  if (backend != "auto" && backend != "cpu" && backend != "cpu-reference" && backend != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("backend must be auto, cpu, cpu-reference or cuda, got '", backend, "'"));
   }
   if (num_threads < 0 || num_threads > 4096) {
     return absl::InvalidArgumentError(absl::StrCat("threads must be in [0, 4096], got ", num_threads));

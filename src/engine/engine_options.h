@@ -24,7 +24,7 @@ class FileIo;
 enum class PreemptionMode { kAuto, kSwap, kRecompute };
 
 struct EngineOptions {
-  std::string backend = "auto";  // "auto" | "cpu" | "cuda"
+  std::string backend = "auto";  // "auto" | "cpu" | "cpu-reference" | "cuda"
   int32_t num_threads = 0;       // CPU backend threads, 0 = all cores
   // Device-tier KV budget. 0 = everything gpu_mem_limit leaves after weights and
   // workspace (needs gpu_mem_limit > 0); none = sized from the model (kv_pool_size.h).

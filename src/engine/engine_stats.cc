@@ -30,6 +30,7 @@ nlohmann::json Engine::Stats() {
   }
   nlohmann::json stats;
   stats["backend"] = std::string(backend_->name());
+  stats["compute_path"] = backend_->compute_path();
   stats["block_tokens"] = options_.block_tokens;
   stats["block_bytes"] = block_bytes;
   stats["steps"] = counters_.steps;

@@ -1,5 +1,5 @@
 // The block-quantized weight formats of GGUF files (ggml's Q8_0, Q4_0, Q4_K, Q5_K, Q6_K):
-// their block geometry, dequantization, and Q8_0 quantization for writing GGUF. Each block
+// their block geometry, dequantization, and Q8_0 and Q4_K quantization for writing GGUF. Each block
 // holds its own scales, so any whole number of blocks decodes on its own. Pure functions;
 // thread-safe.
 //
@@ -25,9 +25,25 @@ namespace kvtier {
 // num_elements a multiple of its block size.
 void DequantizeBlocks(DType dtype, const uint8_t* blocks, int64_t num_elements, float* out);
 
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K or Q5_K block, whose 12 packed
+// scale bytes start at `scales`.
+void KQuantScaleMin(const uint8_t* scales, int j, int* scale, int* min);
+
 // Q8_0 of n values (n a multiple of 32), as llama.cpp's reference quantizer rounds:
 // d = max |x| / 127 stored as half, q = round(x / d) (halves away from zero).
 void QuantizeQ8_0(const float* values, int64_t n, uint8_t* out);
+
+// Q4_K of n values (n a multiple of 256), the bytes llama.cpp's reference quantizer
+// (quantize_row_q4_K_ref, no importance matrix) writes: each sub-block's scale and min
+// from a weighted least-squares search over 21 candidate scales, the eight scales and mins
+// then quantized to 6 bits against the block's largest, and the values rounded against
+// those.
+void QuantizeQ4_K(const float* values, int64_t n, uint8_t* out);
+
+// True for the block types QuantizeBlocks writes (Q8_0, Q4_K).
+bool CanQuantizeBlocks(DType dtype);
+// QuantizeQ8_0 or QuantizeQ4_K by `dtype` (CanQuantizeBlocks).
+void QuantizeBlocks(DType dtype, const float* values, int64_t n, uint8_t* out);
 
 }  // namespace kvtier
 

@@ -91,6 +91,34 @@ uint64_t HashConfig(const ModelConfig& c, uint64_t h) {
     absl::StrAppend(&canonical, "|llama3|", c.rope_scaling->factor, "|", c.rope_scaling->low_freq_factor, "|",
                     c.rope_scaling->high_freq_factor, "|", c.rope_scaling->original_max_position_embeddings);
   }
+  // The family fields, only when a family sets them (the Llama family's hash is unchanged).
+  if (!c.sliding_layers.empty()) {
+    absl::StrAppend(&canonical, "|layers|");
+    for (bool sliding : c.sliding_layers) absl::StrAppend(&canonical, int{sliding});
+  }
+  if (c.activation != Activation::kSilu || c.gemma.norm_plus_one || c.gemma.sandwich_norms || c.gemma.scale_embeddings ||
+      c.fused_projections) {
+    absl::StrAppend(&canonical, "|family|", static_cast<int>(c.activation), int{c.gemma.norm_plus_one},
+                    int{c.gemma.sandwich_norms}, int{c.gemma.scale_embeddings}, int{c.fused_projections});
+  }
+  if (c.moe.num_experts > 0) {
+    absl::StrAppend(&canonical, "|moe|", c.moe.num_experts, "|", c.moe.top_k, "|", c.moe.expert_intermediate_size, "|",
+                    int{c.moe.norm_topk_prob}, "|");
+    for (bool sparse : c.moe.sparse_layers) absl::StrAppend(&canonical, int{sparse});
+  }
+  const std::pair<const char*, std::optional<double>> scalars[] = {{"qs", c.query_pre_attn_scalar},
+                                                                    {"ac", c.attn_logit_softcap},
+                                                                    {"fc", c.final_logit_softcap},
+                                                                    {"lt", c.gemma3_rope.local_theta}};
+  if (c.gemma3_rope.linear_factor != 1.0) absl::StrAppend(&canonical, "|linear", c.gemma3_rope.linear_factor);
+  for (const auto& [key, v] : scalars) {
+    if (v) absl::StrAppend(&canonical, "|", key, *v);
+  }
+  if (c.long_rope) {
+    absl::StrAppend(&canonical, "|longrope|", c.long_rope->original_max_position_embeddings, "|",
+                    c.long_rope->attention_factor, "|", absl::StrJoin(c.long_rope->short_factor, ","), "|",
+                    absl::StrJoin(c.long_rope->long_factor, ","));
+  }
   return Fnv1a64(canonical, h);
 }
 

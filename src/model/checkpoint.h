@@ -108,11 +108,27 @@ class Checkpoint {
 // o_proj.bias [hidden] (attention_bias on Llama/Qwen3 only: HF's Qwen2 has no o_proj bias),
 // self_attn.{q,k}_norm.weight [head_dim] (qk_norm), post_attention_layernorm.weight,
 // mlp.{gate,up,down}_proj.weight; model.norm.weight; lm_head.weight [vocab, hidden] unless tied.
+// Gemma adds {pre,post}_feedforward_layernorm.weight [hidden]; Phi-3 stores q/k/v as one
+// self_attn.qkv_proj.weight [q_dim + 2 kv_dim, hidden] and gate/up as mlp.gate_up_proj.weight
+// [2 intermediate, hidden]. A mixture-of-experts layer (ModelConfig::IsMoeLayer) has, in place
+// of the MLP's projections, its router [num_experts, hidden] and each expert e's gate, up
+// [expert_intermediate, hidden] and down [hidden, expert_intermediate] (ExpertNames).
 struct ExpectedTensor {
   std::string name;
   std::vector<int64_t> shape;
 };
 std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& config);
+
+// The HF names of a sparse layer's tensors, after "model.layers.{i}.": router, then
+// experts + "{e}." + gate / up / down.
+struct ExpertTensorNames {
+  const char* router;
+  const char* experts;
+  const char* gate;
+  const char* up;
+  const char* down;
+};
+ExpertTensorNames ExpertNames(Architecture arch);
 
 }  // namespace kvtier
 

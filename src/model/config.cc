@@ -9,12 +9,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "model/config_families.h"
+#include "model/config_json.h"
+#include "model/config_moe.h"
 #include "nlohmann/json.hpp"
 
 namespace kvtier {
 namespace {
 
 using Json = nlohmann::json;
+using config_json::OptionalBool;
+using config_json::OptionalDouble;
+using config_json::OptionalInt;
+using config_json::ParseRopeDict;
+using config_json::RequiredPositiveInt;
 
 struct ArchInfo {
   Architecture arch;
@@ -28,48 +36,24 @@ constexpr ArchInfo kArchs[] = {
     {Architecture::kMistral, "MistralForCausalLM", "mistral", 4096 * 32},
     {Architecture::kQwen2, "Qwen2ForCausalLM", "qwen2", 32768},
     {Architecture::kQwen3, "Qwen3ForCausalLM", "qwen3", 32768},
+    {Architecture::kGemma2, "Gemma2ForCausalLM", "gemma2", 8192},
+    {Architecture::kGemma3, "Gemma3ForCausalLM", "gemma3_text", 131072},
+    {Architecture::kPhi3, "Phi3ForCausalLM", "phi3", 4096},
+    {Architecture::kMixtral, "MixtralForCausalLM", "mixtral", 4096 * 32},
+    {Architecture::kQwen3Moe, "Qwen3MoeForCausalLM", "qwen3_moe", 32768},
 };
+
+bool IsGemma(Architecture arch) { return arch == Architecture::kGemma2 || arch == Architecture::kGemma3; }
+bool IsFamily(Architecture arch) { return IsGemma(arch) || arch == Architecture::kPhi3; }
+bool IsQwen(Architecture arch) {
+  return arch == Architecture::kQwen2 || arch == Architecture::kQwen3 || arch == Architecture::kQwen3Moe;
+}
 
 const ArchInfo& Info(Architecture arch) {
   for (const ArchInfo& info : kArchs) {
     if (info.arch == arch) return info;
   }
   return kArchs[0];
-}
-
-// A field that is absent or null reads as nullopt; any other non-integer is an error.
-absl::StatusOr<std::optional<int64_t>> OptionalInt(const Json& obj, const char* field) {
-  auto it = obj.find(field);
-  if (it == obj.end() || it->is_null()) return std::optional<int64_t>();
-  if (it->is_number_integer()) return std::optional<int64_t>(it->get<int64_t>());
-  if (it->is_number_float()) {
-    double v = it->get<double>();
-    if (std::floor(v) == v && std::fabs(v) < 9e18) return std::optional<int64_t>(static_cast<int64_t>(v));
-  }
-  return absl::InvalidArgumentError(absl::StrCat("config field '", field, "' must be an integer, got ", it->dump()));
-}
-
-absl::StatusOr<std::optional<double>> OptionalDouble(const Json& obj, const char* field) {
-  auto it = obj.find(field);
-  if (it == obj.end() || it->is_null()) return std::optional<double>();
-  if (it->is_number()) return std::optional<double>(it->get<double>());
-  return absl::InvalidArgumentError(absl::StrCat("config field '", field, "' must be a number, got ", it->dump()));
-}
-
-absl::StatusOr<std::optional<bool>> OptionalBool(const Json& obj, const char* field) {
-  auto it = obj.find(field);
-  if (it == obj.end() || it->is_null()) return std::optional<bool>();
-  if (it->is_boolean()) return std::optional<bool>(it->get<bool>());
-  return absl::InvalidArgumentError(absl::StrCat("config field '", field, "' must be a boolean, got ", it->dump()));
-}
-
-absl::StatusOr<int64_t> RequiredPositiveInt(const Json& obj, const char* field) {
-  ASSIGN_OR_RETURN(std::optional<int64_t> value, OptionalInt(obj, field));
-  if (!value) return absl::InvalidArgumentError(absl::StrCat("config field '", field, "' is missing"));
-  if (*value <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("config field '", field, "' must be positive, got ", *value));
-  }
-  return *value;
 }
 
 absl::StatusOr<Architecture> ParseArchitecture(const Json& obj) {
@@ -86,7 +70,8 @@ absl::StatusOr<Architecture> ParseArchitecture(const Json& obj) {
     }
     return absl::UnimplementedError(absl::StrCat(
         "unsupported architecture '", name,
-        "' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)"));
+        "' (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+        "Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM)"));
   }
   auto type = obj.find("model_type");
   if (type == obj.end() || !type->is_string()) {
@@ -97,50 +82,6 @@ absl::StatusOr<Architecture> ParseArchitecture(const Json& obj) {
     if (name == info.model_type) return info.arch;
   }
   return absl::UnimplementedError(absl::StrCat("unsupported model_type '", name, "'"));
-}
-
-// rope_scaling (legacy) or rope_parameters (transformers v5) dict: "default"/absent means
-// plain RoPE; "llama3" is parsed; anything else is Unimplemented.
-absl::StatusOr<std::optional<Llama3RopeScaling>> ParseRopeDict(const Json& dict, const char* field) {
-  if (dict.is_null()) return std::optional<Llama3RopeScaling>();
-  if (!dict.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat("config field '", field, "' must be an object or null"));
-  }
-  std::string type = "default";
-  for (const char* key : {"rope_type", "type"}) {
-    auto it = dict.find(key);
-    if (it != dict.end() && !it->is_null()) {
-      if (!it->is_string()) {
-        return absl::InvalidArgumentError(absl::StrCat("config field '", field, ".", key, "' must be a string"));
-      }
-      type = it->get<std::string>();
-      break;
-    }
-  }
-  if (type == "default") return std::optional<Llama3RopeScaling>();
-  if (type != "llama3") {
-    return absl::UnimplementedError(
-        absl::StrCat("unsupported rope scaling type '", type, "' in '", field, "' (only llama3 is supported)"));
-  }
-  Llama3RopeScaling s;
-  ASSIGN_OR_RETURN(std::optional<double> factor, OptionalDouble(dict, "factor"));
-  ASSIGN_OR_RETURN(std::optional<double> low, OptionalDouble(dict, "low_freq_factor"));
-  ASSIGN_OR_RETURN(std::optional<double> high, OptionalDouble(dict, "high_freq_factor"));
-  ASSIGN_OR_RETURN(std::optional<int64_t> orig, OptionalInt(dict, "original_max_position_embeddings"));
-  if (!factor) return absl::InvalidArgumentError(absl::StrCat("config field '", field, ".factor' is missing"));
-  s.factor = *factor;
-  if (low) s.low_freq_factor = *low;
-  if (high) s.high_freq_factor = *high;
-  if (orig) s.original_max_position_embeddings = *orig;
-  if (!(s.factor > 0) || !(s.low_freq_factor > 0) || !(s.high_freq_factor > s.low_freq_factor) ||
-      s.original_max_position_embeddings <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "invalid llama3 rope scaling in '", field, "': factor ", s.factor, ", low_freq_factor ",
-        s.low_freq_factor, ", high_freq_factor ", s.high_freq_factor,
-        ", original_max_position_embeddings ", s.original_max_position_embeddings,
-        " (need factor > 0, 0 < low < high, original > 0)"));
-  }
-  return std::optional<Llama3RopeScaling>(s);
 }
 
 absl::Status ParseTokenIds(const Json& obj, ModelConfig* config) {
@@ -202,6 +143,8 @@ absl::StatusOr<ModelConfig> ParseObject(const Json& obj) {
       return absl::InvalidArgumentError(absl::StrCat("config field 'head_dim' must be positive, got ", *head_dim));
     }
     c.head_dim = *head_dim;
+  } else if (IsGemma(c.architecture)) {
+    c.head_dim = 256;  // Gemma2Config / Gemma3TextConfig default
   } else {
     if (c.hidden_size % c.num_heads != 0) {
       return absl::InvalidArgumentError(absl::StrCat("hidden_size (", c.hidden_size, ") is not divisible by num_attention_heads (",
@@ -227,13 +170,16 @@ absl::StatusOr<ModelConfig> ParseObject(const Json& obj) {
 
   // RoPE: legacy rope_theta + rope_scaling, or v5 rope_parameters; either form may be present.
   ASSIGN_OR_RETURN(std::optional<double> theta, OptionalDouble(obj, "rope_theta"));
-  c.rope_theta = theta.value_or(10000.0);
+  const bool million_theta = c.architecture == Architecture::kGemma3 || c.architecture == Architecture::kMixtral;
+  c.rope_theta = theta.value_or(million_theta ? 1e6 : 10000.0);  // the config classes' defaults
+  // Phi-3's longrope and Gemma 3's per-layer-type rope_parameters: config_families.cc.
+  const bool family_rope = c.architecture == Architecture::kPhi3 || c.architecture == Architecture::kGemma3;
   auto scaling = obj.find("rope_scaling");
-  if (scaling != obj.end()) {
+  if (scaling != obj.end() && !family_rope) {
     ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeDict(*scaling, "rope_scaling"));
   }
   auto params = obj.find("rope_parameters");
-  if (params != obj.end() && !params->is_null()) {
+  if (params != obj.end() && !params->is_null() && !family_rope) {
     ASSIGN_OR_RETURN(std::optional<Llama3RopeScaling> from_params, ParseRopeDict(*params, "rope_parameters"));
     if (from_params) c.rope_scaling = from_params;
     ASSIGN_OR_RETURN(std::optional<double> params_theta, OptionalDouble(*params, "rope_theta"));
@@ -244,24 +190,30 @@ absl::StatusOr<ModelConfig> ParseObject(const Json& obj) {
   }
 
   ASSIGN_OR_RETURN(std::optional<bool> tie, OptionalBool(obj, "tie_word_embeddings"));
-  c.tie_word_embeddings = tie.value_or(false);
+  c.tie_word_embeddings = tie.value_or(IsGemma(c.architecture));  // HF's defaults
   ASSIGN_OR_RETURN(std::optional<bool> bias, OptionalBool(obj, "attention_bias"));
   switch (c.architecture) {
     case Architecture::kLlama:
     case Architecture::kQwen3:
+    case Architecture::kQwen3Moe:
+    case Architecture::kGemma2:
+    case Architecture::kGemma3:
       c.attention_bias = bias.value_or(false);
       break;
+    case Architecture::kPhi3:
     case Architecture::kMistral:
+    case Architecture::kMixtral:
       c.attention_bias = false;  // MistralConfig has no bias option
       break;
     case Architecture::kQwen2:
       c.attention_bias = true;  // Qwen2 q/k/v always carry a bias
       break;
   }
-  c.qk_norm = c.architecture == Architecture::kQwen3;
+  c.qk_norm = c.architecture == Architecture::kQwen3 || c.architecture == Architecture::kQwen3Moe ||
+              c.architecture == Architecture::kGemma3;
 
   ASSIGN_OR_RETURN(std::optional<int64_t> window, OptionalInt(obj, "sliding_window"));
-  if (c.architecture == Architecture::kQwen2 || c.architecture == Architecture::kQwen3) {
+  if (IsQwen(c.architecture)) {
     // Qwen configs carry a sliding_window that only applies when use_sliding_window is set.
     ASSIGN_OR_RETURN(std::optional<bool> use_window, OptionalBool(obj, "use_sliding_window"));
     if (!use_window.value_or(false)) window.reset();
@@ -272,6 +224,7 @@ absl::StatusOr<ModelConfig> ParseObject(const Json& obj) {
     return absl::InvalidArgumentError(absl::StrCat("config field 'sliding_window' must be positive or null, got ", *window));
   }
   c.sliding_window = window;
+  RETURN_IF_ERROR(ParseFamilyFields(obj, &c));
 
   for (const char* key : {"torch_dtype", "dtype"}) {
     auto it = obj.find(key);
@@ -284,19 +237,80 @@ absl::StatusOr<ModelConfig> ParseObject(const Json& obj) {
   return c;
 }
 
+int64_t FirstSlidingLayer(const ModelConfig& c) {
+  for (size_t i = 0; i < c.sliding_layers.size(); ++i) {
+    if (c.sliding_layers[i]) return static_cast<int64_t>(i);
+  }
+  return c.num_layers;
+}
+
+// layer_types, where the sliding layers are not exactly those from `first` on (the
+// default that Mistral's, Mixtral's and Qwen's config classes derive without it).
+void AddLayerTypesUnlessSlidingFrom(const ModelConfig& c, int64_t first, nlohmann::ordered_json* out) {
+  bool suffix = true;
+  for (size_t i = 0; i < c.sliding_layers.size(); ++i) suffix = suffix && c.sliding_layers[i] == (static_cast<int64_t>(i) >= first);
+  if (suffix || c.sliding_layers.empty()) return;
+  nlohmann::ordered_json types = nlohmann::ordered_json::array();
+  for (bool sliding : c.sliding_layers) types.push_back(sliding ? "sliding_attention" : "full_attention");
+  (*out)["layer_types"] = types;
+}
+
+// rope_scaling and rope_parameters as the Llama-family configs write them.
+void AddRopeJson(const ModelConfig& c, nlohmann::ordered_json* out) {
+  nlohmann::ordered_json& j = *out;
+  nlohmann::ordered_json params;
+  if (c.rope_scaling) {
+    j["rope_scaling"] = config_json::Llama3RopeScalingJson(*c.rope_scaling);
+    params = j["rope_scaling"];
+  } else {
+    j["rope_scaling"] = nullptr;
+    params["rope_type"] = "default";
+  }
+  params["rope_theta"] = c.rope_theta;
+  j["rope_parameters"] = params;
+}
+
 }  // namespace
 
 std::string_view ArchitectureName(Architecture arch) { return Info(arch).class_name; }
 
+std::optional<int64_t> ModelConfig::LayerWindow(int64_t layer) const {
+  if (!sliding_window || layer < 0 || layer >= static_cast<int64_t>(sliding_layers.size()) ||
+      !sliding_layers[static_cast<size_t>(layer)]) {
+    return std::nullopt;
+  }
+  return sliding_window;
+}
+
+bool ModelConfig::IsMoeLayer(int64_t layer) const {
+  return layer >= 0 && layer < static_cast<int64_t>(moe.sparse_layers.size()) &&
+         moe.sparse_layers[static_cast<size_t>(layer)];
+}
+
+double ModelConfig::AttentionScale() const {
+  if (query_pre_attn_scalar) return std::pow(*query_pre_attn_scalar, -0.5);
+  return 1.0 / std::sqrt(static_cast<double>(head_dim));
+}
+
+double ModelConfig::LayerRopeTheta(int64_t layer) const {
+  return gemma3_rope.local_theta && LayerWindow(layer) ? *gemma3_rope.local_theta : rope_theta;
+}
+
 int64_t ModelConfig::NumParameters() const {
   const int64_t h = hidden_size;
-  int64_t per_layer = 2 * h;                                 // two RMSNorms
+  int64_t per_layer = (gemma.sandwich_norms ? 4 : 2) * h;          // RMSNorms
   per_layer += h * q_dim() + 2 * h * kv_dim() + q_dim() * h;  // q, k, v, o
   if (attention_bias) per_layer += q_dim() + 2 * kv_dim();
-  if (attention_bias && architecture != Architecture::kQwen2) per_layer += h;  // o_proj bias
+  if (attention_bias && architecture != Architecture::kQwen2 && architecture != Architecture::kPhi3) {
+    per_layer += h;  // o_proj bias
+  }
   if (qk_norm) per_layer += 2 * head_dim;
-  per_layer += 3 * h * intermediate_size;  // gate, up, down
   int64_t total = num_layers * per_layer + vocab_size * h + h;
+  for (int64_t layer = 0; layer < num_layers; ++layer) {
+    // gate, up, down: each expert's and the router, or the dense MLP's
+    total += IsMoeLayer(layer) ? moe.num_experts * (3 * h * moe.expert_intermediate_size + h)
+                               : 3 * h * intermediate_size;
+  }
   if (!tie_word_embeddings) total += vocab_size * h;
   return total;
 }
@@ -322,28 +336,18 @@ std::string ModelConfigToJson(const ModelConfig& c) {
   j["num_attention_heads"] = c.num_heads;
   j["num_key_value_heads"] = c.num_kv_heads;
   j["head_dim"] = c.head_dim;
-  j["hidden_act"] = "silu";
+  j["hidden_act"] = c.activation == Activation::kGeluTanh ? "gelu_pytorch_tanh" : "silu";
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["initializer_range"] = 0.02;
   j["rms_norm_eps"] = c.rms_norm_eps;
   j["rope_theta"] = c.rope_theta;
-  nlohmann::ordered_json params;
-  if (c.rope_scaling) {
-    const Llama3RopeScaling& s = *c.rope_scaling;
-    nlohmann::ordered_json scaling;
-    scaling["rope_type"] = "llama3";
-    scaling["factor"] = s.factor;
-    scaling["low_freq_factor"] = s.low_freq_factor;
-    scaling["high_freq_factor"] = s.high_freq_factor;
-    scaling["original_max_position_embeddings"] = s.original_max_position_embeddings;
-    j["rope_scaling"] = scaling;
-    params = scaling;
+  if (IsFamily(c.architecture)) {
+    // Legacy keys only: transformers reads them in every version, while the families'
+    // rope_parameters forms differ (per layer type for Gemma 3).
+    AddFamilyFieldsToJson(c, &j);
   } else {
-    j["rope_scaling"] = nullptr;
-    params["rope_type"] = "default";
+    AddRopeJson(c, &j);
   }
-  params["rope_theta"] = c.rope_theta;
-  j["rope_parameters"] = params;
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   switch (c.architecture) {
     case Architecture::kLlama:
@@ -352,24 +356,33 @@ std::string ModelConfigToJson(const ModelConfig& c) {
       j["pretraining_tp"] = 1;
       break;
     case Architecture::kMistral:
+    case Architecture::kMixtral:
       if (c.sliding_window) {
         j["sliding_window"] = *c.sliding_window;
       } else {
         j["sliding_window"] = nullptr;
       }
+      AddLayerTypesUnlessSlidingFrom(c, 0, &j);
       break;
     case Architecture::kQwen2:
     case Architecture::kQwen3:
-      if (c.architecture == Architecture::kQwen3) j["attention_bias"] = c.attention_bias;
+    case Architecture::kQwen3Moe:
+      if (c.architecture != Architecture::kQwen2) j["attention_bias"] = c.attention_bias;
       j["use_sliding_window"] = c.sliding_window.has_value();
       if (c.sliding_window) {
         j["sliding_window"] = *c.sliding_window;
       } else {
         j["sliding_window"] = nullptr;
       }
-      j["max_window_layers"] = c.num_layers;
+      j["max_window_layers"] = FirstSlidingLayer(c);
+      AddLayerTypesUnlessSlidingFrom(c, FirstSlidingLayer(c), &j);
       break;
+    case Architecture::kGemma2:
+    case Architecture::kGemma3:
+    case Architecture::kPhi3:
+      break;  // AddFamilyFieldsToJson
   }
+  if (c.moe.num_experts > 0) AddMoeFieldsToJson(c, &j);
   j["attention_dropout"] = 0.0;
   j["torch_dtype"] = c.torch_dtype.empty() ? "float32" : c.torch_dtype;
   j["dtype"] = j["torch_dtype"];

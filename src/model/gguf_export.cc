@@ -15,7 +15,7 @@ namespace {
 DType StoredType(const TensorToWrite& t, const std::optional<DType>& asked) {
   if (t.shape.size() < 2) return DType::kF32;
   const DType type = asked.value_or(t.dtype);
-  if (type == DType::kQ8_0 && t.shape.back() % DTypeBlockElements(DType::kQ8_0) != 0) return DType::kF16;
+  if (CanQuantizeBlocks(type) && t.shape.back() % DTypeBlockElements(type) != 0) return DType::kF16;
   return type;
 }
 
@@ -25,7 +25,8 @@ void Encode(const std::vector<float>& values, DType type, uint8_t* out) {
       std::memcpy(out, values.data(), values.size() * sizeof(float));
       return;
     case DType::kQ8_0:
-      QuantizeQ8_0(values.data(), static_cast<int64_t>(values.size()), out);
+    case DType::kQ4_K:
+      QuantizeBlocks(type, values.data(), static_cast<int64_t>(values.size()), out);
       return;
     default:
       for (size_t i = 0; i < values.size(); ++i) {
@@ -45,6 +46,8 @@ uint32_t GgufFileType(DType dtype) {
       return 1;
     case DType::kQ8_0:
       return 7;
+    case DType::kQ4_K:
+      return 14;  // LLAMA_FTYPE_MOSTLY_Q4_K_S
     case DType::kBF16:
       return 32;
     default:
@@ -55,9 +58,14 @@ uint32_t GgufFileType(DType dtype) {
 absl::Status WriteGgufModel(const ModelConfig& config, const std::vector<TensorToWrite>& tensors,
                             const std::string& path, const GgufExportOptions& options) {
   if (options.type.has_value() && *options.type != DType::kF32 && *options.type != DType::kF16 &&
-      *options.type != DType::kBF16 && *options.type != DType::kQ8_0) {
-    return absl::InvalidArgumentError(absl::StrCat("GGUF export writes F32, F16, BF16 or Q8_0, not ",
+      *options.type != DType::kBF16 && *options.type != DType::kQ8_0 && *options.type != DType::kQ4_K) {
+    return absl::InvalidArgumentError(absl::StrCat("GGUF export writes F32, F16, BF16, Q8_0 or Q4_K, not ",
                                                    std::string(DTypeName(*options.type))));
+  }
+  if (config.architecture == Architecture::kGemma2 || config.architecture == Architecture::kGemma3 ||
+      config.architecture == Architecture::kPhi3 || config.moe.num_experts > 0) {
+    return absl::UnimplementedError(absl::StrCat("GGUF export of ", std::string(ArchitectureName(config.architecture)),
+                                                 " is not supported (llama, mistral, qwen2 and qwen3 are)"));
   }
   std::vector<TensorToWrite> out;
   std::optional<DType> matrix_type;

@@ -21,8 +21,8 @@
 namespace kvtier {
 
 struct GgufExportOptions {
-  // The type of the matrices: F32, F16, BF16 or Q8_0 (a matrix whose rows are not whole
-  // Q8_0 blocks falls back to F16, as llama.cpp's converter does). nullopt: each tensor
+  // The type of the matrices: F32, F16, BF16, Q8_0 or Q4_K (a matrix whose rows are not
+  // whole blocks falls back to F16, as llama.cpp's converter does for Q8_0). nullopt: each tensor
   // keeps the type it comes in.
   std::optional<DType> type;
   std::string name;     // general.name

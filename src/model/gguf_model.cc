@@ -163,11 +163,22 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file) {
     c.architecture = Architecture::kQwen2;
   } else if (arch == "qwen3") {
     c.architecture = Architecture::kQwen3;
+  } else if (arch == "qwen3moe" || arch == "qwen2moe") {
+    return absl::UnimplementedError(absl::StrCat(file.path(), ": GGUF architecture '", arch,
+                                                 "' (mixture of experts) is not supported from GGUF; kvtier runs "
+                                                 "Qwen3-MoE from its safetensors checkpoint"));
   } else {
     return absl::UnimplementedError(absl::StrCat(file.path(), ": GGUF architecture '", arch,
                                                  "' is not supported (kvtier runs llama, qwen2 and qwen3)"));
   }
   Hyperparameters hp(file, arch);
+  // llama.cpp writes Mixtral as "llama" with expert_count and stacked expert tensors.
+  ASSIGN_OR_RETURN(std::optional<int64_t> experts, hp.Int("expert_count"));
+  if (experts.value_or(0) > 0) {
+    return absl::UnimplementedError(absl::StrCat(file.path(), ": ", arch, ".expert_count is ", *experts,
+                                                 ": mixture-of-experts GGUF files are not supported; kvtier runs "
+                                                 "Mixtral from its safetensors checkpoint"));
+  }
   ASSIGN_OR_RETURN(c.hidden_size, hp.RequiredInt("embedding_length"));
   ASSIGN_OR_RETURN(c.num_layers, hp.RequiredInt("block_count"));
   ASSIGN_OR_RETURN(c.num_heads, hp.RequiredInt("attention.head_count"));

@@ -1,4 +1,5 @@
-// Random-weight checkpoint writer and presets (random_checkpoint.h). Stateless; thread-safe.
+// Random-weight checkpoint writer (random_checkpoint.h; the presets are in
+// random_checkpoint_presets.cc). Stateless; thread-safe.
 #include "model/random_checkpoint.h"
 
 #include <cmath>
@@ -12,7 +13,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/fp8_e4m3.h"
 #include "model/checkpoint.h"
@@ -55,77 +55,64 @@ inline float Draw(const WeightRule& rule, int64_t index) {
   return rule.center + rule.half_width * u;
 }
 
-RandomCheckpointSpec Tiny(Architecture arch) {
-  RandomCheckpointSpec s;
-  s.arch = arch;
-  if (arch == Architecture::kQwen3) s.tie_embeddings = true;
+bool IsGemma(Architecture arch) { return arch == Architecture::kGemma2 || arch == Architecture::kGemma3; }
+
+// The longrope factors of a random Phi-3 (random_checkpoint.h).
+LongRopeScaling RandomLongRope(int64_t head_dim, int64_t original_max_positions) {
+  LongRopeScaling s;
+  const int64_t half = head_dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const double x = static_cast<double>(i) / static_cast<double>(half);
+    s.short_factor.push_back(1.0 + 0.5 * x);
+    s.long_factor.push_back(1.0 + 7.0 * x * x);
+  }
+  s.original_max_position_embeddings = original_max_positions;
   return s;
 }
 
-RandomCheckpointSpec Real(Architecture arch, int64_t hidden, int64_t layers, int64_t heads, int64_t kv_heads,
-                          int64_t head_dim, int64_t intermediate, int64_t vocab, int64_t max_positions,
-                          double rope_theta, bool tie) {
-  RandomCheckpointSpec s;
-  s.arch = arch;
-  s.hidden = hidden;
-  s.layers = layers;
-  s.heads = heads;
-  s.kv_heads = kv_heads;
-  s.head_dim = head_dim;
-  s.intermediate = intermediate;
-  s.vocab = vocab;
-  s.max_positions = max_positions;
-  s.rope_theta = rope_theta;
-  s.tie_embeddings = tie;
-  s.dtype = DType::kBF16;
-  s.max_shard_bytes = int64_t{5} << 30;  // HF's default 5 GB shards
-  return s;
+// The experts of the config a spec describes (config_moe.h).
+void SetMoeFields(const RandomCheckpointSpec& spec, ModelConfig* c) {
+  if (spec.arch != Architecture::kMixtral && spec.arch != Architecture::kQwen3Moe) return;
+  const RandomMoeSpec& m = spec.moe;
+  c->moe.num_experts = m.experts;
+  c->moe.top_k = m.top_k;
+  const bool mixtral = spec.arch == Architecture::kMixtral;
+  c->moe.expert_intermediate_size = mixtral || m.expert_intermediate <= 0 ? spec.intermediate : m.expert_intermediate;
+  c->moe.norm_topk_prob = mixtral || m.norm_topk_prob;
+  c->moe.sparse_layers.assign(static_cast<size_t>(std::max<int64_t>(spec.layers, 0)), true);
+  for (int64_t layer : m.dense_layers) {
+    if (layer >= 0 && layer < spec.layers) c->moe.sparse_layers[static_cast<size_t>(layer)] = false;
+  }
 }
 
-std::vector<std::pair<std::string, RandomCheckpointSpec>> Presets() {
-  std::vector<std::pair<std::string, RandomCheckpointSpec>> presets;
-  presets.emplace_back("tiny-llama", Tiny(Architecture::kLlama));
-  presets.emplace_back("tiny-mistral", Tiny(Architecture::kMistral));
-  presets.emplace_back("tiny-qwen2", Tiny(Architecture::kQwen2));
-  presets.emplace_back("tiny-qwen3", Tiny(Architecture::kQwen3));
-  RandomCheckpointSpec small = Tiny(Architecture::kLlama);
-  small.hidden = 256;
-  small.layers = 4;
-  small.heads = 8;
-  small.kv_heads = 2;
-  small.head_dim = 32;
-  small.intermediate = 768;
-  small.vocab = 4096;
-  presets.emplace_back("small-llama", small);
-
-  RandomCheckpointSpec l3_8b =
-      Real(Architecture::kLlama, 4096, 32, 32, 8, 128, 14336, 128256, 131072, 500000.0, false);
-  l3_8b.rope_scaling = Llama3RopeScaling{8.0, 1.0, 4.0, 8192};
-  l3_8b.bos_token_id = 128000;
-  l3_8b.eos_token_ids = {128001};
-  presets.emplace_back("llama3-8b", l3_8b);
-  RandomCheckpointSpec l32_1b =
-      Real(Architecture::kLlama, 2048, 16, 32, 8, 64, 8192, 128256, 131072, 500000.0, true);
-  l32_1b.rope_scaling = Llama3RopeScaling{32.0, 1.0, 4.0, 8192};
-  l32_1b.bos_token_id = 128000;
-  l32_1b.eos_token_ids = {128001, 128008, 128009};
-  presets.emplace_back("llama3.2-1b", l32_1b);
-  RandomCheckpointSpec mistral =
-      Real(Architecture::kMistral, 4096, 32, 32, 8, 128, 14336, 32768, 32768, 1000000.0, false);
-  presets.emplace_back("mistral-7b", mistral);
-  RandomCheckpointSpec qwen25 =
-      Real(Architecture::kQwen2, 896, 24, 14, 2, 64, 4864, 151936, 32768, 1000000.0, true);
-  qwen25.bos_token_id = 151643;
-  qwen25.eos_token_ids = {151643};
-  qwen25.rms_norm_eps = 1e-6;
-  presets.emplace_back("qwen2.5-0.5b", qwen25);
-  RandomCheckpointSpec qwen3 =
-      Real(Architecture::kQwen3, 1024, 28, 16, 8, 128, 3072, 151936, 40960, 1000000.0, true);
-  qwen3.bos_token_id = 151643;
-  qwen3.eos_token_ids = {151645};
-  qwen3.rms_norm_eps = 1e-6;
-  presets.emplace_back("qwen3-0.6b", qwen3);
-  return presets;
+// The family fields of the config a spec describes (config_families.h).
+void SetFamilyFields(const RandomCheckpointSpec& spec, ModelConfig* c) {
+  if (IsGemma(spec.arch)) {
+    c->activation = Activation::kGeluTanh;
+    c->query_pre_attn_scalar = spec.query_pre_attn_scalar.value_or(static_cast<double>(spec.head_dim));
+    c->attn_logit_softcap = spec.attn_logit_softcap;
+    c->final_logit_softcap = spec.final_logit_softcap;
+    if (spec.arch == Architecture::kGemma3) {
+      c->gemma3_rope.local_theta = spec.rope_local_theta;
+      c->gemma3_rope.linear_factor = spec.rope_linear_factor;
+    }
+  } else if (spec.arch != Architecture::kPhi3) {
+    // Mistral, Mixtral and Qwen (max_window_layers 0): every layer in the window.
+    if (spec.arch == Architecture::kLlama || !spec.sliding_window) return;
+    c->sliding_window = spec.sliding_window;
+    c->sliding_layers.assign(static_cast<size_t>(std::max<int64_t>(spec.layers, 0)), true);
+    return;
+  }
+  c->sliding_window = spec.sliding_window;
+  if (spec.sliding_window) {
+    for (int64_t i = 0; i < spec.layers; ++i) {
+      const bool gemma_sliding = spec.sliding_window_pattern <= 0 || (i + 1) % spec.sliding_window_pattern != 0;
+      c->sliding_layers.push_back(spec.arch == Architecture::kPhi3 || gemma_sliding);
+    }
+  }
+  if (spec.arch == Architecture::kPhi3 && spec.longrope_original_max_positions) {
+    c->long_rope = RandomLongRope(spec.head_dim, *spec.longrope_original_max_positions);
+  }
 }
 
 absl::Status WriteText(const std::string& path, const std::string& text) {
@@ -137,7 +124,9 @@ absl::Status WriteText(const std::string& path, const std::string& text) {
 }
 
 bool IsQuantizedProjection(const std::string& name) {
-  for (const char* suffix : {"_proj.weight"}) {
+  // Mixtral's experts are w1/w2/w3; the routers (".gate.weight") stay unquantized, as in the
+  // FP8 MoE checkpoints in the wild.
+  for (const char* suffix : {"_proj.weight", ".w1.weight", ".w2.weight", ".w3.weight"}) {
     if (absl::EndsWith(name, suffix)) return true;
   }
   return false;
@@ -304,20 +293,6 @@ SafetensorsWriteOptions WriteOptions(const RandomCheckpointSpec& spec) {
 
 }  // namespace
 
-absl::StatusOr<RandomCheckpointSpec> RandomCheckpointPreset(std::string_view name) {
-  for (auto& [preset, spec] : Presets()) {
-    if (preset == name) return spec;
-  }
-  return absl::NotFoundError(absl::StrCat("unknown model preset '", std::string(name), "' (known: ",
-                                          absl::StrJoin(RandomCheckpointPresetNames(), ", "), ")"));
-}
-
-std::vector<std::string> RandomCheckpointPresetNames() {
-  std::vector<std::string> names;
-  for (const auto& [name, spec] : Presets()) names.push_back(name);
-  return names;
-}
-
 absl::StatusOr<ModelConfig> RandomCheckpointConfig(const RandomCheckpointSpec& spec) {
   if (spec.quantization.format == WeightQuantizationFormat::kFp8Blockwise &&
       (spec.quantization.block_rows <= 0 || spec.quantization.block_cols <= 0)) {
@@ -338,8 +313,12 @@ absl::StatusOr<ModelConfig> RandomCheckpointConfig(const RandomCheckpointSpec& s
   c.rope_scaling = spec.rope_scaling;
   c.tie_word_embeddings = spec.tie_embeddings;
   c.attention_bias = spec.arch == Architecture::kQwen2 ||
-                     (spec.attention_bias && (spec.arch == Architecture::kLlama || spec.arch == Architecture::kQwen3));
-  c.qk_norm = spec.arch == Architecture::kQwen3;
+                     (spec.attention_bias && (spec.arch == Architecture::kLlama || spec.arch == Architecture::kQwen3 ||
+                                              spec.arch == Architecture::kQwen3Moe || IsGemma(spec.arch)));
+  c.qk_norm = spec.arch == Architecture::kQwen3 || spec.arch == Architecture::kQwen3Moe ||
+              spec.arch == Architecture::kGemma3;
+  SetFamilyFields(spec, &c);
+  SetMoeFields(spec, &c);
   // A spec of fp8 weights is a 16-bit model with spec.quantization over it.
   c.torch_dtype = std::string(TorchDTypeName(spec.dtype).value_or("bfloat16"));
   c.bos_token_id = spec.bos_token_id;

@@ -260,11 +260,15 @@ void RemoteBlockStore::Run(Lane* lane) {
       // The time since the last lookup batch ended (or since they got busy): counted once.
       if (answered) counters_.get_seconds += std::chrono::duration<double>(now - get_time_mark_).count();
       get_time_mark_ = now;
-      if (--get_batches_running_ == 0 && PutsMayRunLocked()) put_cv_.notify_one();
+      --get_batches_running_;
     } else if (!lane->gets) {
       if (answered) counters_.put_seconds += std::chrono::duration<double>(now - start).count();
       put_batch_jobs_ = 0;
     }
+    // Whatever batch ended (a lookup batch, or a probe that held the lookup queue), puts
+    // waiting for the lookups may run now: without this wake-up a put lane slept with puts
+    // queued until the next lookup batch, and Flush (a context's free) waited forever.
+    if (PutsMayRunLocked()) put_cv_.notify_one();
     done_cv_.notify_all();
   }
 }

@@ -1,5 +1,5 @@
 // Tests of CpuBackend on tiny random checkpoints of every supported architecture: the
-// forward against an independent double-precision dense implementation, chunked-prefill
+// forward against an independent double-precision dense implementation (reference_model.h), chunked-prefill
 // and batching invariance, block-table independence, batch validation and block copies.
 #include "backend/cpu/cpu_backend.h"
 
@@ -22,6 +22,7 @@
 #include "model/checkpoint.h"
 #include "model/random_checkpoint.h"
 #include "model/tensor.h"
+#include "reference_model.h"
 
 namespace kvtier {
 namespace {
@@ -71,6 +72,44 @@ std::vector<ArchCase> Cases() {
   qwen3.head_dim = 32;
   qwen3.tie_embeddings = true;
   cases.push_back({"qwen3", qwen3});
+  // Windows shorter than the tests' prompts, soft-caps small enough to bend the scores.
+  RandomCheckpointSpec gemma2 = base;  // GeGLU, (1 + w) sandwich norms, soft-caps
+  gemma2.arch = Architecture::kGemma2;
+  gemma2.tie_embeddings = true;
+  gemma2.sliding_window = 5;
+  gemma2.query_pre_attn_scalar = 24;
+  gemma2.attn_logit_softcap = 2.0;
+  gemma2.final_logit_softcap = 4.0;
+  cases.push_back({"gemma2", gemma2});
+  RandomCheckpointSpec gemma3 = base;  // q/k norms, two RoPE bases
+  gemma3.arch = Architecture::kGemma3;
+  gemma3.tie_embeddings = true;
+  gemma3.sliding_window = 6;
+  gemma3.rope_theta = 1000000.0;
+  gemma3.rope_local_theta = 10.0;
+  gemma3.rope_linear_factor = 4.0;
+  cases.push_back({"gemma3", gemma3});
+  RandomCheckpointSpec phi3 = base;  // fused projections, LongRoPE from position 8
+  phi3.arch = Architecture::kPhi3;
+  phi3.sliding_window = 7;
+  phi3.longrope_original_max_positions = 8;
+  cases.push_back({"phi3", phi3});
+  // Experts: random routers send the prompts' tokens to different experts, so a prefill
+  // runs several experts on gathered rows and a decode step only its chosen ones.
+  RandomCheckpointSpec mixtral = base;  // 4 experts, top 2, softmax over the chosen
+  mixtral.arch = Architecture::kMixtral;
+  mixtral.moe.experts = 4;
+  mixtral.moe.top_k = 2;
+  cases.push_back({"mixtral", mixtral});
+  RandomCheckpointSpec qwen3moe = base;  // 6 experts, top 3, not renormalized; layer 1 dense
+  qwen3moe.arch = Architecture::kQwen3Moe;
+  qwen3moe.head_dim = 32;
+  qwen3moe.moe.experts = 6;
+  qwen3moe.moe.top_k = 3;
+  qwen3moe.moe.expert_intermediate = 40;
+  qwen3moe.moe.norm_topk_prob = false;
+  qwen3moe.moe.dense_layers = {1};
+  cases.push_back({"qwen3moe", qwen3moe});
   return cases;
 }
 
@@ -157,165 +196,6 @@ double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
   }
   return diff / scale;
 }
-
-// Dense, causal, double-precision forward written from the HF modeling code, reading the
-// checkpoint's tensors directly (not CpuWeights); returns the last token's logits.
-class ReferenceModel {
- public:
-  explicit ReferenceModel(const Checkpoint& checkpoint)
-      : checkpoint_(checkpoint), c_(checkpoint.config()) {}
-
-  std::vector<double> LastLogits(const std::vector<int32_t>& tokens) {
-    const int64_t n = tokens.size(), hd = c_.head_dim, hidden = c_.hidden_size;
-    std::vector<double> embed = W("model.embed_tokens.weight");
-    Matrix x(n, std::vector<double>(hidden));
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t i = 0; i < hidden; ++i) x[t][i] = embed[tokens[t] * hidden + i];
-    }
-    const std::vector<double> inv_freq = InvFreq();
-    for (int64_t layer = 0; layer < c_.num_layers; ++layer) {
-      const std::string p = absl::StrCat("model.layers.", layer, ".");
-      Matrix h = Norm(x, W(p + "input_layernorm.weight"));
-      const bool bias = c_.attention_bias;
-      Matrix q = Linear(h, p + "self_attn.q_proj", bias);
-      Matrix k = Linear(h, p + "self_attn.k_proj", bias);
-      Matrix v = Linear(h, p + "self_attn.v_proj", bias);
-      if (c_.qk_norm) {
-        q = HeadNorm(q, W(p + "self_attn.q_norm.weight"));
-        k = HeadNorm(k, W(p + "self_attn.k_norm.weight"));
-      }
-      Rope(q, inv_freq);
-      Rope(k, inv_freq);
-      Matrix attn(n, std::vector<double>(c_.q_dim()));
-      const int64_t group = c_.num_heads / c_.num_kv_heads;
-      for (int64_t t = 0; t < n; ++t) {
-        for (int64_t head = 0; head < c_.num_heads; ++head) {
-          const int64_t kvh = head / group;
-          std::vector<double> w(t + 1);
-          double mx = -1e300, sum = 0;
-          for (int64_t j = 0; j <= t; ++j) {
-            double dot = 0;
-            for (int64_t d = 0; d < hd; ++d) dot += q[t][head * hd + d] * k[j][kvh * hd + d];
-            w[j] = dot / std::sqrt(double(hd));
-            mx = std::max(mx, w[j]);
-          }
-          for (double& e : w) sum += (e = std::exp(e - mx));
-          for (int64_t j = 0; j <= t; ++j) {
-            for (int64_t d = 0; d < hd; ++d) {
-              attn[t][head * hd + d] += w[j] / sum * v[j][kvh * hd + d];
-            }
-          }
-        }
-      }
-      Add(x, Linear(attn, p + "self_attn.o_proj",
-                    bias && c_.architecture != Architecture::kQwen2));
-      h = Norm(x, W(p + "post_attention_layernorm.weight"));
-      Matrix gate = Linear(h, p + "mlp.gate_proj", false);
-      const Matrix up = Linear(h, p + "mlp.up_proj", false);
-      for (int64_t t = 0; t < n; ++t) {
-        for (size_t i = 0; i < gate[t].size(); ++i) {
-          gate[t][i] = gate[t][i] / (1 + std::exp(-gate[t][i])) * up[t][i];
-        }
-      }
-      Add(x, Linear(gate, p + "mlp.down_proj", false));
-    }
-    const Matrix last = Norm({x.back()}, W("model.norm.weight"));
-    const std::string head =
-        c_.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
-    return MatVec(W(head), last[0], c_.vocab_size);
-  }
-
- private:
-  using Matrix = std::vector<std::vector<double>>;
-
-  std::vector<double> W(const std::string& name) {
-    absl::StatusOr<TensorView> tensor = checkpoint_.Tensor(name);
-    EXPECT_TRUE(tensor.ok()) << tensor.status();
-    std::vector<double> out(tensor->num_elements());
-    for (int64_t i = 0; i < tensor->num_elements(); ++i) out[i] = tensor->ElementAsFloat(i);
-    return out;
-  }
-  static std::vector<double> MatVec(const std::vector<double>& w, const std::vector<double>& x,
-                                    int64_t rows) {
-    std::vector<double> y(rows);
-    for (int64_t r = 0; r < rows; ++r) {
-      for (size_t i = 0; i < x.size(); ++i) y[r] += w[r * x.size() + i] * x[i];
-    }
-    return y;
-  }
-  Matrix Linear(const Matrix& x, const std::string& prefix, bool bias) {
-    const std::vector<double> w = W(prefix + ".weight");
-    const std::vector<double> b = bias ? W(prefix + ".bias") : std::vector<double>();
-    const int64_t out_dim = w.size() / x[0].size();
-    Matrix y;
-    for (const std::vector<double>& row : x) {
-      y.push_back(MatVec(w, row, out_dim));
-      for (size_t i = 0; i < b.size(); ++i) y.back()[i] += b[i];
-    }
-    return y;
-  }
-  Matrix Norm(const Matrix& x, const std::vector<double>& w) const {
-    Matrix y = x;
-    for (std::vector<double>& row : y) {
-      double ms = 0;
-      for (double e : row) ms += e * e;
-      const double s = 1 / std::sqrt(ms / row.size() + c_.rms_norm_eps);
-      for (size_t i = 0; i < row.size(); ++i) row[i] *= s * w[i];
-    }
-    return y;
-  }
-  Matrix HeadNorm(const Matrix& x, const std::vector<double>& w) const {
-    Matrix y;
-    for (const std::vector<double>& row : x) {
-      y.emplace_back();
-      for (size_t h0 = 0; h0 < row.size(); h0 += c_.head_dim) {
-        const Matrix head = Norm(
-            {std::vector<double>(row.begin() + h0, row.begin() + h0 + c_.head_dim)}, w);
-        y.back().insert(y.back().end(), head[0].begin(), head[0].end());
-      }
-    }
-    return y;
-  }
-  std::vector<double> InvFreq() const {
-    std::vector<double> inv;
-    for (int64_t i = 0; i < c_.head_dim; i += 2) {
-      double f = 1.0 / std::pow(c_.rope_theta, double(i) / c_.head_dim);
-      if (c_.rope_scaling) {
-        const Llama3RopeScaling& s = *c_.rope_scaling;
-        const double wavelen = 2 * std::numbers::pi / f;
-        if (wavelen > s.original_max_position_embeddings / s.low_freq_factor) {
-          f /= s.factor;
-        } else if (wavelen >= s.original_max_position_embeddings / s.high_freq_factor) {
-          const double smooth = (s.original_max_position_embeddings / wavelen -
-                                 s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
-          f = (1 - smooth) * f / s.factor + smooth * f;
-        }
-      }
-      inv.push_back(f);
-    }
-    return inv;
-  }
-  void Rope(Matrix& x, const std::vector<double>& inv) const {
-    const int64_t half = c_.head_dim / 2;
-    for (size_t t = 0; t < x.size(); ++t) {
-      for (size_t h0 = 0; h0 < x[t].size(); h0 += c_.head_dim) {
-        for (int64_t i = 0; i < half; ++i) {
-          const double a = inv[i] * t, x1 = x[t][h0 + i], x2 = x[t][h0 + i + half];
-          x[t][h0 + i] = x1 * std::cos(a) - x2 * std::sin(a);
-          x[t][h0 + i + half] = x2 * std::cos(a) + x1 * std::sin(a);
-        }
-      }
-    }
-  }
-  static void Add(Matrix& x, const Matrix& y) {
-    for (size_t t = 0; t < x.size(); ++t) {
-      for (size_t i = 0; i < x[t].size(); ++i) x[t][i] += y[t][i];
-    }
-  }
-
-  const Checkpoint& checkpoint_;
-  const ModelConfig& c_;
-};
 
 class CpuBackendTest : public testing::TestWithParam<ArchCase> {
  protected:
@@ -568,6 +448,42 @@ TEST_P(CpuBackendTest, ScratchGrowsOnlyForLargerBatches) {
   RunBatch(backend, {{{4, 5}, 0, {4}}});
   EXPECT_EQ(backend.scratch_growths(), 1);
   EXPECT_EQ(backend.allocations_after_init(), 0);
+}
+
+const ArchCase& CaseNamed(const std::string& name) {
+  static const std::vector<ArchCase> cases = Cases();
+  for (const ArchCase& c : cases) {
+    if (c.name == name) return c;
+  }
+  ADD_FAILURE() << "no case " << name;
+  return cases[0];
+}
+
+// With every layer windowed (Phi-3 case: window 7, 2 layers) the last token reads nothing
+// before position n - 1 - 2 * 6: an earlier token changes no bit of its logits, a later one
+// does. A full-attention layer (Gemma 2's second) reads everything.
+TEST(CpuBackendWindowTest, WindowsBoundWhatTheLastTokenReads) {
+  std::mt19937 rng(5);
+  for (const std::string name : {"phi3", "gemma2"}) {
+    const Checkpoint& checkpoint = GetCheckpoint(CaseNamed(name));
+    ASSERT_TRUE(checkpoint.config().LayerWindow(0).has_value()) << name;
+    std::unique_ptr<CpuBackend> backend = MakeBackend(checkpoint);
+    BlockIds ids(rng);
+    const std::vector<int32_t> prompt = RandomTokens(30, checkpoint.config().vocab_size, rng);
+    const std::vector<float> base = RunBatch(*backend, {{prompt, 0, ids.Take(30)}});
+    std::vector<int32_t> early = prompt;
+    early[30 - 1 - 2 * 6 - 1] = (early[30 - 1 - 2 * 6 - 1] + 1) % 300;
+    const std::vector<float> early_changed = RunBatch(*backend, {{early, 0, ids.Take(30)}});
+    std::vector<int32_t> late = prompt;
+    late[30 - 1 - 2 * 6] = (late[30 - 1 - 2 * 6] + 1) % 300;
+    const std::vector<float> late_changed = RunBatch(*backend, {{late, 0, ids.Take(30)}});
+    if (name == "phi3") {
+      EXPECT_EQ(early_changed, base);
+    } else {
+      EXPECT_NE(early_changed, base);
+    }
+    EXPECT_NE(late_changed, base) << name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, CpuBackendTest, testing::ValuesIn(Cases()),

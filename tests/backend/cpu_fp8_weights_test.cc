@@ -2,7 +2,7 @@
 // file whose matrices are blocks of every GGUF block type kvtier reads, the logits equal
 // those of an fp32 checkpoint holding the dequantized values of the same weights, so the
 // quantized paths add nothing but the dequantization checked in tests/model (and against
-// llama.cpp in tests/gguf).
+// llama.cpp in tests/gguf); weight_dtype q8_0 / q4_k equal the GGUF file of that type.
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,15 +62,19 @@ void WriteDequantizedCopy(const Checkpoint& fp8, const std::string& dir) {
   ASSERT_TRUE(WriteSafetensorsCheckpoint(dir, tensors, SafetensorsWriteOptions{}).ok());
 }
 
+// path: compute_path(), when given.
 std::vector<float> Logits(const Checkpoint& checkpoint, const std::vector<int32_t>& tokens,
-                          StorageDType weight_dtype = StorageDType::kAuto) {
+                          StorageDType weight_dtype = StorageDType::kAuto,
+                          CpuKernels kernels = CpuKernels::kReference, std::string* path = nullptr) {
   BackendOptions options;
   options.weight_dtype = weight_dtype;
+  options.cpu_kernels = kernels;
   options.num_threads = 1;
   options.block_tokens = kBlockTokens;
   auto backend = CpuBackend::Create(checkpoint, options);
   EXPECT_TRUE(backend.ok()) << backend.status();
   if (!backend.ok()) return {};
+  if (path != nullptr) *path = (*backend)->compute_path();
   EXPECT_TRUE((*backend)->AllocateKvPool(8).ok());
   const std::vector<int32_t> table = {3, 1, 4};
   ForwardBatch batch;
@@ -107,6 +111,37 @@ TEST(CpuFp8WeightsTest, LogitsEqualThoseOfTheDequantizedFp32Checkpoint) {
     const std::vector<float> b = Logits(*f32, tokens);
     ASSERT_FALSE(a.empty());
     EXPECT_EQ(a, b) << "layout " << layout;
+    std::filesystem::remove_all(fp8_dir);
+    std::filesystem::remove_all(f32_dir);
+  }
+}
+
+// FP8 experts (Mixtral's w1/w2/w3, Qwen3-MoE's gate/up/down_proj) load through the same path:
+// codes times scales, the routers left in the checkpoint's 16-bit type.
+TEST(CpuFp8WeightsTest, MoeExpertsEqualTheirDequantizedFp32Checkpoint) {
+  const std::string base = absl::StrCat(::testing::TempDir(), "/kvtier_cpu_fp8_moe_", getpid());
+  const std::vector<int32_t> tokens = {5, 99, 17, 260, 3, 42, 7, 300, 11};
+  for (const char* preset : {"tiny-mixtral", "tiny-qwen3moe"}) {
+    RandomCheckpointSpec spec = *RandomCheckpointPreset(preset);
+    spec.dtype = DType::kBF16;
+    spec.quantization.format = WeightQuantizationFormat::kFp8Blockwise;
+    spec.quantization.block_rows = 32;
+    spec.quantization.block_cols = 32;
+    const std::string fp8_dir = absl::StrCat(base, "_fp8_", preset);
+    const std::string f32_dir = absl::StrCat(base, "_f32_", preset);
+    ASSERT_TRUE(WriteRandomCheckpoint(spec, fp8_dir).ok());
+    std::unique_ptr<Checkpoint> fp8 = Open(fp8_dir);
+    ASSERT_NE(fp8, nullptr);
+    const ExpertTensorNames names = ExpertNames(spec.arch);
+    const std::string layer = "model.layers.1.";
+    EXPECT_EQ(fp8->Tensor(absl::StrCat(layer, names.experts, 3, ".", names.down))->dtype, DType::kF8E4M3) << preset;
+    EXPECT_EQ(fp8->Tensor(layer + names.router)->dtype, DType::kBF16) << preset;
+    WriteDequantizedCopy(*fp8, f32_dir);
+    std::unique_ptr<Checkpoint> f32 = Open(f32_dir);
+    ASSERT_NE(f32, nullptr);
+    const std::vector<float> a = Logits(*fp8, tokens);
+    ASSERT_FALSE(a.empty());
+    EXPECT_EQ(a, Logits(*f32, tokens)) << preset;
     std::filesystem::remove_all(fp8_dir);
     std::filesystem::remove_all(f32_dir);
   }
@@ -165,9 +200,73 @@ TEST(CpuGgufWeightsTest, LogitsEqualThoseOfTheDequantizedF32File) {
   EXPECT_EQ(a, Logits(*dequantized, tokens));
   EXPECT_TRUE(std::all_of(a.begin(), a.end(), [](float v) { return std::isfinite(v); }));
   EXPECT_NE(*std::min_element(a.begin(), a.end()), *std::max_element(a.begin(), a.end()));
+  // The fast kernels: the F32 file as the reference computes it, bit for bit; the blocks
+  // with quantized activations, so near the reference but not equal (measured: 0.018 apart
+  // at most, logits spanning -1.4 .. 1.3).
+  EXPECT_EQ(Logits(*dequantized, tokens, StorageDType::kAuto, CpuKernels::kFast), a);
+  const std::vector<float> fast = Logits(*blocks, tokens, StorageDType::kAuto, CpuKernels::kFast);
+  ASSERT_EQ(fast.size(), a.size());
+  EXPECT_NE(fast, a);
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(double{fast[i]} - a[i]));
+  std::printf("fast kernels against the reference: logits at most %.3g apart (range %.3g .. %.3g)\n", worst,
+              *std::min_element(a.begin(), a.end()), *std::max_element(a.begin(), a.end()));
+  EXPECT_LE(worst, 0.05);
   std::filesystem::remove(base + "_blocks.gguf");
   std::filesystem::remove(base + "_f32.gguf");
 }
+
+// weight_dtype q8_0 / q4_k: a checkpoint quantized at load computes exactly as the GGUF file
+// of that type written from it (what `kvtier convert --type q8_0|q4_k` writes), with the
+// fast kernels and with the reference.
+struct Case {
+  const char* preset;
+  StorageDType weight_dtype;
+  DType gguf_type;
+  const char* path;  // what compute_path() names on the fast kernels
+};
+
+class CpuBlockWeightsTest : public ::testing::TestWithParam<Case> {};
+
+// small-llama: rows of 256 and 768, whole blocks of both types, untied lm_head. tiny-qwen2:
+// rows of 64 (whole Q8_0 blocks, not Q4_K's 256: held in F16 there, as the file stores
+// them), tied embeddings, biases.
+TEST_P(CpuBlockWeightsTest, QuantizedAtLoadEqualsTheGgufFileOfThatType) {
+  const Case& c = GetParam();
+  const std::string base = absl::StrCat(::testing::TempDir(), "/kvtier_cpu_blocks_", getpid(), "_", c.preset);
+  RandomCheckpointSpec spec = *RandomCheckpointPreset(c.preset);
+  spec.seed = 41;
+  ASSERT_TRUE(WriteRandomCheckpoint(spec, base).ok());
+  std::unique_ptr<Checkpoint> checkpoint = Open(base);
+  ASSERT_NE(checkpoint, nullptr);
+  GgufExportOptions options;
+  options.type = c.gguf_type;
+  const std::string gguf_path = base + ".gguf";
+  ASSERT_TRUE(WriteGgufModel(checkpoint->config(), CheckpointTensorsToWrite(*checkpoint), gguf_path, options).ok());
+  std::unique_ptr<Checkpoint> gguf = Open(gguf_path);
+  ASSERT_NE(gguf, nullptr);
+
+  const std::vector<int32_t> tokens = {5, 99, 17, 260, 3, 42, 7};
+  std::string at_load_path, file_path;
+  const std::vector<float> at_load = Logits(*checkpoint, tokens, c.weight_dtype, CpuKernels::kFast, &at_load_path);
+  ASSERT_FALSE(at_load.empty());
+  EXPECT_EQ(at_load, Logits(*gguf, tokens, StorageDType::kAuto, CpuKernels::kFast, &file_path));
+  EXPECT_EQ(at_load_path, file_path);
+  EXPECT_NE(at_load_path.find(c.path), std::string::npos) << at_load_path;
+  // The reference on the blocks' values, as on the file's.
+  const std::vector<float> reference = Logits(*checkpoint, tokens, c.weight_dtype, CpuKernels::kReference);
+  EXPECT_EQ(reference, Logits(*gguf, tokens, StorageDType::kAuto, CpuKernels::kReference));
+  // Quantizing changed the weights.
+  EXPECT_NE(reference, Logits(*checkpoint, tokens, StorageDType::kAuto, CpuKernels::kReference));
+  std::filesystem::remove_all(base);
+  std::filesystem::remove(gguf_path);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CpuBlockWeightsTest,
+                         ::testing::Values(Case{"small-llama", StorageDType::kQ8_0, DType::kQ8_0, "cpu: Q8_0 weights"},
+                                           Case{"small-llama", StorageDType::kQ4_K, DType::kQ4_K, "cpu: Q4_K weights"},
+                                           Case{"tiny-qwen2", StorageDType::kQ8_0, DType::kQ8_0, "cpu: Q8_0 weights"},
+                                           Case{"tiny-qwen2", StorageDType::kQ4_K, DType::kQ4_K, "cpu: F16 weights"}));
 
 TEST(CpuFp8WeightsTest, KvDtype16BitIsRefusedNamingIt) {
   const std::string dir = absl::StrCat(::testing::TempDir(), "/kvtier_cpu_fp8_kv_", getpid());

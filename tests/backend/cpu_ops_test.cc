@@ -13,15 +13,13 @@
 #include "common/fp8_e4m3.h"
 #include "common/thread_pool.h"
 #include "gtest/gtest.h"
+#include "testing/random_values.h"
 
 namespace kvtier {
 namespace {
 
 std::vector<float> Random(size_t n, std::mt19937& rng, float scale = 1.0f) {
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
+  return testing::RandomNormal(n, rng, scale);
 }
 
 // fp32 results of a sum of n terms may differ from the exact sum by about n * eps * the

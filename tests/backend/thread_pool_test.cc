@@ -2,6 +2,7 @@
 #include "common/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -55,6 +56,20 @@ TEST(ThreadPoolTest, ConcurrentCallersTakeTurns) {
   }
   for (std::thread& t : callers) t.join();
   EXPECT_EQ(total, 4 * 50 * 30);
+}
+
+TEST(ThreadPoolTest, SpinningPinnedPoolRunsEveryJobAfterIdleSpells) {
+  // Jobs back to back (the workers still spinning) and after pauses longer than the spin
+  // (the workers blocked): every range runs once either way.
+  ThreadPool pool(3, ThreadPool::Options{.spin_us = 50, .pin_workers = true});
+  for (int rep = 0; rep < 200; ++rep) {
+    std::vector<std::atomic<int>> hits(17);
+    pool.ParallelFor(17, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) ++hits[i];
+    });
+    for (int i = 0; i < 17; ++i) ASSERT_EQ(hits[i], 1) << rep << " " << i;
+    if (rep % 50 == 49) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 }  // namespace

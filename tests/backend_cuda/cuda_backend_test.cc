@@ -171,7 +171,9 @@ class CudaBackendTest : public ::testing::Test {
     ASSERT_TRUE(gpu.ok()) << gpu.status();
     f->gpu = std::move(*gpu);
     ASSERT_TRUE(f->gpu->AllocateKvPool(64).ok());
-    if (warm_up) ASSERT_TRUE(f->gpu->WarmUp().ok());
+    if (warm_up) {
+      ASSERT_TRUE(f->gpu->WarmUp().ok());
+    }
     ForwardBatch prefill;  // positions 0..10 of every table
     for (const auto& table : f->tables) prefill.chunks.push_back({f->tokens, 0, table, false});
     std::vector<float> unused;

@@ -5,6 +5,9 @@
 // cudaProfilerStart/Stop (for `ncu --profile-from-start off`), nothing else.
 // KVTIER_DECODE_BENCH=1: only the decode attention kernel's timings (decode_attention_bench.h).
 // KVTIER_BENCH_QUICK=1: only W1/W2 graph decode steps and W2's prefill.
+// KVTIER_BENCH_W9=ROWS:CTX[,ROWS:CTX...]: only W9-shaped steps (bench_w9.h): graph decode
+// steps of ROWS sequences at CTX positions, and mixed steps (ROWS decodes plus one prompt
+// chunk that fills 2,048 tokens), as a saturated server runs them.
 // KVTIER_SKINNY_TMA=ROW_BYTES,PROMOTION,HINTS: the skinny TMA pipeline's tuning.
 // KVTIER_BENCH_WEIGHT_DTYPE=fp8 / KVTIER_BENCH_KV_DTYPE=fp8: fp8 weights / fp8 KV cache.
 // The backend's switches come from the same KVTIER_CUDA_* variables as the kvtier CLI's
@@ -162,13 +165,31 @@ int Main(int argc, char** argv) {
   const char* kv_env = std::getenv("KVTIER_BENCH_KV_DTYPE");
   const bool kv8 = kv_env != nullptr && std::string(kv_env) == "fp8";
   if (kv8) options.kv_dtype = StorageDType::kFp8;
+  // W9 shapes: the pool holds every row at its context; the step as large as the engine's.
+  std::vector<std::pair<int, int>> w9_cases;
+  if (const char* v = std::getenv("KVTIER_BENCH_W9"); v != nullptr) {
+    for (const char* c = v; *c != '\0';) {
+      int rows = 0, ctx = 0, used = 0;
+      if (std::sscanf(c, "%d:%d%n", &rows, &ctx, &used) != 2 || rows < 1 || ctx < 1) {
+        return std::printf("KVTIER_BENCH_W9: expected ROWS:CTX[,ROWS:CTX...], got %s\n", v), 1;
+      }
+      w9_cases.emplace_back(rows, ctx);
+      c += used;
+      if (*c == ',') ++c;
+    }
+  }
+  int64_t w9_pool_tokens = 0;
+  for (const auto& [rows, ctx] : w9_cases) {
+    w9_pool_tokens = std::max<int64_t>(w9_pool_tokens, static_cast<int64_t>(rows) * (ctx + 64) + 4096);
+    options.max_sequences = std::max<int64_t>(options.max_sequences, rows + 1);
+  }
   auto t0 = std::chrono::steady_clock::now();
   auto created = CudaBackend::CreateWithRandomWeights(*config, options, 1,
                                                       f16 ? DType::kF16 : DType::kBF16);
   if (!created.ok()) return std::printf("%s\n", created.status().ToString().c_str()), 1;
   CudaBackend& b = **created;
   const int64_t bt = b.kv_layout().block_tokens;
-  const int64_t num_blocks = 64 * 1024 / bt + 32768 / bt + 64;
+  const int64_t num_blocks = w9_cases.empty() ? 64 * 1024 / bt + 32768 / bt + 64 : w9_pool_tokens / bt + 64;
   if (auto st = b.AllocateKvPool(num_blocks); !st.ok()) {
     return std::printf("%s\n", st.ToString().c_str()), 1;
   }
@@ -233,6 +254,35 @@ int Main(int argc, char** argv) {
     std::printf("%-36s %9.3f ms/step %11.1f tokens/s\n", name, med, tokens_per_step * 1000.0 / med);
   };
 
+  if (!w9_cases.empty()) {
+    b.decode_graphs().set_enabled(true);
+    for (const auto& [rows, ctx] : w9_cases) {
+      const int64_t per_row = (ctx + 64 + bt - 1) / bt;
+      std::vector<std::vector<int32_t>> w9_tables(rows);
+      for (int r = 0; r < rows; ++r) {
+        for (int64_t j = 0; j < per_row; ++j) w9_tables[r].push_back(static_cast<int32_t>(r * per_row + j));
+      }
+      std::vector<int32_t> prompt_table;
+      for (int64_t j = 0; j < 2048 / bt + 1; ++j) prompt_table.push_back(static_cast<int32_t>(rows * per_row + j));
+      ForwardBatch decode;
+      for (int r = 0; r < rows; ++r) {
+        decode.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1), ctx, w9_tables[r], true});
+      }
+      char name[96];
+      std::snprintf(name, sizeof name, "W9 decode, %d seqs at %d [graph]", rows, ctx);
+      time_batch(name, decode, 10, rows, kGreedy);
+      if (rows < 2048) {
+        ForwardBatch mixed = decode;
+        mixed.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 2048 - rows), 0, prompt_table, true});
+        std::snprintf(name, sizeof name, "W9 mixed, %d decodes + %d prompt", rows, 2048 - rows);
+        time_batch(name, mixed, 5, 2048, kGreedy);
+      }
+    }
+    ForwardBatch prompts;  // tables[0], tables[1]: 1,024 positions (over W9 rows' blocks: timing only)
+    for (int p = 0; p < 2; ++p) prompts.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1024), 0, tables[p], true});
+    time_batch("W9 prefill, 2 prompts x 1024", prompts, 5, 2048, kGreedy);
+    return 0;
+  }
   if (const char* which = std::getenv("KVTIER_BENCH_PROFILE"); which != nullptr) {
     const std::string w = which;
     ForwardBatch batch;

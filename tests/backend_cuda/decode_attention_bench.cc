@@ -84,6 +84,8 @@ struct BenchCase {
   const char* name;
   int rows, ctx_lo, ctx_hi, copies;
   std::vector<int> sweep;
+  int layers = 32;    // KV rotated over this many layers (enough to defeat the L2)
+  bool fp8 = false;   // e4m3 KV with row scales (new kernel only: random bytes, no cross-check)
 };
 
 }  // namespace
@@ -91,7 +93,7 @@ struct BenchCase {
 int TimeDecodeAttention(const CudaLaunchOptions& launch) {
   bool failed = false;
   std::mt19937 rng{1234};
-  const int heads = 32, kv_heads = 8, head_dim = 128, bt = 16, layers = 32;
+  const int heads = 32, kv_heads = 8, head_dim = 128, bt = 16;
   const int sm = SmCount();
   cudaStream_t stream;
   BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -101,13 +103,22 @@ int TimeDecodeAttention(const CudaLaunchOptions& launch) {
       {"W2b", 16, 512, 768, 1, {2, 3, 4}},
       {"W4", 1, 32768, 32768, 1, {32, 40, 48, 56}},
       {"W4b", 4, 8192, 8192, 1, {8, 12, 16}},
+      {"W1-fp8", 1, 600, 600, 8, {8, 16}, 32, true},
+      {"W2-fp8", 64, 512, 768, 1, {1, 2}, 32, true},
+      {"W4-fp8", 1, 32768, 32768, 1, {32, 48}, 32, true},
+      // W9: hundreds of rows at 1,000-2,000 positions; one layer's KV is gigabytes.
+      {"W9-256", 256, 1000, 2000, 1, {1, 2, 4}, 2},
+      {"W9-512-fp8", 512, 1000, 2000, 1, {1, 2, 4}, 2, true},
+      {"W9-256-fp8", 256, 1000, 2000, 1, {1, 2, 4}, 2, true},
   };
   for (const BenchCase& bc : cases) {
     std::uniform_int_distribution<int> ctx_dist(bc.ctx_lo, bc.ctx_hi);
     std::vector<int> base(bc.rows), ctx;
     for (int& c : base) c = ctx_dist(rng);
     for (int k = 0; k < bc.copies; ++k) ctx.insert(ctx.end(), base.begin(), base.end());
+    const int layers = bc.layers;
     DecodeWorld w(heads, kv_heads, head_dim, bt, layers, ctx, 0, 0, rng);
+    if (bc.fp8) w.layout.dtype = DType::kF8E4M3;
     // Rows in step-token order so copy k is rows [k*rows, (k+1)*rows).
     std::iota(w.rows.begin(), w.rows.end(), 0);
     w.Reassign(ctx, rng);
@@ -121,18 +132,38 @@ int TimeDecodeAttention(const CudaLaunchOptions& launch) {
                            2.0f, stream));
     BENCH_CHECK(FillRandom(reinterpret_cast<bf16*>(dev.q.get()), dev.q.size(), 8, 0.0f, 2.0f,
                            stream));
-    double kv_bytes = 0;
-    for (int r = 0; r < bc.rows; ++r) kv_bytes += 2.0 * base[r] * kv_heads * head_dim * 2;
+    double kv_bytes = 0;  // K and V: 2-byte elements, or 1-byte codes and a 4-byte scale per row
+    for (int r = 0; r < bc.rows; ++r) {
+      kv_bytes += 2.0 * base[r] * kv_heads * (bc.fp8 ? head_dim + 4 : head_dim * 2);
+    }
     const PagedKv<bf16> kv = dev.Kv<bf16>(w);
     const StepTokens tokens = dev.Tokens(w);
+    auto tbs = [&](double us) { return kv_bytes / (us * 1e-6) / 1e12; };
 
-    auto run_new = [&](int i, int max_splits) {
+    auto run_new = [&](int i, int max_splits, int pair_tiles = -1) {
       DecodeAttentionParams<bf16> p = dev.Params<bf16>(w, i % layers, max_splits);
+      p.fp8_pair_tiles = pair_tiles;
       p.rows = dev.rows.get() + (i % bc.copies) * bc.rows;
       p.num_rows = bc.rows;
       failed |= DecodeAttention(p, tokens, kv, stream, launch) != cudaSuccess;
     };
 
+    if (bc.fp8) {  // bytes of random bf16 values: some NaN codes, which change no timing
+      for (int pair : {0, 1}) {  // DecodeAttentionParams::fp8_pair_tiles
+        for (int s : bc.sweep) {
+          const double us = MedianUs(stream, 5, 40, [&](int i) { run_new(i, s, pair); });
+          const double gus = GraphUs(stream, layers, [&](int i) { run_new(i, s, pair); });
+          std::printf("[decode-bench] %s rows=%d ctx=%d..%d KV=%.1fMB pair_tiles=%d max_splits=%3d (heuristic %d): "
+                      "stream %.2f us %.2f TB/s, graph %.2f us %.2f TB/s\n",
+                      bc.name, bc.rows, bc.ctx_lo, bc.ctx_hi, kv_bytes / 1e6, pair, s,
+                      DecodeMaxSplits(bc.rows, kv_heads, sm), us, tbs(us), gus, tbs(gus));
+        }
+      }
+      std::fflush(stdout);
+      BENCH_CHECK(cudaStreamSynchronize(stream));
+      BENCH_CHECK(cudaGetLastError());
+      continue;
+    }
     // Old kernel: planned once for copy 0's rows; copy k's items point at its chunks/tokens.
     std::vector<ChunkShape> shapes;
     for (int r = 0; r < bc.rows; ++r) shapes.push_back({1, base[r] - 1});
@@ -205,7 +236,6 @@ int TimeDecodeAttention(const CudaLaunchOptions& launch) {
                   bc.name, diff);
       failed = true;
     }
-    auto tbs = [&](double us) { return kv_bytes / (us * 1e-6) / 1e12; };
     std::printf("[decode-bench] %s rows=%d ctx=%d..%d KV=%.1fMB max_splits=%d | new stream %.2f us "
                 "%.2f TB/s, graph %.2f us %.2f TB/s | old stream %.2f us %.2f TB/s, graph %.2f us "
                 "%.2f TB/s (old split_tokens %d) | speedup graph %.2fx | new-vs-old rel %.1e\n",

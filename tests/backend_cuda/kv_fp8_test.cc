@@ -7,14 +7,17 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/decode_attention.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/prefill_attention.h"
+#include "backend/cuda/skinny_gemm.h"
 #include "backend/kv_layout.h"
 #include "common/fp8_e4m3.h"
 #include "cuda_test_util.h"
@@ -173,16 +176,40 @@ class KvFp8AttentionTest : public cuda_test::CudaParamTest<AttentionCase> {};
 
 // DecodeAttention over one decode row per chunk of `shapes` (fp8 KV) against the CPU on the
 // same bytes (one reference), for each of `configs`: {max_splits (0: DecodeMaxSplits' choice
-// for the rows), DecodeAttentionParams::fp8_scales_after_products (-1: the library's)}.
+// for the rows), DecodeAttentionParams::fp8_scales_after_products and ::fp8_pair_tiles (-1:
+// the library's)}.
 struct DecodeConfig {
   int splits = 0;
   int fold = -1;
+  int pair = -1;
 };
+
+// Every row of every chunk's blocks past its context as a never-written row may be: NaN codes
+// and a NaN scale (the kernels must not let them reach an output).
+void PoisonPastTheContexts(const cuda_test::PagedWorld& w, const KvLayout& layout, std::vector<uint8_t>* pool) {
+  const int64_t bt = layout.block_tokens, d = layout.head_dim, heads = layout.num_kv_heads;
+  const int64_t elements = layout.ElementsPerBlock();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t c = 0; c < w.chunks.size(); ++c) {
+    const int64_t ctx = w.chunks[c].start_position + w.chunks[c].num_tokens;
+    for (int64_t pos = ctx; pos < static_cast<int64_t>(w.tables[c].size()) * bt; ++pos) {
+      uint8_t* block = pool->data() + static_cast<int64_t>(w.tables[c][pos / bt]) * layout.BlockBytes();
+      for (int64_t slice = 0; slice < 2 * layout.num_layers * heads; ++slice) {  // (layer, k|v, kv head)
+        const int64_t row = slice * bt + pos % bt;
+        std::memset(block + row * d, 0x7f, d);
+        std::memcpy(block + elements + row * sizeof(float), &nan, sizeof(float));
+      }
+    }
+  }
+}
+
 void CheckDecodeOnTheSameBytes(const AttentionCase& p, const std::vector<cuda::ChunkShape>& shapes,
-                               const std::vector<DecodeConfig>& configs, std::mt19937& rng) {
+                               const std::vector<DecodeConfig>& configs, std::mt19937& rng,
+                               bool poison_past_contexts = false) {
   cuda_test::PagedWorld w(p.heads, p.kv_heads, p.head_dim, p.block_tokens, shapes, rng);
   const KvLayout layout = Fp8Layout(2, p.kv_heads, p.head_dim, p.block_tokens);
-  const std::vector<uint8_t> pool = RandomFp8Pool(layout, w.num_blocks, rng);
+  std::vector<uint8_t> pool = RandomFp8Pool(layout, w.num_blocks, rng);
+  if (poison_past_contexts) PoisonPastTheContexts(w, layout, &pool);
   cuda_test::ForEachElem([&]<typename T>() {
     const int layer = 1;
     const int rows = w.num_tokens;
@@ -207,7 +234,8 @@ void CheckDecodeOnTheSameBytes(const AttentionCase& p, const std::vector<cuda::C
     d_indices.Upload(w.indices);
     for (const DecodeConfig& config : configs) {
       const int splits = config.splits > 0 ? config.splits : DecodeMaxSplits(rows, p.kv_heads, cuda_test::SmCount());
-      SCOPED_TRACE(::testing::Message() << "max_splits " << splits << ", fp8_scales_after_products " << config.fold);
+      SCOPED_TRACE(::testing::Message() << "max_splits " << splits << ", fp8_scales_after_products " << config.fold
+                                        << ", fp8_pair_tiles " << config.pair);
       DecodeAttentionParams<T> params;
       params.q = reinterpret_cast<const T*>(d_q.get());
       params.out = reinterpret_cast<T*>(d_out.get());
@@ -220,6 +248,7 @@ void CheckDecodeOnTheSameBytes(const AttentionCase& p, const std::vector<cuda::C
       params.partial_ml = d_pml.get();
       params.split_counters = d_counters.get();
       params.fp8_scales_after_products = config.fold;
+      params.fp8_pair_tiles = config.pair;
       d_out.Poison();
       ASSERT_EQ(DecodeAttention(params, StepTokens{d_chunk.get(), d_pos.get(), rows},
                                 Fp8Kv<T>(layout, d_pool.get(), d_indices.get(), d_indptr.get()), nullptr,
@@ -243,7 +272,16 @@ TEST_P(KvFp8AttentionTest, DecodeMatchesCpuOnTheSameBytes) {
   // One token per chunk (decode rows) at contexts from 1 to past several splits.
   std::vector<cuda::ChunkShape> shapes;
   for (int64_t ctx : {1, 2, 17, 64, 100, 1000, 3001}) shapes.push_back(cuda::ChunkShape{1, ctx - 1});
-  CheckDecodeOnTheSameBytes(GetParam(), shapes, {{0, -1}, {0, 0}, {0, 1}}, rng_);
+  CheckDecodeOnTheSameBytes(GetParam(), shapes, {{0, -1}, {0, 0}, {0, 1, 0}, {0, 1, 1}, {2, 1, 1}}, rng_);
+}
+
+// Unwritten rows after each context (NaN codes and scales) change no output, on every path:
+// rows past the end are clamped or masked, never multiplied by a zero probability.
+TEST_P(KvFp8AttentionTest, DecodeIgnoresUnwrittenRowsPastTheContext) {
+  std::vector<cuda::ChunkShape> shapes;
+  for (int64_t ctx : {1, 5, 16, 17, 31, 33, 47, 100, 1001}) shapes.push_back(cuda::ChunkShape{1, ctx - 1});
+  CheckDecodeOnTheSameBytes(GetParam(), shapes, {{0, 0}, {0, 1, 0}, {0, 1, 1}, {3, 1, 1}}, rng_,
+                            /*poison_past_contexts=*/true);
 }
 
 // One long row (W8's case, shortened): every split holds hundreds of positions, at the
@@ -251,7 +289,8 @@ TEST_P(KvFp8AttentionTest, DecodeMatchesCpuOnTheSameBytes) {
 TEST_P(KvFp8AttentionTest, LongContextDecodeMatchesCpuAtEverySplitCount) {
   const std::vector<cuda::ChunkShape> shapes = {cuda::ChunkShape{1, 40000 - 1}};
   CheckDecodeOnTheSameBytes(GetParam(), shapes,
-                            {{0, 0}, {0, 1}, {7, 0}, {7, 1}, {kDecodeMaxSplitsLimit, 0}, {kDecodeMaxSplitsLimit, 1}},
+                            {{0, 0}, {0, 1, 0}, {0, 1, 1}, {7, 0}, {7, 1, 0}, {7, 1, 1}, {kDecodeMaxSplitsLimit, 0},
+                             {kDecodeMaxSplitsLimit, 1, 0}, {kDecodeMaxSplitsLimit, 1, 1}},
                             rng_);
 }
 
@@ -267,40 +306,49 @@ TEST_P(KvFp8AttentionTest, PrefillMatchesCpuOnTheSameBytes) {
     chunks.push_back(PrefillChunk{static_cast<int32_t>(c), token, w.chunks[c].num_tokens, w.chunks[c].start_position});
     token += w.chunks[c].num_tokens;
   }
-  std::vector<PrefillTile> tiles;
-  PlanPrefillTiles(chunks, PrefillTileTokens(p.head_dim, p.heads / p.kv_heads), &tiles);
   cuda_test::ForEachElem([&]<typename T>() {
-    const int layer = 0;
-    Data16 q = Random16<T>(w.QElements(), rng_, -2, 2);
-    DeviceArray<uint8_t> d_pool(pool.size());
-    DeviceArray<uint16_t> d_q(q.bits.size()), d_out(q.bits.size());
-    DeviceArray<int32_t> d_indptr(w.indptr.size()), d_indices(w.indices.size());
-    DeviceArray<PrefillTile> d_tiles(tiles.size());
-    d_pool.Upload(pool);
-    d_q.Upload(q.bits);
-    d_indptr.Upload(w.indptr);
-    d_indices.Upload(w.indices);
-    d_tiles.Upload(tiles);
-    PrefillAttentionParams<T> params;
-    params.q = reinterpret_cast<const T*>(d_q.get());
-    params.out = reinterpret_cast<T*>(d_out.get());
-    params.tiles = d_tiles.get();
-    params.num_tiles = static_cast<int32_t>(tiles.size());
-    params.num_heads = p.heads;
-    params.layer = layer;
-    d_out.Poison();
-    ASSERT_EQ(PrefillAttention(params, Fp8Kv<T>(layout, d_pool.get(), d_indices.get(), d_indptr.get()), nullptr),
-              cudaSuccess);
-    CUDA_ASSERT(cudaDeviceSynchronize());
-    const std::vector<float> out = ToF32<T>(d_out.Download());
-    const std::vector<float> ref = CpuReference(w, layout, pool, q.values, layer);
-    const size_t row = static_cast<size_t>(p.heads) * p.head_dim;
-    for (const PrefillChunk& c : chunks) {
-      const std::vector<float> got(out.begin() + c.token_begin * row, out.begin() + (c.token_begin + c.num_tokens) * row);
-      const std::vector<float> want(ref.begin() + c.token_begin * row,
-                                    ref.begin() + (c.token_begin + c.num_tokens) * row);
-      EXPECT_LT(RelativeError(got, want), Tolerance<T>())
-          << "chunk " << c.chunk << " start " << c.start_position << " tokens " << c.num_tokens;
+    std::vector<PrefillKernel> kernels = {PrefillKernel::kMma};
+    if (std::is_same_v<T, bf16> && PrefillWgmmaSupported(true, p.head_dim, p.heads, p.kv_heads) &&
+        SkinnyGemmDeviceOk(0)) {
+      kernels.push_back(PrefillKernel::kWgmma);
+    }
+    for (const PrefillKernel kernel : kernels) {
+      SCOPED_TRACE(kernel == PrefillKernel::kMma ? "mma" : "wgmma");
+      std::vector<PrefillTile> tiles;
+      PlanPrefillTiles(chunks, PrefillTileTokens(p.head_dim, p.heads / p.kv_heads, kernel), &tiles);
+      const int layer = 0;
+      Data16 q = Random16<T>(w.QElements(), rng_, -2, 2);
+      DeviceArray<uint8_t> d_pool(pool.size());
+      DeviceArray<uint16_t> d_q(q.bits.size()), d_out(q.bits.size());
+      DeviceArray<int32_t> d_indptr(w.indptr.size()), d_indices(w.indices.size());
+      DeviceArray<PrefillTile> d_tiles(tiles.size());
+      d_pool.Upload(pool);
+      d_q.Upload(q.bits);
+      d_indptr.Upload(w.indptr);
+      d_indices.Upload(w.indices);
+      d_tiles.Upload(tiles);
+      PrefillAttentionParams<T> params;
+      params.q = reinterpret_cast<const T*>(d_q.get());
+      params.out = reinterpret_cast<T*>(d_out.get());
+      params.tiles = d_tiles.get();
+      params.num_tiles = static_cast<int32_t>(tiles.size());
+      params.num_heads = p.heads;
+      params.layer = layer;
+      params.kernel = kernel;
+      d_out.Poison();
+      ASSERT_EQ(PrefillAttention(params, Fp8Kv<T>(layout, d_pool.get(), d_indices.get(), d_indptr.get()), nullptr),
+                cudaSuccess);
+      CUDA_ASSERT(cudaDeviceSynchronize());
+      const std::vector<float> out = ToF32<T>(d_out.Download());
+      const std::vector<float> ref = CpuReference(w, layout, pool, q.values, layer);
+      const size_t row = static_cast<size_t>(p.heads) * p.head_dim;
+      for (const PrefillChunk& c : chunks) {
+        const std::vector<float> got(out.begin() + c.token_begin * row, out.begin() + (c.token_begin + c.num_tokens) * row);
+        const std::vector<float> want(ref.begin() + c.token_begin * row,
+                                      ref.begin() + (c.token_begin + c.num_tokens) * row);
+        EXPECT_LT(RelativeError(got, want), Tolerance<T>())
+            << "chunk " << c.chunk << " start " << c.start_position << " tokens " << c.num_tokens;
+      }
     }
   });
 }

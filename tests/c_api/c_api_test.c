@@ -28,7 +28,11 @@ static void test_options(void) {
   CHECK_STATUS(kvt_options_set_string(o, "gpu_kv_bytes", "lots"), KVT_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(kvt_options_set_string(o, "backend", "tpu"), KVT_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(kvt_options_set_string(o, "backend", NULL), KVT_ERR_INVALID_ARGUMENT);
-  /* Storage formats: auto | bf16 | fp16 | fp8, strings only. */
+  /* Storage formats: auto | bf16 | fp16 | fp8 (weights also q8_0 | q4_k), strings only. */
+  CHECK_STATUS(kvt_options_set_string(o, "weight_dtype", "q4_k"), KVT_OK);
+  CHECK_STATUS(kvt_options_set_string(o, "weight_dtype", "q8_0"), KVT_OK);
+  CHECK_STATUS(kvt_options_set_string(o, "kv_dtype", "q8_0"), KVT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(kvt_options_errmsg(o), "'kv_dtype' must be auto, bf16, fp16 or fp8, got 'q8_0'") != NULL);
   CHECK_STATUS(kvt_options_set_string(o, "weight_dtype", "fp8"), KVT_OK);
   CHECK_STATUS(kvt_options_set_string(o, "kv_dtype", "bf16"), KVT_OK);
   CHECK_STATUS(kvt_options_set_string(o, "kv_dtype", "int4"), KVT_ERR_INVALID_ARGUMENT);
@@ -47,6 +51,11 @@ static void test_options(void) {
   CHECK_STATUS(kvt_options_set_int(o, "cuda_skinny_gemm", 3), KVT_OK);
   CHECK_STATUS(kvt_options_set_int(o, "cuda_skinny_gemm", 4), KVT_ERR_INVALID_ARGUMENT);
   CHECK(strstr(kvt_options_errmsg(o), "cuda_skinny_gemm") != NULL);
+  CHECK_STATUS(kvt_options_set_int(o, "cuda_prefill_wgmma_variant", 6), KVT_OK);
+  CHECK_STATUS(kvt_options_set_int(o, "cuda_prefill_wgmma_variant", 7), KVT_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(kvt_options_set_int(o, "cuda_decode_fp8_pair_tiles", -1), KVT_OK);
+  CHECK_STATUS(kvt_options_set_int(o, "cuda_decode_fp8_pair_tiles", 2), KVT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(kvt_options_errmsg(o), "cuda_decode_fp8_pair_tiles") != NULL);
   CHECK_STATUS(kvt_options_set_int(NULL, "threads", 1), KVT_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(kvt_options_create(NULL), KVT_ERR_INVALID_ARGUMENT);
   kvt_options_free(o);

@@ -134,7 +134,7 @@ usage)
   usage_error run "--gpu-mem-limit: '12XB' is not a byte size (e.g. 4096, 64MiB, 1.5GiB)" --model $m --prompt-ids 1 --gpu-mem-limit 12XB
   usage_error run "--block-tokens: 0 is out of range [1, 1024]" --model $m --prompt-ids 1 --block-tokens 0
   usage_error run "--cuda-graphs: 2 is out of range [0, 1]" --model $m --prompt-ids 1 --cuda-graphs 2
-  usage_error run "--backend: 'gpu' is not one of auto|cpu|cuda" --model $m --prompt-ids 1 --backend gpu
+  usage_error run "--backend: 'gpu' is not one of auto|cpu|cpu-reference|cuda" --model $m --prompt-ids 1 --backend gpu
   usage_error run "--prompt-ids: '1,,2' has an empty item" --model $m --prompt-ids 1,,2
   usage_error run "--prompt-ids: 2147483648 is out of range [0, 2147483647]" --model $m --prompt-ids 1,2147483648
   usage_error run "--stop-id: -3 is out of range [0, 2147483647]" --model $m --prompt-ids 1 --stop-id -3
@@ -226,6 +226,18 @@ mkmodel)
   expect_re 0 out '^[0-9]+ [0-9]+$' run --model "$work/fp8-block" --backend cpu --prompt-ids 1,2,3 --max-tokens 2
   sed -i 's/"quant_method": "fp8"/"quant_method": "awq"/' "$work/fp8-per-tensor/config.json"
   expect_re 1 err "quant_method 'awq' is not supported" inspect --model "$work/fp8-per-tensor"
+  # Mixture of experts: inspect shows the experts, the CPU backend runs them, the CUDA
+  # backend refuses them by name, and a top-k above the expert count is refused.
+  rm -rf "$work/moe"
+  expect_re 0 out "^wrote $work/moe: Qwen3MoeForCausalLM, " mkmodel --out "$work/moe" --arch qwen3moe --experts 6 \
+    --experts-per-token 2 --dense-layers 1
+  expect_re 0 out '^experts +\{"count":6,"per_token":2,"intermediate_size":128,"norm_topk_prob":true,"layers":\[0\],"active_parameters":[0-9]+\}$' \
+    inspect --model "$work/moe"
+  expect_re 0 out '^[0-9]+ [0-9]+$' run --model "$work/moe" --backend cpu --prompt-ids 1,2,3 --max-tokens 2
+  expect_re 1 err "Qwen3MoeForCausalLM needs mixture-of-experts layers .*; use --backend cpu$" \
+    run --model "$work/moe" --backend cuda --prompt-ids 1,2,3 --max-tokens 2
+  usage_error mkmodel "config field 'num_experts_per_tok' (3) exceeds the number of experts 'num_local_experts' (2)" \
+    --out "$work/unused" --arch mixtral --experts 2 --experts-per-token 3
   ;;
 
 run)
@@ -312,14 +324,14 @@ signal)
 bench)
   make_model
   usage_error bench "W1-W6 need --model DIR (a Llama-3-8B-shape checkpoint) or --make-model DIR (writes a random one, about 15 GiB, into DIR/llama3-8b)"
-  usage_error bench "W7 needs --small-model DIR or --make-model DIR" --workload W7
+  usage_error bench "W7 needs --w7-cache DIR or --make-model DIR (for its GGUF files)" --workload W7
   usage_error bench "W5, W6, W6b and W6c need --tier-dir DIR for their disk-tier files (32.0 GiB for W5, 16.0 GiB for W6, 4.0 GiB for W6c)" --workload W5 --model "$model"
   usage_error bench "C<N> needs --tier-dir DIR for its disk-tier file (8.0 GiB)" --workload C1 --model "$model"
   usage_error bench "C<N> on the cpu backend needs --small-model DIR or --make-model DIR" --workload C0,C1 --backend cpu \
     --tier-dir "$work/unused"
   expect 1 err "kvtier bench: --model: $work/nowhere is neither a checkpoint directory (it holds no config.json) nor a GGUF file" bench --workload W1 --model "$work/nowhere"
   rm -rf "$work/occupied" && mkdir -p "$work/occupied/small-llama" && echo notes >"$work/occupied/small-llama/notes.txt"
-  expect 1 err "kvtier bench: $work/occupied/small-llama is not empty and holds no complete small-llama checkpoint (config.json is missing); bench writes a checkpoint only into an empty directory: remove it or pass another --make-model DIR" bench --workload W7 --make-model "$work/occupied"
+  expect 1 err "kvtier bench: $work/occupied/small-llama is not empty and holds no complete small-llama checkpoint (config.json is missing); bench writes a checkpoint only into an empty directory: remove it or pass another --make-model DIR" bench --workload C0 --backend cpu --tier-dir "$work/unused" --make-model "$work/occupied"
   check "bench left the occupied directory alone" test "$(ls "$work/occupied/small-llama")" = notes.txt
   # Not enough room: a file system with less free space than W5's disk tier, if there is one.
   small_fs=""
@@ -336,13 +348,22 @@ bench)
   else
     echo "note: no file system with less than 32 GiB free here; the space refusal is not exercised"
   fi
-  # W7 end to end: the small model is written (said first), then reused.
-  rm -rf "$work/models"
-  expect_re 0 err '^bench:   +[0-9.]+ GiB  small-llama checkpoint: ' bench --workload W7 --make-model "$work/models" \
-    --time-limit 5 --json "$work/bench.json"
-  check "bench wrote the small model" test -f "$work/models/small-llama/config.json"
+  # W7 end to end on the tiny model with tiny sizes: its GGUF files are written (said first),
+  # then reused; llama.cpp is measured on the same files when node and the oracle are here.
+  rm -rf "$work/w7"
+  w7=(bench --workload W7 --w7-model "$model" --w7-cache "$work/w7" --w7-prefill 32 --w7-decode 4 --time-limit 30)
+  expect_re 0 err '^bench:   +[0-9.]+ GiB  W7 model GGUF q8_0: ' "${w7[@]}" --json "$work/bench.json"
+  check "bench wrote the F16 and Q8_0 files" test -f "$work/w7/model-f16.gguf" -a -f "$work/w7/model-q8_0.gguf"
   check "bench wrote the JSON" grep -q '"W7"' "$work/bench.json"
-  expect 0 err "bench: writes no checkpoint and no disk tier (only --json, if given)" bench --workload W7 --make-model "$work/models" --time-limit 1
+  check "W7 measured kvtier on both files" test "$(grep -cE '"prefill_tok_s": [0-9]' "$work/bench.json")" -ge 2
+  if command -v node >/dev/null && [ -d "$src/tests/gguf/oracle/node_modules/node-llama-cpp" ]; then
+    check "W7 measured llama.cpp: every ratio a number" \
+      test "$(grep -cE '"(prefill|decode_1_seq|decode_8_seqs)": [0-9]' "$work/bench.json")" -eq 6
+  else
+    echo "note: node or tests/gguf/oracle/node_modules missing (scripts/setup-oracles.sh): W7 without llama.cpp"
+    check "W7 says llama.cpp was not measured" grep -q '"llama_cpp_not_measured"' "$work/bench.json"
+  fi
+  expect 0 err "bench: writes no checkpoint and no disk tier (only --json, if given)" "${w7[@]}" --llama-oracle "$work/no-oracle"
   # SIGINT while W7 generates: its sequences are cancelled, its context freed, the results so
   # far written, exit 130.
   # The error file is emptied first: the background job opens it only when it starts, and
@@ -350,7 +371,7 @@ bench)
   # process that has not yet installed its handler (SIGINT is ignored in background jobs).
   rm -f "$work/bench.json"
   : >"$work/err"
-  "$kvtier" bench --workload W7 --small-model "$work/models/small-llama" --json "$work/bench.json" \
+  "$kvtier" bench --workload W7 --w7-model "$model" --w7-cache "$work/w7" --llama-oracle "$work/no-oracle" --json "$work/bench.json" \
     >"$work/out" 2>"$work/err" &
   pid=$!
   for _ in $(seq 1 600); do
@@ -382,18 +403,25 @@ gguf)
   usage_error mkmodel "--fp8: GGUF has no FP8 type (use kvtier convert --type q8_0)" --format gguf --out "$work/unused.gguf" --fp8 block
   expect_re 0 out '^seq 1: ' run --model "$tiny" --backend cpu --prompt "Hi" --max-tokens 3 --events
   # convert: every --type; inspect shows the metadata and the tensor types.
-  for type in auto f32 f16 bf16 q8_0; do
+  for type in auto f32 f16 bf16 q8_0 q4_k; do
     expect_re 0 out "^wrote $work/demo-$type.gguf: LlamaForCausalLM, 56 tensors, " convert --model demo --to gguf --type $type --out "$work/demo-$type.gguf"
   done
   expect 1 err "kvtier convert: --out: $work/demo-f32.gguf exists; pass --force to replace it" convert --model demo --to gguf --out "$work/demo-f32.gguf"
   usage_error convert "--to: 'safetensors' is not one of gguf" --model demo --to safetensors --out "$work/unused.gguf"
-  usage_error convert "--type: 'q4_k' is not one of auto|f32|f16|bf16|q8_0" --model demo --to gguf --type q4_k --out "$work/unused.gguf"
+  usage_error convert "--type: 'q5_k' is not one of auto|f32|f16|bf16|q8_0|q4_k" --model demo --to gguf --type q5_k --out "$work/unused.gguf"
   expect 1 err "kvtier convert: model $work/nowhere does not exist (give a checkpoint directory or a .gguf file)" convert --model "$work/nowhere" --to gguf --out "$work/unused.gguf"
   check "no failed convert wrote a file" test ! -e "$work/unused.gguf"
   expect 0 out 'format                     GGUF version 3' inspect --model "$work/demo-q8_0.gguf"
   expect 0 out '  general.architecture                     "llama"' inspect --model "$work/demo-q8_0.gguf"
   expect 0 out '  Q8_0                                     43' inspect --model "$work/demo-q8_0.gguf"
   expect_re 0 out '"type": "Q8_0"' inspect --model "$work/demo-q8_0.gguf" --json
+  expect 0 out '  Q4_K                                     43' inspect --model "$work/demo-q4_k.gguf"
+  # --weight-dtype q4_k quantizes at load as the file was written: the same text, said so.
+  expect_re 0 err '^kvtier run: cpu: Q4_K weights, int8 dot products \(' run --model demo --backend cpu --weight-dtype q4_k \
+    --prompt "Love is" --max-tokens 8
+  cp "$work/out" "$work/q4k-at-load"
+  run run --model "$work/demo-q4_k.gguf" --backend cpu --prompt "Love is" --max-tokens 8
+  check "run --weight-dtype q4_k writes the text the q4_k file writes" cmp -s "$work/out" "$work/q4k-at-load"
   # GGUF to GGUF keeps the tokenizer and the sampling defaults.
   expect_re 0 out "^wrote $work/again.gguf: " convert --model "$work/demo-q8_0.gguf" --to gguf --type f16 --out "$work/again.gguf"
   expect_re 0 out '^  kvtier.generation_config ' inspect --model "$work/again.gguf"
@@ -434,13 +462,16 @@ gguf)
   expect_re 0 out '^mean NLL [0-9.]+ nats/token, perplexity [0-9.]+$' perplexity --model "$demo_gguf" --backend cpu --text "$work/heldout"
   check "perplexity --model demo.gguf scores as --model demo" cmp "$work/out" "$work/perplexity-dir"
   expect_re 0 out "^wrote $work/small.gguf: " mkmodel --preset small-llama --format gguf --out "$work/small.gguf"
-  expect_re 0 out '^W7 +CPU output tok/s' bench --workload W7 --small-model "$work/small.gguf" --backend cpu --time-limit 5 --json "$work/bench.json"
-  check "bench ran W7 on the GGUF file" grep -q "\"model\": \"$work/small.gguf\"" "$work/bench.json"
+  expect_re 0 out '^W7 +small-q8_0 prefill 16 ' bench --workload W7 --w7-model "$work/small.gguf" --w7-cache "$work/w7gguf" \
+    --w7-prefill 16 --w7-decode 2 --llama-oracle "$work/no-oracle" --time-limit 30 --json "$work/bench.json"
+  check "bench ran W7 on the GGUF file's Q8_0 copy" grep -q "\"gguf\": \"$work/w7gguf/small-q8_0.gguf\"" "$work/bench.json"
+  check "W7 without the oracle says llama.cpp was not measured" grep -q '"llama_cpp_not_measured"' "$work/bench.json"
   # Bad files: named, never a crash.
   echo "not a model" >"$work/text.gguf"
   head -c 1000 "$work/demo-f32.gguf" >"$work/cut.gguf"
   expect_re 1 err "^kvtier inspect: truncated or corrupt GGUF file $work/cut.gguf: " inspect --model "$work/cut.gguf"
-  expect 1 err "kvtier bench: --small-model: $work/text.gguf is not a GGUF file: it begins with 'not ', not the magic 'GGUF'" bench --workload W7 --small-model "$work/text.gguf"
+  expect 1 err "kvtier bench: --small-model: $work/text.gguf is not a GGUF file: it begins with 'not ', not the magic 'GGUF'" bench --workload C0 --backend cpu --tier-dir "$work/unused" --small-model "$work/text.gguf"
+  expect 1 err "kvtier bench: --w7-model: $work/text.gguf is not a GGUF file: it begins with 'not ', not the magic 'GGUF'" bench --workload W7 --w7-model "$work/text.gguf" --w7-cache "$work/w7gguf"
   expect 1 err "kvtier run: KVT_ERR_CORRUPT: $work/text.gguf is not a GGUF file: it begins with 'not ', not the magic 'GGUF'" run --model "$work/text.gguf" --prompt-ids 1
   ;;
 

@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "testing/engine_runs.h"
+#include "testing/forwarding_backend.h"
 
 namespace kvtier {
 namespace {
@@ -194,6 +195,40 @@ TEST(EngineTest, AddAndCancelFromOtherThreadsWhileStepping) {
   EXPECT_EQ(stats["sequences"]["finished"].get<int>(), added.load());
   EXPECT_EQ(stats["sequences"]["completed"].get<int>() + stats["sequences"]["cancelled"].get<int>(), added.load());
   EXPECT_EQ(stats["tiers"]["gpu"]["used_bytes"], 0);
+}
+
+// A backend exact only over its first positions (the CUDA forward on a sliding-window
+// model): the engine refuses longer prompts with the backend's reason, and stops every
+// sequence there, with the tokens an uncapped run gives up to that point.
+class PositionCappedBackend final : public testing::ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  std::optional<PositionLimit> position_limit() const override {
+    return PositionLimit{12, "this backend runs the window only (test)"};
+  }
+};
+
+TEST(EngineTest, ABackendsPositionLimitCapsEverySequence) {
+  EngineOptions options = CpuOptions();
+  options.wrap_backend = [](std::unique_ptr<Backend> inner) -> std::unique_ptr<Backend> {
+    return std::make_unique<PositionCappedBackend>(std::move(inner));
+  };
+  auto engine = MakeEngine(options);
+  absl::StatusOr<SequenceId> too_long = engine->Add(Prompt(1, 12), Greedy(4));
+  EXPECT_EQ(too_long.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(too_long.status().message().find("this backend runs the window only (test) (12 positions)"),
+            std::string::npos)
+      << too_long.status();
+
+  const std::vector<int32_t> uncapped = Solo(Prompt(2, 9), Greedy(8));
+  auto id = engine->Add(Prompt(2, 9), Greedy(8));
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto out = RunToEnd(*engine);
+  ASSERT_EQ(out[*id].size(), 3u);  // 9 + 3 = 12 positions
+  EXPECT_EQ(out[*id], std::vector<int32_t>(uncapped.begin(), uncapped.begin() + 3));
+  int64_t finish = -1;
+  ASSERT_TRUE(engine->ReadSequence(*id, [&](const Sequence& s) { finish = static_cast<int64_t>(s.finish); }).ok());
+  EXPECT_EQ(finish, static_cast<int64_t>(FinishReason::kLength));
 }
 
 }  // namespace

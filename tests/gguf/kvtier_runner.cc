@@ -16,11 +16,12 @@ constexpr int64_t kBlockTokens = 16;
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<KvtierRunner>> KvtierRunner::Open(const std::string& model) {
+absl::StatusOr<std::unique_ptr<KvtierRunner>> KvtierRunner::Open(const std::string& model, CpuKernels kernels) {
   std::unique_ptr<KvtierRunner> r(new KvtierRunner());
   ASSIGN_OR_RETURN(r->checkpoint_, Checkpoint::Open(model));
   BackendOptions options;
   options.num_threads = 2;
+  options.cpu_kernels = kernels;
   options.block_tokens = kBlockTokens;
   ASSIGN_OR_RETURN(r->backend_, CpuBackend::Create(*r->checkpoint_, options));
   const int64_t blocks = (r->checkpoint_->config().max_position_embeddings + kBlockTokens - 1) / kBlockTokens;

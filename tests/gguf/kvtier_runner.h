@@ -1,5 +1,5 @@
 // kvtier's side of the GGUF comparisons: a checkpoint (GGUF file or directory) on the CPU
-// backend, giving greedy continuations and next-token log-probabilities, and the measures
+// backend (fast kernels unless asked for the reference), giving greedy continuations and next-token log-probabilities, and the measures
 // the tests compare distributions by. Test-only; not thread-safe.
 #ifndef KVTIER_TESTS_GGUF_KVTIER_RUNNER_H_
 #define KVTIER_TESTS_GGUF_KVTIER_RUNNER_H_
@@ -17,7 +17,8 @@ namespace kvtier::testing {
 
 class KvtierRunner {
  public:
-  static absl::StatusOr<std::unique_ptr<KvtierRunner>> Open(const std::string& model);
+  static absl::StatusOr<std::unique_ptr<KvtierRunner>> Open(const std::string& model,
+                                                            CpuKernels kernels = CpuKernels::kFast);
 
   const Checkpoint& checkpoint() const { return *checkpoint_; }
   // The next-token log-probabilities after each token of `tokens` (one row each).

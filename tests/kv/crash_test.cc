@@ -169,6 +169,10 @@ kvt_context* OpenContext(kvt_model* model, const std::string& disk) {
     kvt_options_set_int(options, "block_tokens", kCrashBlockTokens);
   } else {
     testing::SetCrashOptions(options, disk.c_str());
+    // The restart is asked whether the blocks are found, not whether loading them beats
+    // computing them: with load-or-recompute on, one disk read slowed by a loaded machine can
+    // make every later plan recompute the tiny model's prefixes, and no block is read at all.
+    kvt_options_set_int(options, "load_or_recompute", 0);
   }
   kvt_context* context = nullptr;
   char err[512];

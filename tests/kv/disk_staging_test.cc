@@ -264,8 +264,19 @@ TEST(DiskStagingEngineTest, WriteBehindPutsBlocksOnDiskBeforeTheirEviction) {
   const auto expected_later = Reference(run.later, 4);
   auto engine = MakeEngine(NoHostOptions(&io));
   ASSERT_NE(engine, nullptr);
+  // Write-behind runs on the writer thread, which a busy machine can hold back past the
+  // next prompt's evictions; the gate lets every filled block land before blocks are evicted.
+  const auto all_written = [&] {
+    return testing::WaitUntil(
+        [&] { return engine->Stats()["pending_writes"]["disk_blocks"].get<int64_t>() == 0; },
+        std::chrono::seconds(30));
+  };
   EXPECT_EQ(RunAll(*engine, run.first, 4), expected_first);
-  for (int i = 0; i < 5; ++i) RunAll(*engine, {Prompt(80 + i, 30)}, 2);
+  ASSERT_TRUE(all_written());
+  for (int i = 0; i < 5; ++i) {
+    RunAll(*engine, {Prompt(80 + i, 30)}, 2);
+    ASSERT_TRUE(all_written());
+  }
   EXPECT_EQ(RunAll(*engine, run.later, 4), expected_later);
   const nlohmann::json s = engine->Stats();
   Log("WriteBehindPutsBlocksOnDiskBeforeTheirEviction", s);

@@ -62,6 +62,19 @@ class Gate {
     cv_.notify_all();
     return step != fail_step_;
   }
+  // Lets one more of `total` steps through and blocks until it has ended, so that what it
+  // prepared is published whatever the machine's load: steps run one at a time and in
+  // order, so the step after it arriving means it ended (the last one: until it passed).
+  // False after 10 s.
+  bool AllowOneAndWaitUntilItEnds(int64_t total) {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++permits_;
+    const int64_t target = ++granted_;
+    cv_.notify_all();
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] {
+      return target < total ? arrived_ > target : passed_ >= target;
+    });
+  }
   // Blocks until `n` steps have arrived at the gate (passed or waiting); false after 10 s.
   bool WaitArrived(int64_t n) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -81,6 +94,7 @@ class Gate {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   int64_t permits_ = 0;
+  int64_t granted_ = 0;  // permits given one at a time by AllowOneAndWaitUntilItEnds
   int64_t arrived_ = 0;
   int64_t passed_ = 0;
   int64_t fail_step_ = -1;

@@ -509,7 +509,9 @@ TEST(TierPreparationEngineTest, AContextUsedWhileItsHostTierIsPinnedMatchesOneTh
   auto engine = MakeGated(o, ledger);
   int64_t steps_swapped_while_partial = 0;
   auto before_step = [&](int step) {
-    if (step % 6 == 0) ledger->gate().Allow(1);
+    if (step % 6 == 0 && step / 6 < chunks) {
+      ASSERT_TRUE(ledger->gate().AllowOneAndWaitUntilItEnds(chunks));
+    }
     nlohmann::json host = engine->Stats()["tiers"]["host"];
     if (host["ready_bytes"].get<int64_t>() < host["capacity_bytes"].get<int64_t>() &&
         host["used_bytes"].get<int64_t>() > 0) {
@@ -546,9 +548,12 @@ TEST(TierPreparationEngineTest, SwapsToADiskFileStillBeingReservedAreExact) {
   auto created = Engine::Create(OpenCheckpoint(TinyLlamaDir()), o);
   ASSERT_TRUE(created.ok()) << created.status();
   std::unique_ptr<Engine> engine = std::move(*created);
+  const int64_t chunks = 64 / 2;
   int64_t steps_on_disk_while_partial = 0;
   auto before_step = [&](int step) {
-    if (step % 2 == 0) io.gate().Allow(1);
+    if (step % 2 == 0 && step / 2 < chunks) {
+      ASSERT_TRUE(io.gate().AllowOneAndWaitUntilItEnds(chunks));
+    }
     nlohmann::json disk = engine->Stats()["tiers"]["disk"];
     if (disk["ready_bytes"].get<int64_t>() < disk["capacity_bytes"].get<int64_t>() &&
         disk["used_bytes"].get<int64_t>() > 0) {

@@ -244,6 +244,12 @@ TEST(GgufCheckpointTest, RefusesWhatItCannotRunNamingIt) {
   EditKey(path, "general.architecture", GgufValue::String("gemma2"));
   ExpectOpenError(path, absl::StatusCode::kUnimplemented, {"gemma2", "llama, qwen2 and qwen3"});
   fresh();
+  EditKey(path, "general.architecture", GgufValue::String("qwen3moe"));
+  ExpectOpenError(path, absl::StatusCode::kUnimplemented, {"qwen3moe", "mixture of experts", "safetensors"});
+  fresh();
+  EditKey(path, "llama.expert_count", GgufValue::Uint32(8));  // llama.cpp's Mixtral
+  ExpectOpenError(path, absl::StatusCode::kUnimplemented, {"llama.expert_count is 8", "Mixtral", "safetensors"});
+  fresh();
   EditKey(path, "llama.block_count", std::nullopt);
   ExpectOpenError(path, absl::StatusCode::kInvalidArgument, {"llama.block_count", "missing"});
   fresh();

@@ -1,5 +1,6 @@
-// Helpers for the model tests: a self-deleting temporary directory and raw file crafting
-// (so corrupt safetensors can be built byte by byte). Not thread-safe; test-only.
+// Helpers for the model tests: a self-deleting temporary directory, raw file crafting (so
+// corrupt safetensors can be built byte by byte), and the parameter count of a config's
+// tensors. Not thread-safe; test-only.
 #ifndef KVTIER_TESTS_MODEL_TEST_UTIL_H_
 #define KVTIER_TESTS_MODEL_TEST_UTIL_H_
 
@@ -10,6 +11,8 @@
 #include <optional>
 #include <sstream>
 #include <string>
+
+#include "model/checkpoint.h"
 
 namespace kvtier::testing {
 
@@ -54,6 +57,17 @@ inline std::string SafetensorsBytes(const std::string& header, const std::string
   std::string bytes(8, '\0');
   for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((n >> (8 * i)) & 0xff);
   return bytes + header + data;
+}
+
+// The elements of every tensor ExpectedTensors lists: what NumParameters must count.
+inline int64_t ExpectedTensorParameters(const ModelConfig& c) {
+  int64_t sum = 0;
+  for (const ExpectedTensor& t : ExpectedTensors(c)) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    sum += n;
+  }
+  return sum;
 }
 
 }  // namespace kvtier::testing

@@ -98,7 +98,28 @@ absl::StatusOr<BenchPlan> PlanBench(const BenchPlanInput& input) {
           "about 15 GiB, into DIR/llama3-8b)");
     }
   }
-  if (Has(input, "W7") || small_context_create) {
+  if (Has(input, "W7")) {
+    plan.w7_cache_dir = !input.w7_cache.empty()           ? input.w7_cache
+                        : !input.make_model_dir.empty() ? (fs::path(input.make_model_dir) / "w7").string()
+                                                        : "";
+    if (plan.w7_cache_dir.empty()) {
+      return absl::InvalidArgumentError("W7 needs --w7-cache DIR or --make-model DIR (for its GGUF files)");
+    }
+    absl::StatusOr<std::vector<W7Source>> sources = W7Sources(input.w7_models);
+    if (!sources.ok()) return sources.status();
+    plan.w7_sources = *std::move(sources);
+    for (const W7Source& source : plan.w7_sources) {
+      for (const std::string& type : kW7Types) {
+        const std::string path = W7GgufPath(plan.w7_cache_dir, source, type);
+        std::error_code ec;
+        if (fs::is_regular_file(path, ec)) continue;
+        absl::StatusOr<int64_t> bytes = W7GgufBytes(source, type);
+        if (!bytes.ok()) return bytes.status();
+        plan.writes.push_back({absl::StrCat("W7 ", source.name, " GGUF ", type), path, *bytes, false});
+      }
+    }
+  }
+  if (small_context_create) {
     if (!input.small_model.empty()) {
       if (absl::Status s = CheckGiven("--small-model", input.small_model); !s.ok()) return s;
       plan.small_model_dir = input.small_model;
@@ -108,9 +129,7 @@ absl::StatusOr<BenchPlan> PlanBench(const BenchPlanInput& input) {
       if (!write.ok()) return write.status();
       plan.write_small_model = *write;
     } else {
-      return absl::InvalidArgumentError(Has(input, "W7") ? "W7 needs --small-model DIR or --make-model DIR"
-                                                         : "C<N> on the cpu backend needs --small-model DIR or "
-                                                           "--make-model DIR");
+      return absl::InvalidArgumentError("C<N> on the cpu backend needs --small-model DIR or --make-model DIR");
     }
   }
   for (const auto& [write, preset, dir] : {std::tuple{plan.write_model, kModelPreset, plan.model_dir},
@@ -206,7 +225,8 @@ absl::Status WritePlannedCheckpoints(const BenchPlan& plan, FILE* log) {
     std::fprintf(log, "bench: wrote %s in %.1f s\n", dir.c_str(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  return absl::OkStatus();
+  if (plan.w7_sources.empty()) return absl::OkStatus();
+  return WriteW7Files(plan.w7_sources, plan.w7_cache_dir, log);
 }
 
 }  // namespace kvtier::cli::bench

@@ -1,13 +1,10 @@
-// Implementation of BenchSession and the workloads W1-W4 and W7 (bench_session.h).
+// Implementation of BenchSession and the workloads W1-W4 (bench_session.h).
 #include "bench_session.h"
 
 #include "bench_grammar.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
-#include <fstream>
 
 namespace kvtier::cli::bench {
 namespace {
@@ -18,15 +15,6 @@ namespace {
 // codes plus one fp32 scale per row).
 constexpr double kWeightBytes = 16.06e9, kProjectionParams = 32 * 218.1e6, kFlopsPerToken = 2 * 8.03e9,
                  kKvPerToken = 131072, kFp8KvPerToken = 32 * 2 * 8 * (128 + 4);
-
-int64_t ReadProcStatusKib(const char* key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key, 0) == 0) return std::atoll(line.c_str() + std::strlen(key));
-  }
-  return -1;
-}
 
 }  // namespace
 
@@ -177,34 +165,6 @@ if (id == "W1") {
     s.rows.push_back({id, "peak GPU MiB (nvidia-smi)", "MiB", static_cast<double>(r.peak_process_mib), 24.0 * 1024, NAN,
                     24.0 * 1024, false, ""});
   }
-}
-
-void RunW7(const std::string& dir, BenchSession* session) {
-  BenchSession& s = *session;
-  const std::string id = "W7";
-  kvt_model* small = nullptr;
-  char err[1024];
-  if (kvt_model_load(dir.c_str(), &small, err, sizeof err) != KVT_OK) {
-    s.out["workloads"][id] = {{"ok", false}, {"error", err}};
-    return;
-  }
-  WorkloadSpec w;
-  w.id = id;
-  w.num_seqs = 8;
-  w.prompt = 128;
-  w.gen = 64;
-  w.options = {{"backend", "cpu"}, {"gpu_kv_bytes", "64MiB"}, {"max_running", "8"}};
-  RunResult r = RunWorkload(small, w, s.time_limit, nullptr);
-  kvt_model_free(small);
-  json j = s.Record(id, w, r);
-  const double tps = r.ok ? r.generated / r.wall_s : NAN;
-  j["model"] = dir;
-  j["output_tok_s"] = tps;
-  j["rss_mib"] = ReadProcStatusKib("VmRSS:") / 1024.0;
-  j["peak_rss_mib"] = ReadProcStatusKib("VmHWM:") / 1024.0;
-  s.out["workloads"][id] = j;
-  s.rows.push_back({id, "CPU output tok/s (small-llama, 8 seqs)", "tok/s", tps, NAN, NAN, NAN, true, r.error});
-  s.rows.push_back({id, "peak RSS", "MiB", j["peak_rss_mib"].get<double>(), NAN, NAN, NAN, false, ""});
 }
 
 }  // namespace kvtier::cli::bench

@@ -1,7 +1,7 @@
 // BenchSession: what one `kvtier bench` invocation accumulates (the results JSON, the table
 // rows) and the settings every workload reads (backend, time limits, hardware limits, seed
-// baseline), with the workloads that need nothing more: W1-W4 on the GPU model and W7 on
-// the small CPU model. Not thread-safe.
+// baseline), with the workloads that need nothing more: W1-W4 on the GPU model. Not
+// thread-safe.
 #ifndef KVTIER_TOOLS_KVTIER_BENCH_SESSION_H_
 #define KVTIER_TOOLS_KVTIER_BENCH_SESSION_H_
 
@@ -44,8 +44,6 @@ struct BenchSession {
 
 // W1..W4 (docs/WORKLOADS.md) on the Llama-3-8B-shape model.
 void RunGpuWorkload(const std::string& id, kvt_model* model, BenchSession* session);
-// W7: the small model on the CPU backend (its peak RSS is read from /proc).
-void RunW7(const std::string& small_model_dir, BenchSession* session);
 
 }  // namespace kvtier::cli::bench
 

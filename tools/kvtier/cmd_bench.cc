@@ -25,6 +25,7 @@
 #include "command_line.h"
 #include "interrupt.h"
 #include "bench_w6c.h"
+#include "bench_w7.h"
 #include "bench_w8.h"
 #include "bench_w9.h"
 #include "progress_bar.h"
@@ -43,7 +44,10 @@ constexpr char kDescription[] =
     "W6c (not part of `all`): W6's prefix found by a new context on the local disk and, with\n"
     "--remote-kv-url, in Redis, against recomputing it, with the load-or-recompute plan and without.\n"
     "C<N> (e.g. C0,C32,C96; not part of `all`): creating a context with an N GiB host tier and an\n"
-    "8 GiB disk tier in TIER_DIR, on --backend (cpu: W7's model).\n"
+    "8 GiB disk tier in TIER_DIR, on --backend (cpu: --small-model).\n"
+    "W7: the cpu backend against llama.cpp (node-llama-cpp) on the same F16 and Q8_0 GGUF files, written\n"
+    "once into --w7-cache: prefill at 2 threads, decode of 1 and 8 sequences at each engine's best of 1\n"
+    "and 2 threads; without node the entry says llama.cpp was not measured.\n"
     "W8 (not part of `all`): one 131,072-token prompt + 64 tokens under a 24 GiB cap, most of its KV\n"
     "on the host tier and streamed every step; decode against the host link's measured bound.\n"
     "W9, W9a, W9b (not part of `all`): a saturated server, no cap: 512 requests of 1,000 prompt and\n"
@@ -67,6 +71,9 @@ struct BenchFlags {
   bool grammar_mask = false;
   bench::GrammarMaskOptions mask;
   std::vector<std::string> pass_specs;  // --pass, in order (bench_pass.h)
+  std::vector<std::string> w7_models;
+  std::string w7_cache, llama_oracle = KVTIER_SOURCE_LLAMA_ORACLE_DIR;
+  int w7_prefill = 512, w7_decode = 128;
 };
 
 void AddFlags(CommandLine* cl, BenchFlags* f) {
@@ -87,8 +94,23 @@ void AddFlags(CommandLine* cl, BenchFlags* f) {
   cl->AddString("--model", &f->model,
                 "Llama-3-8B-shape checkpoint directory or GGUF file for W1-W6 (kvtier mkmodel --preset llama3-8b)",
                 "DIR|FILE");
-  cl->AddString("--small-model", &f->small_model, "W7's CPU model, a directory or GGUF file (kvtier mkmodel --preset small-llama)",
+  cl->AddString("--small-model", &f->small_model,
+                "C<N>'s model on --backend cpu, a directory or GGUF file (kvtier mkmodel --preset small-llama)",
                 "DIR|FILE");
+  cl->AddStrings("--w7-model", &f->w7_models,
+                 "W7's models, each a checkpoint directory or GGUF file (repeatable; default: the demo model and a "
+                 "random llama3.2-1b)",
+                 "DIR|FILE");
+  cl->AddString("--w7-cache", &f->w7_cache,
+                "where W7 writes its models' F16 and Q8_0 GGUF files, reused when present (default: --make-model "
+                "DIR/w7)",
+                "DIR");
+  cl->AddString("--llama-oracle", &f->llama_oracle,
+                "W7's llama.cpp: the directory of llama_speed.mjs with node-llama-cpp in its node_modules "
+                "(scripts/setup-oracles.sh; default: the source tree's tests/gguf/oracle)",
+                "DIR");
+  cl->AddInt("--w7-prefill", &f->w7_prefill, 1, 1 << 20, "W7's prefill prompt tokens (default 512)", "N");
+  cl->AddInt("--w7-decode", &f->w7_decode, 1, 1 << 20, "W7's tokens generated per sequence (default 128)", "N");
   cl->AddString("--make-model", &f->make_model,
                 "write the random checkpoints --model / --small-model do not give into DIR/llama3-8b and "
                 "DIR/small-llama (reused when complete)",
@@ -282,11 +304,13 @@ void RunWorkloads(const std::vector<std::string>& ids, const bench::BenchPlan& p
     if (InterruptSignal() != 0) break;
     std::fprintf(stderr, "bench: %s ... (%.0f s)\n", id.c_str(), bench::Seconds(bench_start, bench::Clock::now()));
     if (id == "W7") {
-      bench::RunW7(plan.small_model_dir, s);
+      bench::RunW7({.sources = plan.w7_sources, .cache_dir = plan.w7_cache_dir, .llama_oracle_dir = f.llama_oracle,
+                    .prefill = f.w7_prefill, .decode = f.w7_decode},
+                   s);
       continue;
     }
     const std::optional<int64_t> host_gib = bench::ContextCreateHostGib(id);
-    if (host_gib && f.backend == "cpu") {  // W7's model: the 8B one would not fit a CPU run
+    if (host_gib && f.backend == "cpu") {  // the small model: the 8B one would not fit a CPU run
       kvt_model* small = nullptr;
       char err[1024];
       if (kvt_model_load(plan.small_model_dir.c_str(), &small, err, sizeof err) != KVT_OK) {
@@ -352,6 +376,8 @@ int BenchMain(int argc, char** argv) {
   input.make_model_dir = f.make_model;
   input.tier_dir = f.tier_dir;
   input.backend = f.backend;
+  input.w7_models = f.w7_models;
+  input.w7_cache = f.w7_cache;
   absl::StatusOr<bench::BenchPlan> plan = bench::PlanBench(input);
   if (!plan.ok()) {
     if (plan.status().code() == absl::StatusCode::kInvalidArgument) return cl.UsageError(plan.status().message());

@@ -4,6 +4,8 @@
 #include <cinttypes>
 #include <cstdio>
 #include <map>
+#include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,6 +14,7 @@
 #include "command_line.h"
 #include "engine/request_defaults.h"
 #include "model/checkpoint.h"
+#include "model/config_features.h"
 #include "model/gguf_file.h"
 #include "nlohmann/json.hpp"
 
@@ -72,19 +75,13 @@ nlohmann::ordered_json Describe(const Checkpoint& ckpt, const RequestDefaults& d
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rms_norm_eps"] = c.rms_norm_eps;
   j["rope_theta"] = c.rope_theta;
-  if (c.rope_scaling) {
-    j["rope_scaling"] = {{"rope_type", "llama3"},
-                         {"factor", c.rope_scaling->factor},
-                         {"low_freq_factor", c.rope_scaling->low_freq_factor},
-                         {"high_freq_factor", c.rope_scaling->high_freq_factor},
-                         {"original_max_position_embeddings", c.rope_scaling->original_max_position_embeddings}};
-  } else {
-    j["rope_scaling"] = nullptr;
-  }
+  // As config.json writes it (null without scaling).
+  j["rope_scaling"] = nlohmann::ordered_json::parse(ModelConfigToJson(c))["rope_scaling"];
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   j["attention_bias"] = c.attention_bias;
   j["qk_norm"] = c.qk_norm;
   j["sliding_window"] = c.sliding_window ? nlohmann::ordered_json(*c.sliding_window) : nlohmann::ordered_json();
+  AddModelFeaturesJson(c, &j);
   j["torch_dtype"] = c.torch_dtype;
   j["quantization"] = ckpt.quantization().Describe();
   j["bos_token_id"] = c.bos_token_id ? nlohmann::ordered_json(*c.bos_token_id) : nlohmann::ordered_json();

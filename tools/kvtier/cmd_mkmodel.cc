@@ -32,6 +32,13 @@ struct MkmodelFlags {
   int64_t max_positions = 0, seed = 0, shard_bytes = 0, bos_id = 0;
   std::vector<int32_t> eos_ids;
   double rope_theta = 0, rms_norm_eps = 0;
+  // Gemma / Phi-3 (0 = none).
+  int64_t sliding_window = 0, sliding_pattern = 0, longrope = 0;
+  double attn_softcap = 0, final_softcap = 0, query_pre_attn_scalar = 0, rope_local_theta = 0, rope_linear = 0;
+  // Mixtral / Qwen3-MoE.
+  int64_t experts = 0, experts_per_token = 0, expert_intermediate = 0;
+  std::string norm_topk_prob;
+  std::vector<int64_t> dense_layers;
   int32_t threads = 0;
 };
 
@@ -55,7 +62,8 @@ void AddFlags(CommandLine* cl, MkmodelFlags* f) {
                 "an HF checkpoint directory (default) or one GGUF file llama.cpp loads");
   cl->AddSwitch("--force", &f->force, "write into a non-empty DIR, replacing only the files mkmodel writes");
   cl->AddChoice("--preset", &f->preset, RandomCheckpointPresetNames(), "starting point (default tiny-llama)");
-  cl->AddChoice("--arch", &f->arch, {"llama", "mistral", "qwen2", "qwen3"}, "architecture");
+  cl->AddChoice("--arch", &f->arch, {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "mixtral", "qwen3moe"},
+                "architecture");
   cl->AddInt("--hidden", &f->hidden, 1, kMaxDim, "hidden size");
   cl->AddInt("--layers", &f->layers, 1, kMaxDim, "transformer layers");
   cl->AddInt("--heads", &f->heads, 1, kMaxDim, "attention heads");
@@ -84,6 +92,28 @@ void AddFlags(CommandLine* cl, MkmodelFlags* f) {
   cl->AddChoice("--tokenizer", &f->tokenizer, {"none", "bytes"},
                 "bytes: also write a byte-level tokenizer.json (ids 0..255 = bytes, 256 = bos, 257 = eos; "
                 "needs --vocab >= 258)");
+  cl->AddInt("--sliding-window", &f->sliding_window, 0, kMaxDim,
+             "every family but llama: window of the sliding layers (all layers but gemma's full ones), 0 = none");
+  cl->AddInt("--sliding-pattern", &f->sliding_pattern, 1, kMaxDim,
+             "gemma2/gemma3: every N-th layer attends fully, the others in the window");
+  cl->AddReal("--attn-softcap", &f->attn_softcap, 0, 1e6, "gemma2/gemma3: attention logit soft-cap, 0 = none", true);
+  cl->AddReal("--final-softcap", &f->final_softcap, 0, 1e6, "gemma2/gemma3: final logit soft-cap, 0 = none", true);
+  cl->AddReal("--query-pre-attn-scalar", &f->query_pre_attn_scalar, 0, 1e9,
+              "gemma2/gemma3: attention scale is this ^ -0.5", true);
+  cl->AddReal("--rope-local-theta", &f->rope_local_theta, 0, 1e12, "gemma3: RoPE base of the sliding layers", true);
+  cl->AddReal("--rope-linear-factor", &f->rope_linear, 0, 1e6,
+              "gemma3: linear RoPE scaling of the full-attention layers (as Gemma 3 4B+)", true);
+  cl->AddInt("--longrope", &f->longrope, 0, kMaxDim,
+             "phi3: longrope scaling over this original context (fixed factors), 0 = none");
+  cl->AddInt("--experts", &f->experts, 1, kMaxDim, "mixtral/qwen3moe: experts per sparse layer");
+  cl->AddInt("--experts-per-token", &f->experts_per_token, 1, kMaxDim,
+             "mixtral/qwen3moe: experts each token is routed to (top-k)");
+  cl->AddInt("--expert-intermediate", &f->expert_intermediate, 1, kMaxDim,
+             "qwen3moe: one expert's MLP width (moe_intermediate_size; mixtral's is --intermediate)");
+  cl->AddChoice("--norm-topk-prob", &f->norm_topk_prob, {"true", "false"},
+                "qwen3moe: renormalize the top-k routing weights to sum 1 (mixtral always does)");
+  cl->AddInts("--dense-layers", &f->dense_layers, 0, kMaxDim,
+              "qwen3moe: a layer with a dense MLP instead of experts (mlp_only_layers; repeatable)");
   cl->AddInt("--threads", &f->threads, 0, 4096, "writer threads, 0 = every core (default 0)");
 }
 
@@ -95,6 +125,29 @@ absl::StatusOr<RandomCheckpointSpec> SpecFromFlags(const MkmodelFlags& f, const 
   if (f.arch == "mistral") spec->arch = Architecture::kMistral;
   if (f.arch == "qwen2") spec->arch = Architecture::kQwen2;
   if (f.arch == "qwen3") spec->arch = Architecture::kQwen3;
+  if (f.arch == "gemma2") spec->arch = Architecture::kGemma2;
+  if (f.arch == "gemma3") spec->arch = Architecture::kGemma3;
+  if (f.arch == "phi3") spec->arch = Architecture::kPhi3;
+  if (f.arch == "mixtral") spec->arch = Architecture::kMixtral;
+  if (f.arch == "qwen3moe") spec->arch = Architecture::kQwen3Moe;
+  if (given("--experts")) spec->moe.experts = f.experts;
+  if (given("--experts-per-token")) spec->moe.top_k = f.experts_per_token;
+  if (given("--expert-intermediate")) spec->moe.expert_intermediate = f.expert_intermediate;
+  if (given("--norm-topk-prob")) spec->moe.norm_topk_prob = f.norm_topk_prob == "true";
+  if (given("--dense-layers")) spec->moe.dense_layers = f.dense_layers;
+  auto optional_positive = [](double v) { return v > 0 ? std::optional<double>(v) : std::nullopt; };
+  if (given("--sliding-window")) {
+    spec->sliding_window = f.sliding_window > 0 ? std::optional<int64_t>(f.sliding_window) : std::nullopt;
+  }
+  if (given("--sliding-pattern")) spec->sliding_window_pattern = f.sliding_pattern;
+  if (given("--attn-softcap")) spec->attn_logit_softcap = optional_positive(f.attn_softcap);
+  if (given("--final-softcap")) spec->final_logit_softcap = optional_positive(f.final_softcap);
+  if (given("--query-pre-attn-scalar")) spec->query_pre_attn_scalar = optional_positive(f.query_pre_attn_scalar);
+  if (given("--rope-local-theta")) spec->rope_local_theta = f.rope_local_theta;
+  if (given("--rope-linear-factor")) spec->rope_linear_factor = f.rope_linear;
+  if (given("--longrope")) {
+    spec->longrope_original_max_positions = f.longrope > 0 ? std::optional<int64_t>(f.longrope) : std::nullopt;
+  }
   const std::pair<const char*, std::pair<int64_t, int64_t*>> shape[] = {
       {"--hidden", {f.hidden, &spec->hidden}},         {"--layers", {f.layers, &spec->layers}},
       {"--heads", {f.heads, &spec->heads}},            {"--kv-heads", {f.kv_heads, &spec->kv_heads}},

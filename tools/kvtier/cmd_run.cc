@@ -240,6 +240,10 @@ int RunMain(int argc, char** argv) {
     return cl.Fail(StatusFor(s), absl::StrCat(kvt_status_string(s), ": ", ContextFlags::InFlagTerms(err)));
   }
   loading.Finish();
+  // Which path computes (e.g. the CPU's quantized kernels or its fp32 reference).
+  if (const nlohmann::json stats = Stats(h.context); stats.contains("compute_path")) {
+    std::fprintf(stderr, "kvtier run: %s\n", stats["compute_path"].get<std::string>().c_str());
+  }
 
   RunRecord out;
   const bool text = kvt_model_has_tokenizer(h.model) != 0;

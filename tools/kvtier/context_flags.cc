@@ -27,8 +27,9 @@ struct ContextOption {
 constexpr int64_t kNoLimit = INT64_MAX;
 
 constexpr ContextOption kOptions[] = {
-    {"backend", Kind::kChoice, 0, 0, "auto|cpu|cuda",
-     "compute backend (default auto: CUDA when a GPU is usable, else the CPU)"},
+    {"backend", Kind::kChoice, 0, 0, "auto|cpu|cpu-reference|cuda",
+     "compute backend (default auto: CUDA when a GPU is usable, else the CPU; cpu-reference: the CPU with every "
+     "weight widened to fp32)"},
     {"threads", Kind::kInt, 0, 4096, nullptr, "CPU backend threads, 0 = every core (default 0)"},
     {"gpu_kv_bytes", Kind::kBytes, 0, kNoLimit, nullptr,
      "device-tier KV budget; 0 = all that --gpu-mem-limit leaves (default: sized from the model's context and "
@@ -61,8 +62,9 @@ constexpr ContextOption kOptions[] = {
      "after a remote-tier failure the tier is off this long, then tried again (default 5000)"},
     {"remote_kv_connections", Kind::kInt, 1, 64, nullptr,
      "remote-tier lookups run in parallel on this many connections (threads) per node (default 4)"},
-    {"weight_dtype", Kind::kChoice, 0, 0, "auto|bf16|fp16|fp8",
-     "format the weights are held in; fp8: E4M3, one scale per output channel (default auto)"},
+    {"weight_dtype", Kind::kChoice, 0, 0, "auto|bf16|fp16|fp8|q8_0|q4_k",
+     "format the weights are held in; fp8: E4M3, one scale per output channel; q8_0, q4_k (cpu backend): GGUF's "
+     "blocks, quantized at load as llama.cpp quantizes (default auto)"},
     {"kv_dtype", Kind::kChoice, 0, 0, "auto|bf16|fp16|fp8", "format of the KV cache on every tier (default auto)"},
     {"cuda_graphs", Kind::kInt, 0, 1, nullptr, "CUDA: decode steps as CUDA graphs (default 1)"},
     {"cuda_fast_attention", Kind::kInt, 0, 1, nullptr,
@@ -74,6 +76,15 @@ constexpr ContextOption kOptions[] = {
     {"cuda_fp8_activations", Kind::kInt, 0, 1, nullptr,
      "CUDA, fp8 weights: steps of 3+ rows quantize activations per token and run fp8 x fp8 projections; 0 keeps "
      "them 16-bit (default 1)"},
+    {"cuda_prefill_wgmma", Kind::kInt, 0, 1, nullptr,
+     "CUDA: prefill attention on the Hopper wgmma kernel where it runs (bf16, head_dim 128); 0 keeps the mma.sync "
+     "kernel (default 1)"},
+    {"cuda_prefill_wgmma_variant", Kind::kInt, 0, 6, nullptr,
+     "CUDA: the wgmma prefill attention's variant, for timing runs: 0 its usual tiles, 1-3 other KV tiles and "
+     "depths, 4-6 softmax overlapped with the next tile's MMAs (default 0)"},
+    {"cuda_decode_fp8_pair_tiles", Kind::kInt, -1, 1, nullptr,
+     "CUDA, fp8 KV: decode attention in rounds of 32 positions with 16-byte code loads: 1 on, 0 off, -1 the "
+     "library's choice (default -1)"},
     {"cuda_pdl_early", Kind::kInt, 0, 1, nullptr,
      "CUDA: short kernels start the next kernel before their own wait (default 1)"},
     {"cuda_host_kv_stream_tokens", Kind::kInt, 0, 1 << 24, nullptr,

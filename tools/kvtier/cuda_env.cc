@@ -16,6 +16,7 @@ kvt_status SetCudaOptionsFromEnvironment(kvt_options* options) {
       {"KVTIER_CUDA_PDL", "cuda_pdl"},
       {"KVTIER_CUDA_PDL_EARLY", "cuda_pdl_early"},
       {"KVTIER_CUDA_FP8_ACTIVATIONS", "cuda_fp8_activations"},
+      {"KVTIER_CUDA_PREFILL_WGMMA", "cuda_prefill_wgmma"},
   };
   for (const Switch& s : kSwitches) {
     const char* value = std::getenv(s.variable);
@@ -28,6 +29,19 @@ kvt_status SetCudaOptionsFromEnvironment(kvt_options* options) {
     const int mode = std::atoi(value);
     if (kvt_status st = kvt_options_set_int(options, "cuda_skinny_gemm", mode <= 0 ? 0 : mode >= 3 ? 3 : mode);
         st != KVT_OK) {
+      return st;
+    }
+  }
+  // Kernel variants for A/B runs: KVTIER_CUDA_PREFILL_VARIANT=0..6, KVTIER_CUDA_DECODE_FP8_PAIR=0|1.
+  if (const char* value = std::getenv("KVTIER_CUDA_PREFILL_VARIANT"); value != nullptr) {
+    const int variant = std::atoi(value);
+    if (kvt_status st = kvt_options_set_int(options, "cuda_prefill_wgmma_variant", variant < 0 ? 0 : variant > 6 ? 6 : variant);
+        st != KVT_OK) {
+      return st;
+    }
+  }
+  if (const char* value = std::getenv("KVTIER_CUDA_DECODE_FP8_PAIR"); value != nullptr) {
+    if (kvt_status st = kvt_options_set_int(options, "cuda_decode_fp8_pair_tiles", value[0] == '0' ? 0 : 1); st != KVT_OK) {
       return st;
     }
   }

@@ -60,13 +60,14 @@ absl::StatusOr<GgufMetadata> CheckpointExtraMetadata(const Checkpoint& checkpoin
   return keys;
 }
 
-std::vector<std::string> GgufTypeChoices() { return {"auto", "f32", "f16", "bf16", "q8_0"}; }
+std::vector<std::string> GgufTypeChoices() { return {"auto", "f32", "f16", "bf16", "q8_0", "q4_k"}; }
 
 std::optional<DType> GgufTypeOf(const std::string& choice) {
   if (choice == "f32") return DType::kF32;
   if (choice == "f16") return DType::kF16;
   if (choice == "bf16") return DType::kBF16;
   if (choice == "q8_0") return DType::kQ8_0;
+  if (choice == "q4_k") return DType::kQ4_K;
   return std::nullopt;
 }
 

@@ -127,6 +127,7 @@ void LiveView::PrintTiers(const nlohmann::json& stats) {
               Int(stats, "preemptions"), Int(stats, "swaps_out"), Int(stats, "swaps_in"));
   std::printf("  prompt blocks reused from the cache: %lld from the GPU, %lld from host memory, %lld from disk\n",
               Int(hits, "gpu"), Int(hits, "host"), Int(hits, "disk"));
+  if (stats.contains("compute_path")) std::printf("  computed by %s\n", stats["compute_path"].get<std::string>().c_str());
 }
 
 }  // namespace kvtier::cli

@@ -1,8 +1,9 @@
-// CpuBackend: the Llama-family decoder over a ragged batch with cpu_ops (cpu_backend.h).
+// CpuBackend: the decoder over a ragged batch with cpu_ops (cpu_backend.h).
 // Thread-compatible: one thread drives it; ops inside split work over its ThreadPool.
 #include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -11,6 +12,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/dot16.h"
+#include "backend/cpu/quant_dot.h"
 #include "common/physical_memory.h"
 #include "common/status_macros.h"
 #include "model/checkpoint.h"
@@ -21,6 +24,38 @@ namespace {
 // Activation rows preallocated at creation when the options give no step size.
 constexpr int64_t kDefaultScratchTokens = 256;
 
+// How long idle workers spin for the next kernel before they block: a forward calls the
+// pool for every kernel, microseconds apart, and a blocked worker's wake-up costs more
+// than a kernel of a decode step.
+constexpr int kSpinUs = 100;
+
+// The formats of the matrices and what computes from them, for compute_path().
+std::string DescribeComputePath(const CpuWeights& weights, CpuKernels kernels) {
+  if (kernels == CpuKernels::kReference) return "cpu-reference: fp32 weights, reference arithmetic";
+  std::vector<DType> types;
+  auto add = [&types](const CpuMatrix& m) {
+    if (!m.empty() && std::find(types.begin(), types.end(), m.dtype) == types.end()) types.push_back(m.dtype);
+  };
+  for (const CpuLayerWeights& layer : weights.layers) {
+    for (const CpuMatrix* m : {&layer.q_proj, &layer.k_proj, &layer.v_proj, &layer.o_proj, &layer.gate_proj,
+                               &layer.up_proj, &layer.down_proj}) {
+      add(*m);
+    }
+  }
+  add(weights.lm_head);
+  std::string names;
+  bool blocks = false, sixteen = false;
+  for (DType t : types) {
+    absl::StrAppend(&names, names.empty() ? "" : "+", std::string(DTypeName(t)));
+    blocks = blocks || HasQuantDot(t);
+    sixteen = sixteen || t == DType::kF16 || t == DType::kBF16;
+  }
+  std::string path = absl::StrCat("cpu: ", names, " weights");
+  if (blocks) absl::StrAppend(&path, ", int8 dot products (", std::string(BestQuantDot().isa), ")");
+  if (sixteen) absl::StrAppend(&path, ", 16-bit dot products (", std::string(BestDot16().isa), ")");
+  return path;
+}
+
 }  // namespace
 
 int64_t CpuBackend::Scratch::Bytes() const {
@@ -30,7 +65,7 @@ int64_t CpuBackend::Scratch::Bytes() const {
   }
   return floats * static_cast<int64_t>(sizeof(float)) +
          static_cast<int64_t>(tokens.size() * sizeof(int32_t) +
-                              positions.size() * sizeof(int64_t));
+                              positions.size() * sizeof(int64_t) + activations.size());
 }
 
 absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const Checkpoint& checkpoint,
@@ -55,8 +90,17 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const Checkpoint&
     return absl::UnimplementedError(absl::StrCat("cpu backend: kv_dtype '", std::string(StorageDTypeName(options.kv_dtype)),
                                                  "' is not supported (the CPU KV cache is fp32 or fp8: use auto or fp8)"));
   }
-  ASSIGN_OR_RETURN(CpuWeights weights, LoadCpuWeights(checkpoint, options.progress));
-  RoundProjections(config, options.weight_dtype, &weights);
+  // weight_dtype rounds fp32 matrices, so a format of the checkpoint's own is kept only
+  // where none is asked for.
+  const bool keep_formats =
+      options.cpu_kernels == CpuKernels::kFast && options.weight_dtype == StorageDType::kAuto;
+  ASSIGN_OR_RETURN(CpuWeights weights, LoadCpuWeights(checkpoint, options.progress, keep_formats));
+  if (IsBlockStorageDType(options.weight_dtype)) {
+    QuantizeCpuWeights(config, options.weight_dtype == StorageDType::kQ8_0 ? DType::kQ8_0 : DType::kQ4_K,
+                       options.cpu_kernels == CpuKernels::kFast, &weights);
+  } else {
+    RoundProjections(config, options.weight_dtype, options.cpu_kernels == CpuKernels::kFast, &weights);
+  }
   return std::unique_ptr<CpuBackend>(new CpuBackend(config, std::move(weights), options));
 }
 
@@ -65,18 +109,34 @@ CpuBackend::CpuBackend(const ModelConfig& config, CpuWeights weights,
     : config_(config),
       weights_(std::move(weights)),
       inv_freq_(config.head_dim / 2),
-      pool_(std::make_unique<ThreadPool>(options.num_threads)) {
+      pool_(std::make_unique<ThreadPool>(options.num_threads, ThreadPool::Options{.spin_us = kSpinUs, .pin_workers = true})) {
   layout_.num_layers = config.num_layers;
   layout_.num_kv_heads = config.num_kv_heads;
   layout_.head_dim = config.head_dim;
   layout_.block_tokens = options.block_tokens;
   layout_.dtype = options.kv_dtype == StorageDType::kFp8 ? DType::kF8E4M3 : DType::kF32;
-  RopeInverseFrequencies(config.head_dim, config.rope_theta, config.rope_scaling,
-                         inv_freq_.data());
+  if (config.long_rope) {
+    LongRopeInverseFrequencies(config.head_dim, config.rope_theta, config.long_rope->short_factor, inv_freq_.data());
+    long_inv_freq_.resize(inv_freq_.size());
+    LongRopeInverseFrequencies(config.head_dim, config.rope_theta, config.long_rope->long_factor,
+                               long_inv_freq_.data());
+  } else {
+    RopeInverseFrequencies(config.head_dim, config.rope_theta, config.rope_scaling, inv_freq_.data());
+    // HF _compute_linear_scaling_rope_parameters: inv_freq / factor in fp32.
+    const float linear = static_cast<float>(config.gemma3_rope.linear_factor);
+    if (linear != 1.0f) {
+      for (float& f : inv_freq_) f /= linear;
+    }
+  }
+  if (config.gemma3_rope.local_theta) {  // the global layers' rope_scaling does not reach these
+    local_inv_freq_.resize(inv_freq_.size());
+    RopeInverseFrequencies(config.head_dim, *config.gemma3_rope.local_theta, std::nullopt, local_inv_freq_.data());
+  }
   // Sized for the engine's step budget; a larger batch grows it (counted, never shrunk).
   EnsureScratch(options.max_tokens_per_step > 0 ? options.max_tokens_per_step
                                                 : kDefaultScratchTokens);
   scratch_growths_ = 0;
+  compute_path_ = DescribeComputePath(weights_, options.cpu_kernels);
 }
 
 absl::Status CpuBackend::AllocateKvPool(int64_t num_blocks) {
@@ -187,6 +247,7 @@ void CpuBackend::EnsureScratch(int64_t num_tokens) {
   scratch_.up.resize(size(config_.intermediate_size));
   scratch_.tokens.resize(size(1));
   scratch_.positions.resize(size(1));
+  moe_scratch_.Reserve(config_, num_tokens);
   scratch_.capacity_tokens = num_tokens;
 }
 
@@ -208,6 +269,10 @@ absl::Status CpuBackend::Forward(const ForwardBatch& batch, std::vector<float>* 
   }
   EmbeddingLookup(weights_.embed_tokens.data(), scratch_.tokens.data(), num_tokens,
                   config_.hidden_size, scratch_.hidden.data());
+  if (config_.gemma.scale_embeddings) {  // Gemma: the normalizer sqrt(hidden), rounded to fp32
+    ScaleInPlace(scratch_.hidden.data(), num_tokens * config_.hidden_size,
+                 static_cast<float>(std::sqrt(static_cast<double>(config_.hidden_size))));
+  }
   for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
     RunLayer(layer, batch, num_tokens);
   }
@@ -220,7 +285,6 @@ void CpuBackend::RunLayer(int64_t layer, const ForwardBatch& batch, int64_t num_
   const int64_t hidden = config_.hidden_size;
   const int64_t q_dim = config_.q_dim();
   const int64_t kv_dim = config_.kv_dim();
-  const int64_t inter = config_.intermediate_size;
   const double eps = config_.rms_norm_eps;
   ThreadPool* pool = pool_.get();
   float* x = scratch_.hidden.data();
@@ -232,39 +296,84 @@ void CpuBackend::RunLayer(int64_t layer, const ForwardBatch& batch, int64_t num_
 
   // Attention block.
   RmsNorm(x, w.input_norm.data(), num_tokens, hidden, eps, normed, pool);
-  MatMulTransposed(normed, w.q_proj.data(), bias(w.q_bias), num_tokens, hidden, q_dim, q, pool);
-  MatMulTransposed(normed, w.k_proj.data(), bias(w.k_bias), num_tokens, hidden, kv_dim, k, pool);
-  MatMulTransposed(normed, w.v_proj.data(), bias(w.v_bias), num_tokens, hidden, kv_dim, v, pool);
-  if (config_.qk_norm) {  // Qwen3: per-head RMSNorm before RoPE
+  MatMul(w.q_proj, normed, bias(w.q_bias), num_tokens, q, pool, &scratch_.activations);
+  MatMul(w.k_proj, normed, bias(w.k_bias), num_tokens, k, pool, &scratch_.activations);
+  MatMul(w.v_proj, normed, bias(w.v_bias), num_tokens, v, pool, &scratch_.activations);
+  if (config_.qk_norm) {  // Qwen3, Gemma 3: per-head RMSNorm before RoPE
     RmsNorm(q, w.q_norm.data(), num_tokens * config_.num_heads, config_.head_dim, eps, q, pool);
     RmsNorm(k, w.k_norm.data(), num_tokens * config_.num_kv_heads, config_.head_dim, eps, k,
             pool);
   }
-  const int64_t* positions = scratch_.positions.data();
-  ApplyRope(q, positions, num_tokens, config_.num_heads, config_.head_dim, inv_freq_.data());
-  ApplyRope(k, positions, num_tokens, config_.num_kv_heads, config_.head_dim, inv_freq_.data());
+  ApplyLayerRope(layer, q, num_tokens, config_.num_heads);
+  ApplyLayerRope(layer, k, num_tokens, config_.num_kv_heads);
+  AttentionOptions attention;
+  attention.scale = static_cast<float>(config_.AttentionScale());
+  if (config_.attn_logit_softcap) attention.logit_softcap = static_cast<float>(*config_.attn_logit_softcap);
+  attention.window = config_.LayerWindow(layer);
   int64_t row = 0;
   for (const SequenceChunk& chunk : batch.chunks) {
     const int64_t len = static_cast<int64_t>(chunk.tokens.size());
     const KvBlockView kv{&layout_, kv_pool_.get(), chunk.block_table, chunk.host_kv};
     WriteKv(kv, layer, chunk.start_position, len, k + row * kv_dim, v + row * kv_dim);
     PagedAttention(kv, layer, chunk.start_position, len, config_.num_heads, q + row * q_dim,
-                   scratch_.attention.data() + row * q_dim, pool);
+                   scratch_.attention.data() + row * q_dim, pool, attention);
     row += len;
   }
-  MatMulTransposed(scratch_.attention.data(), w.o_proj.data(), bias(w.o_bias), num_tokens,
-                   q_dim, hidden, normed, pool);
+  MatMul(w.o_proj, scratch_.attention.data(), bias(w.o_bias), num_tokens, normed, pool, &scratch_.activations);
+  if (config_.gemma.sandwich_norms) {  // Gemma: the attention output is normed before the residual
+    RmsNorm(normed, w.post_attention_norm.data(), num_tokens, hidden, eps, normed, pool);
+  }
   AddInPlace(x, normed, num_tokens * hidden);
+  Mlp(layer, w, num_tokens);
+}
 
-  // MLP block.
-  RmsNorm(x, w.post_attention_norm.data(), num_tokens, hidden, eps, normed, pool);
+void CpuBackend::Mlp(int64_t layer, const CpuLayerWeights& w, int64_t num_tokens) {
+  const int64_t hidden = config_.hidden_size;
+  const int64_t inter = config_.intermediate_size;
+  const double eps = config_.rms_norm_eps;
+  ThreadPool* pool = pool_.get();
+  float* x = scratch_.hidden.data();
+  float* normed = scratch_.normed.data();
+  const std::vector<float>& pre_norm = config_.gemma.sandwich_norms ? w.pre_feedforward_norm : w.post_attention_norm;
+  RmsNorm(x, pre_norm.data(), num_tokens, hidden, eps, normed, pool);
+  if (config_.IsMoeLayer(layer)) {
+    AddInPlace(x, MoeMlp(w.moe, config_.moe, normed, num_tokens, hidden, pool, &moe_scratch_, &scratch_.activations),
+               num_tokens * hidden);
+    return;
+  }
   float* gate = scratch_.gate.data();
-  MatMulTransposed(normed, w.gate_proj.data(), nullptr, num_tokens, hidden, inter, gate, pool);
-  MatMulTransposed(normed, w.up_proj.data(), nullptr, num_tokens, hidden, inter,
-                   scratch_.up.data(), pool);
-  SiluMul(gate, scratch_.up.data(), num_tokens * inter, gate);
-  MatMulTransposed(gate, w.down_proj.data(), nullptr, num_tokens, inter, hidden, normed, pool);
+  MatMul(w.gate_proj, normed, nullptr, num_tokens, gate, pool, &scratch_.activations);
+  MatMul(w.up_proj, normed, nullptr, num_tokens, scratch_.up.data(), pool, &scratch_.activations);
+  if (config_.activation == Activation::kGeluTanh) {
+    GeluTanhMul(gate, scratch_.up.data(), num_tokens * inter, gate);
+  } else {
+    SiluMul(gate, scratch_.up.data(), num_tokens * inter, gate);
+  }
+  MatMul(w.down_proj, gate, nullptr, num_tokens, normed, pool, &scratch_.activations);
+  if (config_.gemma.sandwich_norms) {
+    RmsNorm(normed, w.post_feedforward_norm.data(), num_tokens, hidden, eps, normed, pool);
+  }
   AddInPlace(x, normed, num_tokens * hidden);
+}
+
+void CpuBackend::ApplyLayerRope(int64_t layer, float* x, int64_t rows, int64_t num_heads) const {
+  const int64_t* positions = scratch_.positions.data();
+  const int64_t head_dim = config_.head_dim;
+  if (!local_inv_freq_.empty() && config_.LayerWindow(layer)) {
+    ApplyRope(x, positions, rows, num_heads, head_dim, local_inv_freq_.data());
+    return;
+  }
+  if (!config_.long_rope) {
+    ApplyRope(x, positions, rows, num_heads, head_dim, inv_freq_.data());
+    return;
+  }
+  // LongRoPE: each position its own table (config.h says why per position).
+  const float scaling = static_cast<float>(config_.long_rope->attention_factor);
+  const int64_t original = config_.long_rope->original_max_position_embeddings;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* table = positions[r] >= original ? long_inv_freq_.data() : inv_freq_.data();
+    ApplyRope(x + r * num_heads * head_dim, positions + r, 1, num_heads, head_dim, table, scaling);
+  }
 }
 
 void CpuBackend::ComputeLogits(const ForwardBatch& batch, std::vector<float>* logits) {
@@ -286,8 +395,15 @@ void CpuBackend::ComputeLogits(const ForwardBatch& batch, std::vector<float>* lo
   float* normed = scratch_.normed.data();
   RmsNorm(normed, weights_.final_norm.data(), num_rows, hidden, config_.rms_norm_eps, normed,
           pool_.get());
-  MatMulTransposed(normed, weights_.LmHead(), nullptr, num_rows, hidden, config_.vocab_size,
-                   logits->data(), pool_.get());
+  if (weights_.lm_head.empty()) {
+    MatMulTransposed(normed, weights_.embed_tokens.data(), nullptr, num_rows, hidden, config_.vocab_size,
+                     logits->data(), pool_.get());
+  } else {
+    MatMul(weights_.lm_head, normed, nullptr, num_rows, logits->data(), pool_.get(), &scratch_.activations);
+  }
+  if (config_.final_logit_softcap) {
+    SoftCap(logits->data(), num_rows * config_.vocab_size, static_cast<float>(*config_.final_logit_softcap));
+  }
 }
 
 absl::Status CpuBackend::CopyBlocksToHost(std::span<const BlockCopy> copies) {
@@ -330,7 +446,7 @@ float* CpuBackend::MutableBlockData(int32_t block) {
 
 int64_t CpuBackend::device_bytes_in_use() const {
   return weights_.Bytes() + num_blocks_ * static_cast<int64_t>(layout_.BlockBytes()) +
-         scratch_.Bytes();
+         scratch_.Bytes() + moe_scratch_.Bytes();
 }
 
 }  // namespace kvtier

@@ -1,5 +1,7 @@
-// CpuBackend: the reference Backend — the Llama-family forward in fp32 over a ragged batch,
-// with its "device" KV tier in ordinary memory. One thread drives it at a time (Backend).
+// CpuBackend: the decoder forward (Llama, Mistral, Qwen2/3, Gemma 2/3, Phi-3) in fp32 over a
+// ragged batch, with its "device" KV tier in ordinary memory; matrix products as
+// options.cpu_kernels says (backend.h): from the checkpoint's quantized blocks, or from fp32
+// (the reference). One thread drives it at a time (Backend).
 #ifndef KVTIER_BACKEND_CPU_CPU_BACKEND_H_
 #define KVTIER_BACKEND_CPU_CPU_BACKEND_H_
 
@@ -22,7 +24,7 @@ namespace kvtier {
 
 class Checkpoint;
 
-// Weights are widened to fp32 once at creation. Activations live in scratch buffers sized
+// Weights are loaded once at creation (cpu_weights.h). Activations live in scratch buffers sized
 // for the largest batch seen so far (they grow, never shrink); the KV pool is allocated
 // once by AllocateKvPool, so stepping never allocates KV memory.
 class CpuBackend final : public Backend {
@@ -32,6 +34,8 @@ class CpuBackend final : public Backend {
                                                             const BackendOptions& options);
 
   std::string_view name() const override { return "cpu"; }
+  // e.g. "cpu: Q8_0 weights, int8 dot products (avx512vnni)", "cpu-reference: fp32 weights".
+  std::string compute_path() const override { return compute_path_; }
   const KvLayout& kv_layout() const override { return layout_; }
   int64_t vocab_size() const override { return config_.vocab_size; }
 
@@ -71,6 +75,7 @@ class CpuBackend final : public Backend {
     std::vector<float> up;         // (tokens, intermediate)
     std::vector<int32_t> tokens;   // (tokens)
     std::vector<int64_t> positions;  // (tokens)
+    std::vector<uint8_t> activations;  // quantized rows of a product (cpu_matrix.h)
     int64_t Bytes() const;
   };
 
@@ -80,19 +85,27 @@ class CpuBackend final : public Backend {
   absl::Status ValidateBlock(int32_t block, const std::string& what) const;
   void EnsureScratch(int64_t num_tokens);
   void RunLayer(int64_t layer, const ForwardBatch& batch, int64_t num_tokens);
+  // RoPE of layer `layer` on x (rows, num_heads, head_dim) at the batch's positions.
+  void ApplyLayerRope(int64_t layer, float* x, int64_t rows, int64_t num_heads) const;
+  // The MLP of layer `layer`: dense, or its experts (cpu_moe.h).
+  void Mlp(int64_t layer, const CpuLayerWeights& w, int64_t num_tokens);
   void ComputeLogits(const ForwardBatch& batch, std::vector<float>* logits);
 
   const ModelConfig config_;
   const CpuWeights weights_;
   KvLayout layout_;
-  std::vector<float> inv_freq_;  // (head_dim / 2)
+  std::vector<float> inv_freq_;  // (head_dim / 2); LongRoPE's short factors
+  std::vector<float> local_inv_freq_;  // (head_dim / 2): Gemma 3's sliding layers, else empty
+  std::vector<float> long_inv_freq_;   // (head_dim / 2): LongRoPE's long factors, else empty
   std::unique_ptr<ThreadPool> pool_;
+  std::string compute_path_;
 
   float* MutableBlockData(int32_t block);
   std::unique_ptr<float[]> kv_pool_;  // num_blocks_ x layout_.BlockBytes() bytes
   int64_t num_blocks_ = 0;
 
   Scratch scratch_;
+  CpuMoeScratch moe_scratch_;  // mixture-of-experts layers only
   int64_t scratch_growths_ = 0;
 };
 

@@ -10,6 +10,7 @@
 #include <numbers>
 #include <vector>
 
+#include "backend/cpu/fold_lanes.h"
 #include "common/fp8_e4m3.h"
 #include "common/thread_pool.h"
 
@@ -29,14 +30,8 @@ void For(ThreadPool* pool, int64_t n, const std::function<void(int64_t, int64_t)
 // structure lets the compiler vectorise without -ffast-math while keeping the summation
 // order defined. DotRows computes several outputs sharing one weight row with exactly the
 // same order per output as Dot, so a row's result never depends on how rows are grouped.
-constexpr int kLanes = 8;
-
-[[gnu::always_inline]] inline float FoldLanes(float* acc) {
-  for (int width = kLanes / 2; width > 0; width /= 2) {
-    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-  }
-  return acc[0];
-}
+using cpu_lanes::FoldLanes;
+using cpu_lanes::kLanes;
 
 [[gnu::always_inline]] inline float Dot(const float* a, const float* b, int64_t n) {
   float acc[kLanes] = {};
@@ -101,7 +96,7 @@ void RmsNorm(const float* x, const float* weight, int64_t rows, int64_t dim, dou
 
 namespace {
 
-// Output features [n0, n1) for every row.
+// Output features [n0, n1) for every row; w points at weight row n0.
 [[gnu::always_inline]] inline void MatMulTileBody(const float* x, const float* w,
                                                   const float* bias, int64_t rows,
                                                   int64_t k_dim, int64_t n_dim, int64_t n0,
@@ -110,13 +105,13 @@ namespace {
   int64_t t = 0;
   for (; t + kRowGroup <= rows; t += kRowGroup) {
     for (int64_t n = n0; n < n1; ++n) {
-      DotRows<kRowGroup>(x + t * k_dim, k_dim, w + n * k_dim, k_dim, out + t * n_dim + n,
+      DotRows<kRowGroup>(x + t * k_dim, k_dim, w + (n - n0) * k_dim, k_dim, out + t * n_dim + n,
                          n_dim);
     }
   }
   for (; t < rows; ++t) {
     for (int64_t n = n0; n < n1; ++n) {
-      out[t * n_dim + n] = Dot(x + t * k_dim, w + n * k_dim, k_dim);
+      out[t * n_dim + n] = Dot(x + t * k_dim, w + (n - n0) * k_dim, k_dim);
     }
   }
   if (bias != nullptr) {
@@ -156,17 +151,22 @@ MatMulTileFn SelectMatMulTile() {
 
 }  // namespace
 
+void MatMulTransposedTile(const float* x, const float* w_rows, const float* bias, int64_t rows,
+                          int64_t k_dim, int64_t n_dim, int64_t n0, int64_t n1, float* out) {
+  static const MatMulTileFn tile_fn = SelectMatMulTile();
+  tile_fn(x, w_rows, bias, rows, k_dim, n_dim, n0, n1, out);
+}
+
 void MatMulTransposed(const float* x, const float* w, const float* bias, int64_t rows,
                       int64_t k_dim, int64_t n_dim, float* out, ThreadPool* pool) {
   // Work items are tiles of kTile weight rows; each tile is applied to every input row, so
   // a tile is read from memory once and then served from cache for all rows.
   constexpr int64_t kTile = 16;
   const int64_t num_tiles = (n_dim + kTile - 1) / kTile;
-  static const MatMulTileFn tile_fn = SelectMatMulTile();
   For(pool, num_tiles, [&](int64_t tile_begin, int64_t tile_end) {
     const int64_t n_end = std::min(n_dim, tile_end * kTile);
     for (int64_t n0 = tile_begin * kTile; n0 < n_end; n0 += kTile) {
-      tile_fn(x, w, bias, rows, k_dim, n_dim, n0, std::min(n_end, n0 + kTile), out);
+      MatMulTransposedTile(x, w + n0 * k_dim, bias, rows, k_dim, n_dim, n0, std::min(n_end, n0 + kTile), out);
     }
   });
 }
@@ -213,8 +213,18 @@ void RopeInverseFrequencies(int64_t head_dim, double theta,
   }
 }
 
+void LongRopeInverseFrequencies(int64_t head_dim, double theta, std::span<const double> factors,
+                                float* inv_freq) {
+  const float base = static_cast<float>(theta);
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+    const float power = static_cast<float>(std::pow(static_cast<double>(base), exponent));
+    inv_freq[i] = 1.0f / (static_cast<float>(factors[static_cast<size_t>(i)]) * power);
+  }
+}
+
 void ApplyRope(float* x, const int64_t* positions, int64_t rows, int64_t num_heads,
-               int64_t head_dim, const float* inv_freq) {
+               int64_t head_dim, const float* inv_freq, float attention_scaling) {
   // HF: freqs = inv_freq * float(position); q * cos + rotate_half(q) * sin, all fp32.
   const int64_t half = head_dim / 2;
   std::vector<float> cos_row(half), sin_row(half);
@@ -222,8 +232,8 @@ void ApplyRope(float* x, const int64_t* positions, int64_t rows, int64_t num_hea
     const float position = static_cast<float>(positions[t]);
     for (int64_t i = 0; i < half; ++i) {
       const float angle = inv_freq[i] * position;
-      cos_row[i] = std::cos(angle);
-      sin_row[i] = std::sin(angle);
+      cos_row[i] = std::cos(angle) * attention_scaling;
+      sin_row[i] = std::sin(angle) * attention_scaling;
     }
     for (int64_t h = 0; h < num_heads; ++h) {
       float* xh = x + (t * num_heads + h) * head_dim;
@@ -241,6 +251,24 @@ void SiluMul(const float* gate, const float* up, int64_t count, float* out) {
   for (int64_t i = 0; i < count; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void ScaleInPlace(float* x, int64_t count, float scale) {
+  for (int64_t i = 0; i < count; ++i) x[i] *= scale;
+}
+
+void SoftCap(float* x, int64_t count, float cap) {
+  for (int64_t i = 0; i < count; ++i) x[i] = std::tanh(x[i] / cap) * cap;
+}
+
+void GeluTanhMul(const float* gate, const float* up, int64_t count, float* out) {
+  const float beta = static_cast<float>(std::sqrt(2.0 / std::numbers::pi));
+  const float kappa = 0.044715f;
+  for (int64_t i = 0; i < count; ++i) {
+    const float g = gate[i];
+    const float inner = beta * (g + kappa * g * g * g);
+    out[i] = 0.5f * g * (1.0f + std::tanh(inner)) * up[i];
   }
 }
 
@@ -294,11 +322,13 @@ void WriteKv(const KvLayout& layout, void* kv_pool, std::span<const int32_t> blo
 }
 
 void PagedAttention(const KvBlockView& kv, int64_t layer, int64_t start_position, int64_t rows,
-                    int64_t num_heads, const float* q, float* out, ThreadPool* pool) {
+                    int64_t num_heads, const float* q, float* out, ThreadPool* pool,
+                    const AttentionOptions& options) {
   const KvLayout& layout = *kv.layout;
   const int64_t head_dim = layout.head_dim;
   const int64_t group = num_heads / layout.num_kv_heads;
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+  const float scale =
+      options.scale.value_or(static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim))));
   auto key_or_value = [&](int64_t kv_index, int64_t kv_head, int64_t position, float* scratch) {
     return LoadRow(layout, kv.Read(position / layout.block_tokens), layer, kv_index, kv_head,
                    position % layout.block_tokens, scratch);
@@ -311,21 +341,24 @@ void PagedAttention(const KvBlockView& kv, int64_t layer, int64_t start_position
       const int64_t h = item % num_heads;
       const int64_t kv_head = h / group;
       const int64_t num_keys = start_position + r + 1;  // causal: positions [0, own]
+      // A window keeps the last `window` positions, own included.
+      const int64_t first_key = options.window ? std::max<int64_t>(0, num_keys - *options.window) : 0;
       const float* qh = q + (r * num_heads + h) * head_dim;
       float max_score = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < num_keys; ++j) {
+      for (int64_t j = first_key; j < num_keys; ++j) {
         probs[j] = Dot(qh, key_or_value(0, kv_head, j, row.data()), head_dim) * scale;
+        if (options.logit_softcap) probs[j] = std::tanh(probs[j] / *options.logit_softcap) * *options.logit_softcap;
         max_score = std::max(max_score, probs[j]);
       }
       float sum = 0.0f;
-      for (int64_t j = 0; j < num_keys; ++j) {
+      for (int64_t j = first_key; j < num_keys; ++j) {
         probs[j] = std::exp(probs[j] - max_score);
         sum += probs[j];
       }
       const float inv_sum = 1.0f / sum;
       float* oh = out + (r * num_heads + h) * head_dim;
       std::fill(oh, oh + head_dim, 0.0f);
-      for (int64_t j = 0; j < num_keys; ++j) {
+      for (int64_t j = first_key; j < num_keys; ++j) {
         Axpy(probs[j] * inv_sum, key_or_value(1, kv_head, j, row.data()), head_dim, oh);
       }
     }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda_model_support.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "model/checkpoint.h"
@@ -76,6 +77,12 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const Checkpoin
   // weight_dtype bf16/fp16 choose the 16-bit type weights, activations and KV are held in;
   // fp8 holds the projections as E4M3 and computes in the checkpoint's 16-bit type. The KV
   // cache is held in that 16-bit type or, with kv_dtype fp8, as E4M3 codes + row scales.
+  if (IsBlockStorageDType(options.weight_dtype)) {
+    return absl::UnimplementedError(absl::StrCat(
+        "cuda backend: weight_dtype '", std::string(StorageDTypeName(options.weight_dtype)),
+        "' is not supported (q8_0 and q4_k are cpu backend formats; GGUF files of those types are dequantized "
+        "to 16 bits on the GPU): use auto, bf16, fp16 or fp8"));
+  }
   DType dtype = ComputeDTypeOf(checkpoint);
   if (options.weight_dtype == StorageDType::kBf16) dtype = DType::kBF16;
   if (options.weight_dtype == StorageDType::kFp16) dtype = DType::kF16;
@@ -114,6 +121,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::CreateImpl(const Model
     return absl::InvalidArgumentError(
         absl::StrCat("cuda backend: compute dtype must be BF16 or F16, not ", std::string(DTypeName(dtype))));
   }
+  RETURN_IF_ERROR(CudaForwardSupports(config));
   RETURN_IF_ERROR(CheckDevice());
   if (config.num_kv_heads <= 0 || config.num_heads % config.num_kv_heads != 0) {
     return absl::UnimplementedError(absl::StrCat("cuda backend: num_heads ", config.num_heads,
@@ -162,7 +170,8 @@ absl::Status CudaBackend::Init(const cuda::WeightLoader& loader, const cuda::Fp8
   ASSIGN_OR_RETURN(host_kv_, cuda::HostKvStreamer::Create(HostKvOptions(), memory_, &stats_));
   forward_ = std::make_unique<cuda::ForwardPass>(cuda::ForwardPass::Parts{&config_, &layout_, compute_dtype_, &weights_,
                                                                           &ws_, projections_.get(), host_kv_.get(),
-                                                                          &pool_, stream_, options_.cuda.launch});
+                                                                          &pool_, stream_, options_.cuda.launch,
+                                                                          kernels_.prefill_kernel});
   // The scratch block (KV of graph padding rows) is allocated with the pool, one block past
   // it; reserve its bytes now so the pool the engine sizes from device_bytes_in_use() fits.
   memory_.Reserve(static_cast<int64_t>(layout_.BlockBytes()));
@@ -183,6 +192,8 @@ absl::Status CudaBackend::CreateStreams() {
   memory_.Trace("backend created");
   return absl::OkStatus();
 }
+
+std::optional<PositionLimit> CudaBackend::position_limit() const { return CudaPositionLimit(config_); }
 
 int64_t CudaBackend::WeightBytes() const {
   return cuda::CudaWeights::Bytes(

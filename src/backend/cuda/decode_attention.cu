@@ -32,7 +32,9 @@
 // scale, all loads of a tile first, then converted in registers into the 16-bit fragments
 // (kv_fp8.cuh), so the tensor-core code is the same; half the KV bytes cross. With bf16
 // compute the codes go in unscaled (exact) and the row scales multiply S (K's) and P (V's)
-// per position (kFp8ScalesAfterProducts); with f16 each code is dequantized first.
+// per position (kFp8ScalesAfterProducts); with f16 each code is dequantized first. The
+// pair-tile path (decode_fp8_pair_tile.cuh) takes 32 positions a round with 16-byte code
+// loads, so that a warp has as many KV bytes in flight as on the bf16 path.
 //
 // Launched with programmatic dependent launch (pdl.h): the metadata chain (rows -> pos,
 // chunk -> indptr -> first block ids: four dependent loads, four memory latencies) runs
@@ -45,6 +47,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "backend/cuda/decode_fp8_pair_tile.cuh"
 #include "backend/cuda/elem.cuh"
 #include "backend/cuda/kv_fp8.cuh"
 #include "backend/cuda/pdl.h"
@@ -68,6 +71,9 @@ static_assert(kDecodeMaxSplitsLimit >= kMaxSplitsCap, "heuristic exceeds the ker
 // (DecodeAttentionParams::fp8_scales_after_products compares the two; docs/CUDA_BACKEND.md,
 // "fp8 KV").
 constexpr bool kFp8ScalesAfterProducts = true;
+// fp8 KV in rounds of 32 positions with 16-byte code loads (decode_fp8_pair_tile.cuh) where
+// the shape allows; DecodeAttentionParams::fp8_pair_tiles compares the two.
+constexpr bool kFp8PairTiles = false;
 
 struct SplitRange {
   int begin = 0;  // first position
@@ -144,7 +150,7 @@ __device__ __forceinline__ int VDim(int e, int g) { return 8 * (8 * (e / 8) + g)
 
 // The explicit min-blocks of 1 stops ptxas from capping the D = 64 instance at 96
 // registers with a spill (it then takes 111); D = 128 takes 168 either way (3 CTAs / SM).
-template <typename T, int D, bool kFp8, bool kFold>
+template <typename T, int D, bool kFp8, bool kFold, bool kPair>
 __global__ void __launch_bounds__(kThreads, 1)
     DecodeAttentionKernel(DecodeAttentionParams<T> p, StepTokens tok, PagedKv<T> kv, int group,
                           float scale_log2, int bt_shift) {
@@ -209,7 +215,17 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int num_tiles = (range.end - range.begin + kTile - 1) / kTile;
   int32_t blk[6] = {0, 0, 0, 0, 0, 0};
-  if (warp < num_tiles) lookup(range.begin + warp * kTile, blk);
+  // kPair: the table entries of the two sub-tiles of this warp's next round.
+  int32_t pair_entry[2] = {0, 0};
+  auto pair_lookup = [&](int p0) {
+#pragma unroll
+    for (int u = 0; u < 2; ++u) pair_entry[u] = table[PairSubTileStart(p0, u, last) >> bt_shift];
+  };
+  if constexpr (kPair) {
+    if (warp * kPairTilePositions < range.end - range.begin) pair_lookup(range.begin + warp * kPairTilePositions);
+  } else if (warp < num_tiles) {
+    lookup(range.begin + warp * kTile, blk);
+  }
 
   // Everything below may read what earlier kernels wrote (q, this token's K/V, partials).
   PdlWait();
@@ -222,8 +238,95 @@ __global__ void __launch_bounds__(kThreads, 1)
     const T* qp =
         p.q + (static_cast<int64_t>(token) * p.num_heads + kv_head * group + g) * D;
 #pragma unroll
-    for (int j = 0; j < kKPieces; ++j) q[j] = *reinterpret_cast<const uint4*>(qp + KPiece(j, t));
+    for (int j = 0; j < kKPieces; ++j) {
+      q[j] = *reinterpret_cast<const uint4*>(qp + (kPair ? PairKDim(j, t) : KPiece(j, t)));
+    }
   }
+  // One 16-position tile: S, the online softmax and O^T += V^T.P^T. kFold: s_scale and p_scale
+  // are the K and V row scales of the lane's positions p0 + 2t, 2t+1, 2t+8, 2t+9.
+  auto process_tile = [&](int p0, const uint4 (&kr)[2][kKPieces], const uint4 (&vr)[4][kVPieces],
+                          const float (&s_scale)[4], const float (&p_scale)[4]) {
+    // S: lane holds S[head g][positions 2t, 2t+1] (n = 0) and [8+2t, 8+2t+1] (n = 1).
+    float s[2][4];
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kMTiles; ++k) {
+        Mma<T>(s[n], Word(q, 2 * k), 0u, Word(q, 2 * k + 1), 0u, Word(kr[n], 2 * k),
+            Word(kr[n], 2 * k + 1));
+      }
+    }
+    float x[4] = {s[0][0], s[0][1], s[1][0], s[1][1]};
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int pos = p0 + 2 * t + (j & 1) + (j >> 1) * 8;
+      x[j] = pos < range.end ? x[j] * s_scale[j] * scale_log2 : -INFINITY;
+      tile_max = fmaxf(tile_max, x[j]);
+    }
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(kFull, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(kFull, tile_max, 2));
+    const float m_new = fmaxf(m, tile_max);  // finite: position p0 is always valid
+    const float correction = exp2f(m - m_new);
+    float tile_sum = 0.0f;
+    uint32_t pb0, pb1;
+    if constexpr (kFold) {
+      // P times the V row scales, rounded once; the softmax sum takes P itself.
+      float e[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) e[j] = exp2f(x[j] - m_new);
+      tile_sum = (e[0] + e[1]) + (e[2] + e[3]);
+      pb0 = PackFloat2<T>(e[0] * p_scale[0], e[1] * p_scale[1]);
+      pb1 = PackFloat2<T>(e[2] * p_scale[2], e[3] * p_scale[3]);
+    } else {
+      pb0 = PackRounded<T>(exp2f(x[0] - m_new), exp2f(x[1] - m_new), &tile_sum);
+      pb1 = PackRounded<T>(exp2f(x[2] - m_new), exp2f(x[3] - m_new), &tile_sum);
+    }
+    l = l * correction + tile_sum;
+    m = m_new;
+    // O^T columns of this lane are heads 2t and 2t+1: fetch their corrections.
+    const float c0 = __shfl_sync(kFull, correction, 8 * t);
+    const float c1 = __shfl_sync(kFull, correction, 8 * t + 4);
+#pragma unroll
+    for (int i = 0; i < kMTiles; ++i) {
+      o[i][0] *= c0;
+      o[i][1] *= c1;
+      o[i][2] *= c0;
+      o[i][3] *= c1;
+      Mma<T>(o[i], PairOf(vr[0], vr[1], i), PairOf(vr[0], vr[1], kMTiles + i),
+          PairOf(vr[2], vr[3], i), PairOf(vr[2], vr[3], kMTiles + i), pb0, pb1);
+    }
+  };
+  if constexpr (kPair) {
+    // Rounds of 32 positions (decode_fp8_pair_tile.cuh): both sub-tiles' loads first, then
+    // the next round's block ids, then the two tiles' products.
+    const int num_rounds = (range.end - range.begin + kPairTilePositions - 1) / kPairTilePositions;
+    for (int round = warp; round < num_rounds; round += kWarps) {
+      const int p0 = range.begin + round * kPairTilePositions;
+      Fp8SubTile sub[2];
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        LoadFp8SubTile(kv, pair_entry[u], p.layer, PairSubTileStart(p0, u, last), last, k_head, v_delta, g, t,
+                       &sub[u]);
+      }
+      if (round + kWarps < num_rounds) pair_lookup(p0 + kWarps * kPairTilePositions);
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        uint4 kr[2][kKPieces], vr[4][kVPieces];
+        Fp8SubTileToT<T>(sub[u], kr, vr);
+        const int q0 = p0 + 16 * u;
+        // A masked position's V scale is 0, not the garbage its unwritten row may hold.
+        const float s_scale[4] = {sub[u].ks[0].x, sub[u].ks[0].y, sub[u].ks[1].x, sub[u].ks[1].y};
+        float p_scale[4] = {sub[u].vs[0].x, sub[u].vs[0].y, sub[u].vs[1].x, sub[u].vs[1].y};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          if (q0 + 2 * t + (j & 1) + (j >> 1) * 8 >= range.end) p_scale[j] = 0.0f;
+        }
+        if (q0 < range.end) process_tile(q0, kr, vr, s_scale, p_scale);
+      }
+    }
+  } else {
   for (int tile = warp; tile < num_tiles; tile += kWarps) {
     const int p0 = range.begin + tile * kTile;
     int pp[6];
@@ -287,57 +390,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (tile + kWarps < num_tiles) lookup(p0 + kWarps * kTile, blk);
     }
 
-    // S: lane holds S[head g][positions 2t, 2t+1] (n = 0) and [8+2t, 8+2t+1] (n = 1).
-    float s[2][4];
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-#pragma unroll
-      for (int k = 0; k < kMTiles; ++k) {
-        Mma<T>(s[n], Word(q, 2 * k), 0u, Word(q, 2 * k + 1), 0u, Word(kr[n], 2 * k),
-            Word(kr[n], 2 * k + 1));
-      }
-    }
-    float x[4] = {s[0][0], s[0][1], s[1][0], s[1][1]};
-    float tile_max = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int pos = p0 + 2 * t + (j & 1) + (j >> 1) * 8;
-      x[j] = pos < range.end ? x[j] * s_scale[j] * scale_log2 : -INFINITY;
-      tile_max = fmaxf(tile_max, x[j]);
-    }
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(kFull, tile_max, 1));
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(kFull, tile_max, 2));
-    const float m_new = fmaxf(m, tile_max);  // finite: position p0 is always valid
-    const float correction = exp2f(m - m_new);
-    float tile_sum = 0.0f;
-    uint32_t pb0, pb1;
-    if constexpr (kFold) {
-      // P times the V row scales, rounded once; the softmax sum takes P itself.
-      float e[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) e[j] = exp2f(x[j] - m_new);
-      tile_sum = (e[0] + e[1]) + (e[2] + e[3]);
-      pb0 = PackFloat2<T>(e[0] * p_scale[0], e[1] * p_scale[1]);
-      pb1 = PackFloat2<T>(e[2] * p_scale[2], e[3] * p_scale[3]);
-    } else {
-      pb0 = PackRounded<T>(exp2f(x[0] - m_new), exp2f(x[1] - m_new), &tile_sum);
-      pb1 = PackRounded<T>(exp2f(x[2] - m_new), exp2f(x[3] - m_new), &tile_sum);
-    }
-    l = l * correction + tile_sum;
-    m = m_new;
-    // O^T columns of this lane are heads 2t and 2t+1: fetch their corrections.
-    const float c0 = __shfl_sync(kFull, correction, 8 * t);
-    const float c1 = __shfl_sync(kFull, correction, 8 * t + 4);
-#pragma unroll
-    for (int i = 0; i < kMTiles; ++i) {
-      o[i][0] *= c0;
-      o[i][1] *= c1;
-      o[i][2] *= c0;
-      o[i][3] *= c1;
-      Mma<T>(o[i], PairOf(vr[0], vr[1], i), PairOf(vr[0], vr[1], kMTiles + i),
-          PairOf(vr[2], vr[3], i), PairOf(vr[2], vr[3], kMTiles + i), pb0, pb1);
-    }
+    process_tile(p0, kr, vr, s_scale, p_scale);
+  }
   }
 
   // Combine the warps (a warp without tiles contributes m = -inf, l = 0, O = 0).
@@ -349,7 +403,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 #pragma unroll
   for (int i = 0; i < kMTiles; ++i) {
-    const int d0 = VDim(i, g), d1 = VDim(kMTiles + i, g);
+    const int d0 = kPair ? PairVDim(i, g) : VDim(i, g);
+    const int d1 = kPair ? PairVDim(kMTiles + i, g) : VDim(kMTiles + i, g);
     s_o[warp][2 * t][d0] = o[i][0];
     s_o[warp][2 * t + 1][d0] = o[i][1];
     s_o[warp][2 * t][d1] = o[i][2];
@@ -513,11 +568,16 @@ cudaError_t DecodeAttention(const DecodeAttentionParams<T>& params, StepTokens t
   const bool fold = kv.fp8 && std::is_same_v<T, bf16> &&
                     (params.fp8_scales_after_products < 0 ? kFp8ScalesAfterProducts
                                                           : params.fp8_scales_after_products > 0);
+  const bool pair = fold && kv.head_dim == kPairTileDim && bt_shift >= 4 &&
+                    (params.fp8_pair_tiles < 0 ? kFp8PairTiles : params.fp8_pair_tiles > 0);
   auto kernel = kv.head_dim == 128
-                    ? (fold ? DecodeAttentionKernel<T, 128, true, true>
-                            : kv.fp8 ? DecodeAttentionKernel<T, 128, true, false> : DecodeAttentionKernel<T, 128, false, false>)
-                    : (fold ? DecodeAttentionKernel<T, 64, true, true>
-                            : kv.fp8 ? DecodeAttentionKernel<T, 64, true, false> : DecodeAttentionKernel<T, 64, false, false>);
+                    ? (pair   ? DecodeAttentionKernel<T, 128, true, true, true>
+                       : fold ? DecodeAttentionKernel<T, 128, true, true, false>
+                       : kv.fp8 ? DecodeAttentionKernel<T, 128, true, false, false>
+                                : DecodeAttentionKernel<T, 128, false, false, false>)
+                    : (fold     ? DecodeAttentionKernel<T, 64, true, true, false>
+                       : kv.fp8 ? DecodeAttentionKernel<T, 64, true, false, false>
+                                : DecodeAttentionKernel<T, 64, false, false, false>);
   return LaunchPdl(launch, kernel, grid, dim3(kThreads), 0, stream, params, tokens, kv, group,
                    scale_log2, bt_shift);
 }

@@ -90,6 +90,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
         attn.partial_out = ws.decode_partial_out;
         attn.partial_ml = ws.decode_partial_ml;
         attn.split_counters = ws.decode_split_counters;
+        attn.fp8_pair_tiles = launch.decode_fp8_pair_tiles;
         CUDA_RETURN_IF_ERROR(DecodeAttention(attn, step_tokens, kv, stream, launch));
       }
       if (step.prefill_tiles > 0) {
@@ -100,6 +101,8 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
         attn.num_tiles = step.prefill_tiles;
         attn.num_heads = num_heads;
         attn.layer = static_cast<int32_t>(layer);
+        attn.kernel = parts_.prefill_kernel;
+        attn.wgmma_variant = launch.prefill_wgmma_variant;
         CUDA_RETURN_IF_ERROR(PrefillAttention(attn, kv, stream));
       }
     } else {

@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_weights.h"
 #include "backend/cuda/device_kv_pool.h"
 #include "backend/cuda/host_kv_streamer.h"
+#include "backend/cuda/prefill_attention.h"
 #include "backend/cuda/projections.h"
 #include "backend/cuda/step_launch.h"
 #include "backend/cuda/workspace.h"
@@ -37,6 +38,7 @@ class ForwardPass {
     const DeviceKvPool* pool = nullptr;
     cudaStream_t stream = nullptr;
     CudaLaunchOptions launch;
+    PrefillKernel prefill_kernel = PrefillKernel::kMma;  // the kernel the step planner tiles for
   };
   explicit ForwardPass(const Parts& parts) : parts_(parts) {}
 

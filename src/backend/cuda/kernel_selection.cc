@@ -35,7 +35,11 @@ absl::StatusOr<KernelSelection> KernelSelection::For(const ModelConfig& config, 
                      "block_tokens a power of two in [8, 64], fast attention on); this model has head_dim ",
                      head_dim, ", ", heads, " heads, ", kv_heads, " kv heads, block_tokens ", layout.block_tokens));
   }
-  k.prefill_tile_tokens = PrefillTileTokens(head_dim, heads / kv_heads);
+  if (k.fast_attention && options.prefill_wgmma && SkinnyGemmDeviceOk(0) &&
+      PrefillWgmmaSupported(compute_dtype == DType::kBF16, head_dim, heads, kv_heads)) {
+    k.prefill_kernel = PrefillKernel::kWgmma;
+  }
+  k.prefill_tile_tokens = PrefillTileTokens(head_dim, heads / kv_heads, k.prefill_kernel);
   return k;
 }
 

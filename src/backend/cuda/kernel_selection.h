@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "backend/cuda/prefill_attention.h"
 #include "backend/cuda_options.h"
 #include "backend/kv_layout.h"
 #include "model/config.h"
@@ -23,6 +24,9 @@ struct KernelSelection {
   // The config runs on DecodeAttention + PrefillAttention (else the generic PagedAttention):
   // its shape fits them and CudaOptions::fast_attention allows them.
   bool fast_attention = false;
+  // PrefillAttention's kernel: kWgmma where CudaOptions::prefill_wgmma allows it and the GPU
+  // (compute capability 9.0), the compute type (bf16) and the shape (head_dim 128) take it.
+  PrefillKernel prefill_kernel = PrefillKernel::kMma;
   int32_t prefill_tile_tokens = 0;  // PrefillAttention's query tokens per tile
 
   // Unimplemented: kv_dtype fp8 on a shape the fast attention kernels do not take (the

@@ -22,9 +22,12 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/elem.cuh"
 #include "backend/cuda/kv_fp8.cuh"
+#include "backend/cuda/online_softmax.cuh"
+#include "backend/cuda/prefill_attention_wgmma.h"
 
 namespace kvtier::cuda {
 namespace {
@@ -221,60 +224,16 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
 
-    const int tile_pos = j * kKvTile;
-    if (tile_pos + kKvTile - 1 > tile.first_pos) {  // crosses the diagonal: causal mask
-#pragma unroll
-      for (int n = 0; n < kKvTile / 8; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int pos = tile_pos + n * 8 + (lane & 3) * 2 + (e & 1);
-          if (pos > row_pos[e >> 1]) s[n][e] = -INFINITY;
-        }
-      }
-    }
-
-    // Online softmax. Tile 0 always holds position 0, so m is finite from then on and a
-    // fully masked row in a later tile only gets weights exp2(-inf) = 0.
+    MaskPastPositions(s, j * kKvTile, tile.first_pos, row_pos, lane);
     float correction[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float row_max = -INFINITY;
-#pragma unroll
-      for (int n = 0; n < kKvTile / 8; ++n) {
-        row_max = fmaxf(row_max, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
-      }
-      row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
-      row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
-      const float m_new = fmaxf(m[h], row_max * scale_log2);
-      correction[h] = exp2f(m[h] - m_new);
-      m[h] = m_new;
-      float row_sum = 0.0f;
-#pragma unroll
-      for (int n = 0; n < kKvTile / 8; ++n) {
-#pragma unroll
-        for (int e = 2 * h; e < 2 * h + 2; ++e) {
-          s[n][e] = exp2f(fmaf(s[n][e], scale_log2, -m_new));
-          row_sum += s[n][e];
-        }
-      }
-      l[h] = l[h] * correction[h] + row_sum;
-    }
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      o[n][0] *= correction[0];
-      o[n][1] *= correction[0];
-      o[n][2] *= correction[1];
-      o[n][3] *= correction[1];
-    }
+    OnlineSoftmax(s, m, l, scale_log2, correction);
+    RescaleRows(o, correction);
 
     // P (the S accumulators, as 16-bit A fragments) · V.
 #pragma unroll
     for (int kk = 0; kk < kKvTile / 16; ++kk) {
       uint32_t a[4];
-      a[0] = PackFloat2<T>(s[2 * kk][0], s[2 * kk][1]);
-      a[1] = PackFloat2<T>(s[2 * kk][2], s[2 * kk][3]);
-      a[2] = PackFloat2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[3] = PackFloat2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      ProbabilityFragment<T>(s, kk, a);
       const int row = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
 #pragma unroll
       for (int dn = 0; dn < kDSteps; ++dn) {
@@ -354,6 +313,15 @@ cudaError_t PrefillAttention(const PrefillAttentionParams<T>& params, PagedKv<T>
   int bt_shift = 0;
   while ((1 << bt_shift) < bt) ++bt_shift;
   const int group = params.num_heads / kv.num_kv_heads;
+  if (params.kernel == PrefillKernel::kWgmma) {
+    if constexpr (std::is_same_v<T, bf16>) {
+      if (!PrefillWgmmaSupported(true, kv.head_dim, params.num_heads, kv.num_kv_heads)) return cudaErrorInvalidValue;
+      if (kv.fp8 && kv.block_bytes < kv.block_elements) return cudaErrorInvalidValue;
+      return PrefillAttentionWgmma(params, kv, bt_shift, stream, params.wgmma_variant);
+    } else {
+      return cudaErrorInvalidValue;
+    }
+  }
   if (kv.fp8) {
     if (kv.block_bytes < kv.block_elements) return cudaErrorInvalidValue;
     if (kv.head_dim == 128) return LaunchHeadDim<T, 128, true>(params, kv, group, bt_shift, stream);

@@ -1,6 +1,8 @@
 // Prefill attention on the tensor cores: causal attention of a chunk's query tokens over
-// its paged KV (prefix hits and earlier chunks included), FlashAttention-2 style (online
-// softmax in fp32, Q·K^T and P·V on mma.sync, bf16 or fp16 in). One CTA = one tile (a run of
+// its paged KV (prefix hits and earlier chunks included), FlashAttention style (online
+// softmax in fp32). Two kernels: kMma (mma.sync, bf16 or fp16, head_dim 64 or 128, any
+// GPU this backend runs on) and kWgmma (Hopper warpgroup MMA, bf16 with head_dim 128,
+// compute capability 9.0; prefill_attention_wgmma.cu). One CTA = one tile (a run of
 // consecutive query tokens of one chunk x all query heads of one kv head's group).
 #ifndef KVTIER_BACKEND_CUDA_PREFILL_ATTENTION_H_
 #define KVTIER_BACKEND_CUDA_PREFILL_ATTENTION_H_
@@ -33,13 +35,20 @@ struct PrefillChunk {
   int64_t start_position = 0;
 };
 
-// Query rows (tokens x group heads) of one CTA.
-inline constexpr int32_t kPrefillTileRows = 64;
+enum class PrefillKernel : int32_t { kMma = 0, kWgmma = 1 };
 
-// Query tokens per tile for a GQA group size (rows = tokens * group fill the CTA):
-// kPrefillTileRows / group, 0 when the group does not fit (group > kPrefillTileRows).
-// Every tile passed to PrefillAttention must hold at most this many tokens.
-int32_t PrefillTileTokens(int32_t head_dim, int32_t group);
+// Query rows (tokens x group heads) of one CTA of each kernel.
+inline constexpr int32_t kPrefillTileRows = 64;
+inline constexpr int32_t kPrefillWgmmaTileRows = 128;
+
+// Query tokens per tile for a GQA group size (rows = tokens * group fill the CTA): the
+// kernel's rows / group, 0 when the group does not fit. Every tile passed to
+// PrefillAttention must hold at most this many tokens of the kernel it runs on.
+int32_t PrefillTileTokens(int32_t head_dim, int32_t group, PrefillKernel kernel = PrefillKernel::kMma);
+
+// The shape kWgmma takes: bf16 compute, head_dim 128, group <= 128 (bf16 or fp8 KV). The
+// device must also be compute capability 9.0 (SkinnyGemmDeviceOk: the same sm_90a code).
+bool PrefillWgmmaSupported(bool bf16_compute, int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
 #if __cplusplus >= 202002L  // the .cu files are compiled as C++17 (no std::span)
 // Appends the tiles of `chunks` (host, pure); longest-running tiles first.
 void PlanPrefillTiles(std::span<const PrefillChunk> chunks, int32_t tile_tokens,
@@ -54,6 +63,8 @@ struct PrefillAttentionParams {
   int32_t num_tiles = 0;
   int32_t num_heads = 0;
   int32_t layer = 0;
+  PrefillKernel kernel = PrefillKernel::kMma;  // the tiles were planned for this kernel
+  int32_t wgmma_variant = 0;  // kWgmma: PrefillAttentionWgmma's variant
 };
 template <typename T>
 cudaError_t PrefillAttention(const PrefillAttentionParams<T>& params, PagedKv<T> kv,

@@ -9,9 +9,16 @@
 
 namespace kvtier::cuda {
 
-int32_t PrefillTileTokens(int32_t /*head_dim*/, int32_t group) {
-  if (group <= 0 || group > kPrefillTileRows) return 0;
-  return kPrefillTileRows / group;
+int32_t PrefillTileTokens(int32_t /*head_dim*/, int32_t group, PrefillKernel kernel) {
+  const int32_t rows = kernel == PrefillKernel::kWgmma ? kPrefillWgmmaTileRows : kPrefillTileRows;
+  if (group <= 0 || group > rows) return 0;
+  return rows / group;
+}
+
+bool PrefillWgmmaSupported(bool bf16_compute, int32_t head_dim, int32_t num_heads, int32_t num_kv_heads) {
+  if (!bf16_compute || head_dim != 128 || num_heads <= 0 || num_kv_heads <= 0) return false;
+  if (num_heads % num_kv_heads != 0) return false;
+  return num_heads / num_kv_heads <= kPrefillWgmmaTileRows;
 }
 
 void PlanPrefillTiles(std::span<const PrefillChunk> chunks, int32_t tile_tokens,

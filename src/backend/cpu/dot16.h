@@ -1,0 +1,58 @@
+// Products of fp32 activation rows with a matrix of 16-bit floats (F16 or BF16), the
+// weights read as they are stored and widened in registers.
+//
+// Every implementation gives the bits of the fp32 reference (cpu_ops.h MatMulTransposed on
+// the widened matrix): widening is exact, and each output is summed in the reference's
+// order, eight lanes (lane l takes columns k with k % 8 == l, the tail's columns in lanes
+// 0..) of separate fp32 multiplies and adds, folded pairwise (l += l + 4, l += l + 2,
+// l += l + 1), then the bias added. The AVX-512 kernels hold two outputs' eight lanes in
+// one 16-lane register, so that order survives the wider vectors; no multiply and add is
+// fused. An output's bits therefore never depend on the instruction set, the thread
+// count, or which rows share a call.
+//
+// Blocking: a kernel call covers weight rows [n0, n1) for every activation row; it walks
+// the activations in blocks that stay in cache and, for each, the weights in groups of
+// eight rows, each group applied to four activation rows at a time from registers, so that
+// a batch of decode rows reads each weight once per call.
+//
+// Thread-safe: the kernels are pure functions.
+#ifndef KVTIER_BACKEND_CPU_DOT16_H_
+#define KVTIER_BACKEND_CPU_DOT16_H_
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "model/dtype.h"
+
+namespace kvtier {
+
+// out[t * out_stride + n] = sum_k x[t * cols + k] * w[n * cols + k] (+ bias[n]) for t < rows,
+// n0 <= n < n1. w: the whole matrix, row-major, `cols` 16-bit values a row; bias: indexed
+// by n, or nullptr.
+using Dot16Fn = void (*)(const uint16_t* w, int64_t cols, int64_t n0, int64_t n1, const float* x, int64_t rows,
+                         const float* bias, float* out, int64_t out_stride);
+
+struct Dot16Kernels {
+  std::string_view isa;  // "portable", "avx2", "avx512"
+  Dot16Fn f16 = nullptr;
+  Dot16Fn bf16 = nullptr;
+
+  // The kernel for kF16 or kBF16; nullptr for any other type.
+  Dot16Fn For(DType weight_type) const;
+};
+
+// The fastest kernels this processor runs (chosen once, at first call).
+const Dot16Kernels& BestDot16();
+// Every set this processor can run, the portable one first (for tests comparing them).
+std::vector<const Dot16Kernels*> SupportedDot16();
+
+// The portable set widens a tile of rows to fp32 and runs the reference tile
+// (MatMulTransposedTile). x86 sets are null where the compiler has none.
+const Dot16Kernels& PortableDot16();
+const Dot16Kernels* Avx2Dot16();    // needs avx2 and f16c
+const Dot16Kernels* Avx512Dot16();  // needs avx512f, dq, bw and vl
+
+}  // namespace kvtier
+
+#endif  // KVTIER_BACKEND_CPU_DOT16_H_

@@ -1,0 +1,164 @@
+// The AVX2 and AVX-512 VNNI kernels of quant_dot.h, for the Q8_0 and Q4_K weights where the
+// speed matters; the other types run the portable kernels in every set. Each function is
+// compiled for its own instruction set (target attributes) and called only where the
+// processor has it (quant_dot.cc). This file is built with -ffp-contract=off: the float
+// operations must stay the portable code's, never fused.
+#include "backend/cpu/quant_dot.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "backend/cpu/quant_dot_internal.h"
+#include "model/block_quants.h"
+
+namespace kvtier {
+
+#if defined(__x86_64__)
+namespace {
+
+using quant_dot_internal::AccumulateK;
+using quant_dot_internal::Bits16;
+using quant_dot_internal::FoldLanes;
+using quant_dot_internal::kLanes;
+using quant_dot_internal::KQuantMinsDot;
+using quant_dot_internal::Q8K;
+
+#define KVTIER_AVX2 __attribute__((target("avx2,f16c")))
+#define KVTIER_VNNI __attribute__((target("avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+KVTIER_AVX2 inline float Half(const uint8_t* p) { return _cvtsh_ss(Bits16(p)); }
+
+// Eight lanes of four products each of the signed bytes w and a.
+KVTIER_AVX2 inline __m256i LanesAvx2(__m256i w, __m256i a) {
+  const __m256i products = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+  return _mm256_madd_epi16(products, _mm256_set1_epi16(1));
+}
+
+KVTIER_VNNI inline __m256i LanesVnni(__m256i w, __m256i a) {
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+}
+
+KVTIER_AVX2 inline int32_t SumLanes(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+KVTIER_AVX2 inline float FoldAcc(__m256 acc) {
+  alignas(32) float lanes[kLanes];
+  _mm256_store_ps(lanes, acc);
+  return FoldLanes(lanes);
+}
+
+KVTIER_AVX2 float DotQ8_0Avx2(const uint8_t* w, const uint8_t* a, int64_t num_blocks) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < num_blocks; ++b, w += 34, a += kQ8_0Bytes) {
+    const __m256i lanes = LanesAvx2(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2)),
+                                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 2)));
+    const __m256 d = _mm256_set1_ps(Half(w) * Half(a));
+    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(lanes), d));
+  }
+  return FoldAcc(acc);
+}
+
+KVTIER_VNNI float DotQ8_0Vnni(const uint8_t* w, const uint8_t* a, int64_t num_blocks) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < num_blocks; ++b, w += 34, a += kQ8_0Bytes) {
+    const __m256i lanes = LanesVnni(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2)),
+                                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 2)));
+    const __m256 d = _mm256_set1_ps(Half(w) * Half(a));
+    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(lanes), d));
+  }
+  return FoldAcc(acc);
+}
+
+// Four activation rows per weight row: each weight block is loaded once for the four.
+#define KVTIER_DOT_Q8_0_X4(LANES)                                                                         \
+  __m256 acc[4];                                                                                         \
+  for (__m256& a_r : acc) a_r = _mm256_setzero_ps();                                                     \
+  for (int64_t b = 0; b < num_blocks; ++b, w += 34, a += kQ8_0Bytes) {                                  \
+    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2));                      \
+    const __m256 d_w = _mm256_set1_ps(Half(w));                                                          \
+    for (int r = 0; r < 4; ++r) {                                                                        \
+      const __m256i lanes =                                                                              \
+          LANES(wq, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + r * stride + 2)));           \
+      const __m256 d = _mm256_mul_ps(d_w, _mm256_broadcast_ss(scales + r * scale_stride + b));           \
+      acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(_mm256_cvtepi32_ps(lanes), d));                       \
+    }                                                                                                    \
+  }                                                                                                      \
+  for (int r = 0; r < 4; ++r) out[r] = FoldAcc(acc[r]);
+
+KVTIER_AVX2 void DotQ8_0x4Avx2(const uint8_t* w, const uint8_t* a, size_t stride, const float* scales,
+                               size_t scale_stride, int64_t num_blocks, float* out) {
+  KVTIER_DOT_Q8_0_X4(LanesAvx2)
+}
+
+KVTIER_VNNI void DotQ8_0x4Vnni(const uint8_t* w, const uint8_t* a, size_t stride, const float* scales,
+                               size_t scale_stride, int64_t num_blocks, float* out) {
+  KVTIER_DOT_Q8_0_X4(LanesVnni)
+}
+
+#undef KVTIER_DOT_Q8_0_X4
+
+// Q4_K: chunk c of 32 bytes holds sub-block 2c in its low nibbles, 2c + 1 in its high ones.
+// The nibbles are unsigned, so they take the unsigned side of the byte products directly;
+// SCALED(nibbles, activations, scale) gives eight lanes of scale x (four products).
+#define KVTIER_DOT_Q4_K(SCALED)                                                                             \
+  const __m256i nibble = _mm256_set1_epi8(0x0F);                                                           \
+  float sum = 0.0f;                                                                                        \
+  for (int64_t b = 0; b < num_blocks; ++b, w += 144, a += sizeof(BlockQ8K)) {                             \
+    const BlockQ8K& y = *Q8K(a);                                                                           \
+    const uint8_t* scales = w + 4;                                                                         \
+    __m256i total = _mm256_setzero_si256();                                                                \
+    for (int c = 0; c < 4; ++c) {                                                                          \
+      int s1, m1, s2, m2;                                                                                  \
+      KQuantScaleMin(scales, 2 * c, &s1, &m1);                                                             \
+      KQuantScaleMin(scales, 2 * c + 1, &s2, &m2);                                                         \
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 + 32 * c));             \
+      const __m256i a_low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * c));           \
+      const __m256i a_high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * c + 32));     \
+      total = _mm256_add_epi32(total, SCALED(_mm256_and_si256(q, nibble), a_low, s1));                     \
+      total = _mm256_add_epi32(total, SCALED(_mm256_and_si256(_mm256_srli_epi16(q, 4), nibble), a_high, s2)); \
+    }                                                                                                      \
+    AccumulateK(Half(w), Half(w + 2), y.d, SumLanes(total), KQuantMinsDot(scales, y), &sum);               \
+  }                                                                                                        \
+  return sum;
+
+KVTIER_AVX2 inline __m256i ScaledAvx2(__m256i nibbles, __m256i a, int scale) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles, a), _mm256_set1_epi16(static_cast<int16_t>(scale)));
+}
+
+KVTIER_VNNI inline __m256i ScaledVnni(__m256i nibbles, __m256i a, int scale) {
+  return _mm256_mullo_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), nibbles, a), _mm256_set1_epi32(scale));
+}
+
+KVTIER_AVX2 float DotQ4_KAvx2(const uint8_t* w, const uint8_t* a, int64_t num_blocks) { KVTIER_DOT_Q4_K(ScaledAvx2) }
+
+KVTIER_VNNI float DotQ4_KVnni(const uint8_t* w, const uint8_t* a, int64_t num_blocks) { KVTIER_DOT_Q4_K(ScaledVnni) }
+
+#undef KVTIER_DOT_Q4_K
+
+}  // namespace
+
+const QuantDotKernels* Avx2QuantDot() {
+  static const QuantDotKernels kernels{"avx2", DotQ8_0Avx2, PortableQuantDot().q4_0, DotQ4_KAvx2,
+                                       PortableQuantDot().q5_k, PortableQuantDot().q6_k, DotQ8_0x4Avx2};
+  return &kernels;
+}
+
+const QuantDotKernels* Avx512VnniQuantDot() {
+  static const QuantDotKernels kernels{"avx512vnni", DotQ8_0Vnni, PortableQuantDot().q4_0, DotQ4_KVnni,
+                                       PortableQuantDot().q5_k, PortableQuantDot().q6_k, DotQ8_0x4Vnni};
+  return &kernels;
+}
+
+#else
+
+const QuantDotKernels* Avx2QuantDot() { return nullptr; }
+const QuantDotKernels* Avx512VnniQuantDot() { return nullptr; }
+
+#endif
+
+}  // namespace kvtier

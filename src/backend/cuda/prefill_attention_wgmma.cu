@@ -1,0 +1,242 @@
+// Prefill attention on Hopper's warpgroup MMA (PrefillKernel::kWgmma; semantics in
+// prefill_attention.h), bf16 queries over bf16 or fp8 KV, head_dim 128.
+//
+// One CTA = one PrefillTile x one kv head, 2 warpgroups x 64 query rows (row r = token r /
+// group, query head r % group of the kv head's group, as in the mma.sync kernel). Q is staged
+// once in shared memory; K and V tiles of kKvTile positions are gathered from the paged pool
+// with cp.async by all 256 threads into a ring of kStages stages, in the 128-byte-swizzled
+// layout wgmma reads (column blocks of 64 dims, 128 bytes per position). Per KV tile each
+// warpgroup runs S = Q K^T as kKvTile-wide wgmmas (both operands K-major in shared memory),
+// the online softmax on the S accumulators in registers (log2 domain), then O += P V with P
+// from registers (the accumulator layout is the register A layout) and V read N-major (the
+// same bytes as K's layout: 128-byte rows of 64 dims, one row per position).
+//
+// fp8 KV: the stages hold the raw codes and the per-row scales (half the bytes of a bf16
+// tile); before a tile's MMAs every thread dequantizes its share into one bf16 tile in the
+// swizzled layout (code -> half exact, times the row's scale in fp32, rounded to bf16: the
+// mma.sync kernel's rule), so that the copies stay asynchronous.
+//
+// Why every thread copies: a paged tile is kKvTile / block_tokens separate block rows, which
+// cp.async from every thread gathers without a tensor map per pool; a variant with producer
+// warps feeding mbarriers ran no faster (what holds the tensor pipe back is the chain
+// S -> softmax -> P V inside each warpgroup, not the copies). The overlapped variants
+// (FlashAttention-3's softmax under the next tile's MMAs; PrefillAttentionWgmma variants 4-6)
+// are in the timing sweep beside the plain kernel, which stays the default until they
+// measure faster.
+#include "backend/cuda/prefill_attention_wgmma.h"
+
+#include <cstdint>
+#include <type_traits>
+
+#include "backend/cuda/prefill_wgmma_tile.cuh"
+
+namespace kvtier::cuda {
+namespace {
+
+using namespace prefill_wgmma;  // NOLINT: this file is the pieces' one user
+
+// Every thread copies (cp.async into a ring of kStages, one CTA barrier per KV tile) and both
+// warpgroups compute; fp8 stages are dequantized by all threads into one bf16 tile.
+template <int kKvTile, int kStages, bool kFp8>
+__global__ void __launch_bounds__(kThreads, 1)
+    PrefillWgmmaKernel(PrefillAttentionParams<bf16> p, PagedKv<bf16> kv, int group, int bt_shift, float scale_log2) {
+  using C = WgmmaTiles<kKvTile, kStages, kFp8>;
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const uint32_t q_base = (SmemAddr(smem) + 1023u) & ~1023u;
+  const uint32_t conv_base = q_base + kQBytes;
+  const uint32_t ring_base = conv_base + C::kConvBytes;
+  uint8_t* const smem_aligned = smem + (q_base - SmemAddr(smem));
+  if (p.tiles[blockIdx.x].num_tokens <= 0) return;
+  const TileView t(p, kv, std::integral_constant<int, kKvTile>());
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+
+  LoadQ<kThreads>(t, p, group, q_base, 0, kRows, tid);
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < t.num_kv_tiles) {
+      LoadKvTile<kKvTile, kThreads, kFp8>(t, kv, p.layer, bt_shift, s, ring_base + s * C::kStageBytes, tid);
+    }
+    CpAsyncCommit();
+  }
+  RowState<kKvTile> rows(t, group, warp, lane);
+  const bool wg_active = wg * 64 < t.tile.num_tokens * group;
+  const uint32_t q_rows = q_base + wg * 64 * kRowBytes;
+
+  for (int j = 0; j < t.num_kv_tiles; ++j) {
+    const int stage = j % kStages;
+    CpAsyncWait<kStages - 2>();
+    FenceProxyAsync();  // cp.async wrote it; wgmma reads through the async proxy
+    // Tile j (and Q) visible to all; every warpgroup is done with tile j - 1's MMAs, whose
+    // stage is refilled below.
+    __syncthreads();
+    uint32_t k_base = ring_base + stage * C::kStageBytes;
+    if constexpr (kFp8) {
+      DequantizeStage<kKvTile, kThreads>(smem_aligned + (k_base - q_base), smem_aligned + (conv_base - q_base), tid);
+      FenceProxyAsync();
+      __syncthreads();  // the bf16 tile is complete and the stage's codes are read
+      k_base = conv_base;
+    }
+    const int next = j + kStages - 1;
+    if (next < t.num_kv_tiles) {
+      LoadKvTile<kKvTile, kThreads, kFp8>(t, kv, p.layer, bt_shift, next, ring_base + (next % kStages) * C::kStageBytes,
+                                          tid);
+    }
+    CpAsyncCommit();
+    if (wg_active) rows.Tile(q_rows, k_base, j, t.tile.first_pos, lane, scale_log2);
+  }
+  CpAsyncWait<0>();
+  if (wg_active) rows.Store(t, p, group, lane);
+}
+
+// bf16 KV, FlashAttention-3's overlap inside a warpgroup: tile j's P V and tile j + 1's
+// S = Q K^T are issued back to back, and tile j + 1's softmax runs while P V is on the tensor
+// cores (O is rescaled once P V is done; two P register sets). The ring loads two tiles ahead,
+// so kStages >= 3.
+template <int kKvTile, int kStages>
+__global__ void __launch_bounds__(kThreads, 1) PrefillWgmmaOverlapKernel(PrefillAttentionParams<bf16> p,
+                                                                         PagedKv<bf16> kv, int group, int bt_shift,
+                                                                         float scale_log2) {
+  static_assert(kStages >= 3, "tiles j and j + 1 resident while j + 2 loads");
+  using C = WgmmaTiles<kKvTile, kStages, false>;
+  using Rows = RowState<kKvTile>;
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const uint32_t q_base = (SmemAddr(smem) + 1023u) & ~1023u;
+  const uint32_t ring_base = q_base + kQBytes;
+  if (p.tiles[blockIdx.x].num_tokens <= 0) return;
+  const TileView t(p, kv, std::integral_constant<int, kKvTile>());
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+  auto stage_base = [&](int tile) { return ring_base + (tile % kStages) * C::kStageBytes; };
+
+  LoadQ<kThreads>(t, p, group, q_base, 0, kRows, tid);
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < t.num_kv_tiles) LoadKvTile<kKvTile, kThreads, false>(t, kv, p.layer, bt_shift, s, stage_base(s), tid);
+    CpAsyncCommit();
+  }
+  Rows rows(t, group, warp, lane);
+  const bool wg_active = wg * 64 < t.tile.num_tokens * group;
+  const uint32_t q_rows = q_base + wg * 64 * kRowBytes;
+
+  CpAsyncWait<kStages - 2>();  // Q and tile 0
+  FenceProxyAsync();
+  __syncthreads();
+  float s[kKvTile / 8][4];
+  uint32_t pa_a[kKvTile / 16][4], pa_b[kKvTile / 16][4];
+  float correction[2];
+  if (wg_active) {
+    Rows::IssueS(s, q_rows, stage_base(0));
+    WgmmaWait<0>();
+    Rows::Settle(s);
+    rows.Softmax(s, 0, t.tile.first_pos, lane, scale_log2, pa_a, correction);  // O is zero: no rescale
+  }
+  // P of tile j is in pa_cur; tile j + 1's goes to pa_next. Only for j + 1 < num_kv_tiles:
+  // the last tile has a step of its own, so that no branch splits a wgmma pipeline (ptxas
+  // serializes every wgmma of a kernel where a conditional S issue and its conditional wait
+  // straddle the P V issue: C7514).
+  auto step = [&](int j, uint32_t(&pa_cur)[kKvTile / 16][4], uint32_t(&pa_next)[kKvTile / 16][4]) {
+    CpAsyncWait<kStages - 3>();  // tiles up to j + 1 landed
+    FenceProxyAsync();
+    // Tile j + 1 visible to all; every warpgroup is done with tile j - 1, whose stage is
+    // refilled below.
+    __syncthreads();
+    const int next = j + kStages - 1;
+    if (next < t.num_kv_tiles) {
+      LoadKvTile<kKvTile, kThreads, false>(t, kv, p.layer, bt_shift, next, stage_base(next), tid);
+    }
+    CpAsyncCommit();
+    if (!wg_active) return;
+    Rows::IssueS(s, q_rows, stage_base(j + 1));
+    rows.IssuePv(pa_cur, stage_base(j) + C::kTileBytes);
+    WgmmaWait<1>();  // S of tile j + 1 (P V of tile j may still run)
+    Rows::Settle(s);
+    rows.Softmax(s, j + 1, t.tile.first_pos, lane, scale_log2, pa_next, correction);
+    WgmmaWait<0>();
+    Rows::Settle(rows.o);
+    rows.Rescale(correction);
+  };
+  // The last tile, landed and visible since the step before it (or the prologue): P V only.
+  auto last_step = [&](int j, uint32_t(&pa_cur)[kKvTile / 16][4]) {
+    if (!wg_active) return;
+    rows.IssuePv(pa_cur, stage_base(j) + C::kTileBytes);
+    WgmmaWait<0>();
+    Rows::Settle(rows.o);
+  };
+  for (int j = 0;; j += 2) {
+    if (j + 1 == t.num_kv_tiles) {
+      last_step(j, pa_a);
+      break;
+    }
+    step(j, pa_a, pa_b);
+    if (j + 2 == t.num_kv_tiles) {
+      last_step(j + 1, pa_b);
+      break;
+    }
+    step(j + 1, pa_b, pa_a);
+  }
+  CpAsyncWait<0>();
+  if (wg_active) rows.Store(t, p, group, lane);
+}
+
+template <int kKvTile, int kStages, bool kFp8>
+cudaError_t Launch(const PrefillAttentionParams<bf16>& p, const PagedKv<bf16>& kv, int group, int bt_shift,
+                   cudaStream_t stream) {
+  using C = WgmmaTiles<kKvTile, kStages, kFp8>;
+  auto kernel = PrefillWgmmaKernel<kKvTile, kStages, kFp8>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>(p.num_tiles), static_cast<unsigned>(kv.num_kv_heads));
+  kernel<<<grid, kThreads, C::kSmemBytes, stream>>>(p, kv, group, bt_shift, kScaleLog2);
+  return cudaGetLastError();
+}
+
+template <int kKvTile, int kStages>
+cudaError_t LaunchOverlap(const PrefillAttentionParams<bf16>& p, const PagedKv<bf16>& kv, int group, int bt_shift,
+                          cudaStream_t stream) {
+  using C = WgmmaTiles<kKvTile, kStages, false>;
+  auto kernel = PrefillWgmmaOverlapKernel<kKvTile, kStages>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>(p.num_tiles), static_cast<unsigned>(kv.num_kv_heads));
+  kernel<<<grid, kThreads, C::kSmemBytes, stream>>>(p, kv, group, bt_shift, kScaleLog2);
+  return cudaGetLastError();
+}
+
+template <bool kFp8>
+cudaError_t LaunchVariant(int variant, const PrefillAttentionParams<bf16>& p, const PagedKv<bf16>& kv, int group,
+                          int bt_shift, cudaStream_t stream) {
+  if constexpr (!kFp8) {
+    switch (variant) {
+      case 4:
+        return LaunchOverlap<128, 3>(p, kv, group, bt_shift, stream);
+      case 5:
+        return LaunchOverlap<64, 3>(p, kv, group, bt_shift, stream);
+      case 6:
+        return LaunchOverlap<64, 4>(p, kv, group, bt_shift, stream);
+      default:
+        break;
+    }
+  }
+  switch (variant) {
+    case 1:
+      return Launch<64, 2, kFp8>(p, kv, group, bt_shift, stream);
+    case 2:
+      return Launch<64, 3, kFp8>(p, kv, group, bt_shift, stream);
+    case 3:
+      return Launch<128, 3, kFp8>(p, kv, group, bt_shift, stream);
+    default:
+      return Launch<128, 2, kFp8>(p, kv, group, bt_shift, stream);
+  }
+}
+
+}  // namespace
+
+cudaError_t PrefillAttentionWgmma(const PrefillAttentionParams<bf16>& params, const PagedKv<bf16>& kv, int bt_shift,
+                                  cudaStream_t stream, int variant) {
+  if (kv.head_dim != kD) return cudaErrorInvalidValue;
+  const int group = params.num_heads / kv.num_kv_heads;
+  if (group <= 0 || group > kRows) return cudaErrorInvalidValue;
+  if (kv.fp8) return LaunchVariant<true>(variant, params, kv, group, bt_shift, stream);
+  return LaunchVariant<false>(variant, params, kv, group, bt_shift, stream);
+}
+
+}  // namespace kvtier::cuda

@@ -1,0 +1,271 @@
+// Tests of the quantized products of the fast CPU path: activation quantization
+// (quant_activations.h) against ggml's rules written out here, every kernel set the
+// processor runs against the portable one bit for bit, the dot products against a double
+// sum of the dequantized values, and MatMul over a quantized CpuMatrix.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/cpu_matrix.h"
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/quant_activations.h"
+#include "backend/cpu/quant_dot.h"
+#include "common/thread_pool.h"
+#include "gtest/gtest.h"
+#include "testing/random_values.h"
+#include "model/block_quants.h"
+#include "model/tensor.h"
+
+namespace kvtier {
+namespace {
+
+std::vector<float> Random(size_t n, std::mt19937& rng, float scale = 1.0f) {
+  return testing::RandomNormal(n, rng, scale);
+}
+
+void PutHalf(uint8_t* p, float value) {
+  const uint16_t bits = FloatToFp16(value);
+  p[0] = static_cast<uint8_t>(bits & 0xFF);
+  p[1] = static_cast<uint8_t>(bits >> 8);
+}
+
+// num_blocks random blocks of a weight type: random quants and scale bytes, small positive
+// half scales (where a random half could be infinite or NaN).
+std::vector<uint8_t> RandomWeights(DType type, int64_t num_blocks, std::mt19937& rng) {
+  const size_t bytes = DTypeBlockBytes(type);
+  std::vector<uint8_t> w(bytes * num_blocks);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.001f, 0.05f);
+  for (uint8_t& b : w) b = static_cast<uint8_t>(byte(rng));
+  for (int64_t i = 0; i < num_blocks; ++i) {
+    uint8_t* b = w.data() + i * bytes;
+    switch (type) {
+      case DType::kQ6_K:
+        PutHalf(b + 208, scale(rng));
+        break;
+      case DType::kQ4_K:
+      case DType::kQ5_K:
+        PutHalf(b, scale(rng));
+        PutHalf(b + 2, scale(rng));
+        break;
+      default:  // Q8_0, Q4_0
+        PutHalf(b, scale(rng));
+        break;
+    }
+  }
+  return w;
+}
+
+std::vector<uint8_t> Quantize(DType weight_type, const std::vector<float>& x) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<uint8_t> out(ActivationBlockBytes(weight_type) * (n / ActivationBlockValues(weight_type)));
+  if (ActivationBlockValues(weight_type) == kQ8_0Values) {
+    QuantizeActivationsQ8_0(x.data(), n, out.data());
+  } else {
+    QuantizeActivationsQ8K(x.data(), n, reinterpret_cast<BlockQ8K*>(out.data()));
+  }
+  return out;
+}
+
+std::vector<float> DequantizeActivations(DType weight_type, const std::vector<uint8_t>& a, int64_t n) {
+  std::vector<float> out(n);
+  if (ActivationBlockValues(weight_type) == kQ8_0Values) {
+    DequantizeBlocks(DType::kQ8_0, a.data(), n, out.data());
+    return out;
+  }
+  const BlockQ8K* blocks = reinterpret_cast<const BlockQ8K*>(a.data());
+  for (int64_t i = 0; i < n; ++i) out[i] = blocks[i / kQ8KValues].d * blocks[i / kQ8KValues].qs[i % kQ8KValues];
+  return out;
+}
+
+const DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+TEST(QuantActivationsTest, Q8_0RoundsHalfToEvenWithScaleOfMaxOver127) {
+  std::vector<float> x(32, 0.0f);
+  x[0] = 127.0f;  // d = 1: every value is its own quant
+  x[1] = 2.5f;    // ties round to even
+  x[2] = -3.5f;
+  x[3] = 0.49f;
+  x[4] = -127.0f;
+  std::vector<uint8_t> q(kQ8_0Bytes);
+  QuantizeActivationsQ8_0(x.data(), 32, q.data());
+  EXPECT_EQ(Fp16ToFloat(static_cast<uint16_t>(q[0] | (q[1] << 8))), 1.0f);
+  const int8_t* qs = reinterpret_cast<const int8_t*>(q.data() + 2);
+  EXPECT_EQ(qs[0], 127);
+  EXPECT_EQ(qs[1], 2);
+  EXPECT_EQ(qs[2], -4);
+  EXPECT_EQ(qs[3], 0);
+  EXPECT_EQ(qs[4], -127);
+  std::vector<float> zeros(32, 0.0f);
+  QuantizeActivationsQ8_0(zeros.data(), 32, q.data());
+  for (size_t i = 0; i < kQ8_0Bytes; ++i) EXPECT_EQ(q[i], 0) << i;
+}
+
+TEST(QuantActivationsTest, Q8KScalesByTheLargestMagnitudeAndSumsSixteens) {
+  std::mt19937 rng(7);
+  std::vector<float> x = Random(2 * kQ8KValues, rng);
+  x[5] = -9.0f;  // the largest magnitude, negative: iscale = -127 / -9, d = 1 / iscale
+  BlockQ8K blocks[2];
+  QuantizeActivationsQ8K(x.data(), 2 * kQ8KValues, blocks);
+  EXPECT_FLOAT_EQ(blocks[0].d, 1.0f / (-127.0f / -9.0f));
+  EXPECT_EQ(blocks[0].qs[5], -127);
+  for (int b = 0; b < 2; ++b) {
+    for (int j = 0; j < kQ8KValues; ++j) {
+      const float v = x[b * kQ8KValues + j];
+      EXPECT_LE(std::fabs(blocks[b].d * blocks[b].qs[j] - v), std::fabs(blocks[b].d) * 0.5f + 1e-6f) << b << " " << j;
+    }
+    for (int s = 0; s < 16; ++s) {
+      int sum = 0;
+      for (int l = 0; l < 16; ++l) sum += blocks[b].qs[16 * s + l];
+      EXPECT_EQ(blocks[b].bsums[s], sum);
+    }
+  }
+  std::vector<float> zeros(kQ8KValues, 0.0f);
+  QuantizeActivationsQ8K(zeros.data(), kQ8KValues, blocks);
+  EXPECT_EQ(blocks[0].d, 0.0f);
+  EXPECT_EQ(blocks[0].bsums[0], 0);
+}
+
+TEST(QuantDotTest, MatchesDoubleSumOfDequantizedValues) {
+  std::mt19937 rng(3);
+  for (DType type : kTypes) {
+    const int64_t n = 1024;
+    const int64_t num_blocks = n / DTypeBlockElements(type);
+    const std::vector<uint8_t> w = RandomWeights(type, num_blocks, rng);
+    const std::vector<uint8_t> a = Quantize(type, Random(n, rng));
+    std::vector<float> wf(n);
+    DequantizeBlocks(type, w.data(), n, wf.data());
+    const std::vector<float> af = DequantizeActivations(type, a, n);
+    double exact = 0, magnitude = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      exact += double{wf[i]} * af[i];
+      magnitude += std::fabs(double{wf[i]} * af[i]);
+    }
+    const float got = PortableQuantDot().For(type)(w.data(), a.data(), num_blocks);
+    EXPECT_NEAR(got, exact, 1e-5 * magnitude + 1e-6) << DTypeName(type);
+  }
+}
+
+TEST(QuantDotTest, EveryInstructionSetGivesThePortableBits) {
+  std::mt19937 rng(5);
+  const std::vector<const QuantDotKernels*> sets = SupportedQuantDots();
+  std::printf("kernel sets on this processor:");
+  for (const QuantDotKernels* set : sets) std::printf(" %.*s", static_cast<int>(set->isa.size()), set->isa.data());
+  std::printf(" (best: %.*s)\n", static_cast<int>(BestQuantDot().isa.size()), BestQuantDot().isa.data());
+  for (DType type : kTypes) {
+    for (int64_t num_blocks : {1, 3, 8, 17}) {
+      const int64_t n = num_blocks * DTypeBlockElements(type);
+      for (int trial = 0; trial < 20; ++trial) {
+        const std::vector<uint8_t> w = RandomWeights(type, num_blocks, rng);
+        // Activations with large outliers, and a zero block: the quantizer's edge cases.
+        std::vector<float> x = Random(n, rng, trial % 2 == 0 ? 1.0f : 50.0f);
+        if (trial == 3) std::fill(x.begin(), x.begin() + DTypeBlockElements(type), 0.0f);
+        const std::vector<uint8_t> a = Quantize(type, x);
+        const float want = PortableQuantDot().For(type)(w.data(), a.data(), num_blocks);
+        for (const QuantDotKernels* set : sets) {
+          const float got = set->For(type)(w.data(), a.data(), num_blocks);
+          uint32_t want_bits, got_bits;
+          std::memcpy(&want_bits, &want, 4);
+          std::memcpy(&got_bits, &got, 4);
+          EXPECT_EQ(got_bits, want_bits) << set->isa << " " << DTypeName(type) << " blocks " << num_blocks
+                                         << ": " << got << " vs " << want;
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantDotTest, FourRowKernelGivesEachRowTheSingleRowBits) {
+  std::mt19937 rng(17);
+  for (const QuantDotKernels* set : SupportedQuantDots()) {
+    for (int64_t num_blocks : {1, 5, 64}) {
+      const int64_t n = num_blocks * 32;
+      const std::vector<uint8_t> w = RandomWeights(DType::kQ8_0, num_blocks, rng);
+      std::vector<uint8_t> a;
+      for (int r = 0; r < 4; ++r) {
+        const std::vector<uint8_t> row = Quantize(DType::kQ8_0, Random(n, rng, 1.0f + 10.0f * r));
+        a.insert(a.end(), row.begin(), row.end());
+      }
+      const size_t stride = a.size() / 4;
+      std::vector<float> scales(4 * num_blocks);
+      for (int64_t i = 0; i < 4 * num_blocks; ++i) {
+        const uint8_t* block = a.data() + (i / num_blocks) * stride + (i % num_blocks) * kQ8_0Bytes;
+        scales[i] = Fp16ToFloat(static_cast<uint16_t>(block[0] | (block[1] << 8)));
+      }
+      float out[4];
+      set->q8_0_x4(w.data(), a.data(), stride, scales.data(), num_blocks, num_blocks, out);
+      for (int r = 0; r < 4; ++r) {
+        EXPECT_EQ(out[r], PortableQuantDot().q8_0(w.data(), a.data() + r * stride, num_blocks)) << set->isa << " " << r;
+      }
+    }
+  }
+}
+
+TEST(QuantDotTest, Q8_0WeightsOfMinus128StayExact) {
+  // A file may hold -128 (ggml's quantizer never writes it); the byte products must not saturate.
+  std::vector<uint8_t> w(34, 0x80);
+  PutHalf(w.data(), 1.0f);
+  std::vector<float> x(32, 127.0f);
+  const std::vector<uint8_t> a = Quantize(DType::kQ8_0, x);
+  for (const QuantDotKernels* set : SupportedQuantDots()) {
+    EXPECT_EQ(set->For(DType::kQ8_0)(w.data(), a.data(), 1), -128.0f * 127.0f * 32.0f) << set->isa;
+  }
+}
+
+TEST(CpuMatrixTest, QuantizedMatMulIsTheRowDotsAndIndependentOfThreads) {
+  std::mt19937 rng(11);
+  ThreadPool pool(3);
+  for (DType type : kTypes) {
+    CpuMatrix w;
+    w.dtype = type;
+    w.rows = 37;
+    w.cols = 512;
+    const int64_t blocks_per_row = w.cols / DTypeBlockElements(type);
+    w.packed = RandomWeights(type, w.rows * blocks_per_row, rng);
+    const int64_t rows = 5;
+    const std::vector<float> x = Random(rows * w.cols, rng);
+    const std::vector<float> bias = Random(w.rows, rng);
+    std::vector<float> out(rows * w.rows), out_inline(rows * w.rows);
+    std::vector<uint8_t> scratch;
+    MatMul(w, x.data(), bias.data(), rows, out.data(), &pool, &scratch);
+    MatMul(w, x.data(), bias.data(), rows, out_inline.data(), nullptr, &scratch);
+    EXPECT_EQ(out, out_inline) << DTypeName(type);
+    for (int64_t t = 0; t < rows; ++t) {
+      const std::vector<float> row(x.begin() + t * w.cols, x.begin() + (t + 1) * w.cols);
+      const std::vector<uint8_t> a = Quantize(type, row);
+      for (int64_t n = 0; n < w.rows; ++n) {
+        const float dot = BestQuantDot().For(type)(w.packed.data() + n * w.RowBytes(), a.data(), blocks_per_row);
+        ASSERT_EQ(out[t * w.rows + n], dot + bias[n]) << DTypeName(type) << " " << t << " " << n;
+      }
+    }
+  }
+}
+
+TEST(CpuMatrixTest, SixteenBitMatricesGiveTheReferenceBits) {
+  std::mt19937 rng(13);
+  ThreadPool pool(2);
+  for (DType type : {DType::kF16, DType::kBF16}) {
+    CpuMatrix w;
+    w.dtype = type;
+    w.rows = 45;
+    w.cols = 203;  // not a multiple of any vector width
+    std::vector<float> widened = Random(w.rows * w.cols, rng);
+    w.packed.resize(w.rows * w.RowBytes());
+    uint16_t* bits = reinterpret_cast<uint16_t*>(w.packed.data());
+    for (size_t i = 0; i < widened.size(); ++i) {
+      bits[i] = type == DType::kF16 ? FloatToFp16(widened[i]) : FloatToBf16(widened[i]);
+      widened[i] = type == DType::kF16 ? Fp16ToFloat(bits[i]) : Bf16ToFloat(bits[i]);
+    }
+    const int64_t rows = 6;
+    const std::vector<float> x = Random(rows * w.cols, rng), bias = Random(w.rows, rng);
+    std::vector<float> out(rows * w.rows), want(rows * w.rows);
+    std::vector<uint8_t> scratch;
+    MatMul(w, x.data(), bias.data(), rows, out.data(), &pool, &scratch);
+    MatMulTransposed(x.data(), widened.data(), bias.data(), rows, w.cols, w.rows, want.data(), nullptr);
+    EXPECT_EQ(out, want) << DTypeName(type);
+  }
+}
+
+}  // namespace
+}  // namespace kvtier
