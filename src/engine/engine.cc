@@ -234,6 +234,9 @@ absl::StatusOr<SequenceId> Engine::Add(std::vector<int32_t> prompt, const Sampli
   for (int32_t i = 0; i < params.n; ++i) {
     SamplingParams completion = params;
     completion.n = 1;
+    // The budget of new tokens ends where the positions do: the finish check per token then
+    // compares one count, and the scheduler's size estimates see the real length.
+    completion.max_new_tokens = static_cast<int32_t>(max_len - prompt_len);
     completion.seed = params.seed + static_cast<uint64_t>(i);
     if (i > 0) completion.prompt_logprobs = -1;  // the prompt is scored once, on the first
     const SequenceId id = first + i;
@@ -404,8 +407,7 @@ void Engine::CommitTokenLocked(Sequence* seq, int32_t token, const LogprobEntry*
     event.finish = FinishReason::kGrammar;
   } else if (stop_string || IsStopToken(*seq, token)) {
     event.finish = FinishReason::kStop;
-  } else if (seq->num_generated() >= seq->params.max_new_tokens ||
-             seq->num_tokens() >= MaxPositions(checkpoint_->config(), *backend_)) {
+  } else if (seq->num_generated() >= seq->params.max_new_tokens) {  // the positions' end included (Add)
     event.finish = FinishReason::kLength;
   }
   if (event.finish != FinishReason::kNone) {

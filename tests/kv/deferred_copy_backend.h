@@ -16,10 +16,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/backend.h"
+#include "testing/forwarding_backend.h"
 
 namespace kvtier::testing {
 
-class DeferredCopyBackend final : public Backend {
+class DeferredCopyBackend final : public ForwardingBackend {
  public:
   struct Counts {
     int64_t started_batches = 0;
@@ -29,43 +30,18 @@ class DeferredCopyBackend final : public Backend {
   };
 
   explicit DeferredCopyBackend(std::unique_ptr<Backend> inner, int polls_before_done = 2)
-      : inner_(std::move(inner)), polls_before_done_(polls_before_done) {}
+      : ForwardingBackend(std::move(inner)), polls_before_done_(polls_before_done) {}
 
-  std::string_view name() const override { return inner_->name(); }
-  const KvLayout& kv_layout() const override { return inner_->kv_layout(); }
-  int64_t vocab_size() const override { return inner_->vocab_size(); }
-  absl::Status AllocateKvPool(int64_t num_blocks) override { return inner_->AllocateKvPool(num_blocks); }
-  int64_t num_kv_blocks() const override { return inner_->num_kv_blocks(); }
-  absl::Status Forward(const ForwardBatch& batch, std::vector<float>* logits) override {
-    return inner_->Forward(batch, logits);
-  }
-  absl::Status ForwardGreedy(const ForwardBatch& batch, std::vector<int32_t>* token_ids) override {
-    return inner_->ForwardGreedy(batch, token_ids);
-  }
-  absl::StatusOr<void*> AllocateHostMemory(size_t bytes) override { return inner_->AllocateHostMemory(bytes); }
-  void FreeHostMemory(void* ptr) override { inner_->FreeHostMemory(ptr); }
-  bool PinsHostMemory() const override { return inner_->PinsHostMemory(); }
-  absl::StatusOr<void*> ReserveHostMemory(size_t bytes) override { return inner_->ReserveHostMemory(bytes); }
-  absl::Status PinHostMemory(void* ptr, size_t bytes) override { return inner_->PinHostMemory(ptr, bytes); }
-  void UnpinHostMemory(void* ptr, size_t bytes) override { inner_->UnpinHostMemory(ptr, bytes); }
-  void ReleaseHostMemory(void* ptr, size_t bytes) override { inner_->ReleaseHostMemory(ptr, bytes); }
-
-  absl::Status CopyBlocksToHost(std::span<const BlockCopy> copies) override {
-    return inner_->CopyBlocksToHost(copies);
-  }
+  // Host slots are copied to and from the device (and so deferred), never read in place.
+  bool ReadsHostResidentKv() const override { return false; }
   absl::Status CopyBlocksFromHost(std::span<const BlockCopy> copies) override {
     if (absl::Status s = LandCopiesInto(copies); !s.ok()) return s;
-    return inner_->CopyBlocksFromHost(copies);
+    return inner().CopyBlocksFromHost(copies);
   }
   absl::Status PrefetchBlocksFromHost(std::span<const BlockCopy> copies) override {
     if (absl::Status s = LandCopiesInto(copies); !s.ok()) return s;
-    return inner_->PrefetchBlocksFromHost(copies);
+    return inner().PrefetchBlocksFromHost(copies);
   }
-  absl::Status WaitForPrefetches() override { return inner_->WaitForPrefetches(); }
-  BackendCopyStats copy_stats() const override { return inner_->copy_stats(); }
-  absl::Status CopyBlock(int32_t src, int32_t dst) override { return inner_->CopyBlock(src, dst); }
-  int64_t device_bytes_in_use() const override { return inner_->device_bytes_in_use(); }
-  int64_t allocations_after_init() const override { return inner_->allocations_after_init(); }
 
   absl::StatusOr<int64_t> StartCopiesToHost(std::span<const BlockCopy> copies) override {
     for (const BlockCopy& c : copies) {
@@ -117,7 +93,7 @@ class DeferredCopyBackend final : public Backend {
     while (!pending_.empty() && pending_.front().ticket <= ticket) {
       Pending p = std::move(pending_.front());
       pending_.pop_front();
-      if (absl::Status s = inner_->CopyBlocksToHost(p.copies); !s.ok()) return s;
+      if (absl::Status s = inner().CopyBlocksToHost(p.copies); !s.ok()) return s;
       done_through_ = p.ticket;
     }
     return absl::OkStatus();
@@ -135,7 +111,6 @@ class DeferredCopyBackend final : public Backend {
     return through > 0 ? LandThrough(through) : absl::OkStatus();
   }
 
-  std::unique_ptr<Backend> inner_;
   const int polls_before_done_;
   std::deque<Pending> pending_;
   int64_t next_ticket_ = 1;

@@ -33,6 +33,7 @@
 #include "storage/file_io.h"
 #include "testing/fake_file_io.h"
 #include "testing/file_io_wrapper.h"
+#include "testing/forwarding_backend.h"
 
 namespace kvtier::testing {
 
@@ -174,82 +175,56 @@ class PinLedger {
   int64_t unpinned_copies_ = 0;
 };
 
-class GatedPinBackend final : public Backend {
+// Derives from ForwardingBackend: only the host-memory calls are gated or checked.
+class GatedPinBackend final : public ForwardingBackend {
  public:
   GatedPinBackend(std::unique_ptr<Backend> inner, std::shared_ptr<PinLedger> ledger)
-      : inner_(std::move(inner)), ledger_(std::move(ledger)) {}
-
-  Backend& inner() { return *inner_; }
+      : ForwardingBackend(std::move(inner)), ledger_(std::move(ledger)) {}
 
   bool PinsHostMemory() const override { return true; }
+  // Host slots are copied to and from the device (and so checked), never read in place.
+  bool ReadsHostResidentKv() const override { return false; }
   absl::StatusOr<void*> ReserveHostMemory(size_t bytes) override {
-    absl::StatusOr<void*> base = inner_->ReserveHostMemory(bytes);
+    absl::StatusOr<void*> base = inner().ReserveHostMemory(bytes);
     if (base.ok()) ledger_->Reserved(*base, bytes);
     return base;
   }
   absl::Status PinHostMemory(void* ptr, size_t bytes) override {
     if (!ledger_->gate().Pass()) return absl::ResourceExhaustedError("pinning refused (injected)");
-    if (absl::Status s = inner_->PinHostMemory(ptr, bytes); !s.ok()) return s;
+    if (absl::Status s = inner().PinHostMemory(ptr, bytes); !s.ok()) return s;
     ledger_->Pinned(ptr, bytes);
     return absl::OkStatus();
   }
   void UnpinHostMemory(void* ptr, size_t bytes) override {
-    inner_->UnpinHostMemory(ptr, bytes);
+    inner().UnpinHostMemory(ptr, bytes);
     ledger_->Unpinned(ptr, bytes);
   }
   void ReleaseHostMemory(void* ptr, size_t bytes) override {
     ledger_->Released(ptr, bytes);
-    inner_->ReleaseHostMemory(ptr, bytes);
+    inner().ReleaseHostMemory(ptr, bytes);
   }
-
-  std::string_view name() const override { return inner_->name(); }
-  const KvLayout& kv_layout() const override { return inner_->kv_layout(); }
-  int64_t vocab_size() const override { return inner_->vocab_size(); }
-  absl::Status AllocateKvPool(int64_t num_blocks) override { return inner_->AllocateKvPool(num_blocks); }
-  int64_t num_kv_blocks() const override { return inner_->num_kv_blocks(); }
-  absl::Status WarmUp() override { return inner_->WarmUp(); }
-  absl::Status Forward(const ForwardBatch& batch, std::vector<float>* logits) override {
-    return inner_->Forward(batch, logits);
-  }
-  absl::Status ForwardGreedy(const ForwardBatch& batch, std::vector<int32_t>* token_ids) override {
-    return inner_->ForwardGreedy(batch, token_ids);
-  }
-  absl::Status ForwardSampled(const ForwardBatch& batch, std::span<const RowSampling> rows,
-                              std::vector<int32_t>* token_ids) override {
-    return inner_->ForwardSampled(batch, rows, token_ids);
-  }
-  absl::StatusOr<void*> AllocateHostMemory(size_t bytes) override { return inner_->AllocateHostMemory(bytes); }
-  void FreeHostMemory(void* ptr) override { inner_->FreeHostMemory(ptr); }
   absl::Status CopyBlocksToHost(std::span<const BlockCopy> copies) override {
     if (absl::Status s = Check(copies); !s.ok()) return s;
-    return inner_->CopyBlocksToHost(copies);
+    return inner().CopyBlocksToHost(copies);
   }
   absl::Status CopyBlocksFromHost(std::span<const BlockCopy> copies) override {
     if (absl::Status s = Check(copies); !s.ok()) return s;
-    return inner_->CopyBlocksFromHost(copies);
+    return inner().CopyBlocksFromHost(copies);
   }
   absl::Status PrefetchBlocksFromHost(std::span<const BlockCopy> copies) override {
     if (absl::Status s = Check(copies); !s.ok()) return s;
-    return inner_->PrefetchBlocksFromHost(copies);
+    return inner().PrefetchBlocksFromHost(copies);
   }
-  absl::Status WaitForPrefetches() override { return inner_->WaitForPrefetches(); }
   absl::StatusOr<int64_t> StartCopiesToHost(std::span<const BlockCopy> copies) override {
     if (absl::Status s = Check(copies); !s.ok()) return s;
-    return inner_->StartCopiesToHost(copies);
+    return inner().StartCopiesToHost(copies);
   }
-  absl::StatusOr<bool> CopiesDone(int64_t ticket) override { return inner_->CopiesDone(ticket); }
-  absl::Status WaitForCopies(int64_t ticket) override { return inner_->WaitForCopies(ticket); }
-  BackendCopyStats copy_stats() const override { return inner_->copy_stats(); }
-  absl::Status CopyBlock(int32_t src, int32_t dst) override { return inner_->CopyBlock(src, dst); }
-  int64_t device_bytes_in_use() const override { return inner_->device_bytes_in_use(); }
-  int64_t allocations_after_init() const override { return inner_->allocations_after_init(); }
 
  private:
   absl::Status Check(std::span<const BlockCopy> copies) {
-    return ledger_->CheckPinned(copies, inner_->kv_layout().BlockBytes());
+    return ledger_->CheckPinned(copies, inner().kv_layout().BlockBytes());
   }
 
-  std::unique_ptr<Backend> inner_;
   std::shared_ptr<PinLedger> ledger_;
 };
 

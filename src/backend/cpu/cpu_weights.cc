@@ -314,7 +314,7 @@ void QuantizeCpuWeights(const ModelConfig& c, DType dtype, bool keep_blocks, Cpu
   const int64_t hidden = c.hidden_size;
   if (c.tie_word_embeddings && keep_blocks) {
     // The product reads the quantized table, as from a GGUF file's token_embd.
-    weights->lm_head = {.dtype = DType::kF32, .rows = c.vocab_size, .cols = hidden, .f32 = weights->embed_tokens};
+    weights->lm_head = {.dtype = DType::kF32, .rows = c.vocab_size, .cols = hidden, .f32 = weights->embed_tokens, .packed = {}};
   }
   QuantizeMatrix(dtype, keep_blocks, &weights->lm_head);
   RoundThrough(StoredBlockType(dtype, hidden), c.vocab_size, hidden, &weights->embed_tokens);
