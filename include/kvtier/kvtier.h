@@ -208,7 +208,7 @@ KVT_API int64_t kvt_live_handles(void);
  *   "cuda_decode_fp8_pair_tiles" int  fp8 KV decode attention in rounds of
  *                                32 positions with 16-byte code loads
  *                                (head_dim 128, blocks of 16+ positions):
- *                                1 on, 0 off, -1 the library's choice   default -1
+ *                                1 on, 0 off, -1 the library's choice (on) default -1
  *   "cuda_fp8_activations" int   fp8 weights: steps of 3+ rows quantize
  *                                activations per token to E4M3 and run
  *                                fp8 x fp8 projections (W8A8); 0 keeps

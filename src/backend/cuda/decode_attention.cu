@@ -73,7 +73,7 @@ static_assert(kDecodeMaxSplitsLimit >= kMaxSplitsCap, "heuristic exceeds the ker
 constexpr bool kFp8ScalesAfterProducts = true;
 // fp8 KV in rounds of 32 positions with 16-byte code loads (decode_fp8_pair_tile.cuh) where
 // the shape allows; DecodeAttentionParams::fp8_pair_tiles compares the two.
-constexpr bool kFp8PairTiles = false;
+constexpr bool kFp8PairTiles = true;
 
 struct SplitRange {
   int begin = 0;  // first position
