@@ -27,7 +27,7 @@ using cuda_test::DecodeWorld;
 using cuda_test::DeviceArray;
 using cuda_test::DeviceDecode;
 using cuda_test::RelativeError;
-using cuda_test::SmCount;
+using cuda_test::DecodeWave;
 using cuda_test::ToF32;
 using cuda_test::Tolerance;
 
@@ -94,7 +94,6 @@ int TimeDecodeAttention(const CudaLaunchOptions& launch) {
   bool failed = false;
   std::mt19937 rng{1234};
   const int heads = 32, kv_heads = 8, head_dim = 128, bt = 16;
-  const int sm = SmCount();
   cudaStream_t stream;
   BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const std::vector<BenchCase> cases = {
@@ -156,7 +155,8 @@ int TimeDecodeAttention(const CudaLaunchOptions& launch) {
           std::printf("[decode-bench] %s rows=%d ctx=%d..%d KV=%.1fMB pair_tiles=%d max_splits=%3d (heuristic %d): "
                       "stream %.2f us %.2f TB/s, graph %.2f us %.2f TB/s\n",
                       bc.name, bc.rows, bc.ctx_lo, bc.ctx_hi, kv_bytes / 1e6, pair, s,
-                      DecodeMaxSplits(bc.rows, kv_heads, sm), us, tbs(us), gus, tbs(gus));
+                      DecodeMaxSplits(bc.rows, kv_heads, DecodeWave(head_dim, true, bt, pair)), us, tbs(us), gus,
+                      tbs(gus));
         }
       }
       std::fflush(stdout);
@@ -212,7 +212,7 @@ int TimeDecodeAttention(const CudaLaunchOptions& launch) {
                                stream) != cudaSuccess;
     };
 
-    const int ms = DecodeMaxSplits(bc.rows, kv_heads, sm);
+    const int ms = DecodeMaxSplits(bc.rows, kv_heads, DecodeWave(head_dim, bc.fp8, bt));
     const double new_us = MedianUs(stream, 10, 60, [&](int i) { run_new(i, ms); });
     const double new_graph = GraphUs(stream, layers, [&](int i) { run_new(i, ms); });
     const double old_us = MedianUs(stream, 10, 60, run_old);

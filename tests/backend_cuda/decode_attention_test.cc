@@ -111,8 +111,9 @@ TEST_P(DecodeAttentionTest, MatchesReferenceOnShuffledBlocks) {
   DecodeWorld w(c.heads, c.kv_heads, c.head_dim, c.block_tokens, /*num_layers=*/2,
                 {1, 2, 15, 16, 17, 100, 1000, 5000, 40000}, /*extra=*/3, /*capacity=*/0, rng_);
   const int num_rows = static_cast<int>(w.rows.size());
-  const int max_splits =
-      c.max_splits > 0 ? c.max_splits : DecodeMaxSplits(num_rows, c.kv_heads, SmCount());
+  const int max_splits = c.max_splits > 0 ? c.max_splits
+                                           : DecodeMaxSplits(num_rows, c.kv_heads,
+                                                             cuda_test::DecodeWave(c.head_dim, false, c.block_tokens));
   const int layer = 1;
   DeviceDecode dev(w, max_splits);
   cuda_test::ForEachElem([&]<typename T>() {
@@ -157,10 +158,29 @@ TEST(DecodeAttentionShapes, SupportedShapes) {
   EXPECT_FALSE(DecodeAttentionSupported(96, 8, 2));
   EXPECT_FALSE(DecodeAttentionSupported(128, 36, 4));  // group 9
   EXPECT_FALSE(DecodeAttentionSupported(128, 10, 4));  // not a multiple
-  EXPECT_EQ(DecodeMaxSplits(256, 8, 132), 1);
-  EXPECT_GE(DecodeMaxSplits(1, 8, 132), 32);
-  EXPECT_EQ(DecodeMaxSplits(64, 8, 132), 1);
-  EXPECT_LE(DecodeMaxSplits(1, 1, 132), kDecodeMaxSplitsLimit);
+  // Waves of 132 SMs x 2 and x 3 resident CTAs: one row of 8 kv heads takes the whole wave
+  // (33 and 49 splits), a batch that fills it alone takes one.
+  EXPECT_EQ(DecodeMaxSplits(256, 8, 264), 1);
+  EXPECT_EQ(DecodeMaxSplits(1, 8, 264), 33);
+  EXPECT_EQ(DecodeMaxSplits(1, 8, 396), 49);
+  EXPECT_EQ(DecodeMaxSplits(4, 8, 264), 8);
+  EXPECT_EQ(DecodeMaxSplits(64, 8, 396), 1);
+  EXPECT_LE(DecodeMaxSplits(1, 1, 396), kDecodeMaxSplitsLimit);
+}
+
+// The wave the split heuristic plans for is what the runtime says fits: every instance has
+// at least one CTA per SM, and the fp8 pair-tile instance (the most registers) never more
+// than the 16-position fp8 one.
+TEST(DecodeAttentionShapes, ResidentCtasComeFromTheCompiledKernels) {
+  KVT_SKIP_WITHOUT_CUDA();
+  for (const int head_dim : {64, 128}) {
+    for (const bool fp8 : {false, true}) {
+      const int ctas = DecodeResidentCtasPerSm<bf16>(head_dim, fp8, 16, -1);
+      EXPECT_GE(ctas, 1) << head_dim << (fp8 ? " fp8" : " bf16");
+      EXPECT_LE(ctas, 8) << head_dim << (fp8 ? " fp8" : " bf16");
+    }
+  }
+  EXPECT_LE(DecodeResidentCtasPerSm<bf16>(128, true, 16, 1), DecodeResidentCtasPerSm<bf16>(128, true, 16, 0));
 }
 
 // One launch captured once; replays after pos, block tables and q change in device memory
@@ -173,7 +193,8 @@ TEST(DecodeAttentionGraph, ReplaysWithNewPositionsAndTables) {
       {5, 300, 3000}, {4000, 17, 64}, {1, 1000, 2}, {2500, 2500, 4096}, {5, 300, 3000}};
   DecodeWorld w(heads, kv_heads, head_dim, bt, /*num_layers=*/1, steps[0], /*extra=*/1,
                 capacity, rng);
-  const int max_splits = DecodeMaxSplits(static_cast<int32_t>(w.rows.size()), kv_heads, SmCount());
+  const int max_splits =
+      DecodeMaxSplits(static_cast<int32_t>(w.rows.size()), kv_heads, cuda_test::DecodeWave(head_dim, false, bt));
   DeviceDecode dev(w, max_splits);
   CUDA_ASSERT(FillRandom(reinterpret_cast<bf16*>(dev.pool.get()), dev.pool.size(), rng(),
                          0.0f, 2.0f, nullptr));

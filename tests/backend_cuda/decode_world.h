@@ -137,6 +137,12 @@ inline int SmCount() {
   return props.multiProcessorCount;
 }
 
+// The wave of resident decode-attention CTAs the backend plans splits for (KernelSelection::
+// decode_wave_ctas) on this device, for bf16 compute.
+inline int DecodeWave(int head_dim, bool fp8_kv, int block_tokens, int fp8_pair_tiles = -1) {
+  return SmCount() * cuda::DecodeResidentCtasPerSm<cuda::bf16>(head_dim, fp8_kv, block_tokens, fp8_pair_tiles);
+}
+
 }  // namespace kvtier::cuda_test
 
 #endif  // KVTIER_TESTS_BACKEND_CUDA_DECODE_WORLD_H_

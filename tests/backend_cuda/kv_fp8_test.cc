@@ -233,7 +233,10 @@ void CheckDecodeOnTheSameBytes(const AttentionCase& p, const std::vector<cuda::C
     d_indptr.Upload(w.indptr);
     d_indices.Upload(w.indices);
     for (const DecodeConfig& config : configs) {
-      const int splits = config.splits > 0 ? config.splits : DecodeMaxSplits(rows, p.kv_heads, cuda_test::SmCount());
+      const int splits =
+          config.splits > 0
+              ? config.splits
+              : DecodeMaxSplits(rows, p.kv_heads, cuda_test::DecodeWave(p.head_dim, true, p.block_tokens, config.pair));
       SCOPED_TRACE(::testing::Message() << "max_splits " << splits << ", fp8_scales_after_products " << config.fold
                                         << ", fp8_pair_tiles " << config.pair);
       DecodeAttentionParams<T> params;

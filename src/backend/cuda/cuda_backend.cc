@@ -162,7 +162,7 @@ absl::Status CudaBackend::Init(const cuda::WeightLoader& loader, const cuda::Fp8
   RETURN_IF_ERROR(ws_.AllocateKernelScratch(config_, capacity_, kernels_, MetaCapacity(), memory_));
   ASSIGN_OR_RETURN(planner_, cuda::StepPlanner::Create({capacity_, layout_.block_tokens, kernels_.fast_attention,
                                                         kernels_.prefill_tile_tokens,
-                                                        static_cast<int32_t>(config_.num_kv_heads), kernels_.sm_count},
+                                                        static_cast<int32_t>(config_.num_kv_heads), kernels_.decode_wave_ctas},
                                                        MetaCapacity()));
   ASSIGN_OR_RETURN(chain_, DeviceSamplerChain::Create(
                                capacity_.max_chunks, config_.vocab_size,

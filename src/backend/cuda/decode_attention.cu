@@ -149,7 +149,8 @@ __device__ __forceinline__ int KPiece(int j, int t) { return 8 * (4 * j + t); }
 __device__ __forceinline__ int VDim(int e, int g) { return 8 * (8 * (e / 8) + g) + e % 8; }
 
 // The explicit min-blocks of 1 stops ptxas from capping the D = 64 instance at 96
-// registers with a spill (it then takes 111); D = 128 takes 168 either way (3 CTAs / SM).
+// registers with a spill (it then takes 111). How many CTAs fit an SM depends on each
+// instance's registers: DecodeResidentCtasPerSm asks the runtime.
 template <typename T, int D, bool kFp8, bool kFold, bool kPair>
 __global__ void __launch_bounds__(kThreads, 1)
     DecodeAttentionKernel(DecodeAttentionParams<T> p, StepTokens tok, PagedKv<T> kv, int group,
@@ -512,18 +513,16 @@ bool DecodeAttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_k
   return num_heads / num_kv_heads <= kMaxGroup;
 }
 
-// Splits so that rows * kv heads * splits fills about ONE wave of resident CTAs
-// (kResidentCtasPerSm: 168 registers x 128 threads for head_dim 128) and never spills into a
-// partial second wave: a CTA's warps walk their tiles one latency at a time, so a second
-// wave costs a whole CTA time: more splits than one wave holds are slower for a long single
-// row, and a second split is slower for a batch that already fills the GPU
-// (`KVTIER_DECODE_BENCH=1 kvtier_cuda_bench` sweeps max_splits). Each row still uses no more splits than
-// ctx / kMinSplitTokens (decided in the kernel).
-int32_t DecodeMaxSplits(int32_t num_rows, int32_t num_kv_heads, int32_t sm_count) {
-  constexpr int64_t kResidentCtasPerSm = 3;
+// Splits so that rows * kv heads * splits fills about ONE wave of resident CTAs (wave_ctas:
+// SMs x DecodeResidentCtasPerSm) and never spills into a partial second wave: a CTA's warps
+// walk their tiles one latency at a time, so a second wave costs a whole CTA time: more
+// splits than one wave holds are slower for a long single row, and a second split is slower
+// for a batch that already fills the GPU (`KVTIER_DECODE_BENCH=1 kvtier_cuda_bench` sweeps
+// max_splits). Each row still uses no more splits than ctx / kMinSplitTokens (decided in the
+// kernel).
+int32_t DecodeMaxSplits(int32_t num_rows, int32_t num_kv_heads, int32_t wave_ctas) {
   const int64_t pairs = std::max<int64_t>(1, int64_t{num_rows} * std::max(1, num_kv_heads));
-  const int64_t wave = kResidentCtasPerSm * std::max(1, sm_count);
-  return static_cast<int32_t>(std::clamp<int64_t>(wave / pairs, 1, kMaxSplitsCap));
+  return static_cast<int32_t>(std::clamp<int64_t>(std::max(1, wave_ctas) / pairs, 1, kMaxSplitsCap));
 }
 
 size_t DecodePartialFloats(int32_t num_rows, int32_t max_splits, int32_t num_heads,
@@ -537,6 +536,52 @@ size_t DecodePartialMlFloats(int32_t num_rows, int32_t max_splits, int32_t num_h
 
 size_t DecodeCounterInts(int32_t num_rows, int32_t num_kv_heads) {
   return static_cast<size_t>(num_rows) * num_kv_heads;
+}
+
+namespace {
+
+template <typename T>
+using DecodeKernelFn = void (*)(DecodeAttentionParams<T>, StepTokens, PagedKv<T>, int, float, int);
+
+// log2(block_tokens) for a power of two, else -1.
+int BlockShift(int block_tokens) {
+  if (block_tokens <= 0 || (block_tokens & (block_tokens - 1)) != 0) return -1;
+  int shift = 0;
+  while ((1 << shift) < block_tokens) ++shift;
+  return shift;
+}
+
+// The kernel instance for a shape: fp8 KV with bf16 compute puts the scales after the
+// products (kFold) unless the caller asks otherwise (not for f16: P times a small V scale
+// would fall into f16's subnormals), and takes the pair tiles where the shape allows.
+template <typename T>
+DecodeKernelFn<T> PickDecodeKernel(int head_dim, bool fp8, int bt_shift, int32_t scales_after_products,
+                                   int32_t pair_tiles) {
+  const bool fold = fp8 && std::is_same_v<T, bf16> &&
+                    (scales_after_products < 0 ? kFp8ScalesAfterProducts : scales_after_products > 0);
+  const bool pair = fold && head_dim == kPairTileDim && bt_shift >= 4 &&
+                    (pair_tiles < 0 ? kFp8PairTiles : pair_tiles > 0);
+  return head_dim == 128 ? (pair   ? DecodeAttentionKernel<T, 128, true, true, true>
+                            : fold ? DecodeAttentionKernel<T, 128, true, true, false>
+                            : fp8  ? DecodeAttentionKernel<T, 128, true, false, false>
+                                   : DecodeAttentionKernel<T, 128, false, false, false>)
+                         : (fold  ? DecodeAttentionKernel<T, 64, true, true, false>
+                            : fp8 ? DecodeAttentionKernel<T, 64, true, false, false>
+                                  : DecodeAttentionKernel<T, 64, false, false, false>);
+}
+
+}  // namespace
+
+template <typename T>
+int32_t DecodeResidentCtasPerSm(int32_t head_dim, bool fp8_kv, int32_t block_tokens, int32_t fp8_pair_tiles) {
+  if (head_dim != 64 && head_dim != 128) return 1;
+  int ctas = 0;
+  const DecodeKernelFn<T> kernel = PickDecodeKernel<T>(head_dim, fp8_kv, BlockShift(block_tokens), -1, fp8_pair_tiles);
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, kThreads, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  return std::max(ctas, 1);
 }
 
 template <typename T>
@@ -554,38 +599,21 @@ cudaError_t DecodeAttention(const DecodeAttentionParams<T>& params, StepTokens t
     return cudaErrorInvalidValue;
   }
   const int group = params.num_heads / kv.num_kv_heads;
-  int bt_shift = -1;
-  if ((kv.block_tokens & (kv.block_tokens - 1)) == 0) {
-    bt_shift = 0;
-    while ((1 << bt_shift) < kv.block_tokens) ++bt_shift;
-  }
+  const int bt_shift = BlockShift(kv.block_tokens);
   const float scale_log2 =
       static_cast<float>(M_LOG2E / std::sqrt(static_cast<double>(kv.head_dim)));
   const dim3 grid(params.num_rows, kv.num_kv_heads, params.max_splits);
   if (kv.fp8 && kv.block_bytes < kv.block_elements) return cudaErrorInvalidValue;
-  // fp8 KV with bf16 compute: the scales go after the products (kFold) unless the caller
-  // asks otherwise. Not for f16: P times a small V scale would fall into f16's subnormals.
-  const bool fold = kv.fp8 && std::is_same_v<T, bf16> &&
-                    (params.fp8_scales_after_products < 0 ? kFp8ScalesAfterProducts
-                                                          : params.fp8_scales_after_products > 0);
-  const bool pair = fold && kv.head_dim == kPairTileDim && bt_shift >= 4 &&
-                    (params.fp8_pair_tiles < 0 ? kFp8PairTiles : params.fp8_pair_tiles > 0);
-  auto kernel = kv.head_dim == 128
-                    ? (pair   ? DecodeAttentionKernel<T, 128, true, true, true>
-                       : fold ? DecodeAttentionKernel<T, 128, true, true, false>
-                       : kv.fp8 ? DecodeAttentionKernel<T, 128, true, false, false>
-                                : DecodeAttentionKernel<T, 128, false, false, false>)
-                    : (fold     ? DecodeAttentionKernel<T, 64, true, true, false>
-                       : kv.fp8 ? DecodeAttentionKernel<T, 64, true, false, false>
-                                : DecodeAttentionKernel<T, 64, false, false, false>);
+  const DecodeKernelFn<T> kernel = PickDecodeKernel<T>(kv.head_dim, kv.fp8, bt_shift,
+                                                       params.fp8_scales_after_products, params.fp8_pair_tiles);
   return LaunchPdl(launch, kernel, grid, dim3(kThreads), 0, stream, params, tokens, kv, group,
                    scale_log2, bt_shift);
 }
 
-#define KVTIER_INSTANTIATE(T)                                                        \
-  template cudaError_t DecodeAttention<T>(const DecodeAttentionParams<T>&, StepTokens, \
-                                          PagedKv<T>, cudaStream_t,                    \
-                                          const CudaLaunchOptions&);
+#define KVTIER_INSTANTIATE(T)                                                                  \
+  template cudaError_t DecodeAttention<T>(const DecodeAttentionParams<T>&, StepTokens, PagedKv<T>, \
+                                          cudaStream_t, const CudaLaunchOptions&);               \
+  template int32_t DecodeResidentCtasPerSm<T>(int32_t, bool, int32_t, int32_t);
 KVTIER_CUDA_INSTANTIATE_ELEM(KVTIER_INSTANTIATE)
 #undef KVTIER_INSTANTIATE
 

@@ -55,8 +55,15 @@ cudaError_t DecodeAttention(const DecodeAttentionParams<T>& params, StepTokens t
                             PagedKv<T> kv, cudaStream_t stream,
                             const CudaLaunchOptions& launch);
 
-// Host heuristic: splits per row so that rows * kv heads * splits fills the GPU.
-int32_t DecodeMaxSplits(int32_t num_rows, int32_t num_kv_heads, int32_t sm_count);
+// CTAs of the instance DecodeAttention runs for this shape (compute type T, head_dim, fp8
+// KV, block_tokens, DecodeAttentionParams::fp8_pair_tiles) resident on one SM at once, from
+// the runtime's occupancy calculator (the instances differ in registers: 2 or 3 on sm_90);
+// 1 when it cannot tell.
+template <typename T>
+int32_t DecodeResidentCtasPerSm(int32_t head_dim, bool fp8_kv, int32_t block_tokens, int32_t fp8_pair_tiles);
+// Host heuristic: splits per row so that rows * kv heads * splits fills one wave of
+// `wave_ctas` resident CTAs (SMs x DecodeResidentCtasPerSm).
+int32_t DecodeMaxSplits(int32_t num_rows, int32_t num_kv_heads, int32_t wave_ctas);
 // Sizes of the partial buffers for (num_rows, max_splits).
 size_t DecodePartialFloats(int32_t num_rows, int32_t max_splits, int32_t num_heads,
                            int32_t head_dim);

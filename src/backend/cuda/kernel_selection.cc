@@ -40,6 +40,14 @@ absl::StatusOr<KernelSelection> KernelSelection::For(const ModelConfig& config, 
     k.prefill_kernel = PrefillKernel::kWgmma;
   }
   k.prefill_tile_tokens = PrefillTileTokens(head_dim, heads / kv_heads, k.prefill_kernel);
+  if (k.fast_attention) {
+    const bool fp8_kv = layout.dtype == DType::kF8E4M3;
+    const int32_t pair_tiles = options.launch.decode_fp8_pair_tiles;
+    const int32_t per_sm = compute_dtype == DType::kBF16
+                               ? DecodeResidentCtasPerSm<bf16>(head_dim, fp8_kv, layout.block_tokens, pair_tiles)
+                               : DecodeResidentCtasPerSm<f16>(head_dim, fp8_kv, layout.block_tokens, pair_tiles);
+    k.decode_wave_ctas = k.sm_count * per_sm;
+  }
   return k;
 }
 

@@ -28,6 +28,10 @@ struct KernelSelection {
   // (compute capability 9.0), the compute type (bf16) and the shape (head_dim 128) take it.
   PrefillKernel prefill_kernel = PrefillKernel::kMma;
   int32_t prefill_tile_tokens = 0;  // PrefillAttention's query tokens per tile
+  // DecodeAttention's CTAs resident at once on the whole GPU (SMs x DecodeResidentCtasPerSm
+  // of the instance this model runs): the one wave DecodeMaxSplits fills. 0 without
+  // fast_attention.
+  int32_t decode_wave_ctas = 0;
 
   // Unimplemented: kv_dtype fp8 on a shape the fast attention kernels do not take (the
   // generic kernel reads 16-bit KV only).

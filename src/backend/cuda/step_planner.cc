@@ -220,7 +220,7 @@ absl::StatusOr<StepLaunch> StepPlanner::Prepare(const ForwardBatch& piece, int64
   step.logit_rows = static_cast<int32_t>(num_logits);
   step.decode_rows = step.path == AttentionPath::kFast ? static_cast<int32_t>(decode_rows) : 0;
   step.decode_splits =
-      step.decode_rows > 0 ? DecodeMaxSplits(step.decode_rows, shape_.num_kv_heads, shape_.sm_count) : 1;
+      step.decode_rows > 0 ? DecodeMaxSplits(step.decode_rows, shape_.num_kv_heads, shape_.decode_wave_ctas) : 1;
   step.prefill_tiles = static_cast<int32_t>(prefill_tiles_.size());
   step.host_blocks = static_cast<int32_t>(host_blocks);
   if (step.path == AttentionPath::kGeneric) {

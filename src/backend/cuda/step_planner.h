@@ -30,7 +30,7 @@ class StepPlanner {
     bool fast_attention = false;
     int32_t prefill_tile_tokens = 0;
     int32_t num_kv_heads = 0;
-    int32_t sm_count = 0;
+    int32_t decode_wave_ctas = 0;  // KernelSelection::decode_wave_ctas
   };
   // Bytes of metadata the largest step takes (the host and device buffers' size), with at
   // most host_kv_slots host-resident blocks.

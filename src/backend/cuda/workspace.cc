@@ -17,6 +17,31 @@ Workspace::~Workspace() {
   if (ids_host != nullptr) cudaFreeHost(ids_host);
 }
 
+namespace {
+
+// The decode partials' sizes for the largest split count any decode batch size may pick.
+struct DecodeSizes {
+  size_t out_floats = 1;
+  size_t ml_floats = 1;
+  size_t counters = 0;
+};
+
+DecodeSizes DecodeSizesFor(const ModelConfig& config, const StepCapacity& capacity, const KernelSelection& kernels) {
+  const int32_t heads = static_cast<int32_t>(config.num_heads);
+  const int32_t kv_heads = static_cast<int32_t>(config.num_kv_heads);
+  const int32_t head_dim = static_cast<int32_t>(config.head_dim);
+  DecodeSizes sizes;
+  for (int32_t r = 1; r <= capacity.max_chunks; ++r) {
+    const int32_t splits = DecodeMaxSplits(r, kv_heads, kernels.decode_wave_ctas);
+    sizes.out_floats = std::max(sizes.out_floats, DecodePartialFloats(r, splits, heads, head_dim));
+    sizes.ml_floats = std::max(sizes.ml_floats, DecodePartialMlFloats(r, splits, heads));
+  }
+  sizes.counters = DecodeCounterInts(static_cast<int32_t>(capacity.max_chunks), kv_heads);
+  return sizes;
+}
+
+}  // namespace
+
 int64_t Workspace::SkinnyBytes(const StepCapacity& capacity, const KernelSelection& kernels) {
   if (kernels.skinny_mode == 0) return 0;
   const int max_m = static_cast<int>(std::min<int64_t>(kSkinnyGemmMaxRows, capacity.max_tokens));
@@ -28,9 +53,13 @@ int64_t Workspace::Bytes(const ModelConfig& config, const StepCapacity& capacity
   const int64_t t = capacity.max_tokens, h = config.hidden_size, inter = config.intermediate_size;
   const int64_t max_chunks = capacity.max_chunks;
   const int64_t wide = std::max(config.q_dim() + 2 * config.kv_dim(), 2 * inter);
-  // The small terms: the argmax scratch, the decode partials and counters, and the
-  // alignment of each buffer.
-  return t * h * 4 + t * h * 2 + t * wide * 2 + 2 * t * config.q_dim() * 2 + t * h * 2 + t * inter * 2 +
+  int64_t decode_bytes = 0;
+  if (kernels.fast_attention) {
+    const DecodeSizes sizes = DecodeSizesFor(config, capacity, kernels);
+    decode_bytes = static_cast<int64_t>((sizes.out_floats + sizes.ml_floats + sizes.counters) * 4);
+  }
+  // The small terms: the argmax scratch and the alignment of each buffer.
+  return decode_bytes + t * h * 4 + t * h * 2 + t * wide * 2 + 2 * t * config.q_dim() * 2 + t * h * 2 + t * inter * 2 +
          max_chunks * config.vocab_size * 4 + max_chunks * 4 + max_chunks * ((config.vocab_size + 31) / 32) * 4 +
          (kernels.fast_attention ? 0 : capacity.partial_slots * config.num_heads * (config.head_dim + 2) * 4) +
          static_cast<int64_t>(kCublasBytes) + static_cast<int64_t>(meta_capacity) + 64 * 256 + 16 * 256 +
@@ -95,22 +124,14 @@ absl::Status Workspace::AllocateKernelScratch(const ModelConfig& config, const S
     CUDA_RETURN_IF_ERROR(SkinnyGemmInit());
   }
   if (kernels.fast_attention) {
-    // Decode partials for the largest split count any decode batch size may pick.
-    const int32_t heads = static_cast<int32_t>(config.num_heads);
-    const int32_t kv_heads = static_cast<int32_t>(config.num_kv_heads);
-    const int32_t head_dim = static_cast<int32_t>(config.head_dim);
-    size_t out_floats = 1, ml_floats = 1;
-    for (int32_t r = 1; r <= max_chunks; ++r) {
-      const int32_t splits = DecodeMaxSplits(r, kv_heads, kernels.sm_count);
-      out_floats = std::max(out_floats, DecodePartialFloats(r, splits, heads, head_dim));
-      ml_floats = std::max(ml_floats, DecodePartialMlFloats(r, splits, heads));
-    }
+    const DecodeSizes sizes = DecodeSizesFor(config, capacity, kernels);
+    const size_t out_floats = sizes.out_floats, ml_floats = sizes.ml_floats;
     ASSIGN_OR_RETURN(void* out, memory.Allocate(out_floats * sizeof(float), "decode partials"));
     decode_partial_out = static_cast<float*>(out);
     ASSIGN_OR_RETURN(void* ml, memory.Allocate(ml_floats * sizeof(float), "decode partials"));
     decode_partial_ml = static_cast<float*>(ml);
     // Split counters: zero once; every launch leaves them at zero (graph replays too).
-    const size_t counters = DecodeCounterInts(static_cast<int32_t>(max_chunks), kv_heads);
+    const size_t counters = sizes.counters;
     ASSIGN_OR_RETURN(void* c, memory.Allocate(counters * sizeof(uint32_t), "decode split counters"));
     decode_split_counters = static_cast<uint32_t*>(c);
     CUDA_RETURN_IF_ERROR(cudaMemset(decode_split_counters, 0, counters * sizeof(uint32_t)));
