@@ -58,12 +58,11 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kTile = 16;                        // positions per warp iteration (mma N / K)
-constexpr int kMaxGroup = 8;                     // query heads per kv head (mma N of P.V)
+constexpr int kMaxGroup = kDecodeMaxGroup;       // query heads per kv head (mma N of P.V)
 constexpr int kMinSplitTokens = kWarps * kTile;  // every warp of a split gets >= 1 tile
-constexpr int kMaxSplitsCap = 64;                // DecodeMaxSplits' largest answer
 constexpr unsigned kFull = 0xffffffffu;
 
-static_assert(kDecodeMaxSplitsLimit >= kMaxSplitsCap, "heuristic exceeds the kernel limit");
+static_assert(kDecodeMaxSplitsLimit >= kDecodeMaxSplitsCap, "heuristic exceeds the kernel limit");
 
 // fp8 KV, bf16 compute: K and V codes go to the tensor cores unscaled (exact in bf16) and
 // the row scales multiply S (K) and P (V) per position, 8 multiplies per lane and tile
@@ -506,37 +505,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 }  // namespace
-
-bool DecodeAttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads) {
-  if (head_dim != 64 && head_dim != 128) return false;
-  if (num_kv_heads <= 0 || num_heads <= 0 || num_heads % num_kv_heads != 0) return false;
-  return num_heads / num_kv_heads <= kMaxGroup;
-}
-
-// Splits so that rows * kv heads * splits fills about ONE wave of resident CTAs (wave_ctas:
-// SMs x DecodeResidentCtasPerSm) and never spills into a partial second wave: a CTA's warps
-// walk their tiles one latency at a time, so a second wave costs a whole CTA time: more
-// splits than one wave holds are slower for a long single row, and a second split is slower
-// for a batch that already fills the GPU (`KVTIER_DECODE_BENCH=1 kvtier_cuda_bench` sweeps
-// max_splits). Each row still uses no more splits than ctx / kMinSplitTokens (decided in the
-// kernel).
-int32_t DecodeMaxSplits(int32_t num_rows, int32_t num_kv_heads, int32_t wave_ctas) {
-  const int64_t pairs = std::max<int64_t>(1, int64_t{num_rows} * std::max(1, num_kv_heads));
-  return static_cast<int32_t>(std::clamp<int64_t>(std::max(1, wave_ctas) / pairs, 1, kMaxSplitsCap));
-}
-
-size_t DecodePartialFloats(int32_t num_rows, int32_t max_splits, int32_t num_heads,
-                           int32_t head_dim) {
-  return static_cast<size_t>(num_rows) * max_splits * num_heads * head_dim;
-}
-
-size_t DecodePartialMlFloats(int32_t num_rows, int32_t max_splits, int32_t num_heads) {
-  return static_cast<size_t>(num_rows) * max_splits * num_heads * 2;
-}
-
-size_t DecodeCounterInts(int32_t num_rows, int32_t num_kv_heads) {
-  return static_cast<size_t>(num_rows) * num_kv_heads;
-}
 
 namespace {
 

@@ -71,6 +71,10 @@ size_t DecodePartialMlFloats(int32_t num_rows, int32_t max_splits, int32_t num_h
 size_t DecodeCounterInts(int32_t num_rows, int32_t num_kv_heads);
 // Largest max_splits DecodeAttention accepts.
 constexpr int32_t kDecodeMaxSplitsLimit = 128;
+// Largest max_splits DecodeMaxSplits answers.
+constexpr int32_t kDecodeMaxSplitsCap = 64;
+// Most query heads per kv head the kernel takes (the MMA's N of P.V).
+constexpr int32_t kDecodeMaxGroup = 8;
 // head_dim / GQA shapes the kernel supports.
 bool DecodeAttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
 
