@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -102,6 +103,29 @@ TEST(QuantActivationsTest, Q8_0RoundsHalfToEvenWithScaleOfMaxOver127) {
   std::vector<float> zeros(32, 0.0f);
   QuantizeActivationsQ8_0(zeros.data(), 32, q.data());
   for (size_t i = 0; i < kQ8_0Bytes; ++i) EXPECT_EQ(q[i], 0) << i;
+}
+
+// The vector quantizer gives the portable bytes, ties, tiny blocks and infinities included,
+// and its scales are the blocks' halves widened.
+TEST(QuantActivationsTest, Q8_0VectorCodeGivesThePortableBytes) {
+  if (!HasQuantizeActivationsQ8_0Avx512()) GTEST_SKIP() << "no AVX-512";
+  std::mt19937 rng(23);
+  const int64_t n = 32 * 40;
+  std::vector<float> x = Random(n, rng, 3.0f);
+  for (int64_t i = 0; i < 32; ++i) x[32 + i] = 0.5f * static_cast<float>(i - 16);  // ties
+  for (int64_t i = 0; i < 32; ++i) x[64 + i] = 1e-39f * static_cast<float>(i % 5);  // inverse overflows
+  for (int64_t i = 0; i < 32; ++i) x[96 + i] = i % 2 == 0 ? -0.0f : 0.0f;
+  x[130] = std::numeric_limits<float>::infinity();
+  x[170] = -1e30f;
+  std::vector<uint8_t> want(n / 32 * kQ8_0Bytes), got(want.size());
+  std::vector<float> scales(n / 32);
+  QuantizeActivationsQ8_0Portable(x.data(), n, want.data());
+  QuantizeActivationsQ8_0Avx512(x.data(), n, got.data(), scales.data());
+  EXPECT_EQ(got, want);
+  for (int64_t i = 0; i < n / 32; ++i) {
+    const uint8_t* block = want.data() + i * kQ8_0Bytes;
+    EXPECT_EQ(scales[i], Fp16ToFloat(static_cast<uint16_t>(block[0] | (block[1] << 8)))) << i;
+  }
 }
 
 TEST(QuantActivationsTest, Q8KScalesByTheLargestMagnitudeAndSumsSixteens) {

@@ -57,13 +57,8 @@ void MatMulQuantized(const CpuMatrix& w, const float* x, const float* bias, int6
   For(pool, rows, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       if (q8_0) {
-        QuantizeActivationsQ8_0(x + t * w.cols, w.cols, act + t * act_row);
-        if (want_scales) {
-          for (int64_t b = 0; b < num_blocks; ++b) {
-            const uint8_t* block = act + t * act_row + b * kQ8_0Bytes;
-            scales[t * num_blocks + b] = Fp16ToFloat(static_cast<uint16_t>(block[0] | (block[1] << 8)));
-          }
-        }
+        QuantizeActivationsQ8_0(x + t * w.cols, w.cols, act + t * act_row,
+                                want_scales ? scales + t * num_blocks : nullptr);
       } else {
         QuantizeActivationsQ8K(x + t * w.cols, w.cols, reinterpret_cast<BlockQ8K*>(act + t * act_row));
       }
