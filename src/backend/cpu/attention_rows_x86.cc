@@ -52,6 +52,44 @@ KVTIER_AVX512 void Scores(const float* q, const float* const* keys, int64_t n, f
   }
 }
 
+// Each register holds one key's eight lanes for both queries (q0 low, q1 high): the key's
+// eight columns are broadcast from memory, so no shuffle is needed per key.
+template <int kSteps>
+KVTIER_AVX512 void ScoresPair(const float* q0, const float* q1, const float* const* keys, int64_t n, float scale,
+                              float* scores0, float* scores1) {
+  constexpr int kPairKeys = 8;
+  __m512 qq[kSteps];
+  #pragma GCC unroll 16
+  for (int s = 0; s < kSteps; ++s) {
+    qq[s] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(q0 + s * kLanes)),
+                               _mm256_loadu_ps(q1 + s * kLanes), 1);
+  }
+  const __m512 scale_v = _mm512_set1_ps(scale);
+  // FoldPairRows leaves q0's and q1's scores interleaved; this puts q0's in the low half.
+  const __m512i split = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  for (int64_t j0 = 0; j0 < n; j0 += kPairKeys) {
+    const int count = static_cast<int>(std::min<int64_t>(kPairKeys, n - j0));
+    const float* k[kPairKeys];
+    for (int i = 0; i < kPairKeys; ++i) k[i] = keys[j0 + std::min(i, count - 1)];
+    __m512 acc[kPairKeys];
+    #pragma GCC unroll 8
+    for (int i = 0; i < kPairKeys; ++i) acc[i] = _mm512_setzero_ps();
+    #pragma GCC unroll 16
+    for (int s = 0; s < kSteps; ++s) {
+      #pragma GCC unroll 8
+      for (int i = 0; i < kPairKeys; ++i) {
+        const __m512 kv = _mm512_broadcast_f32x8(_mm256_loadu_ps(k[i] + s * kLanes));
+        acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(qq[s], kv));
+      }
+    }
+    const __m512 dots =
+        _mm512_mul_ps(_mm512_permutexvar_ps(split, cpu_lanes::FoldPairRows(acc, acc + 4)), scale_v);
+    const __mmask8 mask = static_cast<__mmask8>((1u << count) - 1);
+    _mm256_mask_storeu_ps(scores0 + j0, mask, _mm512_castps512_ps256(dots));
+    _mm256_mask_storeu_ps(scores1 + j0, mask, _mm512_extractf32x8_ps(dots, 1));
+  }
+}
+
 // kRegs: head_dim / 16.
 template <int kRegs>
 KVTIER_AVX512 void WeightedSum(const float* const* values, const float* probs, float inv_sum, int64_t n,
@@ -89,6 +127,15 @@ void AttentionScores(const float* q, const float* const* keys, int64_t n, int64_
   }
 }
 
+void AttentionScoresPair(const float* q0, const float* q1, const float* const* keys, int64_t n, int64_t head_dim,
+                         float scale, float* scores0, float* scores1) {
+  if (head_dim == 64) {
+    ScoresPair<8>(q0, q1, keys, n, scale, scores0, scores1);
+  } else {
+    ScoresPair<16>(q0, q1, keys, n, scale, scores0, scores1);
+  }
+}
+
 void AttentionWeightedSum(const float* const* values, const float* probs, float inv_sum, int64_t n,
                           int64_t head_dim, float* out) {
   if (head_dim == 64) {
@@ -102,6 +149,7 @@ void AttentionWeightedSum(const float* const* values, const float* probs, float 
 
 bool HasAttentionRows(int64_t) { return false; }
 void AttentionScores(const float*, const float* const*, int64_t, int64_t, float, float*) {}
+void AttentionScoresPair(const float*, const float*, const float* const*, int64_t, int64_t, float, float*, float*) {}
 void AttentionWeightedSum(const float* const*, const float*, float, int64_t, int64_t, float*) {}
 
 #endif

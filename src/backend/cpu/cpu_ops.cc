@@ -349,45 +349,62 @@ void PagedAttention(const KvBlockView& kv, int64_t layer, int64_t start_position
   // fp32 rows without a soft cap take the vector kernels (attention_rows.h): the same bits.
   const bool rows_kernels = !layout.has_scales() && !options.logit_softcap && HasAttentionRows(head_dim);
   For(pool, rows * num_heads, [&](int64_t begin, int64_t end) {
-    std::vector<float> probs(start_position + rows);
+    // Scores of the item's query head, and of the next head where both share a KV head.
+    std::vector<float> probs_of[2] = {std::vector<float>(start_position + rows), {}};
+    if (rows_kernels) probs_of[1].resize(start_position + rows);
     std::vector<float> row(static_cast<size_t>(head_dim));  // an fp8 row decoded
     std::vector<const float*> rows_at(rows_kernels ? static_cast<size_t>(start_position + rows) : 0);
-    for (int64_t item = begin; item < end; ++item) {
+    for (int64_t item = begin; item < end;) {
       const int64_t r = item / num_heads;
       const int64_t h = item % num_heads;
       const int64_t kv_head = h / group;
       const int64_t num_keys = start_position + r + 1;  // causal: positions [0, own]
       // A window keeps the last `window` positions, own included.
       const int64_t first_key = options.window ? std::max<int64_t>(0, num_keys - *options.window) : 0;
-      const float* qh = q + (r * num_heads + h) * head_dim;
-      float max_score = -std::numeric_limits<float>::infinity();
+      const int64_t count = num_keys - first_key;
+      // Two heads of one group read the same keys: the vector kernel scores both in one pass.
+      const int heads = rows_kernels && item + 1 < end && h + 1 < num_heads && (h + 1) / group == kv_head ? 2 : 1;
       if (rows_kernels) {
         RowPointers(kv, layer, 0, kv_head, first_key, num_keys, rows_at.data());
-        AttentionScores(qh, rows_at.data(), num_keys - first_key, head_dim, scale, probs.data() + first_key);
-        for (int64_t j = first_key; j < num_keys; ++j) max_score = std::max(max_score, probs[j]);
-      } else {
+        const float* qh = q + (r * num_heads + h) * head_dim;
+        if (heads == 2) {
+          AttentionScoresPair(qh, qh + head_dim, rows_at.data(), count, head_dim, scale,
+                              probs_of[0].data() + first_key, probs_of[1].data() + first_key);
+        } else {
+          AttentionScores(qh, rows_at.data(), count, head_dim, scale, probs_of[0].data() + first_key);
+        }
+        RowPointers(kv, layer, 1, kv_head, first_key, num_keys, rows_at.data());
+      }
+      for (int i = 0; i < heads; ++i) {
+        std::vector<float>& probs = probs_of[i];
+        const float* qh = q + (r * num_heads + h + i) * head_dim;
+        float max_score = -std::numeric_limits<float>::infinity();
+        if (rows_kernels) {
+          for (int64_t j = first_key; j < num_keys; ++j) max_score = std::max(max_score, probs[j]);
+        } else {
+          for (int64_t j = first_key; j < num_keys; ++j) {
+            probs[j] = Dot(qh, key_or_value(0, kv_head, j, row.data()), head_dim) * scale;
+            if (options.logit_softcap) probs[j] = std::tanh(probs[j] / *options.logit_softcap) * *options.logit_softcap;
+            max_score = std::max(max_score, probs[j]);
+          }
+        }
+        float sum = 0.0f;
         for (int64_t j = first_key; j < num_keys; ++j) {
-          probs[j] = Dot(qh, key_or_value(0, kv_head, j, row.data()), head_dim) * scale;
-          if (options.logit_softcap) probs[j] = std::tanh(probs[j] / *options.logit_softcap) * *options.logit_softcap;
-          max_score = std::max(max_score, probs[j]);
+          probs[j] = std::exp(probs[j] - max_score);
+          sum += probs[j];
+        }
+        const float inv_sum = 1.0f / sum;
+        float* oh = out + (r * num_heads + h + i) * head_dim;
+        if (rows_kernels) {
+          AttentionWeightedSum(rows_at.data(), probs.data() + first_key, inv_sum, count, head_dim, oh);
+          continue;
+        }
+        std::fill(oh, oh + head_dim, 0.0f);
+        for (int64_t j = first_key; j < num_keys; ++j) {
+          Axpy(probs[j] * inv_sum, key_or_value(1, kv_head, j, row.data()), head_dim, oh);
         }
       }
-      float sum = 0.0f;
-      for (int64_t j = first_key; j < num_keys; ++j) {
-        probs[j] = std::exp(probs[j] - max_score);
-        sum += probs[j];
-      }
-      const float inv_sum = 1.0f / sum;
-      float* oh = out + (r * num_heads + h) * head_dim;
-      if (rows_kernels) {
-        RowPointers(kv, layer, 1, kv_head, first_key, num_keys, rows_at.data());
-        AttentionWeightedSum(rows_at.data(), probs.data() + first_key, inv_sum, num_keys - first_key, head_dim, oh);
-        continue;
-      }
-      std::fill(oh, oh + head_dim, 0.0f);
-      for (int64_t j = first_key; j < num_keys; ++j) {
-        Axpy(probs[j] * inv_sum, key_or_value(1, kv_head, j, row.data()), head_dim, oh);
-      }
+      item += heads;
     }
   });
 }
