@@ -3,9 +3,9 @@
 // scalar code it replaces: a score is cpu_ops.cc's Dot (eight lanes in column order,
 // separate multiplies and adds, the fold_lanes.h fold) times the scale; the sum adds
 // value row after value row, out[d] += p * v[d], as Axpy does. The speed comes from
-// 16-lane registers (two keys' eight lanes in each, or one key's for two query heads of a GQA
-// group, folded in registers) and from keeping
-// the output row in registers across all the value rows.
+// 16-lane registers (two keys' eight lanes in each, or one key's for two query heads of a
+// GQA group, folded in registers) and from keeping the output row in registers across all
+// the value rows.
 // Pure functions; thread-safe.
 #ifndef KVTIER_BACKEND_CPU_ATTENTION_ROWS_H_
 #define KVTIER_BACKEND_CPU_ATTENTION_ROWS_H_
