@@ -205,11 +205,6 @@ void Kernel(const uint16_t* w, int64_t cols, int64_t n0, int64_t n1, const float
   Drive(kMicro, w, cols, n0, n1, x, rows, bias, out, out_stride);
 }
 
-// Many activation rows (prefill) take the panel kernel (dot16_panel.h), which gives the same bits.
-template <bool kBf16>
-void KernelAvx512(const uint16_t* w, int64_t cols, int64_t n0, int64_t n1, const float* x, int64_t rows,
-                  const float* bias, float* out, int64_t out_stride);
-
 template <int R, bool kBf16>
 struct Avx2Micro {
   static constexpr MicroFn Run = MicroAvx2<R, kBf16>;
@@ -220,6 +215,7 @@ struct Avx512Micro {
   static constexpr MicroFn Run = MicroAvx512<R, kBf16>;
 };
 
+// Many activation rows (prefill) take the panel kernel (dot16_panel.h), which gives the same bits.
 template <bool kBf16>
 void KernelAvx512(const uint16_t* w, int64_t cols, int64_t n0, int64_t n1, const float* x, int64_t rows,
                   const float* bias, float* out, int64_t out_stride) {
