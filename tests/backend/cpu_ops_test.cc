@@ -210,7 +210,10 @@ struct PagedCase {
   std::vector<float> k, v;  // (length, kv_heads, head_dim), contiguous
   std::vector<float> pool;
 
-  explicit PagedCase(std::mt19937& rng) {
+  explicit PagedCase(std::mt19937& rng, int64_t head_dim = 8, int64_t positions = 23) {
+    layout.head_dim = head_dim;
+    length = positions;
+    num_blocks = 2 * ((positions + layout.block_tokens - 1) / layout.block_tokens);
     const int64_t kv_dim = layout.num_kv_heads * layout.head_dim;
     k = Random(length * kv_dim, rng);
     v = Random(length * kv_dim, rng);
@@ -340,15 +343,18 @@ TEST(CpuOpsTest, PagedAttentionFirstTokenReturnsItsValue) {
 // kv_dtype fp8: WriteKv stores E4M3 codes and one fp32 scale (amax / 448) per (layer, k|v,
 // head, token) row at the offsets kv_layout.h documents; PagedAttention over them equals
 // PagedAttention over an fp32 pool holding code x scale.
-TEST(CpuOpsTest, Fp8KvRowsAndAttentionOverThem) {
-  std::mt19937 rng(17);
-  PagedCase c(rng);
+// fp8 rows take the scalar attention and fp32 rows of 64 or 128 dimensions the vector one
+// (attention_rows.h), so with head_dim 64 this also checks that the two give the same bits.
+void CheckFp8AgainstF32(int64_t head_dim, int64_t length, int64_t start, uint32_t seed) {
+  std::mt19937 rng(seed);
+  PagedCase c(rng, head_dim, length);
   KvLayout fp8 = c.layout;
   fp8.dtype = DType::kF8E4M3;
   ASSERT_EQ(fp8.BlockBytes(), static_cast<size_t>(fp8.ElementsPerBlock()) +
                                   static_cast<size_t>(2 * 2 * 2 * 4) * sizeof(float));
   std::vector<uint8_t> pool(c.num_blocks * fp8.BlockBytes(), 0);
-  const std::vector<int32_t> table = ShuffledTable(c.num_blocks, 6, rng);
+  const std::vector<int32_t> table =
+      ShuffledTable(c.num_blocks, (c.length + fp8.block_tokens - 1) / fp8.block_tokens, rng);
   const int64_t kv_dim = fp8.num_kv_heads * fp8.head_dim;
   WriteKv(fp8, pool.data(), table, c.layer, 0, 9, c.k.data(), c.v.data());
   WriteKv(fp8, pool.data(), table, c.layer, 9, c.length - 9, c.k.data() + 9 * kv_dim, c.v.data() + 9 * kv_dim);
@@ -374,7 +380,7 @@ TEST(CpuOpsTest, Fp8KvRowsAndAttentionOverThem) {
       }
     }
   }
-  const int64_t start = 15, rows = c.length - start;
+  const int64_t rows = c.length - start;
   const std::vector<float> q = Random(rows * c.num_heads * fp8.head_dim, rng);
   std::vector<float> from_fp8(q.size()), from_f32(q.size());
   PagedAttention(fp8, pool.data(), table, c.layer, start, rows, c.num_heads, q.data(), from_fp8.data(), nullptr);
@@ -386,6 +392,15 @@ TEST(CpuOpsTest, Fp8KvRowsAndAttentionOverThem) {
   c.Write(table, 9);
   PagedAttention(c.layout, c.pool.data(), table, c.layer, start, rows, c.num_heads, q.data(), exact.data(), nullptr);
   EXPECT_NE(exact, from_fp8);
+}
+
+TEST(CpuOpsTest, Fp8KvRowsAndAttentionOverThem) { CheckFp8AgainstF32(8, 23, 15, 17); }
+
+// Keys past a multiple of the vector kernel's 16 scores, and a prefill from position 0.
+TEST(CpuOpsTest, VectorAttentionGivesTheScalarBits) {
+  CheckFp8AgainstF32(64, 37, 15, 18);
+  CheckFp8AgainstF32(64, 21, 0, 19);
+  CheckFp8AgainstF32(128, 40, 33, 20);
 }
 
 }  // namespace

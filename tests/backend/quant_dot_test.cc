@@ -3,7 +3,9 @@
 // processor runs against the portable one bit for bit, the dot products against a double
 // sum of the dequantized values, and MatMul over a quantized CpuMatrix.
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/quant_activations.h"
 #include "backend/cpu/quant_dot.h"
+#include "backend/cpu/quant_gemm.h"
 #include "common/thread_pool.h"
 #include "gtest/gtest.h"
 #include "testing/random_values.h"
@@ -100,6 +103,29 @@ TEST(QuantActivationsTest, Q8_0RoundsHalfToEvenWithScaleOfMaxOver127) {
   std::vector<float> zeros(32, 0.0f);
   QuantizeActivationsQ8_0(zeros.data(), 32, q.data());
   for (size_t i = 0; i < kQ8_0Bytes; ++i) EXPECT_EQ(q[i], 0) << i;
+}
+
+// The vector quantizer gives the portable bytes, ties, tiny blocks and infinities included,
+// and its scales are the blocks' halves widened.
+TEST(QuantActivationsTest, Q8_0VectorCodeGivesThePortableBytes) {
+  if (!HasQuantizeActivationsQ8_0Avx512()) GTEST_SKIP() << "no AVX-512";
+  std::mt19937 rng(23);
+  const int64_t n = 32 * 40;
+  std::vector<float> x = Random(n, rng, 3.0f);
+  for (int64_t i = 0; i < 32; ++i) x[32 + i] = 0.5f * static_cast<float>(i - 16);  // ties
+  for (int64_t i = 0; i < 32; ++i) x[64 + i] = 1e-39f * static_cast<float>(i % 5);  // inverse overflows
+  for (int64_t i = 0; i < 32; ++i) x[96 + i] = i % 2 == 0 ? -0.0f : 0.0f;
+  x[130] = std::numeric_limits<float>::infinity();
+  x[170] = -1e30f;
+  std::vector<uint8_t> want(n / 32 * kQ8_0Bytes), got(want.size());
+  std::vector<float> scales(n / 32);
+  QuantizeActivationsQ8_0Portable(x.data(), n, want.data());
+  QuantizeActivationsQ8_0Avx512(x.data(), n, got.data(), scales.data());
+  EXPECT_EQ(got, want);
+  for (int64_t i = 0; i < n / 32; ++i) {
+    const uint8_t* block = want.data() + i * kQ8_0Bytes;
+    EXPECT_EQ(scales[i], Fp16ToFloat(static_cast<uint16_t>(block[0] | (block[1] << 8)))) << i;
+  }
 }
 
 TEST(QuantActivationsTest, Q8KScalesByTheLargestMagnitudeAndSumsSixteens) {
@@ -237,6 +263,44 @@ TEST(CpuMatrixTest, QuantizedMatMulIsTheRowDotsAndIndependentOfThreads) {
       for (int64_t n = 0; n < w.rows; ++n) {
         const float dot = BestQuantDot().For(type)(w.packed.data() + n * w.RowBytes(), a.data(), blocks_per_row);
         ASSERT_EQ(out[t * w.rows + n], dot + bias[n]) << DTypeName(type) << " " << t << " " << n;
+      }
+    }
+  }
+}
+
+// Many activation rows (prefill) take the Q8_0 kernel of quant_gemm.h where the processor has
+// it: every output must still be the row dot's bits plus the bias, including weights of
+// -128, a short last group of weight rows and activation rows past a multiple of the tile.
+TEST(CpuMatrixTest, ManyRowQ8_0MatMulIsTheRowDots) {
+  std::printf("Q8_0 many-row kernel: %s\n", HasQ8_0Gemm() ? "avx512vnni" : "none (row dots)");
+  std::mt19937 rng(19);
+  ThreadPool pool(2);
+  for (const int64_t cols : {32, 256, 768}) {
+    CpuMatrix w;
+    w.dtype = DType::kQ8_0;
+    w.rows = 45;
+    w.cols = cols;
+    const int64_t blocks_per_row = w.cols / 32;
+    w.packed = RandomWeights(DType::kQ8_0, w.rows * blocks_per_row, rng);
+    for (size_t i = 7; i < w.packed.size(); i += 97) {
+      if (i % kQ8_0Bytes >= 2) w.packed[i] = 0x80;
+    }
+    for (const int64_t rows : {12, 13, 31}) {
+      const std::vector<float> x = Random(rows * w.cols, rng);
+      const std::vector<float> bias = Random(w.rows, rng);
+      for (const bool with_bias : {false, true}) {
+        std::vector<float> out(rows * w.rows);
+        std::vector<uint8_t> scratch;
+        MatMul(w, x.data(), with_bias ? bias.data() : nullptr, rows, out.data(), &pool, &scratch);
+        for (int64_t t = 0; t < rows; ++t) {
+          const std::vector<float> row(x.begin() + t * w.cols, x.begin() + (t + 1) * w.cols);
+          const std::vector<uint8_t> a = Quantize(DType::kQ8_0, row);
+          for (int64_t n = 0; n < w.rows; ++n) {
+            const float dot = PortableQuantDot().q8_0(w.packed.data() + n * w.RowBytes(), a.data(), blocks_per_row);
+            ASSERT_EQ(out[t * w.rows + n], with_bias ? dot + bias[n] : dot)
+                << "cols " << cols << " rows " << rows << " at " << t << "," << n;
+          }
+        }
       }
     }
   }

@@ -8,6 +8,7 @@
 #include "backend/cpu/dot16.h"
 #include "backend/cpu/quant_activations.h"
 #include "backend/cpu/quant_dot.h"
+#include "backend/cpu/quant_gemm.h"
 #include "model/tensor.h"
 #include "common/thread_pool.h"
 
@@ -41,10 +42,13 @@ void MatMulQuantized(const CpuMatrix& w, const float* x, const float* bias, int6
   const int64_t num_blocks = w.cols / DTypeBlockElements(w.dtype);
   const bool q8_0 = ActivationBlockValues(w.dtype) == kQ8_0Values;
   const size_t act_row = ActivationBlockBytes(w.dtype) * static_cast<size_t>(w.cols / ActivationBlockValues(w.dtype));
+  const bool gemm = w.dtype == DType::kQ8_0 && rows >= kQ8_0GemmMinRows && HasQ8_0Gemm();
   const QuantDot4Fn dot4 = w.dtype == DType::kQ8_0 && rows >= 4 ? BestQuantDot().q8_0_x4 : nullptr;
-  // After the rows: for the four-row kernel, the Q8_0 rows' block scales as fp32.
+  // After the rows: for the four-row kernel and the many-row one, the Q8_0 rows' block
+  // scales as fp32.
   const size_t act_bytes = (act_row * rows + sizeof(float) - 1) / sizeof(float) * sizeof(float);
-  const size_t scale_count = dot4 != nullptr ? static_cast<size_t>(rows * num_blocks) : 0;
+  const bool want_scales = dot4 != nullptr || gemm;
+  const size_t scale_count = want_scales ? static_cast<size_t>(rows * num_blocks) : 0;
   if (activations->size() < act_bytes + scale_count * sizeof(float)) {
     activations->resize(act_bytes + scale_count * sizeof(float));
   }
@@ -53,13 +57,8 @@ void MatMulQuantized(const CpuMatrix& w, const float* x, const float* bias, int6
   For(pool, rows, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       if (q8_0) {
-        QuantizeActivationsQ8_0(x + t * w.cols, w.cols, act + t * act_row);
-        if (dot4 != nullptr) {
-          for (int64_t b = 0; b < num_blocks; ++b) {
-            const uint8_t* block = act + t * act_row + b * kQ8_0Bytes;
-            scales[t * num_blocks + b] = Fp16ToFloat(static_cast<uint16_t>(block[0] | (block[1] << 8)));
-          }
-        }
+        QuantizeActivationsQ8_0(x + t * w.cols, w.cols, act + t * act_row,
+                                want_scales ? scales + t * num_blocks : nullptr);
       } else {
         QuantizeActivationsQ8K(x + t * w.cols, w.cols, reinterpret_cast<BlockQ8K*>(act + t * act_row));
       }
@@ -68,6 +67,13 @@ void MatMulQuantized(const CpuMatrix& w, const float* x, const float* bias, int6
   const QuantDotFn dot = BestQuantDot().For(w.dtype);
   const size_t row_bytes = w.RowBytes();
   const int64_t num_tiles = (w.rows + kTile - 1) / kTile;
+  if (gemm) {
+    For(pool, num_tiles, [&](int64_t tile_begin, int64_t tile_end) {
+      Q8_0Gemm(w.packed.data(), row_bytes, tile_begin * kTile, std::min(w.rows, tile_end * kTile), act, act_row,
+               scales, rows, num_blocks, bias, out, w.rows);
+    });
+    return;
+  }
   For(pool, num_tiles, [&](int64_t tile_begin, int64_t tile_end) {
     const int64_t n_end = std::min(w.rows, tile_end * kTile);
     for (int64_t n0 = tile_begin * kTile; n0 < n_end; n0 += kTile) {

@@ -10,6 +10,7 @@
 #include <numbers>
 #include <vector>
 
+#include "backend/cpu/attention_rows.h"
 #include "backend/cpu/fold_lanes.h"
 #include "common/fp8_e4m3.h"
 #include "common/thread_pool.h"
@@ -299,6 +300,18 @@ const float* LoadRow(const KvLayout& layout, const uint8_t* block, int64_t layer
   return scratch;
 }
 
+// at[j - first]: the fp32 row of position j (kv 0: key, 1: value), for first <= j < end.
+void RowPointers(const KvBlockView& kv, int64_t layer, int64_t kv_index, int64_t kv_head, int64_t first, int64_t end,
+                 const float** at) {
+  const KvLayout& layout = *kv.layout;
+  for (int64_t j = first; j < end;) {
+    const int64_t block = j / layout.block_tokens;
+    const float* base = reinterpret_cast<const float*>(kv.Read(block)) + layout.ElementOffset(layer, kv_index, kv_head, 0);
+    const int64_t block_end = std::min(end, (block + 1) * layout.block_tokens);
+    for (; j < block_end; ++j) *at++ = base + (j - block * layout.block_tokens) * layout.head_dim;
+  }
+}
+
 }  // namespace
 
 void WriteKv(const KvBlockView& kv, int64_t layer, int64_t start_position, int64_t rows, const float* k,
@@ -333,34 +346,65 @@ void PagedAttention(const KvBlockView& kv, int64_t layer, int64_t start_position
     return LoadRow(layout, kv.Read(position / layout.block_tokens), layer, kv_index, kv_head,
                    position % layout.block_tokens, scratch);
   };
+  // fp32 rows without a soft cap take the vector kernels (attention_rows.h): the same bits.
+  const bool rows_kernels = !layout.has_scales() && !options.logit_softcap && HasAttentionRows(head_dim);
   For(pool, rows * num_heads, [&](int64_t begin, int64_t end) {
-    std::vector<float> probs(start_position + rows);
+    // Scores of the item's query head, and of the next head where both share a KV head.
+    std::vector<float> probs_of[2] = {std::vector<float>(start_position + rows), {}};
+    if (rows_kernels) probs_of[1].resize(start_position + rows);
     std::vector<float> row(static_cast<size_t>(head_dim));  // an fp8 row decoded
-    for (int64_t item = begin; item < end; ++item) {
+    std::vector<const float*> rows_at(rows_kernels ? static_cast<size_t>(start_position + rows) : 0);
+    for (int64_t item = begin; item < end;) {
       const int64_t r = item / num_heads;
       const int64_t h = item % num_heads;
       const int64_t kv_head = h / group;
       const int64_t num_keys = start_position + r + 1;  // causal: positions [0, own]
       // A window keeps the last `window` positions, own included.
       const int64_t first_key = options.window ? std::max<int64_t>(0, num_keys - *options.window) : 0;
-      const float* qh = q + (r * num_heads + h) * head_dim;
-      float max_score = -std::numeric_limits<float>::infinity();
-      for (int64_t j = first_key; j < num_keys; ++j) {
-        probs[j] = Dot(qh, key_or_value(0, kv_head, j, row.data()), head_dim) * scale;
-        if (options.logit_softcap) probs[j] = std::tanh(probs[j] / *options.logit_softcap) * *options.logit_softcap;
-        max_score = std::max(max_score, probs[j]);
+      const int64_t count = num_keys - first_key;
+      // Two heads of one group read the same keys: the vector kernel scores both in one pass.
+      const int heads = rows_kernels && item + 1 < end && h + 1 < num_heads && (h + 1) / group == kv_head ? 2 : 1;
+      if (rows_kernels) {
+        RowPointers(kv, layer, 0, kv_head, first_key, num_keys, rows_at.data());
+        const float* qh = q + (r * num_heads + h) * head_dim;
+        if (heads == 2) {
+          AttentionScoresPair(qh, qh + head_dim, rows_at.data(), count, head_dim, scale,
+                              probs_of[0].data() + first_key, probs_of[1].data() + first_key);
+        } else {
+          AttentionScores(qh, rows_at.data(), count, head_dim, scale, probs_of[0].data() + first_key);
+        }
+        RowPointers(kv, layer, 1, kv_head, first_key, num_keys, rows_at.data());
       }
-      float sum = 0.0f;
-      for (int64_t j = first_key; j < num_keys; ++j) {
-        probs[j] = std::exp(probs[j] - max_score);
-        sum += probs[j];
+      for (int i = 0; i < heads; ++i) {
+        std::vector<float>& probs = probs_of[i];
+        const float* qh = q + (r * num_heads + h + i) * head_dim;
+        float max_score = -std::numeric_limits<float>::infinity();
+        if (rows_kernels) {
+          for (int64_t j = first_key; j < num_keys; ++j) max_score = std::max(max_score, probs[j]);
+        } else {
+          for (int64_t j = first_key; j < num_keys; ++j) {
+            probs[j] = Dot(qh, key_or_value(0, kv_head, j, row.data()), head_dim) * scale;
+            if (options.logit_softcap) probs[j] = std::tanh(probs[j] / *options.logit_softcap) * *options.logit_softcap;
+            max_score = std::max(max_score, probs[j]);
+          }
+        }
+        float sum = 0.0f;
+        for (int64_t j = first_key; j < num_keys; ++j) {
+          probs[j] = std::exp(probs[j] - max_score);
+          sum += probs[j];
+        }
+        const float inv_sum = 1.0f / sum;
+        float* oh = out + (r * num_heads + h + i) * head_dim;
+        if (rows_kernels) {
+          AttentionWeightedSum(rows_at.data(), probs.data() + first_key, inv_sum, count, head_dim, oh);
+          continue;
+        }
+        std::fill(oh, oh + head_dim, 0.0f);
+        for (int64_t j = first_key; j < num_keys; ++j) {
+          Axpy(probs[j] * inv_sum, key_or_value(1, kv_head, j, row.data()), head_dim, oh);
+        }
       }
-      const float inv_sum = 1.0f / sum;
-      float* oh = out + (r * num_heads + h) * head_dim;
-      std::fill(oh, oh + head_dim, 0.0f);
-      for (int64_t j = first_key; j < num_keys; ++j) {
-        Axpy(probs[j] * inv_sum, key_or_value(1, kv_head, j, row.data()), head_dim, oh);
-      }
+      item += heads;
     }
   });
 }

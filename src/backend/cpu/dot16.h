@@ -13,7 +13,9 @@
 // Blocking: a kernel call covers weight rows [n0, n1) for every activation row; it walks
 // the activations in blocks that stay in cache and, for each, the weights in groups of
 // eight rows, each group applied to four activation rows at a time from registers, so that
-// a batch of decode rows reads each weight once per call.
+// a batch of decode rows reads each weight once per call. With many activation rows
+// (prefill) the AVX-512 set widens each group once into a panel and applies it to six rows
+// at a time instead (dot16_panel.h); the sums are the same.
 //
 // Thread-safe: the kernels are pure functions.
 #ifndef KVTIER_BACKEND_CPU_DOT16_H_

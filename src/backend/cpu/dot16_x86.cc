@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "backend/cpu/dot16_panel.h"
 #include "backend/cpu/fold_lanes.h"
 
 #if defined(__x86_64__)
@@ -214,6 +215,17 @@ struct Avx512Micro {
   static constexpr MicroFn Run = MicroAvx512<R, kBf16>;
 };
 
+// Many activation rows (prefill) take the panel kernel (dot16_panel.h), which gives the same bits.
+template <bool kBf16>
+void KernelAvx512(const uint16_t* w, int64_t cols, int64_t n0, int64_t n1, const float* x, int64_t rows,
+                  const float* bias, float* out, int64_t out_stride) {
+  if (rows >= kDot16PanelMinRows) {
+    Dot16PanelAvx512(kBf16, w, cols, n0, n1, x, rows, bias, out, out_stride);
+    return;
+  }
+  Kernel<Avx512Micro, kBf16>(w, cols, n0, n1, x, rows, bias, out, out_stride);
+}
+
 }  // namespace
 
 const Dot16Kernels* Avx2Dot16() {
@@ -222,7 +234,7 @@ const Dot16Kernels* Avx2Dot16() {
 }
 
 const Dot16Kernels* Avx512Dot16() {
-  static const Dot16Kernels kernels{"avx512", Kernel<Avx512Micro, false>, Kernel<Avx512Micro, true>};
+  static const Dot16Kernels kernels{"avx512", KernelAvx512<false>, KernelAvx512<true>};
   return &kernels;
 }
 

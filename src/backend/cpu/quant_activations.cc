@@ -28,7 +28,19 @@ size_t ActivationBlockBytes(DType weight_type) {
   return weight_type == DType::kQ8_0 || weight_type == DType::kQ4_0 ? kQ8_0Bytes : sizeof(BlockQ8K);
 }
 
-void QuantizeActivationsQ8_0(const float* x, int64_t n, uint8_t* out) {
+void QuantizeActivationsQ8_0(const float* x, int64_t n, uint8_t* out, float* scales) {
+  if (HasQuantizeActivationsQ8_0Avx512()) {
+    QuantizeActivationsQ8_0Avx512(x, n, out, scales);
+    return;
+  }
+  QuantizeActivationsQ8_0Portable(x, n, out);
+  for (int64_t i = 0; scales != nullptr && i < n / kQ8_0Values; ++i) {
+    const uint8_t* block = out + i * kQ8_0Bytes;
+    scales[i] = Fp16ToFloat(static_cast<uint16_t>(block[0] | (block[1] << 8)));
+  }
+}
+
+void QuantizeActivationsQ8_0Portable(const float* x, int64_t n, uint8_t* out) {
   for (int64_t i = 0; i < n / kQ8_0Values; ++i, x += kQ8_0Values, out += kQ8_0Bytes) {
     float amax = 0.0f;
     for (int j = 0; j < kQ8_0Values; ++j) amax = std::max(amax, std::fabs(x[j]));

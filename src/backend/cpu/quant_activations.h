@@ -34,8 +34,15 @@ static_assert(sizeof(BlockQ8K) == 292);
 int64_t ActivationBlockValues(DType weight_type);
 size_t ActivationBlockBytes(DType weight_type);
 
-// Quantizes n values (a multiple of 32) into Q8_0 blocks at out.
-void QuantizeActivationsQ8_0(const float* x, int64_t n, uint8_t* out);
+// Quantizes n values (a multiple of 32) into Q8_0 blocks at out; where scales is not null,
+// scales[i] = block i's scale d widened to fp32. Vectorized where the processor allows,
+// with the portable code's bytes.
+void QuantizeActivationsQ8_0(const float* x, int64_t n, uint8_t* out, float* scales = nullptr);
+// The portable code, and the AVX-512 code (F, DQ, BW, VL; HasQuantizeActivationsQ8_0Avx512),
+// for tests comparing them.
+void QuantizeActivationsQ8_0Portable(const float* x, int64_t n, uint8_t* out);
+void QuantizeActivationsQ8_0Avx512(const float* x, int64_t n, uint8_t* out, float* scales);
+bool HasQuantizeActivationsQ8_0Avx512();
 // Quantizes n values (a multiple of 256) into Q8_K blocks at out.
 void QuantizeActivationsQ8K(const float* x, int64_t n, BlockQ8K* out);
 
