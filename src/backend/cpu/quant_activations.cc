@@ -50,7 +50,11 @@ void QuantizeActivationsQ8_0Portable(const float* x, int64_t n, uint8_t* out) {
     const float inverse = amax != 0.0f ? 127.0f / amax : 0.0f;
     for (int j = 0; j < kQ8_0Values; ++j) {
       // nearbyint rounds half to even in the default rounding mode, as _mm256_round_ps does.
-      out[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::nearbyint(x[j] * inverse)));
+      // A product that is not finite (a NaN value, an infinite block's 0 x inf, or a block so
+      // tiny that its inverse overflows) has no int8: it gives 0, the byte the vector code's
+      // conversion leaves (converting it in C++ would be undefined).
+      const float q = std::nearbyint(x[j] * inverse);
+      out[2 + j] = std::isfinite(q) ? static_cast<uint8_t>(static_cast<int8_t>(q)) : 0;
     }
   }
 }
