@@ -6,7 +6,7 @@
 # and long-context passes (`--pass`). Only W6b runs in a second process, since what it
 # measures is a restart. Writes into OUT_DIR:
 #   bench.json (the results), bench-<pass>.json per pass, bench.txt (tables + log),
-#   ceilings.txt, baseline.txt.
+#   ceilings.txt, baseline.txt, lib_kernels.txt.
 # The random Llama-3-8B checkpoint is written on the machine's local disk while the
 # Python anchors use the GPU (the write needs only CPU and disk).
 # usage: scripts/run-bench.sh CARRY_DIR OUT_DIR   (CARRY_DIR from scripts/device-carry.sh,
@@ -50,7 +50,7 @@ model16="${model}-f16"
 mk_pid=$!
 
 # 2. Anchors on the GPU meanwhile.
-: > "$out/ceilings.txt"; : > "$out/baseline.txt"
+: > "$out/ceilings.txt"; : > "$out/baseline.txt"; : > "$out/lib_kernels.txt"
 if [ "${SKIP_ANCHORS:-0}" != 1 ]; then
   timeout 120 python3 "$carry/anchors/ceilings.py" > "$out/ceilings.txt" 2>&1 || echo "ceilings.py failed rc=$?" >> "$out/ceilings.txt"
   echo "anchors: ceilings done at $(( $(date +%s) - t0 )) s"
@@ -58,7 +58,13 @@ if [ "${SKIP_ANCHORS:-0}" != 1 ]; then
   echo "anchors: hf W1 done at $(( $(date +%s) - t0 )) s"
   timeout 120 python3 "$carry/anchors/hf_baseline.py" W2 --batch 64 >> "$out/baseline.txt" 2>&1 || echo "hf W2 failed rc=$?" >> "$out/baseline.txt"
   echo "anchors: hf W2 done at $(( $(date +%s) - t0 )) s"
+  # What cuBLAS / cuBLASLt fp8 / cuDNN attention reach on the model's shapes: the fp8 GEMM
+  # ceiling of the fp8 passes (--lib-kernels), and the libraries' figures beside ours.
+  timeout 240 python3 "$carry/anchors/lib_kernels.py" > "$out/lib_kernels.txt" 2>&1 || echo "lib_kernels.py failed rc=$?" >> "$out/lib_kernels.txt"
+  echo "anchors: lib_kernels done at $(( $(date +%s) - t0 )) s"
 fi
+lib_args=()
+[ -s "$out/lib_kernels.txt" ] && lib_args=(--lib-kernels "$out/lib_kernels.txt")
 wait "$mk_pid"
 echo "checkpoint ready at $(( $(date +%s) - t0 )) s"; tail -3 "$out/mkmodel.txt" 2>/dev/null
 
@@ -91,7 +97,7 @@ passes=()
 "$kvtier" bench --workload "${WORKLOADS:-all}" --model "$model" --make-model "$(dirname "$model")" --ceilings "$out/ceilings.txt" \
   --baseline "$out/baseline.txt" --json "$out/bench.json" --commit "$commit" \
   --time-limit "${TIME_LIMIT:-90}" --tier-dir "$tiers" --tier-time-limit "${TIER_TIME_LIMIT:-120}" ${BENCH_FLAGS:-} \
-  "${remote_args[@]}" "${passes[@]}" 2>&1 | tee "$out/bench.txt"
+  "${lib_args[@]}" "${remote_args[@]}" "${passes[@]}" 2>&1 | tee "$out/bench.txt"
 [ -f "$out/redis.pid" ] && kill "$(cat "$out/redis.pid")"
 case ",${WORKLOADS:-all}," in
   *,all,*|*,W6,*)

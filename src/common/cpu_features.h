@@ -1,5 +1,6 @@
-// CPU features that __builtin_cpu_supports cannot name on every compiler the project builds
-// with (clang 14 knows no "f16c"): read from cpuid directly.
+// The x86 features the CPU kernels choose by at run time. F16C is read from cpuid directly
+// (clang 14's __builtin_cpu_supports knows no "f16c"); the AVX-512 sets are the ones the
+// kernels' target attributes name.
 #ifndef KVTIER_COMMON_CPU_FEATURES_H_
 #define KVTIER_COMMON_CPU_FEATURES_H_
 
@@ -15,6 +16,26 @@ inline bool CpuHasF16c() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
   return (ecx & bit_F16C) != 0;
+#else
+  return false;
+#endif
+}
+
+// AVX-512 F, DQ, BW and VL: what the 512-bit float and byte kernels use.
+inline bool CpuHasAvx512() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+#else
+  return false;
+#endif
+}
+
+// CpuHasAvx512 and the VNNI int8 dot products (vpdpbusd).
+inline bool CpuHasAvx512Vnni() {
+#if defined(__x86_64__)
+  return CpuHasAvx512() && __builtin_cpu_supports("avx512vnni");
 #else
   return false;
 #endif

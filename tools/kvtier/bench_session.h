@@ -38,6 +38,8 @@ struct BenchSession {
   double WeightBytesPerStep() const;
   // KV bytes one token of context adds to a decode step's reads (half with kv_dtype fp8).
   double KvBytesPerToken() const;
+  // FLOP/s the linear layers are bounded by in this session's weight format (Ceilings).
+  double ProjectionFlops() const { return ceilings.ProjectionFlops(weight_dtype == "fp8"); }
   // A GPU workload of `seqs` sequences with a device KV budget that fits them all.
   WorkloadSpec GpuSpec(const std::string& id, int seqs, int prompt, int gen) const;
 };

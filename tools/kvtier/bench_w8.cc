@@ -44,10 +44,11 @@ void RunW8(kvt_model* model, BenchSession* session) {
   const double device_step_s = (s.WeightBytesPerStep() + context * kv_per_token) / s.ceilings.hbm_Bps;
   const double link_step_s = link_Bps > 0 ? host_bytes / link_Bps : NAN;
   const double limit = 1.0 / std::max(device_step_s, std::isnan(link_step_s) ? 0.0 : link_step_s);
-  // Prefill's compute limit: linear layers plus causal attention at the GEMM ceiling.
+  // Prefill's compute limit: linear layers at the projections' GEMM ceiling (fp8 with fp8
+  // weights) plus causal attention at the bf16 one.
   const double prefill_limit_s =
-      (w.prompt * kLinearFlopsPerToken + 0.5 * w.prompt * static_cast<double>(w.prompt) * kAttentionFlopsPerPair) /
-      s.ceilings.gemm_flops;
+      w.prompt * kLinearFlopsPerToken / s.ProjectionFlops() +
+      0.5 * w.prompt * static_cast<double>(w.prompt) * kAttentionFlopsPerPair / s.ceilings.gemm_flops;
   j["prefill_s"] = prefill_s;
   j["prefill_limit_s"] = prefill_limit_s;
   j["decode_tok_s"] = decode;

@@ -21,11 +21,12 @@ struct W9Shape {
 // W9: 1,000 / 1,000; W9a: 128 / 128; W9b: 2,048 / 2,048. False for any other id.
 bool W9ShapeOf(const std::string& id, W9Shape* shape);
 
-// Output tokens/s bound of the whole run: the prefill's FLOPs at the GEMM ceiling, then `gen`
-// decode steps of all `requests` rows, each the larger of its bytes (weights once, plus every
-// row's KV at its mean context) at the HBM ceiling and its FLOPs at the GEMM ceiling.
-double W9Limit(const W9Shape& shape, double weight_bytes_per_step, double kv_bytes_per_token,
-               const Ceilings& ceilings);
+// Output tokens/s bound of the whole run: the prefill's FLOPs at `projection_flops` (the GEMM
+// ceiling of the run's weight format: BenchSession::ProjectionFlops), then `gen` decode steps
+// of all `requests` rows, each the larger of its bytes (weights once, plus every row's KV at
+// its mean context) at `hbm_Bps` and its FLOPs at `projection_flops`.
+double W9Limit(const W9Shape& shape, double weight_bytes_per_step, double kv_bytes_per_token, double hbm_Bps,
+               double projection_flops);
 
 void RunW9(const std::string& id, kvt_model* model, BenchSession* session);
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_ceilings.h"
 #include "bench_gpu_sampler.h"
 #include "kvtier/kvtier.h"
 #include "nlohmann/json.hpp"
@@ -56,12 +57,6 @@ struct RunResult {
 };
 
 
-// Hardware limits derived from the ceilings (docs/WORKLOADS.md).
-struct Ceilings {
-  double hbm_Bps = 4.17e12;
-  double gemm_flops = 757e12;
-  std::string source = "docs/WORKLOADS.md (2026-11-29)";
-};
 
 struct Row {
   std::string workload, figure, unit;

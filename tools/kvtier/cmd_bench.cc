@@ -5,6 +5,7 @@
 // freed), keeps the results so far and exits with 128 + the signal number. Runs once per
 // process; not thread-safe.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -59,7 +60,7 @@ const std::vector<std::string> kWorkloads = {"W1", "W2", "W3", "W4", "W5", "W6",
 
 struct BenchFlags {
   std::vector<std::string> workloads;  // as given: comma-separated lists
-  std::string model, small_model, make_model, json, ceilings, baseline, commit, tier_dir, remote_kv_url;
+  std::string model, small_model, make_model, json, ceilings, lib_kernels, baseline, commit, tier_dir, remote_kv_url;
   int remote_kv_connections = 0;
   std::string backend = "cuda";
   std::string weight_dtype = "auto", kv_dtype = "auto";
@@ -123,6 +124,10 @@ void AddFlags(CommandLine* cl, BenchFlags* f) {
              "W6c: its Redis phases' remote_kv_connections (default 0: the library's default)", "N");
   cl->AddString("--json", &f->json, "write the results JSON (also after every workload)", "FILE");
   cl->AddString("--ceilings", &f->ceilings, "output of ceilings.py (its RESULT line): limits from measured ceilings",
+                "FILE");
+  cl->AddString("--lib-kernels", &f->lib_kernels,
+                "output of lib_kernels.py (its RESULT line): the fp8 GEMM ceiling that bounds the fp8 passes' "
+                "projections (without it they use the bf16 GEMM ceiling)",
                 "FILE");
   cl->AddString("--baseline", &f->baseline, "output of hf_baseline.py runs (RESULT lines): seed baseline figures",
                 "FILE");
@@ -192,37 +197,26 @@ std::vector<std::string> Selected(const BenchFlags& f) {
 }
 
 // Parses every "RESULT {json}" line of a file (or a bare JSON object per line).
-std::vector<json> ReadResultLines(const std::string& path) {
-  std::vector<json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    size_t at = line.find("RESULT ");
-    std::string text = at == std::string::npos ? line : line.substr(at + 7);
-    if (text.empty() || text[0] != '{') continue;
-    try {
-      out.push_back(json::parse(text));
-    } catch (...) {
-    }
-  }
-  return out;
-}
-
 void ReadLimitsAndBaseline(const BenchFlags& f, bench::BenchSession* s) {
-  json ceilings_json;
+  json ceilings_json, lib_kernels_json;
   if (!f.ceilings.empty()) {
-    auto lines = ReadResultLines(f.ceilings);
+    auto lines = bench::ReadResultLines(f.ceilings);
     if (!lines.empty()) {
       ceilings_json = lines.back();
-      if (ceilings_json.contains("hbm_copy_TBps(read+write)"))
-        s->ceilings.hbm_Bps = ceilings_json["hbm_copy_TBps(read+write)"].get<double>() * 1e12;
-      if (ceilings_json.contains("bf16_gemm_TFLOPs"))
-        s->ceilings.gemm_flops = ceilings_json["bf16_gemm_TFLOPs"].get<double>() * 1e12;
-      s->ceilings.source = "measured in this run (" + f.ceilings + ")";
+      bench::ApplyCeilingsResult(ceilings_json, f.ceilings, &s->ceilings);
+    }
+  }
+  if (!f.lib_kernels.empty()) {
+    auto lines = bench::ReadResultLines(f.lib_kernels);
+    for (auto it = lines.rbegin(); it != lines.rend(); ++it) {  // the RESULT line is the last object
+      if (bench::ApplyLibKernelsResult(*it, f.lib_kernels, &s->ceilings)) {
+        lib_kernels_json = *it;
+        break;
+      }
     }
   }
   if (!f.baseline.empty()) {
-    for (json& j : ReadResultLines(f.baseline)) {
+    for (json& j : bench::ReadResultLines(f.baseline)) {
       if (j.contains("scenario")) s->baseline[j["scenario"].get<std::string>()] = j;
     }
   }
@@ -235,8 +229,14 @@ void ReadLimitsAndBaseline(const BenchFlags& f, bench::BenchSession* s) {
       {"driver", RunCommandOutput("nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null")},
       {"cpus", RunCommandOutput("nproc 2>/dev/null")}};
   s->out["git_commit"] = f.commit.empty() ? RunCommandOutput("git rev-parse HEAD 2>/dev/null") : f.commit;
-  s->out["ceilings"] = {{"source", s->ceilings.source}, {"hbm_TBps", s->ceilings.hbm_Bps / 1e12},
-                        {"gemm_TFLOPs", s->ceilings.gemm_flops / 1e12}, {"raw", ceilings_json}};
+  const double fp8_tflops = s->ceilings.fp8_gemm_flops / 1e12;
+  s->out["ceilings"] = {{"source", s->ceilings.source},
+                        {"hbm_TBps", s->ceilings.hbm_Bps / 1e12},
+                        {"gemm_TFLOPs", s->ceilings.gemm_flops / 1e12},
+                        {"fp8_gemm_TFLOPs", std::isnan(fp8_tflops) ? json(nullptr) : json(fp8_tflops)},
+                        {"fp8_gemm_source", s->ceilings.fp8_source},
+                        {"raw", ceilings_json},
+                        {"lib_kernels_raw", lib_kernels_json}};
   s->out["baseline_raw"] = s->baseline;
   s->out["workloads"] = json::object();
 }

@@ -6,14 +6,7 @@
 
 #include "backend/cpu/fold_lanes.h"
 #include "backend/cpu/fold_pairs_avx512.h"
-
-// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused source of their
-// unmasked forms, which -Wmaybe-uninitialized and -Wuninitialized report as a read of an
-// uninitialised value.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+#include "common/cpu_features.h"
 
 namespace kvtier {
 
@@ -112,9 +105,7 @@ KVTIER_AVX512 void WeightedSum(const float* const* values, const float* probs, f
 }  // namespace
 
 bool HasAttentionRows(int64_t head_dim) {
-  __builtin_cpu_init();
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  static const bool has = CpuHasAvx512();
   return has && (head_dim == 64 || head_dim == 128);
 }
 

@@ -53,9 +53,7 @@ std::vector<const Dot16Kernels*> SupportedDot16() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   if (Avx2Dot16() != nullptr && __builtin_cpu_supports("avx2") && CpuHasF16c()) sets.push_back(Avx2Dot16());
-  if (Avx512Dot16() != nullptr && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && CpuHasF16c()) {
+  if (Avx512Dot16() != nullptr && CpuHasAvx512() && CpuHasF16c()) {
     sets.push_back(Avx512Dot16());
   }
 #endif

@@ -8,14 +8,6 @@
 #include "backend/cpu/fold_lanes.h"
 #include "backend/cpu/fold_pairs_avx512.h"
 
-// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused source of their
-// unmasked forms, which -Wmaybe-uninitialized and -Wuninitialized report as a read of an
-// uninitialised value.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-
 namespace kvtier {
 
 #if defined(__x86_64__)

@@ -14,12 +14,6 @@
 #include <immintrin.h>
 #endif
 
-// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused source of their
-// unmasked forms, which -Wmaybe-uninitialized reports as a read of an uninitialised value.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 namespace kvtier {
 
 #if defined(__x86_64__)

@@ -8,15 +8,11 @@
 #include <cstdint>
 
 #include "backend/cpu/quant_activations.h"
+#include "common/cpu_features.h"
 #include "model/tensor.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
-#endif
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 namespace kvtier {
@@ -52,9 +48,7 @@ __attribute__((target("avx2,f16c,avx512f,avx512dq,avx512bw,avx512vl"))) void Qua
 }
 
 bool HasQuantizeActivationsQ8_0Avx512() {
-  __builtin_cpu_init();
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  static const bool has = CpuHasAvx512();
   return has;
 }
 

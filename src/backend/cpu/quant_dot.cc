@@ -157,8 +157,7 @@ std::vector<const QuantDotKernels*> SupportedQuantDots() {
   if (Avx2QuantDot() != nullptr && __builtin_cpu_supports("avx2") && CpuHasF16c()) {
     sets.push_back(Avx2QuantDot());
   }
-  if (Avx512VnniQuantDot() != nullptr && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") && CpuHasF16c()) {
+  if (Avx512VnniQuantDot() != nullptr && CpuHasAvx512Vnni() && CpuHasF16c()) {
     sets.push_back(Avx512VnniQuantDot());
   }
 #endif

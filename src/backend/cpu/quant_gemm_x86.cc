@@ -10,14 +10,6 @@
 #include "backend/cpu/quant_activations.h"
 #include "common/cpu_features.h"
 
-// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused source of their
-// unmasked forms, which -Wmaybe-uninitialized and -Wuninitialized report as a read of an
-// uninitialised value.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-
 namespace kvtier {
 
 #if defined(__x86_64__)
@@ -116,10 +108,7 @@ constexpr MicroFn kMicro[kTileRows] = {Micro<1>, Micro<2>, Micro<3>, Micro<4>};
 }  // namespace
 
 bool HasQ8_0Gemm() {
-  __builtin_cpu_init();
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512vnni") && CpuHasF16c();
+  static const bool has = CpuHasAvx512Vnni() && CpuHasF16c();
   return has;
 }
 
