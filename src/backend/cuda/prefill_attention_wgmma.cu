@@ -21,8 +21,8 @@
 // warps feeding mbarriers ran no faster (what holds the tensor pipe back is the chain
 // S -> softmax -> P V inside each warpgroup, not the copies). The overlapped variants
 // (FlashAttention-3's softmax under the next tile's MMAs; PrefillAttentionWgmma variants 4-6)
-// and the split one (variant 7: a CTA per warpgroup, two CTAs per SM) are in the timing sweep
-// beside the plain kernel, which stays the default until they measure faster.
+// are in the timing sweep beside the plain kernel, which stays the default until they
+// measure faster.
 #include "backend/cuda/prefill_attention_wgmma.h"
 
 #include <cstdint>
@@ -35,49 +35,31 @@ namespace {
 
 using namespace prefill_wgmma;  // NOLINT: this file is the pieces' one user
 
-// Every thread copies (cp.async into a ring of kStages, one CTA barrier per KV tile) and every
-// warpgroup computes; fp8 stages are dequantized by all threads into one bf16 tile.
-// kSplit: each of a tile's two warpgroups is a CTA of its own (blockIdx.z, 128 threads), small
-// enough in shared memory (64-position tiles, two stages) that two CTAs share an SM. Both
-// copy the same K/V tiles, but they no longer meet at a barrier per KV tile, so one's softmax
-// can run while the other's MMAs use the tensor cores (the lockstep of the two warpgroups in
-// one CTA is what keeps the default kernel's tensor pipe idle during the softmax).
-template <int kKvTile, int kStages, bool kFp8, bool kSplit>
-__global__ void __launch_bounds__(kSplit ? kThreads / 2 : kThreads, kSplit ? 2 : 1)
+// Every thread copies (cp.async into a ring of kStages, one CTA barrier per KV tile) and both
+// warpgroups compute; fp8 stages are dequantized by all threads into one bf16 tile.
+template <int kKvTile, int kStages, bool kFp8>
+__global__ void __launch_bounds__(kThreads, 1)
     PrefillWgmmaKernel(PrefillAttentionParams<bf16> p, PagedKv<bf16> kv, int group, int bt_shift, float scale_log2) {
   using C = WgmmaTiles<kKvTile, kStages, kFp8>;
-  constexpr int kCtaThreads = kSplit ? kThreads / 2 : kThreads;
   extern __shared__ __align__(1024) uint8_t smem[];
   const uint32_t q_base = (SmemAddr(smem) + 1023u) & ~1023u;
   const uint32_t conv_base = q_base + kQBytes;
   const uint32_t ring_base = conv_base + C::kConvBytes;
   uint8_t* const smem_aligned = smem + (q_base - SmemAddr(smem));
   if (p.tiles[blockIdx.x].num_tokens <= 0) return;
-  TileView t(p, kv, std::integral_constant<int, kKvTile>());
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int wg = kSplit ? static_cast<int>(blockIdx.z) : warp >> 2;
-  const bool wg_active = wg * 64 < t.tile.num_tokens * group;
-  int row_begin = 0, row_end = kRows;
-  if constexpr (kSplit) {
-    if (!wg_active) return;
-    // This warpgroup's rows end at token (64 wg + 63) / group: later positions are masked
-    // for all of them, so its KV tiles stop there.
-    row_begin = wg * 64;
-    row_end = row_begin + 64;
-    t.kv_end = t.tile.first_pos + min(t.tile.num_tokens, (row_end - 1) / group + 1);
-    t.num_kv_tiles = (t.kv_end + kKvTile - 1) / kKvTile;
-  }
+  const TileView t(p, kv, std::integral_constant<int, kKvTile>());
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
 
-  LoadQ<kCtaThreads>(t, p, group, q_base, row_begin, row_end, tid);
+  LoadQ<kThreads>(t, p, group, q_base, 0, kRows, tid);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < t.num_kv_tiles) {
-      LoadKvTile<kKvTile, kCtaThreads, kFp8>(t, kv, p.layer, bt_shift, s, ring_base + s * C::kStageBytes, tid);
+      LoadKvTile<kKvTile, kThreads, kFp8>(t, kv, p.layer, bt_shift, s, ring_base + s * C::kStageBytes, tid);
     }
     CpAsyncCommit();
   }
-  // RowState numbers its rows by the warp's place among the tile's eight.
-  RowState<kKvTile> rows(t, group, kSplit ? warp + 4 * wg : warp, lane);
+  RowState<kKvTile> rows(t, group, warp, lane);
+  const bool wg_active = wg * 64 < t.tile.num_tokens * group;
   const uint32_t q_rows = q_base + wg * 64 * kRowBytes;
 
   for (int j = 0; j < t.num_kv_tiles; ++j) {
@@ -89,15 +71,15 @@ __global__ void __launch_bounds__(kSplit ? kThreads / 2 : kThreads, kSplit ? 2 :
     __syncthreads();
     uint32_t k_base = ring_base + stage * C::kStageBytes;
     if constexpr (kFp8) {
-      DequantizeStage<kKvTile, kCtaThreads>(smem_aligned + (k_base - q_base), smem_aligned + (conv_base - q_base), tid);
+      DequantizeStage<kKvTile, kThreads>(smem_aligned + (k_base - q_base), smem_aligned + (conv_base - q_base), tid);
       FenceProxyAsync();
       __syncthreads();  // the bf16 tile is complete and the stage's codes are read
       k_base = conv_base;
     }
     const int next = j + kStages - 1;
     if (next < t.num_kv_tiles) {
-      LoadKvTile<kKvTile, kCtaThreads, kFp8>(t, kv, p.layer, bt_shift, next,
-                                             ring_base + (next % kStages) * C::kStageBytes, tid);
+      LoadKvTile<kKvTile, kThreads, kFp8>(t, kv, p.layer, bt_shift, next, ring_base + (next % kStages) * C::kStageBytes,
+                                          tid);
     }
     CpAsyncCommit();
     if (wg_active) rows.Tile(q_rows, k_base, j, t.tile.first_pos, lane, scale_log2);
@@ -195,15 +177,15 @@ __global__ void __launch_bounds__(kThreads, 1) PrefillWgmmaOverlapKernel(Prefill
   if (wg_active) rows.Store(t, p, group, lane);
 }
 
-template <int kKvTile, int kStages, bool kFp8, bool kSplit = false>
+template <int kKvTile, int kStages, bool kFp8>
 cudaError_t Launch(const PrefillAttentionParams<bf16>& p, const PagedKv<bf16>& kv, int group, int bt_shift,
                    cudaStream_t stream) {
   using C = WgmmaTiles<kKvTile, kStages, kFp8>;
-  auto kernel = PrefillWgmmaKernel<kKvTile, kStages, kFp8, kSplit>;
+  auto kernel = PrefillWgmmaKernel<kKvTile, kStages, kFp8>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
   if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>(p.num_tiles), static_cast<unsigned>(kv.num_kv_heads), kSplit ? 2u : 1u);
-  kernel<<<grid, kSplit ? kThreads / 2 : kThreads, C::kSmemBytes, stream>>>(p, kv, group, bt_shift, kScaleLog2);
+  const dim3 grid(static_cast<unsigned>(p.num_tiles), static_cast<unsigned>(kv.num_kv_heads));
+  kernel<<<grid, kThreads, C::kSmemBytes, stream>>>(p, kv, group, bt_shift, kScaleLog2);
   return cudaGetLastError();
 }
 
@@ -241,8 +223,6 @@ cudaError_t LaunchVariant(int variant, const PrefillAttentionParams<bf16>& p, co
       return Launch<64, 3, kFp8>(p, kv, group, bt_shift, stream);
     case 3:
       return Launch<128, 3, kFp8>(p, kv, group, bt_shift, stream);
-    case 7:
-      return Launch<64, 2, kFp8, /*kSplit=*/true>(p, kv, group, bt_shift, stream);
     default:
       return Launch<128, 2, kFp8>(p, kv, group, bt_shift, stream);
   }
