@@ -131,8 +131,13 @@ nlohmann::json Engine::Stats() {
                          {"journal_records", disk.journal_records},
                          {"compactions", disk.compactions}};
   stats["disk_index_ignored_reason"] = kv_stats.disk_index_ignored_reason;
-  // What the disk tier delivered: block bytes read and the time the reads took.
-  stats["disk_reads"] = {{"bytes", disk.bytes_read}, {"seconds", disk.read_seconds}};
+  // What the disk tier delivered: block bytes read and the time the reads took; the recent
+  // read speed load plans weigh (a guess before any read); rounds of probe reads that
+  // measured it again after load plans found it stale (not the one at creation).
+  stats["disk_reads"] = {{"bytes", disk.bytes_read},
+                         {"seconds", disk.read_seconds},
+                         {"recent_bytes_per_second", kv_stats.disk_read_bytes_per_second},
+                         {"speed_probes", kv.disk.speed_probes}};
   stats["remote"] = RemoteTierStats(kv_stats);
   // Blocks on their way to the disk and remote tiers (0 once an idle context's writes landed).
   stats["pending_writes"] = {{"disk_blocks", kv_stats.pending_disk_writes},

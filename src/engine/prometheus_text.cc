@@ -101,6 +101,8 @@ std::vector<Family> Families() {
        P{{"tier=\"disk\"", "pending_writes.disk_blocks"}, {"tier=\"remote\"", "pending_writes.remote_blocks"}}},
       {"device_bytes_in_use", kGauge, "Device bytes the backend holds (weights, workspace, KV pool).",
        P{{"", "device_bytes_in_use"}}},
+      {"disk_read_bytes_per_second", kGauge, "The disk tier's recent read speed, the one load plans weigh.",
+       P{{"", "disk_reads.recent_bytes_per_second"}}},
       // Policy.
       {"preemptions_total", kCounter, "Running sequences paused to free device blocks.", P{{"", "preemptions"}}},
       {"recomputes_total", kCounter, "Preemptions that dropped the KV for recompute.", P{{"", "recomputes"}}},
@@ -129,6 +131,9 @@ std::vector<Family> Families() {
        P{{"", "disk_blocks_written_back"}}},
       {"disk_staged_reads_total", kCounter, "Blocks read from disk at their use.", P{{"", "disk_staged_reads"}}},
       {"disk_read_aheads_total", kCounter, "Blocks read from disk ahead of their use.", P{{"", "disk_read_aheads"}}},
+      {"disk_speed_probes_total", kCounter,
+       "Rounds of probe reads that measured the disk's read speed again after load plans found it stale.",
+       P{{"", "disk_reads.speed_probes"}}},
       {"reads_without_host_slot_total", kCounter,
        "Optional reads not started: every host block that could make room was still being written to disk.",
        P{{"", "reads_without_host_slot"}}},

@@ -26,7 +26,10 @@ constexpr int64_t kWriteBehindBufferBytes = 64ll << 20;
 }  // namespace
 
 DiskTier::DiskTier(KvContext* ctx, HostTier* host)
-    : SlotTier(ctx, Tier::kDisk, ctx->options.disk_blocks, /*keeps_tokens=*/false), host_(host) {
+    : SlotTier(ctx, Tier::kDisk, ctx->options.disk_blocks, /*keeps_tokens=*/false),
+      host_(host),
+      clock_(Clock::OrSteady(ctx->options.clock)),
+      read_speed_(kSpeedWindowBlocks * static_cast<int64_t>(ctx->block_bytes)) {
   write_behind_.idle_drain_budget = ctx->options.idle_drain_budget;
 }
 
@@ -63,6 +66,7 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Create(KvContext* ctx, HostT
   store_options.model_fingerprint = options.model_fingerprint;
   store_options.block_tokens = options.block_tokens;
   store_options.io = options.file_io;
+  store_options.clock = options.clock;
   // The file's first slots are reserved before Open returns, the rest in the background.
   const int64_t slot_bytes = DiskBlockStore::SlotBytes(block_bytes, options.block_tokens);
   store_options.slots_reserved_at_open = std::max<int64_t>(options.preparation.disk_bytes_at_create, 0) / slot_bytes;
@@ -87,9 +91,11 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Create(KvContext* ctx, HostT
   // per reader thread (the speed of reads in flight together, as a load plan's are).
   const std::vector<DiskIndexEntry>& found = store->recovered_entries();
   const size_t probes = options.preparation.probe_disk_read_speed ? Transfers::kReaderThreads : 0;
+  std::vector<int32_t> slots;
   for (size_t i = found.size(); i > 0 && found.size() - i < probes; --i) {
-    ctx->transfers.SubmitDiskProbe(static_cast<int32_t>(found[i - 1].slot));
+    slots.push_back(static_cast<int32_t>(found[i - 1].slot));
   }
+  disk->SubmitSpeedProbes(slots);
   return disk;
 }
 

@@ -36,6 +36,13 @@
 // submitted at once into staging buffers and each copied to its device block as it lands
 // (ReadToDevice), so file reads overlap the device copies.
 //
+// Read speed (disk_tier_speed.cc): a load plan weighs the disk's recent read speed
+// (ReadSpeedWindow over the store's read counts), measured at creation by a probe round (a
+// read per reader thread) and by the reads since. When a plan finds disk blocks slow while
+// the last read landed over kSpeedStaleAfter ago and no read is in flight, a probe round of
+// those blocks is submitted (NoteSlowBlocks; counted), whose landing replaces the figure: a
+// figure measured slow never keeps the plans recomputing for good.
+//
 // Preparation: the file is opened, locked and reserved up to
 // TierPreparationOptions::disk_bytes_at_create at creation, the rest on a background thread
 // (ChunkedPreparer); slots join the pool as they are reserved. Destruction (Shutdown) drains
@@ -56,6 +63,7 @@
 #include "absl/status/statusor.h"
 #include "kv/chunked_preparer.h"
 #include "kv/lower_tier.h"
+#include "kv/read_speed_window.h"
 #include "storage/disk_block_store.h"
 
 namespace kvtier {
@@ -100,6 +108,7 @@ class DiskTier : public SlotTier {
   bool Settle(const BlockHash& hash, bool landed_only) override;
   double SecondsPerBlock() const override;
   bool LoadsOverlapCompute() const override;
+  void NoteSlowBlocks(const BlockChain& chain, std::span<const int64_t> blocks) override;
   ClaimResult ClaimForLoad(const BlockChain& chain, int64_t i, int64_t max_blocks, bool landed_only,
                            Claim* claim) override;
   absl::Status StartLoad(const Claim& claim, std::span<const int32_t> tokens, BlockId block) override;
@@ -142,6 +151,18 @@ class DiskTier : public SlotTier {
   // first plan). A guess above the drive's speed costs little under a load plan (the front
   // computes on until it meets the loads); one below it computes blocks that had loaded.
   static constexpr double kGuessedBytesPerSecond = 4e9;
+  // The read speed a load plan weighs is the recent one (ReadSpeedWindow): windows of this
+  // many blocks' reads — four rounds of the reader threads, so that one slow read among
+  // quick ones does not swing it, yet few enough that a plan or two of loads renew it.
+  static constexpr int64_t kSpeedWindowBlocks = 4 * Transfers::kReaderThreads;
+  // A read speed with no read landed for this long is stale: a load plan that finds disk
+  // blocks slow then has the disk probed again (NoteSlowBlocks), at most one round per
+  // period. Without it a figure measured slow (a busy machine at a restart) makes every
+  // plan recompute, so nothing is read and the figure never corrects itself. A few seconds:
+  // a round costs kReaderThreads block reads (16 MiB of 2 MiB blocks, milliseconds of an
+  // NVMe drive: about 0.1% of its time at one round per period), while every period longer
+  // is a period of plans recomputing on a wrong figure after the busy moment has passed.
+  static constexpr std::chrono::seconds kSpeedStaleAfter{5};
   // Steps without writes after a failed one (see the top).
   static constexpr int64_t kWritePauseSteps = 16;
 
@@ -175,6 +196,12 @@ class DiskTier : public SlotTier {
   void CacheBlock(int32_t disk_slot, const BlockHash& hash);
   // Device -> staging -> disk, synchronously: at shutdown only.
   absl::Status CopyDeviceToDisk(BlockId block, int32_t disk_slot, const BlockHash& hash);
+  // The read speed (disk_tier_speed.cc): probe reads of disk_slots, one round; what the
+  // store's read counts say now (the window sees them); a probe read landed.
+  void SubmitSpeedProbes(std::span<const int32_t> disk_slots);
+  void ObserveReads();
+  void LandSpeedProbe();
+  ReadSpeedWindow::Reads ReadCounts() const;
 
   HostTier* const host_;
   std::unique_ptr<DiskBlockStore> store_;
@@ -192,6 +219,14 @@ class DiskTier : public SlotTier {
   int64_t write_back_pause_steps_ = 0;
   std::vector<StagedRead> loads_;  // a prefix match's reads, read at FinishLoads
   std::vector<BlockHash> load_keys_;
+  // The read speed (see kSpeedStaleAfter): the recent figure, and the probe round in flight
+  // (its reads not landed) and when the last one was submitted.
+  const Clock* const clock_;
+  ReadSpeedWindow read_speed_;
+  struct SpeedProbes {
+    int64_t in_flight = 0;
+    std::optional<Clock::TimePoint> last_round;
+  } speed_probes_;
 };
 
 }  // namespace kvtier

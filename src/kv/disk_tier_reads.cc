@@ -1,6 +1,6 @@
 // DiskTier's reads (the contract is at the top of disk_tier.h): read-ahead into host slots,
-// reads at a block's use through staging buffers, what landing a read-ahead does, and the
-// load time per block a load plan weighs.
+// reads at a block's use through staging buffers, and what landing a read-ahead does (the
+// load time per block a load plan weighs is in disk_tier_speed.cc).
 #include <algorithm>
 #include <chrono>
 #include <deque>
@@ -57,6 +57,7 @@ void DiskTier::LandPrefixRead(const PrefixReadJob& job, const absl::Status& stat
   } else {
     host.pool().Release(job.host_slot);
   }
+  ObserveReads();
 }
 
 void DiskTier::CountReadFailure(const absl::Status& status) {
@@ -111,16 +112,8 @@ std::vector<absl::Status> DiskTier::ReadToDevice(const std::vector<StagedRead>& 
   while (!in_flight.empty()) land_oldest();
   ctx_->counters.copy_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ctx_->counters.swap_bytes_timed += static_cast<int64_t>(reads.size() * ctx_->block_bytes);
+  ObserveReads();
   return results;
-}
-
-double DiskTier::SecondsPerBlock() const {
-  const DiskBlockStore::Counters disk = store_ != nullptr ? store_->counters() : DiskBlockStore::Counters{};
-  // (Reads in progress advance read_seconds before they count their bytes.)
-  const double bandwidth = disk.read_seconds > 0 && disk.bytes_read > 0
-                               ? static_cast<double>(disk.bytes_read) / disk.read_seconds
-                               : kGuessedBytesPerSecond;
-  return static_cast<double>(ctx_->block_bytes) / bandwidth;
 }
 
 bool DiskTier::LoadsOverlapCompute() const {

@@ -330,6 +330,7 @@ void DiskTier::Land(Transfers::Landed& landed) {
         if constexpr (std::is_same_v<Kind, DemoteWriteJob>) LandDemoteWrite(t, status);
         if constexpr (std::is_same_v<Kind, PersistWriteJob>) LandPersistWrite(t, status);
         if constexpr (std::is_same_v<Kind, PrefixReadJob>) LandPrefixRead(t, status);
+        if constexpr (std::is_same_v<Kind, SpeedProbeJob>) LandSpeedProbe();
       },
       landed.transfer);
 }

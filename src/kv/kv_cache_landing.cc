@@ -20,19 +20,20 @@ void KvCacheManager::Land(Transfers::Landed& landed) {
           LandSwapWrite(t, status);
         } else if constexpr (std::is_same_v<Kind, SwapReadJob>) {
           LandSwapRead(t, status);
-          // The others: the tier they move a cached block into.
+          // The others: the tier they move a cached block into (a speed probe: the disk's,
+          // whose read speed it measures).
         } else if constexpr (std::is_same_v<Kind, HostWriteBackCopy>) {
           host_->Land(landed);
         } else if constexpr (std::is_same_v<Kind, DemoteCopy> || std::is_same_v<Kind, PersistCopy> ||
                              std::is_same_v<Kind, WriteBackJob> || std::is_same_v<Kind, DemoteWriteJob> ||
-                             std::is_same_v<Kind, PersistWriteJob> || std::is_same_v<Kind, PrefixReadJob>) {
+                             std::is_same_v<Kind, PersistWriteJob> || std::is_same_v<Kind, PrefixReadJob> ||
+                             std::is_same_v<Kind, SpeedProbeJob>) {
           disk_->Land(landed);
         } else if constexpr (std::is_same_v<Kind, RemoteGet>) {
           if (remote_ != nullptr) remote_->Land(landed);
         }
         // EvictionWriteJob, StagedReadJob: their callers wait for them and take the result.
         // RenewRecordJob: nothing to land (a slot rewritten meanwhile is NotFound: fine).
-        // SpeedProbeJob: what it measured is in the store's counters.
         // RemotePutBatch: the put buffer is free again.
       },
       landed.transfer);

@@ -2,6 +2,7 @@
 // kv_cache_manager.h): what a prompt's prefix costs to load from the tiers below, starting
 // those loads, and how far they have come. Written once over `below_`.
 #include <algorithm>
+#include <vector>
 
 #include "kv/kv_cache_manager.h"
 
@@ -19,7 +20,7 @@ KvCacheManager::SlowPrefix KvCacheManager::ProbeSlowPrefix(SequenceId seq, std::
   std::optional<BlockKeyChain> own;
   const BlockChain chain = Chain(tokens, keys, &own);
   ctx_.transfers.Land(LaneBit(Lane::kRemoteGet));
-  int64_t slow[kNumTiers] = {};
+  std::vector<int64_t> slow[kNumTiers];  // per tier: the chain blocks it alone holds
   int64_t num_slow = 0;
   // A run of blocks one lookup found in a tier that must be asked (the remote tier's EXISTS).
   const LowerTier* run_tier = nullptr;
@@ -47,7 +48,7 @@ KvCacheManager::SlowPrefix KvCacheManager::ProbeSlowPrefix(SequenceId seq, std::
       }
       if (i >= run_from + run) break;  // not there: the slow run ends
     }
-    ++slow[static_cast<int>(holder->tier())];
+    slow[static_cast<int>(holder->tier())].push_back(i);
     ++num_slow;
   }
   probe.slow_blocks = num_slow;
@@ -55,9 +56,10 @@ KvCacheManager::SlowPrefix KvCacheManager::ProbeSlowPrefix(SequenceId seq, std::
   double seconds = 0;
   probe.overlap = true;
   for (LowerTier* tier : below_) {
-    const int64_t n = slow[static_cast<int>(tier->tier())];
-    if (n == 0) continue;
-    seconds += static_cast<double>(n) * tier->SecondsPerBlock();
+    const std::vector<int64_t>& blocks = slow[static_cast<int>(tier->tier())];
+    if (blocks.empty()) continue;
+    tier->NoteSlowBlocks(chain, blocks);  // a stale figure: measured again for a later plan
+    seconds += static_cast<double>(blocks.size()) * tier->SecondsPerBlock();
     probe.overlap = probe.overlap && tier->LoadsOverlapCompute();
   }
   probe.load_seconds_per_block = seconds / static_cast<double>(num_slow);

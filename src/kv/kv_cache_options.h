@@ -12,6 +12,7 @@
 
 namespace kvtier {
 
+class Clock;
 class FileIo;
 
 struct KvCacheOptions {
@@ -30,6 +31,9 @@ struct KvCacheOptions {
   std::chrono::milliseconds idle_drain_budget{200};
   TierPreparationOptions preparation;  // host pinning and disk reservation in the background
   RemoteTierOptions remote;         // the remote tier (Redis), off when its url is empty
+  // What the disk tier's read speed and its age are measured by; nullptr = the steady clock
+  // (tests: a fake one, so that a read's time and a figure's age are exact).
+  const Clock* clock = nullptr;
 };
 
 }  // namespace kvtier

@@ -23,6 +23,8 @@ struct DiskTierCounters {
                                        // by the reader threads through staging buffers
   int64_t read_aheads = 0;             // blocks read into host slots by the reader threads
   int64_t read_ahead_waits = 0;        // uses that waited for their read to land
+  int64_t speed_probes = 0;            // rounds of probe reads re-measuring a stale read speed
+                                       // (load plans; not the one at creation)
   double read_ahead_wait_seconds = 0;
   int64_t stale_entries = 0;           // index entries whose slot holds another block now (a miss)
   int64_t blocks_persisted = 0;        // write-behind: full blocks written soon after filling

@@ -37,6 +37,9 @@ struct KvStats {
   // why part of its index was ignored when it was opened ("" when none was).
   DiskBlockStore::Counters disk_store;
   std::string disk_index_ignored_reason;
+  // The disk's recent read speed, the one load plans weigh (DiskTier::SecondsPerBlock: the
+  // guess before any read); 0 without a disk tier.
+  double disk_read_bytes_per_second = 0;
   bool remote_enabled = false;
   RemoteBlockStore::Counters remote;  // the remote store's own (with remote_enabled)
   // Blocks on their way to the slow tiers, not there yet: the disk's (write-behind queued,

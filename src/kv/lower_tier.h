@@ -84,6 +84,10 @@ class LowerTier {
   virtual double SecondsPerBlock() const { return 0; }
   // Whether its loads can run while a load plan's front computes.
   virtual bool LoadsOverlapCompute() const { return true; }
+  // A load plan found chain blocks `blocks` slow here and is about to weigh them by
+  // SecondsPerBlock: a tier whose figure has gone stale may measure again (the disk tier
+  // reads a few of them), so that a later plan decides on a fresh one. Never waits.
+  virtual void NoteSlowBlocks(const BlockChain& chain, std::span<const int64_t> blocks) {}
 
   // ---- Read into the device (a prefix match)
   // kHit: block i of the chain is here and claimed; kMiss: not here; kStop: here but not

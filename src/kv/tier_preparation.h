@@ -38,7 +38,8 @@ struct TierPreparationOptions {
   int64_t disk_chunk_bytes = int64_t{1} << 30;
   // Disk tier over a file holding cached blocks: a few of them are read at creation, on the
   // reader threads, to measure the disk's read speed before a load plan needs it (the
-  // plan's split depends on it; a guess can be several times off).
+  // plan's split depends on it; a guess can be several times off); and again whenever a
+  // load plan finds disk blocks slow while the figure is stale (DiskTier::kSpeedStaleAfter).
   bool probe_disk_read_speed = true;
 };
 

@@ -61,6 +61,7 @@ absl::StatusOr<std::unique_ptr<DiskBlockStore>> DiskBlockStore::Open(const DiskS
   ASSIGN_OR_RETURN(const int64_t file_size, file->Size());
   std::unique_ptr<DiskBlockStore> store(new DiskBlockStore(options.path, geometry, io, std::move(file)));
   store->direct_reads_ = options.direct_reads;
+  store->counters_.set_clock(options.clock);
   store->slots_in_file_at_open_ = std::min<int64_t>(options.num_slots, file_size / static_cast<int64_t>(slot_bytes));
   store->Recover(existed);
   // A fresh snapshot of what was recovered, and a journal to continue it. Failing that the

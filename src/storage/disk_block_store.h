@@ -46,6 +46,9 @@ struct DiskStoreOptions {
   // threads' direct reads delivered less than half of what buffered ones did (`kvtier bench`
   // W6c, load only).
   bool direct_reads = false;
+  // The read clock's time source (read_seconds); nullptr = the steady clock. Must outlive
+  // the store.
+  const Clock* clock = nullptr;
 };
 
 // Slot layout: slot i starts at i * slot_bytes() (a multiple of 4096); its first

@@ -5,13 +5,13 @@ namespace kvtier {
 
 DiskStoreCounters::ReadTiming::ReadTiming(DiskStoreCounters* counters) : counters_(counters) {
   std::lock_guard<std::mutex> lock(counters_->read_clock_mu_);
-  if (counters_->reads_in_progress_++ == 0) counters_->reads_busy_since_ = std::chrono::steady_clock::now();
+  if (counters_->reads_in_progress_++ == 0) counters_->reads_busy_since_ = counters_->clock_->Now();
 }
 
 DiskStoreCounters::ReadTiming::~ReadTiming() {
   std::lock_guard<std::mutex> lock(counters_->read_clock_mu_);
   if (--counters_->reads_in_progress_ == 0) {
-    const auto busy = std::chrono::steady_clock::now() - counters_->reads_busy_since_;
+    const auto busy = counters_->clock_->Now() - counters_->reads_busy_since_;
     counters_->read_nanos_ += std::chrono::duration_cast<std::chrono::nanoseconds>(busy).count();
   }
 }
@@ -26,7 +26,7 @@ DiskStoreCounts DiskStoreCounters::Snapshot() const {
     std::lock_guard<std::mutex> lock(read_clock_mu_);
     int64_t nanos = read_nanos_;
     if (reads_in_progress_ > 0) {
-      const auto busy = std::chrono::steady_clock::now() - reads_busy_since_;
+      const auto busy = clock_->Now() - reads_busy_since_;
       nanos += std::chrono::duration_cast<std::chrono::nanoseconds>(busy).count();
     }
     c.read_seconds = static_cast<double>(nanos) * 1e-9;

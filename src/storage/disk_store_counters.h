@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "absl/base/thread_annotations.h"
+#include "common/clock.h"
 
 namespace kvtier {
 
@@ -52,6 +53,9 @@ class DiskStoreCounters {
     DiskStoreCounters* const counters_;
   };
 
+  // The read clock's time source (the steady clock unless set, before the store is shared).
+  void set_clock(const Clock* clock) { clock_ = Clock::OrSteady(clock); }
+
   // Every counter; recovered_blocks is the caller's to fill (the store's recovered entries).
   DiskStoreCounts Snapshot() const;
 
@@ -72,9 +76,10 @@ class DiskStoreCounters {
   int64_t older_format_slots = 0;
 
  private:
+  const Clock* clock_ = Clock::Steady();
   mutable std::mutex read_clock_mu_;
   int reads_in_progress_ ABSL_GUARDED_BY(read_clock_mu_) = 0;
-  std::chrono::steady_clock::time_point reads_busy_since_ ABSL_GUARDED_BY(read_clock_mu_);
+  Clock::TimePoint reads_busy_since_ ABSL_GUARDED_BY(read_clock_mu_);
   int64_t read_nanos_ ABSL_GUARDED_BY(read_clock_mu_) = 0;  // busy periods that ended
 };
 

@@ -56,6 +56,16 @@ TEST(PrometheusTextTest, FamiliesFromStats) {
   EXPECT_THAT(text, ::testing::Not(HasSubstr("preemptions")));  // absent from stats
 }
 
+// The disk tier's read speed: the recent figure load plans weigh, and the re-probes.
+TEST(PrometheusTextTest, DiskReadSpeedFamilies) {
+  const nlohmann::json stats = {
+      {"disk_reads", {{"bytes", 10}, {"seconds", 0.5}, {"recent_bytes_per_second", 2000.0}, {"speed_probes", 3}}}};
+  const std::string text = PrometheusText(stats);
+  EXPECT_THAT(text, HasSubstr("# TYPE kvtier_disk_speed_probes_total counter\nkvtier_disk_speed_probes_total 3\n"));
+  EXPECT_THAT(text,
+              HasSubstr("# TYPE kvtier_disk_read_bytes_per_second gauge\nkvtier_disk_read_bytes_per_second 2000"));
+}
+
 TEST(PrometheusTextTest, LabelValuesAreEscaped) {
   nlohmann::json stats = {{"backend", "a\"b\\c\nd"}, {"kv_dtype", "F32"}};
   EXPECT_THAT(PrometheusText(stats), HasSubstr("backend=\"a\\\"b\\\\c\\nd\""));
