@@ -41,7 +41,7 @@ const std::map<std::string, IntKey>& IntKeys() {
       {"cuda_prefill_wgmma", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.prefill_wgmma = v != 0; }}},
       // Kernel variants for timing runs (backend/cuda_options.h, CudaLaunchOptions).
       {"cuda_prefill_wgmma_variant",
-       {0, 6, [](EngineOptions& o, int64_t v) { o.cuda.launch.prefill_wgmma_variant = static_cast<int32_t>(v); }}},
+       {0, 7, [](EngineOptions& o, int64_t v) { o.cuda.launch.prefill_wgmma_variant = static_cast<int32_t>(v); }}},
       {"cuda_decode_fp8_pair_tiles",
        {-1, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.decode_fp8_pair_tiles = static_cast<int32_t>(v); }}},
       {"cuda_pdl", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.pdl = v != 0; }}},

@@ -112,7 +112,8 @@ constexpr PrefillRun kWgmmaRuns[] = {{PrefillKernel::kWgmma, 0, "wgmma kv128 x2"
                                      {PrefillKernel::kWgmma, 3, "wgmma kv128 x3"},
                                      {PrefillKernel::kWgmma, 4, "overlap kv128 x3"},
                                      {PrefillKernel::kWgmma, 5, "overlap kv64 x3"},
-                                     {PrefillKernel::kWgmma, 6, "overlap kv64 x4"}};
+                                     {PrefillKernel::kWgmma, 6, "overlap kv64 x4"},
+                                     {PrefillKernel::kWgmma, 7, "kv64 x2, 2/SM"}};
 
 // The runs that apply to T and the shape on this device: mma always, the wgmma variants for
 // bf16 with head_dim 128 on compute capability 9.0.

@@ -51,8 +51,8 @@ static void test_options(void) {
   CHECK_STATUS(kvt_options_set_int(o, "cuda_skinny_gemm", 3), KVT_OK);
   CHECK_STATUS(kvt_options_set_int(o, "cuda_skinny_gemm", 4), KVT_ERR_INVALID_ARGUMENT);
   CHECK(strstr(kvt_options_errmsg(o), "cuda_skinny_gemm") != NULL);
-  CHECK_STATUS(kvt_options_set_int(o, "cuda_prefill_wgmma_variant", 6), KVT_OK);
-  CHECK_STATUS(kvt_options_set_int(o, "cuda_prefill_wgmma_variant", 7), KVT_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(kvt_options_set_int(o, "cuda_prefill_wgmma_variant", 7), KVT_OK);
+  CHECK_STATUS(kvt_options_set_int(o, "cuda_prefill_wgmma_variant", 8), KVT_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(kvt_options_set_int(o, "cuda_decode_fp8_pair_tiles", -1), KVT_OK);
   CHECK_STATUS(kvt_options_set_int(o, "cuda_decode_fp8_pair_tiles", 2), KVT_ERR_INVALID_ARGUMENT);
   CHECK(strstr(kvt_options_errmsg(o), "cuda_decode_fp8_pair_tiles") != NULL);

@@ -79,9 +79,9 @@ constexpr ContextOption kOptions[] = {
     {"cuda_prefill_wgmma", Kind::kInt, 0, 1, nullptr,
      "CUDA: prefill attention on the Hopper wgmma kernel where it runs (bf16, head_dim 128); 0 keeps the mma.sync "
      "kernel (default 1)"},
-    {"cuda_prefill_wgmma_variant", Kind::kInt, 0, 6, nullptr,
+    {"cuda_prefill_wgmma_variant", Kind::kInt, 0, 7, nullptr,
      "CUDA: the wgmma prefill attention's variant, for timing runs: 0 its usual tiles, 1-3 other KV tiles and "
-     "depths, 4-6 softmax overlapped with the next tile's MMAs (default 0)"},
+     "depths, 4-6 softmax overlapped with the next tile's MMAs, 7 two CTAs per SM (default 0)"},
     {"cuda_decode_fp8_pair_tiles", Kind::kInt, -1, 1, nullptr,
      "CUDA, fp8 KV: decode attention in rounds of 32 positions with 16-byte code loads: 1 on, 0 off, -1 the "
      "library's choice (default -1)"},

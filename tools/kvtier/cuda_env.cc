@@ -32,10 +32,10 @@ kvt_status SetCudaOptionsFromEnvironment(kvt_options* options) {
       return st;
     }
   }
-  // Kernel variants for A/B runs: KVTIER_CUDA_PREFILL_VARIANT=0..6, KVTIER_CUDA_DECODE_FP8_PAIR=0|1.
+  // Kernel variants for A/B runs: KVTIER_CUDA_PREFILL_VARIANT=0..7, KVTIER_CUDA_DECODE_FP8_PAIR=0|1.
   if (const char* value = std::getenv("KVTIER_CUDA_PREFILL_VARIANT"); value != nullptr) {
     const int variant = std::atoi(value);
-    if (kvt_status st = kvt_options_set_int(options, "cuda_prefill_wgmma_variant", variant < 0 ? 0 : variant > 6 ? 6 : variant);
+    if (kvt_status st = kvt_options_set_int(options, "cuda_prefill_wgmma_variant", variant < 0 ? 0 : variant > 7 ? 7 : variant);
         st != KVT_OK) {
       return st;
     }

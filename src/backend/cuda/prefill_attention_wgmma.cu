@@ -37,8 +37,11 @@ using namespace prefill_wgmma;  // NOLINT: this file is the pieces' one user
 
 // Every thread copies (cp.async into a ring of kStages, one CTA barrier per KV tile) and both
 // warpgroups compute; fp8 stages are dequantized by all threads into one bf16 tile.
-template <int kKvTile, int kStages, bool kFp8>
-__global__ void __launch_bounds__(kThreads, 1)
+// kCtasPerSm 2 (64-position tiles, two stages: small enough in shared memory) holds every
+// thread to 128 registers so that two CTAs share an SM: four warpgroups to hide one
+// another's softmax-to-MMA chains instead of two.
+template <int kKvTile, int kStages, bool kFp8, int kCtasPerSm = 1>
+__global__ void __launch_bounds__(kThreads, kCtasPerSm)
     PrefillWgmmaKernel(PrefillAttentionParams<bf16> p, PagedKv<bf16> kv, int group, int bt_shift, float scale_log2) {
   using C = WgmmaTiles<kKvTile, kStages, kFp8>;
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -177,11 +180,12 @@ __global__ void __launch_bounds__(kThreads, 1) PrefillWgmmaOverlapKernel(Prefill
   if (wg_active) rows.Store(t, p, group, lane);
 }
 
-template <int kKvTile, int kStages, bool kFp8>
+template <int kKvTile, int kStages, bool kFp8, int kCtasPerSm = 1>
 cudaError_t Launch(const PrefillAttentionParams<bf16>& p, const PagedKv<bf16>& kv, int group, int bt_shift,
                    cudaStream_t stream) {
   using C = WgmmaTiles<kKvTile, kStages, kFp8>;
-  auto kernel = PrefillWgmmaKernel<kKvTile, kStages, kFp8>;
+  static_assert(kCtasPerSm * (C::kSmemBytes + 1024) <= 228 * 1024, "the CTAs fit an SM's shared memory");
+  auto kernel = PrefillWgmmaKernel<kKvTile, kStages, kFp8, kCtasPerSm>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(p.num_tiles), static_cast<unsigned>(kv.num_kv_heads));
@@ -223,6 +227,8 @@ cudaError_t LaunchVariant(int variant, const PrefillAttentionParams<bf16>& p, co
       return Launch<64, 3, kFp8>(p, kv, group, bt_shift, stream);
     case 3:
       return Launch<128, 3, kFp8>(p, kv, group, bt_shift, stream);
+    case 7:
+      return Launch<64, 2, kFp8, /*kCtasPerSm=*/2>(p, kv, group, bt_shift, stream);
     default:
       return Launch<128, 2, kFp8>(p, kv, group, bt_shift, stream);
   }

@@ -15,7 +15,7 @@ namespace kvtier::cuda {
 // pool's block_tokens. `variant` picks the KV tile, the pipeline depth and whether the next
 // tile's S overlaps this tile's softmax (0: the default; the others are for the kernel's tests
 // and timing sweep: 1 kv64 x2, 2 kv64 x3, 3 kv128 x3; overlapped: 4 kv128 x3, 5 kv64 x3,
-// 6 kv64 x4; fp8 KV runs 4-6 as 0).
+// 6 kv64 x4; fp8 KV runs 4-6 as 0; 7 kv64 x2 at 128 registers a thread, two CTAs per SM).
 cudaError_t PrefillAttentionWgmma(const PrefillAttentionParams<bf16>& params, const PagedKv<bf16>& kv, int bt_shift,
                                   cudaStream_t stream, int variant = 0);
 
