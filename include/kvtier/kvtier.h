@@ -203,7 +203,8 @@ KVT_API int64_t kvt_live_handles(void);
  *   "cuda_prefill_wgmma_variant" int  that kernel's variant, for timing
  *                                runs: 0 the default tiles, 1-3 other KV
  *                                tiles and pipeline depths, 4-6 softmax
- *                                overlapped with the next tile's MMAs
+ *                                overlapped with the next tile's MMAs,
+ *                                7 two CTAs per SM
  *                                (bf16 KV; fp8 KV runs 0 for 4-6)        default 0
  *   "cuda_decode_fp8_pair_tiles" int  fp8 KV decode attention in rounds of
  *                                32 positions with 16-byte code loads

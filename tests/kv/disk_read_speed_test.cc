@@ -21,6 +21,7 @@
 #include "kv/manager_fixture.h"
 #include "kv/read_speed_window.h"
 #include "testing/fake_clock.h"
+#include "testing/fixed_cost_policy.h"
 #include "testing/file_io_wrapper.h"
 #include "testing/wait_until.h"
 
@@ -165,16 +166,7 @@ class ClockedFileIo final : public testing::FileIoWrapper {
   const std::shared_ptr<State> state_;
 };
 
-// A policy with a fixed compute time per token.
-class FixedCostPolicy final : public PreemptionPolicy {
- public:
-  explicit FixedCostPolicy(double seconds_per_token) : seconds_per_token_(seconds_per_token) {}
-  bool ShouldSwap(const Sequence&, int64_t) const override { return false; }
-  double SecondsPerToken() const override { return seconds_per_token_; }
-
- private:
-  double seconds_per_token_;
-};
+using testing::FixedCostPolicy;
 
 constexpr int64_t kBlockTokens = 4;
 constexpr int kPrompts = 4;

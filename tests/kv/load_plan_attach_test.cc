@@ -11,20 +11,12 @@
 #include "engine/scheduler.h"
 #include "gtest/gtest.h"
 #include "kv/manager_fixture.h"
+#include "testing/fixed_cost_policy.h"
 
 namespace kvtier {
 namespace {
 
-// A policy with a fixed compute time per token (the test's cost model).
-class FixedCostPolicy final : public PreemptionPolicy {
- public:
-  explicit FixedCostPolicy(double seconds_per_token) : seconds_per_token_(seconds_per_token) {}
-  bool ShouldSwap(const Sequence&, int64_t) const override { return false; }
-  double SecondsPerToken() const override { return seconds_per_token_; }
-
- private:
-  double seconds_per_token_;
-};
+using testing::FixedCostPolicy;  // the test's cost model
 
 constexpr int64_t kBlockTokens = 4;
 

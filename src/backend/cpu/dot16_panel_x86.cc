@@ -7,6 +7,7 @@
 
 #include "backend/cpu/fold_lanes.h"
 #include "backend/cpu/fold_pairs_avx512.h"
+#include "backend/cpu/weight_group_walk.h"
 
 namespace kvtier {
 
@@ -18,9 +19,6 @@ constexpr int kGroupRows = 8;          // weight rows per panel
 constexpr int kPairs = kGroupRows / 2;  // registers per activation row: two weight rows each
 constexpr int kTileRows = 6;           // activation rows per micro-kernel call
 constexpr int kPairFloats = 2 * kLanes;
-// Activation rows are taken in blocks of about this many bytes, so that a block stays in
-// the core's cache while every panel of the call passes over it.
-constexpr int64_t kActivationBlockBytes = 512 * 1024;
 
 #define KVTIER_AVX512 __attribute__((target("avx2,f16c,avx512f,avx512dq,avx512bw,avx512vl")))
 
@@ -87,15 +85,7 @@ KVTIER_AVX512 void Micro(const float* panel, const float* x, int64_t cols, const
       }
     }
   }
-  #pragma GCC unroll 4
-  for (int r = 0; r < R; r += 2) {
-    const int second = r + 1 < R ? r + 1 : r;
-    const __m512 folded = cpu_lanes::FoldPairRows(acc[r], acc[second]);
-    cpu_lanes::StoreOutputs(_mm512_castps512_ps256(folded), bias, valid, out + r * out_stride);
-    if (r + 1 < R) {
-      cpu_lanes::StoreOutputs(_mm512_extractf32x8_ps(folded, 1), bias, valid, out + (r + 1) * out_stride);
-    }
-  }
+  cpu_lanes::StoreRows<R>(acc, bias, valid, out, out_stride);
 }
 
 using MicroFn = void (*)(const float* panel, const float* x, int64_t cols, const float* bias, int valid, float* out,
@@ -108,23 +98,13 @@ void Drive(const uint16_t* w, int64_t cols, int64_t n0, int64_t n1, const float*
   thread_local std::vector<float> panel;
   const int64_t steps = (cols + kLanes - 1) / kLanes;
   panel.resize(static_cast<size_t>(steps * kPairs * kPairFloats));
-  const int64_t row_bytes = std::max<int64_t>(1, cols) * static_cast<int64_t>(sizeof(float));
-  const int64_t block = std::max<int64_t>(kTileRows, kActivationBlockBytes / row_bytes / kTileRows * kTileRows);
-  for (int64_t t0 = 0; t0 < rows; t0 += block) {
-    const int64_t t1 = std::min(rows, t0 + block);
-    for (int64_t g = n0; g < n1; g += kGroupRows) {
-      // A short last group repeats its last row; those results are not stored.
-      const uint16_t* group[kGroupRows];
-      for (int j = 0; j < kGroupRows; ++j) group[j] = w + std::min(g + j, n1 - 1) * cols;
-      const int valid = static_cast<int>(std::min<int64_t>(kGroupRows, n1 - g));
-      Widen<kBf16>(group, cols, panel.data());
-      const float* group_bias = bias != nullptr ? bias + g : nullptr;
-      for (int64_t t = t0; t < t1; t += kTileRows) {
-        const int r = static_cast<int>(std::min<int64_t>(kTileRows, t1 - t));
-        kMicro[r - 1](panel.data(), x + t * cols, cols, group_bias, valid, out + t * out_stride + g, out_stride);
-      }
-    }
-  }
+  cpu_walk::WalkWeightGroups<kGroupRows, kTileRows>(
+      w, cols, n0, n1, rows, cpu_walk::ActivationBlockRows<kTileRows>(cols * static_cast<int64_t>(sizeof(float))),
+      [&](const uint16_t* const* group, int64_t, int) { Widen<kBf16>(group, cols, panel.data()); },
+      [&](int64_t t, int r, int64_t g, int valid) {
+        kMicro[r - 1](panel.data(), x + t * cols, cols, bias != nullptr ? bias + g : nullptr, valid,
+                      out + t * out_stride + g, out_stride);
+      });
 }
 
 #undef KVTIER_AVX512

@@ -9,6 +9,7 @@
 
 #include "backend/cpu/dot16_panel.h"
 #include "backend/cpu/fold_lanes.h"
+#include "backend/cpu/weight_group_walk.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -23,9 +24,6 @@ using cpu_lanes::FoldLanes;
 using cpu_lanes::kLanes;
 constexpr int kGroupRows = 8;    // weight rows per micro-kernel call
 constexpr int kMaxRows = 4;      // activation rows per micro-kernel call
-// Activation rows are taken in blocks of about this many bytes, so that a block stays in
-// the core's cache while every weight group of the call passes over it.
-constexpr int64_t kActivationBlockBytes = 512 * 1024;
 
 // w: kGroupRows row pointers; x: the activation rows, `cols` apart; out[r * kGroupRows + j]:
 // activation row r against weight row j, without bias.
@@ -34,17 +32,12 @@ using MicroFn = void (*)(const uint16_t* const* w, const float* x, int64_t cols,
 // micro[r - 1] takes r activation rows.
 void Drive(const MicroFn* micro, const uint16_t* w, int64_t cols, int64_t n0, int64_t n1, const float* x,
            int64_t rows, const float* bias, float* out, int64_t out_stride) {
-  const int64_t row_bytes = std::max<int64_t>(1, cols) * static_cast<int64_t>(sizeof(float));
-  const int64_t block = std::max<int64_t>(kMaxRows, kActivationBlockBytes / row_bytes / kMaxRows * kMaxRows);
-  for (int64_t t0 = 0; t0 < rows; t0 += block) {
-    const int64_t t1 = std::min(rows, t0 + block);
-    for (int64_t g = n0; g < n1; g += kGroupRows) {
-      // A short last group repeats its last row; those results are dropped.
-      const uint16_t* group[kGroupRows];
-      for (int j = 0; j < kGroupRows; ++j) group[j] = w + std::min(g + j, n1 - 1) * cols;
-      const int valid = static_cast<int>(std::min<int64_t>(kGroupRows, n1 - g));
-      for (int64_t t = t0; t < t1; t += kMaxRows) {
-        const int r = static_cast<int>(std::min<int64_t>(kMaxRows, t1 - t));
+  const uint16_t* const* group = nullptr;  // the current group's rows (WalkWeightGroups)
+  cpu_walk::WalkWeightGroups<kGroupRows, kMaxRows>(
+      w, cols, n0, n1, rows,
+      cpu_walk::ActivationBlockRows<kMaxRows>(cols * static_cast<int64_t>(sizeof(float))),
+      [&](const uint16_t* const* rows_of_group, int64_t, int) { group = rows_of_group; },
+      [&](int64_t t, int r, int64_t g, int valid) {
         float values[kMaxRows * kGroupRows];
         micro[r - 1](group, x + t * cols, cols, values);
         for (int i = 0; i < r; ++i) {
@@ -53,9 +46,7 @@ void Drive(const MicroFn* micro, const uint16_t* w, int64_t cols, int64_t n0, in
             o[j] = bias != nullptr ? values[i * kGroupRows + j] + bias[g + j] : values[i * kGroupRows + j];
           }
         }
-      }
-    }
-  }
+      });
 }
 
 #define KVTIER_AVX2 __attribute__((target("avx2,f16c")))

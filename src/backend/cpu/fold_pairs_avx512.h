@@ -12,6 +12,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace kvtier::cpu_lanes {
 
 #define KVTIER_FOLD_AVX512 __attribute__((target("avx2,f16c,avx512f,avx512dq,avx512bw,avx512vl"), always_inline))
@@ -46,6 +48,21 @@ KVTIER_FOLD_AVX512 static inline void StoreOutputs(__m256 values, const float* b
   const __mmask8 mask = static_cast<__mmask8>((1u << valid) - 1);
   if (bias != nullptr) values = _mm256_add_ps(values, _mm256_maskz_loadu_ps(mask, bias));
   _mm256_mask_storeu_ps(out, mask, values);
+}
+
+// Rows 0..R-1 of a micro-kernel's accumulators (four pair registers a row, as above), folded
+// two rows at a time and stored `out_stride` apart, plus bias when there is one; a lone last
+// row folds with itself and is stored once.
+template <int R>
+KVTIER_FOLD_AVX512 static inline void StoreRows(const __m512 (&acc)[R][4], const float* bias, int valid, float* out,
+                                                int64_t out_stride) {
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r += 2) {
+    const int second = r + 1 < R ? r + 1 : r;
+    const __m512 folded = FoldPairRows(acc[r], acc[second]);
+    StoreOutputs(_mm512_castps512_ps256(folded), bias, valid, out + r * out_stride);
+    if (r + 1 < R) StoreOutputs(_mm512_extractf32x8_ps(folded, 1), bias, valid, out + (r + 1) * out_stride);
+  }
 }
 
 #undef KVTIER_FOLD_AVX512

@@ -8,6 +8,7 @@
 #include "backend/cpu/fold_lanes.h"
 #include "backend/cpu/fold_pairs_avx512.h"
 #include "backend/cpu/quant_activations.h"
+#include "backend/cpu/weight_group_walk.h"
 #include "common/cpu_features.h"
 
 namespace kvtier {
@@ -23,7 +24,6 @@ constexpr int kQuants = 32;             // values of a Q8_0 block
 // both rows' scales, each repeated over its eight lanes (16 floats).
 constexpr size_t kPairBytes = 3 * 64;
 constexpr size_t kBlockBytes = kPairs * kPairBytes;
-constexpr int64_t kActivationBlockBytes = 512 * 1024;
 
 #define KVTIER_VNNI __attribute__((target("avx2,f16c,avx512f,avx512dq,avx512bw,avx512vl,avx512vnni")))
 
@@ -88,15 +88,7 @@ KVTIER_VNNI void Micro(const uint8_t* panel, const uint8_t* act, size_t act_stri
       }
     }
   }
-  #pragma GCC unroll 4
-  for (int r = 0; r < R; r += 2) {
-    const int second = r + 1 < R ? r + 1 : r;
-    const __m512 folded = cpu_lanes::FoldPairRows(acc[r], acc[second]);
-    cpu_lanes::StoreOutputs(_mm512_castps512_ps256(folded), bias, valid, out + r * out_stride);
-    if (r + 1 < R) {
-      cpu_lanes::StoreOutputs(_mm512_extractf32x8_ps(folded, 1), bias, valid, out + (r + 1) * out_stride);
-    }
-  }
+  cpu_lanes::StoreRows<R>(acc, bias, valid, out, out_stride);
 }
 
 using MicroFn = void (*)(const uint8_t* panel, const uint8_t* act, size_t act_stride, const float* scales,
@@ -117,25 +109,16 @@ void Q8_0Gemm(const uint8_t* w, size_t row_bytes, int64_t n0, int64_t n1, const 
               int64_t out_stride) {
   thread_local std::vector<uint8_t> panel;
   panel.resize(static_cast<size_t>(num_blocks) * kBlockBytes);
+  // An activation row in cache: its codes and its blocks' scales.
   const int64_t row_bytes_in_cache =
-      std::max<int64_t>(1, static_cast<int64_t>(act_stride) + num_blocks * static_cast<int64_t>(sizeof(float)));
-  const int64_t block = std::max<int64_t>(kTileRows, kActivationBlockBytes / row_bytes_in_cache / kTileRows * kTileRows);
-  for (int64_t t0 = 0; t0 < rows; t0 += block) {
-    const int64_t t1 = std::min(rows, t0 + block);
-    for (int64_t g = n0; g < n1; g += kGroupRows) {
-      // A short last group repeats its last row; those results are not stored.
-      const uint8_t* group[kGroupRows];
-      for (int j = 0; j < kGroupRows; ++j) group[j] = w + std::min(g + j, n1 - 1) * row_bytes;
-      const int valid = static_cast<int>(std::min<int64_t>(kGroupRows, n1 - g));
-      Pack(group, num_blocks, panel.data());
-      const float* group_bias = bias != nullptr ? bias + g : nullptr;
-      for (int64_t t = t0; t < t1; t += kTileRows) {
-        const int r = static_cast<int>(std::min<int64_t>(kTileRows, t1 - t));
-        kMicro[r - 1](panel.data(), act + t * act_stride, act_stride, scales + t * num_blocks, num_blocks, group_bias,
-                      valid, out + t * out_stride + g, out_stride);
-      }
-    }
-  }
+      static_cast<int64_t>(act_stride) + num_blocks * static_cast<int64_t>(sizeof(float));
+  cpu_walk::WalkWeightGroups<kGroupRows, kTileRows>(
+      w, static_cast<int64_t>(row_bytes), n0, n1, rows, cpu_walk::ActivationBlockRows<kTileRows>(row_bytes_in_cache),
+      [&](const uint8_t* const* group, int64_t, int) { Pack(group, num_blocks, panel.data()); },
+      [&](int64_t t, int r, int64_t g, int valid) {
+        kMicro[r - 1](panel.data(), act + t * act_stride, act_stride, scales + t * num_blocks, num_blocks,
+                      bias != nullptr ? bias + g : nullptr, valid, out + t * out_stride + g, out_stride);
+      });
 }
 
 #else
