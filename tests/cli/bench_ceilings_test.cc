@@ -18,12 +18,18 @@ TEST(BenchCeilingsTest, ResultLinesSkipTheRestOfTheOutput) {
   const std::string path = ::testing::TempDir() + "/bench_ceilings_lines.txt";
   {
     std::ofstream out(path);
-    out << "warming up\n{\"M\": 1, \"shape\": \"qkv\"}\nnot json {\nRESULT {\"a\": 2}\nRESULT {broken\n";
+    out << "warming up\n{\"M\": 1, \"shape\": \"qkv\"}\nnot json {\nRESULT {\"a\": 2}\nRESULT {broken\n"
+        << "RESULT {\"t\": NaN, \"u\": [1, -Infinity], \"note\": \"a, NaN \\\" [NaN\", \"v\": 3}\n";
   }
   const std::vector<nlohmann::json> lines = ReadResultLines(path);
-  ASSERT_EQ(lines.size(), 2u);
+  ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[0]["M"], 1);
   EXPECT_EQ(lines[1]["a"], 2);
+  // Python's non-finite floats read as null; the rest of the line, strings included, as written.
+  EXPECT_TRUE(lines[2]["t"].is_null());
+  EXPECT_TRUE(lines[2]["u"][1].is_null());
+  EXPECT_EQ(lines[2]["note"], "a, NaN \" [NaN");
+  EXPECT_EQ(lines[2]["v"], 3);
   std::remove(path.c_str());
   EXPECT_TRUE(ReadResultLines(path).empty());  // a missing file reads as no lines
 }

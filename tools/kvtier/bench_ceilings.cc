@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <string>
 
 namespace kvtier::cli::bench {
 namespace {
@@ -12,6 +13,42 @@ namespace {
 constexpr double kProjectionParamsPerLayer = 4096.0 * 6144 + 4096.0 * 4096 + 4096.0 * 28672 + 14336.0 * 4096;
 constexpr double kLayers = 32;
 constexpr const char kLayerGemmsPrefix[] = "layer_gemms_M";
+
+// Python's json.dumps writes a float that is not finite as NaN, Infinity or -Infinity, which
+// JSON has no word for (lib_kernels.py records a failed measurement as NaN): as null, so that
+// the rest of the line still reads. Only outside strings, where a value stands.
+std::string NonFiniteAsNull(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false, escaped = false;
+  char last = '\0';  // the last character outside strings that is not a space
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (in_string) {
+      in_string = escaped || c != '"';
+      escaped = !escaped && c == '\\';
+      if (!in_string) last = c;
+      out += text[i++];
+      continue;
+    }
+    if (last == ':' || last == ',' || last == '[') {
+      const char* word = nullptr;
+      for (const char* candidate : {"NaN", "Infinity", "-Infinity"}) {
+        if (text.compare(i, std::char_traits<char>::length(candidate), candidate) == 0) word = candidate;
+      }
+      if (word != nullptr) {
+        out += "null";
+        i += std::char_traits<char>::length(word);
+        last = 'l';
+        continue;
+      }
+    }
+    if (c == '"') in_string = true;
+    if (c != ' ') last = c;
+    out += text[i++];
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -24,6 +61,7 @@ std::vector<nlohmann::json> ReadResultLines(const std::string& path) {
     const std::string text = at == std::string::npos ? line : line.substr(at + 7);
     if (text.empty() || text[0] != '{') continue;
     nlohmann::json parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_discarded()) parsed = nlohmann::json::parse(NonFiniteAsNull(text), nullptr, false);
     if (!parsed.is_discarded()) out.push_back(std::move(parsed));
   }
   return out;

@@ -32,7 +32,7 @@ struct Ceilings {
 };
 
 // The JSON objects of a file's "RESULT {...}" lines (or lines that are one JSON object), in
-// order; lines that do not parse are skipped.
+// order; lines that do not parse are skipped. Python's NaN and Infinity values read as null.
 std::vector<nlohmann::json> ReadResultLines(const std::string& path);
 
 // ceilings.py's RESULT: "hbm_copy_TBps(read+write)" and "bf16_gemm_TFLOPs", where present.
