@@ -109,6 +109,8 @@ class DiskTier : public SlotTier {
   double SecondsPerBlock() const override;
   bool LoadsOverlapCompute() const override;
   void NoteSlowBlocks(const BlockChain& chain, std::span<const int64_t> blocks) override;
+  // The recent read speed SecondsPerBlock divides by (kGuessedBytesPerSecond before any read).
+  double ReadBytesPerSecond() const;
   ClaimResult ClaimForLoad(const BlockChain& chain, int64_t i, int64_t max_blocks, bool landed_only,
                            Claim* claim) override;
   absl::Status StartLoad(const Claim& claim, std::span<const int32_t> tokens, BlockId block) override;

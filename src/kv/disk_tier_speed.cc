@@ -17,11 +17,12 @@ void DiskTier::ObserveReads() {
   if (on()) read_speed_.Observe(ReadCounts(), clock_->Now());
 }
 
-double DiskTier::SecondsPerBlock() const {
+double DiskTier::ReadBytesPerSecond() const {
   // (Reads in progress advance read_seconds before they count their bytes.)
-  const std::optional<double> bandwidth = read_speed_.BytesPerSecond(ReadCounts());
-  return static_cast<double>(ctx_->block_bytes) / bandwidth.value_or(kGuessedBytesPerSecond);
+  return read_speed_.BytesPerSecond(ReadCounts()).value_or(kGuessedBytesPerSecond);
 }
+
+double DiskTier::SecondsPerBlock() const { return static_cast<double>(ctx_->block_bytes) / ReadBytesPerSecond(); }
 
 void DiskTier::SubmitSpeedProbes(std::span<const int32_t> disk_slots) {
   if (disk_slots.empty()) return;

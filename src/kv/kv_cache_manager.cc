@@ -303,7 +303,7 @@ KvStats KvCacheManager::Stats() const {
   if (disk_->on()) {
     stats.disk_store = disk_->store()->counters();
     stats.disk_index_ignored_reason = disk_->store()->index_ignored_reason();
-    stats.disk_read_bytes_per_second = static_cast<double>(stats.block_bytes) / disk_->SecondsPerBlock();
+    stats.disk_read_bytes_per_second = disk_->ReadBytesPerSecond();
   }
   stats.pending_disk_writes = disk_->PendingWrites();
   if (remote_ != nullptr) {

@@ -44,7 +44,6 @@ class ReadSpeedWindow {
   std::optional<double> BytesPerSecond(const Reads& total) const;
   // When Observe last saw the bytes read grow (nullopt: never).
   std::optional<Clock::TimePoint> last_read_at() const { return last_read_at_; }
-  int64_t window_bytes() const { return window_bytes_; }
 
  private:
   // The open window's rate at `total`; nullopt while it holds no bytes or no time.

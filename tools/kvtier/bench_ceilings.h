@@ -42,7 +42,8 @@ void ApplyCeilingsResult(const nlohmann::json& result, const std::string& source
 // "layer_gemms_M<M>" entries give the time of one token batch of
 // M rows through the 32 layers' four projections of Llama-3-8B (qkv, o, gate_up, down) with
 // cuBLASLt fp8; the fp8 ceiling is the fastest rate among M >= kFp8CeilingMinRows (where the
-// products, not the weight stream, bind). False, and nothing set, when none is usable.
+// products, not the weight stream, bind). False, and the fp8 ceiling left unset, when none is
+// usable (the cuDNN figure is read wherever it is present).
 inline constexpr int kFp8CeilingMinRows = 256;
 bool ApplyLibKernelsResult(const nlohmann::json& result, const std::string& source, Ceilings* ceilings);
 

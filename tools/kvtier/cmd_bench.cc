@@ -196,7 +196,6 @@ std::vector<std::string> Selected(const BenchFlags& f) {
   return unique;
 }
 
-// Parses every "RESULT {json}" line of a file (or a bare JSON object per line).
 void ReadLimitsAndBaseline(const BenchFlags& f, bench::BenchSession* s) {
   json ceilings_json, lib_kernels_json;
   if (!f.ceilings.empty()) {
