@@ -21,10 +21,6 @@ absl::Status CudaForwardSupports(const ModelConfig& c) {
     missing = "scaled embeddings";
   } else if (c.query_pre_attn_scalar) {
     missing = "query_pre_attn_scalar";
-  } else if (c.fused_projections) {
-    missing = "fused qkv_proj / gate_up_proj weights";
-  } else if (c.long_rope) {
-    missing = "LongRoPE scaling";
   } else if (c.gemma3_rope.local_theta) {
     missing = "a separate RoPE base for local layers";
   } else if (c.gemma3_rope.linear_factor != 1.0) {

@@ -14,8 +14,8 @@ namespace kvtier {
 
 // OK, or Unimplemented naming the architecture and the first feature the CUDA forward lacks
 // (mixture-of-experts layers, soft-capping, GeGLU, (1 + w) and sandwich norms, scaled
-// embeddings, a query_pre_attn_scalar, fused projections, LongRoPE, Gemma 3's local RoPE
-// base and linear RoPE scaling), and that the CPU backend runs it.
+// embeddings, a query_pre_attn_scalar, Gemma 3's local RoPE base and linear RoPE scaling),
+// and that the CPU backend runs it. Phi-3's fused projections and LongRoPE run.
 absl::Status CudaForwardSupports(const ModelConfig& config);
 
 // The CUDA forward attends over every position: exact for sliding-window layers while a

@@ -16,7 +16,6 @@ TEST(CudaModelSupportTest, RefusesTheFamiliesFeaturesByName) {
   const std::pair<const char*, const char*> refused[] = {
       {"tiny-gemma2", "Gemma2ForCausalLM needs logit soft-capping"},
       {"tiny-gemma3", "Gemma3ForCausalLM needs the GELU-tanh (GeGLU) MLP"},
-      {"tiny-phi3", "Phi3ForCausalLM needs fused qkv_proj"},
       {"tiny-mixtral", "MixtralForCausalLM needs mixture-of-experts layers"},
       {"tiny-qwen3moe", "Qwen3MoeForCausalLM needs mixture-of-experts layers"}};
   for (const auto& [preset, message] : refused) {
@@ -35,7 +34,8 @@ TEST(CudaModelSupportTest, RefusesTheFamiliesFeaturesByName) {
   gemma2.final_logit_softcap.reset();
   EXPECT_THAT(CudaForwardSupports(*RandomCheckpointConfig(gemma2)).message(), HasSubstr("GeGLU"));
 
-  for (const char* preset : {"tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3"}) {
+  // Phi-3's fused qkv_proj / gate_up_proj and LongRoPE run on CUDA.
+  for (const char* preset : {"tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-phi3"}) {
     EXPECT_TRUE(CudaForwardSupports(*RandomCheckpointConfig(*RandomCheckpointPreset(preset))).ok()) << preset;
   }
 }

@@ -277,6 +277,13 @@ TEST_P(CudaBackendModelTest, MatchesCpuBackend) {
   spec->seed = rng_();
   spec->tie_embeddings = mc.tied;
   if (mc.llama3_scaling) spec->rope_scaling = Llama3RopeScaling{8.0, 1.0, 4.0, 32};
+  if (spec->arch == Architecture::kPhi3) {
+    // The CUDA forward attends over every position (cuda_model_support.h), so no window here;
+    // LongRoPE's switch to the long table at 16 falls inside the scenario's positions (up to
+    // 44), so both tables and the attention factor are checked against the CPU's.
+    spec->sliding_window.reset();
+    spec->longrope_original_max_positions = 16;
+  }
   ApplyAttentionShape(mc, &*spec);
   spec->quantization.format = mc.quantization;
   spec->quantization.per_channel = mc.quantization == WeightQuantizationFormat::kCompressedTensorsFloat;
@@ -379,6 +386,12 @@ INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
                                            ModelCase{"small-llama", false, false, 64, 4, 1},
                                            ModelCase{"tiny-qwen3", false, true, 128, 4, 2},
                                            ModelCase{"tiny-qwen2", false, false, 64, 7, 1},
+                                           // Phi-3: fused projections and LongRoPE, on the
+                                           // generic and the fast attention, and in fp8.
+                                           ModelCase{"tiny-phi3", false, false},
+                                           ModelCase{"tiny-phi3", false, false, 128, 4, 2},
+                                           ModelCase{"tiny-phi3", false, false, 64, 4, 2, DType::kBF16,
+                                                     StorageDType::kFp8},
                                            // fp16 checkpoints: held and computed in fp16.
                                            ModelCase{"tiny-llama", true, false, 0, 0, 0,
                                                      DType::kF16},

@@ -2,6 +2,7 @@
 #include "backend/cuda/cuda_weights.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -45,6 +46,7 @@ int64_t CudaWeights::Bytes(const ModelConfig& config, bool fp8, int64_t fp8_part
   int64_t total = config.num_layers * per_layer + 2 * config.vocab_size * h + 4 * h;
   if (fp8) total += 2 * MaxProjectionElements(config) + 4 * fp8_partial_floats;
   if (!config.tie_word_embeddings) total += 2 * config.vocab_size * h;
+  total += 4 * (config.head_dim / 2) * (config.long_rope ? 2 : 1);  // the RoPE tables
   return total;
 }
 
@@ -121,11 +123,13 @@ absl::StatusOr<CudaWeights> CudaWeights::Load(const ModelConfig& config, DType d
   weights.layers.resize(config.num_layers);
   for (int64_t i = 0; i < config.num_layers; ++i) {
     Layer& w = weights.layers[i];
-    RETURN_IF_ERROR(load_projection(qkv, h,
-                                    {{LayerName(i, "self_attn.q_proj.weight"), q_dim},
-                                     {LayerName(i, "self_attn.k_proj.weight"), kv_dim},
-                                     {LayerName(i, "self_attn.v_proj.weight"), kv_dim}},
-                                    "qkv weights", &w.qkv, &w.qkv8));
+    // Phi-3's checkpoints hold q|k|v and gate|up already stacked, in the order these are.
+    const std::vector<Part> qkv_parts =
+        config.fused_projections ? std::vector<Part>{{LayerName(i, "self_attn.qkv_proj.weight"), qkv}}
+                                 : std::vector<Part>{{LayerName(i, "self_attn.q_proj.weight"), q_dim},
+                                                     {LayerName(i, "self_attn.k_proj.weight"), kv_dim},
+                                                     {LayerName(i, "self_attn.v_proj.weight"), kv_dim}};
+    RETURN_IF_ERROR(load_projection(qkv, h, qkv_parts, "qkv weights", &w.qkv, &w.qkv8));
     if (config.attention_bias) {
       ASSIGN_OR_RETURN(w.qkv_bias, alloc_f32(qkv, "qkv bias"));
       RETURN_IF_ERROR(loader(LayerName(i, "self_attn.q_proj.bias"), q_dim, w.qkv_bias, f32));
@@ -140,9 +144,11 @@ absl::StatusOr<CudaWeights> CudaWeights::Load(const ModelConfig& config, DType d
     }
     RETURN_IF_ERROR(
         load_projection(h, q_dim, {{LayerName(i, "self_attn.o_proj.weight"), h}}, "o weights", &w.o, &w.o8));
-    RETURN_IF_ERROR(load_projection(
-        2 * inter, h, {{LayerName(i, "mlp.gate_proj.weight"), inter}, {LayerName(i, "mlp.up_proj.weight"), inter}},
-        "gate/up weights", &w.gate_up, &w.gate_up8));
+    const std::vector<Part> gate_up_parts =
+        config.fused_projections
+            ? std::vector<Part>{{LayerName(i, "mlp.gate_up_proj.weight"), 2 * inter}}
+            : std::vector<Part>{{LayerName(i, "mlp.gate_proj.weight"), inter}, {LayerName(i, "mlp.up_proj.weight"), inter}};
+    RETURN_IF_ERROR(load_projection(2 * inter, h, gate_up_parts, "gate/up weights", &w.gate_up, &w.gate_up8));
     RETURN_IF_ERROR(
         load_projection(h, inter, {{LayerName(i, "mlp.down_proj.weight"), h}}, "down weights", &w.down, &w.down8));
     ASSIGN_OR_RETURN(w.input_norm, alloc_f32(h, "input norm"));
@@ -150,11 +156,27 @@ absl::StatusOr<CudaWeights> CudaWeights::Load(const ModelConfig& config, DType d
     ASSIGN_OR_RETURN(w.post_norm, alloc_f32(h, "post-attention norm"));
     RETURN_IF_ERROR(loader(LayerName(i, "post_attention_layernorm.weight"), h, w.post_norm, f32));
   }
-  std::vector<float> inv_freq(config.head_dim / 2);
-  RopeInverseFrequencies(config.head_dim, config.rope_theta, config.rope_scaling, inv_freq.data());
-  ASSIGN_OR_RETURN(weights.inv_freq, alloc_f32(config.head_dim / 2, "rope"));
-  CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(weights.inv_freq, inv_freq.data(), inv_freq.size() * sizeof(float), cudaMemcpyHostToDevice));
+  // The tables the CPU backend computes (cpu_ops.h), so both rotate with the same floats.
+  const int64_t half = config.head_dim / 2;
+  auto upload_table = [&](const std::vector<float>& table, float** out) -> absl::Status {
+    ASSIGN_OR_RETURN(*out, alloc_f32(half, "rope"));
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(*out, table.data(), half * sizeof(float), cudaMemcpyHostToDevice));
+    return absl::OkStatus();
+  };
+  std::vector<float> inv_freq(half);
+  if (config.long_rope) {
+    const LongRopeScaling& rope = *config.long_rope;
+    LongRopeInverseFrequencies(config.head_dim, config.rope_theta, rope.short_factor, inv_freq.data());
+    std::vector<float> long_inv_freq(half);
+    LongRopeInverseFrequencies(config.head_dim, config.rope_theta, rope.long_factor, long_inv_freq.data());
+    RETURN_IF_ERROR(upload_table(long_inv_freq, &weights.long_inv_freq));
+    weights.long_from_position = static_cast<int32_t>(
+        std::min<int64_t>(rope.original_max_position_embeddings, std::numeric_limits<int32_t>::max()));
+    weights.rope_scale = static_cast<float>(rope.attention_factor);
+  } else {
+    RopeInverseFrequencies(config.head_dim, config.rope_theta, config.rope_scaling, inv_freq.data());
+  }
+  RETURN_IF_ERROR(upload_table(inv_freq, &weights.inv_freq));
   return weights;
 }
 

@@ -70,7 +70,11 @@ struct CudaWeights {
   Raw16* embed = nullptr;        // (vocab, hidden)
   Raw16* lm_head = nullptr;      // (vocab, hidden); == embed when tied
   float* final_norm = nullptr;   // (hidden)
-  float* inv_freq = nullptr;     // (head_dim / 2) RoPE inverse frequencies
+  float* inv_freq = nullptr;     // (head_dim / 2) RoPE inverse frequencies (LongRoPE: the short ones)
+  // LongRoPE only (QkvPostParams says how they apply); null, 0 and 1 otherwise.
+  float* long_inv_freq = nullptr;  // (head_dim / 2)
+  int32_t long_from_position = 0;
+  float rope_scale = 1.0f;
   std::vector<Layer> layers;
 };
 

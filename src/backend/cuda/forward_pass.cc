@@ -70,6 +70,9 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
     post.q_norm = w.q_norm;
     post.k_norm = w.k_norm;
     post.inv_freq = weights.inv_freq;
+    post.long_inv_freq = weights.long_inv_freq;
+    post.long_from_position = weights.long_from_position;
+    post.rope_scale = weights.rope_scale;
     post.norm_eps = eps;
     post.num_heads = num_heads;
     post.layer = static_cast<int32_t>(layer);

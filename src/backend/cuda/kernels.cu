@@ -113,11 +113,13 @@ __global__ void QkvPostKernel(QkvPostParams<T> p, StepTokens tokens, PagedKv<T> 
   const int chunk = tokens.chunk[t];
   const int32_t block = kv.indices[kv.indptr[chunk] + pos / kv.block_tokens];
   T* block_base = kFp8 ? nullptr : kv.pool + static_cast<int64_t>(block) * kv.block_elements;
+  const float* inv_freq =
+      p.long_inv_freq != nullptr && pos >= p.long_from_position ? p.long_inv_freq : p.inv_freq;
   float angle[kPairsPerLane];
 #pragma unroll
   for (int j = 0; j < kPairsPerLane; ++j) {
     const int i = lane + 32 * j;
-    angle[j] = i < half ? p.inv_freq[i] * static_cast<float>(pos) : 0.0f;
+    angle[j] = i < half ? inv_freq[i] * static_cast<float>(pos) : 0.0f;
   }
   PdlEnter<kEarly>();
   if (head >= total_heads) return;
@@ -172,6 +174,8 @@ __global__ void QkvPostKernel(QkvPostParams<T> p, StepTokens tokens, PagedKv<T> 
       if (i < half && (is_q || is_k)) {
         float s, c;
         sincosf(angle[j], &s, &c);
+        c *= p.rope_scale;  // as the CPU's ApplyRope: cos and sin scaled, then rotated
+        s *= p.rope_scale;
         const float y1 = x1[j] * c + (-x2[j]) * s;
         const float y2 = x2[j] * c + x1[j] * s;
         x1[j] = y1;

@@ -120,6 +120,11 @@ struct QkvPostParams {
   const float* q_norm = nullptr;
   const float* k_norm = nullptr;
   const float* inv_freq = nullptr;  // (head_dim / 2)
+  // LongRoPE (Phi-3's long variants, config.h): positions from long_from_position on rotate
+  // with long_inv_freq instead, and every position's cos/sin are scaled by rope_scale.
+  const float* long_inv_freq = nullptr;  // (head_dim / 2) or null
+  int32_t long_from_position = 0;
+  float rope_scale = 1.0f;
   float norm_eps = 1e-6f;
   int32_t num_heads = 0;
   int32_t layer = 0;
