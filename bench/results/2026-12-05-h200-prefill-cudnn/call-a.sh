@@ -2,7 +2,12 @@
 # Call A: prefill attention variant 7 (64-position tiles, two stages, two CTAs per SM) against
 # the default, in the prefill test's timing sweep and in W4 (32k) bf16 and fp8 weights + fp8 KV,
 # each variant in one process with the ceilings in the call; and which cuDNN the GPU machine has
-# (torch's wheels) for adopting its fused attention.
+# (torch's wheels), whether its fused attention builds and how fast (bench/micro/cudnn_sdpa.cu),
+# and Phi-3 on CUDA against the CPU backend.
+# Carry: nvcc -O2 -std=c++17 -arch=sm_90a -Wno-deprecated-declarations bench/micro/cudnn_sdpa.cu -lcudnn
+#   -o /tmp/micro/cudnn_sdpa; scripts/device-carry.sh .carry/a build/tools/kvtier/kvtier
+#   build/src/backend/cuda/libkvtier_cuda.so build/tests/backend_cuda/kvtier_cuda_{prefill,backend}_test
+#   /tmp/micro/cudnn_sdpa; the anchors and COMMIT beside them; strip; tar cJf.
 CARRY=a . bench/results/device-call-prelude.sh
 M=/tmp/kb/llama3-8b
 ( $C/bin/kvtier mkmodel --preset llama3-8b --out $M > $R/mkmodel.txt 2>&1 ) &
@@ -20,6 +25,14 @@ try:
 except Exception as e: print("no cudnn frontend python:", e)
 PY
 head -3 $R/cudnn.txt
+# cuDNN's fused attention on the prefill shapes (bench/micro/cudnn_sdpa.cu), with torch's cuDNN.
+TORCH_CUDNN=$(python3 -c 'import nvidia.cudnn,os;print(os.path.join(list(nvidia.cudnn.__path__)[0],"lib"))')
+LD_LIBRARY_PATH=$TORCH_CUDNN:$LD_LIBRARY_PATH timeout 120 $C/bin/cudnn_sdpa > $R/cudnn_sdpa.txt 2>&1
+echo "[$(el) s] cudnn_sdpa rc=$?"; grep -E "^cuDNN|RESULT" $R/cudnn_sdpa.txt
+# Phi-3 on CUDA against the CPU backend (fused projections, LongRoPE).
+timeout 120 $C/bin/kvtier_cuda_backend_test --gtest_filter='*phi3*:*tiny_llama*' > $R/backend_test.txt 2>&1
+echo "[$(el) s] backend test rc=$?: $(grep -cE '^\[       OK \]' $R/backend_test.txt) ok; $(grep -E '^\[  FAILED  \] [A-Za-z]' $R/backend_test.txt | cut -c1-100 | tr '\n' ' ')"
+grep -E "^\[tiny-phi3" $R/backend_test.txt
 timeout 150 $C/bin/kvtier_cuda_prefill_test > $R/prefill_test.txt 2>&1
 echo "[$(el) s] prefill test rc=$?: $(grep -cE '^\[       OK \]' $R/prefill_test.txt) ok; $(grep -E '^\[  FAILED  \] [A-Za-z]' $R/prefill_test.txt | cut -c1-100 | tr '\n' ' ')"
 grep -E "prefill-attention" $R/prefill_test.txt | cut -c20-140 | tail -20
