@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -349,7 +350,14 @@ void RunCase(cudnnHandle_t handle, const char* graph_name, bool unified, const S
     BuildComposite(g, s);
   }
   int64_t workspace_bytes = 0;
+  // A plan per shape is what a chunked prefill would build: its cost decides whether plans are
+  // cached per shape, padded to a few shapes, or built with dynamic shapes.
+  const auto build_start = std::chrono::steady_clock::now();
   cudnnBackendDescriptor_t plan = g.ok() ? g.Plan(&workspace_bytes) : nullptr;
+  const double build_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - build_start).count();
+  std::printf("    graph + plan built in %.1f ms, workspace %lld bytes\n", build_ms,
+              static_cast<long long>(workspace_bytes));
   if (plan == nullptr) {
     std::printf("  RESULT %s sq=%lld skv=%lld: not built: %s\n", graph_name, static_cast<long long>(s.sq),
                 static_cast<long long>(s.skv), g.error().c_str());
