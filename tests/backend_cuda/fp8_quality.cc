@@ -29,6 +29,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "model/checkpoint.h"
 #include "nlohmann/json.hpp"
+#include "testing/format_quality.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvtier {
@@ -43,12 +44,6 @@ struct Flags {
 struct Format {
   std::string name;
   StorageDType weight_dtype, kv_dtype;
-};
-
-struct Tally {
-  std::vector<double> kl;
-  int64_t agree = 0;
-  double nll = 0;
 };
 
 absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Checkpoint& checkpoint, const Flags& f, const Format& fmt,
@@ -74,35 +69,6 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Checkpoint& checkpoin
   if (absl::Status s = backend->AllocateKvPool(blocks); !s.ok()) return s;
   if (absl::Status s = backend->WarmUp(); !s.ok()) return s;
   return backend;
-}
-
-// Log-softmax of one logits row, in double.
-void LogSoftmax(const float* logits, int64_t vocab, std::vector<double>* out) {
-  out->resize(static_cast<size_t>(vocab));
-  double max = -INFINITY;
-  for (int64_t i = 0; i < vocab; ++i) max = std::max(max, static_cast<double>(logits[i]));
-  double sum = 0;
-  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - max);
-  const double log_z = max + std::log(sum);
-  for (int64_t i = 0; i < vocab; ++i) (*out)[i] = static_cast<double>(logits[i]) - log_z;
-}
-
-int64_t Argmax(const std::vector<double>& v) {
-  return static_cast<int64_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
-absl::Status RunWindow(Backend* backend, const std::vector<int32_t>& tokens, std::vector<float>* logits) {
-  const int64_t bt = backend->kv_layout().block_tokens;
-  std::vector<int32_t> table(static_cast<size_t>((static_cast<int64_t>(tokens.size()) + bt - 1) / bt));
-  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
-  ForwardBatch batch;
-  SequenceChunk chunk;
-  chunk.tokens = tokens;
-  chunk.start_position = 0;
-  chunk.block_table = table;
-  chunk.all_logits = true;
-  batch.chunks.push_back(chunk);
-  return backend->Forward(batch, logits);
 }
 
 int Fail(const std::string& what) {
@@ -149,44 +115,11 @@ int Main(int argc, char** argv) {
     if (!b.ok()) return Fail(fmt.name + ": " + std::string(b.status().message()));
     backends.push_back(std::move(*b));
   }
-  const int64_t vocab = backends[0]->vocab_size();
-  std::vector<Tally> tallies(formats.size());
-  std::vector<float> logits;
-  std::vector<std::vector<double>> reference;
-  std::vector<double> row;
-  int64_t positions = 0, windows = 0;
-  for (size_t start = 0; start + 1 < ids->size(); start += static_cast<size_t>(window)) {
-    if (f.max_positions > 0 && positions >= f.max_positions) break;
-    const size_t len = std::min(ids->size() - start, static_cast<size_t>(window));
-    const std::vector<int32_t> tokens(ids->begin() + static_cast<std::ptrdiff_t>(start),
-                                      ids->begin() + static_cast<std::ptrdiff_t>(start + len));
-    const size_t scored = len - 1;
-    ++windows;
-    for (size_t k = 0; k < formats.size(); ++k) {
-      if (absl::Status s = RunWindow(backends[k].get(), tokens, &logits); !s.ok()) {
-        return Fail(formats[k].name + ": " + std::string(s.message()));
-      }
-      if (logits.size() != len * static_cast<size_t>(vocab)) return Fail(formats[k].name + ": wrong logits size");
-      if (k == 0) reference.resize(scored);
-      for (size_t p = 0; p < scored; ++p) {
-        if (k == 0) {
-          LogSoftmax(logits.data() + p * vocab, vocab, &reference[p]);
-          tallies[0].nll -= reference[p][static_cast<size_t>(tokens[p + 1])];
-          continue;
-        }
-        LogSoftmax(logits.data() + p * vocab, vocab, &row);
-        const std::vector<double>& ref = reference[p];
-        double kl = 0;
-        for (int64_t i = 0; i < vocab; ++i) kl += std::exp(ref[i]) * (ref[i] - row[i]);
-        tallies[k].kl.push_back(std::max(kl, 0.0));
-        tallies[k].agree += Argmax(row) == Argmax(ref) ? 1 : 0;
-        tallies[k].nll -= row[static_cast<size_t>(tokens[p + 1])];
-      }
-    }
-    positions += static_cast<int64_t>(scored);
-  }
-  if (positions == 0) return Fail("the text has fewer than 2 tokens: nothing to score");
-
+  std::vector<Backend*> raw;
+  for (const auto& b : backends) raw.push_back(b.get());
+  auto run = testing::ScoreFormats(raw, *ids, window, f.max_positions);
+  if (!run.ok()) return Fail(std::string(run.status().message()));
+  const int64_t positions = run->positions, windows = run->windows;
   nlohmann::json out;
   out["model"] = f.model;
   out["text"] = f.text;
@@ -198,28 +131,22 @@ int Main(int argc, char** argv) {
   out["positions"] = positions;
   std::printf("%-20s %10s %10s %10s %9s %10s\n", "format", "KL mean", "KL p99", "KL max", "top-1", "perplexity");
   for (size_t k = 0; k < formats.size(); ++k) {
-    Tally& t = tallies[k];
-    const double mean_nll = t.nll / static_cast<double>(positions);
+    const testing::FormatScore& t = run->scores[k];
+    const double perplexity = t.Perplexity(positions);
     nlohmann::json entry = {{"weight_dtype", std::string(StorageDTypeName(formats[k].weight_dtype))},
                             {"kv_dtype", std::string(StorageDTypeName(formats[k].kv_dtype))},
                             {"kv_layout_dtype", std::string(DTypeName(backends[k]->kv_layout().dtype))},
-                            {"mean_nll", mean_nll},
-                            {"perplexity", std::exp(mean_nll)}};
+                            {"mean_nll", std::log(perplexity)},
+                            {"perplexity", perplexity}};
     if (k == 0) {
-      std::printf("%-20s %10s %10s %10s %9s %10.4f\n", formats[k].name.c_str(), "-", "-", "-", "-", std::exp(mean_nll));
+      std::printf("%-20s %10s %10s %10s %9s %10.4f\n", formats[k].name.c_str(), "-", "-", "-", "-", perplexity);
     } else {
-      std::sort(t.kl.begin(), t.kl.end());
-      double sum = 0;
-      for (double v : t.kl) sum += v;
-      const double mean = sum / static_cast<double>(t.kl.size());
-      const double p99 = t.kl[std::min(t.kl.size() - 1, static_cast<size_t>(0.99 * static_cast<double>(t.kl.size())))];
-      const double agreement = static_cast<double>(t.agree) / static_cast<double>(positions);
-      entry["kl_mean"] = mean;
-      entry["kl_p99"] = p99;
-      entry["kl_max"] = t.kl.back();
-      entry["top1_agreement"] = agreement;
-      std::printf("%-20s %10.3g %10.3g %10.3g %9.4f %10.4f\n", formats[k].name.c_str(), mean, p99, t.kl.back(),
-                  agreement, std::exp(mean_nll));
+      entry["kl_mean"] = t.KlMean();
+      entry["kl_p99"] = t.KlQuantile(0.99);
+      entry["kl_max"] = t.KlQuantile(1.0);
+      entry["top1_agreement"] = t.Top1(positions);
+      std::printf("%-20s %10.3g %10.3g %10.3g %9.4f %10.4f\n", formats[k].name.c_str(), t.KlMean(), t.KlQuantile(0.99),
+                  t.KlQuantile(1.0), t.Top1(positions), perplexity);
     }
     entry["allocations_after_init"] = backends[k]->allocations_after_init();
     out["formats"][formats[k].name] = entry;

@@ -30,7 +30,7 @@ constexpr int64_t kDefaultScratchTokens = 256;
 constexpr int kSpinUs = 100;
 
 // The formats of the matrices and what computes from them, for compute_path().
-std::string DescribeComputePath(const CpuWeights& weights, CpuKernels kernels) {
+std::string DescribeComputePath(const CpuWeights& weights, CpuKernels kernels, StorageDType weight_dtype) {
   if (kernels == CpuKernels::kReference) return "cpu-reference: fp32 weights, reference arithmetic";
   std::vector<DType> types;
   auto add = [&types](const CpuMatrix& m) {
@@ -53,6 +53,8 @@ std::string DescribeComputePath(const CpuWeights& weights, CpuKernels kernels) {
   std::string path = absl::StrCat("cpu: ", names, " weights");
   if (blocks) absl::StrAppend(&path, ", int8 dot products (", std::string(BestQuantDot().isa), ")");
   if (sixteen) absl::StrAppend(&path, ", 16-bit dot products (", std::string(BestDot16().isa), ")");
+  // fp8 weights are held widened: say so, or the line would read like an fp32 model's.
+  if (weight_dtype == StorageDType::kFp8) absl::StrAppend(&path, ", holding fp8 (E4M3 x channel scale) values");
   return path;
 }
 
@@ -136,7 +138,7 @@ CpuBackend::CpuBackend(const ModelConfig& config, CpuWeights weights,
   EnsureScratch(options.max_tokens_per_step > 0 ? options.max_tokens_per_step
                                                 : kDefaultScratchTokens);
   scratch_growths_ = 0;
-  compute_path_ = DescribeComputePath(weights_, options.cpu_kernels);
+  compute_path_ = DescribeComputePath(weights_, options.cpu_kernels, options.weight_dtype);
 }
 
 absl::Status CpuBackend::AllocateKvPool(int64_t num_blocks) {
