@@ -17,15 +17,15 @@ namespace kvtier {
 #if defined(__x86_64__)
 namespace {
 
-using quant_dot_internal::AccumulateK;
+using quant_dot_internal::AccumulateQ4_K;
 using quant_dot_internal::Bits16;
 using quant_dot_internal::FoldLanes;
 using quant_dot_internal::kLanes;
-using quant_dot_internal::KQuantMinsDot;
+using quant_dot_internal::KQuantPairMins;
 using quant_dot_internal::Q8K;
 
-#define KVTIER_AVX2 __attribute__((target("avx2,f16c")))
-#define KVTIER_VNNI __attribute__((target("avx2,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define KVTIER_AVX2 __attribute__((target("avx2,f16c,fma")))
+#define KVTIER_VNNI __attribute__((target("avx2,f16c,fma,avx512f,avx512bw,avx512vl,avx512vnni")))
 
 KVTIER_AVX2 inline float Half(const uint8_t* p) { return _cvtsh_ss(Bits16(p)); }
 
@@ -37,13 +37,6 @@ KVTIER_AVX2 inline __m256i LanesAvx2(__m256i w, __m256i a) {
 
 KVTIER_VNNI inline __m256i LanesVnni(__m256i w, __m256i a) {
   return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
-}
-
-KVTIER_AVX2 inline int32_t SumLanes(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-  return _mm_cvtsi128_si32(s);
 }
 
 KVTIER_AVX2 inline float FoldAcc(__m256 acc) {
@@ -102,29 +95,39 @@ KVTIER_VNNI void DotQ8_0x4Vnni(const uint8_t* w, const uint8_t* a, size_t stride
 
 #undef KVTIER_DOT_Q8_0_X4
 
-// Q4_K: chunk c of 32 bytes holds sub-block 2c in its low nibbles, 2c + 1 in its high ones.
-// The nibbles are unsigned, so they take the unsigned side of the byte products directly;
-// SCALED(nibbles, activations, scale) gives eight lanes of scale x (four products).
-#define KVTIER_DOT_Q4_K(SCALED)                                                                             \
-  const __m256i nibble = _mm256_set1_epi8(0x0F);                                                           \
-  float sum = 0.0f;                                                                                        \
-  for (int64_t b = 0; b < num_blocks; ++b, w += 144, a += sizeof(BlockQ8K)) {                             \
-    const BlockQ8K& y = *Q8K(a);                                                                           \
-    const uint8_t* scales = w + 4;                                                                         \
-    __m256i total = _mm256_setzero_si256();                                                                \
-    for (int c = 0; c < 4; ++c) {                                                                          \
-      int s1, m1, s2, m2;                                                                                  \
-      KQuantScaleMin(scales, 2 * c, &s1, &m1);                                                             \
-      KQuantScaleMin(scales, 2 * c + 1, &s2, &m2);                                                         \
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 + 32 * c));             \
-      const __m256i a_low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * c));           \
-      const __m256i a_high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * c + 32));     \
-      total = _mm256_add_epi32(total, SCALED(_mm256_and_si256(q, nibble), a_low, s1));                     \
-      total = _mm256_add_epi32(total, SCALED(_mm256_and_si256(_mm256_srli_epi16(q, 4), nibble), a_high, s2)); \
-    }                                                                                                      \
-    AccumulateK(Half(w), Half(w + 2), y.d, SumLanes(total), KQuantMinsDot(scales, y), &sum);               \
-  }                                                                                                        \
-  return sum;
+// The four int32 sums of the eight lanes of t[0..3], in that order.
+KVTIER_AVX2 inline __m128i SumLanes4(const __m256i* t) {
+  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(t[0], t[1]), _mm256_hadd_epi32(t[2], t[3]));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+// Q4_K: chunk c of 32 bytes holds sub-block 2c in its low nibbles, 2c + 1 in its high ones
+// (pair c). The nibbles are unsigned, so they take the unsigned side of the byte products
+// directly; SCALED(nibbles, activations, scale) gives eight lanes of scale x (four products).
+#define KVTIER_DOT_Q4_K(SCALED)                                                                               \
+  const __m256i nibble = _mm256_set1_epi8(0x0F);                                                             \
+  float acc = 0.0f, acc_min = 0.0f;                                                                          \
+  for (int64_t b = 0; b < num_blocks; ++b, w += 144, a += sizeof(BlockQ8K)) {                               \
+    const BlockQ8K& y = *Q8K(a);                                                                             \
+    const uint8_t* scales = w + 4;                                                                           \
+    __m256i pairs[4];                                                                                        \
+    for (int c = 0; c < 4; ++c) {                                                                            \
+      int s1, m1, s2, m2;                                                                                    \
+      KQuantScaleMin(scales, 2 * c, &s1, &m1);                                                               \
+      KQuantScaleMin(scales, 2 * c + 1, &s2, &m2);                                                           \
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 + 32 * c));               \
+      const __m256i a_low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * c));             \
+      const __m256i a_high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs + 64 * c + 32));       \
+      pairs[c] = _mm256_add_epi32(SCALED(_mm256_and_si256(q, nibble), a_low, s1),                            \
+                                  SCALED(_mm256_and_si256(_mm256_srli_epi16(q, 4), nibble), a_high, s2));    \
+    }                                                                                                        \
+    alignas(16) int32_t totals[4];                                                                           \
+    int32_t mins[4];                                                                                         \
+    _mm_store_si128(reinterpret_cast<__m128i*>(totals), SumLanes4(pairs));                                   \
+    KQuantPairMins(scales, y, mins);                                                                         \
+    AccumulateQ4_K(Half(w), Half(w + 2), y.d, totals, mins, &acc, &acc_min);                                 \
+  }                                                                                                          \
+  return acc - acc_min;
 
 KVTIER_AVX2 inline __m256i ScaledAvx2(__m256i nibbles, __m256i a, int scale) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles, a), _mm256_set1_epi16(static_cast<int16_t>(scale)));
