@@ -10,18 +10,6 @@
 #include "model/tensor.h"
 
 namespace kvtier {
-namespace quant_dot_internal {
-
-void KQuantPairMins(const uint8_t* scales, const BlockQ8K& a, int32_t* mins) {
-  for (int p = 0; p < 4; ++p) {
-    int scale, min_low, min_high;
-    KQuantScaleMin(scales, 2 * p, &scale, &min_low);
-    KQuantScaleMin(scales, 2 * p + 1, &scale, &min_high);
-    mins[p] = min_low * SubBlockSum(a, 2 * p) + min_high * SubBlockSum(a, 2 * p + 1);
-  }
-}
-
-}  // namespace quant_dot_internal
 
 namespace {
 

@@ -10,6 +10,7 @@
 
 #include "backend/cpu/fold_lanes.h"
 #include "backend/cpu/quant_activations.h"
+#include "model/block_quants.h"
 
 namespace kvtier::quant_dot_internal {
 
@@ -48,7 +49,14 @@ using cpu_lanes::kLanes;
 
 // mins[p] = min_2p x sum_2p + min_2p+1 x sum_2p+1 over the Q4_K/Q5_K sub-blocks of pair p
 // (sum_j: their activations' sum).
-void KQuantPairMins(const uint8_t* scales, const BlockQ8K& a, int32_t* mins);
+[[gnu::always_inline]] static inline void KQuantPairMins(const uint8_t* scales, const BlockQ8K& a, int32_t* mins) {
+  for (int p = 0; p < 4; ++p) {
+    int scale, min_low, min_high;
+    KQuantScaleMin(scales, 2 * p, &scale, &min_low);
+    KQuantScaleMin(scales, 2 * p + 1, &scale, &min_high);
+    mins[p] = min_low * SubBlockSum(a, 2 * p) + min_high * SubBlockSum(a, 2 * p + 1);
+  }
+}
 
 }  // namespace kvtier::quant_dot_internal
 
