@@ -79,16 +79,6 @@ void DequantizeQ6_K(const uint8_t* b, float* y) {
 
 // Sub-blocks 0-3 in the low six bits of bytes 0-3 (scales) and 4-7 (mins); sub-blocks 4-7
 // in the nibbles of bytes 8-11 with their top two bits in the spare bits of bytes 0-7.
-void KQuantScaleMin(const uint8_t* scales, int j, int* scale, int* min) {
-  if (j < 4) {
-    *scale = scales[j] & 63;
-    *min = scales[j + 4] & 63;
-  } else {
-    *scale = (scales[j + 4] & 0x0F) | ((scales[j - 4] >> 6) << 4);
-    *min = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
-  }
-}
-
 void DequantizeBlocks(DType dtype, const uint8_t* blocks, int64_t num_elements, float* out) {
   const int64_t per_block = DTypeBlockElements(dtype);
   const size_t block_bytes = DTypeBlockBytes(dtype);

@@ -26,8 +26,16 @@ namespace kvtier {
 void DequantizeBlocks(DType dtype, const uint8_t* blocks, int64_t num_elements, float* out);
 
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K or Q5_K block, whose 12 packed
-// scale bytes start at `scales`.
-void KQuantScaleMin(const uint8_t* scales, int j, int* scale, int* min);
+// scale bytes start at `scales`. Inline: the CPU dot products call it for every block.
+inline void KQuantScaleMin(const uint8_t* scales, int j, int* scale, int* min) {
+  if (j < 4) {
+    *scale = scales[j] & 63;
+    *min = scales[j + 4] & 63;
+  } else {
+    *scale = (scales[j + 4] & 0x0F) | ((scales[j - 4] >> 6) << 4);
+    *min = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
+  }
+}
 
 // Q8_0 of n values (n a multiple of 32), as llama.cpp's reference quantizer rounds:
 // d = max |x| / 127 stored as half, q = round(x / d) (halves away from zero).

@@ -1,7 +1,9 @@
 // Tests of the quantized products of the fast CPU path: activation quantization
-// (quant_activations.h) against ggml's rules written out here, every kernel set the
-// processor runs against the portable one bit for bit, the dot products against a double
-// sum of the dequantized values, and MatMul over a quantized CpuMatrix.
+// (quant_activations.h) against ggml's rules written out here, the K types' float order
+// against ggml's written out here, every kernel set the processor runs against the portable
+// one bit for bit, the dot products against a double sum of the dequantized values, and
+// MatMul over a quantized CpuMatrix.
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -170,6 +172,85 @@ TEST(QuantDotTest, MatchesDoubleSumOfDequantizedValues) {
     }
     const float got = PortableQuantDot().For(type)(w.data(), a.data(), num_blocks);
     EXPECT_NEAR(got, exact, 1e-5 * magnitude + 1e-6) << DTypeName(type);
+  }
+}
+
+// Value p of a Q4_K or Q5_K super-block (unsigned, before scale and min), read from the
+// layout position by position.
+int K45Value(const uint8_t* block, bool q5, int p) {
+  const uint8_t byte = block[(q5 ? 48 : 16) + 32 * (p / 64) + p % 32];
+  const int low = p % 64 < 32 ? byte & 0x0F : byte >> 4;
+  return q5 && ((block[16 + p % 32] >> (p / 32)) & 1) ? low + 16 : low;
+}
+
+// Value p of a Q6_K super-block, unsigned (the -32 not taken off).
+int Q6Value(const uint8_t* block, int p) {
+  const int n = p / 128, k = p % 128 / 32, i = p % 32;
+  const uint8_t low = block[64 * n + 32 * (k & 1) + i];
+  return (k < 2 ? low & 0x0F : low >> 4) | (((block[128 + 32 * n + i] >> (2 * k)) & 3) << 4);
+}
+
+// llama.cpp's float order for the K types on x86 (quant_dot.h), written out from ggml's
+// kernels a position at a time: Q4_K as its repacked GEMM sums pairs of sub-blocks, Q5_K and
+// Q6_K in the eight lanes of its AVX2 dot products.
+float GgmlKDot(DType type, const uint8_t* w, const uint8_t* a, int64_t num_blocks) {
+  float acc = 0.0f, acc_min = 0.0f, lanes_acc[8] = {};
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const uint8_t* block = w + b * DTypeBlockBytes(type);
+    const BlockQ8K& y = reinterpret_cast<const BlockQ8K*>(a)[b];
+    int64_t lanes[8] = {}, mins_total = 0;
+    if (type == DType::kQ6_K) {
+      const int8_t* scales = reinterpret_cast<const int8_t*>(block + 192);
+      for (int p = 0; p < 256; ++p) lanes[p % 32 / 4] += scales[p / 16] * Q6Value(block, p) * y.qs[p];
+      for (int l = 0; l < 8; ++l) {
+        lanes[l] -= 32 * (y.bsums[2 * l] * scales[2 * l] + y.bsums[2 * l + 1] * scales[2 * l + 1]);
+      }
+      const float d = y.d * Fp16ToFloat(static_cast<uint16_t>(block[208] | (block[209] << 8)));
+      for (int l = 0; l < 8; ++l) lanes_acc[l] = std::fmaf(d, static_cast<float>(lanes[l]), lanes_acc[l]);
+      continue;
+    }
+    const bool q5 = type == DType::kQ5_K;
+    const float d_w = Fp16ToFloat(static_cast<uint16_t>(block[0] | (block[1] << 8)));
+    const float dmin_w = Fp16ToFloat(static_cast<uint16_t>(block[2] | (block[3] << 8)));
+    for (int pair = 0; pair < 4; ++pair) {
+      int64_t total = 0, mins = 0;
+      for (int p = 64 * pair; p < 64 * pair + 64; ++p) {
+        int scale, min;
+        KQuantScaleMin(block + 4, p / 32, &scale, &min);
+        total += scale * K45Value(block, q5, p) * y.qs[p];
+        lanes[p % 32 / 4] += scale * K45Value(block, q5, p) * y.qs[p];
+        mins += min * y.qs[p];
+      }
+      mins_total += mins;
+      if (!q5) {
+        acc = std::fmaf(static_cast<float>(total), d_w * y.d, acc);
+        acc_min = std::fmaf(static_cast<float>(mins), dmin_w * y.d, acc_min);
+      }
+    }
+    if (q5) {
+      for (int l = 0; l < 8; ++l) lanes_acc[l] = std::fmaf(y.d * d_w, static_cast<float>(lanes[l]), lanes_acc[l]);
+      acc_min = std::fmaf(-(y.d * dmin_w), static_cast<float>(mins_total), acc_min);
+    }
+  }
+  if (type == DType::kQ4_K) return acc - acc_min;
+  float folded = ((lanes_acc[0] + lanes_acc[4]) + (lanes_acc[2] + lanes_acc[6])) +
+                 ((lanes_acc[1] + lanes_acc[5]) + (lanes_acc[3] + lanes_acc[7]));
+  return type == DType::kQ5_K ? folded + acc_min : folded;
+}
+
+TEST(QuantDotTest, KTypesFollowLlamaCppsFloatOrder) {
+  std::mt19937 rng(29);
+  for (DType type : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    for (int64_t num_blocks : {1, 3, 8}) {
+      for (int trial = 0; trial < 20; ++trial) {
+        const std::vector<uint8_t> w = RandomWeights(type, num_blocks, rng);
+        const std::vector<uint8_t> a = Quantize(type, Random(num_blocks * 256, rng, trial % 2 == 0 ? 1.0f : 50.0f));
+        const float want = GgmlKDot(type, w.data(), a.data(), num_blocks);
+        const float got = PortableQuantDot().For(type)(w.data(), a.data(), num_blocks);
+        EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+            << DTypeName(type) << " blocks " << num_blocks << ": " << got << " vs " << want;
+      }
+    }
   }
 }
 

@@ -11,15 +11,16 @@
 //    Q5_K_M and Q6_K written by llama.cpp's quantizer, so the Q4_K, Q5_K and Q6_K blocks
 //    come from llama.cpp itself): kvtier reads every tensor as llama.cpp does, bit for
 //    bit; and on the Q8_0 and Q4_K_M files, over 1024 positions of held-out text, top-1
-//    agreement >= 99% counting llama.cpp's near-ties (kQuantizedTie), >= 97% raw, and mean
+//    agreement >= 99% raw and counting llama.cpp's near-ties (kQuantizedTie), and mean
 //    KL(llama.cpp || kvtier) <= kMaxMeanKl. Both quantize the activations of their dot
 //    products (kvtier's fast kernels, as llama.cpp does); kvtier's fast kernels stay within
-//    the same bounds of its fp32 reference kernels; and the reference kernels, against
+//    the bounds of what quantizing costs (kMinQuantizationTop1 raw) of its fp32 reference
+//    kernels; and the reference kernels, against
 //    llama.cpp on the F32 file of the same weights, agree on top-1 raw (>= 99.9%) with
 //    log-probabilities within kExactLogProbBound.
 //  - Round trip: safetensors -> kvtier convert -> GGUF gives the same logits bit for bit
 //    (F32, and the demo's BF16 kept as it is) and the same greedy tokens; the demo as F16
-//    and Q8_0 stays within the quantized bounds of its safetensors.
+//    and Q8_0 stays within the bounds of what quantizing costs of its safetensors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -54,19 +55,28 @@ constexpr double kLogProbBound = 1e-4;  // max |log p| difference, tokens with p
 constexpr double kNearTie = 2 * kLogProbBound;  // nats between llama.cpp's top two tokens
 constexpr double kMinTop1 = 0.99;
 // llama.cpp quantizes the activations of a quantized matrix's dot products (to Q8_0, or to
-// Q8_K for the K types), and so do kvtier's fast kernels; the summation orders differ.
+// Q8_K for the K types), and so do kvtier's fast kernels, in the same integer blocks and, for
+// Q4_K, Q5_K and Q6_K, in the float order of llama.cpp's x86 kernels (quant_dot.h).
 // Measured on the demo model's held-out text, kvtier's fast kernels against llama.cpp: Q8_0
-// raw top-1 99.1%, mean KL 1.5e-4 nats; Q4_K_M 98.8%, 2.0e-4 (the fp32 reference kernels:
-// 97.9%, 4.4e-4); every disagreement where llama.cpp's own top two are within 0.1 nats.
-// Why they differ at all: on the Q8_0 file the first 19 positions of the first sequence agree
-// within 3e-5 in log-probability; then float rounding differences in the unquantized ops
-// (norms, softmax, their summation orders) move one activation across a rounding step of its
-// quantization, that position's K/V change, and every later position differs by up to ~0.1
-// nats. llama.cpp against itself, a 512-token batch against one token at a time, shows the
-// same effect: 99.8% top-1, worst 0.08 nats.
+// raw top-1 99.1%, mean KL 1.5e-4 nats; Q4_K_M 99.0% (1014 of 1024), 2.0e-4 (in kvtier's
+// former K-quant order 98.8%; the fp32 reference kernels 97.9%, 4.4e-4); every disagreement
+// where llama.cpp's own top two are within 0.1 nats.
+// Why they differ at all: the first positions of the first sequence agree within 3e-5 in
+// log-probability (19 on the Q8_0 file, 7 on the Q4_K_M file); then float rounding
+// differences in the unquantized ops (norms, softmax, RoPE, SiLU, their summation orders)
+// move one activation across a rounding step of its quantization, that position's output
+// or K/V change, and later positions differ by up to ~0.1 nats. llama.cpp against itself, a
+// 512-token batch against one token at a time, shows the same effect: 99.8% top-1, worst
+// 0.08 nats.
 // Where they are within kQuantizedTie, either pick counts as agreeing.
 constexpr double kQuantizedTie = 0.1;  // nats
-constexpr double kMinRawTop1 = 0.97;
+// The bound, over 1024 positions. The sanitizer builds' 256 positions keep 97%: one
+// disagreement there is 0.4% (the Q8_0 file has 3 in its first 256).
+constexpr double kMinRawTop1 = kSanitized ? 0.97 : 0.99;
+// kvtier's fast kernels against its own fp32 reference kernels measure what quantizing the
+// activations costs, not a difference from llama.cpp: llama.cpp's quantized file against the
+// F32 of its weights loses as much (Q4_K_M 97.9% raw), so that comparison has this bound.
+constexpr double kMinQuantizationTop1 = 0.97;
 constexpr double kMaxMeanKl = 2e-3;  // nats
 // kvtier against llama.cpp on the F32 file of a quantized file's weights, no activation
 // quantization on either side: measured top-1 100%, log-probabilities at most 6e-5 apart
@@ -268,8 +278,8 @@ TEST_P(QuantizedOracleTest, TopOneAndKlMatchLlamaCpp) {
   ASSERT_EQ(agreement.positions, static_cast<int64_t>(llama->probs.size()));
   agreement.Check(GetParam() + " against llama.cpp");
   // The quantized products against kvtier's own fp32 reference on the same blocks: the
-  // cost of quantizing the activations, within the same bounds.
-  fast_to_reference.Check(GetParam() + ": kvtier's fast kernels against its reference kernels");
+  // cost of quantizing the activations.
+  fast_to_reference.Check(GetParam() + ": kvtier's fast kernels against its reference kernels", kMinQuantizationTop1);
 
   // Without quantized activations on either side: llama.cpp on the F32 file its quantizer
   // makes of the weights (whose every value equals kvtier's reading: DequantizeOracleTest)
@@ -392,7 +402,8 @@ INSTANTIATE_TEST_SUITE_P(Models, RoundTripTest,
 class NarrowRoundTripTest : public ::testing::TestWithParam<std::string> {};
 
 // The demo's BF16 weights narrowed to F16 (a few small values lose bits) or quantized to
-// Q8_0 by kvtier convert: within the quantized bounds of the BF16 original.
+// Q8_0 by kvtier convert: within the quantized bounds of the BF16 original (what quantizing
+// costs: kMinQuantizationTop1 raw).
 TEST_P(NarrowRoundTripTest, GgufStaysCloseToItsSafetensors) {
   const std::string gguf = DemoGguf(GetParam());
   ASSERT_FALSE(gguf.empty());
@@ -410,7 +421,7 @@ TEST_P(NarrowRoundTripTest, GgufStaysCloseToItsSafetensors) {
       agreement.Add(p, (*b)[i]);
     }
   }
-  agreement.Check(GetParam() + " against its bf16 safetensors");
+  agreement.Check(GetParam() + " against its bf16 safetensors", kMinQuantizationTop1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, NarrowRoundTripTest, ::testing::Values("f16", "q8_0"));

@@ -4,12 +4,22 @@
 //
 // Every implementation (portable, AVX2, AVX-512 VNNI) returns the same bits: the integer
 // part is exact, and the float part follows one fixed order, which the portable code spells
-// out. For Q8_0 and Q4_0 a block's 32 products are summed in eight lanes of four
-// consecutive products (the lanes of a 256-bit integer dot-product instruction), and lane l
-// accumulates float(lane sum) * (d_w * d_a) over the blocks; the eight lanes are folded
-// pairwise (l += l + 4, l += l + 2, l += l + 1) at the end. For the K types a super-block's
-// integer total is exact and blocks are accumulated in order: sum += d_w * d_a * total,
-// then sum -= dmin_w * d_a * mins for Q4_K and Q5_K.
+// out. Each order is the one llama.cpp's x86 CPU build computes for that type, so that a
+// GGUF file gives llama.cpp's numbers (docs/GGUF.md):
+//  - Q8_0 and Q4_0: a block's 32 products are summed in eight lanes of four consecutive
+//    products (the lanes of a 256-bit integer dot-product instruction), and lane l
+//    accumulates float(lane sum) * (d_w * d_a) over the blocks; the eight lanes are folded
+//    pairwise (l += l + 4, l += l + 2, l += l + 1) at the end.
+//  - Q4_K, as ggml's repacked Q4_K GEMM (ggml_gemm_q4_K_8x8_q8_K, its path for a batch of
+//    tokens): for each super-block and each pair p of 32-value sub-blocks, the pair's exact
+//    total (scale-weighted) is added as acc = fma(float(total_p), d_w * d_a, acc) and its min
+//    term (min x activation sum, both sub-blocks) as acc_min = fma(float(min_p),
+//    dmin_w * d_a, acc_min); the result is acc - acc_min.
+//  - Q5_K and Q6_K, as ggml_vec_dot_q5_K_q8_K / q6_K_q8_K (AVX2): eight int32 lanes, lane l
+//    holding the scale-weighted products of values 4l..4l+3 of every 32-value chunk (Q6_K
+//    less the -32 offset's share of sub-blocks 2l and 2l + 1), accumulated per super-block
+//    as acc_l = fma(d_a * d_w, float(lane l), acc_l) and folded as above; Q5_K adds its min
+//    term apart, mins = fma(-(d_a * dmin_w), float(min total), mins), after the fold.
 //
 // Thread-safe: the kernels are pure functions.
 #ifndef KVTIER_BACKEND_CPU_QUANT_DOT_H_
