@@ -402,6 +402,10 @@ gguf)
   before=$(sha256sum <"$tiny")
   expect 1 err "kvtier mkmodel: --out: $tiny exists; pass --force to replace it" mkmodel --format gguf --out "$tiny" --seed 3
   check "a refused mkmodel left the file alone" test "$(sha256sum <"$tiny")" = "$before"
+  # A new file's folder is created, as an output directory is.
+  rm -rf "$work/new-folder"
+  expect_re 0 out "^wrote $work/new-folder/deeper/tiny.gguf: LlamaForCausalLM, " mkmodel --format gguf --out "$work/new-folder/deeper/tiny.gguf" --tokenizer bytes --vocab 512
+  expect 1 err "kvtier mkmodel: --out: $work/new-folder is a directory; give the .gguf file to write" mkmodel --format gguf --out "$work/new-folder" --force
   usage_error mkmodel "--shard-bytes: a GGUF file is not sharded" --format gguf --out "$work/unused.gguf" --shard-bytes 1MiB
   usage_error mkmodel "--fp8: GGUF has no FP8 type (use kvtier convert --type q8_0)" --format gguf --out "$work/unused.gguf" --fp8 block
   expect_re 0 out '^seq 1: ' run --model "$tiny" --backend cpu --prompt "Hi" --max-tokens 3 --events

@@ -36,7 +36,7 @@ int ConvertMain(int argc, char** argv) {
   cl.AddChoice("--type", &type, GgufTypeChoices(), "type of the weight matrices (default auto)");
   cl.AddSwitch("--force", &force, "replace an existing --out");
   if (auto status = cl.Parse(argc, argv)) return *status;
-  if (std::string refusal = CheckGgufOutput(out, force); !refusal.empty()) return cl.Fail(kExitFailure, refusal);
+  if (std::string refusal = PrepareGgufOutput(out, force); !refusal.empty()) return cl.Fail(kExitFailure, refusal);
   std::error_code ec;
   if (std::filesystem::equivalent(model, out, ec)) return cl.Fail(kExitFailure, "--out is the --model file itself");
 

@@ -220,7 +220,7 @@ std::string CheckOutput(const MkmodelFlags& f, const std::vector<std::string>& f
 // --format gguf: the spec's tensors, renamed and interleaved for llama.cpp, in one file.
 int WriteGguf(const CommandLine& cl, const MkmodelFlags& f, const RandomCheckpointSpec& spec,
               const ModelConfig& config) {
-  if (std::string refusal = CheckGgufOutput(f.out, f.force); !refusal.empty()) return cl.Fail(kExitFailure, refusal);
+  if (std::string refusal = PrepareGgufOutput(f.out, f.force); !refusal.empty()) return cl.Fail(kExitFailure, refusal);
   absl::StatusOr<std::vector<TensorToWrite>> tensors = RandomCheckpointTensors(spec);
   if (!tensors.ok()) return cl.UsageError(tensors.status().message());
   GgufExportOptions options;

@@ -71,12 +71,18 @@ std::optional<DType> GgufTypeOf(const std::string& choice) {
   return std::nullopt;
 }
 
-std::string CheckGgufOutput(const std::string& path, bool force) {
+std::string PrepareGgufOutput(const std::string& path, bool force) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  if (!fs::exists(st)) return "";
-  if (fs::is_directory(st)) return absl::StrCat("--out: ", path, " is a directory; give the .gguf file to write");
-  if (!force) return absl::StrCat("--out: ", path, " exists; pass --force to replace it");
+  if (fs::exists(st)) {
+    if (fs::is_directory(st)) return absl::StrCat("--out: ", path, " is a directory; give the .gguf file to write");
+    if (!force) return absl::StrCat("--out: ", path, " exists; pass --force to replace it");
+    return "";
+  }
+  const fs::path folder = fs::path(path).parent_path();
+  if (folder.empty()) return "";
+  fs::create_directories(folder, ec);
+  if (ec) return absl::StrCat("--out: cannot create the folder ", folder.string(), ": ", ec.message());
   return "";
 }
 

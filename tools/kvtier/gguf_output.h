@@ -1,5 +1,6 @@
 // What `kvtier convert --to gguf` and `kvtier mkmodel --format gguf` share: the tokenizer
-// metadata a GGUF file carries, the --type flag, and the refusal to overwrite a file.
+// metadata a GGUF file carries, the --type flag, and the output file's checks (no overwrite
+// without --force; its folder created).
 // Stateless; not thread-safe (CLI only).
 #ifndef KVTIER_TOOLS_KVTIER_GGUF_OUTPUT_H_
 #define KVTIER_TOOLS_KVTIER_GGUF_OUTPUT_H_
@@ -26,8 +27,9 @@ std::vector<std::string> GgufTypeChoices();
 std::optional<DType> GgufTypeOf(const std::string& choice);
 
 // "" when `path` may be written, else why not: it exists and `force` is false, or it is a
-// directory.
-std::string CheckGgufOutput(const std::string& path, bool force);
+// directory, or its folder is missing and cannot be created. Creates the folder (as an
+// output directory is created), so a new file can go into a new folder.
+std::string PrepareGgufOutput(const std::string& path, bool force);
 
 }  // namespace kvtier::cli
 
