@@ -20,8 +20,9 @@
 // The one inexact set, "avx512bf16" (processors with AVX-512 BF16), takes BF16 weights
 // through vdpbf16ps with the activations rounded to bf16 (dot16_bf16pairs.h: its error
 // bound); its F16 kernel is the exact AVX-512 one. It is the best set where the processor
-// has it, being faster at every shape measured (docs/CPU_BACKEND.md); the exact sets stay
-// selectable (BestExactDot16) for the paths tested against the reference bit for bit.
+// has it: faster in prefill and compute-bound decode, no slower in memory-bound decode
+// (docs/CPU_BACKEND.md); the exact sets stay selectable (BestExactDot16) for the paths
+// tested against the reference bit for bit.
 //
 // Thread-safe: the kernels are pure functions.
 #ifndef KVTIER_BACKEND_CPU_DOT16_H_
