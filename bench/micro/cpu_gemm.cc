@@ -16,6 +16,8 @@
 // kvtier's products run through MatMul (cpu_matrix.h) on the backend's thread pool;
 // OpenBLAS on its own threads, oneDNN on OpenMP's, each set to the thread count.
 //
+// build: ninja -C build kvtier_cpu_gemm_bench (with libopenblas-dev and libdnnl-dev installed
+// for their columns); run: build/bench/micro/kvtier_cpu_gemm_bench
 // usage: kvtier_cpu_gemm_bench [--rows N] [--threads 1,2] [--models demo,1b] [--seconds S]
 #include <algorithm>
 #include <chrono>
