@@ -115,12 +115,14 @@ struct BackendCopyStats {
 // How the CPU backend computes its matrix products (backend "cpu" or "cpu-reference").
 //   kFast: each matrix in the checkpoint's format (backend/cpu/cpu_matrix.h): GGUF's
 //     quantized blocks with integer dot products against activations quantized as
-//     llama.cpp does; 16-bit floats kept in 16 bits, widened in registers and summed in the
-//     reference's order (backend/cpu/dot16.h), so the same bits as kReference.
+//     llama.cpp does; 16-bit floats kept in 16 bits (backend/cpu/dot16.h): F16 widened in
+//     registers and summed in the reference's order, BF16 the same or, where the processor
+//     has AVX-512 BF16, through bf16 dot products with the activations rounded to bf16.
+//   kExact: as kFast, but every 16-bit matrix summed in the reference's order, so F16 and
+//     BF16 checkpoints give kReference's bits on every processor.
 //   kReference: every matrix widened to fp32 once, products in fp32: the oracle other
 //     paths are tested against.
-// The two differ only for block-quantized checkpoints.
-enum class CpuKernels { kFast, kReference };
+enum class CpuKernels { kFast, kExact, kReference };
 
 struct BackendOptions {
   int32_t num_threads = 0;    // CPU backend: 0 = hardware concurrency

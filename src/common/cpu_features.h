@@ -41,6 +41,18 @@ inline bool CpuHasAvx512Vnni() {
 #endif
 }
 
+// CpuHasAvx512 and the BF16 conversions and dot products (vcvtne2ps2bf16, vdpbf16ps):
+// cpuid leaf 7, sub-leaf 1, eax bit 5, read directly as for F16C.
+inline bool CpuHasAvx512Bf16() {
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return CpuHasAvx512() && (eax & (1u << 5)) != 0;
+#else
+  return false;
+#endif
+}
+
 }  // namespace kvtier
 
 #endif  // KVTIER_COMMON_CPU_FEATURES_H_

@@ -94,23 +94,39 @@ def check_tokenizer(kvtier, model):
     return failures
 
 
-def check_greedy(kvtier, model):
-    goldens = load(model, "goldens.json")["greedy"]
-    cmd = [kvtier, "run", "--model", model, "--backend", "cpu", "--json", "--temperature", "0",
+# The default CPU path takes the demo's BF16 weights through bf16 dot products, rounding the
+# activations to bf16 (docs/CPU_BACKEND.md): its logits are not the reference's, so where
+# transformers' top two logits are closer than this its greedy token may be the other one,
+# and the sequences part there. Measured: one prompt of five parts at a gap of 0.0039; any
+# gap at least this wide must still give transformers' token.
+NEAR_TIE = 0.01
+
+
+def greedy(kvtier, model, backend, goldens):
+    cmd = [kvtier, "run", "--model", model, "--backend", backend, "--json", "--temperature", "0",
            "--repetition-penalty", "1", "--max-tokens", str(max(len(g["margins"]) for g in goldens))]
     for g in goldens:
         cmd += ["--prompt", g["prompt"]]
-    out = json.loads(run(cmd))["sequences"]
+    return json.loads(run(cmd))["sequences"]
+
+
+def check_greedy(kvtier, model):
+    """cpu-reference gives transformers' greedy tokens exactly; the default cpu path gives
+    them up to a near tie (NEAR_TIE), where its sequence may part from transformers'."""
+    goldens = load(model, "goldens.json")["greedy"]
     failures = []
-    for g, seq in zip(goldens, out):
-        tokens = seq["tokens"]
-        same = tokens == g["new_ids"]
-        print(f"{'same' if same else 'DIFFERENT'}: {g['prompt']!r} -> {seq['text']!r}")
-        if not same:
+    for backend, tie in (("cpu-reference", 0.0), ("cpu", NEAR_TIE)):
+        for g, seq in zip(goldens, greedy(kvtier, model, backend, goldens)):
+            tokens = seq["tokens"]
+            same = tokens == g["new_ids"]
             at = next((i for i, (a, b) in enumerate(zip(tokens, g["new_ids"])) if a != b), min(len(tokens), len(g["new_ids"])))
             margin = g["margins"][at] if at < len(g["margins"]) else None
-            failures.append(f"{g['prompt']!r}: kvtier {tokens}, transformers {g['new_ids']} (first difference at "
-                            f"token {at}, where transformers' top-2 logit gap was {margin})")
+            tied = not same and margin is not None and margin < tie
+            print(f"{backend}: {'same' if same else 'parts at a near tie' if tied else 'DIFFERENT'}: "
+                  f"{g['prompt']!r} -> {seq['text']!r}")
+            if not same and not tied:
+                failures.append(f"{backend}: {g['prompt']!r}: kvtier {tokens}, transformers {g['new_ids']} (first "
+                                f"difference at token {at}, where transformers' top-2 logit gap was {margin})")
     return failures
 
 

@@ -2,7 +2,7 @@
 // W7 compares with llama.cpp (tests/gguf/oracle/llama_speed.mjs measures llama.cpp's the
 // same way). Prints one JSON line.
 //
-// usage: cpu_speed MODEL [--kernels fast|reference] [--prefill N] [--prefill-threads T]
+// usage: cpu_speed MODEL [--kernels fast|exact|reference] [--prefill N] [--prefill-threads T]
 //                        [--decode N] [--decode-threads T] [--rounds R]
 // Prefill: one sequence of N tokens in one forward (the last position's logits), timed
 // from the forward's start to its end. Decode: N steps of one token each after a 16-token
@@ -36,6 +36,18 @@ struct Args {
 
 double Seconds(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+const char* KernelsName(CpuKernels kernels) {
+  switch (kernels) {
+    case CpuKernels::kFast:
+      return "fast";
+    case CpuKernels::kExact:
+      return "exact";
+    case CpuKernels::kReference:
+      return "reference";
+  }
+  return "";
 }
 
 double Median(std::vector<double> v) {
@@ -78,7 +90,7 @@ double Step(CpuBackend* backend, const std::vector<int32_t>& table, const std::v
 int Main(int argc, char** argv) {
   Args args;
   if (argc < 2) {
-    std::fprintf(stderr, "usage: cpu_speed MODEL [--kernels fast|reference] [--prefill N] [--prefill-threads T] "
+    std::fprintf(stderr, "usage: cpu_speed MODEL [--kernels fast|exact|reference] [--prefill N] [--prefill-threads T] "
                          "[--decode N] [--decode-threads T] [--rounds R]\n");
     return 2;
   }
@@ -87,7 +99,9 @@ int Main(int argc, char** argv) {
     const std::string flag = argv[i];
     const std::string value = argv[i + 1];
     if (flag == "--kernels") {
-      args.kernels = value == "reference" ? CpuKernels::kReference : CpuKernels::kFast;
+      args.kernels = value == "reference" ? CpuKernels::kReference
+                     : value == "exact"   ? CpuKernels::kExact
+                                          : CpuKernels::kFast;
     } else if (flag == "--prefill") {
       args.prefill = std::stoi(value);
     } else if (flag == "--prefill-threads") {
@@ -130,13 +144,13 @@ int Main(int argc, char** argv) {
       if (r > 0) decode_tps.push_back(args.decode / seconds);  // round 0 warms up
     }
   }
+  const Dot16Kernels& dot16 = args.kernels == CpuKernels::kFast ? BestDot16() : BestExactDot16();
   std::printf("{\"model\": \"%s\", \"kernels\": \"%s\", \"isa\": \"%.*s\", \"isa_16bit\": \"%.*s\", "
               "\"prefill_tokens\": %d, "
               "\"prefill_threads\": %d, \"prefill_tok_s\": %.1f, \"decode_tokens\": %d, \"decode_threads\": %d, "
               "\"decode_tok_s\": %.1f}\n",
-              args.model.c_str(), args.kernels == CpuKernels::kFast ? "fast" : "reference",
-              static_cast<int>(BestQuantDot().isa.size()), BestQuantDot().isa.data(),
-              static_cast<int>(BestDot16().isa.size()), BestDot16().isa.data(), args.prefill,
+              args.model.c_str(), KernelsName(args.kernels), static_cast<int>(BestQuantDot().isa.size()),
+              BestQuantDot().isa.data(), static_cast<int>(dot16.isa.size()), dot16.isa.data(), args.prefill,
               args.prefill_threads, prefill_tps.empty() ? 0.0 : Median(prefill_tps), args.decode,
               args.decode_threads, decode_tps.empty() ? 0.0 : Median(decode_tps));
   return 0;

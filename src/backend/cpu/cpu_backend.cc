@@ -33,8 +33,10 @@ constexpr int kSpinUs = 100;
 std::string DescribeComputePath(const CpuWeights& weights, CpuKernels kernels, StorageDType weight_dtype) {
   if (kernels == CpuKernels::kReference) return "cpu-reference: fp32 weights, reference arithmetic";
   std::vector<DType> types;
-  auto add = [&types](const CpuMatrix& m) {
+  const Dot16Kernels* sixteen = nullptr;  // the set the 16-bit matrices name (UseDot16: one for all)
+  auto add = [&types, &sixteen](const CpuMatrix& m) {
     if (!m.empty() && std::find(types.begin(), types.end(), m.dtype) == types.end()) types.push_back(m.dtype);
+    if (!m.empty() && (m.dtype == DType::kF16 || m.dtype == DType::kBF16)) sixteen = m.dot16;
   };
   for (const CpuLayerWeights& layer : weights.layers) {
     for (const CpuMatrix* m : {&layer.q_proj, &layer.k_proj, &layer.v_proj, &layer.o_proj, &layer.gate_proj,
@@ -44,15 +46,14 @@ std::string DescribeComputePath(const CpuWeights& weights, CpuKernels kernels, S
   }
   add(weights.lm_head);
   std::string names;
-  bool blocks = false, sixteen = false;
+  bool blocks = false;
   for (DType t : types) {
     absl::StrAppend(&names, names.empty() ? "" : "+", std::string(DTypeName(t)));
     blocks = blocks || HasQuantDot(t);
-    sixteen = sixteen || t == DType::kF16 || t == DType::kBF16;
   }
   std::string path = absl::StrCat("cpu: ", names, " weights");
   if (blocks) absl::StrAppend(&path, ", int8 dot products (", std::string(BestQuantDot().isa), ")");
-  if (sixteen) absl::StrAppend(&path, ", 16-bit dot products (", std::string(BestDot16().isa), ")");
+  if (sixteen != nullptr) absl::StrAppend(&path, ", 16-bit dot products (", std::string(sixteen->isa), ")");
   // fp8 weights are held widened: say so, or the line would read like an fp32 model's.
   if (weight_dtype == StorageDType::kFp8) absl::StrAppend(&path, ", holding fp8 (E4M3 x channel scale) values");
   return path;
@@ -94,15 +95,16 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const Checkpoint&
   }
   // weight_dtype rounds fp32 matrices, so a format of the checkpoint's own is kept only
   // where none is asked for.
-  const bool keep_formats =
-      options.cpu_kernels == CpuKernels::kFast && options.weight_dtype == StorageDType::kAuto;
+  const bool fast = options.cpu_kernels != CpuKernels::kReference;
+  const bool keep_formats = fast && options.weight_dtype == StorageDType::kAuto;
   ASSIGN_OR_RETURN(CpuWeights weights, LoadCpuWeights(checkpoint, options.progress, keep_formats));
   if (IsBlockStorageDType(options.weight_dtype)) {
-    QuantizeCpuWeights(config, options.weight_dtype == StorageDType::kQ8_0 ? DType::kQ8_0 : DType::kQ4_K,
-                       options.cpu_kernels == CpuKernels::kFast, &weights);
+    QuantizeCpuWeights(config, options.weight_dtype == StorageDType::kQ8_0 ? DType::kQ8_0 : DType::kQ4_K, fast,
+                       &weights);
   } else {
-    RoundProjections(config, options.weight_dtype, options.cpu_kernels == CpuKernels::kFast, &weights);
+    RoundProjections(config, options.weight_dtype, fast, &weights);
   }
+  if (options.cpu_kernels == CpuKernels::kExact) UseDot16(BestExactDot16(), &weights);
   return std::unique_ptr<CpuBackend>(new CpuBackend(config, std::move(weights), options));
 }
 

@@ -29,7 +29,7 @@ void For(ThreadPool* pool, int64_t n, const std::function<void(int64_t, int64_t)
 // The thread's range of tiles in one kernel call, so that the kernel's blocking over the
 // activation rows (dot16.h) spans all of it.
 void MatMul16(const CpuMatrix& w, const float* x, const float* bias, int64_t rows, float* out, ThreadPool* pool) {
-  const Dot16Fn kernel = BestDot16().For(w.dtype);
+  const Dot16Fn kernel = w.dot16->For(w.dtype);
   const uint16_t* weights = reinterpret_cast<const uint16_t*>(w.packed.data());
   const int64_t num_tiles = (w.rows + kTile - 1) / kTile;
   For(pool, num_tiles, [&](int64_t tile_begin, int64_t tile_end) {

@@ -303,6 +303,19 @@ void RoundProjections(const ModelConfig& c, StorageDType dtype, bool keep_16bit,
   }
 }
 
+void UseDot16(const Dot16Kernels& kernels, CpuWeights* weights) {
+  for (CpuLayerWeights& l : weights->layers) {
+    for (CpuMatrix* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj,
+                         &l.moe.router}) {
+      m->dot16 = &kernels;
+    }
+    for (CpuExpert& e : l.moe.experts) {
+      for (CpuMatrix* m : {&e.gate, &e.up, &e.down}) m->dot16 = &kernels;
+    }
+  }
+  weights->lm_head.dot16 = &kernels;
+}
+
 void QuantizeCpuWeights(const ModelConfig& c, DType dtype, bool keep_blocks, CpuWeights* weights) {
   for (CpuLayerWeights& l : weights->layers) {
     for (CpuMatrix* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.gate_proj, &l.up_proj}) {

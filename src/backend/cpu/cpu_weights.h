@@ -80,6 +80,9 @@ void RoundProjections(const ModelConfig& config, StorageDType dtype, bool keep_1
 // values in fp32 instead (the reference kernels).
 void QuantizeCpuWeights(const ModelConfig& config, DType dtype, bool keep_blocks, CpuWeights* weights);
 
+// Every matrix (the experts' too) computes its 16-bit products with `kernels` (dot16.h).
+void UseDot16(const Dot16Kernels& kernels, CpuWeights* weights);
+
 }  // namespace kvtier
 
 #endif  // KVTIER_BACKEND_CPU_CPU_WEIGHTS_H_

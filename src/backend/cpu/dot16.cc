@@ -56,12 +56,24 @@ std::vector<const Dot16Kernels*> SupportedDot16() {
   if (Avx512Dot16() != nullptr && CpuHasAvx512() && CpuHasF16c()) {
     sets.push_back(Avx512Dot16());
   }
+  if (Avx512Bf16Dot16() != nullptr && CpuHasAvx512Bf16() && CpuHasF16c()) sets.push_back(Avx512Bf16Dot16());
 #endif
   return sets;
 }
 
 const Dot16Kernels& BestDot16() {
   static const Dot16Kernels* best = SupportedDot16().back();
+  return *best;
+}
+
+const Dot16Kernels& BestExactDot16() {
+  static const Dot16Kernels* best = [] {
+    const Dot16Kernels* exact = nullptr;
+    for (const Dot16Kernels* set : SupportedDot16()) {
+      if (set->exact) exact = set;
+    }
+    return exact;
+  }();
   return *best;
 }
 

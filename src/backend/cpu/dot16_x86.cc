@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "backend/cpu/dot16_bf16pairs.h"
 #include "backend/cpu/dot16_panel.h"
 #include "backend/cpu/fold_lanes.h"
 #include "backend/cpu/weight_group_walk.h"
@@ -223,10 +224,16 @@ const Dot16Kernels* Avx512Dot16() {
   return &kernels;
 }
 
+const Dot16Kernels* Avx512Bf16Dot16() {
+  static const Dot16Kernels kernels{"avx512bf16", KernelAvx512<false>, Dot16Bf16PairsAvx512, false};
+  return &kernels;
+}
+
 #else
 
 const Dot16Kernels* Avx2Dot16() { return nullptr; }
 const Dot16Kernels* Avx512Dot16() { return nullptr; }
+const Dot16Kernels* Avx512Bf16Dot16() { return nullptr; }
 
 #endif
 
