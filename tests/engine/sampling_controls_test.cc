@@ -42,7 +42,7 @@ struct Output {
   std::vector<TokenLogprobs> logprobs;
 };
 
-std::map<SequenceId, Output> RunToEnd(Engine& engine) {
+std::map<SequenceId, Output> RunOutputs(Engine& engine) {
   std::map<SequenceId, Output> out;
   std::vector<StepEvent> events;
   for (int i = 0; i < 100000 && engine.NumUnfinished() > 0; ++i) {
@@ -80,7 +80,7 @@ SamplingParams AllControls(uint64_t seed) {
 Output Solo(const std::vector<int32_t>& prompt, const SamplingParams& params, const EngineOptions& options = CpuOptions()) {
   auto engine = MakeEngine(options);
   const SequenceId id = *engine->Add(prompt, params);
-  return RunToEnd(*engine)[id];
+  return RunOutputs(*engine)[id];
 }
 
 // A greedy request with penalties and bias decoded by hand: Forward's logits of the whole
@@ -166,7 +166,7 @@ TEST(SamplingControlsTest, SeededControlsReproduceAloneAndInBatches) {
     ids.push_back(*(*engine)->Add(Prompt(10 + i, 15 + 3 * i), other));
     if (i == 2) ids.push_back(*(*engine)->Add(prompt, params));
   }
-  const auto out = RunToEnd(**engine);
+  const auto out = RunOutputs(**engine);
   const Output& batched = out.at(ids[3]);
   EXPECT_EQ(batched.tokens, alone.tokens);
   ASSERT_EQ(batched.logprobs.size(), alone.logprobs.size());
@@ -206,11 +206,11 @@ TEST(SamplingControlsTest, PromptLogprobsMatchOneForward) {
   SamplingParams params;
   params.max_new_tokens = 2;
   const SequenceId warm = *engine->Add(prompt, params);  // the prefix is cached now
-  RunToEnd(*engine);
+  RunOutputs(*engine);
   params.prompt_logprobs = 2;
   params.n = 2;
   const SequenceId id = *engine->Add(prompt, params);
-  RunToEnd(*engine);
+  RunOutputs(*engine);
   ASSERT_TRUE(engine->ReadSequence(id, [&](const Sequence& seq) {
     ASSERT_EQ(seq.prompt_logprobs.size(), prompt.size() - 1);
     for (size_t j = 0; j < want.size(); ++j) {
@@ -241,7 +241,7 @@ TEST(SamplingControlsTest, EightCompletionsShareThePromptAndEqualSoloRuns) {
   options.max_tokens_per_step = prompt_tokens / 2;
   auto engine = MakeEngine(options);
   const SequenceId first = *engine->Add(prompt, params);
-  const auto out = RunToEnd(*engine);
+  const auto out = RunOutputs(*engine);
   const nlohmann::json stats = engine->Stats();
   EXPECT_EQ(stats["parallel_sampling"]["forks"], 7);
   EXPECT_EQ(stats["parallel_sampling"]["shared_blocks"], 7 * prompt_blocks);
@@ -283,7 +283,7 @@ TEST(SamplingControlsTest, PartialBlockIsCopiedAndCancelsLeaveOthersExact) {
     auto engine = MakeEngine(CpuOptions());
     const SequenceId first = *engine->Add(prompt, params);
     ASSERT_TRUE(engine->Cancel(first + 2).ok());
-    const auto out = RunToEnd(*engine);
+    const auto out = RunOutputs(*engine);
     EXPECT_EQ(engine->Stats()["parallel_sampling"]["copied_blocks"], 2);  // 37 = 9 blocks of 4 + 1
     EXPECT_EQ(engine->Stats()["parallel_sampling"]["shared_blocks"], 2 * 9);
     for (int i : {0, 1, 3}) EXPECT_EQ(out.at(first + i).tokens, solo(i)) << i;
@@ -293,7 +293,7 @@ TEST(SamplingControlsTest, PartialBlockIsCopiedAndCancelsLeaveOthersExact) {
     auto engine = MakeEngine(CpuOptions());
     const SequenceId first = *engine->Add(prompt, params);
     ASSERT_TRUE(engine->Cancel(first).ok());
-    const auto out = RunToEnd(*engine);
+    const auto out = RunOutputs(*engine);
     EXPECT_EQ(engine->Stats()["parallel_sampling"]["forks"], 0);
     for (int i : {1, 2, 3}) EXPECT_EQ(out.at(first + i).tokens, solo(i)) << i;
   }
