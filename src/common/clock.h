@@ -31,6 +31,11 @@ inline const Clock* Clock::Steady() {
   return &clock;
 }
 
+// Seconds of the steady clock since `start` (a duration the process reports, not one a test fakes).
+inline double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 }  // namespace kvtier
 
 #endif  // KVTIER_COMMON_CLOCK_H_

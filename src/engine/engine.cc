@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/storage_dtype.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "engine/kv_pool_size.h"
@@ -23,10 +24,6 @@ namespace {
 int64_t MaxPositions(const ModelConfig& config, const Backend& backend) {
   const std::optional<PositionLimit> limit = backend.position_limit();
   return limit ? std::min(config.max_position_embeddings, limit->positions) : config.max_position_embeddings;
-}
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 // Threads computing one step's grammar masks (a mask costs microseconds; more threads only

@@ -4,15 +4,12 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/clock.h"
 #include "common/status_macros.h"
 #include "engine/engine.h"
 
 namespace kvtier {
 namespace {
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // Whether a chunk of a sequence scoring its prompt holds positions still to be scored:
 // position q scores token q + 1, for q + 1 < the prompt's length.

@@ -5,16 +5,9 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "common/clock.h"
 
 namespace kvtier {
-namespace {
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-}  // namespace
-
 GrammarMasks::GrammarMasks(Backend* backend, int32_t vocab_size, int num_threads)
     : backend_(backend), words_per_row_((vocab_size + 31) / 32), num_threads_(num_threads) {
   view_.words_per_row = words_per_row_;

@@ -15,7 +15,7 @@ namespace {
 
 // The float as the double its shortest decimal form reads as (0.6f shows as 0.6, not as
 // 0.60000002384185791).
-double ShortestDouble(float value) {
+double FloatAsShortestDouble(float value) {
   char text[32];
   const auto end = std::to_chars(text, text + sizeof text, value).ptr;
   return std::strtod(std::string(text, end).c_str(), nullptr);
@@ -91,10 +91,10 @@ SamplingParams ApplyRequestDefaults(const RequestDefaults& defaults, const Expli
 nlohmann::ordered_json RequestDefaultsJson(const RequestDefaults& defaults, const GenerationConfig& config) {
   nlohmann::ordered_json j;
   j["do_sample"] = !(defaults.temperature == 0.0f || defaults.top_k == 1);
-  j["temperature"] = ShortestDouble(defaults.temperature);
+  j["temperature"] = FloatAsShortestDouble(defaults.temperature);
   j["top_k"] = defaults.top_k;
-  j["top_p"] = ShortestDouble(defaults.top_p);
-  j["repetition_penalty"] = ShortestDouble(defaults.repetition_penalty);
+  j["top_p"] = FloatAsShortestDouble(defaults.top_p);
+  j["repetition_penalty"] = FloatAsShortestDouble(defaults.repetition_penalty);
   j["max_new_tokens"] = defaults.max_new_tokens;
   j["eos_token_ids"] = config.eos_token_ids;
   j["from_generation_config"] = defaults.from_generation_config;

@@ -59,6 +59,9 @@ struct Expr {
   static Expr Plus(Expr item) { return Repeat(std::move(item), 1, std::nullopt); }
 };
 
+// Shorthand for Expr::Literal, for the compilers that spell out many literals.
+inline Expr Lit(std::string_view text) { return Expr::Literal(text); }
+
 struct Rule {
   std::string name;  // [A-Za-z0-9_-]+, unique in its grammar
   Expr body;

@@ -10,7 +10,6 @@
 namespace kvtier::grammar {
 namespace {
 
-Expr Lit(std::string_view s) { return Expr::Literal(s); }
 Expr Digit() { return Expr::Class({{'0', '9'}}); }
 Expr Digits(int n) { return Expr::Repeat(Digit(), n, n); }
 Expr Hex(int n) { return Expr::Repeat(Expr::Class({{'0', '9'}, {'a', 'f'}, {'A', 'F'}}), n, n); }

@@ -16,7 +16,6 @@ namespace {
 
 Expr DigitClass(char lo, char hi) { return Expr::Class({{static_cast<char32_t>(lo), static_cast<char32_t>(hi)}}); }
 Expr AnyDigits(int n) { return Expr::Repeat(DigitClass('0', '9'), n, n); }
-Expr Lit(std::string_view s) { return Expr::Literal(s); }
 
 bool All(std::string_view s, char c) { return s.find_first_not_of(c) == std::string_view::npos; }
 

@@ -7,17 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/backend.h"
+#include "common/clock.h"
 #include "remote/remote_block_store.h"
 
 namespace kvtier {
-namespace {
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-}  // namespace
-
 Transfers::Transfers(Backend* backend, KvCacheCounters* counters, size_t block_bytes)
     : backend_(backend), counters_(counters), block_bytes_(block_bytes) {}
 

@@ -20,13 +20,13 @@ absl::Status WrongType(const char* field, const char* what, const Json& value) {
 }
 
 // Absent or null: nullopt.
-const Json* Find(const Json& obj, const char* field) {
+const Json* FindField(const Json& obj, const char* field) {
   auto it = obj.find(field);
   return it == obj.end() || it->is_null() ? nullptr : &*it;
 }
 
 absl::Status ReadBool(const Json& obj, const char* field, std::optional<bool>* out) {
-  const Json* v = Find(obj, field);
+  const Json* v = FindField(obj, field);
   if (v == nullptr) return absl::OkStatus();
   if (!v->is_boolean()) return WrongType(field, "true or false", *v);
   *out = v->get<bool>();
@@ -34,7 +34,7 @@ absl::Status ReadBool(const Json& obj, const char* field, std::optional<bool>* o
 }
 
 absl::Status ReadNumber(const Json& obj, const char* field, std::optional<double>* out) {
-  const Json* v = Find(obj, field);
+  const Json* v = FindField(obj, field);
   if (v == nullptr) return absl::OkStatus();
   if (!v->is_number()) return WrongType(field, "a number", *v);
   *out = v->get<double>();
@@ -52,14 +52,14 @@ absl::StatusOr<int64_t> AsInteger(const Json& v, const char* field) {
 }
 
 absl::Status ReadInteger(const Json& obj, const char* field, std::optional<int64_t>* out) {
-  const Json* v = Find(obj, field);
+  const Json* v = FindField(obj, field);
   if (v == nullptr) return absl::OkStatus();
   ASSIGN_OR_RETURN(*out, AsInteger(*v, field));
   return absl::OkStatus();
 }
 
 absl::Status ReadEosIds(const Json& obj, std::vector<int32_t>* out) {
-  const Json* v = Find(obj, "eos_token_id");
+  const Json* v = FindField(obj, "eos_token_id");
   if (v == nullptr) return absl::OkStatus();
   std::vector<Json> ids = v->is_array() ? v->get<std::vector<Json>>() : std::vector<Json>{*v};
   for (const Json& id : ids) {

@@ -55,7 +55,7 @@ inline float Draw(const WeightRule& rule, int64_t index) {
   return rule.center + rule.half_width * u;
 }
 
-bool IsGemma(Architecture arch) { return arch == Architecture::kGemma2 || arch == Architecture::kGemma3; }
+bool IsGemmaArch(Architecture arch) { return arch == Architecture::kGemma2 || arch == Architecture::kGemma3; }
 
 // The longrope factors of a random Phi-3 (random_checkpoint.h).
 LongRopeScaling RandomLongRope(int64_t head_dim, int64_t original_max_positions) {
@@ -87,7 +87,7 @@ void SetMoeFields(const RandomCheckpointSpec& spec, ModelConfig* c) {
 
 // The family fields of the config a spec describes (config_families.h).
 void SetFamilyFields(const RandomCheckpointSpec& spec, ModelConfig* c) {
-  if (IsGemma(spec.arch)) {
+  if (IsGemmaArch(spec.arch)) {
     c->activation = Activation::kGeluTanh;
     c->query_pre_attn_scalar = spec.query_pre_attn_scalar.value_or(static_cast<double>(spec.head_dim));
     c->attn_logit_softcap = spec.attn_logit_softcap;
@@ -115,7 +115,7 @@ void SetFamilyFields(const RandomCheckpointSpec& spec, ModelConfig* c) {
   }
 }
 
-absl::Status WriteText(const std::string& path, const std::string& text) {
+absl::Status WriteTextFile(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
   out.close();
@@ -314,7 +314,7 @@ absl::StatusOr<ModelConfig> RandomCheckpointConfig(const RandomCheckpointSpec& s
   c.tie_word_embeddings = spec.tie_embeddings;
   c.attention_bias = spec.arch == Architecture::kQwen2 ||
                      (spec.attention_bias && (spec.arch == Architecture::kLlama || spec.arch == Architecture::kQwen3 ||
-                                              spec.arch == Architecture::kQwen3Moe || IsGemma(spec.arch)));
+                                              spec.arch == Architecture::kQwen3Moe || IsGemmaArch(spec.arch)));
   c.qk_norm = spec.arch == Architecture::kQwen3 || spec.arch == Architecture::kQwen3Moe ||
               spec.arch == Architecture::kGemma3;
   SetFamilyFields(spec, &c);
@@ -361,7 +361,7 @@ absl::Status WriteRandomCheckpoint(const RandomCheckpointSpec& spec, const std::
         index, " exists and would shadow the model.safetensors written here; it is not deleted: "
         "remove it or write the checkpoint elsewhere"));
   }
-  RETURN_IF_ERROR(WriteText(directory + "/config.json", ConfigJson(spec, config)));
+  RETURN_IF_ERROR(WriteTextFile(directory + "/config.json", ConfigJson(spec, config)));
 
   nlohmann::ordered_json generation;
   generation["_from_model_config"] = true;
@@ -371,7 +371,7 @@ absl::Status WriteRandomCheckpoint(const RandomCheckpointSpec& spec, const std::
   } else if (!config.eos_token_ids.empty()) {
     generation["eos_token_id"] = config.eos_token_ids;
   }
-  RETURN_IF_ERROR(WriteText(directory + "/generation_config.json", generation.dump(2) + "\n"));
+  RETURN_IF_ERROR(WriteTextFile(directory + "/generation_config.json", generation.dump(2) + "\n"));
   SafetensorsWriteOptions options = WriteOptions(spec);
   options.progress = progress;
   return WriteSafetensorsCheckpoint(directory, RandomTensors(spec, config), options);

@@ -28,10 +28,6 @@ absl::Status Corrupt(const std::string& path, const std::string& what) {
   return absl::DataLossError(absl::StrCat("corrupt safetensors file ", path, ": ", what));
 }
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
-}
-
 struct Entry {
   std::string name;
   std::string dtype;

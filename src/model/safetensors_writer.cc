@@ -26,7 +26,7 @@ namespace {
 // Work unit: big enough to amortise a pwrite, small enough to spread a tensor over threads.
 constexpr int64_t kChunkBytes = 8 << 20;
 
-absl::Status ErrnoError(const std::string& what, const std::string& path, int err) {
+absl::Status FileError(const std::string& what, const std::string& path, int err) {
   std::string message = absl::StrCat(what, " ", path, ": ", std::strerror(err));
   if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(message);
   if (err == ENOENT) return absl::NotFoundError(message);
@@ -34,12 +34,12 @@ absl::Status ErrnoError(const std::string& what, const std::string& path, int er
   return absl::InternalError(message);
 }
 
-absl::Status PwriteAll(int fd, const uint8_t* data, size_t size, int64_t offset, const std::string& path) {
+absl::Status PwriteFully(int fd, const uint8_t* data, size_t size, int64_t offset, const std::string& path) {
   while (size > 0) {
     ssize_t n = ::pwrite(fd, data, size, offset);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoError("cannot write", path, errno);
+      return FileError("cannot write", path, errno);
     }
     data += n;
     size -= static_cast<size_t>(n);
@@ -104,12 +104,12 @@ absl::Status WriteFile(const std::string& path, const std::vector<const TensorTo
 
   const std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("cannot create", tmp, errno);
-  absl::Status status = PwriteAll(fd, length, 8, 0, tmp);
+  if (fd < 0) return FileError("cannot create", tmp, errno);
+  absl::Status status = PwriteFully(fd, length, 8, 0, tmp);
   if (status.ok()) {
-    status = PwriteAll(fd, reinterpret_cast<const uint8_t*>(header.data()), header.size(), 8, tmp);
+    status = PwriteFully(fd, reinterpret_cast<const uint8_t*>(header.data()), header.size(), 8, tmp);
   }
-  if (status.ok() && ::ftruncate(fd, total_size) != 0) status = ErrnoError("cannot size", tmp, errno);
+  if (status.ok() && ::ftruncate(fd, total_size) != 0) status = FileError("cannot size", tmp, errno);
 
   if (status.ok() && !jobs.empty()) {
     int threads = options.num_threads > 0 ? options.num_threads
@@ -127,7 +127,7 @@ absl::Status WriteFile(const std::string& path, const std::vector<const TensorTo
         const size_t bytes = static_cast<size_t>(job.count) * DTypeSize(job.tensor->dtype);
         buffer.resize(bytes);
         job.tensor->produce(job.first, job.count, buffer.data());
-        absl::Status s = PwriteAll(fd, buffer.data(), bytes, job.file_offset, tmp);
+        absl::Status s = PwriteFully(fd, buffer.data(), bytes, job.file_offset, tmp);
         progress->written.fetch_add(static_cast<int64_t>(bytes));
         std::lock_guard<std::mutex> lock(mu);
         if (!s.ok()) {
@@ -169,9 +169,9 @@ absl::Status WriteFile(const std::string& path, const std::vector<const TensorTo
     }
     for (std::thread& t : pool) t.join();
   }
-  if (::close(fd) != 0 && status.ok()) status = ErrnoError("cannot close", tmp, errno);
+  if (::close(fd) != 0 && status.ok()) status = FileError("cannot close", tmp, errno);
   if (status.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    status = ErrnoError("cannot rename into", path, errno);
+    status = FileError("cannot rename into", path, errno);
   }
   if (!status.ok()) ::unlink(tmp.c_str());
   return status;
@@ -180,10 +180,10 @@ absl::Status WriteFile(const std::string& path, const std::vector<const TensorTo
 absl::Status WriteText(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("cannot create", tmp, errno);
-  absl::Status status = PwriteAll(fd, reinterpret_cast<const uint8_t*>(text.data()), text.size(), 0, tmp);
-  if (::close(fd) != 0 && status.ok()) status = ErrnoError("cannot close", tmp, errno);
-  if (status.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) status = ErrnoError("cannot rename into", path, errno);
+  if (fd < 0) return FileError("cannot create", tmp, errno);
+  absl::Status status = PwriteFully(fd, reinterpret_cast<const uint8_t*>(text.data()), text.size(), 0, tmp);
+  if (::close(fd) != 0 && status.ok()) status = FileError("cannot close", tmp, errno);
+  if (status.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) status = FileError("cannot rename into", path, errno);
   if (!status.ok()) ::unlink(tmp.c_str());
   return status;
 }

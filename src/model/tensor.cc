@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/fp8_e4m3.h"
 #include "model/block_quants.h"
 
@@ -26,6 +28,10 @@ float BitsFloat(uint32_t bits) {
 uint16_t Load16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 
 }  // namespace
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
 
 float Bf16ToFloat(uint16_t bits) { return BitsFloat(static_cast<uint32_t>(bits) << 16); }
 

@@ -26,6 +26,9 @@ struct TensorView {
   float ElementAsFloat(int64_t i) const;
 };
 
+// "[2, 3]": a shape as error messages print it.
+std::string ShapeString(const std::vector<int64_t>& shape);
+
 // Converts the whole tensor to fp32 into out (resized); block types are dequantized.
 void ToFloat32(const TensorView& tensor, std::vector<float>* out);
 

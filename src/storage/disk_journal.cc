@@ -15,7 +15,7 @@ namespace {
 
 constexpr uint32_t kJournalMagic = 0x4A54564Bu;  // "KVTJ" in file order
 constexpr uint32_t kJournalVersion = 1;
-constexpr size_t kHeaderBytes = 24;
+constexpr size_t kJournalHeaderBytes = 24;
 constexpr size_t kRecordBytes = 8 + Sha256Digest::kBytes + 4;
 
 uint32_t RecordCrc(uint64_t generation, const uint8_t* record) {
@@ -25,7 +25,7 @@ uint32_t RecordCrc(uint64_t generation, const uint8_t* record) {
 }
 
 std::string EncodeHeader(uint64_t generation) {
-  std::string out(kHeaderBytes, '\0');
+  std::string out(kJournalHeaderBytes, '\0');
   auto* p = reinterpret_cast<uint8_t*>(out.data());
   coding::PutFixed32(p, kJournalMagic);
   coding::PutFixed32(p + 4, kJournalVersion);
@@ -38,7 +38,7 @@ std::string EncodeHeader(uint64_t generation) {
 
 absl::StatusOr<JournalReplay> DecodeJournal(const std::string& contents, uint64_t generation, int64_t num_slots) {
   const auto* p = reinterpret_cast<const uint8_t*>(contents.data());
-  if (contents.size() < kHeaderBytes || coding::GetFixed32(p) != kJournalMagic ||
+  if (contents.size() < kJournalHeaderBytes || coding::GetFixed32(p) != kJournalMagic ||
       coding::GetFixed32(p + 16) != crc32c::Value(p, 16)) {
     return absl::DataLossError("journal: missing or corrupt header");
   }
@@ -50,7 +50,7 @@ absl::StatusOr<JournalReplay> DecodeJournal(const std::string& contents, uint64_
                                                       " does not follow the index (generation ", generation, ")"));
   }
   JournalReplay replay;
-  size_t at = kHeaderBytes;
+  size_t at = kJournalHeaderBytes;
   for (; at + kRecordBytes <= contents.size(); at += kRecordBytes) {
     const uint8_t* r = p + at;
     if (coding::GetFixed32(r + kRecordBytes - 4) != RecordCrc(generation, r)) break;
@@ -77,7 +77,7 @@ absl::Status DiskJournal::Restart(uint64_t generation) {
   RETURN_IF_ERROR(file_->Pwrite(0, header.data(), header.size()));
   RETURN_IF_ERROR(file_->Sync());
   generation_ = generation;
-  end_ = static_cast<int64_t>(kHeaderBytes);
+  end_ = static_cast<int64_t>(kJournalHeaderBytes);
   num_records_ = 0;
   return absl::OkStatus();
 }

@@ -21,12 +21,12 @@ constexpr size_t kSlotAt = 32;
 constexpr size_t kKeyAt = 40;
 constexpr size_t kPayloadCrcAt = 72;
 constexpr size_t kTokensAt = 80;
-constexpr size_t kCrcBytes = 4;
+constexpr size_t kSlotCrcBytes = 4;
 
 }  // namespace
 
 size_t SlotHeaderBytes(int64_t block_tokens) {
-  const size_t raw = kTokensAt + 4 * static_cast<size_t>(block_tokens > 0 ? block_tokens : 0) + kCrcBytes;
+  const size_t raw = kTokensAt + 4 * static_cast<size_t>(block_tokens > 0 ? block_tokens : 0) + kSlotCrcBytes;
   return (raw + 63) / 64 * 64;
 }
 
@@ -64,7 +64,7 @@ absl::StatusOr<SlotHeader> DecodeSlotHeader(const uint8_t* p, size_t header_byte
                                             header_bytes));
   }
   const uint32_t token_count = coding::GetFixed32(p + kTokenCountAt);
-  if (token_count > (header_bytes - kTokensAt - kCrcBytes) / 4) {
+  if (token_count > (header_bytes - kTokensAt - kSlotCrcBytes) / 4) {
     return absl::DataLossError(absl::StrCat("token count ", token_count, " does not fit the header"));
   }
   const size_t crc_at = kTokensAt + 4 * static_cast<size_t>(token_count);

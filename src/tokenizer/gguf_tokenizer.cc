@@ -6,6 +6,7 @@
 #include "common/status_macros.h"
 #include "model/gguf_file.h"
 #include "tokenizer/split_regex.h"
+#include "tokenizer/strings.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvtier::tokenizer {
@@ -20,8 +21,6 @@ constexpr GgufPreTokenizer kPreTokenizers[] = {
     {"qwen2", kQwen2Pattern, false, false, false},
     {"deepseek-r1-qwen", kQwen2Pattern, false, false, false},
 };
-
-constexpr std::string_view kSpieceUnderline = "\xE2\x96\x81";  // U+2581
 
 // Tokens llama.cpp takes for ends of generation by their text, making them control tokens
 // whatever their type says (llama-vocab.cpp); "</s>" not when "<|tool_response>" exists.

@@ -7,12 +7,11 @@
 #include "common/status_macros.h"
 #include "tokenizer/gguf_tokenizer.h"
 #include "tokenizer/json_fields.h"
+#include "tokenizer/strings.h"
 #include "tokenizer/tokenizer_config.h"
 
 namespace kvtier::tokenizer {
 namespace {
-
-constexpr std::string_view kSpieceUnderline = "\xE2\x96\x81";  // U+2581
 
 // llama.cpp's converter marks added tokens that look like control tokens as control ones.
 bool LooksSpecial(const std::string& token) {

@@ -14,6 +14,9 @@
 
 namespace kvtier::tokenizer {
 
+// SentencePiece's word boundary, U+2581 "▁", which stands for a space in its pieces.
+inline constexpr std::string_view kSpieceUnderline = "\xE2\x96\x81";
+
 inline absl::string_view Av(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 struct StringViewHash {

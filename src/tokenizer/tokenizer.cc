@@ -15,8 +15,6 @@
 namespace kvtier::tokenizer {
 namespace {
 
-constexpr std::string_view kSpieceUnderline = "\xE2\x96\x81";  // U+2581
-
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("tokenizer: cannot open '", path, "'"));

@@ -19,7 +19,7 @@ using testing::MakeEngine;
 using testing::Prompt;
 using testing::RunToEnd;
 
-std::vector<int32_t> Solo(const std::vector<int32_t>& prompt, const SamplingParams& params) {
+std::vector<int32_t> Alone(const std::vector<int32_t>& prompt, const SamplingParams& params) {
   auto engine = MakeEngine(CpuOptions());
   SequenceId id = *engine->Add(prompt, params);
   return RunToEnd(*engine)[id];
@@ -46,7 +46,7 @@ TEST(EngineTest, BatchingInvarianceWithJoinsAndLeaves) {
   std::vector<int> max_new = {12, 5, 9, 12, 3, 7};
   for (int i = 0; i < 6; ++i) prompts.push_back(Prompt(100 + i, 3 + 4 * i));
   std::vector<std::vector<int32_t>> solo;
-  for (int i = 0; i < 6; ++i) solo.push_back(Solo(prompts[static_cast<size_t>(i)], Greedy(max_new[static_cast<size_t>(i)])));
+  for (int i = 0; i < 6; ++i) solo.push_back(Alone(prompts[static_cast<size_t>(i)], Greedy(max_new[static_cast<size_t>(i)])));
 
   EngineOptions options = CpuOptions();
   options.max_tokens_per_step = 7;  // forces chunked prefill mixed with decodes
@@ -73,7 +73,7 @@ TEST(EngineTest, RecomputePreemptionIsExact) {
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 5; ++i) prompts.push_back(Prompt(200 + i, 6 + i));
   std::vector<std::vector<int32_t>> solo;
-  for (const auto& p : prompts) solo.push_back(Solo(p, Greedy(14)));
+  for (const auto& p : prompts) solo.push_back(Alone(p, Greedy(14)));
 
   EngineOptions options = CpuOptions();
   auto probe = MakeEngine(options);
@@ -99,7 +99,7 @@ TEST(EngineTest, SeededSamplingIsReproducibleInAnyBatch) {
   p.seed = 1234;
   p.max_new_tokens = 10;
   p.ignore_eos = true;
-  std::vector<int32_t> alone = Solo(Prompt(7, 5), p);
+  std::vector<int32_t> alone = Alone(Prompt(7, 5), p);
   auto engine = MakeEngine(CpuOptions());
   engine->Add(Prompt(8, 11), Greedy(4)).IgnoreError();
   SequenceId id = *engine->Add(Prompt(7, 5), p);
@@ -108,7 +108,7 @@ TEST(EngineTest, SeededSamplingIsReproducibleInAnyBatch) {
 
 TEST(EngineTest, CancelReleasesBlocksAndLeavesOthersAlone) {
   std::vector<int32_t> keep_prompt = Prompt(11, 8);
-  std::vector<int32_t> expected = Solo(keep_prompt, Greedy(10));
+  std::vector<int32_t> expected = Alone(keep_prompt, Greedy(10));
   auto engine = MakeEngine(CpuOptions());
   SequenceId keep = *engine->Add(keep_prompt, Greedy(10));
   SequenceId drop = *engine->Add(Prompt(12, 8), Greedy(50));
@@ -220,7 +220,7 @@ TEST(EngineTest, ABackendsPositionLimitCapsEverySequence) {
             std::string::npos)
       << too_long.status();
 
-  const std::vector<int32_t> uncapped = Solo(Prompt(2, 9), Greedy(8));
+  const std::vector<int32_t> uncapped = Alone(Prompt(2, 9), Greedy(8));
   auto id = engine->Add(Prompt(2, 9), Greedy(8));
   ASSERT_TRUE(id.ok()) << id.status();
   auto out = RunToEnd(*engine);

@@ -51,13 +51,13 @@ EngineOptions SmallDevice(int64_t device_blocks, int64_t host_blocks, StorageDTy
 }
 
 // Every step checks every invariant of the scheduler and the KV manager.
-std::map<SequenceId, std::vector<int32_t>> RunToEnd(Engine& engine) { return testing::RunToEnd(engine, /*verify=*/true); }
+std::map<SequenceId, std::vector<int32_t>> RunChecked(Engine& engine) { return testing::RunToEnd(engine, /*verify=*/true); }
 
 std::vector<int32_t> Reference(const std::vector<int32_t>& prompt, int max_new,
                                StorageDType kv_dtype = StorageDType::kAuto) {
   auto engine = MakeEngine(Unlimited(kv_dtype));
   const SequenceId id = *engine->Add(prompt, Greedy(max_new));
-  return RunToEnd(*engine)[id];
+  return RunChecked(*engine)[id];
 }
 
 int64_t Stat(Engine& engine, const std::string& name) { return testing::Stat(engine.Stats(), name); }
@@ -89,7 +89,7 @@ TEST_P(LongAloneTest, MatchesAnUnlimitedDeviceTier) {
   ASSERT_EQ(engine->backend().kv_layout().dtype, c.kv_dtype == StorageDType::kFp8 ? DType::kF8E4M3 : DType::kF32);
   absl::StatusOr<SequenceId> id = engine->Add(prompt, Greedy(c.max_new));
   ASSERT_TRUE(id.ok()) << id.status();
-  EXPECT_EQ(RunToEnd(*engine)[*id], want);
+  EXPECT_EQ(RunChecked(*engine)[*id], want);
   // Most of it lived on the host; the device tier never held more than its size.
   EXPECT_GE(Stat(*engine, "blocks_moved_to_host"), total_blocks - c.device_blocks);
   EXPECT_LE(TierStat(*engine, "gpu", "peak_bytes"), c.device_blocks * BlockBytes(c.kv_dtype));
@@ -123,7 +123,7 @@ TEST(LongContextTest, BesideSwappedSequencesEveryoneMatches) {
   std::vector<SequenceId> ids;
   for (const auto& p : prompts) ids.push_back(*engine->Add(p, Greedy(16)));
   const SequenceId long_id = *engine->Add(long_prompt, Greedy(20));
-  auto out = RunToEnd(*engine);
+  auto out = RunChecked(*engine);
   EXPECT_EQ(out[long_id], long_want);
   for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(out[ids[i]], want[i]) << "sequence " << i;
   EXPECT_GT(Stat(*engine, "swaps_out"), 0);
@@ -144,7 +144,7 @@ TEST(LongContextTest, TwoLongSequencesTakeTurnsAndReuseTheirPrefix) {
   auto engine = MakeEngine(SmallDevice(6, 120));
   const SequenceId a = *engine->Add(first, Greedy(12));
   const SequenceId b = *engine->Add(second, Greedy(12));
-  auto out = RunToEnd(*engine);
+  auto out = RunChecked(*engine);
   EXPECT_EQ(out[a], first_want);
   EXPECT_EQ(out[b], second_want);
   EXPECT_GT(engine->Stats()["prefix_hit_tokens"].get<int64_t>(), 0);
@@ -166,7 +166,7 @@ TEST(LongContextTest, CancelMidStreamLosesNothing) {
   }
   ASSERT_GT(Stat(*engine, "blocks_moved_to_host"), 0);
   ASSERT_TRUE(engine->Cancel(long_id).ok());
-  auto rest = RunToEnd(*engine);
+  auto rest = RunChecked(*engine);
   out[other].insert(out[other].end(), rest[other].begin(), rest[other].end());
   EXPECT_EQ(out[other], other_want);
   EXPECT_TRUE(rest[long_id].empty());
@@ -174,7 +174,7 @@ TEST(LongContextTest, CancelMidStreamLosesNothing) {
   EXPECT_EQ(TierStat(*engine, "host", "used_bytes"), 0);
   // The same prompt again, from what the cancelled run left cached: the same tokens.
   const SequenceId again = *engine->Add(long_prompt, Greedy(20));
-  EXPECT_EQ(RunToEnd(*engine)[again], long_want);
+  EXPECT_EQ(RunChecked(*engine)[again], long_want);
 }
 
 TEST(LongContextTest, AdmissionRefusesOnlyWhatNoTiersCanHold) {
@@ -194,7 +194,7 @@ TEST(LongContextTest, AdmissionRefusesOnlyWhatNoTiersCanHold) {
   auto refused = refusing->Add(Prompt(81, 40), Greedy(16));
   ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(refused.status().message().find("must fit on the device tier"), std::string::npos) << refused.status();
-  RunToEnd(*engine);
+  RunChecked(*engine);
 }
 
 }  // namespace

@@ -28,9 +28,9 @@ std::string ModelDir() {
   return testing::WriteTestModel("tiny-llama-4k-21", *spec);
 }
 
-std::unique_ptr<Engine> MakeEngine(const EngineOptions& options) { return testing::MakeEngine(options, ModelDir()); }
+std::unique_ptr<Engine> MakeCpuEngine(const EngineOptions& options) { return testing::MakeEngine(options, ModelDir()); }
 
-std::vector<int32_t> Prompt(int seed, int length) {
+std::vector<int32_t> SeededPrompt(int seed, int length) {
   std::mt19937 rng(static_cast<uint32_t>(seed));
   std::vector<int32_t> ids;
   for (int i = 0; i < length; ++i) ids.push_back(static_cast<int32_t>(3 + rng() % 60));  // repeats
@@ -42,7 +42,7 @@ struct Output {
   std::vector<TokenLogprobs> logprobs;
 };
 
-std::map<SequenceId, Output> RunToEnd(Engine& engine) {
+std::map<SequenceId, Output> RunOutputs(Engine& engine) {
   std::map<SequenceId, Output> out;
   std::vector<StepEvent> events;
   for (int i = 0; i < 100000 && engine.NumUnfinished() > 0; ++i) {
@@ -78,9 +78,9 @@ SamplingParams AllControls(uint64_t seed) {
 }
 
 Output Solo(const std::vector<int32_t>& prompt, const SamplingParams& params, const EngineOptions& options = CpuOptions()) {
-  auto engine = MakeEngine(options);
+  auto engine = MakeCpuEngine(options);
   const SequenceId id = *engine->Add(prompt, params);
-  return RunToEnd(*engine)[id];
+  return RunOutputs(*engine)[id];
 }
 
 // A greedy request with penalties and bias decoded by hand: Forward's logits of the whole
@@ -90,7 +90,7 @@ TEST(SamplingControlsTest, GreedyWithPenaltiesMatchesHandDecoding) {
   SamplingParams params = AllControls(0);
   params.temperature = 0.0f;
   params.max_new_tokens = 20;
-  const std::vector<int32_t> prompt = Prompt(3, 19);
+  const std::vector<int32_t> prompt = SeededPrompt(3, 19);
   const Output got = Solo(prompt, params);
 
   BackendOptions backend_options;
@@ -145,7 +145,7 @@ TEST(SamplingControlsTest, GreedyWithPenaltiesMatchesHandDecoding) {
 // A seeded request with every control gives the same tokens and log-probabilities alone
 // and in a batch with others of different settings, chunked prefill and preemption included.
 TEST(SamplingControlsTest, SeededControlsReproduceAloneAndInBatches) {
-  const std::vector<int32_t> prompt = Prompt(5, 23);
+  const std::vector<int32_t> prompt = SeededPrompt(5, 23);
   const SamplingParams params = AllControls(1234);
   const Output alone = Solo(prompt, params);
   ASSERT_EQ(alone.tokens.size(), 24u);
@@ -163,10 +163,10 @@ TEST(SamplingControlsTest, SeededControlsReproduceAloneAndInBatches) {
     SamplingParams other = AllControls(static_cast<uint64_t>(i));
     other.repetition_penalty = 1.0f + 0.1f * static_cast<float>(i);
     other.logprobs = i % 2 == 0 ? -1 : 5;
-    ids.push_back(*(*engine)->Add(Prompt(10 + i, 15 + 3 * i), other));
+    ids.push_back(*(*engine)->Add(SeededPrompt(10 + i, 15 + 3 * i), other));
     if (i == 2) ids.push_back(*(*engine)->Add(prompt, params));
   }
-  const auto out = RunToEnd(**engine);
+  const auto out = RunOutputs(**engine);
   const Output& batched = out.at(ids[3]);
   EXPECT_EQ(batched.tokens, alone.tokens);
   ASSERT_EQ(batched.logprobs.size(), alone.logprobs.size());
@@ -180,10 +180,10 @@ TEST(SamplingControlsTest, SeededControlsReproduceAloneAndInBatches) {
   EXPECT_GT((*engine)->Stats()["preemptions"].get<int64_t>(), 0);
 }
 
-// Prompt log-probabilities equal log-softmax of one whole-prompt forward, in chunks and
+// SeededPrompt log-probabilities equal log-softmax of one whole-prompt forward, in chunks and
 // whatever the prefix cache holds; the first completion carries them.
 TEST(SamplingControlsTest, PromptLogprobsMatchOneForward) {
-  const std::vector<int32_t> prompt = Prompt(9, 37);
+  const std::vector<int32_t> prompt = SeededPrompt(9, 37);
   BackendOptions backend_options;
   backend_options.block_tokens = 4;
   auto backend = CreateBackend("cpu", *OpenCheckpoint(ModelDir()), backend_options);
@@ -202,15 +202,15 @@ TEST(SamplingControlsTest, PromptLogprobsMatchOneForward) {
 
   EngineOptions options = CpuOptions();
   options.max_tokens_per_step = 10;
-  auto engine = MakeEngine(options);
+  auto engine = MakeCpuEngine(options);
   SamplingParams params;
   params.max_new_tokens = 2;
   const SequenceId warm = *engine->Add(prompt, params);  // the prefix is cached now
-  RunToEnd(*engine);
+  RunOutputs(*engine);
   params.prompt_logprobs = 2;
   params.n = 2;
   const SequenceId id = *engine->Add(prompt, params);
-  RunToEnd(*engine);
+  RunOutputs(*engine);
   ASSERT_TRUE(engine->ReadSequence(id, [&](const Sequence& seq) {
     ASSERT_EQ(seq.prompt_logprobs.size(), prompt.size() - 1);
     for (size_t j = 0; j < want.size(); ++j) {
@@ -233,15 +233,15 @@ TEST(SamplingControlsTest, EightCompletionsShareThePromptAndEqualSoloRuns) {
   // prompt's prefill are this test's cost).
   const int prompt_tokens = testing::kSanitized ? 512 : 2048;
   const int64_t prompt_blocks = prompt_tokens / 16;
-  const std::vector<int32_t> prompt = Prompt(11, prompt_tokens);
+  const std::vector<int32_t> prompt = SeededPrompt(11, prompt_tokens);
   SamplingParams params = AllControls(500);
   params.max_new_tokens = 6;
   params.n = 8;
   EngineOptions options = CpuOptions(16);
   options.max_tokens_per_step = prompt_tokens / 2;
-  auto engine = MakeEngine(options);
+  auto engine = MakeCpuEngine(options);
   const SequenceId first = *engine->Add(prompt, params);
-  const auto out = RunToEnd(*engine);
+  const auto out = RunOutputs(*engine);
   const nlohmann::json stats = engine->Stats();
   EXPECT_EQ(stats["parallel_sampling"]["forks"], 7);
   EXPECT_EQ(stats["parallel_sampling"]["shared_blocks"], 7 * prompt_blocks);
@@ -270,7 +270,7 @@ TEST(SamplingControlsTest, EightCompletionsShareThePromptAndEqualSoloRuns) {
 // (copy on write) and still equals its solo run; completions cancelled before the fork,
 // or whose first completion is cancelled, run alone and still equal theirs.
 TEST(SamplingControlsTest, PartialBlockIsCopiedAndCancelsLeaveOthersExact) {
-  const std::vector<int32_t> prompt = Prompt(13, 37);
+  const std::vector<int32_t> prompt = SeededPrompt(13, 37);
   SamplingParams params = AllControls(77);
   params.n = 4;
   auto solo = [&](int i) {
@@ -280,41 +280,41 @@ TEST(SamplingControlsTest, PartialBlockIsCopiedAndCancelsLeaveOthersExact) {
     return Solo(prompt, p).tokens;
   };
   {
-    auto engine = MakeEngine(CpuOptions());
+    auto engine = MakeCpuEngine(CpuOptions());
     const SequenceId first = *engine->Add(prompt, params);
     ASSERT_TRUE(engine->Cancel(first + 2).ok());
-    const auto out = RunToEnd(*engine);
+    const auto out = RunOutputs(*engine);
     EXPECT_EQ(engine->Stats()["parallel_sampling"]["copied_blocks"], 2);  // 37 = 9 blocks of 4 + 1
     EXPECT_EQ(engine->Stats()["parallel_sampling"]["shared_blocks"], 2 * 9);
     for (int i : {0, 1, 3}) EXPECT_EQ(out.at(first + i).tokens, solo(i)) << i;
     EXPECT_EQ(out.count(first + 2), 0u);
   }
   {
-    auto engine = MakeEngine(CpuOptions());
+    auto engine = MakeCpuEngine(CpuOptions());
     const SequenceId first = *engine->Add(prompt, params);
     ASSERT_TRUE(engine->Cancel(first).ok());
-    const auto out = RunToEnd(*engine);
+    const auto out = RunOutputs(*engine);
     EXPECT_EQ(engine->Stats()["parallel_sampling"]["forks"], 0);
     for (int i : {1, 2, 3}) EXPECT_EQ(out.at(first + i).tokens, solo(i)) << i;
   }
 }
 
 TEST(SamplingControlsTest, AddRejectsBadControls) {
-  auto engine = MakeEngine(CpuOptions());
+  auto engine = MakeCpuEngine(CpuOptions());
   SamplingParams p;
   p.logit_bias = {{512, 1.0f}};  // the vocabulary is 512
-  EXPECT_EQ(engine->Add(Prompt(1, 5), p).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine->Add(SeededPrompt(1, 5), p).status().code(), absl::StatusCode::kInvalidArgument);
   p.logit_bias = {{3, 1.0f}, {3, 2.0f}};
-  EXPECT_EQ(engine->Add(Prompt(1, 5), p).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine->Add(SeededPrompt(1, 5), p).status().code(), absl::StatusCode::kInvalidArgument);
   p = SamplingParams();
   p.repetition_penalty = std::nanf("");
-  EXPECT_EQ(engine->Add(Prompt(1, 5), p).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine->Add(SeededPrompt(1, 5), p).status().code(), absl::StatusCode::kInvalidArgument);
   p = SamplingParams();
   p.n = 0;
-  EXPECT_EQ(engine->Add(Prompt(1, 5), p).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine->Add(SeededPrompt(1, 5), p).status().code(), absl::StatusCode::kInvalidArgument);
   p = SamplingParams();
   p.logprobs = 21;
-  EXPECT_EQ(engine->Add(Prompt(1, 5), p).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine->Add(SeededPrompt(1, 5), p).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(engine->NumUnfinished(), 0);
 }
 

@@ -23,7 +23,7 @@ std::string ReadGrammarFile(const std::string& name) {
   return s.str();
 }
 
-bool Matches(const Grammar& g, std::string_view text) {
+bool GbnfMatches(const Grammar& g, std::string_view text) {
   testing::EarleyOracle oracle(g);
   return oracle.Append(text) && oracle.Complete();
 }
@@ -35,16 +35,16 @@ TEST(GbnfParserTest, ParsesTheGrammarFiles) {
     EXPECT_TRUE(Automaton::Build(*g).ok()) << name;
   }
   Grammar json = *ParseGbnf(ReadGrammarFile("json.gbnf"));
-  EXPECT_TRUE(Matches(json, R"({"a": [1, -2.5e3, true, null, "x\u00e9\n"], "b": {}})"));
-  EXPECT_TRUE(Matches(json, "{\n  \"k\": \"\xC3\xA9\"}"));
-  EXPECT_FALSE(Matches(json, R"({"a": 01})"));
-  EXPECT_FALSE(Matches(json, R"({"a": "x)"));
+  EXPECT_TRUE(GbnfMatches(json, R"({"a": [1, -2.5e3, true, null, "x\u00e9\n"], "b": {}})"));
+  EXPECT_TRUE(GbnfMatches(json, "{\n  \"k\": \"\xC3\xA9\"}"));
+  EXPECT_FALSE(GbnfMatches(json, R"({"a": 01})"));
+  EXPECT_FALSE(GbnfMatches(json, R"({"a": "x)"));
   Grammar arith = *ParseGbnf(ReadGrammarFile("arithmetic.gbnf"));
-  EXPECT_TRUE(Matches(arith, "(1 + 2.5) * -3/4"));
-  EXPECT_FALSE(Matches(arith, "1 +"));
+  EXPECT_TRUE(GbnfMatches(arith, "(1 + 2.5) * -3/4"));
+  EXPECT_FALSE(GbnfMatches(arith, "1 +"));
   Grammar list = *ParseGbnf(ReadGrammarFile("list.gbnf"));
-  EXPECT_TRUE(Matches(list, "- one\n- two \xE2\x82\xAC\n"));
-  EXPECT_FALSE(Matches(list, "- one\r\n"));
+  EXPECT_TRUE(GbnfMatches(list, "- one\n- two \xE2\x82\xAC\n"));
+  EXPECT_FALSE(GbnfMatches(list, "- one\r\n"));
 }
 
 // The constructs of llama.cpp's own grammars: rules spanning lines inside parentheses,
@@ -65,10 +65,10 @@ ws ::= | " " | "\n" [ \t]{0,20}
 )";
   absl::StatusOr<Grammar> g = ParseGbnf(text);
   ASSERT_TRUE(g.ok()) << g.status();
-  EXPECT_TRUE(Matches(*g, R"({"a": -12, "b":xx, "c": yyy,"d":zzzz,"e":"\u00FF"})"));
-  EXPECT_TRUE(Matches(*g, "{\"a\":nan,\"b\":\xE2\x82\xAC}"));
-  EXPECT_FALSE(Matches(*g, R"({"a": xxx})"));
-  EXPECT_FALSE(Matches(*g, R"({"a": yyyy})"));
+  EXPECT_TRUE(GbnfMatches(*g, R"({"a": -12, "b":xx, "c": yyy,"d":zzzz,"e":"\u00FF"})"));
+  EXPECT_TRUE(GbnfMatches(*g, "{\"a\":nan,\"b\":\xE2\x82\xAC}"));
+  EXPECT_FALSE(GbnfMatches(*g, R"({"a": xxx})"));
+  EXPECT_FALSE(GbnfMatches(*g, R"({"a": yyyy})"));
 }
 
 TEST(GbnfParserTest, PrintedGrammarParsesBackIdentically) {

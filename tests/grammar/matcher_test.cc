@@ -22,7 +22,7 @@ using testing::EarleyOracle;
 using testing::kTestEos;
 using testing::TestVocabulary;
 
-std::string ReadGrammarFile(const std::string& name) {
+std::string ReadGrammar(const std::string& name) {
   std::ifstream in(std::filesystem::path(KVTIER_SOURCE_DIR) / "tests/grammar/grammars" / name);
   std::stringstream s;
   s << in.rdbuf();
@@ -92,7 +92,7 @@ int CheckAgainstOracle(const std::string& gbnf, int walks, int max_steps, uint64
 TEST(MatcherTest, GrammarFilesAgreeWithOracle) {
   for (const char* name : {"json.gbnf", "arithmetic.gbnf", "list.gbnf"}) {
     SCOPED_TRACE(name);
-    const int completed = CheckAgainstOracle(ReadGrammarFile(name), testing::kSanitized ? 2 : 6, testing::kSanitized ? 25 : 60, 11);
+    const int completed = CheckAgainstOracle(ReadGrammar(name), testing::kSanitized ? 2 : 6, testing::kSanitized ? 25 : 60, 11);
     EXPECT_GE(completed, 0);
   }
 }

@@ -24,7 +24,7 @@ using testing::Reference;
 using testing::RunAll;
 using testing::SomePrompts;
 
-EngineOptions Options(int64_t gpu_blocks, int64_t host_blocks = 0, int64_t disk_blocks = 0,
+EngineOptions CopyOptions(int64_t gpu_blocks, int64_t host_blocks = 0, int64_t disk_blocks = 0,
                       const std::string& disk_path = "") {
   return testing::TierOptions(gpu_blocks, host_blocks, disk_blocks, disk_path);
 }
@@ -43,7 +43,7 @@ TEST(AsyncCopiesTest, DeferredSwapToHostIsExact) {
   for (int polls : {1, 2, 1000}) {  // done at the first poll, the second, only when waited for
     auto prompts = SomePrompts(6, 10);
     auto expected = Reference(prompts, 16);
-    EngineOptions o = Options(/*gpu=*/14, /*host=*/64);
+    EngineOptions o = CopyOptions(/*gpu=*/14, /*host=*/64);
     o.preemption = PreemptionMode::kSwap;
     o.max_tokens_per_step = 6;
     DeferredCopyBackend* deferred = nullptr;
@@ -64,7 +64,7 @@ TEST(AsyncCopiesTest, DeferredSwapToDiskIsExact) {
   auto prompts = SomePrompts(6, 20);
   auto expected = Reference(prompts, 16);
   const std::string path = testing::TestTempDir() + "/async-swap-disk.kv";
-  EngineOptions o = Options(/*gpu=*/14, /*host=*/3, /*disk=*/64, path);
+  EngineOptions o = CopyOptions(/*gpu=*/14, /*host=*/3, /*disk=*/64, path);
   o.preemption = PreemptionMode::kSwap;
   DeferredCopyBackend* deferred = nullptr;
   auto engine = MakeDeferred(o, &deferred);
@@ -85,7 +85,7 @@ TEST(AsyncCopiesTest, DeferredDemoteToDiskIsExact) {
   std::vector<std::vector<int32_t>> later = {Prompt(5, 5, shared)};
   auto expected = Reference(later, 8);
   FakeFileIo io;
-  EngineOptions o = Options(/*gpu=*/12, /*host=*/0, /*disk=*/64, "/fake/demote.kv");
+  EngineOptions o = CopyOptions(/*gpu=*/12, /*host=*/0, /*disk=*/64, "/fake/demote.kv");
   o.file_io = &io;
   o.disk_write_behind = false;  // else the blocks are on disk before their eviction
   DeferredCopyBackend* deferred = nullptr;
@@ -105,7 +105,7 @@ TEST(AsyncCopiesTest, WrittenBackPrefixIsReusedFromHostAndEvictionCopiesNothing)
   std::vector<std::vector<int32_t>> later = {Prompt(2, 5, shared), Prompt(3, 2, shared)};
   auto expected = Reference(later, 8);
   DeferredCopyBackend* deferred = nullptr;
-  auto engine = MakeDeferred(Options(12, 64), &deferred);
+  auto engine = MakeDeferred(CopyOptions(12, 64), &deferred);
   RunAll(*engine, first, 4);
   RunAll(*engine, {Prompt(50, 30)}, 4);  // evicts the shared blocks from the device tier
   EXPECT_EQ(RunAll(*engine, later, 8), expected);
@@ -128,7 +128,7 @@ TEST(AsyncCopiesTest, DeferredRandomAddCancelStepKeepsInvariants) {
   const std::string path = testing::TestTempDir() + "/async-random.kv";
   for (uint32_t seed : {1u, 2u, 3u}) {
     FakeFileIo io;
-    EngineOptions o = Options(/*gpu=*/12, /*host=*/seed == 3 ? 16 : 6, /*disk=*/40, path + std::to_string(seed));
+    EngineOptions o = CopyOptions(/*gpu=*/12, /*host=*/seed == 3 ? 16 : 6, /*disk=*/40, path + std::to_string(seed));
     o.file_io = &io;
     o.max_tokens_per_step = 9;
     o.preemption = seed == 2 ? PreemptionMode::kSwap : PreemptionMode::kAuto;
@@ -195,7 +195,7 @@ TEST(AsyncCopiesTest, W5ShapedRunHidesMostCopies) {
   for (int i = 0; i < 48; ++i) prompts.push_back(Prompt(1000 + i, 64));
   auto expected = Reference(prompts, 16);
   FakeFileIo io;
-  EngineOptions o = Options(/*gpu=*/128, /*host=*/512, /*disk=*/1024, "/fake/w5.kv");
+  EngineOptions o = CopyOptions(/*gpu=*/128, /*host=*/512, /*disk=*/1024, "/fake/w5.kv");
   o.file_io = &io;
   o.max_tokens_per_step = 128;
   o.preemption = PreemptionMode::kAuto;

@@ -111,7 +111,7 @@ class GatedReadsIo final : public testing::FileIoWrapper {
 
 constexpr size_t kBytes = 512;
 
-std::unique_ptr<DiskBlockStore> OpenStore(FileIo* io, int64_t slots) {
+std::unique_ptr<DiskBlockStore> OpenParallelStore(FileIo* io, int64_t slots) {
   return testing::OpenFakeStore(io, "/fake/reads.kv", kBytes, slots);
 }
 std::vector<uint8_t> Block(int n) { return std::vector<uint8_t>(kBytes, static_cast<uint8_t>(11 * n + 3)); }
@@ -120,7 +120,7 @@ TEST(DiskParallelReadsTest, ReadsRunAtOnceAndReportInSubmissionOrder) {
   FakeFileIo fake;
   constexpr int kThreads = 4;
   GatedReadsIo io(&fake, kThreads);
-  auto store = OpenStore(&io, 16);
+  auto store = OpenParallelStore(&io, 16);
   ASSERT_NE(store, nullptr);
   for (int i = 0; i < 8; ++i) {
     const std::vector<uint8_t> block = Block(i);
@@ -153,7 +153,7 @@ TEST(DiskParallelReadsTest, ReadClockCountsOverlappingReadsOnce) {
   constexpr int kThreads = 4;
   constexpr auto kHold = std::chrono::milliseconds(50);
   GatedReadsIo io(&fake, kThreads, kHold);
-  auto store = OpenStore(&io, 16);
+  auto store = OpenParallelStore(&io, 16);
   ASSERT_NE(store, nullptr);
   for (int i = 0; i < kThreads; ++i) {
     const std::vector<uint8_t> block = Block(i);
@@ -179,7 +179,7 @@ TEST(DiskParallelReadsTest, WriteWaitsForEarlierReadsAndHoldsBackLaterOnes) {
   FakeFileIo fake;
   constexpr int kThreads = 4;
   GatedReadsIo io(&fake, 2);
-  auto store = OpenStore(&io, 16);
+  auto store = OpenParallelStore(&io, 16);
   ASSERT_NE(store, nullptr);
   for (int i = 0; i < 2; ++i) {
     const std::vector<uint8_t> block = Block(i);

@@ -168,11 +168,11 @@ class ClockedFileIo final : public testing::FileIoWrapper {
 
 using testing::FixedCostPolicy;
 
-constexpr int64_t kBlockTokens = 4;
+constexpr int64_t kSpeedBlockTokens = 4;
 constexpr int kPrompts = 4;
 // Computing a block costs 10 ms: a block read of 1 s makes a plan compute every block, one
 // of 1 us load every block.
-constexpr double kComputeSecondsPerToken = 0.010 / kBlockTokens;
+constexpr double kComputeSecondsPerToken = 0.010 / kSpeedBlockTokens;
 constexpr microseconds kSlowRead = seconds(1);
 constexpr microseconds kFastRead{1};
 
@@ -183,9 +183,9 @@ std::vector<int32_t> Prompt(int p) {
   return tokens;
 }
 
-struct Chunk {
+struct TimedChunk {
   int64_t start = -1, length = -1;
-  bool operator==(const Chunk&) const = default;
+  bool operator==(const TimedChunk&) const = default;
 };
 
 // The manager restarted over a disk holding kPrompts prompts' blocks (and nothing else),
@@ -193,7 +193,7 @@ struct Chunk {
 // round at creation has landed, each of its reads having taken `creation_read`.
 class DiskReadSpeedTest : public ::testing::Test {
  protected:
-  DiskReadSpeedTest() : f_(/*device=*/64, /*host=*/64, /*disk=*/64, kBlockTokens), io_(&f_.io, &clock_) {}
+  DiskReadSpeedTest() : f_(/*device=*/64, /*host=*/64, /*disk=*/64, kSpeedBlockTokens), io_(&f_.io, &clock_) {}
 
   void SetUp() override {
     Scheduler scheduler({512, 8, 0, /*load_or_recompute=*/false}, f_.kv.get(), nullptr);
@@ -225,13 +225,13 @@ class DiskReadSpeedTest : public ::testing::Test {
   }
 
   // Prompt p as a fresh request under a load plan: its first step's chunk.
-  Chunk RunPrompt(Scheduler& scheduler, int p) {
+  TimedChunk RunPrompt(Scheduler& scheduler, int p) {
     Sequence seq(100 + p, 100 + p, Prompt(p), SamplingParams{});
     scheduler.Enqueue(&seq);
     absl::StatusOr<Schedule> s = scheduler.Next();
     EXPECT_TRUE(s.ok()) << s.status();
     if (!s.ok() || s->chunks.size() != 1) return {};
-    const Chunk chunk{s->chunks[0].start, s->chunks[0].length};
+    const TimedChunk chunk{s->chunks[0].start, s->chunks[0].length};
     scheduler.Commit(*s);
     if (s->chunks[0].need_logits) seq.tokens.push_back(7);
     scheduler.EndStep();
@@ -266,14 +266,14 @@ TEST_F(DiskReadSpeedTest, StaleSlowFigureIsProbedAgainThenPlansLoad) {
   Scheduler scheduler({512, 8, 0, /*load_or_recompute=*/true}, f_.kv.get(), &policy);
 
   // Fresh: recomputed, no probe.
-  EXPECT_EQ(RunPrompt(scheduler, 0), (Chunk{0, 41}));
+  EXPECT_EQ(RunPrompt(scheduler, 0), (TimedChunk{0, 41}));
   EXPECT_EQ(scheduler.load_plan_counters().computed_blocks, 10);
   EXPECT_EQ(SpeedProbes(), 0);
 
   // The disk is fast now, and the figure stale: recomputed again, but probed.
   io_.set_read_cost(kFastRead);
   clock_.Advance(DiskTier::kSpeedStaleAfter + seconds(1));
-  EXPECT_EQ(RunPrompt(scheduler, 1), (Chunk{0, 41}));
+  EXPECT_EQ(RunPrompt(scheduler, 1), (TimedChunk{0, 41}));
   EXPECT_EQ(scheduler.load_plan_counters().computed_blocks, 20);
   EXPECT_NEAR(scheduler.load_plan_counters().last.load_seconds_per_block, 1.0, 1e-9);
   EXPECT_EQ(SpeedProbes(), 1);
@@ -282,7 +282,7 @@ TEST_F(DiskReadSpeedTest, StaleSlowFigureIsProbedAgainThenPlansLoad) {
 
   // Loaded: the whole prefix matched from the disk tier, the chunk only its last token.
   const KvCacheCounters before = f_.kv->counters();
-  EXPECT_EQ(RunPrompt(scheduler, 2), (Chunk{40, 1}));
+  EXPECT_EQ(RunPrompt(scheduler, 2), (TimedChunk{40, 1}));
   const KvCacheCounters& after = f_.kv->counters();
   const int disk = static_cast<int>(Tier::kDisk), host = static_cast<int>(Tier::kHost);
   EXPECT_EQ(after.prefix_hits[disk] + after.prefix_hits[host] - before.prefix_hits[disk] - before.prefix_hits[host],

@@ -224,7 +224,7 @@ EngineOptions NoHostOptions(FileIo* io) {
   return o;
 }
 
-void Log(const char* what, const nlohmann::json& s) {
+void LogStaging(const char* what, const nlohmann::json& s) {
   std::printf("%s: demote writes %lld, staged reads %lld, prefix hits gpu/host/disk %lld/%lld/%lld, "
               "write waits %lld, io_errors %lld, blocks dropped %lld\n",
               what, static_cast<long long>(Get(s, "disk_demote_writes")),
@@ -248,7 +248,7 @@ void RunPrefixThroughDisk(FileIo* io, const char* what) {
   for (int i = 0; i < 5; ++i) RunAll(*engine, {Prompt(80 + i, 30)}, 2);
   EXPECT_EQ(RunAll(*engine, run.later, 4), expected_later);
   const nlohmann::json s = engine->Stats();
-  Log(what, s);
+  LogStaging(what, s);
   EXPECT_GT(Get(s, "disk_demote_writes"), 0) << s.dump();
   EXPECT_EQ(s["prefix_hits"]["disk"].get<int64_t>(), 8) << s.dump();
   EXPECT_GE(Get(s, "disk_staged_reads"), 8) << s.dump();
@@ -279,7 +279,7 @@ TEST(DiskStagingEngineTest, WriteBehindPutsBlocksOnDiskBeforeTheirEviction) {
   }
   EXPECT_EQ(RunAll(*engine, run.later, 4), expected_later);
   const nlohmann::json s = engine->Stats();
-  Log("WriteBehindPutsBlocksOnDiskBeforeTheirEviction", s);
+  LogStaging("WriteBehindPutsBlocksOnDiskBeforeTheirEviction", s);
   EXPECT_EQ(Get(s, "disk_demote_writes"), 0) << s.dump();
   EXPECT_GT(Get(s, "blocks_persisted"), 8) << s.dump();
   EXPECT_EQ(s["prefix_hits"]["disk"].get<int64_t>(), 8) << s.dump();
@@ -346,7 +346,7 @@ TEST(DiskStagingEngineTest, FailingDiskWithoutHostTierNeverCorruptsOutput) {
   }
   for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(out[ids[i]], expected[i]) << "sequence " << i;
   const nlohmann::json s = engine->Stats();
-  Log("FailingDiskWithoutHostTierNeverCorruptsOutput", s);
+  LogStaging("FailingDiskWithoutHostTierNeverCorruptsOutput", s);
   EXPECT_GT(Get(s, "disk_demote_writes") + Get(s, "disk_swap_writes"), 0) << s.dump();
   EXPECT_GT(Get(s, "io_errors"), 0) << s.dump();  // a fault is armed until some write meets it
 }

@@ -138,7 +138,7 @@ EngineOptions ChurnOptions(FileIo* io, bool write_behind = true) {
 
 
 // One line of the host -> disk counters, for the log (timings vary with the machine).
-void Log(const char* what, const nlohmann::json& s) {
+void LogWriteBack(const char* what, const nlohmann::json& s) {
   std::printf("%s: host demoted %lld, on disk %lld, written at eviction %lld, written back %lld, waits %lld (%.4f s), "
               "io_errors %lld, blocks dropped %lld\n",
               what, static_cast<long long>(s["tiers"]["host"]["demoted_blocks"].get<int64_t>()),
@@ -158,7 +158,7 @@ TEST(DiskWriteBackTest, HostEvictionsFindTheirBlocksOnDisk) {
   ASSERT_NE(engine, nullptr);
   EXPECT_EQ(RunAll(*engine, prompts, 16), expected);
   nlohmann::json s = engine->Stats();
-  Log("HostEvictionsFindTheirBlocksOnDisk", s);
+  LogWriteBack("HostEvictionsFindTheirBlocksOnDisk", s);
   const int64_t on_disk = Get(s, "host_evictions_on_disk");
   const int64_t written = Get(s, "host_evictions_written");
   EXPECT_GT(Get(s, "disk_blocks_written_back"), 0) << s.dump();
@@ -180,7 +180,7 @@ TEST(DiskWriteBackTest, SlowDiskIsExactAndCountsWaits) {
   ASSERT_NE(engine, nullptr);
   EXPECT_EQ(RunAll(*engine, prompts, 16), expected);  // invariants checked every step
   nlohmann::json s = engine->Stats();
-  Log("SlowDiskIsExactAndCountsWaits", s);
+  LogWriteBack("SlowDiskIsExactAndCountsWaits", s);
   EXPECT_GT(Get(s, "disk_blocks_written_back"), 0) << s.dump();
   EXPECT_EQ(Get(s, "io_errors"), 0) << s.dump();
   if (Get(s, "disk_write_waits") > 0) {
@@ -208,7 +208,7 @@ TEST(DiskWriteBackTest, FailingAndFullDiskNeverCorruptOutput) {
   fake.set_capacity_bytes(std::nullopt);
   EXPECT_EQ(got, expected);
   nlohmann::json s = engine->Stats();
-  Log("FailingAndFullDiskNeverCorruptOutput", s);
+  LogWriteBack("FailingAndFullDiskNeverCorruptOutput", s);
   EXPECT_GT(Get(s, "io_errors"), 0) << s.dump();
   EXPECT_GT(Get(s, "disk_blocks_written_back"), 0) << s.dump();
 }
@@ -232,7 +232,7 @@ TEST(DiskWriteBackTest, EvictionWritesRunOnTheWriterThread) {
                    }),
             expected);
   nlohmann::json s = engine->Stats();
-  Log("EvictionWritesRunOnTheWriterThread", s);
+  LogWriteBack("EvictionWritesRunOnTheWriterThread", s);
   EXPECT_GT(Get(s, "host_evictions_written"), 0) << s.dump();
   EXPECT_GT(Get(s, "io_errors"), 0) << s.dump();
   EXPECT_EQ(io.payload_io_on_watched_thread(), 0) << s.dump();

@@ -17,7 +17,7 @@ namespace {
 
 using testing::ManagerFixture;
 
-constexpr int64_t kBlockTokens = 4;
+constexpr int64_t kTrustBlockTokens = 4;
 
 // One full block of each, plus a token to compute.
 const std::vector<int32_t> kA = {1, 2, 3, 4, 9};
@@ -27,7 +27,7 @@ const std::vector<int32_t> kB = {5, 6, 7, 8, 9};
 // sequence 1, and releases it.
 void CacheBUnderAsKey(ManagerFixture& f) {
   BlockKeyChain colliding = f.kv->KeyChain("");
-  colliding.Key(kA, kBlockTokens, 0);  // the chain now hands out A's key for block 0
+  colliding.Key(kA, kTrustBlockTokens, 0);  // the chain now hands out A's key for block 0
   ASSERT_TRUE(f.kv->Reserve(1, 5).ok());
   f.Stamp(1);
   f.kv->OnComputed(1, kB, 4, 0, &colliding);
@@ -38,13 +38,13 @@ void CacheBUnderAsKey(ManagerFixture& f) {
 // Fills every device block with another sequence, evicting the cached ones, then frees it.
 void EvictDevice(ManagerFixture& f, SequenceId seq) {
   const int64_t n = f.kv->num_device_blocks();
-  ASSERT_TRUE(f.kv->Reserve(seq, n * kBlockTokens).ok());
+  ASSERT_TRUE(f.kv->Reserve(seq, n * kTrustBlockTokens).ok());
   f.kv->Release(seq);
   ASSERT_TRUE(f.kv->VerifyIntegrity().ok());
 }
 
 TEST(PrefixTrustTest, DeviceHitWithOtherTokensIsRefused) {
-  ManagerFixture f(/*device=*/8, /*host=*/0, /*disk=*/0, kBlockTokens);
+  ManagerFixture f(/*device=*/8, /*host=*/0, /*disk=*/0, kTrustBlockTokens);
   CacheBUnderAsKey(f);
   EXPECT_EQ(f.kv->Stats().tier(Tier::kDevice).cached_blocks, 1);
   EXPECT_EQ(f.kv->MatchPrefix(2, kA), 0);  // A's key, B's tokens: refused
@@ -59,7 +59,7 @@ TEST(PrefixTrustTest, DeviceHitWithOtherTokensIsRefused) {
 }
 
 TEST(PrefixTrustTest, HostHitWithOtherTokensIsRefused) {
-  ManagerFixture f(/*device=*/8, /*host=*/8, /*disk=*/0, kBlockTokens);
+  ManagerFixture f(/*device=*/8, /*host=*/8, /*disk=*/0, kTrustBlockTokens);
   CacheBUnderAsKey(f);
   f.kv->StartBackgroundCopies();  // written back to the host tier (a synchronous backend)
   EvictDevice(f, 9);
@@ -72,7 +72,7 @@ TEST(PrefixTrustTest, HostHitWithOtherTokensIsRefused) {
 }
 
 TEST(PrefixTrustTest, DiskHitWithOtherTokensIsRefused) {
-  ManagerFixture f(/*device=*/8, /*host=*/0, /*disk=*/16, kBlockTokens);
+  ManagerFixture f(/*device=*/8, /*host=*/0, /*disk=*/16, kTrustBlockTokens);
   CacheBUnderAsKey(f);
   f.kv->FinishStep(/*idle=*/true);  // write-behind: on its way to disk
   f.kv->transfers().AwaitLane(Lane::kDiskWrite);
@@ -87,7 +87,7 @@ TEST(PrefixTrustTest, DiskHitWithOtherTokensIsRefused) {
 }
 
 TEST(PrefixTrustTest, ReadAheadOfOtherTokensIsRefused) {
-  ManagerFixture f(/*device=*/8, /*host=*/8, /*disk=*/16, kBlockTokens);
+  ManagerFixture f(/*device=*/8, /*host=*/8, /*disk=*/16, kTrustBlockTokens);
   CacheBUnderAsKey(f);
   f.kv->FinishStep(/*idle=*/true);
   f.kv->transfers().AwaitLane(Lane::kDiskWrite);
@@ -106,7 +106,7 @@ TEST(PrefixTrustTest, ReadAheadOfOtherTokensIsRefused) {
 }
 
 TEST(PrefixTrustTest, NamespacesNeverShareABlockInMemoryOrOnDisk) {
-  ManagerFixture f(/*device=*/8, /*host=*/0, /*disk=*/16, kBlockTokens);
+  ManagerFixture f(/*device=*/8, /*host=*/0, /*disk=*/16, kTrustBlockTokens);
   const std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9};  // two full blocks
   BlockKeyChain tenant_a = f.kv->KeyChain("tenant-a");
   ASSERT_TRUE(f.kv->Reserve(1, 9).ok());

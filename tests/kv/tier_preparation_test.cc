@@ -274,7 +274,7 @@ TEST(HostTierMemoryTest, APinRefusedKeepsThePrefixAndStops) {
 // ---------------------------------------------------------------- KvCacheManager
 
 // Blocks of 256 tokens on the fake backend: 4096 bytes, one page; disk slots of 8192 bytes.
-constexpr int64_t kBlockTokens = 256;
+constexpr int64_t kPreparedBlockTokens = 256;
 
 // Admits prepared slots until the tier has `n` ready (the preparation thread's progress is
 // picked up by the stepping thread only); false after 10 s.
@@ -290,11 +290,11 @@ bool WaitReady(KvCacheManager& kv, Tier tier, int64_t n) {
 struct GatedManager {
   GatedManager(int64_t device, int64_t host, int64_t disk, TierPreparationOptions preparation)
       : ledger(std::make_shared<PinLedger>()),
-        backend(std::make_unique<FakeBackend>(kBlockTokens), ledger),
+        backend(std::make_unique<FakeBackend>(kPreparedBlockTokens), ledger),
         fake(static_cast<FakeBackend*>(&backend.inner())),
         gated_io(&io) {
     EXPECT_TRUE(backend.AllocateKvPool(device).ok());
-    options.block_tokens = kBlockTokens;
+    options.block_tokens = kPreparedBlockTokens;
     options.device_blocks = device;
     options.host_blocks = host;
     options.disk_blocks = disk;
@@ -344,7 +344,7 @@ TEST(TierPreparationManagerTest, SwapsUseHostSlotsOnlyOnceTheirChunkIsPinned) {
   EXPECT_EQ(kv.Stats().tier(Tier::kHost).capacity_blocks, 6);  // the budget, from the start
   EXPECT_EQ((kv.Stats().tier(Tier::kDevice).capacity_blocks + kv.Stats().tier(Tier::kHost).capacity_blocks + kv.Stats().tier(Tier::kDisk).capacity_blocks), 10);
   EXPECT_EQ(kv.Stats().tier(Tier::kHost).ready_blocks, 0);
-  ASSERT_TRUE(kv.Reserve(1, 2 * kBlockTokens).ok());
+  ASSERT_TRUE(kv.Reserve(1, 2 * kPreparedBlockTokens).ok());
   m.Stamp(1);
   // Nothing pinned yet: as if the host tier were full (and there is no disk tier).
   EXPECT_TRUE(absl::IsResourceExhausted(kv.SwapOut(1)));
@@ -358,7 +358,7 @@ TEST(TierPreparationManagerTest, SwapsUseHostSlotsOnlyOnceTheirChunkIsPinned) {
   EXPECT_EQ(kv.Stats().tier(Tier::kHost).used_blocks, 2);
   EXPECT_TRUE(kv.VerifyIntegrity().ok()) << kv.VerifyIntegrity();
 
-  ASSERT_TRUE(kv.Reserve(2, 2 * kBlockTokens).ok());
+  ASSERT_TRUE(kv.Reserve(2, 2 * kPreparedBlockTokens).ok());
   m.Stamp(2);
   EXPECT_TRUE(absl::IsResourceExhausted(kv.SwapOut(2)));  // the pinned part is in use
   m.ledger->gate().Allow(1);
@@ -385,7 +385,7 @@ TEST(TierPreparationManagerTest, SwapsUseHostSlotsOnlyOnceTheirChunkIsPinned) {
 }
 
 TEST(TierPreparationManagerTest, DiskSlotsJoinAsTheFileIsReservedAndALateFullDiskStopsThere) {
-  const int64_t slot = DiskBlockStore::SlotBytes(kPage, kBlockTokens);
+  const int64_t slot = DiskBlockStore::SlotBytes(kPage, kPreparedBlockTokens);
   TierPreparationOptions preparation;
   preparation.disk_bytes_at_create = 2 * slot;  // two slots before Create returns
   preparation.disk_chunk_bytes = 2 * slot;      // then two at a time
@@ -394,7 +394,7 @@ TEST(TierPreparationManagerTest, DiskSlotsJoinAsTheFileIsReservedAndALateFullDis
   KvCacheManager& kv = *m.kv;
   EXPECT_EQ(kv.Stats().tier(Tier::kDisk).capacity_blocks, 8);
   EXPECT_EQ(kv.Stats().tier(Tier::kDisk).ready_blocks, 2);
-  ASSERT_TRUE(kv.Reserve(1, 4 * kBlockTokens).ok());
+  ASSERT_TRUE(kv.Reserve(1, 4 * kPreparedBlockTokens).ok());
   m.Stamp(1);
   EXPECT_TRUE(absl::IsResourceExhausted(kv.SwapOut(1)));  // 4 blocks, 2 slots ready
   EXPECT_TRUE(kv.VerifyIntegrity().ok()) << kv.VerifyIntegrity();
@@ -429,7 +429,7 @@ TEST(TierPreparationManagerTest, DiskSlotsJoinAsTheFileIsReservedAndALateFullDis
 }
 
 TEST(TierPreparationManagerTest, APartlyReservedFileFromAnEarlierContextServesItsPrefix) {
-  const int64_t slot = DiskBlockStore::SlotBytes(kPage, kBlockTokens);
+  const int64_t slot = DiskBlockStore::SlotBytes(kPage, kPreparedBlockTokens);
   TierPreparationOptions preparation;
   preparation.disk_bytes_at_create = 3 * slot;
   preparation.disk_chunk_bytes = slot;
@@ -437,7 +437,7 @@ TEST(TierPreparationManagerTest, APartlyReservedFileFromAnEarlierContextServesIt
   m.gated_io.gate().FailStep(0);  // the first background reservation fails: 3 slots stay
   m.gated_io.gate().Allow(1);
   ASSERT_NO_FATAL_FAILURE(m.Open());
-  std::vector<int32_t> tokens(3 * kBlockTokens + 1);
+  std::vector<int32_t> tokens(3 * kPreparedBlockTokens + 1);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(i % 7);
   ASSERT_TRUE(m.kv->Reserve(1, static_cast<int64_t>(tokens.size())).ok());
   m.Stamp(1);
@@ -456,7 +456,7 @@ TEST(TierPreparationManagerTest, APartlyReservedFileFromAnEarlierContextServesIt
   m.gated_io.gate().AllowAll();
   ASSERT_NO_FATAL_FAILURE(m.Open());
   EXPECT_GE(m.kv->Stats().tier(Tier::kDisk).ready_blocks, 3);
-  EXPECT_EQ(m.kv->MatchPrefix(2, tokens), 3 * kBlockTokens);
+  EXPECT_EQ(m.kv->MatchPrefix(2, tokens), 3 * kPreparedBlockTokens);
   EXPECT_EQ(m.kv->counters().prefix_hits[static_cast<int>(Tier::kDisk)], 3);
   m.kv->host().WaitUntilPrepared();
   m.kv->disk().WaitUntilPrepared();

@@ -60,10 +60,10 @@ Json Phi35Json() {
     "torch_dtype": "bfloat16", "use_cache": true, "vocab_size": 32064})");
 }
 
-absl::StatusOr<ModelConfig> Parse(const Json& j) { return ParseModelConfig(j.dump()); }
+absl::StatusOr<ModelConfig> ParseFamily(const Json& j) { return ParseModelConfig(j.dump()); }
 
 TEST(ConfigFamiliesTest, ParsesGemma2) {
-  auto c = Parse(Gemma2Json());
+  auto c = ParseFamily(Gemma2Json());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->architecture, Architecture::kGemma2);
   EXPECT_EQ(c->activation, Activation::kGeluTanh);
@@ -87,7 +87,7 @@ TEST(ConfigFamiliesTest, Gemma2DefaultsAndNulls) {
                           "sliding_window", "head_dim", "hidden_activation", "hidden_act"}) {
     j.erase(key);
   }
-  auto c = Parse(j);
+  auto c = ParseFamily(j);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->attn_logit_softcap, 50.0);
   EXPECT_EQ(c->final_logit_softcap, 30.0);
@@ -97,7 +97,7 @@ TEST(ConfigFamiliesTest, Gemma2DefaultsAndNulls) {
   j["attn_logit_softcapping"] = nullptr;
   j["final_logit_softcapping"] = nullptr;
   j["sliding_window"] = nullptr;
-  c = Parse(j);
+  c = ParseFamily(j);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->attn_logit_softcap, std::nullopt);
   EXPECT_EQ(c->final_logit_softcap, std::nullopt);
@@ -105,7 +105,7 @@ TEST(ConfigFamiliesTest, Gemma2DefaultsAndNulls) {
 }
 
 TEST(ConfigFamiliesTest, ParsesGemma3) {
-  auto c = Parse(Gemma3Json());
+  auto c = ParseFamily(Gemma3Json());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->architecture, Architecture::kGemma3);
   EXPECT_TRUE(c->qk_norm);
@@ -128,7 +128,7 @@ TEST(ConfigFamiliesTest, Gemma3LayerTypesAndRopeParameters) {
   j.erase("rope_local_base_freq");
   j["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 500000.0}}},
                           {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 20000.0}}}};
-  auto c = Parse(j);
+  auto c = ParseFamily(j);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->LayerWindow(0), std::nullopt);
   EXPECT_EQ(c->LayerWindow(1), 512);
@@ -136,13 +136,13 @@ TEST(ConfigFamiliesTest, Gemma3LayerTypesAndRopeParameters) {
   EXPECT_EQ(c->LayerRopeTheta(1), 20000.0);
 
   j["layer_types"] = {"full_attention", "chunked_attention", "full_attention"};
-  EXPECT_THAT(Parse(j).status().message(), HasSubstr("layer_types"));
+  EXPECT_THAT(ParseFamily(j).status().message(), HasSubstr("layer_types"));
   j["layer_types"] = {"full_attention"};
-  EXPECT_THAT(Parse(j).status().message(), HasSubstr("num_hidden_layers"));
+  EXPECT_THAT(ParseFamily(j).status().message(), HasSubstr("num_hidden_layers"));
 }
 
 TEST(ConfigFamiliesTest, ParsesPhi35LongRope) {
-  auto c = Parse(Phi35Json());
+  auto c = ParseFamily(Phi35Json());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->architecture, Architecture::kPhi3);
   EXPECT_TRUE(c->fused_projections);
@@ -160,25 +160,25 @@ TEST(ConfigFamiliesTest, ParsesPhi35LongRope) {
 TEST(ConfigFamiliesTest, Phi3RefusesWhatItCannotRun) {
   Json j = Phi35Json();
   j["rope_scaling"]["long_factor"] = {1.0, 2.0};
-  EXPECT_EQ(Parse(j).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseFamily(j).status().code(), absl::StatusCode::kInvalidArgument);
   j = Phi35Json();
   j["rope_scaling"]["type"] = "su";  // the older name
-  EXPECT_TRUE(Parse(j).ok());
+  EXPECT_TRUE(ParseFamily(j).ok());
   j["rope_scaling"]["type"] = "yarn";
-  EXPECT_EQ(Parse(j).status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(ParseFamily(j).status().code(), absl::StatusCode::kUnimplemented);
   j = Phi35Json();
   j["partial_rotary_factor"] = 0.75;
-  EXPECT_THAT(Parse(j).status().message(), HasSubstr("partial_rotary_factor"));
+  EXPECT_THAT(ParseFamily(j).status().message(), HasSubstr("partial_rotary_factor"));
   j = Phi35Json();
   j["hidden_act"] = "gelu";
-  EXPECT_THAT(Parse(j).status().message(), HasSubstr("unsupported activation 'gelu'"));
+  EXPECT_THAT(ParseFamily(j).status().message(), HasSubstr("unsupported activation 'gelu'"));
 }
 
 // Gemma 3 4B and larger scale the full layers' RoPE linearly, in either config form.
 TEST(ConfigFamiliesTest, Gemma3LinearRopeScaling) {
   Json j = Gemma3Json();
   j["rope_scaling"] = {{"factor", 8.0}, {"rope_type", "linear"}};
-  auto c = Parse(j);
+  auto c = ParseFamily(j);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->gemma3_rope.linear_factor, 8.0);
   EXPECT_FALSE(c->rope_scaling.has_value());
@@ -188,14 +188,14 @@ TEST(ConfigFamiliesTest, Gemma3LinearRopeScaling) {
   j.erase("rope_scaling");
   j["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"factor", 4.0}, {"rope_theta", 1e6}}},
                           {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}}};
-  c = Parse(j);
+  c = ParseFamily(j);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->gemma3_rope.linear_factor, 4.0);
   j["rope_parameters"]["sliding_attention"]["rope_type"] = "linear";
-  EXPECT_EQ(Parse(j).status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(ParseFamily(j).status().code(), absl::StatusCode::kUnimplemented);
   j = Gemma3Json();
   j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 8.0}};
-  EXPECT_EQ(Parse(j).status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(ParseFamily(j).status().code(), absl::StatusCode::kUnimplemented);
 }
 
 // Every family preset's config.json reads back as the config it was written from.
@@ -226,7 +226,7 @@ TEST(ConfigFamiliesTest, PresetsRoundTrip) {
 }
 
 // Shaped like mistralai/Mistral-7B-v0.1's config.json (layers cut to 4).
-Json MistralJson() {
+Json MistralFamilyJson() {
   return Json::parse(R"({
     "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
     "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 32768,
@@ -239,39 +239,39 @@ Json MistralJson() {
 // none when null); Mixtral likewise (no window by default); Qwen only with
 // use_sliding_window, from max_window_layers on; layer_types overrides them.
 TEST(ConfigFamiliesTest, SlidingWindowsOfMistralMixtralAndQwen) {
-  Json j = MistralJson();
-  auto c = Parse(j);
+  Json j = MistralFamilyJson();
+  auto c = ParseFamily(j);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->sliding_layers, std::vector<bool>(4, true));
   EXPECT_EQ(c->LayerWindow(3), 4096);
   j.erase("sliding_window");
-  EXPECT_EQ(Parse(j)->LayerWindow(0), 4096);
+  EXPECT_EQ(ParseFamily(j)->LayerWindow(0), 4096);
   j["sliding_window"] = nullptr;
-  EXPECT_TRUE(Parse(j)->sliding_layers.empty());
-  EXPECT_EQ(Parse(j)->LayerWindow(0), std::nullopt);
+  EXPECT_TRUE(ParseFamily(j)->sliding_layers.empty());
+  EXPECT_EQ(ParseFamily(j)->LayerWindow(0), std::nullopt);
 
-  j = MistralJson();
+  j = MistralFamilyJson();
   j["architectures"] = {"MixtralForCausalLM"};
   j["model_type"] = "mixtral";
   j["num_local_experts"] = 8;
   j["num_experts_per_tok"] = 2;
-  EXPECT_EQ(Parse(j)->sliding_layers, std::vector<bool>(4, true));
+  EXPECT_EQ(ParseFamily(j)->sliding_layers, std::vector<bool>(4, true));
   j.erase("sliding_window");
-  EXPECT_TRUE(Parse(j)->sliding_layers.empty());
+  EXPECT_TRUE(ParseFamily(j)->sliding_layers.empty());
 
-  j = MistralJson();
+  j = MistralFamilyJson();
   j["architectures"] = {"Qwen2ForCausalLM"};
   j["model_type"] = "qwen2";
-  EXPECT_TRUE(Parse(j)->sliding_layers.empty());  // use_sliding_window absent: false
+  EXPECT_TRUE(ParseFamily(j)->sliding_layers.empty());  // use_sliding_window absent: false
   j["use_sliding_window"] = true;
   j["max_window_layers"] = 2;
-  EXPECT_EQ(Parse(j)->sliding_layers, (std::vector<bool>{false, false, true, true}));
-  EXPECT_EQ(Parse(j)->LayerWindow(1), std::nullopt);
-  EXPECT_EQ(Parse(j)->LayerWindow(2), 4096);
+  EXPECT_EQ(ParseFamily(j)->sliding_layers, (std::vector<bool>{false, false, true, true}));
+  EXPECT_EQ(ParseFamily(j)->LayerWindow(1), std::nullopt);
+  EXPECT_EQ(ParseFamily(j)->LayerWindow(2), 4096);
   j.erase("max_window_layers");  // Qwen's default 28: no layer of 4
-  EXPECT_EQ(Parse(j)->sliding_layers, std::vector<bool>(4, false));
+  EXPECT_EQ(ParseFamily(j)->sliding_layers, std::vector<bool>(4, false));
   j["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention", "full_attention"};
-  auto listed = Parse(j);
+  auto listed = ParseFamily(j);
   ASSERT_TRUE(listed.ok()) << listed.status();
   EXPECT_EQ(listed->sliding_layers, (std::vector<bool>{true, false, true, false}));
   // Written back, the layers that slide read the same.
@@ -281,8 +281,8 @@ TEST(ConfigFamiliesTest, SlidingWindowsOfMistralMixtralAndQwen) {
   EXPECT_EQ(again->sliding_window, 4096);
   j.erase("layer_types");
   j["max_window_layers"] = -1;
-  EXPECT_EQ(Parse(j).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(Parse(j).status().message(), HasSubstr("max_window_layers"));
+  EXPECT_EQ(ParseFamily(j).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ParseFamily(j).status().message(), HasSubstr("max_window_layers"));
 }
 
 // A random Mistral, Mixtral or Qwen checkpoint with a window slides every layer, and its

@@ -48,10 +48,10 @@ Json Qwen3MoeJson() {
     "torch_dtype": "bfloat16", "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})");
 }
 
-absl::StatusOr<ModelConfig> Parse(const Json& j) { return ParseModelConfig(j.dump()); }
+absl::StatusOr<ModelConfig> ParseMoe(const Json& j) { return ParseModelConfig(j.dump()); }
 
 TEST(ConfigMoeTest, ParsesMixtral) {
-  auto c = Parse(MixtralJson());
+  auto c = ParseMoe(MixtralJson());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->architecture, Architecture::kMixtral);
   EXPECT_EQ(c->moe.num_experts, 8);
@@ -71,7 +71,7 @@ TEST(ConfigMoeTest, ParsesMixtral) {
 }
 
 TEST(ConfigMoeTest, ParsesQwen3MoeAndItsDenseLayers) {
-  auto c = Parse(Qwen3MoeJson());
+  auto c = ParseMoe(Qwen3MoeJson());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->architecture, Architecture::kQwen3Moe);
   EXPECT_EQ(c->moe.num_experts, 128);
@@ -87,7 +87,7 @@ TEST(ConfigMoeTest, ParsesQwen3MoeAndItsDenseLayers) {
   j["mlp_only_layers"] = {0, 5};
   j["decoder_sparse_step"] = 2;
   j.erase("norm_topk_prob");  // Qwen3MoeConfig's default: not renormalized
-  c = Parse(j);
+  c = ParseMoe(j);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->moe.sparse_layers, (std::vector<bool>{false, true, false, true, false, false}));
   EXPECT_FALSE(c->moe.norm_topk_prob);
@@ -102,24 +102,24 @@ TEST(ConfigMoeTest, ParsesQwen3MoeAndItsDenseLayers) {
 TEST(ConfigMoeTest, RefusesBadExpertFields) {
   Json j = MixtralJson();
   j["num_experts_per_tok"] = 9;
-  auto c = Parse(j);
+  auto c = ParseMoe(j);
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(c.status().message(), HasSubstr("'num_experts_per_tok' (9) exceeds the number of experts"));
   j = MixtralJson();
   j["num_local_experts"] = 0;
-  EXPECT_THAT(Parse(j).status().message(), HasSubstr("'num_local_experts' must be positive"));
+  EXPECT_THAT(ParseMoe(j).status().message(), HasSubstr("'num_local_experts' must be positive"));
   j = Qwen3MoeJson();
   j["num_experts_per_tok"] = 0;
-  EXPECT_THAT(Parse(j).status().message(), HasSubstr("'num_experts_per_tok' must be positive"));
+  EXPECT_THAT(ParseMoe(j).status().message(), HasSubstr("'num_experts_per_tok' must be positive"));
   j = Qwen3MoeJson();
   j["mlp_only_layers"] = {48};
-  EXPECT_THAT(Parse(j).status().message(), HasSubstr("'mlp_only_layers' entry 48 is not a layer index"));
+  EXPECT_THAT(ParseMoe(j).status().message(), HasSubstr("'mlp_only_layers' entry 48 is not a layer index"));
   j = Qwen3MoeJson();
   j["decoder_sparse_step"] = 0;
-  EXPECT_THAT(Parse(j).status().message(), HasSubstr("'decoder_sparse_step' must be positive"));
+  EXPECT_THAT(ParseMoe(j).status().message(), HasSubstr("'decoder_sparse_step' must be positive"));
   j = Qwen3MoeJson();
   j["hidden_act"] = "gelu";
-  EXPECT_EQ(Parse(j).status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(ParseMoe(j).status().code(), absl::StatusCode::kUnimplemented);
 }
 
 TEST(ConfigMoeTest, PresetsRoundTrip) {

@@ -22,7 +22,7 @@ using ::kvtier::testing::ReadBytes;
 using ::kvtier::testing::TempDir;
 using ::kvtier::testing::WriteBytes;
 
-absl::StatusOr<WeightQuantization> Parse(const std::string& quantization_config) {
+absl::StatusOr<WeightQuantization> Scheme(const std::string& quantization_config) {
   return ParseWeightQuantization(R"({"model_type": "llama", "quantization_config": )" + quantization_config + "}");
 }
 
@@ -32,13 +32,13 @@ TEST(WeightQuantizationTest, ReadsTheThreeFp8Layouts) {
   EXPECT_FALSE(none->quantized());
   EXPECT_EQ(none->Describe(), "none");
 
-  auto per_tensor = Parse(R"({"quant_method": "fp8", "activation_scheme": "static"})");
+  auto per_tensor = Scheme(R"({"quant_method": "fp8", "activation_scheme": "static"})");
   ASSERT_TRUE(per_tensor.ok()) << per_tensor.status();
   EXPECT_EQ(per_tensor->format, WeightQuantizationFormat::kFp8PerTensor);
   EXPECT_EQ(per_tensor->activation_scheme, "static");
   EXPECT_EQ(per_tensor->ScaleTensorName("model.layers.0.mlp.up_proj.weight"), "model.layers.0.mlp.up_proj.weight_scale");
 
-  auto block = Parse(R"({"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3",
+  auto block = Scheme(R"({"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3",
                          "weight_block_size": [128, 64]})");
   ASSERT_TRUE(block.ok()) << block.status();
   EXPECT_EQ(block->format, WeightQuantizationFormat::kFp8Blockwise);
@@ -47,7 +47,7 @@ TEST(WeightQuantizationTest, ReadsTheThreeFp8Layouts) {
   EXPECT_EQ(block->ScaleTensorName("a.q_proj.weight"), "a.q_proj.weight_scale_inv");
   EXPECT_NE(block->Describe().find("128x64"), std::string::npos) << block->Describe();
 
-  auto channel = Parse(R"({"quant_method": "compressed-tensors", "format": "float-quantized",
+  auto channel = Scheme(R"({"quant_method": "compressed-tensors", "format": "float-quantized",
       "config_groups": {"group_0": {"targets": ["Linear"],
         "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": true, "dynamic": false},
         "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": true}}},
@@ -57,7 +57,7 @@ TEST(WeightQuantizationTest, ReadsTheThreeFp8Layouts) {
   EXPECT_TRUE(channel->per_channel);
   EXPECT_EQ(channel->activation_scheme, "dynamic");
 
-  auto tensor = Parse(R"({"quant_method": "compressed-tensors", "config_groups": {"g": {"format": "float-quantized",
+  auto tensor = Scheme(R"({"quant_method": "compressed-tensors", "config_groups": {"g": {"format": "float-quantized",
         "weights": {"num_bits": 8, "type": "float", "strategy": "tensor"}, "input_activations": null}}})");
   ASSERT_TRUE(tensor.ok()) << tensor.status();
   EXPECT_FALSE(tensor->per_channel);
@@ -82,14 +82,14 @@ TEST(WeightQuantizationTest, RefusesOtherMethodsNamingThem) {
           "weights": {"num_bits": 8, "type": "int", "strategy": "channel"}}}})", "'naive-quantized'"},
   };
   for (const Case& c : cases) {
-    auto q = Parse(c.config);
+    auto q = Scheme(c.config);
     ASSERT_FALSE(q.ok()) << c.config;
     EXPECT_EQ(q.status().code(), absl::StatusCode::kUnimplemented) << q.status();
     EXPECT_NE(q.status().message().find(c.named), std::string::npos) << q.status();
   }
   for (const std::string bad : {R"("fp8")", R"({"bits": 8})", R"({"quant_method": "fp8", "weight_block_size": [0, 128]})",
                                 R"({"quant_method": "compressed-tensors"})"}) {
-    auto q = Parse(bad);
+    auto q = Scheme(bad);
     EXPECT_EQ(q.status().code(), absl::StatusCode::kInvalidArgument) << bad << " " << q.status();
   }
 }

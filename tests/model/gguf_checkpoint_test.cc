@@ -57,7 +57,7 @@ std::vector<Case> Cases() {
   return cases;
 }
 
-std::unique_ptr<Checkpoint> MustOpen(const std::string& path) {
+std::unique_ptr<Checkpoint> MustOpenGguf(const std::string& path) {
   auto ckpt = Checkpoint::Open(path);
   EXPECT_TRUE(ckpt.ok()) << ckpt.status();
   return ckpt.ok() ? std::move(*ckpt) : nullptr;
@@ -67,7 +67,7 @@ std::unique_ptr<Checkpoint> MustOpen(const std::string& path) {
 std::unique_ptr<Checkpoint> Export(const RandomCheckpointSpec& spec, const TempDir& dir, const std::string& gguf,
                                    std::optional<DType> type = std::nullopt) {
   EXPECT_TRUE(WriteRandomCheckpoint(spec, dir / "st").ok());
-  auto source = MustOpen(dir / "st");
+  auto source = MustOpenGguf(dir / "st");
   if (source == nullptr) return nullptr;
   GgufExportOptions options;
   options.type = type;
@@ -83,7 +83,7 @@ TEST(GgufCheckpointTest, F32ExportOpensAsTheSameCheckpoint) {
     TempDir dir;
     auto source = Export(c.spec, dir, dir / "m.gguf");
     ASSERT_NE(source, nullptr);
-    auto gguf = MustOpen(dir / "m.gguf");
+    auto gguf = MustOpenGguf(dir / "m.gguf");
     ASSERT_NE(gguf, nullptr);
     ASSERT_NE(gguf->gguf(), nullptr);
     EXPECT_EQ(source->gguf(), nullptr);
@@ -156,7 +156,7 @@ TEST(GgufCheckpointTest, Llama3ScalingIsStoredAsRopeFactors) {
   const float* f = reinterpret_cast<const float*>(factors->data);
   EXPECT_EQ(f[0], 1.0f);    // the highest frequency is not scaled
   EXPECT_EQ(f[31], 32.0f);  // the lowest by the factor
-  auto gguf = MustOpen(dir / "m.gguf");
+  auto gguf = MustOpenGguf(dir / "m.gguf");
   ASSERT_NE(gguf, nullptr);
   ASSERT_TRUE(gguf->config().rope_scaling.has_value());
   EXPECT_EQ(gguf->config().rope_scaling->factor, 32.0);
@@ -171,7 +171,7 @@ TEST(GgufCheckpointTest, OtherExportTypesStayWithinTheirRounding) {
     RandomCheckpointSpec spec;
     spec.num_threads = 2;
     auto source = Export(spec, dir, dir / "m.gguf", type);
-    auto gguf = MustOpen(dir / "m.gguf");
+    auto gguf = MustOpenGguf(dir / "m.gguf");
     ASSERT_NE(gguf, nullptr);
     EXPECT_EQ(gguf->Tensor("model.layers.0.mlp.up_proj.weight")->dtype, type);
     EXPECT_EQ(gguf->Tensor("model.layers.0.input_layernorm.weight")->dtype, DType::kF32);  // vectors stay F32

@@ -19,12 +19,12 @@ DiskGeometry Geometry() {
   return g;
 }
 
-Sha256Digest Key(uint64_t n) { return Sha256::Of(&n, sizeof n); }
+Sha256Digest IndexKey(uint64_t n) { return Sha256::Of(&n, sizeof n); }
 
 DiskIndexSnapshot Snapshot() {
   DiskIndexSnapshot s;
   s.journal_generation = 0x0123456789ABCDEFull;
-  s.entries = {{0, Key(1)}, {7, Key(2)}, {3, Sha256Digest{}}};
+  s.entries = {{0, IndexKey(1)}, {7, IndexKey(2)}, {3, Sha256Digest{}}};
   return s;
 }
 
@@ -81,12 +81,12 @@ TEST(DiskIndexTest, EveryTruncationAndBitFlipIsRefused) {
 
 TEST(DiskIndexTest, ValidationRejectsBadEntries) {
   EXPECT_TRUE(ValidateDiskIndexEntries(Geometry(), Snapshot().entries).ok());
-  EXPECT_TRUE(absl::IsInvalidArgument(ValidateDiskIndexEntries(Geometry(), {{8, Key(1)}})));
-  EXPECT_TRUE(absl::IsInvalidArgument(ValidateDiskIndexEntries(Geometry(), {{-1, Key(1)}})));
-  EXPECT_TRUE(absl::IsInvalidArgument(ValidateDiskIndexEntries(Geometry(), {{1, Key(1)}, {1, Key(2)}})));
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateDiskIndexEntries(Geometry(), {{8, IndexKey(1)}})));
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateDiskIndexEntries(Geometry(), {{-1, IndexKey(1)}})));
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateDiskIndexEntries(Geometry(), {{1, IndexKey(1)}, {1, IndexKey(2)}})));
   // A well-formed, correctly checksummed index with a bad entry is still refused on decode.
   DiskIndexSnapshot bad;
-  bad.entries = {{9, Key(1)}};
+  bad.entries = {{9, IndexKey(1)}};
   EXPECT_TRUE(absl::IsDataLoss(DecodeDiskIndex(EncodeDiskIndex(Geometry(), bad), Geometry()).status()));
 }
 

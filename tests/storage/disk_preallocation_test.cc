@@ -60,7 +60,7 @@ TEST(DiskPreallocationTest, FakeAllocateIsRefusedByAFullDiskOnly) {
   EXPECT_EQ(io.fault_counters().failed_syncs, 0);
 }
 
-DiskStoreOptions Options(FileIo* io, std::optional<int64_t> reserved_at_open) {
+DiskStoreOptions PreallocOptions(FileIo* io, std::optional<int64_t> reserved_at_open) {
   DiskStoreOptions o;
   o.path = "/d/slots";
   o.num_slots = 6;
@@ -74,7 +74,7 @@ DiskStoreOptions Options(FileIo* io, std::optional<int64_t> reserved_at_open) {
 
 TEST(DiskPreallocationTest, StoreReservesItsFirstSlotsAtOpenAndTheRestOnRequest) {
   FakeFileIo io;
-  auto store = DiskBlockStore::Open(Options(&io, 2));
+  auto store = DiskBlockStore::Open(PreallocOptions(&io, 2));
   ASSERT_TRUE(store.ok()) << store.status();
   DiskBlockStore& s = **store;
   EXPECT_EQ(s.slots_in_file_at_open(), 2);
@@ -103,15 +103,15 @@ TEST(DiskPreallocationTest, StoreReservesItsFirstSlotsAtOpenAndTheRestOnRequest)
 TEST(DiskPreallocationTest, AFileReservedBeforeCountsWhole) {
   FakeFileIo io;
   {
-    auto first = DiskBlockStore::Open(Options(&io, std::nullopt));  // all six at open
+    auto first = DiskBlockStore::Open(PreallocOptions(&io, std::nullopt));  // all six at open
     ASSERT_TRUE(first.ok());
     EXPECT_EQ((*first)->slots_in_file_at_open(), 6);
   }
-  auto again = DiskBlockStore::Open(Options(&io, 0));
+  auto again = DiskBlockStore::Open(PreallocOptions(&io, 0));
   ASSERT_TRUE(again.ok());
   EXPECT_EQ((*again)->slots_in_file_at_open(), 6);
   auto other = DiskBlockStore::Open([&] {
-    DiskStoreOptions o = Options(&io, 0);
+    DiskStoreOptions o = PreallocOptions(&io, 0);
     o.path = "/d/other";
     return o;
   }());

@@ -11,7 +11,7 @@
 namespace kvtier {
 namespace {
 
-std::unique_ptr<RandomAccessFile> OpenOrDie(FakeFileIo& io, const std::string& path,
+std::unique_ptr<RandomAccessFile> OpenFileOrDie(FakeFileIo& io, const std::string& path,
                                             int64_t size) {
   auto file = io.OpenForReadWrite(path, size);
   EXPECT_TRUE(file.ok()) << file.status();
@@ -20,7 +20,7 @@ std::unique_ptr<RandomAccessFile> OpenOrDie(FakeFileIo& io, const std::string& p
 
 TEST(FakeFileIoTest, OpenPreallocatesZerosAndRoundTrips) {
   FakeFileIo io;
-  auto file = OpenOrDie(io, "/d/a", 100);
+  auto file = OpenFileOrDie(io, "/d/a", 100);
   ASSERT_NE(file, nullptr);
   EXPECT_TRUE(io.Exists("/d/a"));
   EXPECT_EQ(*file->Size(), 100);
@@ -39,7 +39,7 @@ TEST(FakeFileIoTest, OpenPreallocatesZerosAndRoundTrips) {
   EXPECT_EQ(io.used_bytes(), 100);
   // Closed, reopening never shrinks and keeps the bytes.
   file.reset();
-  auto again = OpenOrDie(io, "/d/a", 10);
+  auto again = OpenFileOrDie(io, "/d/a", 10);
   ASSERT_TRUE(again->Pread(5, 5, buf).ok());
   EXPECT_EQ(std::string(buf, 5), "hello");
   EXPECT_EQ(*again->Size(), 100);
@@ -47,7 +47,7 @@ TEST(FakeFileIoTest, OpenPreallocatesZerosAndRoundTrips) {
 
 TEST(FakeFileIoTest, ShortReadPastEndIsIoError) {
   FakeFileIo io;
-  auto file = OpenOrDie(io, "f", 8);
+  auto file = OpenFileOrDie(io, "f", 8);
   char buf[16];
   absl::Status s = file->Pread(4, 8, buf);
   EXPECT_TRUE(IsIoError(s)) << s;
@@ -72,7 +72,7 @@ TEST(FakeFileIoTest, FullDisk) {
   EXPECT_NE(s.message().find("big"), std::string::npos);
   EXPECT_NE(s.message().find("No space"), std::string::npos);
   EXPECT_FALSE(io.Exists("big"));
-  auto file = OpenOrDie(io, "ok", 60);
+  auto file = OpenFileOrDie(io, "ok", 60);
   // Overwrites inside the preallocated size fit; growing past capacity does not.
   EXPECT_TRUE(file->Pwrite(0, "abc", 3).ok());
   EXPECT_TRUE(IsIoError(io.WriteFileAtomically("idx", std::string(41, 'x'))));
@@ -88,7 +88,7 @@ TEST(FakeFileIoTest, FullDisk) {
 
 TEST(FakeFileIoTest, InjectedWriteFaults) {
   FakeFileIo io;
-  auto file = OpenOrDie(io, "f", 16);
+  auto file = OpenFileOrDie(io, "f", 16);
   io.FailNextWrites(2);
   EXPECT_TRUE(IsIoError(file->Pwrite(0, "abcd", 4)));
   EXPECT_TRUE(IsIoError(io.WriteFileAtomically("g", "x")));
@@ -114,7 +114,7 @@ TEST(FakeFileIoTest, InjectedWriteFaults) {
 
 TEST(FakeFileIoTest, InjectedReadFaultsFlipsAndTruncation) {
   FakeFileIo io;
-  auto file = OpenOrDie(io, "f", 4);
+  auto file = OpenFileOrDie(io, "f", 4);
   ASSERT_TRUE(file->Pwrite(0, "\x01\x02\x03\x04", 4).ok());
   io.FailNextReads(1);
   char buf[4];

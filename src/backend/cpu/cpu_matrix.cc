@@ -16,9 +16,9 @@ namespace kvtier {
 namespace {
 
 // Weight rows per work item: a tile is read once and then served from cache for every row.
-constexpr int64_t kTile = 16;
+constexpr int64_t kRowTile = 16;
 
-void For(ThreadPool* pool, int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+void ForRowRanges(ThreadPool* pool, int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
   if (pool == nullptr) {
     if (n > 0) fn(0, n);
     return;
@@ -31,9 +31,9 @@ void For(ThreadPool* pool, int64_t n, const std::function<void(int64_t, int64_t)
 void MatMul16(const CpuMatrix& w, const float* x, const float* bias, int64_t rows, float* out, ThreadPool* pool) {
   const Dot16Fn kernel = w.dot16->For(w.dtype);
   const uint16_t* weights = reinterpret_cast<const uint16_t*>(w.packed.data());
-  const int64_t num_tiles = (w.rows + kTile - 1) / kTile;
-  For(pool, num_tiles, [&](int64_t tile_begin, int64_t tile_end) {
-    kernel(weights, w.cols, tile_begin * kTile, std::min(w.rows, tile_end * kTile), x, rows, bias, out, w.rows);
+  const int64_t num_tiles = (w.rows + kRowTile - 1) / kRowTile;
+  ForRowRanges(pool, num_tiles, [&](int64_t tile_begin, int64_t tile_end) {
+    kernel(weights, w.cols, tile_begin * kRowTile, std::min(w.rows, tile_end * kRowTile), x, rows, bias, out, w.rows);
   });
 }
 
@@ -54,7 +54,7 @@ void MatMulQuantized(const CpuMatrix& w, const float* x, const float* bias, int6
   }
   uint8_t* act = activations->data();
   float* scales = reinterpret_cast<float*>(act + act_bytes);
-  For(pool, rows, [&](int64_t begin, int64_t end) {
+  ForRowRanges(pool, rows, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       if (q8_0) {
         QuantizeActivationsQ8_0(x + t * w.cols, w.cols, act + t * act_row,
@@ -66,18 +66,18 @@ void MatMulQuantized(const CpuMatrix& w, const float* x, const float* bias, int6
   });
   const QuantDotFn dot = BestQuantDot().For(w.dtype);
   const size_t row_bytes = w.RowBytes();
-  const int64_t num_tiles = (w.rows + kTile - 1) / kTile;
+  const int64_t num_tiles = (w.rows + kRowTile - 1) / kRowTile;
   if (gemm) {
-    For(pool, num_tiles, [&](int64_t tile_begin, int64_t tile_end) {
-      Q8_0Gemm(w.packed.data(), row_bytes, tile_begin * kTile, std::min(w.rows, tile_end * kTile), act, act_row,
+    ForRowRanges(pool, num_tiles, [&](int64_t tile_begin, int64_t tile_end) {
+      Q8_0Gemm(w.packed.data(), row_bytes, tile_begin * kRowTile, std::min(w.rows, tile_end * kRowTile), act, act_row,
                scales, rows, num_blocks, bias, out, w.rows);
     });
     return;
   }
-  For(pool, num_tiles, [&](int64_t tile_begin, int64_t tile_end) {
-    const int64_t n_end = std::min(w.rows, tile_end * kTile);
-    for (int64_t n0 = tile_begin * kTile; n0 < n_end; n0 += kTile) {
-      const int64_t n1 = std::min(n_end, n0 + kTile);
+  ForRowRanges(pool, num_tiles, [&](int64_t tile_begin, int64_t tile_end) {
+    const int64_t n_end = std::min(w.rows, tile_end * kRowTile);
+    for (int64_t n0 = tile_begin * kRowTile; n0 < n_end; n0 += kRowTile) {
+      const int64_t n1 = std::min(n_end, n0 + kRowTile);
       int64_t t = 0;
       for (; dot4 != nullptr && t + 4 <= rows; t += 4) {
         for (int64_t n = n0; n < n1; ++n) {

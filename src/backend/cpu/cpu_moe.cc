@@ -16,7 +16,7 @@ void Grow(std::vector<T>* v, int64_t size) {
 }
 
 template <typename T>
-int64_t VectorBytes(const std::vector<T>& v) {
+int64_t BytesOf(const std::vector<T>& v) {
   return static_cast<int64_t>(v.size() * sizeof(T));
 }
 
@@ -80,9 +80,9 @@ void CpuMoeScratch::Reserve(const ModelConfig& c, int64_t tokens) {
 }
 
 int64_t CpuMoeScratch::Bytes() const {
-  return VectorBytes(logits) + VectorBytes(chosen) + VectorBytes(weights) + VectorBytes(offsets) +
-         VectorBytes(order) + VectorBytes(gathered) + VectorBytes(gate) + VectorBytes(up) + VectorBytes(expert_out) +
-         VectorBytes(out);
+  return BytesOf(logits) + BytesOf(chosen) + BytesOf(weights) + BytesOf(offsets) +
+         BytesOf(order) + BytesOf(gathered) + BytesOf(gate) + BytesOf(up) + BytesOf(expert_out) +
+         BytesOf(out);
 }
 
 const float* MoeMlp(const CpuMoeWeights& w, const MoeConfig& moe, const float* x, int64_t rows, int64_t hidden,

@@ -136,7 +136,7 @@ DType StoredBlockType(DType dtype, int64_t cols) {
 }
 
 // values (rows, cols) encoded as `type` (a block type or F16) into `packed`.
-void Encode(DType type, const std::vector<float>& values, int64_t rows, int64_t cols, std::vector<uint8_t>* packed) {
+void PackRows(DType type, const std::vector<float>& values, int64_t rows, int64_t cols, std::vector<uint8_t>* packed) {
   const size_t row_bytes = DTypeBytes(type, cols);
   packed->resize(row_bytes * static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
@@ -157,7 +157,7 @@ void Encode(DType type, const std::vector<float>& values, int64_t rows, int64_t 
 // *values (rows, cols) replaced by what `type` holds of them.
 void RoundThrough(DType type, int64_t rows, int64_t cols, std::vector<float>* values) {
   std::vector<uint8_t> packed;
-  Encode(type, *values, rows, cols, &packed);
+  PackRows(type, *values, rows, cols, &packed);
   const size_t row_bytes = DTypeBytes(type, cols);
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* in = packed.data() + row_bytes * r;
@@ -178,7 +178,7 @@ void QuantizeMatrix(DType dtype, bool keep_blocks, CpuMatrix* m) {
     RoundThrough(type, m->rows, m->cols, &m->f32);
     return;
   }
-  Encode(type, m->f32, m->rows, m->cols, &m->packed);
+  PackRows(type, m->f32, m->rows, m->cols, &m->packed);
   m->dtype = type;
   std::vector<float>().swap(m->f32);
 }
