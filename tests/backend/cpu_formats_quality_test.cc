@@ -18,6 +18,7 @@
 #include "model/checkpoint.h"
 #include "nlohmann/json.hpp"
 #include "testing/format_quality.h"
+#include "testing/sanitizers.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvtier {
@@ -30,9 +31,10 @@ struct Format {
   CpuKernels kernels;
   StorageDType weight_dtype;
   StorageDType kv_dtype;
-  // Bounds: about twice what was measured (the test prints the figures), so a kernel that
-  // rounds differently passes and one that computes something else does not (a wrong product
-  // moves KL by orders of magnitude on this model's peaked distributions).
+  // Bounds: about twice what was measured (the test prints the figures) over the whole text
+  // and over the sanitizers' first 255 positions, so a kernel that rounds differently passes
+  // and one that computes something else does not (a wrong product moves KL by orders of
+  // magnitude on this model's peaked distributions).
   double max_kl_mean;
   double min_top1;
   double max_perplexity_rise;  // relative to the reference's perplexity
@@ -63,9 +65,9 @@ TEST(CpuFormatsQualityTest, EachFormatStaysCloseToTheFp32Reference) {
       {"bf16 weights (auto)", CpuKernels::kFast, StorageDType::kAuto, StorageDType::kAuto, 5e-5, 0.985, 1e-3},
       {"f16 weights", CpuKernels::kFast, StorageDType::kFp16, StorageDType::kAuto, 1e-8, 0.999, 1e-5},
       {"q8_0 weights", CpuKernels::kFast, StorageDType::kQ8_0, StorageDType::kAuto, 6e-4, 0.96, 2e-3},
-      {"q4_k weights", CpuKernels::kFast, StorageDType::kQ4_K, StorageDType::kAuto, 4e-2, 0.85, 3e-2},
+      {"q4_k weights", CpuKernels::kFast, StorageDType::kQ4_K, StorageDType::kAuto, 4e-2, 0.83, 3e-2},
       {"fp8 weights", CpuKernels::kFast, StorageDType::kFp8, StorageDType::kAuto, 3e-3, 0.94, 2e-3},
-      {"fp8 KV", CpuKernels::kFast, StorageDType::kAuto, StorageDType::kFp8, 2e-3, 0.96, 3e-3},
+      {"fp8 KV", CpuKernels::kFast, StorageDType::kAuto, StorageDType::kFp8, 3e-3, 0.95, 3e-3},
   };
   std::vector<std::unique_ptr<Backend>> backends;
   std::vector<Backend*> raw;
@@ -82,10 +84,16 @@ TEST(CpuFormatsQualityTest, EachFormatStaysCloseToTheFp32Reference) {
     raw.push_back(cpu->get());
     backends.push_back(std::move(*cpu));
   }
-  auto run = testing::ScoreFormats(raw, *ids, window, 0);
+  // Under the sanitizers (a Debug build, about twenty times slower here) the same checks run
+  // on the first 255 positions only, and the comparison with PyTorch's perplexity, which needs
+  // the whole text, is left to the other builds.
+  const int64_t max_positions = testing::kSanitized ? 255 : 0;
+  auto run = testing::ScoreFormats(raw, *ids, testing::kSanitized ? 256 : window, max_positions);
   ASSERT_TRUE(run.ok()) << run.status();
-  ASSERT_EQ(run->positions, pytorch["scored_tokens"].get<int64_t>());
-  ASSERT_GE(run->positions, 1000);
+  if (!testing::kSanitized) {
+    ASSERT_EQ(run->positions, pytorch["scored_tokens"].get<int64_t>());
+    ASSERT_GE(run->positions, 1000);
+  }
 
   const double reference_perplexity = run->scores[0].Perplexity(run->positions);
   const double pytorch_perplexity = pytorch["perplexity"].get<double>();
@@ -99,7 +107,7 @@ TEST(CpuFormatsQualityTest, EachFormatStaysCloseToTheFp32Reference) {
   }
   std::printf("%lld positions in %lld windows; PyTorch's perplexity %.4f\n", static_cast<long long>(run->positions),
               static_cast<long long>(run->windows), pytorch_perplexity);
-  EXPECT_NEAR(reference_perplexity, pytorch_perplexity, 1e-3 * pytorch_perplexity);
+  if (!testing::kSanitized) EXPECT_NEAR(reference_perplexity, pytorch_perplexity, 1e-3 * pytorch_perplexity);
   for (size_t k = 1; k < raw.size(); ++k) {
     const testing::FormatScore& s = run->scores[k];
     EXPECT_LE(s.KlMean(), formats[k].max_kl_mean) << formats[k].name;
