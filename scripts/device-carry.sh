@@ -12,7 +12,8 @@ for f in "$@"; do
     *.so|*.so.*) cp -L "$f" "$dest/lib/" ;;
     *) cp -L "$f" "$dest/bin/" ;;
   esac
-  ldd "$f" | awk '/=>/ {print $3}' | grep -E 'libabsl|libicu|libgtest|libgmock|libkvtier|libcrypto|libhiredis' | while read -r lib; do
+  # A program that needs none of them (a standalone micro-benchmark) is carried as it is.
+  ldd "$f" | awk '/=>/ {print $3}' | { grep -E 'libabsl|libicu|libgtest|libgmock|libkvtier|libcrypto|libhiredis' || true; } | while read -r lib; do
     cp -L "$lib" "$dest/lib/" 2>/dev/null || true
   done
 done
