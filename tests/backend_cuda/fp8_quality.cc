@@ -136,7 +136,7 @@ int Main(int argc, char** argv) {
     nlohmann::json entry = {{"weight_dtype", std::string(StorageDTypeName(formats[k].weight_dtype))},
                             {"kv_dtype", std::string(StorageDTypeName(formats[k].kv_dtype))},
                             {"kv_layout_dtype", std::string(DTypeName(backends[k]->kv_layout().dtype))},
-                            {"mean_nll", std::log(perplexity)},
+                            {"mean_nll", t.nll / static_cast<double>(positions)},
                             {"perplexity", perplexity}};
     if (k == 0) {
       std::printf("%-20s %10s %10s %10s %9s %10.4f\n", formats[k].name.c_str(), "-", "-", "-", "-", perplexity);
