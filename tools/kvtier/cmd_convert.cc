@@ -32,7 +32,7 @@ int ConvertMain(int argc, char** argv) {
   bool force = false;
   cl.AddString("--model", &model, "HF checkpoint directory or GGUF file (or demo)", "DIR|FILE")->required();
   cl.AddChoice("--to", &to, {"gguf"}, "output format")->required();
-  cl.AddString("--out", &out, "the file to write", "FILE")->required();
+  cl.AddString("--out", &out, "the file to write (its folder created)", "FILE")->required();
   cl.AddChoice("--type", &type, GgufTypeChoices(), "type of the weight matrices (default auto)");
   cl.AddSwitch("--force", &force, "replace an existing --out");
   if (auto status = cl.Parse(argc, argv)) return *status;

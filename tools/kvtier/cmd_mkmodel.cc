@@ -48,8 +48,8 @@ std::string Description() {
       "--tokenizer bytes a tokenizer.json). Weights depend only on the seed and the tensor names.\n"
       "A non-empty DIR is refused unless --force; mkmodel never deletes a file, and with --force\n"
       "replaces only the files it writes. With --format gguf, --out is one GGUF file instead\n"
-      "(the same weights, as `kvtier convert --to gguf` would write them; an existing file is\n"
-      "replaced only with --force). Presets: ",
+      "(its folder created; the same weights, as `kvtier convert --to gguf` would write them; an\n"
+      "existing file is replaced only with --force). Presets: ",
       absl::StrJoin(RandomCheckpointPresetNames(), ", "), ".");
 }
 
