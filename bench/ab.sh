@@ -7,7 +7,8 @@
 # W6 in WORKLOADS also runs W6b (a new process over W6's disk file) right after it, per build.
 # Writes OUT/ab-{old,new}-ROUND.json (+ -w6b), and prints each run's table lines.
 # env: MODEL_DIR (default /tmp/kvtier-bench/llama3-8b; written once by the new build),
-#      TIME_LIMIT per workload in s (default 90).
+#      TIME_LIMIT per workload in s (default 90),
+#      BENCH_FLAGS more `kvtier bench` flags for both builds (e.g. W6c's --remote-kv-url).
 set -uo pipefail
 carry=${1:?usage: bench/ab.sh CARRY OUT [WORKLOADS] [ROUNDS]}
 out=${2:?usage: bench/ab.sh CARRY OUT [WORKLOADS] [ROUNDS]}
@@ -26,7 +27,7 @@ for round in $(seq 1 "$rounds"); do
     tiers="$(dirname "$model")/tiers-$which"
     rm -rf "$tiers"
     "$bin" bench --workload "$workloads" --model "$model" --json "$out/ab-$which-$round.json" \
-      --time-limit "${TIME_LIMIT:-90}" --tier-dir "$tiers" 2>&1 | grep -E "^W[0-9]" | sed "s/^/$which $round: /"
+      --time-limit "${TIME_LIMIT:-90}" --tier-dir "$tiers" ${BENCH_FLAGS:-} 2>&1 | grep -E "^W[0-9]" | sed "s/^/$which $round: /"
     case ",$workloads," in
       *,W6,*)
         "$bin" bench --workload W6b --model "$model" --json "$out/ab-$which-$round-w6b.json" \
