@@ -26,9 +26,8 @@ TORCH_CUDNN=$(python3 -c 'import nvidia.cudnn,os;print(os.path.join(list(nvidia.
 LD_LIBRARY_PATH=$TORCH_CUDNN:$LD_LIBRARY_PATH timeout 100 $C/bin/cudnn_sdpa > $R/cudnn_sdpa.txt 2>&1
 echo "[$(el) s] cudnn_sdpa rc=$?"; grep -vE "^\s*$" $R/cudnn_sdpa.txt | tail -25 | cut -c1-160
 mkdir -p $R/tests
-LD_LIBRARY_PATH=$C/redis/lib $C/redis/bin/redis-server --port 6390 --bind 127.0.0.1 --save '' --appendonly no \
-  --daemonize yes --dir $R --logfile $R/redis.log
-export PATH=$C/redis/bin:$PATH
+# The memory test starts its own Redis server from PATH.
+export PATH=$C/redis/bin:$PATH LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$C/redis/lib:$C/redis/hiredis
 t() { local name=$1 lim=$2; shift 2; timeout $lim "$@" > $R/tests/$name.txt 2>&1; echo "[$(el) s] $name rc=$? $(grep -cE '^\[       OK \]' $R/tests/$name.txt) ok $(grep -cE '^\[  SKIPPED \]' $R/tests/$name.txt) skipped, $(grep -E '^\[  FAILED  \] [A-Za-z]' $R/tests/$name.txt | cut -c1-110 | tr '\n' ' ')"; }
 for b in backend fp8 skinny host_kv memory kernels decode prefill sampling plan; do t $b 120 $C/bin/kvtier_cuda_${b}_test; done
 grep -hE "Failure" -A5 $R/tests/*.txt | head -30
