@@ -15,7 +15,7 @@ namespace kvtier {
 void SumPairwiseTree(std::span<float* const> buffers, int64_t count, ThreadPool* pool) {
   const int64_t n = static_cast<int64_t>(buffers.size());
   if (n < 2) return;
-  pool->ParallelFor(count, [&](int64_t begin, int64_t end) {
+  const auto sum = [&](int64_t begin, int64_t end) {
     for (int64_t stride = 1; stride < n; stride *= 2) {
       for (int64_t j = 0; j + stride < n; j += 2 * stride) {
         float* into = buffers[j];
@@ -23,7 +23,12 @@ void SumPairwiseTree(std::span<float* const> buffers, int64_t count, ThreadPool*
         for (int64_t i = begin; i < end; ++i) into[i] += add[i];
       }
     }
-  });
+  };
+  if (pool == nullptr) {
+    sum(0, count);
+  } else {
+    pool->ParallelFor(count, sum);
+  }
 }
 
 ShardedForward::ShardedForward(const ModelConfig& config, ShardedWeights weights, int64_t reserve_tokens)

@@ -32,7 +32,7 @@ class ThreadPool;
 
 // buffers[0][i] = the pairwise tree sum of buffers[j][i] over j, for i < count: level s
 // (s = 1, 2, 4, ...) adds buffers[j + s] into buffers[j] for j a multiple of 2s.
-// buffers.size() is a power of two; the other buffers are overwritten.
+// buffers.size() is a power of two; the other buffers are overwritten. pool may be null.
 void SumPairwiseTree(std::span<float* const> buffers, int64_t count, ThreadPool* pool);
 
 // What one layer's sharded block reads and writes, replicated across ranks.
