@@ -1,6 +1,6 @@
 // Tests of the CPU backend's tensor-parallel plan (backend/cpu/sharded_forward.h): at
 // TP = 1 (sharded_reduction), 2, 4 and 8 the logits and the KV blocks are the same bits,
-// for every architecture and weight format; TP = 2 stays within rounding of the plain
+// for every architecture, weight format and KV format; TP = 2 stays within rounding of the plain
 // forward; shapes and options that cannot split are refused by name.
 #include <unistd.h>
 
@@ -34,6 +34,7 @@ struct PlanCase {
   StorageDType weight_dtype = StorageDType::kAuto;
   CpuKernels kernels = CpuKernels::kFast;
   std::vector<int32_t> degrees;  // compared with TP = 1 on the sharded plan
+  StorageDType kv_dtype = StorageDType::kAuto;
 };
 void PrintTo(const PlanCase& c, std::ostream* os) { *os << c.name; }
 
@@ -57,6 +58,7 @@ std::vector<PlanCase> Cases() {
   cases.push_back({"llama", llama, StorageDType::kAuto, CpuKernels::kFast, {2, 4, 8}});
   cases.push_back({"llama_reference", llama, StorageDType::kAuto, CpuKernels::kReference, {2, 4, 8}});
   cases.push_back({"llama_bf16", llama, StorageDType::kBf16, CpuKernels::kFast, {2, 4, 8}});
+  cases.push_back({"llama_fp8_kv", llama, StorageDType::kAuto, CpuKernels::kFast, {2, 4, 8}, StorageDType::kFp8});
   RandomCheckpointSpec gqa_bias = Base();  // two query heads per KV head, q/k/v/o biases
   gqa_bias.kv_heads = 4;
   gqa_bias.attention_bias = true;
@@ -114,6 +116,7 @@ BackendOptions Options(const PlanCase& c, int32_t degree, bool sharded) {
   options.block_tokens = kBlockTokens;
   options.cpu_kernels = c.kernels;
   options.weight_dtype = c.weight_dtype;
+  options.kv_dtype = c.kv_dtype;
   options.tensor_parallel = degree;
   options.sharded_reduction = sharded;
   return options;
