@@ -166,6 +166,21 @@ KVT_API int64_t kvt_live_handles(void);
  *                                128); the host and disk tiers hold the same bytes, and
  *                                cached blocks of one format are never used by the
  *                                other. Same refusal rule                  default "auto"
+ *   "tensor_parallel"    int     ranks the model is split over: 1, 2, 4 or 8 (attention
+ *                                heads, KV heads and MLP rows each divided by it, or
+ *                                kvt_context_create fails with KVT_ERR_INVALID_ARGUMENT
+ *                                naming the number; mixture-of-experts models need 1).
+ *                                The cpu backend runs the ranks in one process (the
+ *                                sharded plan, docs/TENSOR_PARALLEL.md); the cuda backend
+ *                                refuses > 1 for now (KVT_ERR_UNSUPPORTED). KV blocks keep
+ *                                the TP=1 format on every tier, so cached prefixes are
+ *                                shared across degrees                     default 1
+ *   "devices"            string  GPU ordinals of the ranks, "0,1": as many as
+ *                                tensor_parallel; "" = the first ones     default ""
+ *   "sharded_reduction"  int     1: the cpu backend runs the sharded plan at
+ *                                tensor_parallel 1 too; its sums then have the order
+ *                                every degree gives (bit-identical results at 1, 2, 4,
+ *                                8), not the plain path's                  default 0
  * The remote tier: full blocks shared through Redis by every process (on any host) that
  * names the same server, keyed and checked as the disk tier's (see README.md):
  *   "remote_kv_url"      string  "redis://host:port", or a Redis Cluster's

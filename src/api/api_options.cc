@@ -2,9 +2,13 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <string_view>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "backend/tensor_parallel.h"
 #include "api/handles.h"
 #include "common/byte_size.h"
 #include "remote/redis_address.h"
@@ -46,6 +50,11 @@ const std::map<std::string, IntKey>& IntKeys() {
        {-1, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.decode_fp8_pair_tiles = static_cast<int32_t>(v); }}},
       {"cuda_pdl", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.pdl = v != 0; }}},
       {"cuda_pdl_early", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.pdl_early_trigger = v != 0; }}},
+      // Tensor parallelism (devices is a string).
+      {"tensor_parallel",
+       {1, kvtier::kMaxTensorParallel,
+        [](EngineOptions& o, int64_t v) { o.tensor_parallel = static_cast<int32_t>(v); }}},
+      {"sharded_reduction", {0, 1, [](EngineOptions& o, int64_t v) { o.sharded_reduction = v != 0; }}},
       {"load_or_recompute", {0, 1, [](EngineOptions& o, int64_t v) { o.load_or_recompute = v != 0; }}},
       // The remote KV tier (remote_kv_url is a string).
       {"remote_kv_ttl_seconds", {0, INT64_MAX, [](EngineOptions& o, int64_t v) { o.remote.ttl_seconds = v; }}},
@@ -70,6 +79,18 @@ kvt_status Fail(kvt_options* options, std::string message) {
   return KVT_ERR_INVALID_ARGUMENT;
 }
 
+// "0,1": GPU ordinals, comma-separated; "" for none (the first tensor_parallel GPUs).
+std::optional<std::vector<int32_t>> ParseDevices(const std::string& text) {
+  std::vector<int32_t> devices;
+  if (text.empty()) return devices;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int32_t ordinal = 0;
+    if (!absl::SimpleAtoi(part, &ordinal) || ordinal < 0) return std::nullopt;
+    devices.push_back(ordinal);
+  }
+  return devices;
+}
+
 }  // namespace
 
 extern "C" {
@@ -92,7 +113,7 @@ KVT_API kvt_status kvt_options_set_int(kvt_options* options, const char* key, in
     if (it == IntKeys().end()) {
       const std::string k = key;
       if (k == "backend" || k == "disk_path" || k == "preemption" || k == "remote_kv_url" || k == "weight_dtype" ||
-          k == "kv_dtype") {
+          k == "kv_dtype" || k == "devices") {
         return Fail(options, absl::StrCat("option '", key, "' takes a string: use kvt_options_set_string"));
       }
       return Fail(options, absl::StrCat("unknown option '", key, "'"));
@@ -100,6 +121,10 @@ KVT_API kvt_status kvt_options_set_int(kvt_options* options, const char* key, in
     if (value < it->second.min || value > it->second.max) {
       return Fail(options, absl::StrCat("option '", key, "' must be in [", it->second.min, ", ", it->second.max,
                                         "], got ", value));
+    }
+    if (std::string_view(key) == "tensor_parallel") {
+      const absl::Status degree = kvtier::ValidateTensorParallelOptions(static_cast<int32_t>(value), {});
+      if (!degree.ok()) return Fail(options, std::string(degree.message()));
     }
     it->second.set(options->engine, value);
     options->error.clear();
@@ -118,6 +143,12 @@ KVT_API kvt_status kvt_options_set_string(kvt_options* options, const char* key,
         return Fail(options, absl::StrCat("option 'backend' must be auto, cpu, cpu-reference or cuda, got '", v, "'"));
       }
       options->engine.backend = v;
+    } else if (k == "devices") {
+      std::optional<std::vector<int32_t>> devices = ParseDevices(v);
+      if (!devices) {
+        return Fail(options, absl::StrCat("option 'devices' must list GPU ordinals as \"0,1\", got '", v, "'"));
+      }
+      options->engine.devices = *std::move(devices);
     } else if (k == "disk_path") {
       options->engine.disk_path = v;
     } else if (k == "remote_kv_url") {

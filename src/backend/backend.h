@@ -140,6 +140,13 @@ struct BackendOptions {
   // refuses (Unimplemented, naming the option and value) a format it cannot hold.
   StorageDType weight_dtype = StorageDType::kAuto;
   StorageDType kv_dtype = StorageDType::kAuto;
+  // Tensor parallelism (docs/TENSOR_PARALLEL.md): ranks the attention heads, KV heads and
+  // MLP rows are split over, 1, 2, 4 or 8. devices: CUDA ordinals, one per rank (empty:
+  // 0 .. tensor_parallel-1). sharded_reduction: the CPU backend runs the sharded plan (its
+  // fixed-order reductions) at tensor_parallel 1 too, the baseline its TP>1 bits equal.
+  int32_t tensor_parallel = 1;
+  std::vector<int32_t> devices;
+  bool sharded_reduction = false;
   // Hears the stage "weights" (checkpoint bytes converted or copied to the device) while
   // the backend is created; creation returns Cancelled when it asks to stop. May be empty.
   ProgressFn progress;

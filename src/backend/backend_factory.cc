@@ -13,7 +13,9 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda_model_support.h"
 #include "backend/cuda_module.h"
+#include "backend/tensor_parallel.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 #include "model/checkpoint.h"
 
 namespace kvtier {
@@ -81,7 +83,19 @@ absl::StatusOr<CreateCudaBackendFn> LoadCudaModule() {
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(std::string_view name, const Checkpoint& checkpoint,
                                                        const BackendOptions& options) {
-  if (name == "cuda" || name == "auto") {
+  RETURN_IF_ERROR(ValidateTensorParallelOptions(options.tensor_parallel, options.devices));
+  RETURN_IF_ERROR(ValidateTensorParallelModel(checkpoint.config(), options.tensor_parallel));
+  if (name == "cuda" && options.tensor_parallel > 1) {
+    // Never a silent TP=1 run in its place: the caller sized the model for several GPUs.
+    return absl::UnimplementedError(absl::StrCat(
+        "tensor_parallel ", options.tensor_parallel,
+        " on the cuda backend is not yet implemented (it needs the NCCL all-reduce and one device pool per GPU); "
+        "the cpu backend runs the sharded plan"));
+  }
+  if (name == "auto" && options.tensor_parallel > 1) {
+    Log(LogLevel::kWarn, "backend auto: tensor_parallel ", options.tensor_parallel,
+        " runs on the CPU (the cuda backend does not shard yet)");
+  } else if (name == "cuda" || name == "auto") {
     // A model the CUDA forward cannot run is refused by name ("auto": run on the CPU).
     const absl::Status supported = CudaForwardSupports(checkpoint.config());
     if (!supported.ok() && name == "cuda") return supported;

@@ -18,7 +18,7 @@ inline constexpr char kCudaModuleSymbol[] = "kvtier_cuda_create_backend";
 // Module file name, looked up next to the loaded libkvtier, then on the library path.
 inline constexpr char kCudaModuleFile[] = "libkvtier_cuda.so";
 // Bumped whenever Backend, Checkpoint or BackendOptions change layout.
-inline constexpr int kCudaModuleAbiVersion = 6;
+inline constexpr int kCudaModuleAbiVersion = 7;
 
 using CreateCudaBackendFn = absl::StatusOr<std::unique_ptr<Backend>> (*)(
     int abi_version, const Checkpoint& checkpoint, const BackendOptions& options);

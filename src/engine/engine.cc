@@ -66,6 +66,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   backend_options.cuda = options.cuda;
   backend_options.weight_dtype = options.weight_dtype;
   backend_options.kv_dtype = options.kv_dtype;
+  backend_options.tensor_parallel = options.tensor_parallel;
+  backend_options.devices = options.devices;
+  backend_options.sharded_reduction = options.sharded_reduction;
   backend_options.progress = options.progress;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                    CreateBackend(options.backend, *checkpoint, backend_options));

@@ -2,6 +2,8 @@
 #include "engine/engine_options.h"
 
 #include "absl/strings/str_cat.h"
+#include "backend/tensor_parallel.h"
+#include "common/status_macros.h"
 #include "remote/redis_address.h"
 
 namespace kvtier {
@@ -41,6 +43,7 @@ absl::Status EngineOptions::Validate() const {
   if (max_waiting < 1 || max_waiting > (1 << 24)) {
     return absl::InvalidArgumentError(absl::StrCat("max_waiting must be in [1, 16777216], got ", max_waiting));
   }
+  RETURN_IF_ERROR(ValidateTensorParallelOptions(tensor_parallel, devices));
   if (gpu_mem_limit < 0) return absl::InvalidArgumentError(absl::StrCat("gpu_mem_limit must be >= 0, got ", gpu_mem_limit));
   if (tier_preparation.host_chunk_bytes < 1 || tier_preparation.disk_chunk_bytes < 1 ||
       tier_preparation.disk_bytes_at_create < 0 || tier_preparation.host_bytes_at_create < 0 ||

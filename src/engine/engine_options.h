@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "backend/cuda_options.h"
@@ -45,6 +46,10 @@ struct EngineOptions {
   // Options weight_dtype / kv_dtype (BackendOptions), passed to the backend unchanged.
   StorageDType weight_dtype = StorageDType::kAuto;
   StorageDType kv_dtype = StorageDType::kAuto;
+  // Options tensor_parallel, devices, sharded_reduction (BackendOptions), passed unchanged.
+  int32_t tensor_parallel = 1;
+  std::vector<int32_t> devices;
+  bool sharded_reduction = false;
   bool prefix_cache = true;
   // A prompt prefix found only in a slow tier (disk, remote) is partly recomputed while the
   // rest loads, split by measured cost (engine/load_plan.h); off: always loaded.

@@ -91,7 +91,7 @@ TEST(CpuOpsFamiliesTest, WindowedAttentionReadsOnlyTheWindow) {
   std::vector<float> q_rows(positions * 2 * 4);
   for (float& e : q_rows) e = dist(rng);
   std::vector<float> all_out(positions * 2 * 4);
-  PagedAttention(KvBlockView{&layout, pool.data(), table, {}}, 0, 0, positions, 2, q_rows.data(), all_out.data(),
+  PagedAttention(KvBlockView{&layout, pool.data(), table, {}, std::nullopt}, 0, 0, positions, 2, q_rows.data(), all_out.data(),
                  nullptr, options);
   for (int64_t r : {int64_t{0}, int64_t{3}, positions - 1}) {
     for (int64_t h = 0; h < 2; ++h) {

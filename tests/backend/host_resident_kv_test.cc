@@ -2,7 +2,8 @@
 // sequence whose older blocks are read from host memory in place computes bit for bit
 // what it computes with every block on the device — prefill chunks and decodes, with and
 // without device-resident first blocks (attention sinks), in both KV formats (f32, and fp8
-// codes with per-row scales) — and malformed host ranges are refused before anything is
+// codes with per-row scales), on the plain forward and on the tensor-parallel plan at TP = 2
+// (each rank reading its KV heads of the host blocks) — and malformed host ranges are refused before anything is
 // written.
 #include <cstring>
 #include <memory>
@@ -46,8 +47,9 @@ const Checkpoint& TestCheckpoint() {
   return *checkpoint;
 }
 
-std::unique_ptr<CpuBackend> MakeBackend(StorageDType kv_dtype = StorageDType::kAuto) {
+std::unique_ptr<CpuBackend> MakeBackend(StorageDType kv_dtype = StorageDType::kAuto, int32_t tensor_parallel = 1) {
   BackendOptions options;
+  options.tensor_parallel = tensor_parallel;
   options.num_threads = 2;
   options.block_tokens = kBlockTokens;
   options.kv_dtype = kv_dtype;
@@ -62,8 +64,11 @@ std::unique_ptr<CpuBackend> MakeBackend(StorageDType kv_dtype = StorageDType::kA
 // as no chunk writes it any more, keeping `recent` full blocks on the device.
 class TwinSequences {
  public:
-  TwinSequences(int64_t sinks, int64_t recent, StorageDType kv_dtype)
-      : sinks_(sinks), recent_(recent), all_device_(MakeBackend(kv_dtype)), streamed_(MakeBackend(kv_dtype)) {}
+  TwinSequences(int64_t sinks, int64_t recent, StorageDType kv_dtype, int32_t tensor_parallel)
+      : sinks_(sinks),
+        recent_(recent),
+        all_device_(MakeBackend(kv_dtype, tensor_parallel)),
+        streamed_(MakeBackend(kv_dtype, tensor_parallel)) {}
 
   // Feeds `tokens` to both; returns whether their logits were bit-identical.
   void Feed(const std::vector<int32_t>& tokens) {
@@ -133,13 +138,13 @@ std::vector<int32_t> RandomTokens(int64_t n, std::mt19937& rng) {
   return tokens;
 }
 
-// (sink blocks, KV format).
-class HostResidentKvTest : public testing::TestWithParam<std::tuple<int64_t, StorageDType>> {};
+// (sink blocks, KV format, tensor_parallel).
+class HostResidentKvTest : public testing::TestWithParam<std::tuple<int64_t, StorageDType, int32_t>> {};
 
 TEST_P(HostResidentKvTest, ChunkedPrefillAndDecodeAreBitIdentical) {
-  const auto [sinks, kv_dtype] = GetParam();
+  const auto [sinks, kv_dtype, tensor_parallel] = GetParam();
   std::mt19937 rng(5);
-  TwinSequences twins(sinks, /*recent=*/2, kv_dtype);
+  TwinSequences twins(sinks, /*recent=*/2, kv_dtype, tensor_parallel);
   ASSERT_EQ(twins.layout().dtype, kv_dtype == StorageDType::kFp8 ? DType::kF8E4M3 : DType::kF32);
   for (int64_t chunk : {7, 5, 9, 3, 6}) twins.Feed(RandomTokens(chunk, rng));
   for (int i = 0; i < 40; ++i) twins.Feed(RandomTokens(1, rng));
@@ -149,10 +154,12 @@ TEST_P(HostResidentKvTest, ChunkedPrefillAndDecodeAreBitIdentical) {
 
 INSTANTIATE_TEST_SUITE_P(SinksAndFormats, HostResidentKvTest,
                          testing::Combine(testing::Values(int64_t{0}, int64_t{1}, int64_t{2}),
-                                          testing::Values(StorageDType::kAuto, StorageDType::kFp8)),
+                                          testing::Values(StorageDType::kAuto, StorageDType::kFp8),
+                                          testing::Values(1, 2)),
                          [](const testing::TestParamInfo<HostResidentKvTest::ParamType>& info) {
                            return absl::StrCat("sinks", std::get<0>(info.param), "_",
-                                               std::get<1>(info.param) == StorageDType::kFp8 ? "fp8" : "f32");
+                                               std::get<1>(info.param) == StorageDType::kFp8 ? "fp8" : "f32", "_tp",
+                                               std::get<2>(info.param));
                          });
 
 TEST(HostResidentKvValidation, RefusesHostBlocksTheChunkWouldWrite) {

@@ -39,6 +39,16 @@ static void test_options(void) {
   CHECK(strstr(kvt_options_errmsg(o), "'kv_dtype' must be auto, bf16, fp16 or fp8, got 'int4'") != NULL);
   CHECK_STATUS(kvt_options_set_int(o, "weight_dtype", 8), KVT_ERR_INVALID_ARGUMENT);
   CHECK(strstr(kvt_options_errmsg(o), "takes a string") != NULL);
+  /* Tensor parallelism: 1, 2, 4 or 8 ranks; devices lists GPU ordinals. */
+  CHECK_STATUS(kvt_options_set_int(o, "tensor_parallel", 4), KVT_OK);
+  CHECK_STATUS(kvt_options_set_int(o, "tensor_parallel", 3), KVT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(kvt_options_errmsg(o), "tensor_parallel must be 1, 2, 4 or 8, got 3") != NULL);
+  CHECK_STATUS(kvt_options_set_string(o, "tensor_parallel", "16"), KVT_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(kvt_options_set_string(o, "devices", "0,1"), KVT_OK);
+  CHECK_STATUS(kvt_options_set_string(o, "devices", "0,gpu1"), KVT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(kvt_options_errmsg(o), "'devices' must list GPU ordinals") != NULL);
+  CHECK_STATUS(kvt_options_set_int(o, "devices", 1), KVT_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(kvt_options_set_int(o, "sharded_reduction", 1), KVT_OK);
   /* CUDA diagnostics: switches are 0 or 1, the GEMV prefetch depth 2..8. */
   CHECK_STATUS(kvt_options_set_int(o, "cuda_graphs", 0), KVT_OK);
   CHECK_STATUS(kvt_options_set_int(o, "cuda_pdl", 2), KVT_ERR_INVALID_ARGUMENT);
@@ -131,6 +141,16 @@ static void test_generation(const char* model_dir) {
   CHECK(ctx == NULL);
   CHECK(strstr(err, "kv_dtype 'bf16'") != NULL);
   CHECK_STATUS(kvt_options_set_string(opts, "kv_dtype", "auto"), KVT_OK);
+  /* A degree the model's 2 KV heads do not split, and a devices list of the wrong length. */
+  CHECK_STATUS(kvt_options_set_int(opts, "tensor_parallel", 4), KVT_OK);
+  CHECK_STATUS(kvt_context_create(model, opts, &ctx, err, sizeof err), KVT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(err, "num_key_value_heads (2) is not divisible") != NULL);
+  CHECK_STATUS(kvt_options_set_int(opts, "tensor_parallel", 2), KVT_OK);
+  CHECK_STATUS(kvt_options_set_string(opts, "devices", "0"), KVT_OK);
+  CHECK_STATUS(kvt_context_create(model, opts, &ctx, err, sizeof err), KVT_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(err, "devices names 1 GPUs, tensor_parallel is 2") != NULL);
+  CHECK_STATUS(kvt_options_set_int(opts, "tensor_parallel", 1), KVT_OK);
+  CHECK_STATUS(kvt_options_set_string(opts, "devices", ""), KVT_OK);
   CHECK_STATUS(kvt_context_create(model, opts, &ctx, err, sizeof err), KVT_OK);
   kvt_model_free(model); /* the context keeps the model alive */
   kvt_events_create(&ev);

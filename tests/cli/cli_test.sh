@@ -181,6 +181,18 @@ options)
   expect_re 0 out '^seq 1 \[length\]: ' run --model "$model" --prompt-ids 1,2 --backend cpu --max-waiting 4 --max-running 1 --events \
     --threads 1 --block-tokens 4 --max-tokens-per-step 8 --preemption recompute --cuda-graphs 0 --cuda-fast-attention 0 \
     --cuda-pdl 0 --cuda-pdl-early 0 --cuda-gemv-prefetch 8 --max-tokens 3
+  # Tensor parallelism: TP = 2 writes the tokens TP = 1 writes on the sharded plan, and says
+  # so; a degree the model's 2 KV heads do not split, or the CUDA backend, is refused by name.
+  expect_re 0 err 'tensor parallel 2 \(sharded plan\)$' run --model "$model" --prompt-ids 1,2,3 --backend cpu --max-tokens 6 \
+    --tensor-parallel 2
+  cp "$work/out" "$work/tp2"
+  run run --model "$model" --prompt-ids 1,2,3 --backend cpu --max-tokens 6 --sharded-reduction 1
+  check "run --tensor-parallel 2 writes what --sharded-reduction 1 writes" cmp -s "$work/out" "$work/tp2"
+  expect_re 2 err '^kvtier run: .*--tensor-parallel 4: num_key_value_heads \(2\) is not divisible by it$' \
+    run --model "$model" --prompt-ids 1,2 --backend cpu --tensor-parallel 4
+  usage_error run "--tensor-parallel: '3' is not one of 1|2|4|8" --model "$model" --prompt-ids 1,2 --tensor-parallel 3
+  expect_re 1 err '^kvtier run: .*--tensor-parallel 2 on the cuda backend is not yet implemented' \
+    run --model "$model" --prompt-ids 1,2 --backend cuda --tensor-parallel 2 --devices 0,1
   ;;
 
 mkmodel)

@@ -13,7 +13,7 @@
 namespace kvtier::cli {
 namespace {
 
-enum class Kind { kInt, kBytes, kChoice, kPath, kUrl };
+enum class Kind { kInt, kBytes, kChoice, kPath, kUrl, kList };
 
 struct ContextOption {
   const char* key;
@@ -66,6 +66,12 @@ constexpr ContextOption kOptions[] = {
      "format the weights are held in; fp8: E4M3, one scale per output channel; q8_0, q4_k (cpu backend): GGUF's "
      "blocks, quantized at load as llama.cpp quantizes (default auto)"},
     {"kv_dtype", Kind::kChoice, 0, 0, "auto|bf16|fp16|fp8", "format of the KV cache on every tier (default auto)"},
+    {"tensor_parallel", Kind::kChoice, 0, 0, "1|2|4|8",
+     "ranks the heads and MLP rows are split over; the cpu backend runs them in one process, the cuda backend "
+     "refuses > 1 for now (default 1)"},
+    {"devices", Kind::kList, 0, 0, nullptr, "GPU ordinals of the ranks, e.g. 0,1 (default: the first ones)"},
+    {"sharded_reduction", Kind::kInt, 0, 1, nullptr,
+     "cpu backend: run the sharded plan at --tensor-parallel 1 too, summing as every degree does (default 0)"},
     {"cuda_graphs", Kind::kInt, 0, 1, nullptr, "CUDA: decode steps as CUDA graphs (default 1)"},
     {"cuda_fast_attention", Kind::kInt, 0, 1, nullptr,
      "CUDA: decode/prefill attention kernels where the shape fits, else the generic one (default 1)"},
@@ -140,6 +146,14 @@ void ContextFlags::AddTo(CommandLine* command_line) {
         command_line->AddCustom(
             FlagOf(key), "FILE", option.help, [](absl::string_view text) -> absl::StatusOr<std::string> {
               if (text.empty()) return absl::InvalidArgumentError("empty path");
+              return std::string(text);
+            },
+            store);
+        break;
+      case Kind::kList:
+        command_line->AddCustom(
+            FlagOf(key), "LIST", option.help, [](absl::string_view text) -> absl::StatusOr<std::string> {
+              if (text.empty()) return absl::InvalidArgumentError("empty list");
               return std::string(text);
             },
             store);

@@ -14,6 +14,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/dot16.h"
 #include "backend/cpu/quant_dot.h"
+#include "backend/cpu/sharded_weights.h"
 #include "common/physical_memory.h"
 #include "common/status_macros.h"
 #include "model/checkpoint.h"
@@ -57,6 +58,11 @@ std::string DescribeComputePath(const CpuWeights& weights, CpuKernels kernels, S
   // fp8 weights are held widened: say so, or the line would read like an fp32 model's.
   if (weight_dtype == StorageDType::kFp8) absl::StrAppend(&path, ", holding fp8 (E4M3 x channel scale) values");
   return path;
+}
+
+// Activation rows preallocated at creation: the engine's step budget.
+int64_t ReserveTokens(const BackendOptions& options) {
+  return options.max_tokens_per_step > 0 ? options.max_tokens_per_step : kDefaultScratchTokens;
 }
 
 }  // namespace
@@ -105,13 +111,22 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const Checkpoint&
     RoundProjections(config, options.weight_dtype, fast, &weights);
   }
   if (options.cpu_kernels == CpuKernels::kExact) UseDot16(BestExactDot16(), &weights);
-  return std::unique_ptr<CpuBackend>(new CpuBackend(config, std::move(weights), options));
+  std::string compute_path = DescribeComputePath(weights, options.cpu_kernels, options.weight_dtype);
+  std::unique_ptr<ShardedForward> sharded;
+  if (options.tensor_parallel > 1 || options.sharded_reduction) {
+    ASSIGN_OR_RETURN(ShardedWeights shards, ShardCpuWeights(config, options.tensor_parallel, &weights));
+    absl::StrAppend(&compute_path, ", tensor parallel ", options.tensor_parallel, " (sharded plan)");
+    sharded = std::make_unique<ShardedForward>(config, std::move(shards), ReserveTokens(options));
+  }
+  return std::unique_ptr<CpuBackend>(
+      new CpuBackend(config, std::move(weights), std::move(sharded), std::move(compute_path), options));
 }
 
-CpuBackend::CpuBackend(const ModelConfig& config, CpuWeights weights,
-                       const BackendOptions& options)
+CpuBackend::CpuBackend(const ModelConfig& config, CpuWeights weights, std::unique_ptr<ShardedForward> sharded,
+                       std::string compute_path, const BackendOptions& options)
     : config_(config),
       weights_(std::move(weights)),
+      sharded_(std::move(sharded)),
       inv_freq_(config.head_dim / 2),
       pool_(std::make_unique<ThreadPool>(options.num_threads, ThreadPool::Options{.spin_us = kSpinUs, .pin_workers = true})) {
   layout_.num_layers = config.num_layers;
@@ -137,10 +152,9 @@ CpuBackend::CpuBackend(const ModelConfig& config, CpuWeights weights,
     RopeInverseFrequencies(config.head_dim, *config.gemma3_rope.local_theta, std::nullopt, local_inv_freq_.data());
   }
   // Sized for the engine's step budget; a larger batch grows it (counted, never shrunk).
-  EnsureScratch(options.max_tokens_per_step > 0 ? options.max_tokens_per_step
-                                                : kDefaultScratchTokens);
+  EnsureScratch(ReserveTokens(options));
   scratch_growths_ = 0;
-  compute_path_ = DescribeComputePath(weights_, options.cpu_kernels, options.weight_dtype);
+  compute_path_ = std::move(compute_path);
 }
 
 absl::Status CpuBackend::AllocateKvPool(int64_t num_blocks) {
@@ -287,19 +301,44 @@ absl::Status CpuBackend::Forward(const ForwardBatch& batch, std::vector<float>* 
 void CpuBackend::RunLayer(int64_t layer, const ForwardBatch& batch, int64_t num_tokens) {
   const CpuLayerWeights& w = weights_.layers[layer];
   const int64_t hidden = config_.hidden_size;
+  const double eps = config_.rms_norm_eps;
+  ThreadPool* pool = pool_.get();
+  float* x = scratch_.hidden.data();
+  float* normed = scratch_.normed.data();
+
+  // Attention block.
+  RmsNorm(x, w.input_norm.data(), num_tokens, hidden, eps, normed, pool);
+  if (sharded_ != nullptr) {
+    sharded_->Attention(layer, w, ShardedIo(batch, num_tokens),
+                        ShardedAttentionIo{&layout_, kv_pool_.get(), [this, layer](float* rows_x, int64_t rows, int64_t heads) {
+                                             ApplyLayerRope(layer, rows_x, rows, heads);
+                                           }});
+  } else {
+    AttentionBlock(layer, w, batch, num_tokens);
+  }
+  if (config_.gemma.sandwich_norms) {  // Gemma: the attention output is normed before the residual
+    RmsNorm(normed, w.post_attention_norm.data(), num_tokens, hidden, eps, normed, pool);
+  }
+  AddInPlace(x, normed, num_tokens * hidden);
+  Mlp(layer, w, batch, num_tokens);
+}
+
+ShardedLayerIo CpuBackend::ShardedIo(const ForwardBatch& batch, int64_t num_tokens) {
+  return ShardedLayerIo{&batch, num_tokens, scratch_.normed.data(), scratch_.normed.data(), pool_.get(),
+                        &scratch_.activations};
+}
+
+void CpuBackend::AttentionBlock(int64_t layer, const CpuLayerWeights& w, const ForwardBatch& batch,
+                                int64_t num_tokens) {
   const int64_t q_dim = config_.q_dim();
   const int64_t kv_dim = config_.kv_dim();
   const double eps = config_.rms_norm_eps;
   ThreadPool* pool = pool_.get();
-  float* x = scratch_.hidden.data();
   float* normed = scratch_.normed.data();
   float* q = scratch_.q.data();
   float* k = scratch_.k.data();
   float* v = scratch_.v.data();
   auto bias = [](const std::vector<float>& b) { return b.empty() ? nullptr : b.data(); };
-
-  // Attention block.
-  RmsNorm(x, w.input_norm.data(), num_tokens, hidden, eps, normed, pool);
   MatMul(w.q_proj, normed, bias(w.q_bias), num_tokens, q, pool, &scratch_.activations);
   MatMul(w.k_proj, normed, bias(w.k_bias), num_tokens, k, pool, &scratch_.activations);
   MatMul(w.v_proj, normed, bias(w.v_bias), num_tokens, v, pool, &scratch_.activations);
@@ -317,23 +356,17 @@ void CpuBackend::RunLayer(int64_t layer, const ForwardBatch& batch, int64_t num_
   int64_t row = 0;
   for (const SequenceChunk& chunk : batch.chunks) {
     const int64_t len = static_cast<int64_t>(chunk.tokens.size());
-    const KvBlockView kv{&layout_, kv_pool_.get(), chunk.block_table, chunk.host_kv};
+    const KvBlockView kv{&layout_, kv_pool_.get(), chunk.block_table, chunk.host_kv, std::nullopt};
     WriteKv(kv, layer, chunk.start_position, len, k + row * kv_dim, v + row * kv_dim);
     PagedAttention(kv, layer, chunk.start_position, len, config_.num_heads, q + row * q_dim,
                    scratch_.attention.data() + row * q_dim, pool, attention);
     row += len;
   }
   MatMul(w.o_proj, scratch_.attention.data(), bias(w.o_bias), num_tokens, normed, pool, &scratch_.activations);
-  if (config_.gemma.sandwich_norms) {  // Gemma: the attention output is normed before the residual
-    RmsNorm(normed, w.post_attention_norm.data(), num_tokens, hidden, eps, normed, pool);
-  }
-  AddInPlace(x, normed, num_tokens * hidden);
-  Mlp(layer, w, num_tokens);
 }
 
-void CpuBackend::Mlp(int64_t layer, const CpuLayerWeights& w, int64_t num_tokens) {
+void CpuBackend::Mlp(int64_t layer, const CpuLayerWeights& w, const ForwardBatch& batch, int64_t num_tokens) {
   const int64_t hidden = config_.hidden_size;
-  const int64_t inter = config_.intermediate_size;
   const double eps = config_.rms_norm_eps;
   ThreadPool* pool = pool_.get();
   float* x = scratch_.hidden.data();
@@ -345,6 +378,21 @@ void CpuBackend::Mlp(int64_t layer, const CpuLayerWeights& w, int64_t num_tokens
                num_tokens * hidden);
     return;
   }
+  if (sharded_ != nullptr) {
+    sharded_->Mlp(layer, ShardedIo(batch, num_tokens));
+  } else {
+    DenseMlp(w, num_tokens);
+  }
+  if (config_.gemma.sandwich_norms) {
+    RmsNorm(normed, w.post_feedforward_norm.data(), num_tokens, hidden, eps, normed, pool);
+  }
+  AddInPlace(x, normed, num_tokens * hidden);
+}
+
+void CpuBackend::DenseMlp(const CpuLayerWeights& w, int64_t num_tokens) {
+  const int64_t inter = config_.intermediate_size;
+  ThreadPool* pool = pool_.get();
+  float* normed = scratch_.normed.data();
   float* gate = scratch_.gate.data();
   MatMul(w.gate_proj, normed, nullptr, num_tokens, gate, pool, &scratch_.activations);
   MatMul(w.up_proj, normed, nullptr, num_tokens, scratch_.up.data(), pool, &scratch_.activations);
@@ -354,10 +402,6 @@ void CpuBackend::Mlp(int64_t layer, const CpuLayerWeights& w, int64_t num_tokens
     SiluMul(gate, scratch_.up.data(), num_tokens * inter, gate);
   }
   MatMul(w.down_proj, gate, nullptr, num_tokens, normed, pool, &scratch_.activations);
-  if (config_.gemma.sandwich_norms) {
-    RmsNorm(normed, w.post_feedforward_norm.data(), num_tokens, hidden, eps, normed, pool);
-  }
-  AddInPlace(x, normed, num_tokens * hidden);
 }
 
 void CpuBackend::ApplyLayerRope(int64_t layer, float* x, int64_t rows, int64_t num_heads) const {
@@ -449,8 +493,8 @@ float* CpuBackend::MutableBlockData(int32_t block) {
 }
 
 int64_t CpuBackend::device_bytes_in_use() const {
-  return weights_.Bytes() + num_blocks_ * static_cast<int64_t>(layout_.BlockBytes()) +
-         scratch_.Bytes() + moe_scratch_.Bytes();
+  return weights_.Bytes() + num_blocks_ * static_cast<int64_t>(layout_.BlockBytes()) + scratch_.Bytes() +
+         moe_scratch_.Bytes() + (sharded_ != nullptr ? sharded_->Bytes() : 0);
 }
 
 }  // namespace kvtier

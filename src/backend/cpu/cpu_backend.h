@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "backend/backend.h"
 #include "backend/cpu/cpu_weights.h"
+#include "backend/cpu/sharded_forward.h"
 #include "backend/kv_layout.h"
 #include "common/thread_pool.h"
 #include "model/config.h"
@@ -79,7 +80,10 @@ class CpuBackend final : public Backend {
     int64_t Bytes() const;
   };
 
-  CpuBackend(const ModelConfig& config, CpuWeights weights, const BackendOptions& options);
+  // sharded: the tensor-parallel plan (options tensor_parallel > 1 or sharded_reduction),
+  // holding the projections that `weights` then lacks; null for the plain forward.
+  CpuBackend(const ModelConfig& config, CpuWeights weights, std::unique_ptr<ShardedForward> sharded,
+             std::string compute_path, const BackendOptions& options);
 
   absl::Status ValidateBatch(const ForwardBatch& batch) const;
   absl::Status ValidateBlock(int32_t block, const std::string& what) const;
@@ -87,12 +91,18 @@ class CpuBackend final : public Backend {
   void RunLayer(int64_t layer, const ForwardBatch& batch, int64_t num_tokens);
   // RoPE of layer `layer` on x (rows, num_heads, head_dim) at the batch's positions.
   void ApplyLayerRope(int64_t layer, float* x, int64_t rows, int64_t num_heads) const;
-  // The MLP of layer `layer`: dense, or its experts (cpu_moe.h).
-  void Mlp(int64_t layer, const CpuLayerWeights& w, int64_t num_tokens);
+  // q/k/v, attention and o_proj of the unsharded forward: scratch_.normed in, then out.
+  void AttentionBlock(int64_t layer, const CpuLayerWeights& w, const ForwardBatch& batch, int64_t num_tokens);
+  // The MLP of layer `layer`: dense (sharded or not), or its experts (cpu_moe.h).
+  void Mlp(int64_t layer, const CpuLayerWeights& w, const ForwardBatch& batch, int64_t num_tokens);
+  void DenseMlp(const CpuLayerWeights& w, int64_t num_tokens);
+  // The sharded plan's view of the scratch: the norm's output in scratch_.normed, and out.
+  ShardedLayerIo ShardedIo(const ForwardBatch& batch, int64_t num_tokens);
   void ComputeLogits(const ForwardBatch& batch, std::vector<float>* logits);
 
   const ModelConfig config_;
   const CpuWeights weights_;
+  std::unique_ptr<ShardedForward> sharded_;  // the tensor-parallel plan, or null
   KvLayout layout_;
   std::vector<float> inv_freq_;  // (head_dim / 2); LongRoPE's short factors
   std::vector<float> local_inv_freq_;  // (head_dim / 2): Gemma 3's sliding layers, else empty

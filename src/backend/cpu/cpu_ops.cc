@@ -321,17 +321,17 @@ void WriteKv(const KvBlockView& kv, int64_t layer, int64_t start_position, int64
     const int64_t position = start_position + r;
     uint8_t* block = kv.Write(position / layout.block_tokens);
     const int64_t token = position % layout.block_tokens;
-    for (int64_t h = 0; h < layout.num_kv_heads; ++h) {
-      const int64_t src = (r * layout.num_kv_heads + h) * layout.head_dim;
-      StoreRow(layout, block, layer, 0, h, token, k + src);
-      StoreRow(layout, block, layer, 1, h, token, v + src);
+    for (int64_t h = 0; h < kv.NumKvHeads(); ++h) {
+      const int64_t src = (r * kv.NumKvHeads() + h) * layout.head_dim;
+      StoreRow(layout, block, layer, 0, kv.FirstKvHead() + h, token, k + src);
+      StoreRow(layout, block, layer, 1, kv.FirstKvHead() + h, token, v + src);
     }
   }
 }
 
 void WriteKv(const KvLayout& layout, void* kv_pool, std::span<const int32_t> block_table,
              int64_t layer, int64_t start_position, int64_t rows, const float* k, const float* v) {
-  WriteKv(KvBlockView{&layout, kv_pool, block_table, {}}, layer, start_position, rows, k, v);
+  WriteKv(KvBlockView{&layout, kv_pool, block_table, {}, std::nullopt}, layer, start_position, rows, k, v);
 }
 
 void PagedAttention(const KvBlockView& kv, int64_t layer, int64_t start_position, int64_t rows,
@@ -339,7 +339,7 @@ void PagedAttention(const KvBlockView& kv, int64_t layer, int64_t start_position
                     const AttentionOptions& options) {
   const KvLayout& layout = *kv.layout;
   const int64_t head_dim = layout.head_dim;
-  const int64_t group = num_heads / layout.num_kv_heads;
+  const int64_t group = num_heads / kv.NumKvHeads();
   const float scale =
       options.scale.value_or(static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim))));
   auto key_or_value = [&](int64_t kv_index, int64_t kv_head, int64_t position, float* scratch) {
@@ -357,13 +357,13 @@ void PagedAttention(const KvBlockView& kv, int64_t layer, int64_t start_position
     for (int64_t item = begin; item < end;) {
       const int64_t r = item / num_heads;
       const int64_t h = item % num_heads;
-      const int64_t kv_head = h / group;
+      const int64_t kv_head = kv.FirstKvHead() + h / group;
       const int64_t num_keys = start_position + r + 1;  // causal: positions [0, own]
       // A window keeps the last `window` positions, own included.
       const int64_t first_key = options.window ? std::max<int64_t>(0, num_keys - *options.window) : 0;
       const int64_t count = num_keys - first_key;
       // Two heads of one group read the same keys: the vector kernel scores both in one pass.
-      const int heads = rows_kernels && item + 1 < end && h + 1 < num_heads && (h + 1) / group == kv_head ? 2 : 1;
+      const int heads = rows_kernels && item + 1 < end && h + 1 < num_heads && (h + 1) / group == h / group ? 2 : 1;
       if (rows_kernels) {
         RowPointers(kv, layer, 0, kv_head, first_key, num_keys, rows_at.data());
         const float* qh = q + (r * num_heads + h) * head_dim;
@@ -414,7 +414,7 @@ void PagedAttention(const KvLayout& layout, const void* kv_pool,
                     int64_t rows, int64_t num_heads, const float* q, float* out,
                     ThreadPool* pool) {
   // The view never writes through its pool pointer here.
-  PagedAttention(KvBlockView{&layout, const_cast<void*>(kv_pool), block_table, {}}, layer, start_position,
+  PagedAttention(KvBlockView{&layout, const_cast<void*>(kv_pool), block_table, {}, std::nullopt}, layer, start_position,
                  rows, num_heads, q, out, pool);
 }
 

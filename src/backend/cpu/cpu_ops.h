@@ -79,7 +79,8 @@ void GeluTanhMul(const float* gate, const float* up, int64_t count, float* out);
 // kv_pool: num_blocks x layout.BlockBytes() bytes (f32 elements, or for kF8E4M3 codes and
 // per-row scales as kv_layout.h says); block_table covers those positions. fp8 rows are
 // quantized here: scale = amax / 448 (1 for an all-zero row), code = e4m3(x / scale).
-// The view form writes through a KvBlockView (kv_block_view.h): only device blocks.
+// The view form writes through a KvBlockView (kv_block_view.h): only device blocks, and only
+// the view's heads (k, v then hold (rows, view.NumKvHeads(), head_dim)).
 void WriteKv(const KvBlockView& kv, int64_t layer, int64_t start_position, int64_t rows, const float* k,
              const float* v);
 void WriteKv(const KvLayout& layout, void* kv_pool, std::span<const int32_t> block_table,
@@ -95,7 +96,9 @@ struct AttentionOptions {
 // Causal attention of one sequence's new queries over its paged KV (which already holds
 // positions [0, start_position + rows)). q: (rows, num_heads, head_dim) for positions
 // start_position..; out: (rows, num_heads, head_dim). GQA: query head h reads kv head
-// h / (num_heads / num_kv_heads). Scale and window from `options`, softmax in fp32.
+// h / (num_heads / num_kv_heads) (in the view form, of the view's heads: q holds the query
+// heads of those, and head h reads view head FirstKvHead() + h / (num_heads / NumKvHeads())).
+// Scale and window from `options`, softmax in fp32.
 // fp8 KV rows are read back as code x scale in fp32.
 // Positions are read in order whichever tier the view finds them in (kv_block_view.h), so
 // host-resident blocks change no bit of the result, in either KV format.

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "backend/host_resident_kv.h"
@@ -19,11 +20,23 @@
 
 namespace kvtier {
 
+// The KV heads [first, first + count) of a layout: a tensor-parallel rank's share
+// (docs/TENSOR_PARALLEL.md). The block keeps every head's place, so a rank writes and reads
+// the bytes its heads have at any degree.
+struct KvHeadRange {
+  int64_t first = 0;
+  int64_t count = 0;
+};
+
 struct KvBlockView {
   const KvLayout* layout = nullptr;
   void* pool = nullptr;                   // num_blocks x layout->BlockBytes() bytes: device tier
   std::span<const int32_t> block_table;   // device blocks of the sequence (host_resident_kv.h)
   HostResidentKv host;                    // host-resident blocks, read only
+  std::optional<KvHeadRange> heads;       // the heads this view reaches; nullopt: all of them
+
+  int64_t FirstKvHead() const { return heads ? heads->first : 0; }
+  int64_t NumKvHeads() const { return heads ? heads->count : layout->num_kv_heads; }
 
   // The bytes of logical block j.
   const uint8_t* Read(int64_t j) const {

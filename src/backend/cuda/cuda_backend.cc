@@ -74,6 +74,10 @@ DType CudaBackend::ComputeDTypeOf(const Checkpoint& checkpoint) {
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(const Checkpoint& checkpoint,
                                                                  const BackendOptions& options) {
+  if (options.tensor_parallel > 1) {  // never run one GPU in place of the ranks asked for
+    return absl::UnimplementedError(absl::StrCat("cuda backend: tensor_parallel ", options.tensor_parallel,
+                                                 " is not yet implemented (one GPU per context)"));
+  }
   // weight_dtype bf16/fp16 choose the 16-bit type weights, activations and KV are held in;
   // fp8 holds the projections as E4M3 and computes in the checkpoint's 16-bit type. The KV
   // cache is held in that 16-bit type or, with kv_dtype fp8, as E4M3 codes + row scales.
