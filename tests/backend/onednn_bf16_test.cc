@@ -2,22 +2,32 @@
 // for many rows on a large BF16 matrix and only there; that it runs on the calling threads
 // (oneDNN's OpenMP starts no threads of its own); that its results are within the bound of
 // dot16_bf16pairs.h against the fp32 reference and close to a double sum of the rounded
-// activations; and that they do not depend on the thread count. Skipped where the build has
+// activations; that they do not depend on the thread count; and the backend on a BF16
+// checkpoint with such matrices: its compute_path says when oneDNN ran, its logits near the
+// reference's. Skipped where the build has
 // no oneDNN or the processor no AVX-512 BF16.
 #include <dirent.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_matrix.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/dot16.h"
 #include "backend/cpu/onednn_bf16.h"
 #include "common/thread_pool.h"
 #include "gtest/gtest.h"
+#include "model/checkpoint.h"
+#include "model/random_checkpoint.h"
 #include "model/tensor.h"
 #include "testing/random_values.h"
 
@@ -163,6 +173,86 @@ TEST(OnednnBf16Test, MatMulIsWithinThePairsBoundOnAnyThreadCount) {
       }
     }
   }
+}
+
+// One layer with Llama-3.2-1B's widths (q, o, gate, up, down of 2048 x 2048: five matrices
+// for oneDNN; k and v of 512 x 2048 stay on the kernel), in BF16.
+RandomCheckpointSpec WideBf16() {
+  RandomCheckpointSpec spec = *RandomCheckpointPreset("tiny-llama");
+  spec.dtype = DType::kBF16;
+  spec.hidden = 2048;
+  spec.layers = 1;
+  spec.heads = 16;
+  spec.kv_heads = 4;
+  spec.head_dim = 128;
+  spec.intermediate = 2048;
+  spec.vocab = 256;
+  spec.seed = 23;
+  return spec;
+}
+
+std::unique_ptr<CpuBackend> CreateBackend(const Checkpoint& checkpoint, CpuKernels kernels) {
+  BackendOptions options;
+  options.cpu_kernels = kernels;
+  options.num_threads = 2;
+  options.block_tokens = 16;
+  auto backend = CpuBackend::Create(checkpoint, options);
+  EXPECT_TRUE(backend.ok()) << backend.status();
+  if (!backend.ok()) return nullptr;
+  EXPECT_TRUE((*backend)->AllocateKvPool(16).ok());
+  return std::move(*backend);
+}
+
+// The logits of a prompt of `tokens` tokens, every position's.
+std::vector<float> Prefill(CpuBackend* backend, int64_t tokens) {
+  std::vector<int32_t> prompt;
+  for (int64_t i = 0; i < tokens; ++i) prompt.push_back(static_cast<int32_t>((37 * i + 5) % 256));
+  const std::vector<int32_t> table = {0, 1, 2, 3, 4, 5, 6, 7};
+  ForwardBatch batch;
+  batch.chunks.push_back({.tokens = prompt, .start_position = 0, .block_table = table, .need_logits = true,
+                          .all_logits = true});
+  std::vector<float> logits;
+  EXPECT_TRUE(backend->Forward(batch, &logits).ok());
+  return logits;
+}
+
+// compute_path names oneDNN only once a step of enough rows has run, and never for kExact;
+// the logits stay near the reference's (as Dot16BackendTest's bound for the vdpbf16ps
+// kernel: 2% of the largest |logit|).
+TEST(OnednnBf16BackendTest, ComputePathSaysWhenOnednnRanAndLogitsStayNearTheReference) {
+  const Dot16Kernels* set = InexactSet();
+  if (set == nullptr || !OnednnBf16Available()) GTEST_SKIP() << "no oneDNN bf16 path in this build or processor";
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/kvtier_onednn_bf16_", getpid());
+  ASSERT_TRUE(WriteRandomCheckpoint(WideBf16(), dir).ok());
+  auto checkpoint = Checkpoint::Open(dir);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  std::unique_ptr<CpuBackend> fast = CreateBackend(**checkpoint, CpuKernels::kFast);
+  std::unique_ptr<CpuBackend> exact = CreateBackend(**checkpoint, CpuKernels::kExact);
+  std::unique_ptr<CpuBackend> reference = CreateBackend(**checkpoint, CpuKernels::kReference);
+  ASSERT_NE(fast, nullptr);
+  ASSERT_NE(exact, nullptr);
+  ASSERT_NE(reference, nullptr);
+  const std::string before = fast->compute_path();
+  EXPECT_EQ(before.find("oneDNN"), std::string::npos) << before;
+  Prefill(fast.get(), kOnednnBf16MinRows - 1);
+  EXPECT_EQ(fast->compute_path(), before) << "a step of fewer rows than kOnednnBf16MinRows";
+  const std::vector<float> got = Prefill(fast.get(), kOnednnBf16MinRows);
+  EXPECT_EQ(fast->compute_path(), before + ", prefill through oneDNN bf16 matmul (5 matrices, steps of >= " +
+                                      std::to_string(kOnednnBf16MinRows) + " rows)");
+  Prefill(exact.get(), kOnednnBf16MinRows);
+  EXPECT_EQ(exact->compute_path().find("oneDNN"), std::string::npos) << exact->compute_path();
+  const std::vector<float> want = Prefill(reference.get(), kOnednnBf16MinRows);
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_FALSE(got.empty());
+  double largest = 0, worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    largest = std::max(largest, std::fabs(double{want[i]}));
+    worst = std::max(worst, std::fabs(double{got[i]} - want[i]));
+  }
+  std::printf("BF16 through oneDNN against the reference: logits at most %.3g apart, largest |logit| %.3g\n", worst,
+              largest);
+  EXPECT_LE(worst, 0.02 * largest);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
