@@ -138,7 +138,7 @@ TEST(OnednnBf16Test, MatMulIsWithinThePairsBoundOnAnyThreadCount) {
   if (set == nullptr || !OnednnBf16Available()) GTEST_SKIP() << "no oneDNN bf16 path in this build or processor";
   std::mt19937 rng(22);
   ThreadPool pool(2);
-  for (const int64_t rows : {kOnednnBf16MinRows, int64_t{77}}) {
+  for (const int64_t rows : {kOnednnBf16MinRows, int64_t{131}}) {
     const Bf16Problem p = MakeBf16Problem(rows, *set, rng);
     ASSERT_TRUE(UsesOnednnBf16(p.m, rows));
     std::vector<float> two(static_cast<size_t>(rows * kOut)), one(two.size()), reference(two.size());
@@ -207,7 +207,7 @@ std::unique_ptr<CpuBackend> CreateBackend(const Checkpoint& checkpoint, CpuKerne
 std::vector<float> Prefill(CpuBackend* backend, int64_t tokens) {
   std::vector<int32_t> prompt;
   for (int64_t i = 0; i < tokens; ++i) prompt.push_back(static_cast<int32_t>((37 * i + 5) % 256));
-  const std::vector<int32_t> table = {0, 1, 2, 3, 4, 5, 6, 7};
+  const std::vector<int32_t> table = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   ForwardBatch batch;
   batch.chunks.push_back({.tokens = prompt, .start_position = 0, .block_table = table, .need_logits = true,
                           .all_logits = true});

@@ -34,7 +34,7 @@ class ThreadPool;
 
 // Activation rows from which a product goes to oneDNN, and the size (rows x cols of the
 // weights) from which a matrix does: below either, the vdpbf16ps kernel is as fast or faster.
-inline constexpr int64_t kOnednnBf16MinRows = 64;
+inline constexpr int64_t kOnednnBf16MinRows = 128;
 inline constexpr int64_t kOnednnBf16MinValues = int64_t{2048} * 2048;
 
 // True when this build has oneDNN and the processor runs its bf16 matmul natively (AVX-512 BF16).
