@@ -70,6 +70,7 @@ std::string DescribeOnednnPath(const CpuWeights& weights) {
       count += UsesOnednnBf16(*m, kOnednnBf16MinRows) ? 1 : 0;
     }
   }
+  count += UsesOnednnBf16(weights.lm_head, kOnednnBf16MinRows) ? 1 : 0;  // prompts scored at every position
   if (count == 0) return "";
   return absl::StrCat(", prefill through oneDNN bf16 matmul (", count, " matrices, steps of >= ", kOnednnBf16MinRows,
                       " rows)");
