@@ -103,6 +103,10 @@ debs)
   version_up=${version%-*}  # upstream version (file names)
   dpkg-deb -f "$rt" Depends | grep -q 'libc6' || fail "libkvtier0 Depends lacks libc6 (dpkg-shlibdeps did not run?)"
   dpkg-deb -f "$rt" Depends | grep -q 'libssl3' || fail "libkvtier0 Depends lacks libssl3 (libcrypto: SHA-256 block keys)"
+  # A build with oneDNN (KVTIER_ONEDNN, the CPU backend's BF16 prefill) links it: the package needs it.
+  if dpkg-deb --fsys-tarfile "$rt" | tar -xO --wildcards '*/libkvtier.so.*' 2>/dev/null | grep -qa 'libdnnl.so.2'; then
+    dpkg-deb -f "$rt" Depends | grep -q 'libdnnl2' || fail "libkvtier0 links oneDNN but its Depends lacks libdnnl2"
+  fi
   dpkg-deb -f "$dev" Depends | grep -qF "libkvtier0 (= $version)" || fail "libkvtier-dev does not depend on libkvtier0 (= $version)"
   mkdir -p "$work/ctl" && dpkg-deb -e "$rt" "$work/ctl"
   grep -q '^libkvtier [0-9]* libkvtier0' "$work/ctl/shlibs" || fail "libkvtier0 has no shlibs file"
