@@ -12,6 +12,9 @@ packages=(
   # redis-server (and a three-node cluster with redis-cli) on loopback ports.
   libhiredis-dev redis-server redis-tools
   libicu-dev
+  # oneDNN: the CPU backend's BF16 prefill matmul (libdnnl2 at run time; KVTIER_ONEDNN=OFF
+  # builds without it).
+  libdnnl-dev
   dpkg-dev fakeroot file lintian abigail-tools
   swig golang-go openjdk-17-jdk-headless junit5 mono-mcs nunit-console libnunit-cil-dev
   doxygen

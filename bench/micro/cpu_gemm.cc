@@ -5,7 +5,10 @@
 //
 //   kvtier f16 / bf16: the exact 16-bit kernels (dot16.h, panels for many rows);
 //   kvtier bf16x2: BF16 weights through vdpbf16ps, activations rounded to bf16
-//     (dot16_bf16pairs.h; "-" where the processor has no AVX-512 BF16);
+//     (dot16_bf16pairs.h; "-" where the processor has no AVX-512 BF16), the kernel alone;
+//   kvtier bf16 best: what MatMul runs for BF16 on the best set: the vdpbf16ps kernel, or
+//     oneDNN's matmul on the backend's threads and row-major weights where UsesOnednnBf16
+//     (onednn_bf16.h) says so ("onednn" after the figure when it did);
 //   kvtier q8_0: Q8_0 weights, activations quantized per block, the VNNI many-row kernel
 //     (quant_gemm.h), the activation quantization included;
 //   openblas sgemm: fp32 weights (a library GEMM needs them widened at load: twice the bytes);
@@ -33,6 +36,7 @@
 
 #include "backend/cpu/cpu_matrix.h"
 #include "backend/cpu/dot16.h"
+#include "backend/cpu/onednn_bf16.h"
 #include "common/thread_pool.h"
 #include "model/block_quants.h"
 #include "model/tensor.h"
@@ -169,7 +173,8 @@ class DnnlMatMul {
 
 // The columns of the speed table, in order; a column is absent where its code is not here.
 std::vector<std::string> Columns() {
-  std::vector<std::string> columns = {"kvtier f16", "kvtier bf16", "kvtier bf16x2", "kvtier q8_0"};
+  std::vector<std::string> columns = {"kvtier f16", "kvtier bf16", "kvtier bf16x2", "kvtier bf16 best",
+                                      "kvtier q8_0"};
 #if defined(KVTIER_BENCH_OPENBLAS)
   columns.push_back("openblas sgemm");
 #endif
@@ -181,6 +186,8 @@ std::vector<std::string> Columns() {
 
 struct ShapeResult {
   std::vector<double> gflops;  // by Columns(); 0: not run here
+  bool onednn_dispatch = false;  // "kvtier bf16 best" ran through oneDNN
+  double dispatch_error = -1;    // "kvtier bf16 best" against the exact BF16 kernel
   double bf16x2_error = -1, f16_as_bf16x2_error = -1, dnnl_bf16_error = -1, dnnl_s8_error = -1;
 };
 
@@ -212,8 +219,25 @@ ShapeResult RunShape(const Shape& shape, int64_t rows, int threads, double secon
   result.gflops.push_back(time_matmul(bf16));
   const std::vector<float> bf16_out = out;
   if (pairs != nullptr) {
-    result.gflops.push_back(time_matmul(Matrix16(DType::kBF16, w, n, k, pairs)));
+    // The vdpbf16ps kernel alone, split over the pool as MatMul splits it.
+    const CpuMatrix pairs_matrix = Matrix16(DType::kBF16, w, n, k, pairs);
+    const uint16_t* pw = reinterpret_cast<const uint16_t*>(pairs_matrix.packed.data());
+    auto kernel_only = [&] {
+      const int64_t tiles = (n + 15) / 16;
+      auto part = [&](int64_t t0, int64_t t1) {
+        pairs->bf16(pw, k, t0 * 16, std::min(n, t1 * 16), x.data(), rows, nullptr, out.data(), n);
+      };
+      if (pool != nullptr) {
+        pool->ParallelFor(tiles, part);
+      } else {
+        part(0, tiles);
+      }
+    };
+    result.gflops.push_back(flops / BestSeconds(kernel_only, seconds) / 1e9);
     result.bf16x2_error = RelativeRms(out, bf16_out);
+    result.gflops.push_back(time_matmul(pairs_matrix));
+    result.onednn_dispatch = UsesOnednnBf16(pairs_matrix, rows);
+    result.dispatch_error = RelativeRms(out, bf16_out);
     // F16 weights rounded to bf16 at load, against the F16 file's exact products.
     std::vector<float> from_f16(w.size());
     const uint16_t* h = reinterpret_cast<const uint16_t*>(f16.packed.data());
@@ -221,6 +245,7 @@ ShapeResult RunShape(const Shape& shape, int64_t rows, int threads, double secon
     MatMul(Matrix16(DType::kBF16, from_f16, n, k, pairs), x.data(), nullptr, rows, out.data(), pool.get(), &scratch);
     result.f16_as_bf16x2_error = RelativeRms(out, f16_out);
   } else {
+    result.gflops.push_back(0);
     result.gflops.push_back(0);
   }
   {
@@ -335,19 +360,22 @@ int Main(int argc, char** argv) {
     for (int threads : args.threads) {
       const ShapeResult r = RunShape(shape, args.rows, threads, args.seconds);
       std::string line = std::string("| ") + shape.model + " | " + shape.name + " | " + std::to_string(threads) + " |";
-      for (double g : r.gflops) line += " " + Cell(g) + " |";
+      for (size_t c = 0; c < r.gflops.size(); ++c) {
+        line += " " + Cell(r.gflops[c]) + (columns[c] == "kvtier bf16 best" && r.onednn_dispatch ? " onednn" : "") + " |";
+      }
       std::printf("%s\n", line.c_str());
       std::fflush(stdout);
       if (threads == args.threads.front()) {
         errors.push_back(std::string("| ") + shape.model + " | " + shape.name + " | " + Error(r.bf16x2_error) +
-                         " | " + Error(r.f16_as_bf16x2_error) + " | " + Error(r.dnnl_bf16_error) + " | " +
+                         " | " + Error(r.dispatch_error) + " | " + Error(r.f16_as_bf16x2_error) + " | " + Error(r.dnnl_bf16_error) + " | " +
                          Error(r.dnnl_s8_error) + " |");
       }
     }
   }
   std::printf("\nrms(error) / rms(exact products): bf16x2 and the libraries against the exact BF16 kernel; "
               "f16 as bf16x2 (F16 weights rounded to bf16 at load) against the exact F16 kernel\n\n");
-  std::printf("| model | shape | kvtier bf16x2 | f16 as bf16x2 | onednn bf16 | onednn s8 |\n|---|---|---|---|---|---|\n");
+  std::printf("| model | shape | kvtier bf16x2 | kvtier bf16 best | f16 as bf16x2 | onednn bf16 | onednn s8 |\n"
+              "|---|---|---|---|---|---|---|\n");
   for (const std::string& e : errors) std::printf("%s\n", e.c_str());
   return 0;
 }

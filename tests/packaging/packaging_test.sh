@@ -103,6 +103,14 @@ debs)
   version_up=${version%-*}  # upstream version (file names)
   dpkg-deb -f "$rt" Depends | grep -q 'libc6' || fail "libkvtier0 Depends lacks libc6 (dpkg-shlibdeps did not run?)"
   dpkg-deb -f "$rt" Depends | grep -q 'libssl3' || fail "libkvtier0 Depends lacks libssl3 (libcrypto: SHA-256 block keys)"
+  # A build with oneDNN (KVTIER_ONEDNN, the CPU backend's BF16 prefill) links it: the package needs it.
+  mkdir -p "$work/rt" && dpkg-deb -x "$rt" "$work/rt"
+  rt_lib=$(find "$work/rt" -name 'libkvtier.so.*' -type f)
+  [ -n "$rt_lib" ] || fail "libkvtier0 holds no libkvtier.so.*"
+  rt_dynamic=$(readelf -d $rt_lib)
+  if grep -q 'NEEDED.*libdnnl' <<<"$rt_dynamic"; then
+    dpkg-deb -f "$rt" Depends | grep -q 'libdnnl2' || fail "libkvtier0 links oneDNN but its Depends lacks libdnnl2"
+  fi
   dpkg-deb -f "$dev" Depends | grep -qF "libkvtier0 (= $version)" || fail "libkvtier-dev does not depend on libkvtier0 (= $version)"
   mkdir -p "$work/ctl" && dpkg-deb -e "$rt" "$work/ctl"
   grep -q '^libkvtier [0-9]* libkvtier0' "$work/ctl/shlibs" || fail "libkvtier0 has no shlibs file"

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,12 @@ std::unique_ptr<CpuBackend> Create(const Checkpoint& checkpoint, const Args& arg
   }
   if (!(*backend)->AllocateKvPool(tokens / kBlockTokens + 2).ok()) std::exit(1);
   return std::move(*backend);
+}
+
+double ProcessCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 std::vector<int32_t> Tokens(int64_t n, int64_t vocab) {
@@ -128,11 +135,18 @@ int Main(int argc, char** argv) {
   std::iota(table.begin(), table.end(), 0);
 
   std::vector<double> prefill_tps, decode_tps;
+  std::string prefill_path;  // the prefill backend's compute_path after its steps
+  // CPU seconds of the process per prefill (every thread's, the pool's spinning included):
+  // the work done, which a machine shared with other jobs disturbs less than the wall clock.
+  double prefill_cpu_s = 0;
   if (args.prefill > 0) {
     std::unique_ptr<CpuBackend> backend = Create(**checkpoint, args, args.prefill_threads, capacity);
     const std::vector<int32_t> prompt = Tokens(args.prefill, vocab);
     Step(backend.get(), table, prompt, 0);  // warm-up: pages and caches
+    const double cpu_start = ProcessCpuSeconds();
     for (int r = 0; r < args.rounds; ++r) prefill_tps.push_back(args.prefill / Step(backend.get(), table, prompt, 0));
+    prefill_cpu_s = (ProcessCpuSeconds() - cpu_start) / std::max(1, args.rounds);
+    prefill_path = backend->compute_path();
   }
   if (args.decode > 0) {
     std::unique_ptr<CpuBackend> backend = Create(**checkpoint, args, args.decode_threads, capacity);
@@ -148,11 +162,12 @@ int Main(int argc, char** argv) {
   std::printf("{\"model\": \"%s\", \"kernels\": \"%s\", \"isa\": \"%.*s\", \"isa_16bit\": \"%.*s\", "
               "\"prefill_tokens\": %d, "
               "\"prefill_threads\": %d, \"prefill_tok_s\": %.1f, \"decode_tokens\": %d, \"decode_threads\": %d, "
-              "\"decode_tok_s\": %.1f}\n",
+              "\"decode_tok_s\": %.1f, \"prefill_cpu_s\": %.3f, \"prefill_compute_path\": \"%s\"}\n",
               args.model.c_str(), KernelsName(args.kernels), static_cast<int>(BestQuantDot().isa.size()),
               BestQuantDot().isa.data(), static_cast<int>(dot16.isa.size()), dot16.isa.data(), args.prefill,
               args.prefill_threads, prefill_tps.empty() ? 0.0 : Median(prefill_tps), args.decode,
-              args.decode_threads, decode_tps.empty() ? 0.0 : Median(decode_tps));
+              args.decode_threads, decode_tps.empty() ? 0.0 : Median(decode_tps), prefill_cpu_s,
+              prefill_path.c_str());
   return 0;
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/dot16.h"
+#include "backend/cpu/onednn_bf16.h"
 #include "backend/cpu/quant_dot.h"
 #include "backend/cpu/sharded_weights.h"
 #include "common/physical_memory.h"
@@ -65,7 +66,27 @@ int64_t ReserveTokens(const BackendOptions& options) {
   return options.max_tokens_per_step > 0 ? options.max_tokens_per_step : kDefaultScratchTokens;
 }
 
+// The part of compute_path() for the matrices MatMul gives oneDNN at prefill row counts;
+// empty when there are none.
+std::string DescribeOnednnPath(const CpuWeights& weights) {
+  int64_t count = 0;
+  for (const CpuLayerWeights& layer : weights.layers) {
+    for (const CpuMatrix* m : {&layer.q_proj, &layer.k_proj, &layer.v_proj, &layer.o_proj, &layer.gate_proj,
+                               &layer.up_proj, &layer.down_proj}) {
+      count += UsesOnednnBf16(*m, kOnednnBf16MinRows) ? 1 : 0;
+    }
+  }
+  count += UsesOnednnBf16(weights.lm_head, kOnednnBf16MinRows) ? 1 : 0;  // prompts scored at every position
+  if (count == 0) return "";
+  return absl::StrCat(", prefill through oneDNN bf16 matmul (", count, " matrices, steps of >= ", kOnednnBf16MinRows,
+                      " rows)");
+}
+
 }  // namespace
+
+std::string CpuBackend::compute_path() const {
+  return onednn_ran_.load(std::memory_order_relaxed) ? compute_path_ + onednn_path_ : compute_path_;
+}
 
 int64_t CpuBackend::Scratch::Bytes() const {
   int64_t floats = 0;
@@ -155,6 +176,7 @@ CpuBackend::CpuBackend(const ModelConfig& config, CpuWeights weights, std::uniqu
   EnsureScratch(ReserveTokens(options));
   scratch_growths_ = 0;
   compute_path_ = std::move(compute_path);
+  onednn_path_ = DescribeOnednnPath(weights_);
 }
 
 absl::Status CpuBackend::AllocateKvPool(int64_t num_blocks) {
@@ -277,6 +299,7 @@ absl::Status CpuBackend::Forward(const ForwardBatch& batch, std::vector<float>* 
   int64_t num_tokens = 0;
   for (const SequenceChunk& chunk : batch.chunks) num_tokens += chunk.tokens.size();
   EnsureScratch(num_tokens);
+  if (!onednn_path_.empty() && num_tokens >= kOnednnBf16MinRows) onednn_ran_.store(true, std::memory_order_relaxed);
 
   int64_t row = 0;
   for (const SequenceChunk& chunk : batch.chunks) {

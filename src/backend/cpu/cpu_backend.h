@@ -5,6 +5,7 @@
 #ifndef KVTIER_BACKEND_CPU_CPU_BACKEND_H_
 #define KVTIER_BACKEND_CPU_CPU_BACKEND_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -35,8 +36,9 @@ class CpuBackend final : public Backend {
                                                             const BackendOptions& options);
 
   std::string_view name() const override { return "cpu"; }
-  // e.g. "cpu: Q8_0 weights, int8 dot products (avx512vnni)", "cpu-reference: fp32 weights".
-  std::string compute_path() const override { return compute_path_; }
+  // e.g. "cpu: Q8_0 weights, int8 dot products (avx512vnni)", "cpu-reference: fp32 weights";
+  // with ", prefill through oneDNN bf16 matmul ..." once a step has run through oneDNN.
+  std::string compute_path() const override;
   const KvLayout& kv_layout() const override { return layout_; }
   int64_t vocab_size() const override { return config_.vocab_size; }
 
@@ -109,6 +111,10 @@ class CpuBackend final : public Backend {
   std::vector<float> long_inv_freq_;   // (head_dim / 2): LongRoPE's long factors, else empty
   std::unique_ptr<ThreadPool> pool_;
   std::string compute_path_;
+  // What compute_path() adds once a step has taken oneDNN (onednn_bf16.h); empty when no
+  // matrix of this model ever would.
+  std::string onednn_path_;
+  std::atomic<bool> onednn_ran_{false};
 
   float* MutableBlockData(int32_t block);
   std::unique_ptr<float[]> kv_pool_;  // num_blocks_ x layout_.BlockBytes() bytes

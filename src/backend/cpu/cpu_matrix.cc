@@ -6,6 +6,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/dot16.h"
+#include "backend/cpu/onednn_bf16.h"
 #include "backend/cpu/quant_activations.h"
 #include "backend/cpu/quant_dot.h"
 #include "backend/cpu/quant_gemm.h"
@@ -117,6 +118,8 @@ void MatMul(const CpuMatrix& w, const float* x, const float* bias, int64_t rows,
       return;
     case DType::kF16:
     case DType::kBF16:
+      // Many rows on a large BF16 matrix: oneDNN's matmul where it is faster (onednn_bf16.h).
+      if (UsesOnednnBf16(w, rows) && OnednnBf16MatMul(w, x, bias, rows, out, pool, activations)) return;
       MatMul16(w, x, bias, rows, out, pool);
       return;
     default:

@@ -30,6 +30,10 @@ namespace kvtier {
 void Dot16Bf16PairsAvx512(const uint16_t* w, int64_t cols, int64_t n0, int64_t n1, const float* x, int64_t rows,
                           const float* bias, float* out, int64_t out_stride);
 
+// out[i] = x[i] rounded to bf16 as the kernel above rounds its activations (nearest even,
+// subnormals to zero), for i < count. Needs the same instruction sets.
+void RoundToBf16Avx512(const float* x, int64_t count, uint16_t* out);
+
 }  // namespace kvtier
 
 #endif  // KVTIER_BACKEND_CPU_DOT16_BF16PAIRS_H_

@@ -39,6 +39,19 @@ KVTIER_BF16 void RoundRows(const float* x, int64_t rows, int64_t cols, int64_t p
   }
 }
 
+// x[0, count) rounded as RoundRows rounds, without padding: the tail's stores are masked.
+KVTIER_BF16 void RoundValues(const float* x, int64_t count, uint16_t* out) {
+  for (int64_t k = 0; k < count; k += kStep) {
+    const int64_t left = count - k;
+    const __mmask16 lo = static_cast<__mmask16>(left >= 16 ? 0xFFFF : (1u << left) - 1);
+    const __mmask16 hi = static_cast<__mmask16>(left >= 32 ? 0xFFFF : left <= 16 ? 0 : (1u << (left - 16)) - 1);
+    const __mmask32 both = left >= 32 ? 0xFFFFFFFFu : static_cast<__mmask32>((uint64_t{1} << left) - 1);
+    const __m512 a = _mm512_maskz_loadu_ps(lo, x + k);
+    const __m512 b = _mm512_maskz_loadu_ps(hi, x + k + 16);
+    _mm512_mask_storeu_epi16(out + k, both, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(b, a)));
+  }
+}
+
 // The sums of four registers' lanes, in lanes 0, 4, 8 and 12 of each 128-bit quarter order:
 // quarter q holds register q's four partial sums after the first two steps.
 KVTIER_BF16 inline __m512 FoldFour(const __m512* acc) {
@@ -122,6 +135,8 @@ constexpr MicroFn kMicro[kTileRows] = {Micro<1>, Micro<2>, Micro<3>, Micro<4>, M
 
 }  // namespace
 
+void RoundToBf16Avx512(const float* x, int64_t count, uint16_t* out) { RoundValues(x, count, out); }
+
 void Dot16Bf16PairsAvx512(const uint16_t* w, int64_t cols, int64_t n0, int64_t n1, const float* x, int64_t rows,
                           const float* bias, float* out, int64_t out_stride) {
   thread_local std::vector<uint16_t> rounded;  // (rows, padded)
@@ -143,6 +158,7 @@ void Dot16Bf16PairsAvx512(const uint16_t* w, int64_t cols, int64_t n0, int64_t n
 
 void Dot16Bf16PairsAvx512(const uint16_t*, int64_t, int64_t, int64_t, const float*, int64_t, const float*, float*,
                           int64_t) {}
+void RoundToBf16Avx512(const float*, int64_t, uint16_t*) {}
 
 #endif
 
