@@ -279,11 +279,9 @@ TEST_P(CudaBackendModelTest, MatchesCpuBackend) {
   if (mc.llama3_scaling) spec->rope_scaling = Llama3RopeScaling{8.0, 1.0, 4.0, 32};
   const bool gemma = spec->arch == Architecture::kGemma2 || spec->arch == Architecture::kGemma3;
   if (spec->arch == Architecture::kPhi3) {
-    // No window here, so that the fast attention kernels run for the shapes they take (a
-    // window runs on the generic kernel: the Gemma cases check it); LongRoPE's switch to the
-    // long table at 16 falls inside the scenario's positions (up to 44), so both tables and
-    // the attention factor are checked against the CPU's.
-    spec->sliding_window.reset();
+    // LongRoPE's switch to the long table at 16 falls inside the scenario's positions (up to
+    // 44), so both tables and the attention factor are checked against the CPU's; the
+    // window (24) is crossed too.
     spec->longrope_original_max_positions = 16;
   }
   if (gemma) {
@@ -329,8 +327,7 @@ TEST_P(CudaBackendModelTest, MatchesCpuBackend) {
               mc.kv_dtype == StorageDType::kFp8 ? " fp8 KV" : "", stats.rows,
               stats.max_rel_error, stats.argmax_mismatch,
               (*gpu)->fast_attention() ? "fast" : "generic");
-  // Gemma's scores (soft-cap, query_pre_attn_scalar, windows) run on the generic kernel.
-  EXPECT_EQ((*gpu)->fast_attention(), (mc.head_dim == 64 || mc.head_dim == 128) && !gemma);
+  EXPECT_EQ((*gpu)->fast_attention(), mc.head_dim == 64 || mc.head_dim == 128);
   // fp16 keeps 3 more mantissa bits than bf16: its logits are ~5x closer to the fp32 CPU's
   // (H200: at most 2.2e-3 against 1.0e-2 .. 1.6e-2 for bf16), so a path that rounded
   // through bf16 would fail here.
@@ -405,11 +402,19 @@ INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
                                            // Gemma 2 and 3: GeGLU, (1 + w) and sandwich norms,
                                            // scaled embeddings, query_pre_attn_scalar, soft-caps
                                            // (2), q/k norms and two RoPE bases (3), sliding
-                                           // windows crossed; a fast-attention shape routed to
-                                           // the generic kernel; fp8 weights (and W8A8).
+                                           // windows crossed; on the generic and the fast
+                                           // attention (mma.sync prefill), fp8 weights (and
+                                           // W8A8) and fp8 KV (the pair tiles at head_dim 128).
                                            ModelCase{"tiny-gemma2", false, true},
                                            ModelCase{"tiny-gemma3", false, true},
                                            ModelCase{"tiny-gemma2", false, true, 64, 4, 2},
+                                           ModelCase{"tiny-gemma3", false, true, 128, 4, 2},
+                                           ModelCase{"tiny-gemma2", false, true, 128, 8, 2, DType::kBF16,
+                                                     StorageDType::kAuto, WeightQuantizationFormat::kNone,
+                                                     StorageDType::kFp8},
+                                           ModelCase{"tiny-gemma3", false, true, 64, 4, 1, DType::kBF16,
+                                                     StorageDType::kFp8, WeightQuantizationFormat::kNone,
+                                                     StorageDType::kFp8},
                                            ModelCase{"tiny-gemma3", false, true, 0, 0, 0, DType::kF16},
                                            ModelCase{"tiny-gemma2", false, true, 0, 0, 0, DType::kBF16,
                                                      StorageDType::kFp8},
@@ -1023,23 +1028,6 @@ TEST_F(CudaBackendTest, Fp8KvOnAShapeWithoutFastAttentionIsRefused) {
   ASSERT_FALSE(gpu.ok());
   EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_NE(gpu.status().message().find("kv_dtype fp8"), std::string::npos) << gpu.status();
-}
-
-// Gemma's scores (soft-cap, query_pre_attn_scalar, windows) run on the generic kernel even
-// at a head_dim the fast kernels take, so fp8 KV is refused for it, saying why.
-TEST_F(CudaBackendTest, Fp8KvOnGemmaIsRefused) {
-  auto spec = RandomCheckpointPreset("tiny-gemma2");
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  spec->head_dim = 64;
-  auto checkpoint = MakeCheckpoint(*spec, "fp8_kv_gemma");
-  ASSERT_NE(checkpoint, nullptr);
-  BackendOptions options;
-  options.kv_dtype = StorageDType::kFp8;
-  auto gpu = CudaBackend::Create(*checkpoint, options);
-  ASSERT_FALSE(gpu.ok());
-  EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(gpu.status().message().find("soft-cap, attention scale or sliding window"), std::string::npos)
-      << gpu.status();
 }
 
 TEST_F(CudaBackendTest, HonoursDeviceMemoryLimit) {

@@ -95,6 +95,10 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
     post.layer = static_cast<int32_t>(layer);
     post.q_out = as(ws.q);
     CUDA_RETURN_IF_ERROR(QkvPost(post, step_tokens, kv, stream, launch));
+    AttentionScores scores;
+    scores.scale = static_cast<float>(config.AttentionScale());
+    scores.logit_softcap = config.attn_logit_softcap ? static_cast<float>(*config.attn_logit_softcap) : 0.0f;
+    scores.window = window ? static_cast<int32_t>(std::min<int64_t>(*window, INT32_MAX)) : 0;
     ASSIGN_OR_RETURN(const void* staged, host_kv.StageLayer(step, layer));
     kv.staged = static_cast<const T*>(staged);
     if (step.path == AttentionPath::kFast) {
@@ -111,6 +115,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
         attn.partial_ml = ws.decode_partial_ml;
         attn.split_counters = ws.decode_split_counters;
         attn.fp8_pair_tiles = launch.decode_fp8_pair_tiles;
+        attn.scores = scores;
         CUDA_RETURN_IF_ERROR(DecodeAttention(attn, step_tokens, kv, stream, launch));
       }
       if (step.prefill_tiles > 0) {
@@ -123,6 +128,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
         attn.layer = static_cast<int32_t>(layer);
         attn.kernel = parts_.prefill_kernel;
         attn.wgmma_variant = launch.prefill_wgmma_variant;
+        attn.scores = scores;
         CUDA_RETURN_IF_ERROR(PrefillAttention(attn, kv, stream));
       }
     } else {
@@ -136,9 +142,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
       attn.layer = static_cast<int32_t>(layer);
       attn.max_rows = step.generic_max_rows;
       attn.any_split = step.generic_any_split;
-      attn.scores.scale = static_cast<float>(config.AttentionScale());
-      attn.scores.logit_softcap = config.attn_logit_softcap ? static_cast<float>(*config.attn_logit_softcap) : 0.0f;
-      attn.scores.window = window ? static_cast<int32_t>(std::min<int64_t>(*window, INT32_MAX)) : 0;
+      attn.scores = scores;
       CUDA_RETURN_IF_ERROR(PagedAttention(attn, step_tokens, kv, splits, stream));
     }
     RETURN_IF_ERROR(host_kv.ReleaseLayer(step, layer));

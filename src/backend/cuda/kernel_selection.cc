@@ -13,9 +13,9 @@
 namespace kvtier::cuda {
 namespace {
 
-// The fast attention kernels form scores as q.k / sqrt(head_dim) over every earlier key; a
-// soft-cap, another scale or a sliding window (Gemma, windowed Phi-3) runs on the generic
-// kernel, which applies them (AttentionScores).
+// Scores q.k / sqrt(head_dim) over every earlier key: what the wgmma prefill kernel forms.
+// A soft-cap, another scale or a sliding window (Gemma, Mistral's and Phi-3's windows) runs
+// on the other kernels, which apply them (AttentionScores).
 bool PlainAttentionScores(const ModelConfig& config) {
   if (config.attn_logit_softcap) return false;
   if (config.query_pre_attn_scalar && *config.query_pre_attn_scalar != static_cast<double>(config.head_dim)) {
@@ -44,16 +44,15 @@ absl::StatusOr<KernelSelection> KernelSelection::For(const ModelConfig& config, 
   k.fast_attention = DecodeAttentionSupported(head_dim, heads, kv_heads) &&
                      PrefillAttentionSupported(head_dim, heads, kv_heads) && layout.block_tokens >= 8 &&
                      layout.block_tokens <= 64 && (layout.block_tokens & (layout.block_tokens - 1)) == 0 &&
-                     options.fast_attention && PlainAttentionScores(config);
+                     options.fast_attention;
   if (layout.dtype == DType::kF8E4M3 && !k.fast_attention) {
-    return absl::UnimplementedError(absl::StrCat(
-        "cuda backend: kv_dtype fp8 needs the fast attention kernels (head_dim 64 or 128, at most 8 query "
-        "heads per kv head, block_tokens a power of two in [8, 64], fast attention on, no attention soft-cap, "
-        "query_pre_attn_scalar or sliding window); this model has head_dim ",
-        head_dim, ", ", heads, " heads, ", kv_heads, " kv heads, block_tokens ", layout.block_tokens,
-        PlainAttentionScores(config) ? "" : ", and a soft-cap, attention scale or sliding window"));
+    return absl::UnimplementedError(
+        absl::StrCat("cuda backend: kv_dtype fp8 needs the fast attention kernels (head_dim 64 or 128, at most 8 query "
+                     "heads per kv head, "
+                     "block_tokens a power of two in [8, 64], fast attention on); this model has head_dim ",
+                     head_dim, ", ", heads, " heads, ", kv_heads, " kv heads, block_tokens ", layout.block_tokens));
   }
-  if (k.fast_attention && options.prefill_wgmma && SkinnyGemmDeviceOk(0) &&
+  if (k.fast_attention && options.prefill_wgmma && SkinnyGemmDeviceOk(0) && PlainAttentionScores(config) &&
       PrefillWgmmaSupported(compute_dtype == DType::kBF16, head_dim, heads, kv_heads)) {
     k.prefill_kernel = PrefillKernel::kWgmma;
   }

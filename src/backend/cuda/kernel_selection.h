@@ -22,12 +22,11 @@ struct KernelSelection {
   // The driver encodes tensor maps: the skinny kernel's TMA pipeline can run.
   bool skinny_tma = false;
   // The config runs on DecodeAttention + PrefillAttention (else the generic PagedAttention):
-  // its shape fits them, CudaOptions::fast_attention allows them, and its scores are plain
-  // q.k / sqrt(head_dim) over every earlier key (no soft-cap, other scale or sliding window:
-  // those run on the generic kernel).
+  // its shape fits them and CudaOptions::fast_attention allows them.
   bool fast_attention = false;
   // PrefillAttention's kernel: kWgmma where CudaOptions::prefill_wgmma allows it and the GPU
-  // (compute capability 9.0), the compute type (bf16) and the shape (head_dim 128) take it.
+  // (compute capability 9.0), the compute type (bf16), the shape (head_dim 128) and the
+  // scores (no soft-cap, other scale or sliding window: kMma applies those) take it.
   PrefillKernel prefill_kernel = PrefillKernel::kMma;
   int32_t prefill_tile_tokens = 0;  // PrefillAttention's query tokens per tile
   // DecodeAttention's CTAs resident at once on the whole GPU (SMs x DecodeResidentCtasPerSm
@@ -35,7 +34,7 @@ struct KernelSelection {
   // fast_attention.
   int32_t decode_wave_ctas = 0;
 
-  // Unimplemented: kv_dtype fp8 on a model the fast attention kernels do not take (the
+  // Unimplemented: kv_dtype fp8 on a shape the fast attention kernels do not take (the
   // generic kernel reads 16-bit KV only).
   static absl::StatusOr<KernelSelection> For(const ModelConfig& config, const KvLayout& layout,
                                              const CudaOptions& options, DType compute_dtype);
