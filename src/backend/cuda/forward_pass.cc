@@ -1,14 +1,13 @@
 // ForwardPass (see forward_pass.h): the layer loop.
 #include "backend/cuda/forward_pass.h"
 
-#include <algorithm>
 #include <cmath>
-#include <cstdint>
 #include <optional>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/decode_attention.h"
 #include "backend/cuda/fp8_activations.h"
+#include "backend/cuda/kernel_selection.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/prefill_attention.h"
 #include "common/status_macros.h"
@@ -95,10 +94,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
     post.layer = static_cast<int32_t>(layer);
     post.q_out = as(ws.q);
     CUDA_RETURN_IF_ERROR(QkvPost(post, step_tokens, kv, stream, launch));
-    AttentionScores scores;
-    scores.scale = static_cast<float>(config.AttentionScale());
-    scores.logit_softcap = config.attn_logit_softcap ? static_cast<float>(*config.attn_logit_softcap) : 0.0f;
-    scores.window = window ? static_cast<int32_t>(std::min<int64_t>(*window, INT32_MAX)) : 0;
+    const AttentionScores scores = AttentionScoresOf(config, layer);
     ASSIGN_OR_RETURN(const void* staged, host_kv.StageLayer(step, layer));
     kv.staged = static_cast<const T*>(staged);
     if (step.path == AttentionPath::kFast) {

@@ -3,6 +3,10 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <limits>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/decode_attention.h"
@@ -13,21 +17,29 @@
 namespace kvtier::cuda {
 namespace {
 
-// Scores q.k / sqrt(head_dim) over every earlier key: what the wgmma prefill kernel forms.
-// A soft-cap, another scale or a sliding window (Gemma, Mistral's and Phi-3's windows) runs
-// on the other kernels, which apply them (AttentionScores).
+// Scores q.k / sqrt(head_dim) over every earlier key in every layer: what the wgmma prefill
+// kernel forms.
 bool PlainAttentionScores(const ModelConfig& config) {
-  if (config.attn_logit_softcap) return false;
-  if (config.query_pre_attn_scalar && *config.query_pre_attn_scalar != static_cast<double>(config.head_dim)) {
-    return false;
-  }
   for (int64_t layer = 0; layer < config.num_layers; ++layer) {
-    if (config.LayerWindow(layer)) return false;
+    const AttentionScores s = AttentionScoresOf(config, layer);
+    if (s.scale > 0.0f || s.logit_softcap > 0.0f || s.window > 0) return false;
   }
   return true;
 }
 
 }  // namespace
+
+AttentionScores AttentionScoresOf(const ModelConfig& config, int64_t layer) {
+  AttentionScores s;
+  if (config.query_pre_attn_scalar && *config.query_pre_attn_scalar != static_cast<double>(config.head_dim)) {
+    s.scale = static_cast<float>(config.AttentionScale());
+  }
+  if (config.attn_logit_softcap) s.logit_softcap = static_cast<float>(*config.attn_logit_softcap);
+  if (const std::optional<int64_t> window = config.LayerWindow(layer)) {
+    s.window = static_cast<int32_t>(std::min<int64_t>(*window, std::numeric_limits<int32_t>::max()));
+  }
+  return s;
+}
 
 absl::StatusOr<KernelSelection> KernelSelection::For(const ModelConfig& config, const KvLayout& layout,
                                                      const CudaOptions& options, DType compute_dtype) {

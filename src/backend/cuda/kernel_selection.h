@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "backend/cuda/kernels.h"
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda_options.h"
 #include "backend/kv_layout.h"
@@ -39,6 +40,11 @@ struct KernelSelection {
   static absl::StatusOr<KernelSelection> For(const ModelConfig& config, const KvLayout& layout,
                                              const CudaOptions& options, DType compute_dtype);
 };
+
+// Layer `layer`'s attention scores as the kernels take them (kernels.h): Gemma's
+// query_pre_attn_scalar scale, Gemma 2's soft-cap, the layer's sliding window. Scale 0 where
+// it is 1/sqrt(head_dim), so that plain models keep the wgmma prefill kernel.
+AttentionScores AttentionScoresOf(const ModelConfig& config, int64_t layer);
 
 }  // namespace kvtier::cuda
 
