@@ -8,7 +8,8 @@
 // chunks so that ldmatrix reads 8 rows without bank conflicts. Q·K^T and P·V run on
 // mma.sync m16n8k16 (bf16 or fp16 in) with fp32 accumulation; the softmax is online in the log2 domain
 // (log2 e folded into the scale); only the KV tiles crossing the tile's first position are
-// masked, and tiles past the last position are never visited.
+// masked, and tiles past the last position are never visited. A sliding window (and Gemma 2's
+// soft-cap, AttentionScores) masks per row too, and tiles before the window are not visited.
 //
 // kv_dtype fp8 (PagedKv::fp8): each thread loads its chunk's 8 codes and the row's scale with
 // plain loads, dequantizes them in registers (kv_fp8.cuh) and stores the 16 bytes to the same
