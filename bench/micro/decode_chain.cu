@@ -253,7 +253,7 @@ int main() {
       CHECK(Gemv(wide, L[i].o, 1, h, h, proj, false, s));  // stands in for attention out
       CHECK(kc::AddRmsNorm(residual, proj, norm_w, nullptr, 1, h, 1e-5f, normed, s, g_launch));
       CHECK(Gemv(normed, L[i].gate_up, 1, h, 2 * inter, wide, false, s));
-      CHECK(kc::SiluMul(wide, 1, inter, act, s, g_launch));
+      CHECK(kc::GatedMul(wide, 1, inter, kc::GateActivation::kSilu, act, s, g_launch));
       CHECK(Gemv(act, L[i].down, 1, inter, h, proj, false, s));
     }
     CHECK(kc::AddRmsNorm(residual, proj, norm_w, nullptr, 1, h, 1e-5f, normed, s, g_launch));
@@ -286,7 +286,7 @@ int main() {
       RunSplit<2, 2>(wide, L[i].o, h, h, proj, s);
       CHECK(kc::AddRmsNorm(residual, proj, norm_w, nullptr, 1, h, 1e-5f, normed, s, g_launch));
       CHECK(kc::GemvSmallRows(normed, L[i].gate_up, 1, h, 2 * inter, wide, false, s, g_launch));
-      CHECK(kc::SiluMul(wide, 1, inter, act, s, g_launch));
+      CHECK(kc::GatedMul(wide, 1, inter, kc::GateActivation::kSilu, act, s, g_launch));
       RunSplit<4, 2>(act, L[i].down, inter, h, proj, s);
     }
     CHECK(kc::AddRmsNorm(residual, proj, norm_w, nullptr, 1, h, 1e-5f, normed, s, g_launch));
@@ -361,7 +361,7 @@ int main() {
         gemm(wide64, L[i].o, h, h, proj64, false);
         CHECK(kc::AddRmsNorm(res64, proj64, norm_w, nullptr, R, h, 1e-5f, normed64, s, g_launch));
         gemm(normed64, L[i].gate_up, h, 2 * inter, wide64, false);
-        CHECK(kc::SiluMul(wide64, R, inter, act64, s, g_launch));
+        CHECK(kc::GatedMul(wide64, R, inter, kc::GateActivation::kSilu, act64, s, g_launch));
         gemm(act64, L[i].down, inter, h, proj64, false);
       }
       CHECK(kc::AddRmsNorm(res64, proj64, norm_w, nullptr, R, h, 1e-5f, normed64, s, g_launch));

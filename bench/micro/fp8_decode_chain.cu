@@ -145,7 +145,7 @@ int main() {
     return kc::GemvFp8(x, 1, c, sc, n, k, out, s, g_launch);
   };
   library.silu = [](const bf16* x, const uint8_t* c, const float* sc, int k, int inter, bf16* out, cudaStream_t s) {
-    return kc::GemvSiluMulFp8(x, 1, c, sc, inter, k, out, s, g_launch);
+    return kc::GemvGatedMulFp8(x, 1, c, sc, inter, k, kc::GateActivation::kSilu, out, s, g_launch);
   };
   std::vector<GemvImpl> impls = {library,
                                  RowsImpl<1, 4, 2>(),

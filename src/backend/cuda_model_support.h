@@ -4,23 +4,18 @@
 #ifndef KVTIER_BACKEND_CUDA_MODEL_SUPPORT_H_
 #define KVTIER_BACKEND_CUDA_MODEL_SUPPORT_H_
 
-#include <optional>
-
 #include "absl/status/status.h"
 #include "backend/backend.h"
 #include "model/config.h"
 
 namespace kvtier {
 
-// OK, or Unimplemented naming the architecture and the first feature the CUDA forward lacks
-// (mixture-of-experts layers, soft-capping, GeGLU, (1 + w) and sandwich norms, scaled
-// embeddings, a query_pre_attn_scalar, Gemma 3's local RoPE base and linear RoPE scaling),
-// and that the CPU backend runs it. Phi-3's fused projections and LongRoPE run.
+// OK, or Unimplemented naming the architecture and the feature the CUDA forward lacks
+// (mixture-of-experts layers), and that the CPU backend runs it. The dense families run:
+// Llama, Mistral, Qwen2/3, Phi-3 (fused projections, LongRoPE) and Gemma 2/3 (GeGLU, (1 + w)
+// and sandwich norms, scaled embeddings, query_pre_attn_scalar, soft-caps, two RoPE bases,
+// sliding windows at any sequence length).
 absl::Status CudaForwardSupports(const ModelConfig& config);
-
-// The CUDA forward attends over every position: exact for sliding-window layers while a
-// sequence is within the smallest window, so it runs such a model up to that window.
-std::optional<PositionLimit> CudaPositionLimit(const ModelConfig& config);
 
 }  // namespace kvtier
 

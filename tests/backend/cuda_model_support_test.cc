@@ -12,10 +12,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-TEST(CudaModelSupportTest, RefusesTheFamiliesFeaturesByName) {
+TEST(CudaModelSupportTest, RefusesMixtureOfExpertsByName) {
   const std::pair<const char*, const char*> refused[] = {
-      {"tiny-gemma2", "Gemma2ForCausalLM needs logit soft-capping"},
-      {"tiny-gemma3", "Gemma3ForCausalLM needs the GELU-tanh (GeGLU) MLP"},
       {"tiny-mixtral", "MixtralForCausalLM needs mixture-of-experts layers"},
       {"tiny-qwen3moe", "Qwen3MoeForCausalLM needs mixture-of-experts layers"}};
   for (const auto& [preset, message] : refused) {
@@ -28,39 +26,26 @@ TEST(CudaModelSupportTest, RefusesTheFamiliesFeaturesByName) {
     EXPECT_THAT(status.message(), HasSubstr(message));
     EXPECT_THAT(status.message(), HasSubstr("--backend cpu"));
   }
-  // Without soft-caps the next missing feature is named.
-  RandomCheckpointSpec gemma2 = *RandomCheckpointPreset("tiny-gemma2");
-  gemma2.attn_logit_softcap.reset();
-  gemma2.final_logit_softcap.reset();
-  EXPECT_THAT(CudaForwardSupports(*RandomCheckpointConfig(gemma2)).message(), HasSubstr("GeGLU"));
-
-  // Phi-3's fused qkv_proj / gate_up_proj and LongRoPE run on CUDA.
-  for (const char* preset : {"tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-phi3"}) {
-    EXPECT_TRUE(CudaForwardSupports(*RandomCheckpointConfig(*RandomCheckpointPreset(preset))).ok()) << preset;
-  }
 }
 
-// Sliding-window layers run on CUDA as full attention, which is exact while a sequence is
-// within the smallest window: the backend caps sequences there, and says why.
-TEST(CudaModelSupportTest, SlidingWindowsCapTheContextAtTheSmallestWindow) {
-  RandomCheckpointSpec mistral = *RandomCheckpointPreset("tiny-mistral");
-  EXPECT_EQ(CudaPositionLimit(*RandomCheckpointConfig(mistral)), std::nullopt);
-  mistral.sliding_window = 16;
-  const ModelConfig windowed = *RandomCheckpointConfig(mistral);
-  EXPECT_TRUE(CudaForwardSupports(windowed).ok());
-  std::optional<PositionLimit> limit = CudaPositionLimit(windowed);
-  ASSERT_TRUE(limit.has_value());
-  EXPECT_EQ(limit->positions, 16);
-  EXPECT_THAT(limit->reason, HasSubstr("MistralForCausalLM's sliding-window attention (window 16)"));
-  EXPECT_THAT(limit->reason, HasSubstr("--backend cpu"));
-  // A window no shorter than the context never binds.
-  mistral.sliding_window = mistral.max_positions;
-  EXPECT_EQ(CudaPositionLimit(*RandomCheckpointConfig(mistral)), std::nullopt);
-  // Gemma 3: the sliding layers' window, not the full layers' context.
+// Every dense family runs: Phi-3's fused projections and LongRoPE; Gemma 2's soft-caps,
+// GeGLU, (1 + w) and sandwich norms, scaled embeddings and query_pre_attn_scalar; Gemma 3's
+// q/k norms, two RoPE bases and linear RoPE scaling; sliding windows of any length.
+TEST(CudaModelSupportTest, RunsEveryDenseFamily) {
+  for (const char* preset :
+       {"tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-phi3", "tiny-gemma2", "tiny-gemma3"}) {
+    absl::StatusOr<ModelConfig> config = RandomCheckpointConfig(*RandomCheckpointPreset(preset));
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_TRUE(CudaForwardSupports(*config).ok()) << preset;
+  }
   RandomCheckpointSpec gemma3 = *RandomCheckpointPreset("tiny-gemma3");
-  limit = CudaPositionLimit(*RandomCheckpointConfig(gemma3));
-  ASSERT_TRUE(limit.has_value());
-  EXPECT_EQ(limit->positions, *gemma3.sliding_window);
+  gemma3.rope_linear_factor = 8.0;
+  gemma3.sliding_window = 4;
+  const absl::StatusOr<ModelConfig> config = RandomCheckpointConfig(gemma3);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->gemma3_rope.linear_factor, 8.0);
+  EXPECT_EQ(config->LayerWindow(0), 4);
+  EXPECT_TRUE(CudaForwardSupports(*config).ok());
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/kv_block_view.h"
 #include "backend/cuda/attention_plan.h"
 #include "backend/cuda/kernels.h"
 #include "backend/kv_layout.h"
@@ -27,6 +28,8 @@ using cuda_test::RandomF32;
 using cuda_test::PagedWorld;
 using cuda_test::RelativeError;
 using cuda_test::kDefaultLaunch;
+using cuda_test::GateRef;
+using cuda_test::kGateActivations;
 
 // The GEMV's launch variants: each prefetch depth is a kernel of its own; PDL off too.
 std::vector<CudaLaunchOptions> GemvLaunches() {
@@ -42,7 +45,7 @@ std::vector<CudaLaunchOptions> GemvLaunches() {
   return launches;
 }
 
-// The norm / SiLU launch variants: the early-trigger kernel and the wait-first one.
+// The norm / gate launch variants: the early-trigger kernel and the wait-first one.
 CudaLaunchOptions EarlyTrigger(bool early) {
   CudaLaunchOptions launch;
   launch.pdl_early_trigger = early;
@@ -69,12 +72,16 @@ TEST_F(CudaKernelsTest, EmbeddingGatherMatchesReference) {
       DeviceArray<int32_t> d_ids(rows);
       d_ids.Upload(ids);
       DeviceArray<float> d_out(rows * dim);
-      ASSERT_EQ(EmbeddingGather(d_ids.get(), reinterpret_cast<T*>(d_table.get()), rows, dim,
-                                d_out.get(), nullptr, kDefaultLaunch),
-                cudaSuccess);
-      std::vector<float> ref(rows * dim);
-      EmbeddingLookup(table.values.data(), ids.data(), rows, dim, ref.data());
-      EXPECT_EQ(d_out.Download(), ref);
+      // 1, and Gemma's sqrt(hidden) normalizer (CPU: ScaleInPlace after the lookup).
+      for (float scale : {1.0f, std::sqrt(static_cast<float>(dim))}) {
+        ASSERT_EQ(EmbeddingGather(d_ids.get(), reinterpret_cast<T*>(d_table.get()), rows, dim, scale,
+                                  d_out.get(), nullptr, kDefaultLaunch),
+                  cudaSuccess);
+        std::vector<float> ref(rows * dim);
+        EmbeddingLookup(table.values.data(), ids.data(), rows, dim, ref.data());
+        ScaleInPlace(ref.data(), rows * dim, scale);
+        EXPECT_EQ(d_out.Download(), ref);
+      }
     }
   });
 }
@@ -114,6 +121,45 @@ TEST_F(CudaKernelsTest, AddRmsNormMatchesReference) {
   });
 }
 
+// Gemma's sandwich norm of 16-bit rows, in place as the forward runs it and out of place,
+// against the CPU's RmsNorm of the same values.
+TEST_F(CudaKernelsTest, RmsNormRowsMatchesReference) {
+  cuda_test::ForEachElem([&]<typename T>() {
+    const int rows = 5;
+    const float eps = 1e-6f;
+    for (int dim : {64, 203, 2304}) {
+      for (bool in_place : {true, false}) {
+        SCOPED_TRACE(testing::Message() << "dim " << dim << " in place " << in_place);
+        Data16 x = Random16<T>(rows * dim, rng_, -3, 3);
+        std::vector<float> weight = RandomF32(dim, rng_, 0.5f, 1.5f);
+        DeviceArray<float> d_w(dim);
+        d_w.Upload(weight);
+        DeviceArray<uint16_t> d_x(rows * dim), d_out(rows * dim);
+        d_x.Upload(x.bits);
+        T* out = reinterpret_cast<T*>(in_place ? d_x.get() : d_out.get());
+        ASSERT_EQ(RmsNormRows(reinterpret_cast<const T*>(d_x.get()), d_w.get(), rows, dim, eps, out, nullptr),
+                  cudaSuccess);
+        std::vector<float> ref(rows * dim);
+        RmsNorm(x.values.data(), weight.data(), rows, dim, eps, ref.data(), nullptr);
+        EXPECT_LT(RelativeError(ToF32<T>((in_place ? d_x : d_out).Download()), ref), Tolerance<T>());
+      }
+    }
+  });
+}
+
+// Gemma 2's final logit soft-cap against the CPU's SoftCap: logits past the cap and within.
+TEST_F(CudaKernelsTest, SoftCapRowsMatchesReference) {
+  const int rows = 3, vocab = 1000;
+  const float cap = 30.0f;
+  std::vector<float> logits = RandomF32(rows * vocab, rng_, -120, 120);
+  DeviceArray<float> d_logits(rows * vocab);
+  d_logits.Upload(logits);
+  ASSERT_EQ(SoftCapRows(d_logits.get(), rows, vocab, cap, nullptr), cudaSuccess);
+  SoftCap(logits.data(), rows * vocab, cap);
+  EXPECT_LT(RelativeError(d_logits.Download(), logits), 1e-6);
+  EXPECT_EQ(SoftCapRows(d_logits.get(), rows, vocab, 0.0f, nullptr), cudaErrorInvalidValue);
+}
+
 TEST_F(CudaKernelsTest, AddRmsNormSelectsRows) {
   cuda_test::ForEachElem([&]<typename T>() {
     const int rows = 6, dim = 64;
@@ -138,18 +184,21 @@ TEST_F(CudaKernelsTest, AddRmsNormSelectsRows) {
   });
 }
 
-// dim 300: the scalar kernel; 1032: the 16-byte vector kernel.
-TEST_F(CudaKernelsTest, SiluMulMatchesReference) {
+// dim 300: the scalar kernel; 1032: the 16-byte vector kernel; SiLU and GELU-tanh against
+// the CPU's SiluMul and GeluTanhMul.
+TEST_F(CudaKernelsTest, GatedMulMatchesReference) {
   cuda_test::ForEachElem([&]<typename T>() {
     const int rows = 5;
     for (int dim : {300, 1032}) {
       for (bool early : {true, false}) {
-        SCOPED_TRACE(testing::Message() << "dim " << dim << " early " << early);
+        for (GateActivation act : kGateActivations) {
+        SCOPED_TRACE(testing::Message() << "dim " << dim << " early " << early << " gelu "
+                                        << (act == GateActivation::kGeluTanh));
         Data16 gate_up = Random16<T>(rows * 2 * dim, rng_, -4, 4);
         DeviceArray<uint16_t> d_in(gate_up.bits.size()), d_out(rows * dim);
         d_in.Upload(gate_up.bits);
-        ASSERT_EQ(SiluMul(reinterpret_cast<T*>(d_in.get()), rows, dim,
-                          reinterpret_cast<T*>(d_out.get()), nullptr, EarlyTrigger(early)),
+        ASSERT_EQ(GatedMul(reinterpret_cast<T*>(d_in.get()), rows, dim, act,
+                           reinterpret_cast<T*>(d_out.get()), nullptr, EarlyTrigger(early)),
                   cudaSuccess);
         std::vector<float> gate, up, ref(rows * dim);
         for (int r = 0; r < rows; ++r) {
@@ -158,8 +207,13 @@ TEST_F(CudaKernelsTest, SiluMulMatchesReference) {
           up.insert(up.end(), gate_up.values.begin() + r * 2 * dim + dim,
                     gate_up.values.begin() + (r + 1) * 2 * dim);
         }
-        ::kvtier::SiluMul(gate.data(), up.data(), rows * dim, ref.data());
+        if (act == GateActivation::kGeluTanh) {
+          ::kvtier::GeluTanhMul(gate.data(), up.data(), rows * dim, ref.data());
+        } else {
+          ::kvtier::SiluMul(gate.data(), up.data(), rows * dim, ref.data());
+        }
         EXPECT_LT(RelativeError(ToF32<T>(d_out.Download()), ref), Tolerance<T>());
+        }
       }
     }
   });
@@ -244,12 +298,13 @@ TEST_F(CudaKernelsTest, GemvSmallRowsMatchesReference) {
   });
 }
 
-// The fused gate|up GEMV + SiluMul against silu(g) * u from double-precision dot products;
-// k with and without a tail, 1 and 2 rows, each prefetch depth and PDL off; output
-// poisoned first.
-TEST_F(CudaKernelsTest, GemvSiluMulMatchesReference) {
+// The fused gate|up GEMV + GatedMul against act(g) * u from double-precision dot products;
+// both activations, k with and without a tail, 1 and 2 rows, each prefetch depth and PDL
+// off; output poisoned first.
+TEST_F(CudaKernelsTest, GemvGatedMulMatchesReference) {
   cuda_test::ForEachElem([&]<typename T>() {
     const int inter = 77;
+    for (GateActivation act : kGateActivations)
     for (const CudaLaunchOptions& launch : GemvLaunches()) {
       SCOPED_TRACE(testing::Message() << "gemv_prefetch " << launch.gemv_prefetch << " pdl "
                                       << launch.pdl);
@@ -270,24 +325,25 @@ TEST_F(CudaKernelsTest, GemvSiluMulMatchesReference) {
                 g += xv * w.values[static_cast<size_t>(c) * k + i];
                 u += xv * w.values[static_cast<size_t>(inter + c) * k + i];
               }
-              ref[static_cast<size_t>(r) * inter + c] = static_cast<float>(g / (1 + std::exp(-g)) * u);
+              ref[static_cast<size_t>(r) * inter + c] = static_cast<float>(GateRef(act, g, u));
             }
           }
-          ASSERT_EQ(GemvSiluMul(reinterpret_cast<const T*>(d_x.get()),
-                                reinterpret_cast<const T*>(d_w.get()), rows, k, inter,
-                                reinterpret_cast<T*>(d_out.get()), nullptr, launch),
+          ASSERT_EQ(GemvGatedMul(reinterpret_cast<const T*>(d_x.get()),
+                                 reinterpret_cast<const T*>(d_w.get()), rows, k, inter, act,
+                                 reinterpret_cast<T*>(d_out.get()), nullptr, launch),
                     cudaSuccess);
           EXPECT_LT(RelativeError(ToF32<T>(d_out.Download()), ref), Tolerance<T>());
         }
       }
     }
-    EXPECT_EQ(GemvSiluMul<T>(nullptr, nullptr, 3, 4096, 8, nullptr, nullptr, kDefaultLaunch),
+    EXPECT_EQ(GemvGatedMul<T>(nullptr, nullptr, 3, 4096, 8, GateActivation::kSilu, nullptr, nullptr, kDefaultLaunch),
               cudaErrorInvalidValue);
   });
 }
 
 struct AttentionCase {
   int heads, kv_heads, head_dim, block_tokens, split_tokens;
+  AttentionScores scores = {};  // Gemma's: another scale, a soft-cap, a sliding window
 };
 
 class PagedAttentionTest : public CudaKernelsTest,
@@ -340,6 +396,7 @@ TEST_P(PagedAttentionTest, MatchesReferenceOnShuffledBlocks) {
     params.layer = layer;
     params.max_rows = plan.max_rows;
     params.any_split = plan.any_split;
+    params.scores = p.scores;
     ASSERT_EQ(PagedAttention(params, StepTokens{d_chunk.get(), d_pos.get(), w.num_tokens}, kv,
                              AttentionSplits{d_splits.get(), d_base.get(), d_partial.get(),
                                              d_ml.get()},
@@ -350,14 +407,18 @@ TEST_P(PagedAttentionTest, MatchesReferenceOnShuffledBlocks) {
 
     KvLayout f32_layout = w.layout;
     f32_layout.dtype = DType::kF32;
+    AttentionOptions options;  // the CPU backend's form of p.scores
+    if (p.scores.scale > 0.0f) options.scale = p.scores.scale;
+    if (p.scores.logit_softcap > 0.0f) options.logit_softcap = p.scores.logit_softcap;
+    if (p.scores.window > 0) options.window = p.scores.window;
     int64_t token = 0;
     for (size_t c = 0; c < w.chunks.size(); ++c) {
       const int rows = w.chunks[c].num_tokens;
       const size_t row_elems = static_cast<size_t>(p.heads) * p.head_dim;
       std::vector<float> ref(rows * row_elems);
-      ::kvtier::PagedAttention(f32_layout, pool.values.data(), w.tables[c], layer,
-                     w.chunks[c].start_position, rows, p.heads,
-                     q.values.data() + token * row_elems, ref.data(), nullptr);
+      const KvBlockView view{&f32_layout, pool.values.data(), w.tables[c], {}};
+      ::kvtier::PagedAttention(view, layer, w.chunks[c].start_position, rows, p.heads,
+                               q.values.data() + token * row_elems, ref.data(), nullptr, options);
       const std::vector<float> got(out.begin() + token * row_elems,
                                    out.begin() + (token + rows) * row_elems);
       EXPECT_LT(RelativeError(got, ref), Tolerance<T>())
@@ -375,12 +436,26 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionCase{32, 1, 32, 8, 512},     // MQA: group > rows per CTA
                       AttentionCase{12, 4, 80, 16, 300},    // head_dim 80
                       AttentionCase{4, 2, 16, 16, 64},      // tiny head_dim
-                      AttentionCase{16, 8, 256, 32, 1024}), // head_dim 256
+                      AttentionCase{16, 8, 256, 32, 1024},  // head_dim 256
+                      // Gemma 2's scores: query_pre_attn_scalar 224's scale and a soft-cap of
+                      // 5 (most scores are past it), split and not.
+                      AttentionCase{8, 4, 128, 16, 256, {1.0f / std::sqrt(224.0f), 5.0f, 0}},
+                      AttentionCase{8, 4, 128, 16, 100000, {1.0f / std::sqrt(224.0f), 5.0f, 0}},
+                      // Sliding windows: 37 (within blocks, shorter than the 50-token chunk
+                      // and than a split), 600 (whole splits fall outside it), with a soft-cap.
+                      AttentionCase{8, 2, 128, 16, 256, {0.0f, 0.0f, 37}},
+                      AttentionCase{4, 2, 16, 16, 64, {0.25f, 0.0f, 37}},
+                      AttentionCase{8, 2, 64, 16, 128, {0.0f, 20.0f, 600}},
+                      AttentionCase{8, 2, 128, 16, 100000, {0.0f, 0.0f, 5}}),
     [](const ::testing::TestParamInfo<AttentionCase>& info) {
       const AttentionCase& c = info.param;
-      return "h" + std::to_string(c.heads) + "kv" + std::to_string(c.kv_heads) + "d" +
-             std::to_string(c.head_dim) + "bt" + std::to_string(c.block_tokens) + "s" +
-             std::to_string(c.split_tokens);
+      std::string name = "h" + std::to_string(c.heads) + "kv" + std::to_string(c.kv_heads) + "d" +
+                         std::to_string(c.head_dim) + "bt" + std::to_string(c.block_tokens) + "s" +
+                         std::to_string(c.split_tokens);
+      if (c.scores.scale > 0.0f) name += "_scaled";
+      if (c.scores.logit_softcap > 0.0f) name += "_cap" + std::to_string(static_cast<int>(c.scores.logit_softcap));
+      if (c.scores.window > 0) name += "_w" + std::to_string(c.scores.window);
+      return name;
     });
 
 struct QkvCase {

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <random>
 #include <string>
 
@@ -65,6 +66,17 @@ void ForEachElem(Fn&& fn) {
     fn.template operator()<cuda::f16>();
   }
 }
+
+// The gated MLP product in double precision: act(g) * u, act SiLU or transformers'
+// gelu_pytorch_tanh (cpu_ops.cc GeluTanhMul's formula).
+inline double GateRef(cuda::GateActivation act, double g, double u) {
+  if (act == cuda::GateActivation::kGeluTanh) {
+    return 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g))) * u;
+  }
+  return g / (1.0 + std::exp(-g)) * u;
+}
+inline constexpr cuda::GateActivation kGateActivations[] = {cuda::GateActivation::kSilu,
+                                                            cuda::GateActivation::kGeluTanh};
 
 }  // namespace kvtier::cuda_test
 

@@ -31,33 +31,37 @@ using cuda_test::ToF32;
 using cuda_test::Tolerance;
 constexpr uint16_t kPoisonBits = 0xFFFF;
 
-// fp64 reference of decode row i: (num_heads, head_dim); the pool holds T elements.
+// fp64 reference of decode row i: (num_heads, head_dim); the pool holds T elements. Scores
+// as `scores` says (the CPU backend's order: scale, then soft-cap; a window's keys only).
 template <typename T>
 std::vector<float> Reference(const DecodeWorld& w, const std::vector<uint16_t>& pool,
-                             const std::vector<float>& q, int layer, int i) {
+                             const std::vector<float>& q, int layer, int i, AttentionScores scores) {
   const KvLayout& L = w.layout;
   const int d = static_cast<int>(L.head_dim), bt = static_cast<int>(L.block_tokens);
   const int group = w.num_heads / static_cast<int>(L.num_kv_heads);
   const int ctx = w.contexts[i];
   const int64_t epb = L.ElementsPerBlock();
   const int32_t* table = w.indices.data() + w.indptr[i];
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const double scale = scores.scale > 0.0f ? scores.scale : 1.0 / std::sqrt(static_cast<double>(d));
+  const double cap = scores.logit_softcap;
+  const int first = scores.window > 0 ? std::max(0, ctx - scores.window) : 0;
   std::vector<float> out(static_cast<size_t>(w.num_heads) * d);
   std::vector<double> score(ctx), acc(d);
   for (int h = 0; h < w.num_heads; ++h) {
     const int kvh = h / group;
     const float* qh = q.data() + (static_cast<int64_t>(w.rows[i]) * w.num_heads + h) * d;
     double mx = -INFINITY;
-    for (int j = 0; j < ctx; ++j) {
+    for (int j = first; j < ctx; ++j) {
       const uint16_t* k = pool.data() + table[j / bt] * epb + L.ElementOffset(layer, 0, kvh, j % bt);
       double s = 0;
       for (int e = 0; e < d; ++e) s += static_cast<double>(qh[e]) * cuda_test::Elem16<T>::Value(k[e]);
       score[j] = s * scale;
+      if (cap > 0) score[j] = cap * std::tanh(score[j] / cap);
       mx = std::max(mx, score[j]);
     }
     std::fill(acc.begin(), acc.end(), 0.0);
     double sum = 0;
-    for (int j = 0; j < ctx; ++j) {
+    for (int j = first; j < ctx; ++j) {
       const double p = std::exp(score[j] - mx);
       sum += p;
       const uint16_t* v = pool.data() + table[j / bt] * epb + L.ElementOffset(layer, 1, kvh, j % bt);
@@ -72,10 +76,10 @@ std::vector<float> Reference(const DecodeWorld& w, const std::vector<uint16_t>& 
 // poison.
 template <typename T>
 std::vector<std::vector<float>> References(const DecodeWorld& w, const std::vector<uint16_t>& pool,
-                                           const std::vector<float>& q, int layer) {
+                                           const std::vector<float>& q, int layer, AttentionScores scores = {}) {
   std::vector<std::vector<float>> refs;
   for (size_t i = 0; i < w.rows.size(); ++i) {
-    refs.push_back(Reference<T>(w, pool, q, layer, static_cast<int>(i)));
+    refs.push_back(Reference<T>(w, pool, q, layer, static_cast<int>(i), scores));
   }
   return refs;
 }
@@ -101,6 +105,7 @@ void ExpectMatches(const DecodeWorld& w, const std::vector<std::vector<float>>& 
 struct DecodeCase {
   int heads, kv_heads, head_dim, block_tokens;
   int max_splits;  // 0: DecodeMaxSplits
+  AttentionScores scores = {};  // Gemma's: another scale, a soft-cap, a sliding window
 };
 
 class DecodeAttentionTest : public cuda_test::CudaParamTest<DecodeCase> {};
@@ -122,13 +127,13 @@ TEST_P(DecodeAttentionTest, MatchesReferenceOnShuffledBlocks) {
     const std::vector<uint16_t> pool = dev.pool.Download();
     const Data16 q = Random16<T>(dev.q.size(), rng_, -2, 2);
     dev.q.Upload(q.bits);
-    const std::vector<std::vector<float>> refs = References<T>(w, pool, q.values, layer);
+    const std::vector<std::vector<float>> refs = References<T>(w, pool, q.values, layer, c.scores);
+    DecodeAttentionParams<T> params = dev.Params<T>(w, layer, max_splits);
+    params.scores = c.scores;
     // Twice: the second launch proves the split counters were left at zero.
     for (int run = 0; run < 2; ++run) {
       dev.out.Poison();
-      ASSERT_EQ(DecodeAttention(dev.Params<T>(w, layer, max_splits), dev.Tokens(w),
-                                dev.Kv<T>(w), nullptr, kDefaultLaunch),
-                cudaSuccess);
+      ASSERT_EQ(DecodeAttention(params, dev.Tokens(w), dev.Kv<T>(w), nullptr, kDefaultLaunch), cudaSuccess);
       CUDA_ASSERT(cudaDeviceSynchronize());
       ExpectMatches<T>(w, refs, dev.out.Download(),
                        "run " + std::to_string(run) + " max_splits " + std::to_string(max_splits));
@@ -144,12 +149,25 @@ INSTANTIATE_TEST_SUITE_P(
                       DecodeCase{2, 2, 64, 16, 0},      // MHA, head_dim 64
                       DecodeCase{14, 2, 128, 16, 0},    // group 7
                       DecodeCase{8, 1, 64, 8, 5},       // group 8, 8-token blocks
-                      DecodeCase{6, 2, 128, 24, 7}),    // group 3, non-power-of-two blocks
+                      DecodeCase{6, 2, 128, 24, 7},     // group 3, non-power-of-two blocks
+                      // Gemma 2's scale and soft-cap; sliding windows (contexts 1 .. 40000
+                      // cross them: window 5 within a tile, 37 across tiles and blocks, 700
+                      // across splits), 8-token and non-power-of-two blocks.
+                      DecodeCase{8, 4, 128, 16, 0, {1.0f / std::sqrt(224.0f), 5.0f, 0}},
+                      DecodeCase{8, 2, 128, 16, 0, {0.0f, 0.0f, 37}},
+                      DecodeCase{8, 2, 128, 16, 1, {0.0f, 0.0f, 5}},
+                      DecodeCase{8, 1, 64, 8, 5, {0.0f, 30.0f, 37}},
+                      DecodeCase{6, 2, 128, 24, 7, {0.0f, 0.0f, 700}},
+                      DecodeCase{8, 2, 128, 16, kDecodeMaxSplitsLimit, {0.0f, 0.0f, 700}}),
     [](const ::testing::TestParamInfo<DecodeCase>& info) {
       const DecodeCase& c = info.param;
-      return "h" + std::to_string(c.heads) + "kv" + std::to_string(c.kv_heads) + "d" +
-             std::to_string(c.head_dim) + "bt" + std::to_string(c.block_tokens) + "s" +
-             std::to_string(c.max_splits);
+      std::string name = "h" + std::to_string(c.heads) + "kv" + std::to_string(c.kv_heads) + "d" +
+                         std::to_string(c.head_dim) + "bt" + std::to_string(c.block_tokens) + "s" +
+                         std::to_string(c.max_splits);
+      if (c.scores.scale > 0.0f) name += "_scaled";
+      if (c.scores.logit_softcap > 0.0f) name += "_cap" + std::to_string(static_cast<int>(c.scores.logit_softcap));
+      if (c.scores.window > 0) name += "_w" + std::to_string(c.scores.window);
+      return name;
     });
 
 TEST(DecodeAttentionShapes, SupportedShapes) {

@@ -99,11 +99,12 @@ TEST(Fp8ActivationsTest, AddRmsNormFp8QuantizesTheNormalizedRows) {
   }
 }
 
-TEST(Fp8ActivationsTest, SiluMulFp8QuantizesTheProducts) {
+TEST(Fp8ActivationsTest, GatedMulFp8QuantizesTheProducts) {
   KVT_SKIP_WITHOUT_CUDA();
+  for (const cuda::GateActivation act : cuda_test::kGateActivations)
   for (const int dim : {14336 + 8, 2048, 20000, 1001}) {
-  SCOPED_TRACE(dim);
-  ForEachElem([dim]<typename T>() {
+  SCOPED_TRACE(::testing::Message() << dim << " gelu " << (act == cuda::GateActivation::kGeluTanh));
+  ForEachElem([dim, act]<typename T>() {
     std::mt19937 rng(7);
     const int rows = 13;
     cuda_test::Data16 gate_up = cuda_test::Random16<T>(static_cast<size_t>(rows) * 2 * dim, rng, -4.0f, 4.0f);
@@ -112,15 +113,15 @@ TEST(Fp8ActivationsTest, SiluMulFp8QuantizesTheProducts) {
       for (int i = 0; i < dim; ++i) {
         const double g = gate_up.values[static_cast<size_t>(r) * 2 * dim + i];
         const double u = gate_up.values[static_cast<size_t>(r) * 2 * dim + dim + i];
-        want[static_cast<size_t>(r) * dim + i] = g / (1.0 + std::exp(-g)) * u;
+        want[static_cast<size_t>(r) * dim + i] = cuda_test::GateRef(act, g, u);
       }
     }
     DeviceBuffer<uint16_t> d_gate_up(gate_up.bits.size());
     DeviceBuffer<uint8_t> d_codes(want.size());
     DeviceBuffer<float> d_scales(rows);
     Upload(gate_up.bits, &d_gate_up);
-    CUDA_ASSERT(cuda::SiluMulFp8(reinterpret_cast<const T*>(d_gate_up.ptr), rows, dim, d_codes.ptr, d_scales.ptr,
-                                 nullptr, cuda_test::kDefaultLaunch));
+    CUDA_ASSERT(cuda::GatedMulFp8(reinterpret_cast<const T*>(d_gate_up.ptr), rows, dim, act, d_codes.ptr,
+                                  d_scales.ptr, nullptr, cuda_test::kDefaultLaunch));
     CUDA_ASSERT(cudaDeviceSynchronize());
     ExpectQuantizedRows(want, rows, dim, Download(d_codes, want.size()), Download(d_scales, rows));
   });

@@ -3,6 +3,7 @@
 // (plain and fused gate|up + SiLU) matches a double-precision product over the same codes
 // and scales, and the prefill dequantization writes the host's 16-bit values bit for bit.
 #include <cmath>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -94,7 +95,8 @@ TEST(Fp8KernelsTest, GemvMatchesTheReferenceOnTheSameCodes) {
   });
 }
 
-TEST(Fp8KernelsTest, GemvSiluMulMatchesTheReference) {
+// Both gate activations; |d act(g) / dg| <= 1.13 (GELU-tanh; SiLU 1.1) in the bounds below.
+TEST(Fp8KernelsTest, GemvGatedMulMatchesTheReference) {
   KVT_SKIP_WITHOUT_CUDA();
   ForEachElem([]<typename T>() {
     std::mt19937 rng(21);
@@ -102,10 +104,13 @@ TEST(Fp8KernelsTest, GemvSiluMulMatchesTheReference) {
     std::vector<uint8_t> codes;
     std::vector<float> scales;
     cuda_test::RandomFp8(2 * inter, in_features, rng, &codes, &scales);
-    EXPECT_EQ(cuda::GemvSiluMulFp8<T>(nullptr, 3, nullptr, nullptr, 1, 16, nullptr, nullptr), cudaErrorInvalidValue);
+    EXPECT_EQ(cuda::GemvGatedMulFp8<T>(nullptr, 3, nullptr, nullptr, 1, 16, cuda::GateActivation::kSilu, nullptr,
+                                       nullptr),
+              cudaErrorInvalidValue);
     cudaGetLastError();
+    for (cuda::GateActivation act : cuda_test::kGateActivations)
     for (int num_rows : {1, 2}) {
-      SCOPED_TRACE(num_rows);
+      SCOPED_TRACE(::testing::Message() << num_rows << " rows, gelu " << (act == cuda::GateActivation::kGeluTanh));
       cuda_test::Data16 x = cuda_test::Random16<T>(num_rows * in_features, rng);
       DeviceBuffer<uint16_t> d_x(x.bits.size()), d_out(num_rows * inter);
       DeviceBuffer<uint8_t> d_codes(codes.size());
@@ -113,8 +118,8 @@ TEST(Fp8KernelsTest, GemvSiluMulMatchesTheReference) {
       CUDA_ASSERT(cudaMemcpy(d_x.ptr, x.bits.data(), x.bits.size() * 2, cudaMemcpyHostToDevice));
       CUDA_ASSERT(cudaMemcpy(d_codes.ptr, codes.data(), codes.size(), cudaMemcpyHostToDevice));
       CUDA_ASSERT(cudaMemcpy(d_scales.ptr, scales.data(), scales.size() * 4, cudaMemcpyHostToDevice));
-      CUDA_ASSERT(cuda::GemvSiluMulFp8(reinterpret_cast<const T*>(d_x.ptr), num_rows, d_codes.ptr, d_scales.ptr,
-                                       inter, in_features, reinterpret_cast<T*>(d_out.ptr), nullptr));
+      CUDA_ASSERT(cuda::GemvGatedMulFp8(reinterpret_cast<const T*>(d_x.ptr), num_rows, d_codes.ptr, d_scales.ptr,
+                                        inter, in_features, act, reinterpret_cast<T*>(d_out.ptr), nullptr));
       std::vector<uint16_t> out(num_rows * inter);
       CUDA_ASSERT(cudaMemcpy(out.data(), d_out.ptr, out.size() * 2, cudaMemcpyDeviceToHost));
       for (int r = 0; r < num_rows; ++r) {
@@ -129,11 +134,11 @@ TEST(Fp8KernelsTest, GemvSiluMulMatchesTheReference) {
               magnitude[j] += std::fabs(term);
             }
           }
-          const double want = dot[0] / (1.0 + std::exp(-dot[0])) * dot[1];
+          const double want = cuda_test::GateRef(act, dot[0], dot[1]);
           const double got = Elem16<T>::Value(out[r * inter + n]);
-          // d(silu(g) u) = (silu'(g) u) dg + silu(g) du, silu' <= 1.1.
+          // d(act(g) u) = (act'(g) u) dg + act(g) du, act' <= 1.13, |act(g)| <= |g|.
           const double bound = cuda_test::Tolerance<T>() * std::fabs(want) +
-                               1e-5 * (1.1 * std::fabs(dot[1]) * magnitude[0] + std::fabs(dot[0]) * magnitude[1]) + 1e-6;
+                               1e-5 * (1.13 * std::fabs(dot[1]) * magnitude[0] + std::fabs(dot[0]) * magnitude[1]) + 1e-6;
           ASSERT_NEAR(got, want, bound) << r << " " << n;
         }
       }
@@ -189,15 +194,18 @@ TEST(Fp8KernelsTest, SkinnyMatchesTheReference) {
     EXPECT_GT(many, 1);
     for (int rows : {3, 9, 17, 40, 64}) {
       for (int splits : {1, many}) {
-        for (bool silu : {false, true}) {
-          SCOPED_TRACE(::testing::Message() << rows << " rows, " << splits << " splits, silu " << silu);
+        for (int epilogue : {0, 1, 2}) {  // the plain projection, SiLU, GELU-tanh
+          const bool gated = epilogue > 0;
+          const cuda::GateActivation act = epilogue == 2 ? cuda::GateActivation::kGeluTanh : cuda::GateActivation::kSilu;
+          SCOPED_TRACE(::testing::Message() << rows << " rows, " << splits << " splits, epilogue " << epilogue);
           cuda_test::Data16 x = cuda_test::Random16<T>(rows * k, rng);
-          const int64_t n_out = silu ? n / 2 : n;
+          const int64_t n_out = gated ? n / 2 : n;
           DeviceBuffer<uint16_t> d_x(x.bits.size()), d_out(rows * n_out);
           DeviceBuffer<float> d_partial(cuda::SkinnyFp8PartialFloats(rows, n, splits));
           CUDA_ASSERT(cudaMemcpy(d_x.ptr, x.bits.data(), x.bits.size() * 2, cudaMemcpyHostToDevice));
           CUDA_ASSERT(cuda::SkinnyFp8(reinterpret_cast<const T*>(d_x.ptr), rows, d_codes.ptr, d_scales.ptr, n, k,
-                                      splits, d_partial.ptr, silu, reinterpret_cast<T*>(d_out.ptr), nullptr));
+                                      splits, d_partial.ptr, gated ? std::optional(act) : std::nullopt,
+                                      reinterpret_cast<T*>(d_out.ptr), nullptr));
           std::vector<uint16_t> out(rows * n_out);
           CUDA_ASSERT(cudaMemcpy(out.data(), d_out.ptr, out.size() * 2, cudaMemcpyDeviceToHost));
           for (int r = 0; r < rows; ++r) {
@@ -212,10 +220,10 @@ TEST(Fp8KernelsTest, SkinnyMatchesTheReference) {
             for (int64_t c = 0; c < n_out; ++c) {
               const double got = Elem16<T>::Value(out[r * n_out + c]);
               double want = dot[c], bound = 1e-5 * magnitude[c];
-              if (silu) {
+              if (gated) {
                 const double g = dot[c], u = dot[n_out + c];
-                want = g / (1.0 + std::exp(-g)) * u;
-                bound = 1e-5 * (1.1 * std::fabs(u) * magnitude[c] + std::fabs(g) * magnitude[n_out + c]) + 1e-6;
+                want = cuda_test::GateRef(act, g, u);
+                bound = 1e-5 * (1.13 * std::fabs(u) * magnitude[c] + std::fabs(g) * magnitude[n_out + c]) + 1e-6;
               }
               ASSERT_NEAR(got, want, cuda_test::Tolerance<T>() * std::fabs(want) + bound) << r << " " << c;
             }

@@ -162,13 +162,15 @@ struct DeviceWorld {
 };
 
 // Causal GQA attention over the world's pool (16-bit values as f32): fp32 dot products,
-// fp64 softmax and sums. One thread per query head.
+// fp64 softmax and sums, scores as `scores` says (scale, then soft-cap; a window's keys
+// only). One thread per query head.
 std::vector<float> ReferenceAttention(const PrefillWorld& w, const std::vector<float>& pool,
-                                      const std::vector<float>& q, int layer) {
+                                      const std::vector<float>& q, int layer, AttentionScores scores = {}) {
   const int d = static_cast<int>(w.layout.head_dim), heads = w.num_heads;
   const int group = heads / static_cast<int>(w.layout.num_kv_heads);
   const int64_t bt = w.layout.block_tokens;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const double scale = scores.scale > 0.0f ? scores.scale : 1.0 / std::sqrt(static_cast<double>(d));
+  const double cap = scores.logit_softcap;
   std::vector<float> out(w.QElements());
   auto run_head = [&](int h) {
     std::vector<double> score;
@@ -180,17 +182,19 @@ std::vector<float> ReferenceAttention(const PrefillWorld& w, const std::vector<f
         const float* qr = q.data() + (t * heads + h) * d;
         score.assign(pos + 1, 0.0);
         double max_score = -INFINITY;
-        for (int64_t p = 0; p <= pos; ++p) {
+        const int64_t first = scores.window > 0 ? std::max<int64_t>(0, pos + 1 - scores.window) : 0;
+        for (int64_t p = first; p <= pos; ++p) {
           const float* k = pool.data() + table[p / bt] * w.layout.ElementsPerBlock() +
                            w.layout.ElementOffset(layer, 0, h / group, p % bt);
           float dot = 0.0f;
           for (int e = 0; e < d; ++e) dot += qr[e] * k[e];
           score[p] = dot * scale;
+          if (cap > 0) score[p] = cap * std::tanh(score[p] / cap);
           max_score = std::max(max_score, score[p]);
         }
         std::fill(acc.begin(), acc.end(), 0.0);
         double sum = 0.0;
-        for (int64_t p = 0; p <= pos; ++p) {
+        for (int64_t p = first; p <= pos; ++p) {
           const double weight = std::exp(score[p] - max_score);
           sum += weight;
           const float* v = pool.data() + table[p / bt] * w.layout.ElementsPerBlock() +
@@ -276,6 +280,57 @@ INSTANTIATE_TEST_SUITE_P(
       return "h" + std::to_string(c.heads) + "kv" + std::to_string(c.kv_heads) + "d" +
              std::to_string(c.head_dim) + "bt" + std::to_string(c.block_tokens);
     });
+
+// Gemma's scores on the mma.sync kernel (the one KernelSelection runs them on): another
+// scale with a soft-cap, and sliding windows shorter than a KV tile (5: rows of a tile whose
+// first KV tiles are all masked), across tiles (100) and longer than most contexts (1500),
+// against the reference; the wgmma kernel refuses them.
+TEST(PrefillAttentionScoresTest, MmaAppliesScaleSoftCapAndWindow) {
+  KVT_SKIP_WITHOUT_CUDA();
+  std::mt19937 rng(5);
+  const cuda_test::AttentionShape p{8, 2, 128, 16};
+  PrefillWorld w(p.heads, p.kv_heads, p.head_dim, p.block_tokens,
+                 {{1, 0}, {3, 5}, {17, 100}, {100, 1000}, {600, 1037}, {64, 64}}, rng);
+  const AttentionScores cases[] = {{1.0f / std::sqrt(224.0f), 5.0f, 0}, {0.0f, 0.0f, 5}, {0.0f, 20.0f, 100},
+                                   {0.3f, 0.0f, 1500}};
+  cuda_test::ForEachElem([&]<typename T>() {
+    const int layer = 1;
+    Data16 pool = Random16<T>(w.PoolElements(), rng, -2, 2);
+    Data16 q = Random16<T>(w.QElements(), rng, -2, 2);
+    DeviceArray<uint16_t> d_pool(pool.bits.size()), d_q(q.bits.size()), d_out(q.bits.size());
+    d_pool.Upload(pool.bits);
+    d_q.Upload(q.bits);
+    DeviceWorld dw(w, PrefillKernel::kMma);
+    for (const AttentionScores& scores : cases) {
+      SCOPED_TRACE(::testing::Message() << "scale " << scores.scale << " cap " << scores.logit_softcap << " window "
+                                        << scores.window);
+      const std::vector<float> ref = ReferenceAttention(w, pool.values, q.values, layer, scores);
+      PrefillAttentionParams<T> params;
+      params.q = reinterpret_cast<const T*>(d_q.get());
+      params.out = reinterpret_cast<T*>(d_out.get());
+      params.tiles = dw.tiles.get();
+      params.num_tiles = dw.num_tiles;
+      params.num_heads = p.heads;
+      params.layer = layer;
+      params.scores = scores;
+      d_out.Poison();
+      ASSERT_EQ(PrefillAttention(params, dw.Kv<T>(w, d_pool.get()), nullptr), cudaSuccess);
+      CUDA_ASSERT(cudaDeviceSynchronize());
+      const std::vector<float> out = ToF32<T>(d_out.Download());
+      const size_t row = static_cast<size_t>(p.heads) * p.head_dim;
+      for (const PrefillChunk& c : w.prefill_chunks) {
+        const std::vector<float> got(out.begin() + c.token_begin * row,
+                                     out.begin() + (c.token_begin + c.num_tokens) * row);
+        const std::vector<float> want(ref.begin() + c.token_begin * row,
+                                      ref.begin() + (c.token_begin + c.num_tokens) * row);
+        EXPECT_LT(RelativeError(got, want), Tolerance<T>())
+            << "chunk " << c.chunk << " start " << c.start_position << " tokens " << c.num_tokens;
+      }
+      params.kernel = PrefillKernel::kWgmma;
+      EXPECT_EQ(PrefillAttention(params, dw.Kv<T>(w, d_pool.get()), nullptr), cudaErrorInvalidValue);
+    }
+  });
+}
 
 TEST(PrefillAttentionArgsTest, RejectsUnsupportedShapes) {
   PrefillAttentionParams<bf16> params;

@@ -156,7 +156,7 @@ TEST(SkinnyGemmBench, DISABLED_PerShape) {
       if (s.f32_out) continue;
       if (rows <= cuda::kSkinnyFp8MaxRows) {
         report("fp8 SkinnyFp8", TimeUs([&](int c) {
-                 return cuda::SkinnyFp8(x, rows, w8[c], scales, s.n, s.k, splits, partial, false,
+                 return cuda::SkinnyFp8(x, rows, w8[c], scales, s.n, s.k, splits, partial, std::nullopt,
                                         static_cast<cuda::bf16*>(out), stream);
                }, copies, stream), elements);
       }

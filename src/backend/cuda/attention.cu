@@ -1,7 +1,9 @@
 // Paged causal attention over a ragged step (decode and prefill alike), split-K with a merge
 // pass (semantics in kernels.h). One CTA = one AttentionItem x one kv head; its 4 warps
 // stride over the item's KV positions, each lane holding E consecutive elements of a
-// head_dim row, and keep an online softmax per query row (log2 domain). Stateless.
+// head_dim row, and keep an online softmax per query row (log2 domain). A soft-cap and a
+// sliding window (AttentionScores) are applied per score; a window also starts the item's
+// walk at the first key its earliest query can read. Stateless.
 #include <cmath>
 #include <cstdint>
 
@@ -45,7 +47,7 @@ __device__ __forceinline__ void LoadRow(const T* p, bool on, float (&out)[E]) {
 template <typename T, int E, int kRows>
 __global__ void __launch_bounds__(kWarps * 32)
     PagedAttentionKernel(AttentionParams<T> p, StepTokens tok, PagedKv<T> kv, AttentionSplits sp,
-                         float scale_log2) {
+                         float scale_log2, float softcap_log2, int window) {
   extern __shared__ float smem[];  // (kWarps, kRows, head_dim + 2): acc | m | l
   const AttentionItem item = p.items[blockIdx.x];
   const int kv_head = blockIdx.y;
@@ -86,7 +88,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t head_offset =
       (static_cast<int64_t>(p.layer) * 2 * kv.num_kv_heads + kv_head) * kv.block_tokens * d;
   const int64_t v_offset = static_cast<int64_t>(kv.num_kv_heads) * kv.block_tokens * d;
-  for (int pos = item.kv_begin + warp; pos < item.kv_end; pos += kWarps) {
+  // The item's tokens are consecutive positions: the first one reads the oldest key.
+  const int first_key = max(item.kv_begin, tok.pos[item.token_begin] - window + 1);
+  for (int pos = first_key + warp; pos < item.kv_end; pos += kWarps) {
     const int32_t block = table[pos / kv.block_tokens];
     const T* kp = kv.pool + static_cast<int64_t>(block) * kv.block_elements + head_offset +
                      (pos % kv.block_tokens) * d + lane * E;
@@ -109,9 +113,13 @@ __global__ void __launch_bounds__(kWarps * 32)
         if (r < rows) s[r] += __shfl_xor_sync(0xffffffffu, s[r], offset);
       }
     }
+    if (softcap_log2 > 0.0f) {  // cap * tanh(s / cap), in the log2 domain the scores are in
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) s[r] = softcap_log2 * tanhf(s[r] / softcap_log2);
+    }
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      if (r < rows && pos <= qpos[r]) {
+      if (r < rows && pos <= qpos[r] && qpos[r] - pos < window) {
         const float m_new = fmaxf(m[r], s[r]);
         const float correction = exp2f(m[r] - m_new);
         const float weight = exp2f(s[r] - m_new);
@@ -208,10 +216,13 @@ cudaError_t LaunchRows(const AttentionParams<T>& p, StepTokens tok, PagedKv<T> k
                              static_cast<int>(smem));
     if (err != cudaSuccess) return err;
   }
-  const float scale_log2 =
-      static_cast<float>(1.0 / std::sqrt(static_cast<double>(kv.head_dim)) * M_LOG2E);
+  const AttentionScores& scores = p.scores;
+  const double scale = scores.scale > 0.0f ? scores.scale : 1.0 / std::sqrt(static_cast<double>(kv.head_dim));
+  const float scale_log2 = static_cast<float>(scale * M_LOG2E);
+  const float softcap_log2 = static_cast<float>(scores.logit_softcap * M_LOG2E);  // 0: none
+  const int window = scores.window > 0 ? scores.window : INT32_MAX;
   dim3 grid(p.num_items, kv.num_kv_heads);
-  kernel<<<grid, kWarps * 32, smem, stream>>>(p, tok, kv, sp, scale_log2);
+  kernel<<<grid, kWarps * 32, smem, stream>>>(p, tok, kv, sp, scale_log2, softcap_log2, window);
   return cudaGetLastError();
 }
 
@@ -243,6 +254,9 @@ cudaError_t PagedAttention(const AttentionParams<T>& params, StepTokens tokens, 
                            AttentionSplits splits, cudaStream_t stream) {
   if (kv.fp8) return cudaErrorInvalidValue;  // fp8 KV runs on Decode/PrefillAttention only
   if (params.num_items == 0) return cudaSuccess;
+  if (params.scores.scale < 0.0f || params.scores.logit_softcap < 0.0f || params.scores.window < 0) {
+    return cudaErrorInvalidValue;
+  }
   if (!AttentionSupportsHeadDim(kv.head_dim)) return cudaErrorInvalidValue;
   const int max_rows = params.max_rows;
   cudaError_t err;

@@ -197,8 +197,6 @@ absl::Status CudaBackend::CreateStreams() {
   return absl::OkStatus();
 }
 
-std::optional<PositionLimit> CudaBackend::position_limit() const { return CudaPositionLimit(config_); }
-
 int64_t CudaBackend::WeightBytes() const {
   return cuda::CudaWeights::Bytes(
       config_, options_.weight_dtype == StorageDType::kFp8,

@@ -80,7 +80,6 @@ class CudaBackend final : public Backend {
   std::string_view name() const override { return "cuda"; }
   const KvLayout& kv_layout() const override { return layout_; }
   int64_t vocab_size() const override { return config_.vocab_size; }
-  std::optional<PositionLimit> position_limit() const override;
 
   absl::Status AllocateKvPool(int64_t num_blocks) override;
   int64_t num_kv_blocks() const override { return pool_.num_blocks; }

@@ -42,11 +42,11 @@ int64_t CudaWeights::Bytes(const ModelConfig& config, bool fp8, int64_t fp8_part
   const int64_t qkv = config.q_dim() + 2 * config.kv_dim();
   const int64_t projection_elements = qkv * h + h * config.q_dim() + 2 * inter * h + h * inter;
   const int64_t projection_bytes = fp8 ? projection_elements + 4 * (qkv + h + 2 * inter + h) : 2 * projection_elements;
-  int64_t per_layer = projection_bytes + 4 * (2 * h + 2 * config.head_dim + qkv);
+  int64_t per_layer = projection_bytes + 4 * ((config.gemma.sandwich_norms ? 4 : 2) * h + 2 * config.head_dim + qkv);
   int64_t total = config.num_layers * per_layer + 2 * config.vocab_size * h + 4 * h;
   if (fp8) total += 2 * MaxProjectionElements(config) + 4 * fp8_partial_floats;
   if (!config.tie_word_embeddings) total += 2 * config.vocab_size * h;
-  total += 4 * (config.head_dim / 2) * (config.long_rope ? 2 : 1);  // the RoPE tables
+  total += 4 * (config.head_dim / 2) * (config.long_rope || config.gemma3_rope.local_theta ? 2 : 1);  // RoPE tables
   return total;
 }
 
@@ -118,8 +118,19 @@ absl::StatusOr<CudaWeights> CudaWeights::Load(const ModelConfig& config, DType d
     ASSIGN_OR_RETURN(weights.lm_head, alloc_16(config.vocab_size * h, "lm_head"));
     RETURN_IF_ERROR(loader("lm_head.weight", config.vocab_size * h, weights.lm_head, w16));
   }
-  ASSIGN_OR_RETURN(weights.final_norm, alloc_f32(h, "final norm"));
-  RETURN_IF_ERROR(loader("model.norm.weight", h, weights.final_norm, f32));
+  // A norm vector; Gemma's (1 + w) folded in here (as the CPU backend does), so the norm
+  // kernels stay the same. The norms are the only readers of these vectors.
+  auto load_norm = [&](const std::string& name, int64_t n, const char* what, float** out) -> absl::Status {
+    ASSIGN_OR_RETURN(*out, alloc_f32(n, what));
+    RETURN_IF_ERROR(loader(name, n, *out, f32));
+    if (!config.gemma.norm_plus_one) return absl::OkStatus();
+    std::vector<float> host(static_cast<size_t>(n));
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(host.data(), *out, n * sizeof(float), cudaMemcpyDeviceToHost));
+    for (float& w : host) w = 1.0f + w;
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(*out, host.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(load_norm("model.norm.weight", h, "final norm", &weights.final_norm));
   weights.layers.resize(config.num_layers);
   for (int64_t i = 0; i < config.num_layers; ++i) {
     Layer& w = weights.layers[i];
@@ -137,10 +148,8 @@ absl::StatusOr<CudaWeights> CudaWeights::Load(const ModelConfig& config, DType d
       RETURN_IF_ERROR(loader(LayerName(i, "self_attn.v_proj.bias"), kv_dim, w.qkv_bias + q_dim + kv_dim, f32));
     }
     if (config.qk_norm) {
-      ASSIGN_OR_RETURN(w.q_norm, alloc_f32(config.head_dim, "q norm"));
-      ASSIGN_OR_RETURN(w.k_norm, alloc_f32(config.head_dim, "k norm"));
-      RETURN_IF_ERROR(loader(LayerName(i, "self_attn.q_norm.weight"), config.head_dim, w.q_norm, f32));
-      RETURN_IF_ERROR(loader(LayerName(i, "self_attn.k_norm.weight"), config.head_dim, w.k_norm, f32));
+      RETURN_IF_ERROR(load_norm(LayerName(i, "self_attn.q_norm.weight"), config.head_dim, "q norm", &w.q_norm));
+      RETURN_IF_ERROR(load_norm(LayerName(i, "self_attn.k_norm.weight"), config.head_dim, "k norm", &w.k_norm));
     }
     RETURN_IF_ERROR(
         load_projection(h, q_dim, {{LayerName(i, "self_attn.o_proj.weight"), h}}, "o weights", &w.o, &w.o8));
@@ -151,10 +160,14 @@ absl::StatusOr<CudaWeights> CudaWeights::Load(const ModelConfig& config, DType d
     RETURN_IF_ERROR(load_projection(2 * inter, h, gate_up_parts, "gate/up weights", &w.gate_up, &w.gate_up8));
     RETURN_IF_ERROR(
         load_projection(h, inter, {{LayerName(i, "mlp.down_proj.weight"), h}}, "down weights", &w.down, &w.down8));
-    ASSIGN_OR_RETURN(w.input_norm, alloc_f32(h, "input norm"));
-    RETURN_IF_ERROR(loader(LayerName(i, "input_layernorm.weight"), h, w.input_norm, f32));
-    ASSIGN_OR_RETURN(w.post_norm, alloc_f32(h, "post-attention norm"));
-    RETURN_IF_ERROR(loader(LayerName(i, "post_attention_layernorm.weight"), h, w.post_norm, f32));
+    RETURN_IF_ERROR(load_norm(LayerName(i, "input_layernorm.weight"), h, "input norm", &w.input_norm));
+    RETURN_IF_ERROR(load_norm(LayerName(i, "post_attention_layernorm.weight"), h, "post-attention norm", &w.post_norm));
+    if (config.gemma.sandwich_norms) {
+      RETURN_IF_ERROR(
+          load_norm(LayerName(i, "pre_feedforward_layernorm.weight"), h, "pre-feed-forward norm", &w.pre_ffn_norm));
+      RETURN_IF_ERROR(
+          load_norm(LayerName(i, "post_feedforward_layernorm.weight"), h, "post-feed-forward norm", &w.post_ffn_norm));
+    }
   }
   // The tables the CPU backend computes (cpu_ops.h), so both rotate with the same floats.
   const int64_t half = config.head_dim / 2;
@@ -175,8 +188,18 @@ absl::StatusOr<CudaWeights> CudaWeights::Load(const ModelConfig& config, DType d
     weights.rope_scale = static_cast<float>(rope.attention_factor);
   } else {
     RopeInverseFrequencies(config.head_dim, config.rope_theta, config.rope_scaling, inv_freq.data());
+    // Gemma 3's linear rope_scaling: HF's inv_freq / factor in fp32 (cpu_backend.cc likewise).
+    const float linear = static_cast<float>(config.gemma3_rope.linear_factor);
+    if (linear != 1.0f) {
+      for (float& f : inv_freq) f /= linear;
+    }
   }
   RETURN_IF_ERROR(upload_table(inv_freq, &weights.inv_freq));
+  if (config.gemma3_rope.local_theta) {  // the global layers' scaling does not reach these
+    std::vector<float> local_inv_freq(half);
+    RopeInverseFrequencies(config.head_dim, *config.gemma3_rope.local_theta, std::nullopt, local_inv_freq.data());
+    RETURN_IF_ERROR(upload_table(local_inv_freq, &weights.local_inv_freq));
+  }
   return weights;
 }
 

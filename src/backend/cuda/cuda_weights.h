@@ -40,8 +40,14 @@ struct CudaWeights {
     Raw16* o = nullptr;           // (hidden, q_dim)
     Raw16* gate_up = nullptr;     // (2*intermediate, hidden): gate rows then up rows
     Raw16* down = nullptr;        // (hidden, intermediate)
+    // Norm weights as the kernels multiply by them: Gemma's (1 + w) is stored as its sum.
     float* input_norm = nullptr;  // (hidden)
-    float* post_norm = nullptr;   // (hidden)
+    float* post_norm = nullptr;   // (hidden) post_attention_layernorm
+    // Gemma's sandwich norms (gemma.sandwich_norms), else null: the norm before the MLP
+    // (post_norm then norms the attention output before the residual add) and the one on
+    // the MLP's output before its residual add.
+    float* pre_ffn_norm = nullptr;   // (hidden)
+    float* post_ffn_norm = nullptr;  // (hidden)
     // weight_dtype fp8: the projections above as codes + scales (their Raw16 are null).
     Fp8Matrix qkv8, o8, gate_up8, down8;
   };
@@ -75,6 +81,8 @@ struct CudaWeights {
   float* long_inv_freq = nullptr;  // (head_dim / 2)
   int32_t long_from_position = 0;
   float rope_scale = 1.0f;
+  // Gemma 3's sliding layers rotate with their own base (gemma3_rope.local_theta), else null.
+  float* local_inv_freq = nullptr;  // (head_dim / 2)
   std::vector<Layer> layers;
 };
 

@@ -42,7 +42,6 @@
 // touched only after it.
 #include "backend/cuda/decode_attention.h"
 
-
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -154,6 +153,7 @@ template <typename T, int D, bool kFp8, bool kFold, bool kPair>
 __global__ void __launch_bounds__(kThreads, 1)
     DecodeAttentionKernel(DecodeAttentionParams<T> p, StepTokens tok, PagedKv<T> kv, int group,
                           float scale_log2, int bt_shift) {
+  const float softcap_log2 = p.scores.logit_softcap * 1.44269504f;  // 0: none
   constexpr int kMTiles = D / 16;   // k-steps of S, m-tiles of O^T
   constexpr int kKPieces = D / 32;  // 16-byte K (and Q) loads per position per lane
   constexpr int kVPieces = D / 64;  // 16-byte V loads per position per lane
@@ -168,7 +168,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int g = lane >> 2, t = lane & 3;
   const int token = p.rows[row];
   const int ctx = tok.pos[token] + 1;
-  const SplitRange range = SplitOf(ctx, split, p.max_splits);
+  // A sliding window reads positions [first, ctx); the splits cover them from the tile
+  // boundary at or below `first` (tiles stay within blocks), the positions before it masked.
+  const int first = p.scores.window > 0 ? max(0, ctx - p.scores.window) : 0;
+  const int span = first & ~(kTile - 1);
+  SplitRange range = SplitOf(ctx - span, split, p.max_splits);
+  range.begin += span, range.end += span;
   if (split >= range.count) return;
   const int32_t* table = kv.indices + kv.indptr[tok.chunk[token]];
 
@@ -262,12 +267,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int pos = p0 + 2 * t + (j & 1) + (j >> 1) * 8;
-      x[j] = pos < range.end ? x[j] * s_scale[j] * scale_log2 : -INFINITY;
+      float v = x[j] * s_scale[j] * scale_log2;
+      if (softcap_log2 > 0.0f) v = softcap_log2 * tanhf(v / softcap_log2);  // cap tanh(s / cap), log2 domain
+      x[j] = pos >= first && pos < range.end ? v : -INFINITY;
       tile_max = fmaxf(tile_max, x[j]);
     }
     tile_max = fmaxf(tile_max, __shfl_xor_sync(kFull, tile_max, 1));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(kFull, tile_max, 2));
-    const float m_new = fmaxf(m, tile_max);  // finite: position p0 is always valid
+    const float m_new = fmaxf(m, tile_max);  // finite: every tile holds `first` or starts past it
     const float correction = exp2f(m - m_new);
     float tile_sum = 0.0f;
     uint32_t pb0, pb1;
@@ -504,9 +511,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) *counter = 0;  // ready for the next launch (all arrivals are in)
 }
 
-}  // namespace
-
-namespace {
 
 template <typename T>
 using DecodeKernelFn = void (*)(DecodeAttentionParams<T>, StepTokens, PagedKv<T>, int, float, int);
@@ -568,8 +572,12 @@ cudaError_t DecodeAttention(const DecodeAttentionParams<T>& params, StepTokens t
   }
   const int group = params.num_heads / kv.num_kv_heads;
   const int bt_shift = BlockShift(kv.block_tokens);
-  const float scale_log2 =
-      static_cast<float>(M_LOG2E / std::sqrt(static_cast<double>(kv.head_dim)));
+  if (params.scores.scale < 0.0f || params.scores.logit_softcap < 0.0f || params.scores.window < 0) {
+    return cudaErrorInvalidValue;
+  }
+  const double scale =
+      params.scores.scale > 0.0f ? params.scores.scale : 1.0 / std::sqrt(static_cast<double>(kv.head_dim));
+  const float scale_log2 = static_cast<float>(M_LOG2E * scale);
   const dim3 grid(params.num_rows, kv.num_kv_heads, params.max_splits);
   if (kv.fp8 && kv.block_bytes < kv.block_elements) return cudaErrorInvalidValue;
   const DecodeKernelFn<T> kernel = PickDecodeKernel<T>(kv.head_dim, kv.fp8, bt_shift,

@@ -41,10 +41,12 @@ struct DecodeAttentionParams {
   // (decode_fp8_pair_tile.cuh), 0 in 16-position tiles with 8-byte loads, -1 the library's
   // choice (decode_attention.cu kFp8PairTiles). Ignored where the shape does not allow it.
   int32_t fp8_pair_tiles = -1;
+  AttentionScores scores;  // scale, soft-cap and sliding window (kernels.h)
 };
 
 // Row token t = rows[i] attends to KV positions [0, tokens.pos[t]] of chunk tokens.chunk[t]
-// (its own K/V already written), scale 1/sqrt(head_dim), softmax in fp32. Grid
+// (its own K/V already written; within a sliding window only the last `window` of them),
+// scores as params.scores says, softmax in fp32. Grid
 // (num_rows, num_kv_heads, max_splits); one kernel, no host-side planning.
 // Launched with programmatic dependent launch (pdl.h): rows, tokens.pos, tokens.chunk,
 // kv.indptr and kv.indices are read BEFORE PdlWait, so the kernel launched right before this

@@ -1,9 +1,13 @@
 // ForwardPass (see forward_pass.h): the layer loop.
 #include "backend/cuda/forward_pass.h"
 
+#include <cmath>
+#include <optional>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/decode_attention.h"
 #include "backend/cuda/fp8_activations.h"
+#include "backend/cuda/kernel_selection.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/prefill_attention.h"
 #include "common/status_macros.h"
@@ -50,11 +54,23 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
   const CudaLaunchOptions& launch = parts_.launch;
   const W8A8Path w8a8_path = projections.W8A8PathFor(rows);
   const bool w8a8 = w8a8_path != W8A8Path::kNone;
-  CUDA_RETURN_IF_ERROR(EmbeddingGather(dev(m.ids), as(weights.embed), rows, h, ws.residual, stream, launch));
+  const GateActivation activation =
+      config.activation == Activation::kGeluTanh ? GateActivation::kGeluTanh : GateActivation::kSilu;
+  const bool sandwich = config.gemma.sandwich_norms;
+  // Gemma's embedding normalizer sqrt(hidden), rounded to fp32 as the CPU backend does.
+  const float embed_scale =
+      config.gemma.scale_embeddings ? static_cast<float>(std::sqrt(static_cast<double>(config.hidden_size))) : 1.0f;
+  CUDA_RETURN_IF_ERROR(
+      EmbeddingGather(dev(m.ids), as(weights.embed), rows, h, embed_scale, ws.residual, stream, launch));
   RETURN_IF_ERROR(host_kv.StageFirstLayer(step));
   for (int64_t layer = 0; layer < config.num_layers; ++layer) {
     const CudaWeights::Layer& w = weights.layers[layer];
     const T* residual_add = layer == 0 ? nullptr : as(ws.proj);
+    if (sandwich && layer > 0) {  // the previous layer's MLP output, normed before its residual add
+      CUDA_RETURN_IF_ERROR(
+          RmsNormRows(as(ws.proj), weights.layers[layer - 1].post_ffn_norm, rows, h, eps, as(ws.proj), stream));
+    }
+    const std::optional<int64_t> window = config.LayerWindow(layer);
     if (w8a8) {
       CUDA_RETURN_IF_ERROR(
           AddRmsNormFp8(ws.residual, residual_add, w.input_norm, rows, h, eps, ws.x8, ws.x8_scales, stream, launch));
@@ -69,7 +85,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
     post.bias = w.qkv_bias;
     post.q_norm = w.q_norm;
     post.k_norm = w.k_norm;
-    post.inv_freq = weights.inv_freq;
+    post.inv_freq = weights.local_inv_freq != nullptr && window ? weights.local_inv_freq : weights.inv_freq;
     post.long_inv_freq = weights.long_inv_freq;
     post.long_from_position = weights.long_from_position;
     post.rope_scale = weights.rope_scale;
@@ -78,6 +94,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
     post.layer = static_cast<int32_t>(layer);
     post.q_out = as(ws.q);
     CUDA_RETURN_IF_ERROR(QkvPost(post, step_tokens, kv, stream, launch));
+    const AttentionScores scores = AttentionScoresOf(config, layer);
     ASSIGN_OR_RETURN(const void* staged, host_kv.StageLayer(step, layer));
     kv.staged = static_cast<const T*>(staged);
     if (step.path == AttentionPath::kFast) {
@@ -94,6 +111,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
         attn.partial_ml = ws.decode_partial_ml;
         attn.split_counters = ws.decode_split_counters;
         attn.fp8_pair_tiles = launch.decode_fp8_pair_tiles;
+        attn.scores = scores;
         CUDA_RETURN_IF_ERROR(DecodeAttention(attn, step_tokens, kv, stream, launch));
       }
       if (step.prefill_tiles > 0) {
@@ -106,6 +124,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
         attn.layer = static_cast<int32_t>(layer);
         attn.kernel = parts_.prefill_kernel;
         attn.wgmma_variant = launch.prefill_wgmma_variant;
+        attn.scores = scores;
         CUDA_RETURN_IF_ERROR(PrefillAttention(attn, kv, stream));
       }
     } else {
@@ -119,31 +138,45 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
       attn.layer = static_cast<int32_t>(layer);
       attn.max_rows = step.generic_max_rows;
       attn.any_split = step.generic_any_split;
+      attn.scores = scores;
       CUDA_RETURN_IF_ERROR(PagedAttention(attn, step_tokens, kv, splits, stream));
     }
     RETURN_IF_ERROR(host_kv.ReleaseLayer(step, layer));
+    // Sandwich norms: post_norm norms the attention output and pre_ffn_norm comes before the
+    // MLP; otherwise post_norm is the norm before the MLP.
+    const float* mlp_norm = sandwich ? w.pre_ffn_norm : w.post_norm;
     if (w8a8) {
       CUDA_RETURN_IF_ERROR(QuantizeActivationsFp8(as(ws.attn), rows, q_dim, ws.x8, ws.x8_scales, stream, launch));
       RETURN_IF_ERROR(projections.ProjectW8A8<T>(w8a8_path, w.o8, rows, q_dim, h, ws.proj));
+      if (sandwich) CUDA_RETURN_IF_ERROR(RmsNormRows(as(ws.proj), w.post_norm, rows, h, eps, as(ws.proj), stream));
       CUDA_RETURN_IF_ERROR(
-          AddRmsNormFp8(ws.residual, as(ws.proj), w.post_norm, rows, h, eps, ws.x8, ws.x8_scales, stream, launch));
+          AddRmsNormFp8(ws.residual, as(ws.proj), mlp_norm, rows, h, eps, ws.x8, ws.x8_scales, stream, launch));
       RETURN_IF_ERROR(projections.ProjectW8A8<T>(w8a8_path, w.gate_up8, rows, h, 2 * inter, ws.wide));
-      CUDA_RETURN_IF_ERROR(SiluMulFp8(as(ws.wide), rows, inter, ws.x8, ws.x8_scales, stream, launch));
+      CUDA_RETURN_IF_ERROR(GatedMulFp8(as(ws.wide), rows, inter, activation, ws.x8, ws.x8_scales, stream, launch));
       RETURN_IF_ERROR(projections.ProjectW8A8<T>(w8a8_path, w.down8, rows, inter, h, ws.proj));
       continue;
     }
     RETURN_IF_ERROR(projections.Project(as(ws.attn), w.o, w.o8, rows, q_dim, h, ws.proj));
+    if (sandwich) CUDA_RETURN_IF_ERROR(RmsNormRows(as(ws.proj), w.post_norm, rows, h, eps, as(ws.proj), stream));
     CUDA_RETURN_IF_ERROR(
-        AddRmsNorm(ws.residual, as(ws.proj), w.post_norm, nullptr, rows, h, eps, as(ws.normed), stream, launch));
-    RETURN_IF_ERROR(projections.GateUpSiluMul(as(ws.normed), w, rows, h, inter, as(ws.wide), as(ws.act)));
+        AddRmsNorm(ws.residual, as(ws.proj), mlp_norm, nullptr, rows, h, eps, as(ws.normed), stream, launch));
+    RETURN_IF_ERROR(
+        projections.GateUpActivation(as(ws.normed), w, rows, h, inter, activation, as(ws.wide), as(ws.act)));
     RETURN_IF_ERROR(projections.Project(as(ws.act), w.down, w.down8, rows, inter, h, ws.proj));
   }
   if (step.logit_rows == 0) return absl::OkStatus();
   const int n = step.logit_rows;
+  if (sandwich) {  // the last layer's MLP output, normed before its residual add
+    CUDA_RETURN_IF_ERROR(
+        RmsNormRows(as(ws.proj), weights.layers.back().post_ffn_norm, rows, h, eps, as(ws.proj), stream));
+  }
   CUDA_RETURN_IF_ERROR(AddRmsNorm(ws.residual, as(ws.proj), weights.final_norm, dev(m.logit_rows), n, h, eps,
                                   as(ws.normed), stream, launch));
   const int vocab = static_cast<int>(config.vocab_size);
   RETURN_IF_ERROR(projections.Gemm(as(ws.normed), as(weights.lm_head), n, h, vocab, ws.logits, true));
+  if (config.final_logit_softcap) {
+    CUDA_RETURN_IF_ERROR(SoftCapRows(ws.logits, n, vocab, static_cast<float>(*config.final_logit_softcap), stream));
+  }
   if (step.masks != nullptr) {
     // Grammar masks, before anything picks from the logits. Computed on the host during
     // the forward enqueued above; waiting here blocks the host only, while the GPU runs.

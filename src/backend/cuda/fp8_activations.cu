@@ -1,4 +1,4 @@
-// Per-token E4M3 quantization fused into RMSNorm and SiLU-mul (fp8_activations.h).
+// Per-token E4M3 quantization fused into RMSNorm and the gated MLP product (fp8_activations.h).
 //
 // Rows up to a few thousand (16-byte aligned, the model shapes) are held in registers: one
 // pass over memory, every load issued before any use (decode batches are latency-bound:
@@ -20,7 +20,7 @@ namespace kvtier::cuda {
 namespace {
 
 constexpr int kThreads = 256;      // generic kernels, and the register-resident norm
-constexpr int kWideThreads = 512;  // register-resident SiLU-mul rows (up to 16384 wide)
+constexpr int kWideThreads = 512;  // register-resident gated-product rows (up to 16384 wide)
 constexpr int kMaxChunksPerThread = 4;
 
 __device__ __forceinline__ float RowScale(float amax) { return amax > 0.0f ? amax / kFp8E4M3Max : 1.0f; }
@@ -60,9 +60,9 @@ __global__ void __launch_bounds__(kThreads)
   StoreQuantizedRow<J, kThreads>(y, dim / 8, codes + static_cast<int64_t>(blockIdx.x) * dim, scales + blockIdx.x);
 }
 
-template <typename T, bool kEarly, int J>
-__global__ void __launch_bounds__(kWideThreads) SiluMulFp8VecKernel(const T* gate_up, int dim, uint8_t* codes,
-                                                                    float* scales) {
+template <typename T, GateActivation A, bool kEarly, int J>
+__global__ void __launch_bounds__(kWideThreads) GatedMulFp8VecKernel(const T* gate_up, int dim, uint8_t* codes,
+                                                                     float* scales) {
   PdlEnter<kEarly>();
   const int64_t r = blockIdx.x;
   const int chunks = dim / 8;
@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(kWideThreads) SiluMulFp8VecKernel(const T* gat
       Unpack8<T>(g[j], gf);
       Unpack8<T>(u[j], uf);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) y[j][i] = gf[i] / (1.0f + expf(-gf[i])) * uf[i];
+      for (int i = 0; i < 8; ++i) y[j][i] = GateTimes<A>(gf[i], uf[i]);
     }
   }
   StoreQuantizedRow<J, kWideThreads>(y, chunks, codes + r * dim, scales + r);
@@ -147,24 +147,23 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = threadIdx.x; i < dim; i += kThreads) out[i] = FloatToFp8E4M3(weight[i] * (x[i] * inv_rms) / scale);
 }
 
-template <typename T>
-__device__ __forceinline__ float SiluTimes(const T* row, int dim, int i) {
-  const float g = ToFloat(row[i]);
-  return g / (1.0f + expf(-g)) * ToFloat(row[dim + i]);
+template <typename T, GateActivation A>
+__device__ __forceinline__ float GatedTimes(const T* row, int dim, int i) {
+  return GateTimes<A>(ToFloat(row[i]), ToFloat(row[dim + i]));
 }
 
-template <typename T, bool kEarly>
+template <typename T, GateActivation A, bool kEarly>
 __global__ void __launch_bounds__(kThreads)
-    SiluMulFp8Kernel(const T* gate_up, int dim, uint8_t* codes, float* scales) {
+    GatedMulFp8Kernel(const T* gate_up, int dim, uint8_t* codes, float* scales) {
   PdlEnter<kEarly>();
   const int64_t r = blockIdx.x;
   const T* row = gate_up + r * 2 * dim;
   float amax = 0.0f;
-  for (int i = threadIdx.x; i < dim; i += kThreads) amax = fmaxf(amax, fabsf(SiluTimes(row, dim, i)));
+  for (int i = threadIdx.x; i < dim; i += kThreads) amax = fmaxf(amax, fabsf(GatedTimes<T, A>(row, dim, i)));
   const float scale = RowScale(BlockMax(amax));
   if (threadIdx.x == 0) scales[r] = scale;
   uint8_t* out = codes + r * dim;
-  for (int i = threadIdx.x; i < dim; i += kThreads) out[i] = FloatToFp8E4M3(SiluTimes(row, dim, i) / scale);
+  for (int i = threadIdx.x; i < dim; i += kThreads) out[i] = FloatToFp8E4M3(GatedTimes<T, A>(row, dim, i) / scale);
 }
 
 }  // namespace
@@ -187,20 +186,32 @@ cudaError_t AddRmsNormFp8(float* residual, const T* add, const float* weight, in
   return err != cudaSuccess ? err : cudaGetLastError();
 }
 
-template <typename T>
-cudaError_t SiluMulFp8(const T* gate_up, int rows, int dim, uint8_t* codes, float* scales, cudaStream_t stream,
-                       const CudaLaunchOptions& launch) {
-  if (rows == 0) return cudaSuccess;
+namespace {
+
+template <typename T, GateActivation A>
+cudaError_t LaunchGatedMulFp8(const T* gate_up, int rows, int dim, uint8_t* codes, float* scales, cudaStream_t stream,
+                              const CudaLaunchOptions& launch) {
   const bool early = launch.pdl_early_trigger;
-  auto kernel = early ? SiluMulFp8Kernel<T, true> : SiluMulFp8Kernel<T, false>;
+  auto kernel = early ? GatedMulFp8Kernel<T, A, true> : GatedMulFp8Kernel<T, A, false>;
   const int per_thread = ChunksPerThread(dim, kWideThreads, {gate_up, codes});
-  if (per_thread == 1) kernel = early ? SiluMulFp8VecKernel<T, true, 1> : SiluMulFp8VecKernel<T, false, 1>;
-  if (per_thread == 2) kernel = early ? SiluMulFp8VecKernel<T, true, 2> : SiluMulFp8VecKernel<T, false, 2>;
-  if (per_thread >= 3) kernel = early ? SiluMulFp8VecKernel<T, true, 4> : SiluMulFp8VecKernel<T, false, 4>;
+  if (per_thread == 1) kernel = early ? GatedMulFp8VecKernel<T, A, true, 1> : GatedMulFp8VecKernel<T, A, false, 1>;
+  if (per_thread == 2) kernel = early ? GatedMulFp8VecKernel<T, A, true, 2> : GatedMulFp8VecKernel<T, A, false, 2>;
+  if (per_thread >= 3) kernel = early ? GatedMulFp8VecKernel<T, A, true, 4> : GatedMulFp8VecKernel<T, A, false, 4>;
   const int threads = per_thread > 0 ? kWideThreads : kThreads;
   const cudaError_t err =
       LaunchPdl(launch, kernel, dim3(rows), dim3(threads), 0, stream, gate_up, dim, codes, scales);
   return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t GatedMulFp8(const T* gate_up, int rows, int dim, GateActivation act, uint8_t* codes, float* scales,
+                        cudaStream_t stream, const CudaLaunchOptions& launch) {
+  if (rows == 0) return cudaSuccess;
+  return act == GateActivation::kGeluTanh
+             ? LaunchGatedMulFp8<T, GateActivation::kGeluTanh>(gate_up, rows, dim, codes, scales, stream, launch)
+             : LaunchGatedMulFp8<T, GateActivation::kSilu>(gate_up, rows, dim, codes, scales, stream, launch);
 }
 
 template <typename T>
@@ -223,7 +234,8 @@ cudaError_t QuantizeActivationsFp8(const T* x, int rows, int dim, uint8_t* codes
 #define KVTIER_INSTANTIATE(T)                                                                                   \
   template cudaError_t AddRmsNormFp8<T>(float*, const T*, const float*, int, int, float, uint8_t*, float*,      \
                                         cudaStream_t, const CudaLaunchOptions&);                                \
-  template cudaError_t SiluMulFp8<T>(const T*, int, int, uint8_t*, float*, cudaStream_t, const CudaLaunchOptions&); \
+  template cudaError_t GatedMulFp8<T>(const T*, int, int, GateActivation, uint8_t*, float*, cudaStream_t,         \
+                                      const CudaLaunchOptions&);                                                \
   template cudaError_t QuantizeActivationsFp8<T>(const T*, int, int, uint8_t*, float*, cudaStream_t,               \
                                                  const CudaLaunchOptions&);
 KVTIER_INSTANTIATE(bf16)

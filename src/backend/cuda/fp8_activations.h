@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/gate_activation.h"
 #include "backend/cuda_options.h"
 
 namespace kvtier::cuda {
@@ -22,11 +23,11 @@ template <typename T>
 cudaError_t AddRmsNormFp8(float* residual, const T* add, const float* weight, int rows, int dim, float eps,
                           uint8_t* codes, float* scales, cudaStream_t stream, const CudaLaunchOptions& launch);
 
-// SiluMul (kernels.h), quantized: codes (rows, dim) / scales (rows) of silu(gate) * up, with
+// GatedMul (kernels.h), quantized: codes (rows, dim) / scales (rows) of act(gate) * up, with
 // gate_up (rows, 2 * dim) gate then up.
 template <typename T>
-cudaError_t SiluMulFp8(const T* gate_up, int rows, int dim, uint8_t* codes, float* scales, cudaStream_t stream,
-                       const CudaLaunchOptions& launch);
+cudaError_t GatedMulFp8(const T* gate_up, int rows, int dim, GateActivation act, uint8_t* codes, float* scales,
+                        cudaStream_t stream, const CudaLaunchOptions& launch);
 
 // codes (rows, dim) / scales (rows) of the 16-bit rows x (the attention output).
 template <typename T>

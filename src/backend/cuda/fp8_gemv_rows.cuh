@@ -9,14 +9,16 @@
 // PDL wait (weights never depend on the previous kernel), then batches of U pieces
 // software-pipelined.
 //
-// kSilu: the fused gate|up projection (codes (2 n, k): gate rows then up rows, each with its
-// own scale), out = silu(gate) * up.
+// kGated: the fused gate|up projection (codes (2 n, k): gate rows then up rows, each with its
+// own scale), out = A(gate) * up.
 #ifndef KVTIER_BACKEND_CUDA_FP8_GEMV_ROWS_CUH_
 #define KVTIER_BACKEND_CUDA_FP8_GEMV_ROWS_CUH_
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "backend/cuda/gate_activation.h"
 
 #include "backend/cuda/elem.cuh"
 #include "backend/cuda/fp8_codes.cuh"
@@ -53,11 +55,11 @@ __device__ __forceinline__ void LoadX16(const T* __restrict__ x, int piece, floa
 
 }  // namespace fp8_rows
 
-template <typename T, int RW, int P, int U, bool kSilu>
+template <typename T, int RW, int P, int U, bool kGated, GateActivation A>
 __global__ void __launch_bounds__(kGemvFp8RowsWarps * 32)
     GemvFp8RowsKernel(const T* __restrict__ x, const uint8_t* __restrict__ codes, const float* __restrict__ scales,
                       int k, int n, T* __restrict__ out) {
-  constexpr int NR = RW * (kSilu ? 2 : 1);  // code rows this warp streams
+  constexpr int NR = RW * (kGated ? 2 : 1);  // code rows this warp streams
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int first = (blockIdx.x * kGemvFp8RowsWarps + warp) * RW;
   const bool on = first < n;
@@ -99,22 +101,19 @@ __global__ void __launch_bounds__(kGemvFp8RowsWarps * 32)
   for (int j = 0; j < RW; ++j) {
     if (lane == j && first + j < n) {
       float v = acc[j] * scale[j];
-      if constexpr (kSilu) {
-        const float up = acc[RW + j] * scale[RW + j];
-        v = v / (1.0f + expf(-v)) * up;
-      }
+      if constexpr (kGated) v = GateTimes<A>(v, acc[RW + j] * scale[RW + j]);
       out[first + j] = FromFloat<T>(v);
     }
   }
 }
 
 // Requires k % 16 == 0 and x, codes 16-byte aligned (GemvFp8Supported); n >= 1.
-template <typename T, int RW, int P, int U, bool kSilu>
+template <typename T, int RW, int P, int U, bool kGated, GateActivation A = GateActivation::kSilu>
 cudaError_t LaunchGemvFp8Rows(const T* x, const uint8_t* codes, const float* scales, int k, int n, T* out,
                               cudaStream_t stream, const CudaLaunchOptions& launch) {
   constexpr int kRowsPerCta = kGemvFp8RowsWarps * RW;
   const dim3 grid((n + kRowsPerCta - 1) / kRowsPerCta);
-  const cudaError_t err = LaunchPdl(launch, GemvFp8RowsKernel<T, RW, P, U, kSilu>, grid,
+  const cudaError_t err = LaunchPdl(launch, GemvFp8RowsKernel<T, RW, P, U, kGated, A>, grid,
                                     dim3(kGemvFp8RowsWarps * 32), 0, stream, x, codes, scales, k, n, out);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();

@@ -72,12 +72,12 @@ __global__ void DequantizeRowsScalarKernel(const uint8_t* __restrict__ codes, co
   }
 }
 
-// R activation rows (2..8) against the codes: plain, or gate|up with SiLU (kSilu).
-template <typename T, int R, bool kSilu>
+// R activation rows (2..8) against the codes: plain, or gate|up with activation A (kGated).
+template <typename T, int R, bool kGated, GateActivation A = GateActivation::kSilu>
 cudaError_t LaunchGemvFp8(const T* x, const uint8_t* codes, const float* scales, int k, int n, T* out,
                           cudaStream_t stream, const CudaLaunchOptions& launch) {
-  return gemv::Launch<gemv::WeightsFp8<T>, T, R, kSilu ? 2 : 1, false, kGemvPre>(x, codes, scales, k, n, out, stream,
-                                                                                 launch);
+  return gemv::Launch<gemv::WeightsFp8<T>, T, R, kGated ? 2 : 1, false, kGemvPre, A>(x, codes, scales, k, n, out,
+                                                                                     stream, launch);
 }
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -85,16 +85,19 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // One activation row (the single-sequence decode step): fp8_gemv_rows.cuh's kernel with 2
 // weight rows per warp (each activation piece loaded and unpacked once for both), 2 pieces
 // per row before the PDL wait and 2 per pipelined batch, for the plain projections and for
-// gate|up + SiLU alike. Variants with one piece per batch or more registers (fewer CTAs per
+// gate|up + activation alike. Variants with one piece per batch or more registers (fewer CTAs per
 // SM) stream slower; bench/micro/fp8_decode_chain.cu times them in the whole decode chain.
-template <typename T, bool kSilu>
+template <typename T, bool kGated, GateActivation A = GateActivation::kSilu>
 cudaError_t LaunchGemvFp8OneRow(const T* x, const uint8_t* codes, const float* scales, int k, int n, T* out,
                                 cudaStream_t stream, const CudaLaunchOptions& launch) {
-  if constexpr (kSilu) {
-    return LaunchGemvFp8Rows<T, 2, 2, 2, true>(x, codes, scales, k, n, out, stream, launch);
-  } else {
-    return LaunchGemvFp8Rows<T, 2, 2, 2, false>(x, codes, scales, k, n, out, stream, launch);
-  }
+  return LaunchGemvFp8Rows<T, 2, 2, 2, kGated, A>(x, codes, scales, k, n, out, stream, launch);
+}
+
+template <typename T, GateActivation A>
+cudaError_t LaunchGemvGatedFp8(const T* x, int num_rows, const uint8_t* codes, const float* scales, int k, int n,
+                               T* out, cudaStream_t stream, const CudaLaunchOptions& launch) {
+  return num_rows == 1 ? LaunchGemvFp8OneRow<T, true, A>(x, codes, scales, k, n, out, stream, launch)
+                       : LaunchGemvFp8<T, 2, true, A>(x, codes, scales, k, n, out, stream, launch);
 }
 
 }  // namespace
@@ -132,14 +135,16 @@ cudaError_t GemvFp8(const T* x, int num_rows, const uint8_t* codes, const float*
 }
 
 template <typename T>
-cudaError_t GemvSiluMulFp8(const T* x, int num_rows, const uint8_t* codes, const float* scales, int64_t inter,
-                           int64_t in_features, T* out, cudaStream_t stream, const CudaLaunchOptions& launch) {
+cudaError_t GemvGatedMulFp8(const T* x, int num_rows, const uint8_t* codes, const float* scales, int64_t inter,
+                            int64_t in_features, GateActivation act, T* out, cudaStream_t stream,
+                            const CudaLaunchOptions& launch) {
   if (num_rows > 2 || !GemvFp8Supported(num_rows, in_features, x, codes) || inter <= 0 || inter > INT32_MAX / 2) {
     return cudaErrorInvalidValue;
   }
   const int k = static_cast<int>(in_features), n = static_cast<int>(inter);
-  return num_rows == 1 ? LaunchGemvFp8OneRow<T, true>(x, codes, scales, k, n, out, stream, launch)
-                       : LaunchGemvFp8<T, 2, true>(x, codes, scales, k, n, out, stream, launch);
+  return act == GateActivation::kGeluTanh
+             ? LaunchGemvGatedFp8<T, GateActivation::kGeluTanh>(x, num_rows, codes, scales, k, n, out, stream, launch)
+             : LaunchGemvGatedFp8<T, GateActivation::kSilu>(x, num_rows, codes, scales, k, n, out, stream, launch);
 }
 
 template <typename T>
@@ -165,8 +170,8 @@ cudaError_t DequantizeRowsFp8(const uint8_t* codes, const float* scales, int64_t
   template cudaError_t QuantizeRowsFp8<T>(const T*, int64_t, int64_t, uint8_t*, float*, cudaStream_t);          \
   template cudaError_t GemvFp8<T>(const T*, int, const uint8_t*, const float*, int64_t, int64_t, T*, cudaStream_t, \
                                   const CudaLaunchOptions&);                                                     \
-  template cudaError_t GemvSiluMulFp8<T>(const T*, int, const uint8_t*, const float*, int64_t, int64_t, T*,      \
-                                         cudaStream_t, const CudaLaunchOptions&);                                \
+  template cudaError_t GemvGatedMulFp8<T>(const T*, int, const uint8_t*, const float*, int64_t, int64_t,         \
+                                          GateActivation, T*, cudaStream_t, const CudaLaunchOptions&);           \
   template cudaError_t DequantizeRowsFp8<T>(const uint8_t*, const float*, int64_t, int64_t, T*, cudaStream_t);
 KVTIER_CUDA_INSTANTIATE_ELEM(KVTIER_INSTANTIATE)
 #undef KVTIER_INSTANTIATE

@@ -41,11 +41,11 @@ cudaError_t GemvFp8(const T* x, int num_rows, const uint8_t* codes, const float*
 
 // The fused gate|up projection on fp8 codes of the (2 * inter, in_features) matrix (gate
 // rows then up rows, each with its own scale): out (num_rows, inter) T =
-// silu(gate) * up. num_rows 1..2, otherwise as GemvFp8.
+// act(gate) * up. num_rows 1..2, otherwise as GemvFp8.
 template <typename T>
-cudaError_t GemvSiluMulFp8(const T* x, int num_rows, const uint8_t* codes, const float* scales, int64_t inter,
-                           int64_t in_features, T* out, cudaStream_t stream,
-                           const CudaLaunchOptions& launch = CudaLaunchOptions());
+cudaError_t GemvGatedMulFp8(const T* x, int num_rows, const uint8_t* codes, const float* scales, int64_t inter,
+                            int64_t in_features, GateActivation act, T* out, cudaStream_t stream,
+                            const CudaLaunchOptions& launch = CudaLaunchOptions());
 
 // out (rows, cols) T = T(e4m3(codes[r, c]) * scales[r]): the weight as a 16-bit matrix for
 // cuBLAS (prefill and larger decode batches). Plain launch (no PDL): it overwrites a

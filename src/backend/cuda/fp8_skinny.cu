@@ -168,14 +168,14 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps)  // <= 128 registers
   }
 }
 
-// out[r, c] = T(scales[c] * sum over splits in order), or silu(gate) * up.
-template <typename T, bool kSilu>
+// out[r, c] = T(scales[c] * sum over splits in order), or A(gate) * up (kGated).
+template <typename T, bool kGated, GateActivation A>
 __global__ void __launch_bounds__(kFinishThreads)
     SkinnyFinishKernel(const float* __restrict__ partial, int splits, int rows, int n, const float* __restrict__ scales,
                        T* __restrict__ out) {
   PdlWait();
   PdlLaunchDependents();
-  const int n_out = kSilu ? n / 2 : n;
+  const int n_out = kGated ? n / 2 : n;
   const int64_t total = static_cast<int64_t>(rows) * n_out;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -183,11 +183,11 @@ __global__ void __launch_bounds__(kFinishThreads)
     float v = 0.0f;
     for (int s = 0; s < splits; ++s) v += partial[(static_cast<int64_t>(s) * rows + r) * n + c];
     v *= scales[c];
-    if constexpr (kSilu) {
+    if constexpr (kGated) {
       float u = 0.0f;
       for (int s = 0; s < splits; ++s) u += partial[(static_cast<int64_t>(s) * rows + r) * n + n_out + c];
       u *= scales[n_out + c];
-      v = v / (1.0f + expf(-v)) * u;
+      v = GateTimes<A>(v, u);
     }
     out[idx] = FromFloat<T>(v);
   }
@@ -241,10 +241,10 @@ size_t SkinnyFp8PartialFloats(int rows, int64_t out_features, int splits) {
 
 template <typename T>
 cudaError_t SkinnyFp8(const T* x, int rows, const uint8_t* codes, const float* scales, int64_t out_features,
-                      int64_t in_features, int splits, float* partial, bool silu_mul, T* out, cudaStream_t stream,
-                      const CudaLaunchOptions& launch) {
+                      int64_t in_features, int splits, float* partial, std::optional<GateActivation> gate, T* out,
+                      cudaStream_t stream, const CudaLaunchOptions& launch) {
   if (!SkinnyFp8Supported(rows, in_features, x, codes) || out_features <= 0 || out_features > INT32_MAX ||
-      splits < 1 || (silu_mul && out_features % 2 != 0)) {
+      splits < 1 || (gate && out_features % 2 != 0)) {
     return cudaErrorInvalidValue;
   }
   const int k = static_cast<int>(in_features), n = static_cast<int>(out_features);
@@ -262,19 +262,20 @@ cudaError_t SkinnyFp8(const T* x, int rows, const uint8_t* codes, const float* s
     err = LaunchSkinny<T, 8>(x, rows, codes, k, n, per_split, used, partial, stream, launch);
   }
   if (err != cudaSuccess) return err;
-  const int64_t outputs = static_cast<int64_t>(rows) * (silu_mul ? n / 2 : n);
+  const int64_t outputs = static_cast<int64_t>(rows) * (gate ? n / 2 : n);
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>((outputs + kFinishThreads - 1) / kFinishThreads, 4096)));
-  err = silu_mul ? LaunchPdl(launch, SkinnyFinishKernel<T, true>, grid, dim3(kFinishThreads), 0, stream,
-                             static_cast<const float*>(partial), used, rows, n, scales, out)
-                 : LaunchPdl(launch, SkinnyFinishKernel<T, false>, grid, dim3(kFinishThreads), 0, stream,
-                             static_cast<const float*>(partial), used, rows, n, scales, out);
+  auto finish = SkinnyFinishKernel<T, false, GateActivation::kSilu>;
+  if (gate == GateActivation::kSilu) finish = SkinnyFinishKernel<T, true, GateActivation::kSilu>;
+  if (gate == GateActivation::kGeluTanh) finish = SkinnyFinishKernel<T, true, GateActivation::kGeluTanh>;
+  err = LaunchPdl(launch, finish, grid, dim3(kFinishThreads), 0, stream, static_cast<const float*>(partial), used,
+                  rows, n, scales, out);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
 
 #define KVTIER_INSTANTIATE(T)                                                                                  \
   template cudaError_t SkinnyFp8<T>(const T*, int, const uint8_t*, const float*, int64_t, int64_t, int, float*, \
-                                    bool, T*, cudaStream_t, const CudaLaunchOptions&);
+                                    std::optional<GateActivation>, T*, cudaStream_t, const CudaLaunchOptions&);
 KVTIER_CUDA_INSTANTIATE_ELEM(KVTIER_INSTANTIATE)
 #undef KVTIER_INSTANTIATE
 

@@ -5,7 +5,7 @@
 // values in registers (exact: every E4M3 value is a bf16 and an f16 value) and runs
 // mma.m16n8k16 with fp32 accumulation; K is split over CTAs so small projections still
 // fill the GPU, each split writing fp32 partials that a second kernel sums in split order
-// (deterministic), scales per output channel and rounds (or applies SiLU(gate) * up).
+// (deterministic), scales per output channel and rounds (or applies act(gate) * up).
 #ifndef KVTIER_BACKEND_CUDA_FP8_SKINNY_H_
 #define KVTIER_BACKEND_CUDA_FP8_SKINNY_H_
 
@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda_options.h"
@@ -33,13 +34,13 @@ int SkinnyFp8Splits(int64_t out_features, int64_t in_features, int sm_count);
 size_t SkinnyFp8PartialFloats(int rows, int64_t out_features, int splits);
 
 // out (rows, out_features) T = x (rows, in_features) times the fp8 weight (codes, one scale
-// per output row). With silu_mul the weight is gate|up (out_features = 2 * inter rows) and
-// out (rows, inter) = silu(gate) * up. `splits` from SkinnyFp8Splits; `partial` holds
+// per output row). With a gate activation the weight is gate|up (out_features = 2 * inter
+// rows) and out (rows, inter) = gate(gate rows) * up; nullopt: the plain projection. `splits` from SkinnyFp8Splits; `partial` holds
 // SkinnyFp8PartialFloats floats. PDL launches (reads of x and partial after the wait).
 template <typename T>
 cudaError_t SkinnyFp8(const T* x, int rows, const uint8_t* codes, const float* scales, int64_t out_features,
-                      int64_t in_features, int splits, float* partial, bool silu_mul, T* out, cudaStream_t stream,
-                      const CudaLaunchOptions& launch = CudaLaunchOptions());
+                      int64_t in_features, int splits, float* partial, std::optional<GateActivation> gate, T* out,
+                      cudaStream_t stream, const CudaLaunchOptions& launch = CudaLaunchOptions());
 
 }  // namespace kvtier::cuda
 

@@ -20,18 +20,18 @@ int GemvPrefetchPieces(const CudaLaunchOptions& launch) {
   return requested >= 8 ? 8 : requested >= 4 ? 4 : 2;
 }
 
-// out (R, n) of 16-bit weights w (W * n, k): plain (W = 1) or gate|up with SiLU (W = 2).
-template <typename T, int R, int W, bool kF32Out>
+// out (R, n) of 16-bit weights w (W * n, k): plain (W = 1) or gate|up with activation A (W = 2).
+template <typename T, int R, int W, bool kF32Out, GateActivation A = GateActivation::kSilu>
 cudaError_t LaunchGemv16(const T* x, const T* w, int k, int n, void* out, cudaStream_t stream,
                          const CudaLaunchOptions& launch) {
   const float* no_scales = nullptr;
   switch (GemvPrefetchPieces(launch)) {
     case 8:
-      return gemv::Launch<gemv::Weights16<T>, T, R, W, kF32Out, 8>(x, w, no_scales, k, n, out, stream, launch);
+      return gemv::Launch<gemv::Weights16<T>, T, R, W, kF32Out, 8, A>(x, w, no_scales, k, n, out, stream, launch);
     case 4:
-      return gemv::Launch<gemv::Weights16<T>, T, R, W, kF32Out, 4>(x, w, no_scales, k, n, out, stream, launch);
+      return gemv::Launch<gemv::Weights16<T>, T, R, W, kF32Out, 4, A>(x, w, no_scales, k, n, out, stream, launch);
     default:
-      return gemv::Launch<gemv::Weights16<T>, T, R, W, kF32Out, 2>(x, w, no_scales, k, n, out, stream, launch);
+      return gemv::Launch<gemv::Weights16<T>, T, R, W, kF32Out, 2, A>(x, w, no_scales, k, n, out, stream, launch);
   }
 }
 
@@ -42,14 +42,22 @@ cudaError_t LaunchGemv(const T* x, const T* w, int k, int n, void* out, bool out
                  : LaunchGemv16<T, R, 1, false>(x, w, k, n, out, stream, launch);
 }
 
+template <typename T, int R>
+cudaError_t LaunchGemvGated(const T* x, const T* w_gate_up, int k, int inter, GateActivation act, T* out,
+                            cudaStream_t stream, const CudaLaunchOptions& launch) {
+  return act == GateActivation::kGeluTanh
+             ? LaunchGemv16<T, R, 2, false, GateActivation::kGeluTanh>(x, w_gate_up, k, inter, out, stream, launch)
+             : LaunchGemv16<T, R, 2, false, GateActivation::kSilu>(x, w_gate_up, k, inter, out, stream, launch);
+}
+
 }  // namespace
 
 template <typename T>
-cudaError_t GemvSiluMul(const T* x, const T* w_gate_up, int rows, int k, int inter, T* out,
-                        cudaStream_t stream, const CudaLaunchOptions& launch) {
+cudaError_t GemvGatedMul(const T* x, const T* w_gate_up, int rows, int k, int inter, GateActivation act, T* out,
+                         cudaStream_t stream, const CudaLaunchOptions& launch) {
   if (rows < 1 || rows > 2 || !GemvSupported(rows, k, x, w_gate_up)) return cudaErrorInvalidValue;
-  return rows == 1 ? LaunchGemv16<T, 1, 2, false>(x, w_gate_up, k, inter, out, stream, launch)
-                   : LaunchGemv16<T, 2, 2, false>(x, w_gate_up, k, inter, out, stream, launch);
+  return rows == 1 ? LaunchGemvGated<T, 1>(x, w_gate_up, k, inter, act, out, stream, launch)
+                   : LaunchGemvGated<T, 2>(x, w_gate_up, k, inter, act, out, stream, launch);
 }
 
 bool GemvSupported(int rows, int k, const void* x, const void* w) {
@@ -74,8 +82,8 @@ cudaError_t GemvSmallRows(const T* x, const T* w, int rows, int k, int n, void* 
 }
 
 #define KVTIER_INSTANTIATE(T)                                                               \
-  template cudaError_t GemvSiluMul<T>(const T*, const T*, int, int, int, T*, cudaStream_t, \
-                                      const CudaLaunchOptions&);                           \
+  template cudaError_t GemvGatedMul<T>(const T*, const T*, int, int, int, GateActivation, T*, \
+                                       cudaStream_t, const CudaLaunchOptions&);              \
   template cudaError_t GemvSmallRows<T>(const T*, const T*, int, int, int, void*, bool,    \
                                         cudaStream_t, const CudaLaunchOptions&);
 KVTIER_CUDA_INSTANTIATE_ELEM(KVTIER_INSTANTIATE)

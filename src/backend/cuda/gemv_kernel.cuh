@@ -1,14 +1,14 @@
 // The decode GEMV kernel, one template for every weight format: 16-bit weights in the compute
-// dtype (gemv.cu: GemvSmallRows, GemvSiluMul) and fp8 E4M3 codes with one fp32 scale per
-// output row (fp8_kernels.cu: GemvFp8, GemvSiluMulFp8). Only the bytes of a 16-byte weight
+// dtype (gemv.cu: GemvSmallRows, GemvGatedMul) and fp8 E4M3 codes with one fp32 scale per
+// output row (fp8_kernels.cu: GemvFp8, GemvGatedMulFp8). Only the bytes of a 16-byte weight
 // piece differ between the formats (8 elements or 16 codes, and the scale applied once per
 // output); the streaming around them is the same.
 //
 // Small-batch GEMM (rows <= 8), the decode path: weight-bandwidth bound, so one warp streams
 // one weight row (an output column) with 16-byte loads, several in flight, and dots it with
 // every activation row (read through L1). With W = 2 (gate|up) the warp streams rows c (gate)
-// and n + c (up) of the (2 n, k) matrix and writes only silu(gate) * up, so the decode step
-// has no separate SiluMul kernel (one more dependent step per layer) and writes half the
+// and n + c (up) of the (2 n, k) matrix and writes only act(gate) * up, so the decode step
+// has no separate GatedMul kernel (one more dependent step per layer) and writes half the
 // output.
 //
 // Software-pipelined over the weight row: the loads of batch b+1 go out before batch b is
@@ -30,6 +30,7 @@
 
 #include "backend/cuda/elem.cuh"
 #include "backend/cuda/fp8_codes.cuh"
+#include "backend/cuda/gate_activation.h"
 #include "backend/cuda/pdl.h"
 #include "backend/cuda_options.h"
 
@@ -148,9 +149,9 @@ struct WeightsFp8 {
   }
 };
 
-// out (R, n) = x (R, k) times w (W * n, k)^T (W = 1), or silu(gate) * up of it (W = 2); fp32
+// out (R, n) = x (R, k) times w (W * n, k)^T (W = 1), or A(gate) * up of it (W = 2); fp32
 // out only with W = 1. `scales` (W * n) with Format::kScaled, else unused.
-template <typename Format, typename T, int R, int W, bool kF32Out, int kPre>
+template <typename Format, typename T, int R, int W, bool kF32Out, int kPre, GateActivation A>
 __global__ void __launch_bounds__(kWarps * 32)
     Kernel(const T* __restrict__ x, const typename Format::Element* __restrict__ w, const float* __restrict__ scales,
            int k, int n, void* out) {
@@ -208,7 +209,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
     float result = v[0];
-    if constexpr (W == 2) result = v[0] / (1.0f + expf(-v[0])) * v[1];
+    if constexpr (W == 2) result = GateTimes<A>(v[0], v[1]);
     const int64_t at = static_cast<int64_t>(lane) * n + col;
     if constexpr (kF32Out) {
       static_cast<float*>(out)[at] = result;
@@ -219,13 +220,14 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 // Requires k a multiple of Format::kPerPiece and x, w 16-byte aligned; n >= 1.
-template <typename Format, typename T, int R, int W, bool kF32Out, int kPre>
+template <typename Format, typename T, int R, int W, bool kF32Out, int kPre,
+          GateActivation A = GateActivation::kSilu>
 cudaError_t Launch(const T* x, const typename Format::Element* w, const float* scales, int k, int n, void* out,
                    cudaStream_t stream, const CudaLaunchOptions& launch) {
   static_assert(W == 1 || !kF32Out, "gate|up writes the compute dtype");
   const dim3 grid((n + kWarps - 1) / kWarps);
   const cudaError_t err =
-      LaunchPdl(launch, Kernel<Format, T, R, W, kF32Out, kPre>, grid, dim3(kWarps * 32), 0, stream, x, w, scales, k,
+      LaunchPdl(launch, Kernel<Format, T, R, W, kF32Out, kPre, A>, grid, dim3(kWarps * 32), 0, stream, x, w, scales, k,
                 n, out);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();

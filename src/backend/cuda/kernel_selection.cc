@@ -3,6 +3,10 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <limits>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/decode_attention.h"
@@ -11,6 +15,31 @@
 #include "backend/cuda/skinny_tma_map.h"
 
 namespace kvtier::cuda {
+namespace {
+
+// Scores q.k / sqrt(head_dim) over every earlier key in every layer: what the wgmma prefill
+// kernel forms.
+bool PlainAttentionScores(const ModelConfig& config) {
+  for (int64_t layer = 0; layer < config.num_layers; ++layer) {
+    const AttentionScores s = AttentionScoresOf(config, layer);
+    if (s.scale > 0.0f || s.logit_softcap > 0.0f || s.window > 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+AttentionScores AttentionScoresOf(const ModelConfig& config, int64_t layer) {
+  AttentionScores s;
+  if (config.query_pre_attn_scalar && *config.query_pre_attn_scalar != static_cast<double>(config.head_dim)) {
+    s.scale = static_cast<float>(config.AttentionScale());
+  }
+  if (config.attn_logit_softcap) s.logit_softcap = static_cast<float>(*config.attn_logit_softcap);
+  if (const std::optional<int64_t> window = config.LayerWindow(layer)) {
+    s.window = static_cast<int32_t>(std::min<int64_t>(*window, std::numeric_limits<int32_t>::max()));
+  }
+  return s;
+}
 
 absl::StatusOr<KernelSelection> KernelSelection::For(const ModelConfig& config, const KvLayout& layout,
                                                      const CudaOptions& options, DType compute_dtype) {
@@ -35,7 +64,7 @@ absl::StatusOr<KernelSelection> KernelSelection::For(const ModelConfig& config, 
                      "block_tokens a power of two in [8, 64], fast attention on); this model has head_dim ",
                      head_dim, ", ", heads, " heads, ", kv_heads, " kv heads, block_tokens ", layout.block_tokens));
   }
-  if (k.fast_attention && options.prefill_wgmma && SkinnyGemmDeviceOk(0) &&
+  if (k.fast_attention && options.prefill_wgmma && SkinnyGemmDeviceOk(0) && PlainAttentionScores(config) &&
       PrefillWgmmaSupported(compute_dtype == DType::kBF16, head_dim, heads, kv_heads)) {
     k.prefill_kernel = PrefillKernel::kWgmma;
   }

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "backend/cuda/kernels.h"
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda_options.h"
 #include "backend/kv_layout.h"
@@ -25,7 +26,8 @@ struct KernelSelection {
   // its shape fits them and CudaOptions::fast_attention allows them.
   bool fast_attention = false;
   // PrefillAttention's kernel: kWgmma where CudaOptions::prefill_wgmma allows it and the GPU
-  // (compute capability 9.0), the compute type (bf16) and the shape (head_dim 128) take it.
+  // (compute capability 9.0), the compute type (bf16), the shape (head_dim 128) and the
+  // scores (no soft-cap, other scale or sliding window: kMma applies those) take it.
   PrefillKernel prefill_kernel = PrefillKernel::kMma;
   int32_t prefill_tile_tokens = 0;  // PrefillAttention's query tokens per tile
   // DecodeAttention's CTAs resident at once on the whole GPU (SMs x DecodeResidentCtasPerSm
@@ -38,6 +40,11 @@ struct KernelSelection {
   static absl::StatusOr<KernelSelection> For(const ModelConfig& config, const KvLayout& layout,
                                              const CudaOptions& options, DType compute_dtype);
 };
+
+// Layer `layer`'s attention scores as the kernels take them (kernels.h): Gemma's
+// query_pre_attn_scalar scale, Gemma 2's soft-cap, the layer's sliding window. Scale 0 where
+// it is 1/sqrt(head_dim), so that plain models keep the wgmma prefill kernel.
+AttentionScores AttentionScoresOf(const ModelConfig& config, int64_t layer);
 
 }  // namespace kvtier::cuda
 

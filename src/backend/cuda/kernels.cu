@@ -4,6 +4,7 @@
 
 #include "backend/cuda/block_reduce.cuh"
 #include "backend/cuda/elem.cuh"
+#include "backend/cuda/gate_activation.h"
 #include "backend/cuda/kv_fp8.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.h"
@@ -15,21 +16,21 @@ namespace {
 constexpr int kRowThreads = 256;
 
 template <typename T>
-__global__ void EmbeddingGatherKernel(const int32_t* ids, const T* table, int dim,
+__global__ void EmbeddingGatherKernel(const int32_t* ids, const T* table, int dim, float scale,
                                       float* residual) {
   PdlWait();
   PdlLaunchDependents();
   const int64_t row = blockIdx.x;
   const T* src = table + static_cast<int64_t>(ids[row]) * dim;
   float* dst = residual + row * dim;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = ToFloat(src[i]);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = ToFloat(src[i]) * scale;
 }
 
 // EmbeddingGather for dim % 8 == 0 and dim <= 8 * 4 * kRowThreads: the table row (weights,
 // at an id from the step metadata) is read before the PDL wait, 16 bytes per load.
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads)
-    EmbeddingGatherVecKernel(const int32_t* ids, const T* table, int dim, float* residual) {
+    EmbeddingGatherVecKernel(const int32_t* ids, const T* table, int dim, float scale, float* residual) {
   constexpr int J = 4;
   const int64_t row = blockIdx.x;
   const int chunks = dim / 8;
@@ -49,8 +50,8 @@ __global__ void __launch_bounds__(kRowThreads)
     if (c < chunks) {
       float f[8];
       Unpack8<T>(v[j], f);
-      dst[2 * c] = make_float4(f[0], f[1], f[2], f[3]);
-      dst[2 * c + 1] = make_float4(f[4], f[5], f[6], f[7]);
+      dst[2 * c] = make_float4(f[0] * scale, f[1] * scale, f[2] * scale, f[3] * scale);
+      dst[2 * c + 1] = make_float4(f[4] * scale, f[5] * scale, f[6] * scale, f[7] * scale);
     }
   }
 }
@@ -216,8 +217,8 @@ __global__ void QkvPostKernel(QkvPostParams<T> p, StepTokens tokens, PagedKv<T> 
   }
 }
 
-template <typename T, bool kEarly>
-__global__ void SiluMulKernel(const T* gate_up, int64_t rows, int dim, T* out) {
+template <typename T, GateActivation A, bool kEarly>
+__global__ void GatedMulKernel(const T* gate_up, int64_t rows, int dim, T* out) {
   PdlEnter<kEarly>();
   const int64_t total = rows * dim;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
@@ -225,13 +226,13 @@ __global__ void SiluMulKernel(const T* gate_up, int64_t rows, int dim, T* out) {
     const int64_t r = idx / dim, i = idx % dim;
     const float g = ToFloat(gate_up[r * 2 * dim + i]);
     const float u = ToFloat(gate_up[r * 2 * dim + dim + i]);
-    out[idx] = FromFloat<T>(g / (1.0f + expf(-g)) * u);
+    out[idx] = FromFloat<T>(GateTimes<A>(g, u));
   }
 }
 
-// SiluMul for dim % 8 == 0: 16-byte loads and stores, 8 outputs per thread.
-template <typename T, bool kEarly>
-__global__ void SiluMulVecKernel(const T* gate_up, int64_t rows, int dim, T* out) {
+// GatedMul for dim % 8 == 0: 16-byte loads and stores, 8 outputs per thread.
+template <typename T, GateActivation A, bool kEarly>
+__global__ void GatedMulVecKernel(const T* gate_up, int64_t rows, int dim, T* out) {
   PdlEnter<kEarly>();
   const int chunks = dim / 8;
   const int64_t total = rows * chunks;
@@ -245,7 +246,7 @@ __global__ void SiluMulVecKernel(const T* gate_up, int64_t rows, int dim, T* out
     Unpack8<T>(g, gf);
     Unpack8<T>(u, uf);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) y[k] = gf[k] / (1.0f + expf(-gf[k])) * uf[k];
+    for (int k = 0; k < 8; ++k) y[k] = GateTimes<A>(gf[k], uf[k]);
     reinterpret_cast<uint4*>(out)[idx] = Pack8<T>(y);
   }
 }
@@ -405,7 +406,7 @@ int GridFor(int64_t count, int threads) {
 }  // namespace
 
 template <typename T>
-cudaError_t EmbeddingGather(const int32_t* ids, const T* table, int rows, int dim,
+cudaError_t EmbeddingGather(const int32_t* ids, const T* table, int rows, int dim, float scale,
                             float* residual, cudaStream_t stream,
                             const CudaLaunchOptions& launch) {
   if (rows == 0) return cudaSuccess;
@@ -414,7 +415,7 @@ cudaError_t EmbeddingGather(const int32_t* ids, const T* table, int rows, int di
                    reinterpret_cast<uintptr_t>(residual) % 16 == 0;
   const cudaError_t err =
       LaunchPdl(launch, vec ? EmbeddingGatherVecKernel<T> : EmbeddingGatherKernel<T>,
-                dim3(rows), dim3(kRowThreads), 0, stream, ids, table, dim, residual);
+                dim3(rows), dim3(kRowThreads), 0, stream, ids, table, dim, scale, residual);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
@@ -462,27 +463,38 @@ cudaError_t QkvPost(const QkvPostParams<T>& params, StepTokens tokens, PagedKv<T
   return cudaGetLastError();
 }
 
-template <typename T>
-cudaError_t SiluMul(const T* gate_up, int rows, int dim, T* out, cudaStream_t stream,
-                    const CudaLaunchOptions& launch) {
+namespace {
+
+template <typename T, GateActivation A>
+cudaError_t LaunchGatedMul(const T* gate_up, int rows, int dim, T* out, cudaStream_t stream,
+                           const CudaLaunchOptions& launch) {
   const int64_t total = static_cast<int64_t>(rows) * dim;
   if (total == 0) return cudaSuccess;
   const bool early = launch.pdl_early_trigger;
   if (dim % 8 == 0 && reinterpret_cast<uintptr_t>(gate_up) % 16 == 0 &&
       reinterpret_cast<uintptr_t>(out) % 16 == 0) {
     const cudaError_t err =
-        LaunchPdl(launch, early ? SiluMulVecKernel<T, true> : SiluMulVecKernel<T, false>,
+        LaunchPdl(launch, early ? GatedMulVecKernel<T, A, true> : GatedMulVecKernel<T, A, false>,
                   dim3(GridFor(total / 8, 256)), dim3(256), 0, stream, gate_up,
                   static_cast<int64_t>(rows), dim, out);
     if (err != cudaSuccess) return err;
     return cudaGetLastError();
   }
   const cudaError_t err =
-      LaunchPdl(launch, early ? SiluMulKernel<T, true> : SiluMulKernel<T, false>,
+      LaunchPdl(launch, early ? GatedMulKernel<T, A, true> : GatedMulKernel<T, A, false>,
                 dim3(GridFor(total, 256)), dim3(256), 0, stream, gate_up,
                 static_cast<int64_t>(rows), dim, out);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t GatedMul(const T* gate_up, int rows, int dim, GateActivation act, T* out, cudaStream_t stream,
+                     const CudaLaunchOptions& launch) {
+  return act == GateActivation::kGeluTanh ? LaunchGatedMul<T, GateActivation::kGeluTanh>(gate_up, rows, dim, out, stream, launch)
+                                          : LaunchGatedMul<T, GateActivation::kSilu>(gate_up, rows, dim, out, stream, launch);
 }
 
 size_t ArgmaxScratchBytes(int rows) {
@@ -529,14 +541,14 @@ cudaError_t FillRandom(T* out, int64_t count, uint64_t seed, float offset, float
 }
 
 #define KVTIER_INSTANTIATE(T)                                                                \
-  template cudaError_t EmbeddingGather<T>(const int32_t*, const T*, int, int, float*,        \
+  template cudaError_t EmbeddingGather<T>(const int32_t*, const T*, int, int, float, float*, \
                                           cudaStream_t, const CudaLaunchOptions&);           \
   template cudaError_t AddRmsNorm<T>(float*, const T*, const float*, const int32_t*, int, int, \
                                      float, T*, cudaStream_t, const CudaLaunchOptions&);     \
   template cudaError_t QkvPost<T>(const QkvPostParams<T>&, StepTokens, PagedKv<T>,           \
                                   cudaStream_t, const CudaLaunchOptions&);                   \
-  template cudaError_t SiluMul<T>(const T*, int, int, T*, cudaStream_t,                      \
-                                  const CudaLaunchOptions&);                                 \
+  template cudaError_t GatedMul<T>(const T*, int, int, GateActivation, T*, cudaStream_t,    \
+                                   const CudaLaunchOptions&);                                \
   template cudaError_t ConvertFromF32<T>(const float*, int64_t, T*, cudaStream_t);           \
   template cudaError_t ConvertToF32<T>(const T*, int64_t, float*, cudaStream_t);             \
   template cudaError_t FillRandom<T>(T*, int64_t, uint64_t, float, float, cudaStream_t);

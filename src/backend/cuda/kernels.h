@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/gate_activation.h"
 #include "backend/cuda_options.h"
 
 namespace kvtier::cuda {
@@ -94,9 +95,10 @@ int AttentionMaxRows(int head_dim);
 // lanes evenly).
 bool AttentionSupportsHeadDim(int head_dim);
 
-// residual[t, :] = float(table[ids[t], :]).  table: (vocab, dim); residual: (rows, dim).
+// residual[t, :] = float(table[ids[t], :]) * scale (Gemma's sqrt(hidden) normalizer, else 1).
+// table: (vocab, dim); residual: (rows, dim).
 template <typename T>
-cudaError_t EmbeddingGather(const int32_t* ids, const T* table, int rows, int dim,
+cudaError_t EmbeddingGather(const int32_t* ids, const T* table, int rows, int dim, float scale,
                             float* residual, cudaStream_t stream,
                             const CudaLaunchOptions& launch);
 
@@ -134,8 +136,18 @@ template <typename T>
 cudaError_t QkvPost(const QkvPostParams<T>& params, StepTokens tokens, PagedKv<T> kv,
                     cudaStream_t stream, const CudaLaunchOptions& launch);
 
+// How one layer's attention scores are formed (model/config.h): s = scale * q.k (scale 0:
+// 1/sqrt(head_dim)); then s = logit_softcap * tanh(s / logit_softcap) where logit_softcap > 0
+// (Gemma 2); a query at position p reads keys in (p - window, p] where window > 0 (a
+// sliding-window layer), else every key up to p.
+struct AttentionScores {
+  float scale = 0.0f;
+  float logit_softcap = 0.0f;
+  int32_t window = 0;
+};
+
 // Causal attention of every step token over its chunk's paged KV (positions <= its own),
-// GQA, scale 1/sqrt(head_dim), softmax in fp32. q: (tokens, num_heads, head_dim);
+// GQA, scores as `scores` says, softmax in fp32. q: (tokens, num_heads, head_dim);
 // out: (tokens, num_heads, head_dim). Runs `num_items` items, then merges split-K
 // partials. `max_splits` bounds num_splits of any token (sizes the merge).
 template <typename T>
@@ -148,16 +160,17 @@ struct AttentionParams {
   int32_t layer = 0;
   int32_t max_rows = 0;     // largest num_tokens * group_count over the items
   bool any_split = false;   // some token has num_splits > 1: run the merge pass
+  AttentionScores scores;
 };
 template <typename T>
 cudaError_t PagedAttention(const AttentionParams<T>& params, StepTokens tokens, PagedKv<T> kv,
                            AttentionSplits splits, cudaStream_t stream);
 
-// out[t, i] = silu(gate_up[t, i]) * gate_up[t, dim + i].  gate_up: (rows, 2*dim);
-// out: (rows, dim).
+// out[t, i] = act(gate_up[t, i]) * gate_up[t, dim + i] (act: SiLU or GELU-tanh).
+// gate_up: (rows, 2*dim); out: (rows, dim).
 template <typename T>
-cudaError_t SiluMul(const T* gate_up, int rows, int dim, T* out, cudaStream_t stream,
-                    const CudaLaunchOptions& launch);
+cudaError_t GatedMul(const T* gate_up, int rows, int dim, GateActivation act, T* out, cudaStream_t stream,
+                     const CudaLaunchOptions& launch);
 
 // ids[r] = argmax_j logits[r, j] (lowest index on ties; NaN never wins).  logits:
 // (rows, vocab) f32, 16-byte aligned; scratch: ArgmaxScratchBytes(rows) of device memory
@@ -198,12 +211,21 @@ bool GemvSupported(int rows, int k, const void* x, const void* w);
 template <typename T>
 cudaError_t GemvSmallRows(const T* x, const T* w, int rows, int k, int n, void* out,
                           bool out_f32, cudaStream_t stream, const CudaLaunchOptions& launch);
-// out(rows, inter) = silu(x * gate^T) * (x * up^T) for w_gate_up = [gate; up] of shape
-// (2 * inter, k): the gate|up projection and SiluMul in one decode kernel, fp32 until the
+// out(rows, inter) = act(x * gate^T) * (x * up^T) for w_gate_up = [gate; up] of shape
+// (2 * inter, k): the gate|up projection and GatedMul in one decode kernel, fp32 until the
 // 16-bit output. 1 <= rows <= 2, otherwise as GemvSupported.
 template <typename T>
-cudaError_t GemvSiluMul(const T* x, const T* w_gate_up, int rows, int k, int inter, T* out,
-                        cudaStream_t stream, const CudaLaunchOptions& launch);
+cudaError_t GemvGatedMul(const T* x, const T* w_gate_up, int rows, int k, int inter, GateActivation act, T* out,
+                         cudaStream_t stream, const CudaLaunchOptions& launch);
+
+// out[r, :] = T(weight * x[r, :] * rsqrt(mean(x[r]^2) + eps)) of 16-bit rows x (rows, dim);
+// out may be x. Gemma's post-attention and post-feed-forward norms.
+template <typename T>
+cudaError_t RmsNormRows(const T* x, const float* weight, int rows, int dim, float eps, T* out, cudaStream_t stream);
+
+// logits[r, i] = tanh(logits[r, i] / cap) * cap (Gemma 2's final logit soft-cap), cap > 0.
+// logits: (rows, vocab) f32.
+cudaError_t SoftCapRows(float* logits, int rows, int vocab, float cap, cudaStream_t stream);
 
 // Conversions and fills used for weights and tests.
 template <typename T>

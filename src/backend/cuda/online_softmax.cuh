@@ -30,10 +30,38 @@ __device__ __forceinline__ void MaskPastPositions(float (&s)[kN8][4], int tile_p
   }
 }
 
+// Gemma 2's soft-cap on raw Q.K scores: cap_raw = cap / scale, so that scale times the
+// result is cap * tanh(scale * s / cap). Before the masks (tanh would lift a -inf).
+template <int kN8>
+__device__ __forceinline__ void SoftCapScores(float (&s)[kN8][4], float cap_raw) {
+#pragma unroll
+  for (int n = 0; n < kN8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[n][e] = cap_raw * tanhf(s[n][e] / cap_raw);
+  }
+}
+
+// Sliding-window mask of the KV tile starting at tile_pos: -inf where the position is at or
+// before row_pos[h] - window (the row reads keys in (row_pos - window, row_pos]).
+template <int kN8>
+__device__ __forceinline__ void MaskBeforeWindow(float (&s)[kN8][4], int tile_pos, const int (&row_pos)[2],
+                                                 int window, int lane) {
+  if (tile_pos > row_pos[0] - window && tile_pos > row_pos[1] - window) return;
+#pragma unroll
+  for (int n = 0; n < kN8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int pos = tile_pos + n * 8 + (lane & 3) * 2 + (e & 1);
+      if (pos <= row_pos[e >> 1] - window) s[n][e] = -INFINITY;
+    }
+  }
+}
+
 // Scores -> unnormalized probabilities against the running max m, with this thread's part
-// of the running sums l updated and the factor earlier outputs must be scaled by. The first
-// tile holds position 0, so m is finite from then on and a fully masked row of a later tile
-// only gets weights exp2(-inf) = 0.
+// of the running sums l updated and the factor earlier outputs must be scaled by. Without a
+// window the first tile holds position 0, so m is finite from then on and a fully masked
+// row of a later tile only gets weights exp2(-inf) = 0; with one, a row may see only masked
+// positions in its first tiles, whose max stays -inf: those weigh 0 against a max of 0.
 template <int kN8>
 __device__ __forceinline__ void OnlineSoftmax(float (&s)[kN8][4], float (&m)[2], float (&l)[2], float scale_log2,
                                               float (&correction)[2]) {
@@ -45,14 +73,15 @@ __device__ __forceinline__ void OnlineSoftmax(float (&s)[kN8][4], float (&m)[2],
     row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
     row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 2));
     const float m_new = fmaxf(m[h], row_max * scale_log2);
-    correction[h] = exp2f(m[h] - m_new);
+    const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // no key read yet: nothing to scale
+    correction[h] = exp2f(m[h] - m_use);
     m[h] = m_new;
     float row_sum = 0.0f;
 #pragma unroll
     for (int n = 0; n < kN8; ++n) {
 #pragma unroll
       for (int e = 2 * h; e < 2 * h + 2; ++e) {
-        s[n][e] = exp2f(fmaf(s[n][e], scale_log2, -m_new));
+        s[n][e] = exp2f(fmaf(s[n][e], scale_log2, -m_use));
         row_sum += s[n][e];
       }
     }

@@ -8,7 +8,8 @@
 // chunks so that ldmatrix reads 8 rows without bank conflicts. Q·K^T and P·V run on
 // mma.sync m16n8k16 (bf16 or fp16 in) with fp32 accumulation; the softmax is online in the log2 domain
 // (log2 e folded into the scale); only the KV tiles crossing the tile's first position are
-// masked, and tiles past the last position are never visited.
+// masked, and tiles past the last position are never visited. A sliding window (and Gemma 2's
+// soft-cap, AttentionScores) masks per row too, and tiles before the window are not visited.
 //
 // kv_dtype fp8 (PagedKv::fp8): each thread loads its chunk's 8 codes and the row's scale with
 // plain loads, dequantizes them in registers (kv_fp8.cuh) and stores the 16 bytes to the same
@@ -20,6 +21,7 @@
 // 2-3 CTAs per SM, which hide the cp.async latency the simple 2-stage pipeline exposes.
 #include "backend/cuda/prefill_attention.h"
 
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -98,6 +100,11 @@ __global__ void __launch_bounds__(kThreads)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int kv_end = tile.first_pos + tile.num_tokens;  // positions [0, kv_end) are read
   const int num_kv_tiles = (kv_end + kKvTile - 1) / kKvTile;
+  // A sliding window: the tile's first query reads from first_pos - window + 1 on, so the
+  // KV tiles before that one are never visited; the rest are masked per row.
+  const int window = p.scores.window > 0 ? p.scores.window : INT_MAX;
+  const int first_kv_tile = max(0, tile.first_pos - window + 1) / kKvTile;
+  const float cap_raw = p.scores.logit_softcap * 1.44269504f / scale_log2;  // cap / scale; 0: none
   const int32_t* table = kv.indices + kv.indptr[tile.chunk];
   const int64_t k_head_offset = static_cast<int64_t>(kv_head) * kv.block_tokens * D;  // within a layer slice
   const int64_t v_delta = static_cast<int64_t>(kv.num_kv_heads) * kv.block_tokens * D;
@@ -162,7 +169,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     CpAsyncCommit();
   }
-  load_kv(0, 0);
+  load_kv(first_kv_tile, 0);
   CpAsyncCommit();
 
   // This thread's two accumulator rows: g and g + 8 of the warp's 16.
@@ -196,8 +203,8 @@ __global__ void __launch_bounds__(kThreads)
   float m[2] = {-INFINITY, -INFINITY};  // running max of scaled scores (log2 domain)
   float l[2] = {0.0f, 0.0f};            // this thread's part of the running sum
 
-  for (int j = 0; j < num_kv_tiles; ++j) {
-    const int stage = j & 1;
+  for (int j = first_kv_tile; j < num_kv_tiles; ++j) {
+    const int stage = (j - first_kv_tile) & 1;
     CpAsyncWait<0>();
     __syncthreads();  // tile j visible to all; everyone is done with tile j-1 and with Q
     if (j + 1 < num_kv_tiles) load_kv(j + 1, stage ^ 1);
@@ -224,7 +231,9 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
 
+    if (cap_raw > 0.0f) SoftCapScores(s, cap_raw);
     MaskPastPositions(s, j * kKvTile, tile.first_pos, row_pos, lane);
+    if (window != INT_MAX) MaskBeforeWindow(s, j * kKvTile, row_pos, window, lane);
     float correction[2];
     OnlineSoftmax(s, m, l, scale_log2, correction);
     RescaleRows(o, correction);
@@ -280,8 +289,8 @@ cudaError_t LaunchHeadDim(const PrefillAttentionParams<T>& p, PagedKv<T> kv, int
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                              cudaSharedmemCarveoutMaxShared);
   if (err != cudaSuccess) return err;
-  const float scale_log2 =
-      static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)) * M_LOG2E);
+  const double scale = p.scores.scale > 0.0f ? p.scores.scale : 1.0 / std::sqrt(static_cast<double>(D));
+  const float scale_log2 = static_cast<float>(scale * M_LOG2E);
   const dim3 grid(static_cast<unsigned>(p.num_tiles), static_cast<unsigned>(kv.num_kv_heads));
   kernel<<<grid, kThreads, smem, stream>>>(p, kv, group, bt_shift, scale_log2);
   return cudaGetLastError();
@@ -313,7 +322,11 @@ cudaError_t PrefillAttention(const PrefillAttentionParams<T>& params, PagedKv<T>
   int bt_shift = 0;
   while ((1 << bt_shift) < bt) ++bt_shift;
   const int group = params.num_heads / kv.num_kv_heads;
+  const AttentionScores& scores = params.scores;
+  if (scores.scale < 0.0f || scores.logit_softcap < 0.0f || scores.window < 0) return cudaErrorInvalidValue;
   if (params.kernel == PrefillKernel::kWgmma) {
+    // Its scores are q.k / sqrt(head_dim) over every earlier key (KernelSelection routes others here).
+    if (scores.scale > 0.0f || scores.logit_softcap > 0.0f || scores.window > 0) return cudaErrorInvalidValue;
     if constexpr (std::is_same_v<T, bf16>) {
       if (!PrefillWgmmaSupported(true, kv.head_dim, params.num_heads, kv.num_kv_heads)) return cudaErrorInvalidValue;
       if (kv.fp8 && kv.block_bytes < kv.block_elements) return cudaErrorInvalidValue;

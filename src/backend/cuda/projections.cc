@@ -1,6 +1,7 @@
 // Projections (see projections.h): the choice of kernel per projection and row count.
 #include "backend/cuda/projections.h"
 
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -109,7 +110,7 @@ absl::Status Projections::Project(const T* x, const Raw16* w16, const Fp8Matrix&
   // Decode batches: codes through the tensor cores, K split over CTAs.
   if (rows <= kSkinnyFp8MaxRows && SkinnyFp8Supported(rows, k, x, w8.codes)) {
     CUDA_RETURN_IF_ERROR(SkinnyFp8(x, rows, w8.codes, w8.scales, n, k, SkinnyFp8Splits(n, k, sm_count_),
-                                   weights_->fp8_partial, /*silu_mul=*/false, static_cast<T*>(out), stream_, launch_));
+                                   weights_->fp8_partial, /*gate=*/std::nullopt, static_cast<T*>(out), stream_, launch_));
     return absl::OkStatus();
   }
   // Prefill (W8A16): the projection dequantized to 16 bits, then the tensor cores through cuBLAS.
@@ -142,21 +143,23 @@ absl::Status Projections::ProjectW8A8(W8A8Path path, const Fp8Matrix& w8, int ro
 }
 
 template <typename T>
-absl::Status Projections::GateUpSiluMul(const T* x, const CudaWeights::Layer& w, int rows, int h, int inter, T* wide,
-                                        T* act) {
+absl::Status Projections::GateUpActivation(const T* x, const CudaWeights::Layer& w, int rows, int h, int inter,
+                                           GateActivation act, T* wide, T* out) {
   const bool fp8 = weights_->fp8;
   if (fp8 && rows <= kGemvRowsLimit && GemvFp8Supported(rows, h, x, w.gate_up8.codes)) {
-    CUDA_RETURN_IF_ERROR(GemvSiluMulFp8(x, rows, w.gate_up8.codes, w.gate_up8.scales, inter, h, act, stream_, launch_));
+    CUDA_RETURN_IF_ERROR(
+        GemvGatedMulFp8(x, rows, w.gate_up8.codes, w.gate_up8.scales, inter, h, act, out, stream_, launch_));
   } else if (fp8 && !UseSkinnyGemm<T>(rows, h, 2 * inter, x, w.gate_up8.codes, /*fp8=*/true) &&
              rows <= kSkinnyFp8MaxRows && SkinnyFp8Supported(rows, h, x, w.gate_up8.codes)) {
     CUDA_RETURN_IF_ERROR(SkinnyFp8(x, rows, w.gate_up8.codes, w.gate_up8.scales, 2 * inter, h,
-                                   SkinnyFp8Splits(2 * inter, h, sm_count_), weights_->fp8_partial,
-                                   /*silu_mul=*/true, act, stream_, launch_));
+                                   SkinnyFp8Splits(2 * inter, h, sm_count_), weights_->fp8_partial, act, out, stream_,
+                                   launch_));
   } else if (!fp8 && rows <= kGemvRowsLimit && GemvSupported(rows, h, x, w.gate_up)) {
-    CUDA_RETURN_IF_ERROR(GemvSiluMul(x, reinterpret_cast<const T*>(w.gate_up), rows, h, inter, act, stream_, launch_));
+    CUDA_RETURN_IF_ERROR(
+        GemvGatedMul(x, reinterpret_cast<const T*>(w.gate_up), rows, h, inter, act, out, stream_, launch_));
   } else {
     RETURN_IF_ERROR(Project(x, w.gate_up, w.gate_up8, rows, h, 2 * inter, wide));
-    CUDA_RETURN_IF_ERROR(SiluMul(static_cast<const T*>(wide), rows, inter, act, stream_, launch_));
+    CUDA_RETURN_IF_ERROR(GatedMul(static_cast<const T*>(wide), rows, inter, act, out, stream_, launch_));
   }
   return absl::OkStatus();
 }
@@ -164,7 +167,8 @@ absl::Status Projections::GateUpSiluMul(const T* x, const CudaWeights::Layer& w,
 #define KVTIER_INSTANTIATE_PROJECTIONS(T)                                                                          \
   template absl::Status Projections::Gemm<T>(const T*, const T*, int, int, int, void*, bool, bool);                \
   template absl::Status Projections::Project<T>(const T*, const Raw16*, const Fp8Matrix&, int, int, int, void*);   \
-  template absl::Status Projections::GateUpSiluMul<T>(const T*, const CudaWeights::Layer&, int, int, int, T*, T*); \
+  template absl::Status Projections::GateUpActivation<T>(const T*, const CudaWeights::Layer&, int, int, int,    \
+                                                          GateActivation, T*, T*);                              \
   template absl::Status Projections::ProjectW8A8<T>(W8A8Path, const Fp8Matrix&, int, int, int, void*);
 KVTIER_INSTANTIATE_PROJECTIONS(bf16)
 KVTIER_INSTANTIATE_PROJECTIONS(f16)

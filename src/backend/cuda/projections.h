@@ -47,10 +47,11 @@ class Projections {
   // weights w8 (GemvFp8 for decode rows, the skinny kernels, else dequantized + cuBLAS).
   template <typename T>
   absl::Status Project(const T* x, const Raw16* w16, const Fp8Matrix& w8, int rows, int k, int n, void* out);
-  // act (rows, inter) = silu(gate) * up of x (rows, h) times the layer's gate|up projection;
+  // out (rows, inter) = act(gate) * up of x (rows, h) times the layer's gate|up projection;
   // `wide` (rows, 2 * inter) is scratch for the paths that do not fuse the two.
   template <typename T>
-  absl::Status GateUpSiluMul(const T* x, const CudaWeights::Layer& w, int rows, int h, int inter, T* wide, T* act);
+  absl::Status GateUpActivation(const T* x, const CudaWeights::Layer& w, int rows, int h, int inter,
+                                GateActivation act, T* wide, T* out);
 
   W8A8Path W8A8PathFor(int rows) const;
   // out (rows, n) T = the per-token E4M3 activations in the workspace's x8 / x8_scales

@@ -1,0 +1,93 @@
+// The CUDA backend against HuggingFace transformers on the Gemma 2, Gemma 3 and Phi-3 goldens
+// (tests/parity/family_goldens.json: prompts longer than the sliding windows, made by
+// scripts/make_goldens.py): the prompt's last logits (prefill) and the logits after feeding
+// the greedy tokens one at a time (decode) within the 16-bit bound the backend tests use
+// against the fp32 CPU backend. The checkpoints are rewritten with our mkmodel (the kvtier CLI
+// this build made, or $KVTIER_CLI). Loads the CUDA module as the engine does. Skips without
+// a GPU or without the goldens file.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "cuda_test_util.h"
+#include "gtest/gtest.h"
+#include "model/checkpoint.h"
+#include "nlohmann/json.hpp"
+#include "parity/parity_goldens.h"
+
+namespace kvtier {
+namespace {
+
+constexpr double kLogitTolerance = 3e-2;  // 16-bit GPU vs fp32 (cuda_backend_test.cc)
+
+double RelativeError(const std::vector<float>& got, const std::vector<double>& want) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+class CudaFamilyParityTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    KVT_SKIP_WITHOUT_CUDA();
+    if (parity::Goldens(parity::kFamilyGoldensFile).is_null()) {
+      GTEST_SKIP() << "tests/parity/family_goldens.json is absent (scripts/make_goldens.py --models families)";
+    }
+    const char* cli = std::getenv("KVTIER_CLI");
+    parity::KvtierCli() = cli != nullptr ? cli : KVTIER_CLI_PATH;
+  }
+};
+
+TEST_P(CudaFamilyParityTest, MatchesTransformers) {
+  const nlohmann::json* model = nullptr;
+  std::shared_ptr<const Checkpoint> checkpoint;
+  ASSERT_NO_FATAL_FAILURE(parity::OpenGoldenModel(GetParam(), &model, &checkpoint, parity::kFamilyGoldensFile));
+  BackendOptions options;
+  options.block_tokens = 16;
+  auto backend = CreateBackend("cuda", *checkpoint, options);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  ASSERT_TRUE((*backend)->AllocateKvPool(16).ok());
+  std::vector<int32_t> table(16);
+  for (int i = 0; i < 16; ++i) table[static_cast<size_t>(i)] = 15 - i;  // non-contiguous blocks
+  for (const nlohmann::json& c : (*model)["cases"]) {
+    const auto prompt = c["prompt"].get<std::vector<int32_t>>();
+    const auto greedy = c["greedy"].get<std::vector<int32_t>>();
+    SCOPED_TRACE("prompt of " + std::to_string(prompt.size()) + " tokens");
+    std::vector<float> logits;
+    ForwardBatch batch;
+    batch.chunks.push_back({prompt, 0, table, true});
+    ASSERT_TRUE((*backend)->Forward(batch, &logits).ok());
+    const double prefill_error = RelativeError(logits, c["last_logits"].get<std::vector<double>>());
+    EXPECT_LT(prefill_error, kLogitTolerance);
+    for (size_t i = 0; i + 1 < greedy.size(); ++i) {
+      ForwardBatch step;
+      step.chunks.push_back({std::span<const int32_t>(&greedy[i], 1), static_cast<int64_t>(prompt.size() + i),
+                             table, true});
+      ASSERT_TRUE((*backend)->Forward(step, &logits).ok());
+    }
+    const double decode_error = RelativeError(logits, c["final_logits"].get<std::vector<double>>());
+    EXPECT_LT(decode_error, kLogitTolerance);
+    std::printf("[cuda parity] %s prompt %zu: prefill rel err %.2e, decode rel err %.2e\n", GetParam().c_str(),
+                prompt.size(), prefill_error, decode_error);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(FamilyGoldens, CudaFamilyParityTest,
+                         ::testing::ValuesIn(parity::FamilyGoldenModelNames()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           for (char& ch : name) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace kvtier
