@@ -43,5 +43,17 @@ TEST(AttentionScoresTest, GemmaLayersCarryScaleSoftCapAndWindow) {
   EXPECT_EQ(AttentionScoresOf(ConfigOf(spec), 0).scale, 0.0f);
 }
 
+// fp8 KV is refused for models whose scores are not plain (KernelSelection::For): Gemma's
+// scale, soft-cap and windows, and any sliding window; plain models keep it.
+TEST(AttentionScoresTest, OnlyPlainScoresAreCalledPlain) {
+  EXPECT_TRUE(PlainAttentionScores(ConfigOf(*RandomCheckpointPreset("tiny-llama"))));
+  EXPECT_TRUE(PlainAttentionScores(ConfigOf(*RandomCheckpointPreset("tiny-qwen3"))));
+  EXPECT_FALSE(PlainAttentionScores(ConfigOf(*RandomCheckpointPreset("tiny-gemma2"))));
+  EXPECT_FALSE(PlainAttentionScores(ConfigOf(*RandomCheckpointPreset("tiny-gemma3"))));
+  RandomCheckpointSpec windowed = *RandomCheckpointPreset("tiny-phi3");
+  windowed.sliding_window = 6;  // Phi-3 reads its window; a Llama config would not
+  EXPECT_FALSE(PlainAttentionScores(ConfigOf(windowed)));
+}
+
 }  // namespace
 }  // namespace kvtier::cuda

@@ -46,6 +46,10 @@ struct KernelSelection {
 // it is 1/sqrt(head_dim), so that plain models keep the wgmma prefill kernel.
 AttentionScores AttentionScoresOf(const ModelConfig& config, int64_t layer);
 
+// True when every layer's scores are q.k / sqrt(head_dim) over every earlier key: what the
+// wgmma prefill kernel forms, and what fp8 KV is verified with.
+bool PlainAttentionScores(const ModelConfig& config);
+
 }  // namespace kvtier::cuda
 
 #endif  // KVTIER_BACKEND_CUDA_KERNEL_SELECTION_H_
