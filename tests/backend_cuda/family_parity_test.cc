@@ -5,7 +5,6 @@
 // against the fp32 CPU backend. The checkpoints are rewritten with our mkmodel (the kvtier CLI
 // this build made, or $KVTIER_CLI). Loads the CUDA module as the engine does. Skips without
 // a GPU or without the goldens file.
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -23,15 +22,6 @@ namespace kvtier {
 namespace {
 
 constexpr double kLogitTolerance = 3e-2;  // 16-bit GPU vs fp32 (cuda_backend_test.cc)
-
-double RelativeError(const std::vector<float>& got, const std::vector<double>& want) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff += (got[i] - want[i]) * (got[i] - want[i]);
-    norm += want[i] * want[i];
-  }
-  return std::sqrt(diff / norm);
-}
 
 class CudaFamilyParityTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -57,25 +47,14 @@ TEST_P(CudaFamilyParityTest, MatchesTransformers) {
   std::vector<int32_t> table(16);
   for (int i = 0; i < 16; ++i) table[static_cast<size_t>(i)] = 15 - i;  // non-contiguous blocks
   for (const nlohmann::json& c : (*model)["cases"]) {
-    const auto prompt = c["prompt"].get<std::vector<int32_t>>();
-    const auto greedy = c["greedy"].get<std::vector<int32_t>>();
-    SCOPED_TRACE("prompt of " + std::to_string(prompt.size()) + " tokens");
-    std::vector<float> logits;
-    ForwardBatch batch;
-    batch.chunks.push_back({prompt, 0, table, true});
-    ASSERT_TRUE((*backend)->Forward(batch, &logits).ok());
-    const double prefill_error = RelativeError(logits, c["last_logits"].get<std::vector<double>>());
-    EXPECT_LT(prefill_error, kLogitTolerance);
-    for (size_t i = 0; i + 1 < greedy.size(); ++i) {
-      ForwardBatch step;
-      step.chunks.push_back({std::span<const int32_t>(&greedy[i], 1), static_cast<int64_t>(prompt.size() + i),
-                             table, true});
-      ASSERT_TRUE((*backend)->Forward(step, &logits).ok());
-    }
-    const double decode_error = RelativeError(logits, c["final_logits"].get<std::vector<double>>());
-    EXPECT_LT(decode_error, kLogitTolerance);
+    const size_t prompt_tokens = c["prompt"].size();
+    SCOPED_TRACE("prompt of " + std::to_string(prompt_tokens) + " tokens");
+    parity::GoldenCaseErrors errors;
+    ASSERT_NO_FATAL_FAILURE(parity::ForwardGoldenCase(**backend, c, table, &errors));
+    EXPECT_LT(errors.prefill, kLogitTolerance);
+    EXPECT_LT(errors.decode, kLogitTolerance);
     std::printf("[cuda parity] %s prompt %zu: prefill rel err %.2e, decode rel err %.2e\n", GetParam().c_str(),
-                prompt.size(), prefill_error, decode_error);
+                prompt_tokens, errors.prefill, errors.decode);
   }
 }
 

@@ -5,13 +5,16 @@
 #ifndef KVTIER_TESTS_PARITY_PARITY_GOLDENS_H_
 #define KVTIER_TESTS_PARITY_PARITY_GOLDENS_H_
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "testing/test_model.h"
@@ -59,6 +62,42 @@ inline void OpenGoldenModel(const std::string& name, const nlohmann::json** mode
   *model = &goldens["models"][name];
   *checkpoint = testing::OpenCheckpoint(WriteModel(name, (**model)["mkmodel_args"].get<std::vector<std::string>>()));
   ASSERT_NE(*checkpoint, nullptr);
+}
+
+// ||got - want|| / ||want||.
+inline double RelativeError(const std::vector<float>& got, const std::vector<double>& want) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+// One golden case on `backend` (its KV pool allocated, `table` the blocks it may use): the
+// prompt as one chunk (prefill), then the greedy tokens fed one at a time (decode); the
+// relative errors of the last logits of each against transformers'. Fatal test failures when
+// a forward fails: callers use ASSERT_NO_FATAL_FAILURE.
+struct GoldenCaseErrors {
+  double prefill = 0;
+  double decode = 0;
+};
+inline void ForwardGoldenCase(Backend& backend, const nlohmann::json& golden_case, std::span<const int32_t> table,
+                              GoldenCaseErrors* errors) {
+  const auto prompt = golden_case["prompt"].get<std::vector<int32_t>>();
+  const auto greedy = golden_case["greedy"].get<std::vector<int32_t>>();
+  std::vector<float> logits;
+  ForwardBatch batch;
+  batch.chunks.push_back({prompt, 0, table, true});
+  ASSERT_TRUE(backend.Forward(batch, &logits).ok());
+  errors->prefill = RelativeError(logits, golden_case["last_logits"].get<std::vector<double>>());
+  for (size_t i = 0; i + 1 < greedy.size(); ++i) {
+    ForwardBatch step;
+    step.chunks.push_back({std::span<const int32_t>(&greedy[i], 1), static_cast<int64_t>(prompt.size() + i),
+                           table, true});
+    ASSERT_TRUE(backend.Forward(step, &logits).ok());
+  }
+  errors->decode = RelativeError(logits, golden_case["final_logits"].get<std::vector<double>>());
 }
 
 inline const std::vector<std::string>& GoldenModelNames() {

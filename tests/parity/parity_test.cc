@@ -7,7 +7,6 @@
 // longer than their sliding windows) and moe_goldens.json for Mixtral and Qwen3-MoE (each
 // skipped while its file is absent), written by scripts/make_goldens.py on the GPU machine.
 // The sampler chain's parity is in sampling_parity_test.cc.
-#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -25,15 +24,6 @@
 
 namespace kvtier {
 namespace {
-
-double RelativeError(const std::vector<float>& got, const std::vector<double>& want) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff += (got[i] - want[i]) * (got[i] - want[i]);
-    norm += want[i] * want[i];
-  }
-  return std::sqrt(diff / norm);
-}
 
 struct GoldenModel {
   std::string file;  // under tests/parity
@@ -80,25 +70,13 @@ TEST_P(ParityTest, MatchesTransformers) {
     const auto greedy = c["greedy"].get<std::vector<int32_t>>();
     SCOPED_TRACE("prompt of " + std::to_string(prompt.size()) + " tokens");
 
-    // Prefill path: the whole prompt as one chunk.
-    std::vector<float> logits;
-    ForwardBatch batch;
-    batch.chunks.push_back({prompt, 0, table, true});
-    ASSERT_TRUE((*backend)->Forward(batch, &logits).ok());
-    const double prefill_error = RelativeError(logits, c["last_logits"].get<std::vector<double>>());
-    EXPECT_LT(prefill_error, 1e-4);
-
-    // Decode path: the greedy tokens fed one at a time after the prompt.
-    for (size_t i = 0; i + 1 < greedy.size(); ++i) {
-      ForwardBatch step;
-      step.chunks.push_back({std::span<const int32_t>(&greedy[i], 1), static_cast<int64_t>(prompt.size() + i),
-                             table, true});
-      ASSERT_TRUE((*backend)->Forward(step, &logits).ok());
-    }
-    const double decode_error = RelativeError(logits, c["final_logits"].get<std::vector<double>>());
-    EXPECT_LT(decode_error, 1e-4);
+    // The prefill and decode paths.
+    parity::GoldenCaseErrors errors;
+    ASSERT_NO_FATAL_FAILURE(parity::ForwardGoldenCase(**backend, c, table, &errors));
+    EXPECT_LT(errors.prefill, 1e-4);
+    EXPECT_LT(errors.decode, 1e-4);
     std::printf("[parity] %s prompt %zu: prefill rel err %.2e, decode rel err %.2e\n", GetParam().name.c_str(),
-                prompt.size(), prefill_error, decode_error);
+                prompt.size(), errors.prefill, errors.decode);
 
     // The engine's greedy continuation.
     SamplingParams params;
