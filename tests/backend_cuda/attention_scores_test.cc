@@ -43,8 +43,8 @@ TEST(AttentionScoresTest, GemmaLayersCarryScaleSoftCapAndWindow) {
   EXPECT_EQ(AttentionScoresOf(ConfigOf(spec), 0).scale, 0.0f);
 }
 
-// fp8 KV is refused for models whose scores are not plain (KernelSelection::For): Gemma's
-// scale, soft-cap and windows, and any sliding window; plain models keep it.
+// Only plain scores keep the wgmma prefill (KernelSelection::For): Gemma's scale, soft-cap and
+// windows, and any sliding window, are not plain.
 TEST(AttentionScoresTest, OnlyPlainScoresAreCalledPlain) {
   EXPECT_TRUE(PlainAttentionScores(ConfigOf(*RandomCheckpointPreset("tiny-llama"))));
   EXPECT_TRUE(PlainAttentionScores(ConfigOf(*RandomCheckpointPreset("tiny-qwen3"))));

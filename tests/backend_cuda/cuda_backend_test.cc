@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -27,6 +28,7 @@
 #include "gtest/gtest.h"
 #include "model/checkpoint.h"
 #include "sampling_check.h"
+#include "testing/backend_scenario.h"
 #include "model/random_checkpoint.h"
 #include "testing/block_quantized_gguf.h"
 
@@ -66,76 +68,13 @@ std::unique_ptr<Checkpoint> MakeCheckpoint(RandomCheckpointSpec spec, const std:
   return checkpoint.ok() ? std::move(checkpoint).value() : nullptr;
 }
 
-int32_t Argmax(const float* row, int64_t n) {
-  return static_cast<int32_t>(std::max_element(row, row + n) - row);
-}
+using testing::Argmax;
+using testing::Feed;
+using testing::Seq;
+using Stats = testing::ScenarioStats;
 
-// Sequences sharing one block-id space on both backends.
-struct Seq {
-  std::vector<int32_t> tokens;
-  std::vector<int32_t> table;
-  int64_t cached = 0;
-};
-struct Feed {
-  int seq;
-  int64_t count;  // tokens to feed from seq.tokens[cached]
-  bool logits;
-};
-
-struct Stats {
-  double tolerance = kLogitTolerance;  // of each logits row's relative error
-  double max_rel_error = 0;
-  int rows = 0;
-  int argmax_mismatch = 0;
-};
-
-// Runs one step on both backends, checks logits, advances the sequences and appends the
-// CPU's greedy token to every sequence that got logits.
-void Step(Backend& cpu, Backend& gpu, std::vector<Seq>& seqs, const std::vector<Feed>& feeds,
-          Stats* stats) {
-  ForwardBatch batch;
-  for (const Feed& f : feeds) {
-    Seq& s = seqs[f.seq];
-    SequenceChunk c;
-    c.tokens = std::span<const int32_t>(s.tokens).subspan(s.cached, f.count);
-    c.start_position = s.cached;
-    c.block_table = s.table;
-    c.need_logits = f.logits;
-    batch.chunks.push_back(c);
-  }
-  std::vector<float> ref, got;
-  ASSERT_TRUE(cpu.Forward(batch, &ref).ok());
-  absl::Status st = gpu.Forward(batch, &got);
-  ASSERT_TRUE(st.ok()) << st;
-  ASSERT_EQ(ref.size(), got.size());
-  const int64_t vocab = cpu.vocab_size();
-  int row = 0;
-  std::vector<int32_t> next;
-  for (const Feed& f : feeds) {
-    if (!f.logits) continue;
-    const std::vector<float> r(ref.begin() + row * vocab, ref.begin() + (row + 1) * vocab);
-    const std::vector<float> g(got.begin() + row * vocab, got.begin() + (row + 1) * vocab);
-    const double err = RelativeError(g, r);
-    stats->max_rel_error = std::max(stats->max_rel_error, err);
-    EXPECT_LT(err, stats->tolerance) << "seq " << f.seq << " at " << seqs[f.seq].cached;
-    const int32_t a = Argmax(r.data(), vocab), b = Argmax(g.data(), vocab);
-    if (a != b) {
-      ++stats->argmax_mismatch;
-      // Only a near tie may flip: the CPU's margin must be within the error allowed.
-      EXPECT_LT(std::abs(r[a] - r[b]), std::max(0.05, stats->tolerance) * (std::abs(r[a]) + 1))
-          << "argmax " << a << " vs " << b;
-    }
-    ++stats->rows;
-    next.push_back(a);
-    ++row;
-  }
-  row = 0;
-  for (const Feed& f : feeds) {
-    Seq& s = seqs[f.seq];
-    s.cached += f.count;
-    if (f.logits && s.cached == static_cast<int64_t>(s.tokens.size())) s.tokens.push_back(next[row]);
-    if (f.logits) ++row;
-  }
+void Step(Backend& cpu, Backend& gpu, std::vector<Seq>& seqs, const std::vector<Feed>& feeds, Stats* stats) {
+  testing::StepBoth(cpu, gpu, seqs, feeds, stats);
 }
 
 class CudaBackendTest : public ::testing::Test {
@@ -180,44 +119,10 @@ class CudaBackendTest : public ::testing::Test {
     ASSERT_TRUE(f->gpu->Forward(prefill, &unused).ok());
   }
 
-  // The scenario: prefill (one chunked), then a mixed step with a prefix hit, then decodes
-  // of 4, 1 and 2 rows.
+  // The scenario of testing/backend_scenario.h, with this test's rng_ and tolerance.
   Stats RunScenario(Backend& cpu, Backend& gpu, int64_t vocab, std::vector<Seq>* out = nullptr,
                     double tolerance = kLogitTolerance) {
-    const int kBlocks = 40;
-    EXPECT_TRUE(cpu.AllocateKvPool(kBlocks).ok());
-    EXPECT_TRUE(gpu.AllocateKvPool(kBlocks).ok());
-    std::vector<int32_t> ids(kBlocks);
-    std::iota(ids.begin(), ids.end(), 0);
-    std::shuffle(ids.begin(), ids.end(), rng_);
-    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(vocab) - 1);
-    std::vector<Seq> seqs(4);
-    const int lengths[4] = {20, 7, 33, 0};
-    for (int i = 0; i < 4; ++i) {
-      for (int j = 0; j < lengths[i]; ++j) seqs[i].tokens.push_back(tok(rng_));
-      seqs[i].table.assign(ids.begin() + i * 6, ids.begin() + (i + 1) * 6);
-    }
-    // D shares A's first (full) block: its first 16 tokens are A's.
-    seqs[3].tokens.assign(seqs[0].tokens.begin(), seqs[0].tokens.begin() + 16);
-    for (int j = 0; j < 5; ++j) seqs[3].tokens.push_back(tok(rng_));
-    seqs[3].table[0] = seqs[0].table[0];
-    seqs[3].cached = 16;
-
-    Stats stats;
-    stats.tolerance = tolerance;
-    Step(cpu, gpu, seqs, {{0, 20, true}, {1, 4, false}, {2, 33, true}}, &stats);
-    Step(cpu, gpu, seqs, {{0, 1, true}, {1, 3, true}, {2, 1, true}, {3, 5, true}}, &stats);
-    for (int i = 0; i < 5; ++i) {
-      Step(cpu, gpu, seqs, {{0, 1, true}, {1, 1, true}, {2, 1, true}, {3, 1, true}}, &stats);
-    }
-    // Decode steps of 1 and 2 rows: the GEMV path (and, on the fast path, the fused
-    // gate|up + SiLU GEMV) instead of cuBLAS.
-    for (int i = 0; i < 2; ++i) {
-      Step(cpu, gpu, seqs, {{0, 1, true}}, &stats);
-      Step(cpu, gpu, seqs, {{1, 1, true}, {2, 1, true}}, &stats);
-    }
-    if (out != nullptr) *out = seqs;
-    return stats;
+    return testing::RunScenario(rng_, cpu, gpu, vocab, out, tolerance);
   }
 };
 
@@ -324,8 +229,29 @@ TEST_P(CudaBackendModelTest, MatchesCpuBackend) {
   // the usual, and the sharper softmax meets the bf16 P of the tensor-core kernels (H200:
   // 0.040 and 0.039 where the generic kernel's fp32 P gives 0.028 and 0.025).
   const bool fast_gemma = gemma && (mc.head_dim == 64 || mc.head_dim == 128);
-  const Stats stats = RunScenario(**cpu, **gpu, checkpoint->config().vocab_size, &seqs,
-                                  fp8_kv ? kFp8KvTolerance : fast_gemma ? 5e-2 : kLogitTolerance);
+  double tolerance = fp8_kv ? kFp8KvTolerance : fast_gemma ? 5e-2 : kLogitTolerance;
+  if (fp8_kv) {
+    // How far fp8 KV itself moves this model's logits in this scenario: the CPU with fp8 KV
+    // against the CPU with fp32 KV, on the same tokens (rng_ rewound). The two backends'
+    // codes differ where their K/V differ by 16-bit rounding, and a model is as sensitive to
+    // those code steps as to fp8 KV at large. The tiny Gemma checkpoints are 4-8x more so
+    // than a Llama (fp8_kv_sensitivity_test: fp8 against fp32 KV moves small-llama by 0.078,
+    // Gemma by 0.29-0.59, whatever the form of its scores; the H200 measured 0.13 and 0.155
+    // from the CPU on Gemma, against the 0.08 plain models keep).
+    const std::mt19937 rewind = rng_;
+    BackendOptions f32_kv = options;
+    f32_kv.kv_dtype = StorageDType::kAuto;
+    auto cpu_fp8 = CpuBackend::Create(*checkpoint, options);
+    auto cpu_f32 = CpuBackend::Create(*checkpoint, f32_kv);
+    ASSERT_TRUE(cpu_fp8.ok() && cpu_f32.ok());
+    const Stats effect = RunScenario(**cpu_fp8, **cpu_f32, checkpoint->config().vocab_size, nullptr,
+                                     std::numeric_limits<double>::infinity());
+    rng_ = rewind;
+    tolerance = std::max(tolerance, effect.max_rel_error);
+    std::printf("[%s] fp8 KV against fp32 KV on the CPU: max relative error %.3g\n", mc.preset.c_str(),
+                effect.max_rel_error);
+  }
+  const Stats stats = RunScenario(**cpu, **gpu, checkpoint->config().vocab_size, &seqs, tolerance);
   std::printf("[%s %s%s%s] logits rows %d, max relative error %.3g, argmax mismatches %d, %s attention\n",
               mc.preset.c_str(), std::string(DTypeName(mc.dtype)).c_str(),
               mc.weight_dtype == StorageDType::kFp8 ? " fp8 weights" : "",
@@ -368,7 +294,8 @@ TEST_P(CudaBackendModelTest, MatchesCpuBackend) {
     }
   }
   ASSERT_FALSE(want.empty());
-  EXPECT_LT(RelativeError(got, want), fp8_kv ? kFp8KvTolerance : 2e-2);
+  // fp8: the later layers' K/V carry the earlier layers' differences, as the logits do.
+  EXPECT_LT(RelativeError(got, want), fp8_kv ? tolerance : 2e-2);
 
   if (mc.weight_dtype == StorageDType::kFp8) {
     // The same steps with fp8 activations (W8A8: the skinny kernel for the 3-4 row decode
@@ -451,6 +378,13 @@ INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
                                                      StorageDType::kFp8},
                                            ModelCase{"tiny-qwen2", false, false, 128, 4, 2, DType::kF32,
                                                      StorageDType::kFp8, WeightQuantizationFormat::kNone,
+                                                     StorageDType::kFp8},
+                                           // fp8 KV under Gemma's scale, soft-cap and windows.
+                                           ModelCase{"tiny-gemma2", false, true, 64, 4, 2, DType::kBF16,
+                                                     StorageDType::kAuto, WeightQuantizationFormat::kNone,
+                                                     StorageDType::kFp8},
+                                           ModelCase{"tiny-gemma3", false, true, 128, 4, 2, DType::kBF16,
+                                                     StorageDType::kAuto, WeightQuantizationFormat::kNone,
                                                      StorageDType::kFp8}),
                          [](const ::testing::TestParamInfo<ModelCase>& info) {
                            std::string n = info.param.preset + (info.param.llama3_scaling ? "_llama3" : "") +

@@ -154,17 +154,28 @@ TEST_F(KvFp8Test, KvWriteMatchesTheCpuQuantizerBitForBit) {
   }
 }
 
+// The CPU's form of the kernels' AttentionScores (0: the default).
+AttentionOptions CpuOptionsOf(const AttentionScores& scores) {
+  AttentionOptions options;
+  if (scores.scale > 0.0f) options.scale = scores.scale;
+  if (scores.logit_softcap > 0.0f) options.logit_softcap = scores.logit_softcap;
+  if (scores.window > 0) options.window = scores.window;
+  return options;
+}
+
 // Reference outputs of every chunk of a PagedWorld through the CPU PagedAttention over the
-// same fp8 bytes (q as the 16-bit values the kernel reads).
+// same fp8 bytes (q as the 16-bit values the kernel reads), scores as `scores` says.
 std::vector<float> CpuReference(const cuda_test::PagedWorld& w, const KvLayout& layout,
-                                const std::vector<uint8_t>& pool, const std::vector<float>& q, int layer) {
+                                const std::vector<uint8_t>& pool, const std::vector<float>& q, int layer,
+                                const AttentionScores& scores = {}) {
+  const AttentionOptions options = CpuOptionsOf(scores);
   const size_t row = static_cast<size_t>(w.num_heads) * layout.head_dim;
   std::vector<float> out(w.QElements());
   size_t token = 0;
   for (size_t c = 0; c < w.chunks.size(); ++c) {
     const int n = w.chunks[c].num_tokens;
     ::kvtier::PagedAttention(layout, pool.data(), std::span<const int32_t>(w.tables[c]), layer, w.chunks[c].start_position, n,
-                   w.num_heads, q.data() + token * row, out.data() + token * row, nullptr);
+                   w.num_heads, q.data() + token * row, out.data() + token * row, nullptr, options);
     token += n;
   }
   return out;
@@ -205,7 +216,7 @@ void PoisonPastTheContexts(const cuda_test::PagedWorld& w, const KvLayout& layou
 
 void CheckDecodeOnTheSameBytes(const AttentionCase& p, const std::vector<cuda::ChunkShape>& shapes,
                                const std::vector<DecodeConfig>& configs, std::mt19937& rng,
-                               bool poison_past_contexts = false) {
+                               bool poison_past_contexts = false, const AttentionScores& scores = {}) {
   cuda_test::PagedWorld w(p.heads, p.kv_heads, p.head_dim, p.block_tokens, shapes, rng);
   const KvLayout layout = Fp8Layout(2, p.kv_heads, p.head_dim, p.block_tokens);
   std::vector<uint8_t> pool = RandomFp8Pool(layout, w.num_blocks, rng);
@@ -214,7 +225,7 @@ void CheckDecodeOnTheSameBytes(const AttentionCase& p, const std::vector<cuda::C
     const int layer = 1;
     const int rows = w.num_tokens;
     Data16 q = Random16<T>(w.QElements(), rng, -2, 2);
-    const std::vector<float> ref = CpuReference(w, layout, pool, q.values, layer);
+    const std::vector<float> ref = CpuReference(w, layout, pool, q.values, layer, scores);
     std::vector<int32_t> row_ids(rows);
     for (int i = 0; i < rows; ++i) row_ids[i] = i;
     DeviceArray<uint8_t> d_pool(pool.size());
@@ -252,6 +263,7 @@ void CheckDecodeOnTheSameBytes(const AttentionCase& p, const std::vector<cuda::C
       params.split_counters = d_counters.get();
       params.fp8_scales_after_products = config.fold;
       params.fp8_pair_tiles = config.pair;
+      params.scores = scores;
       d_out.Poison();
       ASSERT_EQ(DecodeAttention(params, StepTokens{d_chunk.get(), d_pos.get(), rows},
                                 Fp8Kv<T>(layout, d_pool.get(), d_indices.get(), d_indptr.get()), nullptr,
@@ -297,12 +309,14 @@ TEST_P(KvFp8AttentionTest, LongContextDecodeMatchesCpuAtEverySplitCount) {
                             rng_);
 }
 
-TEST_P(KvFp8AttentionTest, PrefillMatchesCpuOnTheSameBytes) {
-  const AttentionCase p = GetParam();
+// PrefillAttention over an fp8 pool against the CPU on the same bytes, on every kernel that
+// takes `scores` (wgmma: plain scores only, bf16), chunks of 1 to 300 queries over cached
+// context.
+void CheckPrefillOnTheSameBytes(const AttentionCase& p, const AttentionScores& scores, std::mt19937& rng) {
   const std::vector<cuda::ChunkShape> shapes = {{1, 0}, {3, 5}, {16, 0}, {17, 100}, {100, 1000}, {300, 1037}, {64, 64}};
-  cuda_test::PagedWorld w(p.heads, p.kv_heads, p.head_dim, p.block_tokens, shapes, rng_);
+  cuda_test::PagedWorld w(p.heads, p.kv_heads, p.head_dim, p.block_tokens, shapes, rng);
   const KvLayout layout = Fp8Layout(2, p.kv_heads, p.head_dim, p.block_tokens);
-  const std::vector<uint8_t> pool = RandomFp8Pool(layout, w.num_blocks, rng_);
+  const std::vector<uint8_t> pool = RandomFp8Pool(layout, w.num_blocks, rng);
   std::vector<PrefillChunk> chunks;
   int32_t token = 0;
   for (size_t c = 0; c < w.chunks.size(); ++c) {
@@ -311,7 +325,8 @@ TEST_P(KvFp8AttentionTest, PrefillMatchesCpuOnTheSameBytes) {
   }
   cuda_test::ForEachElem([&]<typename T>() {
     std::vector<PrefillKernel> kernels = {PrefillKernel::kMma};
-    if (std::is_same_v<T, bf16> && PrefillWgmmaSupported(true, p.head_dim, p.heads, p.kv_heads) &&
+    const bool plain = scores.scale == 0.0f && scores.logit_softcap == 0.0f && scores.window == 0;
+    if (plain && std::is_same_v<T, bf16> && PrefillWgmmaSupported(true, p.head_dim, p.heads, p.kv_heads) &&
         SkinnyGemmDeviceOk(0)) {
       kernels.push_back(PrefillKernel::kWgmma);
     }
@@ -320,7 +335,7 @@ TEST_P(KvFp8AttentionTest, PrefillMatchesCpuOnTheSameBytes) {
       std::vector<PrefillTile> tiles;
       PlanPrefillTiles(chunks, PrefillTileTokens(p.head_dim, p.heads / p.kv_heads, kernel), &tiles);
       const int layer = 0;
-      Data16 q = Random16<T>(w.QElements(), rng_, -2, 2);
+      Data16 q = Random16<T>(w.QElements(), rng, -2, 2);
       DeviceArray<uint8_t> d_pool(pool.size());
       DeviceArray<uint16_t> d_q(q.bits.size()), d_out(q.bits.size());
       DeviceArray<int32_t> d_indptr(w.indptr.size()), d_indices(w.indices.size());
@@ -338,12 +353,13 @@ TEST_P(KvFp8AttentionTest, PrefillMatchesCpuOnTheSameBytes) {
       params.num_heads = p.heads;
       params.layer = layer;
       params.kernel = kernel;
+      params.scores = scores;
       d_out.Poison();
       ASSERT_EQ(PrefillAttention(params, Fp8Kv<T>(layout, d_pool.get(), d_indices.get(), d_indptr.get()), nullptr),
                 cudaSuccess);
       CUDA_ASSERT(cudaDeviceSynchronize());
       const std::vector<float> out = ToF32<T>(d_out.Download());
-      const std::vector<float> ref = CpuReference(w, layout, pool, q.values, layer);
+      const std::vector<float> ref = CpuReference(w, layout, pool, q.values, layer, scores);
       const size_t row = static_cast<size_t>(p.heads) * p.head_dim;
       for (const PrefillChunk& c : chunks) {
         const std::vector<float> got(out.begin() + c.token_begin * row, out.begin() + (c.token_begin + c.num_tokens) * row);
@@ -354,6 +370,33 @@ TEST_P(KvFp8AttentionTest, PrefillMatchesCpuOnTheSameBytes) {
       }
     }
   });
+}
+
+TEST_P(KvFp8AttentionTest, PrefillMatchesCpuOnTheSameBytes) { CheckPrefillOnTheSameBytes(GetParam(), {}, rng_); }
+
+// Scores that are not plain (Gemma 2's scale and soft-cap; sliding windows within a tile,
+// across tiles and blocks, longer than most contexts) over fp8 KV, on the same bytes as the
+// CPU: what lets KernelSelection serve fp8 KV to such models.
+const AttentionScores kOtherScores[] = {{1.0f / std::sqrt(224.0f), 5.0f, 0}, {0.0f, 0.0f, 5}, {0.0f, 30.0f, 37},
+                                        {0.3f, 0.0f, 700}};
+
+TEST_P(KvFp8AttentionTest, PrefillAppliesScaleSoftCapAndWindowOnTheSameBytes) {
+  for (const AttentionScores& scores : kOtherScores) {
+    SCOPED_TRACE(::testing::Message() << "scale " << scores.scale << " cap " << scores.logit_softcap << " window "
+                                      << scores.window);
+    CheckPrefillOnTheSameBytes(GetParam(), scores, rng_);
+  }
+}
+
+TEST_P(KvFp8AttentionTest, DecodeAppliesScaleSoftCapAndWindowOnTheSameBytes) {
+  std::vector<cuda::ChunkShape> shapes;
+  for (int64_t ctx : {1, 5, 6, 17, 38, 100, 701, 3001}) shapes.push_back(cuda::ChunkShape{1, ctx - 1});
+  for (const AttentionScores& scores : kOtherScores) {
+    SCOPED_TRACE(::testing::Message() << "scale " << scores.scale << " cap " << scores.logit_softcap << " window "
+                                      << scores.window);
+    CheckDecodeOnTheSameBytes(GetParam(), shapes, {{0, -1}, {0, 0}, {0, 1, 0}, {0, 1, 1}, {3, 1, 1}}, rng_,
+                              /*poison_past_contexts=*/true, scores);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, KvFp8AttentionTest,

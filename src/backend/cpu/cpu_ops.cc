@@ -412,10 +412,10 @@ void PagedAttention(const KvBlockView& kv, int64_t layer, int64_t start_position
 void PagedAttention(const KvLayout& layout, const void* kv_pool,
                     std::span<const int32_t> block_table, int64_t layer, int64_t start_position,
                     int64_t rows, int64_t num_heads, const float* q, float* out,
-                    ThreadPool* pool) {
+                    ThreadPool* pool, const AttentionOptions& options) {
   // The view never writes through its pool pointer here.
   PagedAttention(KvBlockView{&layout, const_cast<void*>(kv_pool), block_table, {}, std::nullopt}, layer, start_position,
-                 rows, num_heads, q, out, pool);
+                 rows, num_heads, q, out, pool, options);
 }
 
 }  // namespace kvtier

@@ -107,7 +107,8 @@ void PagedAttention(const KvBlockView& kv, int64_t layer, int64_t start_position
                     const AttentionOptions& options = {});
 void PagedAttention(const KvLayout& layout, const void* kv_pool,
                     std::span<const int32_t> block_table, int64_t layer, int64_t start_position,
-                    int64_t rows, int64_t num_heads, const float* q, float* out, ThreadPool* pool);
+                    int64_t rows, int64_t num_heads, const float* q, float* out, ThreadPool* pool,
+                    const AttentionOptions& options = {});
 
 }  // namespace kvtier
 

@@ -58,15 +58,6 @@ absl::StatusOr<KernelSelection> KernelSelection::For(const ModelConfig& config, 
                      "block_tokens a power of two in [8, 64], fast attention on); this model has head_dim ",
                      head_dim, ", ", heads, " heads, ", kv_heads, " kv heads, block_tokens ", layout.block_tokens));
   }
-  // fp8 KV under a window, a soft-cap or Gemma's scale measured 0.13-0.16 from the CPU backend
-  // on the tiny Gemma checkpoints, against 0.08 for every plain model: refused until that is
-  // explained, rather than served less exactly than the format promises.
-  if (layout.dtype == DType::kF8E4M3 && !PlainAttentionScores(config)) {
-    return absl::UnimplementedError(absl::StrCat(
-        "cuda backend: kv_dtype fp8 with ", std::string(ArchitectureName(config.architecture)),
-        "'s attention scores (a sliding window, a soft-cap or query_pre_attn_scalar) is not supported yet; use "
-        "kv_dtype bf16, or --backend cpu"));
-  }
   if (k.fast_attention && options.prefill_wgmma && SkinnyGemmDeviceOk(0) && PlainAttentionScores(config) &&
       PrefillWgmmaSupported(compute_dtype == DType::kBF16, head_dim, heads, kv_heads)) {
     k.prefill_kernel = PrefillKernel::kWgmma;

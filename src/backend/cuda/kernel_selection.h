@@ -47,7 +47,7 @@ struct KernelSelection {
 AttentionScores AttentionScoresOf(const ModelConfig& config, int64_t layer);
 
 // True when every layer's scores are q.k / sqrt(head_dim) over every earlier key: what the
-// wgmma prefill kernel forms, and what fp8 KV is verified with.
+// wgmma prefill kernel forms (other models prefill on the mma.sync kernel).
 bool PlainAttentionScores(const ModelConfig& config);
 
 }  // namespace kvtier::cuda
