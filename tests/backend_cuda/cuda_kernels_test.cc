@@ -63,7 +63,7 @@ TEST_F(CudaKernelsTest, EmbeddingGatherMatchesReference) {
   cuda_test::ForEachElem([&]<typename T>() {
     const int vocab = 100, rows = 9;
     for (int dim : {72, 76, 4096, 9000}) {
-      SCOPED_TRACE(testing::Message() << "dim " << dim);
+      SCOPED_TRACE(::testing::Message() << "dim " << dim);
       Data16 table = Random16<T>(vocab * dim, rng_);
       std::vector<int32_t> ids(rows);
       for (int32_t& id : ids) id = std::uniform_int_distribution<int>(0, vocab - 1)(rng_);
@@ -95,7 +95,7 @@ TEST_F(CudaKernelsTest, AddRmsNormMatchesReference) {
     for (int dim : {200, 203, 4096, 8192, 12288}) {
       for (bool with_add : {false, true}) {
         for (bool early : {true, false}) {
-          SCOPED_TRACE(testing::Message() << "dim " << dim << " add " << with_add << " early "
+          SCOPED_TRACE(::testing::Message() << "dim " << dim << " add " << with_add << " early "
                                           << early);
           std::vector<float> residual = RandomF32(rows * dim, rng_, -2, 2);
           Data16 add = Random16<T>(rows * dim, rng_);
@@ -129,7 +129,7 @@ TEST_F(CudaKernelsTest, RmsNormRowsMatchesReference) {
     const float eps = 1e-6f;
     for (int dim : {64, 203, 2304}) {
       for (bool in_place : {true, false}) {
-        SCOPED_TRACE(testing::Message() << "dim " << dim << " in place " << in_place);
+        SCOPED_TRACE(::testing::Message() << "dim " << dim << " in place " << in_place);
         Data16 x = Random16<T>(rows * dim, rng_, -3, 3);
         std::vector<float> weight = RandomF32(dim, rng_, 0.5f, 1.5f);
         DeviceArray<float> d_w(dim);
@@ -192,7 +192,7 @@ TEST_F(CudaKernelsTest, GatedMulMatchesReference) {
     for (int dim : {300, 1032}) {
       for (bool early : {true, false}) {
         for (GateActivation act : kGateActivations) {
-        SCOPED_TRACE(testing::Message() << "dim " << dim << " early " << early << " gelu "
+        SCOPED_TRACE(::testing::Message() << "dim " << dim << " early " << early << " gelu "
                                         << (act == GateActivation::kGeluTanh));
         Data16 gate_up = Random16<T>(rows * 2 * dim, rng_, -4, 4);
         DeviceArray<uint16_t> d_in(gate_up.bits.size()), d_out(rows * dim);
@@ -249,7 +249,7 @@ TEST_F(CudaKernelsTest, ArgmaxRowsMatchesReference) {
 TEST_F(CudaKernelsTest, GemvSmallRowsMatchesReference) {
   cuda_test::ForEachElem([&]<typename T>() {
     for (const CudaLaunchOptions& launch : GemvLaunches()) {
-      SCOPED_TRACE(testing::Message() << "gemv_prefetch " << launch.gemv_prefetch << " pdl "
+      SCOPED_TRACE(::testing::Message() << "gemv_prefetch " << launch.gemv_prefetch << " pdl "
                                       << launch.pdl);
       for (int k : {4096, 1032, 72}) {
         for (int rows = 1; rows <= kGemvMaxRows; ++rows) {
@@ -306,11 +306,11 @@ TEST_F(CudaKernelsTest, GemvGatedMulMatchesReference) {
     const int inter = 77;
     for (GateActivation act : kGateActivations)
     for (const CudaLaunchOptions& launch : GemvLaunches()) {
-      SCOPED_TRACE(testing::Message() << "gemv_prefetch " << launch.gemv_prefetch << " pdl "
+      SCOPED_TRACE(::testing::Message() << "gemv_prefetch " << launch.gemv_prefetch << " pdl "
                                       << launch.pdl);
       for (int k : {4096, 1032, 72}) {
         for (int rows = 1; rows <= 2; ++rows) {
-          SCOPED_TRACE(testing::Message() << "k " << k << " rows " << rows);
+          SCOPED_TRACE(::testing::Message() << "k " << k << " rows " << rows);
           Data16 x = Random16<T>(static_cast<size_t>(rows) * k, rng_);
           Data16 w = Random16<T>(static_cast<size_t>(2 * inter) * k, rng_);
           DeviceArray<uint16_t> d_x(x.bits.size()), d_w(w.bits.size()), d_out(rows * inter);

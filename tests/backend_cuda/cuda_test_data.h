@@ -15,6 +15,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/kv_layout.h"
 #include "model/tensor.h"
+#include "testing/relative_error.h"
 
 namespace kvtier::cuda_test {
 
@@ -146,18 +147,7 @@ inline void RandomFp8(int64_t rows, int64_t cols, std::mt19937& rng, std::vector
   for (float& s : *scales) s = scale(rng);
 }
 
-// ||out - ref|| / ||ref||; infinity when out has a non-finite value.
-inline double RelativeError(const std::vector<float>& out, const std::vector<float>& ref) {
-  if (out.size() != ref.size()) return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (!std::isfinite(out[i])) return INFINITY;
-    const double d = static_cast<double>(out[i]) - ref[i];
-    num += d * d;
-    den += static_cast<double>(ref[i]) * ref[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
+using ::kvtier::testing::RelativeError;
 
 }  // namespace kvtier::cuda_test
 

@@ -160,7 +160,7 @@ TEST(Fp8ActivationsTest, Fp8GemmMatchesTheProductOfTheSameCodes) {
     using T = cuda::bf16;
     std::mt19937 rng(11);
     for (auto [rows, k, n] : {std::tuple{160, 512, 272}, std::tuple{513, 1024, 96}}) {
-      SCOPED_TRACE(testing::Message() << rows << " x " << k << " x " << n);
+      SCOPED_TRACE(::testing::Message() << rows << " x " << k << " x " << n);
       std::vector<uint8_t> x8, w8;
       std::vector<float> sx, sw;
       cuda_test::RandomFp8(rows, k, rng, &x8, &sx);

@@ -16,24 +16,12 @@
 
 #include "backend/backend.h"
 #include "gtest/gtest.h"
+#include "testing/relative_error.h"
 
 namespace kvtier::testing {
 
 inline int32_t Argmax(const float* row, int64_t n) {
   return static_cast<int32_t>(std::max_element(row, row + n) - row);
-}
-
-// ||got - want|| / ||want||; infinity when got has a non-finite value.
-inline double LogitsRelativeError(const std::vector<float>& got, const std::vector<float>& want) {
-  if (got.size() != want.size()) return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    const double d = static_cast<double>(got[i]) - want[i];
-    num += d * d;
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
 }
 
 // Sequences sharing one block-id space on both backends.
@@ -81,7 +69,7 @@ inline void StepBoth(Backend& cpu, Backend& gpu, std::vector<Seq>& seqs, const s
     if (!f.logits) continue;
     const std::vector<float> r(ref.begin() + row * vocab, ref.begin() + (row + 1) * vocab);
     const std::vector<float> g(got.begin() + row * vocab, got.begin() + (row + 1) * vocab);
-    const double err = LogitsRelativeError(g, r);
+    const double err = RelativeError(g, r);
     stats->max_rel_error = std::max(stats->max_rel_error, err);
     EXPECT_LT(err, stats->tolerance) << "seq " << f.seq << " at " << seqs[f.seq].cached;
     const int32_t a = Argmax(r.data(), vocab), b = Argmax(g.data(), vocab);
