@@ -15,7 +15,15 @@ namespace kvtier {
 // Llama, Mistral, Qwen2/3, Phi-3 (fused projections, LongRoPE) and Gemma 2/3 (GeGLU, (1 + w)
 // and sandwich norms, scaled embeddings, query_pre_attn_scalar, soft-caps, two RoPE bases,
 // sliding windows at any sequence length).
+// Mixture-of-experts models (Mixtral, Qwen3-MoE) are refused unless the environment sets
+// kCudaMoeUnverifiedEnv to 1: the CUDA experts (backend/cuda/moe_layer.h) are written but not
+// yet checked on a GPU, and the switch is for their tests and the device call that checks them
+// (docs/CUDA_BACKEND.md). With it, OK for the shapes the kernels take.
 absl::Status CudaForwardSupports(const ModelConfig& config);
+
+inline constexpr char kCudaMoeUnverifiedEnv[] = "KVTIER_CUDA_MOE_UNVERIFIED";
+// Whether kCudaMoeUnverifiedEnv is "1"; read here only.
+bool CudaMoeUnverifiedEnabled();
 
 }  // namespace kvtier
 

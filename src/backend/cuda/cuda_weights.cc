@@ -22,7 +22,7 @@ std::string LayerName(int64_t layer, const char* suffix) { return absl::StrCat("
 int64_t CudaWeights::MaxProjectionElements(const ModelConfig& config) {
   const int64_t h = config.hidden_size, inter = config.intermediate_size;
   const int64_t qkv = config.q_dim() + 2 * config.kv_dim();
-  return std::max({qkv * h, h * config.q_dim(), 2 * inter * h, h * inter});
+  return std::max({qkv * h, h * config.q_dim(), 2 * inter * h, h * inter, MoeMaxExpertMatrixElements(config)});
 }
 
 int64_t CudaWeights::Fp8PartialFloats(const ModelConfig& config, int64_t max_tokens, int32_t sm_count) {
@@ -40,10 +40,15 @@ int64_t CudaWeights::Fp8PartialFloats(const ModelConfig& config, int64_t max_tok
 int64_t CudaWeights::Bytes(const ModelConfig& config, bool fp8, int64_t fp8_partial_floats) {
   const int64_t h = config.hidden_size, inter = config.intermediate_size;
   const int64_t qkv = config.q_dim() + 2 * config.kv_dim();
-  const int64_t projection_elements = qkv * h + h * config.q_dim() + 2 * inter * h + h * inter;
-  const int64_t projection_bytes = fp8 ? projection_elements + 4 * (qkv + h + 2 * inter + h) : 2 * projection_elements;
-  int64_t per_layer = projection_bytes + 4 * ((config.gemma.sandwich_norms ? 4 : 2) * h + 2 * config.head_dim + qkv);
-  int64_t total = config.num_layers * per_layer + 2 * config.vocab_size * h + 4 * h;
+  const int64_t attention_elements = qkv * h + h * config.q_dim(), mlp_elements = 2 * inter * h + h * inter;
+  auto projection_bytes = [&](int64_t elements, int64_t rows) { return fp8 ? elements + 4 * rows : 2 * elements; };
+  const int64_t per_layer = projection_bytes(attention_elements, qkv + h) +
+                            4 * ((config.gemma.sandwich_norms ? 4 : 2) * h + 2 * config.head_dim + qkv);
+  int64_t total = 2 * config.vocab_size * h + 4 * h;
+  for (int64_t layer = 0; layer < config.num_layers; ++layer) {
+    const bool moe = config.IsMoeLayer(layer);
+    total += per_layer + (moe ? MoeLayerBytes(config, fp8) : projection_bytes(mlp_elements, 2 * inter + h));
+  }
   if (fp8) total += 2 * MaxProjectionElements(config) + 4 * fp8_partial_floats;
   if (!config.tie_word_embeddings) total += 2 * config.vocab_size * h;
   total += 4 * (config.head_dim / 2) * (config.long_rope || config.gemma3_rope.local_theta ? 2 : 1);  // RoPE tables
@@ -153,13 +158,6 @@ absl::StatusOr<CudaWeights> CudaWeights::Load(const ModelConfig& config, DType d
     }
     RETURN_IF_ERROR(
         load_projection(h, q_dim, {{LayerName(i, "self_attn.o_proj.weight"), h}}, "o weights", &w.o, &w.o8));
-    const std::vector<Part> gate_up_parts =
-        config.fused_projections
-            ? std::vector<Part>{{LayerName(i, "mlp.gate_up_proj.weight"), 2 * inter}}
-            : std::vector<Part>{{LayerName(i, "mlp.gate_proj.weight"), inter}, {LayerName(i, "mlp.up_proj.weight"), inter}};
-    RETURN_IF_ERROR(load_projection(2 * inter, h, gate_up_parts, "gate/up weights", &w.gate_up, &w.gate_up8));
-    RETURN_IF_ERROR(
-        load_projection(h, inter, {{LayerName(i, "mlp.down_proj.weight"), h}}, "down weights", &w.down, &w.down8));
     RETURN_IF_ERROR(load_norm(LayerName(i, "input_layernorm.weight"), h, "input norm", &w.input_norm));
     RETURN_IF_ERROR(load_norm(LayerName(i, "post_attention_layernorm.weight"), h, "post-attention norm", &w.post_norm));
     if (config.gemma.sandwich_norms) {
@@ -168,6 +166,17 @@ absl::StatusOr<CudaWeights> CudaWeights::Load(const ModelConfig& config, DType d
       RETURN_IF_ERROR(
           load_norm(LayerName(i, "post_feedforward_layernorm.weight"), h, "post-feed-forward norm", &w.post_ffn_norm));
     }
+    if (config.IsMoeLayer(i)) {
+      RETURN_IF_ERROR(LoadMoeExperts(config, i, w16, fp8, loader, load_fp8, weights.fp8_scratch, memory, &w.moe));
+      continue;
+    }
+    const std::vector<Part> gate_up_parts =
+        config.fused_projections
+            ? std::vector<Part>{{LayerName(i, "mlp.gate_up_proj.weight"), 2 * inter}}
+            : std::vector<Part>{{LayerName(i, "mlp.gate_proj.weight"), inter}, {LayerName(i, "mlp.up_proj.weight"), inter}};
+    RETURN_IF_ERROR(load_projection(2 * inter, h, gate_up_parts, "gate/up weights", &w.gate_up, &w.gate_up8));
+    RETURN_IF_ERROR(
+        load_projection(h, inter, {{LayerName(i, "mlp.down_proj.weight"), h}}, "down weights", &w.down, &w.down8));
   }
   // The tables the CPU backend computes (cpu_ops.h), so both rotate with the same floats.
   const int64_t half = config.head_dim / 2;

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "backend/cuda/device_memory_account.h"
+#include "backend/cuda/moe_weights.h"
 #include "backend/cuda/weight_loaders.h"
 #include "model/config.h"
 #include "model/tensor.h"
@@ -38,6 +39,7 @@ struct CudaWeights {
     float* q_norm = nullptr;      // (head_dim) or null
     float* k_norm = nullptr;      // (head_dim) or null
     Raw16* o = nullptr;           // (hidden, q_dim)
+    // The dense MLP; null in a mixture-of-experts layer (config.IsMoeLayer), which has `moe`.
     Raw16* gate_up = nullptr;     // (2*intermediate, hidden): gate rows then up rows
     Raw16* down = nullptr;        // (hidden, intermediate)
     // Norm weights as the kernels multiply by them: Gemma's (1 + w) is stored as its sum.
@@ -50,6 +52,7 @@ struct CudaWeights {
     float* post_ffn_norm = nullptr;  // (hidden)
     // weight_dtype fp8: the projections above as codes + scales (their Raw16 are null).
     Fp8Matrix qkv8, o8, gate_up8, down8;
+    MoeExperts moe;  // a mixture-of-experts layer's router and experts, else empty
   };
 
   // Device bytes Load allocates, for the fit check before it.

@@ -9,6 +9,7 @@
 #include "backend/cuda/fp8_activations.h"
 #include "backend/cuda/kernel_selection.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/moe_layer.h"
 #include "backend/cuda/prefill_attention.h"
 #include "common/status_macros.h"
 
@@ -57,6 +58,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
   const GateActivation activation =
       config.activation == Activation::kGeluTanh ? GateActivation::kGeluTanh : GateActivation::kSilu;
   const bool sandwich = config.gemma.sandwich_norms;
+  const MoeRun moe_run = MoeRun::Of(config);
   // Gemma's embedding normalizer sqrt(hidden), rounded to fp32 as the CPU backend does.
   const float embed_scale =
       config.gemma.scale_embeddings ? static_cast<float>(std::sqrt(static_cast<double>(config.hidden_size))) : 1.0f;
@@ -148,7 +150,17 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
     if (w8a8) {
       CUDA_RETURN_IF_ERROR(QuantizeActivationsFp8(as(ws.attn), rows, q_dim, ws.x8, ws.x8_scales, stream, launch));
       RETURN_IF_ERROR(projections.ProjectW8A8<T>(w8a8_path, w.o8, rows, q_dim, h, ws.proj));
-      if (sandwich) CUDA_RETURN_IF_ERROR(RmsNormRows(as(ws.proj), w.post_norm, rows, h, eps, as(ws.proj), stream));
+    } else {
+      RETURN_IF_ERROR(projections.Project(as(ws.attn), w.o, w.o8, rows, q_dim, h, ws.proj));
+    }
+    if (sandwich) CUDA_RETURN_IF_ERROR(RmsNormRows(as(ws.proj), w.post_norm, rows, h, eps, as(ws.proj), stream));
+    if (config.IsMoeLayer(layer)) {  // the experts take 16-bit activations, with fp8 weights too (W8A16)
+      CUDA_RETURN_IF_ERROR(
+          AddRmsNorm(ws.residual, as(ws.proj), mlp_norm, nullptr, rows, h, eps, as(ws.normed), stream, launch));
+      RETURN_IF_ERROR(EnqueueMoeMlp(moe_run, w.moe, ws.moe, as(ws.normed), rows, as(ws.proj), stream));
+      continue;
+    }
+    if (w8a8) {
       CUDA_RETURN_IF_ERROR(
           AddRmsNormFp8(ws.residual, as(ws.proj), mlp_norm, rows, h, eps, ws.x8, ws.x8_scales, stream, launch));
       RETURN_IF_ERROR(projections.ProjectW8A8<T>(w8a8_path, w.gate_up8, rows, h, 2 * inter, ws.wide));
@@ -156,8 +168,6 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
       RETURN_IF_ERROR(projections.ProjectW8A8<T>(w8a8_path, w.down8, rows, inter, h, ws.proj));
       continue;
     }
-    RETURN_IF_ERROR(projections.Project(as(ws.attn), w.o, w.o8, rows, q_dim, h, ws.proj));
-    if (sandwich) CUDA_RETURN_IF_ERROR(RmsNormRows(as(ws.proj), w.post_norm, rows, h, eps, as(ws.proj), stream));
     CUDA_RETURN_IF_ERROR(
         AddRmsNorm(ws.residual, as(ws.proj), mlp_norm, nullptr, rows, h, eps, as(ws.normed), stream, launch));
     RETURN_IF_ERROR(

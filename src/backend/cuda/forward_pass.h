@@ -1,7 +1,8 @@
 // ForwardPass: enqueues the forward of one prepared step (StepLaunch) on the compute
 // stream — embedding gather, then per layer RMSNorm, the qkv projection, QkvPost (bias, q/k
 // norms, RoPE, KV write), attention, the o projection, RMSNorm, gate|up with the gate
-// activation and the down projection, then the final norm, the LM head and the device-side
+// activation and the down projection (a mixture-of-experts layer: its experts, moe_layer.h),
+// then the final norm, the LM head and the device-side
 // pick. Gemma adds the sandwich norms on the attention and MLP outputs and the logit
 // soft-cap. Capturable:
 // nothing inside waits for the device (grammar masks wait on the host only, and masked

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "backend/cuda/device_memory_account.h"
 #include "backend/cuda/kernel_selection.h"
+#include "backend/cuda/moe_layer.h"
 #include "backend/cuda/step_capacity.h"
 #include "model/config.h"
 
@@ -52,6 +53,7 @@ class Workspace {
   Raw16* attn = nullptr;           // (tokens, q_dim)
   Raw16* proj = nullptr;           // (tokens, hidden): o_proj / down_proj output
   Raw16* act = nullptr;            // (tokens, intermediate)
+  MoeBuffers moe;                  // mixture-of-experts layers only (else empty)
   float* logits = nullptr;         // (logit rows, vocab)
   int32_t* token_ids = nullptr;    // (logit rows) greedy result
   void* argmax_scratch = nullptr;  // ArgmaxScratchBytes(logit rows)

@@ -1,0 +1,116 @@
+// The MoE MLP on the GPU (see moe_layer.h).
+#include "backend/cuda/moe_layer.h"
+
+#include "absl/strings/str_cat.h"
+#include "backend/cuda/cuda_check.h"
+#include "common/status_macros.h"
+
+namespace kvtier::cuda {
+namespace {
+
+// Tiles of the finest grouping (16 rows) bound every tile's count.
+constexpr int kFinestTileRows = 16;
+
+int64_t Align(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+}  // namespace
+
+int64_t MoeBuffers::Bytes(const ModelConfig& c, int64_t max_tokens) {
+  if (c.moe.num_experts == 0) return 0;
+  const int64_t e = c.moe.num_experts, routes = max_tokens * c.moe.top_k;
+  return Align(4 * max_tokens * e) + 2 * Align(4 * routes) + Align(4 * (e + 1)) + 2 * Align(4 * routes) +
+         Align(8 * MoeMaxTiles(routes, e, kFinestTileRows)) + Align(4) +
+         Align(2 * routes * c.moe.expert_intermediate_size) + Align(2 * routes * c.hidden_size);
+}
+
+absl::StatusOr<MoeBuffers> MoeBuffers::Allocate(const ModelConfig& c, int64_t max_tokens,
+                                                DeviceMemoryAccount& memory) {
+  MoeBuffers b;
+  if (c.moe.num_experts == 0) return b;
+  b.max_tokens = max_tokens;
+  const int64_t e = c.moe.num_experts, routes = max_tokens * c.moe.top_k;
+  auto alloc = [&](int64_t bytes, const char* what) { return memory.Allocate(static_cast<size_t>(Align(bytes)), what); };
+  ASSIGN_OR_RETURN(void* logits, alloc(4 * max_tokens * e, "router logits"));
+  b.logits = static_cast<float*>(logits);
+  ASSIGN_OR_RETURN(void* chosen, alloc(4 * routes, "chosen experts"));
+  b.chosen = static_cast<int32_t*>(chosen);
+  ASSIGN_OR_RETURN(void* weights, alloc(4 * routes, "routing weights"));
+  b.weights = static_cast<float*>(weights);
+  ASSIGN_OR_RETURN(void* offsets, alloc(4 * (e + 1), "expert offsets"));
+  b.grouping.expert_offsets = static_cast<int32_t*>(offsets);
+  ASSIGN_OR_RETURN(void* route_slot, alloc(4 * routes, "route slots"));
+  b.grouping.route_slot = static_cast<int32_t*>(route_slot);
+  ASSIGN_OR_RETURN(void* slot_token, alloc(4 * routes, "slot tokens"));
+  b.grouping.slot_token = static_cast<int32_t*>(slot_token);
+  ASSIGN_OR_RETURN(void* tiles, alloc(8 * MoeMaxTiles(routes, e, kFinestTileRows), "expert tiles"));
+  b.grouping.tiles = static_cast<int2*>(tiles);
+  ASSIGN_OR_RETURN(void* num_tiles, alloc(4, "expert tile count"));
+  b.grouping.num_tiles = static_cast<int32_t*>(num_tiles);
+  ASSIGN_OR_RETURN(void* act, alloc(2 * routes * c.moe.expert_intermediate_size, "expert activations"));
+  b.act = static_cast<uint16_t*>(act);
+  ASSIGN_OR_RETURN(void* expert_out, alloc(2 * routes * c.hidden_size, "expert outputs"));
+  b.expert_out = static_cast<uint16_t*>(expert_out);
+  return b;
+}
+
+MoeRun MoeRun::Of(const ModelConfig& c) {
+  MoeRun run;
+  run.hidden = static_cast<int>(c.hidden_size);
+  run.num_experts = static_cast<int>(c.moe.num_experts);
+  run.top_k = static_cast<int>(c.moe.top_k);
+  run.expert_inter = static_cast<int>(c.moe.expert_intermediate_size);
+  run.renormalize = c.moe.norm_topk_prob;
+  return run;
+}
+
+template <typename T>
+absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& b, const T* x, int rows,
+                           T* out, cudaStream_t stream) {
+  if (experts.empty() || rows < 1 || rows > b.max_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("moe mlp: ", rows, " rows for buffers of ", b.max_tokens,
+                                                   experts.empty() ? ", and the layer has no experts" : ""));
+  }
+  const int routes = rows * run.top_k;
+  const MoeTile tile = MoeTileFor(run.tile, routes, run.num_experts);
+  CUDA_RETURN_IF_ERROR(MoeRouterLogits(x, experts.router, rows, run.hidden, run.num_experts, b.logits, stream));
+  CUDA_RETURN_IF_ERROR(
+      MoeRouteTopK(b.logits, rows, run.num_experts, run.top_k, run.renormalize, b.chosen, b.weights, stream));
+  CUDA_RETURN_IF_ERROR(
+      MoeGroupRoutes(b.chosen, rows, run.top_k, run.num_experts, MoeTileRows(tile), b.grouping, stream));
+  const bool fp8 = experts.gate_up == nullptr;
+  MoeGemmParams<T> gate_up;
+  gate_up.a = x;
+  gate_up.a_row_of_slot = b.grouping.slot_token;
+  gate_up.weights = fp8 ? static_cast<const void*>(experts.gate_up_codes) : experts.gate_up;
+  gate_up.scales = experts.gate_up_scales;
+  gate_up.fp8 = fp8;
+  gate_up.gated = true;
+  gate_up.k = run.hidden;
+  gate_up.n = run.expert_inter;
+  gate_up.num_experts = run.num_experts;
+  gate_up.routes = routes;
+  gate_up.grouping = &b.grouping;
+  gate_up.tile = tile;
+  gate_up.out = reinterpret_cast<T*>(b.act);
+  CUDA_RETURN_IF_ERROR(MoeExpertGemm(gate_up, stream));
+  MoeGemmParams<T> down = gate_up;
+  down.a = reinterpret_cast<const T*>(b.act);
+  down.a_row_of_slot = nullptr;
+  down.weights = fp8 ? static_cast<const void*>(experts.down_codes) : experts.down;
+  down.scales = experts.down_scales;
+  down.gated = false;
+  down.k = run.expert_inter;
+  down.n = run.hidden;
+  down.out = reinterpret_cast<T*>(b.expert_out);
+  CUDA_RETURN_IF_ERROR(MoeExpertGemm(down, stream));
+  CUDA_RETURN_IF_ERROR(MoeCombine(reinterpret_cast<const T*>(b.expert_out), b.chosen, b.weights,
+                                  b.grouping.route_slot, rows, run.top_k, run.hidden, out, stream));
+  return absl::OkStatus();
+}
+
+template absl::Status EnqueueMoeMlp<bf16>(const MoeRun&, const MoeExperts&, const MoeBuffers&, const bf16*, int, bf16*,
+                                          cudaStream_t);
+template absl::Status EnqueueMoeMlp<f16>(const MoeRun&, const MoeExperts&, const MoeBuffers&, const f16*, int, f16*,
+                                         cudaStream_t);
+
+}  // namespace kvtier::cuda

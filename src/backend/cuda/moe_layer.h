@@ -1,0 +1,59 @@
+// The mixture-of-experts MLP of one layer on the GPU, chained from moe_kernels.h: router
+// logits, top-k routing, routes grouped by expert, gate|up with SiLU and down as grouped GEMMs
+// over all experts (only the chosen experts' weights read), and the weighted combine into the
+// MLP's output. The semantics are cpu_moe.h's MoeMlp. Capturable: no host sync, every launch
+// sized by the row count, the per-expert offsets and tiles in buffers of fixed size.
+#ifndef KVTIER_BACKEND_CUDA_MOE_LAYER_H_
+#define KVTIER_BACKEND_CUDA_MOE_LAYER_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "backend/cuda/device_memory_account.h"
+#include "backend/cuda/moe_kernels.h"
+#include "backend/cuda/moe_weights.h"
+#include "model/config.h"
+
+namespace kvtier::cuda {
+
+// The device buffers of the MoE MLP for up to max_tokens rows, shared by every MoE layer (one
+// runs at a time). Plain value: the memory is the DeviceMemoryAccount's.
+struct MoeBuffers {
+  int64_t max_tokens = 0;
+  float* logits = nullptr;         // (tokens, num_experts)
+  int32_t* chosen = nullptr;       // (tokens, top_k)
+  float* weights = nullptr;        // (tokens, top_k)
+  MoeGrouping grouping;            // offsets (num_experts + 1), slots (tokens * top_k), tiles
+  uint16_t* act = nullptr;         // (tokens * top_k, expert_inter) silu(gate) * up, slot order
+  uint16_t* expert_out = nullptr;  // (tokens * top_k, hidden) each route's expert output, slot order
+
+  // Device bytes for `max_tokens` rows; 0 for a dense model.
+  static int64_t Bytes(const ModelConfig& config, int64_t max_tokens);
+  static absl::StatusOr<MoeBuffers> Allocate(const ModelConfig& config, int64_t max_tokens,
+                                             DeviceMemoryAccount& memory);
+};
+
+// How one MoE MLP runs: the shape from the config, the tile of the grouped GEMMs (kAuto in the
+// forward; the benchmark sweeps the others).
+struct MoeRun {
+  int hidden = 0;
+  int num_experts = 0;
+  int top_k = 0;
+  int expert_inter = 0;
+  bool renormalize = true;
+  MoeTile tile = MoeTile::kAuto;
+
+  static MoeRun Of(const ModelConfig& config);
+};
+
+// out (rows, hidden) = the MoE MLP of x (rows, hidden), both in T, rows <= buffers.max_tokens.
+// The experts' weights are 16-bit (T) or fp8, as loaded.
+template <typename T>
+absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& buffers, const T* x,
+                           int rows, T* out, cudaStream_t stream);
+
+}  // namespace kvtier::cuda
+
+#endif  // KVTIER_BACKEND_CUDA_MOE_LAYER_H_
