@@ -2,6 +2,9 @@
 // name before anything is loaded (the check needs no GPU).
 #include "backend/cuda_model_support.h"
 
+#include <cstdlib>
+#include <string>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -13,6 +16,7 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(CudaModelSupportTest, RefusesMixtureOfExpertsByName) {
+  if (CudaMoeUnverifiedEnabled()) GTEST_SKIP() << kCudaMoeUnverifiedEnv << "=1 lets them through";
   const std::pair<const char*, const char*> refused[] = {
       {"tiny-mixtral", "MixtralForCausalLM needs mixture-of-experts layers"},
       {"tiny-qwen3moe", "Qwen3MoeForCausalLM needs mixture-of-experts layers"}};
@@ -25,6 +29,33 @@ TEST(CudaModelSupportTest, RefusesMixtureOfExpertsByName) {
     EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented) << preset;
     EXPECT_THAT(status.message(), HasSubstr(message));
     EXPECT_THAT(status.message(), HasSubstr("--backend cpu"));
+  }
+}
+
+// The unverified CUDA experts run only where the switch asks for them, and then only the
+// shapes their kernels take.
+TEST(CudaModelSupportTest, RunsMixtureOfExpertsOnlyBehindTheUnverifiedSwitch) {
+  const char* before = std::getenv(kCudaMoeUnverifiedEnv);
+  const std::string saved = before != nullptr ? before : "";
+  for (const char* preset : {"tiny-mixtral", "tiny-qwen3moe"}) {
+    absl::StatusOr<ModelConfig> config = RandomCheckpointConfig(*RandomCheckpointPreset(preset));
+    ASSERT_TRUE(config.ok()) << config.status();
+    setenv(kCudaMoeUnverifiedEnv, "0", 1);
+    EXPECT_EQ(CudaForwardSupports(*config).code(), absl::StatusCode::kUnimplemented) << preset;
+    setenv(kCudaMoeUnverifiedEnv, "1", 1);
+    EXPECT_TRUE(CudaMoeUnverifiedEnabled());
+    EXPECT_TRUE(CudaForwardSupports(*config).ok()) << preset;
+    ModelConfig too_many = *config;
+    too_many.moe.num_experts = 512;
+    EXPECT_THAT(CudaForwardSupports(too_many).message(), HasSubstr("512 experts"));
+    ModelConfig odd = *config;
+    odd.moe.expert_intermediate_size = 40;
+    EXPECT_THAT(CudaForwardSupports(odd).message(), HasSubstr("multiples of 16"));
+  }
+  if (before != nullptr) {
+    setenv(kCudaMoeUnverifiedEnv, saved.c_str(), 1);
+  } else {
+    unsetenv(kCudaMoeUnverifiedEnv);
   }
 }
 
