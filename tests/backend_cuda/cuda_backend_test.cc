@@ -1,7 +1,7 @@
 // CudaBackend against CpuBackend on tiny random checkpoints (bf16 or fp16 weights, so both
 // see the same numbers; the GPU holds and computes in the checkpoint's 16-bit dtype): ragged mixed prefill/decode steps, chunked prefill, a prefix hit, batch
-// splitting, GPU greedy sampling, tier copies, memory caps, GGUF block-quantized weights and
-// the dlopen module entry.
+// splitting, GPU greedy sampling, tier copies, memory caps, GGUF block-quantized weights,
+// mixture-of-experts models and the dlopen module entry.
 // Skips without a GPU.
 #include <dlfcn.h>
 #include <unistd.h>
@@ -21,6 +21,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda_model_support.h"
 #include "backend/cuda/fp8_skinny.h"
 #include "backend/cuda_module.h"
 #include "common/fp8_e4m3.h"
@@ -206,6 +207,8 @@ TEST_P(CudaBackendModelTest, MatchesCpuBackend) {
   }
   auto checkpoint = MakeCheckpoint(*spec, mc.preset, mc.dtype);
   ASSERT_NE(checkpoint, nullptr);
+  // Mixtral and Qwen3-MoE: the CUDA experts run only behind their unverified switch.
+  if (checkpoint->config().moe.num_experts > 0) setenv(kCudaMoeUnverifiedEnv, "1", 1);
   BackendOptions options;
   options.weight_dtype = mc.weight_dtype;
   options.kv_dtype = mc.kv_dtype;
@@ -345,6 +348,16 @@ INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
                                            ModelCase{"tiny-gemma2", false, true, 0, 0, 0, DType::kBF16,
                                                      StorageDType::kFp8},
                                            ModelCase{"tiny-gemma3", false, true, 0, 0, 0, DType::kF32,
+                                                     StorageDType::kFp8},
+                                           // Mixtral and Qwen3-MoE (norm_topk_prob, 48-wide
+                                           // experts): the experts as grouped GEMMs, in fp8 too.
+                                           ModelCase{"tiny-mixtral", false, false},
+                                           ModelCase{"tiny-qwen3moe", false, true},
+                                           ModelCase{"tiny-mixtral", false, false, 64, 4, 2},
+                                           ModelCase{"tiny-qwen3moe", false, true, 0, 0, 0, DType::kF16},
+                                           ModelCase{"tiny-mixtral", false, false, 0, 0, 0, DType::kBF16,
+                                                     StorageDType::kFp8},
+                                           ModelCase{"tiny-qwen3moe", false, true, 64, 4, 2, DType::kBF16,
                                                      StorageDType::kFp8},
                                            // fp16 checkpoints: held and computed in fp16.
                                            ModelCase{"tiny-llama", true, false, 0, 0, 0,
