@@ -27,6 +27,10 @@ absl::StatusOr<MoeBuffers> MoeBuffers::Allocate(const ModelConfig& c, int64_t ma
                                                 DeviceMemoryAccount& memory) {
   MoeBuffers b;
   if (c.moe.num_experts == 0) return b;
+  if (max_tokens < 1 || c.moe.top_k < 1 || c.moe.num_experts > kMoeMaxExperts) {
+    return absl::InvalidArgumentError(absl::StrCat("moe buffers: ", max_tokens, " tokens, ", c.moe.num_experts,
+                                                   " experts, top ", c.moe.top_k));
+  }
   b.max_tokens = max_tokens;
   const int64_t e = c.moe.num_experts, routes = max_tokens * c.moe.top_k;
   auto alloc = [&](int64_t bytes, const char* what) { return memory.Allocate(static_cast<size_t>(Align(bytes)), what); };
