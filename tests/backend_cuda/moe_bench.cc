@@ -37,8 +37,8 @@ struct Shape {
 };
 constexpr Shape kShapes[] = {{"qwen3-30b-a3b", 2048, 128, 8, 768, true}, {"mixtral-8x7b", 4096, 8, 2, 14336, true}};
 constexpr int kRows[] = {1, 64, 2048};
-constexpr cuda::MoeTile kTiles[] = {cuda::MoeTile::kAuto, cuda::MoeTile::k16x16, cuda::MoeTile::k16x64,
-                                    cuda::MoeTile::k64x64};
+constexpr cuda::MoeTile kTiles[] = {cuda::MoeTile::kAuto, cuda::MoeTile::k16x16, cuda::MoeTile::k16x16Deep,
+                                    cuda::MoeTile::k16x64, cuda::MoeTile::k64x64};
 
 template <typename T>
 T* Allocate(cuda::DeviceMemoryAccount& memory, int64_t count, const char* what) {
@@ -181,12 +181,13 @@ void RunShape(const Shape& s, double ceiling) {
         KVT_BENCH_CUDA_CHECK(cudaMemcpy(chosen.data(), buffers->chosen, chosen.size() * sizeof(int32_t),
                                         cudaMemcpyDeviceToHost));
         const size_t distinct = std::set<int32_t>(chosen.begin(), chosen.end()).size();
-        const double per_expert = 3.0 * s.inter * s.hidden * (fp8 ? 1.0 : 2.0) + (fp8 ? 4.0 * (2 * s.inter + s.hidden) : 0);
+        const double per_expert =
+            3.0 * s.inter * s.hidden * (fp8 ? 1.0 : 2.0) + (fp8 ? 4.0 * (2 * s.inter + s.hidden) : 0);
         const double bytes = static_cast<double>(distinct) * per_expert + 4.0 * s.num_experts * s.hidden;
         const double flops = 2.0 * 3.0 * static_cast<double>(rows) * s.top_k * s.inter * s.hidden;
         const double rate = bytes / (us * 1e-6);
-        std::printf("moe %-14s %-4s rows %4d tile %-5s (%s) %9.1f us  %3zu experts %7.1f MB  %5.2f TB/s = %.2f of HBM %.2f"
-                    "  %6.1f TFLOP/s\n",
+        std::printf("moe %-14s %-4s rows %4d tile %-10s (%s) %9.1f us  %3zu experts %7.1f MB  %5.2f TB/s"
+                    " = %.2f of HBM %.2f  %6.1f TFLOP/s\n",
                     s.name, fp8 ? "fp8" : "bf16", rows, cuda::MoeTileName(tile),
                     cuda::MoeTileName(cuda::MoeTileFor(tile, static_cast<int64_t>(rows) * s.top_k, s.num_experts)), us,
                     distinct, bytes / 1e6, rate / 1e12, rate / ceiling, ceiling / 1e12, flops / (us * 1e-6) / 1e12);

@@ -70,7 +70,9 @@ std::vector<float> SpreadLogits(int rows, int num_experts, std::mt19937& rng) {
   std::vector<float> logits;
   for (int t = 0; t < rows; ++t) {
     std::vector<float> row(static_cast<size_t>(num_experts));
-    for (int e = 0; e < num_experts; ++e) row[static_cast<size_t>(e)] = -4.0f + step * static_cast<float>(e) + jitter(rng);
+    for (int e = 0; e < num_experts; ++e) {
+      row[static_cast<size_t>(e)] = -4.0f + step * static_cast<float>(e) + jitter(rng);
+    }
     std::shuffle(row.begin(), row.end(), rng);
     logits.insert(logits.end(), row.begin(), row.end());
   }
@@ -274,7 +276,7 @@ void ExpectExpertGemmMatches(const GemmCase& c, std::mt19937& rng) {
 
 TEST_F(MoeKernelsTest, ExpertGemmMatchesPerExpertProducts) {
   cuda_test::ForEachElem([&]<typename T>() {
-    for (MoeTile tile : {MoeTile::k16x16, MoeTile::k16x64, MoeTile::k64x64}) {
+    for (MoeTile tile : {MoeTile::k16x16, MoeTile::k16x16Deep, MoeTile::k16x64, MoeTile::k64x64}) {
       for (bool fp8 : {false, true}) {
         for (bool gated : {false, true}) {
           // k 96: a partial K chunk for every tile; n 40: a partial column tile.

@@ -129,13 +129,15 @@ TEST_F(MoeLayerTest, MatchesTheCpuBackendsMoeMlp) {
           const std::vector<float> want(cpu_out, cpu_out + static_cast<size_t>(rows) * s.hidden);
           DeviceArray<uint16_t> d_x(x.bits.size());
           d_x.Upload(x.bits);
-          for (MoeTile tile : {MoeTile::kAuto, MoeTile::k16x16, MoeTile::k16x64, MoeTile::k64x64}) {
+          for (MoeTile tile :
+               {MoeTile::kAuto, MoeTile::k16x16, MoeTile::k16x16Deep, MoeTile::k16x64, MoeTile::k64x64}) {
             SCOPED_TRACE(testing::Message() << rows << " rows, tile " << MoeTileName(tile));
             MoeRun run = MoeRun::Of(config);
             run.tile = tile;
             DeviceArray<uint16_t> d_out(want.size());
-            const absl::Status status = EnqueueMoeMlp(run, world.device, *buffers, reinterpret_cast<const T*>(d_x.get()),
-                                                      rows, reinterpret_cast<T*>(d_out.get()), nullptr);
+            const absl::Status status =
+                EnqueueMoeMlp(run, world.device, *buffers, reinterpret_cast<const T*>(d_x.get()), rows,
+                              reinterpret_cast<T*>(d_out.get()), nullptr);
             ASSERT_TRUE(status.ok()) << status;
             EXPECT_LT(RelativeError(cuda_test::ToF32<T>(d_out.Download()), want), Tolerance<T>());
           }

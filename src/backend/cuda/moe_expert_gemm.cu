@@ -280,6 +280,7 @@ template <typename T, bool kFp8, bool kGated>
 cudaError_t LaunchForTile(const MoeGemmParams<T>& p, MoeTile tile, cudaStream_t stream) {
   switch (tile) {
     case MoeTile::k16x16: return LaunchExpertGemm<T, kFp8, 16, 16, 128, kGated>(p, stream);
+    case MoeTile::k16x16Deep: return LaunchExpertGemm<T, kFp8, 16, 16, 256, kGated>(p, stream);
     case MoeTile::k16x64: return LaunchExpertGemm<T, kFp8, 16, 64, 64, kGated>(p, stream);
     default: return LaunchExpertGemm<T, kFp8, 64, 64, 64, kGated>(p, stream);
   }
@@ -301,6 +302,7 @@ int MoeTileRows(MoeTile tile) { return tile == MoeTile::k64x64 ? 64 : 16; }
 const char* MoeTileName(MoeTile tile) {
   switch (tile) {
     case MoeTile::k16x16: return "16x16";
+    case MoeTile::k16x16Deep: return "16x16/k256";
     case MoeTile::k16x64: return "16x64";
     case MoeTile::k64x64: return "64x64";
     default: return "auto";

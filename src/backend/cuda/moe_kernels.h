@@ -24,8 +24,9 @@ inline constexpr int kMoeMaxTopK = 16;
 // The tile shapes of the grouped expert GEMMs (rows of routes x output columns per CTA). A
 // tile holds the routes of one expert only, so a decode step's tiles are mostly padding rows
 // and its time is the weight stream: narrow tiles there spread each expert's weights over more
-// CTAs. kAuto picks by the routes each expert gets on average (MoeTileFor).
-enum class MoeTile { kAuto, k16x16, k16x64, k64x64 };
+// CTAs; k16x16Deep streams twice the K per step (more bytes in flight per CTA, fewer CTAs per
+// SM). kAuto picks by the routes each expert gets on average (MoeTileFor).
+enum class MoeTile { kAuto, k16x16, k16x16Deep, k16x64, k64x64 };
 
 // The tile kAuto stands for at `routes` routes over `num_experts` experts; other tiles as given.
 MoeTile MoeTileFor(MoeTile tile, int64_t routes, int64_t num_experts);

@@ -33,7 +33,9 @@ absl::StatusOr<MoeBuffers> MoeBuffers::Allocate(const ModelConfig& c, int64_t ma
   }
   b.max_tokens = max_tokens;
   const int64_t e = c.moe.num_experts, routes = max_tokens * c.moe.top_k;
-  auto alloc = [&](int64_t bytes, const char* what) { return memory.Allocate(static_cast<size_t>(Align(bytes)), what); };
+  auto alloc = [&](int64_t bytes, const char* what) {
+    return memory.Allocate(static_cast<size_t>(Align(bytes)), what);
+  };
   ASSIGN_OR_RETURN(void* logits, alloc(4 * max_tokens * e, "router logits"));
   b.logits = static_cast<float*>(logits);
   ASSIGN_OR_RETURN(void* chosen, alloc(4 * routes, "chosen experts"));

@@ -42,7 +42,8 @@ absl::Status LoadMoeExperts(const ModelConfig& c, int64_t layer, DType dtype, bo
     int64_t row_in_matrix;  // where the part starts in its expert's matrix
     bool down;
   };
-  const Part parts[] = {{names.gate, inter, h, 0, false}, {names.up, inter, h, inter, false}, {names.down, h, inter, 0, true}};
+  const Part parts[] = {
+      {names.gate, inter, h, 0, false}, {names.up, inter, h, inter, false}, {names.down, h, inter, 0, true}};
   const int64_t gate_up_rows = 2 * inter;
   const int64_t gate_up_elements = num_experts * gate_up_rows * h, down_elements = num_experts * h * inter;
   if (fp8) {
