@@ -261,19 +261,37 @@ __global__ void __launch_bounds__(kThreads) ExpertGemmKernel(MoeGemmParams<T> p,
   }
 }
 
+// The kernel's shared memory above the 48 KiB default, set once per instance (thread-safe
+// static), before any launch when MoeExpertGemmInit ran: not while a graph is captured.
+template <typename T, bool kFp8, int BM, int BN, int BK, bool kGated>
+cudaError_t AllowSharedMemory() {
+  static const cudaError_t err =
+      cudaFuncSetAttribute(ExpertGemmKernel<T, kFp8, BM, BN, BK, kGated>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(SharedBytes<T, BM, BN, BK, kGated>()));
+  return err;
+}
+
 template <typename T, bool kFp8, int BM, int BN, int BK, bool kGated>
 cudaError_t LaunchExpertGemm(const MoeGemmParams<T>& p, cudaStream_t stream) {
   constexpr size_t smem = SharedBytes<T, BM, BN, BK, kGated>();
   auto* kernel = ExpertGemmKernel<T, kFp8, BM, BN, BK, kGated>;
-  // Set on every launch: cheap, a host-side attribute (allowed while a graph is captured),
-  // and no shared state to guard.
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  const cudaError_t err = AllowSharedMemory<T, kFp8, BM, BN, BK, kGated>();
   if (err != cudaSuccess) return err;
   const int64_t slots = MoeMaxTiles(p.routes, p.num_experts, BM);
   if (slots > 65535) return cudaErrorInvalidValue;
   const dim3 grid((p.n + BN - 1) / BN, static_cast<unsigned>(slots));
   kernel<<<grid, kThreads, smem, stream>>>(p, *p.grouping);
   return cudaGetLastError();
+}
+
+template <typename T, bool kFp8, bool kGated>
+cudaError_t AllowSharedMemoryForTiles() {
+  for (const cudaError_t err :
+       {AllowSharedMemory<T, kFp8, 16, 16, 128, kGated>(), AllowSharedMemory<T, kFp8, 16, 16, 256, kGated>(),
+        AllowSharedMemory<T, kFp8, 16, 64, 64, kGated>(), AllowSharedMemory<T, kFp8, 64, 64, 64, kGated>()}) {
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
 }
 
 template <typename T, bool kFp8, bool kGated>
@@ -311,6 +329,17 @@ const char* MoeTileName(MoeTile tile) {
 
 int64_t MoeMaxTiles(int64_t routes, int64_t num_experts, int tile_rows) {
   return routes / tile_rows + (routes < num_experts ? routes : num_experts);
+}
+
+cudaError_t MoeExpertGemmInit() {
+  for (const cudaError_t err :
+       {AllowSharedMemoryForTiles<bf16, false, false>(), AllowSharedMemoryForTiles<bf16, false, true>(),
+        AllowSharedMemoryForTiles<bf16, true, false>(), AllowSharedMemoryForTiles<bf16, true, true>(),
+        AllowSharedMemoryForTiles<f16, false, false>(), AllowSharedMemoryForTiles<f16, false, true>(),
+        AllowSharedMemoryForTiles<f16, true, false>(), AllowSharedMemoryForTiles<f16, true, true>()}) {
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
 }
 
 template <typename T>

@@ -89,8 +89,11 @@ struct MoeGemmParams {
   T* out = nullptr;               // (routes, n) in slot order
 };
 // Requires k a multiple of 8 (16 with fp8), a and weights 16-byte aligned.
+// MoeExpertGemmInit must have run once in the process before a launch is captured in a graph
+// (it raises the kernels' shared-memory limit, which a capture may not).
 template <typename T>
 cudaError_t MoeExpertGemm(const MoeGemmParams<T>& params, cudaStream_t stream);
+cudaError_t MoeExpertGemmInit();
 
 // out[row] = sum over the row's routes, in ascending expert order (cpu_moe.cc's order), of
 // weight * expert_out[slot of the route], in fp32. expert_out: (routes, hidden) slot order.

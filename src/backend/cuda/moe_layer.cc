@@ -32,6 +32,7 @@ absl::StatusOr<MoeBuffers> MoeBuffers::Allocate(const ModelConfig& c, int64_t ma
                                                    " experts, top ", c.moe.top_k));
   }
   b.max_tokens = max_tokens;
+  CUDA_RETURN_IF_ERROR(MoeExpertGemmInit());
   const int64_t e = c.moe.num_experts, routes = max_tokens * c.moe.top_k;
   auto alloc = [&](int64_t bytes, const char* what) {
     return memory.Allocate(static_cast<size_t>(Align(bytes)), what);

@@ -31,6 +31,7 @@ struct MoeBuffers {
 
   // Device bytes for `max_tokens` rows; 0 for a dense model.
   static int64_t Bytes(const ModelConfig& config, int64_t max_tokens);
+  // Also readies the kernels for graph capture (MoeExpertGemmInit).
   static absl::StatusOr<MoeBuffers> Allocate(const ModelConfig& config, int64_t max_tokens,
                                              DeviceMemoryAccount& memory);
 };
