@@ -42,7 +42,7 @@ constexpr Routing kRoutings[] = {{8, 2}, {16, 4}, {128, 8}, {256, 16}, {5, 5}};
 // GPU top-k of `logits` against RouteTopK: the same experts in the same order, the weights
 // within fp32 rounding.
 void ExpectRoutingMatchesCpu(const std::vector<float>& logits, int rows, Routing r, bool renormalize) {
-  SCOPED_TRACE(testing::Message() << rows << " rows, " << r.num_experts << " experts, top " << r.top_k
+  SCOPED_TRACE(::testing::Message() << rows << " rows, " << r.num_experts << " experts, top " << r.top_k
                                   << (renormalize ? ", renormalized" : ""));
   const size_t routes = static_cast<size_t>(rows) * r.top_k;
   std::vector<int32_t> want_chosen(routes);
@@ -112,7 +112,7 @@ TEST_F(MoeKernelsTest, RouterLogitsMatchFp32DotProducts) {
     for (int hidden : {64, 2048}) {
       for (int num_experts : {8, 128}) {
         for (int rows : {1, 3, 4, 5, 33}) {
-          SCOPED_TRACE(testing::Message() << rows << " rows, hidden " << hidden << ", " << num_experts << " experts");
+          SCOPED_TRACE(::testing::Message() << rows << " rows, hidden " << hidden << ", " << num_experts << " experts");
           Data16 x = cuda_test::Random16<T>(static_cast<size_t>(rows) * hidden, rng_);
           const std::vector<float> router = RandomF32(static_cast<size_t>(num_experts) * hidden, rng_);
           std::vector<float> want(static_cast<size_t>(rows) * num_experts);
@@ -180,7 +180,7 @@ TEST_F(MoeKernelsTest, GroupRoutesCountsOffsetsSlotsAndTiles) {
   for (const Routing r : {Routing{8, 2}, Routing{128, 8}, Routing{5, 5}}) {
     for (int rows : {1, 3, 64, 300}) {
       for (int tile_rows : {16, 64}) {
-        SCOPED_TRACE(testing::Message() << rows << " rows, " << r.num_experts << " experts, top " << r.top_k
+        SCOPED_TRACE(::testing::Message() << rows << " rows, " << r.num_experts << " experts, top " << r.top_k
                                         << ", tiles of " << tile_rows);
         const std::vector<int32_t> chosen = RandomRouting(rows, r.top_k, r.num_experts, rng_);
         DeviceArray<int32_t> d_chosen(chosen.size());
@@ -205,7 +205,7 @@ struct GemmCase {
 
 template <typename T>
 void ExpectExpertGemmMatches(const GemmCase& c, std::mt19937& rng) {
-  SCOPED_TRACE(testing::Message() << c.rows << " rows, " << c.routing.num_experts << " experts, top "
+  SCOPED_TRACE(::testing::Message() << c.rows << " rows, " << c.routing.num_experts << " experts, top "
                                   << c.routing.top_k << ", k " << c.k << ", n " << c.n << (c.gated ? ", gated" : "")
                                   << (c.fp8 ? ", fp8" : ", 16-bit") << ", tile " << MoeTileName(c.tile));
   const Routing r = c.routing;
@@ -297,7 +297,7 @@ TEST_F(MoeKernelsTest, CombineAddsTheRoutesInExpertOrder) {
   cuda_test::ForEachElem([&]<typename T>() {
     for (const Routing r : {Routing{8, 2}, Routing{128, 8}, Routing{16, 16}}) {
       for (int rows : {1, 9, 200}) {
-        SCOPED_TRACE(testing::Message() << rows << " rows, " << r.num_experts << " experts, top " << r.top_k);
+        SCOPED_TRACE(::testing::Message() << rows << " rows, " << r.num_experts << " experts, top " << r.top_k);
         const int hidden = 72, routes = rows * r.top_k;
         const std::vector<int32_t> chosen = RandomRouting(rows, r.top_k, r.num_experts, rng_);
         const std::vector<float> weights = RandomF32(static_cast<size_t>(routes), rng_, 0.0f, 1.0f);

@@ -112,7 +112,7 @@ TEST_F(MoeLayerTest, MatchesTheCpuBackendsMoeMlp) {
   cuda_test::ForEachElem([&]<typename T>() {
     for (const LayerShape& s : kShapes) {
       for (bool fp8 : {false, true}) {
-        SCOPED_TRACE(testing::Message() << s.name << (fp8 ? ", fp8 experts" : ", 16-bit experts"));
+        SCOPED_TRACE(::testing::Message() << s.name << (fp8 ? ", fp8 experts" : ", 16-bit experts"));
         MoeLayerWorld world = MoeLayerWorld::Make<T>(s, fp8, rng_);
         const ModelConfig config = ConfigOf(s);
         constexpr int kMaxRows = 200;
@@ -131,7 +131,7 @@ TEST_F(MoeLayerTest, MatchesTheCpuBackendsMoeMlp) {
           d_x.Upload(x.bits);
           for (MoeTile tile :
                {MoeTile::kAuto, MoeTile::k16x16, MoeTile::k16x16Deep, MoeTile::k16x64, MoeTile::k64x64}) {
-            SCOPED_TRACE(testing::Message() << rows << " rows, tile " << MoeTileName(tile));
+            SCOPED_TRACE(::testing::Message() << rows << " rows, tile " << MoeTileName(tile));
             MoeRun run = MoeRun::Of(config);
             run.tile = tile;
             DeviceArray<uint16_t> d_out(want.size());
@@ -163,7 +163,7 @@ TEST_F(MoeLayerTest, ReplaysAsACapturedGraph) {
   ASSERT_TRUE(buffers.ok()) << buffers.status();
   const MoeRun run = MoeRun::Of(config);
   for (int rows : {1, 4}) {
-    SCOPED_TRACE(testing::Message() << rows << " rows");
+    SCOPED_TRACE(::testing::Message() << rows << " rows");
     const size_t n = static_cast<size_t>(rows) * s.hidden;
     DeviceArray<uint16_t> d_x(n), d_graph_out(n), d_direct_out(n);
     cudaStream_t stream;
