@@ -164,6 +164,7 @@ void ExpectGroupingOf(const std::vector<int32_t>& chosen, int rows, Routing r, i
   // Every route has a slot of its own inside its expert's range, and the slot knows its token.
   const std::vector<int32_t> route_slot = grouping.route_slot.Download();
   const std::vector<int32_t> slot_token = grouping.slot_token.Download();
+  const std::vector<int32_t> slot_expert = grouping.slot_expert.Download();
   std::vector<int> uses(static_cast<size_t>(routes), 0);
   for (int i = 0; i < routes; ++i) {
     const int32_t slot = route_slot[static_cast<size_t>(i)];
@@ -172,6 +173,7 @@ void ExpectGroupingOf(const std::vector<int32_t>& chosen, int rows, Routing r, i
     ASSERT_LT(slot, offsets[static_cast<size_t>(e) + 1]) << "route " << i;
     ++uses[static_cast<size_t>(slot)];
     EXPECT_EQ(slot_token[static_cast<size_t>(slot)], i / r.top_k) << "route " << i;
+    EXPECT_EQ(slot_expert[static_cast<size_t>(slot)], e) << "route " << i;
   }
   for (int s = 0; s < routes; ++s) EXPECT_EQ(uses[static_cast<size_t>(s)], 1) << "slot " << s;
 }
@@ -276,7 +278,8 @@ void ExpectExpertGemmMatches(const GemmCase& c, std::mt19937& rng) {
 
 TEST_F(MoeKernelsTest, ExpertGemmMatchesPerExpertProducts) {
   cuda_test::ForEachElem([&]<typename T>() {
-    for (MoeTile tile : {MoeTile::k16x16, MoeTile::k16x16Deep, MoeTile::k16x64, MoeTile::k64x64}) {
+    for (MoeTile tile :
+         {MoeTile::kGemv, MoeTile::k16x16, MoeTile::k16x16Deep, MoeTile::k16x64, MoeTile::k64x64}) {
       for (bool fp8 : {false, true}) {
         for (bool gated : {false, true}) {
           // k 96: a partial K chunk for every tile; n 40: a partial column tile.

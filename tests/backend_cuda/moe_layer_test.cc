@@ -130,7 +130,8 @@ TEST_F(MoeLayerTest, MatchesTheCpuBackendsMoeMlp) {
           DeviceArray<uint16_t> d_x(x.bits.size());
           d_x.Upload(x.bits);
           for (MoeTile tile :
-               {MoeTile::kAuto, MoeTile::k16x16, MoeTile::k16x16Deep, MoeTile::k16x64, MoeTile::k64x64}) {
+               {MoeTile::kAuto, MoeTile::kGemv, MoeTile::k16x16, MoeTile::k16x16Deep, MoeTile::k16x64,
+                MoeTile::k64x64}) {
             SCOPED_TRACE(::testing::Message() << rows << " rows, tile " << MoeTileName(tile));
             MoeRun run = MoeRun::Of(config);
             run.tile = tile;

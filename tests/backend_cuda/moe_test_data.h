@@ -41,6 +41,7 @@ struct DeviceGrouping {
       : offsets(static_cast<size_t>(num_experts) + 1),
         route_slot(static_cast<size_t>(routes)),
         slot_token(static_cast<size_t>(routes)),
+        slot_expert(static_cast<size_t>(routes)),
         tiles(static_cast<size_t>(cuda::MoeMaxTiles(routes, num_experts, 16))),
         num_tiles(1) {}
   cuda::MoeGrouping View() const {
@@ -48,11 +49,12 @@ struct DeviceGrouping {
     g.expert_offsets = offsets.get();
     g.route_slot = route_slot.get();
     g.slot_token = slot_token.get();
+    g.slot_expert = slot_expert.get();
     g.tiles = tiles.get();
     g.num_tiles = num_tiles.get();
     return g;
   }
-  DeviceArray<int32_t> offsets, route_slot, slot_token;
+  DeviceArray<int32_t> offsets, route_slot, slot_token, slot_expert;
   DeviceArray<int2> tiles;
   DeviceArray<int32_t> num_tiles;
 };

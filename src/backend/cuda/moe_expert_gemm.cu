@@ -13,12 +13,14 @@
 // decode tile 16x16), the warps split K and add their partial sums at the end.
 #include <mma.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
 #include "backend/cuda/elem.cuh"
 #include "backend/cuda/fp8_codes.cuh"
 #include "backend/cuda/gate_activation.h"
+#include "backend/cuda/moe_expert_gemv.h"
 #include "backend/cuda/moe_kernels.h"
 
 namespace kvtier::cuda {
@@ -311,6 +313,7 @@ MoeTile MoeTileFor(MoeTile tile, int64_t routes, int64_t num_experts) {
   // Routes per chosen expert: decode steps give each expert a row or two, so a tile's rows are
   // padding and the weight stream is all; narrow column tiles spread it over more CTAs.
   const int64_t per_expert = num_experts > 0 ? routes / num_experts : routes;
+  if (routes <= std::min<int64_t>(16, num_experts)) return MoeTile::kGemv;  // a row or two: an expert per route
   if (per_expert >= 32) return MoeTile::k64x64;
   return routes <= 64 ? MoeTile::k16x16 : MoeTile::k16x64;
 }
@@ -319,6 +322,7 @@ int MoeTileRows(MoeTile tile) { return tile == MoeTile::k64x64 ? 64 : 16; }
 
 const char* MoeTileName(MoeTile tile) {
   switch (tile) {
+    case MoeTile::kGemv: return "gemv";
     case MoeTile::k16x16: return "16x16";
     case MoeTile::k16x16Deep: return "16x16/k256";
     case MoeTile::k16x64: return "16x64";
@@ -352,6 +356,7 @@ cudaError_t MoeExpertGemm(const MoeGemmParams<T>& p, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   }
   const MoeTile tile = MoeTileFor(p.tile, p.routes, p.num_experts);
+  if (tile == MoeTile::kGemv) return MoeExpertGemv(p, stream);
   if (p.fp8) {
     return p.gated ? LaunchForTile<T, true, true>(p, tile, stream) : LaunchForTile<T, true, false>(p, tile, stream);
   }

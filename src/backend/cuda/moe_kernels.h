@@ -25,8 +25,11 @@ inline constexpr int kMoeMaxTopK = 16;
 // tile holds the routes of one expert only, so a decode step's tiles are mostly padding rows
 // and its time is the weight stream: narrow tiles there spread each expert's weights over more
 // CTAs; k16x16Deep streams twice the K per step (more bytes in flight per CTA, fewer CTAs per
-// SM). kAuto picks by the routes each expert gets on average (MoeTileFor).
-enum class MoeTile { kAuto, k16x16, k16x16Deep, k16x64, k64x64 };
+// SM). kGemv is no tile: the decode GEMV (gemv_kernel.cuh) per route, one warp per output
+// column on the CUDA cores, for steps of a row or two, where every route has an expert of its
+// own and the tensor cores would only multiply padding. kAuto picks by the routes each expert
+// gets on average (MoeTileFor).
+enum class MoeTile { kAuto, kGemv, k16x16, k16x16Deep, k16x64, k64x64 };
 
 // The tile kAuto stands for at `routes` routes over `num_experts` experts; other tiles as given.
 MoeTile MoeTileFor(MoeTile tile, int64_t routes, int64_t num_experts);
@@ -56,6 +59,7 @@ struct MoeGrouping {
   int32_t* expert_offsets = nullptr;  // (num_experts + 1): expert e's slots [offsets[e], offsets[e+1])
   int32_t* route_slot = nullptr;      // (routes): the slot of route i
   int32_t* slot_token = nullptr;      // (routes): the token of each slot
+  int32_t* slot_expert = nullptr;     // (routes): the expert of each slot
   int2* tiles = nullptr;              // (MoeMaxTiles): (expert, first row of the tile within it)
   int32_t* num_tiles = nullptr;       // (1): tiles filled
 };

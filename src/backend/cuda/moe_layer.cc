@@ -18,7 +18,7 @@ int64_t Align(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 int64_t MoeBuffers::Bytes(const ModelConfig& c, int64_t max_tokens) {
   if (c.moe.num_experts == 0) return 0;
   const int64_t e = c.moe.num_experts, routes = max_tokens * c.moe.top_k;
-  return Align(4 * max_tokens * e) + 2 * Align(4 * routes) + Align(4 * (e + 1)) + 2 * Align(4 * routes) +
+  return Align(4 * max_tokens * e) + 2 * Align(4 * routes) + Align(4 * (e + 1)) + 3 * Align(4 * routes) +
          Align(8 * MoeMaxTiles(routes, e, kFinestTileRows)) + Align(4) +
          Align(2 * routes * c.moe.expert_intermediate_size) + Align(2 * routes * c.hidden_size);
 }
@@ -49,6 +49,8 @@ absl::StatusOr<MoeBuffers> MoeBuffers::Allocate(const ModelConfig& c, int64_t ma
   b.grouping.route_slot = static_cast<int32_t*>(route_slot);
   ASSIGN_OR_RETURN(void* slot_token, alloc(4 * routes, "slot tokens"));
   b.grouping.slot_token = static_cast<int32_t*>(slot_token);
+  ASSIGN_OR_RETURN(void* slot_expert, alloc(4 * routes, "slot experts"));
+  b.grouping.slot_expert = static_cast<int32_t*>(slot_expert);
   ASSIGN_OR_RETURN(void* tiles, alloc(8 * MoeMaxTiles(routes, e, kFinestTileRows), "expert tiles"));
   b.grouping.tiles = static_cast<int2*>(tiles);
   ASSIGN_OR_RETURN(void* num_tiles, alloc(4, "expert tile count"));

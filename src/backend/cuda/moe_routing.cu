@@ -135,6 +135,7 @@ __global__ void __launch_bounds__(kGroupThreads)
     const int slot = atomicAdd(&cursor[chosen[i]], 1);
     g.route_slot[i] = slot;
     g.slot_token[slot] = i / top_k;
+    g.slot_expert[slot] = chosen[i];
   }
 }
 
