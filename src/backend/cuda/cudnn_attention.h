@@ -7,7 +7,7 @@
 // recently used dropped first. Keys are bucketed rather than exact because a long prompt's
 // chunks each see a different skv (32 chunks of 1,024 over 32k keys: 32 shapes per prompt and
 // new ones for every prompt length), while the chunk length sq is mostly the step's token
-// budget; a bucket is at most 1/8 more keys than asked (8 buckets an octave), the extra keys
+// budget; a bucket adds fewer than max(64, skv / 8) keys (8 buckets an octave), the extra keys
 // zero and hidden by the causal mask (the diagonal offset is a by-value scalar, so one plan
 // serves every skv of its bucket). A shape that does not finalize is remembered as such.
 // Every plan runs in the one workspace given at Create (allocated by the caller, inside
