@@ -14,7 +14,9 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cudnn_attention.h"
@@ -292,7 +294,42 @@ TEST_P(CudnnPrefillTest, MatchesReference) {
     }
   }
   EXPECT_EQ((*prefill)->Describe("wgmma"), "cudnn " + library.VersionString());
-  EXPECT_EQ(memory.allocations_after_init(), 0);
+  // One plan per (chunk length, key bucket), built for the bf16 pass and reused by the fp8 one.
+  std::set<std::pair<int64_t, int64_t>> shapes;
+  for (const PrefillChunk& c : w.prefill_chunks) {
+    shapes.insert({c.num_tokens, CudnnAttention::PlanKeys(c.start_position + c.num_tokens)});
+  }
+  EXPECT_EQ((*prefill)->plans_built(), static_cast<int64_t>(shapes.size()));
+}
+
+// The plan cache keeps at most max_plans, dropping the least recently used.
+TEST(CudnnAttentionCacheTest, DropsTheLeastRecentlyUsedPlan) {
+  KVT_CUDNN_OR_SKIP(library);
+  DeviceMemoryAccount memory(0);
+  auto workspace = memory.Allocate(CudnnPrefill::kWorkspaceBytes, "workspace");
+  ASSERT_TRUE(workspace.ok()) << workspace.status();
+  CudnnAttention::Options options;
+  options.num_heads = 8;
+  options.num_kv_heads = 2;
+  options.head_dim = 128;
+  options.max_plans = 2;
+  auto attention = CudnnAttention::Create(library, options, nullptr, *workspace, CudnnPrefill::kWorkspaceBytes);
+  ASSERT_TRUE(attention.ok()) << attention.status();
+  CudnnAttention& a = **attention;
+  ASSERT_TRUE(a.Prepare(64, 64).ok());
+  ASSERT_TRUE(a.Prepare(64, 60 + 64).ok());  // keys 128
+  EXPECT_EQ(a.plans_built(), 2);
+  ASSERT_TRUE(a.Prepare(64, 100).ok());  // keys 128: the same bucket, cached
+  ASSERT_TRUE(a.Prepare(64, 64).ok());   // cached, now the most recent
+  EXPECT_EQ(a.plans_built(), 2);
+  ASSERT_TRUE(a.Prepare(32, 64).ok());  // a third shape drops (64, 128)
+  EXPECT_EQ(a.plans_built(), 3);
+  ASSERT_TRUE(a.Prepare(64, 64).ok());
+  EXPECT_EQ(a.plans_built(), 3);
+  ASSERT_TRUE(a.Prepare(64, 128).ok());  // built again
+  EXPECT_EQ(a.plans_built(), 4);
+  EXPECT_TRUE(absl::IsInvalidArgument(a.Prepare(65, 64)));  // more queries than keys
+  EXPECT_TRUE(absl::IsInvalidArgument(a.Run(nullptr, nullptr, nullptr, nullptr, 64, 64, 1.0f)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudnnPrefillTest,

@@ -64,6 +64,7 @@ class CudnnAttention {
   // the plan when it has not been.
   absl::Status Run(const void* q, const void* k, const void* v, void* out, int64_t sq, int64_t skv, float scale);
 
+  // Graphs built into plans (or refused) so far: a shape costs one while it stays cached.
   int64_t plans_built() const { return plans_built_; }
   const CudnnLibrary& library() const { return library_; }
 

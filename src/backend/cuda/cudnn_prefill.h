@@ -63,6 +63,8 @@ class CudnnPrefill {
   std::string Describe(const std::string& own) const;
   int64_t steps_on_cudnn() const { return steps_on_cudnn_.load(std::memory_order_relaxed); }
   int64_t steps_refused() const { return steps_refused_.load(std::memory_order_relaxed); }
+  // Plans built so far (each shape once while it stays cached); stepping thread only.
+  int64_t plans_built() const { return attention_->plans_built(); }
 
  private:
   CudnnPrefill(const Options& options, cudaStream_t stream, std::unique_ptr<CudnnAttention> attention, bf16* k,
