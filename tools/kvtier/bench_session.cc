@@ -1,6 +1,7 @@
 // Implementation of BenchSession and the workloads W1-W4 (bench_session.h).
 #include "bench_session.h"
 
+#include "bench_compute_path.h"
 #include "bench_grammar.h"
 
 #include <algorithm>
@@ -16,17 +17,6 @@ namespace {
 // codes plus one fp32 scale per row).
 constexpr double kWeightBytes = 16.06e9, kProjectionParams = 32 * 218.1e6, kFlopsPerToken = 2 * 8.03e9,
                  kKvPerToken = 131072, kFp8KvPerToken = 32 * 2 * 8 * (128 + 4);
-
-// What ran a backend's prefill attention, from its compute_path ("cuda, prefill attention
-// cudnn 9.10.2 (...)" gives "cudnn 9.10.2"; the parenthesis says why cuDNN was not used where it
-// was asked for); empty where the backend does not say (the CPU).
-std::string PrefillAttentionOf(const std::string& compute_path) {
-  static constexpr char kMarker[] = "prefill attention ";
-  const size_t at = compute_path.find(kMarker);
-  if (at == std::string::npos) return "";
-  const std::string rest = compute_path.substr(at + sizeof(kMarker) - 1);
-  return rest.substr(0, rest.find(" ("));
-}
 
 }  // namespace
 
