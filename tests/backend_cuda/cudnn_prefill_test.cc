@@ -293,7 +293,8 @@ TEST_P(CudnnPrefillTest, MatchesReference) {
       EXPECT_LT(max_abs, 3e-2) << "chunk " << c.chunk;
     }
   }
-  EXPECT_EQ((*prefill)->Describe("wgmma"), "cudnn " + library.VersionString());
+  EXPECT_EQ((*prefill)->Describe("wgmma").rfind("cudnn " + library.VersionString() + " (", 0), 0u)
+      << (*prefill)->Describe("wgmma");
   // One plan per (chunk length, key bucket), built for the bf16 pass and reused by the fp8 one.
   std::set<std::pair<int64_t, int64_t>> shapes;
   for (const PrefillChunk& c : w.prefill_chunks) {
@@ -361,9 +362,9 @@ TEST(CudnnPrefillRefusalTest, ContextLongerThanTheScratchIsRefused) {
             "wgmma (cuDNN refused 1 steps: a context of 1064 positions is longer than the scratch's 256)");
   const std::vector<PrefillChunk> fits = {{0, 0, 64, 100}};
   EXPECT_TRUE((*prefill)->PrepareStep(fits));
-  EXPECT_EQ((*prefill)->Describe("wgmma").rfind("cudnn " + library.VersionString() + " and wgmma (cuDNN refused 1", 0),
-            0u)
-      << (*prefill)->Describe("wgmma");
+  const std::string both = (*prefill)->Describe("wgmma");
+  EXPECT_EQ(both.rfind("cudnn " + library.VersionString() + " and wgmma (1 plans built in ", 0), 0u) << both;
+  EXPECT_NE(both.find("; cuDNN refused 1 steps: a context of 1064"), std::string::npos) << both;
 }
 
 TEST(CudnnPrefillArgsTest, RejectsShapesItDoesNotTake) {

@@ -8,7 +8,7 @@ namespace {
 
 TEST(BenchComputePathTest, NamesWhatRanThePrefillAttention) {
   EXPECT_EQ(PrefillAttentionOf("cuda, prefill attention wgmma"), "wgmma");
-  EXPECT_EQ(PrefillAttentionOf("cuda, prefill attention cudnn 9.10.2"), "cudnn 9.10.2");
+  EXPECT_EQ(PrefillAttentionOf("cuda, prefill attention cudnn 9.10.2 (16 plans built in 2.10 s)"), "cudnn 9.10.2");
   EXPECT_EQ(PrefillAttentionOf("cuda, prefill attention cudnn 9.10.2 and wgmma (cuDNN refused 2 steps: a (b))"),
             "cudnn 9.10.2 and wgmma");
   EXPECT_EQ(PrefillAttentionOf("cuda, prefill attention mma (cudnn asked for, not used: cuDNN (x) cannot be loaded)"),

@@ -8,9 +8,9 @@
 
 namespace kvtier::cli::bench {
 
-// "cuda, prefill attention cudnn 9.10.2 and wgmma (cuDNN refused 2 steps: ...)" gives
-// "cudnn 9.10.2 and wgmma" (the parenthesis, why cuDNN was not used, stays in compute_path);
-// empty where the backend does not say (the CPU).
+// "cuda, prefill attention cudnn 9.10.2 and wgmma (16 plans built in 2.10 s; cuDNN refused 2
+// steps: ...)" gives "cudnn 9.10.2 and wgmma" (the parenthesis stays in compute_path); empty
+// where the backend does not say (the CPU).
 std::string PrefillAttentionOf(std::string_view compute_path);
 
 }  // namespace kvtier::cli::bench

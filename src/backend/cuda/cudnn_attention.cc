@@ -2,6 +2,7 @@
 #include "backend/cuda/cudnn_attention.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -64,11 +65,15 @@ void CudnnAttention::Build(const Key& key, Plan* plan) {
   shape.hq = options_.num_heads;
   shape.hk = options_.num_kv_heads;
   shape.d = options_.head_dim;
+  const auto start = std::chrono::steady_clock::now();
   CudnnGraphBuilder g(library_.api(), handle_);
   BuildCausalAttentionGraph(g, shape);
   int64_t workspace_bytes = 0;
   cudnnBackendDescriptor_t built = g.ok() ? g.Plan(&workspace_bytes) : nullptr;
-  ++plans_built_;
+  plans_built_.fetch_add(1, std::memory_order_relaxed);
+  plan_build_ns_.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count(),
+      std::memory_order_relaxed);
   const std::string what = absl::StrCat("cuDNN ", library_.VersionString(), " fused attention, ", shape.sq,
                                         " queries over ", shape.skv, " keys: ");
   if (built == nullptr) {

@@ -17,6 +17,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <map>
@@ -64,8 +65,10 @@ class CudnnAttention {
   // the plan when it has not been.
   absl::Status Run(const void* q, const void* k, const void* v, void* out, int64_t sq, int64_t skv, float scale);
 
-  // Graphs built into plans (or refused) so far: a shape costs one while it stays cached.
-  int64_t plans_built() const { return plans_built_; }
+  // Graphs built into plans (or refused) so far, a shape once while it stays cached, and the
+  // host seconds that took (a new shape's first chunk waits for it). Any thread.
+  int64_t plans_built() const { return plans_built_.load(std::memory_order_relaxed); }
+  double plan_build_seconds() const { return plan_build_ns_.load(std::memory_order_relaxed) * 1e-9; }
   const CudnnLibrary& library() const { return library_; }
 
  private:
@@ -92,7 +95,8 @@ class CudnnAttention {
   int64_t workspace_bytes_;
   std::map<Key, Plan> plans_;
   std::list<Key> lru_;  // most recently used first
-  int64_t plans_built_ = 0;
+  std::atomic<int64_t> plans_built_{0};
+  std::atomic<int64_t> plan_build_ns_{0};
 };
 
 }  // namespace kvtier::cuda

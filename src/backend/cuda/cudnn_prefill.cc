@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kv_gather.h"
 #include "common/status_macros.h"
@@ -103,11 +104,13 @@ absl::Status CudnnPrefill::EnqueueLayer(std::span<const PrefillChunk> chunks, in
 
 std::string CudnnPrefill::Describe(const std::string& own) const {
   const std::string cudnn = absl::StrCat("cudnn ", attention_->library().VersionString());
+  const std::string plans = absl::StrFormat("%d plans built in %.2f s", attention_->plans_built(),
+                                            attention_->plan_build_seconds());
   std::lock_guard<std::mutex> lock(mu_);
-  if (steps_refused() == 0) return cudnn;
-  const std::string why = absl::StrCat(" (cuDNN refused ", steps_refused(), " steps: ", first_refusal_, ")");
-  if (steps_on_cudnn() == 0) return absl::StrCat(own, why);
-  return absl::StrCat(cudnn, " and ", own, why);
+  if (steps_refused() == 0) return absl::StrCat(cudnn, " (", plans, ")");
+  const std::string why = absl::StrCat("cuDNN refused ", steps_refused(), " steps: ", first_refusal_, ")");
+  if (steps_on_cudnn() == 0) return absl::StrCat(own, " (", why);
+  return absl::StrCat(cudnn, " and ", own, " (", plans, "; ", why);
 }
 
 }  // namespace kvtier::cuda

@@ -58,12 +58,12 @@ class CudnnPrefill {
   absl::Status EnqueueLayer(std::span<const PrefillChunk> chunks, int32_t layer, const bf16* q, bf16* out,
                             const PagedKv<bf16>& kv);
 
-  // "cudnn 9.19.0" when every prefill step so far ran on it; what ran otherwise, with the
-  // first reason cuDNN was refused. `own` names the backend's kernel.
+  // "cudnn 9.19.0 (3 plans built in 0.41 s)" when every prefill step so far ran on it; what
+  // ran otherwise, with the first reason cuDNN was refused. `own` names the backend's kernel.
   std::string Describe(const std::string& own) const;
   int64_t steps_on_cudnn() const { return steps_on_cudnn_.load(std::memory_order_relaxed); }
   int64_t steps_refused() const { return steps_refused_.load(std::memory_order_relaxed); }
-  // Plans built so far (each shape once while it stays cached); stepping thread only.
+  // Plans built so far (each shape once while it stays cached).
   int64_t plans_built() const { return attention_->plans_built(); }
 
  private:
