@@ -215,6 +215,14 @@ KVT_API int64_t kvt_live_handles(void);
  *                                kernel where it runs (bf16 compute,
  *                                head_dim 128, compute capability 9.0);
  *                                0 keeps the mma.sync kernel              default 1
+ *   "cuda_prefill_cudnn" int     prefill attention on cuDNN's fused
+ *                                attention (libcudnn.so.9 loaded at run
+ *                                time: KVTIER_CUDNN_LIBRARY, else the
+ *                                library path) where it applies (bf16
+ *                                compute, head_dim 64 or 128, plain
+ *                                scores); the kernels above run what it
+ *                                cannot, and stats "compute_path" says
+ *                                which ran and why                        default 0
  *   "cuda_prefill_wgmma_variant" int  that kernel's variant, for timing
  *                                runs: 0 the default tiles, 1-3 other KV
  *                                tiles and pipeline depths, 4-6 softmax

@@ -58,6 +58,11 @@ struct CudaOptions {
   // head_dim 128, compute capability 9.0; backend/cuda/prefill_attention.h); false keeps the
   // mma.sync kernel everywhere.
   bool prefill_wgmma = true;
+  // Prefill attention on cuDNN's fused attention (backend/cuda/cudnn_prefill.h), loaded at
+  // run time, where it applies: bf16 compute, head_dim 64 or 128, plain attention scores (no
+  // window, soft-cap or other scale), bf16 or fp8 KV. Where cuDNN cannot be loaded or refuses a
+  // step, the kernels above run it (compute_path says why). Off until a GPU run measures it.
+  bool prefill_cudnn = false;
   CudaLaunchOptions launch;
 };
 

@@ -976,6 +976,50 @@ TEST_F(CudaBackendTest, Fp8KvOnAShapeWithoutFastAttentionIsRefused) {
   EXPECT_NE(gpu.status().message().find("kv_dtype fp8"), std::string::npos) << gpu.status();
 }
 
+// Prefill attention on cuDNN (cuda_prefill_cudnn), bf16 and fp8 KV, against the CPU backend:
+// a prompt in chunks over cached context (across block boundaries), two sequences' chunks in
+// one step, then decode steps on kvtier's kernel. compute_path says every prefill step ran on
+// cuDNN. Skips where no cuDNN loads (KVTIER_CUDNN_LIBRARY, else libcudnn.so.9 on the path).
+TEST_F(CudaBackendTest, PrefillAttentionOnCudnnMatchesCpu) {
+  auto spec = RandomCheckpointPreset("small-llama");
+  ASSERT_TRUE(spec.ok());
+  spec->head_dim = 128;  // a head_dim cuDNN's path takes (small-llama's 32 is not)
+  spec->seed = rng_();
+  auto checkpoint = MakeCheckpoint(*spec, "cudnn_prefill");
+  ASSERT_NE(checkpoint, nullptr);
+  for (const bool fp8_kv : {false, true}) {
+    SCOPED_TRACE(fp8_kv ? "fp8 KV" : "bf16 KV");
+    BackendOptions options;
+    options.cuda.prefill_cudnn = true;
+    if (fp8_kv) options.kv_dtype = StorageDType::kFp8;
+    auto cpu = CpuBackend::Create(*checkpoint, options);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    auto gpu = CudaBackend::Create(*checkpoint, options);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    if ((*gpu)->compute_path().find("not used") != std::string::npos) GTEST_SKIP() << (*gpu)->compute_path();
+    ASSERT_TRUE((*cpu)->AllocateKvPool(64).ok());
+    ASSERT_TRUE((*gpu)->AllocateKvPool(64).ok());
+    ASSERT_TRUE((*gpu)->WarmUp().ok());
+    std::vector<Seq> seqs(2);
+    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(checkpoint->config().vocab_size) - 1);
+    for (int i = 0; i < 300; ++i) seqs[0].tokens.push_back(tok(rng_));
+    for (int i = 0; i < 40; ++i) seqs[1].tokens.push_back(tok(rng_));
+    for (int32_t b = 30; b >= 1; --b) seqs[0].table.push_back(b);  // shuffled enough: descending
+    for (int32_t b = 40; b < 44; ++b) seqs[1].table.push_back(b);
+    Stats stats;
+    if (fp8_kv) stats.tolerance = kFp8KvTolerance;
+    Step(**cpu, **gpu, seqs, {{0, 150, true}}, &stats);
+    Step(**cpu, **gpu, seqs, {{0, 101, true}, {1, 2, false}}, &stats);
+    Step(**cpu, **gpu, seqs, {{0, 49, true}, {1, 38, true}}, &stats);
+    for (int i = 0; i < 3; ++i) Step(**cpu, **gpu, seqs, {{0, 1, true}, {1, 1, true}}, &stats);
+    EXPECT_EQ(stats.rows, 3 + 2 + 6);
+    const std::string path = (*gpu)->compute_path();
+    EXPECT_EQ(path.rfind("cuda, prefill attention cudnn ", 0), 0u) << path;
+    EXPECT_EQ(path.find(" and "), std::string::npos) << path;  // no step fell back
+    EXPECT_EQ((*gpu)->allocations_after_init(), 0);
+  }
+}
+
 TEST_F(CudaBackendTest, HonoursDeviceMemoryLimit) {
   auto spec = RandomCheckpointPreset("tiny-llama");
   ASSERT_TRUE(spec.ok());

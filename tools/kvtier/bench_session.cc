@@ -1,10 +1,12 @@
 // Implementation of BenchSession and the workloads W1-W4 (bench_session.h).
 #include "bench_session.h"
 
+#include "bench_compute_path.h"
 #include "bench_grammar.h"
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 namespace kvtier::cli::bench {
 namespace {
@@ -34,6 +36,9 @@ json BenchSession::Record(const std::string& id, const WorkloadSpec& w, const Ru
   if (!r.stats.is_null()) {
     j["gpu_allocs_after_init"] = r.stats.value("gpu_allocs_after_init", -1);
     j["preemptions"] = r.stats.value("preemptions", -1);
+    const std::string compute_path = r.stats.value("compute_path", "");
+    j["compute_path"] = compute_path;
+    j["prefill_attention"] = PrefillAttentionOf(compute_path);
     j["stats"] = r.stats;
   }
   return j;

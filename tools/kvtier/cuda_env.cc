@@ -2,6 +2,7 @@
 #include "cuda_env.h"
 
 #include <cstdlib>
+#include <string_view>
 
 namespace kvtier::cli {
 
@@ -39,6 +40,12 @@ kvt_status SetCudaOptionsFromEnvironment(kvt_options* options) {
         st != KVT_OK) {
       return st;
     }
+  }
+  // KVTIER_CUDA_PREFILL_ATTENTION=own|cudnn; another value is refused by the setter's range.
+  if (const char* value = std::getenv("KVTIER_CUDA_PREFILL_ATTENTION"); value != nullptr) {
+    const std::string_view which = value;
+    const int cudnn = which == "cudnn" ? 1 : which == "own" ? 0 : -1;
+    if (kvt_status st = kvt_options_set_int(options, "cuda_prefill_cudnn", cudnn); st != KVT_OK) return st;
   }
   if (const char* value = std::getenv("KVTIER_CUDA_DECODE_FP8_PAIR"); value != nullptr) {
     if (kvt_status st = kvt_options_set_int(options, "cuda_decode_fp8_pair_tiles", value[0] == '0' ? 0 : 1); st != KVT_OK) {

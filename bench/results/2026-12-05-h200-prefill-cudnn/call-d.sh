@@ -4,7 +4,8 @@
 # CUDA against the CPU backend among them; the memory test's Redis variant with a carried
 # redis-server); the ceilings and lib_kernels; W4 (32k) bf16 and fp8 weights + fp8 KV with the
 # prefill attention's default variant and variant 7 (two CTAs per SM), each in one process.
-# Carry: nvcc -O2 -std=c++17 -arch=sm_90a -Wno-deprecated-declarations bench/micro/cudnn_sdpa.cu
+# Carry: nvcc -O2 -std=c++17 -arch=sm_90a -Wno-deprecated-declarations -Isrc bench/micro/cudnn_sdpa.cu
+#   src/backend/cuda/cudnn_graph.cc
 #   -lcudnn -o /tmp/micro/cudnn_sdpa; scripts/device-carry.sh .carry/d build/tools/kvtier/kvtier
 #   build/src/backend/cuda/libkvtier_cuda.so build/tests/backend_cuda/*_test /tmp/micro/cudnn_sdpa;
 #   scripts/carry-redis.sh .carry/d/redis; the anchors and COMMIT beside them; strip; tar cJf.

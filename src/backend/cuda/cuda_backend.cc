@@ -57,6 +57,7 @@ CudaBackend::CudaBackend(const ModelConfig& config, const BackendOptions& option
 CudaBackend::~CudaBackend() {
   // Everything in flight lands before a buffer goes.
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  cudnn_.reset();  // its cuDNN handle is bound to stream_
   copies_.reset();
   host_kv_.reset();
   memory_.FreeAll();
@@ -164,6 +165,7 @@ absl::Status CudaBackend::Init(const cuda::WeightLoader& loader, const cuda::Fp8
     RETURN_IF_ERROR(InitW8A8());
   }
   RETURN_IF_ERROR(ws_.AllocateKernelScratch(config_, capacity_, kernels_, MetaCapacity(), memory_));
+  RETURN_IF_ERROR(InitCudnnPrefill());
   ASSIGN_OR_RETURN(planner_, cuda::StepPlanner::Create({capacity_, layout_.block_tokens, kernels_.fast_attention,
                                                         kernels_.prefill_tile_tokens,
                                                         static_cast<int32_t>(config_.num_kv_heads), kernels_.decode_wave_ctas},
@@ -175,7 +177,7 @@ absl::Status CudaBackend::Init(const cuda::WeightLoader& loader, const cuda::Fp8
   forward_ = std::make_unique<cuda::ForwardPass>(cuda::ForwardPass::Parts{&config_, &layout_, compute_dtype_, &weights_,
                                                                           &ws_, projections_.get(), host_kv_.get(),
                                                                           &pool_, stream_, options_.cuda.launch,
-                                                                          kernels_.prefill_kernel});
+                                                                          kernels_.prefill_kernel, cudnn_.get()});
   // The scratch block (KV of graph padding rows) is allocated with the pool, one block past
   // it; reserve its bytes now so the pool the engine sizes from device_bytes_in_use() fits.
   memory_.Reserve(static_cast<int64_t>(layout_.BlockBytes()));
@@ -206,7 +208,8 @@ int64_t CudaBackend::WeightBytes() const {
 int64_t CudaBackend::WorkspaceBytes() const {
   return cuda::Workspace::Bytes(config_, capacity_, kernels_, MetaCapacity()) +
          DeviceSamplerChain::DeviceBytes(capacity_.max_chunks, config_.vocab_size) +
-         cuda::HostKvStreamer::StagingBytes(HostKvOptions());
+         cuda::HostKvStreamer::StagingBytes(HostKvOptions()) +
+         (kernels_.prefill_cudnn ? cuda::CudnnPrefill::ScratchBytes(CudnnPrefillOptions()) : 0);
 }
 
 size_t CudaBackend::MetaCapacity() const {

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -39,6 +40,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/copy_stats_board.h"
 #include "backend/cuda/cuda_weights.h"
+#include "backend/cuda/cudnn_prefill.h"
 #include "backend/cuda/decode_graph_cache.h"
 #include "backend/cuda/device_kv_pool.h"
 #include "backend/cuda/device_memory_account.h"
@@ -78,6 +80,9 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override;
 
   std::string_view name() const override { return "cuda"; }
+  // "cuda, prefill attention <what ran>": the backend's kernel (wgmma, mma or generic), or
+  // cuDNN's (CudaOptions::prefill_cudnn), with why cuDNN was not used where it was asked for.
+  std::string compute_path() const override;
   const KvLayout& kv_layout() const override { return layout_; }
   int64_t vocab_size() const override { return config_.vocab_size; }
 
@@ -170,6 +175,10 @@ class CudaBackend final : public Backend {
   absl::Status CheckFits() const;
   // fp8 weights: the W8A8 kernels and their activation buffers, where this GPU has them.
   absl::Status InitW8A8();
+  // CudaOptions::prefill_cudnn: cuDNN loaded and its scratch allocated, or why not (the
+  // backend's kernel then runs every prefill; not an error).
+  absl::Status InitCudnnPrefill();
+  cuda::CudnnPrefill::Options CudnnPrefillOptions() const;
   // Warms up against a one-block stand-in pool, then measures the runtime share
   // (cuda_warm_up.cc); the last step of Init.
   absl::Status MeasureWarmRuntime();
@@ -209,6 +218,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<DeviceSamplerChain> chain_;  // the sampler chain's buffers
   std::unique_ptr<cuda::HostKvStreamer> host_kv_;
   std::unique_ptr<cuda::ForwardPass> forward_;
+  std::unique_ptr<cuda::CudnnPrefill> cudnn_;  // CudaOptions::prefill_cudnn, where cuDNN is usable
+  std::string cudnn_unavailable_;              // why not, where it was asked for; set by Init
 };
 
 }  // namespace kvtier

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <optional>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/decode_attention.h"
@@ -64,6 +65,13 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
       config.gemma.scale_embeddings ? static_cast<float>(std::sqrt(static_cast<double>(config.hidden_size))) : 1.0f;
   CUDA_RETURN_IF_ERROR(
       EmbeddingGather(dev(m.ids), as(weights.embed), rows, h, embed_scale, ws.residual, stream, launch));
+  // The step's prefill attention on cuDNN when it takes every chunk (host-side planning
+  // only), else on prefill_kernel.
+  bool cudnn_prefill = false;
+  if constexpr (std::is_same_v<T, bf16>) {
+    cudnn_prefill = parts_.cudnn != nullptr && step.path == AttentionPath::kFast && step.prefill_tiles > 0 &&
+                    parts_.cudnn->PrepareStep(step.prefill_chunks);
+  }
   RETURN_IF_ERROR(host_kv.StageFirstLayer(step));
   for (int64_t layer = 0; layer < config.num_layers; ++layer) {
     const CudaWeights::Layer& w = weights.layers[layer];
@@ -116,7 +124,12 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
         attn.scores = scores;
         CUDA_RETURN_IF_ERROR(DecodeAttention(attn, step_tokens, kv, stream, launch));
       }
-      if (step.prefill_tiles > 0) {
+      if (cudnn_prefill) {
+        if constexpr (std::is_same_v<T, bf16>) {
+          RETURN_IF_ERROR(parts_.cudnn->EnqueueLayer(step.prefill_chunks, static_cast<int32_t>(layer), as(ws.q),
+                                                     as(ws.attn), kv));
+        }
+      } else if (step.prefill_tiles > 0) {
         PrefillAttentionParams<T> attn;
         attn.q = as(ws.q);
         attn.out = as(ws.attn);

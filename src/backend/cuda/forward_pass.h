@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "backend/cuda/cuda_weights.h"
+#include "backend/cuda/cudnn_prefill.h"
 #include "backend/cuda/device_kv_pool.h"
 #include "backend/cuda/host_kv_streamer.h"
 #include "backend/cuda/prefill_attention.h"
@@ -42,6 +43,8 @@ class ForwardPass {
     cudaStream_t stream = nullptr;
     CudaLaunchOptions launch;
     PrefillKernel prefill_kernel = PrefillKernel::kMma;  // the kernel the step planner tiles for
+    // bf16 compute: the prefill attention on cuDNN where it takes the step (null: never).
+    CudnnPrefill* cudnn = nullptr;
   };
   explicit ForwardPass(const Parts& parts) : parts_(parts) {}
 

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cudnn_attention.h"
 #include "backend/cuda/decode_attention.h"
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda/skinny_gemm.h"
@@ -63,6 +64,19 @@ absl::StatusOr<KernelSelection> KernelSelection::For(const ModelConfig& config, 
     k.prefill_kernel = PrefillKernel::kWgmma;
   }
   k.prefill_tile_tokens = PrefillTileTokens(head_dim, heads / kv_heads, k.prefill_kernel);
+  if (options.prefill_cudnn) {
+    if (!k.fast_attention) {
+      k.prefill_cudnn_refusal = "cuDNN attention needs the fast attention kernels' shapes";
+    } else if (compute_dtype != DType::kBF16) {
+      k.prefill_cudnn_refusal = "cuDNN attention runs bf16 compute only";
+    } else if (!PlainAttentionScores(config)) {
+      k.prefill_cudnn_refusal = "cuDNN attention forms plain scores only (no sliding window, soft-cap or other scale)";
+    } else if (!CudnnAttention::SupportsHeadDim(head_dim) || (head_dim != 64 && head_dim != 128)) {
+      k.prefill_cudnn_refusal = absl::StrCat("cuDNN attention does not take head_dim ", head_dim);
+    } else {
+      k.prefill_cudnn = true;
+    }
+  }
   if (k.fast_attention) {
     const bool fp8_kv = layout.dtype == DType::kF8E4M3;
     const int32_t pair_tiles = options.launch.decode_fp8_pair_tiles;

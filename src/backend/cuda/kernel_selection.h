@@ -4,6 +4,7 @@
 #define KVTIER_BACKEND_CUDA_KERNEL_SELECTION_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "backend/cuda/kernels.h"
@@ -30,6 +31,11 @@ struct KernelSelection {
   // scores (no soft-cap, other scale or sliding window: kMma applies those) take it.
   PrefillKernel prefill_kernel = PrefillKernel::kMma;
   int32_t prefill_tile_tokens = 0;  // PrefillAttention's query tokens per tile
+  // CudaOptions::prefill_cudnn asked for and the model takes it (CudnnPrefill: fast
+  // attention, bf16 compute, head_dim 64 or 128, plain scores); prefill_kernel still runs the
+  // steps cuDNN cannot. Where it was asked for and does not apply, why.
+  bool prefill_cudnn = false;
+  std::string prefill_cudnn_refusal;
   // DecodeAttention's CTAs resident at once on the whole GPU (SMs x DecodeResidentCtasPerSm
   // of the instance this model runs): the one wave DecodeMaxSplits fills. 0 without
   // fast_attention.

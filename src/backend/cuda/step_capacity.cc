@@ -12,8 +12,8 @@ StepCapacity StepCapacity::For(const ModelConfig& config, const BackendOptions& 
   c.max_tokens = std::max<int64_t>(1, options.max_tokens_per_step);
   c.max_chunks = std::clamp<int64_t>(options.max_sequences, 1, c.max_tokens);
   c.partial_slots = std::max<int64_t>(c.max_tokens, 16 * c.max_chunks);
-  const int64_t max_context = std::clamp<int64_t>(config.max_position_embeddings, 4096, int64_t{1} << 18);
-  c.max_table_entries = c.max_chunks * ((max_context + options.block_tokens - 1) / options.block_tokens);
+  c.max_context = std::clamp<int64_t>(config.max_position_embeddings, 4096, int64_t{1} << 18);
+  c.max_table_entries = c.max_chunks * ((c.max_context + options.block_tokens - 1) / options.block_tokens);
   // A streamed long sequence's table holds its whole context (host entries included).
   c.max_table_entries +=
       (std::max<int64_t>(0, options.cuda.host_kv_stream_tokens) + options.block_tokens - 1) / options.block_tokens;

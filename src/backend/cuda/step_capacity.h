@@ -19,6 +19,7 @@ struct StepCapacity {
   int64_t partial_slots = 0;
   int64_t max_table_entries = 0;
   int64_t max_items = 0;  // generic attention work items
+  int64_t max_context = 0;  // KV positions one sequence attends to, at most (device tier)
   AttentionPlanOptions plan_options;
 
   // options.block_tokens must be positive.

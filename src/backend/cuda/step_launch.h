@@ -6,7 +6,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
+#include "backend/cuda/prefill_attention.h"
 #include "backend/token_masks.h"
 
 namespace kvtier::cuda {
@@ -36,6 +38,9 @@ struct StepLaunch {
   int32_t decode_rows = 0;  // kFast: 1-token chunks (meta.rows)
   int32_t decode_splits = 1;
   int32_t prefill_tiles = 0;  // kFast: tiles at meta.tiles
+  // kFast: the multi-token chunks the tiles cover (host; the planner's, valid until its next
+  // Prepare), for a prefill attention that runs chunk by chunk (CudnnPrefill).
+  std::span<const PrefillChunk> prefill_chunks;
   AttentionPath path = AttentionPath::kFast;
   // kGeneric: the attention plan's items (at meta.items), query rows per CTA, and whether
   // any item is split (AttentionPlan).

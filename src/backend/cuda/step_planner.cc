@@ -222,6 +222,7 @@ absl::StatusOr<StepLaunch> StepPlanner::Prepare(const ForwardBatch& piece, int64
   step.decode_splits =
       step.decode_rows > 0 ? DecodeMaxSplits(step.decode_rows, shape_.num_kv_heads, shape_.decode_wave_ctas) : 1;
   step.prefill_tiles = static_cast<int32_t>(prefill_tiles_.size());
+  if (step.path == AttentionPath::kFast) step.prefill_chunks = prefill_chunks_;
   step.host_blocks = static_cast<int32_t>(host_blocks);
   if (step.path == AttentionPath::kGeneric) {
     step.generic_items = static_cast<int32_t>(plan_.items.size());

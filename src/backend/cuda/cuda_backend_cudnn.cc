@@ -1,0 +1,52 @@
+// CudaBackend's prefill attention on cuDNN (see cuda_backend.h, CudaOptions::prefill_cudnn):
+// loading it at creation, and what compute_path says ran.
+#include "absl/strings/str_cat.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cudnn_library.h"
+#include "common/log.h"
+
+namespace kvtier {
+
+cuda::CudnnPrefill::Options CudaBackend::CudnnPrefillOptions() const {
+  cuda::CudnnPrefill::Options o;
+  o.num_heads = static_cast<int32_t>(config_.num_heads);
+  o.num_kv_heads = static_cast<int32_t>(config_.num_kv_heads);
+  o.head_dim = static_cast<int32_t>(config_.head_dim);
+  o.max_context = capacity_.max_context;
+  return o;
+}
+
+absl::Status CudaBackend::InitCudnnPrefill() {
+  if (!options_.cuda.prefill_cudnn) return absl::OkStatus();
+  absl::Status why = absl::OkStatus();
+  if (!kernels_.prefill_cudnn) {
+    why = absl::UnimplementedError(kernels_.prefill_cudnn_refusal);
+  } else if (absl::StatusOr<const cuda::CudnnLibrary*> library = cuda::CudnnLibrary::Shared(); !library.ok()) {
+    why = library.status();
+  } else if (auto prefill = cuda::CudnnPrefill::Create(**library, CudnnPrefillOptions(), stream_, memory_);
+             !prefill.ok()) {
+    why = prefill.status();
+  } else {
+    cudnn_ = std::move(*prefill);
+    return absl::OkStatus();
+  }
+  // Not an error: the backend's own kernel runs every prefill, and compute_path says why.
+  cudnn_unavailable_ = std::string(why.message());
+  Log(LogLevel::kWarn, "cuda backend: prefill attention on cuDNN was asked for and is not used: ", why.message());
+  return absl::OkStatus();
+}
+
+std::string CudaBackend::compute_path() const {
+  const std::string own = !kernels_.fast_attention                               ? "generic"
+                          : kernels_.prefill_kernel == cuda::PrefillKernel::kWgmma ? "wgmma"
+                                                                                   : "mma";
+  std::string prefill = own;
+  if (cudnn_ != nullptr) {
+    prefill = cudnn_->Describe(own);
+  } else if (!cudnn_unavailable_.empty()) {
+    prefill = absl::StrCat(own, " (cudnn asked for, not used: ", cudnn_unavailable_, ")");
+  }
+  return absl::StrCat("cuda, prefill attention ", prefill);
+}
+
+}  // namespace kvtier

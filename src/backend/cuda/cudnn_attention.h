@@ -1,0 +1,104 @@
+// CudnnAttention: causal GQA attention of one prefill chunk on cuDNN's fused flash-attention
+// engine (the graph of cudnn_graph.h), bf16, on contiguous buffers: Q and O (sq, heads,
+// head_dim) as the backend's workspace holds them, K and V (keys, kv_heads, head_dim) as
+// KvGather leaves them. The chunk's queries sit at the last sq of skv key positions.
+//
+// Plans are cached per (sq, PlanKeys(skv)), at most Options::max_plans of them, the least
+// recently used dropped first. Keys are bucketed rather than exact because a long prompt's
+// chunks each see a different skv (32 chunks of 1,024 over 32k keys: 32 shapes per prompt and
+// new ones for every prompt length), while the chunk length sq is mostly the step's token
+// budget; a bucket adds fewer than max(64, skv / 8) keys (8 buckets an octave), the extra keys
+// zero and hidden by the causal mask (the diagonal offset is a by-value scalar, so one plan
+// serves every skv of its bucket). A shape that does not finalize is remembered as such.
+// Every plan runs in the one workspace given at Create (allocated by the caller, inside
+// gpu_mem_limit); a plan wanting more is refused. One thread at a time.
+#ifndef KVTIER_BACKEND_CUDA_CUDNN_ATTENTION_H_
+#define KVTIER_BACKEND_CUDA_CUDNN_ATTENTION_H_
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "backend/cuda/cudnn_library.h"
+
+namespace kvtier::cuda {
+
+class CudnnAttention {
+ public:
+  struct Options {
+    int32_t num_heads = 0;
+    int32_t num_kv_heads = 0;
+    int32_t head_dim = 0;
+    int32_t max_plans = 64;
+  };
+  // The head_dim values cuDNN's fused attention takes (a multiple of 8, at most 128 on
+  // every cuDNN 9 and GPU it runs on).
+  static bool SupportsHeadDim(int32_t head_dim) { return head_dim > 0 && head_dim <= 128 && head_dim % 8 == 0; }
+  // Key rows of the plan that serves skv keys (>= skv; see the file comment).
+  static int64_t PlanKeys(int64_t skv);
+
+  // A cuDNN handle on `stream`; plans run in `workspace` (device, workspace_bytes).
+  // InvalidArgument for a bad shape; Internal with cuDNN's message when no handle is made
+  // (no GPU, or a cuDNN built for another CUDA).
+  static absl::StatusOr<std::unique_ptr<CudnnAttention>> Create(const CudnnLibrary& library, const Options& options,
+                                                                cudaStream_t stream, void* workspace,
+                                                                int64_t workspace_bytes);
+  ~CudnnAttention();
+  CudnnAttention(const CudnnAttention&) = delete;
+  CudnnAttention& operator=(const CudnnAttention&) = delete;
+
+  // Builds (or finds) the plan for sq queries over skv keys. FailedPrecondition with
+  // cuDNN's message when the graph does not finalize on this GPU and cuDNN,
+  // ResourceExhausted when its workspace exceeds the one given at Create.
+  absl::Status Prepare(int64_t sq, int64_t skv);
+
+  // Enqueues out = softmax(scale * q k^T, causal) v for sq queries at positions
+  // skv - sq .. skv - 1. k and v hold PlanKeys(skv) rows, those from skv on zero. Prepares
+  // the plan when it has not been.
+  absl::Status Run(const void* q, const void* k, const void* v, void* out, int64_t sq, int64_t skv, float scale);
+
+  // Graphs built into plans (or refused) so far, a shape once while it stays cached, and the
+  // host seconds that took (a new shape's first chunk waits for it). Any thread.
+  int64_t plans_built() const { return plans_built_.load(std::memory_order_relaxed); }
+  double plan_build_seconds() const { return plan_build_ns_.load(std::memory_order_relaxed) * 1e-9; }
+  const CudnnLibrary& library() const { return library_; }
+
+ private:
+  struct Plan {
+    absl::Status status;  // why the shape has no plan, or ok
+    cudnnBackendDescriptor_t plan = nullptr;
+    std::vector<cudnnBackendDescriptor_t> descriptors;  // everything the plan was built from
+    std::list<std::pair<int64_t, int64_t>>::iterator lru;
+  };
+  using Key = std::pair<int64_t, int64_t>;  // (sq, plan keys)
+
+  CudnnAttention(const CudnnLibrary& library, const Options& options, cudnnHandle_t handle, void* workspace,
+                 int64_t workspace_bytes)
+      : library_(library), options_(options), handle_(handle), workspace_(workspace),
+        workspace_bytes_(workspace_bytes) {}
+  absl::StatusOr<Plan*> Find(int64_t sq, int64_t skv);
+  void Build(const Key& key, Plan* plan);
+  void Destroy(Plan* plan);
+
+  const CudnnLibrary& library_;
+  const Options options_;
+  cudnnHandle_t handle_;
+  void* workspace_;
+  int64_t workspace_bytes_;
+  std::map<Key, Plan> plans_;
+  std::list<Key> lru_;  // most recently used first
+  std::atomic<int64_t> plans_built_{0};
+  std::atomic<int64_t> plan_build_ns_{0};
+};
+
+}  // namespace kvtier::cuda
+
+#endif  // KVTIER_BACKEND_CUDA_CUDNN_ATTENTION_H_

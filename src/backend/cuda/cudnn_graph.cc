@@ -1,0 +1,224 @@
+// CudnnGraphBuilder and the causal attention graph (see cudnn_graph.h).
+#include "backend/cuda/cudnn_graph.h"
+
+#include <utility>
+
+namespace kvtier::cuda {
+
+CudnnGraphBuilder::~CudnnGraphBuilder() {
+  for (auto it = owned_.rbegin(); it != owned_.rend(); ++it) api_.BackendDestroyDescriptor(*it);
+}
+
+std::vector<cudnnBackendDescriptor_t> CudnnGraphBuilder::Release() {
+  ops_.clear();
+  return std::exchange(owned_, {});
+}
+
+std::string CudnnGraphBuilder::LastError() const {
+  char message[2048] = {0};
+  api_.GetLastErrorString(message, sizeof(message));
+  return message;
+}
+
+void CudnnGraphBuilder::Check(cudnnStatus_t s, const char* what) {
+  if (s == CUDNN_STATUS_SUCCESS || !ok()) return;
+  status_ = s;
+  error_ = std::string(what) + ": " + api_.GetErrorString(s) + " " + LastError();
+}
+
+cudnnBackendDescriptor_t CudnnGraphBuilder::Create(cudnnBackendDescriptorType_t type) {
+  cudnnBackendDescriptor_t d = nullptr;
+  Check(api_.BackendCreateDescriptor(type, &d), "create descriptor");
+  if (d != nullptr) owned_.push_back(d);
+  return d;
+}
+
+void CudnnGraphBuilder::Set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
+                            cudnnBackendAttributeType_t type, int64_t count, const void* value, const char* what) {
+  if (ok()) Check(api_.BackendSetAttribute(d, name, type, count, value), what);
+}
+
+void CudnnGraphBuilder::Link(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
+                             cudnnBackendDescriptor_t value, const char* what) {
+  Set(d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &value, what);
+}
+
+void CudnnGraphBuilder::Finalize(cudnnBackendDescriptor_t d, const char* what) {
+  if (ok()) Check(api_.BackendFinalize(d), what);
+}
+
+cudnnBackendDescriptor_t CudnnGraphBuilder::Tensor(int64_t uid, cudnnDataType_t type, const std::vector<int64_t>& dims,
+                                                   const std::vector<int64_t>& strides, Kind kind, const char* what) {
+  cudnnBackendDescriptor_t t = Create(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  const int64_t alignment = 16;
+  const bool is_virtual = kind == Kind::kVirtual, by_value = kind == Kind::kByValue;
+  Set(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, what);
+  Set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, what);
+  Set(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, static_cast<int64_t>(dims.size()), dims.data(), what);
+  Set(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, static_cast<int64_t>(strides.size()), strides.data(), what);
+  Set(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment, what);
+  Set(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual, what);
+  Set(t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value, what);
+  Finalize(t, what);
+  return t;
+}
+
+cudnnBackendDescriptor_t CudnnGraphBuilder::Scalar(int64_t uid, cudnnDataType_t type, const char* what) {
+  return Tensor(uid, type, {1, 1, 1, 1}, {1, 1, 1, 1}, Kind::kByValue, what);
+}
+
+void CudnnGraphBuilder::Pointwise(cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
+                                  cudnnBackendDescriptor_t t, cudnnBackendDescriptor_t y, const char* what,
+                                  cudnnDataType_t math, int64_t axis) {
+  cudnnBackendDescriptor_t pw = Create(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+  Set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, what);
+  Set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &math, what);
+  if (axis >= 0) Set(pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis, what);
+  Finalize(pw, what);
+  cudnnBackendDescriptor_t op = Create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  Link(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw, what);
+  Link(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x, what);
+  if (b != nullptr) Link(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b, what);
+  if (t != nullptr) Link(op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, t, what);
+  Link(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y, what);
+  Finalize(op, what);
+  ops_.push_back(op);
+}
+
+void CudnnGraphBuilder::Reduction(cudnnReduceTensorOp_t mode, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y,
+                                  const char* what) {
+  cudnnBackendDescriptor_t r = Create(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
+  const cudnnDataType_t math = CUDNN_DATA_FLOAT;
+  Set(r, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode, what);
+  Set(r, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &math, what);
+  Finalize(r, what);
+  cudnnBackendDescriptor_t op = Create(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
+  Link(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x, what);
+  Link(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y, what);
+  Link(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, r, what);
+  Finalize(op, what);
+  ops_.push_back(op);
+}
+
+void CudnnGraphBuilder::Matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c,
+                               const char* what) {
+  cudnnBackendDescriptor_t m = Create(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
+  const cudnnDataType_t math = CUDNN_DATA_FLOAT;
+  Set(m, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &math, what);
+  Finalize(m, what);
+  cudnnBackendDescriptor_t op = Create(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
+  Link(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, a, what);
+  Link(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, b, what);
+  Link(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, c, what);
+  Link(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, m, what);
+  Finalize(op, what);
+  ops_.push_back(op);
+}
+
+cudnnBackendDescriptor_t CudnnGraphBuilder::Plan(int64_t* workspace_bytes) {
+  cudnnBackendDescriptor_t graph = Create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  Set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_, "graph handle");
+  Set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(ops_.size()),
+      ops_.data(), "graph ops");
+  Finalize(graph, "operation graph");
+  cudnnBackendDescriptor_t heur = Create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  Link(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph, "heuristics graph");
+  Set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "heuristics mode");
+  Finalize(heur, "heuristics");
+  int64_t count = 0;
+  if (ok()) {
+    Check(api_.BackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                   nullptr),
+          "heuristics count");
+  }
+  if (!ok()) return nullptr;
+  plan_log_ += "heuristics offer " + std::to_string(count) + " engine configs\n";
+  std::vector<cudnnBackendDescriptor_t> configs(static_cast<size_t>(count));
+  for (auto& c : configs) c = Create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  if (count > 0) {
+    Check(api_.BackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count,
+                                   configs.data()),
+          "heuristics results");
+  }
+  for (int64_t i = 0; i < count && ok(); ++i) {
+    cudnnBackendDescriptor_t plan = Create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    Set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_, "plan handle");
+    Link(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, configs[static_cast<size_t>(i)], "plan config");
+    if (!ok()) return nullptr;
+    const cudnnStatus_t s = api_.BackendFinalize(plan);
+    plan_log_ += "engine config " + std::to_string(i) + ": " + api_.GetErrorString(s);
+    if (s != CUDNN_STATUS_SUCCESS) plan_log_ += " " + LastError();
+    plan_log_ += "\n";
+    if (s != CUDNN_STATUS_SUCCESS) continue;
+    int64_t got = 0;
+    Check(api_.BackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got,
+                                   workspace_bytes),
+          "workspace size");
+    return ok() ? plan : nullptr;
+  }
+  if (ok()) {
+    status_ = CUDNN_STATUS_NOT_SUPPORTED;
+    error_ = "no engine config finalized (" + std::to_string(count) + " offered)";
+  }
+  return nullptr;
+}
+
+AttentionIoTensors MakeAttentionIo(CudnnGraphBuilder& g, const AttentionGraphShape& s) {
+  using K = CudnnGraphBuilder::Kind;
+  AttentionIoTensors io;
+  io.q = g.Tensor(kUidQ, CUDNN_DATA_BFLOAT16, {1, s.hq, s.sq, s.d}, {s.sq * s.hq * s.d, s.d, s.hq * s.d, 1},
+                  K::kDevice, "Q");
+  io.kt = g.Tensor(kUidK, CUDNN_DATA_BFLOAT16, {1, s.hk, s.d, s.skv}, {s.skv * s.hk * s.d, s.d, 1, s.hk * s.d},
+                   K::kDevice, "K^T");
+  io.v = g.Tensor(kUidV, CUDNN_DATA_BFLOAT16, {1, s.hk, s.skv, s.d}, {s.skv * s.hk * s.d, s.d, s.hk * s.d, 1},
+                  K::kDevice, "V");
+  io.o = g.Tensor(kUidO, CUDNN_DATA_BFLOAT16, {1, s.hq, s.sq, s.d}, {s.sq * s.hq * s.d, s.d, s.hq * s.d, 1},
+                  K::kDevice, "O");
+  return io;
+}
+
+void BuildCausalAttentionGraph(CudnnGraphBuilder& g, const AttentionGraphShape& s) {
+  using K = CudnnGraphBuilder::Kind;
+  const AttentionIoTensors io = MakeAttentionIo(g, s);
+  int64_t uid = kUidFirstVirtual;
+  const std::vector<int64_t> sdims = {1, s.hq, s.sq, s.skv}, sstrides = {s.hq * s.sq * s.skv, s.sq * s.skv, s.skv, 1};
+  const std::vector<int64_t> rdims = {1, s.hq, s.sq, 1}, rstrides = {s.hq * s.sq, s.sq, 1, 1};
+  auto scores = [&](cudnnDataType_t type, const char* what) {
+    return g.Tensor(uid++, type, sdims, sstrides, K::kVirtual, what);
+  };
+  auto rows = [&](const char* what) { return g.Tensor(uid++, CUDNN_DATA_FLOAT, rdims, rstrides, K::kVirtual, what); };
+
+  cudnnBackendDescriptor_t s0 = scores(CUDNN_DATA_FLOAT, "S = Q K^T");
+  g.Matmul(io.q, io.kt, s0, "bmm1");
+  cudnnBackendDescriptor_t scale = g.Scalar(kUidScale, CUDNN_DATA_FLOAT, "scale");
+  cudnnBackendDescriptor_t s1 = scores(CUDNN_DATA_FLOAT, "S * scale");
+  g.Pointwise(CUDNN_POINTWISE_MUL, s0, scale, nullptr, s1, "attn scale");
+  // Causal, bottom-right: query row r sits at key position r + offset and sees keys <= it.
+  cudnnBackendDescriptor_t row = scores(CUDNN_DATA_INT32, "row index");
+  g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, s1, nullptr, nullptr, row, "gen row index", CUDNN_DATA_INT32, 2);
+  cudnnBackendDescriptor_t offset = g.Scalar(kUidOffset, CUDNN_DATA_INT32, "diagonal offset");
+  cudnnBackendDescriptor_t row_pos = scores(CUDNN_DATA_INT32, "row position");
+  g.Pointwise(CUDNN_POINTWISE_ADD, row, offset, nullptr, row_pos, "row + offset", CUDNN_DATA_INT32);
+  cudnnBackendDescriptor_t col = scores(CUDNN_DATA_INT32, "col index");
+  g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, s1, nullptr, nullptr, col, "gen col index", CUDNN_DATA_INT32, 3);
+  cudnnBackendDescriptor_t visible = scores(CUDNN_DATA_BOOLEAN, "visible");
+  g.Pointwise(CUDNN_POINTWISE_CMP_GE, row_pos, col, nullptr, visible, "row >= col", CUDNN_DATA_BOOLEAN);
+  cudnnBackendDescriptor_t neg_inf = g.Scalar(kUidNegInf, CUDNN_DATA_FLOAT, "-inf");
+  cudnnBackendDescriptor_t s2 = scores(CUDNN_DATA_FLOAT, "masked S");
+  g.Pointwise(CUDNN_POINTWISE_BINARY_SELECT, s1, neg_inf, visible, s2, "causal select");
+  // Softmax.
+  cudnnBackendDescriptor_t row_max = rows("row max");
+  g.Reduction(CUDNN_REDUCE_TENSOR_MAX, s2, row_max, "max");
+  cudnnBackendDescriptor_t s3 = scores(CUDNN_DATA_FLOAT, "S - max");
+  g.Pointwise(CUDNN_POINTWISE_SUB, s2, row_max, nullptr, s3, "sub max");
+  cudnnBackendDescriptor_t s4 = scores(CUDNN_DATA_FLOAT, "exp");
+  g.Pointwise(CUDNN_POINTWISE_EXP, s3, nullptr, nullptr, s4, "exp");
+  cudnnBackendDescriptor_t row_sum = rows("row sum");
+  g.Reduction(CUDNN_REDUCE_TENSOR_ADD, s4, row_sum, "sum");
+  cudnnBackendDescriptor_t p = scores(CUDNN_DATA_BFLOAT16, "P");  // bmm2's A in the I/O type
+  g.Pointwise(CUDNN_POINTWISE_DIV, s4, row_sum, nullptr, p, "div sum");
+  g.Matmul(p, io.v, io.o, "bmm2");
+}
+
+}  // namespace kvtier::cuda

@@ -1,0 +1,113 @@
+// cuDNN backend-API graph building for kvtier's prefill attention, shared by the library
+// (cudnn_attention.h) and the probe (bench/micro/cudnn_sdpa.cu): a GraphBuilder that keeps
+// the first failure with cuDNN's own message, and the causal attention graph on kvtier's
+// layouts. Calls cuDNN through a CudnnApi table. One builder per thread.
+#ifndef KVTIER_BACKEND_CUDA_CUDNN_GRAPH_H_
+#define KVTIER_BACKEND_CUDA_CUDNN_GRAPH_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cudnn_api.h"
+
+namespace kvtier::cuda {
+
+// One attention call: sq query rows at the end of skv key rows (bottom-right causal),
+// hq query heads over hk K/V heads, head_dim d.
+struct AttentionGraphShape {
+  int64_t sq = 0, skv = 0, hq = 0, hk = 0, d = 0;
+};
+
+// The uids of the graph's tensors: device buffers and by-value scalars bound in the variant
+// pack; virtual tensors from kFirstVirtual on.
+enum AttentionGraphUid : int64_t {
+  kUidQ = 1,
+  kUidK,
+  kUidV,
+  kUidO,
+  kUidScale,
+  kUidNegInf,
+  kUidOffset,
+  kUidFirstVirtual = 100
+};
+
+// Builds one graph's descriptors (and owns them); the first failing call is kept with cuDNN's
+// message and every later call is skipped, so that a build reads straight through.
+class CudnnGraphBuilder {
+ public:
+  CudnnGraphBuilder(const CudnnApi& api, cudnnHandle_t handle) : api_(api), handle_(handle) {}
+  ~CudnnGraphBuilder();
+  CudnnGraphBuilder(const CudnnGraphBuilder&) = delete;
+  CudnnGraphBuilder& operator=(const CudnnGraphBuilder&) = delete;
+
+  bool ok() const { return status_ == CUDNN_STATUS_SUCCESS; }
+  const std::string& error() const { return error_; }
+  // One line per engine config Plan tried: its index, cuDNN's status and message.
+  const std::string& plan_log() const { return plan_log_; }
+
+  cudnnBackendDescriptor_t Create(cudnnBackendDescriptorType_t type);
+  void Set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
+           int64_t count, const void* value, const char* what);
+  void Link(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBackendDescriptor_t value,
+            const char* what);
+  void Finalize(cudnnBackendDescriptor_t d, const char* what);
+
+  // A 4-D tensor: in device memory (bound in the variant pack by uid), virtual (between
+  // operations), or a scalar passed by value.
+  enum class Kind { kDevice, kVirtual, kByValue };
+  cudnnBackendDescriptor_t Tensor(int64_t uid, cudnnDataType_t type, const std::vector<int64_t>& dims,
+                                  const std::vector<int64_t>& strides, Kind kind, const char* what);
+  cudnnBackendDescriptor_t Scalar(int64_t uid, cudnnDataType_t type, const char* what);
+
+  // y = mode(x[, b[, t]]) elementwise (GEN_INDEX: along `axis`); added to the graph.
+  void Pointwise(cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
+                 cudnnBackendDescriptor_t t, cudnnBackendDescriptor_t y, const char* what,
+                 cudnnDataType_t math = CUDNN_DATA_FLOAT, int64_t axis = -1);
+  void Reduction(cudnnReduceTensorOp_t mode, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y,
+                 const char* what);
+  void Matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c, const char* what);
+  void AddOperation(cudnnBackendDescriptor_t op) { ops_.push_back(op); }
+
+  // The operation graph, then the first engine config of heuristics mode A whose plan
+  // finalizes (each try in plan_log()). Returns the plan (owned by this builder) or null,
+  // with its workspace bytes.
+  cudnnBackendDescriptor_t Plan(int64_t* workspace_bytes);
+
+  // Hands the descriptors over to the caller (who destroys them with
+  // BackendDestroyDescriptor, last first); the builder then owns none.
+  std::vector<cudnnBackendDescriptor_t> Release();
+
+  // cuDNN's last error message (cudnnGetLastErrorString).
+  std::string LastError() const;
+
+ private:
+  void Check(cudnnStatus_t s, const char* what);
+
+  const CudnnApi& api_;
+  cudnnHandle_t handle_;
+  cudnnStatus_t status_ = CUDNN_STATUS_SUCCESS;
+  std::string error_;
+  std::string plan_log_;
+  std::vector<cudnnBackendDescriptor_t> owned_;
+  std::vector<cudnnBackendDescriptor_t> ops_;
+};
+
+// Q, K^T, V and O as cuDNN sees kvtier's buffers: (batch 1, heads, rows, d) over
+// (rows, heads, d) memory; K^T swaps K's last two dims and strides.
+struct AttentionIoTensors {
+  cudnnBackendDescriptor_t q, kt, v, o;
+};
+AttentionIoTensors MakeAttentionIo(CudnnGraphBuilder& g, const AttentionGraphShape& s);
+
+// The composite causal graph: matmul(Q, K^T) -> * scale -> causal select (GEN_INDEX
+// row / col, row + offset >= col, else -inf) -> softmax as max / sub / exp / sum / div ->
+// matmul(P, V), the pattern cuDNN's fused flash-attention engines match on every cuDNN 9.
+// bf16 in and out, fp32 scores and softmax. The scale (fp32), -inf (fp32) and the diagonal
+// offset (int32, skv - sq for bottom-right alignment) are by-value scalars of the variant
+// pack, so one plan serves every offset.
+void BuildCausalAttentionGraph(CudnnGraphBuilder& g, const AttentionGraphShape& s);
+
+}  // namespace kvtier::cuda
+
+#endif  // KVTIER_BACKEND_CUDA_CUDNN_GRAPH_H_

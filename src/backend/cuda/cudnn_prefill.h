@@ -1,0 +1,88 @@
+// CudnnPrefill: a step's prefill attention on cuDNN's fused attention (CudnnAttention), each
+// chunk's K and V of the layer first gathered from the paged pool into contiguous bf16
+// scratch (KvGather; fp8 KV dequantized there). The scratch — K and V for the longest
+// context and cuDNN's workspace — is allocated once at Create through the
+// DeviceMemoryAccount, inside gpu_mem_limit; chunks run one after another on the compute
+// stream, so one scratch serves them all. A step whose chunk cuDNN refuses (its plan does not
+// finalize, wants more workspace, or the context exceeds the scratch) runs on the backend's
+// own kernel instead, and the first reason is kept for compute_path. bf16 compute only.
+// Stepping: one thread (the backend's); Describe: any thread.
+#ifndef KVTIER_BACKEND_CUDA_CUDNN_PREFILL_H_
+#define KVTIER_BACKEND_CUDA_CUDNN_PREFILL_H_
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "backend/cuda/cudnn_attention.h"
+#include "backend/cuda/cudnn_library.h"
+#include "backend/cuda/device_memory_account.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/prefill_attention.h"
+
+namespace kvtier::cuda {
+
+class CudnnPrefill {
+ public:
+  // cuDNN's workspace, shared by every plan; a plan wanting more is refused.
+  static constexpr int64_t kWorkspaceBytes = 32 << 20;
+
+  struct Options {
+    int32_t num_heads = 0;
+    int32_t num_kv_heads = 0;
+    int32_t head_dim = 0;
+    int64_t max_context = 0;  // the longest context a chunk attends to (KV positions)
+  };
+  // Device bytes Create allocates: K and V of CudnnAttention::PlanKeys(max_context) rows
+  // and the workspace.
+  static int64_t ScratchBytes(const Options& options);
+
+  // InvalidArgument for a shape cuDNN's path does not take (head_dim 64 or 128, GQA);
+  // CudnnAttention::Create's errors; ResourceExhausted when the scratch does not fit.
+  static absl::StatusOr<std::unique_ptr<CudnnPrefill>> Create(const CudnnLibrary& library, const Options& options,
+                                                              cudaStream_t stream, DeviceMemoryAccount& memory);
+  CudnnPrefill(const CudnnPrefill&) = delete;
+  CudnnPrefill& operator=(const CudnnPrefill&) = delete;
+
+  // Host only: true when every chunk of the step runs on cuDNN (plans prepared, contexts
+  // within the scratch); false sends the step to the backend's kernel, the reason kept.
+  bool PrepareStep(std::span<const PrefillChunk> chunks);
+  // Enqueues layer `layer` of the chunks PrepareStep accepted: out rows of each chunk from q
+  // rows (step tokens, num_heads, head_dim) and the chunk's KV through kv's block tables.
+  absl::Status EnqueueLayer(std::span<const PrefillChunk> chunks, int32_t layer, const bf16* q, bf16* out,
+                            const PagedKv<bf16>& kv);
+
+  // "cudnn 9.19.0 (3 plans built in 0.41 s)" when every prefill step so far ran on it; what
+  // ran otherwise, with the first reason cuDNN was refused. `own` names the backend's kernel.
+  std::string Describe(const std::string& own) const;
+  int64_t steps_on_cudnn() const { return steps_on_cudnn_.load(std::memory_order_relaxed); }
+  int64_t steps_refused() const { return steps_refused_.load(std::memory_order_relaxed); }
+  // Plans built so far (each shape once while it stays cached).
+  int64_t plans_built() const { return attention_->plans_built(); }
+
+ private:
+  CudnnPrefill(const Options& options, cudaStream_t stream, std::unique_ptr<CudnnAttention> attention, bf16* k,
+               bf16* v)
+      : options_(options), stream_(stream), attention_(std::move(attention)), k_(k), v_(v) {}
+  void Refuse(const std::string& reason);
+
+  const Options options_;
+  cudaStream_t stream_;
+  std::unique_ptr<CudnnAttention> attention_;
+  bf16* k_;  // (PlanKeys(max_context), num_kv_heads, head_dim), the account's
+  bf16* v_;  // (PlanKeys(max_context), num_kv_heads, head_dim), the account's
+  std::atomic<int64_t> steps_on_cudnn_{0};
+  std::atomic<int64_t> steps_refused_{0};
+  mutable std::mutex mu_;
+  std::string first_refusal_;  // guarded by mu_
+};
+
+}  // namespace kvtier::cuda
+
+#endif  // KVTIER_BACKEND_CUDA_CUDNN_PREFILL_H_

@@ -1,0 +1,31 @@
+// KvGather: one sequence's K and V of one layer, read through its block table from the paged
+// pool (bf16, or fp8 E4M3 codes dequantized with their row scales in the same pass; staged
+// host-resident blocks too) into contiguous bf16 rows, the layout a library's attention
+// takes (CudnnAttention). Stateless launcher; thread-safe on distinct outputs.
+#ifndef KVTIER_BACKEND_CUDA_KV_GATHER_H_
+#define KVTIER_BACKEND_CUDA_KV_GATHER_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/kernels.h"
+
+namespace kvtier::cuda {
+
+struct KvGatherParams {
+  int32_t chunk = 0;  // whose block table: kv.indices[kv.indptr[chunk] ..)
+  int32_t layer = 0;
+  int64_t num_positions = 0;     // positions 0 .. num_positions - 1 are gathered
+  int64_t padded_positions = 0;  // rows num_positions .. padded_positions - 1 are zeroed
+  bf16* k_out = nullptr;         // (padded_positions, num_kv_heads, head_dim)
+  bf16* v_out = nullptr;         // (padded_positions, num_kv_heads, head_dim)
+};
+
+// head_dim 64 or 128 (the pool's layouts the fast attention kernels read); else, or with
+// padded_positions < num_positions or a null output, cudaErrorInvalidValue.
+cudaError_t KvGather(const KvGatherParams& params, const PagedKv<bf16>& kv, cudaStream_t stream);
+
+}  // namespace kvtier::cuda
+
+#endif  // KVTIER_BACKEND_CUDA_KV_GATHER_H_
