@@ -72,11 +72,8 @@ std::unique_ptr<Checkpoint> MakeCheckpoint(RandomCheckpointSpec spec, const std:
 using testing::Argmax;
 using testing::Feed;
 using testing::Seq;
+using testing::StepBoth;
 using Stats = testing::ScenarioStats;
-
-void Step(Backend& cpu, Backend& gpu, std::vector<Seq>& seqs, const std::vector<Feed>& feeds, Stats* stats) {
-  testing::StepBoth(cpu, gpu, seqs, feeds, stats);
-}
 
 class CudaBackendTest : public ::testing::Test {
  protected:
@@ -919,8 +916,8 @@ TEST_F(CudaBackendTest, Fp8PrefillThroughDequantizationMatchesCpu) {
   for (int i = 0; i < 150; ++i) seqs[0].tokens.push_back(tok(rng_));
   for (int32_t b = 15; b >= 0; --b) seqs[0].table.push_back(b);
   Stats stats;
-  Step(**cpu, **gpu, seqs, {{0, 150, true}}, &stats);
-  for (int i = 0; i < 3; ++i) Step(**cpu, **gpu, seqs, {{0, 1, true}}, &stats);
+  StepBoth(**cpu, **gpu, seqs, {{0, 150, true}}, &stats);
+  for (int i = 0; i < 3; ++i) StepBoth(**cpu, **gpu, seqs, {{0, 1, true}}, &stats);
   EXPECT_EQ(stats.rows, 4);
   EXPECT_EQ((*gpu)->allocations_after_init(), 0);
 }
@@ -1008,10 +1005,10 @@ TEST_F(CudaBackendTest, PrefillAttentionOnCudnnMatchesCpu) {
     for (int32_t b = 40; b < 44; ++b) seqs[1].table.push_back(b);
     Stats stats;
     if (fp8_kv) stats.tolerance = kFp8KvTolerance;
-    Step(**cpu, **gpu, seqs, {{0, 150, true}}, &stats);
-    Step(**cpu, **gpu, seqs, {{0, 101, true}, {1, 2, false}}, &stats);
-    Step(**cpu, **gpu, seqs, {{0, 49, true}, {1, 38, true}}, &stats);
-    for (int i = 0; i < 3; ++i) Step(**cpu, **gpu, seqs, {{0, 1, true}, {1, 1, true}}, &stats);
+    StepBoth(**cpu, **gpu, seqs, {{0, 150, true}}, &stats);
+    StepBoth(**cpu, **gpu, seqs, {{0, 101, true}, {1, 2, false}}, &stats);
+    StepBoth(**cpu, **gpu, seqs, {{0, 49, true}, {1, 38, true}}, &stats);
+    for (int i = 0; i < 3; ++i) StepBoth(**cpu, **gpu, seqs, {{0, 1, true}, {1, 1, true}}, &stats);
     EXPECT_EQ(stats.rows, 3 + 2 + 6);
     const std::string path = (*gpu)->compute_path();
     EXPECT_EQ(path.rfind("cuda, prefill attention cudnn ", 0), 0u) << path;

@@ -407,10 +407,7 @@ TEST_P(PagedAttentionTest, MatchesReferenceOnShuffledBlocks) {
 
     KvLayout f32_layout = w.layout;
     f32_layout.dtype = DType::kF32;
-    AttentionOptions options;  // the CPU backend's form of p.scores
-    if (p.scores.scale > 0.0f) options.scale = p.scores.scale;
-    if (p.scores.logit_softcap > 0.0f) options.logit_softcap = p.scores.logit_softcap;
-    if (p.scores.window > 0) options.window = p.scores.window;
+    const AttentionOptions options = cuda_test::CpuAttentionOptions(p.scores);
     int64_t token = 0;
     for (size_t c = 0; c < w.chunks.size(); ++c) {
       const int rows = w.chunks[c].num_tokens;

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/kernels.h"
 #include "backend/kv_layout.h"
 #include "model/tensor.h"
@@ -148,6 +149,15 @@ inline void RandomFp8(int64_t rows, int64_t cols, std::mt19937& rng, std::vector
 }
 
 using ::kvtier::testing::RelativeError;
+
+// The CPU backend's form of the kernels' AttentionScores (0: the default), for references.
+inline AttentionOptions CpuAttentionOptions(const cuda::AttentionScores& scores) {
+  AttentionOptions options;
+  if (scores.scale > 0.0f) options.scale = scores.scale;
+  if (scores.logit_softcap > 0.0f) options.logit_softcap = scores.logit_softcap;
+  if (scores.window > 0) options.window = scores.window;
+  return options;
+}
 
 }  // namespace kvtier::cuda_test
 

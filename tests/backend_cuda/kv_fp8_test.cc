@@ -154,21 +154,12 @@ TEST_F(KvFp8Test, KvWriteMatchesTheCpuQuantizerBitForBit) {
   }
 }
 
-// The CPU's form of the kernels' AttentionScores (0: the default).
-AttentionOptions CpuOptionsOf(const AttentionScores& scores) {
-  AttentionOptions options;
-  if (scores.scale > 0.0f) options.scale = scores.scale;
-  if (scores.logit_softcap > 0.0f) options.logit_softcap = scores.logit_softcap;
-  if (scores.window > 0) options.window = scores.window;
-  return options;
-}
-
 // Reference outputs of every chunk of a PagedWorld through the CPU PagedAttention over the
 // same fp8 bytes (q as the 16-bit values the kernel reads), scores as `scores` says.
 std::vector<float> CpuReference(const cuda_test::PagedWorld& w, const KvLayout& layout,
                                 const std::vector<uint8_t>& pool, const std::vector<float>& q, int layer,
                                 const AttentionScores& scores = {}) {
-  const AttentionOptions options = CpuOptionsOf(scores);
+  const AttentionOptions options = cuda_test::CpuAttentionOptions(scores);
   const size_t row = static_cast<size_t>(w.num_heads) * layout.head_dim;
   std::vector<float> out(w.QElements());
   size_t token = 0;

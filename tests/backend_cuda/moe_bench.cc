@@ -23,6 +23,7 @@
 #include "backend/cuda/moe_layer.h"
 #include "backend/cuda/weight_loaders.h"
 #include "bench_check.h"
+#include "moe_test_data.h"
 #include "model/config.h"
 
 namespace kvtier {
@@ -30,11 +31,7 @@ namespace {
 
 using cuda::bf16;
 
-struct Shape {
-  const char* name;
-  int hidden, num_experts, top_k, inter;
-  bool renormalize;
-};
+using Shape = cuda_test::MoeLayerShape;
 constexpr Shape kShapes[] = {{"qwen3-30b-a3b", 2048, 128, 8, 768, true}, {"mixtral-8x7b", 4096, 8, 2, 14336, true}};
 constexpr int kRows[] = {1, 64, 2048};
 constexpr cuda::MoeTile kTiles[] = {cuda::MoeTile::kAuto,       cuda::MoeTile::kGemv,  cuda::MoeTile::k16x16,
@@ -112,14 +109,7 @@ LayerCopy MakeLayer(const Shape& s, uint64_t seed, cuda::DeviceMemoryAccount& me
 }
 
 void RunShape(const Shape& s, double ceiling) {
-  ModelConfig config;
-  config.hidden_size = s.hidden;
-  config.num_layers = 1;
-  config.moe.num_experts = s.num_experts;
-  config.moe.top_k = s.top_k;
-  config.moe.expert_intermediate_size = s.inter;
-  config.moe.norm_topk_prob = s.renormalize;
-  config.moe.sparse_layers = {true};
+  const ModelConfig config = cuda_test::MoeLayerConfig(s);
   cuda::DeviceMemoryAccount memory(0);
   const int max_rows = *std::max_element(std::begin(kRows), std::end(kRows));
   absl::StatusOr<cuda::MoeBuffers> buffers = cuda::MoeBuffers::Allocate(config, max_rows, memory);

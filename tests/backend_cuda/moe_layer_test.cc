@@ -28,26 +28,10 @@ using cuda_test::RandomF32;
 using cuda_test::RelativeError;
 using cuda_test::Tolerance;
 
-struct LayerShape {
-  const char* name;
-  int hidden, num_experts, top_k, inter;
-  bool renormalize;
-};
+using LayerShape = cuda_test::MoeLayerShape;
 constexpr LayerShape kShapes[] = {{"mixtral-like", 64, 8, 2, 96, true},
                                   {"qwen3moe-like", 128, 16, 4, 48, false},
                                   {"qwen3moe-many-experts", 256, 128, 8, 64, true}};
-
-ModelConfig ConfigOf(const LayerShape& s) {
-  ModelConfig c;
-  c.hidden_size = s.hidden;
-  c.num_layers = 1;
-  c.moe.num_experts = s.num_experts;
-  c.moe.top_k = s.top_k;
-  c.moe.expert_intermediate_size = s.inter;
-  c.moe.norm_topk_prob = s.renormalize;
-  c.moe.sparse_layers = {true};
-  return c;
-}
 
 CpuMatrix F32Matrix(const float* values, int64_t rows, int64_t cols) {
   CpuMatrix m;
@@ -114,7 +98,7 @@ TEST_F(MoeLayerTest, MatchesTheCpuBackendsMoeMlp) {
       for (bool fp8 : {false, true}) {
         SCOPED_TRACE(::testing::Message() << s.name << (fp8 ? ", fp8 experts" : ", 16-bit experts"));
         MoeLayerWorld world = MoeLayerWorld::Make<T>(s, fp8, rng_);
-        const ModelConfig config = ConfigOf(s);
+        const ModelConfig config = cuda_test::MoeLayerConfig(s);
         constexpr int kMaxRows = 200;
         DeviceMemoryAccount memory(0);
         absl::StatusOr<MoeBuffers> buffers = MoeBuffers::Allocate(config, kMaxRows, memory);
@@ -158,7 +142,7 @@ TEST_F(MoeLayerTest, MatchesTheCpuBackendsMoeMlp) {
 TEST_F(MoeLayerTest, ReplaysAsACapturedGraph) {
   const LayerShape& s = kShapes[2];
   MoeLayerWorld world = MoeLayerWorld::Make<bf16>(s, /*fp8=*/false, rng_);
-  const ModelConfig config = ConfigOf(s);
+  const ModelConfig config = cuda_test::MoeLayerConfig(s);
   DeviceMemoryAccount memory(0);
   absl::StatusOr<MoeBuffers> buffers = MoeBuffers::Allocate(config, 8, memory);
   ASSERT_TRUE(buffers.ok()) << buffers.status();

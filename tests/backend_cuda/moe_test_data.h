@@ -13,8 +13,29 @@
 #include "backend/cuda/moe_kernels.h"
 #include "common/fp8_e4m3.h"
 #include "cuda_test_data.h"
+#include "model/config.h"
 
 namespace kvtier::cuda_test {
+
+// One MoE layer's shape, as the tests and the bench sweep them.
+struct MoeLayerShape {
+  const char* name;
+  int hidden, num_experts, top_k, inter;
+  bool renormalize;
+};
+
+// A one-layer config whose only layer is that MoE layer.
+inline ModelConfig MoeLayerConfig(const MoeLayerShape& s) {
+  ModelConfig c;
+  c.hidden_size = s.hidden;
+  c.num_layers = 1;
+  c.moe.num_experts = s.num_experts;
+  c.moe.top_k = s.top_k;
+  c.moe.expert_intermediate_size = s.inter;
+  c.moe.norm_topk_prob = s.renormalize;
+  c.moe.sparse_layers = {true};
+  return c;
+}
 
 // (rows, top_k) distinct experts per row, drawn only from the experts e with e % 3 != 1 when
 // that leaves top_k of them, so some experts get no route at all.

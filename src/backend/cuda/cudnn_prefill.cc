@@ -12,9 +12,18 @@
 
 namespace kvtier::cuda {
 
+namespace {
+
+// Bytes of the K (or V) scratch: the longest context's plan rows of every kv head.
+size_t KvScratchSideBytes(const CudnnPrefill::Options& options) {
+  return static_cast<size_t>(CudnnAttention::PlanKeys(options.max_context)) * options.num_kv_heads *
+         options.head_dim * sizeof(bf16);
+}
+
+}  // namespace
+
 int64_t CudnnPrefill::ScratchBytes(const Options& options) {
-  const int64_t rows = CudnnAttention::PlanKeys(options.max_context);
-  return 2 * rows * options.num_kv_heads * options.head_dim * static_cast<int64_t>(sizeof(bf16)) + kWorkspaceBytes;
+  return 2 * static_cast<int64_t>(KvScratchSideBytes(options)) + kWorkspaceBytes;
 }
 
 absl::StatusOr<std::unique_ptr<CudnnPrefill>> CudnnPrefill::Create(const CudnnLibrary& library,
@@ -26,9 +35,7 @@ absl::StatusOr<std::unique_ptr<CudnnPrefill>> CudnnPrefill::Create(const CudnnLi
                                                    options.num_heads, " heads over ", options.num_kv_heads,
                                                    " kv heads, context ", options.max_context, " not supported"));
   }
-  const size_t side =
-      static_cast<size_t>(CudnnAttention::PlanKeys(options.max_context)) * options.num_kv_heads * options.head_dim *
-      sizeof(bf16);
+  const size_t side = KvScratchSideBytes(options);
   // What was allocated goes back to the account when a later part fails.
   void* buffers[3] = {nullptr, nullptr, nullptr};
   const size_t sizes[3] = {static_cast<size_t>(kWorkspaceBytes), side, side};
