@@ -38,6 +38,11 @@ bool CudaMoeUnverifiedEnabled() {
   return value != nullptr && std::strcmp(value, "1") == 0;
 }
 
+bool CudaWgmmaScoresUnverifiedEnabled() {
+  const char* value = std::getenv(kCudaWgmmaScoresUnverifiedEnv);
+  return value != nullptr && std::strcmp(value, "1") == 0;
+}
+
 absl::Status CudaForwardSupports(const ModelConfig& c) {
   if (c.moe.num_experts == 0) return absl::OkStatus();
   if (CudaMoeUnverifiedEnabled()) return CudaMoeSupports(c);

@@ -25,6 +25,16 @@ inline constexpr char kCudaMoeUnverifiedEnv[] = "KVTIER_CUDA_MOE_UNVERIFIED";
 // Whether kCudaMoeUnverifiedEnv is "1"; read here only.
 bool CudaMoeUnverifiedEnabled();
 
+// Scores other than plain (query_pre_attn_scalar, Gemma 2's soft-cap, sliding windows) on the
+// Hopper wgmma prefill attention (backend/cuda/prefill_attention_wgmma.h) where the
+// environment sets kCudaWgmmaScoresUnverifiedEnv to 1; without it KernelSelection keeps such
+// models on the mma.sync prefill, which applies the same scores. The wgmma instances are
+// written but not yet checked on a GPU; the switch is for their tests and the device call that
+// checks them (docs/CUDA_BACKEND.md).
+inline constexpr char kCudaWgmmaScoresUnverifiedEnv[] = "KVTIER_CUDA_WGMMA_SCORES_UNVERIFIED";
+// Whether kCudaWgmmaScoresUnverifiedEnv is "1"; read here only.
+bool CudaWgmmaScoresUnverifiedEnabled();
+
 }  // namespace kvtier
 
 #endif  // KVTIER_BACKEND_CUDA_MODEL_SUPPORT_H_

@@ -59,6 +59,25 @@ TEST(CudaModelSupportTest, RunsMixtureOfExpertsOnlyBehindTheUnverifiedSwitch) {
   }
 }
 
+// The wgmma prefill's scored instances are asked for by exactly "1", as the experts are.
+TEST(CudaModelSupportTest, WgmmaScoresSwitchIsOnForOneOnly) {
+  const char* before = std::getenv(kCudaWgmmaScoresUnverifiedEnv);
+  const std::string saved = before != nullptr ? before : "";
+  unsetenv(kCudaWgmmaScoresUnverifiedEnv);
+  EXPECT_FALSE(CudaWgmmaScoresUnverifiedEnabled());
+  for (const char* value : {"0", "", "true", "11"}) {
+    setenv(kCudaWgmmaScoresUnverifiedEnv, value, 1);
+    EXPECT_FALSE(CudaWgmmaScoresUnverifiedEnabled()) << '"' << value << '"';
+  }
+  setenv(kCudaWgmmaScoresUnverifiedEnv, "1", 1);
+  EXPECT_TRUE(CudaWgmmaScoresUnverifiedEnabled());
+  if (before != nullptr) {
+    setenv(kCudaWgmmaScoresUnverifiedEnv, saved.c_str(), 1);
+  } else {
+    unsetenv(kCudaWgmmaScoresUnverifiedEnv);
+  }
+}
+
 // Every dense family runs: Phi-3's fused projections and LongRoPE; Gemma 2's soft-caps,
 // GeGLU, (1 + w) and sandwich norms, scaled embeddings and query_pre_attn_scalar; Gemma 3's
 // q/k norms, two RoPE bases and linear RoPE scaling; sliding windows of any length.

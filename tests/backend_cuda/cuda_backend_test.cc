@@ -23,6 +23,8 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda_model_support.h"
 #include "backend/cuda/fp8_skinny.h"
+#include "backend/cuda/kernel_selection.h"
+#include "backend/cuda/skinny_gemm.h"
 #include "backend/cuda_module.h"
 #include "common/fp8_e4m3.h"
 #include "cuda_test_util.h"
@@ -259,6 +261,15 @@ TEST_P(CudaBackendModelTest, MatchesCpuBackend) {
               stats.max_rel_error, stats.argmax_mismatch,
               (*gpu)->fast_attention() ? "fast" : "generic");
   EXPECT_EQ((*gpu)->fast_attention(), mc.head_dim == 64 || mc.head_dim == 128);
+  // Scores other than plain (Gemma's) at the wgmma kernel's shape (head_dim 128, bf16 compute,
+  // a Hopper GPU) prefill on it exactly where kCudaWgmmaScoresUnverifiedEnv is set (the device
+  // call runs these cases both ways), else on the mma.sync kernel.
+  if (!cuda::PlainAttentionScores(checkpoint->config()) && mc.head_dim == 128 && mc.dtype != DType::kF16 &&
+      cuda::SkinnyGemmDeviceOk(0)) {
+    const std::string want =
+        CudaWgmmaScoresUnverifiedEnabled() ? "prefill attention wgmma" : "prefill attention mma";
+    EXPECT_NE((*gpu)->compute_path().find(want), std::string::npos) << (*gpu)->compute_path();
+  }
   // fp16 keeps 3 more mantissa bits than bf16: its logits are ~5x closer to the fp32 CPU's
   // (H200: at most 2.2e-3 against 1.0e-2 .. 1.6e-2 for bf16), so a path that rounded
   // through bf16 would fail here.
@@ -341,6 +352,7 @@ INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
                                            ModelCase{"tiny-gemma3", false, true},
                                            ModelCase{"tiny-gemma2", false, true, 64, 4, 2},
                                            ModelCase{"tiny-gemma3", false, true, 128, 4, 2},
+                                           ModelCase{"tiny-gemma2", false, true, 128, 8, 2},
                                            ModelCase{"tiny-gemma3", false, true, 0, 0, 0, DType::kF16},
                                            ModelCase{"tiny-gemma2", false, true, 0, 0, 0, DType::kBF16,
                                                      StorageDType::kFp8},

@@ -4,6 +4,7 @@
 // GPU tests skip without a device.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda/skinny_gemm.h"
+#include "backend/cuda_model_support.h"
 #include "backend/kv_layout.h"
 #include "common/fp8_e4m3.h"
 #include "cuda_test_util.h"
@@ -300,14 +302,45 @@ TEST_P(KvFp8AttentionTest, LongContextDecodeMatchesCpuAtEverySplitCount) {
                             rng_);
 }
 
+// Every row before the 128-position boundary at or below each chunk's first query's window
+// start, as PoisonPastTheContexts poisons (no prefill kernel visits a KV tile before it).
+void PoisonBeforeTheWindows(const cuda_test::PagedWorld& w, const KvLayout& layout, int window,
+                            std::vector<uint8_t>* pool) {
+  if (window <= 0) return;
+  const int64_t bt = layout.block_tokens, d = layout.head_dim, heads = layout.num_kv_heads;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t c = 0; c < w.chunks.size(); ++c) {
+    const int64_t first_read = std::max<int64_t>(0, w.chunks[c].start_position - window + 1) / 128 * 128;
+    for (int64_t pos = 0; pos < first_read; ++pos) {
+      uint8_t* block = pool->data() + static_cast<int64_t>(w.tables[c][pos / bt]) * layout.BlockBytes();
+      for (int64_t slice = 0; slice < 2 * layout.num_layers * heads; ++slice) {  // (layer, k|v, kv head)
+        const int64_t row = slice * bt + pos % bt;
+        std::memset(block + row * d, 0x7f, d);
+        std::memcpy(block + layout.ElementsPerBlock() + row * sizeof(float), &nan, sizeof(float));
+      }
+    }
+  }
+}
+
+const std::vector<cuda::ChunkShape> kPrefillShapes = {{1, 0},      {3, 5},      {16, 0},  {17, 100},
+                                                      {100, 1000}, {300, 1037}, {64, 64}};
+
 // PrefillAttention over an fp8 pool against the CPU on the same bytes, on every kernel that
-// takes `scores` (wgmma: plain scores only, bf16), chunks of 1 to 300 queries over cached
-// context.
-void CheckPrefillOnTheSameBytes(const AttentionCase& p, const AttentionScores& scores, std::mt19937& rng) {
-  const std::vector<cuda::ChunkShape> shapes = {{1, 0}, {3, 5}, {16, 0}, {17, 100}, {100, 1000}, {300, 1037}, {64, 64}};
+// takes `scores` (wgmma: bf16; other than plain scores only with kCudaWgmmaScoresUnverifiedEnv,
+// which KernelSelection needs for them), chunks of `shapes` over cached context. With
+// `poison_unread`, the rows no kernel may read (past each context, before each window's first
+// KV tile) are NaN on the device; the CPU reads the clean pool (the same bytes wherever it reads).
+void CheckPrefillOnTheSameBytes(const AttentionCase& p, const AttentionScores& scores, std::mt19937& rng,
+                                const std::vector<cuda::ChunkShape>& shapes = kPrefillShapes,
+                                bool poison_unread = false) {
   cuda_test::PagedWorld w(p.heads, p.kv_heads, p.head_dim, p.block_tokens, shapes, rng);
   const KvLayout layout = Fp8Layout(2, p.kv_heads, p.head_dim, p.block_tokens);
   const std::vector<uint8_t> pool = RandomFp8Pool(layout, w.num_blocks, rng);
+  std::vector<uint8_t> device_pool = pool;
+  if (poison_unread) {
+    PoisonPastTheContexts(w, layout, &device_pool);
+    PoisonBeforeTheWindows(w, layout, scores.window, &device_pool);
+  }
   std::vector<PrefillChunk> chunks;
   int32_t token = 0;
   for (size_t c = 0; c < w.chunks.size(); ++c) {
@@ -317,7 +350,7 @@ void CheckPrefillOnTheSameBytes(const AttentionCase& p, const AttentionScores& s
   cuda_test::ForEachElem([&]<typename T>() {
     std::vector<PrefillKernel> kernels = {PrefillKernel::kMma};
     const bool plain = scores.scale == 0.0f && scores.logit_softcap == 0.0f && scores.window == 0;
-    if (plain && std::is_same_v<T, bf16> && PrefillWgmmaSupported(true, p.head_dim, p.heads, p.kv_heads) &&
+    if ((plain || CudaWgmmaScoresUnverifiedEnabled()) && std::is_same_v<T, bf16> && PrefillWgmmaSupported(true, p.head_dim, p.heads, p.kv_heads) &&
         SkinnyGemmDeviceOk(0)) {
       kernels.push_back(PrefillKernel::kWgmma);
     }
@@ -327,11 +360,11 @@ void CheckPrefillOnTheSameBytes(const AttentionCase& p, const AttentionScores& s
       PlanPrefillTiles(chunks, PrefillTileTokens(p.head_dim, p.heads / p.kv_heads, kernel), &tiles);
       const int layer = 0;
       Data16 q = Random16<T>(w.QElements(), rng, -2, 2);
-      DeviceArray<uint8_t> d_pool(pool.size());
+      DeviceArray<uint8_t> d_pool(device_pool.size());
       DeviceArray<uint16_t> d_q(q.bits.size()), d_out(q.bits.size());
       DeviceArray<int32_t> d_indptr(w.indptr.size()), d_indices(w.indices.size());
       DeviceArray<PrefillTile> d_tiles(tiles.size());
-      d_pool.Upload(pool);
+      d_pool.Upload(device_pool);
       d_q.Upload(q.bits);
       d_indptr.Upload(w.indptr);
       d_indices.Upload(w.indices);
@@ -376,6 +409,26 @@ TEST_P(KvFp8AttentionTest, PrefillAppliesScaleSoftCapAndWindowOnTheSameBytes) {
     SCOPED_TRACE(::testing::Message() << "scale " << scores.scale << " cap " << scores.logit_softcap << " window "
                                       << scores.window);
     CheckPrefillOnTheSameBytes(GetParam(), scores, rng_);
+  }
+}
+
+// Gemma 2's scores on the wgmma kernel's scored instances (bf16 compute; the mma.sync kernel
+// alongside): scale 1/16 (query_pre_attn_scalar 256) with soft-caps 50 and 5, windows 5, 37, 700
+// and 4096 over a ragged batch of 1 to 700 queries from position 0 and past cached prefixes up
+// to 4500 deep, with NaN rows wherever no kernel may read.
+TEST_P(KvFp8AttentionTest, PrefillWgmmaAppliesGemmaScoresOnTheSameBytes) {
+  if (!CudaWgmmaScoresUnverifiedEnabled()) {
+    GTEST_SKIP() << "the scored wgmma instances are checked with " << kCudaWgmmaScoresUnverifiedEnv << "=1";
+  }
+  const std::vector<cuda::ChunkShape> shapes = {{1, 0},     {3, 5},     {129, 0},   {17, 100},  {100, 1000},
+                                                {700, 900}, {64, 64},   {300, 4090}, {1, 4500}, {200, 4300}};
+  const float gemma2_scale = 1.0f / 16.0f;
+  const AttentionScores cases[] = {{gemma2_scale, 50.0f, 0}, {gemma2_scale, 5.0f, 0},    {gemma2_scale, 50.0f, 5},
+                                   {gemma2_scale, 5.0f, 37}, {gemma2_scale, 50.0f, 700}, {gemma2_scale, 50.0f, 4096}};
+  for (const AttentionScores& scores : cases) {
+    SCOPED_TRACE(::testing::Message() << "scale " << scores.scale << " cap " << scores.logit_softcap << " window "
+                                      << scores.window);
+    CheckPrefillOnTheSameBytes(GetParam(), scores, rng_, shapes, /*poison_unread=*/true);
   }
 }
 

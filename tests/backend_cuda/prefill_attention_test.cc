@@ -17,6 +17,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/prefill_attention_wgmma.h"
 #include "backend/cuda/skinny_gemm.h"
+#include "backend/cuda_model_support.h"
 #include "backend/kv_layout.h"
 #include "cuda_test_util.h"
 #include "gtest/gtest.h"
@@ -210,10 +211,10 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(c.head_dim) + "bt" + std::to_string(c.block_tokens);
     });
 
-// Gemma's scores on the mma.sync kernel (the one KernelSelection runs them on): another
-// scale with a soft-cap, and sliding windows shorter than a KV tile (5: rows of a tile whose
-// first KV tiles are all masked), across tiles (100) and longer than most contexts (1500),
-// against the reference; the wgmma kernel refuses them.
+// Gemma's scores on the mma.sync kernel (the one KernelSelection runs them on without
+// kCudaWgmmaScoresUnverifiedEnv): another scale with a soft-cap, and sliding windows shorter
+// than a KV tile (5: rows of a tile whose first KV tiles are all masked), across tiles (100)
+// and longer than most contexts (1500), against the reference.
 TEST(PrefillAttentionScoresTest, MmaAppliesScaleSoftCapAndWindow) {
   KVT_SKIP_WITHOUT_CUDA();
   std::mt19937 rng(5);
@@ -255,11 +256,111 @@ TEST(PrefillAttentionScoresTest, MmaAppliesScaleSoftCapAndWindow) {
         EXPECT_LT(RelativeError(got, want), Tolerance<T>())
             << "chunk " << c.chunk << " start " << c.start_position << " tokens " << c.num_tokens;
       }
-      params.kernel = PrefillKernel::kWgmma;
-      EXPECT_EQ(PrefillAttention(params, dw.Kv<T>(w, d_pool.get()), nullptr), cudaErrorInvalidValue);
     }
   });
 }
+
+constexpr uint16_t kBf16NaN = 0x7fc0;
+
+// The pool's 16-bit rows that no prefill kernel may read under `window`, set to NaN (a V row
+// read at weight 0 would still make NaN): every row past each chunk's context, and with a
+// window every row before the 128-position boundary at or below the chunk's first query's
+// window (the kernels' KV tiles of 64 or 128 positions start at multiples of 64, so none
+// visits a tile before that one).
+std::vector<uint16_t> PoisonUnreadRows(const PrefillWorld& w, std::vector<uint16_t> bits, int window) {
+  const int64_t bt = w.layout.block_tokens, d = w.layout.head_dim;
+  for (const PrefillChunk& c : w.prefill_chunks) {
+    const std::vector<int32_t>& table = w.tables[c.chunk];
+    const int64_t first_read = window > 0 ? std::max<int64_t>(0, c.start_position - window + 1) / 128 * 128 : 0;
+    const int64_t end = c.start_position + c.num_tokens;
+    for (int64_t pos = 0; pos < static_cast<int64_t>(table.size()) * bt; ++pos) {
+      if (pos >= first_read && pos < end) continue;
+      for (int64_t layer = 0; layer < w.layout.num_layers; ++layer) {
+        for (int64_t kv = 0; kv < 2; ++kv) {
+          for (int64_t head = 0; head < w.layout.num_kv_heads; ++head) {
+            const int64_t at = table[pos / bt] * w.layout.ElementsPerBlock() +
+                               w.layout.ElementOffset(layer, kv, head, pos % bt);
+            std::fill(bits.begin() + at, bits.begin() + at + d, kBf16NaN);
+          }
+        }
+      }
+    }
+  }
+  return bits;
+}
+
+// Gemma's scores on the wgmma kernel's scored instances (behind kCudaWgmmaScoresUnverifiedEnv
+// in KernelSelection), every variant and the mma.sync kernel on the same bytes, against the
+// reference: Gemma 2's scale (query_pre_attn_scalar 256) with soft-caps 50 and 5, windows
+// within a tile (5), across tiles (37), across many (700) and Gemma 2's (4096), over a ragged
+// batch of chunks from 1 to 1000 tokens (off the 128-token tile and the 16-position block),
+// from position 0 and past a cached prefix up to 5000 deep. Rows past each context and before
+// each chunk's first KV tile are NaN: the skipped tiles are never read.
+class PrefillWgmmaScoresTest : public cuda_test::CudaParamTest<PrefillCase> {};
+
+TEST_P(PrefillWgmmaScoresTest, AppliesScaleSoftCapAndWindowOnEveryVariant) {
+  const PrefillCase p = GetParam();
+  if (!SkinnyGemmDeviceOk(0)) GTEST_SKIP() << "the wgmma kernel needs compute capability 9.0";
+  if (!CudaWgmmaScoresUnverifiedEnabled()) {
+    GTEST_SKIP() << "the scored wgmma instances are checked with " << kCudaWgmmaScoresUnverifiedEnv << "=1";
+  }
+  PrefillWorld w(p.heads, p.kv_heads, p.head_dim, p.block_tokens,
+                 {{1, 0}, {3, 5}, {17, 100}, {129, 0}, {100, 1000}, {600, 1037}, {64, 64}, {300, 4090},
+                  {1000, 3500}, {1, 4999}},
+                 rng_);
+  const float gemma2_scale = 1.0f / 16.0f;
+  const AttentionScores cases[] = {{gemma2_scale, 0.0f, 0},   {gemma2_scale, 50.0f, 0}, {gemma2_scale, 5.0f, 0},
+                                   {gemma2_scale, 50.0f, 5},  {gemma2_scale, 5.0f, 37}, {0.0f, 0.0f, 700},
+                                   {gemma2_scale, 50.0f, 700}, {gemma2_scale, 50.0f, 4096}};
+  const int layer = 1;
+  Data16 pool = Random16<bf16>(w.PoolElements(), rng_, -2, 2);
+  Data16 q = Random16<bf16>(w.QElements(), rng_, -2, 2);
+  DeviceArray<uint16_t> d_pool(pool.bits.size()), d_q(q.bits.size()), d_out(q.bits.size());
+  d_q.Upload(q.bits);
+  const std::vector<PrefillRun> runs = RunsFor<bf16>(p.head_dim, p.heads, p.kv_heads);
+  ASSERT_GT(runs.size(), 1u);
+  for (const AttentionScores& scores : cases) {
+    SCOPED_TRACE(::testing::Message() << "scale " << scores.scale << " cap " << scores.logit_softcap << " window "
+                                      << scores.window);
+    d_pool.Upload(PoisonUnreadRows(w, pool.bits, scores.window));
+    const std::vector<float> ref = ReferenceAttention(w, pool.values, q.values, layer, scores);
+    for (const PrefillRun& run : runs) {
+      SCOPED_TRACE(run.name);
+      DeviceWorld dw(w, run.kernel);
+      PrefillAttentionParams<bf16> params;
+      params.q = reinterpret_cast<const bf16*>(d_q.get());
+      params.out = reinterpret_cast<bf16*>(d_out.get());
+      params.tiles = dw.tiles.get();
+      params.num_tiles = dw.num_tiles;
+      params.num_heads = p.heads;
+      params.layer = layer;
+      params.scores = scores;
+      d_out.Poison();
+      ASSERT_EQ(RunPrefill(run, params, dw.Kv<bf16>(w, d_pool.get())), cudaSuccess);
+      CUDA_ASSERT(cudaDeviceSynchronize());
+      const std::vector<float> out = ToF32<bf16>(d_out.Download());
+      const size_t row = static_cast<size_t>(p.heads) * p.head_dim;
+      for (const PrefillChunk& c : w.prefill_chunks) {  // every element written (no NaN) and close
+        const std::vector<float> got(out.begin() + c.token_begin * row,
+                                     out.begin() + (c.token_begin + c.num_tokens) * row);
+        const std::vector<float> want(ref.begin() + c.token_begin * row,
+                                      ref.begin() + (c.token_begin + c.num_tokens) * row);
+        EXPECT_LT(RelativeError(got, want), Tolerance<bf16>())
+            << "chunk " << c.chunk << " start " << c.start_position << " tokens " << c.num_tokens;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PrefillWgmmaScoresTest,
+                         ::testing::Values(PrefillCase{8, 2, 128, 16},   // GQA 4: 32 tokens per wgmma tile
+                                           PrefillCase{16, 8, 128, 16},  // Gemma 2's group 2
+                                           PrefillCase{4, 4, 128, 32}),  // MHA: 128 tokens per tile
+                         [](const ::testing::TestParamInfo<PrefillCase>& info) {
+                           const PrefillCase& c = info.param;
+                           return "h" + std::to_string(c.heads) + "kv" + std::to_string(c.kv_heads) + "bt" +
+                                  std::to_string(c.block_tokens);
+                         });
 
 TEST(PrefillAttentionArgsTest, RejectsUnsupportedShapes) {
   PrefillAttentionParams<bf16> params;
@@ -368,6 +469,86 @@ INSTANTIATE_TEST_SUITE_P(Llama3, PrefillAttentionTiming,
                                            TimingCase{8192, 0}),
                          [](const ::testing::TestParamInfo<TimingCase>& info) {
                            return "t" + std::to_string(info.param.tokens) + "at" + std::to_string(info.param.start);
+                         });
+
+struct WindowTimingCase {
+  int tokens;
+  int window;  // 0: none (Gemma 2's global layers: the soft-cap alone)
+};
+
+class PrefillWindowTiming : public ::testing::TestWithParam<WindowTimingCase> {
+ protected:
+  void SetUp() override {
+    KVT_SKIP_WITHOUT_CUDA();
+    if (!SkinnyGemmDeviceOk(0)) GTEST_SKIP() << "the wgmma kernel needs compute capability 9.0";
+    if (!CudaWgmmaScoresUnverifiedEnabled()) {
+      GTEST_SKIP() << "times the scored wgmma instances, run with " << kCudaWgmmaScoresUnverifiedEnv << "=1";
+    }
+  }
+  std::mt19937 rng_{2024};
+};
+
+// One Gemma-2-scored layer (scale 1/16, soft-cap 50) at Llama-3-8B's attention shape (32 heads,
+// 8 kv heads, head_dim 128, blocks of 16), one long prompt, bf16 and fp8 KV: the mma.sync
+// kernel (what such a model prefills on without kCudaWgmmaScoresUnverifiedEnv) against the
+// default wgmma variant with the same scores (with it), each window's skipped tiles included,
+// and the wgmma output against the mma one.
+TEST_P(PrefillWindowTiming, GemmaScoredLayer) {
+  const WindowTimingCase tc = GetParam();
+  const int heads = 32, kv_heads = 8, d = 128;
+  PrefillWorld w(heads, kv_heads, d, 16, {{tc.tokens, 0}}, rng_);
+  DeviceArray<uint16_t> d_pool(w.PoolElements()), d_q(w.QElements()), d_out(w.QElements()), d_ref(w.QElements());
+  CUDA_ASSERT(FillRandom(reinterpret_cast<bf16*>(d_pool.get()), w.PoolElements(), 1, 0.5f, 1.0f, nullptr));
+  CUDA_ASSERT(FillRandom(reinterpret_cast<bf16*>(d_q.get()), w.QElements(), 2, 0.0f, 2.0f, nullptr));
+  KvLayout fp8_layout = w.layout;
+  fp8_layout.dtype = DType::kF8E4M3;
+  const int64_t fp8_blocks = w.PoolElements() / w.layout.ElementsPerBlock();
+  DeviceArray<uint8_t> d_fp8(static_cast<size_t>(fp8_blocks * fp8_layout.BlockBytes()));
+  CUDA_ASSERT(cudaMemset(d_fp8.get(), 0x38, static_cast<size_t>(fp8_blocks * fp8_layout.BlockBytes())));
+  const AttentionScores scores{1.0f / 16.0f, 50.0f, tc.window};
+  // FLOPs of the positions read: each query reads min(pos + 1, window) keys.
+  double pairs = 0;
+  for (int64_t pos = 0; pos < tc.tokens; ++pos) pairs += tc.window > 0 ? std::min<int64_t>(pos + 1, tc.window) : pos + 1;
+  const double flops = 4.0 * d * heads * pairs;
+  for (const bool fp8 : {false, true}) {
+    double mma_us = 0;
+    for (const PrefillRun& run : {kMmaRun, kWgmmaRuns[0]}) {
+      DeviceWorld dw(w, run.kernel);
+      const PagedKv<bf16> kv = fp8 ? cuda_test::PagedKvOf(fp8_layout, reinterpret_cast<bf16*>(d_fp8.get()),
+                                                          dw.indices.get(), dw.indptr.get())
+                                   : dw.Kv<bf16>(w, d_pool.get());
+      PrefillAttentionParams<bf16> params;
+      params.q = reinterpret_cast<const bf16*>(d_q.get());
+      params.out = reinterpret_cast<bf16*>(run.kernel == PrefillKernel::kMma ? d_ref.get() : d_out.get());
+      params.tiles = dw.tiles.get();
+      params.num_tiles = dw.num_tiles;
+      params.num_heads = heads;
+      params.layer = 1;
+      params.scores = scores;
+      CUDA_ASSERT(RunPrefill(run, params, kv));
+      CUDA_ASSERT(cudaDeviceSynchronize());
+      const double us = MedianMicros([&] { RunPrefill(run, params, kv); }, 3, 10);
+      CUDA_ASSERT(cudaGetLastError());
+      double rel = 0;
+      if (run.kernel == PrefillKernel::kMma) {
+        mma_us = us;
+      } else {
+        rel = RelativeError(ToF32<bf16>(d_out.Download()), ToF32<bf16>(d_ref.Download()));
+        EXPECT_LT(rel, Tolerance<bf16>()) << (fp8 ? "fp8 KV" : "bf16 KV");
+      }
+      std::printf("[prefill-window] %5d tokens, window %5d, cap 50, %s KV, %-15s %9.1f us %6.1f TFLOP/s %5.2fx of "
+                  "mma, rel err vs mma %.1e\n",
+                  tc.tokens, tc.window, fp8 ? "fp8 " : "bf16", run.name, us, flops / us * 1e-6, mma_us / us, rel);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Gemma, PrefillWindowTiming,
+                         ::testing::Values(WindowTimingCase{8192, 0}, WindowTimingCase{8192, 1024},
+                                           WindowTimingCase{8192, 4096}, WindowTimingCase{32768, 1024},
+                                           WindowTimingCase{32768, 4096}),
+                         [](const ::testing::TestParamInfo<WindowTimingCase>& info) {
+                           return "t" + std::to_string(info.param.tokens) + "w" + std::to_string(info.param.window);
                          });
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda/skinny_gemm.h"
 #include "backend/cuda/skinny_tma_map.h"
+#include "backend/cuda_model_support.h"
 
 namespace kvtier::cuda {
 bool PlainAttentionScores(const ModelConfig& config) {
@@ -59,7 +60,10 @@ absl::StatusOr<KernelSelection> KernelSelection::For(const ModelConfig& config, 
                      "block_tokens a power of two in [8, 64], fast attention on); this model has head_dim ",
                      head_dim, ", ", heads, " heads, ", kv_heads, " kv heads, block_tokens ", layout.block_tokens));
   }
-  if (k.fast_attention && options.prefill_wgmma && SkinnyGemmDeviceOk(0) && PlainAttentionScores(config) &&
+  // Other scores: the wgmma kernel's kScores instances, behind their switch until a GPU run
+  // checks them (else the mma.sync kernel, which applies them too).
+  const bool wgmma_scores = PlainAttentionScores(config) || CudaWgmmaScoresUnverifiedEnabled();
+  if (k.fast_attention && options.prefill_wgmma && SkinnyGemmDeviceOk(0) && wgmma_scores &&
       PrefillWgmmaSupported(compute_dtype == DType::kBF16, head_dim, heads, kv_heads)) {
     k.prefill_kernel = PrefillKernel::kWgmma;
   }

@@ -28,7 +28,8 @@ struct KernelSelection {
   bool fast_attention = false;
   // PrefillAttention's kernel: kWgmma where CudaOptions::prefill_wgmma allows it and the GPU
   // (compute capability 9.0), the compute type (bf16), the shape (head_dim 128) and the
-  // scores (no soft-cap, other scale or sliding window: kMma applies those) take it.
+  // scores (no soft-cap, other scale or sliding window, unless kCudaWgmmaScoresUnverifiedEnv
+  // is set: kMma applies those) take it.
   PrefillKernel prefill_kernel = PrefillKernel::kMma;
   int32_t prefill_tile_tokens = 0;  // PrefillAttention's query tokens per tile
   // CudaOptions::prefill_cudnn asked for and the model takes it (CudnnPrefill: fast
@@ -53,7 +54,8 @@ struct KernelSelection {
 AttentionScores AttentionScoresOf(const ModelConfig& config, int64_t layer);
 
 // True when every layer's scores are q.k / sqrt(head_dim) over every earlier key: what the
-// wgmma prefill kernel forms (other models prefill on the mma.sync kernel).
+// wgmma prefill kernel's verified instances form (other models prefill on the mma.sync
+// kernel, or behind kCudaWgmmaScoresUnverifiedEnv on the wgmma kernel's scored instances).
 bool PlainAttentionScores(const ModelConfig& config);
 
 }  // namespace kvtier::cuda

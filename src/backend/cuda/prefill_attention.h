@@ -65,7 +65,7 @@ struct PrefillAttentionParams {
   int32_t layer = 0;
   PrefillKernel kernel = PrefillKernel::kMma;  // the tiles were planned for this kernel
   int32_t wgmma_variant = 0;  // kWgmma: PrefillAttentionWgmma's variant
-  // Scale, soft-cap and sliding window (kernels.h); kMma only: kWgmma takes the defaults.
+  // Scale, soft-cap and sliding window (kernels.h), on both kernels.
   AttentionScores scores;
 };
 template <typename T>

@@ -16,6 +16,9 @@ namespace kvtier::cuda {
 // tile's S overlaps this tile's softmax (0: the default; the others are for the kernel's tests
 // and timing sweep: 1 kv64 x2, 2 kv64 x3, 3 kv128 x3; overlapped: 4 kv128 x3, 5 kv64 x3,
 // 6 kv64 x4; fp8 KV runs 4-6 as 0; 7 kv64 x2 at 128 registers a thread, two CTAs per SM).
+// params.scores other than plain (a scale, Gemma 2's soft-cap, a sliding window) run on each
+// variant's second instance, which applies them as the mma.sync kernel does and skips the KV
+// tiles before every row's window.
 cudaError_t PrefillAttentionWgmma(const PrefillAttentionParams<bf16>& params, const PagedKv<bf16>& kv, int bt_shift,
                                   cudaStream_t stream, int variant = 0);
 

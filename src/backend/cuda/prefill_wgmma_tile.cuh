@@ -4,6 +4,7 @@
 #ifndef KVTIER_BACKEND_CUDA_PREFILL_WGMMA_TILE_CUH_
 #define KVTIER_BACKEND_CUDA_PREFILL_WGMMA_TILE_CUH_
 
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -24,6 +25,17 @@ constexpr int kRowBytes = 128;                // one swizzle row: 64 bf16 dims
 constexpr int kQBytes = kRows * kD * 2;
 // 1 / sqrt(head_dim) in the log2 domain of the softmax.
 constexpr float kScaleLog2 = 0.08838834764831845f * 1.4426950408889634f;
+
+// The scores a kernel forms (AttentionScores, kernels.h) in the online softmax's terms, as the
+// mma.sync kernel takes them: scale_log2 = log2(e) x the scale; cap_raw = the soft-cap over the
+// scale (0: none), applied to raw Q.K so that scale_log2 times the capped score is log2(e) x
+// cap x tanh(scale q.k / cap), the cap on the real score; window INT_MAX where there is none.
+// Plain kernels (kScores false) read scale_log2 alone.
+struct ScoreRule {
+  float scale_log2 = kScaleLog2;
+  float cap_raw = 0.0f;
+  int window = INT_MAX;
+};
 
 __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -95,18 +107,23 @@ struct TileView {
   int kv_head;
   int kv_end;  // positions [0, kv_end) are read
   int num_kv_tiles;
+  // The first KV tile any row reads: the tile's first query reads from first_pos - window + 1
+  // on (its later queries from further on), so the tiles before that one are never visited.
+  int first_kv_tile;
   const int32_t* table;
   int64_t k_head_offset;  // within a layer slice
   int64_t v_delta;
   int in_block_mask;
 
+  // window: ScoreRule::window (INT_MAX: every tile from 0).
   template <int kKvTile>
   __device__ __forceinline__ TileView(const PrefillAttentionParams<bf16>& p, const PagedKv<bf16>& kv,
-                                      std::integral_constant<int, kKvTile>)
+                                      std::integral_constant<int, kKvTile>, int window)
       : tile(p.tiles[blockIdx.x]),
         kv_head(static_cast<int>(blockIdx.y)),
         kv_end(tile.first_pos + tile.num_tokens),
         num_kv_tiles((kv_end + kKvTile - 1) / kKvTile),
+        first_kv_tile(max(0, tile.first_pos - window + 1) / kKvTile),
         table(kv.indices + kv.indptr[tile.chunk]),
         k_head_offset(static_cast<int64_t>(kv_head) * kv.block_tokens * kD),
         v_delta(static_cast<int64_t>(kv.num_kv_heads) * kv.block_tokens * kD),
@@ -206,8 +223,9 @@ __device__ __forceinline__ void DequantizeStage(const uint8_t* codes, uint8_t* c
 }
 
 // One warpgroup's 64 query rows: the O accumulators and the running max and sum of its two
-// rows per thread (g and g + 8 of its warp's 16), fed one KV tile at a time.
-template <int kKvTile>
+// rows per thread (g and g + 8 of its warp's 16), fed one KV tile at a time. kScores: the
+// scores take ScoreRule's soft-cap and window too (else q.k / sqrt(head_dim), causal only).
+template <int kKvTile, bool kScores = false>
 struct RowState {
   float o[kD / 8][4];
   float m[2], l[2];
@@ -258,12 +276,21 @@ struct RowState {
     }
   }
 
-  // Causal mask and online softmax of tile j's scores into P (register A fragments: k-step kk
-  // covers positions [16 kk, 16 kk + 16)) and the factor O must be scaled by before P V.
+  // Soft-cap, causal and window masks and online softmax of tile j's scores into P (register
+  // A fragments: k-step kk covers positions [16 kk, 16 kk + 16)) and the factor O must be
+  // scaled by before P V. The order is the mma.sync kernel's: the cap on raw scores before
+  // the masks (tanh would lift a -inf), then the scale in the softmax.
   __device__ __forceinline__ void Softmax(float (&s)[kKvTile / 8][4], int j, int first_pos, int lane,
-                                          float scale_log2, uint32_t (&pa)[kKvTile / 16][4], float (&correction)[2]) {
+                                          const ScoreRule& rule, uint32_t (&pa)[kKvTile / 16][4],
+                                          float (&correction)[2]) {
+    if constexpr (kScores) {
+      if (rule.cap_raw > 0.0f) SoftCapScores(s, rule.cap_raw);
+    }
     MaskPastPositions(s, j * kKvTile, first_pos, row_pos, lane);
-    OnlineSoftmax(s, m, l, scale_log2, correction);
+    if constexpr (kScores) {
+      if (rule.window != INT_MAX) MaskBeforeWindow(s, j * kKvTile, row_pos, rule.window, lane);
+    }
+    OnlineSoftmax(s, m, l, rule.scale_log2, correction);
 #pragma unroll
     for (int kk = 0; kk < kKvTile / 16; ++kk) ProbabilityFragment<bf16>(s, kk, pa[kk]);
   }
@@ -282,14 +309,14 @@ struct RowState {
 
   // The whole of KV tile j at k_base (V after it); returns with its MMAs complete.
   __device__ __forceinline__ void Tile(uint32_t q_rows, uint32_t k_base, int j, int first_pos, int lane,
-                                       float scale_log2) {
+                                       const ScoreRule& rule) {
     float s[kKvTile / 8][4];
     IssueS(s, q_rows, k_base);
     WgmmaWait<0>();
     Settle(s);
     uint32_t pa[kKvTile / 16][4];
     float correction[2];
-    Softmax(s, j, first_pos, lane, scale_log2, pa, correction);
+    Softmax(s, j, first_pos, lane, rule, pa, correction);
     Rescale(correction);
     IssuePv(pa, k_base + kKvTile * kD * 2);
     WgmmaWait<0>();
