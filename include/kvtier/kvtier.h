@@ -223,6 +223,10 @@ KVT_API int64_t kvt_live_handles(void);
  *                                scores); the kernels above run what it
  *                                cannot, and stats "compute_path" says
  *                                which ran and why                        default 0
+ *   "cuda_overlap_attention" int  a step with decode rows and a prompt
+ *                                chunk runs its decode attention on a
+ *                                second stream beside its prefill
+ *                                attention                                default 0
  *   "cuda_prefill_wgmma_variant" int  that kernel's variant, for timing
  *                                runs: 0 the default tiles, 1-3 other KV
  *                                tiles and pipeline depths, 4-6 softmax

@@ -44,6 +44,7 @@ const std::map<std::string, IntKey>& IntKeys() {
       {"cuda_fp8_activations", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.fp8_activations = v != 0; }}},
       {"cuda_prefill_wgmma", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.prefill_wgmma = v != 0; }}},
       {"cuda_prefill_cudnn", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.prefill_cudnn = v != 0; }}},
+      {"cuda_overlap_attention", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.overlap_attention = v != 0; }}},
       // Kernel variants for timing runs (backend/cuda_options.h, CudaLaunchOptions).
       {"cuda_prefill_wgmma_variant",
        {0, 7, [](EngineOptions& o, int64_t v) { o.cuda.launch.prefill_wgmma_variant = static_cast<int32_t>(v); }}},

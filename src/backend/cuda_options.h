@@ -63,6 +63,10 @@ struct CudaOptions {
   // window, soft-cap or other scale), bf16 or fp8 KV. Where cuDNN cannot be loaded or refuses a
   // step, the kernels above run it (compute_path says why). Off until a GPU run measures it.
   bool prefill_cudnn = false;
+  // A step with both decode rows and a prompt chunk runs its decode attention (reading KV
+  // from memory) on a second stream beside its prefill attention (on the tensor cores)
+  // instead of before it (backend/cuda/attention_fork.h). Off until a GPU run measures it.
+  bool overlap_attention = false;
   CudaLaunchOptions launch;
 };
 

@@ -15,9 +15,11 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
@@ -1026,6 +1028,88 @@ TEST_F(CudaBackendTest, PrefillAttentionOnCudnnMatchesCpu) {
     EXPECT_EQ(path.rfind("cuda, prefill attention cudnn ", 0), 0u) << path;
     EXPECT_EQ(path.find(" and "), std::string::npos) << path;  // no step fell back
     EXPECT_EQ((*gpu)->allocations_after_init(), 0);
+  }
+}
+
+// cuda_overlap_attention: a mixed step's decode attention on a second stream beside its
+// prefill attention gives the same bits as the two one after the other (the same kernels on
+// the same inputs, writing disjoint rows), bf16 and fp8 KV, with decode rows long enough to
+// split and prompt chunks over cached context; compute_path counts the overlapped layers.
+TEST_F(CudaBackendTest, OverlappedDecodeAndPrefillAttentionGiveTheSameBits) {
+  auto spec = RandomCheckpointPreset("small-llama");
+  ASSERT_TRUE(spec.ok());
+  spec->head_dim = 128;  // the fast attention kernels' shape
+  spec->seed = rng_();
+  auto checkpoint = MakeCheckpoint(*spec, "overlap_attention");
+  ASSERT_NE(checkpoint, nullptr);
+  const int64_t vocab = checkpoint->config().vocab_size;
+  for (const bool fp8_kv : {false, true}) {
+    SCOPED_TRACE(fp8_kv ? "fp8 KV" : "bf16 KV");
+    BackendOptions plain;
+    if (fp8_kv) plain.kv_dtype = StorageDType::kFp8;
+    BackendOptions overlapped = plain;
+    overlapped.cuda.overlap_attention = true;
+    auto one_after = CudaBackend::Create(*checkpoint, plain);
+    ASSERT_TRUE(one_after.ok()) << one_after.status();
+    auto side_by_side = CudaBackend::Create(*checkpoint, overlapped);
+    ASSERT_TRUE(side_by_side.ok()) << side_by_side.status();
+    for (Backend* b : {one_after->get(), side_by_side->get()}) {
+      ASSERT_TRUE(b->AllocateKvPool(128).ok());
+      ASSERT_TRUE(b->WarmUp().ok());
+    }
+    std::vector<Seq> seqs(4);
+    std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(vocab) - 1);
+    const int lengths[4] = {700, 260, 400, 90};
+    const int64_t block_tokens = (*one_after)->kv_layout().block_tokens;
+    int32_t next_block = 127;  // handed out downwards: no table is in order
+    for (int i = 0; i < 4; ++i) {
+      for (int j = 0; j < lengths[i]; ++j) seqs[i].tokens.push_back(tok(rng_));
+      for (int64_t b = 0; b * block_tokens < lengths[i] + 8; ++b) seqs[i].table.push_back(next_block--);
+    }
+    ASSERT_GE(next_block, 0);
+    // Prompts of the first two, then steps that decode them while the other two prefill in
+    // chunks (the second chunk of each over its cached first), then decodes alone.
+    const std::vector<std::vector<Feed>> steps = {
+        {{0, 700, true}, {1, 260, true}},
+        {{0, 1, true}, {1, 1, true}, {2, 150, false}},
+        {{0, 1, true}, {1, 1, true}, {2, 250, true}, {3, 37, false}},
+        {{0, 1, true}, {1, 1, true}, {2, 1, true}, {3, 53, true}},
+        {{0, 1, true}, {1, 1, true}, {2, 1, true}, {3, 1, true}},
+    };
+    for (const std::vector<Feed>& feeds : steps) {
+      ForwardBatch batch;
+      for (const Feed& f : feeds) {
+        const Seq& s = seqs[f.seq];
+        SequenceChunk c;
+        c.tokens = std::span<const int32_t>(s.tokens).subspan(s.cached, f.count);
+        c.start_position = s.cached;
+        c.block_table = s.table;
+        c.need_logits = f.logits;
+        batch.chunks.push_back(c);
+      }
+      std::vector<float> expected, got;
+      ASSERT_TRUE((*one_after)->Forward(batch, &expected).ok());
+      ASSERT_TRUE((*side_by_side)->Forward(batch, &got).ok());
+      ASSERT_EQ(expected.size(), got.size());
+      const auto diff = std::mismatch(expected.begin(), expected.end(), got.begin());
+      EXPECT_TRUE(diff.first == expected.end())
+          << "logits differ at " << (diff.first - expected.begin()) << ": " << *diff.first << " vs " << *diff.second;
+      int row = 0;
+      for (const Feed& f : feeds) {
+        Seq& s = seqs[f.seq];
+        s.cached += f.count;
+        if (f.logits && s.cached == static_cast<int64_t>(s.tokens.size())) {
+          s.tokens.push_back(Argmax(expected.data() + row * vocab, vocab));
+        }
+        if (f.logits) ++row;
+      }
+    }
+    // Three mixed steps of every layer ran on the side stream; the plain backend says nothing.
+    const std::string path = (*side_by_side)->compute_path();
+    const std::string layers = absl::StrCat(" in ", 3 * checkpoint->config().num_layers, " layers");
+    EXPECT_NE(path.find("decode attention beside prefill attention" + layers), std::string::npos) << path;
+    EXPECT_EQ((*one_after)->compute_path().find("beside"), std::string::npos);
+    EXPECT_EQ((*side_by_side)->allocations_after_init(), 0);
   }
 }
 

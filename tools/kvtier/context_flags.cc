@@ -88,6 +88,9 @@ constexpr ContextOption kOptions[] = {
     {"cuda_prefill_cudnn", Kind::kInt, 0, 1, nullptr,
      "CUDA: prefill attention on cuDNN's fused attention, loaded at run time, where it applies (bf16, head_dim 64 "
      "or 128, plain scores); the kernels above run the rest (default 0)"},
+    {"cuda_overlap_attention", Kind::kInt, 0, 1, nullptr,
+     "CUDA: a step with decode rows and a prompt chunk runs its decode attention on a second stream beside its "
+     "prefill attention (default 0)"},
     {"cuda_prefill_wgmma_variant", Kind::kInt, 0, 7, nullptr,
      "CUDA: the wgmma prefill attention's variant, for timing runs: 0 its usual tiles, 1-3 other KV tiles and "
      "depths, 4-6 softmax overlapped with the next tile's MMAs, 7 two CTAs per SM (default 0)"},

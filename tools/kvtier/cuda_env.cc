@@ -47,6 +47,11 @@ kvt_status SetCudaOptionsFromEnvironment(kvt_options* options) {
     const int cudnn = which == "cudnn" ? 1 : which == "own" ? 0 : -1;
     if (kvt_status st = kvt_options_set_int(options, "cuda_prefill_cudnn", cudnn); st != KVT_OK) return st;
   }
+  if (const char* value = std::getenv("KVTIER_CUDA_OVERLAP_ATTENTION"); value != nullptr) {
+    if (kvt_status st = kvt_options_set_int(options, "cuda_overlap_attention", value[0] == '1' ? 1 : 0); st != KVT_OK) {
+      return st;
+    }
+  }
   if (const char* value = std::getenv("KVTIER_CUDA_DECODE_FP8_PAIR"); value != nullptr) {
     if (kvt_status st = kvt_options_set_int(options, "cuda_decode_fp8_pair_tiles", value[0] == '0' ? 0 : 1); st != KVT_OK) {
       return st;

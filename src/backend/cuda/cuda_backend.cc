@@ -57,6 +57,7 @@ CudaBackend::CudaBackend(const ModelConfig& config, const BackendOptions& option
 CudaBackend::~CudaBackend() {
   // Everything in flight lands before a buffer goes.
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (attention_fork_ != nullptr) attention_fork_->Synchronize();
   cudnn_.reset();  // its cuDNN handle is bound to stream_
   copies_.reset();
   host_kv_.reset();
@@ -174,10 +175,14 @@ absl::Status CudaBackend::Init(const cuda::WeightLoader& loader, const cuda::Fp8
                                capacity_.max_chunks, config_.vocab_size,
                                [this](size_t bytes, const char* what) { return memory_.Allocate(bytes, what); }));
   ASSIGN_OR_RETURN(host_kv_, cuda::HostKvStreamer::Create(HostKvOptions(), memory_, &stats_));
+  if (options_.cuda.overlap_attention && kernels_.fast_attention) {
+    ASSIGN_OR_RETURN(attention_fork_, cuda::AttentionFork::Create());
+  }
   forward_ = std::make_unique<cuda::ForwardPass>(cuda::ForwardPass::Parts{&config_, &layout_, compute_dtype_, &weights_,
                                                                           &ws_, projections_.get(), host_kv_.get(),
                                                                           &pool_, stream_, options_.cuda.launch,
-                                                                          kernels_.prefill_kernel, cudnn_.get()});
+                                                                          kernels_.prefill_kernel, cudnn_.get(),
+                                                                          attention_fork_.get()});
   // The scratch block (KV of graph padding rows) is allocated with the pool, one block past
   // it; reserve its bytes now so the pool the engine sizes from device_bytes_in_use() fits.
   memory_.Reserve(static_cast<int64_t>(layout_.BlockBytes()));

@@ -38,6 +38,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "backend/backend.h"
+#include "backend/cuda/attention_fork.h"
 #include "backend/cuda/copy_stats_board.h"
 #include "backend/cuda/cuda_weights.h"
 #include "backend/cuda/cudnn_prefill.h"
@@ -218,6 +219,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<DeviceSamplerChain> chain_;  // the sampler chain's buffers
   std::unique_ptr<cuda::HostKvStreamer> host_kv_;
   std::unique_ptr<cuda::ForwardPass> forward_;
+  std::unique_ptr<cuda::AttentionFork> attention_fork_;  // CudaOptions::overlap_attention
   std::unique_ptr<cuda::CudnnPrefill> cudnn_;  // CudaOptions::prefill_cudnn, where cuDNN is usable
   std::string cudnn_unavailable_;              // why not, where it was asked for; set by Init
 };

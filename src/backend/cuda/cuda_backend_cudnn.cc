@@ -46,7 +46,11 @@ std::string CudaBackend::compute_path() const {
   } else if (!cudnn_unavailable_.empty()) {
     prefill = absl::StrCat(own, " (cudnn asked for, not used: ", cudnn_unavailable_, ")");
   }
-  return absl::StrCat("cuda, prefill attention ", prefill);
+  std::string overlap;
+  if (attention_fork_ != nullptr) {
+    overlap = absl::StrCat("; decode attention beside prefill attention in ", attention_fork_->forks(), " layers");
+  }
+  return absl::StrCat("cuda, prefill attention ", prefill, overlap);
 }
 
 }  // namespace kvtier

@@ -72,6 +72,9 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
     cudnn_prefill = parts_.cudnn != nullptr && step.path == AttentionPath::kFast && step.prefill_tiles > 0 &&
                     parts_.cudnn->PrepareStep(step.prefill_chunks);
   }
+  // Decode and prefill attention side by side: only where the step has both.
+  const bool overlap = parts_.fork != nullptr && step.path == AttentionPath::kFast && step.decode_rows > 0 &&
+                       (cudnn_prefill || step.prefill_tiles > 0);
   RETURN_IF_ERROR(host_kv.StageFirstLayer(step));
   for (int64_t layer = 0; layer < config.num_layers; ++layer) {
     const CudaWeights::Layer& w = weights.layers[layer];
@@ -108,6 +111,8 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
     ASSIGN_OR_RETURN(const void* staged, host_kv.StageLayer(step, layer));
     kv.staged = static_cast<const T*>(staged);
     if (step.path == AttentionPath::kFast) {
+      cudaStream_t decode_stream = stream;
+      if (overlap) CUDA_RETURN_IF_ERROR(parts_.fork->Fork(stream, &decode_stream));
       if (step.decode_rows > 0) {
         DecodeAttentionParams<T> attn;
         attn.q = as(ws.q);
@@ -122,7 +127,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
         attn.split_counters = ws.decode_split_counters;
         attn.fp8_pair_tiles = launch.decode_fp8_pair_tiles;
         attn.scores = scores;
-        CUDA_RETURN_IF_ERROR(DecodeAttention(attn, step_tokens, kv, stream, launch));
+        CUDA_RETURN_IF_ERROR(DecodeAttention(attn, step_tokens, kv, decode_stream, launch));
       }
       if (cudnn_prefill) {
         if constexpr (std::is_same_v<T, bf16>) {
@@ -142,6 +147,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
         attn.scores = scores;
         CUDA_RETURN_IF_ERROR(PrefillAttention(attn, kv, stream));
       }
+      if (overlap) CUDA_RETURN_IF_ERROR(parts_.fork->Join(stream));
     } else {
       AttentionSplits splits{dev(m.num_splits), dev(m.partial_base), ws.partial_out, ws.partial_ml};
       AttentionParams<T> attn;

@@ -4,7 +4,8 @@
 // activation and the down projection (a mixture-of-experts layer: its experts, moe_layer.h),
 // then the final norm, the LM head and the device-side
 // pick. Gemma adds the sandwich norms on the attention and MLP outputs and the logit
-// soft-cap. Capturable:
+// soft-cap. With Parts::fork, a step that has both decode rows and prefill tiles runs its
+// decode attention on the fork's side stream, joined before the o projection. Capturable:
 // nothing inside waits for the device (grammar masks wait on the host only, and masked
 // steps are never captured). Holds no buffers of its own; one thread at a time.
 #ifndef KVTIER_BACKEND_CUDA_FORWARD_PASS_H_
@@ -13,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include "absl/status/status.h"
+#include "backend/cuda/attention_fork.h"
 #include "backend/cuda/cuda_weights.h"
 #include "backend/cuda/cudnn_prefill.h"
 #include "backend/cuda/device_kv_pool.h"
@@ -45,6 +47,8 @@ class ForwardPass {
     PrefillKernel prefill_kernel = PrefillKernel::kMma;  // the kernel the step planner tiles for
     // bf16 compute: the prefill attention on cuDNN where it takes the step (null: never).
     CudnnPrefill* cudnn = nullptr;
+    // A mixed step's decode attention beside its prefill attention (null: one after the other).
+    AttentionFork* fork = nullptr;
   };
   explicit ForwardPass(const Parts& parts) : parts_(parts) {}
 
