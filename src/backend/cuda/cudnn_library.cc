@@ -1,44 +1,25 @@
 // CudnnLibrary (see cudnn_library.h): dlopen, dlsym, the version check.
 #include "backend/cuda/cudnn_library.h"
 
-#include <dlfcn.h>
-
-#include <cstdlib>
 #include <mutex>
-#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "backend/cuda/runtime_library.h"
+#include "common/status_macros.h"
 
 namespace kvtier::cuda {
 
-std::string CudnnLibrary::PathFromEnvironment() {
-  const char* path = std::getenv(kPathVariable);
-  return path != nullptr && path[0] != '\0' ? std::string(path) : std::string(kDefaultFile);
-}
+std::string CudnnLibrary::PathFromEnvironment() { return RuntimeLibraryPath(kPathVariable, kDefaultFile); }
 
 std::string CudnnLibrary::VersionString() const {
   return absl::StrCat(version_ / 10000, ".", version_ / 100 % 100, ".", version_ % 100);
 }
 
 absl::StatusOr<std::unique_ptr<CudnnLibrary>> CudnnLibrary::Load(const std::string& path) {
-  if (path.empty()) return absl::InvalidArgumentError("cuDNN: the library path is empty");
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* error = dlerror();
-    return absl::NotFoundError(absl::StrCat("cuDNN (", path, ") cannot be loaded: ",
-                                            error != nullptr ? error : "dlopen failed",
-                                            " (set KVTIER_CUDNN_LIBRARY or LD_LIBRARY_PATH to where ",
-                                            kDefaultFile, " is)"));
-  }
+  ASSIGN_OR_RETURN(void* handle, OpenRuntimeLibrary(path, "cuDNN", kPathVariable, kDefaultFile));
   CudnnApi api;
-  const char* missing = nullptr;
-  auto resolve = [&](auto& fn, const char* name) {
-    if (missing != nullptr) return;
-    void* symbol = dlsym(handle, name);
-    if (symbol == nullptr) missing = name;
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(symbol);
-  };
+  SymbolResolver resolve(handle);
   resolve(api.GetVersion, "cudnnGetVersion");
   resolve(api.GetErrorString, "cudnnGetErrorString");
   resolve(api.GetLastErrorString, "cudnnGetLastErrorString");
@@ -51,7 +32,7 @@ absl::StatusOr<std::unique_ptr<CudnnLibrary>> CudnnLibrary::Load(const std::stri
   resolve(api.BackendGetAttribute, "cudnnBackendGetAttribute");
   resolve(api.BackendFinalize, "cudnnBackendFinalize");
   resolve(api.BackendExecute, "cudnnBackendExecute");
-  if (missing != nullptr) {
+  if (const char* missing = resolve.missing(); missing != nullptr) {
     return absl::UnimplementedError(
         absl::StrCat("cuDNN (", path, ") has no symbol ", missing, ": not cuDNN ", kMinVersion / 10000, " or later"));
   }
