@@ -21,7 +21,7 @@ python3 -c 'import torch;print("torch", torch.__version__, "cuda", torch.version
 cat $R/cudnn.txt
 # torch's cuDNN: loaded by kvtier from KVTIER_CUDNN_LIBRARY; its directory also on the library
 # path, for the probe (linked with -lcudnn) and for cuDNN's own sub-libraries.
-TORCH_CUDNN=$(python3 -c 'import nvidia.cudnn,os;print(os.path.join(list(nvidia.cudnn.__path__)[0],"lib"))')
+TORCH_CUDNN=$(dirname "$(find $(python3 -c 'import site;print(" ".join(site.getsitepackages()))') -name 'libcudnn.so.9' 2>/dev/null | head -1)")
 export KVTIER_CUDNN_LIBRARY=$TORCH_CUDNN/libcudnn.so.9 LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$TORCH_CUDNN
 ls $TORCH_CUDNN >> $R/cudnn.txt
 timeout 120 $C/bin/cudnn_sdpa > $R/cudnn_sdpa.txt 2>&1
