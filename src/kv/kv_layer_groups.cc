@@ -1,0 +1,85 @@
+// KvLayerGroups (kv_layer_groups.h).
+#include "kv/kv_layer_groups.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace kvtier {
+
+absl::StatusOr<KvLayerGroups> KvLayerGroups::Create(std::span<const std::optional<int64_t>> layer_windows,
+                                                    int64_t block_tokens, bool grouped) {
+  if (layer_windows.empty()) return absl::InvalidArgumentError("KV layer groups: the model has no layers");
+  if (block_tokens < 1) return absl::InvalidArgumentError(absl::StrCat("KV layer groups: block_tokens ", block_tokens));
+  std::vector<int64_t> full;
+  std::map<int64_t, std::vector<int64_t>> by_window;  // ascending windows
+  for (size_t l = 0; l < layer_windows.size(); ++l) {
+    const std::optional<int64_t>& w = layer_windows[l];
+    if (w.has_value() && *w < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("KV layer groups: layer ", l, " has window ", *w));
+    }
+    if (grouped && w.has_value()) {
+      by_window[*w].push_back(static_cast<int64_t>(l));
+    } else {
+      full.push_back(static_cast<int64_t>(l));
+    }
+  }
+  KvLayerGroups out;
+  out.block_tokens_ = block_tokens;
+  if (!full.empty()) out.groups_.push_back(KvLayerGroup{std::move(full), std::nullopt});
+  for (auto& [window, layers] : by_window) out.groups_.push_back(KvLayerGroup{std::move(layers), window});
+  out.group_of_layer_.assign(layer_windows.size(), 0);
+  out.index_in_group_.assign(layer_windows.size(), 0);
+  for (size_t g = 0; g < out.groups_.size(); ++g) {
+    const std::vector<int64_t>& layers = out.groups_[g].layers;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      out.group_of_layer_[static_cast<size_t>(layers[i])] = static_cast<int64_t>(g);
+      out.index_in_group_[static_cast<size_t>(layers[i])] = static_cast<int64_t>(i);
+    }
+  }
+  return out;
+}
+
+int64_t KvLayerGroups::FirstLiveBlock(int64_t g, int64_t next_position) const {
+  const std::optional<int64_t>& window = group(g).window;
+  if (!window.has_value()) return 0;
+  return std::max<int64_t>(0, next_position - *window + 1) / block_tokens_;
+}
+
+int64_t KvLayerGroups::BlocksHeld(int64_t g, int64_t num_computed, int64_t num_tokens) const {
+  return std::max<int64_t>(0, BlocksForTokens(num_tokens) - FirstLiveBlock(g, num_computed));
+}
+
+int64_t KvLayerGroups::PeakBlocks(int64_t g, int64_t num_tokens, int64_t chunk_tokens) const {
+  const int64_t all = BlocksForTokens(num_tokens);
+  const std::optional<int64_t>& window = group(g).window;
+  if (!window.has_value()) return all;
+  // A step computing [p, p + c) holds positions [p - W + 1, p + c): W - 1 + c positions,
+  // over at most floor((W + c - 2) / B) + 2 blocks.
+  const int64_t span = *window - 1 + std::max<int64_t>(chunk_tokens, 1);
+  return std::min(all, (span - 1) / block_tokens_ + 2);
+}
+
+int64_t KvLayerGroups::LayerBlocks(std::span<const int64_t> blocks_per_group) const {
+  int64_t total = 0;
+  for (int64_t g = 0; g < num_groups() && g < static_cast<int64_t>(blocks_per_group.size()); ++g) {
+    total += GroupLayers(g) * blocks_per_group[static_cast<size_t>(g)];
+  }
+  return total;
+}
+
+int64_t KvLayerGroups::UsablePrefixBlocks(int64_t matched,
+                                          const std::function<bool(int64_t g, int64_t block)>& held) const {
+  for (int64_t n = matched; n > 0; --n) {
+    bool whole = true;
+    for (int64_t g = 0; g < num_groups() && whole; ++g) {
+      for (int64_t b = FirstLiveBlock(g, n * block_tokens_); b < n && whole; ++b) whole = held(g, b);
+    }
+    if (whole) return n;
+  }
+  return 0;
+}
+
+}  // namespace kvtier
