@@ -1,19 +1,22 @@
-// GroupedBlockTables: one block pool per layer group (kv_layer_groups.h) and every
-// sequence's block table in each; a windowed group's blocks go back to its pool as soon as
-// no future query of the sequence reads them, while the full-attention group keeps all.
-// Metadata only (ids and reference counts), like BlockPool: the bytes live with whoever
-// owns each group's region. Not thread-safe: driven under the engine lock.
+// GroupedBlockTables: every sequence's block table in each layer group (kv_layer_groups.h),
+// all drawing on one pool of equal blocks; a windowed group's blocks go back to the pool as
+// soon as no future query of the sequence reads them, while a full-attention group keeps
+// all. Metadata only (ids and reference counts), like BlockPool: the bytes live with whoever
+// owns the pool's region. Not thread-safe: driven under the engine lock.
+//
+// Why one pool: groups of equal layer counts have equal blocks, so the blocks a window
+// frees serve any group of any sequence, with no split of the budget to guess (a split
+// strands memory when short sequences hold mostly full-attention blocks).
 //
 // Invariant: a sequence's table in group g covers logical blocks [first_block, first_block
-// + blocks.size()), every id referenced once by it; blocks before first_block were returned
-// (or never allocated: a sequence can reserve past what it has computed, never before its
-// window). Every group's table ends at the same logical block.
+// + blocks.size()), every id referenced once, by it alone; the blocks before first_block
+// were returned, and none that a query at the sequence's computed length reads. Every
+// group's table ends at the same logical block.
 #ifndef KVTIER_KV_GROUPED_BLOCK_TABLES_H_
 #define KVTIER_KV_GROUPED_BLOCK_TABLES_H_
 
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -31,57 +34,42 @@ struct GroupBlockTable {
   std::vector<BlockId> blocks;
 };
 
-struct GroupBlockStats {
-  int64_t layers = 0;
-  std::optional<int64_t> window;
+struct GroupedBlockStats {
   int64_t capacity_blocks = 0;
   int64_t used_blocks = 0;
   int64_t peak_blocks = 0;
-};
-
-struct GroupedBlockStats {
-  std::vector<GroupBlockStats> groups;  // by group
-  // Layer-blocks the tables hold now, and what the same positions would hold with every
-  // layer kept (the saving is the difference).
-  int64_t held_layer_blocks = 0;
-  int64_t full_attention_layer_blocks = 0;
-  // Blocks returned to their group's pool because they left the window (cumulative).
+  std::vector<int64_t> group_blocks;  // (num_groups) blocks each group's tables hold
+  // What the same positions would hold with every layer kept (the saving is the difference
+  // from used_blocks).
+  int64_t full_attention_blocks = 0;
+  // Blocks returned to the pool because they left a window (cumulative).
   int64_t blocks_dropped_for_window = 0;
 };
 
-// Splits `layer_blocks` (a budget in layer-blocks) among the groups in proportion to what
-// one sequence of `num_tokens` computed `chunk_tokens` a step holds at its peak, so that
-// every group runs out together when such sequences fill the pools.
-std::vector<int64_t> SplitLayerBlockBudget(const KvLayerGroups& groups, int64_t layer_blocks, int64_t num_tokens,
-                                           int64_t chunk_tokens);
-
 class GroupedBlockTables {
  public:
-  // `blocks_per_group[g]`: group g's pool. InvalidArgument when the sizes do not match the
-  // groups or one is negative.
-  static absl::StatusOr<GroupedBlockTables> Create(KvLayerGroups groups, std::span<const int64_t> blocks_per_group);
+  // A pool of `num_blocks` blocks of groups.layers_per_group() layers. InvalidArgument for
+  // a negative size.
+  static absl::StatusOr<GroupedBlockTables> Create(KvLayerGroups groups, int64_t num_blocks);
 
   const KvLayerGroups& groups() const { return groups_; }
-  // Blocks each group must still allocate for the sequence to hold [0, num_tokens).
-  std::vector<int64_t> NewBlocksNeeded(SequenceId seq, int64_t num_tokens) const;
-  // Whether every group has that many free blocks.
-  bool CanReserve(SequenceId seq, int64_t num_tokens) const;
-  // Grows every group's table to cover [0, num_tokens), a windowed group starting at the
-  // window of the sequence's next query. All or nothing: ResourceExhausted naming the group
-  // short of blocks, nothing changed.
+  int64_t num_free() const { return pool_.num_free(); }
+  // Blocks the groups must still allocate, together, for the sequence to hold [0, num_tokens).
+  int64_t NewBlocksNeeded(SequenceId seq, int64_t num_tokens) const;
+  // Grows every group's table to cover [0, num_tokens). All or nothing: ResourceExhausted
+  // with the numbers, nothing changed, when the pool has too few free blocks.
   absl::Status Reserve(SequenceId seq, int64_t num_tokens);
   // Records that [0, num_computed) is computed (it never goes back, except through Release
-  // and recomputing from 0): returns to their pools the windowed groups' blocks no query at
+  // and recomputing from 0): returns to the pool the windowed groups' blocks no query at
   // num_computed or later reads. Returns the blocks returned.
   int64_t OnComputed(SequenceId seq, int64_t num_computed);
   // Returns every block the sequence holds.
   void Release(SequenceId seq);
-  // The sequence's table in group g (empty for an unknown sequence).
+  // The sequence's table in group g (empty for an unknown sequence or group).
   const GroupBlockTable& Table(SequenceId seq, int64_t g) const;
-  int64_t num_free(int64_t g) const { return pools_[static_cast<size_t>(g)].num_free(); }
 
   GroupedBlockStats Stats() const;
-  // The invariant above and every pool's; Internal error naming the first violation.
+  // The invariant above and the pool's; Internal error naming the first violation.
   absl::Status VerifyIntegrity() const;
 
  private:
@@ -90,10 +78,10 @@ class GroupedBlockTables {
     std::vector<GroupBlockTable> tables;  // by group
   };
 
-  GroupedBlockTables(KvLayerGroups groups, std::span<const int64_t> blocks_per_group);
+  GroupedBlockTables(KvLayerGroups groups, int64_t num_blocks) : groups_(std::move(groups)), pool_(num_blocks) {}
 
   KvLayerGroups groups_;
-  std::vector<BlockPool> pools_;  // by group
+  BlockPool pool_;
   absl::flat_hash_map<SequenceId, SequenceTables> sequences_;
   int64_t blocks_dropped_for_window_ = 0;
 };

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -26,10 +27,20 @@ absl::StatusOr<KvLayerGroups> KvLayerGroups::Create(std::span<const std::optiona
       full.push_back(static_cast<int64_t>(l));
     }
   }
+  int64_t per_group = static_cast<int64_t>(full.size());
+  for (const auto& [window, layers] : by_window) per_group = std::gcd(per_group, static_cast<int64_t>(layers.size()));
   KvLayerGroups out;
   out.block_tokens_ = block_tokens;
-  if (!full.empty()) out.groups_.push_back(KvLayerGroup{std::move(full), std::nullopt});
-  for (auto& [window, layers] : by_window) out.groups_.push_back(KvLayerGroup{std::move(layers), window});
+  auto add_runs = [&](const std::vector<int64_t>& layers, std::optional<int64_t> window) {
+    for (size_t i = 0; i < layers.size(); i += static_cast<size_t>(per_group)) {
+      out.groups_.push_back(KvLayerGroup{
+          std::vector<int64_t>(layers.begin() + static_cast<std::ptrdiff_t>(i),
+                               layers.begin() + static_cast<std::ptrdiff_t>(i) + per_group),
+          window});
+    }
+  };
+  add_runs(full, std::nullopt);
+  for (const auto& [window, layers] : by_window) add_runs(layers, window);
   out.group_of_layer_.assign(layer_windows.size(), 0);
   out.index_in_group_.assign(layer_windows.size(), 0);
   for (size_t g = 0; g < out.groups_.size(); ++g) {
@@ -62,11 +73,9 @@ int64_t KvLayerGroups::PeakBlocks(int64_t g, int64_t num_tokens, int64_t chunk_t
   return std::min(all, (span - 1) / block_tokens_ + 2);
 }
 
-int64_t KvLayerGroups::LayerBlocks(std::span<const int64_t> blocks_per_group) const {
+int64_t KvLayerGroups::SequencePeakBlocks(int64_t num_tokens, int64_t chunk_tokens) const {
   int64_t total = 0;
-  for (int64_t g = 0; g < num_groups() && g < static_cast<int64_t>(blocks_per_group.size()); ++g) {
-    total += GroupLayers(g) * blocks_per_group[static_cast<size_t>(g)];
-  }
+  for (int64_t g = 0; g < num_groups(); ++g) total += PeakBlocks(g, num_tokens, chunk_tokens);
   return total;
 }
 

@@ -1,9 +1,11 @@
-// KvLayerGroups: which layers share a pool of KV blocks, and what a sliding window lets a
-// group drop. Layers that attend over the whole context form one group; the layers of one
-// sliding window form another (Gemma 3: 5 local layers of window 1024 for every global
-// one). A group's block holds block_tokens positions of its layers only, so a windowed
-// group can return the blocks no future query reads while the full-attention group keeps
-// all of them (docs/ARCHITECTURE.md, "Layer groups"). Immutable value; thread-safe.
+// KvLayerGroups: which layers share a block table, and what a sliding window lets a group
+// drop. Layers that attend over the whole context are grouped apart from the layers of each
+// sliding window (Gemma 3: 5 local layers of window 1024 for every global one). A group's
+// block holds block_tokens positions of its layers only, so a windowed group can return
+// the blocks no future query reads while a full-attention group keeps all of them
+// (docs/ARCHITECTURE.md, "Layer groups"). Every group has the same number of layers, so
+// every group's block has the same bytes: one pool per tier serves them all, and the tiers
+// below move a group's block as they move any block. Immutable value; thread-safe.
 //
 // The window arithmetic, in one place: a query at position p of a layer with window W reads
 // keys in (p - W, p]. The next query of a sequence that has computed [0, num_computed) is
@@ -31,10 +33,12 @@ class KvLayerGroups {
  public:
   // `layer_windows[l]`: layer l's window (ModelConfig::LayerWindow), nullopt for full
   // attention. With `grouped` (a model with windowed layers on a backend that reads a
-  // grouped layout): the full-attention layers first, if any, then one group per distinct
-  // window in ascending order. Without: one full-attention group of every layer (today's
-  // layout: every layer in one block, nothing dropped). InvalidArgument for no layers, a
-  // window below 1 or block_tokens below 1.
+  // grouped layout): the full-attention layers first, if any, then the layers of each
+  // distinct window in ascending order, each kind cut into runs of layers_per_group() layers
+  // (the greatest common divisor of the kinds' sizes: Gemma 3's 5:1 gives one layer a
+  // group, Gemma 2's 1:1 half the layers). Without: one full-attention group of every layer
+  // (every layer in one block, nothing dropped). InvalidArgument for no layers, a window
+  // below 1 or block_tokens below 1.
   static absl::StatusOr<KvLayerGroups> Create(std::span<const std::optional<int64_t>> layer_windows,
                                               int64_t block_tokens, bool grouped);
 
@@ -42,7 +46,8 @@ class KvLayerGroups {
   const KvLayerGroup& group(int64_t g) const { return groups_[static_cast<size_t>(g)]; }
   int64_t num_layers() const { return static_cast<int64_t>(group_of_layer_.size()); }
   int64_t block_tokens() const { return block_tokens_; }
-  int64_t GroupLayers(int64_t g) const { return static_cast<int64_t>(group(g).layers.size()); }
+  // The layers of every group (the layers a block of any group holds).
+  int64_t layers_per_group() const { return static_cast<int64_t>(groups_.front().layers.size()); }
   // The group of model layer `layer`, and its index among that group's layers (the layer
   // index inside a block of that group).
   int64_t GroupOfLayer(int64_t layer) const { return group_of_layer_[static_cast<size_t>(layer)]; }
@@ -60,10 +65,9 @@ class KvLayerGroups {
   // admission need. For a window W the span a step holds is its chunk plus the W - 1
   // positions before, which an unaligned start spreads over one more block.
   int64_t PeakBlocks(int64_t g, int64_t num_tokens, int64_t chunk_tokens) const;
-  // Blocks weighted by the layers they hold (one layer-block is block_tokens positions of
-  // one layer; bytes = layer-blocks x a layer's block bytes). `blocks_per_group` has one
-  // entry per group.
-  int64_t LayerBlocks(std::span<const int64_t> blocks_per_group) const;
+  // The blocks one sequence of `num_tokens` computed `chunk_tokens` a step holds at its
+  // peak over all groups, bounded by the sum of each group's PeakBlocks: the admission need.
+  int64_t SequencePeakBlocks(int64_t num_tokens, int64_t chunk_tokens) const;
   // The longest prefix of at most `matched` blocks that a new sequence can reuse: every
   // block its next query reads (blocks [FirstLiveBlock(g, n * block_tokens), n) of every
   // group g) is held, `held(g, block)` says which are; 0 when none (recompute). A

@@ -40,25 +40,41 @@ int64_t FirstReadBlock(int64_t p, std::optional<int64_t> window, int64_t block_t
   }
 }
 
-TEST(KvLayerGroupsTest, GroupsFullAttentionLayersFirstThenEachWindow) {
-  std::vector<std::optional<int64_t>> w = Gemma3Windows(12, 1024);
-  w[0] = 512;  // a second window
-  KvLayerGroups g = MustCreate(w, 16, true);
-  ASSERT_EQ(g.num_groups(), 3);
-  EXPECT_EQ(g.group(0).layers, (std::vector<int64_t>{5, 11}));
-  EXPECT_FALSE(g.group(0).window.has_value());
-  EXPECT_EQ(g.group(1).window, 512);
-  EXPECT_EQ(g.group(1).layers, (std::vector<int64_t>{0}));
-  EXPECT_EQ(g.group(2).window, 1024);
-  EXPECT_EQ(g.GroupLayers(2), 9);
-  EXPECT_EQ(g.GroupOfLayer(11), 0);
-  EXPECT_EQ(g.IndexInGroup(11), 1);
-  EXPECT_EQ(g.GroupOfLayer(7), 2);
-  EXPECT_EQ(g.IndexInGroup(7), 5);  // layers 1 2 3 4 6 7 ...
+TEST(KvLayerGroupsTest, CutsFullAttentionThenEachWindowIntoEqualGroups) {
+  // Gemma 3: 2 global and 10 local layers, groups of two layers.
+  KvLayerGroups g3 = MustCreate(Gemma3Windows(12, 1024), 16, true);
+  ASSERT_EQ(g3.num_groups(), 6);
+  EXPECT_EQ(g3.layers_per_group(), 2);
+  EXPECT_EQ(g3.group(0).layers, (std::vector<int64_t>{5, 11}));
+  EXPECT_FALSE(g3.group(0).window.has_value());
+  EXPECT_EQ(g3.group(3).layers, (std::vector<int64_t>{4, 6}));
+  for (int64_t i = 1; i < 6; ++i) EXPECT_EQ(g3.group(i).window, 1024);
+  EXPECT_EQ(g3.GroupOfLayer(11), 0);
+  EXPECT_EQ(g3.IndexInGroup(11), 1);
+  EXPECT_EQ(g3.GroupOfLayer(6), 3);
+  EXPECT_EQ(g3.IndexInGroup(6), 1);
+  EXPECT_EQ(g3.GroupOfLayer(7), 4);
+  EXPECT_EQ(g3.IndexInGroup(7), 0);
 
-  KvLayerGroups one = MustCreate(w, 16, false);
+  // Gemma 2: local and global layers alternate, groups of half the layers.
+  std::vector<std::optional<int64_t>> g2w(8, std::nullopt);
+  for (size_t l = 0; l < g2w.size(); l += 2) g2w[l] = 4096;
+  KvLayerGroups g2 = MustCreate(g2w, 16, true);
+  ASSERT_EQ(g2.num_groups(), 2);
+  EXPECT_EQ(g2.group(0).layers, (std::vector<int64_t>{1, 3, 5, 7}));
+  EXPECT_EQ(g2.group(1).layers, (std::vector<int64_t>{0, 2, 4, 6}));
+
+  // Two windows and one global layer: one layer a group, full attention first.
+  std::vector<std::optional<int64_t>> mixed = {512, std::nullopt, 1024, 1024};
+  KvLayerGroups m = MustCreate(mixed, 16, true);
+  ASSERT_EQ(m.num_groups(), 4);
+  EXPECT_EQ(m.group(0).layers, (std::vector<int64_t>{1}));
+  EXPECT_EQ(m.group(1).window, 512);
+  EXPECT_EQ(m.group(3).layers, (std::vector<int64_t>{3}));
+
+  KvLayerGroups one = MustCreate(Gemma3Windows(12, 1024), 16, false);
   ASSERT_EQ(one.num_groups(), 1);
-  EXPECT_EQ(one.GroupLayers(0), 12);
+  EXPECT_EQ(one.layers_per_group(), 12);
   EXPECT_FALSE(one.group(0).window.has_value());
   EXPECT_EQ(one.IndexInGroup(7), 7);
 }
@@ -103,10 +119,9 @@ std::vector<int64_t> RunSequence(GroupedBlockTables& t, SequenceId seq, int64_t 
 TEST(GroupedBlockTablesTest, Gemma3ContextAt32kHoldsTheWindowedFraction) {
   constexpr int64_t kTokens = 32768, kWindow = 1024, kBlock = 16, kChunk = 512, kLayers = 6;
   KvLayerGroups groups = MustCreate(Gemma3Windows(kLayers, kWindow), kBlock, true);
-  ASSERT_EQ(groups.num_groups(), 2);
+  ASSERT_EQ(groups.num_groups(), kLayers);  // one layer a group
   const int64_t all_blocks = kTokens / kBlock;
-  std::vector<int64_t> pools = {all_blocks, all_blocks};
-  absl::StatusOr<GroupedBlockTables> t = GroupedBlockTables::Create(groups, pools);
+  absl::StatusOr<GroupedBlockTables> t = GroupedBlockTables::Create(groups, kLayers * all_blocks);
   ASSERT_TRUE(t.ok()) << t.status();
   const std::vector<int64_t> peak = RunSequence(*t, 1, kTokens, kChunk);
   ASSERT_TRUE(t->VerifyIntegrity().ok()) << t->VerifyIntegrity();
@@ -115,44 +130,33 @@ TEST(GroupedBlockTablesTest, Gemma3ContextAt32kHoldsTheWindowedFraction) {
   const int64_t local_kept = all_blocks - FirstReadBlock(kTokens, kWindow, kBlock);
   EXPECT_EQ(local_kept, kWindow / kBlock);
   const GroupedBlockStats s = t->Stats();
-  EXPECT_EQ(s.groups[0].used_blocks, all_blocks);
-  EXPECT_EQ(s.groups[1].used_blocks, local_kept);
-  EXPECT_EQ(s.groups[1].layers, 5);
-  EXPECT_EQ(s.blocks_dropped_for_window, all_blocks - local_kept);
-  EXPECT_EQ(s.full_attention_layer_blocks, kLayers * all_blocks);
-  EXPECT_EQ(s.held_layer_blocks, all_blocks + 5 * local_kept);
-  const double fraction = static_cast<double>(s.held_layer_blocks) / static_cast<double>(s.full_attention_layer_blocks);
+  EXPECT_EQ(s.group_blocks[0], all_blocks);
+  for (int64_t g = 1; g < kLayers; ++g) EXPECT_EQ(s.group_blocks[static_cast<size_t>(g)], local_kept);
+  EXPECT_EQ(s.used_blocks, all_blocks + 5 * local_kept);
+  EXPECT_EQ(s.full_attention_blocks, kLayers * all_blocks);
+  EXPECT_EQ(s.blocks_dropped_for_window, 5 * (all_blocks - local_kept));
+  const double fraction = static_cast<double>(s.used_blocks) / static_cast<double>(s.full_attention_blocks);
   EXPECT_NEAR(fraction, 1.0 / 6 + 5.0 / 6 * kWindow / kTokens, 1e-12);
-  // The admission need bounds what the run held, and is reached.
+  // The admission need bounds what the run held, and is reached within a block a group.
   EXPECT_EQ(peak[0], groups.PeakBlocks(0, kTokens, kChunk));
-  EXPECT_LE(peak[1], groups.PeakBlocks(1, kTokens, kChunk));
-  EXPECT_GE(peak[1], groups.PeakBlocks(1, kTokens, kChunk) - 1);
+  for (int64_t g = 1; g < kLayers; ++g) {
+    EXPECT_LE(peak[static_cast<size_t>(g)], groups.PeakBlocks(g, kTokens, kChunk));
+    EXPECT_GE(peak[static_cast<size_t>(g)], groups.PeakBlocks(g, kTokens, kChunk) - 1);
+  }
+  EXPECT_LE(s.peak_blocks, groups.SequencePeakBlocks(kTokens, kChunk));
 
   t->Release(1);
-  EXPECT_EQ(t->Stats().held_layer_blocks, 0);
+  EXPECT_EQ(t->Stats().used_blocks, 0);
   EXPECT_TRUE(t->VerifyIntegrity().ok());
 }
 
-// Admits sequences of `num_tokens` while every group has room for one more at its peak,
-// then runs them all in lock step, every chunk of each reserved before any is computed.
+// Admits sequences of `num_tokens` while the pool has room for one more at its peak, then
+// runs them all in lock step, every chunk of each reserved before any is computed.
 int64_t AdmitAndRun(const KvLayerGroups& groups, int64_t layer_blocks, int64_t num_tokens, int64_t chunk) {
-  const std::vector<int64_t> pools = SplitLayerBlockBudget(groups, layer_blocks, num_tokens, chunk);
-  EXPECT_LE(groups.LayerBlocks(pools), layer_blocks);
-  absl::StatusOr<GroupedBlockTables> t = GroupedBlockTables::Create(groups, pools);
+  const int64_t pool = layer_blocks / groups.layers_per_group();
+  absl::StatusOr<GroupedBlockTables> t = GroupedBlockTables::Create(groups, pool);
   EXPECT_TRUE(t.ok()) << t.status();
-  std::vector<int64_t> committed(pools.size());
-  int64_t admitted = 0;
-  for (;; ++admitted) {
-    bool fits = true;
-    for (int64_t g = 0; g < groups.num_groups(); ++g) {
-      fits = fits && committed[static_cast<size_t>(g)] + groups.PeakBlocks(g, num_tokens, chunk) <=
-                         pools[static_cast<size_t>(g)];
-    }
-    if (!fits) break;
-    for (int64_t g = 0; g < groups.num_groups(); ++g) {
-      committed[static_cast<size_t>(g)] += groups.PeakBlocks(g, num_tokens, chunk);
-    }
-  }
+  const int64_t admitted = pool / groups.SequencePeakBlocks(num_tokens, chunk);
   for (int64_t done = 0; done < num_tokens; done += chunk) {
     for (SequenceId s = 0; s < admitted; ++s) {
       EXPECT_TRUE(t->Reserve(s, std::min(num_tokens, done + chunk)).ok()) << "sequence " << s << " at " << done;
@@ -166,7 +170,7 @@ int64_t AdmitAndRun(const KvLayerGroups& groups, int64_t layer_blocks, int64_t n
 TEST(GroupedBlockTablesTest, AdmissionFitsMoreWindowedSequencesInTheSameBudget) {
   constexpr int64_t kTokens = 32768, kWindow = 1024, kBlock = 16, kChunk = 512, kLayers = 6;
   const std::vector<std::optional<int64_t>> windows = Gemma3Windows(kLayers, kWindow);
-  const int64_t budget = 2 * kLayers * (kTokens / kBlock);  // two full-attention contexts
+  const int64_t budget = 2 * kLayers * (kTokens / kBlock);  // layer-blocks of two full-attention contexts
   const int64_t ungrouped = AdmitAndRun(MustCreate(windows, kBlock, false), budget, kTokens, kChunk);
   const int64_t grouped = AdmitAndRun(MustCreate(windows, kBlock, true), budget, kTokens, kChunk);
   EXPECT_EQ(ungrouped, 2);
@@ -178,17 +182,17 @@ TEST(GroupedBlockTablesTest, AdmissionFitsMoreWindowedSequencesInTheSameBudget) 
 
 TEST(GroupedBlockTablesTest, ReserveIsAllOrNothingAcrossGroups) {
   KvLayerGroups groups = MustCreate(Gemma3Windows(6, 32), 16, true);
-  std::vector<int64_t> pools = {8, 2};
-  absl::StatusOr<GroupedBlockTables> t = GroupedBlockTables::Create(groups, pools);
+  absl::StatusOr<GroupedBlockTables> t = GroupedBlockTables::Create(groups, 17);
   ASSERT_TRUE(t.ok());
-  absl::Status st = t->Reserve(1, 48);  // three blocks: the local pool has two
+  absl::Status st = t->Reserve(1, 48);  // three blocks in each of six groups
   EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(st.message().find("layer group 1"), std::string_view::npos) << st;
-  EXPECT_EQ(t->num_free(0), 8);
-  EXPECT_FALSE(t->CanReserve(1, 48));
-  EXPECT_TRUE(t->CanReserve(1, 32));
-  EXPECT_FALSE(GroupedBlockTables::Create(groups, std::vector<int64_t>{8}).ok());
-  EXPECT_FALSE(GroupedBlockTables::Create(groups, std::vector<int64_t>{8, -1}).ok());
+  EXPECT_NE(st.message().find("needs 18 blocks"), std::string_view::npos) << st;
+  EXPECT_EQ(t->num_free(), 17);
+  EXPECT_EQ(t->NewBlocksNeeded(1, 32), 12);
+  ASSERT_TRUE(t->Reserve(1, 32).ok());
+  EXPECT_EQ(t->num_free(), 5);
+  EXPECT_TRUE(t->VerifyIntegrity().ok());
+  EXPECT_FALSE(GroupedBlockTables::Create(groups, -1).ok());
 }
 
 TEST(KvLayerGroupsTest, PrefixReuseNeedsEveryBlockTheNextQueryReads) {
@@ -224,8 +228,7 @@ TEST(KvLayerGroupsTest, PrefixReuseNeedsEveryBlockTheNextQueryReads) {
 
 TEST(GroupedBlockTablesTest, InvariantHoldsUnderRandomOperations) {
   KvLayerGroups groups = MustCreate(Gemma3Windows(12, 40), 8, true);
-  std::vector<int64_t> pools = {200, 60};
-  absl::StatusOr<GroupedBlockTables> t = GroupedBlockTables::Create(groups, pools);
+  absl::StatusOr<GroupedBlockTables> t = GroupedBlockTables::Create(groups, 200);
   ASSERT_TRUE(t.ok());
   std::mt19937 rng(7);
   std::vector<int64_t> computed(6), reserved(6);
