@@ -43,6 +43,28 @@ absl::Status GroupedBlockTables::Reserve(SequenceId seq, int64_t num_tokens) {
   return absl::OkStatus();
 }
 
+absl::Status GroupedBlockTables::Restore(SequenceId seq, int64_t num_computed) {
+  if (sequences_.contains(seq)) {
+    return absl::FailedPreconditionError(absl::StrCat("sequence ", seq, " already holds blocks"));
+  }
+  const int64_t end = groups_.BlocksForTokens(num_computed);
+  int64_t need = 0;
+  for (int64_t g = 0; g < groups_.num_groups(); ++g) need += end - std::min(end, groups_.FirstLiveBlock(g, num_computed));
+  if (need > pool_.num_free()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("sequence ", seq, " needs ", need, " blocks to come back, ", pool_.num_free(), " free"));
+  }
+  SequenceTables& s = sequences_[seq];
+  s.num_computed = num_computed;
+  s.tables.resize(static_cast<size_t>(groups_.num_groups()));
+  for (int64_t g = 0; g < groups_.num_groups(); ++g) {
+    GroupBlockTable& t = s.tables[static_cast<size_t>(g)];
+    t.first_block = std::min(end, groups_.FirstLiveBlock(g, num_computed));
+    while (GroupTableEnd(t) < end) t.blocks.push_back(*pool_.Allocate());
+  }
+  return absl::OkStatus();
+}
+
 int64_t GroupedBlockTables::OnComputed(SequenceId seq, int64_t num_computed) {
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return 0;

@@ -59,6 +59,11 @@ class GroupedBlockTables {
   // Grows every group's table to cover [0, num_tokens). All or nothing: ResourceExhausted
   // with the numbers, nothing changed, when the pool has too few free blocks.
   absl::Status Reserve(SequenceId seq, int64_t num_tokens);
+  // Swap-in: gives a sequence holding nothing the tables of one that has computed
+  // [0, num_computed), each windowed group's only from its first live block (what a
+  // swap-out carried). ResourceExhausted, nothing changed, when too few blocks are free;
+  // FailedPrecondition when the sequence holds blocks.
+  absl::Status Restore(SequenceId seq, int64_t num_computed);
   // Records that [0, num_computed) is computed (it never goes back, except through Release
   // and recomputing from 0): returns to the pool the windowed groups' blocks no query at
   // num_computed or later reads. Returns the blocks returned.

@@ -91,4 +91,17 @@ int64_t KvLayerGroups::UsablePrefixBlocks(int64_t matched,
   return 0;
 }
 
+KvGrouping BackendGrouping(const KvLayerGroups& groups) {
+  KvGrouping out;
+  if (groups.num_groups() == 1 && !groups.group(0).window.has_value()) return out;
+  out.group_of_layer.resize(static_cast<size_t>(groups.num_layers()));
+  out.index_in_group.resize(static_cast<size_t>(groups.num_layers()));
+  for (int64_t l = 0; l < groups.num_layers(); ++l) {
+    out.group_of_layer[static_cast<size_t>(l)] = groups.GroupOfLayer(l);
+    out.index_in_group[static_cast<size_t>(l)] = groups.IndexInGroup(l);
+  }
+  for (int64_t g = 0; g < groups.num_groups(); ++g) out.group_window.push_back(groups.group(g).window);
+  return out;
+}
+
 }  // namespace kvtier

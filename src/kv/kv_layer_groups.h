@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "backend/kv_grouping.h"
 
 namespace kvtier {
 
@@ -84,6 +85,10 @@ class KvLayerGroups {
   std::vector<int64_t> index_in_group_;  // (num_layers)
   int64_t block_tokens_ = 0;
 };
+
+// What a backend reads of the groups (kv_grouping.h): not enabled for one full-attention
+// group (every layer in every block, read through the one block table).
+KvGrouping BackendGrouping(const KvLayerGroups& groups);
 
 }  // namespace kvtier
 
