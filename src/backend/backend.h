@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "backend/cuda_options.h"
 #include "backend/host_resident_kv.h"
+#include "backend/kv_grouping.h"
 #include "backend/kv_layout.h"
 #include "backend/row_sampling.h"
 #include "backend/sampler_chain.h"
@@ -47,6 +48,9 @@ struct SequenceChunk {
   // device tier); empty for every other sequence. Backends that cannot read them refuse
   // the batch (Unimplemented).
   HostResidentKv host_kv{};
+  // With a grouped KV layout (BackendOptions::kv_grouping), the sequence's table in each
+  // layer group, read instead of block_table; empty otherwise.
+  std::span<const GroupKvTable> group_tables{};
 
   size_t num_logit_rows() const { return all_logits ? tokens.size() : (need_logits ? 1 : 0); }
 };
@@ -147,6 +151,11 @@ struct BackendOptions {
   int32_t tensor_parallel = 1;
   std::vector<int32_t> devices;
   bool sharded_reduction = false;
+  // Layer groups of a model with sliding-window layers (kv_grouping.h): the KV block holds
+  // one group's layers and each chunk brings a table per group. Empty: every layer in every
+  // block. A backend that cannot read it refuses it at creation (Unimplemented): CUDA, and
+  // the CPU backend's sharded plan.
+  KvGrouping kv_grouping;
   // Hears the stage "weights" (checkpoint bytes converted or copied to the device) while
   // the backend is created; creation returns Cancelled when it asks to stop. May be empty.
   ProgressFn progress;

@@ -120,6 +120,14 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const Checkpoint&
     return absl::UnimplementedError(absl::StrCat("cpu backend: kv_dtype '", std::string(StorageDTypeName(options.kv_dtype)),
                                                  "' is not supported (the CPU KV cache is fp32 or fp8: use auto or fp8)"));
   }
+  if (options.kv_grouping.enabled()) {
+    if (options.tensor_parallel > 1 || options.sharded_reduction) {
+      return absl::UnimplementedError("cpu backend: a grouped KV layout is not read by the sharded plan");
+    }
+    std::vector<std::optional<int64_t>> windows;
+    for (int64_t l = 0; l < config.num_layers; ++l) windows.push_back(config.LayerWindow(l));
+    RETURN_IF_ERROR(options.kv_grouping.Validate(windows).status());
+  }
   // weight_dtype rounds fp32 matrices, so a format of the checkpoint's own is kept only
   // where none is asked for.
   const bool fast = options.cpu_kernels != CpuKernels::kReference;
@@ -148,9 +156,10 @@ CpuBackend::CpuBackend(const ModelConfig& config, CpuWeights weights, std::uniqu
     : config_(config),
       weights_(std::move(weights)),
       sharded_(std::move(sharded)),
+      grouping_(options.kv_grouping),
       inv_freq_(config.head_dim / 2),
       pool_(std::make_unique<ThreadPool>(options.num_threads, ThreadPool::Options{.spin_us = kSpinUs, .pin_workers = true})) {
-  layout_.num_layers = config.num_layers;
+  layout_.num_layers = grouping_.enabled() ? config.num_layers / grouping_.num_groups() : config.num_layers;
   layout_.num_kv_heads = config.num_kv_heads;
   layout_.head_dim = config.head_dim;
   layout_.block_tokens = options.block_tokens;
@@ -240,6 +249,17 @@ absl::Status CpuBackend::ValidateBatch(const ForwardBatch& batch) const {
                                                        " at index ", i, " out of range [0, ",
                                                        config_.vocab_size, ")"));
       }
+    }
+    if (grouping_.enabled() || !chunk.group_tables.empty()) {
+      if (!grouping_.enabled()) {
+        return absl::InvalidArgumentError(absl::StrCat(name, ": group tables without a grouped KV layout"));
+      }
+      if (!chunk.host_kv.empty()) {
+        return absl::UnimplementedError(absl::StrCat(name, ": host-resident blocks with a grouped KV layout"));
+      }
+      RETURN_IF_ERROR(ValidateGroupTables(grouping_, chunk.group_tables, chunk.start_position, end_position,
+                                          block_tokens, num_blocks_, &written_blocks, name));
+      continue;
     }
     const int64_t blocks_needed = (end_position + block_tokens - 1) / block_tokens;
     const HostResidentKv& host = chunk.host_kv;
@@ -379,9 +399,16 @@ void CpuBackend::AttentionBlock(int64_t layer, const CpuLayerWeights& w, const F
   int64_t row = 0;
   for (const SequenceChunk& chunk : batch.chunks) {
     const int64_t len = static_cast<int64_t>(chunk.tokens.size());
-    const KvBlockView kv{&layout_, kv_pool_.get(), chunk.block_table, chunk.host_kv, std::nullopt};
-    WriteKv(kv, layer, chunk.start_position, len, k + row * kv_dim, v + row * kv_dim);
-    PagedAttention(kv, layer, chunk.start_position, len, config_.num_heads, q + row * q_dim,
+    KvBlockView kv{&layout_, kv_pool_.get(), chunk.block_table, chunk.host_kv, std::nullopt};
+    int64_t kv_layer = layer;  // the layer's index inside the blocks it reads
+    if (grouping_.enabled()) {
+      const GroupKvTable& table = chunk.group_tables[static_cast<size_t>(grouping_.group_of_layer[static_cast<size_t>(layer)])];
+      kv.block_table = table.blocks;
+      kv.first_block = table.first_block;
+      kv_layer = grouping_.index_in_group[static_cast<size_t>(layer)];
+    }
+    WriteKv(kv, kv_layer, chunk.start_position, len, k + row * kv_dim, v + row * kv_dim);
+    PagedAttention(kv, kv_layer, chunk.start_position, len, config_.num_heads, q + row * q_dim,
                    scratch_.attention.data() + row * q_dim, pool, attention);
     row += len;
   }

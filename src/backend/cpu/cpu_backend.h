@@ -105,7 +105,8 @@ class CpuBackend final : public Backend {
   const ModelConfig config_;
   const CpuWeights weights_;
   std::unique_ptr<ShardedForward> sharded_;  // the tensor-parallel plan, or null
-  KvLayout layout_;
+  const KvGrouping grouping_;                 // layer groups (kv_grouping.h), or not enabled
+  KvLayout layout_;                           // with grouping_, a block holds one group's layers
   std::vector<float> inv_freq_;  // (head_dim / 2); LongRoPE's short factors
   std::vector<float> local_inv_freq_;  // (head_dim / 2): Gemma 3's sliding layers, else empty
   std::vector<float> long_inv_freq_;   // (head_dim / 2): LongRoPE's long factors, else empty

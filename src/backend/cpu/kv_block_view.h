@@ -34,17 +34,22 @@ struct KvBlockView {
   std::span<const int32_t> block_table;   // device blocks of the sequence (host_resident_kv.h)
   HostResidentKv host;                    // host-resident blocks, read only
   std::optional<KvHeadRange> heads;       // the heads this view reaches; nullopt: all of them
+  // A windowed layer group's table (docs/ARCHITECTURE.md, "Layer groups"): the logical
+  // blocks before first_block were dropped and are never read; block_table and host count
+  // from first_block on.
+  int64_t first_block = 0;
 
   int64_t FirstKvHead() const { return heads ? heads->first : 0; }
   int64_t NumKvHeads() const { return heads ? heads->count : layout->num_kv_heads; }
 
-  // The bytes of logical block j.
+  // The bytes of logical block j (at or after first_block).
   const uint8_t* Read(int64_t j) const {
+    j -= first_block;
     if (host.Contains(j)) return static_cast<const uint8_t*>(host.blocks[static_cast<size_t>(j - host.first_block)]);
     return DeviceBlock(j);
   }
   // Only device blocks are written (the batch was validated so).
-  uint8_t* Write(int64_t j) const { return DeviceBlock(j); }
+  uint8_t* Write(int64_t j) const { return DeviceBlock(j - first_block); }
 
  private:
   uint8_t* DeviceBlock(int64_t j) const {

@@ -128,6 +128,11 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::CreateImpl(const Model
         absl::StrCat("cuda backend: compute dtype must be BF16 or F16, not ", std::string(DTypeName(dtype))));
   }
   RETURN_IF_ERROR(CudaForwardSupports(config));
+  if (options.kv_grouping.enabled()) {
+    // The kernels read one block table with every layer in each block (no GPU has checked
+    // a per-group table yet): the engine keeps one layer group on CUDA.
+    return absl::UnimplementedError("cuda backend: a grouped KV layout is not supported");
+  }
   RETURN_IF_ERROR(CheckDevice());
   if (config.num_kv_heads <= 0 || config.num_heads % config.num_kv_heads != 0) {
     return absl::UnimplementedError(absl::StrCat("cuda backend: num_heads ", config.num_heads,

@@ -1,0 +1,151 @@
+// GroupedBlockTables (grouped_block_tables.h).
+#include "kv/grouped_block_tables.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace kvtier {
+namespace {
+
+const GroupBlockTable kNoGroupTable;
+
+int64_t GroupTableEnd(const GroupBlockTable& t) { return t.first_block + static_cast<int64_t>(t.blocks.size()); }
+
+}  // namespace
+
+absl::StatusOr<GroupedBlockTables> GroupedBlockTables::Create(KvLayerGroups groups, int64_t num_blocks) {
+  if (num_blocks < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("grouped block tables: a pool of ", num_blocks, " blocks"));
+  }
+  return GroupedBlockTables(std::move(groups), num_blocks);
+}
+
+int64_t GroupedBlockTables::NewBlocksNeeded(SequenceId seq, int64_t num_tokens) const {
+  const int64_t end = groups_.BlocksForTokens(num_tokens);
+  auto it = sequences_.find(seq);
+  const int64_t have_end = it == sequences_.end() ? 0 : GroupTableEnd(it->second.tables.front());
+  return std::max<int64_t>(0, end - have_end) * groups_.num_groups();
+}
+
+absl::Status GroupedBlockTables::Reserve(SequenceId seq, int64_t num_tokens) {
+  const int64_t need = NewBlocksNeeded(seq, num_tokens);
+  if (need > pool_.num_free()) {
+    return absl::ResourceExhaustedError(absl::StrCat("sequence ", seq, " needs ", need, " blocks over ",
+                                                     groups_.num_groups(), " layer groups, ", pool_.num_free(),
+                                                     " free"));
+  }
+  SequenceTables& s = sequences_[seq];
+  if (s.tables.empty()) s.tables.resize(static_cast<size_t>(groups_.num_groups()));
+  for (GroupBlockTable& t : s.tables) {
+    while (GroupTableEnd(t) < groups_.BlocksForTokens(num_tokens)) t.blocks.push_back(*pool_.Allocate());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GroupedBlockTables::Restore(SequenceId seq, int64_t num_computed) {
+  if (sequences_.contains(seq)) {
+    return absl::FailedPreconditionError(absl::StrCat("sequence ", seq, " already holds blocks"));
+  }
+  const int64_t end = groups_.BlocksForTokens(num_computed);
+  int64_t need = 0;
+  for (int64_t g = 0; g < groups_.num_groups(); ++g) need += end - std::min(end, groups_.FirstLiveBlock(g, num_computed));
+  if (need > pool_.num_free()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("sequence ", seq, " needs ", need, " blocks to come back, ", pool_.num_free(), " free"));
+  }
+  SequenceTables& s = sequences_[seq];
+  s.num_computed = num_computed;
+  s.tables.resize(static_cast<size_t>(groups_.num_groups()));
+  for (int64_t g = 0; g < groups_.num_groups(); ++g) {
+    GroupBlockTable& t = s.tables[static_cast<size_t>(g)];
+    t.first_block = std::min(end, groups_.FirstLiveBlock(g, num_computed));
+    while (GroupTableEnd(t) < end) t.blocks.push_back(*pool_.Allocate());
+  }
+  return absl::OkStatus();
+}
+
+int64_t GroupedBlockTables::OnComputed(SequenceId seq, int64_t num_computed) {
+  auto it = sequences_.find(seq);
+  if (it == sequences_.end()) return 0;
+  SequenceTables& s = it->second;
+  s.num_computed = std::max(s.num_computed, num_computed);
+  int64_t dropped = 0;
+  for (int64_t g = 0; g < groups_.num_groups(); ++g) {
+    GroupBlockTable& t = s.tables[static_cast<size_t>(g)];
+    const int64_t live = std::min(groups_.FirstLiveBlock(g, s.num_computed), GroupTableEnd(t));
+    const int64_t n = live - t.first_block;
+    if (n <= 0) continue;
+    for (int64_t i = 0; i < n; ++i) pool_.Release(t.blocks[static_cast<size_t>(i)]);
+    t.blocks.erase(t.blocks.begin(), t.blocks.begin() + n);
+    t.first_block = live;
+    dropped += n;
+  }
+  blocks_dropped_for_window_ += dropped;
+  return dropped;
+}
+
+void GroupedBlockTables::Release(SequenceId seq) {
+  auto it = sequences_.find(seq);
+  if (it == sequences_.end()) return;
+  for (const GroupBlockTable& t : it->second.tables) {
+    for (BlockId b : t.blocks) pool_.Release(b);
+  }
+  sequences_.erase(it);
+}
+
+const GroupBlockTable& GroupedBlockTables::Table(SequenceId seq, int64_t g) const {
+  auto it = sequences_.find(seq);
+  if (it == sequences_.end() || g < 0 || g >= groups_.num_groups()) return kNoGroupTable;
+  return it->second.tables[static_cast<size_t>(g)];
+}
+
+GroupedBlockStats GroupedBlockTables::Stats() const {
+  GroupedBlockStats out;
+  out.capacity_blocks = pool_.num_blocks();
+  out.used_blocks = pool_.num_used();
+  out.peak_blocks = pool_.peak_used();
+  out.group_blocks.assign(static_cast<size_t>(groups_.num_groups()), 0);
+  for (const auto& [seq, s] : sequences_) {
+    for (size_t g = 0; g < s.tables.size(); ++g) out.group_blocks[g] += static_cast<int64_t>(s.tables[g].blocks.size());
+    out.full_attention_blocks += groups_.num_groups() * GroupTableEnd(s.tables.front());
+  }
+  out.blocks_dropped_for_window = blocks_dropped_for_window_;
+  return out;
+}
+
+absl::Status GroupedBlockTables::VerifyIntegrity() const {
+  int64_t referenced = 0;
+  for (const auto& [seq, s] : sequences_) {
+    if (static_cast<int64_t>(s.tables.size()) != groups_.num_groups()) {
+      return absl::InternalError(absl::StrCat("sequence ", seq, " has ", s.tables.size(), " group tables"));
+    }
+    const int64_t end = GroupTableEnd(s.tables.front());
+    for (size_t g = 0; g < s.tables.size(); ++g) {
+      const GroupBlockTable& t = s.tables[g];
+      if (GroupTableEnd(t) != end) {
+        return absl::InternalError(absl::StrCat("sequence ", seq, " group ", g, " ends at block ", GroupTableEnd(t),
+                                                ", group 0 at ", end));
+      }
+      if (t.first_block > groups_.FirstLiveBlock(static_cast<int64_t>(g), s.num_computed)) {
+        return absl::InternalError(absl::StrCat("sequence ", seq, " group ", g, " dropped block ", t.first_block - 1,
+                                                ", which its next query at ", s.num_computed, " reads"));
+      }
+      for (BlockId b : t.blocks) {
+        if (pool_.ref_count(b) != 1) {
+          return absl::InternalError(
+              absl::StrCat("block ", b, " has ", pool_.ref_count(b), " references, one table holds it"));
+        }
+      }
+      referenced += static_cast<int64_t>(t.blocks.size());
+    }
+  }
+  if (absl::Status st = pool_.VerifyIntegrity(); !st.ok()) return st;
+  if (referenced != pool_.num_used()) {
+    return absl::InternalError(
+        absl::StrCat("the pool has ", pool_.num_used(), " blocks in use, the tables hold ", referenced));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kvtier
