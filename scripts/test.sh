@@ -47,7 +47,7 @@ run_ctest() {
 # link. Full debug information (types and locals) is read only by the ABI check, and the C
 # API's sources keep it (src/api/CMakeLists.txt).
 lines_only=-g1
-# All three builds are unity builds (KVTIER_UNITY_BUILD, CMakeLists.txt): kvtier_core and the
+# All three builds are unity builds (KVTIER_UNITY_BUILD, CMakeLists.txt): kvtier_core, the CLI and the
 # test binaries compiled a batch of sources at a time, which parses the headers they share
 # once a batch; most of this script's time is compiling.
 unity=-DKVTIER_UNITY_BUILD=ON

@@ -6,7 +6,7 @@
 namespace kvtier::cli::bench {
 namespace {
 
-constexpr double kFlopsPerToken = 2 * 8.03e9;  // Llama-3-8B's linear layers (bench_session.cc)
+constexpr double kLlama8bFlopsPerToken = 2 * 8.03e9;  // Llama-3-8B's linear layers (bench_session.cc)
 
 }  // namespace
 
@@ -28,10 +28,10 @@ bool W9ShapeOf(const std::string& id, W9Shape* shape) {
 double W9Limit(const W9Shape& shape, double weight_bytes_per_step, double kv_bytes_per_token, double hbm_Bps,
                double projection_flops) {
   const double rows = shape.requests;
-  const double prefill_s = rows * shape.prompt * kFlopsPerToken / projection_flops;
+  const double prefill_s = rows * shape.prompt * kLlama8bFlopsPerToken / projection_flops;
   const double mean_context = shape.prompt + shape.gen / 2.0;
   const double step_bytes_s = (weight_bytes_per_step + rows * mean_context * kv_bytes_per_token) / hbm_Bps;
-  const double step_flops_s = rows * kFlopsPerToken / projection_flops;
+  const double step_flops_s = rows * kLlama8bFlopsPerToken / projection_flops;
   return rows * shape.gen / (prefill_s + shape.gen * std::max(step_bytes_s, step_flops_s));
 }
 

@@ -36,7 +36,7 @@ namespace {
 
 using bench::json;
 
-constexpr char kDescription[] =
+constexpr char kBenchDescription[] =
     "Runs the workloads of docs/WORKLOADS.md through the C API and prints figure / limit / baseline.\n"
     "Before writing anything it lists what it will write (checkpoints, disk-tier files) and checks\n"
     "the free space. W6 leaves TIER_DIR/w6.kvdisk behind; `--workload W6b` in a NEW process then\n"
@@ -359,7 +359,7 @@ void RunWorkloads(const std::vector<std::string>& ids, const bench::BenchPlan& p
 }
 
 int BenchMain(int argc, char** argv) {
-  CommandLine cl("bench", kDescription);
+  CommandLine cl("bench", kBenchDescription);
   BenchFlags f;
   AddFlags(&cl, &f);
   if (auto status = cl.Parse(argc, argv)) return *status;

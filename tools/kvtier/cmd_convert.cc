@@ -16,7 +16,7 @@
 namespace kvtier::cli {
 namespace {
 
-constexpr char kDescription[] =
+constexpr char kConvertDescription[] =
     "Writes the model at --model (an HF checkpoint directory or a GGUF file) as a GGUF file\n"
     "llama.cpp loads: llama.cpp's tensor names and Q/K row order, its hyperparameter keys,\n"
     "the tokenizer (tokenizer.json converted to tokenizer.ggml.*) and the sampling defaults\n"
@@ -27,7 +27,7 @@ constexpr char kDescription[] =
     "replaced only with --force.";
 
 int ConvertMain(int argc, char** argv) {
-  CommandLine cl("convert", kDescription);
+  CommandLine cl("convert", kConvertDescription);
   std::string model, to, out, type = "auto";
   bool force = false;
   cl.AddString("--model", &model, "HF checkpoint directory or GGUF file (or demo)", "DIR|FILE")->required();

@@ -16,7 +16,7 @@
 namespace kvtier::cli {
 namespace {
 
-constexpr char kDescription[] =
+constexpr char kDetokenizeDescription[] =
     "Reads one JSON array of token ids per line on stdin and prints the decoded text of\n"
     "each as one JSON string per line. --skip-special leaves special tokens out.";
 
@@ -35,7 +35,7 @@ std::optional<std::vector<int32_t>> ParseIdsLine(const std::string& line) {
 }
 
 int DetokenizeMain(int argc, char** argv) {
-  CommandLine cl("detokenize", kDescription);
+  CommandLine cl("detokenize", kDetokenizeDescription);
   std::string path;
   bool skip_special = false;
   cl.AddString("--tokenizer", &path, "tokenizer.json, the directory holding it, or a .gguf file", "FILE|DIR")

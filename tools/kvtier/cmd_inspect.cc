@@ -21,7 +21,7 @@
 namespace kvtier::cli {
 namespace {
 
-constexpr char kDescription[] =
+constexpr char kInspectDescription[] =
     "Opens an HF checkpoint directory or a GGUF file (validating config and every tensor)\n"
     "and prints its architecture, shapes, weight quantization, parameter count, stored weight\n"
     "bytes, fingerprint and KV-cache bytes per token, and the request defaults in force:\n"
@@ -97,7 +97,7 @@ nlohmann::ordered_json Describe(const Checkpoint& ckpt, const RequestDefaults& d
 }
 
 int InspectMain(int argc, char** argv) {
-  CommandLine cl("inspect", kDescription);
+  CommandLine cl("inspect", kInspectDescription);
   std::string model;
   bool json = false;
   cl.AddString("--model", &model, "HF checkpoint directory or GGUF file", "DIR|FILE")->required();

@@ -21,7 +21,7 @@
 namespace kvtier::cli {
 namespace {
 
-constexpr char kDescription[] =
+constexpr char kPerplexityDescription[] =
     "Scores a text with the model: the mean negative log-likelihood (natural log) of every token\n"
     "from the second on given the tokens before it, and its exponent, the perplexity (what\n"
     "transformers reports as exp(loss) with labels = input ids). A text longer than --window\n"
@@ -44,13 +44,13 @@ void AddFlags(CommandLine* cl, PerplexityFlags* f) {
   f->context.AddTo(cl);
 }
 
-struct Handles {
+struct PerplexityHandles {
   kvt_model* model = nullptr;
   kvt_options* options = nullptr;
   kvt_context* context = nullptr;
   kvt_events* events = nullptr;
   kvt_request* request = nullptr;
-  ~Handles() {
+  ~PerplexityHandles() {
     kvt_request_free(request);
     kvt_events_free(events);
     kvt_context_free(context);
@@ -78,13 +78,13 @@ absl::StatusOr<std::vector<int32_t>> ParseTokens(const std::string& text) {
 }
 
 int PerplexityMain(int argc, char** argv) {
-  CommandLine cl("perplexity", kDescription);
+  CommandLine cl("perplexity", kPerplexityDescription);
   PerplexityFlags f;
   AddFlags(&cl, &f);
   if (auto status = cl.Parse(argc, argv)) return *status;
   if (f.text.empty() == f.tokens.empty()) return cl.UsageError("give one of --text or --tokens");
   auto Fail = [&](const std::string& message) { return cl.Fail(kExitFailure, message); };
-  Handles h;
+  PerplexityHandles h;
   char err[1024];
   if (kvt_status s = kvt_model_load(f.model.c_str(), &h.model, err, sizeof err); s != KVT_OK) {
     return Fail(std::string(kvt_status_string(s)) + ": " + err);

@@ -30,7 +30,7 @@
 namespace kvtier::cli {
 namespace {
 
-constexpr char kDescription[] =
+constexpr char kRunDescription[] =
     "Generates for every prompt (one sequence each, all at once) and prints the output as it\n"
     "comes: text when the model has a tokenizer (tokenizer.json, or a GGUF file's), token ids\n"
     "otherwise; one sequence's straight to stdout, several as one line each (redrawn in place on\n"
@@ -99,13 +99,13 @@ void AddFlags(CommandLine* cl, RunFlags* f) {
 }
 
 // Releases every handle it holds when the command returns, whatever the path.
-struct Handles {
+struct RunHandles {
   kvt_model* model = nullptr;
   kvt_options* options = nullptr;
   kvt_context* context = nullptr;
   kvt_events* events = nullptr;
   std::vector<kvt_request*> requests;
-  ~Handles() {
+  ~RunHandles() {
     for (kvt_request* r : requests) kvt_request_free(r);
     kvt_events_free(events);
     kvt_context_free(context);
@@ -176,7 +176,7 @@ std::string MakeRequest(const RunFlags& f, size_t i, kvt_model* model, kvt_reque
 
 // Cancels every unfinished sequence and applies the cancels with one step (their blocks go
 // back to the cache, which kvt_context_free then saves); false when that step failed.
-bool CancelAll(Handles* h, RunRecord* out) {
+bool CancelAll(RunHandles* h, RunRecord* out) {
   for (int64_t id : out->ids) {
     int32_t state = 0, reason = 0;
     if (kvt_sequence_status(h->context, id, &state, &reason) == KVT_OK && state != KVT_SEQUENCE_STATE_FINISHED) {
@@ -196,7 +196,7 @@ int Interrupted(const CommandLine& cl, const char* during) {
 }
 
 int RunMain(int argc, char** argv) {
-  CommandLine cl("run", kDescription);
+  CommandLine cl("run", kRunDescription);
   RunFlags f;
   AddFlags(&cl, &f);
   if (auto status = cl.Parse(argc, argv)) return *status;
@@ -216,7 +216,7 @@ int RunMain(int argc, char** argv) {
   }
   InstallInterruptHandlers();
 
-  Handles h;
+  RunHandles h;
   char err[1024];
   // Loading and context creation report to the bar, and stop early on a signal.
   ProgressBar loading("loading model");

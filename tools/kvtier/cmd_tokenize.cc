@@ -13,7 +13,7 @@
 namespace kvtier::cli {
 namespace {
 
-constexpr char kDescription[] =
+constexpr char kTokenizeDescription[] =
     "Reads UTF-8 lines on stdin and prints one JSON array of token ids per line.\n"
     "FILE is a tokenizer.json (tokenizer_config.json beside it is read too) or a .gguf\n"
     "file (its tokenizer, encoding as llama.cpp does); a DIR means DIR/tokenizer.json.\n"
@@ -21,7 +21,7 @@ constexpr char kDescription[] =
     "ids and the tokenizer's template (e.g. BOS) is applied; --no-special does neither.";
 
 int TokenizeMain(int argc, char** argv) {
-  CommandLine cl("tokenize", kDescription);
+  CommandLine cl("tokenize", kTokenizeDescription);
   std::string path;
   bool no_special = false;
   cl.AddString("--tokenizer", &path, "tokenizer.json, the directory holding it, or a .gguf file", "FILE|DIR")
