@@ -3,10 +3,12 @@
 // scores.
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/status_macros.h"
 #include "engine/engine.h"
+#include "kv/grouped_block_tables.h"
 
 namespace kvtier {
 namespace {

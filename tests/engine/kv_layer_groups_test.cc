@@ -56,7 +56,7 @@ std::vector<GroupedFamily> GroupedFamilies() {
 }
 
 // The family's checkpoint directory, written once per process.
-std::string CheckpointDir(const GroupedFamily& f) {
+std::string GroupedCheckpointDir(const GroupedFamily& f) {
   static std::map<std::string, std::string>* dirs = new std::map<std::string, std::string>();
   auto it = dirs->find(f.name);
   if (it != dirs->end()) return it->second;
@@ -67,11 +67,11 @@ std::string CheckpointDir(const GroupedFamily& f) {
 }
 
 // Bytes of one block holding every layer (4 tokens, f32 K and V).
-int64_t FullBlockBytes(const GroupedFamily& f) {
+int64_t GroupedFullBlockBytes(const GroupedFamily& f) {
   return f.spec.layers * 2 * f.spec.kv_heads * 4 * f.spec.head_dim * 4;
 }
 
-EngineOptions Options(bool groups, int64_t kv_bytes) {
+EngineOptions GroupOptions(bool groups, int64_t kv_bytes) {
   EngineOptions options = testing::CpuOptions(/*block_tokens=*/4);
   options.gpu_kv_bytes = kv_bytes;
   options.prefix_cache = false;
@@ -88,9 +88,9 @@ struct GroupedRun {
   int64_t most_running = 0;
 };
 
-GroupedRun Generate(const GroupedFamily& f, const EngineOptions& options, int num_prompts, int prompt_tokens, int max_new) {
+GroupedRun GenerateGrouped(const GroupedFamily& f, const EngineOptions& options, int num_prompts, int prompt_tokens, int max_new) {
   GroupedRun run;
-  auto engine = testing::MakeEngine(options, CheckpointDir(f));
+  auto engine = testing::MakeEngine(options, GroupedCheckpointDir(f));
   if (engine == nullptr) return run;
   for (int i = 0; i < num_prompts; ++i) {
     EXPECT_TRUE(engine->Add(Prompt(40 + i, prompt_tokens + i), Greedy(max_new)).ok());
@@ -112,9 +112,9 @@ class KvLayerGroupsTest : public ::testing::TestWithParam<GroupedFamily> {};
 
 TEST_P(KvLayerGroupsTest, GroupsEmitTheTokensOfOneGroupAndFreeWindowBlocks) {
   const GroupedFamily& f = GetParam();
-  const int64_t bytes = 64 * FullBlockBytes(f);  // room for every sequence at once
-  const GroupedRun one = Generate(f, Options(false, bytes), 3, 21, 12);
-  const GroupedRun grouped = Generate(f, Options(true, bytes), 3, 21, 12);
+  const int64_t bytes = 64 * GroupedFullBlockBytes(f);  // room for every sequence at once
+  const GroupedRun one = GenerateGrouped(f, GroupOptions(false, bytes), 3, 21, 12);
+  const GroupedRun grouped = GenerateGrouped(f, GroupOptions(true, bytes), 3, 21, 12);
   ASSERT_EQ(one.tokens.size(), 3u);
   EXPECT_EQ(grouped.tokens, one.tokens);
   EXPECT_EQ(one.groups, 1);
@@ -125,11 +125,11 @@ TEST_P(KvLayerGroupsTest, GroupsEmitTheTokensOfOneGroupAndFreeWindowBlocks) {
 
 TEST_P(KvLayerGroupsTest, SmallPoolRecomputesToTheSameTokens) {
   const GroupedFamily& f = GetParam();
-  const GroupedRun reference = Generate(f, Options(false, 64 * FullBlockBytes(f)), 5, 22, 16);
+  const GroupedRun reference = GenerateGrouped(f, GroupOptions(false, 64 * GroupedFullBlockBytes(f)), 5, 22, 16);
   // One sequence's 38 positions are 10 blocks: five need 50, the pool has 14.
-  const int64_t small = 14 * FullBlockBytes(f);
-  const GroupedRun one = Generate(f, Options(false, small), 5, 22, 16);
-  const GroupedRun grouped = Generate(f, Options(true, small), 5, 22, 16);
+  const int64_t small = 14 * GroupedFullBlockBytes(f);
+  const GroupedRun one = GenerateGrouped(f, GroupOptions(false, small), 5, 22, 16);
+  const GroupedRun grouped = GenerateGrouped(f, GroupOptions(true, small), 5, 22, 16);
   ASSERT_EQ(reference.tokens.size(), 5u);
   EXPECT_EQ(one.tokens, reference.tokens);
   EXPECT_EQ(grouped.tokens, reference.tokens);
@@ -141,19 +141,37 @@ TEST_P(KvLayerGroupsTest, SmallPoolRecomputesToTheSameTokens) {
 TEST_P(KvLayerGroupsTest, SameBytesRunMoreSequencesAtOnce) {
   const GroupedFamily& f = GetParam();
   // Sequences of 60 positions (15 blocks): a pool of 24 blocks runs one at its peak.
-  const int64_t bytes = 24 * FullBlockBytes(f);
-  const GroupedRun one = Generate(f, Options(false, bytes), 6, 36, 24);
-  const GroupedRun grouped = Generate(f, Options(true, bytes), 6, 36, 24);
+  const int64_t bytes = 24 * GroupedFullBlockBytes(f);
+  const GroupedRun one = GenerateGrouped(f, GroupOptions(false, bytes), 6, 36, 24);
+  const GroupedRun grouped = GenerateGrouped(f, GroupOptions(true, bytes), 6, 36, 24);
   EXPECT_EQ(grouped.tokens, one.tokens);
   EXPECT_GT(grouped.most_running, one.most_running);
   EXPECT_LT(grouped.preemptions, one.preemptions);
 }
 
+TEST_P(KvLayerGroupsTest, ParallelSamplesComputeTheirPromptAgain) {
+  // A completion forked from its prompt cannot share a grouped table yet: it computes the
+  // prompt itself, to the same tokens.
+  const GroupedFamily& f = GetParam();
+  std::map<SequenceId, std::vector<int32_t>> tokens[2];
+  for (int grouped = 0; grouped < 2; ++grouped) {
+    auto engine = testing::MakeEngine(GroupOptions(grouped == 1, 64 * GroupedFullBlockBytes(f)), GroupedCheckpointDir(f));
+    ASSERT_TRUE(engine != nullptr);
+    SamplingParams params = Greedy(10);
+    params.n = 3;
+    ASSERT_TRUE(engine->Add(Prompt(7, 19), params).ok());
+    tokens[grouped] = testing::RunToEnd(*engine, /*verify=*/true, /*max_steps=*/1000);
+    if (grouped == 1) EXPECT_GT(Stat(engine->Stats(), "kv_layer_groups", "blocks_freed_by_window"), 0);
+  }
+  EXPECT_EQ(tokens[0].size(), 3u);
+  EXPECT_EQ(tokens[1], tokens[0]);
+}
+
 TEST_P(KvLayerGroupsTest, OptionsThatCannotCarryGroupsKeepOne) {
   const GroupedFamily& f = GetParam();
-  EngineOptions options = Options(true, 64 * FullBlockBytes(f));
+  EngineOptions options = GroupOptions(true, 64 * GroupedFullBlockBytes(f));
   options.prefix_cache = true;  // prefix entries key one group's blocks
-  const GroupedRun run = Generate(f, options, 2, 13, 4);
+  const GroupedRun run = GenerateGrouped(f, options, 2, 13, 4);
   EXPECT_EQ(run.groups, 1);
   EXPECT_EQ(run.freed_by_window, 0);
   EXPECT_EQ(run.tokens.size(), 2u);
