@@ -161,7 +161,9 @@ TEST_P(KvLayerGroupsTest, ParallelSamplesComputeTheirPromptAgain) {
     params.n = 3;
     ASSERT_TRUE(engine->Add(Prompt(7, 19), params).ok());
     tokens[grouped] = testing::RunToEnd(*engine, /*verify=*/true, /*max_steps=*/1000);
-    if (grouped == 1) EXPECT_GT(Stat(engine->Stats(), "kv_layer_groups", "blocks_freed_by_window"), 0);
+    if (grouped == 1) {
+      EXPECT_GT(Stat(engine->Stats(), "kv_layer_groups", "blocks_freed_by_window"), 0);
+    }
   }
   EXPECT_EQ(tokens[0].size(), 3u);
   EXPECT_EQ(tokens[1], tokens[0]);
