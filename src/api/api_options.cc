@@ -58,6 +58,8 @@ const std::map<std::string, IntKey>& IntKeys() {
         [](EngineOptions& o, int64_t v) { o.tensor_parallel = static_cast<int32_t>(v); }}},
       {"sharded_reduction", {0, 1, [](EngineOptions& o, int64_t v) { o.sharded_reduction = v != 0; }}},
       {"load_or_recompute", {0, 1, [](EngineOptions& o, int64_t v) { o.load_or_recompute = v != 0; }}},
+      {"prefix_cache", {0, 1, [](EngineOptions& o, int64_t v) { o.prefix_cache = v != 0; }}},
+      {"kv_layer_groups", {0, 1, [](EngineOptions& o, int64_t v) { o.kv_layer_groups = v != 0; }}},
       // The remote KV tier (remote_kv_url is a string).
       {"remote_kv_ttl_seconds", {0, INT64_MAX, [](EngineOptions& o, int64_t v) { o.remote.ttl_seconds = v; }}},
       {"remote_kv_max_bytes_in_flight",

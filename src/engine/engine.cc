@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "engine/kv_layer_groups_choice.h"
 #include "engine/kv_pool_size.h"
 #include "engine/sampler.h"
 #include "grammar/tokenizer_vocabulary.h"
@@ -70,12 +71,19 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   backend_options.devices = options.devices;
   backend_options.sharded_reduction = options.sharded_reduction;
   backend_options.progress = options.progress;
+  ASSIGN_OR_RETURN(KvLayerGroupsChoice grouping, ChooseKvLayerGroups(options, checkpoint->config()));
+  if (!grouping.why_one_group.empty()) Log(LogLevel::kInfo, "kv_layer_groups: one group: ", grouping.why_one_group);
+  int64_t group_blocks_per_block = 1;
+  if (grouping.groups.has_value()) {
+    backend_options.kv_grouping = BackendGrouping(*grouping.groups);
+    group_blocks_per_block = grouping.groups->num_layers() / grouping.groups->layers_per_group();
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend,
                    CreateBackend(options.backend, *checkpoint, backend_options));
   if (options.wrap_backend) backend = options.wrap_backend(std::move(backend));
   const int64_t block_bytes = static_cast<int64_t>(backend->kv_layout().BlockBytes());
   ASSIGN_OR_RETURN(const int64_t kv_bytes,
-                   DeviceKvBytes(options, *backend, MaxPositions(checkpoint->config(), *backend)));
+                   DeviceKvBytes(options, *backend, MaxPositions(checkpoint->config(), *backend), group_blocks_per_block));
   const int64_t num_blocks = kv_bytes / block_bytes;
   if (num_blocks < 1) {
     return absl::InvalidArgumentError(absl::StrCat("gpu_kv_bytes ", kv_bytes,
@@ -96,6 +104,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<const Che
   kv_options.write_behind = options.disk_write_behind;
   kv_options.preparation = options.tier_preparation;
   kv_options.remote = options.remote;
+  kv_options.layer_groups = std::move(grouping.groups);
   // With a slow tier the engine's idle writer moves what an idle step leaves queued, so the
   // step that ends the last request waits for no write (the Engine constructor starts it).
   if (kv_options.disk_blocks > 0 || !options.remote.url.empty()) kv_options.idle_drain_budget = {};

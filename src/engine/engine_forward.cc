@@ -3,10 +3,12 @@
 // scores.
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/status_macros.h"
 #include "engine/engine.h"
+#include "kv/grouped_block_tables.h"
 
 namespace kvtier {
 namespace {
@@ -87,11 +89,23 @@ void Engine::BuildSampling(const Schedule& schedule, ForwardBatch* batch) {
 
 absl::Status Engine::Forward(const Schedule& schedule) {
   ForwardBatch batch;
-  for (const ScheduledChunk& chunk : schedule.chunks) {
+  // With layer groups the backend reads every group's table of a sequence (a windowed one
+  // from its first live block) instead of the one block table.
+  const GroupedBlockTables* grouped = kv_->grouped();
+  std::vector<std::vector<GroupKvTable>> group_tables(grouped != nullptr ? schedule.chunks.size() : 0);
+  for (size_t c = 0; c < schedule.chunks.size(); ++c) {
+    const ScheduledChunk& chunk = schedule.chunks[c];
     batch.chunks.push_back(SequenceChunk{
         std::span<const int32_t>(chunk.sequence->tokens)
             .subspan(static_cast<size_t>(chunk.start), static_cast<size_t>(chunk.length)),
         chunk.start, chunk.blocks, chunk.need_logits, /*all_logits=*/false, chunk.host_kv});
+    if (grouped == nullptr) continue;
+    for (int64_t g = 0; g < grouped->groups().num_groups(); ++g) {
+      const GroupBlockTable& table = grouped->Table(chunk.sequence->id, g);
+      group_tables[c].push_back(GroupKvTable{table.first_block, table.blocks});
+    }
+    batch.chunks.back().block_table = {};
+    batch.chunks.back().group_tables = group_tables[c];
   }
   // The backend picks the tokens itself (on the GPU only ids, and the log-probabilities
   // asked for, cross the bus).

@@ -1,6 +1,7 @@
 // Engine::Stats (engine.h): the engine's, scheduler's, KV tiers' and backend's numbers as
 // one JSON object (docs/METRICS.md), the one source of the statistics and the Prometheus
 // text.
+#include <algorithm>
 #include <cmath>
 
 #include "engine/engine.h"
@@ -63,6 +64,14 @@ nlohmann::json Engine::Stats() {
   stats["swap_out_bytes"] = kv.swap_out_bytes;
   stats["swap_in_bytes"] = kv.swap_in_bytes;
   stats["blocks_dropped"] = kv.blocks_dropped;
+  // KV layer groups (docs/ARCHITECTURE.md "Layer groups"): one group unless grouping is on.
+  const GroupedBlockStats& groups = kv_stats.layer_groups;
+  stats["kv_layer_groups"] = {
+      {"groups", std::max<size_t>(groups.group_blocks.size(), 1)},
+      {"group_blocks", groups.group_blocks},
+      {"full_attention_blocks", groups.group_blocks.empty() ? kv_stats.tier(Tier::kDevice).used_blocks
+                                                            : groups.full_attention_blocks},
+      {"blocks_freed_by_window", groups.blocks_dropped_for_window}};
   // Long sequences: old blocks moved to the host tier, read there in place from then on.
   stats["blocks_moved_to_host"] = kv.blocks_moved_to_host;
   stats["prefix_hits"] = {{"gpu", kv.prefix_hits[0]},

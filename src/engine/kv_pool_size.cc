@@ -26,7 +26,8 @@ int64_t ModelSizedKvBytes(const KvPoolSizing& s) {
   return bytes / s.block_bytes * s.block_bytes;
 }
 
-absl::StatusOr<int64_t> DeviceKvBytes(const EngineOptions& options, const Backend& backend, int64_t context_tokens) {
+absl::StatusOr<int64_t> DeviceKvBytes(const EngineOptions& options, const Backend& backend, int64_t context_tokens,
+                                      int64_t group_blocks_per_block) {
   if (options.gpu_kv_bytes.has_value() && *options.gpu_kv_bytes > 0) return *options.gpu_kv_bytes;
   const int64_t block_bytes = static_cast<int64_t>(backend.kv_layout().BlockBytes());
   const bool cuda = backend.name() == "cuda";
@@ -44,7 +45,7 @@ absl::StatusOr<int64_t> DeviceKvBytes(const EngineOptions& options, const Backen
   KvPoolSizing sizing;
   sizing.context_tokens = context_tokens;
   sizing.block_tokens = options.block_tokens;
-  sizing.block_bytes = block_bytes;
+  sizing.block_bytes = block_bytes * std::max<int64_t>(group_blocks_per_block, 1);
   sizing.max_running = options.max_running;
   sizing.memory_bytes = backend.MemoryForKvPool();
   sizing.device = cuda;

@@ -38,8 +38,12 @@ int64_t ModelSizedKvBytes(const KvPoolSizing& sizing);
 
 // The device tier's budget for these options on this backend (after its weights and
 // workspace are allocated). ResourceExhausted when gpu_mem_limit, or the memory a
-// model-sized pool may take, leaves room for no block.
-absl::StatusOr<int64_t> DeviceKvBytes(const EngineOptions& options, const Backend& backend, int64_t context_tokens);
+// model-sized pool may take, leaves room for no block. `group_blocks_per_block`: the blocks
+// of the backend's layout that hold block_tokens positions of every layer (layers /
+// layers_per_group with KV layer groups, else 1): a model-sized pool is sized in those, so
+// that grouping changes how many blocks the same bytes hold, not the bytes.
+absl::StatusOr<int64_t> DeviceKvBytes(const EngineOptions& options, const Backend& backend, int64_t context_tokens,
+                                      int64_t group_blocks_per_block = 1);
 
 }  // namespace kvtier
 

@@ -21,8 +21,14 @@ bool RunsBefore(const Sequence* a, const Sequence* b) {
 Scheduler::Scheduler(const SchedulerOptions& options, KvCacheManager* kv, PreemptionPolicy* policy)
     : options_(options), kv_(kv), policy_(policy) {}
 
+int64_t Scheduler::PeakBlocks(int64_t num_tokens) const {
+  const GroupedBlockTables* grouped = kv_->grouped();
+  if (grouped == nullptr) return kv_->BlocksForTokens(num_tokens);
+  return grouped->groups().SequencePeakBlocks(num_tokens, options_.max_tokens_per_step);
+}
+
 absl::Status Scheduler::CheckFits(int64_t max_tokens) const {
-  const int64_t blocks_needed = kv_->BlocksForTokens(max_tokens);
+  const int64_t blocks_needed = PeakBlocks(max_tokens);
   const int64_t block_bytes = static_cast<int64_t>(kv_->block_bytes());
   const int64_t device = DeviceCapacity();
   if (blocks_needed <= device) return absl::OkStatus();
@@ -50,7 +56,7 @@ absl::Status Scheduler::CheckFits(int64_t max_tokens) const {
 
 bool Scheduler::IsLong(const Sequence& seq) const {
   return options_.max_long_running > 0 &&
-         kv_->BlocksForTokens(seq.num_prompt_tokens + seq.params.max_new_tokens) > DeviceCapacity();
+         PeakBlocks(seq.num_prompt_tokens + seq.params.max_new_tokens) > DeviceCapacity();
 }
 
 int64_t Scheduler::NumLongRunning() const {

@@ -210,6 +210,9 @@ class Scheduler {
 
   // Long sequences (see SchedulerOptions::max_long_running).
   // Device blocks left to sequences once pinned prefixes are counted out.
+  // The most device blocks a sequence of `num_tokens` positions holds at once: all of its
+  // blocks, or with layer groups what the windows leave (KvLayerGroups::SequencePeakBlocks).
+  int64_t PeakBlocks(int64_t num_tokens) const;
   int64_t DeviceCapacity() const { return kv_->num_device_blocks() - kv_->num_pinned_blocks(); }
   // Whether the sequence's whole context (prompt + max_new_tokens) exceeds that.
   bool IsLong(const Sequence& seq) const;

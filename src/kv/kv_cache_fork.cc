@@ -7,6 +7,7 @@
 namespace kvtier {
 
 absl::Status KvCacheManager::Fork(SequenceId parent, SequenceId child, int64_t num_tokens) {
+  if (grouped_) return absl::UnimplementedError("fork of a sequence's KV blocks with layer groups (computed again)");
   if (sequences_.contains(child) || swapped_.contains(child)) {
     return absl::FailedPreconditionError(absl::StrCat("sequence ", child, " already holds KV blocks"));
   }

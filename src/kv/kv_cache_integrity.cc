@@ -10,6 +10,7 @@
 namespace kvtier {
 
 absl::Status KvCacheManager::VerifyIntegrity() const {
+  if (grouped_) RETURN_IF_ERROR(grouped_->VerifyIntegrity());
   for (const TierCache* cache : ctx_.caches) RETURN_IF_ERROR(cache->VerifyIndex());
   RETURN_IF_ERROR(ctx_.transfers.VerifyIntegrity());
   const TierCache& device_cache = ctx_.device;

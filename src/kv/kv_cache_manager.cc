@@ -49,6 +49,14 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
                                       options.disk_blocks * DiskBlockStore::SlotBytes(block_bytes, options.block_tokens),
                                       options.disk_path, options.file_io));
   std::unique_ptr<KvCacheManager> kv(new KvCacheManager(options, backend));
+  if (options.layer_groups.has_value()) {
+    if (options.prefix_cache || options.host_blocks > 0 || options.disk_blocks > 0 || !options.remote.url.empty()) {
+      return absl::InvalidArgumentError(
+          "KV layer groups do not yet combine with the prefix cache or a host, disk or remote tier");
+    }
+    ASSIGN_OR_RETURN(GroupedBlockTables tables, GroupedBlockTables::Create(*options.layer_groups, options.device_blocks));
+    kv->grouped_.emplace(std::move(tables));
+  }
   KvCacheManager* self = kv.get();
   kv->ctx_.transfers.set_land([self](Transfers::Landed& landed) { self->Land(landed); });
   // The host tier first: its pinning then runs while the disk tier's index is read.
@@ -91,6 +99,7 @@ BlockChain KvCacheManager::Chain(std::span<const int32_t> tokens, BlockKeyChain*
 // ---------------------------------------------------------------- block tables
 
 int64_t KvCacheManager::NewBlocksNeeded(SequenceId seq, int64_t num_tokens) const {
+  if (grouped_) return grouped_->NewBlocksNeeded(seq, num_tokens);
   auto it = sequences_.find(seq);
   const int64_t have =
       it == sequences_.end() ? 0 : static_cast<int64_t>(it->second.host_slots.size() + it->second.table.size());
@@ -98,6 +107,7 @@ int64_t KvCacheManager::NewBlocksNeeded(SequenceId seq, int64_t num_tokens) cons
 }
 
 std::span<const BlockId> KvCacheManager::BlockTable(SequenceId seq) const {
+  if (grouped_) return grouped_->Table(seq, 0).blocks;
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return {};
   return it->second.table;
@@ -109,6 +119,7 @@ int64_t KvCacheManager::SwappedBlocks(SequenceId seq) const {
 }
 
 absl::Status KvCacheManager::Reserve(SequenceId seq, int64_t num_tokens) {
+  if (grouped_) return grouped_->Reserve(seq, num_tokens);
   const int64_t need = NewBlocksNeeded(seq, num_tokens);
   if (need > num_available_device_blocks()) {
     return absl::ResourceExhaustedError(absl::StrCat("sequence ", seq, " needs ", need, " more KV blocks, ",
@@ -121,6 +132,7 @@ absl::Status KvCacheManager::Reserve(SequenceId seq, int64_t num_tokens) {
 }
 
 void KvCacheManager::Release(SequenceId seq) {
+  if (grouped_) grouped_->Release(seq);
   if (auto it = sequences_.find(seq); it != sequences_.end()) {
     for (BlockId block : it->second.table) ReleaseDeviceBlock(block);
     for (int32_t slot : it->second.host_slots) host_->cache().pool().Release(slot);
@@ -142,6 +154,8 @@ void KvCacheManager::Release(SequenceId seq) {
 
 void KvCacheManager::OnComputed(SequenceId seq, std::span<const int32_t> tokens, int64_t num_computed,
                                 int32_t priority, BlockKeyChain* keys) {
+  // The windowed groups' blocks no later query reads go back to the pool at once.
+  if (grouped_) grouped_->OnComputed(seq, num_computed);
   if (!ctx_.options.prefix_cache) return;
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;
@@ -300,6 +314,15 @@ KvStats KvCacheManager::Stats() const {
   stats.tiers[static_cast<int>(Tier::kDisk)].preparation_error = disk_->preparation_error();
   stats.counters = ctx_.counters;
   stats.pinned_blocks = num_pinned_blocks();
+  if (grouped_) {
+    stats.layer_groups = grouped_->Stats();
+    // The one pool of group blocks is the device tier's capacity.
+    KvTierStats& device = stats.tiers[static_cast<int>(Tier::kDevice)];
+    device.capacity_blocks = stats.layer_groups.capacity_blocks;
+    device.used_blocks = stats.layer_groups.used_blocks;
+    device.peak_blocks = stats.layer_groups.peak_blocks;
+    device.ready_blocks = grouped_->num_free();
+  }
   if (disk_->on()) {
     stats.disk_store = disk_->store()->counters();
     stats.disk_index_ignored_reason = disk_->store()->index_ignored_reason();

@@ -45,6 +45,7 @@
 #include "backend/host_resident_kv.h"
 #include "kv/block_key_chain.h"
 #include "kv/disk_tier.h"
+#include "kv/grouped_block_tables.h"
 #include "kv/host_tier.h"
 #include "kv/kv_cache_options.h"
 #include "kv/kv_context.h"
@@ -70,9 +71,15 @@ class KvCacheManager {
   size_t block_bytes() const { return ctx_.block_bytes; }
   int64_t num_device_blocks() const { return ctx_.device.num_blocks(); }
   // Free device blocks plus unreferenced cached ones (which can be evicted on demand).
+  // With layer groups: the pool's free blocks of one group's layers.
   int64_t num_available_device_blocks() const {
+    if (grouped_) return grouped_->num_free();
     return ctx_.device.pool().num_free() + ctx_.device.lru().size();
   }
+  // The per-group tables when the options gave layer groups (KvCacheOptions::layer_groups),
+  // else null. BlockTable then returns group 0's table (empty exactly when the sequence
+  // holds nothing); the forward reads every group's table from here.
+  const GroupedBlockTables* grouped() const { return grouped_ ? &*grouped_ : nullptr; }
   // The key chain of a sequence in `cache_namespace` ("" is the default namespace; the
   // caller validated it). The sequence keeps it and passes it to MatchPrefix, OnComputed
   // and ReadAhead with its tokens, so each block's key is computed once; without one
@@ -272,6 +279,9 @@ class KvCacheManager {
   uint64_t swap_generation_ = 0;
   // Pinned prefix blocks: key -> device block, each holding one reference of the pin.
   absl::flat_hash_map<BlockHash, BlockId> pinned_;
+  // Layer groups (KvCacheOptions::layer_groups): every sequence's tables, over a pool of
+  // their own of device_blocks ids (the device tier's pool then stays unused).
+  std::optional<GroupedBlockTables> grouped_;
 };
 
 }  // namespace kvtier

@@ -5,7 +5,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "kv/kv_layer_groups.h"
 
 #include "kv/remote_tier_options.h"
 #include "kv/tier_preparation.h"
@@ -34,6 +37,13 @@ struct KvCacheOptions {
   // What the disk tier's read speed and its age are measured by; nullptr = the steady clock
   // (tests: a fake one, so that a read's time and a figure's age are exact).
   const Clock* clock = nullptr;
+  // Layer groups with their own tables (kv_layer_groups.h; the backend's pool holds one
+  // group's layers a block): a windowed group's blocks go back to the pool as they leave the
+  // window. Unset: one block holds every layer. Prefix caching, the tiers below, swaps,
+  // forks and host-resident blocks do not yet carry a group's blocks, so Create refuses
+  // groups with prefix_cache or a tier below, and the manager answers Fork and SwapOut
+  // with Unimplemented (the caller recomputes instead).
+  std::optional<KvLayerGroups> layer_groups;
 };
 
 }  // namespace kvtier

@@ -24,6 +24,7 @@ Sha256Digest KvCacheManager::SwapTag(SequenceId seq, uint64_t generation, size_t
 }
 
 absl::Status KvCacheManager::SwapOut(SequenceId seq) {
+  if (grouped_) return absl::UnimplementedError("swap-out with layer groups (the sequence is computed again)");
   auto it = sequences_.find(seq);
   if (it == sequences_.end() || it->second.table.empty()) return absl::OkStatus();
   Transfers& transfers = ctx_.transfers;

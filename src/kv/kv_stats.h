@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kv/grouped_block_tables.h"
 #include "kv/kv_counters.h"
 #include "kv/tier.h"
 #include "remote/remote_block_store.h"
@@ -48,6 +49,10 @@ struct KvStats {
   // that served is idle and its writes have landed.
   int64_t pending_disk_writes = 0;
   int64_t pending_remote_writes = 0;
+  // With layer groups (KvCacheOptions::layer_groups): the blocks each group's tables hold,
+  // what every layer kept would hold, and the blocks returned for leaving a window; empty
+  // group_blocks with one group (the device tier's numbers say it all).
+  GroupedBlockStats layer_groups;
 
   const KvTierStats& tier(Tier t) const { return tiers[static_cast<int>(t)]; }
 };

@@ -49,6 +49,11 @@ constexpr ContextOption kOptions[] = {
     {"load_or_recompute", Kind::kInt, 0, 1, nullptr,
      "a prefix only on disk or in the remote tier is partly recomputed while the rest loads, split by "
      "measured cost (default 1)"},
+    {"prefix_cache", Kind::kInt, 0, 1, nullptr,
+     "keep computed full blocks as prefix-cache entries for later prompts (default 1)"},
+    {"kv_layer_groups", Kind::kInt, 0, 1, nullptr,
+     "a model with sliding-window layers keeps each window's layers in blocks of their own, given back once no "
+     "query reads them; cpu backend with --prefix-cache 0 and no host, disk or remote tier only (default 0)"},
     {"remote_kv_url", Kind::kUrl, 0, 0, nullptr,
      "remote KV tier shared by every process naming it: redis://host:port, or a Redis Cluster's seeds "
      "redis://host:port,host:port (default none)"},

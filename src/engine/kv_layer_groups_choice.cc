@@ -1,0 +1,45 @@
+// ChooseKvLayerGroups (kv_layer_groups_choice.h).
+#include "engine/kv_layer_groups_choice.h"
+
+#include <vector>
+
+#include "common/status_macros.h"
+
+namespace kvtier {
+namespace {
+
+// What keeps one group for these options ("" when nothing does).
+std::string OneGroupReason(const EngineOptions& options) {
+  // "auto" may pick CUDA, which refuses a grouped layout: it would then fall back to the
+  // CPU for the grouping's sake.
+  if (options.backend != "cpu" && options.backend != "cpu-reference") {
+    return "only the cpu backend reads a grouped KV layout (backend " + options.backend + ")";
+  }
+  if (options.tensor_parallel > 1 || options.sharded_reduction) return "the sharded cpu plan reads one group";
+  if (options.prefix_cache) return "the prefix cache keys one group (prefix_cache 0 allows groups)";
+  if (options.host_kv_bytes > 0 || options.disk_kv_bytes > 0 || !options.remote.url.empty()) {
+    return "the host, disk and remote tiers move one group's blocks only";
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::StatusOr<KvLayerGroupsChoice> ChooseKvLayerGroups(const EngineOptions& options, const ModelConfig& config) {
+  KvLayerGroupsChoice choice;
+  if (!options.kv_layer_groups) return choice;
+  std::vector<std::optional<int64_t>> windows;
+  bool windowed = false;
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    windows.push_back(config.LayerWindow(l));
+    windowed = windowed || windows.back().has_value();
+  }
+  if (!windowed) return choice;
+  choice.why_one_group = OneGroupReason(options);
+  if (!choice.why_one_group.empty()) return choice;
+  ASSIGN_OR_RETURN(KvLayerGroups groups, KvLayerGroups::Create(windows, options.block_tokens, /*grouped=*/true));
+  choice.groups.emplace(std::move(groups));
+  return choice;
+}
+
+}  // namespace kvtier

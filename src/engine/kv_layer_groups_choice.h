@@ -1,0 +1,35 @@
+// ChooseKvLayerGroups: whether a context keeps its KV in layer groups, so that the blocks
+// that left a sliding window are given back (kv/kv_layer_groups.h, docs/ARCHITECTURE.md
+// "Layer groups"). Grouping needs a model with windowed layers, a backend that reads the
+// grouped layout (the CPU one, one rank), and none of the features whose blocks do not yet
+// carry a group: the prefix cache, the host, disk and remote tiers (and with them swaps and
+// host-resident long sequences). Any of those keeps one group of every layer, the layout
+// every other context has.
+#ifndef KVTIER_ENGINE_KV_LAYER_GROUPS_CHOICE_H_
+#define KVTIER_ENGINE_KV_LAYER_GROUPS_CHOICE_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/engine_options.h"
+#include "kv/kv_layer_groups.h"
+#include "model/config.h"
+
+namespace kvtier {
+
+struct KvLayerGroupsChoice {
+  // Set: the groups the backend and the KV manager use; unset: one group of every layer.
+  std::optional<KvLayerGroups> groups;
+  // Why there is one group although options.kv_layer_groups asked for groups and the model
+  // has windowed layers ("" otherwise): logged, so the missed saving is visible.
+  std::string why_one_group;
+};
+
+// The groups for `config` under `options`; the error of KvLayerGroups::Create when the
+// model's windows are invalid.
+absl::StatusOr<KvLayerGroupsChoice> ChooseKvLayerGroups(const EngineOptions& options, const ModelConfig& config);
+
+}  // namespace kvtier
+
+#endif  // KVTIER_ENGINE_KV_LAYER_GROUPS_CHOICE_H_

@@ -1,0 +1,186 @@
+// The engine with KV layer groups (option kv_layer_groups, docs/ARCHITECTURE.md "Layer
+// groups") on tiny random Gemma 2 and Gemma 3 checkpoints: generation emits exactly the
+// tokens it emits with one group, also when a small pool makes sequences recompute; the
+// stats show the blocks the windows gave back; the same KV bytes run more sequences at once;
+// and a context whose other options cannot carry groups keeps one.
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/engine.h"
+#include "gtest/gtest.h"
+#include "model/random_checkpoint.h"
+#include "testing/engine_runs.h"
+
+namespace kvtier {
+namespace {
+
+using testing::Greedy;
+using testing::Prompt;
+using testing::Stat;
+
+struct GroupedFamily {
+  std::string name;
+  RandomCheckpointSpec spec;
+};
+
+std::vector<GroupedFamily> GroupedFamilies() {
+  RandomCheckpointSpec base;
+  base.hidden = 64;
+  base.heads = 4;
+  base.kv_heads = 2;
+  base.head_dim = 16;
+  base.intermediate = 96;
+  base.vocab = 512;
+  base.max_positions = 256;
+  base.tie_embeddings = true;
+  RandomCheckpointSpec gemma2 = base;  // local and global layers alternate: two groups of two
+  gemma2.arch = Architecture::kGemma2;
+  gemma2.layers = 4;
+  gemma2.sliding_window = 5;
+  gemma2.query_pre_attn_scalar = 24;
+  gemma2.attn_logit_softcap = 2.0;
+  gemma2.final_logit_softcap = 4.0;
+  RandomCheckpointSpec gemma3 = base;  // five local layers, then a global one: six groups
+  gemma3.arch = Architecture::kGemma3;
+  gemma3.layers = 6;
+  gemma3.sliding_window_pattern = 6;
+  gemma3.sliding_window = 6;
+  gemma3.rope_theta = 1000000.0;
+  gemma3.rope_local_theta = 10.0;
+  return {{"gemma2", gemma2}, {"gemma3", gemma3}};
+}
+
+// The family's checkpoint directory, written once per process.
+std::string GroupedCheckpointDir(const GroupedFamily& f) {
+  static std::map<std::string, std::string>* dirs = new std::map<std::string, std::string>();
+  auto it = dirs->find(f.name);
+  if (it != dirs->end()) return it->second;
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/kvtier_kv_layer_groups_", getpid(), "_", f.name);
+  const absl::Status written = WriteRandomCheckpoint(f.spec, dir);
+  EXPECT_TRUE(written.ok()) << written;
+  return dirs->emplace(f.name, dir).first->second;
+}
+
+// Bytes of one block holding every layer (4 tokens, f32 K and V).
+int64_t GroupedFullBlockBytes(const GroupedFamily& f) {
+  return f.spec.layers * 2 * f.spec.kv_heads * 4 * f.spec.head_dim * 4;
+}
+
+EngineOptions GroupOptions(bool groups, int64_t kv_bytes) {
+  EngineOptions options = testing::CpuOptions(/*block_tokens=*/4);
+  options.gpu_kv_bytes = kv_bytes;
+  options.prefix_cache = false;
+  options.kv_layer_groups = groups;
+  options.max_tokens_per_step = 16;  // prompts prefill in several chunks
+  return options;
+}
+
+struct GroupedRun {
+  std::map<SequenceId, std::vector<int32_t>> tokens;
+  int64_t groups = 0;
+  int64_t freed_by_window = 0;
+  int64_t preemptions = 0;
+  int64_t most_running = 0;
+};
+
+GroupedRun GenerateGrouped(const GroupedFamily& f, const EngineOptions& options, int num_prompts, int prompt_tokens, int max_new) {
+  GroupedRun run;
+  auto engine = testing::MakeEngine(options, GroupedCheckpointDir(f));
+  if (engine == nullptr) return run;
+  for (int i = 0; i < num_prompts; ++i) {
+    EXPECT_TRUE(engine->Add(Prompt(40 + i, prompt_tokens + i), Greedy(max_new)).ok());
+  }
+  for (int step = 0; step < 5000 && engine->NumUnfinished() > 0; ++step) {
+    testing::StepAndCollect(*engine, &run.tokens, /*verify=*/true);
+    if (::testing::Test::HasFatalFailure()) return run;
+    run.most_running = std::max(run.most_running, Stat(engine->Stats(), "sequences", "running"));
+  }
+  EXPECT_EQ(engine->NumUnfinished(), 0);
+  const nlohmann::json stats = engine->Stats();
+  run.groups = Stat(stats, "kv_layer_groups", "groups");
+  run.freed_by_window = Stat(stats, "kv_layer_groups", "blocks_freed_by_window");
+  run.preemptions = Stat(stats, "preemptions");
+  return run;
+}
+
+class KvLayerGroupsTest : public ::testing::TestWithParam<GroupedFamily> {};
+
+TEST_P(KvLayerGroupsTest, GroupsEmitTheTokensOfOneGroupAndFreeWindowBlocks) {
+  const GroupedFamily& f = GetParam();
+  const int64_t bytes = 64 * GroupedFullBlockBytes(f);  // room for every sequence at once
+  const GroupedRun one = GenerateGrouped(f, GroupOptions(false, bytes), 3, 21, 12);
+  const GroupedRun grouped = GenerateGrouped(f, GroupOptions(true, bytes), 3, 21, 12);
+  ASSERT_EQ(one.tokens.size(), 3u);
+  EXPECT_EQ(grouped.tokens, one.tokens);
+  EXPECT_EQ(one.groups, 1);
+  EXPECT_EQ(one.freed_by_window, 0);
+  EXPECT_EQ(grouped.groups, f.spec.layers / (f.name == "gemma2" ? 2 : 1));
+  EXPECT_GT(grouped.freed_by_window, 0);
+}
+
+TEST_P(KvLayerGroupsTest, SmallPoolRecomputesToTheSameTokens) {
+  const GroupedFamily& f = GetParam();
+  const GroupedRun reference = GenerateGrouped(f, GroupOptions(false, 64 * GroupedFullBlockBytes(f)), 5, 22, 16);
+  // One sequence's 38 positions are 10 blocks: five need 50, the pool has 14.
+  const int64_t small = 14 * GroupedFullBlockBytes(f);
+  const GroupedRun one = GenerateGrouped(f, GroupOptions(false, small), 5, 22, 16);
+  const GroupedRun grouped = GenerateGrouped(f, GroupOptions(true, small), 5, 22, 16);
+  ASSERT_EQ(reference.tokens.size(), 5u);
+  EXPECT_EQ(one.tokens, reference.tokens);
+  EXPECT_EQ(grouped.tokens, reference.tokens);
+  EXPECT_GT(one.preemptions, 0) << "control: the small pool preempts";
+  EXPECT_GT(grouped.preemptions, 0) << "grouped sequences recompute too";
+  EXPECT_GT(grouped.freed_by_window, 0);
+}
+
+TEST_P(KvLayerGroupsTest, SameBytesRunMoreSequencesAtOnce) {
+  const GroupedFamily& f = GetParam();
+  // Sequences of 60 positions (15 blocks): a pool of 24 blocks runs one at its peak.
+  const int64_t bytes = 24 * GroupedFullBlockBytes(f);
+  const GroupedRun one = GenerateGrouped(f, GroupOptions(false, bytes), 6, 36, 24);
+  const GroupedRun grouped = GenerateGrouped(f, GroupOptions(true, bytes), 6, 36, 24);
+  EXPECT_EQ(grouped.tokens, one.tokens);
+  EXPECT_GT(grouped.most_running, one.most_running);
+  EXPECT_LT(grouped.preemptions, one.preemptions);
+}
+
+TEST_P(KvLayerGroupsTest, ParallelSamplesComputeTheirPromptAgain) {
+  // A completion forked from its prompt cannot share a grouped table yet: it computes the
+  // prompt itself, to the same tokens.
+  const GroupedFamily& f = GetParam();
+  std::map<SequenceId, std::vector<int32_t>> tokens[2];
+  for (int grouped = 0; grouped < 2; ++grouped) {
+    auto engine = testing::MakeEngine(GroupOptions(grouped == 1, 64 * GroupedFullBlockBytes(f)), GroupedCheckpointDir(f));
+    ASSERT_TRUE(engine != nullptr);
+    SamplingParams params = Greedy(10);
+    params.n = 3;
+    ASSERT_TRUE(engine->Add(Prompt(7, 19), params).ok());
+    tokens[grouped] = testing::RunToEnd(*engine, /*verify=*/true, /*max_steps=*/1000);
+    if (grouped == 1) {
+      EXPECT_GT(Stat(engine->Stats(), "kv_layer_groups", "blocks_freed_by_window"), 0);
+    }
+  }
+  EXPECT_EQ(tokens[0].size(), 3u);
+  EXPECT_EQ(tokens[1], tokens[0]);
+}
+
+TEST_P(KvLayerGroupsTest, OptionsThatCannotCarryGroupsKeepOne) {
+  const GroupedFamily& f = GetParam();
+  EngineOptions options = GroupOptions(true, 64 * GroupedFullBlockBytes(f));
+  options.prefix_cache = true;  // prefix entries key one group's blocks
+  const GroupedRun run = GenerateGrouped(f, options, 2, 13, 4);
+  EXPECT_EQ(run.groups, 1);
+  EXPECT_EQ(run.freed_by_window, 0);
+  EXPECT_EQ(run.tokens.size(), 2u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, KvLayerGroupsTest, ::testing::ValuesIn(GroupedFamilies()),
+                         [](const ::testing::TestParamInfo<GroupedFamily>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace kvtier
