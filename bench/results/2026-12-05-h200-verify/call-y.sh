@@ -13,7 +13,7 @@ CARRY=y . bench/results/device-call-prelude.sh
 M=/tmp/kb/llama3-8b
 ( $C/bin/kvtier mkmodel --preset llama3-8b --out $M > $R/mkmodel.txt 2>&1; touch $M.ready ) &
 mkdir -p $R/tests
-left() { echo $(( 578 - $(el) )); }
+left() { echo $(( ${BUDGET:-578} - $(el) )); }  # BUDGET: seconds the call may run, less a margin to pack
 t() { local name=$1 lim=$2; shift 2; [ $(left) -lt 15 ] && { echo "skip $name: out of time"; return; }
   [ $lim -gt $(left) ] && lim=$(left)
   timeout $lim "$@" > $R/tests/$name.txt 2>&1; echo "[$(el) s] $name rc=$? $(grep -cE '^\[       OK \]' $R/tests/$name.txt) ok $(grep -cE '^\[  SKIPPED \]' $R/tests/$name.txt) skipped, $(grep -E '^\[  FAILED  \] [A-Za-z]' $R/tests/$name.txt | cut -c1-110 | tr '\n' ' ')"; }
