@@ -27,7 +27,7 @@ echo "NCCL: ${NCCL_LIB:-none}; cuDNN: ${CUDNN_LIB:-none}"
 export KVTIER_NCCL_LIBRARY=$NCCL_LIB NCCL_NVLS_ENABLE=0 KVTIER_CUDNN_LIBRARY=$CUDNN_LIB
 export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(dirname "${CUDNN_LIB:-/x/y}")
 t fp8 100 $C/bin/kvtier_cuda_fp8_test
-t backend 200 $C/bin/kvtier_cuda_backend_test
+t backend 200 $C/bin/kvtier_cuda_backend_test --gtest_filter="${BACKEND_FILTER:-*}"  # e.g. *gemma* when short of time
 t moe 60 $C/bin/kvtier_cuda_moe_test
 t parity 90 $C/bin/kvtier_cuda_parity_test
 t nccl 30 $C/bin/kvtier_cuda_nccl_test
