@@ -4,12 +4,12 @@
 // bf16 in and out, fp32 softmax. Q and O are kvtier's (rows, heads, head_dim) layout, K and V
 // contiguous (rows, kv_heads, head_dim).
 //
-// Two graphs are tried, each checked against a plain fp32 CUDA reference on small shapes
-// and then timed on W4's shapes (32k x 32k, and 4k-query chunks over 32k keys):
-//   composite  matmul(Q, K^T) -> scale -> causal select (GEN_INDEX row/col, ADD offset,
-//              CMP_GE, BINARY_SELECT -inf) -> softmax as max / sub / exp / sum / div ->
-//              matmul(P, V): the pattern cuDNN's fused flash-attention engines match, on
-//              every cuDNN 9;
+// First a sweep of the composite graph's forms (cudnn_graph.h AttentionGraphForm: softmax
+// stats branch, P's type, the causal mask's form) and heuristics modes, build only: which
+// forms this cuDNN offers engines for, with cuDNN's messages (run with CUDNN_LOGLEVEL_DBG=2
+// for its reasons). Then the graphs, each checked against a plain fp32 CUDA reference on
+// small shapes and timed on W4's shapes (32k x 32k, and 4k-query chunks over 32k keys):
+//   composite  the library's default form (cudnn-frontend's composite SDPA pattern);
 //   unified    one CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR (cuDNN >= 9.13), without a
 //              mask (its causal mask is a subgraph from cuDNN 9.21 on): timed only, as the
 //              speed of the engine a causal unified graph would run.
@@ -137,13 +137,14 @@ struct Buffers {
 };
 
 // Builds, checks (when `check`) and times one graph on one shape; prints a table row.
-void RunCase(cudnnHandle_t handle, const char* graph_name, bool unified, const Shape& s, bool check) {
+void RunCase(cudnnHandle_t handle, const char* graph_name, bool unified, const Shape& s, bool check,
+             const kvtier::cuda::AttentionGraphForm& form = {}) {
   std::printf("  %s, sq %lld skv %lld:\n", graph_name, static_cast<long long>(s.sq), static_cast<long long>(s.skv));
   GraphBuilder g(Api(), handle);
   if (unified) {
     BuildUnified(g, s);
   } else {
-    kvtier::cuda::BuildCausalAttentionGraph(g, s);
+    kvtier::cuda::BuildCausalAttentionGraph(g, s, form);
   }
   int64_t workspace_bytes = 0;
   // A plan per shape is what a chunked prefill would build: its cost decides whether plans are
@@ -172,13 +173,25 @@ void RunCase(cudnnHandle_t handle, const char* graph_name, bool unified, const S
   FillRandom<<<1024, 256>>>(b.v, nkv, 3);
   float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
   float neg_inf = -INFINITY;
-  int32_t offset = static_cast<int32_t>(s.skv - s.sq);
+  kvtier::cuda::DiagonalScalars diagonal = kvtier::cuda::DiagonalScalarsFor(form, s.sq, s.skv);
   using namespace kvtier::cuda;  // the uids
   std::vector<int64_t> uids = {kUidQ, kUidK, kUidV, kUidO, kUidScale};
   std::vector<void*> ptrs = {b.q, b.k, b.v, b.o, &scale};
+  float* stats = nullptr;
   if (!unified) {
-    uids.insert(uids.end(), {kUidNegInf, kUidOffset});
-    ptrs.insert(ptrs.end(), {&neg_inf, &offset});
+    if (form.mask != AttentionMask::kNone) {
+      uids.push_back(kUidNegInf);
+      ptrs.push_back(&neg_inf);
+    }
+    for (int i = 0; i < diagonal.count; ++i) {
+      uids.push_back(diagonal.uids[i]);
+      ptrs.push_back(&diagonal.values[i]);
+    }
+    if (form.softmax_stats && form.stats_in_memory) {
+      CUDA_OK(cudaMalloc(&stats, s.sq * s.hq * 4));
+      uids.push_back(kUidStats);
+      ptrs.push_back(stats);
+    }
   }
   GraphBuilder packs(Api(), handle);
   cudnnBackendDescriptor_t pack = packs.Create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
@@ -198,7 +211,8 @@ void RunCase(cudnnHandle_t handle, const char* graph_name, bool unified, const S
     if (check) {
       float* ref = nullptr;
       CUDA_OK(cudaMalloc(&ref, nq * 4));
-      ReferenceAttention<<<static_cast<unsigned>(s.sq), 32>>>(b.q, b.k, b.v, ref, s, scale, !unified);
+      ReferenceAttention<<<static_cast<unsigned>(s.sq), 32>>>(b.q, b.k, b.v, ref, s, scale,
+                                                               !unified && form.mask != AttentionMask::kNone);
       CUDA_OK(cudaDeviceSynchronize());
       std::vector<float> want(static_cast<size_t>(nq));
       std::vector<__nv_bfloat16> got(static_cast<size_t>(nq));
@@ -234,6 +248,51 @@ void RunCase(cudnnHandle_t handle, const char* graph_name, bool unified, const S
   cudaFree(b.v);
   cudaFree(b.o);
   if (b.workspace != nullptr) cudaFree(b.workspace);
+  if (stats != nullptr) cudaFree(stats);
+}
+
+
+// One form of the composite graph and one heuristics mode, build only: engine configs offered,
+// the first that finalizes, and cuDNN's message when none does.
+void TryForm(cudnnHandle_t handle, const char* name, const kvtier::cuda::AttentionGraphForm& form,
+             cudnnBackendHeurMode_t mode, const Shape& s) {
+  GraphBuilder g(Api(), handle);
+  kvtier::cuda::BuildCausalAttentionGraph(g, s, form);
+  int64_t workspace_bytes = 0;
+  cudnnBackendDescriptor_t plan = g.ok() ? g.Plan(&workspace_bytes, mode) : nullptr;
+  std::printf("FORM %-34s heur %d: %s%s\n", name, static_cast<int>(mode), plan != nullptr ? "BUILT " : "refused: ",
+              plan != nullptr ? "" : g.error().c_str());
+  std::printf("%s", g.plan_log().c_str());
+}
+
+struct NamedForm {
+  std::string name;
+  kvtier::cuda::AttentionGraphForm form;
+};
+
+// Every mask form x stats (none, virtual, in memory) x P's type.
+std::vector<NamedForm> Forms() {
+  using kvtier::cuda::AttentionGraphForm;
+  using kvtier::cuda::AttentionMask;
+  static const char* masks[] = {"nomask", "topleft", "offset", "addsub"};
+  static const char* stat_names[] = {"nostats", "stats", "stats-mem"};
+  std::vector<NamedForm> forms;
+  for (AttentionMask mask : {AttentionMask::kAddKeysSubQueries, AttentionMask::kOffset, AttentionMask::kTopLeft,
+                             AttentionMask::kNone}) {
+    for (int stats = 0; stats < 3; ++stats) {
+      for (cudnnDataType_t p : {CUDNN_DATA_FLOAT, CUDNN_DATA_BFLOAT16}) {
+        AttentionGraphForm f;
+        f.mask = mask;
+        f.softmax_stats = stats > 0;
+        f.stats_in_memory = stats == 2;
+        f.p_type = p;
+        forms.push_back({std::string(masks[static_cast<int>(mask)]) + "/" + stat_names[stats] + "/" +
+                             (p == CUDNN_DATA_FLOAT ? "pf32" : "pbf16"),
+                         f});
+      }
+    }
+  }
+  return forms;
 }
 
 }  // namespace
@@ -245,17 +304,34 @@ int main() {
     std::printf("cudnnCreate failed: %s\n", LastCudnnError().c_str());
     return 1;
   }
+  const Shape sweep_shape{256, 512, 32, 8, 128};
+  std::vector<NamedForm> built;
+  for (const NamedForm& f : Forms()) {
+    TryForm(handle, f.name.c_str(), f.form, CUDNN_HEUR_MODE_A, sweep_shape);
+    GraphBuilder g(Api(), handle);
+    kvtier::cuda::BuildCausalAttentionGraph(g, sweep_shape, f.form);
+    int64_t ws = 0;
+    if (g.ok() && g.Plan(&ws) != nullptr) built.push_back(f);
+  }
+  const kvtier::cuda::AttentionGraphForm library_form;
+  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
+    TryForm(handle, "library default", library_form, mode, sweep_shape);
+  }
   const Shape checks[] = {{256, 256, 32, 8, 128}, {128, 384, 32, 8, 128}, {200, 333, 32, 8, 128}};
   const Shape timed[] = {{32768, 32768, 32, 8, 128}, {4096, 32768, 32, 8, 128}, {2048, 2048, 32, 8, 128},
                          {8192, 8192, 32, 8, 128}};
-  for (bool unified : {false, true}) {
-    const char* name = unified ? "unified(no mask)" : "composite(causal)";
-    if (unified && cudnnGetVersion() < 91300) {
-      std::printf("  RESULT %s: skipped, needs cuDNN >= 9.13\n", name);
-      continue;
+  // Every form that built: checked on the small shapes; the first two also timed.
+  for (size_t i = 0; i < built.size(); ++i) {
+    for (const Shape& s : checks) RunCase(handle, built[i].name.c_str(), false, s, true, built[i].form);
+    if (i < 2) {
+      for (const Shape& s : timed) RunCase(handle, built[i].name.c_str(), false, s, false, built[i].form);
     }
-    for (const Shape& s : checks) RunCase(handle, name, unified, s, true);
-    for (const Shape& s : timed) RunCase(handle, name, unified, s, false);
+  }
+  if (cudnnGetVersion() < 91300) {
+    std::printf("  RESULT unified(no mask): skipped, needs cuDNN >= 9.13\n");
+  } else {
+    for (const Shape& s : checks) RunCase(handle, "unified(no mask)", true, s, true);
+    for (const Shape& s : timed) RunCase(handle, "unified(no mask)", true, s, false);
   }
   cudnnDestroy(handle);
   return 0;

@@ -356,6 +356,11 @@ INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
                                            ModelCase{"tiny-gemma3", false, true, 128, 4, 2},
                                            ModelCase{"tiny-gemma2", false, true, 128, 8, 2},
                                            ModelCase{"tiny-gemma3", false, true, 0, 0, 0, DType::kF16},
+                                           // ... and in fp16 on the fast kernels, where the
+                                           // bf16 cases' wider bound cannot hide a wrong scale,
+                                           // soft-cap or window.
+                                           ModelCase{"tiny-gemma3", false, true, 128, 4, 2, DType::kF16},
+                                           ModelCase{"tiny-gemma2", false, true, 64, 4, 2, DType::kF16},
                                            ModelCase{"tiny-gemma2", false, true, 0, 0, 0, DType::kBF16,
                                                      StorageDType::kFp8},
                                            ModelCase{"tiny-gemma3", false, true, 0, 0, 0, DType::kF32,

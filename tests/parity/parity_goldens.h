@@ -5,6 +5,7 @@
 #ifndef KVTIER_TESTS_PARITY_PARITY_GOLDENS_H_
 #define KVTIER_TESTS_PARITY_PARITY_GOLDENS_H_
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -52,15 +53,24 @@ inline std::string WriteModel(const std::string& name, const std::vector<std::st
   return dir;
 }
 
-// The goldens of model `name` and its checkpoint (written once, opened). Fatal test
-// failures when either is missing: callers use ASSERT_NO_FATAL_FAILURE.
+// The goldens of model `name` and its checkpoint (written once, opened); `dtype`, when not
+// empty, replaces the stored weight type the goldens' mkmodel arguments name (the same random
+// weights rounded to it). Fatal test failures when either is missing: callers use
+// ASSERT_NO_FATAL_FAILURE.
 inline void OpenGoldenModel(const std::string& name, const nlohmann::json** model,
-                            std::shared_ptr<const Checkpoint>* checkpoint, const std::string& file = kGoldensFile) {
+                            std::shared_ptr<const Checkpoint>* checkpoint, const std::string& file = kGoldensFile,
+                            const std::string& dtype = "") {
   const nlohmann::json& goldens = Goldens(file);
   ASSERT_FALSE(goldens.is_null()) << "tests/parity/" << file << " is missing: run scripts/make_goldens.py";
   ASSERT_TRUE(goldens["models"].contains(name)) << "tests/parity/" << file << " has no model " << name;
   *model = &goldens["models"][name];
-  *checkpoint = testing::OpenCheckpoint(WriteModel(name, (**model)["mkmodel_args"].get<std::vector<std::string>>()));
+  auto args = (**model)["mkmodel_args"].get<std::vector<std::string>>();
+  if (!dtype.empty()) {
+    auto it = std::find(args.begin(), args.end(), "--dtype");
+    ASSERT_TRUE(it != args.end() && it + 1 != args.end()) << name << ": its mkmodel arguments name no --dtype";
+    *(it + 1) = dtype;
+  }
+  *checkpoint = testing::OpenCheckpoint(WriteModel(dtype.empty() ? name : name + "-" + dtype, args));
   ASSERT_NE(*checkpoint, nullptr);
 }
 

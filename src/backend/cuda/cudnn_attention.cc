@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cudnn_graph.h"
@@ -124,14 +125,20 @@ absl::Status CudnnAttention::Run(const void* q, const void* k, const void* v, vo
   const Plan& plan = **found;
   const CudnnApi& api = library_.api();
   float neg_inf = -INFINITY;
-  int32_t offset = static_cast<int32_t>(skv - sq);
-  int64_t uids[] = {kUidQ, kUidK, kUidV, kUidO, kUidScale, kUidNegInf, kUidOffset};
-  void* pointers[] = {const_cast<void*>(q), const_cast<void*>(k), const_cast<void*>(v), out, &scale, &neg_inf,
-                      &offset};
+  const AttentionGraphForm form;  // Build's
+  DiagonalScalars diagonal = DiagonalScalarsFor(form, sq, skv);
+  std::vector<int64_t> uids = {kUidQ, kUidK, kUidV, kUidO, kUidScale, kUidNegInf};
+  std::vector<void*> pointers = {const_cast<void*>(q), const_cast<void*>(k), const_cast<void*>(v), out, &scale,
+                                 &neg_inf};
+  for (int i = 0; i < diagonal.count; ++i) {
+    uids.push_back(diagonal.uids[i]);
+    pointers.push_back(&diagonal.values[i]);
+  }
   CudnnGraphBuilder g(api, handle_);  // owns the variant pack
   cudnnBackendDescriptor_t pack = g.Create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  g.Set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 7, uids, "pack uids");
-  g.Set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 7, pointers, "pack pointers");
+  const auto n = static_cast<int64_t>(uids.size());
+  g.Set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids.data(), "pack uids");
+  g.Set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, pointers.data(), "pack pointers");
   g.Set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace_, "pack workspace");
   g.Finalize(pack, "variant pack");
   if (!g.ok()) return absl::InternalError(absl::StrCat("cuDNN: ", g.error()));

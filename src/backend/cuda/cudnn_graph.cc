@@ -115,14 +115,13 @@ void CudnnGraphBuilder::Matmul(cudnnBackendDescriptor_t a, cudnnBackendDescripto
   ops_.push_back(op);
 }
 
-cudnnBackendDescriptor_t CudnnGraphBuilder::Plan(int64_t* workspace_bytes) {
+cudnnBackendDescriptor_t CudnnGraphBuilder::Plan(int64_t* workspace_bytes, cudnnBackendHeurMode_t mode) {
   cudnnBackendDescriptor_t graph = Create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   Set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_, "graph handle");
   Set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(ops_.size()),
       ops_.data(), "graph ops");
   Finalize(graph, "operation graph");
   cudnnBackendDescriptor_t heur = Create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
   Link(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph, "heuristics graph");
   Set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "heuristics mode");
   Finalize(heur, "heuristics");
@@ -178,7 +177,23 @@ AttentionIoTensors MakeAttentionIo(CudnnGraphBuilder& g, const AttentionGraphSha
   return io;
 }
 
-void BuildCausalAttentionGraph(CudnnGraphBuilder& g, const AttentionGraphShape& s) {
+DiagonalScalars DiagonalScalarsFor(const AttentionGraphForm& form, int64_t sq, int64_t skv) {
+  DiagonalScalars d;
+  if (form.mask == AttentionMask::kOffset) {
+    d.count = 1;
+    d.uids[0] = kUidOffset;
+    d.values[0] = static_cast<int32_t>(skv - sq);
+  } else if (form.mask == AttentionMask::kAddKeysSubQueries) {
+    d.count = 2;
+    d.uids[0] = kUidKeys;
+    d.values[0] = static_cast<int32_t>(skv);
+    d.uids[1] = kUidQueries;
+    d.values[1] = static_cast<int32_t>(sq);
+  }
+  return d;
+}
+
+void BuildCausalAttentionGraph(CudnnGraphBuilder& g, const AttentionGraphShape& s, const AttentionGraphForm& form) {
   using K = CudnnGraphBuilder::Kind;
   const AttentionIoTensors io = MakeAttentionIo(g, s);
   int64_t uid = kUidFirstVirtual;
@@ -194,19 +209,33 @@ void BuildCausalAttentionGraph(CudnnGraphBuilder& g, const AttentionGraphShape& 
   cudnnBackendDescriptor_t scale = g.Scalar(kUidScale, CUDNN_DATA_FLOAT, "scale");
   cudnnBackendDescriptor_t s1 = scores(CUDNN_DATA_FLOAT, "S * scale");
   g.Pointwise(CUDNN_POINTWISE_MUL, s0, scale, nullptr, s1, "attn scale");
-  // Causal, bottom-right: query row r sits at key position r + offset and sees keys <= it.
-  cudnnBackendDescriptor_t row = scores(CUDNN_DATA_INT32, "row index");
-  g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, s1, nullptr, nullptr, row, "gen row index", CUDNN_DATA_INT32, 2);
-  cudnnBackendDescriptor_t offset = g.Scalar(kUidOffset, CUDNN_DATA_INT32, "diagonal offset");
-  cudnnBackendDescriptor_t row_pos = scores(CUDNN_DATA_INT32, "row position");
-  g.Pointwise(CUDNN_POINTWISE_ADD, row, offset, nullptr, row_pos, "row + offset", CUDNN_DATA_INT32);
-  cudnnBackendDescriptor_t col = scores(CUDNN_DATA_INT32, "col index");
-  g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, s1, nullptr, nullptr, col, "gen col index", CUDNN_DATA_INT32, 3);
-  cudnnBackendDescriptor_t visible = scores(CUDNN_DATA_BOOLEAN, "visible");
-  g.Pointwise(CUDNN_POINTWISE_CMP_GE, row_pos, col, nullptr, visible, "row >= col", CUDNN_DATA_BOOLEAN);
-  cudnnBackendDescriptor_t neg_inf = g.Scalar(kUidNegInf, CUDNN_DATA_FLOAT, "-inf");
-  cudnnBackendDescriptor_t s2 = scores(CUDNN_DATA_FLOAT, "masked S");
-  g.Pointwise(CUDNN_POINTWISE_BINARY_SELECT, s1, neg_inf, visible, s2, "causal select");
+  cudnnBackendDescriptor_t s2 = s1;
+  if (form.mask != AttentionMask::kNone) {
+    // Query row r sits at key position r + skv - sq (bottom-right) and sees keys <= it.
+    cudnnBackendDescriptor_t row = scores(CUDNN_DATA_INT32, "row index");
+    g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, s1, nullptr, nullptr, row, "gen row index", CUDNN_DATA_INT32, 2);
+    if (form.mask == AttentionMask::kOffset) {
+      cudnnBackendDescriptor_t offset = g.Scalar(kUidOffset, CUDNN_DATA_INT32, "diagonal offset");
+      cudnnBackendDescriptor_t moved = scores(CUDNN_DATA_INT32, "row position");
+      g.Pointwise(CUDNN_POINTWISE_ADD, row, offset, nullptr, moved, "row + offset", CUDNN_DATA_INT32);
+      row = moved;
+    } else if (form.mask == AttentionMask::kAddKeysSubQueries) {
+      cudnnBackendDescriptor_t keys = g.Scalar(kUidKeys, CUDNN_DATA_INT32, "skv");
+      cudnnBackendDescriptor_t plus = scores(CUDNN_DATA_INT32, "row + skv");
+      g.Pointwise(CUDNN_POINTWISE_ADD, row, keys, nullptr, plus, "row + skv", CUDNN_DATA_INT32);
+      cudnnBackendDescriptor_t queries = g.Scalar(kUidQueries, CUDNN_DATA_INT32, "sq");
+      cudnnBackendDescriptor_t moved = scores(CUDNN_DATA_INT32, "row + skv - sq");
+      g.Pointwise(CUDNN_POINTWISE_SUB, plus, queries, nullptr, moved, "row + skv - sq", CUDNN_DATA_INT32);
+      row = moved;
+    }
+    cudnnBackendDescriptor_t col = scores(CUDNN_DATA_INT32, "col index");
+    g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, s1, nullptr, nullptr, col, "gen col index", CUDNN_DATA_INT32, 3);
+    cudnnBackendDescriptor_t visible = scores(CUDNN_DATA_BOOLEAN, "visible");
+    g.Pointwise(CUDNN_POINTWISE_CMP_GE, row, col, nullptr, visible, "row >= col", CUDNN_DATA_BOOLEAN);
+    cudnnBackendDescriptor_t neg_inf = g.Scalar(kUidNegInf, CUDNN_DATA_FLOAT, "-inf");
+    s2 = scores(CUDNN_DATA_FLOAT, "masked S");
+    g.Pointwise(CUDNN_POINTWISE_BINARY_SELECT, s1, neg_inf, visible, s2, "causal select");
+  }
   // Softmax.
   cudnnBackendDescriptor_t row_max = rows("row max");
   g.Reduction(CUDNN_REDUCE_TENSOR_MAX, s2, row_max, "max");
@@ -216,7 +245,15 @@ void BuildCausalAttentionGraph(CudnnGraphBuilder& g, const AttentionGraphShape& 
   g.Pointwise(CUDNN_POINTWISE_EXP, s3, nullptr, nullptr, s4, "exp");
   cudnnBackendDescriptor_t row_sum = rows("row sum");
   g.Reduction(CUDNN_REDUCE_TENSOR_ADD, s4, row_sum, "sum");
-  cudnnBackendDescriptor_t p = scores(CUDNN_DATA_BFLOAT16, "P");  // bmm2's A in the I/O type
+  if (form.softmax_stats) {
+    cudnnBackendDescriptor_t log_sum = rows("log sum");
+    g.Pointwise(CUDNN_POINTWISE_LOG, row_sum, nullptr, nullptr, log_sum, "log sum");
+    cudnnBackendDescriptor_t stats =
+        form.stats_in_memory ? g.Tensor(kUidStats, CUDNN_DATA_FLOAT, rdims, rstrides, K::kDevice, "stats")
+                             : rows("stats");
+    g.Pointwise(CUDNN_POINTWISE_ADD, row_max, log_sum, nullptr, stats, "max + log sum");
+  }
+  cudnnBackendDescriptor_t p = scores(form.p_type, "P");
   g.Pointwise(CUDNN_POINTWISE_DIV, s4, row_sum, nullptr, p, "div sum");
   g.Matmul(p, io.v, io.o, "bmm2");
 }

@@ -29,6 +29,9 @@ enum AttentionGraphUid : int64_t {
   kUidScale,
   kUidNegInf,
   kUidOffset,
+  kUidKeys,     // skv, by value (AttentionMask::kAddKeysSubQueries)
+  kUidQueries,  // sq, by value
+  kUidStats,    // the softmax stats (max + log sum) in device memory, when the form asks
   kUidFirstVirtual = 100
 };
 
@@ -69,10 +72,10 @@ class CudnnGraphBuilder {
   void Matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c, const char* what);
   void AddOperation(cudnnBackendDescriptor_t op) { ops_.push_back(op); }
 
-  // The operation graph, then the first engine config of heuristics mode A whose plan
+  // The operation graph, then the first engine config of heuristics `mode` whose plan
   // finalizes (each try in plan_log()). Returns the plan (owned by this builder) or null,
   // with its workspace bytes.
-  cudnnBackendDescriptor_t Plan(int64_t* workspace_bytes);
+  cudnnBackendDescriptor_t Plan(int64_t* workspace_bytes, cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A);
 
   // Hands the descriptors over to the caller (who destroys them with
   // BackendDestroyDescriptor, last first); the builder then owns none.
@@ -100,13 +103,39 @@ struct AttentionIoTensors {
 };
 AttentionIoTensors MakeAttentionIo(CudnnGraphBuilder& g, const AttentionGraphShape& s);
 
+// How the causal mask places the diagonal: none (every key visible); top-left (row >= col);
+// row + offset >= col with one by-value offset skv - sq; or cudnn-frontend's own form, row +
+// skv - sq >= col as an ADD of skv and a SUB of sq (two by-value int32 scalars).
+enum class AttentionMask { kNone, kTopLeft, kOffset, kAddKeysSubQueries };
+
+// The shape of the composite graph's softmax and mask. cuDNN's fused flash-attention engines
+// match a pattern rather than a meaning, so the form matters: the default is the one
+// cudnn-frontend's composite SDPA node emits (the softmax stats max + log(sum) computed even
+// for inference, as a virtual tensor; P in fp32; the frontend's mask). The others are kept
+// for the probe (bench/micro/cudnn_sdpa.cu), which reports which forms a cuDNN build accepts.
+struct AttentionGraphForm {
+  bool softmax_stats = true;         // the LOG / ADD branch of flash attention's softmax
+  bool stats_in_memory = false;      // the stats as a device tensor (kUidStats), else virtual
+  cudnnDataType_t p_type = CUDNN_DATA_FLOAT;  // bmm2's A
+  AttentionMask mask = AttentionMask::kAddKeysSubQueries;
+};
+
 // The composite causal graph: matmul(Q, K^T) -> * scale -> causal select (GEN_INDEX
-// row / col, row + offset >= col, else -inf) -> softmax as max / sub / exp / sum / div ->
-// matmul(P, V), the pattern cuDNN's fused flash-attention engines match on every cuDNN 9.
-// bf16 in and out, fp32 scores and softmax. The scale (fp32), -inf (fp32) and the diagonal
-// offset (int32, skv - sq for bottom-right alignment) are by-value scalars of the variant
-// pack, so one plan serves every offset.
-void BuildCausalAttentionGraph(CudnnGraphBuilder& g, const AttentionGraphShape& s);
+// row / col, CMP_GE, else -inf) -> softmax as max / sub / exp / sum / div (with the stats
+// branch) -> matmul(P, V). bf16 in and out, fp32 scores and softmax. The scale and -inf
+// (fp32) and the diagonal's scalars (int32) are by-value scalars of the variant pack, so one
+// plan serves every offset.
+void BuildCausalAttentionGraph(CudnnGraphBuilder& g, const AttentionGraphShape& s,
+                               const AttentionGraphForm& form = {});
+
+// The by-value scalars a run of `form` binds besides Q, K, V, O, the scale and -inf: their
+// uids and values for sq queries over skv keys (int32; at most two).
+struct DiagonalScalars {
+  int count = 0;
+  int64_t uids[2] = {0, 0};
+  int32_t values[2] = {0, 0};
+};
+DiagonalScalars DiagonalScalarsFor(const AttentionGraphForm& form, int64_t sq, int64_t skv);
 
 }  // namespace kvtier::cuda
 
