@@ -33,11 +33,6 @@ absl::Status CudaMoeSupports(const ModelConfig& c) {
 
 }  // namespace
 
-bool CudaMoeUnverifiedEnabled() {
-  const char* value = std::getenv(kCudaMoeUnverifiedEnv);
-  return value != nullptr && std::strcmp(value, "1") == 0;
-}
-
 bool CudaWgmmaScoresUnverifiedEnabled() {
   const char* value = std::getenv(kCudaWgmmaScoresUnverifiedEnv);
   return value != nullptr && std::strcmp(value, "1") == 0;
@@ -45,10 +40,7 @@ bool CudaWgmmaScoresUnverifiedEnabled() {
 
 absl::Status CudaForwardSupports(const ModelConfig& c) {
   if (c.moe.num_experts == 0) return absl::OkStatus();
-  if (CudaMoeUnverifiedEnabled()) return CudaMoeSupports(c);
-  return absl::UnimplementedError(absl::StrCat("cuda backend: ", std::string(ArchitectureName(c.architecture)),
-                                               " needs mixture-of-experts layers (router and experts), which the "
-                                               "CUDA forward does not run yet; use --backend cpu"));
+  return CudaMoeSupports(c);
 }
 
 }  // namespace kvtier

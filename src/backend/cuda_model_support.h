@@ -10,20 +10,14 @@
 
 namespace kvtier {
 
-// OK, or Unimplemented naming the architecture and the feature the CUDA forward lacks
-// (mixture-of-experts layers), and that the CPU backend runs it. The dense families run:
-// Llama, Mistral, Qwen2/3, Phi-3 (fused projections, LongRoPE) and Gemma 2/3 (GeGLU, (1 + w)
-// and sandwich norms, scaled embeddings, query_pre_attn_scalar, soft-caps, two RoPE bases,
-// sliding windows at any sequence length).
-// Mixture-of-experts models (Mixtral, Qwen3-MoE) are refused unless the environment sets
-// kCudaMoeUnverifiedEnv to 1: the CUDA experts (backend/cuda/moe_layer.h) are written but not
-// yet checked on a GPU, and the switch is for their tests and the device call that checks them
-// (docs/CUDA_BACKEND.md). With it, OK for the shapes the kernels take.
+// OK, or Unimplemented naming the architecture and the feature the CUDA forward lacks, and
+// that the CPU backend runs it. The dense families run: Llama, Mistral, Qwen2/3, Phi-3 (fused
+// projections, LongRoPE) and Gemma 2/3 (GeGLU, (1 + w) and sandwich norms, scaled embeddings,
+// query_pre_attn_scalar, soft-caps, two RoPE bases, sliding windows at any sequence length);
+// the mixture-of-experts families (Mixtral, Qwen3-MoE) at the shapes the expert kernels take
+// (backend/cuda/moe_layer.h): up to 256 experts and top 16, hidden and expert sizes in
+// multiples of 16.
 absl::Status CudaForwardSupports(const ModelConfig& config);
-
-inline constexpr char kCudaMoeUnverifiedEnv[] = "KVTIER_CUDA_MOE_UNVERIFIED";
-// Whether kCudaMoeUnverifiedEnv is "1"; read here only.
-bool CudaMoeUnverifiedEnabled();
 
 // Scores other than plain (query_pre_attn_scalar, Gemma 2's soft-cap, sliding windows) on the
 // Hopper wgmma prefill attention (backend/cuda/prefill_attention_wgmma.h) where the

@@ -15,51 +15,28 @@ namespace {
 
 using ::testing::HasSubstr;
 
-TEST(CudaModelSupportTest, RefusesMixtureOfExpertsByName) {
-  if (CudaMoeUnverifiedEnabled()) GTEST_SKIP() << kCudaMoeUnverifiedEnv << "=1 lets them through";
-  const std::pair<const char*, const char*> refused[] = {
-      {"tiny-mixtral", "MixtralForCausalLM needs mixture-of-experts layers"},
-      {"tiny-qwen3moe", "Qwen3MoeForCausalLM needs mixture-of-experts layers"}};
-  for (const auto& [preset, message] : refused) {
-    absl::StatusOr<RandomCheckpointSpec> spec = RandomCheckpointPreset(preset);
-    ASSERT_TRUE(spec.ok());
-    absl::StatusOr<ModelConfig> config = RandomCheckpointConfig(*spec);
-    ASSERT_TRUE(config.ok()) << config.status();
-    const absl::Status status = CudaForwardSupports(*config);
-    EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented) << preset;
-    EXPECT_THAT(status.message(), HasSubstr(message));
-    EXPECT_THAT(status.message(), HasSubstr("--backend cpu"));
-  }
-}
-
-// The unverified CUDA experts run only where the switch asks for them, and then only the
-// shapes their kernels take.
-TEST(CudaModelSupportTest, RunsMixtureOfExpertsOnlyBehindTheUnverifiedSwitch) {
-  const char* before = std::getenv(kCudaMoeUnverifiedEnv);
-  const std::string saved = before != nullptr ? before : "";
+// The mixture-of-experts families run on CUDA at the shapes the expert kernels take; other
+// shapes are refused by name, pointing at the CPU backend.
+TEST(CudaModelSupportTest, RunsMixtureOfExpertsAtTheKernelsShapes) {
   for (const char* preset : {"tiny-mixtral", "tiny-qwen3moe"}) {
     absl::StatusOr<ModelConfig> config = RandomCheckpointConfig(*RandomCheckpointPreset(preset));
     ASSERT_TRUE(config.ok()) << config.status();
-    setenv(kCudaMoeUnverifiedEnv, "0", 1);
-    EXPECT_EQ(CudaForwardSupports(*config).code(), absl::StatusCode::kUnimplemented) << preset;
-    setenv(kCudaMoeUnverifiedEnv, "1", 1);
-    EXPECT_TRUE(CudaMoeUnverifiedEnabled());
     EXPECT_TRUE(CudaForwardSupports(*config).ok()) << preset;
     ModelConfig too_many = *config;
     too_many.moe.num_experts = 512;
+    EXPECT_EQ(CudaForwardSupports(too_many).code(), absl::StatusCode::kUnimplemented) << preset;
     EXPECT_THAT(CudaForwardSupports(too_many).message(), HasSubstr("512 experts"));
+    EXPECT_THAT(CudaForwardSupports(too_many).message(), HasSubstr("--backend cpu"));
+    ModelConfig deep = *config;
+    deep.moe.top_k = 17;
+    EXPECT_THAT(CudaForwardSupports(deep).message(), HasSubstr("top 17"));
     ModelConfig odd = *config;
     odd.moe.expert_intermediate_size = 40;
     EXPECT_THAT(CudaForwardSupports(odd).message(), HasSubstr("multiples of 16"));
   }
-  if (before != nullptr) {
-    setenv(kCudaMoeUnverifiedEnv, saved.c_str(), 1);
-  } else {
-    unsetenv(kCudaMoeUnverifiedEnv);
-  }
 }
 
-// The wgmma prefill's scored instances are asked for by exactly "1", as the experts are.
+// The wgmma prefill's scored instances are asked for by exactly "1".
 TEST(CudaModelSupportTest, WgmmaScoresSwitchIsOnForOneOnly) {
   const char* before = std::getenv(kCudaWgmmaScoresUnverifiedEnv);
   const std::string saved = before != nullptr ? before : "";

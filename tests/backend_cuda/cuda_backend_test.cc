@@ -208,8 +208,6 @@ TEST_P(CudaBackendModelTest, MatchesCpuBackend) {
   }
   auto checkpoint = MakeCheckpoint(*spec, mc.preset, mc.dtype);
   ASSERT_NE(checkpoint, nullptr);
-  // Mixtral and Qwen3-MoE: the CUDA experts run only behind their unverified switch.
-  if (checkpoint->config().moe.num_experts > 0) setenv(kCudaMoeUnverifiedEnv, "1", 1);
   BackendOptions options;
   options.weight_dtype = mc.weight_dtype;
   options.kv_dtype = mc.kv_dtype;

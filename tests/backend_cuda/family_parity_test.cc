@@ -77,12 +77,10 @@ TEST_P(CudaFamilyParityTest, MatchesTransformersInFp16) {
   ExpectMatchesGoldens(GetParam(), parity::kFamilyGoldensFile, "fp16", kFp16LogitTolerance);
 }
 
-// Mixtral and Qwen3-MoE: the CUDA experts are unverified on a GPU until this passes there, so
-// the test turns on their switch itself (cuda_model_support.h).
+// Mixtral and Qwen3-MoE.
 class CudaMoeParityTest : public CudaParityTest {
  protected:
   void SetUp() override {
-    setenv(kCudaMoeUnverifiedEnv, "1", 1);
     SkipUnlessReady(parity::kMoeGoldensFile, "scripts/make_goldens.py --models moe");
   }
 };

@@ -239,15 +239,19 @@ mkmodel)
   sed -i 's/"quant_method": "fp8"/"quant_method": "awq"/' "$work/fp8-per-tensor/config.json"
   expect_re 1 err "quant_method 'awq' is not supported" inspect --model "$work/fp8-per-tensor"
   # Mixture of experts: inspect shows the experts, the CPU backend runs them, the CUDA
-  # backend refuses them by name, and a top-k above the expert count is refused.
+  # backend refuses by name the shapes its expert kernels do not take, and a top-k above the
+  # expert count is refused.
   rm -rf "$work/moe"
   expect_re 0 out "^wrote $work/moe: Qwen3MoeForCausalLM, " mkmodel --out "$work/moe" --arch qwen3moe --experts 6 \
     --experts-per-token 2 --dense-layers 1
   expect_re 0 out '^experts +\{"count":6,"per_token":2,"intermediate_size":128,"norm_topk_prob":true,"layers":\[0\],"active_parameters":[0-9]+\}$' \
     inspect --model "$work/moe"
   expect_re 0 out '^[0-9]+ [0-9]+$' run --model "$work/moe" --backend cpu --prompt-ids 1,2,3 --max-tokens 2
-  expect_re 1 err "Qwen3MoeForCausalLM needs mixture-of-experts layers .*; use --backend cpu$" \
-    run --model "$work/moe" --backend cuda --prompt-ids 1,2,3 --max-tokens 2
+  rm -rf "$work/moe-odd"
+  expect_re 0 out "^wrote $work/moe-odd: Qwen3MoeForCausalLM, " mkmodel --out "$work/moe-odd" --arch qwen3moe \
+    --experts 6 --experts-per-token 2 --expert-intermediate 40
+  expect_re 1 err "Qwen3MoeForCausalLM hidden size [0-9]+ and expert intermediate size 40 must be multiples of 16; use --backend cpu$" \
+    run --model "$work/moe-odd" --backend cuda --prompt-ids 1,2,3 --max-tokens 2
   usage_error mkmodel "config field 'num_experts_per_tok' (3) exceeds the number of experts 'num_local_experts' (2)" \
     --out "$work/unused" --arch mixtral --experts 2 --experts-per-token 3
   ;;
