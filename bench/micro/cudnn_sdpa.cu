@@ -4,15 +4,14 @@
 // bf16 in and out, fp32 softmax. Q and O are kvtier's (rows, heads, head_dim) layout, K and V
 // contiguous (rows, kv_heads, head_dim).
 //
-// First a sweep of the composite graph's forms (cudnn_graph.h AttentionGraphForm: softmax
-// stats branch, P's type, the causal mask's form) and heuristics modes, build only: which
-// forms this cuDNN offers engines for, with cuDNN's messages (run with CUDNN_LOGLEVEL_DBG=2
-// for its reasons). Then the graphs, each checked against a plain fp32 CUDA reference on
-// small shapes and timed on W4's shapes (32k x 32k, and 4k-query chunks over 32k keys):
-//   composite  the library's default form (cudnn-frontend's composite SDPA pattern);
-//   unified    one CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR (cuDNN >= 9.13), without a
-//              mask (its causal mask is a subgraph from cuDNN 9.21 on): timed only, as the
-//              speed of the engine a causal unified graph would run.
+// With no argument: a sweep of the composite graph's forms (cudnn_graph.h AttentionGraphForm:
+// softmax stats branch, P's type, the causal mask's form) and heuristics modes, build only:
+// which forms this cuDNN offers engines for, with cuDNN's messages (run with
+// CUDNN_LOGLEVEL_DBG=2 for its reasons); then the unified graph, one
+// CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR (cuDNN >= 9.13) without a mask (its causal mask
+// is a subgraph from cuDNN 9.21 on), as the speed of the engine a causal unified graph would
+// run. With a form's index: that form's graph checked against a plain fp32 CUDA reference on
+// small shapes and timed on W4's shapes (32k x 32k, and 4k-query chunks over 32k keys).
 // Prints cuDNN's version, each engine config's finalize status, errors with cuDNN's own
 // message, and a table.
 //
@@ -297,35 +296,37 @@ std::vector<NamedForm> Forms() {
 
 }  // namespace
 
-int main() {
+// With no argument: the build-only sweep of every form and heuristics mode, then the unified
+// graph; with a form's index (as the sweep lists it): that form checked on small shapes and
+// timed on W4's, in a process of its own, so that a form whose execution faults cannot stop
+// the others' runs.
+int main(int argc, char** argv) {
   std::printf("cuDNN %zu (headers %d)\n", cudnnGetVersion(), CUDNN_VERSION);
   cudnnHandle_t handle;
   if (cudnnCreate(&handle) != CUDNN_STATUS_SUCCESS) {
     std::printf("cudnnCreate failed: %s\n", LastCudnnError().c_str());
     return 1;
   }
-  const Shape sweep_shape{256, 512, 32, 8, 128};
-  std::vector<NamedForm> built;
-  for (const NamedForm& f : Forms()) {
-    TryForm(handle, f.name.c_str(), f.form, CUDNN_HEUR_MODE_A, sweep_shape);
-    GraphBuilder g(Api(), handle);
-    kvtier::cuda::BuildCausalAttentionGraph(g, sweep_shape, f.form);
-    int64_t ws = 0;
-    if (g.ok() && g.Plan(&ws) != nullptr) built.push_back(f);
-  }
-  const kvtier::cuda::AttentionGraphForm library_form;
-  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
-    TryForm(handle, "library default", library_form, mode, sweep_shape);
-  }
   const Shape checks[] = {{256, 256, 32, 8, 128}, {128, 384, 32, 8, 128}, {200, 333, 32, 8, 128}};
   const Shape timed[] = {{32768, 32768, 32, 8, 128}, {4096, 32768, 32, 8, 128}, {2048, 2048, 32, 8, 128},
                          {8192, 8192, 32, 8, 128}};
-  // Every form that built: checked on the small shapes; the first two also timed.
-  for (size_t i = 0; i < built.size(); ++i) {
-    for (const Shape& s : checks) RunCase(handle, built[i].name.c_str(), false, s, true, built[i].form);
-    if (i < 2) {
-      for (const Shape& s : timed) RunCase(handle, built[i].name.c_str(), false, s, false, built[i].form);
-    }
+  const std::vector<NamedForm> forms = Forms();
+  if (argc > 1) {
+    const size_t i = static_cast<size_t>(std::atoi(argv[1]));
+    if (i >= forms.size()) return 2;
+    for (const Shape& s : checks) RunCase(handle, forms[i].name.c_str(), false, s, true, forms[i].form);
+    for (const Shape& s : timed) RunCase(handle, forms[i].name.c_str(), false, s, false, forms[i].form);
+    cudnnDestroy(handle);
+    return 0;
+  }
+  const Shape sweep_shape{256, 512, 32, 8, 128};
+  for (size_t i = 0; i < forms.size(); ++i) {
+    std::printf("form %zu: ", i);
+    TryForm(handle, forms[i].name.c_str(), forms[i].form, CUDNN_HEUR_MODE_A, sweep_shape);
+  }
+  const kvtier::cuda::AttentionGraphForm library_form;
+  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
+    TryForm(handle, "library default", library_form, mode, sweep_shape);
   }
   if (cudnnGetVersion() < 91300) {
     std::printf("  RESULT unified(no mask): skipped, needs cuDNN >= 9.13\n");

@@ -38,8 +38,14 @@ struct Feed {
 
 struct ScenarioStats {
   double tolerance = 3e-2;  // of each logits row's relative error
+  // When above tolerance: rows between the two are counted as outliers instead of failing
+  // (mixture-of-experts models, where a route whose top-k router logits nearly tie flips
+  // under 16-bit activations and moves that row, and the rows whose attention reads its K/V,
+  // by up to ~0.4; a wrong scale or layout moves every row by ~1). 0: no outliers.
+  double outlier_tolerance = 0;
   double max_rel_error = 0;
   int rows = 0;
+  int outliers = 0;
   int argmax_mismatch = 0;
 };
 
@@ -71,9 +77,14 @@ inline void StepBoth(Backend& cpu, Backend& gpu, std::vector<Seq>& seqs, const s
     const std::vector<float> g(got.begin() + row * vocab, got.begin() + (row + 1) * vocab);
     const double err = RelativeError(g, r);
     stats->max_rel_error = std::max(stats->max_rel_error, err);
-    EXPECT_LT(err, stats->tolerance) << "seq " << f.seq << " at " << seqs[f.seq].cached;
+    const bool outlier = err >= stats->tolerance && err < stats->outlier_tolerance;
+    if (outlier) {
+      ++stats->outliers;
+    } else {
+      EXPECT_LT(err, stats->tolerance) << "seq " << f.seq << " at " << seqs[f.seq].cached;
+    }
     const int32_t a = Argmax(r.data(), vocab), b = Argmax(g.data(), vocab);
-    if (a != b) {
+    if (a != b && !outlier) {
       ++stats->argmax_mismatch;
       // Only a near tie may flip: the CPU's margin must be within the error allowed.
       EXPECT_LT(std::abs(r[a] - r[b]), std::max(0.05, stats->tolerance) * (std::abs(r[a]) + 1))
@@ -95,7 +106,7 @@ inline void StepBoth(Backend& cpu, Backend& gpu, std::vector<Seq>& seqs, const s
 // The scenario on 40 blocks of each backend's pool (allocated here), tokens and block ids
 // drawn from `rng`; the sequences as they end in *out.
 inline ScenarioStats RunScenario(std::mt19937& rng, Backend& cpu, Backend& gpu, int64_t vocab,
-                                 std::vector<Seq>* out, double tolerance) {
+                                 std::vector<Seq>* out, double tolerance, double outlier_tolerance = 0) {
   const int kBlocks = 40;
   EXPECT_TRUE(cpu.AllocateKvPool(kBlocks).ok());
   EXPECT_TRUE(gpu.AllocateKvPool(kBlocks).ok());
@@ -117,6 +128,7 @@ inline ScenarioStats RunScenario(std::mt19937& rng, Backend& cpu, Backend& gpu, 
 
   ScenarioStats stats;
   stats.tolerance = tolerance;
+  stats.outlier_tolerance = outlier_tolerance;
   StepBoth(cpu, gpu, seqs, {{0, 20, true}, {1, 4, false}, {2, 33, true}}, &stats);
   StepBoth(cpu, gpu, seqs, {{0, 1, true}, {1, 3, true}, {2, 1, true}, {3, 5, true}}, &stats);
   for (int i = 0; i < 5; ++i) {

@@ -111,12 +111,14 @@ enum class AttentionMask { kNone, kTopLeft, kOffset, kAddKeysSubQueries };
 // The shape of the composite graph's softmax and mask. cuDNN's fused flash-attention engines
 // match a pattern rather than a meaning, so the form matters: the default is the one
 // cudnn-frontend's composite SDPA node emits (the softmax stats max + log(sum) computed even
-// for inference, as a virtual tensor; P in fp32; the frontend's mask). The others are kept
-// for the probe (bench/micro/cudnn_sdpa.cu), which reports which forms a cuDNN build accepts.
+// for inference, as a virtual tensor; P in V's type, as bmm2 takes A and B of one type; the
+// frontend's mask). cuDNN 9.19 on sm_90 refuses an fp32 P ("A and B need to have the same
+// datatype"), and without the stats branch accepts only the frontend's mask. The other forms
+// are kept for the probe (bench/micro/cudnn_sdpa.cu), which reports which a cuDNN accepts.
 struct AttentionGraphForm {
   bool softmax_stats = true;         // the LOG / ADD branch of flash attention's softmax
   bool stats_in_memory = false;      // the stats as a device tensor (kUidStats), else virtual
-  cudnnDataType_t p_type = CUDNN_DATA_FLOAT;  // bmm2's A
+  cudnnDataType_t p_type = CUDNN_DATA_BFLOAT16;  // bmm2's A
   AttentionMask mask = AttentionMask::kAddKeysSubQueries;
 };
 
