@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -139,11 +140,16 @@ struct Buffers {
 void RunCase(cudnnHandle_t handle, const char* graph_name, bool unified, const Shape& s, bool check,
              const kvtier::cuda::AttentionGraphForm& form = {}) {
   std::printf("  %s, sq %lld skv %lld:\n", graph_name, static_cast<long long>(s.sq), static_cast<long long>(s.skv));
+  // The padded form's graph takes key rows rounded up to 64, as the library's plans do; the
+  // chunk's own lengths come in device tensors and the rows past them hold random values.
+  const bool padded = !unified && form.mask == kvtier::cuda::AttentionMask::kPadded;
+  Shape graph_shape = s;
+  if (padded) graph_shape.skv = (s.skv + 63) / 64 * 64;
   GraphBuilder g(Api(), handle);
   if (unified) {
-    BuildUnified(g, s);
+    BuildUnified(g, graph_shape);
   } else {
-    kvtier::cuda::BuildCausalAttentionGraph(g, s, form);
+    kvtier::cuda::BuildCausalAttentionGraph(g, graph_shape, form);
   }
   int64_t workspace_bytes = 0;
   // A plan per shape is what a chunked prefill would build: its cost decides whether plans are
@@ -161,7 +167,7 @@ void RunCase(cudnnHandle_t handle, const char* graph_name, bool unified, const S
     return;
   }
   Buffers b;
-  const int64_t nq = s.sq * s.hq * s.d, nkv = s.skv * s.hk * s.d;
+  const int64_t nq = s.sq * s.hq * s.d, nkv = graph_shape.skv * s.hk * s.d;
   CUDA_OK(cudaMalloc(&b.q, nq * 2));
   CUDA_OK(cudaMalloc(&b.o, nq * 2));
   CUDA_OK(cudaMalloc(&b.k, nkv * 2));
@@ -171,12 +177,13 @@ void RunCase(cudnnHandle_t handle, const char* graph_name, bool unified, const S
   FillRandom<<<1024, 256>>>(b.k, nkv, 2);
   FillRandom<<<1024, 256>>>(b.v, nkv, 3);
   float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
-  float neg_inf = -INFINITY;
+  float neg_inf = std::numeric_limits<float>::lowest();
   kvtier::cuda::DiagonalScalars diagonal = kvtier::cuda::DiagonalScalarsFor(form, s.sq, s.skv);
   using namespace kvtier::cuda;  // the uids
   std::vector<int64_t> uids = {kUidQ, kUidK, kUidV, kUidO, kUidScale};
   std::vector<void*> ptrs = {b.q, b.k, b.v, b.o, &scale};
   float* stats = nullptr;
+  int32_t* seq_lens = nullptr;
   if (!unified) {
     if (form.mask != AttentionMask::kNone) {
       uids.push_back(kUidNegInf);
@@ -185,6 +192,13 @@ void RunCase(cudnnHandle_t handle, const char* graph_name, bool unified, const S
     for (int i = 0; i < diagonal.count; ++i) {
       uids.push_back(diagonal.uids[i]);
       ptrs.push_back(&diagonal.values[i]);
+    }
+    if (padded) {
+      int32_t lengths[2] = {static_cast<int32_t>(s.sq), static_cast<int32_t>(s.skv)};
+      CUDA_OK(cudaMalloc(&seq_lens, sizeof(lengths)));
+      CUDA_OK(cudaMemcpy(seq_lens, lengths, sizeof(lengths), cudaMemcpyHostToDevice));
+      uids.insert(uids.end(), {kUidSeqLenQ, kUidSeqLenKv});
+      ptrs.insert(ptrs.end(), {seq_lens, seq_lens + 1});
     }
     if (form.softmax_stats && form.stats_in_memory) {
       CUDA_OK(cudaMalloc(&stats, s.sq * s.hq * 4));
@@ -248,6 +262,7 @@ void RunCase(cudnnHandle_t handle, const char* graph_name, bool unified, const S
   cudaFree(b.o);
   if (b.workspace != nullptr) cudaFree(b.workspace);
   if (stats != nullptr) cudaFree(stats);
+  if (seq_lens != nullptr) cudaFree(seq_lens);
 }
 
 
@@ -273,11 +288,11 @@ struct NamedForm {
 std::vector<NamedForm> Forms() {
   using kvtier::cuda::AttentionGraphForm;
   using kvtier::cuda::AttentionMask;
-  static const char* masks[] = {"nomask", "topleft", "offset", "addsub"};
+  static const char* masks[] = {"nomask", "topleft", "offset", "addsub", "padded"};
   static const char* stat_names[] = {"nostats", "stats", "stats-mem"};
   std::vector<NamedForm> forms;
-  for (AttentionMask mask : {AttentionMask::kAddKeysSubQueries, AttentionMask::kOffset, AttentionMask::kTopLeft,
-                             AttentionMask::kNone}) {
+  for (AttentionMask mask : {AttentionMask::kPadded, AttentionMask::kAddKeysSubQueries, AttentionMask::kOffset,
+                             AttentionMask::kTopLeft, AttentionMask::kNone}) {
     for (int stats = 0; stats < 3; ++stats) {
       for (cudnnDataType_t p : {CUDNN_DATA_FLOAT, CUDNN_DATA_BFLOAT16}) {
         AttentionGraphForm f;

@@ -1,8 +1,6 @@
 // The CUDA forward's model features (cuda_model_support.h). Stateless; thread-safe.
 #include "backend/cuda_model_support.h"
 
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -32,11 +30,6 @@ absl::Status CudaMoeSupports(const ModelConfig& c) {
 }
 
 }  // namespace
-
-bool CudaWgmmaScoresUnverifiedEnabled() {
-  const char* value = std::getenv(kCudaWgmmaScoresUnverifiedEnv);
-  return value != nullptr && std::strcmp(value, "1") == 0;
-}
 
 absl::Status CudaForwardSupports(const ModelConfig& c) {
   if (c.moe.num_experts == 0) return absl::OkStatus();

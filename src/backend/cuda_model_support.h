@@ -19,15 +19,6 @@ namespace kvtier {
 // multiples of 16.
 absl::Status CudaForwardSupports(const ModelConfig& config);
 
-// Scores other than plain (query_pre_attn_scalar, Gemma 2's soft-cap, sliding windows) on the
-// Hopper wgmma prefill attention (backend/cuda/prefill_attention_wgmma.h) where the
-// environment sets kCudaWgmmaScoresUnverifiedEnv to 1; without it KernelSelection keeps such
-// models on the mma.sync prefill, which applies the same scores. The wgmma instances are
-// written but not yet checked on a GPU; the switch is for their tests and the device call that
-// checks them (docs/CUDA_BACKEND.md).
-inline constexpr char kCudaWgmmaScoresUnverifiedEnv[] = "KVTIER_CUDA_WGMMA_SCORES_UNVERIFIED";
-// Whether kCudaWgmmaScoresUnverifiedEnv is "1"; read here only.
-bool CudaWgmmaScoresUnverifiedEnabled();
 
 }  // namespace kvtier
 

@@ -43,9 +43,8 @@ TEST(AttentionScoresTest, GemmaLayersCarryScaleSoftCapAndWindow) {
   EXPECT_EQ(AttentionScoresOf(ConfigOf(spec), 0).scale, 0.0f);
 }
 
-// Only plain scores keep the wgmma prefill (KernelSelection::For, unless
-// kCudaWgmmaScoresUnverifiedEnv is set): Gemma's scale, soft-cap and windows, and any sliding
-// window, are not plain.
+// Only plain scores run on the wgmma prefill's plain instances and cuDNN's graph: Gemma's
+// scale, soft-cap and windows, and any sliding window, are not plain.
 TEST(AttentionScoresTest, OnlyPlainScoresAreCalledPlain) {
   EXPECT_TRUE(PlainAttentionScores(ConfigOf(*RandomCheckpointPreset("tiny-llama"))));
   EXPECT_TRUE(PlainAttentionScores(ConfigOf(*RandomCheckpointPreset("tiny-qwen3"))));

@@ -326,8 +326,7 @@ const std::vector<cuda::ChunkShape> kPrefillShapes = {{1, 0},      {3, 5},      
                                                       {100, 1000}, {300, 1037}, {64, 64}};
 
 // PrefillAttention over an fp8 pool against the CPU on the same bytes, on every kernel that
-// takes `scores` (wgmma: bf16; other than plain scores only with kCudaWgmmaScoresUnverifiedEnv,
-// which KernelSelection needs for them), chunks of `shapes` over cached context. With
+// takes `scores` (wgmma: bf16), chunks of `shapes` over cached context. With
 // `poison_unread`, the rows no kernel may read (past each context, before each window's first
 // KV tile) are NaN on the device; the CPU reads the clean pool (the same bytes wherever it reads).
 void CheckPrefillOnTheSameBytes(const AttentionCase& p, const AttentionScores& scores, std::mt19937& rng,
@@ -349,8 +348,7 @@ void CheckPrefillOnTheSameBytes(const AttentionCase& p, const AttentionScores& s
   }
   cuda_test::ForEachElem([&]<typename T>() {
     std::vector<PrefillKernel> kernels = {PrefillKernel::kMma};
-    const bool plain = scores.scale == 0.0f && scores.logit_softcap == 0.0f && scores.window == 0;
-    if ((plain || CudaWgmmaScoresUnverifiedEnabled()) && std::is_same_v<T, bf16> && PrefillWgmmaSupported(true, p.head_dim, p.heads, p.kv_heads) &&
+    if (std::is_same_v<T, bf16> && PrefillWgmmaSupported(true, p.head_dim, p.heads, p.kv_heads) &&
         SkinnyGemmDeviceOk(0)) {
       kernels.push_back(PrefillKernel::kWgmma);
     }
@@ -417,9 +415,6 @@ TEST_P(KvFp8AttentionTest, PrefillAppliesScaleSoftCapAndWindowOnTheSameBytes) {
 // and 4096 over a ragged batch of 1 to 700 queries from position 0 and past cached prefixes up
 // to 4500 deep, with NaN rows wherever no kernel may read.
 TEST_P(KvFp8AttentionTest, PrefillWgmmaAppliesGemmaScoresOnTheSameBytes) {
-  if (!CudaWgmmaScoresUnverifiedEnabled()) {
-    GTEST_SKIP() << "the scored wgmma instances are checked with " << kCudaWgmmaScoresUnverifiedEnv << "=1";
-  }
   const std::vector<cuda::ChunkShape> shapes = {{1, 0},     {3, 5},     {129, 0},   {17, 100},  {100, 1000},
                                                 {700, 900}, {64, 64},   {300, 4090}, {1, 4500}, {200, 4300}};
   const float gemma2_scale = 1.0f / 16.0f;

@@ -211,8 +211,8 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(c.head_dim) + "bt" + std::to_string(c.block_tokens);
     });
 
-// Gemma's scores on the mma.sync kernel (the one KernelSelection runs them on without
-// kCudaWgmmaScoresUnverifiedEnv): another scale with a soft-cap, and sliding windows shorter
+// Gemma's scores on the mma.sync kernel (the one KernelSelection runs them on where the wgmma
+// kernel does not apply): another scale with a soft-cap, and sliding windows shorter
 // than a KV tile (5: rows of a tile whose first KV tiles are all masked), across tiles (100)
 // and longer than most contexts (1500), against the reference.
 TEST(PrefillAttentionScoresTest, MmaAppliesScaleSoftCapAndWindow) {
@@ -289,8 +289,7 @@ std::vector<uint16_t> PoisonUnreadRows(const PrefillWorld& w, std::vector<uint16
   return bits;
 }
 
-// Gemma's scores on the wgmma kernel's scored instances (behind kCudaWgmmaScoresUnverifiedEnv
-// in KernelSelection), every variant and the mma.sync kernel on the same bytes, against the
+// Gemma's scores on the wgmma kernel's scored instances, every variant and the mma.sync kernel on the same bytes, against the
 // reference: Gemma 2's scale (query_pre_attn_scalar 256) with soft-caps 50 and 5, windows
 // within a tile (5), across tiles (37), across many (700) and Gemma 2's (4096), over a ragged
 // batch of chunks from 1 to 1000 tokens (off the 128-token tile and the 16-position block),
@@ -301,9 +300,6 @@ class PrefillWgmmaScoresTest : public cuda_test::CudaParamTest<PrefillCase> {};
 TEST_P(PrefillWgmmaScoresTest, AppliesScaleSoftCapAndWindowOnEveryVariant) {
   const PrefillCase p = GetParam();
   if (!SkinnyGemmDeviceOk(0)) GTEST_SKIP() << "the wgmma kernel needs compute capability 9.0";
-  if (!CudaWgmmaScoresUnverifiedEnabled()) {
-    GTEST_SKIP() << "the scored wgmma instances are checked with " << kCudaWgmmaScoresUnverifiedEnv << "=1";
-  }
   PrefillWorld w(p.heads, p.kv_heads, p.head_dim, p.block_tokens,
                  {{1, 0}, {3, 5}, {17, 100}, {129, 0}, {100, 1000}, {600, 1037}, {64, 64}, {300, 4090},
                   {1000, 3500}, {1, 4999}},
@@ -481,17 +477,14 @@ class PrefillWindowTiming : public ::testing::TestWithParam<WindowTimingCase> {
   void SetUp() override {
     KVT_SKIP_WITHOUT_CUDA();
     if (!SkinnyGemmDeviceOk(0)) GTEST_SKIP() << "the wgmma kernel needs compute capability 9.0";
-    if (!CudaWgmmaScoresUnverifiedEnabled()) {
-      GTEST_SKIP() << "times the scored wgmma instances, run with " << kCudaWgmmaScoresUnverifiedEnv << "=1";
-    }
   }
   std::mt19937 rng_{2024};
 };
 
 // One Gemma-2-scored layer (scale 1/16, soft-cap 50) at Llama-3-8B's attention shape (32 heads,
 // 8 kv heads, head_dim 128, blocks of 16), one long prompt, bf16 and fp8 KV: the mma.sync
-// kernel (what such a model prefills on without kCudaWgmmaScoresUnverifiedEnv) against the
-// default wgmma variant with the same scores (with it), each window's skipped tiles included,
+// kernel (what such a model prefills on with cuda_prefill_wgmma off) against the default
+// wgmma variant with the same scores, each window's skipped tiles included,
 // and the wgmma output against the mma one.
 TEST_P(PrefillWindowTiming, GemmaScoredLayer) {
   const WindowTimingCase tc = GetParam();

@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cudnn_graph.h"
+#include "backend/cuda/kv_gather.h"
 
 namespace kvtier::cuda {
 
@@ -23,8 +25,8 @@ absl::StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Create(const Cud
                                                                        const Options& options, cudaStream_t stream,
                                                                        void* workspace, int64_t workspace_bytes) {
   if (options.num_heads <= 0 || options.num_kv_heads <= 0 || options.num_heads % options.num_kv_heads != 0 ||
-      !SupportsHeadDim(options.head_dim) || options.max_plans <= 0 || workspace_bytes < 0 ||
-      (workspace_bytes > 0 && workspace == nullptr)) {
+      !SupportsHeadDim(options.head_dim) || options.max_plans <= 0 || workspace_bytes < kReservedBytes ||
+      workspace == nullptr || workspace_bytes % 4 != 0) {
     return absl::InvalidArgumentError(absl::StrCat("CudnnAttention: bad shape (", options.num_heads, " heads, ",
                                                    options.num_kv_heads, " kv heads, head_dim ", options.head_dim,
                                                    ", ", options.max_plans, " plans, workspace ", workspace_bytes,
@@ -43,7 +45,8 @@ absl::StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Create(const Cud
     return absl::InternalError(absl::StrCat("cuDNN ", library.VersionString(), ": no handle: ", api.GetErrorString(s),
                                             " ", message));
   }
-  return std::unique_ptr<CudnnAttention>(new CudnnAttention(library, options, handle, workspace, workspace_bytes));
+  return std::unique_ptr<CudnnAttention>(
+      new CudnnAttention(library, options, handle, stream, workspace, workspace_bytes));
 }
 
 CudnnAttention::~CudnnAttention() {
@@ -124,12 +127,20 @@ absl::Status CudnnAttention::Run(const void* q, const void* k, const void* v, vo
   if (!found.ok()) return found.status();
   const Plan& plan = **found;
   const CudnnApi& api = library_.api();
-  float neg_inf = -INFINITY;
+  // The lowest float rather than -inf: a padded row is masked whole, and its softmax must not
+  // make NaNs (cudnn-frontend masks with it too).
+  float neg_inf = std::numeric_limits<float>::lowest();
   const AttentionGraphForm form;  // Build's
   DiagonalScalars diagonal = DiagonalScalarsFor(form, sq, skv);
   std::vector<int64_t> uids = {kUidQ, kUidK, kUidV, kUidO, kUidScale, kUidNegInf};
   std::vector<void*> pointers = {const_cast<void*>(q), const_cast<void*>(k), const_cast<void*>(v), out, &scale,
                                  &neg_inf};
+  if (form.mask == AttentionMask::kPadded) {
+    cudaError_t e = WriteChunkLengths(seq_lens_, static_cast<int32_t>(sq), static_cast<int32_t>(skv), stream_);
+    if (e != cudaSuccess) return absl::InternalError(absl::StrCat("cuDNN attention: ", cudaGetErrorString(e)));
+    uids.insert(uids.end(), {kUidSeqLenQ, kUidSeqLenKv});
+    pointers.insert(pointers.end(), {seq_lens_, seq_lens_ + 1});
+  }
   for (int i = 0; i < diagonal.count; ++i) {
     uids.push_back(diagonal.uids[i]);
     pointers.push_back(&diagonal.values[i]);

@@ -8,10 +8,11 @@
 // chunks each see a different skv (32 chunks of 1,024 over 32k keys: 32 shapes per prompt and
 // new ones for every prompt length), while the chunk length sq is mostly the step's token
 // budget; a bucket adds fewer than max(64, skv / 8) keys (8 buckets an octave), the extra keys
-// zero and hidden by the causal mask (the diagonal offset is a by-value scalar, so one plan
-// serves every skv of its bucket). A shape that does not finalize is remembered as such.
-// Every plan runs in the one workspace given at Create (allocated by the caller, inside
-// gpu_mem_limit); a plan wanting more is refused. One thread at a time.
+// masked (the graph's padded form, AttentionMask::kPadded: the chunk's sq and skv are device
+// tensors the run writes, so one plan serves every skv of its bucket). A shape that does not
+// finalize is remembered as such. Every plan runs in the one workspace given at Create
+// (allocated by the caller, inside gpu_mem_limit), less its last kReservedBytes, which hold
+// those two lengths; a plan wanting more is refused. One thread at a time.
 #ifndef KVTIER_BACKEND_CUDA_CUDNN_ATTENTION_H_
 #define KVTIER_BACKEND_CUDA_CUDNN_ATTENTION_H_
 
@@ -42,11 +43,13 @@ class CudnnAttention {
   // The head_dim values cuDNN's fused attention takes (a multiple of 8, at most 128 on
   // every cuDNN 9 and GPU it runs on).
   static bool SupportsHeadDim(int32_t head_dim) { return head_dim > 0 && head_dim <= 128 && head_dim % 8 == 0; }
+  // The end of the workspace that holds the chunk's sq and skv for the graph.
+  static constexpr int64_t kReservedBytes = 256;
   // Key rows of the plan that serves skv keys (>= skv; see the file comment).
   static int64_t PlanKeys(int64_t skv);
 
-  // A cuDNN handle on `stream`; plans run in `workspace` (device, workspace_bytes).
-  // InvalidArgument for a bad shape; Internal with cuDNN's message when no handle is made
+  // A cuDNN handle on `stream`; plans run in `workspace` (device, workspace_bytes, at least
+  // kReservedBytes). InvalidArgument for a bad shape or workspace; Internal with cuDNN's message when no handle is made
   // (no GPU, or a cuDNN built for another CUDA).
   static absl::StatusOr<std::unique_ptr<CudnnAttention>> Create(const CudnnLibrary& library, const Options& options,
                                                                 cudaStream_t stream, void* workspace,
@@ -61,8 +64,8 @@ class CudnnAttention {
   absl::Status Prepare(int64_t sq, int64_t skv);
 
   // Enqueues out = softmax(scale * q k^T, causal) v for sq queries at positions
-  // skv - sq .. skv - 1. k and v hold PlanKeys(skv) rows, those from skv on zero. Prepares
-  // the plan when it has not been.
+  // skv - sq .. skv - 1. k and v hold PlanKeys(skv) rows (those from skv on are not read
+  // into the result). Prepares the plan when it has not been.
   absl::Status Run(const void* q, const void* k, const void* v, void* out, int64_t sq, int64_t skv, float scale);
 
   // Graphs built into plans (or refused) so far, a shape once while it stays cached, and the
@@ -80,10 +83,11 @@ class CudnnAttention {
   };
   using Key = std::pair<int64_t, int64_t>;  // (sq, plan keys)
 
-  CudnnAttention(const CudnnLibrary& library, const Options& options, cudnnHandle_t handle, void* workspace,
-                 int64_t workspace_bytes)
-      : library_(library), options_(options), handle_(handle), workspace_(workspace),
-        workspace_bytes_(workspace_bytes) {}
+  CudnnAttention(const CudnnLibrary& library, const Options& options, cudnnHandle_t handle, cudaStream_t stream,
+                 void* workspace, int64_t workspace_bytes)
+      : library_(library), options_(options), handle_(handle), stream_(stream), workspace_(workspace),
+        workspace_bytes_(workspace_bytes - kReservedBytes),
+        seq_lens_(static_cast<int32_t*>(workspace) + (workspace_bytes - kReservedBytes) / 4) {}
   absl::StatusOr<Plan*> Find(int64_t sq, int64_t skv);
   void Build(const Key& key, Plan* plan);
   void Destroy(Plan* plan);
@@ -91,8 +95,11 @@ class CudnnAttention {
   const CudnnLibrary& library_;
   const Options options_;
   cudnnHandle_t handle_;
+  cudaStream_t stream_;
   void* workspace_;
-  int64_t workspace_bytes_;
+  int64_t workspace_bytes_;  // for the plans
+  int32_t* seq_lens_;        // device: sq, skv of the run
+
   std::map<Key, Plan> plans_;
   std::list<Key> lru_;  // most recently used first
   std::atomic<int64_t> plans_built_{0};

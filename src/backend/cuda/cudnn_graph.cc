@@ -101,7 +101,8 @@ void CudnnGraphBuilder::Reduction(cudnnReduceTensorOp_t mode, cudnnBackendDescri
 }
 
 void CudnnGraphBuilder::Matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c,
-                               const char* what) {
+                               const char* what, cudnnBackendDescriptor_t m_override,
+                               cudnnBackendDescriptor_t n_override, cudnnBackendDescriptor_t k_override) {
   cudnnBackendDescriptor_t m = Create(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
   const cudnnDataType_t math = CUDNN_DATA_FLOAT;
   Set(m, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &math, what);
@@ -111,6 +112,9 @@ void CudnnGraphBuilder::Matmul(cudnnBackendDescriptor_t a, cudnnBackendDescripto
   Link(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, b, what);
   Link(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, c, what);
   Link(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, m, what);
+  if (m_override != nullptr) Link(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, m_override, what);
+  if (n_override != nullptr) Link(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, n_override, what);
+  if (k_override != nullptr) Link(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, k_override, what);
   Finalize(op, what);
   ops_.push_back(op);
 }
@@ -204,20 +208,50 @@ void BuildCausalAttentionGraph(CudnnGraphBuilder& g, const AttentionGraphShape& 
   };
   auto rows = [&](const char* what) { return g.Tensor(uid++, CUDNN_DATA_FLOAT, rdims, rstrides, K::kVirtual, what); };
 
+  const bool padded = form.mask == AttentionMask::kPadded;
+  cudnnBackendDescriptor_t seq_q = nullptr, seq_kv = nullptr;
+  if (padded) {
+    seq_q = g.Tensor(kUidSeqLenQ, CUDNN_DATA_INT32, {1, 1, 1, 1}, {1, 1, 1, 1}, K::kDevice, "seq len q");
+    seq_kv = g.Tensor(kUidSeqLenKv, CUDNN_DATA_INT32, {1, 1, 1, 1}, {1, 1, 1, 1}, K::kDevice, "seq len kv");
+  }
   cudnnBackendDescriptor_t s0 = scores(CUDNN_DATA_FLOAT, "S = Q K^T");
-  g.Matmul(io.q, io.kt, s0, "bmm1");
+  g.Matmul(io.q, io.kt, s0, "bmm1", seq_q, seq_kv);
   cudnnBackendDescriptor_t scale = g.Scalar(kUidScale, CUDNN_DATA_FLOAT, "scale");
   cudnnBackendDescriptor_t s1 = scores(CUDNN_DATA_FLOAT, "S * scale");
   g.Pointwise(CUDNN_POINTWISE_MUL, s0, scale, nullptr, s1, "attn scale");
   cudnnBackendDescriptor_t s2 = s1;
+  cudnnBackendDescriptor_t neg_inf = nullptr;
+  if (form.mask != AttentionMask::kNone) neg_inf = g.Scalar(kUidNegInf, CUDNN_DATA_FLOAT, "-inf");
+  if (padded) {
+    // Rows past sq and columns past skv: -inf.
+    cudnnBackendDescriptor_t row = scores(CUDNN_DATA_INT32, "padding row index");
+    g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, s2, nullptr, nullptr, row, "gen padding row index", CUDNN_DATA_INT32, 2);
+    cudnnBackendDescriptor_t col = scores(CUDNN_DATA_INT32, "padding col index");
+    g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, s2, nullptr, nullptr, col, "gen padding col index", CUDNN_DATA_INT32, 3);
+    cudnnBackendDescriptor_t row_in = scores(CUDNN_DATA_BOOLEAN, "row < sq");
+    g.Pointwise(CUDNN_POINTWISE_CMP_LT, row, seq_q, nullptr, row_in, "row < sq", CUDNN_DATA_BOOLEAN);
+    cudnnBackendDescriptor_t col_in = scores(CUDNN_DATA_BOOLEAN, "col < skv");
+    g.Pointwise(CUDNN_POINTWISE_CMP_LT, col, seq_kv, nullptr, col_in, "col < skv", CUDNN_DATA_BOOLEAN);
+    cudnnBackendDescriptor_t inside = scores(CUDNN_DATA_BOOLEAN, "inside");
+    g.Pointwise(CUDNN_POINTWISE_LOGICAL_AND, row_in, col_in, nullptr, inside, "row and col inside", CUDNN_DATA_BOOLEAN);
+    cudnnBackendDescriptor_t unpadded = scores(CUDNN_DATA_FLOAT, "unpadded S");
+    g.Pointwise(CUDNN_POINTWISE_BINARY_SELECT, s2, neg_inf, inside, unpadded, "padding select");
+    s2 = unpadded;
+  }
   if (form.mask != AttentionMask::kNone) {
     // Query row r sits at key position r + skv - sq (bottom-right) and sees keys <= it.
     cudnnBackendDescriptor_t row = scores(CUDNN_DATA_INT32, "row index");
-    g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, s1, nullptr, nullptr, row, "gen row index", CUDNN_DATA_INT32, 2);
+    g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, s2, nullptr, nullptr, row, "gen row index", CUDNN_DATA_INT32, 2);
     if (form.mask == AttentionMask::kOffset) {
       cudnnBackendDescriptor_t offset = g.Scalar(kUidOffset, CUDNN_DATA_INT32, "diagonal offset");
       cudnnBackendDescriptor_t moved = scores(CUDNN_DATA_INT32, "row position");
       g.Pointwise(CUDNN_POINTWISE_ADD, row, offset, nullptr, moved, "row + offset", CUDNN_DATA_INT32);
+      row = moved;
+    } else if (padded) {
+      cudnnBackendDescriptor_t plus = scores(CUDNN_DATA_INT32, "row + skv");
+      g.Pointwise(CUDNN_POINTWISE_ADD, row, seq_kv, nullptr, plus, "row + skv", CUDNN_DATA_INT32);
+      cudnnBackendDescriptor_t moved = scores(CUDNN_DATA_INT32, "row + skv - sq");
+      g.Pointwise(CUDNN_POINTWISE_SUB, plus, seq_q, nullptr, moved, "row + skv - sq", CUDNN_DATA_INT32);
       row = moved;
     } else if (form.mask == AttentionMask::kAddKeysSubQueries) {
       cudnnBackendDescriptor_t keys = g.Scalar(kUidKeys, CUDNN_DATA_INT32, "skv");
@@ -229,12 +263,12 @@ void BuildCausalAttentionGraph(CudnnGraphBuilder& g, const AttentionGraphShape& 
       row = moved;
     }
     cudnnBackendDescriptor_t col = scores(CUDNN_DATA_INT32, "col index");
-    g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, s1, nullptr, nullptr, col, "gen col index", CUDNN_DATA_INT32, 3);
+    g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, s2, nullptr, nullptr, col, "gen col index", CUDNN_DATA_INT32, 3);
     cudnnBackendDescriptor_t visible = scores(CUDNN_DATA_BOOLEAN, "visible");
     g.Pointwise(CUDNN_POINTWISE_CMP_GE, row, col, nullptr, visible, "row >= col", CUDNN_DATA_BOOLEAN);
-    cudnnBackendDescriptor_t neg_inf = g.Scalar(kUidNegInf, CUDNN_DATA_FLOAT, "-inf");
-    s2 = scores(CUDNN_DATA_FLOAT, "masked S");
-    g.Pointwise(CUDNN_POINTWISE_BINARY_SELECT, s1, neg_inf, visible, s2, "causal select");
+    cudnnBackendDescriptor_t masked = scores(CUDNN_DATA_FLOAT, "masked S");
+    g.Pointwise(CUDNN_POINTWISE_BINARY_SELECT, s2, neg_inf, visible, masked, "causal select");
+    s2 = masked;
   }
   // Softmax.
   cudnnBackendDescriptor_t row_max = rows("row max");
@@ -255,7 +289,7 @@ void BuildCausalAttentionGraph(CudnnGraphBuilder& g, const AttentionGraphShape& 
   }
   cudnnBackendDescriptor_t p = scores(form.p_type, "P");
   g.Pointwise(CUDNN_POINTWISE_DIV, s4, row_sum, nullptr, p, "div sum");
-  g.Matmul(p, io.v, io.o, "bmm2");
+  g.Matmul(p, io.v, io.o, "bmm2", seq_q, nullptr, seq_kv);
 }
 
 }  // namespace kvtier::cuda

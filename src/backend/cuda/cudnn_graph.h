@@ -32,6 +32,8 @@ enum AttentionGraphUid : int64_t {
   kUidKeys,     // skv, by value (AttentionMask::kAddKeysSubQueries)
   kUidQueries,  // sq, by value
   kUidStats,    // the softmax stats (max + log sum) in device memory, when the form asks
+  kUidSeqLenQ,  // sq and skv as int32 tensors in device memory (AttentionMask::kPadded)
+  kUidSeqLenKv,
   kUidFirstVirtual = 100
 };
 
@@ -69,7 +71,11 @@ class CudnnGraphBuilder {
                  cudnnDataType_t math = CUDNN_DATA_FLOAT, int64_t axis = -1);
   void Reduction(cudnnReduceTensorOp_t mode, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y,
                  const char* what);
-  void Matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c, const char* what);
+  // c = a b; the overrides (int32 tensors, or null) give the rows of a (M), columns of b (N)
+  // or the shared dim (K) that count, the rest padding.
+  void Matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c, const char* what,
+              cudnnBackendDescriptor_t m_override = nullptr, cudnnBackendDescriptor_t n_override = nullptr,
+              cudnnBackendDescriptor_t k_override = nullptr);
   void AddOperation(cudnnBackendDescriptor_t op) { ops_.push_back(op); }
 
   // The operation graph, then the first engine config of heuristics `mode` whose plan
@@ -104,9 +110,14 @@ struct AttentionIoTensors {
 AttentionIoTensors MakeAttentionIo(CudnnGraphBuilder& g, const AttentionGraphShape& s);
 
 // How the causal mask places the diagonal: none (every key visible); top-left (row >= col);
-// row + offset >= col with one by-value offset skv - sq; or cudnn-frontend's own form, row +
-// skv - sq >= col as an ADD of skv and a SUB of sq (two by-value int32 scalars).
-enum class AttentionMask { kNone, kTopLeft, kOffset, kAddKeysSubQueries };
+// row + offset >= col with one by-value offset skv - sq; cudnn-frontend's form without
+// padding, row + skv - sq >= col as an ADD of skv and a SUB of sq (two by-value int32
+// scalars); or its form with padding (kPadded): the actual sq and skv as device tensors, the
+// matmuls' M, N and K overridden by them, rows and columns past them masked, then row + skv -
+// sq >= col. cuDNN's fused engines take the diagonal of the forms without padding from the
+// graph's dims rather than from the scalars' values, so only kPadded serves a plan whose key
+// rows exceed the chunk's keys.
+enum class AttentionMask { kNone, kTopLeft, kOffset, kAddKeysSubQueries, kPadded };
 
 // The shape of the composite graph's softmax and mask. cuDNN's fused flash-attention engines
 // match a pattern rather than a meaning, so the form matters: the default is the one
@@ -119,7 +130,7 @@ struct AttentionGraphForm {
   bool softmax_stats = true;         // the LOG / ADD branch of flash attention's softmax
   bool stats_in_memory = false;      // the stats as a device tensor (kUidStats), else virtual
   cudnnDataType_t p_type = CUDNN_DATA_BFLOAT16;  // bmm2's A
-  AttentionMask mask = AttentionMask::kAddKeysSubQueries;
+  AttentionMask mask = AttentionMask::kPadded;
 };
 
 // The composite causal graph: matmul(Q, K^T) -> * scale -> causal select (GEN_INDEX

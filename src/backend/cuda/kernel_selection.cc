@@ -14,7 +14,6 @@
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda/skinny_gemm.h"
 #include "backend/cuda/skinny_tma_map.h"
-#include "backend/cuda_model_support.h"
 
 namespace kvtier::cuda {
 bool PlainAttentionScores(const ModelConfig& config) {
@@ -60,10 +59,10 @@ absl::StatusOr<KernelSelection> KernelSelection::For(const ModelConfig& config, 
                      "block_tokens a power of two in [8, 64], fast attention on); this model has head_dim ",
                      head_dim, ", ", heads, " heads, ", kv_heads, " kv heads, block_tokens ", layout.block_tokens));
   }
-  // Other scores: the wgmma kernel's kScores instances, behind their switch until a GPU run
-  // checks them (else the mma.sync kernel, which applies them too).
-  const bool wgmma_scores = PlainAttentionScores(config) || CudaWgmmaScoresUnverifiedEnabled();
-  if (k.fast_attention && options.prefill_wgmma && SkinnyGemmDeviceOk(0) && wgmma_scores &&
+  // Other scores run on the wgmma kernel's kScores instances, 1.05-1.15x the mma.sync kernel
+  // with bf16 KV and 1.5-1.8x with fp8 KV on a Gemma-scored layer (H200,
+  // bench/results/2026-12-05-h200-cudnn-forms).
+  if (k.fast_attention && options.prefill_wgmma && SkinnyGemmDeviceOk(0) &&
       PrefillWgmmaSupported(compute_dtype == DType::kBF16, head_dim, heads, kv_heads)) {
     k.prefill_kernel = PrefillKernel::kWgmma;
   }

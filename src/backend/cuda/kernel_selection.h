@@ -27,9 +27,8 @@ struct KernelSelection {
   // its shape fits them and CudaOptions::fast_attention allows them.
   bool fast_attention = false;
   // PrefillAttention's kernel: kWgmma where CudaOptions::prefill_wgmma allows it and the GPU
-  // (compute capability 9.0), the compute type (bf16), the shape (head_dim 128) and the
-  // scores (no soft-cap, other scale or sliding window, unless kCudaWgmmaScoresUnverifiedEnv
-  // is set: kMma applies those) take it.
+  // (compute capability 9.0), the compute type (bf16) and the shape (head_dim 128) take it,
+  // whatever the scores (scale, soft-cap, sliding window).
   PrefillKernel prefill_kernel = PrefillKernel::kMma;
   int32_t prefill_tile_tokens = 0;  // PrefillAttention's query tokens per tile
   // CudaOptions::prefill_cudnn asked for and the model takes it (CudnnPrefill: fast
@@ -53,9 +52,8 @@ struct KernelSelection {
 // it is 1/sqrt(head_dim), so that plain models keep the wgmma prefill kernel.
 AttentionScores AttentionScoresOf(const ModelConfig& config, int64_t layer);
 
-// True when every layer's scores are q.k / sqrt(head_dim) over every earlier key: what the
-// wgmma prefill kernel's verified instances form (other models prefill on the mma.sync
-// kernel, or behind kCudaWgmmaScoresUnverifiedEnv on the wgmma kernel's scored instances).
+// True when every layer's scores are q.k / sqrt(head_dim) over every earlier key: the wgmma
+// prefill kernel's plain instances (others run its kScores instances) and cuDNN's graph.
 bool PlainAttentionScores(const ModelConfig& config);
 
 }  // namespace kvtier::cuda

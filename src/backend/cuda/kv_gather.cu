@@ -60,4 +60,15 @@ cudaError_t KvGather(const KvGatherParams& params, const PagedKv<bf16>& kv, cuda
   return cudaGetLastError();
 }
 
+__global__ void WriteChunkLengthsKernel(int32_t* dst, int32_t sq, int32_t skv) {
+  dst[0] = sq;
+  dst[1] = skv;
+}
+
+cudaError_t WriteChunkLengths(int32_t* dst, int32_t sq, int32_t skv, cudaStream_t stream) {
+  if (dst == nullptr) return cudaErrorInvalidValue;
+  WriteChunkLengthsKernel<<<1, 1, 0, stream>>>(dst, sq, skv);
+  return cudaGetLastError();
+}
+
 }  // namespace kvtier::cuda

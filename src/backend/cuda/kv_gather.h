@@ -1,7 +1,8 @@
 // KvGather: one sequence's K and V of one layer, read through its block table from the paged
 // pool (bf16, or fp8 E4M3 codes dequantized with their row scales in the same pass; staged
 // host-resident blocks too) into contiguous bf16 rows, the layout a library's attention
-// takes (CudnnAttention). Stateless launcher; thread-safe on distinct outputs.
+// takes (CudnnAttention); and WriteChunkLengths, the chunk's lengths where that attention's
+// graph reads them. Stateless launchers; thread-safe on distinct outputs.
 #ifndef KVTIER_BACKEND_CUDA_KV_GATHER_H_
 #define KVTIER_BACKEND_CUDA_KV_GATHER_H_
 
@@ -25,6 +26,10 @@ struct KvGatherParams {
 // head_dim 64 or 128 (the pool's layouts the fast attention kernels read); else, or with
 // padded_positions < num_positions or a null output, cudaErrorInvalidValue.
 cudaError_t KvGather(const KvGatherParams& params, const PagedKv<bf16>& kv, cudaStream_t stream);
+
+// dst[0] = sq, dst[1] = skv (device), in stream order: a kernel taking them by value, so no
+// host buffer outlives the call and the stream is not synchronized.
+cudaError_t WriteChunkLengths(int32_t* dst, int32_t sq, int32_t skv, cudaStream_t stream);
 
 }  // namespace kvtier::cuda
 

@@ -325,8 +325,7 @@ cudaError_t PrefillAttention(const PrefillAttentionParams<T>& params, PagedKv<T>
   const AttentionScores& scores = params.scores;
   if (scores.scale < 0.0f || scores.logit_softcap < 0.0f || scores.window < 0) return cudaErrorInvalidValue;
   if (params.kernel == PrefillKernel::kWgmma) {
-    // Scores other than plain run on its kScores instances, which KernelSelection picks only
-    // behind kCudaWgmmaScoresUnverifiedEnv (cuda_model_support.h) until a GPU run checks them.
+    // Scores other than plain run on its kScores instances.
     if constexpr (std::is_same_v<T, bf16>) {
       if (!PrefillWgmmaSupported(true, kv.head_dim, params.num_heads, kv.num_kv_heads)) return cudaErrorInvalidValue;
       if (kv.fp8 && kv.block_bytes < kv.block_elements) return cudaErrorInvalidValue;
