@@ -30,7 +30,7 @@ for i in 3 1 5 9; do  # padded/stats/pbf16 (the library's), padded/nostats, padd
 done
 t cudnn 60 $C/bin/kvtier_cuda_cudnn_test
 t backend 90 $C/bin/kvtier_cuda_backend_test
-t fp8 90 $C/bin/kvtier_cuda_fp8_test
+# (the fp8 test ran with the scored wgmma instances in call X: call-x.sh, fp8-prefill)
 t prefill 90 $C/bin/kvtier_cuda_prefill_test --gtest_filter='-*Timing*'
 t parity 60 $C/bin/kvtier_cuda_parity_test
 grep -hE "Failure" -A5 $R/tests/*.txt | head -40
