@@ -14,3 +14,52 @@ R=/tmp/r
 mkdir -p "$R"
 export LD_LIBRARY_PATH=$C/lib:/usr/local/cuda/lib64 KVTIER_CUDA_MODULE=$C/lib/libkvtier_cuda.so PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$R/machine.txt"
+
+# left: the seconds left of $BUDGET (default 578: a call's 600 less a margin to pack).
+left() { echo $(( ${BUDGET:-578} - $(el) )); }
+# t NAME LIMIT PROGRAM...: runs a test program into $R/tests/NAME.txt for at most LIMIT
+# seconds (and what is left of the budget), then prints its passed, skipped and failed tests.
+t() {
+  local name=$1 lim=$2; shift 2
+  [ "$(left)" -lt 15 ] && { echo "skip $name: out of time"; return; }
+  [ "$lim" -gt "$(left)" ] && lim=$(left)
+  mkdir -p "$R/tests"
+  timeout "$lim" "$@" > "$R/tests/$name.txt" 2>&1
+  echo "[$(el) s] $name rc=$? $(grep -cE '^\[       OK \]' "$R/tests/$name.txt") ok" \
+    "$(grep -cE '^\[  SKIPPED \]' "$R/tests/$name.txt") skipped," \
+    "$(grep -E '^\[  FAILED  \] [A-Za-z]' "$R/tests/$name.txt" | sort -u | cut -c1-100 | tr '\n' ' ')"
+}
+# use_torch_libraries: cuDNN and NCCL from torch's wheels, wherever pip put them
+# (KVTIER_CUDNN_LIBRARY, KVTIER_NCCL_LIBRARY; cuDNN's folder on the library path for its own
+# sub-libraries; NVLink multicast off).
+use_torch_libraries() {
+  local site
+  site=$(python3 -c 'import site;print(" ".join(site.getsitepackages()))')
+  KVTIER_CUDNN_LIBRARY=$(find $site -name 'libcudnn.so.9' 2>/dev/null | head -1)
+  KVTIER_NCCL_LIBRARY=$(find $site -name 'libnccl.so.2' 2>/dev/null | head -1)
+  export KVTIER_CUDNN_LIBRARY KVTIER_NCCL_LIBRARY NCCL_NVLS_ENABLE=0
+  export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$(dirname "${KVTIER_CUDNN_LIBRARY:-/x/y}")
+  echo "cuDNN: ${KVTIER_CUDNN_LIBRARY:-none}; NCCL: ${KVTIER_NCCL_LIBRARY:-none}"
+}
+# link_source_dir: the test programs read tests/parity/*.json under the source folder they
+# were built in ($C/SOURCE_DIR); where that path is not this checkout, it becomes a link to it.
+link_source_dir() {
+  local src
+  src=$(cat "$C/SOURCE_DIR")
+  [ -f "$src/tests/parity/moe_goldens.json" ] || { mkdir -p "$(dirname "$src")" && ln -sfn "$PWD" "$src"; }
+  export KVTIER_CLI=$C/bin/kvtier
+}
+# w4_prefill_attention SETTING...: W4 (32k, bf16) on the checkpoint $M once per
+# KVTIER_CUDA_PREFILL_ATTENTION setting, each in its own process, with $R/ceilings.txt; JSON and
+# table as $R/w4-SETTING.*, and what ran the prefill attention.
+w4_prefill_attention() {
+  local a
+  for a in "$@"; do
+    [ "$(left)" -lt 60 ] && { echo "skip W4 $a: out of time"; continue; }
+    KVTIER_CUDA_PREFILL_ATTENTION=$a timeout $(( $(left) - 5 )) "$C/bin/kvtier" bench --workload W4 --model "$M" \
+      --ceilings "$R/ceilings.txt" --json "$R/w4-$a.json" --commit "$(cat "$C/COMMIT")" --time-limit 40 \
+      > "$R/w4-$a.txt" 2>&1
+    echo "[$(el) s] W4 $a rc=$?"; grep -E "^W4 " "$R/w4-$a.txt" | cut -c1-160
+  done
+  grep -ho '"prefill_attention": *"[^"]*"' "$R"/w4-*.json 2>/dev/null | cut -c1-300
+}

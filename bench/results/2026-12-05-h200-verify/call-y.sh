@@ -36,11 +36,5 @@ grep -hE "Failure" -A6 $R/tests/*.txt | head -50
 grep -hE "^\[(tiny|small)|^\[cuda parity\]" $R/tests/*.txt | cut -c1-140 | head -40
 timeout 40 python3 $C/anchors/ceilings.py > $R/ceilings.txt 2>&1
 while [ ! -e $M.ready ] && [ $(left) -gt 60 ]; do sleep 1; done; echo "[$(el) s] ceilings + model"
-for a in own cudnn; do
-  [ $(left) -lt 60 ] && { echo "skip W4 $a: out of time"; continue; }
-  KVTIER_CUDA_PREFILL_ATTENTION=$a timeout $(( $(left) - 5 )) $C/bin/kvtier bench --workload W4 --model $M \
-    --ceilings $R/ceilings.txt --json $R/w4-$a.json --commit "$(cat $C/COMMIT)" --time-limit 40 > $R/w4-$a.txt 2>&1
-  echo "[$(el) s] W4 $a rc=$?"; grep -E "^W4 " $R/w4-$a.txt | cut -c1-160
-done
-grep -ho '"prefill_attention": *"[^"]*"' $R/w4-*.json 2>/dev/null | cut -c1-200
+w4_prefill_attention own cudnn
 tar czf $OUT/y.tgz -C /tmp r
