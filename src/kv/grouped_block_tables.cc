@@ -47,9 +47,11 @@ absl::Status GroupedBlockTables::Restore(SequenceId seq, int64_t num_computed) {
   if (sequences_.contains(seq)) {
     return absl::FailedPreconditionError(absl::StrCat("sequence ", seq, " already holds blocks"));
   }
+  if (num_computed < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("sequence ", seq, " restored at position ", num_computed));
+  }
   const int64_t end = groups_.BlocksForTokens(num_computed);
-  int64_t need = 0;
-  for (int64_t g = 0; g < groups_.num_groups(); ++g) need += end - std::min(end, groups_.FirstLiveBlock(g, num_computed));
+  const int64_t need = groups_.ComputedBlocksHeld(num_computed);
   if (need > pool_.num_free()) {
     return absl::ResourceExhaustedError(
         absl::StrCat("sequence ", seq, " needs ", need, " blocks to come back, ", pool_.num_free(), " free"));
@@ -63,6 +65,28 @@ absl::Status GroupedBlockTables::Restore(SequenceId seq, int64_t num_computed) {
     while (GroupTableEnd(t) < end) t.blocks.push_back(*pool_.Allocate());
   }
   return absl::OkStatus();
+}
+
+std::vector<BlockId> GroupedBlockTables::KeptBlocks(SequenceId seq) const {
+  std::vector<BlockId> out;
+  auto it = sequences_.find(seq);
+  if (it == sequences_.end()) return out;
+  const int64_t num_computed = it->second.num_computed;
+  const int64_t end = groups_.BlocksForTokens(num_computed);
+  for (int64_t g = 0; g < groups_.num_groups(); ++g) {
+    const GroupBlockTable& t = it->second.tables[static_cast<size_t>(g)];
+    // The table starts no later than the first live block (the invariant) and ends no
+    // earlier than `end` (the computed positions were reserved).
+    for (int64_t b = std::min(end, groups_.FirstLiveBlock(g, num_computed)); b < std::min(end, GroupTableEnd(t)); ++b) {
+      out.push_back(t.blocks[static_cast<size_t>(b - t.first_block)]);
+    }
+  }
+  return out;
+}
+
+int64_t GroupedBlockTables::NumComputed(SequenceId seq) const {
+  auto it = sequences_.find(seq);
+  return it == sequences_.end() ? 0 : it->second.num_computed;
 }
 
 int64_t GroupedBlockTables::OnComputed(SequenceId seq, int64_t num_computed) {
@@ -126,6 +150,10 @@ absl::Status GroupedBlockTables::VerifyIntegrity() const {
       if (GroupTableEnd(t) != end) {
         return absl::InternalError(absl::StrCat("sequence ", seq, " group ", g, " ends at block ", GroupTableEnd(t),
                                                 ", group 0 at ", end));
+      }
+      if (GroupTableEnd(t) < groups_.BlocksForTokens(s.num_computed)) {
+        return absl::InternalError(absl::StrCat("sequence ", seq, " group ", g, " ends at block ", GroupTableEnd(t),
+                                                " before its computed position ", s.num_computed));
       }
       if (t.first_block > groups_.FirstLiveBlock(static_cast<int64_t>(g), s.num_computed)) {
         return absl::InternalError(absl::StrCat("sequence ", seq, " group ", g, " dropped block ", t.first_block - 1,

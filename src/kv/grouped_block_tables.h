@@ -61,9 +61,17 @@ class GroupedBlockTables {
   absl::Status Reserve(SequenceId seq, int64_t num_tokens);
   // Swap-in: gives a sequence holding nothing the tables of one that has computed
   // [0, num_computed), each windowed group's only from its first live block (what a
-  // swap-out carried). ResourceExhausted, nothing changed, when too few blocks are free;
-  // FailedPrecondition when the sequence holds blocks.
+  // swap-out carried: KeptBlocks). ResourceExhausted, nothing changed, when too few blocks
+  // are free; FailedPrecondition when the sequence holds blocks; InvalidArgument for a
+  // negative num_computed.
   absl::Status Restore(SequenceId seq, int64_t num_computed);
+  // What a swap-out of the sequence carries: group by group, in position order, the blocks
+  // [FirstLiveBlock(g, n), BlocksForTokens(n)) of a sequence that has computed [0, n) —
+  // KvLayerGroups::ComputedBlocksHeld(n) ids. The blocks reserved past n hold nothing yet.
+  // After Restore(seq, n), the blocks that came back, in the same order.
+  std::vector<BlockId> KeptBlocks(SequenceId seq) const;
+  // The positions the sequence has computed (0 when it holds nothing).
+  int64_t NumComputed(SequenceId seq) const;
   // Records that [0, num_computed) is computed (it never goes back, except through Release
   // and recomputing from 0): returns to the pool the windowed groups' blocks no query at
   // num_computed or later reads. Returns the blocks returned.

@@ -50,9 +50,10 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
                                       options.disk_path, options.file_io));
   std::unique_ptr<KvCacheManager> kv(new KvCacheManager(options, backend));
   if (options.layer_groups.has_value()) {
-    if (options.prefix_cache || options.host_blocks > 0 || options.disk_blocks > 0 || !options.remote.url.empty()) {
-      return absl::InvalidArgumentError(
-          "KV layer groups do not yet combine with the prefix cache or a host, disk or remote tier");
+    // The host and disk tiers take grouped sequences' swaps (kv_cache_swap.cc); the prefix
+    // cache, and the remote tier that only holds its entries, key one group's blocks.
+    if (options.prefix_cache || !options.remote.url.empty()) {
+      return absl::InvalidArgumentError("KV layer groups do not yet combine with the prefix cache or a remote tier");
     }
     ASSIGN_OR_RETURN(GroupedBlockTables tables, GroupedBlockTables::Create(*options.layer_groups, options.device_blocks));
     kv->grouped_.emplace(std::move(tables));

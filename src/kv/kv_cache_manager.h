@@ -171,8 +171,11 @@ class KvCacheManager {
   LoadFrontier ProbeLoadFrontier(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to);
 
   // ---- Swaps (kv_cache_swap.cc)
-  // Moves every device block of the sequence to host slots (disk slots when the host is
-  // full). ResourceExhausted when neither tier has room (the caller recomputes instead).
+  // The device blocks SwapOut would move: the sequence's table, or with layer groups only
+  // the blocks its computed positions still need in each group (GroupedBlockTables::KeptBlocks).
+  std::vector<BlockId> BlocksToSwapOut(SequenceId seq) const;
+  // Moves every device block of the sequence (BlocksToSwapOut) to host slots (disk slots
+  // when the host is full). ResourceExhausted when neither tier has room (the caller recomputes instead).
   // The copies are only started (smallest batches first); the device blocks are free for
   // others at once (handed out once their copy has landed), the disk writes follow.
   absl::Status SwapOut(SequenceId seq);
@@ -219,6 +222,9 @@ class KvCacheManager {
     uint64_t generation = 0;     // distinguishes swap-outs of the same sequence id
     int64_t last_batch = 0;     // the swap-out's last copy batch; 0 when all landed
     absl::Status failed;         // a copy or disk write failed: unusable
+    // With layer groups: the positions computed at the swap-out, which say each group's
+    // blocks (GroupedBlockTables::Restore); slots[i] holds KeptBlocks' i-th block.
+    int64_t grouped_computed = 0;
   };
   struct SequenceBlocks {
     // Long sequences: its first host_slots.size() logical blocks, in host slots it holds

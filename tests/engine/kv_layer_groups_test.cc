@@ -2,10 +2,12 @@
 // groups") on tiny random Gemma 2 and Gemma 3 checkpoints: generation emits exactly the
 // tokens it emits with one group, also when a small pool makes sequences recompute; the
 // stats show the blocks the windows gave back; the same KV bytes run more sequences at once;
-// and a context whose other options cannot carry groups keeps one.
+// sequences swapped to the host or the disk tier come back to the same tokens; and a
+// context whose other options cannot carry groups keeps one.
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -86,6 +88,10 @@ struct GroupedRun {
   int64_t freed_by_window = 0;
   int64_t preemptions = 0;
   int64_t most_running = 0;
+  int64_t swaps_out = 0;
+  int64_t swaps_in = 0;
+  int64_t swap_out_bytes = 0;
+  int64_t block_bytes = 0;
 };
 
 GroupedRun GenerateGrouped(const GroupedFamily& f, const EngineOptions& options, int num_prompts, int prompt_tokens, int max_new) {
@@ -105,6 +111,10 @@ GroupedRun GenerateGrouped(const GroupedFamily& f, const EngineOptions& options,
   run.groups = Stat(stats, "kv_layer_groups", "groups");
   run.freed_by_window = Stat(stats, "kv_layer_groups", "blocks_freed_by_window");
   run.preemptions = Stat(stats, "preemptions");
+  run.swaps_out = Stat(stats, "swaps_out");
+  run.swaps_in = Stat(stats, "swaps_in");
+  run.swap_out_bytes = Stat(stats, "swap_out_bytes");
+  run.block_bytes = static_cast<int64_t>(engine->backend().kv_layout().BlockBytes());
   return run;
 }
 
@@ -168,6 +178,41 @@ TEST_P(KvLayerGroupsTest, ParallelSamplesComputeTheirPromptAgain) {
   EXPECT_EQ(tokens[0].size(), 3u);
   EXPECT_EQ(tokens[1], tokens[0]);
 }
+
+// A small pool under swap pressure, the swapped sequences' blocks on the host tier or in
+// a disk file: one group and groups emit the unpressured tokens, and groups swap only
+// blocks of one group's layers.
+void ExpectSwapsKeepTheTokens(const GroupedFamily& f, bool disk) {
+  const GroupedRun reference = GenerateGrouped(f, GroupOptions(false, 64 * GroupedFullBlockBytes(f)), 5, 22, 16);
+  ASSERT_EQ(reference.tokens.size(), 5u);
+  for (bool groups : {false, true}) {
+    SCOPED_TRACE(groups ? "groups" : "one group");
+    EngineOptions options = GroupOptions(groups, 14 * GroupedFullBlockBytes(f));
+    options.preemption = PreemptionMode::kSwap;
+    if (disk) {
+      options.disk_path = absl::StrCat(::testing::TempDir(), "/kvtier_grouped_swap_", getpid(), "_", f.name,
+                                       groups ? "_groups" : "_one", ".kv");
+      std::filesystem::remove(options.disk_path);
+      options.disk_kv_bytes = 64 * GroupedFullBlockBytes(f);
+    } else {
+      options.host_kv_bytes = 64 * GroupedFullBlockBytes(f);
+    }
+    const GroupedRun run = GenerateGrouped(f, options, 5, 22, 16);
+    EXPECT_EQ(run.tokens, reference.tokens);
+    EXPECT_EQ(run.groups, groups ? f.spec.layers / (f.name == "gemma2" ? 2 : 1) : 1);
+    EXPECT_GT(run.swaps_out, 0);
+    EXPECT_EQ(run.swaps_in, run.swaps_out);
+    EXPECT_EQ(run.block_bytes, GroupedFullBlockBytes(f) / run.groups);
+    EXPECT_EQ(run.swap_out_bytes % run.block_bytes, 0);
+    if (groups) {
+      EXPECT_GT(run.freed_by_window, 0);
+    }
+  }
+}
+
+TEST_P(KvLayerGroupsTest, HostTierSwapsEmitTheSameTokens) { ExpectSwapsKeepTheTokens(GetParam(), /*disk=*/false); }
+
+TEST_P(KvLayerGroupsTest, DiskTierSwapsEmitTheSameTokens) { ExpectSwapsKeepTheTokens(GetParam(), /*disk=*/true); }
 
 TEST_P(KvLayerGroupsTest, OptionsThatCannotCarryGroupsKeepOne) {
   const GroupedFamily& f = GetParam();
