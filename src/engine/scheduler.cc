@@ -126,7 +126,10 @@ void Scheduler::DropForRecompute(Sequence* seq) {
 }
 
 void Scheduler::ReleaseDeviceBlocks(Sequence* seq) {
-  const int64_t blocks = static_cast<int64_t>(kv_->BlocksToSwapOut(seq->id).size());
+  // With layer groups a swap moves only the blocks each group keeps.
+  const GroupedBlockTables* grouped = kv_->grouped();
+  const int64_t blocks = static_cast<int64_t>(grouped != nullptr ? grouped->KeptBlocks(seq->id).size()
+                                                                  : kv_->BlockTable(seq->id).size());
   const bool swap = policy_ != nullptr && policy_->ShouldSwap(*seq, blocks);
   if (!swap || !kv_->SwapOut(seq->id).ok()) DropForRecompute(seq);
 }

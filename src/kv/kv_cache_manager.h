@@ -171,11 +171,9 @@ class KvCacheManager {
   LoadFrontier ProbeLoadFrontier(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to);
 
   // ---- Swaps (kv_cache_swap.cc)
-  // The device blocks SwapOut would move: the sequence's table, or with layer groups only
-  // the blocks its computed positions still need in each group (GroupedBlockTables::KeptBlocks).
-  std::vector<BlockId> BlocksToSwapOut(SequenceId seq) const;
-  // Moves every device block of the sequence (BlocksToSwapOut) to host slots (disk slots
-  // when the host is full). ResourceExhausted when neither tier has room (the caller recomputes instead).
+  // Moves every device block of the sequence to host slots (disk slots when the host is
+  // full); with layer groups only the blocks its computed positions still need in each
+  // group (GroupedBlockTables::KeptBlocks). ResourceExhausted when neither tier has room (the caller recomputes instead).
   // The copies are only started (smallest batches first); the device blocks are free for
   // others at once (handed out once their copy has landed), the disk writes follow.
   absl::Status SwapOut(SequenceId seq);
@@ -259,7 +257,8 @@ class KvCacheManager {
                       int64_t started[kNumTiers]);
   // The first tier below where the block is not absent, and its presence there.
   std::pair<LowerTier*, LowerTier::Presence> FirstHolder(const BlockHash& hash) const;
-  // Swaps (kv_cache_swap.cc).
+  // Swaps (kv_cache_swap.cc). The device blocks SwapOut moves, in slot order.
+  std::vector<BlockId> BlocksToSwapOut(SequenceId seq) const;
   Sha256Digest SwapTag(SequenceId seq, uint64_t generation, size_t index) const;
   bool SwapHoldsDiskSlot(SequenceId seq, uint64_t generation, size_t index, int32_t disk_slot) const;
   void SettleSwap(SequenceId seq);

@@ -14,9 +14,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
+#include "engine/kv_layer_groups_choice.h"
 #include "gtest/gtest.h"
 #include "model/random_checkpoint.h"
 #include "testing/engine_runs.h"
+#include "testing/test_model.h"
 
 namespace kvtier {
 namespace {
@@ -213,6 +215,25 @@ void ExpectSwapsKeepTheTokens(const GroupedFamily& f, bool disk) {
 TEST_P(KvLayerGroupsTest, HostTierSwapsEmitTheSameTokens) { ExpectSwapsKeepTheTokens(GetParam(), /*disk=*/false); }
 
 TEST_P(KvLayerGroupsTest, DiskTierSwapsEmitTheSameTokens) { ExpectSwapsKeepTheTokens(GetParam(), /*disk=*/true); }
+
+TEST_P(KvLayerGroupsTest, HostAndDiskTiersKeepGroupsARemoteTierDoesNot) {
+  const GroupedFamily& f = GetParam();
+  const std::shared_ptr<const Checkpoint> checkpoint = testing::OpenCheckpoint(GroupedCheckpointDir(f));
+  ASSERT_NE(checkpoint, nullptr);
+  EngineOptions options = GroupOptions(true, 64 * GroupedFullBlockBytes(f));
+  options.host_kv_bytes = 1 << 20;
+  options.disk_kv_bytes = 1 << 20;
+  options.disk_path = "/unused/by/the/choice.kv";
+  absl::StatusOr<KvLayerGroupsChoice> tiers = ChooseKvLayerGroups(options, checkpoint->config());
+  ASSERT_TRUE(tiers.ok()) << tiers.status();
+  EXPECT_TRUE(tiers->groups.has_value());
+  EXPECT_EQ(tiers->why_one_group, "");
+  options.remote.url = "redis://127.0.0.1:1";
+  absl::StatusOr<KvLayerGroupsChoice> remote = ChooseKvLayerGroups(options, checkpoint->config());
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  EXPECT_FALSE(remote->groups.has_value());
+  EXPECT_NE(remote->why_one_group.find("remote tier"), std::string::npos) << remote->why_one_group;
+}
 
 TEST_P(KvLayerGroupsTest, OptionsThatCannotCarryGroupsKeepOne) {
   const GroupedFamily& f = GetParam();

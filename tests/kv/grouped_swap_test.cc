@@ -129,7 +129,7 @@ TEST(GroupedSwapTest, HostSwapCarriesOnlyTheBlocksEachGroupKeeps) {
   GroupedSwapFixture f(/*host_blocks=*/16, /*disk_blocks=*/0);
   ASSERT_NE(f.kv, nullptr);
   HoldComputedSequence(f, 1);
-  EXPECT_EQ(f.kv->BlocksToSwapOut(1).size(), static_cast<size_t>(kKept));
+  EXPECT_EQ(f.tables().KeptBlocks(1).size(), static_cast<size_t>(kKept));
   ASSERT_TRUE(f.kv->SwapOut(1).ok());
   EXPECT_TRUE(f.kv->IsSwappedOut(1));
   EXPECT_EQ(f.kv->SwappedBlocks(1), kKept);
