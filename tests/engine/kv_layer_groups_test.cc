@@ -93,6 +93,8 @@ struct GroupedRun {
   int64_t swaps_out = 0;
   int64_t swaps_in = 0;
   int64_t swap_out_bytes = 0;
+  int64_t disk_swap_writes = 0;
+  int64_t swap_prefetches = 0;
   int64_t block_bytes = 0;
 };
 
@@ -116,6 +118,8 @@ GroupedRun GenerateGrouped(const GroupedFamily& f, const EngineOptions& options,
   run.swaps_out = Stat(stats, "swaps_out");
   run.swaps_in = Stat(stats, "swaps_in");
   run.swap_out_bytes = Stat(stats, "swap_out_bytes");
+  run.disk_swap_writes = Stat(stats, "disk_swap_writes");
+  run.swap_prefetches = Stat(stats, "swap_prefetches");
   run.block_bytes = static_cast<int64_t>(engine->backend().kv_layout().BlockBytes());
   return run;
 }
@@ -181,25 +185,37 @@ TEST_P(KvLayerGroupsTest, ParallelSamplesComputeTheirPromptAgain) {
   EXPECT_EQ(tokens[1], tokens[0]);
 }
 
-// A small pool under swap pressure, the swapped sequences' blocks on the host tier or in
-// a disk file: one group and groups emit the unpressured tokens, and groups swap only
-// blocks of one group's layers.
-void ExpectSwapsKeepTheTokens(const GroupedFamily& f, bool disk) {
+// Where swapped sequences go: host slots, disk slots, or a host tier too small for them
+// all, whose overflow goes to disk (and is read ahead back into host slots).
+enum class SwapTiers { kHost, kDisk, kHostThenDisk };
+
+// A small pool under swap pressure: one group and groups emit the unpressured tokens, and
+// groups swap only blocks of one group's layers.
+void ExpectSwapsKeepTheTokens(const GroupedFamily& f, SwapTiers tiers) {
   const GroupedRun reference = GenerateGrouped(f, GroupOptions(false, 64 * GroupedFullBlockBytes(f)), 5, 22, 16);
   ASSERT_EQ(reference.tokens.size(), 5u);
   for (bool groups : {false, true}) {
     SCOPED_TRACE(groups ? "groups" : "one group");
     EngineOptions options = GroupOptions(groups, 14 * GroupedFullBlockBytes(f));
     options.preemption = PreemptionMode::kSwap;
-    if (disk) {
+    if (tiers != SwapTiers::kDisk) options.host_kv_bytes = (tiers == SwapTiers::kHost ? 64 : 3) * GroupedFullBlockBytes(f);
+    if (tiers != SwapTiers::kHost) {
       options.disk_path = absl::StrCat(::testing::TempDir(), "/kvtier_grouped_swap_", getpid(), "_", f.name,
                                        groups ? "_groups" : "_one", ".kv");
       std::filesystem::remove(options.disk_path);
       options.disk_kv_bytes = 64 * GroupedFullBlockBytes(f);
-    } else {
-      options.host_kv_bytes = 64 * GroupedFullBlockBytes(f);
     }
     const GroupedRun run = GenerateGrouped(f, options, 5, 22, 16);
+    if (tiers == SwapTiers::kHost) {
+      EXPECT_EQ(run.disk_swap_writes, 0);
+      EXPECT_GT(run.swap_prefetches, 0) << "swapped blocks come back ahead of their step too";
+    } else if (tiers == SwapTiers::kDisk) {
+      // Every block a swap-out counts is one slot the disk writer wrote.
+      EXPECT_EQ(run.disk_swap_writes * run.block_bytes, run.swap_out_bytes);
+    } else {
+      EXPECT_GT(run.disk_swap_writes, 0);
+      EXPECT_LT(run.disk_swap_writes * run.block_bytes, run.swap_out_bytes);
+    }
     EXPECT_EQ(run.tokens, reference.tokens);
     EXPECT_EQ(run.groups, groups ? f.spec.layers / (f.name == "gemma2" ? 2 : 1) : 1);
     EXPECT_GT(run.swaps_out, 0);
@@ -212,9 +228,13 @@ void ExpectSwapsKeepTheTokens(const GroupedFamily& f, bool disk) {
   }
 }
 
-TEST_P(KvLayerGroupsTest, HostTierSwapsEmitTheSameTokens) { ExpectSwapsKeepTheTokens(GetParam(), /*disk=*/false); }
+TEST_P(KvLayerGroupsTest, HostTierSwapsEmitTheSameTokens) { ExpectSwapsKeepTheTokens(GetParam(), SwapTiers::kHost); }
 
-TEST_P(KvLayerGroupsTest, DiskTierSwapsEmitTheSameTokens) { ExpectSwapsKeepTheTokens(GetParam(), /*disk=*/true); }
+TEST_P(KvLayerGroupsTest, DiskTierSwapsEmitTheSameTokens) { ExpectSwapsKeepTheTokens(GetParam(), SwapTiers::kDisk); }
+
+TEST_P(KvLayerGroupsTest, HostOverflowSwapsToDiskEmitTheSameTokens) {
+  ExpectSwapsKeepTheTokens(GetParam(), SwapTiers::kHostThenDisk);
+}
 
 TEST_P(KvLayerGroupsTest, HostAndDiskTiersKeepGroupsARemoteTierDoesNot) {
   const GroupedFamily& f = GetParam();
