@@ -17,7 +17,9 @@
 #include "engine/kv_layer_groups_choice.h"
 #include "gtest/gtest.h"
 #include "model/random_checkpoint.h"
+#include "storage/disk_block_store.h"
 #include "testing/engine_runs.h"
+#include "testing/fake_file_io.h"
 #include "testing/test_model.h"
 
 namespace kvtier {
@@ -234,6 +236,36 @@ TEST_P(KvLayerGroupsTest, DiskTierSwapsEmitTheSameTokens) { ExpectSwapsKeepTheTo
 
 TEST_P(KvLayerGroupsTest, HostOverflowSwapsToDiskEmitTheSameTokens) {
   ExpectSwapsKeepTheTokens(GetParam(), SwapTiers::kHostThenDisk);
+}
+
+// A grouped sequence's swap record torn on disk (the write reported success, the checksum
+// disagrees): its swap-in finds it corrupt and the sequence is computed again, to the
+// tokens it emits unpressured.
+TEST_P(KvLayerGroupsTest, TornDiskSwapRecordIsComputedAgain) {
+  const GroupedFamily& f = GetParam();
+  const GroupedRun reference = GenerateGrouped(f, GroupOptions(false, 64 * GroupedFullBlockBytes(f)), 5, 22, 16);
+  FakeFileIo io;
+  EngineOptions options = GroupOptions(true, 14 * GroupedFullBlockBytes(f));
+  options.preemption = PreemptionMode::kSwap;
+  options.disk_path = "/fake/grouped-torn-swap.kv";
+  options.disk_kv_bytes = 64 * GroupedFullBlockBytes(f);
+  options.file_io = &io;
+  auto engine = testing::MakeEngine(options, GroupedCheckpointDir(f));
+  ASSERT_NE(engine, nullptr);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(engine->Add(Prompt(40 + i, 22 + i), Greedy(16)).ok());
+  // The next block write, a swap's first (nothing else is written: no prefix cache), keeps
+  // its header and loses the rest.
+  io.TornWriteNext(SlotHeaderBytes(4) + 8);
+  std::map<SequenceId, std::vector<int32_t>> tokens;
+  for (int step = 0; step < 5000 && engine->NumUnfinished() > 0; ++step) {
+    testing::StepAndCollect(*engine, &tokens, /*verify=*/true);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_EQ(tokens, reference.tokens);
+  const nlohmann::json stats = engine->Stats();
+  EXPECT_GT(Stat(stats, "swaps_out"), 0);
+  EXPECT_EQ(Stat(stats, "corrupt_blocks_detected"), 1);
+  EXPECT_GT(Stat(stats, "recomputes"), 0);
 }
 
 TEST_P(KvLayerGroupsTest, HostAndDiskTiersKeepGroupsARemoteTierDoesNot) {
