@@ -143,7 +143,11 @@ void Scheduler::Preempt(Sequence* victim) {
 }
 
 int64_t Scheduler::BlocksToStart(const Sequence& seq) const {
-  if (kv_->IsSwappedOut(seq.id)) return kv_->SwappedBlocks(seq.id) + 1;  // + the next chunk's new block
+  if (kv_->IsSwappedOut(seq.id)) {
+    // + the next chunk's new block, in every group with layer groups.
+    const GroupedBlockTables* grouped = kv_->grouped();
+    return kv_->SwappedBlocks(seq.id) + (grouped != nullptr ? grouped->groups().num_groups() : 1);
+  }
   return kv_->NewBlocksNeeded(seq.id, seq.num_computed + ChunkLength(seq, options_.max_tokens_per_step));
 }
 
