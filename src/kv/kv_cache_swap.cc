@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/backend.h"
-#include "kv/copy_timer.h"
 #include "common/status_macros.h"
+#include "kv/copy_timer.h"
 #include "kv/kv_cache_manager.h"
 #include "model/stable_hash.h"
 
