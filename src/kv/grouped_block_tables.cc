@@ -30,15 +30,15 @@ int64_t GroupedBlockTables::NewBlocksNeeded(SequenceId seq, int64_t num_tokens) 
 
 absl::Status GroupedBlockTables::Reserve(SequenceId seq, int64_t num_tokens) {
   const int64_t need = NewBlocksNeeded(seq, num_tokens);
-  if (need > pool_.num_free()) {
+  if (need > num_free()) {
     return absl::ResourceExhaustedError(absl::StrCat("sequence ", seq, " needs ", need, " blocks over ",
-                                                     groups_.num_groups(), " layer groups, ", pool_.num_free(),
+                                                     groups_.num_groups(), " layer groups, ", num_free(),
                                                      " free"));
   }
   SequenceTables& s = sequences_[seq];
   if (s.tables.empty()) s.tables.resize(static_cast<size_t>(groups_.num_groups()));
   for (GroupBlockTable& t : s.tables) {
-    while (GroupTableEnd(t) < groups_.BlocksForTokens(num_tokens)) t.blocks.push_back(*pool_.Allocate());
+    while (GroupTableEnd(t) < groups_.BlocksForTokens(num_tokens)) t.blocks.push_back(TakeBlock());
   }
   return absl::OkStatus();
 }
@@ -52,9 +52,9 @@ absl::Status GroupedBlockTables::Restore(SequenceId seq, int64_t num_computed) {
   }
   const int64_t end = groups_.BlocksForTokens(num_computed);
   const int64_t need = groups_.ComputedBlocksHeld(num_computed);
-  if (need > pool_.num_free()) {
+  if (need > num_free()) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("sequence ", seq, " needs ", need, " blocks to come back, ", pool_.num_free(), " free"));
+        absl::StrCat("sequence ", seq, " needs ", need, " blocks to come back, ", num_free(), " free"));
   }
   SequenceTables& s = sequences_[seq];
   s.num_computed = num_computed;
@@ -62,7 +62,7 @@ absl::Status GroupedBlockTables::Restore(SequenceId seq, int64_t num_computed) {
   for (int64_t g = 0; g < groups_.num_groups(); ++g) {
     GroupBlockTable& t = s.tables[static_cast<size_t>(g)];
     t.first_block = std::min(end, groups_.FirstLiveBlock(g, num_computed));
-    while (GroupTableEnd(t) < end) t.blocks.push_back(*pool_.Allocate());
+    while (GroupTableEnd(t) < end) t.blocks.push_back(TakeBlock());
   }
   return absl::OkStatus();
 }
@@ -100,7 +100,7 @@ int64_t GroupedBlockTables::OnComputed(SequenceId seq, int64_t num_computed) {
     const int64_t live = std::min(groups_.FirstLiveBlock(g, s.num_computed), GroupTableEnd(t));
     const int64_t n = live - t.first_block;
     if (n <= 0) continue;
-    for (int64_t i = 0; i < n; ++i) pool_.Release(t.blocks[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < n; ++i) Unref(t.blocks[static_cast<size_t>(i)]);
     t.blocks.erase(t.blocks.begin(), t.blocks.begin() + n);
     t.first_block = live;
     dropped += n;
@@ -113,7 +113,7 @@ void GroupedBlockTables::Release(SequenceId seq) {
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;
   for (const GroupBlockTable& t : it->second.tables) {
-    for (BlockId b : t.blocks) pool_.Release(b);
+    for (BlockId b : t.blocks) Unref(b);
   }
   sequences_.erase(it);
 }
@@ -135,11 +135,12 @@ GroupedBlockStats GroupedBlockTables::Stats() const {
     out.full_attention_blocks += groups_.num_groups() * GroupTableEnd(s.tables.front());
   }
   out.blocks_dropped_for_window = blocks_dropped_for_window_;
+  out.cached_blocks = static_cast<int64_t>(entries_.size());
   return out;
 }
 
 absl::Status GroupedBlockTables::VerifyIntegrity() const {
-  int64_t referenced = 0;
+  absl::flat_hash_map<BlockId, int64_t> table_refs;
   for (const auto& [seq, s] : sequences_) {
     if (static_cast<int64_t>(s.tables.size()) != groups_.num_groups()) {
       return absl::InternalError(absl::StrCat("sequence ", seq, " has ", s.tables.size(), " group tables"));
@@ -159,21 +160,11 @@ absl::Status GroupedBlockTables::VerifyIntegrity() const {
         return absl::InternalError(absl::StrCat("sequence ", seq, " group ", g, " dropped block ", t.first_block - 1,
                                                 ", which its next query at ", s.num_computed, " reads"));
       }
-      for (BlockId b : t.blocks) {
-        if (pool_.ref_count(b) != 1) {
-          return absl::InternalError(
-              absl::StrCat("block ", b, " has ", pool_.ref_count(b), " references, one table holds it"));
-        }
-      }
-      referenced += static_cast<int64_t>(t.blocks.size());
+      for (BlockId b : t.blocks) ++table_refs[b];
     }
   }
   if (absl::Status st = pool_.VerifyIntegrity(); !st.ok()) return st;
-  if (referenced != pool_.num_used()) {
-    return absl::InternalError(
-        absl::StrCat("the pool has ", pool_.num_used(), " blocks in use, the tables hold ", referenced));
-  }
-  return absl::OkStatus();
+  return VerifyEntries(table_refs);
 }
 
 }  // namespace kvtier

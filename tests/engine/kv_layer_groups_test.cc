@@ -268,7 +268,7 @@ TEST_P(KvLayerGroupsTest, TornDiskSwapRecordIsComputedAgain) {
   EXPECT_GT(Stat(stats, "recomputes"), 0);
 }
 
-TEST_P(KvLayerGroupsTest, HostAndDiskTiersKeepGroupsARemoteTierDoesNot) {
+TEST_P(KvLayerGroupsTest, TiersThatKeepGroups) {
   const GroupedFamily& f = GetParam();
   const std::shared_ptr<const Checkpoint> checkpoint = testing::OpenCheckpoint(GroupedCheckpointDir(f));
   ASSERT_NE(checkpoint, nullptr);
@@ -280,6 +280,17 @@ TEST_P(KvLayerGroupsTest, HostAndDiskTiersKeepGroupsARemoteTierDoesNot) {
   ASSERT_TRUE(tiers.ok()) << tiers.status();
   EXPECT_TRUE(tiers->groups.has_value());
   EXPECT_EQ(tiers->why_one_group, "");
+  options.prefix_cache = true;
+  absl::StatusOr<KvLayerGroupsChoice> cached = ChooseKvLayerGroups(options, checkpoint->config());
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_FALSE(cached->groups.has_value());
+  EXPECT_NE(cached->why_one_group.find("prefix"), std::string::npos) << cached->why_one_group;
+  options.host_kv_bytes = 0;
+  options.disk_kv_bytes = 0;
+  cached = ChooseKvLayerGroups(options, checkpoint->config());
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_TRUE(cached->groups.has_value()) << "prefix entries on the device tier";
+  options.prefix_cache = false;
   options.remote.url = "redis://127.0.0.1:1";
   absl::StatusOr<KvLayerGroupsChoice> remote = ChooseKvLayerGroups(options, checkpoint->config());
   ASSERT_TRUE(remote.ok()) << remote.status();
@@ -287,10 +298,42 @@ TEST_P(KvLayerGroupsTest, HostAndDiskTiersKeepGroupsARemoteTierDoesNot) {
   EXPECT_NE(remote->why_one_group.find("remote tier"), std::string::npos) << remote->why_one_group;
 }
 
+// Prompts sharing a prefix, one after another: with the prefix cache each reuses the
+// blocks the earlier ones computed — with groups only where every block its next query
+// reads is still cached in every group — and every run emits the tokens of a run without
+// the cache.
+TEST_P(KvLayerGroupsTest, PrefixHitsEmitTheTokensOfOneGroup) {
+  const GroupedFamily& f = GetParam();
+  const std::vector<int32_t> shared = Prompt(77, 26);
+  const std::vector<std::vector<int32_t>> prompts = {Prompt(1, 5, shared), Prompt(2, 9, shared), Prompt(3, 2, shared)};
+  std::map<SequenceId, std::vector<int32_t>> tokens[3];
+  int64_t hits[3] = {};
+  for (int run = 0; run < 3; ++run) {  // no prefix cache; one group; groups
+    EngineOptions options = GroupOptions(run == 2, 64 * GroupedFullBlockBytes(f));
+    options.prefix_cache = run > 0;
+    auto engine = testing::MakeEngine(options, GroupedCheckpointDir(f));
+    ASSERT_NE(engine, nullptr);
+    for (const std::vector<int32_t>& prompt : prompts) {
+      ASSERT_TRUE(engine->Add(prompt, Greedy(10)).ok());
+      for (auto& [id, emitted] : testing::RunToEnd(*engine, /*verify=*/true)) tokens[run][id] = emitted;
+    }
+    const nlohmann::json stats = engine->Stats();
+    hits[run] = Stat(stats, "prefix_hits", "gpu");
+    EXPECT_EQ(Stat(stats, "kv_layer_groups", "groups") > 1, run == 2);
+  }
+  ASSERT_EQ(tokens[0].size(), 3u);
+  EXPECT_EQ(tokens[1], tokens[0]);
+  EXPECT_EQ(tokens[2], tokens[0]);
+  EXPECT_EQ(hits[0], 0);
+  EXPECT_GT(hits[1], 0);
+  EXPECT_GT(hits[2], 0);
+}
+
 TEST_P(KvLayerGroupsTest, OptionsThatCannotCarryGroupsKeepOne) {
   const GroupedFamily& f = GetParam();
   EngineOptions options = GroupOptions(true, 64 * GroupedFullBlockBytes(f));
-  options.prefix_cache = true;  // prefix entries key one group's blocks
+  options.prefix_cache = true;  // with a host tier, whose prefix entries key one group's blocks
+  options.host_kv_bytes = 16 * GroupedFullBlockBytes(f);
   const GroupedRun run = GenerateGrouped(f, options, 2, 13, 4);
   EXPECT_EQ(run.groups, 1);
   EXPECT_EQ(run.freed_by_window, 0);

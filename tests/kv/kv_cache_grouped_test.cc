@@ -1,5 +1,6 @@
 // The KV cache manager with layer groups (KvCacheOptions::layer_groups): it refuses the
-// features whose blocks do not carry a group yet, gives a windowed group's blocks back as
+// features whose blocks do not carry a group yet (grouped_prefix_test.cc has the prefix
+// entries), gives a windowed group's blocks back as
 // the sequence computes, reports the groups in its stats, and answers a fork with
 // Unimplemented (the scheduler recomputes instead). Swaps: grouped_swap_test.cc.
 #include <memory>
@@ -30,11 +31,13 @@ KvCacheOptions GroupedOptions(int64_t device_blocks) {
   return options;
 }
 
-TEST(KvCacheGroupedTest, RefusesGroupsWithThePrefixCacheOrARemoteTier) {
+TEST(KvCacheGroupedTest, RefusesGroupsWithARemoteTierOrPrefixEntriesBelow) {
   testing::FakeBackend backend(4);
   ASSERT_TRUE(backend.AllocateKvPool(16).ok());
   KvCacheOptions cached = GroupedOptions(16);
-  cached.prefix_cache = true;
+  cached.prefix_cache = true;  // prefix entries on the device (grouped_prefix_test.cc)
+  EXPECT_TRUE(KvCacheManager::Create(cached, &backend).ok());
+  cached.host_blocks = 4;  // would hold prefix entries without their group
   EXPECT_EQ(KvCacheManager::Create(cached, &backend).status().code(), absl::StatusCode::kInvalidArgument);
   KvCacheOptions remote = GroupedOptions(16);
   remote.remote.url = "redis://127.0.0.1:1";
