@@ -118,7 +118,7 @@ class KvCacheManager {
   // BlockTable then starts at logical block HostResident(seq).blocks.size().
   HostResidentKv HostResident(SequenceId seq) const;
   // Pins the sequence's first `num_blocks` full blocks (computed): kept on the device tier,
-  // never evicted, until UnpinAll. Idempotent per block.
+  // never evicted, until UnpinAll. Idempotent per block. Nothing with layer groups.
   void PinPrefix(SequenceId seq, int64_t num_blocks);
   void UnpinAll();
   int64_t num_pinned_blocks() const { return static_cast<int64_t>(pinned_.size()); }
@@ -132,6 +132,7 @@ class KvCacheManager {
   // blocks (a load plan's front) gets the run from its first block it does not hold; one
   // holding a partial block gets nothing. `max_blocks` >= 0 caps the blocks held after.
   // `landed_only` (a load plan's attach): only what is in memory now, waiting for nothing.
+  // With layer groups: the device's group entries (GroupedBlockTables::MatchPrefix).
   int64_t MatchPrefix(SequenceId seq, std::span<const int32_t> tokens, int32_t priority = 0,
                       BlockKeyChain* keys = nullptr, int64_t max_blocks = -1, bool landed_only = false);
   // Gives a MatchPrefix result back unused (the sequence could not start yet): releases
