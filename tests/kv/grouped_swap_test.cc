@@ -19,24 +19,24 @@
 namespace kvtier {
 namespace {
 
-constexpr int64_t kBlockTokens = 4;
-constexpr int64_t kWindow = 4;
-constexpr int64_t kDeviceBlocks = 16;
-const char kDiskPath[] = "/fake/grouped-swap.kv";
+constexpr int64_t kSwapBlockTokens = 4;
+constexpr int64_t kSwapWindow = 4;
+constexpr int64_t kSwapDeviceBlocks = 16;
+const char kSwapDiskPath[] = "/fake/grouped-swap.kv";
 
 // A full-attention layer and a layer of window 4: two groups of one layer.
 struct GroupedSwapFixture {
-  GroupedSwapFixture(int64_t host_blocks, int64_t disk_blocks) : backend(kBlockTokens) {
-    EXPECT_TRUE(backend.AllocateKvPool(kDeviceBlocks).ok());
-    const std::vector<std::optional<int64_t>> windows = {std::nullopt, kWindow};
-    absl::StatusOr<KvLayerGroups> groups = KvLayerGroups::Create(windows, kBlockTokens, /*grouped=*/true);
+  GroupedSwapFixture(int64_t host_blocks, int64_t disk_blocks) : backend(kSwapBlockTokens) {
+    EXPECT_TRUE(backend.AllocateKvPool(kSwapDeviceBlocks).ok());
+    const std::vector<std::optional<int64_t>> windows = {std::nullopt, kSwapWindow};
+    absl::StatusOr<KvLayerGroups> groups = KvLayerGroups::Create(windows, kSwapBlockTokens, /*grouped=*/true);
     EXPECT_TRUE(groups.ok()) << groups.status();
     KvCacheOptions options;
-    options.block_tokens = kBlockTokens;
-    options.device_blocks = kDeviceBlocks;
+    options.block_tokens = kSwapBlockTokens;
+    options.device_blocks = kSwapDeviceBlocks;
     options.host_blocks = host_blocks;
     options.disk_blocks = disk_blocks;
-    options.disk_path = kDiskPath;
+    options.disk_path = kSwapDiskPath;
     options.file_io = &io;
     options.model_fingerprint = 42;
     options.prefix_cache = false;
@@ -95,13 +95,13 @@ void HoldComputedSequence(GroupedSwapFixture& f, SequenceId seq) {
   ASSERT_TRUE(f.kv->Reserve(seq, kReserved).ok());
   f.kv->OnComputed(seq, tokens, kComputed);
   ASSERT_EQ(f.tables().Table(seq, 1).first_block, kWindowFirst);
-  ASSERT_EQ(f.kv->num_available_device_blocks(), kDeviceBlocks - 7 - (7 - kWindowFirst));
+  ASSERT_EQ(f.kv->num_available_device_blocks(), kSwapDeviceBlocks - 7 - (7 - kWindowFirst));
   f.Stamp(seq, static_cast<int>(seq));
 }
 
 // Another sequence takes every block and writes over it, then gives them back.
-void Scribble(GroupedSwapFixture& f) {
-  ASSERT_TRUE(f.kv->Reserve(99, kDeviceBlocks / 2 * kBlockTokens).ok());
+void ScribbleOverEveryBlock(GroupedSwapFixture& f) {
+  ASSERT_TRUE(f.kv->Reserve(99, kSwapDeviceBlocks / 2 * kSwapBlockTokens).ok());
   f.Stamp(99, 99);
   f.kv->Release(99);
 }
@@ -114,14 +114,14 @@ void ExpectRestored(GroupedSwapFixture& f, SequenceId seq) {
   EXPECT_EQ(f.tables().Table(seq, 1).blocks.size(), static_cast<size_t>(kFullKept - kWindowFirst));
   EXPECT_TRUE(f.Holds(seq, static_cast<int>(seq), 0, 0, kFullKept));
   EXPECT_TRUE(f.Holds(seq, static_cast<int>(seq), 1, kWindowFirst, kFullKept));
-  EXPECT_EQ(f.kv->num_available_device_blocks(), kDeviceBlocks - kKept);
+  EXPECT_EQ(f.kv->num_available_device_blocks(), kSwapDeviceBlocks - kKept);
   EXPECT_EQ(f.kv->Stats().layer_groups.group_blocks, (std::vector<int64_t>{kFullKept, kFullKept - kWindowFirst}));
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   // It goes on from where it was: the next positions are reserved and computed as before.
   const std::vector<int32_t> tokens(32, 5);
   ASSERT_TRUE(f.kv->Reserve(seq, 32).ok());
   f.kv->OnComputed(seq, tokens, 30);
-  EXPECT_EQ(f.tables().Table(seq, 1).first_block, (30 - kWindow + 1) / kBlockTokens);
+  EXPECT_EQ(f.tables().Table(seq, 1).first_block, (30 - kSwapWindow + 1) / kSwapBlockTokens);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 
@@ -137,9 +137,9 @@ TEST(GroupedSwapTest, HostSwapCarriesOnlyTheBlocksEachGroupKeeps) {
   KvStats stats = f.kv->Stats();
   EXPECT_EQ(stats.tier(Tier::kHost).used_blocks, kKept);
   EXPECT_EQ(stats.counters.swap_out_bytes, static_cast<int64_t>(kKept * block_bytes));
-  EXPECT_EQ(f.kv->num_available_device_blocks(), kDeviceBlocks);
+  EXPECT_EQ(f.kv->num_available_device_blocks(), kSwapDeviceBlocks);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
-  Scribble(f);
+  ScribbleOverEveryBlock(f);
   ASSERT_TRUE(f.kv->SwapIn(1).ok());
   EXPECT_EQ(f.kv->Stats().counters.swap_in_bytes, static_cast<int64_t>(kKept * block_bytes));
   EXPECT_EQ(f.kv->Stats().tier(Tier::kHost).used_blocks, 0);
@@ -157,7 +157,7 @@ TEST(GroupedSwapTest, DiskSwapWritesAndReadsOnlyTheKeptBlocks) {
   EXPECT_EQ(stats.counters.disk.swap_writes, kKept);
   EXPECT_EQ(stats.disk_store.bytes_written, static_cast<int64_t>(kKept * block_bytes));
   EXPECT_EQ(stats.tier(Tier::kDisk).used_blocks, kKept);
-  Scribble(f);
+  ScribbleOverEveryBlock(f);
   ASSERT_TRUE(f.kv->SwapIn(2).ok());
   EXPECT_EQ(f.kv->Stats().disk_store.bytes_read, static_cast<int64_t>(kKept * block_bytes));
   EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).used_blocks, 0);
@@ -170,7 +170,7 @@ TEST(GroupedSwapTest, SequenceWithNothingComputedStartsOver) {
   ASSERT_TRUE(f.kv->Reserve(3, 12).ok());  // reserved, nothing computed: nothing to keep
   ASSERT_TRUE(f.kv->SwapOut(3).ok());
   EXPECT_FALSE(f.kv->IsSwappedOut(3));
-  EXPECT_EQ(f.kv->num_available_device_blocks(), kDeviceBlocks);
+  EXPECT_EQ(f.kv->num_available_device_blocks(), kSwapDeviceBlocks);
   EXPECT_EQ(f.kv->Stats().counters.swap_out_bytes, 0);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
@@ -190,20 +190,20 @@ void ExpectDamagedSwapDropped(const std::function<void(GroupedSwapFixture&)>& da
   EXPECT_FALSE(f.kv->IsSwappedOut(4));
   EXPECT_TRUE(f.tables().Table(4, 0).blocks.empty());
   EXPECT_TRUE(f.tables().Table(4, 1).blocks.empty());
-  EXPECT_EQ(f.kv->num_available_device_blocks(), kDeviceBlocks);
+  EXPECT_EQ(f.kv->num_available_device_blocks(), kSwapDeviceBlocks);
   EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).used_blocks, 0);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 
-int64_t SlotBytes(const GroupedSwapFixture& f) { return DiskBlockStore::SlotBytes(f.kv->block_bytes(), kBlockTokens); }
+int64_t GroupedSwapSlotBytes(const GroupedSwapFixture& f) { return DiskBlockStore::SlotBytes(f.kv->block_bytes(), kSwapBlockTokens); }
 
 TEST(GroupedSwapTest, CorruptDiskRecordIsDetected) {
   ExpectDamagedSwapDropped(
       [](GroupedSwapFixture& f) {
         // One bit of every written slot's payload.
-        const int64_t payload = static_cast<int64_t>(SlotHeaderBytes(kBlockTokens));
+        const int64_t payload = static_cast<int64_t>(SlotHeaderBytes(kSwapBlockTokens));
         for (int32_t slot = 0; slot < kKept; ++slot) {
-          ASSERT_TRUE(f.io.FlipBit(kDiskPath, slot * SlotBytes(f) + payload + 3, 2).ok());
+          ASSERT_TRUE(f.io.FlipBit(kSwapDiskPath, slot * GroupedSwapSlotBytes(f) + payload + 3, 2).ok());
         }
       },
       [](const absl::Status& s) { EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s; });
@@ -213,7 +213,7 @@ TEST(GroupedSwapTest, ShortDiskRecordIsDetected) {
   ExpectDamagedSwapDropped(
       [](GroupedSwapFixture& f) {
         // The file ends inside the first kept block's slot: every record is short or gone.
-        ASSERT_TRUE(f.io.Truncate(kDiskPath, SlotBytes(f) / 2).ok());
+        ASSERT_TRUE(f.io.Truncate(kSwapDiskPath, GroupedSwapSlotBytes(f) / 2).ok());
       },
       [](const absl::Status& s) {
         EXPECT_FALSE(s.ok());
