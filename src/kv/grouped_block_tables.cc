@@ -127,7 +127,7 @@ const GroupBlockTable& GroupedBlockTables::Table(SequenceId seq, int64_t g) cons
 GroupedBlockStats GroupedBlockTables::Stats() const {
   GroupedBlockStats out;
   out.capacity_blocks = pool_.num_blocks();
-  out.used_blocks = pool_.num_used();
+  out.used_blocks = pool_.num_used() - evictable_.size();  // held by tables
   out.peak_blocks = pool_.peak_used();
   out.group_blocks.assign(static_cast<size_t>(groups_.num_groups()), 0);
   for (const auto& [seq, s] : sequences_) {

@@ -49,7 +49,7 @@ struct GroupBlockTable {
 
 struct GroupedBlockStats {
   int64_t capacity_blocks = 0;
-  int64_t used_blocks = 0;
+  int64_t used_blocks = 0;  // held by a table (prefix entries no table holds are not used)
   int64_t peak_blocks = 0;
   std::vector<int64_t> group_blocks;  // (num_groups) blocks each group's tables hold
   // What the same positions would hold with every layer kept (the saving is the difference

@@ -50,6 +50,9 @@ void ComputeAndRelease(KvCacheManager& kv) {
   EXPECT_EQ(kv.grouped()->Table(1, 1).first_block, 5);
   EXPECT_EQ(kv.Stats().layer_groups.cached_blocks, 12);
   kv.Release(1);
+  const KvStats stats = kv.Stats();
+  EXPECT_EQ(stats.tier(Tier::kDevice).used_blocks, 0);
+  EXPECT_EQ(stats.tier(Tier::kDevice).cached_blocks, 12);
   EXPECT_TRUE(kv.VerifyIntegrity().ok()) << kv.VerifyIntegrity();
 }
 
