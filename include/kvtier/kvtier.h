@@ -152,10 +152,12 @@ KVT_API int64_t kvt_live_handles(void);
  *   "kv_layer_groups"    int     1: a model with sliding-window layers keeps
  *                                each window's layers in blocks of their own,
  *                                given back once no query reads them (more
- *                                sequences in the same KV budget); the cpu
- *                                backend only, with prefix_cache 0 and no
- *                                host, disk or remote tier, else (and 0) one
- *                                group of every layer                     default 0
+ *                                sequences in the same KV budget; a swap to
+ *                                the host or disk tier moves only the blocks
+ *                                kept); the cpu backend only, with no
+ *                                remote tier, and prefix_cache 1 only
+ *                                without a host or disk tier, else (and
+ *                                0) one group of every layer              default 0
  *   "weight_dtype"       string  "auto" | "bf16" | "fp16" | "fp8" | "q8_0" | "q4_k": format
  *                                the weights are held in; fp8 = E4M3 with one fp32 scale per
  *                                output channel for 16/32-bit checkpoints (embeddings,

@@ -126,7 +126,10 @@ void Scheduler::DropForRecompute(Sequence* seq) {
 }
 
 void Scheduler::ReleaseDeviceBlocks(Sequence* seq) {
-  const int64_t blocks = static_cast<int64_t>(kv_->BlockTable(seq->id).size());
+  // With layer groups a swap moves only the blocks each group keeps.
+  const GroupedBlockTables* grouped = kv_->grouped();
+  const int64_t blocks = static_cast<int64_t>(grouped != nullptr ? grouped->KeptBlocks(seq->id).size()
+                                                                  : kv_->BlockTable(seq->id).size());
   const bool swap = policy_ != nullptr && policy_->ShouldSwap(*seq, blocks);
   if (!swap || !kv_->SwapOut(seq->id).ok()) DropForRecompute(seq);
 }
@@ -140,7 +143,11 @@ void Scheduler::Preempt(Sequence* victim) {
 }
 
 int64_t Scheduler::BlocksToStart(const Sequence& seq) const {
-  if (kv_->IsSwappedOut(seq.id)) return kv_->SwappedBlocks(seq.id) + 1;  // + the next chunk's new block
+  if (kv_->IsSwappedOut(seq.id)) {
+    // + the next chunk's new block, in every group with layer groups.
+    const GroupedBlockTables* grouped = kv_->grouped();
+    return kv_->SwappedBlocks(seq.id) + (grouped != nullptr ? grouped->groups().num_groups() : 1);
+  }
   return kv_->NewBlocksNeeded(seq.id, seq.num_computed + ChunkLength(seq, options_.max_tokens_per_step));
 }
 

@@ -30,15 +30,15 @@ int64_t GroupedBlockTables::NewBlocksNeeded(SequenceId seq, int64_t num_tokens) 
 
 absl::Status GroupedBlockTables::Reserve(SequenceId seq, int64_t num_tokens) {
   const int64_t need = NewBlocksNeeded(seq, num_tokens);
-  if (need > pool_.num_free()) {
+  if (need > num_free()) {
     return absl::ResourceExhaustedError(absl::StrCat("sequence ", seq, " needs ", need, " blocks over ",
-                                                     groups_.num_groups(), " layer groups, ", pool_.num_free(),
+                                                     groups_.num_groups(), " layer groups, ", num_free(),
                                                      " free"));
   }
   SequenceTables& s = sequences_[seq];
   if (s.tables.empty()) s.tables.resize(static_cast<size_t>(groups_.num_groups()));
   for (GroupBlockTable& t : s.tables) {
-    while (GroupTableEnd(t) < groups_.BlocksForTokens(num_tokens)) t.blocks.push_back(*pool_.Allocate());
+    while (GroupTableEnd(t) < groups_.BlocksForTokens(num_tokens)) t.blocks.push_back(TakeBlock());
   }
   return absl::OkStatus();
 }
@@ -47,12 +47,14 @@ absl::Status GroupedBlockTables::Restore(SequenceId seq, int64_t num_computed) {
   if (sequences_.contains(seq)) {
     return absl::FailedPreconditionError(absl::StrCat("sequence ", seq, " already holds blocks"));
   }
+  if (num_computed < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("sequence ", seq, " restored at position ", num_computed));
+  }
   const int64_t end = groups_.BlocksForTokens(num_computed);
-  int64_t need = 0;
-  for (int64_t g = 0; g < groups_.num_groups(); ++g) need += end - std::min(end, groups_.FirstLiveBlock(g, num_computed));
-  if (need > pool_.num_free()) {
+  const int64_t need = groups_.ComputedBlocksHeld(num_computed);
+  if (need > num_free()) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("sequence ", seq, " needs ", need, " blocks to come back, ", pool_.num_free(), " free"));
+        absl::StrCat("sequence ", seq, " needs ", need, " blocks to come back, ", num_free(), " free"));
   }
   SequenceTables& s = sequences_[seq];
   s.num_computed = num_computed;
@@ -60,9 +62,31 @@ absl::Status GroupedBlockTables::Restore(SequenceId seq, int64_t num_computed) {
   for (int64_t g = 0; g < groups_.num_groups(); ++g) {
     GroupBlockTable& t = s.tables[static_cast<size_t>(g)];
     t.first_block = std::min(end, groups_.FirstLiveBlock(g, num_computed));
-    while (GroupTableEnd(t) < end) t.blocks.push_back(*pool_.Allocate());
+    while (GroupTableEnd(t) < end) t.blocks.push_back(TakeBlock());
   }
   return absl::OkStatus();
+}
+
+std::vector<BlockId> GroupedBlockTables::KeptBlocks(SequenceId seq) const {
+  std::vector<BlockId> out;
+  auto it = sequences_.find(seq);
+  if (it == sequences_.end()) return out;
+  const int64_t num_computed = it->second.num_computed;
+  const int64_t end = groups_.BlocksForTokens(num_computed);
+  for (int64_t g = 0; g < groups_.num_groups(); ++g) {
+    const GroupBlockTable& t = it->second.tables[static_cast<size_t>(g)];
+    // The table starts no later than the first live block (the invariant) and ends no
+    // earlier than `end` (the computed positions were reserved).
+    for (int64_t b = std::min(end, groups_.FirstLiveBlock(g, num_computed)); b < std::min(end, GroupTableEnd(t)); ++b) {
+      out.push_back(t.blocks[static_cast<size_t>(b - t.first_block)]);
+    }
+  }
+  return out;
+}
+
+int64_t GroupedBlockTables::NumComputed(SequenceId seq) const {
+  auto it = sequences_.find(seq);
+  return it == sequences_.end() ? 0 : it->second.num_computed;
 }
 
 int64_t GroupedBlockTables::OnComputed(SequenceId seq, int64_t num_computed) {
@@ -76,7 +100,7 @@ int64_t GroupedBlockTables::OnComputed(SequenceId seq, int64_t num_computed) {
     const int64_t live = std::min(groups_.FirstLiveBlock(g, s.num_computed), GroupTableEnd(t));
     const int64_t n = live - t.first_block;
     if (n <= 0) continue;
-    for (int64_t i = 0; i < n; ++i) pool_.Release(t.blocks[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < n; ++i) Unref(t.blocks[static_cast<size_t>(i)]);
     t.blocks.erase(t.blocks.begin(), t.blocks.begin() + n);
     t.first_block = live;
     dropped += n;
@@ -89,7 +113,7 @@ void GroupedBlockTables::Release(SequenceId seq) {
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;
   for (const GroupBlockTable& t : it->second.tables) {
-    for (BlockId b : t.blocks) pool_.Release(b);
+    for (BlockId b : t.blocks) Unref(b);
   }
   sequences_.erase(it);
 }
@@ -103,7 +127,7 @@ const GroupBlockTable& GroupedBlockTables::Table(SequenceId seq, int64_t g) cons
 GroupedBlockStats GroupedBlockTables::Stats() const {
   GroupedBlockStats out;
   out.capacity_blocks = pool_.num_blocks();
-  out.used_blocks = pool_.num_used();
+  out.used_blocks = pool_.num_used() - evictable_.size();  // held by tables
   out.peak_blocks = pool_.peak_used();
   out.group_blocks.assign(static_cast<size_t>(groups_.num_groups()), 0);
   for (const auto& [seq, s] : sequences_) {
@@ -111,11 +135,12 @@ GroupedBlockStats GroupedBlockTables::Stats() const {
     out.full_attention_blocks += groups_.num_groups() * GroupTableEnd(s.tables.front());
   }
   out.blocks_dropped_for_window = blocks_dropped_for_window_;
+  out.cached_blocks = static_cast<int64_t>(entries_.size());
   return out;
 }
 
 absl::Status GroupedBlockTables::VerifyIntegrity() const {
-  int64_t referenced = 0;
+  absl::flat_hash_map<BlockId, int64_t> table_refs;
   for (const auto& [seq, s] : sequences_) {
     if (static_cast<int64_t>(s.tables.size()) != groups_.num_groups()) {
       return absl::InternalError(absl::StrCat("sequence ", seq, " has ", s.tables.size(), " group tables"));
@@ -127,25 +152,19 @@ absl::Status GroupedBlockTables::VerifyIntegrity() const {
         return absl::InternalError(absl::StrCat("sequence ", seq, " group ", g, " ends at block ", GroupTableEnd(t),
                                                 ", group 0 at ", end));
       }
+      if (GroupTableEnd(t) < groups_.BlocksForTokens(s.num_computed)) {
+        return absl::InternalError(absl::StrCat("sequence ", seq, " group ", g, " ends at block ", GroupTableEnd(t),
+                                                " before its computed position ", s.num_computed));
+      }
       if (t.first_block > groups_.FirstLiveBlock(static_cast<int64_t>(g), s.num_computed)) {
         return absl::InternalError(absl::StrCat("sequence ", seq, " group ", g, " dropped block ", t.first_block - 1,
                                                 ", which its next query at ", s.num_computed, " reads"));
       }
-      for (BlockId b : t.blocks) {
-        if (pool_.ref_count(b) != 1) {
-          return absl::InternalError(
-              absl::StrCat("block ", b, " has ", pool_.ref_count(b), " references, one table holds it"));
-        }
-      }
-      referenced += static_cast<int64_t>(t.blocks.size());
+      for (BlockId b : t.blocks) ++table_refs[b];
     }
   }
   if (absl::Status st = pool_.VerifyIntegrity(); !st.ok()) return st;
-  if (referenced != pool_.num_used()) {
-    return absl::InternalError(
-        absl::StrCat("the pool has ", pool_.num_used(), " blocks in use, the tables hold ", referenced));
-  }
-  return absl::OkStatus();
+  return VerifyEntries(table_refs);
 }
 
 }  // namespace kvtier

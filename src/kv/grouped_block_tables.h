@@ -8,10 +8,17 @@
 // frees serve any group of any sequence, with no split of the budget to guess (a split
 // strands memory when short sequences hold mostly full-attention blocks).
 //
+// Prefix entries (grouped_block_tables_prefix.cc): with the prefix cache on, each computed
+// full block of each group is kept under the chain key of its logical block and its group,
+// so a windowed group's blocks that left the window stay reusable until evicted; a new
+// sequence reuses a cached prefix only if every block its next query reads is cached in
+// every group (KvLayerGroups::UsablePrefixBlocks). The tiers below do not hold them.
+//
 // Invariant: a sequence's table in group g covers logical blocks [first_block, first_block
-// + blocks.size()), every id referenced once, by it alone; the blocks before first_block
-// were returned, and none that a query at the sequence's computed length reads. Every
-// group's table ends at the same logical block.
+// + blocks.size()), each id referenced by the tables holding it plus one reference when it
+// is a prefix entry; an entry no table holds is in the eviction order. The blocks before
+// first_block were returned, and none that a query at the sequence's computed length reads.
+// Every group's table ends at the same logical block, at or after the computed positions.
 #ifndef KVTIER_KV_GROUPED_BLOCK_TABLES_H_
 #define KVTIER_KV_GROUPED_BLOCK_TABLES_H_
 
@@ -19,11 +26,17 @@
 #include <optional>
 #include <vector>
 
+#include <functional>
+#include <span>
+#include <utility>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kv/block_hash.h"
 #include "kv/block_pool.h"
 #include "kv/kv_layer_groups.h"
+#include "kv/lru_set.h"
 #include "kv/tier.h"
 
 namespace kvtier {
@@ -36,7 +49,7 @@ struct GroupBlockTable {
 
 struct GroupedBlockStats {
   int64_t capacity_blocks = 0;
-  int64_t used_blocks = 0;
+  int64_t used_blocks = 0;  // held by a table (prefix entries no table holds are not used)
   int64_t peak_blocks = 0;
   std::vector<int64_t> group_blocks;  // (num_groups) blocks each group's tables hold
   // What the same positions would hold with every layer kept (the saving is the difference
@@ -44,6 +57,7 @@ struct GroupedBlockStats {
   int64_t full_attention_blocks = 0;
   // Blocks returned to the pool because they left a window (cumulative).
   int64_t blocks_dropped_for_window = 0;
+  int64_t cached_blocks = 0;  // prefix entries, held by a table or evictable
 };
 
 class GroupedBlockTables {
@@ -53,7 +67,8 @@ class GroupedBlockTables {
   static absl::StatusOr<GroupedBlockTables> Create(KvLayerGroups groups, int64_t num_blocks);
 
   const KvLayerGroups& groups() const { return groups_; }
-  int64_t num_free() const { return pool_.num_free(); }
+  // Free blocks plus prefix entries no table holds (evicted on demand).
+  int64_t num_free() const { return pool_.num_free() + evictable_.size(); }
   // Blocks the groups must still allocate, together, for the sequence to hold [0, num_tokens).
   int64_t NewBlocksNeeded(SequenceId seq, int64_t num_tokens) const;
   // Grows every group's table to cover [0, num_tokens). All or nothing: ResourceExhausted
@@ -61,9 +76,17 @@ class GroupedBlockTables {
   absl::Status Reserve(SequenceId seq, int64_t num_tokens);
   // Swap-in: gives a sequence holding nothing the tables of one that has computed
   // [0, num_computed), each windowed group's only from its first live block (what a
-  // swap-out carried). ResourceExhausted, nothing changed, when too few blocks are free;
-  // FailedPrecondition when the sequence holds blocks.
+  // swap-out carried: KeptBlocks). ResourceExhausted, nothing changed, when too few blocks
+  // are free; FailedPrecondition when the sequence holds blocks; InvalidArgument for a
+  // negative num_computed.
   absl::Status Restore(SequenceId seq, int64_t num_computed);
+  // What a swap-out of the sequence carries: group by group, in position order, the blocks
+  // [FirstLiveBlock(g, n), BlocksForTokens(n)) of a sequence that has computed [0, n) —
+  // KvLayerGroups::ComputedBlocksHeld(n) ids. The blocks reserved past n hold nothing yet.
+  // After Restore(seq, n), the blocks that came back, in the same order.
+  std::vector<BlockId> KeptBlocks(SequenceId seq) const;
+  // The positions the sequence has computed (0 when it holds nothing).
+  int64_t NumComputed(SequenceId seq) const;
   // Records that [0, num_computed) is computed (it never goes back, except through Release
   // and recomputing from 0): returns to the pool the windowed groups' blocks no query at
   // num_computed or later reads. Returns the blocks returned.
@@ -73,6 +96,19 @@ class GroupedBlockTables {
   // The sequence's table in group g (empty for an unknown sequence or group).
   const GroupBlockTable& Table(SequenceId seq, int64_t g) const;
 
+  // ---- Prefix entries (grouped_block_tables_prefix.cc). `key(i)` is the chain key of
+  // logical block i, `tokens` the sequence's tokens (block i's are compared on a hit).
+  // Makes the sequence's full blocks [0, num_full) prefix entries, each group's block
+  // where its table still holds it (call before OnComputed drops them); an entry already
+  // cached under the same key and group is kept.
+  void CacheFullBlocks(SequenceId seq, int64_t num_full, const std::function<BlockHash(int64_t)>& key,
+                       std::span<const int32_t> tokens);
+  // For a sequence holding nothing: the longest prefix of at most max_blocks blocks whose
+  // blocks its next query reads are all cached (with these tokens) becomes its tables,
+  // shared with the entries, computed up to there. Returns the blocks matched (0: none).
+  int64_t MatchPrefix(SequenceId seq, int64_t max_blocks, const std::function<BlockHash(int64_t)>& key,
+                      std::span<const int32_t> tokens);
+
   GroupedBlockStats Stats() const;
   // The invariant above and the pool's; Internal error naming the first violation.
   absl::Status VerifyIntegrity() const;
@@ -80,8 +116,24 @@ class GroupedBlockTables {
  private:
   struct SequenceTables {
     int64_t num_computed = 0;
+    int64_t num_cached = 0;  // its full blocks [0, num_cached) were offered as prefix entries
     std::vector<GroupBlockTable> tables;  // by group
   };
+  struct PrefixEntry {
+    BlockHash key;
+    int64_t group = 0;
+    std::vector<int32_t> tokens;
+  };
+  using EntryKey = std::pair<BlockHash, int64_t>;  // (chain key, group)
+
+  // A block to write: a free one, else the least recently used entry no table holds,
+  // evicted. The caller checked num_free().
+  BlockId TakeBlock();
+  // Returns a table's reference; an entry left with only its own becomes evictable.
+  void Unref(BlockId block);
+  // The entry of (key, group) when cached with `tokens`.
+  std::optional<BlockId> FindEntry(const BlockHash& key, int64_t group, std::span<const int32_t> tokens) const;
+  absl::Status VerifyEntries(const absl::flat_hash_map<BlockId, int64_t>& table_refs) const;
 
   GroupedBlockTables(KvLayerGroups groups, int64_t num_blocks) : groups_(std::move(groups)), pool_(num_blocks) {}
 
@@ -89,6 +141,9 @@ class GroupedBlockTables {
   BlockPool pool_;
   absl::flat_hash_map<SequenceId, SequenceTables> sequences_;
   int64_t blocks_dropped_for_window_ = 0;
+  absl::flat_hash_map<EntryKey, BlockId> entries_;
+  absl::flat_hash_map<BlockId, PrefixEntry> entry_of_block_;
+  LruSet evictable_;  // entries no table holds, least recently released first
 };
 
 }  // namespace kvtier

@@ -11,7 +11,8 @@ namespace kvtier {
 KvCacheManager::SlowPrefix KvCacheManager::ProbeSlowPrefix(SequenceId seq, std::span<const int32_t> tokens,
                                                              BlockKeyChain* keys) {
   SlowPrefix probe;
-  if (!ctx_.options.prefix_cache || tokens.size() < 2) return probe;
+  // Layer groups keep their prefix entries on the device: nothing is slow.
+  if (!ctx_.options.prefix_cache || tokens.size() < 2 || grouped_) return probe;
   int64_t first = 0;
   if (auto held = sequences_.find(seq); held != sequences_.end()) {
     if (!held->second.host_slots.empty() || held->second.hashes.size() != held->second.table.size()) return probe;

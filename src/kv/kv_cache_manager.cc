@@ -50,9 +50,12 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
                                       options.disk_path, options.file_io));
   std::unique_ptr<KvCacheManager> kv(new KvCacheManager(options, backend));
   if (options.layer_groups.has_value()) {
-    if (options.prefix_cache || options.host_blocks > 0 || options.disk_blocks > 0 || !options.remote.url.empty()) {
+    // The host and disk tiers take grouped sequences' swaps (kv_cache_swap.cc); the prefix
+    // entries of groups live on the device tier only (grouped_block_tables.h), and the
+    // remote tier holds nothing but prefix entries.
+    if (!options.remote.url.empty() || (options.prefix_cache && (options.host_blocks > 0 || options.disk_blocks > 0))) {
       return absl::InvalidArgumentError(
-          "KV layer groups do not yet combine with the prefix cache or a host, disk or remote tier");
+          "KV layer groups do not yet combine with a remote tier, or the prefix cache with a host or disk tier");
     }
     ASSIGN_OR_RETURN(GroupedBlockTables tables, GroupedBlockTables::Create(*options.layer_groups, options.device_blocks));
     kv->grouped_.emplace(std::move(tables));
@@ -154,8 +157,17 @@ void KvCacheManager::Release(SequenceId seq) {
 
 void KvCacheManager::OnComputed(SequenceId seq, std::span<const int32_t> tokens, int64_t num_computed,
                                 int32_t priority, BlockKeyChain* keys) {
-  // The windowed groups' blocks no later query reads go back to the pool at once.
-  if (grouped_) grouped_->OnComputed(seq, num_computed);
+  if (grouped_) {
+    // Full blocks become prefix entries first, so the windowed groups' blocks that no later
+    // query reads, which then go back, stay reusable by a new sequence until evicted.
+    if (ctx_.options.prefix_cache) {
+      std::optional<BlockKeyChain> own;
+      const BlockChain chain = Chain(tokens, keys, &own);
+      grouped_->CacheFullBlocks(seq, num_computed / block_tokens(), [&](int64_t i) { return chain.Key(i); }, tokens);
+    }
+    grouped_->OnComputed(seq, num_computed);
+    return;
+  }
   if (!ctx_.options.prefix_cache) return;
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;
@@ -322,6 +334,7 @@ KvStats KvCacheManager::Stats() const {
     device.used_blocks = stats.layer_groups.used_blocks;
     device.peak_blocks = stats.layer_groups.peak_blocks;
     device.ready_blocks = grouped_->num_free();
+    device.cached_blocks = stats.layer_groups.cached_blocks;
   }
   if (disk_->on()) {
     stats.disk_store = disk_->store()->counters();

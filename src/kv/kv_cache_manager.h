@@ -118,7 +118,7 @@ class KvCacheManager {
   // BlockTable then starts at logical block HostResident(seq).blocks.size().
   HostResidentKv HostResident(SequenceId seq) const;
   // Pins the sequence's first `num_blocks` full blocks (computed): kept on the device tier,
-  // never evicted, until UnpinAll. Idempotent per block.
+  // never evicted, until UnpinAll. Idempotent per block. Nothing with layer groups.
   void PinPrefix(SequenceId seq, int64_t num_blocks);
   void UnpinAll();
   int64_t num_pinned_blocks() const { return static_cast<int64_t>(pinned_.size()); }
@@ -132,6 +132,7 @@ class KvCacheManager {
   // blocks (a load plan's front) gets the run from its first block it does not hold; one
   // holding a partial block gets nothing. `max_blocks` >= 0 caps the blocks held after.
   // `landed_only` (a load plan's attach): only what is in memory now, waiting for nothing.
+  // With layer groups: the device's group entries (GroupedBlockTables::MatchPrefix).
   int64_t MatchPrefix(SequenceId seq, std::span<const int32_t> tokens, int32_t priority = 0,
                       BlockKeyChain* keys = nullptr, int64_t max_blocks = -1, bool landed_only = false);
   // Gives a MatchPrefix result back unused (the sequence could not start yet): releases
@@ -172,7 +173,8 @@ class KvCacheManager {
 
   // ---- Swaps (kv_cache_swap.cc)
   // Moves every device block of the sequence to host slots (disk slots when the host is
-  // full). ResourceExhausted when neither tier has room (the caller recomputes instead).
+  // full); with layer groups only the blocks its computed positions still need in each
+  // group (GroupedBlockTables::KeptBlocks). ResourceExhausted when neither tier has room (the caller recomputes instead).
   // The copies are only started (smallest batches first); the device blocks are free for
   // others at once (handed out once their copy has landed), the disk writes follow.
   absl::Status SwapOut(SequenceId seq);
@@ -219,6 +221,9 @@ class KvCacheManager {
     uint64_t generation = 0;     // distinguishes swap-outs of the same sequence id
     int64_t last_batch = 0;     // the swap-out's last copy batch; 0 when all landed
     absl::Status failed;         // a copy or disk write failed: unusable
+    // With layer groups: the positions computed at the swap-out, which say each group's
+    // blocks (GroupedBlockTables::Restore); slots[i] holds KeptBlocks' i-th block.
+    int64_t grouped_computed = 0;
   };
   struct SequenceBlocks {
     // Long sequences: its first host_slots.size() logical blocks, in host slots it holds
@@ -253,7 +258,8 @@ class KvCacheManager {
                       int64_t started[kNumTiers]);
   // The first tier below where the block is not absent, and its presence there.
   std::pair<LowerTier*, LowerTier::Presence> FirstHolder(const BlockHash& hash) const;
-  // Swaps (kv_cache_swap.cc).
+  // Swaps (kv_cache_swap.cc). The device blocks SwapOut moves, in slot order.
+  std::vector<BlockId> BlocksToSwapOut(SequenceId seq) const;
   Sha256Digest SwapTag(SequenceId seq, uint64_t generation, size_t index) const;
   bool SwapHoldsDiskSlot(SequenceId seq, uint64_t generation, size_t index, int32_t disk_slot) const;
   void SettleSwap(SequenceId seq);

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/backend.h"
+#include "common/status_macros.h"
 #include "kv/copy_timer.h"
 #include "kv/kv_cache_manager.h"
 #include "model/stable_hash.h"
@@ -23,13 +24,30 @@ Sha256Digest KvCacheManager::SwapTag(SequenceId seq, uint64_t generation, size_t
   return h.Finish();
 }
 
-absl::Status KvCacheManager::SwapOut(SequenceId seq) {
-  if (grouped_) return absl::UnimplementedError("swap-out with layer groups (the sequence is computed again)");
+std::vector<BlockId> KvCacheManager::BlocksToSwapOut(SequenceId seq) const {
+  if (grouped_) return grouped_->KeptBlocks(seq);
   auto it = sequences_.find(seq);
-  if (it == sequences_.end() || it->second.table.empty()) return absl::OkStatus();
+  return it == sequences_.end() ? std::vector<BlockId>{} : it->second.table;
+}
+
+absl::Status KvCacheManager::SwapOut(SequenceId seq) {
+  // With layer groups only the blocks a query can still read travel (KeptBlocks: a
+  // windowed group's dropped blocks are neither written nor read back), in the order
+  // GroupedBlockTables::Restore gives them back.
+  const std::vector<BlockId> table = BlocksToSwapOut(seq);
+  const int64_t grouped_computed = grouped_ ? grouped_->NumComputed(seq) : 0;
+  if (grouped_ && static_cast<int64_t>(table.size()) != grouped_->groups().ComputedBlocksHeld(grouped_computed)) {
+    return absl::InternalError(absl::StrCat("sequence ", seq, " holds ", table.size(), " of the ",
+                                            grouped_->groups().ComputedBlocksHeld(grouped_computed),
+                                            " group blocks its computed positions need"));
+  }
+  if (table.empty()) {
+    // Nothing computed to keep (a grouped sequence may hold reserved blocks): it starts over.
+    if (grouped_) grouped_->Release(seq);
+    return absl::OkStatus();
+  }
   Transfers& transfers = ctx_.transfers;
   transfers.Land(LaneBit(Lane::kCopy));
-  const std::vector<BlockId> table = it->second.table;
   std::vector<SlotRef> slots;
   auto release_slots = [&] {
     for (const SlotRef& ref : slots) (ref.tier == Tier::kHost ? host_->cache() : disk_->cache()).pool().Release(ref.slot);
@@ -49,7 +67,7 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
     slots.push_back(*slot);
   }
   const uint64_t generation = ++swap_generation_;
-  swapped_[seq] = SwapState{slots, generation, 0, absl::OkStatus()};
+  swapped_[seq] = SwapState{slots, generation, 0, absl::OkStatus(), grouped_computed};
   // Batches of 2, 4, 8, ... blocks, in the order the pool hands the blocks out again: first
   // those that become free (uncached: the back of the free queue), then cached ones (the
   // back of the device LRU, in table order), then blocks other sequences still share. The
@@ -58,6 +76,10 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
   std::vector<size_t> order;
   for (int pass = 0; pass < 3; ++pass) {
     for (size_t i = 0; i < table.size(); ++i) {
+      if (grouped_) {  // its own pool: nothing cached, nothing shared
+        if (pass == 0) order.push_back(i);
+        continue;
+      }
       const bool cached = ctx_.device.IsCached(table[i]);
       const int32_t others = ctx_.device.pool().ref_count(table[i]) - 1 - (cached ? 1 : 0);
       const int rank = others > 0 ? 2 : (cached ? 1 : 0);
@@ -119,8 +141,15 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
   }
   ++ctx_.counters.swaps_out;
   ctx_.counters.swap_out_bytes += static_cast<int64_t>(table.size() * ctx_.block_bytes);
-  for (BlockId block : table) ReleaseDeviceBlock(block);
-  sequences_.at(seq).table.clear();
+  if (grouped_) {
+    // The group pool hands its blocks out with no fence for copies in flight: the copies
+    // land before the blocks go back.
+    if (const int64_t batch = swapped_.at(seq).last_batch; batch != 0) transfers.Await(Transfers::CopyBatch(batch));
+    grouped_->Release(seq);
+  } else {
+    for (BlockId block : table) ReleaseDeviceBlock(block);
+    sequences_.at(seq).table.clear();
+  }
   transfers.Land(LaneBit(Lane::kCopy));  // synchronous backends: everything has landed (disk writes happen now)
   return absl::OkStatus();
 }
@@ -140,12 +169,27 @@ absl::Status KvCacheManager::SwapIn(SequenceId seq, bool prefetch) {
     return absl::ResourceExhaustedError(
         absl::StrCat("sequence ", seq, " needs ", slots.size(), " device blocks to swap in"));
   }
-  SequenceBlocks& blocks = sequences_[seq];
-  const std::vector<BlockId> got = AllocateDeviceBlocks(static_cast<int64_t>(slots.size()));
-  blocks.table.insert(blocks.table.end(), got.begin(), got.end());
+  // The device blocks the slots land in, slots[i] in targets[i].
+  std::vector<BlockId> targets;
+  if (grouped_) {
+    // The tables rebuilt from the computed positions alone: the same groups, first blocks
+    // and lengths as at the swap-out, so KeptBlocks lists the new ids in the slots' order.
+    RETURN_IF_ERROR(grouped_->Restore(seq, it->second.grouped_computed));
+    targets = grouped_->KeptBlocks(seq);
+    if (targets.size() != slots.size()) {
+      Release(seq);
+      return absl::InternalError(absl::StrCat("sequence ", seq, " swapped ", slots.size(),
+                                              " group blocks out and gets ", targets.size(), " back"));
+    }
+  } else {
+    std::vector<BlockId>& table = sequences_[seq].table;
+    const std::vector<BlockId> got = AllocateDeviceBlocks(static_cast<int64_t>(slots.size()));
+    table.insert(table.end(), got.begin(), got.end());
+    targets = table;
+  }
   std::vector<BlockCopy> host_copies;
   for (size_t i = 0; i < slots.size(); ++i) {
-    if (slots[i].tier == Tier::kHost) host_copies.push_back({blocks.table[i], host_->bytes(slots[i].slot)});
+    if (slots[i].tier == Tier::kHost) host_copies.push_back({targets[i], host_->bytes(slots[i].slot)});
   }
   if (!prefetch) ctx_.DrainCopies();
   absl::Status status;
@@ -158,7 +202,7 @@ absl::Status KvCacheManager::SwapIn(SequenceId seq, bool prefetch) {
   std::vector<DiskTier::StagedRead> reads;  // the blocks nobody read ahead
   for (size_t i = 0; i < slots.size() && status.ok(); ++i) {
     if (slots[i].tier == Tier::kDisk) {
-      reads.push_back({slots[i].slot, SwapTag(seq, generation, i), {}, blocks.table[i]});
+      reads.push_back({slots[i].slot, SwapTag(seq, generation, i), {}, targets[i]});
     }
   }
   for (const absl::Status& read : disk_->ReadToDevice(reads)) {

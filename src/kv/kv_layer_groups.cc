@@ -63,6 +63,12 @@ int64_t KvLayerGroups::BlocksHeld(int64_t g, int64_t num_computed, int64_t num_t
   return std::max<int64_t>(0, BlocksForTokens(num_tokens) - FirstLiveBlock(g, num_computed));
 }
 
+int64_t KvLayerGroups::ComputedBlocksHeld(int64_t num_computed) const {
+  int64_t total = 0;
+  for (int64_t g = 0; g < num_groups(); ++g) total += BlocksHeld(g, num_computed, num_computed);
+  return total;
+}
+
 int64_t KvLayerGroups::PeakBlocks(int64_t g, int64_t num_tokens, int64_t chunk_tokens) const {
   const int64_t all = BlocksForTokens(num_tokens);
   const std::optional<int64_t>& window = group(g).window;

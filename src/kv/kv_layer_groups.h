@@ -61,6 +61,9 @@ class KvLayerGroups {
   // The blocks group g holds for a sequence holding positions [0, num_tokens) that has
   // computed [0, num_computed): from FirstLiveBlock(g, num_computed) to the last.
   int64_t BlocksHeld(int64_t g, int64_t num_computed, int64_t num_tokens) const;
+  // The blocks all groups hold, together, for a sequence that has computed [0, num_computed)
+  // and holds no position past it: what a swap-out carries, and a swap-in allocates.
+  int64_t ComputedBlocksHeld(int64_t num_computed) const;
   // The most blocks group g holds at once for a sequence of `num_tokens` positions computed
   // at most `chunk_tokens` a step (a chunked prefill, then decoding one a step): the
   // admission need. For a window W the span a step holds is its chunk plus the W - 1

@@ -2,19 +2,25 @@
 // groups") on tiny random Gemma 2 and Gemma 3 checkpoints: generation emits exactly the
 // tokens it emits with one group, also when a small pool makes sequences recompute; the
 // stats show the blocks the windows gave back; the same KV bytes run more sequences at once;
-// and a context whose other options cannot carry groups keeps one.
+// sequences swapped to the host or the disk tier come back to the same tokens; and a
+// context whose other options cannot carry groups keeps one.
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/engine.h"
+#include "engine/kv_layer_groups_choice.h"
 #include "gtest/gtest.h"
 #include "model/random_checkpoint.h"
+#include "storage/disk_block_store.h"
 #include "testing/engine_runs.h"
+#include "testing/fake_file_io.h"
+#include "testing/test_model.h"
 
 namespace kvtier {
 namespace {
@@ -86,6 +92,12 @@ struct GroupedRun {
   int64_t freed_by_window = 0;
   int64_t preemptions = 0;
   int64_t most_running = 0;
+  int64_t swaps_out = 0;
+  int64_t swaps_in = 0;
+  int64_t swap_out_bytes = 0;
+  int64_t disk_swap_writes = 0;
+  int64_t swap_prefetches = 0;
+  int64_t block_bytes = 0;
 };
 
 GroupedRun GenerateGrouped(const GroupedFamily& f, const EngineOptions& options, int num_prompts, int prompt_tokens, int max_new) {
@@ -105,6 +117,12 @@ GroupedRun GenerateGrouped(const GroupedFamily& f, const EngineOptions& options,
   run.groups = Stat(stats, "kv_layer_groups", "groups");
   run.freed_by_window = Stat(stats, "kv_layer_groups", "blocks_freed_by_window");
   run.preemptions = Stat(stats, "preemptions");
+  run.swaps_out = Stat(stats, "swaps_out");
+  run.swaps_in = Stat(stats, "swaps_in");
+  run.swap_out_bytes = Stat(stats, "swap_out_bytes");
+  run.disk_swap_writes = Stat(stats, "disk_swap_writes");
+  run.swap_prefetches = Stat(stats, "swap_prefetches");
+  run.block_bytes = static_cast<int64_t>(engine->backend().kv_layout().BlockBytes());
   return run;
 }
 
@@ -169,10 +187,153 @@ TEST_P(KvLayerGroupsTest, ParallelSamplesComputeTheirPromptAgain) {
   EXPECT_EQ(tokens[1], tokens[0]);
 }
 
+// Where swapped sequences go: host slots, disk slots, or a host tier too small for them
+// all, whose overflow goes to disk (and is read ahead back into host slots).
+enum class SwapTiers { kHost, kDisk, kHostThenDisk };
+
+// A small pool under swap pressure: one group and groups emit the unpressured tokens, and
+// groups swap only blocks of one group's layers.
+void ExpectSwapsKeepTheTokens(const GroupedFamily& f, SwapTiers tiers) {
+  const GroupedRun reference = GenerateGrouped(f, GroupOptions(false, 64 * GroupedFullBlockBytes(f)), 5, 22, 16);
+  ASSERT_EQ(reference.tokens.size(), 5u);
+  for (bool groups : {false, true}) {
+    SCOPED_TRACE(groups ? "groups" : "one group");
+    EngineOptions options = GroupOptions(groups, 14 * GroupedFullBlockBytes(f));
+    options.preemption = PreemptionMode::kSwap;
+    if (tiers != SwapTiers::kDisk) options.host_kv_bytes = (tiers == SwapTiers::kHost ? 64 : 3) * GroupedFullBlockBytes(f);
+    if (tiers != SwapTiers::kHost) {
+      options.disk_path = absl::StrCat(::testing::TempDir(), "/kvtier_grouped_swap_", getpid(), "_", f.name,
+                                       groups ? "_groups" : "_one", ".kv");
+      std::filesystem::remove(options.disk_path);
+      options.disk_kv_bytes = 64 * GroupedFullBlockBytes(f);
+    }
+    const GroupedRun run = GenerateGrouped(f, options, 5, 22, 16);
+    if (tiers == SwapTiers::kHost) {
+      EXPECT_EQ(run.disk_swap_writes, 0);
+      EXPECT_GT(run.swap_prefetches, 0) << "swapped blocks come back ahead of their step too";
+    } else if (tiers == SwapTiers::kDisk) {
+      // Every block a swap-out counts is one slot the disk writer wrote.
+      EXPECT_EQ(run.disk_swap_writes * run.block_bytes, run.swap_out_bytes);
+    } else {
+      EXPECT_GT(run.disk_swap_writes, 0);
+      EXPECT_LT(run.disk_swap_writes * run.block_bytes, run.swap_out_bytes);
+    }
+    EXPECT_EQ(run.tokens, reference.tokens);
+    EXPECT_EQ(run.groups, groups ? f.spec.layers / (f.name == "gemma2" ? 2 : 1) : 1);
+    EXPECT_GT(run.swaps_out, 0);
+    EXPECT_EQ(run.swaps_in, run.swaps_out);
+    EXPECT_EQ(run.block_bytes, GroupedFullBlockBytes(f) / run.groups);
+    EXPECT_EQ(run.swap_out_bytes % run.block_bytes, 0);
+    if (groups) {
+      EXPECT_GT(run.freed_by_window, 0);
+    }
+  }
+}
+
+TEST_P(KvLayerGroupsTest, HostTierSwapsEmitTheSameTokens) { ExpectSwapsKeepTheTokens(GetParam(), SwapTiers::kHost); }
+
+TEST_P(KvLayerGroupsTest, DiskTierSwapsEmitTheSameTokens) { ExpectSwapsKeepTheTokens(GetParam(), SwapTiers::kDisk); }
+
+TEST_P(KvLayerGroupsTest, HostOverflowSwapsToDiskEmitTheSameTokens) {
+  ExpectSwapsKeepTheTokens(GetParam(), SwapTiers::kHostThenDisk);
+}
+
+// A grouped sequence's swap record torn on disk (the write reported success, the checksum
+// disagrees): its swap-in finds it corrupt and the sequence is computed again, to the
+// tokens it emits unpressured.
+TEST_P(KvLayerGroupsTest, TornDiskSwapRecordIsComputedAgain) {
+  const GroupedFamily& f = GetParam();
+  const GroupedRun reference = GenerateGrouped(f, GroupOptions(false, 64 * GroupedFullBlockBytes(f)), 5, 22, 16);
+  FakeFileIo io;
+  EngineOptions options = GroupOptions(true, 14 * GroupedFullBlockBytes(f));
+  options.preemption = PreemptionMode::kSwap;
+  options.disk_path = "/fake/grouped-torn-swap.kv";
+  options.disk_kv_bytes = 64 * GroupedFullBlockBytes(f);
+  options.file_io = &io;
+  auto engine = testing::MakeEngine(options, GroupedCheckpointDir(f));
+  ASSERT_NE(engine, nullptr);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(engine->Add(Prompt(40 + i, 22 + i), Greedy(16)).ok());
+  // The next block write, a swap's first (nothing else is written: no prefix cache), keeps
+  // its header and loses the rest.
+  io.TornWriteNext(SlotHeaderBytes(4) + 8);
+  std::map<SequenceId, std::vector<int32_t>> tokens;
+  for (int step = 0; step < 5000 && engine->NumUnfinished() > 0; ++step) {
+    testing::StepAndCollect(*engine, &tokens, /*verify=*/true);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_EQ(tokens, reference.tokens);
+  const nlohmann::json stats = engine->Stats();
+  EXPECT_GT(Stat(stats, "swaps_out"), 0);
+  EXPECT_EQ(Stat(stats, "corrupt_blocks_detected"), 1);
+  EXPECT_GT(Stat(stats, "recomputes"), 0);
+}
+
+TEST_P(KvLayerGroupsTest, TiersThatKeepGroups) {
+  const GroupedFamily& f = GetParam();
+  const std::shared_ptr<const Checkpoint> checkpoint = testing::OpenCheckpoint(GroupedCheckpointDir(f));
+  ASSERT_NE(checkpoint, nullptr);
+  EngineOptions options = GroupOptions(true, 64 * GroupedFullBlockBytes(f));
+  options.host_kv_bytes = 1 << 20;
+  options.disk_kv_bytes = 1 << 20;
+  options.disk_path = "/unused/by/the/choice.kv";
+  absl::StatusOr<KvLayerGroupsChoice> tiers = ChooseKvLayerGroups(options, checkpoint->config());
+  ASSERT_TRUE(tiers.ok()) << tiers.status();
+  EXPECT_TRUE(tiers->groups.has_value());
+  EXPECT_EQ(tiers->why_one_group, "");
+  options.prefix_cache = true;
+  absl::StatusOr<KvLayerGroupsChoice> cached = ChooseKvLayerGroups(options, checkpoint->config());
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_FALSE(cached->groups.has_value());
+  EXPECT_NE(cached->why_one_group.find("prefix"), std::string::npos) << cached->why_one_group;
+  options.host_kv_bytes = 0;
+  options.disk_kv_bytes = 0;
+  cached = ChooseKvLayerGroups(options, checkpoint->config());
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_TRUE(cached->groups.has_value()) << "prefix entries on the device tier";
+  options.prefix_cache = false;
+  options.remote.url = "redis://127.0.0.1:1";
+  absl::StatusOr<KvLayerGroupsChoice> remote = ChooseKvLayerGroups(options, checkpoint->config());
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  EXPECT_FALSE(remote->groups.has_value());
+  EXPECT_NE(remote->why_one_group.find("remote tier"), std::string::npos) << remote->why_one_group;
+}
+
+// Prompts sharing a prefix, one after another: with the prefix cache each reuses the
+// blocks the earlier ones computed — with groups only where every block its next query
+// reads is still cached in every group — and every run emits the tokens of a run without
+// the cache.
+TEST_P(KvLayerGroupsTest, PrefixHitsEmitTheTokensOfOneGroup) {
+  const GroupedFamily& f = GetParam();
+  const std::vector<int32_t> shared = Prompt(77, 26);
+  const std::vector<std::vector<int32_t>> prompts = {Prompt(1, 5, shared), Prompt(2, 9, shared), Prompt(3, 2, shared)};
+  std::map<SequenceId, std::vector<int32_t>> tokens[3];
+  int64_t hits[3] = {};
+  for (int run = 0; run < 3; ++run) {  // no prefix cache; one group; groups
+    EngineOptions options = GroupOptions(run == 2, 64 * GroupedFullBlockBytes(f));
+    options.prefix_cache = run > 0;
+    auto engine = testing::MakeEngine(options, GroupedCheckpointDir(f));
+    ASSERT_NE(engine, nullptr);
+    for (const std::vector<int32_t>& prompt : prompts) {
+      ASSERT_TRUE(engine->Add(prompt, Greedy(10)).ok());
+      for (auto& [id, emitted] : testing::RunToEnd(*engine, /*verify=*/true)) tokens[run][id] = emitted;
+    }
+    const nlohmann::json stats = engine->Stats();
+    hits[run] = Stat(stats, "prefix_hits", "gpu");
+    EXPECT_EQ(Stat(stats, "kv_layer_groups", "groups") > 1, run == 2);
+  }
+  ASSERT_EQ(tokens[0].size(), 3u);
+  EXPECT_EQ(tokens[1], tokens[0]);
+  EXPECT_EQ(tokens[2], tokens[0]);
+  EXPECT_EQ(hits[0], 0);
+  EXPECT_GT(hits[1], 0);
+  EXPECT_GT(hits[2], 0);
+}
+
 TEST_P(KvLayerGroupsTest, OptionsThatCannotCarryGroupsKeepOne) {
   const GroupedFamily& f = GetParam();
   EngineOptions options = GroupOptions(true, 64 * GroupedFullBlockBytes(f));
-  options.prefix_cache = true;  // prefix entries key one group's blocks
+  options.prefix_cache = true;  // with a host tier, whose prefix entries key one group's blocks
+  options.host_kv_bytes = 16 * GroupedFullBlockBytes(f);
   const GroupedRun run = GenerateGrouped(f, options, 2, 13, 4);
   EXPECT_EQ(run.groups, 1);
   EXPECT_EQ(run.freed_by_window, 0);
