@@ -126,10 +126,11 @@ void Scheduler::DropForRecompute(Sequence* seq) {
 }
 
 void Scheduler::ReleaseDeviceBlocks(Sequence* seq) {
-  // With layer groups a swap moves only the blocks each group keeps.
+  // With layer groups a swap moves only the blocks each group keeps (KeptBlocks: counted
+  // from the computed positions, not listed).
   const GroupedBlockTables* grouped = kv_->grouped();
-  const int64_t blocks = static_cast<int64_t>(grouped != nullptr ? grouped->KeptBlocks(seq->id).size()
-                                                                  : kv_->BlockTable(seq->id).size());
+  const int64_t blocks = grouped != nullptr ? grouped->groups().ComputedBlocksHeld(grouped->NumComputed(seq->id))
+                                            : static_cast<int64_t>(kv_->BlockTable(seq->id).size());
   const bool swap = policy_ != nullptr && policy_->ShouldSwap(*seq, blocks);
   if (!swap || !kv_->SwapOut(seq->id).ok()) DropForRecompute(seq);
 }
