@@ -13,8 +13,9 @@ packages=(
   libhiredis-dev redis-server redis-tools
   libicu-dev
   # oneDNN: the CPU backend's BF16 prefill matmul (libdnnl2 at run time; KVTIER_ONEDNN=OFF
-  # builds without it).
-  libdnnl-dev
+  # builds without it). oneDNN's CMake package looks for OpenCL's headers and loader, which
+  # Debian only recommends, so they are named here.
+  libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
   dpkg-dev fakeroot file lintian abigail-tools
   swig golang-go openjdk-17-jdk-headless junit5 mono-mcs nunit-console libnunit-cil-dev
   doxygen
