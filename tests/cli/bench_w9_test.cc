@@ -26,12 +26,12 @@ TEST(BenchW9Test, LimitIsPrefillComputePlusTheBindingDecodeTerm) {
   // (bytes bind: 100 rows' FLOPs take 2 ms, the bytes 8.9 ms).
   const double prefill = 100 * 1000 * 2 * 8.03e9 / 800e12;
   const double step = (16e9 + 100 * 1500.0 * 131072) / 4e12;
-  EXPECT_NEAR(W9Limit(shape, weights, kv, 4e12, 800e12), 100.0 * 1000 / (prefill + 1000 * step), 1e-6);
+  EXPECT_NEAR(W9Limit(shape, weights, kv, 4e12, 800e12, 2 * 8.03e9), 100.0 * 1000 / (prefill + 1000 * step), 1e-6);
   // With a tiny KV and many rows the FLOPs bind instead.
   const W9Shape wide{4096, 16, 16, 0};
   const double flops_step = 4096 * 2 * 8.03e9 / 800e12;
   const double wide_prefill = 4096 * 16 * 2 * 8.03e9 / 800e12;
-  EXPECT_NEAR(W9Limit(wide, 1e9, 1.0, 4e12, 800e12), 4096.0 * 16 / (wide_prefill + 16 * flops_step), 1e-6);
+  EXPECT_NEAR(W9Limit(wide, 1e9, 1.0, 4e12, 800e12, 2 * 8.03e9), 4096.0 * 16 / (wide_prefill + 16 * flops_step), 1e-6);
 }
 
 }  // namespace

@@ -11,13 +11,6 @@
 namespace kvtier::cli::bench {
 namespace {
 
-// Model-shape constants (Llama-3-8B): bytes of 16-bit weights read per decode step, the
-// parameters of the 32 layers' projections (qkv, o, gate|up, down), FLOPs per token, KV
-// bytes per token (32 layers x K|V x 8 heads x 128: 16-bit elements, or for fp8 KV one-byte
-// codes plus one fp32 scale per row).
-constexpr double kWeightBytes = 16.06e9, kProjectionParams = 32 * 218.1e6, kFlopsPerToken = 2 * 8.03e9,
-                 kKvPerToken = 131072, kFp8KvPerToken = 32 * 2 * 8 * (128 + 4);
-
 }  // namespace
 
 double BenchSession::Base(const std::string& scenario, const char* key) const {
@@ -48,11 +41,30 @@ RecordFn BenchSession::Recorder() const {
   return [this](const std::string& id, const WorkloadSpec& w, const RunResult& r) { return Record(id, w, r); };
 }
 
-double BenchSession::WeightBytesPerStep() const {
-  return weight_dtype == "fp8" ? kWeightBytes - kProjectionParams : kWeightBytes;
+void BenchSession::SetModel(kvt_model* model) {
+  int32_t len = 0;
+  if (kvt_model_info_json(model, nullptr, 0, &len) != KVT_OK) return;
+  std::string text(static_cast<size_t>(len) + 1, '\0');
+  if (kvt_model_info_json(model, text.data(), len + 1, &len) != KVT_OK) return;
+  text.resize(static_cast<size_t>(len));
+  shape = ModelShape::FromInfo(json::parse(text, nullptr, false));
+  out["model_shape"] = {{"architecture", shape.architecture},
+                        {"parameters", shape.parameters},
+                        {"projection_parameters", shape.projection_parameters},
+                        {"expert_parameters", shape.expert_parameters},
+                        {"experts", shape.experts},
+                        {"experts_per_token", shape.experts_per_token},
+                        {"flops_per_token", shape.FlopsPerToken()},
+                        {"weight_bytes_per_step_1_row", WeightBytesPerStep(1)},
+                        {"weight_bytes_per_step_64_rows", WeightBytesPerStep(64)},
+                        {"kv_bytes_per_token", KvBytesPerToken()}};
 }
 
-double BenchSession::KvBytesPerToken() const { return kv_dtype == "fp8" ? kFp8KvPerToken : kKvPerToken; }
+double BenchSession::WeightBytesPerStep(int64_t rows) const { return shape.WeightBytesPerStep(rows, weight_dtype == "fp8"); }
+
+double BenchSession::KvBytesPerToken() const {
+  return kv_dtype == "fp8" ? shape.fp8_kv_bytes_per_token : shape.kv_bytes_per_token;
+}
 
 WorkloadSpec BenchSession::GpuSpec(const std::string& id, int seqs, int prompt, int gen) const {
   WorkloadSpec w;
@@ -65,7 +77,7 @@ WorkloadSpec BenchSession::GpuSpec(const std::string& id, int seqs, int prompt, 
   if (kv_dtype != "auto") w.options["kv_dtype"] = kv_dtype;
   w.options["max_running"] = std::to_string(std::max(seqs, 1));
   w.options["max_tokens_per_step"] = "2048";
-  const int64_t kv = static_cast<int64_t>(seqs) * (prompt + gen + 32) * 131072 + (64 << 20);
+  const int64_t kv = static_cast<int64_t>(seqs * (prompt + gen + 32) * shape.kv_bytes_per_token) + (64 << 20);
   w.options["gpu_kv_bytes"] = std::to_string(kv);
   return w;
 }
@@ -84,7 +96,7 @@ if (id == "W1") {
     const double ctx = 512 + 128;
     s.rows.push_back({id, "decode tok/s", "tok/s", decode, s.ceilings.hbm_Bps / (s.WeightBytesPerStep() + ctx * s.KvBytesPerToken()),
                     s.Base("W1", "decode_tok_s"), s.weight_dtype == "fp8" ? 450.0 : 240.0, true, r.error});
-    s.rows.push_back({id, "prefill tok/s", "tok/s", prefill, s.ProjectionFlops() / kFlopsPerToken,
+    s.rows.push_back({id, "prefill tok/s", "tok/s", prefill, s.ProjectionFlops() / s.FlopsPerToken(),
                     NAN, 25000, true, "baseline: HF prefill ttft " + Fmt(s.Base("W1", "ttft_s"), 3) + " s"});
   } else if (id == "W2") {
     WorkloadSpec w = s.GpuSpec(id, 64, 512, 256);
@@ -99,14 +111,14 @@ if (id == "W1") {
     j["e2e_output_tok_s"] = e2e;
     j["prefill_tok_s"] = prefill;
     s.out["workloads"][id] = j;
-    const double step_bytes = s.WeightBytesPerStep() + 64 * (512 + 128) * s.KvBytesPerToken();
+    const double step_bytes = s.WeightBytesPerStep(64) + 64 * (512 + 128) * s.KvBytesPerToken();
     const double decode_limit = 64 * s.ceilings.hbm_Bps / step_bytes;
     const double e2e_limit =
-        64.0 * 256 / (64.0 * 512 * kFlopsPerToken / s.ProjectionFlops() + 256 * step_bytes / s.ceilings.hbm_Bps);
+        64.0 * 256 / (64.0 * 512 * s.FlopsPerToken() / s.ProjectionFlops() + 256 * step_bytes / s.ceilings.hbm_Bps);
     s.rows.push_back({id, "decode tok/s (64 seqs)", "tok/s", decode, decode_limit, s.Base("W2", "decode_tok_s"),
                       s.weight_dtype == "fp8" ? 14000.0 : 9600.0, true, r.error});
     s.rows.push_back({id, "end-to-end output tok/s", "tok/s", e2e, e2e_limit, s.Base("W2", "e2e_tok_s"), 6000, true, ""});
-    s.rows.push_back({id, "prefill tok/s (64 x 512, to all first)", "tok/s", prefill, s.ProjectionFlops() / kFlopsPerToken,
+    s.rows.push_back({id, "prefill tok/s (64 x 512, to all first)", "tok/s", prefill, s.ProjectionFlops() / s.FlopsPerToken(),
                       NAN, NAN, true, ""});
     if (s.sampler_controls) {
       // The same workload with the sampler chain on, in the same process right after:
@@ -143,8 +155,8 @@ if (id == "W1") {
     j["cap_mib"] = 24 * 1024;
     j["cap_holds_nvidia_smi"] = rc.peak_process_mib > 0 ? json(rc.peak_process_mib <= 24 * 1024) : json(nullptr);
     s.out["workloads"][id] = j;
-    const double step_bytes = s.WeightBytesPerStep() + 32 * (2048 + 64) * s.KvBytesPerToken();
-    const double limit = 32.0 * 128 / (32.0 * 2048 * kFlopsPerToken / s.ProjectionFlops() + 128 * step_bytes / s.ceilings.hbm_Bps);
+    const double step_bytes = s.WeightBytesPerStep(32) + 32 * (2048 + 64) * s.KvBytesPerToken();
+    const double limit = 32.0 * 128 / (32.0 * 2048 * s.FlopsPerToken() / s.ProjectionFlops() + 128 * step_bytes / s.ceilings.hbm_Bps);
     s.rows.push_back({id, "output tok/s, 24 GiB cap", "tok/s", tc, limit, NAN, NAN, true,
                     rc.error.empty() ? "HF: OOM under cap" : rc.error});
     s.rows.push_back({id, "uncapped output tok/s", "tok/s", tu, limit, s.Base("W3u", "e2e_tok_s"), NAN, true, ru.error});
@@ -169,7 +181,7 @@ if (id == "W1") {
     const double T = 32768;
     // Linear layers at the projections' rate, causal attention at the bf16 GEMM rate.
     const double prefill_limit =
-        T * kFlopsPerToken / s.ProjectionFlops() + 2.0 * 2 * 32 * 32 * 128 * T * T / 2 / s.ceilings.gemm_flops;
+        T * s.FlopsPerToken() / s.ProjectionFlops() + 4.0 * s.shape.query_width * T * T / 2 / s.ceilings.gemm_flops;
     const std::string cudnn_note = std::isnan(s.ceilings.cudnn_attention_32k_s)
                                        ? ""
                                        : "cuDNN attention alone " + Fmt(s.ceilings.cudnn_attention_32k_s, 3) + " s";

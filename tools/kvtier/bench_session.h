@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_model_shape.h"
 #include "bench_workload.h"
 
 namespace kvtier::cli::bench {
@@ -19,6 +20,7 @@ struct BenchSession {
   double tier_time_limit = 150;
   double gpu_hour_usd = kDefaultGpuHourUsd;  // --gpu-hour-usd
   Ceilings ceilings;
+  ModelShape shape;                      // of the checkpoint the GPU workloads run (SetModel)
   std::map<std::string, json> baseline;  // scenario -> hf_baseline.py result
   GpuMemorySampler* sampler = nullptr;   // null when GPU memory is not sampled
   bool sampler_controls = false;         // W2 runs again with the sampler chain on (W2s)
@@ -33,11 +35,15 @@ struct BenchSession {
   // What every workload records of a run.
   json Record(const std::string& id, const WorkloadSpec& w, const RunResult& r) const;
   RecordFn Recorder() const;
-  // Bytes of weights one decode step reads (Llama-3-8B shape): 2 per parameter, or with
-  // fp8 weights 1 per projection parameter (embeddings and lm_head stay 16-bit).
-  double WeightBytesPerStep() const;
-  // KV bytes one token of context adds to a decode step's reads (half with kv_dtype fp8).
+  // Reads the shape of `model` (kvt_model_info_json) for the limits, and records it.
+  void SetModel(kvt_model* model);
+  // Bytes of weights a decode step of `rows` sequences reads (ModelShape::WeightBytesPerStep
+  // in this session's weight format: experts counted as the expected fraction chosen).
+  double WeightBytesPerStep(int64_t rows = 1) const;
+  // KV bytes one token of context adds to a decode step's reads (about half with kv_dtype fp8).
   double KvBytesPerToken() const;
+  // FLOPs of one token through the linear layers (ModelShape::FlopsPerToken).
+  double FlopsPerToken() const { return shape.FlopsPerToken(); }
   // FLOP/s the linear layers are bounded by in this session's weight format (Ceilings).
   double ProjectionFlops() const { return ceilings.ProjectionFlops(weight_dtype == "fp8"); }
   // A GPU workload of `seqs` sequences with a device KV budget that fits them all.

@@ -8,11 +8,10 @@
 namespace kvtier::cli::bench {
 namespace {
 
-// Llama-3-8B shape (bench_session.cc): FLOPs per token of the linear layers, and of causal
-// attention per (query, key) pair over all layers (Q.K^T and P.V: 2 x 2 x 4096 per layer x
-// 32 layers). Weight and KV bytes per step follow --weight-dtype / --kv-dtype
-// (BenchSession::WeightBytesPerStep, KvBytesPerToken).
-constexpr double kLinearFlopsPerToken = 2 * 8.03e9, kAttentionFlopsPerPair = 4.0 * 4096 * 32;
+// The model's shape is the session's (BenchSession::shape): FLOPs per token of the linear
+// layers, and of causal attention per (query, key) pair over all layers (Q.K^T and P.V:
+// 2 x 2 x the query width of every layer). Weight and KV bytes per step follow --weight-dtype
+// / --kv-dtype (BenchSession::WeightBytesPerStep, KvBytesPerToken).
 constexpr double kBlockTokens = 16;
 
 }  // namespace
@@ -47,8 +46,8 @@ void RunW8(kvt_model* model, BenchSession* session) {
   // Prefill's compute limit: linear layers at the projections' GEMM ceiling (fp8 with fp8
   // weights) plus causal attention at the bf16 one.
   const double prefill_limit_s =
-      w.prompt * kLinearFlopsPerToken / s.ProjectionFlops() +
-      0.5 * w.prompt * static_cast<double>(w.prompt) * kAttentionFlopsPerPair / s.ceilings.gemm_flops;
+      w.prompt * s.FlopsPerToken() / s.ProjectionFlops() +
+      0.5 * w.prompt * static_cast<double>(w.prompt) * 4.0 * s.shape.query_width / s.ceilings.gemm_flops;
   j["prefill_s"] = prefill_s;
   j["prefill_limit_s"] = prefill_limit_s;
   j["decode_tok_s"] = decode;

@@ -40,7 +40,8 @@ void RunW9(const std::string& id, kvt_model* model, BenchSession* session) {
   std::snprintf(note, sizeof note, "%d requests, %.0f output tokens a step, host schedule %.2f ms a step; TRT-LLM %g",
                 shape.requests, r.ok ? r.generated / steps : NAN, 1e3 * schedule_s / steps, shape.trtllm_tok_s);
   s.rows.push_back({id, "output tok/s (" + std::to_string(shape.prompt) + " in / " + std::to_string(shape.gen) + " out)",
-                    "tok/s", output, W9Limit(shape, s.WeightBytesPerStep(), s.KvBytesPerToken(), s.ceilings.hbm_Bps, s.ProjectionFlops()), NAN,
+                    "tok/s", output, W9Limit(shape, s.WeightBytesPerStep(shape.requests), s.KvBytesPerToken(), s.ceilings.hbm_Bps,
+                            s.ProjectionFlops(), s.FlopsPerToken()), NAN,
                     fp8 && id == "W9" ? shape.trtllm_tok_s : NAN, true, r.ok ? note : r.error});
 }
 

@@ -24,9 +24,9 @@ bool W9ShapeOf(const std::string& id, W9Shape* shape);
 // Output tokens/s bound of the whole run: the prefill's FLOPs at `projection_flops` (the GEMM
 // ceiling of the run's weight format: BenchSession::ProjectionFlops), then `gen` decode steps
 // of all `requests` rows, each the larger of its bytes (weights once, plus every row's KV at
-// its mean context) at `hbm_Bps` and its FLOPs at `projection_flops`.
+// its mean context) at `hbm_Bps` and its FLOPs (`flops_per_token` a row) at `projection_flops`.
 double W9Limit(const W9Shape& shape, double weight_bytes_per_step, double kv_bytes_per_token, double hbm_Bps,
-               double projection_flops);
+               double projection_flops, double flops_per_token);
 
 void RunW9(const std::string& id, kvt_model* model, BenchSession* session);
 

@@ -4,12 +4,6 @@
 #include "bench_w9.h"
 
 namespace kvtier::cli::bench {
-namespace {
-
-constexpr double kLlama8bFlopsPerToken = 2 * 8.03e9;  // Llama-3-8B's linear layers (bench_session.cc)
-
-}  // namespace
-
 bool W9ShapeOf(const std::string& id, W9Shape* shape) {
   // Request counts: more than the KV of one H200 holds at once in bf16 for W9 and W9b, so the
   // scheduler, not the submission, sets the batch.
@@ -26,12 +20,12 @@ bool W9ShapeOf(const std::string& id, W9Shape* shape) {
 }
 
 double W9Limit(const W9Shape& shape, double weight_bytes_per_step, double kv_bytes_per_token, double hbm_Bps,
-               double projection_flops) {
+               double projection_flops, double flops_per_token) {
   const double rows = shape.requests;
-  const double prefill_s = rows * shape.prompt * kLlama8bFlopsPerToken / projection_flops;
+  const double prefill_s = rows * shape.prompt * flops_per_token / projection_flops;
   const double mean_context = shape.prompt + shape.gen / 2.0;
   const double step_bytes_s = (weight_bytes_per_step + rows * mean_context * kv_bytes_per_token) / hbm_Bps;
-  const double step_flops_s = rows * kLlama8bFlopsPerToken / projection_flops;
+  const double step_flops_s = rows * flops_per_token / projection_flops;
   return rows * shape.gen / (prefill_s + shape.gen * std::max(step_bytes_s, step_flops_s));
 }
 

@@ -336,6 +336,7 @@ void RunWorkloads(const std::vector<std::string>& ids, const bench::BenchPlan& p
       s->out["model_load_s"] = bench::Seconds(t0, bench::Clock::now());
       s->out["model_dir"] = loaded->dir;
     }
+    if (!s->out.contains("model_shape")) s->SetModel(loaded->model);
     if (host_gib) {
       bench::RunContextCreate(loaded->model, id, *host_gib, f.tier_dir, s);
     } else if (id == "W5") {
