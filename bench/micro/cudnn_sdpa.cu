@@ -137,14 +137,16 @@ struct Buffers {
 };
 
 // Builds, checks (when `check`) and times one graph on one shape; prints a table row.
+// A padded form's graph takes `graph_skv` key rows (0: skv rounded up to 64).
 void RunCase(cudnnHandle_t handle, const char* graph_name, bool unified, const Shape& s, bool check,
-             const kvtier::cuda::AttentionGraphForm& form = {}) {
-  std::printf("  %s, sq %lld skv %lld:\n", graph_name, static_cast<long long>(s.sq), static_cast<long long>(s.skv));
-  // The padded form's graph takes key rows rounded up to 64, as the library's plans do; the
-  // chunk's own lengths come in device tensors and the rows past them hold random values.
+             const kvtier::cuda::AttentionGraphForm& form = {}, int64_t graph_skv = 0) {
+  // The padded form's graph takes more key rows than the chunk has, as the library's plans do;
+  // the chunk's own lengths come in device tensors and the rows past them hold random values.
   const bool padded = !unified && form.mask == kvtier::cuda::AttentionMask::kPadded;
   Shape graph_shape = s;
-  if (padded) graph_shape.skv = (s.skv + 63) / 64 * 64;
+  if (padded) graph_shape.skv = graph_skv > 0 ? graph_skv : (s.skv + 63) / 64 * 64;
+  std::printf("  %s, sq %lld skv %lld (graph's keys %lld):\n", graph_name, static_cast<long long>(s.sq),
+              static_cast<long long>(s.skv), static_cast<long long>(graph_shape.skv));
   GraphBuilder g(Api(), handle);
   if (unified) {
     BuildUnified(g, graph_shape);
@@ -252,9 +254,11 @@ void RunCase(cudnnHandle_t handle, const char* graph_name, bool unified, const S
     const double pairs = unified ? static_cast<double>(s.sq) * s.skv
                                  : static_cast<double>(s.sq) * (s.skv - s.sq) + 0.5 * s.sq * (s.sq + 1.0);
     const double tflops = 4.0 * pairs * s.d * s.hq / (ms * 1e-3) / 1e12;
-    std::printf("  RESULT %s sq=%lld skv=%lld: %.3f ms/layer, x32 layers %.1f ms, %.0f TFLOP/s, max abs err %s%.4g\n",
-                graph_name, static_cast<long long>(s.sq), static_cast<long long>(s.skv), ms, 32.0 * ms, tflops,
-                check ? "" : "(not checked) ", max_err);
+    std::printf(
+        "  RESULT %s sq=%lld skv=%lld graph_skv=%lld: %.3f ms/layer, x32 layers %.1f ms, %.0f TFLOP/s, max abs err "
+        "%s%.4g\n",
+        graph_name, static_cast<long long>(s.sq), static_cast<long long>(s.skv), static_cast<long long>(graph_shape.skv),
+        ms, 32.0 * ms, tflops, check ? "" : "(not checked) ", max_err);
   }
   cudaFree(b.q);
   cudaFree(b.k);
@@ -331,6 +335,15 @@ int main(int argc, char** argv) {
     if (i >= forms.size()) return 2;
     for (const Shape& s : checks) RunCase(handle, forms[i].name.c_str(), false, s, true, forms[i].form);
     for (const Shape& s : timed) RunCase(handle, forms[i].name.c_str(), false, s, false, forms[i].form);
+    if (forms[i].form.mask == kvtier::cuda::AttentionMask::kPadded) {
+      // What coarse plans cost: far more key rows in the graph than the chunk has (checked),
+      // and a chunk's time on its own rows against a graph of the next power of two.
+      RunCase(handle, forms[i].name.c_str(), false, {200, 333, 32, 8, 128}, true, forms[i].form, 1024);
+      RunCase(handle, forms[i].name.c_str(), false, {128, 700, 32, 8, 128}, true, forms[i].form, 4096);
+      for (int64_t graph_skv : {int64_t{18432}, int64_t{32768}}) {
+        RunCase(handle, forms[i].name.c_str(), false, {2048, 18432, 32, 8, 128}, false, forms[i].form, graph_skv);
+      }
+    }
     cudnnDestroy(handle);
     return 0;
   }

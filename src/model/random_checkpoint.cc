@@ -154,6 +154,10 @@ class LazyFp8Scales {
     scales_.grid_cols = (cols + scales_.block_cols - 1) / scales_.block_cols;
   }
 
+  // The grid's dimensions only (no values): what the scale tensor's shape needs, without
+  // drawing the whole projection on the thread that lists the tensors.
+  const Fp8Scales& Grid() const { return scales_; }
+
   const Fp8Scales& Get() {
     std::call_once(once_, [this] {
       scales_.values.assign(static_cast<size_t>(scales_.grid_rows * scales_.grid_cols), 0.0f);
@@ -204,7 +208,7 @@ void AddQuantized(const std::string& name, const std::vector<int64_t>& shape, co
   };
   TensorToWrite scale;
   scale.name = q.ScaleTensorName(name);
-  scale.shape = ScaleShape(q, scales->Get());
+  scale.shape = ScaleShape(q, scales->Grid());
   scale.dtype = DType::kF32;
   scale.produce = [scales](int64_t first, int64_t count, uint8_t* out) {
     std::memcpy(out, scales->Get().values.data() + first, static_cast<size_t>(count) * sizeof(float));

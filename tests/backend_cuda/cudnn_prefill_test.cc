@@ -83,25 +83,34 @@ TEST(CudnnLibraryTest, LoadsTheToolkitsCudnnAndReportsItsVersion) {
   (*library)->api().GetLastErrorString(message, sizeof(message));  // callable through the table
 }
 
-TEST(CudnnAttentionTest, PlanKeysAddAtMostAnEighthOrUnder64) {
-  EXPECT_EQ(CudnnAttention::PlanKeys(0), 0);
-  EXPECT_EQ(CudnnAttention::PlanKeys(1), 64);
-  EXPECT_EQ(CudnnAttention::PlanKeys(64), 64);
-  EXPECT_EQ(CudnnAttention::PlanKeys(65), 128);
-  EXPECT_EQ(CudnnAttention::PlanKeys(1000), 1024);
-  EXPECT_EQ(CudnnAttention::PlanKeys(1025), 1152);
-  EXPECT_EQ(CudnnAttention::PlanKeys(32768), 32768);
-  EXPECT_EQ(CudnnAttention::PlanKeys(32769), 36864);
-  int64_t last = 0, buckets = 0;
-  for (int64_t skv = 1; skv <= 65536; ++skv) {
-    const int64_t keys = CudnnAttention::PlanKeys(skv);
-    ASSERT_GE(keys, skv);
-    ASSERT_LT(keys - skv, std::max<int64_t>(64, skv / 8)) << skv;
-    ASSERT_GE(keys, last);
-    if (keys != last) ++buckets;
-    last = keys;
+TEST(CudnnAttentionTest, PlanKeysArePowersOfTwoUpToTheLongestContext) {
+  EXPECT_EQ(CudnnAttention::PlanKeys(0, 0), 0);
+  EXPECT_EQ(CudnnAttention::PlanKeys(1, 0), 64);
+  EXPECT_EQ(CudnnAttention::PlanKeys(64, 0), 64);
+  EXPECT_EQ(CudnnAttention::PlanKeys(65, 0), 128);
+  EXPECT_EQ(CudnnAttention::PlanKeys(1000, 0), 1024);
+  EXPECT_EQ(CudnnAttention::PlanKeys(1025, 0), 2048);
+  EXPECT_EQ(CudnnAttention::PlanKeys(32768, 0), 32768);
+  EXPECT_EQ(CudnnAttention::PlanKeys(32769, 0), 65536);
+  // The last bucket is the longest context's, rounded up to 64.
+  EXPECT_EQ(CudnnAttention::PlanKeys(32769, 40000), 40000);
+  EXPECT_EQ(CudnnAttention::PlanKeys(32769, 40001), 40064);
+  EXPECT_EQ(CudnnAttention::PlanKeys(16000, 40001), 16384);
+  EXPECT_EQ(CudnnAttention::PlanKeys(40001, 40001), 40064);
+  // A context past the bound still gets keys >= skv (the prefill refuses it by the scratch).
+  EXPECT_EQ(CudnnAttention::PlanKeys(50000, 40001), 50048);
+  for (const int64_t max_keys : {int64_t{0}, int64_t{131072}, int64_t{100000}}) {
+    int64_t last = 0, buckets = 0;
+    for (int64_t skv = 1; skv <= (max_keys > 0 ? max_keys : 131072); ++skv) {
+      const int64_t keys = CudnnAttention::PlanKeys(skv, max_keys);
+      ASSERT_GE(keys, skv);
+      ASSERT_LE(keys, std::max<int64_t>(64, 2 * skv)) << skv;
+      ASSERT_GE(keys, last);
+      if (keys != last) ++buckets;
+      last = keys;
+    }
+    EXPECT_LE(buckets, 12) << max_keys;  // 64 .. 131072: W4's 32k prompt builds at most 6
   }
-  EXPECT_LE(buckets, 8 * 11);  // 8 an octave from 512 on
 }
 
 // A world's pool in both formats: 16-bit values, or fp8 codes with a scale per row, with the
@@ -177,7 +186,7 @@ TEST_P(KvGatherTest, MatchesHostGather) {
     const Pool pool = MakePool(w, fp8, rng_);
     DevicePool device(w, pool, fp8);
     for (const PrefillChunk& c : w.prefill_chunks) {
-      const int64_t skv = c.start_position + c.num_tokens, keys = CudnnAttention::PlanKeys(skv);
+      const int64_t skv = c.start_position + c.num_tokens, keys = CudnnAttention::PlanKeys(skv, 0);
       const size_t n = static_cast<size_t>(keys) * g.kv_heads * g.head_dim;
       DeviceArray<uint16_t> k(n), v(n);
       KvGatherParams params;
@@ -298,7 +307,7 @@ TEST_P(CudnnPrefillTest, MatchesReference) {
   // One plan per (chunk length, key bucket), built for the bf16 pass and reused by the fp8 one.
   std::set<std::pair<int64_t, int64_t>> shapes;
   for (const PrefillChunk& c : w.prefill_chunks) {
-    shapes.insert({c.num_tokens, CudnnAttention::PlanKeys(c.start_position + c.num_tokens)});
+    shapes.insert({c.num_tokens, CudnnAttention::PlanKeys(c.start_position + c.num_tokens, options.max_context)});
   }
   EXPECT_EQ((*prefill)->plans_built(), static_cast<int64_t>(shapes.size()));
 }
@@ -331,6 +340,30 @@ TEST(CudnnAttentionCacheTest, DropsTheLeastRecentlyUsedPlan) {
   EXPECT_EQ(a.plans_built(), 4);
   EXPECT_TRUE(absl::IsInvalidArgument(a.Prepare(65, 64)));  // more queries than keys
   EXPECT_TRUE(absl::IsInvalidArgument(a.Run(nullptr, nullptr, nullptr, nullptr, 64, 64, 1.0f)));
+}
+
+// Warm-up builds one plan per key bucket a long prompt's chunks reach, and the chunks then
+// find them: 256-query chunks over up to 3,000 keys are buckets 256, 512, 1024, 2048 and
+// the last, 3,008 (3,000 rounded up to 64).
+TEST(CudnnPrefillPlansTest, BuildPlansForChunksCoversEveryBucketOfALongPrompt) {
+  KVT_CUDNN_OR_SKIP(library);
+  DeviceMemoryAccount memory(0);
+  CudnnPrefill::Options options;
+  options.num_heads = 8;
+  options.num_kv_heads = 2;
+  options.head_dim = 128;
+  options.max_context = 3000;
+  auto prefill = CudnnPrefill::Create(library, options, nullptr, memory);
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
+  (*prefill)->BuildPlansForChunks(256);
+  EXPECT_EQ((*prefill)->plans_built(), 5);
+  std::vector<PrefillChunk> chunks(1);
+  for (int64_t start = 0; start + 256 <= 3000; start += 256) {
+    chunks[0].start_position = start;
+    chunks[0].num_tokens = 256;
+    ASSERT_TRUE((*prefill)->PrepareStep(chunks)) << (*prefill)->Describe("own");
+  }
+  EXPECT_EQ((*prefill)->plans_built(), 5);  // every chunk's plan was built at warm-up
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudnnPrefillTest,

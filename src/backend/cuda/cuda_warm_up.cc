@@ -1,6 +1,6 @@
-// CudaBackend's warm-up (see cuda_backend.h): every kernel a step launches run once and
-// every decode graph bucket instantiated, so that no step pays for loading a module or
-// capturing a graph — and so that what loading them costs in device memory is measured
+// CudaBackend's warm-up (see cuda_backend.h): every kernel a step launches run once, every
+// decode graph bucket instantiated and cuDNN's prefill plans built, so that no step pays for
+// loading a module, capturing a graph or building a plan — and so that what loading them costs in device memory is measured
 // before the KV pool is sized (device_memory_account.h).
 #include <algorithm>
 #include <vector>
@@ -25,6 +25,7 @@ absl::Status CudaBackend::WarmUp() {
     prefill.chunks.push_back({tokens, 0, table, true});
     RETURN_IF_ERROR(RunStep(prefill, argmax).status());
   }
+  if (cudnn_ != nullptr) cudnn_->BuildPlansForChunks(capacity_.max_tokens);
   tokens.assign(1, 0);
   table.assign(1, pool_.scratch_block);
   for (int64_t rows = 1; rows <= capacity_.max_chunks; rows = graphs_.Bucket(rows) + 1) {

@@ -13,12 +13,12 @@
 
 namespace kvtier::cuda {
 
-int64_t CudnnAttention::PlanKeys(int64_t skv) {
+int64_t CudnnAttention::PlanKeys(int64_t skv, int64_t max_keys) {
   if (skv <= 0) return 0;
-  int64_t octave = 1;
-  while (octave * 2 <= skv) octave *= 2;
-  const int64_t granule = std::max<int64_t>(64, octave / 8);
-  return (skv + granule - 1) / granule * granule;
+  int64_t keys = 64;
+  while (keys < skv) keys *= 2;
+  const int64_t last = (std::max(max_keys, skv) + 63) / 64 * 64;
+  return max_keys > 0 ? std::min(keys, last) : keys;
 }
 
 absl::StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Create(const CudnnLibrary& library,
@@ -96,7 +96,7 @@ absl::StatusOr<CudnnAttention::Plan*> CudnnAttention::Find(int64_t sq, int64_t s
   if (sq <= 0 || skv < sq) {
     return absl::InvalidArgumentError(absl::StrCat("CudnnAttention: ", sq, " queries over ", skv, " keys"));
   }
-  const Key key{sq, PlanKeys(skv)};
+  const Key key{sq, PlanKeys(skv, options_.max_keys)};
   auto it = plans_.find(key);
   if (it != plans_.end()) {
     lru_.splice(lru_.begin(), lru_, it->second.lru);

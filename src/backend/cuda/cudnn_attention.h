@@ -3,14 +3,15 @@
 // head_dim) as the backend's workspace holds them, K and V (keys, kv_heads, head_dim) as
 // KvGather leaves them. The chunk's queries sit at the last sq of skv key positions.
 //
-// Plans are cached per (sq, PlanKeys(skv)), at most Options::max_plans of them, the least
-// recently used dropped first. Keys are bucketed rather than exact because a long prompt's
-// chunks each see a different skv (32 chunks of 1,024 over 32k keys: 32 shapes per prompt and
-// new ones for every prompt length), while the chunk length sq is mostly the step's token
-// budget; a bucket adds fewer than max(64, skv / 8) keys (8 buckets an octave), the extra keys
-// masked (the graph's padded form, AttentionMask::kPadded: the chunk's sq and skv are device
-// tensors the run writes, so one plan serves every skv of its bucket). A shape that does not
-// finalize is remembered as such. Every plan runs in the one workspace given at Create
+// Plans are cached per (sq, PlanKeys(skv, max_keys)), at most Options::max_plans of them, the
+// least recently used dropped first. Keys are bucketed rather than exact because a long
+// prompt's chunks each see a different skv (32 chunks of 1,024 over 32k keys: 32 shapes per
+// prompt and new ones for every prompt length), while the chunk length sq is mostly the step's
+// token budget, and a plan costs tens of milliseconds of host time to build. The buckets are
+// powers of two (the last one max_keys): the extra keys are masked (the graph's padded form,
+// AttentionMask::kPadded: the chunk's sq and skv are device tensors the run writes, so one
+// plan serves every skv of its bucket) and cuDNN's kernel stops at the chunk's own skv, so a
+// coarse bucket costs no attention time. A shape that does not finalize is remembered as such. Every plan runs in the one workspace given at Create
 // (allocated by the caller, inside gpu_mem_limit), less its last kReservedBytes, which hold
 // those two lengths; a plan wanting more is refused. One thread at a time.
 #ifndef KVTIER_BACKEND_CUDA_CUDNN_ATTENTION_H_
@@ -39,14 +40,17 @@ class CudnnAttention {
     int32_t num_kv_heads = 0;
     int32_t head_dim = 0;
     int32_t max_plans = 64;
+    int64_t max_keys = 0;  // the longest skv a chunk has (the last bucket's keys); 0: no bound
   };
   // The head_dim values cuDNN's fused attention takes (a multiple of 8, at most 128 on
   // every cuDNN 9 and GPU it runs on).
   static bool SupportsHeadDim(int32_t head_dim) { return head_dim > 0 && head_dim <= 128 && head_dim % 8 == 0; }
   // The end of the workspace that holds the chunk's sq and skv for the graph.
   static constexpr int64_t kReservedBytes = 256;
-  // Key rows of the plan that serves skv keys (>= skv; see the file comment).
-  static int64_t PlanKeys(int64_t skv);
+  // Key rows of the plan that serves skv keys when no chunk has more than max_keys (0: no
+  // bound): the power of two at or above skv (at least 64), or max_keys rounded up to 64
+  // where that is less; >= skv (see the file comment).
+  static int64_t PlanKeys(int64_t skv, int64_t max_keys);
 
   // A cuDNN handle on `stream`; plans run in `workspace` (device, workspace_bytes, at least
   // kReservedBytes). InvalidArgument for a bad shape or workspace; Internal with cuDNN's message when no handle is made
@@ -64,7 +68,7 @@ class CudnnAttention {
   absl::Status Prepare(int64_t sq, int64_t skv);
 
   // Enqueues out = softmax(scale * q k^T, causal) v for sq queries at positions
-  // skv - sq .. skv - 1. k and v hold PlanKeys(skv) rows (those from skv on are not read
+  // skv - sq .. skv - 1. k and v hold PlanKeys(skv, max_keys) rows (those from skv on are not read
   // into the result). Prepares the plan when it has not been.
   absl::Status Run(const void* q, const void* k, const void* v, void* out, int64_t sq, int64_t skv, float scale);
 

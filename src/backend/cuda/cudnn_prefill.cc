@@ -1,6 +1,7 @@
 // CudnnPrefill (see cudnn_prefill.h).
 #include "backend/cuda/cudnn_prefill.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -16,7 +17,7 @@ namespace {
 
 // Bytes of the K (or V) scratch: the longest context's plan rows of every kv head.
 size_t KvScratchSideBytes(const CudnnPrefill::Options& options) {
-  return static_cast<size_t>(CudnnAttention::PlanKeys(options.max_context)) * options.num_kv_heads *
+  return static_cast<size_t>(CudnnAttention::PlanKeys(options.max_context, options.max_context)) * options.num_kv_heads *
          options.head_dim * sizeof(bf16);
 }
 
@@ -55,6 +56,7 @@ absl::StatusOr<std::unique_ptr<CudnnPrefill>> CudnnPrefill::Create(const CudnnLi
   attention.num_heads = options.num_heads;
   attention.num_kv_heads = options.num_kv_heads;
   attention.head_dim = options.head_dim;
+  attention.max_keys = options.max_context;
   absl::StatusOr<std::unique_ptr<CudnnAttention>> runner =
       CudnnAttention::Create(library, attention, stream, buffers[0], kWorkspaceBytes);
   if (!runner.ok()) {
@@ -73,10 +75,10 @@ void CudnnPrefill::Refuse(const std::string& reason) {
 }
 
 bool CudnnPrefill::PrepareStep(std::span<const PrefillChunk> chunks) {
-  const int64_t rows = CudnnAttention::PlanKeys(options_.max_context);
+  const int64_t rows = CudnnAttention::PlanKeys(options_.max_context, options_.max_context);
   for (const PrefillChunk& c : chunks) {
     const int64_t skv = c.start_position + c.num_tokens;
-    if (CudnnAttention::PlanKeys(skv) > rows) {
+    if (CudnnAttention::PlanKeys(skv, options_.max_context) > rows) {
       Refuse(absl::StrCat("a context of ", skv, " positions is longer than the scratch's ", rows));
       return false;
     }
@@ -89,6 +91,15 @@ bool CudnnPrefill::PrepareStep(std::span<const PrefillChunk> chunks) {
   return true;
 }
 
+void CudnnPrefill::BuildPlansForChunks(int64_t chunk_tokens) {
+  const int64_t last = CudnnAttention::PlanKeys(options_.max_context, options_.max_context);
+  for (int64_t skv = std::min(chunk_tokens, options_.max_context); skv > 0;) {
+    const int64_t keys = CudnnAttention::PlanKeys(skv, options_.max_context);
+    if (!attention_->Prepare(std::min(chunk_tokens, skv), skv).ok() || keys >= last) break;
+    skv = keys + 1;
+  }
+}
+
 absl::Status CudnnPrefill::EnqueueLayer(std::span<const PrefillChunk> chunks, int32_t layer, const bf16* q, bf16* out,
                                         const PagedKv<bf16>& kv) {
   const int64_t row = static_cast<int64_t>(options_.num_heads) * options_.head_dim;
@@ -99,7 +110,10 @@ absl::Status CudnnPrefill::EnqueueLayer(std::span<const PrefillChunk> chunks, in
     gather.chunk = c.chunk;
     gather.layer = layer;
     gather.num_positions = skv;
-    gather.padded_positions = CudnnAttention::PlanKeys(skv);
+    // The plan's rows past skv are masked, and cuDNN's kernel stops within the key tile that
+    // holds skv: only that tile's tail is zeroed (a stale NaN there would leak through P x V),
+    // not the whole bucket.
+    gather.padded_positions = std::min(CudnnAttention::PlanKeys(skv, options_.max_context), (skv + 255) / 256 * 256);
     gather.k_out = k_;
     gather.v_out = v_;
     CUDA_RETURN_IF_ERROR(KvGather(gather, kv, stream_));

@@ -39,7 +39,7 @@ class CudnnPrefill {
     int32_t head_dim = 0;
     int64_t max_context = 0;  // the longest context a chunk attends to (KV positions)
   };
-  // Device bytes Create allocates: K and V of CudnnAttention::PlanKeys(max_context) rows
+  // Device bytes Create allocates: K and V of CudnnAttention::PlanKeys(max_context, max_context) rows
   // and the workspace.
   static int64_t ScratchBytes(const Options& options);
 
@@ -58,6 +58,11 @@ class CudnnPrefill {
   absl::Status EnqueueLayer(std::span<const PrefillChunk> chunks, int32_t layer, const bf16* q, bf16* out,
                             const PagedKv<bf16>& kv);
 
+  // Builds the plans of a chunk of `chunk_tokens` queries over every key bucket from its own
+  // length to max_context (a long prompt's chunks), so that no prompt waits for them: host
+  // time at creation, tens of milliseconds a plan. A shape cuDNN refuses is remembered and
+  // its steps run on the backend's kernel; not an error.
+  void BuildPlansForChunks(int64_t chunk_tokens);
   // "cudnn 9.19.0 (3 plans built in 0.41 s)" when every prefill step so far ran on it; what
   // ran otherwise, with the first reason cuDNN was refused. `own` names the backend's kernel.
   std::string Describe(const std::string& own) const;
@@ -75,8 +80,8 @@ class CudnnPrefill {
   const Options options_;
   cudaStream_t stream_;
   std::unique_ptr<CudnnAttention> attention_;
-  bf16* k_;  // (PlanKeys(max_context), num_kv_heads, head_dim), the account's
-  bf16* v_;  // (PlanKeys(max_context), num_kv_heads, head_dim), the account's
+  bf16* k_;  // (PlanKeys(max_context, max_context), num_kv_heads, head_dim), the account's
+  bf16* v_;  // (PlanKeys(max_context, max_context), num_kv_heads, head_dim), the account's
   std::atomic<int64_t> steps_on_cudnn_{0};
   std::atomic<int64_t> steps_refused_{0};
   mutable std::mutex mu_;
