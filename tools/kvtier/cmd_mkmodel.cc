@@ -275,8 +275,10 @@ int MkmodelMain(int argc, char** argv) {
 
   const auto start = std::chrono::steady_clock::now();
   ProgressBar writing("writing " + f.out);
-  absl::Status written =
-      WriteRandomCheckpoint(*spec, f.out, [&writing](std::string_view stage, int64_t done, int64_t total) {
+  int64_t weight_bytes = 0;  // as written: fp8 projections take one byte a parameter
+  absl::Status written = WriteRandomCheckpoint(
+      *spec, f.out, [&writing, &weight_bytes](std::string_view stage, int64_t done, int64_t total) {
+        if (stage == "weights") weight_bytes = total;
         writing.Update(std::string(stage), done, total);
         return true;
       });
@@ -289,7 +291,7 @@ int MkmodelMain(int argc, char** argv) {
   const int64_t params = config->NumParameters();
   std::printf("wrote %s: %s, %lld parameters, %.2f GB weights, %.1f s\n", f.out.c_str(),
               std::string(ArchitectureName(config->architecture)).c_str(), static_cast<long long>(params),
-              static_cast<double>(params) * static_cast<double>(DTypeSize(spec->dtype)) / 1e9, seconds);
+              static_cast<double>(weight_bytes) / 1e9, seconds);
   return kExitOk;
 }
 
