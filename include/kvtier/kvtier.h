@@ -233,7 +233,8 @@ KVT_API int64_t kvt_live_handles(void);
  *                                compute, head_dim 64 or 128, plain
  *                                scores); the kernels above run what it
  *                                cannot, and stats "compute_path" says
- *                                which ran and why                        default 0
+ *                                which ran and why; 0 keeps the kernels
+ *                                above for every prefill                  default 1
  *   "cuda_overlap_attention" int  a step with decode rows and a prompt
  *                                chunk runs its decode attention on a
  *                                second stream beside its prefill

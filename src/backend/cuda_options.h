@@ -60,9 +60,10 @@ struct CudaOptions {
   bool prefill_wgmma = true;
   // Prefill attention on cuDNN's fused attention (backend/cuda/cudnn_prefill.h), loaded at
   // run time, where it applies: bf16 compute, head_dim 64 or 128, plain attention scores (no
-  // window, soft-cap or other scale), bf16 or fp8 KV. Where cuDNN cannot be loaded or refuses a
-  // step, the kernels above run it (compute_path says why). Off until a GPU run measures it.
-  bool prefill_cudnn = false;
+  // window, soft-cap or other scale), bf16 or fp8 KV. On by default: on Hopper its engine runs
+  // a long prompt's attention well ahead of the kernels above (docs/CUDA_BACKEND.md). Where
+  // cuDNN cannot be loaded or refuses a step, the kernels above run it (compute_path says why).
+  bool prefill_cudnn = true;
   // A step with both decode rows and a prompt chunk runs its decode attention (reading KV
   // from memory) on a second stream beside its prefill attention (on the tensor cores)
   // instead of before it (backend/cuda/attention_fork.h). Off until a GPU run measures it.

@@ -11,7 +11,7 @@ TEST(BenchComputePathTest, NamesWhatRanThePrefillAttention) {
   EXPECT_EQ(PrefillAttentionOf("cuda, prefill attention cudnn 9.10.2 (16 plans built in 2.10 s)"), "cudnn 9.10.2");
   EXPECT_EQ(PrefillAttentionOf("cuda, prefill attention cudnn 9.10.2 and wgmma (cuDNN refused 2 steps: a (b))"),
             "cudnn 9.10.2 and wgmma");
-  EXPECT_EQ(PrefillAttentionOf("cuda, prefill attention mma (cudnn asked for, not used: cuDNN (x) cannot be loaded)"),
+  EXPECT_EQ(PrefillAttentionOf("cuda, prefill attention mma (cudnn not used: cuDNN (x) cannot be loaded)"),
             "mma");
   EXPECT_EQ(PrefillAttentionOf("cpu: BF16 weights, 16-bit dot products"), "");
   EXPECT_EQ(PrefillAttentionOf(""), "");

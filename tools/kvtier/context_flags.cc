@@ -93,7 +93,7 @@ constexpr ContextOption kOptions[] = {
      "kernel (default 1)"},
     {"cuda_prefill_cudnn", Kind::kInt, 0, 1, nullptr,
      "CUDA: prefill attention on cuDNN's fused attention, loaded at run time, where it applies (bf16, head_dim 64 "
-     "or 128, plain scores); the kernels above run the rest (default 0)"},
+     "or 128, plain scores); the kernels above run the rest; 0 keeps them for all (default 1)"},
     {"cuda_overlap_attention", Kind::kInt, 0, 1, nullptr,
      "CUDA: a step with decode rows and a prompt chunk runs its decode attention on a second stream beside its "
      "prefill attention (default 0)"},

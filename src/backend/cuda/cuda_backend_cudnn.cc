@@ -30,9 +30,10 @@ absl::Status CudaBackend::InitCudnnPrefill() {
     cudnn_ = std::move(*prefill);
     return absl::OkStatus();
   }
-  // Not an error: the backend's own kernel runs every prefill, and compute_path says why.
+  // Not an error (a machine without cuDNN is a normal one): the backend's own kernel runs
+  // every prefill, and compute_path says why.
   cudnn_unavailable_ = std::string(why.message());
-  Log(LogLevel::kWarn, "cuda backend: prefill attention on cuDNN was asked for and is not used: ", why.message());
+  Log(LogLevel::kInfo, "cuda backend: prefill attention on cuDNN is not used: ", why.message());
   return absl::OkStatus();
 }
 
@@ -44,7 +45,7 @@ std::string CudaBackend::compute_path() const {
   if (cudnn_ != nullptr) {
     prefill = cudnn_->Describe(own);
   } else if (!cudnn_unavailable_.empty()) {
-    prefill = absl::StrCat(own, " (cudnn asked for, not used: ", cudnn_unavailable_, ")");
+    prefill = absl::StrCat(own, " (cudnn not used: ", cudnn_unavailable_, ")");
   }
   std::string overlap;
   if (attention_fork_ != nullptr) {
