@@ -12,7 +12,9 @@
 // full block of each group is kept under the chain key of its logical block and its group,
 // so a windowed group's blocks that left the window stay reusable until evicted; a new
 // sequence reuses a cached prefix only if every block its next query reads is cached in
-// every group (KvLayerGroups::UsablePrefixBlocks). The tiers below do not hold them.
+// every group (KvLayerGroups::UsablePrefixBlocks). An evicted entry is handed to the owner
+// (TakeEvicted), which copies it to the tiers below; a match there comes back through
+// AddEntry (KvCacheManager, kv_cache_grouped_prefix.cc).
 //
 // Invariant: a sequence's table in group g covers logical blocks [first_block, first_block
 // + blocks.size()), each id referenced by the tables holding it plus one reference when it
@@ -109,6 +111,34 @@ class GroupedBlockTables {
   int64_t MatchPrefix(SequenceId seq, int64_t max_blocks, const std::function<BlockHash(int64_t)>& key,
                       std::span<const int32_t> tokens);
 
+  // The entry of (key, group) when cached with `tokens`.
+  std::optional<BlockId> FindEntry(const BlockHash& key, int64_t group, std::span<const int32_t> tokens) const;
+  // Whether an entry of (key, group) is cached, with any tokens.
+  bool CachesKey(const BlockHash& key, int64_t group) const { return entries_.contains(EntryKey{key, group}); }
+
+  // ---- Entries of the tiers below (the owner moves their bytes).
+  // An entry evicted to free its block: the block (its bytes intact until the block is next
+  // written), key, group and tokens.
+  struct EvictedEntry {
+    BlockId block = 0;
+    BlockHash key;
+    int64_t group = 0;
+    std::vector<int32_t> tokens;
+  };
+  // The entries evicted (by Reserve, Restore, AddEntry) since the last call, oldest first.
+  // The owner takes them after each of those calls, before the blocks are written.
+  std::vector<EvictedEntry> TakeEvicted();
+  // Keeps an entry from eviction until Unhold (a match bringing the others in).
+  void Hold(BlockId block);
+  void Unhold(BlockId block);
+  // A new entry of (key, group) with `tokens` in a block taken from the pool (evicting, when
+  // none is free, the least recently released entry), held until Unhold while the owner
+  // fills its bytes. The caller checked num_free() > 0 and that CachesKey is false.
+  BlockId AddEntry(const BlockHash& key, int64_t group, std::span<const int32_t> tokens);
+  // Forgets an entry AddEntry returned, still held, whose bytes could not be filled: its
+  // block is free again.
+  void DropEntry(BlockId block);
+
   GroupedBlockStats Stats() const;
   // The invariant above and the pool's; Internal error naming the first violation.
   absl::Status VerifyIntegrity() const;
@@ -131,8 +161,6 @@ class GroupedBlockTables {
   BlockId TakeBlock();
   // Returns a table's reference; an entry left with only its own becomes evictable.
   void Unref(BlockId block);
-  // The entry of (key, group) when cached with `tokens`.
-  std::optional<BlockId> FindEntry(const BlockHash& key, int64_t group, std::span<const int32_t> tokens) const;
   absl::Status VerifyEntries(const absl::flat_hash_map<BlockId, int64_t>& table_refs) const;
 
   GroupedBlockTables(KvLayerGroups groups, int64_t num_blocks) : groups_(std::move(groups)), pool_(num_blocks) {}
@@ -144,6 +172,7 @@ class GroupedBlockTables {
   absl::flat_hash_map<EntryKey, BlockId> entries_;
   absl::flat_hash_map<BlockId, PrefixEntry> entry_of_block_;
   LruSet evictable_;  // entries no table holds, least recently released first
+  std::vector<EvictedEntry> evicted_;  // since the last TakeEvicted
 };
 
 }  // namespace kvtier

@@ -132,7 +132,8 @@ class KvCacheManager {
   // blocks (a load plan's front) gets the run from its first block it does not hold; one
   // holding a partial block gets nothing. `max_blocks` >= 0 caps the blocks held after.
   // `landed_only` (a load plan's attach): only what is in memory now, waiting for nothing.
-  // With layer groups: the device's group entries (GroupedBlockTables::MatchPrefix).
+  // With layer groups: every block the next query reads, in every group, from the device's
+  // group entries or loaded from the host or disk tier (MatchGroupedPrefix).
   int64_t MatchPrefix(SequenceId seq, std::span<const int32_t> tokens, int32_t priority = 0,
                       BlockKeyChain* keys = nullptr, int64_t max_blocks = -1, bool landed_only = false);
   // Gives a MatchPrefix result back unused (the sequence could not start yet): releases
@@ -251,6 +252,20 @@ class KvCacheManager {
   // below are copied there before this returns). Blocks a copy in flight still reads are
   // waited for (stall counted).
   std::vector<BlockId> AllocateDeviceBlocks(int64_t n);
+  // A device victim (readable until CopyVictimsDown returns): counted, and added to `dirty`
+  // unless a tier below holds a copy or there is none (dropped).
+  void NoteDeviceVictim(BlockId block, const BlockHash& hash, std::span<const int32_t> tokens,
+                        std::vector<DirtyVictim>* dirty);
+  // Copies victims to the first tier of slots with room (landed before this returns); the
+  // rest are dropped.
+  void CopyVictimsDown(std::vector<DirtyVictim> dirty);
+  // Layer groups (kv_cache_grouped_prefix.cc). The group entries the pool evicted, copied
+  // down under their group's key (GroupBlockKey); called after every grouped call that
+  // takes blocks, before they are written.
+  void DemoteGroupEntries();
+  // MatchPrefix with layer groups: the longest prefix whose blocks the next query reads are
+  // each cached in every group, on the device or in a tier below (loaded into new entries).
+  int64_t MatchGroupedPrefix(SequenceId seq, const BlockChain& chain, int64_t max_blocks, bool landed_only);
   // Read-ahead and a load plan's loads: from block `from` of the chain up to `to`, the
   // blocks the first tier that has them holds only slowly, each tier starting its own.
   // Whether one of them is (now) on its way into memory; `started`: the reads started per tier.

@@ -20,15 +20,11 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
                                     BlockKeyChain* keys, int64_t max_blocks_held, bool landed_only) {
   if (!ctx_.options.prefix_cache || tokens.size() < 2) return 0;
   if (grouped_) {
-    // On the device only: every block the next query reads, in every group.
     std::optional<BlockKeyChain> own;
     const BlockChain chain = Chain(tokens, keys, &own);
     int64_t max_blocks = chain.max_blocks();
     if (max_blocks_held >= 0) max_blocks = std::min(max_blocks, max_blocks_held);
-    const int64_t n = grouped_->MatchPrefix(seq, max_blocks, [&](int64_t i) { return chain.Key(i); }, tokens);
-    ctx_.counters.prefix_hits[static_cast<int>(Tier::kDevice)] += n;
-    ctx_.counters.prefix_hit_tokens += n * block_tokens();
-    return n * block_tokens();
+    return MatchGroupedPrefix(seq, chain, max_blocks, landed_only);
   }
   if (landed_only) ctx_.transfers.Land(kReadLanes);  // waits for nothing
   SequenceBlocks& blocks = sequences_[seq];
@@ -120,11 +116,6 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
 }
 
 void KvCacheManager::UnmatchPrefix(SequenceId seq) {
-  if (grouped_) {  // right after MatchPrefix: what it computed is what it matched
-    const int64_t matched = grouped_->NumComputed(seq) / block_tokens();
-    ctx_.counters.prefix_hits[static_cast<int>(Tier::kDevice)] -= matched;
-    ctx_.counters.prefix_hit_tokens -= matched * block_tokens();
-  }
   if (auto it = sequences_.find(seq); it != sequences_.end()) {
     for (int t = 0; t < kNumTiers; ++t) {
       ctx_.counters.prefix_hits[t] -= it->second.matched[t];

@@ -2,8 +2,9 @@
 // groups") on tiny random Gemma 2 and Gemma 3 checkpoints: generation emits exactly the
 // tokens it emits with one group, also when a small pool makes sequences recompute; the
 // stats show the blocks the windows gave back; the same KV bytes run more sequences at once;
-// sequences swapped to the host or the disk tier come back to the same tokens; and a
-// context whose other options cannot carry groups keeps one.
+// sequences swapped to the host or the disk tier come back to the same tokens, and so do
+// prefixes whose group entries were evicted to those tiers; and a context whose other
+// options cannot carry groups keeps one.
 #include <unistd.h>
 
 #include <algorithm>
@@ -283,8 +284,8 @@ TEST_P(KvLayerGroupsTest, TiersThatKeepGroups) {
   options.prefix_cache = true;
   absl::StatusOr<KvLayerGroupsChoice> cached = ChooseKvLayerGroups(options, checkpoint->config());
   ASSERT_TRUE(cached.ok()) << cached.status();
-  EXPECT_FALSE(cached->groups.has_value());
-  EXPECT_NE(cached->why_one_group.find("prefix"), std::string::npos) << cached->why_one_group;
+  EXPECT_TRUE(cached->groups.has_value()) << "prefix entries of groups on the host and disk tiers";
+  EXPECT_EQ(cached->why_one_group, "");
   options.host_kv_bytes = 0;
   options.disk_kv_bytes = 0;
   cached = ChooseKvLayerGroups(options, checkpoint->config());
@@ -329,11 +330,68 @@ TEST_P(KvLayerGroupsTest, PrefixHitsEmitTheTokensOfOneGroup) {
   EXPECT_GT(hits[2], 0);
 }
 
+// Prompts sharing a prefix, each after two others that push the shared blocks off a small
+// device pool: with the prefix cache and a host or disk tier, the shared prefix comes back
+// from that tier — with groups, each group's blocks that the next query reads — and every
+// run emits the tokens of a run without the cache.
+void ExpectPrefixEntriesBelowKeepTheTokens(const GroupedFamily& f, Tier below) {
+  const std::vector<int32_t> shared = Prompt(77, 26);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 3; ++i) {
+    prompts.push_back(Prompt(1 + i, 5 + 2 * i, shared));
+    prompts.push_back(Prompt(300 + i, 28));
+    prompts.push_back(Prompt(400 + i, 29));
+  }
+  auto run_prompts = [&](const EngineOptions& options, nlohmann::json* stats) {
+    std::map<SequenceId, std::vector<int32_t>> tokens;
+    auto engine = testing::MakeEngine(options, GroupedCheckpointDir(f));
+    EXPECT_NE(engine, nullptr);
+    if (engine == nullptr) return tokens;
+    for (const std::vector<int32_t>& prompt : prompts) {
+      EXPECT_TRUE(engine->Add(prompt, Greedy(10)).ok());
+      for (auto& [id, emitted] : testing::RunToEnd(*engine, /*verify=*/true)) tokens[id] = emitted;
+    }
+    *stats = engine->Stats();
+    return tokens;
+  };
+  nlohmann::json stats;
+  const std::map<SequenceId, std::vector<int32_t>> reference =
+      run_prompts(GroupOptions(false, 64 * GroupedFullBlockBytes(f)), &stats);
+  ASSERT_EQ(reference.size(), prompts.size());
+  const char* tier_name = below == Tier::kHost ? "host" : "disk";
+  for (bool groups : {false, true}) {
+    SCOPED_TRACE(groups ? "groups" : "one group");
+    EngineOptions options = GroupOptions(groups, 12 * GroupedFullBlockBytes(f));
+    options.prefix_cache = true;
+    options.load_or_recompute = false;  // every hit below is loaded
+    if (below == Tier::kHost) {
+      options.host_kv_bytes = 64 * GroupedFullBlockBytes(f);
+    } else {
+      options.disk_path = absl::StrCat(::testing::TempDir(), "/kvtier_grouped_prefix_", getpid(), "_", f.name,
+                                       groups ? "_groups" : "_one", ".kv");
+      std::filesystem::remove(options.disk_path);
+      options.disk_kv_bytes = 64 * GroupedFullBlockBytes(f);
+    }
+    EXPECT_EQ(run_prompts(options, &stats), reference);
+    EXPECT_EQ(Stat(stats, "kv_layer_groups", "groups") > 1, groups);
+    EXPECT_GT(Stat(stats, "prefix_hits", tier_name), 0) << stats.dump();
+    EXPECT_EQ(Stat(stats, "corrupt_blocks_detected"), 0);
+    if (below == Tier::kDisk) std::filesystem::remove(options.disk_path);
+  }
+}
+
+TEST_P(KvLayerGroupsTest, PrefixEntriesOnTheHostEmitTheTokensOfOneGroup) {
+  ExpectPrefixEntriesBelowKeepTheTokens(GetParam(), Tier::kHost);
+}
+
+TEST_P(KvLayerGroupsTest, PrefixEntriesOnDiskEmitTheTokensOfOneGroup) {
+  ExpectPrefixEntriesBelowKeepTheTokens(GetParam(), Tier::kDisk);
+}
+
 TEST_P(KvLayerGroupsTest, OptionsThatCannotCarryGroupsKeepOne) {
   const GroupedFamily& f = GetParam();
   EngineOptions options = GroupOptions(true, 64 * GroupedFullBlockBytes(f));
-  options.prefix_cache = true;  // with a host tier, whose prefix entries key one group's blocks
-  options.host_kv_bytes = 16 * GroupedFullBlockBytes(f);
+  options.tensor_parallel = 2;  // the sharded plan reads one group
   const GroupedRun run = GenerateGrouped(f, options, 2, 13, 4);
   EXPECT_EQ(run.groups, 1);
   EXPECT_EQ(run.freed_by_window, 0);

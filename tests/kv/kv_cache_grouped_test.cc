@@ -31,14 +31,14 @@ KvCacheOptions GroupedOptions(int64_t device_blocks) {
   return options;
 }
 
-TEST(KvCacheGroupedTest, RefusesGroupsWithARemoteTierOrPrefixEntriesBelow) {
+TEST(KvCacheGroupedTest, RefusesGroupsWithARemoteTier) {
   testing::FakeBackend backend(4);
   ASSERT_TRUE(backend.AllocateKvPool(16).ok());
   KvCacheOptions cached = GroupedOptions(16);
   cached.prefix_cache = true;  // prefix entries on the device (grouped_prefix_test.cc)
   EXPECT_TRUE(KvCacheManager::Create(cached, &backend).ok());
-  cached.host_blocks = 4;  // would hold prefix entries without their group
-  EXPECT_EQ(KvCacheManager::Create(cached, &backend).status().code(), absl::StatusCode::kInvalidArgument);
+  cached.host_blocks = 4;  // and on the host (grouped_prefix_tiers_test.cc)
+  EXPECT_TRUE(KvCacheManager::Create(cached, &backend).ok());
   KvCacheOptions remote = GroupedOptions(16);
   remote.remote.url = "redis://127.0.0.1:1";
   EXPECT_EQ(KvCacheManager::Create(remote, &backend).status().code(), absl::StatusCode::kInvalidArgument);
