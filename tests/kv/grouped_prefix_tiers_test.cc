@@ -3,67 +3,25 @@
 // down under its group's key, counted as one block of one group's layers there; a later
 // match loads it back where the next query reads it, to the bytes it had; and a corrupt
 // disk copy is detected, dropped and its positions computed again.
-#include <cstring>
-#include <memory>
-#include <optional>
-#include <string>
+#include <cstdint>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kv/grouped_fixture.h"
 #include "kv/kv_cache_manager.h"
 #include "storage/disk_block_store.h"
-#include "testing/fake_backend.h"
-#include "testing/fake_file_io.h"
 
 namespace kvtier {
 namespace {
 
-constexpr int64_t kTierBlockTokens = 4;
-constexpr int64_t kTierDeviceBlocks = 15;
-const char kTierDiskPath[] = "/fake/grouped-prefix.kv";
+constexpr int64_t kTierBlockTokens = testing::kGroupedBlockTokens;
+constexpr int kTierPattern = 1;
 
-// A full-attention layer and a layer of window 4 (two groups of one layer), the prefix
-// cache on, a host and/or disk tier below.
-struct GroupedPrefixTiers {
-  GroupedPrefixTiers(int64_t host_blocks, int64_t disk_blocks) : backend(kTierBlockTokens) {
-    EXPECT_TRUE(backend.AllocateKvPool(kTierDeviceBlocks).ok());
-    const std::vector<std::optional<int64_t>> windows = {std::nullopt, 4};
-    absl::StatusOr<KvLayerGroups> groups = KvLayerGroups::Create(windows, kTierBlockTokens, /*grouped=*/true);
-    EXPECT_TRUE(groups.ok()) << groups.status();
-    KvCacheOptions options;
-    options.block_tokens = kTierBlockTokens;
-    options.device_blocks = kTierDeviceBlocks;
-    options.host_blocks = host_blocks;
-    options.disk_blocks = disk_blocks;
-    options.disk_path = kTierDiskPath;
-    options.file_io = &io;
-    options.model_fingerprint = 42;
-    options.prefix_cache = true;
-    options.preparation.probe_disk_read_speed = false;
-    options.layer_groups = *std::move(groups);
-    absl::StatusOr<std::unique_ptr<KvCacheManager>> created = KvCacheManager::Create(options, &backend);
-    EXPECT_TRUE(created.ok()) << created.status();
-    if (created.ok()) kv = *std::move(created);
-  }
-  const GroupedBlockTables& tables() const { return *kv->grouped(); }
-  static uint8_t Byte(int64_t g, int64_t block) { return static_cast<uint8_t>(1 + g * 16 + block); }
-  // Whether blocks [first, end) of group g's table hold the bytes Compute gave them.
-  bool Holds(SequenceId seq, int64_t g, int64_t first, int64_t end) {
-    const GroupBlockTable& t = tables().Table(seq, g);
-    if (first < t.first_block || end > t.first_block + static_cast<int64_t>(t.blocks.size())) return false;
-    for (int64_t b = first; b < end; ++b) {
-      const uint8_t* p = backend.Block(t.blocks[static_cast<size_t>(b - t.first_block)]);
-      for (size_t i = 0; i < kv->block_bytes(); ++i) {
-        if (p[i] != Byte(g, b)) return false;
-      }
-    }
-    return true;
-  }
+// A pool of 15 blocks, the prefix cache on.
+struct GroupedPrefixTiers : testing::GroupedFixture {
+  GroupedPrefixTiers(int64_t host_blocks, int64_t disk_blocks)
+      : GroupedFixture(/*device_blocks=*/15, host_blocks, disk_blocks, /*prefix_cache=*/true) {}
   int64_t hits(Tier tier) const { return kv->counters().prefix_hits[static_cast<int>(tier)]; }
-
-  FakeFileIo io;
-  testing::FakeBackend backend;
-  std::unique_ptr<KvCacheManager> kv;
 };
 
 std::vector<int32_t> TierPrefixTokens(int n) {
@@ -81,18 +39,11 @@ constexpr int64_t kEvicted = 5;
 void ComputeThenEvictTheWindowEntries(GroupedPrefixTiers& f) {
   const std::vector<int32_t> tokens = TierPrefixTokens(24);
   ASSERT_TRUE(f.kv->Reserve(1, 24).ok());
-  for (int64_t g = 0; g < 2; ++g) {
-    for (int64_t b = 0; b < 6; ++b) {
-      std::memset(f.backend.Block(f.tables().Table(1, g).blocks[static_cast<size_t>(b)]), GroupedPrefixTiers::Byte(g, b),
-                  f.kv->block_bytes());
-    }
-  }
+  f.Stamp(1, kTierPattern);
   f.kv->OnComputed(1, tokens, 24);
   f.kv->Release(1);
   ASSERT_TRUE(f.kv->Reserve(9, 16).ok());
-  for (int64_t g = 0; g < 2; ++g) {  // written over, as a forward would
-    for (BlockId block : f.tables().Table(9, g).blocks) std::memset(f.backend.Block(block), 0xee, f.kv->block_bytes());
-  }
+  f.Stamp(9, 99);  // written over, as a forward would
   f.kv->Release(9);  // nothing computed: nothing cached
   f.kv->transfers().AwaitLane(Lane::kDiskWrite);
   const KvStats stats = f.kv->Stats();
@@ -108,14 +59,14 @@ void ExpectHitsFrom(GroupedPrefixTiers& f, Tier below) {
   EXPECT_EQ(f.kv->MatchPrefix(2, TierPrefixTokens(21)), 20);
   EXPECT_EQ(f.tables().Table(2, 1).first_block, 4);
   EXPECT_EQ(f.tables().Table(2, 1).blocks.size(), 1u);
-  EXPECT_TRUE(f.Holds(2, 0, 0, 5));
-  EXPECT_TRUE(f.Holds(2, 1, 4, 5)) << "the window block came back with its bytes";
+  EXPECT_TRUE(f.Holds(2, kTierPattern, 0, 0, 5));
+  EXPECT_TRUE(f.Holds(2, kTierPattern, 1, 4, 5)) << "the window block came back with its bytes";
   EXPECT_EQ(f.hits(Tier::kDevice), 4);
   EXPECT_EQ(f.hits(below), 1);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
   EXPECT_EQ(f.kv->MatchPrefix(3, TierPrefixTokens(13)), 12);
   EXPECT_EQ(f.tables().Table(3, 1).first_block, 2);
-  EXPECT_TRUE(f.Holds(3, 1, 2, 3));
+  EXPECT_TRUE(f.Holds(3, kTierPattern, 1, 2, 3));
   EXPECT_EQ(f.tables().Table(3, 0).blocks[0], f.tables().Table(2, 0).blocks[0]) << "shared";
   EXPECT_EQ(f.hits(below), 2);
   f.kv->UnmatchPrefix(3);
@@ -136,7 +87,6 @@ TEST(GroupedPrefixTiersTest, EvictedGroupEntriesHitOnTheHost) {
   const KvStats stats = f.kv->Stats();
   EXPECT_EQ(stats.tier(Tier::kHost).cached_blocks, kEvicted);
   EXPECT_EQ(stats.tier(Tier::kHost).used_blocks, 0) << "cached, held by no sequence";
-  EXPECT_EQ(f.kv->block_bytes(), f.backend.kv_layout().BlockBytes()) << "a block of one group's layers";
   ExpectHitsFrom(f, Tier::kHost);
 }
 
@@ -160,7 +110,7 @@ TEST(GroupedPrefixTiersTest, HostVictimsGoOnToDisk) {
   EXPECT_EQ(stats.tier(Tier::kHost).cached_blocks + stats.tier(Tier::kDisk).cached_blocks, kEvicted);
   EXPECT_EQ(stats.tier(Tier::kHost).cached_blocks, 2);
   EXPECT_EQ(f.kv->MatchPrefix(2, TierPrefixTokens(21)), 20);
-  EXPECT_TRUE(f.Holds(2, 1, 4, 5));
+  EXPECT_TRUE(f.Holds(2, kTierPattern, 1, 4, 5));
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 
@@ -172,7 +122,7 @@ TEST(GroupedPrefixTiersTest, CorruptDiskEntryIsDetectedAndComputedAgain) {
   const int64_t slot_bytes = DiskBlockStore::SlotBytes(f.kv->block_bytes(), kTierBlockTokens);
   const int64_t payload = static_cast<int64_t>(SlotHeaderBytes(kTierBlockTokens));
   for (int32_t slot = 0; slot < kEvicted; ++slot) {
-    ASSERT_TRUE(f.io.FlipBit(kTierDiskPath, slot * slot_bytes + payload + 3, 2).ok());
+    ASSERT_TRUE(f.io.FlipBit(testing::kGroupedDiskPath, slot * slot_bytes + payload + 3, 2).ok());
   }
   // The window block the next query at 20 reads is corrupt: no shorter prefix has its
   // window on the device either, so the prompt is computed from the start.
