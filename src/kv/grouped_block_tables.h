@@ -93,6 +93,15 @@ class GroupedBlockTables {
   // and recomputing from 0): returns to the pool the windowed groups' blocks no query at
   // num_computed or later reads. Returns the blocks returned.
   int64_t OnComputed(SequenceId seq, int64_t num_computed);
+  // Parallel sampling: gives `child` (holding nothing) the tables of `parent` for positions
+  // [0, num_tokens), which the parent has computed: in each group the full blocks from the
+  // first live block at num_tokens shared, the partial last block (if any) a new block of
+  // its own. Returns (parent's block, child's block) for each partial block, whose bytes
+  // the owner copies. FailedPrecondition when the child holds blocks or the parent does not
+  // hold every block a query at num_tokens reads (its windows went past); ResourceExhausted
+  // when too few blocks are free for the copies; nothing changed on an error.
+  absl::StatusOr<std::vector<std::pair<BlockId, BlockId>>> Fork(SequenceId parent, SequenceId child,
+                                                                int64_t num_tokens);
   // Returns every block the sequence holds.
   void Release(SequenceId seq);
   // The sequence's table in group g (empty for an unknown sequence or group).

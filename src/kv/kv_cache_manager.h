@@ -107,6 +107,8 @@ class KvCacheManager {
   // positions [0, num_tokens), which the parent has computed: the full blocks shared, the
   // last partial block copied into a new device block (copy on write; kv_cache_fork.cc).
   // ResourceExhausted, nothing changed, when no device block is available for the copy.
+  // With layer groups: every group's blocks a query at num_tokens reads, the same way
+  // (GroupedBlockTables::Fork); refused when the parent's windows have gone past them.
   absl::Status Fork(SequenceId parent, SequenceId child, int64_t num_tokens);
   // Long sequences (docs/LONG_CONTEXT.md, kv_cache_streaming.cc): moves the sequence's
   // oldest device blocks lying wholly before `num_computed` to host slots of its own, read
@@ -263,6 +265,8 @@ class KvCacheManager {
   // down under their group's key (GroupBlockKey); called after every grouped call that
   // takes blocks, before they are written.
   void DemoteGroupEntries();
+  // Fork with layer groups (kv_cache_fork.cc).
+  absl::Status ForkGroups(SequenceId parent, SequenceId child, int64_t num_tokens);
   // MatchPrefix with layer groups: the longest prefix whose blocks the next query reads are
   // each cached in every group, on the device or in a tier below (loaded into new entries).
   int64_t MatchGroupedPrefix(SequenceId seq, const BlockChain& chain, int64_t max_blocks, bool landed_only);

@@ -168,9 +168,10 @@ TEST_P(KvLayerGroupsTest, SameBytesRunMoreSequencesAtOnce) {
   EXPECT_LT(grouped.preemptions, one.preemptions);
 }
 
-TEST_P(KvLayerGroupsTest, ParallelSamplesComputeTheirPromptAgain) {
-  // A completion forked from its prompt cannot share a grouped table yet: it computes the
-  // prompt itself, to the same tokens.
+TEST_P(KvLayerGroupsTest, ParallelSamplesShareTheirPromptsBlocks) {
+  // The completions of one prompt fork from the first once it has computed the prompt:
+  // with groups too, each shares every group's full blocks its next query reads and copies
+  // the partial ones, to the tokens of one group.
   const GroupedFamily& f = GetParam();
   std::map<SequenceId, std::vector<int32_t>> tokens[2];
   for (int grouped = 0; grouped < 2; ++grouped) {
@@ -180,8 +181,13 @@ TEST_P(KvLayerGroupsTest, ParallelSamplesComputeTheirPromptAgain) {
     params.n = 3;
     ASSERT_TRUE(engine->Add(Prompt(7, 19), params).ok());
     tokens[grouped] = testing::RunToEnd(*engine, /*verify=*/true, /*max_steps=*/1000);
+    const nlohmann::json stats = engine->Stats();
+    EXPECT_EQ(Stat(stats, "parallel_sampling", "forks"), 2);
+    EXPECT_GT(Stat(stats, "parallel_sampling", "shared_blocks"), 0);
+    EXPECT_EQ(Stat(stats, "parallel_sampling", "copied_blocks"), 2 * Stat(stats, "kv_layer_groups", "groups"))
+        << "19 positions: one partial block a group";
     if (grouped == 1) {
-      EXPECT_GT(Stat(engine->Stats(), "kv_layer_groups", "blocks_freed_by_window"), 0);
+      EXPECT_GT(Stat(stats, "kv_layer_groups", "blocks_freed_by_window"), 0);
     }
   }
   EXPECT_EQ(tokens[0].size(), 3u);
