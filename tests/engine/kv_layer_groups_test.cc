@@ -3,8 +3,9 @@
 // tokens it emits with one group, also when a small pool makes sequences recompute; the
 // stats show the blocks the windows gave back; the same KV bytes run more sequences at once;
 // sequences swapped to the host or the disk tier come back to the same tokens, and so do
-// prefixes whose group entries were evicted to those tiers; and a context whose other
-// options cannot carry groups keeps one.
+// prefixes whose group entries were evicted to those tiers and forked completions; random
+// operations over all of these keep the KV invariants; and a context whose other options
+// cannot carry groups keeps one.
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "engine/engine.h"
 #include "engine/kv_layer_groups_choice.h"
 #include "gtest/gtest.h"
+#include "kv/tier_test_util.h"
 #include "model/random_checkpoint.h"
 #include "storage/disk_block_store.h"
 #include "testing/engine_runs.h"
@@ -392,6 +394,27 @@ TEST_P(KvLayerGroupsTest, PrefixEntriesOnTheHostEmitTheTokensOfOneGroup) {
 
 TEST_P(KvLayerGroupsTest, PrefixEntriesOnDiskEmitTheTokensOfOneGroup) {
   ExpectPrefixEntriesBelowKeepTheTokens(GetParam(), Tier::kDisk);
+}
+
+// Random adds (half over a shared prefix), cancels and steps over a small pool with the
+// prefix cache, host and disk tiers and swaps: the KV invariants hold after each.
+TEST_P(KvLayerGroupsTest, RandomOpsWithPrefixEntriesBelowKeepTheInvariants) {
+  const GroupedFamily& f = GetParam();
+  FakeFileIo io;
+  EngineOptions options = GroupOptions(true, 12 * GroupedFullBlockBytes(f));
+  options.prefix_cache = true;
+  options.preemption = PreemptionMode::kSwap;
+  options.host_kv_bytes = 4 * GroupedFullBlockBytes(f);
+  options.disk_kv_bytes = 40 * GroupedFullBlockBytes(f);
+  options.disk_path = "/fake/grouped-random-ops.kv";
+  options.file_io = &io;
+  options.max_tokens_per_step = 9;
+  auto engine = testing::MakeEngine(options, GroupedCheckpointDir(f));
+  ASSERT_NE(engine, nullptr);
+  ASSERT_NO_FATAL_FAILURE(testing::RunRandomOps(*engine, /*seed=*/1, 500));
+  const nlohmann::json stats = engine->Stats();
+  EXPECT_GT(Stat(stats, "kv_layer_groups", "groups"), 1);
+  EXPECT_GT(Stat(stats, "prefix_hits", "host") + Stat(stats, "prefix_hits", "disk"), 0) << stats.dump();
 }
 
 TEST_P(KvLayerGroupsTest, OptionsThatCannotCarryGroupsKeepOne) {
