@@ -44,6 +44,15 @@ struct GroupedFixture {
     absl::StatusOr<std::unique_ptr<KvCacheManager>> created = KvCacheManager::Create(options, &backend);
     EXPECT_TRUE(created.ok()) << created.status();
     if (created.ok()) kv = *std::move(created);
+    kv_options = options;
+  }
+  // Frees the manager (its disk index persisted) and creates it again over the same disk
+  // file and device pool: a restart.
+  void Reopen() {
+    kv.reset();
+    absl::StatusOr<std::unique_ptr<KvCacheManager>> created = KvCacheManager::Create(kv_options, &backend);
+    ASSERT_TRUE(created.ok()) << created.status();
+    kv = *std::move(created);
   }
   const GroupedBlockTables& tables() const { return *kv->grouped(); }
   // Fills every block group g holds for the sequence with a byte of (pattern, g, logical block).
@@ -74,6 +83,7 @@ struct GroupedFixture {
 
   FakeFileIo io;
   FakeBackend backend;
+  KvCacheOptions kv_options;
   std::unique_ptr<KvCacheManager> kv;
 };
 

@@ -114,6 +114,26 @@ TEST(GroupedPrefixTiersTest, HostVictimsGoOnToDisk) {
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 
+TEST(GroupedPrefixTiersTest, GroupEntriesOnDiskOutliveARestart) {
+  GroupedPrefixTiers f(/*host_blocks=*/0, /*disk_blocks=*/16);
+  ASSERT_NE(f.kv, nullptr);
+  ComputeThenEvictTheWindowEntries(f);
+  // 14 more blocks: every entry but the last released (the window group's block 5) goes down.
+  ASSERT_TRUE(f.kv->Reserve(9, 28).ok());
+  f.kv->Release(9);
+  f.kv->transfers().AwaitLane(Lane::kDiskWrite);
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).cached_blocks, 11);
+  ASSERT_NO_FATAL_FAILURE(f.Reopen());
+  EXPECT_EQ(f.kv->Stats().tier(Tier::kDisk).cached_blocks, 11);
+  // The next query at 20 reads full blocks 0..4 and window block 4, all on disk; at 24 it
+  // would read window block 5, which was on the device only.
+  EXPECT_EQ(f.kv->MatchPrefix(2, TierPrefixTokens(25)), 20);
+  EXPECT_TRUE(f.Holds(2, kTierPattern, 0, 0, 5));
+  EXPECT_TRUE(f.Holds(2, kTierPattern, 1, 4, 5));
+  EXPECT_EQ(f.hits(Tier::kDisk), 5);
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
+}
+
 TEST(GroupedPrefixTiersTest, CorruptDiskEntryIsDetectedAndComputedAgain) {
   GroupedPrefixTiers f(/*host_blocks=*/0, /*disk_blocks=*/8);
   ASSERT_NE(f.kv, nullptr);
