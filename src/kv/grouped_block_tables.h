@@ -137,7 +137,8 @@ class GroupedBlockTables {
   // The entries evicted (by Reserve, Restore, AddEntry) since the last call, oldest first.
   // The owner takes them after each of those calls, before the blocks are written.
   std::vector<EvictedEntry> TakeEvicted();
-  // Keeps an entry from eviction until Unhold (a match bringing the others in).
+  // Keeps an entry from eviction until Unhold (a match bringing the others in): a reference
+  // beyond the invariant's, returned before the owner's call ends.
   void Hold(BlockId block);
   void Unhold(BlockId block);
   // A new entry of (key, group) with `tokens` in a block taken from the pool (evicting, when

@@ -49,6 +49,7 @@ void ComputeThenEvictTheWindowEntries(GroupedPrefixTiers& f) {
   const KvStats stats = f.kv->Stats();
   EXPECT_EQ(stats.layer_groups.cached_blocks, 12 - kEvicted);
   EXPECT_EQ(stats.counters.blocks_demoted[static_cast<int>(Tier::kDevice)], kEvicted);
+  EXPECT_EQ(stats.counters.evictions_copied, kEvicted);
   EXPECT_EQ(stats.counters.blocks_dropped, 0);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
