@@ -3,7 +3,8 @@
 // its group's key (GroupBlockKey), and a match counts a group's block held where the device
 // or a tier of this process holds it, loading it into a new entry. The reuse rule is the
 // device's (KvLayerGroups::UsablePrefixBlocks): every block the next query reads, in every
-// group; a windowed group's blocks before its window are neither needed nor loaded.
+// group; a windowed group's blocks before its window are neither needed nor loaded. A
+// waiting prompt's group blocks on disk are read ahead into host memory as any are.
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -126,6 +127,19 @@ int64_t KvCacheManager::MatchGroupedPrefix(SequenceId seq, const BlockChain& cha
   }
   ctx_.counters.prefix_hit_tokens += matched * block_tokens();
   return matched * block_tokens();
+}
+
+bool KvCacheManager::ReadGroupsAhead(const BlockChain& chain, int64_t started[kNumTiers]) {
+  const KvLayerGroups& groups = grouped_->groups();
+  const int64_t n = chain.max_blocks();
+  bool reading = false;
+  for (int64_t g = 0; g < groups.num_groups(); ++g) {
+    BlockChain group_chain = chain;
+    group_chain.group = g;
+    const int64_t first = std::min(n, groups.FirstLiveBlock(g, n * block_tokens()));
+    reading = ReadChainAhead(group_chain, first, n, ReadAheadOptions{}, started) || reading;
+  }
+  return reading;
 }
 
 }  // namespace kvtier

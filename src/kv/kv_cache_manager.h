@@ -270,6 +270,9 @@ class KvCacheManager {
   // MatchPrefix with layer groups: the longest prefix whose blocks the next query reads are
   // each cached in every group, on the device or in a tier below (loaded into new entries).
   int64_t MatchGroupedPrefix(SequenceId seq, const BlockChain& chain, int64_t max_blocks, bool landed_only);
+  // ReadAhead with layer groups: in each group, the blocks a match of the whole chain reads
+  // (from the group's first live block at its end) that only a slow tier holds.
+  bool ReadGroupsAhead(const BlockChain& chain, int64_t started[kNumTiers]);
   // Read-ahead and a load plan's loads: from block `from` of the chain up to `to`, the
   // blocks the first tier that has them holds only slowly, each tier starting its own.
   // Whether one of them is (now) on its way into memory; `started`: the reads started per tier.

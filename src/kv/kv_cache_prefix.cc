@@ -136,9 +136,11 @@ bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens, 
       held != sequences_.end() && (!held->second.table.empty() || !held->second.host_slots.empty())) {
     return false;
   }
+  if (grouped_ && !grouped_->Table(seq, 0).blocks.empty()) return false;
   std::optional<BlockKeyChain> own;
   const BlockChain chain = Chain(tokens, keys, &own);
   int64_t started[kNumTiers] = {};
+  if (grouped_) return ReadGroupsAhead(chain, started);
   return ReadChainAhead(chain, 0, chain.max_blocks(), ReadAheadOptions{}, started);
 }
 
@@ -151,7 +153,11 @@ bool KvCacheManager::ReadChainAhead(const BlockChain& chain, int64_t from, int64
   std::vector<int64_t> to_read[kNumTiers];
   for (int64_t i = from; i < to; ++i) {
     const BlockHash hash = chain.Key(i);
-    if (ctx_.device.Contains(hash)) continue;
+    // On the device already (for a group's chain: the group's entry of the block).
+    if (chain.group < 0 ? ctx_.device.Contains(hash)
+                        : grouped_->CachesKey(chain.keys->Key(chain.tokens, chain.block_tokens, i), chain.group)) {
+      continue;
+    }
     const auto [holder, presence] = FirstHolder(hash);
     if (holder == nullptr) break;
     if (presence == LowerTier::Presence::kLanded) continue;

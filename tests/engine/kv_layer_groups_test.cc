@@ -338,11 +338,15 @@ TEST_P(KvLayerGroupsTest, PrefixHitsEmitTheTokensOfOneGroup) {
   EXPECT_GT(hits[2], 0);
 }
 
+// Where a small device pool's prefix entries go: host slots, disk slots, or a small host
+// tier that sends its own victims on to disk.
+enum class PrefixTiers { kHost, kDisk, kHostAndDisk };
+
 // Prompts sharing a prefix, each after two others that push the shared blocks off a small
-// device pool: with the prefix cache and a host or disk tier, the shared prefix comes back
-// from that tier — with groups, each group's blocks that the next query reads — and every
+// device pool: with the prefix cache and host and/or disk tiers, the shared prefix comes
+// back from there — with groups, each group's blocks that the next query reads — and every
 // run emits the tokens of a run without the cache.
-void ExpectPrefixEntriesBelowKeepTheTokens(const GroupedFamily& f, Tier below) {
+void ExpectPrefixEntriesBelowKeepTheTokens(const GroupedFamily& f, PrefixTiers tiers) {
   const std::vector<int32_t> shared = Prompt(77, 26);
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 3; ++i) {
@@ -366,34 +370,42 @@ void ExpectPrefixEntriesBelowKeepTheTokens(const GroupedFamily& f, Tier below) {
   const std::map<SequenceId, std::vector<int32_t>> reference =
       run_prompts(GroupOptions(false, 64 * GroupedFullBlockBytes(f)), &stats);
   ASSERT_EQ(reference.size(), prompts.size());
-  const char* tier_name = below == Tier::kHost ? "host" : "disk";
   for (bool groups : {false, true}) {
     SCOPED_TRACE(groups ? "groups" : "one group");
     EngineOptions options = GroupOptions(groups, 12 * GroupedFullBlockBytes(f));
     options.prefix_cache = true;
     options.load_or_recompute = false;  // every hit below is loaded
-    if (below == Tier::kHost) {
-      options.host_kv_bytes = 64 * GroupedFullBlockBytes(f);
-    } else {
-      options.disk_path = absl::StrCat(::testing::TempDir(), "/kvtier_grouped_prefix_", getpid(), "_", f.name,
-                                       groups ? "_groups" : "_one", ".kv");
-      std::filesystem::remove(options.disk_path);
+    if (tiers != PrefixTiers::kDisk) {
+      options.host_kv_bytes = (tiers == PrefixTiers::kHost ? 64 : 4) * GroupedFullBlockBytes(f);
+    }
+    // A directory of its own: the disk store's index and journal lie beside its file.
+    const std::string dir = absl::StrCat(::testing::TempDir(), "/kvtier_grouped_prefix_", getpid(), "_", f.name, "_",
+                                         static_cast<int>(tiers), groups ? "_groups" : "_one");
+    if (tiers != PrefixTiers::kHost) {
+      std::filesystem::remove_all(dir);
+      std::filesystem::create_directories(dir);
+      options.disk_path = dir + "/kv";
       options.disk_kv_bytes = 64 * GroupedFullBlockBytes(f);
     }
     EXPECT_EQ(run_prompts(options, &stats), reference);
     EXPECT_EQ(Stat(stats, "kv_layer_groups", "groups") > 1, groups);
-    EXPECT_GT(Stat(stats, "prefix_hits", tier_name), 0) << stats.dump();
+    // The small host tier sends its victims on to disk, where the next prompt finds them.
+    EXPECT_GT(Stat(stats, "prefix_hits", tiers == PrefixTiers::kHost ? "host" : "disk"), 0) << stats.dump();
     EXPECT_EQ(Stat(stats, "corrupt_blocks_detected"), 0);
-    if (below == Tier::kDisk) std::filesystem::remove(options.disk_path);
+    if (tiers != PrefixTiers::kHost) std::filesystem::remove_all(dir);
   }
 }
 
 TEST_P(KvLayerGroupsTest, PrefixEntriesOnTheHostEmitTheTokensOfOneGroup) {
-  ExpectPrefixEntriesBelowKeepTheTokens(GetParam(), Tier::kHost);
+  ExpectPrefixEntriesBelowKeepTheTokens(GetParam(), PrefixTiers::kHost);
 }
 
 TEST_P(KvLayerGroupsTest, PrefixEntriesOnDiskEmitTheTokensOfOneGroup) {
-  ExpectPrefixEntriesBelowKeepTheTokens(GetParam(), Tier::kDisk);
+  ExpectPrefixEntriesBelowKeepTheTokens(GetParam(), PrefixTiers::kDisk);
+}
+
+TEST_P(KvLayerGroupsTest, PrefixEntriesOnTheHostAndDiskEmitTheTokensOfOneGroup) {
+  ExpectPrefixEntriesBelowKeepTheTokens(GetParam(), PrefixTiers::kHostAndDisk);
 }
 
 // Random adds (half over a shared prefix), cancels and steps over a small pool with the

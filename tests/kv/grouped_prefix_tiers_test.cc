@@ -135,6 +135,27 @@ TEST(GroupedPrefixTiersTest, GroupEntriesOnDiskOutliveARestart) {
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 
+TEST(GroupedPrefixTiersTest, GroupBlocksOnDiskAreReadAhead) {
+  GroupedPrefixTiers f(/*host_blocks=*/8, /*disk_blocks=*/16);
+  ASSERT_NE(f.kv, nullptr);
+  ComputeThenEvictTheWindowEntries(f);
+  ASSERT_TRUE(f.kv->Reserve(9, 28).ok());  // 11 entries go down, the host's overflow to disk
+  f.kv->Release(9);
+  ASSERT_NO_FATAL_FAILURE(f.Reopen());  // the host's entries are persisted to disk: all 11 there
+  ASSERT_EQ(f.kv->Stats().tier(Tier::kDisk).cached_blocks, 11);
+  ASSERT_EQ(f.kv->Stats().tier(Tier::kHost).cached_blocks, 0);
+  // The prompt waits while its group blocks are read into host memory, within the host's
+  // read-ahead budget.
+  EXPECT_TRUE(f.kv->ReadAhead(2, TierPrefixTokens(21)));
+  f.kv->transfers().AwaitLane(Lane::kDiskRead);
+  EXPECT_EQ(f.kv->MatchPrefix(2, TierPrefixTokens(21)), 20);
+  EXPECT_GT(f.hits(Tier::kHost), 0) << "read ahead";
+  EXPECT_EQ(f.hits(Tier::kHost) + f.hits(Tier::kDisk), 5);
+  EXPECT_TRUE(f.Holds(2, kTierPattern, 0, 0, 5));
+  EXPECT_TRUE(f.Holds(2, kTierPattern, 1, 4, 5));
+  EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
+}
+
 TEST(GroupedPrefixTiersTest, CorruptDiskEntryIsDetectedAndComputedAgain) {
   GroupedPrefixTiers f(/*host_blocks=*/0, /*disk_blocks=*/8);
   ASSERT_NE(f.kv, nullptr);
