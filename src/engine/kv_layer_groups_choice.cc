@@ -16,11 +16,8 @@ std::string OneGroupReason(const EngineOptions& options) {
     return "only the cpu backend reads a grouped KV layout (backend " + options.backend + ")";
   }
   if (options.tensor_parallel > 1 || options.sharded_reduction) return "the sharded cpu plan reads one group";
-  if (options.prefix_cache && (options.host_kv_bytes > 0 || options.disk_kv_bytes > 0)) {
-    return "the host and disk tiers hold prefix entries of one group (prefix_cache 0 allows groups)";
-  }
-  // The host and disk tiers carry grouped sequences' swaps; the remote tier holds prefix
-  // blocks only.
+  // The host and disk tiers carry grouped sequences' swaps and group prefix entries; the
+  // remote tier's writes are of blocks of every layer.
   if (!options.remote.url.empty()) return "the remote tier holds prefix blocks of one group";
   return "";
 }

@@ -11,6 +11,7 @@ namespace {
 
 constexpr std::string_view kScopeDomain{"kvtier block key scope v2", 26};  // with its NUL
 constexpr std::string_view kBlockDomain{"kvtier block key v2", 20};
+constexpr std::string_view kGroupDomain{"kvtier group block key v1", 26};
 
 }  // namespace
 
@@ -24,6 +25,14 @@ BlockHash BlockHash::Chain(const BlockHash& scope, const BlockHash* parent, std:
   h.Update((parent != nullptr ? parent->digest : none).bytes.data(), Sha256Digest::kBytes);
   h.UpdateU32(static_cast<uint32_t>(tokens.size()));
   for (int32_t token : tokens) h.UpdateU32(static_cast<uint32_t>(token));
+  return BlockHash{h.Finish()};
+}
+
+BlockHash GroupBlockKey(const BlockHash& key, int64_t group) {
+  Sha256 h;
+  h.Update(kGroupDomain);
+  h.Update(key.digest.bytes.data(), Sha256Digest::kBytes);
+  h.UpdateU64(static_cast<uint64_t>(group));
   return BlockHash{h.Finish()};
 }
 

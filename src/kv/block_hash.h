@@ -33,6 +33,11 @@ struct BlockHash {
   }
 };
 
+// The key of layer group `group`'s part of the block keyed `key` (KvLayerGroups): a grouped
+// context stores each group's block under its own key in the tiers below the device, and
+// none of them equals a key of a block of every layer.
+BlockHash GroupBlockKey(const BlockHash& key, int64_t group);
+
 // Longest cache namespace accepted, in bytes.
 inline constexpr size_t kMaxCacheNamespaceBytes = 256;
 

@@ -109,6 +109,52 @@ int64_t GroupedBlockTables::OnComputed(SequenceId seq, int64_t num_computed) {
   return dropped;
 }
 
+absl::StatusOr<std::vector<std::pair<BlockId, BlockId>>> GroupedBlockTables::Fork(SequenceId parent,
+                                                                                  SequenceId child,
+                                                                                  int64_t num_tokens) {
+  if (sequences_.contains(child)) {
+    return absl::FailedPreconditionError(absl::StrCat("sequence ", child, " already holds blocks"));
+  }
+  auto it = sequences_.find(parent);
+  const int64_t end = groups_.BlocksForTokens(num_tokens);
+  bool holds = it != sequences_.end() && num_tokens >= 1 && it->second.num_computed >= num_tokens;
+  for (int64_t g = 0; holds && g < groups_.num_groups(); ++g) {
+    const GroupBlockTable& t = it->second.tables[static_cast<size_t>(g)];
+    holds = t.first_block <= groups_.FirstLiveBlock(g, num_tokens) && GroupTableEnd(t) >= end;
+  }
+  if (!holds) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("sequence ", parent, " does not hold every group's blocks of ", num_tokens, " positions"));
+  }
+  const int64_t full = num_tokens / groups_.block_tokens();
+  const int64_t copies = full < end ? groups_.num_groups() : 0;
+  if (copies > num_free()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no ", copies, " free blocks to copy sequence ", parent, "'s partial blocks into"));
+  }
+  SequenceTables s;
+  s.num_computed = num_tokens;
+  s.num_cached = std::min(it->second.num_cached, full);
+  s.tables.resize(static_cast<size_t>(groups_.num_groups()));
+  std::vector<std::pair<BlockId, BlockId>> copied;
+  for (int64_t g = 0; g < groups_.num_groups(); ++g) {
+    const GroupBlockTable& from = it->second.tables[static_cast<size_t>(g)];
+    GroupBlockTable& t = s.tables[static_cast<size_t>(g)];
+    t.first_block = std::min(end, groups_.FirstLiveBlock(g, num_tokens));
+    for (int64_t b = t.first_block; b < full; ++b) {
+      const BlockId id = from.blocks[static_cast<size_t>(b - from.first_block)];
+      pool_.AddRef(id);
+      t.blocks.push_back(id);
+    }
+    if (full < end) {
+      t.blocks.push_back(TakeBlock());
+      copied.emplace_back(from.blocks[static_cast<size_t>(full - from.first_block)], t.blocks.back());
+    }
+  }
+  sequences_.emplace(child, std::move(s));
+  return copied;
+}
+
 void GroupedBlockTables::Release(SequenceId seq) {
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;

@@ -12,7 +12,9 @@
 // full block of each group is kept under the chain key of its logical block and its group,
 // so a windowed group's blocks that left the window stay reusable until evicted; a new
 // sequence reuses a cached prefix only if every block its next query reads is cached in
-// every group (KvLayerGroups::UsablePrefixBlocks). The tiers below do not hold them.
+// every group (KvLayerGroups::UsablePrefixBlocks). An evicted entry is handed to the owner
+// (TakeEvicted), which copies it to the tiers below; a match there comes back through
+// AddEntry (KvCacheManager, kv_cache_grouped_prefix.cc).
 //
 // Invariant: a sequence's table in group g covers logical blocks [first_block, first_block
 // + blocks.size()), each id referenced by the tables holding it plus one reference when it
@@ -91,6 +93,15 @@ class GroupedBlockTables {
   // and recomputing from 0): returns to the pool the windowed groups' blocks no query at
   // num_computed or later reads. Returns the blocks returned.
   int64_t OnComputed(SequenceId seq, int64_t num_computed);
+  // Parallel sampling: gives `child` (holding nothing) the tables of `parent` for positions
+  // [0, num_tokens), which the parent has computed: in each group the full blocks from the
+  // first live block at num_tokens shared, the partial last block (if any) a new block of
+  // its own. Returns (parent's block, child's block) for each partial block, whose bytes
+  // the owner copies. FailedPrecondition when the child holds blocks or the parent does not
+  // hold every block a query at num_tokens reads (its windows went past); ResourceExhausted
+  // when too few blocks are free for the copies; nothing changed on an error.
+  absl::StatusOr<std::vector<std::pair<BlockId, BlockId>>> Fork(SequenceId parent, SequenceId child,
+                                                                int64_t num_tokens);
   // Returns every block the sequence holds.
   void Release(SequenceId seq);
   // The sequence's table in group g (empty for an unknown sequence or group).
@@ -108,6 +119,35 @@ class GroupedBlockTables {
   // shared with the entries, computed up to there. Returns the blocks matched (0: none).
   int64_t MatchPrefix(SequenceId seq, int64_t max_blocks, const std::function<BlockHash(int64_t)>& key,
                       std::span<const int32_t> tokens);
+
+  // The entry of (key, group) when cached with `tokens`.
+  std::optional<BlockId> FindEntry(const BlockHash& key, int64_t group, std::span<const int32_t> tokens) const;
+  // Whether an entry of (key, group) is cached, with any tokens.
+  bool CachesKey(const BlockHash& key, int64_t group) const { return entries_.contains(EntryKey{key, group}); }
+
+  // ---- Entries of the tiers below (the owner moves their bytes).
+  // An entry evicted to free its block: the block (its bytes intact until the block is next
+  // written), key, group and tokens.
+  struct EvictedEntry {
+    BlockId block = 0;
+    BlockHash key;
+    int64_t group = 0;
+    std::vector<int32_t> tokens;
+  };
+  // The entries evicted (by Reserve, Restore, AddEntry) since the last call, oldest first.
+  // The owner takes them after each of those calls, before the blocks are written.
+  std::vector<EvictedEntry> TakeEvicted();
+  // Keeps an entry from eviction until Unhold (a match bringing the others in): a reference
+  // beyond the invariant's, returned before the owner's call ends.
+  void Hold(BlockId block);
+  void Unhold(BlockId block);
+  // A new entry of (key, group) with `tokens` in a block taken from the pool (evicting, when
+  // none is free, the least recently released entry), held until Unhold while the owner
+  // fills its bytes. The caller checked num_free() > 0 and that CachesKey is false.
+  BlockId AddEntry(const BlockHash& key, int64_t group, std::span<const int32_t> tokens);
+  // Forgets an entry AddEntry returned, still held, whose bytes could not be filled: its
+  // block is free again.
+  void DropEntry(BlockId block);
 
   GroupedBlockStats Stats() const;
   // The invariant above and the pool's; Internal error naming the first violation.
@@ -131,8 +171,6 @@ class GroupedBlockTables {
   BlockId TakeBlock();
   // Returns a table's reference; an entry left with only its own becomes evictable.
   void Unref(BlockId block);
-  // The entry of (key, group) when cached with `tokens`.
-  std::optional<BlockId> FindEntry(const BlockHash& key, int64_t group, std::span<const int32_t> tokens) const;
   absl::Status VerifyEntries(const absl::flat_hash_map<BlockId, int64_t>& table_refs) const;
 
   GroupedBlockTables(KvLayerGroups groups, int64_t num_blocks) : groups_(std::move(groups)), pool_(num_blocks) {}
@@ -144,6 +182,7 @@ class GroupedBlockTables {
   absl::flat_hash_map<EntryKey, BlockId> entries_;
   absl::flat_hash_map<BlockId, PrefixEntry> entry_of_block_;
   LruSet evictable_;  // entries no table holds, least recently released first
+  std::vector<EvictedEntry> evicted_;  // since the last TakeEvicted
 };
 
 }  // namespace kvtier

@@ -2,6 +2,7 @@
 // (grouped_block_tables.h): an entry holds one reference of its block; evicting one, when
 // the pool has no free block, drops the least recently released entry no table holds.
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "kv/grouped_block_tables.h"
@@ -13,6 +14,7 @@ BlockId GroupedBlockTables::TakeBlock() {
   const std::optional<int32_t> victim = evictable_.PopFront();  // the caller checked num_free()
   auto entry = entry_of_block_.find(*victim);
   entries_.erase(EntryKey{entry->second.key, entry->second.group});
+  evicted_.push_back({*victim, entry->second.key, entry->second.group, std::move(entry->second.tokens)});
   entry_of_block_.erase(entry);
   pool_.Release(*victim);  // the entry's reference: free now
   return *pool_.Allocate();
@@ -30,6 +32,31 @@ std::optional<BlockId> GroupedBlockTables::FindEntry(const BlockHash& key, int64
   const std::vector<int32_t>& cached = entry_of_block_.at(it->second).tokens;
   if (!std::equal(cached.begin(), cached.end(), tokens.begin(), tokens.end())) return std::nullopt;
   return it->second;
+}
+
+std::vector<GroupedBlockTables::EvictedEntry> GroupedBlockTables::TakeEvicted() { return std::exchange(evicted_, {}); }
+
+void GroupedBlockTables::Hold(BlockId block) {
+  pool_.AddRef(block);
+  evictable_.Erase(block);
+}
+
+void GroupedBlockTables::Unhold(BlockId block) { Unref(block); }
+
+BlockId GroupedBlockTables::AddEntry(const BlockHash& key, int64_t group, std::span<const int32_t> tokens) {
+  const BlockId id = TakeBlock();  // the holder's reference
+  entries_[EntryKey{key, group}] = id;
+  entry_of_block_[id] = PrefixEntry{key, group, std::vector<int32_t>(tokens.begin(), tokens.end())};
+  pool_.AddRef(id);  // the entry's own
+  return id;
+}
+
+void GroupedBlockTables::DropEntry(BlockId block) {
+  auto entry = entry_of_block_.find(block);
+  entries_.erase(EntryKey{entry->second.key, entry->second.group});
+  entry_of_block_.erase(entry);
+  pool_.Release(block);  // the entry's reference
+  pool_.Release(block);  // the holder's
 }
 
 void GroupedBlockTables::CacheFullBlocks(SequenceId seq, int64_t num_full, const std::function<BlockHash(int64_t)>& key,

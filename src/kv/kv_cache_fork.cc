@@ -7,10 +7,10 @@
 namespace kvtier {
 
 absl::Status KvCacheManager::Fork(SequenceId parent, SequenceId child, int64_t num_tokens) {
-  if (grouped_) return absl::UnimplementedError("fork of a sequence's KV blocks with layer groups (computed again)");
   if (sequences_.contains(child) || swapped_.contains(child)) {
     return absl::FailedPreconditionError(absl::StrCat("sequence ", child, " already holds KV blocks"));
   }
+  if (grouped_) return ForkGroups(parent, child, num_tokens);
   auto it = sequences_.find(parent);
   if (it != sequences_.end() && !it->second.host_slots.empty()) {
     // Its host-resident blocks are its own (kv_cache_streaming.cc): the child computes them.
@@ -52,6 +52,23 @@ absl::Status KvCacheManager::Fork(SequenceId parent, SequenceId child, int64_t n
   ++ctx_.counters.forks;
   ctx_.counters.fork_shared_blocks += full;
   ctx_.counters.fork_copied_blocks += copy ? 1 : 0;
+  return absl::OkStatus();
+}
+
+absl::Status KvCacheManager::ForkGroups(SequenceId parent, SequenceId child, int64_t num_tokens) {
+  const absl::StatusOr<std::vector<std::pair<BlockId, BlockId>>> copies = grouped_->Fork(parent, child, num_tokens);
+  if (!copies.ok()) return copies.status();
+  DemoteGroupEntries();  // before the copies write over the evicted entries' blocks
+  for (const auto& [from, to] : *copies) {
+    if (const absl::Status copied = ctx_.backend->CopyBlock(from, to); !copied.ok()) {
+      grouped_->Release(child);
+      return copied;
+    }
+  }
+  const int64_t copied = static_cast<int64_t>(copies->size());
+  ++ctx_.counters.forks;
+  ctx_.counters.fork_shared_blocks += grouped_->groups().ComputedBlocksHeld(num_tokens) - copied;
+  ctx_.counters.fork_copied_blocks += copied;
   return absl::OkStatus();
 }
 

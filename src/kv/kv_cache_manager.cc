@@ -50,12 +50,11 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
                                       options.disk_path, options.file_io));
   std::unique_ptr<KvCacheManager> kv(new KvCacheManager(options, backend));
   if (options.layer_groups.has_value()) {
-    // The host and disk tiers take grouped sequences' swaps (kv_cache_swap.cc); the prefix
-    // entries of groups live on the device tier only (grouped_block_tables.h), and the
-    // remote tier holds nothing but prefix entries.
-    if (!options.remote.url.empty() || (options.prefix_cache && (options.host_blocks > 0 || options.disk_blocks > 0))) {
-      return absl::InvalidArgumentError(
-          "KV layer groups do not yet combine with a remote tier, or the prefix cache with a host or disk tier");
+    // The host and disk tiers take grouped sequences' swaps (kv_cache_swap.cc) and the group
+    // entries the device evicts (kv_cache_grouped_prefix.cc); the remote tier's writes are
+    // of blocks of every layer.
+    if (!options.remote.url.empty()) {
+      return absl::InvalidArgumentError("KV layer groups do not yet combine with a remote tier");
     }
     ASSIGN_OR_RETURN(GroupedBlockTables tables, GroupedBlockTables::Create(*options.layer_groups, options.device_blocks));
     kv->grouped_.emplace(std::move(tables));
@@ -122,7 +121,11 @@ int64_t KvCacheManager::SwappedBlocks(SequenceId seq) const {
 }
 
 absl::Status KvCacheManager::Reserve(SequenceId seq, int64_t num_tokens) {
-  if (grouped_) return grouped_->Reserve(seq, num_tokens);
+  if (grouped_) {
+    RETURN_IF_ERROR(grouped_->Reserve(seq, num_tokens));
+    DemoteGroupEntries();
+    return absl::OkStatus();
+  }
   const int64_t need = NewBlocksNeeded(seq, num_tokens);
   if (need > num_available_device_blocks()) {
     return absl::ResourceExhaustedError(absl::StrCat("sequence ", seq, " needs ", need, " more KV blocks, ",
@@ -213,7 +216,6 @@ std::vector<BlockId> KvCacheManager::AllocateDeviceBlocks(int64_t n) {
   std::vector<BlockId> blocks;
   std::vector<DirtyVictim> dirty;
   int64_t wait_batch = 0;
-  const bool below = host_->on() || disk_->on();
   for (int64_t i = 0; i < n; ++i) {
     std::optional<BlockId> id = device.pool().Allocate();
     if (!id) {
@@ -223,18 +225,7 @@ std::vector<BlockId> KvCacheManager::AllocateDeviceBlocks(int64_t n) {
       if (const std::optional<int64_t> t = transfers.ReadingBatch(*victim)) {
         transfers.Await(Transfers::CopyBatch(*t));
       }
-      const BlockHash hash = *device.KeyOf(*victim);
-      ++ctx_.counters.blocks_demoted[static_cast<int>(Tier::kDevice)];
-      const bool has_copy =
-          std::any_of(below_.begin(), below_.end(), [&](const LowerTier* t) { return t->HasCopy(hash); });
-      if (has_copy) {
-        // Already a tier down (written back ahead, or demoted before): nothing to copy.
-      } else if (below) {
-        const std::span<const int32_t> tokens = device.tokens(*victim);
-        dirty.push_back({*victim, hash, ctx_.priorities.Of(hash), Tokens(tokens.begin(), tokens.end())});
-      } else {
-        ++ctx_.counters.blocks_dropped;
-      }
+      NoteDeviceVictim(*victim, *device.KeyOf(*victim), device.tokens(*victim), &dirty);
       ctx_.Uncache(device, *victim);
       device.pool().Release(*victim);  // the cache's reference: the block is free now
       id = device.pool().Allocate();   // the victim itself (the free queue was empty)
@@ -246,12 +237,27 @@ std::vector<BlockId> KvCacheManager::AllocateDeviceBlocks(int64_t n) {
   }
   if (wait_batch > 0) transfers.Await(Transfers::CopyBatch(wait_batch));
   // Victims are copied down before this returns: the caller's forward may overwrite them.
-  if (!dirty.empty()) {
-    ctx_.counters.evictions_copied += static_cast<int64_t>(dirty.size());
-    for (SlotTier* tier : slot_tiers_) dirty = tier->TakeDeviceVictims(std::move(dirty));
-    ctx_.counters.blocks_dropped += static_cast<int64_t>(dirty.size());
-  }
+  CopyVictimsDown(std::move(dirty));
   return blocks;
+}
+
+void KvCacheManager::NoteDeviceVictim(BlockId block, const BlockHash& hash, std::span<const int32_t> tokens,
+                                      std::vector<DirtyVictim>* dirty) {
+  ++ctx_.counters.blocks_demoted[static_cast<int>(Tier::kDevice)];
+  const bool has_copy = std::any_of(below_.begin(), below_.end(), [&](const LowerTier* t) { return t->HasCopy(hash); });
+  if (has_copy) return;  // already a tier down (written back ahead, or demoted before): nothing to copy
+  if (host_->on() || disk_->on()) {
+    dirty->push_back({block, hash, ctx_.priorities.Of(hash), Tokens(tokens.begin(), tokens.end())});
+  } else {
+    ++ctx_.counters.blocks_dropped;
+  }
+}
+
+void KvCacheManager::CopyVictimsDown(std::vector<DirtyVictim> dirty) {
+  if (dirty.empty()) return;
+  ctx_.counters.evictions_copied += static_cast<int64_t>(dirty.size());
+  for (SlotTier* tier : slot_tiers_) dirty = tier->TakeDeviceVictims(std::move(dirty));
+  ctx_.counters.blocks_dropped += static_cast<int64_t>(dirty.size());
 }
 
 void KvCacheManager::PinPrefix(SequenceId seq, int64_t num_blocks) {

@@ -107,6 +107,8 @@ class KvCacheManager {
   // positions [0, num_tokens), which the parent has computed: the full blocks shared, the
   // last partial block copied into a new device block (copy on write; kv_cache_fork.cc).
   // ResourceExhausted, nothing changed, when no device block is available for the copy.
+  // With layer groups: every group's blocks a query at num_tokens reads, the same way
+  // (GroupedBlockTables::Fork); refused when the parent's windows have gone past them.
   absl::Status Fork(SequenceId parent, SequenceId child, int64_t num_tokens);
   // Long sequences (docs/LONG_CONTEXT.md, kv_cache_streaming.cc): moves the sequence's
   // oldest device blocks lying wholly before `num_computed` to host slots of its own, read
@@ -132,7 +134,8 @@ class KvCacheManager {
   // blocks (a load plan's front) gets the run from its first block it does not hold; one
   // holding a partial block gets nothing. `max_blocks` >= 0 caps the blocks held after.
   // `landed_only` (a load plan's attach): only what is in memory now, waiting for nothing.
-  // With layer groups: the device's group entries (GroupedBlockTables::MatchPrefix).
+  // With layer groups: every block the next query reads, in every group, from the device's
+  // group entries or loaded from the host or disk tier (MatchGroupedPrefix).
   int64_t MatchPrefix(SequenceId seq, std::span<const int32_t> tokens, int32_t priority = 0,
                       BlockKeyChain* keys = nullptr, int64_t max_blocks = -1, bool landed_only = false);
   // Gives a MatchPrefix result back unused (the sequence could not start yet): releases
@@ -251,6 +254,25 @@ class KvCacheManager {
   // below are copied there before this returns). Blocks a copy in flight still reads are
   // waited for (stall counted).
   std::vector<BlockId> AllocateDeviceBlocks(int64_t n);
+  // A device victim (readable until CopyVictimsDown returns): counted, and added to `dirty`
+  // unless a tier below holds a copy or there is none (dropped).
+  void NoteDeviceVictim(BlockId block, const BlockHash& hash, std::span<const int32_t> tokens,
+                        std::vector<DirtyVictim>* dirty);
+  // Copies victims to the first tier of slots with room (landed before this returns); the
+  // rest are dropped.
+  void CopyVictimsDown(std::vector<DirtyVictim> dirty);
+  // Layer groups (kv_cache_grouped_prefix.cc). The group entries the pool evicted, copied
+  // down under their group's key (GroupBlockKey); called after every grouped call that
+  // takes blocks, before they are written.
+  void DemoteGroupEntries();
+  // Fork with layer groups (kv_cache_fork.cc).
+  absl::Status ForkGroups(SequenceId parent, SequenceId child, int64_t num_tokens);
+  // MatchPrefix with layer groups: the longest prefix whose blocks the next query reads are
+  // each cached in every group, on the device or in a tier below (loaded into new entries).
+  int64_t MatchGroupedPrefix(SequenceId seq, const BlockChain& chain, int64_t max_blocks, bool landed_only);
+  // ReadAhead with layer groups: in each group, the blocks a match of the whole chain reads
+  // (from the group's first live block at its end) that only a slow tier holds.
+  bool ReadGroupsAhead(const BlockChain& chain, int64_t started[kNumTiers]);
   // Read-ahead and a load plan's loads: from block `from` of the chain up to `to`, the
   // blocks the first tier that has them holds only slowly, each tier starting its own.
   // Whether one of them is (now) on its way into memory; `started`: the reads started per tier.

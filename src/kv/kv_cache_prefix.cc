@@ -20,15 +20,11 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
                                     BlockKeyChain* keys, int64_t max_blocks_held, bool landed_only) {
   if (!ctx_.options.prefix_cache || tokens.size() < 2) return 0;
   if (grouped_) {
-    // On the device only: every block the next query reads, in every group.
     std::optional<BlockKeyChain> own;
     const BlockChain chain = Chain(tokens, keys, &own);
     int64_t max_blocks = chain.max_blocks();
     if (max_blocks_held >= 0) max_blocks = std::min(max_blocks, max_blocks_held);
-    const int64_t n = grouped_->MatchPrefix(seq, max_blocks, [&](int64_t i) { return chain.Key(i); }, tokens);
-    ctx_.counters.prefix_hits[static_cast<int>(Tier::kDevice)] += n;
-    ctx_.counters.prefix_hit_tokens += n * block_tokens();
-    return n * block_tokens();
+    return MatchGroupedPrefix(seq, chain, max_blocks, landed_only);
   }
   if (landed_only) ctx_.transfers.Land(kReadLanes);  // waits for nothing
   SequenceBlocks& blocks = sequences_[seq];
@@ -120,11 +116,6 @@ int64_t KvCacheManager::MatchPrefix(SequenceId seq, std::span<const int32_t> tok
 }
 
 void KvCacheManager::UnmatchPrefix(SequenceId seq) {
-  if (grouped_) {  // right after MatchPrefix: what it computed is what it matched
-    const int64_t matched = grouped_->NumComputed(seq) / block_tokens();
-    ctx_.counters.prefix_hits[static_cast<int>(Tier::kDevice)] -= matched;
-    ctx_.counters.prefix_hit_tokens -= matched * block_tokens();
-  }
   if (auto it = sequences_.find(seq); it != sequences_.end()) {
     for (int t = 0; t < kNumTiers; ++t) {
       ctx_.counters.prefix_hits[t] -= it->second.matched[t];
@@ -145,9 +136,11 @@ bool KvCacheManager::ReadAhead(SequenceId seq, std::span<const int32_t> tokens, 
       held != sequences_.end() && (!held->second.table.empty() || !held->second.host_slots.empty())) {
     return false;
   }
+  if (grouped_ && !grouped_->Table(seq, 0).blocks.empty()) return false;
   std::optional<BlockKeyChain> own;
   const BlockChain chain = Chain(tokens, keys, &own);
   int64_t started[kNumTiers] = {};
+  if (grouped_) return ReadGroupsAhead(chain, started);
   return ReadChainAhead(chain, 0, chain.max_blocks(), ReadAheadOptions{}, started);
 }
 
@@ -160,7 +153,11 @@ bool KvCacheManager::ReadChainAhead(const BlockChain& chain, int64_t from, int64
   std::vector<int64_t> to_read[kNumTiers];
   for (int64_t i = from; i < to; ++i) {
     const BlockHash hash = chain.Key(i);
-    if (ctx_.device.Contains(hash)) continue;
+    // On the device already (for a group's chain: the group's entry of the block).
+    if (chain.group < 0 ? ctx_.device.Contains(hash)
+                        : grouped_->CachesKey(chain.keys->Key(chain.tokens, chain.block_tokens, i), chain.group)) {
+      continue;
+    }
     const auto [holder, presence] = FirstHolder(hash);
     if (holder == nullptr) break;
     if (presence == LowerTier::Presence::kLanded) continue;

@@ -175,6 +175,7 @@ absl::Status KvCacheManager::SwapIn(SequenceId seq, bool prefetch) {
     // The tables rebuilt from the computed positions alone: the same groups, first blocks
     // and lengths as at the swap-out, so KeptBlocks lists the new ids in the slots' order.
     RETURN_IF_ERROR(grouped_->Restore(seq, it->second.grouped_computed));
+    DemoteGroupEntries();  // before the copies below overwrite the evicted entries' blocks
     targets = grouped_->KeptBlocks(seq);
     if (targets.size() != slots.size()) {
       Release(seq);

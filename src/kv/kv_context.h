@@ -26,9 +26,14 @@ struct BlockChain {
   std::span<const int32_t> tokens;
   BlockKeyChain* keys;
   int64_t block_tokens;
+  // A layer group's blocks (GroupBlockKey), or -1: blocks of every layer.
+  int64_t group = -1;
 
   // By value: computing a later key may move the chain's earlier ones.
-  BlockHash Key(int64_t i) const { return keys->Key(tokens, block_tokens, i); }
+  BlockHash Key(int64_t i) const {
+    const BlockHash& key = keys->Key(tokens, block_tokens, i);
+    return group < 0 ? key : GroupBlockKey(key, group);
+  }
   std::span<const int32_t> Tokens(int64_t i) const {
     return tokens.subspan(static_cast<size_t>(i * block_tokens), static_cast<size_t>(block_tokens));
   }

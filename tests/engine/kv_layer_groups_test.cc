@@ -2,8 +2,10 @@
 // groups") on tiny random Gemma 2 and Gemma 3 checkpoints: generation emits exactly the
 // tokens it emits with one group, also when a small pool makes sequences recompute; the
 // stats show the blocks the windows gave back; the same KV bytes run more sequences at once;
-// sequences swapped to the host or the disk tier come back to the same tokens; and a
-// context whose other options cannot carry groups keeps one.
+// sequences swapped to the host or the disk tier come back to the same tokens, and so do
+// prefixes whose group entries were evicted to those tiers and forked completions; random
+// operations over all of these keep the KV invariants; and a context whose other options
+// cannot carry groups keeps one.
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include "engine/engine.h"
 #include "engine/kv_layer_groups_choice.h"
 #include "gtest/gtest.h"
+#include "kv/tier_test_util.h"
 #include "model/random_checkpoint.h"
 #include "storage/disk_block_store.h"
 #include "testing/engine_runs.h"
@@ -167,9 +170,10 @@ TEST_P(KvLayerGroupsTest, SameBytesRunMoreSequencesAtOnce) {
   EXPECT_LT(grouped.preemptions, one.preemptions);
 }
 
-TEST_P(KvLayerGroupsTest, ParallelSamplesComputeTheirPromptAgain) {
-  // A completion forked from its prompt cannot share a grouped table yet: it computes the
-  // prompt itself, to the same tokens.
+TEST_P(KvLayerGroupsTest, ParallelSamplesShareTheirPromptsBlocks) {
+  // The completions of one prompt fork from the first once it has computed the prompt:
+  // with groups too, each shares every group's full blocks its next query reads and copies
+  // the partial ones, to the tokens of one group.
   const GroupedFamily& f = GetParam();
   std::map<SequenceId, std::vector<int32_t>> tokens[2];
   for (int grouped = 0; grouped < 2; ++grouped) {
@@ -179,8 +183,13 @@ TEST_P(KvLayerGroupsTest, ParallelSamplesComputeTheirPromptAgain) {
     params.n = 3;
     ASSERT_TRUE(engine->Add(Prompt(7, 19), params).ok());
     tokens[grouped] = testing::RunToEnd(*engine, /*verify=*/true, /*max_steps=*/1000);
+    const nlohmann::json stats = engine->Stats();
+    EXPECT_EQ(Stat(stats, "parallel_sampling", "forks"), 2);
+    EXPECT_GT(Stat(stats, "parallel_sampling", "shared_blocks"), 0);
+    EXPECT_EQ(Stat(stats, "parallel_sampling", "copied_blocks"), 2 * Stat(stats, "kv_layer_groups", "groups"))
+        << "19 positions: one partial block a group";
     if (grouped == 1) {
-      EXPECT_GT(Stat(engine->Stats(), "kv_layer_groups", "blocks_freed_by_window"), 0);
+      EXPECT_GT(Stat(stats, "kv_layer_groups", "blocks_freed_by_window"), 0);
     }
   }
   EXPECT_EQ(tokens[0].size(), 3u);
@@ -283,8 +292,8 @@ TEST_P(KvLayerGroupsTest, TiersThatKeepGroups) {
   options.prefix_cache = true;
   absl::StatusOr<KvLayerGroupsChoice> cached = ChooseKvLayerGroups(options, checkpoint->config());
   ASSERT_TRUE(cached.ok()) << cached.status();
-  EXPECT_FALSE(cached->groups.has_value());
-  EXPECT_NE(cached->why_one_group.find("prefix"), std::string::npos) << cached->why_one_group;
+  EXPECT_TRUE(cached->groups.has_value()) << "prefix entries of groups on the host and disk tiers";
+  EXPECT_EQ(cached->why_one_group, "");
   options.host_kv_bytes = 0;
   options.disk_kv_bytes = 0;
   cached = ChooseKvLayerGroups(options, checkpoint->config());
@@ -329,11 +338,101 @@ TEST_P(KvLayerGroupsTest, PrefixHitsEmitTheTokensOfOneGroup) {
   EXPECT_GT(hits[2], 0);
 }
 
+// Where a small device pool's prefix entries go: host slots, disk slots, or a small host
+// tier that sends its own victims on to disk.
+enum class PrefixTiers { kHost, kDisk, kHostAndDisk };
+
+// Prompts sharing a prefix, each after two others that push the shared blocks off a small
+// device pool: with the prefix cache and host and/or disk tiers, the shared prefix comes
+// back from there — with groups, each group's blocks that the next query reads — and every
+// run emits the tokens of a run without the cache.
+void ExpectPrefixEntriesBelowKeepTheTokens(const GroupedFamily& f, PrefixTiers tiers) {
+  const std::vector<int32_t> shared = Prompt(77, 26);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 3; ++i) {
+    prompts.push_back(Prompt(1 + i, 5 + 2 * i, shared));
+    prompts.push_back(Prompt(300 + i, 28));
+    prompts.push_back(Prompt(400 + i, 29));
+  }
+  auto run_prompts = [&](const EngineOptions& options, nlohmann::json* stats) {
+    std::map<SequenceId, std::vector<int32_t>> tokens;
+    auto engine = testing::MakeEngine(options, GroupedCheckpointDir(f));
+    EXPECT_NE(engine, nullptr);
+    if (engine == nullptr) return tokens;
+    for (const std::vector<int32_t>& prompt : prompts) {
+      EXPECT_TRUE(engine->Add(prompt, Greedy(10)).ok());
+      for (auto& [id, emitted] : testing::RunToEnd(*engine, /*verify=*/true)) tokens[id] = emitted;
+    }
+    *stats = engine->Stats();
+    return tokens;
+  };
+  nlohmann::json stats;
+  const std::map<SequenceId, std::vector<int32_t>> reference =
+      run_prompts(GroupOptions(false, 64 * GroupedFullBlockBytes(f)), &stats);
+  ASSERT_EQ(reference.size(), prompts.size());
+  for (bool groups : {false, true}) {
+    SCOPED_TRACE(groups ? "groups" : "one group");
+    EngineOptions options = GroupOptions(groups, 12 * GroupedFullBlockBytes(f));
+    options.prefix_cache = true;
+    options.load_or_recompute = false;  // every hit below is loaded
+    if (tiers != PrefixTiers::kDisk) {
+      options.host_kv_bytes = (tiers == PrefixTiers::kHost ? 64 : 4) * GroupedFullBlockBytes(f);
+    }
+    // A directory of its own: the disk store's index and journal lie beside its file.
+    const std::string dir = absl::StrCat(::testing::TempDir(), "/kvtier_grouped_prefix_", getpid(), "_", f.name, "_",
+                                         static_cast<int>(tiers), groups ? "_groups" : "_one");
+    if (tiers != PrefixTiers::kHost) {
+      std::filesystem::remove_all(dir);
+      std::filesystem::create_directories(dir);
+      options.disk_path = dir + "/kv";
+      options.disk_kv_bytes = 64 * GroupedFullBlockBytes(f);
+    }
+    EXPECT_EQ(run_prompts(options, &stats), reference);
+    EXPECT_EQ(Stat(stats, "kv_layer_groups", "groups") > 1, groups);
+    // The small host tier sends its victims on to disk, where the next prompt finds them.
+    EXPECT_GT(Stat(stats, "prefix_hits", tiers == PrefixTiers::kHost ? "host" : "disk"), 0) << stats.dump();
+    EXPECT_EQ(Stat(stats, "corrupt_blocks_detected"), 0);
+    if (tiers != PrefixTiers::kHost) std::filesystem::remove_all(dir);
+  }
+}
+
+TEST_P(KvLayerGroupsTest, PrefixEntriesOnTheHostEmitTheTokensOfOneGroup) {
+  ExpectPrefixEntriesBelowKeepTheTokens(GetParam(), PrefixTiers::kHost);
+}
+
+TEST_P(KvLayerGroupsTest, PrefixEntriesOnDiskEmitTheTokensOfOneGroup) {
+  ExpectPrefixEntriesBelowKeepTheTokens(GetParam(), PrefixTiers::kDisk);
+}
+
+TEST_P(KvLayerGroupsTest, PrefixEntriesOnTheHostAndDiskEmitTheTokensOfOneGroup) {
+  ExpectPrefixEntriesBelowKeepTheTokens(GetParam(), PrefixTiers::kHostAndDisk);
+}
+
+// Random adds (half over a shared prefix), cancels and steps over a small pool with the
+// prefix cache, host and disk tiers and swaps: the KV invariants hold after each.
+TEST_P(KvLayerGroupsTest, RandomOpsWithPrefixEntriesBelowKeepTheInvariants) {
+  const GroupedFamily& f = GetParam();
+  FakeFileIo io;
+  EngineOptions options = GroupOptions(true, 12 * GroupedFullBlockBytes(f));
+  options.prefix_cache = true;
+  options.preemption = PreemptionMode::kSwap;
+  options.host_kv_bytes = 4 * GroupedFullBlockBytes(f);
+  options.disk_kv_bytes = 40 * GroupedFullBlockBytes(f);
+  options.disk_path = "/fake/grouped-random-ops.kv";
+  options.file_io = &io;
+  options.max_tokens_per_step = 9;
+  auto engine = testing::MakeEngine(options, GroupedCheckpointDir(f));
+  ASSERT_NE(engine, nullptr);
+  ASSERT_NO_FATAL_FAILURE(testing::RunRandomOps(*engine, /*seed=*/1, 500));
+  const nlohmann::json stats = engine->Stats();
+  EXPECT_GT(Stat(stats, "kv_layer_groups", "groups"), 1);
+  EXPECT_GT(Stat(stats, "prefix_hits", "host") + Stat(stats, "prefix_hits", "disk"), 0) << stats.dump();
+}
+
 TEST_P(KvLayerGroupsTest, OptionsThatCannotCarryGroupsKeepOne) {
   const GroupedFamily& f = GetParam();
   EngineOptions options = GroupOptions(true, 64 * GroupedFullBlockBytes(f));
-  options.prefix_cache = true;  // with a host tier, whose prefix entries key one group's blocks
-  options.host_kv_bytes = 16 * GroupedFullBlockBytes(f);
+  options.tensor_parallel = 2;  // the sharded plan reads one group
   const GroupedRun run = GenerateGrouped(f, options, 2, 13, 4);
   EXPECT_EQ(run.groups, 1);
   EXPECT_EQ(run.freed_by_window, 0);

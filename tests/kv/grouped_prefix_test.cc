@@ -1,5 +1,5 @@
 // Prefix entries of a context whose KV is kept in layer groups (KvCacheOptions::layer_groups
-// with the prefix cache, no tier below): each group's computed full blocks are kept under
+// with the prefix cache, no tier below; grouped_prefix_tiers_test.cc has the tiers below): each group's computed full blocks are kept under
 // their chain key and group, also the windowed group's blocks that left the window, and a new
 // sequence reuses a prefix only if every block its next query reads is still cached in
 // every group — a long prefix can hit where a shorter one, which reads further back in the
@@ -112,21 +112,6 @@ TEST(GroupedPrefixTest, ALongPrefixHitsWhereAShorterOneNeedsEvictedWindowBlocks)
   EXPECT_EQ(kv->MatchPrefix(3, PrefixTokens(25)), 24);
   EXPECT_EQ(kv->counters().prefix_hits[static_cast<int>(Tier::kDevice)], 6);
   EXPECT_TRUE(kv->VerifyIntegrity().ok()) << kv->VerifyIntegrity();
-}
-
-TEST(GroupedPrefixTest, RefusesThePrefixCacheWithATierBelow) {
-  testing::FakeBackend backend(kPrefixBlockTokens);
-  ASSERT_TRUE(backend.AllocateKvPool(16).ok());
-  const std::vector<std::optional<int64_t>> windows = {std::nullopt, 4};
-  absl::StatusOr<KvLayerGroups> groups = KvLayerGroups::Create(windows, kPrefixBlockTokens, /*grouped=*/true);
-  ASSERT_TRUE(groups.ok());
-  KvCacheOptions options;
-  options.block_tokens = kPrefixBlockTokens;
-  options.device_blocks = 16;
-  options.prefix_cache = true;
-  options.host_blocks = 4;  // the host tier would hold prefix entries without their group
-  options.layer_groups = *groups;
-  EXPECT_EQ(KvCacheManager::Create(options, &backend).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -11,71 +11,22 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kv/grouped_fixture.h"
 #include "kv/kv_cache_manager.h"
 #include "storage/disk_block_store.h"
-#include "testing/fake_backend.h"
-#include "testing/fake_file_io.h"
 
 namespace kvtier {
 namespace {
 
-constexpr int64_t kSwapBlockTokens = 4;
-constexpr int64_t kSwapWindow = 4;
+constexpr int64_t kSwapBlockTokens = testing::kGroupedBlockTokens;
+constexpr int64_t kSwapWindow = testing::kGroupedWindow;
 constexpr int64_t kSwapDeviceBlocks = 16;
-const char kSwapDiskPath[] = "/fake/grouped-swap.kv";
+const char* const kSwapDiskPath = testing::kGroupedDiskPath;
 
-// A full-attention layer and a layer of window 4: two groups of one layer.
-struct GroupedSwapFixture {
-  GroupedSwapFixture(int64_t host_blocks, int64_t disk_blocks) : backend(kSwapBlockTokens) {
-    EXPECT_TRUE(backend.AllocateKvPool(kSwapDeviceBlocks).ok());
-    const std::vector<std::optional<int64_t>> windows = {std::nullopt, kSwapWindow};
-    absl::StatusOr<KvLayerGroups> groups = KvLayerGroups::Create(windows, kSwapBlockTokens, /*grouped=*/true);
-    EXPECT_TRUE(groups.ok()) << groups.status();
-    KvCacheOptions options;
-    options.block_tokens = kSwapBlockTokens;
-    options.device_blocks = kSwapDeviceBlocks;
-    options.host_blocks = host_blocks;
-    options.disk_blocks = disk_blocks;
-    options.disk_path = kSwapDiskPath;
-    options.file_io = &io;
-    options.model_fingerprint = 42;
-    options.prefix_cache = false;
-    options.preparation.probe_disk_read_speed = false;
-    options.layer_groups = *std::move(groups);
-    absl::StatusOr<std::unique_ptr<KvCacheManager>> created = KvCacheManager::Create(options, &backend);
-    EXPECT_TRUE(created.ok()) << created.status();
-    if (created.ok()) kv = *std::move(created);
-  }
-  const GroupedBlockTables& tables() const { return *kv->grouped(); }
-  // Fills every block group g holds for the sequence with a byte of (pattern, g, logical block).
-  void Stamp(SequenceId seq, int pattern) {
-    for (int64_t g = 0; g < 2; ++g) {
-      const GroupBlockTable& t = tables().Table(seq, g);
-      for (size_t i = 0; i < t.blocks.size(); ++i) {
-        std::memset(backend.Block(t.blocks[i]), Byte(pattern, g, t.first_block + static_cast<int64_t>(i)),
-                    kv->block_bytes());
-      }
-    }
-  }
-  // Whether blocks [first, end) of group g's table hold Stamp's bytes.
-  bool Holds(SequenceId seq, int pattern, int64_t g, int64_t first, int64_t end) {
-    const GroupBlockTable& t = tables().Table(seq, g);
-    if (first < t.first_block || end > t.first_block + static_cast<int64_t>(t.blocks.size())) return false;
-    for (int64_t b = first; b < end; ++b) {
-      const uint8_t* p = backend.Block(t.blocks[static_cast<size_t>(b - t.first_block)]);
-      for (size_t i = 0; i < kv->block_bytes(); ++i) {
-        if (p[i] != Byte(pattern, g, b)) return false;
-      }
-    }
-    return true;
-  }
-  static uint8_t Byte(int pattern, int64_t g, int64_t block) {
-    return static_cast<uint8_t>((pattern * 31 + g * 17 + block) & 0xff);
-  }
-
-  FakeFileIo io;
-  testing::FakeBackend backend;
-  std::unique_ptr<KvCacheManager> kv;
+// Without the prefix cache: the swaps are all the tiers below hold.
+struct GroupedSwapFixture : testing::GroupedFixture {
+  GroupedSwapFixture(int64_t host_blocks, int64_t disk_blocks)
+      : GroupedFixture(kSwapDeviceBlocks, host_blocks, disk_blocks, /*prefix_cache=*/false) {}
 };
 
 // Sequence 1 reserved [0, 28) (7 blocks in each group) and computed [0, 22). Position by

@@ -1,8 +1,8 @@
 // The KV cache manager with layer groups (KvCacheOptions::layer_groups): it refuses the
-// features whose blocks do not carry a group yet (grouped_prefix_test.cc has the prefix
-// entries), gives a windowed group's blocks back as
-// the sequence computes, reports the groups in its stats, and answers a fork with
-// Unimplemented (the scheduler recomputes instead). Swaps: grouped_swap_test.cc.
+// remote tier, whose blocks do not carry a group yet, gives a windowed group's blocks back
+// as the sequence computes and reports the groups in its stats. Prefix entries:
+// grouped_prefix_test.cc and grouped_prefix_tiers_test.cc; swaps: grouped_swap_test.cc;
+// forks: grouped_fork_test.cc.
 #include <memory>
 #include <optional>
 #include <vector>
@@ -31,14 +31,14 @@ KvCacheOptions GroupedOptions(int64_t device_blocks) {
   return options;
 }
 
-TEST(KvCacheGroupedTest, RefusesGroupsWithARemoteTierOrPrefixEntriesBelow) {
+TEST(KvCacheGroupedTest, RefusesGroupsWithARemoteTier) {
   testing::FakeBackend backend(4);
   ASSERT_TRUE(backend.AllocateKvPool(16).ok());
   KvCacheOptions cached = GroupedOptions(16);
   cached.prefix_cache = true;  // prefix entries on the device (grouped_prefix_test.cc)
   EXPECT_TRUE(KvCacheManager::Create(cached, &backend).ok());
-  cached.host_blocks = 4;  // would hold prefix entries without their group
-  EXPECT_EQ(KvCacheManager::Create(cached, &backend).status().code(), absl::StatusCode::kInvalidArgument);
+  cached.host_blocks = 4;  // and on the host (grouped_prefix_tiers_test.cc)
+  EXPECT_TRUE(KvCacheManager::Create(cached, &backend).ok());
   KvCacheOptions remote = GroupedOptions(16);
   remote.remote.url = "redis://127.0.0.1:1";
   EXPECT_EQ(KvCacheManager::Create(remote, &backend).status().code(), absl::StatusCode::kInvalidArgument);
@@ -70,7 +70,6 @@ TEST(KvCacheGroupedTest, WindowedBlocksGoBackAsTheSequenceComputes) {
   EXPECT_EQ(stats.tier(Tier::kDevice).used_blocks, 5);
   EXPECT_EQ(stats.tier(Tier::kDevice).capacity_blocks, 16);
   EXPECT_TRUE(kv.VerifyIntegrity().ok());
-  EXPECT_EQ(kv.Fork(1, 2, 16).code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(kv.SwapOut(1).code(), absl::StatusCode::kResourceExhausted) << "no host or disk slot to swap to";
   EXPECT_FALSE(kv.IsSwappedOut(1));
   EXPECT_EQ(kv.BlockTable(1).size(), 4u) << "a failed swap-out keeps the blocks";
