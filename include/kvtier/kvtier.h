@@ -233,8 +233,11 @@ KVT_API int64_t kvt_live_handles(void);
  *                                compute, head_dim 64 or 128, plain
  *                                scores); the kernels above run what it
  *                                cannot, and stats "compute_path" says
- *                                which ran and why; 0 keeps the kernels
- *                                above for every prefill                  default 1
+ *                                which ran and why. 1: the steps whose
+ *                                chunks fill the step's token budget (a
+ *                                long prompt's; plans built at warm-up),
+ *                                2: every step (a plan per new chunk
+ *                                length), 0: never                        default 1
  *   "cuda_overlap_attention" int  a step with decode rows and a prompt
  *                                chunk runs its decode attention on a
  *                                second stream beside its prefill

@@ -30,6 +30,8 @@ struct CudaLaunchOptions {
   int32_t decode_fp8_pair_tiles = -1;
 };
 
+enum class CudnnPrefillUse : int32_t { kNever = 0, kFullChunks = 1, kEveryChunk = 2 };
+
 struct CudaOptions {
   // Decode steps replayed as CUDA graphs (captured by WarmUp or on first use); false runs
   // every step eagerly.
@@ -58,12 +60,17 @@ struct CudaOptions {
   // head_dim 128, compute capability 9.0; backend/cuda/prefill_attention.h); false keeps the
   // mma.sync kernel everywhere.
   bool prefill_wgmma = true;
-  // Prefill attention on cuDNN's fused attention (backend/cuda/cudnn_prefill.h), loaded at
-  // run time, where it applies: bf16 compute, head_dim 64 or 128, plain attention scores (no
-  // window, soft-cap or other scale), bf16 or fp8 KV. On by default: on Hopper its engine runs
-  // a long prompt's attention well ahead of the kernels above (docs/CUDA_BACKEND.md). Where
-  // cuDNN cannot be loaded or refuses a step, the kernels above run it (compute_path says why).
-  bool prefill_cudnn = true;
+  // Which prefill steps run their attention on cuDNN's fused attention
+  // (backend/cuda/cudnn_prefill.h), loaded at run time, where it applies: bf16 compute,
+  // head_dim 64 or 128, plain attention scores (no window, soft-cap or other scale), bf16 or
+  // fp8 KV. By default the steps whose every chunk fills the step's token budget (a long
+  // prompt's): their plans are built at warm-up, and on Hopper cuDNN's engine runs them well
+  // ahead of the kernels above (docs/CUDA_BACKEND.md). A chunk of another length would build a
+  // plan of its own (over 0.1 s of host time) and runs on the kernels above, which also take a
+  // step's many short chunks in one launch. kEveryChunk sends every step to cuDNN (each new
+  // chunk length builds its plan). Where cuDNN cannot be loaded or refuses a step, the kernels
+  // above run it (compute_path says why).
+  CudnnPrefillUse prefill_cudnn = CudnnPrefillUse::kFullChunks;
   // A step with both decode rows and a prompt chunk runs its decode attention (reading KV
   // from memory) on a second stream beside its prefill attention (on the tensor cores)
   // instead of before it (backend/cuda/attention_fork.h). Off until a GPU run measures it.

@@ -33,7 +33,7 @@ TEST(CudnnFallbackTest, AbsentLibraryRunsTheOwnKernelAndSaysWhy) {
   auto checkpoint = Checkpoint::Open(dir);
   ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
   BackendOptions options;
-  options.cuda.prefill_cudnn = true;
+  options.cuda.prefill_cudnn = CudnnPrefillUse::kEveryChunk;
   auto gpu = CudaBackend::Create(**checkpoint, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   const std::string path = (*gpu)->compute_path();

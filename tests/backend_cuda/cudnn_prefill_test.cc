@@ -366,6 +366,31 @@ TEST(CudnnPrefillPlansTest, BuildPlansForChunksCoversEveryBucketOfALongPrompt) {
   EXPECT_EQ((*prefill)->plans_built(), 5);  // every chunk's plan was built at warm-up
 }
 
+// With min_chunk_tokens, a step with a shorter chunk goes to the backend's kernel without a
+// plan or a refusal, and Describe counts it; full chunks still run on cuDNN.
+TEST(CudnnPrefillPlansTest, ShortChunksRunOnTheBackendsKernel) {
+  KVT_CUDNN_OR_SKIP(library);
+  DeviceMemoryAccount memory(0);
+  CudnnPrefill::Options options;
+  options.num_heads = 8;
+  options.num_kv_heads = 2;
+  options.head_dim = 128;
+  options.max_context = 1024;
+  options.min_chunk_tokens = 256;
+  auto prefill = CudnnPrefill::Create(library, options, nullptr, memory);
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
+  const std::vector<PrefillChunk> short_and_full = {{0, 0, 256, 0}, {1, 256, 100, 0}};
+  EXPECT_FALSE((*prefill)->PrepareStep(short_and_full));
+  EXPECT_EQ((*prefill)->plans_built(), 0);
+  EXPECT_EQ((*prefill)->Describe("wgmma"), "wgmma (1 steps with chunks under 256 tokens on wgmma)");
+  const std::vector<PrefillChunk> full = {{0, 0, 256, 512}};
+  EXPECT_TRUE((*prefill)->PrepareStep(full));
+  const std::string both = (*prefill)->Describe("wgmma");
+  EXPECT_EQ(both.rfind("cudnn " + library.VersionString() + " and wgmma (1 plans built in ", 0), 0u) << both;
+  EXPECT_NE(both.find("; 1 steps with chunks under 256 tokens on wgmma)"), std::string::npos) << both;
+  EXPECT_EQ((*prefill)->steps_refused(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, CudnnPrefillTest,
                          ::testing::Values(GatherCase{8, 2, 128, 16},   // Llama-3 GQA 4
                                            GatherCase{32, 8, 128, 16},  // Llama-3-8B's heads

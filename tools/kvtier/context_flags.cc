@@ -91,9 +91,10 @@ constexpr ContextOption kOptions[] = {
     {"cuda_prefill_wgmma", Kind::kInt, 0, 1, nullptr,
      "CUDA: prefill attention on the Hopper wgmma kernel where it runs (bf16, head_dim 128); 0 keeps the mma.sync "
      "kernel (default 1)"},
-    {"cuda_prefill_cudnn", Kind::kInt, 0, 1, nullptr,
+    {"cuda_prefill_cudnn", Kind::kInt, 0, 2, nullptr,
      "CUDA: prefill attention on cuDNN's fused attention, loaded at run time, where it applies (bf16, head_dim 64 "
-     "or 128, plain scores); the kernels above run the rest; 0 keeps them for all (default 1)"},
+     "or 128, plain scores): 1 for steps whose chunks fill the step's token budget (a long prompt's), 2 for every "
+     "step, 0 never; the kernels above run the rest (default 1)"},
     {"cuda_overlap_attention", Kind::kInt, 0, 1, nullptr,
      "CUDA: a step with decode rows and a prompt chunk runs its decode attention on a second stream beside its "
      "prefill attention (default 0)"},

@@ -41,10 +41,11 @@ kvt_status SetCudaOptionsFromEnvironment(kvt_options* options) {
       return st;
     }
   }
-  // KVTIER_CUDA_PREFILL_ATTENTION=own|cudnn; another value is refused by the setter's range.
+  // KVTIER_CUDA_PREFILL_ATTENTION=own|cudnn|cudnn-every-chunk; another value is refused by
+  // the setter's range.
   if (const char* value = std::getenv("KVTIER_CUDA_PREFILL_ATTENTION"); value != nullptr) {
     const std::string_view which = value;
-    const int cudnn = which == "cudnn" ? 1 : which == "own" ? 0 : -1;
+    const int cudnn = which == "cudnn-every-chunk" ? 2 : which == "cudnn" ? 1 : which == "own" ? 0 : -1;
     if (kvt_status st = kvt_options_set_int(options, "cuda_prefill_cudnn", cudnn); st != KVT_OK) return st;
   }
   if (const char* value = std::getenv("KVTIER_CUDA_OVERLAP_ATTENTION"); value != nullptr) {

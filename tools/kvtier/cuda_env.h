@@ -13,8 +13,8 @@ namespace kvtier::cli {
 // to 0 when their value
 // starts with '0', else 1; KVTIER_CUDA_GEMV_PREFETCH sets cuda_gemv_prefetch to its number
 // rounded down to 2, 4 or 8 (below 2: 2); KVTIER_CUDA_SKINNY sets cuda_skinny_gemm to its
-// number clamped to 0..3; KVTIER_CUDA_PREFILL_ATTENTION=cudnn|own sets cuda_prefill_cudnn
-// to 1 or 0 (another value fails). Returns the first failing setter's status
+// number clamped to 0..3; KVTIER_CUDA_PREFILL_ATTENTION=own|cudnn|cudnn-every-chunk sets
+// cuda_prefill_cudnn to 0, 1 or 2 (another value fails). Returns the first failing setter's status
 // (message in kvt_options_errmsg), else KVT_OK.
 kvt_status SetCudaOptionsFromEnvironment(kvt_options* options);
 

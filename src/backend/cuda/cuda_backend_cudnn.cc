@@ -13,11 +13,12 @@ cuda::CudnnPrefill::Options CudaBackend::CudnnPrefillOptions() const {
   o.num_kv_heads = static_cast<int32_t>(config_.num_kv_heads);
   o.head_dim = static_cast<int32_t>(config_.head_dim);
   o.max_context = capacity_.max_context;
+  if (options_.cuda.prefill_cudnn == CudnnPrefillUse::kFullChunks) o.min_chunk_tokens = capacity_.max_tokens;
   return o;
 }
 
 absl::Status CudaBackend::InitCudnnPrefill() {
-  if (!options_.cuda.prefill_cudnn) return absl::OkStatus();
+  if (options_.cuda.prefill_cudnn == CudnnPrefillUse::kNever) return absl::OkStatus();
   absl::Status why = absl::OkStatus();
   if (!kernels_.prefill_cudnn) {
     why = absl::UnimplementedError(kernels_.prefill_cudnn_refusal);

@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kv_gather.h"
 #include "common/status_macros.h"
@@ -75,6 +77,12 @@ void CudnnPrefill::Refuse(const std::string& reason) {
 }
 
 bool CudnnPrefill::PrepareStep(std::span<const PrefillChunk> chunks) {
+  for (const PrefillChunk& c : chunks) {
+    if (c.num_tokens < options_.min_chunk_tokens) {
+      steps_of_short_chunks_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+  }
   const int64_t rows = CudnnAttention::PlanKeys(options_.max_context, options_.max_context);
   for (const PrefillChunk& c : chunks) {
     const int64_t skv = c.start_position + c.num_tokens;
@@ -128,10 +136,16 @@ std::string CudnnPrefill::Describe(const std::string& own) const {
   const std::string plans = absl::StrFormat("%d plans built in %.2f s", attention_->plans_built(),
                                             attention_->plan_build_seconds());
   std::lock_guard<std::mutex> lock(mu_);
-  if (steps_refused() == 0) return absl::StrCat(cudnn, " (", plans, ")");
-  const std::string why = absl::StrCat("cuDNN refused ", steps_refused(), " steps: ", first_refusal_, ")");
-  if (steps_on_cudnn() == 0) return absl::StrCat(own, " (", why);
-  return absl::StrCat(cudnn, " and ", own, " (", plans, "; ", why);
+  const int64_t refused = steps_refused(), short_steps = steps_of_short_chunks();
+  const bool on_cudnn = steps_on_cudnn() > 0 || refused + short_steps == 0;
+  std::vector<std::string> notes;
+  if (on_cudnn) notes.push_back(plans);
+  if (short_steps > 0) {
+    notes.push_back(absl::StrCat(short_steps, " steps with chunks under ", options_.min_chunk_tokens, " tokens on ", own));
+  }
+  if (refused > 0) notes.push_back(absl::StrCat("cuDNN refused ", refused, " steps: ", first_refusal_));
+  const std::string head = !on_cudnn ? own : refused + short_steps > 0 ? absl::StrCat(cudnn, " and ", own) : cudnn;
+  return absl::StrCat(head, " (", absl::StrJoin(notes, "; "), ")");
 }
 
 }  // namespace kvtier::cuda

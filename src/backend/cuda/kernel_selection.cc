@@ -67,7 +67,7 @@ absl::StatusOr<KernelSelection> KernelSelection::For(const ModelConfig& config, 
     k.prefill_kernel = PrefillKernel::kWgmma;
   }
   k.prefill_tile_tokens = PrefillTileTokens(head_dim, heads / kv_heads, k.prefill_kernel);
-  if (options.prefill_cudnn) {
+  if (options.prefill_cudnn != CudnnPrefillUse::kNever) {
     if (!k.fast_attention) {
       k.prefill_cudnn_refusal = "cuDNN attention needs the fast attention kernels' shapes";
     } else if (compute_dtype != DType::kBF16) {
