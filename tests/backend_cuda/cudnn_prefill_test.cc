@@ -366,8 +366,9 @@ TEST(CudnnPrefillPlansTest, BuildPlansForChunksCoversEveryBucketOfALongPrompt) {
   EXPECT_EQ((*prefill)->plans_built(), 5);  // every chunk's plan was built at warm-up
 }
 
-// With min_chunk_tokens, a step with a shorter chunk goes to the backend's kernel without a
-// plan or a refusal, and Describe counts it; full chunks still run on cuDNN.
+// With min_chunk_tokens and min_context, a step with a shorter chunk, or one ending early in
+// the context, goes to the backend's kernel without a plan or a refusal, and Describe counts
+// it; full chunks deep enough still run on cuDNN.
 TEST(CudnnPrefillPlansTest, ShortChunksRunOnTheBackendsKernel) {
   KVT_CUDNN_OR_SKIP(library);
   DeviceMemoryAccount memory(0);
@@ -377,17 +378,20 @@ TEST(CudnnPrefillPlansTest, ShortChunksRunOnTheBackendsKernel) {
   options.head_dim = 128;
   options.max_context = 1024;
   options.min_chunk_tokens = 256;
+  options.min_context = 512;
   auto prefill = CudnnPrefill::Create(library, options, nullptr, memory);
   ASSERT_TRUE(prefill.ok()) << prefill.status();
   const std::vector<PrefillChunk> short_and_full = {{0, 0, 256, 0}, {1, 256, 100, 0}};
   EXPECT_FALSE((*prefill)->PrepareStep(short_and_full));
   EXPECT_EQ((*prefill)->plans_built(), 0);
-  EXPECT_EQ((*prefill)->Describe("wgmma"), "wgmma (1 steps with chunks under 256 tokens on wgmma)");
-  const std::vector<PrefillChunk> full = {{0, 0, 256, 512}};
+  EXPECT_EQ((*prefill)->Describe("wgmma"), "wgmma (1 steps with chunks under 256 tokens or 512 positions on wgmma)");
+  const std::vector<PrefillChunk> full_but_early = {{0, 0, 256, 255}};  // ends at 511
+  EXPECT_FALSE((*prefill)->PrepareStep(full_but_early));
+  const std::vector<PrefillChunk> full = {{0, 0, 256, 256}};
   EXPECT_TRUE((*prefill)->PrepareStep(full));
   const std::string both = (*prefill)->Describe("wgmma");
   EXPECT_EQ(both.rfind("cudnn " + library.VersionString() + " and wgmma (1 plans built in ", 0), 0u) << both;
-  EXPECT_NE(both.find("; 1 steps with chunks under 256 tokens on wgmma)"), std::string::npos) << both;
+  EXPECT_NE(both.find("; 2 steps with chunks under 256 tokens or 512 positions on wgmma)"), std::string::npos) << both;
   EXPECT_EQ((*prefill)->steps_refused(), 0);
 }
 

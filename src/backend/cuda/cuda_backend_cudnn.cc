@@ -13,7 +13,13 @@ cuda::CudnnPrefill::Options CudaBackend::CudnnPrefillOptions() const {
   o.num_kv_heads = static_cast<int32_t>(config_.num_kv_heads);
   o.head_dim = static_cast<int32_t>(config_.head_dim);
   o.max_context = capacity_.max_context;
-  if (options_.cuda.prefill_cudnn == CudnnPrefillUse::kFullChunks) o.min_chunk_tokens = capacity_.max_tokens;
+  if (options_.cuda.prefill_cudnn == CudnnPrefillUse::kFullChunks) {
+    // Each cuDNN call costs host time (its variant pack, the lengths, the gather) that a
+    // short context's attention does not hide, while over a long context its engine's lead
+    // grows with the keys (docs/CUDA_BACKEND.md has the runs).
+    o.min_chunk_tokens = capacity_.max_tokens;
+    o.min_context = 4 * capacity_.max_tokens;
+  }
   return o;
 }
 

@@ -78,7 +78,7 @@ void CudnnPrefill::Refuse(const std::string& reason) {
 
 bool CudnnPrefill::PrepareStep(std::span<const PrefillChunk> chunks) {
   for (const PrefillChunk& c : chunks) {
-    if (c.num_tokens < options_.min_chunk_tokens) {
+    if (c.num_tokens < options_.min_chunk_tokens || c.start_position + c.num_tokens < options_.min_context) {
       steps_of_short_chunks_.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
@@ -101,7 +101,8 @@ bool CudnnPrefill::PrepareStep(std::span<const PrefillChunk> chunks) {
 
 void CudnnPrefill::BuildPlansForChunks(int64_t chunk_tokens) {
   const int64_t last = CudnnAttention::PlanKeys(options_.max_context, options_.max_context);
-  for (int64_t skv = std::min(chunk_tokens, options_.max_context); skv > 0;) {
+  // The first bucket a step PrepareStep accepts can reach.
+  for (int64_t skv = std::min(std::max(chunk_tokens, options_.min_context), options_.max_context); skv > 0;) {
     const int64_t keys = CudnnAttention::PlanKeys(skv, options_.max_context);
     if (!attention_->Prepare(std::min(chunk_tokens, skv), skv).ok() || keys >= last) break;
     skv = keys + 1;
@@ -141,7 +142,8 @@ std::string CudnnPrefill::Describe(const std::string& own) const {
   std::vector<std::string> notes;
   if (on_cudnn) notes.push_back(plans);
   if (short_steps > 0) {
-    notes.push_back(absl::StrCat(short_steps, " steps with chunks under ", options_.min_chunk_tokens, " tokens on ", own));
+    notes.push_back(absl::StrCat(short_steps, " steps with chunks under ", options_.min_chunk_tokens, " tokens or ",
+                                 options_.min_context, " positions on ", own));
   }
   if (refused > 0) notes.push_back(absl::StrCat("cuDNN refused ", refused, " steps: ", first_refusal_));
   const std::string head = !on_cudnn ? own : refused + short_steps > 0 ? absl::StrCat(cudnn, " and ", own) : cudnn;

@@ -38,9 +38,11 @@ class CudnnPrefill {
     int32_t num_kv_heads = 0;
     int32_t head_dim = 0;
     int64_t max_context = 0;  // the longest context a chunk attends to (KV positions)
-    // A step with a chunk shorter than this runs on the backend's kernel (not a refusal):
-    // CudaOptions::prefill_cudnn kFullChunks sets the step's token budget; 0 takes every step.
+    // A step with a chunk shorter than min_chunk_tokens, or ending before position
+    // min_context, runs on the backend's kernel (not a refusal): CudaOptions::prefill_cudnn
+    // kFullChunks sets the step's token budget and four times it; 0 takes every step.
     int64_t min_chunk_tokens = 0;
+    int64_t min_context = 0;
   };
   // Device bytes Create allocates: K and V of CudnnAttention::PlanKeys(max_context, max_context) rows
   // and the workspace.
@@ -53,9 +55,10 @@ class CudnnPrefill {
   CudnnPrefill(const CudnnPrefill&) = delete;
   CudnnPrefill& operator=(const CudnnPrefill&) = delete;
 
-  // Host only: true when every chunk of the step runs on cuDNN (no chunk shorter than
-  // min_chunk_tokens, plans prepared, contexts within the scratch); false sends the step to
-  // the backend's kernel, counted as a step of short chunks or with its refusal's reason.
+  // Host only: true when every chunk of the step runs on cuDNN (none shorter than
+  // min_chunk_tokens or min_context, plans prepared, contexts within the scratch); false sends
+  // the step to the backend's kernel, counted as a step of short chunks or with its refusal's
+  // reason.
   bool PrepareStep(std::span<const PrefillChunk> chunks);
   // Enqueues layer `layer` of the chunks PrepareStep accepted: out rows of each chunk from q
   // rows (step tokens, num_heads, head_dim) and the chunk's KV through kv's block tables.
@@ -68,8 +71,8 @@ class CudnnPrefill {
   // its steps run on the backend's kernel; not an error.
   void BuildPlansForChunks(int64_t chunk_tokens);
   // "cudnn 9.19.0 (3 plans built in 0.41 s)" when every prefill step so far ran on it; what
-  // ran otherwise ("cudnn 9.19.0 and wgmma (...; 5 steps with chunks under 2048 tokens on
-  // wgmma)"), with the first reason cuDNN was refused. `own` names the backend's kernel.
+  // ran otherwise ("cudnn 9.19.0 and wgmma (...; 5 steps with chunks under 2048 tokens or
+  // 8192 positions on wgmma)"), with the first reason cuDNN was refused. `own` names the backend's kernel.
   std::string Describe(const std::string& own) const;
   int64_t steps_on_cudnn() const { return steps_on_cudnn_.load(std::memory_order_relaxed); }
   int64_t steps_refused() const { return steps_refused_.load(std::memory_order_relaxed); }
