@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "common/thread_pool.h"
 #include "model/fp8_weights.h"
 #include "model/gguf_file.h"
 #include "model/safetensors.h"
@@ -266,7 +267,7 @@ absl::StatusOr<Fp8Scales> Checkpoint::Fp8ScalesOf(const TensorView& weight) cons
   return ReadFp8Scales(quantization_, weight, scale == tensors_.end() ? nullptr : &scale->second, scale_name);
 }
 
-absl::Status Checkpoint::TensorAsFloat32(const std::string& name, std::vector<float>* out) const {
+absl::Status Checkpoint::TensorAsFloat32(const std::string& name, std::vector<float>* out, ThreadPool* pool) const {
   ASSIGN_OR_RETURN(TensorView tensor, Tensor(name));
   if (tensor.dtype != DType::kF8E4M3) {
     ToFloat32(tensor, out);
@@ -274,7 +275,13 @@ absl::Status Checkpoint::TensorAsFloat32(const std::string& name, std::vector<fl
   }
   ASSIGN_OR_RETURN(Fp8Scales scales, Fp8ScalesOf(tensor));
   out->resize(static_cast<size_t>(tensor.num_elements()));
-  DequantizeFp8(tensor, scales, out->data());
+  if (pool == nullptr) {
+    DequantizeFp8(tensor, scales, out->data());
+  } else {
+    pool->ParallelFor(scales.rows, [&](int64_t begin, int64_t end) {
+      DequantizeFp8Rows(tensor, scales, begin, end, out->data());
+    });
+  }
   return absl::OkStatus();
 }
 

@@ -22,6 +22,7 @@
 namespace kvtier {
 
 class SafetensorsFile;  // model/safetensors.h
+class ThreadPool;       // common/thread_pool.h
 class GgufFile;         // model/gguf_file.h
 struct Fp8Scales;       // model/fp8_weights.h
 
@@ -70,8 +71,9 @@ class Checkpoint {
   std::vector<std::string> TensorNames() const;
   // The values of tensor `name` as fp32 into out (resized): F32/F16/BF16 widened, F8_E4M3
   // codes times their scales as the checkpoint's quantization lays them out, GGUF blocks
-  // dequantized. NotFound naming the tensor when absent.
-  absl::Status TensorAsFloat32(const std::string& name, std::vector<float>* out) const;
+  // dequantized. NotFound naming the tensor when absent. With a pool, F8_E4M3 rows are
+  // dequantized on its threads (the same values: each row is one thread's).
+  absl::Status TensorAsFloat32(const std::string& name, std::vector<float>* out, ThreadPool* pool = nullptr) const;
   int64_t TotalTensorBytes() const;
   // The scales of an F8_E4M3 weight of this checkpoint (errors as ReadFp8Scales).
   absl::StatusOr<Fp8Scales> Fp8ScalesOf(const TensorView& weight) const;

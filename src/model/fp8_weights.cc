@@ -79,7 +79,12 @@ absl::StatusOr<Fp8Scales> ReadFp8Scales(const WeightQuantization& quantization, 
 }
 
 void DequantizeFp8(const TensorView& weight, const Fp8Scales& scales, float* out) {
-  for (int64_t r = 0; r < scales.rows; ++r) {
+  DequantizeFp8Rows(weight, scales, 0, scales.rows, out);
+}
+
+void DequantizeFp8Rows(const TensorView& weight, const Fp8Scales& scales, int64_t row_begin, int64_t row_end,
+                       float* out) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* codes = weight.data + r * scales.cols;
     float* row = out + r * scales.cols;
     for (int64_t c = 0; c < scales.cols; ++c) row[c] = Fp8E4M3ToFloat(codes[c]) * scales.At(r, c);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/fp8_e4m3.h"
+#include "common/thread_pool.h"
 #include "model/checkpoint.h"
 #include "model/fp8_weights.h"
 #include "model/random_checkpoint.h"
@@ -122,8 +123,10 @@ RandomCheckpointSpec Fp8Spec(WeightQuantizationFormat format, bool per_channel =
 }
 
 // Every quantized projection reads back as code x scale, within fp8 precision of the
-// random value it encodes; 16-bit tensors are untouched.
+// random value it encodes, the same with its rows split over threads; 16-bit tensors are
+// untouched.
 void CheckRoundTrip(const RandomCheckpointSpec& spec) {
+  ThreadPool pool(3);
   TempDir dir;
   ASSERT_TRUE(WriteRandomCheckpoint(spec, dir.path()).ok());
   auto ckpt = Checkpoint::Open(dir.path());
@@ -137,8 +140,10 @@ void CheckRoundTrip(const RandomCheckpointSpec& spec) {
     ASSERT_EQ(weight->dtype, DType::kF8E4M3) << name;
     auto scales = (*ckpt)->Fp8ScalesOf(*weight);
     ASSERT_TRUE(scales.ok()) << scales.status();
-    std::vector<float> values;
+    std::vector<float> values, on_threads;
     ASSERT_TRUE((*ckpt)->TensorAsFloat32(name, &values).ok());
+    ASSERT_TRUE((*ckpt)->TensorAsFloat32(name, &on_threads, &pool).ok());
+    EXPECT_EQ(on_threads, values) << name;  // rows split over threads: the same values
     const int64_t rows = weight->shape[0], cols = weight->shape[1];
     ASSERT_EQ(values.size(), static_cast<size_t>(rows * cols));
     for (int64_t r = 0; r < rows; ++r) {

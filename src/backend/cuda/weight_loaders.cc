@@ -11,11 +11,20 @@
 #include "backend/cuda/fp8_kernels.h"
 #include "backend/cuda/kernels.h"
 #include "common/status_macros.h"
+#include "common/thread_pool.h"
 #include "model/checkpoint.h"
 #include "model/fp8_weights.h"
 
 namespace kvtier::cuda {
 namespace {
+
+// The host's share of loading a checkpoint whose weights need converting (fp8 codes to
+// 16-bit values, or re-quantized per channel): every core, rows split between them, since a
+// 30B-parameter checkpoint is tens of billions of elements.
+ThreadPool& ConversionPool() {
+  static ThreadPool pool(0);
+  return pool;
+}
 
 // Copies a checkpoint tensor to the device, converted to `as` (kF32, kBF16 or kF16).
 absl::Status LoadFromCheckpoint(const Checkpoint& checkpoint, const std::string& name, int64_t num_elements, void* dst,
@@ -30,15 +39,15 @@ absl::Status LoadFromCheckpoint(const Checkpoint& checkpoint, const std::string&
     return absl::OkStatus();
   }
   std::vector<float> f32;
-  RETURN_IF_ERROR(checkpoint.TensorAsFloat32(name, &f32));  // fp8: codes times scales
+  RETURN_IF_ERROR(checkpoint.TensorAsFloat32(name, &f32, &ConversionPool()));  // fp8: codes times scales
   if (as == DType::kF32) {
     CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, f32.data(), f32.size() * sizeof(float), cudaMemcpyHostToDevice));
     return absl::OkStatus();
   }
   std::vector<uint16_t> b16(f32.size());
-  for (size_t i = 0; i < f32.size(); ++i) {
-    b16[i] = as == DType::kF16 ? FloatToFp16(f32[i]) : FloatToBf16(f32[i]);
-  }
+  ConversionPool().ParallelFor(static_cast<int64_t>(f32.size()), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) b16[i] = as == DType::kF16 ? FloatToFp16(f32[i]) : FloatToBf16(f32[i]);
+  });
   CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, b16.data(), b16.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
   return absl::OkStatus();
 }
@@ -55,10 +64,13 @@ absl::Status LoadFp8FromCheckpoint(const Checkpoint& checkpoint, const std::stri
     return QuantizeOnDevice(staging, tensor.dtype, rows, cols, codes, scales);
   }
   std::vector<float> f32;
-  RETURN_IF_ERROR(checkpoint.TensorAsFloat32(name, &f32));
+  RETURN_IF_ERROR(checkpoint.TensorAsFloat32(name, &f32, &ConversionPool()));
   std::vector<uint8_t> host_codes(f32.size());
   std::vector<float> host_scales(static_cast<size_t>(rows));
-  ::kvtier::QuantizeRowsFp8(f32.data(), rows, cols, host_codes.data(), host_scales.data());
+  ConversionPool().ParallelFor(rows, [&](int64_t begin, int64_t end) {  // rows are independent
+    ::kvtier::QuantizeRowsFp8(f32.data() + begin * cols, end - begin, cols, host_codes.data() + begin * cols,
+                              host_scales.data() + begin);
+  });
   CUDA_RETURN_IF_ERROR(cudaMemcpy(codes, host_codes.data(), host_codes.size(), cudaMemcpyHostToDevice));
   CUDA_RETURN_IF_ERROR(
       cudaMemcpy(scales, host_scales.data(), host_scales.size() * sizeof(float), cudaMemcpyHostToDevice));
