@@ -342,17 +342,23 @@ TEST(CudnnAttentionCacheTest, DropsTheLeastRecentlyUsedPlan) {
   EXPECT_TRUE(absl::IsInvalidArgument(a.Run(nullptr, nullptr, nullptr, nullptr, 64, 64, 1.0f)));
 }
 
+// The options of the plan tests: 8 query heads over 2 KV heads of 128.
+CudnnPrefill::Options EightHeadsOverTwo(int64_t max_context) {
+  CudnnPrefill::Options options;
+  options.num_heads = 8;
+  options.num_kv_heads = 2;
+  options.head_dim = 128;
+  options.max_context = max_context;
+  return options;
+}
+
 // Warm-up builds one plan per key bucket a long prompt's chunks reach, and the chunks then
 // find them: 256-query chunks over up to 3,000 keys are buckets 256, 512, 1024, 2048 and
 // the last, 3,008 (3,000 rounded up to 64).
 TEST(CudnnPrefillPlansTest, BuildPlansForChunksCoversEveryBucketOfALongPrompt) {
   KVT_CUDNN_OR_SKIP(library);
   DeviceMemoryAccount memory(0);
-  CudnnPrefill::Options options;
-  options.num_heads = 8;
-  options.num_kv_heads = 2;
-  options.head_dim = 128;
-  options.max_context = 3000;
+  CudnnPrefill::Options options = EightHeadsOverTwo(3000);
   auto prefill = CudnnPrefill::Create(library, options, nullptr, memory);
   ASSERT_TRUE(prefill.ok()) << prefill.status();
   (*prefill)->BuildPlansForChunks(256);
@@ -372,11 +378,7 @@ TEST(CudnnPrefillPlansTest, BuildPlansForChunksCoversEveryBucketOfALongPrompt) {
 TEST(CudnnPrefillPlansTest, ShortChunksRunOnTheBackendsKernel) {
   KVT_CUDNN_OR_SKIP(library);
   DeviceMemoryAccount memory(0);
-  CudnnPrefill::Options options;
-  options.num_heads = 8;
-  options.num_kv_heads = 2;
-  options.head_dim = 128;
-  options.max_context = 1024;
+  CudnnPrefill::Options options = EightHeadsOverTwo(1024);
   options.min_chunk_tokens = 256;
   options.min_context = 512;
   auto prefill = CudnnPrefill::Create(library, options, nullptr, memory);
@@ -411,11 +413,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudnnPrefillTest,
 TEST(CudnnPrefillRefusalTest, ContextLongerThanTheScratchIsRefused) {
   KVT_CUDNN_OR_SKIP(library);
   DeviceMemoryAccount memory(0);
-  CudnnPrefill::Options options;
-  options.num_heads = 8;
-  options.num_kv_heads = 2;
-  options.head_dim = 128;
-  options.max_context = 256;
+  CudnnPrefill::Options options = EightHeadsOverTwo(256);
   auto prefill = CudnnPrefill::Create(library, options, nullptr, memory);
   ASSERT_TRUE(prefill.ok()) << prefill.status();
   const std::vector<PrefillChunk> too_long = {{0, 0, 64, 1000}};
