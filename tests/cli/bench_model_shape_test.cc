@@ -40,7 +40,8 @@ TEST(BenchModelShapeTest, MoeReadsTheChosenExpertsOnly) {
   // Two layers, the second sparse: 8 experts of width 32, top 2, over hidden 16.
   nlohmann::json info = {{"hidden_size", 16}, {"num_layers", 2}, {"num_heads", 2}, {"num_kv_heads", 1},
                          {"head_dim", 8}, {"intermediate_size", 64}, {"num_parameters", 100000.0}};
-  info["experts"] = {{"count", 8}, {"per_token", 2}, {"intermediate_size", 32}, {"layers", {1}}};
+  info["experts"] = {{"count", 8}, {"per_token", 2}, {"intermediate_size", 32}, {"layers", {1}},
+                     {"active_parameters", 100000 - 0.75 * 8.0 * 3 * 16 * 32}};
   const ModelShape s = ModelShape::FromInfo(info);
   const double attention = 16.0 * (16 + 2 * 8) + 16 * 16;
   const double experts = 8.0 * 3 * 16 * 32;

@@ -26,13 +26,14 @@ ModelShape ModelShape::FromInfo(const nlohmann::json& info) {
   s.kv_bytes_per_token = Num(info, "kv_bytes_per_token_bf16", s.kv_bytes_per_token);
   s.fp8_kv_bytes_per_token = layers * 2 * kv_heads * (head_dim + 4);
   s.query_width = layers * q_dim;
+  s.active_parameters = s.parameters;
   double moe_layers = 0;
-  s.expert_parameters = 0;
   if (auto e = info.find("experts"); e != info.end() && e->is_object()) {
     s.experts = static_cast<int64_t>(Num(*e, "count", 0));
     s.experts_per_token = static_cast<int64_t>(Num(*e, "per_token", 0));
     moe_layers = e->contains("layers") && (*e)["layers"].is_array() ? static_cast<double>((*e)["layers"].size()) : 0;
     s.expert_parameters = moe_layers * s.experts * 3 * hidden * Num(*e, "intermediate_size", 0);
+    s.active_parameters = Num(*e, "active_parameters", s.active_parameters);
   }
   // Dense layers' gate, up and down; an MoE layer's experts instead (its router stays 16-bit).
   s.projection_parameters = layers * attention + (layers - moe_layers) * 3 * hidden * intermediate + s.expert_parameters;
@@ -52,10 +53,6 @@ double ModelShape::WeightBytesPerStep(int64_t rows, bool fp8_weights) const {
   return 2 * read - (fp8_weights ? projections_read : 0);
 }
 
-double ModelShape::FlopsPerToken() const {
-  const double active = IsMoe() ? parameters - expert_parameters * (1.0 - static_cast<double>(experts_per_token) / experts)
-                                : parameters;
-  return 2 * active;
-}
+double ModelShape::FlopsPerToken() const { return 2 * active_parameters; }
 
 }  // namespace kvtier::cli::bench

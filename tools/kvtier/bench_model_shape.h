@@ -18,6 +18,7 @@ struct ModelShape {
   double expert_parameters = 0;                     // of those, the experts' (every MoE layer)
   int64_t experts = 0;                              // per MoE layer; 0 for a dense model
   int64_t experts_per_token = 0;                    // top-k
+  double active_parameters = 8.03e9;                // those a token's forward multiplies
   double kv_bytes_per_token = 131072;               // 16-bit K and V of every layer
   double fp8_kv_bytes_per_token = 32 * 2 * 8 * (128 + 4);  // e4m3 codes + one fp32 scale per row
   double query_width = 32 * 32 * 128;               // layers x query heads x head_dim: attention's

@@ -1,7 +1,7 @@
 // CudaBackend's warm-up (see cuda_backend.h): every kernel a step launches run once, every
 // decode graph bucket instantiated and cuDNN's prefill plans built, so that no step pays for
-// loading a module, capturing a graph or building a plan — and so that what loading them costs in device memory is measured
-// before the KV pool is sized (device_memory_account.h).
+// loading a module, capturing a graph or building a plan — and so that what loading them costs
+// in device memory is measured before the KV pool is sized (device_memory_account.h).
 #include <algorithm>
 #include <vector>
 

@@ -11,9 +11,10 @@
 // powers of two (the last one max_keys): the extra keys are masked (the graph's padded form,
 // AttentionMask::kPadded: the chunk's sq and skv are device tensors the run writes, so one
 // plan serves every skv of its bucket) and cuDNN's kernel stops at the chunk's own skv, so a
-// coarse bucket costs no attention time. A shape that does not finalize is remembered as such. Every plan runs in the one workspace given at Create
-// (allocated by the caller, inside gpu_mem_limit), less its last kReservedBytes, which hold
-// those two lengths; a plan wanting more is refused. One thread at a time.
+// coarse bucket costs no attention time. A shape that does not finalize is remembered as such.
+// Every plan runs in the one workspace given at Create (allocated by the caller, inside
+// gpu_mem_limit), less its last kReservedBytes, which hold those two lengths; a plan wanting
+// more is refused. One thread at a time.
 #ifndef KVTIER_BACKEND_CUDA_CUDNN_ATTENTION_H_
 #define KVTIER_BACKEND_CUDA_CUDNN_ATTENTION_H_
 

@@ -17,10 +17,14 @@ namespace kvtier::cuda {
 
 namespace {
 
-// Bytes of the K (or V) scratch: the longest context's plan rows of every kv head.
+// Rows of the K and V scratch: the longest context's plan.
+int64_t ScratchRows(const CudnnPrefill::Options& options) {
+  return CudnnAttention::PlanKeys(options.max_context, options.max_context);
+}
+
+// Bytes of the K (or V) scratch: its rows of every kv head.
 size_t KvScratchSideBytes(const CudnnPrefill::Options& options) {
-  return static_cast<size_t>(CudnnAttention::PlanKeys(options.max_context, options.max_context)) * options.num_kv_heads *
-         options.head_dim * sizeof(bf16);
+  return static_cast<size_t>(ScratchRows(options)) * options.num_kv_heads * options.head_dim * sizeof(bf16);
 }
 
 }  // namespace
@@ -83,7 +87,7 @@ bool CudnnPrefill::PrepareStep(std::span<const PrefillChunk> chunks) {
       return false;
     }
   }
-  const int64_t rows = CudnnAttention::PlanKeys(options_.max_context, options_.max_context);
+  const int64_t rows = ScratchRows(options_);
   for (const PrefillChunk& c : chunks) {
     const int64_t skv = c.start_position + c.num_tokens;
     if (CudnnAttention::PlanKeys(skv, options_.max_context) > rows) {
@@ -100,7 +104,7 @@ bool CudnnPrefill::PrepareStep(std::span<const PrefillChunk> chunks) {
 }
 
 void CudnnPrefill::BuildPlansForChunks(int64_t chunk_tokens) {
-  const int64_t last = CudnnAttention::PlanKeys(options_.max_context, options_.max_context);
+  const int64_t last = ScratchRows(options_);
   // The first bucket a step PrepareStep accepts can reach.
   for (int64_t skv = std::min(std::max(chunk_tokens, options_.min_context), options_.max_context); skv > 0;) {
     const int64_t keys = CudnnAttention::PlanKeys(skv, options_.max_context);
