@@ -7,6 +7,7 @@
 // and written for another prefix and group before the put is dropped, never stored.
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,12 +22,6 @@ namespace {
 
 constexpr int kRemotePattern = 3;
 constexpr int kOtherPattern = 99;
-
-#define SKIP_WITHOUT_REDIS()                                                          \
-  do {                                                                                \
-    const std::string why = testing::RedisMissingReason();                            \
-    if (!why.empty()) GTEST_SKIP() << why;                                            \
-  } while (0)
 
 // A pool of 15 blocks, the prefix cache on, no host or disk tier: what a match finds below
 // the device comes from Redis.
@@ -60,26 +55,39 @@ std::vector<std::string> StoredKeys(const testing::RedisServer& redis) {
   return keys;
 }
 
-// Sequence 1 computes [0, 24): 6 blocks a group, 12 entries, all queued for Redis and put
-// at the step's end; released.
-void ComputeAndPut(GroupedRemote& f) {
-  ASSERT_TRUE(f.kv->Reserve(1, 24).ok());
-  f.Stamp(1, kRemotePattern);
-  f.kv->OnComputed(1, RemotePrefixTokens(24), 24);
-  f.kv->Release(1);
-  f.kv->FinishStep(/*idle=*/true);
-  EXPECT_EQ(f.kv->counters().remote.puts_queued, 12);
-  EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
-}
+// A redis-server of its own and the manager over it.
+class GroupedRemoteTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string why = testing::RedisMissingReason();
+    if (!why.empty()) GTEST_SKIP() << why;
+    redis_ = std::make_unique<testing::RedisServer>();
+    ASSERT_TRUE(redis_->running());
+    f_ = std::make_unique<GroupedRemote>(*redis_);
+    ASSERT_NE(f_->kv, nullptr);
+  }
+  // Sequence 1 computes [0, 24): 6 blocks a group, 12 entries, all queued for Redis and put
+  // at the step's end; released. Then a restart, whose match finds them in Redis only.
+  void ComputePutAndRestart() {
+    GroupedRemote& f = *f_;
+    ASSERT_TRUE(f.kv->Reserve(1, 24).ok());
+    f.Stamp(1, kRemotePattern);
+    f.kv->OnComputed(1, RemotePrefixTokens(24), 24);
+    f.kv->Release(1);
+    f.kv->FinishStep(/*idle=*/true);
+    EXPECT_EQ(f.kv->counters().remote.puts_queued, 12);
+    EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
+    ASSERT_NO_FATAL_FAILURE(f.Restart());  // the old manager's puts are sent before it goes
+  }
 
-TEST(GroupedRemoteTest, EveryGroupsBlocksComeBackFromRedisAfterARestart) {
-  SKIP_WITHOUT_REDIS();
-  testing::RedisServer redis;
-  ASSERT_TRUE(redis.running());
-  GroupedRemote f(redis);
-  ASSERT_NE(f.kv, nullptr);
-  ASSERT_NO_FATAL_FAILURE(ComputeAndPut(f));
-  ASSERT_NO_FATAL_FAILURE(f.Restart());  // the old manager's puts are sent before it goes
+  std::unique_ptr<testing::RedisServer> redis_;
+  std::unique_ptr<GroupedRemote> f_;  // destroyed first: its last puts reach Redis
+};
+
+TEST_F(GroupedRemoteTest, EveryGroupsBlocksComeBackFromRedisAfterARestart) {
+  testing::RedisServer& redis = *redis_;
+  GroupedRemote& f = *f_;
+  ASSERT_NO_FATAL_FAILURE(ComputePutAndRestart());
   // Each group's blocks under keys of their own: two groups' blocks of the same tokens
   // never share one.
   const std::vector<int32_t> tokens = RemotePrefixTokens(24);
@@ -108,14 +116,10 @@ TEST(GroupedRemoteTest, EveryGroupsBlocksComeBackFromRedisAfterARestart) {
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 
-TEST(GroupedRemoteTest, AGroupsMissingBlockShortensThePrefix) {
-  SKIP_WITHOUT_REDIS();
-  testing::RedisServer redis;
-  ASSERT_TRUE(redis.running());
-  GroupedRemote f(redis);
-  ASSERT_NE(f.kv, nullptr);
-  ASSERT_NO_FATAL_FAILURE(ComputeAndPut(f));
-  ASSERT_NO_FATAL_FAILURE(f.Restart());
+TEST_F(GroupedRemoteTest, AGroupsMissingBlockShortensThePrefix) {
+  testing::RedisServer& redis = *redis_;
+  GroupedRemote& f = *f_;
+  ASSERT_NO_FATAL_FAILURE(ComputePutAndRestart());
   // The window's block 4 is gone (expired, evicted by Redis): the query at 20 cannot run
   // from Redis; the one at 16 reads full blocks 0..3 and window block 3, all there.
   ASSERT_EQ(redis.Command({"DEL", f.GroupKey(RemotePrefixTokens(24), 4, 1)}).integer, 1);
@@ -134,14 +138,10 @@ TEST(GroupedRemoteTest, AGroupsMissingBlockShortensThePrefix) {
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
 }
 
-TEST(GroupedRemoteTest, CorruptAndOtherGroupsValuesAreDetectedNotUsed) {
-  SKIP_WITHOUT_REDIS();
-  testing::RedisServer redis;
-  ASSERT_TRUE(redis.running());
-  GroupedRemote f(redis);
-  ASSERT_NE(f.kv, nullptr);
-  ASSERT_NO_FATAL_FAILURE(ComputeAndPut(f));
-  ASSERT_NO_FATAL_FAILURE(f.Restart());
+TEST_F(GroupedRemoteTest, CorruptAndOtherGroupsValuesAreDetectedNotUsed) {
+  testing::RedisServer& redis = *redis_;
+  GroupedRemote& f = *f_;
+  ASSERT_NO_FATAL_FAILURE(ComputePutAndRestart());
   const std::vector<int32_t> tokens = RemotePrefixTokens(24);
   // The window's block 4: one payload bit flipped. Its block 3: the full group's block 3,
   // a valid value of the same tokens, under the window's key.
@@ -166,12 +166,9 @@ TEST(GroupedRemoteTest, CorruptAndOtherGroupsValuesAreDetectedNotUsed) {
 // puts them, the window group's entries 0..4 are evicted for sequence 9, whose blocks
 // (other tokens, both groups) are written into them and become entries themselves. Those 5
 // queued puts are dropped: Redis never holds sequence 9's bytes under sequence 1's keys.
-TEST(GroupedRemoteTest, APutWhoseBlockWasReusedIsDropped) {
-  SKIP_WITHOUT_REDIS();
-  testing::RedisServer redis;
-  ASSERT_TRUE(redis.running());
-  GroupedRemote f(redis);
-  ASSERT_NE(f.kv, nullptr);
+TEST_F(GroupedRemoteTest, APutWhoseBlockWasReusedIsDropped) {
+  testing::RedisServer& redis = *redis_;
+  GroupedRemote& f = *f_;
   ASSERT_TRUE(f.kv->Reserve(1, 24).ok());
   f.Stamp(1, kRemotePattern);
   f.kv->OnComputed(1, RemotePrefixTokens(24), 24);
