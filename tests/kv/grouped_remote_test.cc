@@ -4,7 +4,8 @@
 // fresh manager (a restart) loads every group's blocks its next query reads back, to the
 // bytes they had; a group's block missing from Redis, corrupt, or holding another group's
 // block shortens the prefix (the rest is computed); a queued put whose block was evicted
-// and written for another prefix and group before the put is dropped, never stored.
+// and written for another prefix and group before the put is dropped, never stored (and,
+// without groups, the same).
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -200,6 +201,42 @@ TEST_F(GroupedRemoteTest, APutWhoseBlockWasReusedIsDropped) {
   EXPECT_TRUE(f.Holds(4, kOtherPattern, 1, 2, 3));
   EXPECT_EQ(f.kv->Stats().counters.corrupt_blocks_detected, 0);
   EXPECT_TRUE(f.kv->VerifyIntegrity().ok()) << f.kv->VerifyIntegrity();
+}
+
+// The same fence without groups: four computed blocks queued, all evicted and written for
+// another prefix before the step's end. Only the other prefix's blocks are put.
+TEST_F(GroupedRemoteTest, WithoutGroupsTooAPutWhoseBlockWasReusedIsDropped) {
+  testing::FakeBackend backend(testing::kGroupedBlockTokens);
+  ASSERT_TRUE(backend.AllocateKvPool(4).ok());
+  KvCacheOptions options = f_->kv_options;
+  options.device_blocks = 4;
+  options.layer_groups.reset();
+  auto created = KvCacheManager::Create(options, &backend);
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<KvCacheManager> kv = *std::move(created);
+  auto compute = [&](SequenceId seq, const std::vector<int32_t>& tokens, int pattern) {
+    ASSERT_TRUE(kv->Reserve(seq, 16).ok());
+    for (const BlockId b : kv->BlockTable(seq)) std::memset(backend.Block(b), pattern, kv->block_bytes());
+    kv->OnComputed(seq, tokens, 16);
+    kv->Release(seq);
+  };
+  const std::vector<int32_t> other = RemotePrefixTokens(16, /*first=*/900);
+  ASSERT_NO_FATAL_FAILURE(compute(1, RemotePrefixTokens(16), kRemotePattern));
+  ASSERT_NO_FATAL_FAILURE(compute(9, other, kOtherPattern));
+  kv->FinishStep(/*idle=*/true);
+  EXPECT_EQ(kv->counters().remote.puts_queued, 8);
+  EXPECT_EQ(kv->counters().remote.puts_stale, 4);
+  kv.reset();  // its puts reach Redis
+  EXPECT_EQ(StoredKeys(*redis_).size(), 4u);
+  created = KvCacheManager::Create(options, &backend);
+  ASSERT_TRUE(created.ok()) << created.status();
+  kv = *std::move(created);
+  EXPECT_EQ(kv->MatchPrefix(2, RemotePrefixTokens(17)), 0);
+  EXPECT_EQ(kv->MatchPrefix(3, RemotePrefixTokens(17, /*first=*/900)), 16);
+  for (const BlockId b : kv->BlockTable(3)) {
+    EXPECT_EQ(backend.Block(b)[kv->block_bytes() - 1], kOtherPattern);
+  }
+  EXPECT_TRUE(kv->VerifyIntegrity().ok()) << kv->VerifyIntegrity();
 }
 
 }  // namespace
