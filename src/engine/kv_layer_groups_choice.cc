@@ -16,9 +16,6 @@ std::string OneGroupReason(const EngineOptions& options) {
     return "only the cpu backend reads a grouped KV layout (backend " + options.backend + ")";
   }
   if (options.tensor_parallel > 1 || options.sharded_reduction) return "the sharded cpu plan reads one group";
-  // The host and disk tiers carry grouped sequences' swaps and group prefix entries; the
-  // remote tier's writes are of blocks of every layer.
-  if (!options.remote.url.empty()) return "the remote tier holds prefix blocks of one group";
   return "";
 }
 

@@ -1,12 +1,11 @@
 // ChooseKvLayerGroups: whether a context keeps its KV in layer groups, so that the blocks
 // that left a sliding window are given back (kv/kv_layer_groups.h, docs/ARCHITECTURE.md
 // "Layer groups"). Grouping needs a model with windowed layers, a backend that reads the
-// grouped layout (the CPU one, one rank), and none of the features whose blocks do not yet
-// carry a group: the remote tier (which holds prefix blocks only), and the prefix cache
-// together with a host or disk tier (which would hold its entries). Any of those keeps one
-// group of every layer, the layout every other context has. The host and disk tiers do
-// carry grouped sequences: a swap moves the blocks each group still holds
-// (KvCacheManager::SwapOut); the prefix cache keeps group entries on the device tier; a
+// grouped layout (the CPU one, one rank); anything else keeps one group of every layer, the
+// layout every other context has. Every tier carries groups: a swap to the host or disk
+// tier moves the blocks each group still holds (KvCacheManager::SwapOut); the prefix cache
+// keeps group entries on the device tier, evicts them to the host and disk tiers and puts
+// them to the remote tier, each under its group's key (kv_cache_grouped_prefix.cc); a
 // sequence longer than the device tier is refused rather than run with host-resident blocks
 // (CpuBackend::ReadsHostResidentKv).
 #ifndef KVTIER_ENGINE_KV_LAYER_GROUPS_CHOICE_H_

@@ -13,6 +13,8 @@ nlohmann::json RemoteTierStats(const KvStats& kv) {
       {"enabled", true},
       {"on", c.on},
       {"puts_queued", counters.remote.puts_queued},
+      // Queued blocks evicted and written for another entry before their put: not sent.
+      {"puts_stale", counters.remote.puts_stale},
       {"puts", c.puts},
       {"put_bytes", c.put_bytes},
       {"puts_refused", c.puts_refused},

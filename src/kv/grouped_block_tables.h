@@ -111,8 +111,8 @@ class GroupedBlockTables {
   // logical block i, `tokens` the sequence's tokens (block i's are compared on a hit).
   // Makes the sequence's full blocks [0, num_full) prefix entries, each group's block
   // where its table still holds it (call before OnComputed drops them); an entry already
-  // cached under the same key and group is kept.
-  void CacheFullBlocks(SequenceId seq, int64_t num_full, const std::function<BlockHash(int64_t)>& key,
+  // cached under the same key and group is kept. Returns the blocks that became entries.
+  std::vector<BlockId> CacheFullBlocks(SequenceId seq, int64_t num_full, const std::function<BlockHash(int64_t)>& key,
                        std::span<const int32_t> tokens);
   // For a sequence holding nothing: the longest prefix of at most max_blocks blocks whose
   // blocks its next query reads are all cached (with these tokens) becomes its tables,
@@ -120,6 +120,17 @@ class GroupedBlockTables {
   int64_t MatchPrefix(SequenceId seq, int64_t max_blocks, const std::function<BlockHash(int64_t)>& key,
                       std::span<const int32_t> tokens);
 
+  // A prefix entry: the chain key of its logical block, its group and its tokens.
+  struct PrefixEntry {
+    BlockHash key;
+    int64_t group = 0;
+    std::vector<int32_t> tokens;
+  };
+  // The entry `block` holds now; nullptr when it is none.
+  const PrefixEntry* EntryAt(BlockId block) const {
+    auto it = entry_of_block_.find(block);
+    return it == entry_of_block_.end() ? nullptr : &it->second;
+  }
   // The entry of (key, group) when cached with `tokens`.
   std::optional<BlockId> FindEntry(const BlockHash& key, int64_t group, std::span<const int32_t> tokens) const;
   // Whether an entry of (key, group) is cached, with any tokens.
@@ -158,11 +169,6 @@ class GroupedBlockTables {
     int64_t num_computed = 0;
     int64_t num_cached = 0;  // its full blocks [0, num_cached) were offered as prefix entries
     std::vector<GroupBlockTable> tables;  // by group
-  };
-  struct PrefixEntry {
-    BlockHash key;
-    int64_t group = 0;
-    std::vector<int32_t> tokens;
   };
   using EntryKey = std::pair<BlockHash, int64_t>;  // (chain key, group)
 

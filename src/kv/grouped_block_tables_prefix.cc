@@ -59,10 +59,12 @@ void GroupedBlockTables::DropEntry(BlockId block) {
   pool_.Release(block);  // the holder's
 }
 
-void GroupedBlockTables::CacheFullBlocks(SequenceId seq, int64_t num_full, const std::function<BlockHash(int64_t)>& key,
-                                         std::span<const int32_t> tokens) {
+std::vector<BlockId> GroupedBlockTables::CacheFullBlocks(SequenceId seq, int64_t num_full,
+                                                         const std::function<BlockHash(int64_t)>& key,
+                                                         std::span<const int32_t> tokens) {
+  std::vector<BlockId> made;
   auto it = sequences_.find(seq);
-  if (it == sequences_.end()) return;
+  if (it == sequences_.end()) return made;
   SequenceTables& s = it->second;
   const int64_t block_tokens = groups_.block_tokens();
   const GroupBlockTable& first = s.tables.front();  // every group's table ends at the same block
@@ -80,9 +82,11 @@ void GroupedBlockTables::CacheFullBlocks(SequenceId seq, int64_t num_full, const
       entries_[EntryKey{hash, g}] = id;
       entry_of_block_[id] = PrefixEntry{hash, g, std::vector<int32_t>(block.begin(), block.end())};
       pool_.AddRef(id);
+      made.push_back(id);
     }
   }
   s.num_cached = std::max(s.num_cached, num_full);
+  return made;
 }
 
 int64_t GroupedBlockTables::MatchPrefix(SequenceId seq, int64_t max_blocks, const std::function<BlockHash(int64_t)>& key,

@@ -1,10 +1,14 @@
 // KvCacheManager's prefix entries of layer groups over the tiers below (kv_cache_manager.h):
 // a group's entry evicted from the device pool goes down as any device victim does, under
-// its group's key (GroupBlockKey), and a match counts a group's block held where the device
-// or a tier of this process holds it, loading it into a new entry. The reuse rule is the
-// device's (KvLayerGroups::UsablePrefixBlocks): every block the next query reads, in every
-// group; a windowed group's blocks before its window are neither needed nor loaded. A
-// waiting prompt's group blocks on disk are read ahead into host memory as any are.
+// its group's key (GroupBlockKey); a computed one is queued to the remote tier as any
+// computed block is, under the same key, and put once its block still holds that entry
+// (RemoteTier checks KvContext::DeviceEntryOf before the copy). A match counts a group's
+// block held where the device or a tier below holds it (the remote tier: once a lookup
+// found it), loading it into a new entry. The reuse rule is the device's
+// (KvLayerGroups::UsablePrefixBlocks): every block the next query reads, in every group; a
+// windowed group's blocks before its window are neither needed nor loaded. A waiting
+// prompt's group blocks on disk or in the remote tier are read ahead into host memory as
+// any are.
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -21,6 +25,11 @@ void KvCacheManager::DemoteGroupEntries() {
   CopyVictimsDown(std::move(dirty));
 }
 
+void KvCacheManager::QueueGroupEntries(std::span<const BlockId> blocks) {
+  if (remote_ == nullptr) return;
+  for (const BlockId block : blocks) remote_->QueueWrite(block, ctx_.DeviceEntryOf(block)->key, /*computed=*/true);
+}
+
 int64_t KvCacheManager::MatchGroupedPrefix(SequenceId seq, const BlockChain& chain, int64_t max_blocks,
                                            bool landed_only) {
   if (!grouped_->Table(seq, 0).blocks.empty() || max_blocks <= 0) return 0;
@@ -33,9 +42,10 @@ int64_t KvCacheManager::MatchGroupedPrefix(SequenceId seq, const BlockChain& cha
     c.group = g;
     return c;
   };
-  // Whether a tier of this process holds group g's block b, its moves under way settled
-  // (remembered: the usable-prefix search asks again). A load plan's attach (landed_only)
-  // takes the device's entries only.
+  // Whether a tier below holds group g's block b, its moves under way settled (remembered:
+  // the usable-prefix search asks again). The remote tier, which only a lookup answers,
+  // holds it once its lookup (of the group's blocks from b on) found a sound value. A load
+  // plan's attach (landed_only) takes the device's entries only.
   std::vector<std::vector<int8_t>> below(static_cast<size_t>(num_groups),
                                          std::vector<int8_t>(static_cast<size_t>(max_blocks), -1));
   auto held_below = [&](int64_t g, int64_t b) {
@@ -45,8 +55,14 @@ int64_t KvCacheManager::MatchGroupedPrefix(SequenceId seq, const BlockChain& cha
       known = 0;
       if (!landed_only &&
           std::all_of(below_.begin(), below_.end(), [&](LowerTier* t) { return t->Settle(key, false); })) {
-        const auto [holder, presence] = FirstHolder(key);
-        known = holder != nullptr && holder->local() ? 1 : 0;
+        LowerTier* holder = FirstHolder(key).first;
+        if (holder != nullptr && !holder->local()) {
+          LowerTier::Claim claim;
+          known = holder->ClaimForLoad(group_chain(g), b, max_blocks, false, &claim) == LowerTier::ClaimResult::kHit;
+          if (known == 1) holder->Unclaim(claim);
+        } else {
+          known = holder != nullptr ? 1 : 0;
+        }
       }
     }
     return known == 1;
@@ -86,7 +102,6 @@ int64_t KvCacheManager::MatchGroupedPrefix(SequenceId seq, const BlockChain& cha
     LowerTier* holder = nullptr;
     LowerTier::Claim claim;
     for (LowerTier* tier : below_) {
-      if (!tier->local()) continue;
       const LowerTier::ClaimResult r = tier->ClaimForLoad(chain_g, b, n, false, &claim);
       if (r == LowerTier::ClaimResult::kMiss) continue;
       if (r == LowerTier::ClaimResult::kHit) holder = tier;

@@ -11,7 +11,8 @@ namespace kvtier {
 KvCacheManager::SlowPrefix KvCacheManager::ProbeSlowPrefix(SequenceId seq, std::span<const int32_t> tokens,
                                                              BlockKeyChain* keys) {
   SlowPrefix probe;
-  // Layer groups keep their prefix entries on the device: nothing is slow.
+  // Layer groups: a prefix is matched whole (MatchGroupedPrefix loads what the tiers below
+  // hold, every group's blocks the next query reads); no plan splits it.
   if (!ctx_.options.prefix_cache || tokens.size() < 2 || grouped_) return probe;
   int64_t first = 0;
   if (auto held = sequences_.find(seq); held != sequences_.end()) {

@@ -51,13 +51,10 @@ absl::StatusOr<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(const KvC
   std::unique_ptr<KvCacheManager> kv(new KvCacheManager(options, backend));
   if (options.layer_groups.has_value()) {
     // The host and disk tiers take grouped sequences' swaps (kv_cache_swap.cc) and the group
-    // entries the device evicts (kv_cache_grouped_prefix.cc); the remote tier's writes are
-    // of blocks of every layer.
-    if (!options.remote.url.empty()) {
-      return absl::InvalidArgumentError("KV layer groups do not yet combine with a remote tier");
-    }
+    // entries the device evicts, the remote tier those computed (kv_cache_grouped_prefix.cc).
     ASSIGN_OR_RETURN(GroupedBlockTables tables, GroupedBlockTables::Create(*options.layer_groups, options.device_blocks));
     kv->grouped_.emplace(std::move(tables));
+    kv->ctx_.grouped = &*kv->grouped_;
   }
   KvCacheManager* self = kv.get();
   kv->ctx_.transfers.set_land([self](Transfers::Landed& landed) { self->Land(landed); });
@@ -166,7 +163,9 @@ void KvCacheManager::OnComputed(SequenceId seq, std::span<const int32_t> tokens,
     if (ctx_.options.prefix_cache) {
       std::optional<BlockKeyChain> own;
       const BlockChain chain = Chain(tokens, keys, &own);
-      grouped_->CacheFullBlocks(seq, num_computed / block_tokens(), [&](int64_t i) { return chain.Key(i); }, tokens);
+      const std::vector<BlockId> made = grouped_->CacheFullBlocks(
+          seq, num_computed / block_tokens(), [&](int64_t i) { return chain.Key(i); }, tokens);
+      QueueGroupEntries(made);
     }
     grouped_->OnComputed(seq, num_computed);
     return;

@@ -135,7 +135,7 @@ class KvCacheManager {
   // holding a partial block gets nothing. `max_blocks` >= 0 caps the blocks held after.
   // `landed_only` (a load plan's attach): only what is in memory now, waiting for nothing.
   // With layer groups: every block the next query reads, in every group, from the device's
-  // group entries or loaded from the host or disk tier (MatchGroupedPrefix).
+  // group entries or loaded from a tier below (MatchGroupedPrefix).
   int64_t MatchPrefix(SequenceId seq, std::span<const int32_t> tokens, int32_t priority = 0,
                       BlockKeyChain* keys = nullptr, int64_t max_blocks = -1, bool landed_only = false);
   // Gives a MatchPrefix result back unused (the sequence could not start yet): releases
@@ -265,6 +265,10 @@ class KvCacheManager {
   // down under their group's key (GroupBlockKey); called after every grouped call that
   // takes blocks, before they are written.
   void DemoteGroupEntries();
+  // Group entries just computed (GroupedBlockTables::CacheFullBlocks), queued to the remote
+  // tier under their group's key as CacheOnDevice queues a computed block; the tiers of
+  // slots take them when the device evicts them.
+  void QueueGroupEntries(std::span<const BlockId> blocks);
   // Fork with layer groups (kv_cache_fork.cc).
   absl::Status ForkGroups(SequenceId parent, SequenceId child, int64_t num_tokens);
   // MatchPrefix with layer groups: the longest prefix whose blocks the next query reads are

@@ -39,10 +39,9 @@ struct KvCacheOptions {
   const Clock* clock = nullptr;
   // Layer groups with their own tables (kv_layer_groups.h; the backend's pool holds one
   // group's layers a block): a windowed group's blocks go back to the pool as they leave the
-  // window. Unset: one block holds every layer. Prefix caching, the tiers below, swaps,
-  // forks and host-resident blocks do not yet carry a group's blocks, so Create refuses
-  // groups with prefix_cache or a tier below, and the manager answers Fork and SwapOut
-  // with Unimplemented (the caller recomputes instead).
+  // window. Unset: one block holds every layer. Swaps and forks move each group's kept
+  // blocks; with prefix_cache each group's full blocks are prefix entries, kept in every
+  // tier below under the group's key (GroupBlockKey; kv_cache_grouped_prefix.cc).
   std::optional<KvLayerGroups> layer_groups;
 };
 

@@ -154,10 +154,7 @@ bool KvCacheManager::ReadChainAhead(const BlockChain& chain, int64_t from, int64
   for (int64_t i = from; i < to; ++i) {
     const BlockHash hash = chain.Key(i);
     // On the device already (for a group's chain: the group's entry of the block).
-    if (chain.group < 0 ? ctx_.device.Contains(hash)
-                        : grouped_->CachesKey(chain.keys->Key(chain.tokens, chain.block_tokens, i), chain.group)) {
-      continue;
-    }
+    if (ctx_.DeviceCaches(chain, i)) continue;
     const auto [holder, presence] = FirstHolder(hash);
     if (holder == nullptr) break;
     if (presence == LowerTier::Presence::kLanded) continue;

@@ -1,17 +1,20 @@
 // KvContext: what the KV cache manager and its tiers share — the options, the backend, the
 // counters, each content key's eviction priority, the device tier's cache (the prefix
-// index over the backend's pool) and the transfers in flight. The manager owns it; each
-// tier below the device keeps a pointer. Not thread-safe: the stepping thread's.
+// index over the backend's pool, or with layer groups the groups' prefix entries) and the
+// transfers in flight. The manager owns it; each tier below the device keeps a pointer.
+// Not thread-safe: the stepping thread's.
 #ifndef KVTIER_KV_KV_CONTEXT_H_
 #define KVTIER_KV_KV_CONTEXT_H_
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "kv/block_key_chain.h"
 #include "kv/block_priorities.h"
+#include "kv/grouped_block_tables.h"
 #include "kv/kv_cache_options.h"
 #include "kv/kv_counters.h"
 #include "kv/tier_cache.h"
@@ -43,6 +46,13 @@ struct BlockChain {
   }
 };
 
+// What a device block caches: its key in the tiers below and its tokens (valid until the
+// block's entry changes).
+struct DeviceEntry {
+  BlockHash key;
+  std::span<const int32_t> tokens;
+};
+
 struct KvContext {
   KvContext(const KvCacheOptions& options, Backend* backend, size_t block_bytes)
       : options(options),
@@ -67,6 +77,26 @@ struct KvContext {
     }
     return false;
   }
+  // What device block `block` caches now: the device cache's entry, or with layer groups
+  // the group's prefix entry under its group's key (GroupBlockKey); nullopt when it caches
+  // nothing. A write queued from a block asks this right before it copies the bytes: a
+  // block evicted since and written for another key, group or prefix holds another key or
+  // none, and is not copied.
+  std::optional<DeviceEntry> DeviceEntryOf(BlockId block) const {
+    if (grouped == nullptr) {
+      const BlockHash* key = device.KeyOf(block);
+      if (key == nullptr) return std::nullopt;
+      return DeviceEntry{*key, device.tokens(block)};
+    }
+    const GroupedBlockTables::PrefixEntry* entry = grouped->EntryAt(block);
+    if (entry == nullptr) return std::nullopt;
+    return DeviceEntry{GroupBlockKey(entry->key, entry->group), entry->tokens};
+  }
+  // Whether the device caches block i of the chain (a group's chain: the group's entry).
+  bool DeviceCaches(const BlockChain& chain, int64_t i) const {
+    if (chain.group < 0) return device.Contains(chain.Key(i));
+    return grouped != nullptr && grouped->CachesKey(chain.keys->Key(chain.tokens, chain.block_tokens, i), chain.group);
+  }
   // Synchronous copies go behind the async ones on a copy engine: those land first, so the
   // host's wait for them is counted as a stall, not hidden inside a "synchronous" copy.
   void DrainCopies() { transfers.AwaitLane(Lane::kCopy); }
@@ -80,6 +110,9 @@ struct KvContext {
   Transfers transfers;
   // Every tier's cache with slots (device, host, disk), set by the manager.
   std::array<const TierCache*, kNumSlotTiers> caches{};
+  // With layer groups (KvCacheOptions::layer_groups): the manager's tables and the groups'
+  // prefix entries, which then take the device cache's place; null otherwise.
+  const GroupedBlockTables* grouped = nullptr;
 };
 
 }  // namespace kvtier

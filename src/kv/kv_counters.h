@@ -34,6 +34,7 @@ struct DiskTierCounters {
 
 struct RemoteTierCounters {
   int64_t puts_queued = 0;      // computed blocks handed to the remote tier
+  int64_t puts_stale = 0;       // of those, not put: the block held another entry by then
   int64_t lookup_timeouts = 0;  // prefix matches that stopped waiting for a lookup
   int64_t landed_in_host = 0;   // blocks received in place into host slots
   int64_t probes = 0;           // EXISTS probes before load plans (probe_blocks found)

@@ -119,7 +119,7 @@ std::vector<int64_t> RemoteTier::ToLookUp(const BlockChain& chain, int64_t first
     }
     if (ctx_->transfers.RemoteGetOf(hash)) continue;
     // Computed here meanwhile, or cached on the host.
-    if (ctx_->device.Contains(hash) || host_->cache().Contains(hash)) continue;
+    if (ctx_->DeviceCaches(chain, i) || host_->cache().Contains(hash)) continue;
     blocks.push_back(i);
   }
   return blocks;
@@ -305,18 +305,25 @@ void RemoteTier::StartPuts() {
     // The put buffer is free again once the lane has encoded what was staged in it.
     transfers.Land(LaneBit(Lane::kRemotePut));
     if (transfers.num_in_flight(Lane::kRemotePut) > 0) return;
-    // The queued blocks still cached with the key they had (a block evicted and reused
-    // since is skipped), copied to the host buffer in one batch.
+    // The staleness fence: the queued blocks still cached with the key they had (a block
+    // evicted since and written for another key, group or prefix is skipped), copied to the
+    // put buffer in one batch, which the put lane encodes from; the block itself is never
+    // read after this.
     std::vector<BlockCopy> copies;
     std::vector<BlockHash> hashes;
+    std::vector<Tokens> tokens;
     while (!put_queue_.empty() && static_cast<int64_t>(copies.size()) < put_buffer_blocks_) {
       const auto [block, hash] = put_queue_.front();
       put_queue_.pop_front();
-      const BlockHash* cached = ctx_->device.KeyOf(block);
-      if (cached == nullptr || *cached != hash) continue;
+      const std::optional<DeviceEntry> cached = ctx_->DeviceEntryOf(block);
+      if (!cached.has_value() || cached->key != hash) {
+        ++ctx_->counters.remote.puts_stale;
+        continue;
+      }
       if (store_->KnownPresent(hash.digest)) continue;  // found there (or put) already: no copy
       copies.push_back({block, put_buffer_ + copies.size() * ctx_->block_bytes});
       hashes.push_back(hash);
+      tokens.emplace_back(cached->tokens.begin(), cached->tokens.end());
     }
     if (copies.empty()) return;
     absl::Status copied;
@@ -331,8 +338,8 @@ void RemoteTier::StartPuts() {
     }
     int64_t staged = 0;
     for (size_t i = 0; i < copies.size(); ++i) {
-      const absl::Status put = store_->PutStaged(hashes[i].digest, ctx_->device.tokens(copies[i].device_block),
-                                                 static_cast<const uint8_t*>(copies[i].host));
+      const absl::Status put =
+          store_->PutStaged(hashes[i].digest, tokens[i], static_cast<const uint8_t*>(copies[i].host));
       if (absl::IsResourceExhausted(put)) {
         // Full: the rest wait for a later step, in order.
         for (size_t j = copies.size(); j-- > i;) put_queue_.push_front({copies[j].device_block, hashes[j]});

@@ -1,9 +1,13 @@
 // RemoteTier: the tier below the disk shared by every process of a service (Redis, one node
 // or a cluster), through RemoteBlockStore's lanes, so that the stepping thread never does
 // network I/O. It holds blocks by key only (no slots here).
-// Write from the device: blocks computed here are put there after the step that filled
-// them, a put buffer's batch at a time (a RemotePutBatch in flight until the put lane has
-// encoded it). Look up / read ahead: a prompt's blocks that no local tier holds are looked
+// Write from the device: blocks computed here (with layer groups, each group's entries under
+// their group's key) are put there after the step that filled them, a put buffer's batch at
+// a time (a RemotePutBatch in flight until the put lane has encoded it). The staleness
+// fence: a queued block is copied into the put buffer only while the device still caches
+// it under the queued key (KvContext::DeviceEntryOf); one evicted and written since for
+// another key, group or prefix is dropped (puts_stale), and the put lane reads only the
+// buffer, so a value never holds another block's bytes. Look up / read ahead: a prompt's blocks that no local tier holds are looked
 // up (RemoteGet) before the prefix match uses them: into host slots where the host tier
 // lends them (pinned, in place; held, in no cache map, until the match copies them to the
 // device, they are found unusable, or they expire), else into bytes of their own, bounded
@@ -121,7 +125,8 @@ class RemoteTier : public LowerTier {
   int64_t host_slot_lookups_ = 0;  // lookups holding host slots (in flight or landed)
   int64_t step_ = 0;
   std::vector<Load> loads_;
-  // Computed device blocks waiting to be put, with their key then.
+  // Computed device blocks waiting to be put, with their key then (checked again before
+  // the copy).
   std::deque<std::pair<BlockId, BlockHash>> put_queue_;
   uint8_t* put_buffer_ = nullptr;  // (put_buffer_blocks_, block_bytes), from the backend
   int64_t put_buffer_blocks_ = 0;

@@ -1,8 +1,9 @@
 // A KvCacheManager over a fake backend whose KV is kept in layer groups — a full-attention
 // layer and a layer of window 4, one layer a group — with host and disk tiers of the sizes
-// given (the disk in memory), and helpers that stamp a sequence's group blocks with a
-// pattern and check it back. For the kv tests of grouped swaps (grouped_swap_test.cc) and
-// grouped prefix entries on the tiers below (grouped_prefix_tiers_test.cc). Not thread-safe.
+// given (the disk in memory) and a remote tier when given a url, and helpers that stamp a
+// sequence's group blocks with a pattern and check it back. For the kv tests of grouped
+// swaps (grouped_swap_test.cc) and grouped prefix entries on the tiers below
+// (grouped_prefix_tiers_test.cc, grouped_remote_test.cc). Not thread-safe.
 #ifndef KVTIER_TESTS_KV_GROUPED_FIXTURE_H_
 #define KVTIER_TESTS_KV_GROUPED_FIXTURE_H_
 
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -24,7 +26,8 @@ inline constexpr int64_t kGroupedWindow = 4;
 inline constexpr char kGroupedDiskPath[] = "/fake/grouped.kv";
 
 struct GroupedFixture {
-  GroupedFixture(int64_t device_blocks, int64_t host_blocks, int64_t disk_blocks, bool prefix_cache)
+  GroupedFixture(int64_t device_blocks, int64_t host_blocks, int64_t disk_blocks, bool prefix_cache,
+                 const std::string& remote_url = "")
       : backend(kGroupedBlockTokens) {
     EXPECT_TRUE(backend.AllocateKvPool(device_blocks).ok());
     const std::vector<std::optional<int64_t>> windows = {std::nullopt, kGroupedWindow};
@@ -41,6 +44,9 @@ struct GroupedFixture {
     options.prefix_cache = prefix_cache;
     options.preparation.probe_disk_read_speed = false;
     options.layer_groups = *std::move(groups);
+    options.remote.url = remote_url;
+    options.remote.timeout_ms = 500;  // generous: CI machines are shared (sanitizer builds are slow)
+    options.remote.retry_ms = 100;
     absl::StatusOr<std::unique_ptr<KvCacheManager>> created = KvCacheManager::Create(options, &backend);
     EXPECT_TRUE(created.ok()) << created.status();
     if (created.ok()) kv = *std::move(created);

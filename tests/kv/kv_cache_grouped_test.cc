@@ -1,8 +1,7 @@
-// The KV cache manager with layer groups (KvCacheOptions::layer_groups): it refuses the
-// remote tier, whose blocks do not carry a group yet, gives a windowed group's blocks back
-// as the sequence computes and reports the groups in its stats. Prefix entries:
-// grouped_prefix_test.cc and grouped_prefix_tiers_test.cc; swaps: grouped_swap_test.cc;
-// forks: grouped_fork_test.cc.
+// The KV cache manager with layer groups (KvCacheOptions::layer_groups): it takes every
+// tier, gives a windowed group's blocks back as the sequence computes and reports the
+// groups in its stats. Prefix entries: grouped_prefix_test.cc, grouped_prefix_tiers_test.cc
+// and grouped_remote_test.cc; swaps: grouped_swap_test.cc; forks: grouped_fork_test.cc.
 #include <memory>
 #include <optional>
 #include <vector>
@@ -31,7 +30,7 @@ KvCacheOptions GroupedOptions(int64_t device_blocks) {
   return options;
 }
 
-TEST(KvCacheGroupedTest, RefusesGroupsWithARemoteTier) {
+TEST(KvCacheGroupedTest, TakesGroupsWithEveryTier) {
   testing::FakeBackend backend(4);
   ASSERT_TRUE(backend.AllocateKvPool(16).ok());
   KvCacheOptions cached = GroupedOptions(16);
@@ -39,9 +38,8 @@ TEST(KvCacheGroupedTest, RefusesGroupsWithARemoteTier) {
   EXPECT_TRUE(KvCacheManager::Create(cached, &backend).ok());
   cached.host_blocks = 4;  // and on the host (grouped_prefix_tiers_test.cc)
   EXPECT_TRUE(KvCacheManager::Create(cached, &backend).ok());
-  KvCacheOptions remote = GroupedOptions(16);
-  remote.remote.url = "redis://127.0.0.1:1";
-  EXPECT_EQ(KvCacheManager::Create(remote, &backend).status().code(), absl::StatusCode::kInvalidArgument);
+  cached.remote.url = "redis://127.0.0.1:1";  // and in Redis (grouped_remote_test.cc)
+  EXPECT_TRUE(KvCacheManager::Create(cached, &backend).ok());
   KvCacheOptions host = GroupedOptions(16);
   host.host_blocks = 4;  // the host tier takes grouped swaps
   EXPECT_TRUE(KvCacheManager::Create(host, &backend).ok());
