@@ -345,7 +345,8 @@ absl::Status DiskBlockStore::ProbeRead(int64_t slot) {
   if (direct_reads_) {
     RETURN_IF_ERROR(ReadFile(offset, static_cast<size_t>(slot_bytes_), buffer, /*direct=*/true));
   } else {
-    RETURN_IF_ERROR(ReadFile(offset + static_cast<int64_t>(header_bytes_), geometry_.block_bytes, buffer, /*direct=*/false));
+    RETURN_IF_ERROR(
+        ReadFile(offset + static_cast<int64_t>(header_bytes_), geometry_.block_bytes, buffer, /*direct=*/false));
   }
   DiskStoreCounters::Add(counters_.bytes_read, static_cast<int64_t>(geometry_.block_bytes));
   return absl::OkStatus();

@@ -5,7 +5,9 @@ namespace kvtier {
 
 namespace {
 
-int64_t Nanos(Clock::TimePoint::duration time) { return std::chrono::duration_cast<std::chrono::nanoseconds>(time).count(); }
+int64_t Nanos(Clock::TimePoint::duration time) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(time).count();
+}
 
 }  // namespace
 
