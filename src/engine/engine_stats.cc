@@ -142,11 +142,19 @@ nlohmann::json Engine::Stats() {
   stats["disk_index_ignored_reason"] = kv_stats.disk_index_ignored_reason;
   // What the disk tier delivered: block bytes read and the time the reads took; the recent
   // read speed load plans weigh (a guess before any read); rounds of probe reads that
-  // measured it again after load plans found it stale (not the one at creation).
+  // measured it again after load plans found it stale (not the one at creation). Why reads
+  // took that time: each read's own seconds summed (over `seconds`, the reads in flight at
+  // once; over the reads, one read's time), of which in the file's reads (the rest is the
+  // CPU's: checks and the copy out); reads of the slot after their call's previous read
+  // (a prefix the file holds in order).
   stats["disk_reads"] = {{"bytes", disk.bytes_read},
                          {"seconds", disk.read_seconds},
                          {"recent_bytes_per_second", kv_stats.disk_read_bytes_per_second},
-                         {"speed_probes", kv.disk.speed_probes}};
+                         {"speed_probes", kv.disk.speed_probes},
+                         {"reads", disk.reads},
+                         {"seconds_summed", disk.read_seconds_summed},
+                         {"file_seconds_summed", disk.file_read_seconds_summed},
+                         {"in_file_order", kv.disk.reads_in_file_order}};
   stats["remote"] = RemoteTierStats(kv_stats);
   // Blocks on their way to the disk and remote tiers (0 once an idle context's writes landed).
   stats["pending_writes"] = {{"disk_blocks", kv_stats.pending_disk_writes},

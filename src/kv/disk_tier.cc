@@ -110,27 +110,19 @@ void DiskTier::Shutdown() {
   ctx_->transfers.CloseDisk();
   preparer_.reset();  // waits for the chunk being reserved: then no thread uses the store
   // Keep what the prefix cache holds for the next context: device and host entries not yet
-  // on disk are written there while slots last.
-  const std::vector<std::pair<int32_t, BlockHash>> host_entries(host_->cache().entries().begin(),
-                                                                host_->cache().entries().end());
-  const std::vector<std::pair<int32_t, BlockHash>> device_entries(ctx_->device.entries().begin(),
-                                                                  ctx_->device.entries().end());
+  // on disk are written there while slots last, from the host copy where there is one.
   BlockPool& slots = cache_.pool();
-  for (const auto& [slot, hash] : host_entries) {
-    if (cache_.Contains(hash) || slots.num_free() == 0) continue;
+  for (const BlockHash& hash : ShutdownWriteOrder()) {
+    if (slots.num_free() == 0) break;
+    const std::optional<int32_t> host_slot = host_->cache().Find(hash);
+    const std::optional<int32_t> block = ctx_->device.Find(hash);
+    if (cache_.Contains(hash) || (!host_slot && !block)) continue;  // on disk, or no longer cached
     const int32_t disk_slot = *slots.Allocate();
-    if (store_->Write(disk_slot, hash.digest, host_->cache().tokens(slot), host_->bytes(slot),
-                      DiskBlockStore::Content::kCached)
-            .ok()) {
-      cache_.Insert(disk_slot, hash);
-    } else {
-      slots.Release(disk_slot);
-    }
-  }
-  for (const auto& [block, hash] : device_entries) {
-    if (cache_.Contains(hash) || slots.num_free() == 0) continue;
-    const int32_t disk_slot = *slots.Allocate();
-    if (CopyDeviceToDisk(block, disk_slot, hash).ok()) {
+    const absl::Status written =
+        host_slot ? store_->Write(disk_slot, hash.digest, host_->cache().tokens(*host_slot), host_->bytes(*host_slot),
+                                  DiskBlockStore::Content::kCached)
+                  : CopyDeviceToDisk(*block, disk_slot, hash);
+    if (written.ok()) {
       cache_.Insert(disk_slot, hash);
     } else {
       slots.Release(disk_slot);
@@ -138,6 +130,20 @@ void DiskTier::Shutdown() {
   }
   // The journal holds every block written; a snapshot makes the next open quick.
   (void)store_->Compact();
+}
+
+std::vector<BlockHash> DiskTier::ShutdownWriteOrder() const {
+  // The cache maps list their entries in hash order, which differs from run to run: written
+  // in it, a prompt's blocks would land in scattered slots, and the next context's prefix
+  // match (which reads them in prompt order) would read the file out of order.
+  std::vector<BlockHash> order;
+  for (const auto& [block, hash] : write_behind_.queue) order.push_back(hash);
+  for (const TierCache* cache : {&host_->cache(), &ctx_->device}) {
+    std::vector<std::pair<int32_t, BlockHash>> entries(cache->entries().begin(), cache->entries().end());
+    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [slot, hash] : entries) order.push_back(hash);
+  }
+  return order;
 }
 
 absl::Status DiskTier::CopyDeviceToDisk(BlockId block, int32_t disk_slot, const BlockHash& hash) {

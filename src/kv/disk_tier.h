@@ -46,7 +46,9 @@
 // Preparation: the file is opened, locked and reserved up to
 // TierPreparationOptions::disk_bytes_at_create at creation, the rest on a background thread
 // (ChunkedPreparer); slots join the pool as they are reserved. Destruction (Shutdown) drains
-// the lanes, persists what the device and host tiers cache and compacts the index.
+// the lanes, persists what the device and host tiers cache (write-behind's queue first, in
+// its order: a prompt's blocks take consecutive slots, read in file order by a later
+// match) and compacts the index.
 // Not thread-safe: the stepping thread's (the lanes touch only their transfers' bytes).
 #ifndef KVTIER_KV_DISK_TIER_H_
 #define KVTIER_KV_DISK_TIER_H_
@@ -177,6 +179,9 @@ class DiskTier : public SlotTier {
   absl::Status AllocateBuffers(Buffers* buffers, int64_t count);
   // Forgets a cache entry whose slot did not hold its block (stale or corrupt).
   void ForgetSlot(int32_t disk_slot);
+  // A read of `slot` right after one of `previous_slot` in the same call: counted when the
+  // file holds the two in that order (reads_in_file_order).
+  void CountFileOrder(std::optional<int32_t> previous_slot, int32_t slot);
   // Landing, by kind.
   void LandPersistCopy(const PersistCopy& copy, const absl::Status& status);
   void LandDemoteCopy(const DemoteCopy& copy, const absl::Status& status);
@@ -198,6 +203,11 @@ class DiskTier : public SlotTier {
   void CacheBlock(int32_t disk_slot, const BlockHash& hash);
   // Device -> staging -> disk, synchronously: at shutdown only.
   absl::Status CopyDeviceToDisk(BlockId block, int32_t disk_slot, const BlockHash& hash);
+  // What Shutdown writes, in order: the write-behind queue (the order its blocks became
+  // full, so that a prompt's blocks take consecutive slots and a prefix match later reads
+  // the file in order), then the host's and the device's entries by slot. Repeats and
+  // blocks on disk already are in it (skipped).
+  std::vector<BlockHash> ShutdownWriteOrder() const;
   // The read speed (disk_tier_speed.cc): probe reads of disk_slots, one round; what the
   // store's read counts say now (the window sees them); a probe read landed.
   void SubmitSpeedProbes(std::span<const int32_t> disk_slots);

@@ -23,6 +23,7 @@ int64_t DiskTier::ReadAhead(const BlockChain& chain, std::span<const int64_t> bl
   std::vector<int64_t> order(blocks.begin(), blocks.end());
   if (options.back_first) std::reverse(order.begin(), order.end());
   int64_t started = 0;
+  std::optional<int32_t> previous_slot;
   for (const int64_t i : order) {
     const BlockHash hash = chain.Key(i);
     const std::optional<int32_t> host_slot = host_->TakeSlotForRead(&budget);
@@ -33,6 +34,8 @@ int64_t DiskTier::ReadAhead(const BlockChain& chain, std::span<const int64_t> bl
       break;
     }
     cache_.lru().Erase(*disk_slot);  // neither evicted nor reused while read
+    CountFileOrder(previous_slot, *disk_slot);
+    previous_slot = disk_slot;
     // The host slot is the read's alone until it lands: its tokens are those the read checks.
     const std::span<const int32_t> tokens = chain.Tokens(i);
     host_->cache().SetTokens(*host_slot, tokens);
@@ -58,6 +61,10 @@ void DiskTier::LandPrefixRead(const PrefixReadJob& job, const absl::Status& stat
     host.pool().Release(job.host_slot);
   }
   ObserveReads();
+}
+
+void DiskTier::CountFileOrder(std::optional<int32_t> previous_slot, int32_t slot) {
+  if (previous_slot && slot == *previous_slot + 1) ++ctx_->counters.disk.reads_in_file_order;
 }
 
 void DiskTier::CountReadFailure(const absl::Status& status) {
@@ -107,6 +114,7 @@ std::vector<absl::Status> DiskTier::ReadToDevice(const std::vector<StagedRead>& 
     }
     const TransferId id = ctx_->transfers.SubmitDiskRead(StagedReadJob{}, reads[i].disk_slot, reads[i].key,
                                                          reads[i].tokens, staging(*buffer));
+    if (i > 0) CountFileOrder(reads[i - 1].disk_slot, reads[i].disk_slot);
     in_flight.push_back({i, id, *buffer});
   }
   while (!in_flight.empty()) land_oldest();

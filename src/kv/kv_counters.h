@@ -23,6 +23,9 @@ struct DiskTierCounters {
                                        // by the reader threads through staging buffers
   int64_t read_aheads = 0;             // blocks read into host slots by the reader threads
   int64_t read_ahead_waits = 0;        // uses that waited for their read to land
+  int64_t reads_in_file_order = 0;     // of those reads, each of the slot right after the one
+                                       // its call read before: how much of a prefix the file
+                                       // holds in order (read sequentially)
   int64_t speed_probes = 0;            // rounds of probe reads re-measuring a stale read speed
                                        // (load plans; not the one at creation)
   double read_ahead_wait_seconds = 0;

@@ -330,15 +330,23 @@ absl::StatusOr<uint8_t*> DiskBlockStore::ThreadSlotBuffer() const {
   return buffer.get();
 }
 
+absl::Status DiskBlockStore::ReadFile(int64_t offset, size_t n, void* out, bool direct) {
+  const Clock::TimePoint start = counters_.Now();
+  absl::Status status = CountIo(direct ? file_->PreadDirect(offset, n, out) : file_->Pread(offset, n, out));
+  counters_.AddFileReadTime(counters_.Now() - start);
+  return status;
+}
+
 absl::Status DiskBlockStore::ProbeRead(int64_t slot) {
   RETURN_IF_ERROR(CheckSlot(slot));
   const DiskStoreCounters::ReadTiming timing(&counters_);
   ASSIGN_OR_RETURN(uint8_t* const buffer, ThreadSlotBuffer());
   const int64_t offset = slot * slot_bytes_;
   if (direct_reads_) {
-    RETURN_IF_ERROR(CountIo(file_->PreadDirect(offset, static_cast<size_t>(slot_bytes_), buffer)));
+    RETURN_IF_ERROR(ReadFile(offset, static_cast<size_t>(slot_bytes_), buffer, /*direct=*/true));
   } else {
-    RETURN_IF_ERROR(CountIo(file_->Pread(offset + static_cast<int64_t>(header_bytes_), geometry_.block_bytes, buffer)));
+    RETURN_IF_ERROR(
+        ReadFile(offset + static_cast<int64_t>(header_bytes_), geometry_.block_bytes, buffer, /*direct=*/false));
   }
   DiskStoreCounters::Add(counters_.bytes_read, static_cast<int64_t>(geometry_.block_bytes));
   return absl::OkStatus();
@@ -357,16 +365,16 @@ absl::Status DiskBlockStore::Read(int64_t slot, const Sha256Digest& key, std::sp
     // still in the CPU's cache, then the copy out.
     ASSIGN_OR_RETURN(uint8_t* const buffer, ThreadSlotBuffer());
     const size_t bytes = static_cast<size_t>(slot_bytes_);
-    RETURN_IF_ERROR(CountIo(file_->PreadDirect(offset, bytes, buffer)));
+    RETURN_IF_ERROR(ReadFile(offset, bytes, buffer, /*direct=*/true));
     RETURN_IF_ERROR(CheckHeader(slot, key, tokens, buffer, &payload_crc));
     const uint8_t* payload = buffer + header_bytes_;
     if (crc32c::Value(payload, n) != payload_crc) return PayloadCorrupt(slot);
     std::memcpy(out, payload, n);
   } else {
     std::vector<uint8_t> header(header_bytes_);
-    RETURN_IF_ERROR(CountIo(file_->Pread(offset, header_bytes_, header.data())));
+    RETURN_IF_ERROR(ReadFile(offset, header_bytes_, header.data(), /*direct=*/false));
     RETURN_IF_ERROR(CheckHeader(slot, key, tokens, header.data(), &payload_crc));
-    RETURN_IF_ERROR(CountIo(file_->Pread(offset + static_cast<int64_t>(header_bytes_), n, out)));
+    RETURN_IF_ERROR(ReadFile(offset + static_cast<int64_t>(header_bytes_), n, out, /*direct=*/false));
     if (crc32c::Value(out, n) != payload_crc) return PayloadCorrupt(slot);
   }
   DiskStoreCounters::Add(counters_.reads);

@@ -196,6 +196,9 @@ class DiskBlockStore {
   std::vector<DiskIndexEntry> IndexInWriteOrder() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(index_mu_);
   // Counts an IoError result and passes any status through.
   absl::Status CountIo(absl::Status status);
+  // The file's bytes [offset, offset + n) into `out` (PreadDirect or Pread), timed
+  // (file_read_seconds_summed) and counted by CountIo.
+  absl::Status ReadFile(int64_t offset, size_t n, void* out, bool direct);
 
   const std::string path_;
   const DiskGeometry geometry_;

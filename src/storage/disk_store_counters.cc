@@ -3,17 +3,31 @@
 
 namespace kvtier {
 
+namespace {
+
+int64_t Nanos(Clock::TimePoint::duration time) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(time).count();
+}
+
+}  // namespace
+
+// The times are taken under the lock, so that every read's own time lies within a period
+// the read clock counts.
 DiskStoreCounters::ReadTiming::ReadTiming(DiskStoreCounters* counters) : counters_(counters) {
   std::lock_guard<std::mutex> lock(counters_->read_clock_mu_);
-  if (counters_->reads_in_progress_++ == 0) counters_->reads_busy_since_ = counters_->clock_->Now();
+  start_ = counters_->clock_->Now();
+  if (counters_->reads_in_progress_++ == 0) counters_->reads_busy_since_ = start_;
 }
 
 DiskStoreCounters::ReadTiming::~ReadTiming() {
   std::lock_guard<std::mutex> lock(counters_->read_clock_mu_);
-  if (--counters_->reads_in_progress_ == 0) {
-    const auto busy = counters_->clock_->Now() - counters_->reads_busy_since_;
-    counters_->read_nanos_ += std::chrono::duration_cast<std::chrono::nanoseconds>(busy).count();
-  }
+  const Clock::TimePoint end = counters_->clock_->Now();
+  counters_->summed_read_nanos_ += Nanos(end - start_);
+  if (--counters_->reads_in_progress_ == 0) counters_->read_nanos_ += Nanos(end - counters_->reads_busy_since_);
+}
+
+void DiskStoreCounters::AddFileReadTime(Clock::TimePoint::duration time) {
+  file_read_nanos_.fetch_add(Nanos(time), std::memory_order_relaxed);
 }
 
 DiskStoreCounts DiskStoreCounters::Snapshot() const {
@@ -30,7 +44,9 @@ DiskStoreCounts DiskStoreCounters::Snapshot() const {
       nanos += std::chrono::duration_cast<std::chrono::nanoseconds>(busy).count();
     }
     c.read_seconds = static_cast<double>(nanos) * 1e-9;
+    c.read_seconds_summed = static_cast<double>(summed_read_nanos_) * 1e-9;
   }
+  c.file_read_seconds_summed = static_cast<double>(file_read_nanos_.load(std::memory_order_relaxed)) * 1e-9;
   c.corrupt_detected = corrupt_detected.load(std::memory_order_relaxed);
   c.stale_detected = stale_detected.load(std::memory_order_relaxed);
   c.token_mismatches = token_mismatches.load(std::memory_order_relaxed);

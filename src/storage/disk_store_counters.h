@@ -23,6 +23,12 @@ struct DiskStoreCounts {
   // Wall-clock seconds during which at least one Read was in progress: bytes_read over it
   // is the bandwidth the tier delivered, however many Reads ran at once.
   double read_seconds = 0;
+  // Each Read's and ProbeRead's own seconds, summed: over read_seconds, how many reads were
+  // in flight on average while any was; over the reads, the time of one.
+  double read_seconds_summed = 0;
+  // Of those, the seconds in the file's reads (the rest: the header and payload checks and
+  // the copy out, which take the CPU and memory, not the disk).
+  double file_read_seconds_summed = 0;
   int64_t corrupt_detected = 0;  // Reads that returned DataLoss
   int64_t stale_detected = 0;    // Reads that found another block's valid header (NotFound)
   int64_t token_mismatches = 0;  // Reads that found the key with other tokens (FailedPrecondition)
@@ -41,7 +47,8 @@ class DiskStoreCounters {
   // Adds n to one of the running counters (relaxed: they order nothing).
   static void Add(std::atomic<int64_t>& counter, int64_t n = 1) { counter.fetch_add(n, std::memory_order_relaxed); }
 
-  // Keeps the read clock running while it lives: one per Read in progress.
+  // Keeps the read clock running while it lives, and adds its lifetime to
+  // read_seconds_summed: one per Read in progress.
   class ReadTiming {
    public:
     explicit ReadTiming(DiskStoreCounters* counters);
@@ -51,7 +58,12 @@ class DiskStoreCounters {
 
    private:
     DiskStoreCounters* const counters_;
+    Clock::TimePoint start_;
   };
+
+  // The seconds of one file read of a Read (file_read_seconds_summed).
+  void AddFileReadTime(Clock::TimePoint::duration time);
+  Clock::TimePoint Now() const { return clock_->Now(); }
 
   // The read clock's time source (the steady clock unless set, before the store is shared).
   void set_clock(const Clock* clock) { clock_ = Clock::OrSteady(clock); }
@@ -81,6 +93,8 @@ class DiskStoreCounters {
   int reads_in_progress_ ABSL_GUARDED_BY(read_clock_mu_) = 0;
   Clock::TimePoint reads_busy_since_ ABSL_GUARDED_BY(read_clock_mu_);
   int64_t read_nanos_ ABSL_GUARDED_BY(read_clock_mu_) = 0;  // busy periods that ended
+  int64_t summed_read_nanos_ ABSL_GUARDED_BY(read_clock_mu_) = 0;  // reads that ended
+  std::atomic<int64_t> file_read_nanos_{0};
 };
 
 }  // namespace kvtier

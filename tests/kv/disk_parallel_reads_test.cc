@@ -167,11 +167,16 @@ TEST(DiskParallelReadsTest, ReadClockCountsOverlappingReadsOnce) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_EQ(io.gate_timeouts(), 0);
   // The four reads overlap, each at least kHold long: the clock ran at least kHold and at
-  // most the wall time (a sum over the reads would be about four times that).
+  // most the wall time. Their own times, summed, are each at least kHold (all of it in the
+  // file's reads), so the sum shows the four reads in flight at once: at least four kHolds
+  // within at most one wall time of the clock.
   const DiskBlockStore::Counters c = store->counters();
   EXPECT_EQ(c.reads, kThreads);
   EXPECT_GE(c.read_seconds, 0.05);
   EXPECT_LE(c.read_seconds, wall);
+  EXPECT_GE(c.file_read_seconds_summed, kThreads * 0.05);
+  EXPECT_GE(c.read_seconds_summed, c.file_read_seconds_summed);
+  EXPECT_LE(c.read_seconds_summed, kThreads * c.read_seconds);
   EXPECT_EQ(c.bytes_read, static_cast<int64_t>(kThreads * kBytes));
 }
 
