@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Same-machine A/B of two builds through `kvtier bench`, alternating old and new each round,
-# so that the machine's spread does not read as a change. Carry both builds:
+# Same-machine A/B of two builds through `kvtier bench`, old first in odd rounds and new first
+# in even ones, so that neither the machine's spread nor a drift (a disk filling, a cache
+# warming) reads as a change. Carry both builds:
 #   CARRY/old/{bin/kvtier,lib/...} and CARRY/new/{bin/kvtier,lib/...} (scripts/device-carry.sh
 #   each; the CUDA module sits in lib/, found next to bin/ by the library).
 # usage: bench/ab.sh CARRY OUT [WORKLOADS] [ROUNDS]     (default W1,W2; 2 rounds)
@@ -21,7 +22,9 @@ if [ ! -f "$model/config.json" ]; then
     --out "$model" > "$out/mkmodel.txt" 2>&1 || { echo "ab: mkmodel failed"; cat "$out/mkmodel.txt"; exit 1; }
 fi
 for round in $(seq 1 "$rounds"); do
-  for which in old new; do
+  order="old new"
+  [ $((round % 2)) -eq 0 ] && order="new old"
+  for which in $order; do
     export LD_LIBRARY_PATH="$carry/$which/lib:$carry/new/lib:/usr/local/cuda/lib64"
     bin="$carry/$which/bin/kvtier"
     tiers="$(dirname "$model")/tiers-$which"
