@@ -36,6 +36,7 @@ for round in 1 2 3; do
     echo "[$(el) s] $which $round rc=$? | $(grep -E 'file order|shuffled' $R/disk-$which-$round.txt | tr -s ' ' | cut -c1-80 | tr '\n' ' ')"
     grep -E "^W6c .*(load only|disk delivered)" $R/w6c-$which-$round.txt | cut -c1-150
     rm -rf $tiers
+    tar czf $OUT/ab3.tgz -C /tmp r   # kept current, should the call be cut short
   done
 done
 rm -f /tmp/kb/probe
