@@ -91,7 +91,7 @@ absl::Status Engine::Forward(const Schedule& schedule) {
   ForwardBatch batch;
   // With layer groups the backend reads every group's table of a sequence (a windowed one
   // from its first live block) instead of the one block table.
-  const GroupedBlockTables* grouped = kv_->grouped();
+  const GroupedBlockTables* grouped = scheduler_.grouped_tables();
   std::vector<std::vector<GroupKvTable>> group_tables(grouped != nullptr ? schedule.chunks.size() : 0);
   for (size_t c = 0; c < schedule.chunks.size(); ++c) {
     const ScheduledChunk& chunk = schedule.chunks[c];
