@@ -6,8 +6,8 @@
 // tier moves the blocks each group still holds (KvCacheManager::SwapOut); the prefix cache
 // keeps group entries on the device tier, evicts them to the host and disk tiers and puts
 // them to the remote tier, each under its group's key (kv_cache_grouped_prefix.cc); a
-// sequence longer than the device tier is refused rather than run with host-resident blocks
-// (CpuBackend::ReadsHostResidentKv).
+// sequence longer than the device tier runs with its full-attention groups' oldest blocks
+// resident on the host tier (KvCacheManager::MoveOldBlocksToHost).
 #ifndef KVTIER_ENGINE_KV_LAYER_GROUPS_CHOICE_H_
 #define KVTIER_ENGINE_KV_LAYER_GROUPS_CHOICE_H_
 

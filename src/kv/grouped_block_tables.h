@@ -16,10 +16,14 @@
 // (TakeEvicted), which copies it to the tiers below; a match there comes back through
 // AddEntry (KvCacheManager, kv_cache_grouped_prefix.cc).
 //
+// Long sequences (MoveFrontToHost): a full-attention group's oldest computed blocks may
+// move to host slots the owner holds, read there in place; the table then starts after them.
+//
 // Invariant: a sequence's table in group g covers logical blocks [first_block, first_block
 // + blocks.size()), each id referenced by the tables holding it plus one reference when it
 // is a prefix entry; an entry no table holds is in the eviction order. The blocks before
-// first_block were returned, and none that a query at the sequence's computed length reads.
+// first_block were returned, and none that a query at the sequence's computed length reads
+// except the host_blocks right before first_block, which are host-resident, full and computed.
 // Every group's table ends at the same logical block, at or after the computed positions.
 #ifndef KVTIER_KV_GROUPED_BLOCK_TABLES_H_
 #define KVTIER_KV_GROUPED_BLOCK_TABLES_H_
@@ -47,6 +51,9 @@ namespace kvtier {
 struct GroupBlockTable {
   int64_t first_block = 0;
   std::vector<BlockId> blocks;
+  // Logical blocks [first_block - host_blocks, first_block) live in host slots the owner
+  // holds (MoveFrontToHost).
+  int64_t host_blocks = 0;
 };
 
 struct GroupedBlockStats {
@@ -82,7 +89,8 @@ class GroupedBlockTables {
   // are free; FailedPrecondition when the sequence holds blocks; InvalidArgument for a
   // negative num_computed.
   absl::Status Restore(SequenceId seq, int64_t num_computed);
-  // What a swap-out of the sequence carries: group by group, in position order, the blocks
+  // What a swap-out of the sequence carries (none with host-resident blocks, which the
+  // owner swaps out no further: it recomputes such a sequence): group by group, in position order, the blocks
   // [FirstLiveBlock(g, n), BlocksForTokens(n)) of a sequence that has computed [0, n) —
   // KvLayerGroups::ComputedBlocksHeld(n) ids. The blocks reserved past n hold nothing yet.
   // After Restore(seq, n), the blocks that came back, in the same order.
@@ -102,6 +110,11 @@ class GroupedBlockTables {
   // when too few blocks are free for the copies; nothing changed on an error.
   absl::StatusOr<std::vector<std::pair<BlockId, BlockId>>> Fork(SequenceId parent, SequenceId child,
                                                                 int64_t num_tokens);
+  // Long sequences (kv_cache_streaming.cc): group g's first block, whose bytes the owner
+  // has copied into a host slot, leaves the table (first_block and host_blocks advance) and
+  // goes back to the pool as a dropped one does. FailedPrecondition unless g is a
+  // full-attention group whose first block is full and computed.
+  absl::Status MoveFrontToHost(SequenceId seq, int64_t g);
   // Returns every block the sequence holds.
   void Release(SequenceId seq);
   // The sequence's table in group g (empty for an unknown sequence or group).

@@ -118,7 +118,11 @@ class KvCacheManager {
   absl::StatusOr<int64_t> MoveOldBlocksToHost(SequenceId seq, int64_t num_computed, int64_t device_blocks_wanted);
   // What the forward reads from the host for the sequence (empty for an ordinary one); its
   // BlockTable then starts at logical block HostResident(seq).blocks.size().
-  HostResidentKv HostResident(SequenceId seq) const;
+  // With layer groups the oldest computed blocks of the full-attention groups move, the
+  // group with the fewest moved first (GroupedBlockTables::MoveFrontToHost), and each
+  // `group`'s are read on their own: its GroupBlockTable::host_blocks blocks right before
+  // its table (empty for group -1).
+  HostResidentKv HostResident(SequenceId seq, int64_t group = -1) const;
   // Pins the sequence's first `num_blocks` full blocks (computed): kept on the device tier,
   // never evicted, until UnpinAll. Idempotent per block. Nothing with layer groups.
   void PinPrefix(SequenceId seq, int64_t num_blocks);
@@ -233,6 +237,9 @@ class KvCacheManager {
     // alone (in no cache map), read in place; host_data[i] = the slot's bytes.
     std::vector<int32_t> host_slots;
     std::vector<const void*> host_data;
+    // With layer groups, host_slots and host_data in the order they moved, and per group the
+    // bytes of its own, in position order.
+    std::vector<std::vector<const void*>> group_host_data;
     std::vector<BlockId> table;      // device blocks, in position order, after the host ones
     std::vector<BlockHash> hashes;   // keys of the first hashes.size() full blocks
     int64_t matched[kNumTiers] = {};  // the blocks MatchPrefix found per tier (UnmatchPrefix)
@@ -265,6 +272,11 @@ class KvCacheManager {
   // down under their group's key (GroupBlockKey); called after every grouped call that
   // takes blocks, before they are written.
   void DemoteGroupEntries();
+  // MoveOldBlocksToHost with layer groups (kv_cache_streaming.cc).
+  absl::StatusOr<int64_t> MoveOldGroupBlocksToHost(SequenceId seq, int64_t device_blocks_wanted);
+  // Copies device block `block` into the sequence's own new host slot; the slot, or nullopt
+  // when the host tier has none free, or the backend's error (the slot freed again).
+  absl::StatusOr<std::optional<int32_t>> CopyToOwnHostSlot(BlockId block);
   // Group entries just computed (GroupedBlockTables::CacheFullBlocks), queued to the remote
   // tier under their group's key as CacheOnDevice queues a computed block; the tiers of
   // slots take them when the device evicts them.
