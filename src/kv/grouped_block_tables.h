@@ -127,11 +127,17 @@ class GroupedBlockTables {
   // cached under the same key and group is kept. Returns the blocks that became entries.
   std::vector<BlockId> CacheFullBlocks(SequenceId seq, int64_t num_full, const std::function<BlockHash(int64_t)>& key,
                        std::span<const int32_t> tokens);
-  // For a sequence holding nothing: the longest prefix of at most max_blocks blocks whose
-  // blocks its next query reads are all cached (with these tokens) becomes its tables,
-  // shared with the entries, computed up to there. Returns the blocks matched (0: none).
+  // For a sequence holding nothing, or only its computed full blocks [0, held) (a load
+  // plan's computed front, HeldComputedBlocks): the longest prefix of at most max_blocks
+  // blocks, past held, whose blocks its next query reads are all cached (with these tokens)
+  // or its own becomes its tables, shared with the entries, computed up to there; its own
+  // blocks the windows have passed go back. Returns the blocks matched (0: none).
   int64_t MatchPrefix(SequenceId seq, int64_t max_blocks, const std::function<BlockHash(int64_t)>& key,
                       std::span<const int32_t> tokens);
+  // The blocks [0, held) of a sequence that has computed exactly those and holds nothing
+  // past them, which a match continues (0 when it holds nothing); -1 when it holds a block
+  // not full or not computed, or host-resident ones.
+  int64_t HeldComputedBlocks(SequenceId seq) const;
 
   // A prefix entry: the chain key of its logical block, its group and its tokens.
   struct PrefixEntry {

@@ -34,6 +34,7 @@
 #define KVTIER_KV_KV_CACHE_MANAGER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -164,6 +165,8 @@ class KvCacheManager {
   // Starts loading prompt blocks [from, to) into host memory, every one at once, from the
   // back (block to - 1 first), so that what has landed is a run at the back growing toward
   // the front while the front computes toward it. Returns the disk reads it started.
+  // With layer groups (here and in the probes): a block is every group's block that a
+  // match at `to` (ProbeSlowPrefix: at the run's end) reads.
   int64_t LoadPrefixAhead(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to);
   // A load plan's progress over prompt blocks [from, to): `landed_from`, the first block of
   // the run of landed blocks ending at `to` (to itself when block to - 1 has not landed);
@@ -272,6 +275,15 @@ class KvCacheManager {
   // down under their group's key (GroupBlockKey); called after every grouped call that
   // takes blocks, before they are written.
   void DemoteGroupEntries();
+  // Load or recompute with layer groups (kv_cache_grouped_load_plan.cc): ProbeSlowPrefix,
+  // LoadPrefixAhead (after its landing) and ProbeLoadFrontier (after its checks).
+  SlowPrefix ProbeSlowGroupedPrefix(SequenceId seq, const BlockChain& chain);
+  int64_t LoadGroupedPrefixAhead(const BlockChain& chain, int64_t from, int64_t to);
+  LoadFrontier ProbeGroupedLoadFrontier(const BlockChain& chain, int64_t from, int64_t to);
+  // A load plan's frontier over blocks [from, to) (ProbeLoadFrontier's fields), from
+  // whether block b has landed and whether one of its copies is loading in a tier.
+  LoadFrontier FrontierOf(int64_t from, int64_t to, const std::function<bool(int64_t)>& landed,
+                          const std::function<bool(int64_t, const LowerTier&)>& loading);
   // MoveOldBlocksToHost with layer groups (kv_cache_streaming.cc).
   absl::StatusOr<int64_t> MoveOldGroupBlocksToHost(SequenceId seq, int64_t device_blocks_wanted);
   // Copies device block `block` into the sequence's own new host slot; the slot, or nullopt
