@@ -316,7 +316,7 @@ void Scheduler::Commit(const Schedule& schedule) {
     seq->num_computed += chunk.length;
     kv_->OnComputed(seq->id, seq->tokens, seq->num_computed, seq->params.priority, seq->keys());
     if (seq->params.pin_prefix && !seq->prefix_pinned && seq->num_computed >= seq->num_prompt_tokens) {
-      kv_->PinPrefix(seq->id, seq->num_prompt_tokens / kv_->block_tokens());
+      kv_->PinPrefix(seq->id, seq->num_prompt_tokens / kv_->block_tokens(), seq->tokens, seq->keys());
       seq->prefix_pinned = true;
     }
   }

@@ -37,6 +37,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kv/block_hash.h"
@@ -139,6 +140,15 @@ class GroupedBlockTables {
   // not full or not computed, or host-resident ones.
   int64_t HeldComputedBlocks(SequenceId seq) const;
 
+  // Pinned prefixes: keeps every cached entry a match of the first num_blocks blocks reads
+  // (each group's blocks a query at num_blocks x block_tokens reads) from eviction until
+  // UnpinAll, one reference each, as a table holds them. Idempotent per entry; returns the
+  // entries newly pinned.
+  int64_t PinPrefix(int64_t num_blocks, const std::function<BlockHash(int64_t)>& key,
+                    std::span<const int32_t> tokens);
+  void UnpinAll();
+  int64_t num_pinned() const { return static_cast<int64_t>(pinned_.size()); }
+
   // A prefix entry: the chain key of its logical block, its group and its tokens.
   struct PrefixEntry {
     BlockHash key;
@@ -206,7 +216,8 @@ class GroupedBlockTables {
   int64_t blocks_dropped_for_window_ = 0;
   absl::flat_hash_map<EntryKey, BlockId> entries_;
   absl::flat_hash_map<BlockId, PrefixEntry> entry_of_block_;
-  LruSet evictable_;  // entries no table holds, least recently released first
+  LruSet evictable_;  // entries no table or pin holds, least recently released first
+  absl::flat_hash_set<BlockId> pinned_;  // entries PinPrefix holds
   std::vector<EvictedEntry> evicted_;  // since the last TakeEvicted
 };
 

@@ -144,11 +144,38 @@ int64_t GroupedBlockTables::HeldComputedBlocks(SequenceId seq) const {
   return end;
 }
 
+int64_t GroupedBlockTables::PinPrefix(int64_t num_blocks, const std::function<BlockHash(int64_t)>& key,
+                                      std::span<const int32_t> tokens) {
+  const int64_t block_tokens = groups_.block_tokens();
+  num_blocks = std::min(num_blocks, static_cast<int64_t>(tokens.size()) / block_tokens);
+  int64_t pinned = 0;
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const BlockHash hash = key(b);
+    const std::span<const int32_t> block =
+        tokens.subspan(static_cast<size_t>(b * block_tokens), static_cast<size_t>(block_tokens));
+    for (int64_t g = 0; g < groups_.num_groups(); ++g) {
+      if (b < groups_.FirstLiveBlock(g, num_blocks * block_tokens)) continue;  // no match at num_blocks reads it
+      const std::optional<BlockId> id = FindEntry(hash, g, block);
+      if (!id || pinned_.contains(*id)) continue;
+      Hold(*id);
+      pinned_.insert(*id);
+      ++pinned;
+    }
+  }
+  return pinned;
+}
+
+void GroupedBlockTables::UnpinAll() {
+  for (BlockId block : pinned_) Unhold(block);
+  pinned_.clear();
+}
+
 absl::Status GroupedBlockTables::VerifyEntries(const absl::flat_hash_map<BlockId, int64_t>& table_refs) const {
   int64_t used = 0;
   for (BlockId b = 0; b < pool_.num_blocks(); ++b) {
     auto refs = table_refs.find(b);
-    const int64_t held = refs == table_refs.end() ? 0 : refs->second;
+    // A pin holds its entry as a table does.
+    const int64_t held = (refs == table_refs.end() ? 0 : refs->second) + (pinned_.contains(b) ? 1 : 0);
     const bool entry = entry_of_block_.contains(b);
     if (pool_.ref_count(b) != held + (entry ? 1 : 0)) {
       return absl::InternalError(absl::StrCat("block ", b, " has ", pool_.ref_count(b), " references, ", held,

@@ -125,10 +125,15 @@ class KvCacheManager {
   // its table (empty for group -1).
   HostResidentKv HostResident(SequenceId seq, int64_t group = -1) const;
   // Pins the sequence's first `num_blocks` full blocks (computed): kept on the device tier,
-  // never evicted, until UnpinAll. Idempotent per block. Nothing with layer groups.
-  void PinPrefix(SequenceId seq, int64_t num_blocks);
+  // never evicted, until UnpinAll. Idempotent per block. With layer groups: every group's
+  // entry a match of those blocks reads (GroupedBlockTables::PinPrefix), found by the
+  // sequence's `tokens`.
+  void PinPrefix(SequenceId seq, int64_t num_blocks, std::span<const int32_t> tokens = {},
+                 BlockKeyChain* keys = nullptr);
   void UnpinAll();
-  int64_t num_pinned_blocks() const { return static_cast<int64_t>(pinned_.size()); }
+  int64_t num_pinned_blocks() const {
+    return grouped_ ? grouped_->num_pinned() : static_cast<int64_t>(pinned_.size());
+  }
 
   // ---- Prefix reuse, over the tiers below (kv_cache_prefix.cc, kv_cache_load_plan.cc)
   // For a sequence with no blocks yet: maps the longest run of its full blocks found in
