@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "kv/disk_tier.h"
 #include "kv/grouped_fixture.h"
+#include "kv/plan_steps.h"
 #include "testing/fixed_cost_policy.h"
 
 namespace kvtier {
@@ -62,16 +63,9 @@ TEST(GroupedLoadPlanTest, FrontComputedWhileEachGroupsBackLoads) {
   Scheduler scheduler({512, 8, 0, /*load_or_recompute=*/true}, f.kv.get(), &policy);
   auto seq = PlanPrompt(2);
   scheduler.Enqueue(seq.get());
-  std::vector<std::pair<int64_t, int64_t>> chunks;
-  for (int step = 0; step < 2; ++step) {
-    Schedule s = PlanStep(scheduler);
-    ASSERT_EQ(s.chunks.size(), 1u);
-    chunks.push_back({s.chunks[0].start, s.chunks[0].length});
-    scheduler.Commit(s);
-    if (s.chunks[0].need_logits) seq->tokens.push_back(7);
-    scheduler.EndStep();
-    f.kv->transfers().AwaitLane(Lane::kDiskRead);  // the loads land before the front is done
-  }
+  // The loads land before the front is done.
+  const std::vector<std::pair<int64_t, int64_t>> chunks =
+      testing::StepChunks(*f.kv, scheduler, *seq, /*steps=*/2, /*drain_after=*/0);
   const Scheduler::LoadPlanCounters& plans = scheduler.load_plan_counters();
   EXPECT_EQ(plans.plans, 1);
   EXPECT_EQ(plans.last.slow_blocks, 10);
