@@ -53,15 +53,28 @@ absl::Status ValidateGroupTables(const KvGrouping& grouping, std::span<const Gro
     const GroupKvTable& t = tables[g];
     const std::optional<int64_t>& window = grouping.group_window[g];
     const int64_t first_read = window ? std::max<int64_t>(0, start_position - *window + 1) / block_tokens : 0;
-    const int64_t table_end = t.first_block + static_cast<int64_t>(t.blocks.size());
+    const HostResidentKv& host = t.host;
+    const int64_t table_end = t.first_block + host.num_blocks() + static_cast<int64_t>(t.blocks.size());
     if (t.first_block < 0 || t.first_block > first_read || table_end < end_block) {
       return absl::InvalidArgumentError(absl::StrCat(name, ": group ", g, " table covers blocks [", t.first_block,
                                                      ", ", table_end, "), positions ", start_position, "..",
                                                      end_position, " read from block ", first_read, " to ",
                                                      end_block));
     }
+    if (!host.empty()) {
+      // Host blocks are read only, and full: the chunk writes after all of them.
+      const int64_t host_end = t.first_block + host.first_block + host.num_blocks();
+      if (host.first_block < 0 || host_end * block_tokens > start_position) {
+        return absl::InvalidArgumentError(absl::StrCat(name, ": group ", g, " host-resident blocks are not all before ",
+                                                       "the chunk's first position ", start_position));
+      }
+      for (const void* data : host.blocks) {
+        if (data == nullptr) return absl::InvalidArgumentError(absl::StrCat(name, ": group ", g, " null host block"));
+      }
+    }
     for (int64_t j = t.first_block; j < end_block; ++j) {
-      const int32_t b = t.blocks[static_cast<size_t>(j - t.first_block)];
+      if (host.Contains(j - t.first_block)) continue;
+      const int32_t b = t.blocks[static_cast<size_t>(host.DeviceIndex(j - t.first_block))];
       if (b < 0 || b >= num_blocks) {
         return absl::InvalidArgumentError(
             absl::StrCat(name, ": group ", g, " block ", b, " out of range [0, ", num_blocks, ")"));

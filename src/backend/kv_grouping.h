@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "backend/host_resident_kv.h"
 
 namespace kvtier {
 
@@ -34,16 +35,22 @@ struct KvGrouping {
   absl::StatusOr<int64_t> Validate(std::span<const std::optional<int64_t>> layer_windows) const;
 };
 
-// One sequence's table in one group: blocks[i] holds logical block first_block + i.
+// One sequence's table in one group: logical blocks from first_block on, through `host`
+// (counting from first_block, host_resident_kv.h) for a long sequence whose oldest blocks
+// live in host memory, read in place: host.blocks[i] holds logical block first_block +
+// host.first_block + i, and blocks the rest, in order (without host blocks, blocks[i]
+// holds logical block first_block + i).
 struct GroupKvTable {
   int64_t first_block = 0;
   std::span<const int32_t> blocks;
+  HostResidentKv host{};
 };
 
 // Checks a chunk's group tables for positions [start_position, end_position): one per
 // group, each starting no later than the first block the chunk's first query reads and
-// covering the chunk's last position, every id in [0, num_blocks); the blocks the chunk
-// writes are added to *written, none twice (across groups and chunks). InvalidArgument
+// covering the chunk's last position, every id in [0, num_blocks), every host block
+// before the chunk's first position and not null; the blocks the chunk writes are added
+// to *written, none twice (across groups and chunks). InvalidArgument
 // naming `name` and the group otherwise.
 absl::Status ValidateGroupTables(const KvGrouping& grouping, std::span<const GroupKvTable> tables,
                                  int64_t start_position, int64_t end_position, int64_t block_tokens,

@@ -90,7 +90,8 @@ void Engine::BuildSampling(const Schedule& schedule, ForwardBatch* batch) {
 absl::Status Engine::Forward(const Schedule& schedule) {
   ForwardBatch batch;
   // With layer groups the backend reads every group's table of a sequence (a windowed one
-  // from its first live block) instead of the one block table.
+  // from its first live block; a long sequence's full-attention ones through their
+  // host-resident blocks first) instead of the one block table.
   const GroupedBlockTables* grouped = scheduler_.grouped_tables();
   std::vector<std::vector<GroupKvTable>> group_tables(grouped != nullptr ? schedule.chunks.size() : 0);
   for (size_t c = 0; c < schedule.chunks.size(); ++c) {
@@ -102,7 +103,8 @@ absl::Status Engine::Forward(const Schedule& schedule) {
     if (grouped == nullptr) continue;
     for (int64_t g = 0; g < grouped->groups().num_groups(); ++g) {
       const GroupBlockTable& table = grouped->Table(chunk.sequence->id, g);
-      group_tables[c].push_back(GroupKvTable{table.first_block, table.blocks});
+      group_tables[c].push_back(GroupKvTable{table.first_block - table.host_blocks, table.blocks,
+                                             kv_->HostResident(chunk.sequence->id, g)});
     }
     batch.chunks.back().block_table = {};
     batch.chunks.back().group_tables = group_tables[c];

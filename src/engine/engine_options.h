@@ -53,9 +53,8 @@ struct EngineOptions {
   bool prefix_cache = true;
   // KV layer groups (engine/kv_layer_groups_choice.h): a model with sliding-window layers
   // keeps each window's layers in blocks of their own, given back once no query reads them,
-  // where the backend and the other options allow (else one group, as off). Off by default
-  // until every KV feature carries groups.
-  bool kv_layer_groups = false;
+  // where the backend and the other options allow (else one group, as off).
+  bool kv_layer_groups = true;
   // A prompt prefix found only in a slow tier (disk, remote) is partly recomputed while the
   // rest loads, split by measured cost (engine/load_plan.h); off: always loaded.
   bool load_or_recompute = true;

@@ -5,9 +5,12 @@
 // layout every other context has. Every tier carries groups: a swap to the host or disk
 // tier moves the blocks each group still holds (KvCacheManager::SwapOut); the prefix cache
 // keeps group entries on the device tier, evicts them to the host and disk tiers and puts
-// them to the remote tier, each under its group's key (kv_cache_grouped_prefix.cc); a
-// sequence longer than the device tier is refused rather than run with host-resident blocks
-// (CpuBackend::ReadsHostResidentKv).
+// them to the remote tier, each under its group's key (kv_cache_grouped_prefix.cc); load
+// plans split a grouped prefix (kv_cache_grouped_load_plan.cc); a pinned prefix pins every
+// group's entries; a sequence longer than the device tier runs with its full-attention
+// groups' oldest blocks resident on the host tier (KvCacheManager::MoveOldBlocksToHost).
+// On by default (EngineOptions::kv_layer_groups): where it cannot group, the context is
+// exactly one without groups, the reason logged at Info.
 #ifndef KVTIER_ENGINE_KV_LAYER_GROUPS_CHOICE_H_
 #define KVTIER_ENGINE_KV_LAYER_GROUPS_CHOICE_H_
 

@@ -69,8 +69,11 @@ int64_t Scheduler::ChunkLength(const Sequence& seq, int64_t budget) const {
   if (seq.attach_at > seq.num_computed) length = std::min(length, seq.attach_at - seq.num_computed);
   if (!IsLong(seq)) return length;
   const int64_t block_tokens = kv_->block_tokens();
-  const int64_t max_blocks = std::max<int64_t>(1, DeviceCapacity() / 2);
-  // The chunk's positions [start, start + length) touch at most max_blocks blocks.
+  // With layer groups a logical block takes one block in every group.
+  const GroupedBlockTables* grouped = kv_->grouped();
+  const int64_t blocks_per_logical = grouped != nullptr ? grouped->groups().num_groups() : 1;
+  const int64_t max_blocks = std::max<int64_t>(1, DeviceCapacity() / 2 / blocks_per_logical);
+  // The chunk's positions [start, start + length) touch at most max_blocks logical blocks.
   const int64_t start = seq.num_computed;
   return std::min(length, (start / block_tokens + max_blocks) * block_tokens - start);
 }
@@ -313,7 +316,7 @@ void Scheduler::Commit(const Schedule& schedule) {
     seq->num_computed += chunk.length;
     kv_->OnComputed(seq->id, seq->tokens, seq->num_computed, seq->params.priority, seq->keys());
     if (seq->params.pin_prefix && !seq->prefix_pinned && seq->num_computed >= seq->num_prompt_tokens) {
-      kv_->PinPrefix(seq->id, seq->num_prompt_tokens / kv_->block_tokens());
+      kv_->PinPrefix(seq->id, seq->num_prompt_tokens / kv_->block_tokens(), seq->tokens, seq->keys());
       seq->prefix_pinned = true;
     }
   }

@@ -220,7 +220,8 @@ class Scheduler {
   bool IsLong(const Sequence& seq) const;
   int64_t NumLongRunning() const;
   // How many of `seq`'s next tokens to feed, within `budget`: a chunk stops at the load
-  // plan's attach_at; a long sequence's chunk spans at most half the device tier's blocks,
+  // plan's attach_at; a long sequence's chunk spans at most half the device tier's blocks
+  // (with layer groups, its blocks in every group together),
   // so that it prefills beside others in bounded device memory.
   int64_t ChunkLength(const Sequence& seq, int64_t budget) const;
   // For a long sequence short of device blocks: moves its own old blocks to the host tier

@@ -71,6 +71,9 @@ std::vector<BlockId> GroupedBlockTables::KeptBlocks(SequenceId seq) const {
   std::vector<BlockId> out;
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return out;
+  for (const GroupBlockTable& t : it->second.tables) {
+    if (t.host_blocks > 0) return out;
+  }
   const int64_t num_computed = it->second.num_computed;
   const int64_t end = groups_.BlocksForTokens(num_computed);
   for (int64_t g = 0; g < groups_.num_groups(); ++g) {
@@ -155,6 +158,23 @@ absl::StatusOr<std::vector<std::pair<BlockId, BlockId>>> GroupedBlockTables::For
   return copied;
 }
 
+absl::Status GroupedBlockTables::MoveFrontToHost(SequenceId seq, int64_t g) {
+  auto it = sequences_.find(seq);
+  if (it == sequences_.end() || g < 0 || g >= groups_.num_groups() || groups_.group(g).window.has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat("sequence ", seq, " has no full-attention group ", g));
+  }
+  GroupBlockTable& t = it->second.tables[static_cast<size_t>(g)];
+  if (t.blocks.empty() || t.first_block >= it->second.num_computed / groups_.block_tokens()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("sequence ", seq, " group ", g, " block ", t.first_block, " is not full and computed"));
+  }
+  Unref(t.blocks.front());
+  t.blocks.erase(t.blocks.begin());
+  ++t.first_block;
+  ++t.host_blocks;
+  return absl::OkStatus();
+}
+
 void GroupedBlockTables::Release(SequenceId seq) {
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;
@@ -202,9 +222,14 @@ absl::Status GroupedBlockTables::VerifyIntegrity() const {
         return absl::InternalError(absl::StrCat("sequence ", seq, " group ", g, " ends at block ", GroupTableEnd(t),
                                                 " before its computed position ", s.num_computed));
       }
-      if (t.first_block > groups_.FirstLiveBlock(static_cast<int64_t>(g), s.num_computed)) {
-        return absl::InternalError(absl::StrCat("sequence ", seq, " group ", g, " dropped block ", t.first_block - 1,
-                                                ", which its next query at ", s.num_computed, " reads"));
+      if (t.first_block - t.host_blocks > groups_.FirstLiveBlock(static_cast<int64_t>(g), s.num_computed)) {
+        return absl::InternalError(absl::StrCat("sequence ", seq, " group ", g, " dropped block ",
+                                                t.first_block - t.host_blocks - 1, ", which its next query at ",
+                                                s.num_computed, " reads"));
+      }
+      if (t.host_blocks > 0 && t.first_block > s.num_computed / groups_.block_tokens()) {
+        return absl::InternalError(absl::StrCat("sequence ", seq, " group ", g, " has host-resident block ",
+                                                t.first_block - 1, " past its computed position ", s.num_computed));
       }
       for (BlockId b : t.blocks) ++table_refs[b];
     }

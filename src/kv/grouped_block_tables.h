@@ -16,10 +16,14 @@
 // (TakeEvicted), which copies it to the tiers below; a match there comes back through
 // AddEntry (KvCacheManager, kv_cache_grouped_prefix.cc).
 //
+// Long sequences (MoveFrontToHost): a full-attention group's oldest computed blocks may
+// move to host slots the owner holds, read there in place; the table then starts after them.
+//
 // Invariant: a sequence's table in group g covers logical blocks [first_block, first_block
 // + blocks.size()), each id referenced by the tables holding it plus one reference when it
 // is a prefix entry; an entry no table holds is in the eviction order. The blocks before
-// first_block were returned, and none that a query at the sequence's computed length reads.
+// first_block were returned, and none that a query at the sequence's computed length reads
+// except the host_blocks right before first_block, which are host-resident, full and computed.
 // Every group's table ends at the same logical block, at or after the computed positions.
 #ifndef KVTIER_KV_GROUPED_BLOCK_TABLES_H_
 #define KVTIER_KV_GROUPED_BLOCK_TABLES_H_
@@ -33,6 +37,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kv/block_hash.h"
@@ -47,6 +52,9 @@ namespace kvtier {
 struct GroupBlockTable {
   int64_t first_block = 0;
   std::vector<BlockId> blocks;
+  // Logical blocks [first_block - host_blocks, first_block) live in host slots the owner
+  // holds (MoveFrontToHost).
+  int64_t host_blocks = 0;
 };
 
 struct GroupedBlockStats {
@@ -82,7 +90,8 @@ class GroupedBlockTables {
   // are free; FailedPrecondition when the sequence holds blocks; InvalidArgument for a
   // negative num_computed.
   absl::Status Restore(SequenceId seq, int64_t num_computed);
-  // What a swap-out of the sequence carries: group by group, in position order, the blocks
+  // What a swap-out of the sequence carries (none with host-resident blocks, which the
+  // owner swaps out no further: it recomputes such a sequence): group by group, in position order, the blocks
   // [FirstLiveBlock(g, n), BlocksForTokens(n)) of a sequence that has computed [0, n) —
   // KvLayerGroups::ComputedBlocksHeld(n) ids. The blocks reserved past n hold nothing yet.
   // After Restore(seq, n), the blocks that came back, in the same order.
@@ -102,6 +111,11 @@ class GroupedBlockTables {
   // when too few blocks are free for the copies; nothing changed on an error.
   absl::StatusOr<std::vector<std::pair<BlockId, BlockId>>> Fork(SequenceId parent, SequenceId child,
                                                                 int64_t num_tokens);
+  // Long sequences (kv_cache_streaming.cc): group g's first block, whose bytes the owner
+  // has copied into a host slot, leaves the table (first_block and host_blocks advance) and
+  // goes back to the pool as a dropped one does. FailedPrecondition unless g is a
+  // full-attention group whose first block is full and computed.
+  absl::Status MoveFrontToHost(SequenceId seq, int64_t g);
   // Returns every block the sequence holds.
   void Release(SequenceId seq);
   // The sequence's table in group g (empty for an unknown sequence or group).
@@ -114,11 +128,26 @@ class GroupedBlockTables {
   // cached under the same key and group is kept. Returns the blocks that became entries.
   std::vector<BlockId> CacheFullBlocks(SequenceId seq, int64_t num_full, const std::function<BlockHash(int64_t)>& key,
                        std::span<const int32_t> tokens);
-  // For a sequence holding nothing: the longest prefix of at most max_blocks blocks whose
-  // blocks its next query reads are all cached (with these tokens) becomes its tables,
-  // shared with the entries, computed up to there. Returns the blocks matched (0: none).
+  // For a sequence holding nothing, or only its computed full blocks [0, held) (a load
+  // plan's computed front, HeldComputedBlocks): the longest prefix of at most max_blocks
+  // blocks, past held, whose blocks its next query reads are all cached (with these tokens)
+  // or its own becomes its tables, shared with the entries, computed up to there; its own
+  // blocks the windows have passed go back. Returns the blocks matched (0: none).
   int64_t MatchPrefix(SequenceId seq, int64_t max_blocks, const std::function<BlockHash(int64_t)>& key,
                       std::span<const int32_t> tokens);
+  // The blocks [0, held) of a sequence that has computed exactly those and holds nothing
+  // past them, which a match continues (0 when it holds nothing); -1 when it holds a block
+  // not full or not computed, or host-resident ones.
+  int64_t HeldComputedBlocks(SequenceId seq) const;
+
+  // Pinned prefixes: keeps every cached entry a match of the first num_blocks blocks reads
+  // (each group's blocks a query at num_blocks x block_tokens reads) from eviction until
+  // UnpinAll, one reference each, as a table holds them. Idempotent per entry; returns the
+  // entries newly pinned.
+  int64_t PinPrefix(int64_t num_blocks, const std::function<BlockHash(int64_t)>& key,
+                    std::span<const int32_t> tokens);
+  void UnpinAll();
+  int64_t num_pinned() const { return static_cast<int64_t>(pinned_.size()); }
 
   // A prefix entry: the chain key of its logical block, its group and its tokens.
   struct PrefixEntry {
@@ -187,7 +216,8 @@ class GroupedBlockTables {
   int64_t blocks_dropped_for_window_ = 0;
   absl::flat_hash_map<EntryKey, BlockId> entries_;
   absl::flat_hash_map<BlockId, PrefixEntry> entry_of_block_;
-  LruSet evictable_;  // entries no table holds, least recently released first
+  LruSet evictable_;  // entries no table or pin holds, least recently released first
+  absl::flat_hash_set<BlockId> pinned_;  // entries PinPrefix holds
   std::vector<EvictedEntry> evicted_;  // since the last TakeEvicted
 };
 

@@ -93,24 +93,34 @@ int64_t GroupedBlockTables::MatchPrefix(SequenceId seq, int64_t max_blocks, cons
                                         std::span<const int32_t> tokens) {
   const int64_t block_tokens = groups_.block_tokens();
   max_blocks = std::min(max_blocks, static_cast<int64_t>(tokens.size()) / block_tokens);
-  if (sequences_.contains(seq) || max_blocks <= 0) return 0;
+  const int64_t held = HeldComputedBlocks(seq);
+  if (held < 0 || max_blocks <= held) return 0;
   std::vector<BlockHash> keys;  // keys[i]: block i's, computed as far as the chain is cached
   for (int64_t i = 0; i < max_blocks; ++i) keys.push_back(key(i));
   auto block_tokens_of = [&](int64_t b) {
     return tokens.subspan(static_cast<size_t>(b * block_tokens), static_cast<size_t>(block_tokens));
   };
+  // The sequence's own tables hold every block before `held` that a query past it reads.
   const int64_t n = groups_.UsablePrefixBlocks(max_blocks, [&](int64_t g, int64_t b) {
-    return FindEntry(keys[static_cast<size_t>(b)], g, block_tokens_of(b)).has_value();
+    return b < held || FindEntry(keys[static_cast<size_t>(b)], g, block_tokens_of(b)).has_value();
   });
-  if (n == 0) return 0;
+  if (n <= held) return 0;
   SequenceTables& s = sequences_[seq];
   s.num_computed = n * block_tokens;
   s.num_cached = n;
   s.tables.resize(static_cast<size_t>(groups_.num_groups()));
   for (int64_t g = 0; g < groups_.num_groups(); ++g) {
     GroupBlockTable& t = s.tables[static_cast<size_t>(g)];
-    t.first_block = std::min(n, groups_.FirstLiveBlock(g, s.num_computed));
-    for (int64_t b = t.first_block; b < n; ++b) {
+    const int64_t first = std::min(n, groups_.FirstLiveBlock(g, s.num_computed));
+    // Its own blocks the window has passed go back, as OnComputed would give them.
+    while (!t.blocks.empty() && t.first_block < first) {
+      Unref(t.blocks.front());
+      t.blocks.erase(t.blocks.begin());
+      ++t.first_block;
+      ++blocks_dropped_for_window_;
+    }
+    if (t.blocks.empty()) t.first_block = first;
+    for (int64_t b = std::max(held, first); b < n; ++b) {
       const BlockId id = *FindEntry(keys[static_cast<size_t>(b)], g, block_tokens_of(b));
       pool_.AddRef(id);
       evictable_.Erase(id);
@@ -120,11 +130,52 @@ int64_t GroupedBlockTables::MatchPrefix(SequenceId seq, int64_t max_blocks, cons
   return n;
 }
 
+int64_t GroupedBlockTables::HeldComputedBlocks(SequenceId seq) const {
+  auto it = sequences_.find(seq);
+  if (it == sequences_.end()) return 0;
+  const SequenceTables& s = it->second;
+  // Every group's table ends at the same block.
+  const int64_t end =
+      s.tables.empty() ? 0 : s.tables.front().first_block + static_cast<int64_t>(s.tables.front().blocks.size());
+  if (s.num_computed != end * groups_.block_tokens()) return -1;
+  for (const GroupBlockTable& t : s.tables) {
+    if (t.host_blocks > 0) return -1;
+  }
+  return end;
+}
+
+int64_t GroupedBlockTables::PinPrefix(int64_t num_blocks, const std::function<BlockHash(int64_t)>& key,
+                                      std::span<const int32_t> tokens) {
+  const int64_t block_tokens = groups_.block_tokens();
+  num_blocks = std::min(num_blocks, static_cast<int64_t>(tokens.size()) / block_tokens);
+  int64_t pinned = 0;
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const BlockHash hash = key(b);
+    const std::span<const int32_t> block =
+        tokens.subspan(static_cast<size_t>(b * block_tokens), static_cast<size_t>(block_tokens));
+    for (int64_t g = 0; g < groups_.num_groups(); ++g) {
+      if (b < groups_.FirstLiveBlock(g, num_blocks * block_tokens)) continue;  // no match at num_blocks reads it
+      const std::optional<BlockId> id = FindEntry(hash, g, block);
+      if (!id || pinned_.contains(*id)) continue;
+      Hold(*id);
+      pinned_.insert(*id);
+      ++pinned;
+    }
+  }
+  return pinned;
+}
+
+void GroupedBlockTables::UnpinAll() {
+  for (BlockId block : pinned_) Unhold(block);
+  pinned_.clear();
+}
+
 absl::Status GroupedBlockTables::VerifyEntries(const absl::flat_hash_map<BlockId, int64_t>& table_refs) const {
   int64_t used = 0;
   for (BlockId b = 0; b < pool_.num_blocks(); ++b) {
     auto refs = table_refs.find(b);
-    const int64_t held = refs == table_refs.end() ? 0 : refs->second;
+    // A pin holds its entry as a table does.
+    const int64_t held = (refs == table_refs.end() ? 0 : refs->second) + (pinned_.contains(b) ? 1 : 0);
     const bool entry = entry_of_block_.contains(b);
     if (pool_.ref_count(b) != held + (entry ? 1 : 0)) {
       return absl::InternalError(absl::StrCat("block ", b, " has ", pool_.ref_count(b), " references, ", held,

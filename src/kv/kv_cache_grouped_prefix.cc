@@ -8,7 +8,8 @@
 // (KvLayerGroups::UsablePrefixBlocks): every block the next query reads, in every group; a
 // windowed group's blocks before its window are neither needed nor loaded. A waiting
 // prompt's group blocks on disk or in the remote tier are read ahead into host memory as
-// any are.
+// any are. A load plan's attach continues the sequence's computed front with what has
+// landed (kv_cache_grouped_load_plan.cc).
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -32,7 +33,10 @@ void KvCacheManager::QueueGroupEntries(std::span<const BlockId> blocks) {
 
 int64_t KvCacheManager::MatchGroupedPrefix(SequenceId seq, const BlockChain& chain, int64_t max_blocks,
                                            bool landed_only) {
-  if (!grouped_->Table(seq, 0).blocks.empty() || max_blocks <= 0) return 0;
+  // A load plan's attach continues after the front the sequence computed.
+  const int64_t computed = grouped_->HeldComputedBlocks(seq);
+  if (computed < 0 || max_blocks <= computed) return 0;
+  if (landed_only) ctx_.transfers.Land(kReadLanes);  // waits for nothing
   const KvLayerGroups& groups = grouped_->groups();
   const int64_t num_groups = groups.num_groups();
   std::vector<BlockHash> keys;  // keys[b]: logical block b's chain key
@@ -45,7 +49,7 @@ int64_t KvCacheManager::MatchGroupedPrefix(SequenceId seq, const BlockChain& cha
   // Whether a tier below holds group g's block b, its moves under way settled (remembered:
   // the usable-prefix search asks again). The remote tier, which only a lookup answers,
   // holds it once its lookup (of the group's blocks from b on) found a sound value. A load
-  // plan's attach (landed_only) takes the device's entries only.
+  // plan's attach (landed_only) takes only what is in memory now.
   std::vector<std::vector<int8_t>> below(static_cast<size_t>(num_groups),
                                          std::vector<int8_t>(static_cast<size_t>(max_blocks), -1));
   auto held_below = [&](int64_t g, int64_t b) {
@@ -53,15 +57,15 @@ int64_t KvCacheManager::MatchGroupedPrefix(SequenceId seq, const BlockChain& cha
     if (known < 0) {
       const BlockHash key = GroupBlockKey(keys[static_cast<size_t>(b)], g);
       known = 0;
-      if (!landed_only &&
-          std::all_of(below_.begin(), below_.end(), [&](LowerTier* t) { return t->Settle(key, false); })) {
-        LowerTier* holder = FirstHolder(key).first;
+      if (std::all_of(below_.begin(), below_.end(), [&](LowerTier* t) { return t->Settle(key, landed_only); })) {
+        const auto [holder, presence] = FirstHolder(key);
         if (holder != nullptr && !holder->local()) {
           LowerTier::Claim claim;
-          known = holder->ClaimForLoad(group_chain(g), b, max_blocks, false, &claim) == LowerTier::ClaimResult::kHit;
+          known = holder->ClaimForLoad(group_chain(g), b, max_blocks, landed_only, &claim) ==
+                  LowerTier::ClaimResult::kHit;
           if (known == 1) holder->Unclaim(claim);
         } else {
-          known = holder != nullptr ? 1 : 0;
+          known = holder != nullptr && (!landed_only || presence == LowerTier::Presence::kLanded) ? 1 : 0;
         }
       }
     }
@@ -70,9 +74,10 @@ int64_t KvCacheManager::MatchGroupedPrefix(SequenceId seq, const BlockChain& cha
   auto on_device = [&](int64_t g, int64_t b) {
     return grouped_->FindEntry(keys[static_cast<size_t>(b)], g, chain.Tokens(b));
   };
-  const int64_t n = groups.UsablePrefixBlocks(
-      max_blocks, [&](int64_t g, int64_t b) { return on_device(g, b).has_value() || held_below(g, b); });
-  if (n == 0) return 0;
+  const int64_t n = groups.UsablePrefixBlocks(max_blocks, [&](int64_t g, int64_t b) {
+    return b < computed || on_device(g, b).has_value() || held_below(g, b);
+  });
+  if (n <= computed) return 0;
 
   // The blocks the next query reads that only a tier below holds come into new entries; the
   // device's entries are held meanwhile, so that taking a block for a load evicts none of them.
@@ -83,7 +88,9 @@ int64_t KvCacheManager::MatchGroupedPrefix(SequenceId seq, const BlockChain& cha
   };
   std::vector<GroupLoad> loads[kNumTiers];
   std::vector<Tier> slowest(static_cast<size_t>(n), Tier::kDevice);  // per logical block, for the counters
-  auto first_read = [&](int64_t g) { return std::min(n, groups.FirstLiveBlock(g, n * block_tokens())); };
+  auto first_read = [&](int64_t g) {
+    return std::max(computed, std::min(n, groups.FirstLiveBlock(g, n * block_tokens())));
+  };
   std::vector<std::pair<int64_t, int64_t>> missing;  // (group, block)
   for (int64_t g = 0; g < num_groups; ++g) {
     for (int64_t b = first_read(g); b < n; ++b) {
@@ -102,7 +109,7 @@ int64_t KvCacheManager::MatchGroupedPrefix(SequenceId seq, const BlockChain& cha
     LowerTier* holder = nullptr;
     LowerTier::Claim claim;
     for (LowerTier* tier : below_) {
-      const LowerTier::ClaimResult r = tier->ClaimForLoad(chain_g, b, n, false, &claim);
+      const LowerTier::ClaimResult r = tier->ClaimForLoad(chain_g, b, n, landed_only, &claim);
       if (r == LowerTier::ClaimResult::kMiss) continue;
       if (r == LowerTier::ClaimResult::kHit) holder = tier;
       break;
@@ -135,12 +142,12 @@ int64_t KvCacheManager::MatchGroupedPrefix(SequenceId seq, const BlockChain& cha
   const int64_t matched = grouped_->MatchPrefix(
       seq, n, [&](int64_t i) { return keys[static_cast<size_t>(i)]; }, chain.tokens);
   SequenceBlocks& blocks = sequences_[seq];
-  for (int64_t b = 0; b < matched; ++b) {
+  for (int64_t b = computed; b < matched; ++b) {
     const int tier = static_cast<int>(slowest[static_cast<size_t>(b)]);
     ++blocks.matched[tier];
     ++ctx_.counters.prefix_hits[tier];
   }
-  ctx_.counters.prefix_hit_tokens += matched * block_tokens();
+  ctx_.counters.prefix_hit_tokens += std::max<int64_t>(0, matched - computed) * block_tokens();
   return matched * block_tokens();
 }
 

@@ -34,6 +34,14 @@ absl::Status KvCacheManager::VerifyIntegrity() const {
                                                 ") is out of range or points elsewhere"));
       }
     }
+    for (size_t g = 0; grouped_ && g < blocks.group_host_data.size(); ++g) {
+      const int64_t moved = grouped_->Table(seq, static_cast<int64_t>(g)).host_blocks;
+      if (static_cast<int64_t>(blocks.group_host_data[g].size()) != moved) {
+        return absl::InternalError(absl::StrCat("sequence ", seq, " group ", g, " has ",
+                                                blocks.group_host_data[g].size(),
+                                                " host-resident blocks but its table moved ", moved));
+      }
+    }
     if (blocks.hashes.size() > blocks.host_slots.size() + blocks.table.size() && !swapped_.contains(seq)) {
       return absl::InternalError(absl::StrCat("sequence ", seq, " has more hashes than blocks"));
     }

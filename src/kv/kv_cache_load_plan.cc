@@ -11,9 +11,11 @@ namespace kvtier {
 KvCacheManager::SlowPrefix KvCacheManager::ProbeSlowPrefix(SequenceId seq, std::span<const int32_t> tokens,
                                                              BlockKeyChain* keys) {
   SlowPrefix probe;
-  // Layer groups: a prefix is matched whole (MatchGroupedPrefix loads what the tiers below
-  // hold, every group's blocks the next query reads); no plan splits it.
-  if (!ctx_.options.prefix_cache || tokens.size() < 2 || grouped_) return probe;
+  if (!ctx_.options.prefix_cache || tokens.size() < 2) return probe;
+  if (grouped_) {
+    std::optional<BlockKeyChain> own;
+    return ProbeSlowGroupedPrefix(seq, Chain(tokens, keys, &own));  // kv_cache_grouped_load_plan.cc
+  }
   int64_t first = 0;
   if (auto held = sequences_.find(seq); held != sequences_.end()) {
     if (!held->second.host_slots.empty() || held->second.hashes.size() != held->second.table.size()) return probe;
@@ -75,6 +77,7 @@ int64_t KvCacheManager::LoadPrefixAhead(std::span<const int32_t> tokens, BlockKe
   to = std::min(to, chain.max_blocks());
   if (from >= to) return 0;
   ctx_.transfers.Land(kReadLanes);
+  if (grouped_) return LoadGroupedPrefixAhead(chain, from, to);
   // Back first: the compute meets the loads wherever they have come to (Scheduler::Attach).
   // All at once: a read that waits for a later step's budget lands too late to be used.
   int64_t started[kNumTiers] = {};
@@ -87,27 +90,37 @@ KvCacheManager::LoadFrontier KvCacheManager::ProbeLoadFrontier(std::span<const i
   std::optional<BlockKeyChain> own;
   const BlockChain chain = Chain(tokens, keys, &own);
   to = std::min(to, chain.max_blocks());
-  LoadFrontier frontier;
-  frontier.landed_from = std::max(from, to);
-  if (from >= to) return frontier;
+  if (from >= to) return LoadFrontier{std::max(from, to), 0, false, 0};
   ctx_.transfers.Land(kReadLanes);
-  auto landed = [&](const BlockHash& hash) {
+  if (grouped_) return ProbeGroupedLoadFrontier(chain, from, to);
+  auto landed = [&](int64_t b) {
+    const BlockHash hash = chain.Key(b);
     return ctx_.device.Contains(hash) || std::any_of(below_.begin(), below_.end(), [&](const LowerTier* t) {
              return t->Find(hash) == LowerTier::Presence::kLanded;
            });
   };
-  while (frontier.landed_from > from && landed(chain.Key(frontier.landed_from - 1))) --frontier.landed_from;
+  auto loading = [&](int64_t b, const LowerTier& tier) {
+    return tier.Find(chain.Key(b)) == LowerTier::Presence::kLoading;
+  };
+  return FrontierOf(from, to, landed, loading);
+}
+
+KvCacheManager::LoadFrontier KvCacheManager::FrontierOf(int64_t from, int64_t to,
+                                                        const std::function<bool(int64_t)>& landed,
+                                                        const std::function<bool(int64_t, const LowerTier&)>& loading) {
+  LoadFrontier frontier;
+  frontier.landed_from = to;
+  while (frontier.landed_from > from && landed(frontier.landed_from - 1)) --frontier.landed_from;
   frontier.landed = to - frontier.landed_from;
-  bool loading[kNumTiers] = {};  // per tier: a block before the landed run is on its way
+  bool loading_in[kNumTiers] = {};  // per tier: a block before the landed run is on its way
   for (int64_t i = from; i < frontier.landed_from; ++i) {
-    const BlockHash hash = chain.Key(i);
     for (const LowerTier* tier : below_) {
-      if (tier->Find(hash) == LowerTier::Presence::kLoading) loading[static_cast<int>(tier->tier())] = true;
+      if (loading(i, *tier)) loading_in[static_cast<int>(tier->tier())] = true;
     }
-    if (landed(hash)) ++frontier.landed;
+    if (landed(i)) ++frontier.landed;
   }
   for (const LowerTier* tier : below_) {
-    if (!loading[static_cast<int>(tier->tier())]) continue;
+    if (!loading_in[static_cast<int>(tier->tier())]) continue;
     frontier.loading = true;
     frontier.load_seconds_per_block = std::max(frontier.load_seconds_per_block, tier->SecondsPerBlock());
   }

@@ -259,7 +259,15 @@ void KvCacheManager::CopyVictimsDown(std::vector<DirtyVictim> dirty) {
   ctx_.counters.blocks_dropped += static_cast<int64_t>(dirty.size());
 }
 
-void KvCacheManager::PinPrefix(SequenceId seq, int64_t num_blocks) {
+void KvCacheManager::PinPrefix(SequenceId seq, int64_t num_blocks, std::span<const int32_t> tokens,
+                               BlockKeyChain* keys) {
+  if (grouped_) {
+    if (!ctx_.options.prefix_cache) return;
+    std::optional<BlockKeyChain> own;
+    const BlockChain chain = Chain(tokens, keys, &own);
+    grouped_->PinPrefix(num_blocks, [&](int64_t i) { return chain.Key(i); }, tokens);
+    return;
+  }
   auto it = sequences_.find(seq);
   if (it == sequences_.end()) return;
   const SequenceBlocks& blocks = it->second;
@@ -275,6 +283,7 @@ void KvCacheManager::PinPrefix(SequenceId seq, int64_t num_blocks) {
 }
 
 void KvCacheManager::UnpinAll() {
+  if (grouped_) grouped_->UnpinAll();
   for (const auto& [hash, block] : pinned_) ReleaseDeviceBlock(block);
   pinned_.clear();
 }

@@ -34,6 +34,7 @@
 #define KVTIER_KV_KV_CACHE_MANAGER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -118,12 +119,21 @@ class KvCacheManager {
   absl::StatusOr<int64_t> MoveOldBlocksToHost(SequenceId seq, int64_t num_computed, int64_t device_blocks_wanted);
   // What the forward reads from the host for the sequence (empty for an ordinary one); its
   // BlockTable then starts at logical block HostResident(seq).blocks.size().
-  HostResidentKv HostResident(SequenceId seq) const;
+  // With layer groups the oldest computed blocks of the full-attention groups move, the
+  // group with the fewest moved first (GroupedBlockTables::MoveFrontToHost), and each
+  // `group`'s are read on their own: its GroupBlockTable::host_blocks blocks right before
+  // its table (empty for group -1).
+  HostResidentKv HostResident(SequenceId seq, int64_t group = -1) const;
   // Pins the sequence's first `num_blocks` full blocks (computed): kept on the device tier,
-  // never evicted, until UnpinAll. Idempotent per block. Nothing with layer groups.
-  void PinPrefix(SequenceId seq, int64_t num_blocks);
+  // never evicted, until UnpinAll. Idempotent per block. With layer groups: every group's
+  // entry a match of those blocks reads (GroupedBlockTables::PinPrefix), found by the
+  // sequence's `tokens`.
+  void PinPrefix(SequenceId seq, int64_t num_blocks, std::span<const int32_t> tokens = {},
+                 BlockKeyChain* keys = nullptr);
   void UnpinAll();
-  int64_t num_pinned_blocks() const { return static_cast<int64_t>(pinned_.size()); }
+  int64_t num_pinned_blocks() const {
+    return grouped_ ? grouped_->num_pinned() : static_cast<int64_t>(pinned_.size());
+  }
 
   // ---- Prefix reuse, over the tiers below (kv_cache_prefix.cc, kv_cache_load_plan.cc)
   // For a sequence with no blocks yet: maps the longest run of its full blocks found in
@@ -160,6 +170,8 @@ class KvCacheManager {
   // Starts loading prompt blocks [from, to) into host memory, every one at once, from the
   // back (block to - 1 first), so that what has landed is a run at the back growing toward
   // the front while the front computes toward it. Returns the disk reads it started.
+  // With layer groups (here and in the probes): a block is every group's block that a
+  // match at `to` (ProbeSlowPrefix: at the run's end) reads.
   int64_t LoadPrefixAhead(std::span<const int32_t> tokens, BlockKeyChain* keys, int64_t from, int64_t to);
   // A load plan's progress over prompt blocks [from, to): `landed_from`, the first block of
   // the run of landed blocks ending at `to` (to itself when block to - 1 has not landed);
@@ -233,6 +245,9 @@ class KvCacheManager {
     // alone (in no cache map), read in place; host_data[i] = the slot's bytes.
     std::vector<int32_t> host_slots;
     std::vector<const void*> host_data;
+    // With layer groups, host_slots and host_data in the order they moved, and per group the
+    // bytes of its own, in position order.
+    std::vector<std::vector<const void*>> group_host_data;
     std::vector<BlockId> table;      // device blocks, in position order, after the host ones
     std::vector<BlockHash> hashes;   // keys of the first hashes.size() full blocks
     int64_t matched[kNumTiers] = {};  // the blocks MatchPrefix found per tier (UnmatchPrefix)
@@ -265,6 +280,20 @@ class KvCacheManager {
   // down under their group's key (GroupBlockKey); called after every grouped call that
   // takes blocks, before they are written.
   void DemoteGroupEntries();
+  // Load or recompute with layer groups (kv_cache_grouped_load_plan.cc): ProbeSlowPrefix,
+  // LoadPrefixAhead (after its landing) and ProbeLoadFrontier (after its checks).
+  SlowPrefix ProbeSlowGroupedPrefix(SequenceId seq, const BlockChain& chain);
+  int64_t LoadGroupedPrefixAhead(const BlockChain& chain, int64_t from, int64_t to);
+  LoadFrontier ProbeGroupedLoadFrontier(const BlockChain& chain, int64_t from, int64_t to);
+  // A load plan's frontier over blocks [from, to) (ProbeLoadFrontier's fields), from
+  // whether block b has landed and whether one of its copies is loading in a tier.
+  LoadFrontier FrontierOf(int64_t from, int64_t to, const std::function<bool(int64_t)>& landed,
+                          const std::function<bool(int64_t, const LowerTier&)>& loading);
+  // MoveOldBlocksToHost with layer groups (kv_cache_streaming.cc).
+  absl::StatusOr<int64_t> MoveOldGroupBlocksToHost(SequenceId seq, int64_t device_blocks_wanted);
+  // Copies device block `block` into the sequence's own new host slot; the slot, or nullopt
+  // when the host tier has none free, or the backend's error (the slot freed again).
+  absl::StatusOr<std::optional<int32_t>> CopyToOwnHostSlot(BlockId block);
   // Group entries just computed (GroupedBlockTables::CacheFullBlocks), queued to the remote
   // tier under their group's key as CacheOnDevice queues a computed block; the tiers of
   // slots take them when the device evicts them.

@@ -41,7 +41,9 @@ struct KvCacheOptions {
   // group's layers a block): a windowed group's blocks go back to the pool as they leave the
   // window. Unset: one block holds every layer. Swaps and forks move each group's kept
   // blocks; with prefix_cache each group's full blocks are prefix entries, kept in every
-  // tier below under the group's key (GroupBlockKey; kv_cache_grouped_prefix.cc).
+  // tier below under the group's key (GroupBlockKey; kv_cache_grouped_prefix.cc), split by
+  // load plans and pinned as any; a long sequence's full-attention groups move their oldest
+  // blocks to the host tier (kv_cache_streaming.cc).
   std::optional<KvLayerGroups> layer_groups;
 };
 

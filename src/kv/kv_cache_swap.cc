@@ -34,6 +34,10 @@ absl::Status KvCacheManager::SwapOut(SequenceId seq) {
   // With layer groups only the blocks a query can still read travel (KeptBlocks: a
   // windowed group's dropped blocks are neither written nor read back), in the order
   // GroupedBlockTables::Restore gives them back.
+  // A grouped long sequence's host-resident blocks stay in no swap record: it recomputes.
+  if (auto held = sequences_.find(seq); grouped_ && held != sequences_.end() && !held->second.host_slots.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("sequence ", seq, " holds host-resident group blocks"));
+  }
   const std::vector<BlockId> table = BlocksToSwapOut(seq);
   const int64_t grouped_computed = grouped_ ? grouped_->NumComputed(seq) : 0;
   if (grouped_ && static_cast<int64_t>(table.size()) != grouped_->groups().ComputedBlocksHeld(grouped_computed)) {

@@ -3,7 +3,8 @@
 // longer than the window prefilled in chunks and decoded greedily in one batch, their
 // windowed blocks dropped and handed out again as they advance, give bit for bit the
 // logits of the one-group layout; so do a swap of only the blocks kept (out to host
-// memory, into other blocks) and a recompute into fresh blocks. Malformed group tables and
+// memory, into other blocks), a recompute into fresh blocks, and reading a full-attention
+// group's oldest blocks from host memory in place. Malformed group tables and
 // layouts the backend cannot read are refused.
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -101,6 +103,9 @@ struct Runner {
   std::unique_ptr<CpuBackend> backend;
   std::optional<GroupedBlockTables> tables;
   std::vector<std::vector<int32_t>> plain_tables;  // by sequence, one-group layout
+  // (sequence, group) -> the bytes of its host-resident blocks (GroupedBlockTables::MoveFrontToHost).
+  std::map<std::pair<SequenceId, int64_t>, std::vector<const void*>> host;
+  std::vector<std::vector<uint8_t>> host_bytes;
 
   // Runs one step: chunk s feeds tokens[s] at start[s]. Returns the logits.
   std::vector<float> Step(const std::vector<std::vector<int32_t>>& tokens, const std::vector<int64_t>& start) {
@@ -113,7 +118,8 @@ struct Runner {
         EXPECT_TRUE(tables->Reserve(static_cast<SequenceId>(s), end).ok());
         for (int64_t g = 0; g < tables->groups().num_groups(); ++g) {
           const GroupBlockTable& t = tables->Table(static_cast<SequenceId>(s), g);
-          group_tables[s].push_back({t.first_block, t.blocks});
+          group_tables[s].push_back({t.first_block - t.host_blocks, t.blocks,
+                                     HostResidentKv{0, host[{static_cast<SequenceId>(s), g}]}});
         }
         chunk.group_tables = group_tables[s];
       } else {
@@ -143,7 +149,7 @@ std::vector<int32_t> Prompt(int64_t n, int32_t salt) {
 int32_t Argmax(const float* row, int64_t n) { return static_cast<int32_t>(std::max_element(row, row + n) - row); }
 
 // What may happen to sequence 1 between its prefill and its decode.
-enum class Pressure { kNone, kSwap, kRecompute };
+enum class Pressure { kNone, kSwap, kRecompute, kHostResident };
 
 // Prefills both prompts (chunk by chunk, together), applies `pressure` to sequence 1 in the
 // grouped runner, then decodes both greedily, comparing every logits row bit for bit.
@@ -160,7 +166,7 @@ void ExpectGroupedMatchesOneGroup(const Family& f, Pressure pressure) {
   const int64_t all_blocks = groups.BlocksForTokens(longest);
   ASSERT_LT(grouped_blocks, 2 * groups.num_groups() * all_blocks);
 
-  Runner plain{MakeBackend(f, KvGrouping{}, 2 * all_blocks), std::nullopt, {}};
+  Runner plain{MakeBackend(f, KvGrouping{}, 2 * all_blocks), std::nullopt, {}, {}, {}};
   for (int32_t s = 0; s < 2; ++s) {
     std::vector<int32_t> t(static_cast<size_t>(all_blocks));
     for (int64_t j = 0; j < all_blocks; ++j) t[static_cast<size_t>(j)] = static_cast<int32_t>(2 * all_blocks - 1 - (s * all_blocks + j));
@@ -168,7 +174,7 @@ void ExpectGroupedMatchesOneGroup(const Family& f, Pressure pressure) {
   }
   absl::StatusOr<GroupedBlockTables> tables = GroupedBlockTables::Create(groups, grouped_blocks);
   ASSERT_TRUE(tables.ok());
-  Runner grouped{MakeBackend(f, grouping, grouped_blocks), std::move(*tables), {}};
+  Runner grouped{MakeBackend(f, grouping, grouped_blocks), std::move(*tables), {}, {}, {}};
 
   const int64_t vocab = config.vocab_size;
   std::vector<int64_t> done = {0, 0};
@@ -250,6 +256,29 @@ void ExpectGroupedMatchesOneGroup(const Family& f, Pressure pressure) {
       gt.OnComputed(1, p + n);
     }
     gt.Release(3);
+  } else if (pressure == Pressure::kHostResident) {
+    // Each full-attention group's full computed blocks go to host memory and are read
+    // there; their device blocks go back, and the decodes take them again.
+    const size_t block_bytes = grouped.backend->kv_layout().BlockBytes();
+    int64_t moved = 0;
+    for (int64_t g = 0; g < groups.num_groups(); ++g) {
+      if (groups.group(g).window.has_value()) {
+        EXPECT_FALSE(gt.MoveFrontToHost(1, g).ok()) << "a windowed group keeps its window on the device";
+        continue;
+      }
+      while (gt.Table(1, g).first_block < 33 / kBlockTokens) {
+        std::vector<uint8_t>& bytes = grouped.host_bytes.emplace_back(block_bytes);
+        const BlockCopy copy{gt.Table(1, g).blocks.front(), bytes.data()};
+        ASSERT_TRUE(grouped.backend->CopyBlocksToHost(std::span<const BlockCopy>(&copy, 1)).ok());
+        ASSERT_TRUE(gt.MoveFrontToHost(1, g).ok());
+        grouped.host[{1, g}].push_back(bytes.data());
+        ++moved;
+      }
+      EXPECT_EQ(gt.Table(1, g).host_blocks, 33 / kBlockTokens);
+      EXPECT_FALSE(gt.MoveFrontToHost(1, g).ok()) << "the partial block stays on the device";
+    }
+    EXPECT_GT(moved, 0);
+    EXPECT_TRUE(gt.VerifyIntegrity().ok()) << gt.VerifyIntegrity();
   }
 
   // Decode both, greedily, from the plain runner's tokens.
@@ -275,6 +304,9 @@ TEST_P(CpuGroupedKvTest, SwappingOnlyTheKeptBlocksChangesNoBit) {
 }
 TEST_P(CpuGroupedKvTest, RecomputingIntoFreshBlocksChangesNoBit) {
   ExpectGroupedMatchesOneGroup(GetParam(), Pressure::kRecompute);
+}
+TEST_P(CpuGroupedKvTest, ReadingFullAttentionBlocksFromTheHostChangesNoBit) {
+  ExpectGroupedMatchesOneGroup(GetParam(), Pressure::kHostResident);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CpuGroupedKvTest, testing::ValuesIn(Families()),

@@ -4,17 +4,20 @@
 // stats show the blocks the windows gave back; the same KV bytes run more sequences at once;
 // sequences swapped to the host or the disk tier come back to the same tokens, and so do
 // prefixes whose group entries were evicted to those tiers or put to Redis, and forked
-// completions; random operations over all of these keep the KV invariants; and a context
-// whose other options cannot carry groups keeps one.
+// completions, and a sequence longer than the device tier, read partly from the host tier;
+// random operations over all of these keep the KV invariants; and a context
+// whose other options or backend cannot carry groups keeps one.
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/log.h"
 #include "engine/engine.h"
 #include "engine/kv_layer_groups_choice.h"
 #include "gtest/gtest.h"
@@ -101,6 +104,7 @@ struct GroupedRun {
   int64_t swap_out_bytes = 0;
   int64_t disk_swap_writes = 0;
   int64_t swap_prefetches = 0;
+  int64_t moved_to_host = 0;
   int64_t block_bytes = 0;
 };
 
@@ -126,6 +130,7 @@ GroupedRun GenerateGrouped(const GroupedFamily& f, const EngineOptions& options,
   run.swap_out_bytes = Stat(stats, "swap_out_bytes");
   run.disk_swap_writes = Stat(stats, "disk_swap_writes");
   run.swap_prefetches = Stat(stats, "swap_prefetches");
+  run.moved_to_host = Stat(stats, "blocks_moved_to_host");
   run.block_bytes = static_cast<int64_t>(engine->backend().kv_layout().BlockBytes());
   return run;
 }
@@ -278,6 +283,27 @@ TEST_P(KvLayerGroupsTest, TornDiskSwapRecordIsComputedAgain) {
   EXPECT_GT(Stat(stats, "recomputes"), 0);
 }
 
+// A sequence longer than the device tier: its full-attention groups' oldest blocks move
+// to the host tier and are read there, its windowed groups keep only their windows, and it
+// emits the tokens of a run with room on the device, its invariants checked every step.
+TEST_P(KvLayerGroupsTest, LongSequenceReadsHostResidentBlocks) {
+  const GroupedFamily& f = GetParam();
+  const GroupedRun roomy = GenerateGrouped(f, GroupOptions(true, 64 * GroupedFullBlockBytes(f)), 1, 60, 20);
+  ASSERT_GT(roomy.groups, 1);
+  EXPECT_EQ(roomy.moved_to_host, 0);
+  // Six logical blocks of every group: the windows and a few chunks' blocks, not the 20
+  // logical blocks of the whole sequence.
+  EngineOptions options = GroupOptions(true, 6 * roomy.groups * roomy.block_bytes);
+  options.host_kv_bytes = 64 * roomy.block_bytes;
+  options.watermark_blocks = 0;
+  const GroupedRun small = GenerateGrouped(f, options, 1, 60, 20);
+  EXPECT_EQ(small.groups, roomy.groups);
+  EXPECT_GT(small.moved_to_host, 0);
+  EXPECT_GT(small.freed_by_window, 0);
+  EXPECT_EQ(small.preemptions, 0);
+  EXPECT_EQ(small.tokens, roomy.tokens);
+}
+
 TEST_P(KvLayerGroupsTest, TiersThatKeepGroups) {
   const GroupedFamily& f = GetParam();
   const std::shared_ptr<const Checkpoint> checkpoint = testing::OpenCheckpoint(GroupedCheckpointDir(f));
@@ -362,7 +388,9 @@ enum class PrefixTiers { kHost, kDisk, kHostAndDisk };
 // device pool: with the prefix cache and host and/or disk tiers, the shared prefix comes
 // back from there — with groups, each group's blocks that the next query reads — and every
 // run emits the tokens of a run without the cache.
-void ExpectPrefixEntriesBelowKeepTheTokens(const GroupedFamily& f, PrefixTiers tiers) {
+// With `load_plans` a prefix only the disk holds may be split, its front computed while its
+// back loads (by measured speeds: how it splits is the kv tests' to check), to the same tokens.
+void ExpectPrefixEntriesBelowKeepTheTokens(const GroupedFamily& f, PrefixTiers tiers, bool load_plans = false) {
   const std::vector<int32_t> shared = Prompt(77, 26);
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 3; ++i) {
@@ -378,13 +406,14 @@ void ExpectPrefixEntriesBelowKeepTheTokens(const GroupedFamily& f, PrefixTiers t
     SCOPED_TRACE(groups ? "groups" : "one group");
     EngineOptions options = GroupOptions(groups, 12 * GroupedFullBlockBytes(f));
     options.prefix_cache = true;
-    options.load_or_recompute = false;  // every hit below is loaded
+    options.load_or_recompute = load_plans;  // without: every hit below is loaded
     if (tiers != PrefixTiers::kDisk) {
       options.host_kv_bytes = (tiers == PrefixTiers::kHost ? 64 : 4) * GroupedFullBlockBytes(f);
     }
     // A directory of its own: the disk store's index and journal lie beside its file.
-    const std::string dir = absl::StrCat(::testing::TempDir(), "/kvtier_grouped_prefix_", getpid(), "_", f.name, "_",
-                                         static_cast<int>(tiers), groups ? "_groups" : "_one");
+    const std::string dir =
+        absl::StrCat(::testing::TempDir(), "/kvtier_grouped_prefix_", getpid(), "_", f.name, "_",
+                     static_cast<int>(tiers), groups ? "_groups" : "_one", load_plans ? "_plans" : "");
     if (tiers != PrefixTiers::kHost) {
       std::filesystem::remove_all(dir);
       std::filesystem::create_directories(dir);
@@ -393,8 +422,10 @@ void ExpectPrefixEntriesBelowKeepTheTokens(const GroupedFamily& f, PrefixTiers t
     }
     EXPECT_EQ(RunOneByOne(f, options, prompts, &stats), reference);
     EXPECT_EQ(Stat(stats, "kv_layer_groups", "groups") > 1, groups);
-    // The small host tier sends its victims on to disk, where the next prompt finds them.
-    EXPECT_GT(Stat(stats, "prefix_hits", tiers == PrefixTiers::kHost ? "host" : "disk"), 0) << stats.dump();
+    // The small host tier sends its victims on to disk, where the next prompt finds them
+    // (a plan may compute all it found).
+    const int64_t hits = Stat(stats, "prefix_hits", tiers == PrefixTiers::kHost ? "host" : "disk");
+    EXPECT_GT(hits + (load_plans ? Stat(stats, "load_plans", "plans") : 0), 0) << stats.dump();
     EXPECT_EQ(Stat(stats, "corrupt_blocks_detected"), 0);
     if (tiers != PrefixTiers::kHost) std::filesystem::remove_all(dir);
   }
@@ -406,6 +437,10 @@ TEST_P(KvLayerGroupsTest, PrefixEntriesOnTheHostEmitTheTokensOfOneGroup) {
 
 TEST_P(KvLayerGroupsTest, PrefixEntriesOnDiskEmitTheTokensOfOneGroup) {
   ExpectPrefixEntriesBelowKeepTheTokens(GetParam(), PrefixTiers::kDisk);
+}
+
+TEST_P(KvLayerGroupsTest, PrefixEntriesOnDiskUnderLoadPlansEmitTheTokensOfOneGroup) {
+  ExpectPrefixEntriesBelowKeepTheTokens(GetParam(), PrefixTiers::kDisk, /*load_plans=*/true);
 }
 
 TEST_P(KvLayerGroupsTest, PrefixEntriesOnTheHostAndDiskEmitTheTokensOfOneGroup) {
@@ -471,6 +506,65 @@ TEST_P(KvLayerGroupsTest, OptionsThatCannotCarryGroupsKeepOne) {
   EXPECT_EQ(run.groups, 1);
   EXPECT_EQ(run.freed_by_window, 0);
   EXPECT_EQ(run.tokens.size(), 2u);
+}
+
+// The log lines at Warning and above, while it lives.
+class WarningLines {
+ public:
+  WarningLines() { EXPECT_TRUE(SetLogSink(&WarningLines::Sink, this, static_cast<int32_t>(LogLevel::kWarn)).ok()); }
+  ~WarningLines() { EXPECT_TRUE(SetLogSink(nullptr, nullptr, 0).ok()); }
+  std::vector<std::string> lines() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lines_;
+  }
+
+ private:
+  static void Sink(void* user, int32_t level, const char* message) {
+    auto* self = static_cast<WarningLines*>(user);
+    std::lock_guard<std::mutex> lock(self->mu_);
+    self->lines_.emplace_back(message);
+  }
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+// Groups asked for (the default's value) keep one group, with no error, wherever the
+// backend may not read a grouped layout: CUDA, and "auto", which may pick it; the CPU
+// backend groups. A context on "auto" runs as one group would, warning of no grouping.
+TEST_P(KvLayerGroupsTest, GroupsAskedForOnCudaOrAutoKeepOne) {
+  const GroupedFamily& f = GetParam();
+  const std::shared_ptr<const Checkpoint> checkpoint = testing::OpenCheckpoint(GroupedCheckpointDir(f));
+  ASSERT_NE(checkpoint, nullptr);
+  EngineOptions options = GroupOptions(true, 64 * GroupedFullBlockBytes(f));
+  for (const std::string backend : {"cpu", "cuda", "auto"}) {
+    SCOPED_TRACE(backend);
+    options.backend = backend;
+    const absl::StatusOr<KvLayerGroupsChoice> choice = ChooseKvLayerGroups(options, checkpoint->config());
+    ASSERT_TRUE(choice.ok()) << choice.status();
+    EXPECT_EQ(choice->groups.has_value(), backend == "cpu");
+    EXPECT_EQ(choice->why_one_group.empty(), backend == "cpu") << choice->why_one_group;
+  }
+  // A model without windows has nothing to group, and nothing to say why.
+  const std::shared_ptr<const Checkpoint> llama = testing::OpenCheckpoint(testing::TinyLlamaDir());
+  ASSERT_NE(llama, nullptr);
+  options.backend = "cpu";
+  const absl::StatusOr<KvLayerGroupsChoice> unwindowed = ChooseKvLayerGroups(options, llama->config());
+  ASSERT_TRUE(unwindowed.ok()) << unwindowed.status();
+  EXPECT_FALSE(unwindowed->groups.has_value());
+  EXPECT_EQ(unwindowed->why_one_group, "");
+
+  options.backend = "auto";
+  std::map<SequenceId, std::vector<int32_t>> one_group;
+  {
+    WarningLines warnings;
+    const GroupedRun run = GenerateGrouped(f, options, 2, 13, 4);
+    EXPECT_EQ(run.groups, 1);
+    EXPECT_EQ(run.freed_by_window, 0);
+    // "auto" may warn that it fell back to the CPU; the grouping adds nothing to that.
+    for (const std::string& line : warnings.lines()) EXPECT_EQ(line.find("group"), std::string::npos) << line;
+    one_group = run.tokens;
+  }
+  EXPECT_EQ(GenerateGrouped(f, GroupOptions(false, 64 * GroupedFullBlockBytes(f)), 2, 13, 4).tokens, one_group);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, KvLayerGroupsTest, ::testing::ValuesIn(GroupedFamilies()),

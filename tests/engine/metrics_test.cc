@@ -66,6 +66,16 @@ TEST(PrometheusTextTest, DiskReadSpeedFamilies) {
               HasSubstr("# TYPE kvtier_disk_read_bytes_per_second gauge\nkvtier_disk_read_bytes_per_second 2000"));
 }
 
+// The remote tier's put outcomes, the stale puts (layer groups' entries) among them.
+TEST(PrometheusTextTest, RemotePutFamilies) {
+  const nlohmann::json stats = {{"remote", {{"puts", 7}, {"puts_skipped", 2}, {"puts_stale", 5}, {"put_errors", 1}}}};
+  const std::string text = PrometheusText(stats);
+  EXPECT_THAT(text, HasSubstr("# TYPE kvtier_remote_puts_total counter\nkvtier_remote_puts_total 7\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE kvtier_remote_puts_stale_total counter\nkvtier_remote_puts_stale_total 5\n"));
+  EXPECT_THAT(text, HasSubstr("kvtier_remote_puts_skipped_total 2\n"));
+  EXPECT_THAT(text, HasSubstr("kvtier_remote_put_errors_total 1\n"));
+}
+
 TEST(PrometheusTextTest, LabelValuesAreEscaped) {
   nlohmann::json stats = {{"backend", "a\"b\\c\nd"}, {"kv_dtype", "F32"}};
   EXPECT_THAT(PrometheusText(stats), HasSubstr("backend=\"a\\\"b\\\\c\\nd\""));

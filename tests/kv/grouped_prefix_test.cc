@@ -3,7 +3,7 @@
 // their chain key and group, also the windowed group's blocks that left the window, and a new
 // sequence reuses a prefix only if every block its next query reads is still cached in
 // every group — a long prefix can hit where a shorter one, which reads further back in the
-// window, cannot.
+// window, cannot; and a pinned prefix keeps every entry its match reads.
 #include <memory>
 #include <optional>
 #include <vector>
@@ -111,6 +111,36 @@ TEST(GroupedPrefixTest, ALongPrefixHitsWhereAShorterOneNeedsEvictedWindowBlocks)
   // 25 tokens: 6 blocks, whose next query reads only window block 5, still cached.
   EXPECT_EQ(kv->MatchPrefix(3, PrefixTokens(25)), 24);
   EXPECT_EQ(kv->counters().prefix_hits[static_cast<int>(Tier::kDevice)], 6);
+  EXPECT_TRUE(kv->VerifyIntegrity().ok()) << kv->VerifyIntegrity();
+}
+
+// A pinned prefix of 5 blocks keeps every entry its match reads (the full group's 0..4,
+// the window group's 4) from eviction, until unpinned; the window group's 0..3 go first.
+TEST(GroupedPrefixTest, APinnedPrefixKeepsEveryEntryItsMatchReads) {
+  testing::FakeBackend backend(kPrefixBlockTokens);
+  std::unique_ptr<KvCacheManager> kv = GroupedPrefixManager(backend, 15);
+  ASSERT_NE(kv, nullptr);
+  const std::vector<int32_t> tokens = PrefixTokens(24);
+  ASSERT_TRUE(kv->Reserve(1, 24).ok());
+  kv->OnComputed(1, tokens, 24);
+  kv->PinPrefix(1, 5, tokens);
+  kv->PinPrefix(1, 5, tokens);  // idempotent
+  EXPECT_EQ(kv->num_pinned_blocks(), 6);
+  kv->Release(1);
+  EXPECT_TRUE(kv->VerifyIntegrity().ok()) << kv->VerifyIntegrity();
+  EXPECT_EQ(kv->num_available_device_blocks(), 15 - 6);
+  // 8 blocks: the 3 free ones and 5 unpinned entries (the window group's 0..3, then the
+  // full group's 5); 4 more find only the window group's 5 to evict.
+  ASSERT_TRUE(kv->Reserve(9, 16).ok());
+  EXPECT_FALSE(kv->Reserve(9, 24).ok()) << "pinned entries are not evicted";
+  kv->Release(9);
+  EXPECT_EQ(kv->Stats().layer_groups.cached_blocks, 6 + 1);
+  EXPECT_EQ(kv->MatchPrefix(2, PrefixTokens(21)), 20);
+  EXPECT_EQ(kv->counters().prefix_hits[static_cast<int>(Tier::kDevice)], 5);
+  kv->Release(2);
+  kv->UnpinAll();
+  EXPECT_EQ(kv->num_pinned_blocks(), 0);
+  EXPECT_EQ(kv->num_available_device_blocks(), 15);
   EXPECT_TRUE(kv->VerifyIntegrity().ok()) << kv->VerifyIntegrity();
 }
 

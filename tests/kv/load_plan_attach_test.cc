@@ -11,6 +11,7 @@
 #include "engine/scheduler.h"
 #include "gtest/gtest.h"
 #include "kv/manager_fixture.h"
+#include "kv/plan_steps.h"
 #include "testing/fixed_cost_policy.h"
 
 namespace kvtier {
@@ -90,24 +91,6 @@ std::vector<std::pair<int64_t, int64_t>> RunPlanned(testing::ManagerFixture& f, 
   return chunks;
 }
 
-// Runs `steps` steps of the one sequence, draining the disk reads after step
-// `drain_after`; returns each step's chunk (start, length).
-std::vector<std::pair<int64_t, int64_t>> StepChunks(testing::ManagerFixture& f, Scheduler& scheduler, Sequence& seq,
-                                                    int steps, int drain_after) {
-  std::vector<std::pair<int64_t, int64_t>> chunks;
-  for (int step = 0; step < steps; ++step) {
-    Schedule s = NextOf(scheduler);
-    EXPECT_EQ(s.chunks.size(), 1u);
-    if (s.chunks.size() != 1) break;
-    chunks.push_back({s.chunks[0].start, s.chunks[0].length});
-    scheduler.Commit(s);
-    if (s.chunks[0].need_logits) seq.tokens.push_back(7);
-    scheduler.EndStep();
-    if (step == drain_after) f.kv->transfers().AwaitLane(Lane::kDiskRead);
-  }
-  return chunks;
-}
-
 // Blocks [from, to) of `seq` hold the bytes ComputeAndRestart stored for them.
 void ExpectStoredBytes(testing::ManagerFixture& f, SequenceId seq, size_t from, size_t to) {
   const std::span<const BlockId> table = f.kv->BlockTable(seq);
@@ -179,7 +162,7 @@ TEST(LoadPlanAttachTest, LateLoadsMeetTheComputeFromTheBack) {
   Scheduler scheduler({512, 8, 0, /*load_or_recompute=*/true}, f.kv.get(), &policy);
   auto seq = PromptSequence(2, kLength);
   scheduler.Enqueue(seq.get());
-  const auto chunks = StepChunks(f, scheduler, *seq, /*steps=*/3, /*drain_after=*/1);
+  const auto chunks = testing::StepChunks(*f.kv, scheduler, *seq, /*steps=*/3, /*drain_after=*/1);
   ASSERT_EQ(chunks.size(), 3u);
   EXPECT_EQ(chunks[0], Chunk(0, 80));    // the front 20 blocks, as planned
   EXPECT_EQ(chunks[1], Chunk(80, 40));   // on toward the loads: half of the 20 left
@@ -211,7 +194,7 @@ TEST(LoadPlanAttachTest, LateLoadsMoveTheAttachBeforeTheFrontGetsThere) {
   Scheduler scheduler({40, 8, 0, /*load_or_recompute=*/true}, f.kv.get(), &policy);
   auto seq = PromptSequence(2, kLength);
   scheduler.Enqueue(seq.get());
-  const auto chunks = StepChunks(f, scheduler, *seq, /*steps=*/4, /*drain_after=*/2);
+  const auto chunks = testing::StepChunks(*f.kv, scheduler, *seq, /*steps=*/4, /*drain_after=*/2);
   ASSERT_EQ(chunks.size(), 4u);
   EXPECT_EQ(chunks[0], Chunk(0, 40));
   EXPECT_EQ(chunks[1], Chunk(40, 40));   // planned front ends at 80; nothing has landed
@@ -240,7 +223,7 @@ TEST(LoadPlanAttachTest, LoadsFasterThanPlannedJoinInFrontOfTheSplit) {
   Scheduler scheduler({40, 8, 0, /*load_or_recompute=*/true}, f.kv.get(), &policy);  // steps of 10 blocks
   auto seq = PromptSequence(2, kLength);
   scheduler.Enqueue(seq.get());
-  const auto chunks = StepChunks(f, scheduler, *seq, /*steps=*/2, /*drain_after=*/0);
+  const auto chunks = testing::StepChunks(*f.kv, scheduler, *seq, /*steps=*/2, /*drain_after=*/0);
   ASSERT_EQ(chunks.size(), 2u);
   EXPECT_EQ(chunks[0], Chunk(0, 40));    // 10 blocks of the 20 planned
   EXPECT_EQ(chunks[1], Chunk(160, 1));   // blocks 10..39 joined

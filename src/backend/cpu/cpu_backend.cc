@@ -255,7 +255,7 @@ absl::Status CpuBackend::ValidateBatch(const ForwardBatch& batch) const {
         return absl::InvalidArgumentError(absl::StrCat(name, ": group tables without a grouped KV layout"));
       }
       if (!chunk.host_kv.empty()) {
-        return absl::UnimplementedError(absl::StrCat(name, ": host-resident blocks with a grouped KV layout"));
+        return absl::InvalidArgumentError(absl::StrCat(name, ": host-resident blocks outside the group tables"));
       }
       RETURN_IF_ERROR(ValidateGroupTables(grouping_, chunk.group_tables, chunk.start_position, end_position,
                                           block_tokens, num_blocks_, &written_blocks, name));
@@ -404,6 +404,7 @@ void CpuBackend::AttentionBlock(int64_t layer, const CpuLayerWeights& w, const F
     if (grouping_.enabled()) {
       const GroupKvTable& table = chunk.group_tables[static_cast<size_t>(grouping_.group_of_layer[static_cast<size_t>(layer)])];
       kv.block_table = table.blocks;
+      kv.host = table.host;
       kv.first_block = table.first_block;
       kv_layer = grouping_.index_in_group[static_cast<size_t>(layer)];
     }

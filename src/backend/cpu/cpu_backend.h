@@ -46,9 +46,9 @@ class CpuBackend final : public Backend {
   int64_t num_kv_blocks() const override { return num_blocks_; }
 
   absl::Status Forward(const ForwardBatch& batch, std::vector<float>* logits) override;
-  // Host-resident blocks are read where they are (kv_block_view.h); not with a grouped
-  // layout, whose windowed groups hold no block a host-resident front could stand for.
-  bool ReadsHostResidentKv() const override { return !grouping_.enabled(); }
+  // Host-resident blocks are read where they are (kv_block_view.h); with a grouped layout,
+  // each group's through its own table (GroupKvTable::host).
+  bool ReadsHostResidentKv() const override { return true; }
 
   absl::Status CopyBlocksToHost(std::span<const BlockCopy> copies) override;
   absl::Status CopyBlocksFromHost(std::span<const BlockCopy> copies) override;
