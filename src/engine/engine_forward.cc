@@ -104,7 +104,7 @@ absl::Status Engine::Forward(const Schedule& schedule) {
     for (int64_t g = 0; g < grouped->groups().num_groups(); ++g) {
       const GroupBlockTable& table = grouped->Table(chunk.sequence->id, g);
       group_tables[c].push_back(GroupKvTable{table.first_block - table.host_blocks, table.blocks,
-                                             kv_->HostResident(chunk.sequence->id, g)});
+                                             scheduler_.GroupHostResident(chunk.sequence->id, g)});
     }
     batch.chunks.back().block_table = {};
     batch.chunks.back().group_tables = group_tables[c];

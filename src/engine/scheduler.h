@@ -127,8 +127,10 @@ class Scheduler {
   BlockKeyChain KeyChain(std::string_view cache_namespace) const { return kv_->KeyChain(cache_namespace); }
   int64_t PumpIdleWrites() { return kv_->PumpIdleWrites(); }
   KvStats kv_stats() const { return kv_->Stats(); }
-  // The layer groups' block tables the step's forward reads (null without groups).
+  // The layer groups' block tables the step's forward reads (null without groups), and a
+  // group's host-resident blocks in front of its table.
   const GroupedBlockTables* grouped_tables() const { return kv_->grouped(); }
+  HostResidentKv GroupHostResident(SequenceId seq, int64_t group) const { return kv_->HostResident(seq, group); }
 
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
