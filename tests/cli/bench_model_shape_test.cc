@@ -27,6 +27,18 @@ TEST(BenchModelShapeTest, Llama3_8bInfoGivesTheLlamaFigures) {
   EXPECT_DOUBLE_EQ(s.WeightBytesPerStep(64, false), 2 * 8030261248.0);  // dense: rows read the same
   EXPECT_DOUBLE_EQ(s.WeightBytesPerStep(1, true), 2 * 8030261248.0 - s.projection_parameters);
   EXPECT_DOUBLE_EQ(s.FlopsPerToken(), 2 * 8030261248.0);
+  EXPECT_TRUE(s.IsTargetsModel());
+  EXPECT_TRUE(ModelShape{}.IsTargetsModel());  // what bench writes when given no --model
+}
+
+TEST(BenchModelShapeTest, OtherModelsHaveNoAbsoluteTargets) {
+  nlohmann::json info = Llama3_8bInfo();
+  info["num_parameters"] = 1.2e9;  // a smaller dense model
+  EXPECT_FALSE(ModelShape::FromInfo(info).IsTargetsModel());
+  info = Llama3_8bInfo();  // Llama-3-8B's count, but mixture-of-experts
+  info["experts"] = {{"count", 8}, {"per_token", 2}, {"intermediate_size", 64}, {"layers", {1}},
+                     {"active_parameters", 4e9}};
+  EXPECT_FALSE(ModelShape::FromInfo(info).IsTargetsModel());
 }
 
 TEST(BenchModelShapeTest, MissingFieldsKeepTheDefaults) {

@@ -53,6 +53,8 @@ double ModelShape::WeightBytesPerStep(int64_t rows, bool fp8_weights) const {
   return 2 * read - (fp8_weights ? projections_read : 0);
 }
 
+bool ModelShape::IsTargetsModel() const { return !IsMoe() && std::abs(parameters - 8.03e9) < 0.01 * 8.03e9; }
+
 double ModelShape::FlopsPerToken() const { return 2 * active_parameters; }
 
 }  // namespace kvtier::cli::bench

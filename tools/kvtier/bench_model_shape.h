@@ -39,6 +39,9 @@ struct ModelShape {
   // FLOPs of one token's forward through the linear layers: 2 per parameter it multiplies.
   double FlopsPerToken() const;
   bool IsMoe() const { return experts > 0 && experts_per_token > 0; }
+  // Whether this is Llama-3-8B's shape (dense, 8.03 B parameters within 1%), the model
+  // docs/WORKLOADS.md's absolute targets (tokens/s, seconds) are set for.
+  bool IsTargetsModel() const;
 };
 
 }  // namespace kvtier::cli::bench

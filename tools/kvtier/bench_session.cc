@@ -95,9 +95,9 @@ if (id == "W1") {
     s.out["workloads"][id] = j;
     const double ctx = 512 + 128;
     s.rows.push_back({id, "decode tok/s", "tok/s", decode, s.ceilings.hbm_Bps / (s.WeightBytesPerStep() + ctx * s.KvBytesPerToken()),
-                    s.Base("W1", "decode_tok_s"), s.weight_dtype == "fp8" ? 450.0 : 240.0, true, r.error});
+                    s.Base("W1", "decode_tok_s"), s.ModelTarget(s.weight_dtype == "fp8" ? 450.0 : 240.0), true, r.error});
     s.rows.push_back({id, "prefill tok/s", "tok/s", prefill, s.ProjectionFlops() / s.FlopsPerToken(),
-                    NAN, 25000, true, "baseline: HF prefill ttft " + Fmt(s.Base("W1", "ttft_s"), 3) + " s"});
+                    NAN, s.ModelTarget(25000), true, "baseline: HF prefill ttft " + Fmt(s.Base("W1", "ttft_s"), 3) + " s"});
   } else if (id == "W2") {
     WorkloadSpec w = s.GpuSpec(id, 64, 512, 256);
     RunResult r = RunWorkload(big, w, s.time_limit, s.sampler);
@@ -116,8 +116,8 @@ if (id == "W1") {
     const double e2e_limit =
         64.0 * 256 / (64.0 * 512 * s.FlopsPerToken() / s.ProjectionFlops() + 256 * step_bytes / s.ceilings.hbm_Bps);
     s.rows.push_back({id, "decode tok/s (64 seqs)", "tok/s", decode, decode_limit, s.Base("W2", "decode_tok_s"),
-                      s.weight_dtype == "fp8" ? 14000.0 : 9600.0, true, r.error});
-    s.rows.push_back({id, "end-to-end output tok/s", "tok/s", e2e, e2e_limit, s.Base("W2", "e2e_tok_s"), 6000, true, ""});
+                      s.ModelTarget(s.weight_dtype == "fp8" ? 14000.0 : 9600.0), true, r.error});
+    s.rows.push_back({id, "end-to-end output tok/s", "tok/s", e2e, e2e_limit, s.Base("W2", "e2e_tok_s"), s.ModelTarget(6000), true, ""});
     s.rows.push_back({id, "prefill tok/s (64 x 512, to all first)", "tok/s", prefill, s.ProjectionFlops() / s.FlopsPerToken(),
                       NAN, NAN, true, ""});
     if (s.sampler_controls) {
@@ -188,7 +188,7 @@ if (id == "W1") {
     s.rows.push_back({id, "prefill s (24 GiB cap)", "s", r.ok ? r.ttft_s : NAN, prefill_limit, NAN, NAN, false,
                       r.ok ? cudnn_note : r.error});
     s.rows.push_back({id, "decode tok/s at 32k (24 GiB cap)", "tok/s", decode,
-                    s.ceilings.hbm_Bps / (s.WeightBytesPerStep() + (T + 32) * s.KvBytesPerToken()), s.Base("W4", "decode_tok_s"), 170, true, ""});
+                    s.ceilings.hbm_Bps / (s.WeightBytesPerStep() + (T + 32) * s.KvBytesPerToken()), s.Base("W4", "decode_tok_s"), s.ModelTarget(170), true, ""});
     s.rows.push_back({id, "peak GPU MiB (nvidia-smi)", "MiB", static_cast<double>(r.peak_process_mib), 24.0 * 1024, NAN,
                     24.0 * 1024, false, ""});
   }

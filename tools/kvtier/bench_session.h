@@ -5,6 +5,7 @@
 #ifndef KVTIER_TOOLS_KVTIER_BENCH_SESSION_H_
 #define KVTIER_TOOLS_KVTIER_BENCH_SESSION_H_
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -46,6 +47,10 @@ struct BenchSession {
   double FlopsPerToken() const { return shape.FlopsPerToken(); }
   // FLOP/s the linear layers are bounded by in this session's weight format (Ceilings).
   double ProjectionFlops() const { return ceilings.ProjectionFlops(weight_dtype == "fp8"); }
+  // An absolute target (tokens/s of Llama-3-8B on an H200, docs/WORKLOADS.md): `target` when
+  // the checkpoint is that model's shape, NaN (no target, never missed) for any other model,
+  // whose figures are read against their limits.
+  double ModelTarget(double target) const { return shape.IsTargetsModel() ? target : NAN; }
   // A GPU workload of `seqs` sequences with a device KV budget that fits them all.
   WorkloadSpec GpuSpec(const std::string& id, int seqs, int prompt, int gen) const;
 };

@@ -42,7 +42,7 @@ void RunW9(const std::string& id, kvt_model* model, BenchSession* session) {
   s.rows.push_back({id, "output tok/s (" + std::to_string(shape.prompt) + " in / " + std::to_string(shape.gen) + " out)",
                     "tok/s", output, W9Limit(shape, s.WeightBytesPerStep(shape.requests), s.KvBytesPerToken(), s.ceilings.hbm_Bps,
                             s.ProjectionFlops(), s.FlopsPerToken()), NAN,
-                    fp8 && id == "W9" ? shape.trtllm_tok_s : NAN, true, r.ok ? note : r.error});
+                    fp8 && id == "W9" ? s.ModelTarget(shape.trtllm_tok_s) : NAN, true, r.ok ? note : r.error});
 }
 
 }  // namespace kvtier::cli::bench
