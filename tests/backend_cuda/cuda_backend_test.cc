@@ -416,7 +416,9 @@ INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
                                            ModelCase{"tiny-gemma3", false, true, 0, 0, 0, DType::kF32,
                                                      StorageDType::kFp8},
                                            // Mixtral and Qwen3-MoE (norm_topk_prob, 48-wide
-                                           // experts): the experts as grouped GEMMs, in fp8 too.
+                                           // experts): the experts as grouped GEMMs, decode
+                                           // steps of a row or two on the fused decode path
+                                           // (moe_decode.h), in fp8 too.
                                            ModelCase{"tiny-mixtral", false, false},
                                            ModelCase{"tiny-qwen3moe", false, true},
                                            ModelCase{"tiny-mixtral", false, false, 64, 4, 2},

@@ -1,8 +1,9 @@
 // Timing of the mixture-of-experts MLP of one layer (backend/cuda/moe_layer.h EnqueueMoeMlp:
 // router, routing, grouping, the two grouped expert GEMMs, combine) on Qwen3-30B-A3B's shape
 // (hidden 2048, 128 experts, top 8, expert intermediate 768) and Mixtral 8x7B's (hidden 4096,
-// 8 experts, top 2, intermediate 14336), at 1, 64 and 2048 rows, with bf16 and fp8 experts and
-// every tile shape of the grouped GEMMs. Each MLP runs as a captured CUDA graph (as a decode
+// 8 experts, top 2, intermediate 14336), at 1, 2, 64 and 2048 rows, with bf16 and fp8 experts
+// and every tile shape of the grouped GEMMs, and the decode path (gemv-fused: moe_decode.h's
+// three kernels) against the grouped path's GEMV (gemv) at a row or two. Each MLP runs as a captured CUDA graph (as a decode
 // step does), alternating between two copies of the layer's weights where they fit, so the
 // chosen experts come from HBM. Prints microseconds per MLP, the bytes of the experts the
 // routing chose (each read once: the least a step must stream), their rate, and that rate
@@ -33,9 +34,10 @@ using cuda::bf16;
 
 using Shape = cuda_test::MoeLayerShape;
 constexpr Shape kShapes[] = {{"qwen3-30b-a3b", 2048, 128, 8, 768, true}, {"mixtral-8x7b", 4096, 8, 2, 14336, true}};
-constexpr int kRows[] = {1, 64, 2048};
-constexpr cuda::MoeTile kTiles[] = {cuda::MoeTile::kAuto,       cuda::MoeTile::kGemv,  cuda::MoeTile::k16x16,
-                                    cuda::MoeTile::k16x16Deep, cuda::MoeTile::k16x64, cuda::MoeTile::k64x64};
+constexpr int kRows[] = {1, 2, 64, 2048};
+constexpr cuda::MoeTile kTiles[] = {cuda::MoeTile::kAuto,   cuda::MoeTile::kGemv,       cuda::MoeTile::kGemvFused,
+                                    cuda::MoeTile::k16x16,  cuda::MoeTile::k16x16Deep, cuda::MoeTile::k16x64,
+                                    cuda::MoeTile::k64x64};
 
 template <typename T>
 T* Allocate(cuda::DeviceMemoryAccount& memory, int64_t count, const char* what) {
@@ -138,7 +140,7 @@ void RunShape(const Shape& s, double ceiling) {
     for (bool fp8 : {false, true}) {
       for (cuda::MoeTile tile : kTiles) {
         // The per-route GEMV reads an expert once per route: only a data point past decode sizes.
-        if (tile == cuda::MoeTile::kGemv && rows > 64) continue;
+        if ((tile == cuda::MoeTile::kGemv || tile == cuda::MoeTile::kGemvFused) && rows > 64) continue;
         cuda::MoeRun run = cuda::MoeRun::Of(config);
         run.tile = tile;
         // One graph per weight copy, each one MLP.

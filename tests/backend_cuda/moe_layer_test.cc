@@ -10,11 +10,11 @@
 #include <random>
 #include <vector>
 
-#include "backend/cpu/cpu_moe.h"
 #include "backend/cuda/device_memory_account.h"
 #include "backend/cuda/moe_layer.h"
 #include "cuda_test_util.h"
 #include "gtest/gtest.h"
+#include "moe_layer_world.h"
 #include "moe_test_data.h"
 
 namespace kvtier::cuda {
@@ -22,9 +22,7 @@ namespace {
 
 using cuda_test::Data16;
 using cuda_test::DeviceArray;
-using cuda_test::ExpertMatrices;
-using cuda_test::RandomExperts;
-using cuda_test::RandomF32;
+using cuda_test::MoeLayerWorld;
 using cuda_test::RelativeError;
 using cuda_test::Tolerance;
 
@@ -32,59 +30,6 @@ using LayerShape = cuda_test::MoeLayerShape;
 constexpr LayerShape kShapes[] = {{"mixtral-like", 64, 8, 2, 96, true},
                                   {"qwen3moe-like", 128, 16, 4, 48, false},
                                   {"qwen3moe-many-experts", 256, 128, 8, 64, true}};
-
-CpuMatrix F32Matrix(const float* values, int64_t rows, int64_t cols) {
-  CpuMatrix m;
-  m.rows = rows;
-  m.cols = cols;
-  m.f32.assign(values, values + rows * cols);
-  return m;
-}
-
-// One layer's weights on both sides: the device's stacked experts and the CPU's per-expert
-// matrices of the same values.
-class MoeLayerWorld {
- public:
-  template <typename T>
-  static MoeLayerWorld Make(const LayerShape& s, bool fp8, std::mt19937& rng) {
-    MoeLayerWorld w;
-    const std::vector<float> router = RandomF32(static_cast<size_t>(s.num_experts) * s.hidden, rng);
-    const ExpertMatrices gate_up = RandomExperts<T>(s.num_experts, 2 * s.inter, s.hidden, fp8, rng);
-    const ExpertMatrices down = RandomExperts<T>(s.num_experts, s.hidden, s.inter, fp8, rng);
-    w.cpu.router = F32Matrix(router.data(), s.num_experts, s.hidden);
-    for (int e = 0; e < s.num_experts; ++e) {
-      const float* gu = gate_up.values.data() + static_cast<size_t>(e) * 2 * s.inter * s.hidden;
-      w.cpu.experts.push_back({F32Matrix(gu, s.inter, s.hidden), F32Matrix(gu + s.inter * s.hidden, s.inter, s.hidden),
-                               F32Matrix(down.values.data() + static_cast<size_t>(e) * s.hidden * s.inter, s.hidden,
-                                         s.inter)});
-    }
-    w.Upload(router, &w.device.router);
-    if (fp8) {
-      w.Upload(gate_up.codes, &w.device.gate_up_codes);
-      w.Upload(gate_up.scales, &w.device.gate_up_scales);
-      w.Upload(down.codes, &w.device.down_codes);
-      w.Upload(down.scales, &w.device.down_scales);
-    } else {
-      w.Upload(gate_up.bits, &w.device.gate_up);
-      w.Upload(down.bits, &w.device.down);
-    }
-    return w;
-  }
-
-  CpuMoeWeights cpu;
-  MoeExperts device;
-
- private:
-  MoeLayerWorld() : memory_(std::make_unique<DeviceMemoryAccount>(0)) {}
-  template <typename V>
-  void Upload(const std::vector<V>& host, V** out) {
-    absl::StatusOr<void*> p = memory_->Allocate(host.size() * sizeof(V), "test weights");
-    ASSERT_TRUE(p.ok()) << p.status();
-    *out = static_cast<V*>(*p);
-    ASSERT_EQ(cudaMemcpy(*out, host.data(), host.size() * sizeof(V), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  std::unique_ptr<DeviceMemoryAccount> memory_;  // the device weights (a unique_ptr: the world moves)
-};
 
 class MoeLayerTest : public ::testing::Test {
  protected:
@@ -105,17 +50,12 @@ TEST_F(MoeLayerTest, MatchesTheCpuBackendsMoeMlp) {
         ASSERT_TRUE(buffers.ok()) << buffers.status();
         for (int rows : {1, 2, 17, kMaxRows}) {
           Data16 x = cuda_test::Random16<T>(static_cast<size_t>(rows) * s.hidden, rng_);
-          CpuMoeScratch scratch;
-          scratch.Reserve(config, rows);
-          std::vector<uint8_t> activations;
-          const float* cpu_out = MoeMlp(world.cpu, config.moe, x.values.data(), rows, s.hidden, nullptr, &scratch,
-                                        &activations);
-          const std::vector<float> want(cpu_out, cpu_out + static_cast<size_t>(rows) * s.hidden);
+          const std::vector<float> want = world.CpuMlp(config, x.values, rows);
           DeviceArray<uint16_t> d_x(x.bits.size());
           d_x.Upload(x.bits);
           for (MoeTile tile :
-               {MoeTile::kAuto, MoeTile::kGemv, MoeTile::k16x16, MoeTile::k16x16Deep, MoeTile::k16x64,
-                MoeTile::k64x64}) {
+               {MoeTile::kAuto, MoeTile::kGemv, MoeTile::kGemvFused, MoeTile::k16x16, MoeTile::k16x16Deep,
+                MoeTile::k16x64, MoeTile::k64x64}) {
             SCOPED_TRACE(::testing::Message() << rows << " rows, tile " << MoeTileName(tile));
             MoeRun run = MoeRun::Of(config);
             run.tile = tile;

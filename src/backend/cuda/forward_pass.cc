@@ -59,7 +59,8 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
   const GateActivation activation =
       config.activation == Activation::kGeluTanh ? GateActivation::kGeluTanh : GateActivation::kSilu;
   const bool sandwich = config.gemma.sandwich_norms;
-  const MoeRun moe_run = MoeRun::Of(config);
+  MoeRun moe_run = MoeRun::Of(config);
+  moe_run.launch = launch;
   // Gemma's embedding normalizer sqrt(hidden), rounded to fp32 as the CPU backend does.
   const float embed_scale =
       config.gemma.scale_embeddings ? static_cast<float>(std::sqrt(static_cast<double>(config.hidden_size))) : 1.0f;

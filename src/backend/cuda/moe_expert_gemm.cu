@@ -313,7 +313,7 @@ MoeTile MoeTileFor(MoeTile tile, int64_t routes, int64_t num_experts) {
   // Routes per chosen expert: decode steps give each expert a row or two, so a tile's rows are
   // padding and the weight stream is all; narrow column tiles spread it over more CTAs.
   const int64_t per_expert = num_experts > 0 ? routes / num_experts : routes;
-  if (routes <= std::min<int64_t>(16, num_experts)) return MoeTile::kGemv;  // a row or two: an expert per route
+  if (routes <= std::min<int64_t>(16, num_experts)) return MoeTile::kGemvFused;  // a row or two: an expert per route
   if (per_expert >= 32) return MoeTile::k64x64;
   return routes <= 64 ? MoeTile::k16x16 : MoeTile::k16x64;
 }
@@ -323,6 +323,7 @@ int MoeTileRows(MoeTile tile) { return tile == MoeTile::k64x64 ? 64 : 16; }
 const char* MoeTileName(MoeTile tile) {
   switch (tile) {
     case MoeTile::kGemv: return "gemv";
+    case MoeTile::kGemvFused: return "gemv-fused";
     case MoeTile::k16x16: return "16x16";
     case MoeTile::k16x16Deep: return "16x16/k256";
     case MoeTile::k16x64: return "16x64";
@@ -347,23 +348,27 @@ cudaError_t MoeExpertGemmInit() {
 }
 
 template <typename T>
-cudaError_t MoeExpertGemm(const MoeGemmParams<T>& p, cudaStream_t stream) {
+bool MoeGemmOperandsValid(const MoeGemmParams<T>& p) {
   const int k_multiple = p.fp8 ? 16 : 8;
-  if (p.a == nullptr || p.weights == nullptr || p.out == nullptr || p.grouping == nullptr ||
-      (p.fp8 && p.scales == nullptr) || p.k < k_multiple || p.k % k_multiple != 0 || p.n < 1 || p.routes < 1 ||
-      p.num_experts < 1 || reinterpret_cast<uintptr_t>(p.a) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(p.weights) % 16 != 0) {
-    return cudaErrorInvalidValue;
-  }
+  return p.a != nullptr && p.weights != nullptr && p.out != nullptr && (!p.fp8 || p.scales != nullptr) &&
+         p.k >= k_multiple && p.k % k_multiple == 0 && p.n >= 1 && p.routes >= 1 && p.num_experts >= 1 &&
+         reinterpret_cast<uintptr_t>(p.a) % 16 == 0 && reinterpret_cast<uintptr_t>(p.weights) % 16 == 0;
+}
+
+template <typename T>
+cudaError_t MoeExpertGemm(const MoeGemmParams<T>& p, cudaStream_t stream) {
+  if (p.grouping == nullptr || !MoeGemmOperandsValid(p)) return cudaErrorInvalidValue;
   const MoeTile tile = MoeTileFor(p.tile, p.routes, p.num_experts);
-  if (tile == MoeTile::kGemv) return MoeExpertGemv(p, stream);
+  if (tile == MoeTile::kGemv || tile == MoeTile::kGemvFused) return MoeExpertGemv(p, stream);
   if (p.fp8) {
     return p.gated ? LaunchForTile<T, true, true>(p, tile, stream) : LaunchForTile<T, true, false>(p, tile, stream);
   }
   return p.gated ? LaunchForTile<T, false, true>(p, tile, stream) : LaunchForTile<T, false, false>(p, tile, stream);
 }
 
-#define KVTIER_INSTANTIATE(T) template cudaError_t MoeExpertGemm<T>(const MoeGemmParams<T>&, cudaStream_t);
+#define KVTIER_INSTANTIATE(T)                                                   \
+  template bool MoeGemmOperandsValid<T>(const MoeGemmParams<T>&);               \
+  template cudaError_t MoeExpertGemm<T>(const MoeGemmParams<T>&, cudaStream_t);
 KVTIER_CUDA_INSTANTIATE_ELEM(KVTIER_INSTANTIATE)
 #undef KVTIER_INSTANTIATE
 

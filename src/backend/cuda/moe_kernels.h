@@ -27,9 +27,12 @@ inline constexpr int kMoeMaxTopK = 16;
 // CTAs; k16x16Deep streams twice the K per step (more bytes in flight per CTA, fewer CTAs per
 // SM). kGemv is no tile: the decode GEMV (gemv_kernel.cuh) per route, one warp per output
 // column on the CUDA cores, for steps of a row or two, where every route has an expert of its
-// own and the tensor cores would only multiply padding. kAuto picks by the routes each expert
-// gets on average (MoeTileFor).
-enum class MoeTile { kAuto, kGemv, k16x16, k16x16Deep, k16x64, k64x64 };
+// own and the tensor cores would only multiply padding. kGemvFused is the same GEMV in the MLP's
+// decode path (moe_decode.h): three PDL-launched kernels in route order instead of six, since at
+// a row or two the fixed cost of each launch and of the grouping is most of the MLP's time; to
+// MoeExpertGemm it is kGemv. kAuto picks by the routes each expert gets on average (MoeTileFor),
+// kGemvFused where every route has an expert of its own.
+enum class MoeTile { kAuto, kGemv, kGemvFused, k16x16, k16x16Deep, k16x64, k64x64 };
 
 // The tile kAuto stands for at `routes` routes over `num_experts` experts; other tiles as given.
 MoeTile MoeTileFor(MoeTile tile, int64_t routes, int64_t num_experts);

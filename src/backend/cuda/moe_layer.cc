@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/moe_decode.h"
 #include "common/status_macros.h"
 
 namespace kvtier::cuda {
@@ -13,13 +14,68 @@ constexpr int kFinestTileRows = 16;
 
 int64_t Align(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
+// The gate|up product of `routes` routes of x into b.act (no gather or grouping set).
+template <typename T>
+MoeGemmParams<T> GateUpParams(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& b, const T* x,
+                              int routes, MoeTile tile) {
+  MoeGemmParams<T> p;
+  p.a = x;
+  p.fp8 = experts.gate_up == nullptr;
+  p.weights = p.fp8 ? static_cast<const void*>(experts.gate_up_codes) : experts.gate_up;
+  p.scales = experts.gate_up_scales;
+  p.gated = true;
+  p.k = run.hidden;
+  p.n = run.expert_inter;
+  p.num_experts = run.num_experts;
+  p.routes = routes;
+  p.tile = tile;
+  p.out = reinterpret_cast<T*>(b.act);
+  return p;
+}
+
+// MoeTile::kGemvFused: the decode path's three kernels (moe_decode.h), in route order.
+template <typename T>
+absl::Status EnqueueMoeDecode(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& b, const T* x, int rows,
+                              T* out, cudaStream_t stream) {
+  MoeDecodeRouteParams<T> route;
+  route.x = x;
+  route.router = experts.router;
+  route.rows = rows;
+  route.hidden = run.hidden;
+  route.num_experts = run.num_experts;
+  route.top_k = run.top_k;
+  route.renormalize = run.renormalize;
+  route.logits = b.logits;
+  route.arrivals = b.arrivals;
+  route.chosen = b.chosen;
+  route.weights = b.weights;
+  CUDA_RETURN_IF_ERROR(MoeDecodeRoute(route, stream, run.launch));
+  const MoeGemmParams<T> gate_up = GateUpParams(run, experts, b, x, rows * run.top_k, MoeTile::kGemvFused);
+  CUDA_RETURN_IF_ERROR(MoeDecodeGateUp(gate_up, b.chosen, run.top_k, stream, run.launch));
+  const bool fp8 = gate_up.fp8;
+  MoeDownCombineParams<T> down;
+  down.act = reinterpret_cast<const T*>(b.act);
+  down.chosen = b.chosen;
+  down.weights = b.weights;
+  down.down = fp8 ? static_cast<const void*>(experts.down_codes) : experts.down;
+  down.scales = experts.down_scales;
+  down.fp8 = fp8;
+  down.rows = rows;
+  down.top_k = run.top_k;
+  down.k = run.expert_inter;
+  down.n = run.hidden;
+  down.out = out;
+  CUDA_RETURN_IF_ERROR(MoeDecodeDownCombine(down, stream, run.launch));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int64_t MoeBuffers::Bytes(const ModelConfig& c, int64_t max_tokens) {
   if (c.moe.num_experts == 0) return 0;
   const int64_t e = c.moe.num_experts, routes = max_tokens * c.moe.top_k;
   return Align(4 * max_tokens * e) + 2 * Align(4 * routes) + Align(4 * (e + 1)) + 3 * Align(4 * routes) +
-         Align(8 * MoeMaxTiles(routes, e, kFinestTileRows)) + Align(4) +
+         Align(8 * MoeMaxTiles(routes, e, kFinestTileRows)) + Align(4) + Align(4) +
          Align(2 * routes * c.moe.expert_intermediate_size) + Align(2 * routes * c.hidden_size);
 }
 
@@ -55,6 +111,9 @@ absl::StatusOr<MoeBuffers> MoeBuffers::Allocate(const ModelConfig& c, int64_t ma
   b.grouping.tiles = static_cast<int2*>(tiles);
   ASSIGN_OR_RETURN(void* num_tiles, alloc(4, "expert tile count"));
   b.grouping.num_tiles = static_cast<int32_t*>(num_tiles);
+  ASSIGN_OR_RETURN(void* arrivals, alloc(4, "moe router arrivals"));
+  b.arrivals = static_cast<uint32_t*>(arrivals);
+  CUDA_RETURN_IF_ERROR(cudaMemset(b.arrivals, 0, 4));
   ASSIGN_OR_RETURN(void* act, alloc(2 * routes * c.moe.expert_intermediate_size, "expert activations"));
   b.act = static_cast<uint16_t*>(act);
   ASSIGN_OR_RETURN(void* expert_out, alloc(2 * routes * c.hidden_size, "expert outputs"));
@@ -81,31 +140,20 @@ absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const M
   }
   const int routes = rows * run.top_k;
   const MoeTile tile = MoeTileFor(run.tile, routes, run.num_experts);
+  if (tile == MoeTile::kGemvFused) return EnqueueMoeDecode(run, experts, b, x, rows, out, stream);
   CUDA_RETURN_IF_ERROR(MoeRouterLogits(x, experts.router, rows, run.hidden, run.num_experts, b.logits, stream));
   CUDA_RETURN_IF_ERROR(
       MoeRouteTopK(b.logits, rows, run.num_experts, run.top_k, run.renormalize, b.chosen, b.weights, stream));
   CUDA_RETURN_IF_ERROR(
       MoeGroupRoutes(b.chosen, rows, run.top_k, run.num_experts, MoeTileRows(tile), b.grouping, stream));
-  const bool fp8 = experts.gate_up == nullptr;
-  MoeGemmParams<T> gate_up;
-  gate_up.a = x;
+  MoeGemmParams<T> gate_up = GateUpParams(run, experts, b, x, routes, tile);
   gate_up.a_row_of_slot = b.grouping.slot_token;
-  gate_up.weights = fp8 ? static_cast<const void*>(experts.gate_up_codes) : experts.gate_up;
-  gate_up.scales = experts.gate_up_scales;
-  gate_up.fp8 = fp8;
-  gate_up.gated = true;
-  gate_up.k = run.hidden;
-  gate_up.n = run.expert_inter;
-  gate_up.num_experts = run.num_experts;
-  gate_up.routes = routes;
   gate_up.grouping = &b.grouping;
-  gate_up.tile = tile;
-  gate_up.out = reinterpret_cast<T*>(b.act);
   CUDA_RETURN_IF_ERROR(MoeExpertGemm(gate_up, stream));
   MoeGemmParams<T> down = gate_up;
   down.a = reinterpret_cast<const T*>(b.act);
   down.a_row_of_slot = nullptr;
-  down.weights = fp8 ? static_cast<const void*>(experts.down_codes) : experts.down;
+  down.weights = gate_up.fp8 ? static_cast<const void*>(experts.down_codes) : experts.down;
   down.scales = experts.down_scales;
   down.gated = false;
   down.k = run.expert_inter;

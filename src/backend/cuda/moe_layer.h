@@ -1,8 +1,9 @@
 // The mixture-of-experts MLP of one layer on the GPU, chained from moe_kernels.h: router
 // logits, top-k routing, routes grouped by expert, gate|up with SiLU and down as grouped GEMMs
 // over all experts (only the chosen experts' weights read), and the weighted combine into the
-// MLP's output. The semantics are cpu_moe.h's MoeMlp. Capturable: no host sync, every launch
-// sized by the row count, the per-expert offsets and tiles in buffers of fixed size.
+// MLP's output; or, for a row or two (MoeTile::kGemvFused), the three kernels of moe_decode.h,
+// which give the same bits. The semantics are cpu_moe.h's MoeMlp. Capturable: no host sync,
+// every launch sized by the row count, the per-expert offsets and tiles in buffers of fixed size.
 #ifndef KVTIER_BACKEND_CUDA_MOE_LAYER_H_
 #define KVTIER_BACKEND_CUDA_MOE_LAYER_H_
 
@@ -14,6 +15,7 @@
 #include "backend/cuda/device_memory_account.h"
 #include "backend/cuda/moe_kernels.h"
 #include "backend/cuda/moe_weights.h"
+#include "backend/cuda_options.h"
 #include "model/config.h"
 
 namespace kvtier::cuda {
@@ -26,7 +28,8 @@ struct MoeBuffers {
   int32_t* chosen = nullptr;       // (tokens, top_k)
   float* weights = nullptr;        // (tokens, top_k)
   MoeGrouping grouping;            // offsets (num_experts + 1), slots (tokens * top_k), tiles
-  uint16_t* act = nullptr;         // (tokens * top_k, expert_inter) silu(gate) * up, slot order
+  uint32_t* arrivals = nullptr;    // (1) the decode path's router CTAs done; zero between launches
+  uint16_t* act = nullptr;         // (tokens * top_k, expert_inter) silu(gate) * up, slot (decode: route) order
   uint16_t* expert_out = nullptr;  // (tokens * top_k, hidden) each route's expert output, slot order
 
   // Device bytes for `max_tokens` rows; 0 for a dense model.
@@ -37,7 +40,7 @@ struct MoeBuffers {
 };
 
 // How one MoE MLP runs: the shape from the config, the tile of the grouped GEMMs (kAuto in the
-// forward; the benchmark sweeps the others).
+// forward; the benchmark sweeps the others), and how the decode path's kernels are launched.
 struct MoeRun {
   int hidden = 0;
   int num_experts = 0;
@@ -45,6 +48,7 @@ struct MoeRun {
   int expert_inter = 0;
   bool renormalize = true;
   MoeTile tile = MoeTile::kAuto;
+  CudaLaunchOptions launch;  // the decode path's (kGemvFused); the grouped path launches plainly
 
   static MoeRun Of(const ModelConfig& config);
 };

@@ -1,111 +1,34 @@
 // The routing kernels of the mixture-of-experts MLP (moe_kernels.h): router logits, top-k,
 // the grouping of routes by expert, and the weighted combine.
-#include <cfloat>
 #include <cstdint>
 
 #include "backend/cuda/elem.cuh"
 #include "backend/cuda/moe_kernels.h"
+#include "backend/cuda/moe_routing.cuh"
 
 namespace kvtier::cuda {
 namespace {
 
-constexpr int kRouterWarps = 8;    // experts per CTA
-constexpr int kRouterRows = 4;     // token rows per warp
-constexpr int kExpertsPerLane = kMoeMaxExperts / 32;
 constexpr int kGroupThreads = 1024;
 
-// One warp per (expert, kRouterRows rows): fp32 dot products over hidden in 4-element steps.
 template <typename T>
-__global__ void __launch_bounds__(kRouterWarps * 32)
+__global__ void __launch_bounds__(moe::kRouterWarps * 32)
     RouterLogitsKernel(const T* __restrict__ x, const float* __restrict__ router, int rows, int hidden,
                        int num_experts, float* __restrict__ logits) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int expert = blockIdx.x * kRouterWarps + warp;
-  const int row0 = blockIdx.y * kRouterRows;
+  const int expert = blockIdx.x * moe::kRouterWarps + (threadIdx.x >> 5);
   if (expert >= num_experts) return;
-  const float4* w = reinterpret_cast<const float4*>(router + static_cast<int64_t>(expert) * hidden);
-  float acc[kRouterRows] = {};
-  for (int i = lane; i < hidden / 4; i += 32) {
-    const float4 wv = __ldg(w + i);
-#pragma unroll
-    for (int r = 0; r < kRouterRows; ++r) {
-      if (row0 + r < rows) {
-        const uint2 xv = __ldg(reinterpret_cast<const uint2*>(x + static_cast<int64_t>(row0 + r) * hidden) + i);
-        const float2 lo = UnpackFloat2<T>(xv.x), hi = UnpackFloat2<T>(xv.y);
-        acc[r] = fmaf(wv.x, lo.x, acc[r]);
-        acc[r] = fmaf(wv.y, lo.y, acc[r]);
-        acc[r] = fmaf(wv.z, hi.x, acc[r]);
-        acc[r] = fmaf(wv.w, hi.y, acc[r]);
-      }
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < kRouterRows; ++r) {
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], offset);
-    if (lane == 0 && row0 + r < rows) logits[static_cast<int64_t>(row0 + r) * num_experts + expert] = acc[r];
-  }
+  moe::RouterLogitsWarp(x, router, rows, hidden, num_experts, expert, blockIdx.y * moe::kRouterRows,
+                        threadIdx.x & 31, logits);
 }
 
-// One warp per row; lane l holds experts l, l + 32, ... Taken and absent experts read -1, below
-// every probability, so they are never chosen again.
+// One warp per row.
 __global__ void RouteTopKKernel(const float* __restrict__ logits, int rows, int num_experts, int top_k,
                                 bool renormalize, int32_t* __restrict__ chosen, float* __restrict__ weights) {
-  const int lane = threadIdx.x & 31;
   const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (row >= rows) return;
-  const float* l = logits + static_cast<int64_t>(row) * num_experts;
-  float p[kExpertsPerLane];
-  float max = -FLT_MAX;
-#pragma unroll
-  for (int i = 0; i < kExpertsPerLane; ++i) {
-    const int e = lane + 32 * i;
-    p[i] = e < num_experts ? l[e] : -FLT_MAX;
-    max = fmaxf(max, p[i]);
-  }
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, offset));
-  float sum = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kExpertsPerLane; ++i) {
-    p[i] = lane + 32 * i < num_experts ? expf(p[i] - max) : 0.0f;
-    sum += p[i];
-  }
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-#pragma unroll
-  for (int i = 0; i < kExpertsPerLane; ++i) p[i] = lane + 32 * i < num_experts ? p[i] / sum : -1.0f;
-  float total = 0.0f;
-  float mine = 0.0f;  // lane j < top_k keeps the j-th weight
-  for (int j = 0; j < top_k; ++j) {
-    // This lane's best (strict >: the lower index wins a tie), then the warp's.
-    float best = -2.0f;
-    int best_e = num_experts;
-#pragma unroll
-    for (int i = 0; i < kExpertsPerLane; ++i) {
-      if (p[i] > best) {
-        best = p[i];
-        best_e = lane + 32 * i;
-      }
-    }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) {
-      const float other = __shfl_xor_sync(0xffffffffu, best, offset);
-      const int other_e = __shfl_xor_sync(0xffffffffu, best_e, offset);
-      if (other > best || (other == best && other_e < best_e)) {
-        best = other;
-        best_e = other_e;
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < kExpertsPerLane; ++i) {
-      if (lane + 32 * i == best_e) p[i] = -1.0f;
-    }
-    total += best;
-    if (lane == j) mine = best;
-    if (lane == 0) chosen[static_cast<int64_t>(row) * top_k + j] = best_e;
-  }
-  if (lane < top_k) weights[static_cast<int64_t>(row) * top_k + lane] = renormalize ? mine / total : mine;
+  const int64_t first = static_cast<int64_t>(row) * top_k;
+  moe::RouteTopKRow(logits + static_cast<int64_t>(row) * num_experts, num_experts, top_k, renormalize,
+                    threadIdx.x & 31, chosen + first, weights + first);
 }
 
 // One CTA: counts per expert (shared atomics), offsets and tiles (thread 0, in expert order),
@@ -139,36 +62,25 @@ __global__ void __launch_bounds__(kGroupThreads)
   }
 }
 
-// One CTA per row: its routes sorted by expert (insertion sort of top_k <= kMoeMaxTopK), then
-// each thread sums its columns over them in that order.
+// One CTA per row: its routes sorted by expert, then each thread sums its columns over them in
+// that order.
 template <typename T>
 __global__ void CombineKernel(const T* __restrict__ expert_out, const int32_t* __restrict__ chosen,
                               const float* __restrict__ weights, const int32_t* __restrict__ route_slot, int top_k,
                               int hidden, T* __restrict__ out) {
-  const int row = blockIdx.x;
-  int expert[kMoeMaxTopK], slot[kMoeMaxTopK];
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * top_k;
+  int expert[kMoeMaxTopK], route[kMoeMaxTopK];
+  moe::RoutesByExpert(chosen + first, top_k, expert, route);
+  int64_t slot[kMoeMaxTopK];
   float weight[kMoeMaxTopK];
-  int n = 0;
   for (int j = 0; j < top_k; ++j) {
-    const int64_t route = static_cast<int64_t>(row) * top_k + j;
-    const int e = chosen[route];
-    int at = n++;
-    while (at > 0 && expert[at - 1] > e) {
-      expert[at] = expert[at - 1];
-      slot[at] = slot[at - 1];
-      weight[at] = weight[at - 1];
-      --at;
-    }
-    expert[at] = e;
-    slot[at] = route_slot[route];
-    weight[at] = weights[route];
+    slot[j] = route_slot[first + route[j]];
+    weight[j] = weights[first + route[j]];
   }
   for (int d = threadIdx.x; d < hidden; d += blockDim.x) {
     float acc = 0.0f;
-    for (int j = 0; j < n; ++j) {
-      acc += ToFloat(expert_out[static_cast<int64_t>(slot[j]) * hidden + d]) * weight[j];
-    }
-    out[static_cast<int64_t>(row) * hidden + d] = FromFloat<T>(acc);
+    for (int j = 0; j < top_k; ++j) acc = moe::CombineStep(acc, ToFloat(expert_out[slot[j] * hidden + d]), weight[j]);
+    out[static_cast<int64_t>(blockIdx.x) * hidden + d] = FromFloat<T>(acc);
   }
 }
 
@@ -181,8 +93,7 @@ cudaError_t MoeRouterLogits(const T* x, const float* router, int rows, int hidde
       reinterpret_cast<uintptr_t>(router) % 16 != 0) {
     return cudaErrorInvalidValue;
   }
-  const dim3 grid((num_experts + kRouterWarps - 1) / kRouterWarps, (rows + kRouterRows - 1) / kRouterRows);
-  RouterLogitsKernel<T><<<grid, kRouterWarps * 32, 0, stream>>>(x, router, rows, hidden, num_experts, logits);
+  RouterLogitsKernel<T><<<moe::RouterGrid(rows, num_experts), moe::kRouterWarps * 32, 0, stream>>>(x, router, rows, hidden, num_experts, logits);
   return cudaGetLastError();
 }
 

@@ -1,0 +1,139 @@
+// The per-warp and per-row pieces of the MoE routing kernels, shared by the unfused kernels
+// (moe_routing.cu) and the decode path's fused ones (moe_decode.cu) so that both compute the
+// same bits: the same fp32 operations in the same order, the same tie rule.
+#ifndef KVTIER_BACKEND_CUDA_MOE_ROUTING_CUH_
+#define KVTIER_BACKEND_CUDA_MOE_ROUTING_CUH_
+
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <cstdint>
+
+#include "backend/cuda/elem.cuh"
+#include "backend/cuda/moe_kernels.h"
+
+namespace kvtier::cuda::moe {
+
+constexpr int kRouterWarps = 8;  // experts per router CTA
+constexpr int kRouterRows = 4;   // token rows per router warp
+constexpr int kExpertsPerLane = kMoeMaxExperts / 32;
+
+// The router CTAs' grid: (expert blocks, row blocks).
+inline dim3 RouterGrid(int rows, int num_experts) {
+  return dim3((num_experts + kRouterWarps - 1) / kRouterWarps, (rows + kRouterRows - 1) / kRouterRows);
+}
+
+// The logits of `expert` (< num_experts) for rows row0 .. row0 + kRouterRows - 1 (those < rows):
+// one warp, fp32 dot products over hidden in 4-element steps.
+template <typename T>
+__device__ __forceinline__ void RouterLogitsWarp(const T* __restrict__ x, const float* __restrict__ router, int rows,
+                                                 int hidden, int num_experts, int expert, int row0, int lane,
+                                                 float* __restrict__ logits) {
+  const float4* w = reinterpret_cast<const float4*>(router + static_cast<int64_t>(expert) * hidden);
+  float acc[kRouterRows] = {};
+  for (int i = lane; i < hidden / 4; i += 32) {
+    const float4 wv = __ldg(w + i);
+#pragma unroll
+    for (int r = 0; r < kRouterRows; ++r) {
+      if (row0 + r < rows) {
+        const uint2 xv = __ldg(reinterpret_cast<const uint2*>(x + static_cast<int64_t>(row0 + r) * hidden) + i);
+        const float2 lo = UnpackFloat2<T>(xv.x), hi = UnpackFloat2<T>(xv.y);
+        acc[r] = fmaf(wv.x, lo.x, acc[r]);
+        acc[r] = fmaf(wv.y, lo.y, acc[r]);
+        acc[r] = fmaf(wv.z, hi.x, acc[r]);
+        acc[r] = fmaf(wv.w, hi.y, acc[r]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRouterRows; ++r) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], offset);
+    if (lane == 0 && row0 + r < rows) logits[static_cast<int64_t>(row0 + r) * num_experts + expert] = acc[r];
+  }
+}
+
+// One row's routing by one warp (cpu_moe.h RouteTopK): lane l holds experts l, l + 32, ...
+// Taken and absent experts read -1, below every probability, so they are never chosen again.
+// The logits are read through L2 (__ldcg): in the fused router, other CTAs wrote them.
+__device__ __forceinline__ void RouteTopKRow(const float* l, int num_experts, int top_k, bool renormalize, int lane,
+                                             int32_t* __restrict__ chosen, float* __restrict__ weights) {
+  float p[kExpertsPerLane];
+  float max = -FLT_MAX;
+#pragma unroll
+  for (int i = 0; i < kExpertsPerLane; ++i) {
+    const int e = lane + 32 * i;
+    p[i] = e < num_experts ? __ldcg(l + e) : -FLT_MAX;
+    max = fmaxf(max, p[i]);
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) max = fmaxf(max, __shfl_xor_sync(0xffffffffu, max, offset));
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kExpertsPerLane; ++i) {
+    p[i] = lane + 32 * i < num_experts ? expf(p[i] - max) : 0.0f;
+    sum += p[i];
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+#pragma unroll
+  for (int i = 0; i < kExpertsPerLane; ++i) p[i] = lane + 32 * i < num_experts ? p[i] / sum : -1.0f;
+  float total = 0.0f;
+  float mine = 0.0f;  // lane j < top_k keeps the j-th weight
+  for (int j = 0; j < top_k; ++j) {
+    // This lane's best (strict >: the lower index wins a tie), then the warp's.
+    float best = -2.0f;
+    int best_e = num_experts;
+#pragma unroll
+    for (int i = 0; i < kExpertsPerLane; ++i) {
+      if (p[i] > best) {
+        best = p[i];
+        best_e = lane + 32 * i;
+      }
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      const float other = __shfl_xor_sync(0xffffffffu, best, offset);
+      const int other_e = __shfl_xor_sync(0xffffffffu, best_e, offset);
+      if (other > best || (other == best && other_e < best_e)) {
+        best = other;
+        best_e = other_e;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kExpertsPerLane; ++i) {
+      if (lane + 32 * i == best_e) p[i] = -1.0f;
+    }
+    total += best;
+    if (lane == j) mine = best;
+    if (lane == 0) chosen[j] = best_e;
+  }
+  if (lane < top_k) weights[lane] = renormalize ? mine / total : mine;
+}
+
+// A row's routes (its top_k entries of `chosen`) in ascending expert order, cpu_moe.cc's order
+// of the combine: insertion sort of top_k <= kMoeMaxTopK. route[j] is the index within the row.
+__device__ __forceinline__ void RoutesByExpert(const int32_t* chosen_row, int top_k, int (&expert)[kMoeMaxTopK],
+                                               int (&route)[kMoeMaxTopK]) {
+  for (int j = 0; j < top_k; ++j) {
+    const int e = __ldcg(chosen_row + j);
+    int at = j;
+    while (at > 0 && expert[at - 1] > e) {
+      expert[at] = expert[at - 1];
+      route[at] = route[at - 1];
+      --at;
+    }
+    expert[at] = e;
+    route[at] = j;
+  }
+}
+
+// One step of the combine: acc + expert output (rounded to the compute dtype) times its
+// routing weight, as one explicit fma so every kernel that combines rounds alike.
+__device__ __forceinline__ float CombineStep(float acc, float expert_out, float weight) {
+  return fmaf(expert_out, weight, acc);
+}
+
+}  // namespace kvtier::cuda::moe
+
+#endif  // KVTIER_BACKEND_CUDA_MOE_ROUTING_CUH_
