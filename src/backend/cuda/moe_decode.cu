@@ -11,18 +11,24 @@
 namespace kvtier::cuda {
 namespace {
 
-// The router's CTAs (moe_routing.cu's grid), then the last to arrive routes every row, one
-// warp a row: the logits it reads were written by the others before their arrival (fence, then
-// the counter), and it resets the counter for the next launch.
+// The router's CTAs (moe_routing.cu's grid, the first router pieces loaded before the PDL wait),
+// then the last to arrive routes every row, one warp a row: the logits it reads were written by
+// the others before their arrival (fence, then the counter), and it resets the counter for the
+// next launch.
 template <typename T>
 __global__ void __launch_bounds__(moe::kRouterWarps * 32) DecodeRouteKernel(MoeDecodeRouteParams<T> p) {
-  PdlWait();
-  PdlLaunchDependents();
+  constexpr int kAhead = 8;  // of a lane's router pieces (16 at hidden 2048) loaded before the wait
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int expert = blockIdx.x * moe::kRouterWarps + warp;
-  if (expert < p.num_experts) {
+  const bool on = expert < p.num_experts;
+  const int ahead = on ? moe::RouterAhead(kAhead, p.hidden) : 0;
+  float4 pre[kAhead];
+  if (on) moe::LoadRouterAhead(p.router, p.hidden, expert, lane, ahead, pre);
+  PdlWait();
+  PdlLaunchDependents();
+  if (on) {
     moe::RouterLogitsWarp(p.x, p.router, p.rows, p.hidden, p.num_experts, expert, blockIdx.y * moe::kRouterRows, lane,
-                          p.logits);
+                          ahead, pre, p.logits);
   }
   __threadfence();
   __syncthreads();

@@ -17,8 +17,9 @@ __global__ void __launch_bounds__(moe::kRouterWarps * 32)
                        int num_experts, float* __restrict__ logits) {
   const int expert = blockIdx.x * moe::kRouterWarps + (threadIdx.x >> 5);
   if (expert >= num_experts) return;
+  const float4 none[1] = {};
   moe::RouterLogitsWarp(x, router, rows, hidden, num_experts, expert, blockIdx.y * moe::kRouterRows,
-                        threadIdx.x & 31, logits);
+                        threadIdx.x & 31, /*ahead=*/0, none, logits);
 }
 
 // One warp per row.

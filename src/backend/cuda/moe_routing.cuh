@@ -23,16 +23,32 @@ inline dim3 RouterGrid(int rows, int num_experts) {
   return dim3((num_experts + kRouterWarps - 1) / kRouterWarps, (rows + kRouterRows - 1) / kRouterRows);
 }
 
+// The router weights of `expert` a lane reads first: float4 pieces lane, lane + 32, ..., the
+// first `ahead` (<= P) of them, loaded before the PDL wait where a kernel has one (the router
+// is a weight: no earlier kernel writes it).
+template <int P>
+__device__ __forceinline__ void LoadRouterAhead(const float* __restrict__ router, int hidden, int expert, int lane,
+                                                int ahead, float4 (&pre)[P]) {
+  const float4* w = reinterpret_cast<const float4*>(router + static_cast<int64_t>(expert) * hidden);
+#pragma unroll
+  for (int u = 0; u < P; ++u) {
+    if (u < ahead) pre[u] = __ldg(w + lane + 32 * u);
+  }
+}
+
+// How many of a lane's pieces LoadRouterAhead may load: whole 32-lane rounds only.
+__device__ __forceinline__ int RouterAhead(int p, int hidden) { return min(p, hidden / 4 / 32); }
+
 // The logits of `expert` (< num_experts) for rows row0 .. row0 + kRouterRows - 1 (those < rows):
-// one warp, fp32 dot products over hidden in 4-element steps.
-template <typename T>
+// one warp, fp32 dot products over hidden in 4-element steps, each lane's pieces in ascending
+// order (the first `ahead` from LoadRouterAhead), whatever was loaded ahead.
+template <int P, typename T>
 __device__ __forceinline__ void RouterLogitsWarp(const T* __restrict__ x, const float* __restrict__ router, int rows,
                                                  int hidden, int num_experts, int expert, int row0, int lane,
-                                                 float* __restrict__ logits) {
+                                                 int ahead, const float4 (&pre)[P], float* __restrict__ logits) {
   const float4* w = reinterpret_cast<const float4*>(router + static_cast<int64_t>(expert) * hidden);
   float acc[kRouterRows] = {};
-  for (int i = lane; i < hidden / 4; i += 32) {
-    const float4 wv = __ldg(w + i);
+  auto add = [&](const float4& wv, int i) {
 #pragma unroll
     for (int r = 0; r < kRouterRows; ++r) {
       if (row0 + r < rows) {
@@ -44,7 +60,12 @@ __device__ __forceinline__ void RouterLogitsWarp(const T* __restrict__ x, const 
         acc[r] = fmaf(wv.w, hi.y, acc[r]);
       }
     }
+  };
+#pragma unroll
+  for (int u = 0; u < P; ++u) {
+    if (u < ahead) add(pre[u], lane + 32 * u);
   }
+  for (int i = lane + 32 * ahead; i < hidden / 4; i += 32) add(__ldg(w + i), i);
 #pragma unroll
   for (int r = 0; r < kRouterRows; ++r) {
 #pragma unroll
