@@ -30,6 +30,8 @@ template <typename Format, typename T, int W>
 __global__ void __launch_bounds__(gemv::kWarps * 32)
     ExpertGemvKernel(const T* __restrict__ a, SlotSource source, const typename Format::Element* __restrict__ weights,
                      const float* __restrict__ scales, int k, int n, T* __restrict__ out) {
+  // Trigger only after the wait: the decode path's down+combine reads the routing before its
+  // own wait (moe_decode.h), which is safe only once this kernel's predecessor has completed.
   PdlWait();
   PdlLaunchDependents();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
