@@ -2,8 +2,8 @@
 // path's kernels on identical data, bit for bit (routing, weights and output), and against the
 // CPU backend's MoeMlp: Qwen3-MoE-like (many experts, top 8) and Mixtral-like (8 experts, top 2)
 // shapes scaled down, 1 and 2 rows, 16-bit and fp8 experts, PDL on and off, router ties, and
-// graph replays (the router's arrival counter must be back at zero after every launch). Outputs
-// are poisoned before each run. Skips without a GPU.
+// graph replays (the router's arrival counter must be back at zero after every launch), and the
+// buffers' accounting. Outputs are poisoned before each run. Skips without a GPU.
 #include <cuda_runtime.h>
 
 #include <bit>
@@ -257,6 +257,24 @@ TEST_F(MoeDecodeTest, ReplaysAsACapturedGraphAgainAndAgain) {
       cudaGraphExecDestroy(exec);
       cudaGraphDestroy(graph);
       cudaStreamDestroy(stream);
+    }
+  }
+}
+
+// The buffers take what MoeBuffers::Bytes counts (the workspace sizes its budget by it), the
+// router's arrival counter among them, at zero from the start.
+TEST_F(MoeDecodeTest, BuffersTakeWhatBytesCountsWithTheCounterAtZero) {
+  for (const MoeLayerShape& s : kDecodeShapes) {
+    for (int max_tokens : {1, 2, 200}) {
+      SCOPED_TRACE(::testing::Message() << s.name << ", " << max_tokens << " tokens");
+      const ModelConfig config = cuda_test::MoeLayerConfig(s);
+      DeviceMemoryAccount memory(0);
+      absl::StatusOr<MoeBuffers> buffers = MoeBuffers::Allocate(config, max_tokens, memory);
+      ASSERT_TRUE(buffers.ok()) << buffers.status();
+      EXPECT_EQ(memory.buffer_bytes(), MoeBuffers::Bytes(config, max_tokens));
+      uint32_t arrivals = 1;
+      CUDA_ASSERT(cudaMemcpy(&arrivals, buffers->arrivals, sizeof(arrivals), cudaMemcpyDeviceToHost));
+      EXPECT_EQ(arrivals, 0u);
     }
   }
 }
