@@ -315,7 +315,10 @@ MoeTile MoeTileFor(MoeTile tile, int64_t routes, int64_t num_experts) {
   const int64_t per_expert = num_experts > 0 ? routes / num_experts : routes;
   if (routes <= std::min<int64_t>(16, num_experts)) return MoeTile::kGemvFused;  // a row or two: an expert per route
   if (per_expert >= 32) return MoeTile::k64x64;
-  return routes <= 64 ? MoeTile::k16x16 : MoeTile::k16x64;
+  // Below that the 16x16 tile was the fastest or tied on both shapes kvtier_cuda_moe_bench
+  // sweeps (Qwen3-30B-A3B and Mixtral at 64 rows, 16-bit and fp8 experts): the weight stream
+  // spread over the most CTAs beats the wider tiles' reuse of the few rows each expert gets.
+  return MoeTile::k16x16;
 }
 
 int MoeTileRows(MoeTile tile) { return tile == MoeTile::k64x64 ? 64 : 16; }
