@@ -8,6 +8,7 @@
 # bf16 with the ceilings of the same call (issue #41's figure: W1 decode against its limit).
 # Carry a: scripts/device-carry.sh .carry/a <kvtier, libkvtier_cuda.so, kvtier_cuda_{moe,parity}_test,
 #   kvtier_cuda_moe_bench>; ../shared/anchors; COMMIT; SOURCE_DIR; strip; tar cJf.
+rm -rf /tmp/r
 BUDGET=${BUDGET:-575} CARRY=a . bench/results/device-call-prelude.sh
 Q=/tmp/kb/qwen3-30b-a3b
 mkdir -p /tmp/kb
