@@ -17,14 +17,17 @@ link_source_dir
 use_torch_libraries
 pack() { tar czf $OUT/a.tgz -C /tmp r; }
 t moe 60 $C/bin/kvtier_cuda_moe_test
-t parity 60 $C/bin/kvtier_cuda_parity_test
 pack
-timeout 120 $C/bin/kvtier_cuda_moe_bench > $R/moe_bench.txt 2>&1
+timeout $(( $(left) < 130 ? $(left) - 10 : 120 )) $C/bin/kvtier_cuda_moe_bench > $R/moe_bench.txt 2>&1
 echo "[$(el) s] moe_bench rc=$?"; grep -E "^HBM|rows +[12] .*tile (auto|gemv)" $R/moe_bench.txt | cut -c1-150
 pack
-timeout 40 python3 $C/anchors/ceilings.py > $R/ceilings.txt 2>&1; echo "[$(el) s] ceilings rc=$?"
-wait; echo "[$(el) s] qwen3moe: $(tail -1 $R/mkmodel-qwen3moe.txt)"
-timeout $(( $(left) - 5 )) $C/bin/kvtier bench --workload W1 --model $Q --weight-dtype bf16 --ceilings $R/ceilings.txt \
-  --json $R/qwen3moe.json --commit "$(cat $C/COMMIT)" --time-limit 60 > $R/qwen3moe.txt 2>&1
-echo "[$(el) s] qwen3moe rc=$?"; grep -E "^W1 " $R/qwen3moe.txt | cut -c1-160 | head -6
+t parity 60 $C/bin/kvtier_cuda_parity_test
+pack
+if [ "$(left)" -gt 150 ]; then
+  timeout 40 python3 $C/anchors/ceilings.py > $R/ceilings.txt 2>&1; echo "[$(el) s] ceilings rc=$?"
+  wait; echo "[$(el) s] qwen3moe: $(tail -1 $R/mkmodel-qwen3moe.txt)"
+  timeout $(( $(left) - 5 )) $C/bin/kvtier bench --workload W1 --model $Q --weight-dtype bf16 --ceilings $R/ceilings.txt \
+    --json $R/qwen3moe.json --commit "$(cat $C/COMMIT)" --time-limit 60 > $R/qwen3moe.txt 2>&1
+  echo "[$(el) s] qwen3moe rc=$?"; grep -E "^W1 " $R/qwen3moe.txt | cut -c1-160 | head -6
+fi
 pack
