@@ -31,3 +31,4 @@ if [ "$(left)" -gt 150 ]; then
   echo "[$(el) s] qwen3moe rc=$?"; grep -E "^W1 " $R/qwen3moe.txt | cut -c1-160 | head -6
 fi
 pack
+kill $(jobs -p) 2>/dev/null
