@@ -144,6 +144,8 @@ struct ModelCase {
   WeightQuantizationFormat quantization = WeightQuantizationFormat::kNone;
   // kv_dtype of both backends (fp8: E4M3 codes + row scales on both, the same quantizer).
   StorageDType kv_dtype = StorageDType::kAuto;
+  // CudaLaunchOptions::moe_decode_fused (mixture-of-experts presets): -1 the library's choice.
+  int32_t moe_decode_fused = -1;
 };
 
 // One KV row of a block as fp32: f32 or 16-bit elements, or fp8 codes x the row's scale.
@@ -266,6 +268,7 @@ TEST_P(CudaBackendModelTest, MatchesCpuBackend) {
   // fp8 weights: the CPU computes with 16-bit activations, so the GPU does too here (W8A16);
   // W8A8 is checked after, against its own bound.
   options.cuda.fp8_activations = false;
+  options.cuda.launch.moe_decode_fused = mc.moe_decode_fused;
   auto cpu = CpuBackend::Create(*checkpoint, options);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   auto gpu = CudaBackend::Create(*checkpoint, options);
@@ -417,10 +420,17 @@ INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
                                                      StorageDType::kFp8},
                                            // Mixtral and Qwen3-MoE (norm_topk_prob, 48-wide
                                            // experts): the experts as grouped GEMMs, decode
-                                           // steps of a row or two on the fused decode path
-                                           // (moe_decode.h), in fp8 too.
+                                           // steps of a row or two on the library's choice of
+                                           // path, in fp8 too, and on the fused decode path
+                                           // (moe_decode.h) and the grouped one by name.
                                            ModelCase{"tiny-mixtral", false, false},
                                            ModelCase{"tiny-qwen3moe", false, true},
+                                           ModelCase{"tiny-mixtral", false, false, 64, 4, 2, DType::kBF16, StorageDType::kAuto,
+                                                     WeightQuantizationFormat::kNone, StorageDType::kAuto, 1},
+                                           ModelCase{"tiny-qwen3moe", false, true, 0, 0, 0, DType::kBF16, StorageDType::kFp8,
+                                                     WeightQuantizationFormat::kNone, StorageDType::kAuto, 1},
+                                           ModelCase{"tiny-qwen3moe", false, true, 0, 0, 0, DType::kBF16, StorageDType::kAuto,
+                                                     WeightQuantizationFormat::kNone, StorageDType::kAuto, 0},
                                            ModelCase{"tiny-mixtral", false, false, 64, 4, 2},
                                            ModelCase{"tiny-qwen3moe", false, true, 0, 0, 0, DType::kF16},
                                            ModelCase{"tiny-mixtral", false, false, 0, 0, 0, DType::kBF16,
@@ -481,7 +491,10 @@ INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
                                            (info.param.kv_dtype == StorageDType::kFp8 ? "_kv8" : "") +
                                            (info.param.quantization != WeightQuantizationFormat::kNone
                                                 ? "_fp8ckpt"
-                                                : "");
+                                                : "") +
+                                           (info.param.moe_decode_fused == 1   ? "_fused"
+                                            : info.param.moe_decode_fused == 0 ? "_grouped"
+                                                                               : "");
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });

@@ -183,7 +183,7 @@ void RunShape(const Shape& s, double ceiling) {
         std::printf("moe %-14s %-4s rows %4d tile %-10s (%s) %9.1f us  %3zu experts %7.1f MB  %5.2f TB/s"
                     " = %.2f of HBM %.2f  %6.1f TFLOP/s\n",
                     s.name, fp8 ? "fp8" : "bf16", rows, cuda::MoeTileName(tile),
-                    cuda::MoeTileName(cuda::MoeTileFor(tile, static_cast<int64_t>(rows) * s.top_k, s.num_experts)), us,
+                    cuda::MoeTileName(cuda::MoeTileRun(run, static_cast<int64_t>(rows) * s.top_k)), us,
                     distinct, bytes / 1e6, rate / 1e12, rate / ceiling, ceiling / 1e12, flops / (us * 1e-6) / 1e12);
         std::fflush(stdout);
       }

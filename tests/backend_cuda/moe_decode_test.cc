@@ -78,6 +78,8 @@ void ExpectSameBits(const MlpResult& fused, const MlpResult& grouped) {
   EXPECT_EQ(fused.out, grouped.out);
 }
 
+// MoeTileFor's kAuto names the decode path there; EnqueueMoeMlp takes it where
+// MoeRun::fused_decode says so (CudaLaunchOptions::moe_decode_fused, kMoeDecodeFusedByDefault).
 TEST(MoeDecodeTileTest, AutoPicksTheDecodePathWhereEveryRouteHasAnExpertOfItsOwn) {
   EXPECT_EQ(MoeTileFor(MoeTile::kAuto, 8, 128), MoeTile::kGemvFused);   // Qwen3-MoE, 1 row
   EXPECT_EQ(MoeTileFor(MoeTile::kAuto, 16, 128), MoeTile::kGemvFused);  // 2 rows

@@ -131,6 +131,11 @@ MoeRun MoeRun::Of(const ModelConfig& c) {
   return run;
 }
 
+MoeTile MoeTileRun(const MoeRun& run, int64_t routes) {
+  const MoeTile tile = MoeTileFor(run.tile, routes, run.num_experts);
+  return tile == MoeTile::kGemvFused && run.tile == MoeTile::kAuto && !run.fused_decode ? MoeTile::kGemv : tile;
+}
+
 template <typename T>
 absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& b, const T* x, int rows,
                            T* out, cudaStream_t stream) {
@@ -139,7 +144,7 @@ absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const M
                                                    experts.empty() ? ", and the layer has no experts" : ""));
   }
   const int routes = rows * run.top_k;
-  const MoeTile tile = MoeTileFor(run.tile, routes, run.num_experts);
+  const MoeTile tile = MoeTileRun(run, routes);
   if (tile == MoeTile::kGemvFused) return EnqueueMoeDecode(run, experts, b, x, rows, out, stream);
   CUDA_RETURN_IF_ERROR(MoeRouterLogits(x, experts.router, rows, run.hidden, run.num_experts, b.logits, stream));
   CUDA_RETURN_IF_ERROR(

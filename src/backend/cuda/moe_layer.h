@@ -41,6 +41,11 @@ struct MoeBuffers {
 
 // How one MoE MLP runs: the shape from the config, the tile of the grouped GEMMs (kAuto in the
 // forward; the benchmark sweeps the others), and how the decode path's kernels are launched.
+// The fused decode path runs where CudaLaunchOptions::moe_decode_fused leaves the choice to
+// the library once a GPU run has checked it (kernel tests, parity goldens, the MoE bench's
+// win over the grouped path); until then the grouped path stays the default.
+inline constexpr bool kMoeDecodeFusedByDefault = false;
+
 struct MoeRun {
   int hidden = 0;
   int num_experts = 0;
@@ -49,9 +54,15 @@ struct MoeRun {
   bool renormalize = true;
   MoeTile tile = MoeTile::kAuto;
   CudaLaunchOptions launch;  // the decode path's (kGemvFused); the grouped path launches plainly
+  // kAuto's decode pick: the fused decode path, or the grouped path's per-route GEMV (kGemv).
+  bool fused_decode = kMoeDecodeFusedByDefault;
 
   static MoeRun Of(const ModelConfig& config);
 };
+
+// The tile EnqueueMoeMlp runs `routes` routes on: MoeTileFor's, with kAuto's decode pick on the
+// grouped path's per-route GEMV unless run.fused_decode.
+MoeTile MoeTileRun(const MoeRun& run, int64_t routes);
 
 // out (rows, hidden) = the MoE MLP of x (rows, hidden), both in T, rows <= buffers.max_tokens.
 // The experts' weights are 16-bit (T) or fp8, as loaded.
