@@ -18,7 +18,7 @@ use_torch_libraries
 pack() { tar czf $OUT/a.tgz -C /tmp r; }
 t moe 60 $C/bin/kvtier_cuda_moe_test
 pack
-timeout $(( $(left) < 130 ? $(left) - 10 : 120 )) $C/bin/kvtier_cuda_moe_bench > $R/moe_bench.txt 2>&1
+timeout $(( $(left) < 130 ? $(left) - 10 : 120 )) $C/bin/kvtier_cuda_moe_bench ${MOE_SHAPE:-} > $R/moe_bench.txt 2>&1
 echo "[$(el) s] moe_bench rc=$?"; grep -E "^HBM|rows +[12] .*tile (auto|gemv)" $R/moe_bench.txt | cut -c1-150
 pack
 t parity 60 $C/bin/kvtier_cuda_parity_test
