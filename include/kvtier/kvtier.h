@@ -252,10 +252,10 @@ KVT_API int64_t kvt_live_handles(void);
  *                                32 positions with 16-byte code loads
  *                                (head_dim 128, blocks of 16+ positions):
  *                                1 on, 0 off, -1 the library's choice (on) default -1
- *   "cuda_moe_decode_fused" int  mixture-of-experts models' decode steps
- *                                (a row or two) on three fused kernels:
+ *   "cuda_moe_decode_fused" int  mixture-of-experts models' one-row
+ *                                decode steps on three fused kernels:
  *                                1 on, 0 the grouped kernels, -1 the
- *                                library's choice (grouped)             default -1
+ *                                library's choice (on)                  default -1
  *   "cuda_fp8_activations" int   fp8 weights: steps of 3+ rows quantize
  *                                activations per token to E4M3 and run
  *                                fp8 x fp8 projections (W8A8); 0 keeps

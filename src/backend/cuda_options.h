@@ -28,9 +28,9 @@ struct CudaLaunchOptions {
   // fp8 KV decode attention in rounds of 32 positions (DecodeAttentionParams::fp8_pair_tiles):
   // -1 the library's choice, 0 off, 1 on where the shape allows it.
   int32_t decode_fp8_pair_tiles = -1;
-  // Mixture-of-experts decode steps (a row or two) on the three-kernel decode path
+  // Mixture-of-experts decode steps of one row on the three-kernel decode path
   // (MoeTile::kGemvFused, cuda/moe_decode.h) instead of the six grouped kernels: -1 the
-  // library's choice (kMoeDecodeFusedByDefault), 0 off, 1 on.
+  // library's choice (kMoeDecodeFusedByDefault: on), 0 off, 1 on.
   int32_t moe_decode_fused = -1;
 };
 

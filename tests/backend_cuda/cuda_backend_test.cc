@@ -420,9 +420,9 @@ INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
                                                      StorageDType::kFp8},
                                            // Mixtral and Qwen3-MoE (norm_topk_prob, 48-wide
                                            // experts): the experts as grouped GEMMs, decode
-                                           // steps of a row or two on the library's choice of
-                                           // path, in fp8 too, and on the fused decode path
-                                           // (moe_decode.h) and the grouped one by name.
+                                           // steps on the library's choice of path (one row
+                                           // fused, moe_decode.h), in fp8 too, and on the fused
+                                           // and the grouped path by name.
                                            ModelCase{"tiny-mixtral", false, false},
                                            ModelCase{"tiny-qwen3moe", false, true},
                                            ModelCase{"tiny-mixtral", false, false, 64, 4, 2, DType::kBF16, StorageDType::kAuto,

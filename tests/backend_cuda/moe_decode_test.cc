@@ -90,6 +90,27 @@ TEST(MoeDecodeTileTest, AutoPicksTheDecodePathWhereEveryRouteHasAnExpertOfItsOwn
   EXPECT_EQ(MoeTileFor(MoeTile::kGemv, 8, 128), MoeTile::kGemv);  // the grouped GEMV stays selectable
 }
 
+// What a forward step runs: the fused path at one row (routes == top_k) where fused_decode (the
+// library's default), the grouped per-route GEMV at two rows or with it off; named tiles as given.
+TEST(MoeDecodeTileTest, StepsOfOneRowRunTheFusedPathByDefault) {
+  MoeRun qwen3;
+  qwen3.num_experts = 128;
+  qwen3.top_k = 8;
+  EXPECT_TRUE(qwen3.fused_decode);
+  EXPECT_EQ(MoeTileRun(qwen3, 8), MoeTile::kGemvFused);
+  EXPECT_EQ(MoeTileRun(qwen3, 16), MoeTile::kGemv);
+  EXPECT_EQ(MoeTileRun(qwen3, 64 * 8), MoeTile::k16x16);
+  MoeRun mixtral = qwen3;
+  mixtral.num_experts = 8;
+  mixtral.top_k = 2;
+  EXPECT_EQ(MoeTileRun(mixtral, 2), MoeTile::kGemvFused);
+  EXPECT_EQ(MoeTileRun(mixtral, 4), MoeTile::kGemv);
+  qwen3.fused_decode = false;
+  EXPECT_EQ(MoeTileRun(qwen3, 8), MoeTile::kGemv);
+  qwen3.tile = MoeTile::kGemvFused;  // named: as given, at any row count the path takes
+  EXPECT_EQ(MoeTileRun(qwen3, 16), MoeTile::kGemvFused);
+}
+
 TEST_F(MoeDecodeTest, MatchesTheGroupedPathBitForBitAndTheCpuBackend) {
   cuda_test::ForEachElem([&]<typename T>() {
     for (const MoeLayerShape& s : kDecodeShapes) {

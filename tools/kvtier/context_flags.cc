@@ -105,8 +105,8 @@ constexpr ContextOption kOptions[] = {
      "CUDA, fp8 KV: decode attention in rounds of 32 positions with 16-byte code loads: 1 on, 0 off, -1 the "
      "library's choice (default -1)"},
     {"cuda_moe_decode_fused", Kind::kInt, -1, 1, nullptr,
-     "CUDA, mixture-of-experts models: decode steps on the three-kernel fused path: 1 on, 0 the grouped "
-     "kernels, -1 the library's choice (default -1)"},
+     "CUDA, mixture-of-experts models: one-row decode steps on the three-kernel fused path: 1 on, 0 the "
+     "grouped kernels, -1 the library's choice (on; default -1)"},
     {"cuda_pdl_early", Kind::kInt, 0, 1, nullptr,
      "CUDA: short kernels start the next kernel before their own wait (default 1)"},
     {"cuda_host_kv_stream_tokens", Kind::kInt, 0, 1 << 24, nullptr,

@@ -41,10 +41,9 @@ struct MoeBuffers {
 
 // How one MoE MLP runs: the shape from the config, the tile of the grouped GEMMs (kAuto in the
 // forward; the benchmark sweeps the others), and how the decode path's kernels are launched.
-// The fused decode path runs where CudaLaunchOptions::moe_decode_fused leaves the choice to
-// the library once a GPU run has checked it (kernel tests, parity goldens, the MoE bench's
-// win over the grouped path); until then the grouped path stays the default.
-inline constexpr bool kMoeDecodeFusedByDefault = false;
+// The fused decode path runs one-row steps where CudaLaunchOptions::moe_decode_fused leaves the
+// choice to the library (bench/results/2026-12-06-moe-decode).
+inline constexpr bool kMoeDecodeFusedByDefault = true;
 
 struct MoeRun {
   int hidden = 0;
@@ -61,7 +60,7 @@ struct MoeRun {
 };
 
 // The tile EnqueueMoeMlp runs `routes` routes on: MoeTileFor's, with kAuto's decode pick on the
-// grouped path's per-route GEMV unless run.fused_decode.
+// fused path for one row where run.fused_decode, else on the grouped path's per-route GEMV.
 MoeTile MoeTileRun(const MoeRun& run, int64_t routes);
 
 // out (rows, hidden) = the MoE MLP of x (rows, hidden), both in T, rows <= buffers.max_tokens.
