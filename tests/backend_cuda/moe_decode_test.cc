@@ -78,15 +78,15 @@ void ExpectSameBits(const MlpResult& fused, const MlpResult& grouped) {
   EXPECT_EQ(fused.out, grouped.out);
 }
 
-// MoeTileFor's kAuto names the decode path there; EnqueueMoeMlp takes it where
-// MoeRun::fused_decode says so (CudaLaunchOptions::moe_decode_fused, kMoeDecodeFusedByDefault).
-TEST(MoeDecodeTileTest, AutoPicksTheDecodePathWhereEveryRouteHasAnExpertOfItsOwn) {
-  EXPECT_EQ(MoeTileFor(MoeTile::kAuto, 8, 128), MoeTile::kGemvFused);   // Qwen3-MoE, 1 row
-  EXPECT_EQ(MoeTileFor(MoeTile::kAuto, 16, 128), MoeTile::kGemvFused);  // 2 rows
-  EXPECT_EQ(MoeTileFor(MoeTile::kAuto, 2, 8), MoeTile::kGemvFused);     // Mixtral, 1 row
-  EXPECT_EQ(MoeTileFor(MoeTile::kAuto, 4, 8), MoeTile::kGemvFused);
-  EXPECT_NE(MoeTileFor(MoeTile::kAuto, 24, 128), MoeTile::kGemvFused);
-  EXPECT_NE(MoeTileFor(MoeTile::kAuto, 10, 8), MoeTile::kGemvFused);
+// MoeTileFor's kAuto names the grouped path's per-route GEMV where every route has an expert of
+// its own; the decode path is MoeTileRun's pick (below), never MoeTileFor's.
+TEST(MoeDecodeTileTest, AutoPicksThePerRouteGemvWhereEveryRouteHasAnExpertOfItsOwn) {
+  EXPECT_EQ(MoeTileFor(MoeTile::kAuto, 8, 128), MoeTile::kGemv);   // Qwen3-MoE, 1 row
+  EXPECT_EQ(MoeTileFor(MoeTile::kAuto, 16, 128), MoeTile::kGemv);  // 2 rows
+  EXPECT_EQ(MoeTileFor(MoeTile::kAuto, 2, 8), MoeTile::kGemv);     // Mixtral, 1 row
+  EXPECT_EQ(MoeTileFor(MoeTile::kAuto, 4, 8), MoeTile::kGemv);
+  EXPECT_NE(MoeTileFor(MoeTile::kAuto, 24, 128), MoeTile::kGemv);
+  EXPECT_NE(MoeTileFor(MoeTile::kAuto, 10, 8), MoeTile::kGemv);
   EXPECT_EQ(MoeTileFor(MoeTile::kGemv, 8, 128), MoeTile::kGemv);  // the grouped GEMV stays selectable
 }
 

@@ -313,7 +313,7 @@ MoeTile MoeTileFor(MoeTile tile, int64_t routes, int64_t num_experts) {
   // Routes per chosen expert: decode steps give each expert a row or two, so a tile's rows are
   // padding and the weight stream is all; narrow column tiles spread it over more CTAs.
   const int64_t per_expert = num_experts > 0 ? routes / num_experts : routes;
-  if (routes <= std::min<int64_t>(16, num_experts)) return MoeTile::kGemvFused;  // a row or two: an expert per route
+  if (routes <= std::min<int64_t>(16, num_experts)) return MoeTile::kGemv;  // a row or two: an expert per route
   if (per_expert >= 32) return MoeTile::k64x64;
   // Below that the 16x16 tile was the fastest or tied on both shapes kvtier_cuda_moe_bench
   // sweeps (Qwen3-30B-A3B and Mixtral at 64 rows, 16-bit and fp8 experts): the weight stream

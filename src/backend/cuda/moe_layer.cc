@@ -132,12 +132,11 @@ MoeRun MoeRun::Of(const ModelConfig& c) {
 }
 
 MoeTile MoeTileRun(const MoeRun& run, int64_t routes) {
-  const MoeTile tile = MoeTileFor(run.tile, routes, run.num_experts);
-  if (tile != MoeTile::kGemvFused || run.tile != MoeTile::kAuto) return tile;
   // One row: the fused path (its routes are distinct experts). Two rows may share experts, which
   // the fused path streams once per route: the grouped per-route GEMV was as fast or faster there
   // on both shapes kvtier_cuda_moe_bench sweeps.
-  return run.fused_decode && routes <= run.top_k ? MoeTile::kGemvFused : MoeTile::kGemv;
+  if (run.tile == MoeTile::kAuto && run.fused_decode && routes <= run.top_k) return MoeTile::kGemvFused;
+  return MoeTileFor(run.tile, routes, run.num_experts);
 }
 
 template <typename T>

@@ -59,8 +59,8 @@ struct MoeRun {
   static MoeRun Of(const ModelConfig& config);
 };
 
-// The tile EnqueueMoeMlp runs `routes` routes on: MoeTileFor's, with kAuto's decode pick on the
-// fused path for one row where run.fused_decode, else on the grouped path's per-route GEMV.
+// The tile EnqueueMoeMlp runs `routes` routes on: with kAuto, the fused decode path for one row
+// where run.fused_decode; otherwise MoeTileFor's.
 MoeTile MoeTileRun(const MoeRun& run, int64_t routes);
 
 // out (rows, hidden) = the MoE MLP of x (rows, hidden), both in T, rows <= buffers.max_tokens.
