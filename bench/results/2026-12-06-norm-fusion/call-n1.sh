@@ -29,3 +29,10 @@ for round in 1 2; do
 done
 timeout 40 python3 $C/anchors/ceilings.py > $R/ceilings.txt 2>&1; echo "[$(el) s] ceilings rc=$?"
 pack
+# The decode attention alone per shape and split count (W1's one row at 600 positions
+# included: 11 us a layer under ncu, latency rather than bytes).
+if [ "$(left)" -gt 60 ]; then
+  KVTIER_DECODE_BENCH=1 timeout $(( $(left) - 10 )) $C/bin/kvtier_cuda_bench > $R/decode_attention.txt 2>&1
+  echo "[$(el) s] decode bench rc=$?"; grep -E "^\[decode-bench\] W1" $R/decode_attention.txt | cut -c1-160 | head -12
+fi
+pack
