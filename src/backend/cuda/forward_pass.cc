@@ -191,8 +191,13 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
     if (config.IsMoeLayer(layer)) {  // the experts take 16-bit activations, with fp8 weights too (W8A16)
       CUDA_RETURN_IF_ERROR(
           AddRmsNorm(ws.residual, pending, mlp_norm, nullptr, rows, h, eps, as(ws.normed), stream, launch));
-      RETURN_IF_ERROR(EnqueueMoeMlp(moe_run, w.moe, ws.moe, as(ws.normed), rows, as(ws.proj), stream));
-      pending = as(ws.proj);
+      if (fuse_norms && MoeRunsFusedDecode(moe_run, rows)) {
+        RETURN_IF_ERROR(EnqueueMoeMlpIntoResidual(moe_run, w.moe, ws.moe, as(ws.normed), rows, ws.residual, stream));
+        pending = nullptr;
+      } else {
+        RETURN_IF_ERROR(EnqueueMoeMlp(moe_run, w.moe, ws.moe, as(ws.normed), rows, as(ws.proj), stream));
+        pending = as(ws.proj);
+      }
       continue;
     }
     if (w8a8) {
