@@ -5,13 +5,22 @@
 # against the CPU, then whole graph steps (kvtier_cuda_bench KVTIER_BENCH_QUICK: W1 at one row,
 # W2 at 64 rows, random Llama-3-8B weights) with the fusion off and on, alternating, bf16 and
 # fp8 weights + fp8 KV; the ceilings.
+# First, branch cuda-groups' grouped-KV controls (bin/cg_backend_test, built on the branch): each
+# case grouped and on one group must give the GPU the same bits; the cases against the CPU.
+# Then the MoE decode path's residual output (kvtier_cuda_moe_test).
 # Carry nf: scripts/device-carry.sh .carry/nf <kvtier_cuda_bench, kvtier_cuda_kernels_test,
-#   kvtier_cuda_backend_test, libkvtier_cuda.so>; ../shared/anchors; COMMIT; SOURCE_DIR; strip; tar cJf.
+#   kvtier_cuda_backend_test, kvtier_cuda_moe_test, libkvtier_cuda.so>, plus the branch's
+#   kvtier_cuda_backend_test as bin/cg_backend_test; ../shared/anchors; COMMIT; SOURCE_DIR;
+#   strip --strip-all the programs; tar cJf.
 rm -rf /tmp/r
 BUDGET=${BUDGET:-400} CARRY=nf . bench/results/device-call-prelude.sh
 link_source_dir
 use_torch_libraries
 pack() { tar czf $OUT/n1.tgz -C /tmp r; }
+t cg-onegroup 60 $C/bin/cg_backend_test --gtest_filter='Cases/CudaGroupedKvTest.OneGroupGivesTheGpuTheSameBits/*'
+t cg-grouped 60 $C/bin/cg_backend_test --gtest_filter='Cases/CudaGroupedKvTest.MatchesTheCpuBackendOnTheSameGroups/*'
+pack
+t moe 60 $C/bin/kvtier_cuda_moe_test
 t fusion 60 $C/bin/kvtier_cuda_kernels_test --gtest_filter='GemvFusion*'
 pack
 t backend 90 $C/bin/kvtier_cuda_backend_test --gtest_filter='Presets/*'
