@@ -1,11 +1,16 @@
-// Host-side planning of the CUDA backend: attention work items and batch splitting.
-// Runs without a GPU.
+// Host-side planning of the CUDA backend: attention work items, batch splitting and the
+// step metadata of grouped block tables. Runs without a GPU, but for the step planner's
+// pinned buffer (skipped without one).
+#include <cuda_runtime.h>
+
 #include <map>
+#include <memory>
 #include <tuple>
 #include <vector>
 
 #include "backend/cuda/attention_plan.h"
 #include "backend/cuda/split_batch.h"
+#include "backend/cuda/step_planner.h"
 #include "gtest/gtest.h"
 
 namespace kvtier::cuda {
@@ -132,6 +137,84 @@ TEST(SplitBatchTest, CutsLongChunksIntoConsecutivePieces) {
   EXPECT_EQ(pieces[3].chunks[0].start_position, 2);
   EXPECT_TRUE(pieces[3].chunks[1].need_logits);
   EXPECT_EQ(pieces[3].chunks[1].block_table.size(), 3u);
+}
+
+TEST(SplitBatchTest, PiecesKeepTheirChunksGroupTables) {
+  std::vector<int32_t> a(10);
+  std::vector<int32_t> full = {1, 2, 3, 4}, windowed = {7, 8};
+  const std::vector<GroupKvTable> tables = {{0, full}, {2, windowed}};
+  ForwardBatch batch;
+  batch.chunks.push_back({a, 5, {}, true});
+  batch.chunks.back().group_tables = tables;
+  const auto pieces = SplitBatch(batch, /*max_tokens=*/4, /*max_chunks=*/2);
+  ASSERT_EQ(pieces.size(), 3u);
+  for (const ForwardBatch& piece : pieces) {
+    ASSERT_EQ(piece.chunks[0].group_tables.size(), 2u);
+    EXPECT_EQ(piece.chunks[0].group_tables.data(), tables.data());
+  }
+}
+
+// A grouped step: one indptr array per group into one indices array, a windowed group's
+// entries before its first block on the scratch block, padding chunks on it in every group;
+// a decode step's arrays at the same offsets whatever its tables' lengths (graph replay).
+TEST(StepPlannerTest, GroupTablesGetAnIndptrEachAndTheScratchBlockBeforeTheWindow) {
+  int device_count = 0;
+  if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) GTEST_SKIP() << "no CUDA device";
+  StepPlanner::Shape shape;
+  shape.capacity.max_tokens = 64;
+  shape.capacity.max_chunks = 4;
+  shape.capacity.max_table_entries = 4 * 8;
+  shape.capacity.max_context = 32;
+  shape.block_tokens = 4;
+  shape.fast_attention = true;
+  shape.prefill_tile_tokens = 64;
+  shape.num_kv_heads = 2;
+  shape.decode_wave_ctas = 132;
+  shape.num_groups = 2;
+  auto planner = StepPlanner::Create(shape, StepPlanner::MetaCapacity(shape.capacity, 0, 2));
+  ASSERT_TRUE(planner.ok()) << planner.status();
+  constexpr int32_t kScratch = 99;
+  StepSpec spec;
+  std::vector<int32_t> three = {1, 2, 3}, one = {4};
+  // Chunk 0: positions 13..15 (blocks 0..3), group 1 from block 2; chunk 1: position 5
+  // (blocks 0..1), group 1 from block 1.
+  std::vector<int32_t> full0 = {10, 11, 12, 13}, win0 = {20, 21}, full1 = {30, 31}, win1 = {40};
+  const std::vector<GroupKvTable> tables0 = {{0, full0}, {2, win0}}, tables1 = {{0, full1}, {1, win1}};
+  ForwardBatch batch;
+  batch.chunks.push_back({three, 13, {}, true});
+  batch.chunks.back().group_tables = tables0;
+  batch.chunks.push_back({one, 5, {}, true});
+  batch.chunks.back().group_tables = tables1;
+  absl::StatusOr<StepLaunch> step = (*planner)->Prepare(batch, /*padded_chunks=*/4, kScratch, spec);
+  ASSERT_TRUE(step.ok()) << step.status();
+  const MetaLayout& m = step->meta;
+  EXPECT_EQ(m.indptr_stride, AlignMetaBytes(5 * 4));
+  auto ints = [&](size_t offset, int n) {
+    const auto* p = reinterpret_cast<const int32_t*>((*planner)->meta_host() + offset);
+    return std::vector<int32_t>(p, p + n);
+  };
+  EXPECT_EQ(ints(m.GroupIndptr(0), 5), (std::vector<int32_t>{0, 4, 6, 7, 8}));
+  EXPECT_EQ(ints(m.GroupIndptr(1), 5), (std::vector<int32_t>{8, 12, 14, 15, 16}));
+  EXPECT_EQ(ints(m.indices, 16), (std::vector<int32_t>{10, 11, 12, 13, 30, 31, kScratch, kScratch,  //
+                                                        kScratch, kScratch, 20, 21, kScratch, 40, kScratch, kScratch}));
+  EXPECT_LE(m.GroupIndptr(1) + m.indptr_stride, m.indices);
+
+  // Decode steps of one bucket: the same offsets for short and long tables.
+  auto decode_layout = [&](int64_t position, const std::vector<GroupKvTable>& tables) {
+    ForwardBatch decode;
+    decode.chunks.push_back({one, position, {}, true});
+    decode.chunks.back().group_tables = tables;
+    absl::StatusOr<StepLaunch> s = (*planner)->Prepare(decode, /*padded_chunks=*/2, kScratch, spec);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? s->meta : MetaLayout{};
+  };
+  const MetaLayout short_step = decode_layout(5, tables1);
+  const MetaLayout long_step = decode_layout(15, tables0);
+  EXPECT_EQ(short_step.indptr, long_step.indptr);
+  EXPECT_EQ(short_step.indptr_stride, long_step.indptr_stride);
+  EXPECT_EQ(short_step.indices, long_step.indices);
+  EXPECT_EQ(short_step.rows, long_step.rows);
+  EXPECT_LT(short_step.bytes, long_step.bytes);
 }
 
 }  // namespace

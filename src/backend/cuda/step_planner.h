@@ -3,7 +3,12 @@
 // host-resident block addresses), written into a pinned host buffer that the step copies to
 // the device in one transfer, and says how to launch it (StepLaunch). Graph steps pad their
 // chunks up to the bucket with one-token chunks on the scratch block, so their arrays sit at
-// offsets fixed for the bucket. One thread at a time (the backend's).
+// offsets fixed for the bucket. With layer groups, one table per group: a windowed group's
+// entries for the logical blocks before its table's first block name the scratch block,
+// which the attention kernels read only masked (they start at the window, or at a tile
+// boundary below it whose positions before the window they mask): its values are finite
+// (zeroed at allocation), so a zero weight keeps them out. One thread at a time (the
+// backend's).
 #ifndef KVTIER_BACKEND_CUDA_STEP_PLANNER_H_
 #define KVTIER_BACKEND_CUDA_STEP_PLANNER_H_
 
@@ -31,10 +36,11 @@ class StepPlanner {
     int32_t prefill_tile_tokens = 0;
     int32_t num_kv_heads = 0;
     int32_t decode_wave_ctas = 0;  // KernelSelection::decode_wave_ctas
+    int64_t num_groups = 1;        // KvGrouping::num_groups(), 1 without groups
   };
   // Bytes of metadata the largest step takes (the host and device buffers' size), with at
-  // most host_kv_slots host-resident blocks.
-  static size_t MetaCapacity(const StepCapacity& capacity, int64_t host_kv_slots);
+  // most host_kv_slots host-resident blocks and one block table per group.
+  static size_t MetaCapacity(const StepCapacity& capacity, int64_t host_kv_slots, int64_t num_groups);
   // Allocates the pinned host buffer of meta_capacity bytes.
   static absl::StatusOr<std::unique_ptr<StepPlanner>> Create(const Shape& shape, size_t meta_capacity);
   ~StepPlanner();
@@ -42,7 +48,8 @@ class StepPlanner {
   StepPlanner& operator=(const StepPlanner&) = delete;
 
   // Writes the step's metadata into meta_host() (padding chunks up to `padded_chunks` with
-  // one-token chunks on `scratch_block`) and returns how to launch it.
+  // one-token chunks on `scratch_block`) and returns how to launch it. With groups, a chunk's
+  // group_tables (empty: block_table in every group, as the warm-up's chunks).
   absl::StatusOr<StepLaunch> Prepare(const ForwardBatch& piece, int64_t padded_chunks, int32_t scratch_block,
                                      const StepSpec& spec);
 
