@@ -293,7 +293,7 @@ TEST_P(CudaGroupedKvTest, MatchesTheCpuBackendOnTheSameGroups) {
   }
 
   // Decode both from the reference's tokens: the GPU picks on the device (its decode graph
-  // replayed), then runs the step eagerly for its logits.
+  // replayed, on the fast kernels), then runs the step eagerly for its logits.
   const int64_t replays = b.decode_graphs().replays();
   std::vector<int64_t> pos = {kPromptLengths[0], kPromptLengths[1]};
   std::vector<std::vector<int32_t>> tokens = {{7}, {9}};
@@ -310,7 +310,10 @@ TEST_P(CudaGroupedKvTest, MatchesTheCpuBackendOnTheSameGroups) {
       ++pos[s];
     }
   }
-  EXPECT_GT(b.decode_graphs().replays(), replays) << b.decode_graphs().error();
+  // Decode graphs run the fast kernels only.
+  if (b.fast_attention()) {
+    EXPECT_GT(b.decode_graphs().replays(), replays) << b.decode_graphs().error();
+  }
   EXPECT_EQ(b.decode_graphs().error(), "");
   const GroupedBlockStats stats = tables.Stats();
   EXPECT_GT(stats.blocks_dropped_for_window, 0);
