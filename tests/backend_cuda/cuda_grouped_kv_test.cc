@@ -192,7 +192,9 @@ TEST_P(CudaGroupedKvTest, MatchesTheCpuBackendOnTheSameGroups) {
   CudaBackend& b = **gpu;
   // A block holds one group's layers: every group's block has the CPU's bytes layout.
   EXPECT_EQ(b.kv_layout().num_layers, config.num_layers / groups.num_groups());
-  if (c.kv_dtype == StorageDType::kFp8) EXPECT_EQ(b.kv_layout().BlockBytes(), (*cpu)->kv_layout().BlockBytes());
+  if (c.kv_dtype == StorageDType::kFp8) {
+    EXPECT_EQ(b.kv_layout().BlockBytes(), (*cpu)->kv_layout().BlockBytes());
+  }
   EXPECT_EQ(b.fast_attention(), c.head_dim != 16);
   if (c.head_dim == 128 && c.dtype == DType::kBF16 && cuda::SkinnyGemmDeviceOk(0)) {
     EXPECT_NE(b.compute_path().find("prefill attention wgmma"), std::string::npos) << b.compute_path();
@@ -246,7 +248,9 @@ TEST_P(CudaGroupedKvTest, MatchesTheCpuBackendOnTheSameGroups) {
   }
   // Past the window, every windowed group's table starts after block 0.
   for (int64_t g = 0; g < groups.num_groups(); ++g) {
-    if (groups.group(g).window.has_value()) EXPECT_GT(tables.Table(0, g).first_block, 0) << "group " << g;
+    if (groups.group(g).window.has_value()) {
+      EXPECT_GT(tables.Table(0, g).first_block, 0) << "group " << g;
+    }
   }
 
   std::vector<std::vector<uint8_t>> saved;  // kSwap: per backend, the kept blocks' bytes
