@@ -179,7 +179,7 @@ absl::Status CudaBackend::Init(const cuda::WeightLoader& loader, const cuda::Fp8
   ASSIGN_OR_RETURN(planner_, cuda::StepPlanner::Create({capacity_, layout_.block_tokens, kernels_.fast_attention,
                                                         kernels_.prefill_tile_tokens,
                                                         static_cast<int32_t>(config_.num_kv_heads), kernels_.decode_wave_ctas,
-                                                        NumKvGroups()},
+                                                        options_.kv_grouping.group_window},
                                                        MetaCapacity()));
   ASSIGN_OR_RETURN(chain_, DeviceSamplerChain::Create(
                                capacity_.max_chunks, config_.vocab_size,
@@ -228,11 +228,8 @@ int64_t CudaBackend::WorkspaceBytes() const {
 }
 
 size_t CudaBackend::MetaCapacity() const {
-  return cuda::StepPlanner::MetaCapacity(capacity_, cuda::HostKvStreamer::SlotsWanted(HostKvOptions()), NumKvGroups());
-}
-
-int64_t CudaBackend::NumKvGroups() const {
-  return options_.kv_grouping.enabled() ? options_.kv_grouping.num_groups() : 1;
+  return cuda::StepPlanner::MetaCapacity(capacity_, cuda::HostKvStreamer::SlotsWanted(HostKvOptions()),
+                                         options_.kv_grouping.group_window, layout_.block_tokens);
 }
 
 cuda::HostKvStreamer::Options CudaBackend::HostKvOptions() const {

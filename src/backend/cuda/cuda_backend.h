@@ -189,8 +189,6 @@ class CudaBackend final : public Backend {
   int64_t WeightBytes() const;
   int64_t WorkspaceBytes() const;
   size_t MetaCapacity() const;
-  // The block tables a step carries per chunk: the layer groups, 1 without groups.
-  int64_t NumKvGroups() const;
   cuda::HostKvStreamer::Options HostKvOptions() const;
 
   // Stepping (cuda_backend_step.cc).
