@@ -365,8 +365,11 @@ TEST(CudaGroupedKvValidationTest, RefusesTablesItCannotRead) {
   auto gpu = CudaBackend::Create(*checkpoint, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   ASSERT_TRUE((*gpu)->AllocateKvPool(64).ok());
-  // The engine then admits only sequences that fit the device tier.
+  // The engine then admits only sequences that fit the device tier, saying that one group
+  // would stream longer ones (host_kv_stream_tokens is 0 here: that option too).
   EXPECT_FALSE((*gpu)->ReadsHostResidentKv());
+  const std::string why = (*gpu)->WhyNoHostResidentKv();
+  EXPECT_NE(why.find("kv_layer_groups 0"), std::string::npos) << why;
   const std::vector<int32_t> tokens = {5, 6, 7};
   std::vector<int32_t> ids(12);
   for (int32_t i = 0; i < 12; ++i) ids[static_cast<size_t>(i)] = i;

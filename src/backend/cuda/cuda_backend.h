@@ -150,6 +150,9 @@ class CudaBackend final : public Backend {
   // streamer stages one layer index of every host block; a group's would need its own): the
   // engine then runs only sequences that fit the device tier.
   bool ReadsHostResidentKv() const override { return host_kv_->slots() > 0 && !options_.kv_grouping.enabled(); }
+  std::string WhyNoHostResidentKv() const override {
+    return cuda::HostKvStreamer::WhyNotRead(HostKvOptions(), host_kv_->slots() > 0, options_.kv_grouping.enabled());
+  }
   int64_t MaxHostResidentBlocks() const override { return host_kv_->slots(); }
 
   const ModelConfig& config() const { return config_; }

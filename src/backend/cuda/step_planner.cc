@@ -233,7 +233,7 @@ absl::StatusOr<StepLaunch> StepPlanner::Prepare(const ForwardBatch& piece, int64
   }
   // The tables, group after group, each chunk's span of logical blocks [first, end) at
   // entries indptr[c] + j: indptr[c] is negative where a windowed span starts past the
-  // entries before it (the kernels add a block index of at least `first`, kernels.h).
+  // entries before it (the kernels add block indices of at least `first`: MetaLayout).
   int64_t entry = 0, slot = 0;
   auto* host_addresses = reinterpret_cast<uint64_t*>(meta_host_ + m.host_blocks);
   for (int64_t g = 0; g < num_groups; ++g) {
