@@ -6,7 +6,11 @@
 // past block 0 in every later step), bf16, fp16 and fp8 KV, the generic, mma.sync and wgmma
 // attention kernels; then a swap of the kept blocks or a recompute into fresh blocks. Every
 // logits row is held to the bounds of the ungrouped Gemma cases (cuda_backend_test.cc).
-// Malformed group tables and host-resident blocks in a group are refused. Skips without a GPU.
+// Controls, on the same checkpoints: the one-group layout on both backends (the CPU's logits
+// are bit for bit its grouped ones, cpu_grouped_kv_test.cc; the GPU reads the same bytes with
+// the same kernels, so a right grouped path prints the same error to the last digit), and
+// Gemma 3's local layers at the usual RoPE theta of 10000. Malformed group tables and
+// host-resident blocks in a group are refused. Skips without a GPU.
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,6 +55,8 @@ struct GroupedCase {
   DType dtype = DType::kBF16;  // of the checkpoint: the GPU's compute and KV type
   StorageDType kv_dtype = StorageDType::kAuto;
   Pressure pressure = Pressure::kNone;
+  bool grouped = true;             // false: one group of every layer (the control)
+  double rope_local_theta = 10.0;  // Gemma 3's local layers: angles up to ~60 rad here
 };
 
 RandomCheckpointSpec SpecFor(const GroupedCase& c) {
@@ -75,7 +81,7 @@ RandomCheckpointSpec SpecFor(const GroupedCase& c) {
     spec.layers = 6;
     spec.sliding_window_pattern = 6;
     spec.rope_theta = 1000000.0;
-    spec.rope_local_theta = 10.0;
+    spec.rope_local_theta = c.rope_local_theta;
   }
   spec.dtype = c.dtype;
   return spec;
@@ -92,10 +98,10 @@ std::unique_ptr<Checkpoint> MakeGroupedCheckpoint(const GroupedCase& c) {
   return checkpoint.ok() ? std::move(*checkpoint) : nullptr;
 }
 
-KvLayerGroups GroupsOf(const ModelConfig& config) {
+KvLayerGroups GroupsOf(const ModelConfig& config, bool grouped) {
   std::vector<std::optional<int64_t>> windows;
   for (int64_t l = 0; l < config.num_layers; ++l) windows.push_back(config.LayerWindow(l));
-  absl::StatusOr<KvLayerGroups> groups = KvLayerGroups::Create(windows, kBlockTokens, /*grouped=*/true);
+  absl::StatusOr<KvLayerGroups> groups = KvLayerGroups::Create(windows, kBlockTokens, grouped);
   EXPECT_TRUE(groups.ok()) << groups.status();
   return *std::move(groups);
 }
@@ -110,7 +116,8 @@ std::vector<int32_t> PromptOf(int64_t n, int32_t salt) {
 
 // The backends stepped in lockstep on one set of group tables (the same block ids on each):
 // `backends[0]` is the CPU with the GPU's KV dtype, the reference; the last is the GPU. With
-// fp8 KV a CPU with fp32 KV sits between, to measure what fp8 KV itself moves.
+// fp8 KV a CPU with fp32 KV sits between, to measure what fp8 KV itself moves. One group of
+// every layer (the control) goes to the backends as a plain block table.
 class Lockstep {
  public:
   Lockstep(std::vector<Backend*> backends, GroupedBlockTables* tables) : backends_(std::move(backends)), tables_(tables) {}
@@ -133,7 +140,11 @@ class Lockstep {
         group_tables[s].push_back({t.first_block, t.blocks});
       }
       SequenceChunk chunk{.tokens = tokens[s], .start_position = start[s], .block_table = {}, .need_logits = true};
-      chunk.group_tables = group_tables[s];
+      if (BackendGrouping(tables_->groups()).enabled()) {
+        chunk.group_tables = group_tables[s];
+      } else {
+        chunk.block_table = group_tables[s][0].blocks;
+      }
       batch.chunks.push_back(chunk);
     }
     for (size_t b = 0; b < backends_.size(); ++b) {
@@ -168,13 +179,16 @@ TEST_P(CudaGroupedKvTest, MatchesTheCpuBackendOnTheSameGroups) {
   const std::unique_ptr<Checkpoint> checkpoint = MakeGroupedCheckpoint(c);
   ASSERT_NE(checkpoint, nullptr);
   const ModelConfig& config = checkpoint->config();
-  const KvLayerGroups groups = GroupsOf(config);
-  ASSERT_EQ(groups.num_groups(), c.arch == Architecture::kGemma2 ? 2 : 6);
+  const KvLayerGroups groups = GroupsOf(config, c.grouped);
+  ASSERT_EQ(groups.num_groups(), !c.grouped ? 1 : (c.arch == Architecture::kGemma2 ? 2 : 6));
   const KvGrouping grouping = BackendGrouping(groups);
+  ASSERT_EQ(grouping.enabled(), c.grouped);
   const int64_t longest = kPromptLengths[0] + kDecode;
   // Two sequences at their peak, and the recompute's spare blocks.
   const int64_t num_blocks = 2 * groups.SequencePeakBlocks(longest, kChunk) + 2 * groups.num_groups();
-  ASSERT_LT(num_blocks, 2 * groups.num_groups() * groups.BlocksForTokens(longest)) << "the windows give blocks back";
+  if (c.grouped) {
+    ASSERT_LT(num_blocks, 2 * groups.num_groups() * groups.BlocksForTokens(longest)) << "the windows give blocks back";
+  }
 
   BackendOptions options;
   options.num_threads = 2;
@@ -213,6 +227,7 @@ TEST_P(CudaGroupedKvTest, MatchesTheCpuBackendOnTheSameGroups) {
   const int64_t vocab = config.vocab_size;
   const size_t gpu_index = backends.size() - 1;
   double max_error = 0, fp8_effect = 0;
+  std::string worst;  // the step of the worst row, and its row
   int rows = 0;
   // Each logits row of the GPU against the reference; fp8 KV: also the fp32-KV CPU's.
   auto record = [&](const std::vector<std::vector<float>>& logits, size_t num_rows, const std::string& what) {
@@ -223,6 +238,7 @@ TEST_P(CudaGroupedKvTest, MatchesTheCpuBackendOnTheSameGroups) {
       };
       const double error = RelativeError(row(gpu_index), row(0));
       EXPECT_FALSE(std::isnan(error)) << what;
+      if (error > max_error) worst = absl::StrCat(what, " row ", r);
       max_error = std::max(max_error, error);
       if (fp8_kv) fp8_effect = std::max(fp8_effect, RelativeError(row(1), row(0)));
       ++rows;
@@ -260,7 +276,9 @@ TEST_P(CudaGroupedKvTest, MatchesTheCpuBackendOnTheSameGroups) {
     for (int64_t g = 0; g < groups.num_groups(); ++g) {
       for (int32_t id : tables.Table(1, g).blocks) out_ids.push_back(id);
     }
-    EXPECT_LT(static_cast<int64_t>(out_ids.size()), groups.num_groups() * groups.BlocksForTokens(kPromptLengths[1]));
+    if (c.grouped) {
+      EXPECT_LT(static_cast<int64_t>(out_ids.size()), groups.num_groups() * groups.BlocksForTokens(kPromptLengths[1]));
+    }
     for (Backend* backend : backends) {
       const size_t bytes = backend->kv_layout().BlockBytes();
       std::vector<uint8_t>& host = saved.emplace_back(bytes * out_ids.size());
@@ -320,14 +338,18 @@ TEST_P(CudaGroupedKvTest, MatchesTheCpuBackendOnTheSameGroups) {
   }
   EXPECT_EQ(b.decode_graphs().error(), "");
   const GroupedBlockStats stats = tables.Stats();
-  EXPECT_GT(stats.blocks_dropped_for_window, 0);
+  if (c.grouped) EXPECT_GT(stats.blocks_dropped_for_window, 0);
 
   // The bounds of the ungrouped Gemma cases: fp16 2e-2; bf16 5e-2 generic, 8e-2 fast; fp8
   // KV 8e-2 or 1.5x what fp8 KV moves the CPU's logits.
   double tolerance = c.dtype == DType::kF16 ? 2e-2 : (c.head_dim == 16 ? 5e-2 : 8e-2);
   if (fp8_kv) tolerance = std::max(8e-2, 1.5 * fp8_effect);
-  std::printf("[%s] logits rows %d, max relative error %.3g (bound %.3g), %s attention, %s\n", c.name.c_str(), rows,
-              max_error, tolerance, b.fast_attention() ? "fast" : "generic", b.compute_path().c_str());
+  // Nine digits: a control's error equals its grouped case's to the last one where grouping
+  // changes nothing on the GPU.
+  std::printf("[%s] logits rows %d, max relative error %.9g at %s (bound %.3g; fp8 KV on the CPU %.3g), %s "
+              "attention, %s\n",
+              c.name.c_str(), rows, max_error, worst.c_str(), tolerance, fp8_effect,
+              b.fast_attention() ? "fast" : "generic", b.compute_path().c_str());
   EXPECT_LT(max_error, tolerance);
   EXPECT_EQ(b.allocations_after_init(), 0);
 }
@@ -347,7 +369,27 @@ INSTANTIATE_TEST_SUITE_P(
                       GroupedCase{"gemma3_fp8kv_swap", Architecture::kGemma3, 64, DType::kBF16, StorageDType::kFp8,
                                   Pressure::kSwap},
                       GroupedCase{"gemma2_fp8kv_recompute", Architecture::kGemma2, 128, DType::kBF16,
-                                  StorageDType::kFp8, Pressure::kRecompute}),
+                                  StorageDType::kFp8, Pressure::kRecompute},
+                      // The controls: the cases above on one group of every layer (the same
+                      // checkpoint, tokens and steps), and at the usual local RoPE theta.
+                      GroupedCase{"gemma2_wgmma_swap_ungrouped", Architecture::kGemma2, 128, DType::kBF16,
+                                  StorageDType::kAuto, Pressure::kSwap, false},
+                      GroupedCase{"gemma3_generic_recompute_ungrouped", Architecture::kGemma3, 16, DType::kBF16,
+                                  StorageDType::kAuto, Pressure::kRecompute, false},
+                      GroupedCase{"gemma3_mma_f16_ungrouped", Architecture::kGemma3, 64, DType::kF16,
+                                  StorageDType::kAuto, Pressure::kNone, false},
+                      GroupedCase{"gemma3_wgmma_recompute_ungrouped", Architecture::kGemma3, 128, DType::kBF16,
+                                  StorageDType::kAuto, Pressure::kRecompute, false},
+                      GroupedCase{"gemma3_fp8kv_swap_ungrouped", Architecture::kGemma3, 64, DType::kBF16,
+                                  StorageDType::kFp8, Pressure::kSwap, false},
+                      GroupedCase{"gemma3_generic_recompute_theta10k", Architecture::kGemma3, 16, DType::kBF16,
+                                  StorageDType::kAuto, Pressure::kRecompute, true, 10000.0},
+                      GroupedCase{"gemma3_mma_f16_theta10k", Architecture::kGemma3, 64, DType::kF16,
+                                  StorageDType::kAuto, Pressure::kNone, true, 10000.0},
+                      GroupedCase{"gemma3_wgmma_recompute_theta10k", Architecture::kGemma3, 128, DType::kBF16,
+                                  StorageDType::kAuto, Pressure::kRecompute, true, 10000.0},
+                      GroupedCase{"gemma3_fp8kv_swap_theta10k", Architecture::kGemma3, 64, DType::kBF16,
+                                  StorageDType::kFp8, Pressure::kSwap, true, 10000.0}),
     [](const ::testing::TestParamInfo<GroupedCase>& info) { return info.param.name; });
 
 // Group tables the GPU cannot read are refused before anything runs: malformed tables,
@@ -358,7 +400,7 @@ TEST(CudaGroupedKvValidationTest, RefusesTablesItCannotRead) {
   const GroupedCase c{"gemma3_validation", Architecture::kGemma3, 64};
   const std::unique_ptr<Checkpoint> checkpoint = MakeGroupedCheckpoint(c);
   ASSERT_NE(checkpoint, nullptr);
-  const KvLayerGroups groups = GroupsOf(checkpoint->config());
+  const KvLayerGroups groups = GroupsOf(checkpoint->config(), /*grouped=*/true);
   BackendOptions options;
   options.block_tokens = kBlockTokens;
   options.kv_grouping = BackendGrouping(groups);
