@@ -5,7 +5,9 @@
 // blocks given back and handed out again as they advance (so a windowed group's table starts
 // past block 0 in every later step), bf16, fp16 and fp8 KV, the generic, mma.sync and wgmma
 // attention kernels; then a swap of the kept blocks or a recompute into fresh blocks. Every
-// logits row is held to the bounds of the ungrouped Gemma cases (cuda_backend_test.cc).
+// logits row is held to the bounds of the ungrouped Gemma cases (cuda_backend_test.cc), or
+// to twice what 16-bit rounding of the weights moves the CPU's rows where that is more (the
+// six-layer Gemma 3 checkpoints carry rounding about 3x as far as two-layer ones).
 // The same scenario on one group of every layer gives the GPU's logits bit for bit (same
 // kernels, same splits, only the block ids and strides differ; the CPU's are bit for bit its
 // grouped ones, cpu_grouped_kv_test.cc), which tells a grouping fault from the 16-bit
@@ -367,9 +369,14 @@ void RunLockstep(const GroupedCase& c, LockstepRun* run) {
   if (c.grouped) EXPECT_GT(stats.blocks_dropped_for_window, 0);
 
   // The bounds of the ungrouped Gemma cases: fp16 2e-2; bf16 5e-2 generic, 8e-2 fast; fp8
-  // KV 8e-2 or 1.5x what fp8 KV moves the CPU's logits.
+  // KV 8e-2 or 1.5x what fp8 KV moves the CPU's logits. Or twice what the weights' 16-bit
+  // rounding moves the CPU's: the GPU rounds its activations as finely, and its error came
+  // to 0.8-1.4 times that effect over the eight grouped cases of both families (H100).
+  // That effect: Gemma 2 0.015-0.09, under the fixed bounds; Gemma 3 0.02 (fp16), 0.1
+  // (head_dim 16), 0.4 (128), 0.6 (64, fp8 KV), steady over seeds and RoPE thetas.
   run->tolerance = c.dtype == DType::kF16 ? 2e-2 : (c.head_dim == 16 ? 5e-2 : 8e-2);
   if (fp8_kv) run->tolerance = std::max(8e-2, 1.5 * fp8_effect);
+  run->tolerance = std::max(run->tolerance, 2 * run->rounding_effect);
   run->attention = absl::StrCat(b.fast_attention() ? "fast" : "generic", " attention, ", b.compute_path());
   EXPECT_EQ(b.allocations_after_init(), 0);
 }
