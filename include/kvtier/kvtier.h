@@ -156,8 +156,9 @@ KVT_API int64_t kvt_live_handles(void);
  *                                the host or disk tier moves only the blocks
  *                                kept; prefix entries go to every tier
  *                                under their group's key); the cpu
- *                                backend at tensor_parallel 1 only, else
- *                                (and 0) one group of every layer         default 1
+ *                                and cuda backends at tensor_parallel 1
+ *                                only, else (and 0) one group of every
+ *                                layer                                    default 1
  *   "weight_dtype"       string  "auto" | "bf16" | "fp16" | "fp8" | "q8_0" | "q4_k": format
  *                                the weights are held in; fp8 = E4M3 with one fp32 scale per
  *                                output channel for 16/32-bit checkpoints (embeddings,

@@ -244,6 +244,9 @@ class Backend {
   // Whether Forward reads SequenceChunk::host_kv (host-resident blocks of a sequence longer
   // than the device tier); the engine runs such sequences only where it does.
   virtual bool ReadsHostResidentKv() const { return false; }
+  // Why it does not (ReadsHostResidentKv false), naming the options that would make it where
+  // some would: the engine's refusal of a sequence longer than the device tier says it.
+  virtual std::string WhyNoHostResidentKv() const { return "this backend cannot read KV blocks from the host tier"; }
   // Most host-resident blocks one step may read in all (CUDA: what its staging buffers
   // hold); a long sequence whose whole context needs more blocks is refused at admission.
   virtual int64_t MaxHostResidentBlocks() const { return INT64_MAX; }

@@ -149,7 +149,9 @@ Engine::Engine(std::shared_ptr<const Checkpoint> checkpoint, const EngineOptions
                                   std::min<int64_t>(options.watermark_blocks, kv_->num_device_blocks() / 8),
                                   options.load_or_recompute,
                                   backend_->ReadsHostResidentKv() ? options.max_long_running : 0,
-                                  backend_->MaxHostResidentBlocks()},
+                                  backend_->MaxHostResidentBlocks(),
+                                  backend_->ReadsHostResidentKv() ? "max_long_running is 0"
+                                                                  : backend_->WhyNoHostResidentKv()},
                  kv_.get(), &policy_),
       grammar_masks_(std::make_unique<GrammarMasks>(backend_.get(), static_cast<int32_t>(checkpoint_->config().vocab_size),
                                                     GrammarMaskThreads())) {

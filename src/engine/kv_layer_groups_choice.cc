@@ -1,6 +1,7 @@
 // ChooseKvLayerGroups (kv_layer_groups_choice.h).
 #include "engine/kv_layer_groups_choice.h"
 
+#include <string>
 #include <vector>
 
 #include "common/status_macros.h"
@@ -8,14 +9,13 @@
 namespace kvtier {
 namespace {
 
-// What keeps one group for these options ("" when nothing does).
+// What keeps one group for these options ("" when nothing does). The CPU and CUDA
+// backends read a grouped layout on one rank, so "auto" groups whichever it picks.
 std::string OneGroupReason(const EngineOptions& options) {
-  // "auto" may pick CUDA, which refuses a grouped layout: it would then fall back to the
-  // CPU for the grouping's sake.
-  if (options.backend != "cpu" && options.backend != "cpu-reference") {
-    return "only the cpu backend reads a grouped KV layout (backend " + options.backend + ")";
+  if (options.tensor_parallel > 1 || options.sharded_reduction) {
+    return "the sharded plan reads one group (tensor_parallel " + std::to_string(options.tensor_parallel) +
+           (options.sharded_reduction ? ", sharded_reduction" : "") + ")";
   }
-  if (options.tensor_parallel > 1 || options.sharded_reduction) return "the sharded cpu plan reads one group";
   return "";
 }
 

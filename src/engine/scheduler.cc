@@ -46,8 +46,8 @@ absl::Status Scheduler::CheckFits(int64_t max_tokens) const {
                                                      " host-resident blocks per step (cuda host_kv_stream_tokens)"));
   }
   if (options_.max_long_running == 0) {
-    return absl::ResourceExhaustedError(absl::StrCat(need, "; it must fit on the device tier to run (this backend ",
-                                                     "cannot read KV blocks from the host tier)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(need, "; it must fit on the device tier to run (", options_.why_no_long, ")"));
   }
   return absl::ResourceExhaustedError(absl::StrCat(need, " and the host tier ", host, " blocks (", host * block_bytes,
                                                    " bytes); it must fit on the device and host tiers together "

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -48,6 +49,9 @@ struct SchedulerOptions {
   // Most blocks a long sequence's whole context may take (the backend's
   // MaxHostResidentBlocks: what one step can stream); longer ones are refused at admission.
   int64_t max_long_blocks = INT64_MAX;
+  // Why long sequences are refused where max_long_running is 0 (the backend's
+  // WhyNoHostResidentKv, or the option), in the refusal's message.
+  std::string why_no_long = "long sequences are off";
 };
 
 // Decides, per preempted sequence, whether its KV is swapped out or dropped and later

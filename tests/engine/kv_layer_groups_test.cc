@@ -528,10 +528,11 @@ class WarningLines {
   std::vector<std::string> lines_;
 };
 
-// Groups asked for (the default's value) keep one group, with no error, wherever the
-// backend may not read a grouped layout: CUDA, and "auto", which may pick it; the CPU
-// backend groups. A context on "auto" runs as one group would, warning of no grouping.
-TEST_P(KvLayerGroupsTest, GroupsAskedForOnCudaOrAutoKeepOne) {
+// Groups asked for (the default's value) group on every backend of one rank: the CPU and
+// CUDA backends read a grouped layout, and "auto" picks one of them. The sharded plans
+// (tensor_parallel above 1, sharded_reduction) keep one group, saying why. A context on
+// "auto" groups, without a warning about it, and generates what it does with one group.
+TEST_P(KvLayerGroupsTest, GroupsAskedForGroupOnOneRankOfAnyBackend) {
   const GroupedFamily& f = GetParam();
   const std::shared_ptr<const Checkpoint> checkpoint = testing::OpenCheckpoint(GroupedCheckpointDir(f));
   ASSERT_NE(checkpoint, nullptr);
@@ -539,32 +540,50 @@ TEST_P(KvLayerGroupsTest, GroupsAskedForOnCudaOrAutoKeepOne) {
   for (const std::string backend : {"cpu", "cuda", "auto"}) {
     SCOPED_TRACE(backend);
     options.backend = backend;
+    options.tensor_parallel = 1;
+    options.sharded_reduction = false;
     const absl::StatusOr<KvLayerGroupsChoice> choice = ChooseKvLayerGroups(options, checkpoint->config());
     ASSERT_TRUE(choice.ok()) << choice.status();
-    EXPECT_EQ(choice->groups.has_value(), backend == "cpu");
-    EXPECT_EQ(choice->why_one_group.empty(), backend == "cpu") << choice->why_one_group;
+    ASSERT_TRUE(choice->groups.has_value());
+    EXPECT_GT(choice->groups->num_groups(), 1);
+    EXPECT_EQ(choice->why_one_group, "");
+    options.tensor_parallel = 2;
+    const absl::StatusOr<KvLayerGroupsChoice> sharded = ChooseKvLayerGroups(options, checkpoint->config());
+    ASSERT_TRUE(sharded.ok()) << sharded.status();
+    EXPECT_FALSE(sharded->groups.has_value());
+    EXPECT_NE(sharded->why_one_group.find("sharded plan"), std::string::npos) << sharded->why_one_group;
+    options.tensor_parallel = 1;
+    options.sharded_reduction = true;
+    const absl::StatusOr<KvLayerGroupsChoice> reduced = ChooseKvLayerGroups(options, checkpoint->config());
+    ASSERT_TRUE(reduced.ok()) << reduced.status();
+    EXPECT_FALSE(reduced->groups.has_value());
+    EXPECT_NE(reduced->why_one_group.find("sharded_reduction"), std::string::npos) << reduced->why_one_group;
   }
   // A model without windows has nothing to group, and nothing to say why.
   const std::shared_ptr<const Checkpoint> llama = testing::OpenCheckpoint(testing::TinyLlamaDir());
   ASSERT_NE(llama, nullptr);
-  options.backend = "cpu";
+  options.backend = "cuda";
+  options.tensor_parallel = 1;
+  options.sharded_reduction = false;
   const absl::StatusOr<KvLayerGroupsChoice> unwindowed = ChooseKvLayerGroups(options, llama->config());
   ASSERT_TRUE(unwindowed.ok()) << unwindowed.status();
   EXPECT_FALSE(unwindowed->groups.has_value());
   EXPECT_EQ(unwindowed->why_one_group, "");
 
   options.backend = "auto";
-  std::map<SequenceId, std::vector<int32_t>> one_group;
+  std::map<SequenceId, std::vector<int32_t>> grouped;
   {
     WarningLines warnings;
     const GroupedRun run = GenerateGrouped(f, options, 2, 13, 4);
-    EXPECT_EQ(run.groups, 1);
-    EXPECT_EQ(run.freed_by_window, 0);
+    EXPECT_GT(run.groups, 1);
+    EXPECT_GT(run.freed_by_window, 0);
     // "auto" may warn that it fell back to the CPU; the grouping adds nothing to that.
     for (const std::string& line : warnings.lines()) EXPECT_EQ(line.find("group"), std::string::npos) << line;
-    one_group = run.tokens;
+    grouped = run.tokens;
   }
-  EXPECT_EQ(GenerateGrouped(f, GroupOptions(false, 64 * GroupedFullBlockBytes(f)), 2, 13, 4).tokens, one_group);
+  EngineOptions one_group = GroupOptions(false, 64 * GroupedFullBlockBytes(f));
+  one_group.backend = "auto";  // the same backend as the grouped run, whichever it is
+  EXPECT_EQ(GenerateGrouped(f, one_group, 2, 13, 4).tokens, grouped);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, KvLayerGroupsTest, ::testing::ValuesIn(GroupedFamilies()),

@@ -3,16 +3,20 @@
 // tokens of a run with an unlimited device tier — alone, beside sequences being swapped and
 // sharing a prefix — with the engine's invariants checked after every step; cancelling one
 // mid-stream leaks nothing and disturbs no one; admission refuses only what the device and
-// host tiers together cannot hold. With kv_dtype fp8 the host-resident blocks hold codes and
+// host tiers together cannot hold, and, where the backend reads no host-resident KV, what
+// the device tier cannot, saying why. With kv_dtype fp8 the host-resident blocks hold codes and
 // row scales, and the tokens are still those of the fp8 run with an unlimited device tier.
 #include <map>
+#include <memory>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.h"
 #include "gtest/gtest.h"
 #include "testing/engine_runs.h"
+#include "testing/forwarding_backend.h"
 
 namespace kvtier {
 namespace {
@@ -193,8 +197,36 @@ TEST(LongContextTest, AdmissionRefusesOnlyWhatNoTiersCanHold) {
   auto refusing = MakeEngine(no_long);
   auto refused = refusing->Add(Prompt(81, 40), Greedy(16));
   ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(refused.status().message().find("must fit on the device tier"), std::string::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find("must fit on the device tier to run (max_long_running is 0)"),
+            std::string::npos)
+      << refused.status();
   RunChecked(*engine);
+}
+
+// A backend that reads no host-resident KV (CUDA with layer groups): long sequences are
+// refused with its reason, which names the options that would run them.
+class NoHostKvBackend final : public testing::ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  bool ReadsHostResidentKv() const override { return false; }
+  std::string WhyNoHostResidentKv() const override { return "with kv_layer_groups 0 it streams them (test)"; }
+};
+
+TEST(LongContextTest, ABackendThatReadsNoHostKvRefusesLongSequencesSayingWhy) {
+  EngineOptions options = SmallDevice(4, 10);
+  options.wrap_backend = [](std::unique_ptr<Backend> inner) -> std::unique_ptr<Backend> {
+    return std::make_unique<NoHostKvBackend>(std::move(inner));
+  };
+  auto engine = MakeEngine(options);
+  auto refused = engine->Add(Prompt(81, 40), Greedy(16));
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find(
+                "must fit on the device tier to run (with kv_layer_groups 0 it streams them (test))"),
+            std::string::npos)
+      << refused.status();
+  auto fits = engine->Add(Prompt(82, 8), Greedy(4));  // 12 positions: 3 blocks
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_EQ(RunChecked(*engine)[*fits], Reference(Prompt(82, 8), 4));
 }
 
 }  // namespace

@@ -52,6 +52,7 @@ class ForwardingBackend : public Backend {
   void UnpinHostMemory(void* ptr, size_t bytes) override { inner_->UnpinHostMemory(ptr, bytes); }
   void ReleaseHostMemory(void* ptr, size_t bytes) override { inner_->ReleaseHostMemory(ptr, bytes); }
   bool ReadsHostResidentKv() const override { return inner_->ReadsHostResidentKv(); }
+  std::string WhyNoHostResidentKv() const override { return inner_->WhyNoHostResidentKv(); }
   int64_t MaxHostResidentBlocks() const override { return inner_->MaxHostResidentBlocks(); }
   absl::Status CopyBlocksToHost(std::span<const BlockCopy> copies) override { return inner_->CopyBlocksToHost(copies); }
   absl::Status CopyBlocksFromHost(std::span<const BlockCopy> copies) override {

@@ -54,7 +54,7 @@ constexpr ContextOption kOptions[] = {
     {"kv_layer_groups", Kind::kInt, 0, 1, nullptr,
      "a model with sliding-window layers keeps each window's layers in blocks of their own, given back once no "
      "query reads them, and swaps to the host or disk tier move only those kept; prefix entries go to every tier "
-     "under their group's key; cpu backend at --tensor-parallel 1 only (default 1)"},
+     "under their group's key; cpu and cuda backends at --tensor-parallel 1 only (default 1)"},
     {"remote_kv_url", Kind::kUrl, 0, 0, nullptr,
      "remote KV tier shared by every process naming it: redis://host:port, or a Redis Cluster's seeds "
      "redis://host:port,host:port (default none)"},

@@ -4,8 +4,10 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_check.h"
@@ -32,7 +34,9 @@ absl::Status CheckDevice() {
 
 KvLayout LayoutFor(const ModelConfig& config, const BackendOptions& options, DType dtype) {
   KvLayout layout;
-  layout.num_layers = config.num_layers;
+  // With layer groups a block holds one group's layers (every group has as many).
+  const KvGrouping& grouping = options.kv_grouping;
+  layout.num_layers = grouping.enabled() ? config.num_layers / grouping.num_groups() : config.num_layers;
   layout.num_kv_heads = config.num_kv_heads;
   layout.head_dim = config.head_dim;
   layout.block_tokens = options.block_tokens;
@@ -129,9 +133,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::CreateImpl(const Model
   }
   RETURN_IF_ERROR(CudaForwardSupports(config));
   if (options.kv_grouping.enabled()) {
-    // The kernels read one block table with every layer in each block (no GPU has checked
-    // a per-group table yet): the engine keeps one layer group on CUDA.
-    return absl::UnimplementedError("cuda backend: a grouped KV layout is not supported");
+    std::vector<std::optional<int64_t>> windows;
+    for (int64_t l = 0; l < config.num_layers; ++l) windows.push_back(config.LayerWindow(l));
+    RETURN_IF_ERROR(options.kv_grouping.Validate(windows).status());
   }
   RETURN_IF_ERROR(CheckDevice());
   if (config.num_kv_heads <= 0 || config.num_heads % config.num_kv_heads != 0) {
@@ -174,7 +178,8 @@ absl::Status CudaBackend::Init(const cuda::WeightLoader& loader, const cuda::Fp8
   RETURN_IF_ERROR(InitCudnnPrefill());
   ASSIGN_OR_RETURN(planner_, cuda::StepPlanner::Create({capacity_, layout_.block_tokens, kernels_.fast_attention,
                                                         kernels_.prefill_tile_tokens,
-                                                        static_cast<int32_t>(config_.num_kv_heads), kernels_.decode_wave_ctas},
+                                                        static_cast<int32_t>(config_.num_kv_heads), kernels_.decode_wave_ctas,
+                                                        options_.kv_grouping.group_window},
                                                        MetaCapacity()));
   ASSIGN_OR_RETURN(chain_, DeviceSamplerChain::Create(
                                capacity_.max_chunks, config_.vocab_size,
@@ -183,7 +188,7 @@ absl::Status CudaBackend::Init(const cuda::WeightLoader& loader, const cuda::Fp8
   if (options_.cuda.overlap_attention && kernels_.fast_attention) {
     ASSIGN_OR_RETURN(attention_fork_, cuda::AttentionFork::Create());
   }
-  forward_ = std::make_unique<cuda::ForwardPass>(cuda::ForwardPass::Parts{&config_, &layout_, compute_dtype_, &weights_,
+  forward_ = std::make_unique<cuda::ForwardPass>(cuda::ForwardPass::Parts{&config_, &layout_, &options_.kv_grouping, compute_dtype_, &weights_,
                                                                           &ws_, projections_.get(), host_kv_.get(),
                                                                           &pool_, stream_, options_.cuda.launch,
                                                                           kernels_.prefill_kernel, cudnn_.get(),
@@ -223,7 +228,8 @@ int64_t CudaBackend::WorkspaceBytes() const {
 }
 
 size_t CudaBackend::MetaCapacity() const {
-  return cuda::StepPlanner::MetaCapacity(capacity_, cuda::HostKvStreamer::SlotsWanted(HostKvOptions()));
+  return cuda::StepPlanner::MetaCapacity(capacity_, cuda::HostKvStreamer::SlotsWanted(HostKvOptions()),
+                                         options_.kv_grouping.group_window, layout_.block_tokens);
 }
 
 cuda::HostKvStreamer::Options CudaBackend::HostKvOptions() const {
@@ -304,6 +310,9 @@ absl::Status CudaBackend::AllocateKvPool(int64_t num_blocks) {
   pool_.base = *pool;
   pool_.num_blocks = num_blocks;
   pool_.scratch_block = static_cast<int32_t>(num_blocks);
+  // Zeros, so that the attention kernels' masked loads of it (the entries before a windowed
+  // group's first block, StepPlanner) meet finite values; the padding rows' writes keep it so.
+  CUDA_RETURN_IF_ERROR(cudaMemset(pool_.Block(pool_.scratch_block), 0, layout_.BlockBytes()));
   memory_.MarkInitDone();
   memory_.Trace("KV pool allocated");
   return absl::OkStatus();

@@ -35,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "backend/backend.h"
@@ -145,8 +146,13 @@ class CudaBackend final : public Backend {
 
   // Host-resident KV (HostKvStreamer, docs/LONG_CONTEXT.md): on when
   // CudaOptions::host_kv_stream_tokens > 0, the fast attention kernels run and the device
-  // can read mapped host memory at its host address.
-  bool ReadsHostResidentKv() const override { return host_kv_->slots() > 0; }
+  // can read mapped host memory at its host address, and the KV is not in layer groups (the
+  // streamer stages one layer index of every host block; a group's would need its own): the
+  // engine then runs only sequences that fit the device tier.
+  bool ReadsHostResidentKv() const override { return host_kv_->slots() > 0 && !options_.kv_grouping.enabled(); }
+  std::string WhyNoHostResidentKv() const override {
+    return cuda::HostKvStreamer::WhyNotRead(HostKvOptions(), host_kv_->slots() > 0, options_.kv_grouping.enabled());
+  }
   int64_t MaxHostResidentBlocks() const override { return host_kv_->slots(); }
 
   const ModelConfig& config() const { return config_; }
@@ -190,6 +196,9 @@ class CudaBackend final : public Backend {
 
   // Stepping (cuda_backend_step.cc).
   absl::Status ValidateBatch(const ForwardBatch& batch) const;
+  // A chunk of a grouped KV layout: its group tables (ValidateGroupTables), none with
+  // host-resident blocks (Unimplemented); adds the blocks it writes to *written.
+  absl::Status ValidateGroupedChunk(const SequenceChunk& chunk, size_t c, absl::flat_hash_set<int32_t>* written) const;
   // Runs the batch whole when it fits the workspace, else piece by piece (SplitBatch).
   template <typename Fn>
   absl::Status RunAll(const ForwardBatch& batch, Fn&& run_piece);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
@@ -14,6 +15,7 @@ namespace kvtier {
 
 absl::Status CudaBackend::ValidateBatch(const ForwardBatch& batch) const {
   if (pool_.base == nullptr) return absl::FailedPreconditionError("KV pool not allocated");
+  absl::flat_hash_set<int32_t> written;  // blocks the batch writes, with groups
   for (size_t c = 0; c < batch.chunks.size(); ++c) {
     const SequenceChunk& chunk = batch.chunks[c];
     if (chunk.tokens.empty()) {
@@ -24,6 +26,15 @@ absl::Status CudaBackend::ValidateBatch(const ForwardBatch& batch) const {
     }
     const int64_t end = chunk.start_position + static_cast<int64_t>(chunk.tokens.size());
     if (end > INT32_MAX) return absl::InvalidArgumentError("context too long");
+    for (int32_t token : chunk.tokens) {
+      if (token < 0 || token >= config_.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat("token ", token, " out of range [0, ", config_.vocab_size, ")"));
+      }
+    }
+    if (options_.kv_grouping.enabled() || !chunk.group_tables.empty()) {
+      RETURN_IF_ERROR(ValidateGroupedChunk(chunk, c, &written));
+      continue;
+    }
     const int64_t blocks = (end + layout_.block_tokens - 1) / layout_.block_tokens;
     RETURN_IF_ERROR(host_kv_->ValidateChunk(chunk, c));
     const int64_t device_blocks = blocks - chunk.host_kv.num_blocks();
@@ -32,13 +43,30 @@ absl::Status CudaBackend::ValidateBatch(const ForwardBatch& batch) const {
           absl::StrCat("chunk ", c, " block table has ", chunk.block_table.size(), " entries, needs ", device_blocks));
     }
     for (int64_t j = 0; j < device_blocks; ++j) RETURN_IF_ERROR(pool_.Validate(chunk.block_table[j]));
-    for (int32_t token : chunk.tokens) {
-      if (token < 0 || token >= config_.vocab_size) {
-        return absl::InvalidArgumentError(absl::StrCat("token ", token, " out of range [0, ", config_.vocab_size, ")"));
-      }
-    }
   }
   return absl::OkStatus();
+}
+
+absl::Status CudaBackend::ValidateGroupedChunk(const SequenceChunk& chunk, size_t c,
+                                               absl::flat_hash_set<int32_t>* written) const {
+  const std::string name = absl::StrCat("chunk ", c);
+  if (!options_.kv_grouping.enabled()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": group tables without a grouped KV layout"));
+  }
+  if (!chunk.host_kv.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": host-resident blocks outside the group tables"));
+  }
+  // The streamer stages one layer of every host block for every layer (one table's
+  // layers); a group's host blocks would need its own slots and layer index.
+  for (const GroupKvTable& table : chunk.group_tables) {
+    if (!table.host.empty()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "cuda backend: ", name, " reads host-resident KV blocks in a grouped KV layout, which is not supported"));
+    }
+  }
+  const int64_t end = chunk.start_position + static_cast<int64_t>(chunk.tokens.size());
+  return ValidateGroupTables(options_.kv_grouping, chunk.group_tables, chunk.start_position, end, layout_.block_tokens,
+                             pool_.num_blocks, written, name);
 }
 
 template <typename Fn>

@@ -33,6 +33,8 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
   // The 16-bit arrays as the element type of this backend (Parts::dtype).
   auto as = [](CudaWeights::Raw16* p) { return reinterpret_cast<T*>(p); };
   const MetaLayout& m = step.meta;
+  const KvGrouping& grouping = *parts_.grouping;
+  const bool grouped = grouping.enabled();
   StepTokens step_tokens{dev(m.chunk), dev(m.pos), step.rows};
   PagedKv<T> kv;
   kv.pool = static_cast<T*>(parts_.pool->base);
@@ -71,7 +73,9 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
   // only), else on prefill_kernel.
   bool cudnn_prefill = false;
   if constexpr (std::is_same_v<T, bf16>) {
-    cudnn_prefill = parts_.cudnn != nullptr && step.path == AttentionPath::kFast && step.prefill_tiles > 0 &&
+    // cuDNN reads one table with every layer (its gather); grouped models never take it
+    // (their windowed layers' scores are not plain), checked here all the same.
+    cudnn_prefill = parts_.cudnn != nullptr && !grouped && step.path == AttentionPath::kFast && step.prefill_tiles > 0 &&
                     parts_.cudnn->PrepareStep(step.prefill_chunks);
   }
   // Decode and prefill attention side by side: only where the step has both.
@@ -91,6 +95,9 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
           RmsNormRows(as(ws.proj), weights.layers[layer - 1].post_ffn_norm, rows, h, eps, as(ws.proj), stream));
     }
     const std::optional<int64_t> window = config.LayerWindow(layer);
+    // The layer's index inside the blocks it reads, through its group's table.
+    const int32_t kv_layer = static_cast<int32_t>(grouped ? grouping.index_in_group[layer] : layer);
+    kv.indptr = dev(m.GroupIndptr(grouped ? grouping.group_of_layer[layer] : 0));
     if (w8a8) {
       CUDA_RETURN_IF_ERROR(
           AddRmsNormFp8(ws.residual, pending, w.input_norm, rows, h, eps, ws.x8, ws.x8_scales, stream, launch));
@@ -115,7 +122,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
     post.rope_scale = weights.rope_scale;
     post.norm_eps = eps;
     post.num_heads = num_heads;
-    post.layer = static_cast<int32_t>(layer);
+    post.layer = kv_layer;
     post.q_out = as(ws.q);
     CUDA_RETURN_IF_ERROR(QkvPost(post, step_tokens, kv, stream, launch));
     const AttentionScores scores = AttentionScoresOf(config, layer);
@@ -131,7 +138,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
         attn.rows = dev(m.rows);
         attn.num_rows = step.decode_rows;
         attn.num_heads = num_heads;
-        attn.layer = static_cast<int32_t>(layer);
+        attn.layer = kv_layer;
         attn.max_splits = step.decode_splits;
         attn.partial_out = ws.decode_partial_out;
         attn.partial_ml = ws.decode_partial_ml;
@@ -152,7 +159,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
         attn.tiles = reinterpret_cast<const PrefillTile*>(ws.meta + m.tiles);
         attn.num_tiles = step.prefill_tiles;
         attn.num_heads = num_heads;
-        attn.layer = static_cast<int32_t>(layer);
+        attn.layer = kv_layer;
         attn.kernel = parts_.prefill_kernel;
         attn.wgmma_variant = launch.prefill_wgmma_variant;
         attn.scores = scores;
@@ -167,7 +174,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
       attn.items = reinterpret_cast<const AttentionItem*>(ws.meta + m.items);
       attn.num_items = step.generic_items;
       attn.num_heads = num_heads;
-      attn.layer = static_cast<int32_t>(layer);
+      attn.layer = kv_layer;
       attn.max_rows = step.generic_max_rows;
       attn.any_split = step.generic_any_split;
       attn.scores = scores;

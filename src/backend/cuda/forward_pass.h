@@ -4,7 +4,7 @@
 // activation and the down projection (a mixture-of-experts layer: its experts, moe_layer.h),
 // then the final norm, the LM head and the device-side
 // pick. Gemma adds the sandwich norms on the attention and MLP outputs and the logit
-// soft-cap. With Parts::fork, a step that has both decode rows and prefill tiles runs its
+// soft-cap. With layer groups each layer reads and writes its group's blocks. With Parts::fork, a step that has both decode rows and prefill tiles runs its
 // decode attention on the fork's side stream, joined before the o projection. Capturable:
 // nothing inside waits for the device (grammar masks wait on the host only, and masked
 // steps are never captured). Holds no buffers of its own; one thread at a time.
@@ -24,6 +24,7 @@
 #include "backend/cuda/step_launch.h"
 #include "backend/cuda/workspace.h"
 #include "backend/cuda_options.h"
+#include "backend/kv_grouping.h"
 #include "backend/kv_layout.h"
 #include "model/config.h"
 #include "model/tensor.h"
@@ -35,7 +36,10 @@ class ForwardPass {
   // The backend's parts the forward reads; each outlives the ForwardPass.
   struct Parts {
     const ModelConfig* config = nullptr;
-    const KvLayout* layout = nullptr;
+    const KvLayout* layout = nullptr;  // of one block: one group's layers with groups
+    // Layer groups (kv_grouping.h): each layer reads its group's table (MetaLayout::GroupIndptr)
+    // at its index in the group; not enabled: one table, every layer in every block.
+    const KvGrouping* grouping = nullptr;
     DType dtype = DType::kBF16;  // the compute dtype: the 16-bit arrays hold bf16 or f16
     const CudaWeights* weights = nullptr;
     const Workspace* ws = nullptr;

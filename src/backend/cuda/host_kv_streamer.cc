@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_check.h"
@@ -31,6 +32,22 @@ int64_t HostKvStreamer::SlotsWanted(const Options& options) {
     if (segment.offset % 16 != 0 || segment.bytes % 16 != 0) return 0;
   }
   return (tokens + options.layout.block_tokens - 1) / options.layout.block_tokens;
+}
+
+std::string HostKvStreamer::WhyNotRead(const Options& options, bool streams, bool grouped) {
+  const std::string groups = "the cuda backend does not read host-resident KV blocks in layer groups";
+  if (grouped && streams) {
+    return absl::StrCat(groups, "; with kv_layer_groups 0 it streams a long sequence's oldest blocks from the host tier");
+  }
+  if (grouped && options.stream_tokens <= 0 && options.fast_attention) {
+    return absl::StrCat(groups, "; with kv_layer_groups 0 and cuda_host_kv_stream_tokens above 0 it streams a long ",
+                        "sequence's oldest blocks from the host tier");
+  }
+  // Without the fast kernels or mapped host memory no option makes it stream.
+  const std::string why = !options.fast_attention     ? "the fast attention kernels do not run this model"
+                          : options.stream_tokens <= 0 ? "cuda_host_kv_stream_tokens is 0"
+                                                       : "the device cannot read mapped host memory";
+  return absl::StrCat("this CUDA backend does not stream host-resident KV blocks (", why, ")");
 }
 
 int64_t HostKvStreamer::StagingBytes(const Options& options) {

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -50,6 +51,10 @@ class HostKvStreamer {
   // layout and shape), and the device bytes of both buffers.
   static int64_t SlotsWanted(const Options& options);
   static int64_t StagingBytes(const Options& options);
+  // Why a CUDA backend with this streamer reads no host-resident KV, naming the options that
+  // would make it read them where some would: `streams`, slots() > 0; `grouped`, a grouped KV
+  // layout, whose group tables it does not stage (CudaBackend::ReadsHostResidentKv).
+  static std::string WhyNotRead(const Options& options, bool streams, bool grouped);
 
   // Allocates the staging buffers, stream and events, measures the host link and picks the
   // fastest gather (stats: host_link_bytes_per_second, host_kv_gather*). Off (slots() 0) where

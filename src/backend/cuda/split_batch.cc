@@ -36,6 +36,7 @@ std::vector<ForwardBatch> SplitBatch(const ForwardBatch& batch, int64_t max_toke
       piece.start_position = chunk.start_position + offset;
       piece.block_table = chunk.block_table;
       piece.host_kv = chunk.host_kv;  // full blocks before every piece's positions
+      piece.group_tables = chunk.group_tables;  // a piece's first query reads no further back
       piece.need_logits = chunk.need_logits && offset + take == n;
       piece.all_logits = chunk.all_logits;
       current.chunks.push_back(piece);

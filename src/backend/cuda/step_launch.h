@@ -19,10 +19,18 @@ constexpr size_t AlignMetaBytes(size_t x) { return (x + 255) & ~size_t{255}; }
 // Offsets of the per-step metadata inside the host and device metadata buffers. The
 // block-table indices come last: a step copies only the bytes it uses, and a captured
 // decode graph, whose arrays sit at fixed offsets for its batch bucket, reads tables of
-// any length.
+// any length. With layer groups (kv_grouping.h) every group has its own indptr array, group
+// g's at indptr + g * indptr_stride, all pointing into the one indices array. A windowed
+// group's table holds, per chunk, only the blocks from its WindowTableFirst on
+// (window_table_span.h): indices[indptr[c] + j] is logical block j's entry for those j, so
+// indptr[c] may be negative (the kernels add it, a signed 32-bit offset, to `indices` and
+// index with the blocks of positions they read), and indptr[c + 1] - indptr[c] is no block
+// count.
 struct MetaLayout {
-  size_t ids = 0, pos = 0, chunk = 0, rows = 0, logit_rows = 0, indptr = 0, num_splits = 0, partial_base = 0, items = 0,
-         tiles = 0, sampling = 0, mask_slots = 0, host_blocks = 0, indices = 0, bytes = 0;
+  size_t ids = 0, pos = 0, chunk = 0, rows = 0, logit_rows = 0, indptr = 0, indptr_stride = 0, num_splits = 0,
+         partial_base = 0, items = 0, tiles = 0, sampling = 0, mask_slots = 0, host_blocks = 0, indices = 0, bytes = 0;
+
+  size_t GroupIndptr(int64_t group) const { return indptr + static_cast<size_t>(group) * indptr_stride; }
 };
 
 // How a step's attention runs: decode rows on DecodeAttention and multi-token chunks on

@@ -11,19 +11,69 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/decode_attention.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/window_table_span.h"
 #include "common/status_macros.h"
 
 namespace kvtier::cuda {
+namespace {
 
-size_t StepPlanner::MetaCapacity(const StepCapacity& capacity, int64_t host_kv_slots) {
-  // Token arrays (ids, pos, chunk, decode rows, splits, partial bases), chunk arrays, items
-  // or prefill tiles, sampling parameters, mask slots, block tables, host block addresses.
+// The chunk's table in group g: its group table, or (no group tables: the warm-up's chunks)
+// its block table in every group.
+GroupKvTable TableOf(const SequenceChunk& chunk, int64_t g) {
+  return chunk.group_tables.empty() ? GroupKvTable{0, chunk.block_table, chunk.host_kv}
+                                    : chunk.group_tables[static_cast<size_t>(g)];
+}
+
+// Host-resident blocks of `table` among logical blocks [span_first, span_end).
+int64_t HostBlocksIn(const GroupKvTable& table, int64_t span_first, int64_t span_end) {
+  const int64_t lo = std::max(span_first, table.first_block + table.host.first_block);
+  const int64_t hi = std::min(span_end, table.first_block + table.host.first_block + table.host.num_blocks());
+  return std::max<int64_t>(0, hi - lo);
+}
+
+}  // namespace
+
+int64_t StepPlanner::MaxTableEntries(const StepCapacity& capacity,
+                                     std::span<const std::optional<int64_t>> group_window, int64_t block_tokens) {
+  if (group_window.empty()) return capacity.max_table_entries;
+  int64_t total = 0;
+  for (const std::optional<int64_t>& window : group_window) {
+    if (!window.has_value()) {
+      total += capacity.max_table_entries;
+      continue;
+    }
+    // Summed over at most max_chunks chunks of max_tokens tokens in all (the sum of the
+    // per-chunk floors is at most the floor of the sum), and never more than a full table.
+    const int64_t chunks = capacity.max_chunks, b = block_tokens;
+    const int64_t spans = (chunks * (*window + b - 3) + capacity.max_tokens) / b + chunks * (1 + WindowSlackBlocks(b));
+    total += std::min(capacity.max_table_entries, spans);
+  }
+  return total;
+}
+
+size_t StepPlanner::MetaCapacity(const StepCapacity& capacity, int64_t host_kv_slots,
+                                 std::span<const std::optional<int64_t>> group_window, int64_t block_tokens) {
+  // Token arrays (ids, pos, chunk, decode rows, splits, partial bases), chunk arrays (the
+  // logit rows, one indptr per group), items or prefill tiles, sampling parameters, mask
+  // slots, block tables, host block addresses.
   const int64_t max_tokens = capacity.max_tokens, max_chunks = capacity.max_chunks;
-  return 6 * AlignMetaBytes(max_tokens * 4) + 2 * AlignMetaBytes((max_chunks + 1) * 4) +
+  const int64_t num_groups = std::max<int64_t>(1, static_cast<int64_t>(group_window.size()));
+  return 6 * AlignMetaBytes(max_tokens * 4) + (1 + num_groups) * AlignMetaBytes((max_chunks + 1) * 4) +
          AlignMetaBytes(capacity.max_items * sizeof(AttentionItem)) +
          AlignMetaBytes((max_tokens + max_chunks) * sizeof(PrefillTile)) +
          AlignMetaBytes(max_chunks * sizeof(SampleParams)) + AlignMetaBytes(max_chunks * 4) +
-         AlignMetaBytes(capacity.max_table_entries * 4) + AlignMetaBytes(host_kv_slots * 8) + 4 * 256;
+         AlignMetaBytes(MaxTableEntries(capacity, group_window, block_tokens) * 4) +
+         AlignMetaBytes(host_kv_slots * 8) + 4 * 256;
+}
+
+StepPlanner::TableSpan StepPlanner::SpanOf(int64_t group, const SequenceChunk& chunk) const {
+  const int64_t bt = shape_.block_tokens;
+  const int64_t start = chunk.start_position, n = static_cast<int64_t>(chunk.tokens.size());
+  TableSpan span{0, (start + n + bt - 1) / bt};
+  const std::optional<int64_t> window =
+      shape_.group_window.empty() ? std::nullopt : shape_.group_window[static_cast<size_t>(group)];
+  if (window.has_value()) span.first = std::min(WindowTableFirst(*window, start, bt), span.end);
+  return span;
 }
 
 absl::StatusOr<std::unique_ptr<StepPlanner>> StepPlanner::Create(const Shape& shape, size_t meta_capacity) {
@@ -52,10 +102,18 @@ absl::StatusOr<StepLaunch> StepPlanner::Prepare(const ForwardBatch& piece, int64
   step.sampled = greedy && !sampling.empty();
   step.path = shape_.fast_attention ? AttentionPath::kFast : AttentionPath::kGeneric;
 
+  // num_entries: a full-attention table's (an entry per logical block); table_entries:
+  // what every group's table takes (a windowed group's from its TableSpan on).
+  const int64_t num_groups = this->num_groups();
   int64_t num_tokens = pads, num_entries = pads, num_logits = pads, decode_rows = 0, host_blocks = 0;
+  int64_t table_entries = pads * num_groups;
   for (const SequenceChunk& chunk : piece.chunks) {
     const int64_t n = static_cast<int64_t>(chunk.tokens.size());
-    host_blocks += chunk.host_kv.num_blocks();
+    for (int64_t g = 0; g < num_groups; ++g) {
+      const TableSpan span = SpanOf(g, chunk);
+      table_entries += span.end - span.first;
+      host_blocks += HostBlocksIn(TableOf(chunk, g), span.first, span.end);
+    }
     num_tokens += n;
     num_entries += (chunk.start_position + n + shape_.block_tokens - 1) / shape_.block_tokens;
     num_logits += static_cast<int64_t>(chunk.num_logit_rows());
@@ -111,6 +169,8 @@ absl::StatusOr<StepLaunch> StepPlanner::Prepare(const ForwardBatch& piece, int64
   m.rows = take(std::max<int64_t>(decode_rows, 1) * 4);
   m.logit_rows = take(std::max<int64_t>(num_logits, 1) * 4);
   m.indptr = take((padded + 1) * 4);
+  m.indptr_stride = AlignMetaBytes((padded + 1) * 4);
+  for (int64_t g = 1; g < num_groups; ++g) take((padded + 1) * 4);
   if (step.path == AttentionPath::kGeneric) {
     m.num_splits = take(num_tokens * 4);
     m.partial_base = take(num_tokens * 4);
@@ -138,7 +198,7 @@ absl::StatusOr<StepLaunch> StepPlanner::Prepare(const ForwardBatch& piece, int64
     }
   }
   if (host_blocks > 0) m.host_blocks = take(host_blocks * sizeof(uint64_t));
-  m.indices = take(num_entries * 4);
+  m.indices = take(table_entries * 4);
   m.bytes = at;
   if (m.bytes > meta_capacity_) return absl::InternalError("step metadata over capacity");
 
@@ -148,19 +208,15 @@ absl::StatusOr<StepLaunch> StepPlanner::Prepare(const ForwardBatch& piece, int64
   int32_t* chunk_of = host(m.chunk);
   int32_t* rows = host(m.rows);
   int32_t* logit_rows = host(m.logit_rows);
-  int32_t* indptr = host(m.indptr);
   int32_t* indices = host(m.indices);
-  int64_t t = 0, entry = 0, logit = 0, row = 0, slot = 0;
-  auto* host_addresses = reinterpret_cast<uint64_t*>(meta_host_ + m.host_blocks);
+  int64_t t = 0, logit = 0, row = 0;
   for (int64_t c = 0; c < padded; ++c) {
-    indptr[c] = static_cast<int32_t>(entry);
     if (c >= num_chunks) {  // padding: token 0 at position 0 of the scratch block
       ids[t] = 0;
       pos[t] = 0;
       chunk_of[t] = static_cast<int32_t>(c);
       rows[row++] = static_cast<int32_t>(t);
       logit_rows[logit++] = static_cast<int32_t>(t);
-      indices[entry++] = scratch_block;
       ++t;
       continue;
     }
@@ -174,19 +230,40 @@ absl::StatusOr<StepLaunch> StepPlanner::Prepare(const ForwardBatch& piece, int64
     }
     const int64_t rows_here = static_cast<int64_t>(chunk.num_logit_rows());  // the chunk's last rows
     for (int64_t r = rows_here; r > 0; --r) logit_rows[logit++] = static_cast<int32_t>(t - r);
-    const int64_t blocks = (chunk.start_position + n + shape_.block_tokens - 1) / shape_.block_tokens;
-    // Host-resident blocks get the staging slots in order (entry -1 - slot, PagedKv::staged).
-    const HostResidentKv& host = chunk.host_kv;
-    for (int64_t j = 0; j < blocks; ++j) {
-      if (host.Contains(j)) {
-        host_addresses[slot] = reinterpret_cast<uint64_t>(host.blocks[j - host.first_block]);
-        indices[entry++] = static_cast<int32_t>(-1 - slot++);
-      } else {
-        indices[entry++] = chunk.block_table[host.DeviceIndex(j)];
+  }
+  // The tables, group after group, each chunk's span of logical blocks [first, end) at
+  // entries indptr[c] + j: indptr[c] is negative where a windowed span starts past the
+  // entries before it (the kernels add block indices of at least `first`: MetaLayout).
+  int64_t entry = 0, slot = 0;
+  auto* host_addresses = reinterpret_cast<uint64_t*>(meta_host_ + m.host_blocks);
+  for (int64_t g = 0; g < num_groups; ++g) {
+    int32_t* indptr = host(m.GroupIndptr(g));
+    for (int64_t c = 0; c < padded; ++c) {
+      if (c >= num_chunks) {
+        indptr[c] = static_cast<int32_t>(entry);
+        indices[entry++] = scratch_block;
+        continue;
+      }
+      const SequenceChunk& chunk = piece.chunks[c];
+      const GroupKvTable table = TableOf(chunk, g);
+      const TableSpan span = SpanOf(g, chunk);
+      indptr[c] = static_cast<int32_t>(entry - span.first);
+      // Blocks before a windowed group's first block: given back, read only masked.
+      for (int64_t j = span.first; j < std::min(table.first_block, span.end); ++j) indices[entry++] = scratch_block;
+      // Host-resident blocks get the staging slots in order (entry -1 - slot, PagedKv::staged).
+      const HostResidentKv& host = table.host;
+      for (int64_t j = std::max(span.first, table.first_block); j < span.end; ++j) {
+        const int64_t local = j - table.first_block;
+        if (host.Contains(local)) {
+          host_addresses[slot] = reinterpret_cast<uint64_t>(host.blocks[local - host.first_block]);
+          indices[entry++] = static_cast<int32_t>(-1 - slot++);
+        } else {
+          indices[entry++] = table.blocks[host.DeviceIndex(local)];
+        }
       }
     }
+    indptr[padded] = static_cast<int32_t>(entry);
   }
-  indptr[padded] = static_cast<int32_t>(entry);
   if (step.path == AttentionPath::kGeneric) {
     std::memcpy(host(m.num_splits), plan_.num_splits.data(), num_tokens * 4);
     std::memcpy(host(m.partial_base), plan_.partial_base.data(), num_tokens * 4);
