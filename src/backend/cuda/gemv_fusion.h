@@ -38,7 +38,9 @@ struct GemvFusion {
 };
 
 // Whether one-row and two-row decode steps fuse their norms where CudaLaunchOptions::
-// decode_norm_fusion leaves the choice to the library.
+// decode_norm_fusion leaves the choice to the library: no. Whole steps measured no faster
+// (docs/CUDA_BACKEND.md, "What bounds a decode step"): every CTA repeating the norm costs more
+// than the kernel boundary it saves.
 constexpr bool kDecodeNormFusionByDefault = false;
 
 // The widest input a kNormIn GEMV norms (the norm's block shape: 256 threads x 2 chunks of 8)
