@@ -1,14 +1,15 @@
 // GemvFusion: what a decode GEMV (1-2 activation rows) does around its product, so that the
 // RMSNorm before a projection and the residual add after one need no kernel of their own.
 //
-// Why: a one-row decode step is a chain of dependent kernels, and each short kernel between
-// two projections (the norm) costs a kernel boundary and a memory round trip on the critical
-// path while the weight stream waits. Each CTA of the GEMV can instead norm the residual rows
-// itself into shared memory (a row and its norm weights, 32 KB at 4096 wide, sit in L2; the
-// CTA streams far more weight bytes than that), and the
-// projections whose output goes into the residual (o and down) can add it there themselves.
-// The norm is NormRowLoaded (rms_norm_row.cuh) with AddRmsNorm's block shape, so the fused
-// and the separate kernels compute the same bits.
+// The idea: a one-row decode step is a chain of dependent kernels, and each short kernel
+// between two projections (the norm) is a kernel boundary and a memory round trip on the
+// critical path. Each CTA of the GEMV norms the residual rows itself into shared memory, and
+// the projections whose output goes into the residual (o and down) add it there themselves.
+// The norm is NormRowLoaded (rms_norm_row.cuh) with AddRmsNorm's block shape, so the fused and
+// the separate kernels compute the same bits. Off by default (kDecodeNormFusionByDefault): with
+// one output per warp, every one of the GEMV's many CTAs repeats the norm (a residual row and
+// its weights, 32 KB at 4096 wide, and a block-wide sum before the first product), which costs
+// more than the norm kernel it removes.
 #ifndef KVTIER_BACKEND_CUDA_GEMV_FUSION_H_
 #define KVTIER_BACKEND_CUDA_GEMV_FUSION_H_
 
