@@ -257,11 +257,6 @@ KVT_API int64_t kvt_live_handles(void);
  *                                decode steps on three fused kernels:
  *                                1 on, 0 the grouped kernels, -1 the
  *                                library's choice (on)                  default -1
- *   "cuda_decode_norm_fusion" int  decode steps of 1-2 rows: the
- *                                projections norm their own input and
- *                                add their output into the residual
- *                                (no norm kernel between them): 1 on,
- *                                0 off, -1 the library's choice (off)   default -1
  *   "cuda_fp8_activations" int   fp8 weights: steps of 3+ rows quantize
  *                                activations per token to E4M3 and run
  *                                fp8 x fp8 projections (W8A8); 0 keeps

@@ -32,10 +32,6 @@ struct CudaLaunchOptions {
   // (MoeTile::kGemvFused, cuda/moe_decode.h) instead of the six grouped kernels: -1 the
   // library's choice (kMoeDecodeFusedByDefault: on), 0 off, 1 on.
   int32_t moe_decode_fused = -1;
-  // Decode steps of 1-2 rows: the projections after a norm norm their own input and o and
-  // down add their output into the residual (cuda/gemv_fusion.h), so no norm kernel runs
-  // between two projections: -1 the library's choice (kDecodeNormFusionByDefault), 0 off, 1 on.
-  int32_t decode_norm_fusion = -1;
 };
 
 enum class CudnnPrefillUse : int32_t { kNever = 0, kFullChunks = 1, kEveryChunk = 2 };

@@ -146,8 +146,6 @@ struct ModelCase {
   StorageDType kv_dtype = StorageDType::kAuto;
   // CudaLaunchOptions::moe_decode_fused (mixture-of-experts presets): -1 the library's choice.
   int32_t moe_decode_fused = -1;
-  // CudaLaunchOptions::decode_norm_fusion (1-2 row steps): -1 the library's choice.
-  int32_t decode_norm_fusion = -1;
 };
 
 // One KV row of a block as fp32: f32 or 16-bit elements, or fp8 codes x the row's scale.
@@ -271,7 +269,6 @@ TEST_P(CudaBackendModelTest, MatchesCpuBackend) {
   // W8A8 is checked after, against its own bound.
   options.cuda.fp8_activations = false;
   options.cuda.launch.moe_decode_fused = mc.moe_decode_fused;
-  options.cuda.launch.decode_norm_fusion = mc.decode_norm_fusion;
   auto cpu = CpuBackend::Create(*checkpoint, options);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   auto gpu = CudaBackend::Create(*checkpoint, options);
@@ -398,18 +395,6 @@ INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
                                            // generic and the fast attention, and in fp8.
                                            ModelCase{"tiny-phi3", false, false},
                                            ModelCase{"tiny-phi3", false, false, 128, 4, 2},
-                                           // One- and two-row steps with the norms fused into
-                                           // the GEMVs (gemv_fusion.h): 16-bit and fp8 weights,
-                                           // a model with q/k norms, and MoE layers between.
-                                           ModelCase{"small-llama", false, false, 64, 4, 1, DType::kBF16,
-                                                     StorageDType::kAuto, WeightQuantizationFormat::kNone,
-                                                     StorageDType::kAuto, -1, 1},
-                                           ModelCase{"tiny-qwen3", false, true, 128, 4, 2, DType::kF16,
-                                                     StorageDType::kFp8, WeightQuantizationFormat::kNone,
-                                                     StorageDType::kAuto, -1, 1},
-                                           ModelCase{"tiny-qwen3moe", false, true, 0, 0, 0, DType::kBF16,
-                                                     StorageDType::kFp8, WeightQuantizationFormat::kNone,
-                                                     StorageDType::kAuto, -1, 1},
                                            ModelCase{"tiny-phi3", false, false, 64, 4, 2, DType::kBF16,
                                                      StorageDType::kFp8},
                                            // Gemma 2 and 3: GeGLU, (1 + w) and sandwich norms,
@@ -509,10 +494,7 @@ INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
                                                 : "") +
                                            (info.param.moe_decode_fused == 1   ? "_fused"
                                             : info.param.moe_decode_fused == 0 ? "_grouped"
-                                                                               : "") +
-                                           (info.param.decode_norm_fusion == 1   ? "_normfused"
-                                            : info.param.decode_norm_fusion == 0 ? "_normsplit"
-                                                                                 : "");
+                                                                               : "");
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });

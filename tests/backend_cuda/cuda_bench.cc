@@ -34,8 +34,7 @@ namespace {
 
 // KVTIER_CUDA_GRAPHS, _FAST_ATTENTION, _PDL and _PDL_EARLY turn their switch off when they
 // start with '0'; KVTIER_CUDA_GEMV_PREFETCH=2|4|8 (rounded down; below 2: 2);
-// KVTIER_CUDA_SKINNY=0..3 (cuda_skinny_gemm); KVTIER_CUDA_DECODE_NORM_FUSION=0|1
-// (cuda_decode_norm_fusion). As the CLI's
+// KVTIER_CUDA_SKINNY=0..3 (cuda_skinny_gemm). As the CLI's
 // cuda_env.cc reads them, for scripts that set them for both programs.
 CudaOptions CudaOptionsFromEnvironment() {
   auto off = [](const char* name) {
@@ -53,9 +52,6 @@ CudaOptions CudaOptionsFromEnvironment() {
   if (const char* value = std::getenv("KVTIER_CUDA_GEMV_PREFETCH"); value != nullptr) {
     const int pieces = std::atoi(value);
     options.launch.gemv_prefetch = pieces >= 8 ? 8 : pieces >= 4 ? 4 : 2;
-  }
-  if (const char* value = std::getenv("KVTIER_CUDA_DECODE_NORM_FUSION"); value != nullptr) {
-    options.launch.decode_norm_fusion = value[0] == '0' ? 0 : 1;
   }
   return options;
 }

@@ -143,45 +143,6 @@ TEST_F(MoeDecodeTest, MatchesTheGroupedPathBitForBitAndTheCpuBackend) {
   });
 }
 
-// Into the residual (the decode step's fused norms): residual + the fused path's output as the
-// next norm would add it, bit for bit, on the steps the fused path takes; refused on others.
-TEST_F(MoeDecodeTest, AddsIntoTheResidualWhatTheNextNormWouldAdd) {
-  cuda_test::ForEachElem([&]<typename T>() {
-    for (bool fp8 : {false, true}) {
-      const MoeLayerShape& s = kDecodeShapes[0];
-      SCOPED_TRACE(fp8 ? "fp8 experts" : "16-bit experts");
-      MoeLayerWorld world = MoeLayerWorld::Make<T>(s, fp8, rng_);
-      const ModelConfig config = cuda_test::MoeLayerConfig(s);
-      DeviceMemoryAccount memory(0);
-      absl::StatusOr<MoeBuffers> buffers = MoeBuffers::Allocate(config, 2, memory);
-      ASSERT_TRUE(buffers.ok()) << buffers.status();
-      cuda_test::Data16 x = cuda_test::Random16<T>(static_cast<size_t>(s.hidden), rng_);
-      DeviceArray<uint16_t> d_x(x.bits.size());
-      d_x.Upload(x.bits);
-      const MoeRun run = MoeRun::Of(config);
-      ASSERT_TRUE(MoeRunsFusedDecode(run, 1));
-      EXPECT_FALSE(MoeRunsFusedDecode(run, 2));
-      const MlpResult plain = Run<T>(run, world.device, *buffers, d_x, 1);
-      std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
-      std::vector<float> residual(static_cast<size_t>(s.hidden));
-      for (float& r : residual) r = dist(rng_);
-      DeviceArray<float> d_residual(residual.size());
-      d_residual.Upload(residual);
-      const T* xp = reinterpret_cast<const T*>(d_x.get());
-      const absl::Status status = EnqueueMoeMlpIntoResidual(run, world.device, *buffers, xp, 1, d_residual.get(), nullptr);
-      ASSERT_TRUE(status.ok()) << status;
-      const std::vector<float> got = d_residual.Download();
-      const std::vector<float> out = cuda_test::ToF32<T>(plain.out);
-      for (size_t i = 0; i < residual.size(); ++i) {
-        const float want = residual[i] + out[i];
-        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want)) << "column " << i;
-      }
-      EXPECT_FALSE(EnqueueMoeMlpIntoResidual(run, world.device, *buffers, xp, 2, d_residual.get(), nullptr).ok());
-      EXPECT_FALSE(EnqueueMoeMlpIntoResidual<T>(run, world.device, *buffers, xp, 1, nullptr, nullptr).ok());
-    }
-  });
-}
-
 // Router rows equal in threes: every row's probabilities tie in threes, bit for bit, and a top-k
 // boundary inside a triple is decided by the tie rule alone (the lower expert wins).
 TEST_F(MoeDecodeTest, BreaksRouterTiesAsTheGroupedPathDoes) {

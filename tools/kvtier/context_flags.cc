@@ -107,9 +107,6 @@ constexpr ContextOption kOptions[] = {
     {"cuda_moe_decode_fused", Kind::kInt, -1, 1, nullptr,
      "CUDA, mixture-of-experts models: one-row decode steps on the three-kernel fused path: 1 on, 0 the "
      "grouped kernels, -1 the library's choice (on; default -1)"},
-    {"cuda_decode_norm_fusion", Kind::kInt, -1, 1, nullptr,
-     "CUDA: one- and two-row decode steps with the norms fused into the projections (no norm kernel between "
-     "them): 1 on, 0 off, -1 the library's choice (off; default -1)"},
     {"cuda_pdl_early", Kind::kInt, 0, 1, nullptr,
      "CUDA: short kernels start the next kernel before their own wait (default 1)"},
     {"cuda_host_kv_stream_tokens", Kind::kInt, 0, 1 << 24, nullptr,

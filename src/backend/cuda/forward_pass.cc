@@ -81,15 +81,10 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
   // Decode and prefill attention side by side: only where the step has both.
   const bool overlap = parts_.fork != nullptr && step.path == AttentionPath::kFast && step.decode_rows > 0 &&
                        (cudnn_prefill || step.prefill_tiles > 0);
-  // One-row and two-row steps: the projections after a norm norm their own input and o and
-  // down add their output into the residual (gemv_fusion.h). Sandwich norms keep theirs.
-  const bool fuse_norms = !sandwich && projections.FusesDecodeNorms(rows, h, q_dim, inter);
-  // The last projection's output while it still has to be added into the residual (by the
-  // next norm); null once it is there.
-  const T* pending = nullptr;
   RETURN_IF_ERROR(host_kv.StageFirstLayer(step));
   for (int64_t layer = 0; layer < config.num_layers; ++layer) {
     const CudaWeights::Layer& w = weights.layers[layer];
+    const T* residual_add = layer == 0 ? nullptr : as(ws.proj);
     if (sandwich && layer > 0) {  // the previous layer's MLP output, normed before its residual add
       CUDA_RETURN_IF_ERROR(
           RmsNormRows(as(ws.proj), weights.layers[layer - 1].post_ffn_norm, rows, h, eps, as(ws.proj), stream));
@@ -100,17 +95,13 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
     kv.indptr = dev(m.GroupIndptr(grouped ? grouping.group_of_layer[layer] : 0));
     if (w8a8) {
       CUDA_RETURN_IF_ERROR(
-          AddRmsNormFp8(ws.residual, pending, w.input_norm, rows, h, eps, ws.x8, ws.x8_scales, stream, launch));
+          AddRmsNormFp8(ws.residual, residual_add, w.input_norm, rows, h, eps, ws.x8, ws.x8_scales, stream, launch));
       RETURN_IF_ERROR(projections.ProjectW8A8<T>(w8a8_path, w.qkv8, rows, h, qkv, ws.wide));
-    } else if (fuse_norms && pending == nullptr) {
-      const GemvFusion norm{w.input_norm, eps, ws.residual};
-      RETURN_IF_ERROR(projections.ProjectNormed(norm, w.qkv, w.qkv8, rows, h, qkv, as(ws.wide)));
     } else {
       CUDA_RETURN_IF_ERROR(
-          AddRmsNorm(ws.residual, pending, w.input_norm, nullptr, rows, h, eps, as(ws.normed), stream, launch));
+          AddRmsNorm(ws.residual, residual_add, w.input_norm, nullptr, rows, h, eps, as(ws.normed), stream, launch));
       RETURN_IF_ERROR(projections.Project(as(ws.normed), w.qkv, w.qkv8, rows, h, qkv, ws.wide));
     }
-    pending = nullptr;
     QkvPostParams<T> post;
     post.qkv = as(ws.wide);
     post.bias = w.qkv_bias;
@@ -184,51 +175,32 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
     // Sandwich norms: post_norm norms the attention output and pre_ffn_norm comes before the
     // MLP; otherwise post_norm is the norm before the MLP.
     const float* mlp_norm = sandwich ? w.pre_ffn_norm : w.post_norm;
-    pending = as(ws.proj);
     if (w8a8) {
       CUDA_RETURN_IF_ERROR(QuantizeActivationsFp8(as(ws.attn), rows, q_dim, ws.x8, ws.x8_scales, stream, launch));
       RETURN_IF_ERROR(projections.ProjectW8A8<T>(w8a8_path, w.o8, rows, q_dim, h, ws.proj));
-    } else if (fuse_norms) {
-      RETURN_IF_ERROR(projections.ProjectIntoResidual(as(ws.attn), w.o, w.o8, rows, q_dim, h, ws.residual));
-      pending = nullptr;
     } else {
       RETURN_IF_ERROR(projections.Project(as(ws.attn), w.o, w.o8, rows, q_dim, h, ws.proj));
     }
     if (sandwich) CUDA_RETURN_IF_ERROR(RmsNormRows(as(ws.proj), w.post_norm, rows, h, eps, as(ws.proj), stream));
     if (config.IsMoeLayer(layer)) {  // the experts take 16-bit activations, with fp8 weights too (W8A16)
       CUDA_RETURN_IF_ERROR(
-          AddRmsNorm(ws.residual, pending, mlp_norm, nullptr, rows, h, eps, as(ws.normed), stream, launch));
-      if (fuse_norms && MoeRunsFusedDecode(moe_run, rows)) {
-        RETURN_IF_ERROR(EnqueueMoeMlpIntoResidual(moe_run, w.moe, ws.moe, as(ws.normed), rows, ws.residual, stream));
-        pending = nullptr;
-      } else {
-        RETURN_IF_ERROR(EnqueueMoeMlp(moe_run, w.moe, ws.moe, as(ws.normed), rows, as(ws.proj), stream));
-        pending = as(ws.proj);
-      }
+          AddRmsNorm(ws.residual, as(ws.proj), mlp_norm, nullptr, rows, h, eps, as(ws.normed), stream, launch));
+      RETURN_IF_ERROR(EnqueueMoeMlp(moe_run, w.moe, ws.moe, as(ws.normed), rows, as(ws.proj), stream));
       continue;
     }
     if (w8a8) {
       CUDA_RETURN_IF_ERROR(
-          AddRmsNormFp8(ws.residual, pending, mlp_norm, rows, h, eps, ws.x8, ws.x8_scales, stream, launch));
+          AddRmsNormFp8(ws.residual, as(ws.proj), mlp_norm, rows, h, eps, ws.x8, ws.x8_scales, stream, launch));
       RETURN_IF_ERROR(projections.ProjectW8A8<T>(w8a8_path, w.gate_up8, rows, h, 2 * inter, ws.wide));
       CUDA_RETURN_IF_ERROR(GatedMulFp8(as(ws.wide), rows, inter, activation, ws.x8, ws.x8_scales, stream, launch));
       RETURN_IF_ERROR(projections.ProjectW8A8<T>(w8a8_path, w.down8, rows, inter, h, ws.proj));
-      pending = as(ws.proj);
-      continue;
-    }
-    if (fuse_norms) {
-      const GemvFusion norm{mlp_norm, eps, ws.residual};
-      RETURN_IF_ERROR(projections.GateUpActivationNormed(norm, w, rows, h, inter, activation, as(ws.act)));
-      RETURN_IF_ERROR(projections.ProjectIntoResidual(as(ws.act), w.down, w.down8, rows, inter, h, ws.residual));
-      pending = nullptr;
       continue;
     }
     CUDA_RETURN_IF_ERROR(
-        AddRmsNorm(ws.residual, pending, mlp_norm, nullptr, rows, h, eps, as(ws.normed), stream, launch));
+        AddRmsNorm(ws.residual, as(ws.proj), mlp_norm, nullptr, rows, h, eps, as(ws.normed), stream, launch));
     RETURN_IF_ERROR(
         projections.GateUpActivation(as(ws.normed), w, rows, h, inter, activation, as(ws.wide), as(ws.act)));
     RETURN_IF_ERROR(projections.Project(as(ws.act), w.down, w.down8, rows, inter, h, ws.proj));
-    pending = as(ws.proj);
   }
   if (step.logit_rows == 0) return absl::OkStatus();
   const int n = step.logit_rows;
@@ -236,7 +208,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
     CUDA_RETURN_IF_ERROR(
         RmsNormRows(as(ws.proj), weights.layers.back().post_ffn_norm, rows, h, eps, as(ws.proj), stream));
   }
-  CUDA_RETURN_IF_ERROR(AddRmsNorm(ws.residual, pending, weights.final_norm, dev(m.logit_rows), n, h, eps,
+  CUDA_RETURN_IF_ERROR(AddRmsNorm(ws.residual, as(ws.proj), weights.final_norm, dev(m.logit_rows), n, h, eps,
                                   as(ws.normed), stream, launch));
   const int vocab = static_cast<int>(config.vocab_size);
   RETURN_IF_ERROR(projections.Gemm(as(ws.normed), as(weights.lm_head), n, h, vocab, ws.logits, true));

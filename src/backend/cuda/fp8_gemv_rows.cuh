@@ -22,7 +22,6 @@
 
 #include "backend/cuda/elem.cuh"
 #include "backend/cuda/fp8_codes.cuh"
-#include "backend/cuda/gemv_fusion.cuh"
 #include "backend/cuda/gemv_kernel.cuh"
 #include "backend/cuda/pdl.h"
 
@@ -41,12 +40,12 @@ __device__ __forceinline__ float Dot16(const uint4& v, const float (&xf)[16], fl
   return acc;
 }
 
-template <typename T, bool kSharedX>
+template <typename T>
 __device__ __forceinline__ void LoadX16(const T* __restrict__ x, int piece, float (&xf)[16]) {
   const uint4* xp = reinterpret_cast<const uint4*>(x) + 2 * piece;
   float a[8], b[8];
-  Unpack8<T>(gemv::LoadInput<kSharedX>(xp), a);
-  Unpack8<T>(gemv::LoadInput<kSharedX>(xp + 1), b);
+  Unpack8<T>(__ldg(xp), a);
+  Unpack8<T>(__ldg(xp + 1), b);
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
     xf[e] = a[e];
@@ -56,16 +55,10 @@ __device__ __forceinline__ void LoadX16(const T* __restrict__ x, int piece, floa
 
 }  // namespace fp8_rows
 
-// E (gemv_fusion.h): kNormIn norms the input from fusion.residual into shared memory (k T of
-// dynamic shared memory; x unused); kResidualOut (not gated) adds the output into
-// fusion.residual instead of writing out.
-template <typename T, int RW, int P, int U, bool kGated, GateActivation A, GemvEnd E = GemvEnd::kPlain>
+template <typename T, int RW, int P, int U, bool kGated, GateActivation A>
 __global__ void __launch_bounds__(kGemvFp8RowsWarps * 32)
     GemvFp8RowsKernel(const T* __restrict__ x, const uint8_t* __restrict__ codes, const float* __restrict__ scales,
-                      int k, int n, T* __restrict__ out, GemvFusion fusion) {
-  static_assert(E != GemvEnd::kNormIn || kGemvFp8RowsWarps * 32 == gemv::kNormThreads, "the norm's block shape");
-  static_assert(E != GemvEnd::kResidualOut || !kGated, "gate|up does not feed the residual");
-  extern __shared__ __align__(16) uint8_t gemv_fp8_shared[];
+                      int k, int n, T* __restrict__ out) {
   constexpr int NR = RW * (kGated ? 2 : 1);  // code rows this warp streams
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int first = (blockIdx.x * kGemvFp8RowsWarps + warp) * RW;
@@ -86,21 +79,15 @@ __global__ void __launch_bounds__(kGemvFp8RowsWarps * 32)
   float scale[NR];
 #pragma unroll
   for (int j = 0; j < NR; ++j) scale[j] = __ldg(scales + srow[j]);
-  float norm_wt[gemv::kNormChunks][8];
-  gemv::LoadFusionWeights<E>(fusion, k, norm_wt);
   PdlWait();
   PdlLaunchDependents();
-  if constexpr (E == GemvEnd::kNormIn) {  // every thread: the norm is block-wide
-    gemv::NormRowsToShared<T, 1>(fusion, k, norm_wt, reinterpret_cast<T*>(gemv_fp8_shared));
-    x = reinterpret_cast<const T*>(gemv_fp8_shared);
-  }
   if (!on) return;
   float acc[NR];
 #pragma unroll
   for (int j = 0; j < NR; ++j) acc[j] = 0.0f;
   gemv::Stream<NR, P, U>(wrow, lane, ahead, pieces, pre, [&](const uint4(&v)[NR], int piece) {
     float xf[16];
-    fp8_rows::LoadX16<T, E == GemvEnd::kNormIn>(x, piece, xf);
+    fp8_rows::LoadX16(x, piece, xf);
 #pragma unroll
     for (int j = 0; j < NR; ++j) acc[j] = fp8_rows::Dot16(v[j], xf, acc[j]);
   });
@@ -115,26 +102,19 @@ __global__ void __launch_bounds__(kGemvFp8RowsWarps * 32)
     if (lane == j && first + j < n) {
       float v = acc[j] * scale[j];
       if constexpr (kGated) v = GateTimes<A>(v, acc[RW + j] * scale[RW + j]);
-      if constexpr (E == GemvEnd::kResidualOut) {
-        gemv::AddToResidual<T>(fusion, first + j, v);
-      } else {
-        out[first + j] = FromFloat<T>(v);
-      }
+      out[first + j] = FromFloat<T>(v);
     }
   }
 }
 
-// Requires k % 16 == 0 and x, codes 16-byte aligned (GemvFp8Supported); n >= 1; with E other
-// than kPlain, GemvFusionSupported and `fusion` filled for it.
-template <typename T, int RW, int P, int U, bool kGated, GateActivation A = GateActivation::kSilu,
-          GemvEnd E = GemvEnd::kPlain>
+// Requires k % 16 == 0 and x, codes 16-byte aligned (GemvFp8Supported); n >= 1.
+template <typename T, int RW, int P, int U, bool kGated, GateActivation A = GateActivation::kSilu>
 cudaError_t LaunchGemvFp8Rows(const T* x, const uint8_t* codes, const float* scales, int k, int n, T* out,
-                              cudaStream_t stream, const CudaLaunchOptions& launch, const GemvFusion& fusion = {}) {
+                              cudaStream_t stream, const CudaLaunchOptions& launch) {
   constexpr int kRowsPerCta = kGemvFp8RowsWarps * RW;
   const dim3 grid((n + kRowsPerCta - 1) / kRowsPerCta);
-  const size_t shared = E == GemvEnd::kNormIn ? static_cast<size_t>(GemvNormSharedBytes(1, k)) : 0;
-  const cudaError_t err = LaunchPdl(launch, GemvFp8RowsKernel<T, RW, P, U, kGated, A, E>, grid,
-                                    dim3(kGemvFp8RowsWarps * 32), shared, stream, x, codes, scales, k, n, out, fusion);
+  const cudaError_t err = LaunchPdl(launch, GemvFp8RowsKernel<T, RW, P, U, kGated, A>, grid,
+                                    dim3(kGemvFp8RowsWarps * 32), 0, stream, x, codes, scales, k, n, out);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }

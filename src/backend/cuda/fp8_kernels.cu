@@ -100,54 +100,7 @@ cudaError_t LaunchGemvGatedFp8(const T* x, int num_rows, const uint8_t* codes, c
                        : LaunchGemvFp8<T, 2, true, A>(x, codes, scales, k, n, out, stream, launch);
 }
 
-// The fused fp8 GEMVs (gemv_fusion.h): one row on the two-rows-per-warp kernel as above, two
-// on the one-row-per-warp kernel.
-template <typename T, bool kGated, GemvEnd E, GateActivation A = GateActivation::kSilu>
-cudaError_t LaunchGemvFp8Fused(const GemvFusion& fusion, const T* x, int num_rows, const uint8_t* codes,
-                               const float* scales, int k, int n, T* out, cudaStream_t stream,
-                               const CudaLaunchOptions& launch) {
-  if (num_rows == 1) return LaunchGemvFp8Rows<T, 2, 2, 2, kGated, A, E>(x, codes, scales, k, n, out, stream, launch, fusion);
-  return gemv::Launch<gemv::WeightsFp8<T>, T, 2, kGated ? 2 : 1, false, kGemvPre, A, E>(x, codes, scales, k, n, out,
-                                                                                       stream, launch, fusion);
-}
-
 }  // namespace
-
-template <typename T>
-cudaError_t GemvFp8Fused(const GemvFusion& fusion, const T* x, int num_rows, const uint8_t* codes,
-                         const float* scales, int64_t out_features, int64_t in_features, T* out, cudaStream_t stream,
-                         const CudaLaunchOptions& launch) {
-  const GemvEnd end = fusion.end();
-  if (end == GemvEnd::kPlain || !GemvFusionArgsValid(fusion, num_rows, static_cast<int>(in_features)) ||
-      !GemvFp8Supported(num_rows, in_features, x, codes) || out_features <= 0 || out_features > INT32_MAX ||
-      (end == GemvEnd::kResidualOut && x == nullptr)) {
-    return cudaErrorInvalidValue;
-  }
-  const int k = static_cast<int>(in_features), n = static_cast<int>(out_features);
-  return end == GemvEnd::kNormIn
-             ? LaunchGemvFp8Fused<T, false, GemvEnd::kNormIn>(fusion, x, num_rows, codes, scales, k, n, out, stream,
-                                                             launch)
-             : LaunchGemvFp8Fused<T, false, GemvEnd::kResidualOut>(fusion, x, num_rows, codes, scales, k, n, out,
-                                                                  stream, launch);
-}
-
-template <typename T>
-cudaError_t GemvGatedMulFp8Normed(const GemvFusion& fusion, int num_rows, const uint8_t* codes, const float* scales,
-                                  int64_t inter, int64_t in_features, GateActivation act, T* out, cudaStream_t stream,
-                                  const CudaLaunchOptions& launch) {
-  if (fusion.end() != GemvEnd::kNormIn || !GemvFusionArgsValid(fusion, num_rows, static_cast<int>(in_features)) ||
-      !GemvFp8Supported(num_rows, in_features, nullptr, codes) || inter <= 0 || inter > INT32_MAX / 2 ||
-      out == nullptr) {
-    return cudaErrorInvalidValue;
-  }
-  const int k = static_cast<int>(in_features), n = static_cast<int>(inter);
-  const T* no_x = nullptr;
-  return act == GateActivation::kGeluTanh
-             ? LaunchGemvFp8Fused<T, true, GemvEnd::kNormIn, GateActivation::kGeluTanh>(fusion, no_x, num_rows, codes,
-                                                                                      scales, k, n, out, stream, launch)
-             : LaunchGemvFp8Fused<T, true, GemvEnd::kNormIn, GateActivation::kSilu>(fusion, no_x, num_rows, codes,
-                                                                                  scales, k, n, out, stream, launch);
-}
 
 template <typename T>
 cudaError_t QuantizeRowsFp8(const T* weights, int64_t rows, int64_t cols, uint8_t* codes, float* scales,
@@ -219,11 +172,7 @@ cudaError_t DequantizeRowsFp8(const uint8_t* codes, const float* scales, int64_t
                                   const CudaLaunchOptions&);                                                     \
   template cudaError_t GemvGatedMulFp8<T>(const T*, int, const uint8_t*, const float*, int64_t, int64_t,         \
                                           GateActivation, T*, cudaStream_t, const CudaLaunchOptions&);           \
-  template cudaError_t DequantizeRowsFp8<T>(const uint8_t*, const float*, int64_t, int64_t, T*, cudaStream_t);   \
-  template cudaError_t GemvFp8Fused<T>(const GemvFusion&, const T*, int, const uint8_t*, const float*, int64_t,   \
-                                       int64_t, T*, cudaStream_t, const CudaLaunchOptions&);                     \
-  template cudaError_t GemvGatedMulFp8Normed<T>(const GemvFusion&, int, const uint8_t*, const float*, int64_t,    \
-                                                int64_t, GateActivation, T*, cudaStream_t, const CudaLaunchOptions&);
+  template cudaError_t DequantizeRowsFp8<T>(const uint8_t*, const float*, int64_t, int64_t, T*, cudaStream_t);
 KVTIER_CUDA_INSTANTIATE_ELEM(KVTIER_INSTANTIATE)
 #undef KVTIER_INSTANTIATE
 

@@ -47,18 +47,6 @@ cudaError_t GemvGatedMulFp8(const T* x, int num_rows, const uint8_t* codes, cons
                             int64_t in_features, GateActivation act, T* out, cudaStream_t stream,
                             const CudaLaunchOptions& launch = CudaLaunchOptions());
 
-// The same GEMVs with what they fuse (gemv_fusion.h), num_rows 1..2: kNormIn takes its
-// input rows from fusion.residual, normed (x unused, may be null); kResidualOut adds the
-// output into fusion.residual (out unused). GemvGatedMulFp8Normed: kNormIn only.
-template <typename T>
-cudaError_t GemvFp8Fused(const GemvFusion& fusion, const T* x, int num_rows, const uint8_t* codes,
-                         const float* scales, int64_t out_features, int64_t in_features, T* out, cudaStream_t stream,
-                         const CudaLaunchOptions& launch);
-template <typename T>
-cudaError_t GemvGatedMulFp8Normed(const GemvFusion& fusion, int num_rows, const uint8_t* codes, const float* scales,
-                                  int64_t inter, int64_t in_features, GateActivation act, T* out, cudaStream_t stream,
-                                  const CudaLaunchOptions& launch);
-
 // out (rows, cols) T = T(e4m3(codes[r, c]) * scales[r]): the weight as a 16-bit matrix for
 // cuBLAS (prefill and larger decode batches). Plain launch (no PDL): it overwrites a
 // scratch an earlier GEMM of the stream read.

@@ -50,66 +50,7 @@ cudaError_t LaunchGemvGated(const T* x, const T* w_gate_up, int k, int inter, Ga
              : LaunchGemv16<T, R, 2, false, GateActivation::kSilu>(x, w_gate_up, k, inter, out, stream, launch);
 }
 
-// The fused GEMVs (gemv_fusion.h) load the default depth before the PDL wait, whatever
-// gemv_prefetch asks: fewer instances to build, and the norm in their prologue is what they
-// overlap with the weight loads.
-constexpr int kFusedPre = 4;
-
-template <typename T, int R, int W, GemvEnd E, GateActivation A = GateActivation::kSilu>
-cudaError_t LaunchGemv16Fused(const GemvFusion& fusion, const T* x, const T* w, int k, int n, T* out,
-                              cudaStream_t stream, const CudaLaunchOptions& launch) {
-  const float* no_scales = nullptr;
-  return gemv::Launch<gemv::Weights16<T>, T, R, W, false, kFusedPre, A, E>(x, w, no_scales, k, n, out, stream, launch,
-                                                                           fusion);
-}
-
-template <typename T, int R>
-cudaError_t LaunchGemvFusedRows(const GemvFusion& fusion, const T* x, const T* w, int k, int n, T* out,
-                                cudaStream_t stream, const CudaLaunchOptions& launch) {
-  return fusion.end() == GemvEnd::kNormIn
-             ? LaunchGemv16Fused<T, R, 1, GemvEnd::kNormIn>(fusion, x, w, k, n, out, stream, launch)
-             : LaunchGemv16Fused<T, R, 1, GemvEnd::kResidualOut>(fusion, x, w, k, n, out, stream, launch);
-}
-
-template <typename T, int R>
-cudaError_t LaunchGemvGatedNormed(const GemvFusion& fusion, const T* w_gate_up, int k, int inter, GateActivation act,
-                                  T* out, cudaStream_t stream, const CudaLaunchOptions& launch) {
-  const T* no_x = nullptr;
-  return act == GateActivation::kGeluTanh
-             ? LaunchGemv16Fused<T, R, 2, GemvEnd::kNormIn, GateActivation::kGeluTanh>(fusion, no_x, w_gate_up, k,
-                                                                                         inter, out, stream, launch)
-             : LaunchGemv16Fused<T, R, 2, GemvEnd::kNormIn, GateActivation::kSilu>(fusion, no_x, w_gate_up, k, inter,
-                                                                                     out, stream, launch);
-}
-
 }  // namespace
-
-bool GemvFusionArgsValid(const GemvFusion& fusion, int rows, int k) {
-  const GemvEnd end = fusion.end();
-  if (end == GemvEnd::kPlain || !GemvFusionSupported(end, rows, k)) return false;
-  if (reinterpret_cast<uintptr_t>(fusion.residual) % 16 != 0 || fusion.residual == nullptr) return false;
-  return end != GemvEnd::kNormIn || reinterpret_cast<uintptr_t>(fusion.norm_weight) % 16 == 0;
-}
-
-template <typename T>
-cudaError_t GemvSmallRowsFused(const GemvFusion& fusion, const T* x, const T* w, int rows, int k, int n, T* out,
-                               cudaStream_t stream, const CudaLaunchOptions& launch) {
-  if (!GemvFusionArgsValid(fusion, rows, k) || !GemvSupported(rows, k, x, w)) return cudaErrorInvalidValue;
-  if (fusion.end() == GemvEnd::kResidualOut && x == nullptr) return cudaErrorInvalidValue;
-  return rows == 1 ? LaunchGemvFusedRows<T, 1>(fusion, x, w, k, n, out, stream, launch)
-                   : LaunchGemvFusedRows<T, 2>(fusion, x, w, k, n, out, stream, launch);
-}
-
-template <typename T>
-cudaError_t GemvGatedMulNormed(const GemvFusion& fusion, const T* w_gate_up, int rows, int k, int inter,
-                               GateActivation act, T* out, cudaStream_t stream, const CudaLaunchOptions& launch) {
-  if (fusion.end() != GemvEnd::kNormIn || !GemvFusionArgsValid(fusion, rows, k) ||
-      !GemvSupported(rows, k, nullptr, w_gate_up) || out == nullptr) {
-    return cudaErrorInvalidValue;
-  }
-  return rows == 1 ? LaunchGemvGatedNormed<T, 1>(fusion, w_gate_up, k, inter, act, out, stream, launch)
-                   : LaunchGemvGatedNormed<T, 2>(fusion, w_gate_up, k, inter, act, out, stream, launch);
-}
 
 template <typename T>
 cudaError_t GemvGatedMul(const T* x, const T* w_gate_up, int rows, int k, int inter, GateActivation act, T* out,
@@ -144,11 +85,7 @@ cudaError_t GemvSmallRows(const T* x, const T* w, int rows, int k, int n, void* 
   template cudaError_t GemvGatedMul<T>(const T*, const T*, int, int, int, GateActivation, T*, \
                                        cudaStream_t, const CudaLaunchOptions&);              \
   template cudaError_t GemvSmallRows<T>(const T*, const T*, int, int, int, void*, bool,    \
-                                        cudaStream_t, const CudaLaunchOptions&);            \
-  template cudaError_t GemvSmallRowsFused<T>(const GemvFusion&, const T*, const T*, int, int, int, T*, \
-                                             cudaStream_t, const CudaLaunchOptions&);                    \
-  template cudaError_t GemvGatedMulNormed<T>(const GemvFusion&, const T*, int, int, int, GateActivation, T*, \
-                                             cudaStream_t, const CudaLaunchOptions&);
+                                        cudaStream_t, const CudaLaunchOptions&);
 KVTIER_CUDA_INSTANTIATE_ELEM(KVTIER_INSTANTIATE)
 #undef KVTIER_INSTANTIATE
 

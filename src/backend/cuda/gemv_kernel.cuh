@@ -31,7 +31,6 @@
 #include "backend/cuda/elem.cuh"
 #include "backend/cuda/fp8_codes.cuh"
 #include "backend/cuda/gate_activation.h"
-#include "backend/cuda/gemv_fusion.cuh"
 #include "backend/cuda/pdl.h"
 #include "backend/cuda_options.h"
 
@@ -108,14 +107,14 @@ struct Weights16 {
   static constexpr int kPerPiece = 8;
   static constexpr bool kScaled = false;
   // acc[r] += the 8 weights of piece `piece` times x[r, 8 * piece ..].
-  template <int R, bool kSharedX = false>
+  template <int R>
   static __device__ __forceinline__ void Accumulate(const uint4& wv, const T* __restrict__ x, int k, int piece,
                                                     float (&acc)[R]) {
     float wf[8];
     Unpack8<T>(wv, wf);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const uint4 xv = LoadInput<kSharedX>(reinterpret_cast<const uint4*>(x + static_cast<int64_t>(r) * k) + piece);
+      const uint4 xv = __ldg(reinterpret_cast<const uint4*>(x + static_cast<int64_t>(r) * k) + piece);
       float xf[8];
       Unpack8<T>(xv, xf);
 #pragma unroll
@@ -131,7 +130,7 @@ struct WeightsFp8 {
   static constexpr int kPerPiece = 16;
   static constexpr bool kScaled = true;
   // acc[r] += the 16 codes of piece `piece` times x[r, 16 * piece ..].
-  template <int R, bool kSharedX = false>
+  template <int R>
   static __device__ __forceinline__ void Accumulate(const uint4& wv, const T* __restrict__ x, int k, int piece,
                                                     float (&acc)[R]) {
     float wf[16];
@@ -140,8 +139,8 @@ struct WeightsFp8 {
     for (int r = 0; r < R; ++r) {
       const uint4* xr = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(r) * k) + 2 * piece;
       float xa[8], xb[8];
-      Unpack8<T>(LoadInput<kSharedX>(xr), xa);
-      Unpack8<T>(LoadInput<kSharedX>(xr + 1), xb);
+      Unpack8<T>(__ldg(xr), xa);
+      Unpack8<T>(__ldg(xr + 1), xb);
 #pragma unroll
       for (int e = 0; e < 8; ++e) acc[r] = fmaf(wf[e], xa[e], acc[r]);
 #pragma unroll
@@ -151,17 +150,11 @@ struct WeightsFp8 {
 };
 
 // out (R, n) = x (R, k) times w (W * n, k)^T (W = 1), or A(gate) * up of it (W = 2); fp32
-// out only with W = 1. `scales` (W * n) with Format::kScaled, else unused. E (gemv_fusion.h):
-// kNormIn takes the input from fusion.residual, normed into shared memory (R * k T of dynamic
-// shared memory); kResidualOut (W = 1, T out) adds the output into fusion.residual instead.
-template <typename Format, typename T, int R, int W, bool kF32Out, int kPre, GateActivation A,
-          GemvEnd E = GemvEnd::kPlain>
+// out only with W = 1. `scales` (W * n) with Format::kScaled, else unused.
+template <typename Format, typename T, int R, int W, bool kF32Out, int kPre, GateActivation A>
 __global__ void __launch_bounds__(kWarps * 32)
     Kernel(const T* __restrict__ x, const typename Format::Element* __restrict__ w, const float* __restrict__ scales,
-           int k, int n, void* out, GemvFusion fusion) {
-  static_assert(E != GemvEnd::kNormIn || kWarps * 32 == kNormThreads, "the norm's block shape");
-  static_assert(E != GemvEnd::kResidualOut || (W == 1 && !kF32Out), "the residual takes T-rounded outputs");
-  extern __shared__ __align__(16) uint8_t gemv_shared[];
+           int k, int n, void* out) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int col = blockIdx.x * kWarps + warp;
   const bool on = col < n;
@@ -178,14 +171,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int j = 0; j < W; ++j) scale[j] = __ldg(scales + row + j * static_cast<int64_t>(n));
   }
-  float norm_wt[kNormChunks][8];
-  LoadFusionWeights<E>(fusion, k, norm_wt);
   PdlWait();
   PdlLaunchDependents();
-  if constexpr (E == GemvEnd::kNormIn) {  // every thread: the norm is block-wide
-    NormRowsToShared<T, R>(fusion, k, norm_wt, reinterpret_cast<T*>(gemv_shared));
-    x = reinterpret_cast<const T*>(gemv_shared);
-  }
   if (!on) return;
   float acc[W][R];
 #pragma unroll
@@ -195,7 +182,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   Stream<W, kPre, kUnroll>(wrow, lane, ahead, pieces, pre, [&](const uint4(&v)[W], int piece) {
 #pragma unroll
-    for (int j = 0; j < W; ++j) Format::template Accumulate<R, E == GemvEnd::kNormIn>(v[j], x, k, piece, acc[j]);
+    for (int j = 0; j < W; ++j) Format::template Accumulate<R>(v[j], x, k, piece, acc[j]);
   });
 #pragma unroll
   for (int j = 0; j < W; ++j) {
@@ -224,9 +211,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     float result = v[0];
     if constexpr (W == 2) result = GateTimes<A>(v[0], v[1]);
     const int64_t at = static_cast<int64_t>(lane) * n + col;
-    if constexpr (E == GemvEnd::kResidualOut) {
-      AddToResidual<T>(fusion, at, result);
-    } else if constexpr (kF32Out) {
+    if constexpr (kF32Out) {
       static_cast<float*>(out)[at] = result;
     } else {
       static_cast<T*>(out)[at] = FromFloat<T>(result);
@@ -234,18 +219,16 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// Requires k a multiple of Format::kPerPiece and x, w 16-byte aligned; n >= 1; with E other
-// than kPlain, GemvFusionSupported and `fusion` filled for it (kNormIn: x unused).
+// Requires k a multiple of Format::kPerPiece and x, w 16-byte aligned; n >= 1.
 template <typename Format, typename T, int R, int W, bool kF32Out, int kPre,
-          GateActivation A = GateActivation::kSilu, GemvEnd E = GemvEnd::kPlain>
+          GateActivation A = GateActivation::kSilu>
 cudaError_t Launch(const T* x, const typename Format::Element* w, const float* scales, int k, int n, void* out,
-                   cudaStream_t stream, const CudaLaunchOptions& launch, const GemvFusion& fusion = {}) {
+                   cudaStream_t stream, const CudaLaunchOptions& launch) {
   static_assert(W == 1 || !kF32Out, "gate|up writes the compute dtype");
   const dim3 grid((n + kWarps - 1) / kWarps);
-  const size_t shared = E == GemvEnd::kNormIn ? static_cast<size_t>(GemvNormSharedBytes(R, k)) : 0;
   const cudaError_t err =
-      LaunchPdl(launch, Kernel<Format, T, R, W, kF32Out, kPre, A, E>, grid, dim3(kWarps * 32), shared, stream, x, w,
-                scales, k, n, out, fusion);
+      LaunchPdl(launch, Kernel<Format, T, R, W, kF32Out, kPre, A>, grid, dim3(kWarps * 32), 0, stream, x, w, scales, k,
+                n, out);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }

@@ -15,7 +15,6 @@
 #include <cstdint>
 
 #include "backend/cuda/gate_activation.h"
-#include "backend/cuda/gemv_fusion.h"
 #include "backend/cuda_options.h"
 
 namespace kvtier::cuda {
@@ -218,17 +217,6 @@ cudaError_t GemvSmallRows(const T* x, const T* w, int rows, int k, int n, void* 
 template <typename T>
 cudaError_t GemvGatedMul(const T* x, const T* w_gate_up, int rows, int k, int inter, GateActivation act, T* out,
                          cudaStream_t stream, const CudaLaunchOptions& launch);
-// The same GEMVs with what they fuse (gemv_fusion.h), 1 <= rows <= 2: kNormIn takes its
-// input rows from fusion.residual, normed (x unused, may be null); kResidualOut adds the
-// output into fusion.residual (out unused). GemvGatedMulNormed: kNormIn only.
-// GemvFusionArgsValid: the fusion's own limits (GemvFusionSupported, aligned pointers).
-bool GemvFusionArgsValid(const GemvFusion& fusion, int rows, int k);
-template <typename T>
-cudaError_t GemvSmallRowsFused(const GemvFusion& fusion, const T* x, const T* w, int rows, int k, int n, T* out,
-                               cudaStream_t stream, const CudaLaunchOptions& launch);
-template <typename T>
-cudaError_t GemvGatedMulNormed(const GemvFusion& fusion, const T* w_gate_up, int rows, int k, int inter,
-                               GateActivation act, T* out, cudaStream_t stream, const CudaLaunchOptions& launch);
 
 // out[r, :] = T(weight * x[r, :] * rsqrt(mean(x[r]^2) + eps)) of 16-bit rows x (rows, dim);
 // out may be x. Gemma's post-attention and post-feed-forward norms.

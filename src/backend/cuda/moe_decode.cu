@@ -59,8 +59,7 @@ template <typename Format, typename T, int G>
 __global__ void __launch_bounds__(gemv::kWarps * 32)
     DownCombineKernel(const T* __restrict__ act, const int32_t* __restrict__ chosen,
                       const float* __restrict__ route_weights, const typename Format::Element* __restrict__ down,
-                      const float* __restrict__ scales, int top_k, int k, int n, T* __restrict__ out,
-                      float* __restrict__ residual) {
+                      const float* __restrict__ scales, int top_k, int k, int n, T* __restrict__ out) {
   constexpr int kPre = 8 / G;           // 16-byte pieces per lane and row ahead of the wait
   constexpr int kUnroll = G <= 2 ? 2 : 1;  // more rows side by side, fewer batches in flight
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -114,14 +113,7 @@ __global__ void __launch_bounds__(gemv::kWarps * 32)
       acc = moe::CombineStep(acc, rounded, __ldcg(route_weights + first + route[g0 + j]));
     }
   }
-  if (lane == 0) {
-    const int64_t at = static_cast<int64_t>(row) * n + col;
-    if (residual != nullptr) {
-      residual[at] += ToFloat(FromFloat<T>(acc));  // what the next norm would add of out
-    } else {
-      out[at] = FromFloat<T>(acc);
-    }
-  }
+  if (lane == 0) out[static_cast<int64_t>(row) * n + col] = FromFloat<T>(acc);
 }
 
 template <typename Format, typename T, int G>
@@ -130,8 +122,7 @@ cudaError_t LaunchDownCombine(const MoeDownCombineParams<T>& p, cudaStream_t str
   const dim3 grid((p.n + gemv::kWarps - 1) / gemv::kWarps, static_cast<unsigned>(p.rows));
   const auto* down = static_cast<const typename Format::Element*>(p.down);
   const cudaError_t err = LaunchPdl(launch, DownCombineKernel<Format, T, G>, grid, dim3(gemv::kWarps * 32), 0,
-                                    stream, p.act, p.chosen, p.weights, down, p.scales, p.top_k, p.k, p.n, p.out,
-                                    p.residual);
+                                    stream, p.act, p.chosen, p.weights, down, p.scales, p.top_k, p.k, p.n, p.out);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
@@ -163,8 +154,7 @@ template <typename T>
 cudaError_t MoeDecodeDownCombine(const MoeDownCombineParams<T>& p, cudaStream_t stream,
                                  const CudaLaunchOptions& launch) {
   const int k_multiple = p.fp8 ? 16 : 8;
-  if (p.act == nullptr || p.chosen == nullptr || p.weights == nullptr || p.down == nullptr ||
-      (p.out == nullptr && p.residual == nullptr) ||
+  if (p.act == nullptr || p.chosen == nullptr || p.weights == nullptr || p.down == nullptr || p.out == nullptr ||
       (p.fp8 && p.scales == nullptr) || p.rows < 1 || p.rows > 65535 || p.top_k < 1 || p.top_k > kMoeMaxTopK ||
       p.k < k_multiple || p.k % k_multiple != 0 || p.n < 1 || reinterpret_cast<uintptr_t>(p.act) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(p.down) % 16 != 0) {

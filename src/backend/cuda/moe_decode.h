@@ -49,9 +49,7 @@ cudaError_t MoeDecodeGateUp(const MoeGemmParams<T>& params, const int32_t* chose
                             const CudaLaunchOptions& launch);
 
 // Kernel 3: out[row] = sum over the row's routes in ascending expert order of weight times the
-// route's down product (rounded to T, as the grouped path stores it), in fp32. With `residual`
-// set, that sum rounded to T is added into the fp32 residual instead (as AddRmsNorm adds out:
-// the decode step's fused norms, gemv_fusion.h) and out is not written.
+// route's down product (rounded to T, as the grouped path stores it), in fp32.
 template <typename T>
 struct MoeDownCombineParams {
   const T* act = nullptr;         // (rows * top_k, k) silu(gate) * up in route order
@@ -65,7 +63,6 @@ struct MoeDownCombineParams {
   int k = 0;  // expert intermediate; a multiple of 8 (16 with fp8)
   int n = 0;  // hidden
   T* out = nullptr;  // (rows, n)
-  float* residual = nullptr;  // (rows, n), or null: out
 };
 template <typename T>
 cudaError_t MoeDecodeDownCombine(const MoeDownCombineParams<T>& params, cudaStream_t stream,

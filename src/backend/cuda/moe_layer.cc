@@ -36,7 +36,7 @@ MoeGemmParams<T> GateUpParams(const MoeRun& run, const MoeExperts& experts, cons
 // MoeTile::kGemvFused: the decode path's three kernels (moe_decode.h), in route order.
 template <typename T>
 absl::Status EnqueueMoeDecode(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& b, const T* x, int rows,
-                              T* out, float* residual, cudaStream_t stream) {
+                              T* out, cudaStream_t stream) {
   MoeDecodeRouteParams<T> route;
   route.x = x;
   route.router = experts.router;
@@ -65,7 +65,6 @@ absl::Status EnqueueMoeDecode(const MoeRun& run, const MoeExperts& experts, cons
   down.k = run.expert_inter;
   down.n = run.hidden;
   down.out = out;
-  down.residual = residual;
   CUDA_RETURN_IF_ERROR(MoeDecodeDownCombine(down, stream, run.launch));
   return absl::OkStatus();
 }
@@ -149,7 +148,7 @@ absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const M
   }
   const int routes = rows * run.top_k;
   const MoeTile tile = MoeTileRun(run, routes);
-  if (tile == MoeTile::kGemvFused) return EnqueueMoeDecode(run, experts, b, x, rows, out, nullptr, stream);
+  if (tile == MoeTile::kGemvFused) return EnqueueMoeDecode(run, experts, b, x, rows, out, stream);
   CUDA_RETURN_IF_ERROR(MoeRouterLogits(x, experts.router, rows, run.hidden, run.num_experts, b.logits, stream));
   CUDA_RETURN_IF_ERROR(
       MoeRouteTopK(b.logits, rows, run.num_experts, run.top_k, run.renormalize, b.chosen, b.weights, stream));
@@ -174,24 +173,6 @@ absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const M
   return absl::OkStatus();
 }
 
-bool MoeRunsFusedDecode(const MoeRun& run, int rows) {
-  return MoeTileRun(run, static_cast<int64_t>(rows) * run.top_k) == MoeTile::kGemvFused;
-}
-
-template <typename T>
-absl::Status EnqueueMoeMlpIntoResidual(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& b, const T* x,
-                                       int rows, float* residual, cudaStream_t stream) {
-  if (experts.empty() || rows < 1 || rows > b.max_tokens || residual == nullptr || !MoeRunsFusedDecode(run, rows)) {
-    return absl::InvalidArgumentError(absl::StrCat("moe mlp into the residual: ", rows,
-                                                   " rows, not a step the fused decode path takes"));
-  }
-  return EnqueueMoeDecode<T>(run, experts, b, x, rows, nullptr, residual, stream);
-}
-
-template absl::Status EnqueueMoeMlpIntoResidual<bf16>(const MoeRun&, const MoeExperts&, const MoeBuffers&,
-                                                      const bf16*, int, float*, cudaStream_t);
-template absl::Status EnqueueMoeMlpIntoResidual<f16>(const MoeRun&, const MoeExperts&, const MoeBuffers&, const f16*,
-                                                     int, float*, cudaStream_t);
 template absl::Status EnqueueMoeMlp<bf16>(const MoeRun&, const MoeExperts&, const MoeBuffers&, const bf16*, int, bf16*,
                                           cudaStream_t);
 template absl::Status EnqueueMoeMlp<f16>(const MoeRun&, const MoeExperts&, const MoeBuffers&, const f16*, int, f16*,

@@ -69,15 +69,6 @@ template <typename T>
 absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& buffers, const T* x,
                            int rows, T* out, cudaStream_t stream);
 
-// Whether a step of `rows` rows takes the fused decode path, which can add the MLP's output
-// into the fp32 residual itself (the decode step's fused norms, gemv_fusion.h).
-bool MoeRunsFusedDecode(const MoeRun& run, int rows);
-// Where MoeRunsFusedDecode: residual (rows, hidden) += the MoE MLP of x, rounded to T first
-// (the bits the next norm would add of EnqueueMoeMlp's out). InvalidArgument elsewhere.
-template <typename T>
-absl::Status EnqueueMoeMlpIntoResidual(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& buffers,
-                                       const T* x, int rows, float* residual, cudaStream_t stream);
-
 }  // namespace kvtier::cuda
 
 #endif  // KVTIER_BACKEND_CUDA_MOE_LAYER_H_

@@ -119,54 +119,6 @@ absl::Status Projections::Project(const T* x, const Raw16* w16, const Fp8Matrix&
   return Gemm(x, dense, rows, k, n, out, false, /*allow_gemv=*/false);
 }
 
-bool Projections::FusesDecodeNorms(int rows, int h, int q_dim, int inter) const {
-  const bool on = launch_.decode_norm_fusion < 0 ? kDecodeNormFusionByDefault : launch_.decode_norm_fusion == 1;
-  // Where Project and GateUpActivation take the GEMVs at these rows (fp8 codes: k % 16).
-  const int multiple = weights_->fp8 ? 16 : 8;
-  return on && rows <= kGemvRowsLimit && GemvFusionSupported(GemvEnd::kNormIn, rows, h) && h % multiple == 0 &&
-         q_dim % multiple == 0 && inter % multiple == 0 && W8A8PathFor(rows) == W8A8Path::kNone;
-}
-
-template <typename T>
-absl::Status Projections::ProjectNormed(const GemvFusion& norm, const Raw16* w16, const Fp8Matrix& w8, int rows,
-                                        int k, int n, T* out) {
-  if (weights_->fp8) {
-    CUDA_RETURN_IF_ERROR(GemvFp8Fused<T>(norm, nullptr, rows, w8.codes, w8.scales, n, k, out, stream_, launch_));
-  } else {
-    CUDA_RETURN_IF_ERROR(
-        GemvSmallRowsFused<T>(norm, nullptr, reinterpret_cast<const T*>(w16), rows, k, n, out, stream_, launch_));
-  }
-  return absl::OkStatus();
-}
-
-template <typename T>
-absl::Status Projections::GateUpActivationNormed(const GemvFusion& norm, const CudaWeights::Layer& w, int rows, int h,
-                                                 int inter, GateActivation act, T* out) {
-  if (weights_->fp8) {
-    CUDA_RETURN_IF_ERROR(GemvGatedMulFp8Normed<T>(norm, rows, w.gate_up8.codes, w.gate_up8.scales, inter, h, act, out,
-                                                  stream_, launch_));
-  } else {
-    CUDA_RETURN_IF_ERROR(GemvGatedMulNormed<T>(norm, reinterpret_cast<const T*>(w.gate_up), rows, h, inter, act, out,
-                                               stream_, launch_));
-  }
-  return absl::OkStatus();
-}
-
-template <typename T>
-absl::Status Projections::ProjectIntoResidual(const T* x, const Raw16* w16, const Fp8Matrix& w8, int rows, int k, int n,
-                                              float* residual) {
-  GemvFusion add;
-  add.residual = residual;
-  T* no_out = nullptr;
-  if (weights_->fp8) {
-    CUDA_RETURN_IF_ERROR(GemvFp8Fused<T>(add, x, rows, w8.codes, w8.scales, n, k, no_out, stream_, launch_));
-  } else {
-    CUDA_RETURN_IF_ERROR(
-        GemvSmallRowsFused<T>(add, x, reinterpret_cast<const T*>(w16), rows, k, n, no_out, stream_, launch_));
-  }
-  return absl::OkStatus();
-}
-
 W8A8Path Projections::W8A8PathFor(int rows) const {
   if (ws_->x8 == nullptr) return W8A8Path::kNone;  // not fp8 weights, or cuda.fp8_activations off
   // Decode batches: the skinny kernel streams the codes (the weights are the traffic), with
@@ -217,13 +169,7 @@ absl::Status Projections::GateUpActivation(const T* x, const CudaWeights::Layer&
   template absl::Status Projections::Project<T>(const T*, const Raw16*, const Fp8Matrix&, int, int, int, void*);   \
   template absl::Status Projections::GateUpActivation<T>(const T*, const CudaWeights::Layer&, int, int, int,    \
                                                           GateActivation, T*, T*);                              \
-  template absl::Status Projections::ProjectW8A8<T>(W8A8Path, const Fp8Matrix&, int, int, int, void*);          \
-  template absl::Status Projections::ProjectNormed<T>(const GemvFusion&, const Raw16*, const Fp8Matrix&, int, int, \
-                                                       int, T*);                                                 \
-  template absl::Status Projections::GateUpActivationNormed<T>(const GemvFusion&, const CudaWeights::Layer&, int,  \
-                                                                int, int, GateActivation, T*);                   \
-  template absl::Status Projections::ProjectIntoResidual<T>(const T*, const Raw16*, const Fp8Matrix&, int, int,    \
-                                                             int, float*);
+  template absl::Status Projections::ProjectW8A8<T>(W8A8Path, const Fp8Matrix&, int, int, int, void*);
 KVTIER_INSTANTIATE_PROJECTIONS(bf16)
 KVTIER_INSTANTIATE_PROJECTIONS(f16)
 #undef KVTIER_INSTANTIATE_PROJECTIONS

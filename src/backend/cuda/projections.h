@@ -53,24 +53,6 @@ class Projections {
   absl::Status GateUpActivation(const T* x, const CudaWeights::Layer& w, int rows, int h, int inter,
                                 GateActivation act, T* wide, T* out);
 
-  // Steps of 1-2 rows on the decode GEMVs (gemv_fusion.h): whether this step's projections
-  // norm their own input and add their output into the residual, so the forward runs no
-  // norm kernel between them (CudaLaunchOptions::decode_norm_fusion, the GEMV's limits).
-  // h: the normed projections' input width; q_dim, inter: the inputs of o and down.
-  bool FusesDecodeNorms(int rows, int h, int q_dim, int inter) const;
-  // With FusesDecodeNorms: out (rows, n) T = RMSNorm(residual) * norm times a projection
-  // (k = h), and the gate|up projection with its activation likewise.
-  template <typename T>
-  absl::Status ProjectNormed(const GemvFusion& norm, const Raw16* w16, const Fp8Matrix& w8, int rows, int k, int n,
-                             T* out);
-  template <typename T>
-  absl::Status GateUpActivationNormed(const GemvFusion& norm, const CudaWeights::Layer& w, int rows, int h,
-                                      int inter, GateActivation act, T* out);
-  // With FusesDecodeNorms: residual (rows, n) += T(x (rows, k) times a projection).
-  template <typename T>
-  absl::Status ProjectIntoResidual(const T* x, const Raw16* w16, const Fp8Matrix& w8, int rows, int k, int n,
-                                   float* residual);
-
   W8A8Path W8A8PathFor(int rows) const;
   // out (rows, n) T = the per-token E4M3 activations in the workspace's x8 / x8_scales
   // times the fp8 projection w8, on the tensor cores.
