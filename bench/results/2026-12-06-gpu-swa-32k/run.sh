@@ -3,7 +3,7 @@
 # random checkpoint (26 layers, 5 local : 1 global, window 512, 4 query heads and 1 KV head of
 # head_dim 128, bf16 weights and KV), one 32,000-token prompt and 16 greedy tokens, run three
 # times by the kvtier CLI of this build, each in its own process:
-#   grouped  --kv-layer-groups 1 with a 256 MiB device tier;
+#   grouped  --kv-layer-groups 1 with a 256 MiB device tier (GROUPED_BYTES sets another);
 #   refused  --kv-layer-groups 0 with the same 256 MiB (a full-attention context needs 1.6 GiB);
 #   full     --kv-layer-groups 0 with 2 GiB, the reference tokens.
 # Each run's peak GPU memory is read from outside the process (nvidia-smi, every 100 ms).
@@ -16,7 +16,7 @@ mkdir -p "$out"
   --head-dim 128 --intermediate 4096 --vocab 8192 --max-positions 40000 --tie-embeddings --sliding-window 512 \
   --sliding-pattern 6 --query-pre-attn-scalar 128 --dtype bf16 --seed 7 > "$out/mkmodel.txt" 2>&1 || {
   echo "mkmodel failed"; cat "$out/mkmodel.txt"; exit 1; }
-prompt=$(python3 -c 'import random; random.seed(1); print(",".join(str(random.randrange(3, 8000)) for _ in range(32000)))')
+prompt=$(python3 -c 'import random; random.seed(1); print(",".join(str(random.randrange(3, 1000)) for _ in range(32000)))')  # ids below 1000: the list stays under the 128 KiB a single argument may take
 run() {  # name groups bytes
   local rc=0 peak=0 watcher
   ( while true; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits; sleep 0.1; done ) \
@@ -30,7 +30,7 @@ run() {  # name groups bytes
 }
 base=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits)
 echo "GPU memory used before the runs: ${base} MiB"
-run grouped 1 256MiB
+run grouped 1 "${GROUPED_BYTES:-256MiB}"
 run refused 0 256MiB
 run full 0 2GiB
 python3 - "$out" <<'PY'
