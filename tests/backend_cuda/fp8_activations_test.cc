@@ -150,6 +150,92 @@ TEST(Fp8ActivationsTest, QuantizeActivationsFp8QuantizesTheRows) {
   }
 }
 
+// The device's codes are the host rule's bit for bit (common/fp8_e4m3.h, the weights' and the
+// CPU backend's): scale = amax / 448 and e4m3(x / scale), both divisions correctly rounded, over
+// values whose quotients reach the normal and subnormal codes, ties and saturation.
+TEST(Fp8ActivationsTest, QuantizeActivationsFp8GivesTheHostRulesCodes) {
+  KVT_SKIP_WITHOUT_CUDA();
+  ForEachElem([]<typename T>() {
+    std::mt19937 rng(17);
+    const int rows = 9, dim = 4096;
+    std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+    std::uniform_int_distribution<int> exponent(-24, 3);
+    std::vector<uint16_t> bits(static_cast<size_t>(rows) * dim);
+    std::vector<float> values(bits.size());
+    for (size_t i = 0; i < bits.size(); ++i) {
+      const float v = (i % 2 ? -1.0f : 1.0f) * std::ldexp(mantissa(rng), exponent(rng));
+      bits[i] = cuda_test::Elem16<T>::Bits(v);
+      values[i] = cuda_test::Elem16<T>::Value(bits[i]);
+    }
+    DeviceBuffer<uint16_t> d_x(bits.size());
+    DeviceBuffer<uint8_t> d_codes(bits.size());
+    DeviceBuffer<float> d_scales(rows);
+    Upload(bits, &d_x);
+    CUDA_ASSERT(cuda::QuantizeActivationsFp8(reinterpret_cast<const T*>(d_x.ptr), rows, dim, d_codes.ptr,
+                                             d_scales.ptr, nullptr, cuda_test::kDefaultLaunch));
+    CUDA_ASSERT(cudaDeviceSynchronize());
+    const std::vector<uint8_t> codes = Download(d_codes, bits.size());
+    const std::vector<float> scales = Download(d_scales, rows);
+    int subnormal = 0;
+    for (int r = 0; r < rows; ++r) {
+      float amax = 0.0f;
+      for (int i = 0; i < dim; ++i) amax = std::max(amax, std::fabs(values[static_cast<size_t>(r) * dim + i]));
+      const float scale = amax / kFp8E4M3Max;
+      ASSERT_EQ(scales[r], scale) << "row " << r;
+      for (int i = 0; i < dim; ++i) {
+        const size_t at = static_cast<size_t>(r) * dim + i;
+        ASSERT_EQ(codes[at], FloatToFp8E4M3(values[at] / scale)) << "row " << r << " column " << i << " value "
+                                                                  << values[at];
+        subnormal += (codes[at] & 0x78) == 0;
+      }
+    }
+    EXPECT_GT(subnormal, 100);  // the data reaches the subnormal codes
+  });
+}
+
+// A row spread over a cluster of 2, 4 or 8 CTAs gives the one-CTA kernel's codes and scales
+// byte for byte (the row's largest magnitude is exact in any order); a spread too narrow for
+// the row is refused.
+TEST(Fp8ActivationsTest, GatedMulFp8SpreadsGiveTheOneCtaBytes) {
+  KVT_SKIP_WITHOUT_CUDA();
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  if (major < 9) GTEST_SKIP() << "thread block clusters need sm_90";
+  using T = cuda::bf16;
+  for (const cuda::GateActivation act : cuda_test::kGateActivations)
+  for (const int dim : {14336, 2048, 4104, 20000}) {
+  for (const int rows : {1, 3, 70}) {
+    SCOPED_TRACE(::testing::Message() << dim << " wide, " << rows << " rows, gelu "
+                                      << (act == cuda::GateActivation::kGeluTanh));
+    std::mt19937 rng(dim + rows);
+    cuda_test::Data16 gate_up = cuda_test::Random16<T>(static_cast<size_t>(rows) * 2 * dim, rng, -4.0f, 4.0f);
+    DeviceBuffer<uint16_t> d_gate_up(gate_up.bits.size());
+    DeviceBuffer<uint8_t> d_codes(static_cast<size_t>(rows) * dim);
+    DeviceBuffer<float> d_scales(rows);
+    Upload(gate_up.bits, &d_gate_up);
+    const T* x = reinterpret_cast<const T*>(d_gate_up.ptr);
+    CUDA_ASSERT(cuda::GatedMulFp8Spread(x, rows, dim, act, 1, d_codes.ptr, d_scales.ptr, nullptr,
+                                        cuda_test::kDefaultLaunch));
+    const std::vector<uint8_t> want_codes = Download(d_codes, static_cast<size_t>(rows) * dim);
+    const std::vector<float> want_scales = Download(d_scales, rows);
+    for (const int ctas : {2, 4, 8, 0}) {
+      SCOPED_TRACE(ctas);
+      ASSERT_EQ(cudaMemset(d_codes.ptr, 0, static_cast<size_t>(rows) * dim), cudaSuccess);
+      ASSERT_EQ(cudaMemset(d_scales.ptr, 0, rows * sizeof(float)), cudaSuccess);
+      const cudaError_t err = cuda::GatedMulFp8Spread(x, rows, dim, act, ctas, d_codes.ptr, d_scales.ptr, nullptr,
+                                                      cuda_test::kDefaultLaunch);
+      if (ctas != 0 && dim / 8 > ctas * 1024) {
+        EXPECT_EQ(err, cudaErrorInvalidValue);
+        continue;
+      }
+      CUDA_ASSERT(err);
+      EXPECT_EQ(Download(d_codes, static_cast<size_t>(rows) * dim), want_codes);
+      EXPECT_EQ(Download(d_scales, rows), want_scales);
+    }
+  }
+  }
+}
+
 // bf16 output, the one the backend asks for (it runs W8A8 with bf16 compute only).
 TEST(Fp8ActivationsTest, Fp8GemmMatchesTheProductOfTheSameCodes) {
   KVT_SKIP_WITHOUT_CUDA();

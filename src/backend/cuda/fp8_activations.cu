@@ -7,10 +7,13 @@
 // its code (the row read again from L1/L2).
 #include "backend/cuda/fp8_activations.h"
 
+#include <cooperative_groups.h>
+
 #include <initializer_list>
 
 #include "backend/cuda/block_reduce.cuh"
 #include "backend/cuda/elem.cuh"
+#include "backend/cuda/fp8_codes.cuh"
 #include "backend/cuda/fp8_kernels.h"
 #include "backend/cuda/pdl.h"
 #include "backend/cuda/rms_norm_row.cuh"
@@ -24,6 +27,16 @@ constexpr int kWideThreads = 512;  // register-resident gated-product rows (up t
 constexpr int kMaxChunksPerThread = 4;
 
 __device__ __forceinline__ float RowScale(float amax) { return amax > 0.0f ? amax / kFp8E4M3Max : 1.0f; }
+
+// Eight values' codes of e4m3(value / s), the first in the low byte.
+__device__ __forceinline__ uint2 Quantize8(const float (&y)[8], float s) {
+  uint32_t word[2];
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+    word[w] = Float2ToFp8x2(y[4 * w] / s, y[4 * w + 1] / s) | (Float2ToFp8x2(y[4 * w + 2] / s, y[4 * w + 3] / s) << 16);
+  }
+  return make_uint2(word[0], word[1]);
+}
 
 // The row held as y[j] (chunks c = threadIdx.x + j * kThreadsPerRow of 8 values, c < chunks)
 // quantized: the block's largest magnitude sets the row's scale, 8 codes per 8-byte store.
@@ -43,10 +56,7 @@ __device__ __forceinline__ void StoreQuantizedRow(const float (&y)[J][8], int ch
   for (int j = 0; j < J; ++j) {
     const int c = threadIdx.x + j * kThreadsPerRow;
     if (c < chunks) {
-      uint32_t word[2] = {0, 0};
-#pragma unroll
-      for (int i = 0; i < 8; ++i) word[i >> 2] |= static_cast<uint32_t>(FloatToFp8E4M3(y[j][i] / s)) << (8 * (i & 3));
-      reinterpret_cast<uint2*>(codes)[c] = make_uint2(word[0], word[1]);
+      reinterpret_cast<uint2*>(codes)[c] = Quantize8(y[j], s);
     }
   }
 }
@@ -85,6 +95,66 @@ __global__ void __launch_bounds__(kWideThreads) GatedMulFp8VecKernel(const T* ga
     }
   }
   StoreQuantizedRow<J, kWideThreads>(y, chunks, codes + r * dim, scales + r);
+}
+
+// GatedMulFp8VecKernel with row blockIdx.x / kCtas spread over the kCtas CTAs of one thread
+// block cluster, each holding its slice of the row in registers (at most kSpreadChunks chunks
+// of 8 per thread): the CTAs exchange their slices' largest magnitudes through distributed
+// shared memory, so a few rows still keep every SM streaming (one CTA per row leaves most SMs
+// idle at decode batch sizes). The row's scale and codes are those of the one-CTA kernel:
+// max is exact in any order.
+constexpr int kSpreadChunks = 4;
+
+template <typename T, GateActivation A, bool kEarly, int kCtas>
+__global__ void __launch_bounds__(kThreads) GatedMulFp8SpreadKernel(const T* gate_up, int dim, uint8_t* codes,
+                                                                    float* scales) {
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  __shared__ float slice_amax;
+  PdlEnter<kEarly>();
+  const int64_t r = blockIdx.x / kCtas;
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int chunks = dim / 8;
+  const int per_cta = (chunks + kCtas - 1) / kCtas;
+  const int begin = rank * per_cta;
+  const int end = min(chunks, begin + per_cta);
+  const uint4* row = reinterpret_cast<const uint4*>(gate_up + r * 2 * dim);
+  uint4 g[kSpreadChunks], u[kSpreadChunks];
+#pragma unroll
+  for (int j = 0; j < kSpreadChunks; ++j) {
+    const int c = begin + threadIdx.x + j * kThreads;
+    if (c < end) g[j] = row[c], u[j] = row[chunks + c];
+  }
+  float y[kSpreadChunks][8];
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kSpreadChunks; ++j) {
+    if (begin + threadIdx.x + j * kThreads < end) {
+      float gf[8], uf[8];
+      Unpack8<T>(g[j], gf);
+      Unpack8<T>(u[j], uf);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        y[j][i] = GateTimes<A>(gf[i], uf[i]);
+        amax = fmaxf(amax, fabsf(y[j][i]));
+      }
+    }
+  }
+  const float block_amax = BlockMax(amax);
+  if (threadIdx.x == 0) slice_amax = block_amax;
+  cluster.sync();
+  float row_amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kCtas; ++i) row_amax = fmaxf(row_amax, *cluster.map_shared_rank(&slice_amax, i));
+  cluster.barrier_arrive();  // this CTA is done reading its peers
+  const float s = RowScale(row_amax);
+  if (rank == 0 && threadIdx.x == 0) scales[r] = s;
+#pragma unroll
+  for (int j = 0; j < kSpreadChunks; ++j) {
+    const int c = begin + threadIdx.x + j * kThreads;
+    if (c < end) reinterpret_cast<uint2*>(codes + r * dim)[c] = Quantize8(y[j], s);
+  }
+  cluster.barrier_wait();  // every peer has read this CTA's slice_amax before it exits
 }
 
 template <typename T, bool kEarly, int J>
@@ -144,7 +214,7 @@ __global__ void __launch_bounds__(kThreads)
   const float scale = RowScale(BlockMax(amax));
   if (threadIdx.x == 0) scales[r] = scale;
   uint8_t* out = codes + r * dim;
-  for (int i = threadIdx.x; i < dim; i += kThreads) out[i] = FloatToFp8E4M3(weight[i] * (x[i] * inv_rms) / scale);
+  for (int i = threadIdx.x; i < dim; i += kThreads) out[i] = Float2ToFp8x2(weight[i] * (x[i] * inv_rms) / scale, 0.0f) & 0xffu;
 }
 
 template <typename T, GateActivation A>
@@ -163,7 +233,7 @@ __global__ void __launch_bounds__(kThreads)
   const float scale = RowScale(BlockMax(amax));
   if (threadIdx.x == 0) scales[r] = scale;
   uint8_t* out = codes + r * dim;
-  for (int i = threadIdx.x; i < dim; i += kThreads) out[i] = FloatToFp8E4M3(GatedTimes<T, A>(row, dim, i) / scale);
+  for (int i = threadIdx.x; i < dim; i += kThreads) out[i] = Float2ToFp8x2(GatedTimes<T, A>(row, dim, i) / scale, 0.0f) & 0xffu;
 }
 
 }  // namespace
@@ -188,9 +258,58 @@ cudaError_t AddRmsNormFp8(float* residual, const T* add, const float* weight, in
 
 namespace {
 
+template <typename T, GateActivation A, int kCtas>
+cudaError_t LaunchGatedMulFp8Spread(const T* gate_up, int rows, int dim, uint8_t* codes, float* scales,
+                                   cudaStream_t stream, const CudaLaunchOptions& launch) {
+  auto kernel = launch.pdl_early_trigger ? GatedMulFp8SpreadKernel<T, A, true, kCtas>
+                                         : GatedMulFp8SpreadKernel<T, A, false, kCtas>;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(rows * kCtas);
+  config.blockDim = dim3(kThreads);
+  config.stream = stream;
+  cudaLaunchAttribute attribute[2];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = launch.pdl ? 1 : 0;
+  attribute[1].id = cudaLaunchAttributeClusterDimension;
+  attribute[1].val.clusterDim.x = kCtas;
+  attribute[1].val.clusterDim.y = 1;
+  attribute[1].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 2;
+  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, gate_up, dim, codes, scales);
+  return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+// The CTAs per row GatedMulFp8 spreads a row over: enough that `rows` rows give every SM a
+// CTA, where the row's slices fit the spread kernel's registers; 1 (the one-CTA kernels)
+// when the rows alone fill the GPU, or below sm_90 (no clusters).
+int CtasPerGatedRow(int rows, int dim, std::initializer_list<const void*> pointers) {
+  if (dim % 8 != 0) return 1;
+  for (const void* p : pointers) {
+    if (!Aligned16(p)) return 1;
+  }
+  int device = 0, sms = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess || major < 9) {
+    return 1;
+  }
+  for (const int ctas : {1, 2, 4, 8}) {
+    if (static_cast<int64_t>(rows) * ctas >= sms && dim / 8 <= ctas * kThreads * kSpreadChunks) return ctas;
+  }
+  return dim / 8 <= 8 * kThreads * kSpreadChunks ? 8 : 1;
+}
+
 template <typename T, GateActivation A>
-cudaError_t LaunchGatedMulFp8(const T* gate_up, int rows, int dim, uint8_t* codes, float* scales, cudaStream_t stream,
-                              const CudaLaunchOptions& launch) {
+cudaError_t LaunchGatedMulFp8(const T* gate_up, int rows, int dim, int ctas_per_row, uint8_t* codes, float* scales,
+                              cudaStream_t stream, const CudaLaunchOptions& launch) {
+  if (ctas_per_row <= 0) ctas_per_row = CtasPerGatedRow(rows, dim, {gate_up, codes});
+  switch (ctas_per_row) {
+    case 2: return LaunchGatedMulFp8Spread<T, A, 2>(gate_up, rows, dim, codes, scales, stream, launch);
+    case 4: return LaunchGatedMulFp8Spread<T, A, 4>(gate_up, rows, dim, codes, scales, stream, launch);
+    case 8: return LaunchGatedMulFp8Spread<T, A, 8>(gate_up, rows, dim, codes, scales, stream, launch);
+    default: break;
+  }
   const bool early = launch.pdl_early_trigger;
   auto kernel = early ? GatedMulFp8Kernel<T, A, true> : GatedMulFp8Kernel<T, A, false>;
   const int per_thread = ChunksPerThread(dim, kWideThreads, {gate_up, codes});
@@ -206,12 +325,24 @@ cudaError_t LaunchGatedMulFp8(const T* gate_up, int rows, int dim, uint8_t* code
 }  // namespace
 
 template <typename T>
+cudaError_t GatedMulFp8Spread(const T* gate_up, int rows, int dim, GateActivation act, int ctas_per_row,
+                              uint8_t* codes, float* scales, cudaStream_t stream, const CudaLaunchOptions& launch) {
+  if (rows == 0) return cudaSuccess;
+  if (ctas_per_row > 1 && (dim % 8 != 0 || !Aligned16(gate_up) || !Aligned16(codes) ||
+                           dim / 8 > ctas_per_row * kThreads * kSpreadChunks)) {
+    return cudaErrorInvalidValue;
+  }
+  return act == GateActivation::kGeluTanh
+             ? LaunchGatedMulFp8<T, GateActivation::kGeluTanh>(gate_up, rows, dim, ctas_per_row, codes, scales,
+                                                               stream, launch)
+             : LaunchGatedMulFp8<T, GateActivation::kSilu>(gate_up, rows, dim, ctas_per_row, codes, scales, stream,
+                                                           launch);
+}
+
+template <typename T>
 cudaError_t GatedMulFp8(const T* gate_up, int rows, int dim, GateActivation act, uint8_t* codes, float* scales,
                         cudaStream_t stream, const CudaLaunchOptions& launch) {
-  if (rows == 0) return cudaSuccess;
-  return act == GateActivation::kGeluTanh
-             ? LaunchGatedMulFp8<T, GateActivation::kGeluTanh>(gate_up, rows, dim, codes, scales, stream, launch)
-             : LaunchGatedMulFp8<T, GateActivation::kSilu>(gate_up, rows, dim, codes, scales, stream, launch);
+  return GatedMulFp8Spread(gate_up, rows, dim, act, 0, codes, scales, stream, launch);
 }
 
 template <typename T>
@@ -236,6 +367,8 @@ cudaError_t QuantizeActivationsFp8(const T* x, int rows, int dim, uint8_t* codes
                                         cudaStream_t, const CudaLaunchOptions&);                                \
   template cudaError_t GatedMulFp8<T>(const T*, int, int, GateActivation, uint8_t*, float*, cudaStream_t,         \
                                       const CudaLaunchOptions&);                                                \
+  template cudaError_t GatedMulFp8Spread<T>(const T*, int, int, GateActivation, int, uint8_t*, float*,           \
+                                            cudaStream_t, const CudaLaunchOptions&);                            \
   template cudaError_t QuantizeActivationsFp8<T>(const T*, int, int, uint8_t*, float*, cudaStream_t,               \
                                                  const CudaLaunchOptions&);
 KVTIER_INSTANTIATE(bf16)

@@ -1,6 +1,8 @@
 // E4M3 codes to floats and to 16-bit values on the device, by the hardware's e4m3x2 -> f16x2
 // conversion: exact, since every E4M3 value is an f16 and a bf16 value. Shared by every
-// kernel that reads fp8 weights or fp8 KV. Stateless device functions.
+// kernel that reads fp8 weights or fp8 KV. And floats to codes by the hardware's f32x2 ->
+// e4m3x2 conversion, which gives common/fp8_e4m3.h's codes (checked over every float by
+// bench/micro/fp8_activation_rows.cu). Stateless device functions.
 #ifndef KVTIER_BACKEND_CUDA_FP8_CODES_CUH_
 #define KVTIER_BACKEND_CUDA_FP8_CODES_CUH_
 
@@ -10,6 +12,7 @@
 #include <cstdint>
 
 #include "backend/cuda/elem.cuh"
+#include "common/fp8_e4m3.h"
 
 namespace kvtier::cuda {
 
@@ -63,6 +66,21 @@ __device__ __forceinline__ uint4 DequantFp8x8(uint2 codes, float scale) {
 template <typename T>
 __device__ __forceinline__ uint4 Fp8CodesToT(uint2 codes) {
   return Fp8x8ToT<T, false>(codes, 1.0f);
+}
+
+// Two floats as E4M3 codes (the first in the low byte) by FloatToFp8E4M3's rule: round to
+// nearest even, saturate at +-448 (infinities too), NaN to 0x7f or 0xff by its sign. On sm_89+
+// one saturating cvt, where the software rule is a few dozen instructions and branches; the
+// hardware writes 0x7f for every NaN, so a NaN's sign is put back.
+__device__ __forceinline__ uint32_t Float2ToFp8x2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t pair = __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
+  if (isnan(lo)) pair = (pair & 0xff00u) | (signbit(lo) ? 0xffu : 0x7fu);
+  if (isnan(hi)) pair = (pair & 0x00ffu) | ((signbit(hi) ? 0xffu : 0x7fu) << 8);
+  return pair;
+#else
+  return FloatToFp8E4M3(lo) | (static_cast<uint32_t>(FloatToFp8E4M3(hi)) << 8);
+#endif
 }
 
 }  // namespace kvtier::cuda
