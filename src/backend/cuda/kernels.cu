@@ -199,8 +199,9 @@ __global__ void QkvPostKernel(QkvPostParams<T> p, StepTokens tokens, PagedKv<T> 
       for (int j = 0; j < kPairsPerLane; ++j) {
         const int i = lane + 32 * j;
         if (i < half) {
-          codes[i] = FloatToFp8E4M3(x1[j] / scale);
-          codes[i + half] = FloatToFp8E4M3(x2[j] / scale);
+          const uint32_t pair = Float2ToFp8x2(x1[j] / scale, x2[j] / scale);
+          codes[i] = static_cast<uint8_t>(pair & 0xffu);
+          codes[i + half] = static_cast<uint8_t>(pair >> 8);
         }
       }
       if (lane == 0) reinterpret_cast<float*>(base + kv.block_elements)[kv_row] = scale;

@@ -6,8 +6,9 @@
 //
 // The KV-write kernel quantizes with the CPU backend's rule (cpu_ops.cc: scale = amax / 448,
 // 1 for an all-zero row; code = FloatToFp8E4M3(x / scale), both divisions correctly rounded:
-// nvcc's default -prec-div) through the one host/device definition in common/fp8_e4m3.h, so
-// the device, host and disk tiers hold the same bytes as a CPU run on the same row values.
+// nvcc's default -prec-div; the code by the hardware conversion, which gives common/fp8_e4m3.h's
+// codes: fp8_codes.cuh Float2ToFp8x2), so the device, host and disk tiers hold the same bytes
+// as a CPU run on the same row values.
 // Attention kernels dequantize in registers (fp8_codes.cuh): code -> half (exact, one cvt per
 // pair on sm_89+), times the row's scale in fp32, rounded to the compute type T the tensor
 // cores multiply.
