@@ -366,7 +366,9 @@ void RunLockstep(const GroupedCase& c, LockstepRun* run) {
   }
   EXPECT_EQ(b.decode_graphs().error(), "");
   const GroupedBlockStats stats = tables.Stats();
-  if (c.grouped) EXPECT_GT(stats.blocks_dropped_for_window, 0);
+  if (c.grouped) {
+    EXPECT_GT(stats.blocks_dropped_for_window, 0);
+  }
 
   // The bounds of the ungrouped Gemma cases: fp16 2e-2; bf16 5e-2 generic, 8e-2 fast; fp8
   // KV 8e-2 or 1.5x what fp8 KV moves the CPU's logits. Or twice what the weights' 16-bit
