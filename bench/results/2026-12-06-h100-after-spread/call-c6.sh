@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Call C6, for an H200 (issues #34 and #37 state their targets on one): main's kvtier (the
+# Call C6, asked for an H200 (issues #34 and #37 state their targets on one; an H100 came): main's kvtier (the
 # gated product's spread and the hardware E4M3 conversion) on a random Llama-3-8B checkpoint,
 # with this call's ceilings: W1,W2 in fp8 weights + fp8 KV, then W4 in bf16 and with fp8 KV,
 # each in its own process, as the device time allows.
