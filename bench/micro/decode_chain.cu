@@ -22,18 +22,10 @@
 #include "gemv_stream.h"
 #include "backend/cuda/pdl.h"
 #include "launch_env.h"
+#include "cuda_check.h"
 
 using kvtier::cuda::bf16;
 namespace kc = kvtier::cuda;
-
-#define CHECK(x)                                                                  \
-  do {                                                                            \
-    cudaError_t e_ = (x);                                                         \
-    if (e_ != cudaSuccess) {                                                      \
-      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
 
 // How the chain's kernels are launched (KVTIER_CUDA_PDL, ... as launch_env.h reads them).
 static const kvtier::CudaLaunchOptions g_launch = LaunchOptionsFromEnv();

@@ -33,18 +33,10 @@
 #endif
 #include "common/fp8_e4m3.h"
 #include "launch_env.h"
+#include "cuda_check.h"
 
 using kvtier::cuda::bf16;
 namespace kc = kvtier::cuda;
-
-#define CHECK(x)                                                                      \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) {                                                          \
-      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
 
 static const kvtier::CudaLaunchOptions g_launch = LaunchOptionsFromEnv();
 

@@ -19,14 +19,8 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                          \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      std::printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));              \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
+#include "cuda_check.h"
+
 #define LT(x)                                                                             \
   do {                                                                                    \
     cublasStatus_t s_ = (x);                                                              \
