@@ -1042,43 +1042,6 @@ TEST_F(CudaBackendTest, Fp8WeightsHoldOneBytePerProjectionWeight) {
   EXPECT_EQ((*fp8)->allocations_after_init(), 0);
 }
 
-// 16-bit weights over gpu_mem_limit_bytes where fp8 projections would fit: the refusal names
-// weight_dtype fp8 and its bytes, and an fp8 backend under the same cap is created.
-TEST_F(CudaBackendTest, RefusalOverTheCapNamesFp8WeightsWhenTheyWouldFit) {
-  auto spec = RandomCheckpointPreset("small-llama");
-  ASSERT_TRUE(spec.ok());
-  auto checkpoint = MakeCheckpoint(*spec, "fp8_hint");
-  ASSERT_NE(checkpoint, nullptr);
-  BackendOptions fp8_options;
-  fp8_options.weight_dtype = StorageDType::kFp8;
-  int64_t bf16_bytes = 0, fp8_bytes = 0;
-  {
-    auto bf16 = CudaBackend::Create(*checkpoint, BackendOptions());
-    ASSERT_TRUE(bf16.ok()) << bf16.status();
-    bf16_bytes = (*bf16)->device_bytes_in_use();
-  }
-  {
-    auto fp8 = CudaBackend::Create(*checkpoint, fp8_options);
-    ASSERT_TRUE(fp8.ok()) << fp8.status();
-    fp8_bytes = (*fp8)->device_bytes_in_use();
-  }
-  ASSERT_LT(fp8_bytes, bf16_bytes);
-  BackendOptions capped;
-  capped.gpu_mem_limit_bytes = (bf16_bytes + fp8_bytes) / 2;
-  auto refused = CudaBackend::Create(*checkpoint, capped);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(refused.status().message().find("weight_dtype fp8"), std::string::npos) << refused.status();
-  fp8_options.gpu_mem_limit_bytes = capped.gpu_mem_limit_bytes;
-  auto fp8 = CudaBackend::Create(*checkpoint, fp8_options);
-  EXPECT_TRUE(fp8.ok()) << fp8.status();
-  // Already fp8: nothing to suggest.
-  fp8_options.gpu_mem_limit_bytes = 1 << 20;
-  auto tiny = CudaBackend::Create(*checkpoint, fp8_options);
-  ASSERT_FALSE(tiny.ok());
-  EXPECT_EQ(tiny.status().message().find("weight_dtype fp8"), std::string::npos) << tiny.status();
-}
-
 // fp8 KV is read by the fast attention kernels only: a shape that needs the generic kernel
 // is refused at Create, naming the reason, instead of computing with unread KV.
 TEST_F(CudaBackendTest, Fp8KvOnAShapeWithoutFastAttentionIsRefused) {

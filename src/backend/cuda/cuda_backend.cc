@@ -247,27 +247,18 @@ cuda::HostKvStreamer::Options CudaBackend::HostKvOptions() const {
 absl::Status CudaBackend::CheckFits() const {
   const int64_t needed = memory_.bytes_in_use() + WeightBytes() + WorkspaceBytes();
   if (options_.gpu_mem_limit_bytes > 0 && needed > options_.gpu_mem_limit_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "cuda backend: runtime (", memory_.bytes_in_use(), " bytes) + weights (", WeightBytes(),
-        " bytes) + workspace (", WorkspaceBytes(), " bytes) exceed gpu_mem_limit_bytes ", options_.gpu_mem_limit_bytes,
-        Fp8WeightsHint(options_.gpu_mem_limit_bytes - memory_.bytes_in_use())));
+    return absl::ResourceExhaustedError(absl::StrCat("cuda backend: runtime (", memory_.bytes_in_use(),
+                                                     " bytes) + weights (", WeightBytes(), " bytes) + workspace (",
+                                                     WorkspaceBytes(), " bytes) exceed gpu_mem_limit_bytes ",
+                                                     options_.gpu_mem_limit_bytes));
   }
   size_t free_bytes = 0, total_bytes = 0;
   CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
   if (WeightBytes() + WorkspaceBytes() > static_cast<int64_t>(free_bytes)) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("cuda backend: weights + workspace need ", needed, " bytes, ", free_bytes, " free on the device",
-                     Fp8WeightsHint(static_cast<int64_t>(free_bytes))));
+        absl::StrCat("cuda backend: weights + workspace need ", needed, " bytes, ", free_bytes, " free on the device"));
   }
   return absl::OkStatus();
-}
-
-std::string CudaBackend::Fp8WeightsHint(int64_t available) const {
-  if (options_.weight_dtype == StorageDType::kFp8) return "";
-  const int64_t fp8_bytes = cuda::CudaWeights::Bytes(
-      config_, true, cuda::CudaWeights::Fp8PartialFloats(config_, capacity_.max_tokens, kernels_.sm_count));
-  if (fp8_bytes + WorkspaceBytes() > available) return "";
-  return absl::StrCat("; weight_dtype fp8 (E4M3 projections) holds the weights in ", fp8_bytes, " bytes");
 }
 
 absl::Status CudaBackend::InitW8A8() {

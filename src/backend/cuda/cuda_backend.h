@@ -190,9 +190,6 @@ class CudaBackend final : public Backend {
   // (cuda_warm_up.cc); the last step of Init.
   absl::Status MeasureWarmRuntime();
   int64_t WeightBytes() const;
-  // "; weight_dtype fp8 ..." when 16-bit weights are what does not fit in `available` bytes and
-  // fp8 projections would (CheckFits' refusal names the way out), else "".
-  std::string Fp8WeightsHint(int64_t available) const;
   int64_t WorkspaceBytes() const;
   size_t MetaCapacity() const;
   cuda::HostKvStreamer::Options HostKvOptions() const;
