@@ -1,20 +1,11 @@
-// CHECK(call): the micro-benchmarks' way out of a failed CUDA runtime call: prints where, the
-// call and the error, and exits 1 (a benchmark has nothing to fall back to).
+// CHECK(call): the micro-benchmarks' name for the CUDA benchmarks' KVT_BENCH_CUDA_CHECK
+// (tests/backend_cuda/bench_check.h): a failed CUDA runtime call ends the program, naming the
+// call, where it is and CUDA's error.
 #ifndef KVTIER_BENCH_MICRO_CUDA_CHECK_H_
 #define KVTIER_BENCH_MICRO_CUDA_CHECK_H_
 
-#include <cuda_runtime.h>
+#include "../../tests/backend_cuda/bench_check.h"
 
-#include <cstdio>
-#include <cstdlib>
-
-#define CHECK(x)                                                                             \
-  do {                                                                                       \
-    cudaError_t e_ = (x);                                                                    \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
+#define CHECK(x) KVT_BENCH_CUDA_CHECK(x)
 
 #endif  // KVTIER_BENCH_MICRO_CUDA_CHECK_H_

@@ -263,21 +263,14 @@ cudaError_t LaunchGatedMulFp8Spread(const T* gate_up, int rows, int dim, uint8_t
                                    cudaStream_t stream, const CudaLaunchOptions& launch) {
   auto kernel = launch.pdl_early_trigger ? GatedMulFp8SpreadKernel<T, A, true, kCtas>
                                          : GatedMulFp8SpreadKernel<T, A, false, kCtas>;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(rows * kCtas);
-  config.blockDim = dim3(kThreads);
-  config.stream = stream;
-  cudaLaunchAttribute attribute[2];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = launch.pdl ? 1 : 0;
-  attribute[1].id = cudaLaunchAttributeClusterDimension;
-  attribute[1].val.clusterDim.x = kCtas;
-  attribute[1].val.clusterDim.y = 1;
-  attribute[1].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = 2;
-  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, gate_up, dim, codes, scales);
+  const cudaError_t err = LaunchPdlInClusters(launch, kCtas, kernel, dim3(rows * kCtas), dim3(kThreads), 0, stream,
+                                              gate_up, dim, codes, scales);
   return err != cudaSuccess ? err : cudaGetLastError();
+}
+
+// Whether rows of `dim` at these addresses fit the spread kernel on `ctas` CTAs a row.
+bool SpreadFits(int dim, int ctas, const void* gate_up, const void* codes) {
+  return dim % 8 == 0 && Aligned16(gate_up) && Aligned16(codes) && dim / 8 <= ctas * kThreads * kSpreadChunks;
 }
 
 // The CTAs per row GatedMulFp8 spreads a row over: the fewest that give every SM a CTA, where
@@ -285,11 +278,8 @@ cudaError_t LaunchGatedMulFp8Spread(const T* gate_up, int rows, int dim, uint8_t
 // row) when the rows alone fill the GPU, or below sm_90 (no clusters). On an H100 at 14336
 // wide this picks the fastest spread at every batch size of bench/micro/fp8_activation_rows.cu
 // (1-512 rows).
-int CtasPerGatedRow(int rows, int dim, std::initializer_list<const void*> pointers) {
-  if (dim % 8 != 0) return 1;
-  for (const void* p : pointers) {
-    if (!Aligned16(p)) return 1;
-  }
+int CtasPerGatedRow(int rows, int dim, const void* gate_up, const void* codes) {
+  if (!SpreadFits(dim, 8, gate_up, codes)) return 1;
   int device = 0, sms = 0, major = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
@@ -297,16 +287,16 @@ int CtasPerGatedRow(int rows, int dim, std::initializer_list<const void*> pointe
     return 1;
   }
   if (rows >= sms) return 1;
-  for (const int ctas : {2, 4, 8}) {
-    if (static_cast<int64_t>(rows) * ctas >= sms && dim / 8 <= ctas * kThreads * kSpreadChunks) return ctas;
+  for (const int ctas : {2, 4}) {
+    if (static_cast<int64_t>(rows) * ctas >= sms && SpreadFits(dim, ctas, gate_up, codes)) return ctas;
   }
-  return dim / 8 <= 8 * kThreads * kSpreadChunks ? 8 : 1;
+  return 8;
 }
 
 template <typename T, GateActivation A>
 cudaError_t LaunchGatedMulFp8(const T* gate_up, int rows, int dim, int ctas_per_row, uint8_t* codes, float* scales,
                               cudaStream_t stream, const CudaLaunchOptions& launch) {
-  if (ctas_per_row <= 0) ctas_per_row = CtasPerGatedRow(rows, dim, {gate_up, codes});
+  if (ctas_per_row <= 0) ctas_per_row = CtasPerGatedRow(rows, dim, gate_up, codes);
   switch (ctas_per_row) {
     case 2: return LaunchGatedMulFp8Spread<T, A, 2>(gate_up, rows, dim, codes, scales, stream, launch);
     case 4: return LaunchGatedMulFp8Spread<T, A, 4>(gate_up, rows, dim, codes, scales, stream, launch);
@@ -331,10 +321,7 @@ template <typename T>
 cudaError_t GatedMulFp8Spread(const T* gate_up, int rows, int dim, GateActivation act, int ctas_per_row,
                               uint8_t* codes, float* scales, cudaStream_t stream, const CudaLaunchOptions& launch) {
   if (rows == 0) return cudaSuccess;
-  if (ctas_per_row > 1 && (dim % 8 != 0 || !Aligned16(gate_up) || !Aligned16(codes) ||
-                           dim / 8 > ctas_per_row * kThreads * kSpreadChunks)) {
-    return cudaErrorInvalidValue;
-  }
+  if (ctas_per_row > 1 && !SpreadFits(dim, ctas_per_row, gate_up, codes)) return cudaErrorInvalidValue;
   return act == GateActivation::kGeluTanh
              ? LaunchGatedMulFp8<T, GateActivation::kGeluTanh>(gate_up, rows, dim, ctas_per_row, codes, scales,
                                                                stream, launch)

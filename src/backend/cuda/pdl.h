@@ -51,21 +51,35 @@ __device__ __forceinline__ void PdlEnter() {
 }
 
 // Launches `kernel` with programmatic dependent launch allowed, or plainly when launch.pdl
-// is false (the kernel's PdlWait / PdlLaunchDependents are then no-ops).
+// is false (the kernel's PdlWait / PdlLaunchDependents are then no-ops), its CTAs in thread
+// block clusters of `cluster_ctas` along x when that is above 1 (grid.x a multiple of it, sm_90+).
 template <typename... KernelArgs, typename... Args>
-cudaError_t LaunchPdl(const CudaLaunchOptions& launch, void (*kernel)(KernelArgs...), dim3 grid,
-                      dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+cudaError_t LaunchPdlInClusters(const CudaLaunchOptions& launch, unsigned cluster_ctas, void (*kernel)(KernelArgs...),
+                                dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute attribute[1];
+  cudaLaunchAttribute attribute[2];
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute[0].val.programmaticStreamSerializationAllowed = launch.pdl ? 1 : 0;
   config.attrs = attribute;
   config.numAttrs = 1;
+  if (cluster_ctas > 1) {
+    attribute[1].id = cudaLaunchAttributeClusterDimension;
+    attribute[1].val.clusterDim.x = cluster_ctas;
+    attribute[1].val.clusterDim.y = 1;
+    attribute[1].val.clusterDim.z = 1;
+    config.numAttrs = 2;
+  }
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+template <typename... KernelArgs, typename... Args>
+cudaError_t LaunchPdl(const CudaLaunchOptions& launch, void (*kernel)(KernelArgs...), dim3 grid, dim3 block,
+                      size_t smem, cudaStream_t stream, Args&&... args) {
+  return LaunchPdlInClusters(launch, 1, kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace kvtier::cuda
