@@ -27,12 +27,16 @@ using cuda_test::DeviceArray;
 using cuda_test::MoeLayerShape;
 using cuda_test::MoeLayerWorld;
 
-// Experts streamed in whole 32-lane pieces and in a tail (inter 768 and 1536), the three route
-// groupings of the down+combine kernel (top 8, 4, 2), with and without renormalization.
+// Experts streamed in whole 32-lane pieces and in a tail (inter 768 and 1536), the route
+// groupings of the down+combine kernel (top 8, 4, 2, and 12: one group past 8 warps), its
+// staged variants (8, 4 and 2 columns per warp) and its streamed one (rows of 4096), with and
+// without renormalization.
 constexpr MoeLayerShape kDecodeShapes[] = {{"qwen3moe-like", 256, 128, 8, 64, true},
                                            {"qwen3moe-wide-experts", 128, 32, 8, 768, true},
                                            {"top-4", 192, 16, 4, 32, false},
-                                           {"mixtral-like", 128, 8, 2, 1536, true}};
+                                           {"mixtral-like", 128, 8, 2, 1536, true},
+                                           {"long-expert-rows", 64, 8, 2, 4096, true},
+                                           {"top-12", 96, 32, 12, 64, true}};
 
 // What one MLP run leaves: its output and the routing it chose.
 struct MlpResult {

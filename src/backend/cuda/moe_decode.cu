@@ -1,6 +1,7 @@
 // The decode path's router and down+combine kernels (moe_decode.h); its gate|up is the
 // per-route GEMV of moe_expert_gemv.cu.
 #include <cstdint>
+#include <climits>
 
 #include "backend/cuda/elem.cuh"
 #include "backend/cuda/gemv_kernel.cuh"
@@ -48,91 +49,225 @@ __global__ void __launch_bounds__(moe::kRouterWarps * 32) DecodeRouteKernel(MoeD
   }
 }
 
-// One warp per (row blockIdx.y, output column): the row's routes in ascending expert order, G at
-// a time, their down rows streamed side by side (pieces of every route in flight at once). Each
-// route's dot is the per-route GEMV's (ExpertGemvKernel, W = 1): the same lane-to-piece split
-// and per-lane order (gemv::Stream keeps it whatever the batching), the same butterfly, the
-// scale, the rounding to T; then the combine's fma in CombineKernel's order. The first kPre
-// pieces of the first G rows are loaded before the PDL wait: the routing is known by then
-// (moe_decode.h), only the activations are not.
-template <typename Format, typename T, int G>
-__global__ void __launch_bounds__(gemv::kWarps * 32)
-    DownCombineKernel(const T* __restrict__ act, const int32_t* __restrict__ chosen,
-                      const float* __restrict__ route_weights, const typename Format::Element* __restrict__ down,
-                      const float* __restrict__ scales, int top_k, int k, int n, T* __restrict__ out) {
-  constexpr int kPre = 8 / G;           // 16-byte pieces per lane and row ahead of the wait
-  constexpr int kUnroll = G <= 2 ? 2 : 1;  // more rows side by side, fewer batches in flight
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int col = blockIdx.x * gemv::kWarps + warp;
-  const int row = blockIdx.y;
-  const bool on = col < n;
-  const int64_t c = on ? col : 0;
-  const int64_t first = static_cast<int64_t>(row) * top_k;
-  int expert[kMoeMaxTopK], route[kMoeMaxTopK];
-  moe::RoutesByExpert(chosen + first, top_k, expert, route);
-  const int pieces = k / Format::kPerPiece;
-  // The G rows of the group starting at sorted route g0 (past top_k: the group's first again,
-  // streamed but not added).
-  auto group_rows = [&](int g0, const uint4* (&rows)[G]) {
-#pragma unroll
-    for (int j = 0; j < G; ++j) {
-      const int at = g0 + j < top_k ? g0 + j : g0;
-      rows[j] = reinterpret_cast<const uint4*>(down + (static_cast<int64_t>(expert[at]) * n + c) * k);
-    }
-  };
-  const uint4* wrow[G];
-  group_rows(0, wrow);
-  const int ahead = on ? min(kPre, pieces / 32) : 0;  // whole 32-lane groups only
-  uint4 pre[kPre][G];
-  gemv::LoadAhead<G, kPre>(wrow, lane, ahead, pre);
-  PdlWait();
-  PdlLaunchDependents();
-  if (!on) return;
+// Down+combine: a CTA per (row blockIdx.y, a few output columns), one warp per (route, C
+// adjacent columns): warp w streams route w % top_k's down rows for its C columns, one
+// contiguous stretch of the expert's weights. Each route's dot is the per-route GEMV's
+// (ExpertGemvKernel, W = 1): lane l adds pieces l, l + 32, ... in ascending order, the same
+// butterfly, the scale, the rounding to T. Then one thread per column adds the routes in
+// ascending expert order with CombineStep, as CombineKernel does. The routing is known before
+// the PDL wait (moe_decode.h), only the activations are not: the weights and each route's
+// expert and weight are requested before it.
+//
+// Each CTA is a chain of dependent round trips (the routing, the weights, the activations, the
+// combine), so a warp holds as many of its bytes in flight as its registers allow, by the length
+// of an expert row:
+//  - short rows (Qwen3-MoE's 768): C = 2, 4 or 8 adjacent rows, about kDownPieces 16-byte pieces
+//    per lane, loaded in chunks, the first before the PDL wait;
+//  - long rows (Mixtral's 14336): C = 1, the per-route GEMV's register pipeline (gemv::Stream).
+constexpr int kDownWarps = 8;       // warps per CTA up to top_k 8
+constexpr int kDownPieces = 16;     // C * P: a lane's pieces in flight on short rows
+constexpr int kDownStreamPre = 4;   // the streamed path's pieces per lane ahead of the wait
+
+// What a CTA's warps leave for the combine: each warp's route, expert, weight and C dots.
+template <int C>
+struct DownRoutes {
+  float out[kMoeMaxTopK][C];  // groups * top_k <= kMoeMaxTopK warps
+  int expert[kMoeMaxTopK];
+  float weight[kMoeMaxTopK];
+};
+
+// Each column's combine, after the CTA's barrier: thread t adds column t's routes (group
+// t / C, its column t % C) in ascending expert order (a row's experts are distinct: the next
+// route is the one with the smallest expert above the last added).
+template <typename T, int C>
+__device__ __forceinline__ void CombineColumns(const DownRoutes<C>& routes, int top_k, int groups, int n,
+                                               T* __restrict__ out) {
+  if (threadIdx.x >= groups * C) return;
+  const int g = threadIdx.x / C, j = threadIdx.x - g * C;
+  const int col = (blockIdx.x * groups + g) * C + j;
+  if (col >= n) return;
+  const int w0 = g * top_k;
   float acc = 0.0f;
-  for (int g0 = 0; g0 < top_k; g0 += G) {
-    if (g0 > 0) group_rows(g0, wrow);
-    const T* x[G];
-#pragma unroll
-    for (int j = 0; j < G; ++j) {
-      const int at = g0 + j < top_k ? g0 + j : g0;
-      x[j] = act + (first + route[at]) * k;
+  int last = -1;
+  for (int s = 0; s < top_k; ++s) {
+    int next = INT32_MAX, at = 0;
+    for (int r = 0; r < top_k; ++r) {
+      const int e = routes.expert[w0 + r];
+      if (e > last && e < next) {
+        next = e;
+        at = r;
+      }
     }
-    float dot[G][1] = {};
-    gemv::Stream<G, kPre, kUnroll>(wrow, lane, g0 == 0 ? ahead : 0, pieces, pre, [&](const uint4(&v)[G], int piece) {
+    acc = moe::CombineStep(acc, routes.out[w0 + at][j], routes.weight[w0 + at]);
+    last = next;
+  }
+  out[static_cast<int64_t>(blockIdx.y) * n + col] = FromFloat<T>(acc);
+}
+
+// A warp's dot of its C (per-lane partial) sums: butterfly, scale, rounding to T.
+template <typename Format, typename T, int C>
+__device__ __forceinline__ void FinishRoute(float (&dot)[C][1], const float (&scale)[C], int warp, int lane,
+                                            DownRoutes<C>& routes) {
 #pragma unroll
-      for (int j = 0; j < G; ++j) Format::template Accumulate<1>(v[j], x[j], k, piece, dot[j]);
-    });
+  for (int j = 0; j < C; ++j) {
 #pragma unroll
-    for (int j = 0; j < G; ++j) {
-      if (g0 + j >= top_k) break;
+    for (int offset = 16; offset > 0; offset >>= 1) dot[j][0] += __shfl_xor_sync(0xffffffffu, dot[j][0], offset);
+    const float d = Format::kScaled ? dot[j][0] * scale[j] : dot[j][0];
+    if (lane == 0) routes.out[warp][j] = ToFloat(FromFloat<T>(d));
+  }
+}
+
+struct DownArgs {
+  const int32_t* chosen;
+  const float* route_weights;
+  const float* scales;
+  int top_k, groups, k, n;
+};
+
+// The warp's place: its route, its first column, its expert (and the route's expert and
+// weight recorded for the combine), its columns' scales.
+template <typename Format, int C>
+struct DownWarp {
+  int warp, lane, route, col0, expert;
+  int64_t first;  // the row's first route
+  float scale[C];
+
+  __device__ __forceinline__ DownWarp(const DownArgs& a, DownRoutes<C>& routes) {
+    warp = threadIdx.x >> 5;
+    lane = threadIdx.x & 31;
+    const int group = warp / a.top_k;
+    route = warp - group * a.top_k;
+    col0 = (blockIdx.x * a.groups + group) * C;
+    first = static_cast<int64_t>(blockIdx.y) * a.top_k;
+    expert = __ldcg(a.chosen + first + route);
+    if (lane == 0) {
+      routes.expert[warp] = expert;
+      routes.weight[warp] = __ldcg(a.route_weights + first + route);
+    }
 #pragma unroll
-      for (int offset = 16; offset > 0; offset >>= 1) dot[j][0] += __shfl_xor_sync(0xffffffffu, dot[j][0], offset);
-      float v = dot[j][0];
-      if constexpr (Format::kScaled) v *= __ldg(scales + static_cast<int64_t>(expert[g0 + j]) * n + c);
-      const float rounded = ToFloat(FromFloat<T>(v));
-      acc = moe::CombineStep(acc, rounded, __ldcg(route_weights + first + route[g0 + j]));
+    for (int j = 0; j < C; ++j) {
+      scale[j] = 1.0f;
+      if constexpr (Format::kScaled) {
+        if (col0 + j < a.n) scale[j] = __ldg(a.scales + static_cast<int64_t>(expert) * a.n + col0 + j);
+      }
     }
   }
-  if (lane == 0) out[static_cast<int64_t>(row) * n + col] = FromFloat<T>(acc);
+  // Of the warp's C columns, how many exist (the last CTA's last group may hold fewer).
+  __device__ __forceinline__ int Columns(int n) const { return max(0, min(C, n - col0)); }
+};
+
+// Short rows: the warp's C rows in chunks of P pieces per lane and row, pieces base + lane +
+// 32 u; each lane adds its pieces of a row in ascending order, whatever the chunking.
+template <typename Format, typename T, int C>
+__global__ void __launch_bounds__(kMoeMaxTopK * 32)
+    DownCombineChunkedKernel(const T* __restrict__ act, const typename Format::Element* __restrict__ down,
+                             DownArgs a, T* __restrict__ out) {
+  constexpr int P = kDownPieces / C;
+  __shared__ DownRoutes<C> routes;
+  const DownWarp<Format, C> w(a, routes);
+  const int pieces = a.k / Format::kPerPiece;
+  const int columns = w.Columns(a.n);
+  const uint4* rows = reinterpret_cast<const uint4*>(down + (static_cast<int64_t>(w.expert) * a.n + w.col0) * a.k);
+  auto load = [&](int base, uint4 (&v)[P][C]) {
+#pragma unroll
+    for (int u = 0; u < P; ++u) {
+      const int i = base + w.lane + 32 * u;
+#pragma unroll
+      for (int j = 0; j < C; ++j) {
+        if (i < pieces && j < columns) v[u][j] = __ldcs(rows + j * pieces + i);
+      }
+    }
+  };
+  uint4 v[P][C];
+  load(0, v);
+  PdlWait();
+  PdlLaunchDependents();
+  if (columns > 0) {
+    const T* x = act + (w.first + w.route) * a.k;
+    float dot[C][1] = {};
+    for (int base = 0;;) {
+#pragma unroll
+      for (int u = 0; u < P; ++u) {
+        const int i = base + w.lane + 32 * u;
+        if (i < pieces) {
+#pragma unroll
+          for (int j = 0; j < C; ++j) {
+            if (j < columns) Format::template Accumulate<1>(v[u][j], x, a.k, i, dot[j]);
+          }
+        }
+      }
+      base += 32 * P;
+      if (base >= pieces) break;
+      load(base, v);
+    }
+    FinishRoute<Format, T, C>(dot, w.scale, w.warp, w.lane, routes);
+  }
+  __syncthreads();
+  CombineColumns<T, C>(routes, a.top_k, a.groups, a.n, out);
 }
 
-template <typename Format, typename T, int G>
+// Long rows: one column per warp, streamed through registers as the per-route GEMV does.
+template <typename Format, typename T>
+__global__ void __launch_bounds__(kMoeMaxTopK * 32)
+    DownCombineStreamKernel(const T* __restrict__ act, const typename Format::Element* __restrict__ down,
+                            DownArgs a, T* __restrict__ out) {
+  __shared__ DownRoutes<1> routes;
+  const DownWarp<Format, 1> w(a, routes);
+  const bool on = w.Columns(a.n) > 0;
+  const int64_t c = on ? w.col0 : 0;
+  const uint4* wrow[1] = {reinterpret_cast<const uint4*>(down + (static_cast<int64_t>(w.expert) * a.n + c) * a.k)};
+  const int pieces = a.k / Format::kPerPiece;
+  const int ahead = on ? min(kDownStreamPre, pieces / 32) : 0;  // whole 32-lane groups only
+  uint4 pre[kDownStreamPre][1];
+  gemv::LoadAhead<1, kDownStreamPre>(wrow, w.lane, ahead, pre);
+  PdlWait();
+  PdlLaunchDependents();
+  if (on) {
+    const T* x = act + (w.first + w.route) * a.k;
+    float dot[1][1] = {};
+    gemv::Stream<1, kDownStreamPre, gemv::kUnroll>(wrow, w.lane, ahead, pieces, pre,
+                                                    [&](const uint4(&v)[1], int piece) {
+                                                      Format::template Accumulate<1>(v[0], x, a.k, piece, dot[0]);
+                                                    });
+    FinishRoute<Format, T, 1>(dot, w.scale, w.warp, w.lane, routes);
+  }
+  __syncthreads();
+  CombineColumns<T, 1>(routes, a.top_k, a.groups, a.n, out);
+}
+
+// Groups of top_k warps per CTA: as many as fit in kDownWarps (one past top_k 8).
+int DownGroups(int top_k) { return top_k <= kDownWarps ? kDownWarps / top_k : 1; }
+
+template <typename Format, typename T, int C>
+cudaError_t LaunchChunked(const MoeDownCombineParams<T>& p, const DownArgs& a, cudaStream_t stream,
+                          const CudaLaunchOptions& launch) {
+  const int cols = a.groups * C;
+  const dim3 grid((p.n + cols - 1) / cols, static_cast<unsigned>(p.rows));
+  return LaunchPdl(launch, DownCombineChunkedKernel<Format, T, C>, grid, dim3(a.groups * p.top_k * 32), 0, stream,
+                   p.act, static_cast<const typename Format::Element*>(p.down), a, p.out);
+}
+
+// C by a lane's pieces of one row: kDownPieces in flight for rows of up to 8 pieces a lane,
+// the stream beyond.
+template <typename Format, typename T>
 cudaError_t LaunchDownCombine(const MoeDownCombineParams<T>& p, cudaStream_t stream,
                               const CudaLaunchOptions& launch) {
-  const dim3 grid((p.n + gemv::kWarps - 1) / gemv::kWarps, static_cast<unsigned>(p.rows));
-  const auto* down = static_cast<const typename Format::Element*>(p.down);
-  const cudaError_t err = LaunchPdl(launch, DownCombineKernel<Format, T, G>, grid, dim3(gemv::kWarps * 32), 0,
-                                    stream, p.act, p.chosen, p.weights, down, p.scales, p.top_k, p.k, p.n, p.out);
+  const DownArgs a{p.chosen, p.weights, p.scales, p.top_k, DownGroups(p.top_k), p.k, p.n};
+  const int lane_pieces = (p.k / Format::kPerPiece + 31) / 32;
+  cudaError_t err;
+  if (lane_pieces <= kDownPieces / 8) {
+    err = LaunchChunked<Format, T, 8>(p, a, stream, launch);
+  } else if (lane_pieces <= kDownPieces / 4) {
+    err = LaunchChunked<Format, T, 4>(p, a, stream, launch);
+  } else if (lane_pieces <= kDownPieces / 2) {
+    err = LaunchChunked<Format, T, 2>(p, a, stream, launch);
+  } else {
+    const dim3 grid((p.n + a.groups - 1) / a.groups, static_cast<unsigned>(p.rows));
+    err = LaunchPdl(launch, DownCombineStreamKernel<Format, T>, grid, dim3(a.groups * p.top_k * 32), 0, stream, p.act,
+                    static_cast<const typename Format::Element*>(p.down), a, p.out);
+  }
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
-}
-
-template <typename Format, typename T>
-cudaError_t LaunchDownCombineForTopK(const MoeDownCombineParams<T>& p, cudaStream_t stream,
-                                     const CudaLaunchOptions& launch) {
-  if (p.top_k >= 8) return LaunchDownCombine<Format, T, 8>(p, stream, launch);
-  if (p.top_k >= 4) return LaunchDownCombine<Format, T, 4>(p, stream, launch);
-  return LaunchDownCombine<Format, T, 2>(p, stream, launch);
 }
 
 }  // namespace
@@ -160,8 +295,8 @@ cudaError_t MoeDecodeDownCombine(const MoeDownCombineParams<T>& p, cudaStream_t 
       reinterpret_cast<uintptr_t>(p.down) % 16 != 0) {
     return cudaErrorInvalidValue;
   }
-  return p.fp8 ? LaunchDownCombineForTopK<gemv::WeightsFp8<T>>(p, stream, launch)
-               : LaunchDownCombineForTopK<gemv::Weights16<T>>(p, stream, launch);
+  return p.fp8 ? LaunchDownCombine<gemv::WeightsFp8<T>>(p, stream, launch)
+               : LaunchDownCombine<gemv::Weights16<T>>(p, stream, launch);
 }
 
 #define KVTIER_INSTANTIATE(T)                                                                                  \

@@ -16,6 +16,7 @@ namespace kvtier::cuda::moe {
 
 constexpr int kRouterWarps = 8;  // experts per router CTA
 constexpr int kRouterRows = 4;   // token rows per router warp
+constexpr int kRouterBatch = 8;  // a lane's router pieces in flight at once
 constexpr int kExpertsPerLane = kMoeMaxExperts / 32;
 
 // The router CTAs' grid: (expert blocks, row blocks).
@@ -47,13 +48,24 @@ __device__ __forceinline__ void RouterLogitsWarp(const T* __restrict__ x, const 
                                                  int hidden, int num_experts, int expert, int row0, int lane,
                                                  int ahead, const float4 (&pre)[P], float* __restrict__ logits) {
   const float4* w = reinterpret_cast<const float4*>(router + static_cast<int64_t>(expert) * hidden);
+  const int pieces = hidden / 4;
   float acc[kRouterRows] = {};
-  auto add = [&](const float4& wv, int i) {
+  // Every load of a batch is issued before its first fma: a warp holds one router row, so its
+  // pieces' round trips overlap only if they are in flight together.
+  uint2 xv[kRouterBatch][kRouterRows];
+  auto load_x = [&](int u, int i) {
 #pragma unroll
     for (int r = 0; r < kRouterRows; ++r) {
       if (row0 + r < rows) {
-        const uint2 xv = __ldg(reinterpret_cast<const uint2*>(x + static_cast<int64_t>(row0 + r) * hidden) + i);
-        const float2 lo = UnpackFloat2<T>(xv.x), hi = UnpackFloat2<T>(xv.y);
+        xv[u][r] = __ldg(reinterpret_cast<const uint2*>(x + static_cast<int64_t>(row0 + r) * hidden) + i);
+      }
+    }
+  };
+  auto add = [&](const float4& wv, int u) {
+#pragma unroll
+    for (int r = 0; r < kRouterRows; ++r) {
+      if (row0 + r < rows) {
+        const float2 lo = UnpackFloat2<T>(xv[u][r].x), hi = UnpackFloat2<T>(xv[u][r].y);
         acc[r] = fmaf(wv.x, lo.x, acc[r]);
         acc[r] = fmaf(wv.y, lo.y, acc[r]);
         acc[r] = fmaf(wv.z, hi.x, acc[r]);
@@ -61,11 +73,30 @@ __device__ __forceinline__ void RouterLogitsWarp(const T* __restrict__ x, const 
       }
     }
   };
+  static_assert(P <= kRouterBatch, "the pieces loaded ahead are one batch");
 #pragma unroll
   for (int u = 0; u < P; ++u) {
-    if (u < ahead) add(pre[u], lane + 32 * u);
+    if (u < ahead) load_x(u, lane + 32 * u);
   }
-  for (int i = lane + 32 * ahead; i < hidden / 4; i += 32) add(__ldg(w + i), i);
+#pragma unroll
+  for (int u = 0; u < P; ++u) {
+    if (u < ahead) add(pre[u], u);
+  }
+  for (int i0 = lane + 32 * ahead; i0 < pieces; i0 += 32 * kRouterBatch) {
+    float4 wv[kRouterBatch];
+#pragma unroll
+    for (int u = 0; u < kRouterBatch; ++u) {
+      const int i = i0 + 32 * u;
+      if (i < pieces) {
+        wv[u] = __ldg(w + i);
+        load_x(u, i);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kRouterBatch; ++u) {
+      if (i0 + 32 * u < pieces) add(wv[u], u);
+    }
+  }
 #pragma unroll
   for (int r = 0; r < kRouterRows; ++r) {
 #pragma unroll
