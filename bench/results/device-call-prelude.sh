@@ -25,7 +25,8 @@ t() {
   [ "$lim" -gt "$(left)" ] && lim=$(left)
   mkdir -p "$R/tests"
   timeout "$lim" "$@" > "$R/tests/$name.txt" 2>&1
-  echo "[$(el) s] $name rc=$? $(grep -cE '^\[       OK \]' "$R/tests/$name.txt") ok" \
+  local rc=$?
+  echo "[$(el) s] $name rc=$rc $(grep -cE '^\[       OK \]' "$R/tests/$name.txt") ok" \
     "$(grep -cE '^\[  SKIPPED \]' "$R/tests/$name.txt") skipped," \
     "$(grep -E '^\[  FAILED  \] [A-Za-z]' "$R/tests/$name.txt" | sort -u | cut -c1-100 | tr '\n' ' ')"
 }
@@ -53,13 +54,14 @@ link_source_dir() {
 # KVTIER_CUDA_PREFILL_ATTENTION setting, each in its own process, with $R/ceilings.txt; JSON and
 # table as $R/w4-SETTING.*, and what ran the prefill attention.
 w4_prefill_attention() {
-  local a
+  local a rc
   for a in "$@"; do
     [ "$(left)" -lt 60 ] && { echo "skip W4 $a: out of time"; continue; }
     KVTIER_CUDA_PREFILL_ATTENTION=$a timeout $(( $(left) - 5 )) "$C/bin/kvtier" bench --workload W4 --model "$M" \
       --ceilings "$R/ceilings.txt" --json "$R/w4-$a.json" --commit "$(cat "$C/COMMIT")" --time-limit 40 \
       > "$R/w4-$a.txt" 2>&1
-    echo "[$(el) s] W4 $a rc=$?"; grep -E "^W4 " "$R/w4-$a.txt" | cut -c1-160
+    local rc=$?
+    echo "[$(el) s] W4 $a rc=$rc"; grep -E "^W4 " "$R/w4-$a.txt" | cut -c1-160
   done
   grep -ho '"prefill_attention": *"[^"]*"' "$R"/w4-*.json 2>/dev/null | cut -c1-300
 }
