@@ -1,7 +1,7 @@
 // The decode path's router and down+combine kernels (moe_decode.h); its gate|up is the
 // per-route GEMV of moe_expert_gemv.cu.
-#include <cstdint>
 #include <climits>
+#include <cstdint>
 
 #include "backend/cuda/elem.cuh"
 #include "backend/cuda/gemv_kernel.cuh"
