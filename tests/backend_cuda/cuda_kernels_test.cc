@@ -415,7 +415,7 @@ TEST_P(PagedAttentionTest, MatchesReferenceOnShuffledBlocks) {
       std::vector<float> ref(rows * row_elems);
       const KvBlockView view{&f32_layout, pool.values.data(), w.tables[c], {}};
       ::kvtier::PagedAttention(view, layer, w.chunks[c].start_position, rows, p.heads,
-                               q.values.data() + token * row_elems, ref.data(), nullptr, options);
+                               q.values.data() + token * row_elems, ref.data(), cuda_test::ReferencePool(), options);
       const std::vector<float> got(out.begin() + token * row_elems,
                                    out.begin() + (token + rows) * row_elems);
       EXPECT_LT(RelativeError(got, ref), Tolerance<T>())

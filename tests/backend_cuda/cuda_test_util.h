@@ -12,6 +12,7 @@
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda_options.h"
+#include "common/thread_pool.h"
 #include "cuda_test_data.h"
 #include "gtest/gtest.h"
 
@@ -53,6 +54,13 @@ class CudaParamTest : public ::testing::TestWithParam<P> {
 // Kernels are tested as the backend launches them by default; tests of a launcher whose
 // options pick other kernel variants (GEMV prefetch depth, PDL early trigger) try those too.
 inline constexpr CudaLaunchOptions kDefaultLaunch{};
+
+// Every processor, for the CPU references of the kernel tests (the CPU kernels give the same
+// bits on any pool): their references take most of a test program's time on one thread.
+inline ThreadPool* ReferencePool() {
+  static ThreadPool pool(0);
+  return &pool;
+}
 
 // Runs fn.template operator()<T>() for T = bf16, then f16, each under a trace naming it.
 template <typename Fn>

@@ -168,7 +168,8 @@ std::vector<float> CpuReference(const cuda_test::PagedWorld& w, const KvLayout& 
   for (size_t c = 0; c < w.chunks.size(); ++c) {
     const int n = w.chunks[c].num_tokens;
     ::kvtier::PagedAttention(layout, pool.data(), std::span<const int32_t>(w.tables[c]), layer, w.chunks[c].start_position, n,
-                   w.num_heads, q.data() + token * row, out.data() + token * row, nullptr, options);
+                   w.num_heads, q.data() + token * row, out.data() + token * row, cuda_test::ReferencePool(),
+                   options);
     token += n;
   }
   return out;
