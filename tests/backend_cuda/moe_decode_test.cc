@@ -13,6 +13,7 @@
 
 #include "backend/cpu/cpu_moe.h"
 #include "backend/cuda/device_memory_account.h"
+#include "backend/cuda/kernels.h"
 #include "backend/cuda/moe_decode.h"
 #include "backend/cuda/moe_layer.h"
 #include "cuda_test_util.h"
@@ -241,6 +242,125 @@ TEST_F(MoeDecodeTest, FusedRouterMatchesTheRoutingKernels) {
   }
 }
 
+// The router with the MLP's norm fused in against AddRmsNorm then MoeRouterLogits + MoeRouteTopK,
+// bit for bit: the routing and logits, the residual sum and the normed rows it leaves for the
+// kernels after it. Rows of 8 chunks per thread or fewer (J = 1), 16 (J = 2) and 24 (J = 4),
+// from 1 row up to the router warp's 4.
+TEST_F(MoeDecodeTest, FusedNormMatchesAddRmsNormThenTheRouter) {
+  DeviceArray<uint32_t> arrivals(1);
+  CUDA_ASSERT(cudaMemset(arrivals.get(), 0, sizeof(uint32_t)));
+  const float eps = 1e-6f;
+  struct Shape {
+    int hidden, rows;
+  };
+  for (const auto [hidden, rows] : {Shape{256, 4}, Shape{2048, 1}, Shape{2048, 3}, Shape{4096, 1}, Shape{4096, 4},
+                                    Shape{6144, 1}, Shape{6144, 3}}) {
+    {
+      SCOPED_TRACE(::testing::Message() << rows << " rows of " << hidden);
+      const int num_experts = 128, top_k = 8;
+      const size_t n = static_cast<size_t>(rows) * hidden;
+      const std::vector<float> residual = cuda_test::RandomF32(n, rng_);
+      const cuda_test::Data16 add = cuda_test::Random16<bf16>(n, rng_);
+      const std::vector<float> norm = cuda_test::RandomF32(static_cast<size_t>(hidden), rng_);
+      const std::vector<float> router = cuda_test::RandomF32(static_cast<size_t>(num_experts) * hidden, rng_);
+      DeviceArray<float> d_residual(n), want_residual(n), d_norm(norm.size()), d_router(router.size());
+      DeviceArray<uint16_t> d_add(n), normed(n), want_normed(n);
+      d_residual.Upload(residual);
+      want_residual.Upload(residual);
+      d_add.Upload(add.bits);
+      d_norm.Upload(norm);
+      d_router.Upload(router);
+      const size_t routes = static_cast<size_t>(rows) * top_k;
+      DeviceArray<float> want_logits(static_cast<size_t>(rows) * num_experts), logits(want_logits.size());
+      DeviceArray<int32_t> want_chosen(routes), chosen(routes);
+      DeviceArray<float> want_weights(routes), weights(routes);
+      const auto* addp = reinterpret_cast<const bf16*>(d_add.get());
+      auto* want_x = reinterpret_cast<bf16*>(want_normed.get());
+      CUDA_ASSERT(AddRmsNorm(want_residual.get(), addp, d_norm.get(), nullptr, rows, hidden, eps, want_x, nullptr,
+                             cuda_test::kDefaultLaunch));
+      CUDA_ASSERT(MoeRouterLogits<bf16>(want_x, d_router.get(), rows, hidden, num_experts, want_logits.get(), nullptr));
+      CUDA_ASSERT(MoeRouteTopK(want_logits.get(), rows, num_experts, top_k, true, want_chosen.get(),
+                               want_weights.get(), nullptr));
+      MoeDecodeRouteParams<bf16> p;
+      p.router = d_router.get();
+      p.rows = rows;
+      p.hidden = hidden;
+      p.num_experts = num_experts;
+      p.top_k = top_k;
+      p.logits = logits.get();
+      p.arrivals = arrivals.get();
+      p.chosen = chosen.get();
+      p.weights = weights.get();
+      p.residual = d_residual.get();
+      p.add = addp;
+      p.norm_weight = d_norm.get();
+      p.eps = eps;
+      p.normed = reinterpret_cast<bf16*>(normed.get());
+      ASSERT_TRUE(MoeDecodeRouteNormFits(rows, hidden, sizeof(bf16)));
+      for (int launch = 0; launch < 2; ++launch) {
+        d_residual.Upload(residual);
+        chosen.Poison();
+        weights.Poison();
+        normed.Poison();
+        CUDA_ASSERT(MoeDecodeRoute(p, nullptr, cuda_test::kDefaultLaunch));
+        EXPECT_EQ(chosen.Download(), want_chosen.Download()) << "launch " << launch;
+        EXPECT_EQ(weights.Download(), want_weights.Download()) << "launch " << launch;
+        EXPECT_EQ(logits.Download(), want_logits.Download()) << "launch " << launch;
+        EXPECT_EQ(normed.Download(), want_normed.Download()) << "launch " << launch;
+        EXPECT_EQ(d_residual.Download(), want_residual.Download()) << "launch " << launch;
+        EXPECT_EQ(arrivals.Download()[0], 0u) << "launch " << launch;
+      }
+    }
+  }
+}
+
+// The whole MLP given its norm (the forward's call) against AddRmsNorm then the MLP of the
+// normed rows: the same output, residual and normed rows, on the decode path (1 row: the norm
+// fused into the router) and the grouped one (2 rows: the norm kernel first), 16-bit and fp8.
+TEST_F(MoeDecodeTest, MlpGivenItsNormMatchesTheNormThenTheMlp) {
+  const float eps = 1e-5f;
+  for (const MoeLayerShape& s : {kDecodeShapes[0], kDecodeShapes[3]}) {
+    for (bool fp8 : {false, true}) {
+      MoeLayerWorld world = MoeLayerWorld::Make<bf16>(s, fp8, rng_);
+      const ModelConfig config = cuda_test::MoeLayerConfig(s);
+      DeviceMemoryAccount memory(0);
+      absl::StatusOr<MoeBuffers> buffers = MoeBuffers::Allocate(config, 2, memory);
+      ASSERT_TRUE(buffers.ok()) << buffers.status();
+      const MoeRun run = MoeRun::Of(config);
+      for (int rows : {1, 2}) {
+        SCOPED_TRACE(::testing::Message() << s.name << (fp8 ? ", fp8, " : ", bf16, ") << rows << " rows");
+        const size_t n = static_cast<size_t>(rows) * s.hidden;
+        const std::vector<float> residual = cuda_test::RandomF32(n, rng_);
+        const std::vector<float> weight = cuda_test::RandomF32(static_cast<size_t>(s.hidden), rng_);
+        DeviceArray<float> d_residual(n), want_residual(n), d_weight(weight.size());
+        DeviceArray<uint16_t> d_add(n), normed(n), want_normed(n), out(n), want_out(n);
+        d_residual.Upload(residual);
+        want_residual.Upload(residual);
+        d_add.Upload(cuda_test::Random16<bf16>(n, rng_).bits);
+        d_weight.Upload(weight);
+        const auto* addp = reinterpret_cast<const bf16*>(d_add.get());
+        auto* want_x = reinterpret_cast<bf16*>(want_normed.get());
+        CUDA_ASSERT(AddRmsNorm(want_residual.get(), addp, d_weight.get(), nullptr, rows, s.hidden, eps, want_x,
+                               nullptr, cuda_test::kDefaultLaunch));
+        want_out.Poison();
+        ASSERT_TRUE(
+            EnqueueMoeMlp(run, world.device, *buffers, want_x, rows, reinterpret_cast<bf16*>(want_out.get()), nullptr)
+                .ok());
+        normed.Poison();
+        out.Poison();
+        const MoeInputNorm<bf16> norm{d_residual.get(), addp, d_weight.get(), eps,
+                                      reinterpret_cast<bf16*>(normed.get())};
+        const absl::Status status =
+            EnqueueMoeMlp(run, world.device, *buffers, norm, rows, reinterpret_cast<bf16*>(out.get()), nullptr);
+        ASSERT_TRUE(status.ok()) << status;
+        EXPECT_EQ(out.Download(), want_out.Download());
+        EXPECT_EQ(normed.Download(), want_normed.Download());
+        EXPECT_EQ(d_residual.Download(), want_residual.Download());
+      }
+    }
+  }
+}
+
 // Captured once with PDL, replayed on new inputs: each replay gives the grouped path's bits. A
 // counter left non-zero by one launch would keep the next from routing at all.
 TEST_F(MoeDecodeTest, ReplaysAsACapturedGraphAgainAndAgain) {
@@ -325,6 +445,18 @@ TEST_F(MoeDecodeTest, LaunchersRefuseWhatTheKernelsCannotTake) {
   route.arrivals = arrivals.get();
   route.top_k = 9;
   EXPECT_EQ(MoeDecodeRoute(route, nullptr, cuda_test::kDefaultLaunch), cudaErrorInvalidValue);
+  route.top_k = 2;
+  DeviceArray<float> residual(5 * 256), norm(256);
+  route.norm_weight = norm.get();  // a fused norm without its residual
+  EXPECT_EQ(MoeDecodeRoute(route, nullptr, cuda_test::kDefaultLaunch), cudaErrorInvalidValue);
+  route.residual = residual.get();
+  route.add = reinterpret_cast<const bf16*>(x.get());
+  route.normed = reinterpret_cast<bf16*>(x.get());
+  route.rows = 5;  // more rows than a router warp norms
+  EXPECT_EQ(MoeDecodeRoute(route, nullptr, cuda_test::kDefaultLaunch), cudaErrorInvalidValue);
+  EXPECT_FALSE(MoeDecodeRouteNormFits(5, 256, 2));
+  EXPECT_FALSE(MoeDecodeRouteNormFits(1, 260, 2));
+  EXPECT_FALSE(MoeDecodeRouteNormFits(1, 8192 + 8, 2));
   MoeGemmParams<bf16> gate_up;  // no operands
   EXPECT_EQ(MoeDecodeGateUp(gate_up, chosen.get(), 2, nullptr, cuda_test::kDefaultLaunch), cudaErrorInvalidValue);
   MoeDownCombineParams<bf16> down;

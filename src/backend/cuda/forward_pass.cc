@@ -183,9 +183,8 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
     }
     if (sandwich) CUDA_RETURN_IF_ERROR(RmsNormRows(as(ws.proj), w.post_norm, rows, h, eps, as(ws.proj), stream));
     if (config.IsMoeLayer(layer)) {  // the experts take 16-bit activations, with fp8 weights too (W8A16)
-      CUDA_RETURN_IF_ERROR(
-          AddRmsNorm(ws.residual, as(ws.proj), mlp_norm, nullptr, rows, h, eps, as(ws.normed), stream, launch));
-      RETURN_IF_ERROR(EnqueueMoeMlp(moe_run, w.moe, ws.moe, as(ws.normed), rows, as(ws.proj), stream));
+      const MoeInputNorm<T> norm{ws.residual, as(ws.proj), mlp_norm, eps, as(ws.normed)};
+      RETURN_IF_ERROR(EnqueueMoeMlp(moe_run, w.moe, ws.moe, norm, rows, as(ws.proj), stream));
       continue;
     }
     if (w8a8) {

@@ -13,7 +13,7 @@
 namespace kvtier::cuda {
 namespace {
 
-constexpr int kRowThreads = 256;
+constexpr int kRowThreads = kNormRowThreads;
 
 template <typename T>
 __global__ void EmbeddingGatherKernel(const int32_t* ids, const T* table, int dim, float scale,

@@ -15,6 +15,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "backend/cuda/moe_kernels.h"
@@ -22,11 +23,20 @@
 
 namespace kvtier::cuda {
 
+// Whether MoeDecodeRoute can fuse the norm for `rows` rows of `hidden` elements of elem_bytes
+// (the rows are held in shared memory).
+bool MoeDecodeRouteNormFits(int rows, int hidden, size_t elem_bytes);
+
 // Kernel 1: MoeRouterLogits then MoeRouteTopK, fused. `arrivals` is one counter, zero before the
-// launch (zeroed once at allocation) and zero again after it.
+// launch (zeroed once at allocation) and zero again after it. With norm_weight set, the
+// AddRmsNorm (kernels.h) that makes the MLP's input is fused in front, with the same bits:
+// residual += add, normed = norm_weight * residual / rms, and the router reads normed (x is
+// unused); MoeDecodeRouteNormFits says which shapes may. residual, add, norm_weight and normed
+// 16-byte aligned. add may be the buffer kernel 3 writes the MLP's output to: kernel 3 writes
+// only after its PDL wait, after this kernel completed.
 template <typename T>
 struct MoeDecodeRouteParams {
-  const T* x = nullptr;          // (rows, hidden)
+  const T* x = nullptr;          // (rows, hidden), the MLP's input when no norm is fused
   const float* router = nullptr;  // (num_experts, hidden) fp32
   int rows = 0;
   int hidden = 0;
@@ -37,6 +47,11 @@ struct MoeDecodeRouteParams {
   uint32_t* arrivals = nullptr;  // (1)
   int32_t* chosen = nullptr;     // (rows, top_k)
   float* weights = nullptr;      // (rows, top_k)
+  float* residual = nullptr;          // (rows, hidden) fp32, += add
+  const T* add = nullptr;             // (rows, hidden)
+  const float* norm_weight = nullptr;  // (hidden); null: no norm fused
+  float eps = 0.0f;
+  T* normed = nullptr;  // (rows, hidden): the MLP's input, for the kernels after this one
 };
 template <typename T>
 cudaError_t MoeDecodeRoute(const MoeDecodeRouteParams<T>& params, cudaStream_t stream,

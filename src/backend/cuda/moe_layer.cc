@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
 #include "backend/cuda/moe_decode.h"
 #include "common/status_macros.h"
 
@@ -33,12 +34,27 @@ MoeGemmParams<T> GateUpParams(const MoeRun& run, const MoeExperts& experts, cons
   return p;
 }
 
+absl::Status CheckMoeMlpRows(const MoeExperts& experts, const MoeBuffers& b, int rows) {
+  if (experts.empty() || rows < 1 || rows > b.max_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("moe mlp: ", rows, " rows for buffers of ", b.max_tokens,
+                                                   experts.empty() ? ", and the layer has no experts" : ""));
+  }
+  return absl::OkStatus();
+}
+
 // MoeTile::kGemvFused: the decode path's three kernels (moe_decode.h), in route order.
 template <typename T>
 absl::Status EnqueueMoeDecode(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& b, const T* x, int rows,
-                              T* out, cudaStream_t stream) {
+                              T* out, cudaStream_t stream, const MoeInputNorm<T>* norm = nullptr) {
   MoeDecodeRouteParams<T> route;
   route.x = x;
+  if (norm != nullptr) {
+    route.residual = norm->residual;
+    route.add = norm->add;
+    route.norm_weight = norm->weight;
+    route.eps = norm->eps;
+    route.normed = norm->normed;
+  }
   route.router = experts.router;
   route.rows = rows;
   route.hidden = run.hidden;
@@ -142,10 +158,7 @@ MoeTile MoeTileRun(const MoeRun& run, int64_t routes) {
 template <typename T>
 absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& b, const T* x, int rows,
                            T* out, cudaStream_t stream) {
-  if (experts.empty() || rows < 1 || rows > b.max_tokens) {
-    return absl::InvalidArgumentError(absl::StrCat("moe mlp: ", rows, " rows for buffers of ", b.max_tokens,
-                                                   experts.empty() ? ", and the layer has no experts" : ""));
-  }
+  RETURN_IF_ERROR(CheckMoeMlpRows(experts, b, rows));
   const int routes = rows * run.top_k;
   const MoeTile tile = MoeTileRun(run, routes);
   if (tile == MoeTile::kGemvFused) return EnqueueMoeDecode(run, experts, b, x, rows, out, stream);
@@ -173,9 +186,27 @@ absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const M
   return absl::OkStatus();
 }
 
+template <typename T>
+absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& b,
+                           const MoeInputNorm<T>& norm, int rows, T* out, cudaStream_t stream) {
+  RETURN_IF_ERROR(CheckMoeMlpRows(experts, b, rows));
+  if (MoeTileRun(run, static_cast<int64_t>(rows) * run.top_k) == MoeTile::kGemvFused &&
+      MoeDecodeRouteNormFits(rows, run.hidden, sizeof(T))) {
+    return EnqueueMoeDecode(run, experts, b, norm.normed, rows, out, stream, &norm);
+  }
+  CUDA_RETURN_IF_ERROR(
+      AddRmsNorm(norm.residual, norm.add, norm.weight, nullptr, rows, run.hidden, norm.eps, norm.normed, stream,
+                 run.launch));
+  return EnqueueMoeMlp(run, experts, b, static_cast<const T*>(norm.normed), rows, out, stream);
+}
+
 template absl::Status EnqueueMoeMlp<bf16>(const MoeRun&, const MoeExperts&, const MoeBuffers&, const bf16*, int, bf16*,
                                           cudaStream_t);
 template absl::Status EnqueueMoeMlp<f16>(const MoeRun&, const MoeExperts&, const MoeBuffers&, const f16*, int, f16*,
                                          cudaStream_t);
+template absl::Status EnqueueMoeMlp<bf16>(const MoeRun&, const MoeExperts&, const MoeBuffers&,
+                                          const MoeInputNorm<bf16>&, int, bf16*, cudaStream_t);
+template absl::Status EnqueueMoeMlp<f16>(const MoeRun&, const MoeExperts&, const MoeBuffers&,
+                                         const MoeInputNorm<f16>&, int, f16*, cudaStream_t);
 
 }  // namespace kvtier::cuda

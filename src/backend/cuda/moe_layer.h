@@ -69,6 +69,24 @@ template <typename T>
 absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& buffers, const T* x,
                            int rows, T* out, cudaStream_t stream);
 
+// The AddRmsNorm (kernels.h) that makes the MLP's input: residual += add, then normed =
+// weight * residual / rms(residual), rows of run.hidden.
+template <typename T>
+struct MoeInputNorm {
+  float* residual = nullptr;
+  const T* add = nullptr;
+  const float* weight = nullptr;
+  float eps = 0.0f;
+  T* normed = nullptr;
+};
+
+// The same MLP of norm.normed, the norm run first: on the decode path fused into the router
+// (MoeDecodeRoute: one dependent kernel less per layer), as a kernel of its own otherwise. The
+// same bits either way.
+template <typename T>
+absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& buffers,
+                           const MoeInputNorm<T>& norm, int rows, T* out, cudaStream_t stream);
+
 }  // namespace kvtier::cuda
 
 #endif  // KVTIER_BACKEND_CUDA_MOE_LAYER_H_

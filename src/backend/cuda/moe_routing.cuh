@@ -42,8 +42,9 @@ __device__ __forceinline__ int RouterAhead(int p, int hidden) { return min(p, hi
 
 // The logits of `expert` (< num_experts) for rows row0 .. row0 + kRouterRows - 1 (those < rows):
 // one warp, fp32 dot products over hidden in 4-element steps, each lane's pieces in ascending
-// order (the first `ahead` from LoadRouterAhead), whatever was loaded ahead.
-template <int P, typename T>
+// order (the first `ahead` from LoadRouterAhead), whatever was loaded ahead. kSharedX: x is in
+// shared memory (the decode router's own norm), read by plain loads instead of __ldg.
+template <int P, typename T, bool kSharedX = false>
 __device__ __forceinline__ void RouterLogitsWarp(const T* __restrict__ x, const float* __restrict__ router, int rows,
                                                  int hidden, int num_experts, int expert, int row0, int lane,
                                                  int ahead, const float4 (&pre)[P], float* __restrict__ logits) {
@@ -57,7 +58,8 @@ __device__ __forceinline__ void RouterLogitsWarp(const T* __restrict__ x, const 
 #pragma unroll
     for (int r = 0; r < kRouterRows; ++r) {
       if (row0 + r < rows) {
-        xv[u][r] = __ldg(reinterpret_cast<const uint2*>(x + static_cast<int64_t>(row0 + r) * hidden) + i);
+        const uint2* row = reinterpret_cast<const uint2*>(x + static_cast<int64_t>(row0 + r) * hidden);
+        xv[u][r] = kSharedX ? row[i] : __ldg(row + i);
       }
     }
   };

@@ -17,14 +17,18 @@
 
 namespace kvtier::cuda {
 
-// Row blockIdx.x (residual row row_map[blockIdx.x] when row_map is set): residual += add
-// (when add is set, written back), then y = weight * residual * rsqrt(mean(residual^2) +
-// eps). Thread t holds chunks c = t + j * kThreads (8 elements each) in y[j]; other entries
-// of y are unset.
-template <typename T, bool kEarly, int J, int kThreads>
-__device__ __forceinline__ void NormRowInRegisters(float* residual, const T* add, const float* weight,
-                                                   const int32_t* row_map, int dim, float eps, float (&y)[J][8]) {
-  const int64_t r = blockIdx.x;
+// The threads a CTA norms one row with, in AddRmsNorm and the kernels that fuse it (the sum of
+// squares is reduced in their order, so each must use this many to get AddRmsNorm's bits).
+inline constexpr int kNormRowThreads = 256;
+
+// Row r (residual row row_map[r] when row_map is set): residual += add (when add is set,
+// written back if kStoreSum), then y = weight * residual * rsqrt(mean(residual^2) + eps).
+// Thread t holds chunks c = t + j * kThreads (8 elements each) in y[j]; other entries of y are
+// unset. A kernel whose CTAs all norm the same row passes kStoreSum false, so that none
+// overwrites the residual another still reads, and stores the sum once (AddResidualRow).
+template <typename T, bool kEarly, int J, int kThreads, bool kStoreSum>
+__device__ __forceinline__ void NormRowAt(int64_t r, float* residual, const T* add, const float* weight,
+                                          const int32_t* row_map, int dim, float eps, float (&y)[J][8]) {
   const int chunks = dim / 8;
   float wt[J][8];
 #pragma unroll
@@ -64,8 +68,10 @@ __device__ __forceinline__ void NormRowInRegisters(float* residual, const T* add
         Unpack8<T>(av[j], f);
 #pragma unroll
         for (int i = 0; i < 8; ++i) y[j][i] += f[i];
-        x[2 * c] = make_float4(y[j][0], y[j][1], y[j][2], y[j][3]);
-        x[2 * c + 1] = make_float4(y[j][4], y[j][5], y[j][6], y[j][7]);
+        if constexpr (kStoreSum) {
+          x[2 * c] = make_float4(y[j][0], y[j][1], y[j][2], y[j][3]);
+          x[2 * c + 1] = make_float4(y[j][4], y[j][5], y[j][6], y[j][7]);
+        }
       }
 #pragma unroll
       for (int i = 0; i < 8; ++i) sum_sq += y[j][i] * y[j][i];
@@ -79,6 +85,30 @@ __device__ __forceinline__ void NormRowInRegisters(float* residual, const T* add
 #pragma unroll
       for (int i = 0; i < 8; ++i) y[j][i] = wt[j][i] * (y[j][i] * inv_rms);
     }
+  }
+}
+
+// Row blockIdx.x, the residual sum written back: AddRmsNorm's row.
+template <typename T, bool kEarly, int J, int kThreads>
+__device__ __forceinline__ void NormRowInRegisters(float* residual, const T* add, const float* weight,
+                                                   const int32_t* row_map, int dim, float eps, float (&y)[J][8]) {
+  NormRowAt<T, kEarly, J, kThreads, true>(blockIdx.x, residual, add, weight, row_map, dim, eps, y);
+}
+
+// residual[r] += add[r] over the row, by every thread of the CTA in 8-element chunks: the sum
+// NormRowAt<..., false> left unstored, the same fp32 additions.
+template <typename T>
+__device__ __forceinline__ void AddResidualRow(int64_t r, float* residual, const T* add, int dim) {
+  float4* x = reinterpret_cast<float4*>(residual + r * dim);
+  const uint4* a = reinterpret_cast<const uint4*>(add + r * dim);
+  for (int c = threadIdx.x; c < dim / 8; c += blockDim.x) {
+    float f[8];
+    Unpack8<T>(a[c], f);
+    float4 lo = x[2 * c], hi = x[2 * c + 1];
+    lo.x += f[0], lo.y += f[1], lo.z += f[2], lo.w += f[3];
+    hi.x += f[4], hi.y += f[5], hi.z += f[6], hi.w += f[7];
+    x[2 * c] = lo;
+    x[2 * c + 1] = hi;
   }
 }
 
