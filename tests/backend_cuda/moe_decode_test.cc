@@ -9,6 +9,7 @@
 #include <bit>
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/cpu_moe.h"
@@ -316,7 +317,8 @@ TEST_F(MoeDecodeTest, FusedNormMatchesAddRmsNormThenTheRouter) {
 
 // The whole MLP given its norm (the forward's call) against AddRmsNorm then the MLP of the
 // normed rows: the same output, residual and normed rows, on the decode path (1 row: the norm
-// fused into the router) and the grouped one (2 rows: the norm kernel first), 16-bit and fp8.
+// fused into the router, or not) and the grouped one (2 rows: the norm kernel first), 16-bit
+// and fp8.
 TEST_F(MoeDecodeTest, MlpGivenItsNormMatchesTheNormThenTheMlp) {
   const float eps = 1e-5f;
   for (const MoeLayerShape& s : {kDecodeShapes[0], kDecodeShapes[3]}) {
@@ -326,9 +328,11 @@ TEST_F(MoeDecodeTest, MlpGivenItsNormMatchesTheNormThenTheMlp) {
       DeviceMemoryAccount memory(0);
       absl::StatusOr<MoeBuffers> buffers = MoeBuffers::Allocate(config, 2, memory);
       ASSERT_TRUE(buffers.ok()) << buffers.status();
-      const MoeRun run = MoeRun::Of(config);
-      for (int rows : {1, 2}) {
-        SCOPED_TRACE(::testing::Message() << s.name << (fp8 ? ", fp8, " : ", bf16, ") << rows << " rows");
+      for (const auto& [rows, fused_norm] : {std::pair{1, true}, std::pair{1, false}, std::pair{2, true}}) {
+        SCOPED_TRACE(::testing::Message() << s.name << (fp8 ? ", fp8, " : ", bf16, ") << rows << " rows"
+                                          << (fused_norm ? "" : ", the norm kernel first"));
+        MoeRun run = MoeRun::Of(config);
+        run.fused_norm = fused_norm;
         const size_t n = static_cast<size_t>(rows) * s.hidden;
         const std::vector<float> residual = cuda_test::RandomF32(n, rng_);
         const std::vector<float> weight = cuda_test::RandomF32(static_cast<size_t>(s.hidden), rng_);

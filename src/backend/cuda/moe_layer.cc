@@ -190,7 +190,7 @@ template <typename T>
 absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& b,
                            const MoeInputNorm<T>& norm, int rows, T* out, cudaStream_t stream) {
   RETURN_IF_ERROR(CheckMoeMlpRows(experts, b, rows));
-  if (MoeTileRun(run, static_cast<int64_t>(rows) * run.top_k) == MoeTile::kGemvFused &&
+  if (run.fused_norm && MoeTileRun(run, static_cast<int64_t>(rows) * run.top_k) == MoeTile::kGemvFused &&
       MoeDecodeRouteNormFits(rows, run.hidden, sizeof(T))) {
     return EnqueueMoeDecode(run, experts, b, norm.normed, rows, out, stream, &norm);
   }

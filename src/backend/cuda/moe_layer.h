@@ -44,6 +44,9 @@ struct MoeBuffers {
 // The fused decode path runs one-row steps where CudaLaunchOptions::moe_decode_fused leaves the
 // choice to the library (bench/results/2026-12-06-moe-decode).
 inline constexpr bool kMoeDecodeFusedByDefault = true;
+// Whether the decode path's router also computes the norm before the MLP (MoeDecodeRoute's
+// fused norm) where EnqueueMoeMlp is given that norm.
+inline constexpr bool kMoeDecodeNormFusedByDefault = true;
 
 struct MoeRun {
   int hidden = 0;
@@ -55,6 +58,7 @@ struct MoeRun {
   CudaLaunchOptions launch;  // the decode path's (kGemvFused); the grouped path launches plainly
   // kAuto's decode pick: the fused decode path, or the grouped path's per-route GEMV (kGemv).
   bool fused_decode = kMoeDecodeFusedByDefault;
+  bool fused_norm = kMoeDecodeNormFusedByDefault;  // on the decode path only
 
   static MoeRun Of(const ModelConfig& config);
 };
@@ -81,8 +85,8 @@ struct MoeInputNorm {
 };
 
 // The same MLP of norm.normed, the norm run first: on the decode path fused into the router
-// (MoeDecodeRoute: one dependent kernel less per layer), as a kernel of its own otherwise. The
-// same bits either way.
+// where run.fused_norm (MoeDecodeRoute: one dependent kernel less per layer), as a kernel of
+// its own otherwise. The same bits either way.
 template <typename T>
 absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& buffers,
                            const MoeInputNorm<T>& norm, int rows, T* out, cudaStream_t stream);
