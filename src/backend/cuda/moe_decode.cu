@@ -216,7 +216,7 @@ __global__ void __launch_bounds__(kMoeMaxTopK * 32)
       }
     }
   };
-  uint4 v[P][C];
+  uint4 v[P][C] = {};  // a column past n adds zeros, never combined
   load(0, v);
   PdlWait();
   PdlLaunchDependents();
@@ -229,9 +229,7 @@ __global__ void __launch_bounds__(kMoeMaxTopK * 32)
         const int i = base + w.lane + 32 * u;
         if (i < pieces) {
 #pragma unroll
-          for (int j = 0; j < C; ++j) {
-            if (j < columns) Format::template Accumulate<1>(v[u][j], x, a.k, i, dot[j]);
-          }
+          for (int j = 0; j < C; ++j) Format::template Accumulate<1>(v[u][j], x, a.k, i, dot[j]);
         }
       }
       base += 32 * P;

@@ -107,6 +107,16 @@ __device__ __forceinline__ void RouterLogitsWarp(const T* __restrict__ x, const 
   }
 }
 
+// A float's bits as an unsigned key in the floats' order (negative values flipped whole, the
+// sign bit set on the others), for the warp's integer reductions, and back.
+__device__ __forceinline__ uint32_t OrderedKey(float v) {
+  const uint32_t bits = __float_as_uint(v);
+  return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
+}
+__device__ __forceinline__ float FloatOfOrderedKey(uint32_t key) {
+  return __uint_as_float((key & 0x80000000u) != 0 ? key & 0x7fffffffu : ~key);
+}
+
 // One row's routing by one warp (cpu_moe.h RouteTopK): lane l holds experts l, l + 32, ...
 // Taken and absent experts read -1, below every probability, so they are never chosen again.
 // The logits are read through L2 (__ldcg): in the fused router, other CTAs wrote them.
@@ -145,15 +155,12 @@ __device__ __forceinline__ void RouteTopKRow(const float* l, int num_experts, in
         best_e = lane + 32 * i;
       }
     }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) {
-      const float other = __shfl_xor_sync(0xffffffffu, best, offset);
-      const int other_e = __shfl_xor_sync(0xffffffffu, best_e, offset);
-      if (other > best || (other == best && other_e < best_e)) {
-        best = other;
-        best_e = other_e;
-      }
-    }
+    // The warp's best, ties to the lower index: the largest key, then the least expert of the
+    // lanes holding it (one warp reduction each; equal keys are equal values).
+    const uint32_t key = OrderedKey(best);
+    const uint32_t top = __reduce_max_sync(0xffffffffu, key);
+    best_e = static_cast<int>(__reduce_min_sync(0xffffffffu, key == top ? static_cast<uint32_t>(best_e) : UINT32_MAX));
+    best = FloatOfOrderedKey(top);
 #pragma unroll
     for (int i = 0; i < kExpertsPerLane; ++i) {
       if (lane + 32 * i == best_e) p[i] = -1.0f;
