@@ -245,8 +245,8 @@ TEST_F(MoeDecodeTest, FusedRouterMatchesTheRoutingKernels) {
 
 // The router with the MLP's norm fused in against AddRmsNorm then MoeRouterLogits + MoeRouteTopK,
 // bit for bit: the routing and logits, the residual sum and the normed rows it leaves for the
-// kernels after it. Rows of 8 chunks per thread or fewer (J = 1), 16 (J = 2) and 24 (J = 4),
-// from 1 row up to the router warp's 4.
+// kernels after it. Rows of one 8-element chunk per thread or fewer (J = 1), two (J = 2) and
+// three (J = 4), from 1 row up to the router warp's 4.
 TEST_F(MoeDecodeTest, FusedNormMatchesAddRmsNormThenTheRouter) {
   DeviceArray<uint32_t> arrivals(1);
   CUDA_ASSERT(cudaMemset(arrivals.get(), 0, sizeof(uint32_t)));

@@ -315,26 +315,23 @@ cudaError_t MoeDecodeRoute(const MoeDecodeRouteParams<T>& p, cudaStream_t stream
       reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || reinterpret_cast<uintptr_t>(p.router) % 16 != 0) {
     return cudaErrorInvalidValue;
   }
-  const dim3 block(moe::kRouterWarps * 32);
-  if (p.norm_weight == nullptr) {
-    const cudaError_t err = LaunchPdl(launch, DecodeRouteKernel<T, 0>, moe::RouterGrid(p.rows, p.num_experts), block,
-                                      0, stream, p);
-    if (err != cudaSuccess) return err;
-    return cudaGetLastError();
+  auto kernel = DecodeRouteKernel<T, 0>;
+  size_t shared = 0;
+  if (p.norm_weight != nullptr) {
+    if (!MoeDecodeRouteNormFits(p.rows, p.hidden, sizeof(T)) || p.residual == nullptr || p.add == nullptr ||
+        p.normed == nullptr || reinterpret_cast<uintptr_t>(p.residual) % 16 != 0 ||
+        reinterpret_cast<uintptr_t>(p.add) % 16 != 0 || reinterpret_cast<uintptr_t>(p.norm_weight) % 16 != 0 ||
+        reinterpret_cast<uintptr_t>(p.normed) % 16 != 0) {
+      return cudaErrorInvalidValue;
+    }
+    const int chunks_per_thread = (p.hidden / 8 + kNormRowThreads - 1) / kNormRowThreads;
+    kernel = chunks_per_thread <= 1   ? DecodeRouteKernel<T, 1>
+             : chunks_per_thread <= 2 ? DecodeRouteKernel<T, 2>
+                                      : DecodeRouteKernel<T, 4>;
+    shared = static_cast<size_t>(p.rows) * p.hidden * sizeof(T);
   }
-  if (!MoeDecodeRouteNormFits(p.rows, p.hidden, sizeof(T)) || p.residual == nullptr || p.add == nullptr ||
-      p.normed == nullptr || reinterpret_cast<uintptr_t>(p.residual) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(p.add) % 16 != 0 || reinterpret_cast<uintptr_t>(p.norm_weight) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(p.normed) % 16 != 0) {
-    return cudaErrorInvalidValue;
-  }
-  const int chunks_per_thread = (p.hidden / 8 + kNormRowThreads - 1) / kNormRowThreads;
-  const auto kernel = chunks_per_thread <= 1   ? DecodeRouteKernel<T, 1>
-                      : chunks_per_thread <= 2 ? DecodeRouteKernel<T, 2>
-                                               : DecodeRouteKernel<T, 4>;
-  const size_t shared = static_cast<size_t>(p.rows) * p.hidden * sizeof(T);
-  const cudaError_t err =
-      LaunchPdl(launch, kernel, moe::RouterGrid(p.rows, p.num_experts), block, shared, stream, p);
+  const cudaError_t err = LaunchPdl(launch, kernel, moe::RouterGrid(p.rows, p.num_experts),
+                                    dim3(moe::kRouterWarps * 32), shared, stream, p);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
