@@ -44,6 +44,24 @@ struct SkinnyTmaTuning {
 void SetSkinnyTmaTuning(const SkinnyTmaTuning& tuning);
 SkinnyTmaTuning CurrentSkinnyTmaTuning();
 
+// Where the TMA pipeline's time goes, for the per-shape bench (skinny_gemm_bench.cc): while a
+// device buffer is set, each launch's CTA c writes kSkinnyTraceSlots int64 at
+// trace + c * kSkinnyTraceSlots (SkinnyTraceSlot), every launch to the same place. Process-
+// wide like the tuning; nullptr (the default) turns it off.
+enum SkinnyTraceSlot : int {
+  kTraceEntryNs = 0,      // %globaltimer as the MMA warps start
+  kTracePdlDoneNs,        // ... past their wait on the previous kernel
+  kTraceFirstDataNs,      // ... when the first slot's bytes have landed
+  kTraceLastStepNs,       // ... when the last step's MMAs are done (before its finish)
+  kTraceExitNs,           // ... as they leave
+  kTraceFinishNs,         // time spent finishing tiles (partials, reduction, output), summed
+  kTraceProducerEntryNs,  // %globaltimer as the producer warp starts
+  kTraceSteps,            // steps in the CTA's range
+  kSkinnyTraceSlots
+};
+void SetSkinnyTrace(int64_t* device_buffer);
+int64_t* CurrentSkinnyTrace();
+
 // True on a device that runs the sm_90a kernels (compute capability 9.0).
 bool SkinnyGemmDeviceOk(int device);
 

@@ -35,7 +35,14 @@ struct Params {
   int m, k, n;
   int ks;                // k steps per tile
   int64_t total_steps;
+  int64_t* trace;        // TMA pipeline only: null, or kSkinnyTraceSlots stamps per CTA (SetSkinnyTrace)
 };
+
+__device__ __forceinline__ int64_t GlobalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return static_cast<int64_t>(t);
+}
 
 __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));

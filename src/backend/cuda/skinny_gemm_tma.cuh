@@ -102,6 +102,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1) SkinnyTmaKernel(const __grid_c
   const int64_t begin = RangeBegin(cta, p.total_steps, grid);
   const int count = static_cast<int>(RangeBegin(cta + 1, p.total_steps, grid) - begin);
   const int ks = p.ks;
+  int64_t* const trace = p.trace == nullptr ? nullptr : p.trace + cta * kSkinnyTraceSlots;
 
   if (tid == 0) {
     for (int s = 0; s < C::kStages; ++s) {
@@ -114,6 +115,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1) SkinnyTmaKernel(const __grid_c
 
   if (warp == kThreads / 32) {  // the producer warp
     if (lane == 0) {
+      if (trace != nullptr) trace[kTraceProducerEntryNs] = GlobalTimerNs();
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&tp.w_map)) : "memory");
       asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(&tp.x_map)) : "memory");
       // Weights are read once: first out of L2 (tp.hints); x is read by every CTA: kept.
@@ -162,8 +164,15 @@ __global__ void __launch_bounds__(kTmaThreads, 1) SkinnyTmaKernel(const __grid_c
   }
 
   // The MMA warps: the workspace and the output are touched only after the previous kernel.
+  const bool stamp = trace != nullptr && tid == 0;
+  if (stamp) trace[kTraceEntryNs] = GlobalTimerNs();
   PdlWait();
   PdlLaunchDependents();
+  int64_t finish_ns = 0;
+  if (stamp) {
+    trace[kTracePdlDoneNs] = GlobalTimerNs();
+    trace[kTraceSteps] = count;
+  }
   float acc[MT / 8][4];
 #pragma unroll
   for (int b = 0; b < MT / 8; ++b)
@@ -176,6 +185,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1) SkinnyTmaKernel(const __grid_c
   for (int j = 0; j < count; ++j) {
     const int s = j % C::kStages;
     MbarWait(full0 + 8 * s, (j / C::kStages) & 1);
+    if (stamp && j == 0) trace[kTraceFirstDataNs] = GlobalTimerNs();
     const uint32_t w_base = ring + s * C::kStageBytes, x_base = w_base + C::kWBytes;
     WgmmaFence();
     // One instruction per 32 bytes of k (k32 codes or k16 bf16), four per 128-byte box.
@@ -199,7 +209,10 @@ __global__ void __launch_bounds__(kTmaThreads, 1) SkinnyTmaKernel(const __grid_c
       }
       held = -1;
       const int64_t seg_end = begin + j + 1;
+      const int64_t finish_start = stamp ? GlobalTimerNs() : 0;
+      if (stamp && j == count - 1) trace[kTraceLastStepNs] = finish_start;
       FinishTile<MT, C::kCodes, C::kCodes, kF32Out>(p, acc, tile, seg_begin, seg_end, begin, cta, grid, tid, &s_last);
+      if (stamp) finish_ns += GlobalTimerNs() - finish_start;
 #pragma unroll
       for (int b = 0; b < MT / 8; ++b)
 #pragma unroll
@@ -214,6 +227,10 @@ __global__ void __launch_bounds__(kTmaThreads, 1) SkinnyTmaKernel(const __grid_c
       kstep = 0;
       ++tile;
     }
+  }
+  if (stamp) {
+    trace[kTraceFinishNs] = finish_ns;
+    trace[kTraceExitNs] = GlobalTimerNs();
   }
 }
 
@@ -251,6 +268,7 @@ cudaError_t LaunchTma(const Params& base, int sm_count, const SkinnyTmaTuning& t
   tp.p.ks = (tp.p.k + C::kStepK - 1) / C::kStepK;
   tp.p.total_steps = static_cast<int64_t>((tp.p.n + kBN - 1) / kBN) * tp.p.ks;
   tp.hints = tuning.l2_hints ? 1 : 0;
+  tp.p.trace = CurrentSkinnyTrace();
   const int grid = static_cast<int>(std::min<int64_t>(sm_count, tp.p.total_steps));
   const void* x = C::kCodes ? static_cast<const void*>(tp.p.x8) : static_cast<const void*>(tp.p.x);
   if (!EncodeSkinnyTmaMap(&tp.w_map, tp.p.w, !C::kCodes, tp.p.n, tp.p.k, kBN, tuning.l2_promotion) ||

@@ -56,7 +56,18 @@ bool SkinnyTmaAvailable() { return Encoder() != nullptr; }
 namespace {
 std::mutex tuning_mu;
 SkinnyTmaTuning tuning;  // guarded by tuning_mu
+int64_t* trace = nullptr;  // guarded by tuning_mu
 }  // namespace
+
+void SetSkinnyTrace(int64_t* device_buffer) {
+  std::lock_guard<std::mutex> lock(tuning_mu);
+  trace = device_buffer;
+}
+
+int64_t* CurrentSkinnyTrace() {
+  std::lock_guard<std::mutex> lock(tuning_mu);
+  return trace;
+}
 
 void SetSkinnyTmaTuning(const SkinnyTmaTuning& next) {
   std::lock_guard<std::mutex> lock(tuning_mu);
