@@ -50,31 +50,60 @@ __device__ __forceinline__ void FinishTile(const Params& p, float (&acc)[MT / 8]
     for (int b = 0; b < kFragsM; ++b)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[b][e] = 0.0f;
-    for (int64_t other = first; other <= last; ++other) {
+    // Each contributor's fragments are loaded while the previous one's are added: one L2
+    // round trip per contributor would otherwise sit on the tile's critical path.
+    auto part_of = [&](int64_t other) {
       const int64_t other_slot = 2 * other + (RangeBegin(other, p.total_steps, grid) >= tile_begin ? 0 : 1);
-      const float4* part = reinterpret_cast<const float4*>(p.partials) + other_slot * (kFragsM * kThreads);
+      return reinterpret_cast<const float4*>(p.partials) + other_slot * (kFragsM * kThreads) + tid;
+    };
+    float4 next[kFragsM];
+    const float4* part = part_of(first);
+#pragma unroll
+    for (int b = 0; b < kFragsM; ++b) next[b] = __ldcg(part + b * kThreads);
+    for (int64_t other = first; other <= last; ++other) {
+      float4 v[kFragsM];
+#pragma unroll
+      for (int b = 0; b < kFragsM; ++b) v[b] = next[b];
+      if (other < last) {
+        part = part_of(other + 1);
+#pragma unroll
+        for (int b = 0; b < kFragsM; ++b) next[b] = __ldcg(part + b * kThreads);
+      }
 #pragma unroll
       for (int b = 0; b < kFragsM; ++b) {
-        const float4 v = __ldcg(part + b * kThreads + tid);
-        acc[b][0] += v.x;
-        acc[b][1] += v.y;
-        acc[b][2] += v.z;
-        acc[b][3] += v.w;
+        acc[b][0] += v[b].x;
+        acc[b][1] += v[b].y;
+        acc[b][2] += v[b].z;
+        acc[b][3] += v[b].w;
       }
     }
   }
   // Accumulator element e of fragment b (wgmma m64nMT layout, warp w of the CTA holding
   // weight rows 16w..16w+15): weight row (output column) lane / 4 (+ 8 for e >= 2), token
   // 8b + 2 * (lane % 4) (+ 1 for odd e).
+  // Every scale is loaded before the first store: the compiler cannot move a load past a store
+  // that may alias it, so loads between the stores would cost one round trip each.
+  float col_scales[2], token_scales[kFragsM][2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t col = tile * kBN + warp * 16 + (lane >> 2) + h * 8;
+    col_scales[h] = (kFp8 && col < p.n) ? p.scales[col] : 1.0f;
+  }
+#pragma unroll
+  for (int b = 0; b < kFragsM; ++b)
+#pragma unroll
+    for (int o = 0; o < 2; ++o) {
+      const int token = b * 8 + (lane & 3) * 2 + o;
+      token_scales[b][o] = (kX8 && token < p.m) ? p.x_scales[token] : 1.0f;
+    }
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     const int64_t col = tile * kBN + warp * 16 + (lane >> 2) + (e >> 1) * 8;
-    const float col_scale = (kFp8 && col < p.n) ? p.scales[col] : 1.0f;
 #pragma unroll
     for (int b = 0; b < kFragsM; ++b) {
       const int token = b * 8 + (lane & 3) * 2 + (e & 1);
       if (token < p.m && col < p.n) {
-        const float scale = kX8 ? col_scale * p.x_scales[token] : col_scale;
+        const float scale = col_scales[e >> 1] * token_scales[b][e & 1];
         const int64_t at = static_cast<int64_t>(token) * p.n + col;
         if constexpr (kF32Out) {
           static_cast<float*>(p.out)[at] = acc[b][e] * scale;
