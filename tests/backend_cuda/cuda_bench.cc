@@ -137,11 +137,13 @@ void TimeGemvShapes(const ModelConfig& c, const CudaLaunchOptions& launch) {
 int Main(int argc, char** argv) {
   BackendOptions options;
   options.cuda = CudaOptionsFromEnvironment();
-  // KVTIER_SKINNY_TMA=ROW_BYTES,PROMOTION,HINTS: the TMA pipeline's tuning (skinny_gemm.h).
+  // KVTIER_SKINNY_TMA=ROW_BYTES,PROMOTION,HINTS[,LOOKAHEAD]: the TMA pipeline's tuning
+  // (skinny_gemm.h).
   if (const char* value = std::getenv("KVTIER_SKINNY_TMA"); value != nullptr) {
     cuda::SkinnyTmaTuning tuning;
     int hints = 1;
-    if (std::sscanf(value, "%d,%d,%d", &tuning.code_row_bytes, &tuning.l2_promotion, &hints) == 3) {
+    if (std::sscanf(value, "%d,%d,%d,%d", &tuning.code_row_bytes, &tuning.l2_promotion, &hints, &tuning.lookahead) >=
+        3) {
       tuning.l2_hints = hints != 0;
       cuda::SetSkinnyTmaTuning(tuning);
     }

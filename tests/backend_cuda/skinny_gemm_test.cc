@@ -213,15 +213,18 @@ TEST(SkinnyGemmTest, W8A8MatchesTheReference) {
       const Reference want = Products(x_values, rows, k, code_values, scales, n);
       for (int sms : kSms) {
         for (auto pipeline : kPipelines) {
-          // The TMA pipeline with both row widths of codes per step (128 and 256 bytes).
-          for (int row_bytes : {128, 256}) {
-            if (pipeline != cuda::SkinnyPipeline::kTma && row_bytes == 128) continue;
+          // The TMA pipeline with both row widths of codes per step (128 and 256 bytes), its
+          // whole ring in flight and fewer steps (1 asks for the least, which is 2).
+          for (int variant = 0; variant < 6; ++variant) {
+            const int row_bytes = variant % 2 == 0 ? 256 : 128, lookahead = variant / 2 == 0 ? 0 : variant / 2 == 1 ? 1 : 3;
+            if (pipeline != cuda::SkinnyPipeline::kTma && variant > 0) continue;
             cuda::SkinnyTmaTuning tuning;
             tuning.code_row_bytes = row_bytes;
+            tuning.lookahead = lookahead;
             cuda::SetSkinnyTmaTuning(tuning);
             SCOPED_TRACE(::testing::Message() << "n " << n << " k " << k << " rows " << rows << " sms " << sms
                                               << " pipeline " << static_cast<int>(pipeline) << " row bytes "
-                                              << row_bytes);
+                                              << row_bytes << " lookahead " << lookahead);
             CUDA_ASSERT(cudaMemset(d_out.ptr, 0xff, rows * n * 2));  // poison: every element must be written
             CUDA_ASSERT(cuda::SkinnyGemmW8A8(d_x8.ptr, d_x_scales.ptr, d_codes.ptr, d_scales.ptr, rows, k, n,
                                              reinterpret_cast<cuda::bf16*>(d_out.ptr), workspace.ptr, sms, pipeline,

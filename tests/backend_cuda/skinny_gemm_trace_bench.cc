@@ -5,15 +5,21 @@
 // Llama-3-8B projection shape the bench runs four calls back to back, in two ways:
 //   plain: stream launches without PDL, the next call starting when the previous has ended;
 //   graph: the four captured with PDL in one graph and replayed, as a decode step runs them.
-// and prints, per call, the percentiles over the CTAs of each phase (µs) and the gap to the
-// previous call. Not a test (disabled; it checks nothing). Run it with
+// It does so for each code row size and lookahead (SkinnyTmaTuning) and prints a line per case:
+// the steady cost of a call (the last exits of calls 0 and 3, apart, over 3) and, for call 2,
+// the CTAs' median first-bytes, streaming and finishing times; KVTIER_SKINNY_TRACE_DETAIL=1
+// prints every call's percentiles over the CTAs of each phase as well. Not a test (disabled; it
+// checks nothing). Run it with
 //   kvtier_cuda_skinny_test --gtest_also_run_disabled_tests --gtest_filter='SkinnyGemmTrace.*'
-// (rows from KVTIER_SKINNY_BENCH_ROWS, default 64).
+// (rows from KVTIER_SKINNY_BENCH_ROWS, default 64; row sizes from KVTIER_SKINNY_TRACE_ROW_BYTES,
+// default 128,256; lookaheads from KVTIER_SKINNY_TRACE_LOOKAHEAD, default 0,2,3,4,6).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/skinny_gemm.h"
@@ -32,10 +38,40 @@ constexpr TraceShape kTraceShapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {
                                        {"down", 4096, 14336}};
 constexpr int kCalls = 4;
 
+std::vector<int> IntList(const char* env, const char* fallback) {
+  const char* value = std::getenv(env);
+  std::stringstream list(value != nullptr ? value : fallback);
+  std::vector<int> out;
+  for (std::string item; std::getline(list, item, ',');) out.push_back(std::atoi(item.c_str()));
+  return out;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 // p10 / p50 / max of v (µs).
 void PrintPhase(const char* name, std::vector<double> v) {
   std::sort(v.begin(), v.end());
   std::printf("  %-14s p10 %7.2f  p50 %7.2f  max %7.2f\n", name, v[v.size() / 10], v[v.size() / 2], v.back());
+}
+
+// The phase durations of one call's CTAs, µs.
+struct CallPhases {
+  std::vector<double> first, stream, finish;
+  int64_t last_exit = 0;
+};
+CallPhases Phases(const int64_t* t, int grid) {
+  CallPhases out;
+  for (int c = 0; c < grid; ++c) {
+    const int64_t* s = t + c * cuda::kSkinnyTraceSlots;
+    out.first.push_back((s[cuda::kTraceFirstDataNs] - s[cuda::kTraceProducerEntryNs]) / 1000.0);
+    out.stream.push_back((s[cuda::kTraceLastStepNs] - s[cuda::kTraceFirstDataNs]) / 1000.0);
+    out.finish.push_back(s[cuda::kTraceFinishNs] / 1000.0);
+    out.last_exit = std::max(out.last_exit, s[cuda::kTraceExitNs]);
+  }
+  return out;
 }
 
 // One call's stamps (grid CTAs x kSkinnyTraceSlots), relative to the earliest MMA entry of
@@ -103,6 +139,11 @@ TEST(SkinnyGemmTrace, DISABLED_W8A8Tma) {
   KVT_BENCH_CUDA_CHECK(cudaMalloc(&trace, trace_slots * sizeof(int64_t)));
   std::vector<int64_t> host(trace_slots);
 
+  const bool detail = std::getenv("KVTIER_SKINNY_TRACE_DETAIL") != nullptr;
+  const std::vector<int> row_sizes = IntList("KVTIER_SKINNY_TRACE_ROW_BYTES", "128,256");
+  const std::vector<int> lookaheads = IntList("KVTIER_SKINNY_TRACE_LOOKAHEAD", "0,2,3,4,6");
+  std::printf("%-8s %5s %9s %-6s %9s %9s %9s %9s %9s\n", "shape", "row_B", "lookahead", "mode", "us/call",
+              "first_p50", "strm_p50", "fin_p50", "fin_max");
   for (const TraceShape& s : kTraceShapes) {
     const size_t elements = static_cast<size_t>(s.n) * s.k;
     // One weight copy per call, together past the L2, so each call streams from HBM.
@@ -122,42 +163,61 @@ TEST(SkinnyGemmTrace, DISABLED_W8A8Tma) {
     CudaLaunchOptions plain;
     plain.pdl = false;
     CudaLaunchOptions pdl;  // the defaults: PDL on
-    // The graph: the four calls captured with PDL (the trace pointers are baked in).
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    KVT_BENCH_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < kCalls; ++i) call(i, pdl);
-    KVT_BENCH_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    KVT_BENCH_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    for (const char* mode : {"plain", "graph"}) {
-      const bool in_graph = mode[0] == 'g';
-      KVT_BENCH_CUDA_CHECK(cudaMemset(trace, 0, trace_slots * sizeof(int64_t)));
-      for (int warm = 0; warm < 3; ++warm) {  // the last round is the one printed
-        if (in_graph) {
-          KVT_BENCH_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-        } else {
-          for (int i = 0; i < kCalls; ++i) call(i, plain);
+    for (int row_bytes : row_sizes) {
+      for (int lookahead : lookaheads) {
+        cuda::SkinnyTmaTuning tuning;
+        tuning.code_row_bytes = row_bytes;
+        tuning.lookahead = lookahead;
+        cuda::SetSkinnyTmaTuning(tuning);
+        // The graph: the four calls captured with PDL (the tuning and trace pointers baked in).
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        KVT_BENCH_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+        for (int i = 0; i < kCalls; ++i) call(i, pdl);
+        KVT_BENCH_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+        KVT_BENCH_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        for (const char* mode : {"plain", "graph"}) {
+          const bool in_graph = mode[0] == 'g';
+          KVT_BENCH_CUDA_CHECK(cudaMemset(trace, 0, trace_slots * sizeof(int64_t)));
+          for (int warm = 0; warm < 3; ++warm) {  // the last round is the one printed
+            if (in_graph) {
+              KVT_BENCH_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+            } else {
+              for (int i = 0; i < kCalls; ++i) call(i, plain);
+            }
+            KVT_BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+          }
+          KVT_BENCH_CUDA_CHECK(
+              cudaMemcpy(host.data(), trace, trace_slots * sizeof(int64_t), cudaMemcpyDeviceToHost));
+          int grid = 0;  // the CTAs that ran (one per SM, fewer where the shape has fewer steps)
+          while (grid < sms && host[grid * cuda::kSkinnyTraceSlots + cuda::kTraceSteps] > 0) ++grid;
+          auto call_trace = [&](int i) {
+            return host.data() + size_t{static_cast<size_t>(i)} * sms * cuda::kSkinnyTraceSlots;
+          };
+          const CallPhases c0 = Phases(call_trace(0), grid), c2 = Phases(call_trace(2), grid),
+                           c3 = Phases(call_trace(kCalls - 1), grid);
+          std::vector<double> finish_sorted = c2.finish;
+          std::sort(finish_sorted.begin(), finish_sorted.end());
+          std::printf("%-8s %5d %9d %-6s %9.2f %9.2f %9.2f %9.2f %9.2f\n", s.name, row_bytes, lookahead, mode,
+                      (c3.last_exit - c0.last_exit) / 1000.0 / (kCalls - 1), Median(c2.first), Median(c2.stream),
+                      Median(c2.finish), finish_sorted.back());
+          if (!detail) continue;
+          int64_t origin = INT64_MAX;
+          for (int c = 0; c < grid; ++c) origin = std::min(origin, host[c * cuda::kSkinnyTraceSlots + cuda::kTraceEntryNs]);
+          std::printf("%s %s: n %d k %d, %.1f MB of codes a call (%.2f us at 4 TB/s)\n", s.name, mode, s.n, s.k,
+                      elements / 1e6, elements / 4e6);
+          int64_t previous_end = 0;
+          for (int i = 0; i < kCalls; ++i) {
+            PrintCall(i, call_trace(i), grid, origin, previous_end);
+            previous_end = Phases(call_trace(i), grid).last_exit;
+          }
         }
-        KVT_BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
-      }
-      KVT_BENCH_CUDA_CHECK(cudaMemcpy(host.data(), trace, trace_slots * sizeof(int64_t), cudaMemcpyDeviceToHost));
-      int grid = 0;  // the CTAs that ran (one per SM, fewer where the shape has fewer steps)
-      while (grid < sms && host[grid * cuda::kSkinnyTraceSlots + cuda::kTraceSteps] > 0) ++grid;
-      int64_t origin = INT64_MAX;
-      for (int c = 0; c < grid; ++c) origin = std::min(origin, host[c * cuda::kSkinnyTraceSlots + cuda::kTraceEntryNs]);
-      std::printf("%s %s: n %d k %d, %.1f MB of codes a call (%.2f us at 4 TB/s)\n", s.name, mode, s.n, s.k,
-                  elements / 1e6, elements / 4e6);
-      int64_t previous_end = 0;
-      for (int i = 0; i < kCalls; ++i) {
-        const int64_t* t = host.data() + size_t{static_cast<size_t>(i)} * sms * cuda::kSkinnyTraceSlots;
-        PrintCall(i, t, grid, origin, previous_end);
-        previous_end = 0;
-        for (int c = 0; c < grid; ++c) previous_end = std::max(previous_end, t[c * cuda::kSkinnyTraceSlots + cuda::kTraceExitNs]);
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
       }
     }
     cuda::SetSkinnyTrace(nullptr);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
+    cuda::SetSkinnyTmaTuning(cuda::SkinnyTmaTuning());
     for (auto* copy : w) cudaFree(copy);
     cudaFree(scales);
   }

@@ -37,6 +37,7 @@ struct TmaParams {
   CUtensorMap x_map;  // (m, k) activations, boxes of MT rows
   Params p;
   int hints;          // L2 eviction hints: weights first out, x last (SkinnyTmaTuning)
+  int lookahead;      // steps in flight per CTA, 2..the ring's slots (SkinnyTmaTuning)
 };
 
 // kRowBytes: bytes of each weight row per step (kBK * element size for the cp.async
@@ -144,7 +145,8 @@ __global__ void __launch_bounds__(kTmaThreads, 1) SkinnyTmaKernel(const __grid_c
           TmaLoad(dst + b * MT * 128, &tp.x_map, kstep * C::kStepK + b * C::kBoxElems, 0, full0 + 8 * (j % C::kStages),
                   keep_policy);
       };
-      const int first = count < C::kStages ? count : C::kStages;
+      const int depth = tp.lookahead;
+      const int first = count < depth ? count : depth;
       for (int j = 0; j < first; ++j) {
         MbarExpectTx(full0 + 8 * j, C::kStageBytes);
         load_w(j);
@@ -153,7 +155,12 @@ __global__ void __launch_bounds__(kTmaThreads, 1) SkinnyTmaKernel(const __grid_c
       for (int j = 0; j < first; ++j) load_x(j);
       for (int j = first; j < count; ++j) {
         const int s = j % C::kStages;
-        MbarWait(empty0 + 8 * s, ((j / C::kStages) - 1) & 1);
+        // Step j waits for step j - depth to be consumed. The MMA warps give slots back in
+        // step order, so slot s's previous occupant (step j - kStages, no later) is free too;
+        // and that slot's barrier is at most one phase past the one waited on (its next phase
+        // needs step j - depth + kStages, not issued yet), so the parity names it.
+        const int back = j - depth;
+        MbarWait(empty0 + 8 * (back % C::kStages), (back / C::kStages) & 1);
         MbarExpectTx(full0 + 8 * s, C::kStageBytes);
         load_w(j);
         load_x(j);
@@ -268,6 +275,9 @@ cudaError_t LaunchTma(const Params& base, int sm_count, const SkinnyTmaTuning& t
   tp.p.ks = (tp.p.k + C::kStepK - 1) / C::kStepK;
   tp.p.total_steps = static_cast<int64_t>((tp.p.n + kBN - 1) / kBN) * tp.p.ks;
   tp.hints = tuning.l2_hints ? 1 : 0;
+  // At least 2: the MMA warps give a slot back one step late (held), so with one step in
+  // flight the producer would wait for a release that waits for its next copy.
+  tp.lookahead = tuning.lookahead <= 0 || tuning.lookahead >= C::kStages ? C::kStages : std::max(2, tuning.lookahead);
   tp.p.trace = CurrentSkinnyTrace();
   const int grid = static_cast<int>(std::min<int64_t>(sm_count, tp.p.total_steps));
   const void* x = C::kCodes ? static_cast<const void*>(tp.p.x8) : static_cast<const void*>(tp.p.x);
