@@ -8,7 +8,7 @@
 # bf16 then fp8 for the down+combine. Then (issue #34) the W8A8 skinny projection of a Llama-3-8B
 # W2 fp8 step at 64 rows, o and gate_up (the TMA pipeline's fixed cost a call). Carry s1: build-s1.sh (main's kvtier_cuda_bench, _a).
 rm -rf /tmp/r
-BUDGET=${BUDGET:-560} CARRY=s1 . bench/results/device-call-prelude.sh
+BUDGET=${BUDGET:-560} CARRY=${CARRY:-s1} . bench/results/device-call-prelude.sh
 full() {  # full NAME REGEX SKIP DTYPE [PRESET PROFILE]: one launch of the kernels matching REGEX after SKIP of them
   [ "$(left)" -lt 40 ] && { echo "skip $1: out of time"; return; }
   KVTIER_BENCH_PROFILE=${6:-w1} KVTIER_BENCH_WEIGHT_DTYPE=$4 timeout $(( $(left) > 130 ? 120 : $(left) - 10 )) \
