@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
 # Builds call S3's carry from a clean checkout with a configured build/: kvtier_cuda_bench and
-# kvtier_cuda_skinny_test as committed (_f), and kvtier_cuda_bench with
-# src/backend/cuda/skinny_gemm_finish.cuh as it was before the commit that changed it (_a).
+# kvtier_cuda_skinny_test as committed (_f), and kvtier_cuda_bench with the skinny kernel's
+# finish and pipelines (skinny_gemm_{finish,kernel,tma}.cuh) as of REV (_a).
 # usage (repository root): bash bench/results/2026-12-06-decode-fixed-costs/build-s3.sh [REV]
-# (REV: the finish as of that revision for _a; default: before the last commit touching it).
+# (default 6c88a3a: before this change's finish and lookahead).
 set -euo pipefail
 git diff --quiet -- src tests || { echo "src or tests have changes: commit or stash them first"; exit 1; }
-f=src/backend/cuda/skinny_gemm_finish.cuh
-rev=${1:-$(git log -1 --format=%H -- $f)~1}
+files="src/backend/cuda/skinny_gemm_finish.cuh src/backend/cuda/skinny_gemm_kernel.cuh src/backend/cuda/skinny_gemm_tma.cuh"
+rev=${1:-6c88a3a}
 B=build/tests/backend_cuda
 rm -rf .carry/s3 .carry/s3.txz
 mkdir -p .carry/s3/variants
 ninja -C build kvtier_cuda_bench kvtier_cuda_skinny_test > /dev/null
 cp $B/kvtier_cuda_bench .carry/s3/variants/kvtier_cuda_bench_f
 cp $B/kvtier_cuda_skinny_test .carry/s3/variants/kvtier_cuda_skinny_test_f
-git show "$rev:$f" > $f
-trap 'git checkout -- '$f ERR
+for f in $files; do git show "$rev:$f" > $f; done
+trap 'git checkout -- '"$files" ERR
 ninja -C build kvtier_cuda_bench > /dev/null
 cp $B/kvtier_cuda_bench .carry/s3/variants/kvtier_cuda_bench_a
-git checkout -- $f
+git checkout -- $files
 trap - ERR
 ninja -C build kvtier_cuda_bench > /dev/null
 scripts/device-carry.sh .carry/s3 .carry/s3/variants/kvtier_cuda_skinny_test_f .carry/s3/variants/kvtier_cuda_bench_a > /dev/null

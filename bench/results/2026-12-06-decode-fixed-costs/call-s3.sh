@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Call S3 (issue #34: W2 fp8 decode). Carry s3: build-s3.sh. The skinny finish with its scales
-# loaded before the first store and the partials' loads overlapped (_f) against the finish
+# loaded ahead (the tokens' once per call, a tile's columns as its steps begin) and the
+# partials' loads overlapped (_f) against the finish and pipelines of 6c88a3a
 # before (_a), and the TMA pipeline's lookahead (steps in flight per CTA, SkinnyTmaTuning):
 # (1) the W8A8 trace again (SkinnyGemmTrace, 64 rows, code rows of 128 and 256 bytes, lookahead
 # 0 = the whole ring, 2, 3, 4, 6); (2) kvtier_cuda_skinny_test (every pipeline against the CPU,

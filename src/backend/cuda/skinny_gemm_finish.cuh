@@ -14,13 +14,46 @@ namespace kvtier::cuda::skinny {
 // TMA pipeline) a whole-CTA barrier would wait for a warp that never arrives.
 __device__ __forceinline__ void ConsumerSync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory"); }
 
+// The scales thread `tid` applies to its accumulator elements (layout below): its two output
+// columns' (fp8 weights; 1 for bf16) and its tokens' (W8A8; 1 otherwise). Loaded ahead of the
+// finish (the tokens' once per call, the columns' as a tile's steps begin), so that no load
+// round trip sits between a tile's last MMA and its output.
+template <int MT>
+struct TileScales {
+  float col[2];
+  float token[MT / 8][2];
+};
+
+template <int MT, bool kX8>
+__device__ __forceinline__ void LoadTokenScales(const Params& p, int tid, TileScales<MT>& scales) {
+  const int lane = tid & 31;
+#pragma unroll
+  for (int b = 0; b < MT / 8; ++b)
+#pragma unroll
+    for (int o = 0; o < 2; ++o) {
+      const int token = b * 8 + (lane & 3) * 2 + o;
+      scales.token[b][o] = (kX8 && token < p.m) ? p.x_scales[token] : 1.0f;
+    }
+}
+
+template <int MT, bool kFp8>
+__device__ __forceinline__ void LoadColScales(const Params& p, int64_t tile, int tid, TileScales<MT>& scales) {
+  const int lane = tid & 31, warp = tid >> 5;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t col = tile * kBN + warp * 16 + (lane >> 2) + h * 8;
+    scales.col[h] = (kFp8 && col < p.n) ? p.scales[col] : 1.0f;
+  }
+}
+
 // Finishes tile `tile` after the steps [seg_begin, seg_end) of it were accumulated into
 // `acc` by the kThreads MMA threads of CTA `cta` (thread `tid` holding one float4 of each
-// fragment), whose range starts at step `begin`. `s_last` is a shared flag.
+// fragment), whose range starts at step `begin`. `s_last` is a shared flag; `scales` hold
+// the tile's (LoadTokenScales, LoadColScales).
 template <int MT, bool kFp8, bool kX8, bool kF32Out>
 __device__ __forceinline__ void FinishTile(const Params& p, float (&acc)[MT / 8][4], int64_t tile, int64_t seg_begin,
                                            int64_t seg_end, int64_t begin, int64_t cta, int64_t grid, int tid,
-                                           int* s_last) {
+                                           int* s_last, const TileScales<MT>& scales) {
   constexpr int kFragsM = MT / 8;
   const int lane = tid & 31, warp = tid >> 5;
   const int64_t tile_begin = tile * p.ks, tile_end = tile_begin + p.ks;
@@ -81,21 +114,6 @@ __device__ __forceinline__ void FinishTile(const Params& p, float (&acc)[MT / 8]
   // Accumulator element e of fragment b (wgmma m64nMT layout, warp w of the CTA holding
   // weight rows 16w..16w+15): weight row (output column) lane / 4 (+ 8 for e >= 2), token
   // 8b + 2 * (lane % 4) (+ 1 for odd e).
-  // Every scale is loaded before the first store: the compiler cannot move a load past a store
-  // that may alias it, so loads between the stores would cost one round trip each.
-  float col_scales[2], token_scales[kFragsM][2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int64_t col = tile * kBN + warp * 16 + (lane >> 2) + h * 8;
-    col_scales[h] = (kFp8 && col < p.n) ? p.scales[col] : 1.0f;
-  }
-#pragma unroll
-  for (int b = 0; b < kFragsM; ++b)
-#pragma unroll
-    for (int o = 0; o < 2; ++o) {
-      const int token = b * 8 + (lane & 3) * 2 + o;
-      token_scales[b][o] = (kX8 && token < p.m) ? p.x_scales[token] : 1.0f;
-    }
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     const int64_t col = tile * kBN + warp * 16 + (lane >> 2) + (e >> 1) * 8;
@@ -103,7 +121,7 @@ __device__ __forceinline__ void FinishTile(const Params& p, float (&acc)[MT / 8]
     for (int b = 0; b < kFragsM; ++b) {
       const int token = b * 8 + (lane & 3) * 2 + (e & 1);
       if (token < p.m && col < p.n) {
-        const float scale = col_scales[e >> 1] * token_scales[b][e & 1];
+        const float scale = scales.col[e >> 1] * scales.token[b][e & 1];
         const int64_t at = static_cast<int64_t>(token) * p.n + col;
         if constexpr (kF32Out) {
           static_cast<float*>(p.out)[at] = acc[b][e] * scale;

@@ -236,7 +236,10 @@ __global__ void __launch_bounds__(kThreads, 1) SkinnyKernel(Params p) {
     if (kstep == ks - 1 || j == count - 1) {
       WgmmaWait<0>();
       const int64_t seg_end = begin + j + 1;
-      FinishTile<MT, kFp8, C::kX8, kF32Out>(p, acc, tile, seg_begin, seg_end, begin, cta, grid, tid, &s_last);
+      TileScales<MT> scales;
+      LoadTokenScales<MT, C::kX8>(p, tid, scales);
+      LoadColScales<MT, kFp8>(p, tile, tid, scales);
+      FinishTile<MT, kFp8, C::kX8, kF32Out>(p, acc, tile, seg_begin, seg_end, begin, cta, grid, tid, &s_last, scales);
       zero_acc();
       seg_begin = seg_end;
     } else {
