@@ -34,15 +34,16 @@ enum class SkinnyPipeline { kSerial = 0, kOverlapped = 1, kTma = 2 };
 // How the TMA pipeline moves the weights: bytes of each weight row per step for fp8 codes
 // (128 or 256; bf16 rows always take 256), the L2 promotion of its copies (0, 128 or 256
 // bytes: what L2 fetches from HBM per miss), whether the copies carry eviction hints
-// (weights first out, activations last), and how many steps each CTA keeps in flight (0: as
-// many as its ring holds; at least 2; fewer keep the memory system's queues short, so the loads of a
-// tile's finish do not wait behind every SM's prefetched weights). Process-wide; the
-// defaults are the measured best (docs/CUDA_BACKEND.md), the setter is for the benches' sweeps.
+// (weights first out, activations last), and how many steps each CTA keeps in flight
+// (lookahead; 0: as many as its ring holds; at least 2). A shorter lookahead keeps the memory
+// system's queues short, so the loads of a tile's finish do not wait behind every SM's
+// prefetched weights; too short leaves HBM idle. Process-wide; the defaults are the measured
+// best (docs/CUDA_BACKEND.md), the setter is for the benches' sweeps.
 struct SkinnyTmaTuning {
   int code_row_bytes = 128;
   int l2_promotion = 256;
   bool l2_hints = true;
-  int lookahead = 0;
+  int lookahead = 4;
 };
 void SetSkinnyTmaTuning(const SkinnyTmaTuning& tuning);
 SkinnyTmaTuning CurrentSkinnyTmaTuning();
