@@ -7,7 +7,8 @@
 //   graph: the four captured with PDL in one graph and replayed, as a decode step runs them.
 // It does so for each code row size and lookahead (SkinnyTmaTuning) and prints a line per case:
 // the steady cost of a call (the last exits of calls 0 and 3, apart, over 3) and, for call 2,
-// the CTAs' median first-bytes, streaming and finishing times; KVTIER_SKINNY_TRACE_DETAIL=1
+// the CTAs' median first-bytes, streaming and finishing times, and the finish's parts
+// (arriving at split tiles, adding others' partials, storing the output); KVTIER_SKINNY_TRACE_DETAIL=1
 // prints every call's percentiles over the CTAs of each phase as well. Not a test (disabled; it
 // checks nothing). Run it with
 //   kvtier_cuda_skinny_test --gtest_also_run_disabled_tests --gtest_filter='SkinnyGemmTrace.*'
@@ -59,7 +60,7 @@ void PrintPhase(const char* name, std::vector<double> v) {
 
 // The phase durations of one call's CTAs, µs.
 struct CallPhases {
-  std::vector<double> first, stream, finish;
+  std::vector<double> first, stream, finish, arrive, reduce, output;
   int64_t last_exit = 0;
 };
 CallPhases Phases(const int64_t* t, int grid) {
@@ -69,6 +70,9 @@ CallPhases Phases(const int64_t* t, int grid) {
     out.first.push_back((s[cuda::kTraceFirstDataNs] - s[cuda::kTraceProducerEntryNs]) / 1000.0);
     out.stream.push_back((s[cuda::kTraceLastStepNs] - s[cuda::kTraceFirstDataNs]) / 1000.0);
     out.finish.push_back(s[cuda::kTraceFinishNs] / 1000.0);
+    out.arrive.push_back(s[cuda::kTraceArriveNs] / 1000.0);
+    out.reduce.push_back(s[cuda::kTraceReduceNs] / 1000.0);
+    out.output.push_back(s[cuda::kTraceOutputNs] / 1000.0);
     out.last_exit = std::max(out.last_exit, s[cuda::kTraceExitNs]);
   }
   return out;
@@ -142,8 +146,8 @@ TEST(SkinnyGemmTrace, DISABLED_W8A8Tma) {
   const bool detail = std::getenv("KVTIER_SKINNY_TRACE_DETAIL") != nullptr;
   const std::vector<int> row_sizes = IntList("KVTIER_SKINNY_TRACE_ROW_BYTES", "128,256");
   const std::vector<int> lookaheads = IntList("KVTIER_SKINNY_TRACE_LOOKAHEAD", "0,2,3,4,6");
-  std::printf("%-8s %5s %9s %-6s %9s %9s %9s %9s %9s\n", "shape", "row_B", "lookahead", "mode", "us/call",
-              "first_p50", "strm_p50", "fin_p50", "fin_max");
+  std::printf("%-8s %5s %9s %-6s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "shape", "row_B", "lookahead", "mode",
+              "us/call", "first_p50", "strm_p50", "fin_p50", "fin_max", "arr_p50", "red_p50", "red_max", "out_p50");
   for (const TraceShape& s : kTraceShapes) {
     const size_t elements = static_cast<size_t>(s.n) * s.k;
     // One weight copy per call, together past the L2, so each call streams from HBM.
@@ -198,9 +202,10 @@ TEST(SkinnyGemmTrace, DISABLED_W8A8Tma) {
                            c3 = Phases(call_trace(kCalls - 1), grid);
           std::vector<double> finish_sorted = c2.finish;
           std::sort(finish_sorted.begin(), finish_sorted.end());
-          std::printf("%-8s %5d %9d %-6s %9.2f %9.2f %9.2f %9.2f %9.2f\n", s.name, row_bytes, lookahead, mode,
-                      (c3.last_exit - c0.last_exit) / 1000.0 / (kCalls - 1), Median(c2.first), Median(c2.stream),
-                      Median(c2.finish), finish_sorted.back());
+          std::printf("%-8s %5d %9d %-6s %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", s.name, row_bytes,
+                      lookahead, mode, (c3.last_exit - c0.last_exit) / 1000.0 / (kCalls - 1), Median(c2.first),
+                      Median(c2.stream), Median(c2.finish), finish_sorted.back(), Median(c2.arrive),
+                      Median(c2.reduce), *std::max_element(c2.reduce.begin(), c2.reduce.end()), Median(c2.output));
           if (!detail) continue;
           int64_t origin = INT64_MAX;
           for (int c = 0; c < grid; ++c) origin = std::min(origin, host[c * cuda::kSkinnyTraceSlots + cuda::kTraceEntryNs]);

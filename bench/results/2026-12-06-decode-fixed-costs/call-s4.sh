@@ -7,8 +7,13 @@
 # 128 at 4 (the default), 5, 6; 256 at 2, 3 and the whole ring (0); one order, then the reverse.
 # Then the W8A8 ncu profiles call S2 did not reach (the o and gate_up projections of a W2 fp8
 # step), if time is left.
+# First, the trace with the finish's parts (arriving at split tiles, adding partials, storing
+# the output) at 128 and 256 bytes a row, the whole ring and lookahead 4.
 rm -rf /tmp/r
 BUDGET=${BUDGET:-420} CARRY=${CARRY:-s3} . bench/results/device-call-prelude.sh
+KVTIER_SKINNY_BENCH_ROWS=64 KVTIER_SKINNY_TRACE_LOOKAHEAD=0,4 t trace 60 $C/bin/kvtier_cuda_skinny_test_f \
+  --gtest_also_run_disabled_tests --gtest_filter='SkinnyGemmTrace.*'
+grep -E "^(shape|qkv|o|gate_up|down) " $R/tests/trace.txt
 quick() {  # quick NAME ROW LOOKAHEAD
   KVTIER_SKINNY_TMA=$2,256,1,$3 KVTIER_BENCH_QUICK=1 KVTIER_BENCH_WEIGHT_DTYPE=fp8 timeout 60 \
     $C/bin/kvtier_cuda_bench_f llama3-8b > $R/quick-$1.txt 2>&1

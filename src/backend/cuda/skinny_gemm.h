@@ -61,6 +61,11 @@ enum SkinnyTraceSlot : int {
   kTraceFinishNs,         // time spent finishing tiles (partials, reduction, output), summed
   kTraceProducerEntryNs,  // %globaltimer as the producer warp starts
   kTraceSteps,            // steps in the CTA's range
+  kTraceArriveNs,         // ... of the finish: storing split tiles' partials and arriving, summed
+  kTraceReduceNs,         // ... adding the other contributors' partials where it arrived last
+  kTraceOutputNs,         // ... scaling and storing output tiles
+  kTraceWholeTiles,       // tiles whose steps the CTA covered whole
+  kTraceLastArrivals,     // split tiles it finished, arriving last
   kSkinnyTraceSlots
 };
 void SetSkinnyTrace(int64_t* device_buffer);

@@ -6,9 +6,24 @@
 #ifndef KVTIER_BACKEND_CUDA_SKINNY_GEMM_FINISH_CUH_
 #define KVTIER_BACKEND_CUDA_SKINNY_GEMM_FINISH_CUH_
 
+#include "backend/cuda/skinny_gemm.h"
 #include "backend/cuda/skinny_gemm_common.cuh"
 
 namespace kvtier::cuda::skinny {
+
+// What a traced CTA's finishes cost, summed over its tiles (SkinnyTraceSlot): kept in
+// registers by the tracing thread and written once at the end.
+struct FinishTimes {
+  int64_t arrive_ns = 0, reduce_ns = 0, output_ns = 0;
+  int whole_tiles = 0, last_arrivals = 0;
+  __device__ void Write(int64_t* trace) const {
+    trace[kTraceArriveNs] = arrive_ns;
+    trace[kTraceReduceNs] = reduce_ns;
+    trace[kTraceOutputNs] = output_ns;
+    trace[kTraceWholeTiles] = whole_tiles;
+    trace[kTraceLastArrivals] = last_arrivals;
+  }
+};
 
 // A barrier over the CTA's kThreads MMA threads only: with a producer warp beside them (the
 // TMA pipeline) a whole-CTA barrier would wait for a warp that never arrives.
@@ -49,14 +64,20 @@ __device__ __forceinline__ void LoadColScales(const Params& p, int64_t tile, int
 // Finishes tile `tile` after the steps [seg_begin, seg_end) of it were accumulated into
 // `acc` by the kThreads MMA threads of CTA `cta` (thread `tid` holding one float4 of each
 // fragment), whose range starts at step `begin`. `s_last` is a shared flag; `scales` hold
-// the tile's (LoadTokenScales, LoadColScales).
+// the tile's (LoadTokenScales, LoadColScales); `times`, where not null, adds what each part took.
 template <int MT, bool kFp8, bool kX8, bool kF32Out>
 __device__ __forceinline__ void FinishTile(const Params& p, float (&acc)[MT / 8][4], int64_t tile, int64_t seg_begin,
                                            int64_t seg_end, int64_t begin, int64_t cta, int64_t grid, int tid,
-                                           int* s_last, const TileScales<MT>& scales) {
+                                           int* s_last, const TileScales<MT>& scales, FinishTimes* times = nullptr) {
   constexpr int kFragsM = MT / 8;
   const int lane = tid & 31, warp = tid >> 5;
   const int64_t tile_begin = tile * p.ks, tile_end = tile_begin + p.ks;
+  int64_t stamp = times != nullptr ? GlobalTimerNs() : 0;
+  auto lap = [&](int64_t& total) {
+    const int64_t now = GlobalTimerNs();
+    total += now - stamp;
+    stamp = now;
+  };
   if (seg_begin != tile_begin || seg_end != tile_end) {
     const int64_t slot = 2 * cta + (seg_begin == begin ? 0 : 1);
     float4* mine = reinterpret_cast<float4*>(p.partials) + slot * (kFragsM * kThreads);
@@ -73,9 +94,11 @@ __device__ __forceinline__ void FinishTile(const Params& p, float (&acc)[MT / 8]
       if (*s_last) p.counters[tile] = 0;  // every contributor has arrived: ready for the next call
     }
     ConsumerSync();
+    if (times != nullptr) lap(times->arrive_ns);
     // Thread 0 sets s_last again only after the next tile's first barrier, which every
     // thread reaches after reading it here.
     if (!*s_last) return;
+    if (times != nullptr) ++times->last_arrivals;
     __threadfence();
     // Everything summed in CTA order, whichever arrived last: the result does not depend
     // on arrival order.
@@ -110,6 +133,9 @@ __device__ __forceinline__ void FinishTile(const Params& p, float (&acc)[MT / 8]
         acc[b][3] += v[b].w;
       }
     }
+    if (times != nullptr) lap(times->reduce_ns);
+  } else if (times != nullptr) {
+    ++times->whole_tiles;
   }
   // Accumulator element e of fragment b (wgmma m64nMT layout, warp w of the CTA holding
   // weight rows 16w..16w+15): weight row (output column) lane / 4 (+ 8 for e >= 2), token
@@ -131,6 +157,7 @@ __device__ __forceinline__ void FinishTile(const Params& p, float (&acc)[MT / 8]
       }
     }
   }
+  if (times != nullptr) lap(times->output_ns);
 }
 
 }  // namespace kvtier::cuda::skinny

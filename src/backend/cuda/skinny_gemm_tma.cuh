@@ -176,6 +176,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1) SkinnyTmaKernel(const __grid_c
   PdlWait();
   PdlLaunchDependents();
   int64_t finish_ns = 0;
+  FinishTimes times;
   if (stamp) {
     trace[kTracePdlDoneNs] = GlobalTimerNs();
     trace[kTraceSteps] = count;
@@ -222,7 +223,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1) SkinnyTmaKernel(const __grid_c
       const int64_t finish_start = stamp ? GlobalTimerNs() : 0;
       if (stamp && j == count - 1) trace[kTraceLastStepNs] = finish_start;
       FinishTile<MT, C::kCodes, C::kCodes, kF32Out>(p, acc, tile, seg_begin, seg_end, begin, cta, grid, tid, &s_last,
-                                                    scales);
+                                                    scales, stamp ? &times : nullptr);
       if (stamp) finish_ns += GlobalTimerNs() - finish_start;
 #pragma unroll
       for (int b = 0; b < MT / 8; ++b)
@@ -240,6 +241,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1) SkinnyTmaKernel(const __grid_c
     }
   }
   if (stamp) {
+    times.Write(trace);
     trace[kTraceFinishNs] = finish_ns;
     trace[kTraceExitNs] = GlobalTimerNs();
   }
