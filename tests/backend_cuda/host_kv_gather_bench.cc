@@ -28,20 +28,14 @@
 
 #include "backend/cuda/host_kv_stream.h"
 #include "bench_check.h"
+#include "bench_env.h"
 
 namespace {
 
+using kvtier::IntList;
 using kvtier::cuda::HostKvGather;
 using kvtier::cuda::HostKvGatherKind;
 using kvtier::cuda::HostKvGatherShape;
-
-std::vector<int> IntList(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) out.push_back(std::atoi(item.c_str()));
-  return out;
-}
 
 std::vector<std::string> WordList(const std::string& text) {
   std::vector<std::string> out;

@@ -14,13 +14,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/fp8_skinny.h"
 #include "backend/cuda/skinny_gemm.h"
 #include "bench_check.h"
+#include "bench_env.h"
 #include "cuda_test_util.h"
 #include "gtest/gtest.h"
 
@@ -66,12 +66,7 @@ std::string Label(const char* kernel, cuda::SkinnyPipeline pipeline) {
 
 TEST(SkinnyGemmBench, DISABLED_PerShape) {
   KVT_SKIP_WITHOUT_CUDA();
-  std::vector<int> row_counts = {16, 32, 64, 128};
-  if (const char* rows_env = std::getenv("KVTIER_SKINNY_BENCH_ROWS"); rows_env != nullptr) {
-    row_counts.clear();
-    std::stringstream list(rows_env);
-    for (std::string item; std::getline(list, item, ',');) row_counts.push_back(std::atoi(item.c_str()));
-  }
+  const std::vector<int> row_counts = EnvIntList("KVTIER_SKINNY_BENCH_ROWS", "16,32,64,128");
   cudaDeviceProp props{};
   KVT_BENCH_CUDA_CHECK(cudaGetDeviceProperties(&props, 0));
   const int sms = props.multiProcessorCount;

@@ -4,6 +4,7 @@
 // capture. Skips without a compute capability 9.0 GPU (the kernels are sm_90a code).
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/skinny_gemm.h"
@@ -214,10 +215,12 @@ TEST(SkinnyGemmTest, W8A8MatchesTheReference) {
       for (int sms : kSms) {
         for (auto pipeline : kPipelines) {
           // The TMA pipeline with both row widths of codes per step (128 and 256 bytes), its
-          // whole ring in flight and fewer steps (1 asks for the least, which is 2).
-          for (int variant = 0; variant < 6; ++variant) {
-            const int row_bytes = variant % 2 == 0 ? 256 : 128, lookahead = variant / 2 == 0 ? 0 : variant / 2 == 1 ? 1 : 3;
-            if (pipeline != cuda::SkinnyPipeline::kTma && variant > 0) continue;
+          // whole ring in flight (0) and fewer steps (1 asks for the least, which is 2); the
+          // other pipelines once.
+          const bool tma = pipeline == cuda::SkinnyPipeline::kTma;
+          for (const auto& [row_bytes, lookahead] :
+               tma ? std::vector<std::pair<int, int>>{{256, 0}, {128, 0}, {256, 1}, {128, 1}, {256, 3}, {128, 3}}
+                   : std::vector<std::pair<int, int>>{{256, 0}}) {
             cuda::SkinnyTmaTuning tuning;
             tuning.code_row_bytes = row_bytes;
             tuning.lookahead = lookahead;

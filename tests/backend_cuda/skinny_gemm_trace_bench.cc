@@ -19,12 +19,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
-#include <string>
 #include <vector>
 
 #include "backend/cuda/skinny_gemm.h"
 #include "bench_check.h"
+#include "bench_env.h"
 #include "cuda_test_util.h"
 #include "gtest/gtest.h"
 
@@ -39,14 +38,6 @@ constexpr TraceShape kTraceShapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {
                                        {"down", 4096, 14336}};
 constexpr int kCalls = 4;
 
-std::vector<int> IntList(const char* env, const char* fallback) {
-  const char* value = std::getenv(env);
-  std::stringstream list(value != nullptr ? value : fallback);
-  std::vector<int> out;
-  for (std::string item; std::getline(list, item, ',');) out.push_back(std::atoi(item.c_str()));
-  return out;
-}
-
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -58,59 +49,58 @@ void PrintPhase(const char* name, std::vector<double> v) {
   std::printf("  %-14s p10 %7.2f  p50 %7.2f  max %7.2f\n", name, v[v.size() / 10], v[v.size() / 2], v.back());
 }
 
-// The phase durations of one call's CTAs, µs.
+// One call's CTAs (grid of them, kSkinnyTraceSlots stamps each): absolute times in ns, phase
+// durations in µs.
 struct CallPhases {
-  std::vector<double> first, stream, finish, arrive, reduce, output;
-  int64_t last_exit = 0;
+  std::vector<int64_t> producer_entry, entry, exit;
+  std::vector<double> pdl, first, stream, finish, arrive, reduce, output;
+  int64_t first_entry = INT64_MAX, last_exit = 0, steps_min = INT64_MAX, steps_max = 0;
 };
 CallPhases Phases(const int64_t* t, int grid) {
   CallPhases out;
+  auto us = [](int64_t ns) { return ns / 1000.0; };
   for (int c = 0; c < grid; ++c) {
     const int64_t* s = t + c * cuda::kSkinnyTraceSlots;
-    out.first.push_back((s[cuda::kTraceFirstDataNs] - s[cuda::kTraceProducerEntryNs]) / 1000.0);
-    out.stream.push_back((s[cuda::kTraceLastStepNs] - s[cuda::kTraceFirstDataNs]) / 1000.0);
-    out.finish.push_back(s[cuda::kTraceFinishNs] / 1000.0);
-    out.arrive.push_back(s[cuda::kTraceArriveNs] / 1000.0);
-    out.reduce.push_back(s[cuda::kTraceReduceNs] / 1000.0);
-    out.output.push_back(s[cuda::kTraceOutputNs] / 1000.0);
+    out.producer_entry.push_back(s[cuda::kTraceProducerEntryNs]);
+    out.entry.push_back(s[cuda::kTraceEntryNs]);
+    out.exit.push_back(s[cuda::kTraceExitNs]);
+    out.pdl.push_back(us(s[cuda::kTracePdlDoneNs] - s[cuda::kTraceEntryNs]));
+    out.first.push_back(us(s[cuda::kTraceFirstDataNs] - s[cuda::kTraceProducerEntryNs]));
+    out.stream.push_back(us(s[cuda::kTraceLastStepNs] - s[cuda::kTraceFirstDataNs]));
+    out.finish.push_back(us(s[cuda::kTraceFinishNs]));
+    out.arrive.push_back(us(s[cuda::kTraceArriveNs]));
+    out.reduce.push_back(us(s[cuda::kTraceReduceNs]));
+    out.output.push_back(us(s[cuda::kTraceOutputNs]));
+    out.first_entry = std::min(out.first_entry, s[cuda::kTraceEntryNs]);
     out.last_exit = std::max(out.last_exit, s[cuda::kTraceExitNs]);
+    out.steps_min = std::min(out.steps_min, s[cuda::kTraceSteps]);
+    out.steps_max = std::max(out.steps_max, s[cuda::kTraceSteps]);
   }
   return out;
 }
 
-// One call's stamps (grid CTAs x kSkinnyTraceSlots), relative to the earliest MMA entry of
-// call 0 (origin), and the end of the call before it.
-void PrintCall(int call, const int64_t* t, int grid, int64_t origin, int64_t previous_end) {
-  using cuda::SkinnyTraceSlot;
-  std::vector<double> entry, pdl, first, stream, finish, exit_at, producer;
-  int64_t first_entry = INT64_MAX, last_exit = 0, steps_min = INT64_MAX, steps_max = 0;
-  for (int c = 0; c < grid; ++c) {
-    const int64_t* s = t + c * cuda::kSkinnyTraceSlots;
-    auto us = [&](int64_t ns) { return ns / 1000.0; };
-    entry.push_back(us(s[cuda::kTraceEntryNs] - origin));
-    producer.push_back(us(s[cuda::kTraceProducerEntryNs] - origin));
-    pdl.push_back(us(s[cuda::kTracePdlDoneNs] - s[cuda::kTraceEntryNs]));
-    first.push_back(us(s[cuda::kTraceFirstDataNs] - s[cuda::kTraceProducerEntryNs]));
-    stream.push_back(us(s[cuda::kTraceLastStepNs] - s[cuda::kTraceFirstDataNs]));
-    finish.push_back(us(s[cuda::kTraceFinishNs]));
-    exit_at.push_back(us(s[cuda::kTraceExitNs] - origin));
-    first_entry = std::min(first_entry, s[cuda::kTraceEntryNs]);
-    last_exit = std::max(last_exit, s[cuda::kTraceExitNs]);
-    steps_min = std::min(steps_min, s[cuda::kTraceSteps]);
-    steps_max = std::max(steps_max, s[cuda::kTraceSteps]);
-  }
+// µs from `origin` of each time in `ns`.
+std::vector<double> Since(const std::vector<int64_t>& ns, int64_t origin) {
+  std::vector<double> out;
+  for (int64_t t : ns) out.push_back((t - origin) / 1000.0);
+  return out;
+}
+
+// One call's percentiles, its times relative to the earliest MMA entry of call 0 (origin),
+// and its gap after the end of the call before it.
+void PrintCall(int call, const CallPhases& c, int64_t origin, int64_t previous_end) {
   std::printf(" call %d: span %.2f us (first entry to last exit), gap after the previous call's last exit %.2f us,"
               " %lld-%lld steps a CTA\n",
-              call, (last_exit - first_entry) / 1000.0,
-              previous_end == 0 ? 0.0 : (first_entry - previous_end) / 1000.0, static_cast<long long>(steps_min),
-              static_cast<long long>(steps_max));
-  PrintPhase("producer entry", producer);
-  PrintPhase("mma entry", entry);
-  PrintPhase("pdl wait", pdl);
-  PrintPhase("first bytes", first);
-  PrintPhase("streaming", stream);
-  PrintPhase("finishing", finish);
-  PrintPhase("exit", exit_at);
+              call, (c.last_exit - c.first_entry) / 1000.0,
+              previous_end == 0 ? 0.0 : (c.first_entry - previous_end) / 1000.0, static_cast<long long>(c.steps_min),
+              static_cast<long long>(c.steps_max));
+  PrintPhase("producer entry", Since(c.producer_entry, origin));
+  PrintPhase("mma entry", Since(c.entry, origin));
+  PrintPhase("pdl wait", c.pdl);
+  PrintPhase("first bytes", c.first);
+  PrintPhase("streaming", c.stream);
+  PrintPhase("finishing", c.finish);
+  PrintPhase("exit", Since(c.exit, origin));
 }
 
 TEST(SkinnyGemmTrace, DISABLED_W8A8Tma) {
@@ -144,8 +134,8 @@ TEST(SkinnyGemmTrace, DISABLED_W8A8Tma) {
   std::vector<int64_t> host(trace_slots);
 
   const bool detail = std::getenv("KVTIER_SKINNY_TRACE_DETAIL") != nullptr;
-  const std::vector<int> row_sizes = IntList("KVTIER_SKINNY_TRACE_ROW_BYTES", "128,256");
-  const std::vector<int> lookaheads = IntList("KVTIER_SKINNY_TRACE_LOOKAHEAD", "0,2,3,4,6");
+  const std::vector<int> row_sizes = EnvIntList("KVTIER_SKINNY_TRACE_ROW_BYTES", "128,256");
+  const std::vector<int> lookaheads = EnvIntList("KVTIER_SKINNY_TRACE_LOOKAHEAD", "0,2,3,4,6");
   std::printf("%-8s %5s %9s %-6s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "shape", "row_B", "lookahead", "mode",
               "us/call", "first_p50", "strm_p50", "fin_p50", "fin_max", "arr_p50", "red_p50", "red_max", "out_p50");
   for (const TraceShape& s : kTraceShapes) {
@@ -207,14 +197,13 @@ TEST(SkinnyGemmTrace, DISABLED_W8A8Tma) {
                       Median(c2.stream), Median(c2.finish), finish_sorted.back(), Median(c2.arrive),
                       Median(c2.reduce), *std::max_element(c2.reduce.begin(), c2.reduce.end()), Median(c2.output));
           if (!detail) continue;
-          int64_t origin = INT64_MAX;
-          for (int c = 0; c < grid; ++c) origin = std::min(origin, host[c * cuda::kSkinnyTraceSlots + cuda::kTraceEntryNs]);
           std::printf("%s %s: n %d k %d, %.1f MB of codes a call (%.2f us at 4 TB/s)\n", s.name, mode, s.n, s.k,
                       elements / 1e6, elements / 4e6);
           int64_t previous_end = 0;
           for (int i = 0; i < kCalls; ++i) {
-            PrintCall(i, call_trace(i), grid, origin, previous_end);
-            previous_end = Phases(call_trace(i), grid).last_exit;
+            const CallPhases c = i == 0 ? c0 : Phases(call_trace(i), grid);
+            PrintCall(i, c, c0.first_entry, previous_end);
+            previous_end = c.last_exit;
           }
         }
         cudaGraphExecDestroy(exec);

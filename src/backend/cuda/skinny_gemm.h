@@ -48,7 +48,7 @@ struct SkinnyTmaTuning {
 void SetSkinnyTmaTuning(const SkinnyTmaTuning& tuning);
 SkinnyTmaTuning CurrentSkinnyTmaTuning();
 
-// Where the TMA pipeline's time goes, for the per-shape bench (skinny_gemm_bench.cc): while a
+// Where the TMA pipeline's time goes, for the trace bench (skinny_gemm_trace_bench.cc): while a
 // device buffer is set, each launch's CTA c writes kSkinnyTraceSlots int64 at
 // trace + c * kSkinnyTraceSlots (SkinnyTraceSlot), every launch to the same place. Process-
 // wide like the tuning; nullptr (the default) turns it off.

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <mutex>
@@ -56,18 +57,12 @@ bool SkinnyTmaAvailable() { return Encoder() != nullptr; }
 namespace {
 std::mutex tuning_mu;
 SkinnyTmaTuning tuning;  // guarded by tuning_mu
-int64_t* trace = nullptr;  // guarded by tuning_mu
+std::atomic<int64_t*> trace{nullptr};  // read at every launch: no lock
 }  // namespace
 
-void SetSkinnyTrace(int64_t* device_buffer) {
-  std::lock_guard<std::mutex> lock(tuning_mu);
-  trace = device_buffer;
-}
+void SetSkinnyTrace(int64_t* device_buffer) { trace.store(device_buffer, std::memory_order_relaxed); }
 
-int64_t* CurrentSkinnyTrace() {
-  std::lock_guard<std::mutex> lock(tuning_mu);
-  return trace;
-}
+int64_t* CurrentSkinnyTrace() { return trace.load(std::memory_order_relaxed); }
 
 void SetSkinnyTmaTuning(const SkinnyTmaTuning& next) {
   std::lock_guard<std::mutex> lock(tuning_mu);
