@@ -171,6 +171,7 @@ if (id == "W1") {
     json j = s.Record(id, w, r);
     const double decode = r.ok ? (w.gen - 1) / r.decode_s : NAN;
     j["prefill_s"] = r.ok ? json(r.ttft_s) : json(nullptr);
+    j["prefill_step_s"] = r.prefill_step_s;
     // The library to beat for the attention part: cuDNN's fused attention on the same shape
     // (lib_kernels.py in the same device call), attention alone, no projections.
     j["cudnn_attention_s"] = std::isnan(s.ceilings.cudnn_attention_32k_s) ? json(nullptr)

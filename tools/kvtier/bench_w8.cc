@@ -49,6 +49,7 @@ void RunW8(kvt_model* model, BenchSession* session) {
       w.prompt * s.FlopsPerToken() / s.ProjectionFlops() +
       0.5 * w.prompt * static_cast<double>(w.prompt) * 4.0 * s.shape.query_width / s.ceilings.gemm_flops;
   j["prefill_s"] = prefill_s;
+  j["prefill_step_s"] = r.prefill_step_s;  // one per 2,048-token chunk, in order
   j["prefill_limit_s"] = prefill_limit_s;
   j["decode_tok_s"] = decode;
   j["host_link_bytes_per_second"] = link_Bps;

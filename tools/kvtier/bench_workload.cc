@@ -196,12 +196,14 @@ RunResult RunWorkload(kvt_model* model, const WorkloadSpec& w, double time_limit
       r.wall_s = Seconds(t0, Clock::now());
       return r;
     }
+    const auto step_start = Clock::now();
     if (kvt_status s = kvt_step(h.context, h.events); s != KVT_OK) {
       r.error = std::string("step: ") + kvt_status_string(s) + ": " + kvt_context_errmsg(h.context);
       return r;
     }
     ++r.steps;
     const auto now = Clock::now();
+    if (!have_all_first) r.prefill_step_s.push_back(Seconds(step_start, now));
     for (int32_t i = 0; i < kvt_events_count(h.events); ++i) {
       int64_t seq = 0;
       int32_t token = 0, reason = 0;

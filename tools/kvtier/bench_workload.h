@@ -49,6 +49,9 @@ struct RunResult {
   int64_t generated = 0;             // all tokens produced
   int64_t decode_tokens = 0;         // tokens produced after all_first
   int64_t steps = 0;
+  // Each step's wall time until every sequence had its first token: for one long prompt, the
+  // time of each prefill chunk in order (how a chunk's cost grows with the context before it).
+  std::vector<double> prefill_step_s;
   json stats;
   int64_t peak_process_mib = 0, peak_device_mib = 0;
   int interrupt_signal = 0;  // SIGINT/SIGTERM ended it early (sequences cancelled)
