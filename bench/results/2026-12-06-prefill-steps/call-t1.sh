@@ -3,7 +3,7 @@
 # 1.47x, target 1.25x), and call S4's TMA tuning in whole W2 fp8 steps (issue #34).
 # Carry: build-t1.sh's (.carry/t1.txz): S4's programs plus kvtier of this commit, whose W4 and
 # W8 records list each prefill chunk's wall time (prefill_step_s).
-# 1. A random Llama-3-8B checkpoint and the ceilings, side by side.
+# 1. A random Llama-3-8B checkpoint, the ceilings, and the skinny kernel's tests at main.
 # 2. W2 fp8 graph steps at KVTIER_SKINNY_TMA=ROW,256,1,LOOKAHEAD, one order then the reverse.
 # 3. W4 (32k, all KV on the device) and W8 (128k, most KV streamed from the host) in bf16, each
 #    in its own process: chunk times against context say whether the host stream or the
@@ -13,6 +13,7 @@ BUDGET=${BUDGET:-560} CARRY=${CARRY:-t1} . bench/results/device-call-prelude.sh
 M=/tmp/kb/llama3-8b
 $C/bin/kvtier mkmodel --preset llama3-8b --out $M > $R/mkmodel.txt 2>&1 &
 timeout 60 python3 $C/anchors/ceilings.py > $R/ceilings.txt 2>&1
+t skinny 60 $C/bin/kvtier_cuda_skinny_test_f
 wait; echo "[$(el) s] ceilings + model: $(tail -1 $R/mkmodel.txt | cut -c1-100)"
 use_torch_libraries
 quick() {  # quick NAME ROW LOOKAHEAD
