@@ -4,7 +4,8 @@
 #   C   the unpacked carry folder, its programs in $C/bin and libraries in $C/lib;
 #   R   /tmp/r, where the call writes what it brings back (the script tars it into $OUT);
 #   el  a function printing the seconds since the call began;
-# and the environment the programs run with. Writes $R/machine.txt.
+# and the environment the programs run with. Writes $R/machine.txt. scripts/pack-carry.sh
+# makes the archive.
 set -u
 T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
@@ -64,4 +65,14 @@ w4_prefill_attention() {
     echo "[$(el) s] W4 $a rc=$rc"; grep -E "^W4 " "$R/w4-$a.txt" | cut -c1-160
   done
   grep -ho '"prefill_attention": *"[^"]*"' "$R"/w4-*.json 2>/dev/null | cut -c1-300
+}
+# quick_step NAME PROGRAM PRESET [VAR=VALUE...]: a kvtier_cuda_bench PROGRAM's graph decode
+# steps (KVTIER_BENCH_QUICK=1) on PRESET with the VARs set, into $R/quick-NAME.txt; prints
+# its graph-step lines.
+quick_step() {
+  local name=$1 program=$2 preset=$3; shift 3
+  [ "$(left)" -lt 20 ] && { echo "skip $name: out of time"; return; }
+  env KVTIER_BENCH_QUICK=1 "$@" timeout 60 "$program" "$preset" > "$R/quick-$name.txt" 2>&1
+  local rc=$?
+  echo "[$(el) s] $name rc=$rc $(grep -E "decode.*graph" "$R/quick-$name.txt" | tr -s ' ' | cut -c1-70 | tr '\n' ' ')"
 }
