@@ -40,10 +40,10 @@ enum class SkinnyPipeline { kSerial = 0, kOverlapped = 1, kTma = 2 };
 // prefetched weights; too short leaves HBM idle. Process-wide; the defaults are the measured
 // best (docs/CUDA_BACKEND.md), the setter is for the benches' sweeps.
 struct SkinnyTmaTuning {
-  int code_row_bytes = 128;
+  int code_row_bytes = 256;
   int l2_promotion = 256;
   bool l2_hints = true;
-  int lookahead = 4;
+  int lookahead = 3;
 };
 void SetSkinnyTmaTuning(const SkinnyTmaTuning& tuning);
 SkinnyTmaTuning CurrentSkinnyTmaTuning();
