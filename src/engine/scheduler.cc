@@ -78,6 +78,14 @@ int64_t Scheduler::ChunkLength(const Sequence& seq, int64_t budget) const {
   return std::min(length, (start / block_tokens + max_blocks) * block_tokens - start);
 }
 
+int64_t Scheduler::FirstChunkLength(const Sequence& seq, int64_t budget, int64_t length) const {
+  const int64_t full = options_.max_tokens_per_step;
+  // A load plan cuts the chunks where its loaded blocks attach: nothing to align to.
+  if (budget != full || seq.attach_at > seq.num_computed) return length;
+  const int64_t remainder = seq.num_uncomputed() % full;
+  return seq.num_uncomputed() > full && remainder > 0 ? std::min(length, remainder) : length;
+}
+
 absl::StatusOr<bool> Scheduler::StreamForRoom(Sequence* seq, int64_t wanted) {
   ASSIGN_OR_RETURN(bool streamed, MakeRoomByStreaming(seq, wanted));
   for (auto it = running_.rbegin(); !streamed && it != running_.rend(); ++it) {
@@ -179,6 +187,7 @@ bool Scheduler::PrepareWaiting(Sequence* seq, int64_t budget, int64_t keep_free,
   // A prompt being scored computes every position: its log-probabilities need them all.
   if (fresh && !seq->scoring_prompt()) seq->num_computed = MatchOrPlan(seq);
   *length = ChunkLength(*seq, budget);
+  if (fresh) *length = FirstChunkLength(*seq, budget, *length);
   const int64_t end = seq->num_computed + *length;
   if (kv_->NewBlocksNeeded(seq->id, end) > kv_->num_available_device_blocks() - keep_free) {
     // A long sequence resuming makes its own room. A failed copy leaves its blocks where

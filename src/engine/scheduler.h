@@ -230,6 +230,13 @@ class Scheduler {
   // (with layer groups, its blocks in every group together),
   // so that it prefills beside others in bounded device memory.
   int64_t ChunkLength(const Sequence& seq, int64_t budget) const;
+  // A fresh prompt's first chunk (ChunkLength's `length` for it) when it has a whole step's
+  // budget: a prompt longer than the budget starts with its remainder (what it has left modulo
+  // max_tokens_per_step), so that its later chunks, the last included, fill the budget. The
+  // last chunk attends to the longest context, where a backend's fastest prefill attention
+  // may take only full chunks (the CUDA backend's cuDNN path); a short chunk costs least at
+  // the front, where the context is short.
+  int64_t FirstChunkLength(const Sequence& seq, int64_t budget, int64_t length) const;
   // For a long sequence short of device blocks: moves its own old blocks to the host tier
   // until `wanted` device blocks are available (or none is left to move). Whether any moved.
   absl::StatusOr<bool> MakeRoomByStreaming(Sequence* seq, int64_t wanted);

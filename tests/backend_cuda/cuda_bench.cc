@@ -2,13 +2,14 @@
 // generated on the device (no checkpoint on disk). Usage: kvtier_cuda_bench [preset].
 // Prints one line per case: median ms per step and tokens/s. Not a test.
 // KVTIER_BENCH_PROFILE=w1|w2|w4: only that decode case, one graph step between
-// cudaProfilerStart/Stop (for `ncu --profile-from-start off`), nothing else.
+// cudaProfilerStart/Stop (for `ncu --profile-from-start off`), nothing else; w4p: likewise one
+// prefill chunk of W4's (2,048 tokens at 30,000 positions).
 // KVTIER_DECODE_BENCH=1: only the decode attention kernel's timings (decode_attention_bench.h).
 // KVTIER_BENCH_QUICK=1: only W1/W2 graph decode steps and W2's prefill.
 // KVTIER_BENCH_W9=ROWS:CTX[,ROWS:CTX...]: only W9-shaped steps (bench_w9.h): graph decode
 // steps of ROWS sequences at CTX positions, and mixed steps (ROWS decodes plus one prompt
 // chunk that fills 2,048 tokens), as a saturated server runs them.
-// KVTIER_SKINNY_TMA=ROW_BYTES,PROMOTION,HINTS: the skinny TMA pipeline's tuning.
+// KVTIER_SKINNY_TMA=ROW_BYTES,PROMOTION,HINTS[,LOOKAHEAD]: the skinny TMA pipeline's tuning.
 // KVTIER_BENCH_WEIGHT_DTYPE=fp8 / KVTIER_BENCH_KV_DTYPE=fp8: fp8 weights / fp8 KV cache.
 // The backend's switches come from the same KVTIER_CUDA_* variables as the kvtier CLI's
 // (README.md, "Diagnostics").
@@ -289,7 +290,10 @@ int Main(int argc, char** argv) {
     const std::string w = which;
     ForwardBatch batch;
     const int rows = w == "w2" ? 64 : 1;
-    for (int s = 0; s < rows; ++s) {
+    if (w == "w4p") {  // a prefill chunk of W4's: 2,048 tokens at 30,000 positions
+      batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 2048), 30000, long_table, true});
+    }
+    for (int s = 0; s < rows && w != "w4p"; ++s) {
       const bool long_ctx = w == "w4";
       batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1),
                               long_ctx ? 32767 : (rows == 1 ? 600 : 640),
@@ -302,7 +306,7 @@ int Main(int argc, char** argv) {
     cudaProfilerStart();
     const absl::Status st = b.ForwardGreedy(batch, &ids);
     cudaProfilerStop();
-    std::printf("profiled one %s decode step (%s), graph replays %lld\n", w.c_str(),
+    std::printf("profiled one %s step (%s), graph replays %lld\n", w.c_str(),
                 st.ok() ? "ok" : st.ToString().c_str(), static_cast<long long>(b.decode_graphs().replays()));
     return st.ok() ? 0 : 1;
   }

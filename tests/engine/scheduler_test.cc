@@ -49,22 +49,56 @@ TEST(SchedulerTest, ChunksPrefillUnderTheTokenBudget) {
   Scheduler scheduler({/*max_tokens_per_step=*/5, /*max_running=*/8}, kv.manager.get(), nullptr);
   auto a = MakeSequence(1, 12);
   scheduler.Enqueue(a.get());
+  // The remainder first (12 mod 5), so that the last chunk, at the longest context, is full.
   Schedule s1 = Next(scheduler);
   ASSERT_EQ(s1.chunks.size(), 1u);
-  EXPECT_EQ(s1.chunks[0].length, 5);
+  EXPECT_EQ(s1.chunks[0].length, 2);
   EXPECT_FALSE(s1.chunks[0].need_logits);
   Commit(s1);
   Schedule s2 = Next(scheduler);
-  EXPECT_EQ(s2.chunks[0].start, 5);
+  EXPECT_EQ(s2.chunks[0].start, 2);
   EXPECT_EQ(s2.chunks[0].length, 5);
+  EXPECT_FALSE(s2.chunks[0].need_logits);
   Commit(s2);
   Schedule s3 = Next(scheduler);
-  EXPECT_EQ(s3.chunks[0].length, 2);
+  EXPECT_EQ(s3.chunks[0].start, 7);
+  EXPECT_EQ(s3.chunks[0].length, 5);
   EXPECT_TRUE(s3.chunks[0].need_logits);
   Commit(s3);
   Schedule s4 = Next(scheduler);
   EXPECT_EQ(s4.chunks[0].length, 1);  // decode
   EXPECT_TRUE(s4.chunks[0].need_logits);
+}
+
+TEST(SchedulerTest, PromptOfWholeBudgetsChunksInFullBudgets) {
+  Kv kv(100, 4);
+  Scheduler scheduler({/*max_tokens_per_step=*/5, /*max_running=*/8}, kv.manager.get(), nullptr);
+  auto a = MakeSequence(1, 10);
+  scheduler.Enqueue(a.get());
+  Schedule s1 = Next(scheduler);
+  ASSERT_EQ(s1.chunks.size(), 1u);
+  EXPECT_EQ(s1.chunks[0].length, 5);
+  Commit(s1);
+  Schedule s2 = Next(scheduler);
+  EXPECT_EQ(s2.chunks[0].length, 5);
+  EXPECT_TRUE(s2.chunks[0].need_logits);
+}
+
+TEST(SchedulerTest, PromptAdmittedBesideDecodesTakesWhatTheBudgetLeaves) {
+  Kv kv(100, 4);
+  Scheduler scheduler({/*max_tokens_per_step=*/5, /*max_running=*/8}, kv.manager.get(), nullptr);
+  auto a = MakeSequence(1, 3);
+  scheduler.Enqueue(a.get());
+  Commit(Next(scheduler));  // a prefilled, now decoding
+  auto b = MakeSequence(2, 12);
+  scheduler.Enqueue(b.get());
+  // a's decode takes one token of the budget; b has no whole budget to align to and takes
+  // the four left.
+  Schedule s = Next(scheduler);
+  ASSERT_EQ(s.chunks.size(), 2u);
+  EXPECT_EQ(s.chunks[0].sequence, a.get());
+  EXPECT_EQ(s.chunks[1].sequence, b.get());
+  EXPECT_EQ(s.chunks[1].length, 4);
 }
 
 TEST(SchedulerTest, DecodesGoBeforeNewPrefills) {
