@@ -76,3 +76,16 @@ quick_step() {
   local rc=$?
   echo "[$(el) s] $name rc=$rc $(grep -E "decode.*graph" "$R/quick-$name.txt" | tr -s ' ' | cut -c1-70 | tr '\n' ' ')"
 }
+# kbench NAME WORKLOAD [FLAGS...]: `kvtier bench` ($C/bin/kvtier) of one workload on the
+# checkpoint $M with $R/ceilings.txt, in its own process, into $R/NAME.{json,txt}; prints its
+# table rows and each prefill chunk's milliseconds (prefill_step_s, W4 and W8).
+kbench() {
+  local name=$1 w=$2; shift 2
+  [ "$(left)" -lt 60 ] && { echo "skip $name: out of time"; return; }
+  local lim=$(( $(left) - 5 )); [ $lim -gt 120 ] && lim=120
+  timeout $lim "$C/bin/kvtier" bench --workload "$w" --model "$M" --ceilings "$R/ceilings.txt" \
+    --json "$R/$name.json" --commit "$(cat "$C/COMMIT")" --time-limit 60 "$@" > "$R/$name.txt" 2>&1
+  echo "[$(el) s] $name rc=$?"; grep -E "^W[0-9]+ " "$R/$name.txt" | cut -c1-110 | head -4
+  python3 -c "import json,sys;w=json.load(open(sys.argv[1]))['workloads'][sys.argv[2]];s=w.get('prefill_step_s',[]);print(len(s),'chunks, ms:',' '.join('%.0f'%(x*1e3) for x in s))" \
+    "$R/$name.json" "$w" 2>&1 | cut -c1-600
+}

@@ -14,20 +14,10 @@ timeout 60 python3 $C/anchors/ceilings.py > $R/ceilings.txt 2>&1
 wait; echo "[$(el) s] ceilings + model: $(tail -1 $R/mkmodel.txt | cut -c1-100)"
 use_torch_libraries
 quick_step fp8-default $C/bin/kvtier_cuda_bench llama3-8b KVTIER_BENCH_WEIGHT_DTYPE=fp8
-bench() {  # bench NAME WORKLOAD [FLAGS...]
-  local name=$1 w=$2; shift 2
-  [ "$(left)" -lt 60 ] && { echo "skip $name: out of time"; return; }
-  local lim=$(( $(left) - 5 )); [ $lim -gt 120 ] && lim=120
-  timeout $lim $C/bin/kvtier bench --workload $w --model $M --ceilings $R/ceilings.txt \
-    --json $R/$name.json --commit "$(cat $C/COMMIT)" --time-limit 60 "$@" > $R/$name.txt 2>&1
-  echo "[$(el) s] $name rc=$?"; grep -E "^W[0-9]+ " $R/$name.txt | cut -c1-110 | head -4
-  python3 -c "import json,sys;w=json.load(open(sys.argv[1]))['workloads'][sys.argv[2]];s=w.get('prefill_step_s',[]);print(len(s),'chunks:',' '.join('%.0f'%(x*1e3) for x in s))" $R/$name.json $w 2>&1 | cut -c1-600
-  tar czf $OUT/t2.tgz -C /tmp r
-}
-bench w8-bf16 W8
-bench w8-fp8 W8 --weight-dtype fp8 --kv-dtype fp8
-bench w4-bf16 W4
-bench w4-fp8kv W4 --kv-dtype fp8
+kbench w8-bf16 W8; tar czf $OUT/t2.tgz -C /tmp r
+kbench w8-fp8 W8 --weight-dtype fp8 --kv-dtype fp8; tar czf $OUT/t2.tgz -C /tmp r
+kbench w4-bf16 W4; tar czf $OUT/t2.tgz -C /tmp r
+kbench w4-fp8kv W4 --kv-dtype fp8; tar czf $OUT/t2.tgz -C /tmp r
 prof() {  # prof NAME WEIGHT KV
   [ "$(left)" -lt 60 ] && { echo "skip ncu $1: out of time"; return; }
   KVTIER_BENCH_PROFILE=w4p KVTIER_BENCH_WEIGHT_DTYPE=$2 KVTIER_BENCH_KV_DTYPE=$3 timeout $(( $(left) - 10 )) \
