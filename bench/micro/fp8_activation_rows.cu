@@ -1,10 +1,11 @@
 // Micro-benchmark of the kernels that quantize decode activations to E4M3 per token
-// (fp8_activations.h), at Llama-3-8B's widths and decode batch sizes:
+// (fp8_activations.h), at Llama-3-8B's widths, decode batch sizes and a prefill chunk's rows:
 //  - GatedMulFp8 (SiLU(gate) * up, 14336 wide) with each row on one CTA and spread over a
 //    cluster of 2, 4 or 8 CTAs (GatedMulFp8Spread), and the spread GatedMulFp8 picks;
 //  - AddRmsNormFp8 and QuantizeActivationsFp8 (4096 wide).
-// Each figure is the time per launch of a CUDA graph of 64 launches on the same buffers (in L2,
-// as in a decode step, where the previous projection just wrote them), with programmatic
+// Each figure is the time per launch of a CUDA graph of 64 launches on the same buffers (in L2
+// up to a few hundred rows, as in a decode step, where the previous projection just wrote them;
+// from HBM at a prefill chunk's 1,024-2,048 rows), with programmatic
 // dependent launch as the library launches them, the median of 15 replays. Every spread's
 // codes and scales are checked against the one-CTA kernel's, byte for byte.
 // It also checks the device's float -> E4M3 conversion (Float2ToFp8x2) against
@@ -121,7 +122,7 @@ int main() {
 #ifndef FP8_ROWS_ONE_CTA_ONLY
   ok = CheckConversion() && ok;
 #endif
-  const int inter = 14336, hidden = 4096, max_rows = 512;
+  const int inter = 14336, hidden = 4096, max_rows = 2048;
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
   std::vector<bf16> host(static_cast<size_t>(max_rows) * 2 * inter);
@@ -154,7 +155,7 @@ int main() {
   std::printf("%6s %10s %10s %10s %10s %10s  %s\n", "rows", "1 CTA", "2 CTAs", "4 CTAs", "8 CTAs", "library",
               "library's spread: same bytes as 1 CTA");
 #endif
-  for (const int rows : {1, 4, 16, 32, 64, 128, 256, 512}) {
+  for (const int rows : {1, 4, 16, 32, 64, 128, 256, 512, 1024, 2048}) {
     std::printf("%6d", rows);
 #ifdef FP8_ROWS_ONE_CTA_ONLY
     std::printf(" %10.2f\n", TimePerCall([&] {
@@ -191,7 +192,7 @@ int main() {
 
   std::printf("\nAddRmsNormFp8 and QuantizeActivationsFp8, %d wide, us per launch\n%6s %14s %14s\n", hidden, "rows",
               "AddRmsNormFp8", "Quantize");
-  for (const int rows : {1, 16, 64, 128, 256, 512}) {
+  for (const int rows : {1, 16, 64, 128, 256, 512, 2048}) {
     const double norm = TimePerCall([&] {
       return kc::AddRmsNormFp8(d_residual, static_cast<const bf16*>(nullptr), d_weight, rows, hidden, 1e-5f, d_codes,
                                d_scales, stream, g_launch);
