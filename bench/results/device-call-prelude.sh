@@ -55,15 +55,8 @@ link_source_dir() {
 # KVTIER_CUDA_PREFILL_ATTENTION setting, each in its own process, with $R/ceilings.txt; JSON and
 # table as $R/w4-SETTING.*, and what ran the prefill attention.
 w4_prefill_attention() {
-  local a rc
-  for a in "$@"; do
-    [ "$(left)" -lt 60 ] && { echo "skip W4 $a: out of time"; continue; }
-    KVTIER_CUDA_PREFILL_ATTENTION=$a timeout $(( $(left) - 5 )) "$C/bin/kvtier" bench --workload W4 --model "$M" \
-      --ceilings "$R/ceilings.txt" --json "$R/w4-$a.json" --commit "$(cat "$C/COMMIT")" --time-limit 40 \
-      > "$R/w4-$a.txt" 2>&1
-    local rc=$?
-    echo "[$(el) s] W4 $a rc=$rc"; grep -E "^W4 " "$R/w4-$a.txt" | cut -c1-160
-  done
+  local a
+  for a in "$@"; do KVTIER_CUDA_PREFILL_ATTENTION=$a kbench "w4-$a" W4; done
   grep -ho '"prefill_attention": *"[^"]*"' "$R"/w4-*.json 2>/dev/null | cut -c1-300
 }
 # quick_step NAME PROGRAM PRESET [VAR=VALUE...]: a kvtier_cuda_bench PROGRAM's graph decode

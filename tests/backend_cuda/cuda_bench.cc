@@ -292,12 +292,13 @@ int Main(int argc, char** argv) {
     const int rows = w == "w2" ? 64 : 1;
     if (w == "w4p") {  // a prefill chunk of W4's: 2,048 tokens at 30,000 positions
       batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 2048), 30000, long_table, true});
-    }
-    for (int s = 0; s < rows && w != "w4p"; ++s) {
-      const bool long_ctx = w == "w4";
-      batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1),
-                              long_ctx ? 32767 : (rows == 1 ? 600 : 640),
-                              long_ctx ? long_table : tables[s], true});
+    } else {
+      for (int s = 0; s < rows; ++s) {
+        const bool long_ctx = w == "w4";
+        batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1),
+                                long_ctx ? 32767 : (rows == 1 ? 600 : 640),
+                                long_ctx ? long_table : tables[s], true});
+      }
     }
     std::vector<int32_t> ids;
     for (int i = 0; i < 3; ++i) {
