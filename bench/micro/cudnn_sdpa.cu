@@ -17,7 +17,7 @@
 //
 // The composite graph and the graph builder are the library's own (src/backend/cuda/cudnn_graph.h),
 // called here through the linked cuDNN rather than the library's run-time loaded one.
-// Build: nvcc -O2 -std=c++17 -arch=sm_90a -Wno-deprecated-declarations -Isrc bench/micro/cudnn_sdpa.cu
+// Build: nvcc -O2 -std=c++17 -arch=sm_90a -Wno-deprecated-declarations -Isrc -Ibench/micro bench/micro/cudnn_sdpa.cu
 //          src/backend/cuda/cudnn_graph.cc -lcudnn -o cudnn_sdpa
 // Run on the GPU machine with torch's cuDNN first on the path:
 //   LD_LIBRARY_PATH=$(python3 -c 'import nvidia.cudnn,os;print(os.path.dirname(nvidia.cudnn.__file__)+"/lib")') ./cudnn_sdpa
@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "backend/cuda/cudnn_graph.h"
+#include "cudnn_probe.h"
 
 namespace {
 
@@ -51,32 +52,8 @@ using Shape = kvtier::cuda::AttentionGraphShape;
 using GraphBuilder = kvtier::cuda::CudnnGraphBuilder;
 using kvtier::cuda::kUidK;
 
-// The library's table of cuDNN functions, filled with the ones this program links.
-const kvtier::cuda::CudnnApi& Api() {
-  static const kvtier::cuda::CudnnApi api = [] {
-    kvtier::cuda::CudnnApi a;
-    a.GetVersion = &cudnnGetVersion;
-    a.GetErrorString = &cudnnGetErrorString;
-    a.GetLastErrorString = &cudnnGetLastErrorString;
-    a.Create = &cudnnCreate;
-    a.Destroy = &cudnnDestroy;
-    a.SetStream = &cudnnSetStream;
-    a.BackendCreateDescriptor = &cudnnBackendCreateDescriptor;
-    a.BackendDestroyDescriptor = &cudnnBackendDestroyDescriptor;
-    a.BackendSetAttribute = &cudnnBackendSetAttribute;
-    a.BackendGetAttribute = &cudnnBackendGetAttribute;
-    a.BackendFinalize = &cudnnBackendFinalize;
-    a.BackendExecute = &cudnnBackendExecute;
-    return a;
-  }();
-  return api;
-}
-
-std::string LastCudnnError() {
-  char message[2048] = {0};
-  cudnnGetLastErrorString(message, sizeof(message));
-  return message;
-}
+using kvtier::probe::Api;
+using kvtier::probe::LastCudnnError;
 
 // The unified SDPA operation, no mask.
 void BuildUnified(GraphBuilder& g, const Shape& s) {

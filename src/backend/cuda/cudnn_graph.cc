@@ -167,16 +167,17 @@ cudnnBackendDescriptor_t CudnnGraphBuilder::Plan(int64_t* workspace_bytes, cudnn
   return nullptr;
 }
 
-AttentionIoTensors MakeAttentionIo(CudnnGraphBuilder& g, const AttentionGraphShape& s) {
+AttentionIoTensors MakeAttentionIo(CudnnGraphBuilder& g, const AttentionGraphShape& s, cudnnDataType_t in_type,
+                                   cudnnDataType_t o_type) {
   using K = CudnnGraphBuilder::Kind;
   AttentionIoTensors io;
-  io.q = g.Tensor(kUidQ, CUDNN_DATA_BFLOAT16, {1, s.hq, s.sq, s.d}, {s.sq * s.hq * s.d, s.d, s.hq * s.d, 1},
+  io.q = g.Tensor(kUidQ, in_type, {1, s.hq, s.sq, s.d}, {s.sq * s.hq * s.d, s.d, s.hq * s.d, 1},
                   K::kDevice, "Q");
-  io.kt = g.Tensor(kUidK, CUDNN_DATA_BFLOAT16, {1, s.hk, s.d, s.skv}, {s.skv * s.hk * s.d, s.d, 1, s.hk * s.d},
+  io.kt = g.Tensor(kUidK, in_type, {1, s.hk, s.d, s.skv}, {s.skv * s.hk * s.d, s.d, 1, s.hk * s.d},
                    K::kDevice, "K^T");
-  io.v = g.Tensor(kUidV, CUDNN_DATA_BFLOAT16, {1, s.hk, s.skv, s.d}, {s.skv * s.hk * s.d, s.d, s.hk * s.d, 1},
+  io.v = g.Tensor(kUidV, in_type, {1, s.hk, s.skv, s.d}, {s.skv * s.hk * s.d, s.d, s.hk * s.d, 1},
                   K::kDevice, "V");
-  io.o = g.Tensor(kUidO, CUDNN_DATA_BFLOAT16, {1, s.hq, s.sq, s.d}, {s.sq * s.hq * s.d, s.d, s.hq * s.d, 1},
+  io.o = g.Tensor(kUidO, o_type, {1, s.hq, s.sq, s.d}, {s.sq * s.hq * s.d, s.d, s.hq * s.d, 1},
                   K::kDevice, "O");
   return io;
 }
@@ -197,99 +198,169 @@ DiagonalScalars DiagonalScalarsFor(const AttentionGraphForm& form, int64_t sq, i
   return d;
 }
 
-void BuildCausalAttentionGraph(CudnnGraphBuilder& g, const AttentionGraphShape& s, const AttentionGraphForm& form) {
-  using K = CudnnGraphBuilder::Kind;
-  const AttentionIoTensors io = MakeAttentionIo(g, s);
-  int64_t uid = kUidFirstVirtual;
-  const std::vector<int64_t> sdims = {1, s.hq, s.sq, s.skv}, sstrides = {s.hq * s.sq * s.skv, s.sq * s.skv, s.skv, 1};
-  const std::vector<int64_t> rdims = {1, s.hq, s.sq, 1}, rstrides = {s.hq * s.sq, s.sq, 1, 1};
-  auto scores = [&](cudnnDataType_t type, const char* what) {
-    return g.Tensor(uid++, type, sdims, sstrides, K::kVirtual, what);
-  };
-  auto rows = [&](const char* what) { return g.Tensor(uid++, CUDNN_DATA_FLOAT, rdims, rstrides, K::kVirtual, what); };
+namespace {
 
-  const bool padded = form.mask == AttentionMask::kPadded;
-  cudnnBackendDescriptor_t seq_q = nullptr, seq_kv = nullptr;
-  if (padded) {
-    seq_q = g.Tensor(kUidSeqLenQ, CUDNN_DATA_INT32, {1, 1, 1, 1}, {1, 1, 1, 1}, K::kDevice, "seq len q");
-    seq_kv = g.Tensor(kUidSeqLenKv, CUDNN_DATA_INT32, {1, 1, 1, 1}, {1, 1, 1, 1}, K::kDevice, "seq len kv");
+// The graph's virtual tensors: scores (1, hq, sq, skv) and per-row values (1, hq, sq, 1).
+struct VirtualTensors {
+  CudnnGraphBuilder& g;
+  const AttentionGraphShape& s;
+  int64_t uid = kUidFirstVirtual;
+  cudnnBackendDescriptor_t Scores(cudnnDataType_t type, const char* what) {
+    return g.Tensor(uid++, type, {1, s.hq, s.sq, s.skv}, {s.hq * s.sq * s.skv, s.sq * s.skv, s.skv, 1},
+                    CudnnGraphBuilder::Kind::kVirtual, what);
   }
-  cudnnBackendDescriptor_t s0 = scores(CUDNN_DATA_FLOAT, "S = Q K^T");
-  g.Matmul(io.q, io.kt, s0, "bmm1", seq_q, seq_kv);
-  cudnnBackendDescriptor_t scale = g.Scalar(kUidScale, CUDNN_DATA_FLOAT, "scale");
-  cudnnBackendDescriptor_t s1 = scores(CUDNN_DATA_FLOAT, "S * scale");
-  g.Pointwise(CUDNN_POINTWISE_MUL, s0, scale, nullptr, s1, "attn scale");
-  cudnnBackendDescriptor_t s2 = s1;
+  cudnnBackendDescriptor_t Rows(const char* what) {
+    return g.Tensor(uid++, CUDNN_DATA_FLOAT, {1, s.hq, s.sq, 1}, {s.hq * s.sq, s.sq, 1, 1},
+                    CudnnGraphBuilder::Kind::kVirtual, what);
+  }
+};
+
+// The scores with the form's padding and causal masks applied (seq_q / seq_kv: the padded
+// form's length tensors, else null).
+cudnnBackendDescriptor_t MaskScores(VirtualTensors& v, const AttentionGraphForm& form, cudnnBackendDescriptor_t s2,
+                                    cudnnBackendDescriptor_t seq_q, cudnnBackendDescriptor_t seq_kv) {
+  CudnnGraphBuilder& g = v.g;
+  const bool padded = form.mask == AttentionMask::kPadded;
   cudnnBackendDescriptor_t neg_inf = nullptr;
   if (form.mask != AttentionMask::kNone) neg_inf = g.Scalar(kUidNegInf, CUDNN_DATA_FLOAT, "-inf");
   if (padded) {
     // Rows past sq and columns past skv: -inf.
-    cudnnBackendDescriptor_t row = scores(CUDNN_DATA_INT32, "padding row index");
+    cudnnBackendDescriptor_t row = v.Scores(CUDNN_DATA_INT32, "padding row index");
     g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, s2, nullptr, nullptr, row, "gen padding row index", CUDNN_DATA_INT32, 2);
-    cudnnBackendDescriptor_t col = scores(CUDNN_DATA_INT32, "padding col index");
+    cudnnBackendDescriptor_t col = v.Scores(CUDNN_DATA_INT32, "padding col index");
     g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, s2, nullptr, nullptr, col, "gen padding col index", CUDNN_DATA_INT32, 3);
-    cudnnBackendDescriptor_t row_in = scores(CUDNN_DATA_BOOLEAN, "row < sq");
+    cudnnBackendDescriptor_t row_in = v.Scores(CUDNN_DATA_BOOLEAN, "row < sq");
     g.Pointwise(CUDNN_POINTWISE_CMP_LT, row, seq_q, nullptr, row_in, "row < sq", CUDNN_DATA_BOOLEAN);
-    cudnnBackendDescriptor_t col_in = scores(CUDNN_DATA_BOOLEAN, "col < skv");
+    cudnnBackendDescriptor_t col_in = v.Scores(CUDNN_DATA_BOOLEAN, "col < skv");
     g.Pointwise(CUDNN_POINTWISE_CMP_LT, col, seq_kv, nullptr, col_in, "col < skv", CUDNN_DATA_BOOLEAN);
-    cudnnBackendDescriptor_t inside = scores(CUDNN_DATA_BOOLEAN, "inside");
+    cudnnBackendDescriptor_t inside = v.Scores(CUDNN_DATA_BOOLEAN, "inside");
     g.Pointwise(CUDNN_POINTWISE_LOGICAL_AND, row_in, col_in, nullptr, inside, "row and col inside", CUDNN_DATA_BOOLEAN);
-    cudnnBackendDescriptor_t unpadded = scores(CUDNN_DATA_FLOAT, "unpadded S");
+    cudnnBackendDescriptor_t unpadded = v.Scores(CUDNN_DATA_FLOAT, "unpadded S");
     g.Pointwise(CUDNN_POINTWISE_BINARY_SELECT, s2, neg_inf, inside, unpadded, "padding select");
     s2 = unpadded;
   }
-  if (form.mask != AttentionMask::kNone) {
-    // Query row r sits at key position r + skv - sq (bottom-right) and sees keys <= it.
-    cudnnBackendDescriptor_t row = scores(CUDNN_DATA_INT32, "row index");
-    g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, s2, nullptr, nullptr, row, "gen row index", CUDNN_DATA_INT32, 2);
-    if (form.mask == AttentionMask::kOffset) {
-      cudnnBackendDescriptor_t offset = g.Scalar(kUidOffset, CUDNN_DATA_INT32, "diagonal offset");
-      cudnnBackendDescriptor_t moved = scores(CUDNN_DATA_INT32, "row position");
-      g.Pointwise(CUDNN_POINTWISE_ADD, row, offset, nullptr, moved, "row + offset", CUDNN_DATA_INT32);
-      row = moved;
-    } else if (padded) {
-      cudnnBackendDescriptor_t plus = scores(CUDNN_DATA_INT32, "row + skv");
-      g.Pointwise(CUDNN_POINTWISE_ADD, row, seq_kv, nullptr, plus, "row + skv", CUDNN_DATA_INT32);
-      cudnnBackendDescriptor_t moved = scores(CUDNN_DATA_INT32, "row + skv - sq");
-      g.Pointwise(CUDNN_POINTWISE_SUB, plus, seq_q, nullptr, moved, "row + skv - sq", CUDNN_DATA_INT32);
-      row = moved;
-    } else if (form.mask == AttentionMask::kAddKeysSubQueries) {
-      cudnnBackendDescriptor_t keys = g.Scalar(kUidKeys, CUDNN_DATA_INT32, "skv");
-      cudnnBackendDescriptor_t plus = scores(CUDNN_DATA_INT32, "row + skv");
-      g.Pointwise(CUDNN_POINTWISE_ADD, row, keys, nullptr, plus, "row + skv", CUDNN_DATA_INT32);
-      cudnnBackendDescriptor_t queries = g.Scalar(kUidQueries, CUDNN_DATA_INT32, "sq");
-      cudnnBackendDescriptor_t moved = scores(CUDNN_DATA_INT32, "row + skv - sq");
-      g.Pointwise(CUDNN_POINTWISE_SUB, plus, queries, nullptr, moved, "row + skv - sq", CUDNN_DATA_INT32);
-      row = moved;
-    }
-    cudnnBackendDescriptor_t col = scores(CUDNN_DATA_INT32, "col index");
-    g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, s2, nullptr, nullptr, col, "gen col index", CUDNN_DATA_INT32, 3);
-    cudnnBackendDescriptor_t visible = scores(CUDNN_DATA_BOOLEAN, "visible");
-    g.Pointwise(CUDNN_POINTWISE_CMP_GE, row, col, nullptr, visible, "row >= col", CUDNN_DATA_BOOLEAN);
-    cudnnBackendDescriptor_t masked = scores(CUDNN_DATA_FLOAT, "masked S");
-    g.Pointwise(CUDNN_POINTWISE_BINARY_SELECT, s2, neg_inf, visible, masked, "causal select");
-    s2 = masked;
+  if (form.mask == AttentionMask::kNone) return s2;
+  // Query row r sits at key position r + skv - sq (bottom-right) and sees keys <= it.
+  cudnnBackendDescriptor_t row = v.Scores(CUDNN_DATA_INT32, "row index");
+  g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, s2, nullptr, nullptr, row, "gen row index", CUDNN_DATA_INT32, 2);
+  if (form.mask == AttentionMask::kOffset) {
+    cudnnBackendDescriptor_t offset = g.Scalar(kUidOffset, CUDNN_DATA_INT32, "diagonal offset");
+    cudnnBackendDescriptor_t moved = v.Scores(CUDNN_DATA_INT32, "row position");
+    g.Pointwise(CUDNN_POINTWISE_ADD, row, offset, nullptr, moved, "row + offset", CUDNN_DATA_INT32);
+    row = moved;
+  } else if (padded) {
+    cudnnBackendDescriptor_t plus = v.Scores(CUDNN_DATA_INT32, "row + skv");
+    g.Pointwise(CUDNN_POINTWISE_ADD, row, seq_kv, nullptr, plus, "row + skv", CUDNN_DATA_INT32);
+    cudnnBackendDescriptor_t moved = v.Scores(CUDNN_DATA_INT32, "row + skv - sq");
+    g.Pointwise(CUDNN_POINTWISE_SUB, plus, seq_q, nullptr, moved, "row + skv - sq", CUDNN_DATA_INT32);
+    row = moved;
+  } else if (form.mask == AttentionMask::kAddKeysSubQueries) {
+    cudnnBackendDescriptor_t keys = g.Scalar(kUidKeys, CUDNN_DATA_INT32, "skv");
+    cudnnBackendDescriptor_t plus = v.Scores(CUDNN_DATA_INT32, "row + skv");
+    g.Pointwise(CUDNN_POINTWISE_ADD, row, keys, nullptr, plus, "row + skv", CUDNN_DATA_INT32);
+    cudnnBackendDescriptor_t queries = g.Scalar(kUidQueries, CUDNN_DATA_INT32, "sq");
+    cudnnBackendDescriptor_t moved = v.Scores(CUDNN_DATA_INT32, "row + skv - sq");
+    g.Pointwise(CUDNN_POINTWISE_SUB, plus, queries, nullptr, moved, "row + skv - sq", CUDNN_DATA_INT32);
+    row = moved;
   }
-  // Softmax.
-  cudnnBackendDescriptor_t row_max = rows("row max");
+  cudnnBackendDescriptor_t col = v.Scores(CUDNN_DATA_INT32, "col index");
+  g.Pointwise(CUDNN_POINTWISE_GEN_INDEX, s2, nullptr, nullptr, col, "gen col index", CUDNN_DATA_INT32, 3);
+  cudnnBackendDescriptor_t visible = v.Scores(CUDNN_DATA_BOOLEAN, "visible");
+  g.Pointwise(CUDNN_POINTWISE_CMP_GE, row, col, nullptr, visible, "row >= col", CUDNN_DATA_BOOLEAN);
+  cudnnBackendDescriptor_t masked = v.Scores(CUDNN_DATA_FLOAT, "masked S");
+  g.Pointwise(CUDNN_POINTWISE_BINARY_SELECT, s2, neg_inf, visible, masked, "causal select");
+  return masked;
+}
+
+// softmax(s2) as max / sub / exp / sum / div, with the form's stats branch; the result in
+// p_type.
+cudnnBackendDescriptor_t Softmax(VirtualTensors& v, const AttentionGraphForm& form, cudnnBackendDescriptor_t s2,
+                                 cudnnDataType_t p_type) {
+  CudnnGraphBuilder& g = v.g;
+  cudnnBackendDescriptor_t row_max = v.Rows("row max");
   g.Reduction(CUDNN_REDUCE_TENSOR_MAX, s2, row_max, "max");
-  cudnnBackendDescriptor_t s3 = scores(CUDNN_DATA_FLOAT, "S - max");
+  cudnnBackendDescriptor_t s3 = v.Scores(CUDNN_DATA_FLOAT, "S - max");
   g.Pointwise(CUDNN_POINTWISE_SUB, s2, row_max, nullptr, s3, "sub max");
-  cudnnBackendDescriptor_t s4 = scores(CUDNN_DATA_FLOAT, "exp");
+  cudnnBackendDescriptor_t s4 = v.Scores(CUDNN_DATA_FLOAT, "exp");
   g.Pointwise(CUDNN_POINTWISE_EXP, s3, nullptr, nullptr, s4, "exp");
-  cudnnBackendDescriptor_t row_sum = rows("row sum");
+  cudnnBackendDescriptor_t row_sum = v.Rows("row sum");
   g.Reduction(CUDNN_REDUCE_TENSOR_ADD, s4, row_sum, "sum");
   if (form.softmax_stats) {
-    cudnnBackendDescriptor_t log_sum = rows("log sum");
+    cudnnBackendDescriptor_t log_sum = v.Rows("log sum");
     g.Pointwise(CUDNN_POINTWISE_LOG, row_sum, nullptr, nullptr, log_sum, "log sum");
     cudnnBackendDescriptor_t stats =
-        form.stats_in_memory ? g.Tensor(kUidStats, CUDNN_DATA_FLOAT, rdims, rstrides, K::kDevice, "stats")
-                             : rows("stats");
+        form.stats_in_memory ? g.Tensor(kUidStats, CUDNN_DATA_FLOAT, {1, v.s.hq, v.s.sq, 1},
+                                        {v.s.hq * v.s.sq, v.s.sq, 1, 1}, CudnnGraphBuilder::Kind::kDevice, "stats")
+                             : v.Rows("stats");
     g.Pointwise(CUDNN_POINTWISE_ADD, row_max, log_sum, nullptr, stats, "max + log sum");
   }
-  cudnnBackendDescriptor_t p = scores(form.p_type, "P");
+  cudnnBackendDescriptor_t p = v.Scores(p_type, "P");
   g.Pointwise(CUDNN_POINTWISE_DIV, s4, row_sum, nullptr, p, "div sum");
-  g.Matmul(p, io.v, io.o, "bmm2", seq_q, nullptr, seq_kv);
+  return p;
+}
+
+struct SeqLens {
+  cudnnBackendDescriptor_t q = nullptr, kv = nullptr;
+};
+SeqLens MakeSeqLens(CudnnGraphBuilder& g, const AttentionGraphForm& form) {
+  SeqLens l;
+  if (form.mask != AttentionMask::kPadded) return l;
+  using K = CudnnGraphBuilder::Kind;
+  l.q = g.Tensor(kUidSeqLenQ, CUDNN_DATA_INT32, {1, 1, 1, 1}, {1, 1, 1, 1}, K::kDevice, "seq len q");
+  l.kv = g.Tensor(kUidSeqLenKv, CUDNN_DATA_INT32, {1, 1, 1, 1}, {1, 1, 1, 1}, K::kDevice, "seq len kv");
+  return l;
+}
+
+}  // namespace
+
+void BuildCausalAttentionGraph(CudnnGraphBuilder& g, const AttentionGraphShape& s, const AttentionGraphForm& form) {
+  const AttentionIoTensors io = MakeAttentionIo(g, s);
+  VirtualTensors v{g, s};
+  const SeqLens lens = MakeSeqLens(g, form);
+  cudnnBackendDescriptor_t s0 = v.Scores(CUDNN_DATA_FLOAT, "S = Q K^T");
+  g.Matmul(io.q, io.kt, s0, "bmm1", lens.q, lens.kv);
+  cudnnBackendDescriptor_t scale = g.Scalar(kUidScale, CUDNN_DATA_FLOAT, "scale");
+  cudnnBackendDescriptor_t s1 = v.Scores(CUDNN_DATA_FLOAT, "S * scale");
+  g.Pointwise(CUDNN_POINTWISE_MUL, s0, scale, nullptr, s1, "attn scale");
+  cudnnBackendDescriptor_t p = Softmax(v, form, MaskScores(v, form, s1, lens.q, lens.kv), form.p_type);
+  g.Matmul(p, io.v, io.o, "bmm2", lens.q, nullptr, lens.kv);
+}
+
+void BuildCausalAttentionGraphFp8(CudnnGraphBuilder& g, const AttentionGraphShape& s, const AttentionGraphForm& form,
+                                  cudnnDataType_t o_type) {
+  using K = CudnnGraphBuilder::Kind;
+  const AttentionIoTensors io = MakeAttentionIo(g, s, CUDNN_DATA_FP8_E4M3, o_type);
+  VirtualTensors v{g, s};
+  const SeqLens lens = MakeSeqLens(g, form);
+  auto device_scalar = [&](int64_t uid, const char* what) {
+    return g.Tensor(uid, CUDNN_DATA_FLOAT, {1, 1, 1, 1}, {1, 1, 1, 1}, K::kDevice, what);
+  };
+  auto times = [&](cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t factor, const char* what) {
+    cudnnBackendDescriptor_t y = v.Scores(CUDNN_DATA_FLOAT, what);
+    g.Pointwise(CUDNN_POINTWISE_MUL, x, factor, nullptr, y, what);
+    return y;
+  };
+  // S = Q K^T * scale * descale_q * descale_k, in that order (cudnn-frontend's sdpa_fp8).
+  cudnnBackendDescriptor_t s0 = v.Scores(CUDNN_DATA_FLOAT, "S = Q K^T");
+  g.Matmul(io.q, io.kt, s0, "bmm1", lens.q, lens.kv);
+  cudnnBackendDescriptor_t s1 = times(s0, g.Scalar(kUidScale, CUDNN_DATA_FLOAT, "scale"), "attn scale");
+  s1 = times(s1, device_scalar(kUidDescaleQ, "descale q"), "descale q");
+  s1 = times(s1, device_scalar(kUidDescaleK, "descale k"), "descale k");
+  cudnnBackendDescriptor_t probs = Softmax(v, form, MaskScores(v, form, s1, lens.q, lens.kv), CUDNN_DATA_FLOAT);
+  g.Reduction(CUDNN_REDUCE_TENSOR_AMAX, probs, device_scalar(kUidAmaxS, "amax s"), "amax s");
+  cudnnBackendDescriptor_t p = v.Scores(CUDNN_DATA_FP8_E4M3, "P in fp8");
+  g.Pointwise(CUDNN_POINTWISE_MUL, probs, device_scalar(kUidScaleS, "scale s"), nullptr, p, "scale s");
+  // O = P V * descale_s * descale_v, its amax, then * scale_o.
+  const std::vector<int64_t> odims = {1, s.hq, s.sq, s.d}, ostrides = {s.sq * s.hq * s.d, s.d, s.hq * s.d, 1};
+  auto out_rows = [&](const char* what) { return g.Tensor(v.uid++, CUDNN_DATA_FLOAT, odims, ostrides, K::kVirtual, what); };
+  cudnnBackendDescriptor_t o0 = out_rows("P V");
+  g.Matmul(p, io.v, o0, "bmm2", lens.q, nullptr, lens.kv);
+  cudnnBackendDescriptor_t o1 = out_rows("descale s");
+  g.Pointwise(CUDNN_POINTWISE_MUL, o0, device_scalar(kUidDescaleS, "descale s"), nullptr, o1, "descale s");
+  cudnnBackendDescriptor_t o2 = out_rows("descale v");
+  g.Pointwise(CUDNN_POINTWISE_MUL, o1, device_scalar(kUidDescaleV, "descale v"), nullptr, o2, "descale v");
+  g.Pointwise(CUDNN_POINTWISE_MUL, o2, device_scalar(kUidScaleO, "scale o"), nullptr, io.o, "scale o");
+  g.Reduction(CUDNN_REDUCE_TENSOR_AMAX, o2, device_scalar(kUidAmaxO, "amax o"), "amax o");
 }
 
 }  // namespace kvtier::cuda

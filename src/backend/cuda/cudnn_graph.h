@@ -34,6 +34,15 @@ enum AttentionGraphUid : int64_t {
   kUidStats,    // the softmax stats (max + log sum) in device memory, when the form asks
   kUidSeqLenQ,  // sq and skv as int32 tensors in device memory (AttentionMask::kPadded)
   kUidSeqLenKv,
+  // The fp8 graph's factors and maxima (fp32, one value each, in device memory).
+  kUidDescaleQ,
+  kUidDescaleK,
+  kUidDescaleV,
+  kUidDescaleS,
+  kUidScaleS,
+  kUidScaleO,
+  kUidAmaxS,
+  kUidAmaxO,
   kUidFirstVirtual = 100
 };
 
@@ -103,11 +112,14 @@ class CudnnGraphBuilder {
 };
 
 // Q, K^T, V and O as cuDNN sees kvtier's buffers: (batch 1, heads, rows, d) over
-// (rows, heads, d) memory; K^T swaps K's last two dims and strides.
+// (rows, heads, d) memory; K^T swaps K's last two dims and strides. Q, K and V in in_type, O
+// in o_type.
 struct AttentionIoTensors {
   cudnnBackendDescriptor_t q, kt, v, o;
 };
-AttentionIoTensors MakeAttentionIo(CudnnGraphBuilder& g, const AttentionGraphShape& s);
+AttentionIoTensors MakeAttentionIo(CudnnGraphBuilder& g, const AttentionGraphShape& s,
+                                   cudnnDataType_t in_type = CUDNN_DATA_BFLOAT16,
+                                   cudnnDataType_t o_type = CUDNN_DATA_BFLOAT16);
 
 // How the causal mask places the diagonal: none (every key visible); top-left (row >= col);
 // row + offset >= col with one by-value offset skv - sq; cudnn-frontend's form without
@@ -140,6 +152,15 @@ struct AttentionGraphForm {
 // plan serves every offset.
 void BuildCausalAttentionGraph(CudnnGraphBuilder& g, const AttentionGraphShape& s,
                                const AttentionGraphForm& form = {});
+
+// The same causal graph on fp8 (E4M3) Q, K and V, in the form cudnn-frontend's sdpa_fp8 node
+// emits: S = Q K^T * scale * descale_q * descale_k, masked as `form` says; softmax (stats
+// as the form says); amax of the probabilities into kUidAmaxS; P = probabilities * scale_s in
+// E4M3; O = P V * descale_s * descale_v, its amax into kUidAmaxO, times scale_o, in o_type
+// (E4M3 or bf16). The descales, scales and maxima are fp32 device tensors of one value (the
+// kUidDescale*, kUidScale* and kUidAmax* uids); form.p_type is not read.
+void BuildCausalAttentionGraphFp8(CudnnGraphBuilder& g, const AttentionGraphShape& s, const AttentionGraphForm& form,
+                                  cudnnDataType_t o_type);
 
 // The by-value scalars a run of `form` binds besides Q, K, V, O, the scale and -inf: their
 // uids and values for sq queries over skv keys (int32; at most two).
