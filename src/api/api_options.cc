@@ -45,6 +45,8 @@ const std::map<std::string, IntKey>& IntKeys() {
       {"cuda_prefill_wgmma", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.prefill_wgmma = v != 0; }}},
       {"cuda_prefill_cudnn",
        {0, 2, [](EngineOptions& o, int64_t v) { o.cuda.prefill_cudnn = static_cast<kvtier::CudnnPrefillUse>(v); }}},
+      {"cuda_prefill_fp8_attention",
+       {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.prefill_fp8_attention = v != 0; }}},
       {"cuda_overlap_attention", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.overlap_attention = v != 0; }}},
       // Kernel variants for timing runs (backend/cuda_options.h, CudaLaunchOptions).
       {"cuda_prefill_wgmma_variant",

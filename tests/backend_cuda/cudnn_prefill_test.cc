@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -29,12 +30,17 @@
 #include "cuda_test_util.h"
 #include "gtest/gtest.h"
 #include "model/tensor.h"
+#include "prefill_pool.h"
 #include "prefill_world.h"
 
 namespace kvtier::cuda {
 namespace {
 
 using cuda_test::DeviceArray;
+using cuda_test::DevicePool;
+using cuda_test::GatherCase;
+using cuda_test::MakePool;
+using cuda_test::Pool;
 using cuda_test::PrefillWorld;
 using cuda_test::RelativeError;
 using cuda_test::ToF32;
@@ -112,66 +118,6 @@ TEST(CudnnAttentionTest, PlanKeysArePowersOfTwoUpToTheLongestContext) {
     EXPECT_LE(buckets, 12) << max_keys;  // 64 .. 131072: W4's 32k prompt builds at most 6
   }
 }
-
-// A world's pool in both formats: 16-bit values, or fp8 codes with a scale per row, with the
-// values the kernels see (the fp8 ones dequantized and rounded to bf16, as KvGather does).
-struct Pool {
-  std::vector<uint8_t> bytes;  // the device pool
-  std::vector<float> values;   // (blocks, ElementsPerBlock()) as the attention reads them
-};
-
-Pool MakePool(const PrefillWorld& w, bool fp8, std::mt19937& rng) {
-  KvLayout layout = w.layout;
-  layout.dtype = fp8 ? DType::kF8E4M3 : DType::kBF16;
-  const int64_t per_block = layout.ElementsPerBlock();
-  Pool p;
-  p.bytes.assign(static_cast<size_t>(w.num_blocks) * layout.BlockBytes(), 0);
-  p.values.assign(static_cast<size_t>(w.num_blocks * per_block), 0.0f);
-  std::uniform_real_distribution<float> value(-2.0f, 2.0f), scale(0.002f, 0.005f);
-  std::uniform_int_distribution<int> code(0, 255);
-  const int64_t rows = per_block / layout.head_dim;
-  for (int64_t b = 0; b < w.num_blocks; ++b) {
-    uint8_t* block = p.bytes.data() + b * layout.BlockBytes();
-    for (int64_t r = 0; r < rows; ++r) {
-      const float s = scale(rng);
-      if (fp8) std::memcpy(block + per_block + r * 4, &s, 4);
-      for (int64_t e = 0; e < layout.head_dim; ++e) {
-        const int64_t i = r * layout.head_dim + e;
-        uint16_t bits = 0;
-        if (fp8) {
-          uint8_t c = static_cast<uint8_t>(code(rng));
-          if ((c & 0x7f) == 0x7f) c ^= 1;  // no NaN
-          block[i] = c;
-          bits = FloatToBf16(Fp8E4M3ToFloat(c) * s);
-        } else {
-          bits = FloatToBf16(value(rng));
-          std::memcpy(block + 2 * i, &bits, 2);
-        }
-        p.values[b * per_block + i] = Bf16ToFloat(bits);
-      }
-    }
-  }
-  return p;
-}
-
-struct DevicePool {
-  DeviceArray<uint8_t> pool;
-  DeviceArray<int32_t> indptr, indices;
-  PagedKv<bf16> kv;
-  DevicePool(const PrefillWorld& w, const Pool& p, bool fp8)
-      : pool(p.bytes.size()), indptr(w.indptr.size()), indices(w.indices.size()) {
-    pool.Upload(p.bytes);
-    indptr.Upload(w.indptr);
-    indices.Upload(w.indices);
-    KvLayout layout = w.layout;
-    layout.dtype = fp8 ? DType::kF8E4M3 : DType::kBF16;
-    kv = cuda_test::PagedKvOf(layout, reinterpret_cast<bf16*>(pool.get()), indices.get(), indptr.get());
-  }
-};
-
-struct GatherCase {
-  int heads, kv_heads, head_dim, block_tokens;
-};
 
 class KvGatherTest : public cuda_test::CudaParamTest<GatherCase> {};
 
@@ -310,6 +256,68 @@ TEST_P(CudnnPrefillTest, MatchesReference) {
     shapes.insert({c.num_tokens, CudnnAttention::PlanKeys(c.start_position + c.num_tokens, options.max_context)});
   }
   EXPECT_EQ((*prefill)->plans_built(), static_cast<int64_t>(shapes.size()));
+}
+
+// cuDNN's fp8 attention over an fp8 pool (Options::fp8_attention): the same chunks against the
+// host reference on the pool's values, within what E4M3 queries, requantized keys and values
+// and E4M3 probabilities allow (each about 2^-4 relative); a bf16 pool is refused.
+TEST_P(CudnnPrefillTest, Fp8AttentionMatchesReference) {
+  KVT_CUDNN_OR_SKIP(library);
+  const GatherCase g = GetParam();
+  PrefillWorld w(g.heads, g.kv_heads, g.head_dim, g.block_tokens,
+                 {{2, 0}, {3, 5}, {16, 0}, {17, 100}, {100, 1000}, {600, 1037}, {64, 64}, {2048, 0}, {700, 3300}},
+                 rng_);
+  DeviceMemoryAccount memory(0);
+  CudnnPrefill::Options options;
+  options.num_heads = g.heads;
+  options.num_kv_heads = g.kv_heads;
+  options.head_dim = g.head_dim;
+  options.max_context = 4096;
+  options.fp8_attention = true;
+  options.max_chunk_tokens = 2048;
+  auto prefill = CudnnPrefill::Create(library, options, nullptr, memory);
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
+  EXPECT_EQ(memory.buffer_bytes(), CudnnPrefill::ScratchBytes(options));
+  const int layer = 1;
+  cuda_test::Data16 q = cuda_test::Random16<bf16>(w.QElements(), rng_, -2, 2);
+  DeviceArray<uint16_t> d_q(q.bits.size()), d_out(q.bits.size());
+  d_q.Upload(q.bits);
+  const Pool pool = MakePool(w, true, rng_);
+  DevicePool device(w, pool, true);
+  const std::vector<float> ref = cuda_test::ReferenceAttention(w, pool.values, q.values, layer);
+  ASSERT_TRUE((*prefill)->PrepareStep(w.prefill_chunks)) << (*prefill)->Describe("own");
+  d_out.Poison();
+  const absl::Status run = (*prefill)->EnqueueLayer(w.prefill_chunks, layer, reinterpret_cast<const bf16*>(d_q.get()),
+                                                    reinterpret_cast<bf16*>(d_out.get()), device.kv);
+  ASSERT_TRUE(run.ok()) << run;
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  const std::vector<float> out = ToF32<bf16>(d_out.Download());
+  const size_t row = static_cast<size_t>(g.heads) * g.head_dim;
+  for (const PrefillChunk& c : w.prefill_chunks) {
+    const std::vector<float> got(out.begin() + c.token_begin * row, out.begin() + (c.token_begin + c.num_tokens) * row);
+    const std::vector<float> want(ref.begin() + c.token_begin * row, ref.begin() + (c.token_begin + c.num_tokens) * row);
+    double max_abs = 0;
+    for (size_t i = 0; i < got.size(); ++i) max_abs = std::max(max_abs, static_cast<double>(std::fabs(got[i] - want[i])));
+    const double rel = RelativeError(got, want);
+    EXPECT_LT(rel, 0.08) << "chunk " << c.chunk << " start " << c.start_position << " tokens " << c.num_tokens;
+    EXPECT_LT(max_abs, 0.25) << "chunk " << c.chunk;
+    std::printf("fp8 attention, chunk %d (%d tokens at %lld): relative error %.4f, max abs %.4f\n", c.chunk,
+                c.num_tokens, static_cast<long long>(c.start_position), rel, max_abs);
+  }
+  const std::string describe = (*prefill)->Describe("wgmma");
+  EXPECT_EQ(describe.rfind("cudnn " + library.VersionString() + " (fp8 Q, K and V; ", 0), 0u) << describe;
+  // A 16-bit pool has no codes to gather: refused, nothing enqueued.
+  const Pool bf16_pool = MakePool(w, false, rng_);
+  DevicePool bf16_device(w, bf16_pool, false);
+  EXPECT_TRUE(absl::IsFailedPrecondition((*prefill)->EnqueueLayer(
+      w.prefill_chunks, layer, reinterpret_cast<const bf16*>(d_q.get()), reinterpret_cast<bf16*>(d_out.get()),
+      bf16_device.kv)));
+  // A chunk longer than the queries' scratch goes to the backend's kernel.
+  const std::vector<PrefillChunk> too_long = {{0, 0, 2049, 0}};
+  EXPECT_FALSE((*prefill)->PrepareStep(too_long));
+  EXPECT_NE((*prefill)->Describe("wgmma").find("a chunk of 2049 tokens is longer than the fp8 queries' scratch's 2048"),
+            std::string::npos)
+      << (*prefill)->Describe("wgmma");
 }
 
 // The plan cache keeps at most max_plans, dropping the least recently used.

@@ -10,7 +10,10 @@
 // nothing in the text and is not scored.
 //
 //   kvtier_fp8_quality --model DIR --text FILE [--backend cuda|cpu] [--window N]
-//                      [--max-positions N] [--json OUT]
+//                      [--max-positions N] [--json OUT] [--cuda-prefill-cudnn 0|1|2]
+//                      [--cuda-prefill-fp8-attention 0|1]
+// The last two set CudaOptions::prefill_cudnn and prefill_fp8_attention (2 sends every
+// window's prefill to cuDNN, so that fp8 KV's windows run its fp8 attention).
 // Exit status 1 on any failure (named on stderr). Not a test: the numbers are reported.
 #include <algorithm>
 #include <cmath>
@@ -39,6 +42,8 @@ struct Flags {
   std::string model, text, json, backend = "cuda";
   int64_t window = 0;  // 0: the model's context - 1, at most 1024
   int64_t max_positions = 0;  // 0: all
+  int prefill_cudnn = -1;          // -1: the default
+  int prefill_fp8_attention = -1;  // -1: the default
 };
 
 struct Format {
@@ -55,6 +60,8 @@ absl::StatusOr<std::unique_ptr<Backend>> MakeBackend(const Checkpoint& checkpoin
   // keeps a window one forward.
   options.max_sequences = window;
   options.max_tokens_per_step = std::max<int64_t>(window, 16);
+  if (f.prefill_cudnn >= 0) options.cuda.prefill_cudnn = static_cast<CudnnPrefillUse>(f.prefill_cudnn);
+  if (f.prefill_fp8_attention >= 0) options.cuda.prefill_fp8_attention = f.prefill_fp8_attention != 0;
   std::unique_ptr<Backend> backend;
   if (f.backend == "cpu") {
     auto cpu = CpuBackend::Create(checkpoint, options);
@@ -87,6 +94,8 @@ int Main(int argc, char** argv) {
     else if (a == "--backend") f.backend = value();
     else if (a == "--window") f.window = std::atoll(value().c_str());
     else if (a == "--max-positions") f.max_positions = std::atoll(value().c_str());
+    else if (a == "--cuda-prefill-cudnn") f.prefill_cudnn = std::clamp(std::atoi(value().c_str()), 0, 2);
+    else if (a == "--cuda-prefill-fp8-attention") f.prefill_fp8_attention = std::atoi(value().c_str()) != 0 ? 1 : 0;
     else return Fail("unknown argument " + a);
   }
   if (f.model.empty() || f.text.empty()) return Fail("usage: --model DIR --text FILE [--backend cuda|cpu] [--window N] [--max-positions N] [--json OUT]");
@@ -119,6 +128,9 @@ int Main(int argc, char** argv) {
   for (const auto& b : backends) raw.push_back(b.get());
   auto run = testing::ScoreFormats(raw, *ids, window, f.max_positions);
   if (!run.ok()) return Fail(std::string(run.status().message()));
+  for (size_t i = 0; i < formats.size(); ++i) {
+    std::printf("%s: %s\n", formats[i].name.c_str(), backends[i]->compute_path().c_str());
+  }
   const int64_t positions = run->positions, windows = run->windows;
   nlohmann::json out;
   out["model"] = f.model;

@@ -18,6 +18,7 @@ kvt_status SetCudaOptionsFromEnvironment(kvt_options* options) {
       {"KVTIER_CUDA_PDL_EARLY", "cuda_pdl_early"},
       {"KVTIER_CUDA_FP8_ACTIVATIONS", "cuda_fp8_activations"},
       {"KVTIER_CUDA_PREFILL_WGMMA", "cuda_prefill_wgmma"},
+      {"KVTIER_CUDA_PREFILL_FP8_ATTENTION", "cuda_prefill_fp8_attention"},
   };
   for (const Switch& s : kSwitches) {
     const char* value = std::getenv(s.variable);

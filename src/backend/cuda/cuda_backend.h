@@ -186,6 +186,9 @@ class CudaBackend final : public Backend {
   // backend's kernel then runs every prefill; not an error).
   absl::Status InitCudnnPrefill();
   cuda::CudnnPrefill::Options CudnnPrefillOptions() const;
+  // CudnnPrefill with CudnnPrefillOptions, or without fp8_attention where cuDNN refuses its
+  // fp8 plan (cudnn_fp8_refusal_ says why).
+  absl::StatusOr<std::unique_ptr<cuda::CudnnPrefill>> CreateCudnnPrefill(const cuda::CudnnLibrary& library);
   // Warms up against a one-block stand-in pool, then measures the runtime share
   // (cuda_warm_up.cc); the last step of Init.
   absl::Status MeasureWarmRuntime();
@@ -231,6 +234,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::AttentionFork> attention_fork_;  // CudaOptions::overlap_attention
   std::unique_ptr<cuda::CudnnPrefill> cudnn_;  // CudaOptions::prefill_cudnn, where cuDNN is usable
   std::string cudnn_unavailable_;              // why not, where it was asked for; set by Init
+  std::string cudnn_fp8_refusal_;              // why cuDNN's fp8 attention is not used with fp8 KV
 };
 
 }  // namespace kvtier

@@ -13,6 +13,8 @@ cuda::CudnnPrefill::Options CudaBackend::CudnnPrefillOptions() const {
   o.num_kv_heads = static_cast<int32_t>(config_.num_kv_heads);
   o.head_dim = static_cast<int32_t>(config_.head_dim);
   o.max_context = capacity_.max_context;
+  o.fp8_attention = layout_.dtype == DType::kF8E4M3 && options_.cuda.prefill_fp8_attention;
+  o.max_chunk_tokens = capacity_.max_tokens;
   if (options_.cuda.prefill_cudnn == CudnnPrefillUse::kFullChunks) {
     // Each cuDNN call costs host time (its variant pack, the lengths, the gather) that a
     // short context's attention does not hide, while over a long context its engine's lead
@@ -23,6 +25,20 @@ cuda::CudnnPrefill::Options CudaBackend::CudnnPrefillOptions() const {
   return o;
 }
 
+absl::StatusOr<std::unique_ptr<cuda::CudnnPrefill>> CudaBackend::CreateCudnnPrefill(const cuda::CudnnLibrary& library) {
+  cuda::CudnnPrefill::Options options = CudnnPrefillOptions();
+  auto prefill = cuda::CudnnPrefill::Create(library, options, stream_, memory_);
+  if (!prefill.ok() || !options.fp8_attention) return prefill;
+  // A cuDNN or GPU without the fp8 engine: its bf16 attention over the KV gathered into bf16.
+  const absl::Status fp8 = (*prefill)->CheckPlan(options.max_chunk_tokens);
+  if (fp8.ok()) return prefill;
+  prefill->reset();
+  cudnn_fp8_refusal_ = std::string(fp8.message());
+  Log(LogLevel::kInfo, "cuda backend: cuDNN's fp8 prefill attention is not used: ", fp8.message());
+  options.fp8_attention = false;
+  return cuda::CudnnPrefill::Create(library, options, stream_, memory_);
+}
+
 absl::Status CudaBackend::InitCudnnPrefill() {
   if (options_.cuda.prefill_cudnn == CudnnPrefillUse::kNever) return absl::OkStatus();
   absl::Status why = absl::OkStatus();
@@ -30,8 +46,7 @@ absl::Status CudaBackend::InitCudnnPrefill() {
     why = absl::UnimplementedError(kernels_.prefill_cudnn_refusal);
   } else if (absl::StatusOr<const cuda::CudnnLibrary*> library = cuda::CudnnLibrary::Shared(); !library.ok()) {
     why = library.status();
-  } else if (auto prefill = cuda::CudnnPrefill::Create(**library, CudnnPrefillOptions(), stream_, memory_);
-             !prefill.ok()) {
+  } else if (auto prefill = CreateCudnnPrefill(**library); !prefill.ok()) {
     why = prefill.status();
   } else {
     cudnn_ = std::move(*prefill);
@@ -51,6 +66,7 @@ std::string CudaBackend::compute_path() const {
   std::string prefill = own;
   if (cudnn_ != nullptr) {
     prefill = cudnn_->Describe(own);
+    if (!cudnn_fp8_refusal_.empty()) absl::StrAppend(&prefill, " (fp8 attention not used: ", cudnn_fp8_refusal_, ")");
   } else if (!cudnn_unavailable_.empty()) {
     prefill = absl::StrCat(own, " (cudnn not used: ", cudnn_unavailable_, ")");
   }

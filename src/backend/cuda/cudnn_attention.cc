@@ -71,14 +71,19 @@ void CudnnAttention::Build(const Key& key, Plan* plan) {
   shape.d = options_.head_dim;
   const auto start = std::chrono::steady_clock::now();
   CudnnGraphBuilder g(library_.api(), handle_);
-  BuildCausalAttentionGraph(g, shape);
+  if (options_.fp8) {
+    BuildCausalAttentionGraphFp8(g, shape, AttentionGraphForm{}, CUDNN_DATA_BFLOAT16);
+  } else {
+    BuildCausalAttentionGraph(g, shape);
+  }
   int64_t workspace_bytes = 0;
   cudnnBackendDescriptor_t built = g.ok() ? g.Plan(&workspace_bytes) : nullptr;
   plans_built_.fetch_add(1, std::memory_order_relaxed);
   plan_build_ns_.fetch_add(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count(),
       std::memory_order_relaxed);
-  const std::string what = absl::StrCat("cuDNN ", library_.VersionString(), " fused attention, ", shape.sq,
+  const std::string what = absl::StrCat("cuDNN ", library_.VersionString(), options_.fp8 ? " fp8" : "",
+                                        " fused attention, ", shape.sq,
                                         " queries over ", shape.skv, " keys: ");
   if (built == nullptr) {
     plan->status = absl::FailedPreconditionError(absl::StrCat(what, g.error()));
@@ -119,8 +124,8 @@ absl::StatusOr<CudnnAttention::Plan*> CudnnAttention::Find(int64_t sq, int64_t s
 absl::Status CudnnAttention::Prepare(int64_t sq, int64_t skv) { return Find(sq, skv).status(); }
 
 absl::Status CudnnAttention::Run(const void* q, const void* k, const void* v, void* out, int64_t sq, int64_t skv,
-                                 float scale) {
-  if (q == nullptr || k == nullptr || v == nullptr || out == nullptr) {
+                                 float scale, Fp8AttentionFactors* fp8_factors) {
+  if (q == nullptr || k == nullptr || v == nullptr || out == nullptr || (options_.fp8 && fp8_factors == nullptr)) {
     return absl::InvalidArgumentError("CudnnAttention::Run: a null buffer");
   }
   auto found = Find(sq, skv);
@@ -144,6 +149,13 @@ absl::Status CudnnAttention::Run(const void* q, const void* k, const void* v, vo
   for (int i = 0; i < diagonal.count; ++i) {
     uids.push_back(diagonal.uids[i]);
     pointers.push_back(&diagonal.values[i]);
+  }
+  if (options_.fp8) {
+    Fp8AttentionFactors* f = fp8_factors;
+    uids.insert(uids.end(), {kUidDescaleQ, kUidDescaleK, kUidDescaleV, kUidDescaleS, kUidScaleS, kUidScaleO, kUidAmaxS,
+                             kUidAmaxO});
+    pointers.insert(pointers.end(), {&f->descale_q, &f->descale_k, &f->descale_v, &f->descale_s, &f->scale_s,
+                                     &f->scale_o, &f->amax_s, &f->amax_o});
   }
   CudnnGraphBuilder g(api, handle_);  // owns the variant pack
   cudnnBackendDescriptor_t pack = g.Create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);

@@ -30,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "backend/cuda/attention_fp8_inputs.h"
 #include "backend/cuda/cudnn_library.h"
 
 namespace kvtier::cuda {
@@ -42,6 +43,9 @@ class CudnnAttention {
     int32_t head_dim = 0;
     int32_t max_plans = 64;
     int64_t max_keys = 0;  // the longest skv a chunk has (the last bucket's keys); 0: no bound
+    // Q, K and V as E4M3 codes with one scale each (BuildCausalAttentionGraphFp8, O in bf16):
+    // Run then takes the factors the graph reads.
+    bool fp8 = false;
   };
   // The head_dim values cuDNN's fused attention takes (a multiple of 8, at most 128 on
   // every cuDNN 9 and GPU it runs on).
@@ -70,8 +74,11 @@ class CudnnAttention {
 
   // Enqueues out = softmax(scale * q k^T, causal) v for sq queries at positions
   // skv - sq .. skv - 1. k and v hold PlanKeys(skv, max_keys) rows (those from skv on are not read
-  // into the result). Prepares the plan when it has not been.
-  absl::Status Run(const void* q, const void* k, const void* v, void* out, int64_t sq, int64_t skv, float scale);
+  // into the result). Prepares the plan when it has not been. With Options::fp8, q, k and v are
+  // E4M3 codes and fp8_factors (device, attention_fp8_inputs.h) holds their descales; else
+  // bf16 and fp8_factors is not read.
+  absl::Status Run(const void* q, const void* k, const void* v, void* out, int64_t sq, int64_t skv, float scale,
+                   Fp8AttentionFactors* fp8_factors = nullptr);
 
   // Graphs built into plans (or refused) so far, a shape once while it stays cached, and the
   // host seconds that took (a new shape's first chunk waits for it). Any thread.

@@ -1,0 +1,56 @@
+// Fp8 inputs for a library's fp8 attention (cudnn_graph.h BuildCausalAttentionGraphFp8), which
+// takes Q, K and V as E4M3 codes with one scale per tensor: QuantizeQueriesFp8 turns a chunk's
+// bf16 query rows into codes at one scale (its amax over 448); KvGatherFp8 gathers one
+// sequence's fp8 K and V of one layer from the paged pool (kv_fp8.cuh: codes with one scale
+// per row) into contiguous codes at one scale per side, the largest row scale of the positions
+// gathered, each value rounded once more to E4M3 (value * row scale / that scale). Each runs
+// two kernels in stream order, a maximum into Fp8AttentionFactors then the codes, and leaves
+// the descale (the value a code of 1 stands for) in the factors the graph reads; no host
+// synchronization. Stateless launchers; one factors block per chunk in flight.
+#ifndef KVTIER_BACKEND_CUDA_ATTENTION_FP8_INPUTS_H_
+#define KVTIER_BACKEND_CUDA_ATTENTION_FP8_INPUTS_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/kernels.h"
+
+namespace kvtier::cuda {
+
+// What the fp8 graph reads and writes (fp32, device memory), in the order of its uids
+// kUidDescaleQ .. kUidAmaxO, then the launchers' maxima.
+struct Fp8AttentionFactors {
+  float descale_q, descale_k, descale_v;
+  float descale_s, scale_s;  // the probabilities' E4M3 scale (InitFp8AttentionFactors)
+  float scale_o;             // 1: a bf16 O
+  float amax_s, amax_o;      // written by the graph, not read
+  float amax_q, amax_k, amax_v;
+};
+
+// The constant factors (descale_s 1/448, scale_s 448, scale_o 1), and the rest zero.
+cudaError_t InitFp8AttentionFactors(Fp8AttentionFactors* factors, cudaStream_t stream);
+
+// codes[i] = E4M3(q[i] * 448 / amax(q)) for i < elements (a multiple of 8, q and codes
+// 16-byte aligned); factors->descale_q = amax / 448 (1 for all zeros).
+cudaError_t QuantizeQueriesFp8(const bf16* q, int64_t elements, uint8_t* codes, Fp8AttentionFactors* factors,
+                               cudaStream_t stream);
+
+struct KvGatherFp8Params {
+  int32_t chunk = 0;  // whose block table: kv.indices[kv.indptr[chunk] ..)
+  int32_t layer = 0;
+  int64_t num_positions = 0;     // positions 0 .. num_positions - 1 are gathered
+  int64_t padded_positions = 0;  // rows num_positions .. padded_positions - 1 are zeroed
+  uint8_t* k_out = nullptr;      // (padded_positions, num_kv_heads, head_dim) codes
+  uint8_t* v_out = nullptr;
+};
+
+// kv must be an fp8 pool (kv.fp8), head_dim 64 or 128; else, or with padded_positions <
+// num_positions or a null output, cudaErrorInvalidValue. factors->descale_k and descale_v:
+// the largest row scale of K and of V over the positions (1 where all are zero).
+cudaError_t KvGatherFp8(const KvGatherFp8Params& params, const PagedKv<bf16>& kv, Fp8AttentionFactors* factors,
+                        cudaStream_t stream);
+
+}  // namespace kvtier::cuda
+
+#endif  // KVTIER_BACKEND_CUDA_ATTENTION_FP8_INPUTS_H_
