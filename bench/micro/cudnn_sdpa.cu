@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "backend/cuda/cudnn_graph.h"
-#include "cudnn_probe.h"
+#include "cudnn_probe.cuh"
 
 namespace {
 
@@ -53,6 +53,8 @@ using GraphBuilder = kvtier::cuda::CudnnGraphBuilder;
 using kvtier::cuda::kUidK;
 
 using kvtier::probe::Api;
+using kvtier::probe::FillRandom;
+using kvtier::probe::ReferenceAttention;
 using kvtier::probe::LastCudnnError;
 
 // The unified SDPA operation, no mask.
@@ -70,41 +72,6 @@ void BuildUnified(GraphBuilder& g, const Shape& s) {
   g.Link(op, CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, scale, "sdpa scale");
   g.Finalize(op, "sdpa operation");
   g.AddOperation(op);
-}
-
-// out[r, h, :] = softmax over visible keys of (q . k) * scale, times V: one thread per
-// (query row, head), fp32 throughout.
-__global__ void ReferenceAttention(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                                   float* out, Shape s, float scale, bool causal) {
-  const int64_t r = blockIdx.x, h = threadIdx.x;
-  if (h >= s.hq) return;
-  const int64_t kvh = h / (s.hq / s.hk), last = causal ? r + (s.skv - s.sq) : s.skv - 1;
-  const __nv_bfloat16* qr = q + (r * s.hq + h) * s.d;
-  float m = -INFINITY, l = 0.0f;
-  float acc[128] = {0};
-  for (int64_t j = 0; j <= last; ++j) {
-    const __nv_bfloat16* kr = k + (j * s.hk + kvh) * s.d;
-    float dot = 0.0f;
-    for (int64_t i = 0; i < s.d; ++i) dot += __bfloat162float(qr[i]) * __bfloat162float(kr[i]);
-    dot *= scale;
-    const float m_new = fmaxf(m, dot), correction = expf(m - m_new), p = expf(dot - m_new);
-    l = l * correction + p;
-    const __nv_bfloat16* vr = v + (j * s.hk + kvh) * s.d;
-    for (int64_t i = 0; i < s.d; ++i) acc[i] = acc[i] * correction + p * __bfloat162float(vr[i]);
-    m = m_new;
-  }
-  for (int64_t i = 0; i < s.d; ++i) out[(r * s.hq + h) * s.d + i] = acc[i] / l;
-}
-
-__global__ void FillRandom(__nv_bfloat16* x, int64_t n, uint32_t seed) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    x[i] = __float2bfloat16((static_cast<float>(h & 0xffff) / 65535.0f - 0.5f) * 2.0f);
-  }
 }
 
 struct Buffers {
@@ -204,7 +171,7 @@ void RunCase(cudnnHandle_t handle, const char* graph_name, bool unified, const S
       float* ref = nullptr;
       CUDA_OK(cudaMalloc(&ref, nq * 4));
       ReferenceAttention<<<static_cast<unsigned>(s.sq), 32>>>(b.q, b.k, b.v, ref, s, scale,
-                                                               !unified && form.mask != AttentionMask::kNone);
+                                                               !unified && form.mask != AttentionMask::kNone, false);
       CUDA_OK(cudaDeviceSynchronize());
       std::vector<float> want(static_cast<size_t>(nq));
       std::vector<__nv_bfloat16> got(static_cast<size_t>(nq));

@@ -37,7 +37,7 @@
 
 #include "backend/cuda/cudnn_graph.h"
 #include "cuda_check.h"
-#include "cudnn_probe.h"
+#include "cudnn_probe.cuh"
 
 namespace {
 
@@ -46,6 +46,8 @@ using kvtier::cuda::AttentionGraphShape;
 using kvtier::cuda::AttentionMask;
 using kvtier::cuda::CudnnGraphBuilder;
 using kvtier::probe::Api;
+using kvtier::probe::FillRandom;
+using kvtier::probe::ReferenceAttention;
 using kvtier::probe::LastCudnnError;
 using namespace kvtier::cuda;  // the uids
 
@@ -79,17 +81,6 @@ std::vector<Fp8Form> Forms() {
   return forms;
 }
 
-__global__ void FillRandom(__nv_bfloat16* x, int64_t n, uint32_t seed) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    x[i] = __float2bfloat16((static_cast<float>(h & 0xffff) / 65535.0f - 0.5f) * 2.0f);
-  }
-}
-
 // codes[i] = E4M3(x[i] * scale); x[i] = decoded code / scale (exact in bf16).
 __global__ void QuantizeInPlace(__nv_bfloat16* x, __nv_fp8_e4m3* codes, int64_t n, float scale) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -98,30 +89,6 @@ __global__ void QuantizeInPlace(__nv_bfloat16* x, __nv_fp8_e4m3* codes, int64_t 
     codes[i] = c;
     x[i] = __float2bfloat16(static_cast<float>(c) / scale);
   }
-}
-
-// out[r, h, :] = causal (bottom-right when `causal`) softmax attention in fp32.
-__global__ void ReferenceAttention(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                                   float* out, AttentionGraphShape s, float scale, bool causal, bool top_left) {
-  const int64_t r = blockIdx.x, h = threadIdx.x;
-  if (h >= s.hq) return;
-  const int64_t kvh = h / (s.hq / s.hk);
-  const int64_t last = !causal ? s.skv - 1 : top_left ? r : r + (s.skv - s.sq);
-  const __nv_bfloat16* qr = q + (r * s.hq + h) * s.d;
-  float m = -INFINITY, l = 0.0f;
-  float acc[128] = {0};
-  for (int64_t j = 0; j <= last; ++j) {
-    const __nv_bfloat16* kr = k + (j * s.hk + kvh) * s.d;
-    float dot = 0.0f;
-    for (int64_t i = 0; i < s.d; ++i) dot += __bfloat162float(qr[i]) * __bfloat162float(kr[i]);
-    dot *= scale;
-    const float m_new = fmaxf(m, dot), correction = expf(m - m_new), p = expf(dot - m_new);
-    l = l * correction + p;
-    const __nv_bfloat16* vr = v + (j * s.hk + kvh) * s.d;
-    for (int64_t i = 0; i < s.d; ++i) acc[i] = acc[i] * correction + p * __bfloat162float(vr[i]);
-    m = m_new;
-  }
-  for (int64_t i = 0; i < s.d; ++i) out[(r * s.hq + h) * s.d + i] = acc[i] / l;
 }
 
 struct Plan {

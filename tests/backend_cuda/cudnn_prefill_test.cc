@@ -202,50 +202,77 @@ INSTANTIATE_TEST_SUITE_P(Shapes, KvGatherTest,
 
 class CudnnPrefillTest : public cuda_test::CudaParamTest<GatherCase> {};
 
-// Every chunk of a step (short ones off the block grid, one of exactly a block, prefix hits and
-// later chunks deep into the context, a long one) through CudnnPrefill, against the host
-// reference on the same values, for bf16 and fp8 KV.
-TEST_P(CudnnPrefillTest, MatchesReference) {
-  KVT_CUDNN_OR_SKIP(library);
-  const GatherCase g = GetParam();
-  PrefillWorld w(g.heads, g.kv_heads, g.head_dim, g.block_tokens,
-                 {{2, 0}, {3, 5}, {16, 0}, {17, 100}, {100, 1000}, {600, 1037}, {64, 64}, {2048, 0}, {700, 3300}},
-                 rng_);
-  DeviceMemoryAccount memory(0);
+// A step's chunks for the CudnnPrefill tests: short ones off the block grid, one of exactly a
+// block, prefix hits and later chunks deep into the context, a long one.
+PrefillWorld StepWorld(const GatherCase& g, std::mt19937& rng) {
+  return PrefillWorld(g.heads, g.kv_heads, g.head_dim, g.block_tokens,
+                      {{2, 0}, {3, 5}, {16, 0}, {17, 100}, {100, 1000}, {600, 1037}, {64, 64}, {2048, 0}, {700, 3300}},
+                      rng);
+}
+
+CudnnPrefill::Options StepOptions(const GatherCase& g) {
   CudnnPrefill::Options options;
   options.num_heads = g.heads;
   options.num_kv_heads = g.kv_heads;
   options.head_dim = g.head_dim;
   options.max_context = 4096;
+  return options;
+}
+
+struct ChunkError {
+  double relative = 0, max_abs = 0;
+};
+
+// Layer 1 of the world's chunks through `prefill` on `pool`, each chunk's output against the
+// host reference on the pool's values: its relative error and largest absolute one.
+std::vector<ChunkError> RunAgainstReference(CudnnPrefill& prefill, const PrefillWorld& w, const Pool& pool,
+                                            const DevicePool& device, const cuda_test::Data16& q) {
+  const int layer = 1;
+  DeviceArray<uint16_t> d_q(q.bits.size()), d_out(q.bits.size());
+  d_q.Upload(q.bits);
+  const std::vector<float> ref = cuda_test::ReferenceAttention(w, pool.values, q.values, layer);
+  EXPECT_TRUE(prefill.PrepareStep(w.prefill_chunks)) << prefill.Describe("own");
+  d_out.Poison();
+  const absl::Status run = prefill.EnqueueLayer(w.prefill_chunks, layer, reinterpret_cast<const bf16*>(d_q.get()),
+                                                reinterpret_cast<bf16*>(d_out.get()), device.kv);
+  EXPECT_TRUE(run.ok()) << run;
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> out = ToF32<bf16>(d_out.Download());
+  const size_t row = static_cast<size_t>(w.num_heads) * w.layout.head_dim;
+  std::vector<ChunkError> errors;
+  for (const PrefillChunk& c : w.prefill_chunks) {
+    const std::vector<float> got(out.begin() + c.token_begin * row, out.begin() + (c.token_begin + c.num_tokens) * row);
+    const std::vector<float> want(ref.begin() + c.token_begin * row, ref.begin() + (c.token_begin + c.num_tokens) * row);
+    ChunkError e;
+    for (size_t i = 0; i < got.size(); ++i) e.max_abs = std::max(e.max_abs, static_cast<double>(std::fabs(got[i] - want[i])));
+    e.relative = RelativeError(got, want);
+    errors.push_back(e);
+  }
+  return errors;
+}
+
+// Every chunk of a step through CudnnPrefill, against the host reference on the same values,
+// for bf16 and fp8 KV.
+TEST_P(CudnnPrefillTest, MatchesReference) {
+  KVT_CUDNN_OR_SKIP(library);
+  const GatherCase g = GetParam();
+  PrefillWorld w = StepWorld(g, rng_);
+  DeviceMemoryAccount memory(0);
+  const CudnnPrefill::Options options = StepOptions(g);
   auto prefill = CudnnPrefill::Create(library, options, nullptr, memory);
   ASSERT_TRUE(prefill.ok()) << prefill.status();
   EXPECT_EQ(memory.buffer_bytes(), CudnnPrefill::ScratchBytes(options));
-  const int layer = 1;
-  cuda_test::Data16 q = cuda_test::Random16<bf16>(w.QElements(), rng_, -2, 2);
-  DeviceArray<uint16_t> d_q(q.bits.size()), d_out(q.bits.size());
-  d_q.Upload(q.bits);
+  const cuda_test::Data16 q = cuda_test::Random16<bf16>(w.QElements(), rng_, -2, 2);
   for (const bool fp8 : {false, true}) {
     SCOPED_TRACE(fp8 ? "fp8 KV" : "bf16 KV");
     const Pool pool = MakePool(w, fp8, rng_);
     DevicePool device(w, pool, fp8);
-    const std::vector<float> ref = cuda_test::ReferenceAttention(w, pool.values, q.values, layer);
-    ASSERT_TRUE((*prefill)->PrepareStep(w.prefill_chunks)) << (*prefill)->Describe("own");
-    d_out.Poison();
-    const absl::Status run = (*prefill)->EnqueueLayer(w.prefill_chunks, layer, reinterpret_cast<const bf16*>(d_q.get()),
-                                                      reinterpret_cast<bf16*>(d_out.get()), device.kv);
-    ASSERT_TRUE(run.ok()) << run;
-    CUDA_ASSERT(cudaDeviceSynchronize());
-    const std::vector<float> out = ToF32<bf16>(d_out.Download());
-    const size_t row = static_cast<size_t>(g.heads) * g.head_dim;
-    for (const PrefillChunk& c : w.prefill_chunks) {
-      const std::vector<float> got(out.begin() + c.token_begin * row, out.begin() + (c.token_begin + c.num_tokens) * row);
-      const std::vector<float> want(ref.begin() + c.token_begin * row,
-                                    ref.begin() + (c.token_begin + c.num_tokens) * row);
-      double max_abs = 0;
-      for (size_t i = 0; i < got.size(); ++i) max_abs = std::max(max_abs, static_cast<double>(std::fabs(got[i] - want[i])));
-      EXPECT_LT(RelativeError(got, want), Tolerance<bf16>())
+    const std::vector<ChunkError> errors = RunAgainstReference(**prefill, w, pool, device, q);
+    for (size_t i = 0; i < errors.size(); ++i) {
+      const PrefillChunk& c = w.prefill_chunks[i];
+      EXPECT_LT(errors[i].relative, Tolerance<bf16>())
           << "chunk " << c.chunk << " start " << c.start_position << " tokens " << c.num_tokens;
-      EXPECT_LT(max_abs, 3e-2) << "chunk " << c.chunk;
+      EXPECT_LT(errors[i].max_abs, 3e-2) << "chunk " << c.chunk;
     }
   }
   EXPECT_EQ((*prefill)->Describe("wgmma").rfind("cudnn " + library.VersionString() + " (", 0), 0u)
@@ -260,59 +287,39 @@ TEST_P(CudnnPrefillTest, MatchesReference) {
 
 // cuDNN's fp8 attention over an fp8 pool (Options::fp8_attention): the same chunks against the
 // host reference on the pool's values, within what E4M3 queries, requantized keys and values
-// and E4M3 probabilities allow (each about 2^-4 relative); a bf16 pool is refused.
+// and E4M3 probabilities allow (each about 2^-4 relative); a bf16 pool is refused, and a chunk
+// longer than the queries' scratch goes to the backend's kernel.
 TEST_P(CudnnPrefillTest, Fp8AttentionMatchesReference) {
   KVT_CUDNN_OR_SKIP(library);
   const GatherCase g = GetParam();
-  PrefillWorld w(g.heads, g.kv_heads, g.head_dim, g.block_tokens,
-                 {{2, 0}, {3, 5}, {16, 0}, {17, 100}, {100, 1000}, {600, 1037}, {64, 64}, {2048, 0}, {700, 3300}},
-                 rng_);
+  PrefillWorld w = StepWorld(g, rng_);
   DeviceMemoryAccount memory(0);
-  CudnnPrefill::Options options;
-  options.num_heads = g.heads;
-  options.num_kv_heads = g.kv_heads;
-  options.head_dim = g.head_dim;
-  options.max_context = 4096;
+  CudnnPrefill::Options options = StepOptions(g);
   options.fp8_attention = true;
   options.max_chunk_tokens = 2048;
   auto prefill = CudnnPrefill::Create(library, options, nullptr, memory);
   ASSERT_TRUE(prefill.ok()) << prefill.status();
   EXPECT_EQ(memory.buffer_bytes(), CudnnPrefill::ScratchBytes(options));
-  const int layer = 1;
-  cuda_test::Data16 q = cuda_test::Random16<bf16>(w.QElements(), rng_, -2, 2);
-  DeviceArray<uint16_t> d_q(q.bits.size()), d_out(q.bits.size());
-  d_q.Upload(q.bits);
+  const cuda_test::Data16 q = cuda_test::Random16<bf16>(w.QElements(), rng_, -2, 2);
   const Pool pool = MakePool(w, true, rng_);
   DevicePool device(w, pool, true);
-  const std::vector<float> ref = cuda_test::ReferenceAttention(w, pool.values, q.values, layer);
-  ASSERT_TRUE((*prefill)->PrepareStep(w.prefill_chunks)) << (*prefill)->Describe("own");
-  d_out.Poison();
-  const absl::Status run = (*prefill)->EnqueueLayer(w.prefill_chunks, layer, reinterpret_cast<const bf16*>(d_q.get()),
-                                                    reinterpret_cast<bf16*>(d_out.get()), device.kv);
-  ASSERT_TRUE(run.ok()) << run;
-  CUDA_ASSERT(cudaDeviceSynchronize());
-  const std::vector<float> out = ToF32<bf16>(d_out.Download());
-  const size_t row = static_cast<size_t>(g.heads) * g.head_dim;
-  for (const PrefillChunk& c : w.prefill_chunks) {
-    const std::vector<float> got(out.begin() + c.token_begin * row, out.begin() + (c.token_begin + c.num_tokens) * row);
-    const std::vector<float> want(ref.begin() + c.token_begin * row, ref.begin() + (c.token_begin + c.num_tokens) * row);
-    double max_abs = 0;
-    for (size_t i = 0; i < got.size(); ++i) max_abs = std::max(max_abs, static_cast<double>(std::fabs(got[i] - want[i])));
-    const double rel = RelativeError(got, want);
-    EXPECT_LT(rel, 0.08) << "chunk " << c.chunk << " start " << c.start_position << " tokens " << c.num_tokens;
-    EXPECT_LT(max_abs, 0.25) << "chunk " << c.chunk;
+  const std::vector<ChunkError> errors = RunAgainstReference(**prefill, w, pool, device, q);
+  for (size_t i = 0; i < errors.size(); ++i) {
+    const PrefillChunk& c = w.prefill_chunks[i];
+    EXPECT_LT(errors[i].relative, 0.08) << "chunk " << c.chunk << " start " << c.start_position << " tokens "
+                                        << c.num_tokens;
+    EXPECT_LT(errors[i].max_abs, 0.25) << "chunk " << c.chunk;
     std::printf("fp8 attention, chunk %d (%d tokens at %lld): relative error %.4f, max abs %.4f\n", c.chunk,
-                c.num_tokens, static_cast<long long>(c.start_position), rel, max_abs);
+                c.num_tokens, static_cast<long long>(c.start_position), errors[i].relative, errors[i].max_abs);
   }
   const std::string describe = (*prefill)->Describe("wgmma");
   EXPECT_EQ(describe.rfind("cudnn " + library.VersionString() + " (fp8 Q, K and V; ", 0), 0u) << describe;
-  // A 16-bit pool has no codes to gather: refused, nothing enqueued.
   const Pool bf16_pool = MakePool(w, false, rng_);
   DevicePool bf16_device(w, bf16_pool, false);
+  DeviceArray<uint16_t> d_q(q.bits.size()), d_out(q.bits.size());
   EXPECT_TRUE(absl::IsFailedPrecondition((*prefill)->EnqueueLayer(
-      w.prefill_chunks, layer, reinterpret_cast<const bf16*>(d_q.get()), reinterpret_cast<bf16*>(d_out.get()),
+      w.prefill_chunks, 1, reinterpret_cast<const bf16*>(d_q.get()), reinterpret_cast<bf16*>(d_out.get()),
       bf16_device.kv)));
-  // A chunk longer than the queries' scratch goes to the backend's kernel.
   const std::vector<PrefillChunk> too_long = {{0, 0, 2049, 0}};
   EXPECT_FALSE((*prefill)->PrepareStep(too_long));
   EXPECT_NE((*prefill)->Describe("wgmma").find("a chunk of 2049 tokens is longer than the fp8 queries' scratch's 2048"),
