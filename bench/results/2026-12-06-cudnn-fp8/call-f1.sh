@@ -23,10 +23,10 @@ grep "fp8 attention, chunk" $R/tests/cudnn.txt | sort -t, -k2 | head -12
 tar czf $OUT/f1.tgz -C /tmp r
 wait; timeout 60 python3 $C/anchors/ceilings.py > $R/ceilings.txt 2>&1
 echo "[$(el) s] ceilings + model: $(tail -1 $R/mkmodel.txt | cut -c1-100)"
-kbench w4-fp8kv-fp8att W4 --kv-dtype fp8
+KVTIER_CUDA_PREFILL_FP8_ATTENTION=1 kbench w4-fp8kv-fp8att W4 --kv-dtype fp8
 KVTIER_CUDA_PREFILL_FP8_ATTENTION=0 kbench w4-fp8kv-bf16att W4 --kv-dtype fp8
 tar czf $OUT/f1.tgz -C /tmp r
-kbench w8-fp8-fp8att-1 W8 --weight-dtype fp8 --kv-dtype fp8
+KVTIER_CUDA_PREFILL_FP8_ATTENTION=1 kbench w8-fp8-fp8att-1 W8 --weight-dtype fp8 --kv-dtype fp8
 KVTIER_CUDA_PREFILL_FP8_ATTENTION=0 kbench w8-fp8-bf16att-1 W8 --weight-dtype fp8 --kv-dtype fp8
 grep -ho '"prefill_attention": *"[^"]*"' $R/w*.json | sort | uniq -c | cut -c1-300
 tar czf $OUT/f1.tgz -C /tmp r
@@ -48,5 +48,5 @@ done
 tar czf $OUT/f1.tgz -C /tmp r
 quality 0
 KVTIER_CUDA_PREFILL_FP8_ATTENTION=0 kbench w8-fp8-bf16att-2 W8 --weight-dtype fp8 --kv-dtype fp8
-kbench w8-fp8-fp8att-2 W8 --weight-dtype fp8 --kv-dtype fp8
+KVTIER_CUDA_PREFILL_FP8_ATTENTION=1 kbench w8-fp8-fp8att-2 W8 --weight-dtype fp8 --kv-dtype fp8
 tar czf $OUT/f1.tgz -C /tmp r
