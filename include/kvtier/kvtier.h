@@ -239,13 +239,13 @@ KVT_API int64_t kvt_live_handles(void);
  *                                long prompt's; plans built at warm-up),
  *                                2: every step (a plan per new chunk
  *                                length), 0: never                        default 1
- *   "cuda_prefill_fp8_attention" int  with kv_dtype fp8, the prefill
- *                                steps on cuDNN run its fp8 attention:
- *                                queries, keys and values as E4M3 at one
- *                                scale per tensor (each cached value
- *                                rounded once more), the probabilities
- *                                in E4M3, bf16 out; 0 gathers the KV into
- *                                bf16 for its bf16 attention              default 1
+ *   "cuda_prefill_fp8_attention" int  with kv_dtype fp8, 1 runs the
+ *                                prefill steps on cuDNN on its fp8
+ *                                attention: queries, keys and values as
+ *                                E4M3 at one scale per tensor (each cached
+ *                                value rounded once more), the
+ *                                probabilities in E4M3, bf16 out; 0 gathers
+ *                                the KV into bf16 for its bf16 attention  default 0
  *   "cuda_overlap_attention" int  a step with decode rows and a prompt
  *                                chunk runs its decode attention on a
  *                                second stream beside its prefill

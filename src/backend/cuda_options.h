@@ -75,12 +75,13 @@ struct CudaOptions {
   // chunk length builds its plan). Where cuDNN cannot be loaded or refuses a step, the kernels
   // above run it (compute_path says why).
   CudnnPrefillUse prefill_cudnn = CudnnPrefillUse::kFullChunks;
-  // With kv_dtype fp8, the steps on cuDNN run its fp8 attention: each chunk's queries and the
-  // context's K and V as E4M3 codes at one scale per tensor (the pool's per-row scales folded
-  // into one per layer and side, each value rounded once more), the probabilities in E4M3 for
-  // the second product, fp32 accumulation, bf16 out (backend/cuda/attention_fp8_inputs.h).
-  // false gathers the fp8 KV into bf16 for cuDNN's bf16 attention.
-  bool prefill_fp8_attention = true;
+  // With kv_dtype fp8, true runs the steps on cuDNN on its fp8 attention: each chunk's queries
+  // and the context's K and V as E4M3 codes at one scale per tensor (the pool's per-row scales
+  // folded into one per layer and side, each value rounded once more), the probabilities in
+  // E4M3 for the second product, fp32 accumulation, bf16 out
+  // (backend/cuda/attention_fp8_inputs.h). false gathers the fp8 KV into bf16 for cuDNN's bf16
+  // attention. Off until a GPU run measures its speed and quality.
+  bool prefill_fp8_attention = false;
   // A step with both decode rows and a prompt chunk runs its decode attention (reading KV
   // from memory) on a second stream beside its prefill attention (on the tensor cores)
   // instead of before it (backend/cuda/attention_fork.h). Off until a GPU run measures it.
