@@ -91,12 +91,6 @@ __global__ void QuantizeInPlace(__nv_bfloat16* x, __nv_fp8_e4m3* codes, int64_t 
   }
 }
 
-struct Plan {
-  CudnnGraphBuilder* g;
-  cudnnBackendDescriptor_t plan = nullptr;
-  int64_t workspace_bytes = 0;
-};
-
 // The device buffers of one shape: bf16 values (dequantized), their E4M3 codes, outputs, and
 // the fp8 graph's factors [descale q, k, v, s, scale s, scale o, amax s, amax o].
 struct Buffers {

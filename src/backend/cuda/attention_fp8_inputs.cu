@@ -4,7 +4,6 @@
 #include "backend/cuda/attention_fp8_inputs.h"
 
 #include <algorithm>
-#include <cstddef>
 
 #include "backend/cuda/block_reduce.cuh"
 #include "backend/cuda/fp8_codes.cuh"
@@ -68,13 +67,12 @@ __global__ void QueriesCodesKernel(const bf16* q, int64_t pieces, uint8_t* codes
 }
 
 // The pool's row of (side, head, position) within its layer, and the layer's codes and scales.
-template <int D>
 struct KvRow {
   Fp8Layer layer;
   int64_t row;
 };
 template <int D>
-__device__ __forceinline__ KvRow<D> KvRowOf(const KvGatherFp8Params& p, const PagedKv<bf16>& kv, int side, int head,
+__device__ __forceinline__ KvRow KvRowOf(const KvGatherFp8Params& p, const PagedKv<bf16>& kv, int side, int head,
                                             int64_t pos) {
   const int32_t* table = kv.indices + kv.indptr[p.chunk];
   const int32_t entry = table[pos / kv.block_tokens];
@@ -92,7 +90,7 @@ __global__ void KvScaleMaxKernel(KvGatherFp8Params p, PagedKv<bf16> kv, Fp8Atten
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int side = i >= per_side ? 1 : 0;
     const int64_t j = i - side * per_side;
-    const KvRow<D> r = KvRowOf<D>(p, kv, side, static_cast<int>(j % kv.num_kv_heads), j / kv.num_kv_heads);
+    const KvRow r = KvRowOf<D>(p, kv, side, static_cast<int>(j % kv.num_kv_heads), j / kv.num_kv_heads);
     m[side] = fmaxf(m[side], r.layer.scales[r.row]);
   }
   const float k = BlockMax(m[0]), v = BlockMax(m[1]);
@@ -121,7 +119,7 @@ __global__ void KvCodesKernel(KvGatherFp8Params p, PagedKv<bf16> kv, Fp8Attentio
     const int64_t pos = j / kPieces / kv.num_kv_heads;
     uint2 out = make_uint2(0, 0);
     if (pos < p.num_positions) {
-      const KvRow<D> r = KvRowOf<D>(p, kv, side, head, pos);
+      const KvRow r = KvRowOf<D>(p, kv, side, head, pos);
       const float ratio = side_scale[side] > 0.0f ? r.layer.scales[r.row] / side_scale[side] : 0.0f;
       const uint2 codes = *reinterpret_cast<const uint2*>(r.layer.codes + r.row * D + piece * 8);
       const uint32_t words[2] = {codes.x, codes.y};

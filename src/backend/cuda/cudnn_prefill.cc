@@ -82,7 +82,7 @@ absl::StatusOr<std::unique_ptr<CudnnPrefill>> CudnnPrefill::Create(const CudnnLi
   attention.head_dim = options.head_dim;
   attention.max_keys = options.max_context;
   attention.fp8 = options.fp8_attention;
-  Scratch scratch{buffers[1], buffers[2], static_cast<uint8_t*>(buffers[3]),
+  Scratch scratch{buffers[0], buffers[1], buffers[2], static_cast<uint8_t*>(buffers[3]),
                   static_cast<Fp8AttentionFactors*>(buffers[4])};
   if (scratch.factors != nullptr) {
     if (const cudaError_t e = InitFp8AttentionFactors(scratch.factors, stream); e != cudaSuccess) {
@@ -97,13 +97,13 @@ absl::StatusOr<std::unique_ptr<CudnnPrefill>> CudnnPrefill::Create(const CudnnLi
     return runner.status();
   }
   return std::unique_ptr<CudnnPrefill>(
-      new CudnnPrefill(options, stream, std::move(*runner), scratch, buffers[0], memory));
+      new CudnnPrefill(options, stream, std::move(*runner), scratch, memory));
 }
 
 CudnnPrefill::~CudnnPrefill() {
   attention_.reset();  // its plans run in the workspace
-  for (void* b : {scratch_.k, scratch_.v, static_cast<void*>(scratch_.q_codes), static_cast<void*>(scratch_.factors),
-                  workspace_}) {
+  for (void* b : {scratch_.workspace, scratch_.k, scratch_.v, static_cast<void*>(scratch_.q_codes),
+                  static_cast<void*>(scratch_.factors)}) {
     memory_.Free(b);
   }
 }

@@ -95,17 +95,18 @@ class CudnnPrefill {
   int64_t plans_built() const { return attention_->plans_built(); }
 
  private:
-  // The scratch Create allocated: K, V and (fp8_attention) the queries' codes and factors.
+  // The buffers Create allocated: cuDNN's workspace, K, V and (fp8_attention) the queries'
+  // codes and factors.
   struct Scratch {
+    void* workspace = nullptr;
     void* k = nullptr;
     void* v = nullptr;
     uint8_t* q_codes = nullptr;
     Fp8AttentionFactors* factors = nullptr;
   };
   CudnnPrefill(const Options& options, cudaStream_t stream, std::unique_ptr<CudnnAttention> attention,
-               const Scratch& scratch, void* workspace, DeviceMemoryAccount& memory)
-      : options_(options), stream_(stream), attention_(std::move(attention)), scratch_(scratch),
-        workspace_(workspace), memory_(memory) {}
+               const Scratch& scratch, DeviceMemoryAccount& memory)
+      : options_(options), stream_(stream), attention_(std::move(attention)), scratch_(scratch), memory_(memory) {}
   absl::Status EnqueueChunk(const PrefillChunk& c, int32_t layer, const bf16* q, bf16* out, const PagedKv<bf16>& kv);
   void Refuse(const std::string& reason);
 
@@ -115,7 +116,6 @@ class CudnnPrefill {
   // K and V: (PlanKeys(max_context, max_context), num_kv_heads, head_dim) bf16 or codes; the
   // queries' codes (max_chunk_tokens, num_heads, head_dim); all the account's.
   Scratch scratch_;
-  void* workspace_;  // cuDNN's, the account's
   DeviceMemoryAccount& memory_;
   std::atomic<int64_t> steps_on_cudnn_{0};
   std::atomic<int64_t> steps_refused_{0};
