@@ -244,7 +244,8 @@ KVT_API int64_t kvt_live_handles(void);
  *                                attention: queries, keys and values as
  *                                E4M3 at one scale per tensor (each cached
  *                                value rounded once more), the
- *                                probabilities in E4M3, bf16 out; 0 gathers
+ *                                probabilities and the output in E4M3
+ *                                (then bf16); 0 gathers
  *                                the KV into bf16 for its bf16 attention  default 0
  *   "cuda_overlap_attention" int  a step with decode rows and a prompt
  *                                chunk runs its decode attention on a

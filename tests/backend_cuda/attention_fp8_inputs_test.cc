@@ -1,5 +1,6 @@
-// QuantizeQueriesFp8 and KvGatherFp8 (attention_fp8_inputs.h) against host code doing the same
-// float operations: codes bit for bit, and the descales the fp8 attention graph reads. GPU
+// QuantizeQueriesFp8, KvGatherFp8 and DequantizeOutputFp8 (attention_fp8_inputs.h) against host
+// code doing the same float operations: codes and values bit for bit, and the factors the fp8
+// attention graph reads. GPU
 // tests skip without a device; the argument checks run anywhere.
 #include "backend/cuda/attention_fp8_inputs.h"
 
@@ -66,6 +67,7 @@ TEST_P(QuantizeQueriesFp8Test, MatchesHostCodesAndDescale) {
   EXPECT_EQ(out.descale_s, 1.0f / 448.0f);
   EXPECT_EQ(out.scale_s, 448.0f);
   EXPECT_EQ(out.scale_o, 1.0f);
+  EXPECT_EQ(out.descale_o, 1.0f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Elements, QuantizeQueriesFp8Test, ::testing::Values(8, 4096, 2048 * 4096 + 8));
@@ -132,6 +134,10 @@ TEST_P(KvGatherFp8Test, MatchesHostRequantization) {
       }
       EXPECT_EQ((side == 0 ? k : v).Download(), want) << "chunk " << c.chunk << (side == 0 ? " K" : " V");
       EXPECT_EQ(side == 0 ? out.descale_k : out.descale_v, side_max) << "chunk " << c.chunk;
+      if (side == 1) {
+        EXPECT_EQ(out.scale_o, 0.5f / side_max) << "chunk " << c.chunk;
+        EXPECT_EQ(out.descale_o, 2.0f * side_max) << "chunk " << c.chunk;
+      }
     }
   }
 }
@@ -144,6 +150,37 @@ INSTANTIATE_TEST_SUITE_P(Shapes, KvGatherFp8Test,
                            return "h" + std::to_string(c.heads) + "kv" + std::to_string(c.kv_heads) + "d" +
                                   std::to_string(c.head_dim) + "bt" + std::to_string(c.block_tokens);
                          });
+
+class DequantizeOutputFp8Test : public cuda_test::CudaParamTest<int64_t> {};
+
+// Every E4M3 code (NaNs aside) times descale_o, rounded to bf16 once: the host's bits.
+TEST_P(DequantizeOutputFp8Test, MatchesHostValues) {
+  const int64_t n = GetParam();
+  std::vector<uint8_t> codes(static_cast<size_t>(n));
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (uint8_t& c : codes) {
+    do c = static_cast<uint8_t>(byte(rng_));
+    while ((c & 0x7f) == 0x7f);  // E4M3's NaNs
+  }
+  Fp8AttentionFactors host{};
+  host.descale_o = 2.0f * 0.0371f;
+  DeviceArray<uint8_t> d_codes(codes.size()), factors(sizeof(Fp8AttentionFactors));
+  d_codes.Upload(codes);
+  std::vector<uint8_t> factor_bytes(sizeof(host));
+  std::memcpy(factor_bytes.data(), &host, sizeof(host));
+  factors.Upload(factor_bytes);
+  DeviceArray<uint16_t> out(static_cast<size_t>(n));
+  out.Poison();
+  ASSERT_EQ(DequantizeOutputFp8(d_codes.get(), n, reinterpret_cast<const Fp8AttentionFactors*>(factors.get()),
+                                reinterpret_cast<bf16*>(out.get()), nullptr),
+            cudaSuccess);
+  CUDA_ASSERT(cudaDeviceSynchronize());
+  std::vector<uint16_t> want(static_cast<size_t>(n));
+  for (size_t i = 0; i < want.size(); ++i) want[i] = FloatToBf16(Fp8E4M3ToFloat(codes[i]) * host.descale_o);
+  EXPECT_EQ(out.Download(), want);
+}
+
+INSTANTIATE_TEST_SUITE_P(Elements, DequantizeOutputFp8Test, ::testing::Values(8, 4096, 2048 * 4096 + 8));
 
 // Checked on the host before any launch: no device needed.
 TEST(AttentionFp8InputsArgsTest, RejectsWhatTheyCannotDo) {
@@ -173,6 +210,10 @@ TEST(AttentionFp8InputsArgsTest, RejectsWhatTheyCannotDo) {
   EXPECT_EQ(KvGatherFp8(params, kv, &unused_factors, nullptr), cudaErrorInvalidValue);
   params.padded_positions = 4;
   EXPECT_EQ(KvGatherFp8(params, kv, nullptr, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(DequantizeOutputFp8(unused, 12, &unused_factors, q, nullptr), cudaErrorInvalidValue);  // not whole pieces
+  EXPECT_EQ(DequantizeOutputFp8(nullptr, 8, &unused_factors, q, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(DequantizeOutputFp8(unused, 8, nullptr, q, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(DequantizeOutputFp8(unused, 8, &unused_factors, nullptr, nullptr), cudaErrorInvalidValue);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// QuantizeQueriesFp8 and KvGatherFp8 (see attention_fp8_inputs.h): a grid-stride maximum
+// QuantizeQueriesFp8, KvGatherFp8 and DequantizeOutputFp8 (see attention_fp8_inputs.h). The inputs: a grid-stride maximum
 // (block maxima, then one atomicMax per block on the float's bits, which orders non-negative
 // floats as integers), then the codes, every block reading the finished maximum.
 #include "backend/cuda/attention_fp8_inputs.h"
@@ -32,6 +32,7 @@ __global__ void InitFactorsKernel(Fp8AttentionFactors* f) {
   f->descale_s = 1.0f / kE4M3Max;
   f->scale_s = kE4M3Max;
   f->scale_o = 1.0f;
+  f->descale_o = 1.0f;
 }
 
 __global__ void QueriesAmaxKernel(const bf16* q, int64_t pieces, Fp8AttentionFactors* f) {
@@ -107,7 +108,10 @@ __global__ void KvCodesKernel(KvGatherFp8Params p, PagedKv<bf16> kv, Fp8Attentio
   const float side_scale[2] = {f->amax_k, f->amax_v};
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     f->descale_k = side_scale[0] > 0.0f ? side_scale[0] : 1.0f;
-    f->descale_v = side_scale[1] > 0.0f ? side_scale[1] : 1.0f;
+    const float descale_v = side_scale[1] > 0.0f ? side_scale[1] : 1.0f;
+    f->descale_v = descale_v;
+    f->scale_o = 0.5f / descale_v;
+    f->descale_o = 2.0f * descale_v;
   }
   const int64_t per_side = p.padded_positions * kv.num_kv_heads * kPieces;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < 2 * per_side;
@@ -133,6 +137,15 @@ __global__ void KvCodesKernel(KvGatherFp8Params p, PagedKv<bf16> kv, Fp8Attentio
     }
     uint8_t* dst = side == 0 ? p.k_out : p.v_out;
     *reinterpret_cast<uint2*>(dst + (pos * kv.num_kv_heads + head) * D + piece * 8) = out;
+  }
+}
+
+// One thread per 8 codes: out = bf16(decode(code) * descale_o).
+__global__ void OutputDequantKernel(const uint8_t* codes, int64_t pieces, const Fp8AttentionFactors* f, bf16* out) {
+  const float descale = f->descale_o;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < pieces;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    reinterpret_cast<uint4*>(out)[i] = DequantFp8x8<bf16>(reinterpret_cast<const uint2*>(codes)[i], descale);
   }
 }
 
@@ -173,6 +186,17 @@ cudaError_t KvGatherFp8(const KvGatherFp8Params& params, const PagedKv<bf16>& kv
     KvScaleMaxKernel<128><<<Blocks(rows), kThreads, 0, stream>>>(params, kv, factors);
     KvCodesKernel<128><<<Blocks(pieces), kThreads, 0, stream>>>(params, kv, factors);
   }
+  return cudaGetLastError();
+}
+
+cudaError_t DequantizeOutputFp8(const uint8_t* codes, int64_t elements, const Fp8AttentionFactors* factors, bf16* out,
+                                cudaStream_t stream) {
+  if (codes == nullptr || out == nullptr || factors == nullptr || elements < 0 || elements % 8 != 0) {
+    return cudaErrorInvalidValue;
+  }
+  if (elements == 0) return cudaSuccess;
+  const int64_t pieces = elements / 8;
+  OutputDequantKernel<<<Blocks(pieces), kThreads, 0, stream>>>(codes, pieces, factors, out);
   return cudaGetLastError();
 }
 

@@ -72,7 +72,7 @@ void CudnnAttention::Build(const Key& key, Plan* plan) {
   const auto start = std::chrono::steady_clock::now();
   CudnnGraphBuilder g(library_.api(), handle_);
   if (options_.fp8) {
-    BuildCausalAttentionGraphFp8(g, shape, AttentionGraphForm{}, CUDNN_DATA_BFLOAT16);
+    BuildCausalAttentionGraphFp8(g, shape, AttentionGraphForm{}, CUDNN_DATA_FP8_E4M3);
   } else {
     BuildCausalAttentionGraph(g, shape);
   }

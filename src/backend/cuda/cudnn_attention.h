@@ -43,8 +43,9 @@ class CudnnAttention {
     int32_t head_dim = 0;
     int32_t max_plans = 64;
     int64_t max_keys = 0;  // the longest skv a chunk has (the last bucket's keys); 0: no bound
-    // Q, K and V as E4M3 codes with one scale each (BuildCausalAttentionGraphFp8, O in bf16):
-    // Run then takes the factors the graph reads.
+    // Q, K, V and O as E4M3 codes with one scale each (BuildCausalAttentionGraphFp8; cuDNN 9
+    // on Hopper offers no engine for this graph with O in bf16): Run then takes the factors
+    // the graph reads.
     bool fp8 = false;
   };
   // The head_dim values cuDNN's fused attention takes (a multiple of 8, at most 128 on
@@ -74,8 +75,8 @@ class CudnnAttention {
 
   // Enqueues out = softmax(scale * q k^T, causal) v for sq queries at positions
   // skv - sq .. skv - 1. k and v hold PlanKeys(skv, max_keys) rows (those from skv on are not read
-  // into the result). Prepares the plan when it has not been. With Options::fp8, q, k and v are
-  // E4M3 codes and fp8_factors (device, attention_fp8_inputs.h) holds their descales; else
+  // into the result). Prepares the plan when it has not been. With Options::fp8, q, k, v and out
+  // are E4M3 codes and fp8_factors (device, attention_fp8_inputs.h) holds their scales; else
   // bf16 and fp8_factors is not read.
   absl::Status Run(const void* q, const void* k, const void* v, void* out, int64_t sq, int64_t skv, float scale,
                    Fp8AttentionFactors* fp8_factors = nullptr);

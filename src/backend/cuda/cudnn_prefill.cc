@@ -29,7 +29,8 @@ size_t KvScratchSideBytes(const CudnnPrefill::Options& options) {
          (options.fp8_attention ? 1 : sizeof(bf16));
 }
 
-// Bytes of the fp8 queries' scratch and its factors (none without fp8_attention).
+// Bytes of the fp8 queries' (and the output's) scratch and of its factors (none without
+// fp8_attention).
 size_t QueryScratchBytes(const CudnnPrefill::Options& options) {
   if (!options.fp8_attention) return 0;
   return static_cast<size_t>(options.max_chunk_tokens) * options.num_heads * options.head_dim;
@@ -42,7 +43,7 @@ size_t FactorsBytes(const CudnnPrefill::Options& options) {
 
 int64_t CudnnPrefill::ScratchBytes(const Options& options) {
   return 2 * static_cast<int64_t>(KvScratchSideBytes(options)) + kWorkspaceBytes +
-         static_cast<int64_t>(QueryScratchBytes(options) + FactorsBytes(options));
+         static_cast<int64_t>(2 * QueryScratchBytes(options) + FactorsBytes(options));
 }
 
 absl::StatusOr<std::unique_ptr<CudnnPrefill>> CudnnPrefill::Create(const CudnnLibrary& library,
@@ -58,12 +59,13 @@ absl::StatusOr<std::unique_ptr<CudnnPrefill>> CudnnPrefill::Create(const CudnnLi
   }
   const size_t side = KvScratchSideBytes(options);
   // What was allocated goes back to the account when a later part fails.
-  constexpr int kBuffers = 5;
-  void* buffers[kBuffers] = {nullptr, nullptr, nullptr, nullptr, nullptr};
+  constexpr int kBuffers = 6;
+  void* buffers[kBuffers] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   const size_t sizes[kBuffers] = {static_cast<size_t>(kWorkspaceBytes), side, side, QueryScratchBytes(options),
-                                  FactorsBytes(options)};
+                                  QueryScratchBytes(options), FactorsBytes(options)};
   const char* names[kBuffers] = {"cuDNN attention workspace", "cuDNN attention K scratch", "cuDNN attention V scratch",
-                                 "cuDNN attention fp8 queries", "cuDNN attention fp8 factors"};
+                                 "cuDNN attention fp8 queries", "cuDNN attention fp8 output",
+                                 "cuDNN attention fp8 factors"};
   auto release = [&] {
     for (void* b : buffers) memory.Free(b);
   };
@@ -83,7 +85,7 @@ absl::StatusOr<std::unique_ptr<CudnnPrefill>> CudnnPrefill::Create(const CudnnLi
   attention.max_keys = options.max_context;
   attention.fp8 = options.fp8_attention;
   Scratch scratch{buffers[0], buffers[1], buffers[2], static_cast<uint8_t*>(buffers[3]),
-                  static_cast<Fp8AttentionFactors*>(buffers[4])};
+                  static_cast<uint8_t*>(buffers[4]), static_cast<Fp8AttentionFactors*>(buffers[5])};
   if (scratch.factors != nullptr) {
     if (const cudaError_t e = InitFp8AttentionFactors(scratch.factors, stream); e != cudaSuccess) {
       release();
@@ -103,7 +105,7 @@ absl::StatusOr<std::unique_ptr<CudnnPrefill>> CudnnPrefill::Create(const CudnnLi
 CudnnPrefill::~CudnnPrefill() {
   attention_.reset();  // its plans run in the workspace
   for (void* b : {scratch_.workspace, scratch_.k, scratch_.v, static_cast<void*>(scratch_.q_codes),
-                  static_cast<void*>(scratch_.factors)}) {
+                  static_cast<void*>(scratch_.o_codes), static_cast<void*>(scratch_.factors)}) {
     memory_.Free(b);
   }
 }
@@ -187,8 +189,10 @@ absl::Status CudnnPrefill::EnqueueChunk(const PrefillChunk& c, int32_t layer, co
     gather.k_out = static_cast<uint8_t*>(scratch_.k);
     gather.v_out = static_cast<uint8_t*>(scratch_.v);
     CUDA_RETURN_IF_ERROR(KvGatherFp8(gather, kv, scratch_.factors, stream_));
-    return attention_->Run(scratch_.q_codes, scratch_.k, scratch_.v, chunk_out, c.num_tokens, skv, scale,
-                           scratch_.factors);
+    RETURN_IF_ERROR(attention_->Run(scratch_.q_codes, scratch_.k, scratch_.v, scratch_.o_codes, c.num_tokens, skv,
+                                    scale, scratch_.factors));
+    CUDA_RETURN_IF_ERROR(DequantizeOutputFp8(scratch_.o_codes, c.num_tokens * row, scratch_.factors, chunk_out, stream_));
+    return absl::OkStatus();
   }
   KvGatherParams gather;
   gather.chunk = c.chunk;

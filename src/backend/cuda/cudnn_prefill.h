@@ -2,8 +2,9 @@
 // chunk's K and V of the layer first gathered from the paged pool into contiguous bf16
 // scratch (KvGather; fp8 KV dequantized there), or with Options::fp8_attention (fp8 KV) into
 // E4M3 codes at one scale per side, the chunk's queries quantized likewise, for cuDNN's fp8
-// attention (attention_fp8_inputs.h). The scratch — K and V for the longest context, the fp8
-// queries of the longest chunk, and cuDNN's workspace — is allocated once at Create through the
+// attention (attention_fp8_inputs.h), whose E4M3 output is dequantized into the step's bf16
+// rows. The scratch — K and V for the longest context, the fp8 queries and output of the
+// longest chunk, and cuDNN's workspace — is allocated once at Create through the
 // DeviceMemoryAccount, inside gpu_mem_limit; chunks run one after another on the compute
 // stream, so one scratch serves them all. A step whose chunk cuDNN refuses (its plan does not
 // finalize, wants more workspace, or the context exceeds the scratch) runs on the backend's
@@ -53,8 +54,8 @@ class CudnnPrefill {
     int64_t max_chunk_tokens = 0;
   };
   // Device bytes Create allocates: K and V of CudnnAttention::PlanKeys(max_context, max_context) rows
-  // (bf16, or E4M3 codes), the workspace, and with fp8_attention the queries' codes and the
-  // factors.
+  // (bf16, or E4M3 codes), the workspace, and with fp8_attention the queries' and the
+  // output's codes and the factors.
   static int64_t ScratchBytes(const Options& options);
 
   // InvalidArgument for a shape cuDNN's path does not take (head_dim 64 or 128, GQA);
@@ -96,12 +97,13 @@ class CudnnPrefill {
 
  private:
   // The buffers Create allocated: cuDNN's workspace, K, V and (fp8_attention) the queries'
-  // codes and factors.
+  // and the output's codes and the factors.
   struct Scratch {
     void* workspace = nullptr;
     void* k = nullptr;
     void* v = nullptr;
     uint8_t* q_codes = nullptr;
+    uint8_t* o_codes = nullptr;
     Fp8AttentionFactors* factors = nullptr;
   };
   CudnnPrefill(const Options& options, cudaStream_t stream, std::unique_ptr<CudnnAttention> attention,
@@ -114,7 +116,8 @@ class CudnnPrefill {
   cudaStream_t stream_;
   std::unique_ptr<CudnnAttention> attention_;
   // K and V: (PlanKeys(max_context, max_context), num_kv_heads, head_dim) bf16 or codes; the
-  // queries' codes (max_chunk_tokens, num_heads, head_dim); all the account's.
+  // queries' and the output's codes (max_chunk_tokens, num_heads, head_dim); all the
+  // account's.
   Scratch scratch_;
   DeviceMemoryAccount& memory_;
   std::atomic<int64_t> steps_on_cudnn_{0};
