@@ -286,8 +286,9 @@ TEST_P(CudnnPrefillTest, MatchesReference) {
 }
 
 // cuDNN's fp8 attention over an fp8 pool (Options::fp8_attention): the same chunks against the
-// host reference on the pool's values, within what E4M3 queries, requantized keys and values
-// and E4M3 probabilities allow (each about 2^-4 relative); a bf16 pool is refused, and a chunk
+// host reference on the pool's values, within what E4M3 queries, requantized keys and values,
+// E4M3 probabilities and an E4M3 output allow (each about 2^-4 relative); a bf16 pool is
+// refused, and a chunk
 // longer than the queries' scratch goes to the backend's kernel.
 TEST_P(CudnnPrefillTest, Fp8AttentionMatchesReference) {
   KVT_CUDNN_OR_SKIP(library);
@@ -313,7 +314,7 @@ TEST_P(CudnnPrefillTest, Fp8AttentionMatchesReference) {
                 c.num_tokens, static_cast<long long>(c.start_position), errors[i].relative, errors[i].max_abs);
   }
   const std::string describe = (*prefill)->Describe("wgmma");
-  EXPECT_EQ(describe.rfind("cudnn " + library.VersionString() + " (fp8 Q, K and V; ", 0), 0u) << describe;
+  EXPECT_EQ(describe.rfind("cudnn " + library.VersionString() + " (fp8 Q, K, V and O; ", 0), 0u) << describe;
   const Pool bf16_pool = MakePool(w, false, rng_);
   DevicePool bf16_device(w, bf16_pool, false);
   DeviceArray<uint16_t> d_q(q.bits.size()), d_out(q.bits.size());

@@ -213,7 +213,7 @@ std::string CudnnPrefill::Describe(const std::string& own) const {
   const int64_t refused = steps_refused(), short_steps = steps_of_short_chunks();
   const bool on_cudnn = steps_on_cudnn() > 0 || refused + short_steps == 0;
   std::vector<std::string> notes;
-  if (on_cudnn && options_.fp8_attention) notes.push_back("fp8 Q, K and V");
+  if (on_cudnn && options_.fp8_attention) notes.push_back("fp8 Q, K, V and O");
   if (on_cudnn) notes.push_back(plans);
   if (short_steps > 0) {
     notes.push_back(absl::StrCat(short_steps, " steps with chunks under ", options_.min_chunk_tokens, " tokens or ",
