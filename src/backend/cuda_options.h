@@ -78,7 +78,7 @@ struct CudaOptions {
   // With kv_dtype fp8, true runs the steps on cuDNN on its fp8 attention: each chunk's queries
   // and the context's K and V as E4M3 codes at one scale per tensor (the pool's per-row scales
   // folded into one per layer and side, each value rounded once more), the probabilities in
-  // E4M3 for the second product, fp32 accumulation, bf16 out
+  // E4M3 for the second product, fp32 accumulation, the output in E4M3 then bf16
   // (backend/cuda/attention_fp8_inputs.h). false gathers the fp8 KV into bf16 for cuDNN's bf16
   // attention. Off until a GPU run measures its speed and quality.
   bool prefill_fp8_attention = false;
