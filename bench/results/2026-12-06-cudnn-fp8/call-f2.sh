@@ -5,7 +5,7 @@
 #     against the host, CudnnPrefill with fp8_attention against the host reference.
 #  2. W4 (fp8 KV) and W8 (fp8 weights + fp8 KV) with cuda_prefill_fp8_attention 1 and 0, each
 #     in its own process; kvtier_fp8_quality with fp8 attention on then off; W8 again in the
-#     reverse order.
+#     reverse order; W4 in bf16 beside them (#37: fp8 prefill no slower than bf16).
 # Carry f2: bash bench/results/2026-12-06-cudnn-fp8/build-f2.sh
 rm -rf /tmp/r
 BUDGET=${BUDGET:-420} CARRY=${CARRY:-f2} . bench/results/device-call-prelude.sh
@@ -34,6 +34,7 @@ quality() {  # quality FP8_ATTENTION: kvtier_fp8_quality on /tmp/m8 (byte tokens
   tar czf $OUT/f2.tgz -C /tmp r
 }
 quality 1
+kbench w4-bf16 W4
 quality 0
 KVTIER_CUDA_PREFILL_FP8_ATTENTION=0 kbench w8-fp8-bf16att-2 W8 --weight-dtype fp8 --kv-dtype fp8
 KVTIER_CUDA_PREFILL_FP8_ATTENTION=1 kbench w8-fp8-fp8att-2 W8 --weight-dtype fp8 --kv-dtype fp8
