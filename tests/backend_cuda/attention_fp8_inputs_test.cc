@@ -1,7 +1,6 @@
 // QuantizeQueriesFp8, KvGatherFp8 and DequantizeOutputFp8 (attention_fp8_inputs.h) against host
 // code doing the same float operations: codes and values bit for bit, and the factors the fp8
-// attention graph reads. GPU
-// tests skip without a device; the argument checks run anywhere.
+// attention graph reads. GPU tests skip without a device; the argument checks run anywhere.
 #include "backend/cuda/attention_fp8_inputs.h"
 
 #include <cuda_runtime.h>

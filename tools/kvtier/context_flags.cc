@@ -97,7 +97,8 @@ constexpr ContextOption kOptions[] = {
      "step, 0 never; the kernels above run the rest (default 1)"},
     {"cuda_prefill_fp8_attention", Kind::kInt, 0, 1, nullptr,
      "CUDA, fp8 KV: 1 runs the prefill steps on cuDNN on its fp8 attention (queries, keys and values as E4M3 at "
-     "one scale per tensor, the output in E4M3 then bf16); 0 gathers the KV into bf16 for its bf16 attention (default 0)"},
+     "one scale per tensor, the output in E4M3 then bf16); 0 gathers the KV into bf16 for its bf16 attention "
+     "(default 0)"},
     {"cuda_overlap_attention", Kind::kInt, 0, 1, nullptr,
      "CUDA: a step with decode rows and a prompt chunk runs its decode attention on a second stream beside its "
      "prefill attention (default 0)"},

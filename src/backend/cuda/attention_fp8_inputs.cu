@@ -1,6 +1,7 @@
-// QuantizeQueriesFp8, KvGatherFp8 and DequantizeOutputFp8 (see attention_fp8_inputs.h). The inputs: a grid-stride maximum
-// (block maxima, then one atomicMax per block on the float's bits, which orders non-negative
-// floats as integers), then the codes, every block reading the finished maximum.
+// QuantizeQueriesFp8, KvGatherFp8 and DequantizeOutputFp8 (see attention_fp8_inputs.h). The
+// inputs: a grid-stride maximum (block maxima, then one atomicMax per block on the float's
+// bits, which orders non-negative floats as integers), then the codes, every block reading the
+// finished maximum. The output: one grid-stride pass.
 #include "backend/cuda/attention_fp8_inputs.h"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
-// Fp8 inputs and output of a library's fp8 attention (cudnn_graph.h BuildCausalAttentionGraphFp8),
-// which takes Q, K and V as E4M3 codes with one scale per tensor and writes O as E4M3 codes: QuantizeQueriesFp8 turns a chunk's
-// bf16 query rows into codes at one scale (its amax over 448); KvGatherFp8 gathers one
+// Fp8 inputs and output of a library's fp8 attention (cudnn_graph.h
+// BuildCausalAttentionGraphFp8), which takes Q, K and V as E4M3 codes with one scale per tensor
+// and writes O as E4M3 codes: QuantizeQueriesFp8 turns a chunk's bf16 query rows into codes
+// at one scale (its amax over 448); KvGatherFp8 gathers one
 // sequence's fp8 K and V of one layer from the paged pool (kv_fp8.cuh: codes with one scale
 // per row) into contiguous codes at one scale per side, the largest row scale of the positions
 // gathered, each value rounded once more to E4M3 (value * row scale / that scale). Each runs

@@ -29,9 +29,9 @@ size_t KvScratchSideBytes(const CudnnPrefill::Options& options) {
          (options.fp8_attention ? 1 : sizeof(bf16));
 }
 
-// Bytes of the fp8 queries' (and the output's) scratch and of its factors (none without
-// fp8_attention).
-size_t QueryScratchBytes(const CudnnPrefill::Options& options) {
+// Bytes of one chunk's codes (the fp8 queries', and likewise the output's) and of the factors
+// (none without fp8_attention).
+size_t ChunkCodesBytes(const CudnnPrefill::Options& options) {
   if (!options.fp8_attention) return 0;
   return static_cast<size_t>(options.max_chunk_tokens) * options.num_heads * options.head_dim;
 }
@@ -43,7 +43,7 @@ size_t FactorsBytes(const CudnnPrefill::Options& options) {
 
 int64_t CudnnPrefill::ScratchBytes(const Options& options) {
   return 2 * static_cast<int64_t>(KvScratchSideBytes(options)) + kWorkspaceBytes +
-         static_cast<int64_t>(2 * QueryScratchBytes(options) + FactorsBytes(options));
+         static_cast<int64_t>(2 * ChunkCodesBytes(options) + FactorsBytes(options));
 }
 
 absl::StatusOr<std::unique_ptr<CudnnPrefill>> CudnnPrefill::Create(const CudnnLibrary& library,
@@ -61,8 +61,8 @@ absl::StatusOr<std::unique_ptr<CudnnPrefill>> CudnnPrefill::Create(const CudnnLi
   // What was allocated goes back to the account when a later part fails.
   constexpr int kBuffers = 6;
   void* buffers[kBuffers] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
-  const size_t sizes[kBuffers] = {static_cast<size_t>(kWorkspaceBytes), side, side, QueryScratchBytes(options),
-                                  QueryScratchBytes(options), FactorsBytes(options)};
+  const size_t sizes[kBuffers] = {static_cast<size_t>(kWorkspaceBytes), side, side, ChunkCodesBytes(options),
+                                  ChunkCodesBytes(options), FactorsBytes(options)};
   const char* names[kBuffers] = {"cuDNN attention workspace", "cuDNN attention K scratch", "cuDNN attention V scratch",
                                  "cuDNN attention fp8 queries", "cuDNN attention fp8 output",
                                  "cuDNN attention fp8 factors"};
@@ -191,7 +191,8 @@ absl::Status CudnnPrefill::EnqueueChunk(const PrefillChunk& c, int32_t layer, co
     CUDA_RETURN_IF_ERROR(KvGatherFp8(gather, kv, scratch_.factors, stream_));
     RETURN_IF_ERROR(attention_->Run(scratch_.q_codes, scratch_.k, scratch_.v, scratch_.o_codes, c.num_tokens, skv,
                                     scale, scratch_.factors));
-    CUDA_RETURN_IF_ERROR(DequantizeOutputFp8(scratch_.o_codes, c.num_tokens * row, scratch_.factors, chunk_out, stream_));
+    CUDA_RETURN_IF_ERROR(
+        DequantizeOutputFp8(scratch_.o_codes, c.num_tokens * row, scratch_.factors, chunk_out, stream_));
     return absl::OkStatus();
   }
   KvGatherParams gather;
