@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/kv_gather.h"
 
 namespace kvtier::cuda {
 
@@ -42,14 +43,7 @@ cudaError_t InitFp8AttentionFactors(Fp8AttentionFactors* factors, cudaStream_t s
 cudaError_t QuantizeQueriesFp8(const bf16* q, int64_t elements, uint8_t* codes, Fp8AttentionFactors* factors,
                                cudaStream_t stream);
 
-struct KvGatherFp8Params {
-  int32_t chunk = 0;  // whose block table: kv.indices[kv.indptr[chunk] ..)
-  int32_t layer = 0;
-  int64_t num_positions = 0;     // positions 0 .. num_positions - 1 are gathered
-  int64_t padded_positions = 0;  // rows num_positions .. padded_positions - 1 are zeroed
-  uint8_t* k_out = nullptr;      // (padded_positions, num_kv_heads, head_dim) codes
-  uint8_t* v_out = nullptr;
-};
+using KvGatherFp8Params = KvGatherInto<uint8_t>;  // k_out, v_out: E4M3 codes
 
 // kv must be an fp8 pool (kv.fp8), head_dim 64 or 128; else, or with padded_positions <
 // num_positions or a null output, cudaErrorInvalidValue. factors->descale_k and descale_v:

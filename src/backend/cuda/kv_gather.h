@@ -14,14 +14,18 @@
 
 namespace kvtier::cuda {
 
-struct KvGatherParams {
+// One sequence's K and V of one layer gathered into contiguous rows of `Out`: bf16 values
+// (KvGather) or E4M3 codes at one scale per side (attention_fp8_inputs.h KvGatherFp8).
+template <typename Out>
+struct KvGatherInto {
   int32_t chunk = 0;  // whose block table: kv.indices[kv.indptr[chunk] ..)
   int32_t layer = 0;
   int64_t num_positions = 0;     // positions 0 .. num_positions - 1 are gathered
   int64_t padded_positions = 0;  // rows num_positions .. padded_positions - 1 are zeroed
-  bf16* k_out = nullptr;         // (padded_positions, num_kv_heads, head_dim)
-  bf16* v_out = nullptr;         // (padded_positions, num_kv_heads, head_dim)
+  Out* k_out = nullptr;          // (padded_positions, num_kv_heads, head_dim)
+  Out* v_out = nullptr;          // (padded_positions, num_kv_heads, head_dim)
 };
+using KvGatherParams = KvGatherInto<bf16>;
 
 // head_dim 64 or 128 (the pool's layouts the fast attention kernels read); else, or with
 // padded_positions < num_positions or a null output, cudaErrorInvalidValue.
