@@ -260,7 +260,8 @@ KVT_API int64_t kvt_live_handles(void);
  *   "cuda_decode_fp8_pair_tiles" int  fp8 KV decode attention in rounds of
  *                                32 positions with 16-byte code loads
  *                                (head_dim 128, blocks of 16+ positions):
- *                                1 on, 0 off, -1 the library's choice (on) default -1
+ *                                1 on, 2 on with f16 products, 0 off,
+ *                                -1 the library's choice (1)           default -1
  *   "cuda_moe_decode_fused" int  mixture-of-experts models' one-row
  *                                decode steps on three fused kernels:
  *                                1 on, 0 the grouped kernels, -1 the

@@ -52,7 +52,7 @@ const std::map<std::string, IntKey>& IntKeys() {
       {"cuda_prefill_wgmma_variant",
        {0, 7, [](EngineOptions& o, int64_t v) { o.cuda.launch.prefill_wgmma_variant = static_cast<int32_t>(v); }}},
       {"cuda_decode_fp8_pair_tiles",
-       {-1, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.decode_fp8_pair_tiles = static_cast<int32_t>(v); }}},
+       {-1, 2, [](EngineOptions& o, int64_t v) { o.cuda.launch.decode_fp8_pair_tiles = static_cast<int32_t>(v); }}},
       {"cuda_moe_decode_fused",
        {-1, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.moe_decode_fused = static_cast<int32_t>(v); }}},
       {"cuda_pdl", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.pdl = v != 0; }}},

@@ -26,7 +26,7 @@ struct CudaLaunchOptions {
   // KV takes variants 0-3 and runs 0 for the others). For the timing sweep and A/B runs.
   int32_t prefill_wgmma_variant = 0;
   // fp8 KV decode attention in rounds of 32 positions (DecodeAttentionParams::fp8_pair_tiles):
-  // -1 the library's choice, 0 off, 1 on where the shape allows it.
+  // -1 the library's choice, 0 off, 1 on where the shape allows it, 2 on with f16 products.
   int32_t decode_fp8_pair_tiles = -1;
   // Mixture-of-experts decode steps of one row on the three-kernel decode path
   // (MoeTile::kGemvFused, cuda/moe_decode.h) instead of the six grouped kernels: -1 the

@@ -148,7 +148,7 @@ int TimeDecodeAttention(const CudaLaunchOptions& launch) {
     };
 
     if (bc.fp8) {  // bytes of random bf16 values: some NaN codes, which change no timing
-      for (int pair : {0, 1}) {  // DecodeAttentionParams::fp8_pair_tiles
+      for (int pair : {0, 1, 2}) {  // DecodeAttentionParams::fp8_pair_tiles
         for (int s : bc.sweep) {
           const double us = MedianUs(stream, 5, 40, [&](int i) { run_new(i, s, pair); });
           const double gus = GraphUs(stream, layers, [&](int i) { run_new(i, s, pair); });

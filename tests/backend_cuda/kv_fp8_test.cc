@@ -182,7 +182,7 @@ class KvFp8AttentionTest : public cuda_test::CudaParamTest<AttentionCase> {};
 // DecodeAttention over one decode row per chunk of `shapes` (fp8 KV) against the CPU on the
 // same bytes (one reference), for each of `configs`: {max_splits (0: DecodeMaxSplits' choice
 // for the rows), DecodeAttentionParams::fp8_scales_after_products and ::fp8_pair_tiles (-1:
-// the library's)}.
+// the library's; 2: f16 products)}. Q uniform in [-q_magnitude, q_magnitude].
 struct DecodeConfig {
   int splits = 0;
   int fold = -1;
@@ -210,7 +210,8 @@ void PoisonPastTheContexts(const cuda_test::PagedWorld& w, const KvLayout& layou
 
 void CheckDecodeOnTheSameBytes(const AttentionCase& p, const std::vector<cuda::ChunkShape>& shapes,
                                const std::vector<DecodeConfig>& configs, std::mt19937& rng,
-                               bool poison_past_contexts = false, const AttentionScores& scores = {}) {
+                               bool poison_past_contexts = false, const AttentionScores& scores = {},
+                               float q_magnitude = 2.0f) {
   cuda_test::PagedWorld w(p.heads, p.kv_heads, p.head_dim, p.block_tokens, shapes, rng);
   const KvLayout layout = Fp8Layout(2, p.kv_heads, p.head_dim, p.block_tokens);
   std::vector<uint8_t> pool = RandomFp8Pool(layout, w.num_blocks, rng);
@@ -218,7 +219,7 @@ void CheckDecodeOnTheSameBytes(const AttentionCase& p, const std::vector<cuda::C
   cuda_test::ForEachElem([&]<typename T>() {
     const int layer = 1;
     const int rows = w.num_tokens;
-    Data16 q = Random16<T>(w.QElements(), rng, -2, 2);
+    Data16 q = Random16<T>(w.QElements(), rng, -q_magnitude, q_magnitude);
     const std::vector<float> ref = CpuReference(w, layout, pool, q.values, layer, scores);
     std::vector<int32_t> row_ids(rows);
     for (int i = 0; i < rows; ++i) row_ids[i] = i;
@@ -281,7 +282,20 @@ TEST_P(KvFp8AttentionTest, DecodeMatchesCpuOnTheSameBytes) {
   // One token per chunk (decode rows) at contexts from 1 to past several splits.
   std::vector<cuda::ChunkShape> shapes;
   for (int64_t ctx : {1, 2, 17, 64, 100, 1000, 3001}) shapes.push_back(cuda::ChunkShape{1, ctx - 1});
-  CheckDecodeOnTheSameBytes(GetParam(), shapes, {{0, -1}, {0, 0}, {0, 1, 0}, {0, 1, 1}, {2, 1, 1}}, rng_);
+  CheckDecodeOnTheSameBytes(GetParam(), shapes, {{0, -1}, {0, 0}, {0, 1, 0}, {0, 1, 1}, {2, 1, 1}, {0, 1, 2}, {2, 1, 2}},
+                            rng_);
+}
+
+// The f16 products' scales: queries far below and far above 1 (f16's subnormals, and products
+// past f16's range without the power-of-two scale) give the reference's output on both pair
+// forms; the pool's V scales already span four decades.
+TEST_P(KvFp8AttentionTest, DecodeHalfProductsKeepTinyAndLargeQueries) {
+  std::vector<cuda::ChunkShape> shapes;
+  for (int64_t ctx : {1, 33, 100, 1000}) shapes.push_back(cuda::ChunkShape{1, ctx - 1});
+  for (float magnitude : {1e-6f, 3e4f}) {
+    SCOPED_TRACE(::testing::Message() << "q magnitude " << magnitude);
+    CheckDecodeOnTheSameBytes(GetParam(), shapes, {{0, 1, 1}, {0, 1, 2}, {3, 1, 2}}, rng_, false, {}, magnitude);
+  }
 }
 
 // Unwritten rows after each context (NaN codes and scales) change no output, on every path:
@@ -289,7 +303,7 @@ TEST_P(KvFp8AttentionTest, DecodeMatchesCpuOnTheSameBytes) {
 TEST_P(KvFp8AttentionTest, DecodeIgnoresUnwrittenRowsPastTheContext) {
   std::vector<cuda::ChunkShape> shapes;
   for (int64_t ctx : {1, 5, 16, 17, 31, 33, 47, 100, 1001}) shapes.push_back(cuda::ChunkShape{1, ctx - 1});
-  CheckDecodeOnTheSameBytes(GetParam(), shapes, {{0, 0}, {0, 1, 0}, {0, 1, 1}, {3, 1, 1}}, rng_,
+  CheckDecodeOnTheSameBytes(GetParam(), shapes, {{0, 0}, {0, 1, 0}, {0, 1, 1}, {3, 1, 1}, {0, 1, 2}, {3, 1, 2}}, rng_,
                             /*poison_past_contexts=*/true);
 }
 
@@ -299,7 +313,8 @@ TEST_P(KvFp8AttentionTest, LongContextDecodeMatchesCpuAtEverySplitCount) {
   const std::vector<cuda::ChunkShape> shapes = {cuda::ChunkShape{1, 40000 - 1}};
   CheckDecodeOnTheSameBytes(GetParam(), shapes,
                             {{0, 0}, {0, 1, 0}, {0, 1, 1}, {7, 0}, {7, 1, 0}, {7, 1, 1}, {kDecodeMaxSplitsLimit, 0},
-                             {kDecodeMaxSplitsLimit, 1, 0}, {kDecodeMaxSplitsLimit, 1, 1}},
+                             {kDecodeMaxSplitsLimit, 1, 0}, {kDecodeMaxSplitsLimit, 1, 1}, {0, 1, 2}, {7, 1, 2},
+                             {kDecodeMaxSplitsLimit, 1, 2}},
                             rng_);
 }
 
@@ -434,7 +449,7 @@ TEST_P(KvFp8AttentionTest, DecodeAppliesScaleSoftCapAndWindowOnTheSameBytes) {
   for (const AttentionScores& scores : kOtherScores) {
     SCOPED_TRACE(::testing::Message() << "scale " << scores.scale << " cap " << scores.logit_softcap << " window "
                                       << scores.window);
-    CheckDecodeOnTheSameBytes(GetParam(), shapes, {{0, -1}, {0, 0}, {0, 1, 0}, {0, 1, 1}, {3, 1, 1}}, rng_,
+    CheckDecodeOnTheSameBytes(GetParam(), shapes, {{0, -1}, {0, 0}, {0, 1, 0}, {0, 1, 1}, {3, 1, 1}, {0, 1, 2}}, rng_,
                               /*poison_past_contexts=*/true, scores);
   }
 }

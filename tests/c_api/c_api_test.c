@@ -70,7 +70,8 @@ static void test_options(void) {
   CHECK_STATUS(kvt_options_set_int(o, "cuda_prefill_fp8_attention", 0), KVT_OK);
   CHECK_STATUS(kvt_options_set_int(o, "cuda_prefill_fp8_attention", 2), KVT_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(kvt_options_set_int(o, "cuda_decode_fp8_pair_tiles", -1), KVT_OK);
-  CHECK_STATUS(kvt_options_set_int(o, "cuda_decode_fp8_pair_tiles", 2), KVT_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(kvt_options_set_int(o, "cuda_decode_fp8_pair_tiles", 2), KVT_OK);
+  CHECK_STATUS(kvt_options_set_int(o, "cuda_decode_fp8_pair_tiles", 3), KVT_ERR_INVALID_ARGUMENT);
   CHECK(strstr(kvt_options_errmsg(o), "cuda_decode_fp8_pair_tiles") != NULL);
   CHECK_STATUS(kvt_options_set_int(o, "cuda_moe_decode_fused", 1), KVT_OK);
   CHECK_STATUS(kvt_options_set_int(o, "cuda_moe_decode_fused", -2), KVT_ERR_INVALID_ARGUMENT);

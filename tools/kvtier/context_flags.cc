@@ -105,9 +105,9 @@ constexpr ContextOption kOptions[] = {
     {"cuda_prefill_wgmma_variant", Kind::kInt, 0, 7, nullptr,
      "CUDA: the wgmma prefill attention's variant, for timing runs: 0 its usual tiles, 1-3 other KV tiles and "
      "depths, 4-6 softmax overlapped with the next tile's MMAs, 7 two CTAs per SM (default 0)"},
-    {"cuda_decode_fp8_pair_tiles", Kind::kInt, -1, 1, nullptr,
-     "CUDA, fp8 KV: decode attention in rounds of 32 positions with 16-byte code loads: 1 on, 0 off, -1 the "
-     "library's choice (default -1)"},
+    {"cuda_decode_fp8_pair_tiles", Kind::kInt, -1, 2, nullptr,
+     "CUDA, fp8 KV: decode attention in rounds of 32 positions with 16-byte code loads: 1 on, 2 on with its "
+     "products in f16, 0 off, -1 the library's choice (1; default -1)"},
     {"cuda_moe_decode_fused", Kind::kInt, -1, 1, nullptr,
      "CUDA, mixture-of-experts models: one-row decode steps on the three-kernel fused path: 1 on, 0 the "
      "grouped kernels, -1 the library's choice (on; default -1)"},

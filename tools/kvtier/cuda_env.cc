@@ -34,7 +34,7 @@ kvt_status SetCudaOptionsFromEnvironment(kvt_options* options) {
       return st;
     }
   }
-  // Kernel variants for A/B runs: KVTIER_CUDA_PREFILL_VARIANT=0..7, KVTIER_CUDA_DECODE_FP8_PAIR=0|1,
+  // Kernel variants for A/B runs: KVTIER_CUDA_PREFILL_VARIANT=0..7, KVTIER_CUDA_DECODE_FP8_PAIR=0|1|2,
   // KVTIER_CUDA_MOE_DECODE_FUSED=0|1.
   if (const char* value = std::getenv("KVTIER_CUDA_PREFILL_VARIANT"); value != nullptr) {
     const int variant = std::atoi(value);
@@ -56,7 +56,8 @@ kvt_status SetCudaOptionsFromEnvironment(kvt_options* options) {
     }
   }
   if (const char* value = std::getenv("KVTIER_CUDA_DECODE_FP8_PAIR"); value != nullptr) {
-    if (kvt_status st = kvt_options_set_int(options, "cuda_decode_fp8_pair_tiles", value[0] == '0' ? 0 : 1); st != KVT_OK) {
+    const int mode = value[0] == '0' ? 0 : value[0] == '2' ? 2 : 1;
+    if (kvt_status st = kvt_options_set_int(options, "cuda_decode_fp8_pair_tiles", mode); st != KVT_OK) {
       return st;
     }
   }

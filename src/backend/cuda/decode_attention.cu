@@ -34,7 +34,8 @@
 // compute the codes go in unscaled (exact) and the row scales multiply S (K's) and P (V's)
 // per position (kFp8ScalesAfterProducts); with f16 each code is dequantized first. The
 // pair-tile path (decode_fp8_pair_tile.cuh) takes 32 positions a round with 16-byte code
-// loads, so that a warp has as many KV bytes in flight as on the bf16 path.
+// loads, so that a warp has as many KV bytes in flight as on the bf16 path; its f16 form
+// multiplies in f16, where a code pair converts in one instruction (QueriesToHalf).
 //
 // Launched with programmatic dependent launch (pdl.h): the metadata chain (rows -> pos,
 // chunk -> indptr -> first block ids: four dependent loads, four memory latencies) runs
@@ -70,8 +71,9 @@ static_assert(kDecodeMaxSplitsLimit >= kDecodeMaxSplitsCap, "heuristic exceeds t
 // "fp8 KV").
 constexpr bool kFp8ScalesAfterProducts = true;
 // fp8 KV in rounds of 32 positions with 16-byte code loads (decode_fp8_pair_tile.cuh) where
-// the shape allows; DecodeAttentionParams::fp8_pair_tiles compares the two.
-constexpr bool kFp8PairTiles = true;
+// the shape allows, 1 with products in T, 2 in f16; DecodeAttentionParams::fp8_pair_tiles
+// compares them (0: 16-position tiles).
+constexpr int kFp8PairTiles = 1;
 
 struct SplitRange {
   int begin = 0;  // first position
@@ -136,6 +138,61 @@ __device__ __forceinline__ uint32_t PackRounded(float lo, float hi, float* round
   return bits;
 }
 
+// Pair tiles with f16 products (DecodeAttentionParams::fp8_pair_tiles 2): a code pair reaches
+// the tensor cores by one conversion (e4m3x2 -> f16x2) instead of four through f32 to bf16.
+// f16's range is narrower than bf16's, so Q goes in at a power-of-two scale that puts its
+// largest magnitude in [2^13, 2^14) (S is multiplied back by its inverse, exactly), and P times
+// the V row scales is taken over the largest V scale seen so far (at most 1, and no f16
+// subnormal for the positions that matter); when that maximum grows, O is rescaled with the
+// softmax's correction, and it is multiplied back once at the end.
+//
+// The warp's Q pieces (elements of T; zero rows included) as f16 at that scale, in place;
+// returns scale_log2 over the scale.
+template <typename T, int N>
+__device__ __forceinline__ float QueriesToHalf(uint4 (&q)[N], float scale_log2) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int w = 0; w < 4 * N; ++w) {
+    const float2 f = UnpackFloat2<T>(Word(q, w));
+    amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(kFull, amax, off));
+  int e = 0;
+  frexpf(amax, &e);  // amax < 2^e
+  // 2^k by its bits (exact): k in [-114, 100] for every finite bf16 or f16 amax.
+  const int k = min(14 - e, 100);
+  const float q_scale = amax > 0.0f && isfinite(amax) ? __int_as_float((127 + k) << 23) : 1.0f;
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    uint32_t h[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const float2 f = UnpackFloat2<T>(Word(q, 4 * j + c));
+      h[c] = PackFloat2<f16>(f.x * q_scale, f.y * q_scale);
+    }
+    q[j] = make_uint4(h[0], h[1], h[2], h[3]);
+  }
+  return scale_log2 / q_scale;
+}
+
+// One sub-tile's V row scales (of the lane's positions 2t, 2t+1, 2t+8, 2t+9; masked ones 0) over
+// the largest scale so far, *v_norm, which this updates; returns O's factor for the change
+// (old over new maximum; exactly 1 when it did not grow). The quad's four lanes hold the
+// sub-tile's 16 positions, so every lane of the warp agrees on the maximum.
+__device__ __forceinline__ float NormalizeVScales(float (&p_scale)[4], float* v_norm) {
+  float tile = fmaxf(fmaxf(p_scale[0], p_scale[1]), fmaxf(p_scale[2], p_scale[3]));
+  tile = fmaxf(tile, __shfl_xor_sync(kFull, tile, 1));
+  tile = fmaxf(tile, __shfl_xor_sync(kFull, tile, 2));
+  const float before = *v_norm, after = fmaxf(before, tile);
+  if (!(after > 0.0f)) return 1.0f;  // every scale so far zero: so is every product
+  const float inv = 1.0f / after;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) p_scale[j] *= inv;
+  *v_norm = after;
+  return after == before ? 1.0f : before * inv;
+}
+
 // Q/K layout per lane (g = lane / 4, t = lane % 4): local element e in [0, D/4) of a row is
 // dim KDim(e); 16-byte piece j covers dims 8 * (4j + t) .. + 8 (4 lanes: 64 contiguous
 // bytes per load instruction). k-step s of S = Q.K^T uses local words 2s (logical k 2t,
@@ -149,10 +206,13 @@ __device__ __forceinline__ int VDim(int e, int g) { return 8 * (8 * (e / 8) + g)
 // The explicit min-blocks of 1 stops ptxas from capping the D = 64 instance at 96
 // registers with a spill (it then takes 111). How many CTAs fit an SM depends on each
 // instance's registers: DecodeResidentCtasPerSm asks the runtime.
-template <typename T, int D, bool kFp8, bool kFold, bool kPair>
+// kHalf (pair tiles only): the products in f16 instead of T (Fp8PairHalfCompute below).
+template <typename T, int D, bool kFp8, bool kFold, bool kPair, bool kHalf>
 __global__ void __launch_bounds__(kThreads, 1)
     DecodeAttentionKernel(DecodeAttentionParams<T> p, StepTokens tok, PagedKv<T> kv, int group,
                           float scale_log2, int bt_shift) {
+  static_assert(!kHalf || kPair, "f16 products need the pair tiles' scales after the products");
+  using M = std::conditional_t<kHalf, f16, T>;  // what the tensor cores multiply
   const float softcap_log2 = p.scores.logit_softcap * 1.44269504f;  // 0: none
   constexpr int kMTiles = D / 16;   // k-steps of S, m-tiles of O^T
   constexpr int kKPieces = D / 32;  // 16-byte K (and Q) loads per position per lane
@@ -247,10 +307,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       q[j] = *reinterpret_cast<const uint4*>(qp + (kPair ? PairKDim(j, t) : KPiece(j, t)));
     }
   }
+  float score_log2 = scale_log2;  // what S's products are multiplied by (with the K row scales)
+  if constexpr (kHalf) score_log2 = QueriesToHalf<T>(q, scale_log2);
   // One 16-position tile: S, the online softmax and O^T += V^T.P^T. kFold: s_scale and p_scale
   // are the K and V row scales of the lane's positions p0 + 2t, 2t+1, 2t+8, 2t+9.
+  // o_ratio: a factor on O besides the softmax's correction (kHalf: the V normalizer's change).
   auto process_tile = [&](int p0, const uint4 (&kr)[2][kKPieces], const uint4 (&vr)[4][kVPieces],
-                          const float (&s_scale)[4], const float (&p_scale)[4]) {
+                          const float (&s_scale)[4], const float (&p_scale)[4], float o_ratio) {
     // S: lane holds S[head g][positions 2t, 2t+1] (n = 0) and [8+2t, 8+2t+1] (n = 1).
     float s[2][4];
 #pragma unroll
@@ -258,7 +321,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
       for (int k = 0; k < kMTiles; ++k) {
-        Mma<T>(s[n], Word(q, 2 * k), 0u, Word(q, 2 * k + 1), 0u, Word(kr[n], 2 * k),
+        Mma<M>(s[n], Word(q, 2 * k), 0u, Word(q, 2 * k + 1), 0u, Word(kr[n], 2 * k),
             Word(kr[n], 2 * k + 1));
       }
     }
@@ -267,7 +330,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int pos = p0 + 2 * t + (j & 1) + (j >> 1) * 8;
-      float v = x[j] * s_scale[j] * scale_log2;
+      float v = x[j] * s_scale[j] * score_log2;
       if (softcap_log2 > 0.0f) v = softcap_log2 * tanhf(v / softcap_log2);  // cap tanh(s / cap), log2 domain
       x[j] = pos >= first && pos < range.end ? v : -INFINITY;
       tile_max = fmaxf(tile_max, x[j]);
@@ -284,24 +347,24 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int j = 0; j < 4; ++j) e[j] = exp2f(x[j] - m_new);
       tile_sum = (e[0] + e[1]) + (e[2] + e[3]);
-      pb0 = PackFloat2<T>(e[0] * p_scale[0], e[1] * p_scale[1]);
-      pb1 = PackFloat2<T>(e[2] * p_scale[2], e[3] * p_scale[3]);
+      pb0 = PackFloat2<M>(e[0] * p_scale[0], e[1] * p_scale[1]);
+      pb1 = PackFloat2<M>(e[2] * p_scale[2], e[3] * p_scale[3]);
     } else {
-      pb0 = PackRounded<T>(exp2f(x[0] - m_new), exp2f(x[1] - m_new), &tile_sum);
-      pb1 = PackRounded<T>(exp2f(x[2] - m_new), exp2f(x[3] - m_new), &tile_sum);
+      pb0 = PackRounded<M>(exp2f(x[0] - m_new), exp2f(x[1] - m_new), &tile_sum);
+      pb1 = PackRounded<M>(exp2f(x[2] - m_new), exp2f(x[3] - m_new), &tile_sum);
     }
     l = l * correction + tile_sum;
     m = m_new;
     // O^T columns of this lane are heads 2t and 2t+1: fetch their corrections.
-    const float c0 = __shfl_sync(kFull, correction, 8 * t);
-    const float c1 = __shfl_sync(kFull, correction, 8 * t + 4);
+    const float c0 = __shfl_sync(kFull, correction, 8 * t) * o_ratio;
+    const float c1 = __shfl_sync(kFull, correction, 8 * t + 4) * o_ratio;
 #pragma unroll
     for (int i = 0; i < kMTiles; ++i) {
       o[i][0] *= c0;
       o[i][1] *= c1;
       o[i][2] *= c0;
       o[i][3] *= c1;
-      Mma<T>(o[i], PairOf(vr[0], vr[1], i), PairOf(vr[0], vr[1], kMTiles + i),
+      Mma<M>(o[i], PairOf(vr[0], vr[1], i), PairOf(vr[0], vr[1], kMTiles + i),
           PairOf(vr[2], vr[3], i), PairOf(vr[2], vr[3], kMTiles + i), pb0, pb1);
     }
   };
@@ -309,6 +372,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Rounds of 32 positions (decode_fp8_pair_tile.cuh): both sub-tiles' loads first, then
     // the next round's block ids, then the two tiles' products.
     const int num_rounds = (range.end - range.begin + kPairTilePositions - 1) / kPairTilePositions;
+    float v_norm = 0.0f;  // kHalf: the largest V row scale so far, which P times the V scales is over
     for (int round = warp; round < num_rounds; round += kWarps) {
       const int p0 = range.begin + round * kPairTilePositions;
       Fp8SubTile sub[2];
@@ -321,7 +385,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         uint4 kr[2][kKPieces], vr[4][kVPieces];
-        Fp8SubTileToT<T>(sub[u], kr, vr);
+        Fp8SubTileToT<M>(sub[u], kr, vr);
         const int q0 = p0 + 16 * u;
         // A masked position's V scale is 0, not the garbage its unwritten row may hold.
         const float s_scale[4] = {sub[u].ks[0].x, sub[u].ks[0].y, sub[u].ks[1].x, sub[u].ks[1].y};
@@ -330,7 +394,16 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int j = 0; j < 4; ++j) {
           if (q0 + 2 * t + (j & 1) + (j >> 1) * 8 >= range.end) p_scale[j] = 0.0f;
         }
-        if (q0 < range.end) process_tile(q0, kr, vr, s_scale, p_scale);
+        float o_ratio = 1.0f;
+        if constexpr (kHalf) o_ratio = NormalizeVScales(p_scale, &v_norm);
+        if (q0 < range.end) process_tile(q0, kr, vr, s_scale, p_scale, o_ratio);
+      }
+    }
+    if constexpr (kHalf) {  // O in V's own units again, for the combine below
+#pragma unroll
+      for (int i = 0; i < kMTiles; ++i) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) o[i][c] *= v_norm;
       }
     }
   } else {
@@ -397,7 +470,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (tile + kWarps < num_tiles) lookup(p0 + kWarps * kTile, blk);
     }
 
-    process_tile(p0, kr, vr, s_scale, p_scale);
+    process_tile(p0, kr, vr, s_scale, p_scale, 1.0f);
   }
   }
 
@@ -531,15 +604,20 @@ DecodeKernelFn<T> PickDecodeKernel(int head_dim, bool fp8, int bt_shift, int32_t
                                    int32_t pair_tiles) {
   const bool fold = fp8 && std::is_same_v<T, bf16> &&
                     (scales_after_products < 0 ? kFp8ScalesAfterProducts : scales_after_products > 0);
-  const bool pair = fold && head_dim == kPairTileDim && bt_shift >= 4 &&
-                    (pair_tiles < 0 ? kFp8PairTiles : pair_tiles > 0);
-  return head_dim == 128 ? (pair   ? DecodeAttentionKernel<T, 128, true, true, true>
-                            : fold ? DecodeAttentionKernel<T, 128, true, true, false>
-                            : fp8  ? DecodeAttentionKernel<T, 128, true, false, false>
-                                   : DecodeAttentionKernel<T, 128, false, false, false>)
-                         : (fold  ? DecodeAttentionKernel<T, 64, true, true, false>
-                            : fp8 ? DecodeAttentionKernel<T, 64, true, false, false>
-                                  : DecodeAttentionKernel<T, 64, false, false, false>);
+  const int pair_mode = pair_tiles < 0 ? kFp8PairTiles : pair_tiles;
+  const bool pair = fold && head_dim == kPairTileDim && bt_shift >= 4 && pair_mode > 0;
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (pair) {
+      return pair_mode == 2 ? DecodeAttentionKernel<T, 128, true, true, true, true>
+                            : DecodeAttentionKernel<T, 128, true, true, true, false>;
+    }
+  }
+  return head_dim == 128 ? (fold   ? DecodeAttentionKernel<T, 128, true, true, false, false>
+                            : fp8  ? DecodeAttentionKernel<T, 128, true, false, false, false>
+                                   : DecodeAttentionKernel<T, 128, false, false, false, false>)
+                         : (fold  ? DecodeAttentionKernel<T, 64, true, true, false, false>
+                            : fp8 ? DecodeAttentionKernel<T, 64, true, false, false, false>
+                                  : DecodeAttentionKernel<T, 64, false, false, false, false>);
 }
 
 }  // namespace

@@ -38,8 +38,10 @@ struct DecodeAttentionParams {
   int32_t fp8_scales_after_products = -1;
   // fp8 KV with the scales after the products, head_dim 128 and a power-of-two block of at
   // least 16 positions: 1 reads KV in rounds of 32 positions with 16-byte code loads
-  // (decode_fp8_pair_tile.cuh), 0 in 16-position tiles with 8-byte loads, -1 the library's
-  // choice (decode_attention.cu kFp8PairTiles). Ignored where the shape does not allow it.
+  // (decode_fp8_pair_tile.cuh), 2 the same with the products in f16 (one conversion per code
+  // pair; Q and P at power-of-two and running-maximum scales), 0 in 16-position tiles with
+  // 8-byte loads, -1 the library's choice (decode_attention.cu kFp8PairTiles). Ignored where
+  // the shape does not allow it.
   int32_t fp8_pair_tiles = -1;
   AttentionScores scores;  // scale, soft-cap and sliding window (kernels.h)
 };
