@@ -35,7 +35,8 @@
 // per position (kFp8ScalesAfterProducts); with f16 each code is dequantized first. The
 // pair-tile path (decode_fp8_pair_tile.cuh) takes 32 positions a round with 16-byte code
 // loads, so that a warp has as many KV bytes in flight as on the bf16 path; its f16 form
-// multiplies in f16, where a code pair converts in one instruction (QueriesToHalf).
+// multiplies in f16, where a code pair converts in one instruction
+// (decode_fp8_half_products.cuh).
 //
 // Launched with programmatic dependent launch (pdl.h): the metadata chain (rows -> pos,
 // chunk -> indptr -> first block ids: four dependent loads, four memory latencies) runs
@@ -47,13 +48,22 @@
 #include <cmath>
 #include <type_traits>
 
+#include "backend/cuda/decode_fp8_half_products.cuh"
 #include "backend/cuda/decode_fp8_pair_tile.cuh"
+#include "backend/cuda/decode_fragments.cuh"
 #include "backend/cuda/elem.cuh"
 #include "backend/cuda/kv_fp8.cuh"
 #include "backend/cuda/pdl.h"
 
 namespace kvtier::cuda {
 namespace {
+
+using decode::Mma;  // decode_fragments.cuh
+using decode::PackRounded;
+using decode::PairOf;
+using decode::Word;
+using decode::NormalizeVScales;  // decode_fp8_half_products.cuh
+using decode::QueriesToHalf;
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
@@ -97,100 +107,11 @@ __device__ __forceinline__ SplitRange SplitOf(int ctx, int split, int max_splits
   return r;
 }
 
-template <typename T>
-__device__ __forceinline__ void Mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                    uint32_t a3, uint32_t b0, uint32_t b1) {
-  MmaM16N8K16<T>(c, {a0, a1, a2, a3}, {b0, b1});
-}
-
 // KV is read exactly once: stream it past L1 and let L2 evict it first. (An L2::256B
 // prefetch hint on these loads measured no better.)
 template <typename T>
 __device__ __forceinline__ uint4 LoadStream(const T* p) {
   return __ldcs(reinterpret_cast<const uint4*>(p));
-}
-
-// 32-bit word w of a register array of 16-byte pieces (w a compile-time constant after
-// unrolling, so the array stays in registers).
-template <int N>
-__device__ __forceinline__ uint32_t Word(const uint4 (&a)[N], int w) {
-  const uint4 v = a[w / 4];
-  switch (w % 4) {
-    case 0: return v.x;
-    case 1: return v.y;
-    case 2: return v.z;
-    default: return v.w;
-  }
-}
-
-// 16-bit pair (element e of x, element e of y) -- x, y hold 8 elements per 16-byte piece.
-template <int N>
-__device__ __forceinline__ uint32_t PairOf(const uint4 (&x)[N], const uint4 (&y)[N], int e) {
-  return __byte_perm(Word(x, e / 2), Word(y, e / 2), (e & 1) ? 0x7632 : 0x5410);
-}
-
-// The pair packed as T; adds the rounded values (what the mma multiplies) to *rounded_sum.
-template <typename T>
-__device__ __forceinline__ uint32_t PackRounded(float lo, float hi, float* rounded_sum) {
-  const uint32_t bits = PackFloat2<T>(lo, hi);
-  const float2 r = UnpackFloat2<T>(bits);
-  *rounded_sum += r.x + r.y;
-  return bits;
-}
-
-// Pair tiles with f16 products (DecodeAttentionParams::fp8_pair_tiles 2): a code pair reaches
-// the tensor cores by one conversion (e4m3x2 -> f16x2) instead of four through f32 to bf16.
-// f16's range is narrower than bf16's, so Q goes in at a power-of-two scale that puts its
-// largest magnitude in [2^13, 2^14) (S is multiplied back by its inverse, exactly), and P times
-// the V row scales is taken over the largest V scale seen so far (at most 1, and no f16
-// subnormal for the positions that matter); when that maximum grows, O is rescaled with the
-// softmax's correction, and it is multiplied back once at the end.
-//
-// The warp's Q pieces (elements of T; zero rows included) as f16 at that scale, in place;
-// returns scale_log2 over the scale.
-template <typename T, int N>
-__device__ __forceinline__ float QueriesToHalf(uint4 (&q)[N], float scale_log2) {
-  float amax = 0.0f;
-#pragma unroll
-  for (int w = 0; w < 4 * N; ++w) {
-    const float2 f = UnpackFloat2<T>(Word(q, w));
-    amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(kFull, amax, off));
-  int e = 0;
-  frexpf(amax, &e);  // amax < 2^e
-  // 2^k by its bits (exact): k in [-114, 100] for every finite bf16 or f16 amax.
-  const int k = min(14 - e, 100);
-  const float q_scale = amax > 0.0f && isfinite(amax) ? __int_as_float((127 + k) << 23) : 1.0f;
-#pragma unroll
-  for (int j = 0; j < N; ++j) {
-    uint32_t h[4];
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const float2 f = UnpackFloat2<T>(Word(q, 4 * j + c));
-      h[c] = PackFloat2<f16>(f.x * q_scale, f.y * q_scale);
-    }
-    q[j] = make_uint4(h[0], h[1], h[2], h[3]);
-  }
-  return scale_log2 / q_scale;
-}
-
-// One sub-tile's V row scales (of the lane's positions 2t, 2t+1, 2t+8, 2t+9; masked ones 0) over
-// the largest scale so far, *v_norm, which this updates; returns O's factor for the change
-// (old over new maximum; exactly 1 when it did not grow). The quad's four lanes hold the
-// sub-tile's 16 positions, so every lane of the warp agrees on the maximum.
-__device__ __forceinline__ float NormalizeVScales(float (&p_scale)[4], float* v_norm) {
-  float tile = fmaxf(fmaxf(p_scale[0], p_scale[1]), fmaxf(p_scale[2], p_scale[3]));
-  tile = fmaxf(tile, __shfl_xor_sync(kFull, tile, 1));
-  tile = fmaxf(tile, __shfl_xor_sync(kFull, tile, 2));
-  const float before = *v_norm, after = fmaxf(before, tile);
-  if (!(after > 0.0f)) return 1.0f;  // every scale so far zero: so is every product
-  const float inv = 1.0f / after;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) p_scale[j] *= inv;
-  *v_norm = after;
-  return after == before ? 1.0f : before * inv;
 }
 
 // Q/K layout per lane (g = lane / 4, t = lane % 4): local element e in [0, D/4) of a row is
@@ -206,7 +127,7 @@ __device__ __forceinline__ int VDim(int e, int g) { return 8 * (8 * (e / 8) + g)
 // The explicit min-blocks of 1 stops ptxas from capping the D = 64 instance at 96
 // registers with a spill (it then takes 111). How many CTAs fit an SM depends on each
 // instance's registers: DecodeResidentCtasPerSm asks the runtime.
-// kHalf (pair tiles only): the products in f16 instead of T (Fp8PairHalfCompute below).
+// kHalf (pair tiles only): the products in f16 instead of T (decode_fp8_half_products.cuh).
 template <typename T, int D, bool kFp8, bool kFold, bool kPair, bool kHalf>
 __global__ void __launch_bounds__(kThreads, 1)
     DecodeAttentionKernel(DecodeAttentionParams<T> p, StepTokens tok, PagedKv<T> kv, int group,
