@@ -282,8 +282,8 @@ TEST_P(KvFp8AttentionTest, DecodeMatchesCpuOnTheSameBytes) {
   // One token per chunk (decode rows) at contexts from 1 to past several splits.
   std::vector<cuda::ChunkShape> shapes;
   for (int64_t ctx : {1, 2, 17, 64, 100, 1000, 3001}) shapes.push_back(cuda::ChunkShape{1, ctx - 1});
-  CheckDecodeOnTheSameBytes(GetParam(), shapes, {{0, -1}, {0, 0}, {0, 1, 0}, {0, 1, 1}, {2, 1, 1}, {0, 1, 2}, {2, 1, 2}},
-                            rng_);
+  CheckDecodeOnTheSameBytes(GetParam(), shapes,
+                            {{0, -1}, {0, 0}, {0, 1, 0}, {0, 1, 1}, {2, 1, 1}, {0, 1, 2}, {2, 1, 2}}, rng_);
 }
 
 // The f16 products' scales: queries far below and far above 1 (f16's subnormals, and products
