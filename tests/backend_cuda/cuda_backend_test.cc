@@ -951,7 +951,9 @@ TEST_F(CudaBackendTest, AsyncCopiesToHostLandTheBytesInOrderAndRejectBadInput) {
 // A GGUF file of block-quantized matrices (Q8_0, Q4_0, Q4_K, Q5_K and Q6_K) is dequantized
 // at load, on the host, into the compute type (bf16) or, with weight_dtype fp8, quantized to
 // E4M3 from the dequantized values as the CPU quantizes them: logits as for an fp32
-// checkpoint.
+// checkpoint. The CPU reference runs its reference kernels, on the blocks' values in fp32:
+// its fast kernels keep the blocks and quantize the activations to 8 bits as llama.cpp
+// does, an error of their own as large as the bound.
 TEST_F(CudaBackendTest, GgufBlockQuantizedWeightsMatchCpu) {
   auto spec = RandomCheckpointPreset("small-llama");  // rows of 256 and 768: every block type
   ASSERT_TRUE(spec.ok());
@@ -964,7 +966,9 @@ TEST_F(CudaBackendTest, GgufBlockQuantizedWeightsMatchCpu) {
     BackendOptions options;
     options.weight_dtype = weights;
     options.cuda.fp8_activations = false;  // the CPU's 16-bit activations (W8A16)
-    auto cpu = CpuBackend::Create(**checkpoint, options);
+    BackendOptions reference = options;
+    reference.cpu_kernels = CpuKernels::kReference;
+    auto cpu = CpuBackend::Create(**checkpoint, reference);
     ASSERT_TRUE(cpu.ok()) << cpu.status();
     auto gpu = CudaBackend::Create(**checkpoint, options);
     ASSERT_TRUE(gpu.ok()) << gpu.status();
