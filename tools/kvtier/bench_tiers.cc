@@ -160,6 +160,9 @@ void RunW6(kvt_model* model, bool restart, WorkloadSpec w, const std::string& ti
     RunResult r = RunWorkload(model, p, time_limit, nullptr, ctx);
     json pj = record(id, p, r);
     pj["mean_ttft_s"] = r.mean_ttft_s;
+    // Each step's wall time until every sequence had its first token (the batch's time to
+    // all first tokens, step by step).
+    pj["prefill_step_s"] = r.prefill_step_s;
     pj.erase("options");
     for (const char* tier : {"gpu", "host", "disk"}) {
       pj["prefix_hit_blocks"][tier] = JsonNum(r.stats, {"prefix_hits", tier}) - JsonNum(before, {"prefix_hits", tier});
