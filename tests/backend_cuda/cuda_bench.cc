@@ -3,7 +3,11 @@
 // Prints one line per case: median ms per step and tokens/s. Not a test.
 // KVTIER_BENCH_PROFILE=w1|w2|w4: only that decode case, one graph step between
 // cudaProfilerStart/Stop (for `ncu --profile-from-start off`), nothing else; w4p: likewise one
-// prefill chunk of W4's (2,048 tokens at 30,000 positions).
+// prefill chunk of W4's (2,048 tokens at 30,000 positions); w6p: W6's prefill step (16 prompts
+// of 128 own tokens over one shared, cached 4,096-token prefix).
+// KVTIER_BENCH_PREFILL=1: only the prefill steps (W1's 512, W2's 64 x 512, W6's step, one
+// 2,048-token prompt from position 0 and W4's chunk at 30,000), eager, each reported in ms and
+// tokens/s.
 // KVTIER_DECODE_BENCH=1: only the decode attention kernel's timings (decode_attention_bench.h).
 // KVTIER_BENCH_QUICK=1: only W1/W2 graph decode steps and W2's prefill.
 // KVTIER_BENCH_W9=ROWS:CTX[,ROWS:CTX...]: only W9-shaped steps (bench_w9.h): graph decode
@@ -230,6 +234,19 @@ int Main(int argc, char** argv) {
     long_table.push_back(static_cast<int32_t>(64 * per_seq + j));
   }
 
+  // W6's prefill step: 16 prompts of 128 own tokens over one cached 4,096-token prefix (the
+  // long sequence's first blocks), each prompt's own blocks those of tables[s], logits for each
+  // prompt's last token, as the engine runs W6's batch at 2,048 tokens a step.
+  ForwardBatch w6_step;
+  std::vector<std::vector<int32_t>> w6_tables(16);
+  for (int s = 0; s < 16; ++s) {
+    w6_tables[s].assign(long_table.begin(), long_table.begin() + 4096 / bt);
+    for (int64_t j = 0; j < (128 + bt - 1) / bt; ++j) w6_tables[s].push_back(tables[s][j]);
+  }
+  for (int s = 0; s < 16; ++s) {
+    w6_step.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 128), 4096, w6_tables[s], true});
+  }
+
   // mode: greedy ids, logits to the host, or ids sampled on the device (T 0.8, top-k 50,
   // top-p 0.95: what a chat service would send).
   enum Mode { kGreedy, kLogits, kSampled };
@@ -295,6 +312,8 @@ int Main(int argc, char** argv) {
     const int rows = w == "w2" ? 64 : 1;
     if (w == "w4p") {  // a prefill chunk of W4's: 2,048 tokens at 30,000 positions
       batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 2048), 30000, long_table, true});
+    } else if (w == "w6p") {
+      batch = w6_step;
     } else {
       for (int s = 0; s < rows; ++s) {
         const bool long_ctx = w == "w4";
@@ -318,6 +337,21 @@ int Main(int argc, char** argv) {
     ForwardBatch batch;
     batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 512), 0, tables[0], true});
     time_batch("W1 prefill 512 (1 seq)", batch, 5, 512, kGreedy);
+  }
+  if (const char* v = std::getenv("KVTIER_BENCH_PREFILL"); v != nullptr && std::string(v) == "1") {
+    ForwardBatch w2;
+    for (int s = 0; s < 64; ++s) {
+      w2.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 512), 0, tables[s], true});
+    }
+    time_batch("W2 prefill 64 x 512", w2, 3, 64 * 512, kGreedy);
+    time_batch("W6 prefill step, 16 x 128 over 4096", w6_step, 5, 16 * 128, kGreedy);
+    ForwardBatch one;  // the same 2,048 tokens as one prompt from position 0
+    one.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 2048), 0, long_table, true});
+    time_batch("prefill 2048 at 0 (1 seq)", one, 5, 2048, kGreedy);
+    ForwardBatch w4;
+    w4.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 2048), 30000, long_table, true});
+    time_batch("W4 prefill chunk 2048 at 30000", w4, 3, 2048, kGreedy);
+    return 0;
   }
   // KVTIER_BENCH_QUICK=1: only the graph decode steps of W1 and W2 and W2's prefill (an A/B
   // of kernel switches in a few seconds per run).
