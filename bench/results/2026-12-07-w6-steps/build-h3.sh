@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Builds one carry (.carry/h3.txz) for calls F2, G1 and H3: kvtier and its CUDA module,
+# kvtier_cuda_cudnn_test, kvtier_fp8_quality, kvtier_cuda_fp8_test, kvtier_cuda_bench and
+# kvtier_cuda_backend_test (xz keeps their shared code once: about 25 MB).
+# usage (repository root): bash bench/results/2026-12-07-w6-steps/build-h3.sh
+set -euo pipefail
+ninja -C build kvtier_cli kvtier_cuda kvtier_cuda_cudnn_test kvtier_fp8_quality kvtier_cuda_fp8_test \
+  kvtier_cuda_bench kvtier_cuda_backend_test > /dev/null
+scripts/pack-carry.sh h3 build/tools/kvtier/kvtier build/src/backend/cuda/libkvtier_cuda.so \
+  build/tests/backend_cuda/kvtier_cuda_cudnn_test build/tests/backend_cuda/kvtier_fp8_quality \
+  build/tests/backend_cuda/kvtier_cuda_fp8_test build/tests/backend_cuda/kvtier_cuda_bench \
+  build/tests/backend_cuda/kvtier_cuda_backend_test
