@@ -14,7 +14,8 @@
 // The weights are kvtier's layout, (experts, N, K) row-major, given to cuDNN as [E, K, N] with
 // K's stride 1 ("k-major"); where no engine takes that, the same bytes as [E, K, N] with N's
 // stride 1 ("n-major": other values, the same work) tell whether a transposed copy would run.
-// Each result is checked on a sample of slots against an fp32 CUDA-core reference.
+// FirstTokenOffset and TokenIndex are int64 (see Index64). Each result is checked on a sample of
+// slots against an fp32 CUDA-core reference.
 // Prints cuDNN's version, each engine config's finalize status and a RESULT line per case.
 //
 // Build: nvcc -O2 -std=c++17 -arch=sm_90a -Wno-deprecated-declarations -Isrc -Ibench/micro bench/micro/cudnn_moe.cu
@@ -60,6 +61,14 @@ struct MoeShape {
 };
 
 enum Uid : int64_t { kToken = 1, kWeight, kOffsets, kTokenIndex, kOutput };
+
+// FirstTokenOffset and TokenIndex in int64; KVTIER_MOE_INDEX32=1: in int32, which cuDNN 9.19's
+// sm80 engine accepts at finalize and then reads as int64, out of bounds
+// (bench/results/2026-12-07-moe-library/m4).
+bool Index64() {
+  const char* v = std::getenv("KVTIER_MOE_INDEX32");
+  return v == nullptr || v[0] != '1';
+}
 
 // One projection: out (slots, n) = token rows (gathered or in slot order) times the slot's
 // expert's (n, k) matrix^T.
@@ -135,13 +144,14 @@ void BuildMoe(GraphBuilder& g, const MoeShape& s, const Projection& p, int64_t t
       n_major ? std::vector<int64_t>{p.n * p.k, p.n, 1} : std::vector<int64_t>{p.n * p.k, 1, p.k};
   cudnnBackendDescriptor_t weight =
       g.Tensor(kWeight, CUDNN_DATA_BFLOAT16, {s.experts, p.k, p.n}, w_strides, K::kDevice, "weight");
+  const cudnnDataType_t index_type = Index64() ? CUDNN_DATA_INT64 : CUDNN_DATA_INT32;
   cudnnBackendDescriptor_t offsets =
-      g.Tensor(kOffsets, CUDNN_DATA_INT32, {s.experts, 1, 1}, {1, 1, 1}, K::kDevice, "first token offset");
+      g.Tensor(kOffsets, index_type, {s.experts, 1, 1}, {1, 1, 1}, K::kDevice, "first token offset");
   cudnnBackendDescriptor_t out =
       g.Tensor(kOutput, CUDNN_DATA_BFLOAT16, {1, slots, p.n}, {slots * p.n, p.n, 1}, K::kDevice, "output");
   cudnnBackendDescriptor_t index = nullptr;
   if (p.gather) {
-    index = g.Tensor(kTokenIndex, CUDNN_DATA_INT32, {1, slots, 1}, {slots, 1, 1}, K::kDevice, "token index");
+    index = g.Tensor(kTokenIndex, index_type, {1, slots, 1}, {slots, 1, 1}, K::kDevice, "token index");
   }
   cudnnBackendDescriptor_t op = g.Create(CUDNN_BACKEND_OPERATION_MOE_GROUPED_MATMUL_DESCRIPTOR);
   const cudnnMoeGroupedMatmulMode_t mode =
@@ -209,6 +219,14 @@ void RunCase(cudnnHandle_t handle, cublasHandle_t cublas, const MoeShape& s, con
   CUDA_OK(cudaMemcpy(slot_token, r.slot_token.data(), slots * 4, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(slot_expert, r.slot_expert.data(), slots * 4, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(first_slot, r.first_slot.data(), s.experts * 4, cudaMemcpyHostToDevice));
+  int64_t *first_slot64, *slot_token64;
+  CUDA_OK(cudaMalloc(&first_slot64, s.experts * 8));
+  CUDA_OK(cudaMalloc(&slot_token64, slots * 8));
+  {
+    const std::vector<int64_t> f(r.first_slot.begin(), r.first_slot.end()), t(r.slot_token.begin(), r.slot_token.end());
+    CUDA_OK(cudaMemcpy(first_slot64, f.data(), s.experts * 8, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(slot_token64, t.data(), slots * 8, cudaMemcpyHostToDevice));
+  }
   std::vector<int32_t> sample;
   for (int64_t i = 0; i < slots; i += std::max<int64_t>(1, slots / 48)) sample.push_back(static_cast<int32_t>(i));
   sample.push_back(static_cast<int32_t>(slots - 1));
@@ -237,10 +255,10 @@ void RunCase(cudnnHandle_t handle, cublasHandle_t cublas, const MoeShape& s, con
     void* workspace = nullptr;
     if (workspace_bytes > 0) CUDA_OK(cudaMalloc(&workspace, workspace_bytes));
     std::vector<int64_t> uids = {kToken, kWeight, kOffsets, kOutput};
-    std::vector<void*> ptrs = {x, w, first_slot, out};
+    std::vector<void*> ptrs = {x, w, Index64() ? static_cast<void*>(first_slot64) : first_slot, out};
     if (p.gather) {
       uids.push_back(kTokenIndex);
-      ptrs.push_back(slot_token);
+      ptrs.push_back(Index64() ? static_cast<void*>(slot_token64) : slot_token);
     }
     GraphBuilder packs(Api(), handle);
     cudnnBackendDescriptor_t pack = packs.Create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
@@ -302,7 +320,8 @@ void RunCase(cudnnHandle_t handle, cublasHandle_t cublas, const MoeShape& s, con
   const double ms = TimeMs(loop, iters);
   std::printf("  RESULT cublas-loop %s %s S=%lld: %.3f ms (+ gather %.3f ms), %.0f TFLOP/s, rel err %.2e\n", s.name,
               p.name, static_cast<long long>(tokens), ms, gather_ms, flops / (ms * 1e-3) / 1e12, err);
-  for (void* ptr : std::vector<void*>{x, w, out, gathered, slot_token, slot_expert, first_slot, sample_dev, ref}) {
+  for (void* ptr : std::vector<void*>{x, w, out, gathered, slot_token, slot_expert, first_slot, sample_dev, ref,
+                                      first_slot64, slot_token64}) {
     cudaFree(ptr);
   }
 }

@@ -1,14 +1,18 @@
 // Timing of the mixture-of-experts MLP of one layer (backend/cuda/moe_layer.h EnqueueMoeMlp:
 // router, routing, grouping, the two grouped expert GEMMs, combine) on Qwen3-30B-A3B's shape
 // (hidden 2048, 128 experts, top 8, expert intermediate 768) and Mixtral 8x7B's (hidden 4096,
-// 8 experts, top 2, intermediate 14336), at 1, 2, 64 and 2048 rows, with bf16 and fp8 experts
-// and every tile shape of the grouped GEMMs, and the decode path (gemv-fused: moe_decode.h's
-// three kernels) against the grouped path's GEMV (gemv) at a row or two. Each MLP runs as a captured CUDA graph (as a decode
-// step does), alternating between two copies of the layer's weights where they fit, so the
-// chosen experts come from HBM. Prints microseconds per MLP, the bytes of the experts the
-// routing chose (each read once: the least a step must stream), their rate, and that rate
-// against the HBM ceiling measured in the same run (a device-to-device copy, read + write).
+// 8 experts, top 2, intermediate 14336), at 1, 2, 64, 512 and 2048 rows, with bf16 and fp8
+// experts and every tile shape of the grouped GEMMs; the decode path (gemv-fused: moe_decode.h's
+// three kernels) against the grouped path's GEMV (gemv) at a row or two; and the library path
+// (cublas: a cuBLAS GEMM per expert, moe_library.h; 16-bit experts). Each MLP runs as a captured
+// CUDA graph (as a decode step does), except where the run takes the library path, which reads
+// the grouping back to the host and is timed eagerly (as a prefill step runs it); the runs
+// alternate between two copies of the layer's weights where they fit, so the chosen experts
+// come from HBM. Prints microseconds per MLP, the bytes of the experts the routing chose (each
+// read once: the least a step must stream), their rate, and that rate against the HBM ceiling
+// measured in the same run (a device-to-device copy, read + write).
 // Not a test. usage: kvtier_cuda_moe_bench [qwen3|mixtral]
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -34,10 +38,10 @@ using cuda::bf16;
 
 using Shape = cuda_test::MoeLayerShape;
 constexpr Shape kShapes[] = {{"qwen3-30b-a3b", 2048, 128, 8, 768, true}, {"mixtral-8x7b", 4096, 8, 2, 14336, true}};
-constexpr int kRows[] = {1, 2, 64, 2048};
+constexpr int kRows[] = {1, 2, 64, 512, 2048};
 constexpr cuda::MoeTile kTiles[] = {cuda::MoeTile::kAuto,   cuda::MoeTile::kGemv,       cuda::MoeTile::kGemvFused,
                                     cuda::MoeTile::k16x16,  cuda::MoeTile::k16x16Deep, cuda::MoeTile::k16x64,
-                                    cuda::MoeTile::k64x64};
+                                    cuda::MoeTile::k64x64,  cuda::MoeTile::kLibrary};
 
 template <typename T>
 T* Allocate(cuda::DeviceMemoryAccount& memory, int64_t count, const char* what) {
@@ -114,7 +118,7 @@ void RunShape(const Shape& s, double ceiling) {
   const ModelConfig config = cuda_test::MoeLayerConfig(s);
   cuda::DeviceMemoryAccount memory(0);
   const int max_rows = *std::max_element(std::begin(kRows), std::end(kRows));
-  absl::StatusOr<cuda::MoeBuffers> buffers = cuda::MoeBuffers::Allocate(config, max_rows, memory);
+  absl::StatusOr<cuda::MoeBuffers> buffers = cuda::MoeBuffers::Allocate(config, max_rows, memory, /*library=*/true);
   if (!buffers.ok()) {
     std::fprintf(stderr, "%s\n", std::string(buffers.status().message()).c_str());
     std::exit(1);
@@ -131,6 +135,11 @@ void RunShape(const Shape& s, double ceiling) {
   KVT_BENCH_CUDA_CHECK(cuda::FillRandom(x, static_cast<int64_t>(max_rows) * s.hidden, 7, 0.0f, 1.0f, nullptr));
   cudaStream_t stream;
   KVT_BENCH_CUDA_CHECK(cudaStreamCreate(&stream));
+  cublasHandle_t cublas = nullptr;
+  if (cublasCreate(&cublas) != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "cublasCreate failed\n");
+    std::exit(1);
+  }
   cudaEvent_t start, stop;
   KVT_BENCH_CUDA_CHECK(cudaEventCreate(&start));
   KVT_BENCH_CUDA_CHECK(cudaEventCreate(&stop));
@@ -141,11 +150,17 @@ void RunShape(const Shape& s, double ceiling) {
       for (cuda::MoeTile tile : kTiles) {
         // The per-route GEMV reads an expert once per route: only a data point past decode sizes.
         if ((tile == cuda::MoeTile::kGemv || tile == cuda::MoeTile::kGemvFused) && rows > 64) continue;
+        // The library path reads the grouping back to the host: not capturable, so where the run
+        // takes it (named, or kAuto's pick) the MLP is timed eagerly, as a prefill step runs it;
+        // 16-bit experts only (fp8 experts run the tiles).
         cuda::MoeRun run = cuda::MoeRun::Of(config);
         run.tile = tile;
+        run.cublas = fp8 ? nullptr : cublas;
+        const bool library = cuda::MoeTileRun(run, static_cast<int64_t>(rows) * s.top_k) == cuda::MoeTile::kLibrary;
+        if (tile == cuda::MoeTile::kLibrary && fp8) continue;
         // One graph per weight copy, each one MLP.
         std::vector<cudaGraphExec_t> graphs;
-        for (const LayerCopy& layer : layers) {
+        for (const LayerCopy& layer : library ? std::vector<LayerCopy>{} : layers) {
           cudaGraph_t graph;
           KVT_BENCH_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
           const absl::Status status =
@@ -160,10 +175,22 @@ void RunShape(const Shape& s, double ceiling) {
           cudaGraphDestroy(graph);
           graphs.push_back(exec);
         }
-        for (int i = 0; i < 4; ++i) KVT_BENCH_CUDA_CHECK(cudaGraphLaunch(graphs[i % graphs.size()], stream));
+        auto run_one = [&](int i) {
+          if (!library) {
+            KVT_BENCH_CUDA_CHECK(cudaGraphLaunch(graphs[i % graphs.size()], stream));
+            return;
+          }
+          const LayerCopy& layer = layers[static_cast<size_t>(i) % layers.size()];
+          const absl::Status status = cuda::EnqueueMoeMlp(run, layer.bf16_experts, *buffers, x, rows, out, stream);
+          if (!status.ok()) {
+            std::fprintf(stderr, "moe mlp: %s\n", std::string(status.message()).c_str());
+            std::exit(1);
+          }
+        };
+        for (int i = 0; i < 4; ++i) run_one(i);
         constexpr int kIters = 20;
         KVT_BENCH_CUDA_CHECK(cudaEventRecord(start, stream));
-        for (int i = 0; i < kIters; ++i) KVT_BENCH_CUDA_CHECK(cudaGraphLaunch(graphs[i % graphs.size()], stream));
+        for (int i = 0; i < kIters; ++i) run_one(i);
         KVT_BENCH_CUDA_CHECK(cudaEventRecord(stop, stream));
         KVT_BENCH_CUDA_CHECK(cudaEventSynchronize(stop));
         float ms = 0;
@@ -189,6 +216,7 @@ void RunShape(const Shape& s, double ceiling) {
       }
     }
   }
+  cublasDestroy(cublas);
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   cudaStreamDestroy(stream);

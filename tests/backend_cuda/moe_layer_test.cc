@@ -1,8 +1,10 @@
 // The whole mixture-of-experts MLP on the GPU (backend/cuda/moe_layer.h EnqueueMoeMlp) against
 // the CPU backend's MoeMlp (cpu_moe.h) on the same weights and inputs: Mixtral's and
-// Qwen3-MoE's routing, 1 row to hundreds, every tile shape, 16-bit and fp8 experts; and the
-// same MLP captured as a CUDA graph (as a decode step is) and replayed on new inputs. Skips
-// without a GPU.
+// Qwen3-MoE's routing, 1 row to hundreds, every tile shape and the library path (cuBLAS per
+// expert; fp8 experts fall back to the tiles), 16-bit and fp8 experts; and the same MLP captured
+// as a CUDA graph (as a decode step is) and replayed on new inputs, where the library path, not
+// capturable, falls back to the tiles. Skips without a GPU.
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -33,8 +35,15 @@ constexpr LayerShape kShapes[] = {{"mixtral-like", 64, 8, 2, 96, true},
 
 class MoeLayerTest : public ::testing::Test {
  protected:
-  void SetUp() override { KVT_SKIP_WITHOUT_CUDA(); }
+  void SetUp() override {
+    KVT_SKIP_WITHOUT_CUDA();
+    ASSERT_EQ(cublasCreate(&cublas_), CUBLAS_STATUS_SUCCESS);
+  }
+  void TearDown() override {
+    if (cublas_ != nullptr) cublasDestroy(cublas_);
+  }
   std::mt19937 rng_{std::random_device{}()};
+  cublasHandle_t cublas_ = nullptr;
 };
 
 TEST_F(MoeLayerTest, MatchesTheCpuBackendsMoeMlp) {
@@ -46,7 +55,7 @@ TEST_F(MoeLayerTest, MatchesTheCpuBackendsMoeMlp) {
         const ModelConfig config = cuda_test::MoeLayerConfig(s);
         constexpr int kMaxRows = 200;
         DeviceMemoryAccount memory(0);
-        absl::StatusOr<MoeBuffers> buffers = MoeBuffers::Allocate(config, kMaxRows, memory);
+        absl::StatusOr<MoeBuffers> buffers = MoeBuffers::Allocate(config, kMaxRows, memory, /*library=*/true);
         ASSERT_TRUE(buffers.ok()) << buffers.status();
         for (int rows : {1, 2, 17, kMaxRows}) {
           Data16 x = cuda_test::Random16<T>(static_cast<size_t>(rows) * s.hidden, rng_);
@@ -55,10 +64,11 @@ TEST_F(MoeLayerTest, MatchesTheCpuBackendsMoeMlp) {
           d_x.Upload(x.bits);
           for (MoeTile tile :
                {MoeTile::kAuto, MoeTile::kGemv, MoeTile::kGemvFused, MoeTile::k16x16, MoeTile::k16x16Deep,
-                MoeTile::k16x64, MoeTile::k64x64}) {
+                MoeTile::k16x64, MoeTile::k64x64, MoeTile::kLibrary}) {
             SCOPED_TRACE(::testing::Message() << rows << " rows, tile " << MoeTileName(tile));
             MoeRun run = MoeRun::Of(config);
             run.tile = tile;
+            run.cublas = cublas_;
             DeviceArray<uint16_t> d_out(want.size());
             const absl::Status status =
                 EnqueueMoeMlp(run, world.device, *buffers, reinterpret_cast<const T*>(d_x.get()), rows,
@@ -84,10 +94,16 @@ TEST_F(MoeLayerTest, ReplaysAsACapturedGraph) {
   MoeLayerWorld world = MoeLayerWorld::Make<bf16>(s, /*fp8=*/false, rng_);
   const ModelConfig config = cuda_test::MoeLayerConfig(s);
   DeviceMemoryAccount memory(0);
-  absl::StatusOr<MoeBuffers> buffers = MoeBuffers::Allocate(config, 8, memory);
+  absl::StatusOr<MoeBuffers> buffers = MoeBuffers::Allocate(config, 8, memory, /*library=*/true);
   ASSERT_TRUE(buffers.ok()) << buffers.status();
-  const MoeRun run = MoeRun::Of(config);
-  for (int rows : {1, 4}) {
+  MoeRun run = MoeRun::Of(config);
+  for (int rows : {1, 4, 8}) {
+    // The library path reads the grouping back to the host: under capture kAuto's tiles run
+    // instead, which the direct run (not capturing) is given by name.
+    run.tile = rows == 8 ? MoeTile::kLibrary : MoeTile::kAuto;
+    run.cublas = cublas_;
+    MoeRun direct = run;
+    direct.tile = MoeTile::kAuto;
     SCOPED_TRACE(::testing::Message() << rows << " rows");
     const size_t n = static_cast<size_t>(rows) * s.hidden;
     DeviceArray<uint16_t> d_x(n), d_graph_out(n), d_direct_out(n);
@@ -105,7 +121,7 @@ TEST_F(MoeLayerTest, ReplaysAsACapturedGraph) {
       d_x.Upload(cuda_test::Random16<bf16>(n, rng_).bits);
       CUDA_ASSERT(cudaGraphLaunch(exec, stream));
       CUDA_ASSERT(cudaStreamSynchronize(stream));
-      ASSERT_TRUE(EnqueueMoeMlp(run, world.device, *buffers, reinterpret_cast<const bf16*>(d_x.get()), rows,
+      ASSERT_TRUE(EnqueueMoeMlp(direct, world.device, *buffers, reinterpret_cast<const bf16*>(d_x.get()), rows,
                                 reinterpret_cast<bf16*>(d_direct_out.get()), stream)
                       .ok());
       CUDA_ASSERT(cudaStreamSynchronize(stream));

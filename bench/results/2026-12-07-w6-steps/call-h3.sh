@@ -22,7 +22,8 @@ echo "[$(el) s] prefill steps rc=$?"; grep -E "prefill" $R/prefill-steps.txt
 tar czf $OUT/h3.tgz -C /tmp r
 wait; [ -s $R/ceilings.txt ] || timeout 60 python3 $C/anchors/ceilings.py > $R/ceilings.txt 2>&1
 use_torch_libraries > /dev/null
-kbench w6 W6
+mkdir -p /tmp/kb/tiers
+kbench w6 W6 --tier-dir /tmp/kb/tiers
 python3 -c "import json;w=json.load(open('$R/w6.json'))['workloads']['W6']['phases']['batch_128'];s=w.get('prefill_step_s',[]);print(len(s),'steps to all first, ms:',' '.join('%.1f'%(x*1e3) for x in s))" 2>&1 | cut -c1-400
 tar czf $OUT/h3.tgz -C /tmp r
 moe_probe() {

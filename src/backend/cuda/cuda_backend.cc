@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/moe_layer.h"
 #include "backend/cuda_model_support.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -162,6 +163,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::CreateImpl(const Model
 absl::Status CudaBackend::Init(const cuda::WeightLoader& loader, const cuda::Fp8WeightLoader* fp8_loader) {
   RETURN_IF_ERROR(CreateStreams());
   ASSIGN_OR_RETURN(kernels_, cuda::KernelSelection::For(config_, layout_, options_.cuda, compute_dtype_));
+  kernels_.moe_library = cuda::MoeLibraryPathSuits(config_, options_.weight_dtype == StorageDType::kFp8);
   RETURN_IF_ERROR(CheckFits());
   ASSIGN_OR_RETURN(weights_, cuda::CudaWeights::Load(
                                  config_, compute_dtype_, options_.weight_dtype == StorageDType::kFp8,
@@ -192,7 +194,8 @@ absl::Status CudaBackend::Init(const cuda::WeightLoader& loader, const cuda::Fp8
                                                                           &ws_, projections_.get(), host_kv_.get(),
                                                                           &pool_, stream_, options_.cuda.launch,
                                                                           kernels_.prefill_kernel, cudnn_.get(),
-                                                                          attention_fork_.get()});
+                                                                          attention_fork_.get(),
+                                                                          kernels_.moe_library ? cublas_ : nullptr});
   // The scratch block (KV of graph padding rows) is allocated with the pool, one block past
   // it; reserve its bytes now so the pool the engine sizes from device_bytes_in_use() fits.
   memory_.Reserve(static_cast<int64_t>(layout_.BlockBytes()));

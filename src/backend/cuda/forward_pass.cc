@@ -64,6 +64,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
   MoeRun moe_run = MoeRun::Of(config);
   moe_run.launch = launch;
   if (launch.moe_decode_fused >= 0) moe_run.fused_decode = launch.moe_decode_fused == 1;
+  moe_run.cublas = parts_.moe_cublas;
   // Gemma's embedding normalizer sqrt(hidden), rounded to fp32 as the CPU backend does.
   const float embed_scale =
       config.gemma.scale_embeddings ? static_cast<float>(std::sqrt(static_cast<double>(config.hidden_size))) : 1.0f;

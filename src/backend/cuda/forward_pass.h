@@ -2,15 +2,18 @@
 // stream — embedding gather, then per layer RMSNorm, the qkv projection, QkvPost (bias, q/k
 // norms, RoPE, KV write), attention, the o projection, RMSNorm, gate|up with the gate
 // activation and the down projection (a mixture-of-experts layer: its experts, moe_layer.h),
-// then the final norm, the LM head and the device-side
-// pick. Gemma adds the sandwich norms on the attention and MLP outputs and the logit
-// soft-cap. With layer groups each layer reads and writes its group's blocks. With Parts::fork, a step that has both decode rows and prefill tiles runs its
-// decode attention on the fork's side stream, joined before the o projection. Capturable:
-// nothing inside waits for the device (grammar masks wait on the host only, and masked
-// steps are never captured). Holds no buffers of its own; one thread at a time.
+// then the final norm, the LM head and the device-side pick. Gemma adds the sandwich norms on
+// the attention and MLP outputs and the logit soft-cap. With layer groups each layer reads and
+// writes its group's blocks. With Parts::fork, a step that has both decode rows and prefill
+// tiles runs its decode attention on the fork's side stream, joined before the o projection.
+// Capturable: nothing inside waits for the device while the stream captures (grammar masks
+// wait on the host only, and masked steps are never captured; the MoE experts' library path,
+// which reads its grouping back to the host, gives way to the grouped tiles under capture).
+// Holds no buffers of its own; one thread at a time.
 #ifndef KVTIER_BACKEND_CUDA_FORWARD_PASS_H_
 #define KVTIER_BACKEND_CUDA_FORWARD_PASS_H_
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include "absl/status/status.h"
@@ -53,6 +56,8 @@ class ForwardPass {
     CudnnPrefill* cudnn = nullptr;
     // A mixed step's decode attention beside its prefill attention (null: one after the other).
     AttentionFork* fork = nullptr;
+    // The MoE experts' library path (moe_library.h) where KernelSelection::moe_library (null: never).
+    cublasHandle_t moe_cublas = nullptr;
   };
   explicit ForwardPass(const Parts& parts) : parts_(parts) {}
 

@@ -40,6 +40,9 @@ struct KernelSelection {
   // of the instance this model runs): the one wave DecodeMaxSplits fills. 0 without
   // fast_attention.
   int32_t decode_wave_ctas = 0;
+  // The MoE experts run prefill-sized steps on cuBLAS (moe_library.h; MoeLibraryPathSuits): set
+  // by the backend, which knows the weights' format; sizes the MoE buffers' `wide`.
+  bool moe_library = false;
 
   // Unimplemented: kv_dtype fp8 on a shape the fast attention kernels do not take (the
   // generic kernel reads 16-bit KV only).

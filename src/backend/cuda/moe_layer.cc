@@ -5,6 +5,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/moe_decode.h"
+#include "backend/cuda/moe_library.h"
 #include "common/status_macros.h"
 
 namespace kvtier::cuda {
@@ -87,16 +88,17 @@ absl::Status EnqueueMoeDecode(const MoeRun& run, const MoeExperts& experts, cons
 
 }  // namespace
 
-int64_t MoeBuffers::Bytes(const ModelConfig& c, int64_t max_tokens) {
+int64_t MoeBuffers::Bytes(const ModelConfig& c, int64_t max_tokens, bool library) {
   if (c.moe.num_experts == 0) return 0;
   const int64_t e = c.moe.num_experts, routes = max_tokens * c.moe.top_k;
   return Align(4 * max_tokens * e) + 2 * Align(4 * routes) + Align(4 * (e + 1)) + 3 * Align(4 * routes) +
          Align(8 * MoeMaxTiles(routes, e, kFinestTileRows)) + Align(4) + Align(4) +
-         Align(2 * routes * c.moe.expert_intermediate_size) + Align(2 * routes * c.hidden_size);
+         Align(2 * routes * c.moe.expert_intermediate_size) + Align(2 * routes * c.hidden_size) +
+         (library ? Align(4 * routes * c.moe.expert_intermediate_size) : 0);
 }
 
 absl::StatusOr<MoeBuffers> MoeBuffers::Allocate(const ModelConfig& c, int64_t max_tokens,
-                                                DeviceMemoryAccount& memory) {
+                                                DeviceMemoryAccount& memory, bool library) {
   MoeBuffers b;
   if (c.moe.num_experts == 0) return b;
   if (max_tokens < 1 || c.moe.top_k < 1 || c.moe.num_experts > kMoeMaxExperts) {
@@ -134,6 +136,10 @@ absl::StatusOr<MoeBuffers> MoeBuffers::Allocate(const ModelConfig& c, int64_t ma
   b.act = static_cast<uint16_t*>(act);
   ASSIGN_OR_RETURN(void* expert_out, alloc(2 * routes * c.hidden_size, "expert outputs"));
   b.expert_out = static_cast<uint16_t*>(expert_out);
+  if (library) {
+    ASSIGN_OR_RETURN(void* wide, alloc(4 * routes * c.moe.expert_intermediate_size, "expert gate|up (library)"));
+    b.wide = static_cast<uint16_t*>(wide);
+  }
   return b;
 }
 
@@ -147,11 +153,20 @@ MoeRun MoeRun::Of(const ModelConfig& c) {
   return run;
 }
 
+bool MoeLibraryPathSuits(const ModelConfig& config, bool fp8_weights) {
+  return !fp8_weights && config.moe.num_experts > 0 && config.moe.num_experts <= kMoeLibraryMaxExperts;
+}
+
 MoeTile MoeTileRun(const MoeRun& run, int64_t routes) {
   // One row: the fused path (its routes are distinct experts). Two rows may share experts, which
   // the fused path streams once per route: the grouped per-route GEMV was as fast or faster there
   // on both shapes kvtier_cuda_moe_bench sweeps.
   if (run.tile == MoeTile::kAuto && run.fused_decode && routes <= run.top_k) return MoeTile::kGemvFused;
+  if (run.tile == MoeTile::kLibrary) return MoeTile::kLibrary;
+  if (run.tile == MoeTile::kAuto && run.cublas != nullptr && run.num_experts <= kMoeLibraryMaxExperts &&
+      routes >= kMoeLibraryMinRoutesPerExpert * run.num_experts) {
+    return MoeTile::kLibrary;
+  }
   return MoeTileFor(run.tile, routes, run.num_experts);
 }
 
@@ -160,13 +175,22 @@ absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const M
                            T* out, cudaStream_t stream) {
   RETURN_IF_ERROR(CheckMoeMlpRows(experts, b, rows));
   const int routes = rows * run.top_k;
-  const MoeTile tile = MoeTileRun(run, routes);
+  MoeTile tile = MoeTileRun(run, routes);
   if (tile == MoeTile::kGemvFused) return EnqueueMoeDecode(run, experts, b, x, rows, out, stream);
+  if (tile == MoeTile::kLibrary && !MoeLibraryPathAvailable(run, experts, b, stream)) {
+    tile = MoeTileFor(MoeTile::kAuto, routes, run.num_experts);
+  }
   CUDA_RETURN_IF_ERROR(MoeRouterLogits(x, experts.router, rows, run.hidden, run.num_experts, b.logits, stream));
   CUDA_RETURN_IF_ERROR(
       MoeRouteTopK(b.logits, rows, run.num_experts, run.top_k, run.renormalize, b.chosen, b.weights, stream));
   CUDA_RETURN_IF_ERROR(
       MoeGroupRoutes(b.chosen, rows, run.top_k, run.num_experts, MoeTileRows(tile), b.grouping, stream));
+  if (tile == MoeTile::kLibrary) {
+    RETURN_IF_ERROR(EnqueueMoeExpertsOnLibrary(run, experts, b, x, rows, stream));
+    CUDA_RETURN_IF_ERROR(MoeCombine(reinterpret_cast<const T*>(b.expert_out), b.chosen, b.weights,
+                                    b.grouping.route_slot, rows, run.top_k, run.hidden, out, stream));
+    return absl::OkStatus();
+  }
   MoeGemmParams<T> gate_up = GateUpParams(run, experts, b, x, routes, tile);
   gate_up.a_row_of_slot = b.grouping.slot_token;
   gate_up.grouping = &b.grouping;

@@ -7,6 +7,7 @@
 #ifndef KVTIER_BACKEND_CUDA_MOE_LAYER_H_
 #define KVTIER_BACKEND_CUDA_MOE_LAYER_H_
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -31,12 +32,15 @@ struct MoeBuffers {
   uint32_t* arrivals = nullptr;    // (1) the decode path's router CTAs done; zero between launches
   uint16_t* act = nullptr;         // (tokens * top_k, expert_inter) silu(gate) * up, slot (decode: route) order
   uint16_t* expert_out = nullptr;  // (tokens * top_k, hidden) each route's expert output, slot order
+  // (tokens * top_k, 2 * expert_inter) gate|up in slot order, for the library path
+  // (moe_library.h); null unless allocated with `library`.
+  uint16_t* wide = nullptr;
 
-  // Device bytes for `max_tokens` rows; 0 for a dense model.
-  static int64_t Bytes(const ModelConfig& config, int64_t max_tokens);
+  // Device bytes for `max_tokens` rows (with `library`, `wide` too); 0 for a dense model.
+  static int64_t Bytes(const ModelConfig& config, int64_t max_tokens, bool library = false);
   // Also readies the kernels for graph capture (MoeExpertGemmInit).
   static absl::StatusOr<MoeBuffers> Allocate(const ModelConfig& config, int64_t max_tokens,
-                                             DeviceMemoryAccount& memory);
+                                             DeviceMemoryAccount& memory, bool library = false);
 };
 
 // How one MoE MLP runs: the shape from the config, the tile of the grouped GEMMs (kAuto in the
@@ -59,12 +63,28 @@ struct MoeRun {
   // kAuto's decode pick: the fused decode path, or the grouped path's per-route GEMV (kGemv).
   bool fused_decode = kMoeDecodeFusedByDefault;
   bool fused_norm = kMoeDecodeNormFusedByDefault;  // on the decode path only
+  // The library path's GEMMs (tile kLibrary; moe_library.h); null: that path is never taken.
+  cublasHandle_t cublas = nullptr;
 
   static MoeRun Of(const ModelConfig& config);
 };
 
+// Whether a model's experts take the library path (moe_library.h) for steps with enough routes
+// per expert: 16-bit experts, and few of them (kMoeLibraryMaxExperts: Mixtral's 8), each of
+// which gets many routes in a prefill step; with Qwen3-MoE's 128 experts a GEMM per expert
+// costs more in launches and host synchronization than the grouped tiles
+// (bench/results/2026-12-07-moe-library).
+inline constexpr int64_t kMoeLibraryMaxExperts = 16;
+// The fewest routes per expert (on average) at which kAuto takes the library path.
+inline constexpr int64_t kMoeLibraryMinRoutesPerExpert = 16;
+bool MoeLibraryPathSuits(const ModelConfig& config, bool fp8_weights);
+
 // The tile EnqueueMoeMlp runs `routes` routes on: with kAuto, the fused decode path for one row
-// where run.fused_decode; otherwise MoeTileFor's.
+// where run.fused_decode, the library where run.cublas is set and the experts are at most
+// kMoeLibraryMaxExperts with kMoeLibraryMinRoutesPerExpert routes each on average; kLibrary as
+// given; otherwise MoeTileFor's. Where the library path is picked but not available
+// (MoeLibraryPathAvailable: a capturing stream, fp8 experts), EnqueueMoeMlp runs MoeTileFor's
+// tile instead.
 MoeTile MoeTileRun(const MoeRun& run, int64_t routes);
 
 // out (rows, hidden) = the MoE MLP of x (rows, hidden), both in T, rows <= buffers.max_tokens.

@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "backend/cuda/cublas_type.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/fp8_kernels.h"
 #include "backend/cuda/fp8_skinny.h"
@@ -16,11 +17,6 @@ namespace {
 
 // Rows up to which the CUDA-core GEMVs run a projection.
 constexpr int kGemvRowsLimit = 2;
-
-template <typename T>
-constexpr cudaDataType_t CublasType() {
-  return std::is_same_v<T, f16> ? CUDA_R_16F : CUDA_R_16BF;
-}
 
 }  // namespace
 
