@@ -37,18 +37,10 @@
 #include <vector>
 
 #include "backend/cuda/cudnn_graph.h"
+#include "cuda_check.h"
 #include "cudnn_probe.cuh"
 
 namespace {
-
-#define CUDA_OK(x)                                                           \
-  do {                                                                       \
-    cudaError_t e_ = (x);                                                    \
-    if (e_ != cudaSuccess) {                                                 \
-      std::printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                          \
-    }                                                                        \
-  } while (0)
 
 using GraphBuilder = kvtier::cuda::CudnnGraphBuilder;
 using kvtier::probe::Api;
@@ -171,15 +163,15 @@ void BuildMoe(GraphBuilder& g, const MoeShape& s, const Projection& p, int64_t t
 template <typename F>
 double TimeMs(F&& run, int iters) {
   cudaEvent_t t0, t1;
-  CUDA_OK(cudaEventCreate(&t0));
-  CUDA_OK(cudaEventCreate(&t1));
+  CHECK(cudaEventCreate(&t0));
+  CHECK(cudaEventCreate(&t1));
   run();
-  CUDA_OK(cudaEventRecord(t0));
+  CHECK(cudaEventRecord(t0));
   for (int i = 0; i < iters; ++i) run();
-  CUDA_OK(cudaEventRecord(t1));
-  CUDA_OK(cudaEventSynchronize(t1));
+  CHECK(cudaEventRecord(t1));
+  CHECK(cudaEventSynchronize(t1));
   float ms = 0.0f;
-  CUDA_OK(cudaEventElapsedTime(&ms, t0, t1));
+  CHECK(cudaEventElapsedTime(&ms, t0, t1));
   cudaEventDestroy(t0);
   cudaEventDestroy(t1);
   return ms / iters;
@@ -188,11 +180,11 @@ double TimeMs(F&& run, int iters) {
 // Largest |got - ref| over the sampled slots, relative to the largest |ref|.
 double SampleError(const __nv_bfloat16* got_dev, const float* ref_dev, const std::vector<int32_t>& sample, int64_t n) {
   std::vector<float> ref(sample.size() * static_cast<size_t>(n));
-  CUDA_OK(cudaMemcpy(ref.data(), ref_dev, ref.size() * 4, cudaMemcpyDeviceToHost));
+  CHECK(cudaMemcpy(ref.data(), ref_dev, ref.size() * 4, cudaMemcpyDeviceToHost));
   double err = 0.0, scale = 0.0;
   std::vector<__nv_bfloat16> row(static_cast<size_t>(n));
   for (size_t i = 0; i < sample.size(); ++i) {
-    CUDA_OK(cudaMemcpy(row.data(), got_dev + static_cast<int64_t>(sample[i]) * n, n * 2, cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(row.data(), got_dev + static_cast<int64_t>(sample[i]) * n, n * 2, cudaMemcpyDeviceToHost));
     for (int64_t j = 0; j < n; ++j) {
       const double r = ref[i * static_cast<size_t>(n) + static_cast<size_t>(j)];
       err = std::fmax(err, std::fabs(static_cast<double>(__bfloat162float(row[static_cast<size_t>(j)])) - r));
@@ -207,33 +199,33 @@ void RunCase(cudnnHandle_t handle, cublasHandle_t cublas, const MoeShape& s, con
   const int64_t slots = tokens * s.top_k, rows = p.gather ? tokens : slots;
   __nv_bfloat16 *x, *w, *out, *gathered;
   int32_t *slot_token, *slot_expert, *first_slot, *sample_dev;
-  CUDA_OK(cudaMalloc(&x, rows * p.k * 2));
-  CUDA_OK(cudaMalloc(&w, s.experts * p.n * p.k * 2));
-  CUDA_OK(cudaMalloc(&out, slots * p.n * 2));
-  CUDA_OK(cudaMalloc(&gathered, slots * p.k * 2));
-  CUDA_OK(cudaMalloc(&slot_token, slots * 4));
-  CUDA_OK(cudaMalloc(&slot_expert, slots * 4));
-  CUDA_OK(cudaMalloc(&first_slot, s.experts * 4));
+  CHECK(cudaMalloc(&x, rows * p.k * 2));
+  CHECK(cudaMalloc(&w, s.experts * p.n * p.k * 2));
+  CHECK(cudaMalloc(&out, slots * p.n * 2));
+  CHECK(cudaMalloc(&gathered, slots * p.k * 2));
+  CHECK(cudaMalloc(&slot_token, slots * 4));
+  CHECK(cudaMalloc(&slot_expert, slots * 4));
+  CHECK(cudaMalloc(&first_slot, s.experts * 4));
   FillRandom<<<1024, 256>>>(x, rows * p.k, 1);
   FillRandom<<<1024, 256>>>(w, s.experts * p.n * p.k, 2);
-  CUDA_OK(cudaMemcpy(slot_token, r.slot_token.data(), slots * 4, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(slot_expert, r.slot_expert.data(), slots * 4, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(first_slot, r.first_slot.data(), s.experts * 4, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(slot_token, r.slot_token.data(), slots * 4, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(slot_expert, r.slot_expert.data(), slots * 4, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(first_slot, r.first_slot.data(), s.experts * 4, cudaMemcpyHostToDevice));
   int64_t *first_slot64, *slot_token64;
-  CUDA_OK(cudaMalloc(&first_slot64, s.experts * 8));
-  CUDA_OK(cudaMalloc(&slot_token64, slots * 8));
+  CHECK(cudaMalloc(&first_slot64, s.experts * 8));
+  CHECK(cudaMalloc(&slot_token64, slots * 8));
   {
     const std::vector<int64_t> f(r.first_slot.begin(), r.first_slot.end()), t(r.slot_token.begin(), r.slot_token.end());
-    CUDA_OK(cudaMemcpy(first_slot64, f.data(), s.experts * 8, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(slot_token64, t.data(), slots * 8, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(first_slot64, f.data(), s.experts * 8, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(slot_token64, t.data(), slots * 8, cudaMemcpyHostToDevice));
   }
   std::vector<int32_t> sample;
   for (int64_t i = 0; i < slots; i += std::max<int64_t>(1, slots / 48)) sample.push_back(static_cast<int32_t>(i));
   sample.push_back(static_cast<int32_t>(slots - 1));
-  CUDA_OK(cudaMalloc(&sample_dev, sample.size() * 4));
-  CUDA_OK(cudaMemcpy(sample_dev, sample.data(), sample.size() * 4, cudaMemcpyHostToDevice));
+  CHECK(cudaMalloc(&sample_dev, sample.size() * 4));
+  CHECK(cudaMemcpy(sample_dev, sample.data(), sample.size() * 4, cudaMemcpyHostToDevice));
   float* ref;
-  CUDA_OK(cudaMalloc(&ref, sample.size() * p.n * 4));
+  CHECK(cudaMalloc(&ref, sample.size() * p.n * 4));
   const double flops = 2.0 * slots * p.n * p.k;
   const double weight_mb = 2.0 * s.experts * p.n * p.k / 1e6;
   const int iters = 20;
@@ -253,7 +245,7 @@ void RunCase(cudnnHandle_t handle, cublasHandle_t cublas, const MoeShape& s, con
       continue;
     }
     void* workspace = nullptr;
-    if (workspace_bytes > 0) CUDA_OK(cudaMalloc(&workspace, workspace_bytes));
+    if (workspace_bytes > 0) CHECK(cudaMalloc(&workspace, workspace_bytes));
     std::vector<int64_t> uids = {kToken, kWeight, kOffsets, kOutput};
     std::vector<void*> ptrs = {x, w, Index64() ? static_cast<void*>(first_slot64) : first_slot, out};
     if (p.gather) {
@@ -274,11 +266,11 @@ void RunCase(cudnnHandle_t handle, cublasHandle_t cublas, const MoeShape& s, con
                   static_cast<long long>(tokens), layout, cudnnGetErrorString(st), packs.error().c_str(),
                   LastCudnnError().c_str());
     } else {
-      CUDA_OK(cudaDeviceSynchronize());
+      CHECK(cudaDeviceSynchronize());
       ReferenceSlots<<<static_cast<unsigned>(sample.size()), 256>>>(
           x, p.gather ? slot_token : nullptr, w, slot_expert, sample_dev, p.k, p.n, n_major ? p.n : 1,
           n_major ? 1 : p.k, ref);
-      CUDA_OK(cudaDeviceSynchronize());
+      CHECK(cudaDeviceSynchronize());
       const double err = SampleError(out, ref, sample, p.n);
       const double ms = TimeMs([&] { cudnnBackendExecute(handle, plan, pack); }, iters);
       std::printf("  RESULT cudnn %s %s S=%lld %s: %.3f ms, %.0f TFLOP/s, %.2f TB/s of weights, rel err %.2e\n",
@@ -310,12 +302,12 @@ void RunCase(cudnnHandle_t handle, cublasHandle_t cublas, const MoeShape& s, con
                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     }
   };
-  CUDA_OK(cudaMemset(out, 0, slots * p.n * 2));
+  CHECK(cudaMemset(out, 0, slots * p.n * 2));
   loop();
-  CUDA_OK(cudaDeviceSynchronize());
+  CHECK(cudaDeviceSynchronize());
   ReferenceSlots<<<static_cast<unsigned>(sample.size()), 256>>>(x, p.gather ? slot_token : nullptr, w, slot_expert,
                                                                 sample_dev, p.k, p.n, 1, p.k, ref);
-  CUDA_OK(cudaDeviceSynchronize());
+  CHECK(cudaDeviceSynchronize());
   const double err = SampleError(out, ref, sample, p.n);
   const double ms = TimeMs(loop, iters);
   std::printf("  RESULT cublas-loop %s %s S=%lld: %.3f ms (+ gather %.3f ms), %.0f TFLOP/s, rel err %.2e\n", s.name,
