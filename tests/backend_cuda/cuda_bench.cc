@@ -238,14 +238,18 @@ int Main(int argc, char** argv) {
   // long sequence's first blocks), each prompt's own blocks those of tables[s], logits for each
   // prompt's last token, as the engine runs W6's batch at 2,048 tokens a step.
   ForwardBatch w6_step;
-  std::vector<std::vector<int32_t>> w6_tables(16);
+  std::vector<std::vector<int32_t>> w6_tables(16);  // sized first: the chunks keep spans of them
   for (int s = 0; s < 16; ++s) {
     w6_tables[s].assign(long_table.begin(), long_table.begin() + 4096 / bt);
     for (int64_t j = 0; j < (128 + bt - 1) / bt; ++j) w6_tables[s].push_back(tables[s][j]);
-  }
-  for (int s = 0; s < 16; ++s) {
     w6_step.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 128), 4096, w6_tables[s], true});
   }
+  // W2's prefill (64 prompts of 512 tokens) and a prefill chunk of W4's (2,048 tokens at 30,000).
+  ForwardBatch w2_prefill, w4_chunk;
+  for (int s = 0; s < 64; ++s) {
+    w2_prefill.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 512), 0, tables[s], true});
+  }
+  w4_chunk.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 2048), 30000, long_table, true});
 
   // mode: greedy ids, logits to the host, or ids sampled on the device (T 0.8, top-k 50,
   // top-p 0.95: what a chat service would send).
@@ -310,8 +314,8 @@ int Main(int argc, char** argv) {
     const std::string w = which;
     ForwardBatch batch;
     const int rows = w == "w2" ? 64 : 1;
-    if (w == "w4p") {  // a prefill chunk of W4's: 2,048 tokens at 30,000 positions
-      batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 2048), 30000, long_table, true});
+    if (w == "w4p") {
+      batch = w4_chunk;
     } else if (w == "w6p") {
       batch = w6_step;
     } else {
@@ -339,18 +343,12 @@ int Main(int argc, char** argv) {
     time_batch("W1 prefill 512 (1 seq)", batch, 5, 512, kGreedy);
   }
   if (const char* v = std::getenv("KVTIER_BENCH_PREFILL"); v != nullptr && std::string(v) == "1") {
-    ForwardBatch w2;
-    for (int s = 0; s < 64; ++s) {
-      w2.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 512), 0, tables[s], true});
-    }
-    time_batch("W2 prefill 64 x 512", w2, 3, 64 * 512, kGreedy);
+    time_batch("W2 prefill 64 x 512", w2_prefill, 3, 64 * 512, kGreedy);
     time_batch("W6 prefill step, 16 x 128 over 4096", w6_step, 5, 16 * 128, kGreedy);
     ForwardBatch one;  // the same 2,048 tokens as one prompt from position 0
     one.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 2048), 0, long_table, true});
     time_batch("prefill 2048 at 0 (1 seq)", one, 5, 2048, kGreedy);
-    ForwardBatch w4;
-    w4.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 2048), 30000, long_table, true});
-    time_batch("W4 prefill chunk 2048 at 30000", w4, 3, 2048, kGreedy);
+    time_batch("W4 prefill chunk 2048 at 30000", w4_chunk, 3, 2048, kGreedy);
     return 0;
   }
   // KVTIER_BENCH_QUICK=1: only the graph decode steps of W1 and W2 and W2's prefill (an A/B
@@ -390,19 +388,9 @@ int Main(int argc, char** argv) {
     time_batch("W2 decode, 64 seqs at 640 [logits out]", w2, 5, 64, kLogits);
   }
   if (!b.decode_graphs().error().empty()) std::printf("graphs turned off: %s\n", b.decode_graphs().error().c_str());
-  {
-    ForwardBatch batch;
-    for (int s = 0; s < 64; ++s) {
-      batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 512), 0, tables[s], true});
-    }
-    time_batch("W2 prefill 64 x 512", batch, 2, 64 * 512, kGreedy);
-  }
+  time_batch("W2 prefill 64 x 512", w2_prefill, 2, 64 * 512, kGreedy);
   if (quick) return 0;
-  {
-    ForwardBatch batch;
-    batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 2048), 30000, long_table, true});
-    time_batch("W4 prefill chunk 2048 at 30000", batch, 2, 2048, kGreedy);
-  }
+  time_batch("W4 prefill chunk 2048 at 30000", w4_chunk, 2, 2048, kGreedy);
   std::printf("allocations after init: %lld\n", static_cast<long long>(b.allocations_after_init()));
   TimeGemvShapes(*config, options.cuda.launch);
   return 0;

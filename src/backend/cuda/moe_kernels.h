@@ -31,8 +31,8 @@ inline constexpr int kMoeMaxTopK = 16;
 // decode path (moe_decode.h): three PDL-launched kernels in route order instead of six, since at
 // a row or two the fixed cost of each launch and of the grouping is most of the MLP's time; to
 // MoeExpertGemm it is kGemv. kLibrary is no tile either: a cuBLAS GEMM per expert
-// (moe_library.h) for prefill-sized steps, run only where the MLP is given it, never by kAuto;
-// to MoeExpertGemm it is kAuto. kAuto picks by the routes each expert gets on average
+// (moe_library.h) for prefill-sized steps of few-expert models; to MoeTileFor and
+// MoeExpertGemm it is kAuto. kAuto picks by the routes each expert gets on average
 // (MoeTileFor); whether a step takes the decode path or the library instead is the MLP's choice
 // (MoeTileRun, moe_layer.h).
 enum class MoeTile { kAuto, kGemv, kGemvFused, k16x16, k16x16Deep, k16x64, k64x64, kLibrary };
