@@ -4,7 +4,7 @@
 // 8 experts, top 2, intermediate 14336), at 1, 2, 64, 512 and 2048 rows, with bf16 and fp8
 // experts and every tile shape of the grouped GEMMs; the decode path (gemv-fused: moe_decode.h's
 // three kernels) against the grouped path's GEMV (gemv) at a row or two; and the library path
-// (cublas: a cuBLAS GEMM per expert, moe_library.h; 16-bit experts). Each MLP runs as a captured
+// (cublas: a cuBLAS GEMM per expert, moe_library.h; fp8 experts W8A8 on cuBLASLt). Each MLP runs as a captured
 // CUDA graph (as a decode step does), except where the run takes the library path, which reads
 // the grouping back to the host and is timed eagerly (as a prefill step runs it); the runs
 // alternate between two copies of the layer's weights where they fit, so the chosen experts
@@ -18,12 +18,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "backend/cuda/device_memory_account.h"
+#include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/moe_layer.h"
 #include "backend/cuda/weight_loaders.h"
@@ -118,7 +120,8 @@ void RunShape(const Shape& s, double ceiling) {
   const ModelConfig config = cuda_test::MoeLayerConfig(s);
   cuda::DeviceMemoryAccount memory(0);
   const int max_rows = *std::max_element(std::begin(kRows), std::end(kRows));
-  absl::StatusOr<cuda::MoeBuffers> buffers = cuda::MoeBuffers::Allocate(config, max_rows, memory, /*library=*/true);
+  absl::StatusOr<cuda::MoeBuffers> buffers =
+      cuda::MoeBuffers::Allocate(config, max_rows, memory, /*library=*/true, /*library_fp8=*/true);
   if (!buffers.ok()) {
     std::fprintf(stderr, "%s\n", std::string(buffers.status().message()).c_str());
     std::exit(1);
@@ -140,6 +143,10 @@ void RunShape(const Shape& s, double ceiling) {
     std::fprintf(stderr, "cublasCreate failed\n");
     std::exit(1);
   }
+  constexpr size_t kFp8Workspace = 32 << 20;
+  void* fp8_workspace = Allocate<uint8_t>(memory, kFp8Workspace, "fp8 gemm workspace");
+  absl::StatusOr<std::unique_ptr<cuda::Fp8Gemm>> fp8_gemm = cuda::Fp8Gemm::Create(fp8_workspace, kFp8Workspace);
+  if (!fp8_gemm.ok()) std::printf("no fp8 GEMM (fp8 experts run the tiles): %s\n", fp8_gemm.status().ToString().c_str());
   cudaEvent_t start, stop;
   KVT_BENCH_CUDA_CHECK(cudaEventCreate(&start));
   KVT_BENCH_CUDA_CHECK(cudaEventCreate(&stop));
@@ -151,13 +158,14 @@ void RunShape(const Shape& s, double ceiling) {
         // The per-route GEMV reads an expert once per route: only a data point past decode sizes.
         if ((tile == cuda::MoeTile::kGemv || tile == cuda::MoeTile::kGemvFused) && rows > 64) continue;
         // The library path reads the grouping back to the host: not capturable, so where the run
-        // takes it (named, or kAuto's pick) the MLP is timed eagerly, as a prefill step runs it;
-        // 16-bit experts only (fp8 experts run the tiles).
+        // takes it (named, or kAuto's pick) the MLP is timed eagerly, as a prefill step runs it.
         cuda::MoeRun run = cuda::MoeRun::Of(config);
         run.tile = tile;
-        run.cublas = fp8 ? nullptr : cublas;
+        run.cublas = cublas;
+        run.fp8_gemm = fp8_gemm.ok() ? fp8_gemm->get() : nullptr;
+        if (fp8 && run.fp8_gemm == nullptr) run.cublas = nullptr;  // the tiles, as EnqueueMoeMlp would fall back
         const bool library = cuda::MoeTileRun(run, static_cast<int64_t>(rows) * s.top_k) == cuda::MoeTile::kLibrary;
-        if (tile == cuda::MoeTile::kLibrary && fp8) continue;
+        if (tile == cuda::MoeTile::kLibrary && run.cublas == nullptr) continue;
         // One graph per weight copy, each one MLP.
         std::vector<cudaGraphExec_t> graphs;
         for (const LayerCopy& layer : library ? std::vector<LayerCopy>{} : layers) {
@@ -181,7 +189,8 @@ void RunShape(const Shape& s, double ceiling) {
             return;
           }
           const LayerCopy& layer = layers[static_cast<size_t>(i) % layers.size()];
-          const absl::Status status = cuda::EnqueueMoeMlp(run, layer.bf16_experts, *buffers, x, rows, out, stream);
+          const absl::Status status =
+              cuda::EnqueueMoeMlp(run, fp8 ? layer.fp8_experts : layer.bf16_experts, *buffers, x, rows, out, stream);
           if (!status.ok()) {
             std::fprintf(stderr, "moe mlp: %s\n", std::string(status.message()).c_str());
             std::exit(1);

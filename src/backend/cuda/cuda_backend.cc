@@ -163,7 +163,12 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::CreateImpl(const Model
 absl::Status CudaBackend::Init(const cuda::WeightLoader& loader, const cuda::Fp8WeightLoader* fp8_loader) {
   RETURN_IF_ERROR(CreateStreams());
   ASSIGN_OR_RETURN(kernels_, cuda::KernelSelection::For(config_, layout_, options_.cuda, compute_dtype_));
-  kernels_.moe_library = cuda::MoeLibraryPathSuits(config_, options_.weight_dtype == StorageDType::kFp8);
+  const bool fp8_weights = options_.weight_dtype == StorageDType::kFp8;
+  // fp8 activations as InitW8A8 gives them (bf16 only); the path falls back to the tiles where
+  // cuBLASLt turns out to have no fp8 GEMM.
+  const bool w8a8 = fp8_weights && options_.cuda.fp8_activations && compute_dtype_ == DType::kBF16;
+  kernels_.moe_library = cuda::MoeLibraryPathSuits(config_, fp8_weights, w8a8);
+  kernels_.moe_library_fp8 = kernels_.moe_library && fp8_weights;
   RETURN_IF_ERROR(CheckFits());
   ASSIGN_OR_RETURN(weights_, cuda::CudaWeights::Load(
                                  config_, compute_dtype_, options_.weight_dtype == StorageDType::kFp8,

@@ -65,6 +65,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
   moe_run.launch = launch;
   if (launch.moe_decode_fused >= 0) moe_run.fused_decode = launch.moe_decode_fused == 1;
   moe_run.cublas = parts_.moe_cublas;
+  moe_run.fp8_gemm = parts_.moe_cublas != nullptr ? projections.fp8_gemm() : nullptr;  // fp8 experts' W8A8
   // Gemma's embedding normalizer sqrt(hidden), rounded to fp32 as the CPU backend does.
   const float embed_scale =
       config.gemma.scale_embeddings ? static_cast<float>(std::sqrt(static_cast<double>(config.hidden_size))) : 1.0f;
@@ -183,7 +184,9 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
       RETURN_IF_ERROR(projections.Project(as(ws.attn), w.o, w.o8, rows, q_dim, h, ws.proj));
     }
     if (sandwich) CUDA_RETURN_IF_ERROR(RmsNormRows(as(ws.proj), w.post_norm, rows, h, eps, as(ws.proj), stream));
-    if (config.IsMoeLayer(layer)) {  // the experts take 16-bit activations, with fp8 weights too (W8A16)
+    // The experts take 16-bit activations, with fp8 weights too: the tiles run W8A16, the library
+    // path quantizes them itself (W8A8, moe_library.h).
+    if (config.IsMoeLayer(layer)) {
       const MoeInputNorm<T> norm{ws.residual, as(ws.proj), mlp_norm, eps, as(ws.normed)};
       RETURN_IF_ERROR(EnqueueMoeMlp(moe_run, w.moe, ws.moe, norm, rows, as(ws.proj), stream));
       continue;

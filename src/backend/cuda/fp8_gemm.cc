@@ -26,6 +26,8 @@ struct Fp8Gemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  // A varying plan's exact row counts checked against its algorithm: whether it fits each.
+  std::map<int, bool> fits;
   ~Plan() {
     if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
     if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
@@ -55,8 +57,8 @@ Fp8Gemm::~Fp8Gemm() {
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
-absl::StatusOr<Fp8Gemm::Plan*> Fp8Gemm::PlanFor(int rows, int k, int n, cudaDataType_t out_type) {
-  const auto key = std::make_tuple(rows, k, n, static_cast<int>(out_type));
+absl::StatusOr<Fp8Gemm::Plan*> Fp8Gemm::PlanFor(int rows, int k, int n, cudaDataType_t out_type, bool varying) {
+  const auto key = std::make_tuple(rows, k, n, static_cast<int>(out_type), varying);
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
   auto plan = std::make_unique<Plan>();
   LT_RETURN_IF_ERROR("matmul descriptor", cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -103,6 +105,33 @@ absl::StatusOr<Fp8Gemm::Plan*> Fp8Gemm::PlanFor(int rows, int k, int n, cudaData
 absl::Status Fp8Gemm::Run(const uint8_t* x8, const float* x_scales, const uint8_t* w8, const float* w_scales,
                           int rows, int k, int n, void* out, cudaDataType_t out_type, cudaStream_t stream) {
   ASSIGN_OR_RETURN(Plan * plan, PlanFor(rows, k, n, out_type));
+  return Launch(plan, x8, x_scales, w8, w_scales, out, stream);
+}
+
+absl::Status Fp8Gemm::RunVaryingRows(const uint8_t* x8, const float* x_scales, const uint8_t* w8,
+                                     const float* w_scales, int rows, int k, int n, void* out,
+                                     cudaDataType_t out_type, cudaStream_t stream) {
+  int bucket = kVaryingRowsMin;
+  while (bucket < rows) bucket *= 2;
+  ASSIGN_OR_RETURN(Plan * plan, PlanFor(bucket, k, n, out_type, /*varying=*/true));
+  const uint64_t cols = static_cast<uint64_t>(rows);
+  for (cublasLtMatrixLayout_t layout : {plan->b, plan->d}) {
+    LT_RETURN_IF_ERROR("rows", cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_COLS, &cols,
+                                                                sizeof cols));
+  }
+  auto [fit, first_time] = plan->fits.try_emplace(rows, false);
+  if (first_time) {
+    cublasLtMatmulHeuristicResult_t result{};
+    fit->second = cublasLtMatmulAlgoCheck(handle_, plan->desc, plan->a, plan->b, plan->d, plan->d, &plan->algo,
+                                          &result) == CUBLAS_STATUS_SUCCESS &&
+                  result.workspaceSize <= workspace_bytes_;
+  }
+  if (!fit->second) return Run(x8, x_scales, w8, w_scales, rows, k, n, out, out_type, stream);
+  return Launch(plan, x8, x_scales, w8, w_scales, out, stream);
+}
+
+absl::Status Fp8Gemm::Launch(Plan* plan, const uint8_t* x8, const float* x_scales, const uint8_t* w8,
+                             const float* w_scales, void* out, cudaStream_t stream) {
   LT_RETURN_IF_ERROR("a scales", cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
                                                                 &w_scales, sizeof w_scales));
   LT_RETURN_IF_ERROR("b scales", cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,

@@ -43,15 +43,27 @@ class Fp8Gemm {
   absl::Status Run(const uint8_t* x8, const float* x_scales, const uint8_t* w8, const float* w_scales, int rows,
                    int k, int n, void* out, cudaDataType_t out_type, cudaStream_t stream);
 
+  // Run, for row counts that differ from call to call (a MoE expert's routes in a step): the
+  // algorithm is cuBLASLt's pick for the power-of-two bucket above `rows` (at least
+  // kVaryingRowsMin), checked once per exact count with cublasLtMatmulAlgoCheck, so the
+  // heuristic runs per bucket and not per count. A count the bucket's algorithm does not fit
+  // takes Run's own plan.
+  static constexpr int kVaryingRowsMin = 16;
+  absl::Status RunVaryingRows(const uint8_t* x8, const float* x_scales, const uint8_t* w8, const float* w_scales,
+                              int rows, int k, int n, void* out, cudaDataType_t out_type, cudaStream_t stream);
+
  private:
   struct Plan;
   Fp8Gemm(cublasLtHandle_t handle, void* workspace, size_t workspace_bytes);
-  absl::StatusOr<Plan*> PlanFor(int rows, int k, int n, cudaDataType_t out_type);
+  // `varying`: a bucket's plan, whose B and D layouts RunVaryingRows resizes per call.
+  absl::StatusOr<Plan*> PlanFor(int rows, int k, int n, cudaDataType_t out_type, bool varying = false);
+  absl::Status Launch(Plan* plan, const uint8_t* x8, const float* x_scales, const uint8_t* w8, const float* w_scales,
+                      void* out, cudaStream_t stream);
 
   cublasLtHandle_t handle_;
   void* workspace_;
   size_t workspace_bytes_;
-  std::map<std::tuple<int, int, int, int>, std::unique_ptr<Plan>> plans_;
+  std::map<std::tuple<int, int, int, int, bool>, std::unique_ptr<Plan>> plans_;
 };
 
 }  // namespace kvtier::cuda

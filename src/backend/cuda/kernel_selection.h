@@ -41,8 +41,10 @@ struct KernelSelection {
   // fast_attention.
   int32_t decode_wave_ctas = 0;
   // The MoE experts run prefill-sized steps on cuBLAS (moe_library.h; MoeLibraryPathSuits): set
-  // by the backend, which knows the weights' format; sizes the MoE buffers' `wide`.
+  // by the backend, which knows the weights' format; sizes the MoE buffers' `wide`, and with
+  // moe_library_fp8 (fp8 experts, W8A8 on cuBLASLt) their fp8 buffers.
   bool moe_library = false;
+  bool moe_library_fp8 = false;
 
   // Unimplemented: kv_dtype fp8 on a shape the fast attention kernels do not take (the
   // generic kernel reads 16-bit KV only).

@@ -1,4 +1,5 @@
-// MoeGatherSlots (moe_library.h): the routes' rows in slot order, 16 bytes a thread.
+// MoeGatherSlots and MoeSlotScales (moe_library.h): the routes' rows in slot order, 16 bytes a
+// thread, and their per-row scales in MoeScaleSlot's layout.
 #include <cstdint>
 
 #include "backend/cuda/elem.cuh"
@@ -17,19 +18,48 @@ __global__ void GatherSlotsKernel(const uint4* __restrict__ rows, const int32_t*
   }
 }
 
+__global__ void SlotScalesKernel(const float* __restrict__ scales, const int32_t* __restrict__ slot_token,
+                                 const int32_t* __restrict__ slot_expert, const int32_t* __restrict__ expert_offsets,
+                                 int routes, float* __restrict__ out) {
+  for (int s = blockIdx.x * blockDim.x + threadIdx.x; s < routes; s += gridDim.x * blockDim.x) {
+    const int e = slot_expert[s];
+    const int first = expert_offsets[e];
+    out[MoeScaleSlot(first, e) + (s - first)] = scales[slot_token != nullptr ? slot_token[s] : s];
+  }
+}
+
 }  // namespace
 
-template <typename T>
-cudaError_t MoeGatherSlots(const T* rows, const int32_t* slot_token, int routes, int k, T* out, cudaStream_t stream) {
-  if (rows == nullptr || slot_token == nullptr || out == nullptr || routes < 1 || k < 8 || k % 8 != 0 ||
-      reinterpret_cast<uintptr_t>(rows) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0) {
+cudaError_t MoeGatherSlotRows(const void* rows, const int32_t* slot_token, int routes, int64_t row_bytes, void* out,
+                              cudaStream_t stream) {
+  if (rows == nullptr || slot_token == nullptr || out == nullptr || routes < 1 || row_bytes < 16 ||
+      row_bytes % 16 != 0 || reinterpret_cast<uintptr_t>(rows) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(out) % 16 != 0) {
     return cudaErrorInvalidValue;
   }
-  const int64_t pieces = static_cast<int64_t>(routes) * (k / 8);
+  const int64_t pieces = static_cast<int64_t>(routes) * (row_bytes / 16);
   const int threads = 256;
   const int64_t blocks = (pieces + threads - 1) / threads;
   GatherSlotsKernel<<<static_cast<unsigned>(blocks < 4096 ? blocks : 4096), threads, 0, stream>>>(
-      reinterpret_cast<const uint4*>(rows), slot_token, routes, k / 8, reinterpret_cast<uint4*>(out));
+      static_cast<const uint4*>(rows), slot_token, routes, row_bytes / 16, static_cast<uint4*>(out));
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t MoeGatherSlots(const T* rows, const int32_t* slot_token, int routes, int k, T* out, cudaStream_t stream) {
+  if (k < 8 || k % 8 != 0) return cudaErrorInvalidValue;
+  return MoeGatherSlotRows(rows, slot_token, routes, static_cast<int64_t>(k) * sizeof(T), out, stream);
+}
+
+cudaError_t MoeSlotScales(const float* scales, const int32_t* slot_token, const int32_t* slot_expert,
+                          const int32_t* expert_offsets, int routes, float* out, cudaStream_t stream) {
+  if (scales == nullptr || slot_expert == nullptr || expert_offsets == nullptr || out == nullptr || routes < 1) {
+    return cudaErrorInvalidValue;
+  }
+  const int threads = 256;
+  const int blocks = (routes + threads - 1) / threads;
+  SlotScalesKernel<<<blocks < 1024 ? blocks : 1024, threads, 0, stream>>>(scales, slot_token, slot_expert,
+                                                                          expert_offsets, routes, out);
   return cudaGetLastError();
 }
 

@@ -1,6 +1,8 @@
 // The MoE MLP on the GPU (see moe_layer.h).
 #include "backend/cuda/moe_layer.h"
 
+#include <type_traits>
+
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
@@ -88,17 +90,19 @@ absl::Status EnqueueMoeDecode(const MoeRun& run, const MoeExperts& experts, cons
 
 }  // namespace
 
-int64_t MoeBuffers::Bytes(const ModelConfig& c, int64_t max_tokens, bool library) {
+int64_t MoeBuffers::Bytes(const ModelConfig& c, int64_t max_tokens, bool library, bool library_fp8) {
   if (c.moe.num_experts == 0) return 0;
   const int64_t e = c.moe.num_experts, routes = max_tokens * c.moe.top_k;
+  const int64_t fp8 = Align(max_tokens * c.hidden_size) + Align(4 * max_tokens) + Align(4 * (routes + 4 * (e + 1))) +
+                      Align(4 * routes);
   return Align(4 * max_tokens * e) + 2 * Align(4 * routes) + Align(4 * (e + 1)) + 3 * Align(4 * routes) +
          Align(8 * MoeMaxTiles(routes, e, kFinestTileRows)) + Align(4) + Align(4) +
          Align(2 * routes * c.moe.expert_intermediate_size) + Align(2 * routes * c.hidden_size) +
-         (library ? Align(4 * routes * c.moe.expert_intermediate_size) : 0);
+         (library ? Align(4 * routes * c.moe.expert_intermediate_size) : 0) + (library && library_fp8 ? fp8 : 0);
 }
 
 absl::StatusOr<MoeBuffers> MoeBuffers::Allocate(const ModelConfig& c, int64_t max_tokens,
-                                                DeviceMemoryAccount& memory, bool library) {
+                                                DeviceMemoryAccount& memory, bool library, bool library_fp8) {
   MoeBuffers b;
   if (c.moe.num_experts == 0) return b;
   if (max_tokens < 1 || c.moe.top_k < 1 || c.moe.num_experts > kMoeMaxExperts) {
@@ -140,6 +144,16 @@ absl::StatusOr<MoeBuffers> MoeBuffers::Allocate(const ModelConfig& c, int64_t ma
     ASSIGN_OR_RETURN(void* wide, alloc(4 * routes * c.moe.expert_intermediate_size, "expert gate|up (library)"));
     b.wide = static_cast<uint16_t*>(wide);
   }
+  if (library && library_fp8) {
+    ASSIGN_OR_RETURN(void* x8, alloc(max_tokens * c.hidden_size, "expert input codes (library)"));
+    b.x8 = static_cast<uint8_t*>(x8);
+    ASSIGN_OR_RETURN(void* x8_scales, alloc(4 * max_tokens, "expert input scales (library)"));
+    b.x8_scales = static_cast<float*>(x8_scales);
+    ASSIGN_OR_RETURN(void* slot_scales, alloc(4 * (routes + 4 * (e + 1)), "expert slot scales (library)"));
+    b.slot_scales = static_cast<float*>(slot_scales);
+    ASSIGN_OR_RETURN(void* act_scales, alloc(4 * routes, "expert activation scales (library)"));
+    b.act_scales = static_cast<float*>(act_scales);
+  }
   return b;
 }
 
@@ -153,8 +167,10 @@ MoeRun MoeRun::Of(const ModelConfig& c) {
   return run;
 }
 
-bool MoeLibraryPathSuits(const ModelConfig& config, bool fp8_weights) {
-  return !fp8_weights && config.moe.num_experts > 0 && config.moe.num_experts <= kMoeLibraryMaxExperts;
+bool MoeLibraryPathSuits(const ModelConfig& config, bool fp8_weights, bool fp8_activations) {
+  if (config.moe.num_experts == 0 || config.moe.num_experts > kMoeLibraryMaxExperts) return false;
+  return !fp8_weights || (fp8_activations && config.hidden_size % 16 == 0 &&
+                          config.moe.expert_intermediate_size % 16 == 0);
 }
 
 MoeTile MoeTileRun(const MoeRun& run, int64_t routes) {
@@ -177,7 +193,9 @@ absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const M
   const int routes = rows * run.top_k;
   MoeTile tile = MoeTileRun(run, routes);
   if (tile == MoeTile::kGemvFused) return EnqueueMoeDecode(run, experts, b, x, rows, out, stream);
-  if (tile == MoeTile::kLibrary && !MoeLibraryPathAvailable(run, experts, b, stream)) {
+  // fp8 experts' library path computes in bf16 only, as the dense W8A8 projections do.
+  const bool fp8_in_f16 = experts.gate_up == nullptr && !std::is_same_v<T, bf16>;
+  if (tile == MoeTile::kLibrary && (fp8_in_f16 || !MoeLibraryPathAvailable(run, experts, b, stream))) {
     tile = MoeTileFor(MoeTile::kAuto, routes, run.num_experts);
   }
   CUDA_RETURN_IF_ERROR(MoeRouterLogits(x, experts.router, rows, run.hidden, run.num_experts, b.logits, stream));
@@ -186,7 +204,10 @@ absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const M
   CUDA_RETURN_IF_ERROR(
       MoeGroupRoutes(b.chosen, rows, run.top_k, run.num_experts, MoeTileRows(tile), b.grouping, stream));
   if (tile == MoeTile::kLibrary) {
-    RETURN_IF_ERROR(EnqueueMoeExpertsOnLibrary(run, experts, b, x, rows, stream));
+    if constexpr (std::is_same_v<T, bf16>) {
+      if (experts.gate_up == nullptr) RETURN_IF_ERROR(EnqueueMoeFp8ExpertsOnLibrary(run, experts, b, x, rows, stream));
+    }
+    if (experts.gate_up != nullptr) RETURN_IF_ERROR(EnqueueMoeExpertsOnLibrary(run, experts, b, x, rows, stream));
     CUDA_RETURN_IF_ERROR(MoeCombine(reinterpret_cast<const T*>(b.expert_out), b.chosen, b.weights,
                                     b.grouping.route_slot, rows, run.top_k, run.hidden, out, stream));
     return absl::OkStatus();

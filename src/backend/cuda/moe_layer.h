@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "backend/cuda/device_memory_account.h"
+#include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/moe_kernels.h"
 #include "backend/cuda/moe_weights.h"
 #include "backend/cuda_options.h"
@@ -35,12 +36,22 @@ struct MoeBuffers {
   // (tokens * top_k, 2 * expert_inter) gate|up in slot order, for the library path
   // (moe_library.h); null unless allocated with `library`.
   uint16_t* wide = nullptr;
+  // The library path with fp8 experts (W8A8), null unless allocated with `library_fp8`: x's
+  // rows quantized per token, and each GEMM's per-row scales in slot order with every
+  // expert's first one 16-byte aligned (MoeScaleSlot). The gathered codes go to expert_out and
+  // the gated product's codes to act, both free at that point.
+  uint8_t* x8 = nullptr;          // (tokens, hidden) E4M3 codes
+  float* x8_scales = nullptr;     // (tokens)
+  float* slot_scales = nullptr;   // (tokens * top_k + 4 * (num_experts + 1)), MoeScaleSlot's layout
+  float* act_scales = nullptr;    // (tokens * top_k) the gated product's, slot order
 
-  // Device bytes for `max_tokens` rows (with `library`, `wide` too); 0 for a dense model.
-  static int64_t Bytes(const ModelConfig& config, int64_t max_tokens, bool library = false);
+  // Device bytes for `max_tokens` rows (with `library`, `wide` too; with `library_fp8` the
+  // buffers above); 0 for a dense model.
+  static int64_t Bytes(const ModelConfig& config, int64_t max_tokens, bool library = false, bool library_fp8 = false);
   // Also readies the kernels for graph capture (MoeExpertGemmInit).
   static absl::StatusOr<MoeBuffers> Allocate(const ModelConfig& config, int64_t max_tokens,
-                                             DeviceMemoryAccount& memory, bool library = false);
+                                             DeviceMemoryAccount& memory, bool library = false,
+                                             bool library_fp8 = false);
 };
 
 // How one MoE MLP runs: the shape from the config, the tile of the grouped GEMMs (kAuto in the
@@ -65,26 +76,30 @@ struct MoeRun {
   bool fused_norm = kMoeDecodeNormFusedByDefault;  // on the decode path only
   // The library path's GEMMs (tile kLibrary; moe_library.h); null: that path is never taken.
   cublasHandle_t cublas = nullptr;
+  // Its fp8 x fp8 GEMMs for fp8 experts (W8A8); null: fp8 experts never take that path.
+  Fp8Gemm* fp8_gemm = nullptr;
 
   static MoeRun Of(const ModelConfig& config);
 };
 
 // Whether a model's experts take the library path (moe_library.h) for steps with enough routes
-// per expert: 16-bit experts, and few of them (kMoeLibraryMaxExperts: Mixtral's 8), each of
-// which gets many routes in a prefill step; with Qwen3-MoE's 128 experts a GEMM per expert
-// costs more in launches and host synchronization than the grouped tiles
-// (bench/results/2026-12-07-moe-library).
+// per expert: few experts (kMoeLibraryMaxExperts: Mixtral's 8), each of which gets many routes
+// in a prefill step; with Qwen3-MoE's 128 experts a GEMM per expert costs more in launches and
+// host synchronization than the grouped tiles (bench/results/2026-12-07-moe-library). fp8
+// experts take it only with fp8 activations (`fp8_activations`: the W8A8 GEMMs of
+// Fp8Gemm), and only where hidden and the experts' intermediate size are multiples of 16
+// (cuBLASLt's fp8 K).
 inline constexpr int64_t kMoeLibraryMaxExperts = 16;
 // The fewest routes per expert (on average) at which kAuto takes the library path.
 inline constexpr int64_t kMoeLibraryMinRoutesPerExpert = 16;
-bool MoeLibraryPathSuits(const ModelConfig& config, bool fp8_weights);
+bool MoeLibraryPathSuits(const ModelConfig& config, bool fp8_weights, bool fp8_activations);
 
 // The tile EnqueueMoeMlp runs `routes` routes on: with kAuto, the fused decode path for one row
 // where run.fused_decode, the library where run.cublas is set and the experts are at most
 // kMoeLibraryMaxExperts with kMoeLibraryMinRoutesPerExpert routes each on average; kLibrary as
 // given; otherwise MoeTileFor's. Where the library path is picked but not available
-// (MoeLibraryPathAvailable: a capturing stream, fp8 experts), EnqueueMoeMlp runs MoeTileFor's
-// tile instead.
+// (MoeLibraryPathAvailable: a capturing stream; fp8 experts without run.fp8_gemm or the fp8
+// buffers), EnqueueMoeMlp runs MoeTileFor's tile instead.
 MoeTile MoeTileRun(const MoeRun& run, int64_t routes);
 
 // out (rows, hidden) = the MoE MLP of x (rows, hidden), both in T, rows <= buffers.max_tokens.

@@ -5,13 +5,34 @@
 
 #include "backend/cuda/cublas_type.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/fp8_activations.h"
 #include "backend/cuda/kernels.h"
+#include "common/status_macros.h"
 
 namespace kvtier::cuda {
 
+namespace {
+
+// Each expert's first slot, known to the host only after the grouping ran.
+absl::StatusOr<std::vector<int32_t>> ExpertOffsets(const MoeRun& run, const MoeBuffers& b, cudaStream_t stream) {
+  std::vector<int32_t> offsets(static_cast<size_t>(run.num_experts) + 1);
+  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(offsets.data(), b.grouping.expert_offsets, offsets.size() * sizeof(int32_t),
+                                       cudaMemcpyDeviceToHost, stream));
+  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  return offsets;
+}
+
+}  // namespace
+
 bool MoeLibraryPathAvailable(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& buffers,
                              cudaStream_t stream) {
-  if (run.cublas == nullptr || buffers.wide == nullptr || experts.gate_up == nullptr || experts.down == nullptr) {
+  if (run.cublas == nullptr || buffers.wide == nullptr) return false;
+  if (experts.gate_up == nullptr) {  // fp8 experts: W8A8 on Fp8Gemm
+    if (run.fp8_gemm == nullptr || buffers.x8 == nullptr || experts.gate_up_codes == nullptr ||
+        experts.down_codes == nullptr || run.hidden % 16 != 0 || run.expert_inter % 16 != 0) {
+      return false;
+    }
+  } else if (experts.down == nullptr) {
     return false;
   }
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -22,11 +43,7 @@ template <typename T>
 absl::Status EnqueueMoeExpertsOnLibrary(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& b, const T* x,
                                         int rows, cudaStream_t stream) {
   const int routes = rows * run.top_k, h = run.hidden, inter = run.expert_inter;
-  // Each expert's first slot, known to the host only after the grouping ran.
-  std::vector<int32_t> offsets(static_cast<size_t>(run.num_experts) + 1);
-  CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(offsets.data(), b.grouping.expert_offsets, offsets.size() * sizeof(int32_t),
-                                       cudaMemcpyDeviceToHost, stream));
-  CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  ASSIGN_OR_RETURN(const std::vector<int32_t> offsets, ExpertOffsets(run, b, stream));
   T* gathered = reinterpret_cast<T*>(b.expert_out);  // free until the down products
   CUDA_RETURN_IF_ERROR(MoeGatherSlots(x, b.grouping.slot_token, routes, h, gathered, stream));
   CUBLAS_RETURN_IF_ERROR(cublasSetStream(run.cublas, stream));
@@ -55,6 +72,44 @@ absl::Status EnqueueMoeExpertsOnLibrary(const MoeRun& run, const MoeExperts& exp
     CUBLAS_RETURN_IF_ERROR(gemm(experts.down + static_cast<int64_t>(e) * h * inter,
                                 act + static_cast<int64_t>(first) * inter, count, inter, h,
                                 expert_out + static_cast<int64_t>(first) * h));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EnqueueMoeFp8ExpertsOnLibrary(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& b,
+                                           const bf16* x, int rows, cudaStream_t stream) {
+  using T = bf16;
+  const int routes = rows * run.top_k, h = run.hidden, inter = run.expert_inter;
+  CUDA_RETURN_IF_ERROR(QuantizeActivationsFp8(x, rows, h, b.x8, b.x8_scales, stream, run.launch));
+  ASSIGN_OR_RETURN(const std::vector<int32_t> offsets, ExpertOffsets(run, b, stream));
+  uint8_t* gathered = reinterpret_cast<uint8_t*>(b.expert_out);  // free until the down products
+  CUDA_RETURN_IF_ERROR(MoeGatherSlotRows(b.x8, b.grouping.slot_token, routes, h, gathered, stream));
+  CUDA_RETURN_IF_ERROR(MoeSlotScales(b.x8_scales, b.grouping.slot_token, b.grouping.slot_expert,
+                                     b.grouping.expert_offsets, routes, b.slot_scales, stream));
+  constexpr cudaDataType_t type = CublasType<T>();
+  T* wide = reinterpret_cast<T*>(b.wide);
+  for (int e = 0; e < run.num_experts; ++e) {
+    const int first = offsets[static_cast<size_t>(e)], count = offsets[static_cast<size_t>(e) + 1] - first;
+    if (count == 0) continue;
+    RETURN_IF_ERROR(run.fp8_gemm->RunVaryingRows(
+        gathered + static_cast<int64_t>(first) * h, b.slot_scales + MoeScaleSlot(first, e),
+        experts.gate_up_codes + static_cast<int64_t>(e) * 2 * inter * h,
+        experts.gate_up_scales + static_cast<int64_t>(e) * 2 * inter, count, h, 2 * inter,
+        wide + static_cast<int64_t>(first) * 2 * inter, type, stream));
+  }
+  uint8_t* act = reinterpret_cast<uint8_t*>(b.act);
+  CUDA_RETURN_IF_ERROR(GatedMulFp8(static_cast<const T*>(wide), routes, inter, GateActivation::kSilu, act,
+                                   b.act_scales, stream, run.launch));
+  CUDA_RETURN_IF_ERROR(MoeSlotScales(b.act_scales, nullptr, b.grouping.slot_expert, b.grouping.expert_offsets, routes,
+                                     b.slot_scales, stream));
+  T* expert_out = reinterpret_cast<T*>(b.expert_out);
+  for (int e = 0; e < run.num_experts; ++e) {
+    const int first = offsets[static_cast<size_t>(e)], count = offsets[static_cast<size_t>(e) + 1] - first;
+    if (count == 0) continue;
+    RETURN_IF_ERROR(run.fp8_gemm->RunVaryingRows(
+        act + static_cast<int64_t>(first) * inter, b.slot_scales + MoeScaleSlot(first, e),
+        experts.down_codes + static_cast<int64_t>(e) * h * inter, experts.down_scales + static_cast<int64_t>(e) * h,
+        count, inter, h, expert_out + static_cast<int64_t>(first) * h, type, stream));
   }
   return absl::OkStatus();
 }

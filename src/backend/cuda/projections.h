@@ -37,6 +37,7 @@ class Projections {
   // fp8 weights: the cuBLASLt fp8 x fp8 GEMM that runs steps above the skinny sizes.
   void SetFp8Gemm(std::unique_ptr<Fp8Gemm> gemm) { fp8_gemm_ = std::move(gemm); }
   bool has_fp8_gemm() const { return fp8_gemm_ != nullptr; }
+  Fp8Gemm* fp8_gemm() const { return fp8_gemm_.get(); }
 
   // Row-major out (rows, n) = x (rows, k) times w (n, k)^T, in T or fp32 (out_f32).
   // allow_gemv false: always cuBLAS (a weight another kernel just wrote: the GEMV and
