@@ -416,13 +416,15 @@ TEST_F(MoeDecodeTest, ReplaysAsACapturedGraphAgainAndAgain) {
 // router's arrival counter among them, at zero from the start.
 TEST_F(MoeDecodeTest, BuffersTakeWhatBytesCountsWithTheCounterAtZero) {
   for (const MoeLayerShape& s : kDecodeShapes) {
-    for (int max_tokens : {1, 2, 200}) {
-      SCOPED_TRACE(::testing::Message() << s.name << ", " << max_tokens << " tokens");
+    for (int max_tokens : {1, 2, 200}) for (int library : {0, 1, 2}) {
+      // the tiles only; with the library path's buffers; and with its fp8 ones too
+      SCOPED_TRACE(::testing::Message() << s.name << ", " << max_tokens << " tokens, library " << library);
       const ModelConfig config = cuda_test::MoeLayerConfig(s);
       DeviceMemoryAccount memory(0);
-      absl::StatusOr<MoeBuffers> buffers = MoeBuffers::Allocate(config, max_tokens, memory);
+      absl::StatusOr<MoeBuffers> buffers = MoeBuffers::Allocate(config, max_tokens, memory, library > 0, library > 1);
       ASSERT_TRUE(buffers.ok()) << buffers.status();
-      EXPECT_EQ(memory.buffer_bytes(), MoeBuffers::Bytes(config, max_tokens));
+      EXPECT_EQ(memory.buffer_bytes(), MoeBuffers::Bytes(config, max_tokens, library > 0, library > 1));
+      EXPECT_EQ(buffers->x8 != nullptr, library > 1);
       uint32_t arrivals = 1;
       CUDA_ASSERT(cudaMemcpy(&arrivals, buffers->arrivals, sizeof(arrivals), cudaMemcpyDeviceToHost));
       EXPECT_EQ(arrivals, 0u);

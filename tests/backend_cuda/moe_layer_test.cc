@@ -97,15 +97,19 @@ TEST_F(MoeLayerTest, MatchesTheCpuBackendsMoeMlp) {
           for (MoeTile tile :
                {MoeTile::kAuto, MoeTile::kGemv, MoeTile::kGemvFused, MoeTile::k16x16, MoeTile::k16x16Deep,
                 MoeTile::k16x64, MoeTile::k64x64, MoeTile::kLibrary}) {
-            // fp8 experts' library path with cuBLASLt's fp8 GEMMs and without (the tiles instead).
-            for (bool with_fp8_gemm : {true, false}) {
-              if (!with_fp8_gemm && !fp8) continue;
+            // fp8 experts' library path with cuBLASLt's fp8 GEMMs and without (the tiles instead);
+            // 16-bit experts' as a GEMM per expert and as one grouped GEMM per projection.
+            for (bool variant : {false, true}) {
+              const bool with_fp8_gemm = fp8 && !variant, grouped = !fp8 && variant;
+              if (variant && tile != MoeTile::kLibrary && tile != MoeTile::kAuto) continue;
               SCOPED_TRACE(::testing::Message() << rows << " rows, tile " << MoeTileName(tile)
-                                                << (with_fp8_gemm ? "" : ", no fp8 GEMM"));
+                                                << (fp8 && !with_fp8_gemm ? ", no fp8 GEMM" : "")
+                                                << (grouped ? ", grouped" : ""));
               MoeRun run = MoeRun::Of(config);
               run.tile = tile;
               run.cublas = cublas_;
               run.fp8_gemm = with_fp8_gemm ? fp8_gemm_.get() : nullptr;
+              run.library_grouped = grouped;
               const bool w8a8 = std::is_same_v<T, bf16> && fp8 && run.fp8_gemm != nullptr &&
                                 MoeTileRun(run, static_cast<int64_t>(rows) * s.top_k) == MoeTile::kLibrary;
               DeviceArray<uint16_t> d_out(want.size());

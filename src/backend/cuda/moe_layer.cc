@@ -98,7 +98,8 @@ int64_t MoeBuffers::Bytes(const ModelConfig& c, int64_t max_tokens, bool library
   return Align(4 * max_tokens * e) + 2 * Align(4 * routes) + Align(4 * (e + 1)) + 3 * Align(4 * routes) +
          Align(8 * MoeMaxTiles(routes, e, kFinestTileRows)) + Align(4) + Align(4) +
          Align(2 * routes * c.moe.expert_intermediate_size) + Align(2 * routes * c.hidden_size) +
-         (library ? Align(4 * routes * c.moe.expert_intermediate_size) : 0) + (library && library_fp8 ? fp8 : 0);
+         (library ? Align(4 * routes * c.moe.expert_intermediate_size) + Align(8 * 6 * e) : 0) +
+         (library && library_fp8 ? fp8 : 0);
 }
 
 absl::StatusOr<MoeBuffers> MoeBuffers::Allocate(const ModelConfig& c, int64_t max_tokens,
@@ -143,6 +144,8 @@ absl::StatusOr<MoeBuffers> MoeBuffers::Allocate(const ModelConfig& c, int64_t ma
   if (library) {
     ASSIGN_OR_RETURN(void* wide, alloc(4 * routes * c.moe.expert_intermediate_size, "expert gate|up (library)"));
     b.wide = static_cast<uint16_t*>(wide);
+    ASSIGN_OR_RETURN(void* pointers, alloc(8 * 6 * e, "expert GEMM pointers (library)"));
+    b.gemm_pointers = static_cast<const void**>(pointers);
   }
   if (library && library_fp8) {
     ASSIGN_OR_RETURN(void* x8, alloc(max_tokens * c.hidden_size, "expert input codes (library)"));

@@ -36,6 +36,9 @@ struct MoeBuffers {
   // (tokens * top_k, 2 * expert_inter) gate|up in slot order, for the library path
   // (moe_library.h); null unless allocated with `library`.
   uint16_t* wide = nullptr;
+  // (6 * num_experts) the grouped library GEMMs' device pointer arrays (MoeRun::library_grouped);
+  // null unless allocated with `library`.
+  const void** gemm_pointers = nullptr;
   // The library path with fp8 experts (W8A8), null unless allocated with `library_fp8`: x's
   // rows quantized per token, and each GEMM's per-row scales in slot order with every
   // expert's first one 16-byte aligned (MoeScaleSlot). The gathered codes go to expert_out and
@@ -78,6 +81,9 @@ struct MoeRun {
   cublasHandle_t cublas = nullptr;
   // Its fp8 x fp8 GEMMs for fp8 experts (W8A8); null: fp8 experts never take that path.
   Fp8Gemm* fp8_gemm = nullptr;
+  // 16-bit experts on the library path: each projection as one grouped GEMM over the experts
+  // (cublasGemmGroupedBatchedEx) instead of a cublasGemmEx per expert.
+  bool library_grouped = false;
 
   static MoeRun Of(const ModelConfig& config);
 };

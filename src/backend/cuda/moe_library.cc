@@ -22,6 +22,42 @@ absl::StatusOr<std::vector<int32_t>> ExpertOffsets(const MoeRun& run, const MoeB
   return offsets;
 }
 
+// One grouped GEMM's problems: out (slot order, n) = rows (slot order, k) times each expert's
+// (n, k) matrix^T, a group per expert with routes, in cublasGemmGroupedBatchedEx's host arrays;
+// its device pointer arrays at `pointers` (3 * num_experts), filled by the host.
+struct GroupedProblems {
+  std::vector<int> m, n, k, lda, ldb, ldc, sizes;
+  std::vector<cublasOperation_t> ta, tb;
+  std::vector<float> alpha, beta;
+  const void* const* pointers = nullptr;
+
+  GroupedProblems(const std::vector<int32_t>& offsets, const uint16_t* weights, int out_cols, int depth,
+                  const void* rows, void* out, const void** device_pointers, const void** host_pointers) {
+    const int experts = static_cast<int>(offsets.size()) - 1;
+    pointers = device_pointers;
+    for (int e = 0; e < experts; ++e) {
+      const int first = offsets[static_cast<size_t>(e)], count = offsets[static_cast<size_t>(e) + 1] - first;
+      if (count == 0) continue;
+      const size_t g = sizes.size();
+      host_pointers[g] = weights + static_cast<int64_t>(e) * out_cols * depth;
+      host_pointers[experts + g] = static_cast<const uint16_t*>(rows) + static_cast<int64_t>(first) * depth;
+      host_pointers[2 * experts + g] = static_cast<uint16_t*>(out) + static_cast<int64_t>(first) * out_cols;
+      m.push_back(out_cols), n.push_back(count), k.push_back(depth);
+      lda.push_back(depth), ldb.push_back(depth), ldc.push_back(out_cols), sizes.push_back(1);
+      ta.push_back(CUBLAS_OP_T), tb.push_back(CUBLAS_OP_N), alpha.push_back(1.0f), beta.push_back(0.0f);
+    }
+  }
+
+  absl::Status Run(cublasHandle_t cublas, int experts, cudaDataType_t type) const {
+    if (sizes.empty()) return absl::OkStatus();
+    CUBLAS_RETURN_IF_ERROR(cublasGemmGroupedBatchedEx(
+        cublas, ta.data(), tb.data(), m.data(), n.data(), k.data(), alpha.data(), pointers, type, lda.data(),
+        pointers + experts, type, ldb.data(), beta.data(), const_cast<void* const*>(pointers + 2 * experts), type,
+        ldc.data(), static_cast<int>(sizes.size()), sizes.data(), CUBLAS_COMPUTE_32F));
+    return absl::OkStatus();
+  }
+};
+
 }  // namespace
 
 bool MoeLibraryPathAvailable(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& buffers,
@@ -56,6 +92,20 @@ absl::Status EnqueueMoeExpertsOnLibrary(const MoeRun& run, const MoeExperts& exp
   };
   T* wide = reinterpret_cast<T*>(b.wide);
   T* act = reinterpret_cast<T*>(b.act);
+  if (run.library_grouped) {
+    // Both GEMMs' pointers in one upload: a pageable copy waits for the stream to drain.
+    const int count = run.num_experts;
+    std::vector<const void*> host(static_cast<size_t>(6 * count));
+    const GroupedProblems gate_up(offsets, experts.gate_up, 2 * inter, h, gathered, wide, b.gemm_pointers, host.data());
+    const GroupedProblems down(offsets, experts.down, h, inter, act, b.expert_out, b.gemm_pointers + 3 * count,
+                               host.data() + 3 * count);
+    CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b.gemm_pointers, host.data(), host.size() * sizeof(void*),
+                                         cudaMemcpyHostToDevice, stream));
+    RETURN_IF_ERROR(gate_up.Run(run.cublas, count, type));
+    CUDA_RETURN_IF_ERROR(GatedMul(static_cast<const T*>(wide), routes, inter, GateActivation::kSilu, act, stream,
+                                  run.launch));
+    return down.Run(run.cublas, count, type);
+  }
   for (int e = 0; e < run.num_experts; ++e) {
     const int first = offsets[static_cast<size_t>(e)], count = offsets[static_cast<size_t>(e) + 1] - first;
     if (count == 0) continue;
