@@ -2,7 +2,8 @@
 # Call F1 (issue #41): fp8 experts on the MoE library path (W8A8 on cuBLASLt, moe_library.h).
 #  1. kvtier_cuda_moe_test (the fp8 library path against the CPU within the W8A8 bound) and the
 #     backend's presets against the CPU backend;
-#  2. kvtier_cuda_moe_bench mixtral: one MLP per tile and rows, the fp8 library path included;
+#  2. kvtier_cuda_moe_bench mixtral and qwen3: one MLP per tile and rows, the fp8 library path
+#     and the 16-bit experts' grouped GEMMs (MoeRun::library_grouped) included;
 #  3. Mixtral 8x7B, fp8 weights + fp8 KV: kvtier_cuda_bench's prefill steps (KVTIER_BENCH_PREFILL)
 #     before the change (kvtier_cuda_bench_old, the parent commit) and after, in the order
 #     old, new, new, old, each its own process;
@@ -19,8 +20,11 @@ mk=$!
 t moe 90 $C/bin/kvtier_cuda_moe_test
 grep "\[w8a8\]" $R/tests/moe.txt | sort -k5 -t' ' | tail -3
 t backend_moe 90 $C/bin/kvtier_cuda_backend_test --gtest_filter='*Preset*:*Moe*:*Mixtral*:*Qwen3*'
-timeout 90 $C/bin/kvtier_cuda_moe_bench mixtral > $R/moe_bench_mixtral.txt 2>&1
-echo "[$(el) s] moe bench rc=$?"; grep -E "rows +(64|512|2048) tile (auto|cublas|64x64)" $R/moe_bench_mixtral.txt | cut -c1-100
+for sh in mixtral qwen3; do
+  timeout 100 $C/bin/kvtier_cuda_moe_bench $sh > $R/moe_bench_$sh.txt 2>&1
+  echo "[$(el) s] moe bench $sh rc=$?"
+  grep -E "rows +(64|512|2048) tile (auto|cublas|grouped|64x64|16x16 )" $R/moe_bench_$sh.txt | cut -c20-100
+done
 tar czf $OUT/f1.tgz -C /tmp r
 prefill() {  # prefill NAME BINARY
   KVTIER_BENCH_PREFILL=1 KVTIER_BENCH_WEIGHT_DTYPE=fp8 KVTIER_BENCH_KV_DTYPE=fp8 timeout 100 $C/bin/$2 mixtral-8x7b \
