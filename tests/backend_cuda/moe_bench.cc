@@ -147,7 +147,9 @@ void RunShape(const Shape& s, double ceiling) {
   constexpr size_t kFp8Workspace = 32 << 20;
   void* fp8_workspace = Allocate<uint8_t>(memory, kFp8Workspace, "fp8 gemm workspace");
   absl::StatusOr<std::unique_ptr<cuda::Fp8Gemm>> fp8_gemm = cuda::Fp8Gemm::Create(fp8_workspace, kFp8Workspace);
-  if (!fp8_gemm.ok()) std::printf("no fp8 GEMM (fp8 experts run the tiles): %s\n", fp8_gemm.status().ToString().c_str());
+  if (!fp8_gemm.ok()) {
+    std::printf("no fp8 GEMM (fp8 experts run the tiles): %s\n", fp8_gemm.status().ToString().c_str());
+  }
   cudaEvent_t start, stop;
   KVT_BENCH_CUDA_CHECK(cudaEventCreate(&start));
   KVT_BENCH_CUDA_CHECK(cudaEventCreate(&stop));

@@ -107,6 +107,46 @@ TEST_F(MoeKernelsTest, RouteTopKBreaksTiesToTheLowerExpert) {
   }
 }
 
+// Rows whose logits hold a NaN, an infinity, or only -infinity have no probabilities: both sides
+// take the lowest experts with NaN weights (never an index past the experts), and the rows
+// around them route as usual.
+TEST_F(MoeKernelsTest, RouteTopKTakesTheLowestExpertsForRowsWithoutProbabilities) {
+  for (const Routing r : kRoutings) {
+    for (bool renormalize : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << r.num_experts << " experts, top " << r.top_k
+                                        << (renormalize ? ", renormalized" : ""));
+      std::vector<float> logits = SpreadLogits(5, r.num_experts, rng_);
+      const size_t e = static_cast<size_t>(r.num_experts);
+      logits[e + e / 2] = NAN;                                       // row 1: one NaN
+      logits[2 * e + 1] = INFINITY;                                  // row 2: one +infinity
+      std::fill(logits.begin() + 3 * e, logits.begin() + 4 * e, -INFINITY);  // row 3: all -infinity
+      const size_t routes = 5 * static_cast<size_t>(r.top_k);
+      std::vector<int32_t> want_chosen(routes);
+      std::vector<float> want_weights(routes);
+      RouteTopK(logits.data(), 5, r.num_experts, r.top_k, renormalize, want_chosen.data(), want_weights.data());
+      DeviceArray<float> d_logits(logits.size());
+      d_logits.Upload(logits);
+      DeviceArray<int32_t> d_chosen(routes);
+      DeviceArray<float> d_weights(routes);
+      ASSERT_EQ(MoeRouteTopK(d_logits.get(), 5, r.num_experts, r.top_k, renormalize, d_chosen.get(), d_weights.get(),
+                             nullptr),
+                cudaSuccess);
+      CUDA_ASSERT(cudaDeviceSynchronize());
+      EXPECT_EQ(d_chosen.Download(), want_chosen);
+      const std::vector<float> weights = d_weights.Download();
+      for (size_t i = 0; i < routes; ++i) {
+        const size_t row = i / static_cast<size_t>(r.top_k);
+        if (row >= 1 && row <= 3) {
+          EXPECT_EQ(want_chosen[i], static_cast<int32_t>(i % static_cast<size_t>(r.top_k))) << "route " << i;
+          EXPECT_TRUE(std::isnan(weights[i]) && std::isnan(want_weights[i])) << "route " << i;
+        } else {
+          EXPECT_NEAR(weights[i], want_weights[i], 1e-6 + 1e-5 * std::fabs(want_weights[i])) << "route " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST_F(MoeKernelsTest, RouterLogitsMatchFp32DotProducts) {
   cuda_test::ForEachElem([&]<typename T>() {
     for (int hidden : {64, 2048}) {

@@ -142,6 +142,11 @@ __device__ __forceinline__ void RouteTopKRow(const float* l, int num_experts, in
   for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
 #pragma unroll
   for (int i = 0; i < kExpertsPerLane; ++i) p[i] = lane + 32 * i < num_experts ? p[i] / sum : -1.0f;
+  // A row whose logits hold a NaN or an infinity (or are all -infinity) has no probabilities:
+  // every present expert's p is NaN (sum NaN or 0). RouteTopK then takes the lowest experts not
+  // yet taken, with NaN weights; here NaN compares as 0, so ties go to the lower index alike and
+  // every chosen expert is a real one (an index past the experts would be read out of bounds).
+  const bool no_probabilities = !(sum > 0.0f);
   float total = 0.0f;
   float mine = 0.0f;  // lane j < top_k keeps the j-th weight
   for (int j = 0; j < top_k; ++j) {
@@ -150,8 +155,9 @@ __device__ __forceinline__ void RouteTopKRow(const float* l, int num_experts, in
     int best_e = num_experts;
 #pragma unroll
     for (int i = 0; i < kExpertsPerLane; ++i) {
-      if (p[i] > best) {
-        best = p[i];
+      const float v = isnan(p[i]) ? 0.0f : p[i];
+      if (v > best) {
+        best = v;
         best_e = lane + 32 * i;
       }
     }
@@ -160,7 +166,7 @@ __device__ __forceinline__ void RouteTopKRow(const float* l, int num_experts, in
     const uint32_t key = OrderedKey(best);
     const uint32_t top = __reduce_max_sync(0xffffffffu, key);
     best_e = static_cast<int>(__reduce_min_sync(0xffffffffu, key == top ? static_cast<uint32_t>(best_e) : UINT32_MAX));
-    best = FloatOfOrderedKey(top);
+    best = no_probabilities ? __int_as_float(0x7fffffff) : FloatOfOrderedKey(top);
 #pragma unroll
     for (int i = 0; i < kExpertsPerLane; ++i) {
       if (lane + 32 * i == best_e) p[i] = -1.0f;
