@@ -168,9 +168,11 @@ void RunShape(const Shape& s, double ceiling) {
         run.tile = tile;
         run.cublas = cublas;
         run.fp8_gemm = fp8_gemm.ok() ? fp8_gemm->get() : nullptr;
-        run.library_grouped = grouped;
+        if (tile == cuda::MoeTile::kLibrary) run.library_grouped = grouped;  // kAuto: the model's default
         if (fp8 && run.fp8_gemm == nullptr) run.cublas = nullptr;  // the tiles, as EnqueueMoeMlp would fall back
-        const bool library = cuda::MoeTileRun(run, static_cast<int64_t>(rows) * s.top_k) == cuda::MoeTile::kLibrary;
+        const cuda::MoeExperts& any_copy = fp8 ? layers[0].fp8_experts : layers[0].bf16_experts;
+        const cuda::MoeTile runs = cuda::MoeTileRun(run, static_cast<int64_t>(rows) * s.top_k, any_copy);
+        const bool library = runs == cuda::MoeTile::kLibrary;
         if (tile == cuda::MoeTile::kLibrary && run.cublas == nullptr) continue;
         // One graph per weight copy, each one MLP.
         std::vector<cudaGraphExec_t> graphs;
@@ -225,7 +227,7 @@ void RunShape(const Shape& s, double ceiling) {
         std::printf("moe %-14s %-4s rows %4d tile %-10s (%s) %9.1f us  %3zu experts %7.1f MB  %5.2f TB/s"
                     " = %.2f of HBM %.2f  %6.1f TFLOP/s\n",
                     s.name, fp8 ? "fp8" : "bf16", rows, grouped ? "grouped" : cuda::MoeTileName(tile),
-                    cuda::MoeTileName(cuda::MoeTileRun(run, static_cast<int64_t>(rows) * s.top_k)), us,
+                    cuda::MoeTileName(runs), us,
                     distinct, bytes / 1e6, rate / 1e12, rate / ceiling, ceiling / 1e12, flops / (us * 1e-6) / 1e12);
         std::fflush(stdout);
       }

@@ -117,6 +117,45 @@ TEST(MoeDecodeTileTest, StepsOfOneRowRunTheFusedPathByDefault) {
   EXPECT_EQ(MoeTileRun(qwen3, 16), MoeTile::kGemvFused);
 }
 
+// Prefill-sized steps take the library where the run has cuBLAS: Mixtral's 8 experts a GEMM each
+// from 16 routes per expert, Qwen3-MoE's 128 one grouped GEMM per projection from 64, except
+// fp8 experts there (no grouped fp8 GEMM); a name is taken as given.
+TEST(MoeDecodeTileTest, PrefillStepsTakeTheLibraryFromEnoughRoutesPerExpert) {
+  ModelConfig config;
+  config.hidden_size = 4096;
+  config.moe.num_experts = 8;
+  config.moe.top_k = 2;
+  config.moe.expert_intermediate_size = 14336;
+  MoeRun mixtral = MoeRun::Of(config);
+  EXPECT_FALSE(mixtral.library_grouped);
+  EXPECT_EQ(MoeTileRun(mixtral, 64 * 2), MoeTileFor(MoeTile::kAuto, 64 * 2, 8));  // no cuBLAS handle
+  mixtral.cublas = reinterpret_cast<cublasHandle_t>(1);  // only compared with null here
+  EXPECT_EQ(MoeTileRun(mixtral, 64 * 2), MoeTile::kLibrary);
+  EXPECT_NE(MoeTileRun(mixtral, 63 * 2), MoeTile::kLibrary);
+  config.hidden_size = 2048;
+  config.moe.num_experts = 128;
+  config.moe.top_k = 8;
+  config.moe.expert_intermediate_size = 768;
+  MoeRun qwen3 = MoeRun::Of(config);
+  qwen3.cublas = mixtral.cublas;
+  EXPECT_TRUE(qwen3.library_grouped);
+  EXPECT_EQ(MoeTileRun(qwen3, 1024 * 8), MoeTile::kLibrary);
+  EXPECT_NE(MoeTileRun(qwen3, 1023 * 8), MoeTile::kLibrary);
+  MoeExperts fp8_experts, bf16_experts;
+  bf16_experts.gate_up = reinterpret_cast<uint16_t*>(16);
+  EXPECT_EQ(MoeTileRun(qwen3, 1024 * 8, bf16_experts), MoeTile::kLibrary);
+  EXPECT_EQ(MoeTileRun(qwen3, 1024 * 8, fp8_experts), MoeTileFor(MoeTile::kAuto, 1024 * 8, 128));
+  EXPECT_EQ(MoeTileRun(mixtral, 64 * 2, fp8_experts), MoeTile::kLibrary);
+  qwen3.tile = MoeTile::kLibrary;
+  EXPECT_EQ(MoeTileRun(qwen3, 8 * 8, fp8_experts), MoeTile::kLibrary);
+  // Which models' workspaces hold the library's buffers.
+  EXPECT_TRUE(MoeLibraryPathSuits(config, /*fp8_weights=*/false, /*fp8_activations=*/false));
+  EXPECT_FALSE(MoeLibraryPathSuits(config, /*fp8_weights=*/true, /*fp8_activations=*/true));
+  config.moe.num_experts = 8;
+  EXPECT_TRUE(MoeLibraryPathSuits(config, /*fp8_weights=*/true, /*fp8_activations=*/true));
+  EXPECT_FALSE(MoeLibraryPathSuits(config, /*fp8_weights=*/true, /*fp8_activations=*/false));
+}
+
 TEST_F(MoeDecodeTest, MatchesTheGroupedPathBitForBitAndTheCpuBackend) {
   cuda_test::ForEachElem([&]<typename T>() {
     for (const MoeLayerShape& s : kDecodeShapes) {

@@ -167,11 +167,13 @@ MoeRun MoeRun::Of(const ModelConfig& c) {
   run.top_k = static_cast<int>(c.moe.top_k);
   run.expert_inter = static_cast<int>(c.moe.expert_intermediate_size);
   run.renormalize = c.moe.norm_topk_prob;
+  run.library_grouped = c.moe.num_experts > kMoeLibraryLoopMaxExperts;
   return run;
 }
 
 bool MoeLibraryPathSuits(const ModelConfig& config, bool fp8_weights, bool fp8_activations) {
-  if (config.moe.num_experts == 0 || config.moe.num_experts > kMoeLibraryMaxExperts) return false;
+  if (config.moe.num_experts == 0) return false;
+  if (config.moe.num_experts > kMoeLibraryLoopMaxExperts) return !fp8_weights;  // grouped, 16-bit only
   return !fp8_weights || (fp8_activations && config.hidden_size % 16 == 0 &&
                           config.moe.expert_intermediate_size % 16 == 0);
 }
@@ -182,11 +184,21 @@ MoeTile MoeTileRun(const MoeRun& run, int64_t routes) {
   // on both shapes kvtier_cuda_moe_bench sweeps.
   if (run.tile == MoeTile::kAuto && run.fused_decode && routes <= run.top_k) return MoeTile::kGemvFused;
   if (run.tile == MoeTile::kLibrary) return MoeTile::kLibrary;
-  if (run.tile == MoeTile::kAuto && run.cublas != nullptr && run.num_experts <= kMoeLibraryMaxExperts &&
-      routes >= kMoeLibraryMinRoutesPerExpert * run.num_experts) {
+  const int64_t min_routes =
+      run.library_grouped ? kMoeLibraryGroupedMinRoutesPerExpert : kMoeLibraryMinRoutesPerExpert;
+  if (run.tile == MoeTile::kAuto && run.cublas != nullptr && routes >= min_routes * run.num_experts) {
     return MoeTile::kLibrary;
   }
   return MoeTileFor(run.tile, routes, run.num_experts);
+}
+
+MoeTile MoeTileRun(const MoeRun& run, int64_t routes, const MoeExperts& experts) {
+  const MoeTile tile = MoeTileRun(run, routes);
+  const bool fp8_experts = experts.gate_up == nullptr;
+  if (tile == MoeTile::kLibrary && run.tile == MoeTile::kAuto && fp8_experts && run.library_grouped) {
+    return MoeTileFor(MoeTile::kAuto, routes, run.num_experts);
+  }
+  return tile;
 }
 
 template <typename T>
@@ -194,7 +206,7 @@ absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const M
                            T* out, cudaStream_t stream) {
   RETURN_IF_ERROR(CheckMoeMlpRows(experts, b, rows));
   const int routes = rows * run.top_k;
-  MoeTile tile = MoeTileRun(run, routes);
+  MoeTile tile = MoeTileRun(run, routes, experts);
   if (tile == MoeTile::kGemvFused) return EnqueueMoeDecode(run, experts, b, x, rows, out, stream);
   // fp8 experts' library path computes in bf16 only, as the dense W8A8 projections do.
   const bool fp8_in_f16 = experts.gate_up == nullptr && !std::is_same_v<T, bf16>;

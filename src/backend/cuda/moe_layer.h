@@ -82,31 +82,38 @@ struct MoeRun {
   // Its fp8 x fp8 GEMMs for fp8 experts (W8A8); null: fp8 experts never take that path.
   Fp8Gemm* fp8_gemm = nullptr;
   // 16-bit experts on the library path: each projection as one grouped GEMM over the experts
-  // (cublasGemmGroupedBatchedEx) instead of a cublasGemmEx per expert.
+  // (cublasGemmGroupedBatchedEx) instead of a cublasGemmEx per expert. Of sets it for models
+  // of more than kMoeLibraryLoopMaxExperts experts.
   bool library_grouped = false;
 
   static MoeRun Of(const ModelConfig& config);
 };
 
 // Whether a model's experts take the library path (moe_library.h) for steps with enough routes
-// per expert: few experts (kMoeLibraryMaxExperts: Mixtral's 8), each of which gets many routes
-// in a prefill step; with Qwen3-MoE's 128 experts a GEMM per expert costs more in launches and
-// host synchronization than the grouped tiles (bench/results/2026-12-07-moe-library). fp8
-// experts take it only with fp8 activations (`fp8_activations`: the W8A8 GEMMs of
-// Fp8Gemm), and only where hidden and the experts' intermediate size are multiples of 16
-// (cuBLASLt's fp8 K).
-inline constexpr int64_t kMoeLibraryMaxExperts = 16;
-// The fewest routes per expert (on average) at which kAuto takes the library path.
+// per expert. Few experts (at most kMoeLibraryLoopMaxExperts: Mixtral's 8) each get many routes
+// in a prefill step and run a GEMM per expert, 16-bit or fp8; fp8 experts only with fp8
+// activations (`fp8_activations`: the W8A8 GEMMs of Fp8Gemm) and where hidden and the
+// experts' intermediate size are multiples of 16 (cuBLASLt's fp8 K). Many experts
+// (Qwen3-MoE's 128) make GEMMs too small to pay for a launch each: 16-bit ones run one grouped
+// GEMM per projection (MoeRun::library_grouped), fp8 ones keep the tiles (cuBLAS groups no fp8
+// GEMMs). bench/results/2026-12-07-moe-library and -moe-fp8-library have the measurements.
+inline constexpr int64_t kMoeLibraryLoopMaxExperts = 16;
+// The fewest routes per expert (on average) at which kAuto takes the library path: per expert
+// and grouped.
 inline constexpr int64_t kMoeLibraryMinRoutesPerExpert = 16;
+inline constexpr int64_t kMoeLibraryGroupedMinRoutesPerExpert = 64;
 bool MoeLibraryPathSuits(const ModelConfig& config, bool fp8_weights, bool fp8_activations);
 
 // The tile EnqueueMoeMlp runs `routes` routes on: with kAuto, the fused decode path for one row
-// where run.fused_decode, the library where run.cublas is set and the experts are at most
-// kMoeLibraryMaxExperts with kMoeLibraryMinRoutesPerExpert routes each on average; kLibrary as
-// given; otherwise MoeTileFor's. Where the library path is picked but not available
+// where run.fused_decode, the library where run.cublas is set and the experts get
+// kMoeLibraryMinRoutesPerExpert routes each on average (kMoeLibraryGroupedMinRoutesPerExpert
+// with run.library_grouped); kLibrary as given; otherwise MoeTileFor's. Where the library path is picked but not available
 // (MoeLibraryPathAvailable: a capturing stream; fp8 experts without run.fp8_gemm or the fp8
 // buffers), EnqueueMoeMlp runs MoeTileFor's tile instead.
 MoeTile MoeTileRun(const MoeRun& run, int64_t routes);
+// The same for these experts: kAuto keeps fp8 experts of a grouped-library model (more than
+// kMoeLibraryLoopMaxExperts) on the tiles, as cuBLAS groups no fp8 GEMMs.
+MoeTile MoeTileRun(const MoeRun& run, int64_t routes, const MoeExperts& experts);
 
 // out (rows, hidden) = the MoE MLP of x (rows, hidden), both in T, rows <= buffers.max_tokens.
 // The experts' weights are 16-bit (T) or fp8, as loaded.
