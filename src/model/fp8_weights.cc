@@ -2,6 +2,8 @@
 // Pure functions; thread-safe.
 #include "model/fp8_weights.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 
@@ -14,6 +16,29 @@ namespace kvtier {
 namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Every code's value (Fp8E4M3ToFloat, exact), looked up instead of decoded per element.
+const float* Fp8Values() {
+  static const std::array<float, 256> values = [] {
+    std::array<float, 256> v{};
+    for (int code = 0; code < 256; ++code) {
+      v[static_cast<size_t>(code)] = Fp8E4M3ToFloat(static_cast<uint8_t>(code));
+    }
+    return v;
+  }();
+  return values.data();
+}
+
+// Row r's values: code times its block's scale, a block of columns at a time (the same product
+// as Fp8Scales::At per element).
+void DequantizeRow(const uint8_t* codes, const Fp8Scales& scales, int64_t r, const float* lut, float* row) {
+  const float* block_scales = scales.values.data() + (r / scales.block_rows) * scales.grid_cols;
+  for (int64_t c0 = 0, b = 0; c0 < scales.cols; c0 += scales.block_cols, ++b) {
+    const float scale = block_scales[b];
+    const int64_t c1 = std::min(scales.cols, c0 + scales.block_cols);
+    for (int64_t c = c0; c < c1; ++c) row[c] = lut[codes[c]] * scale;
+  }
+}
 
 }  // namespace
 
@@ -84,10 +109,19 @@ void DequantizeFp8(const TensorView& weight, const Fp8Scales& scales, float* out
 
 void DequantizeFp8Rows(const TensorView& weight, const Fp8Scales& scales, int64_t row_begin, int64_t row_end,
                        float* out) {
+  const float* lut = Fp8Values();
   for (int64_t r = row_begin; r < row_end; ++r) {
-    const uint8_t* codes = weight.data + r * scales.cols;
-    float* row = out + r * scales.cols;
-    for (int64_t c = 0; c < scales.cols; ++c) row[c] = Fp8E4M3ToFloat(codes[c]) * scales.At(r, c);
+    DequantizeRow(weight.data + r * scales.cols, scales, r, lut, out + r * scales.cols);
+  }
+}
+
+void RequantizeFp8Rows(const TensorView& weight, const Fp8Scales& scales, int64_t row_begin, int64_t row_end,
+                       uint8_t* codes, float* out_scales) {
+  const float* lut = Fp8Values();
+  std::vector<float> row(static_cast<size_t>(scales.cols));
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    DequantizeRow(weight.data + r * scales.cols, scales, r, lut, row.data());
+    QuantizeRowsFp8(row.data(), 1, scales.cols, codes + r * scales.cols, out_scales + r);
   }
 }
 

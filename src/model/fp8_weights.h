@@ -45,6 +45,12 @@ void DequantizeFp8Rows(const TensorView& weight, const Fp8Scales& scales, int64_
 // saturating. The same rule as scripts/fp8_reference.py, which checks it with torch.
 void QuantizeRowsFp8(const float* weights, int64_t rows, int64_t cols, uint8_t* codes, float* scales);
 
+// An fp8 checkpoint's rows [row_begin, row_end) in kvtier's per-channel format: DequantizeFp8Rows
+// then QuantizeRowsFp8, the same operations and so the same bytes, a row at a time (no matrix
+// of floats in between). codes and out_scales are the whole matrix's (rows x cols, rows).
+void RequantizeFp8Rows(const TensorView& weight, const Fp8Scales& scales, int64_t row_begin, int64_t row_end,
+                       uint8_t* codes, float* out_scales);
+
 }  // namespace kvtier
 
 #endif  // KVTIER_MODEL_FP8_WEIGHTS_H_

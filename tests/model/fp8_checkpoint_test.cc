@@ -146,6 +146,15 @@ void CheckRoundTrip(const RandomCheckpointSpec& spec) {
     EXPECT_EQ(on_threads, values) << name;  // rows split over threads: the same values
     const int64_t rows = weight->shape[0], cols = weight->shape[1];
     ASSERT_EQ(values.size(), static_cast<size_t>(rows * cols));
+    // kvtier's per-channel format straight from the codes (in two row ranges, as threads take
+    // them): the bytes of quantizing the values above.
+    std::vector<uint8_t> want_codes(values.size()), codes(values.size());
+    std::vector<float> want_scales(static_cast<size_t>(rows)), requantized_scales(static_cast<size_t>(rows));
+    QuantizeRowsFp8(values.data(), rows, cols, want_codes.data(), want_scales.data());
+    RequantizeFp8Rows(*weight, *scales, 0, rows / 3, codes.data(), requantized_scales.data());
+    RequantizeFp8Rows(*weight, *scales, rows / 3, rows, codes.data(), requantized_scales.data());
+    EXPECT_EQ(codes, want_codes) << name;
+    EXPECT_EQ(requantized_scales, want_scales) << name;
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t c = 0; c < cols; ++c) {
         const int64_t i = r * cols + c;

@@ -3,6 +3,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -52,8 +54,43 @@ absl::Status LoadFromCheckpoint(const Checkpoint& checkpoint, const std::string&
   return absl::OkStatus();
 }
 
+// A host buffer reused by every tensor of one load, pinned where the driver gives pinned memory
+// (uploads at the link's speed, and no page faults per tensor), grown to the largest tensor.
+class HostStaging {
+ public:
+  HostStaging() = default;
+  HostStaging(const HostStaging&) = delete;
+  HostStaging& operator=(const HostStaging&) = delete;
+  ~HostStaging() { Release(); }
+
+  absl::StatusOr<uint8_t*> Get(size_t bytes) {
+    if (bytes <= size_) return data_;
+    Release();
+    void* p = nullptr;
+    if (cudaMallocHost(&p, bytes) == cudaSuccess) {
+      pinned_ = true;
+    } else {
+      cudaGetLastError();  // not sticky: fall back to pageable memory
+      p = std::malloc(bytes);
+      if (p == nullptr) return absl::ResourceExhaustedError(absl::StrCat("no host memory for ", bytes, " bytes"));
+    }
+    data_ = static_cast<uint8_t*>(p);
+    size_ = bytes;
+    return data_;
+  }
+
+ private:
+  void Release() {
+    if (data_ != nullptr) pinned_ ? static_cast<void>(cudaFreeHost(data_)) : std::free(data_);
+    data_ = nullptr, size_ = 0, pinned_ = false;
+  }
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  bool pinned_ = false;
+};
+
 absl::Status LoadFp8FromCheckpoint(const Checkpoint& checkpoint, const std::string& name, int64_t rows, int64_t cols,
-                                   uint8_t* codes, float* scales, void* staging) {
+                                   uint8_t* codes, float* scales, void* staging, HostStaging& host) {
   ASSIGN_OR_RETURN(TensorView tensor, checkpoint.Tensor(name));
   if (tensor.num_elements() != rows * cols) {
     return absl::InvalidArgumentError(
@@ -63,17 +100,26 @@ absl::Status LoadFp8FromCheckpoint(const Checkpoint& checkpoint, const std::stri
     CUDA_RETURN_IF_ERROR(cudaMemcpy(staging, tensor.data, tensor.nbytes(), cudaMemcpyHostToDevice));
     return QuantizeOnDevice(staging, tensor.dtype, rows, cols, codes, scales);
   }
-  std::vector<float> f32;
-  RETURN_IF_ERROR(checkpoint.TensorAsFloat32(name, &f32, &ConversionPool()));
-  std::vector<uint8_t> host_codes(f32.size());
-  std::vector<float> host_scales(static_cast<size_t>(rows));
-  ConversionPool().ParallelFor(rows, [&](int64_t begin, int64_t end) {  // rows are independent
-    ::kvtier::QuantizeRowsFp8(f32.data() + begin * cols, end - begin, cols, host_codes.data() + begin * cols,
-                              host_scales.data() + begin);
-  });
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(codes, host_codes.data(), host_codes.size(), cudaMemcpyHostToDevice));
-  CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(scales, host_scales.data(), host_scales.size() * sizeof(float), cudaMemcpyHostToDevice));
+  const size_t code_bytes = static_cast<size_t>(rows * cols), scale_offset = (code_bytes + 15) / 16 * 16;
+  ASSIGN_OR_RETURN(uint8_t* buffer, host.Get(scale_offset + static_cast<size_t>(rows) * sizeof(float)));
+  uint8_t* host_codes = buffer;
+  float* host_scales = reinterpret_cast<float*>(buffer + scale_offset);
+  if (tensor.dtype == DType::kF8E4M3) {  // an fp8 checkpoint's codes and scales, a row at a time
+    ASSIGN_OR_RETURN(const Fp8Scales source, checkpoint.Fp8ScalesOf(tensor));
+    ConversionPool().ParallelFor(rows, [&](int64_t begin, int64_t end) {  // rows are independent
+      RequantizeFp8Rows(tensor, source, begin, end, host_codes, host_scales);
+    });
+  } else {
+    std::vector<float> f32;
+    RETURN_IF_ERROR(checkpoint.TensorAsFloat32(name, &f32, &ConversionPool()));
+    ConversionPool().ParallelFor(rows, [&](int64_t begin, int64_t end) {
+      ::kvtier::QuantizeRowsFp8(f32.data() + begin * cols, end - begin, cols, host_codes + begin * cols,
+                                host_scales + begin);
+    });
+  }
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(codes, host_codes, code_bytes, cudaMemcpyHostToDevice));
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(scales, host_scales, static_cast<size_t>(rows) * sizeof(float),
+                                  cudaMemcpyHostToDevice));
   return absl::OkStatus();
 }
 
@@ -98,9 +144,10 @@ WeightLoader CheckpointWeightLoader(const Checkpoint& checkpoint, ProgressStage&
 }
 
 Fp8WeightLoader CheckpointFp8WeightLoader(const Checkpoint& checkpoint, ProgressStage& stage) {
-  return [&checkpoint, &stage](const std::string& name, int64_t rows, int64_t cols, uint8_t* codes, float* scales,
-                               void* staging) {
-    RETURN_IF_ERROR(LoadFp8FromCheckpoint(checkpoint, name, rows, cols, codes, scales, staging));
+  auto host = std::make_shared<HostStaging>();  // for this loader's tensors, freed with it
+  return [&checkpoint, &stage, host](const std::string& name, int64_t rows, int64_t cols, uint8_t* codes,
+                                     float* scales, void* staging) {
+    RETURN_IF_ERROR(LoadFp8FromCheckpoint(checkpoint, name, rows, cols, codes, scales, staging, *host));
     ASSIGN_OR_RETURN(TensorView tensor, checkpoint.Tensor(name));
     return stage.Add(static_cast<int64_t>(tensor.nbytes()));
   };
