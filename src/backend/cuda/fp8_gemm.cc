@@ -1,6 +1,8 @@
 // Fp8Gemm (fp8_gemm.h).
 #include "backend/cuda/fp8_gemm.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -26,8 +28,8 @@ struct Fp8Gemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
-  // A varying plan's exact row counts checked against its algorithm: whether it fits each.
-  std::map<int, bool> fits;
+  // A varying plan's row counts its algorithm refused.
+  std::set<int> refused_rows;
   ~Plan() {
     if (d != nullptr) cublasLtMatrixLayoutDestroy(d);
     if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
@@ -119,15 +121,14 @@ absl::Status Fp8Gemm::RunVaryingRows(const uint8_t* x8, const float* x_scales, c
     LT_RETURN_IF_ERROR("rows", cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_COLS, &cols,
                                                                 sizeof cols));
   }
-  auto [fit, first_time] = plan->fits.try_emplace(rows, false);
-  if (first_time) {
-    cublasLtMatmulHeuristicResult_t result{};
-    fit->second = cublasLtMatmulAlgoCheck(handle_, plan->desc, plan->a, plan->b, plan->d, plan->d, &plan->algo,
-                                          &result) == CUBLAS_STATUS_SUCCESS &&
-                  result.workspaceSize <= workspace_bytes_;
+  // The bucket's algorithm serves any count below it as a rule; a count it refuses (cuBLASLt
+  // checks the problem before it launches anything) takes Run's own plan from then on.
+  if (!plan->refused_rows.contains(rows)) {
+    const absl::Status launched = Launch(plan, x8, x_scales, w8, w_scales, out, stream);
+    if (launched.ok()) return launched;
+    plan->refused_rows.insert(rows);
   }
-  if (!fit->second) return Run(x8, x_scales, w8, w_scales, rows, k, n, out, out_type, stream);
-  return Launch(plan, x8, x_scales, w8, w_scales, out, stream);
+  return Run(x8, x_scales, w8, w_scales, rows, k, n, out, out_type, stream);
 }
 
 absl::Status Fp8Gemm::Launch(Plan* plan, const uint8_t* x8, const float* x_scales, const uint8_t* w8,

@@ -45,9 +45,8 @@ class Fp8Gemm {
 
   // Run, for row counts that differ from call to call (a MoE expert's routes in a step): the
   // algorithm is cuBLASLt's pick for the power-of-two bucket above `rows` (at least
-  // kVaryingRowsMin), checked once per exact count with cublasLtMatmulAlgoCheck, so the
-  // heuristic runs per bucket and not per count. A count the bucket's algorithm does not fit
-  // takes Run's own plan.
+  // kVaryingRowsMin), so the heuristic runs once per bucket and not per count. A count the
+  // bucket's algorithm refuses (cuBLASLt checks before it launches) takes Run's own plan.
   static constexpr int kVaryingRowsMin = 16;
   absl::Status RunVaryingRows(const uint8_t* x8, const float* x_scales, const uint8_t* w8, const float* w_scales,
                               int rows, int k, int n, void* out, cudaDataType_t out_type, cudaStream_t stream);
