@@ -115,6 +115,10 @@ void DequantizeFp8Rows(const TensorView& weight, const Fp8Scales& scales, int64_
   }
 }
 
+void DequantizeFp8Row(const TensorView& weight, const Fp8Scales& scales, int64_t r, float* row) {
+  DequantizeRow(weight.data + r * scales.cols, scales, r, Fp8Values(), row);
+}
+
 void RequantizeFp8Rows(const TensorView& weight, const Fp8Scales& scales, int64_t row_begin, int64_t row_end,
                        uint8_t* codes, float* out_scales) {
   const float* lut = Fp8Values();

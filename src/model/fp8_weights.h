@@ -39,6 +39,8 @@ void DequantizeFp8(const TensorView& weight, const Fp8Scales& scales, float* out
 // The same for rows [row_begin, row_end) only, into out's rows of the same index.
 void DequantizeFp8Rows(const TensorView& weight, const Fp8Scales& scales, int64_t row_begin, int64_t row_end,
                        float* out);
+// Row r alone into `row` (cols floats).
+void DequantizeFp8Row(const TensorView& weight, const Fp8Scales& scales, int64_t r, float* row);
 
 // Per-output-channel quantization (kvtier's weight_dtype fp8 for 16/32-bit checkpoints):
 // scale[r] = max_c |w(r, c)| / 448 (1 when the row is all zeros), code = e4m3(w / scale),

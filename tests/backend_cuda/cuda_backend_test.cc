@@ -456,6 +456,13 @@ INSTANTIATE_TEST_SUITE_P(Presets, CudaBackendModelTest,
                                            ModelCase{"tiny-llama", false, false, 64, 4, 2, DType::kBF16,
                                                      StorageDType::kFp8,
                                                      WeightQuantizationFormat::kFp8Blockwise},
+                                           ModelCase{"tiny-qwen3", false, true, 128, 4, 2, DType::kBF16,
+                                                     StorageDType::kFp8,
+                                                     WeightQuantizationFormat::kCompressedTensorsFloat},
+                                           // an fp8 checkpoint held in 16 bits (codes times scales)
+                                           ModelCase{"small-llama", false, false, 64, 4, 1, DType::kBF16,
+                                                     StorageDType::kAuto,
+                                                     WeightQuantizationFormat::kFp8Blockwise},
                                            // kv_dtype fp8 (the CPU quantizes its K/V by the
                                            // same rule), alone and with fp8 weights.
                                            ModelCase{"small-llama", false, false, 64, 4, 1, DType::kBF16,

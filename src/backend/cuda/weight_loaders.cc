@@ -28,32 +28,6 @@ ThreadPool& ConversionPool() {
   return pool;
 }
 
-// Copies a checkpoint tensor to the device, converted to `as` (kF32, kBF16 or kF16).
-absl::Status LoadFromCheckpoint(const Checkpoint& checkpoint, const std::string& name, int64_t num_elements, void* dst,
-                                DType as) {
-  ASSIGN_OR_RETURN(TensorView tensor, checkpoint.Tensor(name));
-  if (tensor.num_elements() != num_elements) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor ", name, " has ", tensor.num_elements(), " elements, expected ", num_elements));
-  }
-  if (tensor.dtype == as) {  // stored as it will be held: one copy
-    CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, tensor.data, tensor.nbytes(), cudaMemcpyHostToDevice));
-    return absl::OkStatus();
-  }
-  std::vector<float> f32;
-  RETURN_IF_ERROR(checkpoint.TensorAsFloat32(name, &f32, &ConversionPool()));  // fp8: codes times scales
-  if (as == DType::kF32) {
-    CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, f32.data(), f32.size() * sizeof(float), cudaMemcpyHostToDevice));
-    return absl::OkStatus();
-  }
-  std::vector<uint16_t> b16(f32.size());
-  ConversionPool().ParallelFor(static_cast<int64_t>(f32.size()), [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) b16[i] = as == DType::kF16 ? FloatToFp16(f32[i]) : FloatToBf16(f32[i]);
-  });
-  CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, b16.data(), b16.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
-  return absl::OkStatus();
-}
-
 // A host buffer reused by every tensor of one load, pinned where the driver gives pinned memory
 // (uploads at the link's speed, and no page faults per tensor), grown to the largest tensor.
 class HostStaging {
@@ -88,6 +62,50 @@ class HostStaging {
   size_t size_ = 0;
   bool pinned_ = false;
 };
+
+// Copies a checkpoint tensor to the device, converted to `as` (kF32, kBF16 or kF16).
+absl::Status LoadFromCheckpoint(const Checkpoint& checkpoint, const std::string& name, int64_t num_elements, void* dst,
+                                DType as, HostStaging& host) {
+  ASSIGN_OR_RETURN(TensorView tensor, checkpoint.Tensor(name));
+  if (tensor.num_elements() != num_elements) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor ", name, " has ", tensor.num_elements(), " elements, expected ", num_elements));
+  }
+  if (tensor.dtype == as) {  // stored as it will be held: one copy
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, tensor.data, tensor.nbytes(), cudaMemcpyHostToDevice));
+    return absl::OkStatus();
+  }
+  if (tensor.dtype == DType::kF8E4M3 && as != DType::kF32) {  // codes times scales, a row at a time
+    ASSIGN_OR_RETURN(const Fp8Scales scales, checkpoint.Fp8ScalesOf(tensor));
+    ASSIGN_OR_RETURN(uint8_t* buffer, host.Get(static_cast<size_t>(num_elements) * sizeof(uint16_t)));
+    uint16_t* b16 = reinterpret_cast<uint16_t*>(buffer);
+    ConversionPool().ParallelFor(scales.rows, [&](int64_t begin, int64_t end) {
+      std::vector<float> row(static_cast<size_t>(scales.cols));
+      for (int64_t r = begin; r < end; ++r) {
+        DequantizeFp8Row(tensor, scales, r, row.data());
+        uint16_t* out = b16 + r * scales.cols;
+        for (int64_t c = 0; c < scales.cols; ++c) {
+          out[c] = as == DType::kF16 ? FloatToFp16(row[c]) : FloatToBf16(row[c]);
+        }
+      }
+    });
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, b16, static_cast<size_t>(num_elements) * sizeof(uint16_t),
+                                    cudaMemcpyHostToDevice));
+    return absl::OkStatus();
+  }
+  std::vector<float> f32;
+  RETURN_IF_ERROR(checkpoint.TensorAsFloat32(name, &f32, &ConversionPool()));  // fp8: codes times scales
+  if (as == DType::kF32) {
+    CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, f32.data(), f32.size() * sizeof(float), cudaMemcpyHostToDevice));
+    return absl::OkStatus();
+  }
+  std::vector<uint16_t> b16(f32.size());
+  ConversionPool().ParallelFor(static_cast<int64_t>(f32.size()), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) b16[i] = as == DType::kF16 ? FloatToFp16(f32[i]) : FloatToBf16(f32[i]);
+  });
+  CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, b16.data(), b16.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
 
 absl::Status LoadFp8FromCheckpoint(const Checkpoint& checkpoint, const std::string& name, int64_t rows, int64_t cols,
                                    uint8_t* codes, float* scales, void* staging, HostStaging& host) {
@@ -136,8 +154,9 @@ absl::Status QuantizeOnDevice(const void* staging, DType dtype, int64_t rows, in
 }
 
 WeightLoader CheckpointWeightLoader(const Checkpoint& checkpoint, ProgressStage& stage) {
-  return [&checkpoint, &stage](const std::string& name, int64_t n, void* dst, DType as) {
-    RETURN_IF_ERROR(LoadFromCheckpoint(checkpoint, name, n, dst, as));
+  auto host = std::make_shared<HostStaging>();  // for this loader's tensors, freed with it
+  return [&checkpoint, &stage, host](const std::string& name, int64_t n, void* dst, DType as) {
+    RETURN_IF_ERROR(LoadFromCheckpoint(checkpoint, name, n, dst, as, *host));
     ASSIGN_OR_RETURN(TensorView tensor, checkpoint.Tensor(name));
     return stage.Add(static_cast<int64_t>(tensor.nbytes()));
   };
