@@ -26,6 +26,14 @@ absl::Status CudaBackend::WarmUp() {
     RETURN_IF_ERROR(RunStep(prefill, argmax).status());
   }
   if (cudnn_ != nullptr) cudnn_->BuildPlansForChunks(capacity_.max_tokens);
+  // The fp8 experts' GEMMs on the library path see any row count per expert: their algorithms
+  // for every bucket, which the prefills above (all routes to the same experts) do not pick.
+  if (kernels_.moe_library_fp8 && projections_->fp8_gemm() != nullptr) {
+    const int h = static_cast<int>(config_.hidden_size), inter = static_cast<int>(config_.moe.expert_intermediate_size);
+    const int routes = static_cast<int>(capacity_.max_tokens * config_.moe.top_k);
+    RETURN_IF_ERROR(projections_->fp8_gemm()->PrepareVaryingRows(routes, h, 2 * inter, CUDA_R_16BF));
+    RETURN_IF_ERROR(projections_->fp8_gemm()->PrepareVaryingRows(routes, inter, h, CUDA_R_16BF));
+  }
   tokens.assign(1, 0);
   table.assign(1, pool_.scratch_block);
   for (int64_t rows = 1; rows <= capacity_.max_chunks; rows = graphs_.Bucket(rows) + 1) {

@@ -110,6 +110,13 @@ absl::Status Fp8Gemm::Run(const uint8_t* x8, const float* x_scales, const uint8_
   return Launch(plan, x8, x_scales, w8, w_scales, out, stream);
 }
 
+absl::Status Fp8Gemm::PrepareVaryingRows(int max_rows, int k, int n, cudaDataType_t out_type) {
+  for (int bucket = kVaryingRowsMin;; bucket *= 2) {
+    RETURN_IF_ERROR(PlanFor(bucket, k, n, out_type, /*varying=*/true).status());
+    if (bucket >= max_rows) return absl::OkStatus();
+  }
+}
+
 absl::Status Fp8Gemm::RunVaryingRows(const uint8_t* x8, const float* x_scales, const uint8_t* w8,
                                      const float* w_scales, int rows, int k, int n, void* out,
                                      cudaDataType_t out_type, cudaStream_t stream) {

@@ -48,6 +48,9 @@ class Fp8Gemm {
   // kVaryingRowsMin), so the heuristic runs once per bucket and not per count. A count the
   // bucket's algorithm refuses (cuBLASLt checks before it launches) takes Run's own plan.
   static constexpr int kVaryingRowsMin = 16;
+  // Picks RunVaryingRows' algorithms for every bucket up to `max_rows` now (the warm-up), so no
+  // step pays for cuBLASLt's heuristic.
+  absl::Status PrepareVaryingRows(int max_rows, int k, int n, cudaDataType_t out_type);
   absl::Status RunVaryingRows(const uint8_t* x8, const float* x_scales, const uint8_t* w8, const float* w_scales,
                               int rows, int k, int n, void* out, cudaDataType_t out_type, cudaStream_t stream);
 
