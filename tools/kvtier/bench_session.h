@@ -47,6 +47,13 @@ struct BenchSession {
   double FlopsPerToken() const { return shape.FlopsPerToken(); }
   // FLOP/s the linear layers are bounded by in this session's weight format (Ceilings).
   double ProjectionFlops() const { return ceilings.ProjectionFlops(weight_dtype == "fp8"); }
+  // Seconds `tokens` prompt tokens take at the compute limit, each attending to `mean_context`
+  // positions on average: the linear layers at ProjectionFlops, attention (Q.K^T and P.V) at
+  // the bf16 GEMM rate.
+  double PrefillLimitS(double tokens, double mean_context) const {
+    return tokens * FlopsPerToken() / ProjectionFlops() +
+           4.0 * shape.query_width * tokens * mean_context / ceilings.gemm_flops;
+  }
   // An absolute target (tokens/s of Llama-3-8B on an H200, docs/WORKLOADS.md): `target` when
   // the checkpoint is that model's shape, NaN (no target, never missed) for any other model,
   // whose figures are read against their limits.

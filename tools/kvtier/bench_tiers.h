@@ -5,6 +5,7 @@
 #ifndef KVTIER_TOOLS_KVTIER_BENCH_TIERS_H_
 #define KVTIER_TOOLS_KVTIER_BENCH_TIERS_H_
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -23,9 +24,14 @@ void RunW5(kvt_model* model, WorkloadSpec w, const std::string& tier_dir, double
            const RecordFn& record, json* out, std::vector<Row>* rows);
 
 // W6 (restart false) / W6b (restart true): a shared 4096-token prefix cached across tiers
-// and, for W6b, found in the disk file W6 left.
+// and, for W6b, found in the disk file W6 left. W6's batch of 128 has its all-first-tokens
+// time held against `batch_limit_s` (its own tokens at the compute limit) and `batch_target_s`.
+struct W6BatchBounds {
+  double limit_s = NAN;
+  double target_s = NAN;
+};
 void RunW6(kvt_model* model, bool restart, WorkloadSpec w, const std::string& tier_dir, double time_limit,
-           const RecordFn& record, json* out, std::vector<Row>* rows);
+           const RecordFn& record, json* out, std::vector<Row>* rows, W6BatchBounds batch = {});
 
 }  // namespace kvtier::cli::bench
 

@@ -351,8 +351,11 @@ void RunWorkloads(const std::vector<std::string>& ids, const bench::BenchPlan& p
     } else if (id == "W9" || id == "W9a" || id == "W9b") {
       bench::RunW9(id, loaded->model, s);
     } else if (id == "W6" || id == "W6b") {
+      // The batch's 128 x 128 own tokens over the cached prefix: each attends to the 4,096
+      // prefix positions and, on average, 64.5 of its own.
+      const bench::W6BatchBounds batch{s->PrefillLimitS(128.0 * 128, 4096 + 64.5), s->ModelTarget(0.4)};
       bench::RunW6(loaded->model, id == "W6b", s->GpuSpec(id, 128, 4096 + 128, 64), f.tier_dir, s->tier_time_limit,
-                   s->Recorder(), &s->out, &s->rows);
+                   s->Recorder(), &s->out, &s->rows, batch);
     } else {
       bench::RunGpuWorkload(id, loaded->model, s);
     }
