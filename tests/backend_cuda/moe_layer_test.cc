@@ -39,9 +39,10 @@ constexpr LayerShape kShapes[] = {{"mixtral-like", 64, 8, 2, 96, true},
 
 // fp8 experts on the library path quantize the activations too (x and the gated product, per
 // row to E4M3: W8A8), which the CPU's MoeMlp (W8A16) does not: 0.03 to 0.06 of relative error
-// on these shapes; a row given another row's scale (RowScaledInput's factors differ up to 8x)
-// errs by far more.
-constexpr double kW8A8Tolerance = 0.08;
+// on these shapes over many rows, up to 0.095 seen for a single row (its few outputs average
+// less of the rounding away). A row given another row's scale (RowScaledInput's factors differ
+// up to 8x) or a route given another expert errs by far more.
+constexpr double kW8A8Tolerance = 0.12;
 constexpr size_t kFp8GemmWorkspace = 32 << 20;
 
 class MoeLayerTest : public ::testing::Test {
