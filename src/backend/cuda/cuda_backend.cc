@@ -164,23 +164,18 @@ absl::Status CudaBackend::Init(const cuda::WeightLoader& loader, const cuda::Fp8
   RETURN_IF_ERROR(CreateStreams());
   ASSIGN_OR_RETURN(kernels_, cuda::KernelSelection::For(config_, layout_, options_.cuda, compute_dtype_));
   const bool fp8_weights = options_.weight_dtype == StorageDType::kFp8;
-  // fp8 activations as InitW8A8 gives them (bf16 only); the path falls back to the tiles where
-  // cuBLASLt turns out to have no fp8 GEMM.
-  const bool w8a8 = fp8_weights && options_.cuda.fp8_activations && compute_dtype_ == DType::kBF16;
-  kernels_.moe_library = cuda::MoeLibraryPathSuits(config_, fp8_weights, w8a8);
+  // The path falls back to the tiles where cuBLASLt turns out to have no fp8 GEMM.
+  kernels_.moe_library = cuda::MoeLibraryPathSuits(config_, fp8_weights, WantsW8A8());
   kernels_.moe_library_fp8 = kernels_.moe_library && fp8_weights;
   RETURN_IF_ERROR(CheckFits());
   ASSIGN_OR_RETURN(weights_, cuda::CudaWeights::Load(
-                                 config_, compute_dtype_, options_.weight_dtype == StorageDType::kFp8,
+                                 config_, compute_dtype_, fp8_weights,
                                  cuda::CudaWeights::Fp8PartialFloats(config_, capacity_.max_tokens, kernels_.sm_count),
                                  loader, fp8_loader, memory_));
   RETURN_IF_ERROR(ws_.AllocateActivations(config_, capacity_, kernels_, memory_));
   CUBLAS_RETURN_IF_ERROR(cublasSetWorkspace(cublas_, ws_.cublas, cuda::Workspace::kCublasBytes));
   projections_ = std::make_unique<cuda::Projections>(cublas_, stream_, options_.cuda.launch, kernels_, &weights_, &ws_);
-  // W8A8 computes in bf16 only (the fp8 kernels' outputs, as they were validated).
-  if (weights_.fp8 && options_.cuda.fp8_activations && compute_dtype_ == DType::kBF16) {
-    RETURN_IF_ERROR(InitW8A8());
-  }
+  if (WantsW8A8()) RETURN_IF_ERROR(InitW8A8());
   RETURN_IF_ERROR(ws_.AllocateKernelScratch(config_, capacity_, kernels_, MetaCapacity(), memory_));
   RETURN_IF_ERROR(InitCudnnPrefill());
   ASSIGN_OR_RETURN(planner_, cuda::StepPlanner::Create({capacity_, layout_.block_tokens, kernels_.fast_attention,
@@ -267,6 +262,12 @@ absl::Status CudaBackend::CheckFits() const {
         absl::StrCat("cuda backend: weights + workspace need ", needed, " bytes, ", free_bytes, " free on the device"));
   }
   return absl::OkStatus();
+}
+
+// W8A8 computes in bf16 only (the fp8 kernels' outputs, as they were validated).
+bool CudaBackend::WantsW8A8() const {
+  return options_.weight_dtype == StorageDType::kFp8 && options_.cuda.fp8_activations &&
+         compute_dtype_ == DType::kBF16;
 }
 
 absl::Status CudaBackend::InitW8A8() {

@@ -182,6 +182,9 @@ class CudaBackend final : public Backend {
   absl::Status CheckFits() const;
   // fp8 weights: the W8A8 kernels and their activation buffers, where this GPU has them.
   absl::Status InitW8A8();
+  // fp8 weights with fp8 activations (cuda.fp8_activations), which the fp8 kernels compute in
+  // bf16 only: InitW8A8 runs, and the MoE experts' library path takes fp8 experts.
+  bool WantsW8A8() const;
   // CudaOptions::prefill_cudnn: cuDNN loaded and its scratch allocated, or why not (the
   // backend's kernel then runs every prefill; not an error).
   absl::Status InitCudnnPrefill();

@@ -1,8 +1,7 @@
-// MoeGatherSlots and MoeSlotScales (moe_library.h): the routes' rows in slot order, 16 bytes a
+// MoeGatherSlotRows and MoeSlotScales (moe_library.h): the routes' rows in slot order, 16 bytes a
 // thread, and their per-row scales in MoeScaleSlot's layout.
 #include <cstdint>
 
-#include "backend/cuda/elem.cuh"
 #include "backend/cuda/moe_library.h"
 
 namespace kvtier::cuda {
@@ -45,12 +44,6 @@ cudaError_t MoeGatherSlotRows(const void* rows, const int32_t* slot_token, int r
   return cudaGetLastError();
 }
 
-template <typename T>
-cudaError_t MoeGatherSlots(const T* rows, const int32_t* slot_token, int routes, int k, T* out, cudaStream_t stream) {
-  if (k < 8 || k % 8 != 0) return cudaErrorInvalidValue;
-  return MoeGatherSlotRows(rows, slot_token, routes, static_cast<int64_t>(k) * sizeof(T), out, stream);
-}
-
 cudaError_t MoeSlotScales(const float* scales, const int32_t* slot_token, const int32_t* slot_expert,
                           const int32_t* expert_offsets, int routes, float* out, cudaStream_t stream) {
   if (scales == nullptr || slot_expert == nullptr || expert_offsets == nullptr || out == nullptr || routes < 1) {
@@ -62,10 +55,5 @@ cudaError_t MoeSlotScales(const float* scales, const int32_t* slot_token, const 
                                                                           expert_offsets, routes, out);
   return cudaGetLastError();
 }
-
-#define KVTIER_INSTANTIATE(T) \
-  template cudaError_t MoeGatherSlots<T>(const T*, const int32_t*, int, int, T*, cudaStream_t);
-KVTIER_CUDA_INSTANTIATE_ELEM(KVTIER_INSTANTIATE)
-#undef KVTIER_INSTANTIATE
 
 }  // namespace kvtier::cuda

@@ -219,10 +219,11 @@ absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const M
   CUDA_RETURN_IF_ERROR(
       MoeGroupRoutes(b.chosen, rows, run.top_k, run.num_experts, MoeTileRows(tile), b.grouping, stream));
   if (tile == MoeTile::kLibrary) {
-    if constexpr (std::is_same_v<T, bf16>) {
-      if (experts.gate_up == nullptr) RETURN_IF_ERROR(EnqueueMoeFp8ExpertsOnLibrary(run, experts, b, x, rows, stream));
+    if (experts.gate_up != nullptr) {
+      RETURN_IF_ERROR(EnqueueMoeExpertsOnLibrary(run, experts, b, x, rows, stream));
+    } else if constexpr (std::is_same_v<T, bf16>) {  // fp8 experts (fp8_in_f16 took the tiles)
+      RETURN_IF_ERROR(EnqueueMoeFp8ExpertsOnLibrary(run, experts, b, x, rows, stream));
     }
-    if (experts.gate_up != nullptr) RETURN_IF_ERROR(EnqueueMoeExpertsOnLibrary(run, experts, b, x, rows, stream));
     CUDA_RETURN_IF_ERROR(MoeCombine(reinterpret_cast<const T*>(b.expert_out), b.chosen, b.weights,
                                     b.grouping.route_slot, rows, run.top_k, run.hidden, out, stream));
     return absl::OkStatus();

@@ -81,7 +81,8 @@ absl::Status EnqueueMoeExpertsOnLibrary(const MoeRun& run, const MoeExperts& exp
   const int routes = rows * run.top_k, h = run.hidden, inter = run.expert_inter;
   ASSIGN_OR_RETURN(const std::vector<int32_t> offsets, ExpertOffsets(run, b, stream));
   T* gathered = reinterpret_cast<T*>(b.expert_out);  // free until the down products
-  CUDA_RETURN_IF_ERROR(MoeGatherSlots(x, b.grouping.slot_token, routes, h, gathered, stream));
+  CUDA_RETURN_IF_ERROR(
+      MoeGatherSlotRows(x, b.grouping.slot_token, routes, static_cast<int64_t>(h) * sizeof(T), gathered, stream));
   CUBLAS_RETURN_IF_ERROR(cublasSetStream(run.cublas, stream));
   constexpr cudaDataType_t type = CublasType<T>();
   const float alpha = 1.0f, beta = 0.0f;

@@ -6,7 +6,7 @@
 // takes it only on a stream that is not capturing, with the buffers' `wide` allocated (and for
 // fp8 experts run.fp8_gemm and the fp8 buffers); otherwise the grouped tiles run. Steps with
 // 16-bit experts:
-//   1. the routes' rows gathered in slot order into buffers.expert_out (MoeGatherSlots);
+//   1. the routes' rows gathered in slot order into buffers.expert_out (MoeGatherSlotRows);
 //   2. per expert with routes: gate|up = rows times its (2 * inter, hidden) matrix^T
 //      (cublasGemmEx, fp32 accumulation) into buffers.wide, in slot order;
 //   3. GatedMul (SiLU) into buffers.act;
@@ -31,11 +31,8 @@
 
 namespace kvtier::cuda {
 
-// out (routes, k) = rows[slot_token[s]] for every slot s; k a multiple of 8, rows and out
-// 16-byte aligned.
-template <typename T>
-cudaError_t MoeGatherSlots(const T* rows, const int32_t* slot_token, int routes, int k, T* out, cudaStream_t stream);
-// The same for rows of `row_bytes` bytes (a multiple of 16), whatever their element type.
+// out (routes, row) = rows[slot_token[s]] for every slot s, rows of `row_bytes` bytes (a
+// multiple of 16) whatever their element type; rows and out 16-byte aligned.
 cudaError_t MoeGatherSlotRows(const void* rows, const int32_t* slot_token, int routes, int64_t row_bytes, void* out,
                               cudaStream_t stream);
 
