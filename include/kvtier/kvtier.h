@@ -266,6 +266,10 @@ KVT_API int64_t kvt_live_handles(void);
  *                                decode steps on three fused kernels:
  *                                1 on, 0 the grouped kernels, -1 the
  *                                library's choice (on)                  default -1
+ *   "cuda_moe_down_bulk" int     that fused path's down+combine reading
+ *                                its weights through the copy engine
+ *                                where they fit: 1 on, 0 through
+ *                                registers, -1 the library's choice (on) default -1
  *   "cuda_fp8_activations" int   fp8 weights: steps of 3+ rows quantize
  *                                activations per token to E4M3 and run
  *                                fp8 x fp8 projections (W8A8); 0 keeps

@@ -32,6 +32,9 @@ struct CudaLaunchOptions {
   // (MoeTile::kGemvFused, cuda/moe_decode.h) instead of the six grouped kernels: -1 the
   // library's choice (kMoeDecodeFusedByDefault: on), 0 off, 1 on.
   int32_t moe_decode_fused = -1;
+  // That path's down+combine reading its weights through the copy engine where they fit
+  // (MoeDownCombineParams::bulk): -1 the library's choice (on), 0 off (through registers).
+  int32_t moe_down_bulk = -1;
 };
 
 enum class CudnnPrefillUse : int32_t { kNever = 0, kFullChunks = 1, kEveryChunk = 2 };

@@ -3,7 +3,8 @@
 // (hidden 2048, 128 experts, top 8, expert intermediate 768) and Mixtral 8x7B's (hidden 4096,
 // 8 experts, top 2, intermediate 14336), at 1, 2, 64, 512 and 2048 rows, with bf16 and fp8
 // experts and every tile shape of the grouped GEMMs; the decode path (gemv-fused: moe_decode.h's
-// three kernels) against the grouped path's GEMV (gemv) at a row or two; and the library path
+// three kernels; fused-regs: its down+combine through registers) against the grouped path's GEMV
+// (gemv) at a row or two; and the library path
 // (cublas: a cuBLAS GEMM per expert, moe_library.h; fp8 experts W8A8 on cuBLASLt; grouped: 16-bit
 // experts as one cublasGemmGroupedBatchedEx per projection). Each MLP runs as a captured
 // CUDA graph (as a decode step does), except where the run takes the library path, which reads
@@ -158,8 +159,10 @@ void RunShape(const Shape& s, double ceiling) {
   for (int rows : kRows) {
     for (bool fp8 : {false, true}) {
       for (cuda::MoeTile tile : kTiles) for (bool grouped : {false, true}) {
-        // The library path with 16-bit experts also as one grouped GEMM per projection.
-        if (grouped && (tile != cuda::MoeTile::kLibrary || fp8)) continue;
+        // The library path with 16-bit experts also as one grouped GEMM per projection; the decode
+        // path also with its down+combine's weights through registers (moe_down_bulk 0).
+        const bool fused = tile == cuda::MoeTile::kGemvFused;
+        if (grouped && !fused && (tile != cuda::MoeTile::kLibrary || fp8)) continue;
         // The per-route GEMV reads an expert once per route: only a data point past decode sizes.
         if ((tile == cuda::MoeTile::kGemv || tile == cuda::MoeTile::kGemvFused) && rows > 64) continue;
         // The library path reads the grouping back to the host: not capturable, so where the run
@@ -169,6 +172,7 @@ void RunShape(const Shape& s, double ceiling) {
         run.cublas = cublas;
         run.fp8_gemm = fp8_gemm.ok() ? fp8_gemm->get() : nullptr;
         if (tile == cuda::MoeTile::kLibrary) run.library_grouped = grouped;  // kAuto: the model's default
+        if (fused) run.launch.moe_down_bulk = grouped ? 0 : 1;
         if (fp8 && run.fp8_gemm == nullptr) run.cublas = nullptr;  // the tiles, as EnqueueMoeMlp would fall back
         const cuda::MoeExperts& any_copy = fp8 ? layers[0].fp8_experts : layers[0].bf16_experts;
         const cuda::MoeTile runs = cuda::MoeTileRun(run, static_cast<int64_t>(rows) * s.top_k, any_copy);
@@ -226,7 +230,8 @@ void RunShape(const Shape& s, double ceiling) {
         const double rate = bytes / (us * 1e-6);
         std::printf("moe %-14s %-4s rows %4d tile %-10s (%s) %9.1f us  %3zu experts %7.1f MB  %5.2f TB/s"
                     " = %.2f of HBM %.2f  %6.1f TFLOP/s\n",
-                    s.name, fp8 ? "fp8" : "bf16", rows, grouped ? "grouped" : cuda::MoeTileName(tile),
+                    s.name, fp8 ? "fp8" : "bf16", rows,
+                    grouped ? (fused ? "fused-regs" : "grouped") : cuda::MoeTileName(tile),
                     cuda::MoeTileName(runs), us,
                     distinct, bytes / 1e6, rate / 1e12, rate / ceiling, ceiling / 1e12, flops / (us * 1e-6) / 1e12);
         std::fflush(stdout);

@@ -174,10 +174,13 @@ TEST_F(MoeDecodeTest, MatchesTheGroupedPathBitForBitAndTheCpuBackend) {
           run.tile = MoeTile::kGemv;
           const MlpResult grouped = Run<T>(run, world.device, *buffers, d_x, rows);
           const std::vector<float> want = world.CpuMlp(config, x.values, rows);
-          for (bool pdl : {true, false}) {
-            SCOPED_TRACE(::testing::Message() << rows << " rows, PDL " << (pdl ? "on" : "off"));
+          // The down+combine's weights through the copy engine (where they fit) and through registers.
+          for (const auto& [pdl, bulk] : {std::pair{true, 1}, std::pair{false, 1}, std::pair{true, 0}}) {
+            SCOPED_TRACE(::testing::Message() << rows << " rows, PDL " << (pdl ? "on" : "off") << ", down+combine "
+                                              << (bulk ? "bulk" : "through registers"));
             run.tile = MoeTile::kGemvFused;
             run.launch.pdl = pdl;
+            run.launch.moe_down_bulk = bulk;
             const MlpResult fused = Run<T>(run, world.device, *buffers, d_x, rows);
             ASSERT_NO_FATAL_FAILURE(ExpectSameBits(fused, grouped));
             EXPECT_LT(cuda_test::RelativeError(cuda_test::ToF32<T>(fused.out), want), cuda_test::Tolerance<T>());

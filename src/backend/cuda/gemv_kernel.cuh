@@ -105,20 +105,26 @@ template <typename T>
 struct Weights16 {
   using Element = T;
   static constexpr int kPerPiece = 8;
+  static constexpr int kXPieces = 1;  // 16-byte pieces of x per weight piece
   static constexpr bool kScaled = false;
+  static __device__ __forceinline__ void Unpack(const uint4& wv, float (&wf)[kPerPiece]) { Unpack8<T>(wv, wf); }
+  // acc += a piece's unpacked weights times its x.
+  static __device__ __forceinline__ void Fma(const float (&wf)[kPerPiece], const uint4 (&xv)[kXPieces], float& acc) {
+    float xf[8];
+    Unpack8<T>(xv[0], xf);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc = fmaf(wf[e], xf[e], acc);
+  }
   // acc[r] += the 8 weights of piece `piece` times x[r, 8 * piece ..].
   template <int R>
   static __device__ __forceinline__ void Accumulate(const uint4& wv, const T* __restrict__ x, int k, int piece,
                                                     float (&acc)[R]) {
-    float wf[8];
-    Unpack8<T>(wv, wf);
+    float wf[kPerPiece];
+    Unpack(wv, wf);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const uint4 xv = __ldg(reinterpret_cast<const uint4*>(x + static_cast<int64_t>(r) * k) + piece);
-      float xf[8];
-      Unpack8<T>(xv, xf);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[r] = fmaf(wf[e], xf[e], acc[r]);
+      const uint4 xv[kXPieces] = {__ldg(reinterpret_cast<const uint4*>(x + static_cast<int64_t>(r) * k) + piece)};
+      Fma(wf, xv, acc[r]);
     }
   }
 };
@@ -128,23 +134,29 @@ template <typename T>
 struct WeightsFp8 {
   using Element = uint8_t;
   static constexpr int kPerPiece = 16;
+  static constexpr int kXPieces = 2;
   static constexpr bool kScaled = true;
+  static __device__ __forceinline__ void Unpack(const uint4& wv, float (&wf)[kPerPiece]) { Fp8x16ToFloat(wv, wf); }
+  static __device__ __forceinline__ void Fma(const float (&wf)[kPerPiece], const uint4 (&xv)[kXPieces], float& acc) {
+    float xa[8], xb[8];
+    Unpack8<T>(xv[0], xa);
+    Unpack8<T>(xv[1], xb);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc = fmaf(wf[e], xa[e], acc);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc = fmaf(wf[8 + e], xb[e], acc);
+  }
   // acc[r] += the 16 codes of piece `piece` times x[r, 16 * piece ..].
   template <int R>
   static __device__ __forceinline__ void Accumulate(const uint4& wv, const T* __restrict__ x, int k, int piece,
                                                     float (&acc)[R]) {
-    float wf[16];
-    Fp8x16ToFloat(wv, wf);
+    float wf[kPerPiece];
+    Unpack(wv, wf);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const uint4* xr = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(r) * k) + 2 * piece;
-      float xa[8], xb[8];
-      Unpack8<T>(__ldg(xr), xa);
-      Unpack8<T>(__ldg(xr + 1), xb);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[r] = fmaf(wf[e], xa[e], acc[r]);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[r] = fmaf(wf[8 + e], xb[e], acc[r]);
+      const uint4 xv[kXPieces] = {__ldg(xr), __ldg(xr + 1)};
+      Fma(wf, xv, acc[r]);
     }
   }
 };

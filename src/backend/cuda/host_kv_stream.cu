@@ -9,6 +9,8 @@
 
 #include <algorithm>
 
+#include "backend/cuda/mbarrier.cuh"
+
 namespace kvtier::cuda {
 namespace {
 
@@ -117,32 +119,20 @@ __global__ void __launch_bounds__(32) GatherHostKvBulkKernel(HostKvGather g, uin
   for (int s = 0; s < kStages; ++s) {
     bar[s] = static_cast<uint32_t>(__cvta_generic_to_shared(&landed[s]));
     buf[s] = static_cast<uint32_t>(__cvta_generic_to_shared(&buffer[s][0]));
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar[s]));
+    MbarInit(bar[s], 1);
   }
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  MbarInitFence();
   auto issue = [&](uint32_t k) {
     const Piece p = PieceOf(g, first + k * gridDim.x);
     const int s = static_cast<int>(k % kStages);
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar[s]), "r"(p.bytes) : "memory");
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(buf[s]),
-        "l"(p.src), "r"(p.bytes), "r"(bar[s])
-        : "memory");
+    MbarExpectTx(bar[s], p.bytes);
+    BulkLoad(buf[s], p.src, p.bytes, bar[s]);
   };
   for (uint32_t k = 0; k < n && k < static_cast<uint32_t>(kStages); ++k) issue(k);
   for (uint32_t k = 0; k < n; ++k) {
     const int s = static_cast<int>(k % kStages);
     const uint32_t parity = (k / kStages) & 1u;
-    asm volatile(
-        "{\n"
-        ".reg .pred done;\n"
-        "WAIT:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        "@!done bra WAIT;\n"
-        "}\n" ::"r"(bar[s]),
-        "r"(parity)
-        : "memory");
+    MbarWait(bar[s], parity);
     const Piece p = PieceOf(g, first + k * gridDim.x);
     asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(p.dst), "r"(buf[s]),
                  "r"(p.bytes)

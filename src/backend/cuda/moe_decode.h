@@ -78,6 +78,9 @@ struct MoeDownCombineParams {
   int k = 0;  // expert intermediate; a multiple of 8 (16 with fp8)
   int n = 0;  // hidden
   T* out = nullptr;  // (rows, n)
+  // The weights through the copy engine into shared memory where a CTA's rows fit (rows of up
+  // to 4 pieces a lane: Qwen3-MoE's), else through registers; the same bits either way.
+  bool bulk = true;
 };
 template <typename T>
 cudaError_t MoeDecodeDownCombine(const MoeDownCombineParams<T>& params, cudaStream_t stream,

@@ -84,6 +84,7 @@ absl::Status EnqueueMoeDecode(const MoeRun& run, const MoeExperts& experts, cons
   down.k = run.expert_inter;
   down.n = run.hidden;
   down.out = out;
+  down.bulk = run.launch.moe_down_bulk != 0;
   CUDA_RETURN_IF_ERROR(MoeDecodeDownCombine(down, stream, run.launch));
   return absl::OkStatus();
 }

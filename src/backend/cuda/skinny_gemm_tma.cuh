@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cuda/mbarrier.cuh"
 #include "backend/cuda/pdl.h"
 #include "backend/cuda/skinny_gemm.h"
 #include "backend/cuda/skinny_gemm_common.cuh"
@@ -59,26 +60,6 @@ struct TmaConfig {
   static_assert(kStages >= 3, "at least three slots in the ring");
 };
 
-__device__ __forceinline__ void MbarInit(uint32_t bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void MbarExpectTx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void MbarArrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n"
-      "}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
 // One box of `map` at (element c0 of k, row c1) into shared memory at dst; completes on bar.
 __device__ __forceinline__ void TmaLoad(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar,
                                         uint64_t policy) {
