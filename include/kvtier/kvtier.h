@@ -262,6 +262,11 @@ KVT_API int64_t kvt_live_handles(void);
  *                                (head_dim 128, blocks of 16+ positions):
  *                                1 on, 2 on with f16 products, 0 off,
  *                                -1 the library's choice (1)           default -1
+ *   "cuda_gemv_bulk" int         the decode GEMV reading its weights
+ *                                through the copy engine where the
+ *                                whole matrix fits in shared memory:
+ *                                1 on, 0 through registers, -1 the
+ *                                library's choice (on)                  default -1
  *   "cuda_moe_decode_fused" int  mixture-of-experts models' one-row
  *                                decode steps on three fused kernels:
  *                                1 on, 0 the grouped kernels, -1 the

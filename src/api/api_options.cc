@@ -55,6 +55,7 @@ const std::map<std::string, IntKey>& IntKeys() {
        {-1, 2, [](EngineOptions& o, int64_t v) { o.cuda.launch.decode_fp8_pair_tiles = static_cast<int32_t>(v); }}},
       {"cuda_moe_decode_fused",
        {-1, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.moe_decode_fused = static_cast<int32_t>(v); }}},
+      {"cuda_gemv_bulk", {-1, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.gemv_bulk = static_cast<int32_t>(v); }}},
       {"cuda_moe_down_bulk",
        {-1, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.moe_down_bulk = static_cast<int32_t>(v); }}},
       {"cuda_pdl", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.pdl = v != 0; }}},

@@ -21,6 +21,9 @@ struct CudaLaunchOptions {
   // 16-byte weight pieces per lane the decode GEMV loads before its PDL wait: 2, 4 or 8
   // (other values round down to one of these; below 2 gives 2).
   int32_t gemv_prefetch = 4;
+  // The decode GEMV reading its weights through the copy engine where the whole matrix fits in
+  // the SMs' shared memory (backend/cuda/gemv_bulk.cuh): -1 the library's choice (on), 0 off.
+  int32_t gemv_bulk = -1;
   // The wgmma prefill attention's variant (PrefillAttentionWgmma: 0 the default tiles, 1-3
   // other KV tiles and pipeline depths, 4-6 softmax overlapped with the next tile's MMAs; fp8
   // KV takes variants 0-3 and runs 0 for the others). For the timing sweep and A/B runs.

@@ -40,7 +40,7 @@ namespace {
 // KVTIER_CUDA_GRAPHS, _FAST_ATTENTION, _PDL and _PDL_EARLY turn their switch off when they
 // start with '0'; KVTIER_CUDA_GEMV_PREFETCH=2|4|8 (rounded down; below 2: 2);
 // KVTIER_CUDA_SKINNY=0..3 (cuda_skinny_gemm); KVTIER_CUDA_DECODE_FP8_PAIR=0|1|2;
-// KVTIER_CUDA_MOE_DOWN_BULK=0|1 (CudaLaunchOptions::moe_down_bulk). As the CLI's
+// KVTIER_CUDA_GEMV_BULK=0|1 and KVTIER_CUDA_MOE_DOWN_BULK=0|1 (CudaLaunchOptions). As the CLI's
 // cuda_env.cc reads them, for scripts that set them for both programs.
 CudaOptions CudaOptionsFromEnvironment() {
   auto off = [](const char* name) {
@@ -61,6 +61,9 @@ CudaOptions CudaOptionsFromEnvironment() {
   }
   if (const char* value = std::getenv("KVTIER_CUDA_DECODE_FP8_PAIR"); value != nullptr) {
     options.launch.decode_fp8_pair_tiles = value[0] == '0' ? 0 : value[0] == '2' ? 2 : 1;
+  }
+  if (const char* value = std::getenv("KVTIER_CUDA_GEMV_BULK"); value != nullptr) {
+    options.launch.gemv_bulk = value[0] == '0' ? 0 : 1;
   }
   if (const char* value = std::getenv("KVTIER_CUDA_MOE_DOWN_BULK"); value != nullptr) {
     options.launch.moe_down_bulk = value[0] == '0' ? 0 : 1;

@@ -3,6 +3,7 @@
 // (bf16, fp16) with its own error bound. Skips without a GPU.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -32,13 +33,17 @@ using cuda_test::GateRef;
 using cuda_test::kGateActivations;
 
 // The GEMV's launch variants: each prefetch depth is a kernel of its own; PDL off too.
+// The decode GEMV's launches: the register kernel at each prefetch depth, the bulk kernel where
+// the matrix fits (the default), and PDL off.
 std::vector<CudaLaunchOptions> GemvLaunches() {
   std::vector<CudaLaunchOptions> launches;
   for (int32_t prefetch : {2, 4, 8}) {
     CudaLaunchOptions launch;
     launch.gemv_prefetch = prefetch;
+    launch.gemv_bulk = 0;
     launches.push_back(launch);
   }
+  launches.push_back(CudaLaunchOptions{});
   CudaLaunchOptions plain;
   plain.pdl = false;
   launches.push_back(plain);
@@ -249,8 +254,8 @@ TEST_F(CudaKernelsTest, ArgmaxRowsMatchesReference) {
 TEST_F(CudaKernelsTest, GemvSmallRowsMatchesReference) {
   cuda_test::ForEachElem([&]<typename T>() {
     for (const CudaLaunchOptions& launch : GemvLaunches()) {
-      SCOPED_TRACE(::testing::Message() << "gemv_prefetch " << launch.gemv_prefetch << " pdl "
-                                      << launch.pdl);
+      SCOPED_TRACE(::testing::Message() << "gemv_prefetch " << launch.gemv_prefetch << " bulk " << launch.gemv_bulk
+                                      << " pdl " << launch.pdl);
       for (int k : {4096, 1032, 72}) {
         for (int rows = 1; rows <= kGemvMaxRows; ++rows) {
           for (bool f32 : {false, true}) {
@@ -306,8 +311,8 @@ TEST_F(CudaKernelsTest, GemvGatedMulMatchesReference) {
     const int inter = 77;
     for (GateActivation act : kGateActivations)
     for (const CudaLaunchOptions& launch : GemvLaunches()) {
-      SCOPED_TRACE(::testing::Message() << "gemv_prefetch " << launch.gemv_prefetch << " pdl "
-                                      << launch.pdl);
+      SCOPED_TRACE(::testing::Message() << "gemv_prefetch " << launch.gemv_prefetch << " bulk " << launch.gemv_bulk
+                                      << " pdl " << launch.pdl);
       for (int k : {4096, 1032, 72}) {
         for (int rows = 1; rows <= 2; ++rows) {
           SCOPED_TRACE(::testing::Message() << "k " << k << " rows " << rows);
@@ -338,6 +343,48 @@ TEST_F(CudaKernelsTest, GemvGatedMulMatchesReference) {
     }
     EXPECT_EQ(GemvGatedMul<T>(nullptr, nullptr, 3, 4096, 8, GateActivation::kSilu, nullptr, nullptr, kDefaultLaunch),
               cudaErrorInvalidValue);
+  });
+}
+
+// The bulk kernel (gemv_bulk.cuh) gives the register kernel's bits: plain and gate|up, 16-bit
+// and f32 outputs, every row count, a grid whose last CTA holds fewer columns (n 77).
+TEST_F(CudaKernelsTest, GemvBulkGivesTheRegisterKernelsBits) {
+  cuda_test::ForEachElem([&]<typename T>() {
+    const int n = 77;
+    CudaLaunchOptions registers;
+    registers.gemv_bulk = 0;
+    for (int k : {2048, 1032, 72}) {
+      Data16 x = Random16<T>(static_cast<size_t>(kGemvMaxRows) * k, rng_);
+      Data16 w = Random16<T>(static_cast<size_t>(2 * n) * k, rng_);
+      DeviceArray<uint16_t> d_x(x.bits.size()), d_w(w.bits.size());
+      d_x.Upload(x.bits);
+      d_w.Upload(w.bits);
+      const auto* dx = reinterpret_cast<const T*>(d_x.get());
+      const auto* dw = reinterpret_cast<const T*>(d_w.get());
+      for (int rows = 1; rows <= kGemvMaxRows; ++rows) {
+        SCOPED_TRACE(::testing::Message() << "k " << k << " rows " << rows);
+        auto plain = [&](const CudaLaunchOptions& launch, bool f32) {
+          DeviceArray<float> d_out(static_cast<size_t>(rows) * n);
+          d_out.Upload(std::vector<float>(static_cast<size_t>(rows) * n, NAN));
+          EXPECT_EQ(GemvSmallRows(dx, dw, rows, k, n, d_out.get(), f32, nullptr, launch), cudaSuccess);
+          return d_out.Download();
+        };
+        for (bool f32 : {false, true}) {
+          const std::vector<float> want = plain(registers, f32), got = plain(CudaLaunchOptions{}, f32);
+          EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << "f32 " << f32;
+        }
+        if (rows > 2) continue;
+        auto gated = [&](const CudaLaunchOptions& launch) {
+          DeviceArray<uint16_t> d_out(static_cast<size_t>(rows) * n);
+          d_out.Upload(std::vector<uint16_t>(static_cast<size_t>(rows) * n, 0xffff));
+          EXPECT_EQ(GemvGatedMul(dx, dw, rows, k, n, GateActivation::kSilu, reinterpret_cast<T*>(d_out.get()), nullptr,
+                                 launch),
+                    cudaSuccess);
+          return d_out.Download();
+        };
+        EXPECT_EQ(gated(registers), gated(CudaLaunchOptions{})) << "gate|up";
+      }
+    }
   });
 }
 

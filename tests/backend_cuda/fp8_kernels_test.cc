@@ -76,6 +76,15 @@ TEST(Fp8KernelsTest, GemvMatchesTheReferenceOnTheSameCodes) {
                                 in_features, reinterpret_cast<T*>(d_out.ptr), nullptr));
       std::vector<uint16_t> out(num_rows * out_features);
       CUDA_ASSERT(cudaMemcpy(out.data(), d_out.ptr, out.size() * 2, cudaMemcpyDeviceToHost));
+      // Several rows run gemv_bulk.cuh's kernel where the codes fit (these do): the register
+      // kernel's bits.
+      CudaLaunchOptions registers;
+      registers.gemv_bulk = 0;
+      CUDA_ASSERT(cuda::GemvFp8(reinterpret_cast<const T*>(d_x.ptr), num_rows, d_codes.ptr, d_scales.ptr, out_features,
+                                in_features, reinterpret_cast<T*>(d_out.ptr), nullptr, registers));
+      std::vector<uint16_t> through_registers(out.size());
+      CUDA_ASSERT(cudaMemcpy(through_registers.data(), d_out.ptr, out.size() * 2, cudaMemcpyDeviceToHost));
+      EXPECT_EQ(through_registers, out);
       for (int r = 0; r < num_rows; ++r) {
         for (int64_t n = 0; n < out_features; ++n) {
           double want = 0, magnitude = 0;

@@ -75,6 +75,8 @@ static void test_options(void) {
   CHECK(strstr(kvt_options_errmsg(o), "cuda_decode_fp8_pair_tiles") != NULL);
   CHECK_STATUS(kvt_options_set_int(o, "cuda_moe_decode_fused", 1), KVT_OK);
   CHECK_STATUS(kvt_options_set_int(o, "cuda_moe_decode_fused", -2), KVT_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(kvt_options_set_int(o, "cuda_gemv_bulk", 0), KVT_OK);
+  CHECK_STATUS(kvt_options_set_int(o, "cuda_gemv_bulk", -2), KVT_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(kvt_options_set_int(o, "cuda_moe_down_bulk", 0), KVT_OK);
   CHECK_STATUS(kvt_options_set_int(o, "cuda_moe_down_bulk", 2), KVT_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(kvt_options_set_int(NULL, "threads", 1), KVT_ERR_INVALID_ARGUMENT);

@@ -111,6 +111,9 @@ constexpr ContextOption kOptions[] = {
     {"cuda_moe_decode_fused", Kind::kInt, -1, 1, nullptr,
      "CUDA, mixture-of-experts models: one-row decode steps on the three-kernel fused path: 1 on, 0 the "
      "grouped kernels, -1 the library's choice (on; default -1)"},
+    {"cuda_gemv_bulk", Kind::kInt, -1, 1, nullptr,
+     "CUDA: the decode GEMV reads its weights through the copy engine where the whole matrix fits in shared "
+     "memory: 1 on, 0 through registers, -1 the library's choice (on; default -1)"},
     {"cuda_moe_down_bulk", Kind::kInt, -1, 1, nullptr,
      "CUDA, mixture-of-experts models: the fused decode path's down+combine reads its weights through the "
      "copy engine where a CTA's rows fit: 1 on, 0 through registers, -1 the library's choice (on; default -1)"},

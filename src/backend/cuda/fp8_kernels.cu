@@ -5,7 +5,7 @@
 
 #include "backend/cuda/elem.cuh"
 #include "backend/cuda/fp8_gemv_rows.cuh"
-#include "backend/cuda/gemv_kernel.cuh"
+#include "backend/cuda/gemv_bulk.cuh"
 #include "backend/cuda/pdl.h"
 #include "common/fp8_e4m3.h"
 
@@ -76,7 +76,7 @@ __global__ void DequantizeRowsScalarKernel(const uint8_t* __restrict__ codes, co
 template <typename T, int R, bool kGated, GateActivation A = GateActivation::kSilu>
 cudaError_t LaunchGemvFp8(const T* x, const uint8_t* codes, const float* scales, int k, int n, T* out,
                           cudaStream_t stream, const CudaLaunchOptions& launch) {
-  return gemv::Launch<gemv::WeightsFp8<T>, T, R, kGated ? 2 : 1, false, kGemvPre, A>(x, codes, scales, k, n, out,
+  return gemv::LaunchDecodeGemv<gemv::WeightsFp8<T>, T, R, kGated ? 2 : 1, false, kGemvPre, A>(x, codes, scales, k, n, out,
                                                                                      stream, launch);
 }
 

@@ -1,9 +1,10 @@
 // The 16-bit decode GEMVs (semantics in kernels.h): gemv_kernel.cuh's kernel over weights in
-// the compute dtype, with the pre-wait depth CudaLaunchOptions::gemv_prefetch chooses.
+// the compute dtype, with the pre-wait depth CudaLaunchOptions::gemv_prefetch chooses, or
+// gemv_bulk.cuh's where the matrix fits in shared memory.
 #include <cstdint>
 
 #include "backend/cuda/elem.cuh"
-#include "backend/cuda/gemv_kernel.cuh"
+#include "backend/cuda/gemv_bulk.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.h"
 
@@ -27,11 +28,11 @@ cudaError_t LaunchGemv16(const T* x, const T* w, int k, int n, void* out, cudaSt
   const float* no_scales = nullptr;
   switch (GemvPrefetchPieces(launch)) {
     case 8:
-      return gemv::Launch<gemv::Weights16<T>, T, R, W, kF32Out, 8, A>(x, w, no_scales, k, n, out, stream, launch);
+      return gemv::LaunchDecodeGemv<gemv::Weights16<T>, T, R, W, kF32Out, 8, A>(x, w, no_scales, k, n, out, stream, launch);
     case 4:
-      return gemv::Launch<gemv::Weights16<T>, T, R, W, kF32Out, 4, A>(x, w, no_scales, k, n, out, stream, launch);
+      return gemv::LaunchDecodeGemv<gemv::Weights16<T>, T, R, W, kF32Out, 4, A>(x, w, no_scales, k, n, out, stream, launch);
     default:
-      return gemv::Launch<gemv::Weights16<T>, T, R, W, kF32Out, 2, A>(x, w, no_scales, k, n, out, stream, launch);
+      return gemv::LaunchDecodeGemv<gemv::Weights16<T>, T, R, W, kF32Out, 2, A>(x, w, no_scales, k, n, out, stream, launch);
   }
 }
 

@@ -161,6 +161,46 @@ struct WeightsFp8 {
   }
 };
 
+// A warp's epilogue: each lane's partial sums reduced by butterfly, then lane r writes row r of
+// column col: the scale (Format::kScaled), A(gate) * up with W = 2, the output type.
+template <typename Format, typename T, int R, int W, bool kF32Out, GateActivation A>
+__device__ __forceinline__ void Finish(float (&acc)[W][R], const float (&scale)[W], int lane, int col, int n,
+                                       void* out) {
+#pragma unroll
+  for (int j = 0; j < W; ++j) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int offset = 16; offset > 0; offset >>= 1) acc[j][r] += __shfl_xor_sync(0xffffffffu, acc[j][r], offset);
+    }
+  }
+  if (lane < R) {
+    float v[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) {
+      v[j] = 0.0f;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (r == lane) {
+          if constexpr (Format::kScaled) {
+            v[j] = acc[j][r] * scale[j];
+          } else {
+            v[j] = acc[j][r];
+          }
+        }
+      }
+    }
+    float result = v[0];
+    if constexpr (W == 2) result = GateTimes<A>(v[0], v[1]);
+    const int64_t at = static_cast<int64_t>(lane) * n + col;
+    if constexpr (kF32Out) {
+      static_cast<float*>(out)[at] = result;
+    } else {
+      static_cast<T*>(out)[at] = FromFloat<T>(result);
+    }
+  }
+}
+
 // out (R, n) = x (R, k) times w (W * n, k)^T (W = 1), or A(gate) * up of it (W = 2); fp32
 // out only with W = 1. `scales` (W * n) with Format::kScaled, else unused.
 template <typename Format, typename T, int R, int W, bool kF32Out, int kPre, GateActivation A>
@@ -196,39 +236,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int j = 0; j < W; ++j) Format::template Accumulate<R>(v[j], x, k, piece, acc[j]);
   });
-#pragma unroll
-  for (int j = 0; j < W; ++j) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int offset = 16; offset > 0; offset >>= 1) acc[j][r] += __shfl_xor_sync(0xffffffffu, acc[j][r], offset);
-    }
-  }
-  if (lane < R) {
-    float v[W];
-#pragma unroll
-    for (int j = 0; j < W; ++j) {
-      v[j] = 0.0f;
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        if (r == lane) {
-          if constexpr (Format::kScaled) {
-            v[j] = acc[j][r] * scale[j];
-          } else {
-            v[j] = acc[j][r];
-          }
-        }
-      }
-    }
-    float result = v[0];
-    if constexpr (W == 2) result = GateTimes<A>(v[0], v[1]);
-    const int64_t at = static_cast<int64_t>(lane) * n + col;
-    if constexpr (kF32Out) {
-      static_cast<float*>(out)[at] = result;
-    } else {
-      static_cast<T*>(out)[at] = FromFloat<T>(result);
-    }
-  }
+  Finish<Format, T, R, W, kF32Out, A>(acc, scale, lane, col, n, out);
 }
 
 // Requires k a multiple of Format::kPerPiece and x, w 16-byte aligned; n >= 1.
