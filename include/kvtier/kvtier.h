@@ -266,7 +266,7 @@ KVT_API int64_t kvt_live_handles(void);
  *                                through the copy engine where the
  *                                whole matrix fits in shared memory:
  *                                1 on, 0 through registers, -1 the
- *                                library's choice (on)                  default -1
+ *                                library's choice (16-bit weights)      default -1
  *   "cuda_moe_decode_fused" int  mixture-of-experts models' one-row
  *                                decode steps on three fused kernels:
  *                                1 on, 0 the grouped kernels, -1 the
@@ -274,7 +274,8 @@ KVT_API int64_t kvt_live_handles(void);
  *   "cuda_moe_down_bulk" int     that fused path's down+combine reading
  *                                its weights through the copy engine
  *                                where they fit: 1 on, 0 through
- *                                registers, -1 the library's choice (on) default -1
+ *                                registers, -1 the library's choice
+ *                                (16-bit experts)                       default -1
  *   "cuda_fp8_activations" int   fp8 weights: steps of 3+ rows quantize
  *                                activations per token to E4M3 and run
  *                                fp8 x fp8 projections (W8A8); 0 keeps

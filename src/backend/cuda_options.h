@@ -22,7 +22,8 @@ struct CudaLaunchOptions {
   // (other values round down to one of these; below 2 gives 2).
   int32_t gemv_prefetch = 4;
   // The decode GEMV reading its weights through the copy engine where the whole matrix fits in
-  // the SMs' shared memory (backend/cuda/gemv_bulk.cuh): -1 the library's choice (on), 0 off.
+  // the SMs' shared memory (backend/cuda/gemv_bulk.cuh): -1 the library's choice (16-bit
+  // weights), 0 off, 1 on (fp8 codes too).
   int32_t gemv_bulk = -1;
   // The wgmma prefill attention's variant (PrefillAttentionWgmma: 0 the default tiles, 1-3
   // other KV tiles and pipeline depths, 4-6 softmax overlapped with the next tile's MMAs; fp8
@@ -36,7 +37,8 @@ struct CudaLaunchOptions {
   // library's choice (kMoeDecodeFusedByDefault: on), 0 off, 1 on.
   int32_t moe_decode_fused = -1;
   // That path's down+combine reading its weights through the copy engine where they fit
-  // (MoeDownCombineParams::bulk): -1 the library's choice (on), 0 off (through registers).
+  // (MoeDownCombineParams::bulk): -1 the library's choice (16-bit experts), 0 off (through
+  // registers), 1 on (fp8 experts too).
   int32_t moe_down_bulk = -1;
 };
 

@@ -351,8 +351,9 @@ TEST_F(CudaKernelsTest, GemvGatedMulMatchesReference) {
 TEST_F(CudaKernelsTest, GemvBulkGivesTheRegisterKernelsBits) {
   cuda_test::ForEachElem([&]<typename T>() {
     const int n = 77;
-    CudaLaunchOptions registers;
+    CudaLaunchOptions registers, bulk;
     registers.gemv_bulk = 0;
+    bulk.gemv_bulk = 1;
     for (int k : {2048, 1032, 72}) {
       Data16 x = Random16<T>(static_cast<size_t>(kGemvMaxRows) * k, rng_);
       Data16 w = Random16<T>(static_cast<size_t>(2 * n) * k, rng_);
@@ -370,7 +371,7 @@ TEST_F(CudaKernelsTest, GemvBulkGivesTheRegisterKernelsBits) {
           return d_out.Download();
         };
         for (bool f32 : {false, true}) {
-          const std::vector<float> want = plain(registers, f32), got = plain(CudaLaunchOptions{}, f32);
+          const std::vector<float> want = plain(registers, f32), got = plain(bulk, f32);
           EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << "f32 " << f32;
         }
         if (rows > 2) continue;
@@ -382,7 +383,7 @@ TEST_F(CudaKernelsTest, GemvBulkGivesTheRegisterKernelsBits) {
                     cudaSuccess);
           return d_out.Download();
         };
-        EXPECT_EQ(gated(registers), gated(CudaLaunchOptions{})) << "gate|up";
+        EXPECT_EQ(gated(registers), gated(bulk)) << "gate|up";
       }
     }
   });

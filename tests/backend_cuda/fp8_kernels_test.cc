@@ -76,10 +76,14 @@ TEST(Fp8KernelsTest, GemvMatchesTheReferenceOnTheSameCodes) {
                                 in_features, reinterpret_cast<T*>(d_out.ptr), nullptr));
       std::vector<uint16_t> out(num_rows * out_features);
       CUDA_ASSERT(cudaMemcpy(out.data(), d_out.ptr, out.size() * 2, cudaMemcpyDeviceToHost));
-      // Several rows run gemv_bulk.cuh's kernel where the codes fit (these do): the register
-      // kernel's bits.
-      CudaLaunchOptions registers;
+      // Several rows on gemv_bulk.cuh's kernel (asked for: fp8 codes stay on registers by
+      // default; these codes fit): the register kernel's bits.
+      CudaLaunchOptions registers, bulk;
       registers.gemv_bulk = 0;
+      bulk.gemv_bulk = 1;
+      CUDA_ASSERT(cuda::GemvFp8(reinterpret_cast<const T*>(d_x.ptr), num_rows, d_codes.ptr, d_scales.ptr, out_features,
+                                in_features, reinterpret_cast<T*>(d_out.ptr), nullptr, bulk));
+      CUDA_ASSERT(cudaMemcpy(out.data(), d_out.ptr, out.size() * 2, cudaMemcpyDeviceToHost));
       CUDA_ASSERT(cuda::GemvFp8(reinterpret_cast<const T*>(d_x.ptr), num_rows, d_codes.ptr, d_scales.ptr, out_features,
                                 in_features, reinterpret_cast<T*>(d_out.ptr), nullptr, registers));
       std::vector<uint16_t> through_registers(out.size());

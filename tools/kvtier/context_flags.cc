@@ -113,10 +113,11 @@ constexpr ContextOption kOptions[] = {
      "grouped kernels, -1 the library's choice (on; default -1)"},
     {"cuda_gemv_bulk", Kind::kInt, -1, 1, nullptr,
      "CUDA: the decode GEMV reads its weights through the copy engine where the whole matrix fits in shared "
-     "memory: 1 on, 0 through registers, -1 the library's choice (on; default -1)"},
+     "memory: 1 on, 0 through registers, -1 the library's choice (16-bit weights; default -1)"},
     {"cuda_moe_down_bulk", Kind::kInt, -1, 1, nullptr,
      "CUDA, mixture-of-experts models: the fused decode path's down+combine reads its weights through the "
-     "copy engine where a CTA's rows fit: 1 on, 0 through registers, -1 the library's choice (on; default -1)"},
+     "copy engine where a CTA's rows fit: 1 on, 0 through registers, -1 the library's choice (16-bit experts; "
+     "default -1)"},
     {"cuda_pdl_early", Kind::kInt, 0, 1, nullptr,
      "CUDA: short kernels start the next kernel before their own wait (default 1)"},
     {"cuda_host_kv_stream_tokens", Kind::kInt, 0, 1 << 24, nullptr,

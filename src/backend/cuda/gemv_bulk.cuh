@@ -96,14 +96,17 @@ size_t BulkSharedBytes(int k, int n) {
   return grid <= static_cast<int64_t>(sms) * per_sm ? static_cast<size_t>(bytes) : 0;
 }
 
-// The decode GEMV (Kernel's semantics and requirements): BulkKernel where launch.gemv_bulk
-// allows it and the matrix fits, else Kernel with kPre pieces before the wait.
+// The decode GEMV (Kernel's semantics and requirements): BulkKernel where the matrix fits and
+// launch.gemv_bulk asks for it (1) or leaves the choice (-1) for 16-bit weights, else Kernel with
+// kPre pieces before the wait. fp8 codes stay on Kernel by default: their one-row GEMV is
+// fp8_gemv_rows.cuh's, and the bulk path is measured only for 16-bit weights.
 template <typename Format, typename T, int R, int W, bool kF32Out, int kPre,
           GateActivation A = GateActivation::kSilu>
 cudaError_t LaunchDecodeGemv(const T* x, const typename Format::Element* w, const float* scales, int k, int n,
                              void* out, cudaStream_t stream, const CudaLaunchOptions& launch) {
   static_assert(W == 1 || !kF32Out, "gate|up writes the compute dtype");
-  const size_t shared = launch.gemv_bulk != 0 ? BulkSharedBytes<Format, T, R, W, kF32Out, A>(k, n) : 0;
+  const bool bulk = launch.gemv_bulk == 1 || (launch.gemv_bulk < 0 && !Format::kScaled);
+  const size_t shared = bulk ? BulkSharedBytes<Format, T, R, W, kF32Out, A>(k, n) : 0;
   if (shared == 0) return Launch<Format, T, R, W, kF32Out, kPre, A>(x, w, scales, k, n, out, stream, launch);
   const dim3 grid((n + kWarps - 1) / kWarps);
   const cudaError_t err = LaunchPdl(launch, BulkKernel<Format, T, R, W, kF32Out, A>, grid, dim3(kWarps * 32), shared,

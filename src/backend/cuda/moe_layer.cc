@@ -84,7 +84,9 @@ absl::Status EnqueueMoeDecode(const MoeRun& run, const MoeExperts& experts, cons
   down.k = run.expert_inter;
   down.n = run.hidden;
   down.out = out;
-  down.bulk = run.launch.moe_down_bulk != 0;
+  // The copy engine where asked, or by default for 16-bit experts: with fp8 codes the register
+  // form measured faster (bench/results/2026-12-07-moe-down-bulk).
+  down.bulk = run.launch.moe_down_bulk == 1 || (run.launch.moe_down_bulk < 0 && !fp8);
   CUDA_RETURN_IF_ERROR(MoeDecodeDownCombine(down, stream, run.launch));
   return absl::OkStatus();
 }
