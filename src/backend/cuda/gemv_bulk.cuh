@@ -19,6 +19,7 @@
 #include "backend/cuda/gemv_kernel.cuh"
 #include "backend/cuda/mbarrier.cuh"
 #include "backend/cuda/pdl.h"
+#include "backend/cuda/resident_ctas.h"
 #include "backend/cuda_options.h"
 
 namespace kvtier::cuda::gemv {
@@ -84,16 +85,10 @@ size_t BulkSharedBytes(int k, int n) {
   static const cudaError_t opted_in = cudaFuncSetAttribute(BulkKernel<Format, T, R, W, kF32Out, A>,
                                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                            static_cast<int>(kBulkCtaBytes));
-  int device = 0, sms = 0, per_sm = 0;
-  if (opted_in != cudaSuccess || cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, BulkKernel<Format, T, R, W, kF32Out, A>, kWarps * 32,
-                                                    static_cast<size_t>(bytes)) != cudaSuccess) {
-    cudaGetLastError();  // a refusal here only means the register kernel runs
-    return 0;
-  }
+  if (opted_in != cudaSuccess) return 0;  // the register kernel runs
   const int64_t grid = (n + kWarps - 1) / kWarps;
-  return grid <= static_cast<int64_t>(sms) * per_sm ? static_cast<size_t>(bytes) : 0;
+  const auto* kernel = reinterpret_cast<const void*>(BulkKernel<Format, T, R, W, kF32Out, A>);
+  return grid <= ResidentCtas(kernel, kWarps * 32, static_cast<size_t>(bytes)) ? static_cast<size_t>(bytes) : 0;
 }
 
 // The decode GEMV (Kernel's semantics and requirements): BulkKernel where the matrix fits and
