@@ -276,6 +276,15 @@ KVT_API int64_t kvt_live_handles(void);
  *                                where they fit: 1 on, 0 through
  *                                registers, -1 the library's choice
  *                                (16-bit experts)                       default -1
+ *   "cuda_l2_prefetch" int       one- and two-row decode steps asking
+ *                                L2 for a projection's weights while
+ *                                the short kernels before it run, a
+ *                                sum of 1 (o, during QkvPost), 2 (an
+ *                                MoE layer's chosen down matrices,
+ *                                during its gate|up), 4 (the next
+ *                                layer's qkv, during an MoE router), 8
+ *                                (o, during the decode attention);
+ *                                0 none, -1 the library's choice (none) default -1
  *   "cuda_fp8_activations" int   fp8 weights: steps of 3+ rows quantize
  *                                activations per token to E4M3 and run
  *                                fp8 x fp8 projections (W8A8); 0 keeps

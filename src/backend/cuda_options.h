@@ -40,6 +40,13 @@ struct CudaLaunchOptions {
   // (MoeDownCombineParams::bulk): -1 the library's choice (16-bit experts), 0 off (through
   // registers), 1 on (fp8 experts too).
   int32_t moe_down_bulk = -1;
+  // One- and two-row decode steps asking L2 for a projection's weights while the latency-bound
+  // kernels before it run (backend/cuda/kernels.h L2Prefetch), a sum of: 1 the o projection's
+  // during QkvPost and the attention; 2 a mixture-of-experts layer's chosen down matrices during
+  // its gate|up (MoeDownPrefetch); 4 the next layer's qkv projection during that layer's router;
+  // 8 the o projection's during the decode attention. -1 the library's choice
+  // (kL2PrefetchByDefault), 0 none.
+  int32_t l2_prefetch = -1;
 };
 
 enum class CudnnPrefillUse : int32_t { kNever = 0, kFullChunks = 1, kEveryChunk = 2 };

@@ -9,7 +9,7 @@
 // 2,048-token prompt from position 0 and W4's chunk at 30,000), eager, each reported in ms and
 // tokens/s.
 // KVTIER_DECODE_BENCH=1: only the decode attention kernel's timings (decode_attention_bench.h).
-// KVTIER_BENCH_QUICK=1: only W1/W2 graph decode steps and W2's prefill.
+// KVTIER_BENCH_QUICK=1: only W1/W2 graph decode steps and W2's prefill; =w1: only W1's.
 // KVTIER_BENCH_W9=ROWS:CTX[,ROWS:CTX...]: only W9-shaped steps (bench_w9.h): graph decode
 // steps of ROWS sequences at CTX positions, and mixed steps (ROWS decodes plus one prompt
 // chunk that fills 2,048 tokens), as a saturated server runs them.
@@ -40,8 +40,9 @@ namespace {
 // KVTIER_CUDA_GRAPHS, _FAST_ATTENTION, _PDL and _PDL_EARLY turn their switch off when they
 // start with '0'; KVTIER_CUDA_GEMV_PREFETCH=2|4|8 (rounded down; below 2: 2);
 // KVTIER_CUDA_SKINNY=0..3 (cuda_skinny_gemm); KVTIER_CUDA_DECODE_FP8_PAIR=0|1|2;
-// KVTIER_CUDA_GEMV_BULK=0|1 and KVTIER_CUDA_MOE_DOWN_BULK=0|1 (CudaLaunchOptions). As the CLI's
-// cuda_env.cc reads them, for scripts that set them for both programs.
+// KVTIER_CUDA_GEMV_BULK=0|1, KVTIER_CUDA_MOE_DOWN_BULK=0|1 and KVTIER_CUDA_L2_PREFETCH=0..15
+// (CudaLaunchOptions). As the CLI's cuda_env.cc reads them, for scripts that set them for both
+// programs.
 CudaOptions CudaOptionsFromEnvironment() {
   auto off = [](const char* name) {
     const char* value = std::getenv(name);
@@ -67,6 +68,9 @@ CudaOptions CudaOptionsFromEnvironment() {
   }
   if (const char* value = std::getenv("KVTIER_CUDA_MOE_DOWN_BULK"); value != nullptr) {
     options.launch.moe_down_bulk = value[0] == '0' ? 0 : 1;
+  }
+  if (const char* value = std::getenv("KVTIER_CUDA_L2_PREFETCH"); value != nullptr) {
+    options.launch.l2_prefetch = std::clamp(std::atoi(value), 0, 15);
   }
   return options;
 }
@@ -344,7 +348,12 @@ int Main(int argc, char** argv) {
                 st.ok() ? "ok" : st.ToString().c_str(), static_cast<long long>(b.decode_graphs().replays()));
     return st.ok() ? 0 : 1;
   }
-  {
+  // KVTIER_BENCH_QUICK=1: only the graph decode steps of W1 and W2 and W2's prefill (an A/B
+  // of kernel switches in a few seconds per run); =w1: only W1's graph decode steps.
+  const char* quick_value = std::getenv("KVTIER_BENCH_QUICK");
+  const bool quick = quick_value != nullptr;
+  const bool quick_w1 = quick && std::string(quick_value) == "w1";
+  if (!quick_w1) {
     ForwardBatch batch;
     batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 512), 0, tables[0], true});
     time_batch("W1 prefill 512 (1 seq)", batch, 5, 512, kGreedy);
@@ -358,9 +367,6 @@ int Main(int argc, char** argv) {
     time_batch("W4 prefill chunk 2048 at 30000", w4_chunk, 3, 2048, kGreedy);
     return 0;
   }
-  // KVTIER_BENCH_QUICK=1: only the graph decode steps of W1 and W2 and W2's prefill (an A/B
-  // of kernel switches in a few seconds per run).
-  const bool quick = std::getenv("KVTIER_BENCH_QUICK") != nullptr;
   for (bool graphs : {false, true}) {
     if (quick && !graphs) continue;
     b.decode_graphs().set_enabled(graphs);
@@ -370,6 +376,7 @@ int Main(int argc, char** argv) {
       batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1), 600, tables[0], true});
       time_batch(("W1 decode, 1 seq at 600" + suffix).c_str(), batch, 30, 1, kGreedy);
     }
+    if (quick_w1) return 0;
     {
       ForwardBatch batch;
       for (int s = 0; s < 64; ++s) {

@@ -555,6 +555,9 @@ TEST_P(QkvPostTest, MatchesReference) {
     params.num_heads = p.heads;
     params.layer = layer;
     params.q_out = reinterpret_cast<T*>(d_q.get());
+    // Asking L2 for another buffer (as the decode step does for the o projection's weights)
+    // changes nothing the kernel writes.
+    params.prefetch = {d_qkv.get(), static_cast<int64_t>(qkv.bits.size() * 2 / 16 * 16)};
     PagedKv<T> kv = cuda_test::PagedKvOf(w.layout, reinterpret_cast<T*>(d_pool.get()), d_indices.get(), d_indptr.get());
     ASSERT_EQ(QkvPost(params, StepTokens{d_chunk.get(), d_pos.get(), t_count}, kv, nullptr,
                       kDefaultLaunch),

@@ -69,5 +69,23 @@ TEST(BenchModelShapeTest, MoeReadsTheChosenExpertsOnly) {
   EXPECT_DOUBLE_EQ(s.FlopsPerToken(), 2 * (100000 - 0.75 * experts));
 }
 
+TEST(BenchModelShapeTest, PrefillIsBoundByFlopsOrByTheWeightsItReads) {
+  const ModelShape dense;  // Llama-3-8B: 512 tokens' FLOPs take longer than its 16 GB at 3 TB/s
+  EXPECT_DOUBLE_EQ(dense.PrefillTokS(512, false, 750e12, 3e12), 750e12 / dense.FlopsPerToken());
+  // A mixture of experts with few active parameters: a 512-token step reads nearly every
+  // expert, and that takes longer than its FLOPs.
+  ModelShape moe;
+  moe.parameters = 30.5e9;
+  moe.projection_parameters = 29e9;
+  moe.expert_parameters = 28e9;
+  moe.experts = 128;
+  moe.experts_per_token = 8;
+  moe.active_parameters = 3.3e9;
+  const double weights_s = moe.WeightBytesPerStep(512, false) / 3e12;
+  EXPECT_GT(weights_s, 512 * moe.FlopsPerToken() / 750e12);
+  EXPECT_DOUBLE_EQ(moe.PrefillTokS(512, false, 750e12, 3e12), 512 / weights_s);
+  EXPECT_GT(moe.PrefillTokS(512, true, 750e12, 3e12), moe.PrefillTokS(512, false, 750e12, 3e12));
+}
+
 }  // namespace
 }  // namespace kvtier::cli::bench

@@ -1,6 +1,7 @@
 // ModelShape (bench_model_shape.h).
 #include "bench_model_shape.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace kvtier::cli::bench {
@@ -56,5 +57,12 @@ double ModelShape::WeightBytesPerStep(int64_t rows, bool fp8_weights) const {
 bool ModelShape::IsTargetsModel() const { return !IsMoe() && std::abs(parameters - 8.03e9) < 0.01 * 8.03e9; }
 
 double ModelShape::FlopsPerToken() const { return 2 * active_parameters; }
+
+double ModelShape::PrefillTokS(int64_t step_tokens, bool fp8_weights, double projection_flops, double hbm_Bps) const {
+  const double tokens = static_cast<double>(step_tokens);
+  const double compute_s = tokens * FlopsPerToken() / projection_flops;
+  const double weights_s = WeightBytesPerStep(step_tokens, fp8_weights) / hbm_Bps;
+  return tokens / std::max(compute_s, weights_s);
+}
 
 }  // namespace kvtier::cli::bench

@@ -38,6 +38,12 @@ struct ModelShape {
   double WeightBytesPerStep(int64_t rows, bool fp8_weights) const;
   // FLOPs of one token's forward through the linear layers: 2 per parameter it multiplies.
   double FlopsPerToken() const;
+  // Tokens/s a prompt reaches at best in steps of `step_tokens` tokens: each step's linear
+  // layers at `projection_flops` or its weights (WeightBytesPerStep) at `hbm_Bps`, whichever takes
+  // longer. A dense model's prefill is bound by its FLOPs; a mixture of experts' step reads
+  // every expert its tokens choose, most of them in a prompt of a few hundred tokens, for few
+  // FLOPs a token.
+  double PrefillTokS(int64_t step_tokens, bool fp8_weights, double projection_flops, double hbm_Bps) const;
   bool IsMoe() const { return experts > 0 && experts_per_token > 0; }
   // Whether this is Llama-3-8B's shape (dense, 8.03 B parameters within 1%), the model
   // docs/WORKLOADS.md's absolute targets (tokens/s, seconds) are set for.

@@ -54,6 +54,10 @@ struct BenchSession {
     return tokens * FlopsPerToken() / ProjectionFlops() +
            4.0 * shape.query_width * tokens * mean_context / ceilings.gemm_flops;
   }
+  // ModelShape::PrefillTokS in this session's weight format and ceilings.
+  double PrefillTokS(int64_t step_tokens) const {
+    return shape.PrefillTokS(step_tokens, weight_dtype == "fp8", ProjectionFlops(), ceilings.hbm_Bps);
+  }
   // An absolute target (tokens/s of Llama-3-8B on an H200, docs/WORKLOADS.md): `target` when
   // the checkpoint is that model's shape, NaN (no target, never missed) for any other model,
   // whose figures are read against their limits.

@@ -56,6 +56,11 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
   const int32_t num_heads = static_cast<int32_t>(config.num_heads);
 
   const CudaLaunchOptions& launch = parts_.launch;
+  const int l2_prefetch = L2PrefetchParts(launch, rows);
+  // A projection's weights as one stretch of memory, for L2Prefetch: n rows of k.
+  auto weights_of = [&](const CudaWeights::Raw16* w16, const CudaWeights::Fp8Matrix& w8, int64_t n, int64_t k) {
+    return weights.fp8 ? L2Prefetch{w8.codes, n * k} : L2Prefetch{w16, n * k * static_cast<int64_t>(sizeof(T))};
+  };
   const W8A8Path w8a8_path = projections.W8A8PathFor(rows);
   const bool w8a8 = w8a8_path != W8A8Path::kNone;
   const GateActivation activation =
@@ -117,6 +122,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
     post.num_heads = num_heads;
     post.layer = kv_layer;
     post.q_out = as(ws.q);
+    if ((l2_prefetch & kL2PrefetchO) != 0) post.prefetch = weights_of(w.o, w.o8, h, q_dim);
     CUDA_RETURN_IF_ERROR(QkvPost(post, step_tokens, kv, stream, launch));
     const AttentionScores scores = AttentionScoresOf(config, layer);
     ASSIGN_OR_RETURN(const void* staged, host_kv.StageLayer(step, layer));
@@ -138,6 +144,7 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
         attn.split_counters = ws.decode_split_counters;
         attn.fp8_pair_tiles = launch.decode_fp8_pair_tiles;
         attn.scores = scores;
+        if ((l2_prefetch & kL2PrefetchOInAttention) != 0) attn.prefetch = weights_of(w.o, w.o8, h, q_dim);
         CUDA_RETURN_IF_ERROR(DecodeAttention(attn, step_tokens, kv, decode_stream, launch));
       }
       if (cudnn_prefill) {
@@ -188,6 +195,11 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
     // path quantizes them itself (W8A8, moe_library.h).
     if (config.IsMoeLayer(layer)) {
       const MoeInputNorm<T> norm{ws.residual, as(ws.proj), mlp_norm, eps, as(ws.normed)};
+      moe_run.router_prefetch = {};
+      if ((l2_prefetch & kL2PrefetchNextQkv) != 0 && layer + 1 < config.num_layers) {
+        const CudaWeights::Layer& next = weights.layers[layer + 1];
+        moe_run.router_prefetch = weights_of(next.qkv, next.qkv8, qkv, h);
+      }
       RETURN_IF_ERROR(EnqueueMoeMlp(moe_run, w.moe, ws.moe, norm, rows, as(ws.proj), stream));
       continue;
     }

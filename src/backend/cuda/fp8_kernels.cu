@@ -87,9 +87,17 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // per row before the PDL wait and 2 per pipelined batch, for the plain projections and for
 // gate|up + activation alike. Variants with one piece per batch or more registers (fewer CTAs per
 // SM) stream slower; bench/micro/fp8_decode_chain.cu times them in the whole decode chain.
+// launch.gemv_bulk 1 runs gemv_bulk.cuh's kernel instead where the whole matrix fits in the
+// SMs' shared memory (the same bits: each lane's pieces in the same order, the same butterfly
+// and scale).
 template <typename T, bool kGated, GateActivation A = GateActivation::kSilu>
 cudaError_t LaunchGemvFp8OneRow(const T* x, const uint8_t* codes, const float* scales, int k, int n, T* out,
                                 cudaStream_t stream, const CudaLaunchOptions& launch) {
+  constexpr int W = kGated ? 2 : 1;
+  if (launch.gemv_bulk == 1 && gemv::BulkSharedBytes<gemv::WeightsFp8<T>, T, 1, W, false, A>(k, n) > 0) {
+    return gemv::LaunchDecodeGemv<gemv::WeightsFp8<T>, T, 1, W, false, kGemvPre, A>(x, codes, scales, k, n, out,
+                                                                                      stream, launch);
+  }
   return LaunchGemvFp8Rows<T, 2, 2, 2, kGated, A>(x, codes, scales, k, n, out, stream, launch);
 }
 

@@ -7,6 +7,7 @@
 #include "backend/cuda/gate_activation.h"
 #include "backend/cuda/kv_fp8.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mbarrier.cuh"
 #include "backend/cuda/pdl.h"
 #include "backend/cuda/rms_norm_row.cuh"
 
@@ -107,6 +108,10 @@ __global__ void QkvPostKernel(QkvPostParams<T> p, StepTokens tokens, PagedKv<T> 
   const int t = blockIdx.x;
   const int lane = threadIdx.x & 31;
   const int head = blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (p.prefetch.base != nullptr && threadIdx.x == 0) {  // weights: no kernel of the step writes them
+    PrefetchShareL2(p.prefetch.base, p.prefetch.bytes, blockIdx.x * gridDim.y + blockIdx.y,
+                    static_cast<int64_t>(gridDim.x) * gridDim.y);
+  }
   const int d = kv.head_dim, half = d / 2;
   const int total_heads = p.num_heads + 2 * kv.num_kv_heads;
   const int width = total_heads * d;
@@ -455,6 +460,7 @@ cudaError_t QkvPost(const QkvPostParams<T>& params, StepTokens tokens, PagedKv<T
   const int total_heads = params.num_heads + 2 * kv.num_kv_heads;
   const dim3 grid(tokens.num_tokens, (total_heads + kQkvWarps - 1) / kQkvWarps);
   if (kv.fp8 && kv.block_bytes < kv.block_elements) return cudaErrorInvalidValue;
+  if (!L2PrefetchValid(params.prefetch, static_cast<int64_t>(grid.x) * grid.y)) return cudaErrorInvalidValue;
   auto kernel = launch.pdl_early_trigger
                     ? (kv.fp8 ? QkvPostKernel<T, true, true> : QkvPostKernel<T, true, false>)
                     : (kv.fp8 ? QkvPostKernel<T, false, true> : QkvPostKernel<T, false, false>);
@@ -462,6 +468,15 @@ cudaError_t QkvPost(const QkvPostParams<T>& params, StepTokens tokens, PagedKv<T
       LaunchPdl(launch, kernel, grid, dim3(kQkvWarps * 32), 0, stream, params, tokens, kv);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
+}
+
+bool L2PrefetchValid(const L2Prefetch& prefetch, int64_t ctas) {
+  if (prefetch.base == nullptr) return true;
+  if (prefetch.bytes <= 0 || prefetch.bytes % 16 != 0 || reinterpret_cast<uintptr_t>(prefetch.base) % 16 != 0 ||
+      ctas < 1) {
+    return false;
+  }
+  return (prefetch.bytes / 16 + ctas - 1) / ctas * 16 <= int64_t{UINT32_MAX};
 }
 
 namespace {

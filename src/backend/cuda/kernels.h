@@ -110,6 +110,28 @@ cudaError_t AddRmsNorm(float* residual, const T* add, const float* weight,
                        const int32_t* row_map, int rows, int dim, float eps, T* out,
                        cudaStream_t stream, const CudaLaunchOptions& launch);
 
+// Weights a latency-bound kernel of a decode step asks L2 to fetch as it starts (its CTAs
+// sharing the stretch), so that the projection after it reads them from L2 instead of waiting
+// on HBM (CudaLaunchOptions::l2_prefetch). Null base: nothing.
+struct L2Prefetch {
+  const void* base = nullptr;
+  int64_t bytes = 0;  // a multiple of 16; base 16-byte aligned
+};
+// Whether `prefetch` is null, or aligned with each of `ctas` shares under 4 GiB.
+bool L2PrefetchValid(const L2Prefetch& prefetch, int64_t ctas);
+// The parts of CudaLaunchOptions::l2_prefetch, and the library's choice of them.
+inline constexpr int kL2PrefetchO = 1;            // the o projection's, during QkvPost
+inline constexpr int kL2PrefetchExpertDown = 2;   // an MoE layer's chosen down matrices, during its gate|up
+inline constexpr int kL2PrefetchNextQkv = 4;      // the next layer's qkv, during an MoE layer's router
+inline constexpr int kL2PrefetchOInAttention = 8;  // the o projection's, during the decode attention
+inline constexpr int kL2PrefetchByDefault = 0;
+// The parts a decode step of `rows` rows takes: none past two rows (the projections are then no
+// GEMVs, and the attention's KV stream keeps HBM busy).
+inline int L2PrefetchParts(const CudaLaunchOptions& launch, int rows) {
+  if (rows > 2) return 0;
+  return launch.l2_prefetch < 0 ? kL2PrefetchByDefault : launch.l2_prefetch;
+}
+
 // Post-processing of the fused QKV projection qkv: (rows, (num_heads + 2*num_kv_heads) *
 // head_dim), per token: + bias (f32, optional), per-head RMSNorm of q and k with
 // q_norm / k_norm (f32 (head_dim), optional, Qwen3), RoPE (rotate_half, angle
@@ -131,6 +153,8 @@ struct QkvPostParams {
   int32_t num_heads = 0;
   int32_t layer = 0;
   T* q_out = nullptr;
+  // The o projection's weights, fetched into L2 while this kernel and the attention run.
+  L2Prefetch prefetch;
 };
 template <typename T>
 cudaError_t QkvPost(const QkvPostParams<T>& params, StepTokens tokens, PagedKv<T> kv,

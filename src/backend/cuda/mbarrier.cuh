@@ -59,6 +59,22 @@ __device__ __forceinline__ void BulkLoad(uint32_t dst, const void* src, uint32_t
       : "memory");
 }
 
+// Asks the copy engine to bring `bytes` (a multiple of 16) from global `src` (16-byte aligned)
+// into L2, with nothing waiting on it: a later kernel's reads of them then hit L2.
+__device__ __forceinline__ void BulkPrefetchL2(const void* src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
+}
+
+// Share `cta` of `ctas` of BulkPrefetchL2 over `bytes` (a multiple of 16) from `base`: whole
+// 16-byte pieces, the shares in order. Each share must be under 4 GiB (L2PrefetchShareFits).
+__device__ __forceinline__ void PrefetchShareL2(const void* base, int64_t bytes, int64_t cta, int64_t ctas) {
+  const int64_t pieces = bytes / 16;
+  const int64_t per_cta = (pieces + ctas - 1) / ctas;
+  const int64_t first = cta * per_cta;
+  const int64_t count = min(per_cta, pieces - first);
+  if (count > 0) BulkPrefetchL2(static_cast<const uint8_t*>(base) + first * 16, static_cast<uint32_t>(count * 16));
+}
+
 }  // namespace kvtier::cuda
 
 #endif  // KVTIER_BACKEND_CUDA_MBARRIER_CUH_

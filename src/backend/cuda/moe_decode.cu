@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "backend/cuda/elem.cuh"
+#include "backend/cuda/mbarrier.cuh"
 #include "backend/cuda/moe_decode.h"
 #include "backend/cuda/moe_routing.cuh"
 #include "backend/cuda/pdl.h"
@@ -31,6 +32,10 @@ __global__ void __launch_bounds__(moe::kRouterWarps * 32) DecodeRouteKernel(MoeD
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int expert = blockIdx.x * moe::kRouterWarps + warp;
   const bool on = expert < p.num_experts;
+  if (p.prefetch.base != nullptr && threadIdx.x == 0) {  // weights: no kernel of the step writes them
+    PrefetchShareL2(p.prefetch.base, p.prefetch.bytes, blockIdx.y * gridDim.x + blockIdx.x,
+                    static_cast<int64_t>(gridDim.x) * gridDim.y);
+  }
   const int ahead = on ? moe::RouterAhead(kAhead, p.hidden) : 0;
   float4 pre[kAhead];
   if (on) moe::LoadRouterAhead(p.router, p.hidden, expert, lane, ahead, pre);
@@ -94,6 +99,8 @@ cudaError_t MoeDecodeRoute(const MoeDecodeRouteParams<T>& p, cudaStream_t stream
       reinterpret_cast<uintptr_t>(p.x) % 16 != 0 || reinterpret_cast<uintptr_t>(p.router) % 16 != 0) {
     return cudaErrorInvalidValue;
   }
+  const dim3 grid = moe::RouterGrid(p.rows, p.num_experts);
+  if (!L2PrefetchValid(p.prefetch, static_cast<int64_t>(grid.x) * grid.y)) return cudaErrorInvalidValue;
   auto kernel = DecodeRouteKernel<T, 0>;
   size_t shared = 0;
   if (p.norm_weight != nullptr) {
@@ -109,8 +116,7 @@ cudaError_t MoeDecodeRoute(const MoeDecodeRouteParams<T>& p, cudaStream_t stream
                                       : DecodeRouteKernel<T, 4>;
     shared = static_cast<size_t>(p.rows) * p.hidden * sizeof(T);
   }
-  const cudaError_t err = LaunchPdl(launch, kernel, moe::RouterGrid(p.rows, p.num_experts),
-                                    dim3(moe::kRouterWarps * 32), shared, stream, p);
+  const cudaError_t err = LaunchPdl(launch, kernel, grid, dim3(moe::kRouterWarps * 32), shared, stream, p);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }

@@ -77,6 +77,9 @@ struct MoeRun {
   // kAuto's decode pick: the fused decode path, or the grouped path's per-route GEMV (kGemv).
   bool fused_decode = kMoeDecodeFusedByDefault;
   bool fused_norm = kMoeDecodeNormFusedByDefault;  // on the decode path only
+  // Weights the decode path's router asks L2 for as it starts (the next layer's qkv projection:
+  // CudaLaunchOptions::l2_prefetch); null base: none.
+  L2Prefetch router_prefetch;
   // The library path's GEMMs (tile kLibrary; moe_library.h); null: that path is never taken.
   cublasHandle_t cublas = nullptr;
   // Its fp8 x fp8 GEMMs for fp8 experts (W8A8); null: fp8 experts never take that path.
