@@ -266,7 +266,8 @@ KVT_API int64_t kvt_live_handles(void);
  *                                through the copy engine where the
  *                                whole matrix fits in shared memory:
  *                                1 on, 0 through registers, -1 the
- *                                library's choice (16-bit weights)      default -1
+ *                                library's choice (16-bit weights;
+ *                                one row's fp8 codes up to 12 MiB)      default -1
  *   "cuda_moe_decode_fused" int  mixture-of-experts models' one-row
  *                                decode steps on three fused kernels:
  *                                1 on, 0 the grouped kernels, -1 the
@@ -279,12 +280,10 @@ KVT_API int64_t kvt_live_handles(void);
  *   "cuda_l2_prefetch" int       one- and two-row decode steps asking
  *                                L2 for a projection's weights while
  *                                the short kernels before it run, a
- *                                sum of 1 (o, during QkvPost), 2 (an
- *                                MoE layer's chosen down matrices,
- *                                during its gate|up), 4 (the next
- *                                layer's qkv, during an MoE router), 8
- *                                (o, during the decode attention);
- *                                0 none, -1 the library's choice (none) default -1
+ *                                sum of 1 (o, during QkvPost) and 2
+ *                                (the next layer's qkv, during an MoE
+ *                                router); 0 none, -1 the library's
+ *                                choice (both)                          default -1
  *   "cuda_fp8_activations" int   fp8 weights: steps of 3+ rows quantize
  *                                activations per token to E4M3 and run
  *                                fp8 x fp8 projections (W8A8); 0 keeps

@@ -59,7 +59,7 @@ const std::map<std::string, IntKey>& IntKeys() {
       {"cuda_moe_down_bulk",
        {-1, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.moe_down_bulk = static_cast<int32_t>(v); }}},
       {"cuda_l2_prefetch",
-       {-1, 15, [](EngineOptions& o, int64_t v) { o.cuda.launch.l2_prefetch = static_cast<int32_t>(v); }}},
+       {-1, 3, [](EngineOptions& o, int64_t v) { o.cuda.launch.l2_prefetch = static_cast<int32_t>(v); }}},
       {"cuda_pdl", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.pdl = v != 0; }}},
       {"cuda_pdl_early", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.pdl_early_trigger = v != 0; }}},
       // Tensor parallelism (devices is a string).

@@ -23,7 +23,7 @@ struct CudaLaunchOptions {
   int32_t gemv_prefetch = 4;
   // The decode GEMV reading its weights through the copy engine where the whole matrix fits in
   // the SMs' shared memory (backend/cuda/gemv_bulk.cuh): -1 the library's choice (16-bit
-  // weights), 0 off, 1 on (fp8 codes too).
+  // weights, and one row's fp8 codes in matrices of up to 12 MiB), 0 off, 1 on (fp8 codes too).
   int32_t gemv_bulk = -1;
   // The wgmma prefill attention's variant (PrefillAttentionWgmma: 0 the default tiles, 1-3
   // other KV tiles and pipeline depths, 4-6 softmax overlapped with the next tile's MMAs; fp8
@@ -42,10 +42,9 @@ struct CudaLaunchOptions {
   int32_t moe_down_bulk = -1;
   // One- and two-row decode steps asking L2 for a projection's weights while the latency-bound
   // kernels before it run (backend/cuda/kernels.h L2Prefetch), a sum of: 1 the o projection's
-  // during QkvPost and the attention; 2 a mixture-of-experts layer's chosen down matrices during
-  // its gate|up (MoeDownPrefetch); 4 the next layer's qkv projection during that layer's router;
-  // 8 the o projection's during the decode attention. -1 the library's choice
-  // (kL2PrefetchByDefault), 0 none.
+  // during QkvPost (and the attention after it); 2 the next layer's qkv projection during a
+  // mixture-of-experts layer's router. -1 the library's choice (kL2PrefetchByDefault: both), 0
+  // none.
   int32_t l2_prefetch = -1;
 };
 

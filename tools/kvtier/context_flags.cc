@@ -113,16 +113,16 @@ constexpr ContextOption kOptions[] = {
      "grouped kernels, -1 the library's choice (on; default -1)"},
     {"cuda_gemv_bulk", Kind::kInt, -1, 1, nullptr,
      "CUDA: the decode GEMV reads its weights through the copy engine where the whole matrix fits in shared "
-     "memory: 1 on, 0 through registers, -1 the library's choice (16-bit weights; default -1)"},
+     "memory: 1 on, 0 through registers, -1 the library's choice (16-bit weights, and one row's fp8 codes "
+     "in matrices of up to 12 MiB; default -1)"},
     {"cuda_moe_down_bulk", Kind::kInt, -1, 1, nullptr,
      "CUDA, mixture-of-experts models: the fused decode path's down+combine reads its weights through the "
      "copy engine where a CTA's rows fit: 1 on, 0 through registers, -1 the library's choice (16-bit experts; "
      "default -1)"},
-    {"cuda_l2_prefetch", Kind::kInt, -1, 15, nullptr,
+    {"cuda_l2_prefetch", Kind::kInt, -1, 3, nullptr,
      "CUDA: one- and two-row decode steps ask L2 for a projection's weights while the short kernels before it "
-     "run, a sum of 1 (the o projection's, during QkvPost), 2 (a mixture-of-experts layer's chosen down "
-     "matrices, during its gate|up), 4 (the next layer's qkv, during a mixture-of-experts router) and 8 (the o "
-     "projection's, during the decode attention); 0 none, -1 the library's choice (none; default -1)"},
+     "run, a sum of 1 (the o projection's, during QkvPost) and 2 (the next layer's qkv, during a "
+     "mixture-of-experts router); 0 none, -1 the library's choice (both; default -1)"},
     {"cuda_pdl_early", Kind::kInt, 0, 1, nullptr,
      "CUDA: short kernels start the next kernel before their own wait (default 1)"},
     {"cuda_host_kv_stream_tokens", Kind::kInt, 0, 1 << 24, nullptr,

@@ -53,7 +53,6 @@
 #include "backend/cuda/decode_fragments.cuh"
 #include "backend/cuda/elem.cuh"
 #include "backend/cuda/kv_fp8.cuh"
-#include "backend/cuda/mbarrier.cuh"
 #include "backend/cuda/pdl.h"
 
 namespace kvtier::cuda {
@@ -147,10 +146,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int row = blockIdx.x, kv_head = blockIdx.y, split = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (p.prefetch.base != nullptr && threadIdx.x == 0) {
-    PrefetchShareL2(p.prefetch.base, p.prefetch.bytes, (static_cast<int64_t>(split) * gridDim.y + kv_head) * gridDim.x + row,
-                    static_cast<int64_t>(gridDim.x) * gridDim.y * gridDim.z);
-  }
   const int g = lane >> 2, t = lane & 3;
   const int token = p.rows[row];
   const int ctx = tok.pos[token] + 1;
@@ -584,7 +579,6 @@ cudaError_t DecodeAttention(const DecodeAttentionParams<T>& params, StepTokens t
   const float scale_log2 = static_cast<float>(M_LOG2E * scale);
   const dim3 grid(params.num_rows, kv.num_kv_heads, params.max_splits);
   if (kv.fp8 && kv.block_bytes < kv.block_elements) return cudaErrorInvalidValue;
-  if (!L2PrefetchValid(params.prefetch, static_cast<int64_t>(grid.x) * grid.y * grid.z)) return cudaErrorInvalidValue;
   const DecodeKernelFn<T> kernel = PickDecodeKernel<T>(kv.head_dim, kv.fp8, bt_shift,
                                                        params.fp8_scales_after_products, params.fp8_pair_tiles);
   return LaunchPdl(launch, kernel, grid, dim3(kThreads), 0, stream, params, tokens, kv, group,

@@ -44,9 +44,6 @@ struct DecodeAttentionParams {
   // the shape does not allow it.
   int32_t fp8_pair_tiles = -1;
   AttentionScores scores;  // scale, soft-cap and sliding window (kernels.h)
-  // The o projection's weights, fetched into L2 while the kernel runs (every CTA its share,
-  // before the PDL wait: weights).
-  L2Prefetch prefetch;
 };
 
 // Row token t = rows[i] attends to KV positions [0, tokens.pos[t]] of chunk tokens.chunk[t]

@@ -144,7 +144,6 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
         attn.split_counters = ws.decode_split_counters;
         attn.fp8_pair_tiles = launch.decode_fp8_pair_tiles;
         attn.scores = scores;
-        if ((l2_prefetch & kL2PrefetchOInAttention) != 0) attn.prefetch = weights_of(w.o, w.o8, h, q_dim);
         CUDA_RETURN_IF_ERROR(DecodeAttention(attn, step_tokens, kv, decode_stream, launch));
       }
       if (cudnn_prefill) {

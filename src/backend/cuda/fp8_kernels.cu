@@ -17,6 +17,10 @@ constexpr int kQuantizeThreads = 256;
 // gemv.cu), so 4 pieces cover 2048 columns of each row: the 16-bit GEMV's default depth in
 // bytes (gemv.cu, GemvPrefetchPieces, says why).
 constexpr int kGemvPre = 4;
+// The one-row fp8 GEMV takes the copy engine by default up to this many bytes of codes: Qwen3-
+// 30B-A3B's qkv and o (10.5 and 8.4 MB) made W1 steps 2.9% faster that way, Llama-3-8B's (25.2
+// and 16.8 MB) 5.7% slower (bench/results/2026-12-07-l2-prefetch).
+constexpr int64_t kFp8OneRowBulkMaxBytes = int64_t{12} << 20;
 
 template <typename T>
 __global__ void QuantizeRowsKernel(const T* weights, int64_t cols, uint8_t* codes, float* scales) {
@@ -87,14 +91,17 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // per row before the PDL wait and 2 per pipelined batch, for the plain projections and for
 // gate|up + activation alike. Variants with one piece per batch or more registers (fewer CTAs per
 // SM) stream slower; bench/micro/fp8_decode_chain.cu times them in the whole decode chain.
-// launch.gemv_bulk 1 runs gemv_bulk.cuh's kernel instead where the whole matrix fits in the
-// SMs' shared memory (the same bits: each lane's pieces in the same order, the same butterfly
-// and scale).
+// gemv_bulk.cuh's kernel runs instead where the whole matrix fits in the SMs' shared memory and
+// launch.gemv_bulk asks for it (1), or leaves the choice (-1) and the matrix is at most
+// kFp8OneRowBulkMaxBytes (the same bits: each lane's pieces in the same order, the same
+// butterfly and scale).
 template <typename T, bool kGated, GateActivation A = GateActivation::kSilu>
 cudaError_t LaunchGemvFp8OneRow(const T* x, const uint8_t* codes, const float* scales, int k, int n, T* out,
                                 cudaStream_t stream, const CudaLaunchOptions& launch) {
   constexpr int W = kGated ? 2 : 1;
-  if (launch.gemv_bulk == 1 && gemv::BulkSharedBytes<gemv::WeightsFp8<T>, T, 1, W, false, A>(k, n) > 0) {
+  const bool bulk = launch.gemv_bulk == 1 ||
+                    (launch.gemv_bulk < 0 && int64_t{W} * n * k <= kFp8OneRowBulkMaxBytes);
+  if (bulk && gemv::BulkSharedBytes<gemv::WeightsFp8<T>, T, 1, W, false, A>(k, n) > 0) {
     return gemv::LaunchDecodeGemv<gemv::WeightsFp8<T>, T, 1, W, false, kGemvPre, A>(x, codes, scales, k, n, out,
                                                                                       stream, launch);
   }

@@ -119,12 +119,11 @@ struct L2Prefetch {
 };
 // Whether `prefetch` is null, or aligned with each of `ctas` shares under 4 GiB.
 bool L2PrefetchValid(const L2Prefetch& prefetch, int64_t ctas);
-// The parts of CudaLaunchOptions::l2_prefetch, and the library's choice of them.
-inline constexpr int kL2PrefetchO = 1;            // the o projection's, during QkvPost
-inline constexpr int kL2PrefetchExpertDown = 2;   // an MoE layer's chosen down matrices, during its gate|up
-inline constexpr int kL2PrefetchNextQkv = 4;      // the next layer's qkv, during an MoE layer's router
-inline constexpr int kL2PrefetchOInAttention = 8;  // the o projection's, during the decode attention
-inline constexpr int kL2PrefetchByDefault = 0;
+// The parts of CudaLaunchOptions::l2_prefetch, and the library's choice of them (both:
+// bench/results/2026-12-07-l2-prefetch).
+inline constexpr int kL2PrefetchO = 1;        // the o projection's, during QkvPost
+inline constexpr int kL2PrefetchNextQkv = 2;  // the next layer's qkv, during an MoE layer's router
+inline constexpr int kL2PrefetchByDefault = kL2PrefetchO | kL2PrefetchNextQkv;
 // The parts a decode step of `rows` rows takes: none past two rows (the projections are then no
 // GEMVs, and the attention's KV stream keeps HBM busy).
 inline int L2PrefetchParts(const CudaLaunchOptions& launch, int rows) {

@@ -58,20 +58,11 @@ template <typename T>
 cudaError_t MoeDecodeRoute(const MoeDecodeRouteParams<T>& params, cudaStream_t stream,
                            const CudaLaunchOptions& launch);
 
-// What kernel 2 asks L2 to fetch for kernel 3 as it starts (CudaLaunchOptions::
-// moe_down_prefetch): each route's expert's down matrix, `matrix_bytes` (a multiple of 16) a
-// matrix from `down` (16-byte aligned), spread over the route's CTAs. Null `down`: nothing.
-struct MoeDownPrefetch {
-  const void* down = nullptr;
-  int64_t matrix_bytes = 0;
-};
-
 // Kernel 2: MoeExpertGemm's gated product for route i of expert chosen[i] on row i / top_k of
-// params.a, out in route order; params.grouping and a_row_of_slot unused (null). While its own
-// weights stream, the down weights of `prefetch` are fetched into L2 (the same bits either way).
+// params.a, out in route order; params.grouping and a_row_of_slot unused (null).
 template <typename T>
 cudaError_t MoeDecodeGateUp(const MoeGemmParams<T>& params, const int32_t* chosen, int top_k, cudaStream_t stream,
-                            const CudaLaunchOptions& launch, const MoeDownPrefetch& prefetch = {});
+                            const CudaLaunchOptions& launch);
 
 // Kernel 3: out[row] = sum over the row's routes in ascending expert order of weight times the
 // route's down product (rounded to T, as the grouped path stores it), in fp32.

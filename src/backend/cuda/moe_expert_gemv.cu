@@ -10,7 +10,6 @@
 
 #include "backend/cuda/elem.cuh"
 #include "backend/cuda/gemv_kernel.cuh"
-#include "backend/cuda/mbarrier.cuh"
 #include "backend/cuda/moe_decode.h"
 #include "backend/cuda/moe_expert_gemv.h"
 #include "backend/cuda/pdl.h"
@@ -30,20 +29,15 @@ struct SlotSource {
 template <typename Format, typename T, int W>
 __global__ void __launch_bounds__(gemv::kWarps * 32)
     ExpertGemvKernel(const T* __restrict__ a, SlotSource source, const typename Format::Element* __restrict__ weights,
-                     const float* __restrict__ scales, int k, int n, T* __restrict__ out, MoeDownPrefetch prefetch) {
+                     const float* __restrict__ scales, int k, int n, T* __restrict__ out) {
   // Trigger only after the wait: the decode path's down+combine reads the routing before its
   // own wait (moe_decode.h), which is safe only once this kernel's predecessor has completed.
   PdlWait();
   PdlLaunchDependents();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int col = blockIdx.x * gemv::kWarps + warp;
-  const int slot = blockIdx.y;
-  if (prefetch.down != nullptr && threadIdx.x == 0) {  // the CTA's share of its route's down matrix
-    const int64_t expert = __ldcg(source.expert + slot);
-    PrefetchShareL2(static_cast<const uint8_t*>(prefetch.down) + expert * prefetch.matrix_bytes, prefetch.matrix_bytes,
-                    blockIdx.x, gridDim.x);
-  }
   if (col >= n) return;
+  const int slot = blockIdx.y;
   const int64_t expert = __ldcg(source.expert + slot);
   const int64_t a_row = source.a_row != nullptr ? __ldcg(source.a_row + slot) : slot / source.slots_per_row;
   const T* x = a + a_row * k;
@@ -76,29 +70,26 @@ __global__ void __launch_bounds__(gemv::kWarps * 32)
 
 template <typename Format, typename T, int W>
 cudaError_t Launch(const MoeGemmParams<T>& p, const typename Format::Element* weights, const SlotSource& source,
-                   const MoeDownPrefetch& prefetch, cudaStream_t stream, const CudaLaunchOptions& launch) {
+                   cudaStream_t stream, const CudaLaunchOptions& launch) {
   const dim3 grid((p.n + gemv::kWarps - 1) / gemv::kWarps, static_cast<unsigned>(p.routes));
   const cudaError_t err = LaunchPdl(launch, ExpertGemvKernel<Format, T, W>, grid, dim3(gemv::kWarps * 32), 0, stream,
-                                    p.a, source, weights, p.scales, p.k, p.n, p.out, prefetch);
+                                    p.a, source, weights, p.scales, p.k, p.n, p.out);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
 
 template <typename T>
-cudaError_t LaunchForFormat(const MoeGemmParams<T>& p, const SlotSource& source, const MoeDownPrefetch& prefetch,
-                            cudaStream_t stream, const CudaLaunchOptions& launch) {
+cudaError_t LaunchForFormat(const MoeGemmParams<T>& p, const SlotSource& source, cudaStream_t stream,
+                            const CudaLaunchOptions& launch) {
   if (source.expert == nullptr || p.routes > 65535) return cudaErrorInvalidValue;
-  if (!L2PrefetchValid(L2Prefetch{prefetch.down, prefetch.matrix_bytes}, (p.n + gemv::kWarps - 1) / gemv::kWarps)) {
-    return cudaErrorInvalidValue;
-  }
   if (p.fp8) {
     const auto* codes = static_cast<const uint8_t*>(p.weights);
-    return p.gated ? Launch<gemv::WeightsFp8<T>, T, 2>(p, codes, source, prefetch, stream, launch)
-                   : Launch<gemv::WeightsFp8<T>, T, 1>(p, codes, source, prefetch, stream, launch);
+    return p.gated ? Launch<gemv::WeightsFp8<T>, T, 2>(p, codes, source, stream, launch)
+                   : Launch<gemv::WeightsFp8<T>, T, 1>(p, codes, source, stream, launch);
   }
   const auto* w = static_cast<const T*>(p.weights);
-  return p.gated ? Launch<gemv::Weights16<T>, T, 2>(p, w, source, prefetch, stream, launch)
-                 : Launch<gemv::Weights16<T>, T, 1>(p, w, source, prefetch, stream, launch);
+  return p.gated ? Launch<gemv::Weights16<T>, T, 2>(p, w, source, stream, launch)
+                 : Launch<gemv::Weights16<T>, T, 1>(p, w, source, stream, launch);
 }
 
 }  // namespace
@@ -110,23 +101,23 @@ cudaError_t MoeExpertGemv(const MoeGemmParams<T>& p, cudaStream_t stream) {
   source.a_row = p.a_row_of_slot;
   CudaLaunchOptions plain;  // after the grouping kernel, which does not trigger its dependents
   plain.pdl = false;
-  return LaunchForFormat(p, source, MoeDownPrefetch{}, stream, plain);
+  return LaunchForFormat(p, source, stream, plain);
 }
 
 template <typename T>
 cudaError_t MoeDecodeGateUp(const MoeGemmParams<T>& p, const int32_t* chosen, int top_k, cudaStream_t stream,
-                            const CudaLaunchOptions& launch, const MoeDownPrefetch& prefetch) {
+                            const CudaLaunchOptions& launch) {
   if (!MoeGemmOperandsValid(p) || !p.gated || top_k < 1 || p.a_row_of_slot != nullptr) return cudaErrorInvalidValue;
   SlotSource source;
   source.expert = chosen;
   source.slots_per_row = top_k;
-  return LaunchForFormat(p, source, prefetch, stream, launch);
+  return LaunchForFormat(p, source, stream, launch);
 }
 
 #define KVTIER_INSTANTIATE(T)                                                                         \
   template cudaError_t MoeExpertGemv<T>(const MoeGemmParams<T>&, cudaStream_t);                       \
   template cudaError_t MoeDecodeGateUp<T>(const MoeGemmParams<T>&, const int32_t*, int, cudaStream_t, \
-                                          const CudaLaunchOptions&, const MoeDownPrefetch&);
+                                          const CudaLaunchOptions&);
 KVTIER_CUDA_INSTANTIATE_ELEM(KVTIER_INSTANTIATE)
 #undef KVTIER_INSTANTIATE
 

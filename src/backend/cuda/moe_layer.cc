@@ -71,13 +71,8 @@ absl::Status EnqueueMoeDecode(const MoeRun& run, const MoeExperts& experts, cons
   route.prefetch = run.router_prefetch;
   CUDA_RETURN_IF_ERROR(MoeDecodeRoute(route, stream, run.launch));
   const MoeGemmParams<T> gate_up = GateUpParams(run, experts, b, x, rows * run.top_k, MoeTile::kGemvFused);
+  CUDA_RETURN_IF_ERROR(MoeDecodeGateUp(gate_up, b.chosen, run.top_k, stream, run.launch));
   const bool fp8 = gate_up.fp8;
-  MoeDownPrefetch prefetch;
-  if ((L2PrefetchParts(run.launch, rows) & kL2PrefetchExpertDown) != 0) {
-    prefetch.down = fp8 ? static_cast<const void*>(experts.down_codes) : experts.down;
-    prefetch.matrix_bytes = static_cast<int64_t>(run.hidden) * run.expert_inter * (fp8 ? 1 : sizeof(T));
-  }
-  CUDA_RETURN_IF_ERROR(MoeDecodeGateUp(gate_up, b.chosen, run.top_k, stream, run.launch, prefetch));
   MoeDownCombineParams<T> down;
   down.act = reinterpret_cast<const T*>(b.act);
   down.chosen = b.chosen;
