@@ -102,8 +102,10 @@ cudaError_t LaunchGemvFp8OneRow(const T* x, const uint8_t* codes, const float* s
   const bool bulk = launch.gemv_bulk == 1 ||
                     (launch.gemv_bulk < 0 && int64_t{W} * n * k <= kFp8OneRowBulkMaxBytes);
   if (bulk && gemv::BulkSharedBytes<gemv::WeightsFp8<T>, T, 1, W, false, A>(k, n) > 0) {
+    CudaLaunchOptions bulk_launch = launch;  // LaunchDecodeGemv's own default keeps fp8 codes off it
+    bulk_launch.gemv_bulk = 1;
     return gemv::LaunchDecodeGemv<gemv::WeightsFp8<T>, T, 1, W, false, kGemvPre, A>(x, codes, scales, k, n, out,
-                                                                                      stream, launch);
+                                                                                      stream, bulk_launch);
   }
   return LaunchGemvFp8Rows<T, 2, 2, 2, kGated, A>(x, codes, scales, k, n, out, stream, launch);
 }

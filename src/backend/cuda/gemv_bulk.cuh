@@ -93,8 +93,8 @@ size_t BulkSharedBytes(int k, int n) {
 
 // The decode GEMV (Kernel's semantics and requirements): BulkKernel where the matrix fits and
 // launch.gemv_bulk asks for it (1) or leaves the choice (-1) for 16-bit weights, else Kernel with
-// kPre pieces before the wait. fp8 codes stay on Kernel by default: their one-row GEMV is
-// fp8_gemv_rows.cuh's, and the bulk path is measured only for 16-bit weights.
+// kPre pieces before the wait. Several rows of fp8 codes stay on Kernel by default (one row's
+// GEMV, fp8_kernels.cu, makes its own choice between this kernel and fp8_gemv_rows.cuh's).
 template <typename Format, typename T, int R, int W, bool kF32Out, int kPre,
           GateActivation A = GateActivation::kSilu>
 cudaError_t LaunchDecodeGemv(const T* x, const typename Format::Element* w, const float* scales, int k, int n,
