@@ -101,11 +101,10 @@ cudaError_t LaunchGemvFp8OneRow(const T* x, const uint8_t* codes, const float* s
   constexpr int W = kGated ? 2 : 1;
   const bool bulk = launch.gemv_bulk == 1 ||
                     (launch.gemv_bulk < 0 && int64_t{W} * n * k <= kFp8OneRowBulkMaxBytes);
-  if (bulk && gemv::BulkSharedBytes<gemv::WeightsFp8<T>, T, 1, W, false, A>(k, n) > 0) {
-    CudaLaunchOptions bulk_launch = launch;  // LaunchDecodeGemv's own default keeps fp8 codes off it
-    bulk_launch.gemv_bulk = 1;
-    return gemv::LaunchDecodeGemv<gemv::WeightsFp8<T>, T, 1, W, false, kGemvPre, A>(x, codes, scales, k, n, out,
-                                                                                      stream, bulk_launch);
+  const size_t shared = bulk ? gemv::BulkSharedBytes<gemv::WeightsFp8<T>, T, 1, W, false, A>(k, n) : 0;
+  if (shared > 0) {
+    return gemv::LaunchBulk<gemv::WeightsFp8<T>, T, 1, W, false, A>(x, codes, scales, k, n, out, shared, stream,
+                                                                      launch);
   }
   return LaunchGemvFp8Rows<T, 2, 2, 2, kGated, A>(x, codes, scales, k, n, out, stream, launch);
 }

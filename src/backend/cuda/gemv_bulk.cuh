@@ -91,10 +91,21 @@ size_t BulkSharedBytes(int k, int n) {
   return grid <= ResidentCtas(kernel, kWarps * 32, static_cast<size_t>(bytes)) ? static_cast<size_t>(bytes) : 0;
 }
 
+// BulkKernel with `shared` bytes of rows a CTA (BulkSharedBytes, not 0).
+template <typename Format, typename T, int R, int W, bool kF32Out, GateActivation A>
+cudaError_t LaunchBulk(const T* x, const typename Format::Element* w, const float* scales, int k, int n, void* out,
+                       size_t shared, cudaStream_t stream, const CudaLaunchOptions& launch) {
+  const dim3 grid((n + kWarps - 1) / kWarps);
+  const cudaError_t err = LaunchPdl(launch, BulkKernel<Format, T, R, W, kF32Out, A>, grid, dim3(kWarps * 32), shared,
+                                    stream, x, w, scales, k, n, out);
+  if (err != cudaSuccess) return err;
+  return cudaGetLastError();
+}
+
 // The decode GEMV (Kernel's semantics and requirements): BulkKernel where the matrix fits and
 // launch.gemv_bulk asks for it (1) or leaves the choice (-1) for 16-bit weights, else Kernel with
 // kPre pieces before the wait. Several rows of fp8 codes stay on Kernel by default (one row's
-// GEMV, fp8_kernels.cu, makes its own choice between this kernel and fp8_gemv_rows.cuh's).
+// GEMV, fp8_kernels.cu, makes its own choice between BulkKernel and fp8_gemv_rows.cuh's).
 template <typename Format, typename T, int R, int W, bool kF32Out, int kPre,
           GateActivation A = GateActivation::kSilu>
 cudaError_t LaunchDecodeGemv(const T* x, const typename Format::Element* w, const float* scales, int k, int n,
@@ -103,11 +114,7 @@ cudaError_t LaunchDecodeGemv(const T* x, const typename Format::Element* w, cons
   const bool bulk = launch.gemv_bulk == 1 || (launch.gemv_bulk < 0 && !Format::kScaled);
   const size_t shared = bulk ? BulkSharedBytes<Format, T, R, W, kF32Out, A>(k, n) : 0;
   if (shared == 0) return Launch<Format, T, R, W, kF32Out, kPre, A>(x, w, scales, k, n, out, stream, launch);
-  const dim3 grid((n + kWarps - 1) / kWarps);
-  const cudaError_t err = LaunchPdl(launch, BulkKernel<Format, T, R, W, kF32Out, A>, grid, dim3(kWarps * 32), shared,
-                                    stream, x, w, scales, k, n, out);
-  if (err != cudaSuccess) return err;
-  return cudaGetLastError();
+  return LaunchBulk<Format, T, R, W, kF32Out, A>(x, w, scales, k, n, out, shared, stream, launch);
 }
 
 }  // namespace kvtier::cuda::gemv
