@@ -15,6 +15,11 @@
 // chunk that fills 2,048 tokens), as a saturated server runs them.
 // KVTIER_SKINNY_TMA=ROW_BYTES,PROMOTION,HINTS[,LOOKAHEAD]: the skinny TMA pipeline's tuning.
 // KVTIER_BENCH_WEIGHT_DTYPE=fp8 / KVTIER_BENCH_KV_DTYPE=fp8: fp8 weights / fp8 KV cache.
+// Prompts are random token ids (a fixed seed), each sequence its own, so that a mixture of
+// experts routes a prompt's tokens over its experts as a real prompt does; a prompt of one
+// repeated token routes every row to the same top-k experts (its rows stay identical through
+// every layer), which reads a fraction of the weights. KVTIER_BENCH_SAME_TOKENS=1 runs that
+// repeated token, as this bench did before, to compare with older records.
 // The backend's switches come from the same KVTIER_CUDA_* variables as the kvtier CLI's
 // (README.md, "Diagnostics").
 #include <cuda_profiler_api.h>
@@ -24,6 +29,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -234,6 +240,13 @@ int Main(int argc, char** argv) {
               b.device_bytes_in_use() / 1073741824.0, setup_s);
 
   std::vector<int32_t> tokens(32768, 7);
+  if (const char* same = std::getenv("KVTIER_BENCH_SAME_TOKENS"); same == nullptr || std::string(same) != "1") {
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(config->vocab_size) - 1);
+    for (int32_t& t : tokens) t = id(rng);
+  }
+  // Sequence s's prompt and decode token: its own slice of `tokens`.
+  auto prompt = [&](int s, int64_t n) { return std::span<const int32_t>(tokens).subspan(s * 512 % 32768, n); };
   // Sequence s owns blocks [s*blocks_per_seq, ...); the long sequence the last 2048+.
   const int64_t per_seq = 1024 / bt;
   std::vector<std::vector<int32_t>> tables(64);
@@ -253,12 +266,12 @@ int Main(int argc, char** argv) {
   for (int s = 0; s < 16; ++s) {
     w6_tables[s].assign(long_table.begin(), long_table.begin() + 4096 / bt);
     for (int64_t j = 0; j < (128 + bt - 1) / bt; ++j) w6_tables[s].push_back(tables[s][j]);
-    w6_step.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 128), 4096, w6_tables[s], true});
+    w6_step.chunks.push_back({prompt(s, 128), 4096, w6_tables[s], true});
   }
   // W2's prefill (64 prompts of 512 tokens) and a prefill chunk of W4's (2,048 tokens at 30,000).
   ForwardBatch w2_prefill, w4_chunk;
   for (int s = 0; s < 64; ++s) {
-    w2_prefill.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 512), 0, tables[s], true});
+    w2_prefill.chunks.push_back({prompt(s, 512), 0, tables[s], true});
   }
   w4_chunk.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 2048), 30000, long_table, true});
 
@@ -304,7 +317,7 @@ int Main(int argc, char** argv) {
       for (int64_t j = 0; j < 2048 / bt + 1; ++j) prompt_table.push_back(static_cast<int32_t>(rows * per_row + j));
       ForwardBatch decode;
       for (int r = 0; r < rows; ++r) {
-        decode.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1), ctx, w9_tables[r], true});
+        decode.chunks.push_back({prompt(r, 1), ctx, w9_tables[r], true});
       }
       char name[96];
       std::snprintf(name, sizeof name, "W9 decode, %d seqs at %d [graph]", rows, ctx);
@@ -317,7 +330,7 @@ int Main(int argc, char** argv) {
       }
     }
     ForwardBatch prompts;  // tables[0], tables[1]: 1,024 positions (over W9 rows' blocks: timing only)
-    for (int p = 0; p < 2; ++p) prompts.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1024), 0, tables[p], true});
+    for (int p = 0; p < 2; ++p) prompts.chunks.push_back({prompt(2 * p, 1024), 0, tables[p], true});
     time_batch("W9 prefill, 2 prompts x 1024", prompts, 5, 2048, kGreedy);
     return 0;
   }
@@ -332,7 +345,7 @@ int Main(int argc, char** argv) {
     } else {
       for (int s = 0; s < rows; ++s) {
         const bool long_ctx = w == "w4";
-        batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1),
+        batch.chunks.push_back({prompt(s, 1),
                                 long_ctx ? 32767 : (rows == 1 ? 600 : 640),
                                 long_ctx ? long_table : tables[s], true});
       }
@@ -380,7 +393,7 @@ int Main(int argc, char** argv) {
     {
       ForwardBatch batch;
       for (int s = 0; s < 64; ++s) {
-        batch.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1), 640, tables[s], true});
+        batch.chunks.push_back({prompt(s, 1), 640, tables[s], true});
       }
       time_batch(("W2 decode, 64 seqs at 640" + suffix).c_str(), batch, 20, 64, kGreedy);
     }
@@ -394,7 +407,7 @@ int Main(int argc, char** argv) {
     ForwardBatch w1, w2;
     w1.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1), 600, tables[0], true});
     for (int s = 0; s < 64; ++s) {
-      w2.chunks.push_back({std::span<const int32_t>(tokens).subspan(0, 1), 640, tables[s], true});
+      w2.chunks.push_back({prompt(s, 1), 640, tables[s], true});
     }
     time_batch("W1 decode, 1 seq at 600 [sampled]", w1, 30, 1, kSampled);
     time_batch("W2 decode, 64 seqs at 640 [sampled]", w2, 20, 64, kSampled);

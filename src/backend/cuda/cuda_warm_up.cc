@@ -19,7 +19,11 @@ absl::Status CudaBackend::WarmUp() {
   std::vector<int32_t> tokens;
   std::vector<int32_t> table;
   for (int64_t n : {std::min<int64_t>(512, capacity_.max_tokens), capacity_.max_tokens}) {
-    tokens.assign(n, 0);
+    // Distinct ids spread over the vocabulary: a repeated token keeps every row identical
+    // through every layer, so a mixture of experts would route them all to the same top-k
+    // experts and leave the per-expert shapes of a real prompt (and their kernels) untouched.
+    tokens.resize(n);
+    for (int64_t i = 0; i < n; ++i) tokens[i] = static_cast<int32_t>((i * 2654435761LL) % config_.vocab_size);
     table.assign((n + layout_.block_tokens - 1) / layout_.block_tokens, pool_.scratch_block);
     ForwardBatch prefill;
     prefill.chunks.push_back({tokens, 0, table, true});
