@@ -6,8 +6,10 @@
 // three kernels; fused-regs: its down+combine through registers) against the grouped path's GEMV
 // (gemv) at a row or two; and the library path
 // (cublas: a cuBLAS GEMM per expert, moe_library.h; fp8 experts W8A8 on cuBLASLt; grouped: 16-bit
-// experts as one cublasGemmGroupedBatchedEx per projection). Each MLP runs as a captured
-// CUDA graph (as a decode step does), except where the run takes the library path, which reads
+// experts as one cublasGemmGroupedBatchedEx per projection); and the grouped skinny kernel
+// (skinny: every expert's routes in one wgmma launch per projection, moe_skinny.h; compute
+// capability 9.0). Each MLP runs as a captured
+// CUDA graph (as a decode step does), except where the run takes the library or skinny path, which reads
 // the grouping back to the host and is timed eagerly (as a prefill step runs it); the runs
 // alternate between two copies of the layer's weights where they fit, so the chosen experts
 // come from HBM. Prints microseconds per MLP, the bytes of the experts the routing chose (each
@@ -30,6 +32,7 @@
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/moe_layer.h"
+#include "backend/cuda/skinny_gemm.h"
 #include "backend/cuda/weight_loaders.h"
 #include "bench_check.h"
 #include "moe_test_data.h"
@@ -45,7 +48,7 @@ constexpr Shape kShapes[] = {{"qwen3-30b-a3b", 2048, 128, 8, 768, true}, {"mixtr
 constexpr int kRows[] = {1, 2, 64, 512, 2048};
 constexpr cuda::MoeTile kTiles[] = {cuda::MoeTile::kAuto,   cuda::MoeTile::kGemv,       cuda::MoeTile::kGemvFused,
                                     cuda::MoeTile::k16x16,  cuda::MoeTile::k16x16Deep, cuda::MoeTile::k16x64,
-                                    cuda::MoeTile::k64x64,  cuda::MoeTile::kLibrary};
+                                    cuda::MoeTile::k64x64,  cuda::MoeTile::kLibrary,    cuda::MoeTile::kSkinny};
 
 template <typename T>
 T* Allocate(cuda::DeviceMemoryAccount& memory, int64_t count, const char* what) {
@@ -151,6 +154,16 @@ void RunShape(const Shape& s, double ceiling) {
   if (!fp8_gemm.ok()) {
     std::printf("no fp8 GEMM (fp8 experts run the tiles): %s\n", fp8_gemm.status().ToString().c_str());
   }
+  // The grouped skinny kernel's workspace (MoeTile::kSkinny), where the GPU runs it.
+  int device_sms = 0;
+  KVT_BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&device_sms, cudaDevAttrMultiProcessorCount, 0));
+  void* skinny_workspace = nullptr;
+  if (cuda::SkinnyGemmDeviceOk(0)) {
+    KVT_BENCH_CUDA_CHECK(cuda::SkinnyGemmInit());
+    const size_t bytes = cuda::SkinnyGemmWorkspaceBytes(cuda::kSkinnyGemmMaxRows, device_sms);
+    skinny_workspace = Allocate<uint8_t>(memory, static_cast<int64_t>(bytes), "skinny workspace");
+    KVT_BENCH_CUDA_CHECK(cudaMemset(skinny_workspace, 0, bytes));
+  }
   cudaEvent_t start, stop;
   KVT_BENCH_CUDA_CHECK(cudaEventCreate(&start));
   KVT_BENCH_CUDA_CHECK(cudaEventCreate(&stop));
@@ -172,11 +185,14 @@ void RunShape(const Shape& s, double ceiling) {
         run.cublas = cublas;
         run.fp8_gemm = fp8_gemm.ok() ? fp8_gemm->get() : nullptr;
         if (tile == cuda::MoeTile::kLibrary) run.library_grouped = grouped;  // kAuto: the model's default
+        if (tile == cuda::MoeTile::kSkinny && skinny_workspace == nullptr) continue;
+        run.skinny_workspace = skinny_workspace;  // kAuto takes it only where run.skinny (the default) says so
+        run.sm_count = device_sms;
         if (fused) run.launch.moe_down_bulk = grouped ? 0 : 1;
         if (fp8 && run.fp8_gemm == nullptr) run.cublas = nullptr;  // the tiles, as EnqueueMoeMlp would fall back
         const cuda::MoeExperts& any_copy = fp8 ? layers[0].fp8_experts : layers[0].bf16_experts;
         const cuda::MoeTile runs = cuda::MoeTileRun(run, static_cast<int64_t>(rows) * s.top_k, any_copy);
-        const bool library = runs == cuda::MoeTile::kLibrary;
+        const bool library = runs == cuda::MoeTile::kLibrary || runs == cuda::MoeTile::kSkinny;
         if (tile == cuda::MoeTile::kLibrary && run.cublas == nullptr) continue;
         // One graph per weight copy, each one MLP.
         std::vector<cudaGraphExec_t> graphs;

@@ -1,9 +1,11 @@
 // The whole mixture-of-experts MLP on the GPU (backend/cuda/moe_layer.h EnqueueMoeMlp) against
 // the CPU backend's MoeMlp (cpu_moe.h) on the same weights and inputs: Mixtral's and
-// Qwen3-MoE's routing, 1 row to hundreds, every tile shape and the library path (cuBLAS per
-// expert; fp8 experts W8A8 on cuBLASLt, or the tiles without it), 16-bit and fp8 experts; and
-// the same MLP captured as a CUDA graph (as a decode step is) and replayed on new inputs, where
-// the library path, not capturable, falls back to the tiles. Skips without a GPU.
+// Qwen3-MoE's routing, 1 row to hundreds, every tile shape, the library path (cuBLAS per
+// expert; fp8 experts W8A8 on cuBLASLt, or the tiles without it) and the grouped skinny path
+// (compute capability 9.0), 16-bit and fp8 experts; and the same MLP captured as a CUDA graph
+// (as a decode step is) and replayed on new inputs, where the library path, not capturable,
+// falls back to the tiles. Skips without a GPU, but for the skinny path's host-side problem
+// list.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -18,6 +20,8 @@
 #include "backend/cuda/device_memory_account.h"
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/moe_layer.h"
+#include "backend/cuda/moe_skinny.h"
+#include "backend/cuda/skinny_gemm.h"
 #include "cuda_test_util.h"
 #include "gtest/gtest.h"
 #include "moe_layer_world.h"
@@ -53,6 +57,18 @@ class MoeLayerTest : public ::testing::Test {
     fp8_workspace_ = std::make_unique<DeviceArray<uint8_t>>(kFp8GemmWorkspace);
     absl::StatusOr<std::unique_ptr<Fp8Gemm>> gemm = Fp8Gemm::Create(fp8_workspace_->get(), kFp8GemmWorkspace);
     if (gemm.ok()) fp8_gemm_ = std::move(*gemm);  // else fp8 experts' library runs fall back to the tiles
+    if (SkinnyGemmDeviceOk(0)) {  // else the skinny path falls back to the tiles
+      ASSERT_EQ(SkinnyGemmInit(), cudaSuccess);
+      ASSERT_EQ(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+      const size_t bytes = SkinnyGemmWorkspaceBytes(kSkinnyGemmMaxRows, sm_count_);
+      skinny_workspace_ = std::make_unique<DeviceArray<uint8_t>>(bytes);
+      ASSERT_EQ(cudaMemset(skinny_workspace_->get(), 0, bytes), cudaSuccess);
+    }
+  }
+  // Points `run` at the skinny path's workspace (none without a compute capability 9.0 GPU).
+  void AllowSkinny(MoeRun& run) const {
+    run.skinny_workspace = skinny_workspace_ != nullptr ? skinny_workspace_->get() : nullptr;
+    run.sm_count = sm_count_;
   }
   void TearDown() override {
     fp8_gemm_.reset();
@@ -62,6 +78,8 @@ class MoeLayerTest : public ::testing::Test {
   cublasHandle_t cublas_ = nullptr;
   std::unique_ptr<DeviceArray<uint8_t>> fp8_workspace_;
   std::unique_ptr<Fp8Gemm> fp8_gemm_;
+  std::unique_ptr<DeviceArray<uint8_t>> skinny_workspace_;
+  int sm_count_ = 0;
 };
 
 // x (rows, hidden) with each row scaled by its own factor (1 to 8), so a row given another
@@ -99,7 +117,7 @@ TEST_F(MoeLayerTest, MatchesTheCpuBackendsMoeMlp) {
           d_x.Upload(x.bits);
           for (MoeTile tile :
                {MoeTile::kAuto, MoeTile::kGemv, MoeTile::kGemvFused, MoeTile::k16x16, MoeTile::k16x16Deep,
-                MoeTile::k16x64, MoeTile::k64x64, MoeTile::kLibrary}) {
+                MoeTile::k16x64, MoeTile::k64x64, MoeTile::kLibrary, MoeTile::kSkinny}) {
             // fp8 experts' library path with cuBLASLt's fp8 GEMMs and without (the tiles instead);
             // 16-bit experts' as a GEMM per expert and as one grouped GEMM per projection.
             for (bool variant : {false, true}) {
@@ -113,6 +131,7 @@ TEST_F(MoeLayerTest, MatchesTheCpuBackendsMoeMlp) {
               run.cublas = cublas_;
               run.fp8_gemm = with_fp8_gemm ? fp8_gemm_.get() : nullptr;
               if (tile == MoeTile::kLibrary) run.library_grouped = grouped;  // kAuto: the model's default
+              AllowSkinny(run);
               const bool w8a8 =
                   std::is_same_v<T, bf16> && fp8 && run.fp8_gemm != nullptr &&
                   MoeTileRun(run, static_cast<int64_t>(rows) * s.top_k, world.device) == MoeTile::kLibrary;
@@ -186,13 +205,14 @@ TEST_F(MoeLayerTest, ReplaysAsACapturedGraph) {
   MoeLayerWorld world = MoeLayerWorld::Make<bf16>(s, /*fp8=*/false, rng_);
   const ModelConfig config = cuda_test::MoeLayerConfig(s);
   DeviceMemoryAccount memory(0);
-  absl::StatusOr<MoeBuffers> buffers = MoeBuffers::Allocate(config, 8, memory, /*library=*/true);
+  absl::StatusOr<MoeBuffers> buffers = MoeBuffers::Allocate(config, 9, memory, /*library=*/true);
   ASSERT_TRUE(buffers.ok()) << buffers.status();
   MoeRun run = MoeRun::Of(config);
-  for (int rows : {1, 4, 8}) {
-    // The library path reads the grouping back to the host: under capture kAuto's tiles run
-    // instead, which the direct run (not capturing) is given by name.
-    run.tile = rows == 8 ? MoeTile::kLibrary : MoeTile::kAuto;
+  AllowSkinny(run);
+  for (int rows : {1, 4, 8, 9}) {
+    // The library and skinny paths read the grouping back to the host: under capture kAuto's
+    // tiles run instead, which the direct run (not capturing) is given by name.
+    run.tile = rows == 8 ? MoeTile::kLibrary : rows == 9 ? MoeTile::kSkinny : MoeTile::kAuto;
     run.cublas = cublas_;
     MoeRun direct = run;
     direct.tile = MoeTile::kAuto;
@@ -223,6 +243,32 @@ TEST_F(MoeLayerTest, ReplaysAsACapturedGraph) {
     cudaGraphDestroy(graph);
     cudaStreamDestroy(stream);
   }
+}
+
+// The skinny path's problems: every route of every expert in exactly one problem, in slot
+// order, none longer than the token tile, which is the smallest that holds the busiest expert.
+TEST(MoeSkinnyProblemsTest, CoverEveryRouteOnceWithinTheTile) {
+  const std::vector<int32_t> offsets = {0, 5, 5, 40, 300, 301};  // 5, 0, 35, 260 and 1 routes
+  EXPECT_EQ(MoeSkinnyTileRows(offsets), kSkinnyGemmMaxRows);
+  EXPECT_EQ(MoeSkinnyTileRows({0, 5, 5, 40}), 64);
+  EXPECT_EQ(MoeSkinnyTileRows({0, 16, 32}), 16);
+  EXPECT_EQ(MoeSkinnyTileRows({0, 0, 0}), 16);
+  for (int tile : {16, 64, 128}) {
+    const std::vector<int4> problems = MoeSkinnyProblems(offsets, tile);
+    int32_t next = 0;
+    for (const int4& q : problems) {
+      ASSERT_EQ(q.y, next) << "tile " << tile;
+      ASSERT_GE(q.z, 1);
+      ASSERT_LE(q.z, tile);
+      ASSERT_GE(q.y, offsets[q.x]);
+      ASSERT_LE(q.y + q.z, offsets[q.x + 1]) << "a problem past its expert's routes";
+      next += q.z;
+    }
+    EXPECT_EQ(next, offsets.back());
+    EXPECT_LE(static_cast<int64_t>(problems.size()), MoeSkinnyMaxProblems(offsets.back(), 5));
+  }
+  EXPECT_EQ(MoeSkinnyProblems(offsets, 128).size(), 6u);  // 5; 35; 128, 128 and 4; 1
+  EXPECT_TRUE(MoeSkinnyProblems({0, 0, 0}, 16).empty());
 }
 
 }  // namespace

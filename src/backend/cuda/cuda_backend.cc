@@ -167,6 +167,8 @@ absl::Status CudaBackend::Init(const cuda::WeightLoader& loader, const cuda::Fp8
   // The path falls back to the tiles where cuBLASLt turns out to have no fp8 GEMM.
   kernels_.moe_library = cuda::MoeLibraryPathSuits(config_, fp8_weights, WantsW8A8());
   kernels_.moe_library_fp8 = kernels_.moe_library && fp8_weights;
+  kernels_.moe_skinny = config_.moe.num_experts > 0 && kernels_.skinny_mode != 0 &&
+                        cuda::MoeSkinnyWanted(options_.cuda.launch);
   RETURN_IF_ERROR(CheckFits());
   ASSIGN_OR_RETURN(weights_, cuda::CudaWeights::Load(
                                  config_, compute_dtype_, fp8_weights,

@@ -71,6 +71,11 @@ absl::Status ForwardPass::EnqueueAs(const StepLaunch& step, float* logits_out) {
   if (launch.moe_decode_fused >= 0) moe_run.fused_decode = launch.moe_decode_fused == 1;
   moe_run.cublas = parts_.moe_cublas;
   moe_run.fp8_gemm = parts_.moe_cublas != nullptr ? projections.fp8_gemm() : nullptr;  // fp8 experts' W8A8
+  moe_run.skinny = MoeSkinnyWanted(launch);
+  if (moe_run.skinny && ws.skinny != nullptr) {  // the path checks the buffers too (MoeSkinnyPathAvailable)
+    moe_run.skinny_workspace = ws.skinny;
+    moe_run.sm_count = projections.sm_count();
+  }
   // Gemma's embedding normalizer sqrt(hidden), rounded to fp32 as the CPU backend does.
   const float embed_scale =
       config.gemma.scale_embeddings ? static_cast<float>(std::sqrt(static_cast<double>(config.hidden_size))) : 1.0f;

@@ -45,6 +45,10 @@ struct KernelSelection {
   // moe_library_fp8 (fp8 experts, W8A8 on cuBLASLt) their fp8 buffers.
   bool moe_library = false;
   bool moe_library_fp8 = false;
+  // The MoE experts run prefill-sized steps on the grouped skinny kernel (moe_skinny.h): a
+  // mixture-of-experts model, the skinny kernels on (skinny_mode) and CudaLaunchOptions::
+  // moe_skinny asking for it. Sizes the MoE buffers' `wide` and `problems` as moe_library does.
+  bool moe_skinny = false;
 
   // Unimplemented: kv_dtype fp8 on a shape the fast attention kernels do not take (the
   // generic kernel reads 16-bit KV only).

@@ -309,7 +309,7 @@ cudaError_t LaunchForTile(const MoeGemmParams<T>& p, MoeTile tile, cudaStream_t 
 }  // namespace
 
 MoeTile MoeTileFor(MoeTile tile, int64_t routes, int64_t num_experts) {
-  if (tile != MoeTile::kAuto && tile != MoeTile::kLibrary) return tile;
+  if (tile != MoeTile::kAuto && tile != MoeTile::kLibrary && tile != MoeTile::kSkinny) return tile;
   // Routes per chosen expert: decode steps give each expert a row or two, so a tile's rows are
   // padding and the weight stream is all; narrow column tiles spread it over more CTAs.
   const int64_t per_expert = num_experts > 0 ? routes / num_experts : routes;
@@ -332,6 +332,7 @@ const char* MoeTileName(MoeTile tile) {
     case MoeTile::k16x64: return "16x64";
     case MoeTile::k64x64: return "64x64";
     case MoeTile::kLibrary: return "cublas";
+    case MoeTile::kSkinny: return "skinny";
     default: return "auto";
   }
 }

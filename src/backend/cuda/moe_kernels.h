@@ -32,10 +32,12 @@ inline constexpr int kMoeMaxTopK = 16;
 // a row or two the fixed cost of each launch and of the grouping is most of the MLP's time; to
 // MoeExpertGemm it is kGemv. kLibrary is no tile either: a cuBLAS GEMM per expert
 // (moe_library.h) for prefill-sized steps of few-expert models; to MoeTileFor and
-// MoeExpertGemm it is kAuto. kAuto picks by the routes each expert gets on average
+// MoeExpertGemm it is kAuto. kSkinny is no tile either: the grouped skinny tensor-core kernel
+// over every expert's routes in one launch per projection (moe_skinny.h), for prefill-sized
+// steps on compute capability 9.0; to MoeTileFor and MoeExpertGemm it is kAuto. kAuto picks by the routes each expert gets on average
 // (MoeTileFor); whether a step takes the decode path or the library instead is the MLP's choice
 // (MoeTileRun, moe_layer.h).
-enum class MoeTile { kAuto, kGemv, kGemvFused, k16x16, k16x16Deep, k16x64, k64x64, kLibrary };
+enum class MoeTile { kAuto, kGemv, kGemvFused, k16x16, k16x16Deep, k16x64, k64x64, kLibrary, kSkinny };
 
 // The tile kAuto stands for at `routes` routes over `num_experts` experts; other tiles as given.
 MoeTile MoeTileFor(MoeTile tile, int64_t routes, int64_t num_experts);

@@ -8,6 +8,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/moe_decode.h"
 #include "backend/cuda/moe_library.h"
+#include "backend/cuda/moe_skinny.h"
 #include "common/status_macros.h"
 
 namespace kvtier::cuda {
@@ -102,7 +103,9 @@ int64_t MoeBuffers::Bytes(const ModelConfig& c, int64_t max_tokens, bool library
   return Align(4 * max_tokens * e) + 2 * Align(4 * routes) + Align(4 * (e + 1)) + 3 * Align(4 * routes) +
          Align(8 * MoeMaxTiles(routes, e, kFinestTileRows)) + Align(4) + Align(4) +
          Align(2 * routes * c.moe.expert_intermediate_size) + Align(2 * routes * c.hidden_size) +
-         (library ? Align(4 * routes * c.moe.expert_intermediate_size) + Align(8 * 6 * e) : 0) +
+         (library ? Align(4 * routes * c.moe.expert_intermediate_size) + Align(8 * 6 * e) +
+                        Align(16 * MoeSkinnyMaxProblems(routes, e))
+                  : 0) +
          (library && library_fp8 ? fp8 : 0);
 }
 
@@ -150,6 +153,8 @@ absl::StatusOr<MoeBuffers> MoeBuffers::Allocate(const ModelConfig& c, int64_t ma
     b.wide = static_cast<uint16_t*>(wide);
     ASSIGN_OR_RETURN(void* pointers, alloc(8 * 6 * e, "expert GEMM pointers (library)"));
     b.gemm_pointers = static_cast<const void**>(pointers);
+    ASSIGN_OR_RETURN(void* problems, alloc(16 * MoeSkinnyMaxProblems(routes, e), "expert problems (skinny)"));
+    b.problems = static_cast<int4*>(problems);
   }
   if (library && library_fp8) {
     ASSIGN_OR_RETURN(void* x8, alloc(max_tokens * c.hidden_size, "expert input codes (library)"));
@@ -187,7 +192,11 @@ MoeTile MoeTileRun(const MoeRun& run, int64_t routes) {
   // the fused path streams once per route: the grouped per-route GEMV was as fast or faster there
   // on both shapes kvtier_cuda_moe_bench sweeps.
   if (run.tile == MoeTile::kAuto && run.fused_decode && routes <= run.top_k) return MoeTile::kGemvFused;
-  if (run.tile == MoeTile::kLibrary) return MoeTile::kLibrary;
+  if (run.tile == MoeTile::kLibrary || run.tile == MoeTile::kSkinny) return run.tile;
+  if (run.tile == MoeTile::kAuto && run.skinny && run.skinny_workspace != nullptr &&
+      routes >= kMoeSkinnyMinRoutesPerExpert * run.num_experts) {
+    return MoeTile::kSkinny;
+  }
   const int64_t min_routes =
       run.library_grouped ? kMoeLibraryGroupedMinRoutesPerExpert : kMoeLibraryMinRoutesPerExpert;
   if (run.tile == MoeTile::kAuto && run.cublas != nullptr && routes >= min_routes * run.num_experts) {
@@ -217,6 +226,10 @@ absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const M
   if (tile == MoeTile::kLibrary && (fp8_in_f16 || !MoeLibraryPathAvailable(run, experts, b, stream))) {
     tile = MoeTileFor(MoeTile::kAuto, routes, run.num_experts);
   }
+  // The skinny kernels compute in bf16 only.
+  if (tile == MoeTile::kSkinny && (!std::is_same_v<T, bf16> || !MoeSkinnyPathAvailable(run, experts, b, stream))) {
+    tile = MoeTileFor(MoeTile::kAuto, routes, run.num_experts);
+  }
   CUDA_RETURN_IF_ERROR(MoeRouterLogits(x, experts.router, rows, run.hidden, run.num_experts, b.logits, stream));
   CUDA_RETURN_IF_ERROR(
       MoeRouteTopK(b.logits, rows, run.num_experts, run.top_k, run.renormalize, b.chosen, b.weights, stream));
@@ -231,6 +244,14 @@ absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const M
     CUDA_RETURN_IF_ERROR(MoeCombine(reinterpret_cast<const T*>(b.expert_out), b.chosen, b.weights,
                                     b.grouping.route_slot, rows, run.top_k, run.hidden, out, stream));
     return absl::OkStatus();
+  }
+  if constexpr (std::is_same_v<T, bf16>) {
+    if (tile == MoeTile::kSkinny) {
+      RETURN_IF_ERROR(EnqueueMoeExpertsOnSkinny(run, experts, b, x, rows, stream));
+      CUDA_RETURN_IF_ERROR(MoeCombine(reinterpret_cast<const T*>(b.expert_out), b.chosen, b.weights,
+                                      b.grouping.route_slot, rows, run.top_k, run.hidden, out, stream));
+      return absl::OkStatus();
+    }
   }
   MoeGemmParams<T> gate_up = GateUpParams(run, experts, b, x, routes, tile);
   gate_up.a_row_of_slot = b.grouping.slot_token;

@@ -39,6 +39,9 @@ struct MoeBuffers {
   // (6 * num_experts) the grouped library GEMMs' device pointer arrays (MoeRun::library_grouped);
   // null unless allocated with `library`.
   const void** gemm_pointers = nullptr;
+  // (MoeSkinnyMaxProblems) the skinny path's problems (moe_skinny.h); null unless allocated
+  // with `library`.
+  int4* problems = nullptr;
   // The library path with fp8 experts (W8A8), null unless allocated with `library_fp8`: x's
   // rows quantized per token, and each GEMM's per-row scales in slot order with every
   // expert's first one 16-byte aligned (MoeScaleSlot). The gathered codes go to expert_out and
@@ -65,6 +68,13 @@ inline constexpr bool kMoeDecodeFusedByDefault = true;
 // Whether the decode path's router also computes the norm before the MLP (MoeDecodeRoute's
 // fused norm) where EnqueueMoeMlp is given that norm.
 inline constexpr bool kMoeDecodeNormFusedByDefault = true;
+// Whether kAuto runs prefill-sized steps' experts on the grouped skinny kernel where it can
+// (MoeSkinnyPathAvailable), and from how many routes per expert on average.
+inline constexpr bool kMoeSkinnyByDefault = false;
+inline constexpr int64_t kMoeSkinnyMinRoutesPerExpert = 8;
+inline bool MoeSkinnyWanted(const CudaLaunchOptions& launch) {
+  return launch.moe_skinny == 1 || (launch.moe_skinny < 0 && kMoeSkinnyByDefault);
+}
 
 struct MoeRun {
   int hidden = 0;
@@ -88,6 +98,13 @@ struct MoeRun {
   // (cublasGemmGroupedBatchedEx) instead of a cublasGemmEx per expert. Of sets it for models
   // of more than kMoeLibraryLoopMaxExperts experts.
   bool library_grouped = false;
+  // The experts of prefill-sized steps on the grouped skinny kernel (MoeTile::kSkinny,
+  // moe_skinny.h): SkinnyGemm's workspace (for 128 rows) and the SMs its launches spread over;
+  // null: that path is never taken. With `skinny` (CudaLaunchOptions::moe_skinny) kAuto takes
+  // it from kMoeSkinnyMinRoutesPerExpert routes per expert on.
+  void* skinny_workspace = nullptr;
+  int sm_count = 0;
+  bool skinny = kMoeSkinnyByDefault;
 
   static MoeRun Of(const ModelConfig& config);
 };

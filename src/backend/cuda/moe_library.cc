@@ -11,16 +11,16 @@
 
 namespace kvtier::cuda {
 
-namespace {
-
-// Each expert's first slot, known to the host only after the grouping ran.
-absl::StatusOr<std::vector<int32_t>> ExpertOffsets(const MoeRun& run, const MoeBuffers& b, cudaStream_t stream) {
+absl::StatusOr<std::vector<int32_t>> MoeExpertOffsetsOnHost(const MoeRun& run, const MoeBuffers& b,
+                                                            cudaStream_t stream) {
   std::vector<int32_t> offsets(static_cast<size_t>(run.num_experts) + 1);
   CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(offsets.data(), b.grouping.expert_offsets, offsets.size() * sizeof(int32_t),
                                        cudaMemcpyDeviceToHost, stream));
   CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   return offsets;
 }
+
+namespace {
 
 // One grouped GEMM's problems: out (slot order, n) = rows (slot order, k) times each expert's
 // (n, k) matrix^T, a group per expert with routes, in cublasGemmGroupedBatchedEx's host arrays;
@@ -79,7 +79,7 @@ template <typename T>
 absl::Status EnqueueMoeExpertsOnLibrary(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& b, const T* x,
                                         int rows, cudaStream_t stream) {
   const int routes = rows * run.top_k, h = run.hidden, inter = run.expert_inter;
-  ASSIGN_OR_RETURN(const std::vector<int32_t> offsets, ExpertOffsets(run, b, stream));
+  ASSIGN_OR_RETURN(const std::vector<int32_t> offsets, MoeExpertOffsetsOnHost(run, b, stream));
   T* gathered = reinterpret_cast<T*>(b.expert_out);  // free until the down products
   CUDA_RETURN_IF_ERROR(
       MoeGatherSlotRows(x, b.grouping.slot_token, routes, static_cast<int64_t>(h) * sizeof(T), gathered, stream));
@@ -132,7 +132,7 @@ absl::Status EnqueueMoeFp8ExpertsOnLibrary(const MoeRun& run, const MoeExperts& 
   using T = bf16;
   const int routes = rows * run.top_k, h = run.hidden, inter = run.expert_inter;
   CUDA_RETURN_IF_ERROR(QuantizeActivationsFp8(x, rows, h, b.x8, b.x8_scales, stream, run.launch));
-  ASSIGN_OR_RETURN(const std::vector<int32_t> offsets, ExpertOffsets(run, b, stream));
+  ASSIGN_OR_RETURN(const std::vector<int32_t> offsets, MoeExpertOffsetsOnHost(run, b, stream));
   uint8_t* gathered = reinterpret_cast<uint8_t*>(b.expert_out);  // free until the down products
   CUDA_RETURN_IF_ERROR(MoeGatherSlotRows(b.x8, b.grouping.slot_token, routes, h, gathered, stream));
   CUDA_RETURN_IF_ERROR(MoeSlotScales(b.x8_scales, b.grouping.slot_token, b.grouping.slot_expert,

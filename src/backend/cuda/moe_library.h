@@ -26,7 +26,11 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <vector>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "backend/cuda/moe_layer.h"
 
 namespace kvtier::cuda {
@@ -45,6 +49,11 @@ constexpr int64_t MoeScaleSlot(int64_t first_slot, int64_t expert) { return (fir
 // of expert e = slot_expert[s]; with slot_token null, scales[s] (scales already in slot order).
 cudaError_t MoeSlotScales(const float* scales, const int32_t* slot_token, const int32_t* slot_expert,
                           const int32_t* expert_offsets, int routes, float* out, cudaStream_t stream);
+
+// Each expert's first slot and the total (num_experts + 1), known to the host only after the
+// grouping ran: one copy and a synchronization of `stream`.
+absl::StatusOr<std::vector<int32_t>> MoeExpertOffsetsOnHost(const MoeRun& run, const MoeBuffers& buffers,
+                                                            cudaStream_t stream);
 
 // Whether `run` can take the library path for these experts and buffers on `stream` now.
 bool MoeLibraryPathAvailable(const MoeRun& run, const MoeExperts& experts, const MoeBuffers& buffers,

@@ -38,6 +38,7 @@ class Projections {
   void SetFp8Gemm(std::unique_ptr<Fp8Gemm> gemm) { fp8_gemm_ = std::move(gemm); }
   bool has_fp8_gemm() const { return fp8_gemm_ != nullptr; }
   Fp8Gemm* fp8_gemm() const { return fp8_gemm_.get(); }
+  int32_t sm_count() const { return sm_count_; }
 
   // Row-major out (rows, n) = x (rows, k) times w (n, k)^T, in T or fp32 (out_f32).
   // allow_gemv false: always cuBLAS (a weight another kernel just wrote: the GEMV and

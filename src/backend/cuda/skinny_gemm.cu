@@ -50,4 +50,22 @@ cudaError_t SkinnyGemm(const bf16* x, const bf16* w, int m, int64_t k, int64_t n
                  : skinny::Run<skinny::Operands::kBf16, false>(p, workspace, m, k, n, sm_count, pipeline, stream, launch);
 }
 
+int SkinnyGroupedMaxProblems(int64_t n) {
+  if (n < 1 || n > static_cast<int64_t>(skinny::kMaxTiles) * skinny::kBN) return 0;
+  return static_cast<int>(skinny::kMaxTiles / ((n + skinny::kBN - 1) / skinny::kBN));
+}
+
+cudaError_t SkinnyGemmGrouped(const bf16* x, const bf16* w, const int4* problems, int num_problems, int max_rows,
+                              int64_t k, int64_t n, bf16* out, void* workspace, int sm_count, SkinnyPipeline pipeline,
+                              cudaStream_t stream, const CudaLaunchOptions& launch) {
+  skinny::Params p{};
+  if (!SkinnyGemmSupported(max_rows, k, n, x, w) || workspace == nullptr || out == nullptr || sm_count < 1 ||
+      !skinny::GroupedParams(x, w, problems, num_problems, n, p)) {
+    return cudaErrorInvalidValue;
+  }
+  p.out = out;
+  if (pipeline == SkinnyPipeline::kTma) pipeline = SkinnyPipeline::kOverlapped;
+  return skinny::Run<skinny::Operands::kBf16, false>(p, workspace, max_rows, k, n, sm_count, pipeline, stream, launch);
+}
+
 }  // namespace kvtier::cuda

@@ -104,6 +104,25 @@ cudaError_t SkinnyGemmW8A8(const uint8_t* x8, const float* x_scales, const uint8
                            int64_t k, int64_t n, bf16* out, void* workspace, int sm_count, SkinnyPipeline pipeline,
                            cudaStream_t stream, const CudaLaunchOptions& launch = CudaLaunchOptions());
 
+// Grouped: `num_problems` products in one launch (a mixture-of-experts layer's experts over
+// the rows routed to each). problems (device, num_problems int4) = {expert, first row, rows,
+// 0}: out's rows [first, first + rows) = x's same rows times that expert's (n, k) matrix^T,
+// the experts' matrices stacked in w (and, fp8 codes, their scales: n per expert). 1 <= rows
+// <= max_rows <= 128 (max_rows picks the token tile and sizes the workspace as max_m does);
+// num_problems at most SkinnyGroupedMaxProblems(n). The cp.async pipelines only: kTma runs as
+// kOverlapped. Problems are read before the wait on the previous kernel (PDL): they must be on
+// the device before it was launched.
+cudaError_t SkinnyGemmGrouped(const bf16* x, const bf16* w, const int4* problems, int num_problems, int max_rows,
+                              int64_t k, int64_t n, bf16* out, void* workspace, int sm_count, SkinnyPipeline pipeline,
+                              cudaStream_t stream, const CudaLaunchOptions& launch = CudaLaunchOptions());
+cudaError_t SkinnyGemmGroupedFp8(const bf16* x, const uint8_t* codes, const float* scales, const int4* problems,
+                                 int num_problems, int max_rows, int64_t k, int64_t n, bf16* out, void* workspace,
+                                 int sm_count, SkinnyPipeline pipeline, cudaStream_t stream,
+                                 const CudaLaunchOptions& launch = CudaLaunchOptions());
+// The most problems of n columns one grouped launch takes (one tile counter per 128 columns
+// of each problem); 0 where n is out of range.
+int SkinnyGroupedMaxProblems(int64_t n);
+
 }  // namespace kvtier::cuda
 
 #endif  // KVTIER_BACKEND_CUDA_SKINNY_GEMM_H_

@@ -36,7 +36,31 @@ struct Params {
   int ks;                // k steps per tile
   int64_t total_steps;
   int64_t* trace;        // TMA pipeline only: null, or kSkinnyTraceSlots stamps per CTA (SetSkinnyTrace)
+  // Grouped (SkinnyGemmGrouped; cp.async pipelines only): problem q, problems[q] = {expert,
+  // first row, rows, 0}, is x's rows [first, first + rows) times its expert's (n, k) matrix^T
+  // into the same rows of out, the experts' matrices (and scales) stacked in w; its tiles are
+  // q * tiles_per_problem onwards. Null: one problem, x's m rows times w.
+  const int4* problems;
+  int num_problems;
+  int tiles_per_problem;
 };
+
+// What a tile covers: its first row in the (stacked) weights and their scales, its first
+// output column, its first row of x and of out, and its rows.
+struct TileSpan {
+  int64_t w_row;
+  int col;
+  int64_t x_row;
+  int m;
+};
+
+__device__ __forceinline__ TileSpan SpanOf(const Params& p, int64_t tile) {
+  if (p.problems == nullptr) return {tile * kBN, static_cast<int>(tile * kBN), 0, p.m};
+  const int64_t q = tile / p.tiles_per_problem;
+  const int col = static_cast<int>(tile - q * p.tiles_per_problem) * kBN;
+  const int4 problem = p.problems[q];
+  return {static_cast<int64_t>(problem.x) * p.n + col, col, problem.y, problem.z};
+}
 
 __device__ __forceinline__ int64_t GlobalTimerNs() {
   uint64_t t;

@@ -40,33 +40,36 @@ struct TileScales {
 };
 
 template <int MT, bool kX8>
-__device__ __forceinline__ void LoadTokenScales(const Params& p, int tid, TileScales<MT>& scales) {
+__device__ __forceinline__ void LoadTokenScales(const Params& p, const TileSpan& span, int tid,
+                                                TileScales<MT>& scales) {
   const int lane = tid & 31;
 #pragma unroll
   for (int b = 0; b < MT / 8; ++b)
 #pragma unroll
     for (int o = 0; o < 2; ++o) {
       const int token = b * 8 + (lane & 3) * 2 + o;
-      scales.token[b][o] = (kX8 && token < p.m) ? p.x_scales[token] : 1.0f;
+      scales.token[b][o] = (kX8 && token < span.m) ? p.x_scales[span.x_row + token] : 1.0f;
     }
 }
 
 template <int MT, bool kFp8>
-__device__ __forceinline__ void LoadColScales(const Params& p, int64_t tile, int tid, TileScales<MT>& scales) {
+__device__ __forceinline__ void LoadColScales(const Params& p, const TileSpan& span, int tid, TileScales<MT>& scales) {
   const int lane = tid & 31, warp = tid >> 5;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int64_t col = tile * kBN + warp * 16 + (lane >> 2) + h * 8;
-    scales.col[h] = (kFp8 && col < p.n) ? p.scales[col] : 1.0f;
+    const int in_tile = warp * 16 + (lane >> 2) + h * 8;
+    scales.col[h] = (kFp8 && span.col + in_tile < p.n) ? p.scales[span.w_row + in_tile] : 1.0f;
   }
 }
 
-// Finishes tile `tile` after the steps [seg_begin, seg_end) of it were accumulated into
-// `acc` by the kThreads MMA threads of CTA `cta` (thread `tid` holding one float4 of each
-// fragment), whose range starts at step `begin`. `s_last` is a shared flag; `scales` hold
-// the tile's (LoadTokenScales, LoadColScales); `times`, where not null, adds what each part took.
+// Finishes tile `tile` (covering `span`) after the steps [seg_begin, seg_end) of it were
+// accumulated into `acc` by the kThreads MMA threads of CTA `cta` (thread `tid` holding one
+// float4 of each fragment), whose range starts at step `begin`. `s_last` is a shared flag;
+// `scales` hold the tile's (LoadTokenScales, LoadColScales); `times`, where not null, adds what
+// each part took.
 template <int MT, bool kFp8, bool kX8, bool kF32Out>
-__device__ __forceinline__ void FinishTile(const Params& p, float (&acc)[MT / 8][4], int64_t tile, int64_t seg_begin,
+__device__ __forceinline__ void FinishTile(const Params& p, float (&acc)[MT / 8][4], int64_t tile,
+                                           const TileSpan& span, int64_t seg_begin,
                                            int64_t seg_end, int64_t begin, int64_t cta, int64_t grid, int tid,
                                            int* s_last, const TileScales<MT>& scales, FinishTimes* times = nullptr) {
   constexpr int kFragsM = MT / 8;
@@ -142,13 +145,13 @@ __device__ __forceinline__ void FinishTile(const Params& p, float (&acc)[MT / 8]
   // 8b + 2 * (lane % 4) (+ 1 for odd e).
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
-    const int64_t col = tile * kBN + warp * 16 + (lane >> 2) + (e >> 1) * 8;
+    const int64_t col = span.col + warp * 16 + (lane >> 2) + (e >> 1) * 8;
 #pragma unroll
     for (int b = 0; b < kFragsM; ++b) {
       const int token = b * 8 + (lane & 3) * 2 + (e & 1);
-      if (token < p.m && col < p.n) {
+      if (token < span.m && col < p.n) {
         const float scale = scales.col[e >> 1] * scales.token[b][e & 1];
-        const int64_t at = static_cast<int64_t>(token) * p.n + col;
+        const int64_t at = (span.x_row + token) * p.n + col;
         if constexpr (kF32Out) {
           static_cast<float*>(p.out)[at] = acc[b][e] * scale;
         } else {

@@ -117,15 +117,17 @@ __global__ void __launch_bounds__(kThreads, 1) SkinnyKernel(Params p) {
   const uint32_t w_row_bytes = C::kConverted ? kBK : 128;
   const uint32_t x_offset = Swizzled<MT>(xr0, xchunk);
   int load_tile = static_cast<int>(begin / ks), load_kstep = static_cast<int>(begin % ks);
+  TileSpan load_span = SpanOf(p, load_tile);
   auto load = [&](int j, bool weights, bool activations) {
     const uint32_t dst = ring_base + (j % C::kStages) * C::kStageBytes;
     if (weights) {
       const int kw = load_kstep * kBK + wchunk * (kFp8 ? 16 : 8);  // in elements
-      const int64_t row = static_cast<int64_t>(load_tile) * kBN + wr0;
+      const int64_t row = load_span.w_row + wr0;
+      const int col = load_span.col + wr0;
       const uint8_t* src = static_cast<const uint8_t*>(p.w) + (row * p.k + kw) * (kFp8 ? 1 : 2);
 #pragma unroll
       for (int i = 0; i < kBN / kWRowStep; ++i) {
-        const bool valid = row + i * kWRowStep < p.n && kw < p.k;
+        const bool valid = col + i * kWRowStep < p.n && kw < p.k;
         CpAsync16(dst + w_offset + i * kWRowStep * w_row_bytes,
                   valid ? src + static_cast<int64_t>(i) * kWRowStep * p.k * (kFp8 ? 1 : 2) : p.w, valid);
       }
@@ -134,12 +136,12 @@ __global__ void __launch_bounds__(kThreads, 1) SkinnyKernel(Params p) {
       constexpr int kElemBytes = C::kX8 ? 1 : 2;
       const int kk = load_kstep * kBK + xchunk * (16 / kElemBytes);
       const uint8_t* x_base = C::kX8 ? p.x8 : reinterpret_cast<const uint8_t*>(p.x);
-      const uint8_t* src = x_base + (static_cast<int64_t>(xr0) * p.k + kk) * kElemBytes;
+      const uint8_t* src = x_base + ((load_span.x_row + xr0) * p.k + kk) * kElemBytes;
 #pragma unroll
       for (int i = 0; i < (MT + kXRowStep - 1) / kXRowStep; ++i) {
         if (MT % kXRowStep == 0 || xr0 + i * kXRowStep < MT) {
           // Padded tokens and the k tail read zeros.
-          const bool valid = xr0 + i * kXRowStep < p.m && kk < p.k;
+          const bool valid = xr0 + i * kXRowStep < load_span.m && kk < p.k;
           CpAsync16(dst + C::kWBytes + x_offset + i * kXRowStep * 128,
                     valid ? src + static_cast<int64_t>(i) * kXRowStep * p.k * kElemBytes : x_base, valid);
         }
@@ -150,6 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1) SkinnyKernel(Params p) {
     if (++load_kstep == ks) {
       load_kstep = 0;
       ++load_tile;
+      if (load_tile * static_cast<int64_t>(ks) < p.total_steps) load_span = SpanOf(p, load_tile);
     }
   };
 
@@ -157,12 +160,14 @@ __global__ void __launch_bounds__(kThreads, 1) SkinnyKernel(Params p) {
   // Prologue: weight slices first (before the wait, overlapping the previous kernel's tail).
   {
     const int tile0 = load_tile, kstep0 = load_kstep;
+    const TileSpan span0 = load_span;
     for (int j = 0; j < kAhead; ++j) {
       if (j < count) load(j, true, false);
       advance_load();
     }
     load_tile = tile0;
     load_kstep = kstep0;
+    load_span = span0;
   }
   PdlWait();
   PdlLaunchDependents();
@@ -236,10 +241,12 @@ __global__ void __launch_bounds__(kThreads, 1) SkinnyKernel(Params p) {
     if (kstep == ks - 1 || j == count - 1) {
       WgmmaWait<0>();
       const int64_t seg_end = begin + j + 1;
+      const TileSpan span = SpanOf(p, tile);
       TileScales<MT> scales;
-      LoadTokenScales<MT, C::kX8>(p, tid, scales);
-      LoadColScales<MT, kFp8>(p, tile, tid, scales);
-      FinishTile<MT, kFp8, C::kX8, kF32Out>(p, acc, tile, seg_begin, seg_end, begin, cta, grid, tid, &s_last, scales);
+      LoadTokenScales<MT, C::kX8>(p, span, tid, scales);
+      LoadColScales<MT, kFp8>(p, span, tid, scales);
+      FinishTile<MT, kFp8, C::kX8, kF32Out>(p, acc, tile, span, seg_begin, seg_end, begin, cta, grid, tid, &s_last,
+                                            scales);
       zero_acc();
       seg_begin = seg_end;
     } else {
@@ -279,7 +286,8 @@ cudaError_t Launch(const Params& base, int sm_count, cudaStream_t stream, const 
   Params p = base;
   const int tiles = (p.n + kBN - 1) / kBN;
   p.ks = (p.k + kBK - 1) / kBK;
-  p.total_steps = static_cast<int64_t>(tiles) * p.ks;
+  p.tiles_per_problem = tiles;
+  p.total_steps = static_cast<int64_t>(tiles) * p.ks * (p.problems != nullptr ? p.num_problems : 1);
   const int grid = static_cast<int>(std::min<int64_t>(sm_count, p.total_steps));
   return LaunchPdl(launch, SkinnyKernel<MT, kOps, kOverlap, kF32Out>, dim3(grid), dim3(kThreads), C::kSmemBytes,
                    stream, p);
@@ -318,6 +326,20 @@ cudaError_t Run(Params p, void* workspace, int m, int64_t k, int64_t n, int sm_c
   const cudaError_t err = Dispatch<kOps, kF32Out>(p, sm_count, pipeline, stream, launch);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
+}
+
+// The grouped entry points' checks and parameters (skinny_gemm.h SkinnyGemmGrouped); false
+// where the arguments are out of range.
+inline bool GroupedParams(const bf16* x, const void* w, const int4* problems, int num_problems, int64_t n,
+                          Params& p) {
+  if (problems == nullptr || num_problems < 1) return false;
+  const int64_t tiles = (n + kBN - 1) / kBN;
+  if (tiles < 1 || static_cast<int64_t>(num_problems) * tiles > kMaxTiles) return false;
+  p.x = x;
+  p.w = w;
+  p.problems = problems;
+  p.num_problems = num_problems;
+  return true;
 }
 
 cudaError_t Fp8Init();

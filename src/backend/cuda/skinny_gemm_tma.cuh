@@ -172,10 +172,10 @@ __global__ void __launch_bounds__(kTmaThreads, 1) SkinnyTmaKernel(const __grid_c
   const int group = warp >> 2;
   int held = -1;  // the slot whose wgmma may still be reading (given back one step later)
   TileScales<MT> scales;  // loaded early: the tokens' now, each tile's columns as its steps begin
-  LoadTokenScales<MT, C::kCodes>(p, tid, scales);
+  LoadTokenScales<MT, C::kCodes>(p, SpanOf(p, 0), tid, scales);  // one problem: every tile's tokens
   for (int j = 0; j < count; ++j) {
     const int s = j % C::kStages;
-    if (j == 0 || kstep == 0) LoadColScales<MT, C::kCodes>(p, tile, tid, scales);
+    if (j == 0 || kstep == 0) LoadColScales<MT, C::kCodes>(p, SpanOf(p, tile), tid, scales);
     MbarWait(full0 + 8 * s, (j / C::kStages) & 1);
     if (stamp && j == 0) trace[kTraceFirstDataNs] = GlobalTimerNs();
     const uint32_t w_base = ring + s * C::kStageBytes, x_base = w_base + C::kWBytes;
@@ -203,8 +203,8 @@ __global__ void __launch_bounds__(kTmaThreads, 1) SkinnyTmaKernel(const __grid_c
       const int64_t seg_end = begin + j + 1;
       const int64_t finish_start = stamp ? GlobalTimerNs() : 0;
       if (stamp && j == count - 1) trace[kTraceLastStepNs] = finish_start;
-      FinishTile<MT, C::kCodes, C::kCodes, kF32Out>(p, acc, tile, seg_begin, seg_end, begin, cta, grid, tid, &s_last,
-                                                    scales, stamp ? &times : nullptr);
+      FinishTile<MT, C::kCodes, C::kCodes, kF32Out>(p, acc, tile, SpanOf(p, tile), seg_begin, seg_end, begin, cta,
+                                                    grid, tid, &s_last, scales, stamp ? &times : nullptr);
       if (stamp) finish_ns += GlobalTimerNs() - finish_start;
 #pragma unroll
       for (int b = 0; b < MT / 8; ++b)

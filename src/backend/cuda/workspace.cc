@@ -63,7 +63,8 @@ int64_t Workspace::Bytes(const ModelConfig& config, const StepCapacity& capacity
          max_chunks * config.vocab_size * 4 + max_chunks * 4 + max_chunks * ((config.vocab_size + 31) / 32) * 4 +
          (kernels.fast_attention ? 0 : capacity.partial_slots * config.num_heads * (config.head_dim + 2) * 4) +
          static_cast<int64_t>(kCublasBytes) + static_cast<int64_t>(meta_capacity) + 64 * 256 + 16 * 256 +
-         SkinnyBytes(capacity, kernels) + MoeBuffers::Bytes(config, t, kernels.moe_library, kernels.moe_library_fp8);
+         SkinnyBytes(capacity, kernels) +
+         MoeBuffers::Bytes(config, t, kernels.moe_library || kernels.moe_skinny, kernels.moe_library_fp8);
 }
 
 absl::Status Workspace::AllocateActivations(const ModelConfig& config, const StepCapacity& capacity,
@@ -87,7 +88,8 @@ absl::Status Workspace::AllocateActivations(const ModelConfig& config, const Ste
   ASSIGN_OR_RETURN(attn, alloc_16(t * q_dim, "attention out"));
   ASSIGN_OR_RETURN(proj, alloc_16(t * h, "projection out"));
   ASSIGN_OR_RETURN(act, alloc_16(t * inter, "activation"));
-  ASSIGN_OR_RETURN(moe, MoeBuffers::Allocate(config, t, memory, kernels.moe_library, kernels.moe_library_fp8));
+  ASSIGN_OR_RETURN(moe, MoeBuffers::Allocate(config, t, memory, kernels.moe_library || kernels.moe_skinny,
+                                                kernels.moe_library_fp8));
   ASSIGN_OR_RETURN(logits, alloc_f32(max_chunks * config.vocab_size, "logits"));
   ASSIGN_OR_RETURN(void* ids, memory.Allocate(max_chunks * sizeof(int32_t), "token ids"));
   token_ids = static_cast<int32_t*>(ids);
