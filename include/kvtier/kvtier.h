@@ -277,6 +277,12 @@ KVT_API int64_t kvt_live_handles(void);
  *                                where they fit: 1 on, 0 through
  *                                registers, -1 the library's choice
  *                                (16-bit experts)                       default -1
+ *   "cuda_moe_skinny" int        mixture-of-experts models' prefill-
+ *                                sized steps with their experts on the
+ *                                grouped skinny tensor-core kernel
+ *                                (compute capability 9.0): 1 on, 0 the
+ *                                grouped tiles or library GEMMs, -1
+ *                                the library's choice (off)             default -1
  *   "cuda_l2_prefetch" int       one- and two-row decode steps asking
  *                                L2 for a projection's weights while
  *                                the short kernels before it run, a

@@ -58,6 +58,8 @@ const std::map<std::string, IntKey>& IntKeys() {
       {"cuda_gemv_bulk", {-1, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.gemv_bulk = static_cast<int32_t>(v); }}},
       {"cuda_moe_down_bulk",
        {-1, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.moe_down_bulk = static_cast<int32_t>(v); }}},
+      {"cuda_moe_skinny",
+       {-1, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.moe_skinny = static_cast<int32_t>(v); }}},
       {"cuda_l2_prefetch",
        {-1, 3, [](EngineOptions& o, int64_t v) { o.cuda.launch.l2_prefetch = static_cast<int32_t>(v); }}},
       {"cuda_pdl", {0, 1, [](EngineOptions& o, int64_t v) { o.cuda.launch.pdl = v != 0; }}},

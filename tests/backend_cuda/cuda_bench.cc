@@ -46,7 +46,8 @@ namespace {
 // KVTIER_CUDA_GRAPHS, _FAST_ATTENTION, _PDL and _PDL_EARLY turn their switch off when they
 // start with '0'; KVTIER_CUDA_GEMV_PREFETCH=2|4|8 (rounded down; below 2: 2);
 // KVTIER_CUDA_SKINNY=0..3 (cuda_skinny_gemm); KVTIER_CUDA_DECODE_FP8_PAIR=0|1|2;
-// KVTIER_CUDA_GEMV_BULK=0|1, KVTIER_CUDA_MOE_DOWN_BULK=0|1 and KVTIER_CUDA_L2_PREFETCH=0..3
+// KVTIER_CUDA_GEMV_BULK=0|1, KVTIER_CUDA_MOE_DOWN_BULK=0|1, KVTIER_CUDA_MOE_SKINNY=0|1 and
+// KVTIER_CUDA_L2_PREFETCH=0..3
 // (CudaLaunchOptions). As the CLI's cuda_env.cc reads them, for scripts that set them for both
 // programs.
 CudaOptions CudaOptionsFromEnvironment() {
@@ -74,6 +75,9 @@ CudaOptions CudaOptionsFromEnvironment() {
   }
   if (const char* value = std::getenv("KVTIER_CUDA_MOE_DOWN_BULK"); value != nullptr) {
     options.launch.moe_down_bulk = value[0] == '0' ? 0 : 1;
+  }
+  if (const char* value = std::getenv("KVTIER_CUDA_MOE_SKINNY"); value != nullptr) {
+    options.launch.moe_skinny = value[0] == '0' ? 0 : 1;
   }
   if (const char* value = std::getenv("KVTIER_CUDA_L2_PREFETCH"); value != nullptr) {
     options.launch.l2_prefetch = std::clamp(std::atoi(value), 0, 3);

@@ -12,16 +12,13 @@
 #include "common/fp8_e4m3.h"
 #include "cuda_test_util.h"
 #include "gtest/gtest.h"
+#include "skinny_test_skip.h"
 
 namespace kvtier {
 namespace {
 
 using cuda_test::DeviceBuffer;
 using cuda_test::Elem16;
-
-#define KVT_SKIP_WITHOUT_SM90()                                                          \
-  KVT_SKIP_WITHOUT_CUDA();                                                               \
-  if (!cuda::SkinnyGemmDeviceOk(0)) GTEST_SKIP() << "the skinny kernels need a compute capability 9.0 GPU"
 
 constexpr uint16_t kUntouched = 0x7fc1;  // a bf16 NaN no product writes
 

@@ -79,6 +79,8 @@ static void test_options(void) {
   CHECK_STATUS(kvt_options_set_int(o, "cuda_gemv_bulk", -2), KVT_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(kvt_options_set_int(o, "cuda_moe_down_bulk", 0), KVT_OK);
   CHECK_STATUS(kvt_options_set_int(o, "cuda_moe_down_bulk", 2), KVT_ERR_INVALID_ARGUMENT);
+  CHECK_STATUS(kvt_options_set_int(o, "cuda_moe_skinny", 1), KVT_OK);
+  CHECK_STATUS(kvt_options_set_int(o, "cuda_moe_skinny", 2), KVT_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(kvt_options_set_int(o, "cuda_l2_prefetch", 3), KVT_OK);
   CHECK_STATUS(kvt_options_set_int(o, "cuda_l2_prefetch", 4), KVT_ERR_INVALID_ARGUMENT);
   CHECK_STATUS(kvt_options_set_int(NULL, "threads", 1), KVT_ERR_INVALID_ARGUMENT);

@@ -119,6 +119,10 @@ constexpr ContextOption kOptions[] = {
      "CUDA, mixture-of-experts models: the fused decode path's down+combine reads its weights through the "
      "copy engine where a CTA's rows fit: 1 on, 0 through registers, -1 the library's choice (16-bit experts; "
      "default -1)"},
+    {"cuda_moe_skinny", Kind::kInt, -1, 1, nullptr,
+     "CUDA, mixture-of-experts models on compute capability 9.0: prefill-sized steps run their experts on "
+     "the grouped skinny tensor-core kernel, one launch per projection: 1 on, 0 the grouped tiles or the "
+     "library GEMMs, -1 the library's choice (off; default -1)"},
     {"cuda_l2_prefetch", Kind::kInt, -1, 3, nullptr,
      "CUDA: one- and two-row decode steps ask L2 for a projection's weights while the short kernels before it "
      "run, a sum of 1 (the o projection's, during QkvPost) and 2 (the next layer's qkv, during a "

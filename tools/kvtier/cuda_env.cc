@@ -37,7 +37,7 @@ kvt_status SetCudaOptionsFromEnvironment(kvt_options* options) {
   }
   // Kernel variants for A/B runs: KVTIER_CUDA_PREFILL_VARIANT=0..7, KVTIER_CUDA_DECODE_FP8_PAIR=0|1|2,
   // KVTIER_CUDA_MOE_DECODE_FUSED=0|1, KVTIER_CUDA_GEMV_BULK=0|1, KVTIER_CUDA_MOE_DOWN_BULK=0|1,
-  // KVTIER_CUDA_L2_PREFETCH=0..3.
+  // KVTIER_CUDA_MOE_SKINNY=0|1, KVTIER_CUDA_L2_PREFETCH=0..3.
   if (const char* value = std::getenv("KVTIER_CUDA_PREFILL_VARIANT"); value != nullptr) {
     const int variant = std::atoi(value);
     if (kvt_status st = kvt_options_set_int(options, "cuda_prefill_wgmma_variant", variant < 0 ? 0 : variant > 7 ? 7 : variant);
@@ -75,6 +75,11 @@ kvt_status SetCudaOptionsFromEnvironment(kvt_options* options) {
   }
   if (const char* value = std::getenv("KVTIER_CUDA_MOE_DOWN_BULK"); value != nullptr) {
     if (kvt_status st = kvt_options_set_int(options, "cuda_moe_down_bulk", value[0] == '0' ? 0 : 1); st != KVT_OK) {
+      return st;
+    }
+  }
+  if (const char* value = std::getenv("KVTIER_CUDA_MOE_SKINNY"); value != nullptr) {
+    if (kvt_status st = kvt_options_set_int(options, "cuda_moe_skinny", value[0] == '0' ? 0 : 1); st != KVT_OK) {
       return st;
     }
   }
