@@ -173,9 +173,11 @@ void RunShape(const Shape& s, double ceiling) {
     for (bool fp8 : {false, true}) {
       for (cuda::MoeTile tile : kTiles) for (bool grouped : {false, true}) {
         // The library path with 16-bit experts also as one grouped GEMM per projection; the decode
-        // path also with its down+combine's weights through registers (moe_down_bulk 0).
-        const bool fused = tile == cuda::MoeTile::kGemvFused;
-        if (grouped && !fused && (tile != cuda::MoeTile::kLibrary || fp8)) continue;
+        // path also with its down+combine's weights through registers (moe_down_bulk 0); the
+        // skinny path also on its serial pipeline.
+        const bool fused = tile == cuda::MoeTile::kGemvFused, skinny = tile == cuda::MoeTile::kSkinny;
+        if (grouped && !fused && !skinny && (tile != cuda::MoeTile::kLibrary || fp8)) continue;
+        if (skinny && rows < 64) continue;  // prefill-sized steps only
         // The per-route GEMV reads an expert once per route: only a data point past decode sizes.
         if ((tile == cuda::MoeTile::kGemv || tile == cuda::MoeTile::kGemvFused) && rows > 64) continue;
         // The library path reads the grouping back to the host: not capturable, so where the run
@@ -188,6 +190,7 @@ void RunShape(const Shape& s, double ceiling) {
         if (tile == cuda::MoeTile::kSkinny && skinny_workspace == nullptr) continue;
         run.skinny_workspace = skinny_workspace;  // kAuto takes it only where run.skinny (the default) says so
         run.sm_count = device_sms;
+        if (skinny && grouped) run.skinny_pipeline = cuda::SkinnyPipeline::kSerial;
         if (fused) run.launch.moe_down_bulk = grouped ? 0 : 1;
         if (fp8 && run.fp8_gemm == nullptr) run.cublas = nullptr;  // the tiles, as EnqueueMoeMlp would fall back
         const cuda::MoeExperts& any_copy = fp8 ? layers[0].fp8_experts : layers[0].bf16_experts;
@@ -247,7 +250,7 @@ void RunShape(const Shape& s, double ceiling) {
         std::printf("moe %-14s %-4s rows %4d tile %-10s (%s) %9.1f us  %3zu experts %7.1f MB  %5.2f TB/s"
                     " = %.2f of HBM %.2f  %6.1f TFLOP/s\n",
                     s.name, fp8 ? "fp8" : "bf16", rows,
-                    grouped ? (fused ? "fused-regs" : "grouped") : cuda::MoeTileName(tile),
+                    grouped ? (fused ? "fused-regs" : skinny ? "skinny/ser" : "grouped") : cuda::MoeTileName(tile),
                     cuda::MoeTileName(runs), us,
                     distinct, bytes / 1e6, rate / 1e12, rate / ceiling, ceiling / 1e12, flops / (us * 1e-6) / 1e12);
         std::fflush(stdout);

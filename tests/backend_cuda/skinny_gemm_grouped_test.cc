@@ -89,10 +89,10 @@ TEST(SkinnyGemmGroupedTest, EachProblemMatchesItsExpertsProducts) {
           for (int r = q.first; r < q.first + q.rows; ++r) {
             for (int64_t c = 0; c < n; ++c) {
               const int64_t wrow = q.expert * n + c;
+              const std::vector<float>& weights = fp8 ? code_values : w.values;
               double dot = 0.0, mag = 0.0;
               for (int64_t i = 0; i < k; ++i) {
-                const double term =
-                    static_cast<double>(x.values[r * k + i]) * (fp8 ? code_values[wrow * k + i] : w.values[wrow * k + i]);
+                const double term = static_cast<double>(x.values[r * k + i]) * weights[wrow * k + i];
                 dot += term;
                 mag += std::fabs(term);
               }

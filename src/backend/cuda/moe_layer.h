@@ -17,6 +17,7 @@
 #include "backend/cuda/fp8_gemm.h"
 #include "backend/cuda/moe_kernels.h"
 #include "backend/cuda/moe_weights.h"
+#include "backend/cuda/skinny_gemm.h"
 #include "backend/cuda_options.h"
 #include "model/config.h"
 
@@ -105,6 +106,8 @@ struct MoeRun {
   void* skinny_workspace = nullptr;
   int sm_count = 0;
   bool skinny = kMoeSkinnyByDefault;
+  // Its pipeline (kOverlapped; the bench sweeps kSerial too; a 128-row token tile runs serial).
+  SkinnyPipeline skinny_pipeline = SkinnyPipeline::kOverlapped;
 
   static MoeRun Of(const ModelConfig& config);
 };
@@ -125,11 +128,14 @@ inline constexpr int64_t kMoeLibraryGroupedMinRoutesPerExpert = 64;
 bool MoeLibraryPathSuits(const ModelConfig& config, bool fp8_weights, bool fp8_activations);
 
 // The tile EnqueueMoeMlp runs `routes` routes on: with kAuto, the fused decode path for one row
-// where run.fused_decode, the library where run.cublas is set and the experts get
-// kMoeLibraryMinRoutesPerExpert routes each on average (kMoeLibraryGroupedMinRoutesPerExpert
-// with run.library_grouped); kLibrary as given; otherwise MoeTileFor's. Where the library path is picked but not available
-// (MoeLibraryPathAvailable: a capturing stream; fp8 experts without run.fp8_gemm or the fp8
-// buffers), EnqueueMoeMlp runs MoeTileFor's tile instead.
+// where run.fused_decode; the skinny path where run.skinny and run.skinny_workspace are set and
+// the experts get kMoeSkinnyMinRoutesPerExpert routes each on average; the library where
+// run.cublas is set and the experts get kMoeLibraryMinRoutesPerExpert routes each on average
+// (kMoeLibraryGroupedMinRoutesPerExpert with run.library_grouped); kLibrary and kSkinny as
+// given; otherwise MoeTileFor's. Where the library or skinny path is picked but not available
+// (MoeLibraryPathAvailable, MoeSkinnyPathAvailable: a capturing stream; fp8 experts without
+// run.fp8_gemm or the fp8 buffers; 16-bit compute for the skinny kernels), EnqueueMoeMlp runs
+// MoeTileFor's tile instead.
 MoeTile MoeTileRun(const MoeRun& run, int64_t routes);
 // The same for these experts: kAuto keeps fp8 experts of a grouped-library model (more than
 // kMoeLibraryLoopMaxExperts) on the tiles, as cuBLAS groups no fp8 GEMMs.

@@ -64,10 +64,9 @@ absl::Status GroupedProjection(const MoeRun& run, const bf16* x, const void* w, 
     const cudaError_t err =
         scales == nullptr
             ? SkinnyGemmGrouped(x, static_cast<const bf16*>(w), problems + done, now, tile_rows, k, n, out,
-                                run.skinny_workspace, run.sm_count, SkinnyPipeline::kOverlapped, stream, plain)
+                                run.skinny_workspace, run.sm_count, run.skinny_pipeline, stream, plain)
             : SkinnyGemmGroupedFp8(x, static_cast<const uint8_t*>(w), scales, problems + done, now, tile_rows, k, n,
-                                   out, run.skinny_workspace, run.sm_count, SkinnyPipeline::kOverlapped, stream,
-                                   plain);
+                                   out, run.skinny_workspace, run.sm_count, run.skinny_pipeline, stream, plain);
     CUDA_RETURN_IF_ERROR(err);
   }
   return absl::OkStatus();
