@@ -34,9 +34,9 @@ inline constexpr int kMoeMaxTopK = 16;
 // (moe_library.h) for prefill-sized steps of few-expert models; to MoeTileFor and
 // MoeExpertGemm it is kAuto. kSkinny is no tile either: the grouped skinny tensor-core kernel
 // over every expert's routes in one launch per projection (moe_skinny.h), for prefill-sized
-// steps on compute capability 9.0; to MoeTileFor and MoeExpertGemm it is kAuto. kAuto picks by the routes each expert gets on average
-// (MoeTileFor); whether a step takes the decode path or the library instead is the MLP's choice
-// (MoeTileRun, moe_layer.h).
+// steps on compute capability 9.0; to MoeTileFor and MoeExpertGemm it is kAuto. kAuto picks by
+// the routes each expert gets on average (MoeTileFor); whether a step takes the decode path,
+// the library or the skinny path instead is the MLP's choice (MoeTileRun, moe_layer.h).
 enum class MoeTile { kAuto, kGemv, kGemvFused, k16x16, k16x16Deep, k16x64, k64x64, kLibrary, kSkinny };
 
 // The tile kAuto stands for at `routes` routes over `num_experts` experts; other tiles as given.

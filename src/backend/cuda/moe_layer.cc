@@ -235,23 +235,16 @@ absl::Status EnqueueMoeMlp(const MoeRun& run, const MoeExperts& experts, const M
       MoeRouteTopK(b.logits, rows, run.num_experts, run.top_k, run.renormalize, b.chosen, b.weights, stream));
   CUDA_RETURN_IF_ERROR(
       MoeGroupRoutes(b.chosen, rows, run.top_k, run.num_experts, MoeTileRows(tile), b.grouping, stream));
-  if (tile == MoeTile::kLibrary) {
-    if (experts.gate_up != nullptr) {
+  if (tile == MoeTile::kLibrary || tile == MoeTile::kSkinny) {
+    if (tile == MoeTile::kLibrary && experts.gate_up != nullptr) {
       RETURN_IF_ERROR(EnqueueMoeExpertsOnLibrary(run, experts, b, x, rows, stream));
-    } else if constexpr (std::is_same_v<T, bf16>) {  // fp8 experts (fp8_in_f16 took the tiles)
-      RETURN_IF_ERROR(EnqueueMoeFp8ExpertsOnLibrary(run, experts, b, x, rows, stream));
+    } else if constexpr (std::is_same_v<T, bf16>) {  // fp8 library experts and the skinny path (others took the tiles)
+      RETURN_IF_ERROR(tile == MoeTile::kSkinny ? EnqueueMoeExpertsOnSkinny(run, experts, b, x, rows, stream)
+                                               : EnqueueMoeFp8ExpertsOnLibrary(run, experts, b, x, rows, stream));
     }
     CUDA_RETURN_IF_ERROR(MoeCombine(reinterpret_cast<const T*>(b.expert_out), b.chosen, b.weights,
                                     b.grouping.route_slot, rows, run.top_k, run.hidden, out, stream));
     return absl::OkStatus();
-  }
-  if constexpr (std::is_same_v<T, bf16>) {
-    if (tile == MoeTile::kSkinny) {
-      RETURN_IF_ERROR(EnqueueMoeExpertsOnSkinny(run, experts, b, x, rows, stream));
-      CUDA_RETURN_IF_ERROR(MoeCombine(reinterpret_cast<const T*>(b.expert_out), b.chosen, b.weights,
-                                      b.grouping.route_slot, rows, run.top_k, run.hidden, out, stream));
-      return absl::OkStatus();
-    }
   }
   MoeGemmParams<T> gate_up = GateUpParams(run, experts, b, x, routes, tile);
   gate_up.a_row_of_slot = b.grouping.slot_token;
