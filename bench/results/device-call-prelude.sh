@@ -79,6 +79,9 @@ kbench() {
   timeout $lim "$C/bin/kvtier" bench --workload "$w" --model "$M" --ceilings "$R/ceilings.txt" \
     --json "$R/$name.json" --commit "$(cat "$C/COMMIT")" --time-limit 60 "$@" > "$R/$name.txt" 2>&1
   echo "[$(el) s] $name rc=$?"; grep -E "^W[0-9]+ " "$R/$name.txt" | cut -c1-110 | head -4
-  python3 -c "import json,sys;w=json.load(open(sys.argv[1]))['workloads'][sys.argv[2]];s=w.get('prefill_step_s',[]);print(len(s),'chunks, ms:',' '.join('%.0f'%(x*1e3) for x in s))" \
+  python3 -c "import json,sys;ws=json.load(open(sys.argv[1]))['workloads']
+for k in sys.argv[2].split(','):
+  s=ws.get(k,{}).get('prefill_step_s',[])
+  if s: print(k,len(s),'chunks, ms:',' '.join('%.0f'%(x*1e3) for x in s))" \
     "$R/$name.json" "$w" 2>&1 | cut -c1-600
 }

@@ -282,7 +282,9 @@ KVT_API int64_t kvt_live_handles(void);
  *                                grouped skinny tensor-core kernel
  *                                (compute capability 9.0): 1 on, 0 the
  *                                grouped tiles or library GEMMs, -1
- *                                the library's choice (off)             default -1
+ *                                the library's choice (on); steps big
+ *                                enough for the library GEMMs run on
+ *                                those either way                       default -1
  *   "cuda_l2_prefetch" int       one- and two-row decode steps asking
  *                                L2 for a projection's weights while
  *                                the short kernels before it run, a

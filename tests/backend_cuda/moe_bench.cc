@@ -1,7 +1,7 @@
 // Timing of the mixture-of-experts MLP of one layer (backend/cuda/moe_layer.h EnqueueMoeMlp:
 // router, routing, grouping, the two grouped expert GEMMs, combine) on Qwen3-30B-A3B's shape
 // (hidden 2048, 128 experts, top 8, expert intermediate 768) and Mixtral 8x7B's (hidden 4096,
-// 8 experts, top 2, intermediate 14336), at 1, 2, 64, 512 and 2048 rows, with bf16 and fp8
+// 8 experts, top 2, intermediate 14336), at 1 to 2,048 rows, with bf16 and fp8
 // experts and every tile shape of the grouped GEMMs; the decode path (gemv-fused: moe_decode.h's
 // three kernels; fused-regs: its down+combine through registers) against the grouped path's GEMV
 // (gemv) at a row or two; and the library path
@@ -45,7 +45,7 @@ using cuda::bf16;
 
 using Shape = cuda_test::MoeLayerShape;
 constexpr Shape kShapes[] = {{"qwen3-30b-a3b", 2048, 128, 8, 768, true}, {"mixtral-8x7b", 4096, 8, 2, 14336, true}};
-constexpr int kRows[] = {1, 2, 64, 512, 2048};
+constexpr int kRows[] = {1, 2, 32, 64, 128, 256, 512, 1024, 2048};
 constexpr cuda::MoeTile kTiles[] = {cuda::MoeTile::kAuto,   cuda::MoeTile::kGemv,       cuda::MoeTile::kGemvFused,
                                     cuda::MoeTile::k16x16,  cuda::MoeTile::k16x16Deep, cuda::MoeTile::k16x64,
                                     cuda::MoeTile::k64x64,  cuda::MoeTile::kLibrary,    cuda::MoeTile::kSkinny};
@@ -177,7 +177,7 @@ void RunShape(const Shape& s, double ceiling) {
         // skinny path also on its serial pipeline.
         const bool fused = tile == cuda::MoeTile::kGemvFused, skinny = tile == cuda::MoeTile::kSkinny;
         if (grouped && !fused && !skinny && (tile != cuda::MoeTile::kLibrary || fp8)) continue;
-        if (skinny && rows < 64) continue;  // prefill-sized steps only
+        if (skinny && rows < 32) continue;  // prefill-sized steps only
         // The per-route GEMV reads an expert once per route: only a data point past decode sizes.
         if ((tile == cuda::MoeTile::kGemv || tile == cuda::MoeTile::kGemvFused) && rows > 64) continue;
         // The library path reads the grouping back to the host: not capturable, so where the run

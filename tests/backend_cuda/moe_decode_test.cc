@@ -156,6 +156,49 @@ TEST(MoeDecodeTileTest, PrefillStepsTakeTheLibraryFromEnoughRoutesPerExpert) {
   EXPECT_FALSE(MoeLibraryPathSuits(config, /*fp8_weights=*/true, /*fp8_activations=*/false));
 }
 
+// Where the run has the skinny kernel's workspace, kAuto runs prefill-sized steps on it (the
+// default) from kMoeSkinnyMinRoutesPerExpert routes per expert on, unless the library takes the
+// step; fp8 experts of a grouped-library model, which the library never takes, run it at every
+// such size.
+TEST(MoeDecodeTileTest, PrefillStepsTakeTheSkinnyKernelWhereTheLibraryDoesNot) {
+  ModelConfig config;
+  config.hidden_size = 2048;
+  config.moe.num_experts = 128;
+  config.moe.top_k = 8;
+  config.moe.expert_intermediate_size = 768;
+  MoeRun qwen3 = MoeRun::Of(config);
+  EXPECT_TRUE(qwen3.skinny);
+  EXPECT_EQ(MoeTileRun(qwen3, 512 * 8), MoeTileFor(MoeTile::kAuto, 512 * 8, 128));  // no workspace
+  qwen3.skinny_workspace = reinterpret_cast<void*>(16);  // only compared with null here
+  EXPECT_EQ(MoeTileRun(qwen3, 128 * 8), MoeTile::kSkinny);
+  EXPECT_EQ(MoeTileRun(qwen3, 127 * 8), MoeTileFor(MoeTile::kAuto, 127 * 8, 128));
+  EXPECT_EQ(MoeTileRun(qwen3, 2048 * 8), MoeTile::kSkinny);  // no cuBLAS handle
+  EXPECT_EQ(MoeTileRun(qwen3, 8), MoeTile::kGemvFused);
+  qwen3.cublas = reinterpret_cast<cublasHandle_t>(1);
+  MoeExperts fp8_experts, bf16_experts;
+  bf16_experts.gate_up = reinterpret_cast<uint16_t*>(16);
+  EXPECT_EQ(MoeTileRun(qwen3, 512 * 8, bf16_experts), MoeTile::kSkinny);
+  EXPECT_EQ(MoeTileRun(qwen3, 1024 * 8, bf16_experts), MoeTile::kLibrary);
+  EXPECT_EQ(MoeTileRun(qwen3, 2048 * 8, fp8_experts), MoeTile::kSkinny);
+  MoeRun off = qwen3;
+  off.skinny = false;
+  EXPECT_EQ(MoeTileRun(off, 512 * 8), MoeTileFor(MoeTile::kAuto, 512 * 8, 128));
+  EXPECT_EQ(MoeTileRun(off, 2048 * 8, fp8_experts), MoeTileFor(MoeTile::kAuto, 2048 * 8, 128));
+  qwen3.tile = MoeTile::k64x64;  // named: as given
+  EXPECT_EQ(MoeTileRun(qwen3, 512 * 8), MoeTile::k64x64);
+  config.hidden_size = 4096;
+  config.moe.num_experts = 8;
+  config.moe.top_k = 2;
+  config.moe.expert_intermediate_size = 14336;
+  MoeRun mixtral = MoeRun::Of(config);
+  mixtral.cublas = qwen3.cublas;
+  mixtral.skinny_workspace = qwen3.skinny_workspace;
+  EXPECT_EQ(MoeTileRun(mixtral, 32 * 2), MoeTile::kSkinny);
+  EXPECT_EQ(MoeTileRun(mixtral, 64 * 2), MoeTile::kLibrary);
+  EXPECT_EQ(MoeTileRun(mixtral, 64 * 2, fp8_experts), MoeTile::kLibrary);
+  EXPECT_EQ(MoeTileRun(mixtral, 31 * 2), MoeTileFor(MoeTile::kAuto, 31 * 2, 8));
+}
+
 TEST_F(MoeDecodeTest, MatchesTheGroupedPathBitForBitAndTheCpuBackend) {
   cuda_test::ForEachElem([&]<typename T>() {
     for (const MoeLayerShape& s : kDecodeShapes) {

@@ -122,7 +122,8 @@ constexpr ContextOption kOptions[] = {
     {"cuda_moe_skinny", Kind::kInt, -1, 1, nullptr,
      "CUDA, mixture-of-experts models on compute capability 9.0: prefill-sized steps run their experts on "
      "the grouped skinny tensor-core kernel, one launch per projection: 1 on, 0 the grouped tiles or the "
-     "library GEMMs, -1 the library's choice (off; default -1)"},
+     "library GEMMs, -1 the library's choice (on; steps big enough for the library GEMMs run on those either "
+     "way; default -1)"},
     {"cuda_l2_prefetch", Kind::kInt, -1, 3, nullptr,
      "CUDA: one- and two-row decode steps ask L2 for a projection's weights while the short kernels before it "
      "run, a sum of 1 (the o projection's, during QkvPost) and 2 (the next layer's qkv, during a "

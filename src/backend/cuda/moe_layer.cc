@@ -187,29 +187,39 @@ bool MoeLibraryPathSuits(const ModelConfig& config, bool fp8_weights, bool fp8_a
                           config.moe.expert_intermediate_size % 16 == 0);
 }
 
+namespace {
+
+// kAuto's pick where the library is not taken: the skinny kernel where the run has it and the
+// experts get enough routes, else the tiles.
+MoeTile SkinnyOrTiles(const MoeRun& run, int64_t routes) {
+  if (run.skinny && run.skinny_workspace != nullptr && routes >= kMoeSkinnyMinRoutesPerExpert * run.num_experts) {
+    return MoeTile::kSkinny;
+  }
+  return MoeTileFor(MoeTile::kAuto, routes, run.num_experts);
+}
+
+}  // namespace
+
 MoeTile MoeTileRun(const MoeRun& run, int64_t routes) {
   // One row: the fused path (its routes are distinct experts). Two rows may share experts, which
   // the fused path streams once per route: the grouped per-route GEMV was as fast or faster there
   // on both shapes kvtier_cuda_moe_bench sweeps.
   if (run.tile == MoeTile::kAuto && run.fused_decode && routes <= run.top_k) return MoeTile::kGemvFused;
   if (run.tile == MoeTile::kLibrary || run.tile == MoeTile::kSkinny) return run.tile;
-  if (run.tile == MoeTile::kAuto && run.skinny && run.skinny_workspace != nullptr &&
-      routes >= kMoeSkinnyMinRoutesPerExpert * run.num_experts) {
-    return MoeTile::kSkinny;
-  }
+  if (run.tile != MoeTile::kAuto) return MoeTileFor(run.tile, routes, run.num_experts);
+  // The library before the skinny kernel: where the library's GEMMs are big enough to be taken
+  // they beat it (Mixtral from 64 rows, Qwen3-MoE's 16-bit experts from 1,024).
   const int64_t min_routes =
       run.library_grouped ? kMoeLibraryGroupedMinRoutesPerExpert : kMoeLibraryMinRoutesPerExpert;
-  if (run.tile == MoeTile::kAuto && run.cublas != nullptr && routes >= min_routes * run.num_experts) {
-    return MoeTile::kLibrary;
-  }
-  return MoeTileFor(run.tile, routes, run.num_experts);
+  if (run.cublas != nullptr && routes >= min_routes * run.num_experts) return MoeTile::kLibrary;
+  return SkinnyOrTiles(run, routes);
 }
 
 MoeTile MoeTileRun(const MoeRun& run, int64_t routes, const MoeExperts& experts) {
   const MoeTile tile = MoeTileRun(run, routes);
   const bool fp8_experts = experts.gate_up == nullptr;
   if (tile == MoeTile::kLibrary && run.tile == MoeTile::kAuto && fp8_experts && run.library_grouped) {
-    return MoeTileFor(MoeTile::kAuto, routes, run.num_experts);
+    return SkinnyOrTiles(run, routes);
   }
   return tile;
 }

@@ -70,8 +70,10 @@ inline constexpr bool kMoeDecodeFusedByDefault = true;
 // fused norm) where EnqueueMoeMlp is given that norm.
 inline constexpr bool kMoeDecodeNormFusedByDefault = true;
 // Whether kAuto runs prefill-sized steps' experts on the grouped skinny kernel where it can
-// (MoeSkinnyPathAvailable), and from how many routes per expert on average.
-inline constexpr bool kMoeSkinnyByDefault = false;
+// (MoeSkinnyPathAvailable) and the library is not taken, and from how many routes per expert on
+// average: it beats the tiles there at every weight type measured (Qwen3-MoE's 512- and 2,048-row
+// chunks, fp8 and bf16; bench/results/2026-12-07-moe-prompts), the tiles stay faster at 4.
+inline constexpr bool kMoeSkinnyByDefault = true;
 inline constexpr int64_t kMoeSkinnyMinRoutesPerExpert = 8;
 inline bool MoeSkinnyWanted(const CudaLaunchOptions& launch) {
   return launch.moe_skinny == 1 || (launch.moe_skinny < 0 && kMoeSkinnyByDefault);
@@ -102,7 +104,7 @@ struct MoeRun {
   // The experts of prefill-sized steps on the grouped skinny kernel (MoeTile::kSkinny,
   // moe_skinny.h): SkinnyGemm's workspace (for 128 rows) and the SMs its launches spread over;
   // null: that path is never taken. With `skinny` (CudaLaunchOptions::moe_skinny) kAuto takes
-  // it from kMoeSkinnyMinRoutesPerExpert routes per expert on.
+  // it from kMoeSkinnyMinRoutesPerExpert routes per expert on, where the library is not taken.
   void* skinny_workspace = nullptr;
   int sm_count = 0;
   bool skinny = kMoeSkinnyByDefault;
@@ -128,17 +130,18 @@ inline constexpr int64_t kMoeLibraryGroupedMinRoutesPerExpert = 64;
 bool MoeLibraryPathSuits(const ModelConfig& config, bool fp8_weights, bool fp8_activations);
 
 // The tile EnqueueMoeMlp runs `routes` routes on: with kAuto, the fused decode path for one row
-// where run.fused_decode; the skinny path where run.skinny and run.skinny_workspace are set and
-// the experts get kMoeSkinnyMinRoutesPerExpert routes each on average; the library where
-// run.cublas is set and the experts get kMoeLibraryMinRoutesPerExpert routes each on average
-// (kMoeLibraryGroupedMinRoutesPerExpert with run.library_grouped); kLibrary and kSkinny as
-// given; otherwise MoeTileFor's. Where the library or skinny path is picked but not available
+// where run.fused_decode; the library where run.cublas is set and the experts get
+// kMoeLibraryMinRoutesPerExpert routes each on average (kMoeLibraryGroupedMinRoutesPerExpert
+// with run.library_grouped); else the skinny path where run.skinny and run.skinny_workspace are
+// set and the experts get kMoeSkinnyMinRoutesPerExpert routes each on average; kLibrary and
+// kSkinny as given; otherwise MoeTileFor's. Where the library or skinny path is picked but not available
 // (MoeLibraryPathAvailable, MoeSkinnyPathAvailable: a capturing stream; fp8 experts without
 // run.fp8_gemm or the fp8 buffers; 16-bit compute for the skinny kernels), EnqueueMoeMlp runs
 // MoeTileFor's tile instead.
 MoeTile MoeTileRun(const MoeRun& run, int64_t routes);
 // The same for these experts: kAuto keeps fp8 experts of a grouped-library model (more than
-// kMoeLibraryLoopMaxExperts) on the tiles, as cuBLAS groups no fp8 GEMMs.
+// kMoeLibraryLoopMaxExperts) off the library, as cuBLAS groups no fp8 GEMMs: the skinny path or
+// the tiles as above.
 MoeTile MoeTileRun(const MoeRun& run, int64_t routes, const MoeExperts& experts);
 
 // out (rows, hidden) = the MoE MLP of x (rows, hidden), both in T, rows <= buffers.max_tokens.
