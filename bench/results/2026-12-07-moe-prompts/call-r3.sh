@@ -16,7 +16,7 @@ M=/dev/shm/qwen3-30b-a3b
 $C/bin/kvtier mkmodel --preset qwen3-30b-a3b --fp8 ct-channel --out $M > $R/mkmodel-qwen3moe.txt 2>&1 &
 mk=$!
 timeout 40 python3 $C/anchors/ceilings.py > $R/ceilings.txt 2>&1; echo "[$(el) s] ceilings $(grep RESULT $R/ceilings.txt | cut -c1-80)"
-for shape in qwen3 mixtral; do
+for shape in ${SHAPES:-qwen3 mixtral}; do
   timeout 100 $C/bin/kvtier_cuda_moe_bench $shape > $R/moe_bench_$shape.txt 2>&1
   echo "[$(el) s] moe_bench $shape rc=$?"
   grep -E "rows +(32|128|256|1024) tile (auto|skinny |64x64|grouped)" $R/moe_bench_$shape.txt | cut -c1-100
