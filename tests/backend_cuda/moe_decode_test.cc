@@ -161,8 +161,8 @@ TEST(MoeDecodeTileTest, PrefillStepsTakeTheSkinnyKernelWhereTheLibraryDoesNot) {
   EXPECT_TRUE(qwen3.skinny);
   EXPECT_EQ(MoeTileRun(qwen3, 512 * 8), MoeTileFor(MoeTile::kAuto, 512 * 8, 128));  // no workspace
   qwen3.skinny_workspace = reinterpret_cast<void*>(16);  // only compared with null here
-  EXPECT_EQ(MoeTileRun(qwen3, 128 * 8), MoeTile::kSkinny);
-  EXPECT_EQ(MoeTileRun(qwen3, 127 * 8), MoeTileFor(MoeTile::kAuto, 127 * 8, 128));
+  EXPECT_EQ(MoeTileRun(qwen3, 512 * 8), MoeTile::kSkinny);
+  EXPECT_EQ(MoeTileRun(qwen3, 511 * 8), MoeTileFor(MoeTile::kAuto, 511 * 8, 128));
   EXPECT_EQ(MoeTileRun(qwen3, 2048 * 8), MoeTile::kSkinny);  // no cuBLAS handle
   EXPECT_EQ(MoeTileRun(qwen3, 8), MoeTile::kGemvFused);
   qwen3.cublas = reinterpret_cast<cublasHandle_t>(1);
@@ -180,10 +180,11 @@ TEST(MoeDecodeTileTest, PrefillStepsTakeTheSkinnyKernelWhereTheLibraryDoesNot) {
   MoeRun mixtral = MoeRun::Of(cuda_test::MoeLayerConfig(kMixtral));
   mixtral.cublas = qwen3.cublas;
   mixtral.skinny_workspace = qwen3.skinny_workspace;
-  EXPECT_EQ(MoeTileRun(mixtral, 32 * 2), MoeTile::kSkinny);
-  EXPECT_EQ(MoeTileRun(mixtral, 64 * 2), MoeTile::kLibrary);
+  EXPECT_EQ(MoeTileRun(mixtral, 64 * 2), MoeTile::kLibrary);  // before the skinny kernel's 32 per expert
   EXPECT_EQ(MoeTileRun(mixtral, 64 * 2, fp8_experts), MoeTile::kLibrary);
-  EXPECT_EQ(MoeTileRun(mixtral, 31 * 2), MoeTileFor(MoeTile::kAuto, 31 * 2, 8));
+  EXPECT_EQ(MoeTileRun(mixtral, 63 * 2), MoeTileFor(MoeTile::kAuto, 63 * 2, 8));
+  mixtral.cublas = nullptr;
+  EXPECT_EQ(MoeTileRun(mixtral, 128 * 2), MoeTile::kSkinny);
 }
 
 TEST_F(MoeDecodeTest, MatchesTheGroupedPathBitForBitAndTheCpuBackend) {

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Call R3 (issue #41), after R1 and R2: kAuto's new default. The skinny kernel takes the MoE
-# steps the library does not (MoeTileRun: the library first, then the skinny kernel from 8
+# steps the library does not (MoeTileRun: the library first, then the skinny kernel from 32
 # routes per expert, else the tiles), so Qwen3-30B-A3B's 16-bit experts keep the grouped library
 # GEMMs from 1,024 rows (where R2's forced skinny lost W2's 2,048-row chunks) and take the skinny
-# kernel below; its fp8 experts take it at every prefill size.
+# kernel from 512 rows; its fp8 experts take it from 512 rows on. Between 4 and 32 routes per
+# expert (64 to 511 rows) the bench's 128 and 256 rows say whether the threshold can come down.
 #   (1) kvtier_cuda_moe_bench qwen3 / mixtral at 1 to 2,048 rows (32, 128, 256, 1,024 added);
 #   (2) the backend on the MoE presets against the CPU backend, with the new default;
 #   (3) Qwen3-30B-A3B W1,W2 end to end, bf16 and fp8 weights + fp8 KV: the default against

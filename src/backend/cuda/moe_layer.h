@@ -71,10 +71,11 @@ inline constexpr bool kMoeDecodeFusedByDefault = true;
 inline constexpr bool kMoeDecodeNormFusedByDefault = true;
 // Whether kAuto runs prefill-sized steps' experts on the grouped skinny kernel where it can
 // (MoeSkinnyPathAvailable) and the library is not taken, and from how many routes per expert on
-// average: it beats the tiles there at every weight type measured (Qwen3-MoE's 512- and 2,048-row
-// chunks, fp8 and bf16; bench/results/2026-12-07-moe-prompts), the tiles stay faster at 4.
+// average: it beat the tiles from 32 (Qwen3-MoE's 512- and 2,048-row chunks, bf16 and fp8
+// experts; bench/results/2026-12-07-moe-prompts); at 4 the tiles were faster, and between the two
+// the tiles stay until measured.
 inline constexpr bool kMoeSkinnyByDefault = true;
-inline constexpr int64_t kMoeSkinnyMinRoutesPerExpert = 8;
+inline constexpr int64_t kMoeSkinnyMinRoutesPerExpert = 32;
 inline bool MoeSkinnyWanted(const CudaLaunchOptions& launch) {
   return launch.moe_skinny == 1 || (launch.moe_skinny < 0 && kMoeSkinnyByDefault);
 }
