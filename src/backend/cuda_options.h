@@ -40,11 +40,11 @@ struct CudaLaunchOptions {
   // (MoeDownCombineParams::bulk): -1 the library's choice (16-bit experts), 0 off (through
   // registers), 1 on (fp8 experts too).
   int32_t moe_down_bulk = -1;
-  // Mixture-of-experts prefill-sized steps (from a few routes per expert on) with their experts
-  // on the grouped skinny tensor-core kernel (MoeTile::kSkinny, cuda/moe_skinny.h; compute
-  // capability 9.0, bf16 compute): -1 the library's choice (kMoeSkinnyByDefault), 0 off (the
-  // grouped tiles or the library GEMMs), 1 on. Steps big enough for the library GEMMs run on
-  // those either way (MoeTileRun).
+  // Mixture-of-experts prefill-sized steps (from kMoeSkinnyMinRoutesPerExpert routes per expert
+  // on) with their experts on the grouped skinny tensor-core kernel (MoeTile::kSkinny,
+  // cuda/moe_skinny.h; compute capability 9.0, bf16 compute): -1 the library's choice
+  // (kMoeSkinnyByDefault), 0 off (the grouped tiles or the library GEMMs), 1 on. Steps big
+  // enough for the library GEMMs run on those either way (MoeTileRun).
   int32_t moe_skinny = -1;
   // One- and two-row decode steps asking L2 for a projection's weights while the latency-bound
   // kernels before it run (backend/cuda/kernels.h L2Prefetch), a sum of: 1 the o projection's

@@ -44,7 +44,7 @@ namespace {
 using cuda::bf16;
 
 using Shape = cuda_test::MoeLayerShape;
-constexpr Shape kShapes[] = {{"qwen3-30b-a3b", 2048, 128, 8, 768, true}, {"mixtral-8x7b", 4096, 8, 2, 14336, true}};
+constexpr Shape kShapes[] = {cuda_test::kQwen3MoeShape, cuda_test::kMixtralShape};
 constexpr int kRows[] = {1, 2, 32, 64, 128, 256, 512, 1024, 2048};
 constexpr cuda::MoeTile kTiles[] = {cuda::MoeTile::kAuto,   cuda::MoeTile::kGemv,       cuda::MoeTile::kGemvFused,
                                     cuda::MoeTile::k16x16,  cuda::MoeTile::k16x16Deep, cuda::MoeTile::k16x64,

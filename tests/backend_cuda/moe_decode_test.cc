@@ -117,21 +117,17 @@ TEST(MoeDecodeTileTest, StepsOfOneRowRunTheFusedPathByDefault) {
   EXPECT_EQ(MoeTileRun(qwen3, 16), MoeTile::kGemvFused);
 }
 
-// The two shapes MoeTileRun's thresholds were measured on (kvtier_cuda_moe_bench's).
-constexpr MoeLayerShape kQwen3Moe = {"qwen3-30b-a3b", 2048, 128, 8, 768, true};
-constexpr MoeLayerShape kMixtral = {"mixtral-8x7b", 4096, 8, 2, 14336, true};
-
 // Prefill-sized steps take the library where the run has cuBLAS: Mixtral's 8 experts a GEMM each
 // from 16 routes per expert, Qwen3-MoE's 128 one grouped GEMM per projection from 64, except
 // fp8 experts there (no grouped fp8 GEMM); a name is taken as given.
 TEST(MoeDecodeTileTest, PrefillStepsTakeTheLibraryFromEnoughRoutesPerExpert) {
-  MoeRun mixtral = MoeRun::Of(cuda_test::MoeLayerConfig(kMixtral));
+  MoeRun mixtral = MoeRun::Of(cuda_test::MoeLayerConfig(cuda_test::kMixtralShape));
   EXPECT_FALSE(mixtral.library_grouped);
   EXPECT_EQ(MoeTileRun(mixtral, 64 * 2), MoeTileFor(MoeTile::kAuto, 64 * 2, 8));  // no cuBLAS handle
   mixtral.cublas = reinterpret_cast<cublasHandle_t>(1);  // only compared with null here
   EXPECT_EQ(MoeTileRun(mixtral, 64 * 2), MoeTile::kLibrary);
   EXPECT_NE(MoeTileRun(mixtral, 63 * 2), MoeTile::kLibrary);
-  ModelConfig config = cuda_test::MoeLayerConfig(kQwen3Moe);
+  ModelConfig config = cuda_test::MoeLayerConfig(cuda_test::kQwen3MoeShape);
   MoeRun qwen3 = MoeRun::Of(config);
   qwen3.cublas = mixtral.cublas;
   EXPECT_TRUE(qwen3.library_grouped);
@@ -157,7 +153,7 @@ TEST(MoeDecodeTileTest, PrefillStepsTakeTheLibraryFromEnoughRoutesPerExpert) {
 // step; fp8 experts of a grouped-library model, which the library never takes, run it at every
 // such size.
 TEST(MoeDecodeTileTest, PrefillStepsTakeTheSkinnyKernelWhereTheLibraryDoesNot) {
-  MoeRun qwen3 = MoeRun::Of(cuda_test::MoeLayerConfig(kQwen3Moe));
+  MoeRun qwen3 = MoeRun::Of(cuda_test::MoeLayerConfig(cuda_test::kQwen3MoeShape));
   EXPECT_TRUE(qwen3.skinny);
   EXPECT_EQ(MoeTileRun(qwen3, 512 * 8), MoeTileFor(MoeTile::kAuto, 512 * 8, 128));  // no workspace
   qwen3.skinny_workspace = reinterpret_cast<void*>(16);  // only compared with null here
@@ -177,7 +173,7 @@ TEST(MoeDecodeTileTest, PrefillStepsTakeTheSkinnyKernelWhereTheLibraryDoesNot) {
   EXPECT_EQ(MoeTileRun(off, 2048 * 8, fp8_experts), MoeTileFor(MoeTile::kAuto, 2048 * 8, 128));
   qwen3.tile = MoeTile::k64x64;  // named: as given
   EXPECT_EQ(MoeTileRun(qwen3, 512 * 8), MoeTile::k64x64);
-  MoeRun mixtral = MoeRun::Of(cuda_test::MoeLayerConfig(kMixtral));
+  MoeRun mixtral = MoeRun::Of(cuda_test::MoeLayerConfig(cuda_test::kMixtralShape));
   mixtral.cublas = qwen3.cublas;
   mixtral.skinny_workspace = qwen3.skinny_workspace;
   EXPECT_EQ(MoeTileRun(mixtral, 64 * 2), MoeTile::kLibrary);  // before the skinny kernel's 32 per expert

@@ -24,6 +24,11 @@ struct MoeLayerShape {
   bool renormalize;
 };
 
+// The two real models' shapes: kvtier_cuda_moe_bench times them, and MoeTileRun's thresholds
+// were measured on them.
+inline constexpr MoeLayerShape kQwen3MoeShape = {"qwen3-30b-a3b", 2048, 128, 8, 768, true};
+inline constexpr MoeLayerShape kMixtralShape = {"mixtral-8x7b", 4096, 8, 2, 14336, true};
+
 // A one-layer config whose only layer is that MoE layer.
 inline ModelConfig MoeLayerConfig(const MoeLayerShape& s) {
   ModelConfig c;

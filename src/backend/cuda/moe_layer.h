@@ -135,10 +135,10 @@ bool MoeLibraryPathSuits(const ModelConfig& config, bool fp8_weights, bool fp8_a
 // kMoeLibraryMinRoutesPerExpert routes each on average (kMoeLibraryGroupedMinRoutesPerExpert
 // with run.library_grouped); else the skinny path where run.skinny and run.skinny_workspace are
 // set and the experts get kMoeSkinnyMinRoutesPerExpert routes each on average; kLibrary and
-// kSkinny as given; otherwise MoeTileFor's. Where the library or skinny path is picked but not available
-// (MoeLibraryPathAvailable, MoeSkinnyPathAvailable: a capturing stream; fp8 experts without
-// run.fp8_gemm or the fp8 buffers; 16-bit compute for the skinny kernels), EnqueueMoeMlp runs
-// MoeTileFor's tile instead.
+// kSkinny as given; otherwise MoeTileFor's. Where the library or skinny path is picked but not
+// available (MoeLibraryPathAvailable, MoeSkinnyPathAvailable: a capturing stream; fp8 experts
+// without run.fp8_gemm or the fp8 buffers; 16-bit compute for the skinny kernels),
+// EnqueueMoeMlp runs MoeTileFor's tile instead.
 MoeTile MoeTileRun(const MoeRun& run, int64_t routes);
 // The same for these experts: kAuto keeps fp8 experts of a grouped-library model (more than
 // kMoeLibraryLoopMaxExperts) off the library, as cuBLAS groups no fp8 GEMMs: the skinny path or
